@@ -1,0 +1,56 @@
+import type { Partition } from "../core/partition.js";
+import type { TableDefinition } from "../core/table.js";
+
+/** Where a partition's pointer is: its current run, the run before it, and the signature that moved with it. */
+export interface Pointer {
+  readonly partition: Partition;
+  readonly runId: string;
+  /** The run this partition pointed to just before `runId`, when known. */
+  readonly previousRunId?: string;
+  /** The content signature recorded with the pointer, when the catalog keeps one (Glue Parameters). */
+  readonly signature?: string;
+}
+
+/** One pointer move: the swap, a rollback, or a roll forward. */
+export interface PointerMove {
+  readonly partition: Partition;
+  readonly runId: string;
+  readonly previousRunId?: string;
+  readonly signature?: string;
+}
+
+/** What a catalog can do; the core reads these and chooses. */
+export interface CatalogCapabilities {
+  /** The most pointer moves one catalog call can carry. */
+  readonly maxBatchUpdate: number;
+}
+
+/**
+ * The catalog port: table definitions and partition pointers. Moving a pointer
+ * is the swap, and must be atomic per partition: readers see the old run or the
+ * new one, never nothing.
+ */
+export interface Catalog {
+  readonly capabilities: CatalogCapabilities;
+  /** Prepares the catalog and cleans what an earlier killed process left (temporary links). */
+  open(): Promise<void>;
+  getTable(name: string): Promise<TableDefinition | undefined>;
+  listTables(): Promise<TableDefinition[]>;
+  /** Declares a table; declaring the same definition again is a no-op, a different one is refused. */
+  createTable(table: TableDefinition): Promise<void>;
+  /** Removes a table's definition and whatever catalog state is left for it. */
+  dropTable(name: string): Promise<void>;
+  /** The store key prefix under which runs of `partition` (or of every partition) live, ending in '/'. */
+  runsPrefix(table: TableDefinition, partition?: Partition): string;
+  getPointer(table: TableDefinition, partition: Partition): Promise<Pointer | undefined>;
+  listPointers(table: TableDefinition): Promise<Pointer[]>;
+  /** Moves one partition's pointer to a completely written run, atomically. */
+  movePointer(table: TableDefinition, move: PointerMove): Promise<void>;
+  /** Removes a partition's pointer; readers stop seeing the partition. */
+  removePointer(table: TableDefinition, partition: Partition): Promise<void>;
+}
+
+/** The folder name of a run inside its partition's runs prefix. */
+export function runFolder(runId: string): string {
+  return `run=${runId}`;
+}

@@ -1,0 +1,43 @@
+import { readFileSync } from "node:fs";
+import type { Command } from "commander";
+import { InvalidInputError } from "../../core/errors.js";
+import { defineTable, parseColumns } from "../../core/table.js";
+import { report } from "../output.js";
+import { wantsJson, withLake } from "../context.js";
+
+interface Options {
+  partitionKeys: string;
+  columns?: string;
+  columnsFile?: string;
+  compression: string;
+}
+
+/** `lakeswap create-table`: declares a table's columns and partition keys. */
+export function registerCreateTable(program: Command): void {
+  program
+    .command("create-table <table>")
+    .description("declare a table: its columns and partition keys")
+    .requiredOption("--partition-keys <keys>", "partition keys, in path order: 'day' or 'p_year,p_month,p_day'")
+    .option("--columns <columns>", "columns and types: 'id BIGINT, amount DECIMAL(10,2), name VARCHAR'")
+    .option("--columns-file <file>", "read the columns from a file (same syntax, commas or new lines)")
+    .option("--compression <codec>", "Parquet compression: snappy or zstd", "snappy")
+    .option("--json", "print the table definition as JSON")
+    .action(async (name: string, options: Options, command: Command) => {
+      if ((options.columns === undefined) === (options.columnsFile === undefined)) {
+        throw new InvalidInputError("give the columns with exactly one of --columns '...' or --columns-file FILE");
+      }
+      const columnsText = options.columns ?? readFileSync(options.columnsFile as string, "utf8").replace(/\n/g, ",");
+      const table = defineTable({
+        name,
+        columns: parseColumns(columnsText),
+        partitionKeys: options.partitionKeys.split(",").map((key) => key.trim()).filter(Boolean),
+        compression: options.compression,
+      });
+      await withLake(command, async (lake) => {
+        await lake.createTable(table);
+        report(wantsJson(command), table, () =>
+          `table ${table.name}: ${table.columns.map((c) => `${c.name} ${c.type}`).join(", ")}; partitioned by ${table.partitionKeys.join(", ")}`,
+        );
+      });
+    });
+}

@@ -1,0 +1,18 @@
+import type { Command } from "commander";
+import { report } from "../output.js";
+import { addWaitOptions, wantsJson, withLake } from "../context.js";
+
+/** `lakeswap drop-table`: removes a table, its pointers, runs and records. */
+export function registerDropTable(program: Command): void {
+  addWaitOptions(
+    program
+      .command("drop-table <table>")
+      .description("remove a table with all its runs (readers stop seeing it first)")
+      .option("--json", "print the result as JSON"),
+  ).action(async (name: string, _options: unknown, command: Command) => {
+    await withLake(command, async (lake) => {
+      await lake.dropTable(name);
+      report(wantsJson(command), { table: name, dropped: true }, () => `dropped table ${name}`);
+    });
+  });
+}

@@ -1,0 +1,23 @@
+import type { Command } from "commander";
+import { formatTable, report } from "../output.js";
+import { wantsJson, withLake } from "../context.js";
+
+/** `lakeswap history`: a partition's runs with time, rows and which one is current. */
+export function registerHistory(program: Command): void {
+  program
+    .command("history <table>")
+    .description("list the runs of a table's partitions: id, time, rows, current or not")
+    .option("--partition <spec>", "only this partition")
+    .option("--json", "print the history as JSON")
+    .action(async (name: string, options: { partition?: string }, command: Command) => {
+      await withLake(command, async (lake) => {
+        const histories = await lake.history(name, options.partition);
+        report(wantsJson(command), histories, () => {
+          const rows = histories.flatMap((h) =>
+            h.runs.map((run) => [h.partition, run.runId, run.createdAt, run.rows ?? "?", run.bytes, run.state]),
+          );
+          return rows.length === 0 ? `table ${name} has no runs yet` : formatTable(["partition", "run", "created", "rows", "bytes", "state"], rows);
+        });
+      });
+    });
+}

@@ -1,0 +1,47 @@
+import type { Command } from "commander";
+import { resolveLakeConfig, type LakeConfig } from "../config/lake-config.js";
+import type { Lake } from "../core/lake.js";
+import { openEmbeddedLake } from "../open-lake.js";
+
+/** Options every command understands. */
+export interface GlobalOptions {
+  readonly lake?: string;
+  readonly json?: boolean;
+  readonly grace?: string;
+  readonly wait?: string | boolean;
+}
+
+/** The lake settings a command runs with, from its flags and the environment. */
+export function lakeConfig(command: Command): LakeConfig {
+  return resolveLakeConfig(command.optsWithGlobals<GlobalOptions>());
+}
+
+/** Opens the lake for a command, runs `work`, and always closes it. */
+export async function withLake<T>(command: Command, work: (lake: Lake, config: LakeConfig) => Promise<T>): Promise<T> {
+  const config = lakeConfig(command);
+  const lake = await openEmbeddedLake(config.lakeDir, {
+    graceMs: config.graceMs,
+    leaseWaitMs: config.leaseWaitMs,
+    onLeaseWait: (holder) =>
+      process.stderr.write(
+        `waiting for table '${holder.table}': pid ${holder.pid} on ${holder.host} (${holder.command}) holds its lease since ${holder.acquiredAt}\n`,
+      ),
+  });
+  try {
+    return await work(lake, config);
+  } finally {
+    await lake.close();
+  }
+}
+
+/** True when the command was given --json. */
+export function wantsJson(command: Command): boolean {
+  return command.optsWithGlobals<GlobalOptions>().json === true;
+}
+
+/** Adds --wait/--no-wait to a command that writes. */
+export function addWaitOptions(command: Command): Command {
+  return command
+    .option("--wait <duration>", "wait up to this long for another writer of the table (default 2m, env LAKESWAP_WAIT)")
+    .option("--no-wait", "fail at once if another writer holds the table");
+}

@@ -1,0 +1,34 @@
+import path from "node:path";
+import { parseDuration } from "../core/duration.js";
+import { DEFAULT_LEASE_WAIT_MS } from "../core/lease.js";
+import { DEFAULT_GRACE_MS } from "../core/retention.js";
+
+/** The settings of an embedded lake, from flags first, then the environment, then defaults. */
+export interface LakeConfig {
+  /** The lake folder (`--lake`, env `LAKESWAP_LAKE`, default `./lake`). */
+  readonly lakeDir: string;
+  /** GC grace window (`--grace`, env `LAKESWAP_GRACE`, default 6h). */
+  readonly graceMs: number;
+  /** How long to wait for another writer (`--wait`/`--no-wait`, env `LAKESWAP_WAIT`, default 2m). */
+  readonly leaseWaitMs: number;
+}
+
+/** Raw option values as the CLI received them. */
+export interface LakeConfigInput {
+  readonly lake?: string;
+  readonly grace?: string;
+  /** `--wait DURATION` gives a string, `--no-wait` gives false. */
+  readonly wait?: string | boolean;
+}
+
+/** Resolves the lake settings from flags and environment. */
+export function resolveLakeConfig(input: LakeConfigInput, env: NodeJS.ProcessEnv = process.env): LakeConfig {
+  const lakeDir = path.resolve(input.lake ?? env.LAKESWAP_LAKE ?? "lake");
+  const grace = input.grace ?? env.LAKESWAP_GRACE;
+  const graceMs = grace !== undefined ? parseDuration(grace, input.grace !== undefined ? "--grace" : "LAKESWAP_GRACE") : DEFAULT_GRACE_MS;
+  let leaseWaitMs = DEFAULT_LEASE_WAIT_MS;
+  if (input.wait === false) leaseWaitMs = 0;
+  else if (typeof input.wait === "string") leaseWaitMs = parseDuration(input.wait, "--wait");
+  else if (env.LAKESWAP_WAIT !== undefined) leaseWaitMs = parseDuration(env.LAKESWAP_WAIT, "LAKESWAP_WAIT");
+  return { lakeDir, graceMs, leaseWaitMs };
+}

@@ -1,0 +1,89 @@
+/**
+ * Errors that speak to the user: a stable `code`, whether retrying may help,
+ * and the process exit code the CLI uses for it (documented in the README).
+ */
+export type ErrorCode =
+  | "INVALID_INPUT"
+  | "NOT_FOUND"
+  | "CONFLICT"
+  | "LEASE_HELD"
+  | "LEASE_LOST"
+  | "AUDIT_FAILED"
+  | "BUILD_FAILED"
+  | "PARTIAL_FAILURE"
+  | "STORE_ERROR";
+
+/** Exit codes of the `lakeswap` CLI, one per error code (0 = success, 1 = unexpected internal error). */
+export const EXIT_CODES: Readonly<Record<ErrorCode, number>> = {
+  INVALID_INPUT: 2,
+  NOT_FOUND: 3,
+  CONFLICT: 3,
+  LEASE_HELD: 4,
+  LEASE_LOST: 4,
+  AUDIT_FAILED: 5,
+  BUILD_FAILED: 6,
+  PARTIAL_FAILURE: 7,
+  STORE_ERROR: 8,
+};
+
+/** Base class of every error lakeswap raises on purpose. */
+export class LakeswapError extends Error {
+  readonly code: ErrorCode;
+  readonly retryable: boolean;
+
+  constructor(code: ErrorCode, message: string, options: { retryable?: boolean; cause?: unknown } = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = "LakeswapError";
+    this.code = code;
+    this.retryable = options.retryable ?? false;
+  }
+
+  get exitCode(): number {
+    return EXIT_CODES[this.code];
+  }
+}
+
+/** Bad input from the command line, config or data: names the value and the fix. */
+export class InvalidInputError extends LakeswapError {
+  constructor(message: string) {
+    super("INVALID_INPUT", message);
+    this.name = "InvalidInputError";
+  }
+}
+
+/** A table, partition or run that does not exist. */
+export class NotFoundError extends LakeswapError {
+  constructor(message: string) {
+    super("NOT_FOUND", message);
+    this.name = "NotFoundError";
+  }
+}
+
+/** Another writer holds the table's lease. */
+export class LeaseHeldError extends LakeswapError {
+  constructor(message: string) {
+    super("LEASE_HELD", message, { retryable: true });
+    this.name = "LeaseHeldError";
+  }
+}
+
+/** A build finished but its audit refused the result; the pointer did not move. */
+export class AuditError extends LakeswapError {
+  constructor(message: string) {
+    super("AUDIT_FAILED", message);
+    this.name = "AuditError";
+  }
+}
+
+/** The engine could not build the run (SQL error, schema mismatch); the pointer did not move. */
+export class BuildError extends LakeswapError {
+  constructor(message: string, cause?: unknown) {
+    super("BUILD_FAILED", message, { cause });
+    this.name = "BuildError";
+  }
+}
+
+/** Returns the message of anything thrown, for reports. */
+export function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

@@ -1,0 +1,528 @@
+import type { Catalog, Pointer } from "../catalog/catalog.js";
+import { runFolder } from "../catalog/catalog.js";
+import type { Engine, PartitionSnapshot, QueryResult, TableSnapshot } from "../engine/engine.js";
+import type { ObjectStore } from "../store/object-store.js";
+import { AuditError, InvalidInputError, LakeswapError, NotFoundError, errorMessage } from "./errors.js";
+import { faultPoint } from "./faults.js";
+import { DEFAULT_LEASE_WAIT_MS, WriterLease, leaseKey, type LeaseRecord } from "./lease.js";
+import { manifestKey, manifestsPrefix, parseManifest, type RunManifest } from "./manifest.js";
+import { orderPartition, parsePartition, parsePartitionPath, partitionPath, type Partition } from "./partition.js";
+import { DEFAULT_GRACE_MS, planRetention, type RetentionReason } from "./retention.js";
+import { isRunId, newRunId, runIdTime } from "./run-id.js";
+import type { TableDefinition } from "./table.js";
+
+/** The ports a lake runs on. */
+export interface LakePorts {
+  readonly store: ObjectStore;
+  readonly catalog: Catalog;
+  readonly engine: Engine;
+}
+
+/** Settings shared by every operation of one lake. */
+export interface LakeSettings {
+  /** Runs younger than this are never garbage-collected (default 6h). */
+  readonly graceMs?: number;
+  /** How long a writer waits for another writer's lease (default 2 minutes; 0 = fail at once). */
+  readonly leaseWaitMs?: number;
+  readonly leaseTtlMs?: number;
+  /** Told when this writer has to wait for another one. */
+  readonly onLeaseWait?: (holder: LeaseRecord) => void;
+}
+
+/** A partition named by the user: parsed text (`day=2026-11-01`) or a partition. */
+export type PartitionInput = string | Partition;
+
+/** What one partition replace did. */
+export interface ReplaceResult {
+  readonly table: string;
+  readonly partition: string;
+  readonly runId: string;
+  readonly previousRunId?: string;
+  readonly rows: number;
+  readonly previousRows?: number;
+  readonly bytes: number;
+  readonly seconds: number;
+  readonly gc: PartitionGcReport;
+}
+
+/** Options of one partition replace. */
+export interface ReplaceOptions {
+  readonly select: string;
+  /** Accept a build of 0 rows for a partition that has rows (default false). */
+  readonly allowEmpty?: boolean;
+  /** Recorded with the run and moved with the pointer. */
+  readonly signature?: string;
+  readonly inputs?: readonly string[];
+}
+
+/** One run in a partition's history. */
+export interface RunHistoryEntry {
+  readonly runId: string;
+  readonly createdAt: string;
+  readonly rows?: number;
+  readonly bytes: number;
+  readonly state: "current" | "previous" | "completed" | "incomplete";
+  readonly signature?: string;
+}
+
+/** A partition's runs, newest first. */
+export interface PartitionHistory {
+  readonly table: string;
+  readonly partition: string;
+  readonly currentRunId?: string;
+  readonly runs: readonly RunHistoryEntry[];
+}
+
+/** What GC decided (and, unless dry-run, did) for one partition. */
+export interface PartitionGcReport {
+  readonly table: string;
+  readonly partition: string;
+  readonly kept: readonly { runId: string; reason: RetentionReason }[];
+  readonly removed: readonly { runId: string; reason: RetentionReason; bytes: number }[];
+}
+
+/** What a rollback did. */
+export interface RollbackResult {
+  readonly table: string;
+  readonly partition: string;
+  readonly fromRunId: string;
+  readonly toRunId: string;
+  readonly rows?: number;
+}
+
+/** Progress of work that spans several partitions. */
+export type ProgressListener = (event: { readonly done: number; readonly total: number; readonly label: string }) => void;
+
+interface RunListing {
+  readonly runId: string;
+  readonly files: readonly { key: string; size: number }[];
+  readonly hasManifest: boolean;
+}
+
+/**
+ * The lake: tables of Hive-style Parquet partitions whose pointers only ever
+ * move to complete, audited runs. Every invariant of DESIGN.md lives here once;
+ * the store, catalog and engine are ports.
+ */
+export class Lake {
+  private readonly store: ObjectStore;
+  private readonly catalog: Catalog;
+  private readonly engine: Engine;
+  private readonly graceMs: number;
+  private readonly settings: LakeSettings;
+
+  private constructor(ports: LakePorts, settings: LakeSettings) {
+    this.store = ports.store;
+    this.catalog = ports.catalog;
+    this.engine = ports.engine;
+    this.graceMs = settings.graceMs ?? DEFAULT_GRACE_MS;
+    this.settings = settings;
+  }
+
+  /** Opens a lake, cleaning what a killed process left in the catalog. */
+  static async open(ports: LakePorts, settings: LakeSettings = {}): Promise<Lake> {
+    await ports.catalog.open();
+    return new Lake(ports, settings);
+  }
+
+  async close(): Promise<void> {
+    await this.engine.close();
+  }
+
+  /** Declares a table (idempotent for the same definition). */
+  async createTable(table: TableDefinition): Promise<void> {
+    await this.catalog.createTable(table);
+  }
+
+  /** A table's definition, or a NotFoundError that lists the tables there are. */
+  async table(name: string): Promise<TableDefinition> {
+    const table = await this.catalog.getTable(name);
+    if (table) return table;
+    const names = (await this.catalog.listTables()).map((t) => t.name);
+    const known = names.length > 0 ? `tables here: ${names.join(", ")}` : "this lake has no tables yet (lakeswap create-table)";
+    throw new NotFoundError(`table '${name}' does not exist in ${this.store.description}; ${known}`);
+  }
+
+  async listTables(): Promise<TableDefinition[]> {
+    return this.catalog.listTables();
+  }
+
+  /** Removes a table: pointers first (readers stop seeing it), then its runs and records. */
+  async dropTable(name: string): Promise<void> {
+    const table = await this.table(name);
+    await this.withLease(table.name, `drop-table ${table.name}`, async () => {
+      for (const pointer of await this.catalog.listPointers(table)) await this.catalog.removePointer(table, pointer.partition);
+      const objects = [
+        ...(await this.store.list(this.catalog.runsPrefix(table))),
+        ...(await this.store.list(manifestsPrefix(table.name))),
+      ];
+      await this.store.delete(objects.map((o) => o.key));
+    });
+    await this.catalog.dropTable(table.name);
+  }
+
+  /**
+   * Replaces one partition: lease -> build into a fresh run prefix -> audit ->
+   * move the pointer -> write the run's manifest -> GC -> release. A failure at
+   * any step before the pointer moves leaves readers on the old run.
+   */
+  async replacePartition(tableName: string, partitionInput: PartitionInput, options: ReplaceOptions): Promise<ReplaceResult> {
+    const table = await this.table(tableName);
+    const partition = this.partitionOf(table, partitionInput);
+    const label = `${table.name}/${partitionPath(partition)}`;
+    return this.withLease(table.name, `replace ${label}`, async () => {
+      faultPoint("lease-acquired");
+      const started = Date.now();
+      const current = await this.catalog.getPointer(table, partition);
+      const currentManifest = current ? await this.ensureManifest(table, current) : undefined;
+
+      const runId = newRunId();
+      const runPrefix = `${this.catalog.runsPrefix(table, partition)}${runFolder(runId)}/`;
+      const sources = await this.snapshot();
+      let build;
+      try {
+        build = await this.engine.build({ table, partition, select: options.select, runPrefix, sources });
+      } catch (error) {
+        await this.discardRun(runPrefix);
+        throw error;
+      }
+      faultPoint("after-build");
+
+      const previousRows = currentManifest?.rows;
+      if (build.rows === 0 && (previousRows ?? 0) > 0 && !options.allowEmpty) {
+        await this.discardRun(runPrefix);
+        throw new AuditError(
+          `the build of ${label} produced 0 rows, but the partition has ${previousRows} rows (run ${current?.runId}); ` +
+            `the pointer was not moved. If the partition really is empty now, rerun with --allow-empty.`,
+        );
+      }
+
+      await this.leaseCheck(table.name);
+      await this.catalog.movePointer(table, {
+        partition,
+        runId,
+        previousRunId: current?.runId,
+        signature: options.signature,
+      });
+      faultPoint("after-swap");
+
+      const builtAt = new Date();
+      const bytes = build.files.reduce((sum, f) => sum + f.size, 0);
+      const manifest: RunManifest = {
+        format: 1,
+        table: table.name,
+        partition: partitionPath(partition),
+        runId,
+        rows: build.rows,
+        files: build.files,
+        bytes,
+        previousRunId: current?.runId,
+        signature: options.signature,
+        inputs: options.inputs,
+        builtAt: new Date(started).toISOString(),
+        swappedAt: builtAt.toISOString(),
+        buildSeconds: (builtAt.getTime() - started) / 1000,
+      };
+      await this.store.put(manifestKey(table.name, partition, runId), `${JSON.stringify(manifest, null, 2)}\n`);
+      faultPoint("after-manifest");
+
+      const gc = await this.collectPartition(table, partition, { dryRun: false, graceMs: this.graceMs });
+      faultPoint("before-release");
+      return {
+        table: table.name,
+        partition: partitionPath(partition),
+        runId,
+        previousRunId: current?.runId,
+        rows: build.rows,
+        previousRows,
+        bytes,
+        seconds: (Date.now() - started) / 1000,
+        gc,
+      };
+    });
+  }
+
+  /** Moves a partition's pointer back to the newest completed older run, or to `toRunId`. */
+  async rollback(tableName: string, partitionInput: PartitionInput, options: { toRunId?: string } = {}): Promise<RollbackResult> {
+    const table = await this.table(tableName);
+    const partition = this.partitionOf(table, partitionInput);
+    const label = `${table.name}/${partitionPath(partition)}`;
+    if (options.toRunId !== undefined && !isRunId(options.toRunId)) {
+      throw new InvalidInputError(`'${options.toRunId}' is not a run id (YYYYMMDDTHHMMSSZ-xxxxxx); see lakeswap history ${table.name} --partition ...`);
+    }
+    return this.withLease(table.name, `rollback ${label}`, async () => {
+      const current = await this.catalog.getPointer(table, partition);
+      if (!current) throw new NotFoundError(`partition ${label} has no current run, so there is nothing to roll back`);
+      const runs = await this.listRuns(table, partition);
+      const complete = runs.filter((run) => run.hasManifest && run.files.length > 0);
+      let target: string;
+      if (options.toRunId !== undefined) {
+        if (options.toRunId === current.runId) throw new InvalidInputError(`run ${options.toRunId} is already the current run of ${label}`);
+        if (!complete.some((run) => run.runId === options.toRunId)) {
+          throw new NotFoundError(
+            `run ${options.toRunId} of ${label} does not exist or never completed; runs to choose from: ${complete.map((r) => r.runId).join(", ") || "none"}`,
+          );
+        }
+        target = options.toRunId;
+      } else {
+        const older = complete.filter((run) => run.runId < current.runId).map((run) => run.runId);
+        const newest = older.at(-1);
+        if (!newest) throw new NotFoundError(`partition ${label} has no older run to roll back to (current run ${current.runId})`);
+        target = newest;
+      }
+      const manifest = await this.readManifest(table, partition, target);
+      await this.leaseCheck(table.name);
+      await this.catalog.movePointer(table, {
+        partition,
+        runId: target,
+        previousRunId: current.runId,
+        signature: manifest?.signature,
+      });
+      return { table: table.name, partition: partitionPath(partition), fromRunId: current.runId, toRunId: target, rows: manifest?.rows };
+    });
+  }
+
+  /** The runs of one partition, or of every partition of a table, newest first. */
+  async history(tableName: string, partitionInput?: PartitionInput): Promise<PartitionHistory[]> {
+    const table = await this.table(tableName);
+    const partitions = partitionInput !== undefined ? [this.partitionOf(table, partitionInput)] : await this.knownPartitions(table);
+    const histories: PartitionHistory[] = [];
+    for (const partition of partitions) {
+      const pointer = await this.catalog.getPointer(table, partition);
+      const runs = await this.listRuns(table, partition);
+      const entries: RunHistoryEntry[] = [];
+      for (const run of [...runs].reverse()) {
+        if (run.files.length === 0) continue;
+        const manifest = run.hasManifest ? await this.readManifest(table, partition, run.runId) : undefined;
+        const state =
+          run.runId === pointer?.runId ? "current"
+          : run.runId === pointer?.previousRunId ? "previous"
+          : manifest ? "completed" : "incomplete";
+        entries.push({
+          runId: run.runId,
+          createdAt: runIdTime(run.runId).toISOString(),
+          rows: manifest?.rows,
+          bytes: run.files.reduce((sum, f) => sum + f.size, 0),
+          state,
+          signature: manifest?.signature,
+        });
+      }
+      if (partitionInput !== undefined && entries.length === 0) {
+        throw new NotFoundError(`partition ${table.name}/${partitionPath(partition)} has no runs`);
+      }
+      histories.push({ table: table.name, partition: partitionPath(partition), currentRunId: pointer?.runId, runs: entries });
+    }
+    return histories;
+  }
+
+  /** Garbage-collects runs outside the retention rule, in one table or in all. */
+  async gc(
+    tableName: string | undefined,
+    options: { dryRun?: boolean; graceMs?: number; onProgress?: ProgressListener } = {},
+  ): Promise<PartitionGcReport[]> {
+    const tables = tableName !== undefined ? [await this.table(tableName)] : await this.catalog.listTables();
+    const reports: PartitionGcReport[] = [];
+    for (const table of tables) {
+      const collect = async (): Promise<void> => {
+        const partitions = await this.knownPartitions(table);
+        for (const [index, partition] of partitions.entries()) {
+          options.onProgress?.({ done: index, total: partitions.length, label: `${table.name}/${partitionPath(partition)}` });
+          reports.push(
+            await this.collectPartition(table, partition, { dryRun: options.dryRun ?? false, graceMs: options.graceMs ?? this.graceMs }),
+          );
+        }
+      };
+      if (options.dryRun) await collect();
+      else await this.withLease(table.name, `gc ${table.name}`, collect);
+    }
+    return reports;
+  }
+
+  /** Runs a query over the current runs of every lake table (tables visible by name). */
+  async query(sql: string): Promise<QueryResult> {
+    return this.engine.query(sql, await this.snapshot());
+  }
+
+  /** Row count of one partition's current run, or undefined when it has none. */
+  async countPartition(tableName: string, partitionInput: PartitionInput): Promise<number | undefined> {
+    const table = await this.table(tableName);
+    const partition = this.partitionOf(table, partitionInput);
+    const pointer = await this.catalog.getPointer(table, partition);
+    if (!pointer) return undefined;
+    return this.engine.countRows(await this.runFiles(table, partition, pointer.runId));
+  }
+
+  /** Each table's current runs and their files, resolved once so a query reads one consistent state. */
+  async snapshot(): Promise<TableSnapshot[]> {
+    const snapshots: TableSnapshot[] = [];
+    for (const table of await this.catalog.listTables()) {
+      const partitions: PartitionSnapshot[] = [];
+      for (const pointer of await this.catalog.listPointers(table)) {
+        const files = await this.runFiles(table, pointer.partition, pointer.runId);
+        if (files.length > 0) partitions.push({ partition: pointer.partition, runId: pointer.runId, files });
+      }
+      snapshots.push({ table, partitions });
+    }
+    return snapshots;
+  }
+
+  /** The current pointer of a partition (run id, previous run, signature). */
+  async pointer(tableName: string, partitionInput: PartitionInput): Promise<Pointer | undefined> {
+    const table = await this.table(tableName);
+    return this.catalog.getPointer(table, this.partitionOf(table, partitionInput));
+  }
+
+  private partitionOf(table: TableDefinition, input: PartitionInput): Partition {
+    return typeof input === "string" ? parsePartition(input, table.partitionKeys) : orderPartition(input, table.partitionKeys);
+  }
+
+  private async withLease<T>(table: string, command: string, work: () => Promise<T>): Promise<T> {
+    const lease = await WriterLease.acquire(this.store, table, {
+      waitMs: this.settings.leaseWaitMs ?? DEFAULT_LEASE_WAIT_MS,
+      ttlMs: this.settings.leaseTtlMs,
+      command,
+      onWait: this.settings.onLeaseWait,
+    });
+    this.leases.set(table, lease);
+    try {
+      return await work();
+    } finally {
+      this.leases.delete(table);
+      await lease.release();
+    }
+  }
+
+  private readonly leases = new Map<string, WriterLease>();
+
+  private async leaseCheck(table: string): Promise<void> {
+    const lease = this.leases.get(table);
+    if (!lease) throw new LakeswapError("LEASE_LOST", `no writer lease is held for table '${table}'`);
+    await lease.assertHeld();
+  }
+
+  /** Partitions that have a pointer, runs or manifests. */
+  private async knownPartitions(table: TableDefinition): Promise<Partition[]> {
+    const paths = new Set<string>();
+    for (const pointer of await this.catalog.listPointers(table)) paths.add(partitionPath(pointer.partition));
+    const depth = table.partitionKeys.length;
+    const collect = (prefix: string, keys: readonly { key: string }[]): void => {
+      for (const { key } of keys) {
+        const parts = key.slice(prefix.length).split("/");
+        if (parts.length > depth) paths.add(parts.slice(0, depth).join("/"));
+      }
+    };
+    const runsPrefix = this.catalog.runsPrefix(table);
+    collect(runsPrefix, await this.store.list(runsPrefix));
+    const manifests = manifestsPrefix(table.name);
+    collect(manifests, await this.store.list(manifests));
+    return [...paths].sort().map((path) => parsePartitionPath(path, table.partitionKeys));
+  }
+
+  /** Every run of a partition (folders and manifests), oldest first. */
+  private async listRuns(table: TableDefinition, partition: Partition): Promise<RunListing[]> {
+    const runs = new Map<string, { files: { key: string; size: number }[]; hasManifest: boolean }>();
+    const entry = (runId: string) => {
+      let run = runs.get(runId);
+      if (!run) runs.set(runId, (run = { files: [], hasManifest: false }));
+      return run;
+    };
+    const prefix = this.catalog.runsPrefix(table, partition);
+    for (const object of await this.store.list(prefix)) {
+      const folder = object.key.slice(prefix.length).split("/")[0] ?? "";
+      const runId = folder.replace(/^run=/, "");
+      if (folder.startsWith("run=") && isRunId(runId)) entry(runId).files.push(object);
+    }
+    const manifests = manifestsPrefix(table.name, partition);
+    for (const object of await this.store.list(manifests)) {
+      const name = object.key.slice(manifests.length);
+      const runId = name.replace(/\.json$/, "");
+      if (!name.includes("/") && isRunId(runId)) entry(runId).hasManifest = true;
+    }
+    return [...runs.entries()]
+      .sort(([a], [b]) => (a < b ? -1 : 1))
+      .map(([runId, run]) => ({ runId, files: run.files, hasManifest: run.hasManifest }));
+  }
+
+  private async runFiles(table: TableDefinition, partition: Partition, runId: string): Promise<string[]> {
+    const prefix = `${this.catalog.runsPrefix(table, partition)}${runFolder(runId)}/`;
+    return (await this.store.list(prefix)).map((o) => o.key).filter((key) => key.endsWith(".parquet"));
+  }
+
+  private async readManifest(table: TableDefinition, partition: Partition, runId: string): Promise<RunManifest | undefined> {
+    const key = manifestKey(table.name, partition, runId);
+    const stored = await this.store.get(key);
+    return stored ? parseManifest(stored.body, key) : undefined;
+  }
+
+  /** The manifest of the current run; rebuilt from its files if the process died between swap and manifest. */
+  private async ensureManifest(table: TableDefinition, pointer: Pointer): Promise<RunManifest> {
+    const existing = await this.readManifest(table, pointer.partition, pointer.runId);
+    if (existing) return existing;
+    const prefix = `${this.catalog.runsPrefix(table, pointer.partition)}${runFolder(pointer.runId)}/`;
+    const files = (await this.store.list(prefix)).filter((o) => o.key.endsWith(".parquet"));
+    const now = new Date().toISOString();
+    const manifest: RunManifest = {
+      format: 1,
+      table: table.name,
+      partition: partitionPath(pointer.partition),
+      runId: pointer.runId,
+      rows: await this.engine.countRows(files.map((f) => f.key)),
+      files,
+      bytes: files.reduce((sum, f) => sum + f.size, 0),
+      previousRunId: pointer.previousRunId,
+      builtAt: runIdTime(pointer.runId).toISOString(),
+      swappedAt: now,
+      buildSeconds: 0,
+      recovered: true,
+    };
+    await this.store.put(manifestKey(table.name, pointer.partition, pointer.runId), `${JSON.stringify(manifest, null, 2)}\n`);
+    return manifest;
+  }
+
+  private async collectPartition(
+    table: TableDefinition,
+    partition: Partition,
+    options: { dryRun: boolean; graceMs: number },
+  ): Promise<PartitionGcReport> {
+    const pointer = await this.catalog.getPointer(table, partition);
+    const runs = await this.listRuns(table, partition);
+    const decisions = planRetention({
+      runs: runs.map((run) => ({ runId: run.runId, published: run.hasManifest, hasFiles: run.files.length > 0 })),
+      currentRunId: pointer?.runId,
+      previousRunId: pointer?.previousRunId,
+      now: new Date(),
+      graceMs: options.graceMs,
+    });
+    const byId = new Map(runs.map((run) => [run.runId, run]));
+    const removed: PartitionGcReport["removed"][number][] = [];
+    for (const decision of decisions.filter((d) => !d.keep)) {
+      const run = byId.get(decision.runId);
+      const files = run?.files ?? [];
+      if (!options.dryRun) {
+        // Files first, manifest last: a run with a manifest but no files is only a leftover record.
+        await this.store.delete(files.map((f) => f.key));
+        faultPoint("during-gc");
+        await this.store.delete([manifestKey(table.name, partition, decision.runId)]);
+      }
+      removed.push({ runId: decision.runId, reason: decision.reason, bytes: files.reduce((sum, f) => sum + f.size, 0) });
+    }
+    return {
+      table: table.name,
+      partition: partitionPath(partition),
+      kept: decisions.filter((d) => d.keep).map(({ runId, reason }) => ({ runId, reason })),
+      removed,
+    };
+  }
+
+  /** Best-effort removal of a run that will never be current; GC removes it later if this fails. */
+  private async discardRun(runPrefix: string): Promise<void> {
+    try {
+      const objects = await this.store.list(runPrefix);
+      await this.store.delete(objects.map((o) => o.key));
+    } catch (error) {
+      process.emitWarning(`could not remove the unused run ${runPrefix}: ${errorMessage(error)}; lakeswap gc will`);
+    }
+  }
+}
+
+export { leaseKey };

@@ -1,0 +1,105 @@
+import { InvalidInputError } from "./errors.js";
+import { assertIdentifier, printable } from "./sql.js";
+
+/** One value of a table's partition keys, keys in the table's declared order. */
+export interface Partition {
+  readonly keys: readonly string[];
+  readonly values: readonly string[];
+}
+
+/** The longest partition value accepted (Hive and Glue allow more; paths and SQL stay readable). */
+export const MAX_PARTITION_VALUE_LENGTH = 128;
+
+const SAFE_VALUE = /^[A-Za-z0-9_][A-Za-z0-9_.-]*$/;
+
+/**
+ * Checks one partition value: letters, digits, '-', '_', '.', not starting with
+ * '.' or '-', no '..', at most 128 characters. Everything else (path separators,
+ * quotes, NUL, control characters) is refused with a message naming key and value.
+ */
+export function assertPartitionValue(key: string, value: string): string {
+  const allowed = `use letters, digits, '-', '_', '.' (not first, no '..'), at most ${MAX_PARTITION_VALUE_LENGTH} characters`;
+  if (value.length === 0) {
+    throw new InvalidInputError(`partition value for key '${key}' is empty: ${allowed}`);
+  }
+  if (value.length > MAX_PARTITION_VALUE_LENGTH) {
+    throw new InvalidInputError(
+      `partition value '${printable(value, 40)}' for key '${key}' is ${value.length} characters long: ${allowed}`,
+    );
+  }
+  if (!SAFE_VALUE.test(value) || value.includes("..")) {
+    throw new InvalidInputError(`partition value '${printable(value)}' for key '${key}' is not allowed: ${allowed}`);
+  }
+  return value;
+}
+
+/** Builds a partition from key/value pairs, checking every key and value. */
+export function makePartition(pairs: ReadonlyArray<readonly [string, string]>): Partition {
+  if (pairs.length === 0) throw new InvalidInputError("a partition needs at least one key=value pair");
+  const keys: string[] = [];
+  const values: string[] = [];
+  for (const [key, value] of pairs) {
+    assertIdentifier("partition key", key);
+    if (keys.includes(key)) throw new InvalidInputError(`partition key '${key}' is given twice`);
+    keys.push(key);
+    values.push(assertPartitionValue(key, value));
+  }
+  return { keys, values };
+}
+
+/**
+ * Parses `day=2026-11-01` or `p_year=2025,p_month=03,p_day=04`. With `declaredKeys`, the keys must be exactly the table's
+ * partition keys; they are put in the declared order.
+ */
+export function parsePartition(spec: string, declaredKeys?: readonly string[]): Partition {
+  const pairs = spec.split(",").map((part): [string, string] => {
+    const eq = part.indexOf("=");
+    if (eq <= 0) {
+      throw new InvalidInputError(
+        `partition '${printable(spec)}' is not of the form key=value[,key2=value2] (for example day=2026-11-01)`,
+      );
+    }
+    return [part.slice(0, eq).trim(), part.slice(eq + 1)];
+  });
+  const partition = makePartition(pairs);
+  return declaredKeys ? orderPartition(partition, declaredKeys) : partition;
+}
+
+/** Puts a partition's keys in the table's declared order, refusing missing or unknown keys. */
+export function orderPartition(partition: Partition, declaredKeys: readonly string[]): Partition {
+  const unknown = partition.keys.filter((key) => !declaredKeys.includes(key));
+  const missing = declaredKeys.filter((key) => !partition.keys.includes(key));
+  if (unknown.length > 0 || missing.length > 0) {
+    const parts = [
+      unknown.length > 0 ? `unknown key${unknown.length > 1 ? "s" : ""} ${unknown.map((k) => `'${k}'`).join(", ")}` : "",
+      missing.length > 0 ? `missing key${missing.length > 1 ? "s" : ""} ${missing.map((k) => `'${k}'`).join(", ")}` : "",
+    ].filter(Boolean);
+    throw new InvalidInputError(
+      `partition '${partitionSpec(partition)}' does not match the table's partition keys (${declaredKeys.join(", ")}): ${parts.join("; ")}`,
+    );
+  }
+  const values = declaredKeys.map((key) => partition.values[partition.keys.indexOf(key)] as string);
+  return { keys: [...declaredKeys], values };
+}
+
+/** The Hive path of a partition: `day=2026-11-01` or `p_year=2025/p_month=03/p_day=04`. */
+export function partitionPath(partition: Partition): string {
+  return partition.keys.map((key, i) => `${key}=${partition.values[i]}`).join("/");
+}
+
+/** The command-line form of a partition: `p_year=2025,p_month=03,p_day=04`. */
+export function partitionSpec(partition: Partition): string {
+  return partition.keys.map((key, i) => `${key}=${partition.values[i]}`).join(",");
+}
+
+/** Parses a Hive partition path (as written by `partitionPath`), checking every part. */
+export function parsePartitionPath(path: string, declaredKeys: readonly string[]): Partition {
+  return parsePartition(path.split("/").join(","), declaredKeys);
+}
+
+/** The value of one key of a partition. */
+export function partitionValue(partition: Partition, key: string): string {
+  const index = partition.keys.indexOf(key);
+  if (index < 0) throw new InvalidInputError(`partition '${partitionSpec(partition)}' has no key '${key}'`);
+  return partition.values[index] as string;
+}

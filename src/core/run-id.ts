@@ -1,0 +1,35 @@
+import { randomBytes } from "node:crypto";
+
+const RUN_ID = /^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})Z-([0-9a-f]{6})$/;
+
+let lastIssued = "";
+
+/**
+ * A new run id: UTC `YYYYMMDDTHHMMSSZ-` + 6 random hex chars. Ids sort by time;
+ * within one process they also sort by issue order, and the random suffix keeps
+ * ids of different processes apart (the run prefix is also created exclusively).
+ */
+export function newRunId(now: Date = new Date()): string {
+  const stamp = now.toISOString().replace(/[-:]/g, "").replace(/\.\d{3}Z$/, "Z");
+  let suffix = randomBytes(3).readUIntBE(0, 3);
+  if (lastIssued.startsWith(stamp)) {
+    const lastSuffix = Number.parseInt(lastIssued.slice(-6), 16);
+    if (suffix <= lastSuffix && lastSuffix < 0xffffff) suffix = lastSuffix + 1;
+  }
+  const id = `${stamp}-${suffix.toString(16).padStart(6, "0")}`;
+  lastIssued = id;
+  return id;
+}
+
+/** True when `value` is a well-formed run id. */
+export function isRunId(value: string): boolean {
+  return RUN_ID.test(value);
+}
+
+/** The UTC time a run id was issued at (second precision). */
+export function runIdTime(runId: string): Date {
+  const match = RUN_ID.exec(runId);
+  if (!match) throw new Error(`'${runId}' is not a run id (expected YYYYMMDDTHHMMSSZ-xxxxxx)`);
+  const [, y, mo, d, h, mi, s] = match;
+  return new Date(Date.UTC(Number(y), Number(mo) - 1, Number(d), Number(h), Number(mi), Number(s)));
+}

@@ -1,0 +1,37 @@
+import { InvalidInputError } from "./errors.js";
+
+const IDENTIFIER = /^[a-z][a-z0-9_]{0,127}$/;
+
+/**
+ * Checks a table, column or partition key name: lowercase letter first, then
+ * lowercase letters, digits or '_' (the names Glue and Hive accept unchanged).
+ */
+export function assertIdentifier(kind: string, name: string): string {
+  if (!IDENTIFIER.test(name)) {
+    throw new InvalidInputError(
+      `${kind} '${printable(name)}' is not allowed: use a lowercase letter first, then lowercase letters, digits or '_' (at most 128 characters)`,
+    );
+  }
+  return name;
+}
+
+/** An identifier quoted for SQL; the name must already be a checked identifier. */
+export function quoteIdentifier(name: string): string {
+  if (!IDENTIFIER.test(name) && !/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) {
+    throw new InvalidInputError(`'${printable(name)}' cannot be used as a SQL identifier`);
+  }
+  return `"${name}"`;
+}
+
+/** A SQL string literal: single quotes doubled, NUL refused. */
+export function quoteLiteral(value: string): string {
+  if (value.includes("\0")) throw new InvalidInputError("a SQL string may not contain a NUL character");
+  return `'${value.replaceAll("'", "''")}'`;
+}
+
+/** A value made safe to quote in a message: control characters shown as escapes, long values cut. */
+export function printable(value: string, max = 80): string {
+  // eslint-disable-next-line no-control-regex
+  const shown = value.replace(/[\u0000-\u001f\u007f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, "0")}`);
+  return shown.length > max ? `${shown.slice(0, max)}…` : shown;
+}

@@ -1,0 +1,107 @@
+import { InvalidInputError } from "./errors.js";
+import { assertIdentifier, printable } from "./sql.js";
+
+/** Parquet compression codecs a table may use; Snappy is the default (what Athena writes). */
+export type Compression = "snappy" | "zstd";
+
+/** One declared column of a table. */
+export interface Column {
+  readonly name: string;
+  readonly type: string;
+}
+
+/** A Hive-style Parquet table: its columns, its partition keys, and how its files are written. */
+export interface TableDefinition {
+  readonly name: string;
+  readonly columns: readonly Column[];
+  readonly partitionKeys: readonly string[];
+  readonly compression: Compression;
+}
+
+const SIMPLE_TYPES = new Set([
+  "BOOLEAN", "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT",
+  "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT",
+  "FLOAT", "REAL", "DOUBLE", "VARCHAR", "TEXT", "STRING", "BLOB",
+  "DATE", "TIME", "TIMESTAMP", "TIMESTAMPTZ", "UUID", "INT", "LONG",
+]);
+const TYPE_ALIASES: Record<string, string> = { TEXT: "VARCHAR", STRING: "VARCHAR", REAL: "FLOAT", INT: "INTEGER", LONG: "BIGINT" };
+
+/** Normalizes a declared column type, allowing only plain scalar types and DECIMAL(p,s). */
+export function normalizeColumnType(column: string, type: string): string {
+  const upper = type.trim().toUpperCase().replace(/\s+/g, " ");
+  if (SIMPLE_TYPES.has(upper)) return TYPE_ALIASES[upper] ?? upper;
+  const decimal = /^(?:DECIMAL|NUMERIC) ?\( ?(\d{1,2}) ?(?:, ?(\d{1,2}) ?)?\)$/.exec(upper);
+  if (decimal) {
+    const precision = Number(decimal[1]);
+    const scale = Number(decimal[2] ?? 0);
+    if (precision >= 1 && precision <= 38 && scale <= precision) return `DECIMAL(${precision},${scale})`;
+  }
+  throw new InvalidInputError(
+    `column '${column}' has type '${printable(type)}', which lakeswap does not accept: use one of BOOLEAN, INTEGER, BIGINT, DOUBLE, DECIMAL(p,s), VARCHAR, DATE, TIMESTAMP, TIMESTAMPTZ, BLOB (or another plain scalar type)`,
+  );
+}
+
+/** Parses `id BIGINT, amount DECIMAL(10,2), name VARCHAR` into checked columns. */
+export function parseColumns(spec: string): Column[] {
+  const parts: string[] = [];
+  let depth = 0;
+  let current = "";
+  for (const char of spec) {
+    if (char === "(") depth += 1;
+    if (char === ")") depth -= 1;
+    if (char === "," && depth === 0) {
+      parts.push(current);
+      current = "";
+    } else {
+      current += char;
+    }
+  }
+  parts.push(current);
+  return parts
+    .map((part) => part.trim())
+    .filter((part) => part.length > 0)
+    .map((part) => {
+      const match = /^(\S+)\s+(.+)$/.exec(part);
+      if (!match) {
+        throw new InvalidInputError(`column '${printable(part)}' needs a name and a type, for example 'id BIGINT'`);
+      }
+      const name = assertIdentifier("column name", match[1] as string);
+      return { name, type: normalizeColumnType(name, match[2] as string) };
+    });
+}
+
+/** Checks a whole table definition: names, types, no duplicate or overlapping columns. */
+export function defineTable(input: {
+  name: string;
+  columns: readonly Column[];
+  partitionKeys: readonly string[];
+  compression?: string;
+}): TableDefinition {
+  const name = assertIdentifier("table name", input.name);
+  if (input.partitionKeys.length === 0) {
+    throw new InvalidInputError(`table '${name}' needs at least one partition key, for example --partition-keys day`);
+  }
+  if (input.columns.length === 0) {
+    throw new InvalidInputError(`table '${name}' needs at least one column, for example --columns 'id BIGINT'`);
+  }
+  const seen = new Set<string>();
+  for (const key of input.partitionKeys) {
+    assertIdentifier("partition key", key);
+    if (seen.has(key)) throw new InvalidInputError(`partition key '${key}' is declared twice in table '${name}'`);
+    seen.add(key);
+  }
+  const columns = input.columns.map((column) => {
+    assertIdentifier("column name", column.name);
+    if (seen.has(column.name)) {
+      const what = input.partitionKeys.includes(column.name) ? "is a partition key (its value comes from the path, not the files)" : "is declared twice";
+      throw new InvalidInputError(`column '${column.name}' of table '${name}' ${what}`);
+    }
+    seen.add(column.name);
+    return { name: column.name, type: normalizeColumnType(column.name, column.type) };
+  });
+  const compression = (input.compression ?? "snappy").toLowerCase();
+  if (compression !== "snappy" && compression !== "zstd") {
+    throw new InvalidInputError(`compression '${printable(compression)}' is not supported: use snappy (default) or zstd`);
+  }
+  return { name, columns, partitionKeys: [...input.partitionKeys], compression };
+}

@@ -1,0 +1,104 @@
+import { promises as fs } from "node:fs";
+import path from "node:path";
+import type { Lake } from "../core/lake.js";
+import { NotFoundError } from "../core/errors.js";
+import { defineTable } from "../core/table.js";
+
+/** The steps of the post "Zero-downtime partition swaps on Athena", in order. */
+export const DEMO_STEPS = ["setup", "swap", "count", "change", "rollback", "teardown"] as const;
+export type DemoStep = (typeof DEMO_STEPS)[number];
+
+/** What one demo step did, for the report. */
+export interface DemoStepResult {
+  readonly step: DemoStep;
+  readonly message: string;
+  readonly runId?: string;
+  readonly previousRunId?: string;
+  readonly count?: number;
+}
+
+const SOURCE = "demo_source";
+const TARGET = "demo_target";
+const PARTITION = "day=2026-11-01";
+const COLUMNS = [
+  { name: "order_id", type: "BIGINT" },
+  { name: "customer", type: "VARCHAR" },
+  { name: "amount", type: "DECIMAL(10,2)" },
+];
+
+/** Generated source rows `first..last`, for the demo's source partition. */
+function sourceRows(first: number, last: number): string {
+  return (
+    `SELECT range AS order_id, 'customer_' || (range % 7) AS customer, CAST((range * 37) % 1000 AS DECIMAL(10,2)) / 10 AS amount ` +
+    `FROM range(${first}, ${last + 1})`
+  );
+}
+
+/** Runs one step of the demo on an embedded lake; its state lives in the lake folder between steps. */
+export async function runDemoStep(lake: Lake, step: DemoStep, lakeDir: string): Promise<DemoStepResult> {
+  switch (step) {
+    case "setup": {
+      for (const name of [SOURCE, TARGET]) {
+        await lake.createTable(defineTable({ name, columns: COLUMNS, partitionKeys: ["day"] }));
+      }
+      const loaded = await lake.replacePartition(SOURCE, PARTITION, { select: sourceRows(1, 100) });
+      return { step, runId: loaded.runId, count: loaded.rows, message: `created ${SOURCE} and ${TARGET} (partitioned by day); loaded ${loaded.rows} rows into ${SOURCE}/${PARTITION}` };
+    }
+    case "swap": {
+      const result = await lake.replacePartition(TARGET, PARTITION, {
+        select: `SELECT order_id, customer, amount FROM ${SOURCE} WHERE day = '2026-11-01'`,
+      });
+      const kept = result.previousRunId ? `; run ${result.previousRunId} kept for rollback` : "";
+      return {
+        step,
+        runId: result.runId,
+        previousRunId: result.previousRunId,
+        count: result.rows,
+        message: `built run ${result.runId} of ${TARGET}/${PARTITION} (${result.rows} rows) in a fresh prefix and moved the pointer${kept}`,
+      };
+    }
+    case "count": {
+      const count = await lake.countPartition(TARGET, PARTITION);
+      if (count === undefined) throw new NotFoundError(`${TARGET}/${PARTITION} has no current run yet: run 'lakeswap demo swap' first`);
+      const pointer = await lake.pointer(TARGET, PARTITION);
+      return { step, count, runId: pointer?.runId, message: `SELECT count(*) FROM ${TARGET} WHERE ${PARTITION.replace("=", " = '")}' -> ${count} (run ${pointer?.runId})` };
+    }
+    case "change": {
+      const result = await lake.replacePartition(SOURCE, PARTITION, {
+        select: `SELECT order_id, customer, amount FROM ${SOURCE} WHERE day = '2026-11-01' UNION ALL ${sourceRows(101, 120)}`,
+      });
+      return { step, runId: result.runId, count: result.rows, message: `added 20 rows to ${SOURCE}/${PARTITION} (now ${result.rows})` };
+    }
+    case "rollback": {
+      const result = await lake.rollback(TARGET, PARTITION);
+      return {
+        step,
+        runId: result.toRunId,
+        previousRunId: result.fromRunId,
+        count: result.rows,
+        message: `pointed ${TARGET}/${PARTITION} back from run ${result.fromRunId} to run ${result.toRunId}`,
+      };
+    }
+    case "teardown": {
+      const existing = new Set((await lake.listTables()).map((t) => t.name));
+      const dropped = [SOURCE, TARGET].filter((name) => existing.has(name));
+      for (const name of dropped) await lake.dropTable(name);
+      const removedLake = await removeIfEmpty(lakeDir);
+      const where = removedLake ? `; removed the empty lake folder ${lakeDir}` : "";
+      return { step, message: dropped.length > 0 ? `dropped ${dropped.join(" and ")} with all their runs${where}` : `nothing to tear down${where}` };
+    }
+  }
+}
+
+/** The whole demo: setup, swap, count, change, swap, count, rollback, count, teardown. */
+export const FULL_DEMO: readonly DemoStep[] = ["setup", "swap", "count", "change", "swap", "count", "rollback", "count", "teardown"];
+
+async function removeIfEmpty(dir: string): Promise<boolean> {
+  try {
+    await fs.rmdir(path.join(dir, "_lakeswap")).catch(() => undefined);
+    await fs.rmdir(dir);
+    return true;
+  } catch {
+    return false;
+  }
+}

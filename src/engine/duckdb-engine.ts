@@ -1,0 +1,173 @@
+import { promises as fs } from "node:fs";
+import path from "node:path";
+import { DuckDBInstance, type DuckDBConnection } from "@duckdb/node-api";
+import { BuildError, InvalidInputError, errorMessage } from "../core/errors.js";
+import { faultPoint } from "../core/faults.js";
+import { partitionPath, partitionValue } from "../core/partition.js";
+import { quoteIdentifier, quoteLiteral } from "../core/sql.js";
+import type { TableDefinition } from "../core/table.js";
+import type { ObjectStore } from "../store/object-store.js";
+import type { BuildRequest, BuildResult, Engine, QueryResult, TableSnapshot } from "./engine.js";
+
+/** The name of the one Parquet file of a run written by DuckDB. */
+export const RUN_FILE = "part-0.parquet";
+
+/**
+ * The embedded engine: DuckDB in process. A run is one `COPY (SELECT …) TO …
+ * (FORMAT PARQUET)`; lake tables are views over the files of their current runs,
+ * with partition columns taken from the pointer, as Hive does.
+ */
+export class DuckDbEngine implements Engine {
+  private readonly store: ObjectStore;
+  private connection: Promise<DuckDBConnection> | undefined;
+  private instance: DuckDBInstance | undefined;
+
+  constructor(store: ObjectStore) {
+    if (!store.capabilities.localPaths) {
+      throw new InvalidInputError("the DuckDB engine needs a store with local paths (the embedded lake)");
+    }
+    this.store = store;
+  }
+
+  async build(request: BuildRequest): Promise<BuildResult> {
+    const connection = await this.connect();
+    await this.registerViews(connection, request.sources);
+    const select = checkedSelect(request.select);
+    const outputColumns = await this.describe(connection, select);
+    const { table, partition } = request;
+
+    const declared = table.columns.map((c) => c.name);
+    const missing = declared.filter((name) => !outputColumns.includes(name));
+    const unknown = outputColumns.filter((name) => !declared.includes(name) && !table.partitionKeys.includes(name));
+    if (missing.length > 0 || unknown.length > 0) {
+      const problems = [
+        missing.length > 0 ? `it lacks column${missing.length > 1 ? "s" : ""} ${missing.join(", ")}` : "",
+        unknown.length > 0 ? `table '${table.name}' has no column${unknown.length > 1 ? "s" : ""} ${unknown.join(", ")}` : "",
+      ].filter(Boolean);
+      throw new BuildError(
+        `the SELECT for ${table.name}/${partitionPath(partition)} does not match the table: ${problems.join("; ")} (declared columns: ${declared.join(", ")})`,
+      );
+    }
+    // Partition columns are not stored; if the SELECT returns them, every row must belong here.
+    const checks = table.partitionKeys
+      .filter((key) => outputColumns.includes(key))
+      .map((key) => {
+        const value = partitionValue(partition, key);
+        const message = `a row of the SELECT has ${key}=`;
+        return `CASE WHEN CAST(q.${quoteIdentifier(key)} AS VARCHAR) IS DISTINCT FROM ${quoteLiteral(value)} THEN error(${quoteLiteral(message)} || coalesce(CAST(q.${quoteIdentifier(key)} AS VARCHAR), 'NULL') || ${quoteLiteral(`, which does not belong to partition ${partitionPath(partition)}`)}) ELSE true END`;
+      });
+    const projection = table.columns
+      .map((c) => `CAST(q.${quoteIdentifier(c.name)} AS ${c.type}) AS ${quoteIdentifier(c.name)}`)
+      .join(", ");
+    const where = checks.length > 0 ? ` WHERE ${checks.join(" AND ")}` : "";
+
+    const runDir = this.store.localPath(request.runPrefix);
+    await fs.mkdir(path.dirname(runDir), { recursive: true });
+    // Exclusive: a run prefix is fresh or the build stops.
+    await fs.mkdir(runDir);
+    const fileKey = `${request.runPrefix}${RUN_FILE}`;
+    let rows: number;
+    try {
+      const reader = await connection.runAndReadAll(
+        `COPY (SELECT ${projection} FROM (${select}) AS q${where}) TO ${quoteLiteral(this.store.localPath(fileKey))} ` +
+          `(FORMAT PARQUET, COMPRESSION ${table.compression === "zstd" ? "zstd" : "snappy"})`,
+      );
+      rows = Number(reader.getRows()[0]?.[0] ?? 0);
+    } catch (error) {
+      throw new BuildError(`building ${table.name}/${partitionPath(partition)} failed: ${cleanDuckDbMessage(error)}`, error);
+    }
+    faultPoint("during-build");
+    const stat = await fs.stat(this.store.localPath(fileKey));
+    return { rows, files: [{ key: fileKey, size: stat.size }] };
+  }
+
+  async query(sql: string, sources: readonly TableSnapshot[]): Promise<QueryResult> {
+    const connection = await this.connect();
+    await this.registerViews(connection, sources);
+    try {
+      const reader = await connection.runAndReadAll(sql);
+      return { columns: reader.columnNames(), rows: reader.getRowsJS().map((row) => row.map(toJsonValue)) };
+    } catch (error) {
+      throw new InvalidInputError(`query failed: ${cleanDuckDbMessage(error)}`);
+    }
+  }
+
+  async countRows(files: readonly string[]): Promise<number> {
+    if (files.length === 0) return 0;
+    const connection = await this.connect();
+    const list = files.map((key) => quoteLiteral(this.store.localPath(key))).join(", ");
+    const reader = await connection.runAndReadAll(`SELECT count(*) FROM read_parquet([${list}])`);
+    return Number(reader.getRows()[0]?.[0] ?? 0);
+  }
+
+  async close(): Promise<void> {
+    if (this.connection) (await this.connection).closeSync();
+    this.instance?.closeSync();
+    this.connection = undefined;
+    this.instance = undefined;
+  }
+
+  private connect(): Promise<DuckDBConnection> {
+    this.connection ??= (async () => {
+      this.instance = await DuckDBInstance.create(":memory:");
+      return this.instance.connect();
+    })();
+    return this.connection;
+  }
+
+  private async describe(connection: DuckDBConnection, select: string): Promise<string[]> {
+    try {
+      const reader = await connection.runAndReadAll(`SELECT * FROM (${select}) AS q LIMIT 0`);
+      return reader.columnNames();
+    } catch (error) {
+      throw new BuildError(`the SELECT failed: ${cleanDuckDbMessage(error)}`, error);
+    }
+  }
+
+  /** Makes every lake table a view over the files of its current runs, partition columns last. */
+  private async registerViews(connection: DuckDBConnection, sources: readonly TableSnapshot[]): Promise<void> {
+    for (const { table, partitions } of sources) {
+      const sql = partitions.length === 0 ? emptyView(table) : partitions
+        .map((p) => {
+          const files = p.files.map((key) => quoteLiteral(this.store.localPath(key))).join(", ");
+          const columns = table.columns.map((c) => quoteIdentifier(c.name)).join(", ");
+          const keys = table.partitionKeys
+            .map((key) => `CAST(${quoteLiteral(partitionValue(p.partition, key))} AS VARCHAR) AS ${quoteIdentifier(key)}`)
+            .join(", ");
+          return `SELECT ${columns}, ${keys} FROM read_parquet([${files}])`;
+        })
+        .join(" UNION ALL ");
+      await connection.run(`CREATE OR REPLACE TEMP VIEW ${quoteIdentifier(table.name)} AS ${sql}`);
+    }
+  }
+}
+
+function emptyView(table: TableDefinition): string {
+  const columns = table.columns.map((c) => `CAST(NULL AS ${c.type}) AS ${quoteIdentifier(c.name)}`);
+  const keys = table.partitionKeys.map((key) => `CAST(NULL AS VARCHAR) AS ${quoteIdentifier(key)}`);
+  return `SELECT ${[...columns, ...keys].join(", ")} WHERE false`;
+}
+
+/** A user's SELECT, refused when it is empty or is several statements. */
+function checkedSelect(select: string): string {
+  const trimmed = select.trim().replace(/;\s*$/, "");
+  if (trimmed.length === 0) throw new InvalidInputError("the SQL is empty: give one SELECT with --sql or --sql-file");
+  return trimmed;
+}
+
+function cleanDuckDbMessage(error: unknown): string {
+  return errorMessage(error).replace(/\s+/g, " ").trim();
+}
+
+function toJsonValue(value: unknown): unknown {
+  if (typeof value === "bigint") {
+    return value <= BigInt(Number.MAX_SAFE_INTEGER) && value >= BigInt(Number.MIN_SAFE_INTEGER) ? Number(value) : value.toString();
+  }
+  if (value instanceof Date) return value.toISOString();
+  if (value instanceof Uint8Array) return Buffer.from(value).toString("base64");
+  if (Array.isArray(value)) return value.map(toJsonValue);
+  if (value !== null && typeof value === "object") {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, toJsonValue(v)]));
+  }
+  return value;
+}

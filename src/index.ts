@@ -1,0 +1,15 @@
+export { Lake } from "./core/lake.js";
+export type {
+  LakePorts, LakeSettings, ReplaceOptions, ReplaceResult, RollbackResult, PartitionHistory, RunHistoryEntry, PartitionGcReport,
+} from "./core/lake.js";
+export { openEmbeddedLake } from "./open-lake.js";
+export { defineTable, parseColumns, type TableDefinition, type Column, type Compression } from "./core/table.js";
+export { parsePartition, partitionPath, partitionSpec, type Partition } from "./core/partition.js";
+export { newRunId, isRunId, runIdTime } from "./core/run-id.js";
+export { LakeswapError, EXIT_CODES, type ErrorCode } from "./core/errors.js";
+export type { ObjectStore } from "./store/object-store.js";
+export type { Catalog } from "./catalog/catalog.js";
+export type { Engine } from "./engine/engine.js";
+export { LocalStore } from "./store/local-store.js";
+export { LocalCatalog } from "./catalog/local-catalog.js";
+export { DuckDbEngine } from "./engine/duckdb-engine.js";

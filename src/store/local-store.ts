@@ -1,0 +1,200 @@
+import { createHash, randomBytes } from "node:crypto";
+import { promises as fs } from "node:fs";
+import path from "node:path";
+import { assertKey, type ObjectInfo, type ObjectStore, type TaggedObject } from "./object-store.js";
+
+const TEMP_DIR = "_lakeswap/tmp";
+const CAS_LOCK_STALE_MS = 10_000;
+
+/** The embedded object store: keys are files under one local folder. */
+export class LocalStore implements ObjectStore {
+  readonly capabilities = { conditionalWrites: true, localPaths: true } as const;
+  readonly description: string;
+  private readonly root: string;
+
+  constructor(root: string) {
+    this.root = path.resolve(root);
+    this.description = this.root;
+  }
+
+  localPath(key: string): string {
+    return path.join(this.root, ...assertKey(key).split("/"));
+  }
+
+  async get(key: string): Promise<TaggedObject | undefined> {
+    try {
+      const body = await fs.readFile(this.localPath(key));
+      return { body, etag: etagOf(body) };
+    } catch (error) {
+      if (isCode(error, "ENOENT")) return undefined;
+      throw error;
+    }
+  }
+
+  async put(key: string, body: Uint8Array | string): Promise<void> {
+    const target = this.localPath(key);
+    const temp = await this.writeTemp(body);
+    await fs.mkdir(path.dirname(target), { recursive: true });
+    await fs.rename(temp, target);
+    await fsyncPath(path.dirname(target));
+  }
+
+  async putIfAbsent(key: string, body: Uint8Array | string): Promise<boolean> {
+    const target = this.localPath(key);
+    const temp = await this.writeTemp(body);
+    await fs.mkdir(path.dirname(target), { recursive: true });
+    try {
+      // link(2) fails with EEXIST atomically, and the object appears with its whole content.
+      await fs.link(temp, target);
+      await fsyncPath(path.dirname(target));
+      return true;
+    } catch (error) {
+      if (isCode(error, "EEXIST")) return false;
+      throw error;
+    } finally {
+      await fs.rm(temp, { force: true });
+    }
+  }
+
+  async putIfMatch(key: string, body: Uint8Array | string, etag: string): Promise<boolean> {
+    const target = this.localPath(key);
+    const temp = await this.writeTemp(body);
+    try {
+      return await this.compareAndSwap(target, etag, async () => {
+        await fs.rename(temp, target);
+        await fsyncPath(path.dirname(target));
+      });
+    } finally {
+      await fs.rm(temp, { force: true });
+    }
+  }
+
+  async deleteIfMatch(key: string, etag: string): Promise<boolean> {
+    const target = this.localPath(key);
+    return this.compareAndSwap(target, etag, async () => {
+      await fs.rm(target, { force: true });
+      await fsyncPath(path.dirname(target));
+    });
+  }
+
+  async list(prefix: string): Promise<ObjectInfo[]> {
+    const slash = prefix.lastIndexOf("/");
+    const dirKey = slash >= 0 ? prefix.slice(0, slash) : "";
+    const start = dirKey ? this.localPath(dirKey) : this.root;
+    const found: ObjectInfo[] = [];
+    const walk = async (dir: string, keyPrefix: string): Promise<void> => {
+      let entries;
+      try {
+        entries = await fs.readdir(dir, { withFileTypes: true });
+      } catch (error) {
+        if (isCode(error, "ENOENT") || isCode(error, "ENOTDIR")) return;
+        throw error;
+      }
+      for (const entry of entries) {
+        const key = keyPrefix ? `${keyPrefix}/${entry.name}` : entry.name;
+        // Only descend where keys can still match the prefix.
+        if (!key.startsWith(prefix) && !prefix.startsWith(`${key}/`)) continue;
+        if (entry.isDirectory()) {
+          await walk(path.join(dir, entry.name), key);
+        } else if (entry.isFile()) {
+          const stat = await fs.stat(path.join(dir, entry.name)).catch(() => undefined);
+          if (stat) found.push({ key, size: stat.size });
+        }
+        // Symlinks (partition pointers) are catalog state, not objects.
+      }
+    };
+    await walk(start, dirKey);
+    return found.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+  }
+
+  async delete(keys: readonly string[]): Promise<void> {
+    const parents = new Set<string>();
+    for (const key of keys) {
+      const file = this.localPath(key);
+      await fs.rm(file, { force: true });
+      parents.add(path.dirname(file));
+    }
+    // Remove folders left empty, deepest first, never the root itself.
+    const ordered = [...parents].sort((a, b) => b.length - a.length);
+    for (const start of ordered) {
+      let dir = start;
+      while (dir.startsWith(this.root + path.sep) && dir !== this.root) {
+        try {
+          await fs.rmdir(dir);
+        } catch {
+          break;
+        }
+        dir = path.dirname(dir);
+      }
+    }
+  }
+
+  async putFile(key: string, localPath: string): Promise<void> {
+    const target = this.localPath(key);
+    await fs.mkdir(path.dirname(target), { recursive: true });
+    await fs.copyFile(localPath, target);
+    await fsyncPath(target);
+  }
+
+  /** Writes `body` to a fsynced temporary file on the lake's filesystem. */
+  private async writeTemp(body: Uint8Array | string): Promise<string> {
+    const dir = path.join(this.root, TEMP_DIR);
+    await fs.mkdir(dir, { recursive: true });
+    const temp = path.join(dir, `${process.pid}-${randomBytes(6).toString("hex")}.tmp`);
+    const handle = await fs.open(temp, "wx");
+    try {
+      await handle.writeFile(body);
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    return temp;
+  }
+
+  /** Runs `change` only if `target` still has `etag`, under a short exclusive lock file. */
+  private async compareAndSwap(target: string, etag: string, change: () => Promise<void>): Promise<boolean> {
+    const lock = `${target}.cas-lock`;
+    await fs.mkdir(path.dirname(target), { recursive: true });
+    for (let attempt = 0; ; attempt += 1) {
+      try {
+        await (await fs.open(lock, "wx")).close();
+        break;
+      } catch (error) {
+        if (!isCode(error, "EEXIST")) throw error;
+        const stat = await fs.stat(lock).catch(() => undefined);
+        if (stat && Date.now() - stat.mtimeMs > CAS_LOCK_STALE_MS) await fs.rm(lock, { force: true });
+        await new Promise((resolve) => setTimeout(resolve, Math.min(50, 2 + attempt)));
+      }
+    }
+    try {
+      const current = await fs.readFile(target).catch((error: unknown) => {
+        if (isCode(error, "ENOENT")) return undefined;
+        throw error;
+      });
+      if (current === undefined || etagOf(current) !== etag) return false;
+      await change();
+      return true;
+    } finally {
+      await fs.rm(lock, { force: true });
+    }
+  }
+}
+
+function etagOf(body: Uint8Array): string {
+  return createHash("sha256").update(body).digest("hex").slice(0, 32);
+}
+
+/** fsyncs a file or a folder so a rename or write survives a power loss. */
+export async function fsyncPath(target: string): Promise<void> {
+  const handle = await fs.open(target, "r");
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}
+
+/** True when `error` is a Node system error with the given code. */
+export function isCode(error: unknown, code: string): boolean {
+  return typeof error === "object" && error !== null && (error as { code?: unknown }).code === code;
+}

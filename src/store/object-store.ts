@@ -1,0 +1,67 @@
+/** One object of a store listing. */
+export interface ObjectInfo {
+  readonly key: string;
+  readonly size: number;
+}
+
+/** What an object store can do; the core reads these and chooses, or fails early. */
+export interface ObjectStoreCapabilities {
+  /** Writes with "only if absent" / "only if unchanged" semantics (the writer lease needs them). */
+  readonly conditionalWrites: boolean;
+  /** Keys map to local file paths an embedded engine can write to directly. */
+  readonly localPaths: boolean;
+}
+
+/** A stored object's bytes and the tag that `putIfMatch` compares against. */
+export interface TaggedObject {
+  readonly body: Uint8Array;
+  readonly etag: string;
+}
+
+/**
+ * The object-store port: flat '/'-separated keys relative to the lake root.
+ * Every adapter checks keys (no '..', no absolute paths) before use.
+ */
+export interface ObjectStore {
+  readonly capabilities: ObjectStoreCapabilities;
+  /** Where the lake lives, for messages: a folder or an s3:// URI. */
+  readonly description: string;
+  get(key: string): Promise<TaggedObject | undefined>;
+  put(key: string, body: Uint8Array | string): Promise<void>;
+  /** Writes only if no object exists at `key`; returns false if one does. */
+  putIfAbsent(key: string, body: Uint8Array | string): Promise<boolean>;
+  /** Replaces the object only if its tag is still `etag`; returns false otherwise. */
+  putIfMatch(key: string, body: Uint8Array | string, etag: string): Promise<boolean>;
+  /** Deletes the object only if its tag is still `etag`; returns false otherwise. */
+  deleteIfMatch(key: string, etag: string): Promise<boolean>;
+  /** Every object under `prefix`, all pages, sorted by key. */
+  list(prefix: string): Promise<ObjectInfo[]>;
+  /** Deletes the given keys; missing keys are not an error. */
+  delete(keys: readonly string[]): Promise<void>;
+  /** Uploads a local file to `key` (multipart where the store needs it). */
+  putFile(key: string, localPath: string): Promise<void>;
+  /** The local path of `key`, when the store has `localPaths`. */
+  localPath(key: string): string;
+}
+
+/** Joins key parts with '/', dropping empty parts. */
+export function joinKey(...parts: string[]): string {
+  return parts
+    .flatMap((part) => part.split("/"))
+    .filter((part) => part.length > 0)
+    .join("/");
+}
+
+/** Checks a store key: relative, '/'-separated, no '.' or '..' segments, no NUL or backslash. */
+export function assertKey(key: string): string {
+  if (
+    key.length === 0 ||
+    key.startsWith("/") ||
+    key.includes("\\") ||
+    key.includes("\0") ||
+    key.split("/").some((part) => part === "." || part === "..")
+  ) {
+    throw new Error(`object key '${key}' is not a safe relative key`);
+  }
+  return key;
+}
