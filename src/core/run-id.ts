@@ -11,10 +11,12 @@ let lastIssued = "";
  */
 export function newRunId(now: Date = new Date()): string {
   const stamp = now.toISOString().replace(/[-:]/g, "").replace(/\.\d{3}Z$/, "Z");
-  let suffix = randomBytes(3).readUIntBE(0, 3);
+  const random = randomBytes(3);
+  // The first id of a second starts in the lower half, leaving room to count up within the second.
+  let suffix = random.readUIntBE(0, 3) & 0x7fffff;
   if (lastIssued.startsWith(stamp)) {
-    const lastSuffix = Number.parseInt(lastIssued.slice(-6), 16);
-    if (suffix <= lastSuffix && lastSuffix < 0xffffff) suffix = lastSuffix + 1;
+    const next = Number.parseInt(lastIssued.slice(-6), 16) + 1 + (random[2] as number);
+    if (next <= 0xffffff) suffix = next;
   }
   const id = `${stamp}-${suffix.toString(16).padStart(6, "0")}`;
   lastIssued = id;

@@ -1,0 +1,26 @@
+import { describe, expect, it } from "vitest";
+import { isRunId, newRunId, runIdTime } from "../../src/core/run-id.js";
+
+describe("run ids", () => {
+  it("are UTC YYYYMMDDTHHMMSSZ plus 6 hex chars, and carry their time", () => {
+    const id = newRunId(new Date("2026-11-02T14:05:01.789Z"));
+    expect(id).toMatch(/^20261102T140501Z-[0-9a-f]{6}$/);
+    expect(isRunId(id)).toBe(true);
+    expect(runIdTime(id).toISOString()).toBe("2026-11-02T14:05:01.000Z");
+  });
+
+  it("sort by time and never collide, even when issued within one second", () => {
+    const now = new Date("2026-11-02T14:05:01Z");
+    const ids = Array.from({ length: 5000 }, () => newRunId(now));
+    expect(new Set(ids).size).toBe(ids.length);
+    expect([...ids].sort()).toEqual(ids);
+    const later = newRunId(new Date("2026-11-02T14:05:02Z"));
+    expect(later > ids.at(-1)!).toBe(true);
+  });
+
+  it("rejects what is not a run id", () => {
+    for (const bad of ["", "20261102T140501Z", "20261102T140501Z-XYZ123", "../20261102T140501Z-abcdef"]) {
+      expect(isRunId(bad)).toBe(false);
+    }
+  });
+});
