@@ -60,7 +60,7 @@ class PreparedPartition {
 
   /** Moves the pointer to `runId`. */
   async moveTo(runId: string): Promise<void> {
-    await this.catalog.movePointer(BENCH_TABLE, { partition: this.partition, runId, previousRunId: this.current });
+    await this.catalog.movePointer(BENCH_TABLE, { partition: this.partition, runId, previousRunId: this.current, kind: "swap" });
     this.current = runId;
   }
 

@@ -9,7 +9,12 @@ export interface Pointer {
   readonly previousRunId?: string;
   /** The content signature recorded with the pointer, when the catalog keeps one (Glue Parameters). */
   readonly signature?: string;
+  /** What moved the pointer last: a swap to a new run, or a rollback. */
+  readonly movedBy?: PointerMoveKind;
 }
+
+/** Why a pointer moved. */
+export type PointerMoveKind = "swap" | "rollback";
 
 /** One pointer move: the swap, a rollback, or a roll forward. */
 export interface PointerMove {
@@ -17,6 +22,7 @@ export interface PointerMove {
   readonly runId: string;
   readonly previousRunId?: string;
   readonly signature?: string;
+  readonly kind: PointerMoveKind;
 }
 
 /** What a catalog can do; the core reads these and chooses. */

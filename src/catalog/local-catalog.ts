@@ -7,7 +7,7 @@ import { parsePartitionPath, partitionPath, type Partition } from "../core/parti
 import { isRunId } from "../core/run-id.js";
 import { defineTable, type TableDefinition } from "../core/table.js";
 import { fsyncPath, isCode } from "../store/local-store.js";
-import { runFolder, type Catalog, type Pointer, type PointerMove } from "./catalog.js";
+import { runFolder, type Catalog, type Pointer, type PointerMove, type PointerMoveKind } from "./catalog.js";
 
 const META = "_lakeswap";
 const RUNS = "_runs";
@@ -17,6 +17,7 @@ interface PointerState {
   run: string;
   previous?: string;
   signature?: string;
+  movedBy?: PointerMoveKind;
   movedAt: string;
 }
 
@@ -97,7 +98,7 @@ export class LocalCatalog implements Catalog {
     await fs.rm(path.join(this.root, META, "pointers", name), { recursive: true, force: true });
     await fs.rm(this.tableFile(name), { force: true });
     await fs.rm(path.join(this.root, name), { recursive: true, force: true });
-    for (const dir of ["pointers", "tables", "tmp", "manifests", "leases", ""]) {
+    for (const dir of ["pointers", "tables", "tmp", "manifests", "leases", "pins", ""]) {
       await fs.rmdir(path.join(this.root, META, dir)).catch(() => undefined);
     }
   }
@@ -124,7 +125,7 @@ export class LocalCatalog implements Catalog {
     }
     const state = await this.readState(table, partition);
     if (state !== undefined && state.run === runId) {
-      return { partition, runId, previousRunId: state.previous, signature: state.signature };
+      return { partition, runId, previousRunId: state.previous, signature: state.signature, movedBy: state.movedBy };
     }
     // The process died between the rename and the state write: the state still
     // describes the pointer as it was before, so its run is the previous one.
@@ -186,6 +187,7 @@ export class LocalCatalog implements Catalog {
       run: move.runId,
       previous: move.previousRunId,
       signature: move.signature,
+      movedBy: move.kind,
       movedAt: new Date().toISOString(),
     };
     await writeFileAtomic(this.stateFile(table, move.partition), `${JSON.stringify(state)}\n`, tempDir);

@@ -11,14 +11,18 @@ export interface GlobalOptions {
   readonly wait?: string | boolean;
 }
 
-/** The lake settings a command runs with, from its flags and the environment. */
-export function lakeConfig(command: Command): LakeConfig {
-  return resolveLakeConfig(command.optsWithGlobals<GlobalOptions>());
+/** The lake settings a command runs with, from its flags, the environment and the pipeline config. */
+export function lakeConfig(command: Command, fromConfigFile: { lake?: string; grace?: string } = {}): LakeConfig {
+  return resolveLakeConfig(command.optsWithGlobals<GlobalOptions>(), process.env, fromConfigFile);
 }
 
 /** Opens the lake for a command, runs `work`, and always closes it. */
-export async function withLake<T>(command: Command, work: (lake: Lake, config: LakeConfig) => Promise<T>): Promise<T> {
-  const config = lakeConfig(command);
+export async function withLake<T>(
+  command: Command,
+  work: (lake: Lake, config: LakeConfig) => Promise<T>,
+  fromConfigFile: { lake?: string; grace?: string } = {},
+): Promise<T> {
+  const config = lakeConfig(command, fromConfigFile);
   const lake = await openEmbeddedLake(config.lakeDir, {
     graceMs: config.graceMs,
     leaseWaitMs: config.leaseWaitMs,

@@ -9,6 +9,10 @@ import { registerQuery } from "./commands/query.js";
 import { registerReplace } from "./commands/replace.js";
 import { registerRollback } from "./commands/rollback.js";
 import { registerTables } from "./commands/tables.js";
+import { registerPlan } from "./commands/plan.js";
+import { registerSync } from "./commands/sync.js";
+import { registerPin } from "./commands/pin.js";
+import { registerSchema } from "./commands/schema.js";
 
 /** Builds the `lakeswap` command line. */
 export function buildProgram(): Command {
@@ -20,7 +24,7 @@ export function buildProgram(): Command {
     .exitOverride();
   for (const register of [
     registerDemo, registerCreateTable, registerDropTable, registerReplace, registerRollback,
-    registerHistory, registerGc, registerQuery, registerTables,
+    registerHistory, registerGc, registerQuery, registerTables, registerPlan, registerSync, registerPin, registerSchema,
   ]) register(program);
   for (const command of program.commands) command.exitOverride();
   return program;

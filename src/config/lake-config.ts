@@ -3,7 +3,7 @@ import { parseDuration } from "../core/duration.js";
 import { DEFAULT_LEASE_WAIT_MS } from "../core/lease.js";
 import { DEFAULT_GRACE_MS } from "../core/retention.js";
 
-/** The settings of an embedded lake, from flags first, then the environment, then defaults. */
+/** The settings of an embedded lake, from flags first, then the environment, then the pipeline config, then defaults. */
 export interface LakeConfig {
   /** The lake folder (`--lake`, env `LAKESWAP_LAKE`, default `./lake`). */
   readonly lakeDir: string;
@@ -22,10 +22,15 @@ export interface LakeConfigInput {
 }
 
 /** Resolves the lake settings from flags and environment. */
-export function resolveLakeConfig(input: LakeConfigInput, env: NodeJS.ProcessEnv = process.env): LakeConfig {
-  const lakeDir = path.resolve(input.lake ?? env.LAKESWAP_LAKE ?? "lake");
-  const grace = input.grace ?? env.LAKESWAP_GRACE;
-  const graceMs = grace !== undefined ? parseDuration(grace, input.grace !== undefined ? "--grace" : "LAKESWAP_GRACE") : DEFAULT_GRACE_MS;
+export function resolveLakeConfig(
+  input: LakeConfigInput,
+  env: NodeJS.ProcessEnv = process.env,
+  fromConfigFile: { readonly lake?: string; readonly grace?: string } = {},
+): LakeConfig {
+  const lakeDir = path.resolve(input.lake ?? env.LAKESWAP_LAKE ?? fromConfigFile.lake ?? "lake");
+  const grace = input.grace ?? env.LAKESWAP_GRACE ?? fromConfigFile.grace;
+  const graceSource = input.grace !== undefined ? "--grace" : env.LAKESWAP_GRACE !== undefined ? "LAKESWAP_GRACE" : "grace (config)";
+  const graceMs = grace !== undefined ? parseDuration(grace, graceSource) : DEFAULT_GRACE_MS;
   let leaseWaitMs = DEFAULT_LEASE_WAIT_MS;
   if (input.wait === false) leaseWaitMs = 0;
   else if (typeof input.wait === "string") leaseWaitMs = parseDuration(input.wait, "--wait");

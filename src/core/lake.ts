@@ -1,11 +1,13 @@
-import type { Catalog, Pointer } from "../catalog/catalog.js";
+import type { Catalog, Pointer, PointerMoveKind } from "../catalog/catalog.js";
 import { runFolder } from "../catalog/catalog.js";
-import type { Engine, PartitionSnapshot, QueryResult, TableSnapshot } from "../engine/engine.js";
+import type {
+  Engine, LandRequest, LandedDelivery, PartitionMapRequest, PartitionSnapshot, QueryResult, TableSnapshot,
+} from "../engine/engine.js";
 import type { ObjectStore } from "../store/object-store.js";
 import { AuditError, InvalidInputError, LakeswapError, NotFoundError, errorMessage } from "./errors.js";
 import { faultPoint } from "./faults.js";
 import { DEFAULT_LEASE_WAIT_MS, WriterLease, leaseKey, type LeaseRecord } from "./lease.js";
-import { manifestKey, manifestsPrefix, parseManifest, type RunManifest } from "./manifest.js";
+import { manifestKey, manifestsPrefix, parseManifest, pinKey, pinsPrefix, type RunManifest } from "./manifest.js";
 import { orderPartition, parsePartition, parsePartitionPath, partitionPath, type Partition } from "./partition.js";
 import { DEFAULT_GRACE_MS, planRetention, type RetentionReason } from "./retention.js";
 import { isRunId, newRunId, runIdTime } from "./run-id.js";
@@ -52,7 +54,29 @@ export interface ReplaceOptions {
   readonly allowEmpty?: boolean;
   /** Recorded with the run and moved with the pointer. */
   readonly signature?: string;
+  /** The transform's fingerprint, recorded with the run (derived layers). */
+  readonly fingerprint?: string;
+  /** The signed inputs, recorded with the run (`table/partition=signature`). */
   readonly inputs?: readonly string[];
+  /** Restricts what the SELECT sees of some tables to the given partitions (a derived partition's declared inputs). */
+  readonly inputPartitions?: readonly { readonly table: string; readonly partitions: readonly string[] }[];
+}
+
+/** Writes to one table while holding its lease: several partitions may be replaced at once. */
+export interface TableWriter {
+  replace(partition: PartitionInput, options: ReplaceOptions): Promise<ReplaceResult>;
+}
+
+/** What a sync needs to know about a partition's current run. */
+export interface PartitionState {
+  readonly partition: string;
+  readonly runId: string;
+  readonly signature?: string;
+  readonly fingerprint?: string;
+  readonly inputs?: readonly string[];
+  readonly rows?: number;
+  readonly movedBy?: PointerMoveKind;
+  readonly pinned: boolean;
 }
 
 /** One run in a partition's history. */
@@ -79,6 +103,8 @@ export interface PartitionGcReport {
   readonly partition: string;
   readonly kept: readonly { runId: string; reason: RetentionReason }[];
   readonly removed: readonly { runId: string; reason: RetentionReason; bytes: number }[];
+  /** Set when GC after a swap failed; the swap itself stands and a later GC retries. */
+  readonly error?: string;
 }
 
 /** What a rollback did. */
@@ -155,6 +181,7 @@ export class Lake {
       const objects = [
         ...(await this.store.list(this.catalog.runsPrefix(table))),
         ...(await this.store.list(manifestsPrefix(table.name))),
+        ...(await this.store.list(pinsPrefix(table.name))),
       ];
       await this.store.delete(objects.map((o) => o.key));
     });
@@ -169,77 +196,137 @@ export class Lake {
   async replacePartition(tableName: string, partitionInput: PartitionInput, options: ReplaceOptions): Promise<ReplaceResult> {
     const table = await this.table(tableName);
     const partition = this.partitionOf(table, partitionInput);
+    return this.withLease(table.name, `replace ${table.name}/${partitionPath(partition)}`, () => this.replaceHeld(table, partition, options));
+  }
+
+  /** Takes a table's writer lease once for `work`, which may replace several partitions of it, concurrently. */
+  async write<T>(tableName: string, command: string, work: (writer: TableWriter) => Promise<T>): Promise<T> {
+    const table = await this.table(tableName);
+    return this.withLease(table.name, command, () =>
+      work({ replace: (partitionInput, options) => this.replaceHeld(table, this.partitionOf(table, partitionInput), options) }),
+    );
+  }
+
+  private async replaceHeld(table: TableDefinition, partition: Partition, options: ReplaceOptions): Promise<ReplaceResult> {
     const label = `${table.name}/${partitionPath(partition)}`;
-    return this.withLease(table.name, `replace ${label}`, async () => {
-      faultPoint("lease-acquired");
-      const started = Date.now();
-      const current = await this.catalog.getPointer(table, partition);
-      const currentManifest = current ? await this.ensureManifest(table, current) : undefined;
+    faultPoint("lease-acquired");
+    const started = Date.now();
+    const current = await this.catalog.getPointer(table, partition);
+    const currentManifest = current ? await this.ensureManifest(table, current) : undefined;
 
-      const runId = newRunId();
-      const runPrefix = `${this.catalog.runsPrefix(table, partition)}${runFolder(runId)}/`;
-      const sources = await this.snapshot();
-      let build;
-      try {
-        build = await this.engine.build({ table, partition, select: options.select, runPrefix, sources });
-      } catch (error) {
-        await this.discardRun(runPrefix);
-        throw error;
-      }
-      faultPoint("after-build");
+    const runId = newRunId();
+    const runPrefix = `${this.catalog.runsPrefix(table, partition)}${runFolder(runId)}/`;
+    const sources = restrictSnapshot(await this.snapshot(), options.inputPartitions ?? []);
+    let build;
+    try {
+      build = await this.engine.build({ table, partition, select: options.select, runPrefix, sources });
+    } catch (error) {
+      await this.discardRun(runPrefix);
+      throw error;
+    }
+    faultPoint("after-build");
 
-      const previousRows = currentManifest?.rows;
-      if (build.rows === 0 && (previousRows ?? 0) > 0 && !options.allowEmpty) {
-        await this.discardRun(runPrefix);
-        throw new AuditError(
-          `the build of ${label} produced 0 rows, but the partition has ${previousRows} rows (run ${current?.runId}); ` +
-            `the pointer was not moved. If the partition really is empty now, rerun with --allow-empty.`,
-        );
-      }
+    const previousRows = currentManifest?.rows;
+    if (build.rows === 0 && (previousRows ?? 0) > 0 && !options.allowEmpty) {
+      await this.discardRun(runPrefix);
+      throw new AuditError(
+        `the build of ${label} produced 0 rows, but the partition has ${previousRows} rows (run ${current?.runId}); ` +
+          `the pointer was not moved. If the partition really is empty now, rerun with --allow-empty.`,
+      );
+    }
 
-      await this.leaseCheck(table.name);
-      await this.catalog.movePointer(table, {
-        partition,
-        runId,
-        previousRunId: current?.runId,
-        signature: options.signature,
-      });
-      faultPoint("after-swap");
-
-      const builtAt = new Date();
-      const bytes = build.files.reduce((sum, f) => sum + f.size, 0);
-      const manifest: RunManifest = {
-        format: 1,
-        table: table.name,
-        partition: partitionPath(partition),
-        runId,
-        rows: build.rows,
-        files: build.files,
-        bytes,
-        previousRunId: current?.runId,
-        signature: options.signature,
-        inputs: options.inputs,
-        builtAt: new Date(started).toISOString(),
-        swappedAt: builtAt.toISOString(),
-        buildSeconds: (builtAt.getTime() - started) / 1000,
-      };
-      await this.store.put(manifestKey(table.name, partition, runId), `${JSON.stringify(manifest, null, 2)}\n`);
-      faultPoint("after-manifest");
-
-      const gc = await this.collectPartition(table, partition, { dryRun: false, graceMs: this.graceMs });
-      faultPoint("before-release");
-      return {
-        table: table.name,
-        partition: partitionPath(partition),
-        runId,
-        previousRunId: current?.runId,
-        rows: build.rows,
-        previousRows,
-        bytes,
-        seconds: (Date.now() - started) / 1000,
-        gc,
-      };
+    await this.leaseCheck(table.name);
+    await this.catalog.movePointer(table, {
+      partition,
+      runId,
+      previousRunId: current?.runId,
+      signature: options.signature,
+      kind: "swap",
     });
+    faultPoint("after-swap");
+
+    const swappedAt = new Date();
+    const bytes = build.files.reduce((sum, f) => sum + f.size, 0);
+    const manifest: RunManifest = {
+      format: 1,
+      table: table.name,
+      partition: partitionPath(partition),
+      runId,
+      rows: build.rows,
+      files: build.files,
+      bytes,
+      previousRunId: current?.runId,
+      signature: options.signature,
+      fingerprint: options.fingerprint,
+      inputs: options.inputs,
+      builtAt: new Date(started).toISOString(),
+      swappedAt: swappedAt.toISOString(),
+      buildSeconds: (swappedAt.getTime() - started) / 1000,
+    };
+    await this.store.put(manifestKey(table.name, partition, runId), `${JSON.stringify(manifest, null, 2)}\n`);
+    faultPoint("after-manifest");
+
+    let gc: PartitionGcReport;
+    try {
+      gc = await this.collectPartition(table, partition, { dryRun: false, graceMs: this.graceMs });
+    } catch (error) {
+      // The swap stands; what GC could not remove now, the next GC removes.
+      gc = { table: table.name, partition: partitionPath(partition), kept: [], removed: [], error: errorMessage(error) };
+    }
+    faultPoint("before-release");
+    return {
+      table: table.name,
+      partition: partitionPath(partition),
+      runId,
+      previousRunId: current?.runId,
+      rows: build.rows,
+      previousRows,
+      bytes,
+      seconds: (Date.now() - started) / 1000,
+      gc,
+    };
+  }
+
+  /** Marks a partition pinned: syncs leave it as it is (e.g. after a deliberate rollback). */
+  async pin(tableName: string, partitionInput: PartitionInput, reason = ""): Promise<void> {
+    const table = await this.table(tableName);
+    const partition = this.partitionOf(table, partitionInput);
+    await this.store.put(pinKey(table.name, partition), JSON.stringify({ pinnedAt: new Date().toISOString(), reason }));
+  }
+
+  /** Removes a partition's pin; the next sync decides about it again. */
+  async unpin(tableName: string, partitionInput: PartitionInput): Promise<boolean> {
+    const table = await this.table(tableName);
+    const key = pinKey(table.name, this.partitionOf(table, partitionInput));
+    const existed = (await this.store.get(key)) !== undefined;
+    await this.store.delete([key]);
+    return existed;
+  }
+
+  /** The current run of every partition of a table, with what a sync compares: signature, fingerprint, inputs, how the pointer moved, pins. */
+  async partitionStates(tableName: string): Promise<Map<string, PartitionState>> {
+    const table = await this.table(tableName);
+    const prefix = pinsPrefix(table.name);
+    const pins = new Set((await this.store.list(prefix)).map((o) => o.key.slice(prefix.length).replace(/\.json$/, "")));
+    const states = new Map<string, PartitionState>();
+    for (const pointer of await this.catalog.listPointers(table)) {
+      const path = partitionPath(pointer.partition);
+      const manifest = await this.readManifest(table, pointer.partition, pointer.runId);
+      states.set(path, {
+        partition: path,
+        runId: pointer.runId,
+        signature: pointer.signature ?? manifest?.signature,
+        fingerprint: manifest?.fingerprint,
+        inputs: manifest?.inputs,
+        rows: manifest?.rows,
+        movedBy: pointer.movedBy,
+        pinned: pins.has(path),
+      });
+    }
+    for (const path of pins) {
+      if (!states.has(path)) states.set(path, { partition: path, runId: "", pinned: true });
+    }
+    return states;
   }
 
   /** Moves a partition's pointer back to the newest completed older run, or to `toRunId`. */
@@ -277,6 +364,7 @@ export class Lake {
         runId: target,
         previousRunId: current.runId,
         signature: manifest?.signature,
+        kind: "rollback",
       });
       return { table: table.name, partition: partitionPath(partition), fromRunId: current.runId, toRunId: target, rows: manifest?.rows };
     });
@@ -336,6 +424,20 @@ export class Lake {
       else await this.withLease(table.name, `gc ${table.name}`, collect);
     }
     return reports;
+  }
+
+  /** Lands a delivery's source files in the engine (raw layer); release it with `releaseDelivery`. */
+  async landDelivery(request: LandRequest): Promise<LandedDelivery> {
+    return this.engine.land(request);
+  }
+
+  async releaseDelivery(delivery: LandedDelivery): Promise<void> {
+    await this.engine.releaseLanding(delivery);
+  }
+
+  /** Evaluates a derived layer's partition map over upstream partition values. */
+  async mapPartitions(request: PartitionMapRequest): Promise<string[][]> {
+    return this.engine.mapPartitions(request);
   }
 
   /** Runs a query over the current runs of every lake table (tables visible by name). */
@@ -523,6 +625,19 @@ export class Lake {
       process.emitWarning(`could not remove the unused run ${runPrefix}: ${errorMessage(error)}; lakeswap gc will`);
     }
   }
+}
+
+/** Limits some tables of a snapshot to the given partitions. */
+function restrictSnapshot(
+  snapshot: readonly TableSnapshot[],
+  limits: readonly { readonly table: string; readonly partitions: readonly string[] }[],
+): TableSnapshot[] {
+  return snapshot.map((entry) => {
+    const limit = limits.find((l) => l.table === entry.table.name);
+    if (!limit) return entry;
+    const wanted = new Set(limit.partitions);
+    return { table: entry.table, partitions: entry.partitions.filter((p) => wanted.has(partitionPath(p.partition))) };
+  });
 }
 
 export { leaseKey };

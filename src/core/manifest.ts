@@ -19,6 +19,9 @@ export interface RunManifest {
   /** The run that was current before this one was swapped in. */
   readonly previousRunId?: string;
   readonly signature?: string;
+  /** The transform's fingerprint (derived layers). */
+  readonly fingerprint?: string;
+  /** The signed inputs this run was built from (`table/partition=signature`). */
   readonly inputs?: readonly string[];
   readonly builtAt: string;
   readonly swappedAt: string;
@@ -37,6 +40,16 @@ export function manifestsPrefix(table: string, partition?: Partition): string {
   return partition
     ? `${METADATA_PREFIX}/manifests/${table}/${partitionPath(partition)}/`
     : `${METADATA_PREFIX}/manifests/${table}/`;
+}
+
+/** The store key of a partition's pin (a pinned partition is never rebuilt by a sync). */
+export function pinKey(table: string, partition: Partition): string {
+  return `${pinsPrefix(table)}${partitionPath(partition)}.json`;
+}
+
+/** The store key prefix of a table's pins. */
+export function pinsPrefix(table: string): string {
+  return `${METADATA_PREFIX}/pins/${table}/`;
 }
 
 /** Parses a stored manifest, refusing anything that is not one. */

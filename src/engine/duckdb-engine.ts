@@ -1,13 +1,18 @@
 import { promises as fs } from "node:fs";
 import path from "node:path";
 import { DuckDBInstance, type DuckDBConnection } from "@duckdb/node-api";
+import { randomBytes } from "node:crypto";
 import { BuildError, InvalidInputError, errorMessage } from "../core/errors.js";
 import { faultPoint } from "../core/faults.js";
-import { partitionPath, partitionValue } from "../core/partition.js";
+import { makePartition, partitionPath, partitionValue } from "../core/partition.js";
+import { finishRawSignature, signatureColumnOrder } from "../core/signature.js";
 import { quoteIdentifier, quoteLiteral } from "../core/sql.js";
 import type { TableDefinition } from "../core/table.js";
 import type { ObjectStore } from "../store/object-store.js";
-import type { BuildRequest, BuildResult, Engine, QueryResult, TableSnapshot } from "./engine.js";
+import { canonicalRowExpression, landDelivery } from "./duckdb-landing.js";
+import type {
+  BuildRequest, BuildResult, Engine, LandRequest, LandedDelivery, LandedPartition, PartitionMapRequest, QueryResult, RejectedRow, TableSnapshot,
+} from "./engine.js";
 
 /** The name of the one Parquet file of a run written by DuckDB. */
 export const RUN_FILE = "part-0.parquet";
@@ -18,9 +23,9 @@ export const RUN_FILE = "part-0.parquet";
  * with partition columns taken from the pointer, as Hive does.
  */
 export class DuckDbEngine implements Engine {
+  readonly capabilities = { landsFiles: true } as const;
   private readonly store: ObjectStore;
-  private connection: Promise<DuckDBConnection> | undefined;
-  private instance: DuckDBInstance | undefined;
+  private instance: Promise<DuckDBInstance> | undefined;
 
   constructor(store: ObjectStore) {
     if (!store.capabilities.localPaths) {
@@ -30,7 +35,10 @@ export class DuckDbEngine implements Engine {
   }
 
   async build(request: BuildRequest): Promise<BuildResult> {
-    const connection = await this.connect();
+    return this.withConnection((connection) => this.buildWith(connection, request));
+  }
+
+  private async buildWith(connection: DuckDBConnection, request: BuildRequest): Promise<BuildResult> {
     await this.registerViews(connection, request.sources);
     const select = checkedSelect(request.select);
     const outputColumns = await this.describe(connection, select);
@@ -82,37 +90,115 @@ export class DuckDbEngine implements Engine {
   }
 
   async query(sql: string, sources: readonly TableSnapshot[]): Promise<QueryResult> {
-    const connection = await this.connect();
-    await this.registerViews(connection, sources);
-    try {
-      const reader = await connection.runAndReadAll(sql);
-      return { columns: reader.columnNames(), rows: reader.getRowsJS().map((row) => row.map(toJsonValue)) };
-    } catch (error) {
-      throw new InvalidInputError(`query failed: ${cleanDuckDbMessage(error)}`);
-    }
+    return this.withConnection(async (connection) => {
+      await this.registerViews(connection, sources);
+      try {
+        const reader = await connection.runAndReadAll(sql);
+        return { columns: reader.columnNames(), rows: reader.getRowsJS().map((row) => row.map(toJsonValue)) };
+      } catch (error) {
+        throw new InvalidInputError(`query failed: ${cleanDuckDbMessage(error)}`);
+      }
+    });
   }
 
   async countRows(files: readonly string[]): Promise<number> {
     if (files.length === 0) return 0;
-    const connection = await this.connect();
     const list = files.map((key) => quoteLiteral(this.store.localPath(key))).join(", ");
-    const reader = await connection.runAndReadAll(`SELECT count(*) FROM read_parquet([${list}])`);
-    return Number(reader.getRows()[0]?.[0] ?? 0);
+    return this.withConnection(async (connection) => {
+      const reader = await connection.runAndReadAll(`SELECT count(*) FROM read_parquet([${list}])`);
+      return Number(reader.getRows()[0]?.[0] ?? 0);
+    });
+  }
+
+  async land(request: LandRequest): Promise<LandedDelivery> {
+    const id = randomBytes(6).toString("hex");
+    const tables = { landed: `landed_${id}`, rejected: `rejected_${id}` };
+    return this.withConnection(async (connection) => {
+      try {
+        const files = await expandGlobs(connection, request.files);
+        await landDelivery(connection, { ...request, files }, tables);
+        const keys = request.partition.map((p) => p.key);
+        const signed = signatureColumnOrder(request.columns.filter((c) => request.signatureColumns.includes(c.name)));
+        const lane = "18446744073709551616::HUGEINT";
+        const reader = await connection.runAndReadAll(
+          `SELECT ${keys.map(quoteIdentifier).join(", ")}, count(*) AS n, ` +
+            `CAST(sum(md5_number_upper(r)) % ${lane} AS VARCHAR) AS upper, CAST(sum(md5_number_lower(r)) % ${lane} AS VARCHAR) AS lower ` +
+            `FROM (SELECT ${keys.map(quoteIdentifier).join(", ")}, ${canonicalRowExpression(signed)} AS r FROM ${tables.landed}) ` +
+            `GROUP BY ALL ORDER BY ALL`,
+        );
+        const partitions: LandedPartition[] = reader.getRowsJS().map((row) => {
+          const values = row.slice(0, keys.length).map(String);
+          const rows = Number(row[keys.length]);
+          return {
+            partition: makePartition(keys.map((key, i) => [key, values[i] as string] as const)),
+            rows,
+            signature: finishRawSignature(signed, rows, BigInt(String(row[keys.length + 1])), BigInt(String(row[keys.length + 2]))),
+          };
+        });
+        const counts = await connection.runAndReadAll(`SELECT (SELECT count(*) FROM ${tables.landed}), (SELECT count(*) FROM ${tables.rejected})`);
+        const [loaded, rejected] = (counts.getRowsJS()[0] ?? [0, 0]).map(Number) as [number, number];
+        const first = await connection.runAndReadAll(`SELECT file, line, reason, raw FROM ${tables.rejected} ORDER BY file, line LIMIT 5`);
+        const firstRejects: RejectedRow[] = first.getRowsJS().map(([file, line, reason, raw]) => ({
+          file: String(file),
+          line: line === null ? null : Number(line),
+          reason: String(reason),
+          raw: raw === null ? null : String(raw),
+        }));
+        return {
+          files,
+          relation: tables.landed,
+          rejectedRelation: tables.rejected,
+          rowsRead: loaded + rejected,
+          rowsLoaded: loaded,
+          rowsRejected: rejected,
+          firstRejects,
+          partitions,
+        };
+      } catch (error) {
+        await this.dropRelations(connection, [tables.landed, tables.rejected]);
+        throw error;
+      }
+    });
+  }
+
+  async releaseLanding(delivery: LandedDelivery): Promise<void> {
+    await this.withConnection((connection) => this.dropRelations(connection, [delivery.relation, delivery.rejectedRelation]));
+  }
+
+  async mapPartitions(request: PartitionMapRequest): Promise<string[][]> {
+    if (request.values.length === 0) return [];
+    const rows = request.values.map((values) => `(${values.map(quoteLiteral).join(", ")})`).join(", ");
+    const columns = request.fromKeys.map(quoteIdentifier).join(", ");
+    const select = request.map.map(({ key, expression }) => `CAST((${expression}) AS VARCHAR) AS ${quoteIdentifier(key)}`).join(", ");
+    return this.withConnection(async (connection) => {
+      try {
+        const reader = await connection.runAndReadAll(`SELECT ${select} FROM (VALUES ${rows}) AS upstream(${columns})`);
+        return reader.getRowsJS().map((row) => row.map((value) => (value === null ? "" : String(value))));
+      } catch (error) {
+        throw new InvalidInputError(`a partition map expression failed: ${cleanDuckDbMessage(error)}`);
+      }
+    });
   }
 
   async close(): Promise<void> {
-    if (this.connection) (await this.connection).closeSync();
-    this.instance?.closeSync();
-    this.connection = undefined;
+    const instance = this.instance;
     this.instance = undefined;
+    if (instance) (await instance).closeSync();
   }
 
-  private connect(): Promise<DuckDBConnection> {
-    this.connection ??= (async () => {
-      this.instance = await DuckDBInstance.create(":memory:");
-      return this.instance.connect();
-    })();
-    return this.connection;
+  /** Runs `work` on a connection of its own, so builds of several partitions can run at once. */
+  private async withConnection<T>(work: (connection: DuckDBConnection) => Promise<T>): Promise<T> {
+    this.instance ??= DuckDBInstance.create(":memory:");
+    const connection = await (await this.instance).connect();
+    try {
+      return await work(connection);
+    } finally {
+      connection.closeSync();
+    }
+  }
+
+  private async dropRelations(connection: DuckDBConnection, names: readonly string[]): Promise<void> {
+    for (const name of names) await connection.run(`DROP TABLE IF EXISTS ${quoteIdentifier(name)}`);
   }
 
   private async describe(connection: DuckDBConnection, select: string): Promise<string[]> {
@@ -140,6 +226,20 @@ export class DuckDbEngine implements Engine {
       await connection.run(`CREATE OR REPLACE TEMP VIEW ${quoteIdentifier(table.name)} AS ${sql}`);
     }
   }
+}
+
+/** Expands file globs; a pattern that matches nothing is an error naming it. */
+async function expandGlobs(connection: DuckDBConnection, patterns: readonly string[]): Promise<string[]> {
+  const files: string[] = [];
+  for (const pattern of patterns) {
+    const reader = await connection.runAndReadAll(`SELECT file FROM glob(${quoteLiteral(pattern)}) ORDER BY file`);
+    const matched = reader.getRowsJS().map((row) => String(row[0]));
+    if (matched.length === 0) {
+      throw new InvalidInputError(`no source file matches '${pattern}': check the dataset's source.path, or name the delivery with --input FILE`);
+    }
+    files.push(...matched);
+  }
+  return [...new Set(files)];
 }
 
 function emptyView(table: TableDefinition): string {

@@ -43,9 +43,74 @@ export interface QueryResult {
  * It never moves a pointer; that is the core's job.
  */
 export interface Engine {
+  readonly capabilities: EngineCapabilities;
   build(request: BuildRequest): Promise<BuildResult>;
+  /** Lands a delivery's files (raw layer): typed rows, bad rows apart, a signature per partition. */
+  land(request: LandRequest): Promise<LandedDelivery>;
+  /** Frees what `land` holds. */
+  releaseLanding(delivery: LandedDelivery): Promise<void>;
+  /** Evaluates partition map expressions over upstream partition values, one output row per input row. */
+  mapPartitions(request: PartitionMapRequest): Promise<string[][]>;
   query(sql: string, sources: readonly TableSnapshot[]): Promise<QueryResult>;
   /** Rows in the given run files (Parquet metadata is enough). */
   countRows(files: readonly string[]): Promise<number>;
   close(): Promise<void>;
+}
+
+/** Land one delivery of source files into the engine, ready to build raw partitions from. */
+export interface LandRequest {
+  /** Local paths or globs of the delivery's files. */
+  readonly files: readonly string[];
+  readonly format: "csv" | "jsonl" | "parquet";
+  readonly header: boolean;
+  readonly delimiter: string;
+  readonly columns: readonly { readonly name: string; readonly type: string; readonly nullable: boolean }[];
+  /** Partition keys, each an expression over the source columns. */
+  readonly partition: readonly { readonly key: string; readonly expression: string }[];
+  readonly signatureColumns: readonly string[];
+}
+
+/** One partition of a landed delivery, with its content signature. */
+export interface LandedPartition {
+  readonly partition: Partition;
+  readonly rows: number;
+  readonly signature: string;
+}
+
+/** A bad row of a delivery. */
+export interface RejectedRow {
+  readonly file: string;
+  readonly line: number | null;
+  readonly reason: string;
+  readonly raw: string | null;
+}
+
+/** A delivery landed in the engine: where its good and bad rows are, and what they hold. */
+export interface LandedDelivery {
+  /** The files read (globs expanded). */
+  readonly files: readonly string[];
+  /** The relation of the good rows (declared columns + partition keys), readable by build SELECTs. */
+  readonly relation: string;
+  /** The relation of the bad rows (file, line, reason, raw). */
+  readonly rejectedRelation: string;
+  readonly rowsRead: number;
+  readonly rowsLoaded: number;
+  readonly rowsRejected: number;
+  /** The first bad rows, for messages. */
+  readonly firstRejects: readonly RejectedRow[];
+  readonly partitions: readonly LandedPartition[];
+}
+
+/** What an engine can do. */
+export interface EngineCapabilities {
+  /** Can land source files (raw layer) itself. */
+  readonly landsFiles: boolean;
+}
+
+/** Evaluate a derived layer's partition map over upstream partition values. */
+export interface PartitionMapRequest {
+  readonly fromKeys: readonly string[];
+  /** One row of upstream partition values per upstream partition, in `fromKeys` order. */
+  readonly values: readonly (readonly string[])[];
+  readonly map: readonly { readonly key: string; readonly expression: string }[];
 }

@@ -1,6 +1,8 @@
 import type { Command } from "commander";
 import { InvalidInputError } from "../../core/errors.js";
 import { DEMO_STEPS, FULL_DEMO, runDemoStep, type DemoStep, type DemoStepResult } from "../../demo/swap-demo.js";
+import { MTD_TABLES, runMtdDemo, type MtdDeliveryResult } from "../../demo/mtd-demo.js";
+import type { Lake } from "../../core/lake.js";
 import { report } from "../output.js";
 import { wantsJson, withLake } from "../context.js";
 
@@ -8,14 +10,18 @@ import { wantsJson, withLake } from "../context.js";
 export function registerDemo(program: Command): void {
   program
     .command("demo [step]")
-    .description(`zero-downtime partition swaps on an embedded lake; run it whole, or one step: ${DEMO_STEPS.join("|")}`)
+    .description(`zero-downtime partition swaps on an embedded lake; run it whole, or one step: ${DEMO_STEPS.join("|")}; 'mtd' runs the month-to-date pipeline story`)
     .option("--keep", "skip the final teardown, so the lake can be explored afterwards")
     .option("--json", "print the steps as JSON")
     .action(async (step: string | undefined, options: { keep?: boolean }, command: Command) => {
-      if (step !== undefined && !(DEMO_STEPS as readonly string[]).includes(step)) {
-        throw new InvalidInputError(`unknown demo step '${step}': use one of ${DEMO_STEPS.join(", ")}, or no step for the whole demo`);
-      }
       const json = wantsJson(command);
+      if (step === "mtd") {
+        await withLake(command, (lake, config) => mtdDemo(lake, config.lakeDir, json, options.keep === true));
+        return;
+      }
+      if (step !== undefined && !(DEMO_STEPS as readonly string[]).includes(step)) {
+        throw new InvalidInputError(`unknown demo step '${step}': use one of ${DEMO_STEPS.join(", ")}, mtd, or no step for the whole demo`);
+      }
       await withLake(command, async (lake, config) => {
         let steps: readonly DemoStep[] = step ? [step as DemoStep] : FULL_DEMO;
         if (!step) {
@@ -33,4 +39,28 @@ export function registerDemo(program: Command): void {
         if (json) report(true, { lake: config.lakeDir, steps: results }, () => "");
       });
     });
+}
+
+async function mtdDemo(lake: Lake, lakeDir: string, json: boolean, keep: boolean): Promise<void> {
+  const dropDemoTables = async () => {
+    const existing = new Set((await lake.listTables()).map((t) => t.name));
+    for (const table of MTD_TABLES) if (existing.has(table)) await lake.dropTable(table);
+  };
+  await dropDemoTables();
+  if (!json) process.stdout.write(`lakeswap demo mtd: month-to-date deliveries through raw -> stage -> analytics, embedded lake at ${lakeDir}\n`);
+  const print = (result: MtdDeliveryResult) => {
+    if (json) return;
+    process.stdout.write(`\n${result.delivery}: ${result.description} (${result.rowsRead} rows read)\n`);
+    for (const layer of result.layers) {
+      const built = layer.builtPartitions.length > 0 ? `: ${layer.builtPartitions.join(", ")}` : "";
+      process.stdout.write(`  ${layer.layer.padEnd(10)} built ${String(layer.built).padStart(2)}, skipped ${String(layer.skipped).padStart(2)}${built}\n`);
+    }
+  };
+  const results = await runMtdDemo(lake, print);
+  if (!keep) {
+    await dropDemoTables();
+    await runDemoStep(lake, "teardown", lakeDir);
+  }
+  if (json) report(true, { lake: lakeDir, deliveries: results }, () => "");
+  else process.stdout.write(keep ? `\nthe lake is kept at ${lakeDir}: try lakeswap --lake ${lakeDir} tables\n` : "\nteardown: dropped the demo tables\n");
 }

@@ -1,0 +1,35 @@
+import type { Command } from "commander";
+import { loadPipelineConfig } from "../../config/pipeline-config.js";
+import { Pipeline } from "../../core/pipeline.js";
+import { formatTable, report } from "../output.js";
+import { wantsJson, withLake } from "../context.js";
+
+/** `lakeswap plan`: for each layer and partition, build or skip, and why. */
+export function registerPlan(program: Command): void {
+  program
+    .command("plan")
+    .description("show, per layer and partition, whether a sync would build or skip it, and why")
+    .requiredOption("-c, --config <file>", "the pipeline config (lakeswap.yaml)")
+    .option("--input <file...>", "the file(s) of this delivery, instead of the datasets' source paths")
+    .option("--partition <spec...>", "only these partitions (in layers with the same keys)")
+    .option("--full-refresh", "plan to rebuild every partition")
+    .option("--json", "print the plan as JSON")
+    .action(async (options: { config: string; input?: string[]; partition?: string[]; fullRefresh?: boolean }, command: Command) => {
+      const config = loadPipelineConfig(options.config);
+      await withLake(
+        command,
+        async (lake) => {
+          const plan = await new Pipeline(lake, config, { inputs: options.input, partitions: options.partition, fullRefresh: options.fullRefresh }).plan();
+          const build = plan.filter((p) => p.action === "build").length;
+          report(wantsJson(command), { partitions: plan, totals: { build, skip: plan.length - build } }, () =>
+            [
+              formatTable(["layer", "table", "partition", "action", "reason"], plan.map((p) => [p.layer, p.table, p.partition, p.action, p.reason])),
+              "",
+              `${build} to build, ${plan.length - build} to skip`,
+            ].join("\n"),
+          );
+        },
+        config,
+      );
+    });
+}

@@ -1,0 +1,73 @@
+import type { Command } from "commander";
+import { loadPipelineConfig } from "../../config/pipeline-config.js";
+import { LakeswapError } from "../../core/errors.js";
+import { Pipeline } from "../../core/pipeline.js";
+import { Progress, formatTable, report } from "../output.js";
+import { addWaitOptions, wantsJson, withLake } from "../context.js";
+
+interface Options {
+  config: string;
+  input?: string[];
+  partition?: string[];
+  fullRefresh?: boolean;
+  allowEmpty?: boolean;
+}
+
+/** `lakeswap sync`: runs the plan, layer by layer, and reports built / skipped / failed. */
+export function registerSync(program: Command): void {
+  addWaitOptions(
+    program
+      .command("sync")
+      .description("land a delivery and build every layer, rebuilding only what changed")
+      .requiredOption("-c, --config <file>", "the pipeline config (lakeswap.yaml)")
+      .option("--input <file...>", "the file(s) of this delivery, instead of the datasets' source paths")
+      .option("--partition <spec...>", "only these partitions (in layers with the same keys)")
+      .option("--full-refresh", "rebuild every partition, whatever the signatures say")
+      .option("--allow-empty", "accept derived builds of 0 rows for partitions that had rows")
+      .option("--grace <duration>", "GC grace window for old runs (default 6h)")
+      .option("--json", "print the report as JSON"),
+  ).action(async (options: Options, command: Command) => {
+    const config = loadPipelineConfig(options.config);
+    await withLake(
+      command,
+      async (lake) => {
+        const progress = new Progress();
+        const result = await new Pipeline(lake, config, {
+          inputs: options.input,
+          partitions: options.partition,
+          fullRefresh: options.fullRefresh,
+          allowEmpty: options.allowEmpty,
+          onProgress: ({ layer, done, total, label }) => progress.update(done, total, `${layer}: ${label}`),
+        }).sync();
+        progress.done();
+        report(wantsJson(command), result, () => {
+          const lines = result.loads.map(
+            (l) => `${l.dataset}: read ${l.rowsRead} rows from ${l.files.length} file(s): ${l.rowsLoaded} loaded, ${l.rowsDeadLettered} dead-lettered${l.deadLetterTable ? ` (${l.deadLetterTable}, delivery=${l.delivery})` : ""}`,
+          );
+          lines.push(
+            "",
+            formatTable(
+              ["layer", "table", "built", "skipped", "failed", "rows", "seconds"],
+              result.layers.map((l) => [l.layer, l.table, l.built, l.skipped, l.failed, l.rows, l.seconds.toFixed(2)]),
+            ),
+          );
+          const changed = result.partitions.filter((p) => p.action !== "skip");
+          if (changed.length > 0) {
+            lines.push(
+              "",
+              formatTable(
+                ["layer", "partition", "action", "reason", "run", "rows", "error"],
+                changed.map((p) => [p.layer, p.partition, p.action, p.reason, p.run, p.rows, p.error]),
+              ),
+            );
+          }
+          return lines.join("\n");
+        });
+        if (result.totals.failed > 0) {
+          throw new LakeswapError("PARTIAL_FAILURE", `${result.totals.failed} partition(s) failed; rerun the same sync to redo only those`);
+        }
+      },
+      config,
+    );
+  });
+}

@@ -1,0 +1,323 @@
+import { existsSync, readFileSync } from "node:fs";
+import path from "node:path";
+import { parse as parseYaml } from "yaml";
+import { z } from "zod";
+import { InvalidInputError } from "../core/errors.js";
+import { assertIdentifier } from "../core/sql.js";
+import { normalizeColumnType, type Column } from "../core/table.js";
+
+const identifier = z.string().regex(/^[a-z][a-z0-9_]{0,127}$/, "use a lowercase letter first, then lowercase letters, digits or '_'");
+
+const columnType = z.union([
+  z.string().describe("the column's type, e.g. BIGINT, DECIMAL(10,2), VARCHAR, TIMESTAMP"),
+  z
+    .object({
+      type: z.string().describe("the column's type"),
+      nullable: z.boolean().default(true).describe("whether the column may be NULL; a NULL in a non-nullable column is a bad row"),
+    })
+    .strict(),
+]);
+
+const columnsSchema = z
+  .record(identifier, columnType)
+  .describe("declared columns, in order: name -> type, or name -> {type, nullable}");
+
+const sourceSchema = z
+  .object({
+    format: z.enum(["csv", "jsonl", "parquet"]).describe("the source files' format"),
+    path: z.string().min(1).describe("one file or a glob, relative to this config file; --input FILE names one delivery instead"),
+    header: z.boolean().default(true).describe("CSV only: the first line holds column names"),
+    delimiter: z.string().length(1).default(",").describe("CSV only: the field delimiter"),
+  })
+  .strict();
+
+const signatureSchema = z
+  .object({
+    columns: z.array(identifier).optional().describe("sign only these columns"),
+    ignore: z.array(identifier).optional().describe("sign every column but these (e.g. updated_at)"),
+  })
+  .strict()
+  .describe("which business columns the raw signature covers (default: all)");
+
+const layerSchema = z
+  .object({
+    name: identifier.describe("the layer's name, e.g. stage or analytics"),
+    table: identifier.optional().describe("the layer's table (default <dataset>_<layer>)"),
+    sql: z.string().min(1).describe("the SQL file that builds one partition, relative to this config file; {{ key }} stands for the partition value, quoted"),
+    columns: columnsSchema,
+    partition_keys: z.array(identifier).min(1).optional().describe("the layer's partition keys (default: the upstream layer's)"),
+    inputs: z
+      .object({
+        from: identifier.optional().describe("the layer read (default: the layer above)"),
+        map: z
+          .record(identifier, z.string().min(1))
+          .optional()
+          .describe("each of this layer's partition keys as an expression over the upstream partition keys, e.g. month: substr(day, 1, 7); an upstream partition feeds the partition it maps to (default: the same keys)"),
+      })
+      .strict()
+      .optional()
+      .describe("which upstream partitions feed each partition of this layer"),
+    compression: z.enum(["snappy", "zstd"]).default("snappy").describe("Parquet compression"),
+  })
+  .strict();
+
+const datasetSchema = z
+  .object({
+    source: sourceSchema,
+    table: identifier.optional().describe("the raw table (default <dataset>_raw)"),
+    columns: columnsSchema,
+    partition: z
+      .record(identifier, z.string().min(1))
+      .describe("partition keys, each an expression over the source columns, e.g. day: strftime(order_ts, '%Y-%m-%d')"),
+    signature: signatureSchema.optional(),
+    dead_letter: identifier.optional().describe("a table for bad rows (with reason and raw text); without it a bad row stops the load"),
+    compression: z.enum(["snappy", "zstd"]).default("snappy").describe("Parquet compression of the raw table"),
+    layers: z.array(layerSchema).default([]).describe("derived layers, in build order"),
+  })
+  .strict();
+
+/** The whole `lakeswap.yaml`, one schema: validation, defaults and the JSON Schema come from here. */
+export const pipelineSchema = z
+  .object({
+    lake: z.string().optional().describe("the lake folder, relative to this config file (overridden by --lake and LAKESWAP_LAKE)"),
+    concurrency: z.number().int().min(1).max(64).default(4).describe("partitions of one layer built at the same time"),
+    grace: z.string().optional().describe("GC grace window for old runs, e.g. 6h (default 6h)"),
+    datasets: z.record(identifier, datasetSchema).describe("datasets, each landed into a raw layer and built into derived layers"),
+  })
+  .strict();
+
+/** A declared column with its nullability. */
+export interface PipelineColumn extends Column {
+  readonly nullable: boolean;
+}
+
+/** A derived layer, resolved. */
+export interface LayerConfig {
+  readonly name: string;
+  readonly table: string;
+  readonly sqlPath: string;
+  readonly columns: readonly PipelineColumn[];
+  readonly partitionKeys: readonly string[];
+  readonly from: string;
+  /** This layer's partition keys as expressions over the upstream partition keys. */
+  readonly inputMap: readonly { readonly key: string; readonly expression: string }[];
+  readonly compression: "snappy" | "zstd";
+}
+
+/** A dataset, resolved: its raw layer and its derived layers in build order. */
+export interface DatasetConfig {
+  readonly name: string;
+  readonly source: { readonly format: "csv" | "jsonl" | "parquet"; readonly path: string; readonly header: boolean; readonly delimiter: string };
+  readonly table: string;
+  readonly columns: readonly PipelineColumn[];
+  readonly partition: readonly { readonly key: string; readonly expression: string }[];
+  readonly signatureColumns: readonly string[];
+  readonly deadLetter?: string;
+  readonly compression: "snappy" | "zstd";
+  readonly layers: readonly LayerConfig[];
+}
+
+/** The pipeline, resolved and checked. */
+export interface PipelineConfig {
+  readonly file: string;
+  readonly lake?: string;
+  readonly concurrency: number;
+  readonly grace?: string;
+  readonly datasets: readonly DatasetConfig[];
+}
+
+/** The JSON Schema of `lakeswap.yaml`, generated from the zod schema. */
+export function pipelineJsonSchema(): Record<string, unknown> {
+  return z.toJSONSchema(pipelineSchema, { io: "input" }) as Record<string, unknown>;
+}
+
+/** Reads, validates and resolves a pipeline config file. */
+export function loadPipelineConfig(file: string): PipelineConfig {
+  const absolute = path.resolve(file);
+  if (!existsSync(absolute)) {
+    throw new InvalidInputError(`config file '${file}' does not exist; pass the pipeline config with -c lakeswap.yaml`);
+  }
+  let raw: unknown;
+  try {
+    raw = parseYaml(readFileSync(absolute, "utf8"));
+  } catch (error) {
+    throw new InvalidInputError(`${file}: not valid YAML: ${(error as Error).message}`);
+  }
+  return resolvePipelineConfig(raw, absolute);
+}
+
+/** Validates a parsed config (paths resolve against the config file's folder). */
+export function resolvePipelineConfig(raw: unknown, file: string): PipelineConfig {
+  const parsed = pipelineSchema.safeParse(raw ?? {});
+  if (!parsed.success) throw new InvalidInputError(`${path.basename(file)}: ${formatIssues(parsed.error.issues)}`);
+  const config = parsed.data;
+  const dir = path.dirname(file);
+  const datasets = Object.entries(config.datasets).map(([name, dataset]) => resolveDataset(name, dataset, dir));
+  const tables = new Map<string, string>();
+  for (const dataset of datasets) {
+    for (const [layer, table] of [["raw", dataset.table], ...dataset.layers.map((l) => [l.name, l.table]), ["dead_letter", dataset.deadLetter]]) {
+      if (!table) continue;
+      const where = `datasets.${dataset.name}.${layer}`;
+      const other = tables.get(table);
+      if (other) throw new InvalidInputError(`${path.basename(file)}: table '${table}' is used by both ${other} and ${where}; give each layer its own table`);
+      tables.set(table, where);
+    }
+  }
+  return {
+    file,
+    lake: config.lake !== undefined ? path.resolve(dir, config.lake) : undefined,
+    concurrency: config.concurrency,
+    grace: config.grace,
+    datasets,
+  };
+}
+
+type DatasetInput = z.output<typeof datasetSchema>;
+
+function resolveDataset(name: string, dataset: DatasetInput, dir: string): DatasetConfig {
+  const at = `datasets.${name}`;
+  const columns = resolveColumns(dataset.columns, `${at}.columns`);
+  const names = columns.map((c) => c.name);
+  const partition = Object.entries(dataset.partition).map(([key, expression]) => ({ key, expression }));
+  if (partition.length === 0) throw new InvalidInputError(`${at}.partition: declare at least one partition key, e.g. day: strftime(order_ts, '%Y-%m-%d')`);
+  for (const { key } of partition) {
+    if (names.includes(key)) throw new InvalidInputError(`${at}.partition.${key}: '${key}' is also a column; a partition key's value comes from the path, so name it differently`);
+  }
+  const signature = dataset.signature ?? {};
+  if (signature.columns && signature.ignore) {
+    throw new InvalidInputError(`${at}.signature: give either columns or ignore, not both`);
+  }
+  for (const [key, list] of [["columns", signature.columns], ["ignore", signature.ignore]] as const) {
+    for (const column of list ?? []) {
+      if (!names.includes(column)) throw new InvalidInputError(`${at}.signature.${key}: unknown column '${column}'${didYouMean(column, names)}`);
+    }
+  }
+  const signatureColumns = signature.columns ?? names.filter((n) => !(signature.ignore ?? []).includes(n));
+  if (signatureColumns.length === 0) throw new InvalidInputError(`${at}.signature: it leaves no column to sign`);
+
+  const layerNames = ["raw"];
+  const keysByLayer = new Map<string, readonly string[]>([["raw", partition.map((p) => p.key)]]);
+  const layers = dataset.layers.map((layer, index): LayerConfig => {
+    const where = `${at}.layers[${index}]`;
+    if (layerNames.includes(layer.name)) throw new InvalidInputError(`${where}.name: layer '${layer.name}' is declared twice (or is 'raw')`);
+    const from = layer.inputs?.from ?? layerNames.at(-1)!;
+    const fromKeys = keysByLayer.get(from);
+    if (!fromKeys) throw new InvalidInputError(`${where}.inputs.from: no earlier layer '${from}'${didYouMean(from, layerNames)}`);
+    const keys = layer.partition_keys ?? (layer.inputs?.map ? Object.keys(layer.inputs.map) : fromKeys);
+    const map = layer.inputs?.map ?? Object.fromEntries(keys.map((key) => [key, key]));
+    const mapped = Object.keys(map);
+    if (mapped.length !== keys.length || keys.some((k) => !mapped.includes(k))) {
+      throw new InvalidInputError(`${where}.inputs.map: map each partition key (${keys.join(", ")}) to an expression over the upstream keys (${fromKeys.join(", ")})`);
+    }
+    for (const key of keys) assertIdentifier("partition key", key);
+    const sqlPath = path.resolve(dir, layer.sql);
+    if (!existsSync(sqlPath)) throw new InvalidInputError(`${where}.sql: file '${layer.sql}' does not exist (looked at ${sqlPath})`);
+    const layerColumns = resolveColumns(layer.columns, `${where}.columns`);
+    for (const key of keys) {
+      if (layerColumns.some((c) => c.name === key)) {
+        throw new InvalidInputError(`${where}.columns.${key}: '${key}' is a partition key of this layer; its value comes from the path, so leave it out of the columns`);
+      }
+    }
+    layerNames.push(layer.name);
+    keysByLayer.set(layer.name, keys);
+    return {
+      name: layer.name,
+      table: layer.table ?? `${name}_${layer.name}`,
+      sqlPath,
+      columns: layerColumns,
+      partitionKeys: keys,
+      from,
+      inputMap: keys.map((key) => ({ key, expression: map[key] as string })),
+      compression: layer.compression,
+    };
+  });
+  return {
+    name,
+    source: dataset.source,
+    table: dataset.table ?? `${name}_raw`,
+    columns,
+    partition,
+    signatureColumns,
+    deadLetter: dataset.dead_letter,
+    compression: dataset.compression,
+    layers,
+  };
+}
+
+function resolveColumns(columns: Record<string, z.output<typeof columnType>>, at: string): PipelineColumn[] {
+  const entries = Object.entries(columns);
+  if (entries.length === 0) throw new InvalidInputError(`${at}: declare at least one column`);
+  return entries.map(([name, spec]) => {
+    const type = typeof spec === "string" ? spec : spec.type;
+    const nullable = typeof spec === "string" ? true : spec.nullable;
+    try {
+      return { name, type: normalizeColumnType(name, type), nullable };
+    } catch (error) {
+      throw new InvalidInputError(`${at}.${name}: ${(error as Error).message}`);
+    }
+  });
+}
+
+/** Formats zod issues: each starts with its key path; unknown keys get a did-you-mean. */
+function formatIssues(issues: readonly z.core.$ZodIssue[]): string {
+  return issues
+    .map((issue) => {
+      const where = issue.path.map((p) => (typeof p === "number" ? `[${p}]` : `.${String(p)}`)).join("").replace(/^\./, "") || "(top level)";
+      if (issue.code === "unrecognized_keys") {
+        const known = knownKeys(pipelineSchema, issue.path);
+        return issue.keys
+          .map((key) => `${where === "(top level)" ? key : `${where}.${key}`}: unknown key${didYouMean(key, known)}${known.length > 0 ? ` (allowed: ${known.join(", ")})` : ""}`)
+          .join("; ");
+      }
+      return `${where}: ${issue.message}`;
+    })
+    .join("; ");
+}
+
+/** The keys an object schema allows at `keyPath`, for did-you-mean hints. */
+function knownKeys(schema: z.ZodType, keyPath: readonly PropertyKey[]): string[] {
+  let current: z.ZodType | undefined = schema;
+  const unwrap = (s: z.ZodType | undefined): z.ZodType | undefined => {
+    let inner = s;
+    while (inner && "innerType" in (inner.def as object)) inner = (inner.def as unknown as { innerType: z.ZodType }).innerType;
+    return inner;
+  };
+  for (const step of keyPath) {
+    current = unwrap(current);
+    if (!current) return [];
+    const def = current.def as unknown as { type: string; valueType?: z.ZodType; element?: z.ZodType; shape?: Record<string, z.ZodType>; options?: z.ZodType[] };
+    if (def.type === "object") current = (current as z.ZodObject).shape[String(step)];
+    else if (def.type === "record") current = def.valueType;
+    else if (def.type === "array") current = def.element;
+    else if (def.type === "union") current = def.options?.find((o) => unwrap(o)?.def.type === "object");
+    else return [];
+  }
+  current = unwrap(current);
+  if (current?.def.type === "union") current = unwrap((current.def as unknown as { options: z.ZodType[] }).options.find((o) => unwrap(o)?.def.type === "object"));
+  return current?.def.type === "object" ? Object.keys((current as z.ZodObject).shape) : [];
+}
+
+/** ` (did you mean 'x'?)` when a known name is close to `value`. */
+export function didYouMean(value: string, known: readonly string[]): string {
+  let best: string | undefined;
+  let bestDistance = Infinity;
+  for (const candidate of known) {
+    const distance = editDistance(value, candidate);
+    if (distance < bestDistance) [best, bestDistance] = [candidate, distance];
+  }
+  return best !== undefined && bestDistance <= Math.max(2, Math.floor(value.length / 3)) ? ` (did you mean '${best}'?)` : "";
+}
+
+function editDistance(a: string, b: string): number {
+  const row = Array.from({ length: b.length + 1 }, (_, i) => i);
+  for (let i = 1; i <= a.length; i += 1) {
+    let diagonal = row[0]!;
+    row[0] = i;
+    for (let j = 1; j <= b.length; j += 1) {
+      const above = row[j]!;
+      row[j] = Math.min(row[j]! + 1, row[j - 1]! + 1, diagonal + (a[i - 1] === b[j - 1] ? 0 : 1));
+      diagonal = above;
+    }
+  }
+  return row[b.length]!;
+}

@@ -1,0 +1,174 @@
+import type { DuckDBConnection } from "@duckdb/node-api";
+import { InvalidInputError, errorMessage } from "../core/errors.js";
+import { MAX_PARTITION_VALUE_LENGTH } from "../core/partition.js";
+import { quoteIdentifier, quoteLiteral } from "../core/sql.js";
+import type { LandRequest } from "./engine.js";
+
+/** The names of the engine tables that hold one landed delivery. */
+export interface LandingTables {
+  /** Good rows: the declared columns plus the partition keys. */
+  readonly landed: string;
+  /** Bad rows: file, line, reason, raw text. */
+  readonly rejected: string;
+}
+
+const SAFE_PARTITION_VALUE = "^[A-Za-z0-9_][A-Za-z0-9_.-]*$";
+
+/**
+ * Lands source files into engine tables: reads them with the declared types,
+ * normalizes null spellings, evaluates the partition expressions, and splits
+ * the rows into good ones and bad ones (with a reason and the raw text).
+ */
+export async function landDelivery(connection: DuckDBConnection, request: LandRequest, tables: LandingTables): Promise<void> {
+  const read = `${tables.landed}_read`;
+  const readErrors = `${tables.landed}_read_errors`;
+  const readScans = `${tables.landed}_read_scans`;
+  const files = `[${request.files.map(quoteLiteral).join(", ")}]`;
+  const columns = request.columns;
+  const rawText = (alias: string) =>
+    `concat_ws(',', ${columns.map((c) => `coalesce(CAST(${alias}.${quoteIdentifier(c.name)} AS VARCHAR), '')`).join(", ")})`;
+
+  // 1. Read with declared types. Unreadable rows land in `rejectedRead` with file, line, reason and raw text.
+  let rejectedRead = `SELECT NULL::VARCHAR AS file, NULL::BIGINT AS line, NULL::VARCHAR AS reason, NULL::VARCHAR AS raw WHERE false`;
+  try {
+    if (request.format === "csv") {
+      const types = `{${columns.map((c) => `${quoteLiteral(c.name)}: ${quoteLiteral(c.type)}`).join(", ")}}`;
+      await connection.run(
+        `CREATE TABLE ${read} AS SELECT ${columns.map((c) => quoteIdentifier(c.name)).join(", ")}, filename AS __file, NULL::BIGINT AS __line, NULL::VARCHAR AS __raw ` +
+          `FROM read_csv(${files}, header = ${request.header}, delim = ${quoteLiteral(request.delimiter)}, quote = '"', escape = '"', ` +
+          `types = ${types}, store_rejects = true, rejects_table = ${quoteLiteral(readErrors)}, rejects_scan = ${quoteLiteral(readScans)}, filename = true)`,
+      );
+      // One entry per bad line, even when several of its fields are bad.
+      rejectedRead =
+        `SELECT s.file_path AS file, e.line::BIGINT AS line, string_agg(e.error_message, '; ' ORDER BY e.column_idx) AS reason, any_value(e.csv_line) AS raw ` +
+        `FROM ${readErrors} e JOIN ${readScans} s USING (scan_id, file_id) GROUP BY ALL`;
+    } else if (request.format === "jsonl") {
+      // Line by line, so a bad line is reported with its number and text and the rest still loads.
+      await connection.run(
+        `CREATE TABLE ${read}_lines AS SELECT filename AS __file, generate_subscripts(lines, 1)::BIGINT AS __line, unnest(lines) AS __raw ` +
+          `FROM (SELECT filename, string_split(content, chr(10)) AS lines FROM read_text(${files}))`,
+      );
+      const fields = columns.map((c) => `json_extract_string(__raw, ${quoteLiteral(`$."${c.name}"`)})`);
+      const casts = columns.map((c, i) => `TRY_CAST(${fields[i]} AS ${c.type}) AS ${quoteIdentifier(c.name)}`);
+      const problems = columns.map(
+        (c, i) =>
+          `CASE WHEN ${fields[i]} IS NOT NULL AND TRY_CAST(${fields[i]} AS ${c.type}) IS NULL ` +
+          `THEN ${quoteLiteral(`column ${c.name}: cannot convert `)} || ${quoteLiteral("'")} || ${fields[i]} || ${quoteLiteral(`' to ${c.type}`)} END`,
+      );
+      await connection.run(
+        `CREATE TABLE ${read}_parsed AS SELECT __file, __line, __raw, json_valid(__raw) AS __valid, ` +
+          `CASE WHEN json_valid(__raw) THEN coalesce(${problems.join(", ")}) END AS __problem, ${casts.join(", ")} ` +
+          `FROM ${read}_lines WHERE trim(__raw) <> ''`,
+      );
+      await connection.run(
+        `CREATE TABLE ${read} AS SELECT ${columns.map((c) => quoteIdentifier(c.name)).join(", ")}, __file, __line, __raw FROM ${read}_parsed WHERE __valid AND __problem IS NULL`,
+      );
+      rejectedRead =
+        `SELECT __file AS file, __line AS line, CASE WHEN NOT __valid THEN 'not valid JSON' ELSE __problem END AS reason, __raw AS raw ` +
+        `FROM ${read}_parsed WHERE NOT __valid OR __problem IS NOT NULL`;
+    } else {
+      const names = columns.map((c) => c.name);
+      const present = await parquetColumns(connection, files);
+      const missing = names.filter((n) => !present.includes(n));
+      if (missing.length > 0) {
+        throw new InvalidInputError(`the Parquet source lacks declared column${missing.length > 1 ? "s" : ""} ${missing.join(", ")} (it has ${present.join(", ")})`);
+      }
+      await connection.run(
+        `CREATE TABLE ${read}_parsed AS SELECT filename AS __file, file_row_number + 1 AS __line, ` +
+          `${columns.map((c) => `TRY_CAST(${quoteIdentifier(c.name)} AS ${c.type}) AS ${quoteIdentifier(c.name)}, ${quoteIdentifier(c.name)} IS NOT NULL AND TRY_CAST(${quoteIdentifier(c.name)} AS ${c.type}) IS NULL AS ${quoteIdentifier(`__bad_${c.name}`)}`).join(", ")} ` +
+          `FROM read_parquet(${files}, filename = true, file_row_number = true)`,
+      );
+      const bad = columns.map((c) => `CASE WHEN ${quoteIdentifier(`__bad_${c.name}`)} THEN ${quoteLiteral(`column ${c.name}: cannot convert to ${c.type}`)} END`);
+      await connection.run(
+        `CREATE TABLE ${read} AS SELECT ${names.map(quoteIdentifier).join(", ")}, __file, __line, NULL::VARCHAR AS __raw, coalesce(${bad.join(", ")}) AS __problem FROM ${read}_parsed`,
+      );
+      rejectedRead = `SELECT __file AS file, __line AS line, __problem AS reason, NULL::VARCHAR AS raw FROM ${read} WHERE __problem IS NOT NULL`;
+      await connection.run(`DELETE FROM ${read} WHERE __problem IS NOT NULL`);
+    }
+  } catch (error) {
+    if (error instanceof InvalidInputError) throw error;
+    throw new InvalidInputError(`reading ${request.files.join(", ")} as ${request.format} failed: ${errorMessage(error).replace(/\s+/g, " ")}`);
+  }
+
+  // 2. Normalize null spellings: an empty string in a nullable text column and NaN in a nullable float are NULL.
+  const normalized = columns.map((c) => {
+    const name = quoteIdentifier(c.name);
+    if (c.nullable && c.type === "VARCHAR") return `NULLIF(r.${name}, '') AS ${name}`;
+    if (c.type === "DOUBLE" || c.type === "FLOAT") return `CASE WHEN isnan(r.${name}) THEN NULL ELSE r.${name} END AS ${name}`;
+    return `r.${name}`;
+  });
+  const keys = request.partition.map((p) => p.key);
+  let withKeys: string;
+  try {
+    withKeys =
+      `SELECT *, ${request.partition.map((p) => `CAST((${p.expression}) AS VARCHAR) AS ${quoteIdentifier(p.key)}`).join(", ")} ` +
+      `FROM (SELECT ${normalized.join(", ")}, r.__file, r.__line, r.__raw FROM ${read} r)`;
+    await connection.run(`SELECT * FROM (${withKeys}) LIMIT 0`);
+  } catch (error) {
+    throw new InvalidInputError(`a partition expression does not work on the source columns: ${errorMessage(error).replace(/\s+/g, " ")}`);
+  }
+
+  // 3. Split: rows with a NULL in a non-nullable column or an unusable partition value are bad rows.
+  const checks = [
+    ...columns
+      .filter((c) => !c.nullable)
+      .map((c) => `CASE WHEN ${quoteIdentifier(c.name)} IS NULL THEN ${quoteLiteral(`column ${c.name} is NULL but is declared not nullable`)} END`),
+    ...request.partition.map(
+      ({ key, expression }) =>
+        `CASE WHEN ${quoteIdentifier(key)} IS NULL THEN ${quoteLiteral(`partition key ${key} is NULL (${expression})`)} ` +
+        `WHEN NOT regexp_full_match(${quoteIdentifier(key)}, ${quoteLiteral(SAFE_PARTITION_VALUE)}) OR contains(${quoteIdentifier(key)}, '..') OR strlen(${quoteIdentifier(key)}) > ${MAX_PARTITION_VALUE_LENGTH} ` +
+        `THEN ${quoteLiteral(`partition key ${key} has the unsafe value '`)} || ${quoteIdentifier(key)} || ${quoteLiteral("'")} END`,
+    ),
+  ];
+  await connection.run(
+    `CREATE TABLE ${tables.landed}_checked AS SELECT *, ${checks.length > 0 ? `coalesce(${checks.join(", ")})` : "NULL::VARCHAR"} AS __problem FROM (${withKeys})`,
+  );
+  await connection.run(
+    `CREATE TABLE ${tables.landed} AS SELECT ${[...columns.map((c) => quoteIdentifier(c.name)), ...keys.map(quoteIdentifier)].join(", ")} ` +
+      `FROM ${tables.landed}_checked WHERE __problem IS NULL`,
+  );
+  await connection.run(
+    `CREATE TABLE ${tables.rejected} AS ${rejectedRead} UNION ALL ` +
+      `SELECT c.__file AS file, c.__line AS line, c.__problem AS reason, coalesce(c.__raw, ${rawText("c")}) AS raw FROM ${tables.landed}_checked c WHERE c.__problem IS NOT NULL`,
+  );
+  for (const scratch of [`${tables.landed}_checked`, read, `${read}_lines`, `${read}_parsed`, readErrors, readScans]) {
+    await connection.run(`DROP TABLE IF EXISTS ${scratch}`);
+  }
+}
+
+async function parquetColumns(connection: DuckDBConnection, files: string): Promise<string[]> {
+  const reader = await connection.runAndReadAll(`SELECT * FROM read_parquet(${files}) LIMIT 0`);
+  return reader.columnNames();
+}
+
+/**
+ * The SQL of one signed column's canonical text (docs/signatures.md), or NULL.
+ * The expression depends only on specified functions (strftime, printf %.17g, CAST of integers and decimals).
+ */
+export function canonicalExpression(name: string, type: string): string {
+  const c = quoteIdentifier(name);
+  if (/^(TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT|UTINYINT|USMALLINT|UINTEGER|UBIGINT|UHUGEINT)$/.test(type) || type.startsWith("DECIMAL(")) {
+    return `CAST(${c} AS VARCHAR)`;
+  }
+  if (type === "DOUBLE" || type === "FLOAT") {
+    const d = `CAST(${c} AS DOUBLE)`;
+    return `CASE WHEN isnan(${d}) THEN NULL WHEN ${d} = 0 THEN '0' WHEN isinf(${d}) THEN CASE WHEN ${d} > 0 THEN 'inf' ELSE '-inf' END ELSE printf('%.17g', ${d}) END`;
+  }
+  if (type === "BOOLEAN") return `CASE WHEN ${c} THEN 'true' WHEN NOT ${c} THEN 'false' END`;
+  if (type === "DATE") return `strftime(${c}, '%Y-%m-%d')`;
+  if (type === "TIMESTAMP") return `strftime(${c}, '%Y-%m-%dT%H:%M:%S.%f')`;
+  if (type === "TIMESTAMPTZ") return `strftime(timezone('UTC', ${c}), '%Y-%m-%dT%H:%M:%S.%f') || 'Z'`;
+  if (type === "TIME") return `strftime(TIMESTAMP '1970-01-01' + ${c}, '%H:%M:%S.%f')`;
+  if (type === "UUID") return `lower(CAST(${c} AS VARCHAR))`;
+  if (type === "BLOB") return `lower(hex(${c}))`;
+  return `CAST(${c} AS VARCHAR)`;
+}
+
+/** The SQL of one row's canonical text: `N` or `<byte length>:<value>` per column, joined by '|'. */
+export function canonicalRowExpression(columns: readonly { name: string; type: string }[]): string {
+  const fields = columns.map((column) => {
+    const value = canonicalExpression(column.name, column.type);
+    return `coalesce(CAST(strlen(${value}) AS VARCHAR) || ':' || ${value}, 'N')`;
+  });
+  return fields.length === 1 ? fields[0]! : `concat_ws('|', ${fields.join(", ")})`;
+}
