@@ -149,9 +149,10 @@ export class Pipeline {
     const layers: SyncReport["layers"][number][] = [];
     const loads: LoadReport[] = [];
     for (const dataset of this.config.datasets) {
-      await this.createTables(dataset);
+      // Landing first: a delivery with bad rows and no dead-letter table changes nothing, not even the catalog.
       const landed = await this.land(dataset);
       try {
+        await this.createTables(dataset);
         loads.push(await this.writeDeadLetters(dataset, landed));
         const started = Date.now();
         const rawPlan = await this.planRaw(dataset, landed.delivery);

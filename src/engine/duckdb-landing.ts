@@ -45,10 +45,18 @@ export async function landDelivery(connection: DuckDBConnection, request: LandRe
     } else if (request.format === "jsonl") {
       // Line by line, so a bad line is reported with its number and text and the rest still loads.
       await connection.run(
-        `CREATE TABLE ${read}_lines AS SELECT filename AS __file, generate_subscripts(lines, 1)::BIGINT AS __line, unnest(lines) AS __raw ` +
+        `CREATE TABLE ${read}_text AS SELECT filename AS __file, generate_subscripts(lines, 1)::BIGINT AS __line, unnest(lines) AS __raw ` +
           `FROM (SELECT filename, string_split(content, chr(10)) AS lines FROM read_text(${files}))`,
       );
-      const fields = columns.map((c) => `json_extract_string(__raw, ${quoteLiteral(`$."${c.name}"`)})`);
+      // Materialize which lines are JSON objects first: extraction must never see a malformed line.
+      await connection.run(
+        `CREATE TABLE ${read}_lines AS SELECT __file, __line, __raw, ` +
+          `CASE WHEN NOT json_valid(__raw) THEN 'not valid JSON' WHEN json_type(__raw::JSON) <> 'OBJECT' THEN 'not a JSON object' END AS __invalid ` +
+          `FROM ${read}_text WHERE trim(__raw) <> ''`,
+      );
+      await connection.run(`ALTER TABLE ${read}_lines ADD COLUMN __json JSON`);
+      await connection.run(`UPDATE ${read}_lines SET __json = __raw::JSON WHERE __invalid IS NULL`);
+      const fields = columns.map((c) => `json_extract_string(__json, ${quoteLiteral(`$."${c.name}"`)})`);
       const casts = columns.map((c, i) => `TRY_CAST(${fields[i]} AS ${c.type}) AS ${quoteIdentifier(c.name)}`);
       const problems = columns.map(
         (c, i) =>
@@ -56,16 +64,13 @@ export async function landDelivery(connection: DuckDBConnection, request: LandRe
           `THEN ${quoteLiteral(`column ${c.name}: cannot convert `)} || ${quoteLiteral("'")} || ${fields[i]} || ${quoteLiteral(`' to ${c.type}`)} END`,
       );
       await connection.run(
-        `CREATE TABLE ${read}_parsed AS SELECT __file, __line, __raw, json_valid(__raw) AS __valid, ` +
-          `CASE WHEN json_valid(__raw) THEN coalesce(${problems.join(", ")}) END AS __problem, ${casts.join(", ")} ` +
-          `FROM ${read}_lines WHERE trim(__raw) <> ''`,
+        `CREATE TABLE ${read}_parsed AS SELECT __file, __line, __raw, coalesce(__invalid, ${problems.join(", ")}) AS __problem, ${casts.join(", ")} ` +
+          `FROM ${read}_lines`,
       );
       await connection.run(
-        `CREATE TABLE ${read} AS SELECT ${columns.map((c) => quoteIdentifier(c.name)).join(", ")}, __file, __line, __raw FROM ${read}_parsed WHERE __valid AND __problem IS NULL`,
+        `CREATE TABLE ${read} AS SELECT ${columns.map((c) => quoteIdentifier(c.name)).join(", ")}, __file, __line, __raw FROM ${read}_parsed WHERE __problem IS NULL`,
       );
-      rejectedRead =
-        `SELECT __file AS file, __line AS line, CASE WHEN NOT __valid THEN 'not valid JSON' ELSE __problem END AS reason, __raw AS raw ` +
-        `FROM ${read}_parsed WHERE NOT __valid OR __problem IS NOT NULL`;
+      rejectedRead = `SELECT __file AS file, __line AS line, __problem AS reason, __raw AS raw FROM ${read}_parsed WHERE __problem IS NOT NULL`;
     } else {
       const names = columns.map((c) => c.name);
       const present = await parquetColumns(connection, files);
@@ -131,7 +136,7 @@ export async function landDelivery(connection: DuckDBConnection, request: LandRe
     `CREATE TABLE ${tables.rejected} AS ${rejectedRead} UNION ALL ` +
       `SELECT c.__file AS file, c.__line AS line, c.__problem AS reason, coalesce(c.__raw, ${rawText("c")}) AS raw FROM ${tables.landed}_checked c WHERE c.__problem IS NOT NULL`,
   );
-  for (const scratch of [`${tables.landed}_checked`, read, `${read}_lines`, `${read}_parsed`, readErrors, readScans]) {
+  for (const scratch of [`${tables.landed}_checked`, read, `${read}_text`, `${read}_lines`, `${read}_parsed`, readErrors, readScans]) {
     await connection.run(`DROP TABLE IF EXISTS ${scratch}`);
   }
 }

@@ -1,0 +1,261 @@
+import { afterEach, describe, expect, it } from "vitest";
+import type { Lake } from "../../src/core/lake.js";
+import type { PlannedPartition, SyncReport } from "../../src/core/pipeline.js";
+import { defineTable } from "../../src/core/table.js";
+import { openEmbeddedLake } from "../../src/open-lake.js";
+import { MONTHLY_SQL, PipelineWorkspace, STAGE_SQL, orders, shuffled, toCsv } from "../support/pipeline-fixture.js";
+
+let workspace: PipelineWorkspace | undefined;
+let lake: Lake | undefined;
+afterEach(async () => {
+  await lake?.close();
+  workspace?.cleanup();
+  lake = undefined;
+  workspace = undefined;
+});
+
+async function start(options: { deadLetter?: boolean } = {}): Promise<{ ws: PipelineWorkspace; lake: Lake }> {
+  workspace = new PipelineWorkspace(options);
+  lake = await openEmbeddedLake(workspace.lakeDir, { graceMs: 0, leaseWaitMs: 0 });
+  return { ws: workspace, lake };
+}
+
+/** `layer partition action reason` lines of the partitions a sync or plan built (or failed). */
+function built(report: SyncReport | readonly PlannedPartition[]): string[] {
+  const partitions = Array.isArray(report) ? (report as readonly PlannedPartition[]) : (report as SyncReport).partitions;
+  return partitions
+    .filter((p) => p.action !== "skip")
+    .map((p) => `${p.layer} ${p.partition} ${p.action} ${p.reason}`)
+    .sort();
+}
+
+async function tableRows(lake: Lake, table: string, orderBy: string): Promise<unknown[]> {
+  return (await lake.query(`SELECT * FROM ${table} ORDER BY ${orderBy}`)).rows;
+}
+
+describe("pipelines skip unchanged partitions", () => {
+  it("builds everything once; a second sync of the same delivery builds nothing and says why", async () => {
+    const { ws, lake } = await start();
+    const file = ws.delivery(orders(3));
+    const first = await ws.pipeline(lake, { inputs: [file] }).sync();
+    expect(built(first)).toEqual([
+      "analytics month=2026-11 build new",
+      "raw day=2026-11-01 build new",
+      "raw day=2026-11-02 build new",
+      "raw day=2026-11-03 build new",
+      "stage day=2026-11-01 build new",
+      "stage day=2026-11-02 build new",
+      "stage day=2026-11-03 build new",
+    ]);
+    expect(first.totals).toMatchObject({ built: 7, skipped: 0, failed: 0 });
+    expect(first.loads[0]).toMatchObject({ rowsRead: 30, rowsLoaded: 30, rowsDeadLettered: 0 });
+    expect((await lake.query("SELECT count(*) FROM orders_raw")).rows).toEqual([[30]]);
+    expect((await lake.query("SELECT count(*) FROM orders_stage")).rows).toEqual([[24]]);
+    expect((await lake.query("SELECT order_day, orders FROM orders_monthly ORDER BY 1")).rows).toEqual([
+      ["2026-11-01", 8], ["2026-11-02", 8], ["2026-11-03", 8],
+    ]);
+    const before = await tableRows(lake, "orders_monthly", "order_day");
+
+    const second = await ws.pipeline(lake, { inputs: [file] }).sync();
+    expect(built(second)).toEqual([]);
+    expect(second.totals).toMatchObject({ built: 0, skipped: 7, failed: 0 });
+    expect(second.partitions.every((p) => p.reason === "unchanged")).toBe(true);
+    expect(await tableRows(lake, "orders_monthly", "order_day")).toEqual(before);
+    expect((await lake.query("SELECT count(*) FROM orders_raw")).rows).toEqual([[30]]);
+  });
+
+  it("rebuilds exactly the changed day in raw and stage, and the month in analytics", async () => {
+    const { ws, lake } = await start();
+    const rows = orders(3);
+    await ws.pipeline(lake, { inputs: [ws.delivery(rows)] }).sync();
+    const changed = rows.map((r) => (r.id === 203 ? { ...r, amount: "999.99" } : r));
+    const report = await ws.pipeline(lake, { inputs: [ws.delivery(changed)] }).sync();
+    expect(built(report)).toEqual([
+      "analytics month=2026-11 build upstream changed",
+      "raw day=2026-11-02 build content changed",
+      "stage day=2026-11-02 build upstream changed",
+    ]);
+    expect((await lake.query("SELECT amount FROM orders_stage WHERE order_id = 203")).rows).toEqual([[999.99]]);
+  });
+
+  it("rebuilds stage and analytics, not raw, when the stage SQL changes", async () => {
+    const { ws, lake } = await start();
+    const file = ws.delivery(orders(2));
+    await ws.pipeline(lake, { inputs: [file] }).sync();
+    ws.writeSql("stage.sql", STAGE_SQL.replace("status = 'completed'", "status IN ('completed', 'cancelled')"));
+    const plan = await ws.pipeline(lake, { inputs: [file] }).plan();
+    expect(built(plan)).toEqual([
+      "analytics month=2026-11 build upstream changed",
+      "stage day=2026-11-01 build transform changed",
+      "stage day=2026-11-02 build transform changed",
+    ]);
+    const report = await ws.pipeline(lake, { inputs: [file] }).sync();
+    expect(built(report)).toEqual(built(plan));
+    expect((await lake.query("SELECT count(*) FROM orders_stage")).rows).toEqual([[20]]);
+
+    ws.writeSql("monthly.sql", `-- a comment changes the fingerprint too\n${MONTHLY_SQL}`);
+    expect(built(await ws.pipeline(lake, { inputs: [file] }).sync())).toEqual(["analytics month=2026-11 build transform changed"]);
+  });
+
+  it("builds nothing when only updated_at changed or the rows come in another order", async () => {
+    const { ws, lake } = await start();
+    const rows = orders(3);
+    await ws.pipeline(lake, { inputs: [ws.delivery(rows)] }).sync();
+    const touched = rows.map((r) => ({ ...r, updatedAt: "2026-11-11 07:30:00" }));
+    expect(built(await ws.pipeline(lake, { inputs: [ws.delivery(touched)] }).sync())).toEqual([]);
+    expect(built(await ws.pipeline(lake, { inputs: [ws.delivery(shuffled(rows, 42))] }).sync())).toEqual([]);
+    // A duplicated row is a change: the rerun must not hide it.
+    expect(built(await ws.pipeline(lake, { inputs: [ws.delivery([...rows, rows[0]!])] }).sync())).toContain(
+      "raw day=2026-11-01 build content changed",
+    );
+  });
+
+  it("rebuilds a partition after a rollback, unless it is pinned", async () => {
+    const { ws, lake } = await start();
+    const rows = orders(2);
+    await ws.pipeline(lake, { inputs: [ws.delivery(rows)] }).sync();
+    const changed = rows.map((r) => (r.id === 101 ? { ...r, amount: "5.00" } : r));
+    const file = ws.delivery(changed);
+    await ws.pipeline(lake, { inputs: [file] }).sync();
+
+    await lake.rollback("orders_stage", "day=2026-11-01");
+    await lake.pin("orders_stage", "day=2026-11-01");
+    const pinned = await ws.pipeline(lake, { inputs: [file] }).plan();
+    expect(pinned.find((p) => p.layer === "stage" && p.partition === "day=2026-11-01")).toMatchObject({ action: "skip", reason: "pinned" });
+    // Analytics follows what stage holds now: the rolled-back day feeds the month.
+    expect(built(await ws.pipeline(lake, { inputs: [file] }).sync())).toEqual(["analytics month=2026-11 build upstream changed"]);
+    expect(built(await ws.pipeline(lake, { inputs: [file] }).sync())).toEqual([]);
+    expect((await lake.query("SELECT amount FROM orders_stage WHERE order_id = 101")).rows).not.toEqual([[5]]);
+
+    expect(await lake.unpin("orders_stage", "day=2026-11-01")).toBe(true);
+    expect(built(await ws.pipeline(lake, { inputs: [file] }).sync())).toEqual([
+      "analytics month=2026-11 build upstream changed",
+      "stage day=2026-11-01 build rolled back",
+    ]);
+    expect((await lake.query("SELECT amount FROM orders_stage WHERE order_id = 101")).rows).toEqual([[5]]);
+  });
+
+  it("always rebuilds, and does not sign, a partition whose upstream was never signed", async () => {
+    const { ws, lake } = await start();
+    const file = ws.delivery(orders(2));
+    await ws.pipeline(lake, { inputs: [file] }).sync();
+    // Someone replaced a raw partition by hand: its run has no signature. Pinned, so the sync leaves it.
+    await lake.replacePartition("orders_raw", "day=2026-11-01", {
+      select: "SELECT order_id, customer_id, amount, status, order_ts, updated_at FROM orders_raw WHERE day = '2026-11-01'",
+    });
+    await lake.pin("orders_raw", "day=2026-11-01");
+    for (let round = 0; round < 2; round += 1) {
+      const report = await ws.pipeline(lake, { inputs: [file] }).sync();
+      expect(built(report)).toEqual(["analytics month=2026-11 build never signed", "stage day=2026-11-01 build never signed"]);
+    }
+    const states = await lake.partitionStates("orders_stage");
+    expect(states.get("day=2026-11-01")?.signature).toBeUndefined();
+    expect(states.get("day=2026-11-02")?.signature).toMatch(/^v1:[0-9a-f]{64}$/);
+  });
+
+  it("forces every partition with fullRefresh, and limits the work to the partitions asked for", async () => {
+    const { ws, lake } = await start();
+    const file = ws.delivery(orders(3));
+    await ws.pipeline(lake, { inputs: [file] }).sync();
+    const forced = await ws.pipeline(lake, { inputs: [file], fullRefresh: true }).plan();
+    expect(forced.every((p) => p.action === "build" && p.reason === "forced")).toBe(true);
+    const only = await ws.pipeline(lake, { inputs: [file], fullRefresh: true, partitions: ["day=2026-11-02"] }).sync();
+    expect(built(only)).toEqual([
+      "analytics month=2026-11 build forced",
+      "raw day=2026-11-02 build forced",
+      "stage day=2026-11-02 build forced",
+    ]);
+  });
+
+  it("a failed partition does not stop the others; the rerun redoes only what failed", async () => {
+    const { ws, lake } = await start();
+    // A switch table makes one stage partition fail, like a flaky source would.
+    await lake.createTable(defineTable({ name: "fail_switch", columns: [{ name: "fail_day", type: "VARCHAR" }], partitionKeys: ["k"] }));
+    await lake.replacePartition("fail_switch", "k=1", { select: "SELECT '2026-11-02' AS fail_day" });
+    ws.writeSql(
+      "stage.sql",
+      `SELECT order_id, customer_id, amount, order_ts FROM orders_raw WHERE day = {{ day }} AND status = 'completed' ` +
+        `AND CASE WHEN {{ day }} IN (SELECT fail_day FROM fail_switch) THEN error('stage failed on purpose for ' || {{ day }}) ELSE true END\n`,
+    );
+    const file = ws.delivery(orders(3));
+    const first = await ws.pipeline(lake, { inputs: [file] }).sync();
+    expect(built(first)).toContain("stage day=2026-11-02 failed new");
+    expect(first.partitions.find((p) => p.action === "failed")?.error).toMatch(/stage failed on purpose for 2026-11-02/);
+    expect(first.totals.failed).toBe(1);
+    expect(first.layers.find((l) => l.layer === "stage")).toMatchObject({ built: 2, failed: 1 });
+
+    await lake.replacePartition("fail_switch", "k=1", { select: "SELECT 'never' AS fail_day" });
+    const rerun = await ws.pipeline(lake, { inputs: [file] }).sync();
+    expect(built(rerun)).toEqual(["analytics month=2026-11 build upstream changed", "stage day=2026-11-02 build new"]);
+    expect((await lake.query("SELECT count(*) FROM orders_monthly")).rows).toEqual([[3]]);
+  });
+});
+
+describe("bad rows", () => {
+  const header = "order_id,customer_id,amount,status,order_ts,updated_at";
+  const good = orders(2).map((r) => `${r.id},${r.customer},${r.amount},${r.status},${r.ts},${r.updatedAt}`);
+
+  it("stop the load with an error naming the file and line when there is no dead-letter table", async () => {
+    const { ws, lake } = await start();
+    const file = ws.delivery([header, good[0], good[1], "103,1,not-a-number,completed,2026-11-01 10:00:00,", ...good.slice(2)].join("\n"));
+    await expect(ws.pipeline(lake, { inputs: [file] }).sync()).rejects.toThrow(
+      new RegExp(`${file.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&")}:4: .*amount.*not-a-number.*dead_letter`),
+    );
+    expect(await lake.listTables()).toEqual([]);
+  });
+
+  it("go to the dead-letter table with their reason and raw text while the rest loads", async () => {
+    const { ws, lake } = await start({ deadLetter: true });
+    const lines = [
+      header,
+      ...good,
+      "900,1,abc,completed,2026-11-01 10:00:00,",
+      "901,1,1.00,completed",
+      "902,1,2.00,completed,,",
+      "903,1,3.00,completed,1999-01-01 00:00:00,",
+      ",1,4.00,completed,2026-11-01 10:00:00,",
+    ];
+    const file = ws.delivery(lines.join("\n"));
+    const report = await ws.pipeline(lake, { inputs: [file] }).sync();
+    const load = report.loads[0]!;
+    expect(load).toMatchObject({ rowsRead: good.length + 5, rowsLoaded: good.length + 1, rowsDeadLettered: 4 });
+    expect(load.rowsRead).toBe(load.rowsLoaded + load.rowsDeadLettered);
+    const dead = await lake.query("SELECT line, reason, raw FROM orders_rejected ORDER BY line");
+    expect(dead.rows).toEqual([
+      [good.length + 2, expect.stringMatching(/amount.*abc/), "900,1,abc,completed,2026-11-01 10:00:00,"],
+      [good.length + 3, expect.stringMatching(/Expected Number of Columns: 6 Found: 4/), "901,1,1.00,completed"],
+      [null, expect.stringMatching(/partition key day is NULL/), expect.stringContaining("902")],
+      [null, expect.stringMatching(/order_id is NULL but is declared not nullable/), expect.stringContaining("4.00")],
+    ]);
+    // The 1999 row is a valid row of another partition: it loads.
+    expect((await lake.query("SELECT count(*) FROM orders_raw WHERE day = '1999-01-01'")).rows).toEqual([[1]]);
+    // Rerunning the same delivery replaces its dead letters instead of adding them again.
+    await ws.pipeline(lake, { inputs: [file] }).sync();
+    expect((await lake.query("SELECT count(*) FROM orders_rejected")).rows).toEqual([[4]]);
+  });
+
+  it("routes rows whose partition value is unsafe to the dead-letter table", async () => {
+    const { ws, lake } = await start({ deadLetter: true });
+    const config = (await import("node:fs")).readFileSync(ws.configFile, "utf8").replace("strftime(order_ts, '%Y-%m-%d')", "coalesce(status, 'x')");
+    (await import("node:fs")).writeFileSync(ws.configFile, config);
+    const file = ws.delivery([header, "1,1,1.00,ok,2026-11-01 10:00:00,", "2,1,1.00,../../etc,2026-11-01 10:00:00,", "3,1,1.00,it's,2026-11-01 10:00:00,"].join("\n"));
+    const report = await ws.pipeline(lake, { inputs: [file] }).sync();
+    expect(report.loads[0]).toMatchObject({ rowsRead: 3, rowsLoaded: 1, rowsDeadLettered: 2 });
+    expect((await lake.query("SELECT reason FROM orders_rejected ORDER BY reason")).rows).toEqual([
+      ["partition key day has the unsafe value '../../etc'"],
+      ["partition key day has the unsafe value 'it's'"],
+    ]);
+  });
+
+  it("reads JSONL and reports a bad line with its number", async () => {
+    const { ws, lake } = await start({ deadLetter: true });
+    const config = (await import("node:fs")).readFileSync(ws.configFile, "utf8").replace("format: csv", "format: jsonl");
+    (await import("node:fs")).writeFileSync(ws.configFile, config);
+    const rows = orders(1, 3).map((r) => JSON.stringify({ order_id: r.id, customer_id: r.customer, amount: Number(r.amount), status: r.status, order_ts: r.ts }));
+    const file = ws.delivery([rows[0], "{not json", rows[1], rows[2]].join("\n"));
+    const report = await ws.pipeline(lake, { inputs: [file] }).sync();
+    expect(report.loads[0]).toMatchObject({ rowsRead: 4, rowsLoaded: 3, rowsDeadLettered: 1 });
+    expect((await lake.query("SELECT line, reason, raw FROM orders_rejected")).rows).toEqual([[2, "not valid JSON", "{not json"]]);
+    expect(toCsv([]).startsWith("order_id")).toBe(true);
+  });
+});

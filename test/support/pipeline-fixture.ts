@@ -1,0 +1,121 @@
+import { mkdirSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import { loadPipelineConfig } from "../../src/config/pipeline-config.js";
+import type { Lake } from "../../src/core/lake.js";
+import { Pipeline, type PipelineOptions } from "../../src/core/pipeline.js";
+import { tempDir } from "./lake-fixture.js";
+
+export const STAGE_SQL = `SELECT order_id, customer_id, amount, order_ts FROM orders_raw WHERE day = {{ day }} AND status = 'completed'\n`;
+export const MONTHLY_SQL = `SELECT day AS order_day, count(*) AS orders, sum(amount) AS revenue FROM orders_stage GROUP BY day\n`;
+
+/** The pipeline of the month-to-date story: raw orders by day, stage by day, analytics by month. */
+export function pipelineYaml(extra: { deadLetter?: boolean; concurrency?: number } = {}): string {
+  return `concurrency: ${extra.concurrency ?? 3}
+datasets:
+  orders:
+    source:
+      format: csv
+      path: deliveries/*.csv
+    columns:
+      order_id: {type: BIGINT, nullable: false}
+      customer_id: BIGINT
+      amount: DECIMAL(10,2)
+      status: VARCHAR
+      order_ts: TIMESTAMP
+      updated_at: TIMESTAMP
+    partition:
+      day: strftime(order_ts, '%Y-%m-%d')
+    signature:
+      ignore: [updated_at]
+${extra.deadLetter ? "    dead_letter: orders_rejected\n" : ""}    layers:
+      - name: stage
+        sql: sql/stage.sql
+        columns: {order_id: BIGINT, customer_id: BIGINT, amount: "DECIMAL(10,2)", order_ts: TIMESTAMP}
+      - name: analytics
+        table: orders_monthly
+        sql: sql/monthly.sql
+        columns: {order_day: VARCHAR, orders: BIGINT, revenue: "DECIMAL(18,2)"}
+        inputs:
+          map: {month: "substr(day, 1, 7)"}
+`;
+}
+
+/** One order row of a delivery CSV. */
+export interface OrderRow {
+  id: number;
+  customer: number;
+  amount: string;
+  status: string;
+  ts: string;
+  updatedAt: string;
+}
+
+/** `perDay` orders on each of `days` days of November 2026. */
+export function orders(days: number, perDay = 10): OrderRow[] {
+  const rows: OrderRow[] = [];
+  for (let day = 1; day <= days; day += 1) {
+    for (let i = 0; i < perDay; i += 1) {
+      rows.push({
+        id: day * 100 + i,
+        customer: (day * 7 + i) % 13,
+        amount: `${(day * 10 + i).toFixed(0)}.${String(i * 7 % 100).padStart(2, "0")}`,
+        status: i % 5 === 4 ? "cancelled" : "completed",
+        ts: `2026-11-${String(day).padStart(2, "0")} ${String(8 + (i % 10)).padStart(2, "0")}:15:00`,
+        updatedAt: "2026-11-10 06:00:00",
+      });
+    }
+  }
+  return rows;
+}
+
+export function toCsv(rows: readonly OrderRow[]): string {
+  return `order_id,customer_id,amount,status,order_ts,updated_at\n${rows.map((r) => `${r.id},${r.customer},${r.amount},${r.status},${r.ts},${r.updatedAt}`).join("\n")}\n`;
+}
+
+/** A pipeline workspace in a temp folder: config, SQL files, deliveries, and an embedded lake. */
+export class PipelineWorkspace {
+  readonly dir: string;
+  readonly configFile: string;
+  readonly lakeDir: string;
+  private readonly cleanupDir: () => void;
+  private counter = 0;
+
+  constructor(options: { deadLetter?: boolean; concurrency?: number } = {}) {
+    const { dir, cleanup } = tempDir("lakeswap-pipeline-");
+    this.dir = dir;
+    this.cleanupDir = cleanup;
+    this.configFile = path.join(dir, "lakeswap.yaml");
+    this.lakeDir = path.join(dir, "lake");
+    mkdirSync(path.join(dir, "sql"));
+    mkdirSync(path.join(dir, "deliveries"));
+    writeFileSync(this.configFile, pipelineYaml(options));
+    this.writeSql("stage.sql", STAGE_SQL);
+    this.writeSql("monthly.sql", MONTHLY_SQL);
+  }
+
+  writeSql(name: string, sql: string): void {
+    writeFileSync(path.join(this.dir, "sql", name), sql);
+  }
+
+  /** Writes a delivery file and returns its path. */
+  delivery(content: string | readonly OrderRow[]): string {
+    const file = path.join(this.dir, "deliveries", `delivery-${String(this.counter++).padStart(3, "0")}.csv`);
+    writeFileSync(file, typeof content === "string" ? content : toCsv(content));
+    return file;
+  }
+
+  pipeline(lake: Lake, options: PipelineOptions = {}): Pipeline {
+    return new Pipeline(lake, loadPipelineConfig(this.configFile), options);
+  }
+
+  cleanup(): void {
+    this.cleanupDir();
+  }
+}
+
+/** Shuffles deterministically. */
+export function shuffled<T>(items: readonly T[], seed = 1): T[] {
+  let state = seed;
+  const random = () => ((state = (state * 1664525 + 1013904223) >>> 0) / 2 ** 32);
+  return [...items].map((item) => [random(), item] as const).sort((a, b) => a[0] - b[0]).map(([, item]) => item);
+}
