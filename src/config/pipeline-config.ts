@@ -152,7 +152,13 @@ export function resolvePipelineConfig(raw: unknown, file: string): PipelineConfi
   if (!parsed.success) throw new InvalidInputError(`${path.basename(file)}: ${formatIssues(parsed.error.issues)}`);
   const config = parsed.data;
   const dir = path.dirname(file);
-  const datasets = Object.entries(config.datasets).map(([name, dataset]) => resolveDataset(name, dataset, dir));
+  let datasets: DatasetConfig[];
+  try {
+    datasets = Object.entries(config.datasets).map(([name, dataset]) => resolveDataset(name, dataset, dir));
+  } catch (error) {
+    if (error instanceof InvalidInputError) throw new InvalidInputError(`${path.basename(file)}: ${error.message}`);
+    throw error;
+  }
   const tables = new Map<string, string>();
   for (const dataset of datasets) {
     for (const [layer, table] of [["raw", dataset.table], ...dataset.layers.map((l) => [l.name, l.table]), ["dead_letter", dataset.deadLetter]]) {
@@ -305,7 +311,10 @@ export function didYouMean(value: string, known: readonly string[]): string {
     const distance = editDistance(value, candidate);
     if (distance < bestDistance) [best, bestDistance] = [candidate, distance];
   }
-  return best !== undefined && bestDistance <= Math.max(2, Math.floor(value.length / 3)) ? ` (did you mean '${best}'?)` : "";
+  const close = bestDistance <= Math.max(2, Math.floor(value.length / 3));
+  const prefix = known.find((candidate) => candidate.startsWith(value) || value.startsWith(candidate));
+  const suggestion = close ? best : prefix;
+  return suggestion !== undefined ? ` (did you mean '${suggestion}'?)` : "";
 }
 
 function editDistance(a: string, b: string): number {

@@ -1,0 +1,90 @@
+import { afterEach, describe, expect, it } from "vitest";
+import { openEmbeddedLake } from "../../src/open-lake.js";
+import { runCli, spawnCli } from "../support/lake-fixture.js";
+import { PipelineWorkspace, orders } from "../support/pipeline-fixture.js";
+
+let workspace: PipelineWorkspace | undefined;
+afterEach(() => workspace?.cleanup());
+
+describe("lakeswap plan and sync", () => {
+  it("report every partition with table, layer, partition, action, reason, run, rows, seconds, and totals", async () => {
+    workspace = new PipelineWorkspace();
+    const file = workspace.delivery(orders(2));
+    const args = ["--lake", workspace.lakeDir];
+    const plan = await runCli([...args, "plan", "-c", workspace.configFile, "--input", file, "--json"]);
+    expect(plan.code, plan.stderr).toBe(0);
+    expect(JSON.parse(plan.stdout)).toMatchObject({ totals: { build: 5, skip: 0 } });
+
+    const sync = await runCli([...args, "sync", "-c", workspace.configFile, "--input", file, "--json"]);
+    expect(sync.code, sync.stderr).toBe(0);
+    const report = JSON.parse(sync.stdout);
+    expect(report.partitions).toHaveLength(5);
+    for (const p of report.partitions) {
+      expect(p).toMatchObject({
+        table: expect.any(String),
+        layer: expect.stringMatching(/^(raw|stage|analytics)$/),
+        partition: expect.any(String),
+        action: "build",
+        reason: "new",
+        run: expect.stringMatching(/^\d{8}T\d{6}Z-[0-9a-f]{6}$/),
+        rows: expect.any(Number),
+        seconds: expect.any(Number),
+      });
+    }
+    expect(report.totals).toMatchObject({ built: 5, skipped: 0, failed: 0, rows: 20 + 16 + 2 });
+    expect(report.loads[0]).toMatchObject({ rowsRead: 20, rowsLoaded: 20, rowsDeadLettered: 0 });
+
+    const again = await runCli([...args, "sync", "-c", workspace.configFile, "--input", file]);
+    expect(again.code).toBe(0);
+    expect(again.stdout).toMatch(/raw\s+orders_raw\s+0\s+2\s+0/);
+  });
+
+  it("exits 7 when a partition failed, and 2 with the file and line for a bad row", async () => {
+    workspace = new PipelineWorkspace();
+    workspace.writeSql("monthly.sql", "SELECT day AS order_day, count(*) AS orders, sum(amount) AS revenue FROM orders_stage GROUP BY day HAVING error('analytics is broken')\n");
+    const args = ["--lake", workspace.lakeDir];
+    const failed = await runCli([...args, "sync", "-c", workspace.configFile, "--input", workspace.delivery(orders(1))]);
+    expect(failed.code).toBe(7);
+    expect(failed.stderr).toMatch(/1 partition\(s\) failed; rerun the same sync/);
+    expect(failed.stdout).toMatch(/month=2026-11\s+failed\s+new.*analytics is broken/);
+
+    const bad = workspace.delivery("order_id,customer_id,amount,status,order_ts,updated_at\n1,1,x,completed,2026-11-01 10:00:00,\n");
+    const refused = await runCli([...args, "sync", "-c", workspace.configFile, "--input", bad]);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toContain(`${bad}:2:`);
+  });
+
+  it("after a sync killed midway, a rerun leaves every layer correct", async () => {
+    workspace = new PipelineWorkspace({ concurrency: 1 });
+    const file = workspace.delivery(orders(6, 50));
+    const reference = new PipelineWorkspace();
+    try {
+      // The same delivery synced without interruption, for comparison.
+      const clean = await runCli(["--lake", reference.lakeDir, "sync", "-c", workspace.configFile, "--input", file]);
+      expect(clean.code, clean.stderr).toBe(0);
+      for (const fault of ["after-swap:kill", "during-build:kill"]) {
+        const child = spawnCli(["--lake", workspace.lakeDir, "sync", "-c", workspace.configFile, "--input", file], { LAKESWAP_FAULT: fault });
+        const signal = await new Promise((resolve) => child.on("close", (_code, s) => resolve(s)));
+        expect(signal).toBe("SIGKILL");
+      }
+      const rerun = await runCli(["--lake", workspace.lakeDir, "sync", "-c", workspace.configFile, "--input", file, "--json"]);
+      expect(rerun.code, rerun.stderr).toBe(0);
+      expect(JSON.parse(rerun.stdout).totals.failed).toBe(0);
+      const settled = await runCli(["--lake", workspace.lakeDir, "sync", "-c", workspace.configFile, "--input", file, "--json"]);
+      expect(JSON.parse(settled.stdout).totals).toMatchObject({ built: 0, failed: 0 });
+
+      const [killed, clean2] = [await openEmbeddedLake(workspace.lakeDir), await openEmbeddedLake(reference.lakeDir)];
+      try {
+        for (const [table, order] of [["orders_raw", "order_id"], ["orders_stage", "order_id"], ["orders_monthly", "order_day"]]) {
+          const sql = `SELECT * FROM ${table} ORDER BY ${order}`;
+          expect((await killed.query(sql)).rows, table).toEqual((await clean2.query(sql)).rows);
+        }
+      } finally {
+        await killed.close();
+        await clean2.close();
+      }
+    } finally {
+      reference.cleanup();
+    }
+  });
+});
