@@ -10,7 +10,7 @@ import { DEFAULT_LEASE_WAIT_MS, WriterLease, leaseKey, type LeaseRecord } from "
 import { manifestKey, manifestsPrefix, parseManifest, pinKey, pinsPrefix, type RunManifest } from "./manifest.js";
 import { orderPartition, parsePartition, parsePartitionPath, partitionPath, type Partition } from "./partition.js";
 import { DEFAULT_GRACE_MS, planRetention, type RetentionReason } from "./retention.js";
-import { isRunId, newRunId, runIdTime } from "./run-id.js";
+import { isRunId, newRunIdAfter, runIdTime } from "./run-id.js";
 import type { TableDefinition } from "./table.js";
 
 /** The ports a lake runs on. */
@@ -214,12 +214,13 @@ export class Lake {
     const current = await this.catalog.getPointer(table, partition);
     const currentManifest = current ? await this.ensureManifest(table, current) : undefined;
 
-    const runId = newRunId();
+    const runs = await this.listRuns(table, partition);
+    const runId = newRunIdAfter([current?.runId, runs.at(-1)?.runId].filter((id): id is string => id !== undefined).sort().at(-1));
     const runPrefix = `${this.catalog.runsPrefix(table, partition)}${runFolder(runId)}/`;
     const sources = restrictSnapshot(await this.snapshot(), options.inputPartitions ?? []);
     let build;
     try {
-      build = await this.engine.build({ table, partition, select: options.select, runPrefix, sources });
+      build = await this.engine.build({ table, partition, select: options.select, runId, runPrefix, sources });
     } catch (error) {
       await this.discardRun(runPrefix);
       throw error;
@@ -340,6 +341,8 @@ export class Lake {
     return this.withLease(table.name, `rollback ${label}`, async () => {
       const current = await this.catalog.getPointer(table, partition);
       if (!current) throw new NotFoundError(`partition ${label} has no current run, so there is nothing to roll back`);
+      // A writer killed between swap and manifest left the current run without one; record it, so it can be rolled forward to.
+      await this.ensureManifest(table, current);
       const runs = await this.listRuns(table, partition);
       const complete = runs.filter((run) => run.hasManifest && run.files.length > 0);
       let target: string;

@@ -23,6 +23,21 @@ export function newRunId(now: Date = new Date()): string {
   return id;
 }
 
+/**
+ * A new run id that sorts after `latest` (the newest run of the partition), so
+ * run order is swap order even for two writers on different hosts within one
+ * second. The caller holds the table's lease, so no one else issues ids for it.
+ */
+export function newRunIdAfter(latest: string | undefined, now: Date = new Date()): string {
+  const id = newRunId(now);
+  if (latest === undefined || id > latest) return id;
+  const match = RUN_ID.exec(latest);
+  if (!match) return id;
+  const suffix = Number.parseInt(match[7] as string, 16);
+  if (suffix < 0xffffff) return `${latest.slice(0, -6)}${(suffix + 1).toString(16).padStart(6, "0")}`;
+  return newRunId(new Date(runIdTime(latest).getTime() + 1000));
+}
+
 /** True when `value` is a well-formed run id. */
 export function isRunId(value: string): boolean {
   return RUN_ID.test(value);

@@ -14,8 +14,15 @@ import type {
   BuildRequest, BuildResult, Engine, LandRequest, LandedDelivery, LandedPartition, PartitionMapRequest, QueryResult, RejectedRow, TableSnapshot,
 } from "./engine.js";
 
-/** The name of the one Parquet file of a run written by DuckDB. */
-export const RUN_FILE = "part-0.parquet";
+/**
+ * The name of the one Parquet file of a run written by DuckDB. It is unique
+ * per run: a reader that listed a partition just before a swap and opens the
+ * file just after gets "file not found" and can retry, never the bytes of
+ * another run under a name it already read the footer of.
+ */
+export function runFileName(runId: string): string {
+  return `part-${runId}.parquet`;
+}
 
 /**
  * The embedded engine: DuckDB in process. A run is one `COPY (SELECT …) TO …
@@ -73,7 +80,7 @@ export class DuckDbEngine implements Engine {
     await fs.mkdir(path.dirname(runDir), { recursive: true });
     // Exclusive: a run prefix is fresh or the build stops.
     await fs.mkdir(runDir);
-    const fileKey = `${request.runPrefix}${RUN_FILE}`;
+    const fileKey = `${request.runPrefix}${runFileName(request.runId)}`;
     let rows: number;
     try {
       const reader = await connection.runAndReadAll(
@@ -82,6 +89,8 @@ export class DuckDbEngine implements Engine {
       );
       rows = Number(reader.getRows()[0]?.[0] ?? 0);
     } catch (error) {
+      // This build made the folder; a failed build leaves nothing behind, not even an empty folder.
+      await fs.rm(runDir, { recursive: true, force: true });
       throw new BuildError(`building ${table.name}/${partitionPath(partition)} failed: ${cleanDuckDbMessage(error)}`, error);
     }
     faultPoint("during-build");

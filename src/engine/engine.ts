@@ -20,6 +20,7 @@ export interface BuildRequest {
   readonly partition: Partition;
   /** A single SELECT producing the table's columns (partition columns may be left out). */
   readonly select: string;
+  readonly runId: string;
   /** The store key prefix of the new run, ending in '/'; nothing exists there yet. */
   readonly runPrefix: string;
   /** Lake tables the SELECT may read, by name. */

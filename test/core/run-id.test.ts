@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { isRunId, newRunId, runIdTime } from "../../src/core/run-id.js";
+import { isRunId, newRunId, newRunIdAfter, runIdTime } from "../../src/core/run-id.js";
 
 describe("run ids", () => {
   it("are UTC YYYYMMDDTHHMMSSZ plus 6 hex chars, and carry their time", () => {
@@ -22,5 +22,16 @@ describe("run ids", () => {
     for (const bad of ["", "20261102T140501Z", "20261102T140501Z-XYZ123", "../20261102T140501Z-abcdef"]) {
       expect(isRunId(bad)).toBe(false);
     }
+  });
+});
+
+describe("run ids after the newest run", () => {
+  it("sort after the partition's newest run even when another host issued it later in the same second", () => {
+    const latest = "20261102T140501Z-fffff0";
+    const next = newRunIdAfter(latest, new Date("2026-11-02T14:05:01Z"));
+    expect(next > latest).toBe(true);
+    expect(isRunId(next)).toBe(true);
+    expect(newRunIdAfter("20261102T140501Z-ffffff", new Date("2026-11-02T14:05:01Z")) > "20261102T140501Z-ffffff").toBe(true);
+    expect(newRunIdAfter(undefined, new Date("2026-11-02T14:05:01Z"))).toMatch(/^20261102T140501Z-/);
   });
 });
