@@ -52,8 +52,12 @@ export interface Catalog {
   listPointers(table: TableDefinition): Promise<Pointer[]>;
   /** Moves one partition's pointer to a completely written run, atomically. */
   movePointer(table: TableDefinition, move: PointerMove): Promise<void>;
+  /** Moves many pointers, in the catalog's batches; every entry is checked, and what did not move is reported. */
+  movePointers(table: TableDefinition, moves: readonly PointerMove[]): Promise<void>;
   /** Removes a partition's pointer; readers stop seeing the partition. */
   removePointer(table: TableDefinition, partition: Partition): Promise<void>;
+  /** Removes many pointers, in the catalog's batches. */
+  removePointers(table: TableDefinition, partitions: readonly Partition[]): Promise<void>;
 }
 
 /** The folder name of a run inside its partition's runs prefix. */

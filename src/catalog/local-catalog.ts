@@ -98,7 +98,7 @@ export class LocalCatalog implements Catalog {
     await fs.rm(path.join(this.root, META, "pointers", name), { recursive: true, force: true });
     await fs.rm(this.tableFile(name), { force: true });
     await fs.rm(path.join(this.root, name), { recursive: true, force: true });
-    for (const dir of ["pointers", "tables", "tmp", "manifests", "leases", "pins", ""]) {
+    for (const dir of ["pointers", "tables", "tmp", "manifests", "leases", "pins", "outbox", ""]) {
       await fs.rmdir(path.join(this.root, META, dir)).catch(() => undefined);
     }
   }
@@ -191,6 +191,15 @@ export class LocalCatalog implements Catalog {
       movedAt: new Date().toISOString(),
     };
     await writeFileAtomic(this.stateFile(table, move.partition), `${JSON.stringify(state)}\n`, tempDir);
+  }
+
+  async movePointers(table: TableDefinition, moves: readonly PointerMove[]): Promise<void> {
+    // Each rename is atomic on its own; a folder has no batch to offer.
+    for (const move of moves) await this.movePointer(table, move);
+  }
+
+  async removePointers(table: TableDefinition, partitions: readonly Partition[]): Promise<void> {
+    for (const partition of partitions) await this.removePointer(table, partition);
   }
 
   async removePointer(table: TableDefinition, partition: Partition): Promise<void> {

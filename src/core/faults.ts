@@ -7,6 +7,7 @@ export type FaultPoint =
   | "lease-acquired"
   | "during-build"
   | "after-build"
+  | "after-outbox"
   | "before-swap-rename"
   | "after-swap"
   | "after-manifest"
@@ -18,6 +19,7 @@ export const FAULT_POINTS: readonly FaultPoint[] = [
   "lease-acquired",
   "during-build",
   "after-build",
+  "after-outbox",
   "before-swap-rename",
   "after-swap",
   "after-manifest",

@@ -7,9 +7,10 @@ import type { ObjectStore } from "../store/object-store.js";
 import { AuditError, InvalidInputError, LakeswapError, NotFoundError, errorMessage } from "./errors.js";
 import { faultPoint } from "./faults.js";
 import { DEFAULT_LEASE_WAIT_MS, WriterLease, leaseKey, type LeaseRecord } from "./lease.js";
-import { manifestKey, manifestsPrefix, parseManifest, pinKey, pinsPrefix, type RunManifest } from "./manifest.js";
+import { METADATA_PREFIX, manifestKey, manifestsPrefix, parseManifest, pinKey, pinsPrefix, type RunManifest } from "./manifest.js";
 import { orderPartition, parsePartition, parsePartitionPath, partitionPath, type Partition } from "./partition.js";
 import { DEFAULT_GRACE_MS, planRetention, type RetentionReason } from "./retention.js";
+import { Outbox, type OutboxEntry } from "./outbox.js";
 import { isRunId, newRunIdAfter, runIdTime } from "./run-id.js";
 import type { TableDefinition } from "./table.js";
 
@@ -136,8 +137,10 @@ export class Lake {
   private readonly engine: Engine;
   private readonly graceMs: number;
   private readonly settings: LakeSettings;
+  private readonly outbox: Outbox;
 
   private constructor(ports: LakePorts, settings: LakeSettings) {
+    this.outbox = new Outbox(ports.store);
     this.store = ports.store;
     this.catalog = ports.catalog;
     this.engine = ports.engine;
@@ -145,10 +148,60 @@ export class Lake {
     this.settings = settings;
   }
 
-  /** Opens a lake, cleaning what a killed process left in the catalog. */
+  /** Opens a lake, cleaning what a killed process left in the catalog and replaying pending catalog changes first. */
   static async open(ports: LakePorts, settings: LakeSettings = {}): Promise<Lake> {
     await ports.catalog.open();
-    return new Lake(ports, settings);
+    const lake = new Lake(ports, settings);
+    await lake.replayOutbox();
+    return lake;
+  }
+
+  /**
+   * Finishes catalog changes a dead writer recorded but never confirmed. A
+   * change is applied only if the pointer is still where the writer left it;
+   * if it moved on since, the change is stale and dropped. Tables whose lease
+   * is held by a live writer are left to it.
+   */
+  async replayOutbox(): Promise<{ applied: number; stale: number }> {
+    let applied = 0;
+    let stale = 0;
+    const byTable = new Map<string, OutboxEntry[]>();
+    for (const entry of await this.outbox.pending()) byTable.set(entry.table, [...(byTable.get(entry.table) ?? []), entry]);
+    for (const [tableName, entries] of byTable) {
+      const table = await this.catalog.getTable(tableName);
+      let lease: WriterLease;
+      try {
+        lease = await WriterLease.acquire(this.store, tableName, { waitMs: 0, command: `replay outbox of ${tableName}` });
+      } catch {
+        continue;
+      }
+      try {
+        for (const entry of entries) {
+          if (!table) {
+            await this.outbox.acknowledge(entry);
+            continue;
+          }
+          const partition = parsePartitionPath(entry.partition, table.partitionKeys);
+          const current = await this.catalog.getPointer(table, partition);
+          const runFilesExist = (await this.runFiles(table, partition, entry.runId)).length > 0;
+          if (current?.runId !== entry.runId && current?.runId === entry.previousRunId && runFilesExist) {
+            await this.catalog.movePointer(table, { partition, runId: entry.runId, previousRunId: entry.previousRunId, signature: entry.signature, kind: entry.kind });
+          } else if (current?.runId !== entry.runId) {
+            stale += 1;
+            await this.outbox.acknowledge(entry);
+            continue;
+          }
+          if (entry.manifest && !(await this.readManifest(table, partition, entry.runId))) {
+            await this.store.put(manifestKey(table.name, partition, entry.runId), `${JSON.stringify(entry.manifest, null, 2)}\n`);
+          }
+          applied += 1;
+          await this.outbox.acknowledge(entry);
+        }
+      } finally {
+        await lease.release();
+      }
+    }
+    return { applied, stale };
   }
 
   async close(): Promise<void> {
@@ -177,11 +230,12 @@ export class Lake {
   async dropTable(name: string): Promise<void> {
     const table = await this.table(name);
     await this.withLease(table.name, `drop-table ${table.name}`, async () => {
-      for (const pointer of await this.catalog.listPointers(table)) await this.catalog.removePointer(table, pointer.partition);
+      await this.catalog.removePointers(table, (await this.catalog.listPointers(table)).map((p) => p.partition));
       const objects = [
         ...(await this.store.list(this.catalog.runsPrefix(table))),
         ...(await this.store.list(manifestsPrefix(table.name))),
         ...(await this.store.list(pinsPrefix(table.name))),
+        ...(await this.store.list(`${METADATA_PREFIX}/outbox/${table.name}/`)),
       ];
       await this.store.delete(objects.map((o) => o.key));
     });
@@ -236,18 +290,8 @@ export class Lake {
       );
     }
 
-    await this.leaseCheck(table.name);
-    await this.catalog.movePointer(table, {
-      partition,
-      runId,
-      previousRunId: current?.runId,
-      signature: options.signature,
-      kind: "swap",
-    });
-    faultPoint("after-swap");
-
-    const swappedAt = new Date();
     const bytes = build.files.reduce((sum, f) => sum + f.size, 0);
+    const builtAt = new Date();
     const manifest: RunManifest = {
       format: 1,
       table: table.name,
@@ -261,10 +305,19 @@ export class Lake {
       fingerprint: options.fingerprint,
       inputs: options.inputs,
       builtAt: new Date(started).toISOString(),
-      swappedAt: swappedAt.toISOString(),
-      buildSeconds: (swappedAt.getTime() - started) / 1000,
+      swappedAt: builtAt.toISOString(),
+      buildSeconds: (builtAt.getTime() - started) / 1000,
     };
+    await this.leaseCheck(table.name);
+    const move = { partition, runId, previousRunId: current?.runId, signature: options.signature, kind: "swap" as const };
+    // Recorded before it is sent: a writer that dies from here on leaves a change the next process finishes.
+    const entry = await this.outbox.record({ ...move, table: table.name, partition: partitionPath(partition), manifest });
+    faultPoint("after-outbox");
+    await this.catalog.movePointer(table, move);
+    faultPoint("after-swap");
+
     await this.store.put(manifestKey(table.name, partition, runId), `${JSON.stringify(manifest, null, 2)}\n`);
+    await this.outbox.acknowledge(entry);
     faultPoint("after-manifest");
 
     let gc: PartitionGcReport;
@@ -454,7 +507,7 @@ export class Lake {
     const partition = this.partitionOf(table, partitionInput);
     const pointer = await this.catalog.getPointer(table, partition);
     if (!pointer) return undefined;
-    return this.engine.countRows(await this.runFiles(table, partition, pointer.runId));
+    return this.engine.countRows(table, { partition, runId: pointer.runId, files: await this.runFiles(table, partition, pointer.runId) });
   }
 
   /** Each table's current runs and their files, resolved once so a query reads one consistent state. */
@@ -571,7 +624,7 @@ export class Lake {
       table: table.name,
       partition: partitionPath(pointer.partition),
       runId: pointer.runId,
-      rows: await this.engine.countRows(files.map((f) => f.key)),
+      rows: await this.engine.countRows(table, { partition: pointer.partition, runId: pointer.runId, files: files.map((f) => f.key) }),
       files,
       bytes: files.reduce((sum, f) => sum + f.size, 0),
       previousRunId: pointer.previousRunId,
@@ -591,10 +644,12 @@ export class Lake {
   ): Promise<PartitionGcReport> {
     const pointer = await this.catalog.getPointer(table, partition);
     const runs = await this.listRuns(table, partition);
+    const pending = (await this.outbox.pending(table.name)).filter((entry) => entry.partition === partitionPath(partition));
     const decisions = planRetention({
       runs: runs.map((run) => ({ runId: run.runId, published: run.hasManifest, hasFiles: run.files.length > 0 })),
       currentRunId: pointer?.runId,
       previousRunId: pointer?.previousRunId,
+      protectedRunIds: new Set(pending.flatMap((entry) => [entry.runId, entry.previousRunId ?? ""])),
       now: new Date(),
       graceMs: options.graceMs,
     });

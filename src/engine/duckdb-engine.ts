@@ -1,4 +1,6 @@
 import { promises as fs } from "node:fs";
+import { mkdtemp } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import path from "node:path";
 import { DuckDBInstance, type DuckDBConnection } from "@duckdb/node-api";
 import { randomBytes } from "node:crypto";
@@ -11,7 +13,8 @@ import type { TableDefinition } from "../core/table.js";
 import type { ObjectStore } from "../store/object-store.js";
 import { canonicalRowExpression, landDelivery } from "./duckdb-landing.js";
 import type {
-  BuildRequest, BuildResult, Engine, LandRequest, LandedDelivery, LandedPartition, PartitionMapRequest, QueryResult, RejectedRow, TableSnapshot,
+  BuildRequest, BuildResult, Engine, LandRequest, LandedDelivery, LandedPartition, PartitionMapRequest, PartitionSnapshot, QueryResult, RejectedRow,
+  TableSnapshot,
 } from "./engine.js";
 
 /**
@@ -34,10 +37,13 @@ export class DuckDbEngine implements Engine {
   private readonly store: ObjectStore;
   private instance: Promise<DuckDBInstance> | undefined;
 
+  /**
+   * With a local store, runs are written in place and lake tables are views over
+   * their files. With a remote store (AWS mode, where DuckDB lands raw files),
+   * a run is written to a temporary folder and uploaded, and only landed
+   * deliveries are readable: the lake's tables are Athena's to read.
+   */
   constructor(store: ObjectStore) {
-    if (!store.capabilities.localPaths) {
-      throw new InvalidInputError("the DuckDB engine needs a store with local paths (the embedded lake)");
-    }
     this.store = store;
   }
 
@@ -76,15 +82,20 @@ export class DuckDbEngine implements Engine {
       .join(", ");
     const where = checks.length > 0 ? ` WHERE ${checks.join(" AND ")}` : "";
 
-    const runDir = this.store.localPath(request.runPrefix);
-    await fs.mkdir(path.dirname(runDir), { recursive: true });
-    // Exclusive: a run prefix is fresh or the build stops.
-    await fs.mkdir(runDir);
-    const fileKey = `${request.runPrefix}${runFileName(request.runId)}`;
+    const local = this.store.capabilities.localPaths;
+    const runDir = local ? this.store.localPath(request.runPrefix) : await mkdtemp(path.join(tmpdir(), "lakeswap-run-"));
+    if (local) {
+      await fs.mkdir(path.dirname(runDir), { recursive: true });
+      // Exclusive: a run prefix is fresh or the build stops.
+      await fs.mkdir(runDir);
+    }
+    const fileName = runFileName(request.runId);
+    const fileKey = `${request.runPrefix}${fileName}`;
+    const filePath = path.join(runDir, fileName);
     let rows: number;
     try {
       const reader = await connection.runAndReadAll(
-        `COPY (SELECT ${projection} FROM (${select}) AS q${where}) TO ${quoteLiteral(this.store.localPath(fileKey))} ` +
+        `COPY (SELECT ${projection} FROM (${select}) AS q${where}) TO ${quoteLiteral(filePath)} ` +
           `(FORMAT PARQUET, COMPRESSION ${table.compression === "zstd" ? "zstd" : "snappy"})`,
       );
       rows = Number(reader.getRows()[0]?.[0] ?? 0);
@@ -94,7 +105,14 @@ export class DuckDbEngine implements Engine {
       throw new BuildError(`building ${table.name}/${partitionPath(partition)} failed: ${cleanDuckDbMessage(error)}`, error);
     }
     faultPoint("during-build");
-    const stat = await fs.stat(this.store.localPath(fileKey));
+    const stat = await fs.stat(filePath);
+    if (!local) {
+      try {
+        await this.store.putFile(fileKey, filePath);
+      } finally {
+        await fs.rm(runDir, { recursive: true, force: true });
+      }
+    }
     return { rows, files: [{ key: fileKey, size: stat.size }] };
   }
 
@@ -110,9 +128,12 @@ export class DuckDbEngine implements Engine {
     });
   }
 
-  async countRows(files: readonly string[]): Promise<number> {
-    if (files.length === 0) return 0;
-    const list = files.map((key) => quoteLiteral(this.store.localPath(key))).join(", ");
+  async countRows(_table: TableDefinition, run: PartitionSnapshot): Promise<number> {
+    if (run.files.length === 0) return 0;
+    if (!this.store.capabilities.localPaths) {
+      throw new InvalidInputError("the DuckDB engine counts rows of a local lake only; in AWS mode Athena counts them");
+    }
+    const list = run.files.map((key) => quoteLiteral(this.store.localPath(key))).join(", ");
     return this.withConnection(async (connection) => {
       const reader = await connection.runAndReadAll(`SELECT count(*) FROM read_parquet([${list}])`);
       return Number(reader.getRows()[0]?.[0] ?? 0);
@@ -221,6 +242,7 @@ export class DuckDbEngine implements Engine {
 
   /** Makes every lake table a view over the files of its current runs, partition columns last. */
   private async registerViews(connection: DuckDBConnection, sources: readonly TableSnapshot[]): Promise<void> {
+    if (!this.store.capabilities.localPaths) return;
     for (const { table, partitions } of sources) {
       const sql = partitions.length === 0 ? emptyView(table) : partitions
         .map((p) => {

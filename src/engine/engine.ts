@@ -53,8 +53,8 @@ export interface Engine {
   /** Evaluates partition map expressions over upstream partition values, one output row per input row. */
   mapPartitions(request: PartitionMapRequest): Promise<string[][]>;
   query(sql: string, sources: readonly TableSnapshot[]): Promise<QueryResult>;
-  /** Rows in the given run files (Parquet metadata is enough). */
-  countRows(files: readonly string[]): Promise<number>;
+  /** Rows in one run of a partition (Parquet metadata is enough where the engine can read the files). */
+  countRows(table: TableDefinition, run: PartitionSnapshot): Promise<number>;
   close(): Promise<void>;
 }
 

@@ -1,0 +1,364 @@
+import {
+  BatchCreatePartitionCommand, BatchDeletePartitionCommand, BatchUpdatePartitionCommand, CreateDatabaseCommand, CreatePartitionCommand,
+  CreateTableCommand, DeleteTableCommand, GetDatabaseCommand, GetPartitionCommand, GetPartitionsCommand, GetTableCommand, GetTablesCommand,
+  UpdatePartitionCommand, type GlueClient, type Partition as GluePartition, type PartitionInput, type StorageDescriptor,
+  type Table as GlueTable,
+} from "@aws-sdk/client-glue";
+import { InvalidInputError, LakeswapError } from "../core/errors.js";
+import { makePartition, partitionPath, type Partition } from "../core/partition.js";
+import { withRetry } from "../core/retry.js";
+import { isRunId } from "../core/run-id.js";
+import { defineTable, type TableDefinition } from "../core/table.js";
+import { runFolder, type Catalog, type Pointer, type PointerMove, type PointerMoveKind } from "./catalog.js";
+
+/** Glue's limits per batch call. */
+export const GLUE_LIMITS = { batchCreate: 100, batchUpdate: 100, batchDelete: 25 } as const;
+
+/** Where the Glue catalog keeps tables, and how it reaches their data. */
+export interface GlueCatalogOptions {
+  readonly database: string;
+  /** The Data Catalog id (account), when not the caller's own. */
+  readonly catalogId?: string;
+  /** The s3:// URI of a store key: table roots and run folders live in the lake's store. */
+  readonly uriOf: (key: string) => string;
+}
+
+const PARQUET_STORAGE = {
+  InputFormat: "org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat",
+  OutputFormat: "org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutputFormat",
+  SerdeInfo: { SerializationLibrary: "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe", Parameters: { "serialization.format": "1" } },
+} as const;
+
+const P = { run: "lakeswap.run", previous: "lakeswap.previous_run", signature: "lakeswap.signature", movedBy: "lakeswap.moved_by" } as const;
+
+/**
+ * The AWS catalog: table definitions and partition pointers in the Glue Data
+ * Catalog. The swap is one `UpdatePartition` (or `CreatePartition`) that sets
+ * the partition's Location and its Parameters (run id, previous run,
+ * signature) together; batch calls check every per-entry error.
+ */
+export class GlueCatalog implements Catalog {
+  readonly capabilities = { maxBatchUpdate: GLUE_LIMITS.batchUpdate } as const;
+
+  constructor(
+    private readonly client: GlueClient,
+    private readonly options: GlueCatalogOptions,
+  ) {}
+
+  private get ids(): { CatalogId?: string; DatabaseName: string } {
+    return { CatalogId: this.options.catalogId, DatabaseName: this.options.database };
+  }
+
+  async open(): Promise<void> {
+    try {
+      await this.send("GetDatabase", () => this.client.send(new GetDatabaseCommand({ CatalogId: this.options.catalogId, Name: this.options.database })));
+    } catch (error) {
+      if (!isError(error, "EntityNotFoundException")) throw error;
+      try {
+        await this.send("CreateDatabase", () =>
+          this.client.send(new CreateDatabaseCommand({ CatalogId: this.options.catalogId, DatabaseInput: { Name: this.options.database, Description: "lakeswap tables" } })),
+        );
+      } catch (createError) {
+        if (!isError(createError, "AlreadyExistsException")) throw createError;
+      }
+    }
+  }
+
+  async getTable(name: string): Promise<TableDefinition | undefined> {
+    const table = await this.glueTable(name);
+    return table ? definitionOf(table) : undefined;
+  }
+
+  async listTables(): Promise<TableDefinition[]> {
+    const tables: TableDefinition[] = [];
+    let token: string | undefined;
+    do {
+      const page = await this.send("GetTables", () => this.client.send(new GetTablesCommand({ ...this.ids, NextToken: token })));
+      for (const table of page.TableList ?? []) {
+        const definition = definitionOf(table);
+        if (definition) tables.push(definition);
+      }
+      token = page.NextToken;
+    } while (token);
+    return tables.sort((a, b) => (a.name < b.name ? -1 : 1));
+  }
+
+  async createTable(table: TableDefinition): Promise<void> {
+    const live = await this.glueTable(table.name);
+    if (live) {
+      const liveKeys = (live.PartitionKeys ?? []).map((k) => k.Name ?? "");
+      if (liveKeys.join(",") !== table.partitionKeys.join(",")) {
+        if ((await this.partitionsOf(table.name, 1)).length > 0) {
+          throw new LakeswapError(
+            "CONFLICT",
+            `Glue table ${this.options.database}.${table.name} is partitioned by (${liveKeys.join(", ")}), not (${table.partitionKeys.join(", ")}), and has partitions; ` +
+              `lakeswap will not drop them. Drop the table (lakeswap drop-table ${table.name}) or declare its keys as they are.`,
+          );
+        }
+        // An empty table with the wrong layout is rebuilt with the declared one.
+        await this.send("DeleteTable", () => this.client.send(new DeleteTableCommand({ ...this.ids, Name: table.name })));
+      } else {
+        const existing = definitionOf(live);
+        if (existing && JSON.stringify(existing) === JSON.stringify(table)) return;
+        if (existing) {
+          throw new LakeswapError("CONFLICT", `table '${table.name}' already exists in Glue with a different definition; drop it first (lakeswap drop-table ${table.name}) or declare it as it is`);
+        }
+        throw new LakeswapError("CONFLICT", `Glue table ${this.options.database}.${table.name} exists but was not created by lakeswap; choose another name`);
+      }
+    }
+    await this.send("CreateTable", () =>
+      this.client.send(
+        new CreateTableCommand({
+          ...this.ids,
+          TableInput: {
+            Name: table.name,
+            TableType: "EXTERNAL_TABLE",
+            Parameters: { classification: "parquet", EXTERNAL: "TRUE", "parquet.compression": table.compression.toUpperCase(), "lakeswap.definition": JSON.stringify(table) },
+            StorageDescriptor: this.storage(table, `${this.options.uriOf(table.name)}/`),
+            PartitionKeys: table.partitionKeys.map((key) => ({ Name: key, Type: "string" })),
+          },
+        }),
+      ),
+    );
+  }
+
+  async dropTable(name: string): Promise<void> {
+    try {
+      await this.send("DeleteTable", () => this.client.send(new DeleteTableCommand({ ...this.ids, Name: name })));
+    } catch (error) {
+      if (!isError(error, "EntityNotFoundException")) throw error;
+    }
+  }
+
+  runsPrefix(table: TableDefinition, partition?: Partition): string {
+    return partition ? `${table.name}/${partitionPath(partition)}/` : `${table.name}/`;
+  }
+
+  async getPointer(table: TableDefinition, partition: Partition): Promise<Pointer | undefined> {
+    try {
+      const response = await this.send("GetPartition", () =>
+        this.client.send(new GetPartitionCommand({ ...this.ids, TableName: table.name, PartitionValues: [...partition.values] })),
+      );
+      return response.Partition ? this.pointerOf(table, response.Partition) : undefined;
+    } catch (error) {
+      if (isError(error, "EntityNotFoundException")) return undefined;
+      throw error;
+    }
+  }
+
+  async listPointers(table: TableDefinition): Promise<Pointer[]> {
+    const pointers = (await this.partitionsOf(table.name)).map((p) => this.pointerOf(table, p));
+    return pointers.sort((a, b) => (partitionPath(a.partition) < partitionPath(b.partition) ? -1 : 1));
+  }
+
+  async movePointer(table: TableDefinition, move: PointerMove): Promise<void> {
+    const input = this.partitionInput(table, move);
+    try {
+      await this.send("UpdatePartition", () =>
+        this.client.send(new UpdatePartitionCommand({ ...this.ids, TableName: table.name, PartitionValueList: [...move.partition.values], PartitionInput: input })),
+      );
+      return;
+    } catch (error) {
+      if (!isError(error, "EntityNotFoundException")) throw error;
+    }
+    try {
+      await this.send("CreatePartition", () => this.client.send(new CreatePartitionCommand({ ...this.ids, TableName: table.name, PartitionInput: input })));
+    } catch (error) {
+      if (!isError(error, "AlreadyExistsException")) throw error;
+      // Someone created it meanwhile: success only if it points where we meant.
+      const existing = await this.getPointer(table, move.partition);
+      if (existing?.runId !== move.runId) {
+        throw new LakeswapError("CONFLICT", `partition ${table.name}/${partitionPath(move.partition)} was created concurrently pointing to run ${existing?.runId}; rerun`);
+      }
+    }
+  }
+
+  /**
+   * Moves many pointers in Glue's batches (BatchUpdatePartition 100, then
+   * BatchCreatePartition 100 for the partitions that do not exist yet). Every
+   * entry's result is checked; failed entries are retried with backoff, and
+   * what still fails is reported by partition.
+   */
+  async movePointers(table: TableDefinition, moves: readonly PointerMove[]): Promise<void> {
+    let pending = [...moves];
+    const failures = new Map<string, string>();
+    for (let attempt = 1; pending.length > 0 && attempt <= 5; attempt += 1) {
+      if (attempt > 1) await new Promise((resolve) => setTimeout(resolve, Math.random() * 100 * 2 ** attempt));
+      const missing: PointerMove[] = [];
+      const retry: PointerMove[] = [];
+      for (const chunk of chunks(pending, GLUE_LIMITS.batchUpdate)) {
+        const response = await this.send("BatchUpdatePartition", () =>
+          this.client.send(
+            new BatchUpdatePartitionCommand({
+              ...this.ids,
+              TableName: table.name,
+              Entries: chunk.map((move) => ({ PartitionValueList: [...move.partition.values], PartitionInput: this.partitionInput(table, move) })),
+            }),
+          ),
+        );
+        for (const error of response.Errors ?? []) {
+          const move = chunk.find((m) => sameValues(m.partition.values, error.PartitionValueList ?? []));
+          if (!move) continue;
+          if (error.ErrorDetail?.ErrorCode === "EntityNotFoundException") missing.push(move);
+          else {
+            retry.push(move);
+            failures.set(partitionPath(move.partition), `${error.ErrorDetail?.ErrorCode}: ${error.ErrorDetail?.ErrorMessage ?? ""}`);
+          }
+        }
+      }
+      for (const chunk of chunks(missing, GLUE_LIMITS.batchCreate)) {
+        const response = await this.send("BatchCreatePartition", () =>
+          this.client.send(
+            new BatchCreatePartitionCommand({ ...this.ids, TableName: table.name, PartitionInputList: chunk.map((move) => this.partitionInput(table, move)) }),
+          ),
+        );
+        for (const error of response.Errors ?? []) {
+          const move = chunk.find((m) => sameValues(m.partition.values, error.PartitionValues ?? []));
+          if (!move) continue;
+          if (error.ErrorDetail?.ErrorCode === "AlreadyExistsException") {
+            // Created concurrently: an update will settle it on the next attempt, unless it already points here.
+            const existing = await this.getPointer(table, move.partition);
+            if (existing?.runId === move.runId) continue;
+          }
+          retry.push(move);
+          failures.set(partitionPath(move.partition), `${error.ErrorDetail?.ErrorCode}: ${error.ErrorDetail?.ErrorMessage ?? ""}`);
+        }
+      }
+      for (const move of pending) if (!retry.includes(move)) failures.delete(partitionPath(move.partition));
+      pending = retry;
+    }
+    if (pending.length > 0) {
+      const detail = pending.slice(0, 5).map((m) => `${partitionPath(m.partition)} (${failures.get(partitionPath(m.partition))})`);
+      throw new LakeswapError(
+        "PARTIAL_FAILURE",
+        `${pending.length} of ${moves.length} partition pointers of ${table.name} did not move: ${detail.join("; ")}; the others did. Rerun to move the rest.`,
+        { retryable: true },
+      );
+    }
+  }
+
+  async removePointer(table: TableDefinition, partition: Partition): Promise<void> {
+    await this.removePointers(table, [partition]);
+  }
+
+  /** Deletes partitions in batches of 25, checking every entry (a partition already gone is fine). */
+  async removePointers(table: TableDefinition, partitions: readonly Partition[]): Promise<void> {
+    const failed: string[] = [];
+    for (const chunk of chunks(partitions, GLUE_LIMITS.batchDelete)) {
+      const response = await this.send("BatchDeletePartition", () =>
+        this.client.send(
+          new BatchDeletePartitionCommand({ ...this.ids, TableName: table.name, PartitionsToDelete: chunk.map((p) => ({ Values: [...p.values] })) }),
+        ),
+      );
+      for (const error of response.Errors ?? []) {
+        if (error.ErrorDetail?.ErrorCode !== "EntityNotFoundException") {
+          failed.push(`${(error.PartitionValues ?? []).join("/")}: ${error.ErrorDetail?.ErrorCode}`);
+        }
+      }
+    }
+    if (failed.length > 0) {
+      throw new LakeswapError("PARTIAL_FAILURE", `${failed.length} partitions of ${table.name} could not be removed: ${failed.slice(0, 5).join("; ")}`, { retryable: true });
+    }
+  }
+
+  private storage(table: TableDefinition, location: string): StorageDescriptor {
+    return {
+      Columns: table.columns.map((c) => ({ Name: c.name, Type: glueType(c.type) })),
+      Location: location,
+      ...PARQUET_STORAGE,
+      Compressed: true,
+    };
+  }
+
+  private partitionInput(table: TableDefinition, move: PointerMove): PartitionInput {
+    const parameters: Record<string, string> = { [P.run]: move.runId, [P.movedBy]: move.kind };
+    if (move.previousRunId) parameters[P.previous] = move.previousRunId;
+    if (move.signature) parameters[P.signature] = move.signature;
+    const location = `${this.options.uriOf(`${this.runsPrefix(table, move.partition)}${runFolder(move.runId)}`)}/`;
+    return { Values: [...move.partition.values], StorageDescriptor: this.storage(table, location), Parameters: parameters };
+  }
+
+  private pointerOf(table: TableDefinition, partition: GluePartition): Pointer {
+    const values = partition.Values ?? [];
+    const parsed = makePartition(table.partitionKeys.map((key, i) => [key, values[i] ?? ""] as const));
+    const parameters = partition.Parameters ?? {};
+    const location = partition.StorageDescriptor?.Location ?? "";
+    const runId = parameters[P.run] ?? /run=([^/]+)\/?$/.exec(location)?.[1] ?? "";
+    if (!isRunId(runId)) {
+      throw new LakeswapError(
+        "STORE_ERROR",
+        `Glue partition ${table.name}/${partitionPath(parsed)} points to '${location}', which is not a lakeswap run; replace it with lakeswap replace`,
+      );
+    }
+    return {
+      partition: parsed,
+      runId,
+      previousRunId: parameters[P.previous],
+      signature: parameters[P.signature],
+      movedBy: parameters[P.movedBy] as PointerMoveKind | undefined,
+    };
+  }
+
+  private async glueTable(name: string): Promise<GlueTable | undefined> {
+    try {
+      return (await this.send("GetTable", () => this.client.send(new GetTableCommand({ ...this.ids, Name: name })))).Table;
+    } catch (error) {
+      if (isError(error, "EntityNotFoundException")) return undefined;
+      throw error;
+    }
+  }
+
+  /** Every partition of a table, following NextToken to the last page (or the first `limit`). */
+  private async partitionsOf(table: string, limit?: number): Promise<GluePartition[]> {
+    const partitions: GluePartition[] = [];
+    let token: string | undefined;
+    do {
+      const page = await this.send("GetPartitions", () =>
+        this.client.send(new GetPartitionsCommand({ ...this.ids, TableName: table, NextToken: token, MaxResults: limit })),
+      );
+      partitions.push(...(page.Partitions ?? []));
+      token = limit !== undefined && partitions.length >= limit ? undefined : page.NextToken;
+    } while (token);
+    return partitions;
+  }
+
+  private send<T>(operation: string, call: () => Promise<T>): Promise<T> {
+    return withRetry(`Glue ${operation}`, call);
+  }
+}
+
+/** The table definition lakeswap stored with a Glue table, or undefined for tables it did not create. */
+function definitionOf(table: GlueTable): TableDefinition | undefined {
+  const stored = table.Parameters?.["lakeswap.definition"];
+  if (!stored) return undefined;
+  try {
+    return defineTable(JSON.parse(stored) as TableDefinition);
+  } catch {
+    throw new InvalidInputError(`Glue table ${table.Name} has an unreadable lakeswap.definition parameter`);
+  }
+}
+
+/** The Hive/Glue type of a declared column type. */
+export function glueType(type: string): string {
+  const simple: Record<string, string> = {
+    BOOLEAN: "boolean", TINYINT: "tinyint", SMALLINT: "smallint", INTEGER: "int", BIGINT: "bigint", HUGEINT: "decimal(38,0)",
+    FLOAT: "float", DOUBLE: "double", VARCHAR: "string", BLOB: "binary", DATE: "date", TIMESTAMP: "timestamp", TIMESTAMPTZ: "timestamp",
+  };
+  const decimal = /^DECIMAL\((\d+),(\d+)\)$/.exec(type);
+  if (decimal) return `decimal(${decimal[1]},${decimal[2]})`;
+  return simple[type] ?? "string";
+}
+
+function isError(error: unknown, name: string): boolean {
+  return (error as { name?: string }).name === name;
+}
+
+function sameValues(a: readonly string[], b: readonly string[]): boolean {
+  return a.length === b.length && a.every((v, i) => v === b[i]);
+}
+
+function chunks<T>(items: readonly T[], size: number): T[][] {
+  const out: T[][] = [];
+  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
+  return out;
+}

@@ -1,0 +1,189 @@
+import { createReadStream } from "node:fs";
+import { stat } from "node:fs/promises";
+import {
+  DeleteObjectCommand, DeleteObjectsCommand, GetObjectCommand, ListObjectsV2Command, PutObjectCommand, type S3Client,
+} from "@aws-sdk/client-s3";
+import { Upload } from "@aws-sdk/lib-storage";
+import { LakeswapError } from "../core/errors.js";
+import { withRetry } from "../core/retry.js";
+import { assertKey, joinKey, type ObjectInfo, type ObjectStore, type TaggedObject } from "./object-store.js";
+
+const MIB = 1024 * 1024;
+/** S3 allows at most 10,000 parts per multipart upload. */
+const MAX_PARTS = 10_000;
+
+/** Where an S3 store keeps the lake, and how it uploads. */
+export interface S3StoreOptions {
+  readonly bucket: string;
+  /** Key prefix of the lake inside the bucket (no leading or trailing '/'). */
+  readonly prefix: string;
+  /** Concurrent part uploads of one multipart upload (default 4). */
+  readonly uploadConcurrency?: number;
+  /** Whether the store honours If-None-Match / If-Match (S3 does; some S3-compatible stores do not). */
+  readonly conditionalWrites?: boolean;
+}
+
+/** The multipart part size for an object of `size` bytes: max(8 MiB, size / 10,000). */
+export function partSizeFor(size: number): number {
+  return Math.max(8 * MIB, Math.ceil(size / MAX_PARTS));
+}
+
+/**
+ * The AWS object store: the lake under `s3://bucket/prefix/`, through the AWS
+ * SDK v3. Listings follow every page; deletes go in chunks of 1,000 with
+ * every per-key error checked; run files are written with `If-None-Match: *`.
+ */
+export class S3Store implements ObjectStore {
+  readonly capabilities: { readonly conditionalWrites: boolean; readonly localPaths: false };
+  readonly description: string;
+  readonly bucket: string;
+  private readonly prefix: string;
+  private readonly uploadConcurrency: number;
+
+  constructor(
+    private readonly client: S3Client,
+    options: S3StoreOptions,
+  ) {
+    this.bucket = options.bucket;
+    this.prefix = options.prefix.replace(/^\/+|\/+$/g, "");
+    this.uploadConcurrency = options.uploadConcurrency ?? 4;
+    this.capabilities = { conditionalWrites: options.conditionalWrites ?? true, localPaths: false };
+    this.description = `s3://${this.bucket}/${this.prefix}`;
+  }
+
+  /** The s3:// URI of a key (for Glue locations and Athena UNLOAD). */
+  uri(key: string): string {
+    return `s3://${this.bucket}/${this.fullKey(key)}`;
+  }
+
+  /** The store key of an s3:// URI inside this lake, or undefined if it lies elsewhere. */
+  keyOf(uri: string): string | undefined {
+    const head = `s3://${this.bucket}/${this.prefix ? `${this.prefix}/` : ""}`;
+    return uri.startsWith(head) ? uri.slice(head.length) : undefined;
+  }
+
+  localPath(key: string): string {
+    throw new LakeswapError("STORE_ERROR", `the S3 store has no local path for '${key}'`);
+  }
+
+  async get(key: string): Promise<TaggedObject | undefined> {
+    try {
+      const response = await withRetry(`GetObject ${key}`, () => this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: this.fullKey(key) })));
+      const body = await response.Body?.transformToByteArray();
+      return { body: body ?? new Uint8Array(), etag: response.ETag ?? "" };
+    } catch (error) {
+      if (isStatus(error, 404) || errorName(error) === "NoSuchKey") return undefined;
+      throw error;
+    }
+  }
+
+  async put(key: string, body: Uint8Array | string): Promise<void> {
+    await withRetry(`PutObject ${key}`, () => this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: this.fullKey(key), Body: body })));
+  }
+
+  async putIfAbsent(key: string, body: Uint8Array | string): Promise<boolean> {
+    return this.conditional(() =>
+      this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: this.fullKey(key), Body: body, IfNoneMatch: "*" })),
+    );
+  }
+
+  async putIfMatch(key: string, body: Uint8Array | string, etag: string): Promise<boolean> {
+    return this.conditional(() =>
+      this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: this.fullKey(key), Body: body, IfMatch: etag })),
+    );
+  }
+
+  async deleteIfMatch(key: string, etag: string): Promise<boolean> {
+    return this.conditional(() => this.client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: this.fullKey(key), IfMatch: etag })));
+  }
+
+  async list(prefix: string): Promise<ObjectInfo[]> {
+    const objects: ObjectInfo[] = [];
+    const full = this.fullKey(prefix, true);
+    let token: string | undefined;
+    do {
+      const page = await withRetry(`ListObjectsV2 ${full}`, () =>
+        this.client.send(new ListObjectsV2Command({ Bucket: this.bucket, Prefix: full, ContinuationToken: token })),
+      );
+      for (const object of page.Contents ?? []) {
+        if (object.Key) objects.push({ key: this.relativeKey(object.Key), size: object.Size ?? 0 });
+      }
+      token = page.IsTruncated ? page.NextContinuationToken : undefined;
+    } while (token);
+    return objects.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+  }
+
+  async delete(keys: readonly string[]): Promise<void> {
+    for (let start = 0; start < keys.length; start += 1000) {
+      const chunk = keys.slice(start, start + 1000);
+      const response = await withRetry(`DeleteObjects (${chunk.length} keys)`, () =>
+        this.client.send(
+          new DeleteObjectsCommand({ Bucket: this.bucket, Delete: { Objects: chunk.map((key) => ({ Key: this.fullKey(key) })), Quiet: true } }),
+        ),
+      );
+      const failed = (response.Errors ?? []).filter((e) => e.Code !== "NoSuchKey");
+      if (failed.length > 0) {
+        const first = failed.slice(0, 3).map((e) => `${e.Key}: ${e.Code} ${e.Message ?? ""}`.trim());
+        throw new LakeswapError(
+          "STORE_ERROR",
+          `DeleteObjects failed for ${failed.length} of ${chunk.length} keys (${first.join("; ")}); nothing was assumed deleted, rerun lakeswap gc`,
+          { retryable: true },
+        );
+      }
+    }
+  }
+
+  async putFile(key: string, localPath: string): Promise<void> {
+    const { size } = await stat(localPath);
+    const upload = new Upload({
+      client: this.client,
+      queueSize: this.uploadConcurrency,
+      partSize: partSizeFor(size),
+      leavePartsOnError: false,
+      params: {
+        Bucket: this.bucket,
+        Key: this.fullKey(key),
+        Body: createReadStream(localPath),
+        ContentLength: size,
+        // Run files are fresh: never overwrite an object that is already there.
+        ...(this.capabilities.conditionalWrites ? { IfNoneMatch: "*" } : {}),
+      },
+    });
+    try {
+      await upload.done();
+    } catch (error) {
+      if (isStatus(error, 412)) {
+        throw new LakeswapError("CONFLICT", `s3://${this.bucket}/${this.fullKey(key)} already exists; a run file is never overwritten`);
+      }
+      throw error;
+    }
+  }
+
+  private async conditional(send: () => Promise<unknown>): Promise<boolean> {
+    try {
+      await withRetry("conditional write", send, { retryable: (error) => errorName(error) === "ConditionalRequestConflict" || isStatus(error, 503) });
+      return true;
+    } catch (error) {
+      if (isStatus(error, 412) || isStatus(error, 404) || errorName(error) === "PreconditionFailed" || errorName(error) === "NoSuchKey") return false;
+      throw error;
+    }
+  }
+
+  private fullKey(key: string, allowEmpty = false): string {
+    if (!(allowEmpty && key === "")) assertKey(key.replace(/\/$/, "") || key);
+    const joined = joinKey(this.prefix, key);
+    return key.endsWith("/") ? `${joined}/` : joined;
+  }
+
+  private relativeKey(fullKey: string): string {
+    return this.prefix ? fullKey.slice(this.prefix.length + 1) : fullKey;
+  }
+}
+
+function errorName(error: unknown): string | undefined {
+  return (error as { name?: string; Code?: string }).name ?? (error as { Code?: string }).Code;
+}
+
+function isStatus(error: unknown, status: number): boolean {
+  return (error as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode === status;
+}
