@@ -1,10 +1,42 @@
+import { AthenaClient } from "@aws-sdk/client-athena";
+import { GlueClient } from "@aws-sdk/client-glue";
+import { S3Client } from "@aws-sdk/client-s3";
+import { GlueCatalog } from "./catalog/glue-catalog.js";
 import { LocalCatalog } from "./catalog/local-catalog.js";
+import type { AwsTarget } from "./config/aws-config.js";
+import { parseDuration } from "./core/duration.js";
 import { Lake, type LakeSettings } from "./core/lake.js";
+import { AthenaEngine } from "./engine/athena-engine.js";
 import { DuckDbEngine } from "./engine/duckdb-engine.js";
 import { LocalStore } from "./store/local-store.js";
+import { S3Store } from "./store/s3-store.js";
 
 /** Opens the embedded lake in `dir`: local folder store, symlink catalog, DuckDB engine. */
 export async function openEmbeddedLake(dir: string, settings: LakeSettings = {}): Promise<Lake> {
   const store = new LocalStore(dir);
   return Lake.open({ store, catalog: new LocalCatalog(dir), engine: new DuckDbEngine(store) }, settings);
+}
+
+/**
+ * Opens a lake on AWS: data on S3, pointers in the Glue Data Catalog, derived
+ * layers built by Athena; raw files are landed and signed locally with DuckDB
+ * and uploaded multipart. Credentials come from the AWS default chain.
+ */
+export async function openAwsLake(target: AwsTarget, settings: LakeSettings = {}): Promise<Lake> {
+  const region = target.region ?? "us-east-1";
+  const s3 = new S3Client({ region, ...(target.endpoint ? { endpoint: target.endpoint, forcePathStyle: true } : {}) });
+  const store = new S3Store(s3, { bucket: target.bucket, prefix: target.prefix });
+  const uriOf = (key: string) => store.uri(key);
+  const catalog = new GlueCatalog(new GlueClient({ region }), { database: target.database, uriOf });
+  const engine = new AthenaEngine(new AthenaClient({ region }), {
+    workgroup: target.workgroup,
+    database: target.database,
+    catalog: target.catalog,
+    outputLocation: target.resultsLocation,
+    queryTimeoutMs: target.queryTimeout ? parseDuration(target.queryTimeout, "query_timeout") : undefined,
+    uriOf,
+    store,
+    landing: new DuckDbEngine(store),
+  });
+  return Lake.open({ store, catalog, engine }, settings);
 }

@@ -56,6 +56,8 @@ export interface Catalog {
   movePointers(table: TableDefinition, moves: readonly PointerMove[]): Promise<void>;
   /** Removes a partition's pointer; readers stop seeing the partition. */
   removePointer(table: TableDefinition, partition: Partition): Promise<void>;
+  /** Removes the catalog's own container (Glue database, metadata folder) when no table is left in it. */
+  removeIfEmpty(): Promise<boolean>;
   /** Removes many pointers, in the catalog's batches. */
   removePointers(table: TableDefinition, partitions: readonly Partition[]): Promise<void>;
 }

@@ -1,5 +1,5 @@
 import {
-  BatchCreatePartitionCommand, BatchDeletePartitionCommand, BatchUpdatePartitionCommand, CreateDatabaseCommand, CreatePartitionCommand,
+  BatchCreatePartitionCommand, BatchDeletePartitionCommand, BatchUpdatePartitionCommand, CreateDatabaseCommand, CreatePartitionCommand, DeleteDatabaseCommand,
   CreateTableCommand, DeleteTableCommand, GetDatabaseCommand, GetPartitionCommand, GetPartitionsCommand, GetTableCommand, GetTablesCommand,
   UpdatePartitionCommand, type GlueClient, type Partition as GluePartition, type PartitionInput, type StorageDescriptor,
   type Table as GlueTable,
@@ -128,6 +128,17 @@ export class GlueCatalog implements Catalog {
     } catch (error) {
       if (!isError(error, "EntityNotFoundException")) throw error;
     }
+  }
+
+  async removeIfEmpty(): Promise<boolean> {
+    const page = await this.send("GetTables", () => this.client.send(new GetTablesCommand({ ...this.ids, MaxResults: 1 })));
+    if ((page.TableList ?? []).length > 0) return false;
+    try {
+      await this.send("DeleteDatabase", () => this.client.send(new DeleteDatabaseCommand({ CatalogId: this.options.catalogId, Name: this.options.database })));
+    } catch (error) {
+      if (!isError(error, "EntityNotFoundException")) throw error;
+    }
+    return true;
   }
 
   runsPrefix(table: TableDefinition, partition?: Partition): string {

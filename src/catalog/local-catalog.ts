@@ -193,6 +193,14 @@ export class LocalCatalog implements Catalog {
     await writeFileAtomic(this.stateFile(table, move.partition), `${JSON.stringify(state)}\n`, tempDir);
   }
 
+  async removeIfEmpty(): Promise<boolean> {
+    if ((await this.listTables()).length > 0) return false;
+    for (const dir of ["pointers", "tables", "tmp", "manifests", "leases", "pins", "outbox", ""]) {
+      await fs.rmdir(path.join(this.root, META, dir)).catch(() => undefined);
+    }
+    return true;
+  }
+
   async movePointers(table: TableDefinition, moves: readonly PointerMove[]): Promise<void> {
     // Each rename is atomic on its own; a folder has no batch to offer.
     for (const move of moves) await this.movePointer(table, move);

@@ -1,7 +1,8 @@
 import type { Command } from "commander";
+import { awsTargetInEnvironment, resolveAwsTarget, type AwsTarget } from "../config/aws-config.js";
 import { resolveLakeConfig, type LakeConfig } from "../config/lake-config.js";
 import type { Lake } from "../core/lake.js";
-import { openEmbeddedLake } from "../open-lake.js";
+import { openAwsLake, openEmbeddedLake } from "../open-lake.js";
 
 /** Options every command understands. */
 export interface GlobalOptions {
@@ -20,20 +21,28 @@ export function lakeConfig(command: Command, fromConfigFile: { lake?: string; gr
 export async function withLake<T>(
   command: Command,
   work: (lake: Lake, config: LakeConfig) => Promise<T>,
-  fromConfigFile: { lake?: string; grace?: string } = {},
+  fromConfigFile: { lake?: string; grace?: string; aws?: AwsTarget } = {},
 ): Promise<T> {
   const config = lakeConfig(command, fromConfigFile);
-  const lake = await openEmbeddedLake(config.lakeDir, {
+  const settings = {
     graceMs: config.graceMs,
     leaseWaitMs: config.leaseWaitMs,
-    onLeaseWait: (holder) =>
+    onLeaseWait: (holder: { table: string; pid: number; host: string; command: string; acquiredAt: string }) =>
       process.stderr.write(
         `waiting for table '${holder.table}': pid ${holder.pid} on ${holder.host} (${holder.command}) holds its lease since ${holder.acquiredAt}\n`,
       ),
-  });
+  };
+  const aws = fromConfigFile.aws ?? (awsTargetInEnvironment(process.env) ? resolveAwsTarget(undefined, process.env, "environment") : undefined);
+  const lake = aws ? await openAwsLake(aws, settings) : await openEmbeddedLake(config.lakeDir, settings);
+  // Ctrl-C stops running engine queries (Athena StopQueryExecution) before exiting.
+  const interrupt = () => {
+    void lake.close().finally(() => process.exit(130));
+  };
+  process.once("SIGINT", interrupt);
   try {
     return await work(lake, config);
   } finally {
+    process.removeListener("SIGINT", interrupt);
     await lake.close();
   }
 }

@@ -5,6 +5,7 @@ import { z } from "zod";
 import { InvalidInputError } from "../core/errors.js";
 import { assertIdentifier } from "../core/sql.js";
 import { normalizeColumnType, type Column } from "../core/table.js";
+import { athenaSinkSchema, resolveAwsTarget, type AwsTarget } from "./aws-config.js";
 
 const identifier = z.string().regex(/^[a-z][a-z0-9_]{0,127}$/, "use a lowercase letter first, then lowercase letters, digits or '_'");
 
@@ -83,6 +84,11 @@ export const pipelineSchema = z
     concurrency: z.number().int().min(1).max(64).default(4).describe("partitions of one layer built at the same time"),
     grace: z.string().optional().describe("GC grace window for old runs, e.g. 6h (default 6h)"),
     datasets: z.record(identifier, datasetSchema).describe("datasets, each landed into a raw layer and built into derived layers"),
+    data_sinks: z
+      .record(z.string(), z.object({ Athena: athenaSinkSchema }).strict())
+      .optional()
+      .describe("run on AWS: S3 for data, the Glue Data Catalog for pointers, Athena for derived layers"),
+    target: z.string().optional().describe("which data sink to run on, when several are declared"),
   })
   .strict();
 
@@ -124,6 +130,8 @@ export interface PipelineConfig {
   readonly concurrency: number;
   readonly grace?: string;
   readonly datasets: readonly DatasetConfig[];
+  /** Set when the pipeline runs on AWS. */
+  readonly aws?: AwsTarget;
 }
 
 /** The JSON Schema of `lakeswap.yaml`, generated from the zod schema. */
@@ -169,12 +177,22 @@ export function resolvePipelineConfig(raw: unknown, file: string): PipelineConfi
       tables.set(table, where);
     }
   }
+  const sinks = Object.entries(config.data_sinks ?? {});
+  let aws: AwsTarget | undefined;
+  if (sinks.length > 0) {
+    const chosen = config.target !== undefined ? sinks.find(([name]) => name === config.target || `data_sinks.${name}` === config.target) : sinks.length === 1 ? sinks[0] : undefined;
+    if (!chosen) {
+      throw new InvalidInputError(`${path.basename(file)}: target: name the data sink to run on (one of ${sinks.map(([n]) => n).join(", ")})`);
+    }
+    aws = resolveAwsTarget(chosen[1].Athena, process.env, `${path.basename(file)}: data_sinks.${chosen[0]}.Athena`);
+  }
   return {
     file,
     lake: config.lake !== undefined ? path.resolve(dir, config.lake) : undefined,
-    concurrency: config.concurrency,
+    concurrency: aws?.maxConcurrency ?? config.concurrency,
     grace: config.grace,
     datasets,
+    aws,
   };
 }
 

@@ -61,6 +61,8 @@ export interface ReplaceOptions {
   readonly inputs?: readonly string[];
   /** Restricts what the SELECT sees of some tables to the given partitions (a derived partition's declared inputs). */
   readonly inputPartitions?: readonly { readonly table: string; readonly partitions: readonly string[] }[];
+  /** The SELECT reads a landed delivery (raw layer). */
+  readonly landed?: boolean;
 }
 
 /** Writes to one table while holding its lease: several partitions may be replaced at once. */
@@ -208,6 +210,11 @@ export class Lake {
     await this.engine.close();
   }
 
+  /** Removes the catalog's container when no table is left (the Glue database; the local metadata folder). */
+  async removeCatalogIfEmpty(): Promise<boolean> {
+    return this.catalog.removeIfEmpty();
+  }
+
   /** Declares a table (idempotent for the same definition). */
   async createTable(table: TableDefinition): Promise<void> {
     await this.catalog.createTable(table);
@@ -274,7 +281,9 @@ export class Lake {
     const sources = restrictSnapshot(await this.snapshot(), options.inputPartitions ?? []);
     let build;
     try {
-      build = await this.engine.build({ table, partition, select: options.select, runId, runPrefix, sources });
+      build = await this.engine.build({
+        table, partition, select: options.select, runId, runPrefix, sources, inputPartitions: options.inputPartitions, landed: options.landed,
+      });
     } catch (error) {
       await this.discardRun(runPrefix);
       throw error;

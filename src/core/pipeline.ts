@@ -158,6 +158,7 @@ export class Pipeline {
         const rawPlan = await this.planRaw(dataset, landed.delivery);
         const rawResults = await this.execute(dataset.table, "raw", rawPlan, (p) => ({
           select: `SELECT ${dataset.columns.map((c) => quoteIdentifier(c.name)).join(", ")} FROM ${quoteIdentifier(landed.delivery.relation)} WHERE ${partitionFilter(parsePartitionPath(p.partition, dataset.partition.map((k) => k.key)))}`,
+          landed: true,
         }));
         results.push(...rawResults);
         layers.push({ dataset: dataset.name, layer: "raw", table: dataset.table, ...totals(rawResults, Date.now() - started) });
@@ -291,7 +292,7 @@ export class Pipeline {
     table: string,
     layer: string,
     plan: readonly PlannedPartition[],
-    buildOf: (p: PlannedPartition) => { select: string; inputPartitions?: { table: string; partitions: readonly string[] }[] },
+    buildOf: (p: PlannedPartition) => { select: string; inputPartitions?: { table: string; partitions: readonly string[] }[]; landed?: boolean },
   ): Promise<SyncedPartition[]> {
     const results: SyncedPartition[] = plan
       .filter((p) => p.action === "skip")
@@ -313,6 +314,7 @@ export class Pipeline {
               fingerprint: p.fingerprint,
               inputs: p.inputs,
               inputPartitions: build.inputPartitions,
+              landed: build.landed,
               allowEmpty: this.options.allowEmpty,
             });
             results.push({ table, layer, partition: p.partition, action: "build", reason: p.reason, run: result.runId, rows: result.rows, seconds: result.seconds });
@@ -336,7 +338,8 @@ export class Pipeline {
     const deliveryId = await deliveryIdOf(delivery.files);
     if (dataset.deadLetter && delivery.rowsRejected > 0) {
       await this.lake.replacePartition(dataset.deadLetter, `delivery=${deliveryId}`, {
-        select: `SELECT ${quoteLiteral(dataset.name)} AS dataset, file, line, reason, raw FROM "${delivery.rejectedRelation}" ORDER BY file, line`,
+        select: `SELECT ${quoteLiteral(dataset.name)} AS dataset, file, line, reason, raw FROM ${quoteIdentifier(delivery.rejectedRelation)} ORDER BY file, line`,
+        landed: true,
       });
     }
     return {

@@ -35,13 +35,14 @@ function sourceRows(first: number, last: number): string {
 }
 
 /** Runs one step of the demo on an embedded lake; its state lives in the lake folder between steps. */
-export async function runDemoStep(lake: Lake, step: DemoStep, lakeDir: string): Promise<DemoStepResult> {
+export async function runDemoStep(lake: Lake, step: DemoStep, lakeDir: string | undefined): Promise<DemoStepResult> {
   switch (step) {
     case "setup": {
       for (const name of [SOURCE, TARGET]) {
         await lake.createTable(defineTable({ name, columns: COLUMNS, partitionKeys: ["day"] }));
       }
-      const loaded = await lake.replacePartition(SOURCE, PARTITION, { select: sourceRows(1, 100) });
+      // Source rows are generated where raw files are landed (DuckDB), on every backend.
+      const loaded = await lake.replacePartition(SOURCE, PARTITION, { select: sourceRows(1, 100), landed: true });
       return { step, runId: loaded.runId, count: loaded.rows, message: `created ${SOURCE} and ${TARGET} (partitioned by day); loaded ${loaded.rows} rows into ${SOURCE}/${PARTITION}` };
     }
     case "swap": {
@@ -64,9 +65,8 @@ export async function runDemoStep(lake: Lake, step: DemoStep, lakeDir: string): 
       return { step, count, runId: pointer?.runId, message: `SELECT count(*) FROM ${TARGET} WHERE ${PARTITION.replace("=", " = '")}' -> ${count} (run ${pointer?.runId})` };
     }
     case "change": {
-      const result = await lake.replacePartition(SOURCE, PARTITION, {
-        select: `SELECT order_id, customer, amount FROM ${SOURCE} WHERE day = '2026-11-01' UNION ALL ${sourceRows(101, 120)}`,
-      });
+      // The source's new delivery: the first 100 orders again plus 20 new ones.
+      const result = await lake.replacePartition(SOURCE, PARTITION, { select: sourceRows(1, 120), landed: true });
       return { step, runId: result.runId, count: result.rows, message: `added 20 rows to ${SOURCE}/${PARTITION} (now ${result.rows})` };
     }
     case "rollback": {
@@ -83,7 +83,8 @@ export async function runDemoStep(lake: Lake, step: DemoStep, lakeDir: string): 
       const existing = new Set((await lake.listTables()).map((t) => t.name));
       const dropped = [SOURCE, TARGET].filter((name) => existing.has(name));
       for (const name of dropped) await lake.dropTable(name);
-      const removedLake = await removeIfEmpty(lakeDir);
+      await lake.removeCatalogIfEmpty();
+      const removedLake = lakeDir ? await removeIfEmpty(lakeDir) : false;
       const where = removedLake ? `; removed the empty lake folder ${lakeDir}` : "";
       return { step, message: dropped.length > 0 ? `dropped ${dropped.join(" and ")} with all their runs${where}` : `nothing to tear down${where}` };
     }

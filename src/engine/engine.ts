@@ -25,6 +25,10 @@ export interface BuildRequest {
   readonly runPrefix: string;
   /** Lake tables the SELECT may read, by name. */
   readonly sources: readonly TableSnapshot[];
+  /** The declared inputs of a derived partition: what the SELECT sees of these tables. */
+  readonly inputPartitions?: readonly { readonly table: string; readonly partitions: readonly string[] }[];
+  /** The SELECT reads a landed delivery (raw layer), which lives in the landing engine. */
+  readonly landed?: boolean;
 }
 
 /** What a build wrote. */

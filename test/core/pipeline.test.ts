@@ -30,7 +30,7 @@ function built(report: SyncReport | readonly PlannedPartition[]): string[] {
 }
 
 async function tableRows(lake: Lake, table: string, orderBy: string): Promise<unknown[]> {
-  return (await lake.query(`SELECT * FROM ${table} ORDER BY ${orderBy}`)).rows;
+  return [...(await lake.query(`SELECT * FROM ${table} ORDER BY ${orderBy}`)).rows];
 }
 
 describe("pipelines skip unchanged partitions", () => {

@@ -1,0 +1,233 @@
+import {
+  GetQueryExecutionCommand, GetQueryResultsCommand, GetQueryRuntimeStatisticsCommand, StartQueryExecutionCommand, StopQueryExecutionCommand,
+  type AthenaClient,
+} from "@aws-sdk/client-athena";
+import { BuildError, InvalidInputError, LakeswapError, errorMessage } from "../core/errors.js";
+import { faultPoint } from "../core/faults.js";
+import { partitionPath, partitionValue } from "../core/partition.js";
+import { withRetry } from "../core/retry.js";
+import { quoteIdentifier, quoteLiteral } from "../core/sql.js";
+import type { TableDefinition } from "../core/table.js";
+import type { ObjectStore } from "../store/object-store.js";
+import type {
+  BuildRequest, BuildResult, Engine, LandRequest, LandedDelivery, PartitionMapRequest, PartitionSnapshot, QueryResult, TableSnapshot,
+} from "./engine.js";
+
+/** Where Athena runs, and how long a query may take. */
+export interface AthenaEngineOptions {
+  readonly workgroup: string;
+  readonly database: string;
+  /** The data catalog (default AwsDataCatalog). */
+  readonly catalog?: string;
+  /** s3:// location for query results; unset means the workgroup's own. */
+  readonly outputLocation?: string;
+  /** Longest a query may run before lakeswap stops it (default 30 minutes). */
+  readonly queryTimeoutMs?: number;
+  /** The s3:// URI of a lake store key. */
+  readonly uriOf: (key: string) => string;
+  /** The lake's store, to list what a build wrote. */
+  readonly store: ObjectStore;
+  /** The engine that lands source files and builds from landed deliveries (DuckDB, locally). */
+  readonly landing: Engine;
+  /** First pause between status polls (default 250 ms; it grows to 5 s). */
+  readonly pollMs?: number;
+}
+
+/** Trino types for declared column types. */
+function athenaType(type: string): string {
+  const map: Record<string, string> = { FLOAT: "REAL", BLOB: "VARBINARY", HUGEINT: "DECIMAL(38,0)", TIMESTAMPTZ: "TIMESTAMP" };
+  return map[type] ?? type;
+}
+
+/**
+ * The distributed engine: Athena. Derived runs are built with `UNLOAD (SELECT
+ * …) TO 's3://…/run=<id>/' WITH (format = 'PARQUET')`, the partition columns
+ * left out; queries read the current Glue pointers. Raw landing is local
+ * (DuckDB), uploaded multipart. Queries are polled with backoff, stopped at the
+ * timeout or on close (Ctrl-C), and their errors carry Athena's reason.
+ */
+export class AthenaEngine implements Engine {
+  readonly capabilities = { landsFiles: true } as const;
+  private readonly running = new Set<string>();
+
+  constructor(
+    private readonly client: AthenaClient,
+    private readonly options: AthenaEngineOptions,
+  ) {}
+
+  async build(request: BuildRequest): Promise<BuildResult> {
+    if (request.landed) return this.options.landing.build(request);
+    const { table, partition } = request;
+    const projection = table.columns.map((c) => `CAST(q.${quoteIdentifier(c.name)} AS ${athenaType(c.type)}) AS ${quoteIdentifier(c.name)}`).join(", ");
+    const select = `${this.inputsClause(request)}SELECT ${projection} FROM (${request.select.trim().replace(/;\s*$/, "")}) AS q`;
+    const location = `${this.options.uriOf(request.runPrefix.replace(/\/$/, ""))}/`;
+    const compression = table.compression === "zstd" ? "ZSTD" : "SNAPPY";
+    let queryId: string;
+    try {
+      queryId = await this.run(`UNLOAD (${select}) TO ${quoteLiteral(location)} WITH (format = 'PARQUET', compression = '${compression}')`);
+    } catch (error) {
+      throw new BuildError(`building ${table.name}/${partitionPath(partition)} on Athena failed: ${errorMessage(error)}`, error);
+    }
+    faultPoint("during-build");
+    const files = (await this.options.store.list(request.runPrefix)).filter((f) => !f.key.endsWith("/"));
+    return { rows: await this.outputRows(queryId, table, files.map((f) => f.key), request), files };
+  }
+
+  async query(sql: string, _sources: readonly TableSnapshot[]): Promise<QueryResult> {
+    const queryId = await this.run(sql);
+    return this.results(queryId);
+  }
+
+  async countRows(table: TableDefinition, run: PartitionSnapshot): Promise<number> {
+    const where = table.partitionKeys.map((key) => `${quoteIdentifier(key)} = ${quoteLiteral(partitionValue(run.partition, key))}`).join(" AND ");
+    const result = await this.query(`SELECT count(*) FROM ${this.qualified(table.name)} WHERE ${where}`, []);
+    return Number(result.rows[0]?.[0] ?? 0);
+  }
+
+  land(request: LandRequest): Promise<LandedDelivery> {
+    return this.options.landing.land(request);
+  }
+
+  releaseLanding(delivery: LandedDelivery): Promise<void> {
+    return this.options.landing.releaseLanding(delivery);
+  }
+
+  mapPartitions(request: PartitionMapRequest): Promise<string[][]> {
+    return this.options.landing.mapPartitions(request);
+  }
+
+  /** Stops every query this engine still runs (Ctrl-C), then closes the landing engine. */
+  async close(): Promise<void> {
+    await this.stopRunning();
+    await this.options.landing.close();
+  }
+
+  /** Stops running queries with StopQueryExecution. */
+  async stopRunning(): Promise<void> {
+    const ids = [...this.running];
+    this.running.clear();
+    await Promise.all(ids.map((id) => this.client.send(new StopQueryExecutionCommand({ QueryExecutionId: id })).catch(() => undefined)));
+  }
+
+  /** A derived build reads only its declared inputs: each restricted table is shadowed by a CTE over those partitions. */
+  private inputsClause(request: BuildRequest): string {
+    const limits = request.inputPartitions ?? [];
+    if (limits.length === 0) return "";
+    const ctes = limits.map(({ table, partitions }) => {
+      const source = request.sources.find((s) => s.table.name === table)?.table;
+      if (!source) throw new InvalidInputError(`the inputs of ${request.table.name} name table '${table}', which does not exist`);
+      const match = partitions.length === 0
+        ? "false"
+        : partitions
+            .map((p) =>
+              `(${p.split("/").map((pair) => {
+                const eq = pair.indexOf("=");
+                return `${quoteIdentifier(pair.slice(0, eq))} = ${quoteLiteral(pair.slice(eq + 1))}`;
+              }).join(" AND ")})`,
+            )
+            .join(" OR ");
+      return `${quoteIdentifier(table)} AS (SELECT * FROM ${this.qualified(table)} WHERE ${match})`;
+    });
+    return `WITH ${ctes.join(", ")} `;
+  }
+
+  private qualified(table: string): string {
+    return `${quoteIdentifier(this.options.database)}.${quoteIdentifier(table)}`;
+  }
+
+  private async outputRows(queryId: string, table: TableDefinition, files: readonly string[], request: BuildRequest): Promise<number> {
+    try {
+      const stats = await withRetry("Athena GetQueryRuntimeStatistics", () =>
+        this.client.send(new GetQueryRuntimeStatisticsCommand({ QueryExecutionId: queryId })),
+      );
+      const rows = stats.QueryRuntimeStatistics?.Rows?.OutputRows;
+      if (rows !== undefined) return Number(rows);
+    } catch {
+      // Older workgroups or compatible services may not have runtime statistics: count instead.
+    }
+    if (files.length === 0) return 0;
+    const counted = await this.query(`SELECT count(*) FROM (${this.inputsClause(request)}${request.select.trim().replace(/;\s*$/, "")})`, []);
+    void table;
+    return Number(counted.rows[0]?.[0] ?? 0);
+  }
+
+  /** Starts a query and waits for it: backoff polling, a timeout, Athena's reason on failure. */
+  private async run(sql: string): Promise<string> {
+    const started = await withRetry("Athena StartQueryExecution", () =>
+      this.client.send(
+        new StartQueryExecutionCommand({
+          QueryString: sql,
+          WorkGroup: this.options.workgroup,
+          QueryExecutionContext: { Database: this.options.database, Catalog: this.options.catalog ?? "AwsDataCatalog" },
+          ResultConfiguration: this.options.outputLocation ? { OutputLocation: this.options.outputLocation } : undefined,
+        }),
+      ),
+    );
+    const id = started.QueryExecutionId;
+    if (!id) throw new LakeswapError("STORE_ERROR", "Athena did not return a query execution id");
+    this.running.add(id);
+    const deadline = Date.now() + (this.options.queryTimeoutMs ?? 30 * 60_000);
+    let pause = this.options.pollMs ?? 250;
+    try {
+      for (;;) {
+        const execution = await withRetry("Athena GetQueryExecution", () => this.client.send(new GetQueryExecutionCommand({ QueryExecutionId: id })));
+        const status = execution.QueryExecution?.Status;
+        switch (status?.State) {
+          case "SUCCEEDED":
+            return id;
+          case "FAILED":
+            throw new LakeswapError("BUILD_FAILED", `Athena query ${id} failed: ${status.StateChangeReason ?? status.AthenaError?.ErrorMessage ?? "no reason given"}`);
+          case "CANCELLED":
+            throw new LakeswapError("BUILD_FAILED", `Athena query ${id} was cancelled${status.StateChangeReason ? `: ${status.StateChangeReason}` : ""}`);
+          default:
+            break;
+        }
+        if (Date.now() >= deadline) {
+          await this.client.send(new StopQueryExecutionCommand({ QueryExecutionId: id })).catch(() => undefined);
+          throw new LakeswapError("BUILD_FAILED", `Athena query ${id} ran longer than the timeout (${Math.round((this.options.queryTimeoutMs ?? 0) / 1000)}s) and was stopped`);
+        }
+        await new Promise((resolve) => setTimeout(resolve, Math.min(pause, Math.max(0, deadline - Date.now()))));
+        pause = Math.min(5000, pause * 1.5);
+      }
+    } finally {
+      this.running.delete(id);
+    }
+  }
+
+  private async results(queryId: string): Promise<QueryResult> {
+    let columns: string[] = [];
+    let types: string[] = [];
+    const rows: unknown[][] = [];
+    let token: string | undefined;
+    let first = true;
+    do {
+      const page = await withRetry("Athena GetQueryResults", () =>
+        this.client.send(new GetQueryResultsCommand({ QueryExecutionId: queryId, NextToken: token })),
+      );
+      if (first) {
+        const info = page.ResultSet?.ResultSetMetadata?.ColumnInfo ?? [];
+        columns = info.map((c) => c.Name ?? "");
+        types = info.map((c) => (c.Type ?? "varchar").toLowerCase());
+      }
+      const data = page.ResultSet?.Rows ?? [];
+      // The first row of the first page repeats the column names.
+      for (const [index, row] of data.entries()) {
+        if (first && index === 0) continue;
+        rows.push((row.Data ?? []).map((cell, i) => convert(cell.VarCharValue, types[i] ?? "varchar")));
+      }
+      first = false;
+      token = page.NextToken;
+    } while (token);
+    return { columns, rows };
+  }
+}
+
+function convert(value: string | undefined, type: string): unknown {
+  if (value === undefined) return null;
+  if (/^(tinyint|smallint|integer|int|bigint|double|real|float|decimal)/.test(type)) {
+    const number = Number(value);
+    return Number.isFinite(number) && (Number.isSafeInteger(number) || !/^-?\d+$/.test(value)) ? number : value;
+  }
+  if (type === "boolean") return value === "true";
+  return value;
+}

@@ -1,0 +1,326 @@
+import { describe, expect, it } from "vitest";
+import { FAULT_POINTS, type FaultPoint } from "../../src/core/faults.js";
+import type { Lake, PartitionHistory, ReplaceResult } from "../../src/core/lake.js";
+import { defineTable } from "../../src/core/table.js";
+import {
+  Child, entries, lakeDirOf, leaseHolder, manifestRuns, plainDuckDbRead, pointerTarget, readManifest, runFiles, runFolders, until,
+  type PartitionView,
+} from "../support/crash-kit.js";
+import { BACKEND_FACTORIES, runCli, selectedBackends, spawnCli, type CliResult, type TestBackend } from "../support/lake-fixture.js";
+
+// Invariants 1, 2 and 5 under SIGKILL: a replace killed at any point leaves the partition on the old run or
+// the new run, whole; the next replace and gc take over the dead writer's lease and clean up what it left.
+
+const TABLE = "orders";
+const DAY = "2026-11-01";
+const PARTITION = `day=${DAY}`;
+
+interface Content {
+  readonly tag: string;
+  readonly rows: number;
+  readonly select: string;
+}
+const content = (tag: string, rows: number): Content => ({ tag, rows, select: `SELECT range AS id, '${tag}' AS tag FROM range(${rows})` });
+const OLDEST = content("z", 90);
+const OLD = content("a", 100);
+const NEW = content("b", 120);
+const NEXT = content("c", 130);
+/** A build big enough (about 100 MB of Parquet) that its COPY takes seconds. */
+const LARGE = { rows: 3_000_000, select: "SELECT range AS id, md5(CAST(range AS VARCHAR)) AS tag FROM range(3000000)" };
+
+/** Where the pointer must be after a kill at each point: the old run before the swap, the new run from the swap on. */
+const EXPECTED: Record<FaultPoint, "old" | "new"> = {
+  "lease-acquired": "old",
+  "during-build": "old",
+  "after-build": "old",
+  "after-outbox": "old",
+  "before-swap-rename": "old",
+  "after-swap": "new",
+  "after-manifest": "new",
+  "during-gc": "new",
+  "before-release": "new",
+};
+
+/**
+ * Kills after the pointer move was recorded in the outbox but before the catalog confirmed it: the next
+ * process that opens the lake finishes the move (invariant 6), so the killed writer's run becomes current.
+ */
+const REPLAYED: ReadonlySet<FaultPoint> = new Set(["after-outbox", "before-swap-rename"]);
+
+const whole = (c: Content): PartitionView => ({ rows: c.rows, tags: 1, tag: c.tag });
+
+/** One fresh lake with a table whose partition has two runs: `oldest` (90 rows) and, current, `old` (100 rows). */
+class Scenario {
+  oldest = "";
+  old = "";
+
+  private constructor(
+    readonly backend: TestBackend,
+    /** Opened before any child runs, so that its own open does not clean up for the commands under test. */
+    readonly lake: Lake,
+  ) {}
+
+  static async start(backendName: string): Promise<Scenario> {
+    const backend = await BACKEND_FACTORIES[backendName]!();
+    const scenario = new Scenario(backend, await backend.open());
+    const { lake } = scenario;
+    await lake.createTable(
+      defineTable({ name: TABLE, columns: [{ name: "id", type: "BIGINT" }, { name: "tag", type: "VARCHAR" }], partitionKeys: ["day"] }),
+    );
+    // Two runs, so that a grace window of 0 gives GC something to delete when the next run is swapped in.
+    scenario.oldest = (await lake.replacePartition(TABLE, PARTITION, { select: OLDEST.select })).runId;
+    scenario.old = (await lake.replacePartition(TABLE, PARTITION, { select: OLD.select })).runId;
+    return scenario;
+  }
+
+  async close(): Promise<void> {
+    await this.lake.close();
+    await this.backend.cleanup();
+  }
+
+  get dir(): string | undefined {
+    return lakeDirOf(this.backend);
+  }
+
+  cli(args: readonly string[], env: Record<string, string> = {}): Promise<CliResult> {
+    return runCli([...this.backend.cliArgs, ...args], { ...this.backend.cliEnv, ...env });
+  }
+
+  spawn(args: readonly string[], env: Record<string, string> = {}): Child {
+    return new Child(spawnCli([...this.backend.cliArgs, ...args], { ...this.backend.cliEnv, ...env }));
+  }
+
+  /** Runs a command that must succeed silently; returns its stdout. */
+  async ok(args: readonly string[], env: Record<string, string> = {}): Promise<string> {
+    const result = await this.cli(args, env);
+    expect(result.stderr, `lakeswap ${args.join(" ")}`).toBe("");
+    expect(result.code, `lakeswap ${args.join(" ")}`).toBe(0);
+    return result.stdout;
+  }
+
+  /** The partition as readers see it: through the library (lakeswap query) and, on a local lake, plain DuckDB. */
+  async views(): Promise<PartitionView[]> {
+    const result = await this.lake.query(`SELECT count(*), count(DISTINCT tag), min(tag) FROM ${TABLE} WHERE day = '${DAY}'`);
+    const [rows, tags, tag] = result.rows[0] ?? [];
+    const seen: PartitionView[] = [{ rows: Number(rows), tags: Number(tags), tag: (tag as string | null) ?? null }];
+    if (this.dir !== undefined) seen.push(await plainDuckDbRead(this.dir, TABLE, "day", DAY));
+    return seen;
+  }
+
+  /**
+   * The next replace (with --no-wait: the dead writer's lease must not block) and a gc, both with a grace
+   * window of 0, then what must hold: the partition keeps its current and previous runs (and at most the
+   * rollback target), nothing else of the killed run, no orphan manifest, no temporary link, no lease.
+   */
+  async recoverAndCheck(previous: { runId: string; rows: number }): Promise<void> {
+    const replaced = JSON.parse(
+      await this.ok(["replace", TABLE, "--partition", PARTITION, "--sql", NEXT.select, "--no-wait", "--json"], { LAKESWAP_GRACE: "0" }),
+    ) as ReplaceResult;
+    expect(replaced).toMatchObject({ rows: NEXT.rows, previousRunId: previous.runId, previousRows: previous.rows });
+    await this.ok(["gc", TABLE, "--no-wait", "--json"], { LAKESWAP_GRACE: "0" });
+
+    const histories = JSON.parse(await this.ok(["history", TABLE, "--json"])) as PartitionHistory[];
+    expect(histories.map((h) => [h.partition, h.currentRunId])).toEqual([[PARTITION, replaced.runId]]);
+    const runs = histories[0]!.runs;
+    const ids = runs.map((r) => r.runId);
+    expect(ids, "history lists runs newest first").toEqual([...ids].sort().reverse());
+    expect(runs.find((r) => r.runId === replaced.runId)).toMatchObject({ state: "current", rows: NEXT.rows });
+    expect(runs.find((r) => r.runId === previous.runId)).toMatchObject({ state: "previous", rows: previous.rows });
+    // Besides current and previous, only the rollback target may stay: the newest completed run older than the current one.
+    const others = runs.filter((r) => r.runId !== replaced.runId && r.runId !== previous.runId);
+    const target = runs.filter((r) => r.rows !== undefined && r.runId < replaced.runId).map((r) => r.runId).sort().at(-1);
+    expect(others.map((r) => [r.runId, r.state])).toEqual(target !== undefined && target !== previous.runId ? [[target, "completed"]] : []);
+    expect(ids, "the oldest run is superseded twice over").not.toContain(this.oldest);
+
+    const dir = this.dir;
+    if (dir !== undefined) {
+      const kept = [...ids].sort();
+      expect(await runFolders(dir, TABLE, PARTITION), "run folders (empty ones included)").toEqual(kept);
+      for (const runId of kept) {
+        // Each kept run folder holds exactly the files its manifest lists.
+        const listed = (await readManifest(dir, TABLE, PARTITION, runId))?.files.map((f) => f.key.split("/").at(-1));
+        expect(await runFiles(dir, TABLE, PARTITION, runId), `files of run ${runId}`).toEqual(listed?.sort());
+      }
+      expect(await manifestRuns(dir, TABLE, PARTITION), "manifests").toEqual(kept);
+      expect(await entries(dir, "_lakeswap", "tmp"), "temporary files and links").toEqual([]);
+      expect(await entries(dir, "_lakeswap", "leases"), "leases and their lock files").toEqual([]);
+      expect(await pointerTarget(dir, TABLE, PARTITION)).toBe(replaced.runId);
+    }
+    for (const view of await this.views()) expect(view).toEqual(whole(NEXT));
+  }
+}
+
+/** Runs `body` on a fresh scenario and always removes it. */
+async function withScenario(backendName: string, body: (s: Scenario) => Promise<void>): Promise<void> {
+  const scenario = await Scenario.start(backendName);
+  try {
+    await body(scenario);
+  } finally {
+    await scenario.close();
+  }
+}
+
+// Each test has its own lake, so they run concurrently; only the one that kills at a random moment runs alone.
+describe.each(selectedBackends())("crash safety on the %s backend", (backendName) => {
+  it.concurrent.each(FAULT_POINTS)(
+    "a replace SIGKILLed at %s leaves the old or the new run whole; the next replace and gc clean up",
+    (point) =>
+      withScenario(backendName, async (s) => {
+        const { lake, oldest, old } = s;
+        const killed = s.spawn(["replace", TABLE, "--partition", PARTITION, "--sql", NEW.select, "--json"], {
+          LAKESWAP_FAULT: `${point}:kill`,
+          LAKESWAP_GRACE: "0",
+        });
+        expect(await killed.exited, `stderr: ${killed.stderr}`).toEqual({ code: null, signal: "SIGKILL" });
+        expect(killed.lines, "the killed replace reported nothing").toEqual([]);
+
+        const pointer = await lake.pointer(TABLE, PARTITION);
+        const expected = EXPECTED[point];
+        if (expected === "old") expect(pointer?.runId).toBe(old);
+        else expect(pointer?.runId).not.toBe(old);
+        const killedRun = expected === "new" ? pointer!.runId : undefined;
+        for (const view of await s.views()) expect(view).toEqual(whole(expected === "old" ? OLD : NEW));
+
+        // The kill happened where it says: what the dead process left behind on disk.
+        const dir = s.dir;
+        if (dir !== undefined) {
+          const holder = await leaseHolder(dir, TABLE);
+          expect(holder, "the dead writer's lease").toMatchObject({ pid: killed.pid, command: `replace ${TABLE}/${PARTITION}` });
+          const folders = await runFolders(dir, TABLE, PARTITION);
+          const started = folders.filter((id) => id !== oldest && id !== old);
+          const manifests = await manifestRuns(dir, TABLE, PARTITION);
+          const links = (await entries(dir, "_lakeswap", "tmp")).filter((name) => name.startsWith("link-"));
+          expect(links, "temporary links").toEqual(point === "before-swap-rename" ? [expect.stringMatching(new RegExp(`^link-${killed.pid}-`))] : []);
+          switch (point) {
+            case "lease-acquired":
+              expect(folders).toEqual([oldest, old]);
+              break;
+            case "during-build":
+            case "after-build":
+            case "after-outbox":
+            case "before-swap-rename":
+              expect(started).toHaveLength(1);
+              expect(await runFiles(dir, TABLE, PARTITION, started[0]!), "its one Parquet file, complete").toEqual([expect.stringMatching(/\.parquet$/)]);
+              expect(manifests).toEqual([oldest, old]);
+              break;
+            case "after-swap":
+              expect(folders).toEqual([oldest, old, killedRun].sort());
+              expect(manifests, "the killed run has no manifest yet").toEqual([oldest, old]);
+              break;
+            case "after-manifest":
+              expect(folders, "gc has not run").toEqual([oldest, old, killedRun].sort());
+              expect(manifests).toEqual([oldest, old, killedRun].sort());
+              break;
+            case "during-gc":
+              expect(folders, "gc removed the oldest run's files").toEqual([old, killedRun].sort());
+              expect(manifests, "but not yet its manifest").toEqual([oldest, old, killedRun].sort());
+              break;
+            case "before-release":
+              expect(folders).toEqual([old, killedRun].sort());
+              expect(manifests).toEqual([old, killedRun].sort());
+              break;
+          }
+        }
+
+        if (REPLAYED.has(point)) {
+          // The next command replays the recorded move first: the killed writer's complete run becomes current.
+          const history = await lake.history(TABLE, PARTITION);
+          const recorded = history[0]!.runs.map((r) => r.runId).find((id) => id !== oldest && id !== old)!;
+          await s.recoverAndCheck({ runId: recorded, rows: NEW.rows });
+        } else {
+          await s.recoverAndCheck(expected === "old" ? { runId: old, rows: OLD.rows } : { runId: killedRun!, rows: NEW.rows });
+        }
+      }),
+  );
+
+  it.concurrent(
+    "after a kill at after-swap (no manifest yet) history shows the new run as current; the next replace recovers its manifest and row count",
+    () =>
+      withScenario(backendName, async (s) => {
+        const killed = await s.cli(["replace", TABLE, "--partition", PARTITION, "--sql", NEW.select], { LAKESWAP_FAULT: "after-swap:kill" });
+        expect(killed.signal).toBe("SIGKILL");
+
+        const before = (JSON.parse(await s.ok(["history", TABLE, "--partition", PARTITION, "--json"])) as PartitionHistory[])[0]!;
+        const current = before.currentRunId!;
+        expect(current).not.toBe(s.old);
+        expect(before.runs.find((r) => r.runId === current)).toMatchObject({ state: "current" });
+        expect(before.runs.find((r) => r.runId === s.old)).toMatchObject({ state: "previous", rows: OLD.rows });
+        expect(JSON.parse(await s.ok(["query", `SELECT count(*) AS n FROM ${TABLE} WHERE day = '${DAY}'`, "--json"]))).toEqual([{ n: NEW.rows }]);
+
+        const replaced = JSON.parse(await s.ok(["replace", TABLE, "--partition", PARTITION, "--sql", NEXT.select, "--json"])) as ReplaceResult;
+        expect(replaced).toMatchObject({ previousRunId: current, previousRows: NEW.rows, rows: NEXT.rows });
+        const after = (JSON.parse(await s.ok(["history", TABLE, "--partition", PARTITION, "--json"])) as PartitionHistory[])[0]!;
+        expect(after.runs.slice(0, 2).map((r) => [r.runId, r.state, r.rows])).toEqual([
+          [replaced.runId, "current", NEXT.rows],
+          [current, "previous", NEW.rows],
+        ]);
+        // The recovered record is good enough to roll back to.
+        const rolledBack = JSON.parse(await s.ok(["rollback", TABLE, "--partition", PARTITION, "--json"])) as { toRunId: string; rows?: number };
+        expect(rolledBack).toMatchObject({ toRunId: current, rows: NEW.rows });
+        for (const view of await s.views()) expect(view).toEqual(whole(NEW));
+      }),
+  );
+
+  it.concurrent("after a kill at after-swap, rollback and roll forward to the killed writer's run work without a replace in between", () =>
+    withScenario(backendName, async (s) => {
+      const killed = await s.cli(["replace", TABLE, "--partition", PARTITION, "--sql", NEW.select], { LAKESWAP_FAULT: "after-swap:kill" });
+      expect(killed.signal).toBe("SIGKILL");
+      const current = (await s.lake.pointer(TABLE, PARTITION))!.runId;
+      expect(current).not.toBe(s.old);
+
+      expect(await s.lake.rollback(TABLE, PARTITION)).toMatchObject({ fromRunId: current, toRunId: s.old, rows: OLD.rows });
+      for (const view of await s.views()) expect(view).toEqual(whole(OLD));
+      // The run served every reader until the rollback: it is complete, and it can be pointed to again.
+      expect(await s.lake.rollback(TABLE, PARTITION, { toRunId: current })).toMatchObject({ fromRunId: s.old, toRunId: current, rows: NEW.rows });
+      for (const view of await s.views()) expect(view).toEqual(whole(NEW));
+    }),
+  );
+
+  it.concurrent("a build that fails leaves the pointer where it was, and gc leaves no trace of its run", () =>
+    withScenario(backendName, async (s) => {
+      const failed = await s.cli(
+        ["replace", TABLE, "--partition", PARTITION, "--sql", "SELECT CAST(CAST(range AS VARCHAR) || 'x' AS BIGINT) AS id, 'b' AS tag FROM range(1000)"],
+        { LAKESWAP_GRACE: "0" },
+      );
+      expect(failed.code, failed.stderr).toBe(6);
+      for (const view of await s.views()) expect(view).toEqual(whole(OLD));
+      await s.ok(["gc", TABLE, "--no-wait"], { LAKESWAP_GRACE: "0" });
+      const history = (await s.lake.history(TABLE, PARTITION))[0]!;
+      expect(history.runs.map((r) => [r.runId, r.state])).toEqual([[s.old, "current"], [s.oldest, "previous"]]);
+      if (s.dir !== undefined) expect(await runFolders(s.dir, TABLE, PARTITION), "run folders (empty ones included)").toEqual([s.oldest, s.old]);
+    }),
+  );
+
+  // Alone, so that the build's pace (and so where the kill lands) does not depend on the other tests.
+  it("a replace SIGKILLed from outside at a random moment of a large build leaves a whole run; the next replace and gc clean up", () =>
+    withScenario(backendName, async (s) => {
+      const { lake, oldest, old } = s;
+      const child = s.spawn(["replace", TABLE, "--partition", PARTITION, "--sql", LARGE.select], { LAKESWAP_GRACE: "0" });
+      const dir = s.dir;
+      if (dir !== undefined) {
+        // The COPY has started writing the new run's file.
+        await until("the large build to start writing", async () => {
+          for (const id of await runFolders(dir, TABLE, PARTITION)) {
+            if (id !== oldest && id !== old && (await runFiles(dir, TABLE, PARTITION, id)).length > 0) return true;
+          }
+          return false;
+        });
+      } else {
+        await until("the large build to start writing", async () => (await lake.history(TABLE, PARTITION))[0]!.runs.length > 2);
+      }
+      const delay = Math.floor(Math.random() * 1000);
+      await new Promise((resolve) => setTimeout(resolve, delay));
+      child.kill("SIGKILL");
+      expect(await child.exited, `killed ${delay} ms into the build; stderr: ${child.stderr}`).toEqual({ code: null, signal: "SIGKILL" });
+
+      const pointer = await lake.pointer(TABLE, PARTITION);
+      const swapped = pointer?.runId !== old;
+      const [first, ...rest] = await s.views();
+      if (swapped) expect(first).toMatchObject({ rows: LARGE.rows, tags: LARGE.rows });
+      else expect(first).toEqual(whole(OLD));
+      for (const view of rest) expect(view).toEqual(first);
+
+      await s.recoverAndCheck(swapped ? { runId: pointer!.runId, rows: LARGE.rows } : { runId: old, rows: OLD.rows });
+    }),
+  );
+});

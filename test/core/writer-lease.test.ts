@@ -1,0 +1,211 @@
+import { hostname } from "node:os";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import type { Lake, PartitionHistory, ReplaceResult } from "../../src/core/lake.js";
+import type { LeaseRecord } from "../../src/core/lease.js";
+import { defineTable } from "../../src/core/table.js";
+import {
+  Child, lakeDirOf, leaseHolder, readManifest, runFolders, spawnScript, until, type PartitionView,
+} from "../support/crash-kit.js";
+import { BACKEND_FACTORIES, runCli, selectedBackends, spawnCli, type CliResult, type TestBackend } from "../support/lake-fixture.js";
+
+// Invariant 7: one writer per table at a time. A second writer waits or fails with a clear message, never
+// interleaves; a lease whose holder died or stopped renewing it is taken over, and a writer that lost its
+// lease never moves a pointer.
+
+const TABLE = "orders";
+const DAY = "2026-11-01";
+const PARTITION = `day=${DAY}`;
+const content = (tag: string, rows: number) => ({ tag, rows, select: `SELECT range AS id, '${tag}' AS tag FROM range(${rows})` });
+const OLD = content("a", 100);
+const NEW = content("b", 120);
+const NEXT = content("c", 130);
+/** A build that takes a few seconds (about 100 MB of Parquet). */
+const LARGE = { rows: 3_000_000, select: "SELECT range AS id, md5(CAST(range AS VARCHAR)) AS tag FROM range(3000000)" };
+
+interface CliError {
+  readonly error: { readonly code: string; readonly message: string };
+}
+type WriterAnswer = { ok: true; result: ReplaceResult } | { ok: false; code: string; message: string };
+
+describe.each(selectedBackends())("the writer lease on the %s backend", (backendName) => {
+  let backend: TestBackend;
+  let lake: Lake;
+  let old: string;
+  const children: Child[] = [];
+
+  const cli = (args: readonly string[], env: Record<string, string> = {}): Promise<CliResult> =>
+    runCli([...backend.cliArgs, ...args], { ...backend.cliEnv, ...env });
+  const replaceArgs = (select: string, ...flags: string[]) => ["replace", TABLE, "--partition", PARTITION, "--sql", select, "--json", ...flags];
+
+  async function view(): Promise<PartitionView> {
+    const [rows, tags, tag] = (await lake.query(`SELECT count(*), count(DISTINCT tag), min(tag) FROM ${TABLE} WHERE day = '${DAY}'`)).rows[0] ?? [];
+    return { rows: Number(rows), tags: Number(tags), tag: (tag as string | null) ?? null };
+  }
+
+  /** Waits until the process `pid` holds the table's lease (it has started writing). */
+  async function leaseTakenBy(pid: number): Promise<LeaseRecord | undefined> {
+    const dir = lakeDirOf(backend);
+    if (dir === undefined) {
+      await until(`pid ${pid} to start its build`, async () => (await lake.history(TABLE, PARTITION))[0]!.runs.length > 1);
+      return undefined;
+    }
+    return until(`pid ${pid} to take the lease`, async () => {
+      const holder = await leaseHolder(dir, TABLE);
+      return holder?.pid === pid ? holder : undefined;
+    });
+  }
+
+  beforeEach(async () => {
+    backend = await BACKEND_FACTORIES[backendName]!();
+    lake = await backend.open();
+    await lake.createTable(
+      defineTable({ name: TABLE, columns: [{ name: "id", type: "BIGINT" }, { name: "tag", type: "VARCHAR" }], partitionKeys: ["day"] }),
+    );
+    old = (await lake.replacePartition(TABLE, PARTITION, { select: OLD.select })).runId;
+  });
+
+  afterEach(async () => {
+    for (const child of children.splice(0)) {
+      child.kill("SIGCONT");
+      child.kill("SIGKILL");
+      await child.exited;
+    }
+    await lake.close();
+    await backend.cleanup();
+  });
+
+  it("while a writer holds the lease, --no-wait fails at once naming it, --wait waits and then succeeds; the runs never interleave", async () => {
+    const writer1 = new Child(spawnCli([...backend.cliArgs, ...replaceArgs(LARGE.select)], backend.cliEnv));
+    children.push(writer1);
+    const holder = await leaseTakenBy(writer1.pid);
+    // Keep writer 1 in the middle of its replace, holding the lease, until writer 2 is seen waiting.
+    writer1.kill("SIGSTOP");
+
+    const started = Date.now();
+    const refused = await cli(replaceArgs(NEW.select, "--no-wait"));
+    const refusedAfterMs = Date.now() - started;
+    expect(refused.code, refused.stderr).toBe(4);
+    expect((JSON.parse(refused.stdout) as CliError).error.code).toBe("LEASE_HELD");
+    expect(refused.stderr).toContain(`pid ${writer1.pid} on ${hostname()} (replace ${TABLE}/${PARTITION})`);
+    expect(refused.stderr).toMatch(/ since \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z/);
+    if (holder) expect(refused.stderr).toContain(`since ${holder.acquiredAt}`);
+    // At once: no waiting (the default wait is 2 minutes); the time is the CLI's own start-up.
+    expect(refusedAfterMs).toBeLessThan(15_000);
+    expect(await lake.pointer(TABLE, PARTITION)).toMatchObject({ runId: old });
+
+    const writer2 = new Child(spawnCli([...backend.cliArgs, ...replaceArgs(NEXT.select, "--wait", "30s")], backend.cliEnv));
+    children.push(writer2);
+    await writer2.until("writer 2 to wait for writer 1", () => writer2.stderr.includes(`waiting for table '${TABLE}': pid ${writer1.pid} on ${hostname()}`));
+    const dir = lakeDirOf(backend);
+    const foldersWhileWaiting = dir !== undefined ? await runFolders(dir, TABLE, PARTITION) : [];
+    expect(await lake.pointer(TABLE, PARTITION)).toMatchObject({ runId: old });
+
+    writer1.kill("SIGCONT");
+    expect(await writer1.exited, writer1.stderr).toEqual({ code: 0, signal: null });
+    expect(await writer2.exited, writer2.stderr).toEqual({ code: 0, signal: null });
+    const first = JSON.parse(writer1.lines.join("\n")) as ReplaceResult;
+    const second = JSON.parse(writer2.lines.join("\n")) as ReplaceResult;
+
+    // Both swaps happened, one after the other: writer 2 built on top of writer 1's run.
+    expect(first).toMatchObject({ previousRunId: old, rows: LARGE.rows });
+    expect(second).toMatchObject({ previousRunId: first.runId, previousRows: LARGE.rows, rows: NEXT.rows });
+    expect(await view()).toEqual({ rows: NEXT.rows, tags: 1, tag: NEXT.tag });
+    const history = (JSON.parse((await cli(["history", TABLE, "--partition", PARTITION, "--json"])).stdout) as PartitionHistory[])[0]!;
+    expect(history.runs.map((r) => [r.runId, r.state, r.rows])).toEqual([
+      [second.runId, "current", NEXT.rows],
+      [first.runId, "previous", LARGE.rows],
+      [old, "completed", OLD.rows],
+    ]);
+    if (dir !== undefined) {
+      // Writer 2 had not even created its run folder while it waited, and started its run only after writer 1's swap.
+      expect(foldersWhileWaiting.filter((id) => id !== old && id !== first.runId)).toEqual([]);
+      const m1 = (await readManifest(dir, TABLE, PARTITION, first.runId))!;
+      const m2 = (await readManifest(dir, TABLE, PARTITION, second.runId))!;
+      expect(Date.parse(m2.builtAt)).toBeGreaterThanOrEqual(Date.parse(m1.swappedAt));
+    }
+  });
+
+  it("a lease whose holder stopped renewing it is taken over once it expires, and the stalled writer then refuses to swap", async () => {
+    const stalled = spawnScript("crash-writer.ts", [...backend.cliArgs, "--lease-ttl-ms", "2000"], backend.cliEnv);
+    children.push(stalled);
+    await stalled.nextJson(0);
+    stalled.send({ table: TABLE, partition: PARTITION, select: LARGE.select });
+    const holder = await leaseTakenBy(stalled.pid);
+    // A writer that hangs (stopped, so its pid is alive): its lease is not renewed any more.
+    stalled.kill("SIGSTOP");
+    // The lease was taken before the stop, so it expires within one TTL from now at the latest.
+    const expiresBy = holder ? Date.parse(holder.expiresAt) : Date.now() + 2000;
+    await until("the stalled writer's lease to expire", () => Date.now() > expiresBy, 10_000);
+    if (holder) expect(await leaseHolder(lakeDirOf(backend)!, TABLE), "nobody renewed it").toEqual(holder);
+
+    const started = Date.now();
+    const taker = await cli(replaceArgs(NEW.select, "--no-wait"));
+    expect(taker.code, taker.stderr).toBe(0);
+    expect(Date.now() - started).toBeLessThan(15_000);
+    const taken = JSON.parse(taker.stdout) as ReplaceResult;
+    expect(taken).toMatchObject({ previousRunId: old, rows: NEW.rows });
+
+    stalled.kill("SIGCONT");
+    const answer = await stalled.nextJson<WriterAnswer>(1);
+    expect(answer).toMatchObject({ ok: false, code: "LEASE_LOST" });
+    expect(await lake.pointer(TABLE, PARTITION)).toMatchObject({ runId: taken.runId, previousRunId: old });
+    expect(await view()).toEqual({ rows: NEW.rows, tags: 1, tag: NEW.tag });
+    stalled.process.stdin?.end();
+    expect(await stalled.exited).toEqual({ code: 0, signal: null });
+
+    // The stalled writer's run never became current; gc removes it.
+    const gc = await cli(["gc", TABLE, "--no-wait"], { LAKESWAP_GRACE: "0" });
+    expect(gc.code, gc.stderr).toBe(0);
+    const history = (await lake.history(TABLE, PARTITION))[0]!;
+    expect(history.runs.map((r) => [r.runId, r.state])).toEqual([[taken.runId, "current"], [old, "previous"]]);
+    const dir = lakeDirOf(backend);
+    if (dir !== undefined) expect(await runFolders(dir, TABLE, PARTITION)).toEqual([old, taken.runId].sort());
+  });
+
+  it("a lease held by a dead process of this host is taken over at once, long before it expires", async () => {
+    const killed = await cli(replaceArgs(NEW.select), { LAKESWAP_FAULT: "lease-acquired:kill" });
+    expect(killed.signal).toBe("SIGKILL");
+    const dir = lakeDirOf(backend);
+    if (dir !== undefined) {
+      const holder = await leaseHolder(dir, TABLE);
+      expect(holder).toMatchObject({ host: hostname(), command: `replace ${TABLE}/${PARTITION}` });
+      expect(Date.parse(holder!.expiresAt) - Date.now(), "the dead writer's lease has not expired").toBeGreaterThan(30_000);
+    }
+    const started = Date.now();
+    const next = await cli(replaceArgs(NEXT.select, "--no-wait"));
+    expect(next.code, next.stderr).toBe(0);
+    expect(Date.now() - started).toBeLessThan(15_000);
+    expect(JSON.parse(next.stdout) as ReplaceResult).toMatchObject({ previousRunId: old, rows: NEXT.rows });
+    expect(await view()).toEqual({ rows: NEXT.rows, tags: 1, tag: NEXT.tag });
+    if (dir !== undefined) expect(await leaseHolder(dir, TABLE), "released").toBeUndefined();
+  });
+
+  it("history and rollback follow the order in which writers swapped, also for two processes within one second", async () => {
+    // Writer A is another process, writer B this one; they take turns, each replace right after the other.
+    const writerA = spawnScript("crash-writer.ts", [...backend.cliArgs], backend.cliEnv);
+    children.push(writerA);
+    await writerA.nextJson(0);
+    let sameSecond = 0;
+    for (let i = 0; i < 20; i += 1) {
+      writerA.send({ table: TABLE, partition: PARTITION, select: content("a", 100 + i).select });
+      const answer = await writerA.nextJson<WriterAnswer>(i + 1);
+      if (!answer.ok) throw new Error(`writer A failed: ${answer.message}`);
+      const a = answer.result.runId;
+      const b = (await lake.replacePartition(TABLE, PARTITION, { select: content("b", 200 + i).select })).runId;
+      if (a.slice(0, 16) === b.slice(0, 16)) sameSecond += 1;
+
+      // B swapped last: it is the newest run, and one rollback undoes B's replace, back to A's run.
+      const history = (await lake.history(TABLE, PARTITION))[0]!;
+      expect(history.runs.slice(0, 2).map((r) => [r.runId, r.state]), `round ${i}: A=${a} then B=${b}`).toEqual([
+        [b, "current"],
+        [a, "previous"],
+      ]);
+      expect((await lake.rollback(TABLE, PARTITION)).toRunId, `round ${i}: A=${a} then B=${b}`).toBe(a);
+      expect(await view()).toEqual({ rows: 100 + i, tags: 1, tag: "a" });
+    }
+    // The rounds did exercise runs of two processes within one second.
+    expect(sameSecond).toBeGreaterThan(5);
+    writerA.process.stdin?.end();
+    expect(await writerA.exited).toEqual({ code: 0, signal: null });
+  });
+});
