@@ -1,0 +1,407 @@
+// Sanity tests of the test emulators themselves, driven by the real AWS SDK clients.
+import {
+  AthenaClient,
+  GetQueryExecutionCommand,
+  GetQueryResultsCommand,
+  GetQueryRuntimeStatisticsCommand,
+  StartQueryExecutionCommand,
+  StopQueryExecutionCommand,
+  type QueryExecution,
+} from "@aws-sdk/client-athena";
+import {
+  AlreadyExistsException,
+  BatchCreatePartitionCommand,
+  BatchDeletePartitionCommand,
+  BatchUpdatePartitionCommand,
+  CreateDatabaseCommand,
+  CreatePartitionCommand,
+  CreateTableCommand,
+  EntityNotFoundException,
+  GetPartitionCommand,
+  GetPartitionsCommand,
+  GetTableCommand,
+  GlueClient,
+  InvalidInputException,
+  UpdatePartitionCommand,
+  type PartitionInput,
+} from "@aws-sdk/client-glue";
+import {
+  DeleteObjectCommand,
+  GetObjectCommand,
+  ListObjectsV2Command,
+  PutObjectCommand,
+  S3Client,
+  S3ServiceException,
+} from "@aws-sdk/client-s3";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startAthenaEmulator, type AthenaEmulator } from "./athena-emulator.js";
+import { startGlueEmulator, type GlueEmulator } from "./glue-emulator.js";
+import { startS3Server, type S3Server } from "./s3-server.js";
+
+async function s3Error(promise: Promise<unknown>): Promise<{ name: string; status: number | undefined }> {
+  try {
+    await promise;
+  } catch (error) {
+    if (error instanceof S3ServiceException) return { name: error.name, status: error.$metadata.httpStatusCode };
+    throw error;
+  }
+  throw new Error("expected the request to fail");
+}
+
+describe("S3 server (s3rver behind a conditional-write proxy)", () => {
+  let server: S3Server;
+  let s3: S3Client;
+
+  beforeAll(async () => {
+    server = await startS3Server({ buckets: ["lake"] });
+    s3 = new S3Client(server.clientConfig);
+  });
+  afterAll(async () => {
+    s3.destroy();
+    await server.close();
+  });
+
+  it("refuses a second If-None-Match: * write with 412 PreconditionFailed and keeps the first object", async () => {
+    const first = await s3.send(new PutObjectCommand({ Bucket: "lake", Key: "lease/t1", Body: "owner-a", IfNoneMatch: "*" }));
+    expect(first.ETag).toMatch(/^"[0-9a-f]{32}"$/);
+    expect(await s3Error(s3.send(new PutObjectCommand({ Bucket: "lake", Key: "lease/t1", Body: "owner-b", IfNoneMatch: "*" })))).toEqual({
+      name: "PreconditionFailed",
+      status: 412,
+    });
+    const body = await s3.send(new GetObjectCommand({ Bucket: "lake", Key: "lease/t1" }));
+    expect(await body.Body?.transformToString()).toBe("owner-a");
+    expect(server.requests.preconditionFailures).toBe(1);
+  });
+
+  it("does compare-and-swap with If-Match, and conditional delete", async () => {
+    const put = await s3.send(new PutObjectCommand({ Bucket: "lake", Key: "lease/t2", Body: "v1" }));
+    expect(await s3Error(s3.send(new PutObjectCommand({ Bucket: "lake", Key: "lease/t2", Body: "x", IfMatch: '"0123"' })))).toEqual({
+      name: "PreconditionFailed",
+      status: 412,
+    });
+    expect(await s3Error(s3.send(new PutObjectCommand({ Bucket: "lake", Key: "lease/absent", Body: "x", IfMatch: put.ETag })))).toEqual({
+      name: "NoSuchKey",
+      status: 404,
+    });
+    const swapped = await s3.send(new PutObjectCommand({ Bucket: "lake", Key: "lease/t2", Body: "v2", IfMatch: put.ETag }));
+    expect(await s3Error(s3.send(new DeleteObjectCommand({ Bucket: "lake", Key: "lease/t2", IfMatch: put.ETag })))).toEqual({
+      name: "PreconditionFailed",
+      status: 412,
+    });
+    await s3.send(new DeleteObjectCommand({ Bucket: "lake", Key: "lease/t2", IfMatch: swapped.ETag }));
+    const listed = await s3.send(new ListObjectsV2Command({ Bucket: "lake", Prefix: "lease/t2" }));
+    expect(listed.KeyCount).toBe(0);
+  });
+
+  it("lets exactly one of many concurrent If-None-Match: * writers win", async () => {
+    const attempts = await Promise.allSettled(
+      Array.from({ length: 8 }, (_, i) => s3.send(new PutObjectCommand({ Bucket: "lake", Key: "lease/race", Body: `w${i}`, IfNoneMatch: "*" }))),
+    );
+    expect(attempts.filter((a) => a.status === "fulfilled")).toHaveLength(1);
+  });
+
+  it("pages ListObjectsV2 with continuation tokens", async () => {
+    for (let i = 0; i < 5; i++) await s3.send(new PutObjectCommand({ Bucket: "lake", Key: `pages/k${i}`, Body: String(i) }));
+    const keys: string[] = [];
+    let token: string | undefined;
+    do {
+      const page = await s3.send(new ListObjectsV2Command({ Bucket: "lake", Prefix: "pages/", MaxKeys: 2, ContinuationToken: token }));
+      keys.push(...(page.Contents ?? []).map((o) => o.Key ?? ""));
+      token = page.NextContinuationToken;
+    } while (token);
+    expect(keys).toEqual(["pages/k0", "pages/k1", "pages/k2", "pages/k3", "pages/k4"]);
+  });
+
+  it("with enforcement off, behaves like s3rver: the second conditional write overwrites", async () => {
+    const lax = await startS3Server({ enforceConditionalWrites: false, buckets: ["lake"] });
+    const client = new S3Client(lax.clientConfig);
+    try {
+      await client.send(new PutObjectCommand({ Bucket: "lake", Key: "lease/t1", Body: "owner-a", IfNoneMatch: "*" }));
+      await client.send(new PutObjectCommand({ Bucket: "lake", Key: "lease/t1", Body: "owner-b", IfNoneMatch: "*" }));
+      const body = await client.send(new GetObjectCommand({ Bucket: "lake", Key: "lease/t1" }));
+      expect(await body.Body?.transformToString()).toBe("owner-b");
+    } finally {
+      client.destroy();
+      await lax.close();
+    }
+  });
+});
+
+const PARQUET = {
+  InputFormat: "org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat",
+  OutputFormat: "org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutputFormat",
+  SerdeInfo: { SerializationLibrary: "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe", Parameters: { "serialization.format": "1" } },
+};
+
+function partition(day: string, location: string, parameters: Record<string, string> = {}): PartitionInput {
+  return { Values: [day], StorageDescriptor: { ...PARQUET, Location: location }, Parameters: parameters };
+}
+
+describe("Glue emulator", () => {
+  let emulator: GlueEmulator;
+  let glue: GlueClient;
+
+  beforeAll(async () => {
+    emulator = await startGlueEmulator();
+    glue = new GlueClient(emulator.clientConfig);
+    await glue.send(new CreateDatabaseCommand({ DatabaseInput: { Name: "lake" } }));
+    await glue.send(
+      new CreateTableCommand({
+        DatabaseName: "lake",
+        TableInput: {
+          Name: "Events",
+          TableType: "EXTERNAL_TABLE",
+          PartitionKeys: [{ Name: "day", Type: "string" }],
+          StorageDescriptor: { ...PARQUET, Columns: [{ Name: "id", Type: "bigint" }], Location: "s3://lake/events/" },
+          Parameters: { classification: "parquet" },
+        },
+      }),
+    );
+  });
+  afterAll(async () => {
+    glue.destroy();
+    await emulator.close();
+  });
+
+  it("reports a pre-existing partition as a per-entry AlreadyExistsException and creates the others", async () => {
+    await glue.send(new CreatePartitionCommand({ DatabaseName: "lake", TableName: "events", PartitionInput: partition("2026-11-02", "s3://lake/events/day=2026-11-02/run=a/") }));
+    const result = await glue.send(
+      new BatchCreatePartitionCommand({
+        DatabaseName: "lake",
+        TableName: "events",
+        PartitionInputList: ["2026-11-01", "2026-11-02", "2026-11-03"].map((day) => partition(day, `s3://lake/events/day=${day}/run=b/`, { run_id: "b" })),
+      }),
+    );
+    expect(result.Errors).toHaveLength(1);
+    expect(result.Errors?.[0]?.PartitionValues).toEqual(["2026-11-02"]);
+    expect(result.Errors?.[0]?.ErrorDetail?.ErrorCode).toBe("AlreadyExistsException");
+    const kept = await glue.send(new GetPartitionCommand({ DatabaseName: "lake", TableName: "events", PartitionValues: ["2026-11-02"] }));
+    expect(kept.Partition?.StorageDescriptor?.Location).toBe("s3://lake/events/day=2026-11-02/run=a/");
+    const created = await glue.send(new GetPartitionCommand({ DatabaseName: "lake", TableName: "events", PartitionValues: ["2026-11-03"] }));
+    expect(created.Partition?.Parameters).toEqual({ run_id: "b" });
+    expect(created.Partition?.StorageDescriptor?.SerdeInfo).toEqual(PARQUET.SerdeInfo);
+    expect(created.Partition?.CreationTime).toBeInstanceOf(Date);
+  });
+
+  it("pages GetPartitions with NextToken and MaxResults, and filters with an Expression", async () => {
+    await glue.send(
+      new BatchCreatePartitionCommand({
+        DatabaseName: "lake",
+        TableName: "events",
+        PartitionInputList: ["2026-11-04", "2026-11-05"].map((day) => partition(day, `s3://lake/events/day=${day}/run=c/`)),
+      }),
+    );
+    const days: string[] = [];
+    let token: string | undefined;
+    let pages = 0;
+    do {
+      const page = await glue.send(new GetPartitionsCommand({ DatabaseName: "lake", TableName: "events", MaxResults: 2, NextToken: token }));
+      expect(page.Partitions?.length).toBeLessThanOrEqual(2);
+      days.push(...(page.Partitions ?? []).map((p) => p.Values?.[0] ?? ""));
+      token = page.NextToken;
+      pages += 1;
+    } while (token);
+    expect(pages).toBe(3);
+    expect(days.sort()).toEqual(["2026-11-01", "2026-11-02", "2026-11-03", "2026-11-04", "2026-11-05"]);
+    const filtered = await glue.send(
+      new GetPartitionsCommand({ DatabaseName: "lake", TableName: "events", Expression: "day = '2026-11-01' OR (day >= '2026-11-04' AND day <> '2026-11-05')" }),
+    );
+    expect(filtered.Partitions?.map((p) => p.Values?.[0]).sort()).toEqual(["2026-11-01", "2026-11-04"]);
+  });
+
+  it("moves a pointer with UpdatePartition and reports batch failures per entry", async () => {
+    await glue.send(
+      new UpdatePartitionCommand({
+        DatabaseName: "lake",
+        TableName: "events",
+        PartitionValueList: ["2026-11-01"],
+        PartitionInput: partition("2026-11-01", "s3://lake/events/day=2026-11-01/run=d/", { run_id: "d", signature: "v1:abc" }),
+      }),
+    );
+    expect(emulator.state.partition("lake", "events", ["2026-11-01"])?.StorageDescriptor?.Location).toBe("s3://lake/events/day=2026-11-01/run=d/");
+
+    emulator.failNext("BatchUpdatePartition", { entries: [1], error: "ConcurrentModificationException" });
+    const update = await glue.send(
+      new BatchUpdatePartitionCommand({
+        DatabaseName: "lake",
+        TableName: "events",
+        Entries: ["2026-11-03", "2026-11-04", "2026-12-31"].map((day) => ({
+          PartitionValueList: [day],
+          PartitionInput: partition(day, `s3://lake/events/day=${day}/run=e/`),
+        })),
+      }),
+    );
+    expect(update.Errors?.map((e) => [e.PartitionValueList, e.ErrorDetail?.ErrorCode])).toEqual([
+      [["2026-11-04"], "ConcurrentModificationException"],
+      [["2026-12-31"], "EntityNotFoundException"],
+    ]);
+    expect(emulator.state.partition("lake", "events", ["2026-11-03"])?.StorageDescriptor?.Location).toContain("run=e/");
+    expect(emulator.state.partition("lake", "events", ["2026-11-04"])?.StorageDescriptor?.Location).toContain("run=c/");
+  });
+
+  it("uses the real error names and limits", async () => {
+    await expect(glue.send(new GetTableCommand({ DatabaseName: "lake", Name: "nope" }))).rejects.toBeInstanceOf(EntityNotFoundException);
+    await expect(glue.send(new CreateDatabaseCommand({ DatabaseInput: { Name: "LAKE" } }))).rejects.toBeInstanceOf(AlreadyExistsException);
+    await expect(
+      glue.send(
+        new BatchDeletePartitionCommand({
+          DatabaseName: "lake",
+          TableName: "events",
+          PartitionsToDelete: Array.from({ length: 26 }, (_, i) => ({ Values: [`d${i}`] })),
+        }),
+      ),
+    ).rejects.toBeInstanceOf(InvalidInputException);
+    // A throttled call is retried by the SDK and then succeeds.
+    emulator.failNext("GetTable", { error: "ThrottlingException" });
+    const table = await glue.send(new GetTableCommand({ DatabaseName: "lake", Name: "EVENTS" }));
+    expect(table.Table?.Name).toBe("events");
+    expect(emulator.calls.filter((c) => c.operation === "GetTable").map((c) => c.error ?? "ok").slice(-2)).toEqual(["ThrottlingException", "ok"]);
+  });
+});
+
+describe("Athena emulator (DuckDB over Glue + S3)", () => {
+  let s3Server: S3Server;
+  let glueEmulator: GlueEmulator;
+  let athenaEmulator: AthenaEmulator;
+  let glue: GlueClient;
+  let athena: AthenaClient;
+  let s3: S3Client;
+
+  beforeAll(async () => {
+    s3Server = await startS3Server({ buckets: ["lake", "results"] });
+    glueEmulator = await startGlueEmulator();
+    athenaEmulator = await startAthenaEmulator({ s3Endpoint: s3Server.endpoint, glueEndpoint: glueEmulator.endpoint });
+    glue = new GlueClient(glueEmulator.clientConfig);
+    athena = new AthenaClient(athenaEmulator.clientConfig);
+    s3 = new S3Client(s3Server.clientConfig);
+    await glue.send(new CreateDatabaseCommand({ DatabaseInput: { Name: "lakedb" } }));
+    await glue.send(
+      new CreateTableCommand({
+        DatabaseName: "lakedb",
+        TableInput: {
+          Name: "events",
+          TableType: "EXTERNAL_TABLE",
+          PartitionKeys: [{ Name: "day", Type: "string" }],
+          StorageDescriptor: {
+            ...PARQUET,
+            Columns: [
+              { Name: "id", Type: "bigint" },
+              { Name: "name", Type: "string" },
+            ],
+            Location: "s3://lake/events/",
+          },
+        },
+      }),
+    );
+  });
+  afterAll(async () => {
+    athena.destroy();
+    glue.destroy();
+    s3.destroy();
+    await athenaEmulator.close();
+    await glueEmulator.close();
+    await s3Server.close();
+  });
+
+  async function runQuery(query: string): Promise<{ execution: QueryExecution; states: string[] }> {
+    const { QueryExecutionId } = await athena.send(
+      new StartQueryExecutionCommand({
+        QueryString: query,
+        QueryExecutionContext: { Database: "lakedb", Catalog: "AwsDataCatalog" },
+        ResultConfiguration: { OutputLocation: "s3://results/athena/" },
+      }),
+    );
+    const states: string[] = [];
+    for (;;) {
+      const { QueryExecution: execution } = await athena.send(new GetQueryExecutionCommand({ QueryExecutionId }));
+      const state = execution?.Status?.State ?? "";
+      states.push(state);
+      if (execution && ["SUCCEEDED", "FAILED", "CANCELLED"].includes(state)) return { execution, states };
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  }
+
+  async function rows(queryExecutionId: string | undefined, maxResults?: number): Promise<string[][]> {
+    const all: string[][] = [];
+    let token: string | undefined;
+    do {
+      const page = await athena.send(new GetQueryResultsCommand({ QueryExecutionId: queryExecutionId, NextToken: token, MaxResults: maxResults }));
+      all.push(...(page.ResultSet?.Rows ?? []).map((r) => (r.Data ?? []).map((d) => d.VarCharValue ?? "NULL")));
+      token = page.NextToken;
+    } while (token);
+    return all;
+  }
+
+  const unloadRun = (day: string, run: string, values: string): string =>
+    `UNLOAD (SELECT * FROM (VALUES ${values}) AS t(id, name)) TO 's3://lake/events/day=${day}/run=${run}/' WITH (format = 'PARQUET', compression = 'SNAPPY')`;
+
+  it("UNLOADs Parquet into a run prefix, then counts it through a Glue partition pointing there", async () => {
+    const unload = await runQuery(unloadRun("2026-11-01", "r1", "(1, 'a'), (2, 'b'), (3, 'c')"));
+    expect(unload.execution.Status?.State).toBe("SUCCEEDED");
+    expect(unload.states[0]).toBe("RUNNING");
+    const listed = await s3.send(new ListObjectsV2Command({ Bucket: "lake", Prefix: "events/day=2026-11-01/run=r1/" }));
+    expect(listed.KeyCount).toBe(1);
+    expect(unload.execution.Statistics?.DataManifestLocation).toBe(`s3://results/athena/${unload.execution.QueryExecutionId}-manifest.csv`);
+    const statistics = await athena.send(new GetQueryRuntimeStatisticsCommand({ QueryExecutionId: unload.execution.QueryExecutionId }));
+    expect(statistics.QueryRuntimeStatistics?.Rows?.OutputRows).toBe(3);
+
+    await glue.send(
+      new BatchCreatePartitionCommand({
+        DatabaseName: "lakedb",
+        TableName: "events",
+        PartitionInputList: [partition("2026-11-01", "s3://lake/events/day=2026-11-01/run=r1/")],
+      }),
+    );
+    const count = await runQuery("SELECT count(*) FROM lakedb.events");
+    expect(count.execution.Status?.State).toBe("SUCCEEDED");
+    expect(await rows(count.execution.QueryExecutionId)).toEqual([["_col0"], ["3"]]);
+    const csv = await s3.send(new GetObjectCommand({ Bucket: "results", Key: `athena/${count.execution.QueryExecutionId}.csv` }));
+    expect(await csv.Body?.transformToString()).toBe('"_col0"\n"3"\n');
+  });
+
+  it("takes partition columns from the Glue partition, pages results and fails UNLOAD into a non-empty prefix", async () => {
+    expect((await runQuery(unloadRun("2026-11-02", "r1", "(10, 'x'), (11, NULL)"))).execution.Status?.State).toBe("SUCCEEDED");
+    await glue.send(
+      new CreatePartitionCommand({
+        DatabaseName: "lakedb",
+        TableName: "events",
+        PartitionInput: partition("2026-11-02", "s3://lake/events/day=2026-11-02/run=r1/"),
+      }),
+    );
+    const select = await runQuery("SELECT day, id, name FROM events ORDER BY id");
+    expect(await rows(select.execution.QueryExecutionId, 2)).toEqual([
+      ["day", "id", "name"],
+      ["2026-11-01", "1", "a"],
+      ["2026-11-01", "2", "b"],
+      ["2026-11-01", "3", "c"],
+      ["2026-11-02", "10", "x"],
+      ["2026-11-02", "11", "NULL"],
+    ]);
+
+    const again = await runQuery(unloadRun("2026-11-02", "r1", "(12, 'y')"));
+    expect(again.execution.Status?.State).toBe("FAILED");
+    expect(again.execution.Status?.StateChangeReason).toMatch(/^HIVE_PATH_ALREADY_EXISTS/);
+  });
+
+  it("reports DuckDB's error as the StateChangeReason of a FAILED query", async () => {
+    const failed = await runQuery("SELECT no_such_column FROM events");
+    expect(failed.execution.Status?.State).toBe("FAILED");
+    expect(failed.execution.Status?.StateChangeReason).toMatch(/^COLUMN_NOT_FOUND: .*no_such_column/);
+    const missing = await runQuery("SELECT * FROM lakedb.nope");
+    expect(missing.execution.Status?.StateChangeReason).toMatch(/^TABLE_NOT_FOUND/);
+  });
+
+  it("keeps a delayed query RUNNING until StopQueryExecution cancels it", async () => {
+    athenaEmulator.delayNext(60_000, { match: "slow_marker" });
+    const { QueryExecutionId } = await athena.send(
+      new StartQueryExecutionCommand({ QueryString: "SELECT 1 AS slow_marker", ResultConfiguration: { OutputLocation: "s3://results/athena/" } }),
+    );
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const running = await athena.send(new GetQueryExecutionCommand({ QueryExecutionId }));
+    expect(running.QueryExecution?.Status?.State).toBe("RUNNING");
+    await athena.send(new StopQueryExecutionCommand({ QueryExecutionId }));
+    const stopped = await athena.send(new GetQueryExecutionCommand({ QueryExecutionId }));
+    expect(stopped.QueryExecution?.Status?.State).toBe("CANCELLED");
+    expect(athenaEmulator.executions.find((e) => e.id === QueryExecutionId)?.state).toBe("CANCELLED");
+  });
+});
