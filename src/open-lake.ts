@@ -27,8 +27,11 @@ export async function openAwsLake(target: AwsTarget, settings: LakeSettings = {}
   const s3 = new S3Client({ region, ...(target.endpoint ? { endpoint: target.endpoint, forcePathStyle: true } : {}) });
   const store = new S3Store(s3, { bucket: target.bucket, prefix: target.prefix });
   const uriOf = (key: string) => store.uri(key);
-  const catalog = new GlueCatalog(new GlueClient({ region }), { database: target.database, uriOf });
-  const engine = new AthenaEngine(new AthenaClient({ region }), {
+  const catalog = new GlueCatalog(new GlueClient({ region, ...(target.glueEndpoint ? { endpoint: target.glueEndpoint } : {}) }), {
+    database: target.database,
+    uriOf,
+  });
+  const engine = new AthenaEngine(new AthenaClient({ region, ...(target.athenaEndpoint ? { endpoint: target.athenaEndpoint } : {}) }), {
     workgroup: target.workgroup,
     database: target.database,
     catalog: target.catalog,

@@ -84,6 +84,8 @@ export class GlueCatalog implements Catalog {
   }
 
   async createTable(table: TableDefinition): Promise<void> {
+    // The database may have been removed since the catalog was opened (removeIfEmpty).
+    await this.open();
     const live = await this.glueTable(table.name);
     if (live) {
       const liveKeys = (live.PartitionKeys ?? []).map((k) => k.Name ?? "");

@@ -37,6 +37,9 @@ export interface AwsTarget {
   readonly maxConcurrency?: number;
   readonly endpoint?: string;
   readonly queryTimeout?: string;
+  /** Glue and Athena endpoints; unset means AWS's (the SDK also reads AWS_ENDPOINT_URL_GLUE / AWS_ENDPOINT_URL_ATHENA). */
+  readonly glueEndpoint?: string;
+  readonly athenaEndpoint?: string;
 }
 
 /** Resolves an Athena sink block and its environment equivalents (the block wins over the environment). */

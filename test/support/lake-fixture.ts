@@ -4,7 +4,11 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Lake, LakeSettings } from "../../src/core/lake.js";
-import { openEmbeddedLake } from "../../src/open-lake.js";
+import type { AwsTarget } from "../../src/config/aws-config.js";
+import { openAwsLake, openEmbeddedLake } from "../../src/open-lake.js";
+import { startAthenaEmulator, type AthenaEmulator } from "./athena-emulator.js";
+import { startGlueEmulator, type GlueEmulator } from "./glue-emulator.js";
+import { startS3Server, type S3Server } from "./s3-server.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 export const REPO_ROOT = path.resolve(here, "../..");
@@ -41,8 +45,79 @@ export async function embeddedBackend(): Promise<TestBackend & { readonly lakeDi
   };
 }
 
+/**
+ * A fresh AWS lake: S3 (s3rver behind a proxy that enforces conditional writes), the Glue emulator and the
+ * Athena emulator, all started here; the real AWS SDK clients talk to them over HTTP.
+ */
+export async function awsBackend(): Promise<TestBackend & { readonly services: AwsServices }> {
+  // The in-process SDK clients take credentials from the default chain: give it some, and no instance metadata.
+  process.env.AWS_ACCESS_KEY_ID ??= "test";
+  process.env.AWS_SECRET_ACCESS_KEY ??= "test";
+  process.env.AWS_EC2_METADATA_DISABLED = "true";
+  const services = await startAwsServices();
+  const suffix = Math.random().toString(16).slice(2, 8);
+  const target: AwsTarget = {
+    bucket: "lake",
+    prefix: `tests/${suffix}`,
+    database: `lakeswap_test_${suffix}`,
+    workgroup: "primary",
+    resultsLocation: "s3://results/lakeswap/",
+    region: "us-east-1",
+    endpoint: services.s3.endpoint,
+    glueEndpoint: services.glue.endpoint,
+    athenaEndpoint: services.athena.endpoint,
+  };
+  return {
+    name: "aws",
+    services,
+    open: (settings) => openAwsLake(target, settings),
+    cliArgs: [],
+    cliEnv: awsCliEnv(services, { DATA_OUTPUT_S3_BUCKET: target.bucket, DATA_OUTPUT_S3_PREFIX: target.prefix, SCHEMA_OUTPUT_GLUE_DATABASE_NAME: target.database, DATA_OUTPUT_ATHENA_WORKGROUP_NAME: target.workgroup, DATA_OUTPUT_ATHENA_RESULTS_S3_BUCKET: "results" }),
+    cleanup: () => services.close(),
+  };
+}
+
+/** The emulated AWS services of one test. */
+export interface AwsServices {
+  readonly s3: S3Server;
+  readonly glue: GlueEmulator;
+  readonly athena: AthenaEmulator;
+  close(): Promise<void>;
+}
+
+/** Starts S3, Glue and Athena emulators, with buckets `lake` and `results`. */
+export async function startAwsServices(): Promise<AwsServices> {
+  const s3 = await startS3Server({ buckets: ["lake", "results"] });
+  const glue = await startGlueEmulator();
+  const athena = await startAthenaEmulator({ s3Endpoint: s3.endpoint, glueEndpoint: glue.endpoint });
+  return {
+    s3,
+    glue,
+    athena,
+    close: async () => {
+      await athena.close();
+      await glue.close();
+      await s3.close();
+    },
+  };
+}
+
+/** Environment that points a child `lakeswap` process at emulated AWS services. */
+export function awsCliEnv(services: AwsServices, extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    AWS_ACCESS_KEY_ID: "test",
+    AWS_SECRET_ACCESS_KEY: "test",
+    AWS_REGION: "us-east-1",
+    AWS_EC2_METADATA_DISABLED: "true",
+    AWS_ENDPOINT_URL_GLUE: services.glue.endpoint,
+    AWS_ENDPOINT_URL_ATHENA: services.athena.endpoint,
+    LAKESWAP_S3_ENDPOINT: services.s3.endpoint,
+    ...extra,
+  };
+}
+
 /** The backends selected by BACKENDS (comma-separated; default: every backend available here). */
-export const BACKEND_FACTORIES: Record<string, () => Promise<TestBackend>> = { local: embeddedBackend };
+export const BACKEND_FACTORIES: Record<string, () => Promise<TestBackend>> = { local: embeddedBackend, aws: awsBackend };
 
 export function selectedBackends(): string[] {
   const wanted = (process.env.BACKENDS ?? Object.keys(BACKEND_FACTORIES).join(",")).split(",").map((b) => b.trim());

@@ -3,6 +3,7 @@ import { InvalidInputError } from "../../core/errors.js";
 import { DEMO_STEPS, FULL_DEMO, runDemoStep, type DemoStep, type DemoStepResult } from "../../demo/swap-demo.js";
 import { MTD_TABLES, runMtdDemo, type MtdDeliveryResult } from "../../demo/mtd-demo.js";
 import type { Lake } from "../../core/lake.js";
+import { resolveAwsTarget, type AwsTarget } from "../../config/aws-config.js";
 import { report } from "../output.js";
 import { wantsJson, withLake } from "../context.js";
 
@@ -12,36 +13,59 @@ export function registerDemo(program: Command): void {
     .command("demo [step]")
     .description(`zero-downtime partition swaps on an embedded lake; run it whole, or one step: ${DEMO_STEPS.join("|")}; 'mtd' runs the month-to-date pipeline story`)
     .option("--keep", "skip the final teardown, so the lake can be explored afterwards")
+    .option("--aws", "run on AWS (S3 + Glue + Athena) from DEMO_BUCKET, DEMO_PREFIX, DEMO_DATABASE, ATHENA_WORKGROUP")
     .option("--json", "print the steps as JSON")
-    .action(async (step: string | undefined, options: { keep?: boolean }, command: Command) => {
+    .action(async (step: string | undefined, options: { keep?: boolean; aws?: boolean }, command: Command) => {
       const json = wantsJson(command);
+      const target = options.aws ? { aws: demoAwsTarget(process.env) } : {};
       if (step === "mtd") {
-        await withLake(command, (lake, config) => mtdDemo(lake, config.lakeDir, json, options.keep === true));
+        await withLake(command, (lake, config) => mtdDemo(lake, target.aws ? undefined : config.lakeDir, json, options.keep === true), target);
         return;
       }
       if (step !== undefined && !(DEMO_STEPS as readonly string[]).includes(step)) {
         throw new InvalidInputError(`unknown demo step '${step}': use one of ${DEMO_STEPS.join(", ")}, mtd, or no step for the whole demo`);
       }
       await withLake(command, async (lake, config) => {
+        const where = target.aws ? `AWS (s3://${target.aws.bucket}/${target.aws.prefix}, Glue database ${target.aws.database})` : `embedded lake at ${config.lakeDir}`;
+        const lakeDir = target.aws ? undefined : config.lakeDir;
         let steps: readonly DemoStep[] = step ? [step as DemoStep] : FULL_DEMO;
         if (!step) {
           // A whole demo starts from a clean slate: tear down what an earlier partial demo left.
-          await runDemoStep(lake, "teardown", config.lakeDir);
+          await runDemoStep(lake, "teardown", lakeDir);
           if (options.keep) steps = steps.filter((s) => s !== "teardown");
-          if (!json) process.stdout.write(`lakeswap demo: zero-downtime partition swaps, embedded lake at ${config.lakeDir}\n\n`);
+          if (!json) process.stdout.write(`lakeswap demo: zero-downtime partition swaps, ${where}\n\n`);
         }
         const results: DemoStepResult[] = [];
         for (const current of steps) {
-          const result = await runDemoStep(lake, current, config.lakeDir);
+          const result = await runDemoStep(lake, current, lakeDir);
           results.push(result);
           if (!json) process.stdout.write(`${current.padEnd(9)} ${result.message}\n`);
         }
-        if (json) report(true, { lake: config.lakeDir, steps: results }, () => "");
-      });
+        if (json) report(true, { lake: lakeDir ?? where, steps: results }, () => "");
+      }, target);
     });
 }
 
-async function mtdDemo(lake: Lake, lakeDir: string, json: boolean, keep: boolean): Promise<void> {
+/** The AWS target of the demo, from the post's environment variables. */
+function demoAwsTarget(env: NodeJS.ProcessEnv): AwsTarget {
+  const missing = ["DEMO_BUCKET", "DEMO_DATABASE", "ATHENA_WORKGROUP"].filter((name) => !env[name]);
+  if (missing.length > 0) {
+    throw new InvalidInputError(`lakeswap demo --aws needs ${missing.join(", ")} (and optionally DEMO_PREFIX): export DEMO_BUCKET=my-sandbox-bucket DEMO_PREFIX=partition-swap-demo DEMO_DATABASE=partition_swap_demo ATHENA_WORKGROUP=primary`);
+  }
+  return resolveAwsTarget(
+    {
+      s3_bucket: env.DEMO_BUCKET,
+      s3_prefix: env.DEMO_PREFIX ?? "partition-swap-demo",
+      glue_database_name: env.DEMO_DATABASE,
+      athena_workgroup_name: env.ATHENA_WORKGROUP,
+      athena_results_s3_bucket: env.DEMO_RESULTS_BUCKET ?? env.DATA_OUTPUT_ATHENA_RESULTS_S3_BUCKET,
+    },
+    env,
+    "demo",
+  );
+}
+
+async function mtdDemo(lake: Lake, lakeDir: string | undefined, json: boolean, keep: boolean): Promise<void> {
   const dropDemoTables = async () => {
     const existing = new Set((await lake.listTables()).map((t) => t.name));
     for (const table of MTD_TABLES) if (existing.has(table)) await lake.dropTable(table);
@@ -62,5 +86,5 @@ async function mtdDemo(lake: Lake, lakeDir: string, json: boolean, keep: boolean
     await runDemoStep(lake, "teardown", lakeDir);
   }
   if (json) report(true, { lake: lakeDir, deliveries: results }, () => "");
-  else process.stdout.write(keep ? `\nthe lake is kept at ${lakeDir}: try lakeswap --lake ${lakeDir} tables\n` : "\nteardown: dropped the demo tables\n");
+  else process.stdout.write(keep ? `\nthe lake is kept${lakeDir ? ` at ${lakeDir}: try lakeswap --lake ${lakeDir} tables` : ""}\n` : "\nteardown: dropped the demo tables\n");
 }
