@@ -11,7 +11,8 @@ import { BACKEND_FACTORIES, selectedBackends, type TestBackend } from "../suppor
 const TABLE = "events";
 const DAY = "2026-11-01";
 const PARTITION = `day=${DAY}`;
-const SWAPS = 200;
+/** 200 swaps on the embedded lake; on the emulated AWS services every read is an Athena query that downloads the partition, so fewer. */
+const SWAPS_BY_BACKEND: Record<string, number> = { local: 200, aws: 40 };
 const CONTENT = {
   a: { rows: 100, select: "SELECT range AS id, 'a' AS tag FROM range(100)" },
   b: { rows: 120, select: "SELECT range AS id, 'b' AS tag FROM range(120)" },
@@ -46,7 +47,7 @@ describe.each(selectedBackends())("concurrent readers on the %s backend", (backe
     await lake.createTable(
       defineTable({ name: TABLE, columns: [{ name: "id", type: "BIGINT" }, { name: "tag", type: "VARCHAR" }], partitionKeys: ["day"] }),
     );
-    await lake.replacePartition(TABLE, PARTITION, { select: CONTENT.a.select });
+    await lake.replacePartition(TABLE, PARTITION, { select: CONTENT.a.select, landed: true });
   });
 
   afterEach(async () => {
@@ -60,7 +61,8 @@ describe.each(selectedBackends())("concurrent readers on the %s backend", (backe
   it.for([
     { mode: "duckdb", reader: "plain DuckDB reading <lake>/<table>/*/*.parquet with hive partitioning (no lakeswap code)" },
     { mode: "lakeswap", reader: "lakeswap query semantics through the library (openEmbeddedLake + lake.query)" },
-  ])(`a reader in another process ($mode) sees exactly the old or the new run during ${SWAPS} swaps`, async ({ mode }, context) => {
+  ])(`a reader in another process ($mode) sees exactly the old or the new run during repeated swaps`, async ({ mode }, context) => {
+    const SWAPS = SWAPS_BY_BACKEND[backendName] ?? 200;
     if (mode === "duckdb" && lakeDirOf(backend) === undefined) context.skip("plain DuckDB reads the embedded lake's folder only");
     reader = spawnScript(
       "reader-loop.ts",
@@ -74,7 +76,8 @@ describe.each(selectedBackends())("concurrent readers on the %s backend", (backe
     const swapped: string[] = [];
     for (let i = 0; i < SWAPS; i += 1) {
       const tag = i % 2 === 0 ? "b" : "a";
-      const result = await lake.replacePartition(TABLE, PARTITION, { select: CONTENT[tag].select });
+      // Built where raw files are landed (DuckDB), so on AWS the test exercises the swap, not the emulated Athena.
+      const result = await lake.replacePartition(TABLE, PARTITION, { select: CONTENT[tag].select, landed: true });
       expect(result.rows).toBe(CONTENT[tag].rows);
       swapped.push(result.runId);
     }
@@ -110,9 +113,10 @@ describe.each(selectedBackends())("concurrent readers on the %s backend", (backe
     // The reads really overlapped the swaps: many of them ran while the writer worked, and they saw the
     // partition change back and forth (each change is a swap that happened between two reads).
     const during = observations.filter((o) => o.start >= writesStart && o.end <= writesEnd);
-    expect(during.length).toBeGreaterThan(50);
+    const local = backendName === "local";
+    expect(during.length).toBeGreaterThan(local ? 50 : 10);
     const changes = during.filter((o, i) => i > 0 && seen(o) !== seen(during[i - 1]!)).length;
-    expect(changes).toBeGreaterThan(20);
+    expect(changes).toBeGreaterThan(local ? 20 : 4);
     // A read after the last swap sees it: 200 swaps starting from 'a' end on 'a'.
     expect(observations.filter((o) => o.start > writesEnd).map(seen)).toContain("a");
   });

@@ -8,7 +8,7 @@ import { createInterface } from "node:readline";
 import { parseArgs } from "node:util";
 import { resolveLakeConfig } from "../../src/config/lake-config.js";
 import { LakeswapError, errorMessage } from "../../src/core/errors.js";
-import { openEmbeddedLake } from "../../src/open-lake.js";
+import { openLakeForChild } from "./lake-fixture.js";
 
 const { values } = parseArgs({
   options: { lake: { type: "string" }, "lease-ttl-ms": { type: "string" }, wait: { type: "string" } },
@@ -16,7 +16,7 @@ const { values } = parseArgs({
 });
 const config = resolveLakeConfig({ lake: values.lake, wait: values.wait });
 const ttl = values["lease-ttl-ms"] !== undefined ? Number(values["lease-ttl-ms"]) : undefined;
-const lake = await openEmbeddedLake(config.lakeDir, { graceMs: config.graceMs, leaseWaitMs: config.leaseWaitMs, leaseTtlMs: ttl });
+const lake = await openLakeForChild(config.lakeDir, { graceMs: config.graceMs, leaseWaitMs: config.leaseWaitMs, leaseTtlMs: ttl });
 const answer = (value: unknown) => process.stdout.write(`${JSON.stringify(value)}\n`);
 
 answer({ ready: true, pid: process.pid });

@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Lake, LakeSettings } from "../../src/core/lake.js";
-import type { AwsTarget } from "../../src/config/aws-config.js";
+import { awsTargetInEnvironment, resolveAwsTarget, type AwsTarget } from "../../src/config/aws-config.js";
 import { openAwsLake, openEmbeddedLake } from "../../src/open-lake.js";
 import { startAthenaEmulator, type AthenaEmulator } from "./athena-emulator.js";
 import { startGlueEmulator, type GlueEmulator } from "./glue-emulator.js";
@@ -152,4 +152,10 @@ export function spawnCli(args: readonly string[], env: Record<string, string> = 
     env: { ...process.env, NODE_NO_WARNINGS: "1", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
+}
+
+/** Opens the lake a child process was pointed at, as the CLI would: AWS when the environment names a target, else the folder. */
+export async function openLakeForChild(lakeDir: string, settings: LakeSettings = {}): Promise<Lake> {
+  if (awsTargetInEnvironment(process.env)) return openAwsLake(resolveAwsTarget(undefined, process.env, "environment"), settings);
+  return openEmbeddedLake(lakeDir, settings);
 }

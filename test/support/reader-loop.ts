@@ -43,8 +43,8 @@ if (mode === "duckdb") {
     instance.closeSync();
   };
 } else {
-  const { openEmbeddedLake } = await import("../../src/open-lake.js");
-  const lake = await openEmbeddedLake(lakeDir);
+  const { openLakeForChild } = await import("./lake-fixture.js");
+  const lake = await openLakeForChild(lakeDir);
   const sql = `SELECT count(*), count(DISTINCT tag), min(tag) FROM ${table} WHERE ${column} = ${literal(value)}`;
   read = async () => (await lake.query(sql)).rows[0] ?? [];
   close = () => lake.close();
