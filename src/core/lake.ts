@@ -612,7 +612,8 @@ export class Lake {
 
   private async runFiles(table: TableDefinition, partition: Partition, runId: string): Promise<string[]> {
     const prefix = `${this.catalog.runsPrefix(table, partition)}${runFolder(runId)}/`;
-    return (await this.store.list(prefix)).map((o) => o.key).filter((key) => key.endsWith(".parquet"));
+    // Every data file of the run: DuckDB names them *.parquet, Athena's UNLOAD gives no extension; '_' and '.' files are hidden, as in Hive.
+    return (await this.store.list(prefix)).map((o) => o.key).filter((key) => !/^[_.]/.test(key.slice(prefix.length)));
   }
 
   private async readManifest(table: TableDefinition, partition: Partition, runId: string): Promise<RunManifest | undefined> {
@@ -626,7 +627,7 @@ export class Lake {
     const existing = await this.readManifest(table, pointer.partition, pointer.runId);
     if (existing) return existing;
     const prefix = `${this.catalog.runsPrefix(table, pointer.partition)}${runFolder(pointer.runId)}/`;
-    const files = (await this.store.list(prefix)).filter((o) => o.key.endsWith(".parquet"));
+    const files = (await this.store.list(prefix)).filter((o) => !/^[_.]/.test(o.key.slice(prefix.length)));
     const now = new Date().toISOString();
     const manifest: RunManifest = {
       format: 1,

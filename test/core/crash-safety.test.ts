@@ -161,8 +161,14 @@ async function withScenario(backendName: string, body: (s: Scenario) => Promise<
 }
 
 // Each test has its own lake, so they run concurrently; only the one that kills at a random moment runs alone.
+/** Fault points inside one adapter: the local catalog's symlink rename has no counterpart in Glue. */
+const POINTS_BY_BACKEND: Record<string, readonly FaultPoint[]> = {
+  local: FAULT_POINTS,
+  aws: FAULT_POINTS.filter((point) => point !== "before-swap-rename"),
+};
+
 describe.each(selectedBackends())("crash safety on the %s backend", (backendName) => {
-  it.concurrent.each(FAULT_POINTS)(
+  it.concurrent.each(POINTS_BY_BACKEND[backendName] ?? FAULT_POINTS)(
     "a replace SIGKILLed at %s leaves the old or the new run whole; the next replace and gc clean up",
     (point) =>
       withScenario(backendName, async (s) => {
@@ -292,7 +298,8 @@ describe.each(selectedBackends())("crash safety on the %s backend", (backendName
   );
 
   // Alone, so that the build's pace (and so where the kill lands) does not depend on the other tests.
-  it("a replace SIGKILLed from outside at a random moment of a large build leaves a whole run; the next replace and gc clean up", () =>
+  // On the emulated AWS services the build is an UNLOAD the emulator finishes before a timed kill lands; the fault points cover it.
+  it.skipIf(backendName !== "local")("a replace SIGKILLed from outside at a random moment of a large build leaves a whole run; the next replace and gc clean up", () =>
     withScenario(backendName, async (s) => {
       const { lake, oldest, old } = s;
       const child = s.spawn(["replace", TABLE, "--partition", PARTITION, "--sql", LARGE.select], { LAKESWAP_GRACE: "0" });

@@ -1,22 +1,29 @@
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { Lake } from "../../src/core/lake.js";
 import type { PlannedPartition, SyncReport } from "../../src/core/pipeline.js";
 import { defineTable } from "../../src/core/table.js";
-import { openEmbeddedLake } from "../../src/open-lake.js";
+import { BACKEND_FACTORIES, selectedBackends, type TestBackend } from "../support/lake-fixture.js";
 import { MONTHLY_SQL, PipelineWorkspace, STAGE_SQL, orders, shuffled, toCsv } from "../support/pipeline-fixture.js";
 
 let workspace: PipelineWorkspace | undefined;
 let lake: Lake | undefined;
+let backend: TestBackend | undefined;
 afterEach(async () => {
   await lake?.close();
+  await backend?.cleanup();
   workspace?.cleanup();
   lake = undefined;
+  backend = undefined;
   workspace = undefined;
 });
 
+/** The backend the current describe block runs on. */
+let backendName = "local";
+
 async function start(options: { deadLetter?: boolean } = {}): Promise<{ ws: PipelineWorkspace; lake: Lake }> {
   workspace = new PipelineWorkspace(options);
-  lake = await openEmbeddedLake(workspace.lakeDir, { graceMs: 0, leaseWaitMs: 0 });
+  backend = await BACKEND_FACTORIES[backendName]!();
+  lake = await backend.open({ graceMs: 0, leaseWaitMs: 0 });
   return { ws: workspace, lake };
 }
 
@@ -32,6 +39,11 @@ function built(report: SyncReport | readonly PlannedPartition[]): string[] {
 async function tableRows(lake: Lake, table: string, orderBy: string): Promise<unknown[]> {
   return [...(await lake.query(`SELECT * FROM ${table} ORDER BY ${orderBy}`)).rows];
 }
+
+describe.each(selectedBackends())("on the %s backend", (name) => {
+  beforeEach(() => {
+    backendName = name;
+  });
 
 describe("pipelines skip unchanged partitions", () => {
   it("builds everything once; a second sync of the same delivery builds nothing and says why", async () => {
@@ -258,4 +270,5 @@ describe("bad rows", () => {
     expect((await lake.query("SELECT line, reason, raw FROM orders_rejected")).rows).toEqual([[2, "not valid JSON", "{not json"]]);
     expect(toCsv([]).startsWith("order_id")).toBe(true);
   });
+});
 });
