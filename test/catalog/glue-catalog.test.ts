@@ -1,0 +1,106 @@
+import { GlueClient } from "@aws-sdk/client-glue";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import type { PointerMove } from "../../src/catalog/catalog.js";
+import { GlueCatalog } from "../../src/catalog/glue-catalog.js";
+import { makePartition, partitionPath } from "../../src/core/partition.js";
+import { defineTable } from "../../src/core/table.js";
+import { startGlueEmulator, type GlueEmulator } from "../support/glue-emulator.js";
+
+const TABLE = defineTable({ name: "orders", columns: [{ name: "id", type: "BIGINT" }, { name: "amount", type: "DECIMAL(10,2)" }], partitionKeys: ["day"] });
+const runId = (i: number) => `20261101T${String(100000 + i).slice(-6)}Z-aaaaaa`;
+const day = (i: number) => makePartition([["day", `d${String(i).padStart(4, "0")}`]]);
+const move = (i: number, run = runId(i)): PointerMove => ({ partition: day(i), runId: run, kind: "swap", signature: `v1:${i}` });
+
+let glue: GlueEmulator;
+let catalog: GlueCatalog;
+beforeEach(async () => {
+  glue = await startGlueEmulator();
+  catalog = new GlueCatalog(new GlueClient(glue.clientConfig), { database: "lake", uriOf: (key) => `s3://bucket/prefix/${key}` });
+  await catalog.open();
+  await catalog.createTable(TABLE);
+});
+afterEach(async () => glue.close());
+
+describe("the Glue catalog", () => {
+  it("creates a Parquet table with string partition keys and keeps lakeswap's definition", async () => {
+    const table = glue.state.table("lake", "orders")!;
+    expect(table.StorageDescriptor?.SerdeInfo?.SerializationLibrary).toBe("org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe");
+    expect(table.StorageDescriptor?.Columns).toEqual([{ Name: "id", Type: "bigint" }, { Name: "amount", Type: "decimal(10,2)" }]);
+    expect(table.PartitionKeys).toEqual([{ Name: "day", Type: "string" }]);
+    expect(await catalog.getTable("orders")).toEqual(TABLE);
+    await catalog.createTable(TABLE); // the same definition again is a no-op
+  });
+
+  it("swaps with one UpdatePartition setting Location and Parameters together, or creates the partition", async () => {
+    await catalog.movePointer(TABLE, move(1));
+    expect(glue.callCount("CreatePartition")).toBe(1);
+    await catalog.movePointer(TABLE, { ...move(1, runId(2)), previousRunId: runId(1) });
+    const updates = glue.calls.filter((c) => c.operation === "UpdatePartition" && c.error === undefined);
+    expect(updates).toHaveLength(1);
+    const partition = glue.state.partition("lake", "orders", ["d0001"])!;
+    expect(partition.StorageDescriptor?.Location).toBe(`s3://bucket/prefix/orders/day=d0001/run=${runId(2)}/`);
+    expect(partition.Parameters).toMatchObject({ "lakeswap.run": runId(2), "lakeswap.previous_run": runId(1), "lakeswap.signature": "v1:1" });
+    expect(await catalog.getPointer(TABLE, day(1))).toMatchObject({ runId: runId(2), previousRunId: runId(1), signature: "v1:1", movedBy: "swap" });
+  });
+
+  it("moves many pointers in batches of at most 100, retrying the entries that failed", async () => {
+    await catalog.movePointers(TABLE, Array.from({ length: 30 }, (_, i) => move(i)));
+    glue.failNext("BatchUpdatePartition", { entries: [3, 7], error: "InternalServiceException", times: 1 });
+    const moves = Array.from({ length: 250 }, (_, i) => move(i, runId(i + 1000)));
+    await catalog.movePointers(TABLE, moves);
+    const batches = glue.calls.filter((c) => c.operation === "BatchUpdatePartition" || c.operation === "BatchCreatePartition");
+    for (const call of batches) {
+      const input = call.input as { Entries?: unknown[]; PartitionInputList?: unknown[] };
+      expect((input.Entries ?? input.PartitionInputList ?? []).length).toBeLessThanOrEqual(100);
+    }
+    const pointers = await catalog.listPointers(TABLE);
+    expect(pointers).toHaveLength(250);
+    expect(pointers.every((p) => p.runId === runId(Number(partitionPath(p.partition).slice(5)) + 1000))).toBe(true);
+  });
+
+  it("reports, by partition, entries that keep failing; none is silently left behind", async () => {
+    const moves = [move(0), move(1), move(2)];
+    await catalog.movePointers(TABLE, moves);
+    // Now update them, with the first two entries of every batch failing (the retries send only those two).
+    const again = moves.map((m, i) => ({ ...m, runId: runId(i + 500) }));
+    glue.failNext("BatchUpdatePartition", { entries: [0, 1], error: "InternalServiceException", times: 10 });
+    await expect(catalog.movePointers(TABLE, again)).rejects.toThrow(
+      /2 of 3 partition pointers of orders did not move: day=d0000 \(InternalServiceException.*day=d0001 \(InternalServiceException/,
+    );
+    expect((await catalog.getPointer(TABLE, day(2)))?.runId).toBe(runId(502));
+    expect((await catalog.getPointer(TABLE, day(0)))?.runId).toBe(runId(0));
+    expect((await catalog.getPointer(TABLE, day(1)))?.runId).toBe(runId(1));
+  });
+
+  it("follows GetPartitions to the last page and deletes in batches of 25", async () => {
+    await catalog.movePointers(TABLE, Array.from({ length: 260 }, (_, i) => move(i)));
+    expect(await catalog.listPointers(TABLE)).toHaveLength(260);
+    expect(glue.callCount("GetPartitions")).toBeGreaterThan(2);
+    await catalog.removePointers(TABLE, Array.from({ length: 260 }, (_, i) => day(i)));
+    expect(glue.state.partitions("lake", "orders")).toEqual([]);
+    const deletes = glue.calls.filter((c) => c.operation === "BatchDeletePartition");
+    expect(deletes.length).toBe(Math.ceil(260 / 25));
+  });
+
+  it("retries throttling with backoff", async () => {
+    glue.failNext("GetPartition", { error: "ThrottlingException", times: 4 });
+    await catalog.movePointer(TABLE, move(1));
+    expect(await catalog.getPointer(TABLE, day(1))).toMatchObject({ runId: runId(1) });
+  });
+
+  it("rebuilds an empty table whose partition keys differ, and refuses when it has partitions", async () => {
+    const byMonth = defineTable({ ...TABLE, partitionKeys: ["month"] });
+    await catalog.createTable(byMonth);
+    expect(glue.state.table("lake", "orders")?.PartitionKeys).toEqual([{ Name: "month", Type: "string" }]);
+    await catalog.movePointer(byMonth, { partition: makePartition([["month", "2026-11"]]), runId: runId(1), kind: "swap" });
+    await expect(catalog.createTable(TABLE)).rejects.toThrow(/is partitioned by \(month\), not \(day\), and has partitions; lakeswap will not drop them/);
+  });
+
+  it("counts AlreadyExists as success only when the partition points where intended", async () => {
+    glue.failNext("UpdatePartition", { error: "EntityNotFoundException", times: 1 });
+    await catalog.movePointer(TABLE, move(5));
+    // The partition exists now; a create racing with it that finds another run must fail, not pass silently.
+    glue.failNext("UpdatePartition", { error: "EntityNotFoundException", times: 1 });
+    await expect(catalog.movePointer(TABLE, move(5, runId(99)))).rejects.toThrow(/created concurrently pointing to run/);
+  });
+});
