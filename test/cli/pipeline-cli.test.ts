@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { openEmbeddedLake } from "../../src/open-lake.js";
-import { runCli, spawnCli } from "../support/lake-fixture.js";
+import { readFileSync, writeFileSync } from "node:fs";
+import { awsCliEnv, runCli, spawnCli, startAwsServices } from "../support/lake-fixture.js";
 import { PipelineWorkspace, orders } from "../support/pipeline-fixture.js";
 
 let workspace: PipelineWorkspace | undefined;
@@ -85,6 +86,37 @@ describe("lakeswap plan and sync", () => {
       }
     } finally {
       reference.cleanup();
+    }
+  });
+});
+
+describe("the same pipeline on AWS, with only config changed", () => {
+  it("syncs through S3, Glue and Athena from a data_sinks Athena block", async () => {
+    const services = await startAwsServices();
+    workspace = new PipelineWorkspace();
+    try {
+      const yaml = readFileSync(workspace.configFile, "utf8");
+      writeFileSync(
+        workspace.configFile,
+        `${yaml}data_sinks:\n  warehouse:\n    Athena:\n      s3_bucket: lake\n      s3_prefix: warehouse\n      glue_database_name: shop\n` +
+          `      athena_workgroup_name: primary\n      athena_results_s3_bucket: results\n      region: us-east-1\n      endpoint: ${services.s3.endpoint}\n`,
+      );
+      const env = awsCliEnv(services);
+      const file = workspace.delivery(orders(2));
+      const first = await runCli(["sync", "-c", workspace.configFile, "--input", file, "--json"], env);
+      expect(first.code, first.stderr).toBe(0);
+      expect(JSON.parse(first.stdout).totals).toMatchObject({ built: 5, failed: 0 });
+      const second = await runCli(["sync", "-c", workspace.configFile, "--input", file, "--json"], env);
+      expect(JSON.parse(second.stdout).totals).toMatchObject({ built: 0, skipped: 5 });
+      // Pointers and signatures live in Glue partition Parameters; derived layers were UNLOADs.
+      const stage = services.glue.state.partitions("shop", "orders_stage");
+      expect(stage.map((p) => p.Parameters?.["lakeswap.signature"])).toEqual([expect.stringMatching(/^v1:/), expect.stringMatching(/^v1:/)]);
+      expect(services.athena.executions.filter((e) => /^UNLOAD/.test(e.query))).toHaveLength(3);
+      const rows = await runCli(["query", "SELECT count(*) AS n FROM orders_monthly", "--json"], { ...env, DATA_OUTPUT_S3_BUCKET: "lake", DATA_OUTPUT_S3_PREFIX: "warehouse", SCHEMA_OUTPUT_GLUE_DATABASE_NAME: "shop", DATA_OUTPUT_ATHENA_WORKGROUP_NAME: "primary", DATA_OUTPUT_ATHENA_RESULTS_S3_BUCKET: "results" });
+      expect(rows.code, rows.stderr).toBe(0);
+      expect(JSON.parse(rows.stdout)).toEqual([{ n: 2 }]);
+    } finally {
+      await services.close();
     }
   });
 });

@@ -56,3 +56,56 @@ describe("lakeswap.yaml", () => {
     );
   });
 });
+
+describe("the AWS target in lakeswap.yaml", () => {
+  const sink = (athena: Record<string, unknown>) => (c: Record<string, any>) => {
+    c.data_sinks = { warehouse: { Athena: athena } };
+  };
+  const complete = {
+    s3_bucket: "my-output-bucket",
+    s3_prefix: "warehouse/events",
+    glue_database_name: "my_database",
+    athena_workgroup_name: "primary",
+    athena_results_s3_bucket: "my-athena-results",
+    region: "us-east-1",
+    catalog: "AwsDataCatalog",
+  };
+
+  it("accepts the Athena output block as the sink documents it", () => {
+    const config = resolveEdited(sink(complete))() as ReturnType<typeof resolvePipelineConfig>;
+    expect(config.aws).toMatchObject({
+      bucket: "my-output-bucket",
+      prefix: "warehouse/events",
+      database: "my_database",
+      workgroup: "primary",
+      resultsLocation: "s3://my-athena-results/lakeswap-query-results/",
+      region: "us-east-1",
+      catalog: "AwsDataCatalog",
+    });
+  });
+
+  it("says so when athena_results_s3_bucket is an s3:// URI", () => {
+    expect(resolveEdited(sink({ ...complete, athena_results_s3_bucket: "s3://my-athena-results/prefix" }))).toThrow(
+      /data_sinks\.warehouse\.Athena\.athena_results_s3_bucket: 's3:\/\/my-athena-results\/prefix' is an s3:\/\/ URI, but this field takes a bucket name: use 'my-athena-results'/,
+    );
+  });
+
+  it("fills missing fields from the environment equivalents, and names what is still missing", () => {
+    const saved = { ...process.env };
+    try {
+      process.env.DATA_OUTPUT_S3_BUCKET = "env-bucket";
+      process.env.SCHEMA_OUTPUT_GLUE_DATABASE_NAME = "env_db";
+      delete process.env.DATA_OUTPUT_ATHENA_WORKGROUP_NAME;
+      expect(resolveEdited(sink({}))).toThrow(/needs athena_workgroup_name \(DATA_OUTPUT_ATHENA_WORKGROUP_NAME\)/);
+      process.env.DATA_OUTPUT_ATHENA_WORKGROUP_NAME = "wg";
+      const config = resolveEdited(sink({ s3_prefix: "p" }))() as ReturnType<typeof resolvePipelineConfig>;
+      expect(config.aws).toMatchObject({ bucket: "env-bucket", database: "env_db", workgroup: "wg", prefix: "p" });
+    } finally {
+      process.env = saved;
+    }
+  });
+
+  it("refuses unknown keys in the block with a did-you-mean", () => {
+    expect(resolveEdited(sink({ ...complete, s3_bucktet: "x" }))).toThrow(/data_sinks\.warehouse\.Athena\.s3_bucktet: unknown key \(did you mean 's3_bucket'\?\)/);
+  });
+});

@@ -151,7 +151,14 @@ export async function startS3Server(options: S3ServerOptions = {}): Promise<S3Se
       await forward(req, res, upstream);
       return;
     }
+    // Reads take the key's lock too: s3rver streams a file it checked a moment before, and a delete in between
+    // makes it fail outside any request (an unhandled ENOENT) instead of answering NoSuchKey as S3 does.
+    const readsKey = key !== undefined && ["GetObject", "HeadObject"].includes(operation);
     const writesKey = key !== undefined && ["PutObject", "CopyObject", "CompleteMultipartUpload", "DeleteObject"].includes(operation);
+    if (readsKey) {
+      await locks.withKeys([`${bucket}/${key}`], () => forward(req, res, upstream));
+      return;
+    }
     if (!writesKey) {
       await forward(req, res, upstream);
       return;
