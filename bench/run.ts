@@ -4,8 +4,10 @@ import path from "node:path";
 import { performance } from "node:perf_hooks";
 import { parseArgs } from "node:util";
 import { DirectCopy } from "./direct-copy.js";
+import { benchMtd } from "./mtd-bench.js";
 import { benchReplace } from "./replace-bench.js";
 import { buildReport, renderJson, renderText, type Machine } from "./report.js";
+import { benchSignature } from "./signature-bench.js";
 import { benchSwap } from "./swap-bench.js";
 import { LARGE_ROWS, SMALL_ROWS } from "./workload.js";
 
@@ -76,7 +78,7 @@ async function describeMachine(): Promise<Machine> {
   }
 }
 
-/** Runs both benchmarks in a temporary folder and prints the report. */
+/** Runs the benchmarks (replace, swap, content signature, month-to-date replay) in a temporary folder and prints one report. */
 async function main(): Promise<void> {
   const options = parseOptions(process.argv.slice(2));
   const workDir = await fs.mkdtemp(path.join(os.tmpdir(), "lakeswap-bench-"));
@@ -95,7 +97,9 @@ async function main(): Promise<void> {
       { moves: options.moves, freshMoves: FRESH_MOVES },
       progress,
     );
-    const report = buildReport(machine, replace, swap);
+    const signature = await benchSignature(workDir, progress);
+    const mtd = await benchMtd(workDir, progress);
+    const report = buildReport(machine, replace, swap, signature, mtd);
     process.stdout.write(options.json ? renderJson(report) : renderText(report));
     progress("done");
   } finally {

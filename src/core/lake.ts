@@ -140,6 +140,8 @@ export class Lake {
   private readonly graceMs: number;
   private readonly settings: LakeSettings;
   private readonly outbox: Outbox;
+  /** The leases this lake holds right now, by table, so the swap can check its own. */
+  private readonly leases = new Map<string, WriterLease>();
 
   private constructor(ports: LakePorts, settings: LakeSettings) {
     this.outbox = new Outbox(ports.store);
@@ -558,8 +560,6 @@ export class Lake {
       await lease.release();
     }
   }
-
-  private readonly leases = new Map<string, WriterLease>();
 
   private async leaseCheck(table: string): Promise<void> {
     const lease = this.leases.get(table);

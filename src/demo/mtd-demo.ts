@@ -63,6 +63,20 @@ WHERE substr(day, 1, 7) = {{ month }}
 GROUP BY day
 `;
 
+/**
+ * Writes the month-to-date pipeline (lakeswap.yaml and its SQL files) into `dir`:
+ * raw orders by day, a stage of completed orders by day, revenue by month.
+ */
+export async function writeMtdPipeline(dir: string, options: { concurrency?: number } = {}): Promise<string> {
+  await mkdir(path.join(dir, "deliveries"), { recursive: true });
+  await mkdir(path.join(dir, "sql"), { recursive: true });
+  const file = path.join(dir, "lakeswap.yaml");
+  await writeFile(file, options.concurrency !== undefined ? `concurrency: ${options.concurrency}\n${CONFIG}` : CONFIG);
+  await writeFile(path.join(dir, "sql", "orders_stage.sql"), STAGE_SQL);
+  await writeFile(path.join(dir, "sql", "orders_monthly.sql"), MONTHLY_SQL);
+  return file;
+}
+
 /** A deterministic pseudo-random generator, so every run of the demo shows the same story. */
 function generator(seed: number): () => number {
   let state = seed >>> 0;
@@ -114,12 +128,7 @@ function deliveryCsv(orders: readonly Order[], lastDay: number, exportedAt: stri
 export async function runMtdDemo(lake: Lake, onDelivery: (result: MtdDeliveryResult) => void): Promise<MtdDeliveryResult[]> {
   const workspace = await mkdtemp(path.join(tmpdir(), "lakeswap-mtd-"));
   try {
-    await mkdir(path.join(workspace, "deliveries"));
-    await mkdir(path.join(workspace, "sql"));
-    await writeFile(path.join(workspace, "lakeswap.yaml"), CONFIG);
-    await writeFile(path.join(workspace, "sql", "orders_stage.sql"), STAGE_SQL);
-    await writeFile(path.join(workspace, "sql", "orders_monthly.sql"), MONTHLY_SQL);
-    const config = loadPipelineConfig(path.join(workspace, "lakeswap.yaml"));
+    const config = loadPipelineConfig(await writeMtdPipeline(workspace));
 
     const orders = monthOfOrders();
     const corrected = orders.map((o) => (o.id === 2003 ? { ...o, amount: "999.99" } : o.id === 2017 ? { ...o, status: "cancelled" } : o));

@@ -70,7 +70,7 @@ export class AthenaEngine implements Engine {
     }
     faultPoint("during-build");
     const files = (await this.options.store.list(request.runPrefix)).filter((f) => !f.key.endsWith("/"));
-    return { rows: await this.outputRows(queryId, table, files.map((f) => f.key), request), files };
+    return { rows: await this.outputRows(queryId, files.length, request), files };
   }
 
   async query(sql: string, _sources: readonly TableSnapshot[]): Promise<QueryResult> {
@@ -135,7 +135,8 @@ export class AthenaEngine implements Engine {
     return `${quoteIdentifier(this.options.database)}.${quoteIdentifier(table)}`;
   }
 
-  private async outputRows(queryId: string, table: TableDefinition, files: readonly string[], request: BuildRequest): Promise<number> {
+  /** Rows an UNLOAD wrote: Athena's runtime statistics, or a count where the service has none. */
+  private async outputRows(queryId: string, fileCount: number, request: BuildRequest): Promise<number> {
     try {
       const stats = await withRetry("Athena GetQueryRuntimeStatistics", () =>
         this.client.send(new GetQueryRuntimeStatisticsCommand({ QueryExecutionId: queryId })),
@@ -145,9 +146,8 @@ export class AthenaEngine implements Engine {
     } catch {
       // Older workgroups or compatible services may not have runtime statistics: count instead.
     }
-    if (files.length === 0) return 0;
+    if (fileCount === 0) return 0;
     const counted = await this.query(`SELECT count(*) FROM (${this.inputsClause(request)}${request.select.trim().replace(/;\s*$/, "")})`, []);
-    void table;
     return Number(counted.rows[0]?.[0] ?? 0);
   }
 

@@ -11,7 +11,7 @@ import { finishRawSignature, signatureColumnOrder } from "../core/signature.js";
 import { quoteIdentifier, quoteLiteral } from "../core/sql.js";
 import type { TableDefinition } from "../core/table.js";
 import type { ObjectStore } from "../store/object-store.js";
-import { canonicalRowExpression, landDelivery } from "./duckdb-landing.js";
+import { landDelivery, signatureQuery } from "./duckdb-landing.js";
 import type {
   BuildRequest, BuildResult, Engine, LandRequest, LandedDelivery, LandedPartition, PartitionMapRequest, PartitionSnapshot, QueryResult, RejectedRow,
   TableSnapshot,
@@ -149,13 +149,7 @@ export class DuckDbEngine implements Engine {
         await landDelivery(connection, { ...request, files }, tables);
         const keys = request.partition.map((p) => p.key);
         const signed = signatureColumnOrder(request.columns.filter((c) => request.signatureColumns.includes(c.name)));
-        const lane = "18446744073709551616::HUGEINT";
-        const reader = await connection.runAndReadAll(
-          `SELECT ${keys.map(quoteIdentifier).join(", ")}, count(*) AS n, ` +
-            `CAST(sum(md5_number_upper(r)) % ${lane} AS VARCHAR) AS upper, CAST(sum(md5_number_lower(r)) % ${lane} AS VARCHAR) AS lower ` +
-            `FROM (SELECT ${keys.map(quoteIdentifier).join(", ")}, ${canonicalRowExpression(signed)} AS r FROM ${tables.landed}) ` +
-            `GROUP BY ALL ORDER BY ALL`,
-        );
+        const reader = await connection.runAndReadAll(signatureQuery(tables.landed, keys, signed));
         const partitions: LandedPartition[] = reader.getRowsJS().map((row) => {
           const values = row.slice(0, keys.length).map(String);
           const rows = Number(row[keys.length]);

@@ -177,3 +177,21 @@ export function canonicalRowExpression(columns: readonly { name: string; type: s
   });
   return fields.length === 1 ? fields[0]! : `concat_ws('|', ${fields.join(", ")})`;
 }
+
+/**
+ * The per-partition signature query over a relation: for each partition, the row
+ * count and the two lane sums of docs/signatures.md, as text (exact integers).
+ * One MD5 per row: md5_number is the digest as a little-endian 128-bit integer,
+ * so its low and high 64 bits are the lanes (digest bytes 0-7 and 8-15); they
+ * are summed as UBIGINT, which DuckDB sums exactly into a HUGEINT.
+ */
+export function signatureQuery(relation: string, keys: readonly string[], signed: readonly { name: string; type: string }[]): string {
+  const lane = "18446744073709551616::HUGEINT";
+  const keyList = keys.map(quoteIdentifier).join(", ");
+  return (
+    `SELECT ${keyList}, count(*) AS n, CAST(sum(a) % ${lane} AS VARCHAR) AS upper, CAST(sum(b) % ${lane} AS VARCHAR) AS lower ` +
+    `FROM (SELECT *, (m & 18446744073709551615::UHUGEINT)::UBIGINT AS a, (m >> 64)::UBIGINT AS b ` +
+    `FROM (SELECT ${keyList}, md5_number(${canonicalRowExpression(signed)})::UHUGEINT AS m FROM ${quoteIdentifier(relation)})) ` +
+    `GROUP BY ALL ORDER BY ALL`
+  );
+}

@@ -34,18 +34,16 @@ export class LocalStore implements ObjectStore {
   async put(key: string, body: Uint8Array | string): Promise<void> {
     const target = this.localPath(key);
     const temp = await this.writeTemp(body);
-    await fs.mkdir(path.dirname(target), { recursive: true });
-    await fs.rename(temp, target);
+    await intoFolder(target, () => fs.rename(temp, target));
     await fsyncPath(path.dirname(target));
   }
 
   async putIfAbsent(key: string, body: Uint8Array | string): Promise<boolean> {
     const target = this.localPath(key);
     const temp = await this.writeTemp(body);
-    await fs.mkdir(path.dirname(target), { recursive: true });
     try {
       // link(2) fails with EEXIST atomically, and the object appears with its whole content.
-      await fs.link(temp, target);
+      await intoFolder(target, () => fs.link(temp, target));
       await fsyncPath(path.dirname(target));
       return true;
     } catch (error) {
@@ -182,6 +180,23 @@ export class LocalStore implements ObjectStore {
 
 function etagOf(body: Uint8Array): string {
   return createHash("sha256").update(body).digest("hex").slice(0, 32);
+}
+
+/**
+ * Runs `place` (a rename or link into `target`'s folder), creating the folder
+ * first. A concurrent delete may remove the folder once it is empty, between
+ * the mkdir and the rename; then the folder is made again and `place` retried.
+ */
+async function intoFolder(target: string, place: () => Promise<void>): Promise<void> {
+  for (let attempt = 0; ; attempt += 1) {
+    await fs.mkdir(path.dirname(target), { recursive: true });
+    try {
+      await place();
+      return;
+    } catch (error) {
+      if (!isCode(error, "ENOENT") || attempt >= 20) throw error;
+    }
+  }
 }
 
 /** fsyncs a file or a folder so a rename or write survives a power loss. */
