@@ -32,7 +32,7 @@ function built(report: SyncReport | readonly PlannedPartition[]): string[] {
   const partitions = Array.isArray(report) ? (report as readonly PlannedPartition[]) : (report as SyncReport).partitions;
   return partitions
     .filter((p) => p.action !== "skip")
-    .map((p) => `${p.layer} ${p.partition} ${p.action} ${p.reason}`)
+    .map((p) => `${p.layer} ${p.partition} ${p.action} ${p.reason}${"error" in p && p.error ? ` (${p.error})` : ""}`)
     .sort();
 }
 

@@ -6,7 +6,7 @@ import { defineTable } from "../../src/core/table.js";
 import {
   Child, lakeDirOf, leaseHolder, readManifest, runFolders, spawnScript, until, type PartitionView,
 } from "../support/crash-kit.js";
-import { BACKEND_FACTORIES, runCli, selectedBackends, spawnCli, type CliResult, type TestBackend } from "../support/lake-fixture.js";
+import { BACKEND_FACTORIES, type AwsServices, runCli, selectedBackends, spawnCli, type CliResult, type TestBackend } from "../support/lake-fixture.js";
 
 // Invariant 7: one writer per table at a time. A second writer waits or fails with a clear message, never
 // interleaves; a lease whose holder died or stopped renewing it is taken over, and a writer that lost its
@@ -75,6 +75,8 @@ describe.each(selectedBackends())("the writer lease on the %s backend", (backend
   });
 
   it("while a writer holds the lease, --no-wait fails at once naming it, --wait waits and then succeeds; the runs never interleave", async () => {
+    // On the emulated AWS services the build is an UNLOAD that would finish at once: keep it running a while.
+    if ("services" in backend) (backend as unknown as { services: AwsServices }).services.athena.delayNext(10_000, { match: /UNLOAD/ });
     const writer1 = new Child(spawnCli([...backend.cliArgs, ...replaceArgs(LARGE.select)], backend.cliEnv));
     children.push(writer1);
     const holder = await leaseTakenBy(writer1.pid);
