@@ -25,7 +25,7 @@ export async function openEmbeddedLake(dir: string, settings: LakeSettings = {})
 export async function openAwsLake(target: AwsTarget, settings: LakeSettings = {}): Promise<Lake> {
   const region = target.region ?? "us-east-1";
   const s3 = new S3Client({ region, ...(target.endpoint ? { endpoint: target.endpoint, forcePathStyle: true } : {}) });
-  const store = new S3Store(s3, { bucket: target.bucket, prefix: target.prefix });
+  const store = new S3Store(s3, { bucket: target.bucket, prefix: target.prefix, uploadConcurrency: target.uploadConcurrency });
   const uriOf = (key: string) => store.uri(key);
   const catalog = new GlueCatalog(new GlueClient({ region, ...(target.glueEndpoint ? { endpoint: target.glueEndpoint } : {}) }), {
     database: target.database,

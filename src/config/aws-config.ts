@@ -21,6 +21,7 @@ export const athenaSinkSchema = z
     discovery_cache_ttl_secs: z.number().optional().describe("accepted for compatibility; unused"),
     endpoint: z.string().url().optional().describe("S3 endpoint URL of an S3-compatible store (path-style requests)"),
     query_timeout: z.string().optional().describe("longest an Athena query may run, e.g. 30m (default 30m)"),
+    upload_concurrency: z.number().int().min(1).max(64).optional().describe("parts of one multipart upload sent at once (env UPLOAD_CONCURRENCY; default: 4 per CPU, 4 to 16)"),
   })
   .strict();
 
@@ -40,6 +41,8 @@ export interface AwsTarget {
   /** Glue and Athena endpoints; unset means AWS's (the SDK also reads AWS_ENDPOINT_URL_GLUE / AWS_ENDPOINT_URL_ATHENA). */
   readonly glueEndpoint?: string;
   readonly athenaEndpoint?: string;
+  /** Parts of one multipart upload in flight. */
+  readonly uploadConcurrency?: number;
 }
 
 /** Resolves an Athena sink block and its environment equivalents (the block wins over the environment). */
@@ -80,10 +83,19 @@ export function resolveAwsTarget(block: z.output<typeof athenaSinkSchema> | unde
     maxConcurrency: block?.max_concurrency,
     endpoint: block?.endpoint ?? env.LAKESWAP_S3_ENDPOINT,
     queryTimeout: block?.query_timeout,
+    uploadConcurrency: block?.upload_concurrency ?? (env.UPLOAD_CONCURRENCY ? positiveInteger(env.UPLOAD_CONCURRENCY, "UPLOAD_CONCURRENCY") : undefined),
   };
 }
 
 /** True when the environment names an AWS target (DATA_OUTPUT_S3_BUCKET is set). */
 export function awsTargetInEnvironment(env: NodeJS.ProcessEnv): boolean {
   return Boolean(env.DATA_OUTPUT_S3_BUCKET);
+}
+
+function positiveInteger(value: string, name: string): number {
+  const number = Number(value);
+  if (!Number.isInteger(number) || number < 1 || number > 64) {
+    throw new InvalidInputError(`${name} '${value}' is not a number of parallel uploads: use a whole number from 1 to 64`);
+  }
+  return number;
 }

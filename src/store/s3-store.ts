@@ -1,5 +1,6 @@
 import { createReadStream } from "node:fs";
 import { stat } from "node:fs/promises";
+import { availableParallelism } from "node:os";
 import {
   DeleteObjectCommand, DeleteObjectsCommand, GetObjectCommand, ListObjectsV2Command, PutObjectCommand, type S3Client,
 } from "@aws-sdk/client-s3";
@@ -17,7 +18,7 @@ export interface S3StoreOptions {
   readonly bucket: string;
   /** Key prefix of the lake inside the bucket (no leading or trailing '/'). */
   readonly prefix: string;
-  /** Concurrent part uploads of one multipart upload (default 4). */
+  /** Concurrent part uploads of one multipart upload (default: 4 per CPU, at least 4, at most 16). */
   readonly uploadConcurrency?: number;
   /** Whether the store honours If-None-Match / If-Match (S3 does; some S3-compatible stores do not). */
   readonly conditionalWrites?: boolean;
@@ -46,7 +47,7 @@ export class S3Store implements ObjectStore {
   ) {
     this.bucket = options.bucket;
     this.prefix = options.prefix.replace(/^\/+|\/+$/g, "");
-    this.uploadConcurrency = options.uploadConcurrency ?? 4;
+    this.uploadConcurrency = options.uploadConcurrency ?? Math.min(16, Math.max(4, 4 * availableParallelism()));
     this.capabilities = { conditionalWrites: options.conditionalWrites ?? true, localPaths: false };
     this.description = `s3://${this.bucket}/${this.prefix}`;
   }
