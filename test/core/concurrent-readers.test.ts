@@ -80,6 +80,11 @@ describe.each(selectedBackends())("concurrent readers on the %s backend", (backe
       const result = await lake.replacePartition(TABLE, PARTITION, { select: CONTENT[tag].select, landed: true });
       expect(result.rows).toBe(CONTENT[tag].rows);
       swapped.push(result.runId);
+      if (backendName !== "local") {
+        // A remote read (an Athena query) is slower than a swap: let one read start after each swap, so reads and swaps interleave.
+        const swappedAt = Date.now();
+        await reader.until("a read after the swap", () => reader!.lines.some((line) => (JSON.parse(line) as Observation).start > swappedAt), 60_000);
+      }
     }
     const writesEnd = Date.now();
     // One read that started after the last swap, then stop the reader.
