@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import {
   GetQueryExecutionCommand, GetQueryResultsCommand, GetQueryRuntimeStatisticsCommand, StartQueryExecutionCommand, StopQueryExecutionCommand,
   type AthenaClient,
@@ -153,9 +154,13 @@ export class AthenaEngine implements Engine {
 
   /** Starts a query and waits for it: backoff polling, a timeout, Athena's reason on failure. */
   private async run(sql: string): Promise<string> {
+    // One token for every attempt: a retried start after a lost response must not run the query twice
+    // (a second UNLOAD into the same run prefix would fail, a second query would cost twice).
+    const token = randomUUID();
     const started = await withRetry("Athena StartQueryExecution", () =>
       this.client.send(
         new StartQueryExecutionCommand({
+          ClientRequestToken: token,
           QueryString: sql,
           WorkGroup: this.options.workgroup,
           QueryExecutionContext: { Database: this.options.database, Catalog: this.options.catalog ?? "AwsDataCatalog" },
