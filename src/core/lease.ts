@@ -75,6 +75,8 @@ export class WriterLease {
       const current = await store.get(key);
       if (current === undefined) continue;
       const holder = parseRecord(current.body);
+      // Our own write, answered "already exists" because a retry followed a lost response: we hold it.
+      if (holder?.token === record.token) return WriterLease.start(store, key, ttlMs, record);
       if (holder === undefined || leaseAbandoned(holder)) {
         if (await store.putIfMatch(key, body, current.etag)) return WriterLease.start(store, key, ttlMs, record);
         continue;
