@@ -95,7 +95,10 @@ export class LocalCatalog implements Catalog {
   }
 
   async dropTable(name: string): Promise<void> {
-    await fs.rm(path.join(this.root, META, "pointers", name), { recursive: true, force: true });
+    // The table's objects are gone by now; what is left of its metadata are folders.
+    for (const area of ["pointers", "manifests", "outbox", "pins"]) {
+      await fs.rm(path.join(this.root, META, area, name), { recursive: true, force: true });
+    }
     await fs.rm(this.tableFile(name), { force: true });
     await fs.rm(path.join(this.root, name), { recursive: true, force: true });
     for (const dir of ["pointers", "tables", "tmp", "manifests", "leases", "pins", "outbox", ""]) {

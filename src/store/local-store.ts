@@ -112,8 +112,11 @@ export class LocalStore implements ObjectStore {
       await fs.rm(file, { force: true });
       parents.add(path.dirname(file));
     }
-    // Remove folders left empty, deepest first, never the root itself.
-    const ordered = [...parents].sort((a, b) => b.length - a.length);
+    // Remove data folders left empty, deepest first, never the root itself. Metadata folders
+    // (_lakeswap/…) stay: concurrent writers keep putting records there, and pruning them
+    // would race their mkdir and rename; dropping a table removes its metadata folders.
+    const metadata = path.join(this.root, "_lakeswap");
+    const ordered = [...parents].filter((dir) => dir !== metadata && !dir.startsWith(metadata + path.sep)).sort((a, b) => b.length - a.length);
     for (const start of ordered) {
       let dir = start;
       while (dir.startsWith(this.root + path.sep) && dir !== this.root) {
@@ -189,8 +192,8 @@ function etagOf(body: Uint8Array): string {
  */
 async function intoFolder(target: string, place: () => Promise<void>): Promise<void> {
   for (let attempt = 0; ; attempt += 1) {
-    await fs.mkdir(path.dirname(target), { recursive: true });
     try {
+      await fs.mkdir(path.dirname(target), { recursive: true });
       await place();
       return;
     } catch (error) {
