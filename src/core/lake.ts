@@ -523,10 +523,16 @@ export class Lake {
 
   /** Each table's current runs and their files, resolved once so a query reads one consistent state. */
   async snapshot(): Promise<TableSnapshot[]> {
+    // An engine that reads tables through the catalog (Athena) needs no file listing per partition.
+    const withFiles = this.engine.capabilities.readsRunFiles;
     const snapshots: TableSnapshot[] = [];
     for (const table of await this.catalog.listTables()) {
       const partitions: PartitionSnapshot[] = [];
       for (const pointer of await this.catalog.listPointers(table)) {
+        if (!withFiles) {
+          partitions.push({ partition: pointer.partition, runId: pointer.runId, files: [] });
+          continue;
+        }
         const files = await this.runFiles(table, pointer.partition, pointer.runId);
         if (files.length > 0) partitions.push({ partition: pointer.partition, runId: pointer.runId, files });
       }

@@ -48,7 +48,7 @@ function athenaType(type: string): string {
  * timeout or on close (Ctrl-C), and their errors carry Athena's reason.
  */
 export class AthenaEngine implements Engine {
-  readonly capabilities = { landsFiles: true } as const;
+  readonly capabilities = { landsFiles: true, readsRunFiles: false } as const;
   private readonly running = new Set<string>();
 
   constructor(

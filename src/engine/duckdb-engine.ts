@@ -33,7 +33,7 @@ export function runFileName(runId: string): string {
  * with partition columns taken from the pointer, as Hive does.
  */
 export class DuckDbEngine implements Engine {
-  readonly capabilities = { landsFiles: true } as const;
+  readonly capabilities = { landsFiles: true, readsRunFiles: true } as const;
   private readonly store: ObjectStore;
   private instance: Promise<DuckDBInstance> | undefined;
 

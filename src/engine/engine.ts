@@ -110,6 +110,8 @@ export interface LandedDelivery {
 export interface EngineCapabilities {
   /** Can land source files (raw layer) itself. */
   readonly landsFiles: boolean;
+  /** Reads lake tables from their run files (DuckDB), rather than through the catalog (Athena reads Glue). */
+  readonly readsRunFiles: boolean;
 }
 
 /** Evaluate a derived layer's partition map over upstream partition values. */

@@ -1,4 +1,5 @@
 import { hostname } from "node:os";
+import { GetObjectCommand, S3Client } from "@aws-sdk/client-s3";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { Lake, PartitionHistory, ReplaceResult } from "../../src/core/lake.js";
 import type { LeaseRecord } from "../../src/core/lease.js";
@@ -46,8 +47,18 @@ describe.each(selectedBackends())("the writer lease on the %s backend", (backend
   async function leaseTakenBy(pid: number): Promise<LeaseRecord | undefined> {
     const dir = lakeDirOf(backend);
     if (dir === undefined) {
-      await until(`pid ${pid} to start its build`, async () => (await lake.history(TABLE, PARTITION))[0]!.runs.length > 1);
-      return undefined;
+      // On S3: read the lease object itself (a run's files appear only once its build is done).
+      const s3 = new S3Client((backend as unknown as { services: AwsServices }).services.s3.clientConfig);
+      const key = `${backend.cliEnv.DATA_OUTPUT_S3_PREFIX}/_lakeswap/leases/${TABLE}.json`;
+      return until(`pid ${pid} to take the lease`, async () => {
+        try {
+          const object = await s3.send(new GetObjectCommand({ Bucket: backend.cliEnv.DATA_OUTPUT_S3_BUCKET, Key: key }));
+          const holder = JSON.parse(await object.Body!.transformToString()) as LeaseRecord;
+          return holder.pid === pid ? holder : undefined;
+        } catch {
+          return undefined;
+        }
+      });
     }
     return until(`pid ${pid} to take the lease`, async () => {
       const holder = await leaseHolder(dir, TABLE);
