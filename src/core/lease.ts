@@ -70,15 +70,24 @@ export class WriterLease {
       const record = newRecord(table, options.command, ttlMs);
       const body = JSON.stringify(record);
       if (await store.putIfAbsent(key, body)) {
-        return WriterLease.start(store, key, ttlMs, record);
+        const lease = await WriterLease.start(store, key, ttlMs, record);
+        if (lease) return lease;
+        continue;
       }
       const current = await store.get(key);
       if (current === undefined) continue;
       const holder = parseRecord(current.body);
       // Our own write, answered "already exists" because a retry followed a lost response: we hold it.
-      if (holder?.token === record.token) return WriterLease.start(store, key, ttlMs, record);
+      if (holder?.token === record.token) {
+        const lease = await WriterLease.start(store, key, ttlMs, record);
+        if (lease) return lease;
+        continue;
+      }
       if (holder === undefined || leaseAbandoned(holder)) {
-        if (await store.putIfMatch(key, body, current.etag)) return WriterLease.start(store, key, ttlMs, record);
+        if (await store.putIfMatch(key, body, current.etag)) {
+          const lease = await WriterLease.start(store, key, ttlMs, record);
+          if (lease) return lease;
+        }
         continue;
       }
       if (Date.now() >= deadline) throw new LeaseHeldError(heldMessage(holder, options.waitMs));
@@ -91,9 +100,10 @@ export class WriterLease {
     }
   }
 
-  private static async start(store: ObjectStore, key: string, ttlMs: number, record: LeaseRecord): Promise<WriterLease> {
+  /** Starts holding a lease just written; undefined when it is no longer ours by the time we read it back (then try again). */
+  private static async start(store: ObjectStore, key: string, ttlMs: number, record: LeaseRecord): Promise<WriterLease | undefined> {
     const stored = await store.get(key);
-    if (!stored) throw new LakeswapError("LEASE_LOST", `the lease '${key}' vanished right after it was taken`);
+    if (!stored || parseRecord(stored.body)?.token !== record.token) return undefined;
     const lease = new WriterLease(store, key, ttlMs, record, stored.etag);
     lease.renewTimer = setInterval(() => void lease.renew(), Math.max(1000, Math.floor(ttlMs / 3)));
     lease.renewTimer.unref();
