@@ -139,11 +139,16 @@ describe.each(selectedBackends())("the writer lease on the %s backend", (backend
   });
 
   it("a lease whose holder stopped renewing it is taken over once it expires, and the stalled writer then refuses to swap", async () => {
+    const services = "services" in backend ? (backend as unknown as { services: AwsServices }).services : undefined;
+    // On the emulated AWS services the build is an UNLOAD: keep it running, so the writer is stopped mid-build.
+    services?.athena.delayNext(8_000, { match: /UNLOAD/ });
     const stalled = spawnScript("crash-writer.ts", [...backend.cliArgs, "--lease-ttl-ms", "2000"], backend.cliEnv);
     children.push(stalled);
     await stalled.nextJson(0);
     stalled.send({ table: TABLE, partition: PARTITION, select: LARGE.select });
     const holder = await leaseTakenBy(stalled.pid);
+    // Stop it once it works under the lease (its build has started), not while it is still taking the lease.
+    if (services) await until("the stalled writer's build to start", () => services.athena.executions.some((e) => /^UNLOAD/.test(e.query)));
     // A writer that hangs (stopped, so its pid is alive): its lease is not renewed any more.
     stalled.kill("SIGSTOP");
     // The lease was taken before the stop, so it expires within one TTL from now at the latest.
