@@ -70,24 +70,15 @@ export class WriterLease {
       const record = newRecord(table, options.command, ttlMs);
       const body = JSON.stringify(record);
       if (await store.putIfAbsent(key, body)) {
-        const lease = await WriterLease.start(store, key, ttlMs, record);
-        if (lease) return lease;
-        continue;
+        return WriterLease.start(store, key, ttlMs, record);
       }
       const current = await store.get(key);
       if (current === undefined) continue;
       const holder = parseRecord(current.body);
       // Our own write, answered "already exists" because a retry followed a lost response: we hold it.
-      if (holder?.token === record.token) {
-        const lease = await WriterLease.start(store, key, ttlMs, record);
-        if (lease) return lease;
-        continue;
-      }
+      if (holder?.token === record.token) return WriterLease.start(store, key, ttlMs, record);
       if (holder === undefined || leaseAbandoned(holder)) {
-        if (await store.putIfMatch(key, body, current.etag)) {
-          const lease = await WriterLease.start(store, key, ttlMs, record);
-          if (lease) return lease;
-        }
+        if (await store.putIfMatch(key, body, current.etag)) return WriterLease.start(store, key, ttlMs, record);
         continue;
       }
       if (Date.now() >= deadline) throw new LeaseHeldError(heldMessage(holder, options.waitMs));
@@ -100,10 +91,9 @@ export class WriterLease {
     }
   }
 
-  /** Starts holding a lease just written; undefined when it is no longer ours by the time we read it back (then try again). */
-  private static async start(store: ObjectStore, key: string, ttlMs: number, record: LeaseRecord): Promise<WriterLease | undefined> {
+  private static async start(store: ObjectStore, key: string, ttlMs: number, record: LeaseRecord): Promise<WriterLease> {
     const stored = await store.get(key);
-    if (!stored || parseRecord(stored.body)?.token !== record.token) return undefined;
+    if (!stored) throw new LakeswapError("LEASE_LOST", `the lease '${key}' vanished right after it was taken`);
     const lease = new WriterLease(store, key, ttlMs, record, stored.etag);
     lease.renewTimer = setInterval(() => void lease.renew(), Math.max(1000, Math.floor(ttlMs / 3)));
     lease.renewTimer.unref();
