@@ -149,6 +149,8 @@ describe.each(selectedBackends())("the writer lease on the %s backend", (backend
     const holder = await leaseTakenBy(stalled.pid);
     // Stop it once it works under the lease (its build has started), not while it is still taking the lease.
     if (services) await until("the stalled writer's build to start", () => services.athena.executions.some((e) => /^UNLOAD/.test(e.query)));
+    const folder = lakeDirOf(backend);
+    if (folder !== undefined) await until("the stalled writer's build to start", async () => (await runFolders(folder, TABLE, PARTITION)).length > 1);
     // A writer that hangs (stopped, so its pid is alive): its lease is not renewed any more.
     stalled.kill("SIGSTOP");
     // The lease was taken before the stop, so it expires within one TTL from now at the latest.
