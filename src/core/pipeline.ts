@@ -24,7 +24,8 @@ export type PlanReason =
   | "rolled back"
   | "forced"
   | "pinned"
-  | "unchanged";
+  | "unchanged"
+  | "signature version changed";
 
 /** The decision for one partition of one layer. */
 export interface PlannedPartition {
@@ -264,7 +265,7 @@ export class Pipeline {
     return plans;
   }
 
-  /** The rule: pinned, forced, new, rolled back, never signed, changed, or unchanged. */
+  /** The rule: pinned, forced, new, rolled back, never signed, signed by another algorithm version, changed, or unchanged. */
   private decide(
     state: PartitionState | undefined,
     expected: string | undefined,
@@ -275,6 +276,7 @@ export class Pipeline {
     if (!state?.runId) return { action: "build", reason: "new" };
     if (state.movedBy === "rollback") return { action: "build", reason: "rolled back" };
     if (expected === undefined || state.signature === undefined) return { action: "build", reason: "never signed" };
+    if (signatureVersion(state.signature) !== signatureVersion(expected)) return { action: "build", reason: "signature version changed" };
     if (state.signature !== expected) return { action: "build", reason: changed() };
     return { action: "skip", reason: "unchanged" };
   }
@@ -445,4 +447,9 @@ async function forEachLimited<T>(items: readonly T[], limit: number, work: (item
     }
   };
   await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+}
+
+/** The algorithm version of a signature (`v2` of `v2:…`, docs/signatures.md). */
+function signatureVersion(signature: string): string {
+  return signature.slice(0, Math.max(0, signature.indexOf(":")));
 }

@@ -1,21 +1,38 @@
 import { createHash } from "node:crypto";
 
 /**
- * Content signatures, version 1 (specified in docs/signatures.md).
+ * Content signatures, version 2 (specified in docs/signatures.md).
  *
- * Raw layer: every row of the signed columns (sorted by name) is written in a
- * canonical text form; each row's MD5 digest gives two 64-bit lanes (its first
- * and last 8 bytes, little-endian); the lanes are summed over all rows modulo
- * 2^64. Summing makes the digest order-insensitive and duplicate-sensitive.
- * The signature is `v1:` + sha256 over the version, the columns with their
- * types, the row count and the two sums.
+ * Raw layer: every field of the signed columns (sorted by name) becomes one or
+ * two signed 64-bit words: integers, decimals, dates, times and timestamps as
+ * the exact integer of their declared type; every other type as 126 bits of
+ * the MD5 digest of its canonical text. A flag word records which fields are
+ * NULL. Per lane, each word is split into its low 32 bits and its high 32 bits
+ * (signed), each factor is XORed with a key, and the XOR of the exact products
+ * is finalized by one multiply-fold round, with independent keys for the two
+ * lanes. The lanes are summed over all rows modulo 2^64, which makes the digest
+ * order-insensitive and duplicate-sensitive. The signature is `v2:` + sha256
+ * over the version, the columns with their types, the row count and the two sums.
  *
- * Derived layers: `v1:` + sha256 over the sorted input signatures, the
+ * Every step is 64-bit integer arithmetic that DuckDB runs without strings,
+ * casts or 128-bit math (a product of an unsigned and a signed 32-bit number
+ * fits a signed 64-bit integer): version 1 built a canonical text of each whole
+ * row and hashed it with MD5, several times slower. A partition signed with v1
+ * compares unequal to its v2 signature, so it is rebuilt once.
+ *
+ * Derived layers: `v2:` + sha256 over the sorted input signatures, the
  * transform's fingerprint and the partition.
  */
-export const SIGNATURE_VERSION = "v1";
+export const SIGNATURE_VERSION = "v2";
 
 const LANE = 1n << 64n;
+const MASK64 = LANE - 1n;
+const MASK32 = (1n << 32n) - 1n;
+const MASK31 = (1n << 31n) - 1n;
+const MASK63 = (1n << 63n) - 1n;
+
+/** Bits of a flag word that carry flags: 63, so a flag word is a non-negative signed 64-bit integer. */
+export const FLAG_BITS = 63;
 
 /** A signed column: its name and declared (normalized) type. */
 export interface SignedColumn {
@@ -28,18 +45,161 @@ export function signatureColumnOrder<T extends SignedColumn>(columns: readonly T
   return [...columns].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
 }
 
-/** The text of one canonical row: `N` for NULL, else `<UTF-8 byte length>:<canonical value>`, joined by `|`. */
-export function canonicalRow(values: readonly (string | null)[]): string {
-  return values.map((value) => (value === null ? "N" : `${Buffer.byteLength(value, "utf8")}:${value}`)).join("|");
+/** How a declared type becomes words: `integer` is one exact signed 64-bit word; `text` is the MD5 of the canonical text, two words. */
+export type WordKind = "integer" | "text";
+
+const INTEGER_TYPES = /^(TINYINT|SMALLINT|INTEGER|BIGINT|UTINYINT|USMALLINT|UINTEGER|BOOLEAN|DATE|TIME|TIMESTAMP|TIMESTAMPTZ)$/;
+
+/**
+ * The word kind of a declared type (docs/signatures.md, step 3): every type
+ * whose values are integers that fit a signed 64-bit integer. DECIMAL(p,s) is
+ * an integer (its unscaled value) up to p = 18; UBIGINT, HUGEINT and wider
+ * decimals are text.
+ */
+export function wordKind(type: string): WordKind {
+  const kind = type.toUpperCase();
+  if (INTEGER_TYPES.test(kind)) return "integer";
+  const decimal = /^DECIMAL\((\d+),(\d+)\)$/.exec(kind);
+  if (decimal && Number(decimal[1]) <= 18) return "integer";
+  return "text";
 }
 
-/** The two 64-bit lanes of one canonical row: MD5 bytes 0-7 and 8-15, each little-endian. */
-export function rowLanes(row: string): readonly [bigint, bigint] {
-  const digest = createHash("md5").update(row, "utf8").digest();
-  return [digest.readBigUInt64LE(0), digest.readBigUInt64LE(8)];
+/**
+ * The words of one field (signed 64-bit integers), from its canonical text (see
+ * `canonicalValue`), or zeros for NULL. Integer kinds are the exact value:
+ * integers as they are, BOOLEAN 1/0, DECIMAL(p,s) its value times 10^s, DATE
+ * days since 1970-01-01, TIME microseconds since midnight, TIMESTAMP and
+ * TIMESTAMPTZ microseconds since 1970-01-01T00:00:00 (UTC). Text kinds are the
+ * MD5 digest of the canonical text: bytes 0-7 read as a little-endian
+ * unsigned 64-bit integer with its top bit cleared, and bytes 8-15 read the
+ * same way, shifted right by one bit (126 of the digest's 128 bits).
+ */
+export function fieldWords(type: string, canonical: string | null): bigint[] {
+  if (wordKind(type) === "text") {
+    if (canonical === null) return [0n, 0n];
+    const digest = createHash("md5").update(canonical, "utf8").digest();
+    return [digest.readBigUInt64LE(0) & MASK63, digest.readBigUInt64LE(8) >> 1n];
+  }
+  if (canonical === null) return [0n];
+  return [BigInt.asIntN(64, integerValue(type.toUpperCase(), canonical))];
 }
 
-/** The final raw signature from the row count and the two lane sums (already reduced modulo 2^64). */
+function integerValue(kind: string, text: string): bigint {
+  if (kind === "BOOLEAN") return text === "true" ? 1n : 0n;
+  if (kind.startsWith("DECIMAL(")) return BigInt(text.replace(".", ""));
+  if (kind === "DATE") return daysFromCivil(Number(text.slice(0, 4)), Number(text.slice(5, 7)), Number(text.slice(8, 10)));
+  if (kind === "TIME") return timeOfDayMicros(text);
+  if (kind === "TIMESTAMP" || kind === "TIMESTAMPTZ") {
+    const days = integerValue("DATE", text.slice(0, 10));
+    return days * 86_400_000_000n + timeOfDayMicros(text.slice(11).replace(/Z$/, ""));
+  }
+  return BigInt(text);
+}
+
+/** Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's days_from_civil), exact for any year. */
+function daysFromCivil(year: number, month: number, day: number): bigint {
+  const y = BigInt(month <= 2 ? year - 1 : year);
+  const era = (y >= 0n ? y : y - 399n) / 400n;
+  const yearOfEra = y - era * 400n;
+  const m = BigInt(month);
+  const dayOfYear = (153n * (m > 2n ? m - 3n : m + 9n) + 2n) / 5n + BigInt(day) - 1n;
+  const dayOfEra = yearOfEra * 365n + yearOfEra / 4n - yearOfEra / 100n + dayOfYear;
+  return era * 146_097n + dayOfEra - 719_468n;
+}
+
+/** `HH:MM:SS.ffffff` as microseconds since midnight. */
+function timeOfDayMicros(text: string): bigint {
+  const [hours = 0, minutes = 0, seconds = 0] = text.slice(0, 8).split(":").map(Number);
+  const micros = Number((text.slice(9) || "0").padEnd(6, "0").slice(0, 6));
+  return BigInt(((hours * 60 + minutes) * 60 + seconds) * 1_000_000 + micros);
+}
+
+/** How many flag words hold `count` flags (at least one). */
+export function flagWordCount(count: number): number {
+  return Math.max(1, Math.ceil(count / FLAG_BITS));
+}
+
+/** Flags packed into words: flag i is bit (i mod 63) of word floor(i / 63). */
+export function flagWords(flags: readonly boolean[]): bigint[] {
+  const words = new Array<bigint>(flagWordCount(flags.length)).fill(0n);
+  flags.forEach((set, i) => {
+    if (set) words[Math.floor(i / FLAG_BITS)]! |= 1n << BigInt(i % FLAG_BITS);
+  });
+  return words;
+}
+
+/** A row as the row hash reads it (docs/signatures.md, step 4). */
+export interface RowItems {
+  /** Data words, columns in name order. */
+  readonly words: readonly bigint[];
+  /** Flag words: a null flag per column, in name order. */
+  readonly flags: readonly bigint[];
+}
+
+/** The data words and flag words of one row, columns in name order, values as canonical text (or null). */
+export function rowItems(columns: readonly SignedColumn[], values: readonly (string | null)[]): RowItems {
+  return {
+    words: columns.flatMap((column, i) => fieldWords(column.type, values[i] ?? null)),
+    flags: flagWords(columns.map((_, i) => (values[i] ?? null) === null)),
+  };
+}
+
+/** The splitmix64 sequence: the keys of the row hash are drawn from it (docs/signatures.md, step 5). */
+export function splitmix64(seed: bigint, count: number): bigint[] {
+  const out: bigint[] = [];
+  let state = seed & MASK64;
+  for (let i = 0; i < count; i++) {
+    state = (state + 0x9e3779b97f4a7c15n) & MASK64;
+    let z = state;
+    z = ((z ^ (z >> 30n)) * 0xbf58476d1ce4e5b9n) & MASK64;
+    z = ((z ^ (z >> 27n)) * 0x94d049bb133111ebn) & MASK64;
+    out.push(z ^ (z >> 31n));
+  }
+  return out;
+}
+
+/** The seed of lane 0 ("lakeswap" in ASCII, big-endian); lane 1's is one more. */
+export const LANE_SEED = 0x6c616b6573776170n;
+
+/** One product's keys: the first below 2^32, the second below 2^31 (so XOR keeps the signed high half in range). */
+export type KeyPair = readonly [bigint, bigint];
+
+/** The keys of one lane for rows of `items` items: the finalizer's key pair, then one key pair per item. */
+export function laneKeys(lane: 0 | 1, items: number): { readonly finalizer: KeyPair; readonly items: readonly KeyPair[] } {
+  const raw = splitmix64(LANE_SEED + BigInt(lane), 2 * (1 + items));
+  const pairs: KeyPair[] = [];
+  for (let i = 0; i < raw.length; i += 2) pairs.push([raw[i]! & MASK32, raw[i + 1]! & MASK31]);
+  return { finalizer: pairs[0]!, items: pairs.slice(1) };
+}
+
+/**
+ * One product of the row hash, for a signed 64-bit word w: (w mod 2^32, in
+ * [0, 2^32), XOR k0) times (floor(w / 2^32), in [-2^31, 2^31), XOR k1): exact,
+ * and within the signed 64-bit range. BigInt's XOR is two's complement, as SQL's.
+ */
+function product(word: bigint, [k0, k1]: KeyPair): bigint {
+  return ((word & MASK32) ^ k0) * ((word >> 32n) ^ k1);
+}
+
+/**
+ * The two lanes of one row, as unsigned 64-bit values: per lane, the XOR of one
+ * product per word (data words, then flag words), then s ^= product(s,
+ * finalizer keys), all as signed 64-bit integers.
+ */
+export function rowLanes(items: RowItems): readonly [bigint, bigint] {
+  const all = [...items.words, ...items.flags];
+  const lane = (index: 0 | 1): bigint => {
+    const keys = laneKeys(index, all.length);
+    let s = 0n;
+    all.forEach((value, i) => {
+      s ^= product(value, keys.items[i]!);
+    });
+    return BigInt.asUintN(64, s ^ product(s, keys.finalizer));
+  };
+  return [lane(0), lane(1)];
+}
+
+/** The final raw signature from the row count and the two lane sums (reduced modulo 2^64 here). */
 export function finishRawSignature(columns: readonly SignedColumn[], rows: bigint | number, upper: bigint, lower: bigint): string {
   const header = signatureColumnOrder(columns).map((c) => `${c.name} ${c.type}`).join(",");
   const text = [`lakeswap-signature ${SIGNATURE_VERSION}`, header, String(rows), hex64(upper % LANE), hex64(lower % LANE)].join("\n");
@@ -56,9 +216,9 @@ export function rawSignature(columns: readonly SignedColumn[], rows: readonly (r
   let upper = 0n;
   let lower = 0n;
   for (const row of rows) {
-    const [hi, lo] = rowLanes(canonicalRow(order.map((column) => row[column.index] ?? null)));
-    upper = (upper + hi) % LANE;
-    lower = (lower + lo) % LANE;
+    const [a, b] = rowLanes(rowItems(order, order.map((column) => row[column.index] ?? null)));
+    upper = (upper + a) % LANE;
+    lower = (lower + b) % LANE;
   }
   return finishRawSignature(columns, rows.length, upper, lower);
 }
@@ -76,11 +236,13 @@ export function transformFingerprint(sql: Uint8Array | string): string {
 
 /**
  * The canonical text of one value of a declared type, or null (reference
- * implementation for the types test vectors use). Integers in base 10;
+ * implementation for the types the tests use). Integers in base 10;
  * DECIMAL(p,s) with exactly s fraction digits, rounded half away from zero;
  * DOUBLE/FLOAT as C's `%.17g`, with NaN as NULL, -0 as `0`, infinities as
  * `inf`/`-inf`; BOOLEAN as `true`/`false`; DATE as `YYYY-MM-DD`; TIMESTAMP as
- * `YYYY-MM-DDTHH:MM:SS.ffffff`; VARCHAR as is.
+ * `YYYY-MM-DDTHH:MM:SS.ffffff`; TIMESTAMPTZ the same in UTC, then `Z`; TIME as
+ * `HH:MM:SS.ffffff`; VARCHAR as is. Integer-kind types are then read back
+ * into words by `fieldWords`.
  */
 export function canonicalValue(type: string, value: string | number | bigint | boolean | null): string | null {
   if (value === null) return null;
@@ -96,6 +258,8 @@ export function canonicalValue(type: string, value: string | number | bigint | b
   if (kind === "BOOLEAN") return value === true || /^(true|t|1|yes|y)$/i.test(String(value)) ? "true" : "false";
   if (kind === "DATE") return String(value).slice(0, 10);
   if (kind === "TIMESTAMP") return canonicalTimestamp(String(value));
+  if (kind === "TIMESTAMPTZ") return canonicalInstant(String(value));
+  if (kind === "TIME") return canonicalTimestamp(`1970-01-01 ${String(value)}`).slice(11);
   return String(value);
 }
 
@@ -118,10 +282,8 @@ export function formatG17(value: number): string | null {
   if (Number.isNaN(value)) return null;
   if (value === 0) return "0";
   if (!Number.isFinite(value)) return value > 0 ? "inf" : "-inf";
-  const [mantissa = "", exponentText = "0"] = value.toExponential(16).split("e");
-  const exponent = Number(exponentText);
-  const negative = mantissa.startsWith("-");
-  const digits = mantissa.replace("-", "").replace(".", "");
+  const negative = value < 0;
+  const [digits, exponent] = seventeenDigits(Math.abs(value));
   let body: string;
   if (exponent < -4 || exponent >= 17) {
     const fraction = digits.slice(1).replace(/0+$/, "");
@@ -137,10 +299,53 @@ export function formatG17(value: number): string | null {
   return negative ? `-${body}` : body;
 }
 
+/**
+ * A positive finite double rounded to 17 significant digits as C's printf does
+ * it: from the exact binary value, ties to even (JavaScript's toExponential
+ * breaks ties upward, which differs on values like the FLOAT 256.666656494140625).
+ * Returns the 17 digits and the decimal exponent of the first one.
+ */
+function seventeenDigits(value: number): [string, number] {
+  const view = new DataView(new ArrayBuffer(8));
+  view.setFloat64(0, value);
+  const bits = view.getBigUint64(0);
+  const biased = Number((bits >> 52n) & 0x7ffn);
+  const fraction = bits & ((1n << 52n) - 1n);
+  const mantissa = biased === 0 ? fraction : fraction | (1n << 52n);
+  const power = (biased === 0 ? 1 : biased) - 1075;
+  // value = mantissa * 2^power = exact / 10^scale, with exact an integer.
+  const [exact, scale] = power >= 0 ? [mantissa << BigInt(power), 0] : [mantissa * 5n ** BigInt(-power), -power];
+  const text = exact.toString();
+  const exponent = text.length - 1 - scale;
+  if (text.length <= 17) return [text.padEnd(17, "0"), exponent];
+  let kept = BigInt(text.slice(0, 17));
+  const rest = text.slice(17);
+  const half = `5${"0".repeat(rest.length - 1)}`;
+  if (rest > half || (rest === half && kept % 2n === 1n)) kept += 1n;
+  const rounded = kept.toString();
+  // A carry to 18 digits (99…9 rounding up) moves the exponent.
+  return rounded.length > 17 ? [rounded.slice(0, 17), exponent + 1] : [rounded, exponent];
+}
+
 function canonicalTimestamp(text: string): string {
   const match = /^(\d{4}-\d{2}-\d{2})[T ](\d{2}:\d{2}:\d{2})(?:\.(\d{1,6}))?/.exec(text.trim());
   if (!match) throw new Error(`'${text}' is not a timestamp`);
   return `${match[1]}T${match[2]}.${(match[3] ?? "").padEnd(6, "0")}`;
+}
+
+/** A timestamp with a UTC offset (`+01`, `-05:30`, `Z`, or none for UTC) as the UTC canonical timestamp, then `Z`. */
+function canonicalInstant(text: string): string {
+  const match = /^(.*?)(Z|[+-]\d{2}(?::?\d{2})?)?$/.exec(text.trim());
+  const local = canonicalTimestamp(match?.[1] ?? text);
+  const offset = match?.[2] ?? "Z";
+  if (offset === "Z") return `${local}Z`;
+  const sign = offset.startsWith("-") ? -1 : 1;
+  const digits = offset.slice(1).replace(":", "");
+  const minutes = sign * (Number(digits.slice(0, 2)) * 60 + Number(digits.slice(2, 4) || "0"));
+  const micros = BigInt(Date.parse(`${local.slice(0, 19)}Z`)) * 1000n + BigInt(local.slice(20, 26)) - BigInt(minutes) * 60_000_000n;
+  const fraction = ((micros % 1_000_000n) + 1_000_000n) % 1_000_000n;
+  const utc = new Date(Number((micros - fraction) / 1000n)).toISOString().slice(0, 19);
+  return `${utc}.${String(fraction).padStart(6, "0")}Z`;
 }
 
 function hex64(value: bigint): string {

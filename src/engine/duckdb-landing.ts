@@ -1,6 +1,7 @@
 import type { DuckDBConnection } from "@duckdb/node-api";
 import { InvalidInputError, errorMessage } from "../core/errors.js";
 import { MAX_PARTITION_VALUE_LENGTH } from "../core/partition.js";
+import { FLAG_BITS, flagWordCount, type KeyPair, laneKeys, wordKind } from "../core/signature.js";
 import { quoteIdentifier, quoteLiteral } from "../core/sql.js";
 import type { LandRequest } from "./engine.js";
 
@@ -169,29 +170,86 @@ export function canonicalExpression(name: string, type: string): string {
   return `CAST(${c} AS VARCHAR)`;
 }
 
-/** The SQL of one row's canonical text: `N` or `<byte length>:<value>` per column, joined by '|'. */
-export function canonicalRowExpression(columns: readonly { name: string; type: string }[]): string {
-  const fields = columns.map((column) => {
-    const value = canonicalExpression(column.name, column.type);
-    return `coalesce(CAST(strlen(${value}) AS VARCHAR) || ':' || ${value}, 'N')`;
-  });
-  return fields.length === 1 ? fields[0]! : `concat_ws('|', ${fields.join(", ")})`;
+/** The SQL of a column's word (docs/signatures.md, step 3) for word kind `integer`: a BIGINT expression. */
+function integerWordExpression(name: string, type: string): string {
+  const c = quoteIdentifier(name);
+  const decimal = /^DECIMAL\((\d+),(\d+)\)$/.exec(type);
+  if (decimal) {
+    const [width, scale] = [Number(decimal[1]), Number(decimal[2])];
+    if (scale === 0) return `CAST(${c} AS BIGINT)`;
+    // The exact unscaled value (below 10^18): DuckDB multiplies decimals in 64 bits while the result's
+    // width stays within 18 digits, so a wider product is widened to DECIMAL(38,s) first.
+    const value = width + scale + 1 <= 18 ? c : `CAST(${c} AS DECIMAL(38,${scale}))`;
+    return `CAST(${value} * CAST(1${"0".repeat(scale)} AS DECIMAL(${scale + 1},0)) AS BIGINT)`;
+  }
+  if (type === "DATE") return `(${c} - DATE '1970-01-01')`;
+  if (type === "TIME" || type === "TIMESTAMP" || type === "TIMESTAMPTZ") return `epoch_us(${c})`;
+  return `CAST(${c} AS BIGINT)`;
 }
 
+/** A signed column as the signature query needs it: a column declared not nullable is never NULL once landed. */
+export interface SignatureColumn {
+  readonly name: string;
+  readonly type: string;
+  readonly nullable?: boolean;
+}
+
+const LANE_MODULUS = "18446744073709551616::HUGEINT";
+
 /**
- * The per-partition signature query over a relation: for each partition, the row
- * count and the two lane sums of docs/signatures.md, as text (exact integers).
- * One MD5 per row: md5_number is the digest as a little-endian 128-bit integer,
- * so its low and high 64 bits are the lanes (digest bytes 0-7 and 8-15); they
- * are summed as UBIGINT, which DuckDB sums exactly into a HUGEINT.
+ * The per-partition signature query over a relation: for each partition, the
+ * row count and the two lane sums of docs/signatures.md (v2), as text (exact
+ * integers). `signed` must be in signature column order.
+ *
+ * A stack of projections: fields to words (one MD5 per text field) and the null
+ * flag word, MD5 digests to two words, words to their two factors, factors to
+ * the two lanes, the finalizer round, then the sums per partition. Everything
+ * is BIGINT: each product is of a number below 2^32 and a signed 32-bit one, so
+ * it is exact, and no per-row casts or 128-bit arithmetic are needed (in
+ * DuckDB those cost more than the products).
  */
-export function signatureQuery(relation: string, keys: readonly string[], signed: readonly { name: string; type: string }[]): string {
-  const lane = "18446744073709551616::HUGEINT";
+export function signatureQuery(relation: string, keys: readonly string[], signed: readonly SignatureColumn[]): string {
   const keyList = keys.map(quoteIdentifier).join(", ");
-  return (
-    `SELECT ${keyList}, count(*) AS n, CAST(sum(a) % ${lane} AS VARCHAR) AS upper, CAST(sum(b) % ${lane} AS VARCHAR) AS lower ` +
-    `FROM (SELECT *, (m & 18446744073709551615::UHUGEINT)::UBIGINT AS a, (m >> 64)::UBIGINT AS b ` +
-    `FROM (SELECT ${keyList}, md5_number(${canonicalRowExpression(signed)})::UHUGEINT AS m FROM ${quoteIdentifier(relation)})) ` +
-    `GROUP BY ALL ORDER BY ALL`
-  );
+  const fields: string[] = [];
+  const digests: string[] = [];
+  const words: string[] = [];
+  signed.forEach((column, j) => {
+    const nullable = column.nullable ?? true;
+    if (wordKind(column.type) === "integer") {
+      const word = integerWordExpression(column.name, column.type);
+      fields.push(`${nullable ? `coalesce(${word}, 0)` : word} AS __w${j}`);
+      digests.push(`__w${j}`);
+      words.push(`__w${j}`);
+    } else {
+      const digest = `md5_number(${canonicalExpression(column.name, column.type)})`;
+      fields.push(`${nullable ? `coalesce(${digest}, 0::UHUGEINT)` : digest} AS __m${j}`);
+      // md5_number is the digest read as a little-endian 128-bit integer: its bits 0-62 and 65-127.
+      digests.push(`CAST(__m${j} & 9223372036854775807::UHUGEINT AS BIGINT) AS __w${j}_0`, `CAST(__m${j} >> 65 AS BIGINT) AS __w${j}_1`);
+      words.push(`__w${j}_0`, `__w${j}_1`);
+    }
+  });
+  // The null flags: flag j is set when column j is NULL (never, where it is declared not nullable).
+  for (let q = 0; q < flagWordCount(signed.length); q++) {
+    const bits = signed
+      .map((column, j) => ({ column, j }))
+      .filter(({ column, j }) => (column.nullable ?? true) && Math.floor(j / FLAG_BITS) === q)
+      .map(({ column, j }) => `CASE WHEN ${quoteIdentifier(column.name)} IS NULL THEN ${1n << BigInt(j % FLAG_BITS)} ELSE 0 END`);
+    fields.push(`CAST(${bits.length === 0 ? "0" : bits.join(" | ")} AS BIGINT) AS __n${q}`);
+    digests.push(`__n${q}`);
+    words.push(`__n${q}`);
+  }
+  const factors = words.flatMap((word, i) => [`${word} & 4294967295 AS __x${i}`, `${word} >> 32 AS __y${i}`]);
+  const lane = (index: 0 | 1): string =>
+    laneKeys(index, words.length)
+      .items.map(([k0, k1], i) => `(xor(__x${i}, ${k0}) * xor(__y${i}, ${k1}))`)
+      .reduce((acc, product) => `xor(${acc}, ${product})`);
+  const finalize = (s: string, [k0, k1]: KeyPair): string => `xor(${s}, xor(${s} & 4294967295, ${k0}) * xor(${s} >> 32, ${k1}))`;
+  const fieldsToWords = `SELECT ${keyList}, ${fields.join(", ")} FROM ${quoteIdentifier(relation)}`;
+  const digestsToWords = `SELECT ${keyList}, ${digests.join(", ")} FROM (${fieldsToWords})`;
+  const wordsToFactors = `SELECT ${keyList}, ${factors.join(", ")} FROM (${digestsToWords})`;
+  const factorsToLanes = `SELECT ${keyList}, ${lane(0)} AS __a, ${lane(1)} AS __b FROM (${wordsToFactors})`;
+  const finalized = `SELECT ${keyList}, ${finalize("__a", laneKeys(0, 0).finalizer)} AS __a, ${finalize("__b", laneKeys(1, 0).finalizer)} AS __b FROM (${factorsToLanes})`;
+  // Lanes are signed here; the sums are taken modulo 2^64 as unsigned numbers (the mathematical modulus, never negative).
+  const laneSum = (lane: string): string => `CAST(((sum(${lane}) % ${LANE_MODULUS}) + ${LANE_MODULUS}) % ${LANE_MODULUS} AS VARCHAR)`;
+  return `SELECT ${keyList}, count(*) AS n, ${laneSum("__a")} AS upper, ${laneSum("__b")} AS lower FROM (${finalized}) GROUP BY ALL ORDER BY ALL`;
 }

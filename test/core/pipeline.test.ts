@@ -147,6 +147,23 @@ describe("pipelines skip unchanged partitions", () => {
     expect((await lake.query("SELECT amount FROM orders_stage WHERE order_id = 101")).rows).toEqual([[5]]);
   });
 
+  it("rebuilds, once, a partition signed by an older signature algorithm, and says so", async () => {
+    const { ws, lake } = await start();
+    const file = ws.delivery(orders(2));
+    await ws.pipeline(lake, { inputs: [file] }).sync();
+    // What a lake signed before version 2 holds: the same run, with a v1 signature.
+    const catalog = (lake as any).catalog;
+    const table = await (lake as any).table("orders_raw");
+    const partition = (lake as any).partitionOf(table, "day=2026-11-01");
+    const pointer = await catalog.getPointer(table, partition);
+    await catalog.movePointers(table, [{ partition, runId: pointer.runId, previousRunId: pointer.previousRunId, signature: `v1:${"0".repeat(64)}`, kind: "swap" }]);
+
+    expect(built(await ws.pipeline(lake, { inputs: [file] }).plan())).toEqual(["raw day=2026-11-01 build signature version changed"]);
+    // Raw rebuilds the same rows, so stage and analytics, whose inputs are signed as before, stay.
+    expect(built(await ws.pipeline(lake, { inputs: [file] }).sync())).toEqual(["raw day=2026-11-01 build signature version changed"]);
+    expect(built(await ws.pipeline(lake, { inputs: [file] }).sync())).toEqual([]);
+  });
+
   it("always rebuilds, and does not sign, a partition whose upstream was never signed", async () => {
     const { ws, lake } = await start();
     const file = ws.delivery(orders(2));
@@ -162,7 +179,7 @@ describe("pipelines skip unchanged partitions", () => {
     }
     const states = await lake.partitionStates("orders_stage");
     expect(states.get("day=2026-11-01")?.signature).toBeUndefined();
-    expect(states.get("day=2026-11-02")?.signature).toMatch(/^v1:[0-9a-f]{64}$/);
+    expect(states.get("day=2026-11-02")?.signature).toMatch(/^v2:[0-9a-f]{64}$/);
   });
 
   it("forces every partition with fullRefresh, and limits the work to the partitions asked for", async () => {

@@ -2,7 +2,18 @@ import { readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { DuckDBInstance } from "@duckdb/node-api";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { canonicalRow, canonicalValue, chainSignature, formatG17, rawSignature, signatureColumnOrder, transformFingerprint } from "../../src/core/signature.js";
+import {
+  canonicalValue,
+  chainSignature,
+  finishRawSignature,
+  formatG17,
+  rawSignature,
+  rowItems,
+  rowLanes,
+  signatureColumnOrder,
+  transformFingerprint,
+} from "../../src/core/signature.js";
+import { signatureQuery } from "../../src/engine/duckdb-landing.js";
 import { DuckDbEngine } from "../../src/engine/duckdb-engine.js";
 import type { LandRequest } from "../../src/engine/engine.js";
 import { LocalStore } from "../../src/store/local-store.js";
@@ -12,7 +23,9 @@ interface Vector {
   name: string;
   columns: { name: string; type: string; nullable: boolean }[];
   rows: (string | null)[][];
-  canonical: string[];
+  canonical: (string | null)[][];
+  words: string[][];
+  lanes: string[][];
   signature: string;
 }
 
@@ -51,13 +64,17 @@ async function signaturesOf(request: Omit<LandRequest, "header" | "delimiter"> &
   }
 }
 
-describe("v1 signatures: the published test vectors", () => {
+describe("v2 signatures: the published test vectors", () => {
   const vectors = publishedVectors();
 
   it.each(vectors.map((v) => [v.name, v] as const))("reference implementation: %s", (_name, vector) => {
     const canonical = vector.rows.map((row) => row.map((value, i) => canonicalValue(vector.columns[i]!.type, value)));
     const order = signatureColumnOrder(vector.columns.map((c, index) => ({ ...c, index })));
-    expect(canonical.map((row) => canonicalRow(order.map((c) => row[c.index] ?? null)))).toEqual(vector.canonical);
+    const ordered = canonical.map((row) => order.map((c) => row[c.index] ?? null));
+    expect(ordered).toEqual(vector.canonical);
+    const items = ordered.map((row) => rowItems(order, row));
+    expect(items.map((item) => [...item.words, ...item.flags].map(String))).toEqual(vector.words);
+    expect(items.map((item) => rowLanes(item).map((lane) => lane.toString(16).padStart(16, "0")))).toEqual(vector.lanes);
     expect(rawSignature(vector.columns, canonical)).toBe(vector.signature);
   });
 
@@ -75,7 +92,8 @@ describe("v1 signatures: the published test vectors", () => {
   });
 
   it("formats doubles exactly as C's %.17g (DuckDB printf agrees)", async () => {
-    const values = [1, 0.1, 1e20, 1e-5, 123456.789, -2.5e-7, 1 / 3, 5e-324, 1.7976931348623157e308, 100, 1e16, 1e17];
+    // 256.666656494140625 (a FLOAT) is an exact tie at 17 digits: C rounds it to even.
+    const values = [1, 0.1, 1e20, 1e-5, 123456.789, -2.5e-7, 1 / 3, 5e-324, 1.7976931348623157e308, 100, 1e16, 1e17, 256.666656494140625, 0.1 + 0.2];
     const instance = await DuckDBInstance.create(":memory:");
     const connection = await instance.connect();
     const list = values.map((v) => `${v.toExponential(17)}::DOUBLE`).join(", ");
@@ -88,13 +106,89 @@ describe("v1 signatures: the published test vectors", () => {
   it("chains derived signatures as documented", () => {
     const fingerprint = transformFingerprint("SELECT 1\n");
     expect(fingerprint).toBe("sha256:a0a22c9dfa428cdce6fb3e58a40d4052335e17e5fbe42efc2f17f9ca813be62c");
-    const inputs = ["orders_raw/day=2026-11-02=v1:bb", "orders_raw/day=2026-11-01=v1:aa"];
-    expect(chainSignature(inputs, fingerprint, "month=2026-11")).toBe("v1:a40ace6cca09bfb3c76caeeb7f5be3be1abe79196a3891d7199138c2fa6c587f");
+    const inputs = ["orders_raw/day=2026-11-02=v2:bb", "orders_raw/day=2026-11-01=v2:aa"];
+    expect(chainSignature(inputs, fingerprint, "month=2026-11")).toBe("v2:7cfc03d03f6b4f6bb30ba13061050fc55ed4ffea627e96b06920105a94f1eea1");
     expect(chainSignature(inputs, transformFingerprint("SELECT 2\n"), "month=2026-11")).not.toBe(chainSignature(inputs, fingerprint, "month=2026-11"));
   });
 });
 
-describe("v1 signatures: the same rows give the same signature", () => {
+describe("v2 signatures: the SQL and the reference implementation agree", () => {
+  /** Every type of the spec, with extremes, negatives, pre-1970 dates and NULLs; `ts` is declared not nullable. */
+  const columns = [
+    { name: "i8", type: "TINYINT", sql: "CASE WHEN range % 2 = 0 THEN -128 ELSE (range % 255) - 127 END::TINYINT" },
+    { name: "i16", type: "SMALLINT", sql: "((range * 37) % 65535 - 32767)::SMALLINT" },
+    { name: "i32", type: "INTEGER", sql: "CASE WHEN range % 13 = 0 THEN NULL ELSE (range * -7919)::INTEGER END" },
+    { name: "i64", type: "BIGINT", sql: "CASE range % 5 WHEN 0 THEN -9223372036854775808 WHEN 1 THEN 9223372036854775807 WHEN 2 THEN NULL ELSE range * 104729 - 4294967296 END::BIGINT" },
+    { name: "u8", type: "UTINYINT", sql: "(range % 256)::UTINYINT" },
+    { name: "u16", type: "USMALLINT", sql: "(range * 31 % 65536)::USMALLINT" },
+    { name: "u32", type: "UINTEGER", sql: "(range * 2654435761 % 4294967296)::UINTEGER" },
+    { name: "u64", type: "UBIGINT", sql: "CASE WHEN range % 3 = 0 THEN 18446744073709551615 ELSE range * 1000003 END::UBIGINT" },
+    { name: "h", type: "HUGEINT", sql: "(range::HUGEINT * 99999999999999999 - 170141183460469231731687303715884105727::HUGEINT)" },
+    { name: "flag", type: "BOOLEAN", sql: "CASE WHEN range % 6 = 0 THEN NULL ELSE range % 2 = 0 END" },
+    { name: "amount", type: "DECIMAL(10,2)", sql: "CASE WHEN range % 7 = 0 THEN NULL ELSE CAST((range * 37 % 100000) / 100 - 300 AS DECIMAL(10,2)) END" },
+    { name: "wide", type: "DECIMAL(18,6)", sql: "CAST(999999999999.999999 - range * 12345.678901 AS DECIMAL(18,6))" },
+    { name: "huge", type: "DECIMAL(38,10)", sql: "CAST(range * -1234567890123.0123456789 AS DECIMAL(38,10))" },
+    { name: "ratio", type: "DOUBLE", sql: "CASE WHEN range % 9 = 0 THEN NULL ELSE range / 7.0 - 100 END" },
+    { name: "small", type: "FLOAT", sql: "(range / 3.0)::FLOAT" },
+    { name: "day", type: "DATE", sql: "CASE WHEN range % 4 = 0 THEN NULL ELSE DATE '1900-01-01' + (range * 17 % 80000)::INTEGER END" },
+    { name: "clock", type: "TIME", sql: "TIME '00:00:00' + to_microseconds(range * 123456789 % 86400000000)" },
+    { name: "ts", type: "TIMESTAMP", sql: "TIMESTAMP '1950-01-01' + to_microseconds(range * 1234567891)", nullable: false },
+    { name: "tz", type: "TIMESTAMPTZ", sql: "CASE WHEN range % 8 = 0 THEN NULL ELSE TIMESTAMPTZ '1960-06-01 00:00:00+00' + to_microseconds(range * 987654321) END" },
+    { name: "note", type: "VARCHAR", sql: "CASE range % 4 WHEN 0 THEN NULL WHEN 1 THEN 'héllo|' || range WHEN 2 THEN '' ELSE repeat('x', (range % 70)::INTEGER) END" },
+    { name: "id", type: "UUID", sql: "('00000000-0000-4000-8000-' || lpad(range::VARCHAR, 12, '0'))::UUID" },
+  ];
+
+  it("on 3,000 rows of every type in 7 partitions", async () => {
+    const instance = await DuckDBInstance.create(":memory:");
+    const connection = await instance.connect();
+    try {
+      await connection.run(`SET TimeZone = 'UTC'`);
+      await connection.run(`CREATE TABLE t AS SELECT (range % 7)::VARCHAR AS p, ${columns.map((c) => `${c.sql} AS ${c.name}`).join(", ")} FROM range(3000)`);
+      const signed = signatureColumnOrder(columns.map(({ name, type, nullable }) => ({ name, type, nullable: nullable ?? true })));
+      const rows = (await connection.runAndReadAll(signatureQuery("t", ["p"], signed))).getRowsJS();
+      expect(rows).toHaveLength(7);
+      for (const [p, n, upper, lower] of rows) {
+        const texts = columns.map((c) => (c.type === "DOUBLE" || c.type === "FLOAT" ? c.name : `CAST(${c.name} AS VARCHAR)`)).join(", ");
+        const values = (await connection.runAndReadAll(`SELECT ${texts} FROM t WHERE p = '${String(p)}'`)).getRowsJS();
+        const canonical = values.map((row) => row.map((value, i) => canonicalValue(columns[i]!.type, value === null ? null : (value as number | string))));
+        expect(finishRawSignature(signed, Number(n), BigInt(String(upper)), BigInt(String(lower)))).toBe(rawSignature(columns, canonical));
+      }
+    } finally {
+      connection.closeSync();
+      instance.closeSync();
+    }
+  });
+
+  it("tells apart what a weaker row hash would mix up", () => {
+    const columns = [
+      { name: "a", type: "BIGINT" },
+      { name: "b", type: "BIGINT" },
+      { name: "s", type: "VARCHAR" },
+    ];
+    const sign = (rows: (string | null)[][]): string => rawSignature(columns, rows);
+    const base = sign([["1", "2", "x"], ["3", "4", "y"]]);
+    // Values swapped between two rows, in one column or in the text column.
+    expect(sign([["1", "4", "x"], ["3", "2", "y"]])).not.toBe(base);
+    expect(sign([["1", "2", "y"], ["3", "4", "x"]])).not.toBe(base);
+    // Values swapped between two columns of a row.
+    expect(sign([["2", "1", "x"], ["3", "4", "y"]])).not.toBe(base);
+    // Both columns moved by one, or by complementary amounts.
+    expect(sign([["2", "3", "x"], ["3", "4", "y"]])).not.toBe(base);
+    expect(sign([["2", "1", "x"], ["2", "5", "y"]])).not.toBe(base);
+    // Zero against NULL, 0 against -1, -1 against 2^32 - 1, and a value against its negation.
+    expect(sign([["0", "2", "x"], ["3", "4", "y"]])).not.toBe(sign([[null, "2", "x"], ["3", "4", "y"]]));
+    expect(sign([["0", "0", "x"]])).not.toBe(sign([["-1", "-1", "x"]]));
+    expect(sign([["-1", "0", "x"]])).not.toBe(sign([["4294967295", "0", "x"]]));
+    expect(sign([["5", "0", "x"]])).not.toBe(sign([["-5", "0", "x"]]));
+    // An empty text is not NULL (in a non-nullable column, where landing keeps it).
+    expect(sign([["1", "2", ""]])).not.toBe(sign([["1", "2", null]]));
+    // A duplicate counts; the order does not.
+    expect(sign([["1", "2", "x"], ["3", "4", "y"], ["3", "4", "y"]])).not.toBe(base);
+    expect(sign([["3", "4", "y"], ["1", "2", "x"]])).toBe(base);
+  });
+});
+
+describe("v2 signatures: the same rows give the same signature", () => {
   const columns = [
     { name: "order_id", type: "BIGINT", nullable: false },
     { name: "amount", type: "DECIMAL(10,2)", nullable: true },
