@@ -6,7 +6,7 @@ import {
 } from "@aws-sdk/client-s3";
 import { Upload } from "@aws-sdk/lib-storage";
 import { LakeswapError } from "../core/errors.js";
-import { withRetry } from "../core/retry.js";
+import { isTransient, withRetry } from "../core/retry.js";
 import { assertKey, joinKey, type ObjectInfo, type ObjectStore, type TaggedObject } from "./object-store.js";
 
 const MIB = 1024 * 1024;
@@ -116,21 +116,26 @@ export class S3Store implements ObjectStore {
 
   async delete(keys: readonly string[]): Promise<void> {
     for (let start = 0; start < keys.length; start += 1000) {
-      const chunk = keys.slice(start, start + 1000);
-      const response = await withRetry(`DeleteObjects (${chunk.length} keys)`, () =>
-        this.client.send(
-          new DeleteObjectsCommand({ Bucket: this.bucket, Delete: { Objects: chunk.map((key) => ({ Key: this.fullKey(key) })), Quiet: true } }),
-        ),
-      );
-      const failed = (response.Errors ?? []).filter((e) => e.Code !== "NoSuchKey");
-      if (failed.length > 0) {
+      // S3 answers DeleteObjects with per-key errors; keys refused with a transient code (InternalError,
+      // SlowDown, …) are sent again, with backoff, as AWS advises; any other refusal stops the delete.
+      let remaining = keys.slice(start, start + 1000);
+      await withRetry(`DeleteObjects (${remaining.length} keys)`, async () => {
+        const response = await this.client.send(
+          new DeleteObjectsCommand({ Bucket: this.bucket, Delete: { Objects: remaining.map((key) => ({ Key: this.fullKey(key) })), Quiet: true } }),
+        );
+        const failed = (response.Errors ?? []).filter((e) => e.Code !== "NoSuchKey");
+        if (failed.length === 0) return;
+        const transient = failed.every((e) => isTransient({ code: e.Code }));
+        const failedKeys = new Set(failed.map((e) => e.Key));
         const first = failed.slice(0, 3).map((e) => `${e.Key}: ${e.Code} ${e.Message ?? ""}`.trim());
+        const total = remaining.length;
+        if (transient) remaining = remaining.filter((key) => failedKeys.has(this.fullKey(key)));
         throw new LakeswapError(
           "STORE_ERROR",
-          `DeleteObjects failed for ${failed.length} of ${chunk.length} keys (${first.join("; ")}); nothing was assumed deleted, rerun lakeswap gc`,
-          { retryable: true },
+          `DeleteObjects failed for ${failed.length} of ${total} keys (${first.join("; ")}); nothing was assumed deleted, rerun lakeswap gc`,
+          { retryable: transient },
         );
-      }
+      });
     }
   }
 

@@ -104,7 +104,7 @@ describe("the same pipeline on AWS, with only config changed", () => {
       const env = awsCliEnv(services);
       const file = workspace.delivery(orders(2));
       const first = await runCli(["sync", "-c", workspace.configFile, "--input", file, "--json"], env);
-      expect(first.code, first.stderr).toBe(0);
+      expect(first.code, `${first.stderr}${first.stdout}`).toBe(0);
       expect(JSON.parse(first.stdout).totals).toMatchObject({ built: 5, failed: 0 });
       const second = await runCli(["sync", "-c", workspace.configFile, "--input", file, "--json"], env);
       expect(JSON.parse(second.stdout).totals).toMatchObject({ built: 0, skipped: 5 });

@@ -38,6 +38,40 @@ describe("the S3 store", () => {
     expect(await s3.list("t/")).toEqual([]);
   });
 
+  it("sends again the keys DeleteObjects refused with a transient error, and stops on any other", async () => {
+    const { store: s3, client } = await store();
+    await Promise.all(["a", "b", "c"].map((k) => client.send(new PutObjectCommand({ Bucket: "lake", Key: `warehouse/events/d/${k}`, Body: "x" }))));
+    // What S3 may answer under load: a 200 whose body refuses one key with InternalError (or, below, AccessDenied).
+    let refuse: { key: string; code: string } | undefined = { key: "warehouse/events/d/b", code: "InternalError" };
+    const sent: string[][] = [];
+    client.middlewareStack.add(
+      (next, context) => async (args) => {
+        if (context.commandName !== "DeleteObjectsCommand") return next(args);
+        const input = args.input as any;
+        sent.push(input.Delete.Objects.map((o: { Key: string }) => o.Key));
+        const refused = refuse;
+        if (!refused) return next(args);
+        refuse = undefined;
+        const kept = input.Delete.Objects.filter((o: { Key: string }) => o.Key !== refused.key);
+        const result = await next({ ...args, input: { ...input, Delete: { ...input.Delete, Objects: kept } } });
+        const output = result.output as { Errors?: { Key: string; Code: string; Message: string }[] };
+        output.Errors = [...(output.Errors ?? []), { Key: refused.key, Code: refused.code, Message: "refused by the test" }];
+        return result;
+      },
+      { step: "initialize", name: "refuseOneKey" },
+    );
+    await s3.delete(["d/a", "d/b", "d/c"]);
+    expect(sent).toEqual([["warehouse/events/d/a", "warehouse/events/d/b", "warehouse/events/d/c"], ["warehouse/events/d/b"]]);
+    expect(await s3.list("d/")).toEqual([]);
+
+    await Promise.all(["e", "f"].map((k) => client.send(new PutObjectCommand({ Bucket: "lake", Key: `warehouse/events/d/${k}`, Body: "x" }))));
+    refuse = { key: "warehouse/events/d/e", code: "AccessDenied" };
+    sent.length = 0;
+    await expect(s3.delete(["d/e", "d/f"])).rejects.toThrow(/DeleteObjects failed for 1 of 2 keys \(warehouse\/events\/d\/e: AccessDenied/);
+    expect(sent).toHaveLength(1);
+    expect(await s3.list("d/")).toEqual([{ key: "d/e", size: 1 }]);
+  });
+
   it("uploads a file multipart and never overwrites a run file", async () => {
     const { store: s3 } = await store();
     const { dir, cleanup } = tempDir();

@@ -22,8 +22,9 @@
  *
  * Requests must be path-style (`forcePathStyle: true`). Test code only.
  */
-import { randomBytes } from "node:crypto";
-import { mkdtemp, rm } from "node:fs/promises";
+import { createHash, randomBytes } from "node:crypto";
+import { createWriteStream } from "node:fs";
+import { mkdir, mkdtemp, rm, unlink } from "node:fs/promises";
 import http, { type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { createRequire } from "node:module";
@@ -95,6 +96,81 @@ type S3rverConstructor = new (options: {
 
 const require = createRequire(import.meta.url);
 const S3rver = require("s3rver") as S3rverConstructor;
+
+interface S3rverStoredObject {
+  readonly bucket: string;
+  readonly key: string;
+  readonly content: Buffer | NodeJS.ReadableStream;
+  readonly metadata: Record<string, string>;
+}
+
+interface S3rverFilesystemStore {
+  getResourcePath(bucket: string, key: string, resource: string): string;
+  putMetadata(bucket: string, key: string, metadata: Record<string, string>, md5: string): Promise<void>;
+}
+
+/**
+ * Two fixes to s3rver's filesystem store, so that it behaves as S3 does:
+ *
+ * - it answers a PUT before the object's bytes are on disk: putObject resolves
+ *   once the body has been read through (the MD5 is known), not once the file
+ *   write has finished, so a GET right after the PUT could find no file yet
+ *   (404) or a short one. S3 reads its own writes (a lease read back right
+ *   after it was taken, a run file read after its upload), so putObject here
+ *   waits for the file to be written and closed (CompleteMultipartUpload goes
+ *   through it too);
+ * - deleteObject removes the folders the key leaves empty, racing a PUT of a
+ *   sibling key (two partitions' outbox records in one folder, written and
+ *   deleted at once): the folder goes away under the PUT, or is refilled
+ *   before its rmdir, and one of the two requests fails with a 500 that S3
+ *   would never give. S3 has no folders; here empty ones are left in place
+ *   (listings read files only).
+ */
+function makeS3rverBehaveLikeS3(): void {
+  const store = require("s3rver/lib/stores/filesystem.js") as { prototype: Record<string, unknown> };
+  if (store.prototype.lakeswapBehavesLikeS3) return;
+  store.prototype.lakeswapBehavesLikeS3 = true;
+  store.prototype.deleteObject = async function deleteObject(this: S3rverFilesystemStore, bucket: string, key: string) {
+    await Promise.all(
+      ["object", "object.md5", "metadata.json"].map((resource) =>
+        unlink(this.getResourcePath(bucket, key, resource)).catch((error: NodeJS.ErrnoException) => {
+          if (error.code !== "ENOENT") throw error;
+        }),
+      ),
+    );
+  };
+  store.prototype.putObject = async function putObject(this: S3rverFilesystemStore, object: S3rverStoredObject) {
+    const objectPath = this.getResourcePath(object.bucket, object.key, "object");
+    await mkdir(path.dirname(objectPath), { recursive: true });
+    const digest = createHash("md5");
+    let size = 0;
+    await new Promise<void>((resolve, reject) => {
+      const file = createWriteStream(objectPath);
+      file.on("error", reject);
+      file.on("close", () => resolve());
+      if (Buffer.isBuffer(object.content)) {
+        digest.update(object.content);
+        size = object.content.length;
+        file.end(object.content);
+        return;
+      }
+      const counting = new Transform({
+        transform(chunk: Buffer, _encoding, callback) {
+          digest.update(chunk);
+          size += chunk.length;
+          callback(null, chunk);
+        },
+      });
+      object.content.on("error", reject);
+      counting.on("error", reject);
+      object.content.pipe(counting).pipe(file);
+    });
+    const md5 = digest.digest("hex");
+    await this.putMetadata(object.bucket, object.key, object.metadata, md5);
+    return { size, md5 };
+  };
+}
+makeS3rverBehaveLikeS3();
 
 const HOST = "127.0.0.1";
 const REGION = "us-east-1";
