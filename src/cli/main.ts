@@ -11,6 +11,7 @@ import { registerRollback } from "./commands/rollback.js";
 import { registerTables } from "./commands/tables.js";
 import { registerPlan } from "./commands/plan.js";
 import { registerSync } from "./commands/sync.js";
+import { registerSyncs } from "./commands/syncs.js";
 import { registerPin } from "./commands/pin.js";
 import { registerSchema } from "./commands/schema.js";
 
@@ -24,7 +25,7 @@ export function buildProgram(): Command {
     .exitOverride();
   for (const register of [
     registerDemo, registerCreateTable, registerDropTable, registerReplace, registerRollback,
-    registerHistory, registerGc, registerQuery, registerTables, registerPlan, registerSync, registerPin, registerSchema,
+    registerHistory, registerGc, registerQuery, registerTables, registerPlan, registerSync, registerSyncs, registerPin, registerSchema,
   ]) register(program);
   for (const command of program.commands) command.exitOverride();
   return program;

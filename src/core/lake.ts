@@ -12,6 +12,7 @@ import { orderPartition, parsePartition, parsePartitionPath, partitionPath, type
 import { DEFAULT_GRACE_MS, planRetention, type RetentionReason } from "./retention.js";
 import { Outbox, type OutboxEntry } from "./outbox.js";
 import { isRunId, newRunIdAfter, runIdTime } from "./run-id.js";
+import { SYNCS_PREFIX, parseSyncRecord, syncRecordKey, type SyncMove, type SyncRecord } from "./sync-record.js";
 import type { TableDefinition } from "./table.js";
 
 /** The ports a lake runs on. */
@@ -117,6 +118,24 @@ export interface RollbackResult {
   readonly fromRunId: string;
   readonly toRunId: string;
   readonly rows?: number;
+}
+
+/** What `rollbackSync` did to one partition the sync had moved. */
+export interface SyncRollbackEntry {
+  readonly table: string;
+  readonly partition: string;
+  /** `rolled back` to the run before the sync; `removed`: the sync created the partition; `skipped`: see `reason`. */
+  readonly action: "rolled back" | "removed" | "skipped";
+  /** The run the sync made current. */
+  readonly fromRunId: string;
+  readonly toRunId?: string;
+  readonly reason?: string;
+}
+
+/** What `rollbackSync` did. */
+export interface SyncRollbackResult {
+  readonly syncId: string;
+  readonly partitions: readonly SyncRollbackEntry[];
 }
 
 /** Progress of work that spans several partitions. */
@@ -435,6 +454,91 @@ export class Lake {
       });
       return { table: table.name, partition: partitionPath(partition), fromRunId: current.runId, toRunId: target, rows: manifest?.rows };
     });
+  }
+
+  /** Writes (or rewrites, as a sync goes) a sync's record of the pointers it moved. */
+  async recordSync(record: SyncRecord): Promise<void> {
+    await this.store.put(syncRecordKey(record.syncId), `${JSON.stringify(record, null, 2)}\n`);
+  }
+
+  /** The records of past syncs, newest first. */
+  async syncs(): Promise<SyncRecord[]> {
+    const records: SyncRecord[] = [];
+    for (const object of await this.store.list(SYNCS_PREFIX)) {
+      const stored = await this.store.get(object.key);
+      const record = stored ? parseSyncRecord(stored.body) : undefined;
+      if (record) records.push(record);
+    }
+    return records.sort((a, b) => (a.syncId < b.syncId ? 1 : a.syncId > b.syncId ? -1 : 0));
+  }
+
+  /**
+   * Moves back every pointer one sync moved (`last`: the newest sync): each
+   * partition to the run that was current before the sync, or, where the sync
+   * created the partition, no run at all. A partition whose pointer moved
+   * since (a later sync, a rollback) is left alone and reported. Downstream
+   * layers go first; per table the moves are one batch under the table's
+   * lease (Glue: 100 per call, every entry checked). As with a one-partition
+   * rollback, the next sync rebuilds what was rolled back unless it is pinned.
+   */
+  async rollbackSync(syncId: string): Promise<SyncRollbackResult> {
+    const record = syncId === "last" ? (await this.syncs())[0] : await this.syncRecord(syncId);
+    if (!record) {
+      throw new NotFoundError(syncId === "last" ? "no sync has been recorded in this lake yet" : `no sync ${syncId} is recorded in this lake; lakeswap syncs lists them`);
+    }
+    const byTable = new Map<string, SyncMove[]>();
+    for (const move of record.moves) byTable.set(move.table, [...(byTable.get(move.table) ?? []), move]);
+    const entries: SyncRollbackEntry[] = [];
+    // Tables in the reverse order the sync reached them: a derived layer is rolled back before its inputs.
+    for (const [tableName, moves] of [...byTable].reverse()) {
+      const table = await this.catalog.getTable(tableName);
+      if (!table) {
+        entries.push(...moves.map((m): SyncRollbackEntry => ({ table: tableName, partition: m.partition, action: "skipped", fromRunId: m.run, reason: "the table no longer exists" })));
+        continue;
+      }
+      entries.push(...(await this.withLease(table.name, `rollback sync ${record.syncId}`, () => this.rollbackMoves(table, moves))));
+    }
+    return { syncId: record.syncId, partitions: entries };
+  }
+
+  private async syncRecord(syncId: string): Promise<SyncRecord | undefined> {
+    const stored = await this.store.get(syncRecordKey(syncId));
+    return stored ? parseSyncRecord(stored.body) : undefined;
+  }
+
+  /** One table's share of a sync rollback, under its lease. */
+  private async rollbackMoves(table: TableDefinition, moves: readonly SyncMove[]): Promise<SyncRollbackEntry[]> {
+    const entries: SyncRollbackEntry[] = [];
+    const back: { partition: Partition; runId: string; previousRunId: string; signature?: string }[] = [];
+    const removals: Partition[] = [];
+    for (const move of moves) {
+      const partition = parsePartitionPath(move.partition, table.partitionKeys);
+      const skip = (reason: string): void => {
+        entries.push({ table: table.name, partition: move.partition, action: "skipped", fromRunId: move.run, reason });
+      };
+      const current = await this.catalog.getPointer(table, partition);
+      if (current?.runId !== move.run) {
+        skip(current ? `moved since the sync: run ${current.runId} is current now` : "the partition has no current run any more");
+        continue;
+      }
+      if (move.previousRun === undefined) {
+        removals.push(partition);
+        entries.push({ table: table.name, partition: move.partition, action: "removed", fromRunId: move.run });
+        continue;
+      }
+      const manifest = await this.readManifest(table, partition, move.previousRun);
+      const files = (await this.runFiles(table, partition, move.previousRun)).length;
+      if (!manifest || files === 0) {
+        skip(`run ${move.previousRun}, current before the sync, no longer exists (garbage-collected?); lakeswap history ${table.name} --partition ${move.partition}`);
+        continue;
+      }
+      back.push({ partition, runId: move.previousRun, previousRunId: move.run, signature: manifest.signature });
+      entries.push({ table: table.name, partition: move.partition, action: "rolled back", fromRunId: move.run, toRunId: move.previousRun });
+    }
+    await this.leaseCheck(table.name);
+    if (back.length > 0) await this.catalog.movePointers(table, back.map((b) => ({ ...b, kind: "rollback" as const })));
+    if (removals.length > 0) await this.catalog.removePointers(table, removals);
+    return entries;
   }
 
   /** The runs of one partition, or of every partition of a table, newest first. */

@@ -7,7 +7,9 @@ import type { LandedDelivery } from "../engine/engine.js";
 import { InvalidInputError, LakeswapError, errorMessage } from "./errors.js";
 import type { Lake, PartitionState } from "./lake.js";
 import { assertPartitionValue, makePartition, orderPartition, parsePartition, parsePartitionPath, partitionPath, type Partition } from "./partition.js";
+import { newRunId } from "./run-id.js";
 import { chainSignature, transformFingerprint } from "./signature.js";
+import type { SyncMove } from "./sync-record.js";
 import { quoteIdentifier, quoteLiteral } from "./sql.js";
 import { defineTable, type TableDefinition } from "./table.js";
 
@@ -54,6 +56,8 @@ export interface SyncedPartition {
   readonly action: PlanAction | "failed";
   readonly reason: PlanReason;
   readonly run?: string;
+  /** The run that was current before this sync built `run` (absent for a new partition). */
+  readonly previousRun?: string;
   readonly rows?: number;
   readonly seconds: number;
   readonly error?: string;
@@ -81,6 +85,8 @@ export interface LoadReport {
 
 /** The report of a sync. */
 export interface SyncReport {
+  /** The id of this sync's record: `lakeswap rollback --sync ID` moves back every pointer it moved. */
+  readonly syncId: string;
   readonly partitions: readonly SyncedPartition[];
   readonly layers: readonly ({ readonly dataset: string; readonly layer: string; readonly table: string } & SyncTotals)[];
   readonly loads: readonly LoadReport[];
@@ -149,12 +155,23 @@ export class Pipeline {
     const results: SyncedPartition[] = [];
     const layers: SyncReport["layers"][number][] = [];
     const loads: LoadReport[] = [];
+    const record = { format: 1 as const, syncId: newRunId(), config: this.config.file, startedAt: new Date().toISOString() };
+    const moves: SyncMove[] = [];
+    // The record is rewritten after each layer, so a sync that dies half-way leaves the record of what it moved.
+    const recordMoves = async (layerResults: readonly SyncedPartition[], finished = false): Promise<void> => {
+      for (const p of layerResults) {
+        if (p.action === "build" && p.run) moves.push({ table: p.table, layer: p.layer, partition: p.partition, run: p.run, previousRun: p.previousRun });
+      }
+      if (moves.length > 0) await this.lake.recordSync({ ...record, moves, ...(finished ? { finishedAt: new Date().toISOString() } : {}) });
+    };
     for (const dataset of this.config.datasets) {
       // Landing first: a delivery with bad rows and no dead-letter table changes nothing, not even the catalog.
       const landed = await this.land(dataset);
       try {
         await this.createTables(dataset);
-        loads.push(await this.writeDeadLetters(dataset, landed));
+        const deadLetters = await this.writeDeadLetters(dataset, landed);
+        loads.push(deadLetters.load);
+        await recordMoves(deadLetters.moved);
         const started = Date.now();
         const rawPlan = await this.planRaw(dataset, landed.delivery);
         const rawResults = await this.execute(dataset.table, "raw", rawPlan, (p) => ({
@@ -162,6 +179,7 @@ export class Pipeline {
           landed: true,
         }));
         results.push(...rawResults);
+        await recordMoves(rawResults);
         layers.push({ dataset: dataset.name, layer: "raw", table: dataset.table, ...totals(rawResults, Date.now() - started) });
       } finally {
         await this.lake.releaseDelivery(landed.delivery);
@@ -177,10 +195,12 @@ export class Pipeline {
           inputPartitions: [{ table: upstreamTable, partitions: p.inputPartitions ?? [] }],
         }));
         results.push(...layerResults);
+        await recordMoves(layerResults);
         layers.push({ dataset: dataset.name, layer: layer.name, table: layer.table, ...totals(layerResults, Date.now() - started) });
       }
     }
-    return { partitions: results, layers, loads, totals: totals(results, layers.reduce((sum, l) => sum + l.seconds * 1000, 0)) };
+    await recordMoves([], true);
+    return { syncId: record.syncId, partitions: results, layers, loads, totals: totals(results, layers.reduce((sum, l) => sum + l.seconds * 1000, 0)) };
   }
 
   private async land(dataset: DatasetConfig): Promise<{ delivery: LandedDelivery }> {
@@ -319,7 +339,10 @@ export class Pipeline {
               landed: build.landed,
               allowEmpty: this.options.allowEmpty,
             });
-            results.push({ table, layer, partition: p.partition, action: "build", reason: p.reason, run: result.runId, rows: result.rows, seconds: result.seconds });
+            results.push({
+              table, layer, partition: p.partition, action: "build", reason: p.reason,
+              run: result.runId, previousRun: result.previousRunId, rows: result.rows, seconds: result.seconds,
+            });
           } catch (error) {
             if (error instanceof LakeswapError && error.code === "LEASE_LOST") throw error;
             results.push({ table, layer, partition: p.partition, action: "failed", reason: p.reason, seconds: (Date.now() - started) / 1000, error: errorMessage(error) });
@@ -335,16 +358,24 @@ export class Pipeline {
     return results.sort((a, b) => (a.partition < b.partition ? -1 : a.partition > b.partition ? 1 : 0));
   }
 
-  private async writeDeadLetters(dataset: DatasetConfig, landed: { delivery: LandedDelivery }): Promise<LoadReport> {
+  private async writeDeadLetters(
+    dataset: DatasetConfig,
+    landed: { delivery: LandedDelivery },
+  ): Promise<{ load: LoadReport; moved: SyncedPartition[] }> {
     const { delivery } = landed;
     const deliveryId = await deliveryIdOf(delivery.files);
+    const moved: SyncedPartition[] = [];
     if (dataset.deadLetter && delivery.rowsRejected > 0) {
-      await this.lake.replacePartition(dataset.deadLetter, `delivery=${deliveryId}`, {
+      const result = await this.lake.replacePartition(dataset.deadLetter, `delivery=${deliveryId}`, {
         select: `SELECT ${quoteLiteral(dataset.name)} AS dataset, file, line, reason, raw FROM ${quoteIdentifier(delivery.rejectedRelation)} ORDER BY file, line`,
         landed: true,
       });
+      moved.push({
+        table: dataset.deadLetter, layer: "dead letter", partition: result.partition, action: "build", reason: "new",
+        run: result.runId, previousRun: result.previousRunId, rows: result.rows, seconds: result.seconds,
+      });
     }
-    return {
+    const load = {
       dataset: dataset.name,
       delivery: deliveryId,
       files: delivery.files,
@@ -353,6 +384,7 @@ export class Pipeline {
       rowsDeadLettered: delivery.rowsRejected,
       deadLetterTable: dataset.deadLetter,
     };
+    return { load, moved };
   }
 
   private async createTables(dataset: DatasetConfig): Promise<void> {

@@ -40,6 +40,47 @@ describe("lakeswap plan and sync", () => {
     expect(again.stdout).toMatch(/raw\s+orders_raw\s+0\s+2\s+0/);
   });
 
+  it("lists syncs and undoes one with rollback --sync, text and --json", async () => {
+    workspace = new PipelineWorkspace();
+    const args = ["--lake", workspace.lakeDir];
+    const rows = orders(2);
+    const first = await runCli([...args, "sync", "-c", workspace.configFile, "--input", workspace.delivery(rows), "--json"]);
+    const firstReport = JSON.parse(first.stdout);
+    expect(firstReport.syncId).toMatch(/^\d{8}T\d{6}Z-[0-9a-f]{6}$/);
+    const changed = rows.map((r) => (r.id === 104 ? { ...r, amount: "1.00" } : r));
+    const second = await runCli([...args, "sync", "-c", workspace.configFile, "--input", workspace.delivery(changed)]);
+    expect(second.code, second.stderr).toBe(0);
+    const secondId = /^sync (\S+) \(undo with: lakeswap rollback --sync \1\)$/m.exec(second.stdout)?.[1];
+    expect(secondId).toBeDefined();
+
+    const listed = await runCli([...args, "syncs", "--json"]);
+    expect(listed.code, listed.stderr).toBe(0);
+    expect(JSON.parse(listed.stdout).map((r: any) => [r.syncId, r.moves.length])).toEqual([[secondId, 3], [firstReport.syncId, 5]]);
+    expect((await runCli([...args, "syncs"])).stdout).toMatch(new RegExp(`${secondId}\\s+\\S+\\s+\\S+\\s+3\\s+orders_raw, orders_stage, orders_monthly`));
+
+    const undone = await runCli([...args, "rollback", "--sync", "last"]);
+    expect(undone.code, undone.stderr).toBe(0);
+    expect(undone.stdout).toContain(`sync ${secondId}: 3 partition(s) rolled back, 0 removed (new in that sync), 0 skipped`);
+    const lake = await openEmbeddedLake(workspace.lakeDir);
+    try {
+      expect((await lake.query("SELECT amount FROM orders_raw WHERE order_id = 104")).rows).not.toEqual([[1]]);
+    } finally {
+      await lake.close();
+    }
+    const again = await runCli([...args, "rollback", "--sync", secondId!, "--json"]);
+    expect(JSON.parse(again.stdout).partitions.map((p: any) => p.action)).toEqual(["skipped", "skipped", "skipped"]);
+
+    const badId = await runCli([...args, "rollback", "--sync", "yesterday"]);
+    expect(badId.code).toBe(2);
+    expect(badId.stderr).toMatch(/'yesterday' is not a sync id .* or 'last'; lakeswap syncs lists them/);
+    const mixed = await runCli([...args, "rollback", "orders_raw", "--sync", "last"]);
+    expect(mixed.code).toBe(2);
+    expect(mixed.stderr).toMatch(/--sync rolls back every partition of that sync: give it alone/);
+    const nothing = await runCli([...args, "rollback"]);
+    expect(nothing.code).toBe(2);
+    expect(nothing.stderr).toMatch(/give a table and --partition .* or --sync ID/);
+  });
+
   it("exits 7 when a partition failed, and 2 with the file and line for a bad row", async () => {
     workspace = new PipelineWorkspace();
     workspace.writeSql("monthly.sql", "SELECT day AS order_day, count(*) AS orders, sum(amount) AS revenue FROM orders_stage GROUP BY day HAVING error('analytics is broken')\n");

@@ -164,6 +164,80 @@ describe("pipelines skip unchanged partitions", () => {
     expect(built(await ws.pipeline(lake, { inputs: [file] }).sync())).toEqual([]);
   });
 
+  it("undoes a whole sync with one rollback: every pointer it moved goes back, partitions it created go away", async () => {
+    const { ws, lake } = await start();
+    const rows = orders(2);
+    const first = await ws.pipeline(lake, { inputs: [ws.delivery(rows)] }).sync();
+    const before = {
+      raw: await tableRows(lake, "orders_raw", "order_id"),
+      monthly: await tableRows(lake, "orders_monthly", "order_day"),
+    };
+    // The next delivery corrects day 1 and adds day 3.
+    const next = [...rows.map((r) => (r.id === 103 ? { ...r, amount: "999.99" } : r)), ...orders(3).filter((r) => r.id >= 300)];
+    const second = await ws.pipeline(lake, { inputs: [ws.delivery(next)] }).sync();
+    expect(built(second)).toEqual([
+      "analytics month=2026-11 build upstream changed",
+      "raw day=2026-11-01 build content changed",
+      "raw day=2026-11-03 build new",
+      "stage day=2026-11-01 build upstream changed",
+      "stage day=2026-11-03 build new",
+    ]);
+    expect((await lake.syncs()).map((r) => [r.syncId, r.moves.length, r.finishedAt !== undefined])).toEqual([
+      [second.syncId, 5, true],
+      [first.syncId, 5, true],
+    ]);
+
+    const undone = await lake.rollbackSync("last");
+    expect(undone.syncId).toBe(second.syncId);
+    const byPartition = (entries: typeof undone.partitions) => entries.map((p) => `${p.table} ${p.partition} ${p.action}`).sort();
+    expect(byPartition(undone.partitions)).toEqual([
+      "orders_monthly month=2026-11 rolled back",
+      "orders_raw day=2026-11-01 rolled back",
+      "orders_raw day=2026-11-03 removed",
+      "orders_stage day=2026-11-01 rolled back",
+      "orders_stage day=2026-11-03 removed",
+    ]);
+    // Every moved pointer is back on the run the first sync made.
+    const firstRuns = new Map(first.partitions.map((p) => [`${p.table} ${p.partition}`, p.run]));
+    for (const p of undone.partitions.filter((e) => e.action === "rolled back")) expect(p.toRunId).toBe(firstRuns.get(`${p.table} ${p.partition}`));
+    expect(await tableRows(lake, "orders_raw", "order_id")).toEqual(before.raw);
+    expect(await tableRows(lake, "orders_monthly", "order_day")).toEqual(before.monthly);
+
+    // Undoing it again finds nothing it moved still in place.
+    const again = await lake.rollbackSync(second.syncId);
+    expect(again.partitions.every((p) => p.action === "skipped")).toBe(true);
+    expect(again.partitions.find((p) => p.partition === "day=2026-11-03")?.reason).toMatch(/no current run/);
+    // As after any rollback, the next sync of the same delivery rebuilds what was rolled back.
+    expect(built(await ws.pipeline(lake, { inputs: [ws.delivery(next)] }).plan())).toEqual([
+      "analytics month=2026-11 build rolled back",
+      "raw day=2026-11-01 build rolled back",
+      "raw day=2026-11-03 build new",
+      "stage day=2026-11-01 build rolled back",
+      "stage day=2026-11-03 build new",
+    ]);
+  });
+
+  it("leaves alone, and reports, the partitions of a sync that moved since", async () => {
+    const { ws, lake } = await start();
+    const rows = orders(2);
+    const first = await ws.pipeline(lake, { inputs: [ws.delivery(rows)] }).sync();
+    await ws.pipeline(lake, { inputs: [ws.delivery(rows.map((r) => (r.id === 103 ? { ...r, amount: "999.99" } : r)))] }).sync();
+
+    const undone = await lake.rollbackSync(first.syncId);
+    const summary = undone.partitions.map((p) => `${p.table} ${p.partition} ${p.action}`).sort();
+    // Day 1 and the month moved with the second sync; day 2 was created by the first and is still its run.
+    expect(summary).toEqual([
+      "orders_monthly month=2026-11 skipped",
+      "orders_raw day=2026-11-01 skipped",
+      "orders_raw day=2026-11-02 removed",
+      "orders_stage day=2026-11-01 skipped",
+      "orders_stage day=2026-11-02 removed",
+    ]);
+    expect(undone.partitions.find((p) => p.table === "orders_raw" && p.partition === "day=2026-11-01")?.reason).toMatch(/moved since the sync: run \S+ is current now/);
+    expect((await lake.query("SELECT DISTINCT order_ts::DATE::VARCHAR FROM orders_raw")).rows).toEqual([["2026-11-01"]]);
+    await expect(lake.rollbackSync("20261129T000000Z-000000")).rejects.toThrow(/no sync 20261129T000000Z-000000 is recorded/);
+  });
+
   it("always rebuilds, and does not sign, a partition whose upstream was never signed", async () => {
     const { ws, lake } = await start();
     const file = ws.delivery(orders(2));

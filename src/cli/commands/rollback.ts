@@ -1,22 +1,59 @@
 import type { Command } from "commander";
-import { report } from "../output.js";
+import { loadPipelineConfig } from "../../config/pipeline-config.js";
+import { InvalidInputError } from "../../core/errors.js";
+import { checkSyncId } from "../../core/sync-record.js";
+import { formatTable, report } from "../output.js";
 import { addWaitOptions, wantsJson, withLake } from "../context.js";
 
-/** `lakeswap rollback`: moves a partition's pointer back one run, or to a named run. */
+interface Options {
+  config?: string;
+  partition?: string;
+  to?: string;
+  sync?: string;
+}
+
+/** `lakeswap rollback`: moves a partition's pointer back one run, or to a named run; or every pointer one sync moved. */
 export function registerRollback(program: Command): void {
   addWaitOptions(
     program
-      .command("rollback <table>")
-      .description("point a partition back to its newest older run, or to --to RUN")
-      .requiredOption("--partition <spec>", "the partition: day=2026-11-01")
+      .command("rollback [table]")
+      .description("point a partition back to its newest older run, or to --to RUN; or undo a whole sync with --sync ID")
+      .option("--partition <spec>", "the partition: day=2026-11-01")
       .option("--to <run>", "the run id to point to (see lakeswap history)")
+      .option("--sync <id>", "move back every pointer that sync moved ('last' for the newest; see lakeswap syncs)")
+      .option("-c, --config <file>", "reach the lake of this pipeline config (lakeswap.yaml), as sync does")
       .option("--json", "print the result as JSON"),
-  ).action(async (name: string, options: { partition: string; to?: string }, command: Command) => {
+  ).action(async (name: string | undefined, options: Options, command: Command) => {
+    if (options.sync !== undefined) {
+      if (name !== undefined || options.partition !== undefined || options.to !== undefined) {
+        throw new InvalidInputError("--sync rolls back every partition of that sync: give it alone, without a table, --partition or --to");
+      }
+      const syncId = checkSyncId(options.sync);
+      const config = options.config !== undefined ? loadPipelineConfig(options.config) : undefined;
+      await withLake(command, async (lake) => {
+        const result = await lake.rollbackSync(syncId);
+        report(wantsJson(command), result, () => {
+          const rows = result.partitions.map((p) => [p.table, p.partition, p.action, p.fromRunId, p.toRunId ?? (p.action === "removed" ? "(none)" : ""), p.reason]);
+          const counts = (action: string) => result.partitions.filter((p) => p.action === action).length;
+          return [
+            `sync ${result.syncId}: ${counts("rolled back")} partition(s) rolled back, ${counts("removed")} removed (new in that sync), ${counts("skipped")} skipped`,
+            ...(rows.length > 0 ? ["", formatTable(["table", "partition", "action", "from run", "to run", "reason"], rows)] : []),
+          ].join("\n");
+        });
+      }, config);
+      return;
+    }
+    if (name === undefined || options.partition === undefined) {
+      throw new InvalidInputError("give a table and --partition (lakeswap rollback orders --partition day=2026-11-01), or --sync ID to undo a whole sync");
+    }
+    const table = name;
+    const partition = options.partition;
+    const config = options.config !== undefined ? loadPipelineConfig(options.config) : undefined;
     await withLake(command, async (lake) => {
-      const result = await lake.rollback(name, options.partition, { toRunId: options.to });
+      const result = await lake.rollback(table, partition, { toRunId: options.to });
       report(wantsJson(command), result, () =>
         `${result.table}/${result.partition}: rolled back from run ${result.fromRunId} to run ${result.toRunId}${result.rows !== undefined ? ` (${result.rows} rows)` : ""}`,
       );
-    });
+    }, config);
   });
 }

@@ -41,9 +41,11 @@ export function registerSync(program: Command): void {
         }).sync();
         progress.done();
         report(wantsJson(command), result, () => {
-          const lines = result.loads.map(
+          const undo = result.totals.built > 0 ? ` (undo with: lakeswap rollback --sync ${result.syncId})` : ": nothing was built";
+          const lines = [`sync ${result.syncId}${undo}`, ""];
+          lines.push(...result.loads.map(
             (l) => `${l.dataset}: read ${l.rowsRead} rows from ${l.files.length} file(s): ${l.rowsLoaded} loaded, ${l.rowsDeadLettered} dead-lettered${l.deadLetterTable ? ` (${l.deadLetterTable}, delivery=${l.delivery})` : ""}`,
-          );
+          ));
           lines.push(
             "",
             formatTable(

@@ -1,0 +1,58 @@
+import { InvalidInputError } from "./errors.js";
+import { METADATA_PREFIX } from "./manifest.js";
+import { isRunId } from "./run-id.js";
+
+/** One pointer a sync moved. */
+export interface SyncMove {
+  readonly table: string;
+  /** `raw`, a derived layer's name, or `dead letter`. */
+  readonly layer: string;
+  readonly partition: string;
+  /** The run the sync made current. */
+  readonly run: string;
+  /** The run that was current before; absent when the sync created the partition. */
+  readonly previousRun?: string;
+}
+
+/**
+ * The record of one sync: every pointer it moved, so that one command can
+ * move them all back (`lakeswap rollback --sync ID`). Written as the sync
+ * goes, after each layer, so a sync that dies half-way leaves the record of
+ * what it did move.
+ */
+export interface SyncRecord {
+  readonly format: 1;
+  /** Sortable by time, like a run id: `20261102T140501Z-1a2b3c`. */
+  readonly syncId: string;
+  readonly config: string;
+  readonly startedAt: string;
+  /** Set once the sync ran to its end (with or without failed partitions). */
+  readonly finishedAt?: string;
+  readonly moves: readonly SyncMove[];
+}
+
+/** The store prefix of the sync records. */
+export const SYNCS_PREFIX = `${METADATA_PREFIX}/syncs/`;
+
+/** The store key of one sync's record. */
+export function syncRecordKey(syncId: string): string {
+  return `${SYNCS_PREFIX}${syncId}.json`;
+}
+
+/** Checks a sync id given on the command line (`last` names the newest sync). */
+export function checkSyncId(syncId: string): string {
+  if (syncId !== "last" && !isRunId(syncId)) {
+    throw new InvalidInputError(`'${syncId}' is not a sync id (YYYYMMDDTHHMMSSZ-xxxxxx) or 'last'; lakeswap syncs lists them`);
+  }
+  return syncId;
+}
+
+/** Parses a stored sync record, or undefined when it is not one. */
+export function parseSyncRecord(body: Uint8Array): SyncRecord | undefined {
+  try {
+    const value = JSON.parse(Buffer.from(body).toString("utf8")) as SyncRecord;
+    return value.format === 1 && typeof value.syncId === "string" && Array.isArray(value.moves) ? value : undefined;
+  } catch {
+    return undefined;
+  }
+}
