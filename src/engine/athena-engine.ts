@@ -50,6 +50,7 @@ function athenaType(type: string): string {
 export class AthenaEngine implements Engine {
   readonly capabilities = { landsFiles: true, readsRunFiles: false } as const;
   private readonly running = new Set<string>();
+  private readonly columnsByShape = new Map<string, string[]>();
 
   constructor(
     private readonly client: AthenaClient,
@@ -59,8 +60,29 @@ export class AthenaEngine implements Engine {
   async build(request: BuildRequest): Promise<BuildResult> {
     if (request.landed) return this.options.landing.build(request);
     const { table, partition } = request;
+    const inner = request.select.trim().replace(/;\s*$/, "");
+    const outputColumns = await this.outputColumns(request, inner);
+    const declared = table.columns.map((c) => c.name);
+    const missing = declared.filter((name) => !outputColumns.includes(name.toLowerCase()));
+    if (missing.length > 0) {
+      throw new BuildError(
+        `the SELECT for ${table.name}/${partitionPath(partition)} does not match the table: it lacks column${missing.length > 1 ? "s" : ""} ${missing.join(", ")} ` +
+          `(declared columns: ${declared.join(", ")})`,
+      );
+    }
+    // Partition columns are not written; if the SELECT returns them, every row must belong here. Trino has no
+    // documented error() function, so a row that does not makes the query fail on a cast that names it.
+    const checks = table.partitionKeys
+      .filter((key) => outputColumns.includes(key.toLowerCase()))
+      .map((key) => {
+        const value = partitionValue(partition, key);
+        const column = `CAST(q.${quoteIdentifier(key)} AS VARCHAR)`;
+        const message = `${quoteLiteral(`a row of the SELECT has ${key}=`)} || coalesce(${column}, 'NULL') || ${quoteLiteral(`, which does not belong to partition ${partitionPath(partition)}`)}`;
+        return `CASE WHEN ${column} IS DISTINCT FROM ${quoteLiteral(value)} THEN CAST(${message} AS INTEGER) = 0 ELSE true END`;
+      });
+    const where = checks.length > 0 ? ` WHERE ${checks.join(" AND ")}` : "";
     const projection = table.columns.map((c) => `CAST(q.${quoteIdentifier(c.name)} AS ${athenaType(c.type)}) AS ${quoteIdentifier(c.name)}`).join(", ");
-    const select = `${this.inputsClause(request)}SELECT ${projection} FROM (${request.select.trim().replace(/;\s*$/, "")}) AS q`;
+    const select = `${this.inputsClause(request)}SELECT ${projection} FROM (${inner}) AS q${where}`;
     const location = `${this.options.uriOf(request.runPrefix.replace(/\/$/, ""))}/`;
     const compression = table.compression === "zstd" ? "ZSTD" : "SNAPPY";
     let queryId: string;
@@ -108,6 +130,29 @@ export class AthenaEngine implements Engine {
     const ids = [...this.running];
     this.running.clear();
     await Promise.all(ids.map((id) => this.client.send(new StopQueryExecutionCommand({ QueryExecutionId: id })).catch(() => undefined)));
+  }
+
+  /**
+   * The column names (lowercase, as Athena reports them) of a build's SELECT,
+   * from a `LIMIT 0` query. Remembered per table and SELECT text with the
+   * partition's values taken out, so a layer's partitions, which differ only
+   * in those values, ask Athena once.
+   */
+  private async outputColumns(request: BuildRequest, inner: string): Promise<string[]> {
+    let shape = inner;
+    for (const value of request.partition.values) shape = shape.split(quoteLiteral(value)).join("\u0000partition value\u0000");
+    const key = `${request.table.name}\n${shape}`;
+    const known = this.columnsByShape.get(key);
+    if (known) return known;
+    let queryId: string;
+    try {
+      queryId = await this.run(`${this.inputsClause(request)}SELECT * FROM (${inner}) AS q LIMIT 0`);
+    } catch (error) {
+      throw new BuildError(`the SELECT for ${request.table.name}/${partitionPath(request.partition)} failed on Athena: ${errorMessage(error)}`, error);
+    }
+    const columns = (await this.results(queryId)).columns.map((name) => name.toLowerCase());
+    this.columnsByShape.set(key, columns);
+    return columns;
   }
 
   /** A derived build reads only its declared inputs: each restricted table is shadowed by a CTE over those partitions. */

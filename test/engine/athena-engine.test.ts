@@ -40,7 +40,26 @@ describe("the Athena engine", () => {
     expect(result.rows).toBe(7);
     expect(result.files.length).toBeGreaterThan(0);
     const unload = services.athena.executions.find((e) => /^UNLOAD/.test(e.query))!;
-    expect(unload.query).toMatch(/^UNLOAD \(SELECT CAST\(q\."id" AS BIGINT\) AS "id" FROM \(.*\) AS q\) TO 's3:\/\/lake\/w\/t\/day=1\/run=20261101T000000Z-aaaaaa\/' WITH \(format = 'PARQUET', compression = 'SNAPPY'\)$/);
+    expect(unload.query).toMatch(/^UNLOAD \(SELECT CAST\(q\."id" AS BIGINT\) AS "id" FROM \(.*\) AS q WHERE .*\) TO 's3:\/\/lake\/w\/t\/day=1\/run=20261101T000000Z-aaaaaa\/' WITH \(format = 'PARQUET', compression = 'SNAPPY'\)$/);
+  });
+
+  it("fails a build whose SELECT returns rows of another partition, or lacks a declared column", async () => {
+    await expect(build("SELECT range AS id, CASE WHEN range = 3 THEN '2' ELSE '1' END AS day FROM range(7)")).rejects.toThrow(
+      /a row of the SELECT has day=2, which does not belong to partition day=1/,
+    );
+    await expect(build("SELECT range AS id, NULL AS day FROM range(2)")).rejects.toThrow(/a row of the SELECT has day=NULL/);
+    await expect(build("SELECT range AS ident FROM range(2)")).rejects.toThrow(/the SELECT for t\/day=1 does not match the table: it lacks column id/);
+    expect(services.athena.executions.filter((e) => /^UNLOAD/.test(e.query) && e.state === "SUCCEEDED")).toHaveLength(0);
+  });
+
+  it("asks Athena for a SELECT's columns once per layer, not once per partition", async () => {
+    const sql = (day: string) => `SELECT range AS id, '${day}' AS day FROM range(3)`;
+    for (const day of ["1", "2", "3"]) {
+      const runId = `20261101T00000${day}Z-aaaaaa`;
+      const result = await engine.build({ table: TABLE, partition: makePartition([["day", day]]), select: sql(day), runId, runPrefix: `t/day=${day}/run=${runId}/`, sources: [] });
+      expect(result.rows).toBe(3);
+    }
+    expect(services.athena.executions.filter((e) => /LIMIT 0$/.test(e.query))).toHaveLength(1);
   });
 
   it("carries Athena's state-change reason when a query fails", async () => {
