@@ -19,26 +19,35 @@ const SAFE_PARTITION_VALUE = "^[A-Za-z0-9_][A-Za-z0-9_.-]*$";
  * Lands source files into engine tables: reads them with the declared types,
  * normalizes null spellings, evaluates the partition expressions, and splits
  * the rows into good ones and bad ones (with a reason and the raw text).
+ *
+ * Each format's reader gives typed rows with a `__problem` (a value that does
+ * not convert) or none; one pass over them normalizes, adds the partition
+ * keys and is kept (`<landed>_read`); the partition values are checked once
+ * per distinct value, not per row; then good rows are copied to the landed
+ * table and bad ones to the rejected table.
  */
 export async function landDelivery(connection: DuckDBConnection, request: LandRequest, tables: LandingTables): Promise<void> {
   const read = `${tables.landed}_read`;
   const readErrors = `${tables.landed}_read_errors`;
   const readScans = `${tables.landed}_read_scans`;
+  const badKeys = `${tables.landed}_bad_keys`;
   const files = `[${request.files.map(quoteLiteral).join(", ")}]`;
   const columns = request.columns;
+  const names = columns.map((c) => quoteIdentifier(c.name));
   const rawText = (alias: string) =>
     `concat_ws(',', ${columns.map((c) => `coalesce(CAST(${alias}.${quoteIdentifier(c.name)} AS VARCHAR), '')`).join(", ")})`;
 
-  // 1. Read with declared types. Unreadable rows land in `rejectedRead` with file, line, reason and raw text.
+  // 1. Typed rows, each with the reason it could not be read (or NULL). CSV lines that do not parse go to
+  //    `rejectedRead` (DuckDB's rejects tables) with file, line, reason and raw text.
+  let typed: string;
   let rejectedRead = `SELECT NULL::VARCHAR AS file, NULL::BIGINT AS line, NULL::VARCHAR AS reason, NULL::VARCHAR AS raw WHERE false`;
   try {
     if (request.format === "csv") {
       const types = `{${columns.map((c) => `${quoteLiteral(c.name)}: ${quoteLiteral(c.type)}`).join(", ")}}`;
-      await connection.run(
-        `CREATE TABLE ${read} AS SELECT ${columns.map((c) => quoteIdentifier(c.name)).join(", ")}, filename AS __file, NULL::BIGINT AS __line, NULL::VARCHAR AS __raw ` +
-          `FROM read_csv(${files}, header = ${request.header}, delim = ${quoteLiteral(request.delimiter)}, quote = '"', escape = '"', ` +
-          `types = ${types}, store_rejects = true, rejects_table = ${quoteLiteral(readErrors)}, rejects_scan = ${quoteLiteral(readScans)}, filename = true)`,
-      );
+      typed =
+        `SELECT ${names.join(", ")}, filename AS __file, NULL::BIGINT AS __line, NULL::VARCHAR AS __raw, NULL::VARCHAR AS __problem ` +
+        `FROM read_csv(${files}, header = ${request.header}, delim = ${quoteLiteral(request.delimiter)}, quote = '"', escape = '"', ` +
+        `types = ${types}, store_rejects = true, rejects_table = ${quoteLiteral(readErrors)}, rejects_scan = ${quoteLiteral(readScans)}, filename = true)`;
       // One entry per bad line, even when several of its fields are bad.
       rejectedRead =
         `SELECT s.file_path AS file, e.line::BIGINT AS line, string_agg(e.error_message, '; ' ORDER BY e.column_idx) AS reason, any_value(e.csv_line) AS raw ` +
@@ -64,39 +73,29 @@ export async function landDelivery(connection: DuckDBConnection, request: LandRe
           `CASE WHEN ${fields[i]} IS NOT NULL AND TRY_CAST(${fields[i]} AS ${c.type}) IS NULL ` +
           `THEN ${quoteLiteral(`column ${c.name}: cannot convert `)} || ${quoteLiteral("'")} || ${fields[i]} || ${quoteLiteral(`' to ${c.type}`)} END`,
       );
-      await connection.run(
-        `CREATE TABLE ${read}_parsed AS SELECT __file, __line, __raw, coalesce(__invalid, ${problems.join(", ")}) AS __problem, ${casts.join(", ")} ` +
-          `FROM ${read}_lines`,
-      );
-      await connection.run(
-        `CREATE TABLE ${read} AS SELECT ${columns.map((c) => quoteIdentifier(c.name)).join(", ")}, __file, __line, __raw FROM ${read}_parsed WHERE __problem IS NULL`,
-      );
-      rejectedRead = `SELECT __file AS file, __line AS line, __problem AS reason, __raw AS raw FROM ${read}_parsed WHERE __problem IS NOT NULL`;
+      typed = `SELECT ${casts.join(", ")}, __file, __line, __raw, coalesce(__invalid, ${problems.join(", ")}) AS __problem FROM ${read}_lines`;
     } else {
-      const names = columns.map((c) => c.name);
       const present = await parquetColumns(connection, files);
-      const missing = names.filter((n) => !present.includes(n));
+      const missing = columns.map((c) => c.name).filter((n) => !present.includes(n));
       if (missing.length > 0) {
         throw new InvalidInputError(`the Parquet source lacks declared column${missing.length > 1 ? "s" : ""} ${missing.join(", ")} (it has ${present.join(", ")})`);
       }
-      await connection.run(
-        `CREATE TABLE ${read}_parsed AS SELECT filename AS __file, file_row_number + 1 AS __line, ` +
-          `${columns.map((c) => `TRY_CAST(${quoteIdentifier(c.name)} AS ${c.type}) AS ${quoteIdentifier(c.name)}, ${quoteIdentifier(c.name)} IS NOT NULL AND TRY_CAST(${quoteIdentifier(c.name)} AS ${c.type}) IS NULL AS ${quoteIdentifier(`__bad_${c.name}`)}`).join(", ")} ` +
-          `FROM read_parquet(${files}, filename = true, file_row_number = true)`,
+      const casts = columns.map((c) => `TRY_CAST(${quoteIdentifier(c.name)} AS ${c.type}) AS ${quoteIdentifier(c.name)}`);
+      const bad = columns.map(
+        (c) =>
+          `CASE WHEN ${quoteIdentifier(c.name)} IS NOT NULL AND TRY_CAST(${quoteIdentifier(c.name)} AS ${c.type}) IS NULL ` +
+          `THEN ${quoteLiteral(`column ${c.name}: cannot convert to ${c.type}`)} END`,
       );
-      const bad = columns.map((c) => `CASE WHEN ${quoteIdentifier(`__bad_${c.name}`)} THEN ${quoteLiteral(`column ${c.name}: cannot convert to ${c.type}`)} END`);
-      await connection.run(
-        `CREATE TABLE ${read} AS SELECT ${names.map(quoteIdentifier).join(", ")}, __file, __line, NULL::VARCHAR AS __raw, coalesce(${bad.join(", ")}) AS __problem FROM ${read}_parsed`,
-      );
-      rejectedRead = `SELECT __file AS file, __line AS line, __problem AS reason, NULL::VARCHAR AS raw FROM ${read} WHERE __problem IS NOT NULL`;
-      await connection.run(`DELETE FROM ${read} WHERE __problem IS NOT NULL`);
+      typed =
+        `SELECT ${casts.join(", ")}, filename AS __file, file_row_number + 1 AS __line, NULL::VARCHAR AS __raw, coalesce(${bad.join(", ")}) AS __problem ` +
+        `FROM read_parquet(${files}, filename = true, file_row_number = true)`;
     }
   } catch (error) {
     if (error instanceof InvalidInputError) throw error;
     throw new InvalidInputError(`reading ${request.files.join(", ")} as ${request.format} failed: ${errorMessage(error).replace(/\s+/g, " ")}`);
   }
 
-  // 2. Normalize null spellings: an empty string in a nullable text column and NaN in a nullable float are NULL.
+  // 2. Normalize null spellings (an empty string in a nullable text column and NaN in a float are NULL), and add the partition keys.
   const normalized = columns.map((c) => {
     const name = quoteIdentifier(c.name);
     if (c.nullable && c.type === "VARCHAR") return `NULLIF(r.${name}, '') AS ${name}`;
@@ -104,40 +103,55 @@ export async function landDelivery(connection: DuckDBConnection, request: LandRe
     return `r.${name}`;
   });
   const keys = request.partition.map((p) => p.key);
-  let withKeys: string;
+  const withKeys = (source: string): string =>
+    `SELECT *, ${request.partition.map((p) => `CAST((${p.expression}) AS VARCHAR) AS ${quoteIdentifier(p.key)}`).join(", ")} ` +
+    `FROM (SELECT ${normalized.join(", ")}, r.__file, r.__line, r.__raw, r.__problem FROM (${source}) r)`;
+  // The partition expressions are checked against the declared columns first, before anything is read.
+  const shape =
+    `SELECT ${columns.map((c) => `NULL::${c.type} AS ${quoteIdentifier(c.name)}`).join(", ")}, ` +
+    `NULL::VARCHAR AS __file, NULL::BIGINT AS __line, NULL::VARCHAR AS __raw, NULL::VARCHAR AS __problem`;
   try {
-    withKeys =
-      `SELECT *, ${request.partition.map((p) => `CAST((${p.expression}) AS VARCHAR) AS ${quoteIdentifier(p.key)}`).join(", ")} ` +
-      `FROM (SELECT ${normalized.join(", ")}, r.__file, r.__line, r.__raw FROM ${read} r)`;
-    await connection.run(`SELECT * FROM (${withKeys}) LIMIT 0`);
+    await connection.run(`SELECT * FROM (${withKeys(shape)}) LIMIT 0`);
   } catch (error) {
     throw new InvalidInputError(`a partition expression does not work on the source columns: ${errorMessage(error).replace(/\s+/g, " ")}`);
   }
+  try {
+    await connection.run(`CREATE TABLE ${read} AS ${withKeys(typed)}`);
+  } catch (error) {
+    throw new InvalidInputError(`reading ${request.files.join(", ")} as ${request.format} failed: ${errorMessage(error).replace(/\s+/g, " ")}`);
+  }
 
-  // 3. Split: rows with a NULL in a non-nullable column or an unusable partition value are bad rows.
-  const checks = [
-    ...columns
-      .filter((c) => !c.nullable)
-      .map((c) => `CASE WHEN ${quoteIdentifier(c.name)} IS NULL THEN ${quoteLiteral(`column ${c.name} is NULL but is declared not nullable`)} END`),
-    ...request.partition.map(
-      ({ key, expression }) =>
-        `CASE WHEN ${quoteIdentifier(key)} IS NULL THEN ${quoteLiteral(`partition key ${key} is NULL (${expression})`)} ` +
-        `WHEN NOT regexp_full_match(${quoteIdentifier(key)}, ${quoteLiteral(SAFE_PARTITION_VALUE)}) OR contains(${quoteIdentifier(key)}, '..') OR strlen(${quoteIdentifier(key)}) > ${MAX_PARTITION_VALUE_LENGTH} ` +
-        `THEN ${quoteLiteral(`partition key ${key} has the unsafe value '`)} || ${quoteIdentifier(key)} || ${quoteLiteral("'")} END`,
-    ),
-  ];
-  await connection.run(
-    `CREATE TABLE ${tables.landed}_checked AS SELECT *, ${checks.length > 0 ? `coalesce(${checks.join(", ")})` : "NULL::VARCHAR"} AS __problem FROM (${withKeys})`,
+  // 3. Partition values are checked once per distinct value: NULL, or unsafe in a path or a query.
+  const keyChecks = request.partition.map(
+    ({ key, expression }) =>
+      `CASE WHEN ${quoteIdentifier(key)} IS NULL THEN ${quoteLiteral(`partition key ${key} is NULL (${expression})`)} ` +
+      `WHEN NOT regexp_full_match(${quoteIdentifier(key)}, ${quoteLiteral(SAFE_PARTITION_VALUE)}) OR contains(${quoteIdentifier(key)}, '..') OR strlen(${quoteIdentifier(key)}) > ${MAX_PARTITION_VALUE_LENGTH} ` +
+      `THEN ${quoteLiteral(`partition key ${key} has the unsafe value '`)} || ${quoteIdentifier(key)} || ${quoteLiteral("'")} END`,
   );
+  const keyList = keys.map(quoteIdentifier).join(", ");
   await connection.run(
-    `CREATE TABLE ${tables.landed} AS SELECT ${[...columns.map((c) => quoteIdentifier(c.name)), ...keys.map(quoteIdentifier)].join(", ")} ` +
-      `FROM ${tables.landed}_checked WHERE __problem IS NULL`,
+    `CREATE TABLE ${badKeys} AS SELECT ${keyList}, coalesce(${keyChecks.join(", ")}) AS __key_problem ` +
+      `FROM (SELECT DISTINCT ${keyList} FROM ${read}) WHERE coalesce(${keyChecks.join(", ")}) IS NOT NULL`,
   );
+
+  // 4. Split: a row is bad for a value that did not convert, a NULL in a non-nullable column, or a bad partition value.
+  const notNull = columns
+    .filter((c) => !c.nullable)
+    .map((c) => `CASE WHEN r.${quoteIdentifier(c.name)} IS NULL THEN ${quoteLiteral(`column ${c.name} is NULL but is declared not nullable`)} END`);
+  const keysMatch = keys.map((key) => `r.${quoteIdentifier(key)} IS NOT DISTINCT FROM b.${quoteIdentifier(key)}`).join(" AND ");
+  const problem = `coalesce(r.__problem, ${[...notNull, "b.__key_problem"].join(", ")})`;
+  const checked = `FROM ${read} r LEFT JOIN ${badKeys} b ON ${keysMatch}`;
+  await connection.run(
+    `CREATE TABLE ${tables.landed} AS SELECT ${[...columns.map((c) => `r.${quoteIdentifier(c.name)}`), ...keys.map((k) => `r.${quoteIdentifier(k)}`)].join(", ")} ` +
+      `${checked} WHERE ${problem} IS NULL`,
+  );
+  // A row that could not be read keeps its raw text (JSONL) or none (Parquet: no text); a later problem shows the typed values.
   await connection.run(
     `CREATE TABLE ${tables.rejected} AS ${rejectedRead} UNION ALL ` +
-      `SELECT c.__file AS file, c.__line AS line, c.__problem AS reason, coalesce(c.__raw, ${rawText("c")}) AS raw FROM ${tables.landed}_checked c WHERE c.__problem IS NOT NULL`,
+      `SELECT r.__file AS file, r.__line AS line, ${problem} AS reason, CASE WHEN r.__problem IS NOT NULL THEN r.__raw ELSE coalesce(r.__raw, ${rawText("r")}) END AS raw ` +
+      `${checked} WHERE ${problem} IS NOT NULL`,
   );
-  for (const scratch of [`${tables.landed}_checked`, read, `${read}_text`, `${read}_lines`, `${read}_parsed`, readErrors, readScans]) {
+  for (const scratch of [read, badKeys, `${read}_text`, `${read}_lines`, readErrors, readScans]) {
     await connection.run(`DROP TABLE IF EXISTS ${scratch}`);
   }
 }

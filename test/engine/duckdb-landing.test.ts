@@ -1,0 +1,77 @@
+import { writeFileSync } from "node:fs";
+import path from "node:path";
+import { DuckDBInstance } from "@duckdb/node-api";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DuckDbEngine } from "../../src/engine/duckdb-engine.js";
+import type { LandRequest } from "../../src/engine/engine.js";
+import { LocalStore } from "../../src/store/local-store.js";
+import { tempDir } from "../support/lake-fixture.js";
+
+let workspace: ReturnType<typeof tempDir>;
+let engine: DuckDbEngine;
+beforeAll(() => {
+  workspace = tempDir("lakeswap-landing-");
+  engine = new DuckDbEngine(new LocalStore(path.join(workspace.dir, "lake")));
+});
+afterAll(async () => {
+  await engine.close();
+  workspace.cleanup();
+});
+
+const COLUMNS = [
+  { name: "id", type: "BIGINT", nullable: false },
+  { name: "note", type: "VARCHAR", nullable: true },
+  { name: "day", type: "VARCHAR", nullable: true },
+];
+const request = (files: string[], format: LandRequest["format"], partition = [{ key: "p", expression: "day" }]): LandRequest => ({
+  files, format, header: true, delimiter: ",", columns: COLUMNS, partition, signatureColumns: ["id", "note"],
+});
+
+/** Lands, and returns what landed and what was refused, then releases the landing. */
+async function land(req: LandRequest) {
+  const delivery = await engine.land(req);
+  try {
+    const good = await engine.query(`SELECT id, p FROM ${delivery.relation} ORDER BY id`, []);
+    const bad = await engine.query(`SELECT line, reason, raw FROM ${delivery.rejectedRelation} ORDER BY line`, []);
+    return { delivery, good: good.rows.map((r) => [Number(r[0]), r[1]]), bad: bad.rows.map((r) => [r[0] === null ? null : Number(r[0]), r[1], r[2]]) };
+  } finally {
+    await engine.releaseLanding(delivery);
+  }
+}
+
+describe("landing a delivery", () => {
+  it("refuses every row of a bad partition value, however many share it, and keeps the rest", async () => {
+    const file = path.join(workspace.dir, "keys.csv");
+    const lines = ["id,note,day", ...Array.from({ length: 30 }, (_, i) => `${i},n${i},${i % 3 === 0 ? "../up" : i % 3 === 1 ? "2026-11-01" : ""}`)];
+    writeFileSync(file, `${lines.join("\n")}\n`);
+    const { delivery, good, bad } = await land(request([file], "csv"));
+    expect(delivery).toMatchObject({ rowsRead: 30, rowsLoaded: 10, rowsRejected: 20 });
+    expect(good.every(([, p]) => p === "2026-11-01")).toBe(true);
+    expect(bad.filter(([, reason]) => reason === "partition key p has the unsafe value '../up'")).toHaveLength(10);
+    expect(bad.filter(([, reason]) => reason === "partition key p is NULL (day)")).toHaveLength(10);
+    // Their raw text is the row as read.
+    expect(bad.find(([line, reason]) => line === null && reason?.toString().includes("../up"))?.[2]).toMatch(/^\d+,n\d+,\.\.\/up$/);
+  });
+
+  it("keeps a Parquet row whose value does not convert out, with its line and the column, and loads the rest", async () => {
+    const file = path.join(workspace.dir, "mixed.parquet");
+    const instance = await DuckDBInstance.create(":memory:");
+    const connection = await instance.connect();
+    await connection.run(`COPY (SELECT * FROM (VALUES ('1', 'a', 'x'), ('two', 'b', 'x'), ('3', NULL, 'y')) t(id, note, day)) TO '${file}' (FORMAT PARQUET)`);
+    connection.closeSync();
+    instance.closeSync();
+    const { delivery, good, bad } = await land(request([file], "parquet"));
+    expect(delivery).toMatchObject({ rowsRead: 3, rowsLoaded: 2, rowsRejected: 1 });
+    expect(good).toEqual([[1, "x"], [3, "y"]]);
+    expect(bad).toEqual([[2, "column id: cannot convert to BIGINT", null]]);
+  });
+
+  it("says whether the partition expression or the file is wrong, before anything lands", async () => {
+    const file = path.join(workspace.dir, "ok.csv");
+    writeFileSync(file, "id,note,day\n1,a,x\n");
+    await expect(engine.land(request([file], "csv", [{ key: "p", expression: "strftime(order_ts, '%Y')" }]))).rejects.toThrow(
+      /a partition expression does not work on the source columns: .*order_ts/,
+    );
+    await expect(engine.land(request([path.join(workspace.dir, "missing.parquet")], "parquet"))).rejects.toThrow(/missing\.parquet/);
+  });
+});
