@@ -465,8 +465,7 @@ export class Lake {
   async syncs(): Promise<SyncRecord[]> {
     const records: SyncRecord[] = [];
     for (const object of await this.store.list(SYNCS_PREFIX)) {
-      const stored = await this.store.get(object.key);
-      const record = stored ? parseSyncRecord(stored.body) : undefined;
+      const record = await this.syncRecord(object.key);
       if (record) records.push(record);
     }
     return records.sort((a, b) => (a.syncId < b.syncId ? 1 : a.syncId > b.syncId ? -1 : 0));
@@ -482,7 +481,7 @@ export class Lake {
    * rollback, the next sync rebuilds what was rolled back unless it is pinned.
    */
   async rollbackSync(syncId: string): Promise<SyncRollbackResult> {
-    const record = syncId === "last" ? (await this.syncs())[0] : await this.syncRecord(syncId);
+    const record = await this.syncRecord(syncId === "last" ? (await this.store.list(SYNCS_PREFIX)).at(-1)?.key : syncRecordKey(syncId));
     if (!record) {
       throw new NotFoundError(syncId === "last" ? "no sync has been recorded in this lake yet" : `no sync ${syncId} is recorded in this lake; lakeswap syncs lists them`);
     }
@@ -501,8 +500,9 @@ export class Lake {
     return { syncId: record.syncId, partitions: entries };
   }
 
-  private async syncRecord(syncId: string): Promise<SyncRecord | undefined> {
-    const stored = await this.store.get(syncRecordKey(syncId));
+  /** The sync record at `key` (record keys sort by sync id, so the last one listed is the newest). */
+  private async syncRecord(key: string | undefined): Promise<SyncRecord | undefined> {
+    const stored = key === undefined ? undefined : await this.store.get(key);
     return stored ? parseSyncRecord(stored.body) : undefined;
   }
 

@@ -158,10 +158,8 @@ export class Pipeline {
     const record = { format: 1 as const, syncId: newRunId(), config: this.config.file, startedAt: new Date().toISOString() };
     const moves: SyncMove[] = [];
     // The record is rewritten after each layer, so a sync that dies half-way leaves the record of what it moved.
-    const recordMoves = async (layerResults: readonly SyncedPartition[], finished = false): Promise<void> => {
-      for (const p of layerResults) {
-        if (p.action === "build" && p.run) moves.push({ table: p.table, layer: p.layer, partition: p.partition, run: p.run, previousRun: p.previousRun });
-      }
+    const recordMoves = async (moved: readonly SyncMove[], finished = false): Promise<void> => {
+      moves.push(...moved);
       if (moves.length > 0) await this.lake.recordSync({ ...record, moves, ...(finished ? { finishedAt: new Date().toISOString() } : {}) });
     };
     for (const dataset of this.config.datasets) {
@@ -179,7 +177,7 @@ export class Pipeline {
           landed: true,
         }));
         results.push(...rawResults);
-        await recordMoves(rawResults);
+        await recordMoves(movesOf(rawResults));
         layers.push({ dataset: dataset.name, layer: "raw", table: dataset.table, ...totals(rawResults, Date.now() - started) });
       } finally {
         await this.lake.releaseDelivery(landed.delivery);
@@ -195,7 +193,7 @@ export class Pipeline {
           inputPartitions: [{ table: upstreamTable, partitions: p.inputPartitions ?? [] }],
         }));
         results.push(...layerResults);
-        await recordMoves(layerResults);
+        await recordMoves(movesOf(layerResults));
         layers.push({ dataset: dataset.name, layer: layer.name, table: layer.table, ...totals(layerResults, Date.now() - started) });
       }
     }
@@ -361,19 +359,16 @@ export class Pipeline {
   private async writeDeadLetters(
     dataset: DatasetConfig,
     landed: { delivery: LandedDelivery },
-  ): Promise<{ load: LoadReport; moved: SyncedPartition[] }> {
+  ): Promise<{ load: LoadReport; moved: SyncMove[] }> {
     const { delivery } = landed;
     const deliveryId = await deliveryIdOf(delivery.files);
-    const moved: SyncedPartition[] = [];
+    const moved: SyncMove[] = [];
     if (dataset.deadLetter && delivery.rowsRejected > 0) {
       const result = await this.lake.replacePartition(dataset.deadLetter, `delivery=${deliveryId}`, {
         select: `SELECT ${quoteLiteral(dataset.name)} AS dataset, file, line, reason, raw FROM ${quoteIdentifier(delivery.rejectedRelation)} ORDER BY file, line`,
         landed: true,
       });
-      moved.push({
-        table: dataset.deadLetter, layer: "dead letter", partition: result.partition, action: "build", reason: "new",
-        run: result.runId, previousRun: result.previousRunId, rows: result.rows, seconds: result.seconds,
-      });
+      moved.push({ table: dataset.deadLetter, layer: "dead letter", partition: result.partition, run: result.runId, previousRun: result.previousRunId });
     }
     const load = {
       dataset: dataset.name,
@@ -484,4 +479,9 @@ async function forEachLimited<T>(items: readonly T[], limit: number, work: (item
 /** The algorithm version of a signature (`v2` of `v2:…`, docs/signatures.md). */
 function signatureVersion(signature: string): string {
   return signature.slice(0, Math.max(0, signature.indexOf(":")));
+}
+
+/** The pointers a layer's results moved, for the sync's record. */
+function movesOf(results: readonly SyncedPartition[]): SyncMove[] {
+  return results.flatMap((p) => (p.action === "build" && p.run ? [{ table: p.table, layer: p.layer, partition: p.partition, run: p.run, previousRun: p.previousRun }] : []));
 }

@@ -166,11 +166,19 @@ export type KeyPair = readonly [bigint, bigint];
 
 /** The keys of one lane for rows of `items` items: the finalizer's key pair, then one key pair per item. */
 export function laneKeys(lane: 0 | 1, items: number): { readonly finalizer: KeyPair; readonly items: readonly KeyPair[] } {
+  const cacheKey = `${lane}/${items}`;
+  const known = laneKeyCache.get(cacheKey);
+  if (known) return known;
   const raw = splitmix64(LANE_SEED + BigInt(lane), 2 * (1 + items));
   const pairs: KeyPair[] = [];
   for (let i = 0; i < raw.length; i += 2) pairs.push([raw[i]! & MASK32, raw[i + 1]! & MASK31]);
-  return { finalizer: pairs[0]!, items: pairs.slice(1) };
+  const keys = { finalizer: pairs[0]!, items: pairs.slice(1) };
+  laneKeyCache.set(cacheKey, keys);
+  return keys;
 }
+
+/** Keys depend only on the lane and the row's word count: derived once per shape, not once per row. */
+const laneKeyCache = new Map<string, { readonly finalizer: KeyPair; readonly items: readonly KeyPair[] }>();
 
 /**
  * One product of the row hash, for a signed 64-bit word w: (w mod 2^32, in

@@ -130,8 +130,8 @@ export async function landDelivery(connection: DuckDBConnection, request: LandRe
   );
   const keyList = keys.map(quoteIdentifier).join(", ");
   await connection.run(
-    `CREATE TABLE ${badKeys} AS SELECT ${keyList}, coalesce(${keyChecks.join(", ")}) AS __key_problem ` +
-      `FROM (SELECT DISTINCT ${keyList} FROM ${read}) WHERE coalesce(${keyChecks.join(", ")}) IS NOT NULL`,
+    `CREATE TABLE ${badKeys} AS SELECT * FROM (SELECT ${keyList}, coalesce(${keyChecks.join(", ")}) AS __key_problem ` +
+      `FROM (SELECT DISTINCT ${keyList} FROM ${read})) WHERE __key_problem IS NOT NULL`,
   );
 
   // 4. Split: a row is bad for a value that did not convert, a NULL in a non-nullable column, or a bad partition value.

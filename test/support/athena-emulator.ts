@@ -38,6 +38,7 @@ import { randomBytes, randomUUID } from "node:crypto";
 import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import http, { type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { CREDENTIALS, HOST, isObject, readText, sendJson, type EmulatorClientConfig, type JsonObject } from "./aws-json.js";
 import { tmpdir } from "node:os";
 import path from "node:path";
 
@@ -92,11 +93,7 @@ export interface AthenaEmulator {
   readonly endpoint: string;
   readonly region: string;
   /** A ready configuration for `new AthenaClient(...)`. */
-  readonly clientConfig: {
-    readonly endpoint: string;
-    readonly region: string;
-    readonly credentials: { readonly accessKeyId: string; readonly secretAccessKey: string };
-  };
+  readonly clientConfig: EmulatorClientConfig;
   /** Every query started, oldest first. */
   readonly executions: readonly AthenaExecution[];
   /** The next matching queries stay RUNNING for `ms` before they execute (StopQueryExecution ends the wait). */
@@ -110,10 +107,8 @@ export interface AthenaEmulator {
   close(): Promise<void>;
 }
 
-const HOST = "127.0.0.1";
 const CATALOG = "awsdatacatalog";
 const MAX_RESULTS = 1000;
-const CREDENTIALS = { accessKeyId: "test", secretAccessKey: "test" };
 
 class ApiError extends Error {
   constructor(readonly code: string, message: string, readonly status = 400) {
@@ -984,12 +979,6 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
   });
 }
 
-type JsonObject = Record<string, unknown>;
-
-function isObject(value: unknown): value is JsonObject {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
-
 function isAthenaOperation(name: string): name is AthenaOperation {
   return ["StartQueryExecution", "GetQueryExecution", "GetQueryResults", "GetQueryRuntimeStatistics", "StopQueryExecution", "BatchGetQueryExecution"].includes(name);
 }
@@ -1002,22 +991,3 @@ function errorMessage(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
-async function readText(req: IncomingMessage): Promise<string> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of req) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks).toString("utf8");
-}
-
-function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
-  const text = JSON.stringify(body, function (this: Record<string, unknown>, key: string, replaced: unknown) {
-    const raw = this[key];
-    return raw instanceof Date ? raw.getTime() / 1000 : replaced;
-  });
-  res.writeHead(status, {
-    "content-type": "application/x-amz-json-1.1",
-    "content-length": Buffer.byteLength(text),
-    "x-amzn-requestid": randomUUID(),
-    ...headers,
-  });
-  res.end(text);
-}

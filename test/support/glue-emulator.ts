@@ -17,9 +17,9 @@ import type {
   Table,
   TableInput,
 } from "@aws-sdk/client-glue";
-import { randomUUID } from "node:crypto";
 import http, { type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { CREDENTIALS, HOST, isObject, readText, sendJson, type EmulatorClientConfig, type JsonObject } from "./aws-json.js";
 
 export type GlueOperation =
   | "CreateDatabase" | "GetDatabase" | "GetDatabases" | "DeleteDatabase"
@@ -69,11 +69,7 @@ export interface GlueEmulator {
   readonly endpoint: string;
   readonly region: string;
   /** A ready configuration for `new GlueClient(...)`. */
-  readonly clientConfig: {
-    readonly endpoint: string;
-    readonly region: string;
-    readonly credentials: { readonly accessKeyId: string; readonly secretAccessKey: string };
-  };
+  readonly clientConfig: EmulatorClientConfig;
   readonly state: GlueState;
   /** Every call received, oldest first (including the Athena emulator's own reads). */
   readonly calls: readonly GlueCall[];
@@ -84,7 +80,6 @@ export interface GlueEmulator {
   close(): Promise<void>;
 }
 
-const HOST = "127.0.0.1";
 const REGION = "us-east-1";
 const SERVER_ERRORS = new Set(["InternalServiceException", "InternalServerException", "ServiceUnavailableException"]);
 
@@ -424,7 +419,7 @@ export async function startGlueEmulator(options: GlueEmulatorOptions = {}): Prom
   return {
     endpoint,
     region: REGION,
-    clientConfig: { endpoint, region: REGION, credentials: { accessKeyId: "test", secretAccessKey: "test" } },
+    clientConfig: { endpoint, region: REGION, credentials: CREDENTIALS },
     state,
     calls,
     callCount: (operation) => calls.filter((c) => c.operation === operation).length,
@@ -447,12 +442,6 @@ export async function startGlueEmulator(options: GlueEmulatorOptions = {}): Prom
 
 // ---------------------------------------------------------------------------
 // Input checking
-
-type JsonObject = Record<string, unknown>;
-
-function isObject(value: unknown): value is JsonObject {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
 
 function isGlueOperation(name: string): name is GlueOperation {
   return [
@@ -726,31 +715,6 @@ function parseExpression(expression: string, keys: readonly Column[]): Predicate
 
 // ---------------------------------------------------------------------------
 // AWS JSON 1.1 over HTTP
-
-async function readText(req: IncomingMessage): Promise<string> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of req) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks).toString("utf8");
-}
-
-/** Dates go out as epoch seconds, as AWS JSON protocols send timestamps. */
-function toWire(value: unknown): string {
-  return JSON.stringify(value, function (this: Record<string, unknown>, key: string, replaced: unknown) {
-    const raw = this[key];
-    return raw instanceof Date ? raw.getTime() / 1000 : replaced;
-  });
-}
-
-function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
-  const text = toWire(body);
-  res.writeHead(status, {
-    "content-type": "application/x-amz-json-1.1",
-    "content-length": Buffer.byteLength(text),
-    "x-amzn-requestid": randomUUID(),
-    ...headers,
-  });
-  res.end(text);
-}
 
 function sendJsonError(res: ServerResponse, code: string, message: string): void {
   const status = SERVER_ERRORS.has(code) ? 500 : 400;
