@@ -10,6 +10,7 @@ import { withRetry } from "../core/retry.js";
 import { quoteIdentifier, quoteLiteral } from "../core/sql.js";
 import type { TableDefinition } from "../core/table.js";
 import type { ObjectStore } from "../store/object-store.js";
+import { checkOutputColumns, partitionRowsCheck } from "./build-checks.js";
 import type {
   BuildRequest, BuildResult, Engine, LandRequest, LandedDelivery, PartitionMapRequest, PartitionSnapshot, QueryResult, TableSnapshot,
 } from "./engine.js";
@@ -62,25 +63,10 @@ export class AthenaEngine implements Engine {
     const { table, partition } = request;
     const inner = request.select.trim().replace(/;\s*$/, "");
     const outputColumns = await this.outputColumns(request, inner);
-    const declared = table.columns.map((c) => c.name);
-    const missing = declared.filter((name) => !outputColumns.includes(name.toLowerCase()));
-    if (missing.length > 0) {
-      throw new BuildError(
-        `the SELECT for ${table.name}/${partitionPath(partition)} does not match the table: it lacks column${missing.length > 1 ? "s" : ""} ${missing.join(", ")} ` +
-          `(declared columns: ${declared.join(", ")})`,
-      );
-    }
-    // Partition columns are not written; if the SELECT returns them, every row must belong here. Trino has no
-    // documented error() function, so a row that does not makes the query fail on a cast that names it.
-    const checks = table.partitionKeys
-      .filter((key) => outputColumns.includes(key.toLowerCase()))
-      .map((key) => {
-        const value = partitionValue(partition, key);
-        const column = `CAST(q.${quoteIdentifier(key)} AS VARCHAR)`;
-        const message = `${quoteLiteral(`a row of the SELECT has ${key}=`)} || coalesce(${column}, 'NULL') || ${quoteLiteral(`, which does not belong to partition ${partitionPath(partition)}`)}`;
-        return `CASE WHEN ${column} IS DISTINCT FROM ${quoteLiteral(value)} THEN CAST(${message} AS INTEGER) = 0 ELSE true END`;
-      });
-    const where = checks.length > 0 ? ` WHERE ${checks.join(" AND ")}` : "";
+    checkOutputColumns(table, partition, outputColumns, false);
+    // Partition columns are not written; if the SELECT returns them, every row must belong here. Trino documents
+    // no error function, so a row that does not makes the query fail on a cast that names it.
+    const where = partitionRowsCheck(table, partition, outputColumns, (message) => `CAST(${message} AS INTEGER) = 0`);
     const projection = table.columns.map((c) => `CAST(q.${quoteIdentifier(c.name)} AS ${athenaType(c.type)}) AS ${quoteIdentifier(c.name)}`).join(", ");
     const select = `${this.inputsClause(request)}SELECT ${projection} FROM (${inner}) AS q${where}`;
     const location = `${this.options.uriOf(request.runPrefix.replace(/\/$/, ""))}/`;

@@ -11,6 +11,7 @@ import { finishRawSignature, signatureColumnOrder } from "../core/signature.js";
 import { quoteIdentifier, quoteLiteral } from "../core/sql.js";
 import type { TableDefinition } from "../core/table.js";
 import type { ObjectStore } from "../store/object-store.js";
+import { checkOutputColumns, partitionRowsCheck } from "./build-checks.js";
 import { landDelivery, signatureQuery } from "./duckdb-landing.js";
 import type {
   BuildRequest, BuildResult, Engine, LandRequest, LandedDelivery, LandedPartition, PartitionMapRequest, PartitionSnapshot, QueryResult, RejectedRow,
@@ -57,30 +58,12 @@ export class DuckDbEngine implements Engine {
     const outputColumns = await this.describe(connection, select);
     const { table, partition } = request;
 
-    const declared = table.columns.map((c) => c.name);
-    const missing = declared.filter((name) => !outputColumns.includes(name));
-    const unknown = outputColumns.filter((name) => !declared.includes(name) && !table.partitionKeys.includes(name));
-    if (missing.length > 0 || unknown.length > 0) {
-      const problems = [
-        missing.length > 0 ? `it lacks column${missing.length > 1 ? "s" : ""} ${missing.join(", ")}` : "",
-        unknown.length > 0 ? `table '${table.name}' has no column${unknown.length > 1 ? "s" : ""} ${unknown.join(", ")}` : "",
-      ].filter(Boolean);
-      throw new BuildError(
-        `the SELECT for ${table.name}/${partitionPath(partition)} does not match the table: ${problems.join("; ")} (declared columns: ${declared.join(", ")})`,
-      );
-    }
+    checkOutputColumns(table, partition, outputColumns, true);
     // Partition columns are not stored; if the SELECT returns them, every row must belong here.
-    const checks = table.partitionKeys
-      .filter((key) => outputColumns.includes(key))
-      .map((key) => {
-        const value = partitionValue(partition, key);
-        const message = `a row of the SELECT has ${key}=`;
-        return `CASE WHEN CAST(q.${quoteIdentifier(key)} AS VARCHAR) IS DISTINCT FROM ${quoteLiteral(value)} THEN error(${quoteLiteral(message)} || coalesce(CAST(q.${quoteIdentifier(key)} AS VARCHAR), 'NULL') || ${quoteLiteral(`, which does not belong to partition ${partitionPath(partition)}`)}) ELSE true END`;
-      });
+    const where = partitionRowsCheck(table, partition, outputColumns, (message) => `error(${message})`);
     const projection = table.columns
       .map((c) => `CAST(q.${quoteIdentifier(c.name)} AS ${c.type}) AS ${quoteIdentifier(c.name)}`)
       .join(", ");
-    const where = checks.length > 0 ? ` WHERE ${checks.join(" AND ")}` : "";
 
     const local = this.store.capabilities.localPaths;
     const runDir = local ? this.store.localPath(request.runPrefix) : await mkdtemp(path.join(tmpdir(), "lakeswap-run-"));
