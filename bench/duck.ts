@@ -1,16 +1,19 @@
-import { DuckDBInstance, type DuckDBConnection } from "@duckdb/node-api";
+import type { DuckDBConnection, DuckDBInstance } from "@duckdb/node-api";
+import { openDuckDb, type SignatureForm } from "../src/engine/duckdb-open.js";
 
 /** A DuckDB instance of the benchmark's own (not lakeswap's): to generate inputs and to run the baselines. */
 export class BenchDuck {
   private constructor(
     private readonly instance: DuckDBInstance,
     readonly connection: DuckDBConnection,
+    /** The signature forms this instance can run: native too where lakeswap's extension is built. */
+    readonly signatures: SignatureForm,
   ) {}
 
-  /** Opens an in-memory instance with DuckDB's defaults (one thread per cpu, as lakeswap's engine). */
+  /** Opens an in-memory instance as lakeswap's engine does: DuckDB's defaults (one thread per cpu), the signature extension loaded. */
   static async open(): Promise<BenchDuck> {
-    const instance = await DuckDBInstance.create(":memory:");
-    return new BenchDuck(instance, await instance.connect());
+    const opened = await openDuckDb();
+    return new BenchDuck(opened.instance, await opened.instance.connect(), opened.signatures);
   }
 
   /** Runs one statement. */

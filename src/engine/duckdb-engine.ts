@@ -2,7 +2,7 @@ import { promises as fs } from "node:fs";
 import { mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { DuckDBInstance, type DuckDBConnection } from "@duckdb/node-api";
+import type { DuckDBConnection } from "@duckdb/node-api";
 import { randomBytes } from "node:crypto";
 import { BuildError, InvalidInputError, errorMessage } from "../core/errors.js";
 import { faultPoint } from "../core/faults.js";
@@ -13,6 +13,7 @@ import type { TableDefinition } from "../core/table.js";
 import type { ObjectStore } from "../store/object-store.js";
 import { checkOutputColumns, partitionRowsCheck } from "./build-checks.js";
 import { landDelivery, signatureQuery } from "./duckdb-landing.js";
+import { openDuckDb, type OpenedDuckDb, type SignatureForm } from "./duckdb-open.js";
 import type {
   BuildRequest, BuildResult, Engine, LandRequest, LandedDelivery, LandedPartition, PartitionMapRequest, PartitionSnapshot, QueryResult, RejectedRow,
   TableSnapshot,
@@ -36,7 +37,7 @@ export function runFileName(runId: string): string {
 export class DuckDbEngine implements Engine {
   readonly capabilities = { landsFiles: true, readsRunFiles: true } as const;
   private readonly store: ObjectStore;
-  private instance: Promise<DuckDBInstance> | undefined;
+  private instance: Promise<OpenedDuckDb> | undefined;
 
   /**
    * With a local store, runs are written in place and lake tables are views over
@@ -132,7 +133,8 @@ export class DuckDbEngine implements Engine {
         await landDelivery(connection, { ...request, files }, tables);
         const keys = request.partition.map((p) => p.key);
         const signed = signatureColumnOrder(request.columns.filter((c) => request.signatureColumns.includes(c.name)));
-        const reader = await connection.runAndReadAll(signatureQuery(tables.landed, keys, signed));
+        const form = (await this.opened()).signatures;
+        const reader = await connection.runAndReadAll(signatureQuery(tables.landed, keys, signed, form));
         const partitions: LandedPartition[] = reader.getRowsJS().map((row) => {
           const values = row.slice(0, keys.length).map(String);
           const rows = Number(row[keys.length]);
@@ -187,16 +189,26 @@ export class DuckDbEngine implements Engine {
     });
   }
 
+  /** How this engine computes content signatures, and why it is the SQL form when it is (./duckdb-open.ts). */
+  async signatureForm(): Promise<{ readonly form: SignatureForm; readonly reason?: string }> {
+    const opened = await this.opened();
+    return { form: opened.signatures, ...(opened.sqlReason === undefined ? {} : { reason: opened.sqlReason }) };
+  }
+
   async close(): Promise<void> {
     const instance = this.instance;
     this.instance = undefined;
-    if (instance) (await instance).closeSync();
+    if (instance) (await instance).instance.closeSync();
+  }
+
+  private opened(): Promise<OpenedDuckDb> {
+    this.instance ??= openDuckDb();
+    return this.instance;
   }
 
   /** Runs `work` on a connection of its own, so builds of several partitions can run at once. */
   private async withConnection<T>(work: (connection: DuckDBConnection) => Promise<T>): Promise<T> {
-    this.instance ??= DuckDBInstance.create(":memory:");
-    const connection = await (await this.instance).connect();
+    const connection = await (await this.opened()).instance.connect();
     try {
       return await work(connection);
     } finally {

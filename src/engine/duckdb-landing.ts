@@ -3,6 +3,7 @@ import { InvalidInputError, errorMessage } from "../core/errors.js";
 import { MAX_PARTITION_VALUE_LENGTH } from "../core/partition.js";
 import { FLAG_BITS, flagWordCount, type KeyPair, laneKeys, wordKind } from "../core/signature.js";
 import { quoteIdentifier, quoteLiteral } from "../core/sql.js";
+import type { SignatureForm } from "./duckdb-open.js";
 import type { LandRequest } from "./engine.js";
 
 /** The names of the engine tables that hold one landed delivery. */
@@ -213,17 +214,38 @@ const LANE_MODULUS = "18446744073709551616::HUGEINT";
 /**
  * The per-partition signature query over a relation: for each partition, the
  * row count and the two lane sums of docs/signatures.md (v2), as text (exact
- * integers). `signed` must be in signature column order.
- *
- * A stack of projections: fields to words (one MD5 per text field) and the null
- * flag word, MD5 digests to two words, words to their two factors, factors to
- * the two lanes, the finalizer round, then the sums per partition. Everything
- * is BIGINT: each product is of a number below 2^32 and a signed 32-bit one, so
+ * integers). `signed` must be in signature column order. Both forms give the
+ * same numbers; `native` needs lakeswap's extension loaded (./duckdb-open.ts).
+ */
+export function signatureQuery(relation: string, keys: readonly string[], signed: readonly SignatureColumn[], form: SignatureForm): string {
+  const keyList = keys.map(quoteIdentifier).join(", ");
+  const lanes = form === "native" ? nativeLanes(relation, keyList, signed) : sqlLanes(relation, keyList, signed);
+  // Lanes are signed here; the sums are taken modulo 2^64 as unsigned numbers (the mathematical modulus, never negative).
+  const laneSum = (lane: string): string => `CAST(((sum(${lane}) % ${LANE_MODULUS}) + ${LANE_MODULUS}) % ${LANE_MODULUS} AS VARCHAR)`;
+  return `SELECT ${keyList}, count(*) AS n, ${laneSum("__a")} AS upper, ${laneSum("__b")} AS lower FROM (${lanes}) GROUP BY ALL ORDER BY ALL`;
+}
+
+/**
+ * The lanes of each row with the extension's lakeswap_signature_lanes: integer
+ * kinds passed as their declared type (the extension reads the stored integer),
+ * text kinds as their canonical text.
+ */
+function nativeLanes(relation: string, keyList: string, signed: readonly SignatureColumn[]): string {
+  const fields = signed.map((column) =>
+    wordKind(column.type) === "integer" ? `CAST(${quoteIdentifier(column.name)} AS ${column.type})` : canonicalExpression(column.name, column.type),
+  );
+  return `SELECT ${keyList}, __l.a AS __a, __l.b AS __b FROM (SELECT ${keyList}, lakeswap_signature_lanes(${fields.join(", ")}) AS __l FROM ${quoteIdentifier(relation)})`;
+}
+
+/**
+ * The lanes of each row in plain SQL. A stack of projections: fields to words
+ * (one MD5 per text field) and the null flag word, MD5 digests to two words,
+ * words to their two factors, factors to the two lanes, the finalizer round.
+ * Everything is BIGINT: each product is of a number below 2^32 and a signed 32-bit one, so
  * it is exact, and no per-row casts or 128-bit arithmetic are needed (in
  * DuckDB those cost more than the products).
  */
-export function signatureQuery(relation: string, keys: readonly string[], signed: readonly SignatureColumn[]): string {
-  const keyList = keys.map(quoteIdentifier).join(", ");
+function sqlLanes(relation: string, keyList: string, signed: readonly SignatureColumn[]): string {
   const fields: string[] = [];
   const digests: string[] = [];
   const words: string[] = [];
@@ -262,8 +284,5 @@ export function signatureQuery(relation: string, keys: readonly string[], signed
   const digestsToWords = `SELECT ${keyList}, ${digests.join(", ")} FROM (${fieldsToWords})`;
   const wordsToFactors = `SELECT ${keyList}, ${factors.join(", ")} FROM (${digestsToWords})`;
   const factorsToLanes = `SELECT ${keyList}, ${lane(0)} AS __a, ${lane(1)} AS __b FROM (${wordsToFactors})`;
-  const finalized = `SELECT ${keyList}, ${finalize("__a", laneKeys(0, 0).finalizer)} AS __a, ${finalize("__b", laneKeys(1, 0).finalizer)} AS __b FROM (${factorsToLanes})`;
-  // Lanes are signed here; the sums are taken modulo 2^64 as unsigned numbers (the mathematical modulus, never negative).
-  const laneSum = (lane: string): string => `CAST(((sum(${lane}) % ${LANE_MODULUS}) + ${LANE_MODULUS}) % ${LANE_MODULUS} AS VARCHAR)`;
-  return `SELECT ${keyList}, count(*) AS n, ${laneSum("__a")} AS upper, ${laneSum("__b")} AS lower FROM (${finalized}) GROUP BY ALL ORDER BY ALL`;
+  return `SELECT ${keyList}, ${finalize("__a", laneKeys(0, 0).finalizer)} AS __a, ${finalize("__b", laneKeys(1, 0).finalizer)} AS __b FROM (${factorsToLanes})`;
 }

@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { DuckDBInstance } from "@duckdb/node-api";
@@ -15,6 +16,7 @@ import {
 } from "../../src/core/signature.js";
 import { signatureQuery } from "../../src/engine/duckdb-landing.js";
 import { DuckDbEngine } from "../../src/engine/duckdb-engine.js";
+import { checkNativeLanes, openDuckDb } from "../../src/engine/duckdb-open.js";
 import type { LandRequest } from "../../src/engine/engine.js";
 import { LocalStore } from "../../src/store/local-store.js";
 import { REPO_ROOT, tempDir } from "../support/lake-fixture.js";
@@ -112,7 +114,17 @@ describe("v2 signatures: the published test vectors", () => {
   });
 });
 
-describe("v2 signatures: the SQL and the reference implementation agree", () => {
+/** Whether this machine has the C compiler `npm run build` builds the native extension with. */
+function hasCompiler(): boolean {
+  try {
+    execFileSync(process.env.CC || "cc", ["--version"], { stdio: "ignore" });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+describe("v2 signatures: both forms (native extension, plain SQL) and the reference implementation agree", () => {
   /** Every type of the spec, with extremes, negatives, pre-1970 dates and NULLs; `ts` is declared not nullable. */
   const columns = [
     { name: "i8", type: "TINYINT", sql: "CASE WHEN range % 2 = 0 THEN -128 ELSE (range % 255) - 127 END::TINYINT" },
@@ -138,15 +150,29 @@ describe("v2 signatures: the SQL and the reference implementation agree", () => 
     { name: "id", type: "UUID", sql: "('00000000-0000-4000-8000-' || lpad(range::VARCHAR, 12, '0'))::UUID" },
   ];
 
+  it("loads the native extension wherever npm run build had a C compiler", async () => {
+    const opened = await openDuckDb();
+    try {
+      if (hasCompiler() && process.env.LAKESWAP_NATIVE !== "off") expect(opened.sqlReason).toBeUndefined();
+      expect(opened.signatures).toBe(opened.sqlReason === undefined ? "native" : "sql");
+    } finally {
+      opened.instance.closeSync();
+    }
+  });
+
   it("on 3,000 rows of every type in 7 partitions", async () => {
-    const instance = await DuckDBInstance.create(":memory:");
-    const connection = await instance.connect();
+    const opened = await openDuckDb();
+    const connection = await opened.instance.connect();
     try {
       await connection.run(`SET TimeZone = 'UTC'`);
       await connection.run(`CREATE TABLE t AS SELECT (range % 7)::VARCHAR AS p, ${columns.map((c) => `${c.sql} AS ${c.name}`).join(", ")} FROM range(3000)`);
       const signed = signatureColumnOrder(columns.map(({ name, type, nullable }) => ({ name, type, nullable: nullable ?? true })));
-      const rows = (await connection.runAndReadAll(signatureQuery("t", ["p"], signed))).getRowsJS();
+      const forms = opened.signatures === "native" ? (["sql", "native"] as const) : (["sql"] as const);
+      const results = [];
+      for (const form of forms) results.push((await connection.runAndReadAll(signatureQuery("t", ["p"], signed, form))).getRowsJS());
+      const rows = results[0]!;
       expect(rows).toHaveLength(7);
+      for (const other of results.slice(1)) expect(other).toEqual(rows);
       for (const [p, n, upper, lower] of rows) {
         const texts = columns.map((c) => (c.type === "DOUBLE" || c.type === "FLOAT" ? c.name : `CAST(${c.name} AS VARCHAR)`)).join(", ");
         const values = (await connection.runAndReadAll(`SELECT ${texts} FROM t WHERE p = '${String(p)}'`)).getRowsJS();
@@ -155,7 +181,25 @@ describe("v2 signatures: the SQL and the reference implementation agree", () => 
       }
     } finally {
       connection.closeSync();
-      instance.closeSync();
+      opened.instance.closeSync();
+    }
+  });
+
+  it("the load check catches a native extension that disagrees with the reference", async () => {
+    const opened = await openDuckDb();
+    const connection = await opened.instance.connect();
+    try {
+      if (opened.signatures === "native") {
+        const honest = async (sql: string): Promise<unknown[][]> => (await connection.runAndReadAll(sql)).getRowsJS();
+        expect(await checkNativeLanes(honest)).toBeUndefined();
+      }
+      // An extension off by one in a lane (or one answering nothing) is refused, with what differs.
+      const offByOne = async (): Promise<unknown[][]> => [[1n, 2n]];
+      expect(await checkNativeLanes(offByOne)).toMatch(/native extension's lanes \(1, 2\) differ from the reference/);
+      expect(await checkNativeLanes(async () => [])).toMatch(/differ from the reference/);
+    } finally {
+      connection.closeSync();
+      opened.instance.closeSync();
     }
   });
 

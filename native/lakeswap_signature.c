@@ -1,0 +1,406 @@
+/*
+ * lakeswap's signature extension for DuckDB: the per-row lanes of the content
+ * signature (docs/signatures.md, v2), computed over DuckDB's vectors in C.
+ *
+ *   lakeswap_signature_lanes(f1, f2, ..., fn) -> STRUCT(a BIGINT, b BIGINT)
+ *
+ * The arguments are a row's signed fields in signature column order: integer
+ * kinds as their own DuckDB type (the word is the stored integer: DATE days,
+ * TIME/TIMESTAMP/TIMESTAMPTZ microseconds, DECIMAL(p<=18) the unscaled value,
+ * BOOLEAN 1/0), text kinds as their canonical text (VARCHAR, hashed with MD5).
+ * The result is the row's two lanes as signed 64-bit integers, exactly what the
+ * SQL form of the signature query computes; the caller sums them per partition.
+ *
+ * It computes the same numbers as the SQL query, only without DuckDB's cost per
+ * vector operation: one pass per field over a chunk, MD5 once per distinct short
+ * text of a chunk. Tests hold it to the SQL form and to the reference in
+ * src/core/signature.ts; the engine checks a test vector when it loads it.
+ *
+ * Built by scripts/build-native.mjs against the stable C extension API v1.2.0.
+ */
+#define DUCKDB_EXTENSION_NAME lakeswap_signature
+#include "duckdb_extension.h"
+
+#include <stdint.h>
+#include <string.h>
+
+DUCKDB_EXTENSION_EXTERN
+
+/* ---- MD5 (RFC 1321) ---------------------------------------------------- */
+
+typedef struct {
+	uint32_t a, b, c, d;
+} md5_state;
+
+static const uint32_t MD5_K[64] = {
+    0xd76aa478, 0xe8c7b756, 0x242070db, 0xc1bdceee, 0xf57c0faf, 0x4787c62a, 0xa8304613, 0xfd469501,
+    0x698098d8, 0x8b44f7af, 0xffff5bb1, 0x895cd7be, 0x6b901122, 0xfd987193, 0xa679438e, 0x49b40821,
+    0xf61e2562, 0xc040b340, 0x265e5a51, 0xe9b6c7aa, 0xd62f105d, 0x02441453, 0xd8a1e681, 0xe7d3fbc8,
+    0x21e1cde6, 0xc33707d6, 0xf4d50d87, 0x455a14ed, 0xa9e3e905, 0xfcefa3f8, 0x676f02d9, 0x8d2a4c8a,
+    0xfffa3942, 0x8771f681, 0x6d9d6122, 0xfde5380c, 0xa4beea44, 0x4bdecfa9, 0xf6bb4b60, 0xbebfbc70,
+    0x289b7ec6, 0xeaa127fa, 0xd4ef3085, 0x04881d05, 0xd9d4d039, 0xe6db99e5, 0x1fa27cf8, 0xc4ac5665,
+    0xf4292244, 0x432aff97, 0xab9423a7, 0xfc93a039, 0x655b59c3, 0x8f0ccc92, 0xffeff47d, 0x85845dd1,
+    0x6fa87e4f, 0xfe2ce6e0, 0xa3014314, 0x4e0811a1, 0xf7537e82, 0xbd3af235, 0x2ad7d2bb, 0xeb86d391};
+
+static const uint8_t MD5_R[64] = {7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22, 5, 9,  14, 20, 5, 9,
+                                  14, 20, 5, 9,  14, 20, 5, 9,  14, 20, 4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23,
+                                  4, 11, 16, 23, 6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21};
+
+static uint32_t load32le(const uint8_t *p) {
+	return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+
+static uint64_t load64le(const uint8_t *p) {
+	return (uint64_t)load32le(p) | ((uint64_t)load32le(p + 4) << 32);
+}
+
+static void md5_block(md5_state *s, const uint8_t *block) {
+	uint32_t m[16];
+	for (int i = 0; i < 16; i++) {
+		m[i] = load32le(block + 4 * i);
+	}
+	uint32_t a = s->a, b = s->b, c = s->c, d = s->d;
+	for (int i = 0; i < 64; i++) {
+		uint32_t f;
+		int g;
+		if (i < 16) {
+			f = (b & c) | (~b & d);
+			g = i;
+		} else if (i < 32) {
+			f = (d & b) | (~d & c);
+			g = (5 * i + 1) & 15;
+		} else if (i < 48) {
+			f = b ^ c ^ d;
+			g = (3 * i + 5) & 15;
+		} else {
+			f = c ^ (b | ~d);
+			g = (7 * i) & 15;
+		}
+		uint32_t t = d;
+		d = c;
+		c = b;
+		uint32_t x = a + f + MD5_K[i] + m[g];
+		b = b + ((x << MD5_R[i]) | (x >> (32 - MD5_R[i])));
+		a = t;
+	}
+	s->a += a;
+	s->b += b;
+	s->c += c;
+	s->d += d;
+}
+
+/* The MD5 digest of `length` bytes, as its two 64-bit little-endian halves. */
+static void md5(const uint8_t *data, uint64_t length, uint64_t out[2]) {
+	md5_state s = {0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476};
+	uint64_t done = 0;
+	for (; done + 64 <= length; done += 64) {
+		md5_block(&s, data + done);
+	}
+	uint8_t tail[128];
+	uint64_t rest = length - done;
+	memset(tail, 0, sizeof(tail));
+	memcpy(tail, data + done, rest);
+	tail[rest] = 0x80;
+	uint64_t tail_length = rest + 1 + 8 <= 64 ? 64 : 128;
+	uint64_t bits = length * 8;
+	for (int i = 0; i < 8; i++) {
+		tail[tail_length - 8 + i] = (uint8_t)(bits >> (8 * i));
+	}
+	md5_block(&s, tail);
+	if (tail_length == 128) {
+		md5_block(&s, tail + 64);
+	}
+	uint8_t digest[16];
+	uint32_t words[4] = {s.a, s.b, s.c, s.d};
+	for (int i = 0; i < 4; i++) {
+		for (int j = 0; j < 4; j++) {
+			digest[4 * i + j] = (uint8_t)(words[i] >> (8 * j));
+		}
+	}
+	out[0] = load64le(digest);
+	out[1] = load64le(digest + 8);
+}
+
+/* ---- The row hash (docs/signatures.md, steps 4-6) ----------------------- */
+
+#define LANE_SEED 0x6c616b6573776170ULL
+#define FLAG_BITS 63
+#define MASK32 0xffffffffULL
+#define MASK31 0x7fffffffULL
+#define MASK63 0x7fffffffffffffffULL
+
+typedef struct {
+	uint64_t k0; /* below 2^32 */
+	int64_t k1;  /* below 2^31 */
+} key_pair;
+
+/* Key pair `index` of a lane (0 is the finalizer's, 1 + i is item i's), from the splitmix64 sequence. */
+static key_pair lane_key(int lane, uint64_t index) {
+	uint64_t state = LANE_SEED + (uint64_t)lane + 0x9e3779b97f4a7c15ULL * (2 * index);
+	uint64_t raw[2];
+	for (int i = 0; i < 2; i++) {
+		state += 0x9e3779b97f4a7c15ULL;
+		uint64_t z = state;
+		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+		z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+		raw[i] = z ^ (z >> 31);
+	}
+	key_pair pair = {raw[0] & MASK32, (int64_t)(raw[1] & MASK31)};
+	return pair;
+}
+
+/*
+ * (w mod 2^32 XOR k0) * (floor(w / 2^32) XOR k1): a factor in [0, 2^32) times one
+ * in [-2^31, 2^31), so the product is exact in a signed 64-bit integer.
+ */
+static inline int64_t product(int64_t w, key_pair k) {
+	int64_t x = (int64_t)(((uint64_t)w & MASK32) ^ k.k0);
+	int64_t y = (w >> 32) ^ k.k1;
+	return x * y;
+}
+
+/* ---- Fields to words ----------------------------------------------------- */
+
+typedef enum { FIELD_INTEGER, FIELD_TEXT } field_kind;
+
+typedef struct {
+	duckdb_type physical;
+	field_kind kind;
+} field_shape;
+
+/* How a vector's values become words; returns 0 for a type the signature has no native form for. */
+static int shape_of(duckdb_vector vector, field_shape *shape) {
+	duckdb_logical_type type = duckdb_vector_get_column_type(vector);
+	duckdb_type id = duckdb_get_type_id(type);
+	int ok = 1;
+	shape->kind = FIELD_INTEGER;
+	shape->physical = id;
+	switch (id) {
+	case DUCKDB_TYPE_BOOLEAN:
+	case DUCKDB_TYPE_UTINYINT:
+		shape->physical = DUCKDB_TYPE_UTINYINT;
+		break;
+	case DUCKDB_TYPE_TINYINT:
+	case DUCKDB_TYPE_SMALLINT:
+	case DUCKDB_TYPE_INTEGER:
+	case DUCKDB_TYPE_BIGINT:
+	case DUCKDB_TYPE_USMALLINT:
+	case DUCKDB_TYPE_UINTEGER:
+		break;
+	case DUCKDB_TYPE_DATE:
+		shape->physical = DUCKDB_TYPE_INTEGER;
+		break;
+	case DUCKDB_TYPE_TIME:
+	case DUCKDB_TYPE_TIMESTAMP:
+	case DUCKDB_TYPE_TIMESTAMP_TZ:
+		shape->physical = DUCKDB_TYPE_BIGINT;
+		break;
+	case DUCKDB_TYPE_DECIMAL:
+		if (duckdb_decimal_width(type) > 18) {
+			ok = 0;
+		} else {
+			shape->physical = duckdb_decimal_internal_type(type);
+		}
+		break;
+	case DUCKDB_TYPE_VARCHAR:
+		shape->kind = FIELD_TEXT;
+		break;
+	default:
+		ok = 0;
+	}
+	duckdb_destroy_logical_type(&type);
+	return ok;
+}
+
+static inline int valid_at(const uint64_t *validity, idx_t row) {
+	return validity == NULL || ((validity[row >> 6] >> (row & 63)) & 1);
+}
+
+/*
+ * MD5 words of the short texts of one chunk seen so far: low-cardinality text
+ * costs one MD5 per distinct value. A short text (up to 12 bytes) is inline in
+ * its duckdb_string_t, so equal structs are equal texts: the cache compares the
+ * 16 bytes (DuckDB zero-fills the unused inline bytes; if it did not, the cache
+ * would only miss, never answer wrongly). Longer texts are hashed every time.
+ */
+#define TEXT_CACHE_SIZE 64
+
+typedef struct {
+	uint64_t key[2]; /* the duckdb_string_t's bytes; a length of 0xffffffff marks an empty slot */
+	int64_t words[2];
+} text_cache_entry;
+
+static inline void text_words(const duckdb_string_t *value, text_cache_entry *cache, int64_t words[2]) {
+	/* duckdb_string_t as duckdb.h documents it: up to 12 bytes inline, longer ones behind a pointer. */
+	uint32_t length = value->value.inlined.length;
+	text_cache_entry *slot = NULL;
+	uint64_t key[2];
+	if (length <= 12) {
+		memcpy(key, value, sizeof(key));
+		slot = &cache[((key[0] * 0x9e3779b97f4a7c15ULL) ^ (key[1] * 0xc2b2ae3d27d4eb4fULL)) >> 58];
+		if (slot->key[0] == key[0] && slot->key[1] == key[1]) {
+			words[0] = slot->words[0];
+			words[1] = slot->words[1];
+			return;
+		}
+	}
+	const char *bytes = length <= 12 ? value->value.inlined.inlined : value->value.pointer.ptr;
+	uint64_t digest[2];
+	md5((const uint8_t *)bytes, length, digest);
+	words[0] = (int64_t)(digest[0] & MASK63);
+	words[1] = (int64_t)(digest[1] >> 1);
+	if (slot != NULL) {
+		slot->key[0] = key[0];
+		slot->key[1] = key[1];
+		slot->words[0] = words[0];
+		slot->words[1] = words[1];
+	}
+}
+
+/* Mixes one integer field into the lanes of a chunk: a loop per physical type. */
+#define MIX_INTEGERS(TYPE)                                                                                             \
+	do {                                                                                                               \
+		const TYPE *values = (const TYPE *)data;                                                                       \
+		for (idx_t r = 0; r < rows; r++) {                                                                             \
+			int64_t w = valid_at(validity, r) ? (int64_t)values[r] : 0;                                                \
+			lanes[2 * r] ^= product(w, a);                                                                             \
+			lanes[2 * r + 1] ^= product(w, b);                                                                         \
+		}                                                                                                              \
+	} while (0)
+
+static void mix_integers(int64_t *lanes, idx_t rows, duckdb_type physical, const void *data, const uint64_t *validity,
+                         key_pair a, key_pair b) {
+	switch (physical) {
+	case DUCKDB_TYPE_UTINYINT:
+		MIX_INTEGERS(uint8_t);
+		break;
+	case DUCKDB_TYPE_TINYINT:
+		MIX_INTEGERS(int8_t);
+		break;
+	case DUCKDB_TYPE_SMALLINT:
+		MIX_INTEGERS(int16_t);
+		break;
+	case DUCKDB_TYPE_USMALLINT:
+		MIX_INTEGERS(uint16_t);
+		break;
+	case DUCKDB_TYPE_INTEGER:
+		MIX_INTEGERS(int32_t);
+		break;
+	case DUCKDB_TYPE_UINTEGER:
+		MIX_INTEGERS(uint32_t);
+		break;
+	default:
+		MIX_INTEGERS(int64_t);
+	}
+}
+
+/* ---- The function ---------------------------------------------------------- */
+
+static void signature_lanes(duckdb_function_info info, duckdb_data_chunk input, duckdb_vector output) {
+	idx_t rows = duckdb_data_chunk_get_size(input);
+	idx_t fields = duckdb_data_chunk_get_column_count(input);
+	field_shape *shapes = duckdb_malloc(sizeof(field_shape) * (fields == 0 ? 1 : fields));
+	int64_t *lanes = duckdb_malloc(sizeof(int64_t) * 2 * (rows == 0 ? 1 : rows));
+	int64_t *flags = duckdb_malloc(sizeof(int64_t) * (rows == 0 ? 1 : rows));
+	text_cache_entry *cache = duckdb_malloc(sizeof(text_cache_entry) * TEXT_CACHE_SIZE);
+	if (shapes == NULL || lanes == NULL || flags == NULL || cache == NULL) {
+		duckdb_scalar_function_set_error(info, "lakeswap_signature_lanes: out of memory");
+		goto done;
+	}
+	for (idx_t j = 0; j < fields; j++) {
+		if (!shape_of(duckdb_data_chunk_get_vector(input, j), &shapes[j])) {
+			duckdb_scalar_function_set_error(info, "lakeswap_signature_lanes: an argument's type has no native signature form "
+			                                       "(pass integer kinds as themselves, text kinds as VARCHAR)");
+			goto done;
+		}
+	}
+	uint64_t flag_words = fields == 0 ? 1 : (fields + FLAG_BITS - 1) / FLAG_BITS;
+	memset(lanes, 0, sizeof(int64_t) * 2 * rows);
+	for (idx_t i = 0; i < TEXT_CACHE_SIZE; i++) {
+		cache[i].key[0] = UINT32_MAX;
+		cache[i].key[1] = 0;
+	}
+
+	uint64_t item = 0;
+	for (idx_t j = 0; j < fields; j++) {
+		duckdb_vector vector = duckdb_data_chunk_get_vector(input, j);
+		const void *data = duckdb_vector_get_data(vector);
+		const uint64_t *validity = duckdb_vector_get_validity(vector);
+		if (shapes[j].kind == FIELD_INTEGER) {
+			mix_integers(lanes, rows, shapes[j].physical, data, validity, lane_key(0, 1 + item), lane_key(1, 1 + item));
+			item += 1;
+		} else {
+			key_pair a0 = lane_key(0, 1 + item), a1 = lane_key(0, 2 + item);
+			key_pair b0 = lane_key(1, 1 + item), b1 = lane_key(1, 2 + item);
+			duckdb_string_t *texts = (duckdb_string_t *)data;
+			for (idx_t r = 0; r < rows; r++) {
+				int64_t w[2] = {0, 0};
+				if (valid_at(validity, r)) {
+					text_words(&texts[r], cache, w);
+				}
+				lanes[2 * r] ^= product(w[0], a0) ^ product(w[1], a1);
+				lanes[2 * r + 1] ^= product(w[0], b0) ^ product(w[1], b1);
+			}
+			item += 2;
+		}
+	}
+	/* The null flags: bit j % 63 of flag word j / 63 is set when field j is NULL. */
+	for (uint64_t q = 0; q < flag_words; q++) {
+		memset(flags, 0, sizeof(int64_t) * rows);
+		for (idx_t j = q * FLAG_BITS; j < fields && j < (q + 1) * FLAG_BITS; j++) {
+			const uint64_t *validity = duckdb_vector_get_validity(duckdb_data_chunk_get_vector(input, j));
+			if (validity == NULL) {
+				continue;
+			}
+			for (idx_t r = 0; r < rows; r++) {
+				if (!valid_at(validity, r)) {
+					flags[r] |= (int64_t)1 << (j % FLAG_BITS);
+				}
+			}
+		}
+		key_pair a = lane_key(0, 1 + item), b = lane_key(1, 1 + item);
+		for (idx_t r = 0; r < rows; r++) {
+			lanes[2 * r] ^= product(flags[r], a);
+			lanes[2 * r + 1] ^= product(flags[r], b);
+		}
+		item += 1;
+	}
+
+	key_pair fa = lane_key(0, 0), fb = lane_key(1, 0);
+	int64_t *out_a = (int64_t *)duckdb_vector_get_data(duckdb_struct_vector_get_child(output, 0));
+	int64_t *out_b = (int64_t *)duckdb_vector_get_data(duckdb_struct_vector_get_child(output, 1));
+	for (idx_t r = 0; r < rows; r++) {
+		int64_t s = lanes[2 * r], t = lanes[2 * r + 1];
+		out_a[r] = s ^ product(s, fa);
+		out_b[r] = t ^ product(t, fb);
+	}
+done:
+	duckdb_free(shapes);
+	duckdb_free(lanes);
+	duckdb_free(flags);
+	duckdb_free(cache);
+}
+
+DUCKDB_EXTENSION_ENTRYPOINT(duckdb_connection connection, duckdb_extension_info info,
+                            struct duckdb_extension_access *access) {
+	(void)info;
+	(void)access;
+	duckdb_scalar_function function = duckdb_create_scalar_function();
+	duckdb_scalar_function_set_name(function, "lakeswap_signature_lanes");
+	duckdb_logical_type any = duckdb_create_logical_type(DUCKDB_TYPE_ANY);
+	duckdb_scalar_function_set_varargs(function, any);
+	duckdb_destroy_logical_type(&any);
+	/* NULL fields are hashed (as zero words and a flag), not propagated. */
+	duckdb_scalar_function_set_special_handling(function);
+	duckdb_logical_type lane = duckdb_create_logical_type(DUCKDB_TYPE_BIGINT);
+	duckdb_logical_type members[2] = {lane, lane};
+	const char *names[2] = {"a", "b"};
+	duckdb_logical_type result = duckdb_create_struct_type(members, names, 2);
+	duckdb_scalar_function_set_return_type(function, result);
+	duckdb_destroy_logical_type(&result);
+	duckdb_destroy_logical_type(&lane);
+	duckdb_scalar_function_set_function(function, signature_lanes);
+	duckdb_state state = duckdb_register_scalar_function(connection, function);
+	duckdb_destroy_scalar_function(&function);
+	return state == DuckDBSuccess;
+}

@@ -1,0 +1,106 @@
+import { existsSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { DuckDBInstance } from "@duckdb/node-api";
+import { rowItems, rowLanes, type SignedColumn } from "../core/signature.js";
+import { quoteLiteral } from "../core/sql.js";
+
+/**
+ * How the engine computes content signatures (docs/signatures.md, "Two forms,
+ * one algorithm"): `native` with lakeswap's DuckDB extension
+ * (native/lakeswap_signature.c), `sql` with plain DuckDB SQL. Both give the
+ * same signatures; the native form is several times faster.
+ */
+export type SignatureForm = "native" | "sql";
+
+/** A DuckDB instance and the signature form it supports, with why, when it is the SQL form. */
+export interface OpenedDuckDb {
+  readonly instance: DuckDBInstance;
+  readonly signatures: SignatureForm;
+  /** Why the native form is not in use (missing build, switched off, failed check). */
+  readonly sqlReason?: string;
+}
+
+/** Where `npm run build` puts the extension (scripts/build-native.mjs); the same from src/ and dist/. */
+export const NATIVE_EXTENSION_PATH = fileURLToPath(new URL("../../build/native/lakeswap_signature.duckdb_extension", import.meta.url));
+
+/** The environment switch: `LAKESWAP_NATIVE=off` keeps every signature in the SQL form. */
+export function nativeSwitchedOff(): boolean {
+  return process.env.LAKESWAP_NATIVE === "off";
+}
+
+/**
+ * Opens an in-memory DuckDB instance with lakeswap's signature extension loaded,
+ * when it is built, not switched off, and computes a set of known rows exactly as
+ * the reference implementation does. Otherwise a plain instance: signatures then
+ * use the SQL form. DuckDB loads the extension only with unsigned extensions
+ * allowed, so the instance allows them only when the file is there to load.
+ */
+export async function openDuckDb(): Promise<OpenedDuckDb> {
+  if (nativeSwitchedOff()) return { instance: await DuckDBInstance.create(":memory:"), signatures: "sql", sqlReason: "LAKESWAP_NATIVE=off" };
+  if (!existsSync(NATIVE_EXTENSION_PATH)) {
+    return { instance: await DuckDBInstance.create(":memory:"), signatures: "sql", sqlReason: "the native extension is not built (npm run build)" };
+  }
+  const instance = await DuckDBInstance.create(":memory:", { allow_unsigned_extensions: "true" });
+  const connection = await instance.connect();
+  try {
+    await connection.run(`LOAD ${quoteLiteral(NATIVE_EXTENSION_PATH)}`);
+    const mismatch = await checkNativeLanes(async (sql) => (await connection.runAndReadAll(sql)).getRowsJS());
+    if (mismatch !== undefined) return { instance, signatures: "sql", sqlReason: mismatch };
+    return { instance, signatures: "native" };
+  } catch (error) {
+    return { instance, signatures: "sql", sqlReason: `the native extension did not load: ${error instanceof Error ? error.message : String(error)}` };
+  } finally {
+    connection.closeSync();
+  }
+}
+
+/** One field of the check row: its declared type, a SQL literal of it, and its canonical text. */
+interface CheckField {
+  readonly type: string;
+  readonly literal: string;
+  readonly canonical: string | null;
+}
+
+/** A row with every physical type the extension reads, NULLs, short and long texts, extremes and negatives. */
+const CHECK_FIELDS: readonly CheckField[] = [
+  { type: "TINYINT", literal: "CAST(-128 AS TINYINT)", canonical: "-128" },
+  { type: "SMALLINT", literal: "CAST(-32768 AS SMALLINT)", canonical: "-32768" },
+  { type: "INTEGER", literal: "CAST(-2147483648 AS INTEGER)", canonical: "-2147483648" },
+  { type: "BIGINT", literal: "CAST(-9223372036854775808 AS BIGINT)", canonical: "-9223372036854775808" },
+  { type: "BIGINT", literal: "CAST(9007199254740993 AS BIGINT)", canonical: "9007199254740993" },
+  { type: "UTINYINT", literal: "CAST(255 AS UTINYINT)", canonical: "255" },
+  { type: "USMALLINT", literal: "CAST(65535 AS USMALLINT)", canonical: "65535" },
+  { type: "UINTEGER", literal: "CAST(4294967295 AS UINTEGER)", canonical: "4294967295" },
+  { type: "BOOLEAN", literal: "true", canonical: "true" },
+  { type: "DATE", literal: "DATE '1969-12-31'", canonical: "1969-12-31" },
+  { type: "TIME", literal: "TIME '23:59:59.999999'", canonical: "23:59:59.999999" },
+  { type: "TIMESTAMP", literal: "TIMESTAMP '1900-03-01 00:00:00.000001'", canonical: "1900-03-01T00:00:00.000001" },
+  { type: "TIMESTAMPTZ", literal: "TIMESTAMPTZ '2026-11-30 01:02:03.456789+00'", canonical: "2026-11-30T01:02:03.456789Z" },
+  { type: "DECIMAL(4,2)", literal: "CAST(-12.34 AS DECIMAL(4,2))", canonical: "-12.34" },
+  { type: "DECIMAL(9,3)", literal: "CAST(123456.789 AS DECIMAL(9,3))", canonical: "123456.789" },
+  { type: "DECIMAL(18,6)", literal: "CAST(-123456789012.345678 AS DECIMAL(18,6))", canonical: "-123456789012.345678" },
+  { type: "VARCHAR", literal: "'completed'", canonical: "completed" },
+  { type: "VARCHAR", literal: "'completed'", canonical: "completed" },
+  { type: "VARCHAR", literal: "'a text longer than twelve bytes, with ü'", canonical: "a text longer than twelve bytes, with ü" },
+  { type: "VARCHAR", literal: "''", canonical: "" },
+  { type: "VARCHAR", literal: "CAST(NULL AS VARCHAR)", canonical: null },
+  { type: "BIGINT", literal: "CAST(NULL AS BIGINT)", canonical: null },
+];
+
+/**
+ * Runs the extension over the check row (a second time with its fields reversed)
+ * and compares the lanes with src/core/signature.ts. Returns what differs, or
+ * undefined when they agree.
+ */
+export async function checkNativeLanes(query: (sql: string) => Promise<unknown[][]>): Promise<string | undefined> {
+  for (const row of [CHECK_FIELDS, [...CHECK_FIELDS].reverse()]) {
+    const columns: SignedColumn[] = row.map((field, i) => ({ name: `f${i}`, type: field.type }));
+    const expected = rowLanes(rowItems(columns, row.map((field) => field.canonical)));
+    const rows = await query(`SELECT l.a, l.b FROM (SELECT lakeswap_signature_lanes(${row.map((field) => field.literal).join(", ")}) AS l)`);
+    const got = (rows[0] ?? []).map((value) => BigInt.asUintN(64, BigInt(String(value))));
+    if (got[0] !== expected[0] || got[1] !== expected[1]) {
+      return `the native extension's lanes (${got.join(", ")}) differ from the reference (${expected.join(", ")})`;
+    }
+  }
+  return undefined;
+}
