@@ -1,20 +1,23 @@
 /*
- * lakeswap's signature extension for DuckDB: the per-row lanes of the content
- * signature (docs/signatures.md, v2), computed over DuckDB's vectors in C.
+ * lakeswap's signature extension for DuckDB: the raw content signature's
+ * multiset digest (docs/signatures.md, v2, steps 3-7), computed in C over
+ * DuckDB's vectors.
  *
- *   lakeswap_signature_lanes(f1, f2, ..., fn) -> STRUCT(a BIGINT, b BIGINT)
+ *   lakeswap_signature(f1, ..., fn)      -> STRUCT(n BIGINT, upper UBIGINT, lower UBIGINT)
+ *   lakeswap_signature(row(f1, ..., fn))    the same, for rows wider than 32 fields
  *
- * The arguments are a row's signed fields in signature column order: integer
- * kinds as their own DuckDB type (the word is the stored integer: DATE days,
- * TIME/TIMESTAMP/TIMESTAMPTZ microseconds, DECIMAL(p<=18) the unscaled value,
- * BOOLEAN 1/0), text kinds as their canonical text (VARCHAR, hashed with MD5).
- * The result is the row's two lanes as signed 64-bit integers, exactly what the
- * SQL form of the signature query computes; the caller sums them per partition.
+ * An aggregate: per group (a partition), the row count and the sums of the two
+ * row lanes modulo 2^64. The fields are a row's signed fields in signature
+ * column order: integer kinds as their declared DuckDB type (the word is the
+ * stored integer: DATE days, TIME/TIMESTAMP/TIMESTAMPTZ microseconds,
+ * DECIMAL(p<=18) the unscaled value, BOOLEAN 1/0), text kinds as their
+ * canonical text (VARCHAR, hashed with MD5).
  *
- * It computes the same numbers as the SQL query, only without DuckDB's cost per
- * vector operation: one pass per field over a chunk, MD5 once per distinct short
- * text of a chunk. Tests hold it to the SQL form and to the reference in
- * src/core/signature.ts; the engine checks a test vector when it loads it.
+ * It computes exactly what the SQL form of the signature query computes, only
+ * without DuckDB's cost per vector operation: one pass per field over a chunk,
+ * MD5 once per distinct short text of a chunk. Tests hold it to the SQL form and
+ * to the reference in src/core/signature.ts; the engine checks a row of every
+ * physical type against the reference when it loads it.
  *
  * Built by scripts/build-native.mjs against the stable C extension API v1.2.0.
  */
@@ -294,27 +297,28 @@ static void mix_integers(int64_t *lanes, idx_t rows, duckdb_type physical, const
 	}
 }
 
-/* ---- The function ---------------------------------------------------------- */
+/* ---- The lanes of a chunk ----------------------------------------------------- */
 
-static void signature_lanes(duckdb_function_info info, duckdb_data_chunk input, duckdb_vector output) {
-	idx_t rows = duckdb_data_chunk_get_size(input);
-	idx_t fields = duckdb_data_chunk_get_column_count(input);
-	field_shape *shapes = duckdb_malloc(sizeof(field_shape) * (fields == 0 ? 1 : fields));
-	int64_t *lanes = duckdb_malloc(sizeof(int64_t) * 2 * (rows == 0 ? 1 : rows));
+/*
+ * Writes the two lanes of each of `rows` rows (lanes[2r], lanes[2r + 1]) from
+ * the row's fields, one flat vector per field. Returns NULL, or an error message.
+ */
+static const char *chunk_lanes(const duckdb_vector *fields, idx_t count, idx_t rows, int64_t *lanes) {
+	const char *error = NULL;
+	field_shape *shapes = duckdb_malloc(sizeof(field_shape) * (count == 0 ? 1 : count));
 	int64_t *flags = duckdb_malloc(sizeof(int64_t) * (rows == 0 ? 1 : rows));
 	text_cache_entry *cache = duckdb_malloc(sizeof(text_cache_entry) * TEXT_CACHE_SIZE);
-	if (shapes == NULL || lanes == NULL || flags == NULL || cache == NULL) {
-		duckdb_scalar_function_set_error(info, "lakeswap_signature_lanes: out of memory");
+	if (shapes == NULL || flags == NULL || cache == NULL) {
+		error = "lakeswap_signature: out of memory";
 		goto done;
 	}
-	for (idx_t j = 0; j < fields; j++) {
-		if (!shape_of(duckdb_data_chunk_get_vector(input, j), &shapes[j])) {
-			duckdb_scalar_function_set_error(info, "lakeswap_signature_lanes: an argument's type has no native signature form "
-			                                       "(pass integer kinds as themselves, text kinds as VARCHAR)");
+	for (idx_t j = 0; j < count; j++) {
+		if (!shape_of(fields[j], &shapes[j])) {
+			error = "lakeswap_signature: a field's type has no native signature form "
+			        "(pass integer kinds as their declared type, text kinds as their canonical VARCHAR)";
 			goto done;
 		}
 	}
-	uint64_t flag_words = fields == 0 ? 1 : (fields + FLAG_BITS - 1) / FLAG_BITS;
 	memset(lanes, 0, sizeof(int64_t) * 2 * rows);
 	for (idx_t i = 0; i < TEXT_CACHE_SIZE; i++) {
 		cache[i].key[0] = UINT32_MAX;
@@ -322,17 +326,16 @@ static void signature_lanes(duckdb_function_info info, duckdb_data_chunk input, 
 	}
 
 	uint64_t item = 0;
-	for (idx_t j = 0; j < fields; j++) {
-		duckdb_vector vector = duckdb_data_chunk_get_vector(input, j);
-		const void *data = duckdb_vector_get_data(vector);
-		const uint64_t *validity = duckdb_vector_get_validity(vector);
+	for (idx_t j = 0; j < count; j++) {
+		const void *data = duckdb_vector_get_data(fields[j]);
+		const uint64_t *validity = duckdb_vector_get_validity(fields[j]);
 		if (shapes[j].kind == FIELD_INTEGER) {
 			mix_integers(lanes, rows, shapes[j].physical, data, validity, lane_key(0, 1 + item), lane_key(1, 1 + item));
 			item += 1;
 		} else {
 			key_pair a0 = lane_key(0, 1 + item), a1 = lane_key(0, 2 + item);
 			key_pair b0 = lane_key(1, 1 + item), b1 = lane_key(1, 2 + item);
-			duckdb_string_t *texts = (duckdb_string_t *)data;
+			const duckdb_string_t *texts = (const duckdb_string_t *)data;
 			for (idx_t r = 0; r < rows; r++) {
 				int64_t w[2] = {0, 0};
 				if (valid_at(validity, r)) {
@@ -345,10 +348,11 @@ static void signature_lanes(duckdb_function_info info, duckdb_data_chunk input, 
 		}
 	}
 	/* The null flags: bit j % 63 of flag word j / 63 is set when field j is NULL. */
+	uint64_t flag_words = count == 0 ? 1 : (count + FLAG_BITS - 1) / FLAG_BITS;
 	for (uint64_t q = 0; q < flag_words; q++) {
 		memset(flags, 0, sizeof(int64_t) * rows);
-		for (idx_t j = q * FLAG_BITS; j < fields && j < (q + 1) * FLAG_BITS; j++) {
-			const uint64_t *validity = duckdb_vector_get_validity(duckdb_data_chunk_get_vector(input, j));
+		for (idx_t j = q * FLAG_BITS; j < count && j < (q + 1) * FLAG_BITS; j++) {
+			const uint64_t *validity = duckdb_vector_get_validity(fields[j]);
 			if (validity == NULL) {
 				continue;
 			}
@@ -365,42 +369,144 @@ static void signature_lanes(duckdb_function_info info, duckdb_data_chunk input, 
 		}
 		item += 1;
 	}
-
+	/* The finalizer round. */
 	key_pair fa = lane_key(0, 0), fb = lane_key(1, 0);
-	int64_t *out_a = (int64_t *)duckdb_vector_get_data(duckdb_struct_vector_get_child(output, 0));
-	int64_t *out_b = (int64_t *)duckdb_vector_get_data(duckdb_struct_vector_get_child(output, 1));
 	for (idx_t r = 0; r < rows; r++) {
 		int64_t s = lanes[2 * r], t = lanes[2 * r + 1];
-		out_a[r] = s ^ product(s, fa);
-		out_b[r] = t ^ product(t, fb);
+		lanes[2 * r] = s ^ product(s, fa);
+		lanes[2 * r + 1] = t ^ product(t, fb);
 	}
 done:
 	duckdb_free(shapes);
-	duckdb_free(lanes);
 	duckdb_free(flags);
 	duckdb_free(cache);
+	return error;
 }
+
+/* ---- The aggregate: lakeswap_signature(row(field, ...)) ------------------------ */
+
+/* A partition's running digest (docs/signatures.md, step 7): its row count and the lane sums, modulo 2^64. */
+typedef struct {
+	uint64_t rows;
+	uint64_t a;
+	uint64_t b;
+} signature_state;
+
+static idx_t signature_size(duckdb_function_info info) {
+	(void)info;
+	return sizeof(signature_state);
+}
+
+static void signature_init(duckdb_function_info info, duckdb_aggregate_state state) {
+	(void)info;
+	memset(state, 0, sizeof(signature_state));
+}
+
+/* The fields of a chunk: its columns, or the children of its one STRUCT column (lakeswap_signature(row(...))). */
+static idx_t chunk_fields(duckdb_data_chunk input, duckdb_vector **fields) {
+	idx_t columns = duckdb_data_chunk_get_column_count(input);
+	duckdb_vector first = duckdb_data_chunk_get_vector(input, 0);
+	duckdb_logical_type first_type = duckdb_vector_get_column_type(first);
+	int packed = columns == 1 && duckdb_get_type_id(first_type) == DUCKDB_TYPE_STRUCT;
+	idx_t count = packed ? duckdb_struct_type_child_count(first_type) : columns;
+	duckdb_destroy_logical_type(&first_type);
+	*fields = duckdb_malloc(sizeof(duckdb_vector) * (count == 0 ? 1 : count));
+	if (*fields == NULL) {
+		return 0;
+	}
+	for (idx_t j = 0; j < count; j++) {
+		(*fields)[j] = packed ? duckdb_struct_vector_get_child(first, j) : duckdb_data_chunk_get_vector(input, j);
+	}
+	return count;
+}
+
+static void signature_update(duckdb_function_info info, duckdb_data_chunk input, duckdb_aggregate_state *states) {
+	idx_t rows = duckdb_data_chunk_get_size(input);
+	duckdb_vector *fields = NULL;
+	idx_t count = chunk_fields(input, &fields);
+	int64_t *lanes = duckdb_malloc(sizeof(int64_t) * 2 * (rows == 0 ? 1 : rows));
+	const char *error = NULL;
+	if (fields == NULL || lanes == NULL) {
+		error = "lakeswap_signature: out of memory";
+	} else if (count == 0) {
+		error = "lakeswap_signature: no fields to sign";
+	} else {
+		error = chunk_lanes(fields, count, rows, lanes);
+	}
+	if (error != NULL) {
+		duckdb_aggregate_function_set_error(info, error);
+	} else {
+		for (idx_t r = 0; r < rows; r++) {
+			signature_state *state = (signature_state *)states[r];
+			state->rows += 1;
+			state->a += (uint64_t)lanes[2 * r];
+			state->b += (uint64_t)lanes[2 * r + 1];
+		}
+	}
+	duckdb_free(fields);
+	duckdb_free(lanes);
+}
+
+static void signature_combine(duckdb_function_info info, duckdb_aggregate_state *source, duckdb_aggregate_state *target,
+                              idx_t count) {
+	(void)info;
+	for (idx_t i = 0; i < count; i++) {
+		signature_state *from = (signature_state *)source[i];
+		signature_state *to = (signature_state *)target[i];
+		to->rows += from->rows;
+		to->a += from->a;
+		to->b += from->b;
+	}
+}
+
+static void signature_finalize(duckdb_function_info info, duckdb_aggregate_state *source, duckdb_vector result,
+                               idx_t count, idx_t offset) {
+	(void)info;
+	int64_t *rows = (int64_t *)duckdb_vector_get_data(duckdb_struct_vector_get_child(result, 0));
+	uint64_t *a = (uint64_t *)duckdb_vector_get_data(duckdb_struct_vector_get_child(result, 1));
+	uint64_t *b = (uint64_t *)duckdb_vector_get_data(duckdb_struct_vector_get_child(result, 2));
+	for (idx_t i = 0; i < count; i++) {
+		signature_state *state = (signature_state *)source[i];
+		rows[offset + i] = (int64_t)state->rows;
+		a[offset + i] = state->a;
+		b[offset + i] = state->b;
+	}
+}
+
+/* Fields up to this many are passed directly; a wider row as one struct, lakeswap_signature(row(...)). */
+#define MAX_DIRECT_FIELDS 32
 
 DUCKDB_EXTENSION_ENTRYPOINT(duckdb_connection connection, duckdb_extension_info info,
                             struct duckdb_extension_access *access) {
 	(void)info;
 	(void)access;
-	duckdb_scalar_function function = duckdb_create_scalar_function();
-	duckdb_scalar_function_set_name(function, "lakeswap_signature_lanes");
 	duckdb_logical_type any = duckdb_create_logical_type(DUCKDB_TYPE_ANY);
-	duckdb_scalar_function_set_varargs(function, any);
-	duckdb_destroy_logical_type(&any);
-	/* NULL fields are hashed (as zero words and a flag), not propagated. */
-	duckdb_scalar_function_set_special_handling(function);
-	duckdb_logical_type lane = duckdb_create_logical_type(DUCKDB_TYPE_BIGINT);
-	duckdb_logical_type members[2] = {lane, lane};
-	const char *names[2] = {"a", "b"};
-	duckdb_logical_type result = duckdb_create_struct_type(members, names, 2);
-	duckdb_scalar_function_set_return_type(function, result);
+	duckdb_logical_type count_type = duckdb_create_logical_type(DUCKDB_TYPE_BIGINT);
+	duckdb_logical_type sum_type = duckdb_create_logical_type(DUCKDB_TYPE_UBIGINT);
+	duckdb_logical_type members[3] = {count_type, sum_type, sum_type};
+	const char *names[3] = {"n", "upper", "lower"};
+	duckdb_logical_type result = duckdb_create_struct_type(members, names, 3);
+	duckdb_aggregate_function_set set = duckdb_create_aggregate_function_set("lakeswap_signature");
+	int ok = 1;
+	for (int arity = 1; arity <= MAX_DIRECT_FIELDS && ok; arity++) {
+		duckdb_aggregate_function function = duckdb_create_aggregate_function();
+		duckdb_aggregate_function_set_name(function, "lakeswap_signature");
+		for (int i = 0; i < arity; i++) {
+			duckdb_aggregate_function_add_parameter(function, any);
+		}
+		/* NULL fields are hashed (as zero words and a flag), never skipped. */
+		duckdb_aggregate_function_set_special_handling(function);
+		duckdb_aggregate_function_set_return_type(function, result);
+		duckdb_aggregate_function_set_functions(function, signature_size, signature_init, signature_update,
+		                                        signature_combine, signature_finalize);
+		ok = duckdb_add_aggregate_function_to_set(set, function) == DuckDBSuccess;
+		duckdb_destroy_aggregate_function(&function);
+	}
+	ok = ok && duckdb_register_aggregate_function_set(connection, set) == DuckDBSuccess;
+	duckdb_destroy_aggregate_function_set(&set);
 	duckdb_destroy_logical_type(&result);
-	duckdb_destroy_logical_type(&lane);
-	duckdb_scalar_function_set_function(function, signature_lanes);
-	duckdb_state state = duckdb_register_scalar_function(connection, function);
-	duckdb_destroy_scalar_function(&function);
-	return state == DuckDBSuccess;
+	duckdb_destroy_logical_type(&count_type);
+	duckdb_destroy_logical_type(&sum_type);
+	duckdb_destroy_logical_type(&any);
+	return ok;
 }

@@ -44,8 +44,10 @@ export class DuckDbEngine implements Engine {
    * their files. With a remote store (AWS mode, where DuckDB lands raw files),
    * a run is written to a temporary folder and uploaded, and only landed
    * deliveries are readable: the lake's tables are Athena's to read.
+   * `options.nativeSignatures: false` keeps signatures in the SQL form even where
+   * the native extension is built (the signatures are the same).
    */
-  constructor(store: ObjectStore) {
+  constructor(store: ObjectStore, private readonly options: { readonly nativeSignatures?: boolean } = {}) {
     this.store = store;
   }
 
@@ -202,7 +204,7 @@ export class DuckDbEngine implements Engine {
   }
 
   private opened(): Promise<OpenedDuckDb> {
-    this.instance ??= openDuckDb();
+    this.instance ??= openDuckDb({ native: this.options.nativeSignatures ?? true });
     return this.instance;
   }
 

@@ -211,30 +211,32 @@ export interface SignatureColumn {
 
 const LANE_MODULUS = "18446744073709551616::HUGEINT";
 
+/** The widest row the extension's aggregate takes as separate arguments (MAX_DIRECT_FIELDS in native/lakeswap_signature.c). */
+const NATIVE_DIRECT_FIELDS = 32;
+
 /**
  * The per-partition signature query over a relation: for each partition, the
  * row count and the two lane sums of docs/signatures.md (v2), as text (exact
  * integers). `signed` must be in signature column order. Both forms give the
- * same numbers; `native` needs lakeswap's extension loaded (./duckdb-open.ts).
+ * same numbers; `native` needs lakeswap's extension loaded (./duckdb-open.ts),
+ * whose aggregate computes the lanes and their sums per partition.
  */
 export function signatureQuery(relation: string, keys: readonly string[], signed: readonly SignatureColumn[], form: SignatureForm): string {
   const keyList = keys.map(quoteIdentifier).join(", ");
-  const lanes = form === "native" ? nativeLanes(relation, keyList, signed) : sqlLanes(relation, keyList, signed);
+  const rel = quoteIdentifier(relation);
+  if (form === "native") {
+    // The extension's aggregate: integer kinds as their declared type (it reads the stored integer), text kinds as canonical text.
+    const fields = signed.map((column) =>
+      wordKind(column.type) === "integer" ? `CAST(${quoteIdentifier(column.name)} AS ${column.type})` : canonicalExpression(column.name, column.type),
+    );
+    // Up to 32 fields are arguments of their own (native/lakeswap_signature.c); a wider row goes as one struct.
+    const args = fields.length <= NATIVE_DIRECT_FIELDS ? fields.join(", ") : `row(${fields.join(", ")})`;
+    const digests = `SELECT ${keyList}, lakeswap_signature(${args}) AS __s FROM ${rel} GROUP BY ALL`;
+    return `SELECT ${keyList}, __s.n AS n, CAST(__s.upper AS VARCHAR) AS upper, CAST(__s.lower AS VARCHAR) AS lower FROM (${digests}) ORDER BY ALL`;
+  }
   // Lanes are signed here; the sums are taken modulo 2^64 as unsigned numbers (the mathematical modulus, never negative).
   const laneSum = (lane: string): string => `CAST(((sum(${lane}) % ${LANE_MODULUS}) + ${LANE_MODULUS}) % ${LANE_MODULUS} AS VARCHAR)`;
-  return `SELECT ${keyList}, count(*) AS n, ${laneSum("__a")} AS upper, ${laneSum("__b")} AS lower FROM (${lanes}) GROUP BY ALL ORDER BY ALL`;
-}
-
-/**
- * The lanes of each row with the extension's lakeswap_signature_lanes: integer
- * kinds passed as their declared type (the extension reads the stored integer),
- * text kinds as their canonical text.
- */
-function nativeLanes(relation: string, keyList: string, signed: readonly SignatureColumn[]): string {
-  const fields = signed.map((column) =>
-    wordKind(column.type) === "integer" ? `CAST(${quoteIdentifier(column.name)} AS ${column.type})` : canonicalExpression(column.name, column.type),
-  );
-  return `SELECT ${keyList}, __l.a AS __a, __l.b AS __b FROM (SELECT ${keyList}, lakeswap_signature_lanes(${fields.join(", ")}) AS __l FROM ${quoteIdentifier(relation)})`;
+  return `SELECT ${keyList}, count(*) AS n, ${laneSum("__a")} AS upper, ${laneSum("__b")} AS lower FROM (${sqlLanes(rel, keyList, signed)}) GROUP BY ALL ORDER BY ALL`;
 }
 
 /**
@@ -280,7 +282,7 @@ function sqlLanes(relation: string, keyList: string, signed: readonly SignatureC
       .items.map(([k0, k1], i) => `(xor(__x${i}, ${k0}) * xor(__y${i}, ${k1}))`)
       .reduce((acc, product) => `xor(${acc}, ${product})`);
   const finalize = (s: string, [k0, k1]: KeyPair): string => `xor(${s}, xor(${s} & 4294967295, ${k0}) * xor(${s} >> 32, ${k1}))`;
-  const fieldsToWords = `SELECT ${keyList}, ${fields.join(", ")} FROM ${quoteIdentifier(relation)}`;
+  const fieldsToWords = `SELECT ${keyList}, ${fields.join(", ")} FROM ${relation}`;
   const digestsToWords = `SELECT ${keyList}, ${digests.join(", ")} FROM (${fieldsToWords})`;
   const wordsToFactors = `SELECT ${keyList}, ${factors.join(", ")} FROM (${digestsToWords})`;
   const factorsToLanes = `SELECT ${keyList}, ${lane(0)} AS __a, ${lane(1)} AS __b FROM (${wordsToFactors})`;

@@ -35,7 +35,8 @@ export function nativeSwitchedOff(): boolean {
  * use the SQL form. DuckDB loads the extension only with unsigned extensions
  * allowed, so the instance allows them only when the file is there to load.
  */
-export async function openDuckDb(): Promise<OpenedDuckDb> {
+export async function openDuckDb(options: { readonly native?: boolean } = {}): Promise<OpenedDuckDb> {
+  if (options.native === false) return { instance: await DuckDBInstance.create(":memory:"), signatures: "sql", sqlReason: "the native form was not asked for" };
   if (nativeSwitchedOff()) return { instance: await DuckDBInstance.create(":memory:"), signatures: "sql", sqlReason: "LAKESWAP_NATIVE=off" };
   if (!existsSync(NATIVE_EXTENSION_PATH)) {
     return { instance: await DuckDBInstance.create(":memory:"), signatures: "sql", sqlReason: "the native extension is not built (npm run build)" };
@@ -96,7 +97,7 @@ export async function checkNativeLanes(query: (sql: string) => Promise<unknown[]
   for (const row of [CHECK_FIELDS, [...CHECK_FIELDS].reverse()]) {
     const columns: SignedColumn[] = row.map((field, i) => ({ name: `f${i}`, type: field.type }));
     const expected = rowLanes(rowItems(columns, row.map((field) => field.canonical)));
-    const rows = await query(`SELECT l.a, l.b FROM (SELECT lakeswap_signature_lanes(${row.map((field) => field.literal).join(", ")}) AS l)`);
+    const rows = await query(`SELECT s.upper, s.lower FROM (SELECT lakeswap_signature(row(${row.map((field) => field.literal).join(", ")})) AS s)`);
     const got = (rows[0] ?? []).map((value) => BigInt.asUintN(64, BigInt(String(value))));
     if (got[0] !== expected[0] || got[1] !== expected[1]) {
       return `the native extension's lanes (${got.join(", ")}) differ from the reference (${expected.join(", ")})`;

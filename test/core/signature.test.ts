@@ -40,12 +40,16 @@ function publishedVectors(): Vector[] {
 
 let workspace: ReturnType<typeof tempDir>;
 let engine: DuckDbEngine;
+/** The same engine with signatures in the SQL form (the default form is native where the extension is built). */
+let sqlEngine: DuckDbEngine;
 beforeAll(() => {
   workspace = tempDir("lakeswap-signature-");
   engine = new DuckDbEngine(new LocalStore(path.join(workspace.dir, "lake")));
+  sqlEngine = new DuckDbEngine(new LocalStore(path.join(workspace.dir, "lake")), { nativeSignatures: false });
 });
 afterAll(async () => {
   await engine.close();
+  await sqlEngine.close();
   workspace.cleanup();
 });
 
@@ -56,13 +60,13 @@ function writeSource(extension: string, text: string): string {
   return file;
 }
 
-/** Lands a file and returns each partition's signature. */
-async function signaturesOf(request: Omit<LandRequest, "header" | "delimiter"> & { header?: boolean }): Promise<Record<string, string>> {
-  const landed = await engine.land({ header: true, delimiter: ",", ...request });
+/** Lands a file and returns each partition's signature (with the SQL-form engine when asked). */
+async function signaturesOf(request: Omit<LandRequest, "header" | "delimiter"> & { header?: boolean }, using = engine): Promise<Record<string, string>> {
+  const landed = await using.land({ header: true, delimiter: ",", ...request });
   try {
     return Object.fromEntries(landed.partitions.map((p) => [p.partition.values.join("/"), p.signature]));
   } finally {
-    await engine.releaseLanding(landed);
+    await using.releaseLanding(landed);
   }
 }
 
@@ -80,17 +84,19 @@ describe("v2 signatures: the published test vectors", () => {
     expect(rawSignature(vector.columns, canonical)).toBe(vector.signature);
   });
 
-  it.each(vectors.filter((v) => v.rows.length > 0).map((v) => [v.name, v] as const))("DuckDB engine: %s", async (_name, vector) => {
+  it.each(vectors.filter((v) => v.rows.length > 0).map((v) => [v.name, v] as const))("DuckDB engine, both forms: %s", async (_name, vector) => {
     const lines = vector.rows.map((row) => JSON.stringify(Object.fromEntries(vector.columns.map((c, i) => [c.name, row[i]]))));
     const file = writeSource("jsonl", `${lines.join("\n")}\n`);
-    const signatures = await signaturesOf({
+    const request = {
       files: [file],
-      format: "jsonl",
+      format: "jsonl" as const,
       columns: vector.columns,
       partition: [{ key: "p", expression: "'all'" }],
       signatureColumns: vector.columns.map((c) => c.name),
-    });
-    expect(signatures).toEqual({ all: vector.signature });
+    };
+    expect(await signaturesOf(request)).toEqual({ all: vector.signature });
+    expect(await signaturesOf(request, sqlEngine)).toEqual({ all: vector.signature });
+    expect((await sqlEngine.signatureForm()).form).toBe("sql");
   });
 
   it("formats doubles exactly as C's %.17g (DuckDB printf agrees)", async () => {
@@ -178,6 +184,35 @@ describe("v2 signatures: both forms (native extension, plain SQL) and the refere
         const values = (await connection.runAndReadAll(`SELECT ${texts} FROM t WHERE p = '${String(p)}'`)).getRowsJS();
         const canonical = values.map((row) => row.map((value, i) => canonicalValue(columns[i]!.type, value === null ? null : (value as number | string))));
         expect(finishRawSignature(signed, Number(n), BigInt(String(upper)), BigInt(String(lower)))).toBe(rawSignature(columns, canonical));
+      }
+    } finally {
+      connection.closeSync();
+      opened.instance.closeSync();
+    }
+  });
+
+  it("on rows wider than the extension's direct arguments and than one flag word (70 columns)", async () => {
+    const wide = Array.from({ length: 70 }, (_, i) => ({
+      name: `c${String(i).padStart(2, "0")}`,
+      type: i % 3 === 0 ? "VARCHAR" : i % 3 === 1 ? "BIGINT" : "DATE",
+      sql:
+        i % 3 === 0
+          ? `CASE WHEN (range + ${i}) % 5 = 0 THEN NULL ELSE 'v' || ((range * ${i + 1}) % 7) END`
+          : i % 3 === 1
+            ? `CASE WHEN (range + ${i}) % 4 = 0 THEN NULL ELSE range * ${i + 1} - 500 END::BIGINT`
+            : `CASE WHEN (range + ${i}) % 6 = 0 THEN NULL ELSE DATE '1969-12-25' + (range * ${i})::INTEGER END`,
+    }));
+    const opened = await openDuckDb();
+    const connection = await opened.instance.connect();
+    try {
+      await connection.run(`CREATE TABLE w AS SELECT (range % 3)::VARCHAR AS p, ${wide.map((c) => `${c.sql} AS ${c.name}`).join(", ")} FROM range(300)`);
+      const signed = signatureColumnOrder(wide.map(({ name, type }) => ({ name, type, nullable: true })));
+      const sql = (await connection.runAndReadAll(signatureQuery("w", ["p"], signed, "sql"))).getRowsJS();
+      if (opened.signatures === "native") expect((await connection.runAndReadAll(signatureQuery("w", ["p"], signed, "native"))).getRowsJS()).toEqual(sql);
+      for (const [p, n, upper, lower] of sql) {
+        const values = (await connection.runAndReadAll(`SELECT ${wide.map((c) => `CAST(${c.name} AS VARCHAR)`).join(", ")} FROM w WHERE p = '${String(p)}'`)).getRowsJS();
+        const canonical = values.map((row) => row.map((value, i) => canonicalValue(wide[i]!.type, value === null ? null : String(value))));
+        expect(finishRawSignature(signed, Number(n), BigInt(String(upper)), BigInt(String(lower)))).toBe(rawSignature(wide, canonical));
       }
     } finally {
       connection.closeSync();
