@@ -2,9 +2,11 @@
 // build/native/lakeswap_signature.duckdb_extension, for the DuckDB that
 // @duckdb/node-api runs on this machine.
 //
-// Run by `npm run build` (so by `npm ci`). Without a C compiler it says so and
+// Run by `npm ci` and `npm install` (the install script, so also where lakeswap
+// is installed as a dependency). Without a C compiler it says so and
 // exits 0: lakeswap then computes signatures with its SQL form, same results,
-// slower. `LAKESWAP_NATIVE=off` skips the build; CC picks the compiler.
+// slower. `LAKESWAP_NATIVE=off` skips the build; CC picks the compiler;
+// LAKESWAP_NATIVE_OUT builds into another folder (the tests use it).
 import { execFileSync } from "node:child_process";
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
@@ -13,7 +15,7 @@ import { DuckDBInstance } from "@duckdb/node-api";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const source = path.join(root, "native", "lakeswap_signature.c");
-const outDir = path.join(root, "build", "native");
+const outDir = process.env.LAKESWAP_NATIVE_OUT ? path.resolve(process.env.LAKESWAP_NATIVE_OUT) : path.join(root, "build", "native");
 const library = path.join(outDir, "lakeswap_signature.so");
 const extension = path.join(outDir, "lakeswap_signature.duckdb_extension");
 
@@ -77,7 +79,7 @@ async function main() {
   const platform = await duckdbPlatform();
   writeFileSync(extension, Buffer.concat([readFileSync(library), footer(platform)]));
   rmSync(library, { force: true });
-  say(`built ${path.relative(root, extension)} for ${platform}`);
+  say(`built ${path.relative(root, extension) || extension} for ${platform}`);
 }
 
 await main();

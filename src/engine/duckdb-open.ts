@@ -20,7 +20,7 @@ export interface OpenedDuckDb {
   readonly sqlReason?: string;
 }
 
-/** Where `npm run build` puts the extension (scripts/build-native.mjs); the same from src/ and dist/. */
+/** Where `npm ci` / `npm install` put the extension (scripts/build-native.mjs); the same path from src/ and dist/. */
 export const NATIVE_EXTENSION_PATH = fileURLToPath(new URL("../../build/native/lakeswap_signature.duckdb_extension", import.meta.url));
 
 /** The environment switch: `LAKESWAP_NATIVE=off` keeps every signature in the SQL form. */
@@ -35,16 +35,17 @@ export function nativeSwitchedOff(): boolean {
  * use the SQL form. DuckDB loads the extension only with unsigned extensions
  * allowed, so the instance allows them only when the file is there to load.
  */
-export async function openDuckDb(options: { readonly native?: boolean } = {}): Promise<OpenedDuckDb> {
+export async function openDuckDb(options: { readonly native?: boolean; readonly extensionPath?: string } = {}): Promise<OpenedDuckDb> {
+  const extension = options.extensionPath ?? NATIVE_EXTENSION_PATH;
   if (options.native === false) return { instance: await DuckDBInstance.create(":memory:"), signatures: "sql", sqlReason: "the native form was not asked for" };
   if (nativeSwitchedOff()) return { instance: await DuckDBInstance.create(":memory:"), signatures: "sql", sqlReason: "LAKESWAP_NATIVE=off" };
-  if (!existsSync(NATIVE_EXTENSION_PATH)) {
-    return { instance: await DuckDBInstance.create(":memory:"), signatures: "sql", sqlReason: "the native extension is not built (npm run build)" };
+  if (!existsSync(extension)) {
+    return { instance: await DuckDBInstance.create(":memory:"), signatures: "sql", sqlReason: `the native extension is not built (${extension}; npm run build:native)` };
   }
   const instance = await DuckDBInstance.create(":memory:", { allow_unsigned_extensions: "true" });
   const connection = await instance.connect();
   try {
-    await connection.run(`LOAD ${quoteLiteral(NATIVE_EXTENSION_PATH)}`);
+    await connection.run(`LOAD ${quoteLiteral(extension)}`);
     const mismatch = await checkNativeLanes(async (sql) => (await connection.runAndReadAll(sql)).getRowsJS());
     if (mismatch !== undefined) return { instance, signatures: "sql", sqlReason: mismatch };
     return { instance, signatures: "native" };

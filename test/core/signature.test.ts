@@ -120,7 +120,7 @@ describe("v2 signatures: the published test vectors", () => {
   });
 });
 
-/** Whether this machine has the C compiler `npm run build` builds the native extension with. */
+/** Whether this machine has the C compiler `npm ci` builds the native extension with. */
 function hasCompiler(): boolean {
   try {
     execFileSync(process.env.CC || "cc", ["--version"], { stdio: "ignore" });
@@ -156,7 +156,7 @@ describe("v2 signatures: both forms (native extension, plain SQL) and the refere
     { name: "id", type: "UUID", sql: "('00000000-0000-4000-8000-' || lpad(range::VARCHAR, 12, '0'))::UUID" },
   ];
 
-  it("loads the native extension wherever npm run build had a C compiler", async () => {
+  it("loads the native extension wherever npm ci had a C compiler", async () => {
     const opened = await openDuckDb();
     try {
       if (hasCompiler() && process.env.LAKESWAP_NATIVE !== "off") expect(opened.sqlReason).toBeUndefined();

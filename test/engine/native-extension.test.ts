@@ -1,0 +1,99 @@
+import { execFileSync } from "node:child_process";
+import { copyFileSync, existsSync, readFileSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { signatureColumnOrder } from "../../src/core/signature.js";
+import { signatureQuery } from "../../src/engine/duckdb-landing.js";
+import { NATIVE_EXTENSION_PATH, openDuckDb, type OpenedDuckDb } from "../../src/engine/duckdb-open.js";
+import { REPO_ROOT, tempDir } from "../support/lake-fixture.js";
+
+/** Runs scripts/build-native.mjs into `out` with extra environment; returns what it printed. */
+function buildNative(out: string, env: Record<string, string> = {}): string {
+  return execFileSync(process.execPath, [path.join(REPO_ROOT, "scripts", "build-native.mjs")], {
+    env: { ...process.env, LAKESWAP_NATIVE_OUT: out, ...env },
+    encoding: "utf8",
+  });
+}
+
+/** The partition signatures of a small table, through an opened instance, in the form it supports. */
+async function signatures(opened: OpenedDuckDb): Promise<unknown[][]> {
+  const connection = await opened.instance.connect();
+  try {
+    await connection.run(
+      "CREATE TABLE t AS SELECT (range % 3)::VARCHAR AS p, range::BIGINT AS id, CASE WHEN range % 4 = 0 THEN NULL ELSE 'v' || (range % 5) END AS s FROM range(500)",
+    );
+    const signed = signatureColumnOrder([{ name: "id", type: "BIGINT" }, { name: "s", type: "VARCHAR" }]);
+    return (await connection.runAndReadAll(signatureQuery("t", ["p"], signed, opened.signatures))).getRowsJS();
+  } finally {
+    connection.closeSync();
+  }
+}
+
+describe("the native signature extension: build, load, and the fallback to the SQL form", () => {
+  let workspace: ReturnType<typeof tempDir>;
+  beforeAll(() => {
+    workspace = tempDir("lakeswap-native-");
+  });
+  afterAll(() => workspace.cleanup());
+
+  it("without a C compiler the build says so, exits 0, and signatures fall back to the SQL form with the same results", async () => {
+    const out = path.join(workspace.dir, "no-compiler");
+    const printed = buildNative(out, { CC: path.join(workspace.dir, "no-such-cc") });
+    expect(printed).toMatch(/could not build native\/lakeswap_signature\.c .*signatures use the SQL form/);
+    const extension = path.join(out, "lakeswap_signature.duckdb_extension");
+    expect(existsSync(extension)).toBe(false);
+
+    const fallback = await openDuckDb({ extensionPath: extension });
+    const sql = await openDuckDb({ native: false });
+    try {
+      expect(fallback.signatures).toBe("sql");
+      expect(fallback.sqlReason).toContain("the native extension is not built");
+      expect(await signatures(fallback)).toEqual(await signatures(sql));
+    } finally {
+      fallback.instance.closeSync();
+      sql.instance.closeSync();
+    }
+  });
+
+  it("LAKESWAP_NATIVE=off skips the build", () => {
+    const out = path.join(workspace.dir, "off");
+    expect(buildNative(out, { LAKESWAP_NATIVE: "off" })).toMatch(/skipped \(LAKESWAP_NATIVE=off\)/);
+    expect(existsSync(path.join(out, "lakeswap_signature.duckdb_extension"))).toBe(false);
+  });
+
+  it.runIf(existsSync(NATIVE_EXTENSION_PATH))("a damaged extension file is not loaded; signatures stay right in the SQL form", async () => {
+    const damaged = path.join(workspace.dir, "damaged.duckdb_extension");
+    copyFileSync(NATIVE_EXTENSION_PATH, damaged);
+    // The footer names the platform DuckDB checks before loading: claim another one.
+    const bytes = readFileSync(damaged);
+    const platform = bytes.indexOf(Buffer.from("linux_amd64"), bytes.length - 600);
+    bytes.write(platform >= 0 ? "windows_arm" : "\0\0\0\0", platform >= 0 ? platform : bytes.length - 300, "ascii");
+    writeFileSync(damaged, bytes);
+
+    const opened = await openDuckDb({ extensionPath: damaged });
+    const sql = await openDuckDb({ native: false });
+    try {
+      expect(opened.signatures).toBe("sql");
+      expect(opened.sqlReason).toMatch(/the native extension did not load/);
+      expect(await signatures(opened)).toEqual(await signatures(sql));
+    } finally {
+      opened.instance.closeSync();
+      sql.instance.closeSync();
+    }
+  });
+
+  it.runIf(existsSync(NATIVE_EXTENSION_PATH))("a fresh build loads, passes its check, and signs as the SQL form does", async () => {
+    const out = path.join(workspace.dir, "built");
+    expect(buildNative(out)).toMatch(/built .*lakeswap_signature\.duckdb_extension for \w+/);
+    const opened = await openDuckDb({ extensionPath: path.join(out, "lakeswap_signature.duckdb_extension") });
+    const sql = await openDuckDb({ native: false });
+    try {
+      expect(opened.sqlReason).toBeUndefined();
+      expect(opened.signatures).toBe("native");
+      expect(await signatures(opened)).toEqual(await signatures(sql));
+    } finally {
+      opened.instance.closeSync();
+      sql.instance.closeSync();
+    }
+  });
+});
