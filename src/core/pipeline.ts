@@ -81,6 +81,8 @@ export interface LoadReport {
   readonly rowsLoaded: number;
   readonly rowsDeadLettered: number;
   readonly deadLetterTable?: string;
+  /** How the raw signatures were computed: `native` (lakeswap's DuckDB extension) or `sql` (the same signatures, slower), with why. */
+  readonly signatures: { readonly form: "native" | "sql"; readonly reason?: string };
 }
 
 /** The report of a sync. */
@@ -378,6 +380,7 @@ export class Pipeline {
       rowsLoaded: delivery.rowsLoaded,
       rowsDeadLettered: delivery.rowsRejected,
       deadLetterTable: dataset.deadLetter,
+      signatures: delivery.signatures,
     };
     return { load, moved };
   }

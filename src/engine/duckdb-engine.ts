@@ -135,8 +135,8 @@ export class DuckDbEngine implements Engine {
         await landDelivery(connection, { ...request, files }, tables);
         const keys = request.partition.map((p) => p.key);
         const signed = signatureColumnOrder(request.columns.filter((c) => request.signatureColumns.includes(c.name)));
-        const form = (await this.opened()).signatures;
-        const reader = await connection.runAndReadAll(signatureQuery(tables.landed, keys, signed, form));
+        const signatures = await this.signatureForm();
+        const reader = await connection.runAndReadAll(signatureQuery(tables.landed, keys, signed, signatures.form));
         const partitions: LandedPartition[] = reader.getRowsJS().map((row) => {
           const values = row.slice(0, keys.length).map(String);
           const rows = Number(row[keys.length]);
@@ -164,6 +164,7 @@ export class DuckDbEngine implements Engine {
           rowsRejected: rejected,
           firstRejects,
           partitions,
+          signatures,
         };
       } catch (error) {
         await this.dropRelations(connection, [tables.landed, tables.rejected]);

@@ -104,6 +104,8 @@ export interface LandedDelivery {
   /** The first bad rows, for messages. */
   readonly firstRejects: readonly RejectedRow[];
   readonly partitions: readonly LandedPartition[];
+  /** How the raw signatures were computed (docs/signatures.md, "Two forms"), and why not natively when they were not. */
+  readonly signatures: { readonly form: "native" | "sql"; readonly reason?: string };
 }
 
 /** What an engine can do. */
