@@ -13,7 +13,7 @@ export class BenchDuck {
   /** Opens an in-memory instance as lakeswap's engine does: DuckDB's defaults (one thread per cpu), the signature extension loaded. */
   static async open(): Promise<BenchDuck> {
     const opened = await openDuckDb();
-    return new BenchDuck(opened.instance, await opened.instance.connect(), opened.signatures);
+    return new BenchDuck(opened.instance, await opened.instance.connect(), opened.signing.form);
   }
 
   /** Runs one statement. */

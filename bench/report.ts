@@ -100,7 +100,7 @@ function renderSignature(figures: SignatureFigures): string {
     ["method", "median", "min", "max", "n", "throughput", "cpu time"],
     [
       method("lakeswap land() · Parquet file → read, validate, partition, sign", figures.land),
-      method(`lakeswap signature query alone · loaded table · ${figures.form.form} form`, figures.signatureQuery),
+      method(`lakeswap signature query alone · loaded table · ${figures.signing.form} form`, figures.signatureQuery),
       method("  (context) the same query in its plain-SQL form (the fallback)", figures.signatureQuerySql),
       method("straightforward in Node · per day: sorted rows → CSV → sha256", figures.straightforwardNode),
       method("straightforward via COPY · per day: COPY sorted → CSV file → sha256", figures.straightforwardCopy),
@@ -123,8 +123,8 @@ function renderSignature(figures: SignatureFigures): string {
     `median/min/max: wall time; cpu time: median CPU time of the process (Node and DuckDB threads). ` +
     `The signature query and both straightforward variants read one DuckDB table loaded once from the file ` +
     `(${seconds(figures.loadMs)}, not charged to any of them; clustered by day, which only the straightforward method's per-day reads need); ` +
-    `land() reads the file itself. The engine signs in the ${figures.form.form} form` +
-    (figures.form.reason === undefined ? "" : ` (${figures.form.reason})`) +
+    `land() reads the file itself. The engine signs in the ${figures.signing.form} form` +
+    (figures.signing.reason === undefined ? "" : ` (${figures.signing.reason})`) +
     `; the plain-SQL form, what lakeswap runs where its DuckDB extension is not built, is context, not judged`;
   const verdict =
     `target: lakeswap's signature ≥ ${target.ratio}× the straightforward method's throughput · ` +

@@ -6,6 +6,7 @@ import { quoteIdentifier, quoteLiteral } from "../src/core/sql.js";
 import { DuckDbEngine } from "../src/engine/duckdb-engine.js";
 import { signatureQuery } from "../src/engine/duckdb-landing.js";
 import type { SignatureForm } from "../src/engine/duckdb-open.js";
+import type { Signing } from "../src/engine/engine.js";
 import type { LandRequest } from "../src/engine/engine.js";
 import { LocalStore } from "../src/store/local-store.js";
 import { BenchDuck } from "./duck.js";
@@ -83,7 +84,7 @@ export interface SignatureFigures {
   /** DuckDbEngine.land() on the Parquet file: read, type-check, split good/bad rows, partition and sign. */
   readonly land: MethodFigures;
   /** The form of the signature query the engine uses here (native where the extension is built), and why not native. */
-  readonly form: { readonly form: SignatureForm; readonly reason?: string };
+  readonly signing: Signing;
   /** The GROUP BY signature query of land() alone, over the already-loaded table, in the engine's form. */
   readonly signatureQuery: MethodFigures;
   /** The same query in the plain-SQL form over the same table. Context, not judged. */
@@ -138,8 +139,8 @@ export async function benchSignature(workDir: string, progress: (message: string
   const duck = await BenchDuck.open();
   const engine = new DuckDbEngine(new LocalStore(path.join(dir, "store")));
   try {
-    const form = await engine.signatureForm();
-    if (form.form !== duck.signatures) throw new Error(`the engine signs in the ${form.form} form, the bench's DuckDB could use only the ${duck.signatures} form`);
+    const signing = await engine.signing();
+    if (signing.form !== duck.signatures) throw new Error(`the engine signs in the ${signing.form} form, the bench's DuckDB could use only the ${duck.signatures} form`);
     progress(`signature: generating ${SIGNATURE_ROWS.toLocaleString("en-US")} rows over ${SIGNATURE_DAYS} days into Parquet`);
     await duck.run(`COPY (${generatingSelect(SIGNATURE_ROWS, SIGNATURE_DAYS)}) TO ${quoteLiteral(file)} (FORMAT PARQUET, COMPRESSION snappy)`);
     const fileBytes = (await fs.stat(file)).size;
@@ -157,7 +158,7 @@ export async function benchSignature(workDir: string, progress: (message: string
     if (rows !== SIGNATURE_ROWS) throw new Error(`the loaded table has ${rows} rows, expected ${SIGNATURE_ROWS}`);
 
     const land = (): Promise<Signatures> => landSignatures(engine, file);
-    const query = (): Promise<Signatures> => querySignatures(duck, "loaded", form.form);
+    const query = (): Promise<Signatures> => querySignatures(duck, "loaded", signing.form);
     const querySql = (): Promise<Signatures> => querySignatures(duck, "loaded", "sql");
     const node = (): Promise<Signatures> => straightforwardNode(duck, "loaded");
     let copies = 0;
@@ -226,7 +227,7 @@ export async function benchSignature(workDir: string, progress: (message: string
       fileBytes,
       rounds: SIGNATURE_ROUNDS,
       loadMs,
-      form,
+      signing,
       ...result,
       baseline,
       ratios,

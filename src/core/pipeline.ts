@@ -3,7 +3,7 @@ import { createReadStream } from "node:fs";
 import { readFile } from "node:fs/promises";
 import path from "node:path";
 import type { DatasetConfig, LayerConfig, PipelineColumn, PipelineConfig } from "../config/pipeline-config.js";
-import type { LandedDelivery } from "../engine/engine.js";
+import type { LandedDelivery, Signing } from "../engine/engine.js";
 import { InvalidInputError, LakeswapError, errorMessage } from "./errors.js";
 import type { Lake, PartitionState } from "./lake.js";
 import { assertPartitionValue, makePartition, orderPartition, parsePartition, parsePartitionPath, partitionPath, type Partition } from "./partition.js";
@@ -82,7 +82,7 @@ export interface LoadReport {
   readonly rowsDeadLettered: number;
   readonly deadLetterTable?: string;
   /** How the raw signatures were computed: `native` (lakeswap's DuckDB extension) or `sql` (the same signatures, slower), with why. */
-  readonly signatures: { readonly form: "native" | "sql"; readonly reason?: string };
+  readonly signing: Signing;
 }
 
 /** The report of a sync. */
@@ -380,7 +380,7 @@ export class Pipeline {
       rowsLoaded: delivery.rowsLoaded,
       rowsDeadLettered: delivery.rowsRejected,
       deadLetterTable: dataset.deadLetter,
-      signatures: delivery.signatures,
+      signing: delivery.signing,
     };
     return { load, moved };
   }

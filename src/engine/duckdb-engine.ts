@@ -13,10 +13,10 @@ import type { TableDefinition } from "../core/table.js";
 import type { ObjectStore } from "../store/object-store.js";
 import { checkOutputColumns, partitionRowsCheck } from "./build-checks.js";
 import { landDelivery, signatureQuery } from "./duckdb-landing.js";
-import { openDuckDb, type OpenedDuckDb, type SignatureForm } from "./duckdb-open.js";
+import { openDuckDb, type OpenedDuckDb } from "./duckdb-open.js";
 import type {
   BuildRequest, BuildResult, Engine, LandRequest, LandedDelivery, LandedPartition, PartitionMapRequest, PartitionSnapshot, QueryResult, RejectedRow,
-  TableSnapshot,
+  Signing, TableSnapshot,
 } from "./engine.js";
 
 /**
@@ -135,8 +135,8 @@ export class DuckDbEngine implements Engine {
         await landDelivery(connection, { ...request, files }, tables);
         const keys = request.partition.map((p) => p.key);
         const signed = signatureColumnOrder(request.columns.filter((c) => request.signatureColumns.includes(c.name)));
-        const signatures = await this.signatureForm();
-        const reader = await connection.runAndReadAll(signatureQuery(tables.landed, keys, signed, signatures.form));
+        const signing = await this.signing();
+        const reader = await connection.runAndReadAll(signatureQuery(tables.landed, keys, signed, signing.form));
         const partitions: LandedPartition[] = reader.getRowsJS().map((row) => {
           const values = row.slice(0, keys.length).map(String);
           const rows = Number(row[keys.length]);
@@ -164,7 +164,7 @@ export class DuckDbEngine implements Engine {
           rowsRejected: rejected,
           firstRejects,
           partitions,
-          signatures,
+          signing,
         };
       } catch (error) {
         await this.dropRelations(connection, [tables.landed, tables.rejected]);
@@ -192,10 +192,9 @@ export class DuckDbEngine implements Engine {
     });
   }
 
-  /** How this engine computes content signatures, and why it is the SQL form when it is (./duckdb-open.ts). */
-  async signatureForm(): Promise<{ readonly form: SignatureForm; readonly reason?: string }> {
-    const opened = await this.opened();
-    return { form: opened.signatures, ...(opened.sqlReason === undefined ? {} : { reason: opened.sqlReason }) };
+  /** How this engine computes content signatures, and why in the SQL form when it does (./duckdb-open.ts). */
+  async signing(): Promise<Signing> {
+    return (await this.opened()).signing;
   }
 
   async close(): Promise<void> {

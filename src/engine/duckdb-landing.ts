@@ -243,9 +243,9 @@ export function signatureQuery(relation: string, keys: readonly string[], signed
  * The lanes of each row in plain SQL. A stack of projections: fields to words
  * (one MD5 per text field) and the null flag word, MD5 digests to two words,
  * words to their two factors, factors to the two lanes, the finalizer round.
- * Everything is BIGINT: each product is of a number below 2^32 and a signed 32-bit one, so
- * it is exact, and no per-row casts or 128-bit arithmetic are needed (in
- * DuckDB those cost more than the products).
+ * Everything is BIGINT: each product is of a number below 2^32 and a signed
+ * 32-bit one, so it is exact, and no per-row casts or 128-bit arithmetic are
+ * needed (in DuckDB those cost more than the products).
  */
 function sqlLanes(relation: string, keyList: string, signed: readonly SignatureColumn[]): string {
   const fields: string[] = [];

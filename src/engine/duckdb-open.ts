@@ -3,21 +3,15 @@ import { fileURLToPath } from "node:url";
 import { DuckDBInstance } from "@duckdb/node-api";
 import { rowItems, rowLanes, type SignedColumn } from "../core/signature.js";
 import { quoteLiteral } from "../core/sql.js";
+import type { Signing } from "./engine.js";
 
-/**
- * How the engine computes content signatures (docs/signatures.md, "Two forms,
- * one algorithm"): `native` with lakeswap's DuckDB extension
- * (native/lakeswap_signature.c), `sql` with plain DuckDB SQL. Both give the
- * same signatures; the native form is several times faster.
- */
-export type SignatureForm = "native" | "sql";
+/** The form of the signature query: with lakeswap's extension (native/lakeswap_signature.c), or plain SQL. */
+export type SignatureForm = Signing["form"];
 
-/** A DuckDB instance and the signature form it supports, with why, when it is the SQL form. */
+/** A DuckDB instance, and how it computes signatures. */
 export interface OpenedDuckDb {
   readonly instance: DuckDBInstance;
-  readonly signatures: SignatureForm;
-  /** Why the native form is not in use (missing build, switched off, failed check). */
-  readonly sqlReason?: string;
+  readonly signing: Signing;
 }
 
 /** Where `npm ci` / `npm install` put the extension (scripts/build-native.mjs); the same path from src/ and dist/. */
@@ -33,27 +27,28 @@ export function nativeSwitchedOff(): boolean {
  * when it is built, not switched off, and computes a set of known rows exactly as
  * the reference implementation does. Otherwise a plain instance: signatures then
  * use the SQL form. DuckDB loads the extension only with unsigned extensions
- * allowed, so the instance allows them only when the file is there to load.
+ * allowed, so only an instance that did load it keeps them allowed.
  */
 export async function openDuckDb(options: { readonly native?: boolean; readonly extensionPath?: string } = {}): Promise<OpenedDuckDb> {
   const extension = options.extensionPath ?? NATIVE_EXTENSION_PATH;
-  if (options.native === false) return { instance: await DuckDBInstance.create(":memory:"), signatures: "sql", sqlReason: "the native form was not asked for" };
-  if (nativeSwitchedOff()) return { instance: await DuckDBInstance.create(":memory:"), signatures: "sql", sqlReason: "LAKESWAP_NATIVE=off" };
-  if (!existsSync(extension)) {
-    return { instance: await DuckDBInstance.create(":memory:"), signatures: "sql", sqlReason: `the native extension is not built (${extension}; npm run build:native)` };
-  }
+  const plain = async (reason: string): Promise<OpenedDuckDb> => ({ instance: await DuckDBInstance.create(":memory:"), signing: { form: "sql", reason } });
+  if (options.native === false) return plain("the native form was not asked for");
+  if (nativeSwitchedOff()) return plain("LAKESWAP_NATIVE=off");
+  if (!existsSync(extension)) return plain(`the native extension is not built (${extension}; npm run build:native)`);
   const instance = await DuckDBInstance.create(":memory:", { allow_unsigned_extensions: "true" });
+  let failure: string | undefined;
   const connection = await instance.connect();
   try {
     await connection.run(`LOAD ${quoteLiteral(extension)}`);
-    const mismatch = await checkNativeLanes(async (sql) => (await connection.runAndReadAll(sql)).getRowsJS());
-    if (mismatch !== undefined) return { instance, signatures: "sql", sqlReason: mismatch };
-    return { instance, signatures: "native" };
+    failure = await checkNativeLanes(async (sql) => (await connection.runAndReadAll(sql)).getRowsJS());
   } catch (error) {
-    return { instance, signatures: "sql", sqlReason: `the native extension did not load: ${error instanceof Error ? error.message : String(error)}` };
+    failure = `the native extension did not load: ${error instanceof Error ? error.message : String(error)}`;
   } finally {
     connection.closeSync();
   }
+  if (failure === undefined) return { instance, signing: { form: "native" } };
+  instance.closeSync();
+  return plain(failure);
 }
 
 /** One field of the check row: its declared type, a SQL literal of it, and its canonical text. */

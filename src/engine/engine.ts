@@ -104,8 +104,19 @@ export interface LandedDelivery {
   /** The first bad rows, for messages. */
   readonly firstRejects: readonly RejectedRow[];
   readonly partitions: readonly LandedPartition[];
-  /** How the raw signatures were computed (docs/signatures.md, "Two forms"), and why not natively when they were not. */
-  readonly signatures: { readonly form: "native" | "sql"; readonly reason?: string };
+  /** How the raw signatures were computed. */
+  readonly signing: Signing;
+}
+
+/**
+ * How raw signatures are computed (docs/signatures.md, "Two forms, one
+ * algorithm"): `native` with lakeswap's DuckDB extension, `sql` in plain DuckDB
+ * SQL. The signatures are the same either way; the native form is faster.
+ */
+export interface Signing {
+  readonly form: "native" | "sql";
+  /** Why the form is not native, when it is not (not built, switched off, failed its check). */
+  readonly reason?: string;
 }
 
 /** What an engine can do. */

@@ -35,7 +35,7 @@ describe("lakeswap plan and sync", () => {
     }
     expect(report.totals).toMatchObject({ built: 5, skipped: 0, failed: 0, rows: 20 + 16 + 2 });
     expect(report.loads[0]).toMatchObject({ rowsRead: 20, rowsLoaded: 20, rowsDeadLettered: 0 });
-    expect(report.loads[0].signatures.form).toBe(existsSync(NATIVE_EXTENSION_PATH) ? "native" : "sql");
+    expect(report.loads[0].signing.form).toBe(existsSync(NATIVE_EXTENSION_PATH) ? "native" : "sql");
 
     // The same delivery again, signed in the SQL form this time: the same signatures, so nothing to build; the report says why it was slower.
     const again = await runCli([...args, "sync", "-c", workspace.configFile, "--input", file], { LAKESWAP_NATIVE: "off" });

@@ -96,7 +96,7 @@ describe("v2 signatures: the published test vectors", () => {
     };
     expect(await signaturesOf(request)).toEqual({ all: vector.signature });
     expect(await signaturesOf(request, sqlEngine)).toEqual({ all: vector.signature });
-    expect((await sqlEngine.signatureForm()).form).toBe("sql");
+    expect((await sqlEngine.signing()).form).toBe("sql");
   });
 
   it("formats doubles exactly as C's %.17g (DuckDB printf agrees)", async () => {
@@ -159,8 +159,8 @@ describe("v2 signatures: both forms (native extension, plain SQL) and the refere
   it("loads the native extension wherever npm ci had a C compiler", async () => {
     const opened = await openDuckDb();
     try {
-      if (hasCompiler() && process.env.LAKESWAP_NATIVE !== "off") expect(opened.sqlReason).toBeUndefined();
-      expect(opened.signatures).toBe(opened.sqlReason === undefined ? "native" : "sql");
+      if (hasCompiler() && process.env.LAKESWAP_NATIVE !== "off") expect(opened.signing).toEqual({ form: "native" });
+      expect(opened.signing.form).toBe(opened.signing.reason === undefined ? "native" : "sql");
     } finally {
       opened.instance.closeSync();
     }
@@ -173,7 +173,7 @@ describe("v2 signatures: both forms (native extension, plain SQL) and the refere
       await connection.run(`SET TimeZone = 'UTC'`);
       await connection.run(`CREATE TABLE t AS SELECT (range % 7)::VARCHAR AS p, ${columns.map((c) => `${c.sql} AS ${c.name}`).join(", ")} FROM range(3000)`);
       const signed = signatureColumnOrder(columns.map(({ name, type, nullable }) => ({ name, type, nullable: nullable ?? true })));
-      const forms = opened.signatures === "native" ? (["sql", "native"] as const) : (["sql"] as const);
+      const forms = opened.signing.form === "native" ? (["sql", "native"] as const) : (["sql"] as const);
       const results = [];
       for (const form of forms) results.push((await connection.runAndReadAll(signatureQuery("t", ["p"], signed, form))).getRowsJS());
       const rows = results[0]!;
@@ -208,7 +208,7 @@ describe("v2 signatures: both forms (native extension, plain SQL) and the refere
       await connection.run(`CREATE TABLE w AS SELECT (range % 3)::VARCHAR AS p, ${wide.map((c) => `${c.sql} AS ${c.name}`).join(", ")} FROM range(300)`);
       const signed = signatureColumnOrder(wide.map(({ name, type }) => ({ name, type, nullable: true })));
       const sql = (await connection.runAndReadAll(signatureQuery("w", ["p"], signed, "sql"))).getRowsJS();
-      if (opened.signatures === "native") expect((await connection.runAndReadAll(signatureQuery("w", ["p"], signed, "native"))).getRowsJS()).toEqual(sql);
+      if (opened.signing.form === "native") expect((await connection.runAndReadAll(signatureQuery("w", ["p"], signed, "native"))).getRowsJS()).toEqual(sql);
       for (const [p, n, upper, lower] of sql) {
         const values = (await connection.runAndReadAll(`SELECT ${wide.map((c) => `CAST(${c.name} AS VARCHAR)`).join(", ")} FROM w WHERE p = '${String(p)}'`)).getRowsJS();
         const canonical = values.map((row) => row.map((value, i) => canonicalValue(wide[i]!.type, value === null ? null : String(value))));
@@ -224,7 +224,7 @@ describe("v2 signatures: both forms (native extension, plain SQL) and the refere
     const opened = await openDuckDb();
     const connection = await opened.instance.connect();
     try {
-      if (opened.signatures === "native") {
+      if (opened.signing.form === "native") {
         const honest = async (sql: string): Promise<unknown[][]> => (await connection.runAndReadAll(sql)).getRowsJS();
         expect(await checkNativeLanes(honest)).toBeUndefined();
       }

@@ -23,7 +23,7 @@ async function signatures(opened: OpenedDuckDb): Promise<unknown[][]> {
       "CREATE TABLE t AS SELECT (range % 3)::VARCHAR AS p, range::BIGINT AS id, CASE WHEN range % 4 = 0 THEN NULL ELSE 'v' || (range % 5) END AS s FROM range(500)",
     );
     const signed = signatureColumnOrder([{ name: "id", type: "BIGINT" }, { name: "s", type: "VARCHAR" }]);
-    return (await connection.runAndReadAll(signatureQuery("t", ["p"], signed, opened.signatures))).getRowsJS();
+    return (await connection.runAndReadAll(signatureQuery("t", ["p"], signed, opened.signing.form))).getRowsJS();
   } finally {
     connection.closeSync();
   }
@@ -46,8 +46,7 @@ describe("the native signature extension: build, load, and the fallback to the S
     const fallback = await openDuckDb({ extensionPath: extension });
     const sql = await openDuckDb({ native: false });
     try {
-      expect(fallback.signatures).toBe("sql");
-      expect(fallback.sqlReason).toContain("the native extension is not built");
+      expect(fallback.signing).toMatchObject({ form: "sql", reason: expect.stringContaining("the native extension is not built") });
       expect(await signatures(fallback)).toEqual(await signatures(sql));
     } finally {
       fallback.instance.closeSync();
@@ -73,8 +72,7 @@ describe("the native signature extension: build, load, and the fallback to the S
     const opened = await openDuckDb({ extensionPath: damaged });
     const sql = await openDuckDb({ native: false });
     try {
-      expect(opened.signatures).toBe("sql");
-      expect(opened.sqlReason).toMatch(/the native extension did not load/);
+      expect(opened.signing).toMatchObject({ form: "sql", reason: expect.stringMatching(/the native extension did not load/) });
       expect(await signatures(opened)).toEqual(await signatures(sql));
     } finally {
       opened.instance.closeSync();
@@ -88,8 +86,7 @@ describe("the native signature extension: build, load, and the fallback to the S
     const opened = await openDuckDb({ extensionPath: path.join(out, "lakeswap_signature.duckdb_extension") });
     const sql = await openDuckDb({ native: false });
     try {
-      expect(opened.sqlReason).toBeUndefined();
-      expect(opened.signatures).toBe("native");
+      expect(opened.signing).toEqual({ form: "native" });
       expect(await signatures(opened)).toEqual(await signatures(sql));
     } finally {
       opened.instance.closeSync();

@@ -47,8 +47,8 @@ export function registerSync(program: Command): void {
             (l) => `${l.dataset}: read ${l.rowsRead} rows from ${l.files.length} file(s): ${l.rowsLoaded} loaded, ${l.rowsDeadLettered} dead-lettered${l.deadLetterTable ? ` (${l.deadLetterTable}, delivery=${l.delivery})` : ""}`,
           ));
           // The same signatures either way; say so only when they took the slow path, with why.
-          const slow = result.loads.find((l) => l.signatures.form === "sql");
-          if (slow) lines.push(`signatures computed in plain SQL, about 5x slower than with lakeswap's extension: ${slow.signatures.reason ?? "not loaded"}`);
+          const slow = result.loads.find((l) => l.signing.form === "sql");
+          if (slow) lines.push(`signatures computed in plain SQL, about 5x slower than with lakeswap's extension: ${slow.signing.reason ?? "not loaded"}`);
           lines.push(
             "",
             formatTable(
