@@ -105,7 +105,8 @@ export interface SignatureFigures {
   };
   /** The same ratios from CPU time (the method's CPU time over lakeswap's), for a machine busy with other work. */
   readonly cpuRatios: SignatureFigures["ratios"];
-  readonly target: { readonly ratio: number; readonly signatureQueryMet: boolean; readonly landMet: boolean };
+  /** The target is judged on the signature query alone; land() also reads and validates the file, and is context. */
+  readonly target: { readonly ratio: number; readonly signatureQueryMet: boolean };
   readonly checks: SignatureChecks;
 }
 
@@ -232,7 +233,7 @@ export async function benchSignature(workDir: string, progress: (message: string
       baseline,
       ratios,
       cpuRatios,
-      target: { ratio: SIGNATURE_TARGET, signatureQueryMet: ratios.signatureQuery >= SIGNATURE_TARGET, landMet: ratios.land >= SIGNATURE_TARGET },
+      target: { ratio: SIGNATURE_TARGET, signatureQueryMet: ratios.signatureQuery >= SIGNATURE_TARGET },
       checks: { ...sample, queryMatchesLand, straightforwardVariantsAgree: variantsAgree },
     };
   } finally {
