@@ -7,7 +7,7 @@ export class BenchDuck {
     private readonly instance: DuckDBInstance,
     readonly connection: DuckDBConnection,
     /** The signature forms this instance can run: native too where lakeswap's extension is built. */
-    readonly signatures: SignatureForm,
+    readonly signatureForm: SignatureForm,
   ) {}
 
   /** Opens an in-memory instance as lakeswap's engine does: DuckDB's defaults (one thread per cpu), the signature extension loaded. */

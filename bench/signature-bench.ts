@@ -141,7 +141,7 @@ export async function benchSignature(workDir: string, progress: (message: string
   const engine = new DuckDbEngine(new LocalStore(path.join(dir, "store")));
   try {
     const signing = await engine.signing();
-    if (signing.form !== duck.signatures) throw new Error(`the engine signs in the ${signing.form} form, the bench's DuckDB could use only the ${duck.signatures} form`);
+    if (signing.form !== duck.signatureForm) throw new Error(`the engine signs in the ${signing.form} form, the bench's DuckDB could use only the ${duck.signatureForm} form`);
     progress(`signature: generating ${SIGNATURE_ROWS.toLocaleString("en-US")} rows over ${SIGNATURE_DAYS} days into Parquet`);
     await duck.run(`COPY (${generatingSelect(SIGNATURE_ROWS, SIGNATURE_DAYS)}) TO ${quoteLiteral(file)} (FORMAT PARQUET, COMPRESSION snappy)`);
     const fileBytes = (await fs.stat(file)).size;
@@ -399,7 +399,7 @@ async function checkSample(
     await duck.run(`CREATE TABLE ${table} AS SELECT *, CAST(${DAY_EXPRESSION} AS VARCHAR) AS day FROM read_parquet(${quoteLiteral(copyFile)})`);
     straight.set(name, await straightforwardNode(duck, table));
     straightCopy.set(name, await straightforwardCopy(duck, table, path.join(dir, `sample-csv-${name}`)));
-    for (const form of new Set<SignatureForm>([duck.signatures, "sql"])) {
+    for (const form of new Set<SignatureForm>([duck.signatureForm, "sql"])) {
       if (!sameSignatures(await querySignatures(duck, table, form), get(lakeswap, name))) {
         throw new Error(`the isolated signature query (${form} form) disagrees with land() on sample ${name}`);
       }

@@ -17,11 +17,6 @@ export interface OpenedDuckDb {
 /** Where `npm ci` / `npm install` put the extension (scripts/build-native.mjs); the same path from src/ and dist/. */
 export const NATIVE_EXTENSION_PATH = fileURLToPath(new URL("../../build/native/lakeswap_signature.duckdb_extension", import.meta.url));
 
-/** The environment switch: `LAKESWAP_NATIVE=off` keeps every signature in the SQL form. */
-export function nativeSwitchedOff(): boolean {
-  return process.env.LAKESWAP_NATIVE === "off";
-}
-
 /**
  * Opens an in-memory DuckDB instance with lakeswap's signature extension loaded,
  * when it is built, not switched off, and computes a set of known rows exactly as
@@ -33,7 +28,8 @@ export async function openDuckDb(options: { readonly native?: boolean; readonly 
   const extension = options.extensionPath ?? NATIVE_EXTENSION_PATH;
   const plain = async (reason: string): Promise<OpenedDuckDb> => ({ instance: await DuckDBInstance.create(":memory:"), signing: { form: "sql", reason } });
   if (options.native === false) return plain("the native form was not asked for");
-  if (nativeSwitchedOff()) return plain("LAKESWAP_NATIVE=off");
+  // The environment switch: LAKESWAP_NATIVE=off keeps every signature in the SQL form.
+  if (process.env.LAKESWAP_NATIVE === "off") return plain("LAKESWAP_NATIVE=off");
   if (!existsSync(extension)) return plain(`the native extension is not built (${extension}; npm run build:native)`);
   const instance = await DuckDBInstance.create(":memory:", { allow_unsigned_extensions: "true" });
   let failure: string | undefined;

@@ -4,8 +4,18 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { signatureColumnOrder } from "../../src/core/signature.js";
 import { signatureQuery } from "../../src/engine/duckdb-landing.js";
-import { NATIVE_EXTENSION_PATH, openDuckDb, type OpenedDuckDb } from "../../src/engine/duckdb-open.js";
+import { NATIVE_EXTENSION_PATH, checkNativeLanes, openDuckDb, type OpenedDuckDb } from "../../src/engine/duckdb-open.js";
 import { REPO_ROOT, tempDir } from "../support/lake-fixture.js";
+
+/** Whether this machine has the C compiler `npm ci` builds the native extension with. */
+function hasCompiler(): boolean {
+  try {
+    execFileSync(process.env.CC || "cc", ["--version"], { stdio: "ignore" });
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 /** Runs scripts/build-native.mjs into `out` with extra environment; returns what it printed. */
 function buildNative(out: string, env: Record<string, string> = {}): string {
@@ -35,6 +45,34 @@ describe("the native signature extension: build, load, and the fallback to the S
     workspace = tempDir("lakeswap-native-");
   });
   afterAll(() => workspace.cleanup());
+
+  it("loads the native extension wherever npm ci had a C compiler", async () => {
+    const opened = await openDuckDb();
+    try {
+      if (hasCompiler() && process.env.LAKESWAP_NATIVE !== "off") expect(opened.signing).toEqual({ form: "native" });
+      expect(opened.signing.form).toBe(opened.signing.reason === undefined ? "native" : "sql");
+    } finally {
+      opened.instance.closeSync();
+    }
+  });
+
+  it("the load check catches a native extension that disagrees with the reference", async () => {
+    const opened = await openDuckDb();
+    const connection = await opened.instance.connect();
+    try {
+      if (opened.signing.form === "native") {
+        const honest = async (sql: string): Promise<unknown[][]> => (await connection.runAndReadAll(sql)).getRowsJS();
+        expect(await checkNativeLanes(honest)).toBeUndefined();
+      }
+      // An extension off by one in a lane (or one answering nothing) is refused, with what differs.
+      const offByOne = async (): Promise<unknown[][]> => [[1n, 2n]];
+      expect(await checkNativeLanes(offByOne)).toMatch(/native extension's lanes \(1, 2\) differ from the reference/);
+      expect(await checkNativeLanes(async () => [])).toMatch(/differ from the reference/);
+    } finally {
+      connection.closeSync();
+      opened.instance.closeSync();
+    }
+  });
 
   it("without a C compiler the build says so, exits 0, and signatures fall back to the SQL form with the same results", async () => {
     const out = path.join(workspace.dir, "no-compiler");
