@@ -72,6 +72,37 @@ describe("the Glue catalog", () => {
     expect((await catalog.getPointer(TABLE, day(1)))?.runId).toBe(runId(1));
   });
 
+  it("checks every entry of BatchCreatePartition: a failed create is retried, and one that keeps failing is reported", async () => {
+    // Three new partitions: BatchUpdatePartition finds none of them, so they are created in one BatchCreatePartition.
+    glue.failNext("BatchCreatePartition", { entries: [1], error: "InternalServiceException", times: 1 });
+    await catalog.movePointers(TABLE, [move(0), move(1), move(2)]);
+    expect(glue.callCount("BatchCreatePartition"), "the failed entry was sent again").toBe(2);
+    expect((await catalog.listPointers(TABLE)).map((p) => [partitionPath(p.partition), p.runId])).toEqual([
+      ["day=d0000", runId(0)],
+      ["day=d0001", runId(1)],
+      ["day=d0002", runId(2)],
+    ]);
+
+    glue.failNext("BatchCreatePartition", { entries: [0], error: "ResourceNumberLimitExceededException", times: 10 });
+    await expect(catalog.movePointers(TABLE, [move(3), move(4)])).rejects.toThrow(
+      /1 of 2 partition pointers of orders did not move: day=d0003 \(ResourceNumberLimitExceededException/,
+    );
+    expect(await catalog.getPointer(TABLE, day(3))).toBeUndefined();
+    expect(await catalog.getPointer(TABLE, day(4))).toMatchObject({ runId: runId(4) });
+  });
+
+  it("checks every entry of BatchDeletePartition: a partition that could not be removed is reported and stays", async () => {
+    await catalog.movePointers(TABLE, [move(0), move(1), move(2)]);
+    glue.failNext("BatchDeletePartition", { entries: [1], error: "InternalServiceException", times: 1 });
+    await expect(catalog.removePointers(TABLE, [day(0), day(1), day(2)])).rejects.toThrow(
+      /1 partitions of orders could not be removed: d0001: InternalServiceException/,
+    );
+    expect((await catalog.listPointers(TABLE)).map((p) => [partitionPath(p.partition), p.runId])).toEqual([["day=d0001", runId(1)]]);
+    // A partition that is already gone is not an error.
+    await catalog.removePointers(TABLE, [day(1), day(7)]);
+    expect(await catalog.listPointers(TABLE)).toEqual([]);
+  });
+
   it("follows GetPartitions to the last page and deletes in batches of 25", async () => {
     await catalog.movePointers(TABLE, Array.from({ length: 260 }, (_, i) => move(i)));
     expect(await catalog.listPointers(TABLE)).toHaveLength(260);
