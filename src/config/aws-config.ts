@@ -3,7 +3,8 @@ import { InvalidInputError } from "../core/errors.js";
 
 /**
  * The Athena output block, as the Athena/Glue sink documents it
- * (`data_sinks.<name>.Athena`), plus `endpoint` for S3-compatible stores.
+ * (`data_sinks.<name>.Athena`), plus `endpoint`, `glue_endpoint` and
+ * `athena_endpoint` for S3-compatible stores and private or emulated endpoints.
  */
 export const athenaSinkSchema = z
   .object({
@@ -19,7 +20,9 @@ export const athenaSinkSchema = z
     catalog: z.string().optional().describe("the Athena data catalog (default AwsDataCatalog)"),
     max_concurrency: z.number().int().min(1).max(64).optional().describe("partitions built at the same time"),
     discovery_cache_ttl_secs: z.number().optional().describe("accepted for compatibility; unused"),
-    endpoint: z.string().url().optional().describe("S3 endpoint URL of an S3-compatible store (path-style requests)"),
+    endpoint: z.string().url().optional().describe("S3 endpoint URL of an S3-compatible store, path-style requests (env LAKESWAP_S3_ENDPOINT; default: AWS's)"),
+    glue_endpoint: z.string().url().optional().describe("Glue endpoint URL (env AWS_ENDPOINT_URL_GLUE, read by the AWS SDK; default: AWS's)"),
+    athena_endpoint: z.string().url().optional().describe("Athena endpoint URL (env AWS_ENDPOINT_URL_ATHENA, read by the AWS SDK; default: AWS's)"),
     query_timeout: z.string().optional().describe("longest an Athena query may run, e.g. 30m (default 30m)"),
     upload_concurrency: z.number().int().min(1).max(64).optional().describe("parts of one multipart upload sent at once (env UPLOAD_CONCURRENCY; default: 4 per CPU, 4 to 16)"),
   })
@@ -38,7 +41,7 @@ export interface AwsTarget {
   readonly maxConcurrency?: number;
   readonly endpoint?: string;
   readonly queryTimeout?: string;
-  /** Glue and Athena endpoints; unset means AWS's (the SDK also reads AWS_ENDPOINT_URL_GLUE / AWS_ENDPOINT_URL_ATHENA). */
+  /** Glue and Athena endpoints (`glue_endpoint`, `athena_endpoint`); unset means AWS's, or AWS_ENDPOINT_URL_GLUE / AWS_ENDPOINT_URL_ATHENA, which the SDK reads. */
   readonly glueEndpoint?: string;
   readonly athenaEndpoint?: string;
   /** Parts of one multipart upload in flight. */
@@ -81,7 +84,9 @@ export function resolveAwsTarget(block: z.output<typeof athenaSinkSchema> | unde
     region: block?.region ?? env.AWS_REGION ?? env.AWS_DEFAULT_REGION,
     catalog: block?.catalog,
     maxConcurrency: block?.max_concurrency,
-    endpoint: block?.endpoint ?? env.LAKESWAP_S3_ENDPOINT,
+    endpoint: block?.endpoint ?? (env.LAKESWAP_S3_ENDPOINT || undefined),
+    glueEndpoint: block?.glue_endpoint,
+    athenaEndpoint: block?.athena_endpoint,
     queryTimeout: block?.query_timeout,
     uploadConcurrency: block?.upload_concurrency ?? (env.UPLOAD_CONCURRENCY ? positiveInteger(env.UPLOAD_CONCURRENCY, "UPLOAD_CONCURRENCY") : undefined),
   };
