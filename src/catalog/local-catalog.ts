@@ -1,10 +1,11 @@
 import { randomBytes } from "node:crypto";
 import { promises as fs } from "node:fs";
 import path from "node:path";
-import { InvalidInputError, LakeswapError } from "../core/errors.js";
+import { InvalidInputError, LakeswapError, errorMessage } from "../core/errors.js";
 import { faultPoint } from "../core/faults.js";
 import { parsePartitionPath, partitionPath, type Partition } from "../core/partition.js";
 import { isRunId } from "../core/run-id.js";
+import { assertTableName } from "../core/sql.js";
 import { defineTable, type TableDefinition } from "../core/table.js";
 import { fsyncPath, isCode } from "../store/local-store.js";
 import { runFolder, type Catalog, type Pointer, type PointerMove, type PointerMoveKind } from "./catalog.js";
@@ -56,13 +57,15 @@ export class LocalCatalog implements Catalog {
   }
 
   async getTable(name: string): Promise<TableDefinition | undefined> {
+    const file = this.tableFile(name);
+    let text: string;
     try {
-      const text = await fs.readFile(this.tableFile(name), "utf8");
-      return defineTable(JSON.parse(text) as TableDefinition);
+      text = await fs.readFile(file, "utf8");
     } catch (error) {
       if (isCode(error, "ENOENT")) return undefined;
       throw error;
     }
+    return defineTable(parseStoredJson(text, file, "table definition") as TableDefinition);
   }
 
   async listTables(): Promise<TableDefinition[]> {
@@ -74,7 +77,8 @@ export class LocalCatalog implements Catalog {
       throw error;
     }
     const tables: TableDefinition[] = [];
-    for (const name of names.filter((n) => n.endsWith(".json")).sort()) {
+    // Only files named like a table are definitions (a stray file is not a table, nor a path to follow).
+    for (const name of names.filter((n) => /^[a-z][a-z0-9_]{0,127}\.json$/.test(n)).sort()) {
       const table = await this.getTable(name.slice(0, -".json".length));
       if (table) tables.push(table);
     }
@@ -228,6 +232,7 @@ export class LocalCatalog implements Catalog {
   }
 
   private tableFile(name: string): string {
+    assertTableName(name);
     return path.join(this.root, META, "tables", `${name}.json`);
   }
 
@@ -240,12 +245,29 @@ export class LocalCatalog implements Catalog {
   }
 
   private async readState(table: TableDefinition, partition: Partition): Promise<PointerState | undefined> {
+    const file = this.stateFile(table, partition);
+    let text: string;
     try {
-      return JSON.parse(await fs.readFile(this.stateFile(table, partition), "utf8")) as PointerState;
+      text = await fs.readFile(file, "utf8");
     } catch (error) {
       if (isCode(error, "ENOENT")) return undefined;
       throw error;
     }
+    const fix = "delete it and rerun: the pointer itself is intact, the partition then counts as unsigned and the next sync rebuilds it";
+    const state = parseStoredJson(text, file, "pointer state file", fix) as Partial<PointerState> | null;
+    if (typeof state !== "object" || state === null || typeof state.run !== "string") {
+      throw new LakeswapError("STORE_ERROR", `pointer state file '${file}' is not a lakeswap pointer state (no 'run'); ${fix}`);
+    }
+    return state as PointerState;
+  }
+}
+
+/** Parses a metadata file's JSON, or a STORE_ERROR naming the file, what it should be and the fix. */
+function parseStoredJson(text: string, file: string, what: string, fix = "restore it from a backup, or move it away and rerun"): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch (error) {
+    throw new LakeswapError("STORE_ERROR", `${what} '${file}' is not valid JSON (${errorMessage(error)}); ${fix}`);
   }
 }
 

@@ -3,7 +3,8 @@ import path from "node:path";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { InvalidInputError } from "../core/errors.js";
-import { assertIdentifier } from "../core/sql.js";
+import { assertPartitionKey } from "../core/partition.js";
+import { printable } from "../core/sql.js";
 import { normalizeColumnType, type Column } from "../core/table.js";
 import { athenaSinkSchema, resolveAwsTarget, type AwsTarget } from "./aws-config.js";
 
@@ -157,7 +158,7 @@ export function loadPipelineConfig(file: string): PipelineConfig {
 /** Validates a parsed config (paths resolve against the config file's folder). */
 export function resolvePipelineConfig(raw: unknown, file: string): PipelineConfig {
   const parsed = pipelineSchema.safeParse(raw ?? {});
-  if (!parsed.success) throw new InvalidInputError(`${path.basename(file)}: ${formatIssues(parsed.error.issues)}`);
+  if (!parsed.success) throw new InvalidInputError(`${path.basename(file)}: ${formatIssues(parsed.error.issues, raw ?? {})}`);
   const config = parsed.data;
   const dir = path.dirname(file);
   let datasets: DatasetConfig[];
@@ -205,6 +206,7 @@ function resolveDataset(name: string, dataset: DatasetInput, dir: string): Datas
   const partition = Object.entries(dataset.partition).map(([key, expression]) => ({ key, expression }));
   if (partition.length === 0) throw new InvalidInputError(`${at}.partition: declare at least one partition key, e.g. day: strftime(order_ts, '%Y-%m-%d')`);
   for (const { key } of partition) {
+    wrapAt(`${at}.partition.${key.slice(0, 40)}`, () => assertPartitionKey(key));
     if (names.includes(key)) throw new InvalidInputError(`${at}.partition.${key}: '${key}' is also a column; a partition key's value comes from the path, so name it differently`);
   }
   const signature = dataset.signature ?? {};
@@ -233,7 +235,7 @@ function resolveDataset(name: string, dataset: DatasetInput, dir: string): Datas
     if (mapped.length !== keys.length || keys.some((k) => !mapped.includes(k))) {
       throw new InvalidInputError(`${where}.inputs.map: map each partition key (${keys.join(", ")}) to an expression over the upstream keys (${fromKeys.join(", ")})`);
     }
-    for (const key of keys) assertIdentifier("partition key", key);
+    for (const key of keys) wrapAt(`${where}.partition_keys`, () => assertPartitionKey(key));
     const sqlPath = path.resolve(dir, layer.sql);
     if (!existsSync(sqlPath)) throw new InvalidInputError(`${where}.sql: file '${layer.sql}' does not exist (looked at ${sqlPath})`);
     const layerColumns = resolveColumns(layer.columns, `${where}.columns`);
@@ -268,6 +270,16 @@ function resolveDataset(name: string, dataset: DatasetInput, dir: string): Datas
   };
 }
 
+/** Runs a check, prefixing its message with the key path. */
+function wrapAt(at: string, check: () => unknown): void {
+  try {
+    check();
+  } catch (error) {
+    if (error instanceof InvalidInputError) throw new InvalidInputError(`${at}: ${error.message}`);
+    throw error;
+  }
+}
+
 function resolveColumns(columns: Record<string, z.output<typeof columnType>>, at: string): PipelineColumn[] {
   const entries = Object.entries(columns);
   if (entries.length === 0) throw new InvalidInputError(`${at}: declare at least one column`);
@@ -282,20 +294,84 @@ function resolveColumns(columns: Record<string, z.output<typeof columnType>>, at
   });
 }
 
-/** Formats zod issues: each starts with its key path; unknown keys get a did-you-mean. */
-function formatIssues(issues: readonly z.core.$ZodIssue[]): string {
-  return issues
-    .map((issue) => {
-      const where = issue.path.map((p) => (typeof p === "number" ? `[${p}]` : `.${String(p)}`)).join("").replace(/^\./, "") || "(top level)";
-      if (issue.code === "unrecognized_keys") {
-        const known = knownKeys(pipelineSchema, issue.path);
-        return issue.keys
-          .map((key) => `${where === "(top level)" ? key : `${where}.${key}`}: unknown key${didYouMean(key, known)}${known.length > 0 ? ` (allowed: ${known.join(", ")})` : ""}`)
-          .join("; ");
-      }
-      return `${where}: ${issue.message}`;
-    })
-    .join("; ");
+/**
+ * Formats zod issues: each starts with its key path, names what was expected and quotes the value
+ * given (`concurrency: expected a number, got "four"`); unknown keys get a did-you-mean.
+ */
+function formatIssues(issues: readonly z.core.$ZodIssue[], raw: unknown): string {
+  return issues.map((issue) => formatIssue(issue, raw, [])).join("; ");
+}
+
+function formatIssue(issue: z.core.$ZodIssue, raw: unknown, basePath: readonly PropertyKey[]): string {
+  const fullPath = [...basePath, ...issue.path];
+  const where = keyPath(fullPath);
+  const value = valueAt(raw, fullPath);
+  switch (issue.code) {
+    case "unrecognized_keys": {
+      const known = knownKeys(pipelineSchema, fullPath);
+      return issue.keys
+        .map((key) => `${where === "(top level)" ? key : `${where}.${key}`}: unknown key${didYouMean(key, known)}${known.length > 0 ? ` (allowed: ${known.join(", ")})` : ""}`)
+        .join("; ");
+    }
+    case "invalid_type":
+      return `${where}: expected ${typeName(issue.expected)}, got ${shown(value)}`;
+    case "invalid_union": {
+      // Each alternative failed: name what each one expected at this key.
+      const expected = [...new Set(issue.errors.map((branch) => {
+        const first = branch.find((inner) => inner.path.length === 0 && inner.code === "invalid_type");
+        return first && first.code === "invalid_type" ? typeName(first.expected) : undefined;
+      }))].filter((name): name is string => name !== undefined);
+      if (expected.length === issue.errors.length) return `${where}: expected ${expected.join(" or ")}, got ${shown(value)}`;
+      // An alternative of the right shape failed inside: report that one's issues.
+      const inner = issue.errors.find((branch) => !branch.some((i) => i.path.length === 0 && i.code === "invalid_type")) ?? issue.errors[0] ?? [];
+      return inner.map((i) => formatIssue(i, raw, fullPath)).join("; ");
+    }
+    case "invalid_key": {
+      const key = String(fullPath.at(-1));
+      const parent = keyPath(fullPath.slice(0, -1));
+      return `${parent}: key '${key}' is not allowed: ${issue.issues.map((i) => i.message).join("; ")}`;
+    }
+    case "invalid_value":
+      return `${where}: expected one of ${issue.values.map((v) => JSON.stringify(v)).join(", ")}, got ${shown(value)}`;
+    case "too_small":
+    case "too_big":
+    case "invalid_format":
+      return `${where}: ${issue.message.replace(/^(Too big|Too small|Invalid string): /, "")}, got ${shown(value)}`;
+    default:
+      return `${where}: ${issue.message}, got ${shown(value)}`;
+  }
+}
+
+function keyPath(parts: readonly PropertyKey[]): string {
+  return parts.map((p) => (typeof p === "number" ? `[${p}]` : `.${String(p)}`)).join("").replace(/^\./, "") || "(top level)";
+}
+
+function valueAt(raw: unknown, parts: readonly PropertyKey[]): unknown {
+  let current = raw;
+  for (const part of parts) {
+    if (current === null || typeof current !== "object") return undefined;
+    current = (current as Record<PropertyKey, unknown>)[part];
+  }
+  return current;
+}
+
+/** A zod type name as a user reads it. */
+function typeName(expected: string): string {
+  const names: Record<string, string> = {
+    string: "a string", number: "a number", int: "a whole number", boolean: "true or false", object: "a mapping (key: value)",
+    record: "a mapping (key: value)", array: "a list", null: "null",
+  };
+  return names[expected] ?? expected;
+}
+
+/** A value as a message quotes it: its YAML type, and its text cut short. */
+function shown(value: unknown): string {
+  if (value === undefined) return "nothing";
+  if (value === null) return "null (an empty value)";
+  if (Array.isArray(value)) return `a list (${printable(JSON.stringify(value), 60)})`;
+  if (typeof value === "object") return `a mapping (${printable(JSON.stringify(value), 60)})`;
+  if (typeof value === "string") return `the string ${printable(JSON.stringify(value), 80)}`;
+  return `${typeof value === "number" ? "the number" : `the ${typeof value}`} ${String(value)}`;
 }
 
 /** The keys an object schema allows at `keyPath`, for did-you-mean hints. */

@@ -10,6 +10,15 @@ export interface Partition {
 /** The longest partition value accepted (Hive and Glue allow more; paths and SQL stay readable). */
 export const MAX_PARTITION_VALUE_LENGTH = 128;
 
+/** The longest name of one path component (a file or folder name) on the filesystems lakeswap writes to. */
+export const MAX_PATH_COMPONENT_BYTES = 255;
+
+/**
+ * The longest partition key name: `<key>=<value>.json` (a partition's pointer state file, with a value of
+ * the longest allowed length) must fit in one path component, so a valid value can never fail at replace time.
+ */
+export const MAX_PARTITION_KEY_LENGTH = MAX_PATH_COMPONENT_BYTES - "=".length - MAX_PARTITION_VALUE_LENGTH - ".json".length;
+
 const SAFE_VALUE = /^[A-Za-z0-9_][A-Za-z0-9_.-]*$/;
 
 /**
@@ -33,13 +42,28 @@ export function assertPartitionValue(key: string, value: string): string {
   return value;
 }
 
+/**
+ * Checks a partition key name: an identifier of at most 121 characters, so that every path component
+ * made of it and a value of up to 128 characters (`key=value.json`) stays within 255 bytes.
+ */
+export function assertPartitionKey(key: string): string {
+  assertIdentifier("partition key", key);
+  if (key.length > MAX_PARTITION_KEY_LENGTH) {
+    throw new InvalidInputError(
+      `partition key '${printable(key, 40)}' is ${key.length} characters long: use at most ${MAX_PARTITION_KEY_LENGTH}, ` +
+        `so that '<key>=<value>' with a value of up to ${MAX_PARTITION_VALUE_LENGTH} characters fits in one ${MAX_PATH_COMPONENT_BYTES}-byte file name`,
+    );
+  }
+  return key;
+}
+
 /** Builds a partition from key/value pairs, checking every key and value. */
 export function makePartition(pairs: ReadonlyArray<readonly [string, string]>): Partition {
   if (pairs.length === 0) throw new InvalidInputError("a partition needs at least one key=value pair");
   const keys: string[] = [];
   const values: string[] = [];
   for (const [key, value] of pairs) {
-    assertIdentifier("partition key", key);
+    assertPartitionKey(key);
     if (keys.includes(key)) throw new InvalidInputError(`partition key '${key}' is given twice`);
     keys.push(key);
     values.push(assertPartitionValue(key, value));

@@ -15,6 +15,21 @@ export function assertIdentifier(kind: string, name: string): string {
   return name;
 }
 
+/**
+ * Checks a table name given by a user (a command's argument, a library call, a config key)
+ * before it reaches a path, a store key or SQL: the identifier rule above, so
+ * `../../evil/victim`, `t/../x` and `orders;drop` are refused with exit 2.
+ */
+export function assertTableName(name: string): string {
+  if (typeof name !== "string") throw new InvalidInputError(`table name ${String(name)} is not a name: use a lowercase identifier such as orders`);
+  if (!IDENTIFIER.test(name)) {
+    throw new InvalidInputError(
+      `table name '${printable(name)}' is not allowed: use a lowercase letter first, then lowercase letters, digits or '_' (at most 128 characters), for example orders_stage`,
+    );
+  }
+  return name;
+}
+
 /** An identifier quoted for SQL; the name must already be a checked identifier. */
 export function quoteIdentifier(name: string): string {
   if (!IDENTIFIER.test(name) && !/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) {

@@ -1,4 +1,5 @@
 import { InvalidInputError } from "./errors.js";
+import { assertPartitionKey } from "./partition.js";
 import { assertIdentifier, printable } from "./sql.js";
 
 /** Parquet compression codecs a table may use; Snappy is the default (what Athena writes). */
@@ -86,7 +87,7 @@ export function defineTable(input: {
   }
   const seen = new Set<string>();
   for (const key of input.partitionKeys) {
-    assertIdentifier("partition key", key);
+    assertPartitionKey(key);
     if (seen.has(key)) throw new InvalidInputError(`partition key '${key}' is declared twice in table '${name}'`);
     seen.add(key);
   }

@@ -109,3 +109,25 @@ describe("the AWS target in lakeswap.yaml", () => {
     expect(resolveEdited(sink({ ...complete, s3_bucktet: "x" }))).toThrow(/data_sinks\.warehouse\.Athena\.s3_bucktet: unknown key \(did you mean 's3_bucket'\?\)/);
   });
 });
+
+describe("lakeswap.yaml type errors name the key, the expected type and the value", () => {
+  it.each([
+    ["a string for a number", (c: Record<string, any>) => (c.concurrency = "four"), /^lakeswap\.yaml: concurrency: expected a number, got the string "four"$/],
+    ["a number for a column type", (c: Record<string, any>) => (c.datasets.orders.columns.amount = 5), /^lakeswap\.yaml: datasets\.orders\.columns\.amount: expected a string or a mapping \(key: value\), got the number 5$/],
+    ["a string for nullable", (c: Record<string, any>) => (c.datasets.orders.columns.amount = { type: "DOUBLE", nullable: "no" }), /^lakeswap\.yaml: datasets\.orders\.columns\.amount\.nullable: expected true or false, got the string "no"$/],
+    ["a bad format", (c: Record<string, any>) => (c.datasets.orders.source.format = "xml"), /^lakeswap\.yaml: datasets\.orders\.source\.format: expected one of "csv", "jsonl", "parquet", got the string "xml"$/],
+    ["a list for a mapping", (c: Record<string, any>) => (c.datasets = [1]), /^lakeswap\.yaml: datasets: expected a mapping \(key: value\), got a list \(\[1\]\)$/],
+    ["a number out of range", (c: Record<string, any>) => (c.concurrency = 1000), /^lakeswap\.yaml: concurrency: expected number to be <=64, got the number 1000$/],
+  ])("%s", (_name, edit, message) => {
+    const resolve = resolveEdited(edit);
+    expect(resolve).toThrow(message);
+    expect(resolve).not.toThrow(/Invalid input/);
+  });
+
+  it("refuses a partition key too long for a file name with a value of 128 characters", () => {
+    const key = `k${"x".repeat(121)}`;
+    expect(resolveEdited((c) => (c.datasets.orders.partition = { [key]: "strftime(order_ts, '%Y-%m-%d')" }))).toThrow(
+      /datasets\.orders\.partition\.kx+: partition key 'kx+…?' is 122 characters long: use at most 121/,
+    );
+  });
+});

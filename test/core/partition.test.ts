@@ -45,3 +45,38 @@ describe("partition specs", () => {
     expect(() => parsePartition("2026-11-01", ["day"])).toThrow(/key=value/);
   });
 });
+
+describe("partition keys and values fit in a path component", () => {
+  it("refuses at create time a key that, with a 128-character value, makes a file name over 255 bytes", async () => {
+    const { defineTable } = await import("../../src/core/table.js");
+    const { MAX_PARTITION_KEY_LENGTH, MAX_PARTITION_VALUE_LENGTH } = await import("../../src/core/partition.js");
+    const longest = `k${"x".repeat(MAX_PARTITION_KEY_LENGTH - 1)}`;
+    const table = defineTable({ name: "t", columns: [{ name: "id", type: "BIGINT" }], partitionKeys: [longest] });
+    // The longest key with the longest value still makes a pointer state file name of at most 255 bytes.
+    const state = `${partitionPath(parsePartition(`${longest}=${"v".repeat(MAX_PARTITION_VALUE_LENGTH)}`, table.partitionKeys))}.json`;
+    expect(Buffer.byteLength(state)).toBe(255);
+    const tooLong = `${longest}x`;
+    expect(() => defineTable({ name: "t", columns: [{ name: "id", type: "BIGINT" }], partitionKeys: [tooLong] })).toThrow(
+      /partition key 'k.*' is 122 characters long: use at most 121, so that '<key>=<value>' with a value of up to 128 characters fits in one 255-byte file name/,
+    );
+  });
+
+  it("refuses a value with '..' inside", () => {
+    expect(() => parsePartition("day=a..b", ["day"])).toThrow(/partition value 'a..b' for key 'day' is not allowed/);
+  });
+});
+
+describe("table names", () => {
+  it.each(["../../../evil/victim", "t/../x", "orders;drop", "Orders", "", "a".repeat(129)])("refuses %j with exit code 2", async (name) => {
+    const { assertTableName } = await import("../../src/core/sql.js");
+    let caught: unknown;
+    try {
+      assertTableName(name);
+    } catch (error) {
+      caught = error;
+    }
+    expect(caught).toBeInstanceOf(InvalidInputError);
+    expect((caught as InvalidInputError).exitCode).toBe(2);
+    expect((caught as Error).message).toMatch(/^table name '.*' is not allowed: use a lowercase letter first/);
+  });
+});
