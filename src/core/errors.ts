@@ -11,19 +11,23 @@ export type ErrorCode =
   | "AUDIT_FAILED"
   | "BUILD_FAILED"
   | "PARTIAL_FAILURE"
-  | "STORE_ERROR";
+  | "STORE_ERROR"
+  | "NO_SPACE"
+  | "INTERRUPTED";
 
 /** Exit codes of the `lakeswap` CLI, one per error code (0 = success, 1 = unexpected internal error). */
 export const EXIT_CODES: Readonly<Record<ErrorCode, number>> = {
   INVALID_INPUT: 2,
   NOT_FOUND: 3,
-  CONFLICT: 3,
+  CONFLICT: 9,
   LEASE_HELD: 4,
   LEASE_LOST: 4,
   AUDIT_FAILED: 5,
   BUILD_FAILED: 6,
   PARTIAL_FAILURE: 7,
   STORE_ERROR: 8,
+  NO_SPACE: 10,
+  INTERRUPTED: 130,
 };
 
 /** Base class of every error lakeswap raises on purpose. */
