@@ -84,8 +84,22 @@ export function fieldWords(type: string, canonical: string | null): bigint[] {
   return [BigInt.asIntN(64, integerValue(type.toUpperCase(), canonical))];
 }
 
+/**
+ * The stored integers of ±infinity (docs/signatures.md, step 3): DuckDB keeps
+ * DATE infinity as the largest 32-bit day count and TIMESTAMP/TIMESTAMPTZ
+ * infinity as the largest 64-bit microsecond count; -infinity is their negation.
+ */
+export const INFINITY_WORDS: Readonly<Record<"DATE" | "TIMESTAMP" | "TIMESTAMPTZ", bigint>> = {
+  DATE: 2_147_483_647n,
+  TIMESTAMP: 9_223_372_036_854_775_807n,
+  TIMESTAMPTZ: 9_223_372_036_854_775_807n,
+};
+
 function integerValue(kind: string, text: string): bigint {
   if (kind === "BOOLEAN") return text === "true" ? 1n : 0n;
+  if ((kind === "DATE" || kind === "TIMESTAMP" || kind === "TIMESTAMPTZ") && /^-?infinity$/.test(text)) {
+    return text.startsWith("-") ? -INFINITY_WORDS[kind] : INFINITY_WORDS[kind];
+  }
   if (kind.startsWith("DECIMAL(")) return BigInt(text.replace(".", ""));
   if (kind === "DATE") return daysFromCivil(Number(text.slice(0, 4)), Number(text.slice(5, 7)), Number(text.slice(8, 10)));
   if (kind === "TIME") return timeOfDayMicros(text);
@@ -248,9 +262,10 @@ export function transformFingerprint(sql: Uint8Array | string): string {
  * DECIMAL(p,s) with exactly s fraction digits, rounded half away from zero;
  * DOUBLE/FLOAT as C's `%.17g`, with NaN as NULL, -0 as `0`, infinities as
  * `inf`/`-inf`; BOOLEAN as `true`/`false`; DATE as `YYYY-MM-DD`; TIMESTAMP as
- * `YYYY-MM-DDTHH:MM:SS.ffffff`; TIMESTAMPTZ the same in UTC, then `Z`; TIME as
- * `HH:MM:SS.ffffff`; VARCHAR as is. Integer-kind types are then read back
- * into words by `fieldWords`.
+ * `YYYY-MM-DDTHH:MM:SS.ffffff`; TIMESTAMPTZ the same in UTC, then `Z` (a text
+ * without a zone is UTC); ±infinity of DATE, TIMESTAMP and TIMESTAMPTZ as
+ * `infinity`/`-infinity`; TIME as `HH:MM:SS.ffffff`; VARCHAR as is.
+ * Integer-kind types are then read back into words by `fieldWords`.
  */
 export function canonicalValue(type: string, value: string | number | bigint | boolean | null): string | null {
   if (value === null) return null;
@@ -264,6 +279,9 @@ export function canonicalValue(type: string, value: string | number | bigint | b
     return formatG17(number);
   }
   if (kind === "BOOLEAN") return value === true || /^(true|t|1|yes|y)$/i.test(String(value)) ? "true" : "false";
+  if ((kind === "DATE" || kind === "TIMESTAMP" || kind === "TIMESTAMPTZ") && /^\s*[+-]?infinity\s*$/i.test(String(value))) {
+    return String(value).trim().toLowerCase().replace(/^\+/, "");
+  }
   if (kind === "DATE") return String(value).slice(0, 10);
   if (kind === "TIMESTAMP") return canonicalTimestamp(String(value));
   if (kind === "TIMESTAMPTZ") return canonicalInstant(String(value));

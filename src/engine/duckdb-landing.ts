@@ -1,7 +1,7 @@
 import type { DuckDBConnection } from "@duckdb/node-api";
 import { InvalidInputError, errorMessage } from "../core/errors.js";
 import { MAX_PARTITION_VALUE_LENGTH } from "../core/partition.js";
-import { FLAG_BITS, flagWordCount, type KeyPair, laneKeys, wordKind } from "../core/signature.js";
+import { FLAG_BITS, INFINITY_WORDS, flagWordCount, type KeyPair, laneKeys, wordKind } from "../core/signature.js";
 import { quoteIdentifier, quoteLiteral } from "../core/sql.js";
 import type { SignatureForm } from "./duckdb-open.js";
 import type { LandRequest } from "./engine.js";
@@ -197,8 +197,14 @@ function integerWordExpression(name: string, type: string): string {
     const value = width + scale + 1 <= 18 ? c : `CAST(${c} AS DECIMAL(38,${scale}))`;
     return `CAST(${value} * CAST(1${"0".repeat(scale)} AS DECIMAL(${scale + 1},0)) AS BIGINT)`;
   }
+  // DuckDB stores DATE ±infinity as ±(2^31 - 1) days, which this difference returns as is.
   if (type === "DATE") return `(${c} - DATE '1970-01-01')`;
-  if (type === "TIME" || type === "TIMESTAMP" || type === "TIMESTAMPTZ") return `epoch_us(${c})`;
+  if (type === "TIME") return `epoch_us(${c})`;
+  // epoch_us() is NULL for ±infinity: their words are the stored ±(2^63 - 1), as the native form reads them.
+  if (type === "TIMESTAMP" || type === "TIMESTAMPTZ") {
+    const infinity = INFINITY_WORDS[type];
+    return `CASE WHEN isinf(${c}) THEN CASE WHEN ${c} > CAST('epoch' AS ${type}) THEN ${infinity} ELSE -${infinity} END ELSE epoch_us(${c}) END`;
+  }
   return `CAST(${c} AS BIGINT)`;
 }
 

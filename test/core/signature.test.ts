@@ -199,6 +199,38 @@ describe("v2 signatures: both forms (native extension, plain SQL) and the refere
     }
   });
 
+  it("on ±infinity DATE, TIMESTAMP and TIMESTAMPTZ, nullable or not: signed apart from the epoch, and alike in both forms", async () => {
+    const opened = await openDuckDb();
+    const connection = await opened.instance.connect();
+    try {
+      // One partition per case; each holds the same id with another d/t/z, so equal signatures would mean a missed change.
+      const cases = [
+        ["epoch", "DATE '1970-01-01'", "TIMESTAMP '1970-01-01'", "TIMESTAMPTZ '1970-01-01 00:00:00+00'"],
+        ["inf", "DATE 'infinity'", "TIMESTAMP 'infinity'", "TIMESTAMPTZ 'infinity'"],
+        ["neg", "DATE '-infinity'", "TIMESTAMP '-infinity'", "TIMESTAMPTZ '-infinity'"],
+        ["null", "NULL::DATE", "NULL::TIMESTAMP", "NULL::TIMESTAMPTZ"],
+      ];
+      const rows = cases.map(([p, d, t, z]) => `SELECT '${p}' AS p, 1::BIGINT AS id, ${d} AS d, ${t} AS t, ${z} AS z`).join(" UNION ALL ");
+      await connection.run(`CREATE TABLE inf AS ${rows}`);
+      for (const nullable of [true, false]) {
+        const signed = signatureColumnOrder(["d", "id", "t", "z"].map((name) => ({ name, type: name === "id" ? "BIGINT" : name === "d" ? "DATE" : name === "t" ? "TIMESTAMP" : "TIMESTAMPTZ", nullable })));
+        const relation = nullable ? "inf" : "inf_not_null";
+        if (!nullable) await connection.run(`CREATE TABLE inf_not_null AS SELECT * FROM inf WHERE p <> 'null'`);
+        const sql = (await connection.runAndReadAll(signatureQuery(relation, ["p"], signed, "sql"))).getRowsJS();
+        if (opened.signing.form === "native") expect((await connection.runAndReadAll(signatureQuery(relation, ["p"], signed, "native"))).getRowsJS()).toEqual(sql);
+        const signatures = Object.fromEntries(sql.map(([p, n, upper, lower]) => [String(p), finishRawSignature(signed, Number(n), BigInt(String(upper)), BigInt(String(lower)))]));
+        const reference = (d: string | null, t: string | null, z: string | null) => rawSignature(signed, [[d, "1", t, z]]);
+        expect(signatures.inf).toBe(reference("infinity", "infinity", "infinity"));
+        expect(signatures.neg).toBe(reference("-infinity", "-infinity", "-infinity"));
+        expect(signatures.epoch).toBe(reference("1970-01-01", "1970-01-01T00:00:00.000000", "1970-01-01T00:00:00.000000Z"));
+        expect(new Set(Object.values(signatures)).size).toBe(nullable ? 4 : 3);
+      }
+    } finally {
+      connection.closeSync();
+      opened.instance.closeSync();
+    }
+  });
+
   it("tells apart what a weaker row hash would mix up", () => {
     const columns = [
       { name: "a", type: "BIGINT" },
