@@ -775,6 +775,8 @@ export class Lake {
     });
     const byId = new Map(runs.map((run) => [run.runId, run]));
     const removed: PartitionGcReport["removed"][number][] = [];
+    // Decided from what was read just now: delete only if no other writer took the table over meanwhile.
+    if (!options.dryRun && decisions.some((d) => !d.keep)) await this.leaseCheck(table.name);
     for (const decision of decisions.filter((d) => !d.keep)) {
       const run = byId.get(decision.runId);
       const files = run?.files ?? [];
