@@ -55,6 +55,10 @@ const layerSchema = z
           .record(identifier, z.string().min(1))
           .optional()
           .describe("each of this layer's partition keys as an expression over the upstream partition keys, e.g. month: substr(day, 1, 7); an upstream partition feeds the partition it maps to (default: the same keys)"),
+        tables: z
+          .array(identifier)
+          .optional()
+          .describe("lake tables every partition of this layer reads whole (lookups such as customers_raw); their signatures enter this layer's, so a change in them rebuilds it. A layer's SQL may read only the layer it is built from and these"),
       })
       .strict()
       .optional()
@@ -108,6 +112,8 @@ export interface LayerConfig {
   readonly from: string;
   /** This layer's partition keys as expressions over the upstream partition keys. */
   readonly inputMap: readonly { readonly key: string; readonly expression: string }[];
+  /** Whole tables every partition reads (`inputs.tables`); part of the signature. */
+  readonly lookups: readonly string[];
   readonly compression: "snappy" | "zstd";
 }
 
@@ -254,6 +260,7 @@ function resolveDataset(name: string, dataset: DatasetInput, dir: string): Datas
       partitionKeys: keys,
       from,
       inputMap: keys.map((key) => ({ key, expression: map[key] as string })),
+      lookups: [...new Set(layer.inputs?.tables ?? [])],
       compression: layer.compression,
     };
   });

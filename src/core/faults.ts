@@ -1,7 +1,8 @@
 /**
  * Named fault points for crash tests. `LAKESWAP_FAULT=<point>:kill` makes the
  * process SIGKILL itself when it reaches `<point>`; `<point>:error` throws
- * there instead. Several may be given, separated by ','. Unset in production.
+ * there instead; `<point>:kill@N` acts the Nth time only; `<point>:pause=MS`
+ * blocks the process there. Several may be given, separated by ','. Unset in production.
  */
 export type FaultPoint =
   | "lease-acquired"
@@ -27,14 +28,28 @@ export const FAULT_POINTS: readonly FaultPoint[] = [
   "before-release",
 ];
 
-/** Stops the process at `point` when LAKESWAP_FAULT asks for it. */
+const reached = new Map<FaultPoint, number>();
+
+/**
+ * Stops the process at `point` when LAKESWAP_FAULT asks for it. An action may
+ * name the time the point is reached (`after-swap:kill@3`: the third pointer
+ * move), and `pause=MS` holds the whole process there (a slow writer).
+ */
 export function faultPoint(point: FaultPoint): void {
   const spec = process.env.LAKESWAP_FAULT;
   if (!spec) return;
+  const count = (reached.get(point) ?? 0) + 1;
+  reached.set(point, count);
   for (const entry of spec.split(",")) {
     const [name, action = "kill"] = entry.trim().split(":");
     if (name !== point) continue;
-    if (action === "kill") process.kill(process.pid, "SIGKILL");
+    const [verb = "kill", nth] = action.split("@");
+    if (nth !== undefined && Number(nth) !== count) continue;
+    if (verb.startsWith("pause=")) {
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, Number(verb.slice("pause=".length)));
+      continue;
+    }
+    if (verb === "kill") process.kill(process.pid, "SIGKILL");
     throw new Error(`fault injected at ${point}`);
   }
 }

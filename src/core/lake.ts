@@ -12,6 +12,7 @@ import { orderPartition, parsePartition, parsePartitionPath, partitionPath, type
 import { DEFAULT_GRACE_MS, planRetention, type RetentionReason } from "./retention.js";
 import { Outbox, type OutboxEntry } from "./outbox.js";
 import { isRunId, newRunIdAfter, runIdTime } from "./run-id.js";
+import { assertTableName } from "./sql.js";
 import { SYNCS_PREFIX, parseSyncRecord, syncRecordKey, type SyncMove, type SyncRecord } from "./sync-record.js";
 import type { TableDefinition } from "./table.js";
 
@@ -64,11 +65,17 @@ export interface ReplaceOptions {
   readonly inputPartitions?: readonly { readonly table: string; readonly partitions: readonly string[] }[];
   /** The SELECT reads a landed delivery (raw layer). */
   readonly landed?: boolean;
+  /** The lake tables the SELECT may read (default: every table); a pipeline's builds see only their declared inputs. */
+  readonly readable?: readonly string[];
+  /** Told the move right before the pointer moves (after the build and its audit), so a sync can record its intent first. */
+  readonly beforeSwap?: (move: { readonly runId: string; readonly previousRunId?: string }) => Promise<void>;
 }
 
-/** Writes to one table while holding its lease: several partitions may be replaced at once. */
-export interface TableWriter {
-  replace(partition: PartitionInput, options: ReplaceOptions): Promise<ReplaceResult>;
+/** Writes to tables while holding their leases: several partitions may be replaced at once. */
+export interface LakeWriter {
+  replace(table: string, partition: PartitionInput, options: ReplaceOptions): Promise<ReplaceResult>;
+  /** The current state of a table's partitions, read under its lease (empty for a table that does not exist yet). */
+  partitionStates(table: string): Promise<Map<string, PartitionState>>;
 }
 
 /** What a sync needs to know about a partition's current run. */
@@ -243,6 +250,7 @@ export class Lake {
 
   /** A table's definition, or a NotFoundError that lists the tables there are. */
   async table(name: string): Promise<TableDefinition> {
+    assertTableName(name);
     const table = await this.catalog.getTable(name);
     if (table) return table;
     const names = (await this.catalog.listTables()).map((t) => t.name);
@@ -281,12 +289,31 @@ export class Lake {
     return this.withLease(table.name, `replace ${table.name}/${partitionPath(partition)}`, () => this.replaceHeld(table, partition, options));
   }
 
-  /** Takes a table's writer lease once for `work`, which may replace several partitions of it, concurrently. */
-  async write<T>(tableName: string, command: string, work: (writer: TableWriter) => Promise<T>): Promise<T> {
-    const table = await this.table(tableName);
-    return this.withLease(table.name, command, () =>
-      work({ replace: (partitionInput, options) => this.replaceHeld(table, this.partitionOf(table, partitionInput), options) }),
-    );
+  /**
+   * Takes the writer leases of several tables for `work` (in name order, so two
+   * writers of overlapping sets never deadlock), which may then read their
+   * state and replace partitions of them, concurrently. Every decision `work`
+   * makes from that state is made under the leases (DESIGN.md invariant 7).
+   * A table need not exist yet when its lease is taken.
+   */
+  async write<T>(tableNames: readonly string[], command: string, work: (writer: LakeWriter) => Promise<T>): Promise<T> {
+    const names = [...new Set(tableNames)].sort();
+    const writer: LakeWriter = {
+      replace: async (tableName, partitionInput, options) => {
+        if (!this.leases.has(tableName)) throw new LakeswapError("LEASE_LOST", `table '${tableName}' is not among the tables this writer holds (${names.join(", ")})`);
+        const table = await this.table(tableName);
+        return this.replaceHeld(table, this.partitionOf(table, partitionInput), options);
+      },
+      partitionStates: async (tableName) => {
+        if (!this.leases.has(tableName)) throw new LakeswapError("LEASE_LOST", `table '${tableName}' is not among the tables this writer holds (${names.join(", ")})`);
+        return (await this.catalog.getTable(tableName)) ? this.partitionStates(tableName) : new Map();
+      },
+    };
+    const hold = async (index: number): Promise<T> => {
+      const name = names[index];
+      return name === undefined ? work(writer) : this.withLease(name, command, () => hold(index + 1));
+    };
+    return hold(0);
   }
 
   private async replaceHeld(table: TableDefinition, partition: Partition, options: ReplaceOptions): Promise<ReplaceResult> {
@@ -299,7 +326,7 @@ export class Lake {
     const runs = await this.listRuns(table, partition);
     const runId = newRunIdAfter([current?.runId, runs.at(-1)?.runId].filter((id): id is string => id !== undefined).sort().at(-1));
     const runPrefix = `${this.catalog.runsPrefix(table, partition)}${runFolder(runId)}/`;
-    const sources = restrictSnapshot(await this.snapshot(), options.inputPartitions ?? []);
+    const sources = restrictSnapshot(await this.snapshot(), options.inputPartitions ?? [], options.readable);
     let build;
     try {
       build = await this.engine.build({
@@ -311,24 +338,27 @@ export class Lake {
     }
     faultPoint("after-build");
 
-    const previousRows = currentManifest?.rows;
-    if (build.rows === 0 && (previousRows ?? 0) > 0 && !options.allowEmpty) {
+    let audited;
+    try {
+      audited = await this.auditRun(label, runPrefix, build.rows, {
+        allowEmpty: options.allowEmpty ?? false,
+        previousRows: currentManifest?.rows,
+        currentRunId: current?.runId,
+      });
+    } catch (error) {
       await this.discardRun(runPrefix);
-      throw new AuditError(
-        `the build of ${label} produced 0 rows, but the partition has ${previousRows} rows (run ${current?.runId}); ` +
-          `the pointer was not moved. If the partition really is empty now, rerun with --allow-empty.`,
-      );
+      throw error;
     }
-
-    const bytes = build.files.reduce((sum, f) => sum + f.size, 0);
+    const previousRows = currentManifest?.rows;
+    const { rows, files, bytes } = audited;
     const builtAt = new Date();
     const manifest: RunManifest = {
       format: 1,
       table: table.name,
       partition: partitionPath(partition),
       runId,
-      rows: build.rows,
-      files: build.files,
+      rows,
+      files,
       bytes,
       previousRunId: current?.runId,
       signature: options.signature,
@@ -338,6 +368,7 @@ export class Lake {
       swappedAt: builtAt.toISOString(),
       buildSeconds: (builtAt.getTime() - started) / 1000,
     };
+    await options.beforeSwap?.({ runId, previousRunId: current?.runId });
     await this.leaseCheck(table.name);
     const move = { partition, runId, previousRunId: current?.runId, signature: options.signature, kind: "swap" as const };
     // Recorded before it is sent: a writer that dies from here on leaves a change the next process finishes.
@@ -363,12 +394,53 @@ export class Lake {
       partition: partitionPath(partition),
       runId,
       previousRunId: current?.runId,
-      rows: build.rows,
+      rows,
       previousRows,
       bytes,
       seconds: (Date.now() - started) / 1000,
       gc,
     };
+  }
+
+  /**
+   * The audit of a new run, from its own files (DESIGN.md invariant 1): the
+   * run's files are listed and their rows counted from their Parquet footers;
+   * no files, an unreadable footer, or a count that disagrees with the
+   * engine's fails the build. So does an empty build, unless `allowEmpty` or
+   * the partition was already empty.
+   */
+  private async auditRun(
+    label: string,
+    runPrefix: string,
+    engineRows: number | undefined,
+    context: { allowEmpty: boolean; previousRows?: number; currentRunId?: string },
+  ): Promise<{ rows: number; files: { key: string; size: number }[]; bytes: number }> {
+    const files = (await this.store.list(runPrefix)).filter((o) => !isHiddenRunFile(o.key.slice(runPrefix.length)));
+    const notMoved = "the pointer was not moved";
+    if (files.length === 0 && !(context.allowEmpty && (engineRows ?? 0) === 0)) {
+      throw new AuditError(
+        `the build of ${label} wrote no data files under ${runPrefix}` +
+          `${engineRows !== undefined ? ` although the engine reported ${engineRows} rows` : ""}; ${notMoved}. ` +
+          `If the partition really is empty now, rerun with --allow-empty.`,
+      );
+    }
+    const rows = files.length === 0 ? 0 : await this.engine.countFileRows(files);
+    if (engineRows !== undefined && rows !== engineRows) {
+      throw new AuditError(`the build of ${label} reported ${engineRows} rows, but its files hold ${rows}; ${notMoved}`);
+    }
+    if (rows === 0 && !context.allowEmpty) {
+      const previous = context.previousRows;
+      if (context.currentRunId === undefined) {
+        throw new AuditError(`the build of ${label}, a new partition, produced 0 rows; ${notMoved}. If it really is empty, rerun with --allow-empty.`);
+      }
+      if ((previous ?? 0) > 0) {
+        throw new AuditError(
+          `the build of ${label} produced 0 rows, but the partition has ${previous} rows (run ${context.currentRunId}); ` +
+            `${notMoved}. If the partition really is empty now, rerun with --allow-empty.`,
+        );
+      }
+    }
+    return { rows, files, bytes: files.reduce((sum, f) => sum + f.size, 0) };
   }
 
   /** Marks a partition pinned: syncs leave it as it is (e.g. after a deliberate rollback). */
@@ -481,7 +553,8 @@ export class Lake {
    * rollback, the next sync rebuilds what was rolled back unless it is pinned.
    */
   async rollbackSync(syncId: string): Promise<SyncRollbackResult> {
-    const record = await this.syncRecord(syncId === "last" ? (await this.store.list(SYNCS_PREFIX)).at(-1)?.key : syncRecordKey(syncId));
+    // `last`: the newest sync that moved (or was about to move) a pointer, finished or not.
+    const record = syncId === "last" ? (await this.syncs()).find((r) => r.moves.length > 0) : await this.syncRecord(syncRecordKey(syncId));
     if (!record) {
       throw new NotFoundError(syncId === "last" ? "no sync has been recorded in this lake yet" : `no sync ${syncId} is recorded in this lake; lakeswap syncs lists them`);
     }
@@ -517,6 +590,10 @@ export class Lake {
         entries.push({ table: table.name, partition: move.partition, action: "skipped", fromRunId: move.run, reason });
       };
       const current = await this.catalog.getPointer(table, partition);
+      if (move.pending && current?.runId !== move.run && current?.runId === move.previousRun) {
+        skip("the sync stopped before it moved this pointer");
+        continue;
+      }
       if (current?.runId !== move.run) {
         skip(current ? `moved since the sync: run ${current.runId} is current now` : "the partition has no current run any more");
         continue;
@@ -609,6 +686,11 @@ export class Lake {
   /** Evaluates a derived layer's partition map over upstream partition values. */
   async mapPartitions(request: PartitionMapRequest): Promise<string[][]> {
     return this.engine.mapPartitions(request);
+  }
+
+  /** The tables a SELECT names (CTE names aside), by the engine's own parser; undefined when that parser cannot read it. */
+  async tablesRead(select: string): Promise<string[] | undefined> {
+    return this.engine.tablesRead(select);
   }
 
   /** Runs a query over the current runs of every lake table (tables visible by name). */
@@ -807,12 +889,19 @@ export class Lake {
   }
 }
 
-/** Limits some tables of a snapshot to the given partitions. */
+/** A run's file that is not data: '_' and '.' files are hidden, as in Hive. */
+function isHiddenRunFile(name: string): boolean {
+  return /^[_.]/.test(name);
+}
+
+/** Limits a snapshot to the tables a build may read (all when `readable` is undefined), and some of them to the given partitions. */
 function restrictSnapshot(
   snapshot: readonly TableSnapshot[],
   limits: readonly { readonly table: string; readonly partitions: readonly string[] }[],
+  readable?: readonly string[],
 ): TableSnapshot[] {
-  return snapshot.map((entry) => {
+  const visible = readable === undefined ? snapshot : snapshot.filter((entry) => readable.includes(entry.table.name));
+  return visible.map((entry) => {
     const limit = limits.find((l) => l.table === entry.table.name);
     if (!limit) return entry;
     const wanted = new Set(limit.partitions);

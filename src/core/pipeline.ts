@@ -5,11 +5,11 @@ import path from "node:path";
 import type { DatasetConfig, LayerConfig, PipelineColumn, PipelineConfig } from "../config/pipeline-config.js";
 import type { LandedDelivery, Signing } from "../engine/engine.js";
 import { InvalidInputError, LakeswapError, errorMessage } from "./errors.js";
-import type { Lake, PartitionState } from "./lake.js";
+import type { Lake, LakeWriter, PartitionState } from "./lake.js";
+import { SyncLog } from "./sync-log.js";
 import { assertPartitionValue, makePartition, orderPartition, parsePartition, parsePartitionPath, partitionPath, type Partition } from "./partition.js";
 import { newRunId } from "./run-id.js";
 import { chainSignature, transformFingerprint } from "./signature.js";
-import type { SyncMove } from "./sync-record.js";
 import { quoteIdentifier, quoteLiteral } from "./sql.js";
 import { defineTable, type TableDefinition } from "./table.js";
 
@@ -128,22 +128,26 @@ export class Pipeline {
     private readonly options: PipelineOptions = {},
   ) {}
 
-  /** What a sync would do, layer by layer, without changing anything. */
+  /** What a sync would do, layer by layer, without changing anything (and without taking leases: a sync decides again under them). */
   async plan(): Promise<PlannedPartition[]> {
+    this.checkPartitionOptions();
     const planned: PlannedPartition[] = [];
     for (const dataset of this.config.datasets) {
+      await this.checkLayerInputs(dataset);
       const landed = await this.land(dataset);
       try {
-        const raw = await this.planRaw(dataset, landed.delivery);
+        const raw = this.planRaw(dataset, landed.delivery, await this.statesOf(dataset.table));
         planned.push(...raw);
         // Derived layers are planned against what the layers above will hold after the sync.
         const predicted = new Map<string, Map<string, string | undefined>>();
-        predicted.set("raw", await this.predict(dataset.table, raw));
+        predicted.set("raw", predict(await this.statesOf(dataset.table), raw));
         for (const layer of dataset.layers) {
           const upstreamTable = this.tableOfLayer(dataset, layer.from);
-          const layerPlan = await this.planDerived(dataset, layer, upstreamTable, predicted.get(layer.from) ?? new Map());
+          const states = await this.statesOf(layer.table);
+          const lookups = await this.lookupSignatures(layer, (table) => this.statesOf(table));
+          const layerPlan = await this.planDerived(dataset, layer, upstreamTable, predicted.get(layer.from) ?? new Map(), states, lookups);
           planned.push(...layerPlan);
-          predicted.set(layer.name, await this.predict(layer.table, layerPlan));
+          predicted.set(layer.name, predict(states, layerPlan));
         }
       } finally {
         await this.lake.releaseDelivery(landed.delivery);
@@ -152,55 +156,140 @@ export class Pipeline {
     return planned;
   }
 
-  /** Runs the plan: layers in order, partitions of a layer concurrently; a failed partition does not stop the others. */
+  /**
+   * Runs the plan: layers in order, partitions of a layer concurrently; a
+   * failed partition does not stop the others. The delivery is landed first
+   * (reading files decides nothing); then the leases of every table the
+   * dataset writes are taken, and every build-or-skip decision is made under
+   * them (DESIGN.md invariant 7), against the state they protect.
+   */
   async sync(): Promise<SyncReport> {
+    this.checkPartitionOptions();
     const results: SyncedPartition[] = [];
     const layers: SyncReport["layers"][number][] = [];
     const loads: LoadReport[] = [];
-    const record = { format: 1 as const, syncId: newRunId(), config: this.config.file, startedAt: new Date().toISOString() };
-    const moves: SyncMove[] = [];
-    // The record is rewritten after each layer, so a sync that dies half-way leaves the record of what it moved.
-    const recordMoves = async (moved: readonly SyncMove[], finished = false): Promise<void> => {
-      moves.push(...moved);
-      if (moves.length > 0) await this.lake.recordSync({ ...record, moves, ...(finished ? { finishedAt: new Date().toISOString() } : {}) });
-    };
-    for (const dataset of this.config.datasets) {
-      // Landing first: a delivery with bad rows and no dead-letter table changes nothing, not even the catalog.
-      const landed = await this.land(dataset);
-      try {
-        await this.createTables(dataset);
-        const deadLetters = await this.writeDeadLetters(dataset, landed);
-        loads.push(deadLetters.load);
-        await recordMoves(deadLetters.moved);
-        const started = Date.now();
-        const rawPlan = await this.planRaw(dataset, landed.delivery);
-        const rawResults = await this.execute(dataset.table, "raw", rawPlan, (p) => ({
-          select: `SELECT ${dataset.columns.map((c) => quoteIdentifier(c.name)).join(", ")} FROM ${quoteIdentifier(landed.delivery.relation)} WHERE ${partitionFilter(parsePartitionPath(p.partition, dataset.partition.map((k) => k.key)))}`,
-          landed: true,
-        }));
-        results.push(...rawResults);
-        await recordMoves(movesOf(rawResults));
-        layers.push({ dataset: dataset.name, layer: "raw", table: dataset.table, ...totals(rawResults, Date.now() - started) });
-      } finally {
-        await this.lake.releaseDelivery(landed.delivery);
+    const log = new SyncLog(this.lake, { syncId: newRunId(), config: this.config.file, startedAt: new Date().toISOString() });
+    try {
+      for (const dataset of this.config.datasets) {
+        await this.checkLayerInputs(dataset);
+        // Landing first: a delivery with bad rows and no dead-letter table changes nothing, not even the catalog.
+        const landed = await this.land(dataset);
+        let released = false;
+        const release = async (): Promise<void> => {
+          if (released) return;
+          released = true;
+          await this.lake.releaseDelivery(landed.delivery);
+        };
+        try {
+          await this.createTables(dataset);
+          await this.lake.write(this.tablesWritten(dataset), `sync ${this.config.file}`, async (writer) => {
+            loads.push(await this.writeDeadLetters(writer, log, dataset, landed));
+            const started = Date.now();
+            const rawPlan = this.planRaw(dataset, landed.delivery, await writer.partitionStates(dataset.table));
+            const rawResults = await this.execute(writer, log, dataset.table, "raw", rawPlan, (p) => ({
+              select: `SELECT ${dataset.columns.map((c) => quoteIdentifier(c.name)).join(", ")} FROM ${quoteIdentifier(landed.delivery.relation)} WHERE ${partitionFilter(parsePartitionPath(p.partition, dataset.partition.map((k) => k.key)))}`,
+              landed: true,
+            }));
+            results.push(...rawResults);
+            layers.push({ dataset: dataset.name, layer: "raw", table: dataset.table, ...totals(rawResults, Date.now() - started) });
+            await release();
+            for (const layer of dataset.layers) {
+              const layerStarted = Date.now();
+              const upstreamTable = this.tableOfLayer(dataset, layer.from);
+              const actual = signaturesOf(await writer.partitionStates(upstreamTable));
+              const written = new Set(this.tablesWritten(dataset));
+              const lookups = await this.lookupSignatures(layer, (table) => (written.has(table) ? writer.partitionStates(table) : this.statesOf(table)));
+              const plan = await this.planDerived(dataset, layer, upstreamTable, actual, await writer.partitionStates(layer.table), lookups);
+              const sql = await readFile(layer.sqlPath, "utf8");
+              const layerResults = await this.execute(writer, log, layer.table, layer.name, plan, (p) => ({
+                select: renderSql(sql, parsePartitionPath(p.partition, layer.partitionKeys), layer.sqlPath),
+                inputPartitions: [{ table: upstreamTable, partitions: p.inputPartitions ?? [] }],
+                readable: [upstreamTable, ...layer.lookups],
+              }));
+              results.push(...layerResults);
+              layers.push({ dataset: dataset.name, layer: layer.name, table: layer.table, ...totals(layerResults, Date.now() - layerStarted) });
+            }
+          });
+        } finally {
+          await release();
+        }
       }
-      for (const layer of dataset.layers) {
-        const started = Date.now();
-        const upstreamTable = this.tableOfLayer(dataset, layer.from);
-        const actual = signaturesOf(await this.lake.partitionStates(upstreamTable));
-        const plan = await this.planDerived(dataset, layer, upstreamTable, actual);
-        const sql = await readFile(layer.sqlPath, "utf8");
-        const layerResults = await this.execute(layer.table, layer.name, plan, (p) => ({
-          select: renderSql(sql, parsePartitionPath(p.partition, layer.partitionKeys), layer.sqlPath),
-          inputPartitions: [{ table: upstreamTable, partitions: p.inputPartitions ?? [] }],
-        }));
-        results.push(...layerResults);
-        await recordMoves(movesOf(layerResults));
-        layers.push({ dataset: dataset.name, layer: layer.name, table: layer.table, ...totals(layerResults, Date.now() - started) });
+    } catch (error) {
+      await log.finish(errorMessage(error));
+      throw error;
+    }
+    await log.finish();
+    return { syncId: log.syncId, partitions: results, layers, loads, totals: totals(results, layers.reduce((sum, l) => sum + l.seconds * 1000, 0)) };
+  }
+
+  /** Every table one dataset's sync writes: raw, each layer, the dead-letter table. */
+  private tablesWritten(dataset: DatasetConfig): string[] {
+    return [dataset.table, ...dataset.layers.map((l) => l.table), ...(dataset.deadLetter ? [dataset.deadLetter] : [])];
+  }
+
+  /** `--partition` values must name partitions of some layer: a misspelled key would otherwise select nothing silently. */
+  private checkPartitionOptions(): void {
+    const keySets = this.config.datasets.flatMap((d) => [d.partition.map((p) => p.key), ...d.layers.map((l) => l.partitionKeys)]);
+    const known = [...new Set(keySets.map((keys) => [...keys].sort().join(",")))];
+    for (const spec of this.options.partitions ?? []) {
+      const keys = [...parsePartition(spec).keys].sort().join(",");
+      if (!known.includes(keys)) {
+        throw new InvalidInputError(
+          `--partition ${spec}: no layer of ${this.config.file} is partitioned by ${keys.split(",").join(", ")}; ` +
+            `partition keys here: ${known.map((k) => k.split(",").join("/")).join("; ")}`,
+        );
       }
     }
-    await recordMoves([], true);
-    return { syncId: record.syncId, partitions: results, layers, loads, totals: totals(results, layers.reduce((sum, l) => sum + l.seconds * 1000, 0)) };
+  }
+
+  /**
+   * A derived layer's SQL may read only its declared inputs: the layer it is
+   * built from and its whole-table inputs (`inputs.tables`). Anything else it
+   * names (another lake table, its own table) would be read without entering
+   * the signature, so it is refused here, before anything is built.
+   */
+  private async checkLayerInputs(dataset: DatasetConfig): Promise<void> {
+    const lakeTables = new Set((await this.lake.listTables()).map((t) => t.name.toLowerCase()));
+    for (const layer of dataset.layers) {
+      const upstreamTable = this.tableOfLayer(dataset, layer.from);
+      const declared = new Set([upstreamTable, ...layer.lookups].map((t) => t.toLowerCase()));
+      const sql = await readFile(layer.sqlPath, "utf8");
+      const blank = makePartition(layer.partitionKeys.map((key) => [key, "x"] as const));
+      const read = await this.lake.tablesRead(renderSql(sql, blank, layer.sqlPath));
+      const where = `datasets.${dataset.name}.layers.${layer.name} (${layer.sqlPath})`;
+      for (const table of read ?? []) {
+        const name = table.toLowerCase();
+        if (declared.has(name)) continue;
+        if (name === layer.table.toLowerCase()) {
+          throw new InvalidInputError(`${where} reads its own table '${layer.table}': a layer is built from the layers above it (inputs.from), never from itself`);
+        }
+        const known = lakeTables.has(name) || this.config.datasets.some((d) => this.tablesWritten(d).some((t) => t.toLowerCase() === name));
+        throw new InvalidInputError(
+          `${where} reads table '${table}', which it does not declare` +
+            `${known ? "" : " (and which is not a lake table)"}; it may read ${[...new Set([upstreamTable, ...layer.lookups])].join(", ")}. ` +
+            `Declare a table every partition reads as inputs.tables: [${table}] (it then enters the layer's signature).`,
+        );
+      }
+      for (const lookup of layer.lookups) {
+        const known = lakeTables.has(lookup.toLowerCase()) || this.config.datasets.some((d) => this.tablesWritten(d).includes(lookup));
+        if (!known) throw new InvalidInputError(`datasets.${dataset.name}.layers.${layer.name}.inputs.tables: table '${lookup}' does not exist in this lake`);
+      }
+    }
+  }
+
+  /** The whole-table inputs of a layer, each as `table/*=signature` (undefined when a table has an unsigned partition). */
+  private async lookupSignatures(
+    layer: LayerConfig,
+    statesOf: (table: string) => Promise<Map<string, PartitionState>>,
+  ): Promise<(string | undefined)[]> {
+    const signatures: (string | undefined)[] = [];
+    for (const table of layer.lookups) {
+      const states = [...(await statesOf(table)).values()].filter((state) => state.runId !== "");
+      const unsigned = states.some((state) => state.signature === undefined);
+      const text = states.map((state) => `${state.partition}=${state.signature}`).sort().join("\n");
+      signatures.push(unsigned ? undefined : `${table}/*=${createHash("sha256").update(text).digest("hex")}`);
+    }
+    return signatures;
   }
 
   private async land(dataset: DatasetConfig): Promise<{ delivery: LandedDelivery }> {
@@ -227,8 +316,7 @@ export class Pipeline {
     return { delivery };
   }
 
-  private async planRaw(dataset: DatasetConfig, delivery: LandedDelivery): Promise<PlannedPartition[]> {
-    const states = await this.statesOf(dataset.table);
+  private planRaw(dataset: DatasetConfig, delivery: LandedDelivery, states: ReadonlyMap<string, PartitionState>): PlannedPartition[] {
     const keys = dataset.partition.map((p) => p.key);
     return delivery.partitions
       .filter((landed) => this.selected(landed.partition, keys))
@@ -245,6 +333,8 @@ export class Pipeline {
     layer: LayerConfig,
     upstreamTable: string,
     upstream: ReadonlyMap<string, string | undefined>,
+    states: ReadonlyMap<string, PartitionState>,
+    lookups: readonly (string | undefined)[],
   ): Promise<PlannedPartition[]> {
     const fingerprint = transformFingerprint(await readFile(layer.sqlPath));
     const fromKeys = this.keysOfLayer(dataset, layer.from);
@@ -270,13 +360,14 @@ export class Pipeline {
       const target = partitionPath(makePartition(pairs));
       groups.set(target, [...(groups.get(target) ?? []), upstreamPath]);
     });
-    const states = await this.statesOf(layer.table);
     const plans: PlannedPartition[] = [];
     for (const [partition, inputPartitions] of [...groups.entries()].sort(([a], [b]) => (a < b ? -1 : 1))) {
       if (!this.selected(parsePartitionPath(partition, layer.partitionKeys), layer.partitionKeys)) continue;
       const inputSignatures = inputPartitions.map((p) => upstream.get(p));
-      const signed = inputSignatures.every((s): s is string => s !== undefined);
-      const inputs = signed ? inputPartitions.map((p, i) => `${upstreamTable}/${p}=${inputSignatures[i]}`) : undefined;
+      const signed = inputSignatures.every((s): s is string => s !== undefined) && lookups.every((s): s is string => s !== undefined);
+      const inputs = signed
+        ? [...inputPartitions.map((p, i) => `${upstreamTable}/${p}=${inputSignatures[i]}`), ...(lookups as string[])]
+        : undefined;
       const signature = inputs ? chainSignature(inputs, fingerprint, partition) : undefined;
       const state = states.get(partition);
       const decision = this.decide(state, signature, () => (state?.fingerprint !== fingerprint ? "transform changed" : "upstream changed"));
@@ -301,20 +392,18 @@ export class Pipeline {
     return { action: "skip", reason: "unchanged" };
   }
 
-  /** Signatures a layer will have after the sync: built partitions get the planned one, skipped keep theirs. */
-  private async predict(table: string, plan: readonly PlannedPartition[]): Promise<Map<string, string | undefined>> {
-    const predicted = signaturesOf(await this.statesOf(table));
-    for (const p of plan) {
-      if (p.action === "build") predicted.set(p.partition, p.signature);
-    }
-    return predicted;
-  }
-
   private async execute(
+    writer: LakeWriter,
+    log: SyncLog,
     table: string,
     layer: string,
     plan: readonly PlannedPartition[],
-    buildOf: (p: PlannedPartition) => { select: string; inputPartitions?: { table: string; partitions: readonly string[] }[]; landed?: boolean },
+    buildOf: (p: PlannedPartition) => {
+      select: string;
+      inputPartitions?: { table: string; partitions: readonly string[] }[];
+      landed?: boolean;
+      readable?: readonly string[];
+    },
   ): Promise<SyncedPartition[]> {
     const results: SyncedPartition[] = plan
       .filter((p) => p.action === "skip")
@@ -322,57 +411,60 @@ export class Pipeline {
     const builds = plan.filter((p) => p.action === "build");
     if (builds.length === 0) return results;
     let done = 0;
-    const failAll = (error: unknown) =>
-      builds.map((p): SyncedPartition => ({ table, layer, partition: p.partition, action: "failed", reason: p.reason, seconds: 0, error: errorMessage(error) }));
     try {
-      await this.lake.write(table, `sync ${table}`, async (writer) => {
-        await forEachLimited(builds, this.config.concurrency, async (p) => {
-          const started = Date.now();
-          try {
-            const build = buildOf(p);
-            const result = await writer.replace(parsePartitionPath(p.partition, keysOf(p)), {
-              select: build.select,
-              signature: p.signature,
-              fingerprint: p.fingerprint,
-              inputs: p.inputs,
-              inputPartitions: build.inputPartitions,
-              landed: build.landed,
-              allowEmpty: this.options.allowEmpty,
-            });
-            results.push({
-              table, layer, partition: p.partition, action: "build", reason: p.reason,
-              run: result.runId, previousRun: result.previousRunId, rows: result.rows, seconds: result.seconds,
-            });
-          } catch (error) {
-            if (error instanceof LakeswapError && error.code === "LEASE_LOST") throw error;
-            results.push({ table, layer, partition: p.partition, action: "failed", reason: p.reason, seconds: (Date.now() - started) / 1000, error: errorMessage(error) });
-          }
-          done += 1;
-          this.options.onProgress?.({ layer, done, total: builds.length, label: `${table}/${p.partition}` });
-        });
+      await forEachLimited(builds, this.config.concurrency, async (p) => {
+        const started = Date.now();
+        const moved = { table, layer, partition: p.partition };
+        try {
+          const build = buildOf(p);
+          const result = await writer.replace(table, parsePartitionPath(p.partition, keysOf(p)), {
+            select: build.select,
+            signature: p.signature,
+            fingerprint: p.fingerprint,
+            inputs: p.inputs,
+            inputPartitions: build.inputPartitions,
+            landed: build.landed,
+            readable: build.readable,
+            allowEmpty: this.options.allowEmpty,
+            beforeSwap: (move) => log.intend({ ...moved, run: move.runId, previousRun: move.previousRunId }),
+          });
+          log.confirm({ ...moved, run: result.runId, previousRun: result.previousRunId });
+          results.push({
+            table, layer, partition: p.partition, action: "build", reason: p.reason,
+            run: result.runId, previousRun: result.previousRunId, rows: result.rows, seconds: result.seconds,
+          });
+        } catch (error) {
+          log.abandon(moved);
+          if (error instanceof LakeswapError && error.code === "LEASE_LOST") throw error;
+          results.push({ table, layer, partition: p.partition, action: "failed", reason: p.reason, seconds: (Date.now() - started) / 1000, error: errorMessage(error) });
+        }
+        done += 1;
+        this.options.onProgress?.({ layer, done, total: builds.length, label: `${table}/${p.partition}` });
       });
     } catch (error) {
+      // The lease is lost: what is not finished fails (the pointer stays), and the rerun redoes it.
       const finished = new Set(results.map((r) => r.partition));
-      return [...results, ...failAll(error).filter((r) => !finished.has(r.partition))];
+      for (const p of builds) {
+        if (!finished.has(p.partition)) results.push({ table, layer, partition: p.partition, action: "failed", reason: p.reason, seconds: 0, error: errorMessage(error) });
+      }
     }
+    await log.flush();
     return results.sort((a, b) => (a.partition < b.partition ? -1 : a.partition > b.partition ? 1 : 0));
   }
 
-  private async writeDeadLetters(
-    dataset: DatasetConfig,
-    landed: { delivery: LandedDelivery },
-  ): Promise<{ load: LoadReport; moved: SyncMove[] }> {
+  private async writeDeadLetters(writer: LakeWriter, log: SyncLog, dataset: DatasetConfig, landed: { delivery: LandedDelivery }): Promise<LoadReport> {
     const { delivery } = landed;
     const deliveryId = await deliveryIdOf(delivery.files);
-    const moved: SyncMove[] = [];
     if (dataset.deadLetter && delivery.rowsRejected > 0) {
-      const result = await this.lake.replacePartition(dataset.deadLetter, `delivery=${deliveryId}`, {
+      const moved = { table: dataset.deadLetter, layer: "dead letter", partition: `delivery=${deliveryId}` };
+      const result = await writer.replace(dataset.deadLetter, moved.partition, {
         select: `SELECT ${quoteLiteral(dataset.name)} AS dataset, file, line, reason, raw FROM ${quoteIdentifier(delivery.rejectedRelation)} ORDER BY file, line`,
         landed: true,
+        beforeSwap: (move) => log.intend({ ...moved, run: move.runId, previousRun: move.previousRunId }),
       });
-      moved.push({ table: dataset.deadLetter, layer: "dead letter", partition: result.partition, run: result.runId, previousRun: result.previousRunId });
+      log.confirm({ ...moved, run: result.runId, previousRun: result.previousRunId });
     }
-    const load = {
+    return {
       dataset: dataset.name,
       delivery: deliveryId,
       files: delivery.files,
@@ -382,7 +474,6 @@ export class Pipeline {
       deadLetterTable: dataset.deadLetter,
       signing: delivery.signing,
     };
-    return { load, moved };
   }
 
   private async createTables(dataset: DatasetConfig): Promise<void> {
@@ -417,6 +508,15 @@ export class Pipeline {
   private keysOfLayer(dataset: DatasetConfig, layer: string): readonly string[] {
     return layer === "raw" ? dataset.partition.map((p) => p.key) : (dataset.layers.find((l) => l.name === layer)?.partitionKeys ?? []);
   }
+}
+
+/** Signatures a layer will have after the sync: built partitions get the planned one, skipped keep theirs. */
+function predict(states: ReadonlyMap<string, PartitionState>, plan: readonly PlannedPartition[]): Map<string, string | undefined> {
+  const predicted = signaturesOf(states);
+  for (const p of plan) {
+    if (p.action === "build") predicted.set(p.partition, p.signature);
+  }
+  return predicted;
 }
 
 function signaturesOf(states: ReadonlyMap<string, PartitionState>): Map<string, string | undefined> {
@@ -482,9 +582,4 @@ async function forEachLimited<T>(items: readonly T[], limit: number, work: (item
 /** The algorithm version of a signature (`v2` of `v2:…`, docs/signatures.md). */
 function signatureVersion(signature: string): string {
   return signature.slice(0, Math.max(0, signature.indexOf(":")));
-}
-
-/** The pointers a layer's results moved, for the sync's record. */
-function movesOf(results: readonly SyncedPartition[]): SyncMove[] {
-  return results.flatMap((p) => (p.action === "build" && p.run ? [{ table: p.table, layer: p.layer, partition: p.partition, run: p.run, previousRun: p.previousRun }] : []));
 }

@@ -12,13 +12,15 @@ export interface SyncMove {
   readonly run: string;
   /** The run that was current before; absent when the sync created the partition. */
   readonly previousRun?: string;
+  /** The move was decided and recorded, but its pointer may not have moved yet: the sync stopped right then. */
+  readonly pending?: boolean;
 }
 
 /**
  * The record of one sync: every pointer it moved, so that one command can
  * move them all back (`lakeswap rollback --sync ID`). Written as the sync
- * goes, after each layer, so a sync that dies half-way leaves the record of
- * what it did move.
+ * goes: each move is recorded before its pointer moves, so a sync that dies
+ * at any moment leaves the record of every pointer it may have moved.
  */
 export interface SyncRecord {
   readonly format: 1;
@@ -26,8 +28,10 @@ export interface SyncRecord {
   readonly syncId: string;
   readonly config: string;
   readonly startedAt: string;
-  /** Set once the sync ran to its end (with or without failed partitions). */
+  /** Set once the sync ran to its end (with or without failed partitions), or stopped on an error. */
   readonly finishedAt?: string;
+  /** The error that stopped the sync before its end. */
+  readonly error?: string;
   readonly moves: readonly SyncMove[];
 }
 

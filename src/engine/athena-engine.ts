@@ -1,8 +1,9 @@
 import { randomUUID } from "node:crypto";
 import {
-  GetQueryExecutionCommand, GetQueryResultsCommand, GetQueryRuntimeStatisticsCommand, StartQueryExecutionCommand, StopQueryExecutionCommand,
+  GetQueryExecutionCommand, GetQueryResultsCommand, StartQueryExecutionCommand, StopQueryExecutionCommand,
   type AthenaClient,
 } from "@aws-sdk/client-athena";
+import { trinoColumnType } from "../core/column-types.js";
 import { BuildError, InvalidInputError, LakeswapError, errorMessage } from "../core/errors.js";
 import { faultPoint } from "../core/faults.js";
 import { partitionPath, partitionValue } from "../core/partition.js";
@@ -35,16 +36,11 @@ export interface AthenaEngineOptions {
   readonly pollMs?: number;
 }
 
-/** Trino types for declared column types. */
-function athenaType(type: string): string {
-  const map: Record<string, string> = { FLOAT: "REAL", BLOB: "VARBINARY", HUGEINT: "DECIMAL(38,0)", TIMESTAMPTZ: "TIMESTAMP" };
-  return map[type] ?? type;
-}
-
 /**
  * The distributed engine: Athena. Derived runs are built with `UNLOAD (SELECT
- * …) TO 's3://…/run=<id>/' WITH (format = 'PARQUET')`, the partition columns
- * left out; queries read the current Glue pointers. Raw landing is local
+ * … FROM (WITH <inputs> SELECT …) q) TO 's3://…/run=<id>/' WITH (format =
+ * 'PARQUET')`, the partition columns left out, each column cast to its Trino
+ * storage type (../core/column-types.ts); queries read the current Glue pointers. Raw landing is local
  * (DuckDB), uploaded multipart. Queries are polled with backoff, stopped at the
  * timeout or on close (Ctrl-C), and their errors carry Athena's reason.
  */
@@ -67,24 +63,35 @@ export class AthenaEngine implements Engine {
     // Partition columns are not written; if the SELECT returns them, every row must belong here. Trino documents
     // no error function, so a row that does not makes the query fail on a cast that names it.
     const where = partitionRowsCheck(table, partition, outputColumns, (message) => `CAST(${message} AS INTEGER) = 0`);
-    const projection = table.columns.map((c) => `CAST(q.${quoteIdentifier(c.name)} AS ${athenaType(c.type)}) AS ${quoteIdentifier(c.name)}`).join(", ");
-    const select = `${this.inputsClause(request)}SELECT ${projection} FROM (${inner}) AS q${where}`;
+    const projection = table.columns.map((c) => `CAST(q.${quoteIdentifier(c.name)} AS ${trinoColumnType(c.type)}) AS ${quoteIdentifier(c.name)}`).join(", ");
+    // Athena documents `UNLOAD (SELECT …)` only: the input CTEs go inside the SELECT's FROM, never before it.
+    const select = `SELECT ${projection} FROM ${this.restricted(request, inner)} AS q${where}`;
     const location = `${this.options.uriOf(request.runPrefix.replace(/\/$/, ""))}/`;
     const compression = table.compression === "zstd" ? "ZSTD" : "SNAPPY";
-    let queryId: string;
     try {
-      queryId = await this.run(`UNLOAD (${select}) TO ${quoteLiteral(location)} WITH (format = 'PARQUET', compression = '${compression}')`);
+      await this.run(`UNLOAD (${select}) TO ${quoteLiteral(location)} WITH (format = 'PARQUET', compression = '${compression}')`);
     } catch (error) {
       throw new BuildError(`building ${table.name}/${partitionPath(partition)} on Athena failed: ${errorMessage(error)}`, error);
     }
     faultPoint("during-build");
+    // No row count: GetQueryRuntimeStatistics' OutputRows counts rows returned to the client, which an UNLOAD has none of.
+    // The lake's audit counts the rows from the files' Parquet footers.
     const files = (await this.options.store.list(request.runPrefix)).filter((f) => !f.key.endsWith("/"));
-    return { rows: await this.outputRows(queryId, files.length, request), files };
+    return { files };
   }
 
   async query(sql: string, _sources: readonly TableSnapshot[]): Promise<QueryResult> {
     const queryId = await this.run(sql);
     return this.results(queryId);
+  }
+
+  /** Read with DuckDB's parser: Athena's Trino SQL mostly parses there; where it does not, the check is left to Athena. */
+  tablesRead(select: string): Promise<string[] | undefined> {
+    return this.options.landing.tablesRead(select);
+  }
+
+  countFileRows(files: readonly { readonly key: string; readonly size: number }[]): Promise<number> {
+    return this.options.landing.countFileRows(files);
   }
 
   async countRows(table: TableDefinition, run: PartitionSnapshot): Promise<number> {
@@ -132,17 +139,35 @@ export class AthenaEngine implements Engine {
     if (known) return known;
     let queryId: string;
     try {
-      queryId = await this.run(`${this.inputsClause(request)}SELECT * FROM (${inner}) AS q LIMIT 0`);
+      queryId = await this.run(`SELECT * FROM ${this.restricted(request, inner)} AS q LIMIT 0`);
     } catch (error) {
       throw new BuildError(`the SELECT for ${request.table.name}/${partitionPath(request.partition)} failed on Athena: ${errorMessage(error)}`, error);
     }
     const columns = (await this.results(queryId)).columns.map((name) => name.toLowerCase());
+    if (columns.length === 0) {
+      // Without column metadata nothing can be said about the SELECT's columns; saying it lacks the declared ones would mislead.
+      throw new BuildError(
+        `Athena returned no column metadata for the SELECT of ${request.table.name}/${partitionPath(request.partition)} (query ${queryId}, a LIMIT 0 probe); ` +
+          "its columns cannot be checked, so the build stops. Rerun; if it persists, check the workgroup and the Athena engine version.",
+      );
+    }
     this.columnsByShape.set(key, columns);
     return columns;
   }
 
-  /** A derived build reads only its declared inputs: each restricted table is shadowed by a CTE over those partitions. */
-  private inputsClause(request: BuildRequest): string {
+  /**
+   * The build's SELECT as a parenthesized subquery. A derived build reads only
+   * its declared inputs: each restricted table is shadowed by a CTE over those
+   * partitions, nested inside the subquery (`(WITH … SELECT * FROM (<select>) AS i)`),
+   * so the statement around it stays a plain SELECT.
+   */
+  private restricted(request: BuildRequest, inner: string): string {
+    const ctes = this.inputCtes(request);
+    return ctes === "" ? `(${inner})` : `(${ctes}SELECT * FROM (${inner}) AS i)`;
+  }
+
+  /** `WITH <table> AS (SELECT * FROM db.table WHERE <its input partitions>), … ` or "". */
+  private inputCtes(request: BuildRequest): string {
     const limits = request.inputPartitions ?? [];
     if (limits.length === 0) return "";
     const ctes = limits.map(({ table, partitions }) => {
@@ -165,22 +190,6 @@ export class AthenaEngine implements Engine {
 
   private qualified(table: string): string {
     return `${quoteIdentifier(this.options.database)}.${quoteIdentifier(table)}`;
-  }
-
-  /** Rows an UNLOAD wrote: Athena's runtime statistics, or a count where the service has none. */
-  private async outputRows(queryId: string, fileCount: number, request: BuildRequest): Promise<number> {
-    try {
-      const stats = await withRetry("Athena GetQueryRuntimeStatistics", () =>
-        this.client.send(new GetQueryRuntimeStatisticsCommand({ QueryExecutionId: queryId })),
-      );
-      const rows = stats.QueryRuntimeStatistics?.Rows?.OutputRows;
-      if (rows !== undefined) return Number(rows);
-    } catch {
-      // Older workgroups or compatible services may not have runtime statistics: count instead.
-    }
-    if (fileCount === 0) return 0;
-    const counted = await this.query(`SELECT count(*) FROM (${this.inputsClause(request)}${request.select.trim().replace(/;\s*$/, "")})`, []);
-    return Number(counted.rows[0]?.[0] ?? 0);
   }
 
   /** Starts a query and waits for it: backoff polling, a timeout, Athena's reason on failure. */

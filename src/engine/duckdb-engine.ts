@@ -4,11 +4,12 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import type { DuckDBConnection } from "@duckdb/node-api";
 import { randomBytes } from "node:crypto";
-import { BuildError, InvalidInputError, errorMessage } from "../core/errors.js";
+import { AuditError, BuildError, InvalidInputError, errorMessage } from "../core/errors.js";
 import { faultPoint } from "../core/faults.js";
 import { makePartition, partitionPath, partitionValue } from "../core/partition.js";
 import { finishRawSignature, signatureColumnOrder } from "../core/signature.js";
 import { quoteIdentifier, quoteLiteral } from "../core/sql.js";
+import { duckdbStorageType } from "../core/column-types.js";
 import type { TableDefinition } from "../core/table.js";
 import type { ObjectStore } from "../store/object-store.js";
 import { checkOutputColumns, partitionRowsCheck } from "./build-checks.js";
@@ -65,7 +66,7 @@ export class DuckDbEngine implements Engine {
     // Partition columns are not stored; if the SELECT returns them, every row must belong here.
     const where = partitionRowsCheck(table, partition, outputColumns, (message) => `error(${message})`);
     const projection = table.columns
-      .map((c) => `CAST(q.${quoteIdentifier(c.name)} AS ${c.type}) AS ${quoteIdentifier(c.name)}`)
+      .map((c) => `CAST(q.${quoteIdentifier(c.name)} AS ${duckdbStorageType(c.type)}) AS ${quoteIdentifier(c.name)}`)
       .join(", ");
 
     const local = this.store.capabilities.localPaths;
@@ -112,6 +113,100 @@ export class DuckDbEngine implements Engine {
         throw new InvalidInputError(`query failed: ${cleanDuckDbMessage(error)}`);
       }
     });
+  }
+
+  async tablesRead(select: string): Promise<string[] | undefined> {
+    const serialized = await this.withConnection(async (connection) => {
+      const reader = await connection.runAndReadAll(`SELECT json_serialize_sql(${quoteLiteral(select)})`);
+      return String(reader.getRows()[0]?.[0] ?? "");
+    });
+    let tree: unknown;
+    try {
+      tree = JSON.parse(serialized);
+    } catch {
+      return undefined;
+    }
+    if (typeof tree !== "object" || tree === null || (tree as { error?: unknown }).error === true) return undefined;
+    const tables = new Set<string>();
+    const cteNames = new Set<string>();
+    const walk = (node: unknown): void => {
+      if (Array.isArray(node)) {
+        for (const item of node) walk(item);
+        return;
+      }
+      if (typeof node !== "object" || node === null) return;
+      const record = node as Record<string, unknown>;
+      if (record.type === "BASE_TABLE" && typeof record.table_name === "string") tables.add(record.table_name);
+      const cteMap = record.cte_map as { map?: { key?: unknown }[] } | undefined;
+      for (const entry of cteMap?.map ?? []) if (typeof entry.key === "string") cteNames.add(entry.key.toLowerCase());
+      for (const value of Object.values(record)) walk(value);
+    };
+    walk(tree);
+    return [...tables].filter((name) => !cteNames.has(name.toLowerCase())).sort();
+  }
+
+  async countFileRows(files: readonly { readonly key: string; readonly size: number }[]): Promise<number> {
+    if (files.length === 0) return 0;
+    const local = this.store.capabilities.localPaths;
+    // A remote file is not downloaded: its footer is fetched into a sparse local file of the same size, which is all
+    // DuckDB reads of it for the metadata.
+    const folder = local ? undefined : await mkdtemp(path.join(tmpdir(), "lakeswap-footers-"));
+    try {
+      const paths = new Map<string, string>();
+      for (const [index, file] of files.entries()) {
+        paths.set(local ? this.store.localPath(file.key) : await this.fetchFooter(file, path.join(folder as string, `${index}.parquet`)), file.key);
+      }
+      return await this.withConnection(async (connection) => {
+        const footerRows = async (list: readonly string[]): Promise<number> => {
+          const reader = await connection.runAndReadAll(
+            `SELECT coalesce(sum(num_rows), 0) FROM parquet_file_metadata([${list.map(quoteLiteral).join(", ")}])`,
+          );
+          return Number(reader.getRows()[0]?.[0] ?? 0);
+        };
+        try {
+          return await footerRows([...paths.keys()]);
+        } catch {
+          // Find the file to name: one at a time.
+          for (const [file, key] of paths) {
+            try {
+              await footerRows([file]);
+            } catch (error) {
+              throw new AuditError(`the run file ${key} is not readable Parquet (${cleanDuckDbMessage(error)}); the pointer was not moved`);
+            }
+          }
+          throw new AuditError(`the run files ${[...paths.values()].join(", ")} could not be read together; the pointer was not moved`);
+        }
+      });
+    } finally {
+      if (folder) await fs.rm(folder, { recursive: true, force: true });
+    }
+  }
+
+  /** Writes the footer of a remote Parquet file at its offset in a sparse local file of the file's size. */
+  private async fetchFooter(file: { readonly key: string; readonly size: number }, localPath: string): Promise<string> {
+    const trailer = 8; // footer length (4 bytes, little-endian) + "PAR1"
+    if (file.size < 12) throw new AuditError(`the run file ${file.key} has ${file.size} bytes: too small to be Parquet; the pointer was not moved`);
+    let length = Math.min(file.size, 64 * 1024);
+    let tail = await this.store.getRange(file.key, file.size - length, length);
+    const footer = Buffer.from(tail.subarray(tail.length - trailer));
+    if (footer.subarray(4).toString("latin1") !== "PAR1") {
+      throw new AuditError(`the run file ${file.key} does not end in a Parquet footer; the pointer was not moved`);
+    }
+    const needed = footer.readUInt32LE(0) + trailer;
+    if (needed > file.size - 4) throw new AuditError(`the run file ${file.key} has a footer longer than the file; the pointer was not moved`);
+    if (needed > length) {
+      length = needed;
+      tail = await this.store.getRange(file.key, file.size - length, length);
+    }
+    const handle = await fs.open(localPath, "w");
+    try {
+      await handle.truncate(file.size);
+      await handle.write(Buffer.from("PAR1"), 0, 4, 0);
+      await handle.write(tail, 0, tail.length, file.size - tail.length);
+    } finally {
+      await handle.close();
+    }
+    return localPath;
   }
 
   async countRows(_table: TableDefinition, run: PartitionSnapshot): Promise<number> {
@@ -265,7 +360,7 @@ async function expandGlobs(connection: DuckDBConnection, patterns: readonly stri
 }
 
 function emptyView(table: TableDefinition): string {
-  const columns = table.columns.map((c) => `CAST(NULL AS ${c.type}) AS ${quoteIdentifier(c.name)}`);
+  const columns = table.columns.map((c) => `CAST(NULL AS ${duckdbStorageType(c.type)}) AS ${quoteIdentifier(c.name)}`);
   const keys = table.partitionKeys.map((key) => `CAST(NULL AS VARCHAR) AS ${quoteIdentifier(key)}`);
   return `SELECT ${[...columns, ...keys].join(", ")} WHERE false`;
 }

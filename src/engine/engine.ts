@@ -33,7 +33,8 @@ export interface BuildRequest {
 
 /** What a build wrote. */
 export interface BuildResult {
-  readonly rows: number;
+  /** The engine's own count of the rows it wrote, where it has one (DuckDB's COPY); the lake's audit checks it against the files. */
+  readonly rows?: number;
   readonly files: readonly { readonly key: string; readonly size: number }[];
 }
 
@@ -57,6 +58,14 @@ export interface Engine {
   /** Evaluates partition map expressions over upstream partition values, one output row per input row. */
   mapPartitions(request: PartitionMapRequest): Promise<string[][]>;
   query(sql: string, sources: readonly TableSnapshot[]): Promise<QueryResult>;
+  /** The tables a SELECT names, CTE names aside (DuckDB's parser); undefined when the parser cannot read the SQL. */
+  tablesRead(select: string): Promise<string[] | undefined>;
+  /**
+   * Rows in the given Parquet files (store keys), read from their footers: the
+   * audit of a new run, which never takes an engine's word for it. Fails
+   * naming a file whose footer cannot be read.
+   */
+  countFileRows(files: readonly { readonly key: string; readonly size: number }[]): Promise<number>;
   /** Rows in one run of a partition (Parquet metadata is enough where the engine can read the files). */
   countRows(table: TableDefinition, run: PartitionSnapshot): Promise<number>;
   close(): Promise<void>;

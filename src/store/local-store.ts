@@ -31,6 +31,17 @@ export class LocalStore implements ObjectStore {
     }
   }
 
+  async getRange(key: string, offset: number, length: number): Promise<Uint8Array> {
+    const handle = await fs.open(this.localPath(key), "r");
+    try {
+      const buffer = Buffer.alloc(length);
+      const { bytesRead } = await handle.read(buffer, 0, length, offset);
+      return buffer.subarray(0, bytesRead);
+    } finally {
+      await handle.close();
+    }
+  }
+
   async put(key: string, body: Uint8Array | string): Promise<void> {
     const target = this.localPath(key);
     const temp = await this.writeTemp(body);

@@ -27,6 +27,8 @@ export interface ObjectStore {
   /** Where the lake lives, for messages: a folder or an s3:// URI. */
   readonly description: string;
   get(key: string): Promise<TaggedObject | undefined>;
+  /** `length` bytes of the object at `key` from `offset` (fewer at its end): a Parquet footer without the whole file. */
+  getRange(key: string, offset: number, length: number): Promise<Uint8Array>;
   put(key: string, body: Uint8Array | string): Promise<void>;
   /** Writes only if no object exists at `key`; returns false if one does. */
   putIfAbsent(key: string, body: Uint8Array | string): Promise<boolean>;

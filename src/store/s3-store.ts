@@ -78,6 +78,14 @@ export class S3Store implements ObjectStore {
     }
   }
 
+  async getRange(key: string, offset: number, length: number): Promise<Uint8Array> {
+    const range = `bytes=${offset}-${offset + Math.max(0, length - 1)}`;
+    const response = await withRetry(`GetObject ${key} (${range})`, () =>
+      this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: this.fullKey(key), Range: range })),
+    );
+    return (await response.Body?.transformToByteArray()) ?? new Uint8Array();
+  }
+
   async put(key: string, body: Uint8Array | string): Promise<void> {
     await withRetry(`PutObject ${key}`, () => this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: this.fullKey(key), Body: body })));
   }

@@ -1,7 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { Lake } from "../../src/core/lake.js";
 import type { PlannedPartition, SyncReport } from "../../src/core/pipeline.js";
-import { defineTable } from "../../src/core/table.js";
 import { BACKEND_FACTORIES, selectedBackends, type TestBackend } from "../support/lake-fixture.js";
 import { MONTHLY_SQL, PipelineWorkspace, STAGE_SQL, orders, shuffled, toCsv } from "../support/pipeline-fixture.js";
 
@@ -272,24 +271,26 @@ describe("pipelines skip unchanged partitions", () => {
 
   it("a failed partition does not stop the others; the rerun redoes only what failed", async () => {
     const { ws, lake } = await start();
-    // A switch table makes one stage partition fail, like a flaky source would.
-    await lake.createTable(defineTable({ name: "fail_switch", columns: [{ name: "fail_day", type: "VARCHAR" }], partitionKeys: ["k"] }));
-    await lake.replacePartition("fail_switch", "k=1", { select: "SELECT '2026-11-02' AS fail_day" });
+    // A negative amount makes the stage SQL fail for its day, like a transform that meets data it cannot handle.
     ws.writeSql(
       "stage.sql",
       `SELECT order_id, customer_id, amount, order_ts FROM orders_raw WHERE day = {{ day }} AND status = 'completed' ` +
-        `AND CASE WHEN {{ day }} IN (SELECT fail_day FROM fail_switch) THEN error('stage failed on purpose for ' || {{ day }}) ELSE true END\n`,
+        `AND CASE WHEN amount < 0 THEN error('stage failed on purpose for ' || {{ day }}) ELSE true END\n`,
     );
-    const file = ws.delivery(orders(3));
-    const first = await ws.pipeline(lake, { inputs: [file] }).sync();
+    const rows = orders(3);
+    const broken = rows.map((r) => (r.id === 201 ? { ...r, amount: "-1.00" } : r));
+    const first = await ws.pipeline(lake, { inputs: [ws.delivery(broken)] }).sync();
     expect(built(first)).toContainEqual(expect.stringMatching(/^stage day=2026-11-02 failed new \(.*stage failed on purpose/));
     expect(first.partitions.find((p) => p.action === "failed")?.error).toMatch(/stage failed on purpose for 2026-11-02/);
     expect(first.totals.failed).toBe(1);
     expect(first.layers.find((l) => l.layer === "stage")).toMatchObject({ built: 2, failed: 1 });
 
-    await lake.replacePartition("fail_switch", "k=1", { select: "SELECT 'never' AS fail_day" });
-    const rerun = await ws.pipeline(lake, { inputs: [file] }).sync();
-    expect(built(rerun)).toEqual(["analytics month=2026-11 build upstream changed", "stage day=2026-11-02 build new"]);
+    const rerun = await ws.pipeline(lake, { inputs: [ws.delivery(rows)] }).sync();
+    expect(built(rerun)).toEqual([
+      "analytics month=2026-11 build upstream changed",
+      "raw day=2026-11-02 build content changed",
+      "stage day=2026-11-02 build new",
+    ]);
     expect((await lake.query("SELECT count(*) FROM orders_monthly")).rows).toEqual([[3]]);
   });
 });

@@ -1,0 +1,69 @@
+import type { Lake } from "./lake.js";
+import type { SyncMove, SyncRecord } from "./sync-record.js";
+
+/**
+ * The running record of one sync. A move is written as intended before its
+ * pointer moves (so a sync killed at any moment leaves a record of every
+ * pointer it may have moved: `lakeswap syncs` lists it as unfinished and
+ * `rollback --sync` undoes it), and confirmed once moved. Writes are
+ * serialized: the stored record only ever grows.
+ */
+export class SyncLog {
+  private readonly moves = new Map<string, SyncMove>();
+  private written: Promise<void> = Promise.resolve();
+  private recorded = false;
+
+  constructor(
+    private readonly lake: Lake,
+    private readonly record: Pick<SyncRecord, "syncId" | "config" | "startedAt">,
+  ) {}
+
+  get syncId(): string {
+    return this.record.syncId;
+  }
+
+  /** Records a move before its pointer moves; resolves once the record is stored. */
+  async intend(move: SyncMove): Promise<void> {
+    this.moves.set(moveKey(move), { ...move, pending: true });
+    await this.write();
+  }
+
+  /** The pointer moved: the move is no longer only intended (stored with the next write). */
+  confirm(move: SyncMove): void {
+    this.moves.set(moveKey(move), { ...move, pending: undefined });
+  }
+
+  /** The pointer did not move after all (the build failed between its intent and the move). */
+  abandon(move: Pick<SyncMove, "table" | "partition">): void {
+    this.moves.delete(moveKey(move));
+  }
+
+  /** Stores the record as it is now (after each layer), if anything was moved. */
+  async flush(): Promise<void> {
+    if (this.recorded) await this.write();
+  }
+
+  /** Marks the sync finished (with the error that stopped it, if one did); a sync that moved nothing leaves no record. */
+  async finish(error?: string): Promise<void> {
+    if (!this.recorded && this.moves.size === 0) return;
+    await this.write({ finishedAt: new Date().toISOString(), ...(error !== undefined ? { error } : {}) });
+  }
+
+  private write(extra: Pick<SyncRecord, "finishedAt" | "error"> = {}): Promise<void> {
+    this.recorded = true;
+    const write = (): Promise<void> => this.lake.recordSync({ format: 1, ...this.record, ...extra, moves: [...this.moves.values()].map(stripPending) });
+    // Each write waits for the one before, whether it failed or not: the newest state is written last.
+    this.written = this.written.then(write, write);
+    return this.written;
+  }
+}
+
+function moveKey(move: Pick<SyncMove, "table" | "partition">): string {
+  return `${move.table}\n${move.partition}`;
+}
+
+function stripPending(move: SyncMove): SyncMove {
+  if (move.pending) return move;
+  const { pending: _pending, ...rest } = move;
+  return rest;
+}

@@ -1,0 +1,130 @@
+import { existsSync } from "node:fs";
+import path from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { openEmbeddedLake } from "../../src/open-lake.js";
+import { runCli, spawnCli } from "../support/lake-fixture.js";
+import { PipelineWorkspace, orders, type OrderRow } from "../support/pipeline-fixture.js";
+
+// Two writers of one pipeline, and a sync killed half-way: what the lake and the sync records say afterwards.
+
+let workspace: PipelineWorkspace | undefined;
+afterEach(() => {
+  workspace?.cleanup();
+  workspace = undefined;
+});
+
+/** Order ids of a delivery, the way the raw table must hold them if it holds exactly that delivery. */
+function ids(rows: readonly OrderRow[]): number[] {
+  return rows.map((r) => r.id).sort((a, b) => a - b);
+}
+
+async function rawIds(lakeDir: string): Promise<number[]> {
+  const lake = await openEmbeddedLake(lakeDir);
+  try {
+    return (await lake.query("SELECT order_id FROM orders_raw ORDER BY order_id")).rows.map((r) => Number(r[0]));
+  } finally {
+    await lake.close();
+  }
+}
+
+function exited(child: ReturnType<typeof spawnCli>): Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string; stdout: string }> {
+  let stderr = "";
+  let stdout = "";
+  child.stderr?.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+  child.stdout?.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
+  return new Promise((resolve) => child.on("close", (code, signal) => resolve({ code, signal, stderr, stdout })));
+}
+
+async function untilExists(file: string, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!existsSync(file)) {
+    if (Date.now() > deadline) throw new Error(`${file} did not appear within ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
+
+describe("a sync decides under the leases of the tables it writes", () => {
+  it("a sync that waited for another one plans against what that one left: the lake ends as exactly one delivery", async () => {
+    workspace = new PipelineWorkspace({ concurrency: 4 });
+    const a = orders(8, 4);
+    // Delivery B: the same days, five rows a day, other amounts.
+    const b = orders(8, 5).map((r) => ({ ...r, amount: `${r.id}.50` }));
+    const [fileA, fileB] = [workspace.delivery(a), workspace.delivery(b)];
+    const sync = (file: string, env: Record<string, string> = {}, extra: string[] = []) =>
+      spawnCli(["--lake", workspace!.lakeDir, "sync", "-c", workspace!.configFile, "--input", file, "--json", ...extra], env);
+
+    const first = await exited(sync(fileA));
+    expect(first.code, first.stderr).toBe(0);
+    expect(await rawIds(workspace.lakeDir)).toEqual(ids(a));
+
+    // B is slow: each build pauses before its swap, so A starts (and must wait) while B still holds the tables.
+    const slowB = exited(sync(fileB, { LAKESWAP_FAULT: "after-build:pause=700" }));
+    await untilExists(path.join(workspace.lakeDir, "_lakeswap", "leases", "orders_raw.json"));
+    const againA = exited(sync(fileA, { LAKESWAP_WAIT: "2m" }));
+    const [resultB, resultA] = [await slowB, await againA];
+    expect(resultB.code, resultB.stderr).toBe(0);
+    expect(resultA.code, resultA.stderr).toBe(0);
+    expect(resultA.stderr).toMatch(/waiting for table/);
+    // A decided after B had finished, so it rebuilt every day: the lake holds A, all of it, and nothing of B.
+    const reportA = JSON.parse(resultA.stdout) as { partitions: { layer: string; action: string; reason: string }[] };
+    expect(reportA.partitions.filter((p) => p.layer === "raw").map((p) => `${p.action} ${p.reason}`)).toEqual(Array(8).fill("build content changed"));
+    expect(await rawIds(workspace.lakeDir)).toEqual(ids(a));
+  });
+
+  it("with --no-wait the second sync exits 4 (lease) and changes nothing", async () => {
+    workspace = new PipelineWorkspace({ concurrency: 2 });
+    const a = orders(4, 3);
+    const b = orders(4, 4);
+    const [fileA, fileB] = [workspace.delivery(a), workspace.delivery(b)];
+    const slow = exited(
+      spawnCli(["--lake", workspace.lakeDir, "sync", "-c", workspace.configFile, "--input", fileA], { LAKESWAP_FAULT: "after-build:pause=1500" }),
+    );
+    await untilExists(path.join(workspace.lakeDir, "_lakeswap", "leases", "orders_raw.json"));
+    const second = await runCli(["--lake", workspace.lakeDir, "sync", "--no-wait", "-c", workspace.configFile, "--input", fileB]);
+    const first = await slow;
+    expect(first.code, first.stderr).toBe(0);
+    expect(second.code, second.stderr).toBe(4);
+    expect(second.stderr).toMatch(/orders_/);
+    expect(await rawIds(workspace.lakeDir)).toEqual(ids(a));
+  });
+});
+
+describe("a sync killed half-way", () => {
+  it("is recorded before its first pointer moves, listed as unfinished, and rolled back by rollback --sync last", async () => {
+    workspace = new PipelineWorkspace({ concurrency: 1 });
+    const a = orders(6, 3);
+    const b = orders(6, 3).map((r) => ({ ...r, amount: `${r.id}.25` }));
+    const first = await runCli(["--lake", workspace.lakeDir, "sync", "-c", workspace.configFile, "--input", workspace.delivery(a), "--json"]);
+    expect(first.code, first.stderr).toBe(0);
+    const firstId = (JSON.parse(first.stdout) as { syncId: string }).syncId;
+
+    // Killed right after its fourth pointer move (raw days 1-4 moved, 5 and 6 not).
+    const killed = await exited(
+      spawnCli(["--lake", workspace.lakeDir, "sync", "-c", workspace.configFile, "--input", workspace.delivery(b)], { LAKESWAP_FAULT: "after-swap:kill@4" }),
+    );
+    expect(killed.signal).toBe("SIGKILL");
+    const listed = await runCli(["--lake", workspace.lakeDir, "syncs", "--json"]);
+    const records = JSON.parse(listed.stdout) as { syncId: string; finishedAt?: string; moves: { partition: string; pending?: boolean }[] }[];
+    expect(records).toHaveLength(2);
+    const [newest] = records;
+    expect(newest!.syncId).not.toBe(firstId);
+    expect(newest!.finishedAt).toBeUndefined();
+    expect(newest!.moves.map((m) => m.partition).sort()).toEqual(["day=2026-11-01", "day=2026-11-02", "day=2026-11-03", "day=2026-11-04"]);
+    const text = await runCli(["--lake", workspace.lakeDir, "syncs"]);
+    expect(text.stdout).toMatch(/did not finish/);
+
+    // Days 1-4 hold B now, 5-6 still A; rolling back the last sync puts A back everywhere, and leaves the first sync alone.
+    const rolled = await runCli(["--lake", workspace.lakeDir, "rollback", "--sync", "last", "--json"]);
+    expect(rolled.code, rolled.stderr).toBe(0);
+    const result = JSON.parse(rolled.stdout) as { syncId: string; partitions: { partition: string; action: string }[] };
+    expect(result.syncId).toBe(newest!.syncId);
+    expect(result.partitions.filter((p) => p.action === "rolled back")).toHaveLength(4);
+    const lake = await openEmbeddedLake(workspace.lakeDir);
+    try {
+      const amounts = (await lake.query("SELECT order_id, CAST(amount AS VARCHAR) FROM orders_raw ORDER BY order_id")).rows;
+      expect(amounts).toEqual(a.map((r) => [r.id, r.amount]));
+    } finally {
+      await lake.close();
+    }
+  });
+});
