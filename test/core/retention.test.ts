@@ -40,6 +40,18 @@ describe("retention", () => {
     expect(decisions.map((d) => d.reason)).toEqual(["rollback target", "current", "previous"]);
   });
 
+  it("never takes an incomplete build (files, no manifest) older than the current run as the rollback target", () => {
+    // run1 -> run2, a build at 02:30 that never completed, then run3: the rollback target is run2, the build is collected.
+    const runs = [run("010000"), run("020000"), run("023000", false), run("030000")];
+    const decisions = planRetention({ runs, currentRunId: runs[3]!.runId, now, graceMs: 0 });
+    expect(decisions.map((d) => [d.runId.slice(9, 15), d.keep, d.reason])).toEqual([
+      ["010000", false, "superseded"],
+      ["020000", true, "rollback target"],
+      ["023000", false, "incomplete build"],
+      ["030000", true, "current"],
+    ]);
+  });
+
   it("never removes a run a pending catalog change refers to", () => {
     const runs = [run("010000"), run("020000"), run("030000", false)];
     const decisions = planRetention({
