@@ -8,6 +8,7 @@ import { InvalidInputError, LakeswapError } from "../core/errors.js";
 import { makePartition, partitionPath, type Partition } from "../core/partition.js";
 import { withRetry } from "../core/retry.js";
 import { isRunId } from "../core/run-id.js";
+import { glueColumnType } from "../core/column-types.js";
 import { defineTable, type TableDefinition } from "../core/table.js";
 import { runFolder, type Catalog, type Pointer, type PointerMove, type PointerMoveKind } from "./catalog.js";
 
@@ -351,15 +352,9 @@ function definitionOf(table: GlueTable): TableDefinition | undefined {
   }
 }
 
-/** The Hive/Glue type of a declared column type. */
+/** The Hive/Glue type of a declared column type (one mapping for every backend: ../core/column-types.ts). */
 export function glueType(type: string): string {
-  const simple: Record<string, string> = {
-    BOOLEAN: "boolean", TINYINT: "tinyint", SMALLINT: "smallint", INTEGER: "int", BIGINT: "bigint", HUGEINT: "decimal(38,0)",
-    FLOAT: "float", DOUBLE: "double", VARCHAR: "string", BLOB: "binary", DATE: "date", TIMESTAMP: "timestamp", TIMESTAMPTZ: "timestamp",
-  };
-  const decimal = /^DECIMAL\((\d+),(\d+)\)$/.exec(type);
-  if (decimal) return `decimal(${decimal[1]},${decimal[2]})`;
-  return simple[type] ?? "string";
+  return glueColumnType(type);
 }
 
 function isError(error: unknown, name: string): boolean {

@@ -1,6 +1,8 @@
 import { AthenaClient } from "@aws-sdk/client-athena";
+import { CreateDatabaseCommand, CreatePartitionCommand, GlueClient } from "@aws-sdk/client-glue";
 import { S3Client } from "@aws-sdk/client-s3";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { GlueCatalog } from "../../src/catalog/glue-catalog.js";
 import { makePartition } from "../../src/core/partition.js";
 import { defineTable } from "../../src/core/table.js";
 import { AthenaEngine } from "../../src/engine/athena-engine.js";
@@ -11,6 +13,12 @@ import { startAwsServices, type AwsServices } from "../support/lake-fixture.js";
 let services: AwsServices;
 let engine: AthenaEngine;
 const TABLE = defineTable({ name: "t", columns: [{ name: "id", type: "BIGINT" }], partitionKeys: ["day"] });
+const UP = defineTable({ name: "up", columns: [{ name: "id", type: "BIGINT" }], partitionKeys: ["day"] });
+const PARQUET = {
+  InputFormat: "org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat",
+  OutputFormat: "org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutputFormat",
+  SerdeInfo: { SerializationLibrary: "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe" },
+};
 
 beforeEach(async () => {
   services = await startAwsServices();
@@ -31,35 +39,83 @@ afterEach(async () => {
   await services.close();
 });
 
+/** `SELECT <n> rows of ids 0..n-1 [, <day expression> AS day]` in SQL that both Trino and DuckDB accept (no DuckDB range()). */
+const ids = (n: number, extra = "") =>
+  `SELECT id${extra} FROM (VALUES ${Array.from({ length: n }, (_, i) => `(${i})`).join(", ")}) AS v(id)`;
+
 const build = (select: string) =>
   engine.build({ table: TABLE, partition: makePartition([["day", "1"]]), select, runId: "20261101T000000Z-aaaaaa", runPrefix: "t/day=1/run=20261101T000000Z-aaaaaa/", sources: [] });
 
 describe("the Athena engine", () => {
-  it("builds a run with UNLOAD into the run prefix, partition columns left out, and counts its rows", async () => {
-    const result = await build("SELECT range AS id, '1' AS day FROM range(7)");
-    expect(result.rows).toBe(7);
+  it("builds a run with UNLOAD into the run prefix, partition columns left out", async () => {
+    const result = await build(ids(7, ", '1' AS day"));
     expect(result.files.length).toBeGreaterThan(0);
     const unload = services.athena.executions.find((e) => /^UNLOAD/.test(e.query))!;
+    expect(unload.rowCount).toBe(7);
     expect(unload.query).toMatch(/^UNLOAD \(SELECT CAST\(q\."id" AS BIGINT\) AS "id" FROM \(.*\) AS q WHERE .*\) TO 's3:\/\/lake\/w\/t\/day=1\/run=20261101T000000Z-aaaaaa\/' WITH \(format = 'PARQUET', compression = 'SNAPPY'\)$/);
   });
 
   it("fails a build whose SELECT returns rows of another partition, or lacks a declared column", async () => {
-    await expect(build("SELECT range AS id, CASE WHEN range = 3 THEN '2' ELSE '1' END AS day FROM range(7)")).rejects.toThrow(
+    await expect(build(ids(7, ", CASE WHEN id = 3 THEN '2' ELSE '1' END AS day"))).rejects.toThrow(
       /a row of the SELECT has day=2, which does not belong to partition day=1/,
     );
-    await expect(build("SELECT range AS id, NULL AS day FROM range(2)")).rejects.toThrow(/a row of the SELECT has day=NULL/);
-    await expect(build("SELECT range AS ident FROM range(2)")).rejects.toThrow(/the SELECT for t\/day=1 does not match the table: it lacks column id/);
+    await expect(build(ids(2, ", CAST(NULL AS VARCHAR) AS day"))).rejects.toThrow(/a row of the SELECT has day=NULL/);
+    await expect(build("SELECT id AS ident FROM (VALUES (0), (1)) AS v(id)")).rejects.toThrow(/the SELECT for t\/day=1 does not match the table: it lacks column id/);
     expect(services.athena.executions.filter((e) => /^UNLOAD/.test(e.query) && e.state === "SUCCEEDED")).toHaveLength(0);
   });
 
   it("asks Athena for a SELECT's columns once per layer, not once per partition", async () => {
-    const sql = (day: string) => `SELECT range AS id, '${day}' AS day FROM range(3)`;
+    const sql = (day: string) => ids(3, `, '${day}' AS day`);
     for (const day of ["1", "2", "3"]) {
       const runId = `20261101T00000${day}Z-aaaaaa`;
       const result = await engine.build({ table: TABLE, partition: makePartition([["day", day]]), select: sql(day), runId, runPrefix: `t/day=${day}/run=${runId}/`, sources: [] });
-      expect(result.rows).toBe(3);
+      expect(result.files.length).toBeGreaterThan(0);
     }
     expect(services.athena.executions.filter((e) => /LIMIT 0$/.test(e.query))).toHaveLength(1);
+  });
+
+  it("nests a derived build's input CTEs inside the UNLOAD's SELECT (Athena documents UNLOAD (SELECT ...) only)", async () => {
+    // The upstream table in Glue, with two partitions built by this engine.
+    const glue = new GlueClient(services.glue.clientConfig);
+    await glue.send(new CreateDatabaseCommand({ DatabaseInput: { Name: "db" } }));
+    await new GlueCatalog(glue, { database: "db", uriOf: (key) => `s3://lake/w/${key}` }).createTable(UP);
+    for (const [day, rows] of [["1", 3], ["2", 5]] as const) {
+      const runId = `20261101T00000${day}Z-bbbbbb`;
+      const runPrefix = `up/day=${day}/run=${runId}/`;
+      await engine.build({ table: UP, partition: makePartition([["day", day]]), select: ids(rows), runId, runPrefix, sources: [] });
+      await glue.send(
+        new CreatePartitionCommand({
+          DatabaseName: "db",
+          TableName: "up",
+          PartitionInput: { Values: [day], StorageDescriptor: { ...PARQUET, Columns: [{ Name: "id", Type: "bigint" }], Location: `s3://lake/w/${runPrefix}` } },
+        }),
+      );
+    }
+    glue.destroy();
+
+    const result = await engine.build({
+      table: TABLE,
+      partition: makePartition([["day", "1"]]),
+      select: "SELECT id FROM up",
+      runId: "20261101T000009Z-cccccc",
+      runPrefix: "t/day=1/run=20261101T000009Z-cccccc/",
+      sources: [{ table: UP, partitions: [] }],
+      inputPartitions: [{ table: "up", partitions: ["day=1"] }],
+    });
+    expect(result.files.length).toBeGreaterThan(0);
+    const unload = services.athena.executions.find((e) => /^UNLOAD/.test(e.query) && e.query.includes("run=20261101T000009Z-cccccc"))!;
+    expect(unload.query).toMatch(/^UNLOAD \(SELECT CAST\(q\."id" AS BIGINT\) AS "id" FROM \(WITH "up" AS \(SELECT \* FROM "db"\."up" WHERE \("day" = '1'\)\) SELECT \* FROM \(SELECT id FROM up\) AS i\) AS q\) TO /);
+    // Only the declared input partition was read: day=1's 3 rows, not day=2's 5.
+    expect(unload.rowCount).toBe(3);
+    expect(services.athena.executions.every((e) => !/^\s*WITH/i.test(e.query))).toBe(true);
+  });
+
+  it("says Athena returned no column metadata when the LIMIT 0 probe has no columns", async () => {
+    services.athena.withholdColumnMetadataNext({ match: /LIMIT 0$/ });
+    await expect(build(ids(2, ", '1' AS day"))).rejects.toThrow(
+      /^Athena returned no column metadata for the SELECT of t\/day=1 \(query [0-9a-f-]+, a LIMIT 0 probe\); its columns cannot be checked/,
+    );
+    expect(services.athena.executions.filter((e) => /^UNLOAD/.test(e.query))).toHaveLength(0);
   });
 
   it("carries Athena's state-change reason when a query fails", async () => {

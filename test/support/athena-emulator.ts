@@ -24,16 +24,26 @@
  *   unloaded) once a query has SUCCEEDED, unless `runtimeStatisticsRows: false`;
  * - a query reports RUNNING at least once before its final state, so pollers
  *   are exercised; `delayNext` makes queries take a given time (for timeouts
- *   and StopQueryExecution), `failNext` makes them fail.
+ *   and StopQueryExecution), `failNext` makes them fail,
+ *   `withholdColumnMetadataNext` answers their results without ColumnInfo.
  *
- * SQL is DuckDB's, with `/` on integers made integer division (as Trino) and
- * `approx_distinct` / `regexp_like` defined; nothing else is translated.
+ * Every query is first checked as Athena checks it, with a Trino grammar
+ * (dt-sql-parser's): a syntax error, more than one statement, or an UNLOAD
+ * whose query is not a SELECT (Athena documents `UNLOAD (SELECT …)` only) is
+ * refused by StartQueryExecution with InvalidRequestException
+ * (`line L:C: mismatched input …`); a CAST to a type Trino lacks (UBIGINT,
+ * HUGEINT, …) FAILS with TYPE_NOT_FOUND; a table column whose Parquet type
+ * Trino cannot read as the Glue type FAILS with HIVE_BAD_DATA. What passes is
+ * then run by DuckDB, with `/` on integers made integer division (as Trino)
+ * and `approx_distinct` / `regexp_like` defined; nothing else is translated,
+ * so tests write their Athena SQL in the subset both accept.
  * Test code only.
  */
 import type { ColumnInfo, QueryExecution, QueryExecutionState, Row } from "@aws-sdk/client-athena";
 import { GetPartitionsCommand, GetTableCommand, GlueClient, type Column, type Partition, type Table } from "@aws-sdk/client-glue";
 import { GetObjectCommand, ListObjectsV2Command, PutObjectCommand, S3Client } from "@aws-sdk/client-s3";
 import { DuckDBInstance, type DuckDBConnection } from "@duckdb/node-api";
+import { TrinoSQL, TrinoSqlListener } from "dt-sql-parser";
 import { randomBytes, randomUUID } from "node:crypto";
 import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import http, { type IncomingMessage, type ServerResponse } from "node:http";
@@ -100,6 +110,8 @@ export interface AthenaEmulator {
   delayNext(ms: number, matcher?: QueryMatcher): void;
   /** The next matching queries fail with this StateChangeReason (after any delay). */
   failNext(reason: string, matcher?: QueryMatcher): void;
+  /** The next matching queries succeed, but GetQueryResults answers them without column metadata (ColumnInfo empty). */
+  withholdColumnMetadataNext(matcher?: QueryMatcher): void;
   /** The next API call(s) of an operation answer with an error, e.g. TooManyRequestsException. */
   failNextCall(operation: AthenaOperation, failure: { readonly error: string; readonly message?: string; readonly times?: number }): void;
   /** Resolves when no query is queued or running. */
@@ -148,6 +160,7 @@ interface Execution {
   result?: ResultTable;
   delayMs: number;
   injectedFailure?: string;
+  withholdColumnMetadata: boolean;
   abort: AbortController;
   connection?: DuckDBConnection;
   done?: Promise<void>;
@@ -158,6 +171,7 @@ interface PendingQueryEffect {
   remaining: number;
   delayMs?: number;
   failure?: string;
+  withholdColumnMetadata?: boolean;
 }
 
 export async function startAthenaEmulator(options: AthenaEmulatorOptions): Promise<AthenaEmulator> {
@@ -169,19 +183,21 @@ export async function startAthenaEmulator(options: AthenaEmulatorOptions): Promi
   const effects: PendingQueryEffect[] = [];
   const callFailures = new Map<string, { error: string; message?: string; remaining: number }[]>();
 
-  const takeEffects = (query: string): { delayMs: number; failure?: string } => {
+  const takeEffects = (query: string): { delayMs: number; failure?: string; withholdColumnMetadata: boolean } => {
     let delayMs = 0;
     let failure: string | undefined;
+    let withholdColumnMetadata = false;
     for (const effect of [...effects]) {
       const matches = effect.match === undefined || (typeof effect.match === "string" ? query.includes(effect.match) : effect.match.test(query));
       if (!matches) continue;
       if (effect.delayMs !== undefined && delayMs === 0) delayMs = effect.delayMs;
       else if (effect.failure !== undefined && failure === undefined) failure = effect.failure;
+      else if (effect.withholdColumnMetadata && !withholdColumnMetadata) withholdColumnMetadata = true;
       else continue;
       effect.remaining -= 1;
       if (effect.remaining <= 0) effects.splice(effects.indexOf(effect), 1);
     }
-    return { delayMs, failure };
+    return { delayMs, failure, withholdColumnMetadata };
   };
 
   const find = (id: unknown): Execution => {
@@ -349,7 +365,12 @@ export async function startAthenaEmulator(options: AthenaEmulatorOptions): Promi
       const projection = [
         ...columns.map((c) => {
           const actual = fileColumns.get((c.Name ?? "").toLowerCase());
-          const expression = actual === undefined ? "NULL" : quoteIdentifier(actual);
+          if (actual !== undefined && !parquetReadsAs(actual.type, c.Type ?? "string")) {
+            throw new QueryFailure(
+              `HIVE_BAD_DATA: Field ${actual.name}'s type ${actual.type} in parquet file of ${database}.${name} is incompatible with type ${c.Type ?? "string"} defined in table schema`,
+            );
+          }
+          const expression = actual === undefined ? "NULL" : quoteIdentifier(actual.name);
           return `CAST(${expression} AS ${duckType(c.Type)}) AS ${quoteIdentifier(c.Name ?? "")}`;
         }),
         ...keys.map((k, i) => `${partitionLiteral(source.values[i], k)} AS ${quoteIdentifier(k.Name ?? "")}`),
@@ -482,7 +503,8 @@ export async function startAthenaEmulator(options: AthenaEmulatorOptions): Promi
         );
       }
       if (!/^s3:\/\/[^/]+/.test(output)) throw new ApiError("InvalidRequestException", `Invalid output location: ${output}`);
-      const { delayMs, failure } = takeEffects(query);
+      const trinoFailure = checkTrino(query);
+      const { delayMs, failure, withholdColumnMetadata } = takeEffects(query);
       const id = randomUUID();
       const execution: Execution = {
         id,
@@ -501,7 +523,8 @@ export async function startAthenaEmulator(options: AthenaEmulatorOptions): Promi
         dataScanned: 0,
         outputBytes: 0,
         delayMs,
-        injectedFailure: failure,
+        injectedFailure: failure ?? trinoFailure,
+        withholdColumnMetadata,
         abort: new AbortController(),
       };
       executions.set(id, execution);
@@ -537,7 +560,7 @@ export async function startAthenaEmulator(options: AthenaEmulatorOptions): Promi
         throw new ApiError("InvalidRequestException", `1 validation error detected: Value '${String(max)}' at 'maxResults' failed to satisfy constraint: Member must have value less than or equal to ${MAX_RESULTS}`);
       }
       const result = execution.result;
-      if (!result) return { ResultSet: { Rows: [], ResultSetMetadata: { ColumnInfo: [] } } };
+      if (!result || execution.withholdColumnMetadata) return { ResultSet: { Rows: [], ResultSetMetadata: { ColumnInfo: [] } } };
       const allRows: Row[] = [
         { Data: result.columns.map((c) => ({ VarCharValue: c.name })) },
         ...result.rows.map((row) => ({ Data: row.map((value) => (value === null ? {} : { VarCharValue: value })) })),
@@ -651,6 +674,9 @@ export async function startAthenaEmulator(options: AthenaEmulatorOptions): Promi
     failNext(reason, matcher = {}) {
       effects.push({ match: matcher.match, remaining: matcher.times ?? 1, failure: reason });
     },
+    withholdColumnMetadataNext(matcher = {}) {
+      effects.push({ match: matcher.match, remaining: matcher.times ?? 1, withholdColumnMetadata: true });
+    },
     failNextCall(operation, failure) {
       const queue = callFailures.get(operation) ?? [];
       queue.push({ error: failure.error, message: failure.message, remaining: failure.times ?? 1 });
@@ -702,6 +728,58 @@ function parseStatement(query: string): Statement {
   }
   // SELECT, WITH, VALUES, or something DuckDB will reject with a syntax error.
   return { kind: "SELECT", select: sql };
+}
+
+const trino = new TrinoSQL();
+
+/** Trino's type names (docs: Trino "Data types"); a CAST to any other name fails with TYPE_NOT_FOUND. */
+const TRINO_TYPES = new Set([
+  "boolean", "tinyint", "smallint", "integer", "int", "bigint", "real", "double", "decimal", "varchar", "char", "varbinary", "json",
+  "date", "time", "timestamp", "interval", "array", "map", "row", "ipaddress", "uuid", "hyperloglog", "p4hyperloglog", "setdigest",
+  "qdigest", "tdigest", "geometry", "sphericalgeography", "color",
+]);
+
+/**
+ * Checks a query as Athena does before running it: the Trino grammar (with
+ * Athena's UNLOAD around a SELECT), one statement. A refusal throws
+ * InvalidRequestException, as StartQueryExecution answers; a CAST to a type
+ * Trino lacks gives the reason the query will FAIL with.
+ */
+function checkTrino(query: string): string | undefined {
+  // UNLOAD is Athena's, not Trino's: check the query inside it, blanked so positions stay those of the original text.
+  const unload = /^(\s*UNLOAD\s*\()([\s\S]*)(\)\s*TO\s*'(?:[^']|'')*'\s*(?:WITH\s*\([\s\S]*\))?\s*;?\s*)$/i.exec(query);
+  const blank = (text: string): string => text.replace(/[^\n]/g, " ");
+  const text = unload ? `${blank(unload[1] ?? "")}${unload[2] ?? ""}${blank(unload[3] ?? "")}` : query;
+  if (unload) {
+    const first = /^\s*(\S+)/.exec(unload[2] ?? "")?.[1] ?? "";
+    if (!/^SELECT$/i.test(first)) {
+      const at = position(text, (unload[1] ?? "").length + (unload[2] ?? "").indexOf(first));
+      throw new ApiError("InvalidRequestException", `line ${at}: mismatched input '${first}'. Expecting: 'SELECT' (Athena's UNLOAD takes a SELECT statement)`);
+    }
+  }
+  const statements = (trino.splitSQLByStatement(text) ?? []).filter((slice) => slice.text.replace(/;/g, "").trim() !== "");
+  if (statements.length > 1) throw new ApiError("InvalidRequestException", `Only one sql statement is allowed. Got: ${query}`);
+  let syntaxError: string | undefined;
+  const tree = trino.parse(text, (_error, original) => {
+    syntaxError ??= `line ${original.line}:${original.charPositionInLine + 1}: ${original.msg}`;
+  });
+  if (syntaxError !== undefined) throw new ApiError("InvalidRequestException", syntaxError);
+  let unknownType: string | undefined;
+  const listener = new TrinoSqlListener();
+  listener.enterGenericType = (context) => {
+    const name = context.identifier().getText().replace(/^"|"$/g, "");
+    if (!TRINO_TYPES.has(name.toLowerCase())) {
+      unknownType ??= `TYPE_NOT_FOUND: line ${context.start?.line ?? 1}:${(context.start?.column ?? 0) + 1}: Unknown type: ${name.toLowerCase()}`;
+    }
+  };
+  trino.listen(listener, tree);
+  return unknownType;
+}
+
+/** `line:column` (both from 1) of an offset in a text. */
+function position(text: string, offset: number): string {
+  const before = text.slice(0, offset).split("\n");
+  return `${before.length}:${(before[before.length - 1] ?? "").length + 1}`;
 }
 
 function stripComments(sql: string): string {
@@ -797,11 +875,35 @@ async function prepareSession(connection: DuckDBConnection, database: string): P
   }
 }
 
-async function parquetColumns(connection: DuckDBConnection, files: string[]): Promise<Map<string, string>> {
+async function parquetColumns(connection: DuckDBConnection, files: string[]): Promise<Map<string, { name: string; type: string }>> {
   const reader = await connection.runAndReadAll(`DESCRIBE SELECT * FROM read_parquet([${files.map(quoteLiteral).join(", ")}], union_by_name = true)`);
-  const columns = new Map<string, string>();
-  for (const row of reader.getRowsJS()) columns.set(String(row[0]).toLowerCase(), String(row[0]));
+  const columns = new Map<string, { name: string; type: string }>();
+  for (const row of reader.getRowsJS()) columns.set(String(row[0]).toLowerCase(), { name: String(row[0]), type: String(row[1]) });
   return columns;
+}
+
+/**
+ * Whether Trino's Parquet reader reads a file column (its DuckDB type) as the
+ * table's Hive type. Trino is strict where DuckDB would cast: an unsigned or
+ * HUGEINT column, a TIME or a UUID (16 raw bytes) under `string`, a DOUBLE under
+ * a decimal are refused (HIVE_BAD_DATA), not converted.
+ */
+function parquetReadsAs(fileType: string, hiveType: string): boolean {
+  const file = fileType.toUpperCase();
+  const hive = hiveType.trim().toLowerCase();
+  const widths: Record<string, number> = { TINYINT: 1, SMALLINT: 2, INTEGER: 4, BIGINT: 8 };
+  const hiveWidths: Record<string, number> = { tinyint: 1, smallint: 2, int: 4, integer: 4, bigint: 8 };
+  if (hive in hiveWidths) return file in widths && (widths[file] ?? 9) <= (hiveWidths[hive] ?? 0);
+  const decimal = /^decimal\s*\(\s*(\d+)\s*,\s*(\d+)\s*\)$/.exec(hive);
+  if (decimal) {
+    const fileDecimal = /^DECIMAL\((\d+),(\d+)\)$/.exec(file);
+    return fileDecimal !== null && fileDecimal[2] === decimal[2] && Number(fileDecimal[1]) <= Number(decimal[1]);
+  }
+  const same: Record<string, string[]> = {
+    string: ["VARCHAR"], boolean: ["BOOLEAN"], float: ["FLOAT"], double: ["DOUBLE", "FLOAT"], date: ["DATE"], binary: ["BLOB"],
+    timestamp: ["TIMESTAMP", "TIMESTAMP WITH TIME ZONE", "TIMESTAMP_MS", "TIMESTAMP_NS", "TIMESTAMP_S"],
+  };
+  return same[hive]?.includes(file) ?? true;
 }
 
 // ---------------------------------------------------------------------------

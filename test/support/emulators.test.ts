@@ -16,6 +16,7 @@ import {
   CreateDatabaseCommand,
   CreatePartitionCommand,
   CreateTableCommand,
+  DeletePartitionCommand,
   EntityNotFoundException,
   GetPartitionCommand,
   GetPartitionsCommand,
@@ -389,6 +390,46 @@ describe("Athena emulator (DuckDB over Glue + S3)", () => {
     expect(failed.execution.Status?.StateChangeReason).toMatch(/^COLUMN_NOT_FOUND: .*no_such_column/);
     const missing = await runQuery("SELECT * FROM lakedb.nope");
     expect(missing.execution.Status?.StateChangeReason).toMatch(/^TABLE_NOT_FOUND/);
+  });
+
+  it("refuses what Trino refuses before running anything, as Athena does: a syntax error, two statements, an UNLOAD of a WITH", async () => {
+    const start = (query: string) =>
+      athena.send(new StartQueryExecutionCommand({ QueryString: query, ResultConfiguration: { OutputLocation: "s3://results/athena/" } }));
+    const before = athenaEmulator.executions.length;
+    // DuckDB runs all of these; Trino does not.
+    await expect(start("SELECT * FROM range(3)")).rejects.toMatchObject({ name: "InvalidRequestException", message: expect.stringMatching(/^line 1:21: mismatched input '3'/) });
+    await expect(start("SELECT\n  id::int FROM events")).rejects.toMatchObject({ name: "InvalidRequestException", message: expect.stringMatching(/^line 2:5: /) });
+    await expect(start("SELECT 1; SELECT 2")).rejects.toMatchObject({ name: "InvalidRequestException", message: expect.stringMatching(/^Only one sql statement is allowed/) });
+    await expect(
+      start("UNLOAD (WITH t AS (SELECT 1 AS id) SELECT * FROM t) TO 's3://lake/x/' WITH (format = 'PARQUET')"),
+    ).rejects.toMatchObject({ name: "InvalidRequestException", message: expect.stringMatching(/^line 1:9: mismatched input 'WITH'\. Expecting: 'SELECT'/) });
+    expect(athenaEmulator.executions.length).toBe(before);
+    // The same WITH nested inside the UNLOAD's SELECT is accepted and runs.
+    const nested = await runQuery(
+      "UNLOAD (SELECT id FROM (WITH t AS (SELECT 1 AS id) SELECT * FROM t) AS q) TO 's3://lake/nested/' WITH (format = 'PARQUET')",
+    );
+    expect(nested.execution.Status?.State).toBe("SUCCEEDED");
+  });
+
+  it("fails a CAST to a type Trino lacks with TYPE_NOT_FOUND, and a Parquet column Trino cannot read as the Glue type with HIVE_BAD_DATA", async () => {
+    const cast = await runQuery("SELECT CAST(1 AS UBIGINT) AS n");
+    expect(cast.execution.Status?.State).toBe("FAILED");
+    expect(cast.execution.Status?.StateChangeReason).toBe("TYPE_NOT_FOUND: line 1:18: Unknown type: ubigint");
+    expect((await runQuery("SELECT CAST(1 AS DECIMAL(20,0)) AS n, CAST('a' AS VARCHAR) AS s")).execution.Status?.State).toBe("SUCCEEDED");
+
+    // A file whose id is text where Glue says bigint (written by another tool): Trino refuses it, DuckDB would cast.
+    await glue.send(
+      new CreatePartitionCommand({
+        DatabaseName: "lakedb",
+        TableName: "events",
+        PartitionInput: { Values: ["2026-11-09"], StorageDescriptor: { ...PARQUET, Location: "s3://lake/events/day=2026-11-09/run=bad/" } },
+      }),
+    );
+    expect((await runQuery(unloadRun("2026-11-09", "bad", "('7', 'x')"))).execution.Status?.State).toBe("SUCCEEDED");
+    const read = await runQuery("SELECT count(*) FROM events");
+    expect(read.execution.Status?.State).toBe("FAILED");
+    expect(read.execution.Status?.StateChangeReason).toMatch(/^HIVE_BAD_DATA: Field id's type VARCHAR in parquet file of lakedb\.events is incompatible with type bigint defined in table schema/);
+    await glue.send(new DeletePartitionCommand({ DatabaseName: "lakedb", TableName: "events", PartitionValues: ["2026-11-09"] }));
   });
 
   it("keeps a delayed query RUNNING until StopQueryExecution cancels it", async () => {
