@@ -13,6 +13,7 @@ export type ErrorCode =
   | "PARTIAL_FAILURE"
   | "STORE_ERROR"
   | "NO_SPACE"
+  | "ACCESS_DENIED"
   | "INTERRUPTED";
 
 /** Exit codes of the `lakeswap` CLI, one per error code (0 = success, 1 = unexpected internal error). */
@@ -27,6 +28,7 @@ export const EXIT_CODES: Readonly<Record<ErrorCode, number>> = {
   PARTIAL_FAILURE: 7,
   STORE_ERROR: 8,
   NO_SPACE: 10,
+  ACCESS_DENIED: 11,
   INTERRUPTED: 130,
 };
 
