@@ -277,17 +277,20 @@ export class Pipeline {
     }
   }
 
-  /** The whole-table inputs of a layer, each as `table/*=signature` (undefined when a table has an unsigned partition). */
+  /**
+   * The whole-table inputs of a layer, each as `table/*=digest` over its
+   * partitions' signatures. A partition nobody signed (written by `replace`)
+   * counts by its run id: runs are immutable, so a new run is a change.
+   */
   private async lookupSignatures(
     layer: LayerConfig,
     statesOf: (table: string) => Promise<Map<string, PartitionState>>,
-  ): Promise<(string | undefined)[]> {
-    const signatures: (string | undefined)[] = [];
+  ): Promise<string[]> {
+    const signatures: string[] = [];
     for (const table of layer.lookups) {
       const states = [...(await statesOf(table)).values()].filter((state) => state.runId !== "");
-      const unsigned = states.some((state) => state.signature === undefined);
-      const text = states.map((state) => `${state.partition}=${state.signature}`).sort().join("\n");
-      signatures.push(unsigned ? undefined : `${table}/*=${createHash("sha256").update(text).digest("hex")}`);
+      const text = states.map((state) => `${state.partition}=${state.signature ?? `run:${state.runId}`}`).sort().join("\n");
+      signatures.push(`${table}/*=${createHash("sha256").update(text).digest("hex")}`);
     }
     return signatures;
   }
@@ -334,7 +337,7 @@ export class Pipeline {
     upstreamTable: string,
     upstream: ReadonlyMap<string, string | undefined>,
     states: ReadonlyMap<string, PartitionState>,
-    lookups: readonly (string | undefined)[],
+    lookups: readonly string[],
   ): Promise<PlannedPartition[]> {
     const fingerprint = transformFingerprint(await readFile(layer.sqlPath));
     const fromKeys = this.keysOfLayer(dataset, layer.from);
@@ -364,10 +367,8 @@ export class Pipeline {
     for (const [partition, inputPartitions] of [...groups.entries()].sort(([a], [b]) => (a < b ? -1 : 1))) {
       if (!this.selected(parsePartitionPath(partition, layer.partitionKeys), layer.partitionKeys)) continue;
       const inputSignatures = inputPartitions.map((p) => upstream.get(p));
-      const signed = inputSignatures.every((s): s is string => s !== undefined) && lookups.every((s): s is string => s !== undefined);
-      const inputs = signed
-        ? [...inputPartitions.map((p, i) => `${upstreamTable}/${p}=${inputSignatures[i]}`), ...(lookups as string[])]
-        : undefined;
+      const signed = inputSignatures.every((s): s is string => s !== undefined);
+      const inputs = signed ? [...inputPartitions.map((p, i) => `${upstreamTable}/${p}=${inputSignatures[i]}`), ...lookups] : undefined;
       const signature = inputs ? chainSignature(inputs, fingerprint, partition) : undefined;
       const state = states.get(partition);
       const decision = this.decide(state, signature, () => (state?.fingerprint !== fingerprint ? "transform changed" : "upstream changed"));

@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { Lake } from "../../src/core/lake.js";
+import { defineTable } from "../../src/core/table.js";
 import type { PlannedPartition, SyncReport } from "../../src/core/pipeline.js";
 import { BACKEND_FACTORIES, selectedBackends, type TestBackend } from "../support/lake-fixture.js";
 import { MONTHLY_SQL, PipelineWorkspace, STAGE_SQL, orders, shuffled, toCsv } from "../support/pipeline-fixture.js";
@@ -292,6 +293,62 @@ describe("pipelines skip unchanged partitions", () => {
       "stage day=2026-11-02 build new",
     ]);
     expect((await lake.query("SELECT count(*) FROM orders_monthly")).rows).toEqual([[3]]);
+  });
+});
+
+describe("a layer reads only its declared inputs", () => {
+  /** A customers table in the lake, with one partition. */
+  async function customers(lake: Lake, segment: string): Promise<void> {
+    await lake.createTable(defineTable({ name: "customers", columns: [{ name: "customer_id", type: "BIGINT" }, { name: "segment", type: "VARCHAR" }], partitionKeys: ["k"] }));
+    await lake.replacePartition("customers", "k=all", { select: `SELECT range AS customer_id, '${segment}' AS segment FROM range(13)` });
+  }
+  const joined =
+    "SELECT o.order_id, o.customer_id, o.amount, o.order_ts FROM orders_raw o JOIN customers c ON c.customer_id = o.customer_id " +
+    "WHERE o.day = {{ day }} AND c.segment <> 'blocked'\n";
+
+  it("refuses, at plan time and naming the table, a layer that reads a table it does not declare", async () => {
+    const { ws, lake } = await start();
+    await customers(lake, "retail");
+    ws.writeSql("stage.sql", joined);
+    const file = ws.delivery(orders(2));
+    for (const run of [() => ws.pipeline(lake, { inputs: [file] }).plan(), () => ws.pipeline(lake, { inputs: [file] }).sync()]) {
+      const error = await run().then(() => undefined, (e: unknown) => e);
+      expect(error).toMatchObject({ code: "INVALID_INPUT", exitCode: 2 });
+      expect(String(error)).toMatch(/stage .*reads table 'customers', which it does not declare.*inputs\.tables: \[customers\]/);
+    }
+    // Nothing was built: the refusal comes before the first swap.
+    expect((await lake.listTables()).map((t) => t.name)).not.toContain("orders_stage");
+  });
+
+  it("refuses a layer that reads its own table (it would double on a full refresh)", async () => {
+    const { ws, lake } = await start();
+    ws.writeSql("stage.sql", "SELECT order_id, customer_id, amount, order_ts FROM orders_raw WHERE day = {{ day }} UNION ALL SELECT order_id, customer_id, amount, order_ts FROM orders_stage\n");
+    await expect(ws.pipeline(lake, { inputs: [ws.delivery(orders(1))] }).sync()).rejects.toThrow(/reads its own table 'orders_stage'/);
+  });
+
+  it("rebuilds a layer whose whole-table input (inputs.tables) changed, and only then", async () => {
+    const { ws, lake } = await start();
+    await customers(lake, "retail");
+    ws.writeSql("stage.sql", joined);
+    const fs = await import("node:fs");
+    fs.writeFileSync(ws.configFile, fs.readFileSync(ws.configFile, "utf8").replace("        sql: sql/stage.sql\n", "        sql: sql/stage.sql\n        inputs: {tables: [customers]}\n"));
+    const file = ws.delivery(orders(2));
+    const first = await ws.pipeline(lake, { inputs: [file] }).sync();
+    expect(first.totals.failed).toBe(0);
+    expect(first.layers.find((l) => l.layer === "stage")).toMatchObject({ built: 2 });
+    const again = await ws.pipeline(lake, { inputs: [file] }).sync();
+    expect(again.totals.built).toBe(0);
+
+    await lake.replacePartition("customers", "k=all", { select: "SELECT range AS customer_id, CASE WHEN range = 1 THEN 'blocked' ELSE 'retail' END AS segment FROM range(13)" });
+    const changed = await ws.pipeline(lake, { inputs: [file] }).sync();
+    expect(built(changed)).toEqual([
+      "analytics month=2026-11 build upstream changed",
+      "stage day=2026-11-01 build upstream changed",
+      "stage day=2026-11-02 build upstream changed",
+    ]);
+    const blocked = orders(2).filter((r) => r.customer === 1).length;
+    expect(blocked).toBeGreaterThan(0);
+    expect((await lake.query("SELECT count(*) FROM orders_stage")).rows).toEqual([[20 - blocked]]);
   });
 });
 

@@ -1,0 +1,93 @@
+import { promises as fs } from "node:fs";
+import path from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { LocalCatalog } from "../../src/catalog/local-catalog.js";
+import { Lake } from "../../src/core/lake.js";
+import { defineTable } from "../../src/core/table.js";
+import { DuckDbEngine } from "../../src/engine/duckdb-engine.js";
+import type { BuildRequest, BuildResult, Engine } from "../../src/engine/engine.js";
+import { LocalStore } from "../../src/store/local-store.js";
+import { tempDir } from "../support/lake-fixture.js";
+
+// The audit before a swap reads the new run's own files; an engine's word that it succeeded is never enough.
+
+type Fault = "no files" | "unreadable footer" | "wrong count" | undefined;
+
+/** The real DuckDB engine, whose builds can be damaged after they succeed (as a faulty engine or store would). */
+function damagedEngine(real: DuckDbEngine, store: LocalStore, fault: () => Fault): Engine {
+  return new Proxy(real, {
+    get(target, property, receiver) {
+      if (property !== "build") return Reflect.get(target, property, receiver) as unknown;
+      return async (request: BuildRequest): Promise<BuildResult> => {
+        const result = await target.build(request);
+        const file = store.localPath(result.files[0]!.key);
+        switch (fault()) {
+          case "no files":
+            await fs.rm(file);
+            return result;
+          case "unreadable footer":
+            await fs.writeFile(file, "PAR1 this is not a Parquet file PAR1");
+            return result;
+          case "wrong count":
+            return { ...result, rows: (result.rows ?? 0) + 1 };
+          default:
+            return result;
+        }
+      };
+    },
+  });
+}
+
+let cleanup: (() => void) | undefined;
+let lake: Lake | undefined;
+afterEach(async () => {
+  await lake?.close();
+  lake = undefined;
+  cleanup?.();
+});
+
+async function openDamaged(): Promise<{ lake: Lake; setFault: (f: Fault) => void; lakeDir: string }> {
+  const temp = tempDir();
+  cleanup = temp.cleanup;
+  const lakeDir = path.join(temp.dir, "lake");
+  const store = new LocalStore(lakeDir);
+  let fault: Fault;
+  lake = await Lake.open({ store, catalog: new LocalCatalog(lakeDir), engine: damagedEngine(new DuckDbEngine(store), store, () => fault) }, { graceMs: 0 });
+  await lake.createTable(defineTable({ name: "t", columns: [{ name: "v", type: "BIGINT" }], partitionKeys: ["day"] }));
+  return { lake, setFault: (f) => (fault = f), lakeDir };
+}
+
+describe("the audit of a new run", () => {
+  it.each([
+    ["no files", /wrote no data files/],
+    ["unreadable footer", /is not readable Parquet/],
+    ["wrong count", /reported 4 rows, but its files hold 3/],
+  ] as const)("refuses a build with %s and leaves the pointer and the rows where they were", async (fault, message) => {
+    const { lake, setFault } = await openDamaged();
+    const first = await lake.replacePartition("t", "day=2026-11-01", { select: "SELECT range AS v FROM range(2)" });
+    setFault(fault);
+    await expect(lake.replacePartition("t", "day=2026-11-01", { select: "SELECT range AS v FROM range(3)" })).rejects.toThrow(message);
+    expect((await lake.pointer("t", "day=2026-11-01"))?.runId).toBe(first.runId);
+    expect((await lake.query("SELECT count(*) FROM t")).rows).toEqual([[2]]);
+    // The refused run is gone, and history lists only the first.
+    const [history] = await lake.history("t", "day=2026-11-01");
+    expect(history!.runs.map((r) => r.runId)).toEqual([first.runId]);
+  });
+
+  it("records the rows counted from the files' footers in the manifest and the history", async () => {
+    const { lake } = await openDamaged();
+    const result = await lake.replacePartition("t", "day=2026-11-01", { select: "SELECT range AS v FROM range(1234)" });
+    expect(result.rows).toBe(1234);
+    const [history] = await lake.history("t", "day=2026-11-01");
+    expect(history!.runs[0]).toMatchObject({ runId: result.runId, rows: 1234, state: "current" });
+  });
+
+  it("refuses a new partition built empty unless allowEmpty", async () => {
+    const { lake } = await openDamaged();
+    await expect(lake.replacePartition("t", "day=2026-11-02", { select: "SELECT 1 AS v WHERE false" })).rejects.toThrow(/a new partition, produced 0 rows.*--allow-empty/);
+    expect(await lake.pointer("t", "day=2026-11-02")).toBeUndefined();
+    const allowed = await lake.replacePartition("t", "day=2026-11-02", { select: "SELECT 1 AS v WHERE false", allowEmpty: true });
+    expect(allowed.rows).toBe(0);
+    expect((await lake.pointer("t", "day=2026-11-02"))?.runId).toBe(allowed.runId);
+  });
+});
