@@ -2,7 +2,7 @@ import { promises as fs } from "node:fs";
 import { mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import type { DuckDBConnection } from "@duckdb/node-api";
+import type { DuckDBConnection, DuckDBInstance } from "@duckdb/node-api";
 import { randomBytes } from "node:crypto";
 import { AuditError, BuildError, InvalidInputError, errorMessage } from "../core/errors.js";
 import { faultPoint } from "../core/faults.js";
@@ -14,7 +14,8 @@ import type { TableDefinition } from "../core/table.js";
 import type { ObjectStore } from "../store/object-store.js";
 import { checkOutputColumns, partitionRowsCheck } from "./build-checks.js";
 import { landDelivery, signatureQuery } from "./duckdb-landing.js";
-import { openDuckDb, type OpenedDuckDb } from "./duckdb-open.js";
+import { openDuckDb, openRestrictedDuckDb, type OpenedDuckDb } from "./duckdb-open.js";
+import { assertOneExpression, assertOneSelect } from "./sql-guard.js";
 import type {
   BuildRequest, BuildResult, Engine, LandRequest, LandedDelivery, LandedPartition, PartitionMapRequest, PartitionSnapshot, QueryResult, RejectedRow,
   Signing, TableSnapshot,
@@ -39,6 +40,8 @@ export class DuckDbEngine implements Engine {
   readonly capabilities = { landsFiles: true, readsRunFiles: true } as const;
   private readonly store: ObjectStore;
   private instance: Promise<OpenedDuckDb> | undefined;
+  private restricted: Promise<DuckDBInstance> | undefined;
+  private readonly connections = new Set<DuckDBConnection>();
 
   /**
    * With a local store, runs are written in place and lake tables are views over
@@ -53,12 +56,13 @@ export class DuckDbEngine implements Engine {
   }
 
   async build(request: BuildRequest): Promise<BuildResult> {
-    return this.withConnection((connection) => this.buildWith(connection, request));
+    // A landed delivery lives in the landing instance; every other SELECT is a user's, run where it reaches only the lake.
+    return this.withConnection((connection) => this.buildWith(connection, request), request.landed ? "landing" : "user");
   }
 
   private async buildWith(connection: DuckDBConnection, request: BuildRequest): Promise<BuildResult> {
     await this.registerViews(connection, request.sources);
-    const select = checkedSelect(request.select);
+    const select = await checkedSelect(request.select);
     const outputColumns = await this.describe(connection, select);
     const { table, partition } = request;
 
@@ -104,15 +108,16 @@ export class DuckDbEngine implements Engine {
   }
 
   async query(sql: string, sources: readonly TableSnapshot[]): Promise<QueryResult> {
+    const select = await assertOneSelect(sql, "the query");
     return this.withConnection(async (connection) => {
       await this.registerViews(connection, sources);
       try {
-        const reader = await connection.runAndReadAll(sql);
+        const reader = await connection.runAndReadAll(select);
         return { columns: reader.columnNames(), rows: reader.getRowsJS().map((row) => row.map(toJsonValue)) };
       } catch (error) {
         throw new InvalidInputError(`query failed: ${cleanDuckDbMessage(error)}`);
       }
-    });
+    }, "user");
   }
 
   async tablesRead(select: string): Promise<string[] | undefined> {
@@ -224,10 +229,15 @@ export class DuckDbEngine implements Engine {
   async land(request: LandRequest): Promise<LandedDelivery> {
     const id = randomBytes(6).toString("hex");
     const tables = { landed: `landed_${id}`, rejected: `rejected_${id}` };
+    // Partition expressions are users' SQL run where the delivery is read: exactly one expression each, no subquery.
+    const partition: LandRequest["partition"][number][] = [];
+    for (const { key, expression } of request.partition) {
+      partition.push({ key, expression: await assertOneExpression(expression, `partition expression of '${key}'`) });
+    }
     return this.withConnection(async (connection) => {
       try {
         const files = await expandGlobs(connection, request.files);
-        await landDelivery(connection, { ...request, files }, tables);
+        await landDelivery(connection, { ...request, partition, files }, tables);
         const keys = request.partition.map((p) => p.key);
         const signed = signatureColumnOrder(request.columns.filter((c) => request.signatureColumns.includes(c.name)));
         const signing = await this.signing();
@@ -276,7 +286,9 @@ export class DuckDbEngine implements Engine {
     if (request.values.length === 0) return [];
     const rows = request.values.map((values) => `(${values.map(quoteLiteral).join(", ")})`).join(", ");
     const columns = request.fromKeys.map(quoteIdentifier).join(", ");
-    const select = request.map.map(({ key, expression }) => `CAST((${expression}) AS VARCHAR) AS ${quoteIdentifier(key)}`).join(", ");
+    const expressions: string[] = [];
+    for (const { key, expression } of request.map) expressions.push(`CAST((${await assertOneExpression(expression, `inputs.map expression of '${key}'`)}) AS VARCHAR) AS ${quoteIdentifier(key)}`);
+    const select = expressions.join(", ");
     return this.withConnection(async (connection) => {
       try {
         const reader = await connection.runAndReadAll(`SELECT ${select} FROM (VALUES ${rows}) AS upstream(${columns})`);
@@ -284,7 +296,7 @@ export class DuckDbEngine implements Engine {
       } catch (error) {
         throw new InvalidInputError(`a partition map expression failed: ${cleanDuckDbMessage(error)}`);
       }
-    });
+    }, "user");
   }
 
   /** How this engine computes content signatures, and why in the SQL form when it does (./duckdb-open.ts). */
@@ -293,9 +305,13 @@ export class DuckDbEngine implements Engine {
   }
 
   async close(): Promise<void> {
-    const instance = this.instance;
+    // Stop queries in flight first (Ctrl-C): closing an instance waits for them.
+    for (const connection of this.connections) connection.interrupt();
+    const [instance, restricted] = [this.instance, this.restricted];
     this.instance = undefined;
+    this.restricted = undefined;
     if (instance) (await instance).instance.closeSync();
+    if (restricted) (await restricted).closeSync();
   }
 
   private opened(): Promise<OpenedDuckDb> {
@@ -303,12 +319,24 @@ export class DuckDbEngine implements Engine {
     return this.instance;
   }
 
-  /** Runs `work` on a connection of its own, so builds of several partitions can run at once. */
-  private async withConnection<T>(work: (connection: DuckDBConnection) => Promise<T>): Promise<T> {
-    const connection = await (await this.opened()).instance.connect();
+  /** The instance that runs users' SQL: it reads and writes only the lake folder (./duckdb-open.ts). */
+  private restrictedInstance(): Promise<DuckDBInstance> {
+    this.restricted ??= openRestrictedDuckDb(this.store.capabilities.localPaths ? [path.dirname(this.store.localPath(".lakeswap-root"))] : []);
+    return this.restricted;
+  }
+
+  /**
+   * Runs `work` on a connection of its own, so builds of several partitions can run at once: of the
+   * landing instance (lakeswap's own SQL: landing, signatures, landed builds, counts), or with
+   * `"user"`, of the restricted instance that runs users' SQL.
+   */
+  private async withConnection<T>(work: (connection: DuckDBConnection) => Promise<T>, instance: "landing" | "user" = "landing"): Promise<T> {
+    const connection = await (instance === "user" ? await this.restrictedInstance() : (await this.opened()).instance).connect();
+    this.connections.add(connection);
     try {
       return await work(connection);
     } finally {
+      this.connections.delete(connection);
       connection.closeSync();
     }
   }
@@ -366,10 +394,8 @@ function emptyView(table: TableDefinition): string {
 }
 
 /** A user's SELECT, refused when it is empty or is several statements. */
-function checkedSelect(select: string): string {
-  const trimmed = select.trim().replace(/;\s*$/, "");
-  if (trimmed.length === 0) throw new InvalidInputError("the SQL is empty: give one SELECT with --sql or --sql-file");
-  return trimmed;
+async function checkedSelect(select: string): Promise<string> {
+  return assertOneSelect(select, "the SQL");
 }
 
 function cleanDuckDbMessage(error: unknown): string {

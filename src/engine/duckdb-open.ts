@@ -47,6 +47,37 @@ export async function openDuckDb(options: { readonly native?: boolean; readonly 
   return plain(failure);
 }
 
+/**
+ * Opens the in-memory DuckDB instance that runs users' SQL (layer SQL, `--sql`, `lakeswap query`):
+ * it reads and writes only under `allowedDirectories` (the lake folder), loads no extension, and its
+ * configuration is locked, so a SELECT cannot reach another file, the network, or change that
+ * (DuckDB's `allowed_directories`, `enable_external_access = false`, `lock_configuration = true`).
+ * With no directory (AWS mode, where Athena runs users' SQL) it reaches no file at all.
+ */
+export async function openRestrictedDuckDb(allowedDirectories: readonly string[]): Promise<DuckDBInstance> {
+  const instance = await DuckDBInstance.create(":memory:");
+  const connection = await instance.connect();
+  try {
+    // Directories end in '/', so that '/lake' does not also allow '/lake-other'.
+    const list = allowedDirectories.map((dir) => quoteLiteral(dir.endsWith("/") ? dir : `${dir}/`)).join(", ");
+    for (const setting of [
+      `allowed_directories = [${list}]`,
+      "autoinstall_known_extensions = false",
+      "autoload_known_extensions = false",
+      "enable_external_access = false",
+      "lock_configuration = true",
+    ]) {
+      await connection.run(`SET ${setting}`);
+    }
+  } catch (error) {
+    connection.closeSync();
+    instance.closeSync();
+    throw error;
+  }
+  connection.closeSync();
+  return instance;
+}
+
 /** One field of the check row: its declared type, a SQL literal of it, and its canonical text. */
 interface CheckField {
   readonly type: string;

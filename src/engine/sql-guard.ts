@@ -1,0 +1,132 @@
+import { DuckDBInstance } from "@duckdb/node-api";
+import { InvalidInputError, errorMessage } from "../core/errors.js";
+import { printable } from "../core/sql.js";
+
+/**
+ * Checks users' SQL with DuckDB's own parser, never with string tests: a layer's SQL (a sql file,
+ * `--sql`, `--sql-file`) must be exactly one SELECT, and a partition or `inputs.map` expression
+ * exactly one expression. Parsing runs in a DuckDB instance of its own that cannot read or write a
+ * file, so nothing of the checked text is ever executed. Any engine may use it (DuckDB, Athena).
+ */
+
+let parser: Promise<DuckDBInstance> | undefined;
+
+/** The parse-only instance: no file access, no extension loading. */
+function parserInstance(): Promise<DuckDBInstance> {
+  parser ??= (async () => {
+    const instance = await DuckDBInstance.create(":memory:");
+    const connection = await instance.connect();
+    try {
+      for (const setting of ["autoinstall_known_extensions = false", "autoload_known_extensions = false", "enable_external_access = false", "lock_configuration = true"]) {
+        await connection.run(`SET ${setting}`);
+      }
+    } finally {
+      connection.closeSync();
+    }
+    return instance;
+  })();
+  return parser;
+}
+
+/** DuckDB's parse tree of `sql` (json_serialize_sql): statements, or the parser's error. */
+async function parse(sql: string): Promise<{ statements?: unknown[]; error?: string }> {
+  const connection = await (await parserInstance()).connect();
+  try {
+    const reader = await connection.runAndReadAll("SELECT json_serialize_sql($1::VARCHAR)", [sql]);
+    const tree = JSON.parse(String(reader.getRowsJS()[0]?.[0] ?? "{}")) as { error?: boolean; error_message?: string; statements?: unknown[] };
+    return tree.error ? { error: tree.error_message ?? "unknown parser error" } : { statements: tree.statements ?? [] };
+  } finally {
+    connection.closeSync();
+  }
+}
+
+/** How many statements DuckDB's parser sees in `sql` (0 when it does not parse). */
+async function statementCount(sql: string): Promise<number> {
+  const connection = await (await parserInstance()).connect();
+  try {
+    return (await connection.extractStatements(sql)).count;
+  } catch {
+    return 0;
+  } finally {
+    connection.closeSync();
+  }
+}
+
+/** A trailing `;` and any comments or blanks after it (the parser has seen that nothing else follows). */
+const TRAILING_SEMICOLON = /;(?:\s|--[^\n]*(?:\n|$)|\/\*[\s\S]*?\*\/)*$/;
+
+/**
+ * Returns `sql` if it is exactly one SELECT (a WITH … SELECT, a UNION, VALUES and FROM-first
+ * queries are SELECTs), without its trailing `;` and ending in a new line, so a caller may wrap it
+ * in `(…)`. Refuses with InvalidInputError (exit 2) an empty text, several statements, or a
+ * statement that is not a SELECT (COPY, ATTACH, SET, PRAGMA, INSTALL, LOAD …), or SQL that does not
+ * parse on its own (DuckDB's message). `what` names the SQL in messages.
+ */
+export async function assertOneSelect(sql: string, what: string): Promise<string> {
+  const tree = await parse(sql);
+  const fix = "a layer's SQL is exactly one SELECT (lakeswap writes its result; it never runs other statements)";
+  if (tree.error !== undefined) {
+    const count = await statementCount(sql);
+    if (count > 1) throw new InvalidInputError(`${what} is ${count} statements: ${fix}; nothing was run`);
+    if (/Only SELECT statements/i.test(tree.error)) {
+      throw new InvalidInputError(`${what} is not a SELECT ('${printable(sql.trim(), 60)}'): ${fix}; nothing was run`);
+    }
+    throw new InvalidInputError(`${what} does not parse: ${tree.error.replace(/\s+/g, " ").trim()}; nothing was run`);
+  }
+  const statements = tree.statements ?? [];
+  if (statements.length === 0) throw new InvalidInputError(`${what} is empty: give one SELECT`);
+  if (statements.length > 1) throw new InvalidInputError(`${what} is ${statements.length} statements: ${fix}; nothing was run`);
+  return `${sql.trim().replace(TRAILING_SEMICOLON, "")}\n`;
+}
+
+/**
+ * Returns one SQL expression (a partition expression, an `inputs.map` expression) as DuckDB prints
+ * it back from its parse tree (so no comment or stray text survives), after checking it is exactly
+ * one expression with no subquery: `strftime(order_ts, '%Y-%m-%d')` passes; `1) FROM t; COPY …`,
+ * `x FROM read_text('/etc/passwd')` and `(SELECT …)` are refused with InvalidInputError (exit 2).
+ */
+export async function assertOneExpression(expression: string, what: string): Promise<string> {
+  const refuse = (why: string): never => {
+    throw new InvalidInputError(`${what} '${printable(expression, 80)}' is not allowed: ${why}; give one expression over the columns, for example strftime(order_ts, '%Y-%m-%d')`);
+  };
+  const tree = await parse(`SELECT ${expression}`);
+  if (tree.error !== undefined) {
+    const count = await statementCount(`SELECT ${expression}`);
+    refuse(count > 1 ? `it makes ${count} statements` : /Only SELECT statements/i.test(tree.error) ? "it is not an expression" : `it does not parse (${tree.error.replace(/\s+/g, " ").trim()})`);
+  }
+  const statements = tree.statements ?? [];
+  if (statements.length !== 1) refuse(statements.length === 0 ? "it is empty" : `it makes ${statements.length} statements`);
+  const node = (statements[0] as { node?: Record<string, unknown> }).node ?? {};
+  const selectList = node.select_list as unknown[] | undefined;
+  const from = node.from_table as { type?: string } | undefined;
+  const empty = (value: unknown) => value === null || value === undefined || (Array.isArray(value) && value.length === 0);
+  const cteMap = node.cte_map as { map?: unknown[] } | undefined;
+  if (node.type !== "SELECT_NODE" || selectList?.length !== 1) refuse("it is more than one expression");
+  if (from?.type !== "EMPTY" || !empty(node.where_clause) || !empty(node.group_expressions) || !empty(node.having) ||
+    !empty(node.qualify) || !empty(node.modifiers) || !empty(cteMap?.map)) {
+    refuse("it reaches beyond one expression (FROM, WHERE, GROUP BY, LIMIT, WITH …)");
+  }
+  if (containsSubquery(selectList?.[0])) refuse("it contains a subquery (an expression reads the row's columns, not tables or files)");
+  const canonical = await deparse(`SELECT ${expression}`);
+  return canonical.replace(/^SELECT /, "");
+}
+
+function containsSubquery(node: unknown): boolean {
+  if (Array.isArray(node)) return node.some(containsSubquery);
+  if (typeof node !== "object" || node === null) return false;
+  const record = node as Record<string, unknown>;
+  if (record.class === "SUBQUERY" || record.type === "SUBQUERY") return true;
+  return Object.values(record).some(containsSubquery);
+}
+
+async function deparse(select: string): Promise<string> {
+  const connection = await (await parserInstance()).connect();
+  try {
+    const reader = await connection.runAndReadAll("SELECT json_deserialize_sql(json_serialize_sql($1::VARCHAR))", [select]);
+    return String(reader.getRowsJS()[0]?.[0] ?? "");
+  } catch (error) {
+    throw new InvalidInputError(`'${printable(select, 80)}' cannot be checked: ${errorMessage(error)}`);
+  } finally {
+    connection.closeSync();
+  }
+}

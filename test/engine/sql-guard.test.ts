@@ -1,0 +1,62 @@
+// Issue 9, item 7: exactly one SELECT, exactly one expression, checked by DuckDB's parser.
+import { describe, expect, it } from "vitest";
+import { InvalidInputError } from "../../src/core/errors.js";
+import { assertOneExpression, assertOneSelect } from "../../src/engine/sql-guard.js";
+
+describe("assertOneSelect", () => {
+  it.each([
+    ["SELECT 1 AS id", "SELECT 1 AS id\n"],
+    ["SELECT 1 AS id;\n", "SELECT 1 AS id\n"],
+    ["SELECT 1 AS id; -- done\n/* end */", "SELECT 1 AS id\n"],
+    ["WITH a AS (SELECT 1 AS id) SELECT * FROM a -- trailing comment", "WITH a AS (SELECT 1 AS id) SELECT * FROM a -- trailing comment\n"],
+    ["SELECT 1 AS id UNION ALL SELECT 2", "SELECT 1 AS id UNION ALL SELECT 2\n"],
+    ["SELECT ';' AS semicolon", "SELECT ';' AS semicolon\n"],
+  ])("accepts %j", async (sql, expected) => {
+    await expect(assertOneSelect(sql, "the SQL")).resolves.toBe(expected);
+  });
+
+  it.each([
+    // The issue's attack: on its own it does not even parse (it only made sense spliced into lakeswap's wrapper).
+    ["SELECT 1 AS id FROM range(1)) AS q LIMIT 0; COPY (SELECT 42) TO '/tmp/lakeswap-evil.csv'; SELECT * FROM (SELECT 1", /does not parse: .*syntax error at or near "\)"; nothing was run/],
+    ["SELECT 1; SELECT 2", /is 2 statements/],
+    ["COPY (SELECT 42) TO '/tmp/x.csv'", /is not a SELECT \('COPY \(SELECT 42\) TO '\/tmp\/x.csv''\)/],
+    ["ATTACH '/tmp/x.db' AS x", /is not a SELECT/],
+    ["INSTALL httpfs", /is not a SELECT/],
+    ["  -- nothing\n", /is empty: give one SELECT/],
+  ])("refuses %j with exit 2", async (sql, message) => {
+    const error = await assertOneSelect(sql, "the SQL").catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(InvalidInputError);
+    expect((error as InvalidInputError).exitCode).toBe(2);
+    expect((error as Error).message).toMatch(message);
+  });
+
+  it("refuses SQL that does not parse with DuckDB's message", async () => {
+    const error = await assertOneSelect("SELEC 1", "the SQL").catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(InvalidInputError);
+    expect((error as Error).message).toMatch(/the SQL does not parse: syntax error at or near "SELEC"/);
+  });
+});
+
+describe("assertOneExpression", () => {
+  it.each([
+    ["strftime(order_ts, '%Y-%m-%d')", "strftime(order_ts, '%Y-%m-%d')"],
+    ["substr(day, 1, 7)", 'substr("day", 1, 7)'],
+    ["x::VARCHAR -- comment", "CAST(x AS VARCHAR)"],
+  ])("accepts %j as DuckDB prints it back", async (expression, canonical) => {
+    await expect(assertOneExpression(expression, "partition expression")).resolves.toBe(canonical);
+  });
+
+  it.each([
+    ["strftime(order_ts, '%Y') AS day FROM t; COPY (SELECT 42) TO '/tmp/evil.csv'; SELECT 1", /it makes 3 statements/],
+    ["content FROM read_text('/etc/passwd')", /it reaches beyond one expression/],
+    ["(SELECT content FROM read_text('/etc/passwd'))", /it contains a subquery/],
+    ["1, 2", /it is more than one expression/],
+    ["1 /* unterminated", /it does not parse/],
+    ["", /it does not parse|it is empty/],
+  ])("refuses %j", async (expression, message) => {
+    const error = await assertOneExpression(expression, "datasets.orders.partition.day").catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(InvalidInputError);
+    expect((error as Error).message).toMatch(/^datasets\.orders\.partition\.day '.*' is not allowed: /);
+    expect((error as Error).message).toMatch(message);
+  });
+});
