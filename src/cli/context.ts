@@ -1,7 +1,13 @@
+import { existsSync, readFileSync } from "node:fs";
+import path from "node:path";
 import type { Command } from "commander";
 import { awsTargetInEnvironment, resolveAwsTarget, type AwsTarget } from "../config/aws-config.js";
 import { resolveLakeConfig, type LakeConfig } from "../config/lake-config.js";
+import { didYouMean, loadPipelineConfig, type PipelineConfig } from "../config/pipeline-config.js";
+import { parsePartition } from "../core/partition.js";
+import { InvalidInputError, errorMessage } from "../core/errors.js";
 import type { Lake } from "../core/lake.js";
+import { printable } from "../core/sql.js";
 import { openAwsLake, openEmbeddedLake } from "../open-lake.js";
 
 /** Options every command understands. */
@@ -12,16 +18,37 @@ export interface GlobalOptions {
   readonly wait?: string | boolean;
 }
 
+/** Where a command's lake settings come from besides its flags: a pipeline config, or the demo's explicit AWS target. */
+export interface LakeSource {
+  readonly lake?: string;
+  readonly grace?: string;
+  readonly aws?: AwsTarget;
+  /** The pipeline config file the settings come from, for messages. */
+  readonly file?: string;
+  /** The AWS target was asked for on the command line (demo --aws): no need to say where the command runs. */
+  readonly explicitAws?: boolean;
+}
+
+/**
+ * What runs when Ctrl-C arrives: each open lake's close (which stops running engine
+ * queries, e.g. Athena's StopQueryExecution). src/cli/main.ts runs them, then exits 130.
+ */
+export const interruptCleanups = new Set<() => Promise<void>>();
+
 /** The lake settings a command runs with, from its flags, the environment and the pipeline config. */
 export function lakeConfig(command: Command, fromConfigFile: { lake?: string; grace?: string } = {}): LakeConfig {
   return resolveLakeConfig(command.optsWithGlobals<GlobalOptions>(), process.env, fromConfigFile);
 }
 
-/** Opens the lake for a command, runs `work`, and always closes it. */
+/**
+ * Opens the lake for a command, runs `work`, and always closes it. Says on stderr which lake the
+ * command runs on when it is not the one named by --lake (AWS from the environment or the config,
+ * or a folder from LAKESWAP_LAKE, the config or the default), and refuses --lake with an AWS target.
+ */
 export async function withLake<T>(
   command: Command,
   work: (lake: Lake, config: LakeConfig) => Promise<T>,
-  fromConfigFile: { lake?: string; grace?: string; aws?: AwsTarget } = {},
+  fromConfigFile: LakeSource = {},
 ): Promise<T> {
   const config = lakeConfig(command, fromConfigFile);
   const settings = {
@@ -32,19 +59,37 @@ export async function withLake<T>(
         `waiting for table '${holder.table}': pid ${holder.pid} on ${holder.host} (${holder.command}) holds its lease since ${holder.acquiredAt}\n`,
       ),
   };
-  const aws = fromConfigFile.aws ?? (awsTargetInEnvironment(process.env) ? resolveAwsTarget(undefined, process.env, "environment") : undefined);
+  const fromEnvironment = fromConfigFile.aws === undefined && awsTargetInEnvironment(process.env);
+  const aws = fromConfigFile.aws ?? (fromEnvironment ? resolveAwsTarget(undefined, process.env, "environment") : undefined);
+  const lakeFlag = command.optsWithGlobals<GlobalOptions>().lake;
+  if (aws) {
+    const because = fromEnvironment ? "DATA_OUTPUT_S3_BUCKET is set" : `${path.basename(fromConfigFile.file ?? "the config")} declares data_sinks`;
+    const where = `AWS (s3://${aws.bucket}${aws.prefix ? `/${aws.prefix}` : ""}, Glue database ${aws.database})`;
+    if (lakeFlag !== undefined) {
+      throw new InvalidInputError(
+        `--lake '${printable(lakeFlag)}' names an embedded lake, but this command runs on ${where} because ${because}: ` +
+          (fromEnvironment ? "unset DATA_OUTPUT_S3_BUCKET to use the folder, or leave out --lake" : "leave out --lake, or use a config without data_sinks"),
+      );
+    }
+    if (!fromConfigFile.explicitAws) process.stderr.write(`lakeswap: running on ${where}, because ${because}\n`);
+  } else if (lakeFlag === undefined) {
+    const source = process.env.LAKESWAP_LAKE !== undefined ? "LAKESWAP_LAKE" : fromConfigFile.lake !== undefined ? `lake: in ${path.basename(fromConfigFile.file ?? "the config")}` : "the default; name another with --lake";
+    process.stderr.write(`lakeswap: embedded lake ${config.lakeDir} (${source})\n`);
+  }
   const lake = aws ? await openAwsLake(aws, settings) : await openEmbeddedLake(config.lakeDir, settings);
-  // Ctrl-C stops running engine queries (Athena StopQueryExecution) before exiting.
-  const interrupt = () => {
-    void lake.close().finally(() => process.exit(130));
-  };
-  process.once("SIGINT", interrupt);
+  const cleanup = () => lake.close();
+  interruptCleanups.add(cleanup);
   try {
     return await work(lake, config);
   } finally {
-    process.removeListener("SIGINT", interrupt);
+    interruptCleanups.delete(cleanup);
     await lake.close();
   }
+}
+
+/** Loads the pipeline config named by -c, as the lake source of a command that does not need its datasets. */
+export function configSource(file: string | undefined): (PipelineConfig & LakeSource) | undefined {
+  return file !== undefined ? loadPipelineConfig(file) : undefined;
 }
 
 /** True when the command was given --json. */
@@ -57,4 +102,61 @@ export function addWaitOptions(command: Command): Command {
   return command
     .option("--wait <duration>", "wait up to this long for another writer of the table (default 2m, env LAKESWAP_WAIT)")
     .option("--no-wait", "fail at once if another writer holds the table");
+}
+
+/** Reads a file named by a flag (--sql-file, --columns-file), or an InvalidInputError naming the flag and the file. */
+export function readFlagFile(flag: string, file: string): string {
+  const absolute = path.resolve(file);
+  if (!existsSync(absolute)) {
+    throw new InvalidInputError(`${flag} '${printable(file)}': no such file (looked at ${absolute}); check the path`);
+  }
+  try {
+    return readFileSync(absolute, "utf8");
+  } catch (error) {
+    throw new InvalidInputError(`${flag} '${printable(file)}' cannot be read: ${errorMessage(error)}`);
+  }
+}
+
+/** Parses --limit and other counts: a whole number from 1, or commander's usage error (exit 2) quoting the value. */
+export function positiveCount(flag: string): (value: string) => number {
+  return (value: string) => {
+    if (!/^\d+$/.test(value.trim()) || Number(value) < 1) {
+      throw new InvalidInputError(`${flag} '${printable(value)}' is not a count: use a whole number from 1, for example ${flag} 5`);
+    }
+    return Number(value);
+  };
+}
+
+/**
+ * Checks `--partition` filters of sync and plan against the pipeline's tables: each must give exactly the
+ * partition keys of at least one table, or the command stops (exit 2) naming the keys there are, instead
+ * of syncing everything because no table matched a misspelled key.
+ */
+export function checkPartitionFilters(config: PipelineConfig, specs: readonly string[] | undefined): void {
+  const keySets = new Map<string, string[]>();
+  for (const dataset of config.datasets) {
+    const tables: [string, readonly string[]][] = [[dataset.table, dataset.partition.map((p) => p.key)], ...dataset.layers.map((l): [string, readonly string[]] => [l.table, l.partitionKeys])];
+    for (const [table, keys] of tables) {
+      const label = keys.join(",");
+      keySets.set(label, [...(keySets.get(label) ?? []), table]);
+    }
+  }
+  const knownKeys = [...new Set([...keySets.keys()].flatMap((label) => label.split(",")))];
+  const known = [...keySets].map(([label, tables]) => `${label} (${tables.join(", ")})`).join("; ");
+  for (const spec of specs ?? []) {
+    const partition = parsePartition(spec);
+    const unknown = partition.keys.filter((key) => !knownKeys.includes(key));
+    if (unknown.length > 0) {
+      throw new InvalidInputError(
+        `--partition '${printable(spec)}': ${unknown.map((key) => `'${key}'${didYouMean(key, knownKeys)}`).join(", ")} is not a partition key of any table of ${path.basename(config.file)}; the keys are: ${known}`,
+      );
+    }
+    const matches = [...keySets.keys()].some((label) => {
+      const keys = label.split(",");
+      return keys.length === partition.keys.length && keys.every((key) => partition.keys.includes(key));
+    });
+    if (!matches) {
+      throw new InvalidInputError(`--partition '${printable(spec)}' gives keys ${partition.keys.join(",")}, which no table of ${path.basename(config.file)} has all of, alone; give every key of one table: ${known}`);
+    }
+  }
 }

@@ -1,5 +1,7 @@
 import { Command, CommanderError } from "commander";
 import { LakeswapError, errorMessage } from "../core/errors.js";
+import { interruptCleanups } from "./context.js";
+import { takeJsonReport, toJson, writeStdout } from "./output.js";
 import { registerCreateTable } from "./commands/create-table.js";
 import { registerDemo } from "./commands/demo.js";
 import { registerDropTable } from "./commands/drop-table.js";
@@ -21,6 +23,7 @@ export function buildProgram(): Command {
     .description("Zero-downtime partition replace, rollback and retention for Hive-style Parquet tables")
     .version("0.1.0")
     .option("--lake <dir>", "the lake folder (default ./lake, env LAKESWAP_LAKE)")
+    .option("--json", "print the result as one JSON document (also accepted after the command)")
     .showHelpAfterError()
     .exitOverride();
   for (const register of [
@@ -31,23 +34,62 @@ export function buildProgram(): Command {
   return program;
 }
 
-/** Runs the CLI and returns its exit code (documented in the README); the only place that decides it. */
+/**
+ * Runs the CLI and returns its exit code (documented in the README); the only place that decides it,
+ * and the only place that exits the process (on Ctrl-C, with 130). With --json, stdout gets exactly one
+ * JSON document: the command's result, or the error, or (a sync with failed partitions) both in one.
+ */
 export async function main(argv: readonly string[]): Promise<number> {
-  const program = buildProgram();
   const json = argv.includes("--json");
+  // A reader that goes away (`lakeswap tables | head -1`) is not an error of ours: drop the rest quietly.
+  process.stdout.on("error", (error: NodeJS.ErrnoException) => {
+    if (error.code !== "EPIPE") process.stderr.write(`lakeswap: cannot write to stdout: ${error.message}\n`);
+  });
+  process.once("SIGINT", () => interrupt(json));
+  const program = buildProgram();
+  if (json) program.configureOutput({ writeErr: () => undefined, outputError: () => undefined });
   try {
     await program.parseAsync([...argv]);
+    const reported = takeJsonReport();
+    if (json && reported) writeStdout(`${toJson(reported.value)}\n`);
     return 0;
   } catch (error) {
+    const reported = takeJsonReport();
     if (error instanceof CommanderError) {
-      // Help and version exit 0; usage errors were already printed by commander.
-      return error.exitCode === 0 ? 0 : 2;
+      // Help and version exit 0; usage errors were printed by commander (on stderr; with --json, here).
+      if (error.exitCode === 0) return 0;
+      if (json) {
+        const message = error.message.replace(/^error: /, "");
+        process.stderr.write(`lakeswap: ${message}\n`);
+        writeStdout(`${toJson({ error: { code: "INVALID_INPUT", message } })}\n`);
+      }
+      return 2;
     }
     const code = error instanceof LakeswapError ? error.code : "INTERNAL";
     const exitCode = error instanceof LakeswapError ? error.exitCode : 1;
-    if (json) process.stdout.write(`${JSON.stringify({ error: { code, message: errorMessage(error) } }, null, 2)}\n`);
+    if (json) {
+      const failure = { error: { code, message: errorMessage(error) } };
+      // A report already made (a sync whose partitions partly failed) and the error are one document.
+      const document = reported && typeof reported.value === "object" && reported.value !== null && !Array.isArray(reported.value)
+        ? { ...reported.value, ...failure }
+        : reported ? { result: reported.value, ...failure } : failure;
+      writeStdout(`${toJson(document)}\n`);
+    }
     process.stderr.write(`lakeswap: ${errorMessage(error)}\n`);
     if (!(error instanceof LakeswapError) && process.env.LAKESWAP_DEBUG) process.stderr.write(`${(error as Error).stack}\n`);
     return exitCode;
   }
+}
+
+/**
+ * Ctrl-C: says so (a JSON error with --json), closes the open lakes (stopping engine queries in
+ * flight), and exits 130. Pointers move atomically, so one that had not moved stays where it was.
+ * A second Ctrl-C exits at once.
+ */
+function interrupt(json: boolean): void {
+  process.once("SIGINT", () => process.exit(130));
+  const message = "interrupted (Ctrl-C): stopped; every partition pointer is where it was or on its new, complete run (lakeswap syncs and history show which)";
+  process.stderr.write(`\nlakeswap: ${message}\n`);
+  if (json) writeStdout(`${toJson({ error: { code: "INTERRUPTED", message } })}\n`);
+  void Promise.allSettled([...interruptCleanups].map((cleanup) => cleanup())).finally(() => process.exit(130));
 }

@@ -1,10 +1,38 @@
-/** Writes a command's report: one JSON document with --json, readable text otherwise. */
+/** The --json document of the running command, printed once by src/cli/main.ts when the command ends. */
+let pendingJson: { readonly value: unknown } | undefined;
+
+/**
+ * Writes a command's report: readable text at once, or, with --json, keeps the value as the
+ * command's one JSON document (src/cli/main.ts prints it, with the error added if the command fails).
+ */
 export function report(json: boolean, value: unknown, text: () => string): void {
-  if (json) process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+  if (json) pendingJson = { value };
   else {
     const body = text();
-    if (body.length > 0) process.stdout.write(body.endsWith("\n") ? body : `${body}\n`);
+    if (body.length > 0) writeStdout(body.endsWith("\n") ? body : `${body}\n`);
   }
+}
+
+/** Takes the --json document a command reported, if any (for src/cli/main.ts). */
+export function takeJsonReport(): { readonly value: unknown } | undefined {
+  const taken = pendingJson;
+  pendingJson = undefined;
+  return taken;
+}
+
+/** JSON text of a report: bigints as numbers when exact, else as strings. */
+export function toJson(value: unknown): string {
+  return JSON.stringify(
+    value,
+    (_key, v: unknown) => (typeof v === "bigint" ? (v <= BigInt(Number.MAX_SAFE_INTEGER) && v >= BigInt(Number.MIN_SAFE_INTEGER) ? Number(v) : v.toString()) : v),
+    2,
+  );
+}
+
+/** Writes to stdout unless its reader has gone (`lakeswap tables | head -1`): then the rest is dropped quietly. */
+export function writeStdout(text: string): void {
+  if (process.stdout.destroyed || !process.stdout.writable) return;
+  process.stdout.write(text);
 }
 
 /** Formats rows as an aligned text table. */

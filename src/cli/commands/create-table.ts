@@ -1,9 +1,8 @@
-import { readFileSync } from "node:fs";
 import type { Command } from "commander";
 import { InvalidInputError } from "../../core/errors.js";
 import { defineTable, parseColumns } from "../../core/table.js";
 import { report } from "../output.js";
-import { wantsJson, withLake } from "../context.js";
+import { readFlagFile, wantsJson, withLake } from "../context.js";
 
 interface Options {
   partitionKeys: string;
@@ -26,7 +25,7 @@ export function registerCreateTable(program: Command): void {
       if ((options.columns === undefined) === (options.columnsFile === undefined)) {
         throw new InvalidInputError("give the columns with exactly one of --columns '...' or --columns-file FILE");
       }
-      const columnsText = options.columns ?? readFileSync(options.columnsFile as string, "utf8").replace(/\n/g, ",");
+      const columnsText = options.columns ?? readFlagFile("--columns-file", options.columnsFile as string).replace(/\n/g, ",");
       const table = defineTable({
         name,
         columns: parseColumns(columnsText),

@@ -4,7 +4,7 @@ import { DEMO_STEPS, FULL_DEMO, runDemoStep, type DemoStep, type DemoStepResult 
 import { MTD_TABLES, runMtdDemo, type MtdDeliveryResult } from "../../demo/mtd-demo.js";
 import type { Lake } from "../../core/lake.js";
 import { resolveAwsTarget, type AwsTarget } from "../../config/aws-config.js";
-import { report } from "../output.js";
+import { report, writeStdout } from "../output.js";
 import { wantsJson, withLake } from "../context.js";
 
 /** `lakeswap demo [step]`: the zero-downtime partition swap story, end to end or one step at a time. */
@@ -17,7 +17,7 @@ export function registerDemo(program: Command): void {
     .option("--json", "print the steps as JSON")
     .action(async (step: string | undefined, options: { keep?: boolean; aws?: boolean }, command: Command) => {
       const json = wantsJson(command);
-      const target = options.aws ? { aws: demoAwsTarget(process.env) } : {};
+      const target = options.aws ? { aws: demoAwsTarget(process.env), explicitAws: true } : {};
       if (step === "mtd") {
         await withLake(command, (lake, config) => mtdDemo(lake, target.aws ? undefined : config.lakeDir, json, options.keep === true), target);
         return;
@@ -33,13 +33,13 @@ export function registerDemo(program: Command): void {
           // A whole demo starts from a clean slate: tear down what an earlier partial demo left.
           await runDemoStep(lake, "teardown", lakeDir);
           if (options.keep) steps = steps.filter((s) => s !== "teardown");
-          if (!json) process.stdout.write(`lakeswap demo: zero-downtime partition swaps, ${where}\n\n`);
+          if (!json) writeStdout(`lakeswap demo: zero-downtime partition swaps, ${where}\n\n`);
         }
         const results: DemoStepResult[] = [];
         for (const current of steps) {
           const result = await runDemoStep(lake, current, lakeDir);
           results.push(result);
-          if (!json) process.stdout.write(`${current.padEnd(9)} ${result.message}\n`);
+          if (!json) writeStdout(`${current.padEnd(9)} ${result.message}\n`);
         }
         if (json) report(true, { lake: lakeDir ?? where, steps: results }, () => "");
       }, target);
@@ -71,13 +71,13 @@ async function mtdDemo(lake: Lake, lakeDir: string | undefined, json: boolean, k
     for (const table of MTD_TABLES) if (existing.has(table)) await lake.dropTable(table);
   };
   await dropDemoTables();
-  if (!json) process.stdout.write(`lakeswap demo mtd: month-to-date deliveries through raw -> stage -> analytics, embedded lake at ${lakeDir}\n`);
+  if (!json) writeStdout(`lakeswap demo mtd: month-to-date deliveries through raw -> stage -> analytics, embedded lake at ${lakeDir}\n`);
   const print = (result: MtdDeliveryResult) => {
     if (json) return;
-    process.stdout.write(`\n${result.delivery}: ${result.description} (${result.rowsRead} rows read)\n`);
+    writeStdout(`\n${result.delivery}: ${result.description} (${result.rowsRead} rows read)\n`);
     for (const layer of result.layers) {
       const built = layer.builtPartitions.length > 0 ? `: ${layer.builtPartitions.join(", ")}` : "";
-      process.stdout.write(`  ${layer.layer.padEnd(10)} built ${String(layer.built).padStart(2)}, skipped ${String(layer.skipped).padStart(2)}${built}\n`);
+      writeStdout(`  ${layer.layer.padEnd(10)} built ${String(layer.built).padStart(2)}, skipped ${String(layer.skipped).padStart(2)}${built}\n`);
     }
   };
   const results = await runMtdDemo(lake, print);
@@ -86,5 +86,5 @@ async function mtdDemo(lake: Lake, lakeDir: string | undefined, json: boolean, k
     await runDemoStep(lake, "teardown", lakeDir);
   }
   if (json) report(true, { lake: lakeDir, deliveries: results }, () => "");
-  else process.stdout.write(keep ? `\nthe lake is kept${lakeDir ? ` at ${lakeDir}: try lakeswap --lake ${lakeDir} tables` : ""}\n` : "\nteardown: dropped the demo tables\n");
+  else writeStdout(keep ? `\nthe lake is kept${lakeDir ? ` at ${lakeDir}: try lakeswap --lake ${lakeDir} tables` : ""}\n` : "\nteardown: dropped the demo tables\n");
 }

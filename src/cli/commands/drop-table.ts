@@ -1,5 +1,6 @@
 import type { Command } from "commander";
 import { report } from "../output.js";
+import { assertTableName } from "../../core/sql.js";
 import { addWaitOptions, wantsJson, withLake } from "../context.js";
 
 /** `lakeswap drop-table`: removes a table, its pointers, runs and records. */
@@ -10,6 +11,7 @@ export function registerDropTable(program: Command): void {
       .description("remove a table with all its runs (readers stop seeing it first)")
       .option("--json", "print the result as JSON"),
   ).action(async (name: string, _options: unknown, command: Command) => {
+    assertTableName(name);
     await withLake(command, async (lake) => {
       await lake.dropTable(name);
       report(wantsJson(command), { table: name, dropped: true }, () => `dropped table ${name}`);

@@ -1,7 +1,8 @@
 import type { Command } from "commander";
 import { formatDuration } from "../../core/duration.js";
 import { Progress, formatTable, report } from "../output.js";
-import { addWaitOptions, wantsJson, withLake } from "../context.js";
+import { assertTableName } from "../../core/sql.js";
+import { addWaitOptions, configSource, wantsJson, withLake } from "../context.js";
 
 /** `lakeswap gc`: removes runs outside the retention rule. */
 export function registerGc(program: Command): void {
@@ -11,8 +12,11 @@ export function registerGc(program: Command): void {
       .description("remove old runs: keeps the current and previous run, the rollback target and runs younger than the grace window")
       .option("--dry-run", "show what would be removed, remove nothing")
       .option("--grace <duration>", "keep every run younger than this (default 6h, env LAKESWAP_GRACE)")
+      .option("-c, --config <file>", "reach the lake of this pipeline config (lakeswap.yaml), as sync does")
       .option("--json", "print the report as JSON"),
-  ).action(async (name: string | undefined, options: { dryRun?: boolean }, command: Command) => {
+  ).action(async (name: string | undefined, options: { dryRun?: boolean; config?: string }, command: Command) => {
+    if (name !== undefined) assertTableName(name);
+    const config = configSource(options.config);
     await withLake(command, async (lake, config) => {
       const progress = new Progress();
       const reports = await lake.gc(name, {
@@ -32,6 +36,6 @@ export function registerGc(program: Command): void {
           return `${head}\n${formatTable(["table", "partition", "run", "reason", "bytes"], removed.map((r) => [r.table, r.partition, r.runId, r.reason, r.bytes]))}`;
         },
       );
-    });
+    }, config);
   });
 }

@@ -1,6 +1,7 @@
 import type { Command } from "commander";
 import { formatTable, report } from "../output.js";
-import { wantsJson, withLake } from "../context.js";
+import { assertTableName } from "../../core/sql.js";
+import { configSource, wantsJson, withLake } from "../context.js";
 
 /** `lakeswap history`: a partition's runs with time, rows and which one is current. */
 export function registerHistory(program: Command): void {
@@ -8,8 +9,10 @@ export function registerHistory(program: Command): void {
     .command("history <table>")
     .description("list the runs of a table's partitions: id, time, rows, current or not")
     .option("--partition <spec>", "only this partition")
+    .option("-c, --config <file>", "reach the lake of this pipeline config (lakeswap.yaml), as sync does")
     .option("--json", "print the history as JSON")
-    .action(async (name: string, options: { partition?: string }, command: Command) => {
+    .action(async (name: string, options: { partition?: string; config?: string }, command: Command) => {
+      assertTableName(name);
       await withLake(command, async (lake) => {
         const histories = await lake.history(name, options.partition);
         report(wantsJson(command), histories, () => {
@@ -18,6 +21,6 @@ export function registerHistory(program: Command): void {
           );
           return rows.length === 0 ? `table ${name} has no runs yet` : formatTable(["partition", "run", "created", "rows", "bytes", "state"], rows);
         });
-      });
+      }, configSource(options.config));
     });
 }

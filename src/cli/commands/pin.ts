@@ -1,5 +1,6 @@
 import type { Command } from "commander";
 import { report } from "../output.js";
+import { assertTableName } from "../../core/sql.js";
 import { wantsJson, withLake } from "../context.js";
 
 /** `lakeswap pin` / `unpin`: keep a partition as it is through syncs (e.g. after a deliberate rollback). */
@@ -11,6 +12,7 @@ export function registerPin(program: Command): void {
     .option("--reason <text>", "why, for the record", "")
     .option("--json", "print the result as JSON")
     .action(async (name: string, options: { partition: string; reason: string }, command: Command) => {
+      assertTableName(name);
       await withLake(command, async (lake) => {
         await lake.pin(name, options.partition, options.reason);
         report(wantsJson(command), { table: name, partition: options.partition, pinned: true }, () => `${name}/${options.partition} is pinned`);
@@ -22,6 +24,7 @@ export function registerPin(program: Command): void {
     .requiredOption("--partition <spec>", "the partition: day=2026-11-01")
     .option("--json", "print the result as JSON")
     .action(async (name: string, options: { partition: string }, command: Command) => {
+      assertTableName(name);
       await withLake(command, async (lake) => {
         const existed = await lake.unpin(name, options.partition);
         report(wantsJson(command), { table: name, partition: options.partition, pinned: false, wasPinned: existed }, () =>

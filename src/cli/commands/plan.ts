@@ -2,7 +2,7 @@ import type { Command } from "commander";
 import { loadPipelineConfig } from "../../config/pipeline-config.js";
 import { Pipeline } from "../../core/pipeline.js";
 import { formatTable, report } from "../output.js";
-import { wantsJson, withLake } from "../context.js";
+import { checkPartitionFilters, wantsJson, withLake } from "../context.js";
 
 /** `lakeswap plan`: for each layer and partition, build or skip, and why. */
 export function registerPlan(program: Command): void {
@@ -16,6 +16,7 @@ export function registerPlan(program: Command): void {
     .option("--json", "print the plan as JSON")
     .action(async (options: { config: string; input?: string[]; partition?: string[]; fullRefresh?: boolean }, command: Command) => {
       const config = loadPipelineConfig(options.config);
+      checkPartitionFilters(config, options.partition);
       await withLake(
         command,
         async (lake) => {

@@ -1,8 +1,8 @@
-import { readFileSync } from "node:fs";
 import type { Command } from "commander";
 import { InvalidInputError } from "../../core/errors.js";
 import { report } from "../output.js";
-import { addWaitOptions, wantsJson, withLake } from "../context.js";
+import { assertTableName } from "../../core/sql.js";
+import { addWaitOptions, readFlagFile, wantsJson, withLake } from "../context.js";
 
 interface Options {
   partition: string;
@@ -24,10 +24,11 @@ export function registerReplace(program: Command): void {
       .option("--grace <duration>", "GC grace window for old runs (default 6h, env LAKESWAP_GRACE)")
       .option("--json", "print the result as JSON"),
   ).action(async (name: string, options: Options, command: Command) => {
+    assertTableName(name);
     if ((options.sql === undefined) === (options.sqlFile === undefined)) {
       throw new InvalidInputError("give the SELECT with exactly one of --sql '...' or --sql-file FILE");
     }
-    const select = options.sql ?? readFileSync(options.sqlFile as string, "utf8");
+    const select = options.sql ?? readFlagFile("--sql-file", options.sqlFile as string);
     await withLake(command, async (lake) => {
       const result = await lake.replacePartition(name, options.partition, { select, allowEmpty: options.allowEmpty });
       report(wantsJson(command), result, () => {

@@ -1,6 +1,7 @@
 import type { Command } from "commander";
 import { loadPipelineConfig } from "../../config/pipeline-config.js";
 import { InvalidInputError } from "../../core/errors.js";
+import { assertTableName } from "../../core/sql.js";
 import { checkSyncId } from "../../core/sync-record.js";
 import { formatTable, report } from "../output.js";
 import { addWaitOptions, wantsJson, withLake } from "../context.js";
@@ -46,7 +47,7 @@ export function registerRollback(program: Command): void {
     if (name === undefined || options.partition === undefined) {
       throw new InvalidInputError("give a table and --partition (lakeswap rollback orders --partition day=2026-11-01), or --sync ID to undo a whole sync");
     }
-    const table = name;
+    const table = assertTableName(name);
     const partition = options.partition;
     const config = options.config !== undefined ? loadPipelineConfig(options.config) : undefined;
     await withLake(command, async (lake) => {

@@ -1,5 +1,6 @@
 import type { Command } from "commander";
 import { pipelineJsonSchema } from "../../config/pipeline-config.js";
+import { writeStdout } from "../output.js";
 
 /** `lakeswap config-schema`: the JSON Schema of lakeswap.yaml, generated from the same source as validation. */
 export function registerSchema(program: Command): void {
@@ -7,6 +8,6 @@ export function registerSchema(program: Command): void {
     .command("config-schema")
     .description("print the JSON Schema of lakeswap.yaml (for editors)")
     .action(() => {
-      process.stdout.write(`${JSON.stringify(pipelineJsonSchema(), null, 2)}\n`);
+      writeStdout(`${JSON.stringify(pipelineJsonSchema(), null, 2)}\n`);
     });
 }

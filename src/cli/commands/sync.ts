@@ -3,7 +3,7 @@ import { loadPipelineConfig } from "../../config/pipeline-config.js";
 import { LakeswapError } from "../../core/errors.js";
 import { Pipeline } from "../../core/pipeline.js";
 import { Progress, formatTable, report } from "../output.js";
-import { addWaitOptions, wantsJson, withLake } from "../context.js";
+import { addWaitOptions, checkPartitionFilters, wantsJson, withLake } from "../context.js";
 
 interface Options {
   config: string;
@@ -28,6 +28,7 @@ export function registerSync(program: Command): void {
       .option("--json", "print the report as JSON"),
   ).action(async (options: Options, command: Command) => {
     const config = loadPipelineConfig(options.config);
+    checkPartitionFilters(config, options.partition);
     await withLake(
       command,
       async (lake) => {

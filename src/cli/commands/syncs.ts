@@ -1,21 +1,21 @@
 import type { Command } from "commander";
 import { loadPipelineConfig } from "../../config/pipeline-config.js";
 import { formatTable, report } from "../output.js";
-import { wantsJson, withLake } from "../context.js";
+import { positiveCount, wantsJson, withLake } from "../context.js";
 
 /** `lakeswap syncs`: the recorded syncs, newest first, with what each moved. */
 export function registerSyncs(program: Command): void {
   program
     .command("syncs")
     .description("list the recorded syncs, newest first: id, time, config, partitions moved (undo one with rollback --sync ID)")
-    .option("--limit <n>", "only the newest n", (value) => Number.parseInt(value, 10))
+    .option("--limit <n>", "only the newest n (a whole number from 1)", positiveCount("--limit"))
     .option("-c, --config <file>", "reach the lake of this pipeline config (lakeswap.yaml), as sync does")
     .option("--json", "print the records as JSON")
     .action(async (options: { limit?: number; config?: string }, command: Command) => {
       const config = options.config !== undefined ? loadPipelineConfig(options.config) : undefined;
       await withLake(command, async (lake) => {
         const all = await lake.syncs();
-        const records = options.limit !== undefined && options.limit > 0 ? all.slice(0, options.limit) : all;
+        const records = options.limit !== undefined ? all.slice(0, options.limit) : all;
         report(wantsJson(command), records, () => {
           if (records.length === 0) return "no sync has been recorded in this lake yet";
           return formatTable(
