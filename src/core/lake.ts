@@ -32,6 +32,12 @@ export interface LakeSettings {
   readonly leaseTtlMs?: number;
   /** Told when this writer has to wait for another one. */
   readonly onLeaseWait?: (holder: LeaseRecord) => void;
+  /**
+   * For commands that only read (history, tables, query, syncs, plan): the
+   * lake is opened without replaying the outbox, so reading never moves a
+   * pointer; `pendingChanges()` tells what a writer left unconfirmed.
+   */
+  readonly readOnly?: boolean;
 }
 
 /** A partition named by the user: parsed text (`day=2026-11-01`) or a partition. */
@@ -151,6 +157,8 @@ export type ProgressListener = (event: { readonly done: number; readonly total: 
 interface RunListing {
   readonly runId: string;
   readonly files: readonly { key: string; size: number }[];
+  /** Folder markers of the run (`…/run=<id>/`): an empty run folder left by a build killed as it started. */
+  readonly markers: readonly string[];
   readonly hasManifest: boolean;
 }
 
@@ -178,12 +186,17 @@ export class Lake {
     this.settings = settings;
   }
 
-  /** Opens a lake, cleaning what a killed process left in the catalog and replaying pending catalog changes first. */
+  /** Opens a lake, cleaning what a killed process left in the catalog and replaying pending catalog changes first (unless read-only). */
   static async open(ports: LakePorts, settings: LakeSettings = {}): Promise<Lake> {
     await ports.catalog.open();
     const lake = new Lake(ports, settings);
-    await lake.replayOutbox();
+    if (!settings.readOnly) await lake.replayOutbox();
     return lake;
+  }
+
+  /** Catalog changes a writer recorded but never confirmed (`table/partition -> run`); the next writing command finishes them. */
+  async pendingChanges(): Promise<{ table: string; partition: string; runId: string }[]> {
+    return (await this.outbox.pending()).map((entry) => ({ table: entry.table, partition: entry.partition, runId: entry.runId }));
   }
 
   /**
@@ -415,7 +428,7 @@ export class Lake {
     engineRows: number | undefined,
     context: { allowEmpty: boolean; previousRows?: number; currentRunId?: string },
   ): Promise<{ rows: number; files: { key: string; size: number }[]; bytes: number }> {
-    const files = (await this.store.list(runPrefix)).filter((o) => !isHiddenRunFile(o.key.slice(runPrefix.length)));
+    const files = (await this.store.list(runPrefix)).filter((o) => !o.key.endsWith("/") && !isHiddenRunFile(o.key.slice(runPrefix.length)));
     const notMoved = "the pointer was not moved";
     if (files.length === 0 && !(context.allowEmpty && (engineRows ?? 0) === 0)) {
       throw new AuditError(
@@ -779,17 +792,19 @@ export class Lake {
 
   /** Every run of a partition (folders and manifests), oldest first. */
   private async listRuns(table: TableDefinition, partition: Partition): Promise<RunListing[]> {
-    const runs = new Map<string, { files: { key: string; size: number }[]; hasManifest: boolean }>();
+    const runs = new Map<string, { files: { key: string; size: number }[]; markers: string[]; hasManifest: boolean }>();
     const entry = (runId: string) => {
       let run = runs.get(runId);
-      if (!run) runs.set(runId, (run = { files: [], hasManifest: false }));
+      if (!run) runs.set(runId, (run = { files: [], markers: [], hasManifest: false }));
       return run;
     };
     const prefix = this.catalog.runsPrefix(table, partition);
     for (const object of await this.store.list(prefix)) {
       const folder = object.key.slice(prefix.length).split("/")[0] ?? "";
       const runId = folder.replace(/^run=/, "");
-      if (folder.startsWith("run=") && isRunId(runId)) entry(runId).files.push(object);
+      if (!folder.startsWith("run=") || !isRunId(runId)) continue;
+      if (object.key.endsWith("/")) entry(runId).markers.push(object.key);
+      else entry(runId).files.push(object);
     }
     const manifests = manifestsPrefix(table.name, partition);
     for (const object of await this.store.list(manifests)) {
@@ -799,13 +814,13 @@ export class Lake {
     }
     return [...runs.entries()]
       .sort(([a], [b]) => (a < b ? -1 : 1))
-      .map(([runId, run]) => ({ runId, files: run.files, hasManifest: run.hasManifest }));
+      .map(([runId, run]) => ({ runId, files: run.files, markers: run.markers, hasManifest: run.hasManifest }));
   }
 
   private async runFiles(table: TableDefinition, partition: Partition, runId: string): Promise<string[]> {
     const prefix = `${this.catalog.runsPrefix(table, partition)}${runFolder(runId)}/`;
     // Every data file of the run: DuckDB names them *.parquet, Athena's UNLOAD gives no extension; '_' and '.' files are hidden, as in Hive.
-    return (await this.store.list(prefix)).map((o) => o.key).filter((key) => !/^[_.]/.test(key.slice(prefix.length)));
+    return (await this.store.list(prefix)).map((o) => o.key).filter((key) => !key.endsWith("/") && !isHiddenRunFile(key.slice(prefix.length)));
   }
 
   private async readManifest(table: TableDefinition, partition: Partition, runId: string): Promise<RunManifest | undefined> {
@@ -819,7 +834,7 @@ export class Lake {
     const existing = await this.readManifest(table, pointer.partition, pointer.runId);
     if (existing) return existing;
     const prefix = `${this.catalog.runsPrefix(table, pointer.partition)}${runFolder(pointer.runId)}/`;
-    const files = (await this.store.list(prefix)).filter((o) => !/^[_.]/.test(o.key.slice(prefix.length)));
+    const files = (await this.store.list(prefix)).filter((o) => !o.key.endsWith("/") && !isHiddenRunFile(o.key.slice(prefix.length)));
     const now = new Date().toISOString();
     const manifest: RunManifest = {
       format: 1,
@@ -864,7 +879,7 @@ export class Lake {
       const files = run?.files ?? [];
       if (!options.dryRun) {
         // Files first, manifest last: a run with a manifest but no files is only a leftover record.
-        await this.store.delete(files.map((f) => f.key));
+        await this.store.delete([...files.map((f) => f.key), ...(run?.markers ?? [])]);
         faultPoint("during-gc");
         await this.store.delete([manifestKey(table.name, partition, decision.runId)]);
       }
@@ -882,7 +897,8 @@ export class Lake {
   private async discardRun(runPrefix: string): Promise<void> {
     try {
       const objects = await this.store.list(runPrefix);
-      await this.store.delete(objects.map((o) => o.key));
+      // The prefix itself too: where the store has folders, the run's empty folder goes with its files.
+      await this.store.delete([...objects.map((o) => o.key), runPrefix]);
     } catch (error) {
       process.emitWarning(`could not remove the unused run ${runPrefix}: ${errorMessage(error)}; lakeswap gc will`);
     }

@@ -63,7 +63,7 @@ export function planRetention(input: {
       if (run.runId === rollbackTarget) return keep("rollback target");
       if (input.protectedRunIds?.has(run.runId)) return keep("pending catalog change");
       if (input.now.getTime() - runIdTime(run.runId).getTime() < input.graceMs) return keep("within grace window");
-      if (!run.hasFiles) return remove("leftover manifest");
+      if (!run.hasFiles) return remove(run.published ? "leftover manifest" : "incomplete build");
       return remove(run.published ? "superseded" : "incomplete build");
     });
 }

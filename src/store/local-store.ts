@@ -99,6 +99,11 @@ export class LocalStore implements ObjectStore {
         if (isCode(error, "ENOENT") || isCode(error, "ENOTDIR")) return;
         throw error;
       }
+      // An empty data folder (a build killed right after creating its run folder) is listed as an S3-style
+      // folder marker, `key/`, so GC can see and remove it; metadata folders are never listed.
+      if (entries.length === 0 && keyPrefix.startsWith(prefix) && keyPrefix !== "" && !`${keyPrefix}/`.startsWith("_lakeswap/")) {
+        found.push({ key: `${keyPrefix}/`, size: 0 });
+      }
       for (const entry of entries) {
         const key = keyPrefix ? `${keyPrefix}/${entry.name}` : entry.name;
         // Only descend where keys can still match the prefix.
@@ -119,6 +124,11 @@ export class LocalStore implements ObjectStore {
   async delete(keys: readonly string[]): Promise<void> {
     const parents = new Set<string>();
     for (const key of keys) {
+      if (key.endsWith("/")) {
+        // A folder marker: the folder goes once it is empty (pruned below, with the parents).
+        parents.add(this.localPath(key.slice(0, -1)));
+        continue;
+      }
       const file = this.localPath(key);
       await fs.rm(file, { force: true });
       parents.add(path.dirname(file));
