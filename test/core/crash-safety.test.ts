@@ -20,7 +20,15 @@ interface Content {
   readonly rows: number;
   readonly select: string;
 }
-const content = (tag: string, rows: number): Content => ({ tag, rows, select: `SELECT range AS id, '${tag}' AS tag FROM range(${rows})` });
+/** Up to 1000 rows, in SQL that both DuckDB and Athena (Trino) accept. */
+const DIGITS = (name: string) => `(VALUES (0), (1), (2), (3), (4), (5), (6), (7), (8), (9)) AS ${name}(x)`;
+const content = (tag: string, rows: number): Content => ({
+  tag,
+  rows,
+  select:
+    `SELECT CAST(a.x * 100 + b.x * 10 + c.x AS BIGINT) AS id, '${tag}' AS tag FROM ${DIGITS("a")} CROSS JOIN ${DIGITS("b")} CROSS JOIN ${DIGITS("c")} ` +
+    `WHERE a.x * 100 + b.x * 10 + c.x < ${rows}`,
+});
 const OLDEST = content("z", 90);
 const OLD = content("a", 100);
 const NEW = content("b", 120);
@@ -90,10 +98,10 @@ class Scenario {
     return new Child(spawnCli([...this.backend.cliArgs, ...args], { ...this.backend.cliEnv, ...env }));
   }
 
-  /** Runs a command that must succeed silently; returns its stdout. */
+  /** Runs a command that must succeed silently (but for the line that says which lake it runs on); returns its stdout. */
   async ok(args: readonly string[], env: Record<string, string> = {}): Promise<string> {
     const result = await this.cli(args, env);
-    expect(result.stderr, `lakeswap ${args.join(" ")}`).toBe("");
+    expect(result.stderr.replace(/^lakeswap: (running on|embedded lake) .*\n/gm, ""), `lakeswap ${args.join(" ")}`).toBe("");
     expect(result.code, `lakeswap ${args.join(" ")}`).toBe(0);
     return result.stdout;
   }
@@ -182,8 +190,13 @@ describe.each(selectedBackends())("crash safety on the %s backend", (backendName
 
         const pointer = await lake.pointer(TABLE, PARTITION);
         const expected = EXPECTED[point];
-        if (expected === "old") expect(pointer?.runId).toBe(old);
-        else expect(pointer?.runId).not.toBe(old);
+        if (expected === "old") expect(pointer).toMatchObject({ runId: old, previousRunId: oldest });
+        else {
+          // The killed writer's run, the one run it made, is current, and the old run is the previous one.
+          const made = (await lake.history(TABLE, PARTITION))[0]!.runs.map((r) => r.runId).filter((id) => id !== old && id !== oldest);
+          expect(made).toHaveLength(1);
+          expect(pointer).toMatchObject({ runId: made[0], previousRunId: old });
+        }
         const killedRun = expected === "new" ? pointer!.runId : undefined;
         for (const view of await s.views()) expect(view).toEqual(whole(expected === "old" ? OLD : NEW));
 
@@ -248,7 +261,8 @@ describe.each(selectedBackends())("crash safety on the %s backend", (backendName
 
         const before = (JSON.parse(await s.ok(["history", TABLE, "--partition", PARTITION, "--json"])) as PartitionHistory[])[0]!;
         const current = before.currentRunId!;
-        expect(current).not.toBe(s.old);
+        // The killed writer's run is the newest one and current; the old run is the previous one.
+        expect(before.runs.map((r) => [r.runId, r.state])).toEqual([[current, "current"], [s.old, "previous"], [s.oldest, "completed"]]);
         expect(before.runs.find((r) => r.runId === current)).toMatchObject({ state: "current" });
         expect(before.runs.find((r) => r.runId === s.old)).toMatchObject({ state: "previous", rows: OLD.rows });
         expect(JSON.parse(await s.ok(["query", `SELECT count(*) AS n FROM ${TABLE} WHERE day = '${DAY}'`, "--json"]))).toEqual([{ n: NEW.rows }]);
@@ -271,14 +285,53 @@ describe.each(selectedBackends())("crash safety on the %s backend", (backendName
     withScenario(backendName, async (s) => {
       const killed = await s.cli(["replace", TABLE, "--partition", PARTITION, "--sql", NEW.select], { LAKESWAP_FAULT: "after-swap:kill" });
       expect(killed.signal).toBe("SIGKILL");
-      const current = (await s.lake.pointer(TABLE, PARTITION))!.runId;
-      expect(current).not.toBe(s.old);
+      const pointer = await s.lake.pointer(TABLE, PARTITION);
+      const current = pointer!.runId;
+      expect(pointer).toMatchObject({ previousRunId: s.old, movedBy: "swap" });
+      expect((await s.lake.history(TABLE, PARTITION))[0]!.runs.map((r) => r.runId), "the killed writer's run is the newest").toEqual([current, s.old, s.oldest]);
 
       expect(await s.lake.rollback(TABLE, PARTITION)).toMatchObject({ fromRunId: current, toRunId: s.old, rows: OLD.rows });
       for (const view of await s.views()) expect(view).toEqual(whole(OLD));
       // The run served every reader until the rollback: it is complete, and it can be pointed to again.
       expect(await s.lake.rollback(TABLE, PARTITION, { toRunId: current })).toMatchObject({ fromRunId: s.old, toRunId: current, rows: NEW.rows });
       for (const view of await s.views()) expect(view).toEqual(whole(NEW));
+    }),
+  );
+
+  it.concurrent("outbox replay drops an entry whose pointer moved on since (stale) and applies one whose pointer is still where it was", () =>
+    withScenario(backendName, async (s) => {
+      const { lake, old } = s;
+      // A writer recorded its move (old -> its run) in the outbox and died before sending it.
+      const killed = await s.cli(["replace", TABLE, "--partition", PARTITION, "--sql", NEW.select], { LAKESWAP_FAULT: "after-outbox:kill" });
+      expect(killed.signal).toBe("SIGKILL");
+      const dead = (await lake.history(TABLE, PARTITION))[0]!.runs.find((r) => r.runId > old)!;
+      expect(dead).toMatchObject({ state: "incomplete" });
+      // Another writer (this process, which opened the lake before the kill, so never replayed it) moves the pointer on.
+      const moved = await lake.replacePartition(TABLE, PARTITION, { select: NEXT.select });
+      expect(moved).toMatchObject({ previousRunId: old, rows: NEXT.rows });
+
+      // The recorded move is stale now: the pointer is not where the dead writer left it. It is dropped, not applied.
+      expect(await lake.replayOutbox()).toEqual({ applied: 0, stale: 1 });
+      expect(await lake.pointer(TABLE, PARTITION)).toMatchObject({ runId: moved.runId, previousRunId: old, movedBy: "swap" });
+      for (const view of await s.views()) expect(view).toEqual(whole(NEXT));
+      expect(await lake.replayOutbox(), "the stale entry is gone").toEqual({ applied: 0, stale: 0 });
+      expect((await lake.history(TABLE, PARTITION))[0]!.runs.map((r) => [r.runId, r.state])).toEqual([
+        [moved.runId, "current"],
+        [dead.runId, "incomplete"],
+        [old, "previous"],
+        [s.oldest, "completed"],
+      ]);
+
+      // A move recorded while the pointer stays where it was is applied, once.
+      const again = await s.cli(["replace", TABLE, "--partition", PARTITION, "--sql", NEW.select], { LAKESWAP_FAULT: "after-outbox:kill" });
+      expect(again.signal).toBe("SIGKILL");
+      expect(await lake.pointer(TABLE, PARTITION)).toMatchObject({ runId: moved.runId });
+      expect(await lake.replayOutbox()).toEqual({ applied: 1, stale: 0 });
+      const replayed = (await lake.history(TABLE, PARTITION))[0]!.runs[0]!;
+      expect(replayed).toMatchObject({ state: "current", rows: NEW.rows });
+      expect(await lake.pointer(TABLE, PARTITION)).toMatchObject({ runId: replayed.runId, previousRunId: moved.runId, movedBy: "swap" });
+      for (const view of await s.views()) expect(view).toEqual(whole(NEW));
+      expect(await lake.replayOutbox()).toEqual({ applied: 0, stale: 0 });
     }),
   );
 
