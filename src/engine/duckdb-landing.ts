@@ -2,7 +2,7 @@ import type { DuckDBConnection } from "@duckdb/node-api";
 import { InvalidInputError, errorMessage } from "../core/errors.js";
 import { MAX_PARTITION_VALUE_LENGTH } from "../core/partition.js";
 import { FLAG_BITS, INFINITY_WORDS, flagWordCount, type KeyPair, laneKeys, wordKind } from "../core/signature.js";
-import { quoteIdentifier, quoteLiteral } from "../core/sql.js";
+import { printable, quoteIdentifier, quoteLiteral } from "../core/sql.js";
 import type { SignatureForm } from "./duckdb-open.js";
 import type { LandRequest } from "./engine.js";
 
@@ -16,150 +16,426 @@ export interface LandingTables {
 
 const SAFE_PARTITION_VALUE = "^[A-Za-z0-9_][A-Za-z0-9_.-]*$";
 
+/** A declared column of the delivery. */
+type LandColumn = LandRequest["columns"][number];
+
 /**
- * Lands source files into engine tables: reads them with the declared types,
- * normalizes null spellings, evaluates the partition expressions, and splits
- * the rows into good ones and bad ones (with a reason and the raw text).
+ * One format's reading of a delivery: a SELECT of `__file`, `__line` (the
+ * line, or the Parquet row, from 1), `__structural` (why the row cannot be
+ * read at all, or NULL) and one source value per declared column (`__s0`,
+ * `__s1`, ...), whose types are `types`. `rawTable` holds each row's original
+ * text (`__file`, `__line`, `__raw`), for the dead letters.
+ */
+interface SourceRows {
+  readonly select: string;
+  readonly types: readonly string[];
+  readonly rawTable?: string;
+}
+
+/**
+ * Lands source files into engine tables: reads them, converts each value to
+ * its declared type exactly (a value that would be rounded, cut or moved to
+ * another zone is a bad row, never landed altered), normalizes null
+ * spellings, evaluates the partition expressions, and splits the rows into
+ * good ones and bad ones (file, line, reason and the original text).
  *
- * Each format's reader gives typed rows with a `__problem` (a value that does
- * not convert) or none; one pass over them normalizes, adds the partition
- * keys and is kept (`<landed>_read`); the partition values are checked once
- * per distinct value, not per row; then good rows are copied to the landed
- * table and bad ones to the rejected table.
+ * CSV and JSONL are read as text, line by line, so that every row keeps its
+ * line number and its text (CSV records may span lines inside quotes); the
+ * declared types are applied here, not by a reader's sniffer. Parquet is read
+ * with its own types and row numbers. The session's time zone is UTC, so that
+ * nothing depends on the machine's zone. The partition values are checked
+ * once per distinct value, not per row.
  */
 export async function landDelivery(connection: DuckDBConnection, request: LandRequest, tables: LandingTables): Promise<void> {
   const read = `${tables.landed}_read`;
-  const readErrors = `${tables.landed}_read_errors`;
-  const readScans = `${tables.landed}_read_scans`;
   const badKeys = `${tables.landed}_bad_keys`;
-  const files = `[${request.files.map(quoteLiteral).join(", ")}]`;
+  const scratch = [read, badKeys, `${read}_lines`, `${read}_records`];
   const columns = request.columns;
-  const names = columns.map((c) => quoteIdentifier(c.name));
-  const rawText = (alias: string) =>
-    `concat_ws(',', ${columns.map((c) => `coalesce(CAST(${alias}.${quoteIdentifier(c.name)} AS VARCHAR), '')`).join(", ")})`;
-
-  // 1. Typed rows, each with the reason it could not be read (or NULL). CSV lines that do not parse go to
-  //    `rejectedRead` (DuckDB's rejects tables) with file, line, reason and raw text.
-  let typed: string;
-  let rejectedRead = `SELECT NULL::VARCHAR AS file, NULL::BIGINT AS line, NULL::VARCHAR AS reason, NULL::VARCHAR AS raw WHERE false`;
+  await connection.run(`SET TimeZone = 'UTC'`);
   try {
-    if (request.format === "csv") {
-      const types = `{${columns.map((c) => `${quoteLiteral(c.name)}: ${quoteLiteral(c.type)}`).join(", ")}}`;
-      typed =
-        `SELECT ${names.join(", ")}, filename AS __file, NULL::BIGINT AS __line, NULL::VARCHAR AS __raw, NULL::VARCHAR AS __problem ` +
-        `FROM read_csv(${files}, header = ${request.header}, delim = ${quoteLiteral(request.delimiter)}, quote = '"', escape = '"', ` +
-        `types = ${types}, store_rejects = true, rejects_table = ${quoteLiteral(readErrors)}, rejects_scan = ${quoteLiteral(readScans)}, filename = true)`;
-      // One entry per bad line, even when several of its fields are bad.
-      rejectedRead =
-        `SELECT s.file_path AS file, e.line::BIGINT AS line, string_agg(e.error_message, '; ' ORDER BY e.column_idx) AS reason, any_value(e.csv_line) AS raw ` +
-        `FROM ${readErrors} e JOIN ${readScans} s USING (scan_id, file_id) GROUP BY ALL`;
-    } else if (request.format === "jsonl") {
-      // Line by line, so a bad line is reported with its number and text and the rest still loads.
-      await connection.run(
-        `CREATE TABLE ${read}_text AS SELECT filename AS __file, generate_subscripts(lines, 1)::BIGINT AS __line, unnest(lines) AS __raw ` +
-          `FROM (SELECT filename, string_split(content, chr(10)) AS lines FROM read_text(${files}))`,
-      );
-      // Materialize which lines are JSON objects first: extraction must never see a malformed line.
-      await connection.run(
-        `CREATE TABLE ${read}_lines AS SELECT __file, __line, __raw, ` +
-          `CASE WHEN NOT json_valid(__raw) THEN 'not valid JSON' WHEN json_type(__raw::JSON) <> 'OBJECT' THEN 'not a JSON object' END AS __invalid ` +
-          `FROM ${read}_text WHERE trim(__raw) <> ''`,
-      );
-      await connection.run(`ALTER TABLE ${read}_lines ADD COLUMN __json JSON`);
-      await connection.run(`UPDATE ${read}_lines SET __json = __raw::JSON WHERE __invalid IS NULL`);
-      const fields = columns.map((c) => `json_extract_string(__json, ${quoteLiteral(`$."${c.name}"`)})`);
-      const casts = columns.map((c, i) => `TRY_CAST(${fields[i]} AS ${c.type}) AS ${quoteIdentifier(c.name)}`);
-      const problems = columns.map(
-        (c, i) =>
-          `CASE WHEN ${fields[i]} IS NOT NULL AND TRY_CAST(${fields[i]} AS ${c.type}) IS NULL ` +
-          `THEN ${quoteLiteral(`column ${c.name}: cannot convert `)} || ${quoteLiteral("'")} || ${fields[i]} || ${quoteLiteral(`' to ${c.type}`)} END`,
-      );
-      typed = `SELECT ${casts.join(", ")}, __file, __line, __raw, coalesce(__invalid, ${problems.join(", ")}) AS __problem FROM ${read}_lines`;
-    } else {
-      const present = await parquetColumns(connection, files);
-      const missing = columns.map((c) => c.name).filter((n) => !present.includes(n));
-      if (missing.length > 0) {
-        throw new InvalidInputError(`the Parquet source lacks declared column${missing.length > 1 ? "s" : ""} ${missing.join(", ")} (it has ${present.join(", ")})`);
-      }
-      const casts = columns.map((c) => `TRY_CAST(${quoteIdentifier(c.name)} AS ${c.type}) AS ${quoteIdentifier(c.name)}`);
-      const bad = columns.map(
-        (c) =>
-          `CASE WHEN ${quoteIdentifier(c.name)} IS NOT NULL AND TRY_CAST(${quoteIdentifier(c.name)} AS ${c.type}) IS NULL ` +
-          `THEN ${quoteLiteral(`column ${c.name}: cannot convert to ${c.type}`)} END`,
-      );
-      typed =
-        `SELECT ${casts.join(", ")}, filename AS __file, file_row_number + 1 AS __line, NULL::VARCHAR AS __raw, coalesce(${bad.join(", ")}) AS __problem ` +
-        `FROM read_parquet(${files}, filename = true, file_row_number = true)`;
+    // 1. The source rows, by format.
+    let source: SourceRows;
+    try {
+      if (request.format === "csv") source = await readCsv(connection, request, read);
+      else if (request.format === "jsonl") source = await readJsonl(connection, request, read);
+      else source = await readParquet(connection, request);
+    } catch (error) {
+      if (error instanceof InvalidInputError) throw error;
+      throw new InvalidInputError(`reading ${fileList(request.files)} as ${request.format} failed: ${duckDbMessage(error)}`);
     }
-  } catch (error) {
-    if (error instanceof InvalidInputError) throw error;
-    throw new InvalidInputError(`reading ${request.files.join(", ")} as ${request.format} failed: ${errorMessage(error).replace(/\s+/g, " ")}`);
-  }
 
-  // 2. Normalize null spellings (an empty string in a nullable text column and NaN in a float are NULL), and add the partition keys.
-  const normalized = columns.map((c) => {
-    const name = quoteIdentifier(c.name);
-    if (c.nullable && c.type === "VARCHAR") return `NULLIF(r.${name}, '') AS ${name}`;
-    if (c.type === "DOUBLE" || c.type === "FLOAT") return `CASE WHEN isnan(r.${name}) THEN NULL ELSE r.${name} END AS ${name}`;
-    return `r.${name}`;
-  });
-  const keys = request.partition.map((p) => p.key);
-  const withKeys = (source: string): string =>
-    `SELECT *, ${request.partition.map((p) => `CAST((${p.expression}) AS VARCHAR) AS ${quoteIdentifier(p.key)}`).join(", ")} ` +
-    `FROM (SELECT ${normalized.join(", ")}, r.__file, r.__line, r.__raw, r.__problem FROM (${source}) r)`;
-  // The partition expressions are checked against the declared columns first, before anything is read.
-  const shape =
-    `SELECT ${columns.map((c) => `NULL::${c.type} AS ${quoteIdentifier(c.name)}`).join(", ")}, ` +
-    `NULL::VARCHAR AS __file, NULL::BIGINT AS __line, NULL::VARCHAR AS __raw, NULL::VARCHAR AS __problem`;
-  try {
-    await connection.run(`SELECT * FROM (${withKeys(shape)}) LIMIT 0`);
-  } catch (error) {
-    throw new InvalidInputError(`a partition expression does not work on the source columns: ${errorMessage(error).replace(/\s+/g, " ")}`);
-  }
-  try {
-    await connection.run(`CREATE TABLE ${read} AS ${withKeys(typed)}`);
-  } catch (error) {
-    throw new InvalidInputError(`reading ${request.files.join(", ")} as ${request.format} failed: ${errorMessage(error).replace(/\s+/g, " ")}`);
-  }
+    // 2. Exact conversion to the declared types; normalize null spellings (an empty string in a nullable text column and
+    //    NaN in a float are NULL), and add the partition keys.
+    const converted = columns.map((column, i) => conversion(column, `__s${i}`, source.types[i] ?? "VARCHAR"));
+    const typed =
+      `SELECT ${converted.map((c, i) => `${c.value} AS ${quoteIdentifier(columns[i]!.name)}`).join(", ")}, __file, __line, ` +
+      `coalesce(__structural, ${converted.map((c) => c.problem).join(", ")}) AS __problem FROM (${source.select})`;
+    const normalized = columns.map((c) => {
+      const name = quoteIdentifier(c.name);
+      if (c.nullable && c.type === "VARCHAR") return `NULLIF(r.${name}, '') AS ${name}`;
+      if (c.type === "DOUBLE" || c.type === "FLOAT") return `CASE WHEN isnan(r.${name}) THEN NULL ELSE r.${name} END AS ${name}`;
+      return `r.${name}`;
+    });
+    const keys = request.partition.map((p) => p.key);
+    const withKeys = (rows: string): string =>
+      `SELECT *, ${request.partition.map((p) => `CAST((${p.expression}) AS VARCHAR) AS ${quoteIdentifier(p.key)}`).join(", ")} ` +
+      `FROM (SELECT ${normalized.join(", ")}, r.__file, r.__line, r.__problem FROM (${rows}) r)`;
+    // The partition expressions are checked against the declared columns first, before anything is read.
+    const shape =
+      `SELECT ${columns.map((c) => `NULL::${c.type} AS ${quoteIdentifier(c.name)}`).join(", ")}, ` +
+      `NULL::VARCHAR AS __file, NULL::BIGINT AS __line, NULL::VARCHAR AS __problem`;
+    for (const { key, expression } of request.partition) {
+      try {
+        await connection.run(`SELECT CAST((${expression}) AS VARCHAR) FROM (${shape}) LIMIT 0`);
+      } catch (error) {
+        throw new InvalidInputError(
+          `the partition expression of key ${key}, ${printable(expression)}, does not work on the declared columns (${columns.map((c) => c.name).join(", ")}): ` +
+            `${duckDbMessage(error)}. Fix it under partition: in the dataset's config`,
+        );
+      }
+    }
+    try {
+      await connection.run(`CREATE TABLE ${read} AS ${withKeys(typed)}`);
+    } catch (error) {
+      throw new InvalidInputError(`reading ${fileList(request.files)} as ${request.format} failed: ${duckDbMessage(error)}`);
+    }
 
-  // 3. Partition values are checked once per distinct value: NULL, or unsafe in a path or a query.
-  const keyChecks = request.partition.map(
-    ({ key, expression }) =>
-      `CASE WHEN ${quoteIdentifier(key)} IS NULL THEN ${quoteLiteral(`partition key ${key} is NULL (${expression})`)} ` +
-      `WHEN NOT regexp_full_match(${quoteIdentifier(key)}, ${quoteLiteral(SAFE_PARTITION_VALUE)}) OR contains(${quoteIdentifier(key)}, '..') OR strlen(${quoteIdentifier(key)}) > ${MAX_PARTITION_VALUE_LENGTH} ` +
-      `THEN ${quoteLiteral(`partition key ${key} has the unsafe value '`)} || ${quoteIdentifier(key)} || ${quoteLiteral("'")} END`,
-  );
-  const keyList = keys.map(quoteIdentifier).join(", ");
-  await connection.run(
-    `CREATE TABLE ${badKeys} AS SELECT * FROM (SELECT ${keyList}, coalesce(${keyChecks.join(", ")}) AS __key_problem ` +
-      `FROM (SELECT DISTINCT ${keyList} FROM ${read})) WHERE __key_problem IS NOT NULL`,
-  );
+    // 3. Partition values are checked once per distinct value: NULL, or unsafe in a path or a query.
+    const keyChecks = request.partition.map(
+      ({ key, expression }) =>
+        `CASE WHEN ${quoteIdentifier(key)} IS NULL THEN ${quoteLiteral(`partition key ${key} is NULL: its expression ${printable(expression)} gives NULL for this row`)} ` +
+        `WHEN NOT regexp_full_match(${quoteIdentifier(key)}, ${quoteLiteral(SAFE_PARTITION_VALUE)}) OR contains(${quoteIdentifier(key)}, '..') OR strlen(${quoteIdentifier(key)}) > ${MAX_PARTITION_VALUE_LENGTH} ` +
+        `THEN ${quoteLiteral(`partition key ${key} has the unsafe value `)} || ${shown(quoteIdentifier(key))} END`,
+    );
+    const keyList = keys.map(quoteIdentifier).join(", ");
+    await connection.run(
+      `CREATE TABLE ${badKeys} AS SELECT * FROM (SELECT ${keyList}, coalesce(${keyChecks.join(", ")}) AS __key_problem ` +
+        `FROM (SELECT DISTINCT ${keyList} FROM ${read})) WHERE __key_problem IS NOT NULL`,
+    );
 
-  // 4. Split: a row is bad for a value that did not convert, a NULL in a non-nullable column, or a bad partition value.
-  const notNull = columns
-    .filter((c) => !c.nullable)
-    .map((c) => `CASE WHEN r.${quoteIdentifier(c.name)} IS NULL THEN ${quoteLiteral(`column ${c.name} is NULL but is declared not nullable`)} END`);
-  const keysMatch = keys.map((key) => `r.${quoteIdentifier(key)} IS NOT DISTINCT FROM b.${quoteIdentifier(key)}`).join(" AND ");
-  const problem = `coalesce(r.__problem, ${[...notNull, "b.__key_problem"].join(", ")})`;
-  const checked = `FROM ${read} r LEFT JOIN ${badKeys} b ON ${keysMatch}`;
-  await connection.run(
-    `CREATE TABLE ${tables.landed} AS SELECT ${[...columns.map((c) => `r.${quoteIdentifier(c.name)}`), ...keys.map((k) => `r.${quoteIdentifier(k)}`)].join(", ")} ` +
-      `${checked} WHERE ${problem} IS NULL`,
-  );
-  // A row that could not be read keeps its raw text (JSONL) or none (Parquet: no text); a later problem shows the typed values.
-  await connection.run(
-    `CREATE TABLE ${tables.rejected} AS ${rejectedRead} UNION ALL ` +
-      `SELECT r.__file AS file, r.__line AS line, ${problem} AS reason, CASE WHEN r.__problem IS NOT NULL THEN r.__raw ELSE coalesce(r.__raw, ${rawText("r")}) END AS raw ` +
-      `${checked} WHERE ${problem} IS NOT NULL`,
-  );
-  for (const scratch of [read, badKeys, `${read}_text`, `${read}_lines`, readErrors, readScans]) {
-    await connection.run(`DROP TABLE IF EXISTS ${scratch}`);
+    // 4. Split: a row is bad for a value that did not convert, a NULL in a non-nullable column, or a bad partition value.
+    const notNull = columns
+      .filter((c) => !c.nullable)
+      .map((c) => `CASE WHEN r.${quoteIdentifier(c.name)} IS NULL THEN ${quoteLiteral(`column ${c.name} is NULL but is declared not nullable (an empty field is NULL)`)} END`);
+    const keysMatch = keys.map((key) => `r.${quoteIdentifier(key)} IS NOT DISTINCT FROM b.${quoteIdentifier(key)}`).join(" AND ");
+    const problem = `coalesce(r.__problem, ${[...notNull, "b.__key_problem"].join(", ")})`;
+    const checked = `FROM ${read} r LEFT JOIN ${badKeys} b ON ${keysMatch}`;
+    await connection.run(
+      `CREATE TABLE ${tables.landed} AS SELECT ${[...columns.map((c) => `r.${quoteIdentifier(c.name)}`), ...keys.map((k) => `r.${quoteIdentifier(k)}`)].join(", ")} ` +
+        `${checked} WHERE ${problem} IS NULL`,
+    );
+    // A bad row keeps its original text (CSV, JSONL); a Parquet row has none: its values as read, where they converted.
+    const raw = source.rawTable
+      ? { join: `LEFT JOIN ${source.rawTable} t ON t.__file = r.__file AND t.__line = r.__line`, text: "t.__raw" }
+      : {
+          join: "",
+          text: `CASE WHEN r.__problem IS NULL THEN concat_ws(',', ${columns.map((c) => `coalesce(CAST(r.${quoteIdentifier(c.name)} AS VARCHAR), '')`).join(", ")}) END`,
+        };
+    await connection.run(
+      `CREATE TABLE ${tables.rejected} AS SELECT r.__file AS file, r.__line AS line, ${problem} AS reason, ${raw.text} AS raw ` +
+        `${checked} ${raw.join} WHERE ${problem} IS NOT NULL`,
+    );
+  } finally {
+    for (const table of scratch) await connection.run(`DROP TABLE IF EXISTS ${table}`);
   }
 }
 
-async function parquetColumns(connection: DuckDBConnection, files: string): Promise<string[]> {
-  const reader = await connection.runAndReadAll(`SELECT * FROM read_parquet(${files}) LIMIT 0`);
-  return reader.columnNames();
+/**
+ * The lines of text files (UTF-8), numbered from 1: a UTF-8 byte order mark at
+ * the start of a file, the `\r` of a CRLF line end, and the empty text after
+ * the last line end are dropped.
+ */
+function textLines(files: readonly string[]): string {
+  const content = `CASE WHEN starts_with(content, chr(65279)) THEN substr(content, 2) ELSE content END`;
+  return (
+    `SELECT __file, __line, rtrim(__raw, chr(13)) AS __raw FROM (SELECT filename AS __file, generate_subscripts(lines, 1)::BIGINT AS __line, unnest(lines) AS __raw, len(lines) AS __count ` +
+    `FROM (SELECT filename, string_split(${content}, chr(10)) AS lines FROM read_text(${sqlList(files)}))) WHERE __line < __count OR __raw <> ''`
+  );
+}
+
+/**
+ * CSV, parsed here (RFC 4180: fields separated by the delimiter, quoted with
+ * `"`, a quote inside a quoted field doubled), so that each record keeps its
+ * first line's number and its text. A record spans lines while a quote is
+ * open. An empty field and a quoted empty field are NULL. With a header, the
+ * declared columns are found by name, case-insensitively, in each file's
+ * header; without one, by position.
+ */
+async function readCsv(connection: DuckDBConnection, request: LandRequest, read: string): Promise<SourceRows> {
+  const lines = `${read}_lines`;
+  const records = `${read}_records`;
+  await connection.run(`CREATE TABLE ${lines} AS SELECT *, length(__raw) - length(replace(__raw, '"', '')) AS __quotes FROM (${textLines(request.files)})`);
+  // A line with an odd number of quotes opens (or closes) a quoted field across lines: only then are lines grouped into records.
+  const spansLines = (await connection.runAndReadAll(`SELECT coalesce(bool_or(__quotes % 2 = 1), false) FROM ${lines}`)).getRowsJS()[0]?.[0] === true;
+  let rawTable = lines;
+  if (spansLines) {
+    const open = `coalesce(sum(__quotes) OVER (PARTITION BY __file ORDER BY __line ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) % 2 = 1`;
+    const start = `max(CASE WHEN __open THEN NULL ELSE __line END) OVER (PARTITION BY __file ORDER BY __line ROWS UNBOUNDED PRECEDING)`;
+    await connection.run(
+      `CREATE TABLE ${records} AS SELECT __file, __start AS __line, string_agg(__raw, chr(10) ORDER BY __line) AS __raw, sum(__quotes)::BIGINT AS __quotes ` +
+        `FROM (SELECT *, ${start} AS __start FROM (SELECT *, ${open} AS __open FROM ${lines})) GROUP BY __file, __start`,
+    );
+    rawTable = records;
+  }
+  const delimiter = request.delimiter;
+  const d = escapeRegex(delimiter);
+  const quotedOrPlain = `("(?:[^"]|"")*"|[^${d}"]*)`;
+  const fields = (raw: string): string =>
+    `CASE WHEN NOT contains(${raw}, '"') THEN string_split(${raw}, ${quoteLiteral(delimiter)}) ` +
+    `ELSE list_transform(regexp_extract_all(${quoteLiteral(delimiter)} || ${raw}, ${quoteLiteral(`${d}${quotedOrPlain}`)}, 1), ` +
+    `f -> CASE WHEN starts_with(f, '"') THEN replace(f[2:-2], '""', '"') ELSE f END) END`;
+  const malformed = (raw: string): string =>
+    `contains(${raw}, '"') AND NOT regexp_full_match(${quoteLiteral(delimiter)} || ${raw}, ${quoteLiteral(`(?:${d}${quotedOrPlain})*`)})`;
+
+  // Each file's first record: its header, or (without one) a check that the delimiter splits it.
+  const firsts = (
+    await connection.runAndReadAll(
+      `SELECT __file, __line, ${fields("__raw")} AS __fields FROM (SELECT __file, arg_min(__raw, __line) AS __raw, min(__line) AS __line FROM ${rawTable} WHERE __raw <> '' GROUP BY __file) ORDER BY __file`,
+    )
+  ).getRowsJS() as [string, number | bigint, (string | null)[]][];
+  const columns = request.columns;
+  const layouts = firsts.map(([file, line, header]) => ({ file, headerLine: request.header ? Number(line) : 0, ...csvLayout(request, file, Number(line), header) }));
+  if (layouts.length === 0) return { select: emptySource(columns.length), types: columns.map(() => "VARCHAR"), rawTable };
+  const layoutRows = layouts.map((l) => `(${[quoteLiteral(l.file), l.headerLine, l.width, ...l.positions].join(", ")})`).join(", ");
+  const layoutColumns = ["__file", "__header_line", "__width", ...columns.map((_, i) => `__p${i}`)].join(", ");
+  const widthProblem = request.header
+    ? `'the line has ' || len(r.__fields) || ' fields, but the header of this file has ' || h.__width`
+    : `'the line has ' || len(r.__fields) || ' fields, but ' || h.__width || ' columns are declared (header: false maps fields to the declared columns by position)'`;
+  const structural =
+    `CASE WHEN r.__quotes % 2 = 1 THEN 'unterminated quote: a field opened with " on this line is never closed, so the ' || r.__continued || ' line(s) after it ` +
+    `were read into it (a quote inside a quoted field is written twice: "")' ` +
+    `WHEN r.__malformed THEN 'malformed quoting: a quote inside an unquoted field, or text after a closing quote (quote the whole field, and write a quote inside it twice: "")' ` +
+    `WHEN len(r.__fields) <> h.__width THEN ${widthProblem} END`;
+  const select =
+    `SELECT r.__file, r.__line, ${structural} AS __structural, ${columns.map((_, i) => `nullif(r.__fields[h.__p${i}], '') AS __s${i}`).join(", ")} ` +
+    `FROM (SELECT __file, __line, __quotes, length(__raw) - length(replace(__raw, chr(10), '')) AS __continued, ${fields("__raw")} AS __fields, ${malformed("__raw")} AS __malformed FROM ${rawTable} WHERE __raw <> '') r ` +
+    `JOIN (VALUES ${layoutRows}) h(${layoutColumns}) ON r.__file = h.__file WHERE r.__line > h.__header_line`;
+  return { select, types: columns.map(() => "VARCHAR"), rawTable };
+}
+
+/** Where each declared column is in one CSV file's records (1-based), and how many fields a record has; refuses a header that lacks a column. */
+function csvLayout(request: LandRequest, file: string, line: number, first: (string | null)[]): { positions: number[]; width: number } {
+  const columns = request.columns;
+  const delimiterHint = (): string => {
+    const text = first.join(request.delimiter);
+    const other = [",", ";", "\t", "|"].find((d) => d !== request.delimiter && text.includes(d));
+    return first.length === 1 && other ? ` The line is one field, and holds '${printable(other)}': is that the delimiter? Set source.delimiter: '${printable(other)}'.` : "";
+  };
+  if (!request.header) {
+    if (first.length === 1 && columns.length > 1) {
+      throw new InvalidInputError(`${file}:${line}: the line has 1 field, but ${columns.length} columns are declared (header: false).${delimiterHint()}`);
+    }
+    return { positions: columns.map((_, i) => i + 1), width: columns.length };
+  }
+  const names = first.map((name) => (name ?? "").trim().toLowerCase());
+  const positions = columns.map((c) => names.indexOf(c.name.toLowerCase()) + 1);
+  const missing = columns.filter((_, i) => positions[i] === 0).map((c) => c.name);
+  const shownHeader = printable(first.map((n) => n ?? "").join(request.delimiter), 200);
+  if (missing.length > 0) {
+    throw new InvalidInputError(
+      `${file}:${line}: the header has no column ${missing.join(", ")} (the header is '${shownHeader}').${delimiterHint()}` +
+        `${delimiterHint() ? "" : " Name the columns in the header as declared (case does not matter), or set header: false to take them by position."}`,
+    );
+  }
+  const twice = columns.filter((c) => names.filter((n) => n === c.name.toLowerCase()).length > 1).map((c) => c.name);
+  if (twice.length > 0) {
+    throw new InvalidInputError(`${file}:${line}: the header names column ${twice.join(", ")} more than once (case does not matter): '${shownHeader}'. Rename or remove one.`);
+  }
+  return { positions, width: first.length };
+}
+
+/** JSONL: one JSON object per line; a line that is not one is a bad row with its number and text. */
+async function readJsonl(connection: DuckDBConnection, request: LandRequest, read: string): Promise<SourceRows> {
+  const lines = `${read}_lines`;
+  // Materialize which lines are JSON objects first: extraction must never see a malformed line.
+  await connection.run(
+    `CREATE TABLE ${lines} AS SELECT __file, __line, __raw, ` +
+      `CASE WHEN NOT json_valid(__raw) THEN 'not valid JSON' WHEN json_type(__raw::JSON) <> 'OBJECT' THEN 'not a JSON object' END AS __invalid ` +
+      `FROM (${textLines(request.files)}) WHERE trim(__raw) <> ''`,
+  );
+  await connection.run(`ALTER TABLE ${lines} ADD COLUMN __json JSON`);
+  await connection.run(`UPDATE ${lines} SET __json = __raw::JSON WHERE __invalid IS NULL`);
+  // A JSON "" is an empty value, like null, except in a non-nullable text column (docs/signatures.md, step 1).
+  const values = request.columns.map((c, i) => {
+    const field = `json_extract_string(__json, ${quoteLiteral(`$."${c.name}"`)})`;
+    return `${c.type === "VARCHAR" ? field : `nullif(${field}, '')`} AS __s${i}`;
+  });
+  return {
+    select: `SELECT __file, __line, __invalid AS __structural, ${values.join(", ")} FROM ${lines}`,
+    types: request.columns.map(() => "VARCHAR"),
+    rawTable: lines,
+  };
+}
+
+/** Parquet: the declared columns by name (case-insensitively), with their types in the file, and each row's number in its file. */
+async function readParquet(connection: DuckDBConnection, request: LandRequest): Promise<SourceRows> {
+  const files = sqlList(request.files);
+  const described = (await connection.runAndReadAll(`DESCRIBE SELECT * FROM read_parquet(${files})`)).getRowsJS().map(([name, type]) => [String(name), String(type)] as const);
+  const found = request.columns.map((c) => described.find(([name]) => name.toLowerCase() === c.name.toLowerCase()));
+  const missing = request.columns.filter((_, i) => found[i] === undefined).map((c) => c.name);
+  if (missing.length > 0) {
+    throw new InvalidInputError(
+      `${fileList(request.files)}: the Parquet source lacks declared column${missing.length > 1 ? "s" : ""} ${missing.join(", ")} (it has ${described.map(([n]) => n).join(", ")})`,
+    );
+  }
+  const values = found.map((f, i) => `${quoteParquetName(f![0])} AS __s${i}`).join(", ");
+  const types = found.map((f) => (f![1] === "TIMESTAMP WITH TIME ZONE" ? "TIMESTAMPTZ" : f![1]));
+  // The reader's own file name column is named so that it cannot collide with a source column; its row number column
+  // cannot be renamed, so a file with a column of that name is numbered by reading it alone, in order.
+  if (!described.some(([name]) => name.toLowerCase() === "file_row_number")) {
+    return {
+      select: `SELECT __lakeswap_file AS __file, file_row_number + 1 AS __line, NULL::VARCHAR AS __structural, ${values} FROM read_parquet(${files}, filename = '__lakeswap_file', file_row_number = true)`,
+      types,
+    };
+  }
+  const perFile = request.files.map(
+    (file) => `SELECT ${quoteLiteral(file)} AS __file, row_number() OVER () AS __line, NULL::VARCHAR AS __structural, ${values} FROM read_parquet(${quoteLiteral(file)})`,
+  );
+  return { select: perFile.join(" UNION ALL "), types };
+}
+
+function quoteParquetName(name: string): string {
+  return `"${name.replaceAll('"', '""')}"`;
+}
+
+function emptySource(count: number): string {
+  return `SELECT NULL::VARCHAR AS __file, NULL::BIGINT AS __line, NULL::VARCHAR AS __structural, ${Array.from({ length: count }, (_, i) => `NULL::VARCHAR AS __s${i}`).join(", ")} WHERE false`;
+}
+
+const INTEGER_TYPES = /^(TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT|UTINYINT|USMALLINT|UINTEGER|UBIGINT)$/;
+/** After a time of day: a zone or offset (`Z`, `+02`, `-05:30`, `UTC`, `America/New_York`). */
+const ZONE_AFTER_TIME = "[0-9]:[0-9]{2}(:[0-9]{2}(\\.[0-9]*)?)?\\s*([zZ]|[+-][0-9]|[A-Za-z])";
+
+/**
+ * How one source value becomes its declared type: the value (NULL where it
+ * does not convert) and the reason it is a bad row (NULL when it is not). A
+ * value converts only exactly: `1.7` is not an integer, `1.005` does not fit
+ * DECIMAL(10,2), a date with a time of day is not a DATE, `1e300` overflows a
+ * FLOAT, a TIMESTAMP text with an offset would lose it. FLOAT and DOUBLE are
+ * approximate by declaration: rounding to the nearest one is their nature.
+ * Zone-less TIMESTAMPTZ text is UTC.
+ */
+function conversion(column: LandColumn, source: string, sourceType: string): { value: string; problem: string } {
+  const type = column.type;
+  const prefix = quoteLiteral(`column ${column.name}: `);
+  const says = (text: string, reason: string): string => `${prefix} || ${shown(text)} || ${quoteLiteral(` ${reason}`)}`;
+  if (sourceType === type) return { value: source, problem: "NULL::VARCHAR" };
+  if (sourceType !== "VARCHAR") return typedConversion(column, source, sourceType, says);
+
+  const s = source;
+  const v = `TRY_CAST(${s} AS ${type})`;
+  const number = `TRY_CAST(${s} AS DOUBLE) IS NOT NULL`;
+  // A fraction that the type would round away; a number in exponent form is checked through DOUBLE.
+  const roundedAway = (scale: number): string =>
+    `(contains(${s}, '.') OR contains(lower(${s}), 'e')) AND CASE WHEN contains(lower(${s}), 'e') AND NOT starts_with(lower(ltrim(${s})), '0x') ` +
+    `THEN TRY_CAST(${s} AS DOUBLE) <> CAST(${v} AS DOUBLE) ELSE regexp_matches(${s}, ${quoteLiteral(`\\.[0-9]{${scale}}[0-9]*[1-9]`)}) END`;
+  if (INTEGER_TYPES.test(type)) {
+    return {
+      value: v,
+      problem:
+        `CASE WHEN ${s} IS NULL THEN NULL WHEN ${v} IS NULL THEN CASE WHEN ${number} THEN ${says(s, `is out of range for ${type}`)} ELSE ${says(s, "is not an integer")} END ` +
+        `WHEN ${roundedAway(0)} THEN ${says(s, "is not an integer")} END`,
+    };
+  }
+  const decimal = /^DECIMAL\((\d+),(\d+)\)$/.exec(type);
+  if (decimal) {
+    const scale = Number(decimal[2]);
+    const tooPrecise = scale === 0 ? `is not a whole number (${type})` : `has more than ${scale} decimal place${scale > 1 ? "s" : ""} (${type})`;
+    return {
+      value: v,
+      problem:
+        `CASE WHEN ${s} IS NULL THEN NULL WHEN ${v} IS NULL THEN CASE WHEN ${number} THEN ${says(s, `is out of range for ${type}`)} ELSE ${says(s, "is not a number")} END ` +
+        `WHEN ${roundedAway(scale)} THEN ${says(s, tooPrecise)} END`,
+    };
+  }
+  if (type === "FLOAT" || type === "DOUBLE") {
+    return {
+      value: v,
+      problem:
+        `CASE WHEN ${s} IS NULL THEN NULL WHEN ${v} IS NULL THEN ${says(s, "is not a number")} ` +
+        `WHEN isinf(${v}) AND NOT regexp_matches(${s}, '^\\s*[+-]?inf', 'i') THEN ${says(s, `is out of range for ${type}`)} END`,
+    };
+  }
+  const zoned = `regexp_matches(${s}, ${quoteLiteral(ZONE_AFTER_TIME)})`;
+  if (type === "TIMESTAMPTZ") {
+    // An offset or zone in the text is honoured; text without one is UTC, whatever the machine's zone.
+    const value = `CASE WHEN ${zoned} THEN TRY_CAST(${s} AS TIMESTAMPTZ) ELSE timezone('UTC', TRY_CAST(${s} AS TIMESTAMP)) END`;
+    return { value, problem: `CASE WHEN ${s} IS NOT NULL AND (${value}) IS NULL THEN ${says(s, "is not a timestamp")} END` };
+  }
+  if (type === "TIMESTAMP") {
+    return {
+      value: `CASE WHEN ${zoned} THEN NULL ELSE ${v} END`,
+      problem:
+        `CASE WHEN ${s} IS NULL THEN NULL WHEN ${zoned} THEN ${says(s, `has a UTC offset or time zone, which column ${column.name} (TIMESTAMP, without time zone) cannot keep: declare it TIMESTAMPTZ, or drop the offset`)} ` +
+        `WHEN ${v} IS NULL THEN ${says(s, "is not a timestamp")} END`,
+    };
+  }
+  if (type === "DATE") {
+    return {
+      value: v,
+      problem:
+        `CASE WHEN ${s} IS NULL THEN NULL WHEN ${v} IS NULL THEN ${says(s, "is not a date (YYYY-MM-DD)")} ` +
+        `WHEN contains(${s}, ':') AND TRY_CAST(${s} AS TIMESTAMP) IS DISTINCT FROM CAST(${v} AS TIMESTAMP) THEN ${says(s, "is not a date: it has a time of day")} END`,
+    };
+  }
+  if (type === "VARCHAR") return { value: s, problem: "NULL::VARCHAR" };
+  const what = type === "BOOLEAN" ? "is not a boolean (true or false)" : `does not convert to ${type}`;
+  return { value: v, problem: `CASE WHEN ${s} IS NOT NULL AND ${v} IS NULL THEN ${says(s, what)} END` };
+}
+
+/** A typed source value (Parquet) of another type than declared: converted, and refused if the conversion is not exact (it must read back the same). */
+function typedConversion(column: LandColumn, source: string, sourceType: string, says: (text: string, reason: string) => string): { value: string; problem: string } {
+  const type = column.type;
+  const s = source;
+  const text = `CAST(${s} AS VARCHAR)`;
+  const instant = sourceType === "TIMESTAMPTZ";
+  const wallClock = /^TIMESTAMP(_S|_MS|_NS)?$/.test(sourceType);
+  // Wall clock time and instants meet in UTC, never in the machine's zone.
+  const value =
+    type === "TIMESTAMPTZ" && wallClock ? `timezone('UTC', CAST(${s} AS TIMESTAMP))` : type === "TIMESTAMP" && instant ? `timezone('UTC', ${s})` : `TRY_CAST(${s} AS ${type})`;
+  const unconverted = `CASE WHEN ${s} IS NOT NULL AND (${value}) IS NULL THEN ${says(text, `(${sourceType}) does not convert to ${type}`)} END`;
+  if (type === "VARCHAR" || type === "TIMESTAMPTZ" || (type === "TIMESTAMP" && instant)) return { value, problem: unconverted };
+  if (type === "FLOAT" || type === "DOUBLE") {
+    return {
+      value,
+      problem: `CASE WHEN ${s} IS NULL THEN NULL WHEN (${value}) IS NULL OR (isinf(${value}) AND NOT isinf(TRY_CAST(${s} AS DOUBLE))) THEN ${says(text, `is out of range for ${type}`)} END`,
+    };
+  }
+  const decimal = /^DECIMAL\((\d+),(\d+)\)$/.exec(type);
+  const inexact = INTEGER_TYPES.test(type)
+    ? "is not an integer"
+    : decimal
+      ? `has more than ${decimal[2]} decimal places (${type})`
+      : type === "DATE"
+        ? "is not a date: it has a time of day"
+        : `does not convert exactly to ${type}`;
+  return {
+    value,
+    problem: `coalesce(${unconverted}, CASE WHEN ${s} IS NOT NULL AND TRY_CAST(${value} AS ${sourceType}) IS DISTINCT FROM ${s} THEN ${says(text, inexact)} END)`,
+  };
+}
+
+/** A value quoted in a reason, cut to 60 characters so that a huge field never makes a huge message. */
+function shown(text: string): string {
+  return `'''' || CASE WHEN length(${text}) > 60 THEN left(${text}, 57) || '...' ELSE ${text} END || ''''`;
+}
+
+function escapeRegex(text: string): string {
+  return text.replace(/[\\^$.*+?()[\]{}|-]/g, "\\$&");
+}
+
+function sqlList(files: readonly string[]): string {
+  return `[${files.map(quoteLiteral).join(", ")}]`;
+}
+
+function fileList(files: readonly string[]): string {
+  return files.length > 3 ? `${files.slice(0, 3).join(", ")} and ${files.length - 3} more` : files.join(", ");
+}
+
+/** DuckDB's message on one line, without the SQL it quotes (lakeswap's, not the user's) and cut, so that a huge value never makes a huge message. */
+function duckDbMessage(error: unknown): string {
+  const message = errorMessage(error).replace(/\n\s*LINE \d+:[\s\S]*$/, "").replace(/^(Binder|Parser|Conversion|Invalid Input|IO) Error: /, "");
+  return printable(message.replace(/\s+/g, " ").trim(), 300);
 }
 
 /**

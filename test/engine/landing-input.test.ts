@@ -1,0 +1,340 @@
+import { execFile } from "node:child_process";
+import { writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import path from "node:path";
+import { promisify } from "node:util";
+import { DuckDBInstance } from "@duckdb/node-api";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DuckDbEngine } from "../../src/engine/duckdb-engine.js";
+import { landDelivery } from "../../src/engine/duckdb-landing.js";
+import type { LandRequest } from "../../src/engine/engine.js";
+import { LocalStore } from "../../src/store/local-store.js";
+import { REPO_ROOT, tempDir } from "../support/lake-fixture.js";
+
+// How landing reads what users actually deliver (issue 9, items 4, 8, 9, 19, 21): exact conversions, CSV headers in
+// any case or none, awkward column names, byte order marks, and bad rows that keep their line and text.
+
+let workspace: ReturnType<typeof tempDir>;
+let engine: DuckDbEngine;
+/** A DuckDB instance of the tests' own, to land into and read the landed rows back (the engine's queries see only the lake). */
+let duck: DuckDBInstance;
+beforeAll(async () => {
+  workspace = tempDir("lakeswap-landing-input-");
+  engine = new DuckDbEngine(new LocalStore(path.join(workspace.dir, "lake")));
+  duck = await DuckDBInstance.create(":memory:");
+});
+afterAll(async () => {
+  await engine.close();
+  duck.closeSync();
+  workspace.cleanup();
+});
+
+let counter = 0;
+function file(extension: string, text: string | Buffer): string {
+  const name = path.join(workspace.dir, `in-${counter++}.${extension}`);
+  writeFileSync(name, text);
+  return name;
+}
+
+async function parquet(select: string): Promise<string> {
+  const name = path.join(workspace.dir, `in-${counter++}.parquet`);
+  const instance = await DuckDBInstance.create(":memory:");
+  const connection = await instance.connect();
+  await connection.run(`COPY (${select}) TO '${name}' (FORMAT PARQUET)`);
+  connection.closeSync();
+  instance.closeSync();
+  return name;
+}
+
+type Column = LandRequest["columns"][number];
+const col = (name: string, type: string, nullable = true): Column => ({ name, type, nullable });
+
+/**
+ * Lands files as the engine does, and returns the good rows (declared columns as text, sorted), the bad ones (line,
+ * reason, raw) and, from the engine's own landing of the same files, the partitions' signatures.
+ */
+async function land(request: Partial<LandRequest> & Pick<LandRequest, "files" | "format" | "columns">) {
+  const full: LandRequest = {
+    header: true,
+    delimiter: ",",
+    partition: [{ key: "p", expression: "'all'" }],
+    signatureColumns: request.columns.map((c) => c.name),
+    ...request,
+  };
+  const connection = await duck.connect();
+  const tables = { landed: `landed_${counter}`, rejected: `rejected_${counter++}` };
+  try {
+    await landDelivery(connection, full, tables);
+    const names = request.columns.map((c) => `CAST("${c.name}" AS VARCHAR)`).join(", ");
+    const good = (await connection.runAndReadAll(`SELECT ${names} FROM ${tables.landed} ORDER BY ALL`)).getRowsJS();
+    const bad = (await connection.runAndReadAll(`SELECT line, reason, raw FROM ${tables.rejected} ORDER BY line`)).getRowsJS().map(([line, reason, raw]) => [
+      line === null ? null : Number(line),
+      reason,
+      raw,
+    ]);
+    const delivery = await engine.land(full);
+    await engine.releaseLanding(delivery);
+    const landedColumns = (await connection.runAndReadAll(`SELECT column_name FROM (DESCRIBE ${tables.landed})`)).getRowsJS().map(([name]) => name);
+    return { delivery, good, bad, landedColumns, signatures: delivery.partitions.map((p) => p.signature) };
+  } finally {
+    for (const table of Object.values(tables)) await connection.run(`DROP TABLE IF EXISTS ${table}`);
+    connection.closeSync();
+  }
+}
+
+describe("a value that does not convert exactly is a bad row, never rounded (item 4)", () => {
+  const columns = [col("id", "BIGINT"), col("amount", "DECIMAL(10,2)"), col("day", "DATE")];
+  const expected = {
+    good: [["1", "1.50", "2026-11-01"], ["2", "2.00", "2026-11-02"], ["3", "1000.00", "2026-11-03"]],
+    reasons: [
+      "column id: '1.7' is not an integer",
+      "column amount: '1.005' has more than 2 decimal places (DECIMAL(10,2))",
+      "column day: '2026-11-04 12:00:00' is not a date: it has a time of day",
+      "column id: '9223372036854775808' is out of range for BIGINT",
+    ],
+  };
+
+  it("CSV", async () => {
+    const csv = file(
+      "csv",
+      "id,amount,day\n1,1.50,2026-11-01\n2.0,2,2026-11-02\n3,1e3,2026-11-03\n1.7,1.00,2026-11-01\n4,1.005,2026-11-01\n5,1.00,2026-11-04 12:00:00\n9223372036854775808,1,2026-11-01\n",
+    );
+    const { good, bad } = await land({ files: [csv], format: "csv", columns });
+    expect(good).toEqual(expected.good);
+    expect(bad.map(([line, reason]) => [line, reason])).toEqual(expected.reasons.map((reason, i) => [i + 5, reason]));
+  });
+
+  it("JSONL, numbers and strings alike", async () => {
+    const jsonl = file(
+      "jsonl",
+      [
+        `{"id": 1, "amount": 1.5, "day": "2026-11-01"}`,
+        `{"id": 2.0, "amount": "2", "day": "2026-11-02"}`,
+        `{"id": "3", "amount": 1e3, "day": "2026-11-03"}`,
+        `{"id": 1.7, "amount": 1, "day": "2026-11-01"}`,
+        `{"id": 4, "amount": 1.005, "day": "2026-11-01"}`,
+        `{"id": 5, "amount": 1, "day": "2026-11-04 12:00:00"}`,
+        `{"id": 9223372036854775808, "amount": 1, "day": "2026-11-01"}`,
+      ].join("\n"),
+    );
+    const { good, bad } = await land({ files: [jsonl], format: "jsonl", columns });
+    expect(good).toEqual(expected.good);
+    expect(bad.map(([line, reason]) => [line, reason])).toEqual(expected.reasons.map((reason, i) => [i + 4, reason]));
+  });
+
+  it("Parquet with wider types (DOUBLE, TIMESTAMP, DECIMAL(20,0))", async () => {
+    const source = await parquet(
+      `SELECT id::DECIMAL(20,0) AS id, amount::DOUBLE AS amount, day::TIMESTAMP AS day FROM (VALUES (1, 1.5::DOUBLE, TIMESTAMP '2026-11-01 00:00:00'), (2, 2.0, TIMESTAMP '2026-11-02'), (3, 1000, TIMESTAMP '2026-11-03'), ` +
+        `(17, 1.7, TIMESTAMP '2026-11-01'), (4, 1.005, TIMESTAMP '2026-11-01'), (5, 1, TIMESTAMP '2026-11-04 12:00:00'), (9223372036854775808, 1, TIMESTAMP '2026-11-01')) t(id, amount, day)`,
+    );
+    const { good, bad } = await land({ files: [source], format: "parquet", columns: [col("id", "BIGINT"), col("amount", "DECIMAL(10,2)"), col("day", "DATE")] });
+    // A DOUBLE 1.7 into a BIGINT, through the amount column here: 1.7 fits DECIMAL(10,2) exactly.
+    expect(good).toEqual([expected.good[0], ["17", "1.70", "2026-11-01"], ...expected.good.slice(1)]);
+    expect(bad.map(([line, reason]) => [line, reason])).toEqual([
+      [5, "column amount: '1.005' has more than 2 decimal places (DECIMAL(10,2))"],
+      [6, "column day: '2026-11-04 12:00:00' is not a date: it has a time of day"],
+      [7, "column id: '9223372036854775808' (DECIMAL(20,0)) does not convert to BIGINT"],
+    ]);
+    const doubles = await parquet(`SELECT * FROM (VALUES (1.0::DOUBLE), (1.7), (-2.5)) t(id)`);
+    const ids = await land({ files: [doubles], format: "parquet", columns: [col("id", "BIGINT")] });
+    expect(ids.good).toEqual([["1"]]);
+    expect(ids.bad.map(([, reason]) => reason)).toEqual(["column id: '1.7' is not an integer", "column id: '-2.5' is not an integer"]);
+  });
+
+  it("FLOAT and DOUBLE round to the nearest value but never overflow to infinity (item 19: JSON 1e300 into a FLOAT)", async () => {
+    const jsonl = file("jsonl", [`{"f": 0.1, "d": 1e300}`, `{"f": 1e300, "d": 1}`, `{"f": 1, "d": 1e400}`, `{"f": "-inf", "d": "inf"}`].join("\n"));
+    const { good, bad } = await land({ files: [jsonl], format: "jsonl", columns: [col("f", "FLOAT"), col("d", "DOUBLE")] });
+    expect(good).toEqual([["-inf", "inf"], ["0.1", "1e+300"]]);
+    expect(bad.map(([line, reason]) => [line, reason])).toEqual([
+      [2, "column f: '1e300' is out of range for FLOAT"],
+      [3, "column d: '1e400' is out of range for DOUBLE"],
+    ]);
+    const wide = await parquet(`SELECT * FROM (VALUES (1e300::DOUBLE), (0.5)) t(f)`);
+    expect((await land({ files: [wide], format: "parquet", columns: [col("f", "FLOAT")] })).bad.map(([line, reason]) => [line, reason])).toEqual([
+      [1, "column f: '1e+300' is out of range for FLOAT"],
+    ]);
+  });
+});
+
+describe("times do not depend on the machine's zone (item 19)", () => {
+  const columns = [col("id", "BIGINT"), col("ts", "TIMESTAMPTZ"), col("local", "TIMESTAMP")];
+  const lines = [
+    "id,ts,local",
+    "1,2026-11-01 23:30:00,2026-11-01 23:30:00",
+    "2,2026-11-01 23:30:00+02,2026-11-01 12:00:00",
+    "3,2026-11-01T12:00:00Z,2026-11-01 12:00:00+02",
+    "4,2026-11-01 12:00:00,2026-11-01T12:00:00Z",
+  ];
+
+  it("reads zone-less TIMESTAMPTZ text as UTC and refuses a TIMESTAMP text with an offset", async () => {
+    const csv = file("csv", `${lines.join("\n")}\n`);
+    const { good, bad } = await land({ files: [csv], format: "csv", columns, partition: [{ key: "day", expression: "strftime(ts, '%Y-%m-%d')" }] });
+    expect(good).toEqual([
+      ["1", "2026-11-01 23:30:00+00", "2026-11-01 23:30:00"],
+      ["2", "2026-11-01 21:30:00+00", "2026-11-01 12:00:00"],
+    ]);
+    expect(bad).toEqual([
+      [4, expect.stringMatching(/^column local: '2026-11-01 12:00:00\+02' has a UTC offset or time zone, .* declare it TIMESTAMPTZ, or drop the offset$/), lines[3]],
+      [5, expect.stringMatching(/^column local: '2026-11-01T12:00:00Z' has a UTC offset/), lines[4]],
+    ]);
+  });
+
+  it("gives the same instants, partitions and signatures under TZ=UTC, America/New_York and Asia/Kolkata", async () => {
+    const csv = file("csv", `${lines.slice(0, 3).join("\n")}\n`);
+    const jsonl = file("jsonl", `{"id": 1, "ts": "2026-11-01 23:30:00", "local": "2026-11-01 23:30:00"}\n`);
+    const script = file(
+      "mts",
+      `import { DuckDBInstance } from ${JSON.stringify(createRequire(import.meta.url).resolve("@duckdb/node-api"))};
+import { DuckDbEngine } from ${JSON.stringify(path.join(REPO_ROOT, "src/engine/duckdb-engine.js"))};
+import { landDelivery } from ${JSON.stringify(path.join(REPO_ROOT, "src/engine/duckdb-landing.js"))};
+import { LocalStore } from ${JSON.stringify(path.join(REPO_ROOT, "src/store/local-store.js"))};
+const engine = new DuckDbEngine(new LocalStore(${JSON.stringify(path.join(workspace.dir, "tz-lake"))}));
+const duck = await DuckDBInstance.create(":memory:");
+const connection = await duck.connect();
+const out = [];
+for (const [files, format] of [[[${JSON.stringify(csv)}], "csv"], [[${JSON.stringify(jsonl)}], "jsonl"]]) {
+  const request = { files, format, header: true, delimiter: ",", columns: ${JSON.stringify(columns)},
+    partition: [{ key: "day", expression: "strftime(ts, '%Y-%m-%d')" }], signatureColumns: ["id", "ts", "local"] };
+  await landDelivery(connection, request, { landed: "landed", rejected: "rejected" });
+  const rows = (await connection.runAndReadAll("SELECT id, epoch_us(ts), CAST(local AS VARCHAR), day FROM landed ORDER BY id")).getRowsJS();
+  const delivery = await engine.land(request);
+  out.push({ rows: rows.map((r) => r.map(String)), signatures: delivery.partitions.map((p) => p.signature), rejected: delivery.rowsRejected });
+  await engine.releaseLanding(delivery);
+  await connection.run("DROP TABLE landed; DROP TABLE rejected");
+}
+connection.closeSync();
+duck.closeSync();
+await engine.close();
+console.log(JSON.stringify(out));
+`,
+    );
+    const run = promisify(execFile);
+    const tsx = path.join(REPO_ROOT, "node_modules", ".bin", "tsx");
+    const results = await Promise.all(
+      ["UTC", "America/New_York", "Asia/Kolkata"].map(async (zone) => JSON.parse((await run(tsx, [script], { env: { ...process.env, TZ: zone } })).stdout) as unknown),
+    );
+    expect(results[1]).toEqual(results[0]);
+    expect(results[2]).toEqual(results[0]);
+    // 23:30 without a zone is 23:30 UTC: day 2026-11-01 (in New York it would have been 2026-11-02 03:30 UTC).
+    expect(results[0]).toEqual([
+      {
+        rows: [["1", "1793575800000000", "2026-11-01 23:30:00", "2026-11-01"], ["2", "1793568600000000", "2026-11-01 12:00:00", "2026-11-01"]],
+        signatures: [expect.stringMatching(/^v2:/)],
+        rejected: 0,
+      },
+      { rows: [["1", "1793575800000000", "2026-11-01 23:30:00", "2026-11-01"]], signatures: [expect.stringMatching(/^v2:/)], rejected: 0 },
+    ]);
+  }, 60_000);
+});
+
+describe("CSV headers, column names and byte order marks (item 8)", () => {
+  const columns = [col("id", "BIGINT", false), col("amount", "DECIMAL(10,2)")];
+
+  it("matches header names case-insensitively, in any order, ignoring extra columns", async () => {
+    const upper = await land({ files: [file("csv", "Amount,Extra,ID\n1.50,x,1\n2,y,2\n")], format: "csv", columns });
+    expect(upper.good).toEqual([["1", "1.50"], ["2", "2.00"]]);
+    expect(upper.bad).toEqual([]);
+    // The landed columns are the declared ones, spelled as declared, with their declared types.
+    expect(upper.landedColumns).toEqual(["id", "amount", "p"]);
+    const plain = await land({ files: [file("csv", "id,amount\n1,1.5\n2,2.00\n")], format: "csv", columns });
+    expect(upper.signatures).toEqual(plain.signatures);
+  });
+
+  it("maps columns by position with header: false", async () => {
+    const { good, bad } = await land({ files: [file("csv", "1,1.50\n2,2\n3\n")], format: "csv", columns, header: false });
+    expect(good).toEqual([["1", "1.50"], ["2", "2.00"]]);
+    expect(bad).toEqual([[3, "the line has 1 fields, but 2 columns are declared (header: false maps fields to the declared columns by position)", "3"]]);
+  });
+
+  it("lands source columns named filename and file_row_number, from CSV, JSONL and Parquet", async () => {
+    const named = [col("filename", "VARCHAR"), col("file_row_number", "BIGINT")];
+    const csv = await land({ files: [file("csv", "filename,file_row_number\na.txt,7\n")], format: "csv", columns: named });
+    const jsonl = await land({ files: [file("jsonl", `{"filename": "a.txt", "file_row_number": 7}\n`)], format: "jsonl", columns: named });
+    const pq = await land({ files: [await parquet(`SELECT 'a.txt' AS filename, 7 AS file_row_number UNION ALL SELECT 'b.txt', 'x'`)], format: "parquet", columns: named });
+    for (const landed of [csv, jsonl]) expect(landed.good).toEqual([["a.txt", "7"]]);
+    expect(pq.good).toEqual([["a.txt", "7"]]);
+    expect(pq.bad).toEqual([[2, "column file_row_number: 'x' is not an integer", null]]);
+    const onlyFilename = await land({ files: [await parquet(`SELECT 'a.txt' AS filename, 7 AS n UNION ALL SELECT 'b.txt', NULL`)], format: "parquet", columns: [col("filename", "VARCHAR"), col("n", "BIGINT", false)] });
+    expect(onlyFilename.bad).toEqual([[2, "column n is NULL but is declared not nullable (an empty field is NULL)", "b.txt,"]]);
+  });
+
+  it("strips a UTF-8 byte order mark from JSONL and CSV, so the first row lands like the others", async () => {
+    const bom = "\uFEFF";
+    const jsonl = await land({ files: [file("jsonl", `${bom}{"id": 1, "amount": 1}\r\n{"id": 2, "amount": 2}\r\n`)], format: "jsonl", columns });
+    const csv = await land({ files: [file("csv", `${bom}id,amount\r\n1,1\r\n2,2\r\n`)], format: "csv", columns });
+    const plain = await land({ files: [file("csv", "id,amount\n1,1\n2,2\n")], format: "csv", columns });
+    for (const landed of [jsonl, csv]) {
+      expect(landed.good).toEqual([["1", "1.00"], ["2", "2.00"]]);
+      expect(landed.bad).toEqual([]);
+      expect(landed.signatures).toEqual(plain.signatures);
+    }
+  });
+});
+
+describe("bad rows keep their file, line and original text; file problems are named in one message (items 9, 21)", () => {
+  const columns = [col("id", "BIGINT", false), col("note", "VARCHAR"), col("day", "VARCHAR")];
+  const byDay = [{ key: "p", expression: "day" }];
+
+  it("keeps a CSV row's original text (quotes and all) and the line it starts on, also across lines", async () => {
+    const lines = ["id,note,day", `1,"a ""quoted"" note",x`, `2,"two`, `lines",x`, `oops,"say ""hi""",x`, `4,,`, `5,"a,b",x,extra`, `6,c,x`];
+    const { delivery, good, bad } = await land({ files: [file("csv", `${lines.join("\n")}\n`)], format: "csv", columns, partition: byDay });
+    expect(good).toEqual([["1", 'a "quoted" note', "x"], ["2", "two\nlines", "x"], ["6", "c", "x"]]);
+    expect(bad).toEqual([
+      [5, "column id: 'oops' is not an integer", `oops,"say ""hi""",x`],
+      [6, "partition key p is NULL: its expression day gives NULL for this row", "4,,"],
+      [7, "the line has 4 fields, but the header of this file has 3", `5,"a,b",x,extra`],
+    ]);
+    expect(delivery).toMatchObject({ rowsRead: 6, rowsLoaded: 3, rowsRejected: 3 });
+    expect(delivery.firstRejects[0]).toMatchObject({ file: expect.stringMatching(/\.csv$/), line: 5 });
+  });
+
+  it("reports an unterminated quote and malformed quoting at their line, and loads the rest", async () => {
+    const lines = ["id,note,day", "1,a,x", `2,b"c"d,x`, "3,d,x", `4,"never closed,x`, "5,e,x"];
+    const { good, bad } = await land({ files: [file("csv", `${lines.join("\n")}\n`)], format: "csv", columns, partition: byDay });
+    expect(good).toEqual([["1", "a", "x"], ["3", "d", "x"]]);
+    expect(bad).toEqual([
+      [3, expect.stringMatching(/^malformed quoting: a quote inside an unquoted field/), `2,b"c"d,x`],
+      [5, 'unterminated quote: a field opened with " on this line is never closed, so the 1 line(s) after it were read into it (a quote inside a quoted field is written twice: "")', `4,"never closed,x\n5,e,x`],
+    ]);
+  });
+
+  it("lands an empty file, or one with only a header, as no rows", async () => {
+    for (const text of ["", "id,note,day\n", "\n\n"]) {
+      const { delivery } = await land({ files: [file("csv", text)], format: "csv", columns, partition: byDay });
+      expect(delivery).toMatchObject({ rowsRead: 0, rowsLoaded: 0, rowsRejected: 0, partitions: [] });
+    }
+    const { delivery } = await land({ files: [file("jsonl", "")], format: "jsonl", columns, partition: byDay });
+    expect(delivery).toMatchObject({ rowsRead: 0, partitions: [] });
+  });
+
+  it("names the file, the missing column and the fix; suggests the delimiter when the header is one field", async () => {
+    const missing = file("csv", "id,notes,day\n1,a,x\n");
+    await expect(engine.land({ files: [missing], format: "csv", header: true, delimiter: ",", columns, partition: byDay, signatureColumns: ["id"] })).rejects.toThrow(
+      `${missing}:1: the header has no column note (the header is 'id,notes,day'). Name the columns in the header as declared (case does not matter), or set header: false to take them by position.`,
+    );
+    const semicolons = file("csv", "id;note;day\n1;a;x\n");
+    await expect(engine.land({ files: [semicolons], format: "csv", header: true, delimiter: ",", columns, partition: byDay, signatureColumns: ["id"] })).rejects.toThrow(
+      `${semicolons}:1: the header has no column id, note, day (the header is 'id;note;day'). The line is one field, and holds ';': is that the delimiter? Set source.delimiter: ';'.`,
+    );
+    const noHeader = file("csv", "1;a;x\n");
+    await expect(engine.land({ files: [noHeader], format: "csv", header: false, delimiter: ",", columns, partition: byDay, signatureColumns: ["id"] })).rejects.toThrow(
+      `${noHeader}:1: the line has 1 field, but 3 columns are declared (header: false). The line is one field, and holds ';': is that the delimiter? Set source.delimiter: ';'.`,
+    );
+    const twice = file("csv", "id,ID,note,day\n1,1,a,x\n");
+    await expect(engine.land({ files: [twice], format: "csv", header: true, delimiter: ",", columns, partition: byDay, signatureColumns: ["id"] })).rejects.toThrow(
+      /:1: the header names column id more than once/,
+    );
+  });
+
+  it("a 20 MB line is one bad row with a short reason; the other rows still land", async () => {
+    const huge = "9".repeat(20 * 1024 * 1024);
+    const csv = file("csv", `id,note,day\n1,a,x\n${huge},b,x\n3,c,x\n`);
+    const { delivery, good, bad } = await land({ files: [csv], format: "csv", columns, partition: byDay });
+    expect(good).toEqual([["1", "a", "x"], ["3", "c", "x"]]);
+    expect(bad).toHaveLength(1);
+    expect(bad[0]![0]).toBe(3);
+    expect(bad[0]![1]).toBe(`column id: '${"9".repeat(57)}...' is out of range for BIGINT`);
+    expect(bad[0]![2]).toBe(`${huge},b,x`);
+    expect(delivery.rowsLoaded).toBe(2);
+  }, 60_000);
+});
