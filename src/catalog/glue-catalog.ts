@@ -337,7 +337,7 @@ export class GlueCatalog implements Catalog {
   }
 
   private send<T>(operation: string, call: () => Promise<T>): Promise<T> {
-    return withRetry(`Glue ${operation}`, call);
+    return withRetry(`glue:${operation} on database ${this.options.database}`, call);
   }
 }
 

@@ -71,6 +71,7 @@ export class AthenaEngine implements Engine {
     try {
       await this.run(`UNLOAD (${select}) TO ${quoteLiteral(location)} WITH (format = 'PARQUET', compression = '${compression}')`);
     } catch (error) {
+      if (isAccessDenied(error)) throw error;
       throw new BuildError(`building ${table.name}/${partitionPath(partition)} on Athena failed: ${errorMessage(error)}`, error);
     }
     faultPoint("during-build");
@@ -141,6 +142,7 @@ export class AthenaEngine implements Engine {
     try {
       queryId = await this.run(`SELECT * FROM ${this.restricted(request, inner)} AS q LIMIT 0`);
     } catch (error) {
+      if (isAccessDenied(error)) throw error;
       throw new BuildError(`the SELECT for ${request.table.name}/${partitionPath(request.partition)} failed on Athena: ${errorMessage(error)}`, error);
     }
     const columns = (await this.results(queryId)).columns.map((name) => name.toLowerCase());
@@ -197,7 +199,7 @@ export class AthenaEngine implements Engine {
     // One token for every attempt: a retried start after a lost response must not run the query twice
     // (a second UNLOAD into the same run prefix would fail, a second query would cost twice).
     const token = randomUUID();
-    const started = await withRetry("Athena StartQueryExecution", () =>
+    const started = await withRetry(`athena:StartQueryExecution on workgroup ${this.options.workgroup}`, () =>
       this.client.send(
         new StartQueryExecutionCommand({
           ClientRequestToken: token,
@@ -215,7 +217,7 @@ export class AthenaEngine implements Engine {
     let pause = this.options.pollMs ?? 250;
     try {
       for (;;) {
-        const execution = await withRetry("Athena GetQueryExecution", () => this.client.send(new GetQueryExecutionCommand({ QueryExecutionId: id })));
+        const execution = await withRetry(`athena:GetQueryExecution on query ${id}`, () => this.client.send(new GetQueryExecutionCommand({ QueryExecutionId: id })));
         const status = execution.QueryExecution?.Status;
         switch (status?.State) {
           case "SUCCEEDED":
@@ -246,7 +248,7 @@ export class AthenaEngine implements Engine {
     let token: string | undefined;
     let first = true;
     do {
-      const page = await withRetry("Athena GetQueryResults", () =>
+      const page = await withRetry(`athena:GetQueryResults on query ${queryId}`, () =>
         this.client.send(new GetQueryResultsCommand({ QueryExecutionId: queryId, NextToken: token })),
       );
       if (first) {
@@ -265,6 +267,11 @@ export class AthenaEngine implements Engine {
     } while (token);
     return { columns, rows };
   }
+}
+
+/** Refused credentials are the user's to fix, not a build failure: they keep their own error (exit 11). */
+function isAccessDenied(error: unknown): boolean {
+  return error instanceof LakeswapError && error.code === "ACCESS_DENIED";
 }
 
 function convert(value: string | undefined, type: string): unknown {

@@ -69,7 +69,7 @@ export class S3Store implements ObjectStore {
 
   async get(key: string): Promise<TaggedObject | undefined> {
     try {
-      const response = await withRetry(`GetObject ${key}`, () => this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: this.fullKey(key) })));
+      const response = await withRetry(`s3:GetObject on ${this.uri(key)}`, () => this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: this.fullKey(key) })));
       const body = await response.Body?.transformToByteArray();
       return { body: body ?? new Uint8Array(), etag: response.ETag ?? "" };
     } catch (error) {
@@ -80,30 +80,30 @@ export class S3Store implements ObjectStore {
 
   async getRange(key: string, offset: number, length: number): Promise<Uint8Array> {
     const range = `bytes=${offset}-${offset + Math.max(0, length - 1)}`;
-    const response = await withRetry(`GetObject ${key} (${range})`, () =>
+    const response = await withRetry(`s3:GetObject on ${this.uri(key)} (${range})`, () =>
       this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: this.fullKey(key), Range: range })),
     );
     return (await response.Body?.transformToByteArray()) ?? new Uint8Array();
   }
 
   async put(key: string, body: Uint8Array | string): Promise<void> {
-    await withRetry(`PutObject ${key}`, () => this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: this.fullKey(key), Body: body })));
+    await withRetry(`s3:PutObject on ${this.uri(key)}`, () => this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: this.fullKey(key), Body: body })));
   }
 
   async putIfAbsent(key: string, body: Uint8Array | string): Promise<boolean> {
-    return this.conditional(() =>
+    return this.conditional(`s3:PutObject (If-None-Match) on ${this.uri(key)}`, () =>
       this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: this.fullKey(key), Body: body, IfNoneMatch: "*" })),
     );
   }
 
   async putIfMatch(key: string, body: Uint8Array | string, etag: string): Promise<boolean> {
-    return this.conditional(() =>
+    return this.conditional(`s3:PutObject (If-Match) on ${this.uri(key)}`, () =>
       this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: this.fullKey(key), Body: body, IfMatch: etag })),
     );
   }
 
   async deleteIfMatch(key: string, etag: string): Promise<boolean> {
-    return this.conditional(() => this.client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: this.fullKey(key), IfMatch: etag })));
+    return this.conditional(`s3:DeleteObject (If-Match) on ${this.uri(key)}`, () => this.client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: this.fullKey(key), IfMatch: etag })));
   }
 
   async list(prefix: string): Promise<ObjectInfo[]> {
@@ -111,7 +111,7 @@ export class S3Store implements ObjectStore {
     const full = this.fullKey(prefix, true);
     let token: string | undefined;
     do {
-      const page = await withRetry(`ListObjectsV2 ${full}`, () =>
+      const page = await withRetry(`s3:ListBucket on s3://${this.bucket}/${full}*`, () =>
         this.client.send(new ListObjectsV2Command({ Bucket: this.bucket, Prefix: full, ContinuationToken: token })),
       );
       for (const object of page.Contents ?? []) {
@@ -127,7 +127,7 @@ export class S3Store implements ObjectStore {
       // S3 answers DeleteObjects with per-key errors; keys refused with a transient code (InternalError,
       // SlowDown, …) are sent again, with backoff, as AWS advises; any other refusal stops the delete.
       let remaining = keys.slice(start, start + 1000);
-      await withRetry(`DeleteObjects (${remaining.length} keys)`, async () => {
+      await withRetry(`s3:DeleteObject on ${remaining.length} keys under ${this.description}`, async () => {
         const response = await this.client.send(
           new DeleteObjectsCommand({ Bucket: this.bucket, Delete: { Objects: remaining.map((key) => ({ Key: this.fullKey(key) })), Quiet: true } }),
         );
@@ -149,33 +149,43 @@ export class S3Store implements ObjectStore {
 
   async putFile(key: string, localPath: string): Promise<void> {
     const { size } = await stat(localPath);
-    const upload = new Upload({
-      client: this.client,
-      queueSize: this.uploadConcurrency,
-      partSize: partSizeFor(size),
-      leavePartsOnError: false,
-      params: {
-        Bucket: this.bucket,
-        Key: this.fullKey(key),
-        Body: createReadStream(localPath),
-        ContentLength: size,
-        // Run files are fresh: never overwrite an object that is already there.
-        ...(this.capabilities.conditionalWrites ? { IfNoneMatch: "*" } : {}),
+    const uri = `s3://${this.bucket}/${this.fullKey(key)}`;
+    const what = `s3:PutObject on ${uri}`;
+    // A 409 ConditionalRequestConflict (a conflicting operation on the key while a conditional upload completes)
+    // is retried as AWS documents it: a new multipart upload (CreateMultipartUpload), every part sent again.
+    await withRetry(
+      what,
+      async () => {
+        const upload = new Upload({
+          client: this.client,
+          queueSize: this.uploadConcurrency,
+          partSize: partSizeFor(size),
+          leavePartsOnError: false,
+          params: {
+            Bucket: this.bucket,
+            Key: this.fullKey(key),
+            Body: createReadStream(localPath),
+            ContentLength: size,
+            // Run files are fresh: never overwrite an object that is already there.
+            ...(this.capabilities.conditionalWrites ? { IfNoneMatch: "*" } : {}),
+          },
+        });
+        try {
+          await upload.done();
+        } catch (error) {
+          if (isStatus(error, 412) || errorName(error) === "PreconditionFailed") {
+            throw new LakeswapError("CONFLICT", `${uri} already exists; a run file is never overwritten`);
+          }
+          throw error;
+        }
       },
-    });
-    try {
-      await upload.done();
-    } catch (error) {
-      if (isStatus(error, 412)) {
-        throw new LakeswapError("CONFLICT", `s3://${this.bucket}/${this.fullKey(key)} already exists; a run file is never overwritten`);
-      }
-      throw error;
-    }
+      { retryable: (error) => errorName(error) === "ConditionalRequestConflict" || isStatus(error, 409) || isTransient(error) },
+    );
   }
 
-  private async conditional(send: () => Promise<unknown>): Promise<boolean> {
+  private async conditional(what: string, send: () => Promise<unknown>): Promise<boolean> {
     try {
-      await withRetry("conditional write", send, { retryable: (error) => errorName(error) === "ConditionalRequestConflict" || isStatus(error, 503) });
+      await withRetry(what, send, { retryable: (error) => errorName(error) === "ConditionalRequestConflict" || isStatus(error, 503) });
       return true;
     } catch (error) {
       if (isStatus(error, 412) || isStatus(error, 404) || errorName(error) === "PreconditionFailed" || errorName(error) === "NoSuchKey") return false;

@@ -8,6 +8,7 @@ import {
   Child, lakeDirOf, leaseHolder, readManifest, runFolders, spawnScript, until, type PartitionView,
 } from "../support/crash-kit.js";
 import { BACKEND_FACTORIES, type AwsServices, runCli, selectedBackends, spawnCli, type CliResult, type TestBackend } from "../support/lake-fixture.js";
+import { rowsSelect } from "../support/rows-sql.js";
 
 // Invariant 7: one writer per table at a time. A second writer waits or fails with a clear message, never
 // interleaves; a lease whose holder died or stopped renewing it is taken over, and a writer that lost its
@@ -16,12 +17,12 @@ import { BACKEND_FACTORIES, type AwsServices, runCli, selectedBackends, spawnCli
 const TABLE = "orders";
 const DAY = "2026-11-01";
 const PARTITION = `day=${DAY}`;
-const content = (tag: string, rows: number) => ({ tag, rows, select: `SELECT range AS id, '${tag}' AS tag FROM range(${rows})` });
+const content = (tag: string, rows: number) => ({ tag, rows, select: rowsSelect(rows, `, '${tag}' AS tag`) });
 const OLD = content("a", 100);
 const NEW = content("b", 120);
 const NEXT = content("c", 130);
 /** A build that takes a few seconds (about 100 MB of Parquet). */
-const LARGE = { rows: 3_000_000, select: "SELECT range AS id, md5(CAST(range AS VARCHAR)) AS tag FROM range(3000000)" };
+const LARGE = { rows: 3_000_000, select: rowsSelect(3_000_000, ", md5(CAST(id AS VARCHAR)) AS tag") };
 
 interface CliError {
   readonly error: { readonly code: string; readonly message: string };

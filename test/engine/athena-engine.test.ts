@@ -118,6 +118,31 @@ describe("the Athena engine", () => {
     expect(services.athena.executions.filter((e) => /^UNLOAD/.test(e.query))).toHaveLength(0);
   });
 
+  it("turns refused credentials into ACCESS_DENIED naming the action and the workgroup, not a build failure", async () => {
+    const store = new S3Store(new S3Client(services.s3.clientConfig), { bucket: "lake", prefix: "w" });
+    const denied = new AthenaEngine(new AthenaClient({ ...services.athena.clientConfig, credentials: { accessKeyId: "denied", secretAccessKey: "x" } }), {
+      workgroup: "primary",
+      database: "db",
+      outputLocation: "s3://results/q/",
+      pollMs: 20,
+      uriOf: (key) => store.uri(key),
+      store,
+      landing: new DuckDbEngine(store),
+    });
+    try {
+      await expect(denied.query("SELECT 1", [])).rejects.toMatchObject({
+        code: "ACCESS_DENIED",
+        exitCode: 11,
+        message: expect.stringMatching(/^access denied: athena:StartQueryExecution on workgroup primary was refused \(AccessDeniedException: .*not authorized to perform: athena:StartQueryExecution/),
+      });
+      await expect(
+        denied.build({ table: TABLE, partition: makePartition([["day", "1"]]), select: ids(1), runId: "20261101T000000Z-dddddd", runPrefix: "t/day=1/run=20261101T000000Z-dddddd/", sources: [] }),
+      ).rejects.toMatchObject({ code: "ACCESS_DENIED" });
+    } finally {
+      await denied.close();
+    }
+  });
+
   it("carries Athena's state-change reason when a query fails", async () => {
     services.athena.failNext("HIVE_BAD_DATA: the file is broken", { match: /UNLOAD/ });
     await expect(build("SELECT 1 AS id")).rejects.toThrow(/HIVE_BAD_DATA: the file is broken/);

@@ -87,6 +87,77 @@ describe("the S3 store", () => {
     }
   });
 
+  it("re-initiates a multipart upload answered 409 ConditionalRequestConflict on CompleteMultipartUpload, as AWS documents", async () => {
+    const { store: s3 } = await store();
+    const { dir, cleanup } = tempDir();
+    try {
+      const file = path.join(dir, "part.parquet");
+      writeFileSync(file, Buffer.alloc(9 * 1024 * 1024, 3));
+      server!.failNext("CompleteMultipartUpload", {
+        status: 409,
+        code: "ConditionalRequestConflict",
+        message: "A conflicting conditional operation is currently in progress against this resource. Please try again.",
+      });
+      await s3.putFile("t/day=1/run=20261101T000000Z-bbbbbb/part.parquet", file);
+      // A new upload, every part sent again: CreateMultipartUpload twice, two parts each time.
+      expect(server!.requests.count("CreateMultipartUpload")).toBe(2);
+      expect(server!.requests.count("UploadPart")).toBe(4);
+      expect(server!.requests.entries.filter((r) => r.operation === "CompleteMultipartUpload").map((r) => r.status)).toEqual([409, 200]);
+      expect((await s3.get("t/day=1/run=20261101T000000Z-bbbbbb/part.parquet"))?.body.length).toBe(9 * 1024 * 1024);
+    } finally {
+      cleanup();
+    }
+  });
+
+  it("turns refused credentials into ACCESS_DENIED (exit 11) naming the action and the resource", async () => {
+    const { store: allowed } = await store();
+    await allowed.put("k.json", "{}");
+    for (const [accessKeyId, code] of [["denied", "AccessDenied"], ["unknown", "InvalidAccessKeyId"]] as const) {
+      const client = new S3Client({ ...server!.clientConfig, credentials: { accessKeyId, secretAccessKey: "x" } });
+      const s3 = new S3Store(client, { bucket: "lake", prefix: "warehouse/events" });
+      const denied = await s3.get("k.json").catch((error: unknown) => error);
+      expect(denied).toMatchObject({ code: "ACCESS_DENIED", exitCode: 11 });
+      expect((denied as Error).message).toMatch(
+        new RegExp(`^access denied: s3:GetObject on s3://lake/warehouse/events/k\\.json was refused \\(${code}: .*\\)\\. Check that the credentials`),
+      );
+      await expect(s3.putIfAbsent("_lakeswap/leases/t.json", "{}")).rejects.toMatchObject({
+        code: "ACCESS_DENIED",
+        message: expect.stringContaining("s3:PutObject (If-None-Match) on s3://lake/warehouse/events/_lakeswap/leases/t.json"),
+      });
+      await expect(s3.list("t/")).rejects.toMatchObject({ code: "ACCESS_DENIED", message: expect.stringContaining("s3:ListBucket on s3://lake/warehouse/events/t/*") });
+      const { dir, cleanup } = tempDir();
+      try {
+        writeFileSync(path.join(dir, "f"), "x");
+        await expect(s3.putFile("t/f", path.join(dir, "f"))).rejects.toMatchObject({ code: "ACCESS_DENIED", message: expect.stringContaining("s3:PutObject on s3://lake/warehouse/events/t/f") });
+      } finally {
+        cleanup();
+      }
+      client.destroy();
+    }
+  });
+
+  it("says no AWS credentials were found (ACCESS_DENIED) when the default chain has none", async () => {
+    await store();
+    const saved = { ...process.env };
+    for (const name of ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_WEB_IDENTITY_TOKEN_FILE"]) {
+      delete process.env[name];
+    }
+    Object.assign(process.env, { AWS_SHARED_CREDENTIALS_FILE: "/nonexistent/credentials", AWS_CONFIG_FILE: "/nonexistent/config", AWS_EC2_METADATA_DISABLED: "true" });
+    try {
+      const { credentials: _none, ...config } = server!.clientConfig;
+      const client = new S3Client(config);
+      const s3 = new S3Store(client, { bucket: "lake", prefix: "warehouse/events" });
+      await expect(s3.get("k.json")).rejects.toMatchObject({
+        code: "ACCESS_DENIED",
+        message: expect.stringMatching(/^s3:GetObject on s3:\/\/lake\/warehouse\/events\/k\.json: no AWS credentials were found \(.*\)\. Set AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY/),
+      });
+      client.destroy();
+    } finally {
+      for (const name of Object.keys(process.env)) if (!(name in saved)) delete process.env[name];
+      Object.assign(process.env, saved);
+    }
+  });
+
   it("writes conditionally: if absent, if unchanged", async () => {
     const { store: s3 } = await store();
     expect(await s3.putIfAbsent("k", "one")).toBe(true);

@@ -25,7 +25,9 @@
  * - a query reports RUNNING at least once before its final state, so pollers
  *   are exercised; `delayNext` makes queries take a given time (for timeouts
  *   and StopQueryExecution), `failNext` makes them fail,
- *   `withholdColumnMetadataNext` answers their results without ColumnInfo.
+ *   `withholdColumnMetadataNext` answers their results without ColumnInfo;
+ * - the access key ids `denied` and `unknown` are refused
+ *   (AccessDeniedException, UnrecognizedClientException: ./aws-json.ts).
  *
  * Every query is first checked as Athena checks it, with a Trino grammar
  * (dt-sql-parser's): a syntax error, more than one statement, or an UNLOAD
@@ -48,7 +50,7 @@ import { randomBytes, randomUUID } from "node:crypto";
 import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import http, { type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { CREDENTIALS, HOST, isObject, readText, sendJson, type EmulatorClientConfig, type JsonObject } from "./aws-json.js";
+import { CREDENTIALS, HOST, credentialRefusal, isObject, readText, sendJson, type EmulatorClientConfig, type JsonObject } from "./aws-json.js";
 import { tmpdir } from "node:os";
 import path from "node:path";
 
@@ -623,6 +625,9 @@ export async function startAthenaEmulator(options: AthenaEmulatorOptions): Promi
       const input: unknown = text === "" ? {} : JSON.parse(text);
       if (!isAthenaOperation(operation)) throw new ApiError("UnknownOperationException", `Operation ${target} is not supported by the Athena emulator`);
       if (!isObject(input)) throw new ApiError("InvalidRequestException", "The request body must be a JSON object");
+      const workGroup = typeof input.WorkGroup === "string" ? input.WorkGroup : "primary";
+      const refusal = credentialRefusal(req.headers, `athena:${operation}`, `arn:aws:athena:${region}:123456789012:workgroup/${workGroup}`);
+      if (refusal) throw new ApiError(refusal.code, refusal.message);
       const queue = callFailures.get(operation);
       const failure = queue?.[0];
       if (queue && failure) {

@@ -12,6 +12,27 @@ export const HOST = "127.0.0.1";
 /** Any keys do: the emulators do not check signatures. */
 export const CREDENTIALS = { accessKeyId: "test", secretAccessKey: "test" } as const;
 
+/**
+ * Two access key ids stand for refused credentials, as in the S3 test server:
+ * `denied` (valid, but a policy allows nothing: AccessDeniedException naming
+ * the action and resource) and `unknown` (UnrecognizedClientException).
+ */
+export function credentialRefusal(
+  headers: IncomingMessage["headers"],
+  action: string,
+  resource: string,
+): { code: string; message: string } | undefined {
+  const accessKey = /Credential=([^/,\s]+)\//.exec(String(headers.authorization ?? ""))?.[1];
+  if (accessKey === "unknown") return { code: "UnrecognizedClientException", message: "The security token included in the request is invalid." };
+  if (accessKey === "denied") {
+    return {
+      code: "AccessDeniedException",
+      message: `User: arn:aws:iam::123456789012:user/denied is not authorized to perform: ${action} on resource: ${resource} because no identity-based policy allows the ${action} action`,
+    };
+  }
+  return undefined;
+}
+
 /** A ready configuration for an SDK client (`new GlueClient(...)`, `new AthenaClient(...)`). */
 export interface EmulatorClientConfig {
   readonly endpoint: string;

@@ -18,7 +18,12 @@
  *   fail on its own folder cleanup), with per-object `<ETag>` conditions and
  *   Quiet mode;
  * - AbortMultipartUpload answered (s3rver does not route it);
- * - any access key accepted (s3rver only knows its own).
+ * - any access key accepted (s3rver only knows its own), except two that
+ *   stand for refused credentials: `denied` (a policy allows nothing: every
+ *   request answers 403 AccessDenied) and `unknown` (403 InvalidAccessKeyId);
+ * - `failNext` answers the next matching requests with an S3 error instead of
+ *   serving them (e.g. 409 ConditionalRequestConflict on
+ *   CompleteMultipartUpload), so clients' handling of it is exercised.
  *
  * Requests must be path-style (`forcePathStyle: true`). Test code only.
  */
@@ -64,6 +69,20 @@ export interface S3RequestLog {
   reset(): void;
 }
 
+/** An error the proxy answers instead of serving a request (`S3Server.failNext`). */
+export interface S3InjectedFailure {
+  readonly status: number;
+  readonly code: string;
+  readonly message?: string;
+  /** Only requests for keys that match (a substring or a pattern); default every key. */
+  readonly key?: string | RegExp;
+  /** How many requests (default 1). */
+  readonly times?: number;
+}
+
+/** The access key ids the proxy refuses, as S3 refuses credentials it does not accept. */
+export const REFUSED_ACCESS_KEYS = { denied: "denied", unknown: "unknown" } as const;
+
 export interface S3Server {
   /** The proxy's endpoint, e.g. `http://127.0.0.1:49152`: give it to the S3 client with `forcePathStyle: true`. */
   readonly endpoint: string;
@@ -78,6 +97,8 @@ export interface S3Server {
   /** Creates a bucket (no error if it already exists). */
   bucket(name: string): Promise<void>;
   readonly requests: S3RequestLog;
+  /** The next matching requests of `operation` are answered with this error; nothing is stored. */
+  failNext(operation: S3Operation, failure: S3InjectedFailure): void;
   close(): Promise<void>;
 }
 
@@ -192,6 +213,7 @@ export async function startS3Server(options: S3ServerOptions = {}): Promise<S3Se
   const log: S3RequestRecord[] = [];
   let preconditionFailures = 0;
   const locks = new KeyedMutex();
+  const failures: { operation: S3Operation; failure: S3InjectedFailure; remaining: number }[] = [];
 
   const server = http.createServer((req, res) => {
     handle(req, res).catch((error: unknown) => {
@@ -209,6 +231,23 @@ export async function startS3Server(options: S3ServerOptions = {}): Promise<S3Se
       log.push({ operation, method, bucket, key, status: res.statusCode });
     });
 
+    const accessKey = /Credential=([^/,\s]+)\//.exec(headerValue(req.headers, "authorization") ?? "")?.[1];
+    if (accessKey === REFUSED_ACCESS_KEYS.denied || accessKey === REFUSED_ACCESS_KEYS.unknown) {
+      await drain(req);
+      if (accessKey === REFUSED_ACCESS_KEYS.denied) sendError(res, 403, "AccessDenied", "Access Denied");
+      else sendError(res, 403, "InvalidAccessKeyId", "The AWS Access Key Id you provided does not exist in our records.", { AWSAccessKeyId: accessKey });
+      return;
+    }
+    const injected = failures.find(
+      (f) => f.operation === operation && (f.failure.key === undefined || (typeof f.failure.key === "string" ? (key ?? "").includes(f.failure.key) : f.failure.key.test(key ?? ""))),
+    );
+    if (injected) {
+      injected.remaining -= 1;
+      if (injected.remaining <= 0) failures.splice(failures.indexOf(injected), 1);
+      await drain(req);
+      sendError(res, injected.failure.status, injected.failure.code, injected.failure.message ?? `${injected.failure.code} (injected by the S3 test server)`);
+      return;
+    }
     if (operation === "AbortMultipartUpload") {
       // s3rver keeps parts of unfinished uploads in its own folder; forgetting them is enough here.
       await drain(req);
@@ -277,6 +316,9 @@ export async function startS3Server(options: S3ServerOptions = {}): Promise<S3Se
         log.length = 0;
         preconditionFailures = 0;
       },
+    },
+    failNext(operation: S3Operation, failure: S3InjectedFailure): void {
+      failures.push({ operation, failure, remaining: failure.times ?? 1 });
     },
     async close(): Promise<void> {
       server.closeAllConnections();

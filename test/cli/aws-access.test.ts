@@ -1,0 +1,42 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { awsCliEnv, runCli, startAwsServices, type AwsServices } from "../support/lake-fixture.js";
+
+// Item 15 of issue 9: missing or refused AWS credentials get their own exit code (11) and a message that names
+// the action and the resource, not exit 1 "internal".
+
+describe("lakeswap on AWS without usable credentials", () => {
+  let services: AwsServices;
+  let env: Record<string, string>;
+
+  beforeAll(async () => {
+    services = await startAwsServices();
+    env = awsCliEnv(services, {
+      DATA_OUTPUT_S3_BUCKET: "lake",
+      DATA_OUTPUT_S3_PREFIX: "access",
+      SCHEMA_OUTPUT_GLUE_DATABASE_NAME: "access_db",
+      DATA_OUTPUT_ATHENA_WORKGROUP_NAME: "primary",
+      DATA_OUTPUT_ATHENA_RESULTS_S3_BUCKET: "results",
+    });
+  });
+  afterAll(async () => services.close());
+
+  it("exits 11 naming the S3 action and resource when the credentials are refused", async () => {
+    const result = await runCli(["tables"], { ...env, AWS_ACCESS_KEY_ID: "denied" });
+    expect(result.code, result.stderr).toBe(11);
+    expect(result.stderr).toMatch(/access denied: s3:\w+ on s3:\/\/lake\/access\/_lakeswap\/\S* was refused \(AccessDenied: Access Denied\)/);
+  });
+
+  it("exits 11 saying no credentials were found when the default chain has none", async () => {
+    const result = await runCli(["tables"], {
+      ...env,
+      AWS_ACCESS_KEY_ID: "",
+      AWS_SECRET_ACCESS_KEY: "",
+      AWS_PROFILE: "",
+      AWS_SHARED_CREDENTIALS_FILE: "/nonexistent/credentials",
+      AWS_CONFIG_FILE: "/nonexistent/config",
+    });
+    expect(result.code, result.stderr).toBe(11);
+    expect(result.stderr).toMatch(/glue:GetDatabase on database access_db: no AWS credentials were found/);
+    expect(result.stderr).toMatch(/Set AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY/);
+  });
+});
