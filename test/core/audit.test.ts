@@ -7,7 +7,7 @@ import { defineTable } from "../../src/core/table.js";
 import { DuckDbEngine } from "../../src/engine/duckdb-engine.js";
 import type { BuildRequest, BuildResult, Engine } from "../../src/engine/engine.js";
 import { LocalStore } from "../../src/store/local-store.js";
-import { tempDir } from "../support/lake-fixture.js";
+import { awsBackend, tempDir } from "../support/lake-fixture.js";
 
 // The audit before a swap reads the new run's own files; an engine's word that it succeeded is never enough.
 
@@ -89,5 +89,28 @@ describe("the audit of a new run", () => {
     const allowed = await lake.replacePartition("t", "day=2026-11-02", { select: "SELECT 1 AS v WHERE false", allowEmpty: true });
     expect(allowed.rows).toBe(0);
     expect((await lake.pointer("t", "day=2026-11-02"))?.runId).toBe(allowed.runId);
+  });
+});
+
+describe("the audit of a run Athena built", () => {
+  it("refuses an UNLOAD that reported success but wrote no object, and counts rows from the files, not from Athena", async () => {
+    const backend = await awsBackend();
+    const aws = await backend.open({ graceMs: 0 });
+    try {
+      await aws.createTable(defineTable({ name: "t", columns: [{ name: "v", type: "BIGINT" }], partitionKeys: ["day"] }));
+      const values = (n: number) => `SELECT v FROM (VALUES ${Array.from({ length: n }, (_, i) => `(CAST(${i} AS BIGINT))`).join(", ")}) AS r (v)`;
+      const first = await aws.replacePartition("t", "day=2026-11-01", { select: values(3) });
+      expect(first.rows).toBe(3);
+      const [history] = await aws.history("t", "day=2026-11-01");
+      expect(history!.runs[0]).toMatchObject({ runId: first.runId, rows: 3, state: "current" });
+
+      backend.services.athena.loseUnloadOutputNext({ match: "UNLOAD" });
+      await expect(aws.replacePartition("t", "day=2026-11-01", { select: values(5) })).rejects.toThrow(/wrote no data files/);
+      expect((await aws.pointer("t", "day=2026-11-01"))?.runId).toBe(first.runId);
+      expect(await aws.countPartition("t", "day=2026-11-01")).toBe(3);
+    } finally {
+      await aws.close();
+      await backend.cleanup();
+    }
   });
 });

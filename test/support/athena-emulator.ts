@@ -114,6 +114,8 @@ export interface AthenaEmulator {
   failNext(reason: string, matcher?: QueryMatcher): void;
   /** The next matching queries succeed, but GetQueryResults answers them without column metadata (ColumnInfo empty). */
   withholdColumnMetadataNext(matcher?: QueryMatcher): void;
+  /** The next matching UNLOADs report success but write no object (a faulty engine the lake's audit must catch). */
+  loseUnloadOutputNext(matcher?: QueryMatcher): void;
   /** The next API call(s) of an operation answer with an error, e.g. TooManyRequestsException. */
   failNextCall(operation: AthenaOperation, failure: { readonly error: string; readonly message?: string; readonly times?: number }): void;
   /** Resolves when no query is queued or running. */
@@ -163,6 +165,7 @@ interface Execution {
   delayMs: number;
   injectedFailure?: string;
   withholdColumnMetadata: boolean;
+  loseOutput: boolean;
   abort: AbortController;
   connection?: DuckDBConnection;
   done?: Promise<void>;
@@ -174,6 +177,7 @@ interface PendingQueryEffect {
   delayMs?: number;
   failure?: string;
   withholdColumnMetadata?: boolean;
+  loseOutput?: boolean;
 }
 
 export async function startAthenaEmulator(options: AthenaEmulatorOptions): Promise<AthenaEmulator> {
@@ -185,21 +189,23 @@ export async function startAthenaEmulator(options: AthenaEmulatorOptions): Promi
   const effects: PendingQueryEffect[] = [];
   const callFailures = new Map<string, { error: string; message?: string; remaining: number }[]>();
 
-  const takeEffects = (query: string): { delayMs: number; failure?: string; withholdColumnMetadata: boolean } => {
+  const takeEffects = (query: string): { delayMs: number; failure?: string; withholdColumnMetadata: boolean; loseOutput: boolean } => {
     let delayMs = 0;
     let failure: string | undefined;
     let withholdColumnMetadata = false;
+    let loseOutput = false;
     for (const effect of [...effects]) {
       const matches = effect.match === undefined || (typeof effect.match === "string" ? query.includes(effect.match) : effect.match.test(query));
       if (!matches) continue;
       if (effect.delayMs !== undefined && delayMs === 0) delayMs = effect.delayMs;
       else if (effect.failure !== undefined && failure === undefined) failure = effect.failure;
       else if (effect.withholdColumnMetadata && !withholdColumnMetadata) withholdColumnMetadata = true;
+      else if (effect.loseOutput && !loseOutput) loseOutput = true;
       else continue;
       effect.remaining -= 1;
       if (effect.remaining <= 0) effects.splice(effects.indexOf(effect), 1);
     }
-    return { delayMs, failure, withholdColumnMetadata };
+    return { delayMs, failure, withholdColumnMetadata, loseOutput };
   };
 
   const find = (id: unknown): Execution => {
@@ -460,7 +466,7 @@ export async function startAthenaEmulator(options: AthenaEmulatorOptions): Promi
     }
     checkCancelled(execution);
     const trinoId = trinoQueryId(execution.submittedAt);
-    for (const file of await listFiles(out)) {
+    for (const file of execution.loseOutput ? [] : await listFiles(out)) {
       const relative = path.relative(out, file).split(path.sep);
       relative[relative.length - 1] = `${trinoId}_${randomUUID()}`;
       const key = `${prefix}${relative.join("/")}`;
@@ -506,7 +512,7 @@ export async function startAthenaEmulator(options: AthenaEmulatorOptions): Promi
       }
       if (!/^s3:\/\/[^/]+/.test(output)) throw new ApiError("InvalidRequestException", `Invalid output location: ${output}`);
       const trinoFailure = checkTrino(query);
-      const { delayMs, failure, withholdColumnMetadata } = takeEffects(query);
+      const { delayMs, failure, withholdColumnMetadata, loseOutput } = takeEffects(query);
       const id = randomUUID();
       const execution: Execution = {
         id,
@@ -527,6 +533,7 @@ export async function startAthenaEmulator(options: AthenaEmulatorOptions): Promi
         delayMs,
         injectedFailure: failure ?? trinoFailure,
         withholdColumnMetadata,
+        loseOutput,
         abort: new AbortController(),
       };
       executions.set(id, execution);
@@ -681,6 +688,9 @@ export async function startAthenaEmulator(options: AthenaEmulatorOptions): Promi
     },
     withholdColumnMetadataNext(matcher = {}) {
       effects.push({ match: matcher.match, remaining: matcher.times ?? 1, withholdColumnMetadata: true });
+    },
+    loseUnloadOutputNext(matcher = {}) {
+      effects.push({ match: matcher.match, remaining: matcher.times ?? 1, loseOutput: true });
     },
     failNextCall(operation, failure) {
       const queue = callFailures.get(operation) ?? [];
