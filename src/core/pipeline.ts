@@ -310,10 +310,14 @@ export class Pipeline {
     if (delivery.rowsRejected > 0 && !dataset.deadLetter) {
       await this.lake.releaseDelivery(delivery);
       const first = delivery.firstRejects[0];
-      const where = first ? `${first.file}${first.line !== null ? `:${first.line}` : ""}` : "the delivery";
+      // A Parquet row has a number but no line; a CSV record may span lines, and a line may be megabytes long.
+      const parquet = dataset.source.format === "parquet";
+      const where = first ? `${first.file}${first.line === null ? "" : parquet ? ` row ${first.line}` : `:${first.line}`}` : "the delivery";
+      const text = first?.raw ? first.raw.replaceAll("\r", "\\r").replaceAll("\n", "\\n") : "";
+      const shown = text.length > 120 ? `${text.slice(0, 117)}...` : text;
       throw new InvalidInputError(
-        `${where}: ${first?.reason ?? "bad row"}${first?.raw ? ` (row: ${first.raw})` : ""}; ${delivery.rowsRejected} bad row(s) in all, nothing was loaded. ` +
-          `Fix the file, or declare dead_letter: <table> in datasets.${dataset.name} to load the rest and keep bad rows there.`,
+        `${where}: ${first?.reason ?? "bad row"}${shown ? ` (${parquet ? "row" : "line"}: ${shown})` : ""}; ${delivery.rowsRejected} bad row(s) in all, nothing was loaded. ` +
+          `Fix the file, or set dead_letter: <table> under datasets.${dataset.name} to load the rest and keep the bad rows there.`,
       );
     }
     return { delivery };
