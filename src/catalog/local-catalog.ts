@@ -7,7 +7,7 @@ import { parsePartitionPath, partitionPath, type Partition } from "../core/parti
 import { isRunId } from "../core/run-id.js";
 import { assertTableName } from "../core/sql.js";
 import { defineTable, type TableDefinition } from "../core/table.js";
-import { fsyncPath, isCode } from "../store/local-store.js";
+import { fsyncPath, isCode, noSpaceError } from "../store/local-store.js";
 import { runFolder, type Catalog, type Pointer, type PointerMove, type PointerMoveKind } from "./catalog.js";
 
 const META = "_lakeswap";
@@ -95,7 +95,9 @@ export class LocalCatalog implements Catalog {
       );
     }
     await fs.mkdir(path.join(this.root, table.name), { recursive: true });
-    await writeFileAtomic(this.tableFile(table.name), `${JSON.stringify(table, null, 2)}\n`, path.join(this.root, META, "tmp"));
+    await writeFileAtomic(this.tableFile(table.name), `${JSON.stringify(table, null, 2)}\n`, path.join(this.root, META, "tmp")).catch((error: unknown) => {
+      throw noSpaceError(`${META}/tables/${table.name}.json`, this.tableFile(table.name), error) ?? error;
+    });
   }
 
   async dropTable(name: string): Promise<void> {
@@ -185,7 +187,9 @@ export class LocalCatalog implements Catalog {
     const tempDir = path.join(this.root, META, "tmp");
     await fs.mkdir(tempDir, { recursive: true });
     const temp = path.join(tempDir, `link-${process.pid}-${randomBytes(6).toString("hex")}`);
-    await fs.symlink(path.relative(linkDir, runDir), temp);
+    await fs.symlink(path.relative(linkDir, runDir), temp).catch((error: unknown) => {
+      throw noSpaceError(`${META}/tmp/${path.basename(temp)}`, temp, error) ?? error;
+    });
     faultPoint("before-swap-rename");
     await fs.rename(temp, link);
     await fsyncPath(linkDir);
@@ -197,7 +201,10 @@ export class LocalCatalog implements Catalog {
       movedBy: move.kind,
       movedAt: new Date().toISOString(),
     };
-    await writeFileAtomic(this.stateFile(table, move.partition), `${JSON.stringify(state)}\n`, tempDir);
+    const stateFile = this.stateFile(table, move.partition);
+    await writeFileAtomic(stateFile, `${JSON.stringify(state)}\n`, tempDir).catch((error: unknown) => {
+      throw noSpaceError(`${META}/pointers/${table.name}/${partitionPath(move.partition)}.json`, stateFile, error) ?? error;
+    });
   }
 
   async removeIfEmpty(): Promise<boolean> {
@@ -280,9 +287,12 @@ async function writeFileAtomic(file: string, text: string, tempDir: string): Pro
   try {
     await handle.writeFile(text);
     await handle.sync();
-  } finally {
-    await handle.close();
+  } catch (error) {
+    await handle.close().catch(() => undefined);
+    await fs.rm(temp, { force: true });
+    throw error;
   }
+  await handle.close();
   await fs.rename(temp, file);
   await fsyncPath(path.dirname(file));
 }

@@ -1,3 +1,4 @@
+import { LakeswapError, errorMessage } from "./errors.js";
 import { partitionPath, type Partition } from "./partition.js";
 
 /** Where lakeswap keeps its own records in the lake; never under a table's location. */
@@ -52,11 +53,46 @@ export function pinsPrefix(table: string): string {
   return `${METADATA_PREFIX}/pins/${table}/`;
 }
 
-/** Parses a stored manifest, refusing anything that is not one. */
+/** Parses a stored manifest, refusing anything that is not one with a STORE_ERROR naming the file and the fix. */
 export function parseManifest(body: Uint8Array, key: string): RunManifest {
-  const value = JSON.parse(Buffer.from(body).toString("utf8")) as Partial<RunManifest>;
-  if (value.format !== 1 || typeof value.runId !== "string" || typeof value.rows !== "number") {
-    throw new Error(`'${key}' is not a lakeswap run manifest`);
+  const fix = "move it away and rerun: the manifest of a current run is rebuilt from the run's files";
+  let value: Partial<RunManifest> | null;
+  try {
+    value = JSON.parse(Buffer.from(body).toString("utf8")) as Partial<RunManifest> | null;
+  } catch (error) {
+    throw new LakeswapError("STORE_ERROR", `run manifest '${key}' is not valid JSON (${errorMessage(error)}); ${fix}`);
+  }
+  if (typeof value !== "object" || value === null || value.format !== 1 || typeof value.runId !== "string" || typeof value.rows !== "number") {
+    throw new LakeswapError("STORE_ERROR", `'${key}' is not a lakeswap run manifest (format 1 with runId and rows); ${fix}`);
   }
   return value as RunManifest;
+}
+
+/**
+ * What a failed write of a metadata object means for the pointers, by where it goes, for the
+ * message of a full disk: the write before the swap (outbox entry, run files, lease, pin) leaves the
+ * pointer where it was; the ones after it (manifest, sync record) come after the pointer moved.
+ */
+export function writeConsequence(key: string): string {
+  const area = key.startsWith(`${METADATA_PREFIX}/`) ? key.split("/")[1] : key.includes("/_runs/") ? "runs" : undefined;
+  switch (area) {
+    case "outbox":
+      return "recording a pointer move in the outbox, before the swap: the pointer did not move";
+    case "manifests":
+      return "writing a run's manifest, after the swap: the pointer did move to the new run; the manifest is rebuilt from the run's files by the next command";
+    case "syncs":
+      return "writing the sync's record: pointers this sync moved so far did move (lakeswap history shows them); free space and rerun the sync";
+    case "leases":
+      return "writing a writer lease: no pointer moved by this write";
+    case "pins":
+      return "writing a pin: no pointer moved";
+    case "pointers":
+      return "writing a pointer's state file, after the swap: the pointer did move; free space and rerun, the partition is rebuilt by the next sync";
+    case "tables":
+      return "writing a table definition: the table was not created";
+    case "runs":
+      return "writing a run's files, before the swap: the pointer did not move";
+    default:
+      return "no pointer moved by this write";
+  }
 }

@@ -26,7 +26,14 @@ export interface OutboxEntry {
  * CI job) loses nothing: the entry is as durable as the run it points to.
  */
 export class Outbox {
-  constructor(private readonly store: ObjectStore) {}
+  /**
+   * `warn` is told of an entry that cannot be read and was moved to `_lakeswap/quarantine/`
+   * (default: a line on stderr).
+   */
+  constructor(
+    private readonly store: ObjectStore,
+    private readonly warn: (message: string) => void = (message) => process.stderr.write(`lakeswap: warning: ${message}\n`),
+  ) {}
 
   /** Records a change before it is sent; returns the entry. */
   async record(change: Omit<OutboxEntry, "id" | "recordedAt">): Promise<OutboxEntry> {
@@ -49,10 +56,43 @@ export class Outbox {
     const entries: OutboxEntry[] = [];
     for (const object of await this.store.list(prefix)) {
       const stored = await this.store.get(object.key);
-      if (stored) entries.push(JSON.parse(Buffer.from(stored.body).toString("utf8")) as OutboxEntry);
+      if (!stored) continue;
+      const entry = parseOutboxEntry(stored.body);
+      if (typeof entry === "string") await this.quarantine(object.key, stored.body, entry);
+      else entries.push(entry);
     }
     return entries.sort((a, b) => (a.id < b.id ? -1 : 1));
   }
+
+  /**
+   * Moves an unreadable entry out of the outbox, so one bad file does not stop every command: it
+   * cannot be replayed anyway (nothing in it can be trusted), and its bytes are kept for a look.
+   */
+  private async quarantine(key: string, body: Uint8Array, why: string): Promise<void> {
+    const target = `${QUARANTINE_PREFIX}${key.slice(METADATA_PREFIX.length + 1)}`;
+    await this.store.put(target, body);
+    await this.store.delete([key]);
+    this.warn(
+      `outbox entry '${key}' cannot be read (${why}); it was moved to '${target}' and is not replayed. ` +
+        "If a pointer move was pending in it, check that partition with lakeswap history and rerun its sync",
+    );
+  }
+}
+
+/** Where unreadable metadata files are moved, under their own path: `_lakeswap/quarantine/outbox/<table>/<id>.json`. */
+export const QUARANTINE_PREFIX = `${METADATA_PREFIX}/quarantine/`;
+
+/** Parses a stored outbox entry, or says why it is not one. */
+export function parseOutboxEntry(body: Uint8Array): OutboxEntry | string {
+  let value: Partial<OutboxEntry> | null;
+  try {
+    value = JSON.parse(Buffer.from(body).toString("utf8")) as Partial<OutboxEntry> | null;
+  } catch (error) {
+    return `not valid JSON: ${error instanceof Error ? error.message : String(error)}`;
+  }
+  if (typeof value !== "object" || value === null) return "not a JSON object";
+  const missing = (["id", "table", "partition", "runId", "kind"] as const).filter((field) => typeof value[field] !== "string");
+  return missing.length > 0 ? `no ${missing.join(", ")}` : (value as OutboxEntry);
 }
 
 function entryKey(table: string, id: string): string {

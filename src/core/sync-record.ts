@@ -1,4 +1,4 @@
-import { InvalidInputError } from "./errors.js";
+import { InvalidInputError, LakeswapError, errorMessage } from "./errors.js";
 import { METADATA_PREFIX } from "./manifest.js";
 import { isRunId } from "./run-id.js";
 
@@ -51,12 +51,21 @@ export function checkSyncId(syncId: string): string {
   return syncId;
 }
 
-/** Parses a stored sync record, or undefined when it is not one. */
-export function parseSyncRecord(body: Uint8Array): SyncRecord | undefined {
+/**
+ * Parses a stored sync record. With the record's store `key`, a file that is not one is a
+ * STORE_ERROR naming it (a record silently skipped would make `rollback --sync last` undo an older
+ * sync); without a key, undefined.
+ */
+export function parseSyncRecord(body: Uint8Array, key?: string): SyncRecord | undefined {
+  const fix = "move it away and rerun (the pointers it moved are in lakeswap history)";
+  let value: SyncRecord | null;
   try {
-    const value = JSON.parse(Buffer.from(body).toString("utf8")) as SyncRecord;
-    return value.format === 1 && typeof value.syncId === "string" && Array.isArray(value.moves) ? value : undefined;
-  } catch {
-    return undefined;
+    value = JSON.parse(Buffer.from(body).toString("utf8")) as SyncRecord | null;
+  } catch (error) {
+    if (key === undefined) return undefined;
+    throw new LakeswapError("STORE_ERROR", `sync record '${key}' is not valid JSON (${errorMessage(error)}); ${fix}`);
   }
+  if (typeof value === "object" && value !== null && value.format === 1 && typeof value.syncId === "string" && Array.isArray(value.moves)) return value;
+  if (key === undefined) return undefined;
+  throw new LakeswapError("STORE_ERROR", `'${key}' is not a lakeswap sync record (format 1 with syncId and moves); ${fix}`);
 }

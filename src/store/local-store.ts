@@ -1,6 +1,8 @@
 import { createHash, randomBytes } from "node:crypto";
 import { promises as fs } from "node:fs";
 import path from "node:path";
+import { LakeswapError } from "../core/errors.js";
+import { writeConsequence } from "../core/manifest.js";
 import { assertKey, type ObjectInfo, type ObjectStore, type TaggedObject } from "./object-store.js";
 
 const TEMP_DIR = "_lakeswap/tmp";
@@ -44,14 +46,16 @@ export class LocalStore implements ObjectStore {
 
   async put(key: string, body: Uint8Array | string): Promise<void> {
     const target = this.localPath(key);
-    const temp = await this.writeTemp(body);
-    await intoFolder(target, () => fs.rename(temp, target));
-    await fsyncPath(path.dirname(target));
+    await whenFull(key, target, async () => {
+      const temp = await this.writeTemp(body);
+      await intoFolder(target, () => fs.rename(temp, target));
+      await fsyncPath(path.dirname(target));
+    });
   }
 
   async putIfAbsent(key: string, body: Uint8Array | string): Promise<boolean> {
     const target = this.localPath(key);
-    const temp = await this.writeTemp(body);
+    const temp = await whenFull(key, target, () => this.writeTemp(body));
     try {
       // link(2) fails with EEXIST atomically, and the object appears with its whole content.
       await intoFolder(target, () => fs.link(temp, target));
@@ -59,7 +63,7 @@ export class LocalStore implements ObjectStore {
       return true;
     } catch (error) {
       if (isCode(error, "EEXIST")) return false;
-      throw error;
+      throw noSpaceError(key, target, error) ?? error;
     } finally {
       await fs.rm(temp, { force: true });
     }
@@ -67,12 +71,12 @@ export class LocalStore implements ObjectStore {
 
   async putIfMatch(key: string, body: Uint8Array | string, etag: string): Promise<boolean> {
     const target = this.localPath(key);
-    const temp = await this.writeTemp(body);
+    const temp = await whenFull(key, target, () => this.writeTemp(body));
     try {
-      return await this.compareAndSwap(target, etag, async () => {
+      return await whenFull(key, target, () => this.compareAndSwap(target, etag, async () => {
         await fs.rename(temp, target);
         await fsyncPath(path.dirname(target));
-      });
+      }));
     } finally {
       await fs.rm(temp, { force: true });
     }
@@ -153,9 +157,11 @@ export class LocalStore implements ObjectStore {
 
   async putFile(key: string, localPath: string): Promise<void> {
     const target = this.localPath(key);
-    await fs.mkdir(path.dirname(target), { recursive: true });
-    await fs.copyFile(localPath, target);
-    await fsyncPath(target);
+    await whenFull(key, target, async () => {
+      await fs.mkdir(path.dirname(target), { recursive: true });
+      await fs.copyFile(localPath, target);
+      await fsyncPath(target);
+    });
   }
 
   /** Writes `body` to a fsynced temporary file on the lake's filesystem. */
@@ -167,9 +173,13 @@ export class LocalStore implements ObjectStore {
     try {
       await handle.writeFile(body);
       await handle.sync();
-    } finally {
-      await handle.close();
+    } catch (error) {
+      // A write that failed (a full disk) leaves no temporary file behind to fill it further.
+      await handle.close().catch(() => undefined);
+      await fs.rm(temp, { force: true });
+      throw error;
     }
+    await handle.close();
     return temp;
   }
 
@@ -199,6 +209,30 @@ export class LocalStore implements ObjectStore {
     } finally {
       await fs.rm(lock, { force: true });
     }
+  }
+}
+
+/**
+ * A full disk or quota (ENOSPC, EDQUOT) as a NO_SPACE error (exit 10) that names the file and says
+ * whether the pointer moved (by what the key holds: ../core/manifest.ts `writeConsequence`); undefined
+ * for any other error.
+ */
+export function noSpaceError(key: string, file: string, error: unknown): LakeswapError | undefined {
+  const code = isCode(error, "ENOSPC") ? "ENOSPC" : isCode(error, "EDQUOT") ? "EDQUOT" : undefined;
+  if (code === undefined) return undefined;
+  return new LakeswapError(
+    "NO_SPACE",
+    `${code === "ENOSPC" ? "no space left on the device" : "disk quota exceeded"} (${code}) writing '${file}': ${writeConsequence(key)}. Free space in the lake's folder and rerun`,
+    { cause: error },
+  );
+}
+
+/** Runs a write, turning a full disk into a NO_SPACE error naming the file. */
+async function whenFull<T>(key: string, file: string, write: () => Promise<T>): Promise<T> {
+  try {
+    return await write();
+  } catch (error) {
+    throw noSpaceError(key, file, error) ?? error;
   }
 }
 
