@@ -27,6 +27,11 @@ export interface LakeSource {
   readonly file?: string;
   /** The AWS target was asked for on the command line (demo --aws): no need to say where the command runs. */
   readonly explicitAws?: boolean;
+  /**
+   * The command only reads (history, tables, query, syncs, plan): the lake is opened without replaying
+   * pending catalog changes, so reading never moves a pointer; pending ones are reported on stderr.
+   */
+  readonly readOnly?: boolean;
 }
 
 /**
@@ -52,6 +57,7 @@ export async function withLake<T>(
 ): Promise<T> {
   const config = lakeConfig(command, fromConfigFile);
   const settings = {
+    readOnly: fromConfigFile.readOnly === true,
     graceMs: config.graceMs,
     leaseWaitMs: config.leaseWaitMs,
     onLeaseWait: (holder: { table: string; pid: number; host: string; command: string; acquiredAt: string }) =>
@@ -80,6 +86,7 @@ export async function withLake<T>(
   const cleanup = () => lake.close();
   interruptCleanups.add(cleanup);
   try {
+    if (fromConfigFile.readOnly) await reportPendingChanges(lake);
     return await work(lake, config);
   } finally {
     interruptCleanups.delete(cleanup);
@@ -87,9 +94,20 @@ export async function withLake<T>(
   }
 }
 
+/** Says on stderr which pointer moves a writer left unconfirmed (a read-only command does not replay them). */
+async function reportPendingChanges(lake: Lake): Promise<void> {
+  const pending = await lake.pendingChanges();
+  if (pending.length === 0) return;
+  const shown = pending.slice(0, 5).map((p) => `${p.table}/${p.partition} -> run ${p.runId}`).join(", ");
+  process.stderr.write(
+    `lakeswap: ${pending.length} pointer move(s) recorded by an interrupted writer are pending (${shown}${pending.length > 5 ? ", …" : ""}): ` +
+      "this command only reads and leaves them; the next command that writes (sync, replace, rollback, gc) completes them\n",
+  );
+}
+
 /** Loads the pipeline config named by -c, as the lake source of a command that does not need its datasets. */
-export function configSource(file: string | undefined): (PipelineConfig & LakeSource) | undefined {
-  return file !== undefined ? loadPipelineConfig(file) : undefined;
+export function configSource(file: string | undefined, options: { readonly readOnly?: boolean } = {}): LakeSource {
+  return { ...(file !== undefined ? loadPipelineConfig(file) : {}), ...options };
 }
 
 /** True when the command was given --json. */

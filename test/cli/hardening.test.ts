@@ -130,6 +130,21 @@ describe("which lake a command runs on (item 16)", () => {
   });
 });
 
+describe("read-only commands leave pending pointer moves (item 16)", () => {
+  it("tables reports a pending outbox entry instead of replaying it; the next write completes it", async () => {
+    const killed = await runCli([...backend.cliArgs, "replace", "orders", "--partition", "day=2026-11-01", "--sql", "SELECT 7 AS id"], { LAKESWAP_FAULT: "after-outbox:kill" });
+    expect(killed.code).not.toBe(0);
+    const before = treeState(backend.lakeDir);
+    const tables = await cli("tables", "--json");
+    expect(tables.code, tables.stderr).toBe(0);
+    expect(tables.stderr).toMatch(/lakeswap: 1 pointer move\(s\) recorded by an interrupted writer are pending \(orders\/day=2026-11-01 -> run \d{8}T\d{6}Z-\w+\): this command only reads/);
+    expect(treeState(backend.lakeDir)).toEqual(before);
+    const write = await cli("replace", "orders", "--partition", "day=2026-11-04", "--sql", "SELECT 1 AS id");
+    expect(write.code, write.stderr).toBe(0);
+    expect((await cli("tables")).stderr).toBe("");
+  }, 60_000);
+});
+
 describe("pipeline commands (items 10, 11, 16)", () => {
   let workspace: PipelineWorkspace;
   beforeAll(() => {

@@ -21,6 +21,6 @@ export function registerHistory(program: Command): void {
           );
           return rows.length === 0 ? `table ${name} has no runs yet` : formatTable(["partition", "run", "created", "rows", "bytes", "state"], rows);
         });
-      }, configSource(options.config));
+      }, configSource(options.config, { readOnly: true }));
     });
 }

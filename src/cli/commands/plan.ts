@@ -30,7 +30,7 @@ export function registerPlan(program: Command): void {
             ].join("\n"),
           );
         },
-        config,
+        { ...config, readOnly: true },
       );
     });
 }

@@ -13,6 +13,6 @@ export function registerQuery(program: Command): void {
         const result = await lake.query(sql);
         const objects = result.rows.map((row) => Object.fromEntries(result.columns.map((c, i) => [c, row[i]])));
         report(wantsJson(command), objects, () => formatTable(result.columns, result.rows));
-      });
+      }, { readOnly: true });
     });
 }

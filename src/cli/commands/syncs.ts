@@ -30,6 +30,6 @@ export function registerSyncs(program: Command): void {
             ]),
           );
         });
-      }, config);
+      }, { ...config, readOnly: true });
     });
 }

@@ -26,6 +26,6 @@ export function registerTables(program: Command): void {
                 tables.map((t) => [t.name, t.partitionKeys.join(","), t.partitions, t.columns.map((c) => `${c.name} ${c.type}`).join(", ")]),
               ),
         );
-      });
+      }, { readOnly: true });
     });
 }
