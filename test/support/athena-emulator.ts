@@ -772,13 +772,14 @@ function checkTrino(query: string): string | undefined {
       throw new ApiError("InvalidRequestException", `line ${at}: mismatched input '${first}'. Expecting: 'SELECT' (Athena's UNLOAD takes a SELECT statement)`);
     }
   }
-  const statements = (trino.splitSQLByStatement(text) ?? []).filter((slice) => slice.text.replace(/;/g, "").trim() !== "");
-  if (statements.length > 1) throw new ApiError("InvalidRequestException", `Only one sql statement is allowed. Got: ${query}`);
+  // One parse (dt-sql-parser's parse() and splitSQLByStatement() would each parse again): syntax, then statements.
   let syntaxError: string | undefined;
-  const tree = trino.parse(text, (_error, original) => {
+  const parser = trino.createParser(text, (_error, original) => {
     syntaxError ??= `line ${original.line}:${original.charPositionInLine + 1}: ${original.msg}`;
   });
+  const tree = parser.program();
   if (syntaxError !== undefined) throw new ApiError("InvalidRequestException", syntaxError);
+  if (tree.statements().length > 1) throw new ApiError("InvalidRequestException", `Only one sql statement is allowed. Got: ${query}`);
   let unknownType: string | undefined;
   const listener = new TrinoSqlListener();
   listener.enterGenericType = (context) => {
