@@ -102,7 +102,8 @@ export function orderPartition(partition: Partition, declaredKeys: readonly stri
       `partition '${partitionSpec(partition)}' does not match the table's partition keys (${declaredKeys.join(", ")}): ${parts.join("; ")}`,
     );
   }
-  const values = declaredKeys.map((key) => partition.values[partition.keys.indexOf(key)] as string);
+  // A partition built by hand (library callers) gets the same checks as parsed text: its values become paths.
+  const values = declaredKeys.map((key) => assertPartitionValue(key, String(partition.values[partition.keys.indexOf(key)])));
   return { keys: [...declaredKeys], values };
 }
 

@@ -44,6 +44,9 @@ describe.each(selectedBackends())("names on the %s backend", (backendName) => {
     await expect(lake.rollback(TABLE, "day=a..b")).rejects.toMatchObject({ code: "INVALID_INPUT" });
     await expect(lake.pin(TABLE, "day=a..b")).rejects.toMatchObject({ code: "INVALID_INPUT" });
     await expect(lake.pointer(TABLE, "day=a..b")).rejects.toMatchObject({ code: "INVALID_INPUT" });
+    // A partition built by hand (library callers) is checked like parsed text.
+    await expect(lake.replacePartition(TABLE, { keys: ["day"], values: ["a..b"] }, { select: select("x", 1) })).rejects.toThrow(refused);
+    await expect(lake.replacePartition(TABLE, { keys: ["day"], values: ["../../x"] }, { select: select("x", 1) })).rejects.toMatchObject({ code: "INVALID_INPUT" });
     for (const args of [
       ["replace", TABLE, "--partition", "day=a..b", "--sql", select("x", 1)],
       ["history", TABLE, "--partition", "day=a..b"],
