@@ -310,7 +310,7 @@ export class Lake {
    * A table need not exist yet when its lease is taken.
    */
   async write<T>(tableNames: readonly string[], command: string, work: (writer: LakeWriter) => Promise<T>): Promise<T> {
-    const names = [...new Set(tableNames)].sort();
+    const names = [...new Set(tableNames.map((name) => assertTableName(name)))].sort();
     const writer: LakeWriter = {
       replace: async (tableName, partitionInput, options) => {
         if (!this.leases.has(tableName)) throw new LakeswapError("LEASE_LOST", `table '${tableName}' is not among the tables this writer holds (${names.join(", ")})`);
@@ -547,11 +547,17 @@ export class Lake {
   }
 
   /** The records of past syncs, newest first. */
-  async syncs(): Promise<SyncRecord[]> {
+  async syncs(options: { skipUnreadable?: boolean } = {}): Promise<SyncRecord[]> {
     const records: SyncRecord[] = [];
     for (const object of await this.store.list(SYNCS_PREFIX)) {
-      const record = await this.syncRecord(object.key);
-      if (record) records.push(record);
+      try {
+        const record = await this.syncRecord(object.key);
+        if (record) records.push(record);
+      } catch (error) {
+        // A listing can go on without an unreadable record; deciding which sync is the last one cannot.
+        if (!options.skipUnreadable) throw error;
+        process.emitWarning(errorMessage(error));
+      }
     }
     return records.sort((a, b) => (a.syncId < b.syncId ? 1 : a.syncId > b.syncId ? -1 : 0));
   }
@@ -589,7 +595,7 @@ export class Lake {
   /** The sync record at `key` (record keys sort by sync id, so the last one listed is the newest). */
   private async syncRecord(key: string | undefined): Promise<SyncRecord | undefined> {
     const stored = key === undefined ? undefined : await this.store.get(key);
-    return stored ? parseSyncRecord(stored.body) : undefined;
+    return stored && key !== undefined ? parseSyncRecord(stored.body, key) : undefined;
   }
 
   /** One table's share of a sync rollback, under its lease. */

@@ -14,7 +14,7 @@ export function registerSyncs(program: Command): void {
     .action(async (options: { limit?: number; config?: string }, command: Command) => {
       const config = options.config !== undefined ? loadPipelineConfig(options.config) : undefined;
       await withLake(command, async (lake) => {
-        const all = await lake.syncs();
+        const all = await lake.syncs({ skipUnreadable: true });
         const records = options.limit !== undefined ? all.slice(0, options.limit) : all;
         report(wantsJson(command), records, () => {
           if (records.length === 0) return "no sync has been recorded in this lake yet";

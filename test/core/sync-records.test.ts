@@ -1,0 +1,37 @@
+import { writeFileSync } from "node:fs";
+import path from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import type { Lake } from "../../src/core/lake.js";
+import { syncRecordKey } from "../../src/core/sync-record.js";
+import { defineTable } from "../../src/core/table.js";
+import { openEmbeddedLake } from "../../src/open-lake.js";
+import { tempDir } from "../support/lake-fixture.js";
+
+let cleanup: (() => void) | undefined;
+let lake: Lake | undefined;
+afterEach(async () => {
+  await lake?.close();
+  lake = undefined;
+  cleanup?.();
+});
+
+describe("an unreadable sync record", () => {
+  it("stops rollback --sync last naming the file (it may be the last sync), while the listing goes on without it", async () => {
+    const temp = tempDir();
+    cleanup = temp.cleanup;
+    const lakeDir = path.join(temp.dir, "lake");
+    lake = await openEmbeddedLake(lakeDir);
+    await lake.createTable(defineTable({ name: "t", columns: [{ name: "v", type: "BIGINT" }], partitionKeys: ["day"] }));
+    const first = await lake.replacePartition("t", "day=2026-11-01", { select: "SELECT 1 AS v" });
+    const second = await lake.replacePartition("t", "day=2026-11-01", { select: "SELECT 2 AS v" });
+    const older = "20261101T000000Z-00000a";
+    const newer = "20261102T000000Z-00000b";
+    await lake.recordSync({ format: 1, syncId: older, config: "x.yaml", startedAt: "2026-11-01T00:00:00Z", moves: [{ table: "t", layer: "raw", partition: "day=2026-11-01", run: first.runId }] });
+    await lake.recordSync({ format: 1, syncId: newer, config: "x.yaml", startedAt: "2026-11-02T00:00:00Z", moves: [{ table: "t", layer: "raw", partition: "day=2026-11-01", run: second.runId, previousRun: first.runId }] });
+    writeFileSync(path.join(lakeDir, ...syncRecordKey(newer).split("/")), "{ torn");
+
+    await expect(lake.rollbackSync("last")).rejects.toThrow(new RegExp(`sync record '_lakeswap/syncs/${newer}.json' is not valid JSON`));
+    expect((await lake.pointer("t", "day=2026-11-01"))?.runId).toBe(second.runId);
+    expect((await lake.syncs({ skipUnreadable: true })).map((r) => r.syncId)).toEqual([older]);
+  });
+});
