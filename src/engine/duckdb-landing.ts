@@ -66,10 +66,13 @@ export async function landDelivery(connection: DuckDBConnection, request: LandRe
 
     // 2. Exact conversion to the declared types; normalize null spellings (an empty string in a nullable text column and
     //    NaN in a float are NULL), and add the partition keys.
-    const converted = columns.map((column, i) => conversion(column, `__s${i}`, source.types[i] ?? "VARCHAR"));
+    const converted = columns.map((column, i) => conversion(column, i, source.types[i] ?? "VARCHAR"));
+    // Casts and zone checks are computed once, a level below the values and reasons that use them several times.
+    const computed = converted.flatMap((c) => c.computed);
     const typed =
       `SELECT ${converted.map((c, i) => `${c.value} AS ${quoteIdentifier(columns[i]!.name)}`).join(", ")}, __file, __line, ` +
-      `coalesce(__structural, ${converted.map((c) => c.problem).join(", ")}) AS __problem FROM (${source.select})`;
+      `coalesce(__structural, ${converted.map((c) => c.problem).join(", ")}) AS __problem ` +
+      `FROM (SELECT *${computed.map((c) => `, ${c}`).join("")} FROM (${source.select}))`;
     const normalized = columns.map((c) => {
       const name = quoteIdentifier(c.name);
       if (c.nullable && c.type === "VARCHAR") return `NULLIF(r.${name}, '') AS ${name}`;
@@ -142,14 +145,15 @@ export async function landDelivery(connection: DuckDBConnection, request: LandRe
 
 /**
  * The lines of text files (UTF-8), numbered from 1: a UTF-8 byte order mark at
- * the start of a file, the `\r` of a CRLF line end, and the empty text after
- * the last line end are dropped.
+ * the start of a file, the `\r` of a CRLF line end, and the line ends at the
+ * end of a file are dropped.
  */
 function textLines(files: readonly string[]): string {
-  const content = `CASE WHEN starts_with(content, chr(65279)) THEN substr(content, 2) ELSE content END`;
+  const content = `rtrim(CASE WHEN starts_with(content, chr(65279)) THEN substr(content, 2) ELSE content END, chr(10) || chr(13))`;
+  // generate_subscripts next to unnest: DuckDB numbers the list's elements without copying the list per row.
   return (
-    `SELECT __file, __line, rtrim(__raw, chr(13)) AS __raw FROM (SELECT filename AS __file, generate_subscripts(lines, 1)::BIGINT AS __line, unnest(lines) AS __raw, len(lines) AS __count ` +
-    `FROM (SELECT filename, string_split(${content}, chr(10)) AS lines FROM read_text(${sqlList(files)}))) WHERE __line < __count OR __raw <> ''`
+    `SELECT __file, __line, CASE WHEN ends_with(__raw, chr(13)) THEN rtrim(__raw, chr(13)) ELSE __raw END AS __raw FROM (SELECT filename AS __file, ` +
+    `generate_subscripts(lines, 1)::BIGINT AS __line, unnest(lines) AS __raw FROM (SELECT filename, string_split(${content}, chr(10)) AS lines FROM read_text(${sqlList(files)})))`
   );
 }
 
@@ -164,7 +168,9 @@ function textLines(files: readonly string[]): string {
 async function readCsv(connection: DuckDBConnection, request: LandRequest, read: string): Promise<SourceRows> {
   const lines = `${read}_lines`;
   const records = `${read}_records`;
-  await connection.run(`CREATE TABLE ${lines} AS SELECT *, length(__raw) - length(replace(__raw, '"', '')) AS __quotes FROM (${textLines(request.files)})`);
+  await connection.run(
+    `CREATE TABLE ${lines} AS SELECT *, CASE WHEN contains(__raw, '"') THEN length(__raw) - length(replace(__raw, '"', '')) ELSE 0 END AS __quotes FROM (${textLines(request.files)})`,
+  );
   // A line with an odd number of quotes opens (or closes) a quoted field across lines: only then are lines grouped into records.
   const spansLines = (await connection.runAndReadAll(`SELECT coalesce(bool_or(__quotes % 2 = 1), false) FROM ${lines}`)).getRowsJS()[0]?.[0] === true;
   let rawTable = lines;
@@ -187,29 +193,47 @@ async function readCsv(connection: DuckDBConnection, request: LandRequest, read:
   const malformed = (raw: string): string =>
     `contains(${raw}, '"') AND NOT regexp_full_match(${quoteLiteral(delimiter)} || ${raw}, ${quoteLiteral(`(?:${d}${quotedOrPlain})*`)})`;
 
-  // Each file's first record: its header, or (without one) a check that the delimiter splits it.
-  const firsts = (
-    await connection.runAndReadAll(
-      `SELECT __file, __line, ${fields("__raw")} AS __fields FROM (SELECT __file, arg_min(__raw, __line) AS __raw, min(__line) AS __line FROM ${rawTable} WHERE __raw <> '' GROUP BY __file) ORDER BY __file`,
-    )
-  ).getRowsJS() as [string, number | bigint, (string | null)[]][];
+  // Each file's first record: its header, or (without one) a check that the delimiter splits it. Usually line 1; a file
+  // that starts with blank lines is searched whole.
+  const firstRecords = async (where: string): Promise<[string, number | bigint, (string | null)[]][]> =>
+    (
+      await connection.runAndReadAll(
+        `SELECT __file, __line, ${fields("__raw")} AS __fields FROM (SELECT __file, arg_min(__raw, __line) AS __raw, min(__line) AS __line ` +
+          `FROM ${rawTable} WHERE __raw <> '' AND ${where} GROUP BY __file) ORDER BY __file`,
+      )
+    ).getRowsJS() as [string, number | bigint, (string | null)[]][];
+  const firsts = await firstRecords("__line = 1");
+  if (firsts.length < request.files.length) {
+    const known = new Set(firsts.map(([file]) => file));
+    firsts.push(...(await firstRecords(`__line > 1 AND __file NOT IN (SELECT __file FROM ${rawTable} WHERE __line = 1 AND __raw <> '')`)).filter(([file]) => !known.has(file)));
+  }
   const columns = request.columns;
   const layouts = firsts.map(([file, line, header]) => ({ file, headerLine: request.header ? Number(line) : 0, ...csvLayout(request, file, Number(line), header) }));
   if (layouts.length === 0) return { select: emptySource(columns.length), types: columns.map(() => "VARCHAR"), rawTable };
+  // Where every file has the same layout (the usual case), it is spelled into the query; else each file's is joined.
+  const shared = layouts.every((l) => l.width === layouts[0]!.width && l.positions.join() === layouts[0]!.positions.join());
   const layoutRows = layouts.map((l) => `(${[quoteLiteral(l.file), l.headerLine, l.width, ...l.positions].join(", ")})`).join(", ");
   const layoutColumns = ["__file", "__header_line", "__width", ...columns.map((_, i) => `__p${i}`)].join(", ");
+  const layout = shared
+    ? { width: String(layouts[0]!.width), position: (i: number) => String(layouts[0]!.positions[i]) }
+    : { width: "h.__width", position: (i: number) => `h.__p${i}` };
   const widthProblem = request.header
-    ? `'the line has ' || len(r.__fields) || ' fields, but the header of this file has ' || h.__width`
-    : `'the line has ' || len(r.__fields) || ' fields, but ' || h.__width || ' columns are declared (header: false maps fields to the declared columns by position)'`;
+    ? `'the line has ' || len(r.__fields) || ' fields, but the header of this file has ' || ${layout.width}`
+    : `'the line has ' || len(r.__fields) || ' fields, but ' || ${layout.width} || ' columns are declared (header: false maps fields to the declared columns by position)'`;
   const structural =
     `CASE WHEN r.__quotes % 2 = 1 THEN 'unterminated quote: a field opened with " on this line is never closed, so the ' || r.__continued || ' line(s) after it ` +
     `were read into it (a quote inside a quoted field is written twice: "")' ` +
     `WHEN r.__malformed THEN 'malformed quoting: a quote inside an unquoted field, or text after a closing quote (quote the whole field, and write a quote inside it twice: "")' ` +
-    `WHEN len(r.__fields) <> h.__width THEN ${widthProblem} END`;
+    `WHEN len(r.__fields) <> ${layout.width} THEN ${widthProblem} END`;
+  const from =
+    `FROM (SELECT __file, __line, __quotes, CASE WHEN __quotes > 0 THEN length(__raw) - length(replace(__raw, chr(10), '')) END AS __continued, ` +
+    `${fields("__raw")} AS __fields, ${malformed("__raw")} AS __malformed FROM ${rawTable} WHERE __raw <> '') r`;
+  const headerLines = layouts.filter((l) => l.headerLine > 0).map((l) => `(r.__file = ${quoteLiteral(l.file)} AND r.__line = ${l.headerLine})`);
   const select =
-    `SELECT r.__file, r.__line, ${structural} AS __structural, ${columns.map((_, i) => `nullif(r.__fields[h.__p${i}], '') AS __s${i}`).join(", ")} ` +
-    `FROM (SELECT __file, __line, __quotes, length(__raw) - length(replace(__raw, chr(10), '')) AS __continued, ${fields("__raw")} AS __fields, ${malformed("__raw")} AS __malformed FROM ${rawTable} WHERE __raw <> '') r ` +
-    `JOIN (VALUES ${layoutRows}) h(${layoutColumns}) ON r.__file = h.__file WHERE r.__line > h.__header_line`;
+    `SELECT r.__file, r.__line, ${structural} AS __structural, ${columns.map((_, i) => `nullif(r.__fields[${layout.position(i)}], '') AS __s${i}`).join(", ")} ` +
+    (shared
+      ? `${from}${headerLines.length > 0 ? ` WHERE NOT (${headerLines.join(" OR ")})` : ""}`
+      : `${from} JOIN (VALUES ${layoutRows}) h(${layoutColumns}) ON r.__file = h.__file WHERE r.__line > h.__header_line`);
   return { select, types: columns.map(() => "VARCHAR"), rawTable };
 }
 
@@ -303,8 +327,6 @@ function emptySource(count: number): string {
 }
 
 const INTEGER_TYPES = /^(TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT|UTINYINT|USMALLINT|UINTEGER|UBIGINT)$/;
-/** After a time of day: a zone or offset (`Z`, `+02`, `-05:30`, `UTC`, `America/New_York`). */
-const ZONE_AFTER_TIME = "[0-9]:[0-9]{2}(:[0-9]{2}(\\.[0-9]*)?)?\\s*([zZ]|[+-][0-9]|[A-Za-z])";
 
 /**
  * How one source value becomes its declared type: the value (NULL where it
@@ -315,22 +337,26 @@ const ZONE_AFTER_TIME = "[0-9]:[0-9]{2}(:[0-9]{2}(\\.[0-9]*)?)?\\s*([zZ]|[+-][0-
  * approximate by declaration: rounding to the nearest one is their nature.
  * Zone-less TIMESTAMPTZ text is UTC.
  */
-function conversion(column: LandColumn, source: string, sourceType: string): { value: string; problem: string } {
+function conversion(column: LandColumn, index: number, sourceType: string): { value: string; problem: string; computed: string[] } {
   const type = column.type;
+  const s = `__s${index}`;
   const prefix = quoteLiteral(`column ${column.name}: `);
   const says = (text: string, reason: string): string => `${prefix} || ${shown(text)} || ${quoteLiteral(` ${reason}`)}`;
-  if (sourceType === type) return { value: source, problem: "NULL::VARCHAR" };
-  if (sourceType !== "VARCHAR") return typedConversion(column, source, sourceType, says);
+  if (sourceType === type) return { value: s, problem: "NULL::VARCHAR", computed: [] };
+  if (sourceType !== "VARCHAR") return { ...typedConversion(column, s, sourceType, says), computed: [] };
 
-  const s = source;
-  const v = `TRY_CAST(${s} AS ${type})`;
+  const v = `__v${index}`;
+  const computed = [`TRY_CAST(${s} AS ${type}) AS ${v}`];
   const number = `TRY_CAST(${s} AS DOUBLE) IS NOT NULL`;
-  // A fraction that the type would round away; a number in exponent form is checked through DOUBLE.
+  // A fraction that the type would round away: digits after the first `scale` that are not zeros. A number in exponent
+  // form is checked through DOUBLE.
+  const exponent = `(contains(${s}, 'e') OR contains(${s}, 'E')) AND NOT contains(lower(${s}), 'x')`;
   const roundedAway = (scale: number): string =>
-    `(contains(${s}, '.') OR contains(lower(${s}), 'e')) AND CASE WHEN contains(lower(${s}), 'e') AND NOT starts_with(lower(ltrim(${s})), '0x') ` +
-    `THEN TRY_CAST(${s} AS DOUBLE) <> CAST(${v} AS DOUBLE) ELSE regexp_matches(${s}, ${quoteLiteral(`\\.[0-9]{${scale}}[0-9]*[1-9]`)}) END`;
+    `CASE WHEN contains(${s}, '.') AND NOT (${exponent}) THEN length(rtrim(split_part(${s}, '.', 2), '0 ')) > ${scale} ` +
+    `WHEN ${exponent} THEN TRY_CAST(${s} AS DOUBLE) <> CAST(${v} AS DOUBLE) ELSE false END`;
   if (INTEGER_TYPES.test(type)) {
     return {
+      computed,
       value: v,
       problem:
         `CASE WHEN ${s} IS NULL THEN NULL WHEN ${v} IS NULL THEN CASE WHEN ${number} THEN ${says(s, `is out of range for ${type}`)} ELSE ${says(s, "is not an integer")} END ` +
@@ -342,6 +368,7 @@ function conversion(column: LandColumn, source: string, sourceType: string): { v
     const scale = Number(decimal[2]);
     const tooPrecise = scale === 0 ? `is not a whole number (${type})` : `has more than ${scale} decimal place${scale > 1 ? "s" : ""} (${type})`;
     return {
+      computed,
       value: v,
       problem:
         `CASE WHEN ${s} IS NULL THEN NULL WHEN ${v} IS NULL THEN CASE WHEN ${number} THEN ${says(s, `is out of range for ${type}`)} ELSE ${says(s, "is not a number")} END ` +
@@ -350,37 +377,43 @@ function conversion(column: LandColumn, source: string, sourceType: string): { v
   }
   if (type === "FLOAT" || type === "DOUBLE") {
     return {
+      computed,
       value: v,
       problem:
         `CASE WHEN ${s} IS NULL THEN NULL WHEN ${v} IS NULL THEN ${says(s, "is not a number")} ` +
         `WHEN isinf(${v}) AND NOT regexp_matches(${s}, '^\\s*[+-]?inf', 'i') THEN ${says(s, `is out of range for ${type}`)} END`,
     };
   }
-  const zoned = `regexp_matches(${s}, ${quoteLiteral(ZONE_AFTER_TIME)})`;
   if (type === "TIMESTAMPTZ") {
-    // An offset or zone in the text is honoured; text without one is UTC, whatever the machine's zone.
-    const value = `CASE WHEN ${zoned} THEN TRY_CAST(${s} AS TIMESTAMPTZ) ELSE timezone('UTC', TRY_CAST(${s} AS TIMESTAMP)) END`;
-    return { value, problem: `CASE WHEN ${s} IS NOT NULL AND (${value}) IS NULL THEN ${says(s, "is not a timestamp")} END` };
+    // An offset or zone in the text is honoured; text without one is UTC (the session's zone, set above), whatever the machine's zone.
+    return { value: v, problem: `CASE WHEN ${s} IS NOT NULL AND ${v} IS NULL THEN ${says(s, "is not a timestamp")} END`, computed };
   }
   if (type === "TIMESTAMP") {
+    // A TIMESTAMP cast drops an offset: the text has one that matters where, read as an instant (zone-less text is UTC),
+    // it is another time. A zero offset (`Z`, `+00`) changes nothing and is kept.
+    const instant = `TRY_CAST(${s} AS TIMESTAMPTZ)`;
+    const zoned = `__z${index}`;
+    const offset = `has a UTC offset or time zone, which column ${column.name} (TIMESTAMP, without time zone) cannot keep: declare it TIMESTAMPTZ, or drop the offset`;
     return {
+      computed: [...computed, `${instant} IS DISTINCT FROM timezone('UTC', ${v}) AS ${zoned}`],
       value: `CASE WHEN ${zoned} THEN NULL ELSE ${v} END`,
       problem:
-        `CASE WHEN ${s} IS NULL THEN NULL WHEN ${zoned} THEN ${says(s, `has a UTC offset or time zone, which column ${column.name} (TIMESTAMP, without time zone) cannot keep: declare it TIMESTAMPTZ, or drop the offset`)} ` +
-        `WHEN ${v} IS NULL THEN ${says(s, "is not a timestamp")} END`,
+        `CASE WHEN ${s} IS NULL THEN NULL WHEN ${v} IS NULL THEN CASE WHEN ${instant} IS NOT NULL THEN ${says(s, offset)} ELSE ${says(s, "is not a timestamp")} END ` +
+        `WHEN ${zoned} THEN ${says(s, offset)} END`,
     };
   }
   if (type === "DATE") {
     return {
+      computed,
       value: v,
       problem:
         `CASE WHEN ${s} IS NULL THEN NULL WHEN ${v} IS NULL THEN ${says(s, "is not a date (YYYY-MM-DD)")} ` +
         `WHEN contains(${s}, ':') AND TRY_CAST(${s} AS TIMESTAMP) IS DISTINCT FROM CAST(${v} AS TIMESTAMP) THEN ${says(s, "is not a date: it has a time of day")} END`,
     };
   }
-  if (type === "VARCHAR") return { value: s, problem: "NULL::VARCHAR" };
+  if (type === "VARCHAR") return { value: s, problem: "NULL::VARCHAR", computed: [] };
   const what = type === "BOOLEAN" ? "is not a boolean (true or false)" : `does not convert to ${type}`;
-  return { value: v, problem: `CASE WHEN ${s} IS NOT NULL AND ${v} IS NULL THEN ${says(s, what)} END` };
+  return { value: v, problem: `CASE WHEN ${s} IS NOT NULL AND ${v} IS NULL THEN ${says(s, what)} END`, computed };
 }
 
 /** A typed source value (Parquet) of another type than declared: converted, and refused if the conversion is not exact (it must read back the same). */
