@@ -243,6 +243,13 @@ describe("CSV headers, column names and byte order marks (item 8)", () => {
     expect(upper.signatures).toEqual(plain.signatures);
   });
 
+  it("reads each file of a delivery by its own header", async () => {
+    const files = [file("csv", "id,amount\n1,1.5\n"), file("csv", "AMOUNT,ID\n2,2\n\"3.5\",3\n")];
+    const { good, bad } = await land({ files, format: "csv", columns });
+    expect(good).toEqual([["1", "1.50"], ["2", "2.00"], ["3", "3.50"]]);
+    expect(bad).toEqual([]);
+  });
+
   it("maps columns by position with header: false", async () => {
     const { good, bad } = await land({ files: [file("csv", "1,1.50\n2,2\n3\n")], format: "csv", columns, header: false });
     expect(good).toEqual([["1", "1.50"], ["2", "2.00"]]);
