@@ -440,13 +440,16 @@ export class Pipeline {
           });
         } catch (error) {
           log.abandon(moved);
-          if (error instanceof LakeswapError && error.code === "LEASE_LOST") throw error;
+          // Stop the layer: without the lease nothing may move, and refused access fails every partition alike.
+          if (error instanceof LakeswapError && (error.code === "LEASE_LOST" || error.code === "ACCESS_DENIED")) throw error;
           results.push({ table, layer, partition: p.partition, action: "failed", reason: p.reason, seconds: (Date.now() - started) / 1000, error: errorMessage(error) });
         }
         done += 1;
         this.options.onProgress?.({ layer, done, total: builds.length, label: `${table}/${p.partition}` });
       });
     } catch (error) {
+      // Refused access is the whole sync's error (exit 11), not one partition's.
+      if (error instanceof LakeswapError && error.code === "ACCESS_DENIED") throw error;
       // The lease is lost: what is not finished fails (the pointer stays), and the rerun redoes it.
       const finished = new Set(results.map((r) => r.partition));
       for (const p of builds) {

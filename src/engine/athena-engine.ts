@@ -12,6 +12,7 @@ import { quoteIdentifier, quoteLiteral } from "../core/sql.js";
 import type { TableDefinition } from "../core/table.js";
 import type { ObjectStore } from "../store/object-store.js";
 import { checkOutputColumns, partitionRowsCheck } from "./build-checks.js";
+import { assertOneSelect } from "./sql-guard.js";
 import type {
   BuildRequest, BuildResult, Engine, LandRequest, LandedDelivery, PartitionMapRequest, PartitionSnapshot, QueryResult, TableSnapshot,
 } from "./engine.js";
@@ -57,7 +58,8 @@ export class AthenaEngine implements Engine {
   async build(request: BuildRequest): Promise<BuildResult> {
     if (request.landed) return this.options.landing.build(request);
     const { table, partition } = request;
-    const inner = request.select.trim().replace(/;\s*$/, "");
+    // Exactly one SELECT, by DuckDB's parser (sql-guard): the SQL is spliced into an UNLOAD, whose target it must never reach.
+    const inner = (await assertOneSelect(request.select, "the SQL")).trim().replace(/;\s*$/, "");
     const outputColumns = await this.outputColumns(request, inner);
     checkOutputColumns(table, partition, outputColumns, false);
     // Partition columns are not written; if the SELECT returns them, every row must belong here. Trino documents

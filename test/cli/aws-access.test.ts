@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { awsCliEnv, runCli, startAwsServices, type AwsServices } from "../support/lake-fixture.js";
+import { awsBackend, awsCliEnv, runCli, startAwsServices, type AwsServices } from "../support/lake-fixture.js";
+import { PipelineWorkspace, orders } from "../support/pipeline-fixture.js";
 
 // Item 15 of issue 9: missing or refused AWS credentials get their own exit code (11) and a message that names
 // the action and the resource, not exit 1 "internal".
@@ -38,5 +39,25 @@ describe("lakeswap on AWS without usable credentials", () => {
     expect(result.code, result.stderr).toBe(11);
     expect(result.stderr).toMatch(/glue:GetDatabase on database access_db: no AWS credentials were found/);
     expect(result.stderr).toMatch(/Set AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY/);
+  });
+});
+
+describe("a sync whose writes S3 refuses", () => {
+  it("stops with ACCESS_DENIED (exit 11) instead of reporting every partition failed, and moves nothing", async () => {
+    const backend = await awsBackend();
+    const workspace = new PipelineWorkspace();
+    const lake = await backend.open({ graceMs: 0 });
+    try {
+      // The raw runs' uploads are refused, as a bucket policy without s3:PutObject on the data prefix would.
+      backend.services.s3.failNext("PutObject", { status: 403, code: "AccessDenied", message: "Access Denied", key: /orders_raw\//, times: 1000 });
+      const error = await workspace.pipeline(lake, { inputs: [workspace.delivery(orders(3))] }).sync().then(() => undefined, (e: unknown) => e);
+      expect(error).toMatchObject({ code: "ACCESS_DENIED", exitCode: 11 });
+      expect(String(error)).toMatch(/access denied: s3:PutObject on s3:\/\/lake\/\S*orders_raw\//);
+      expect(await lake.pointer("orders_raw", "day=2026-11-01")).toBeUndefined();
+    } finally {
+      await lake.close();
+      workspace.cleanup();
+      await backend.cleanup();
+    }
   });
 });

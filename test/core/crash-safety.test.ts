@@ -6,6 +6,7 @@ import {
   Child, entries, lakeDirOf, leaseHolder, manifestRuns, plainDuckDbRead, pointerTarget, readManifest, runFiles, runFolders, until,
   type PartitionView,
 } from "../support/crash-kit.js";
+import { rowsSelect } from "../support/rows-sql.js";
 import { BACKEND_FACTORIES, runCli, selectedBackends, spawnCli, type CliResult, type TestBackend } from "../support/lake-fixture.js";
 
 // Invariants 1, 2 and 5 under SIGKILL: a replace killed at any point leaves the partition on the old run or
@@ -338,7 +339,7 @@ describe.each(selectedBackends())("crash safety on the %s backend", (backendName
   it.concurrent("a build that fails leaves the pointer where it was, and gc leaves no trace of its run", () =>
     withScenario(backendName, async (s) => {
       const failed = await s.cli(
-        ["replace", TABLE, "--partition", PARTITION, "--sql", "SELECT CAST(CAST(range AS VARCHAR) || 'x' AS BIGINT) AS id, 'b' AS tag FROM range(1000)"],
+        ["replace", TABLE, "--partition", PARTITION, "--sql", `SELECT CAST(CAST(id AS VARCHAR) || 'x' AS BIGINT) AS id, 'b' AS tag FROM (${rowsSelect(1000)}) AS r`],
         { LAKESWAP_GRACE: "0" },
       );
       expect(failed.code, failed.stderr).toBe(6);
