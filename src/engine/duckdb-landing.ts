@@ -352,7 +352,7 @@ function conversion(column: LandColumn, index: number, sourceType: string): { va
   // form is checked through DOUBLE.
   const exponent = `(contains(${s}, 'e') OR contains(${s}, 'E')) AND NOT contains(lower(${s}), 'x')`;
   const roundedAway = (scale: number): string =>
-    `CASE WHEN contains(${s}, '.') AND NOT (${exponent}) THEN length(rtrim(split_part(${s}, '.', 2), '0 ')) > ${scale} ` +
+    `CASE WHEN contains(${s}, '.') AND NOT (${exponent}) THEN length(${s}) - strpos(${s}, '.') > ${scale} AND length(rtrim(split_part(${s}, '.', 2), '0 ')) > ${scale} ` +
     `WHEN ${exponent} THEN TRY_CAST(${s} AS DOUBLE) <> CAST(${v} AS DOUBLE) ELSE false END`;
   if (INTEGER_TYPES.test(type)) {
     return {
@@ -393,9 +393,11 @@ function conversion(column: LandColumn, index: number, sourceType: string): { va
     // it is another time. A zero offset (`Z`, `+00`) changes nothing and is kept.
     const instant = `TRY_CAST(${s} AS TIMESTAMPTZ)`;
     const zoned = `__z${index}`;
+    // Only a text with a sign or a letter after the date, or that does not end in a digit, can carry an offset.
+    const mayHaveOffset = `(contains(${s}, '+') OR contains(${s}[11:], '-') OR NOT (right(${s}, 1) BETWEEN '0' AND '9'))`;
     const offset = `has a UTC offset or time zone, which column ${column.name} (TIMESTAMP, without time zone) cannot keep: declare it TIMESTAMPTZ, or drop the offset`;
     return {
-      computed: [...computed, `${instant} IS DISTINCT FROM timezone('UTC', ${v}) AS ${zoned}`],
+      computed: [...computed, `CASE WHEN ${mayHaveOffset} THEN ${instant} IS DISTINCT FROM timezone('UTC', ${v}) ELSE false END AS ${zoned}`],
       value: `CASE WHEN ${zoned} THEN NULL ELSE ${v} END`,
       problem:
         `CASE WHEN ${s} IS NULL THEN NULL WHEN ${v} IS NULL THEN CASE WHEN ${instant} IS NOT NULL THEN ${says(s, offset)} ELSE ${says(s, "is not a timestamp")} END ` +
