@@ -61,6 +61,8 @@ export async function landDelivery(connection: DuckDBConnection, request: LandRe
       else source = await readParquet(connection, request);
     } catch (error) {
       if (error instanceof InvalidInputError) throw error;
+      const notUtf8 = /could not read content of file '(.*)' as valid UTF-8/.exec(errorMessage(error));
+      if (notUtf8) throw new InvalidInputError(`${notUtf8[1]} is not UTF-8 text: lakeswap reads ${request.format} files as UTF-8; convert it (e.g. iconv -f latin1 -t utf-8)`);
       throw new InvalidInputError(`reading ${fileList(request.files)} as ${request.format} failed: ${duckDbMessage(error)}`);
     }
 

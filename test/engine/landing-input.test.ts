@@ -330,6 +330,10 @@ describe("bad rows keep their file, line and original text; file problems are na
     await expect(engine.land({ files: [noHeader], format: "csv", header: false, delimiter: ",", columns, partition: byDay, signatureColumns: ["id"] })).rejects.toThrow(
       `${noHeader}:1: the line has 1 field, but 3 columns are declared (header: false). The line is one field, and holds ';': is that the delimiter? Set source.delimiter: ';'.`,
     );
+    const latin1 = file("csv", Buffer.from("id,note,day\n1,caf\xe9,x\n", "latin1"));
+    await expect(engine.land({ files: [latin1], format: "csv", header: true, delimiter: ",", columns, partition: byDay, signatureColumns: ["id"] })).rejects.toThrow(
+      `${latin1} is not UTF-8 text: lakeswap reads csv files as UTF-8; convert it (e.g. iconv -f latin1 -t utf-8)`,
+    );
     const twice = file("csv", "id,ID,note,day\n1,1,a,x\n");
     await expect(engine.land({ files: [twice], format: "csv", header: true, delimiter: ",", columns, partition: byDay, signatureColumns: ["id"] })).rejects.toThrow(
       /:1: the header names column id more than once/,
