@@ -260,14 +260,21 @@ describe.each(selectedBackends())("crash safety on the %s backend", (backendName
         const killed = await s.cli(["replace", TABLE, "--partition", PARTITION, "--sql", NEW.select], { LAKESWAP_FAULT: "after-swap:kill" });
         expect(killed.signal).toBe("SIGKILL");
 
-        const before = (JSON.parse(await s.ok(["history", TABLE, "--partition", PARTITION, "--json"])) as PartitionHistory[])[0]!;
+        // history only reads: it reports the killed writer's unconfirmed move instead of finishing it.
+        const read = await s.cli(["history", TABLE, "--partition", PARTITION, "--json"]);
+        expect(read.code, read.stderr).toBe(0);
+        expect(read.stderr).toMatch(/1 pointer move\(s\) recorded by an interrupted writer are pending \(orders\/day=2026-11-01/);
+        const before = (JSON.parse(read.stdout) as PartitionHistory[])[0]!;
         const current = before.currentRunId!;
         // The killed writer's run is the newest one and current; the old run is the previous one.
         expect(before.runs.map((r) => [r.runId, r.state])).toEqual([[current, "current"], [s.old, "previous"], [s.oldest, "completed"]]);
         expect(before.runs.find((r) => r.runId === current)).toMatchObject({ state: "current" });
         expect(before.runs.find((r) => r.runId === s.old)).toMatchObject({ state: "previous", rows: OLD.rows });
-        expect(JSON.parse(await s.ok(["query", `SELECT count(*) AS n FROM ${TABLE} WHERE day = '${DAY}'`, "--json"]))).toEqual([{ n: NEW.rows }]);
+        const counted = await s.cli(["query", `SELECT count(*) AS n FROM ${TABLE} WHERE day = '${DAY}'`, "--json"]);
+        expect(counted.code, counted.stderr).toBe(0);
+        expect(JSON.parse(counted.stdout)).toEqual([{ n: NEW.rows }]);
 
+        // The next writer finishes the move first (the manifest of the killed writer's run), then replaces.
         const replaced = JSON.parse(await s.ok(["replace", TABLE, "--partition", PARTITION, "--sql", NEXT.select, "--json"])) as ReplaceResult;
         expect(replaced).toMatchObject({ previousRunId: current, previousRows: NEW.rows, rows: NEXT.rows });
         const after = (JSON.parse(await s.ok(["history", TABLE, "--partition", PARTITION, "--json"])) as PartitionHistory[])[0]!;
