@@ -255,8 +255,14 @@ export class Pipeline {
       const declared = new Set([upstreamTable, ...layer.lookups].map((t) => t.toLowerCase()));
       const sql = await readFile(layer.sqlPath, "utf8");
       const blank = makePartition(layer.partitionKeys.map((key) => [key, "x"] as const));
-      const read = await this.lake.tablesRead(renderSql(sql, blank, layer.sqlPath));
       const where = `datasets.${dataset.name}.layers.${layer.name} (${layer.sqlPath})`;
+      let read: string[] | undefined;
+      try {
+        read = await this.lake.tablesRead(renderSql(sql, blank, layer.sqlPath));
+      } catch (error) {
+        if (error instanceof InvalidInputError) throw new InvalidInputError(`${where}: ${error.message}`);
+        throw error;
+      }
       for (const table of read ?? []) {
         const name = table.toLowerCase();
         if (declared.has(name)) continue;

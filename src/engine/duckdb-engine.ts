@@ -121,6 +121,8 @@ export class DuckDbEngine implements Engine {
   }
 
   async tablesRead(select: string): Promise<string[] | undefined> {
+    // Exactly one SELECT first (InvalidInputError otherwise), so a pipeline refuses it before it builds anything.
+    select = await assertOneSelect(select, "the SQL");
     const serialized = await this.withConnection(async (connection) => {
       const reader = await connection.runAndReadAll(`SELECT json_serialize_sql(${quoteLiteral(select)})`);
       return String(reader.getRows()[0]?.[0] ?? "");

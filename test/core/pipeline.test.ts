@@ -326,6 +326,15 @@ describe("a layer reads only its declared inputs", () => {
     expect((await lake.listTables()).map((t) => t.name)).not.toContain("orders_stage");
   });
 
+  it("refuses, before anything is built, a layer whose SQL is more than one statement", async () => {
+    const { ws, lake } = await start();
+    ws.writeSql("stage.sql", "SELECT order_id, customer_id, amount, order_ts FROM orders_raw WHERE day = {{ day }}; SELECT 42\n");
+    const error = await ws.pipeline(lake, { inputs: [ws.delivery(orders(1))] }).sync().then(() => undefined, (e: unknown) => e);
+    expect(error).toMatchObject({ code: "INVALID_INPUT", exitCode: 2 });
+    expect(String(error)).toMatch(/layers\.stage .*: the SQL is 2 statements/);
+    expect(await lake.listTables()).toEqual([]);
+  });
+
   it("refuses a layer that reads its own table (it would double on a full refresh)", async () => {
     const { ws, lake } = await start();
     ws.writeSql("stage.sql", "SELECT order_id, customer_id, amount, order_ts FROM orders_raw WHERE day = {{ day }} UNION ALL SELECT order_id, customer_id, amount, order_ts FROM orders_stage\n");
