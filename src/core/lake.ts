@@ -339,7 +339,8 @@ export class Lake {
     const runs = await this.listRuns(table, partition);
     const runId = newRunIdAfter([current?.runId, runs.at(-1)?.runId].filter((id): id is string => id !== undefined).sort().at(-1));
     const runPrefix = `${this.catalog.runsPrefix(table, partition)}${runFolder(runId)}/`;
-    const sources = restrictSnapshot(await this.snapshot(), options.inputPartitions ?? [], options.readable);
+    // A build from a landed delivery reads no lake table; others read only what they may (their inputs, listed once here).
+    const sources = options.landed ? [] : await this.snapshot({ tables: options.readable, partitions: options.inputPartitions });
     let build;
     try {
       build = await this.engine.build({
@@ -727,13 +728,24 @@ export class Lake {
   }
 
   /** Each table's current runs and their files, resolved once so a query reads one consistent state. */
-  async snapshot(): Promise<TableSnapshot[]> {
+  async snapshot(
+    scope: {
+      /** Only these tables (default: every table). */
+      readonly tables?: readonly string[];
+      /** Only these partitions of some tables (a derived partition's declared inputs). */
+      readonly partitions?: readonly { readonly table: string; readonly partitions: readonly string[] }[];
+    } = {},
+  ): Promise<TableSnapshot[]> {
     // An engine that reads tables through the catalog (Athena) needs no file listing per partition.
     const withFiles = this.engine.capabilities.readsRunFiles;
     const snapshots: TableSnapshot[] = [];
     for (const table of await this.catalog.listTables()) {
+      if (scope.tables !== undefined && !scope.tables.includes(table.name)) continue;
+      const limit = scope.partitions?.find((l) => l.table === table.name);
+      const wanted = limit ? new Set(limit.partitions) : undefined;
       const partitions: PartitionSnapshot[] = [];
       for (const pointer of await this.catalog.listPointers(table)) {
+        if (wanted && !wanted.has(partitionPath(pointer.partition))) continue;
         if (!withFiles) {
           partitions.push({ partition: pointer.partition, runId: pointer.runId, files: [] });
           continue;
@@ -914,21 +926,6 @@ export class Lake {
 /** A run's file that is not data: '_' and '.' files are hidden, as in Hive. */
 function isHiddenRunFile(name: string): boolean {
   return /^[_.]/.test(name);
-}
-
-/** Limits a snapshot to the tables a build may read (all when `readable` is undefined), and some of them to the given partitions. */
-function restrictSnapshot(
-  snapshot: readonly TableSnapshot[],
-  limits: readonly { readonly table: string; readonly partitions: readonly string[] }[],
-  readable?: readonly string[],
-): TableSnapshot[] {
-  const visible = readable === undefined ? snapshot : snapshot.filter((entry) => readable.includes(entry.table.name));
-  return visible.map((entry) => {
-    const limit = limits.find((l) => l.table === entry.table.name);
-    if (!limit) return entry;
-    const wanted = new Set(limit.partitions);
-    return { table: entry.table, partitions: entry.partitions.filter((p) => wanted.has(partitionPath(p.partition))) };
-  });
 }
 
 export { leaseKey };
