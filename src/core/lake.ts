@@ -73,6 +73,8 @@ export interface ReplaceOptions {
   readonly landed?: boolean;
   /** The lake tables the SELECT may read (default: every table); a pipeline's builds see only their declared inputs. */
   readonly readable?: readonly string[];
+  /** Leave GC to the caller, who collects once for many replaces (a sync: `LakeWriter.collectGarbage`); `gc` is then empty. */
+  readonly deferGc?: boolean;
   /** Told the move right before the pointer moves (after the build and its audit), so a sync can record its intent first. */
   readonly beforeSwap?: (move: { readonly runId: string; readonly previousRunId?: string }) => Promise<void>;
 }
@@ -82,6 +84,8 @@ export interface LakeWriter {
   replace(table: string, partition: PartitionInput, options: ReplaceOptions): Promise<ReplaceResult>;
   /** The current state of a table's partitions, read under its lease (empty for a table that does not exist yet). */
   partitionStates(table: string): Promise<Map<string, PartitionState>>;
+  /** GC of the given partitions after their swaps, once for all of them (replaces with `deferGc`); a failure is reported, never thrown. */
+  collectGarbage(table: string, partitions: readonly string[]): Promise<PartitionGcReport[]>;
 }
 
 /** What a sync needs to know about a partition's current run. */
@@ -321,6 +325,11 @@ export class Lake {
         if (!this.leases.has(tableName)) throw new LakeswapError("LEASE_LOST", `table '${tableName}' is not among the tables this writer holds (${names.join(", ")})`);
         return (await this.catalog.getTable(tableName)) ? this.partitionStates(tableName) : new Map();
       },
+      collectGarbage: async (tableName, partitions) => {
+        if (!this.leases.has(tableName)) throw new LakeswapError("LEASE_LOST", `table '${tableName}' is not among the tables this writer holds (${names.join(", ")})`);
+        const table = await this.table(tableName);
+        return this.collectAfterSwap(table, partitions.map((p) => parsePartitionPath(p, table.partitionKeys)));
+      },
     };
     const hold = async (index: number): Promise<T> => {
       const name = names[index];
@@ -395,13 +404,9 @@ export class Lake {
     await this.outbox.acknowledge(entry);
     faultPoint("after-manifest");
 
-    let gc: PartitionGcReport;
-    try {
-      gc = await this.collectPartition(table, partition, { dryRun: false, graceMs: this.graceMs });
-    } catch (error) {
-      // The swap stands; what GC could not remove now, the next GC removes.
-      gc = { table: table.name, partition: partitionPath(partition), kept: [], removed: [], error: errorMessage(error) };
-    }
+    const gc = options.deferGc
+      ? { table: table.name, partition: partitionPath(partition), kept: [], removed: [] }
+      : (await this.collectAfterSwap(table, [partition]))[0]!;
     faultPoint("before-release");
     return {
       table: table.name,
@@ -872,14 +877,30 @@ export class Lake {
     return manifest;
   }
 
+  /** GC right after swaps: the swaps stand whatever happens here; what GC could not remove now, the next GC removes. */
+  private async collectAfterSwap(table: TableDefinition, partitions: readonly Partition[]): Promise<PartitionGcReport[]> {
+    const reports: PartitionGcReport[] = [];
+    let pending: OutboxEntry[] | undefined;
+    for (const partition of partitions) {
+      try {
+        pending ??= await this.outbox.pending(table.name);
+        reports.push(await this.collectPartition(table, partition, { dryRun: false, graceMs: this.graceMs }, pending));
+      } catch (error) {
+        reports.push({ table: table.name, partition: partitionPath(partition), kept: [], removed: [], error: errorMessage(error) });
+      }
+    }
+    return reports;
+  }
+
   private async collectPartition(
     table: TableDefinition,
     partition: Partition,
     options: { dryRun: boolean; graceMs: number },
+    pendingOfTable?: readonly OutboxEntry[],
   ): Promise<PartitionGcReport> {
     const pointer = await this.catalog.getPointer(table, partition);
     const runs = await this.listRuns(table, partition);
-    const pending = (await this.outbox.pending(table.name)).filter((entry) => entry.partition === partitionPath(partition));
+    const pending = (pendingOfTable ?? (await this.outbox.pending(table.name))).filter((entry) => entry.partition === partitionPath(partition));
     const decisions = planRetention({
       runs: runs.map((run) => ({ runId: run.runId, published: run.hasManifest, hasFiles: run.files.length > 0 })),
       currentRunId: pointer?.runId,

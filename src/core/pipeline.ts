@@ -437,6 +437,7 @@ export class Pipeline {
             landed: build.landed,
             readable: build.readable,
             allowEmpty: this.options.allowEmpty,
+            deferGc: true,
             beforeSwap: (move) => log.intend({ ...moved, run: move.runId, previousRun: move.previousRunId }),
           });
           log.confirm({ ...moved, run: result.runId, previousRun: result.previousRunId });
@@ -463,6 +464,9 @@ export class Pipeline {
       }
     }
     await log.flush();
+    // One GC for the layer's swaps, not one per swap.
+    const swapped = results.filter((r) => r.action === "build").map((r) => r.partition);
+    if (swapped.length > 0) await writer.collectGarbage(table, swapped);
     return results.sort((a, b) => (a.partition < b.partition ? -1 : a.partition > b.partition ? 1 : 0));
   }
 

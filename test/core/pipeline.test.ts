@@ -271,6 +271,20 @@ describe("pipelines skip unchanged partitions", () => {
     ]);
   });
 
+  it("collects superseded runs once per layer: after three changing syncs each partition keeps current, previous and nothing older", async () => {
+    const { ws, lake } = await start();
+    for (const cents of ["10", "20", "30"]) {
+      const report = await ws.pipeline(lake, { inputs: [ws.delivery(orders(2).map((r) => ({ ...r, amount: `${r.id}.${cents}` })))] }).sync();
+      expect(report.totals.failed).toBe(0);
+    }
+    for (const table of ["orders_raw", "orders_stage"]) {
+      for (const history of await lake.history(table)) {
+        expect(history.runs.map((r) => r.state), `${table}/${history.partition}`).toEqual(["current", "previous"]);
+      }
+    }
+    expect((await lake.query("SELECT count(*) FROM orders_raw WHERE amount - floor(amount) = 0.30")).rows).toEqual([[20]]);
+  });
+
   it("a failed partition does not stop the others; the rerun redoes only what failed", async () => {
     const { ws, lake } = await start();
     // A negative amount makes the stage SQL fail for its day, like a transform that meets data it cannot handle.
