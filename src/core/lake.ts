@@ -88,7 +88,7 @@ export interface LakeWriter {
   collectGarbage(table: string, partitions: readonly string[]): Promise<PartitionGcReport[]>;
 }
 
-/** What a sync needs to know about a partition's current run. */
+/** What a sync needs to know about a partition's current run (fingerprint, inputs and rows only where its manifest was read: a pointer without a signature). */
 export interface PartitionState {
   readonly partition: string;
   readonly runId: string;
@@ -486,7 +486,8 @@ export class Lake {
     const states = new Map<string, PartitionState>();
     for (const pointer of await this.catalog.listPointers(table)) {
       const path = partitionPath(pointer.partition);
-      const manifest = await this.readManifest(table, pointer.partition, pointer.runId);
+      // The signature moves with the pointer (pointer state, Glue Parameters): a manifest is read only where it does not.
+      const manifest = pointer.signature === undefined ? await this.readManifest(table, pointer.partition, pointer.runId) : undefined;
       states.set(path, {
         partition: path,
         runId: pointer.runId,
@@ -502,6 +503,12 @@ export class Lake {
       if (!states.has(path)) states.set(path, { partition: path, runId: "", pinned: true });
     }
     return states;
+  }
+
+  /** The transform fingerprint a run was built with (from its manifest), or undefined. */
+  async runFingerprint(tableName: string, partitionInput: PartitionInput, runId: string): Promise<string | undefined> {
+    const table = await this.table(tableName);
+    return (await this.readManifest(table, this.partitionOf(table, partitionInput), runId))?.fingerprint;
   }
 
   /** Moves a partition's pointer back to the newest completed older run, or to `toRunId`. */

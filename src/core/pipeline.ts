@@ -381,7 +381,11 @@ export class Pipeline {
       const inputs = signed ? [...inputPartitions.map((p, i) => `${upstreamTable}/${p}=${inputSignatures[i]}`), ...lookups] : undefined;
       const signature = inputs ? chainSignature(inputs, fingerprint, partition) : undefined;
       const state = states.get(partition);
-      const decision = this.decide(state, signature, () => (state?.fingerprint !== fingerprint ? "transform changed" : "upstream changed"));
+      const decision = this.decide(state, signature, () => "upstream changed");
+      // Which input changed is read from the current run's manifest, only for the partitions that changed.
+      if (decision.reason === "upstream changed" && state?.runId && (await this.lake.runFingerprint(layer.table, partition, state.runId)) !== fingerprint) {
+        decision.reason = "transform changed";
+      }
       plans.push({ dataset: dataset.name, layer: layer.name, table: layer.table, partition, ...decision, signature, fingerprint, inputs, inputPartitions });
     }
     return plans;
