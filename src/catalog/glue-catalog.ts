@@ -167,6 +167,16 @@ export class GlueCatalog implements Catalog {
 
   async movePointer(table: TableDefinition, move: PointerMove): Promise<void> {
     const input = this.partitionInput(table, move);
+    // A partition the writer found no pointer for is most likely new: create it first, one call instead of a failed
+    // update and a create. If it exists after all (registered by another tool), it is updated like any other.
+    if (move.previousRunId === undefined) {
+      try {
+        await this.send("CreatePartition", () => this.client.send(new CreatePartitionCommand({ ...this.ids, TableName: table.name, PartitionInput: input })));
+        return;
+      } catch (error) {
+        if (!isError(error, "AlreadyExistsException")) throw error;
+      }
+    }
     try {
       await this.send("UpdatePartition", () =>
         this.client.send(new UpdatePartitionCommand({ ...this.ids, TableName: table.name, PartitionValueList: [...move.partition.values], PartitionInput: input })),

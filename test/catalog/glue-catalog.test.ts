@@ -43,6 +43,15 @@ describe("the Glue catalog", () => {
     expect(await catalog.getPointer(TABLE, day(1))).toMatchObject({ runId: runId(2), previousRunId: runId(1), signature: "v1:1", movedBy: "swap" });
   });
 
+  it("creates a new partition's pointer with one CreatePartition, no failed UpdatePartition first; one registered by another tool is updated", async () => {
+    await catalog.movePointer(TABLE, move(1));
+    expect(glue.calls.map((c) => `${c.operation}${c.error ? ` ${c.error}` : ""}`).filter((c) => c.includes("Partition"))).toEqual(["CreatePartition"]);
+    // The partition exists, but the writer found no pointer of its own (another tool registered it): it is updated.
+    await catalog.movePointer(TABLE, move(1, runId(5)));
+    expect(glue.calls.filter((c) => c.operation === "UpdatePartition" && c.error === undefined)).toHaveLength(1);
+    expect(await catalog.getPointer(TABLE, day(1))).toMatchObject({ runId: runId(5) });
+  });
+
   it("moves many pointers in batches of at most 100, retrying the entries that failed", async () => {
     await catalog.movePointers(TABLE, Array.from({ length: 30 }, (_, i) => move(i)));
     glue.failNext("BatchUpdatePartition", { entries: [3, 7], error: "InternalServiceException", times: 1 });
