@@ -6,7 +6,7 @@ import {
   Child, entries, lakeDirOf, leaseHolder, manifestRuns, plainDuckDbRead, pointerTarget, readManifest, runFiles, runFolders, until,
   type PartitionView,
 } from "../support/crash-kit.js";
-import { rowsSelect } from "../support/rows-sql.js";
+import { rowsSelect, taggedRows, type TaggedRows } from "../support/rows-sql.js";
 import { BACKEND_FACTORIES, runCli, selectedBackends, spawnCli, type CliResult, type TestBackend } from "../support/lake-fixture.js";
 
 // Invariants 1, 2 and 5 under SIGKILL: a replace killed at any point leaves the partition on the old run or
@@ -16,24 +16,11 @@ const TABLE = "orders";
 const DAY = "2026-11-01";
 const PARTITION = `day=${DAY}`;
 
-interface Content {
-  readonly tag: string;
-  readonly rows: number;
-  readonly select: string;
-}
-/** Up to 1000 rows, in SQL that both DuckDB and Athena (Trino) accept. */
-const DIGITS = (name: string) => `(VALUES (0), (1), (2), (3), (4), (5), (6), (7), (8), (9)) AS ${name}(x)`;
-const content = (tag: string, rows: number): Content => ({
-  tag,
-  rows,
-  select:
-    `SELECT CAST(a.x * 100 + b.x * 10 + c.x AS BIGINT) AS id, '${tag}' AS tag FROM ${DIGITS("a")} CROSS JOIN ${DIGITS("b")} CROSS JOIN ${DIGITS("c")} ` +
-    `WHERE a.x * 100 + b.x * 10 + c.x < ${rows}`,
-});
-const OLDEST = content("z", 90);
-const OLD = content("a", 100);
-const NEW = content("b", 120);
-const NEXT = content("c", 130);
+type Content = TaggedRows;
+const OLDEST = taggedRows("z", 90);
+const OLD = taggedRows("a", 100);
+const NEW = taggedRows("b", 120);
+const NEXT = taggedRows("c", 130);
 /** A build big enough (about 100 MB of Parquet) that its COPY takes seconds. */
 const LARGE = { rows: 3_000_000, select: "SELECT range AS id, md5(CAST(range AS VARCHAR)) AS tag FROM range(3000000)" };
 

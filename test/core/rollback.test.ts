@@ -15,6 +15,7 @@ import { S3Store } from "../../src/store/s3-store.js";
 import { lakeDirOf, runFolders } from "../support/crash-kit.js";
 import { BACKEND_FACTORIES, selectedBackends, type AwsServices, type TestBackend } from "../support/lake-fixture.js";
 import { PipelineWorkspace, orders } from "../support/pipeline-fixture.js";
+import { taggedRows } from "../support/rows-sql.js";
 
 // Rollback (one partition, or every partition of a sync) restores the run's signature with its pointer
 // (invariant 4), acts only while it still holds the table's lease (invariant 7), and never picks a run that
@@ -23,19 +24,10 @@ import { PipelineWorkspace, orders } from "../support/pipeline-fixture.js";
 const TABLE = "orders";
 const DAY = "2026-11-01";
 const PARTITION = `day=${DAY}`;
-/** Up to 1000 rows, in SQL that both DuckDB and Athena (Trino) accept. */
-const DIGITS = (name: string) => `(VALUES (0), (1), (2), (3), (4), (5), (6), (7), (8), (9)) AS ${name}(x)`;
-const content = (tag: string, rows: number) => ({
-  tag,
-  rows,
-  select:
-    `SELECT CAST(a.x * 100 + b.x * 10 + c.x AS BIGINT) AS id, '${tag}' AS tag FROM ${DIGITS("a")} CROSS JOIN ${DIGITS("b")} CROSS JOIN ${DIGITS("c")} ` +
-    `WHERE a.x * 100 + b.x * 10 + c.x < ${rows}`,
-});
-const OLDEST = content("z", 90);
-const OLD = content("a", 100);
-const NEW = content("b", 120);
-const NEXT = content("c", 130);
+const OLDEST = taggedRows("z", 90);
+const OLD = taggedRows("a", 100);
+const NEW = taggedRows("b", 120);
+const NEXT = taggedRows("c", 130);
 const HOUR = 3_600_000;
 
 /** The store calls a stall holds back (everything but the synchronous helpers). */

@@ -14,3 +14,15 @@ export function rowsSelect(count: number, columns = ""): string {
   const from = Array.from({ length: digits }, (_, i) => `${digit} AS d${i}(d)`).join(" CROSS JOIN ");
   return `SELECT id${columns} FROM (SELECT ${id} AS id FROM ${from}) AS n WHERE id < ${count}`;
 }
+
+/** A partition's content as the contract suites write it: `rows` rows of (id BIGINT, tag), with its SELECT. */
+export interface TaggedRows {
+  readonly tag: string;
+  readonly rows: number;
+  readonly select: string;
+}
+
+/** `rows` rows with ids 0 … rows-1 and `tag` in every row, in SQL both engines accept. */
+export function taggedRows(tag: string, rows: number): TaggedRows {
+  return { tag, rows, select: `SELECT CAST(id AS BIGINT) AS id, '${tag}' AS tag FROM (${rowsSelect(rows)}) AS r` };
+}
