@@ -315,18 +315,23 @@ export class Lake {
    */
   async write<T>(tableNames: readonly string[], command: string, work: (writer: LakeWriter) => Promise<T>): Promise<T> {
     const names = [...new Set(tableNames.map((name) => assertTableName(name)))].sort();
+    const held = (tableName: string): void => {
+      if (!names.includes(tableName) || !this.leases.has(tableName)) {
+        throw new LakeswapError("LEASE_LOST", `table '${tableName}' is not among the tables this writer holds (${names.join(", ")})`);
+      }
+    };
     const writer: LakeWriter = {
       replace: async (tableName, partitionInput, options) => {
-        if (!this.leases.has(tableName)) throw new LakeswapError("LEASE_LOST", `table '${tableName}' is not among the tables this writer holds (${names.join(", ")})`);
+        held(tableName);
         const table = await this.table(tableName);
         return this.replaceHeld(table, this.partitionOf(table, partitionInput), options);
       },
       partitionStates: async (tableName) => {
-        if (!this.leases.has(tableName)) throw new LakeswapError("LEASE_LOST", `table '${tableName}' is not among the tables this writer holds (${names.join(", ")})`);
+        held(tableName);
         return (await this.catalog.getTable(tableName)) ? this.partitionStates(tableName) : new Map();
       },
       collectGarbage: async (tableName, partitions) => {
-        if (!this.leases.has(tableName)) throw new LakeswapError("LEASE_LOST", `table '${tableName}' is not among the tables this writer holds (${names.join(", ")})`);
+        held(tableName);
         const table = await this.table(tableName);
         return this.collectAfterSwap(table, partitions.map((p) => parsePartitionPath(p, table.partitionKeys)));
       },
