@@ -1,13 +1,13 @@
 import { promises as fs } from "node:fs";
-import path from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { LocalCatalog } from "../../src/catalog/local-catalog.js";
 import { Lake } from "../../src/core/lake.js";
 import { defineTable } from "../../src/core/table.js";
 import { DuckDbEngine } from "../../src/engine/duckdb-engine.js";
 import type { BuildRequest, BuildResult, Engine } from "../../src/engine/engine.js";
 import { LocalStore } from "../../src/store/local-store.js";
-import { awsBackend, tempDir } from "../support/lake-fixture.js";
+import { awsBackend } from "../support/lake-fixture.js";
+import { tempLakes } from "../support/temp-lake.js";
 
 // The audit before a swap reads the new run's own files; an engine's word that it succeeded is never enough.
 
@@ -38,21 +38,14 @@ function damagedEngine(real: DuckDbEngine, store: LocalStore, fault: () => Fault
   });
 }
 
-let cleanup: (() => void) | undefined;
-let lake: Lake | undefined;
-afterEach(async () => {
-  await lake?.close();
-  lake = undefined;
-  cleanup?.();
-});
+const openLake = tempLakes();
 
 async function openDamaged(): Promise<{ lake: Lake; setFault: (f: Fault) => void; lakeDir: string }> {
-  const temp = tempDir();
-  cleanup = temp.cleanup;
-  const lakeDir = path.join(temp.dir, "lake");
-  const store = new LocalStore(lakeDir);
   let fault: Fault;
-  lake = await Lake.open({ store, catalog: new LocalCatalog(lakeDir), engine: damagedEngine(new DuckDbEngine(store), store, () => fault) }, { graceMs: 0 });
+  const { lake, lakeDir } = await openLake((dir) => {
+    const store = new LocalStore(dir);
+    return Lake.open({ store, catalog: new LocalCatalog(dir), engine: damagedEngine(new DuckDbEngine(store), store, () => fault) }, { graceMs: 0 });
+  });
   await lake.createTable(defineTable({ name: "t", columns: [{ name: "v", type: "BIGINT" }], partitionKeys: ["day"] }));
   return { lake, setFault: (f) => (fault = f), lakeDir };
 }

@@ -1,27 +1,17 @@
 import { existsSync, mkdirSync, readdirSync } from "node:fs";
 import path from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
-import type { Lake } from "../../src/core/lake.js";
+import { describe, expect, it } from "vitest";
 import { defineTable } from "../../src/core/table.js";
 import { openEmbeddedLake } from "../../src/open-lake.js";
-import { tempDir } from "../support/lake-fixture.js";
+import { tempLakes } from "../support/temp-lake.js";
 
 // What builds that died leave behind in a local lake, and GC.
 
-let cleanup: (() => void) | undefined;
-let lake: Lake | undefined;
-afterEach(async () => {
-  await lake?.close();
-  lake = undefined;
-  cleanup?.();
-});
+const openLake = tempLakes();
 
 describe("GC of what dead builds left", () => {
   it("removes an empty run folder (a build killed as it started) once it is past the grace window, and keeps a young one", async () => {
-    const temp = tempDir();
-    cleanup = temp.cleanup;
-    const lakeDir = path.join(temp.dir, "lake");
-    lake = await openEmbeddedLake(lakeDir, { graceMs: 3_600_000 });
+    const { lake, lakeDir } = await openLake((dir) => openEmbeddedLake(dir, { graceMs: 3_600_000 }));
     await lake.createTable(defineTable({ name: "t", columns: [{ name: "v", type: "BIGINT" }], partitionKeys: ["day"] }));
     const current = await lake.replacePartition("t", "day=2026-11-01", { select: "SELECT 1 AS v" });
     const partitionDir = path.dirname(path.join(lakeDir, "t", "_runs", "day=2026-11-01", "x"));

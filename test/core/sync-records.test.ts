@@ -1,26 +1,15 @@
 import { writeFileSync } from "node:fs";
 import path from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
-import type { Lake } from "../../src/core/lake.js";
+import { describe, expect, it } from "vitest";
 import { syncRecordKey } from "../../src/core/sync-record.js";
 import { defineTable } from "../../src/core/table.js";
-import { openEmbeddedLake } from "../../src/open-lake.js";
-import { tempDir } from "../support/lake-fixture.js";
+import { tempLakes } from "../support/temp-lake.js";
 
-let cleanup: (() => void) | undefined;
-let lake: Lake | undefined;
-afterEach(async () => {
-  await lake?.close();
-  lake = undefined;
-  cleanup?.();
-});
+const openLake = tempLakes();
 
 describe("an unreadable sync record", () => {
   it("stops rollback --sync last naming the file (it may be the last sync), while the listing goes on without it", async () => {
-    const temp = tempDir();
-    cleanup = temp.cleanup;
-    const lakeDir = path.join(temp.dir, "lake");
-    lake = await openEmbeddedLake(lakeDir);
+    const { lake, lakeDir } = await openLake();
     await lake.createTable(defineTable({ name: "t", columns: [{ name: "v", type: "BIGINT" }], partitionKeys: ["day"] }));
     const first = await lake.replacePartition("t", "day=2026-11-01", { select: "SELECT 1 AS v" });
     const second = await lake.replacePartition("t", "day=2026-11-01", { select: "SELECT 2 AS v" });
