@@ -5,6 +5,7 @@ import {
   type Table as GlueTable,
 } from "@aws-sdk/client-glue";
 import { InvalidInputError, LakeswapError } from "../core/errors.js";
+import { faultPoint } from "../core/faults.js";
 import { makePartition, partitionPath, type Partition } from "../core/partition.js";
 import { withRetry } from "../core/retry.js";
 import { isRunId } from "../core/run-id.js";
@@ -198,19 +199,43 @@ export class GlueCatalog implements Catalog {
   }
 
   /**
-   * Moves many pointers in Glue's batches (BatchUpdatePartition 100, then
-   * BatchCreatePartition 100 for the partitions that do not exist yet). Every
-   * entry's result is checked; failed entries are retried with backoff, and
-   * what still fails is reported by partition.
+   * Moves many pointers in Glue's batches: BatchCreatePartition (100 per call)
+   * for partitions the writer found no pointer for, BatchUpdatePartition (100)
+   * for the others. Every entry's result is checked: an update of a partition
+   * that does not exist becomes a create, a create of one that exists becomes
+   * an update, other failed entries are retried with backoff, and what still
+   * fails is reported by partition.
    */
   async movePointers(table: TableDefinition, moves: readonly PointerMove[]): Promise<void> {
-    let pending = [...moves];
+    let updates = moves.filter((move) => move.previousRunId !== undefined);
+    let creates = moves.filter((move) => move.previousRunId === undefined);
     const failures = new Map<string, string>();
-    for (let attempt = 1; pending.length > 0 && attempt <= 5; attempt += 1) {
+    const failed = (move: PointerMove, detail: { ErrorCode?: string; ErrorMessage?: string } | undefined): void => {
+      failures.set(partitionPath(move.partition), `${detail?.ErrorCode}: ${detail?.ErrorMessage ?? ""}`);
+    };
+    for (let attempt = 1; updates.length + creates.length > 0 && attempt <= 5; attempt += 1) {
       if (attempt > 1) await new Promise((resolve) => setTimeout(resolve, Math.random() * 100 * 2 ** attempt));
-      const missing: PointerMove[] = [];
-      const retry: PointerMove[] = [];
-      for (const chunk of chunks(pending, GLUE_LIMITS.batchUpdate)) {
+      const retryUpdates: PointerMove[] = [];
+      const retryCreates: PointerMove[] = [];
+      for (const chunk of chunks(creates, GLUE_LIMITS.batchCreate)) {
+        const response = await this.send("BatchCreatePartition", () =>
+          this.client.send(
+            new BatchCreatePartitionCommand({ ...this.ids, TableName: table.name, PartitionInputList: chunk.map((move) => this.partitionInput(table, move)) }),
+          ),
+        );
+        faultPoint("during-batch-swap");
+        for (const error of response.Errors ?? []) {
+          const move = chunk.find((m) => sameValues(m.partition.values, error.PartitionValues ?? []));
+          if (!move) continue;
+          // It exists after all (registered by another tool, or created concurrently): updated like any other.
+          if (error.ErrorDetail?.ErrorCode === "AlreadyExistsException") updates.push(move);
+          else {
+            retryCreates.push(move);
+            failed(move, error.ErrorDetail);
+          }
+        }
+      }
+      for (const chunk of chunks(updates, GLUE_LIMITS.batchUpdate)) {
         const response = await this.send("BatchUpdatePartition", () =>
           this.client.send(
             new BatchUpdatePartitionCommand({
@@ -220,39 +245,25 @@ export class GlueCatalog implements Catalog {
             }),
           ),
         );
+        faultPoint("during-batch-swap");
         for (const error of response.Errors ?? []) {
           const move = chunk.find((m) => sameValues(m.partition.values, error.PartitionValueList ?? []));
           if (!move) continue;
-          if (error.ErrorDetail?.ErrorCode === "EntityNotFoundException") missing.push(move);
+          if (error.ErrorDetail?.ErrorCode === "EntityNotFoundException") retryCreates.push(move);
           else {
-            retry.push(move);
-            failures.set(partitionPath(move.partition), `${error.ErrorDetail?.ErrorCode}: ${error.ErrorDetail?.ErrorMessage ?? ""}`);
+            retryUpdates.push(move);
+            failed(move, error.ErrorDetail);
           }
         }
       }
-      for (const chunk of chunks(missing, GLUE_LIMITS.batchCreate)) {
-        const response = await this.send("BatchCreatePartition", () =>
-          this.client.send(
-            new BatchCreatePartitionCommand({ ...this.ids, TableName: table.name, PartitionInputList: chunk.map((move) => this.partitionInput(table, move)) }),
-          ),
-        );
-        for (const error of response.Errors ?? []) {
-          const move = chunk.find((m) => sameValues(m.partition.values, error.PartitionValues ?? []));
-          if (!move) continue;
-          if (error.ErrorDetail?.ErrorCode === "AlreadyExistsException") {
-            // Created concurrently: an update will settle it on the next attempt, unless it already points here.
-            const existing = await this.getPointer(table, move.partition);
-            if (existing?.runId === move.runId) continue;
-          }
-          retry.push(move);
-          failures.set(partitionPath(move.partition), `${error.ErrorDetail?.ErrorCode}: ${error.ErrorDetail?.ErrorMessage ?? ""}`);
-        }
-      }
-      for (const move of pending) if (!retry.includes(move)) failures.delete(partitionPath(move.partition));
-      pending = retry;
+      const retried = new Set([...retryUpdates, ...retryCreates]);
+      for (const move of moves) if (!retried.has(move)) failures.delete(partitionPath(move.partition));
+      updates = retryUpdates;
+      creates = retryCreates;
     }
+    const pending = [...updates, ...creates];
     if (pending.length > 0) {
-      const detail = pending.slice(0, 5).map((m) => `${partitionPath(m.partition)} (${failures.get(partitionPath(m.partition))})`);
+      const detail = pending.slice(0, 5).map((m) => `${partitionPath(m.partition)} (${failures.get(partitionPath(m.partition)) ?? "not found, then created concurrently"})`);
       throw new LakeswapError(
         "PARTIAL_FAILURE",
         `${pending.length} of ${moves.length} partition pointers of ${table.name} did not move: ${detail.join("; ")}; the others did. Rerun to move the rest.`,

@@ -5,6 +5,7 @@ import { InvalidInputError, LakeswapError, errorMessage } from "../core/errors.j
 import { faultPoint } from "../core/faults.js";
 import { parsePartitionPath, partitionPath, type Partition } from "../core/partition.js";
 import { isRunId } from "../core/run-id.js";
+import { mapLimited } from "../core/runs.js";
 import { assertTableName } from "../core/sql.js";
 import { defineTable, type TableDefinition } from "../core/table.js";
 import { fsyncPath, isCode, noSpaceError } from "../store/local-store.js";
@@ -13,6 +14,8 @@ import { runFolder, type Catalog, type Pointer, type PointerMove, type PointerMo
 const META = "_lakeswap";
 const RUNS = "_runs";
 const STALE_TEMP_MS = 3_600_000;
+/** Files fsynced (and pointer states written) at once. */
+const FSYNC_CONCURRENCY = 8;
 
 interface PointerState {
   run: string;
@@ -52,7 +55,8 @@ export class LocalCatalog implements Catalog {
       const stat = await fs.lstat(file).catch(() => undefined);
       if (!stat) continue;
       const ownerGone = Number.isInteger(pid) && pid > 0 && !processAlive(pid);
-      if (ownerGone || Date.now() - stat.mtimeMs > STALE_TEMP_MS) await fs.rm(file, { force: true });
+      // Links, files, and staged run folders (`<pid>-stage-…`) of a writer that is gone.
+      if (ownerGone || Date.now() - stat.mtimeMs > STALE_TEMP_MS) await fs.rm(file, { recursive: true, force: true });
     }
   }
 
@@ -170,41 +174,58 @@ export class LocalCatalog implements Catalog {
   }
 
   async movePointer(table: TableDefinition, move: PointerMove): Promise<void> {
+    await this.movePointers(table, [move]);
+  }
+
+  /**
+   * Moves many pointers: every run they lead to is made durable first (its
+   * files and folder fsynced), then each pointer is one rename(2) of a new
+   * link over the old one, then each partition folder is fsynced once, then
+   * the pointer states are written. A process killed between a rename and
+   * its state leaves a state that names the run before (read as the
+   * previous run, unsigned), which the outbox replay sets right.
+   */
+  async movePointers(table: TableDefinition, moves: readonly PointerMove[]): Promise<void> {
+    await mapLimited(moves, FSYNC_CONCURRENCY, (move) => this.syncRun(table, move));
+    const tempDir = path.join(this.root, META, "tmp");
+    await fs.mkdir(tempDir, { recursive: true });
+    const linkDirs = new Set<string>();
+    for (const move of moves) {
+      const link = this.pointerPath(table, move.partition);
+      const linkDir = path.dirname(link);
+      if (!linkDirs.has(linkDir)) await fs.mkdir(linkDir, { recursive: true });
+      linkDirs.add(linkDir);
+      const runDir = path.join(this.root, ...this.runsPrefix(table, move.partition).split("/"), runFolder(move.runId));
+      // Temporary links live outside the table folder: a glob over the table would follow them.
+      const temp = path.join(tempDir, `link-${process.pid}-${randomBytes(6).toString("hex")}`);
+      await fs.symlink(path.relative(linkDir, runDir), temp).catch((error: unknown) => {
+        throw noSpaceError(`${META}/tmp/${path.basename(temp)}`, temp, error) ?? error;
+      });
+      faultPoint("before-swap-rename");
+      await fs.rename(temp, link);
+      faultPoint("during-batch-swap");
+    }
+    for (const dir of linkDirs) await fsyncPath(dir);
+    const movedAt = new Date().toISOString();
+    await mapLimited(moves, FSYNC_CONCURRENCY, async (move) => {
+      const state: PointerState = { run: move.runId, previous: move.previousRunId, signature: move.signature, movedBy: move.kind, movedAt };
+      const stateFile = this.stateFile(table, move.partition);
+      await writeFileAtomic(stateFile, `${JSON.stringify(state)}\n`, tempDir).catch((error: unknown) => {
+        throw noSpaceError(`${META}/pointers/${table.name}/${partitionPath(move.partition)}.json`, stateFile, error) ?? error;
+      });
+    });
+  }
+
+  /** Makes a run durable before a pointer leads to it: its files, its folder, and the folder that holds it. */
+  private async syncRun(table: TableDefinition, move: PointerMove): Promise<void> {
     const runDir = path.join(this.root, ...this.runsPrefix(table, move.partition).split("/"), runFolder(move.runId));
     const stat = await fs.stat(runDir).catch(() => undefined);
     if (!stat?.isDirectory()) {
       throw new InvalidInputError(`run ${move.runId} of ${table.name}/${partitionPath(move.partition)} does not exist; the pointer was not moved`);
     }
-    // Everything the pointer will lead to is durable before the pointer moves.
     for (const file of await fs.readdir(runDir)) await fsyncPath(path.join(runDir, file));
     await fsyncPath(runDir);
     await fsyncPath(path.dirname(runDir));
-
-    const link = this.pointerPath(table, move.partition);
-    const linkDir = path.dirname(link);
-    await fs.mkdir(linkDir, { recursive: true });
-    // Temporary links live outside the table folder: a glob over the table would follow them.
-    const tempDir = path.join(this.root, META, "tmp");
-    await fs.mkdir(tempDir, { recursive: true });
-    const temp = path.join(tempDir, `link-${process.pid}-${randomBytes(6).toString("hex")}`);
-    await fs.symlink(path.relative(linkDir, runDir), temp).catch((error: unknown) => {
-      throw noSpaceError(`${META}/tmp/${path.basename(temp)}`, temp, error) ?? error;
-    });
-    faultPoint("before-swap-rename");
-    await fs.rename(temp, link);
-    await fsyncPath(linkDir);
-
-    const state: PointerState = {
-      run: move.runId,
-      previous: move.previousRunId,
-      signature: move.signature,
-      movedBy: move.kind,
-      movedAt: new Date().toISOString(),
-    };
-    const stateFile = this.stateFile(table, move.partition);
-    await writeFileAtomic(stateFile, `${JSON.stringify(state)}\n`, tempDir).catch((error: unknown) => {
-      throw noSpaceError(`${META}/pointers/${table.name}/${partitionPath(move.partition)}.json`, stateFile, error) ?? error;
-    });
   }
 
   async removeIfEmpty(): Promise<boolean> {
@@ -213,11 +234,6 @@ export class LocalCatalog implements Catalog {
       await fs.rmdir(path.join(this.root, META, dir)).catch(() => undefined);
     }
     return true;
-  }
-
-  async movePointers(table: TableDefinition, moves: readonly PointerMove[]): Promise<void> {
-    // Each rename is atomic on its own; a folder has no batch to offer.
-    for (const move of moves) await this.movePointer(table, move);
   }
 
   async removePointers(table: TableDefinition, partitions: readonly Partition[]): Promise<void> {

@@ -5,6 +5,7 @@ import { z } from "zod";
 import { InvalidInputError } from "../core/errors.js";
 import { assertPartitionKey } from "../core/partition.js";
 import { printable } from "../core/sql.js";
+import { transformFingerprint } from "../core/signature.js";
 import { normalizeColumnType, type Column } from "../core/table.js";
 import { athenaSinkSchema, resolveAwsTarget, type AwsTarget } from "./aws-config.js";
 
@@ -106,7 +107,12 @@ export interface PipelineColumn extends Column {
 export interface LayerConfig {
   readonly name: string;
   readonly table: string;
+  /** The SQL file, for messages. */
   readonly sqlPath: string;
+  /** The SQL file's text, read once here: core never reads files. */
+  readonly sql: string;
+  /** The transform's fingerprint: a hash of the SQL file's bytes. */
+  readonly fingerprint: string;
   readonly columns: readonly PipelineColumn[];
   readonly partitionKeys: readonly string[];
   readonly from: string;
@@ -244,6 +250,7 @@ function resolveDataset(name: string, dataset: DatasetInput, dir: string): Datas
     for (const key of keys) wrapAt(`${where}.partition_keys`, () => assertPartitionKey(key));
     const sqlPath = path.resolve(dir, layer.sql);
     if (!existsSync(sqlPath)) throw new InvalidInputError(`${where}.sql: file '${layer.sql}' does not exist (looked at ${sqlPath})`);
+    const sqlBytes = readFileSync(sqlPath);
     const layerColumns = resolveColumns(layer.columns, `${where}.columns`);
     for (const key of keys) {
       if (layerColumns.some((c) => c.name === key)) {
@@ -256,6 +263,8 @@ function resolveDataset(name: string, dataset: DatasetInput, dir: string): Datas
       name: layer.name,
       table: layer.table ?? `${name}_${layer.name}`,
       sqlPath,
+      sql: sqlBytes.toString("utf8"),
+      fingerprint: transformFingerprint(sqlBytes),
       columns: layerColumns,
       partitionKeys: keys,
       from,
@@ -266,7 +275,8 @@ function resolveDataset(name: string, dataset: DatasetInput, dir: string): Datas
   });
   return {
     name,
-    source: dataset.source,
+    // Relative to the config file; resolved here, so core never resolves paths.
+    source: { ...dataset.source, path: path.resolve(dir, dataset.source.path) },
     table: dataset.table ?? `${name}_raw`,
     columns,
     partition,

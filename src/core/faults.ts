@@ -10,6 +10,7 @@ export type FaultPoint =
   | "after-build"
   | "after-outbox"
   | "before-swap-rename"
+  | "during-batch-swap"
   | "after-swap"
   | "after-manifest"
   | "during-gc"
@@ -22,6 +23,7 @@ export const FAULT_POINTS: readonly FaultPoint[] = [
   "after-build",
   "after-outbox",
   "before-swap-rename",
+  "during-batch-swap",
   "after-swap",
   "after-manifest",
   "during-gc",

@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import type { ObjectStore } from "../store/object-store.js";
 import { InvalidInputError, LakeswapError, LeaseHeldError } from "./errors.js";
-import { METADATA_PREFIX } from "./manifest.js";
+import { leaseKey } from "./layout.js";
 
 /** How long a lease lives without renewal; the holder renews it every third of this. */
 export const DEFAULT_LEASE_TTL_MS = 60_000;
@@ -139,10 +139,7 @@ export class WriterLease {
   }
 }
 
-/** The store key of a table's writer lease. */
-export function leaseKey(table: string): string {
-  return `${METADATA_PREFIX}/leases/${table}.json`;
-}
+export { leaseKey };
 
 function newRecord(table: string, command: string, ttlMs: number): LeaseRecord {
   const now = Date.now();

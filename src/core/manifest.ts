@@ -1,8 +1,8 @@
 import { LakeswapError, errorMessage } from "./errors.js";
-import { partitionPath, type Partition } from "./partition.js";
 
-/** Where lakeswap keeps its own records in the lake; never under a table's location. */
-export const METADATA_PREFIX = "_lakeswap";
+import { METADATA_PREFIX } from "./layout.js";
+
+export { METADATA_PREFIX, manifestKey, manifestsPrefix, pinKey, pinsPrefix } from "./layout.js";
 
 /**
  * The record of one run, keyed by its run id and written once the run is
@@ -29,28 +29,6 @@ export interface RunManifest {
   readonly buildSeconds: number;
   /** True when the process died after the swap and a later command rebuilt this record from the files. */
   readonly recovered?: boolean;
-}
-
-/** The store key of a run's manifest. */
-export function manifestKey(table: string, partition: Partition, runId: string): string {
-  return `${manifestsPrefix(table, partition)}${runId}.json`;
-}
-
-/** The store key prefix of the manifests of one partition, or of a whole table. */
-export function manifestsPrefix(table: string, partition?: Partition): string {
-  return partition
-    ? `${METADATA_PREFIX}/manifests/${table}/${partitionPath(partition)}/`
-    : `${METADATA_PREFIX}/manifests/${table}/`;
-}
-
-/** The store key of a partition's pin (a pinned partition is never rebuilt by a sync). */
-export function pinKey(table: string, partition: Partition): string {
-  return `${pinsPrefix(table)}${partitionPath(partition)}.json`;
-}
-
-/** The store key prefix of a table's pins. */
-export function pinsPrefix(table: string): string {
-  return `${METADATA_PREFIX}/pins/${table}/`;
 }
 
 /** Parses a stored manifest, refusing anything that is not one with a STORE_ERROR naming the file and the fix. */

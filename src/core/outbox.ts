@@ -1,20 +1,26 @@
 import { randomBytes } from "node:crypto";
 import type { PointerMoveKind } from "../catalog/catalog.js";
 import type { ObjectStore } from "../store/object-store.js";
-import { METADATA_PREFIX, type RunManifest } from "./manifest.js";
+import { QUARANTINE_PREFIX, outboxEntryKey, outboxPrefix, quarantineKey } from "./layout.js";
+import type { RunManifest } from "./manifest.js";
 
-/** One catalog change that was decided and recorded, but not yet confirmed. */
-export interface OutboxEntry {
-  readonly id: string;
-  readonly table: string;
+/** One pointer move of an outbox entry. */
+export interface OutboxMove {
   readonly partition: string;
   readonly runId: string;
   readonly previousRunId?: string;
   readonly signature?: string;
   readonly kind: PointerMoveKind;
-  readonly recordedAt: string;
   /** The run's manifest, written once the pointer has moved. */
   readonly manifest?: RunManifest;
+}
+
+/** A batch of pointer moves of one table that was decided and recorded, but not yet confirmed. */
+export interface OutboxEntry {
+  readonly id: string;
+  readonly table: string;
+  readonly recordedAt: string;
+  readonly moves: readonly OutboxMove[];
 }
 
 /**
@@ -35,24 +41,24 @@ export class Outbox {
     private readonly warn: (message: string) => void = (message) => process.stderr.write(`lakeswap: warning: ${message}\n`),
   ) {}
 
-  /** Records a change before it is sent; returns the entry. */
-  async record(change: Omit<OutboxEntry, "id" | "recordedAt">): Promise<OutboxEntry> {
+  /** Records a batch of moves of one table before they are sent (one object, one write); returns the entry. */
+  async record(table: string, moves: readonly OutboxMove[]): Promise<OutboxEntry> {
     const recordedAt = new Date().toISOString();
     // Ids sort by time, so replay keeps the order the changes were decided in.
     const id = `${recordedAt.replace(/[-:.]/g, "")}-${randomBytes(4).toString("hex")}`;
-    const entry: OutboxEntry = { ...change, id, recordedAt };
-    await this.store.put(entryKey(change.table, id), JSON.stringify(entry));
+    const entry: OutboxEntry = { id, table, recordedAt, moves };
+    await this.store.put(outboxEntryKey(table, id), JSON.stringify(entry));
     return entry;
   }
 
-  /** Marks a change confirmed. */
+  /** Marks a batch confirmed. */
   async acknowledge(entry: OutboxEntry): Promise<void> {
-    await this.store.delete([entryKey(entry.table, entry.id)]);
+    await this.store.delete([outboxEntryKey(entry.table, entry.id)]);
   }
 
   /** The pending changes of one table, or of every table, oldest first. */
   async pending(table?: string): Promise<OutboxEntry[]> {
-    const prefix = table ? `${METADATA_PREFIX}/outbox/${table}/` : `${METADATA_PREFIX}/outbox/`;
+    const prefix = outboxPrefix(table);
     const entries: OutboxEntry[] = [];
     for (const object of await this.store.list(prefix)) {
       const stored = await this.store.get(object.key);
@@ -69,7 +75,7 @@ export class Outbox {
    * cannot be replayed anyway (nothing in it can be trusted), and its bytes are kept for a look.
    */
   private async quarantine(key: string, body: Uint8Array, why: string): Promise<void> {
-    const target = `${QUARANTINE_PREFIX}${key.slice(METADATA_PREFIX.length + 1)}`;
+    const target = quarantineKey(key);
     await this.store.put(target, body);
     await this.store.delete([key]);
     this.warn(
@@ -79,22 +85,28 @@ export class Outbox {
   }
 }
 
-/** Where unreadable metadata files are moved, under their own path: `_lakeswap/quarantine/outbox/<table>/<id>.json`. */
-export const QUARANTINE_PREFIX = `${METADATA_PREFIX}/quarantine/`;
+export { QUARANTINE_PREFIX };
 
-/** Parses a stored outbox entry, or says why it is not one. */
+/**
+ * Parses a stored outbox entry, or says why it is not one. An entry of one
+ * move, as lakeswap wrote them before moves were batched, reads as a batch of one.
+ */
 export function parseOutboxEntry(body: Uint8Array): OutboxEntry | string {
-  let value: Partial<OutboxEntry> | null;
+  let value: Record<string, unknown> | null;
   try {
-    value = JSON.parse(Buffer.from(body).toString("utf8")) as Partial<OutboxEntry> | null;
+    value = JSON.parse(Buffer.from(body).toString("utf8")) as Record<string, unknown> | null;
   } catch (error) {
     return `not valid JSON: ${error instanceof Error ? error.message : String(error)}`;
   }
-  if (typeof value !== "object" || value === null) return "not a JSON object";
-  const missing = (["id", "table", "partition", "runId", "kind"] as const).filter((field) => typeof value[field] !== "string");
-  return missing.length > 0 ? `no ${missing.join(", ")}` : (value as OutboxEntry);
-}
-
-function entryKey(table: string, id: string): string {
-  return `${METADATA_PREFIX}/outbox/${table}/${id}.json`;
+  if (typeof value !== "object" || value === null || Array.isArray(value)) return "not a JSON object";
+  const missing = (["id", "table"] as const).filter((field) => typeof value[field] !== "string");
+  if (missing.length > 0) return `no ${missing.join(", ")}`;
+  const moves = Array.isArray(value.moves) ? (value.moves as unknown[]) : [value];
+  for (const [index, move] of moves.entries()) {
+    const fields = typeof move === "object" && move !== null ? (move as Record<string, unknown>) : {};
+    const absent = (["partition", "runId", "kind"] as const).filter((field) => typeof fields[field] !== "string");
+    if (absent.length > 0) return `move ${index + 1} has no ${absent.join(", ")}`;
+  }
+  const recordedAt = typeof value.recordedAt === "string" ? value.recordedAt : "";
+  return { id: value.id as string, table: value.table as string, recordedAt, moves: moves as OutboxMove[] };
 }

@@ -1,15 +1,14 @@
 import { createHash } from "node:crypto";
 import { createReadStream } from "node:fs";
-import { readFile } from "node:fs/promises";
 import path from "node:path";
 import type { DatasetConfig, LayerConfig, PipelineColumn, PipelineConfig } from "../config/pipeline-config.js";
 import type { LandedDelivery, Signing } from "../engine/engine.js";
 import { InvalidInputError, LakeswapError, errorMessage } from "./errors.js";
-import type { Lake, LakeWriter, PartitionState } from "./lake.js";
+import type { Lake, LakeWriter, PartitionState, SwapBuild, SwapItem } from "./lake.js";
 import { SyncLog } from "./sync-log.js";
 import { assertPartitionValue, makePartition, orderPartition, parsePartition, parsePartitionPath, partitionPath, type Partition } from "./partition.js";
 import { newRunId } from "./run-id.js";
-import { chainSignature, transformFingerprint } from "./signature.js";
+import { chainSignature } from "./signature.js";
 import { quoteIdentifier, quoteLiteral } from "./sql.js";
 import { defineTable, type TableDefinition } from "./table.js";
 
@@ -97,7 +96,7 @@ export interface SyncReport {
 
 /** Options of plan and sync. */
 export interface PipelineOptions {
-  /** Files (or globs) of this delivery, instead of the datasets' source paths. */
+  /** Files (or globs) of this delivery, instead of the datasets' source paths; absolute (resolved by the caller). */
   readonly inputs?: readonly string[];
   /** Only these partitions, in layers partitioned by the same keys. */
   readonly partitions?: readonly string[];
@@ -186,10 +185,8 @@ export class Pipeline {
             loads.push(await this.writeDeadLetters(writer, log, dataset, landed));
             const started = Date.now();
             const rawPlan = this.planRaw(dataset, landed.delivery, await writer.partitionStates(dataset.table));
-            const rawResults = await this.execute(writer, log, dataset.table, "raw", rawPlan, (p) => ({
-              select: `SELECT ${dataset.columns.map((c) => quoteIdentifier(c.name)).join(", ")} FROM ${quoteIdentifier(landed.delivery.relation)} WHERE ${partitionFilter(parsePartitionPath(p.partition, dataset.partition.map((k) => k.key)))}`,
-              landed: true,
-            }));
+            // Every changed raw partition is written from the landed delivery in one pass.
+            const rawResults = await this.execute(writer, log, dataset.table, "raw", rawPlan, { kind: "landed", delivery: landed.delivery }, () => ({}));
             results.push(...rawResults);
             layers.push({ dataset: dataset.name, layer: "raw", table: dataset.table, ...totals(rawResults, Date.now() - started) });
             await release();
@@ -200,11 +197,10 @@ export class Pipeline {
               const written = new Set(this.tablesWritten(dataset));
               const lookups = await this.lookupSignatures(layer, (table) => (written.has(table) ? writer.partitionStates(table) : this.statesOf(table)));
               const plan = await this.planDerived(dataset, layer, upstreamTable, actual, await writer.partitionStates(layer.table), lookups);
-              const sql = await readFile(layer.sqlPath, "utf8");
-              const layerResults = await this.execute(writer, log, layer.table, layer.name, plan, (p) => ({
-                select: renderSql(sql, parsePartitionPath(p.partition, layer.partitionKeys), layer.sqlPath),
+              const build = { kind: "select", readable: [upstreamTable, ...layer.lookups], concurrency: this.config.concurrency } as const;
+              const layerResults = await this.execute(writer, log, layer.table, layer.name, plan, build, (p) => ({
+                select: renderSql(layer.sql, parsePartitionPath(p.partition, layer.partitionKeys), layer.sqlPath),
                 inputPartitions: [{ table: upstreamTable, partitions: p.inputPartitions ?? [] }],
-                readable: [upstreamTable, ...layer.lookups],
               }));
               results.push(...layerResults);
               layers.push({ dataset: dataset.name, layer: layer.name, table: layer.table, ...totals(layerResults, Date.now() - layerStarted) });
@@ -253,12 +249,11 @@ export class Pipeline {
     for (const layer of dataset.layers) {
       const upstreamTable = this.tableOfLayer(dataset, layer.from);
       const declared = new Set([upstreamTable, ...layer.lookups].map((t) => t.toLowerCase()));
-      const sql = await readFile(layer.sqlPath, "utf8");
       const blank = makePartition(layer.partitionKeys.map((key) => [key, "x"] as const));
       const where = `datasets.${dataset.name}.layers.${layer.name} (${layer.sqlPath})`;
       let read: string[] | undefined;
       try {
-        read = await this.lake.tablesRead(renderSql(sql, blank, layer.sqlPath));
+        read = await this.lake.tablesRead(renderSql(layer.sql, blank, layer.sqlPath));
       } catch (error) {
         if (error instanceof InvalidInputError) throw new InvalidInputError(`${where}: ${error.message}`);
         throw error;
@@ -302,8 +297,8 @@ export class Pipeline {
   }
 
   private async land(dataset: DatasetConfig): Promise<{ delivery: LandedDelivery }> {
-    const configDir = path.dirname(this.config.file);
-    const patterns = this.options.inputs?.length ? this.options.inputs.map((f) => path.resolve(f)) : [path.resolve(configDir, dataset.source.path)];
+    // Paths come resolved: the source's by the config, --input files by the command.
+    const patterns = this.options.inputs?.length ? [...this.options.inputs] : [dataset.source.path];
     const delivery = await this.lake.landDelivery({
       files: patterns,
       format: dataset.source.format,
@@ -349,7 +344,7 @@ export class Pipeline {
     states: ReadonlyMap<string, PartitionState>,
     lookups: readonly string[],
   ): Promise<PlannedPartition[]> {
-    const fingerprint = transformFingerprint(await readFile(layer.sqlPath));
+    const fingerprint = layer.fingerprint;
     const fromKeys = this.keysOfLayer(dataset, layer.from);
     const upstreamPaths = [...upstream.keys()].sort();
     const mapped = await this.lake.mapPartitions({
@@ -407,18 +402,20 @@ export class Pipeline {
     return { action: "skip", reason: "unchanged" };
   }
 
+  /**
+   * Builds a layer's changed partitions as one batch (./swap.ts): built and
+   * audited, then their pointers move together, each move recorded in the
+   * sync's record first. A failed partition does not stop the others; a lost
+   * lease stops the layer, refused access the sync.
+   */
   private async execute(
     writer: LakeWriter,
     log: SyncLog,
     table: string,
     layer: string,
     plan: readonly PlannedPartition[],
-    buildOf: (p: PlannedPartition) => {
-      select: string;
-      inputPartitions?: { table: string; partitions: readonly string[] }[];
-      landed?: boolean;
-      readable?: readonly string[];
-    },
+    build: SwapBuild,
+    itemOf: (p: PlannedPartition) => Pick<SwapItem, "select" | "inputPartitions">,
   ): Promise<SyncedPartition[]> {
     const results: SyncedPartition[] = plan
       .filter((p) => p.action === "skip")
@@ -426,46 +423,42 @@ export class Pipeline {
     const builds = plan.filter((p) => p.action === "build");
     if (builds.length === 0) return results;
     let done = 0;
+    const items = builds.map((p): SwapItem => ({
+      partition: parsePartitionPath(p.partition, keysOf(p)),
+      signature: p.signature,
+      fingerprint: p.fingerprint,
+      inputs: p.inputs,
+      ...itemOf(p),
+    }));
     try {
-      await forEachLimited(builds, this.config.concurrency, async (p) => {
-        const started = Date.now();
-        const moved = { table, layer, partition: p.partition };
-        try {
-          const build = buildOf(p);
-          const result = await writer.replace(table, parsePartitionPath(p.partition, keysOf(p)), {
-            select: build.select,
-            signature: p.signature,
-            fingerprint: p.fingerprint,
-            inputs: p.inputs,
-            inputPartitions: build.inputPartitions,
-            landed: build.landed,
-            readable: build.readable,
-            allowEmpty: this.options.allowEmpty,
-            deferGc: true,
-            beforeSwap: (move) => log.intend({ ...moved, run: move.runId, previousRun: move.previousRunId }),
-          });
-          log.confirm({ ...moved, run: result.runId, previousRun: result.previousRunId });
-          results.push({
-            table, layer, partition: p.partition, action: "build", reason: p.reason,
-            run: result.runId, previousRun: result.previousRunId, rows: result.rows, seconds: result.seconds,
-          });
-        } catch (error) {
-          log.abandon(moved);
-          // Stop the layer: without the lease nothing may move, and refused access fails every partition alike.
-          if (error instanceof LakeswapError && (error.code === "LEASE_LOST" || error.code === "ACCESS_DENIED")) throw error;
-          results.push({ table, layer, partition: p.partition, action: "failed", reason: p.reason, seconds: (Date.now() - started) / 1000, error: errorMessage(error) });
-        }
-        done += 1;
-        this.options.onProgress?.({ layer, done, total: builds.length, label: `${table}/${p.partition}` });
+      const outcomes = await writer.replaceBatch(table, items, {
+        build,
+        allowEmpty: this.options.allowEmpty,
+        beforeSwap: (moves) => log.intend(moves.map((m) => ({ table, layer, partition: m.partition, run: m.runId, previousRun: m.previousRunId }))),
+        onBuilt: (partition) => {
+          done += 1;
+          this.options.onProgress?.({ layer, done, total: builds.length, label: `${table}/${partition}` });
+        },
       });
+      for (const [index, outcome] of outcomes.entries()) {
+        const p = builds[index] as PlannedPartition;
+        if (outcome.error !== undefined || outcome.runId === undefined) {
+          log.abandon({ table, partition: p.partition });
+          results.push({ table, layer, partition: p.partition, action: "failed", reason: p.reason, seconds: outcome.seconds, error: errorMessage(outcome.error) });
+          continue;
+        }
+        log.confirm({ table, layer, partition: p.partition, run: outcome.runId, previousRun: outcome.previousRunId });
+        results.push({
+          table, layer, partition: p.partition, action: "build", reason: p.reason,
+          run: outcome.runId, previousRun: outcome.previousRunId, rows: outcome.rows, seconds: outcome.seconds,
+        });
+      }
     } catch (error) {
       // Refused access is the whole sync's error (exit 11), not one partition's.
       if (error instanceof LakeswapError && error.code === "ACCESS_DENIED") throw error;
-      // The lease is lost: what is not finished fails (the pointer stays), and the rerun redoes it.
-      const finished = new Set(results.map((r) => r.partition));
-      for (const p of builds) {
-        if (!finished.has(p.partition)) results.push({ table, layer, partition: p.partition, action: "failed", reason: p.reason, seconds: 0, error: errorMessage(error) });
-      }
+      // The lease is lost (or the catalog failed): what is not finished fails, and the rerun redoes it. A move
+      // recorded as intended stays in the sync's record as pending: rollback --sync checks where its pointer is.
+      for (const p of builds) results.push({ table, layer, partition: p.partition, action: "failed", reason: p.reason, seconds: 0, error: errorMessage(error) });
     }
     await log.flush();
     // One GC for the layer's swaps, not one per swap.
@@ -482,7 +475,7 @@ export class Pipeline {
       const result = await writer.replace(dataset.deadLetter, moved.partition, {
         select: `SELECT ${quoteLiteral(dataset.name)} AS dataset, file, line, reason, raw FROM ${quoteIdentifier(delivery.rejectedRelation)} ORDER BY file, line`,
         landed: true,
-        beforeSwap: (move) => log.intend({ ...moved, run: move.runId, previousRun: move.previousRunId }),
+        beforeSwap: (move) => log.intend([{ ...moved, run: move.runId, previousRun: move.previousRunId }]),
       });
       log.confirm({ ...moved, run: result.runId, previousRun: result.previousRunId });
     }
@@ -547,11 +540,6 @@ function signaturesOf(states: ReadonlyMap<string, PartitionState>): Map<string, 
   return map;
 }
 
-/** `"day" = '2026-11-05' AND ...` for one partition; keys and values are checked. */
-function partitionFilter(partition: Partition): string {
-  return partition.keys.map((key, i) => `${quoteIdentifier(key)} = ${quoteLiteral(partition.values[i] as string)}`).join(" AND ");
-}
-
 /** The partition keys of a planned partition, read off its path. */
 function keysOf(planned: PlannedPartition): string[] {
   return planned.partition.split("/").map((part) => part.slice(0, part.indexOf("=")));
@@ -587,18 +575,6 @@ function totals(results: readonly SyncedPartition[], elapsedMs: number): SyncTot
     rows: results.reduce((sum, r) => sum + (r.rows ?? 0), 0),
     seconds: elapsedMs / 1000,
   };
-}
-
-/** Runs `work` over `items`, at most `limit` at a time. */
-async function forEachLimited<T>(items: readonly T[], limit: number, work: (item: T) => Promise<void>): Promise<void> {
-  let next = 0;
-  const worker = async (): Promise<void> => {
-    while (next < items.length) {
-      const item = items[next++] as T;
-      await work(item);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
 }
 
 /** The algorithm version of a signature (`v2` of `v2:…`, docs/signatures.md). */

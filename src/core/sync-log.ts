@@ -22,9 +22,9 @@ export class SyncLog {
     return this.record.syncId;
   }
 
-  /** Records a move before its pointer moves; resolves once the record is stored. */
-  async intend(move: SyncMove): Promise<void> {
-    this.moves.set(moveKey(move), { ...move, pending: true });
+  /** Records moves before their pointers move (a batch: one write); resolves once the record is stored. */
+  async intend(moves: readonly SyncMove[]): Promise<void> {
+    for (const move of moves) this.moves.set(moveKey(move), { ...move, pending: true });
     await this.write();
   }
 

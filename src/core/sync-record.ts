@@ -1,5 +1,7 @@
 import { InvalidInputError, LakeswapError, errorMessage } from "./errors.js";
-import { METADATA_PREFIX } from "./manifest.js";
+import { SYNCS_PREFIX, syncRecordKey } from "./layout.js";
+
+export { SYNCS_PREFIX, syncRecordKey };
 import { isRunId } from "./run-id.js";
 
 /** One pointer a sync moved. */
@@ -35,13 +37,7 @@ export interface SyncRecord {
   readonly moves: readonly SyncMove[];
 }
 
-/** The store prefix of the sync records. */
-export const SYNCS_PREFIX = `${METADATA_PREFIX}/syncs/`;
 
-/** The store key of one sync's record. */
-export function syncRecordKey(syncId: string): string {
-  return `${SYNCS_PREFIX}${syncId}.json`;
-}
 
 /** Checks a sync id given on the command line (`last` names the newest sync). */
 export function checkSyncId(syncId: string): string {

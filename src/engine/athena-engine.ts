@@ -14,7 +14,7 @@ import type { ObjectStore } from "../store/object-store.js";
 import { checkOutputColumns, partitionRowsCheck } from "./build-checks.js";
 import { assertOneSelect } from "./sql-guard.js";
 import type {
-  BuildRequest, BuildResult, Engine, LandRequest, LandedDelivery, PartitionMapRequest, PartitionSnapshot, QueryResult, TableSnapshot,
+  BuildRequest, BuildResult, Engine, LandRequest, LandedDelivery, LandedRunsRequest, PartitionMapRequest, PartitionSnapshot, QueryResult, TableSnapshot,
 } from "./engine.js";
 
 /** Where Athena runs, and how long a query may take. */
@@ -93,8 +93,12 @@ export class AthenaEngine implements Engine {
     return this.options.landing.tablesRead(select);
   }
 
-  countFileRows(files: readonly { readonly key: string; readonly size: number }[]): Promise<number> {
+  countFileRows(files: readonly { readonly key: string; readonly size: number }[]): Promise<number[]> {
     return this.options.landing.countFileRows(files);
+  }
+
+  writeLandedRuns(request: LandedRunsRequest): Promise<BuildResult[]> {
+    return this.options.landing.writeLandedRuns(request);
   }
 
   async countRows(table: TableDefinition, run: PartitionSnapshot): Promise<number> {

@@ -6,6 +6,7 @@ import type { DuckDBConnection, DuckDBInstance } from "@duckdb/node-api";
 import { randomBytes } from "node:crypto";
 import { AuditError, BuildError, InvalidInputError, errorMessage } from "../core/errors.js";
 import { faultPoint } from "../core/faults.js";
+import { TEMP_PREFIX } from "../core/layout.js";
 import { makePartition, partitionPath, partitionValue } from "../core/partition.js";
 import { finishRawSignature, signatureColumnOrder } from "../core/signature.js";
 import { quoteIdentifier, quoteLiteral } from "../core/sql.js";
@@ -17,7 +18,7 @@ import { landDelivery, signatureQuery } from "./duckdb-landing.js";
 import { openDuckDb, openRestrictedDuckDb, type OpenedDuckDb } from "./duckdb-open.js";
 import { assertOneExpression, assertOneSelect } from "./sql-guard.js";
 import type {
-  BuildRequest, BuildResult, Engine, LandRequest, LandedDelivery, LandedPartition, PartitionMapRequest, PartitionSnapshot, QueryResult, RejectedRow,
+  BuildRequest, BuildResult, Engine, LandRequest, LandedDelivery, LandedPartition, LandedRunsRequest, PartitionMapRequest, PartitionSnapshot, QueryResult, RejectedRow,
   Signing, TableSnapshot,
 } from "./engine.js";
 
@@ -152,41 +153,113 @@ export class DuckDbEngine implements Engine {
     return [...tables].filter((name) => !cteNames.has(name.toLowerCase())).sort();
   }
 
-  async countFileRows(files: readonly { readonly key: string; readonly size: number }[]): Promise<number> {
-    if (files.length === 0) return 0;
+  async countFileRows(files: readonly { readonly key: string; readonly size: number }[]): Promise<number[]> {
+    if (files.length === 0) return [];
     const local = this.store.capabilities.localPaths;
     // A remote file is not downloaded: its footer is fetched into a sparse local file of the same size, which is all
     // DuckDB reads of it for the metadata.
     const folder = local ? undefined : await mkdtemp(path.join(tmpdir(), "lakeswap-footers-"));
     try {
-      const paths = new Map<string, string>();
-      for (const [index, file] of files.entries()) {
-        paths.set(local ? this.store.localPath(file.key) : await this.fetchFooter(file, path.join(folder as string, `${index}.parquet`)), file.key);
-      }
+      const paths = local
+        ? files.map((file) => this.store.localPath(file.key))
+        : await mapLimited(files, 16, (file, index) => this.fetchFooter(file, path.join(folder as string, `${index}.parquet`)));
       return await this.withConnection(async (connection) => {
-        const footerRows = async (list: readonly string[]): Promise<number> => {
+        const footerRows = async (list: readonly string[]): Promise<Map<string, number>> => {
           const reader = await connection.runAndReadAll(
-            `SELECT coalesce(sum(num_rows), 0) FROM parquet_file_metadata([${list.map(quoteLiteral).join(", ")}])`,
+            `SELECT file_name, num_rows FROM parquet_file_metadata([${list.map(quoteLiteral).join(", ")}])`,
           );
-          return Number(reader.getRows()[0]?.[0] ?? 0);
+          return new Map(reader.getRowsJS().map(([name, rows]) => [String(name), Number(rows ?? 0)]));
         };
+        let counted: Map<string, number>;
         try {
-          return await footerRows([...paths.keys()]);
+          counted = await footerRows(paths);
         } catch {
           // Find the file to name: one at a time.
-          for (const [file, key] of paths) {
+          for (const [index, file] of paths.entries()) {
             try {
               await footerRows([file]);
             } catch (error) {
-              throw new AuditError(`the run file ${key} is not readable Parquet (${cleanDuckDbMessage(error)}); the pointer was not moved`);
+              throw new AuditError(`the run file ${files[index]?.key} is not readable Parquet (${cleanDuckDbMessage(error)}); the pointer was not moved`);
             }
           }
-          throw new AuditError(`the run files ${[...paths.values()].join(", ")} could not be read together; the pointer was not moved`);
+          throw new AuditError(`the run files ${files.map((f) => f.key).join(", ")} could not be read together; the pointer was not moved`);
         }
+        return paths.map((file, index) => {
+          const rows = counted.get(file);
+          if (rows === undefined) throw new AuditError(`the footer of run file ${files[index]?.key} was not read; the pointer was not moved`);
+          return rows;
+        });
       });
     } finally {
       if (folder) await fs.rm(folder, { recursive: true, force: true });
     }
+  }
+
+  async writeLandedRuns(request: LandedRunsRequest): Promise<BuildResult[]> {
+    const { table, delivery, runs } = request;
+    if (runs.length === 0) return [];
+    const local = this.store.capabilities.localPaths;
+    const id = randomBytes(6).toString("hex");
+    // Staged where the runs go (the lake's own temporary folder, so each run folder is one rename away), or in the
+    // machine's temporary folder when the runs are uploaded. A killed process's stage is removed by the next open.
+    const stageParent = local ? this.store.localPath(`${TEMP_PREFIX}`) : await mkdtemp(path.join(tmpdir(), "lakeswap-stage-"));
+    const stage = path.join(stageParent, `${process.pid}-stage-${id}`);
+    await fs.mkdir(stageParent, { recursive: true });
+    const runsTable = `runs_${id}`;
+    const keys = table.partitionKeys;
+    try {
+      return await this.withConnection(async (connection) => {
+        await connection.run(`CREATE TEMP TABLE ${runsTable} (__run INTEGER, ${keys.map((k) => `${quoteIdentifier(k)} VARCHAR`).join(", ")})`);
+        for (let start = 0; start < runs.length; start += 1000) {
+          const values = runs
+            .slice(start, start + 1000)
+            .map((run, i) => `(${start + i}, ${keys.map((key) => quoteLiteral(partitionValue(run.partition, key))).join(", ")})`);
+          await connection.run(`INSERT INTO ${runsTable} VALUES ${values.join(", ")}`);
+        }
+        const projection = table.columns
+          .map((c) => `CAST(l.${quoteIdentifier(c.name)} AS ${duckdbStorageType(c.type)}) AS ${quoteIdentifier(c.name)}`)
+          .join(", ");
+        const join = keys.map((key) => `l.${quoteIdentifier(key)} = m.${quoteIdentifier(key)}`).join(" AND ");
+        try {
+          // One pass over the delivery: every run's rows, each run's files in its own folder (`__run=<index>`).
+          await connection.run(
+            `COPY (SELECT ${projection}, m.__run FROM ${quoteIdentifier(delivery.relation)} AS l JOIN ${runsTable} AS m ON ${join}) ` +
+              `TO ${quoteLiteral(stage)} (FORMAT PARQUET, PARTITION_BY (__run), COMPRESSION ${table.compression === "zstd" ? "zstd" : "snappy"})`,
+          );
+        } catch (error) {
+          throw new BuildError(`writing ${runs.length} run(s) of ${table.name} failed: ${cleanDuckDbMessage(error)}`, error);
+        } finally {
+          await connection.run(`DROP TABLE IF EXISTS ${runsTable}`);
+        }
+        faultPoint("during-build");
+        return mapLimited(runs, local ? 8 : 4, (run, index) => this.placeRun(path.join(stage, `__run=${index}`), run));
+      });
+    } finally {
+      await fs.rm(local ? stage : stageParent, { recursive: true, force: true });
+    }
+  }
+
+  /** Moves one staged run folder's files into the run's own prefix: renamed into a fresh folder locally, uploaded otherwise. */
+  private async placeRun(staged: string, run: LandedRunsRequest["runs"][number]): Promise<BuildResult> {
+    const names = (await fs.readdir(staged).catch(() => [] as string[])).filter((name) => name.endsWith(".parquet")).sort();
+    const local = this.store.capabilities.localPaths;
+    const runDir = local ? this.store.localPath(run.runPrefix) : undefined;
+    if (runDir) {
+      await fs.mkdir(path.dirname(runDir), { recursive: true });
+      // Exclusive: a run prefix is fresh or the build stops.
+      await fs.mkdir(runDir);
+    }
+    const files: { key: string; size: number }[] = [];
+    for (const [index, name] of names.entries()) {
+      const fileName = names.length === 1 ? runFileName(run.runId) : runFileName(run.runId).replace(/\.parquet$/, `-${index}.parquet`);
+      const source = path.join(staged, name);
+      const key = `${run.runPrefix}${fileName}`;
+      const { size } = await fs.stat(source);
+      if (runDir) await fs.rename(source, path.join(runDir, fileName));
+      else await this.store.putFile(key, source);
+      files.push({ key, size });
+    }
+    return { files };
   }
 
   /** Writes the footer of a remote Parquet file at its offset in a sparse local file of the file's size. */
@@ -373,6 +446,20 @@ export class DuckDbEngine implements Engine {
       await connection.run(`CREATE OR REPLACE TEMP VIEW ${quoteIdentifier(table.name)} AS ${sql}`);
     }
   }
+}
+
+/** Maps `items` through `work`, at most `limit` at a time, keeping their order. */
+async function mapLimited<T, R>(items: readonly T[], limit: number, work: (item: T, index: number) => Promise<R>): Promise<R[]> {
+  const results: R[] = new Array<R>(items.length);
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < items.length) {
+      const index = next++;
+      results[index] = await work(items[index] as T, index);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return results;
 }
 
 /** Expands file globs; a pattern that matches nothing is an error naming it. */

@@ -31,6 +31,13 @@ export interface BuildRequest {
   readonly landed?: boolean;
 }
 
+/** The runs to write from a landed delivery, one per partition. */
+export interface LandedRunsRequest {
+  readonly table: TableDefinition;
+  readonly delivery: LandedDelivery;
+  readonly runs: readonly { readonly partition: Partition; readonly runId: string; readonly runPrefix: string }[];
+}
+
 /** What a build wrote. */
 export interface BuildResult {
   /** The engine's own count of the rows it wrote, where it has one (DuckDB's COPY); the lake's audit checks it against the files. */
@@ -61,11 +68,18 @@ export interface Engine {
   /** The tables a SELECT names, CTE names aside (DuckDB's parser); undefined when the parser cannot read the SQL. */
   tablesRead(select: string): Promise<string[] | undefined>;
   /**
-   * Rows in the given Parquet files (store keys), read from their footers: the
-   * audit of a new run, which never takes an engine's word for it. Fails
-   * naming a file whose footer cannot be read.
+   * Rows of each of the given Parquet files (store keys), in order, read from
+   * their footers: the audit of new runs, which never takes an engine's word
+   * for it. Fails naming a file whose footer cannot be read.
    */
-  countFileRows(files: readonly { readonly key: string; readonly size: number }[]): Promise<number>;
+  countFileRows(files: readonly { readonly key: string; readonly size: number }[]): Promise<number[]>;
+  /**
+   * Writes the runs of many partitions of a landed delivery in one pass (raw
+   * layer): one read of the delivery, each run's files in its own fresh run
+   * prefix. The results are in the order of `request.runs`; a run whose
+   * partition has no rows in the delivery gets no files.
+   */
+  writeLandedRuns(request: LandedRunsRequest): Promise<BuildResult[]>;
   /** Rows in one run of a partition (Parquet metadata is enough where the engine can read the files). */
   countRows(table: TableDefinition, run: PartitionSnapshot): Promise<number>;
   close(): Promise<void>;

@@ -1,4 +1,5 @@
 import type { Command } from "commander";
+import path from "node:path";
 import { loadPipelineConfig } from "../../config/pipeline-config.js";
 import { Pipeline } from "../../core/pipeline.js";
 import { formatTable, report } from "../output.js";
@@ -20,7 +21,7 @@ export function registerPlan(program: Command): void {
       await withLake(
         command,
         async (lake) => {
-          const plan = await new Pipeline(lake, config, { inputs: options.input, partitions: options.partition, fullRefresh: options.fullRefresh }).plan();
+          const plan = await new Pipeline(lake, config, { inputs: options.input?.map((file: string) => path.resolve(file)), partitions: options.partition, fullRefresh: options.fullRefresh }).plan();
           const build = plan.filter((p) => p.action === "build").length;
           report(wantsJson(command), { partitions: plan, totals: { build, skip: plan.length - build } }, () =>
             [

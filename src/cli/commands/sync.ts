@@ -1,4 +1,5 @@
 import type { Command } from "commander";
+import path from "node:path";
 import { loadPipelineConfig } from "../../config/pipeline-config.js";
 import { LakeswapError } from "../../core/errors.js";
 import { Pipeline } from "../../core/pipeline.js";
@@ -34,7 +35,7 @@ export function registerSync(program: Command): void {
       async (lake) => {
         const progress = new Progress();
         const result = await new Pipeline(lake, config, {
-          inputs: options.input,
+          inputs: options.input?.map((file: string) => path.resolve(file)),
           partitions: options.partition,
           fullRefresh: options.fullRefresh,
           allowEmpty: options.allowEmpty,

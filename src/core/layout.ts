@@ -1,0 +1,67 @@
+import { partitionPath, type Partition } from "./partition.js";
+
+/**
+ * Every store key lakeswap uses for its own records, in one place. They all
+ * live under `_lakeswap/` in the lake's own store, never under a table's
+ * location, so a plain reader's glob never sees them, and on S3 they are as
+ * durable as the runs they describe. Run folders themselves are the
+ * catalog's to place (`Catalog.runsPrefix`); a run's folder name is `run=<id>`.
+ */
+export const METADATA_PREFIX = "_lakeswap";
+
+/** Temporary files of a writer (staged runs, new links, atomic writes); a dead writer's are removed by the next open. */
+export const TEMP_PREFIX = `${METADATA_PREFIX}/tmp`;
+
+/** The store key prefix of the manifests of one partition, or of a whole table. */
+export function manifestsPrefix(table: string, partition?: Partition): string {
+  return partition ? `${METADATA_PREFIX}/manifests/${table}/${partitionPath(partition)}/` : `${METADATA_PREFIX}/manifests/${table}/`;
+}
+
+/** The store key of a run's manifest. */
+export function manifestKey(table: string, partition: Partition, runId: string): string {
+  return `${manifestsPrefix(table, partition)}${runId}.json`;
+}
+
+/** The store key prefix of a table's pins. */
+export function pinsPrefix(table: string): string {
+  return `${METADATA_PREFIX}/pins/${table}/`;
+}
+
+/** The store key of a partition's pin (a pinned partition is never rebuilt by a sync). */
+export function pinKey(table: string, partition: Partition): string {
+  return `${pinsPrefix(table)}${partitionPath(partition)}.json`;
+}
+
+/** The store key prefix of the outbox entries of one table, or of every table. */
+export function outboxPrefix(table?: string): string {
+  return table ? `${METADATA_PREFIX}/outbox/${table}/` : `${METADATA_PREFIX}/outbox/`;
+}
+
+/** The store key of one outbox entry. */
+export function outboxEntryKey(table: string, id: string): string {
+  return `${outboxPrefix(table)}${id}.json`;
+}
+
+/** Where unreadable metadata files are moved, under their own path: `_lakeswap/quarantine/outbox/<table>/<id>.json`. */
+export const QUARANTINE_PREFIX = `${METADATA_PREFIX}/quarantine/`;
+
+/** The quarantine key of an unreadable metadata file. */
+export function quarantineKey(key: string): string {
+  return `${QUARANTINE_PREFIX}${key.startsWith(`${METADATA_PREFIX}/`) ? key.slice(METADATA_PREFIX.length + 1) : key}`;
+}
+
+/** The store prefix of the sync records. */
+export const SYNCS_PREFIX = `${METADATA_PREFIX}/syncs/`;
+
+/** The store key of one sync's record. */
+export function syncRecordKey(syncId: string): string {
+  return `${SYNCS_PREFIX}${syncId}.json`;
+}
+
+/** The store key of a table's writer lease. */
+export function leaseKey(table: string): string {
+  return `${METADATA_PREFIX}/leases/${table}.json`;
+}
+
+/** The metadata areas that hold per-table records (the local catalog keeps `tables` and `pointers` beside them). */
+export const METADATA_AREAS = ["tables", "pointers", "manifests", "outbox", "pins", "leases", "syncs", "tmp", "quarantine"] as const;
