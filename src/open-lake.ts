@@ -14,7 +14,9 @@ import { S3Store } from "./store/s3-store.js";
 /** Opens the embedded lake in `dir`: local folder store, symlink catalog, DuckDB engine. */
 export async function openEmbeddedLake(dir: string, settings: LakeSettings = {}): Promise<Lake> {
   const store = new LocalStore(dir);
-  return Lake.open({ store, catalog: new LocalCatalog(dir), engine: new DuckDbEngine(store) }, settings);
+  // One DuckDB adapter serves both ports; its users' SQL and its landing run in separate instances (./engine/duckdb-open.ts).
+  const duckdb = new DuckDbEngine(store);
+  return Lake.open({ store, catalog: new LocalCatalog(dir), engine: duckdb, landing: duckdb }, settings);
 }
 
 /**
@@ -24,14 +26,16 @@ export async function openEmbeddedLake(dir: string, settings: LakeSettings = {})
  */
 export async function openAwsLake(target: AwsTarget, settings: LakeSettings = {}): Promise<Lake> {
   const region = target.region ?? "us-east-1";
-  const s3 = new S3Client({ region, ...(target.endpoint ? { endpoint: target.endpoint, forcePathStyle: true } : {}) });
+  // One retry layer: lakeswap's own (../core/retry.ts, around every call), so the SDK clients make one attempt each.
+  const maxAttempts = 1;
+  const s3 = new S3Client({ region, maxAttempts, ...(target.endpoint ? { endpoint: target.endpoint, forcePathStyle: true } : {}) });
   const store = new S3Store(s3, { bucket: target.bucket, prefix: target.prefix, uploadConcurrency: target.uploadConcurrency });
   const uriOf = (key: string) => store.uri(key);
-  const catalog = new GlueCatalog(new GlueClient({ region, ...(target.glueEndpoint ? { endpoint: target.glueEndpoint } : {}) }), {
+  const catalog = new GlueCatalog(new GlueClient({ region, maxAttempts, ...(target.glueEndpoint ? { endpoint: target.glueEndpoint } : {}) }), {
     database: target.database,
     uriOf,
   });
-  const engine = new AthenaEngine(new AthenaClient({ region, ...(target.athenaEndpoint ? { endpoint: target.athenaEndpoint } : {}) }), {
+  const engine = new AthenaEngine(new AthenaClient({ region, maxAttempts, ...(target.athenaEndpoint ? { endpoint: target.athenaEndpoint } : {}) }), {
     workgroup: target.workgroup,
     database: target.database,
     catalog: target.catalog,
@@ -39,7 +43,7 @@ export async function openAwsLake(target: AwsTarget, settings: LakeSettings = {}
     queryTimeoutMs: target.queryTimeout ? parseDuration(target.queryTimeout, "query_timeout") : undefined,
     uriOf,
     store,
-    landing: new DuckDbEngine(store),
   });
-  return Lake.open({ store, catalog, engine }, settings);
+  // Athena runs users' SQL; deliveries are landed, signed and written locally by DuckDB, then uploaded.
+  return Lake.open({ store, catalog, engine, landing: new DuckDbEngine(store) }, settings);
 }

@@ -213,8 +213,8 @@ export class GlueCatalog implements Catalog {
     const failed = (move: PointerMove, detail: { ErrorCode?: string; ErrorMessage?: string } | undefined): void => {
       failures.set(partitionPath(move.partition), `${detail?.ErrorCode}: ${detail?.ErrorMessage ?? ""}`);
     };
-    for (let attempt = 1; updates.length + creates.length > 0 && attempt <= 5; attempt += 1) {
-      if (attempt > 1) await new Promise((resolve) => setTimeout(resolve, Math.random() * 100 * 2 ** attempt));
+    // One round sends every pending entry; entries that failed go again in the next round, with the shared retry's backoff.
+    const round = async (): Promise<void> => {
       const retryUpdates: PointerMove[] = [];
       const retryCreates: PointerMove[] = [];
       for (const chunk of chunks(creates, GLUE_LIMITS.batchCreate)) {
@@ -260,16 +260,16 @@ export class GlueCatalog implements Catalog {
       for (const move of moves) if (!retried.has(move)) failures.delete(partitionPath(move.partition));
       updates = retryUpdates;
       creates = retryCreates;
-    }
-    const pending = [...updates, ...creates];
-    if (pending.length > 0) {
+      const pending = [...updates, ...creates];
+      if (pending.length === 0) return;
       const detail = pending.slice(0, 5).map((m) => `${partitionPath(m.partition)} (${failures.get(partitionPath(m.partition)) ?? "not found, then created concurrently"})`);
       throw new LakeswapError(
         "PARTIAL_FAILURE",
         `${pending.length} of ${moves.length} partition pointers of ${table.name} did not move: ${detail.join("; ")}; the others did. Rerun to move the rest.`,
         { retryable: true },
       );
-    }
+    };
+    await withRetry(`glue:Batch*Partition on table ${table.name}`, round, { attempts: 5 });
   }
 
   async removePointer(table: TableDefinition, partition: Partition): Promise<void> {

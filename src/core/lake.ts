@@ -2,6 +2,7 @@ import type { Catalog, Pointer, PointerMoveKind } from "../catalog/catalog.js";
 import type {
   Engine, LandRequest, LandedDelivery, PartitionMapRequest, PartitionSnapshot, QueryResult, TableSnapshot,
 } from "../engine/engine.js";
+import type { Landing } from "../landing/landing.js";
 import type { ObjectStore } from "../store/object-store.js";
 import { LakeswapError, NotFoundError, errorMessage } from "./errors.js";
 import { faultPoint } from "./faults.js";
@@ -30,7 +31,10 @@ export type { SwapBuild, SwapItem, SwapOptions, SwapOutcome } from "./swap.js";
 export interface LakePorts {
   readonly store: ObjectStore;
   readonly catalog: Catalog;
+  /** Runs users' SQL: layer builds, replaces, queries. */
   readonly engine: Engine;
+  /** lakeswap's own local work: landing deliveries, writing their runs, footers, partition maps. */
+  readonly landing: Landing;
 }
 
 /** Settings shared by every operation of one lake. */
@@ -126,6 +130,7 @@ export class Lake {
   private readonly store: ObjectStore;
   private readonly catalog: Catalog;
   private readonly engine: Engine;
+  private readonly landing: Landing;
   private readonly graceMs: number;
   private readonly settings: LakeSettings;
   private readonly outbox: Outbox;
@@ -138,12 +143,14 @@ export class Lake {
     this.store = ports.store;
     this.catalog = ports.catalog;
     this.engine = ports.engine;
+    this.landing = ports.landing;
     this.graceMs = settings.graceMs ?? DEFAULT_GRACE_MS;
     this.settings = settings;
     this.ctx = {
       store: this.store,
       catalog: this.catalog,
       engine: this.engine,
+      landing: this.landing,
       graceMs: this.graceMs,
       outbox: this.outbox,
       leaseCheck: (table) => this.leaseCheck(table),
@@ -198,6 +205,7 @@ export class Lake {
 
   async close(): Promise<void> {
     await this.engine.close();
+    if ((this.landing as unknown) !== this.engine) await this.landing.close();
   }
 
   /** Removes the catalog's container when no table is left (the Glue database; the local metadata folder). */
@@ -464,21 +472,21 @@ export class Lake {
 
   /** Lands a delivery's source files in the engine (raw layer); release it with `releaseDelivery`. */
   async landDelivery(request: LandRequest): Promise<LandedDelivery> {
-    return this.engine.land(request);
+    return this.landing.land(request);
   }
 
   async releaseDelivery(delivery: LandedDelivery): Promise<void> {
-    await this.engine.releaseLanding(delivery);
+    await this.landing.releaseLanding(delivery);
   }
 
   /** Evaluates a derived layer's partition map over upstream partition values. */
   async mapPartitions(request: PartitionMapRequest): Promise<string[][]> {
-    return this.engine.mapPartitions(request);
+    return this.landing.mapPartitions(request);
   }
 
   /** The tables a SELECT names (CTE names aside), by the engine's own parser; undefined when that parser cannot read it. */
   async tablesRead(select: string): Promise<string[] | undefined> {
-    return this.engine.tablesRead(select);
+    return this.landing.tablesRead(select);
   }
 
   /** Runs a query over the current runs of every lake table (tables visible by name). */

@@ -1,6 +1,4 @@
 import { createHash } from "node:crypto";
-import { createReadStream } from "node:fs";
-import path from "node:path";
 import type { DatasetConfig, LayerConfig, PipelineColumn, PipelineConfig } from "../config/pipeline-config.js";
 import type { LandedDelivery, Signing } from "../engine/engine.js";
 import { InvalidInputError, LakeswapError, errorMessage } from "./errors.js";
@@ -469,7 +467,7 @@ export class Pipeline {
 
   private async writeDeadLetters(writer: LakeWriter, log: SyncLog, dataset: DatasetConfig, landed: { delivery: LandedDelivery }): Promise<LoadReport> {
     const { delivery } = landed;
-    const deliveryId = await deliveryIdOf(delivery.files);
+    const deliveryId = delivery.id;
     if (dataset.deadLetter && delivery.rowsRejected > 0) {
       const moved = { table: dataset.deadLetter, layer: "dead letter", partition: `delivery=${deliveryId}` };
       const result = await writer.replace(dataset.deadLetter, moved.partition, {
@@ -554,17 +552,6 @@ export function renderSql(sql: string, partition: Partition, file: string): stri
     }
     return quoteLiteral(partition.values[index] as string);
   });
-}
-
-/** A delivery's id: a digest of its files' names and contents, so a rerun of the same delivery gets the same id. */
-async function deliveryIdOf(files: readonly string[]): Promise<string> {
-  const hash = createHash("sha256");
-  for (const file of [...files].sort()) {
-    hash.update(`${path.basename(file)}\n`);
-    for await (const chunk of createReadStream(file)) hash.update(chunk as Buffer);
-    hash.update("\n");
-  }
-  return `d${hash.digest("hex").slice(0, 16)}`;
 }
 
 function totals(results: readonly SyncedPartition[], elapsedMs: number): SyncTotals {

@@ -79,7 +79,8 @@ export async function withRetry<T>(what: string, call: () => Promise<T>, policy:
       const denied = accessDenied(what, error);
       if (denied) throw denied;
       if (attempt >= attempts || !retryable(error)) {
-        if (attempt > 1 && retryable(error)) {
+        // A lakeswap error already says what failed (e.g. which entries of a batch); others are named here.
+        if (attempt > 1 && retryable(error) && !(error instanceof LakeswapError)) {
           throw new LakeswapError("STORE_ERROR", `${what} still failed after ${attempts} attempts: ${(error as Error).message}`, { retryable: true, cause: error });
         }
         throw error;

@@ -1,6 +1,7 @@
 import type { Catalog, Pointer } from "../catalog/catalog.js";
 import { runFolder } from "../catalog/catalog.js";
 import type { Engine } from "../engine/engine.js";
+import type { Landing } from "../landing/landing.js";
 import type { ObjectStore } from "../store/object-store.js";
 import { manifestKey, manifestsPrefix } from "./layout.js";
 import { parseManifest, type RunManifest } from "./manifest.js";
@@ -13,6 +14,7 @@ export interface LakeContext {
   readonly store: ObjectStore;
   readonly catalog: Catalog;
   readonly engine: Engine;
+  readonly landing: Landing;
   readonly graceMs: number;
   /** Fails unless this process still holds the table's writer lease (checked right before anything is moved or deleted). */
   leaseCheck(table: string): Promise<void>;

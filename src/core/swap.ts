@@ -180,7 +180,7 @@ async function buildRuns(
   if (build.kind === "landed") {
     let results: BuildResult[];
     try {
-      results = await ctx.engine.writeLandedRuns({
+      results = await ctx.landing.writeLandedRuns({
         table,
         delivery: build.delivery,
         runs: planned.map((p) => ({ partition: p.item.partition, runId: p.runId, runPrefix: p.prefix })),
@@ -204,7 +204,7 @@ async function buildRuns(
   await mapLimited(planned, build.concurrency ?? 1, async (p) => {
     if (stop !== undefined) return fail(p, stop);
     try {
-      const result = await ctx.engine.build({
+      const request = {
         table,
         partition: p.item.partition,
         select: p.item.select ?? "",
@@ -213,7 +213,9 @@ async function buildRuns(
         sources: restrictSources(sources, p.item.inputPartitions),
         inputPartitions: p.item.inputPartitions,
         landed: build.landed,
-      });
+      };
+      // A SELECT over a landed delivery runs where the delivery is; users' SQL runs in the engine.
+      const result = build.landed ? await ctx.landing.buildLanded(request) : await ctx.engine.build(request);
       done.push({ planned: p, result, builtAt: Date.now() });
     } catch (error) {
       await discardRun(ctx, p.prefix);
@@ -274,7 +276,7 @@ async function auditRuns(
   const allFiles = listed.flatMap((l) => l.files);
   let counts: Map<string, number> | undefined;
   try {
-    const rows = await ctx.engine.countFileRows(allFiles);
+    const rows = await ctx.landing.countFileRows(allFiles);
     counts = new Map(allFiles.map((file, i) => [file.key, rows[i] ?? 0]));
   } catch {
     // Some footer is unreadable: each run is counted on its own below, so only the runs it belongs to fail.
@@ -292,7 +294,7 @@ async function auditRuns(
             `If the partition really is empty now, rerun with --allow-empty.`,
         );
       }
-      const perFile = counts ? files.map((f) => counts.get(f.key) ?? 0) : await ctx.engine.countFileRows(files);
+      const perFile = counts ? files.map((f) => counts.get(f.key) ?? 0) : await ctx.landing.countFileRows(files);
       const rows = perFile.reduce((sum, n) => sum + n, 0);
       if (engineRows !== undefined && rows !== engineRows) {
         throw new AuditError(`the build of ${label} reported ${engineRows} rows, but its files hold ${rows}; ${notMoved}`);

@@ -14,7 +14,7 @@ import type { ObjectStore } from "../store/object-store.js";
 import { checkOutputColumns, partitionRowsCheck } from "./build-checks.js";
 import { assertOneSelect } from "./sql-guard.js";
 import type {
-  BuildRequest, BuildResult, Engine, LandRequest, LandedDelivery, LandedRunsRequest, PartitionMapRequest, PartitionSnapshot, QueryResult, TableSnapshot,
+  BuildRequest, BuildResult, Engine, PartitionSnapshot, QueryResult, TableSnapshot,
 } from "./engine.js";
 
 /** Where Athena runs, and how long a query may take. */
@@ -31,8 +31,6 @@ export interface AthenaEngineOptions {
   readonly uriOf: (key: string) => string;
   /** The lake's store, to list what a build wrote. */
   readonly store: ObjectStore;
-  /** The engine that lands source files and builds from landed deliveries (DuckDB, locally). */
-  readonly landing: Engine;
   /** First pause between status polls (default 250 ms; it grows to 5 s). */
   readonly pollMs?: number;
 }
@@ -41,12 +39,12 @@ export interface AthenaEngineOptions {
  * The distributed engine: Athena. Derived runs are built with `UNLOAD (SELECT
  * … FROM (WITH <inputs> SELECT …) q) TO 's3://…/run=<id>/' WITH (format =
  * 'PARQUET')`, the partition columns left out, each column cast to its Trino
- * storage type (../core/column-types.ts); queries read the current Glue pointers. Raw landing is local
- * (DuckDB), uploaded multipart. Queries are polled with backoff, stopped at the
+ * storage type (../core/column-types.ts); queries read the current Glue pointers. Landing is not
+ * Athena's: deliveries are landed locally (the Landing port, DuckDB) and uploaded. Queries are polled with backoff, stopped at the
  * timeout or on close (Ctrl-C), and their errors carry Athena's reason.
  */
 export class AthenaEngine implements Engine {
-  readonly capabilities = { landsFiles: true, readsRunFiles: false } as const;
+  readonly capabilities = { readsRunFiles: false } as const;
   private readonly running = new Set<string>();
   private readonly columnsByShape = new Map<string, string[]>();
 
@@ -56,7 +54,6 @@ export class AthenaEngine implements Engine {
   ) {}
 
   async build(request: BuildRequest): Promise<BuildResult> {
-    if (request.landed) return this.options.landing.build(request);
     const { table, partition } = request;
     // Exactly one SELECT, by DuckDB's parser (sql-guard): the SQL is spliced into an UNLOAD, whose target it must never reach.
     const inner = (await assertOneSelect(request.select, "the SQL")).trim().replace(/;\s*$/, "");
@@ -88,41 +85,15 @@ export class AthenaEngine implements Engine {
     return this.results(queryId);
   }
 
-  /** Read with DuckDB's parser: Athena's Trino SQL mostly parses there; where it does not, the check is left to Athena. */
-  tablesRead(select: string): Promise<string[] | undefined> {
-    return this.options.landing.tablesRead(select);
-  }
-
-  countFileRows(files: readonly { readonly key: string; readonly size: number }[]): Promise<number[]> {
-    return this.options.landing.countFileRows(files);
-  }
-
-  writeLandedRuns(request: LandedRunsRequest): Promise<BuildResult[]> {
-    return this.options.landing.writeLandedRuns(request);
-  }
-
   async countRows(table: TableDefinition, run: PartitionSnapshot): Promise<number> {
     const where = table.partitionKeys.map((key) => `${quoteIdentifier(key)} = ${quoteLiteral(partitionValue(run.partition, key))}`).join(" AND ");
     const result = await this.query(`SELECT count(*) FROM ${this.qualified(table.name)} WHERE ${where}`, []);
     return Number(result.rows[0]?.[0] ?? 0);
   }
 
-  land(request: LandRequest): Promise<LandedDelivery> {
-    return this.options.landing.land(request);
-  }
-
-  releaseLanding(delivery: LandedDelivery): Promise<void> {
-    return this.options.landing.releaseLanding(delivery);
-  }
-
-  mapPartitions(request: PartitionMapRequest): Promise<string[][]> {
-    return this.options.landing.mapPartitions(request);
-  }
-
-  /** Stops every query this engine still runs (Ctrl-C), then closes the landing engine. */
+  /** Stops every query this engine still runs (Ctrl-C). */
   async close(): Promise<void> {
     await this.stopRunning();
-    await this.options.landing.close();
   }
 
   /** Stops running queries with StopQueryExecution. */

@@ -3,7 +3,8 @@ import { mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import type { DuckDBConnection, DuckDBInstance } from "@duckdb/node-api";
-import { randomBytes } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
+import { createReadStream } from "node:fs";
 import { AuditError, BuildError, InvalidInputError, errorMessage } from "../core/errors.js";
 import { faultPoint } from "../core/faults.js";
 import { TEMP_PREFIX } from "../core/layout.js";
@@ -16,6 +17,7 @@ import type { ObjectStore } from "../store/object-store.js";
 import { checkOutputColumns, partitionRowsCheck } from "./build-checks.js";
 import { landDelivery, signatureQuery } from "./duckdb-landing.js";
 import { openDuckDb, openRestrictedDuckDb, type OpenedDuckDb } from "./duckdb-open.js";
+import type { Landing } from "../landing/landing.js";
 import { assertOneExpression, assertOneSelect } from "./sql-guard.js";
 import type {
   BuildRequest, BuildResult, Engine, LandRequest, LandedDelivery, LandedPartition, LandedRunsRequest, PartitionMapRequest, PartitionSnapshot, QueryResult, RejectedRow,
@@ -37,8 +39,8 @@ export function runFileName(runId: string): string {
  * (FORMAT PARQUET)`; lake tables are views over the files of their current runs,
  * with partition columns taken from the pointer, as Hive does.
  */
-export class DuckDbEngine implements Engine {
-  readonly capabilities = { landsFiles: true, readsRunFiles: true } as const;
+export class DuckDbEngine implements Engine, Landing {
+  readonly capabilities = { readsRunFiles: true } as const;
   private readonly store: ObjectStore;
   private instance: Promise<OpenedDuckDb> | undefined;
   private restricted: Promise<DuckDBInstance> | undefined;
@@ -56,9 +58,14 @@ export class DuckDbEngine implements Engine {
     this.store = store;
   }
 
+  /** Builds from users' SQL, in the instance that reaches only the lake. */
   async build(request: BuildRequest): Promise<BuildResult> {
-    // A landed delivery lives in the landing instance; every other SELECT is a user's, run where it reaches only the lake.
-    return this.withConnection((connection) => this.buildWith(connection, request), request.landed ? "landing" : "user");
+    return this.withConnection((connection) => this.buildWith(connection, request), "user");
+  }
+
+  /** Builds from a landed delivery's relations, which live in the landing instance. */
+  async buildLanded(request: BuildRequest): Promise<BuildResult> {
+    return this.withConnection((connection) => this.buildWith(connection, request), "landing");
   }
 
   private async buildWith(connection: DuckDBConnection, request: BuildRequest): Promise<BuildResult> {
@@ -337,6 +344,7 @@ export class DuckDbEngine implements Engine {
         }));
         return {
           files,
+          id: await deliveryIdOf(files),
           relation: tables.landed,
           rejectedRelation: tables.rejected,
           rowsRead: loaded + rejected,
@@ -385,12 +393,12 @@ export class DuckDbEngine implements Engine {
     const [instance, restricted] = [this.instance, this.restricted];
     this.instance = undefined;
     this.restricted = undefined;
-    if (instance) (await instance).instance.closeSync();
+    if (instance) await (await instance).close();
     if (restricted) (await restricted).closeSync();
   }
 
   private opened(): Promise<OpenedDuckDb> {
-    this.instance ??= openDuckDb({ native: this.options.nativeSignatures ?? true });
+    this.instance ??= openDuckDb({ native: this.options.nativeSignatures ?? true, spill: true });
     return this.instance;
   }
 
@@ -460,6 +468,17 @@ async function mapLimited<T, R>(items: readonly T[], limit: number, work: (item:
   };
   await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
   return results;
+}
+
+/** A delivery's id: a digest of its files' names and contents, so a rerun of the same delivery gets the same id. */
+async function deliveryIdOf(files: readonly string[]): Promise<string> {
+  const hash = createHash("sha256");
+  for (const file of [...files].sort()) {
+    hash.update(`${path.basename(file)}\n`);
+    for await (const chunk of createReadStream(file)) hash.update(chunk as Buffer);
+    hash.update("\n");
+  }
+  return `d${hash.digest("hex").slice(0, 16)}`;
 }
 
 /** Expands file globs; a pattern that matches nothing is an error naming it. */

@@ -44,7 +44,8 @@ async function openDamaged(): Promise<{ lake: Lake; setFault: (f: Fault) => void
   let fault: Fault;
   const { lake, lakeDir } = await openLake((dir) => {
     const store = new LocalStore(dir);
-    return Lake.open({ store, catalog: new LocalCatalog(dir), engine: damagedEngine(new DuckDbEngine(store), store, () => fault) }, { graceMs: 0 });
+    const duckdb = new DuckDbEngine(store);
+    return Lake.open({ store, catalog: new LocalCatalog(dir), engine: damagedEngine(duckdb, store, () => fault), landing: duckdb }, { graceMs: 0 });
   });
   await lake.createTable(defineTable({ name: "t", columns: [{ name: "v", type: "BIGINT" }], partitionKeys: ["day"] }));
   return { lake, setFault: (f) => (fault = f), lakeDir };

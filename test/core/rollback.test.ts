@@ -85,7 +85,8 @@ async function openStalledWriter(backend: TestBackend, stall: Stall, settings: L
   const dir = lakeDirOf(backend);
   if (dir !== undefined) {
     const store = stall.wrap(new LocalStore(dir));
-    return Lake.open({ store, catalog: new LocalCatalog(dir), engine: new DuckDbEngine(store) }, settings);
+    const duckdb = new DuckDbEngine(store);
+    return Lake.open({ store, catalog: new LocalCatalog(dir), engine: duckdb, landing: duckdb }, settings);
   }
   const { services, cliEnv: env } = backend as TestBackend & { services: AwsServices };
   const s3 = new S3Store(new S3Client(services.s3.clientConfig), { bucket: `${env.DATA_OUTPUT_S3_BUCKET}`, prefix: `${env.DATA_OUTPUT_S3_PREFIX}` });
@@ -94,7 +95,8 @@ async function openStalledWriter(backend: TestBackend, stall: Stall, settings: L
     database: `${env.SCHEMA_OUTPUT_GLUE_DATABASE_NAME}`,
     uriOf: (key) => s3.uri(key),
   });
-  return Lake.open({ store, catalog, engine: new DuckDbEngine(store) }, settings);
+  const duckdb = new DuckDbEngine(store);
+  return Lake.open({ store, catalog, engine: duckdb, landing: duckdb }, settings);
 }
 
 /** The outcome of a promise: its value, or the error's code and message. */

@@ -57,8 +57,8 @@ describe("a sync decides under the leases of the tables it writes", () => {
     expect(first.code, first.stderr).toBe(0);
     expect(await rawIds(workspace.lakeDir)).toEqual(ids(a));
 
-    // B is slow: each build pauses before its swap, so A starts (and must wait) while B still holds the tables.
-    const slowB = exited(sync(fileB, { LAKESWAP_FAULT: "after-build:pause=700" }));
+    // B is slow: each layer's batch pauses before its swap, so A starts (and must wait) while B still holds the tables.
+    const slowB = exited(sync(fileB, { LAKESWAP_FAULT: "after-build:pause=3000" }));
     await untilExists(path.join(workspace.lakeDir, "_lakeswap", "leases", "orders_raw.json"));
     const againA = exited(sync(fileA, { LAKESWAP_WAIT: "2m" }));
     const [resultB, resultA] = [await slowB, await againA];
@@ -77,7 +77,7 @@ describe("a sync decides under the leases of the tables it writes", () => {
     const b = orders(4, 4);
     const [fileA, fileB] = [workspace.delivery(a), workspace.delivery(b)];
     const slow = exited(
-      spawnCli(["--lake", workspace.lakeDir, "sync", "-c", workspace.configFile, "--input", fileA], { LAKESWAP_FAULT: "after-build:pause=1500" }),
+      spawnCli(["--lake", workspace.lakeDir, "sync", "-c", workspace.configFile, "--input", fileA], { LAKESWAP_FAULT: "after-build:pause=4000" }),
     );
     await untilExists(path.join(workspace.lakeDir, "_lakeswap", "leases", "orders_raw.json"));
     const second = await runCli(["--lake", workspace.lakeDir, "sync", "--no-wait", "-c", workspace.configFile, "--input", fileB]);
@@ -98,9 +98,9 @@ describe("a sync killed half-way", () => {
     expect(first.code, first.stderr).toBe(0);
     const firstId = (JSON.parse(first.stdout) as { syncId: string }).syncId;
 
-    // Killed right after its fourth pointer move (raw days 1-4 moved, 5 and 6 not).
+    // Killed inside raw's batch, right after its fourth pointer rename (raw days 1-4 moved, 5 and 6 not).
     const killed = await exited(
-      spawnCli(["--lake", workspace.lakeDir, "sync", "-c", workspace.configFile, "--input", workspace.delivery(b)], { LAKESWAP_FAULT: "after-swap:kill@4" }),
+      spawnCli(["--lake", workspace.lakeDir, "sync", "-c", workspace.configFile, "--input", workspace.delivery(b)], { LAKESWAP_FAULT: "during-batch-swap:kill@4" }),
     );
     expect(killed.signal).toBe("SIGKILL");
     const listed = await runCli(["--lake", workspace.lakeDir, "syncs", "--json"]);
@@ -109,16 +109,20 @@ describe("a sync killed half-way", () => {
     const [newest] = records;
     expect(newest!.syncId).not.toBe(firstId);
     expect(newest!.finishedAt).toBeUndefined();
-    expect(newest!.moves.map((m) => m.partition).sort()).toEqual(["day=2026-11-01", "day=2026-11-02", "day=2026-11-03", "day=2026-11-04"]);
+    // The whole batch was recorded as intended before its first pointer moved.
+    expect(newest!.moves.map((m) => [m.partition, m.pending])).toEqual(
+      ["day=2026-11-01", "day=2026-11-02", "day=2026-11-03", "day=2026-11-04", "day=2026-11-05", "day=2026-11-06"].map((p) => [p, true]),
+    );
     const text = await runCli(["--lake", workspace.lakeDir, "syncs"]);
     expect(text.stdout).toMatch(/did not finish/);
 
-    // Days 1-4 hold B now, 5-6 still A; rolling back the last sync puts A back everywhere, and leaves the first sync alone.
+    // Days 1-4 hold B now, 5-6 still A. The rollback (a writing command) first finishes the batch the dead sync
+    // recorded in the outbox, then rolls back every pointer of the last sync: A everywhere, the first sync left alone.
     const rolled = await runCli(["--lake", workspace.lakeDir, "rollback", "--sync", "last", "--json"]);
     expect(rolled.code, rolled.stderr).toBe(0);
     const result = JSON.parse(rolled.stdout) as { syncId: string; partitions: { partition: string; action: string }[] };
     expect(result.syncId).toBe(newest!.syncId);
-    expect(result.partitions.filter((p) => p.action === "rolled back")).toHaveLength(4);
+    expect(result.partitions.filter((p) => p.action === "rolled back")).toHaveLength(6);
     const lake = await openEmbeddedLake(workspace.lakeDir);
     try {
       const amounts = (await lake.query("SELECT order_id, CAST(amount AS VARCHAR) FROM orders_raw ORDER BY order_id")).rows;

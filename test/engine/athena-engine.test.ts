@@ -6,7 +6,6 @@ import { GlueCatalog } from "../../src/catalog/glue-catalog.js";
 import { makePartition } from "../../src/core/partition.js";
 import { defineTable } from "../../src/core/table.js";
 import { AthenaEngine } from "../../src/engine/athena-engine.js";
-import { DuckDbEngine } from "../../src/engine/duckdb-engine.js";
 import { S3Store } from "../../src/store/s3-store.js";
 import { startAwsServices, type AwsServices } from "../support/lake-fixture.js";
 
@@ -31,7 +30,6 @@ beforeEach(async () => {
     pollMs: 20,
     uriOf: (key) => store.uri(key),
     store,
-    landing: new DuckDbEngine(store),
   });
 });
 afterEach(async () => {
@@ -127,8 +125,7 @@ describe("the Athena engine", () => {
       pollMs: 20,
       uriOf: (key) => store.uri(key),
       store,
-      landing: new DuckDbEngine(store),
-    });
+      });
     try {
       await expect(denied.query("SELECT 1", [])).rejects.toMatchObject({
         code: "ACCESS_DENIED",

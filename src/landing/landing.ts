@@ -1,0 +1,111 @@
+import type { Partition } from "../core/partition.js";
+import type { TableDefinition } from "../core/table.js";
+import type { BuildRequest, BuildResult } from "../engine/engine.js";
+
+/**
+ * The landing port: lakeswap's own local work, the same whether the lake is
+ * embedded or on AWS. It lands a delivery once (reads, validates, partitions
+ * and signs every row), writes the runs of the raw partitions that changed
+ * in one pass, builds from landed rows (dead letters), evaluates partition
+ * maps, parses a layer's SQL for the tables it reads, and audits new runs
+ * from their Parquet footers. Users' SQL never runs here.
+ */
+export interface Landing {
+  /** Lands a delivery's files: typed rows, bad rows apart, a signature per partition. */
+  land(request: LandRequest): Promise<LandedDelivery>;
+  /** Frees what `land` holds. */
+  releaseLanding(delivery: LandedDelivery): Promise<void>;
+  /**
+   * Writes the runs of many partitions of a landed delivery in one pass; the
+   * results are in the order of `request.runs`, a run whose partition has no
+   * rows gets no files.
+   */
+  writeLandedRuns(request: LandedRunsRequest): Promise<BuildResult[]>;
+  /** Builds one run from a SELECT over a landed delivery's relations (the dead letters of a delivery). */
+  buildLanded(request: BuildRequest): Promise<BuildResult>;
+  /** Evaluates partition map expressions over upstream partition values, one output row per input row. */
+  mapPartitions(request: PartitionMapRequest): Promise<string[][]>;
+  /** The tables a SELECT names, CTE names aside; undefined when the parser cannot read the SQL. */
+  tablesRead(select: string): Promise<string[] | undefined>;
+  /**
+   * Rows of each of the given Parquet files (store keys), in order, read from
+   * their footers: the audit of new runs, which never takes an engine's word
+   * for it. Fails naming a file whose footer cannot be read.
+   */
+  countFileRows(files: readonly { readonly key: string; readonly size: number }[]): Promise<number[]>;
+  close(): Promise<void>;
+}
+
+/** The runs to write from a landed delivery, one per partition. */
+export interface LandedRunsRequest {
+  readonly table: TableDefinition;
+  readonly delivery: LandedDelivery;
+  readonly runs: readonly { readonly partition: Partition; readonly runId: string; readonly runPrefix: string }[];
+}
+
+/** Land one delivery of source files into the engine, ready to build raw partitions from. */
+export interface LandRequest {
+  /** Local paths or globs of the delivery's files. */
+  readonly files: readonly string[];
+  readonly format: "csv" | "jsonl" | "parquet";
+  readonly header: boolean;
+  readonly delimiter: string;
+  readonly columns: readonly { readonly name: string; readonly type: string; readonly nullable: boolean }[];
+  /** Partition keys, each an expression over the source columns. */
+  readonly partition: readonly { readonly key: string; readonly expression: string }[];
+  readonly signatureColumns: readonly string[];
+}
+
+/** One partition of a landed delivery, with its content signature. */
+export interface LandedPartition {
+  readonly partition: Partition;
+  readonly rows: number;
+  readonly signature: string;
+}
+
+/** A bad row of a delivery. */
+export interface RejectedRow {
+  readonly file: string;
+  readonly line: number | null;
+  readonly reason: string;
+  readonly raw: string | null;
+}
+
+/** A delivery landed in the engine: where its good and bad rows are, and what they hold. */
+export interface LandedDelivery {
+  /** The files read (globs expanded). */
+  /** The delivery's id: a digest of its files' names and contents, so a rerun of the same delivery gets the same id. */
+  readonly id: string;
+  readonly files: readonly string[];
+  /** The relation of the good rows (declared columns + partition keys), readable by build SELECTs. */
+  readonly relation: string;
+  /** The relation of the bad rows (file, line, reason, raw). */
+  readonly rejectedRelation: string;
+  readonly rowsRead: number;
+  readonly rowsLoaded: number;
+  readonly rowsRejected: number;
+  /** The first bad rows, for messages. */
+  readonly firstRejects: readonly RejectedRow[];
+  readonly partitions: readonly LandedPartition[];
+  /** How the raw signatures were computed. */
+  readonly signing: Signing;
+}
+
+/**
+ * How raw signatures are computed (docs/signatures.md, "Two forms, one
+ * algorithm"): `native` with lakeswap's DuckDB extension, `sql` in plain DuckDB
+ * SQL. The signatures are the same either way; the native form is faster.
+ */
+export interface Signing {
+  readonly form: "native" | "sql";
+  /** Why the form is not native, when it is not (not built, switched off, failed its check). */
+  readonly reason?: string;
+}
+
+/** Evaluate a derived layer's partition map over upstream partition values. */
+export interface PartitionMapRequest {
+  readonly fromKeys: readonly string[];
+  /** One row of upstream partition values per upstream partition, in `fromKeys` order. */
+  readonly values: readonly (readonly string[])[];
+  readonly map: readonly { readonly key: string; readonly expression: string }[];
+}
