@@ -78,6 +78,16 @@ export interface MtdFigures {
   };
 }
 
+/** Where and how much of the replay runs. */
+export interface MtdOptions {
+  /** Deliveries replayed (the first ones of the month); default MTD_DELIVERIES. */
+  readonly deliveries?: number;
+  /** Opens the lake of each mode ("incremental", "full"); default an embedded lake in the work folder. */
+  readonly openLake?: (mode: "incremental" | "full") => Promise<Lake>;
+  /** Names the work folder and the progress lines; default "mtd". */
+  readonly name?: string;
+}
+
 /** Partitions of one layer built at once in the replay: lakeswap's default. */
 export const MTD_CONCURRENCY = 4;
 
@@ -96,22 +106,25 @@ const MONTH_SELECT = [
  * incrementally on one lake and with `fullRefresh` on another, delivery by
  * delivery in turn; times each sync and counts built and skipped partitions.
  */
-export async function benchMtd(workDir: string, progress: (message: string) => void): Promise<MtdFigures> {
-  const dir = path.join(workDir, "mtd");
+export async function benchMtd(workDir: string, progress: (message: string) => void, options: MtdOptions = {}): Promise<MtdFigures> {
+  const name = options.name ?? "mtd";
+  const count = options.deliveries ?? MTD_DELIVERIES;
+  const dir = path.join(workDir, name);
   const deliveriesDir = path.join(dir, "deliveries");
   // The same pipeline as `lakeswap demo mtd`.
   const config = loadPipelineConfig(await writeMtdPipeline(dir, { concurrency: MTD_CONCURRENCY }));
 
-  progress(`mtd: writing ${MTD_DELIVERIES} cumulative CSV deliveries (${MTD_ROWS_PER_DAY.toLocaleString("en-US")} rows a day)`);
-  const files = await writeDeliveries(deliveriesDir);
+  progress(`${name}: writing ${count} cumulative CSV deliveries (${MTD_ROWS_PER_DAY.toLocaleString("en-US")} rows a day)`);
+  const files = (await writeDeliveries(deliveriesDir)).slice(0, count);
 
-  const incrementalLake = await openEmbeddedLake(path.join(dir, "lake-incremental"));
-  const fullLake = await openEmbeddedLake(path.join(dir, "lake-full"));
+  const open = options.openLake ?? ((lake: string) => openEmbeddedLake(path.join(dir, `lake-${lake}`)));
+  const incrementalLake = await open("incremental");
+  const fullLake = await open("full");
   try {
     const deliveries: MtdDelivery[] = [];
     for (const [index, file] of files.entries()) {
       const k = index + 1;
-      progress(`mtd: delivery ${k}/${MTD_DELIVERIES} (days 1-${k}), incremental then full refresh`);
+      progress(`${name}: delivery ${k}/${count} (days 1-${k}), incremental then full refresh`);
       // Interleaved, so drift of the machine weighs on both modes alike.
       const incremental = await syncOnce(incrementalLake, config, file, false);
       const full = await syncOnce(fullLake, config, file, true);
@@ -126,8 +139,8 @@ export async function benchMtd(workDir: string, progress: (message: string) => v
         expectedIncrementalBuilds: correction ? 5 : 3,
       });
     }
-    progress("mtd: comparing the analytics tables of both lakes with the month computed from the last delivery");
-    const checks = await checkAnalytics(incrementalLake, fullLake, files.at(-1) as string);
+    progress(`${name}: comparing the analytics tables of both lakes with the month computed from the last delivery`);
+    const checks = await checkAnalytics(incrementalLake, fullLake, files.at(-1) as string, count);
     const incremental = totalsOf(deliveries.map((d) => d.incremental));
     const full = totalsOf(deliveries.map((d) => d.full));
     return {
@@ -217,7 +230,7 @@ function totalsOf(syncs: readonly MtdSync[]): MtdTotals {
 }
 
 /** The analytics rows of both lakes, and the same month computed directly from the last delivery's CSV. */
-async function checkAnalytics(incremental: Lake, full: Lake, lastDelivery: string): Promise<{ analyticsMatch: boolean; analyticsRows: number }> {
+async function checkAnalytics(incremental: Lake, full: Lake, lastDelivery: string, days: number): Promise<{ analyticsMatch: boolean; analyticsRows: number }> {
   const sql = "SELECT month, order_day, CAST(orders AS INTEGER) AS orders, CAST(revenue AS VARCHAR) AS revenue FROM orders_monthly ORDER BY ALL";
   const fromLake = async (lake: Lake): Promise<string> => JSON.stringify((await lake.query(sql)).rows);
   const duck = await BenchDuck.open();
@@ -233,7 +246,7 @@ async function checkAnalytics(incremental: Lake, full: Lake, lastDelivery: strin
     const a = await fromLake(incremental);
     const b = await fromLake(full);
     const rows = (JSON.parse(a) as unknown[]).length;
-    const match = a === b && a === direct && rows === MTD_DELIVERIES;
+    const match = a === b && a === direct && rows === days;
     if (!match) throw new Error("the analytics tables of the incremental and full-refresh lakes differ from each other or from the month computed directly");
     return { analyticsMatch: match, analyticsRows: rows };
   } finally {

@@ -1,8 +1,23 @@
+import type { ApiCalls } from "./aws-lake.js";
+import type { AwsDeliveryFigures, DeliveryFigures } from "./delivery-bench.js";
+import { DELIVERY_TARGETS } from "./delivery-bench.js";
 import type { MtdFigures, MtdSync } from "./mtd-bench.js";
 import type { ReplaceFigures } from "./replace-bench.js";
+import {
+  GLUE_BATCH,
+  O1_CALLS,
+  SCALE_RATIO_TARGET,
+  glueListings,
+  glueWrites,
+  type AwsScaleFigures,
+  type ScaleFigures,
+  type TinyRun,
+  type TinySync,
+} from "./scale-bench.js";
 import type { MethodFigures, SignatureFigures } from "./signature-bench.js";
 import type { Timing } from "./stats.js";
 import type { SwapFigures } from "./swap-bench.js";
+import { countAtMost, ratioAtLeast, ratioAtMost, verdictWord, type Verdict } from "./targets.js";
 
 /** Where the benchmark ran. */
 export interface Machine {
@@ -12,34 +27,133 @@ export interface Machine {
   readonly node: string;
   readonly duckdb: string;
   readonly tmpdir: string;
+  readonly memoryGb: number;
+  /** 1-minute load averages at the start and the end: other work on the machine slows every figure. */
+  readonly loadAverage: { readonly start: number; readonly end: number };
+  /** When the run started (ISO 8601). */
+  readonly startedAt: string;
+  /** Wall time of the whole run. */
+  readonly totalMs: number;
+  /** `npm run build` before the CLI benchmarks (undefined when none ran). */
+  readonly buildMs?: number;
 }
 
-/** Everything one run of the benchmark measured. */
+/** Month-to-date on AWS: its figures, or why it did not run. */
+export interface AwsMtd {
+  readonly figures?: MtdFigures;
+  readonly note: string;
+}
+
+/** What ran on the AWS emulators. */
+export interface AwsFigures {
+  readonly delivery?: AwsDeliveryFigures;
+  readonly scale?: AwsScaleFigures;
+  readonly mtd?: AwsMtd;
+}
+
+/** Everything one run of the benchmark measured; a section is absent when --only left it out. */
 export interface BenchReport {
   readonly machine: Machine;
-  readonly replace: ReplaceFigures;
-  readonly swap: SwapFigures;
-  readonly signature: SignatureFigures;
-  readonly mtd: MtdFigures;
-  readonly verdict: { readonly swapGrowsWithSize: boolean; readonly maxFlatRatio: number; readonly message: string };
+  readonly replace?: ReplaceFigures;
+  readonly swap?: SwapFigures;
+  readonly signature?: SignatureFigures;
+  readonly mtd?: MtdFigures;
+  readonly delivery?: DeliveryFigures;
+  readonly scale?: ScaleFigures;
+  readonly aws?: AwsFigures;
+  readonly verdict?: { readonly swapGrowsWithSize: boolean; readonly maxFlatRatio: number; readonly message: string };
+  /** Every target's verdict, judged from the figures above. */
+  readonly targets: readonly Verdict[];
 }
+
+/** The sections one run produced. */
+export type BenchSections = Omit<BenchReport, "machine" | "verdict" | "targets">;
 
 /** Above this 1M/1k ratio of swap medians, the swap is taken to grow with partition size. */
 export const MAX_FLAT_RATIO = 1.25;
 
-/** Puts the figures together with the verdict on whether the swap grows with partition size. */
-export function buildReport(
-  machine: Machine,
-  replace: ReplaceFigures,
-  swap: SwapFigures,
-  signature: SignatureFigures,
-  mtd: MtdFigures,
-): BenchReport {
-  const grows = swap.ratio > MAX_FLAT_RATIO;
-  const message = grows
-    ? `swap time GROWS with partition size: ratio ${swap.ratio.toFixed(2)} (above ${MAX_FLAT_RATIO})`
-    : `swap time does not grow with partition size: ratio ${swap.ratio.toFixed(2)}`;
-  return { machine, replace, swap, signature, mtd, verdict: { swapGrowsWithSize: grows, maxFlatRatio: MAX_FLAT_RATIO, message } };
+/** Month-to-date target: incremental wall time at most this fraction of the full rebuild's. */
+export const MTD_TARGET = 0.1;
+
+/** Puts the figures together with the verdicts: the swap's growth with partition size, and every target of issue 10. */
+export function buildReport(machine: Machine, sections: BenchSections): BenchReport {
+  const { swap } = sections;
+  let verdict: BenchReport["verdict"];
+  if (swap) {
+    const grows = swap.ratio > MAX_FLAT_RATIO;
+    const message = grows
+      ? `swap time GROWS with partition size: ratio ${swap.ratio.toFixed(2)} (above ${MAX_FLAT_RATIO})`
+      : `swap time does not grow with partition size: ratio ${swap.ratio.toFixed(2)}`;
+    verdict = { swapGrowsWithSize: grows, maxFlatRatio: MAX_FLAT_RATIO, message };
+  }
+  return { machine, ...sections, verdict, targets: judge(sections) };
+}
+
+/** Every target, judged from the measured figures (never from constants). */
+function judge(sections: BenchSections): Verdict[] {
+  const verdicts: Verdict[] = [];
+  const { delivery, mtd, scale, signature, aws } = sections;
+  if (delivery) {
+    verdicts.push(
+      ratioAtMost("first load · lakeswap sync / raw DuckDB partitioned COPY (process wall times)", delivery.firstLoad.ratio, DELIVERY_TARGETS.firstLoadRatio),
+      ratioAtLeast(
+        "resend · straightforward signature (faster variant, reading excluded) / lakeswap sync (end to end)",
+        delivery.resend.speedup,
+        DELIVERY_TARGETS.resendSpeedup,
+      ),
+      ratioAtMost("first load · peak RSS of lakeswap sync / of the raw COPY", delivery.memory.ratio, DELIVERY_TARGETS.peakRssRatio),
+    );
+  }
+  if (mtd) verdicts.push(ratioAtMost("month-to-date · incremental / full rebuild wall time", mtd.incremental.ms / mtd.full.ms, MTD_TARGET));
+  if (scale) {
+    const [small, large] = scale.runs.map((r) => r.partitions);
+    const note = (ratio: ScaleFigures["firstRatio"]): string | undefined =>
+      ratio?.lowerBound ? `the ${count(large ?? 0)}-partition sync was stopped at its limit (--scale-budget ${(scale.budgetMs / 1000).toFixed(0)} s)` : undefined;
+    verdicts.push(
+      ratioAtMost(`scale · first sync of ${count(large ?? 0)} / of ${count(small ?? 0)} tiny partitions`, scale.firstRatio?.value, SCALE_RATIO_TARGET, {
+        lowerBound: scale.firstRatio?.lowerBound,
+        note: note(scale.firstRatio),
+      }),
+      ratioAtMost(`scale · resend of ${count(large ?? 0)} / of ${count(small ?? 0)} tiny partitions`, scale.resendRatio?.value, SCALE_RATIO_TARGET, {
+        lowerBound: scale.resendRatio?.lowerBound,
+        note: note(scale.resendRatio) ?? (scale.resendRatio === undefined ? "no resend: the first sync did not finish" : undefined),
+      }),
+    );
+  }
+  if (aws?.scale) {
+    const runs = aws.scale.runs;
+    // A stopped sync's partial count can prove a limit exceeded, never met.
+    const point = (run: TinyRun, sync: TinySync | undefined, value: (calls: ApiCalls | undefined) => number | undefined, limit: number) => {
+      const counted = value(sync?.calls);
+      const known = sync !== undefined && (!sync.stopped || (counted ?? 0) > limit) ? counted : undefined;
+      return { label: `N=${count(run.partitions)}`, count: known, limit };
+    };
+    verdicts.push(
+      countAtMost(
+        `AWS · Glue partition writes of a first sync of N new partitions (≤ ceil(N/${GLUE_BATCH}) + ${O1_CALLS})`,
+        runs.map((r) => point(r, r.first, glueWrites, Math.ceil(r.partitions / GLUE_BATCH) + O1_CALLS)),
+      ),
+      countAtMost(
+        `AWS · Glue listings (GetPartitions pages + GetTables) of a first sync (O(1): ≤ ${O1_CALLS} at every N)`,
+        runs.map((r) => point(r, r.first, glueListings, O1_CALLS)),
+      ),
+      countAtMost(
+        `AWS · all API calls of a resend, S3 + Glue + Athena queries (O(1): ≤ ${O1_CALLS} at every N)`,
+        runs.map((r) => point(r, r.resend, (calls) => calls?.total, O1_CALLS)),
+        runs.some((r) => r.resend === undefined) ? "a resend did not run: its first sync did not finish" : undefined,
+      ),
+    );
+  }
+  if (signature) {
+    verdicts.push(
+      ratioAtLeast(
+        "content signature · signature query alone / straightforward (throughput; earlier target, context)",
+        signature.ratios.signatureQuery,
+        signature.target.ratio,
+      ),
+    );
+  }
+  return verdicts;
 }
 
 /** The report as one JSON document, times rounded to the microsecond. */
@@ -49,9 +163,28 @@ export function renderJson(report: BenchReport): string {
   return `${JSON.stringify(report, round, 2)}\n`;
 }
 
-/** The report as readable tables: machine, timings, ratios, verdict. */
+/** The report as readable tables: machine, then each section that ran, then every target's verdict. */
 export function renderText(report: BenchReport): string {
-  const { machine, replace, swap } = report;
+  const { machine } = report;
+  const header =
+    `lakeswap bench · ${machine.startedAt} · ${machine.cpus} cpus (${machine.cpuModel}), ${machine.memoryGb} GB · ${machine.platform} · ` +
+    `node ${machine.node} · duckdb ${machine.duckdb} · temp dir ${machine.tmpdir}`;
+  const load =
+    `load average (1 min) ${machine.loadAverage.start.toFixed(2)} at the start, ${machine.loadAverage.end.toFixed(2)} at the end ` +
+    `(above ${machine.cpus} means other work shared the cpus and slowed every figure) · whole run ${duration(machine.totalMs)}` +
+    (machine.buildMs === undefined ? "" : ` · npm run build ${duration(machine.buildMs)} (not in any figure)`);
+  const parts = [header, load, ""];
+  if (report.replace && report.swap) parts.push(renderReplaceAndSwap(report.replace, report.swap), "", report.verdict?.message ?? "", "");
+  if (report.signature) parts.push(renderSignature(report.signature), "");
+  if (report.mtd) parts.push(renderMtd(report.mtd, "month-to-date replay"), "", renderMtdTarget(report.mtd), "");
+  if (report.delivery) parts.push(renderDelivery(report.delivery), "");
+  if (report.scale) parts.push(renderScale(report.scale), "");
+  if (report.aws) parts.push(renderAws(report.aws), "");
+  parts.push(renderTargets(report.targets), "");
+  return parts.join("\n");
+}
+
+function renderReplaceAndSwap(replace: ReplaceFigures, swap: SwapFigures): string {
   const rows = count(replace.rows);
   const small = `${count(swap.small.rows)}-row partition`;
   const large = `${count(swap.large.rows)}-row partition`;
@@ -74,17 +207,180 @@ export function renderText(report: BenchReport): string {
       [`first move onto a just-written run · ${count(swap.large.rows)} / ${count(swap.small.rows)}`, times(swap.freshRatio)],
     ],
   );
-  const header =
-    `lakeswap bench · ${machine.cpus} cpus (${machine.cpuModel}) · ${machine.platform} · ` +
-    `node ${machine.node} · duckdb ${machine.duckdb} · temp dir ${machine.tmpdir}`;
   const note =
-    `medians: replace of ${replace.repeat} rounds after 1 warm-up; swap of ${swap.moves} alternating moves; ` +
+    `replace and swap (in-process, library calls) · medians: replace of ${replace.repeat} rounds after 1 warm-up; swap of ${swap.moves} alternating moves; ` +
     `first move of ${swap.freshMoves} just-written runs (includes the fsync of the run's files)`;
+  return [note, "", timings, "", ratios].join("\n");
+}
+
+/** The month-to-date target line: incremental over full rebuild, against 1/10. */
+function renderMtdTarget(figures: MtdFigures): string {
+  const ratio = figures.incremental.ms / figures.full.ms;
+  return (
+    `target: incremental wall time ≤ ${MTD_TARGET.toFixed(2)} × the full rebuild's · measured ${duration(figures.incremental.ms)} / ${duration(figures.full.ms)} = ` +
+    `${ratio.toFixed(2)} (full rebuild ${times(figures.ratios.time)} the incremental): ${verdictWord(ratio <= MTD_TARGET)}`
+  );
+}
+
+/** First load and resend of the flights delivery on an embedded lake. */
+function renderDelivery(figures: DeliveryFigures): string {
+  const { firstLoad, memory, resend } = figures;
+  const title =
+    `first load and resend · ${count(figures.rows)} flights in ${figures.partitions} day partitions, one Parquet file of ${mb(figures.fileBytes)} · ` +
+    `raw layer only · embedded lake · each a process of its own (node bin/lakeswap.js sync …; node bench/raw-copy.mjs)`;
+  const note =
+    `wall time of each process as a user waits for it (Node start-up included); rounds of the first load interleaved, on a fresh lake each; ` +
+    `peak RSS: the highest over the rounds (${memory.method === "gnu-time" ? "GNU time's maximum resident set size" : "VmHWM polled every 20 ms"}); ` +
+    `resend = the same file again on the first round's lake (nothing to build; lakeswap signs ${resend.signatureForm === "native" ? "with its extension" : `in the ${resend.signatureForm} form`})`;
+  const row = (label: string, timing: Timing, peak?: number): string[] => [...timingRow(label, timing), peak === undefined ? "" : gb(peak)];
+  const timings = renderTable(
+    ["measure", "median", "min", "max", "n", "peak RSS"],
+    [
+      row("first load · lakeswap sync (process)", firstLoad.lakeswap, memory.lakeswapPeakRssBytes),
+      row("  (context) its own report: raw layer seconds", firstLoad.lakeswapReportedRawMs),
+      row("first load · raw DuckDB COPY … PARTITION_BY (day) (process)", firstLoad.copy, memory.copyPeakRssBytes),
+      row("  (context) the COPY statement alone, inside its process", firstLoad.copyStatement),
+      row("resend · lakeswap sync (process)", resend.lakeswap, resend.lakeswapPeakRssBytes),
+      [`resend · straightforward in Node: rows in memory (read in ${duration(resend.readIntoNodeMs)}, untimed) → per day sort, CSV, sha256`, duration(resend.straightforwardNode), "", "", "1", ""],
+      [`resend · straightforward with DuckDB: table (loaded in ${duration(resend.loadIntoDuckDbMs)}, untimed) → per day COPY sorted CSV, sha256`, duration(resend.straightforwardCopy), "", "", "1", ""],
+    ],
+  );
+  const ratios = renderTable(
+    ["ratio", "value", "target", "verdict"],
+    [
+      ["first load · lakeswap / raw COPY (process wall times)", times(firstLoad.ratio), `≤ ${times(DELIVERY_TARGETS.firstLoadRatio)}`, verdictWord(firstLoad.ratio <= DELIVERY_TARGETS.firstLoadRatio)],
+      ["  (context) lakeswap / the COPY statement alone", times(firstLoad.ratioToStatement), "", ""],
+      ["first load · peak RSS lakeswap / raw COPY", times(memory.ratio), `≤ ${times(DELIVERY_TARGETS.peakRssRatio)}`, verdictWord(memory.ratio <= DELIVERY_TARGETS.peakRssRatio)],
+      [
+        `resend · straightforward (faster: ${resend.baseline === "node" ? "in Node" : "with DuckDB"}) / lakeswap`,
+        times(resend.speedup),
+        `≥ ${times(DELIVERY_TARGETS.resendSpeedup)}`,
+        verdictWord(resend.speedup >= DELIVERY_TARGETS.resendSpeedup),
+      ],
+    ],
+  );
+  const files =
+    `written: lakeswap ${count(firstLoad.lakeswapFiles.files)} Parquet files, ${mb(firstLoad.lakeswapFiles.bytes)}; raw COPY ${count(firstLoad.copyFiles.files)} files, ${mb(firstLoad.copyFiles.bytes)} · ` +
+    `checks: lakeswap built ${firstLoad.partitionsBuilt} partitions of ${count(firstLoad.rowsLanded)} rows; every resend built nothing: ${yes(figures.checks.resendBuiltNothing)}; ` +
+    `both straightforward variants hash the same CSV text: ${yes(figures.checks.straightforwardVariantsAgree)}`;
+  return [title, note, "", timings, "", ratios, "", files].join("\n");
+}
+
+/** The embedded many-tiny-partitions runs. */
+function renderScale(figures: ScaleFigures): string {
+  const title = `scale · first sync and resend of N tiny partitions (${figures.rowsPerPartition} rows each, day keys from 1990-01-01) · embedded lake · one process each`;
+  const cell = (sync: TinySync | undefined): string[] =>
+    sync === undefined ? ["not run", ""] : [`${sync.stopped ? "> " : ""}${duration(sync.ms)}`, `${sync.stopped ? "> " : ""}${sync.msPerPartition.toFixed(2)} ms`];
+  const table = renderTable(
+    ["partitions", "first sync", "per partition", "resend", "per partition"],
+    figures.runs.map((r) => [count(r.partitions), ...cell(r.first), ...cell(r.resend)]),
+  );
+  const ratio = (value: ScaleFigures["firstRatio"]): string => (value === undefined ? "not measured" : `${value.lowerBound ? "> " : ""}${times(value.value)}`);
+  const [small, large] = figures.runs.map((r) => count(r.partitions));
+  const line =
+    `${large} / ${small}: first sync ${ratio(figures.firstRatio)}, resend ${ratio(figures.resendRatio)} (target ≤ ${times(SCALE_RATIO_TARGET)}; ` +
+    `10× the partitions, so ≤ 12× means time per partition does not grow) · a larger sync is stopped at the smaller of ${duration(figures.budgetMs)} ` +
+    `(--scale-budget) and just over ${SCALE_RATIO_TARGET}× the smaller one ("> " marks a stopped sync)`;
+  return [title, "", table, "", line].join("\n");
+}
+
+/** Everything measured on the AWS emulators: context, plus the call-count targets. */
+function renderAws(aws: AwsFigures): string {
+  const parts = [
+    "AWS (emulated) · S3 = s3rver behind test/support's proxy, Glue and Athena = test/support's emulators, in the bench's process, over HTTP with the real AWS SDK; " +
+      "lakeswap selected AWS from DATA_OUTPUT_S3_BUCKET etc. · times are context, not targets: an emulator sharing the two cpus is not AWS",
+  ];
+  if (aws.delivery) parts.push("", renderAwsDelivery(aws.delivery));
+  if (aws.scale) parts.push("", renderAwsScale(aws.scale));
+  if (aws.mtd) {
+    parts.push("");
+    if (aws.mtd.figures) parts.push(renderMtd(aws.mtd.figures, "AWS month-to-date replay (context)"), "", `(${aws.mtd.note})`);
+    else parts.push(`AWS month-to-date replay: ${aws.mtd.note}`);
+  }
+  return parts.join("\n");
+}
+
+function renderAwsDelivery(figures: AwsDeliveryFigures): string {
+  const columns: CallColumn[] = [];
+  if (figures.firstLoad) columns.push({ label: "first load", ms: figures.firstLoad.wallMs, calls: figures.firstLoad.calls, peakRssBytes: figures.firstLoad.peakRssBytes });
+  if (figures.resend) {
+    columns.push({ label: `resend (median of ${figures.resend.timing.samplesMs.length}; calls of the last)`, ms: figures.resend.timing.medianMs, calls: figures.resend.calls });
+  }
+  const lines = ["AWS · the flights delivery (3,000,000 rows, 182 day partitions, raw layer): lakeswap sync processes, API calls by operation"];
+  if (columns.length > 0) lines.push("", renderCallTable("lakeswap sync", columns));
+  if (figures.note) lines.push(figures.note);
+  return lines.join("\n");
+}
+
+function renderAwsScale(figures: AwsScaleFigures): string {
+  const columns: CallColumn[] = figures.runs.flatMap((r) => [
+    { label: `first ${count(r.partitions)}`, ms: r.first.ms, stopped: r.first.stopped, calls: r.first.calls, partitions: r.partitions },
+    { label: `resend ${count(r.partitions)}`, ms: r.resend?.ms, stopped: r.resend?.stopped, calls: r.resend?.calls, partitions: r.partitions },
+  ]);
+  const rule =
+    `rule: writes of a first sync ≤ ceil(N/${GLUE_BATCH}) + ${O1_CALLS}; "O(1)" = at most ${O1_CALLS} calls at every N measured (the two N show any growth); ` +
+    `a resend's calls are all of its calls (the delivery is a local file: no call reads it); the Athena emulator's own Glue and S3 reads would count too, ` +
+    `but a raw-only sync starts no Athena query (row "athena queries"); "> " marks a sync stopped at --aws-budget (its counts are partial)`;
   return [
-    header, note, "", timings, "", ratios, "", report.verdict.message, "",
-    renderSignature(report.signature), "",
-    renderMtd(report.mtd), "",
+    `AWS · scale: N tiny partitions (${figures.rowsPerPartition} rows each), first sync and resend, API calls by operation (each sync stopped after ${duration(figures.budgetMs)}, --aws-budget)`,
+    "",
+    renderCallTable("N tiny partitions", columns),
+    "",
+    rule,
   ].join("\n");
+}
+
+/** One measured sync, a column of a call table. */
+interface CallColumn {
+  readonly label: string;
+  readonly ms?: number;
+  readonly stopped?: boolean;
+  readonly calls?: ApiCalls;
+  readonly partitions?: number;
+  readonly peakRssBytes?: number;
+}
+
+/** Wall time, then the API calls of each sync by service and operation, then the sums the targets read. */
+function renderCallTable(title: string, columns: readonly CallColumn[]): string {
+  const operations = new Set<string>();
+  for (const column of columns) {
+    for (const op of Object.keys(column.calls?.glue ?? {})) operations.add(`glue ${op}`);
+    for (const op of Object.keys(column.calls?.s3 ?? {})) operations.add(`s3 ${op}`);
+  }
+  const value = (column: CallColumn, key: string): string => {
+    if (column.calls === undefined) return "—";
+    const [service, op] = key.split(" ") as [string, string];
+    const n = (service === "glue" ? column.calls.glue : column.calls.s3)[op];
+    return n === undefined ? "" : count(n);
+  };
+  const mark = (column: CallColumn): string => (column.stopped ? "> " : "");
+  const body: string[][] = [
+    ["wall time", ...columns.map((c) => (c.ms === undefined ? "not run" : `${mark(c)}${duration(c.ms)}`))],
+  ];
+  if (columns.some((c) => c.partitions !== undefined)) {
+    body.push(["ms per partition", ...columns.map((c) => (c.ms === undefined || c.partitions === undefined ? "" : `${mark(c)}${(c.ms / c.partitions).toFixed(1)}`))]);
+  }
+  if (columns.some((c) => c.peakRssBytes !== undefined)) body.push(["peak RSS", ...columns.map((c) => (c.peakRssBytes === undefined ? "" : gb(c.peakRssBytes)))]);
+  body.push(
+    ...[...operations].sort().map((key) => [key, ...columns.map((c) => value(c, key))]),
+    ["athena queries", ...columns.map((c) => (c.calls === undefined ? "—" : count(c.calls.athenaQueries)))],
+    ["all calls", ...columns.map((c) => (c.calls === undefined ? "—" : count(c.calls.total)))],
+    ["  glue partition writes (Batch/Create/UpdatePartition)", ...columns.map((c) => (c.calls === undefined ? "—" : count(glueWrites(c.calls) ?? 0)))],
+    ["  glue listings (GetPartitions pages + GetTables)", ...columns.map((c) => (c.calls === undefined ? "—" : count(glueListings(c.calls) ?? 0)))],
+  );
+  return renderTable([title, ...columns.map((c) => c.label)], body);
+}
+
+/** Every target of issue 10 with its measure and verdict. */
+function renderTargets(targets: readonly Verdict[]): string {
+  if (targets.length === 0) return "targets: none of the sections that judge a target ran";
+  const table = renderTable(
+    ["target (issue 10)", "limit", "measured", "verdict"],
+    targets.map((t) => [t.measure, t.target, t.measured, verdictWord(t.met) + (t.note ? ` (${t.note})` : "")]),
+  );
+  const met = targets.filter((t) => t.met === true).length;
+  const missed = targets.filter((t) => t.met === false).length;
+  return [`targets: ${met} met, ${missed} not met, ${targets.length - met - missed} undecided (each verdict computed from the figure beside it)`, "", table].join("\n");
 }
 
 /** The signature benchmark: four methods on the same rows, throughput ratios, the 25× target, the checks. */
@@ -138,9 +434,9 @@ function renderSignature(figures: SignatureFigures): string {
 }
 
 /** The month-to-date replay: one line per delivery, then the totals. */
-function renderMtd(figures: MtdFigures): string {
+function renderMtd(figures: MtdFigures, name: string): string {
   const title =
-    `month-to-date replay · ${figures.deliveries.length} cumulative deliveries of one month, ${count(figures.rowsPerDay)} rows a day ` +
+    `${name} · ${figures.deliveries.length} cumulative deliveries of one month, ${count(figures.rowsPerDay)} rows a day ` +
     `(${count(figures.rowsDelivered)} rows delivered) · raw by day → stage by day → analytics by month · ` +
     `concurrency ${figures.concurrency} (lakeswap's default is 4; see MTD_CONCURRENCY in bench/mtd-bench.ts)`;
   const note = "each cell: partitions built/skipped; time: wall time of Pipeline.sync() (landing, planning, builds); incremental and full refresh take turns per delivery";
@@ -168,7 +464,6 @@ function renderMtd(figures: MtdFigures): string {
       ["full / incremental", times(figures.ratios.builds), "", "", "", "", times(figures.ratios.time)],
     ],
   );
-  const yes = (value: boolean): string => (value ? "yes" : "NO");
   const checked =
     `checks: incremental builds as expected on every delivery (the new day in raw and stage, the month in analytics; ` +
     `plus day ${figures.correction.day} in raw and stage on delivery ${figures.correction.delivery}): ${yes(figures.checks.incrementalBuildsAsExpected)} · ` +
@@ -216,4 +511,12 @@ function times(ratio: number): string {
 
 function count(value: number): string {
   return value.toLocaleString("en-US");
+}
+
+function yes(value: boolean): string {
+  return value ? "yes" : "NO";
+}
+
+function gb(bytes: number): string {
+  return Number.isFinite(bytes) ? `${(bytes / 1e9).toFixed(2)} GB` : "n/a";
 }

@@ -3,10 +3,15 @@ import os from "node:os";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
 import { parseArgs } from "node:util";
+import { openAwsLake } from "../src/open-lake.js";
+import { BenchAws } from "./aws-lake.js";
+import { benchDelivery, benchDeliveryAws, prepareFlights, type FlightsWorkspace } from "./delivery-bench.js";
 import { DirectCopy } from "./direct-copy.js";
+import { buildDist } from "./lakeswap-cli.js";
 import { benchMtd } from "./mtd-bench.js";
 import { benchReplace } from "./replace-bench.js";
-import { buildReport, renderJson, renderText, type Machine } from "./report.js";
+import { buildReport, renderJson, renderText, type AwsFigures, type BenchSections, type Machine } from "./report.js";
+import { benchScale, benchScaleAws } from "./scale-bench.js";
 import { benchSignature } from "./signature-bench.js";
 import { benchSwap } from "./swap-bench.js";
 import { LARGE_ROWS, SMALL_ROWS } from "./workload.js";
@@ -14,7 +19,17 @@ import { LARGE_ROWS, SMALL_ROWS } from "./workload.js";
 /** Timed first moves onto just-written runs, per partition size (each copies a run first, so kept small). */
 const FRESH_MOVES = 10;
 
-const USAGE = "usage: npm run bench -- [--repeat N] [--moves N] [--json]";
+/** The sections of one run, in the order they run. */
+const SECTIONS = ["replace", "signature", "mtd", "delivery", "scale", "aws"] as const;
+type Section = (typeof SECTIONS)[number];
+
+/** Sections that run the compiled CLI, so need `npm run build` first. */
+const CLI_SECTIONS: readonly Section[] = ["delivery", "scale", "aws"];
+
+const USAGE =
+  "usage: npm run bench -- [--json] [--only SECTION,...] [--repeat N] [--moves N] [--rounds N] " +
+  "[--scale-budget SECONDS] [--aws-budget SECONDS] [--aws-mtd-deliveries N]\n" +
+  `sections: ${SECTIONS.join(", ")} (replace = replace and swap)`;
 
 /** A command line the benchmark cannot run with. */
 class UsageError extends Error {}
@@ -24,22 +39,48 @@ interface BenchOptions {
   readonly repeat: number;
   /** Timed pointer moves per partition size. */
   readonly moves: number;
+  /** Rounds of the flights first load (interleaved with the raw COPY). */
+  readonly rounds: number;
+  /** Longest a 10,000-partition sync may run, in ms. */
+  readonly scaleBudgetMs: number;
+  /** Longest one sync on the AWS emulators may run, in ms. */
+  readonly awsBudgetMs: number;
+  /** Deliveries of the month-to-date replay on AWS (0: skip it). */
+  readonly awsMtdDeliveries: number;
+  readonly only: readonly Section[];
   readonly json: boolean;
 }
 
-/** Reads --repeat, --moves and --json from the command line. */
+/** Reads the options from the command line. */
 function parseOptions(args: readonly string[]): BenchOptions {
   const flags = readFlags(args);
-  return { repeat: positiveInteger("--repeat", flags.repeat), moves: positiveInteger("--moves", flags.moves), json: flags.json };
+  const only = flags.only === undefined ? [...SECTIONS] : flags.only.split(",").map((name) => name.trim());
+  const unknown = only.filter((name) => !(SECTIONS as readonly string[]).includes(name));
+  if (unknown.length > 0) throw new UsageError(`--only: unknown section(s) ${unknown.map((n) => `'${n}'`).join(", ")}`);
+  return {
+    repeat: positiveInteger("--repeat", flags.repeat),
+    moves: positiveInteger("--moves", flags.moves),
+    rounds: positiveInteger("--rounds", flags.rounds),
+    scaleBudgetMs: positiveInteger("--scale-budget", flags["scale-budget"]) * 1000,
+    awsBudgetMs: positiveInteger("--aws-budget", flags["aws-budget"]) * 1000,
+    awsMtdDeliveries: nonNegativeInteger("--aws-mtd-deliveries", flags["aws-mtd-deliveries"]),
+    only: only as Section[],
+    json: flags.json,
+  };
 }
 
-function readFlags(args: readonly string[]): { repeat: string; moves: string; json: boolean } {
+function readFlags(args: readonly string[]) {
   try {
     return parseArgs({
       args: [...args],
       options: {
         repeat: { type: "string", default: "3" },
         moves: { type: "string", default: "50" },
+        rounds: { type: "string", default: "2" },
+        "scale-budget": { type: "string", default: "180" },
+        "aws-budget": { type: "string", default: "180" },
+        "aws-mtd-deliveries": { type: "string", default: "5" },
+        only: { type: "string" },
         json: { type: "boolean", default: false },
       },
     }).values;
@@ -54,6 +95,12 @@ function positiveInteger(flag: string, text: string): number {
   return value;
 }
 
+function nonNegativeInteger(flag: string, text: string): number {
+  const value = Number(text);
+  if (!Number.isInteger(value) || value < 0) throw new UsageError(`${flag} must be a whole number, got '${text}'`);
+  return value;
+}
+
 const started = performance.now();
 
 /** Reports one phase on stderr, with the time since the start. */
@@ -61,50 +108,105 @@ function progress(message: string): void {
   process.stderr.write(`[bench +${((performance.now() - started) / 1000).toFixed(1)}s] ${message}\n`);
 }
 
-/** The cpus, platform, Node and DuckDB versions the figures came from. */
-async function describeMachine(): Promise<Machine> {
+/** The cpus, memory, platform, Node and DuckDB versions the figures came from (load average and totals filled in at the end). */
+async function describeMachine(): Promise<Omit<Machine, "loadAverage" | "totalMs" | "buildMs">> {
   const duckdb = await DirectCopy.open();
   try {
     return {
       cpus: os.cpus().length,
       cpuModel: os.cpus()[0]?.model.trim() ?? "unknown",
+      memoryGb: Math.round(os.totalmem() / 2 ** 30),
       platform: `${os.platform()} ${os.arch()}`,
       node: process.version,
       duckdb: await duckdb.version(),
       tmpdir: os.tmpdir(),
+      startedAt: new Date().toISOString().replace(/\.\d+Z$/, "Z"),
     };
   } finally {
     duckdb.close();
   }
 }
 
-/** Runs the benchmarks (replace, swap, content signature, month-to-date replay) in a temporary folder and prints one report. */
+/** Runs the selected benchmarks in a temporary folder and prints one report. */
 async function main(): Promise<void> {
   const options = parseOptions(process.argv.slice(2));
+  const selected = (section: Section): boolean => options.only.includes(section);
   const workDir = await fs.mkdtemp(path.join(os.tmpdir(), "lakeswap-bench-"));
   const removeWorkDir = (): void => rmSync(workDir, { recursive: true, force: true });
   process.once("SIGINT", () => {
     removeWorkDir();
     process.exit(130);
   });
+  let aws: BenchAws | undefined;
   try {
     progress(`working in ${workDir}`);
+    const loadAtStart = os.loadavg()[0] ?? 0;
     const machine = await describeMachine();
-    const replace = await benchReplace(workDir, LARGE_ROWS, options.repeat, progress);
-    const swap = await benchSwap(
-      workDir,
-      { smallRows: SMALL_ROWS, largeRows: LARGE_ROWS },
-      { moves: options.moves, freshMoves: FRESH_MOVES },
-      progress,
+    let buildMs: number | undefined;
+    if (CLI_SECTIONS.some(selected)) {
+      progress("npm run build: compiling src/ to dist/ once, so the CLI runs as `npx lakeswap` runs it (not timed)");
+      buildMs = await buildDist();
+    }
+    const sections: { -readonly [K in keyof BenchSections]: BenchSections[K] } = {};
+    if (selected("replace")) {
+      sections.replace = await benchReplace(workDir, LARGE_ROWS, options.repeat, progress);
+      sections.swap = await benchSwap(
+        workDir,
+        { smallRows: SMALL_ROWS, largeRows: LARGE_ROWS },
+        { moves: options.moves, freshMoves: FRESH_MOVES },
+        progress,
+      );
+    }
+    if (selected("signature")) sections.signature = await benchSignature(workDir, progress);
+    if (selected("mtd")) sections.mtd = await benchMtd(workDir, progress);
+    let flights: FlightsWorkspace | undefined;
+    if (selected("delivery")) {
+      flights = await prepareFlights(workDir, progress);
+      sections.delivery = await benchDelivery(flights, options.rounds, progress);
+    }
+    if (selected("scale")) sections.scale = await benchScale(workDir, options.scaleBudgetMs, progress);
+    if (selected("aws")) {
+      progress("aws: starting the S3, Glue and Athena emulators");
+      aws = await BenchAws.start();
+      flights ??= await prepareFlights(workDir, progress);
+      const figures: { -readonly [K in keyof AwsFigures]: AwsFigures[K] } = {};
+      figures.delivery = await benchDeliveryAws(flights, aws, options.awsBudgetMs, progress);
+      figures.scale = await benchScaleAws(workDir, aws, options.awsBudgetMs, progress);
+      figures.mtd = await awsMtd(workDir, aws, options.awsMtdDeliveries);
+      sections.aws = figures;
+    }
+    const report = buildReport(
+      { ...machine, loadAverage: { start: loadAtStart, end: os.loadavg()[0] ?? 0 }, totalMs: performance.now() - started, buildMs },
+      sections,
     );
-    const signature = await benchSignature(workDir, progress);
-    const mtd = await benchMtd(workDir, progress);
-    const report = buildReport(machine, replace, swap, signature, mtd);
     process.stdout.write(options.json ? renderJson(report) : renderText(report));
     progress("done");
   } finally {
+    await aws?.close();
     removeWorkDir();
   }
+}
+
+/**
+ * The month-to-date replay on AWS, shortened: derived layers run as UNLOADs on
+ * the Athena emulator, which downloads each input partition, so the full
+ * 30-delivery replay (about 1,000 builds in its full-refresh half) would take
+ * far longer than the whole benchmark may. The first `deliveries` are replayed,
+ * in-process (Pipeline.sync over an AWS lake), as context.
+ */
+async function awsMtd(workDir: string, aws: BenchAws, deliveries: number): Promise<AwsFigures["mtd"]> {
+  if (deliveries === 0) return { note: "not run (--aws-mtd-deliveries 0)" };
+  const figures = await benchMtd(workDir, progress, {
+    name: "aws-mtd",
+    deliveries,
+    openLake: (mode) => openAwsLake(aws.lake(`mtd_${mode}`).target),
+  });
+  return {
+    figures,
+    note:
+      `shortened to the first ${deliveries} of 30 deliveries (--aws-mtd-deliveries): on the emulators every derived build is an Athena UNLOAD that ` +
+      `downloads its inputs, and the full replay would not fit the benchmark's time; in-process Pipeline.sync over an AWS lake, wall time per sync`,
+  };
 }
 
 main().catch((error: unknown) => {

@@ -1,0 +1,94 @@
+import { spawn } from "node:child_process";
+import { existsSync } from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { runMeasured, type MeasuredRun } from "./measured-process.js";
+import { timeMs } from "./stats.js";
+
+/** The repository the benchmark runs in. */
+export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+
+/** The published entry point, as `npx lakeswap` runs it: the compiled CLI in dist/. */
+export const LAKESWAP_BIN = path.join(REPO_ROOT, "bin", "lakeswap.js");
+
+/**
+ * Compiles src/ to dist/ with `npm run build`, so the CLI benchmarks run the
+ * code as it is now, compiled once, with no TypeScript loader in the timed
+ * processes. Returns the build's wall time; throws with tsc's output if it fails.
+ */
+export async function buildDist(): Promise<number> {
+  let output = "";
+  let code: number | null = null;
+  const ms = await timeMs(
+    () =>
+      new Promise<void>((resolve, reject) => {
+        const child = spawn("npm", ["run", "build", "--silent"], { cwd: REPO_ROOT, stdio: ["ignore", "pipe", "pipe"] });
+        child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()));
+        child.stderr.on("data", (chunk: Buffer) => (output += chunk.toString()));
+        child.on("error", reject);
+        child.on("close", (exitCode) => {
+          code = exitCode;
+          resolve();
+        });
+      }),
+  );
+  if (code !== 0) throw new Error(`npm run build failed (exit ${code}), so the CLI benchmarks cannot run the current code:\n${tail(output, 40)}`);
+  if (!existsSync(path.join(REPO_ROOT, "dist", "cli", "main.js"))) throw new Error("npm run build left no dist/cli/main.js");
+  return ms;
+}
+
+/** The part of `lakeswap sync --json`'s report the benchmarks read. */
+export interface SyncReportJson {
+  readonly syncId: string;
+  readonly totals: { readonly built: number; readonly skipped: number; readonly failed: number; readonly rows: number };
+  readonly layers: readonly { readonly layer: string; readonly table: string; readonly built: number; readonly skipped: number; readonly seconds: number }[];
+  readonly loads: readonly { readonly rowsRead: number; readonly rowsLoaded: number; readonly signing?: { readonly form?: string; readonly reason?: string } }[];
+}
+
+/** One `lakeswap sync` process: how it ran, and its report (none if it was stopped at its time limit). */
+export interface SyncRun {
+  readonly process: MeasuredRun;
+  readonly report?: SyncReportJson;
+}
+
+/** A `lakeswap sync` as a user runs it. */
+export interface SyncCommand {
+  /** The pipeline config. */
+  readonly config: string;
+  /** The delivery file (`--input`). */
+  readonly input: string;
+  /** The embedded lake folder (`--lake`); leave out on AWS (the environment names the target). */
+  readonly lakeDir?: string;
+  /** Environment of the process (AWS endpoints and target). */
+  readonly env?: Readonly<Record<string, string>>;
+  /** Stop the sync after this long; the run then has no report and `process.timedOut` is set. */
+  readonly timeoutMs?: number;
+}
+
+/**
+ * Runs `node bin/lakeswap.js [--lake DIR] sync -c CONFIG --input FILE --json`
+ * and measures the process (wall time, peak RSS). Throws if it fails, or if its
+ * report names a failed partition; a sync stopped at its time limit is returned.
+ */
+export async function lakeswapSync(command: SyncCommand): Promise<SyncRun> {
+  const lake = command.lakeDir === undefined ? [] : ["--lake", command.lakeDir];
+  const args = [LAKESWAP_BIN, ...lake, "sync", "-c", command.config, "--input", command.input, "--json"];
+  const run = await runMeasured(process.execPath, args, { cwd: path.dirname(command.config), env: command.env, timeoutMs: command.timeoutMs });
+  if (run.timedOut) return { process: run };
+  if (run.code !== 0) {
+    throw new Error(`lakeswap sync of ${path.basename(command.input)} exited with ${run.code ?? run.signal}:\n${tail(run.stderr, 20)}\n${tail(run.stdout, 20)}`);
+  }
+  let report: SyncReportJson;
+  try {
+    report = JSON.parse(run.stdout) as SyncReportJson;
+  } catch {
+    throw new Error(`lakeswap sync --json printed something that is not one JSON document:\n${tail(run.stdout, 10)}`);
+  }
+  if (report.totals.failed > 0) throw new Error(`lakeswap sync of ${path.basename(command.input)} reported ${report.totals.failed} failed partition(s)`);
+  return { process: run, report };
+}
+
+/** The last `lines` lines of a text. */
+export function tail(text: string, lines: number): string {
+  return text.trimEnd().split("\n").slice(-lines).join("\n");
+}
