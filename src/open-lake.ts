@@ -1,15 +1,9 @@
-import { AthenaClient } from "@aws-sdk/client-athena";
-import { GlueClient } from "@aws-sdk/client-glue";
-import { S3Client } from "@aws-sdk/client-s3";
-import { GlueCatalog } from "./catalog/glue-catalog.js";
 import { LocalCatalog } from "./catalog/local-catalog.js";
 import type { AwsTarget } from "./config/aws-config.js";
 import { parseDuration } from "./core/duration.js";
 import { Lake, type LakeSettings } from "./core/lake.js";
-import { AthenaEngine } from "./engine/athena-engine.js";
 import { DuckDbEngine } from "./engine/duckdb-engine.js";
 import { LocalStore } from "./store/local-store.js";
-import { S3Store } from "./store/s3-store.js";
 
 /** Opens the embedded lake in `dir`: local folder store, symlink catalog, DuckDB engine. */
 export async function openEmbeddedLake(dir: string, settings: LakeSettings = {}): Promise<Lake> {
@@ -25,6 +19,15 @@ export async function openEmbeddedLake(dir: string, settings: LakeSettings = {})
  * and uploaded multipart. Credentials come from the AWS default chain.
  */
 export async function openAwsLake(target: AwsTarget, settings: LakeSettings = {}): Promise<Lake> {
+  // Loaded only here: the AWS SDK takes about a second to load, which no command on an embedded lake should pay.
+  const [{ AthenaClient }, { GlueClient }, { S3Client }, { GlueCatalog }, { AthenaEngine }, { S3Store }] = await Promise.all([
+    import("@aws-sdk/client-athena"),
+    import("@aws-sdk/client-glue"),
+    import("@aws-sdk/client-s3"),
+    import("./catalog/glue-catalog.js"),
+    import("./engine/athena-engine.js"),
+    import("./store/s3-store.js"),
+  ]);
   const region = target.region ?? "us-east-1";
   // One retry layer: lakeswap's own (../core/retry.ts, around every call), so the SDK clients make one attempt each.
   const maxAttempts = 1;

@@ -2,13 +2,13 @@ import type { Catalog, Pointer, PointerMoveKind } from "../catalog/catalog.js";
 import type {
   Engine, LandRequest, LandedDelivery, PartitionMapRequest, PartitionSnapshot, QueryResult, TableSnapshot,
 } from "../engine/engine.js";
-import type { Landing } from "../landing/landing.js";
+import type { Landing, LandingSummary } from "../landing/landing.js";
 import type { ObjectStore } from "../store/object-store.js";
 import { LakeswapError, NotFoundError, errorMessage } from "./errors.js";
 import { faultPoint } from "./faults.js";
 import { collectAfterSwap, collectPartition, gcState, type PartitionGcReport } from "./gc.js";
 import { knownPartitions, partitionHistories, type PartitionHistory } from "./history.js";
-import { METADATA_PREFIX, manifestsPrefix, outboxPrefix, pinKey, pinsPrefix, syncRecordKey, SYNCS_PREFIX } from "./layout.js";
+import { METADATA_PREFIX, deliveriesPrefix, deliveryKey, manifestsPrefix, outboxPrefix, pinKey, pinsPrefix, syncRecordKey, SYNCS_PREFIX } from "./layout.js";
 import { DEFAULT_LEASE_WAIT_MS, WriterLease, leaseKey, type LeaseRecord } from "./lease.js";
 import { orderPartition, parsePartition, parsePartitionPath, partitionPath, type Partition } from "./partition.js";
 import { DEFAULT_GRACE_MS } from "./retention.js";
@@ -242,6 +242,7 @@ export class Lake {
         ...(await this.store.list(manifestsPrefix(table.name))),
         ...(await this.store.list(pinsPrefix(table.name))),
         ...(await this.store.list(outboxPrefix(table.name))),
+        ...(await this.store.list(deliveriesPrefix(table.name))),
       ];
       await this.store.delete(objects.map((o) => o.key));
     });
@@ -468,6 +469,31 @@ export class Lake {
       else await this.withLease(table.name, `gc ${table.name}`, collect);
     }
     return reports;
+  }
+
+  /** The files a delivery's paths name and its id (a digest of their names and bytes), without landing it. */
+  async identifyDelivery(files: readonly string[]): Promise<{ readonly files: readonly string[]; readonly id: string }> {
+    return this.landing.identify(files);
+  }
+
+  /** The landing summary kept for a delivery of a raw table under `key`, if one was kept (and is readable). */
+  async landingSummary(table: string, key: string): Promise<LandingSummary | undefined> {
+    const stored = await this.store.get(deliveryKey(assertTableName(table), key));
+    if (!stored) return undefined;
+    try {
+      const summary = JSON.parse(Buffer.from(stored.body).toString("utf8")) as LandingSummary;
+      return Array.isArray(summary.partitions) && typeof summary.id === "string" ? summary : undefined;
+    } catch {
+      // An unreadable summary only costs a landing: the delivery is read again.
+      return undefined;
+    }
+  }
+
+  /** Keeps what landing a delivery found, under `key` (the delivery's digest and the dataset's declaration). */
+  async keepLandingSummary(table: string, key: string, summary: LandingSummary): Promise<void> {
+    const { id, files, rowsRead, rowsLoaded, rowsRejected, partitions, signing } = summary;
+    const kept: LandingSummary = { id, files, rowsRead, rowsLoaded, rowsRejected, partitions, signing };
+    await this.store.put(deliveryKey(assertTableName(table), key), JSON.stringify(kept));
   }
 
   /** Lands a delivery's source files in the engine (raw layer); release it with `releaseDelivery`. */

@@ -32,6 +32,16 @@ export function pinKey(table: string, partition: Partition): string {
   return `${pinsPrefix(table)}${partitionPath(partition)}.json`;
 }
 
+/** The store key prefix of a raw table's landing summaries (what a delivery held, by its digest and the dataset's declaration). */
+export function deliveriesPrefix(table: string): string {
+  return `${METADATA_PREFIX}/deliveries/${table}/`;
+}
+
+/** The store key of one landing summary. */
+export function deliveryKey(table: string, key: string): string {
+  return `${deliveriesPrefix(table)}${key}.json`;
+}
+
 /** The store key prefix of the outbox entries of one table, or of every table. */
 export function outboxPrefix(table?: string): string {
   return table ? `${METADATA_PREFIX}/outbox/${table}/` : `${METADATA_PREFIX}/outbox/`;

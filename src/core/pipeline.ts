@@ -1,14 +1,17 @@
 import { createHash } from "node:crypto";
 import type { DatasetConfig, LayerConfig, PipelineColumn, PipelineConfig } from "../config/pipeline-config.js";
-import type { LandedDelivery, Signing } from "../engine/engine.js";
+import type { LandedDelivery, LandingSummary, Signing } from "../landing/landing.js";
 import { InvalidInputError, LakeswapError, errorMessage } from "./errors.js";
 import type { Lake, LakeWriter, PartitionState, SwapBuild, SwapItem } from "./lake.js";
 import { SyncLog } from "./sync-log.js";
 import { assertPartitionValue, makePartition, orderPartition, parsePartition, parsePartitionPath, partitionPath, type Partition } from "./partition.js";
 import { newRunId } from "./run-id.js";
-import { chainSignature } from "./signature.js";
+import { SIGNATURE_VERSION, chainSignature } from "./signature.js";
 import { quoteIdentifier, quoteLiteral } from "./sql.js";
 import { defineTable, type TableDefinition } from "./table.js";
+
+/** The version of what a landing summary holds; a change lands every delivery anew. */
+const LANDING_SUMMARY_VERSION = 1;
 
 /** Whether a partition is built or skipped. */
 export type PlanAction = "build" | "skip";
@@ -131,9 +134,10 @@ export class Pipeline {
     const planned: PlannedPartition[] = [];
     for (const dataset of this.config.datasets) {
       await this.checkLayerInputs(dataset);
-      const landed = await this.land(dataset);
+      const known = await this.knownDelivery(dataset);
+      const landed = known.summary ? undefined : await this.land(dataset);
       try {
-        const raw = this.planRaw(dataset, landed.delivery, await this.statesOf(dataset.table));
+        const raw = this.planRaw(dataset, landed?.delivery ?? known.summary!, await this.statesOf(dataset.table));
         planned.push(...raw);
         // Derived layers are planned against what the layers above will hold after the sync.
         const predicted = new Map<string, Map<string, string | undefined>>();
@@ -147,7 +151,7 @@ export class Pipeline {
           predicted.set(layer.name, predict(states, layerPlan));
         }
       } finally {
-        await this.lake.releaseDelivery(landed.delivery);
+        if (landed) await this.lake.releaseDelivery(landed.delivery);
       }
     }
     return planned;
@@ -169,22 +173,31 @@ export class Pipeline {
     try {
       for (const dataset of this.config.datasets) {
         await this.checkLayerInputs(dataset);
+        // The same delivery again (same bytes, same declaration) is planned from what its landing found; it is read
+        // again only if some raw partition must be built from it.
+        const known = await this.knownDelivery(dataset);
         // Landing first: a delivery with bad rows and no dead-letter table changes nothing, not even the catalog.
-        const landed = await this.land(dataset);
-        let released = false;
+        let landed = known.summary ? undefined : await this.land(dataset, known.key);
         const release = async (): Promise<void> => {
-          if (released) return;
-          released = true;
-          await this.lake.releaseDelivery(landed.delivery);
+          const delivery = landed?.delivery;
+          landed = undefined;
+          if (delivery) await this.lake.releaseDelivery(delivery);
         };
         try {
           await this.createTables(dataset);
           await this.lake.write(this.tablesWritten(dataset), `sync ${this.config.file}`, async (writer) => {
-            loads.push(await this.writeDeadLetters(writer, log, dataset, landed));
             const started = Date.now();
-            const rawPlan = this.planRaw(dataset, landed.delivery, await writer.partitionStates(dataset.table));
+            const rawStates = await writer.partitionStates(dataset.table);
+            let rawPlan = this.planRaw(dataset, landed?.delivery ?? known.summary!, rawStates);
+            if (!landed && rawPlan.some((p) => p.action === "build")) {
+              landed = await this.land(dataset);
+              rawPlan = this.planRaw(dataset, landed.delivery, rawStates);
+            }
+            loads.push(landed ? await this.writeDeadLetters(writer, log, dataset, landed) : loadReport(dataset, known.summary!));
             // Every changed raw partition is written from the landed delivery in one pass.
-            const rawResults = await this.execute(writer, log, dataset.table, "raw", rawPlan, { kind: "landed", delivery: landed.delivery }, () => ({}));
+            const rawResults = landed
+              ? await this.execute(writer, log, dataset.table, "raw", rawPlan, { kind: "landed", delivery: landed.delivery }, () => ({}))
+              : skipped(dataset.table, "raw", rawPlan);
             results.push(...rawResults);
             layers.push({ dataset: dataset.name, layer: "raw", table: dataset.table, ...totals(rawResults, Date.now() - started) });
             await release();
@@ -294,11 +307,43 @@ export class Pipeline {
     return signatures;
   }
 
-  private async land(dataset: DatasetConfig): Promise<{ delivery: LandedDelivery }> {
-    // Paths come resolved: the source's by the config, --input files by the command.
-    const patterns = this.options.inputs?.length ? [...this.options.inputs] : [dataset.source.path];
+  /** The delivery's files as the dataset or `--input` names them (paths come resolved: by the config, or by the command). */
+  private patterns(dataset: DatasetConfig): string[] {
+    return this.options.inputs?.length ? [...this.options.inputs] : [dataset.source.path];
+  }
+
+  /**
+   * The key a delivery's landing summary is kept under: its id (a digest of
+   * its files' names and bytes) and everything that decides what landing
+   * finds in it (format, columns, partition expressions, signed columns, the
+   * signature version). Undefined with --full-refresh, which lands anew.
+   */
+  private async knownDelivery(dataset: DatasetConfig): Promise<{ key?: string; summary?: LandingSummary }> {
+    const key = await this.deliveryKey(dataset);
+    if (key === undefined) return {};
+    const summary = await this.lake.landingSummary(dataset.table, key);
+    return { key, summary: summary && summary.rowsRejected === 0 ? summary : undefined };
+  }
+
+  private async deliveryKey(dataset: DatasetConfig): Promise<string | undefined> {
+    if (this.options.fullRefresh) return undefined;
+    const { id } = await this.lake.identifyDelivery(this.patterns(dataset));
+    const declaration = JSON.stringify({
+      landing: LANDING_SUMMARY_VERSION,
+      signature: SIGNATURE_VERSION,
+      id,
+      source: { format: dataset.source.format, header: dataset.source.header, delimiter: dataset.source.delimiter },
+      columns: dataset.columns,
+      partition: dataset.partition,
+      signed: dataset.signatureColumns,
+    });
+    return createHash("sha256").update(declaration).digest("hex").slice(0, 32);
+  }
+
+  /** Lands a delivery; with `keepAs`, keeps its summary (a clean delivery) so that the same delivery again is not read again. */
+  private async land(dataset: DatasetConfig, keepAs?: string): Promise<{ delivery: LandedDelivery }> {
     const delivery = await this.lake.landDelivery({
-      files: patterns,
+      files: this.patterns(dataset),
       format: dataset.source.format,
       header: dataset.source.header,
       delimiter: dataset.source.delimiter,
@@ -306,6 +351,7 @@ export class Pipeline {
       partition: dataset.partition,
       signatureColumns: dataset.signatureColumns,
     });
+    if (keepAs !== undefined && delivery.rowsRejected === 0) await this.lake.keepLandingSummary(dataset.table, keepAs, delivery);
     if (delivery.rowsRejected > 0 && !dataset.deadLetter) {
       await this.lake.releaseDelivery(delivery);
       const first = delivery.firstRejects[0];
@@ -322,7 +368,7 @@ export class Pipeline {
     return { delivery };
   }
 
-  private planRaw(dataset: DatasetConfig, delivery: LandedDelivery, states: ReadonlyMap<string, PartitionState>): PlannedPartition[] {
+  private planRaw(dataset: DatasetConfig, delivery: Pick<LandingSummary, "partitions">, states: ReadonlyMap<string, PartitionState>): PlannedPartition[] {
     const keys = dataset.partition.map((p) => p.key);
     return delivery.partitions
       .filter((landed) => this.selected(landed.partition, keys))
@@ -477,16 +523,7 @@ export class Pipeline {
       });
       log.confirm({ ...moved, run: result.runId, previousRun: result.previousRunId });
     }
-    return {
-      dataset: dataset.name,
-      delivery: deliveryId,
-      files: delivery.files,
-      rowsRead: delivery.rowsRead,
-      rowsLoaded: delivery.rowsLoaded,
-      rowsDeadLettered: delivery.rowsRejected,
-      deadLetterTable: dataset.deadLetter,
-      signing: delivery.signing,
-    };
+    return loadReport(dataset, delivery);
   }
 
   private async createTables(dataset: DatasetConfig): Promise<void> {
@@ -552,6 +589,25 @@ export function renderSql(sql: string, partition: Partition, file: string): stri
     }
     return quoteLiteral(partition.values[index] as string);
   });
+}
+
+/** How a delivery was landed, from its landing (or the summary kept of it). */
+function loadReport(dataset: DatasetConfig, delivery: LandingSummary): LoadReport {
+  return {
+    dataset: dataset.name,
+    delivery: delivery.id,
+    files: delivery.files,
+    rowsRead: delivery.rowsRead,
+    rowsLoaded: delivery.rowsLoaded,
+    rowsDeadLettered: delivery.rowsRejected,
+    deadLetterTable: dataset.deadLetter,
+    signing: delivery.signing,
+  };
+}
+
+/** The report of a layer that builds nothing. */
+function skipped(table: string, layer: string, plan: readonly PlannedPartition[]): SyncedPartition[] {
+  return plan.map((p) => ({ table, layer, partition: p.partition, action: "skip", reason: p.reason, seconds: 0 }));
 }
 
 function totals(results: readonly SyncedPartition[], elapsedMs: number): SyncTotals {

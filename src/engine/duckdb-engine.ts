@@ -308,6 +308,13 @@ export class DuckDbEngine implements Engine, Landing {
     });
   }
 
+  async identify(patterns: readonly string[]): Promise<{ files: string[]; id: string }> {
+    // Plain file names need no DuckDB (a resend of a known delivery may not need it at all); globs are DuckDB's.
+    const plain = patterns.every((pattern) => !/[*?[{]/.test(pattern));
+    const files = plain ? await existingFiles(patterns) : await this.withConnection((connection) => expandGlobs(connection, patterns));
+    return { files, id: await deliveryIdOf(files) };
+  }
+
   async land(request: LandRequest): Promise<LandedDelivery> {
     const id = randomBytes(6).toString("hex");
     const tables = { landed: `landed_${id}`, rejected: `rejected_${id}` };
@@ -393,7 +400,8 @@ export class DuckDbEngine implements Engine, Landing {
     const [instance, restricted] = [this.instance, this.restricted];
     this.instance = undefined;
     this.restricted = undefined;
-    if (instance) await (await instance).close();
+    // An instance that failed to open has nothing to close (its error was thrown where it was first needed).
+    if (instance) await (await instance.catch(() => undefined))?.close();
     if (restricted) (await restricted).closeSync();
   }
 
@@ -479,6 +487,15 @@ async function deliveryIdOf(files: readonly string[]): Promise<string> {
     hash.update("\n");
   }
   return `d${hash.digest("hex").slice(0, 16)}`;
+}
+
+/** Plain file names, each checked to exist (as a glob that matches nothing would be), in the order given, once each. */
+async function existingFiles(names: readonly string[]): Promise<string[]> {
+  for (const name of names) {
+    const stat = await fs.stat(name).catch(() => undefined);
+    if (!stat?.isFile()) throw new InvalidInputError(`no source file matches '${name}': check the dataset's source.path, or name the delivery with --input FILE`);
+  }
+  return [...new Set(names)];
 }
 
 /** Expands file globs; a pattern that matches nothing is an error naming it. */

@@ -1,5 +1,7 @@
+import { isUtf8 } from "node:buffer";
+import { open } from "node:fs/promises";
 import type { DuckDBConnection } from "@duckdb/node-api";
-import { InvalidInputError, errorMessage } from "../core/errors.js";
+import { InvalidInputError, LakeswapError, errorMessage } from "../core/errors.js";
 import { MAX_PARTITION_VALUE_LENGTH } from "../core/partition.js";
 import { FLAG_BITS, INFINITY_WORDS, flagWordCount, type KeyPair, laneKeys, wordKind } from "../core/signature.js";
 import { printable, quoteIdentifier, quoteLiteral } from "../core/sql.js";
@@ -20,11 +22,12 @@ const SAFE_PARTITION_VALUE = "^[A-Za-z0-9_][A-Za-z0-9_.-]*$";
 type LandColumn = LandRequest["columns"][number];
 
 /**
- * One format's reading of a delivery: a SELECT of `__file`, `__line` (the
- * line, or the Parquet row, from 1), `__structural` (why the row cannot be
- * read at all, or NULL) and one source value per declared column (`__s0`,
- * `__s1`, ...), whose types are `types`. `rawTable` holds each row's original
- * text (`__file`, `__line`, `__raw`), for the dead letters.
+ * One format's reading of a delivery: a SELECT of `__file` (the file's place
+ * in the delivery's list, from 1), `__line` (the line, or the Parquet row,
+ * from 1), `__structural` (why the row cannot be read at all, or NULL) and one
+ * source value per declared column (`__s0`, `__s1`, ...), whose types are
+ * `types`. `rawTable` holds each row's original text (`__file`, `__line`,
+ * `__raw`), for the dead letters.
  */
 interface SourceRows {
   readonly select: string;
@@ -45,29 +48,50 @@ interface SourceRows {
  * with its own types and row numbers. The session's time zone is UTC, so that
  * nothing depends on the machine's zone. The partition values are checked
  * once per distinct value, not per row.
+ *
+ * The delivery is never held whole outside DuckDB's tables, which DuckDB may
+ * spill past its memory limit (./duckdb-open.ts): text files are streamed in
+ * chunks of lines, and the rows are converted once, into the landed table
+ * itself, from which the bad rows are then moved out.
  */
 export async function landDelivery(connection: DuckDBConnection, request: LandRequest, tables: LandingTables): Promise<void> {
-  const read = `${tables.landed}_read`;
+  const lines = `${tables.landed}_lines`;
+  const records = `${tables.landed}_records`;
   const badKeys = `${tables.landed}_bad_keys`;
-  const scratch = [read, badKeys, `${read}_lines`, `${read}_records`];
+  const badRows = `${tables.landed}_bad_rows`;
+  const scratch = [lines, records, badKeys, badRows];
   const columns = request.columns;
   await connection.run(`SET TimeZone = 'UTC'`);
   try {
-    // 1. The source rows, by format.
+    // 1. The partition expressions are checked against the declared columns first, before anything is read.
+    const shape =
+      `SELECT ${columns.map((c) => `NULL::${c.type} AS ${quoteIdentifier(c.name)}`).join(", ")}, ` +
+      `NULL::INTEGER AS __file, NULL::BIGINT AS __line, NULL::VARCHAR AS __problem`;
+    for (const { key, expression } of request.partition) {
+      try {
+        await connection.run(`SELECT CAST((${expression}) AS VARCHAR) FROM (${shape}) LIMIT 0`);
+      } catch (error) {
+        throw new InvalidInputError(
+          `the partition expression of key ${key}, ${printable(expression)}, does not work on the declared columns (${columns.map((c) => c.name).join(", ")}): ` +
+            `${duckDbMessage(error)}. Fix it under partition: in the dataset's config`,
+        );
+      }
+    }
+
+    // 2. The source rows, by format.
     let source: SourceRows;
     try {
-      if (request.format === "csv") source = await readCsv(connection, request, read);
-      else if (request.format === "jsonl") source = await readJsonl(connection, request, read);
+      if (request.format === "csv") source = await readCsv(connection, request, lines, records);
+      else if (request.format === "jsonl") source = await readJsonl(connection, request, lines);
       else source = await readParquet(connection, request);
     } catch (error) {
-      if (error instanceof InvalidInputError) throw error;
-      const notUtf8 = /could not read content of file '(.*)' as valid UTF-8/.exec(errorMessage(error));
-      if (notUtf8) throw new InvalidInputError(`${notUtf8[1]} is not UTF-8 text: lakeswap reads ${request.format} files as UTF-8; convert it (e.g. iconv -f latin1 -t utf-8)`);
+      if (error instanceof InvalidInputError || outOfMemory(error)) throw error;
       throw new InvalidInputError(`reading ${fileList(request.files)} as ${request.format} failed: ${duckDbMessage(error)}`);
     }
 
-    // 2. Exact conversion to the declared types; normalize null spellings (an empty string in a nullable text column and
-    //    NaN in a float are NULL), and add the partition keys.
+    // 3. Exact conversion to the declared types; normalize null spellings (an empty string in a nullable text column and
+    //    NaN in a float are NULL), and add the partition keys. Every row, good or bad, is converted once, into the landed
+    //    table itself: the bad ones are moved out of it below, so the delivery is never held twice.
     const converted = columns.map((column, i) => conversion(column, i, source.types[i] ?? "VARCHAR"));
     // Casts and zone checks are computed once, a level below the values and reasons that use them several times.
     const computed = converted.flatMap((c) => c.computed);
@@ -82,30 +106,17 @@ export async function landDelivery(connection: DuckDBConnection, request: LandRe
       return `r.${name}`;
     });
     const keys = request.partition.map((p) => p.key);
-    const withKeys = (rows: string): string =>
+    const landedSelect =
       `SELECT *, ${request.partition.map((p) => `CAST((${p.expression}) AS VARCHAR) AS ${quoteIdentifier(p.key)}`).join(", ")} ` +
-      `FROM (SELECT ${normalized.join(", ")}, r.__file, r.__line, r.__problem FROM (${rows}) r)`;
-    // The partition expressions are checked against the declared columns first, before anything is read.
-    const shape =
-      `SELECT ${columns.map((c) => `NULL::${c.type} AS ${quoteIdentifier(c.name)}`).join(", ")}, ` +
-      `NULL::VARCHAR AS __file, NULL::BIGINT AS __line, NULL::VARCHAR AS __problem`;
-    for (const { key, expression } of request.partition) {
-      try {
-        await connection.run(`SELECT CAST((${expression}) AS VARCHAR) FROM (${shape}) LIMIT 0`);
-      } catch (error) {
-        throw new InvalidInputError(
-          `the partition expression of key ${key}, ${printable(expression)}, does not work on the declared columns (${columns.map((c) => c.name).join(", ")}): ` +
-            `${duckDbMessage(error)}. Fix it under partition: in the dataset's config`,
-        );
-      }
-    }
+      `FROM (SELECT ${normalized.join(", ")}, r.__file, r.__line, r.__problem FROM (${typed}) r)`;
     try {
-      await connection.run(`CREATE TABLE ${read} AS ${withKeys(typed)}`);
+      await connection.run(`CREATE TABLE ${tables.landed} AS ${landedSelect}`);
     } catch (error) {
+      if (outOfMemory(error)) throw error;
       throw new InvalidInputError(`reading ${fileList(request.files)} as ${request.format} failed: ${duckDbMessage(error)}`);
     }
 
-    // 3. Partition values are checked once per distinct value: NULL, or unsafe in a path or a query.
+    // 4. Partition values are checked once per distinct value: NULL, or unsafe in a path or a query.
     const keyChecks = request.partition.map(
       ({ key, expression }) =>
         `CASE WHEN ${quoteIdentifier(key)} IS NULL THEN ${quoteLiteral(`partition key ${key} is NULL: its expression ${printable(expression)} gives NULL for this row`)} ` +
@@ -115,48 +126,129 @@ export async function landDelivery(connection: DuckDBConnection, request: LandRe
     const keyList = keys.map(quoteIdentifier).join(", ");
     await connection.run(
       `CREATE TABLE ${badKeys} AS SELECT * FROM (SELECT ${keyList}, coalesce(${keyChecks.join(", ")}) AS __key_problem ` +
-        `FROM (SELECT DISTINCT ${keyList} FROM ${read})) WHERE __key_problem IS NOT NULL`,
+        `FROM (SELECT DISTINCT ${keyList} FROM ${tables.landed})) WHERE __key_problem IS NOT NULL`,
     );
 
-    // 4. Split: a row is bad for a value that did not convert, a NULL in a non-nullable column, or a bad partition value.
+    // 5. The bad rows: a value that did not convert, a NULL in a non-nullable column, or a bad partition value. A bad row
+    //    keeps its original text (CSV, JSONL); a Parquet row has none: its values as read, where they converted.
+    const keysMatch = keys.map((key) => `r.${quoteIdentifier(key)} IS NOT DISTINCT FROM b.${quoteIdentifier(key)}`).join(" AND ");
     const notNull = columns
       .filter((c) => !c.nullable)
       .map((c) => `CASE WHEN r.${quoteIdentifier(c.name)} IS NULL THEN ${quoteLiteral(`column ${c.name} is NULL but is declared not nullable (an empty field is NULL)`)} END`);
-    const keysMatch = keys.map((key) => `r.${quoteIdentifier(key)} IS NOT DISTINCT FROM b.${quoteIdentifier(key)}`).join(" AND ");
-    const problem = `coalesce(r.__problem, ${[...notNull, "b.__key_problem"].join(", ")})`;
-    const checked = `FROM ${read} r LEFT JOIN ${badKeys} b ON ${keysMatch}`;
+    const rowProblem = `coalesce(${["r.__problem", ...notNull].join(", ")})`;
+    const reason = `coalesce(${["r.__problem", ...notNull, "b.__key_problem"].join(", ")})`;
+    const values = `CASE WHEN r.__problem IS NULL THEN concat_ws(',', ${columns.map((c) => `coalesce(CAST(r.${quoteIdentifier(c.name)} AS VARCHAR), '')`).join(", ")}) END`;
     await connection.run(
-      `CREATE TABLE ${tables.landed} AS SELECT ${[...columns.map((c) => `r.${quoteIdentifier(c.name)}`), ...keys.map((k) => `r.${quoteIdentifier(k)}`)].join(", ")} ` +
-        `${checked} WHERE ${problem} IS NULL`,
+      `CREATE TABLE ${badRows} AS SELECT r.__file, r.__line, ${reason} AS reason${source.rawTable ? "" : `, ${values} AS raw`} ` +
+        `FROM ${tables.landed} r LEFT JOIN ${badKeys} b ON ${keysMatch} WHERE ${reason} IS NOT NULL`,
     );
-    // A bad row keeps its original text (CSV, JSONL); a Parquet row has none: its values as read, where they converted.
-    const raw = source.rawTable
-      ? { join: `LEFT JOIN ${source.rawTable} t ON t.__file = r.__file AND t.__line = r.__line`, text: "t.__raw" }
-      : {
-          join: "",
-          text: `CASE WHEN r.__problem IS NULL THEN concat_ws(',', ${columns.map((c) => `coalesce(CAST(r.${quoteIdentifier(c.name)} AS VARCHAR), '')`).join(", ")}) END`,
-        };
+    // The raw text is joined to the bad rows alone (a table whose size DuckDB knows), never the other way round.
+    const raw = source.rawTable ? { join: `LEFT JOIN ${source.rawTable} t ON t.__file = r.__file AND t.__line = r.__line`, text: "t.__raw" } : { join: "", text: "r.raw" };
     await connection.run(
-      `CREATE TABLE ${tables.rejected} AS SELECT r.__file AS file, r.__line AS line, ${problem} AS reason, ${raw.text} AS raw ` +
-        `${checked} ${raw.join} WHERE ${problem} IS NOT NULL`,
+      `CREATE TABLE ${tables.rejected} AS SELECT ${sqlList(request.files)}[r.__file] AS file, r.__line AS line, r.reason, ${raw.text} AS raw ` +
+        `FROM ${badRows} r ${raw.join}`,
+    );
+    for (const table of [lines, records, badRows]) await connection.run(`DROP TABLE IF EXISTS ${table}`);
+
+    // 6. The bad rows leave the landed table, and so do the columns that only served to find them.
+    const [rejected, unsafeKeys] = (
+      await connection.runAndReadAll(`SELECT (SELECT count(*) FROM ${tables.rejected}), (SELECT count(*) FROM ${badKeys})`)
+    ).getRowsJS()[0]!.map(Number) as [number, number];
+    if (rejected > 0) await connection.run(`DELETE FROM ${tables.landed} r WHERE ${rowProblem} IS NOT NULL`);
+    if (unsafeKeys > 0) await connection.run(`DELETE FROM ${tables.landed} r USING ${badKeys} b WHERE ${keysMatch}`);
+    for (const column of ["__file", "__line", "__problem"]) await connection.run(`ALTER TABLE ${tables.landed} DROP COLUMN ${column}`);
+  } catch (error) {
+    if (!outOfMemory(error)) throw error;
+    const [limit, folder] = (await connection.runAndReadAll(`SELECT current_setting('memory_limit'), current_setting('temp_directory')`)).getRowsJS()[0]!.map(String);
+    throw new LakeswapError(
+      "NO_SPACE",
+      `landing ${fileList(request.files)} ran out of room: DuckDB may use ${limit} of memory (LAKESWAP_MEMORY_LIMIT) and spills the rest to ${folder || "nowhere"} ` +
+        `(in TMPDIR), and neither was enough (${duckDbMessage(error)}). Free space in TMPDIR or point it elsewhere, or raise LAKESWAP_MEMORY_LIMIT`,
+      { cause: error },
     );
   } finally {
     for (const table of scratch) await connection.run(`DROP TABLE IF EXISTS ${table}`);
   }
 }
 
+/** DuckDB's error when its memory limit is reached and nothing more can be spilled (or the spill folder is full). */
+function outOfMemory(error: unknown): boolean {
+  return /Out of Memory Error/.test(errorMessage(error));
+}
+
+/** Bytes read from a text file at a time; a longer line is read whole, in as many reads as it takes. */
+const TEXT_CHUNK_BYTES = 8 * 1024 * 1024;
+
 /**
- * The lines of text files (UTF-8), numbered from 1: a UTF-8 byte order mark at
- * the start of a file, the `\r` of a CRLF line end, and the line ends at the
- * end of a file are dropped.
+ * Loads the lines of text files (UTF-8) into a new table `(__file, __line,
+ * __raw, ...extra)`, numbered from 1, streamed in chunks of whole lines so that
+ * no file is ever one string: a UTF-8 byte order mark at the start of a file,
+ * the `\r` of a CRLF line end, and the empty lines at the end of a file are
+ * dropped. `extra` are more columns computed from `__raw`. A file that is not
+ * UTF-8 is refused, naming it.
  */
-function textLines(files: readonly string[]): string {
-  const content = `rtrim(CASE WHEN starts_with(content, chr(65279)) THEN substr(content, 2) ELSE content END, chr(10) || chr(13))`;
+async function loadLines(connection: DuckDBConnection, request: LandRequest, table: string, extra: readonly string[] = []): Promise<void> {
+  const computed = extra.map((column) => `, ${column}`).join("");
+  await connection.run(`CREATE TABLE ${table} AS SELECT *${computed} FROM (SELECT NULL::INTEGER AS __file, NULL::BIGINT AS __line, NULL::VARCHAR AS __raw) WHERE false`);
   // generate_subscripts next to unnest: DuckDB numbers the list's elements without copying the list per row.
-  return (
-    `SELECT __file, __line, CASE WHEN ends_with(__raw, chr(13)) THEN rtrim(__raw, chr(13)) ELSE __raw END AS __raw FROM (SELECT filename AS __file, ` +
-    `generate_subscripts(lines, 1)::BIGINT AS __line, unnest(lines) AS __raw FROM (SELECT filename, string_split(${content}, chr(10)) AS lines FROM read_text(${sqlList(files)})))`
+  const insert = await connection.prepare(
+    `INSERT INTO ${table} SELECT *${computed} FROM (SELECT $1::INTEGER AS __file, __line, CASE WHEN ends_with(__raw, chr(13)) THEN rtrim(__raw, chr(13)) ELSE __raw END AS __raw ` +
+      `FROM (SELECT $2::BIGINT + generate_subscripts(lines, 1) AS __line, unnest(lines) AS __raw FROM (SELECT string_split(decode($3::BLOB), chr(10)) AS lines)))`,
   );
+  try {
+    for (const [index, file] of request.files.entries()) {
+      let lineCount = 0;
+      // The last line with anything but line ends on it: empty lines after it are not rows.
+      let lastLine = 0;
+      const flush = async (chunk: Buffer): Promise<void> => {
+        if (!isUtf8(chunk)) {
+          throw new InvalidInputError(`${file} is not UTF-8 text: lakeswap reads ${request.format} files as UTF-8; convert it (e.g. iconv -f latin1 -t utf-8)`);
+        }
+        insert.bindInteger(1, index + 1);
+        insert.bindBigInt(2, BigInt(lineCount));
+        insert.bindBlob(3, chunk);
+        const added = (await insert.run()).rowsChanged;
+        let end = chunk.length;
+        let emptyAtEnd = 0;
+        while (end > 0 && (chunk[end - 1] === 10 || chunk[end - 1] === 13)) if (chunk[--end] === 10) emptyAtEnd++;
+        if (end > 0) lastLine = lineCount + added - emptyAtEnd;
+        lineCount += added;
+      };
+      const handle = await open(file, "r");
+      try {
+        let buffer = Buffer.alloc(TEXT_CHUNK_BYTES);
+        let held = 0;
+        // Where the text starts in the buffer: after a byte order mark at the start of the file.
+        let start = -1;
+        for (;;) {
+          if (held === buffer.length) buffer = Buffer.concat([buffer, Buffer.alloc(buffer.length)]);
+          const { bytesRead } = await handle.read(buffer, held, buffer.length - held);
+          const end = held + bytesRead;
+          if (start < 0) start = end >= 3 && buffer[0] === 0xef && buffer[1] === 0xbb && buffer[2] === 0xbf ? 3 : 0;
+          if (bytesRead === 0) {
+            if (end > start) await flush(buffer.subarray(start, end));
+            break;
+          }
+          // Whole lines go to DuckDB; the rest of the last one waits for the next read. A line end is never inside a
+          // UTF-8 character, so each chunk is whole characters too.
+          const cut = buffer.lastIndexOf(10, end - 1);
+          if (cut < start) {
+            held = end;
+            continue;
+          }
+          await flush(buffer.subarray(start, cut));
+          buffer.copy(buffer, 0, cut + 1, end);
+          held = end - cut - 1;
+          start = 0;
+        }
+      } finally {
+        await handle.close();
+      }
+      if (lastLine < lineCount) await connection.run(`DELETE FROM ${table} WHERE __file = ${index + 1} AND __line > ${lastLine}`);
+    }
+  } finally {
+    insert.destroySync();
+  }
 }
 
 /**
@@ -167,12 +259,8 @@ function textLines(files: readonly string[]): string {
  * declared columns are found by name, case-insensitively, in each file's
  * header; without one, by position.
  */
-async function readCsv(connection: DuckDBConnection, request: LandRequest, read: string): Promise<SourceRows> {
-  const lines = `${read}_lines`;
-  const records = `${read}_records`;
-  await connection.run(
-    `CREATE TABLE ${lines} AS SELECT *, CASE WHEN contains(__raw, '"') THEN length(__raw) - length(replace(__raw, '"', '')) ELSE 0 END AS __quotes FROM (${textLines(request.files)})`,
-  );
+async function readCsv(connection: DuckDBConnection, request: LandRequest, lines: string, records: string): Promise<SourceRows> {
+  await loadLines(connection, request, lines, [`CASE WHEN contains(__raw, '"') THEN length(__raw) - length(replace(__raw, '"', '')) ELSE 0 END AS __quotes`]);
   // A line with an odd number of quotes opens (or closes) a quoted field across lines: only then are lines grouped into records.
   const spansLines = (await connection.runAndReadAll(`SELECT coalesce(bool_or(__quotes % 2 = 1), false) FROM ${lines}`)).getRowsJS()[0]?.[0] === true;
   let rawTable = lines;
@@ -197,24 +285,28 @@ async function readCsv(connection: DuckDBConnection, request: LandRequest, read:
 
   // Each file's first record: its header, or (without one) a check that the delimiter splits it. Usually line 1; a file
   // that starts with blank lines is searched whole.
-  const firstRecords = async (where: string): Promise<[string, number | bigint, (string | null)[]][]> =>
+  const firstRecords = async (where: string): Promise<[number, number | bigint, (string | null)[]][]> =>
     (
       await connection.runAndReadAll(
         `SELECT __file, __line, ${fields("__raw")} AS __fields FROM (SELECT __file, arg_min(__raw, __line) AS __raw, min(__line) AS __line ` +
           `FROM ${rawTable} WHERE __raw <> '' AND ${where} GROUP BY __file) ORDER BY __file`,
       )
-    ).getRowsJS() as [string, number | bigint, (string | null)[]][];
+    ).getRowsJS() as [number, number | bigint, (string | null)[]][];
   const firsts = await firstRecords("__line = 1");
   if (firsts.length < request.files.length) {
     const known = new Set(firsts.map(([file]) => file));
     firsts.push(...(await firstRecords(`__line > 1 AND __file NOT IN (SELECT __file FROM ${rawTable} WHERE __line = 1 AND __raw <> '')`)).filter(([file]) => !known.has(file)));
   }
   const columns = request.columns;
-  const layouts = firsts.map(([file, line, header]) => ({ file, headerLine: request.header ? Number(line) : 0, ...csvLayout(request, file, Number(line), header) }));
+  const layouts = firsts.map(([file, line, header]) => ({
+    file,
+    headerLine: request.header ? Number(line) : 0,
+    ...csvLayout(request, request.files[file - 1] ?? String(file), Number(line), header),
+  }));
   if (layouts.length === 0) return { select: emptySource(columns.length), types: columns.map(() => "VARCHAR"), rawTable };
   // Where every file has the same layout (the usual case), it is spelled into the query; else each file's is joined.
   const shared = layouts.every((l) => l.width === layouts[0]!.width && l.positions.join() === layouts[0]!.positions.join());
-  const layoutRows = layouts.map((l) => `(${[quoteLiteral(l.file), l.headerLine, l.width, ...l.positions].join(", ")})`).join(", ");
+  const layoutRows = layouts.map((l) => `(${[l.file, l.headerLine, l.width, ...l.positions].join(", ")})`).join(", ");
   const layoutColumns = ["__file", "__header_line", "__width", ...columns.map((_, i) => `__p${i}`)].join(", ");
   const layout = shared
     ? { width: String(layouts[0]!.width), position: (i: number) => String(layouts[0]!.positions[i]) }
@@ -230,7 +322,7 @@ async function readCsv(connection: DuckDBConnection, request: LandRequest, read:
   const from =
     `FROM (SELECT __file, __line, __quotes, CASE WHEN __quotes > 0 THEN length(__raw) - length(replace(__raw, chr(10), '')) END AS __continued, ` +
     `${fields("__raw")} AS __fields, ${malformed("__raw")} AS __malformed FROM ${rawTable} WHERE __raw <> '') r`;
-  const headerLines = layouts.filter((l) => l.headerLine > 0).map((l) => `(r.__file = ${quoteLiteral(l.file)} AND r.__line = ${l.headerLine})`);
+  const headerLines = layouts.filter((l) => l.headerLine > 0).map((l) => `(r.__file = ${l.file} AND r.__line = ${l.headerLine})`);
   const select =
     `SELECT r.__file, r.__line, ${structural} AS __structural, ${columns.map((_, i) => `nullif(r.__fields[${layout.position(i)}], '') AS __s${i}`).join(", ")} ` +
     (shared
@@ -271,23 +363,19 @@ function csvLayout(request: LandRequest, file: string, line: number, first: (str
 }
 
 /** JSONL: one JSON object per line; a line that is not one is a bad row with its number and text. */
-async function readJsonl(connection: DuckDBConnection, request: LandRequest, read: string): Promise<SourceRows> {
-  const lines = `${read}_lines`;
-  // Materialize which lines are JSON objects first: extraction must never see a malformed line.
-  await connection.run(
-    `CREATE TABLE ${lines} AS SELECT __file, __line, __raw, ` +
-      `CASE WHEN NOT json_valid(__raw) THEN 'not valid JSON' WHEN json_type(__raw::JSON) <> 'OBJECT' THEN 'not a JSON object' END AS __invalid ` +
-      `FROM (${textLines(request.files)}) WHERE trim(__raw) <> ''`,
-  );
-  await connection.run(`ALTER TABLE ${lines} ADD COLUMN __json JSON`);
-  await connection.run(`UPDATE ${lines} SET __json = __raw::JSON WHERE __invalid IS NULL`);
+async function readJsonl(connection: DuckDBConnection, request: LandRequest, lines: string): Promise<SourceRows> {
+  await loadLines(connection, request, lines);
+  const invalid = `CASE WHEN NOT json_valid(__raw) THEN 'not valid JSON' WHEN json_type(__raw::JSON) <> 'OBJECT' THEN 'not a JSON object' END`;
+  // Each line is parsed once for all the columns. Extraction never sees a malformed line: it is NULL there, a level
+  // above the check, never in the same expression.
+  const paths = `[${request.columns.map((c) => quoteLiteral(`$."${c.name}"`)).join(", ")}]`;
+  const extracted = `json_extract_string(CASE WHEN __invalid IS NULL THEN __raw END, ${paths})`;
   // A JSON "" is an empty value, like null, except in a non-nullable text column (docs/signatures.md, step 1).
-  const values = request.columns.map((c, i) => {
-    const field = `json_extract_string(__json, ${quoteLiteral(`$."${c.name}"`)})`;
-    return `${c.type === "VARCHAR" ? field : `nullif(${field}, '')`} AS __s${i}`;
-  });
+  const values = request.columns.map((c, i) => `${c.type === "VARCHAR" ? `__values[${i + 1}]` : `nullif(__values[${i + 1}], '')`} AS __s${i}`);
   return {
-    select: `SELECT __file, __line, __invalid AS __structural, ${values.join(", ")} FROM ${lines}`,
+    select:
+      `SELECT __file, __line, __invalid AS __structural, ${values.join(", ")} FROM (SELECT __file, __line, __invalid, ${extracted} AS __values ` +
+      `FROM (SELECT __file, __line, __raw, ${invalid} AS __invalid FROM ${lines} WHERE trim(__raw) <> ''))`,
     types: request.columns.map(() => "VARCHAR"),
     rawTable: lines,
   };
@@ -306,16 +394,19 @@ async function readParquet(connection: DuckDBConnection, request: LandRequest): 
   }
   const values = found.map((f, i) => `${quoteParquetName(f![0])} AS __s${i}`).join(", ");
   const types = found.map((f) => (f![1] === "TIMESTAMP WITH TIME ZONE" ? "TIMESTAMPTZ" : f![1]));
-  // The reader's own file name column is named so that it cannot collide with a source column; its row number column
+  // The reader's own file name column is named so that it cannot collide with a source column, and is kept as the file's
+  // place in the list (the reader gives it once per chunk of rows, so this costs nothing per row); its row number column
   // cannot be renamed, so a file with a column of that name is numbered by reading it alone, in order.
   if (!described.some(([name]) => name.toLowerCase() === "file_row_number")) {
     return {
-      select: `SELECT __lakeswap_file AS __file, file_row_number + 1 AS __line, NULL::VARCHAR AS __structural, ${values} FROM read_parquet(${files}, filename = '__lakeswap_file', file_row_number = true)`,
+      select:
+        `SELECT list_position(${files}, __lakeswap_file)::INTEGER AS __file, file_row_number + 1 AS __line, NULL::VARCHAR AS __structural, ${values} ` +
+        `FROM read_parquet(${files}, filename = '__lakeswap_file', file_row_number = true)`,
       types,
     };
   }
   const perFile = request.files.map(
-    (file) => `SELECT ${quoteLiteral(file)} AS __file, row_number() OVER () AS __line, NULL::VARCHAR AS __structural, ${values} FROM read_parquet(${quoteLiteral(file)})`,
+    (file, index) => `SELECT ${index + 1} AS __file, row_number() OVER () AS __line, NULL::VARCHAR AS __structural, ${values} FROM read_parquet(${quoteLiteral(file)})`,
   );
   return { select: perFile.join(" UNION ALL "), types };
 }
@@ -325,7 +416,7 @@ function quoteParquetName(name: string): string {
 }
 
 function emptySource(count: number): string {
-  return `SELECT NULL::VARCHAR AS __file, NULL::BIGINT AS __line, NULL::VARCHAR AS __structural, ${Array.from({ length: count }, (_, i) => `NULL::VARCHAR AS __s${i}`).join(", ")} WHERE false`;
+  return `SELECT NULL::INTEGER AS __file, NULL::BIGINT AS __line, NULL::VARCHAR AS __structural, ${Array.from({ length: count }, (_, i) => `NULL::VARCHAR AS __s${i}`).join(", ")} WHERE false`;
 }
 
 const INTEGER_TYPES = /^(TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT|UTINYINT|USMALLINT|UINTEGER|UBIGINT)$/;

@@ -1,6 +1,10 @@
 import { existsSync } from "node:fs";
+import { mkdtemp, readdir, rm } from "node:fs/promises";
+import { tmpdir, totalmem } from "node:os";
+import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { DuckDBInstance } from "@duckdb/node-api";
+import { InvalidInputError, errorMessage } from "../core/errors.js";
 import { rowItems, rowLanes, type SignedColumn } from "../core/signature.js";
 import { quoteLiteral } from "../core/sql.js";
 import type { Signing } from "./engine.js";
@@ -12,10 +16,33 @@ export type SignatureForm = Signing["form"];
 export interface OpenedDuckDb {
   readonly instance: DuckDBInstance;
   readonly signing: Signing;
+  /** The folder DuckDB spills to, when it was opened with one (`spill`); `close()` removes it. */
+  readonly spillDirectory?: string;
+  /** Closes the instance and removes its spill folder. */
+  close(): Promise<void>;
 }
 
 /** Where `npm ci` / `npm install` put the extension (scripts/build-native.mjs); the same path from src/ and dist/. */
 export const NATIVE_EXTENSION_PATH = fileURLToPath(new URL("../../build/native/lakeswap_signature.duckdb_extension", import.meta.url));
+
+/** The environment variable that sets the landing instance's memory limit (a DuckDB size: `2GB`, `512MB`). */
+export const MEMORY_LIMIT_VARIABLE = "LAKESWAP_MEMORY_LIMIT";
+
+/** The prefix of the landing instance's spill folders in the machine's temporary folder; the owner's pid follows. */
+const SPILL_PREFIX = "lakeswap-landing-";
+
+/**
+ * The landing instance's memory limit: `LAKESWAP_MEMORY_LIMIT` when set, else
+ * 1 GiB, or a quarter of the machine's memory (or of the container's limit)
+ * where that is less. DuckDB keeps what does not fit in its spill folder.
+ */
+export function landingMemoryLimit(): string {
+  const set = process.env[MEMORY_LIMIT_VARIABLE]?.trim();
+  if (set) return set;
+  const constrained = process.constrainedMemory?.() ?? 0;
+  const memory = constrained > 0 && constrained < totalmem() ? constrained : totalmem();
+  return `${Math.max(128, Math.min(1024, Math.floor(memory / 4 / 1024 ** 2)))}MiB`;
+}
 
 /**
  * Opens an in-memory DuckDB instance with lakeswap's signature extension loaded,
@@ -23,15 +50,49 @@ export const NATIVE_EXTENSION_PATH = fileURLToPath(new URL("../../build/native/l
  * the reference implementation does. Otherwise a plain instance: signatures then
  * use the SQL form. DuckDB loads the extension only with unsigned extensions
  * allowed, so only an instance that did load it keeps them allowed.
+ *
+ * With `spill` (the instance that lands deliveries), the instance's memory is
+ * limited (`landingMemoryLimit()`) and what does not fit goes to a fresh folder
+ * of its own in the machine's temporary folder (`TMPDIR`), which `close()`
+ * removes; folders left by a killed process are removed here.
  */
-export async function openDuckDb(options: { readonly native?: boolean; readonly extensionPath?: string } = {}): Promise<OpenedDuckDb> {
+export async function openDuckDb(
+  options: { readonly native?: boolean; readonly extensionPath?: string; readonly spill?: boolean } = {},
+): Promise<OpenedDuckDb> {
   const extension = options.extensionPath ?? NATIVE_EXTENSION_PATH;
-  const plain = async (reason: string): Promise<OpenedDuckDb> => ({ instance: await DuckDBInstance.create(":memory:"), signing: { form: "sql", reason } });
+  const spillDirectory = options.spill ? await freshSpillDirectory() : undefined;
+  const opened = (instance: DuckDBInstance, signing: Signing): OpenedDuckDb => ({
+    instance,
+    signing,
+    ...(spillDirectory ? { spillDirectory } : {}),
+    close: async () => {
+      instance.closeSync();
+      if (spillDirectory) await rm(spillDirectory, { recursive: true, force: true });
+    },
+  });
+  const create = async (config: Record<string, string> = {}): Promise<DuckDBInstance> => {
+    if (!spillDirectory) return DuckDBInstance.create(":memory:", config);
+    // The spill folder is set before DuckDB holds any data; DuckDB makes it (and its files) when it first spills.
+    const instance = await DuckDBInstance.create(":memory:", { ...config, temp_directory: path.join(spillDirectory, "duckdb") });
+    const connection = await instance.connect();
+    const limit = landingMemoryLimit();
+    try {
+      await connection.run(`SET memory_limit = ${quoteLiteral(limit)}`);
+    } catch (error) {
+      instance.closeSync();
+      await rm(spillDirectory, { recursive: true, force: true });
+      throw new InvalidInputError(`${MEMORY_LIMIT_VARIABLE}='${limit}' is not a memory size DuckDB takes (${errorMessage(error)}): write it like 2GB or 512MB, or unset it for the default`);
+    } finally {
+      connection.closeSync();
+    }
+    return instance;
+  };
+  const plain = async (reason: string): Promise<OpenedDuckDb> => opened(await create(), { form: "sql", reason });
   if (options.native === false) return plain("the native form was not asked for");
   // The environment switch: LAKESWAP_NATIVE=off keeps every signature in the SQL form.
   if (process.env.LAKESWAP_NATIVE === "off") return plain("LAKESWAP_NATIVE=off");
   if (!existsSync(extension)) return plain(`the native extension is not built (${extension}; npm run build:native)`);
-  const instance = await DuckDBInstance.create(":memory:", { allow_unsigned_extensions: "true" });
+  const instance = await create({ allow_unsigned_extensions: "true" });
   let failure: string | undefined;
   const connection = await instance.connect();
   try {
@@ -42,9 +103,37 @@ export async function openDuckDb(options: { readonly native?: boolean; readonly 
   } finally {
     connection.closeSync();
   }
-  if (failure === undefined) return { instance, signing: { form: "native" } };
+  if (failure === undefined) return opened(instance, { form: "native" });
   instance.closeSync();
   return plain(failure);
+}
+
+/**
+ * A new spill folder, `lakeswap-landing-<pid>-XXXXXX` in the machine's temporary
+ * folder. Each process makes its own, so a leftover never stands in a later run's
+ * way; the folders of processes that are gone (killed before they could remove
+ * theirs) are removed first.
+ */
+async function freshSpillDirectory(): Promise<string> {
+  const parent = tmpdir();
+  const names = await readdir(parent).catch(() => [] as string[]);
+  for (const name of names) {
+    const pid = new RegExp(`^${SPILL_PREFIX}(\\d+)-`).exec(name)?.[1];
+    if (pid !== undefined && Number(pid) !== process.pid && !processAlive(Number(pid))) {
+      await rm(path.join(parent, name), { recursive: true, force: true }).catch(() => undefined);
+    }
+  }
+  return mkdtemp(path.join(parent, `${SPILL_PREFIX}${process.pid}-`));
+}
+
+/** Whether a process with this id runs (or runs under another user, which we may not signal). */
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM";
+  }
 }
 
 /**

@@ -11,6 +11,8 @@ import type { BuildRequest, BuildResult } from "../engine/engine.js";
  * from their Parquet footers. Users' SQL never runs here.
  */
 export interface Landing {
+  /** The files a delivery's paths or globs name, and its id (a digest of their names and bytes), without landing it. */
+  identify(files: readonly string[]): Promise<{ readonly files: readonly string[]; readonly id: string }>;
   /** Lands a delivery's files: typed rows, bad rows apart, a signature per partition. */
   land(request: LandRequest): Promise<LandedDelivery>;
   /** Frees what `land` holds. */
@@ -69,6 +71,22 @@ export interface RejectedRow {
   readonly line: number | null;
   readonly reason: string;
   readonly raw: string | null;
+}
+
+/**
+ * What landing a delivery found, without its rows: enough to plan the raw
+ * layer. Kept in the lake for deliveries without bad rows, so that the same
+ * delivery again (same bytes, same dataset declaration) is planned without
+ * being read again.
+ */
+export interface LandingSummary {
+  readonly id: string;
+  readonly files: readonly string[];
+  readonly rowsRead: number;
+  readonly rowsLoaded: number;
+  readonly rowsRejected: number;
+  readonly partitions: readonly LandedPartition[];
+  readonly signing: Signing;
 }
 
 /** A delivery landed in the engine: where its good and bad rows are, and what they hold. */
