@@ -352,3 +352,50 @@ describe("bad rows keep their file, line and original text; file problems are na
     expect(delivery.rowsLoaded).toBe(2);
   }, 60_000);
 });
+
+describe("text files are read in chunks of whole lines, never as one string (issue 10, item 7)", () => {
+  const columns = [col("id", "BIGINT", false), col("note", "VARCHAR"), col("day", "VARCHAR")];
+  const byDay = [{ key: "p", expression: "day" }];
+
+  it("keeps every line's number across reads: a bad row past the first 8 MB is named at its line", async () => {
+    const rows = Array.from({ length: 250_000 }, (_, i) => `${i},${"n".repeat(30)},d${i % 3}`);
+    rows[240_000] = `oops,x,d0`;
+    const { delivery, bad } = await land({ files: [file("csv", `id,note,day\n${rows.join("\n")}\n`)], format: "csv", columns, partition: byDay });
+    expect(delivery).toMatchObject({ rowsRead: 250_000, rowsLoaded: 249_999, rowsRejected: 1 });
+    expect(bad).toEqual([[240_002, "column id: 'oops' is not an integer", "oops,x,d0"]]);
+    expect(delivery.partitions.map((p) => p.rows)).toEqual([83_333, 83_333, 83_333]);
+  });
+
+  it("drops blank lines at the end of a file and CRs of CRLF line ends; blank lines inside keep the numbering", async () => {
+    const csv = await land({ files: [file("csv", "id,note,day\r\n1,a,x\r\n\r\nz,b,x\r\n\r\n\r\n")], format: "csv", columns, partition: byDay });
+    expect(csv.good).toEqual([["1", "a", "x"]]);
+    expect(csv.bad).toEqual([[4, "column id: 'z' is not an integer", "z,b,x"]]);
+    const jsonl = await land({ files: [file("jsonl", `{"id": 1, "day": "x"}\n\n  \n{"id": "z", "day": "x"}\n\n`)], format: "jsonl", columns, partition: byDay });
+    expect(jsonl.good).toEqual([["1", null, "x"]]);
+    expect(jsonl.bad).toEqual([[4, "column id: 'z' is not an integer", `{"id": "z", "day": "x"}`]]);
+  });
+
+  it("a JSONL line that is not JSON, or not an object, is a bad row; the lines around it land", async () => {
+    const lines = [`{"id": 1, "day": "x"}`, `{not json`, `[1, 2]`, `"text"`, `{"id": 2, "note": "a\\"b", "day": "x"}`];
+    const { good, bad } = await land({ files: [file("jsonl", `${lines.join("\n")}\n`)], format: "jsonl", columns, partition: byDay });
+    expect(good).toEqual([["1", null, "x"], ["2", 'a"b', "x"]]);
+    expect(bad).toEqual([
+      [2, "not valid JSON", "{not json"],
+      [3, "not a JSON object", "[1, 2]"],
+      [4, "not a JSON object", `"text"`],
+    ]);
+  });
+
+  it("names the file of a bad row in a delivery of several files (CSV, JSONL, Parquet)", async () => {
+    const csvFiles = [file("csv", "id,note,day\n1,a,x\n"), file("csv", "id,note,day\n2,b,x\nz,c,x\n")];
+    const jsonlFiles = [file("jsonl", `{"id": 1, "day": "x"}\n`), file("jsonl", `{"id": 2, "day": "x"}\n{"id": "z", "day": "x"}\n`)];
+    const parquetFiles = [await parquet(`SELECT '1' AS id, 'a' AS note, 'x' AS day`), await parquet(`SELECT * FROM (VALUES ('2', 'b', 'x'), ('z', 'c', 'x')) t(id, note, day)`)];
+    for (const [files, format] of [[csvFiles, "csv"], [jsonlFiles, "jsonl"], [parquetFiles, "parquet"]] as const) {
+      const { delivery } = await land({ files: [...files], format, columns, partition: byDay });
+      expect(delivery).toMatchObject({ rowsLoaded: 2, rowsRejected: 1 });
+      expect(delivery.firstRejects).toEqual([
+        { file: files[1], line: format === "csv" ? 3 : 2, reason: "column id: 'z' is not an integer", raw: format === "csv" ? "z,c,x" : format === "jsonl" ? `{"id": "z", "day": "x"}` : null },
+      ]);
+    }
+  });
+});
