@@ -232,7 +232,9 @@ function renderDelivery(figures: DeliveryFigures): string {
     `wall time of each process as a user waits for it (Node start-up included); rounds of the first load interleaved, on a fresh lake each; ` +
     `peak RSS: the highest over the rounds (${memory.method === "gnu-time" ? "GNU time's maximum resident set size" : "VmHWM polled every 20 ms"}); ` +
     `resend = the same file again on the first round's lake (nothing to build; lakeswap signs ${resend.signatureForm === "native" ? "with its extension" : `in the ${resend.signatureForm} form`})`;
-  const row = (label: string, timing: Timing, peak?: number): string[] => [...timingRow(label, timing), peak === undefined ? "" : gb(peak)];
+  const row = (label: string, timing: Timing, peak?: number): string[] => [
+    label, duration(timing.medianMs), duration(timing.minMs), duration(timing.maxMs), String(timing.samplesMs.length), peak === undefined ? "" : gb(peak),
+  ];
   const timings = renderTable(
     ["measure", "median", "min", "max", "n", "peak RSS"],
     [
@@ -241,7 +243,9 @@ function renderDelivery(figures: DeliveryFigures): string {
       row("first load · raw DuckDB COPY … PARTITION_BY (day) (process)", firstLoad.copy, memory.copyPeakRssBytes),
       row("  (context) the COPY statement alone, inside its process", firstLoad.copyStatement),
       row("resend · lakeswap sync (process)", resend.lakeswap, resend.lakeswapPeakRssBytes),
-      [`resend · straightforward in Node: rows in memory (read in ${duration(resend.readIntoNodeMs)}, untimed) → per day sort, CSV, sha256`, duration(resend.straightforwardNode), "", "", "1", ""],
+      resend.straightforwardNode === undefined || resend.readIntoNodeMs === undefined
+        ? ["resend · straightforward in Node: rows in memory → per day sort, CSV, sha256", "not run (--node-baseline)", "", "", "", ""]
+        : [`resend · straightforward in Node: rows in memory (read in ${duration(resend.readIntoNodeMs)}, untimed) → per day sort, CSV, sha256`, duration(resend.straightforwardNode), "", "", "1", ""],
       [`resend · straightforward with DuckDB: table (loaded in ${duration(resend.loadIntoDuckDbMs)}, untimed) → per day COPY sorted CSV, sha256`, duration(resend.straightforwardCopy), "", "", "1", ""],
     ],
   );
@@ -252,7 +256,7 @@ function renderDelivery(figures: DeliveryFigures): string {
       ["  (context) lakeswap / the COPY statement alone", times(firstLoad.ratioToStatement), "", ""],
       ["first load · peak RSS lakeswap / raw COPY", times(memory.ratio), `≤ ${times(DELIVERY_TARGETS.peakRssRatio)}`, verdictWord(memory.ratio <= DELIVERY_TARGETS.peakRssRatio)],
       [
-        `resend · straightforward (faster: ${resend.baseline === "node" ? "in Node" : "with DuckDB"}) / lakeswap`,
+        `resend · straightforward (${resend.straightforwardNode === undefined ? "with DuckDB" : `faster: ${resend.baseline === "node" ? "in Node" : "with DuckDB"}`}) / lakeswap`,
         times(resend.speedup),
         `≥ ${times(DELIVERY_TARGETS.resendSpeedup)}`,
         verdictWord(resend.speedup >= DELIVERY_TARGETS.resendSpeedup),
@@ -262,7 +266,7 @@ function renderDelivery(figures: DeliveryFigures): string {
   const files =
     `written: lakeswap ${count(firstLoad.lakeswapFiles.files)} Parquet files, ${mb(firstLoad.lakeswapFiles.bytes)}; raw COPY ${count(firstLoad.copyFiles.files)} files, ${mb(firstLoad.copyFiles.bytes)} · ` +
     `checks: lakeswap built ${firstLoad.partitionsBuilt} partitions of ${count(firstLoad.rowsLanded)} rows; every resend built nothing: ${yes(figures.checks.resendBuiltNothing)}; ` +
-    `both straightforward variants hash the same CSV text: ${yes(figures.checks.straightforwardVariantsAgree)}`;
+    `both straightforward variants hash the same CSV text (${figures.checks.straightforwardDaysCompared} days compared): ${yes(figures.checks.straightforwardVariantsAgree)}`;
   return [title, note, "", timings, "", ratios, "", files].join("\n");
 }
 

@@ -28,7 +28,7 @@ const CLI_SECTIONS: readonly Section[] = ["delivery", "scale", "aws"];
 
 const USAGE =
   "usage: npm run bench -- [--json] [--only SECTION,...] [--repeat N] [--moves N] [--rounds N] " +
-  "[--scale-budget SECONDS] [--aws-budget SECONDS] [--aws-mtd-deliveries N]\n" +
+  "[--node-baseline] [--scale-budget SECONDS] [--aws-budget SECONDS] [--aws-mtd-deliveries N]\n" +
   `sections: ${SECTIONS.join(", ")} (replace = replace and swap)`;
 
 /** A command line the benchmark cannot run with. */
@@ -45,6 +45,8 @@ interface BenchOptions {
   readonly scaleBudgetMs: number;
   /** Longest one sync on the AWS emulators may run, in ms. */
   readonly awsBudgetMs: number;
+  /** Time the straightforward signature in Node over every row too (the slower variant; a minute or more here). */
+  readonly nodeBaseline: boolean;
   /** Deliveries of the month-to-date replay on AWS (0: skip it). */
   readonly awsMtdDeliveries: number;
   readonly only: readonly Section[];
@@ -64,6 +66,7 @@ function parseOptions(args: readonly string[]): BenchOptions {
     scaleBudgetMs: positiveInteger("--scale-budget", flags["scale-budget"]) * 1000,
     awsBudgetMs: positiveInteger("--aws-budget", flags["aws-budget"]) * 1000,
     awsMtdDeliveries: nonNegativeInteger("--aws-mtd-deliveries", flags["aws-mtd-deliveries"]),
+    nodeBaseline: flags["node-baseline"],
     only: only as Section[],
     json: flags.json,
   };
@@ -81,6 +84,7 @@ function readFlags(args: readonly string[]) {
         "aws-budget": { type: "string", default: "180" },
         "aws-mtd-deliveries": { type: "string", default: "5" },
         only: { type: "string" },
+        "node-baseline": { type: "boolean", default: false },
         json: { type: "boolean", default: false },
       },
     }).values;
@@ -162,7 +166,7 @@ async function main(): Promise<void> {
     let flights: FlightsWorkspace | undefined;
     if (selected("delivery")) {
       flights = await prepareFlights(workDir, progress);
-      sections.delivery = await benchDelivery(flights, options.rounds, progress);
+      sections.delivery = await benchDelivery(flights, { rounds: options.rounds, nodeBaseline: options.nodeBaseline }, progress);
     }
     if (selected("scale")) sections.scale = await benchScale(workDir, options.scaleBudgetMs, progress);
     if (selected("aws")) {
