@@ -177,7 +177,7 @@ export class Pipeline {
         // again only if some raw partition must be built from it.
         const known = await this.knownDelivery(dataset);
         // Landing first: a delivery with bad rows and no dead-letter table changes nothing, not even the catalog.
-        let landed = known.summary ? undefined : await this.land(dataset, known.key);
+        let landed = known.summary ? undefined : await this.land(dataset);
         const release = async (): Promise<void> => {
           const delivery = landed?.delivery;
           landed = undefined;
@@ -199,6 +199,10 @@ export class Pipeline {
               ? await this.execute(writer, log, dataset.table, "raw", rawPlan, { kind: "landed", delivery: landed.delivery }, () => ({}))
               : skipped(dataset.table, "raw", rawPlan);
             results.push(...rawResults);
+            // A clean delivery whose raw layer landed whole is known from now on: the same delivery again is not read again.
+            if (landed && known.key !== undefined && !known.summary && landed.delivery.rowsRejected === 0 && rawResults.every((r) => r.action !== "failed")) {
+              await this.keepSummary(dataset, known.key, landed.delivery);
+            }
             layers.push({ dataset: dataset.name, layer: "raw", table: dataset.table, ...totals(rawResults, Date.now() - started) });
             await release();
             for (const layer of dataset.layers) {
@@ -340,8 +344,16 @@ export class Pipeline {
     return createHash("sha256").update(declaration).digest("hex").slice(0, 32);
   }
 
-  /** Lands a delivery; with `keepAs`, keeps its summary (a clean delivery) so that the same delivery again is not read again. */
-  private async land(dataset: DatasetConfig, keepAs?: string): Promise<{ delivery: LandedDelivery }> {
+  /** Keeps what landing found; failing to is only a warning (the next sync of the same delivery reads it again). */
+  private async keepSummary(dataset: DatasetConfig, key: string, delivery: LandedDelivery): Promise<void> {
+    try {
+      await this.lake.keepLandingSummary(dataset.table, key, delivery);
+    } catch (error) {
+      process.emitWarning(`could not keep the landing summary of delivery ${delivery.id}: ${errorMessage(error)}; its next sync reads it again`);
+    }
+  }
+
+  private async land(dataset: DatasetConfig): Promise<{ delivery: LandedDelivery }> {
     const delivery = await this.lake.landDelivery({
       files: this.patterns(dataset),
       format: dataset.source.format,
@@ -351,7 +363,6 @@ export class Pipeline {
       partition: dataset.partition,
       signatureColumns: dataset.signatureColumns,
     });
-    if (keepAs !== undefined && delivery.rowsRejected === 0) await this.lake.keepLandingSummary(dataset.table, keepAs, delivery);
     if (delivery.rowsRejected > 0 && !dataset.deadLetter) {
       await this.lake.releaseDelivery(delivery);
       const first = delivery.firstRejects[0];

@@ -216,22 +216,26 @@ export class DuckDbEngine implements Engine, Landing {
     const keys = table.partitionKeys;
     try {
       return await this.withConnection(async (connection) => {
-        await connection.run(`CREATE TEMP TABLE ${runsTable} (__run INTEGER, ${keys.map((k) => `${quoteIdentifier(k)} VARCHAR`).join(", ")})`);
-        for (let start = 0; start < runs.length; start += 1000) {
-          const values = runs
-            .slice(start, start + 1000)
-            .map((run, i) => `(${start + i}, ${keys.map((key) => quoteLiteral(partitionValue(run.partition, key))).join(", ")})`);
-          await connection.run(`INSERT INTO ${runsTable} VALUES ${values.join(", ")}`);
-        }
         const projection = table.columns
           .map((c) => `CAST(l.${quoteIdentifier(c.name)} AS ${duckdbStorageType(c.type)}) AS ${quoteIdentifier(c.name)}`)
           .join(", ");
-        const join = keys.map((key) => `l.${quoteIdentifier(key)} = m.${quoteIdentifier(key)}`).join(" AND ");
+        const keyList = keys.map(quoteIdentifier).join(", ");
+        // Every partition of the delivery (a first load), or only the listed ones (the changed partitions).
+        const all = new Set(runs.map((run) => partitionPath(run.partition))).size === delivery.partitions.length;
+        if (!all) {
+          await connection.run(`CREATE TEMP TABLE ${runsTable} (${keys.map((k) => `${quoteIdentifier(k)} VARCHAR`).join(", ")})`);
+          for (let start = 0; start < runs.length; start += 1000) {
+            const values = runs.slice(start, start + 1000).map((run) => `(${keys.map((key) => quoteLiteral(partitionValue(run.partition, key))).join(", ")})`);
+            await connection.run(`INSERT INTO ${runsTable} VALUES ${values.join(", ")}`);
+          }
+        }
+        const where = all ? "" : ` WHERE (${keys.map((k) => `l.${quoteIdentifier(k)}`).join(", ")}) IN (SELECT (${keyList}) FROM ${runsTable})`;
         try {
-          // One pass over the delivery: every run's rows, each run's files in its own folder (`__run=<index>`).
+          // One pass over the delivery, each partition's files in its own Hive folder (`day=2026-11-01/`; partition
+          // values were checked when landed: letters, digits, '_', '.', '-', so the folder name is the value as it is).
           await connection.run(
-            `COPY (SELECT ${projection}, m.__run FROM ${quoteIdentifier(delivery.relation)} AS l JOIN ${runsTable} AS m ON ${join}) ` +
-              `TO ${quoteLiteral(stage)} (FORMAT PARQUET, PARTITION_BY (__run), COMPRESSION ${table.compression === "zstd" ? "zstd" : "snappy"})`,
+            `COPY (SELECT ${projection}, ${keys.map((k) => `l.${quoteIdentifier(k)}`).join(", ")} FROM ${quoteIdentifier(delivery.relation)} AS l${where}) ` +
+              `TO ${quoteLiteral(stage)} (FORMAT PARQUET, PARTITION_BY (${keyList}), COMPRESSION ${table.compression === "zstd" ? "zstd" : "snappy"})`,
           );
         } catch (error) {
           throw new BuildError(`writing ${runs.length} run(s) of ${table.name} failed: ${cleanDuckDbMessage(error)}`, error);
@@ -239,7 +243,7 @@ export class DuckDbEngine implements Engine, Landing {
           await connection.run(`DROP TABLE IF EXISTS ${runsTable}`);
         }
         faultPoint("during-build");
-        return mapLimited(runs, local ? 8 : 4, (run, index) => this.placeRun(path.join(stage, `__run=${index}`), run));
+        return mapLimited(runs, local ? 8 : 4, (run) => this.placeRun(path.join(stage, ...partitionPath(run.partition).split("/")), run));
       });
     } finally {
       await fs.rm(local ? stage : stageParent, { recursive: true, force: true });
