@@ -349,7 +349,8 @@ export class GlueCatalog implements Catalog {
     let token: string | undefined;
     do {
       const page = await this.send("GetPartitions", () =>
-        this.client.send(new GetPartitionsCommand({ ...this.ids, TableName: table, NextToken: token, MaxResults: limit })),
+        // Pages of 1,000, the most Glue returns at once: a listing of a table of 10,000 partitions is 10 calls.
+        this.client.send(new GetPartitionsCommand({ ...this.ids, TableName: table, NextToken: token, MaxResults: limit ?? 1000 })),
       );
       partitions.push(...(page.Partitions ?? []));
       token = limit !== undefined && partitions.length >= limit ? undefined : page.NextToken;
