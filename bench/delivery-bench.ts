@@ -4,7 +4,7 @@ import { quoteLiteral } from "../src/core/sql.js";
 import type { BenchAws, ApiCalls } from "./aws-lake.js";
 import { BenchDuck } from "./duck.js";
 import { FLIGHTS_DAY_EXPRESSION, FLIGHTS_DAYS, FLIGHTS_ROWS, FLIGHTS_TABLE, flightsPipelineYaml, writeFlights } from "./flights.js";
-import { lakeswapSync, REPO_ROOT, tail, type SyncRun } from "./lakeswap-cli.js";
+import { lakeswapSync, REPO_ROOT, succeeded, tail, type SyncRun } from "./lakeswap-cli.js";
 import { runMeasured, type MeasuredRun, type RssMethod } from "./measured-process.js";
 import { summarize, timeMs, type Timing } from "./stats.js";
 import {
@@ -195,7 +195,9 @@ export async function benchDelivery(
   const resendRuns: SyncRun[] = [];
   for (let round = 1; round <= Math.max(rounds, 3); round++) {
     progress(`delivery: resend of the same file, round ${round}/${Math.max(rounds, 3)}`);
-    resendRuns.push(await lakeswapSync({ config: flights.config, input: flights.file, lakeDir: path.join(flights.dir, "lake-1") }));
+    const resend = await lakeswapSync({ config: flights.config, input: flights.file, lakeDir: path.join(flights.dir, "lake-1") });
+    succeeded(resend);
+    resendRuns.push(resend);
   }
   const resendBuiltNothing = resendRuns.every((r) => r.report?.totals.built === 0 && r.report.totals.skipped === FLIGHTS_DAYS);
   if (!resendBuiltNothing) throw new Error(`a resend of the same delivery built something: ${resendRuns.map((r) => `${r.report?.totals.built} built`).join(", ")}`);
@@ -229,7 +231,9 @@ export async function benchDelivery(
 
 async function firstLoad(flights: FlightsWorkspace, lakeDir: string): Promise<SyncRun> {
   await fs.rm(lakeDir, { recursive: true, force: true });
-  return lakeswapSync({ config: flights.config, input: flights.file, lakeDir });
+  const run = await lakeswapSync({ config: flights.config, input: flights.file, lakeDir });
+  succeeded(run);
+  return run;
 }
 
 /** The raw baseline: one partitioned COPY of the same rows, with the same partition expression and compression, in a process of its own. */
@@ -329,6 +333,7 @@ export async function benchDeliveryAws(
   const sync = (): Promise<SyncRun> => lakeswapSync({ config: flights.config, input: flights.file, env, timeoutMs });
   progress("aws: first load of the flights delivery");
   const first = await aws.counting(sync);
+  if (first.result.failure !== undefined) return { note: `the first load on AWS failed: ${first.result.failure}` };
   if (first.result.report === undefined) {
     return { note: `the first load on AWS was stopped after ${(timeoutMs / 1000).toFixed(0)} s (--aws-budget); no resend measured` };
   }
@@ -342,6 +347,7 @@ export async function benchDeliveryAws(
   for (let round = 1; round <= 2; round++) {
     progress(`aws: resend of the flights delivery, round ${round}/2`);
     const again = await aws.counting(sync);
+    if (again.result.failure !== undefined) return { firstLoad, note: `a resend on AWS failed: ${again.result.failure}` };
     if (again.result.report === undefined) return { firstLoad, note: `a resend on AWS was stopped after ${(timeoutMs / 1000).toFixed(0)} s` };
     resends.push({ ms: again.result.process.wallMs, calls: again.calls, skipped: again.result.report.totals.skipped });
   }

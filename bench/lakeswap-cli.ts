@@ -45,10 +45,12 @@ export interface SyncReportJson {
   readonly loads: readonly { readonly rowsRead: number; readonly rowsLoaded: number; readonly signing?: { readonly form?: string; readonly reason?: string } }[];
 }
 
-/** One `lakeswap sync` process: how it ran, and its report (none if it was stopped at its time limit). */
+/** One `lakeswap sync` process: how it ran, its report (none if it was stopped at its time limit), and why it failed, if it did. */
 export interface SyncRun {
   readonly process: MeasuredRun;
   readonly report?: SyncReportJson;
+  /** The error of a sync that exited non-zero or reported failed partitions (the first failed partition's, or the command's). */
+  readonly failure?: string;
 }
 
 /** A `lakeswap sync` as a user runs it. */
@@ -67,25 +69,41 @@ export interface SyncCommand {
 
 /**
  * Runs `node bin/lakeswap.js [--lake DIR] sync -c CONFIG --input FILE --json`
- * and measures the process (wall time, peak RSS). Throws if it fails, or if its
- * report names a failed partition; a sync stopped at its time limit is returned.
+ * and measures the process (wall time, peak RSS). A sync stopped at its time
+ * limit has no report; one that failed (non-zero exit, or failed partitions in
+ * its report) says why in `failure`: the caller decides whether that stops it.
  */
 export async function lakeswapSync(command: SyncCommand): Promise<SyncRun> {
   const lake = command.lakeDir === undefined ? [] : ["--lake", command.lakeDir];
   const args = [LAKESWAP_BIN, ...lake, "sync", "-c", command.config, "--input", command.input, "--json"];
   const run = await runMeasured(process.execPath, args, { cwd: path.dirname(command.config), env: command.env, timeoutMs: command.timeoutMs });
   if (run.timedOut) return { process: run };
-  if (run.code !== 0) {
-    throw new Error(`lakeswap sync of ${path.basename(command.input)} exited with ${run.code ?? run.signal}:\n${tail(run.stderr, 20)}\n${tail(run.stdout, 20)}`);
-  }
-  let report: SyncReportJson;
+  let parsed: unknown;
   try {
-    report = JSON.parse(run.stdout) as SyncReportJson;
+    parsed = JSON.parse(run.stdout);
   } catch {
-    throw new Error(`lakeswap sync --json printed something that is not one JSON document:\n${tail(run.stdout, 10)}`);
+    parsed = undefined;
   }
-  if (report.totals.failed > 0) throw new Error(`lakeswap sync of ${path.basename(command.input)} reported ${report.totals.failed} failed partition(s)`);
-  return { process: run, report };
+  const report = isSyncReport(parsed) ? parsed : undefined;
+  if (run.code === 0 && report !== undefined && report.totals.failed === 0) return { process: run, report };
+  const failedPartition = (parsed as { partitions?: { action?: string; error?: string }[] } | undefined)?.partitions?.find((p) => p.action === "failed");
+  const commandError = (parsed as { error?: { message?: string } } | undefined)?.error?.message;
+  const failure =
+    failedPartition?.error ??
+    commandError ??
+    (run.code === 0 ? "the sync printed no JSON report" : `exit ${run.code ?? run.signal}: ${tail(run.stderr, 5) || tail(run.stdout, 5)}`);
+  return { process: run, report, failure: `${path.basename(command.input)}: ${failure}` };
+}
+
+function isSyncReport(value: unknown): value is SyncReportJson {
+  return typeof value === "object" && value !== null && "totals" in value && "layers" in value;
+}
+
+/** The run's report, or an error saying why the sync failed or was stopped. */
+export function succeeded(run: SyncRun): SyncReportJson {
+  if (run.failure !== undefined) throw new Error(`lakeswap sync failed: ${run.failure}`);
+  if (run.report === undefined) throw new Error(`lakeswap sync was stopped after ${(run.process.wallMs / 1000).toFixed(0)} s`);
+  return run.report;
 }
 
 /** The last `lines` lines of a text. */

@@ -64,10 +64,12 @@ export interface BenchReport {
   readonly verdict?: { readonly swapGrowsWithSize: boolean; readonly maxFlatRatio: number; readonly message: string };
   /** Every target's verdict, judged from the figures above. */
   readonly targets: readonly Verdict[];
+  /** Sections that stopped with an error (their figures are absent). */
+  readonly failedSections: readonly { readonly section: string; readonly error: string }[];
 }
 
 /** The sections one run produced. */
-export type BenchSections = Omit<BenchReport, "machine" | "verdict" | "targets">;
+export type BenchSections = Omit<BenchReport, "machine" | "verdict" | "targets" | "failedSections">;
 
 /** Above this 1M/1k ratio of swap medians, the swap is taken to grow with partition size. */
 export const MAX_FLAT_RATIO = 1.25;
@@ -76,7 +78,7 @@ export const MAX_FLAT_RATIO = 1.25;
 export const MTD_TARGET = 0.1;
 
 /** Puts the figures together with the verdicts: the swap's growth with partition size, and every target of issue 10. */
-export function buildReport(machine: Machine, sections: BenchSections): BenchReport {
+export function buildReport(machine: Machine, sections: BenchSections, failedSections: BenchReport["failedSections"] = []): BenchReport {
   const { swap } = sections;
   let verdict: BenchReport["verdict"];
   if (swap) {
@@ -86,7 +88,7 @@ export function buildReport(machine: Machine, sections: BenchSections): BenchRep
       : `swap time does not grow with partition size: ratio ${swap.ratio.toFixed(2)}`;
     verdict = { swapGrowsWithSize: grows, maxFlatRatio: MAX_FLAT_RATIO, message };
   }
-  return { machine, ...sections, verdict, targets: judge(sections) };
+  return { machine, ...sections, verdict, targets: judge(sections), failedSections };
 }
 
 /** Every target, judged from the measured figures (never from constants). */
@@ -106,26 +108,29 @@ function judge(sections: BenchSections): Verdict[] {
   }
   if (mtd) verdicts.push(ratioAtMost("month-to-date · incremental / full rebuild wall time", mtd.incremental.ms / mtd.full.ms, MTD_TARGET));
   if (scale) {
-    const [small, large] = scale.runs.map((r) => r.partitions);
-    const note = (ratio: ScaleFigures["firstRatio"]): string | undefined =>
-      ratio?.lowerBound ? `the ${count(large ?? 0)}-partition sync was stopped at its limit (--scale-budget ${(scale.budgetMs / 1000).toFixed(0)} s)` : undefined;
-    verdicts.push(
-      ratioAtMost(`scale · first sync of ${count(large ?? 0)} / of ${count(small ?? 0)} tiny partitions`, scale.firstRatio?.value, SCALE_RATIO_TARGET, {
-        lowerBound: scale.firstRatio?.lowerBound,
-        note: note(scale.firstRatio),
-      }),
-      ratioAtMost(`scale · resend of ${count(large ?? 0)} / of ${count(small ?? 0)} tiny partitions`, scale.resendRatio?.value, SCALE_RATIO_TARGET, {
-        lowerBound: scale.resendRatio?.lowerBound,
-        note: note(scale.resendRatio) ?? (scale.resendRatio === undefined ? "no resend: the first sync did not finish" : undefined),
-      }),
-    );
+    const [smallRun, largeRun] = scale.runs;
+    const [small, large] = [count(smallRun?.partitions ?? 0), count(largeRun?.partitions ?? 0)];
+    const judgeScale = (kind: "first" | "resend", ratio: ScaleFigures["firstRatio"]): Verdict => {
+      const measure = `scale · ${kind === "first" ? "first sync" : "resend"} of ${large} / of ${small} tiny partitions`;
+      const failed = [smallRun, largeRun].map((run) => run?.[kind]?.failed).find((f) => f !== undefined);
+      // A sync that fails cannot have done its work within any time: the target is missed, and the report says why.
+      if (failed !== undefined) return { measure, target: `≤ ${SCALE_RATIO_TARGET.toFixed(2)}×`, measured: "sync FAILED", met: false, note: failed };
+      const note = ratio?.lowerBound
+        ? `the ${large}-partition sync was stopped at its limit (--scale-budget ${(scale.budgetMs / 1000).toFixed(0)} s)`
+        : ratio === undefined && kind === "resend"
+          ? "no resend: the first sync did not finish"
+          : undefined;
+      return ratioAtMost(measure, ratio?.value, SCALE_RATIO_TARGET, { lowerBound: ratio?.lowerBound, note });
+    };
+    verdicts.push(judgeScale("first", scale.firstRatio), judgeScale("resend", scale.resendRatio));
   }
   if (aws?.scale) {
     const runs = aws.scale.runs;
-    // A stopped sync's partial count can prove a limit exceeded, never met.
+    // A stopped or failed sync's partial count can prove a limit exceeded, never met.
     const point = (run: TinyRun, sync: TinySync | undefined, value: (calls: ApiCalls | undefined) => number | undefined, limit: number) => {
       const counted = value(sync?.calls);
-      const known = sync !== undefined && (!sync.stopped || (counted ?? 0) > limit) ? counted : undefined;
+      const complete = sync !== undefined && !sync.stopped && sync.failed === undefined;
+      const known = sync !== undefined && (complete || (counted ?? 0) > limit) ? counted : undefined;
       return { label: `N=${count(run.partitions)}`, count: known, limit };
     };
     verdicts.push(
@@ -180,6 +185,7 @@ export function renderText(report: BenchReport): string {
   if (report.delivery) parts.push(renderDelivery(report.delivery), "");
   if (report.scale) parts.push(renderScale(report.scale), "");
   if (report.aws) parts.push(renderAws(report.aws), "");
+  for (const { section, error } of report.failedSections) parts.push(`SECTION FAILED · ${section}: ${error}`, "");
   parts.push(renderTargets(report.targets), "");
   return parts.join("\n");
 }
@@ -274,7 +280,11 @@ function renderDelivery(figures: DeliveryFigures): string {
 function renderScale(figures: ScaleFigures): string {
   const title = `scale · first sync and resend of N tiny partitions (${figures.rowsPerPartition} rows each, day keys from 1990-01-01) · embedded lake · one process each`;
   const cell = (sync: TinySync | undefined): string[] =>
-    sync === undefined ? ["not run", ""] : [`${sync.stopped ? "> " : ""}${duration(sync.ms)}`, `${sync.stopped ? "> " : ""}${sync.msPerPartition.toFixed(2)} ms`];
+    sync === undefined
+      ? ["not run", ""]
+      : sync.failed !== undefined
+        ? [`FAILED after ${duration(sync.ms)}`, ""]
+        : [`${sync.stopped ? "> " : ""}${duration(sync.ms)}`, `${sync.stopped ? "> " : ""}${sync.msPerPartition.toFixed(2)} ms`];
   const table = renderTable(
     ["partitions", "first sync", "per partition", "resend", "per partition"],
     figures.runs.map((r) => [count(r.partitions), ...cell(r.first), ...cell(r.resend)]),
@@ -285,7 +295,17 @@ function renderScale(figures: ScaleFigures): string {
     `${large} / ${small}: first sync ${ratio(figures.firstRatio)}, resend ${ratio(figures.resendRatio)} (target ≤ ${times(SCALE_RATIO_TARGET)}; ` +
     `10× the partitions, so ≤ 12× means time per partition does not grow) · a larger sync is stopped at the smaller of ${duration(figures.budgetMs)} ` +
     `(--scale-budget) and just over ${SCALE_RATIO_TARGET}× the smaller one ("> " marks a stopped sync)`;
-  return [title, "", table, "", line].join("\n");
+  return [title, "", table, "", line, ...failures(figures.runs)].join("\n");
+}
+
+/** One line per failed sync, with lakeswap's error. */
+function failures(runs: readonly TinyRun[]): string[] {
+  return runs.flatMap((run) =>
+    (["first", "resend"] as const).flatMap((kind) => {
+      const failed = run[kind]?.failed;
+      return failed === undefined ? [] : [`FAILED: ${kind === "first" ? "first sync" : "resend"} of ${count(run.partitions)} partitions: ${failed}`];
+    }),
+  );
 }
 
 /** Everything measured on the AWS emulators: context, plus the call-count targets. */
@@ -318,8 +338,8 @@ function renderAwsDelivery(figures: AwsDeliveryFigures): string {
 
 function renderAwsScale(figures: AwsScaleFigures): string {
   const columns: CallColumn[] = figures.runs.flatMap((r) => [
-    { label: `first ${count(r.partitions)}`, ms: r.first.ms, stopped: r.first.stopped, calls: r.first.calls, partitions: r.partitions },
-    { label: `resend ${count(r.partitions)}`, ms: r.resend?.ms, stopped: r.resend?.stopped, calls: r.resend?.calls, partitions: r.partitions },
+    { label: `first ${count(r.partitions)}`, ms: r.first.ms, stopped: r.first.stopped, failed: r.first.failed !== undefined, calls: r.first.calls, partitions: r.partitions },
+    { label: `resend ${count(r.partitions)}`, ms: r.resend?.ms, stopped: r.resend?.stopped, failed: r.resend?.failed !== undefined, calls: r.resend?.calls, partitions: r.partitions },
   ]);
   const rule =
     `rule: writes of a first sync ≤ ceil(N/${GLUE_BATCH}) + ${O1_CALLS}; "O(1)" = at most ${O1_CALLS} calls at every N measured (the two N show any growth); ` +
@@ -331,6 +351,7 @@ function renderAwsScale(figures: AwsScaleFigures): string {
     renderCallTable("N tiny partitions", columns),
     "",
     rule,
+    ...failures(figures.runs),
   ].join("\n");
 }
 
@@ -339,6 +360,7 @@ interface CallColumn {
   readonly label: string;
   readonly ms?: number;
   readonly stopped?: boolean;
+  readonly failed?: boolean;
   readonly calls?: ApiCalls;
   readonly partitions?: number;
   readonly peakRssBytes?: number;
@@ -359,7 +381,7 @@ function renderCallTable(title: string, columns: readonly CallColumn[]): string 
   };
   const mark = (column: CallColumn): string => (column.stopped ? "> " : "");
   const body: string[][] = [
-    ["wall time", ...columns.map((c) => (c.ms === undefined ? "not run" : `${mark(c)}${duration(c.ms)}`))],
+    ["wall time", ...columns.map((c) => (c.ms === undefined ? "not run" : `${c.failed ? "FAILED after " : mark(c)}${duration(c.ms)}`))],
   ];
   if (columns.some((c) => c.partitions !== undefined)) {
     body.push(["ms per partition", ...columns.map((c) => (c.ms === undefined || c.partitions === undefined ? "" : `${mark(c)}${(c.ms / c.partitions).toFixed(1)}`))]);

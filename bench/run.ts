@@ -152,39 +152,56 @@ async function main(): Promise<void> {
       buildMs = await buildDist();
     }
     const sections: { -readonly [K in keyof BenchSections]: BenchSections[K] } = {};
+    const failed: { section: string; error: string }[] = [];
+    // A section that fails is reported as failed; the others still run and print.
+    const attempt = async <T>(section: string, work: () => Promise<T>): Promise<T | undefined> => {
+      try {
+        return await work();
+      } catch (error) {
+        const message = error instanceof Error ? error.message : String(error);
+        progress(`${section} FAILED: ${message}`);
+        failed.push({ section, error: message });
+        return undefined;
+      }
+    };
     if (selected("replace")) {
-      sections.replace = await benchReplace(workDir, LARGE_ROWS, options.repeat, progress);
-      sections.swap = await benchSwap(
-        workDir,
-        { smallRows: SMALL_ROWS, largeRows: LARGE_ROWS },
-        { moves: options.moves, freshMoves: FRESH_MOVES },
-        progress,
+      sections.replace = await attempt("replace", () => benchReplace(workDir, LARGE_ROWS, options.repeat, progress));
+      sections.swap = await attempt("swap", () =>
+        benchSwap(workDir, { smallRows: SMALL_ROWS, largeRows: LARGE_ROWS }, { moves: options.moves, freshMoves: FRESH_MOVES }, progress),
       );
     }
-    if (selected("signature")) sections.signature = await benchSignature(workDir, progress);
-    if (selected("mtd")) sections.mtd = await benchMtd(workDir, progress);
+    if (selected("signature")) sections.signature = await attempt("signature", () => benchSignature(workDir, progress));
+    if (selected("mtd")) sections.mtd = await attempt("mtd", () => benchMtd(workDir, progress));
     let flights: FlightsWorkspace | undefined;
-    if (selected("delivery")) {
-      flights = await prepareFlights(workDir, progress);
-      sections.delivery = await benchDelivery(flights, { rounds: options.rounds, nodeBaseline: options.nodeBaseline }, progress);
+    if (selected("delivery") || selected("aws")) flights = await attempt("delivery", () => prepareFlights(workDir, progress));
+    if (selected("delivery") && flights) {
+      const prepared = flights;
+      sections.delivery = await attempt("delivery", () => benchDelivery(prepared, { rounds: options.rounds, nodeBaseline: options.nodeBaseline }, progress));
     }
-    if (selected("scale")) sections.scale = await benchScale(workDir, options.scaleBudgetMs, progress);
+    if (selected("scale")) sections.scale = await attempt("scale", () => benchScale(workDir, options.scaleBudgetMs, progress));
     if (selected("aws")) {
       progress("aws: starting the S3, Glue and Athena emulators");
-      aws = await BenchAws.start();
-      flights ??= await prepareFlights(workDir, progress);
-      const figures: { -readonly [K in keyof AwsFigures]: AwsFigures[K] } = {};
-      figures.delivery = await benchDeliveryAws(flights, aws, options.awsBudgetMs, progress);
-      figures.scale = await benchScaleAws(workDir, aws, options.awsBudgetMs, progress);
-      figures.mtd = await awsMtd(workDir, aws, options.awsMtdDeliveries);
-      sections.aws = figures;
+      const emulators = await attempt("aws", () => BenchAws.start());
+      aws = emulators;
+      if (emulators) {
+        const figures: { -readonly [K in keyof AwsFigures]: AwsFigures[K] } = {};
+        if (flights) {
+          const prepared = flights;
+          figures.delivery = await attempt("aws delivery", () => benchDeliveryAws(prepared, emulators, options.awsBudgetMs, progress));
+        }
+        figures.scale = await attempt("aws scale", () => benchScaleAws(workDir, emulators, options.awsBudgetMs, progress));
+        figures.mtd = await attempt("aws month-to-date", () => awsMtd(workDir, emulators, options.awsMtdDeliveries));
+        sections.aws = figures;
+      }
     }
     const report = buildReport(
       { ...machine, loadAverage: { start: loadAtStart, end: os.loadavg()[0] ?? 0 }, totalMs: performance.now() - started, buildMs },
       sections,
+      failed,
     );
     process.stdout.write(options.json ? renderJson(report) : renderText(report));
-    progress("done");
+    if (failed.length > 0) process.exitCode = 1;
+    progress(failed.length > 0 ? `done, ${failed.length} section(s) failed` : "done");
   } finally {
     await aws?.close();
     removeWorkDir();

@@ -43,10 +43,12 @@ export const O1_CALLS = 20;
 /** Glue partition writes per new partition allowed by the target (a batch of 100). */
 export const GLUE_BATCH = 100;
 
-/** One sync of the tiny delivery: wall time, or how long it ran before it was stopped. */
+/** One sync of the tiny delivery: wall time, or how long it ran before it was stopped or failed. */
 export interface TinySync {
   readonly ms: number;
   readonly stopped: boolean;
+  /** Why the sync failed (it exited non-zero or reported failed partitions). */
+  readonly failed?: string;
   readonly msPerPartition: number;
   readonly built?: number;
   readonly skipped?: number;
@@ -120,6 +122,7 @@ async function prepareTiny(dir: string, sizes: readonly number[]): Promise<{ con
 /** A measured sync reduced to the report's figures; checks that it built (or skipped) every partition. */
 function tinySync(run: SyncRun, partitions: number, expect: "built" | "skipped", calls?: ApiCalls): TinySync {
   const ms = run.process.wallMs;
+  if (run.failure !== undefined) return { ms, stopped: false, failed: run.failure, msPerPartition: ms / partitions, calls };
   if (run.report === undefined) return { ms, stopped: true, msPerPartition: ms / partitions, calls };
   const { built, skipped } = run.report.totals;
   if ((expect === "built" ? built : skipped) !== partitions) {
@@ -147,7 +150,7 @@ export async function benchScale(workDir: string, budgetMs: number, progress: (m
     progress(`scale: first sync of ${partitions.toLocaleString("en-US")} tiny partitions (embedded)`);
     const first = tinySync(await lakeswapSync({ config, input, lakeDir, timeoutMs: limit(smaller?.first) }), partitions, "built");
     let resend: TinySync | undefined;
-    if (!first.stopped) {
+    if (!first.stopped && first.failed === undefined) {
       progress(`scale: resend of ${partitions.toLocaleString("en-US")} tiny partitions (embedded)`);
       resend = tinySync(await lakeswapSync({ config, input, lakeDir, timeoutMs: limit(smaller?.resend) }), partitions, "skipped");
     }
@@ -157,7 +160,7 @@ export async function benchScale(workDir: string, budgetMs: number, progress: (m
   const ratio = (pick: (run: TinyRun) => TinySync | undefined): ScaleFigures["firstRatio"] => {
     const small = pick(runs[0] as TinyRun);
     const large = pick(runs[1] as TinyRun);
-    if (small === undefined || large === undefined || small.stopped) return undefined;
+    if (small === undefined || large === undefined || small.stopped || small.failed !== undefined || large.failed !== undefined) return undefined;
     return { value: large.ms / small.ms, lowerBound: large.stopped };
   };
   return { rowsPerPartition: TINY_ROWS, runs, firstRatio: ratio((r) => r.first), resendRatio: ratio((r) => r.resend), budgetMs };
@@ -175,7 +178,7 @@ export async function benchScaleAws(workDir: string, aws: BenchAws, budgetMs: nu
     const first = await aws.counting(() => lakeswapSync({ config, input, env, timeoutMs: budgetMs }));
     const firstSync = tinySync(first.result, partitions, "built", first.calls);
     let resend: TinySync | undefined;
-    if (!firstSync.stopped) {
+    if (!firstSync.stopped && firstSync.failed === undefined) {
       progress(`aws: resend of ${partitions.toLocaleString("en-US")} tiny partitions`);
       const again = await aws.counting(() => lakeswapSync({ config, input, env, timeoutMs: budgetMs }));
       resend = tinySync(again.result, partitions, "skipped", again.calls);
