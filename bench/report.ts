@@ -402,7 +402,7 @@ function renderTargets(targets: readonly Verdict[]): string {
   if (targets.length === 0) return "targets: none of the sections that judge a target ran";
   const table = renderTable(
     ["target (issue 10)", "limit", "measured", "verdict"],
-    targets.map((t) => [t.measure, t.target, t.measured, verdictWord(t.met) + (t.note ? ` (${t.note})` : "")]),
+    targets.map((t) => [t.measure, t.target, t.measured, verdictWord(t.met) + (t.note ? ` (${shorten(t.note, 90)})` : "")]),
   );
   const met = targets.filter((t) => t.met === true).length;
   const missed = targets.filter((t) => t.met === false).length;
@@ -545,4 +545,9 @@ function yes(value: boolean): string {
 
 function gb(bytes: number): string {
   return Number.isFinite(bytes) ? `${(bytes / 1e9).toFixed(2)} GB` : "n/a";
+}
+
+/** At most `length` characters; a longer text (an error quoted in full above) is cut with "…". */
+function shorten(text: string, length: number): string {
+  return text.length <= length ? text : `${text.slice(0, length - 1)}…`;
 }
