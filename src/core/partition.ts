@@ -72,11 +72,15 @@ export function makePartition(pairs: ReadonlyArray<readonly [string, string]>): 
 }
 
 /**
- * Parses `day=2026-11-01` or `p_year=2025,p_month=03,p_day=04`. With `declaredKeys`, the keys must be exactly the table's
- * partition keys; they are put in the declared order.
+ * Parses `day=2026-11-01`, `p_year=2025,p_month=03,p_day=04`, or the path form a report prints,
+ * `p_year=2025/p_month=03/p_day=04`. With `declaredKeys`, the keys must be exactly
+ * the table's partition keys; they are put in the declared order.
  */
 export function parsePartition(spec: string, declaredKeys?: readonly string[]): Partition {
-  const pairs = spec.split(",").map((part): [string, string] => {
+  // The path form only where every segment is `key=`: a value with a '/' in it is refused below, naming it.
+  const segments = spec.split("/");
+  const pathForm = segments.length > 1 && segments.every((segment) => /^[A-Za-z_][A-Za-z0-9_]*=/.test(segment));
+  const pairs = (pathForm ? segments : spec.split(",")).map((part): [string, string] => {
     const eq = part.indexOf("=");
     if (eq <= 0) {
       throw new InvalidInputError(

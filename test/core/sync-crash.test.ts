@@ -10,7 +10,7 @@ import { lakeDirOf } from "../support/crash-kit.js";
 // too), every partition of every layer is whole, the old delivery's or the new one's; the rerun converges to
 // the new delivery and leaves nothing behind; a third sync does nothing.
 
-const DAYS = 30;
+const DAYS = 12;
 const A = orders(DAYS, 4);
 // Delivery B changes every day: other amounts and one more row a day.
 const B = orders(DAYS, 5).map((r) => ({ ...r, amount: `${r.id}.50` }));
@@ -19,10 +19,11 @@ const B = orders(DAYS, 5).map((r) => ({ ...r, amount: `${r.id}.50` }));
 const POINTS: Record<string, readonly string[]> = {
   local: [
     "lease-acquired", "during-build", "after-build", "after-outbox", "before-swap-rename@5", "during-batch-swap@7", "after-swap", "after-manifest",
-    "after-build@2", "after-outbox@2", "during-batch-swap@40", "after-swap@2",
+    "after-build@2", "after-outbox@2", "during-batch-swap@15", "after-swap@2",
   ],
-  // Glue moves a batch in calls of 100: the first call is raw's, the second stage's.
-  aws: ["lease-acquired", "during-build", "after-build", "after-outbox", "during-batch-swap", "after-swap", "after-manifest", "after-outbox@2", "during-batch-swap@2"],
+  // Where the AWS adapters differ (uploads, Glue's batch calls): the first Glue call is raw's batch, the second stage's.
+  // Each of these runs three syncs through Athena, so the points the core alone decides are left to the local run.
+  aws: ["during-build", "after-outbox", "during-batch-swap", "after-manifest", "during-batch-swap@2"],
 };
 
 /** `day -> sorted "id:amount"` of the rows a table of orders holds, per day. */
@@ -103,5 +104,5 @@ describe.each(selectedBackends())("a sync killed mid-batch on the %s backend", (
       ws.cleanup();
       await backend.cleanup();
     }
-  });
+  }, 300_000);
 });
