@@ -250,7 +250,7 @@ function renderDelivery(figures: DeliveryFigures): string {
       row("  (context) the COPY statement alone, inside its process", firstLoad.copyStatement),
       row("resend · lakeswap sync (process)", resend.lakeswap, resend.lakeswapPeakRssBytes),
       resend.straightforwardNode === undefined || resend.readIntoNodeMs === undefined
-        ? ["resend · straightforward in Node: rows in memory → per day sort, CSV, sha256", "not run (--node-baseline)", "", "", "", ""]
+        ? ["resend · straightforward in Node: rows in memory → per day sort, CSV, sha256 (not run; --node-baseline runs it)", "—", "", "", "", ""]
         : [`resend · straightforward in Node: rows in memory (read in ${duration(resend.readIntoNodeMs)}, untimed) → per day sort, CSV, sha256`, duration(resend.straightforwardNode), "", "", "1", ""],
       [`resend · straightforward with DuckDB: table (loaded in ${duration(resend.loadIntoDuckDbMs)}, untimed) → per day COPY sorted CSV, sha256`, duration(resend.straightforwardCopy), "", "", "1", ""],
     ],
@@ -289,10 +289,12 @@ function renderScale(figures: ScaleFigures): string {
     ["partitions", "first sync", "per partition", "resend", "per partition"],
     figures.runs.map((r) => [count(r.partitions), ...cell(r.first), ...cell(r.resend)]),
   );
-  const ratio = (value: ScaleFigures["firstRatio"]): string => (value === undefined ? "not measured" : `${value.lowerBound ? "> " : ""}${times(value.value)}`);
+  const failedSync = (kind: "first" | "resend"): boolean => figures.runs.some((r) => r[kind]?.failed !== undefined);
+  const ratio = (value: ScaleFigures["firstRatio"], kind: "first" | "resend"): string =>
+    value === undefined ? (failedSync(kind) ? "not measured (a sync FAILED)" : "not measured") : `${value.lowerBound ? "> " : ""}${times(value.value)}`;
   const [small, large] = figures.runs.map((r) => count(r.partitions));
   const line =
-    `${large} / ${small}: first sync ${ratio(figures.firstRatio)}, resend ${ratio(figures.resendRatio)} (target ≤ ${times(SCALE_RATIO_TARGET)}; ` +
+    `${large} / ${small}: first sync ${ratio(figures.firstRatio, "first")}, resend ${ratio(figures.resendRatio, "resend")} (target ≤ ${times(SCALE_RATIO_TARGET)}; ` +
     `10× the partitions, so ≤ 12× means time per partition does not grow) · a larger sync is stopped at the smaller of ${duration(figures.budgetMs)} ` +
     `(--scale-budget) and just over ${SCALE_RATIO_TARGET}× the smaller one ("> " marks a stopped sync)`;
   return [title, "", table, "", line, ...failures(figures.runs)].join("\n");
