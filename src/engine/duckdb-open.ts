@@ -16,25 +16,28 @@ export type SignatureForm = Signing["form"];
 export interface OpenedDuckDb {
   readonly instance: DuckDBInstance;
   readonly signing: Signing;
-  /** The folder DuckDB spills to, when it was opened with one (`spill`); `close()` removes it. */
+  /** The folder of the instance's database file and spill files, when it was opened with one (`spill`); `close()` removes it. */
   readonly spillDirectory?: string;
-  /** Closes the instance and removes its spill folder. */
+  /** Closes the instance and removes its folder. */
   close(): Promise<void>;
 }
 
 /** Where `npm ci` / `npm install` put the extension (scripts/build-native.mjs); the same path from src/ and dist/. */
 export const NATIVE_EXTENSION_PATH = fileURLToPath(new URL("../../build/native/lakeswap_signature.duckdb_extension", import.meta.url));
 
+/** lakeswap's own folder (where its package.json is), the same from src/ and dist/. */
+const PACKAGE_ROOT = fileURLToPath(new URL("../../", import.meta.url)).replace(/\/$/, "");
+
 /** The environment variable that sets the landing instance's memory limit (a DuckDB size: `2GB`, `512MB`). */
 export const MEMORY_LIMIT_VARIABLE = "LAKESWAP_MEMORY_LIMIT";
 
-/** The prefix of the landing instance's spill folders in the machine's temporary folder; the owner's pid follows. */
+/** The prefix of the landing instance's folders in the machine's temporary folder; the owner's pid follows. */
 const SPILL_PREFIX = "lakeswap-landing-";
 
 /**
  * The landing instance's memory limit: `LAKESWAP_MEMORY_LIMIT` when set, else
  * 1 GiB, or a quarter of the machine's memory (or of the container's limit)
- * where that is less. DuckDB keeps what does not fit in its spill folder.
+ * where that is less. What does not fit stays in the instance's folder on disk.
  */
 export function landingMemoryLimit(): string {
   const set = process.env[MEMORY_LIMIT_VARIABLE]?.trim();
@@ -45,16 +48,17 @@ export function landingMemoryLimit(): string {
 }
 
 /**
- * Opens an in-memory DuckDB instance with lakeswap's signature extension loaded,
+ * Opens a DuckDB instance with lakeswap's signature extension loaded,
  * when it is built, not switched off, and computes a set of known rows exactly as
  * the reference implementation does. Otherwise a plain instance: signatures then
  * use the SQL form. DuckDB loads the extension only with unsigned extensions
  * allowed, so only an instance that did load it keeps them allowed.
  *
- * With `spill` (the instance that lands deliveries), the instance's memory is
- * limited (`landingMemoryLimit()`) and what does not fit goes to a fresh folder
- * of its own in the machine's temporary folder (`TMPDIR`), which `close()`
- * removes; folders left by a killed process are removed here.
+ * In memory; or with `spill` (the instance that lands deliveries), with its
+ * memory limited (`landingMemoryLimit()`) and its tables and spill files in a
+ * fresh folder of its own in the machine's temporary folder (`TMPDIR`), so
+ * that a delivery larger than memory lands; `close()` removes the folder, and
+ * folders left by a killed process are removed here.
  */
 export async function openDuckDb(
   options: { readonly native?: boolean; readonly extensionPath?: string; readonly spill?: boolean } = {},
@@ -72,8 +76,11 @@ export async function openDuckDb(
   });
   const create = async (config: Record<string, string> = {}): Promise<DuckDBInstance> => {
     if (!spillDirectory) return DuckDBInstance.create(":memory:", config);
-    // The spill folder is set before DuckDB holds any data; DuckDB makes it (and its files) when it first spills.
-    const instance = await DuckDBInstance.create(":memory:", { ...config, temp_directory: path.join(spillDirectory, "duckdb") });
+    // A database file rather than memory: DuckDB writes a big table to it compressed as it is made, keeps in memory
+    // only the blocks a query reads, and drops them again for free (an in-memory table larger than the limit would be
+    // written to the spill files uncompressed, and rewritten after every scan). Operators that outgrow the limit (sorts,
+    // joins, aggregates) spill to the folder's `spill/`, which DuckDB makes when it first needs it.
+    const instance = await DuckDBInstance.create(path.join(spillDirectory, "landing.duckdb"), { ...config, temp_directory: path.join(spillDirectory, "spill") });
     const connection = await instance.connect();
     const limit = landingMemoryLimit();
     try {
@@ -91,7 +98,10 @@ export async function openDuckDb(
   if (options.native === false) return plain("the native form was not asked for");
   // The environment switch: LAKESWAP_NATIVE=off keeps every signature in the SQL form.
   if (process.env.LAKESWAP_NATIVE === "off") return plain("LAKESWAP_NATIVE=off");
-  if (!existsSync(extension)) return plain(`the native extension is not built (${extension}; npm run build:native)`);
+  // Install scripts that did not run (npm ci --ignore-scripts, pnpm) leave no extension: say how to build it.
+  if (!existsSync(extension)) {
+    return plain(`the native extension is not built (no ${extension}): build it with npm run build:native in ${PACKAGE_ROOT}, which needs a C compiler (cc, or CC)`);
+  }
   const instance = await create({ allow_unsigned_extensions: "true" });
   let failure: string | undefined;
   const connection = await instance.connect();
@@ -109,7 +119,7 @@ export async function openDuckDb(
 }
 
 /**
- * A new spill folder, `lakeswap-landing-<pid>-XXXXXX` in the machine's temporary
+ * A new folder for a landing instance, `lakeswap-landing-<pid>-XXXXXX` in the machine's temporary
  * folder. Each process makes its own, so a leftover never stands in a later run's
  * way; the folders of processes that are gone (killed before they could remove
  * theirs) are removed first.
