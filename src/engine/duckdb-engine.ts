@@ -24,6 +24,26 @@ import type {
   Signing, TableSnapshot,
 } from "./engine.js";
 
+/** The block DuckDB allocates per open partition and column while it writes them (256 KiB). */
+const WRITE_BUFFER_BYTES = 256 * 1024;
+
+/** Column buffers one partitioned write may hold open at once: half the instance's memory limit. */
+async function writeBufferBudget(connection: DuckDBConnection): Promise<number> {
+  const reader = await connection.runAndReadAll(`SELECT current_setting('memory_limit')`);
+  const limit = parseByteSize(String(reader.getRows()[0]?.[0] ?? "")) ?? 1024 ** 3;
+  return Math.max(16, Math.floor(limit / 2 / WRITE_BUFFER_BYTES));
+}
+
+/** Bytes of a size as DuckDB prints it (`976.5 MiB`, `1.0 GiB`, `512MB`), or undefined. */
+export function parseByteSize(text: string): number | undefined {
+  const match = /^\s*([\d.]+)\s*(bytes?|[KMGT]i?B)?\s*$/i.exec(text);
+  if (!match) return undefined;
+  const unit = (match[2] ?? "bytes").toUpperCase();
+  const power = { B: 0, BYTE: 0, BYTES: 0, KB: 1, KIB: 1, MB: 2, MIB: 2, GB: 3, GIB: 3, TB: 4, TIB: 4 }[unit] ?? 0;
+  const base = unit.includes("I") || power === 0 ? 1024 : 1000;
+  return Number(match[1]) * base ** power;
+}
+
 /**
  * The name of the one Parquet file of a run written by DuckDB. It is unique
  * per run: a reader that listed a partition just before a swap and opens the
@@ -211,7 +231,7 @@ export class DuckDbEngine implements Engine, Landing {
     // machine's temporary folder when the runs are uploaded. A killed process's stage is removed by the next open.
     const stageParent = local ? this.store.localPath(`${TEMP_PREFIX}`) : await mkdtemp(path.join(tmpdir(), "lakeswap-stage-"));
     const stage = path.join(stageParent, `${process.pid}-stage-${id}`);
-    await fs.mkdir(stageParent, { recursive: true });
+    await fs.mkdir(stage, { recursive: true });
     const runsTable = `runs_${id}`;
     const keys = table.partitionKeys;
     try {
@@ -220,30 +240,43 @@ export class DuckDbEngine implements Engine, Landing {
           .map((c) => `CAST(l.${quoteIdentifier(c.name)} AS ${duckdbStorageType(c.type)}) AS ${quoteIdentifier(c.name)}`)
           .join(", ");
         const keyList = keys.map(quoteIdentifier).join(", ");
-        // Every partition of the delivery (a first load), or only the listed ones (the changed partitions).
-        const all = new Set(runs.map((run) => partitionPath(run.partition))).size === delivery.partitions.length;
+        // DuckDB buffers every open partition's columns while it writes (a block of 256 KiB each): partitions go in
+        // groups small enough that a group's buffers stay well inside the landing's memory limit, whatever N is.
+        const perGroup = Math.max(4, Math.floor((await writeBufferBudget(connection)) / (table.columns.length + keys.length)));
+        const groups = Math.ceil(runs.length / perGroup);
+        // Every partition of the delivery in one group (a first load of a few partitions) needs no filter.
+        const all = groups === 1 && new Set(runs.map((run) => partitionPath(run.partition))).size === delivery.partitions.length;
         if (!all) {
-          await connection.run(`CREATE TEMP TABLE ${runsTable} (${keys.map((k) => `${quoteIdentifier(k)} VARCHAR`).join(", ")})`);
+          await connection.run(`CREATE TEMP TABLE ${runsTable} (__group INTEGER, ${keys.map((k) => `${quoteIdentifier(k)} VARCHAR`).join(", ")})`);
           for (let start = 0; start < runs.length; start += 1000) {
-            const values = runs.slice(start, start + 1000).map((run) => `(${keys.map((key) => quoteLiteral(partitionValue(run.partition, key))).join(", ")})`);
+            const values = runs
+              .slice(start, start + 1000)
+              .map((run, i) => `(${Math.floor((start + i) / perGroup)}, ${keys.map((key) => quoteLiteral(partitionValue(run.partition, key))).join(", ")})`);
             await connection.run(`INSERT INTO ${runsTable} VALUES ${values.join(", ")}`);
           }
         }
-        const where = all ? "" : ` WHERE (${keys.map((k) => `l.${quoteIdentifier(k)}`).join(", ")}) IN (SELECT (${keyList}) FROM ${runsTable})`;
         try {
-          // One pass over the delivery, each partition's files in its own Hive folder (`day=2026-11-01/`; partition
-          // values were checked when landed: letters, digits, '_', '.', '-', so the folder name is the value as it is).
-          await connection.run(
-            `COPY (SELECT ${projection}, ${keys.map((k) => `l.${quoteIdentifier(k)}`).join(", ")} FROM ${quoteIdentifier(delivery.relation)} AS l${where}) ` +
-              `TO ${quoteLiteral(stage)} (FORMAT PARQUET, PARTITION_BY (${keyList}), COMPRESSION ${table.compression === "zstd" ? "zstd" : "snappy"})`,
-          );
-        } catch (error) {
-          throw new BuildError(`writing ${runs.length} run(s) of ${table.name} failed: ${cleanDuckDbMessage(error)}`, error);
+          for (let group = 0; group < groups; group += 1) {
+            const where = all ? "" : ` WHERE (${keys.map((k) => `l.${quoteIdentifier(k)}`).join(", ")}) IN (SELECT (${keyList}) FROM ${runsTable} WHERE __group = ${group})`;
+            try {
+              // One pass over the delivery per group (one for most deliveries), each partition's files in its own Hive
+              // folder (`day=2026-11-01/`; partition values were checked when landed: letters, digits, '_', '.', '-', so
+              // the folder name is the value as it is).
+              await connection.run(
+                `COPY (SELECT ${projection}, ${keys.map((k) => `l.${quoteIdentifier(k)}`).join(", ")} FROM ${quoteIdentifier(delivery.relation)} AS l${where}) ` +
+                  `TO ${quoteLiteral(path.join(stage, `g${group}`))} (FORMAT PARQUET, PARTITION_BY (${keyList}), COMPRESSION ${table.compression === "zstd" ? "zstd" : "snappy"})`,
+              );
+            } catch (error) {
+              throw new BuildError(`writing ${runs.length} run(s) of ${table.name} failed: ${cleanDuckDbMessage(error)}`, error);
+            }
+          }
         } finally {
           await connection.run(`DROP TABLE IF EXISTS ${runsTable}`);
         }
         faultPoint("during-build");
-        return mapLimited(runs, local ? 8 : 4, (run) => this.placeRun(path.join(stage, ...partitionPath(run.partition).split("/")), run));
+        return mapLimited(runs, local ? 8 : 4, (run, index) =>
+          this.placeRun(path.join(stage, `g${Math.floor(index / perGroup)}`, ...partitionPath(run.partition).split("/")), run),
+        );
       });
     } finally {
       await fs.rm(local ? stage : stageParent, { recursive: true, force: true });

@@ -1,0 +1,44 @@
+import { writeFileSync } from "node:fs";
+import path from "node:path";
+import { describe, expect, it } from "vitest";
+import { parseByteSize } from "../../src/engine/duckdb-engine.js";
+import { runCli, tempDir } from "../support/lake-fixture.js";
+
+// DuckDB holds a buffer per open partition and column while it writes partitioned files: a delivery of thousands
+// of partitions, written in one pass, ran out of memory at the landing's limit. They are written in groups sized
+// to the limit.
+
+describe("a delivery of thousands of partitions", () => {
+  it("lands under a small memory limit, every partition whole, and its resend builds nothing", async () => {
+    const { dir, cleanup } = tempDir("lakeswap-many-");
+    try {
+      writeFileSync(
+        path.join(dir, "lakeswap.yaml"),
+        `datasets:\n  events:\n    source: {format: csv, path: events.csv}\n    columns:\n      id: {type: BIGINT, nullable: false}\n      ts: TIMESTAMP\n    partition:\n      day: strftime(ts, '%Y-%m-%d')\n`,
+      );
+      const days = 2500;
+      const start = Date.UTC(1990, 0, 1);
+      const lines = Array.from({ length: days * 3 }, (_, i) => `${i},${new Date(start + (i % days) * 86_400_000).toISOString().slice(0, 10)} 0${i % 3}:00:00`);
+      writeFileSync(path.join(dir, "events.csv"), `id,ts\n${lines.join("\n")}\n`);
+      const args = ["--lake", path.join(dir, "lake"), "sync", "-c", path.join(dir, "lakeswap.yaml"), "--json"];
+      const env = { LAKESWAP_MEMORY_LIMIT: "32MB" };
+      const first = await runCli(args, env);
+      expect(first.code, first.stderr).toBe(0);
+      expect(JSON.parse(first.stdout).totals).toMatchObject({ built: days, failed: 0, rows: days * 3 });
+      const counted = await runCli(["--lake", path.join(dir, "lake"), "query", "SELECT count(*) AS n, count(DISTINCT day) AS days, min(c) AS least FROM (SELECT day, count(*) AS c FROM events_raw GROUP BY day)", "--json"]);
+      expect(JSON.parse(counted.stdout)).toEqual([{ n: days, days, least: 3 }]);
+      const again = await runCli(args, env);
+      expect(JSON.parse(again.stdout).totals).toMatchObject({ built: 0, skipped: days });
+    } finally {
+      cleanup();
+    }
+  }, 300_000);
+
+  it("reads DuckDB's memory sizes", () => {
+    expect(parseByteSize("976.5 MiB")).toBe(976.5 * 1024 ** 2);
+    expect(parseByteSize("1.0 GiB")).toBe(1024 ** 3);
+    expect(parseByteSize("128MB")).toBe(128 * 1000 ** 2);
+    expect(parseByteSize("512 bytes")).toBe(512);
+    expect(parseByteSize("lots")).toBeUndefined();
+  });
+});
