@@ -101,11 +101,12 @@ export function parseOutboxEntry(body: Uint8Array): OutboxEntry | string {
   if (typeof value !== "object" || value === null || Array.isArray(value)) return "not a JSON object";
   const missing = (["id", "table"] as const).filter((field) => typeof value[field] !== "string");
   if (missing.length > 0) return `no ${missing.join(", ")}`;
-  const moves = Array.isArray(value.moves) ? (value.moves as unknown[]) : [value];
+  const batch = Array.isArray(value.moves);
+  const moves = batch ? (value.moves as unknown[]) : [value];
   for (const [index, move] of moves.entries()) {
     const fields = typeof move === "object" && move !== null ? (move as Record<string, unknown>) : {};
     const absent = (["partition", "runId", "kind"] as const).filter((field) => typeof fields[field] !== "string");
-    if (absent.length > 0) return `move ${index + 1} has no ${absent.join(", ")}`;
+    if (absent.length > 0) return `${batch ? `move ${index + 1} has ` : ""}no ${absent.join(", ")}`;
   }
   const recordedAt = typeof value.recordedAt === "string" ? value.recordedAt : "";
   return { id: value.id as string, table: value.table as string, recordedAt, moves: moves as OutboxMove[] };

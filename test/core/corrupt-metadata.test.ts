@@ -78,6 +78,9 @@ describe("parsers of stored records", () => {
 
   it("say what an outbox entry lacks", () => {
     expect(parseOutboxEntry(bytes('{"id":"1","table":"t"}'))).toBe("no partition, runId, kind");
+    expect(parseOutboxEntry(bytes('{"id":"1","table":"t","moves":[{"partition":"day=1","runId":"r","kind":"swap"},{"partition":"day=2"}]}'))).toBe(
+      "move 2 has no runId, kind",
+    );
   });
 
   it("say whether the pointer moved when a write of a metadata file fails", () => {
