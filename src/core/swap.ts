@@ -7,7 +7,7 @@ import type { Outbox, OutboxEntry } from "./outbox.js";
 import { parsePartitionPath, partitionPath, type Partition } from "./partition.js";
 import { newRunIdAfter } from "./run-id.js";
 import {
-  ensureManifest, listRunFiles, mapLimited, readManifest, runFiles, runPrefix, writeManifest, type LakeContext, type RunFile,
+  ensureManifest, listRunFiles, listRuns, mapLimited, readManifest, runFiles, runPrefix, writeManifest, type LakeContext, type RunFile,
 } from "./runs.js";
 import type { TableDefinition } from "./table.js";
 
@@ -119,11 +119,21 @@ export async function swapBatch(ctx: SwapContext, table: TableDefinition, items:
   faultPoint("lease-acquired");
   const started = Date.now();
   const currents = await currentPointers(ctx, table, items.map((item) => item.partition));
+  // A few partitions (a replace): their run folders are listed too, so the new run sorts after any run a killed
+  // writer left in the same second. A batch does not list every partition: its ids sort after the current and
+  // previous runs, and a dead writer's leftover (never current, no manifest) is only an incomplete build to GC.
+  const newest = new Map<string, string>();
+  if (items.length <= 4) {
+    for (const item of items) {
+      const last = (await listRuns(ctx, table, item.partition)).at(-1)?.runId;
+      if (last !== undefined) newest.set(partitionPath(item.partition), last);
+    }
+  }
   const planned: Planned[] = items.map((item) => {
     const path = partitionPath(item.partition);
     const current = currents.get(path);
     // After the current run and the one before it (a rollback leaves a newer run behind the pointer).
-    const latest = [current?.runId, current?.previousRunId].filter((id): id is string => id !== undefined).sort().at(-1);
+    const latest = [current?.runId, current?.previousRunId, newest.get(path)].filter((id): id is string => id !== undefined).sort().at(-1);
     const runId = newRunIdAfter(latest);
     return { item, path, current, runId, prefix: runPrefix(ctx.catalog, table, item.partition, runId) };
   });
