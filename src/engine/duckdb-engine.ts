@@ -9,6 +9,7 @@ import { AuditError, BuildError, InvalidInputError, errorMessage } from "../core
 import { faultPoint } from "../core/faults.js";
 import { TEMP_PREFIX } from "../core/layout.js";
 import { makePartition, partitionPath, partitionValue } from "../core/partition.js";
+import { mapLimited } from "../core/runs.js";
 import { finishRawSignature, signatureColumnOrder } from "../core/signature.js";
 import { quoteIdentifier, quoteLiteral } from "../core/sql.js";
 import { duckdbStorageType } from "../core/column-types.js";
@@ -501,19 +502,6 @@ export class DuckDbEngine implements Engine, Landing {
   }
 }
 
-/** Maps `items` through `work`, at most `limit` at a time, keeping their order. */
-async function mapLimited<T, R>(items: readonly T[], limit: number, work: (item: T, index: number) => Promise<R>): Promise<R[]> {
-  const results: R[] = new Array<R>(items.length);
-  let next = 0;
-  const worker = async (): Promise<void> => {
-    while (next < items.length) {
-      const index = next++;
-      results[index] = await work(items[index] as T, index);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
-  return results;
-}
 
 /** A delivery's id: a digest of its files' names and contents, so a rerun of the same delivery gets the same id. */
 async function deliveryIdOf(files: readonly string[]): Promise<string> {
