@@ -269,10 +269,13 @@ export class Lake {
    */
   async write<T>(tableNames: readonly string[], command: string, work: (writer: LakeWriter) => Promise<T>): Promise<T> {
     const names = [...new Set(tableNames.map((name) => assertTableName(name)))].sort();
-    const held = async (tableName: string): Promise<TableDefinition> => {
+    const assertHeld = (tableName: string): void => {
       if (!names.includes(tableName) || !this.leases.has(tableName)) {
         throw new LakeswapError("LEASE_LOST", `table '${tableName}' is not among the tables this writer holds (${names.join(", ")})`);
       }
+    };
+    const held = async (tableName: string): Promise<TableDefinition> => {
+      assertHeld(tableName);
       return this.table(tableName);
     };
     const writer: LakeWriter = {
@@ -282,7 +285,8 @@ export class Lake {
       },
       replaceBatch: async (tableName, items, options) => swapBatch(this.ctx, await held(tableName), items, options),
       partitionStates: async (tableName) => {
-        if (!names.includes(tableName) || !this.leases.has(tableName)) await held(tableName);
+        // A table may not exist yet (its first sync): it then has no partitions.
+        assertHeld(tableName);
         return (await this.catalog.getTable(tableName)) ? this.partitionStates(tableName) : new Map();
       },
       collectGarbage: async (tableName, partitions) => {
