@@ -4,7 +4,6 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import type { DuckDBConnection, DuckDBInstance } from "@duckdb/node-api";
 import { createHash, randomBytes } from "node:crypto";
-import { createReadStream } from "node:fs";
 import { AuditError, BuildError, InvalidInputError, errorMessage } from "../core/errors.js";
 import { faultPoint } from "../core/faults.js";
 import { TEMP_PREFIX } from "../core/layout.js";
@@ -16,7 +15,7 @@ import { duckdbStorageType } from "../core/column-types.js";
 import type { TableDefinition } from "../core/table.js";
 import type { ObjectStore } from "../store/object-store.js";
 import { checkOutputColumns, partitionRowsCheck } from "./build-checks.js";
-import { landDelivery, signatureQuery } from "./duckdb-landing.js";
+import { landDelivery, landingScratch, signatureQuery } from "./duckdb-landing.js";
 import { openDuckDb, openRestrictedDuckDb, type OpenedDuckDb } from "./duckdb-open.js";
 import type { Landing } from "../landing/landing.js";
 import { assertOneExpression, assertOneSelect } from "./sql-guard.js";
@@ -66,6 +65,10 @@ export class DuckDbEngine implements Engine, Landing {
   private instance: Promise<OpenedDuckDb> | undefined;
   private restricted: Promise<DuckDBInstance> | undefined;
   private readonly connections = new Set<DuckDBConnection>();
+  /** The last deliveries identified: their files' states and ids, so that landing one of them does not read it twice to name it. */
+  private readonly identified = new Map<string, { readonly states: readonly string[]; readonly id: string }>();
+  /** The files' states each landed delivery was read with (by relation), checked again after every later pass over them. */
+  private readonly landedStates = new Map<string, { readonly files: readonly string[]; readonly states: readonly string[] }>();
 
   /**
    * With a local store, runs are written in place and lake tables are views over
@@ -274,6 +277,9 @@ export class DuckDbEngine implements Engine, Landing {
         } finally {
           await connection.run(`DROP TABLE IF EXISTS ${runsTable}`);
         }
+        // A delivery read in place was read again: the runs hold what was signed only if its files did not change since.
+        const landed = this.landedStates.get(delivery.relation);
+        if (landed) assertUnchanged(landed.files, landed.states, await fileStates(landed.files), "after it was landed, before its runs were written");
         faultPoint("during-build");
         return mapLimited(runs, local ? 8 : 4, (run, index) =>
           this.placeRun(path.join(stage, `g${Math.floor(index / perGroup)}`, ...partitionPath(run.partition).split("/")), run),
@@ -350,7 +356,24 @@ export class DuckDbEngine implements Engine, Landing {
     // Plain file names need no DuckDB (a resend of a known delivery may not need it at all); globs are DuckDB's.
     const plain = patterns.every((pattern) => !/[*?[{]/.test(pattern));
     const files = plain ? await existingFiles(patterns) : await this.withConnection((connection) => expandGlobs(connection, patterns));
-    return { files, id: await deliveryIdOf(files) };
+    return { files, id: await this.deliveryId(files) };
+  }
+
+  /**
+   * A delivery's id: a digest of its files' names and bytes, read once while
+   * the files stay as they were (same inode, size, modification and change
+   * times), however often it is asked for.
+   */
+  private async deliveryId(files: readonly string[]): Promise<string> {
+    const states = await fileStates(files);
+    const key = JSON.stringify(files);
+    const known = this.identified.get(key);
+    if (known && sameStates(known.states, states)) return known.id;
+    const id = await deliveryIdOf(files);
+    const after = await fileStates(files);
+    assertUnchanged(files, states, after, "while its id was computed");
+    this.identified.set(key, { states, id });
+    return id;
   }
 
   async land(request: LandRequest): Promise<LandedDelivery> {
@@ -364,6 +387,9 @@ export class DuckDbEngine implements Engine, Landing {
     return this.withConnection(async (connection) => {
       try {
         const files = await expandGlobs(connection, request.files);
+        // Named before it is read, and checked unchanged after: the id then names exactly the rows landed.
+        const id = await this.deliveryId(files);
+        const states = await fileStates(files);
         await landDelivery(connection, { ...request, partition, files }, tables);
         const keys = request.partition.map((p) => p.key);
         const signed = signatureColumnOrder(request.columns.filter((c) => request.signatureColumns.includes(c.name)));
@@ -387,9 +413,11 @@ export class DuckDbEngine implements Engine, Landing {
           reason: String(reason),
           raw: raw === null ? null : String(raw),
         }));
+        assertUnchanged(files, states, await fileStates(files), "while it was landed");
+        this.landedStates.set(tables.landed, { files, states });
         return {
           files,
-          id: await deliveryIdOf(files),
+          id,
           relation: tables.landed,
           rejectedRelation: tables.rejected,
           rowsRead: loaded + rejected,
@@ -400,14 +428,15 @@ export class DuckDbEngine implements Engine, Landing {
           signing,
         };
       } catch (error) {
-        await this.dropRelations(connection, [tables.landed, tables.rejected]);
+        await this.dropRelations(connection, landingRelations(tables.landed, tables.rejected));
         throw error;
       }
     });
   }
 
   async releaseLanding(delivery: LandedDelivery): Promise<void> {
-    await this.withConnection((connection) => this.dropRelations(connection, [delivery.relation, delivery.rejectedRelation]));
+    this.landedStates.delete(delivery.relation);
+    await this.withConnection((connection) => this.dropRelations(connection, landingRelations(delivery.relation, delivery.rejectedRelation)));
   }
 
   async mapPartitions(request: PartitionMapRequest): Promise<string[][]> {
@@ -470,8 +499,16 @@ export class DuckDbEngine implements Engine, Landing {
     }
   }
 
+  /** Drops tables and views by name; a name that is neither is skipped. */
   private async dropRelations(connection: DuckDBConnection, names: readonly string[]): Promise<void> {
-    for (const name of names) await connection.run(`DROP TABLE IF EXISTS ${quoteIdentifier(name)}`);
+    const list = names.map(quoteLiteral).join(", ");
+    const found = await connection.runAndReadAll(
+      `SELECT view_name, 'VIEW' FROM duckdb_views() WHERE NOT internal AND view_name IN (${list}) ` +
+        `UNION ALL SELECT table_name, 'TABLE' FROM duckdb_tables() WHERE table_name IN (${list})`,
+    );
+    // Views first: they may read the tables.
+    const relations = (found.getRowsJS() as [string, string][]).sort((a, b) => (a[1] === b[1] ? 0 : a[1] === "VIEW" ? -1 : 1));
+    for (const [name, kind] of relations) await connection.run(`DROP ${kind} IF EXISTS ${quoteIdentifier(name)}`);
   }
 
   private async describe(connection: DuckDBConnection, select: string): Promise<string[]> {
@@ -503,15 +540,62 @@ export class DuckDbEngine implements Engine, Landing {
 }
 
 
+/** Every relation of one landed delivery, for dropping them all. */
+function landingRelations(landed: string, rejected: string): string[] {
+  const scratch = landingScratch(landed);
+  return [landed, scratch.typed, rejected, scratch.badKeys, scratch.badRows, scratch.records, scratch.lines];
+}
+
+/** Bytes read at a time to hash a delivery. */
+const HASH_CHUNK_BYTES = 4 * 1024 * 1024;
+
 /** A delivery's id: a digest of its files' names and contents, so a rerun of the same delivery gets the same id. */
 async function deliveryIdOf(files: readonly string[]): Promise<string> {
   const hash = createHash("sha256");
+  const buffer = Buffer.allocUnsafe(HASH_CHUNK_BYTES);
   for (const file of [...files].sort()) {
     hash.update(`${path.basename(file)}\n`);
-    for await (const chunk of createReadStream(file)) hash.update(chunk as Buffer);
+    const handle = await fs.open(file, "r");
+    try {
+      for (;;) {
+        const { bytesRead } = await handle.read(buffer, 0, buffer.length, null);
+        if (bytesRead === 0) break;
+        hash.update(buffer.subarray(0, bytesRead));
+      }
+    } finally {
+      await handle.close();
+    }
     hash.update("\n");
   }
   return `d${hash.digest("hex").slice(0, 16)}`;
+}
+
+/**
+ * What tells a file's contents unchanged without reading them: its device and
+ * inode, size, and modification and change times in nanoseconds (a write
+ * moves both times; a file replaced by another has another inode).
+ */
+async function fileStates(files: readonly string[]): Promise<string[]> {
+  return Promise.all(
+    files.map(async (file) => {
+      const s = await fs.stat(file, { bigint: true }).catch(() => undefined);
+      return s ? `${s.dev}:${s.ino}:${s.size}:${s.mtimeNs}:${s.ctimeNs}` : "missing";
+    }),
+  );
+}
+
+function sameStates(a: readonly string[], b: readonly string[]): boolean {
+  return a.length === b.length && a.every((state, i) => state === b[i]);
+}
+
+/** Refuses a delivery whose files changed between two reads: what was read may mix two versions of a file. */
+function assertUnchanged(files: readonly string[], before: readonly string[], after: readonly string[], when: string): void {
+  const changed = files.filter((_, i) => before[i] !== after[i]);
+  if (changed.length === 0) return;
+  throw new InvalidInputError(
+    `the delivery file ${changed.slice(0, 3).join(", ")}${changed.length > 3 ? ` and ${changed.length - 3} more` : ""} changed ${when}; ` +
+      "nothing of it was loaded. Deliver files by writing them elsewhere and moving them into place when complete, then rerun",
+  );
 }
 
 /** Plain file names, each checked to exist (as a glob that matches nothing would be), in the order given, once each. */

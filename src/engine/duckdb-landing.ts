@@ -55,11 +55,13 @@ interface SourceRows {
  * itself, from which the bad rows are then moved out.
  */
 export async function landDelivery(connection: DuckDBConnection, request: LandRequest, tables: LandingTables): Promise<void> {
-  const lines = `${tables.landed}_lines`;
-  const records = `${tables.landed}_records`;
-  const badKeys = `${tables.landed}_bad_keys`;
-  const badRows = `${tables.landed}_bad_rows`;
-  const scratch = [lines, records, badKeys, badRows];
+  const { lines, records, badKeys, badRows, typed } = landingScratch(tables.landed);
+  // Parquet is typed and read in place: the landed rows are a view over the files (checked unchanged by the caller), so
+  // a delivery is never copied; text formats are parsed once into the landed table.
+  const inPlace = request.format === "parquet";
+  // Bad keys stay while a view of the landed rows filters on them.
+  const scratch = [lines, records, badRows, ...(inPlace ? [] : [badKeys])];
+  const all = inPlace ? typed : tables.landed;
   const columns = request.columns;
   await connection.run(`SET TimeZone = 'UTC'`);
   try {
@@ -110,7 +112,8 @@ export async function landDelivery(connection: DuckDBConnection, request: LandRe
       `SELECT *, ${request.partition.map((p) => `CAST((${p.expression}) AS VARCHAR) AS ${quoteIdentifier(p.key)}`).join(", ")} ` +
       `FROM (SELECT ${normalized.join(", ")}, r.__file, r.__line, r.__problem FROM (${typed}) r)`;
     try {
-      await connection.run(`CREATE TABLE ${tables.landed} AS ${landedSelect}`);
+      await connection.run(`CREATE ${inPlace ? "VIEW" : "TABLE"} ${all} AS ${landedSelect}`);
+      // A view is only bound here: a file that cannot be read fails below, on the first pass over it.
     } catch (error) {
       if (outOfMemory(error)) throw error;
       throw new InvalidInputError(`reading ${fileList(request.files)} as ${request.format} failed: ${duckDbMessage(error)}`);
@@ -124,9 +127,11 @@ export async function landDelivery(connection: DuckDBConnection, request: LandRe
         `THEN ${quoteLiteral(`partition key ${key} has the unsafe value `)} || ${shown(quoteIdentifier(key))} END`,
     );
     const keyList = keys.map(quoteIdentifier).join(", ");
-    await connection.run(
-      `CREATE TABLE ${badKeys} AS SELECT * FROM (SELECT ${keyList}, coalesce(${keyChecks.join(", ")}) AS __key_problem ` +
-        `FROM (SELECT DISTINCT ${keyList} FROM ${tables.landed})) WHERE __key_problem IS NOT NULL`,
+    await readingPass(request, () =>
+      connection.run(
+        `CREATE TABLE ${badKeys} AS SELECT * FROM (SELECT ${keyList}, coalesce(${keyChecks.join(", ")}) AS __key_problem ` +
+          `FROM (SELECT DISTINCT ${keyList} FROM ${all})) WHERE __key_problem IS NOT NULL`,
+      ),
     );
 
     // 5. The bad rows: a value that did not convert, a NULL in a non-nullable column, or a bad partition value. A bad row
@@ -138,9 +143,11 @@ export async function landDelivery(connection: DuckDBConnection, request: LandRe
     const rowProblem = `coalesce(${["r.__problem", ...notNull].join(", ")})`;
     const reason = `coalesce(${["r.__problem", ...notNull, "b.__key_problem"].join(", ")})`;
     const values = `CASE WHEN r.__problem IS NULL THEN concat_ws(',', ${columns.map((c) => `coalesce(CAST(r.${quoteIdentifier(c.name)} AS VARCHAR), '')`).join(", ")}) END`;
-    await connection.run(
-      `CREATE TABLE ${badRows} AS SELECT r.__file, r.__line, ${reason} AS reason${source.rawTable ? "" : `, ${values} AS raw`} ` +
-        `FROM ${tables.landed} r LEFT JOIN ${badKeys} b ON ${keysMatch} WHERE ${reason} IS NOT NULL`,
+    await readingPass(request, () =>
+      connection.run(
+        `CREATE TABLE ${badRows} AS SELECT r.__file, r.__line, ${reason} AS reason${source.rawTable ? "" : `, ${values} AS raw`} ` +
+          `FROM ${all} r LEFT JOIN ${badKeys} b ON ${keysMatch} WHERE ${reason} IS NOT NULL`,
+      ),
     );
     // The raw text is joined to the bad rows alone (a table whose size DuckDB knows), never the other way round.
     const raw = source.rawTable ? { join: `LEFT JOIN ${source.rawTable} t ON t.__file = r.__file AND t.__line = r.__line`, text: "t.__raw" } : { join: "", text: "r.raw" };
@@ -154,9 +161,15 @@ export async function landDelivery(connection: DuckDBConnection, request: LandRe
     const [rejected, unsafeKeys] = (
       await connection.runAndReadAll(`SELECT (SELECT count(*) FROM ${tables.rejected}), (SELECT count(*) FROM ${badKeys})`)
     ).getRowsJS()[0]!.map(Number) as [number, number];
-    if (rejected > 0) await connection.run(`DELETE FROM ${tables.landed} r WHERE ${rowProblem} IS NOT NULL`);
-    if (unsafeKeys > 0) await connection.run(`DELETE FROM ${tables.landed} r USING ${badKeys} b WHERE ${keysMatch}`);
-    for (const column of ["__file", "__line", "__problem"]) await connection.run(`ALTER TABLE ${tables.landed} DROP COLUMN ${column}`);
+    if (inPlace) {
+      const good = [`${rowProblem} IS NULL`, ...(unsafeKeys > 0 ? [`NOT EXISTS (SELECT 1 FROM ${badKeys} b WHERE ${keysMatch})`] : [])];
+      const output = [...columns.map((c) => c.name), ...keys].map((name) => `r.${quoteIdentifier(name)}`).join(", ");
+      await connection.run(`CREATE VIEW ${tables.landed} AS SELECT ${output} FROM ${all} r WHERE ${good.join(" AND ")}`);
+    } else {
+      if (rejected > 0) await connection.run(`DELETE FROM ${tables.landed} r WHERE ${rowProblem} IS NOT NULL`);
+      if (unsafeKeys > 0) await connection.run(`DELETE FROM ${tables.landed} r USING ${badKeys} b WHERE ${keysMatch}`);
+      for (const column of ["__file", "__line", "__problem"]) await connection.run(`ALTER TABLE ${tables.landed} DROP COLUMN ${column}`);
+    }
   } catch (error) {
     if (!outOfMemory(error)) throw error;
     const [limit, folder] = (await connection.runAndReadAll(`SELECT current_setting('memory_limit'), current_setting('temp_directory')`)).getRowsJS()[0]!.map(String);
@@ -168,6 +181,24 @@ export async function landDelivery(connection: DuckDBConnection, request: LandRe
     );
   } finally {
     for (const table of scratch) await connection.run(`DROP TABLE IF EXISTS ${table}`);
+  }
+}
+
+/**
+ * The names of the relations landing makes besides the landed and rejected ones: scratch tables, and (Parquet) the
+ * view of every row typed, with its problems, that the landed view filters. `releaseLanding` drops them all.
+ */
+export function landingScratch(landed: string): { lines: string; records: string; badKeys: string; badRows: string; typed: string } {
+  return { lines: `${landed}_lines`, records: `${landed}_records`, badKeys: `${landed}_bad_keys`, badRows: `${landed}_bad_rows`, typed: `${landed}_typed` };
+}
+
+/** A pass over a delivery read in place (Parquet): a file that cannot be read as the format is bad input naming it, as when it is copied in. */
+async function readingPass<T>(request: LandRequest, pass: () => Promise<T>): Promise<T> {
+  try {
+    return await pass();
+  } catch (error) {
+    if (request.format !== "parquet" || outOfMemory(error) || error instanceof LakeswapError) throw error;
+    throw new InvalidInputError(`reading ${fileList(request.files)} as ${request.format} failed: ${duckDbMessage(error)}`);
   }
 }
 

@@ -3,7 +3,8 @@ import { mkdtemp, readdir, rm } from "node:fs/promises";
 import { tmpdir, totalmem } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { DuckDBInstance } from "@duckdb/node-api";
+import type { DuckDBInstance } from "@duckdb/node-api";
+import { duckdb } from "./duckdb-module.js";
 import { InvalidInputError, errorMessage } from "../core/errors.js";
 import { rowItems, rowLanes, type SignedColumn } from "../core/signature.js";
 import { quoteLiteral } from "../core/sql.js";
@@ -75,6 +76,7 @@ export async function openDuckDb(
     },
   });
   const create = async (config: Record<string, string> = {}): Promise<DuckDBInstance> => {
+    const { DuckDBInstance } = await duckdb();
     if (!spillDirectory) return DuckDBInstance.create(":memory:", config);
     // A database file rather than memory: DuckDB writes a big table to it compressed as it is made, keeps in memory
     // only the blocks a query reads, and drops them again for free (an in-memory table larger than the limit would be
@@ -154,7 +156,7 @@ function processAlive(pid: number): boolean {
  * With no directory (AWS mode, where Athena runs users' SQL) it reaches no file at all.
  */
 export async function openRestrictedDuckDb(allowedDirectories: readonly string[]): Promise<DuckDBInstance> {
-  const instance = await DuckDBInstance.create(":memory:");
+  const instance = await (await duckdb()).DuckDBInstance.create(":memory:");
   const connection = await instance.connect();
   try {
     // Directories end in '/', so that '/lake' does not also allow '/lake-other'.

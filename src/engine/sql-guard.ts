@@ -1,4 +1,5 @@
-import { DuckDBInstance } from "@duckdb/node-api";
+import type { DuckDBInstance } from "@duckdb/node-api";
+import { duckdb } from "./duckdb-module.js";
 import { InvalidInputError, errorMessage } from "../core/errors.js";
 import { printable } from "../core/sql.js";
 
@@ -14,7 +15,7 @@ let parser: Promise<DuckDBInstance> | undefined;
 /** The parse-only instance: no file access, no extension loading. */
 function parserInstance(): Promise<DuckDBInstance> {
   parser ??= (async () => {
-    const instance = await DuckDBInstance.create(":memory:");
+    const instance = await (await duckdb()).DuckDBInstance.create(":memory:");
     const connection = await instance.connect();
     try {
       for (const setting of ["autoinstall_known_extensions = false", "autoload_known_extensions = false", "enable_external_access = false", "lock_configuration = true"]) {

@@ -1,0 +1,11 @@
+/**
+ * DuckDB's Node module, loaded when first needed: loading its native library
+ * takes a quarter of a second, which a command that never queries (a resend of
+ * a known delivery, `lakeswap history`) should not pay.
+ */
+let loaded: Promise<typeof import("@duckdb/node-api")> | undefined;
+
+export function duckdb(): Promise<typeof import("@duckdb/node-api")> {
+  loaded ??= import("@duckdb/node-api");
+  return loaded;
+}
