@@ -15,7 +15,7 @@ import { duckdbStorageType } from "../core/column-types.js";
 import type { TableDefinition } from "../core/table.js";
 import type { ObjectStore } from "../store/object-store.js";
 import { checkOutputColumns, partitionRowsCheck } from "./build-checks.js";
-import { landDelivery, landingScratch, signatureQuery } from "./duckdb-landing.js";
+import { dropLanding, landDelivery, signatureQuery } from "./duckdb-landing.js";
 import { openDuckDb, openRestrictedDuckDb, type OpenedDuckDb } from "./duckdb-open.js";
 import type { Landing } from "../landing/landing.js";
 import { assertOneExpression, assertOneSelect } from "./sql-guard.js";
@@ -428,7 +428,7 @@ export class DuckDbEngine implements Engine, Landing {
           signing,
         };
       } catch (error) {
-        await this.dropRelations(connection, landingRelations(tables.landed, tables.rejected));
+        await dropLanding(connection, tables);
         throw error;
       }
     });
@@ -436,7 +436,7 @@ export class DuckDbEngine implements Engine, Landing {
 
   async releaseLanding(delivery: LandedDelivery): Promise<void> {
     this.landedStates.delete(delivery.relation);
-    await this.withConnection((connection) => this.dropRelations(connection, landingRelations(delivery.relation, delivery.rejectedRelation)));
+    await this.withConnection((connection) => dropLanding(connection, { landed: delivery.relation, rejected: delivery.rejectedRelation }));
   }
 
   async mapPartitions(request: PartitionMapRequest): Promise<string[][]> {
@@ -499,18 +499,6 @@ export class DuckDbEngine implements Engine, Landing {
     }
   }
 
-  /** Drops tables and views by name; a name that is neither is skipped. */
-  private async dropRelations(connection: DuckDBConnection, names: readonly string[]): Promise<void> {
-    const list = names.map(quoteLiteral).join(", ");
-    const found = await connection.runAndReadAll(
-      `SELECT view_name, 'VIEW' FROM duckdb_views() WHERE NOT internal AND view_name IN (${list}) ` +
-        `UNION ALL SELECT table_name, 'TABLE' FROM duckdb_tables() WHERE table_name IN (${list})`,
-    );
-    // Views first: they may read the tables.
-    const relations = (found.getRowsJS() as [string, string][]).sort((a, b) => (a[1] === b[1] ? 0 : a[1] === "VIEW" ? -1 : 1));
-    for (const [name, kind] of relations) await connection.run(`DROP ${kind} IF EXISTS ${quoteIdentifier(name)}`);
-  }
-
   private async describe(connection: DuckDBConnection, select: string): Promise<string[]> {
     try {
       const reader = await connection.runAndReadAll(`SELECT * FROM (${select}) AS q LIMIT 0`);
@@ -539,12 +527,6 @@ export class DuckDbEngine implements Engine, Landing {
   }
 }
 
-
-/** Every relation of one landed delivery, for dropping them all. */
-function landingRelations(landed: string, rejected: string): string[] {
-  const scratch = landingScratch(landed);
-  return [landed, scratch.typed, rejected, scratch.badKeys, scratch.badRows, scratch.records, scratch.lines];
-}
 
 /** Bytes read at a time to hash a delivery. */
 const HASH_CHUNK_BYTES = 4 * 1024 * 1024;

@@ -192,6 +192,22 @@ export function landingScratch(landed: string): { lines: string; records: string
   return { lines: `${landed}_lines`, records: `${landed}_records`, badKeys: `${landed}_bad_keys`, badRows: `${landed}_bad_rows`, typed: `${landed}_typed` };
 }
 
+/** Drops every relation of one landed delivery (tables and views), those that exist. */
+export async function dropLanding(connection: DuckDBConnection, tables: LandingTables): Promise<void> {
+  const scratch = landingScratch(tables.landed);
+  const names = [tables.landed, scratch.typed, tables.rejected, scratch.badKeys, scratch.badRows, scratch.records, scratch.lines];
+  const list = names.map(quoteLiteral).join(", ");
+  const found = await connection.runAndReadAll(
+    `SELECT view_name, 'VIEW' FROM duckdb_views() WHERE NOT internal AND view_name IN (${list}) ` +
+      `UNION ALL SELECT table_name, 'TABLE' FROM duckdb_tables() WHERE table_name IN (${list})`,
+  );
+  // Views first: they read the tables. In the order of `names`, so the landed view goes before the typed one it reads.
+  const relations = (found.getRowsJS() as [string, string][]).sort(
+    (a, b) => (a[1] === b[1] ? names.indexOf(a[0]) - names.indexOf(b[0]) : a[1] === "VIEW" ? -1 : 1),
+  );
+  for (const [name, kind] of relations) await connection.run(`DROP ${kind} IF EXISTS ${quoteIdentifier(name)}`);
+}
+
 /** A pass over a delivery read in place (Parquet): a file that cannot be read as the format is bad input naming it, as when it is copied in. */
 async function readingPass<T>(request: LandRequest, pass: () => Promise<T>): Promise<T> {
   try {

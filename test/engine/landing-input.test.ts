@@ -6,7 +6,7 @@ import { promisify } from "node:util";
 import { DuckDBInstance } from "@duckdb/node-api";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DuckDbEngine } from "../../src/engine/duckdb-engine.js";
-import { landDelivery } from "../../src/engine/duckdb-landing.js";
+import { dropLanding, landDelivery } from "../../src/engine/duckdb-landing.js";
 import type { LandRequest } from "../../src/engine/engine.js";
 import { LocalStore } from "../../src/store/local-store.js";
 import { REPO_ROOT, tempDir } from "../support/lake-fixture.js";
@@ -77,7 +77,7 @@ async function land(request: Partial<LandRequest> & Pick<LandRequest, "files" | 
     const landedColumns = (await connection.runAndReadAll(`SELECT column_name FROM (DESCRIBE ${tables.landed})`)).getRowsJS().map(([name]) => name);
     return { delivery, good, bad, landedColumns, signatures: delivery.partitions.map((p) => p.signature) };
   } finally {
-    for (const table of Object.values(tables)) await connection.run(`DROP TABLE IF EXISTS ${table}`);
+    await dropLanding(connection, tables);
     connection.closeSync();
   }
 }
@@ -189,7 +189,7 @@ describe("times do not depend on the machine's zone (item 19)", () => {
       "mts",
       `import { DuckDBInstance } from ${JSON.stringify(createRequire(import.meta.url).resolve("@duckdb/node-api"))};
 import { DuckDbEngine } from ${JSON.stringify(path.join(REPO_ROOT, "src/engine/duckdb-engine.js"))};
-import { landDelivery } from ${JSON.stringify(path.join(REPO_ROOT, "src/engine/duckdb-landing.js"))};
+import { dropLanding, landDelivery } from ${JSON.stringify(path.join(REPO_ROOT, "src/engine/duckdb-landing.js"))};
 import { LocalStore } from ${JSON.stringify(path.join(REPO_ROOT, "src/store/local-store.js"))};
 const engine = new DuckDbEngine(new LocalStore(${JSON.stringify(path.join(workspace.dir, "tz-lake"))}));
 const duck = await DuckDBInstance.create(":memory:");
@@ -203,7 +203,7 @@ for (const [files, format] of [[[${JSON.stringify(csv)}], "csv"], [[${JSON.strin
   const delivery = await engine.land(request);
   out.push({ rows: rows.map((r) => r.map(String)), signatures: delivery.partitions.map((p) => p.signature), rejected: delivery.rowsRejected });
   await engine.releaseLanding(delivery);
-  await connection.run("DROP TABLE landed; DROP TABLE rejected");
+  await dropLanding(connection, { landed: "landed", rejected: "rejected" });
 }
 connection.closeSync();
 duck.closeSync();
@@ -222,10 +222,10 @@ console.log(JSON.stringify(out));
     expect(results[0]).toEqual([
       {
         rows: [["1", "1793575800000000", "2026-11-01 23:30:00", "2026-11-01"], ["2", "1793568600000000", "2026-11-01 12:00:00", "2026-11-01"]],
-        signatures: [expect.stringMatching(/^v2:/)],
+        signatures: [expect.stringMatching(/^v3:/)],
         rejected: 0,
       },
-      { rows: [["1", "1793575800000000", "2026-11-01 23:30:00", "2026-11-01"]], signatures: [expect.stringMatching(/^v2:/)], rejected: 0 },
+      { rows: [["1", "1793575800000000", "2026-11-01 23:30:00", "2026-11-01"]], signatures: [expect.stringMatching(/^v3:/)], rejected: 0 },
     ]);
   }, 60_000);
 });
