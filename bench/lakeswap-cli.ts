@@ -8,7 +8,7 @@ import { timeMs } from "./stats.js";
 /** The repository the benchmark runs in. */
 export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 
-/** The published entry point, as `npx lakeswap` runs it: the compiled CLI in dist/. */
+/** The published entry point, as `npx lakeswap` runs it: the compiled, bundled CLI in dist/bundle/. */
 export const LAKESWAP_BIN = path.join(REPO_ROOT, "bin", "lakeswap.js");
 
 /**
@@ -33,7 +33,7 @@ export async function buildDist(): Promise<number> {
       }),
   );
   if (code !== 0) throw new Error(`npm run build failed (exit ${code}), so the CLI benchmarks cannot run the current code:\n${tail(output, 40)}`);
-  if (!existsSync(path.join(REPO_ROOT, "dist", "cli", "main.js"))) throw new Error("npm run build left no dist/cli/main.js");
+  if (!existsSync(path.join(REPO_ROOT, "dist", "bundle", "main.mjs"))) throw new Error("npm run build left no dist/bundle/main.mjs");
   return ms;
 }
 
