@@ -1,6 +1,6 @@
 /*
  * lakeswap's signature extension for DuckDB: the raw content signature's
- * multiset digest (docs/signatures.md, v2, steps 3-7), computed in C over
+ * multiset digest (docs/signatures.md, v3, steps 3-7), computed in C over
  * DuckDB's vectors.
  *
  *   lakeswap_signature(f1, ..., fn)      -> STRUCT(n BIGINT, upper UBIGINT, lower UBIGINT)
@@ -10,7 +10,8 @@
  * row lanes modulo 2^64. The fields are a row's signed fields in signature
  * column order: integer kinds as their declared DuckDB type (the word is the
  * stored integer: DATE days, TIME/TIMESTAMP/TIMESTAMPTZ microseconds,
- * DECIMAL(p<=18) the unscaled value, BOOLEAN 1/0), text kinds as their
+ * DECIMAL(p<=18) the unscaled value, BOOLEAN 1/0; DOUBLE and FLOAT the bits
+ * of the IEEE-754 double, -0 as +0, NaN as NULL), text kinds as their
  * canonical text (VARCHAR, hashed with MD5).
  *
  * It computes exactly what the SQL form of the signature query computes, only
@@ -164,7 +165,7 @@ static inline int64_t product(int64_t w, key_pair k) {
 
 /* ---- Fields to words ----------------------------------------------------- */
 
-typedef enum { FIELD_INTEGER, FIELD_TEXT } field_kind;
+typedef enum { FIELD_INTEGER, FIELD_DOUBLE, FIELD_TEXT } field_kind;
 
 typedef struct {
 	duckdb_type physical;
@@ -204,6 +205,10 @@ static int shape_of(duckdb_vector vector, field_shape *shape) {
 		} else {
 			shape->physical = duckdb_decimal_internal_type(type);
 		}
+		break;
+	case DUCKDB_TYPE_DOUBLE:
+	case DUCKDB_TYPE_FLOAT:
+		shape->kind = FIELD_DOUBLE;
 		break;
 	case DUCKDB_TYPE_VARCHAR:
 		shape->kind = FIELD_TEXT;
@@ -297,6 +302,50 @@ static void mix_integers(int64_t *lanes, idx_t rows, duckdb_type physical, const
 	}
 }
 
+/*
+ * The word of a DOUBLE (a FLOAT is widened to double first, exactly): its
+ * IEEE-754 binary64 bits read as a signed 64-bit integer, -0 as +0 (word 0).
+ * A NaN is NULL (word 0; double_is_null sets its flag). Plain C: the build
+ * has no -ffast-math, so x != x tests NaN and x == 0 holds for -0.
+ */
+static inline int64_t double_word(double x) {
+	if (x == 0 || x != x) {
+		return 0;
+	}
+	int64_t w;
+	memcpy(&w, &x, sizeof(w));
+	return w;
+}
+
+/* Whether row r of a DOUBLE/FLOAT field is NULL for the signature: invalid, or NaN. */
+static inline int double_is_null(duckdb_type physical, const void *data, const uint64_t *validity, idx_t r) {
+	if (!valid_at(validity, r)) {
+		return 1;
+	}
+	double x = physical == DUCKDB_TYPE_FLOAT ? (double)((const float *)data)[r] : ((const double *)data)[r];
+	return x != x;
+}
+
+/* Mixes one DOUBLE or FLOAT field into the lanes of a chunk. */
+#define MIX_DOUBLES(TYPE)                                                                                              \
+	do {                                                                                                               \
+		const TYPE *values = (const TYPE *)data;                                                                       \
+		for (idx_t r = 0; r < rows; r++) {                                                                             \
+			int64_t w = valid_at(validity, r) ? double_word((double)values[r]) : 0;                                    \
+			lanes[2 * r] ^= product(w, a);                                                                             \
+			lanes[2 * r + 1] ^= product(w, b);                                                                         \
+		}                                                                                                              \
+	} while (0)
+
+static void mix_doubles(int64_t *lanes, idx_t rows, duckdb_type physical, const void *data, const uint64_t *validity,
+                        key_pair a, key_pair b) {
+	if (physical == DUCKDB_TYPE_FLOAT) {
+		MIX_DOUBLES(float);
+	} else {
+		MIX_DOUBLES(double);
+	}
+}
+
 /* ---- The lanes of a chunk ----------------------------------------------------- */
 
 /*
@@ -332,6 +381,9 @@ static const char *chunk_lanes(const duckdb_vector *fields, idx_t count, idx_t r
 		if (shapes[j].kind == FIELD_INTEGER) {
 			mix_integers(lanes, rows, shapes[j].physical, data, validity, lane_key(0, 1 + item), lane_key(1, 1 + item));
 			item += 1;
+		} else if (shapes[j].kind == FIELD_DOUBLE) {
+			mix_doubles(lanes, rows, shapes[j].physical, data, validity, lane_key(0, 1 + item), lane_key(1, 1 + item));
+			item += 1;
 		} else {
 			key_pair a0 = lane_key(0, 1 + item), a1 = lane_key(0, 2 + item);
 			key_pair b0 = lane_key(1, 1 + item), b1 = lane_key(1, 2 + item);
@@ -347,12 +399,21 @@ static const char *chunk_lanes(const duckdb_vector *fields, idx_t count, idx_t r
 			item += 2;
 		}
 	}
-	/* The null flags: bit j % 63 of flag word j / 63 is set when field j is NULL. */
+	/* The null flags: bit j % 63 of flag word j / 63 is set when field j is NULL (or a NaN DOUBLE/FLOAT). */
 	uint64_t flag_words = count == 0 ? 1 : (count + FLAG_BITS - 1) / FLAG_BITS;
 	for (uint64_t q = 0; q < flag_words; q++) {
 		memset(flags, 0, sizeof(int64_t) * rows);
 		for (idx_t j = q * FLAG_BITS; j < count && j < (q + 1) * FLAG_BITS; j++) {
 			const uint64_t *validity = duckdb_vector_get_validity(fields[j]);
+			if (shapes[j].kind == FIELD_DOUBLE) {
+				const void *data = duckdb_vector_get_data(fields[j]);
+				for (idx_t r = 0; r < rows; r++) {
+					if (double_is_null(shapes[j].physical, data, validity, r)) {
+						flags[r] |= (int64_t)1 << (j % FLAG_BITS);
+					}
+				}
+				continue;
+			}
 			if (validity == NULL) {
 				continue;
 			}

@@ -21,7 +21,7 @@ const extension = path.join(outDir, "lakeswap_signature.duckdb_extension");
 
 /** The C extension API version the extension is written against (native/duckdb/README.md). */
 const C_API_VERSION = "v1.2.0";
-const EXTENSION_VERSION = "v2";
+const EXTENSION_VERSION = "v3";
 
 function say(message) {
   console.log(`build-native: ${message}`);

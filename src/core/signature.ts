@@ -1,29 +1,32 @@
 import { createHash } from "node:crypto";
 
 /**
- * Content signatures, version 2 (specified in docs/signatures.md).
+ * Content signatures, version 3 (specified in docs/signatures.md).
  *
  * Raw layer: every field of the signed columns (sorted by name) becomes one or
  * two signed 64-bit words: integers, decimals, dates, times and timestamps as
- * the exact integer of their declared type; every other type as 126 bits of
- * the MD5 digest of its canonical text. A flag word records which fields are
- * NULL. Per lane, each word is split into its low 32 bits and its high 32 bits
- * (signed), each factor is XORed with a key, and the XOR of the exact products
- * is finalized by one multiply-fold round, with independent keys for the two
- * lanes. The lanes are summed over all rows modulo 2^64, which makes the digest
- * order-insensitive and duplicate-sensitive. The signature is `v2:` + sha256
+ * the exact integer of their declared type, DOUBLE and FLOAT as the bits of
+ * their IEEE-754 double; every other type as 126 bits of the MD5 digest of its
+ * canonical text. A flag word records which fields are NULL. Per lane, each
+ * word is split into its low 32 bits and its high 32 bits (signed), each
+ * factor is XORed with a key, and the XOR of the exact products is finalized
+ * by one multiply-fold round, with independent keys for the two lanes. The
+ * lanes are summed over all rows modulo 2^64, which makes the digest
+ * order-insensitive and duplicate-sensitive. The signature is `v3:` + sha256
  * over the version, the columns with their types, the row count and the two sums.
  *
  * Every step is 64-bit integer arithmetic that DuckDB runs without strings,
  * casts or 128-bit math (a product of an unsigned and a signed 32-bit number
  * fits a signed 64-bit integer): version 1 built a canonical text of each whole
- * row and hashed it with MD5, several times slower. A partition signed with v1
- * compares unequal to its v2 signature, so it is rebuilt once.
+ * row and hashed it with MD5, several times slower; version 2 still hashed
+ * DOUBLE and FLOAT as the MD5 of their printf("%.17g") text. A partition
+ * signed with an older version compares unequal to its v3 signature, so it is
+ * rebuilt once.
  *
- * Derived layers: `v2:` + sha256 over the sorted input signatures, the
+ * Derived layers: `v3:` + sha256 over the sorted input signatures, the
  * transform's fingerprint and the partition.
  */
-export const SIGNATURE_VERSION = "v2";
+export const SIGNATURE_VERSION = "v3";
 
 const LANE = 1n << 64n;
 const MASK64 = LANE - 1n;
@@ -48,13 +51,13 @@ export function signatureColumnOrder<T extends SignedColumn>(columns: readonly T
 /** How a declared type becomes words: `integer` is one exact signed 64-bit word; `text` is the MD5 of the canonical text, two words. */
 export type WordKind = "integer" | "text";
 
-const INTEGER_TYPES = /^(TINYINT|SMALLINT|INTEGER|BIGINT|UTINYINT|USMALLINT|UINTEGER|BOOLEAN|DATE|TIME|TIMESTAMP|TIMESTAMPTZ)$/;
+const INTEGER_TYPES = /^(TINYINT|SMALLINT|INTEGER|BIGINT|UTINYINT|USMALLINT|UINTEGER|BOOLEAN|DATE|TIME|TIMESTAMP|TIMESTAMPTZ|DOUBLE|FLOAT)$/;
 
 /**
  * The word kind of a declared type (docs/signatures.md, step 3): every type
- * whose values are integers that fit a signed 64-bit integer. DECIMAL(p,s) is
- * an integer (its unscaled value) up to p = 18; UBIGINT, HUGEINT and wider
- * decimals are text.
+ * whose values map exactly, one to one, onto signed 64-bit integers. DECIMAL(p,s)
+ * is an integer (its unscaled value) up to p = 18; DOUBLE and FLOAT are the bits
+ * of the double; UBIGINT, HUGEINT and wider decimals are text.
  */
 export function wordKind(type: string): WordKind {
   const kind = type.toUpperCase();
@@ -69,7 +72,8 @@ export function wordKind(type: string): WordKind {
  * `canonicalValue`), or zeros for NULL. Integer kinds are the exact value:
  * integers as they are, BOOLEAN 1/0, DECIMAL(p,s) its value times 10^s, DATE
  * days since 1970-01-01, TIME microseconds since midnight, TIMESTAMP and
- * TIMESTAMPTZ microseconds since 1970-01-01T00:00:00 (UTC). Text kinds are the
+ * TIMESTAMPTZ microseconds since 1970-01-01T00:00:00 (UTC), DOUBLE and FLOAT
+ * the IEEE-754 bits of the double (`doubleWord`). Text kinds are the
  * MD5 digest of the canonical text: bytes 0-7 read as a little-endian
  * unsigned 64-bit integer with its top bit cleared, and bytes 8-15 read the
  * same way, shifted right by one bit (126 of the digest's 128 bits).
@@ -95,8 +99,23 @@ export const INFINITY_WORDS: Readonly<Record<"DATE" | "TIMESTAMP" | "TIMESTAMPTZ
   TIMESTAMPTZ: 9_223_372_036_854_775_807n,
 };
 
+/**
+ * The word of a DOUBLE, or of a FLOAT widened (exactly) to a double: its
+ * IEEE-754 binary64 bit pattern read as a signed 64-bit integer, with -0 as +0
+ * (word 0). Injective on values, as the %.17g text of version 2 was. NaN has
+ * no word: it is NULL (landing makes it NULL; `canonicalValue` gives null).
+ */
+export function doubleWord(value: number): bigint {
+  if (Number.isNaN(value)) throw new Error("NaN has no signature word: it is NULL");
+  const view = new DataView(new ArrayBuffer(8));
+  view.setFloat64(0, value === 0 ? 0 : value);
+  return view.getBigInt64(0);
+}
+
 function integerValue(kind: string, text: string): bigint {
   if (kind === "BOOLEAN") return text === "true" ? 1n : 0n;
+  // The canonical text (%.17g) reads back to the same double: 17 significant digits round-trip.
+  if (kind === "DOUBLE" || kind === "FLOAT") return doubleWord(parseDouble(text));
   if ((kind === "DATE" || kind === "TIMESTAMP" || kind === "TIMESTAMPTZ") && /^-?infinity$/.test(text)) {
     return text.startsWith("-") ? -INFINITY_WORDS[kind] : INFINITY_WORDS[kind];
   }
@@ -260,9 +279,10 @@ export function transformFingerprint(sql: Uint8Array | string): string {
  * The canonical text of one value of a declared type, or null (reference
  * implementation for the types the tests use). Integers in base 10;
  * DECIMAL(p,s) with exactly s fraction digits, rounded half away from zero;
- * DOUBLE/FLOAT as C's `%.17g`, with NaN as NULL, -0 as `0`, infinities as
- * `inf`/`-inf`; BOOLEAN as `true`/`false`; DATE as `YYYY-MM-DD`; TIMESTAMP as
- * `YYYY-MM-DDTHH:MM:SS.ffffff`; TIMESTAMPTZ the same in UTC, then `Z` (a text
+ * DOUBLE/FLOAT as C's `%.17g` (informational since v3: `fieldWords` reads it
+ * back to the double, whose bits are the word), with NaN as NULL, -0 as `0`,
+ * infinities as `inf`/`-inf`; BOOLEAN as `true`/`false`; DATE as
+ * `YYYY-MM-DD`; TIMESTAMP as `YYYY-MM-DDTHH:MM:SS.ffffff`; TIMESTAMPTZ the same in UTC, then `Z` (a text
  * without a zone is UTC); ±infinity of DATE, TIMESTAMP and TIMESTAMPTZ as
  * `infinity`/`-infinity`; TIME as `HH:MM:SS.ffffff`; VARCHAR as is.
  * Integer-kind types are then read back into words by `fieldWords`.
@@ -274,7 +294,7 @@ export function canonicalValue(type: string, value: string | number | bigint | b
   const decimal = /^DECIMAL\((\d+),(\d+)\)$/.exec(kind);
   if (decimal) return canonicalDecimal(String(value), Number(decimal[2]));
   if (kind === "DOUBLE" || kind === "FLOAT") {
-    const number = Number(value);
+    const number = typeof value === "number" ? value : parseDouble(String(value));
     if (kind === "FLOAT") return formatG17(Math.fround(number));
     return formatG17(number);
   }
@@ -303,7 +323,17 @@ function canonicalDecimal(text: string, scale: number): string {
   return negative ? `-${body}` : body;
 }
 
-/** C's printf("%.17g") for a double, with NaN as NULL-like null handled by the caller. */
+/** A double from its text: a decimal number, or (any case) `inf`, `infinity`, `nan`, with an optional sign. */
+function parseDouble(text: string): number {
+  const trimmed = text.trim();
+  const special = /^([+-]?)(inf|infinity|nan)$/i.exec(trimmed);
+  if (special) return special[2]!.toLowerCase() === "nan" ? NaN : special[1] === "-" ? -Infinity : Infinity;
+  const value = Number(trimmed);
+  if (trimmed === "" || Number.isNaN(value)) throw new Error(`'${text}' is not a number`);
+  return value;
+}
+
+/** C's printf("%.17g") for a double; null for NaN (NULL). */
 export function formatG17(value: number): string | null {
   if (Number.isNaN(value)) return null;
   if (value === 0) return "0";

@@ -616,6 +616,7 @@ function duckDbMessage(error: unknown): string {
 /**
  * The SQL of one signed column's canonical text (docs/signatures.md), or NULL.
  * The expression depends only on specified functions (strftime, printf %.17g, CAST of integers and decimals).
+ * Only text kinds are signed by it; for integer kinds (DOUBLE and FLOAT among them since v3) it is informational.
  */
 export function canonicalExpression(name: string, type: string): string {
   const c = quoteIdentifier(name);
@@ -648,6 +649,13 @@ function integerWordExpression(name: string, type: string): string {
     const value = width + scale + 1 <= 18 ? c : `CAST(${c} AS DECIMAL(38,${scale}))`;
     return `CAST(${value} * CAST(1${"0".repeat(scale)} AS DECIMAL(${scale + 1},0)) AS BIGINT)`;
   }
+  // DOUBLE, and FLOAT widened exactly: the IEEE-754 bits of the double, -0 as 0, NaN as 0 (NULL: nullCondition flags it).
+  // DuckDB casts a number to BIT as its bit pattern, most significant bit first, and 64 bits to BIGINT as two's
+  // complement: an exact reinterpretation (the tests hold it to the reference on edge values and random bit patterns).
+  if (type === "DOUBLE" || type === "FLOAT") {
+    const d = `CAST(${c} AS DOUBLE)`;
+    return `CASE WHEN isnan(${d}) OR ${d} = 0 THEN 0 ELSE CAST(CAST(${d} AS BIT) AS BIGINT) END`;
+  }
   // DuckDB stores DATE ±infinity as ±(2^31 - 1) days, which this difference returns as is.
   if (type === "DATE") return `(${c} - DATE '1970-01-01')`;
   if (type === "TIME") return `epoch_us(${c})`;
@@ -657,6 +665,18 @@ function integerWordExpression(name: string, type: string): string {
     return `CASE WHEN isinf(${c}) THEN CASE WHEN ${c} > CAST('epoch' AS ${type}) THEN ${infinity} ELSE -${infinity} END ELSE epoch_us(${c}) END`;
   }
   return `CAST(${c} AS BIGINT)`;
+}
+
+/**
+ * When a field is NULL for the signature (its flag is set), or undefined where it never is: NULL, and for
+ * DOUBLE/FLOAT also NaN (landing makes NaN NULL; one that reaches the signature anyway signs as NULL, as in
+ * the native form, whatever the column's declared nullability).
+ */
+function nullCondition(column: SignatureColumn): string | undefined {
+  const c = quoteIdentifier(column.name);
+  const nullable = column.nullable ?? true;
+  if (column.type === "DOUBLE" || column.type === "FLOAT") return `${nullable ? `${c} IS NULL OR ` : ""}isnan(CAST(${c} AS DOUBLE))`;
+  return nullable ? `${c} IS NULL` : undefined;
 }
 
 /** A signed column as the signature query needs it: a column declared not nullable is never NULL once landed. */
@@ -673,7 +693,7 @@ const NATIVE_DIRECT_FIELDS = 32;
 
 /**
  * The per-partition signature query over a relation: for each partition, the
- * row count and the two lane sums of docs/signatures.md (v2), as text (exact
+ * row count and the two lane sums of docs/signatures.md (v3), as text (exact
  * integers). `signed` must be in signature column order. Both forms give the
  * same numbers; `native` needs lakeswap's extension loaded (./duckdb-open.ts),
  * whose aggregate computes the lanes and their sums per partition.
@@ -682,7 +702,7 @@ export function signatureQuery(relation: string, keys: readonly string[], signed
   const keyList = keys.map(quoteIdentifier).join(", ");
   const rel = quoteIdentifier(relation);
   if (form === "native") {
-    // The extension's aggregate: integer kinds as their declared type (it reads the stored integer), text kinds as canonical text.
+    // The extension's aggregate: integer kinds as their declared type (it reads the stored integer, or the double's bits), text kinds as canonical text.
     const fields = signed.map((column) =>
       wordKind(column.type) === "integer" ? `CAST(${quoteIdentifier(column.name)} AS ${column.type})` : canonicalExpression(column.name, column.type),
     );
@@ -698,11 +718,12 @@ export function signatureQuery(relation: string, keys: readonly string[], signed
 
 /**
  * The lanes of each row in plain SQL. A stack of projections: fields to words
- * (one MD5 per text field) and the null flag word, MD5 digests to two words,
- * words to their two factors, factors to the two lanes, the finalizer round.
- * Everything is BIGINT: each product is of a number below 2^32 and a signed
- * 32-bit one, so it is exact, and no per-row casts or 128-bit arithmetic are
- * needed (in DuckDB those cost more than the products).
+ * (one MD5 per text field, a cast through BIT per DOUBLE/FLOAT) and the null
+ * flag word, MD5 digests to two words, words to their two factors, factors to
+ * the two lanes, the finalizer round. Everything after the words is BIGINT:
+ * each product is of a number below 2^32 and a signed 32-bit one, so it is
+ * exact, and no per-row casts or 128-bit arithmetic are needed (in DuckDB those
+ * cost more than the products).
  */
 function sqlLanes(relation: string, keyList: string, signed: readonly SignatureColumn[]): string {
   const fields: string[] = [];
@@ -723,12 +744,12 @@ function sqlLanes(relation: string, keyList: string, signed: readonly SignatureC
       words.push(`__w${j}_0`, `__w${j}_1`);
     }
   });
-  // The null flags: flag j is set when column j is NULL (never, where it is declared not nullable).
+  // The null flags: flag j is set when column j is NULL or NaN (never, where it is declared not nullable and is no float).
   for (let q = 0; q < flagWordCount(signed.length); q++) {
     const bits = signed
-      .map((column, j) => ({ column, j }))
-      .filter(({ column, j }) => (column.nullable ?? true) && Math.floor(j / FLAG_BITS) === q)
-      .map(({ column, j }) => `CASE WHEN ${quoteIdentifier(column.name)} IS NULL THEN ${1n << BigInt(j % FLAG_BITS)} ELSE 0 END`);
+      .map((column, j) => ({ condition: nullCondition(column), j }))
+      .filter(({ condition, j }) => condition !== undefined && Math.floor(j / FLAG_BITS) === q)
+      .map(({ condition, j }) => `CASE WHEN ${condition} THEN ${1n << BigInt(j % FLAG_BITS)} ELSE 0 END`);
     fields.push(`CAST(${bits.length === 0 ? "0" : bits.join(" | ")} AS BIGINT) AS __n${q}`);
     digests.push(`__n${q}`);
     words.push(`__n${q}`);

@@ -210,6 +210,21 @@ const CHECK_FIELDS: readonly CheckField[] = [
   { type: "VARCHAR", literal: "''", canonical: "" },
   { type: "VARCHAR", literal: "CAST(NULL AS VARCHAR)", canonical: null },
   { type: "BIGINT", literal: "CAST(NULL AS BIGINT)", canonical: null },
+  // DOUBLE and FLOAT: the double's bits (negative, -0 as 0, subnormal, largest, ±infinity), NaN as NULL.
+  { type: "DOUBLE", literal: "CAST('-0.1' AS DOUBLE)", canonical: "-0.10000000000000001" },
+  { type: "DOUBLE", literal: "CAST('-0.0' AS DOUBLE)", canonical: "0" },
+  { type: "DOUBLE", literal: "CAST('5e-324' AS DOUBLE)", canonical: "4.9406564584124654e-324" },
+  { type: "DOUBLE", literal: "CAST('2.2250738585072009e-308' AS DOUBLE)", canonical: "2.2250738585072009e-308" },
+  { type: "DOUBLE", literal: "CAST('1.7976931348623157e308' AS DOUBLE)", canonical: "1.7976931348623157e+308" },
+  { type: "DOUBLE", literal: "CAST('-inf' AS DOUBLE)", canonical: "-inf" },
+  { type: "DOUBLE", literal: "CAST('inf' AS DOUBLE)", canonical: "inf" },
+  { type: "DOUBLE", literal: "CAST('nan' AS DOUBLE)", canonical: null },
+  { type: "DOUBLE", literal: "CAST(NULL AS DOUBLE)", canonical: null },
+  { type: "FLOAT", literal: "CAST(256.666656494140625 AS FLOAT)", canonical: "256.66665649414062" },
+  { type: "FLOAT", literal: "CAST('-1.4e-45' AS FLOAT)", canonical: "-1.4012984643248171e-45" },
+  { type: "FLOAT", literal: "CAST('-0.0' AS FLOAT)", canonical: "0" },
+  { type: "FLOAT", literal: "CAST('-inf' AS FLOAT)", canonical: "-inf" },
+  { type: "FLOAT", literal: "CAST('nan' AS FLOAT)", canonical: null },
 ];
 
 /**

@@ -158,7 +158,7 @@ describe("the same pipeline on AWS, with only config changed", () => {
       expect(JSON.parse(second.stdout).totals).toMatchObject({ built: 0, skipped: 5 });
       // Pointers and signatures live in Glue partition Parameters; derived layers were UNLOADs.
       const stage = services.glue.state.partitions("shop", "orders_stage");
-      expect(stage.map((p) => p.Parameters?.["lakeswap.signature"])).toEqual([expect.stringMatching(/^v2:/), expect.stringMatching(/^v2:/)]);
+      expect(stage.map((p) => p.Parameters?.["lakeswap.signature"])).toEqual([expect.stringMatching(/^v3:/), expect.stringMatching(/^v3:/)]);
       expect(services.athena.executions.filter((e) => /^UNLOAD/.test(e.query))).toHaveLength(3);
       const rows = await runCli(["query", "SELECT count(*) AS n FROM orders_monthly", "--json"], { ...env, DATA_OUTPUT_S3_BUCKET: "lake", DATA_OUTPUT_S3_PREFIX: "warehouse", SCHEMA_OUTPUT_GLUE_DATABASE_NAME: "shop", DATA_OUTPUT_ATHENA_WORKGROUP_NAME: "primary", DATA_OUTPUT_ATHENA_RESULTS_S3_BUCKET: "results" });
       expect(rows.code, rows.stderr).toBe(0);

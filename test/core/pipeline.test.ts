@@ -254,7 +254,7 @@ describe("pipelines skip unchanged partitions", () => {
     }
     const states = await lake.partitionStates("orders_stage");
     expect(states.get("day=2026-11-01")?.signature).toBeUndefined();
-    expect(states.get("day=2026-11-02")?.signature).toMatch(/^v2:[0-9a-f]{64}$/);
+    expect(states.get("day=2026-11-02")?.signature).toMatch(/^v3:[0-9a-f]{64}$/);
   });
 
   it("forces every partition with fullRefresh, and limits the work to the partitions asked for", async () => {

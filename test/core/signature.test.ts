@@ -11,6 +11,7 @@ import {
   rowItems,
   rowLanes,
   signatureColumnOrder,
+  splitmix64,
   transformFingerprint,
 } from "../../src/core/signature.js";
 import { signatureQuery } from "../../src/engine/duckdb-landing.js";
@@ -69,7 +70,7 @@ async function signaturesOf(request: Omit<LandRequest, "header" | "delimiter"> &
   }
 }
 
-describe("v2 signatures: the published test vectors", () => {
+describe("v3 signatures: the published test vectors", () => {
   const vectors = publishedVectors();
 
   it.each(vectors.map((v) => [v.name, v] as const))("reference implementation: %s", (_name, vector) => {
@@ -113,13 +114,13 @@ describe("v2 signatures: the published test vectors", () => {
   it("chains derived signatures as documented", () => {
     const fingerprint = transformFingerprint("SELECT 1\n");
     expect(fingerprint).toBe("sha256:a0a22c9dfa428cdce6fb3e58a40d4052335e17e5fbe42efc2f17f9ca813be62c");
-    const inputs = ["orders_raw/day=2026-11-02=v2:bb", "orders_raw/day=2026-11-01=v2:aa"];
-    expect(chainSignature(inputs, fingerprint, "month=2026-11")).toBe("v2:7cfc03d03f6b4f6bb30ba13061050fc55ed4ffea627e96b06920105a94f1eea1");
+    const inputs = ["orders_raw/day=2026-11-02=v3:bb", "orders_raw/day=2026-11-01=v3:aa"];
+    expect(chainSignature(inputs, fingerprint, "month=2026-11")).toBe("v3:971a27e5603210ea49a7d4c771b60a83a9ac0a1acb3e139c27356fc5de711efc");
     expect(chainSignature(inputs, transformFingerprint("SELECT 2\n"), "month=2026-11")).not.toBe(chainSignature(inputs, fingerprint, "month=2026-11"));
   });
 });
 
-describe("v2 signatures: both forms (native extension, plain SQL) and the reference implementation agree", () => {
+describe("v3 signatures: both forms (native extension, plain SQL) and the reference implementation agree", () => {
   /** Every type of the spec, with extremes, negatives, pre-1970 dates and NULLs; `ts` is declared not nullable. */
   const columns = [
     { name: "i8", type: "TINYINT", sql: "CASE WHEN range % 2 = 0 THEN -128 ELSE (range % 255) - 127 END::TINYINT" },
@@ -231,6 +232,108 @@ describe("v2 signatures: both forms (native extension, plain SQL) and the refere
     }
   });
 
+  it("on DOUBLE and FLOAT, row by row: edge values, thousands of random bit patterns, results of arithmetic, NaN and NULL", async () => {
+    const view = new DataView(new ArrayBuffer(8));
+    const double = (bits: bigint): number => (view.setBigUint64(0, bits), view.getFloat64(0));
+    const float = (bits: bigint): number => (view.setUint32(0, Number(bits & 0xffffffffn)), view.getFloat32(0));
+    const edgeDoubles = [
+      0, -0, 5e-324, -5e-324, 2.2250738585072009e-308, -2.2250738585072014e-308, 1.7976931348623157e308, -1.7976931348623157e308,
+      Infinity, -Infinity, 1, -1, 0.1, 0.10000000000000002, 0.5, 2 ** 52, 2 ** 53 + 2, 1 - 2 ** -53, 1.5 * 2 ** -1022, 2 ** 1023, -2.5, 1 / 3, NaN, null,
+    ];
+    const edgeFloats = [
+      0, -0, Math.fround(1e-45), -Math.fround(1e-45), Math.fround(2 ** -126 - 2 ** -149), 2 ** -126, Math.fround(3.4028234663852886e38),
+      -Math.fround(3.4028234663852886e38), Infinity, -Infinity, 256.666656494140625, Math.fround(0.1), -Math.fround(1 / 3), NaN, null,
+    ];
+    // Random bit patterns (a seeded splitmix64, so the test is the same every run), NaNs left out: they are NULL.
+    const randomDoubles = splitmix64(0x64_6f75_626c_65n, 3500).map(double).filter((x) => !Number.isNaN(x)).slice(0, 3000);
+    const randomFloats = splitmix64(0x66_6c6f_6174n, 3500).map(float).filter((x) => !Number.isNaN(x)).slice(0, 3000);
+    const pairs: [number | null, number | null][] = [
+      ...edgeDoubles.map((d, i): [number | null, number | null] => [d, edgeFloats[i % edgeFloats.length]!]),
+      ...edgeFloats.map((f, i): [number | null, number | null] => [edgeDoubles[(i * 7) % edgeDoubles.length]!, f]),
+      ...randomDoubles.map((d, i): [number | null, number | null] => [d, randomFloats[i]!]),
+    ];
+    expect(pairs.length).toBeGreaterThan(3000);
+
+    const opened = await openDuckDb();
+    const connection = await opened.instance.connect();
+    try {
+      await connection.run("CREATE TABLE fl (p INTEGER, d DOUBLE, f FLOAT)");
+      const appender = await connection.createAppender("fl");
+      pairs.forEach(([d, f], i) => {
+        appender.appendInteger(i);
+        if (d === null) appender.appendNull();
+        else appender.appendDouble(d);
+        if (f === null) appender.appendNull();
+        else appender.appendFloat(f);
+        appender.endRow();
+      });
+      appender.closeSync();
+      // Doubles and floats as DuckDB's own arithmetic makes them.
+      await connection.run(
+        `INSERT INTO fl SELECT 100000 + range, CASE range % 5 WHEN 0 THEN range / 7.0 - 100 WHEN 1 THEN sqrt(range) * 1e-300 WHEN 2 THEN exp(range / 10.0) ` +
+          `WHEN 3 THEN 1.0 / (range - 1000.5) ELSE 0.1 * range END, CASE range % 3 WHEN 0 THEN (range * 0.37 - 300)::FLOAT ` +
+          `WHEN 1 THEN (1.0 / (range + 0.5))::FLOAT ELSE (range::FLOAT / 3::FLOAT) * 1e-40::FLOAT END FROM range(2000)`,
+      );
+      const values = (await connection.runAndReadAll("SELECT p, d, f FROM fl ORDER BY p")).getRowsJS();
+      expect(values.filter(([, d]) => typeof d === "number" && Number.isNaN(d))).not.toHaveLength(0);
+      const forms = opened.signing.form === "native" ? (["sql", "native"] as const) : (["sql"] as const);
+      // Nullable, then declared not nullable (NULLs left out, NaNs kept: a NaN still signs as NULL, in both forms).
+      for (const nullable of [true, false]) {
+        const signed = [{ name: "d", type: "DOUBLE", nullable }, { name: "f", type: "FLOAT", nullable }];
+        const relation = nullable ? "fl" : "fl_not_null";
+        if (!nullable) await connection.run("CREATE TABLE fl_not_null AS SELECT * FROM fl WHERE d IS NOT NULL AND f IS NOT NULL");
+        const results = [];
+        for (const form of forms) results.push((await connection.runAndReadAll(signatureQuery(relation, ["p"], signed, form))).getRowsJS());
+        for (const other of results.slice(1)) expect(other).toEqual(results[0]);
+        const got = Object.fromEntries(results[0]!.map(([p, n, upper, lower]) => [Number(p), finishRawSignature(signed, Number(n), BigInt(String(upper)), BigInt(String(lower)))]));
+        const kept = values.filter(([, d, f]) => nullable || (d !== null && f !== null));
+        expect(Object.keys(got)).toHaveLength(kept.length);
+        const expected = Object.fromEntries(
+          kept.map(([p, d, f]) => [Number(p), rawSignature(signed, [[canonicalValue("DOUBLE", d as number | null), canonicalValue("FLOAT", f as number | null)]])]),
+        );
+        expect(got).toEqual(expected);
+      }
+    } finally {
+      connection.closeSync();
+      opened.instance.closeSync();
+    }
+  });
+
+  it("signs -0 as 0 and NaN as NULL, and 0.1 apart from 0.10000000000000002, in both forms", async () => {
+    const opened = await openDuckDb();
+    const connection = await opened.instance.connect();
+    try {
+      const cases = [
+        ["zero", "0.0::DOUBLE"],
+        ["negative zero", "-(0.0::DOUBLE)"],
+        ["nan", "'nan'::DOUBLE"],
+        ["null", "NULL::DOUBLE"],
+        ["a tenth", "0.1::DOUBLE"],
+        ["next after a tenth", "0.10000000000000002::DOUBLE"],
+      ];
+      await connection.run(`CREATE TABLE z AS ${cases.map(([p, d]) => `SELECT '${p}' AS p, 1::BIGINT AS id, ${d} AS d, (${d})::FLOAT AS f`).join(" UNION ALL ")}`);
+      // The table really holds a negative zero and a NaN.
+      expect((await connection.runAndReadAll("SELECT signbit(d), isnan(d) FROM z WHERE p IN ('negative zero', 'nan') ORDER BY p")).getRowsJS()).toEqual([[false, true], [true, false]]);
+      const signed = signatureColumnOrder([{ name: "d", type: "DOUBLE" }, { name: "f", type: "FLOAT" }, { name: "id", type: "BIGINT" }]);
+      const forms = opened.signing.form === "native" ? (["sql", "native"] as const) : (["sql"] as const);
+      for (const form of forms) {
+        const rows = (await connection.runAndReadAll(signatureQuery("z", ["p"], signed, form))).getRowsJS();
+        const s = Object.fromEntries(rows.map(([p, n, upper, lower]) => [String(p), finishRawSignature(signed, Number(n), BigInt(String(upper)), BigInt(String(lower)))]));
+        expect(s["negative zero"]).toBe(s.zero);
+        expect(s.nan).toBe(s.null);
+        expect(s["next after a tenth"]).not.toBe(s["a tenth"]);
+        expect(s.zero).not.toBe(s.null);
+        expect(new Set(Object.values(s)).size).toBe(4);
+        expect(s.zero).toBe(rawSignature(signed, [["0", "0", "1"]]));
+        expect(s.null).toBe(rawSignature(signed, [[null, null, "1"]]));
+        expect(s["a tenth"]).toBe(rawSignature(signed, [[canonicalValue("DOUBLE", 0.1), canonicalValue("FLOAT", 0.1), "1"]]));
+      }
+    } finally {
+      connection.closeSync();
+      opened.instance.closeSync();
+    }
+  });
+
   it("tells apart what a weaker row hash would mix up", () => {
     const columns = [
       { name: "a", type: "BIGINT" },
@@ -254,13 +357,23 @@ describe("v2 signatures: both forms (native extension, plain SQL) and the refere
     expect(sign([["5", "0", "x"]])).not.toBe(sign([["-5", "0", "x"]]));
     // An empty text is not NULL (in a non-nullable column, where landing keeps it).
     expect(sign([["1", "2", ""]])).not.toBe(sign([["1", "2", null]]));
+    // DOUBLE and FLOAT: -0 is 0, NaN is NULL, and the next double after 0.1 is another value.
+    const floats = [{ name: "d", type: "DOUBLE" }, { name: "f", type: "FLOAT" }];
+    const signFloats = (d: number | null, f: number | null): string => rawSignature(floats, [[canonicalValue("DOUBLE", d), canonicalValue("FLOAT", f)]]);
+    expect(signFloats(-0, -0)).toBe(signFloats(0, 0));
+    expect(signFloats(NaN, NaN)).toBe(signFloats(null, null));
+    expect(signFloats(0, 0)).not.toBe(signFloats(null, null));
+    expect(signFloats(0.1, 1)).not.toBe(signFloats(0.10000000000000002, 1));
+    expect(signFloats(1, 1)).not.toBe(signFloats(-1, 1));
+    expect(signFloats(Infinity, 1)).not.toBe(signFloats(-Infinity, 1));
+    expect(signFloats(1, 2)).not.toBe(signFloats(2, 1));
     // A duplicate counts; the order does not.
     expect(sign([["1", "2", "x"], ["3", "4", "y"], ["3", "4", "y"]])).not.toBe(base);
     expect(sign([["3", "4", "y"], ["1", "2", "x"]])).toBe(base);
   });
 });
 
-describe("v2 signatures: the same rows give the same signature", () => {
+describe("v3 signatures: the same rows give the same signature", () => {
   const columns = [
     { name: "order_id", type: "BIGINT", nullable: false },
     { name: "amount", type: "DECIMAL(10,2)", nullable: true },

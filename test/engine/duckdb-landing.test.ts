@@ -86,3 +86,62 @@ describe("landing a delivery", () => {
     await expect(engine.land(request([path.join(workspace.dir, "missing.parquet")], "parquet"))).rejects.toThrow(/missing\.parquet/);
   });
 });
+
+describe("landing doubles and floats for their signature", () => {
+  const FLOAT_COLUMNS = [
+    { name: "id", type: "BIGINT", nullable: false },
+    { name: "x", type: "DOUBLE", nullable: true },
+    { name: "y", type: "FLOAT", nullable: true },
+  ];
+  let counter = 0;
+  /** Lands `x,y` lines (id 1, 2, ...) as CSV; returns the one partition's signature. */
+  async function signatureOf(lines: string[]): Promise<string | undefined> {
+    const file = path.join(workspace.dir, `floats-${counter++}.csv`);
+    writeFileSync(file, `id,x,y\n${lines.map((line, i) => `${i + 1},${line}`).join("\n")}\n`);
+    const req: LandRequest = {
+      files: [file], format: "csv", header: true, delimiter: ",", columns: FLOAT_COLUMNS,
+      partition: [{ key: "p", expression: "'all'" }], signatureColumns: ["id", "x", "y"],
+    };
+    const delivery = await engine.land(req);
+    try {
+      expect(delivery.partitions).toHaveLength(1);
+      return delivery.partitions[0]!.signature;
+    } finally {
+      await engine.releaseLanding(delivery);
+    }
+  }
+
+  it("signs -0 as 0 and a NaN as the NULL it lands as; tells 0.1 from the next double", async () => {
+    const zero = await signatureOf(["0,0", "1.5,-2.25"]);
+    expect(zero).toMatch(/^v3:[0-9a-f]{64}$/);
+    expect(await signatureOf(["-0.0,-0", "1.5,-2.25"])).toBe(zero);
+    expect(await signatureOf(["0.0e5,0.000", "1.50,-2.250"])).toBe(zero);
+
+    const missing = await signatureOf([",", "1.5,-2.25"]);
+    expect(missing).not.toBe(zero);
+    expect(await signatureOf(["NaN,nan", "1.5,-2.25"])).toBe(missing);
+
+    const tenth = await signatureOf(["0.1,0.1", "1.5,-2.25"]);
+    expect(await signatureOf(["0.10000000000000002,0.1", "1.5,-2.25"])).not.toBe(tenth);
+    // A FLOAT holds fewer digits: both texts round to the same float.
+    expect(await signatureOf(["0.1,0.10000000000000002", "1.5,-2.25"])).toBe(tenth);
+
+    // NaN really lands as NULL.
+    const file = path.join(workspace.dir, "nan.csv");
+    writeFileSync(file, "id,x,y\n1,NaN,-nan\n2,-0.0,inf\n");
+    const instance = await DuckDBInstance.create(":memory:");
+    const connection = await instance.connect();
+    try {
+      const req: LandRequest = {
+        files: [file], format: "csv", header: true, delimiter: ",", columns: FLOAT_COLUMNS,
+        partition: [{ key: "p", expression: "'all'" }], signatureColumns: ["id", "x", "y"],
+      };
+      await landDelivery(connection, req, { landed: "landed", rejected: "rejected" });
+      const rows = (await connection.runAndReadAll("SELECT id, x, y FROM landed ORDER BY id")).getRowsJS();
+      expect(rows.map((r) => r.map((v) => (typeof v === "bigint" ? Number(v) : v)))).toEqual([[1, null, null], [2, -0, Infinity]]);
+    } finally {
+      connection.closeSync();
+      instance.closeSync();
+    }
+  });
+});

@@ -30,9 +30,16 @@ async function signatures(opened: OpenedDuckDb): Promise<unknown[][]> {
   const connection = await opened.instance.connect();
   try {
     await connection.run(
-      "CREATE TABLE t AS SELECT (range % 3)::VARCHAR AS p, range::BIGINT AS id, CASE WHEN range % 4 = 0 THEN NULL ELSE 'v' || (range % 5) END AS s FROM range(500)",
+      "CREATE TABLE t AS SELECT (range % 3)::VARCHAR AS p, range::BIGINT AS id, CASE WHEN range % 4 = 0 THEN NULL ELSE 'v' || (range % 5) END AS s, " +
+        "CASE range % 6 WHEN 0 THEN NULL WHEN 1 THEN 'nan'::DOUBLE WHEN 2 THEN -(0.0::DOUBLE) WHEN 3 THEN 'inf'::DOUBLE ELSE range / 7.0 - 30 END AS d, " +
+        "CASE range % 5 WHEN 0 THEN NULL WHEN 1 THEN 'nan'::FLOAT WHEN 2 THEN -(0.0::FLOAT) ELSE (range / 3.0 - 80)::FLOAT END AS f FROM range(500)",
     );
-    const signed = signatureColumnOrder([{ name: "id", type: "BIGINT" }, { name: "s", type: "VARCHAR" }]);
+    const signed = signatureColumnOrder([
+      { name: "id", type: "BIGINT" },
+      { name: "s", type: "VARCHAR" },
+      { name: "d", type: "DOUBLE" },
+      { name: "f", type: "FLOAT" },
+    ]);
     return (await connection.runAndReadAll(signatureQuery("t", ["p"], signed, opened.signing.form))).getRowsJS();
   } finally {
     connection.closeSync();
@@ -53,6 +60,38 @@ describe("the native signature extension: build, load, and the fallback to the S
       expect(opened.signing.form).toBe(opened.signing.reason === undefined ? "native" : "sql");
     } finally {
       opened.instance.closeSync();
+    }
+  });
+
+  it("passes DOUBLE and FLOAT to the extension as their declared type (it reads their bits), never as text", () => {
+    const signed = signatureColumnOrder([{ name: "d", type: "DOUBLE" }, { name: "f", type: "FLOAT" }, { name: "s", type: "VARCHAR" }]);
+    const sql = signatureQuery("t", ["p"], signed, "native");
+    expect(sql).toContain(`lakeswap_signature(CAST("d" AS DOUBLE), CAST("f" AS FLOAT), CAST("s" AS VARCHAR))`);
+    expect(sql).not.toMatch(/printf|md5/);
+  });
+
+  it.runIf(existsSync(NATIVE_EXTENSION_PATH))("signs doubles and floats as the SQL form does, NaN as NULL whether the column is nullable or not", async () => {
+    const opened = await openDuckDb();
+    const sql = await openDuckDb({ native: false });
+    try {
+      expect(opened.signing).toEqual({ form: "native" });
+      const run = async (db: OpenedDuckDb, nullable: boolean): Promise<unknown[][]> => {
+        const connection = await db.instance.connect();
+        try {
+          await connection.run(
+            "CREATE OR REPLACE TABLE n AS SELECT (range % 4)::VARCHAR AS p, CASE WHEN range % 3 = 0 THEN 'nan'::DOUBLE ELSE range * 0.1 END AS d, " +
+              "CASE WHEN range % 5 = 0 THEN 'nan'::FLOAT ELSE (range * 0.1)::FLOAT END AS f FROM range(200)",
+          );
+          const signed = signatureColumnOrder([{ name: "d", type: "DOUBLE", nullable }, { name: "f", type: "FLOAT", nullable }]);
+          return (await connection.runAndReadAll(signatureQuery("n", ["p"], signed, db.signing.form))).getRowsJS();
+        } finally {
+          connection.closeSync();
+        }
+      };
+      for (const nullable of [true, false]) expect(await run(opened, nullable)).toEqual(await run(sql, nullable));
+    } finally {
+      opened.instance.closeSync();
+      sql.instance.closeSync();
     }
   });
 
