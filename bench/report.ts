@@ -224,7 +224,11 @@ function renderMtdTarget(figures: MtdFigures): string {
   const ratio = figures.incremental.ms / figures.full.ms;
   return (
     `target: incremental wall time ≤ ${MTD_TARGET.toFixed(2)} × the full rebuild's · measured ${duration(figures.incremental.ms)} / ${duration(figures.full.ms)} = ` +
-    `${ratio.toFixed(2)} (full rebuild ${times(figures.ratios.time)} the incremental): ${verdictWord(ratio <= MTD_TARGET)}`
+    `${ratio.toFixed(2)} (full rebuild ${times(figures.ratios.time)} the incremental): ${verdictWord(ratio <= MTD_TARGET)}\n` +
+    // The floor: were a sync's cost only its builds, each build costing the same, the ratio would be the builds' ratio.
+    `(context) builds: ${count(figures.incremental.built)} incremental / ${count(figures.full.built)} full = ${(figures.incremental.built / figures.full.built).toFixed(3)}, ` +
+    `the ratio a sync would reach if it cost nothing but its builds; per sync, incremental ${duration(figures.incremental.ms / figures.deliveries.length)}, ` +
+    `full ${duration(figures.full.ms / figures.deliveries.length)}`
   );
 }
 
