@@ -143,10 +143,19 @@ export async function landDelivery(connection: DuckDBConnection, request: LandRe
     const rowProblem = `coalesce(${["r.__problem", ...notNull].join(", ")})`;
     const reason = `coalesce(${["r.__problem", ...notNull, "b.__key_problem"].join(", ")})`;
     const values = `CASE WHEN r.__problem IS NULL THEN concat_ws(',', ${columns.map((c) => `coalesce(CAST(r.${quoteIdentifier(c.name)} AS VARCHAR), '')`).join(", ")}) END`;
+    // A delivery read in place is first probed for a bad row (a pass that stops at the first one), so that a clean one
+    // (the usual case) is not read once more to collect none.
+    const probe = async (): Promise<boolean> => {
+      const unsafe = (await connection.runAndReadAll(`SELECT count(*) FROM ${badKeys}`)).getRowsJS()[0]?.[0];
+      if (Number(unsafe) > 0) return true;
+      const found = await connection.runAndReadAll(`SELECT count(*) FROM (SELECT 1 FROM ${all} r WHERE ${rowProblem} IS NOT NULL LIMIT 1)`);
+      return Number(found.getRowsJS()[0]?.[0]) > 0;
+    };
+    const anyBad = !inPlace || (await readingPass(request, probe));
     await readingPass(request, () =>
       connection.run(
         `CREATE TABLE ${badRows} AS SELECT r.__file, r.__line, ${reason} AS reason${source.rawTable ? "" : `, ${values} AS raw`} ` +
-          `FROM ${all} r LEFT JOIN ${badKeys} b ON ${keysMatch} WHERE ${reason} IS NOT NULL`,
+          `FROM ${all} r LEFT JOIN ${badKeys} b ON ${keysMatch} WHERE ${anyBad ? `${reason} IS NOT NULL` : "false"}`,
       ),
     );
     // The raw text is joined to the bad rows alone (a table whose size DuckDB knows), never the other way round.
