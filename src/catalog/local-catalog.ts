@@ -8,14 +8,21 @@ import { isRunId } from "../core/run-id.js";
 import { mapLimited } from "../core/runs.js";
 import { assertTableName } from "../core/sql.js";
 import { defineTable, type TableDefinition } from "../core/table.js";
-import { fsyncPath, isCode, noSpaceError } from "../store/local-store.js";
+import { eachLimited, fsyncPath, intoFolder, isCode, lightFs, makeFolder, noSpaceError, writeTempFile } from "../store/local-store.js";
 import { runFolder, type Catalog, type Pointer, type PointerMove, type PointerMoveKind } from "./catalog.js";
 
 const META = "_lakeswap";
 const RUNS = "_runs";
 const STALE_TEMP_MS = 3_600_000;
-/** Files fsynced (and pointer states written) at once. */
-const FSYNC_CONCURRENCY = 8;
+/** Files and folders fsynced (pointer states written, links renamed, pointers read) at once. */
+const FSYNC_CONCURRENCY = 16;
+
+/** A pointer's new state, written and fsynced, waiting in the temporary folder for its link to move. */
+interface StagedState {
+  readonly temp: string;
+  readonly file: string;
+  readonly partition: string;
+}
 
 interface PointerState {
   run: string;
@@ -98,8 +105,10 @@ export class LocalCatalog implements Catalog {
         `table '${table.name}' already exists with a different definition; drop it first (lakeswap drop-table ${table.name}) or declare it as it is`,
       );
     }
-    await fs.mkdir(path.join(this.root, table.name), { recursive: true });
-    await writeFileAtomic(this.tableFile(table.name), `${JSON.stringify(table, null, 2)}\n`, path.join(this.root, META, "tmp")).catch((error: unknown) => {
+    // The table's folder (and the lake's, on the first table) made durable where it is new.
+    const made = await makeFolder(path.join(this.root, table.name), this.root);
+    await Promise.all(made.map(fsyncPath));
+    await writeFileAtomic(this.tableFile(table.name), `${JSON.stringify(table, null, 2)}\n`, path.join(this.root, META, "tmp"), this.root).catch((error: unknown) => {
       throw noSpaceError(`${META}/tables/${table.name}.json`, this.tableFile(table.name), error) ?? error;
     });
   }
@@ -124,7 +133,7 @@ export class LocalCatalog implements Catalog {
     const link = this.pointerPath(table, partition);
     let target: string;
     try {
-      target = await fs.readlink(link);
+      target = await lightFs.readlink(link);
     } catch (error) {
       if (isCode(error, "ENOENT")) return undefined;
       if (isCode(error, "EINVAL")) {
@@ -146,11 +155,11 @@ export class LocalCatalog implements Catalog {
   }
 
   async listPointers(table: TableDefinition): Promise<Pointer[]> {
-    const pointers: Pointer[] = [];
+    const partitions: Partition[] = [];
     const walk = async (dir: string, depth: number, parts: string[]): Promise<void> => {
       let entries;
       try {
-        entries = await fs.readdir(dir, { withFileTypes: true });
+        entries = await lightFs.readdirTyped(dir);
       } catch (error) {
         if (isCode(error, "ENOENT")) return;
         throw error;
@@ -161,15 +170,17 @@ export class LocalCatalog implements Catalog {
         if (!entry.name.startsWith(`${key}=`)) continue;
         if (depth === table.partitionKeys.length - 1) {
           if (!entry.isSymbolicLink()) continue;
-          const partition = parsePartitionPath([...parts, entry.name].join("/"), table.partitionKeys);
-          const pointer = await this.getPointer(table, partition);
-          if (pointer) pointers.push(pointer);
+          partitions.push(parsePartitionPath([...parts, entry.name].join("/"), table.partitionKeys));
         } else if (entry.isDirectory()) {
           await walk(path.join(dir, entry.name), depth + 1, [...parts, entry.name]);
         }
       }
     };
     await walk(path.join(this.root, table.name), 0, []);
+    // Each pointer is a link and a state file to read: many at once.
+    const pointers = (await mapLimited(partitions, FSYNC_CONCURRENCY, (partition) => this.getPointer(table, partition))).filter(
+      (pointer): pointer is Pointer => pointer !== undefined,
+    );
     return pointers.sort((a, b) => compare(partitionPath(a.partition), partitionPath(b.partition)));
   }
 
@@ -178,54 +189,133 @@ export class LocalCatalog implements Catalog {
   }
 
   /**
-   * Moves many pointers: every run they lead to is made durable first (its
-   * files and folder fsynced), then each pointer is one rename(2) of a new
-   * link over the old one, then each partition folder is fsynced once, then
-   * the pointer states are written. A process killed between a rename and
-   * its state leaves a state that names the run before (read as the
-   * previous run, unsigned), which the outbox replay sets right.
+   * Moves many pointers. First every run they lead to is made durable (its
+   * files, its folder and the folders above it up to the table's, each folder
+   * once), while each pointer's new state is staged in a fsynced temporary
+   * file. Then each pointer is one rename(2) of a new link over the old one,
+   * and each folder that got a link is fsynced once; only then are the states
+   * renamed into place, and their folders fsynced once each. A process killed
+   * between a link's rename and its state's leaves a state that names the run
+   * before (read as the previous run, unsigned), which the outbox replay sets
+   * right; its staged files are removed by the next open.
    */
-  async movePointers(table: TableDefinition, moves: readonly PointerMove[]): Promise<void> {
-    await mapLimited(moves, FSYNC_CONCURRENCY, (move) => this.syncRun(table, move));
+  async movePointers(table: TableDefinition, batch: readonly PointerMove[]): Promise<void> {
+    // The moves run a few at a time: two of one partition would race, so only its last one is made (as one after the other would end).
+    const moves = [...new Map(batch.map((move) => [partitionPath(move.partition), move])).values()];
+    if (moves.length === 0) return;
     const tempDir = path.join(this.root, META, "tmp");
-    await fs.mkdir(tempDir, { recursive: true });
-    const linkDirs = new Set<string>();
-    for (const move of moves) {
-      const link = this.pointerPath(table, move.partition);
-      const linkDir = path.dirname(link);
-      if (!linkDirs.has(linkDir)) await fs.mkdir(linkDir, { recursive: true });
-      linkDirs.add(linkDir);
-      const runDir = path.join(this.root, ...this.runsPrefix(table, move.partition).split("/"), runFolder(move.runId));
-      // Temporary links live outside the table folder: a glob over the table would follow them.
-      const temp = path.join(tempDir, `link-${process.pid}-${randomBytes(6).toString("hex")}`);
-      await fs.symlink(path.relative(linkDir, runDir), temp).catch((error: unknown) => {
-        throw noSpaceError(`${META}/tmp/${path.basename(temp)}`, temp, error) ?? error;
-      });
-      faultPoint("before-swap-rename");
-      await fs.rename(temp, link);
-      faultPoint("during-batch-swap");
+    const [runs, states] = await Promise.allSettled([this.syncRuns(table, moves), this.stageStates(table, moves, tempDir)]);
+    if (runs.status === "rejected") {
+      if (states.status === "fulfilled") await removeAll(states.value.map((s) => s.temp));
+      throw runs.reason;
     }
-    for (const dir of linkDirs) await fsyncPath(dir);
-    const movedAt = new Date().toISOString();
-    await mapLimited(moves, FSYNC_CONCURRENCY, async (move) => {
-      const state: PointerState = { run: move.runId, previous: move.previousRunId, signature: move.signature, movedBy: move.kind, movedAt };
-      const stateFile = this.stateFile(table, move.partition);
-      await writeFileAtomic(stateFile, `${JSON.stringify(state)}\n`, tempDir).catch((error: unknown) => {
-        throw noSpaceError(`${META}/pointers/${table.name}/${partitionPath(move.partition)}.json`, stateFile, error) ?? error;
-      });
+    if (states.status === "rejected") throw states.reason;
+    const staged = states.value;
+    try {
+      await this.swapLinks(table, moves, tempDir);
+    } catch (error) {
+      await removeAll(staged.map((s) => s.temp));
+      throw error;
+    }
+    const folders = new Set<string>();
+    await eachLimited(staged, FSYNC_CONCURRENCY, async ({ temp, file, partition }) => {
+      try {
+        for (const folder of await intoFolder(file, this.root, () => fs.rename(temp, file))) folders.add(folder);
+      } catch (error) {
+        await fs.rm(temp, { force: true });
+        throw noSpaceError(`${META}/pointers/${table.name}/${partition}.json`, file, error) ?? error;
+      }
+      folders.add(path.dirname(file));
+    }).catch(async (error: unknown) => {
+      await removeAll(staged.map((s) => s.temp));
+      throw error;
     });
+    await eachLimited([...folders], FSYNC_CONCURRENCY, fsyncPath);
   }
 
-  /** Makes a run durable before a pointer leads to it: its files, its folder, and the folder that holds it. */
-  private async syncRun(table: TableDefinition, move: PointerMove): Promise<void> {
-    const runDir = path.join(this.root, ...this.runsPrefix(table, move.partition).split("/"), runFolder(move.runId));
-    const stat = await fs.stat(runDir).catch(() => undefined);
-    if (!stat?.isDirectory()) {
-      throw new InvalidInputError(`run ${move.runId} of ${table.name}/${partitionPath(move.partition)} does not exist; the pointer was not moved`);
+  /**
+   * Each pointer's new state in a fsynced temporary file, before any pointer moves. On a failure (a full
+   * disk) none is left behind and the error says that no pointer moved; a process killed here leaves files
+   * the next open removes.
+   */
+  private async stageStates(table: TableDefinition, moves: readonly PointerMove[], tempDir: string): Promise<StagedState[]> {
+    const movedAt = new Date().toISOString();
+    const staged: StagedState[] = [];
+    try {
+      await eachLimited(moves, FSYNC_CONCURRENCY, async (move) => {
+        const state: PointerState = { run: move.runId, previous: move.previousRunId, signature: move.signature, movedBy: move.kind, movedAt };
+        const file = this.stateFile(table, move.partition);
+        const temp = await writeTempFile(tempDir, `${JSON.stringify(state)}\n`).catch((error: unknown) => {
+          throw noSpaceError(`${META}/tmp/${path.basename(file)}`, file, error) ?? error;
+        });
+        staged.push({ temp, file, partition: partitionPath(move.partition) });
+      });
+    } catch (error) {
+      await removeAll(staged.map((s) => s.temp));
+      throw error;
     }
-    for (const file of await fs.readdir(runDir)) await fsyncPath(path.join(runDir, file));
-    await fsyncPath(runDir);
-    await fsyncPath(path.dirname(runDir));
+    return staged;
+  }
+
+  /**
+   * Makes the runs durable before any pointer leads to them: every file of each run, each run folder, and
+   * every folder above them up to the table's (each folder once, however many runs it holds), so a run
+   * folder made just now survives a power loss with its parents. A missing run fails the batch before
+   * anything moved.
+   */
+  private async syncRuns(table: TableDefinition, moves: readonly PointerMove[]): Promise<void> {
+    const tableDir = path.join(this.root, table.name);
+    const runDirs = [...new Set(moves.map((move) => this.runDir(table, move)))];
+    const paths: string[] = [];
+    const folders = new Set<string>([tableDir]);
+    await eachLimited(moves, FSYNC_CONCURRENCY, async (move) => {
+      const runDir = this.runDir(table, move);
+      let names: string[];
+      try {
+        names = await lightFs.readdir(runDir);
+      } catch (error) {
+        if (!isCode(error, "ENOENT") && !isCode(error, "ENOTDIR")) throw error;
+        throw new InvalidInputError(`run ${move.runId} of ${table.name}/${partitionPath(move.partition)} does not exist; the pointer was not moved`);
+      }
+      for (const name of names) paths.push(path.join(runDir, name));
+    });
+    for (const runDir of runDirs) {
+      for (let dir = path.dirname(runDir); dir.startsWith(tableDir + path.sep); dir = path.dirname(dir)) folders.add(dir);
+    }
+    await eachLimited([...new Set(paths), ...runDirs, ...folders], FSYNC_CONCURRENCY, fsyncPath);
+  }
+
+  /**
+   * Renames a new link over each pointer, a few at a time (each one is atomic; a batch never was), then
+   * fsyncs every folder that got a link, or a new folder on the way to one, once.
+   */
+  private async swapLinks(table: TableDefinition, moves: readonly PointerMove[], tempDir: string): Promise<void> {
+    const folders = new Set<string>();
+    const temps: string[] = [];
+    try {
+      await eachLimited(moves, FSYNC_CONCURRENCY, async (move) => {
+        const link = this.pointerPath(table, move.partition);
+        const linkDir = path.dirname(link);
+        // Temporary links live outside the table folder: a glob over the table would follow them.
+        const temp = path.join(tempDir, `link-${process.pid}-${randomBytes(6).toString("hex")}`);
+        await intoFolder(temp, this.root, () => fs.symlink(path.relative(linkDir, this.runDir(table, move)), temp)).catch((error: unknown) => {
+          throw noSpaceError(`${META}/tmp/${path.basename(temp)}`, temp, error) ?? error;
+        });
+        temps.push(temp);
+        faultPoint("before-swap-rename");
+        for (const folder of await intoFolder(link, this.root, () => fs.rename(temp, link))) folders.add(folder);
+        temps.splice(temps.indexOf(temp), 1);
+        folders.add(linkDir);
+        faultPoint("during-batch-swap");
+      });
+    } finally {
+      await removeAll(temps);
+    }
+    await eachLimited([...folders], FSYNC_CONCURRENCY, fsyncPath);
+  }
+
+  private runDir(table: TableDefinition, move: PointerMove): string {
+    return path.join(this.root, ...this.runsPrefix(table, move.partition).split("/"), runFolder(move.runId));
   }
 
   async removeIfEmpty(): Promise<boolean> {
@@ -271,7 +361,7 @@ export class LocalCatalog implements Catalog {
     const file = this.stateFile(table, partition);
     let text: string;
     try {
-      text = await fs.readFile(file, "utf8");
+      text = (await lightFs.readFile(file)).toString("utf8");
     } catch (error) {
       if (isCode(error, "ENOENT")) return undefined;
       throw error;
@@ -294,23 +384,22 @@ function parseStoredJson(text: string, file: string, what: string, fix = "restor
   }
 }
 
-/** Writes a file by temp file + fsync + rename + fsync of the folder. */
-async function writeFileAtomic(file: string, text: string, tempDir: string): Promise<void> {
-  await fs.mkdir(tempDir, { recursive: true });
-  await fs.mkdir(path.dirname(file), { recursive: true });
-  const temp = path.join(tempDir, `${process.pid}-${randomBytes(6).toString("hex")}.tmp`);
-  const handle = await fs.open(temp, "wx");
+/** Writes a file by temp file + fsync + rename + fsync of the folder (and of the folders that got a new folder on the way). */
+async function writeFileAtomic(file: string, text: string, tempDir: string, root: string): Promise<void> {
+  const temp = await writeTempFile(tempDir, text);
+  let folders: string[];
   try {
-    await handle.writeFile(text);
-    await handle.sync();
+    folders = await intoFolder(file, root, () => fs.rename(temp, file));
   } catch (error) {
-    await handle.close().catch(() => undefined);
     await fs.rm(temp, { force: true });
     throw error;
   }
-  await handle.close();
-  await fs.rename(temp, file);
-  await fsyncPath(path.dirname(file));
+  await Promise.all([path.dirname(file), ...folders].map(fsyncPath));
+}
+
+/** Removes files, best effort (what is left, the next open removes). */
+async function removeAll(files: readonly string[]): Promise<void> {
+  await Promise.all(files.map((file) => fs.rm(file, { force: true }).catch(() => undefined)));
 }
 
 function processAlive(pid: number): boolean {

@@ -5,8 +5,11 @@ import { manifestKey } from "./layout.js";
 import type { OutboxEntry } from "./outbox.js";
 import { partitionPath, type Partition } from "./partition.js";
 import { planRetention, type RetentionReason } from "./retention.js";
-import { listRuns, type LakeContext } from "./runs.js";
+import { listRuns, mapLimited, type LakeContext } from "./runs.js";
 import type { TableDefinition } from "./table.js";
+
+/** Partitions GC after a swap lists at once. */
+const GC_CONCURRENCY = 16;
 
 /** What GC decided (and, unless dry-run, did) for one partition. */
 export interface PartitionGcReport {
@@ -30,6 +33,24 @@ export async function gcState(ctx: LakeContext & { readonly outbox: { pending(ta
   return { pointers, pending: await ctx.outbox.pending(table.name) };
 }
 
+const pendingIndex = new WeakMap<readonly OutboxEntry[], Map<string, Set<string>>>();
+
+/** The runs pending outbox entries name, by partition: indexed once per state, not searched once per partition. */
+function pendingRuns(state: GcState): Map<string, Set<string>> {
+  let index = pendingIndex.get(state.pending);
+  if (!index) {
+    index = new Map();
+    for (const move of state.pending.flatMap((entry) => entry.moves)) {
+      const runs = index.get(move.partition) ?? new Set<string>();
+      runs.add(move.runId);
+      runs.add(move.previousRunId ?? "");
+      index.set(move.partition, runs);
+    }
+    pendingIndex.set(state.pending, index);
+  }
+  return index;
+}
+
 /**
  * GC of one partition: runs outside the retention rule are deleted, files
  * first and manifest last (a run with a manifest but no files is only a
@@ -46,12 +67,11 @@ export async function collectPartition(
   const path = partitionPath(partition);
   const pointer = state.pointers.get(path);
   const runs = await listRuns(ctx, table, partition);
-  const moves = state.pending.flatMap((entry) => entry.moves.filter((move) => move.partition === path));
   const decisions = planRetention({
     runs: runs.map((run) => ({ runId: run.runId, published: run.hasManifest, hasFiles: run.files.length > 0 })),
     currentRunId: pointer?.runId,
     previousRunId: pointer?.previousRunId,
-    protectedRunIds: new Set(moves.flatMap((move) => [move.runId, move.previousRunId ?? ""])),
+    protectedRunIds: pendingRuns(state).get(path) ?? new Set(),
     now: new Date(),
     graceMs: options.graceMs,
   });
@@ -91,13 +111,12 @@ export async function collectAfterSwap(
   } catch (error) {
     return partitions.map((partition) => failed(partition, error));
   }
-  const reports: PartitionGcReport[] = [];
-  for (const partition of partitions) {
+  // Partitions are listed (and collected) a few at a time, each with its own lease check before it deletes anything.
+  return mapLimited(partitions, GC_CONCURRENCY, async (partition) => {
     try {
-      reports.push(await collectPartition(ctx, table, partition, state, { dryRun: false, graceMs: ctx.graceMs }));
+      return await collectPartition(ctx, table, partition, state, { dryRun: false, graceMs: ctx.graceMs });
     } catch (error) {
-      reports.push(failed(partition, error));
+      return failed(partition, error);
     }
-  }
-  return reports;
+  });
 }

@@ -64,15 +64,17 @@ export async function listRuns(ctx: LakeContext, table: TableDefinition, partiti
     return run;
   };
   const prefix = ctx.catalog.runsPrefix(table, partition);
-  for (const object of await ctx.store.list(prefix)) {
+  const manifests = manifestsPrefix(table.name, partition);
+  // The run folders and the manifests are listed at once.
+  const [objects, records] = await Promise.all([ctx.store.list(prefix), ctx.store.list(manifests)]);
+  for (const object of objects) {
     const folder = object.key.slice(prefix.length).split("/")[0] ?? "";
     const runId = folder.replace(/^run=/, "");
     if (!folder.startsWith("run=") || !isRunId(runId)) continue;
     if (object.key.endsWith("/")) entry(runId).markers.push(object.key);
     else entry(runId).files.push(object);
   }
-  const manifests = manifestsPrefix(table.name, partition);
-  for (const object of await ctx.store.list(manifests)) {
+  for (const object of records) {
     const name = object.key.slice(manifests.length);
     const runId = name.replace(/\.json$/, "");
     if (!name.includes("/") && isRunId(runId)) entry(runId).hasManifest = true;

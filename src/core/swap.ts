@@ -373,9 +373,9 @@ async function moveChunk(ctx: SwapContext, table: TableDefinition, chunk: readon
   }
   faultPoint("after-swap");
   await mapLimited(
-    chunk.filter((a) => !notMoved.has(a.path)),
+    chunk.flatMap((a, i) => (notMoved.has(a.path) ? [] : [{ a, manifest: manifests[i] as RunManifest }])),
     IO_CONCURRENCY,
-    (a) => writeManifest(ctx.store, table, a.item.partition, manifests[chunk.indexOf(a)] as RunManifest),
+    ({ a, manifest }) => writeManifest(ctx.store, table, a.item.partition, manifest),
   );
   await ctx.outbox.acknowledge(entry);
   faultPoint("after-manifest");

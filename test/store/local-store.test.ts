@@ -1,9 +1,15 @@
-import { afterEach, describe, expect, it } from "vitest";
-import { LocalStore } from "../../src/store/local-store.js";
+import { mkdirSync } from "node:fs";
+import path from "node:path";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { FolderSyncs, LocalStore, makeFolder } from "../../src/store/local-store.js";
+import { recordFsyncs } from "../support/fsync-spy.js";
 import { tempDir } from "../support/lake-fixture.js";
 
 let workspace: ReturnType<typeof tempDir> | undefined;
-afterEach(() => workspace?.cleanup());
+afterEach(() => {
+  vi.restoreAllMocks();
+  workspace?.cleanup();
+});
 
 describe("the local store", () => {
   it("writes conditionally: if absent, if unchanged", async () => {
@@ -31,6 +37,62 @@ describe("the local store", () => {
     };
     await Promise.all([0, 1, 2, 3].map(writer));
     expect(await store.list("_lakeswap/outbox/")).toEqual([]);
+  });
+
+  it("makes a record in new folders durable: the file, its folder, and every folder that got a new one; writes into one folder share its fsyncs", async () => {
+    workspace = tempDir();
+    const root = path.join(workspace.dir, "lake");
+    const store = new LocalStore(root);
+    await store.put("_lakeswap/outbox/t/first.json", "{}");
+    const fsyncs = recordFsyncs();
+    // As a batch writes its manifests: one new folder per partition, under a table folder that is new too.
+    await Promise.all(Array.from({ length: 16 }, (_, i) => store.put(`_lakeswap/manifests/t/day=${i}/r.json`, "{}")));
+    fsyncs.restore();
+    const manifests = path.join(root, "_lakeswap", "manifests");
+    for (let i = 0; i < 16; i += 1) expect(fsyncs.count(path.join(manifests, "t", `day=${i}`)), `day=${i}`).toBe(1);
+    // Each new folder's parent is fsynced, and writes that run at once share those fsyncs (how many depends on timing).
+    for (const parent of [path.join(manifests, "t"), manifests]) {
+      expect(fsyncs.count(parent), parent).toBeGreaterThanOrEqual(1);
+      expect(fsyncs.count(parent), parent).toBeLessThan(16);
+    }
+    expect(fsyncs.count(path.join(root, "_lakeswap")), "the folder that got the new 'manifests' folder").toBe(1);
+
+    const again = recordFsyncs();
+    await Promise.all(Array.from({ length: 32 }, (_, i) => store.put(`_lakeswap/outbox/t/${i}.json`, "{}")));
+    again.restore();
+    // Each record's own file is fsynced; their shared folder a few times, not once per record.
+    expect(again.count(path.join(root, "_lakeswap", "outbox", "t"))).toBeGreaterThanOrEqual(1);
+    expect(again.count(path.join(root, "_lakeswap", "outbox", "t"))).toBeLessThan(16);
+    expect(again.paths.filter((p) => p.endsWith(".tmp"))).toHaveLength(32);
+  });
+
+  it("shares a folder's fsync only with requests made before it started", async () => {
+    workspace = tempDir();
+    const dir = workspace.dir;
+    const syncs = new FolderSyncs();
+    const fsyncs = recordFsyncs();
+    // Requests made together share one fsync; one made while it runs waits for the next; one made later gets its own.
+    const together = Array.from({ length: 10 }, () => syncs.sync(dir));
+    await new Promise((resolve) => setImmediate(resolve));
+    const during = syncs.sync(dir);
+    await Promise.all([...together, during]);
+    const first = fsyncs.count(dir);
+    await syncs.sync(dir);
+    fsyncs.restore();
+    expect(first).toBeLessThanOrEqual(2);
+    expect(first).toBeGreaterThanOrEqual(1);
+    expect(fsyncs.count(dir), "a later request gets its own fsync").toBe(first + 1);
+  });
+
+  it("makes only missing folders, and names the folders that got a new one", async () => {
+    workspace = tempDir();
+    const root = path.join(workspace.dir, "lake");
+    mkdirSync(path.join(root, "a"), { recursive: true });
+    expect(await makeFolder(path.join(root, "a", "b", "c"), root)).toEqual([path.join(root, "a", "b"), path.join(root, "a")]);
+    expect(await makeFolder(path.join(root, "a", "b", "c"), root)).toEqual([]);
+    expect(await makeFolder(path.join(root, "a", "b", "d"), root)).toEqual([path.join(root, "a", "b")]);
+    // The lake's own folder made: its parent, outside the lake, is fsynced on the way and not returned.
+    expect(await makeFolder(path.join(workspace.dir, "other", "x"), path.join(workspace.dir, "other"))).toEqual([path.join(workspace.dir, "other")]);
   });
 
   it("refuses keys that would leave the lake", () => {
