@@ -27,11 +27,11 @@ import type {
 /** The block DuckDB allocates per open partition and column while it writes them (256 KiB). */
 const WRITE_BUFFER_BYTES = 256 * 1024;
 
-/** Column buffers one partitioned write may hold open at once: half the instance's memory limit. */
+/** Column buffers one partitioned write may hold open at once: three quarters of the instance's memory limit. */
 async function writeBufferBudget(connection: DuckDBConnection): Promise<number> {
   const reader = await connection.runAndReadAll(`SELECT current_setting('memory_limit')`);
   const limit = parseByteSize(String(reader.getRows()[0]?.[0] ?? "")) ?? 1024 ** 3;
-  return Math.max(16, Math.floor(limit / 2 / WRITE_BUFFER_BYTES));
+  return Math.max(16, Math.floor((limit * 3) / 4 / WRITE_BUFFER_BYTES));
 }
 
 /** Bytes of a size as DuckDB prints it (`976.5 MiB`, `1.0 GiB`, `512MB`), or undefined. */
@@ -248,6 +248,9 @@ export class DuckDbEngine implements Engine, Landing {
         // groups small enough that a group's buffers stay well inside the landing's memory limit, whatever N is.
         const perGroup = Math.max(4, Math.floor((await writeBufferBudget(connection)) / (table.columns.length + keys.length)));
         const groups = Math.ceil(runs.length / perGroup);
+        // Every partition of a group stays open to the end of its pass, so each run is one file (DuckDB's default, 100
+        // open files, would close and reopen the files of a larger group: several files per run, each a footer to audit).
+        await connection.run(`SET partitioned_write_max_open_files = ${Math.min(perGroup, runs.length) + 1}`);
         // Every partition of the delivery in one group (a first load of a few partitions) needs no filter.
         const all = groups === 1 && new Set(runs.map((run) => partitionPath(run.partition))).size === delivery.partitions.length;
         if (!all) {
