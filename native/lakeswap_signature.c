@@ -225,13 +225,18 @@ static inline int valid_at(const uint64_t *validity, idx_t row) {
 }
 
 /*
- * MD5 words of the short texts of one chunk seen so far: low-cardinality text
- * costs one MD5 per distinct value. A short text (up to 12 bytes) is inline in
- * its duckdb_string_t, so equal structs are equal texts: the cache compares the
- * 16 bytes (DuckDB zero-fills the unused inline bytes; if it did not, the cache
- * would only miss, never answer wrongly). Longer texts are hashed every time.
+ * MD5 words of short texts this thread has seen: low-cardinality text costs
+ * one MD5 per distinct value, and a column of many values (tail numbers,
+ * codes) one per value that is not in the cache. A short text (up to 12 bytes)
+ * is inline in its duckdb_string_t, so equal structs are equal texts: the cache
+ * compares the 16 bytes (DuckDB zero-fills the unused inline bytes; if it did
+ * not, the cache would only miss, never answer wrongly). A digest depends on
+ * the text alone, so the cache serves every column, chunk and group of the
+ * thread, for as long as the thread lives (one cache per DuckDB worker thread,
+ * 512 KiB). Longer texts are hashed every time.
  */
-#define TEXT_CACHE_SIZE 64
+#define TEXT_CACHE_BITS 14
+#define TEXT_CACHE_SIZE (1u << TEXT_CACHE_BITS)
 
 typedef struct {
 	uint64_t key[2]; /* the duckdb_string_t's bytes; a length of 0xffffffff marks an empty slot */
@@ -245,7 +250,7 @@ static inline void text_words(const duckdb_string_t *value, text_cache_entry *ca
 	uint64_t key[2];
 	if (length <= 12) {
 		memcpy(key, value, sizeof(key));
-		slot = &cache[((key[0] * 0x9e3779b97f4a7c15ULL) ^ (key[1] * 0xc2b2ae3d27d4eb4fULL)) >> 58];
+		slot = &cache[((key[0] * 0x9e3779b97f4a7c15ULL) ^ (key[1] * 0xc2b2ae3d27d4eb4fULL)) >> (64 - TEXT_CACHE_BITS)];
 		if (slot->key[0] == key[0] && slot->key[1] == key[1]) {
 			words[0] = slot->words[0];
 			words[1] = slot->words[1];
@@ -348,6 +353,24 @@ static void mix_doubles(int64_t *lanes, idx_t rows, duckdb_type physical, const 
 
 /* ---- The lanes of a chunk ----------------------------------------------------- */
 
+/* This thread's text cache, made empty on first use; NULL when out of memory. */
+static __thread text_cache_entry *thread_cache = NULL;
+
+static text_cache_entry *thread_text_cache(void) {
+	if (thread_cache == NULL) {
+		text_cache_entry *cache = duckdb_malloc(sizeof(text_cache_entry) * TEXT_CACHE_SIZE);
+		if (cache == NULL) {
+			return NULL;
+		}
+		for (uint32_t i = 0; i < TEXT_CACHE_SIZE; i++) {
+			cache[i].key[0] = UINT32_MAX;
+			cache[i].key[1] = 0;
+		}
+		thread_cache = cache;
+	}
+	return thread_cache;
+}
+
 /*
  * Writes the two lanes of each of `rows` rows (lanes[2r], lanes[2r + 1]) from
  * the row's fields, one flat vector per field. Returns NULL, or an error message.
@@ -356,7 +379,7 @@ static const char *chunk_lanes(const duckdb_vector *fields, idx_t count, idx_t r
 	const char *error = NULL;
 	field_shape *shapes = duckdb_malloc(sizeof(field_shape) * (count == 0 ? 1 : count));
 	int64_t *flags = duckdb_malloc(sizeof(int64_t) * (rows == 0 ? 1 : rows));
-	text_cache_entry *cache = duckdb_malloc(sizeof(text_cache_entry) * TEXT_CACHE_SIZE);
+	text_cache_entry *cache = thread_text_cache();
 	if (shapes == NULL || flags == NULL || cache == NULL) {
 		error = "lakeswap_signature: out of memory";
 		goto done;
@@ -369,10 +392,6 @@ static const char *chunk_lanes(const duckdb_vector *fields, idx_t count, idx_t r
 		}
 	}
 	memset(lanes, 0, sizeof(int64_t) * 2 * rows);
-	for (idx_t i = 0; i < TEXT_CACHE_SIZE; i++) {
-		cache[i].key[0] = UINT32_MAX;
-		cache[i].key[1] = 0;
-	}
 
 	uint64_t item = 0;
 	for (idx_t j = 0; j < count; j++) {
@@ -440,7 +459,6 @@ static const char *chunk_lanes(const duckdb_vector *fields, idx_t count, idx_t r
 done:
 	duckdb_free(shapes);
 	duckdb_free(flags);
-	duckdb_free(cache);
 	return error;
 }
 

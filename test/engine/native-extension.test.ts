@@ -95,6 +95,43 @@ describe("the native signature extension: build, load, and the fallback to the S
     }
   });
 
+  it.runIf(existsSync(NATIVE_EXTENSION_PATH))(
+    "signs texts as the SQL form does across chunks, columns and queries: its per-thread cache of short texts never answers for another text",
+    async () => {
+      const opened = await openDuckDb();
+      const sql = await openDuckDb({ native: false });
+      try {
+        // More distinct short texts than the cache holds, repeated out of order over many chunks, the same texts in two
+        // columns, texts of 12 and 13 bytes (inline and not), empty ones and NULLs; then the same query again (a warm
+        // cache) and other texts of the same lengths.
+        const run = async (db: OpenedDuckDb, salt: string): Promise<unknown[][]> => {
+          const connection = await db.instance.connect();
+          try {
+            await connection.run(
+              `CREATE OR REPLACE TABLE texts AS SELECT (range % 7)::VARCHAR AS p, ` +
+                `CASE WHEN range % 97 = 0 THEN NULL WHEN range % 89 = 0 THEN '' ELSE '${salt}' || ((range * 7919) % 40000)::VARCHAR END AS a, ` +
+                `CASE WHEN range % 3 = 0 THEN lpad(((range * 31) % 50000)::VARCHAR, 12, 'x') ELSE lpad((range % 50000)::VARCHAR, 13, 'y') END AS b, ` +
+                `'${salt}' || ((range * 104729) % 40000)::VARCHAR AS c FROM range(300000)`,
+            );
+            const signed = signatureColumnOrder([{ name: "a", type: "VARCHAR" }, { name: "b", type: "VARCHAR" }, { name: "c", type: "VARCHAR" }]);
+            const query = signatureQuery("texts", ["p"], signed, db.signing.form);
+            const first = (await connection.runAndReadAll(query)).getRowsJS();
+            expect((await connection.runAndReadAll(query)).getRowsJS()).toEqual(first);
+            return first;
+          } finally {
+            connection.closeSync();
+          }
+        };
+        for (const salt of ["k", "q"]) expect(await run(opened, salt)).toEqual(await run(sql, salt));
+        expect(await run(opened, "k")).not.toEqual(await run(opened, "q"));
+      } finally {
+        opened.instance.closeSync();
+        sql.instance.closeSync();
+      }
+    },
+    120_000,
+  );
+
   it("the load check catches a native extension that disagrees with the reference", async () => {
     const opened = await openDuckDb();
     const connection = await opened.instance.connect();
