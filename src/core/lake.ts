@@ -1,14 +1,15 @@
+import { createHash } from "node:crypto";
 import type { Catalog, Pointer, PointerMoveKind } from "../catalog/catalog.js";
 import type {
   Engine, LandRequest, LandedDelivery, PartitionMapRequest, PartitionSnapshot, QueryResult, TableSnapshot,
 } from "../engine/engine.js";
-import type { Landing, LandingSummary } from "../landing/landing.js";
+import type { IdentifiedFiles, Landing, LandingSummary } from "../landing/landing.js";
 import type { ObjectStore } from "../store/object-store.js";
 import { LakeswapError, NotFoundError, errorMessage } from "./errors.js";
 import { faultPoint } from "./faults.js";
 import { collectAfterSwap, collectPartition, gcState, type PartitionGcReport } from "./gc.js";
 import { knownPartitions, partitionHistories, type PartitionHistory } from "./history.js";
-import { METADATA_PREFIX, deliveriesPrefix, deliveryKey, manifestsPrefix, outboxPrefix, pinKey, pinsPrefix, syncRecordKey, SYNCS_PREFIX } from "./layout.js";
+import { METADATA_PREFIX, deliveriesPrefix, deliveryFilesKey, deliveryKey, manifestsPrefix, outboxPrefix, pinKey, pinsPrefix, syncRecordKey, SYNCS_PREFIX } from "./layout.js";
 import { DEFAULT_LEASE_WAIT_MS, WriterLease, leaseKey, type LeaseRecord } from "./lease.js";
 import { orderPartition, parsePartition, parsePartitionPath, partitionPath, type Partition } from "./partition.js";
 import { DEFAULT_GRACE_MS } from "./retention.js";
@@ -475,9 +476,31 @@ export class Lake {
     return reports;
   }
 
-  /** The files a delivery's paths name and its id (a digest of their names and bytes), without landing it. */
-  async identifyDelivery(files: readonly string[]): Promise<{ readonly files: readonly string[]; readonly id: string }> {
-    return this.landing.identify(files);
+  /**
+   * The files a delivery's paths name and its id (a digest of their names and
+   * bytes), without landing it. With the raw table it is for, what was found
+   * out about the same paths last time is kept in the lake, so that the same
+   * files, unchanged, are named without being read again (`IdentifiedFiles`).
+   */
+  async identifyDelivery(files: readonly string[], table?: string): Promise<{ readonly files: readonly string[]; readonly id: string; readonly hashed: boolean }> {
+    const key = table === undefined ? undefined : deliveryFilesKey(assertTableName(table), createHash("sha256").update(JSON.stringify(files)).digest("hex").slice(0, 32));
+    let known: IdentifiedFiles | undefined;
+    if (key !== undefined) {
+      const stored = await this.store.get(key).catch(() => undefined);
+      try {
+        known = stored ? (JSON.parse(Buffer.from(stored.body).toString("utf8")) as IdentifiedFiles) : undefined;
+      } catch {
+        // Unreadable: the files are read again to name them, and it is written anew.
+      }
+    }
+    const identified = await this.landing.identify(files, known);
+    if (key !== undefined && identified.hashed) {
+      // Only saves a read of the delivery next time: failing to keep it is not the sync's failure.
+      await this.store.put(key, JSON.stringify(identified.identified)).catch((error: unknown) => {
+        process.emitWarning(`could not keep what identifies delivery ${identified.id} (${errorMessage(error)}); its next sync reads it again`);
+      });
+    }
+    return { files: identified.files, id: identified.id, hashed: identified.hashed };
   }
 
   /** The landing summary kept for a delivery of a raw table under `key`, if one was kept (and is readable). */

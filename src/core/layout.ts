@@ -42,6 +42,11 @@ export function deliveryKey(table: string, key: string): string {
   return `${deliveriesPrefix(table)}${key}.json`;
 }
 
+/** The store key of what was last found out about the files a raw table's deliveries were named by (`paths`: a digest of the paths). */
+export function deliveryFilesKey(table: string, paths: string): string {
+  return `${deliveriesPrefix(table)}files-${paths}.json`;
+}
+
 /** The store key prefix of the outbox entries of one table, or of every table. */
 export function outboxPrefix(table?: string): string {
   return table ? `${METADATA_PREFIX}/outbox/${table}/` : `${METADATA_PREFIX}/outbox/`;

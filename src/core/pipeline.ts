@@ -331,7 +331,7 @@ export class Pipeline {
 
   private async deliveryKey(dataset: DatasetConfig): Promise<string | undefined> {
     if (this.options.fullRefresh) return undefined;
-    const { id } = await this.lake.identifyDelivery(this.patterns(dataset));
+    const { id } = await this.lake.identifyDelivery(this.patterns(dataset), dataset.table);
     const declaration = JSON.stringify({
       landing: LANDING_SUMMARY_VERSION,
       signature: SIGNATURE_VERSION,

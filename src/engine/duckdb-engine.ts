@@ -17,7 +17,7 @@ import type { ObjectStore } from "../store/object-store.js";
 import { checkOutputColumns, partitionRowsCheck } from "./build-checks.js";
 import { dropLanding, landDelivery, signatureQuery } from "./duckdb-landing.js";
 import { openDuckDb, openRestrictedDuckDb, type OpenedDuckDb } from "./duckdb-open.js";
-import type { Landing } from "../landing/landing.js";
+import type { FileState, IdentifiedDelivery, IdentifiedFiles, Landing } from "../landing/landing.js";
 import { assertOneExpression, assertOneSelect } from "./sql-guard.js";
 import type {
   BuildRequest, BuildResult, Engine, LandRequest, LandedDelivery, LandedPartition, LandedRunsRequest, PartitionMapRequest, PartitionSnapshot, QueryResult, RejectedRow,
@@ -66,7 +66,7 @@ export class DuckDbEngine implements Engine, Landing {
   private restricted: Promise<DuckDBInstance> | undefined;
   private readonly connections = new Set<DuckDBConnection>();
   /** The last deliveries identified: their files' states and ids, so that landing one of them does not read it twice to name it. */
-  private readonly identified = new Map<string, { readonly states: readonly string[]; readonly id: string }>();
+  private readonly identified = new Map<string, { readonly states: readonly string[]; readonly id: string; readonly hashedAt: number }>();
   /** The files' states each landed delivery was read with (by relation), checked again after every later pass over them. */
   private readonly landedStates = new Map<string, { readonly files: readonly string[]; readonly states: readonly string[] }>();
 
@@ -282,7 +282,7 @@ export class DuckDbEngine implements Engine, Landing {
         }
         // A delivery read in place was read again: the runs hold what was signed only if its files did not change since.
         const landed = this.landedStates.get(delivery.relation);
-        if (landed) assertUnchanged(landed.files, landed.states, await fileStates(landed.files), "after it was landed, before its runs were written");
+        if (landed) assertUnchanged(landed.files, landed.states, (await fileStates(landed.files)).map(stateText), "after it was landed, before its runs were written");
         faultPoint("during-build");
         return mapLimited(runs, local ? 8 : 4, (run, index) =>
           this.placeRun(path.join(stage, `g${Math.floor(index / perGroup)}`, ...partitionPath(run.partition).split("/")), run),
@@ -355,11 +355,18 @@ export class DuckDbEngine implements Engine, Landing {
     });
   }
 
-  async identify(patterns: readonly string[]): Promise<{ files: string[]; id: string }> {
+  async identify(patterns: readonly string[], known?: IdentifiedFiles): Promise<IdentifiedDelivery> {
     // Plain file names need no DuckDB (a resend of a known delivery may not need it at all); globs are DuckDB's.
     const plain = patterns.every((pattern) => !/[*?[{]/.test(pattern));
     const files = plain ? await existingFiles(patterns) : await this.withConnection((connection) => expandGlobs(connection, patterns));
-    return { files, id: await this.deliveryId(files) };
+    const states = await fileStates(files);
+    if (known && settledAndUnchanged(known, files, states)) {
+      this.identified.set(JSON.stringify(files), { states: states.map(stateText), id: known.id, hashedAt: known.hashedAt });
+      return { files, id: known.id, identified: known, hashed: false };
+    }
+    // Hashed anew (not taken from this process's earlier hash): what is kept records when the files were read.
+    const { id, hashedAt } = await this.deliveryId(files, true);
+    return { files, id, identified: { files, states, id, hashedAt }, hashed: true };
   }
 
   /**
@@ -367,16 +374,17 @@ export class DuckDbEngine implements Engine, Landing {
    * the files stay as they were (same inode, size, modification and change
    * times), however often it is asked for.
    */
-  private async deliveryId(files: readonly string[]): Promise<string> {
-    const states = await fileStates(files);
+  private async deliveryId(files: readonly string[], fresh = false): Promise<{ readonly id: string; readonly hashedAt: number }> {
+    const states = (await fileStates(files)).map(stateText);
     const key = JSON.stringify(files);
     const known = this.identified.get(key);
-    if (known && sameStates(known.states, states)) return known.id;
+    if (!fresh && known && sameStates(known.states, states)) return known;
+    const hashedAt = Date.now();
     const id = await deliveryIdOf(files);
-    const after = await fileStates(files);
+    const after = (await fileStates(files)).map(stateText);
     assertUnchanged(files, states, after, "while its id was computed");
-    this.identified.set(key, { states, id });
-    return id;
+    this.identified.set(key, { states, id, hashedAt });
+    return { id, hashedAt };
   }
 
   async land(request: LandRequest): Promise<LandedDelivery> {
@@ -391,8 +399,8 @@ export class DuckDbEngine implements Engine, Landing {
       try {
         const files = await expandGlobs(connection, request.files);
         // Named before it is read, and checked unchanged after: the id then names exactly the rows landed.
-        const id = await this.deliveryId(files);
-        const states = await fileStates(files);
+        const { id } = await this.deliveryId(files);
+        const states = (await fileStates(files)).map(stateText);
         await landDelivery(connection, { ...request, partition, files }, tables);
         const keys = request.partition.map((p) => p.key);
         const signed = signatureColumnOrder(request.columns.filter((c) => request.signatureColumns.includes(c.name)));
@@ -417,7 +425,7 @@ export class DuckDbEngine implements Engine, Landing {
           reason: String(reason),
           raw: raw === null ? null : String(raw),
         }));
-        assertUnchanged(files, states, await fileStates(files), "while it was landed");
+        assertUnchanged(files, states, (await fileStates(files)).map(stateText), "while it was landed");
         this.landedStates.set(tables.landed, { files, states });
         return {
           files,
@@ -561,13 +569,38 @@ async function deliveryIdOf(files: readonly string[]): Promise<string> {
  * inode, size, and modification and change times in nanoseconds (a write
  * moves both times; a file replaced by another has another inode).
  */
-async function fileStates(files: readonly string[]): Promise<string[]> {
+async function fileStates(files: readonly string[]): Promise<FileState[]> {
   return Promise.all(
     files.map(async (file) => {
       const s = await fs.stat(file, { bigint: true }).catch(() => undefined);
-      return s ? `${s.dev}:${s.ino}:${s.size}:${s.mtimeNs}:${s.ctimeNs}` : "missing";
+      if (!s) return { dev: "", ino: "", size: "missing", mtimeNs: "", ctimeNs: "" };
+      return { dev: String(s.dev), ino: String(s.ino), size: String(s.size), mtimeNs: String(s.mtimeNs), ctimeNs: String(s.ctimeNs) };
     }),
   );
+}
+
+function stateText(state: FileState): string {
+  return `${state.dev}:${state.ino}:${state.size}:${state.mtimeNs}:${state.ctimeNs}`;
+}
+
+/**
+ * How long before it was hashed a file must have last changed for its id to be
+ * reused on its states alone: longer than any file system's timestamp
+ * granularity (FAT: 2 s), so that a write after the hash moves the change time.
+ */
+const SETTLED_MS = 3000;
+
+/** Whether `known` names these very files, unchanged since they were hashed, and settled when they were. */
+function settledAndUnchanged(known: IdentifiedFiles, files: readonly string[], states: readonly FileState[]): boolean {
+  if (!Array.isArray(known.files) || !Array.isArray(known.states) || typeof known.id !== "string" || typeof known.hashedAt !== "number") return false;
+  if (known.files.length !== files.length || known.files.some((file, i) => file !== files[i])) return false;
+  return states.every((state, i) => {
+    const before = known.states[i];
+    if (!before || stateText(before) !== stateText(state) || state.size === "missing") return false;
+    const changedMs = Number(BigInt(state.ctimeNs) / 1_000_000n);
+    const modifiedMs = Number(BigInt(state.mtimeNs) / 1_000_000n);
+    return Math.max(changedMs, modifiedMs) < known.hashedAt - SETTLED_MS;
+  });
 }
 
 function sameStates(a: readonly string[], b: readonly string[]): boolean {

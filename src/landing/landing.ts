@@ -11,8 +11,13 @@ import type { BuildRequest, BuildResult } from "../engine/engine.js";
  * from their Parquet footers. Users' SQL never runs here.
  */
 export interface Landing {
-  /** The files a delivery's paths or globs name, and its id (a digest of their names and bytes), without landing it. */
-  identify(files: readonly string[]): Promise<{ readonly files: readonly string[]; readonly id: string }>;
+  /**
+   * The files a delivery's paths or globs name, and its id (a digest of their
+   * names and bytes), without landing it. `known` is what an earlier identify
+   * of the same paths found: its id is taken without reading the files again
+   * when they are the same files, unchanged since (`IdentifiedFiles`).
+   */
+  identify(files: readonly string[], known?: IdentifiedFiles): Promise<IdentifiedDelivery>;
   /** Lands a delivery's files: typed rows, bad rows apart, a signature per partition. */
   land(request: LandRequest): Promise<LandedDelivery>;
   /** Frees what `land` holds. */
@@ -36,6 +41,38 @@ export interface Landing {
    */
   countFileRows(files: readonly { readonly key: string; readonly size: number }[]): Promise<number[]>;
   close(): Promise<void>;
+}
+
+/** A delivery's files and id, and whether its files were read (hashed) to name it. */
+export interface IdentifiedDelivery {
+  readonly files: readonly string[];
+  readonly id: string;
+  readonly identified: IdentifiedFiles;
+  readonly hashed: boolean;
+}
+
+/**
+ * What identifying a delivery found out, kept so that the same files, unchanged,
+ * are not read again to be named: their device, inode, size, and modification
+ * and change times (nanoseconds, as decimal text), the id, and when the files
+ * were hashed (ms since the epoch). The id is reused only where the files were
+ * already settled when they were hashed: changed more than a few seconds
+ * before (so that a later write, even within the file system's timestamp
+ * granularity, shows as a later change time).
+ */
+export interface IdentifiedFiles {
+  readonly files: readonly string[];
+  readonly states: readonly FileState[];
+  readonly id: string;
+  readonly hashedAt: number;
+}
+
+export interface FileState {
+  readonly dev: string;
+  readonly ino: string;
+  readonly size: string;
+  readonly mtimeNs: string;
+  readonly ctimeNs: string;
 }
 
 /** The runs to write from a landed delivery, one per partition. */

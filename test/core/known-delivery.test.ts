@@ -1,4 +1,5 @@
-import { writeFileSync } from "node:fs";
+import { renameSync, statSync, utimesSync, writeFileSync } from "node:fs";
+import { setTimeout as sleep } from "node:timers/promises";
 import { describe, expect, it } from "vitest";
 import { BACKEND_FACTORIES, selectedBackends } from "../support/lake-fixture.js";
 import { PipelineWorkspace, orders, toCsv } from "../support/pipeline-fixture.js";
@@ -47,4 +48,48 @@ describe.each(selectedBackends())("a delivery seen before, on the %s backend", (
       await backend.cleanup();
     }
   });
+
+  it("is named without being read when its files are the same files, unchanged and settled since they were hashed; any change reads them again", async () => {
+    const backend = await BACKEND_FACTORIES[backendName]!();
+    const ws = new PipelineWorkspace();
+    const lake = await backend.open();
+    try {
+      const rows = orders(2);
+      const file = ws.delivery(rows);
+      const first = await ws.pipeline(lake, { inputs: [file] }).sync();
+      const table = first.layers[0]!.table;
+      // Just written: hashed (and hashed again while it may still be changing within its file system's timestamp tick).
+      const fresh = await lake.identifyDelivery([file], table);
+      expect(fresh.hashed).toBe(true);
+      // Settled (last changed more than 3 s before it was hashed): the next identify reads nothing.
+      await sleep(3200);
+      const settled = await lake.identifyDelivery([file], table);
+      expect(settled).toMatchObject({ id: fresh.id, hashed: true });
+      const reused = await lake.identifyDelivery([file], table);
+      expect(reused).toMatchObject({ id: fresh.id, hashed: false });
+      const resent = await ws.pipeline(lake, { inputs: [file] }).sync();
+      expect(resent.totals).toMatchObject({ built: 0, failed: 0 });
+
+      // Other bytes of the same size, with the modification time put back: the change time moved, so it is read again.
+      const { atime, mtime } = statSync(file);
+      writeFileSync(file, toCsv(rows.map((r) => (r.id === 101 ? { ...r, amount: r.amount.replace(/\d$/, (d) => String((Number(d) + 1) % 10)) } : r))));
+      utimesSync(file, atime, mtime);
+      expect(statSync(file).size).toBe(statSync(file).size);
+      const rewritten = await lake.identifyDelivery([file], table);
+      expect(rewritten.hashed).toBe(true);
+      expect(rewritten.id).not.toBe(fresh.id);
+
+      // Another file moved into its place (another inode) is read too, even with the first one's bytes.
+      const copy = ws.delivery(rows);
+      await sleep(3200);
+      expect((await lake.identifyDelivery([file], table)).hashed).toBe(true);
+      renameSync(copy, file);
+      const replaced = await lake.identifyDelivery([file], table);
+      expect(replaced).toMatchObject({ id: fresh.id, hashed: true });
+    } finally {
+      await lake.close();
+      ws.cleanup();
+      await backend.cleanup();
+    }
+  }, 60_000);
 });
