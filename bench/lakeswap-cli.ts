@@ -33,7 +33,7 @@ export async function buildDist(): Promise<number> {
       }),
   );
   if (code !== 0) throw new Error(`npm run build failed (exit ${code}), so the CLI benchmarks cannot run the current code:\n${tail(output, 40)}`);
-  if (!existsSync(path.join(REPO_ROOT, "dist", "bundle", "main.mjs"))) throw new Error("npm run build left no dist/bundle/main.mjs");
+  if (!existsSync(path.join(REPO_ROOT, "dist", "bundle", "cli.cjs"))) throw new Error("npm run build left no dist/bundle/cli.cjs");
   return ms;
 }
 

@@ -17,6 +17,7 @@ import type { ObjectStore } from "../store/object-store.js";
 import { checkOutputColumns, partitionRowsCheck } from "./build-checks.js";
 import { dropLanding, landDelivery, signatureQuery } from "./duckdb-landing.js";
 import { openDuckDb, openRestrictedDuckDb, type OpenedDuckDb } from "./duckdb-open.js";
+import { deliveryFiles } from "../landing/delivery-files.js";
 import type { FileState, IdentifiedDelivery, IdentifiedFiles, Landing } from "../landing/landing.js";
 import { assertOneExpression, assertOneSelect } from "./sql-guard.js";
 import type {
@@ -356,9 +357,8 @@ export class DuckDbEngine implements Engine, Landing {
   }
 
   async identify(patterns: readonly string[], known?: IdentifiedFiles): Promise<IdentifiedDelivery> {
-    // Plain file names need no DuckDB (a resend of a known delivery may not need it at all); globs are DuckDB's.
-    const plain = patterns.every((pattern) => !/[*?[{]/.test(pattern));
-    const files = plain ? await existingFiles(patterns) : await this.withConnection((connection) => expandGlobs(connection, patterns));
+    // Expanded without DuckDB: a resend of a known delivery may not need the engine at all.
+    const files = await deliveryFiles(patterns);
     const states = await fileStates(files);
     if (known && settledAndUnchanged(known, files, states)) {
       this.identified.set(JSON.stringify(files), { states: states.map(stateText), id: known.id, hashedAt: known.hashedAt });
@@ -395,9 +395,9 @@ export class DuckDbEngine implements Engine, Landing {
     for (const { key, expression } of request.partition) {
       partition.push({ key, expression: await assertOneExpression(expression, `partition expression of '${key}'`) });
     }
+    const files = await deliveryFiles(request.files);
     return this.withConnection(async (connection) => {
       try {
-        const files = await expandGlobs(connection, request.files);
         // Named before it is read, and checked unchanged after: the id then names exactly the rows landed.
         const { id } = await this.deliveryId(files);
         const states = (await fileStates(files)).map(stateText);
@@ -615,29 +615,6 @@ function assertUnchanged(files: readonly string[], before: readonly string[], af
     `the delivery file ${changed.slice(0, 3).join(", ")}${changed.length > 3 ? ` and ${changed.length - 3} more` : ""} changed ${when}; ` +
       "nothing of it was loaded. Deliver files by writing them elsewhere and moving them into place when complete, then rerun",
   );
-}
-
-/** Plain file names, each checked to exist (as a glob that matches nothing would be), in the order given, once each. */
-async function existingFiles(names: readonly string[]): Promise<string[]> {
-  for (const name of names) {
-    const stat = await fs.stat(name).catch(() => undefined);
-    if (!stat?.isFile()) throw new InvalidInputError(`no source file matches '${name}': check the dataset's source.path, or name the delivery with --input FILE`);
-  }
-  return [...new Set(names)];
-}
-
-/** Expands file globs; a pattern that matches nothing is an error naming it. */
-async function expandGlobs(connection: DuckDBConnection, patterns: readonly string[]): Promise<string[]> {
-  const files: string[] = [];
-  for (const pattern of patterns) {
-    const reader = await connection.runAndReadAll(`SELECT file FROM glob(${quoteLiteral(pattern)}) ORDER BY file`);
-    const matched = reader.getRowsJS().map((row) => String(row[0]));
-    if (matched.length === 0) {
-      throw new InvalidInputError(`no source file matches '${pattern}': check the dataset's source.path, or name the delivery with --input FILE`);
-    }
-    files.push(...matched);
-  }
-  return [...new Set(files)];
 }
 
 function emptyView(table: TableDefinition): string {

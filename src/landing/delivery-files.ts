@@ -1,0 +1,45 @@
+import { promises as fs } from "node:fs";
+import path from "node:path";
+import { glob } from "tinyglobby";
+import { InvalidInputError } from "../core/errors.js";
+
+/** Characters that make a path a glob (`*`, `?`, `[...]`, `{a,b}`). */
+const GLOB_CHARACTERS = /[*?[{]/;
+
+/**
+ * The files a delivery's paths and globs name: plain paths checked to exist,
+ * globs expanded (`*`, `?`, `[...]`, `**` across folders, `{a,b}`), each
+ * glob's matches sorted, duplicates dropped, in the order the patterns come.
+ * Hidden files (`.name`, such as a writer's `.part` files) are not matched
+ * by a glob, only by name. A pattern that matches nothing is an error naming
+ * it. Expanded here rather than by DuckDB, so that naming a delivery (a
+ * resend of a known one needs nothing else) does not load the engine.
+ */
+export async function deliveryFiles(patterns: readonly string[]): Promise<string[]> {
+  const files: string[] = [];
+  for (const pattern of patterns) {
+    const matched = GLOB_CHARACTERS.test(pattern) ? await expand(pattern) : await existing(pattern);
+    if (matched.length === 0) {
+      throw new InvalidInputError(`no source file matches '${pattern}': check the dataset's source.path, or name the delivery with --input FILE`);
+    }
+    files.push(...matched);
+  }
+  return [...new Set(files)];
+}
+
+async function existing(name: string): Promise<string[]> {
+  const stat = await fs.stat(name).catch(() => undefined);
+  return stat?.isFile() ? [path.resolve(name)] : [];
+}
+
+/** A glob, matched below its longest folder without glob characters. */
+async function expand(pattern: string): Promise<string[]> {
+  const segments = path.resolve(pattern).split(path.sep);
+  const firstGlob = segments.findIndex((segment) => GLOB_CHARACTERS.test(segment));
+  const base = segments.slice(0, firstGlob).join(path.sep) || path.sep;
+  const rest = segments.slice(firstGlob).join("/");
+  const stat = await fs.stat(base).catch(() => undefined);
+  if (!stat?.isDirectory()) return [];
+  const matched = await glob(rest, { cwd: base, absolute: true, onlyFiles: true, dot: false, expandDirectories: false, followSymbolicLinks: true });
+  return matched.map((file) => path.resolve(file)).sort();
+}
