@@ -177,7 +177,7 @@ export class Pipeline {
         // again only if some raw partition must be built from it.
         const known = await this.knownDelivery(dataset);
         // Landing first: a delivery with bad rows and no dead-letter table changes nothing, not even the catalog.
-        let landed = known.summary ? undefined : await this.land(dataset);
+        let landed = known.summary ? undefined : await this.land(dataset, await this.buildsEveryPartition(dataset));
         const release = async (): Promise<void> => {
           const delivery = landed?.delivery;
           landed = undefined;
@@ -353,8 +353,22 @@ export class Pipeline {
     }
   }
 
-  private async land(dataset: DatasetConfig): Promise<{ delivery: LandedDelivery }> {
+  /**
+   * Whether every raw partition of a delivery is expected to be built: a full
+   * refresh, or a first load (no partition of the raw table has a run), of
+   * every partition (no --partition). Then landing writes the runs' files while
+   * it signs the rows. A guess made before the write lease: a partition the
+   * plan then skips (another writer built it meanwhile) only has its files dropped.
+   */
+  private async buildsEveryPartition(dataset: DatasetConfig): Promise<boolean> {
+    if (this.options.partitions?.length) return false;
+    if (this.options.fullRefresh) return true;
+    return [...(await this.statesOf(dataset.table)).values()].every((state) => state.runId === "");
+  }
+
+  private async land(dataset: DatasetConfig, writeAhead = false): Promise<{ delivery: LandedDelivery }> {
     const delivery = await this.lake.landDelivery({
+      writeAhead: writeAhead ? this.rawTable(dataset) : undefined,
       files: this.patterns(dataset),
       format: dataset.source.format,
       header: dataset.source.header,
@@ -539,7 +553,7 @@ export class Pipeline {
 
   private async createTables(dataset: DatasetConfig): Promise<void> {
     const definitions: TableDefinition[] = [
-      defineTable({ name: dataset.table, columns: dataset.columns, partitionKeys: dataset.partition.map((p) => p.key), compression: dataset.compression }),
+      this.rawTable(dataset),
       ...dataset.layers.map((layer) =>
         defineTable({ name: layer.table, columns: layer.columns, partitionKeys: layer.partitionKeys, compression: layer.compression }),
       ),
@@ -548,7 +562,11 @@ export class Pipeline {
     for (const table of definitions) await this.lake.createTable(table);
   }
 
-  private async statesOf(table: string): Promise<Map<string, PartitionState>> {
+  private rawTable(dataset: DatasetConfig): TableDefinition {
+    return defineTable({ name: dataset.table, columns: dataset.columns, partitionKeys: dataset.partition.map((p) => p.key), compression: dataset.compression });
+  }
+
+    private async statesOf(table: string): Promise<Map<string, PartitionState>> {
     const exists = (await this.lake.listTables()).some((t) => t.name === table);
     return exists ? this.lake.partitionStates(table) : new Map();
   }

@@ -7,7 +7,7 @@ import { createHash, randomBytes } from "node:crypto";
 import { AuditError, BuildError, InvalidInputError, errorMessage } from "../core/errors.js";
 import { faultPoint } from "../core/faults.js";
 import { TEMP_PREFIX } from "../core/layout.js";
-import { makePartition, partitionPath, partitionValue } from "../core/partition.js";
+import { makePartition, partitionPath, partitionValue, type Partition } from "../core/partition.js";
 import { mapLimited } from "../core/runs.js";
 import { finishRawSignature, signatureColumnOrder } from "../core/signature.js";
 import { quoteIdentifier, quoteLiteral } from "../core/sql.js";
@@ -70,6 +70,8 @@ export class DuckDbEngine implements Engine, Landing {
   private readonly identified = new Map<string, { readonly states: readonly string[]; readonly id: string; readonly hashedAt: number }>();
   /** The files' states each landed delivery was read with (by relation), checked again after every later pass over them. */
   private readonly landedStates = new Map<string, { readonly files: readonly string[]; readonly states: readonly string[] }>();
+  /** The stages written while deliveries were landed (by relation, see `LandRequest.writeAhead`), with the table shape they were written for. */
+  private readonly writtenAhead = new Map<string, { readonly definition: string; readonly stage: Stage }>();
 
   /**
    * With a local store, runs are written in place and lake tables are views over
@@ -230,67 +232,103 @@ export class DuckDbEngine implements Engine, Landing {
   async writeLandedRuns(request: LandedRunsRequest): Promise<BuildResult[]> {
     const { table, delivery, runs } = request;
     if (runs.length === 0) return [];
+    const ahead = this.writtenAhead.get(delivery.relation);
+    this.writtenAhead.delete(delivery.relation);
+    // Written ahead for this table as it is now (the stage holds every partition of the delivery), or written here.
+    const usable = ahead !== undefined && ahead.definition === tableShape(table);
+    if (ahead && !usable) await ahead.stage.remove();
+    const stage = usable
+      ? ahead.stage
+      : await this.withConnection((connection) =>
+          this.writeStage(connection, table, delivery.relation, { partitions: runs.map((run) => run.partition), ofDelivery: delivery.partitions.length }),
+        );
+    try {
+      // A delivery read in place was read again: the runs hold what was signed only if its files did not change since.
+      const landed = this.landedStates.get(delivery.relation);
+      if (landed) assertUnchanged(landed.files, landed.states, (await fileStates(landed.files)).map(stateText), "after it was landed, before its runs were written");
+      faultPoint("during-build");
+      return await mapLimited(runs, this.store.capabilities.localPaths ? 8 : 4, (run) => this.placeRun(stage.folderOf(run.partition), run));
+    } finally {
+      await stage.remove();
+    }
+  }
+
+  /**
+   * Writes the good rows of a landed relation into a stage, one folder of
+   * Parquet files per partition: the given partitions (of the delivery's
+   * `ofDelivery`) in one pass, or one per group for more partitions than the
+   * memory limit keeps open at once; or every partition, in one pass whose
+   * files DuckDB closes and reopens (one more file) when more partitions than
+   * that come, as it does when written ahead, before the partitions are known.
+   */
+  private async writeStage(
+    connection: DuckDBConnection,
+    table: TableDefinition,
+    relation: string,
+    which: { readonly partitions: readonly Partition[]; readonly ofDelivery: number } | "all",
+  ): Promise<Stage> {
     const local = this.store.capabilities.localPaths;
     const id = randomBytes(6).toString("hex");
     // Staged where the runs go (the lake's own temporary folder, so each run folder is one rename away), or in the
     // machine's temporary folder when the runs are uploaded. A killed process's stage is removed by the next open.
     const stageParent = local ? this.store.localPath(`${TEMP_PREFIX}`) : await mkdtemp(path.join(tmpdir(), "lakeswap-stage-"));
-    const stage = path.join(stageParent, `${process.pid}-stage-${id}`);
-    await fs.mkdir(stage, { recursive: true });
+    const dir = path.join(stageParent, `${process.pid}-stage-${id}`);
+    const remove = () => fs.rm(local ? dir : stageParent, { recursive: true, force: true });
     const runsTable = `runs_${id}`;
     const keys = table.partitionKeys;
     try {
-      return await this.withConnection(async (connection) => {
-        const projection = table.columns
-          .map((c) => `CAST(l.${quoteIdentifier(c.name)} AS ${duckdbStorageType(c.type)}) AS ${quoteIdentifier(c.name)}`)
-          .join(", ");
-        const keyList = keys.map(quoteIdentifier).join(", ");
-        // DuckDB buffers every open partition's columns while it writes (a block of 256 KiB each): partitions go in
-        // groups small enough that a group's buffers stay well inside the landing's memory limit, whatever N is.
-        const perGroup = Math.max(4, Math.floor((await writeBufferBudget(connection)) / (table.columns.length + keys.length)));
-        const groups = Math.ceil(runs.length / perGroup);
-        // Every partition of a group stays open to the end of its pass, so each run is one file (DuckDB's default, 100
-        // open files, would close and reopen the files of a larger group: several files per run, each a footer to audit).
-        await connection.run(`SET partitioned_write_max_open_files = ${Math.min(perGroup, runs.length) + 1}`);
-        // Every partition of the delivery in one group (a first load of a few partitions) needs no filter.
-        const all = groups === 1 && new Set(runs.map((run) => partitionPath(run.partition))).size === delivery.partitions.length;
-        if (!all) {
-          await connection.run(`CREATE TEMP TABLE ${runsTable} (__group INTEGER, ${keys.map((k) => `${quoteIdentifier(k)} VARCHAR`).join(", ")})`);
-          for (let start = 0; start < runs.length; start += 1000) {
-            const values = runs
-              .slice(start, start + 1000)
-              .map((run, i) => `(${Math.floor((start + i) / perGroup)}, ${keys.map((key) => quoteLiteral(partitionValue(run.partition, key))).join(", ")})`);
-            await connection.run(`INSERT INTO ${runsTable} VALUES ${values.join(", ")}`);
+      await fs.mkdir(dir, { recursive: true });
+      const projection = table.columns
+        .map((c) => `CAST(l.${quoteIdentifier(c.name)} AS ${duckdbStorageType(c.type)}) AS ${quoteIdentifier(c.name)}`)
+        .join(", ");
+      const keyList = keys.map(quoteIdentifier).join(", ");
+      // DuckDB buffers every open partition's columns while it writes (a block of 256 KiB each): partitions go in
+      // groups small enough that a group's buffers stay well inside the landing's memory limit, whatever N is.
+      const perGroup = Math.max(4, Math.floor((await writeBufferBudget(connection)) / (table.columns.length + keys.length)));
+      const partitions = which === "all" ? [] : which.partitions;
+      const groups = which === "all" ? 1 : Math.ceil(partitions.length / perGroup);
+      // Every partition of a group stays open to the end of its pass, so each run is one file (DuckDB's default, 100
+      // open files, would close and reopen the files of a larger group: several files per run, each a footer to audit).
+      await connection.run(`SET partitioned_write_max_open_files = ${(which === "all" ? perGroup : Math.min(perGroup, partitions.length)) + 1}`);
+      // Every partition of the delivery in one group (a first load of a few partitions) needs no filter.
+      const paths = partitions.map(partitionPath);
+      const all = which === "all" || (groups === 1 && new Set(paths).size === which.ofDelivery);
+      if (!all) {
+        await connection.run(`CREATE TEMP TABLE ${runsTable} (__group INTEGER, ${keys.map((k) => `${quoteIdentifier(k)} VARCHAR`).join(", ")})`);
+        for (let start = 0; start < partitions.length; start += 1000) {
+          const values = partitions
+            .slice(start, start + 1000)
+            .map((partition, i) => `(${Math.floor((start + i) / perGroup)}, ${keys.map((key) => quoteLiteral(partitionValue(partition, key))).join(", ")})`);
+          await connection.run(`INSERT INTO ${runsTable} VALUES ${values.join(", ")}`);
+        }
+      }
+      try {
+        for (let group = 0; group < groups; group += 1) {
+          const where = all ? "" : ` WHERE (${keys.map((k) => `l.${quoteIdentifier(k)}`).join(", ")}) IN (SELECT (${keyList}) FROM ${runsTable} WHERE __group = ${group})`;
+          try {
+            // One pass over the delivery per group (one for most deliveries), each partition's files in its own Hive
+            // folder (`day=2026-11-01/`; partition values were checked when landed: letters, digits, '_', '.', '-', so
+            // the folder name is the value as it is).
+            await connection.run(
+              `COPY (SELECT ${projection}, ${keys.map((k) => `l.${quoteIdentifier(k)}`).join(", ")} FROM ${quoteIdentifier(relation)} AS l${where}) ` +
+                `TO ${quoteLiteral(path.join(dir, `g${group}`))} (FORMAT PARQUET, PARTITION_BY (${keyList}), COMPRESSION ${table.compression === "zstd" ? "zstd" : "snappy"})`,
+            );
+          } catch (error) {
+            throw new BuildError(`writing ${partitions.length} run(s) of ${table.name} failed: ${cleanDuckDbMessage(error)}`, error);
           }
         }
-        try {
-          for (let group = 0; group < groups; group += 1) {
-            const where = all ? "" : ` WHERE (${keys.map((k) => `l.${quoteIdentifier(k)}`).join(", ")}) IN (SELECT (${keyList}) FROM ${runsTable} WHERE __group = ${group})`;
-            try {
-              // One pass over the delivery per group (one for most deliveries), each partition's files in its own Hive
-              // folder (`day=2026-11-01/`; partition values were checked when landed: letters, digits, '_', '.', '-', so
-              // the folder name is the value as it is).
-              await connection.run(
-                `COPY (SELECT ${projection}, ${keys.map((k) => `l.${quoteIdentifier(k)}`).join(", ")} FROM ${quoteIdentifier(delivery.relation)} AS l${where}) ` +
-                  `TO ${quoteLiteral(path.join(stage, `g${group}`))} (FORMAT PARQUET, PARTITION_BY (${keyList}), COMPRESSION ${table.compression === "zstd" ? "zstd" : "snappy"})`,
-              );
-            } catch (error) {
-              throw new BuildError(`writing ${runs.length} run(s) of ${table.name} failed: ${cleanDuckDbMessage(error)}`, error);
-            }
-          }
-        } finally {
-          await connection.run(`DROP TABLE IF EXISTS ${runsTable}`);
-        }
-        // A delivery read in place was read again: the runs hold what was signed only if its files did not change since.
-        const landed = this.landedStates.get(delivery.relation);
-        if (landed) assertUnchanged(landed.files, landed.states, (await fileStates(landed.files)).map(stateText), "after it was landed, before its runs were written");
-        faultPoint("during-build");
-        return mapLimited(runs, local ? 8 : 4, (run, index) =>
-          this.placeRun(path.join(stage, `g${Math.floor(index / perGroup)}`, ...partitionPath(run.partition).split("/")), run),
-        );
-      });
-    } finally {
-      await fs.rm(local ? stage : stageParent, { recursive: true, force: true });
+      } finally {
+        await connection.run(`DROP TABLE IF EXISTS ${runsTable}`);
+      }
+      const groupOf = new Map(paths.map((p, index) => [p, Math.floor(index / perGroup)]));
+      const folderOf = (partition: Partition): string => {
+        const p = partitionPath(partition);
+        return path.join(dir, `g${groupOf.get(p) ?? 0}`, ...p.split("/"));
+      };
+      return { folderOf, remove };
+    } catch (error) {
+      await remove();
+      throw error;
     }
   }
 
@@ -405,7 +443,21 @@ export class DuckDbEngine implements Engine, Landing {
         const keys = request.partition.map((p) => p.key);
         const signed = signatureColumnOrder(request.columns.filter((c) => request.signatureColumns.includes(c.name)));
         const signing = await this.signing();
-        const reader = await connection.runAndReadAll(signatureQuery(tables.landed, keys, signed, signing.form));
+        // The bad rows are few and already apart: counted first, so that a clean delivery's runs can be written ahead.
+        const rejected = Number((await connection.runAndReadAll(`SELECT count(*) FROM ${tables.rejected}`)).getRowsJS()[0]?.[0] ?? 0);
+        const writeAhead = request.writeAhead && rejected === 0 ? request.writeAhead : undefined;
+        // Signed and, written ahead, written at once, on two connections: the write alone leaves cores idle.
+        const [signature, written] = await Promise.allSettled([
+          connection.runAndReadAll(signatureQuery(tables.landed, keys, signed, signing.form)),
+          writeAhead ? this.withConnection((writer) => this.writeStage(writer, writeAhead, tables.landed, "all")) : undefined,
+        ]);
+        if (written.status === "fulfilled" && written.value && writeAhead) {
+          this.writtenAhead.set(tables.landed, { definition: tableShape(writeAhead), stage: written.value });
+        }
+        // A write ahead that failed (out of memory beside the signature, say) is only not used: the runs are then
+        // written when they are built, where a failure is the build's.
+        if (signature.status === "rejected") throw signature.reason;
+        const reader = signature.value;
         const partitions: LandedPartition[] = reader.getRowsJS().map((row) => {
           const values = row.slice(0, keys.length).map(String);
           const rows = Number(row[keys.length]);
@@ -417,7 +469,6 @@ export class DuckDbEngine implements Engine, Landing {
         });
         // The good rows are the partitions' rows (no second pass over a delivery read in place); the bad ones are few.
         const loaded = partitions.reduce((sum, p) => sum + p.rows, 0);
-        const rejected = Number((await connection.runAndReadAll(`SELECT count(*) FROM ${tables.rejected}`)).getRowsJS()[0]?.[0] ?? 0);
         const first = await connection.runAndReadAll(`SELECT file, line, reason, raw FROM ${tables.rejected} ORDER BY file, line LIMIT 5`);
         const firstRejects: RejectedRow[] = first.getRowsJS().map(([file, line, reason, raw]) => ({
           file: String(file),
@@ -440,6 +491,7 @@ export class DuckDbEngine implements Engine, Landing {
           signing,
         };
       } catch (error) {
+        await this.dropWrittenAhead(tables.landed);
         await dropLanding(connection, tables);
         throw error;
       }
@@ -448,10 +500,18 @@ export class DuckDbEngine implements Engine, Landing {
 
   async releaseLanding(delivery: LandedDelivery): Promise<void> {
     this.landedStates.delete(delivery.relation);
+    await this.dropWrittenAhead(delivery.relation);
     await this.withConnection((connection) => dropLanding(connection, { landed: delivery.relation, rejected: delivery.rejectedRelation }));
   }
 
-  async mapPartitions(request: PartitionMapRequest): Promise<string[][]> {
+  /** Removes the files written ahead for a landed delivery that no run took. */
+  private async dropWrittenAhead(relation: string): Promise<void> {
+    const ahead = this.writtenAhead.get(relation);
+    this.writtenAhead.delete(relation);
+    await ahead?.stage.remove();
+  }
+
+    async mapPartitions(request: PartitionMapRequest): Promise<string[][]> {
     if (request.values.length === 0) return [];
     const rows = request.values.map((values) => `(${values.map(quoteLiteral).join(", ")})`).join(", ");
     const columns = request.fromKeys.map(quoteIdentifier).join(", ");
@@ -544,6 +604,18 @@ export class DuckDbEngine implements Engine, Landing {
 const HASH_CHUNK_BYTES = 4 * 1024 * 1024;
 
 /** A delivery's id: a digest of its files' names and contents, so a rerun of the same delivery gets the same id. */
+/** Files written in a stage folder, one folder per partition, removed once their runs are placed. */
+interface Stage {
+  /** The folder of a partition's files (perhaps none, for a partition without rows). */
+  folderOf(partition: Partition): string;
+  remove(): Promise<void>;
+}
+
+/** What a stage's files were written for: a table's columns, partition keys and compression. */
+function tableShape(table: TableDefinition): string {
+  return JSON.stringify([table.columns.map((c) => [c.name, duckdbStorageType(c.type)]), table.partitionKeys, table.compression ?? ""]);
+}
+
 async function deliveryIdOf(files: readonly string[]): Promise<string> {
   const hash = createHash("sha256");
   const buffer = Buffer.allocUnsafe(HASH_CHUNK_BYTES);

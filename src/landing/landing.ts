@@ -93,6 +93,15 @@ export interface LandRequest {
   /** Partition keys, each an expression over the source columns. */
   readonly partition: readonly { readonly key: string; readonly expression: string }[];
   readonly signatureColumns: readonly string[];
+  /**
+   * The raw table, when every partition of the delivery is expected to be
+   * built (a first load, a full refresh): landing then writes every
+   * partition's files while it signs the rows, in the same pass over the
+   * machine's cores, and `writeLandedRuns` only moves them into their runs.
+   * Files of partitions the plan does not build are dropped unread. Not
+   * done for a delivery with bad rows.
+   */
+  readonly writeAhead?: TableDefinition;
 }
 
 /** One partition of a landed delivery, with its content signature. */
