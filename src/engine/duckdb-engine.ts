@@ -334,17 +334,33 @@ export class DuckDbEngine implements Engine, Landing {
 
   /** Moves one staged run folder's files into the run's own prefix: renamed into a fresh folder locally, uploaded otherwise. */
   private async placeRun(staged: string, run: LandedRunsRequest["runs"][number]): Promise<BuildResult> {
-    const names = (await fs.readdir(staged).catch(() => [] as string[])).filter((name) => name.endsWith(".parquet")).sort();
+    const entries = await fs.readdir(staged).catch(() => [] as string[]);
+    const names = entries.filter((name) => name.endsWith(".parquet")).sort();
+    const fileNameOf = (index: number) => (names.length === 1 ? runFileName(run.runId) : runFileName(run.runId).replace(/\.parquet$/, `-${index}.parquet`));
     const local = this.store.capabilities.localPaths;
     const runDir = local ? this.store.localPath(run.runPrefix) : undefined;
+    const files: { key: string; size: number }[] = [];
     if (runDir) {
       await fs.mkdir(path.dirname(runDir), { recursive: true });
+      // A staged folder that holds only the run's files becomes the run's folder: no folder to make, none to remove
+      // (on ext4, every new inode costs more while many were just freed). Exclusive, as a new folder is: a rename
+      // would replace an empty folder, so the run's must not exist (run ids are fresh, and this writer holds the lease).
+      if (names.length > 0 && names.length === entries.length) {
+        const taken = await fs.lstat(runDir).then(() => true, (error: unknown) => !isMissing(error));
+        if (taken) throw new BuildError(`the run folder ${runDir} exists already; nothing was written into it`);
+        for (const [index, name] of names.entries()) {
+          const { size } = await fs.stat(path.join(staged, name));
+          await fs.rename(path.join(staged, name), path.join(staged, fileNameOf(index)));
+          files.push({ key: `${run.runPrefix}${fileNameOf(index)}`, size });
+        }
+        await fs.rename(staged, runDir);
+        return { files };
+      }
       // Exclusive: a run prefix is fresh or the build stops.
       await fs.mkdir(runDir);
     }
-    const files: { key: string; size: number }[] = [];
     for (const [index, name] of names.entries()) {
-      const fileName = names.length === 1 ? runFileName(run.runId) : runFileName(run.runId).replace(/\.parquet$/, `-${index}.parquet`);
+      const fileName = fileNameOf(index);
       const source = path.join(staged, name);
       const key = `${run.runPrefix}${fileName}`;
       const { size } = await fs.stat(source);
@@ -604,6 +620,10 @@ export class DuckDbEngine implements Engine, Landing {
 const HASH_CHUNK_BYTES = 4 * 1024 * 1024;
 
 /** A delivery's id: a digest of its files' names and contents, so a rerun of the same delivery gets the same id. */
+function isMissing(error: unknown): boolean {
+  return (error as NodeJS.ErrnoException | undefined)?.code === "ENOENT";
+}
+
 /** Files written in a stage folder, one folder per partition, removed once their runs are placed. */
 interface Stage {
   /** The folder of a partition's files (perhaps none, for a partition without rows). */
