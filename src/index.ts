@@ -13,3 +13,8 @@ export type { Engine } from "./engine/engine.js";
 export { LocalStore } from "./store/local-store.js";
 export { LocalCatalog } from "./catalog/local-catalog.js";
 export { DuckDbEngine } from "./engine/duckdb-engine.js";
+export { Pipeline, type PipelineOptions, type SyncReport } from "./core/pipeline.js";
+export type { SinkedPartition } from "./core/sink-sync.js";
+export { loadPipelineConfig } from "./config/pipeline-config.js";
+export type { Sink, SinkSpec, SinkLayout, SinkMode, SinkOpener } from "./sinks/sink.js";
+export { openSink } from "./sinks/open-sink.js";

@@ -7,6 +7,7 @@ import { assertPartitionKey } from "../core/partition.js";
 import { printable } from "../core/sql.js";
 import { transformFingerprint } from "../core/signature.js";
 import { normalizeColumnType, type Column } from "../core/table.js";
+import type { SinkSpec } from "../sinks/sink.js";
 import { athenaSinkSchema, resolveAwsTarget, type AwsTarget } from "./aws-config.js";
 
 const identifier = z.string().regex(/^[a-z][a-z0-9_]{0,127}$/, "use a lowercase letter first, then lowercase letters, digits or '_'");
@@ -42,6 +43,27 @@ const signatureSchema = z
   .strict()
   .describe("which business columns the raw signature covers (default: all)");
 
+const postgresSinkSchema = z
+  .object({
+    url: z
+      .string()
+      .min(1)
+      .describe("the database URL, postgres:// or postgresql://; write ${DATABASE_URL} to take it from the environment (never printed with its password)"),
+    table: z.string().min(1).describe("the target table, schema.table (e.g. analytics.orders_monthly; default schema public); created from the layer's columns if missing"),
+    mode: z
+      .enum(["upsert", "partition_replace"])
+      .default("partition_replace")
+      .describe("upsert: merge rows by primary_key (INSERT ... ON CONFLICT); partition_replace: delete the partition's rows and insert the new ones, in one transaction"),
+    primary_key: z.array(identifier).min(1).optional().describe("the key upsert merges on (required for upsert): columns of this layer"),
+  })
+  .strict();
+
+const sinksSchema = z
+  .object({ postgres: postgresSinkSchema.optional() })
+  .strict()
+  .optional()
+  .describe("targets outside the lake this layer's partitions are sent to after each sync (only partitions whose signature changed)");
+
 const layerSchema = z
   .object({
     name: identifier.describe("the layer's name, e.g. stage or analytics"),
@@ -65,6 +87,7 @@ const layerSchema = z
       .optional()
       .describe("which upstream partitions feed each partition of this layer"),
     compression: z.enum(["snappy", "zstd"]).default("snappy").describe("Parquet compression"),
+    sinks: sinksSchema,
   })
   .strict();
 
@@ -80,6 +103,7 @@ const datasetSchema = z
     dead_letter: identifier.optional().describe("a table for bad rows (with reason and raw text); without it a bad row stops the load"),
     compression: z.enum(["snappy", "zstd"]).default("snappy").describe("Parquet compression of the raw table"),
     layers: z.array(layerSchema).default([]).describe("derived layers, in build order"),
+    sinks: sinksSchema,
   })
   .strict();
 
@@ -121,6 +145,8 @@ export interface LayerConfig {
   /** Whole tables every partition reads (`inputs.tables`); part of the signature. */
   readonly lookups: readonly string[];
   readonly compression: "snappy" | "zstd";
+  /** Targets outside the lake this layer is sent to (`sinks:`). */
+  readonly sinks: readonly SinkSpec[];
 }
 
 /** A dataset, resolved: its raw layer and its derived layers in build order. */
@@ -134,6 +160,8 @@ export interface DatasetConfig {
   readonly deadLetter?: string;
   readonly compression: "snappy" | "zstd";
   readonly layers: readonly LayerConfig[];
+  /** Targets outside the lake the raw layer is sent to (`sinks:`). */
+  readonly sinks: readonly SinkSpec[];
 }
 
 /** The pipeline, resolved and checked. */
@@ -271,6 +299,7 @@ function resolveDataset(name: string, dataset: DatasetInput, dir: string): Datas
       inputMap: keys.map((key) => ({ key, expression: map[key] as string })),
       lookups: [...new Set(layer.inputs?.tables ?? [])],
       compression: layer.compression,
+      sinks: resolveSinks(layer.sinks, [...layerColumns.map((c) => c.name), ...keys], `${where}.sinks`),
     };
   });
   return {
@@ -284,7 +313,65 @@ function resolveDataset(name: string, dataset: DatasetInput, dir: string): Datas
     deadLetter: dataset.dead_letter,
     compression: dataset.compression,
     layers,
+    sinks: resolveSinks(dataset.sinks, [...names, ...partition.map((p) => p.key)], `${at}.sinks`),
   };
+}
+
+type SinksInput = z.output<typeof sinksSchema>;
+
+const SQL_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
+
+/** Checks a layer's `sinks:` against its columns and resolves `${VAR}` in the URL from the environment. */
+function resolveSinks(sinks: SinksInput, columns: readonly string[], at: string, env: NodeJS.ProcessEnv = process.env): SinkSpec[] {
+  const postgres = sinks?.postgres;
+  if (!postgres) return [];
+  const where = `${at}.postgres`;
+  const url = interpolateEnvironment(postgres.url, env, `${where}.url`);
+  const maskedUrl = maskUrl(url);
+  if (!/^postgres(ql)?:\/\//.test(url)) {
+    throw new InvalidInputError(`${where}.url: '${printable(maskedUrl)}' is not a PostgreSQL URL: use postgres://user@host:5432/database (or postgresql://)`);
+  }
+  try {
+    new URL(url);
+  } catch {
+    throw new InvalidInputError(`${where}.url: '${printable(maskedUrl)}' is not a valid URL: use postgres://user:password@host:5432/database (percent-encode special characters in the password)`);
+  }
+  const parts = postgres.table.split(".");
+  const [schema, table] = parts.length === 1 ? ["public", parts[0]!] : [parts[0]!, parts[1]!];
+  if (parts.length > 2 || !SQL_NAME.test(schema) || !SQL_NAME.test(table)) {
+    throw new InvalidInputError(
+      `${where}.table: '${printable(postgres.table)}' is not a table name: use schema.table of lowercase letters, digits and '_' (letter or '_' first, at most 63 characters each), e.g. analytics.orders_monthly`,
+    );
+  }
+  if (table === "lakeswap_state") throw new InvalidInputError(`${where}.table: lakeswap_state is the sink's own state table; choose another name`);
+  const primaryKey = postgres.primary_key ?? [];
+  for (const column of primaryKey) {
+    if (!columns.includes(column)) {
+      throw new InvalidInputError(`${where}.primary_key: unknown column '${column}'${didYouMean(column, columns)}; the layer's columns are ${columns.join(", ")}`);
+    }
+  }
+  if (new Set(primaryKey).size !== primaryKey.length) throw new InvalidInputError(`${where}.primary_key: a column is named twice (${primaryKey.join(", ")})`);
+  if (postgres.mode === "upsert" && primaryKey.length === 0) {
+    throw new InvalidInputError(`${where}.primary_key: upsert merges rows by key: declare primary_key: [column, ...] (columns of this layer)`);
+  }
+  if (columns.includes("updated_at") && postgres.mode === "upsert") {
+    throw new InvalidInputError(`${where}: the layer has a column 'updated_at', which upsert sets itself in the target (the time a row last changed); rename the layer's column`);
+  }
+  return [{ kind: "postgres", url, maskedUrl, schema, table, mode: postgres.mode, primaryKey }];
+}
+
+/** Replaces each `${VAR}` with the environment variable's value; a variable that is not set is an error naming it. */
+export function interpolateEnvironment(value: string, env: NodeJS.ProcessEnv, at: string): string {
+  return value.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g, (_match, name: string) => {
+    const found = env[name];
+    if (found === undefined || found === "") throw new InvalidInputError(`${at}: environment variable ${name} is not set (the config reads it as \${${name}}); export ${name}=postgres://user:password@host:5432/database`);
+    return found;
+  });
+}
+
+/** A URL as messages show it: the password replaced by `***`. */
+export function maskUrl(url: string): string {
+  return url.replace(/^([a-z][a-z0-9+.-]*:\/\/[^:/?#@]*):[^@/?#]*@/i, "$1:***@").replace(/([?&]password=)[^&#]*/gi, "$1***");
 }
 
 /** Runs a check, prefixing its message with the key path. */

@@ -76,3 +76,33 @@ export function trinoColumnType(type: string): string {
 
 /** Every declared type this module maps (DECIMAL(p,s) aside), for tests and messages. */
 export const MAPPED_TYPES: readonly string[] = Object.keys(STORAGE);
+
+/** The PostgreSQL type (as `format_type` prints it) a sink's target column of each declared type has. */
+const POSTGRES: Readonly<Record<string, string>> = {
+  BOOLEAN: "boolean",
+  TINYINT: "smallint",
+  SMALLINT: "smallint",
+  INTEGER: "integer",
+  BIGINT: "bigint",
+  UTINYINT: "smallint",
+  USMALLINT: "integer",
+  UINTEGER: "bigint",
+  UBIGINT: "numeric(20,0)",
+  HUGEINT: "numeric(38,0)",
+  FLOAT: "real",
+  DOUBLE: "double precision",
+  VARCHAR: "text",
+  DATE: "date",
+  TIME: "time without time zone",
+  TIMESTAMP: "timestamp without time zone",
+  TIMESTAMPTZ: "timestamp with time zone",
+  UUID: "uuid",
+};
+
+/** The PostgreSQL type of a declared column type, or undefined where a sink cannot send it (BLOB). */
+export function postgresColumnType(type: string): string | undefined {
+  const known = POSTGRES[type];
+  if (known) return known;
+  const decimal = /^DECIMAL\((\d+),(\d+)\)$/.exec(type);
+  return decimal ? `numeric(${decimal[1]},${decimal[2]})` : undefined;
+}

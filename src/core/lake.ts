@@ -580,6 +580,16 @@ export class Lake {
     return snapshots;
   }
 
+  /**
+   * The current runs of some partitions of a table with their files as local paths, for a sink to read;
+   * undefined when the store keeps no local files (S3): a sink then cannot read the runs itself.
+   */
+  async localRuns(tableName: string, partitions: readonly string[]): Promise<PartitionSnapshot[] | undefined> {
+    if (!this.store.capabilities.localPaths) return undefined;
+    const [snapshot] = await this.snapshot({ tables: [tableName], partitions: [{ table: tableName, partitions }] });
+    return (snapshot?.partitions ?? []).map((p) => ({ ...p, files: p.files.map((key) => this.store.localPath(key)) }));
+  }
+
   /** The current pointer of a partition (run id, previous run, signature). */
   async pointer(tableName: string, partitionInput: PartitionInput): Promise<Pointer | undefined> {
     const table = await this.table(tableName);

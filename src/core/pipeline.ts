@@ -3,6 +3,8 @@ import type { DatasetConfig, LayerConfig, PipelineColumn, PipelineConfig } from 
 import type { LandedDelivery, LandingSummary, Signing } from "../landing/landing.js";
 import { InvalidInputError, LakeswapError, errorMessage } from "./errors.js";
 import type { Lake, LakeWriter, PartitionState, SwapBuild, SwapItem } from "./lake.js";
+import type { SinkOpener, SinkSpec } from "../sinks/sink.js";
+import { sendToSinks, type SinkedPartition } from "./sink-sync.js";
 import { SyncLog } from "./sync-log.js";
 import { assertPartitionValue, makePartition, orderPartition, parsePartition, parsePartitionPath, partitionPath, type Partition } from "./partition.js";
 import { newRunId } from "./run-id.js";
@@ -93,6 +95,8 @@ export interface SyncReport {
   readonly layers: readonly ({ readonly dataset: string; readonly layer: string; readonly table: string } & SyncTotals)[];
   readonly loads: readonly LoadReport[];
   readonly totals: SyncTotals;
+  /** What each layer's sinks (PostgreSQL) got: per sink and partition, sent / skipped / failed. */
+  readonly sinks: readonly SinkedPartition[];
 }
 
 /** Options of plan and sync. */
@@ -106,6 +110,8 @@ export interface PipelineOptions {
   /** Accept derived builds of 0 rows for partitions that had rows. */
   readonly allowEmpty?: boolean;
   readonly onProgress?: (event: { readonly layer: string; readonly done: number; readonly total: number; readonly label: string }) => void;
+  /** Opens a declared sink's adapter (the CLI passes src/sinks/open-sink.ts); required when a layer declares `sinks:`. */
+  readonly openSink?: SinkOpener;
 }
 
 /** The columns of a dead-letter table; partitioned by delivery so a rerun replaces its own bad rows. */
@@ -169,6 +175,8 @@ export class Pipeline {
     const results: SyncedPartition[] = [];
     const layers: SyncReport["layers"][number][] = [];
     const loads: LoadReport[] = [];
+    const sinks: SinkedPartition[] = [];
+    this.checkSinkOptions();
     const log = new SyncLog(this.lake, { syncId: newRunId(), config: this.config.file, startedAt: new Date().toISOString() });
     try {
       for (const dataset of this.config.datasets) {
@@ -205,6 +213,8 @@ export class Pipeline {
             }
             layers.push({ dataset: dataset.name, layer: "raw", table: dataset.table, ...totals(rawResults, Date.now() - started) });
             await release();
+            const rawColumns = [...dataset.columns, ...dataset.partition.map((p) => ({ name: p.key, type: "VARCHAR", nullable: false }))];
+            sinks.push(...(await this.sendToSinks(writer, "raw", dataset.table, rawColumns, dataset.partition.map((p) => p.key), dataset.sinks ?? [])));
             for (const layer of dataset.layers) {
               const layerStarted = Date.now();
               const upstreamTable = this.tableOfLayer(dataset, layer.from);
@@ -219,6 +229,8 @@ export class Pipeline {
               }));
               results.push(...layerResults);
               layers.push({ dataset: dataset.name, layer: layer.name, table: layer.table, ...totals(layerResults, Date.now() - layerStarted) });
+              const layerColumns = [...layer.columns, ...layer.partitionKeys.map((key) => ({ name: key, type: "VARCHAR", nullable: false }))];
+              sinks.push(...(await this.sendToSinks(writer, layer.name, layer.table, layerColumns, layer.partitionKeys, layer.sinks ?? [])));
             }
           });
         } finally {
@@ -230,7 +242,40 @@ export class Pipeline {
       throw error;
     }
     await log.finish();
-    return { syncId: log.syncId, partitions: results, layers, loads, totals: totals(results, layers.reduce((sum, l) => sum + l.seconds * 1000, 0)) };
+    return { syncId: log.syncId, partitions: results, layers, loads, totals: totals(results, layers.reduce((sum, l) => sum + l.seconds * 1000, 0)), sinks };
+  }
+
+  /**
+   * After a layer's swaps, under its lease: sends the partitions whose signature a sink does not hold yet
+   * (./sink-sync.ts). The lake's swaps stand whatever the sink does.
+   */
+  private async sendToSinks(
+    writer: LakeWriter,
+    layer: string,
+    table: string,
+    columns: readonly PipelineColumn[],
+    partitionKeys: readonly string[],
+    specs: readonly SinkSpec[],
+  ): Promise<SinkedPartition[]> {
+    if (specs.length === 0 || !this.options.openSink) return [];
+    const states = await writer.partitionStates(table);
+    const selected = new Map([...states].filter(([partition]) => this.selected(parsePartitionPath(partition, partitionKeys), partitionKeys)));
+    let done = 0;
+    return sendToSinks(this.lake, this.options.openSink, { layer, table, columns, partitionKeys, sinks: specs }, selected, (label) => {
+      done += 1;
+      this.options.onProgress?.({ layer: `${layer} -> sink`, done, total: selected.size * specs.length, label });
+    });
+  }
+
+  /** A layer that declares sinks needs an opener for them: refusing up front beats a sync that silently sends nothing. */
+  private checkSinkOptions(): void {
+    if (this.options.openSink) return;
+    for (const dataset of this.config.datasets) {
+      const declared = [...((dataset.sinks ?? []).length > 0 ? ["raw"] : []), ...dataset.layers.filter((l) => (l.sinks ?? []).length > 0).map((l) => l.name)];
+      if (declared.length > 0) {
+        throw new InvalidInputError(`datasets.${dataset.name}: layer ${declared.join(", ")} declares sinks, but this Pipeline has no openSink option (pass openSink from lakeswap's sinks)`);
+      }
+    }
   }
 
   /** Every table one dataset's sync writes: raw, each layer, the dead-letter table. */

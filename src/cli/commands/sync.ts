@@ -3,6 +3,7 @@ import path from "node:path";
 import { loadPipelineConfig } from "../../config/pipeline-config.js";
 import { LakeswapError } from "../../core/errors.js";
 import { Pipeline } from "../../core/pipeline.js";
+import { openSink } from "../../sinks/open-sink.js";
 import { Progress, formatTable, report } from "../output.js";
 import { addWaitOptions, checkPartitionFilters, wantsJson, withLake } from "../context.js";
 
@@ -39,6 +40,7 @@ export function registerSync(program: Command): void {
           partitions: options.partition,
           fullRefresh: options.fullRefresh,
           allowEmpty: options.allowEmpty,
+          openSink,
           onProgress: ({ layer, done, total, label }) => progress.update(done, total, `${layer}: ${label}`),
         }).sync();
         progress.done();
@@ -68,10 +70,30 @@ export function registerSync(program: Command): void {
               ),
             );
           }
+          if (result.sinks.length > 0) {
+            const sent = result.sinks.filter((s) => s.action === "sent").length;
+            const skippedCount = result.sinks.filter((s) => s.action === "skipped").length;
+            const failedCount = result.sinks.filter((s) => s.action === "failed").length;
+            lines.push("", `sinks: ${sent} partition(s) sent, ${skippedCount} skipped (unchanged), ${failedCount} failed`);
+            const notSkipped = result.sinks.filter((s) => s.action !== "skipped");
+            if (notSkipped.length > 0) {
+              lines.push(
+                formatTable(
+                  ["layer", "target", "partition", "action", "reason", "rows", "error"],
+                  notSkipped.map((s) => [s.layer, s.table, s.partition, s.action, s.reason, s.rows, s.error]),
+                ),
+              );
+            }
+          }
           return lines.join("\n");
         });
-        if (result.totals.failed > 0) {
-          throw new LakeswapError("PARTIAL_FAILURE", `${result.totals.failed} partition(s) failed; rerun the same sync to redo only those`);
+        const sinkFailures = result.sinks.filter((s) => s.action === "failed").length;
+        if (result.totals.failed > 0 || sinkFailures > 0) {
+          const what = [
+            ...(result.totals.failed > 0 ? [`${result.totals.failed} partition(s) failed`] : []),
+            ...(sinkFailures > 0 ? [`${sinkFailures} sink partition write(s) failed (nothing of them applied; the lake's swaps stand)`] : []),
+          ];
+          throw new LakeswapError("PARTIAL_FAILURE", `${what.join(", ")}; rerun the same sync to redo only those`);
         }
       },
       config,

@@ -1,0 +1,104 @@
+import type { SinkColumn, SinkLayout, SinkOpener, SinkSpec } from "../sinks/sink.js";
+import { errorMessage } from "./errors.js";
+import type { Lake, PartitionState } from "./lake.js";
+import { partitionPath } from "./partition.js";
+
+/** What happened to one partition at one sink: `sent`, `skipped` (its signature is already there) or `failed` (nothing applied). */
+export interface SinkedPartition {
+  /** The sink, as reports show it (never with a password). */
+  readonly sink: string;
+  readonly layer: string;
+  readonly table: string;
+  readonly partition: string;
+  readonly action: "sent" | "skipped" | "failed";
+  readonly reason: "new" | "changed" | "unchanged" | "unreadable";
+  readonly run?: string;
+  readonly rows?: number;
+  readonly seconds: number;
+  readonly error?: string;
+}
+
+/** One lake table and the sinks its layer declares. */
+export interface SinkTargets {
+  readonly layer: string;
+  readonly table: string;
+  readonly columns: readonly SinkColumn[];
+  readonly partitionKeys: readonly string[];
+  readonly sinks: readonly SinkSpec[];
+}
+
+/** The signature a sink records for a partition: the lake's, or the run id where the partition was never signed. */
+export function sinkSignature(state: PartitionState): string {
+  return state.signature ?? `run:${state.runId}`;
+}
+
+/**
+ * Sends a table's current partitions to each of its sinks: only those whose
+ * signature differs from what the sink recorded (so a rerun sends nothing and
+ * a rolled-back partition is sent again), each in one transaction of the
+ * target. A failure fails that partition (the target rolls it back) and never
+ * the lake's swaps, which stand.
+ */
+export async function sendToSinks(
+  lake: Lake,
+  openSink: SinkOpener,
+  targets: SinkTargets,
+  states: ReadonlyMap<string, PartitionState>,
+  onProgress?: (label: string) => void,
+): Promise<SinkedPartition[]> {
+  const current = [...states.values()].filter((s) => s.runId !== "").sort((a, b) => (a.partition < b.partition ? -1 : 1));
+  const results: SinkedPartition[] = [];
+  for (const spec of targets.sinks) {
+    const sink = await openSink(spec);
+    const layout: SinkLayout = {
+      lakeTable: targets.table,
+      columns: targets.columns,
+      partitionKeys: targets.partitionKeys,
+      mode: spec.mode,
+      primaryKey: spec.primaryKey,
+    };
+    const base = { sink: sink.description, layer: targets.layer, table: `${spec.schema}.${spec.table}` };
+    try {
+      let recorded: Map<string, string>;
+      try {
+        recorded = await sink.prepare(layout);
+      } catch (error) {
+        // The target cannot be reached or does not fit: every partition it should have fails, with the reason.
+        for (const state of current) results.push({ ...base, partition: state.partition, action: "failed", reason: sendReason(undefined), run: state.runId, seconds: 0, error: errorMessage(error) });
+        continue;
+      }
+      const changed = current.filter((state) => recorded.get(state.partition) !== sinkSignature(state));
+      for (const state of current) {
+        if (!changed.includes(state)) results.push({ ...base, partition: state.partition, action: "skipped", reason: "unchanged", run: state.runId, seconds: 0 });
+      }
+      if (changed.length === 0) continue;
+      const runs = await lake.localRuns(targets.table, changed.map((s) => s.partition));
+      const byPartition = new Map((runs ?? []).map((run) => [partitionPath(run.partition), run]));
+      for (const state of changed) {
+        const reason = sendReason(recorded.get(state.partition));
+        const run = byPartition.get(state.partition);
+        if (!run || run.runId !== state.runId) {
+          const why = runs === undefined ? "the lake's runs are not local files (S3): the PostgreSQL sink reads runs from an embedded lake" : `run ${state.runId} has no files`;
+          results.push({ ...base, partition: state.partition, action: "failed", reason: "unreadable", run: state.runId, seconds: 0, error: `${sink.description}: ${why}` });
+          continue;
+        }
+        const started = Date.now();
+        onProgress?.(`${base.table}/${state.partition}`);
+        try {
+          const { rows } = await sink.write(layout, { partition: run.partition, path: state.partition, runId: state.runId, signature: sinkSignature(state), files: run.files });
+          results.push({ ...base, partition: state.partition, action: "sent", reason, run: state.runId, rows, seconds: (Date.now() - started) / 1000 });
+        } catch (error) {
+          results.push({ ...base, partition: state.partition, action: "failed", reason, run: state.runId, seconds: (Date.now() - started) / 1000, error: errorMessage(error) });
+        }
+      }
+    } finally {
+      await sink.close();
+    }
+  }
+  return results;
+}
+
+function sendReason(recorded: string | undefined): "new" | "changed" {
+  return recorded === undefined ? "new" : "changed";
+}
+

@@ -1,0 +1,265 @@
+import { createReadStream } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { pipeline } from "node:stream/promises";
+import type { DuckDBConnection, DuckDBInstance } from "@duckdb/node-api";
+import pg from "pg";
+import { from as copyFrom } from "pg-copy-streams";
+import { postgresColumnType } from "../../core/column-types.js";
+import { LakeswapError, errorMessage } from "../../core/errors.js";
+import { quoteLiteral } from "../../core/sql.js";
+import type { Sink, SinkColumn, SinkLayout, SinkPartitionWrite, SinkSpec } from "../sink.js";
+
+/** The part of a `pg` client the sink calls (a test may hand in one of its own). */
+export type PostgresClient = Pick<pg.Client, "connect" | "query" | "end" | "on">;
+
+/** The state table, one per schema: each partition's signature, written in the same transaction as its rows. */
+const STATE_TABLE = "lakeswap_state";
+
+/**
+ * The PostgreSQL sink: each partition goes in one transaction, by COPY
+ * (rows streamed out of the run's Parquet files through DuckDB as CSV),
+ * with its signature in `lakeswap_state`. `partition_replace` deletes the
+ * partition's rows and inserts the new ones; `upsert` merges by primary key
+ * (`INSERT ... ON CONFLICT ... DO UPDATE`) from a temporary table.
+ */
+export class PostgresSink implements Sink {
+  readonly description: string;
+  private readonly client: PostgresClient;
+  private connected?: Promise<void>;
+  private duckdb?: Promise<{ instance: DuckDBInstance; connection: DuckDBConnection }>;
+  private broken?: Error;
+
+  constructor(
+    private readonly spec: SinkSpec,
+    client?: PostgresClient,
+  ) {
+    this.description = `postgres ${spec.maskedUrl} ${spec.schema}.${spec.table}`;
+    this.client = client ?? new pg.Client({ connectionString: spec.url, application_name: "lakeswap" });
+    // A connection that drops between queries must not crash the process: the next query fails instead.
+    this.client.on("error", (error: Error) => {
+      this.broken = error;
+    });
+  }
+
+  async prepare(layout: SinkLayout): Promise<Map<string, string>> {
+    await this.connect();
+    const schema = ident(this.spec.schema);
+    const exists = await this.query<{ n: number }>("SELECT 1 AS n FROM pg_namespace WHERE nspname = $1", [this.spec.schema]);
+    if (exists.rows.length === 0) await this.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
+    const existing = await this.targetColumns();
+    if (existing.size === 0) await this.createTarget(layout);
+    else this.checkTarget(layout, existing);
+    if (layout.mode === "upsert") await this.checkKey(layout);
+    await this.query(
+      `CREATE TABLE IF NOT EXISTS ${schema}.${ident(STATE_TABLE)} (` +
+        "table_name text NOT NULL, partition text NOT NULL, signature text NOT NULL, run_id text NOT NULL, " +
+        "updated_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (table_name, partition))",
+    );
+    const state = await this.query<{ partition: string; signature: string }>(
+      `SELECT partition, signature FROM ${schema}.${ident(STATE_TABLE)} WHERE table_name = $1`,
+      [this.spec.table],
+    );
+    return new Map(state.rows.map((row) => [row.partition, row.signature]));
+  }
+
+  async write(layout: SinkLayout, part: SinkPartitionWrite): Promise<{ rows: number }> {
+    await this.connect();
+    const folder = await mkdtemp(path.join(os.tmpdir(), "lakeswap-sink-"));
+    try {
+      const csv = path.join(folder, "rows.csv");
+      await this.exportCsv(layout, part, csv);
+      const target = `${ident(this.spec.schema)}.${ident(this.spec.table)}`;
+      const columns = layout.columns.map((c) => ident(c.name)).join(", ");
+      await this.query("BEGIN");
+      try {
+        // Two writers of one target (two lakes, two configs) take turns per partition.
+        await this.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`lakeswap:${this.spec.schema}.${this.spec.table}`]);
+        let rows: number;
+        if (layout.mode === "partition_replace") {
+          const where = layout.partitionKeys.map((key, i) => `${ident(key)} = $${i + 1}`).join(" AND ");
+          await this.query(`DELETE FROM ${target} WHERE ${where}`, [...part.partition.values]);
+          rows = await this.copy(`COPY ${target} (${columns}) FROM STDIN (FORMAT csv)`, csv);
+        } else {
+          const temp = ident("lakeswap_rows");
+          const definitions = layout.columns.map((c) => `${ident(c.name)} ${postgresType(c)}`).join(", ");
+          await this.query(`CREATE TEMPORARY TABLE ${temp} (${definitions}) ON COMMIT DROP`);
+          rows = await this.copy(`COPY ${temp} (${columns}) FROM STDIN (FORMAT csv)`, csv);
+          await this.query(upsertStatement(target, temp, layout));
+        }
+        await this.query(
+          `INSERT INTO ${ident(this.spec.schema)}.${ident(STATE_TABLE)} (table_name, partition, signature, run_id, updated_at) VALUES ($1, $2, $3, $4, now()) ` +
+            "ON CONFLICT (table_name, partition) DO UPDATE SET signature = EXCLUDED.signature, run_id = EXCLUDED.run_id, updated_at = now()",
+          [this.spec.table, part.path, part.signature, part.runId],
+        );
+        await this.query("COMMIT");
+        return { rows };
+      } catch (error) {
+        await this.query("ROLLBACK").catch(() => undefined);
+        throw error;
+      }
+    } finally {
+      await rm(folder, { recursive: true, force: true });
+    }
+  }
+
+  async close(): Promise<void> {
+    const duckdb = this.duckdb;
+    this.duckdb = undefined;
+    if (duckdb) {
+      const { instance, connection } = await duckdb.catch(() => ({ instance: undefined, connection: undefined }));
+      connection?.closeSync();
+      instance?.closeSync();
+    }
+    if (this.connected) {
+      this.connected = undefined;
+      await this.client.end().catch(() => undefined);
+    }
+  }
+
+  private async connect(): Promise<void> {
+    this.connected ??= this.client.connect().then(() => undefined);
+    try {
+      await this.connected;
+    } catch (error) {
+      throw this.failure(error, "cannot connect");
+    }
+  }
+
+  private async query<Row extends pg.QueryResultRow = pg.QueryResultRow>(sql: string, values?: unknown[]): Promise<pg.QueryResult<Row>> {
+    if (this.broken) throw this.failure(this.broken, "connection lost");
+    try {
+      return await this.client.query<Row>(sql, values);
+    } catch (error) {
+      throw this.failure(error);
+    }
+  }
+
+  /** Streams a CSV file into a `COPY ... FROM STDIN`; returns the rows PostgreSQL took. */
+  private async copy(sql: string, csv: string): Promise<number> {
+    try {
+      const stream = (this.client as pg.Client).query(copyFrom(sql));
+      await pipeline(createReadStream(csv), stream);
+      return stream.rowCount;
+    } catch (error) {
+      throw this.failure(error);
+    }
+  }
+
+  /** Writes the run's rows as CSV: every value quoted, NULL as an empty unquoted field, the partition's values added. */
+  private async exportCsv(layout: SinkLayout, part: SinkPartitionWrite, csv: string): Promise<void> {
+    const { connection } = await this.openDuckDb();
+    const select = layout.columns
+      .map((column) => {
+        const index = part.partition.keys.indexOf(column.name);
+        return index >= 0 ? `${quoteLiteral(part.partition.values[index] as string)} AS ${ident(column.name)}` : ident(column.name);
+      })
+      .join(", ");
+    const files = part.files.map((file) => quoteLiteral(file)).join(", ");
+    await connection.run(
+      `COPY (SELECT ${select} FROM read_parquet([${files}], hive_partitioning = false)) TO ${quoteLiteral(csv)} (FORMAT CSV, HEADER false, FORCE_QUOTE *)`,
+    );
+  }
+
+  private openDuckDb(): Promise<{ instance: DuckDBInstance; connection: DuckDBConnection }> {
+    this.duckdb ??= (async () => {
+      const { DuckDBInstance } = await import("@duckdb/node-api");
+      const instance = await DuckDBInstance.create(":memory:", { threads: "2" });
+      const connection = await instance.connect();
+      // Instants as UTC text with their offset, so PostgreSQL reads the same instant whatever the machine's zone.
+      await connection.run("SET TimeZone = 'UTC'").catch(() => undefined);
+      return { instance, connection };
+    })();
+    return this.duckdb;
+  }
+
+  /** The target's columns and their types as `format_type` prints them; empty when the table does not exist. */
+  private async targetColumns(): Promise<Map<string, string>> {
+    const result = await this.query<{ name: string; type: string }>(
+      "SELECT a.attname AS name, format_type(a.atttypid, a.atttypmod) AS type FROM pg_attribute a " +
+        "WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
+      [`${ident(this.spec.schema)}.${ident(this.spec.table)}`],
+    );
+    return new Map(result.rows.map((row) => [row.name, row.type]));
+  }
+
+  private async createTarget(layout: SinkLayout): Promise<void> {
+    const definitions = layout.columns.map((c) => `${ident(c.name)} ${postgresType(c)}${c.nullable && !layout.primaryKey.includes(c.name) ? "" : " NOT NULL"}`);
+    if (layout.mode === "upsert") {
+      definitions.push("updated_at timestamptz NOT NULL DEFAULT now()");
+      definitions.push(`PRIMARY KEY (${layout.primaryKey.map(ident).join(", ")})`);
+    }
+    await this.query(`CREATE TABLE IF NOT EXISTS ${ident(this.spec.schema)}.${ident(this.spec.table)} (${definitions.join(", ")})`);
+  }
+
+  /** An existing target must hold every column with the mapped type (extra columns are left alone). */
+  private checkTarget(layout: SinkLayout, existing: ReadonlyMap<string, string>): void {
+    const wanted = [...layout.columns.map((c) => [c.name, postgresType(c)] as const), ...(layout.mode === "upsert" ? [["updated_at", "timestamp with time zone"] as const] : [])];
+    for (const [name, type] of wanted) {
+      const actual = existing.get(name);
+      const fix = `alter or drop ${this.spec.schema}.${this.spec.table}, or set sinks.postgres.table to another table (lakeswap creates it)`;
+      if (actual === undefined) {
+        throw new LakeswapError("CONFLICT", `${this.description}: the existing table has no column '${name}' (${type} expected, from lake table ${layout.lakeTable}); ${fix}`);
+      }
+      if (actual !== type) {
+        throw new LakeswapError("CONFLICT", `${this.description}: column '${name}' is ${actual} in the existing table, but lake table ${layout.lakeTable} sends ${type}; ${fix}`);
+      }
+    }
+  }
+
+  /** Upsert needs a unique index on exactly the primary key: ON CONFLICT names it. */
+  private async checkKey(layout: SinkLayout): Promise<void> {
+    const result = await this.query<{ columns: string[] }>(
+      "SELECT array_agg(a.attname::text ORDER BY a.attname) AS columns FROM pg_index i " +
+        "JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) " +
+        "WHERE i.indrelid = to_regclass($1) AND i.indisunique AND i.indpred IS NULL GROUP BY i.indexrelid",
+      [`${ident(this.spec.schema)}.${ident(this.spec.table)}`],
+    );
+    const key = [...layout.primaryKey].sort().join(",");
+    if (!result.rows.some((row) => row.columns.join(",") === key)) {
+      throw new LakeswapError(
+        "CONFLICT",
+        `${this.description}: the existing table has no primary key or unique index on (${layout.primaryKey.join(", ")}), which upsert merges on; ` +
+          `add one (ALTER TABLE ${this.spec.schema}.${this.spec.table} ADD PRIMARY KEY (${layout.primaryKey.join(", ")}))`,
+      );
+    }
+  }
+
+  /** The database's own message, prefixed with the target; never the URL's password. */
+  private failure(error: unknown, what?: string): LakeswapError {
+    if (error instanceof LakeswapError) return error;
+    const pgError = error as { message?: string; detail?: string; where?: string; code?: string };
+    const parts = [errorMessage(error) || String(pgError.code ?? "error")];
+    if (pgError.detail) parts.push(pgError.detail);
+    if (pgError.where && /COPY/.test(pgError.where)) parts.push(pgError.where.split("\n")[0]!);
+    const message = parts.join(" ").split(this.spec.url).join(this.spec.maskedUrl);
+    return new LakeswapError("STORE_ERROR", `${this.description}: ${what ? `${what}: ` : ""}${message}`, { cause: error });
+  }
+}
+
+/** The INSERT ... ON CONFLICT that merges the temporary table into the target; a row whose values did not change keeps its updated_at. */
+function upsertStatement(target: string, temp: string, layout: SinkLayout): string {
+  const columns = layout.columns.map((c) => ident(c.name));
+  const key = layout.primaryKey.map(ident);
+  const others = layout.columns.filter((c) => !layout.primaryKey.includes(c.name)).map((c) => ident(c.name));
+  const insert = `INSERT INTO ${target} AS t (${columns.join(", ")}) SELECT ${columns.join(", ")} FROM ${temp} ON CONFLICT (${key.join(", ")})`;
+  if (others.length === 0) return `${insert} DO NOTHING`;
+  const set = others.map((c) => `${c} = EXCLUDED.${c}`).join(", ");
+  const changed = `(${others.map((c) => `t.${c}`).join(", ")}) IS DISTINCT FROM (${others.map((c) => `EXCLUDED.${c}`).join(", ")})`;
+  // ROW(...) of one column is needed for IS DISTINCT FROM to compare rows rather than a parenthesized value.
+  const rowChanged = others.length === 1 ? `t.${others[0]} IS DISTINCT FROM EXCLUDED.${others[0]}` : changed;
+  return `${insert} DO UPDATE SET ${set}, updated_at = now() WHERE ${rowChanged}`;
+}
+
+function postgresType(column: SinkColumn): string {
+  const type = postgresColumnType(column.type);
+  if (!type) throw new LakeswapError("INVALID_INPUT", `column '${column.name}' of type ${column.type} cannot be sent to PostgreSQL`);
+  return type;
+}
+
+/** A PostgreSQL identifier, quoted; names are checked by the config (lowercase letters, digits, '_'). */
+function ident(name: string): string {
+  if (!/^[a-z_][a-z0-9_]*$/.test(name)) throw new LakeswapError("INVALID_INPUT", `'${name}' cannot be used as a PostgreSQL identifier`);
+  return `"${name}"`;
+}

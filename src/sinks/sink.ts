@@ -1,0 +1,64 @@
+import type { Partition } from "../core/partition.js";
+
+/** How a sink writes one partition: `upsert` merges rows by primary key, `partition_replace` swaps the partition's rows. */
+export type SinkMode = "upsert" | "partition_replace";
+
+/** A column of a sink's target table: a lake column (declared type) or a partition key (text). */
+export interface SinkColumn {
+  readonly name: string;
+  /** The declared lake type, normalized (`BIGINT`, `DECIMAL(10,2)`, ...). */
+  readonly type: string;
+  readonly nullable: boolean;
+}
+
+/** What a sink writes: the lake table's columns (partition keys included), and how. */
+export interface SinkLayout {
+  /** The lake table the rows come from. */
+  readonly lakeTable: string;
+  readonly columns: readonly SinkColumn[];
+  readonly partitionKeys: readonly string[];
+  readonly mode: SinkMode;
+  /** The key `upsert` merges on (empty for `partition_replace`). */
+  readonly primaryKey: readonly string[];
+}
+
+/** One partition to send: its current run in the lake and the signature the sink records with it. */
+export interface SinkPartitionWrite {
+  readonly partition: Partition;
+  /** The partition's path, `day=2026-11-01`: the key of the sink's state row. */
+  readonly path: string;
+  readonly runId: string;
+  readonly signature: string;
+  /** The run's Parquet files, as local paths. */
+  readonly files: readonly string[];
+}
+
+/**
+ * A target outside the lake (PostgreSQL). Each partition is written in one
+ * transaction of the target, together with the signature it records, so a
+ * write is applied whole or not at all and a rerun skips what it already holds.
+ */
+export interface Sink {
+  /** The target as messages and reports show it, never with a password (`postgres://app@db:5432/x analytics.orders`). */
+  readonly description: string;
+  /** Creates the target and state tables if missing, refuses a target that differs; returns each partition's recorded signature. */
+  prepare(layout: SinkLayout): Promise<Map<string, string>>;
+  /** Writes one partition and its state row in one transaction; returns the rows sent. */
+  write(layout: SinkLayout, partition: SinkPartitionWrite): Promise<{ readonly rows: number }>;
+  close(): Promise<void>;
+}
+
+/** A sink as declared in the config: which kind, and its settings. */
+export interface SinkSpec {
+  readonly kind: "postgres";
+  /** The connection URL, with its password: never printed (use `maskedUrl`). */
+  readonly url: string;
+  readonly maskedUrl: string;
+  readonly schema: string;
+  readonly table: string;
+  readonly mode: SinkMode;
+  readonly primaryKey: readonly string[];
+}
+
+/** Opens the adapter of a declared sink (the CLI and `openSinkFor` supply it; core never imports an adapter). */
+export type SinkOpener = (spec: SinkSpec) => Promise<Sink>;

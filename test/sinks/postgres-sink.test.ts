@@ -1,0 +1,261 @@
+import { mkdirSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { loadPipelineConfig } from "../../src/config/pipeline-config.js";
+import type { Lake } from "../../src/core/lake.js";
+import { Pipeline, type SyncReport } from "../../src/core/pipeline.js";
+import { openEmbeddedLake } from "../../src/open-lake.js";
+import { openSink } from "../../src/sinks/open-sink.js";
+import { tempDir } from "../support/lake-fixture.js";
+import { orders, toCsv, type OrderRow } from "../support/pipeline-fixture.js";
+import { postgresAvailable, startPostgres, type PostgresServer } from "../support/postgres.js";
+
+const STAGE_SQL = "SELECT order_id, customer_id, amount, order_ts FROM orders_raw WHERE day = {{ day }} AND status = 'completed'\n";
+const MONTHLY_SQL = "SELECT day AS order_day, count(*) AS orders, sum(amount) AS revenue FROM orders_stage GROUP BY day\n";
+
+/** Raw orders by day; stage by day sent with partition_replace; monthly analytics sent with upsert by order_day. */
+function yaml(url = "${DATABASE_URL}"): string {
+  return `datasets:
+  orders:
+    source: {format: csv, path: deliveries/*.csv}
+    columns:
+      order_id: {type: BIGINT, nullable: false}
+      customer_id: BIGINT
+      amount: DECIMAL(10,2)
+      status: VARCHAR
+      order_ts: TIMESTAMP
+      updated_at: TIMESTAMP
+    partition:
+      day: strftime(order_ts, '%Y-%m-%d')
+    layers:
+      - name: stage
+        sql: sql/stage.sql
+        columns: {order_id: BIGINT, customer_id: BIGINT, amount: "DECIMAL(10,2)", order_ts: TIMESTAMP}
+        sinks:
+          postgres: {url: "${url}", table: lake.orders_by_day, mode: partition_replace}
+      - name: analytics
+        table: orders_monthly
+        sql: sql/monthly.sql
+        columns: {order_day: VARCHAR, orders: BIGINT, revenue: "DECIMAL(18,2)"}
+        inputs:
+          map: {month: "substr(day, 1, 7)"}
+        sinks:
+          postgres: {url: "${url}", table: analytics.orders_monthly, mode: upsert, primary_key: [order_day]}
+`;
+}
+
+let server: PostgresServer;
+let database = 0;
+const cleanups: (() => Promise<void> | void)[] = [];
+
+beforeAll(async () => {
+  server = await startPostgres();
+}, 120_000);
+afterAll(async () => {
+  await server?.stop();
+});
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+/** A workspace with its own database, lake and config. */
+async function workspace(options: { url?: (databaseUrl: string) => string } = {}) {
+  database += 1;
+  const name = `sink_${database}`;
+  await server.query(`CREATE DATABASE ${name}`);
+  const databaseUrl = server.url.replace(/\/postgres$/, `/${name}`);
+  process.env.DATABASE_URL = databaseUrl;
+  const { dir, cleanup } = tempDir("lakeswap-sink-");
+  cleanups.push(cleanup);
+  mkdirSync(path.join(dir, "sql"));
+  mkdirSync(path.join(dir, "deliveries"));
+  writeFileSync(path.join(dir, "sql", "stage.sql"), STAGE_SQL);
+  writeFileSync(path.join(dir, "sql", "monthly.sql"), MONTHLY_SQL);
+  const configFile = path.join(dir, "lakeswap.yaml");
+  writeFileSync(configFile, yaml(options.url ? options.url(databaseUrl) : undefined));
+  const lake = await openEmbeddedLake(path.join(dir, "lake"), { graceMs: 0, leaseWaitMs: 0 });
+  cleanups.push(() => lake.close());
+  let counter = 0;
+  const db = async <Row extends Record<string, unknown>>(sql: string, values?: unknown[]): Promise<Row[]> => {
+    const pg = await import("pg");
+    const client = new pg.default.Client({ connectionString: databaseUrl });
+    await client.connect();
+    try {
+      return (await client.query<Row>(sql, values)).rows;
+    } finally {
+      await client.end();
+    }
+  };
+  return {
+    lake,
+    db,
+    databaseUrl,
+    deliver(rows: readonly OrderRow[]): string {
+      const file = path.join(dir, "deliveries", `delivery-${counter++}.csv`);
+      writeFileSync(file, toCsv(rows));
+      return file;
+    },
+    sync(file: string, lakeToUse: Lake = lake): Promise<SyncReport> {
+      return new Pipeline(lakeToUse, loadPipelineConfig(configFile), { inputs: [file], openSink }).sync();
+    },
+  };
+}
+
+/** `table partition action reason` of a sync's sink writes, sorted. */
+function sinkLines(report: SyncReport, actions: readonly string[] = ["sent", "failed"]): string[] {
+  return report.sinks
+    .filter((s) => actions.includes(s.action))
+    .map((s) => `${s.table} ${s.partition} ${s.action} ${s.reason}`)
+    .sort();
+}
+
+/** Orders of days 1..3, with day 2's amounts changed by `bump` cents. */
+function changedDay2(bump: number): OrderRow[] {
+  return orders(3).map((row) => (row.ts.startsWith("2026-11-02") ? { ...row, amount: (Number(row.amount) + bump / 100).toFixed(2) } : row));
+}
+
+describe.skipIf(!postgresAvailable())("PostgreSQL sink", () => {
+  it("sends every partition once, in both modes; a rerun sends nothing", async () => {
+    const ws = await workspace();
+    const first = await ws.sync(ws.deliver(orders(3)));
+    expect(sinkLines(first)).toEqual([
+      "analytics.orders_monthly month=2026-11 sent new",
+      "lake.orders_by_day day=2026-11-01 sent new",
+      "lake.orders_by_day day=2026-11-02 sent new",
+      "lake.orders_by_day day=2026-11-03 sent new",
+    ]);
+    // Rows in PostgreSQL are the lake's rows, partition key included.
+    const lakeRows = (await ws.lake.query("SELECT day, count(*) AS n, sum(amount)::VARCHAR AS total FROM orders_stage GROUP BY day ORDER BY day")).rows;
+    const pgRows = await ws.db("SELECT day, count(*)::int AS n, sum(amount)::text AS total FROM lake.orders_by_day GROUP BY day ORDER BY day");
+    expect(pgRows.map((r) => [r.day, r.n, r.total])).toEqual(lakeRows.map((r) => [r[0], Number(r[1]), r[2]]));
+    expect(pgRows.map((r) => r.n)).toEqual([8, 8, 8]);
+    const monthly = await ws.db<{ order_day: string; orders: string; month: string }>("SELECT order_day, orders::text, month FROM analytics.orders_monthly ORDER BY order_day");
+    expect(monthly.map((r) => `${r.order_day} ${r.orders} ${r.month}`)).toEqual(["2026-11-01 8 2026-11", "2026-11-02 8 2026-11", "2026-11-03 8 2026-11"]);
+    // The created tables: types mapped from the layer's columns, the upsert key declared, updated_at added.
+    const columns = await ws.db<{ name: string; type: string }>(
+      "SELECT attname AS name, format_type(atttypid, atttypmod) AS type FROM pg_attribute WHERE attrelid = 'analytics.orders_monthly'::regclass AND attnum > 0 ORDER BY attnum",
+    );
+    expect(columns.map((c) => `${c.name} ${c.type}`)).toEqual(["order_day text", "orders bigint", "revenue numeric(18,2)", "month text", "updated_at timestamp with time zone"]);
+    const key = await ws.db("SELECT 1 FROM pg_constraint WHERE conrelid = 'analytics.orders_monthly'::regclass AND contype = 'p'");
+    expect(key).toHaveLength(1);
+    // The state rows: one per partition, with the lake's signature and run.
+    const state = await ws.db<{ partition: string; run_id: string; signature: string }>("SELECT partition, run_id, signature FROM lake.lakeswap_state ORDER BY partition");
+    const stages = await ws.lake.partitionStates("orders_stage");
+    expect(state.map((s) => [s.partition, s.run_id, s.signature])).toEqual([...stages.values()].map((s) => [s.partition, s.runId, s.signature]).sort());
+
+    const again = await ws.sync(ws.deliver(orders(3)));
+    expect(sinkLines(again)).toEqual([]);
+    expect(again.sinks.filter((s) => s.action === "skipped")).toHaveLength(4);
+    expect(again.sinks.every((s) => s.action !== "skipped" || s.reason === "unchanged")).toBe(true);
+  });
+
+  it("sends a changed partition alone; upsert updates the changed rows and stamps updated_at", async () => {
+    const ws = await workspace();
+    await ws.sync(ws.deliver(orders(3)));
+    const before = await ws.db<{ order_day: string; updated_at: Date; revenue: string }>("SELECT order_day, updated_at, revenue::text FROM analytics.orders_monthly ORDER BY order_day");
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const report = await ws.sync(ws.deliver(changedDay2(1)));
+    expect(sinkLines(report)).toEqual(["analytics.orders_monthly month=2026-11 sent changed", "lake.orders_by_day day=2026-11-02 sent changed"]);
+    const after = await ws.db<{ order_day: string; updated_at: Date; revenue: string }>("SELECT order_day, updated_at, revenue::text FROM analytics.orders_monthly ORDER BY order_day");
+    // Only the row whose values changed gets a new updated_at.
+    expect(after[0]!.updated_at.getTime()).toBe(before[0]!.updated_at.getTime());
+    expect(after[1]!.updated_at.getTime()).toBeGreaterThan(before[1]!.updated_at.getTime());
+    expect(Number(after[1]!.revenue) - Number(before[1]!.revenue)).toBeCloseTo(0.08, 5);
+    const day2 = await ws.db<{ total: string; n: number }>("SELECT sum(amount)::text AS total, count(*)::int AS n FROM lake.orders_by_day WHERE day = '2026-11-02'");
+    expect(day2[0]!.n).toBe(8);
+    const lakeTotal = (await ws.lake.query("SELECT sum(amount)::VARCHAR FROM orders_stage WHERE day = '2026-11-02'")).rows[0]![0];
+    expect(day2[0]!.total).toBe(lakeTotal);
+  });
+
+  it("sends a partition the lake rolled back again on the next sync", async () => {
+    const ws = await workspace();
+    const original = ws.deliver(orders(3));
+    await ws.sync(original);
+    const originalTotal = (await ws.db<{ t: string }>("SELECT sum(amount)::text AS t FROM lake.orders_by_day WHERE day = '2026-11-02'"))[0]!.t;
+    await ws.sync(ws.deliver(changedDay2(5)));
+    expect((await ws.db<{ t: string }>("SELECT sum(amount)::text AS t FROM lake.orders_by_day WHERE day = '2026-11-02'"))[0]!.t).not.toBe(originalTotal);
+    await ws.lake.rollbackSync((await ws.lake.syncs())[0]!.syncId);
+    // The lake holds the original rows again; the sink still holds the changed ones until the next sync sends them.
+    const report = await ws.sync(original);
+    expect(sinkLines(report)).toEqual(["analytics.orders_monthly month=2026-11 sent changed", "lake.orders_by_day day=2026-11-02 sent changed"]);
+    expect((await ws.db<{ t: string }>("SELECT sum(amount)::text AS t FROM lake.orders_by_day WHERE day = '2026-11-02'"))[0]!.t).toBe(originalTotal);
+  });
+
+  it("refuses an existing table that differs, naming the column and both types; the lake's swaps stand", async () => {
+    const ws = await workspace();
+    await ws.db("CREATE SCHEMA lake");
+    await ws.db("CREATE TABLE lake.orders_by_day (order_id bigint, customer_id bigint, amount text, order_ts timestamp, day text)");
+    const report = await ws.sync(ws.deliver(orders(2)));
+    const failed = report.sinks.filter((s) => s.table === "lake.orders_by_day");
+    expect(failed.map((s) => s.action)).toEqual(["failed", "failed"]);
+    expect(failed[0]!.error).toMatch(/column 'amount' is text in the existing table, but lake table orders_stage sends numeric\(10,2\)/);
+    expect(report.partitions.filter((p) => p.layer === "stage").every((p) => p.action === "build")).toBe(true);
+    // The other sink went on.
+    expect(sinkLines(report).filter((l) => l.startsWith("analytics"))).toEqual(["analytics.orders_monthly month=2026-11 sent new"]);
+
+    await ws.db("ALTER TABLE lake.orders_by_day DROP COLUMN amount");
+    const missing = await ws.sync(ws.deliver(orders(2)));
+    expect(missing.sinks.find((s) => s.table === "lake.orders_by_day")!.error).toMatch(/has no column 'amount' \(numeric\(10,2\) expected/);
+  });
+
+  it("fails a partition the database refuses with its message, leaves its previous rows intact, and sends it on the next sync", async () => {
+    const ws = await workspace();
+    await ws.sync(ws.deliver(orders(3)));
+    const before = await ws.db("SELECT * FROM lake.orders_by_day WHERE day = '2026-11-02' ORDER BY order_id");
+    const stateBefore = await ws.db("SELECT * FROM lake.lakeswap_state WHERE partition = 'day=2026-11-02'");
+    await ws.db("ALTER TABLE lake.orders_by_day ADD CONSTRAINT small_amounts CHECK (amount < 1000)");
+    const report = await ws.sync(ws.deliver(changedDay2(100_000)));
+    const failed = report.sinks.find((s) => s.table === "lake.orders_by_day" && s.partition === "day=2026-11-02")!;
+    expect(failed.action).toBe("failed");
+    expect(failed.error).toMatch(/violates check constraint "small_amounts"/);
+    expect(failed.error).toMatch(/COPY orders_by_day, line/);
+    // Nothing of the failed write is visible: the DELETE rolled back with the COPY, and the state row too.
+    expect(await ws.db("SELECT * FROM lake.orders_by_day WHERE day = '2026-11-02' ORDER BY order_id")).toEqual(before);
+    expect(await ws.db("SELECT * FROM lake.lakeswap_state WHERE partition = 'day=2026-11-02'")).toEqual(stateBefore);
+
+    await ws.db("ALTER TABLE lake.orders_by_day DROP CONSTRAINT small_amounts");
+    const retry = await ws.sync(ws.deliver(changedDay2(100_000)));
+    expect(sinkLines(retry)).toEqual(["lake.orders_by_day day=2026-11-02 sent changed"]);
+  });
+
+  it("fails every partition when the database cannot be reached, naming the target without its password", async () => {
+    const ws = await workspace({ url: () => "postgres://app:s3cret-pw@127.0.0.1:1/nowhere" });
+    const report = await ws.sync(ws.deliver(orders(2)));
+    expect(report.sinks.length).toBeGreaterThan(0);
+    for (const s of report.sinks) {
+      expect(s.action).toBe("failed");
+      expect(s.error).toMatch(/cannot connect: .*ECONNREFUSED/);
+      expect(s.error).toContain("postgres://app:***@127.0.0.1:1/nowhere");
+      expect(JSON.stringify(s)).not.toContain("s3cret-pw");
+    }
+    expect(report.partitions.every((p) => p.action === "build")).toBe(true);
+  });
+
+  it("a reader polling during partition_replace never sees the partition empty", async () => {
+    const ws = await workspace();
+    await ws.sync(ws.deliver(orders(3, 400)));
+    const pg = await import("pg");
+    const reader = new pg.default.Client({ connectionString: ws.databaseUrl });
+    await reader.connect();
+    const counts: number[] = [];
+    let stop = false;
+    const polling = (async () => {
+      while (!stop) {
+        const result = await reader.query<{ n: number }>("SELECT count(*)::int AS n FROM lake.orders_by_day WHERE day = '2026-11-02'");
+        counts.push(result.rows[0]!.n);
+      }
+    })();
+    try {
+      for (let bump = 1; bump <= 4; bump += 1) {
+        const report = await ws.sync(ws.deliver(orders(3, 400).map((row) => (row.ts.startsWith("2026-11-02") ? { ...row, amount: (Number(row.amount) + bump).toFixed(2) } : row))));
+        expect(sinkLines(report)).toContain("lake.orders_by_day day=2026-11-02 sent changed");
+      }
+    } finally {
+      stop = true;
+      await polling;
+      await reader.end();
+    }
+    expect(counts.length).toBeGreaterThan(10);
+    expect(new Set(counts)).toEqual(new Set([320]));
+  });
+});
