@@ -4,6 +4,7 @@ import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { InvalidInputError } from "../core/errors.js";
 import { assertPartitionKey } from "../core/partition.js";
+import { postgresColumnType } from "../core/column-types.js";
 import { printable } from "../core/sql.js";
 import { transformFingerprint } from "../core/signature.js";
 import { normalizeColumnType, type Column } from "../core/table.js";
@@ -299,7 +300,7 @@ function resolveDataset(name: string, dataset: DatasetInput, dir: string): Datas
       inputMap: keys.map((key) => ({ key, expression: map[key] as string })),
       lookups: [...new Set(layer.inputs?.tables ?? [])],
       compression: layer.compression,
-      sinks: resolveSinks(layer.sinks, [...layerColumns.map((c) => c.name), ...keys], `${where}.sinks`),
+      sinks: resolveSinks(layer.sinks, [...layerColumns, ...keys.map((key) => ({ name: key, type: "VARCHAR" }))], `${where}.sinks`),
     };
   });
   return {
@@ -313,7 +314,7 @@ function resolveDataset(name: string, dataset: DatasetInput, dir: string): Datas
     deadLetter: dataset.dead_letter,
     compression: dataset.compression,
     layers,
-    sinks: resolveSinks(dataset.sinks, [...names, ...partition.map((p) => p.key)], `${at}.sinks`),
+    sinks: resolveSinks(dataset.sinks, [...columns, ...partition.map((p) => ({ name: p.key, type: "VARCHAR" }))], `${at}.sinks`),
   };
 }
 
@@ -322,10 +323,16 @@ type SinksInput = z.output<typeof sinksSchema>;
 const SQL_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
 
 /** Checks a layer's `sinks:` against its columns and resolves `${VAR}` in the URL from the environment. */
-function resolveSinks(sinks: SinksInput, columns: readonly string[], at: string, env: NodeJS.ProcessEnv = process.env): SinkSpec[] {
+function resolveSinks(sinks: SinksInput, layerColumns: readonly Column[], at: string, env: NodeJS.ProcessEnv = process.env): SinkSpec[] {
   const postgres = sinks?.postgres;
   if (!postgres) return [];
   const where = `${at}.postgres`;
+  const columns = layerColumns.map((c) => c.name);
+  for (const column of layerColumns) {
+    if (postgresColumnType(column.type) === undefined) {
+      throw new InvalidInputError(`${where}: column '${column.name}' is ${column.type}, which the PostgreSQL sink does not send; leave it out of this layer or cast it in its SQL`);
+    }
+  }
   const url = interpolateEnvironment(postgres.url, env, `${where}.url`);
   const maskedUrl = maskUrl(url);
   if (!/^postgres(ql)?:\/\//.test(url)) {

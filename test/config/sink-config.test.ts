@@ -1,0 +1,66 @@
+import { afterEach, describe, expect, it } from "vitest";
+import { parse } from "yaml";
+import { maskUrl, resolvePipelineConfig } from "../../src/config/pipeline-config.js";
+import { PipelineWorkspace, pipelineYaml } from "../support/pipeline-fixture.js";
+
+const saved = process.env.LAKESWAP_TEST_DB;
+afterEach(() => {
+  if (saved === undefined) delete process.env.LAKESWAP_TEST_DB;
+  else process.env.LAKESWAP_TEST_DB = saved;
+});
+
+/** Resolves the fixture's config with `sinks` on its analytics layer (columns order_day, orders, revenue; key month). */
+function resolveWithSink(sinks: unknown): () => ReturnType<typeof resolvePipelineConfig> {
+  const ws = new PipelineWorkspace();
+  const config = parse(pipelineYaml()) as Record<string, any>;
+  config.datasets.orders.layers[1].sinks = sinks;
+  return () => {
+    try {
+      return resolvePipelineConfig(config, ws.configFile);
+    } finally {
+      ws.cleanup();
+    }
+  };
+}
+
+describe("sinks: in lakeswap.yaml", () => {
+  it("resolves a PostgreSQL sink, the URL from the environment, schema.table and the key", () => {
+    process.env.LAKESWAP_TEST_DB = "postgres://app:pa55@db.example:5432/shop";
+    const config = resolveWithSink({ postgres: { url: "${LAKESWAP_TEST_DB}", table: "analytics.orders_monthly", mode: "upsert", primary_key: ["order_day"] } })();
+    expect(config.datasets[0]!.layers[1]!.sinks).toEqual([
+      {
+        kind: "postgres", url: "postgres://app:pa55@db.example:5432/shop", maskedUrl: "postgres://app:***@db.example:5432/shop",
+        schema: "analytics", table: "orders_monthly", mode: "upsert", primaryKey: ["order_day"],
+      },
+    ]);
+    // Default mode, default schema; the partition key is a column too.
+    const plain = resolveWithSink({ postgres: { url: "postgresql://localhost/x", table: "monthly", primary_key: ["month"] } })();
+    expect(plain.datasets[0]!.layers[1]!.sinks[0]).toMatchObject({ schema: "public", table: "monthly", mode: "partition_replace", primaryKey: ["month"] });
+    expect(plain.datasets[0]!.layers[0]!.sinks).toEqual([]);
+  });
+
+  it.each([
+    ["an unknown sink key, with a did-you-mean", { postgres: { url: "postgres://h/d", table: "t", mdoe: "upsert" } }, /layers\[1\]\.sinks\.postgres\.mdoe: unknown key \(did you mean 'mode'\?\)/],
+    ["an unknown sink kind", { postgress: { url: "postgres://h/d", table: "t" } }, /layers\[1\]\.sinks\.postgress: unknown key \(did you mean 'postgres'\?\)/],
+    ["an unknown mode", { postgres: { url: "postgres://h/d", table: "t", mode: "merge" } }, /sinks\.postgres\.mode: expected one of "upsert", "partition_replace", got the string "merge"/],
+    ["upsert without a key", { postgres: { url: "postgres://h/d", table: "t", mode: "upsert" } }, /sinks\.postgres\.primary_key: upsert merges rows by key: declare primary_key/],
+    ["a key column the layer does not have", { postgres: { url: "postgres://h/d", table: "t", mode: "upsert", primary_key: ["order_dya"] } }, /sinks\.postgres\.primary_key: unknown column 'order_dya' \(did you mean 'order_day'\?\)/],
+    ["a table that is not schema.table", { postgres: { url: "postgres://h/d", table: "a.b.c" } }, /sinks\.postgres\.table: 'a\.b\.c' is not a table name/],
+    ["a quoted table name", { postgres: { url: "postgres://h/d", table: 'x"; drop table y' } }, /sinks\.postgres\.table: .* is not a table name/],
+    ["a URL that is not PostgreSQL's", { postgres: { url: "mysql://u:topsecret@h/d", table: "t" } }, /sinks\.postgres\.url: 'mysql:\/\/u:\*\*\*@h\/d' is not a PostgreSQL URL/],
+    ["an environment variable that is not set", { postgres: { url: "${LAKESWAP_NOT_SET_ANYWHERE}", table: "t" } }, /sinks\.postgres\.url: environment variable LAKESWAP_NOT_SET_ANYWHERE is not set/],
+  ])("refuses %s, naming the key", (_what, sinks, message) => {
+    expect(resolveWithSink(sinks)).toThrow(message);
+  });
+
+  it("never shows the password in an error", () => {
+    process.env.LAKESWAP_TEST_DB = "mysql://u:hunter2@h/d";
+    expect(resolveWithSink({ postgres: { url: "${LAKESWAP_TEST_DB}", table: "t" } })).toThrow(/^(?!.*hunter2).*$/s);
+  });
+
+  it("masks passwords in URLs", () => {
+    expect(maskUrl("postgres://u:p%40ss@h:5432/d")).toBe("postgres://u:***@h:5432/d");
+    expect(maskUrl("postgres://u@h/d?sslmode=require&password=x")).toBe("postgres://u@h/d?sslmode=require&password=***");
+    expect(maskUrl("postgres://h/d")).toBe("postgres://h/d");
+  });
+});
