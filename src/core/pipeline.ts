@@ -259,11 +259,12 @@ export class Pipeline {
   ): Promise<SinkedPartition[]> {
     if (specs.length === 0 || !this.options.openSink) return [];
     const states = await writer.partitionStates(table);
-    const selected = new Map([...states].filter(([partition]) => this.selected(parsePartitionPath(partition, partitionKeys), partitionKeys)));
+    const selected = (partition: string): boolean => this.selected(parsePartitionPath(partition, partitionKeys), partitionKeys);
+    const total = [...states.keys()].filter(selected).length * specs.length;
     let done = 0;
-    return sendToSinks(this.lake, this.options.openSink, { layer, table, columns, partitionKeys, sinks: specs }, selected, (label) => {
+    return sendToSinks(this.lake, this.options.openSink, { layer, table, columns, partitionKeys, sinks: specs }, states, selected, (label) => {
       done += 1;
-      this.options.onProgress?.({ layer: `${layer} -> sink`, done, total: selected.size * specs.length, label });
+      this.options.onProgress?.({ layer: `${layer} -> sink`, done, total, label });
     });
   }
 

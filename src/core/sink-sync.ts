@@ -1,7 +1,7 @@
-import type { SinkColumn, SinkLayout, SinkOpener, SinkSpec } from "../sinks/sink.js";
+import type { Sink, SinkColumn, SinkLayout, SinkOpener, SinkSpec } from "../sinks/sink.js";
 import { errorMessage } from "./errors.js";
 import type { Lake, PartitionState } from "./lake.js";
-import { partitionPath } from "./partition.js";
+import { parsePartitionPath, partitionPath } from "./partition.js";
 
 /** What happened to one partition at one sink: `sent`, `skipped` (its signature is already there) or `failed` (nothing applied). */
 export interface SinkedPartition {
@@ -10,8 +10,8 @@ export interface SinkedPartition {
   readonly layer: string;
   readonly table: string;
   readonly partition: string;
-  readonly action: "sent" | "skipped" | "failed";
-  readonly reason: "new" | "changed" | "unchanged" | "unreadable";
+  readonly action: "sent" | "skipped" | "failed" | "removed";
+  readonly reason: "new" | "changed" | "unchanged" | "unreadable" | "gone from the lake";
   readonly run?: string;
   readonly rows?: number;
   readonly seconds: number;
@@ -44,9 +44,10 @@ export async function sendToSinks(
   openSink: SinkOpener,
   targets: SinkTargets,
   states: ReadonlyMap<string, PartitionState>,
+  selected: (partition: string) => boolean = () => true,
   onProgress?: (label: string) => void,
 ): Promise<SinkedPartition[]> {
-  const current = [...states.values()].filter((s) => s.runId !== "").sort((a, b) => (a.partition < b.partition ? -1 : 1));
+  const current = [...states.values()].filter((s) => s.runId !== "" && selected(s.partition)).sort((a, b) => (a.partition < b.partition ? -1 : 1));
   const results: SinkedPartition[] = [];
   for (const spec of targets.sinks) {
     const sink = await openSink(spec);
@@ -67,6 +68,7 @@ export async function sendToSinks(
         for (const state of current) results.push({ ...base, partition: state.partition, action: "failed", reason: sendReason(undefined), run: state.runId, seconds: 0, error: errorMessage(error) });
         continue;
       }
+      if (spec.mode === "partition_replace") results.push(...(await removeGone(sink, layout, base, recorded, states, selected)));
       const changed = current.filter((state) => recorded.get(state.partition) !== sinkSignature(state));
       for (const state of current) {
         if (!changed.includes(state)) results.push({ ...base, partition: state.partition, action: "skipped", reason: "unchanged", run: state.runId, seconds: 0 });
@@ -93,6 +95,32 @@ export async function sendToSinks(
       }
     } finally {
       await sink.close();
+    }
+  }
+  return results;
+}
+
+/**
+ * partition_replace mirrors the lake's partitions: one the sink holds but the lake no longer has (a rollback
+ * of the sync that created it) loses its rows, in one transaction with its state row. Upsert never deletes.
+ */
+async function removeGone(
+  sink: Sink,
+  layout: SinkLayout,
+  base: Pick<SinkedPartition, "sink" | "layer" | "table">,
+  recorded: ReadonlyMap<string, string>,
+  states: ReadonlyMap<string, PartitionState>,
+  selected: (partition: string) => boolean,
+): Promise<SinkedPartition[]> {
+  const results: SinkedPartition[] = [];
+  for (const path of [...recorded.keys()].sort()) {
+    if (states.get(path)?.runId || !selected(path)) continue;
+    const started = Date.now();
+    try {
+      const { rows } = await sink.remove(layout, parsePartitionPath(path, layout.partitionKeys), path);
+      results.push({ ...base, partition: path, action: "removed", reason: "gone from the lake", rows, seconds: (Date.now() - started) / 1000 });
+    } catch (error) {
+      results.push({ ...base, partition: path, action: "failed", reason: "gone from the lake", seconds: (Date.now() - started) / 1000, error: errorMessage(error) });
     }
   }
   return results;

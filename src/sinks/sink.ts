@@ -45,6 +45,8 @@ export interface Sink {
   prepare(layout: SinkLayout): Promise<Map<string, string>>;
   /** Writes one partition and its state row in one transaction; returns the rows sent. */
   write(layout: SinkLayout, partition: SinkPartitionWrite): Promise<{ readonly rows: number }>;
+  /** Deletes one partition's rows and its state row in one transaction (a partition the lake no longer has); returns the rows deleted. */
+  remove(layout: SinkLayout, partition: Partition, path: string): Promise<{ readonly rows: number }>;
   close(): Promise<void>;
 }
 

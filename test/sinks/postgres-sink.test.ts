@@ -181,6 +181,28 @@ describe.skipIf(!postgresAvailable())("PostgreSQL sink", () => {
     expect((await ws.db<{ t: string }>("SELECT sum(amount)::text AS t FROM lake.orders_by_day WHERE day = '2026-11-02'"))[0]!.t).toBe(originalTotal);
   });
 
+  it("partition_replace removes a partition the lake no longer has (a rolled-back creation); upsert keeps its rows", async () => {
+    const ws = await workspace();
+    await ws.sync(ws.deliver(orders(2)));
+    const added = await ws.sync(ws.deliver(orders(3)));
+    expect(sinkLines(added)).toContain("lake.orders_by_day day=2026-11-03 sent new");
+    await ws.lake.rollbackSync(added.syncId);
+    const report = await ws.sync(ws.deliver(orders(2)));
+    expect(sinkLines(report, ["sent", "failed", "removed"])).toEqual([
+      "analytics.orders_monthly month=2026-11 sent changed",
+      "lake.orders_by_day day=2026-11-03 removed gone from the lake",
+    ]);
+    expect(report.sinks.find((s) => s.action === "removed")!.rows).toBe(8);
+    expect((await ws.db<{ day: string }>("SELECT DISTINCT day FROM lake.orders_by_day ORDER BY day")).map((r) => r.day)).toEqual(["2026-11-01", "2026-11-02"]);
+    expect((await ws.db<{ partition: string }>("SELECT partition FROM lake.lakeswap_state WHERE table_name = 'orders_by_day' ORDER BY partition")).map((r) => r.partition)).toEqual([
+      "day=2026-11-01",
+      "day=2026-11-02",
+    ]);
+    expect((await ws.db("SELECT order_day FROM analytics.orders_monthly"))).toHaveLength(3);
+    // And a rerun does nothing more.
+    expect(sinkLines(await ws.sync(ws.deliver(orders(2))), ["sent", "failed", "removed"])).toEqual([]);
+  });
+
   it("refuses an existing table that differs, naming the column and both types; the lake's swaps stand", async () => {
     const ws = await workspace();
     await ws.db("CREATE SCHEMA lake");

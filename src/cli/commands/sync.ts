@@ -74,7 +74,8 @@ export function registerSync(program: Command): void {
             const sent = result.sinks.filter((s) => s.action === "sent").length;
             const skippedCount = result.sinks.filter((s) => s.action === "skipped").length;
             const failedCount = result.sinks.filter((s) => s.action === "failed").length;
-            lines.push("", `sinks: ${sent} partition(s) sent, ${skippedCount} skipped (unchanged), ${failedCount} failed`);
+            const removed = result.sinks.filter((s) => s.action === "removed").length;
+            lines.push("", `sinks: ${sent} partition(s) sent, ${skippedCount} skipped (unchanged), ${failedCount} failed${removed > 0 ? `, ${removed} removed (gone from the lake)` : ""}`);
             const notSkipped = result.sinks.filter((s) => s.action !== "skipped");
             if (notSkipped.length > 0) {
               lines.push(

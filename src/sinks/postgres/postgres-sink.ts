@@ -8,6 +8,7 @@ import pg from "pg";
 import { from as copyFrom } from "pg-copy-streams";
 import { postgresColumnType } from "../../core/column-types.js";
 import { LakeswapError, errorMessage } from "../../core/errors.js";
+import type { Partition } from "../../core/partition.js";
 import { quoteLiteral } from "../../core/sql.js";
 import type { Sink, SinkColumn, SinkLayout, SinkPartitionWrite, SinkSpec } from "../sink.js";
 
@@ -72,36 +73,61 @@ export class PostgresSink implements Sink {
       await this.exportCsv(layout, part, csv);
       const target = `${ident(this.spec.schema)}.${ident(this.spec.table)}`;
       const columns = layout.columns.map((c) => ident(c.name)).join(", ");
-      await this.query("BEGIN");
-      try {
-        // Two writers of one target (two lakes, two configs) take turns per partition.
-        await this.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`lakeswap:${this.spec.schema}.${this.spec.table}`]);
-        let rows: number;
+      return await this.transaction(part.path, part.runId, part.signature, async () => {
         if (layout.mode === "partition_replace") {
-          const where = layout.partitionKeys.map((key, i) => `${ident(key)} = $${i + 1}`).join(" AND ");
-          await this.query(`DELETE FROM ${target} WHERE ${where}`, [...part.partition.values]);
-          rows = await this.copy(`COPY ${target} (${columns}) FROM STDIN (FORMAT csv)`, csv);
-        } else {
-          const temp = ident("lakeswap_rows");
-          const definitions = layout.columns.map((c) => `${ident(c.name)} ${postgresType(c)}`).join(", ");
-          await this.query(`CREATE TEMPORARY TABLE ${temp} (${definitions}) ON COMMIT DROP`);
-          rows = await this.copy(`COPY ${temp} (${columns}) FROM STDIN (FORMAT csv)`, csv);
-          await this.query(upsertStatement(target, temp, layout));
+          await this.deletePartition(layout, part.partition);
+          return this.copy(`COPY ${target} (${columns}) FROM STDIN (FORMAT csv)`, csv);
         }
-        await this.query(
-          `INSERT INTO ${ident(this.spec.schema)}.${ident(STATE_TABLE)} (table_name, partition, signature, run_id, updated_at) VALUES ($1, $2, $3, $4, now()) ` +
-            "ON CONFLICT (table_name, partition) DO UPDATE SET signature = EXCLUDED.signature, run_id = EXCLUDED.run_id, updated_at = now()",
-          [this.spec.table, part.path, part.signature, part.runId],
-        );
-        await this.query("COMMIT");
-        return { rows };
-      } catch (error) {
-        await this.query("ROLLBACK").catch(() => undefined);
-        throw error;
-      }
+        const temp = ident("lakeswap_rows");
+        const definitions = layout.columns.map((c) => `${ident(c.name)} ${postgresType(c)}`).join(", ");
+        await this.query(`CREATE TEMPORARY TABLE ${temp} (${definitions}) ON COMMIT DROP`);
+        const rows = await this.copy(`COPY ${temp} (${columns}) FROM STDIN (FORMAT csv)`, csv);
+        await this.query(upsertStatement(target, temp, layout));
+        return rows;
+      });
     } finally {
       await rm(folder, { recursive: true, force: true });
     }
+  }
+
+  async remove(layout: SinkLayout, partition: Partition, statePath: string): Promise<{ rows: number }> {
+    await this.connect();
+    return this.transaction(statePath, undefined, undefined, () => this.deletePartition(layout, partition));
+  }
+
+  /**
+   * Runs `work` in one transaction with the partition's state row: written (signature and run) or, without a
+   * signature, deleted. Anything that fails rolls the whole transaction back. Returns the rows `work` counted.
+   */
+  private async transaction(statePath: string, runId: string | undefined, signature: string | undefined, work: () => Promise<number>): Promise<{ rows: number }> {
+    const state = `${ident(this.spec.schema)}.${ident(STATE_TABLE)}`;
+    await this.query("BEGIN");
+    try {
+      // Two writers of one target (two lakes, two configs) take turns per table.
+      await this.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`lakeswap:${this.spec.schema}.${this.spec.table}`]);
+      const rows = await work();
+      if (signature !== undefined && runId !== undefined) {
+        await this.query(
+          `INSERT INTO ${state} (table_name, partition, signature, run_id, updated_at) VALUES ($1, $2, $3, $4, now()) ` +
+            "ON CONFLICT (table_name, partition) DO UPDATE SET signature = EXCLUDED.signature, run_id = EXCLUDED.run_id, updated_at = now()",
+          [this.spec.table, statePath, signature, runId],
+        );
+      } else {
+        await this.query(`DELETE FROM ${state} WHERE table_name = $1 AND partition = $2`, [this.spec.table, statePath]);
+      }
+      await this.query("COMMIT");
+      return { rows };
+    } catch (error) {
+      await this.query("ROLLBACK").catch(() => undefined);
+      throw error;
+    }
+  }
+
+  /** `DELETE FROM t WHERE <partition columns = values>`, values as parameters; returns the rows deleted. */
+  private async deletePartition(layout: SinkLayout, partition: Partition): Promise<number> {
+    const where = layout.partitionKeys.map((key, i) => `${ident(key)} = $${i + 1}`).join(" AND ");
+    const result = await this.query(`DELETE FROM ${ident(this.spec.schema)}.${ident(this.spec.table)} WHERE ${where}`, [...partition.values]);
+    return result.rowCount ?? 0;
   }
 
   async close(): Promise<void> {
