@@ -89,6 +89,7 @@ async function workspace(options: { url?: (databaseUrl: string) => string } = {}
   return {
     lake,
     db,
+    dir,
     databaseUrl,
     deliver(rows: readonly OrderRow[]): string {
       const file = path.join(dir, "deliveries", `delivery-${counter++}.csv`);
@@ -238,6 +239,19 @@ describe.skipIf(!postgresAvailable())("PostgreSQL sink", () => {
     await ws.db("ALTER TABLE lake.orders_by_day DROP CONSTRAINT small_amounts");
     const retry = await ws.sync(ws.deliver(changedDay2(100_000)));
     expect(sinkLines(retry)).toEqual(["lake.orders_by_day day=2026-11-02 sent changed"]);
+  });
+
+  it("upsert fails a partition that holds one key twice with PostgreSQL's message, and applies nothing of it", async () => {
+    const ws = await workspace();
+    await ws.sync(ws.deliver(orders(2)));
+    const before = await ws.db("SELECT order_day, orders, revenue, updated_at FROM analytics.orders_monthly ORDER BY order_day");
+    // A transform that gives every row of the month the same order_day: the key repeats within the partition.
+    writeFileSync(path.join(ws.dir, "sql", "monthly.sql"), "SELECT '2026-11-01' AS order_day, count(*) AS orders, sum(amount) AS revenue FROM orders_stage GROUP BY day\n");
+    const report = await ws.sync(ws.deliver(orders(2)));
+    const failed = report.sinks.find((s) => s.table === "analytics.orders_monthly")!;
+    expect(failed.action).toBe("failed");
+    expect(failed.error).toMatch(/ON CONFLICT DO UPDATE command cannot affect row a second time/);
+    expect(await ws.db("SELECT order_day, orders, revenue, updated_at FROM analytics.orders_monthly ORDER BY order_day")).toEqual(before);
   });
 
   it("fails every partition when the database cannot be reached, naming the target without its password", async () => {

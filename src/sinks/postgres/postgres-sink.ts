@@ -37,7 +37,8 @@ export class PostgresSink implements Sink {
     client?: PostgresClient,
   ) {
     this.description = `postgres ${spec.maskedUrl} ${spec.schema}.${spec.table}`;
-    this.client = client ?? new pg.Client({ connectionString: spec.url, application_name: "lakeswap" });
+    // A host that never answers fails the sink after 15 s rather than holding the sync (and its leases) forever.
+    this.client = client ?? new pg.Client({ connectionString: spec.url, application_name: "lakeswap", connectionTimeoutMillis: 15_000, keepAlive: true });
     // A connection that drops between queries must not crash the process: the next query fails instead.
     this.client.on("error", (error: Error) => {
       this.broken = error;
