@@ -95,7 +95,7 @@ export interface SyncReport {
   readonly layers: readonly ({ readonly dataset: string; readonly layer: string; readonly table: string } & SyncTotals)[];
   readonly loads: readonly LoadReport[];
   readonly totals: SyncTotals;
-  /** What each layer's sinks (PostgreSQL) got: per sink and partition, sent / skipped / failed. */
+  /** What each layer's sinks (PostgreSQL) got: per sink and partition, sent / skipped / failed / removed. */
   readonly sinks: readonly SinkedPartition[];
 }
 
