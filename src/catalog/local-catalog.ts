@@ -271,6 +271,7 @@ export class LocalCatalog implements Catalog {
     const runDirs = [...new Set(moves.map((move) => this.runDir(table, move)))];
     const paths: string[] = [];
     const folders = new Set<string>([tableDir]);
+    const missing: PointerMove[] = [];
     await eachLimited(moves, FSYNC_CONCURRENCY, async (move) => {
       const runDir = this.runDir(table, move);
       let names: string[];
@@ -278,10 +279,17 @@ export class LocalCatalog implements Catalog {
         names = await lightFs.readdir(runDir);
       } catch (error) {
         if (!isCode(error, "ENOENT") && !isCode(error, "ENOTDIR")) throw error;
-        throw new InvalidInputError(`run ${move.runId} of ${table.name}/${partitionPath(move.partition)} does not exist; the pointer was not moved`);
+        missing.push(move);
+        return;
       }
       for (const name of names) paths.push(path.join(runDir, name));
     });
+    if (missing.length > 0) {
+      // Named in the batch's order, whichever readdir failed first.
+      const first = moves.find((move) => missing.includes(move)) as PointerMove;
+      const more = missing.length > 1 ? ` (and ${missing.length - 1} more of this batch)` : "";
+      throw new InvalidInputError(`run ${first.runId} of ${table.name}/${partitionPath(first.partition)} does not exist${more}; no pointer was moved`);
+    }
     for (const runDir of runDirs) {
       for (let dir = path.dirname(runDir); dir.startsWith(tableDir + path.sep); dir = path.dirname(dir)) folders.add(dir);
     }

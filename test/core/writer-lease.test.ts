@@ -103,8 +103,8 @@ describe.each(selectedBackends())("the writer lease on the %s backend", (backend
     expect(refused.stderr).toContain(`pid ${writer1.pid} on ${hostname()} (replace ${TABLE}/${PARTITION})`);
     expect(refused.stderr).toMatch(/ since \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z/);
     if (holder) expect(refused.stderr).toContain(`since ${holder.acquiredAt}`);
-    // At once: no waiting (the default wait is 2 minutes); the time is the CLI's own start-up.
-    expect(refusedAfterMs).toBeLessThan(15_000);
+    // At once: no waiting (the default wait is 2 minutes); the time is the CLI's own start-up, slow on a loaded machine.
+    expect(refusedAfterMs).toBeLessThan(60_000);
     expect(await lake.pointer(TABLE, PARTITION)).toMatchObject({ runId: old });
 
     const writer2 = new Child(spawnCli([...backend.cliArgs, ...replaceArgs(NEXT.select, "--wait", "30s")], backend.cliEnv));
@@ -162,7 +162,7 @@ describe.each(selectedBackends())("the writer lease on the %s backend", (backend
     const started = Date.now();
     const taker = await cli(replaceArgs(NEW.select, "--no-wait"));
     expect(taker.code, taker.stderr).toBe(0);
-    expect(Date.now() - started).toBeLessThan(15_000);
+    expect(Date.now() - started).toBeLessThan(60_000);
     const taken = JSON.parse(taker.stdout) as ReplaceResult;
     expect(taken).toMatchObject({ previousRunId: old, rows: NEW.rows });
 
@@ -187,15 +187,19 @@ describe.each(selectedBackends())("the writer lease on the %s backend", (backend
     const killed = await cli(replaceArgs(NEW.select), { LAKESWAP_FAULT: "lease-acquired:kill" });
     expect(killed.signal).toBe("SIGKILL");
     const dir = lakeDirOf(backend);
+    let expiresAt: number | undefined;
     if (dir !== undefined) {
       const holder = await leaseHolder(dir, TABLE);
       expect(holder).toMatchObject({ host: hostname(), command: `replace ${TABLE}/${PARTITION}` });
-      expect(Date.parse(holder!.expiresAt) - Date.now(), "the dead writer's lease has not expired").toBeGreaterThan(30_000);
+      expiresAt = Date.parse(holder!.expiresAt);
+      expect(expiresAt - Date.now(), "the dead writer's lease has not expired").toBeGreaterThan(30_000);
     }
     const started = Date.now();
     const next = await cli(replaceArgs(NEXT.select, "--no-wait"));
     expect(next.code, next.stderr).toBe(0);
-    expect(Date.now() - started).toBeLessThan(15_000);
+    // Taken over before the dead writer's lease would have expired (where its expiry is readable), not by waiting: the
+    // time is the CLI's own, slow on a loaded machine (the default wait is 2 minutes).
+    expect(Date.now()).toBeLessThan(expiresAt ?? started + 60_000);
     expect(JSON.parse(next.stdout) as ReplaceResult).toMatchObject({ previousRunId: old, rows: NEXT.rows });
     expect(await view()).toEqual({ rows: NEXT.rows, tags: 1, tag: NEXT.tag });
     if (dir !== undefined) expect(await leaseHolder(dir, TABLE), "released").toBeUndefined();
