@@ -17,7 +17,7 @@ import { Outbox, type OutboxEntry } from "./outbox.js";
 import {
   checkRunId, rollbackMoves, rollbackPartition, type RollbackResult, type SyncRollbackEntry, type SyncRollbackResult,
 } from "./rollback.js";
-import { readManifest, runFiles, type LakeContext } from "./runs.js";
+import { mapLimited, readManifest, runFiles, type LakeContext } from "./runs.js";
 import { assertTableName } from "./sql.js";
 import { replayEntry, swapBatch, type SnapshotScope, type SwapContext, type SwapItem, type SwapOptions, type SwapOutcome } from "./swap.js";
 import { parseSyncRecord, type SyncMove, type SyncRecord } from "./sync-record.js";
@@ -588,6 +588,25 @@ export class Lake {
     if (!this.store.capabilities.localPaths) return undefined;
     const [snapshot] = await this.snapshot({ tables: [tableName], partitions: [{ table: tableName, partitions }] });
     return (snapshot?.partitions ?? []).map((p) => ({ ...p, files: p.files.map((key) => this.store.localPath(key)) }));
+  }
+
+  /** The current runs of some partitions of a table, their files as store keys (a sink reads an S3 lake's runs by key). */
+  async currentRuns(tableName: string, partitions: readonly string[]): Promise<PartitionSnapshot[]> {
+    const table = await this.table(tableName);
+    const wanted = new Set(partitions);
+    const pointers = (await this.catalog.listPointers(table)).filter((pointer) => wanted.has(partitionPath(pointer.partition)));
+    return mapLimited(pointers, 8, async (pointer) => ({
+      partition: pointer.partition,
+      runId: pointer.runId,
+      files: await runFiles(this.ctx, table, pointer.partition, pointer.runId),
+    }));
+  }
+
+  /** The bytes of one run file, by store key. */
+  async readRunFile(key: string): Promise<Uint8Array> {
+    const object = await this.store.get(key);
+    if (!object) throw new NotFoundError(`the run file ${key} is missing from the store`);
+    return object.body;
   }
 
   /** The current pointer of a partition (run id, previous run, signature). */

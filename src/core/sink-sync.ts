@@ -75,19 +75,21 @@ export async function sendToSinks(
       }
       if (changed.length === 0) continue;
       const runs = await lake.localRuns(targets.table, changed.map((s) => s.partition));
-      const byPartition = new Map((runs ?? []).map((run) => [partitionPath(run.partition), run]));
+      // An S3 lake's runs are read by key, and copied by the sink.
+      const remote = runs === undefined ? await lake.currentRuns(targets.table, changed.map((s) => s.partition)) : undefined;
+      const byPartition = new Map((runs ?? remote ?? []).map((run) => [partitionPath(run.partition), run]));
       for (const state of changed) {
         const reason = sendReason(recorded.get(state.partition));
         const run = byPartition.get(state.partition);
         if (!run || run.runId !== state.runId) {
-          const why = runs === undefined ? "the lake's runs are not local files (S3): the PostgreSQL sink reads runs from an embedded lake" : `run ${state.runId} has no files`;
+          const why = run ? `its run moved to ${run.runId} during the sync` : `run ${state.runId} has no files`;
           results.push({ ...base, partition: state.partition, action: "failed", reason: "unreadable", run: state.runId, seconds: 0, error: `${sink.description}: ${why}` });
           continue;
         }
         const started = Date.now();
         onProgress?.(`${base.table}/${state.partition}`);
         try {
-          const { rows } = await sink.write(layout, { partition: run.partition, path: state.partition, runId: state.runId, signature: sinkSignature(state), files: run.files });
+          const { rows } = await sink.write(layout, { partition: run.partition, path: state.partition, runId: state.runId, signature: sinkSignature(state), files: remote ? [] : run.files, remote: remote ? { keys: run.files, read: (key) => lake.readRunFile(key) } : undefined });
           results.push({ ...base, partition: state.partition, action: "sent", reason, run: state.runId, rows, seconds: (Date.now() - started) / 1000 });
         } catch (error) {
           results.push({ ...base, partition: state.partition, action: "failed", reason, run: state.runId, seconds: (Date.now() - started) / 1000, error: errorMessage(error) });

@@ -29,8 +29,10 @@ export interface SinkPartitionWrite {
   readonly path: string;
   readonly runId: string;
   readonly signature: string;
-  /** The run's Parquet files, as local paths. */
+  /** The run's Parquet files, as local paths (an embedded lake); empty when `remote` names them. */
   readonly files: readonly string[];
+  /** The run's files in a remote store (an S3 lake): their keys, and how to read one; the sink copies them to a temporary folder. */
+  readonly remote?: { readonly keys: readonly string[]; read(key: string): Promise<Uint8Array> };
 }
 
 /**

@@ -6,7 +6,7 @@ import type { Lake } from "../../src/core/lake.js";
 import { Pipeline, type SyncReport } from "../../src/core/pipeline.js";
 import { openEmbeddedLake } from "../../src/open-lake.js";
 import { openSink } from "../../src/sinks/open-sink.js";
-import { tempDir } from "../support/lake-fixture.js";
+import { BACKEND_FACTORIES, tempDir } from "../support/lake-fixture.js";
 import { orders, toCsv, type OrderRow } from "../support/pipeline-fixture.js";
 import { postgresAvailable, startPostgres, type PostgresServer } from "../support/postgres.js";
 
@@ -149,6 +149,25 @@ describe.skipIf(!postgresAvailable())("PostgreSQL sink", () => {
     expect(again.sinks.filter((s) => s.action === "skipped")).toHaveLength(4);
     expect(again.sinks.every((s) => s.action !== "skipped" || s.reason === "unchanged")).toBe(true);
   });
+
+  it("sends an S3 lake's runs too (the AWS backend: s3rver, the Glue and Athena emulators)", async () => {
+    const ws = await workspace();
+    const backend = await BACKEND_FACTORIES.aws!();
+    const lake = await backend.open();
+    cleanups.push(() => backend.cleanup());
+    cleanups.push(() => lake.close());
+    const first = await ws.sync(ws.deliver(orders(3)), lake);
+    expect(sinkLines(first)).toEqual([
+      "analytics.orders_monthly month=2026-11 sent new",
+      "lake.orders_by_day day=2026-11-01 sent new",
+      "lake.orders_by_day day=2026-11-02 sent new",
+      "lake.orders_by_day day=2026-11-03 sent new",
+    ]);
+    const pgRows = await ws.db<{ day: string; n: number }>("SELECT day, count(*)::int AS n FROM lake.orders_by_day GROUP BY day ORDER BY day");
+    expect(pgRows.map((r) => [r.day, r.n])).toEqual([["2026-11-01", 8], ["2026-11-02", 8], ["2026-11-03", 8]]);
+    const again = await ws.sync(ws.deliver(changedDay2(7)), lake);
+    expect(sinkLines(again)).toEqual(["analytics.orders_monthly month=2026-11 sent changed", "lake.orders_by_day day=2026-11-02 sent changed"]);
+  }, 120_000);
 
   it("sends a changed partition alone; upsert updates the changed rows and stamps updated_at", async () => {
     const ws = await workspace();

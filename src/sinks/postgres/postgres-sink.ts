@@ -1,5 +1,5 @@
 import { createReadStream } from "node:fs";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { pipeline } from "node:stream/promises";
@@ -71,7 +71,14 @@ export class PostgresSink implements Sink {
     const folder = await mkdtemp(path.join(os.tmpdir(), "lakeswap-sink-"));
     try {
       const csv = path.join(folder, "rows.csv");
-      await this.exportCsv(layout, part, csv);
+      // An S3 lake's run: its files copied next to the CSV first, one at a time.
+      const files: string[] = part.remote ? [] : [...part.files];
+      for (const [index, key] of (part.remote?.keys ?? []).entries()) {
+        const local = path.join(folder, `run-${index}.parquet`);
+        await writeFile(local, await part.remote!.read(key));
+        files.push(local);
+      }
+      await this.exportCsv(layout, { ...part, files }, csv);
       const target = `${ident(this.spec.schema)}.${ident(this.spec.table)}`;
       const columns = layout.columns.map((c) => ident(c.name)).join(", ");
       return await this.transaction(part.path, part.runId, part.signature, async () => {
