@@ -14,6 +14,7 @@ import { quoteIdentifier, quoteLiteral } from "../core/sql.js";
 import { duckdbStorageType } from "../core/column-types.js";
 import type { TableDefinition } from "../core/table.js";
 import type { ObjectStore } from "../store/object-store.js";
+import { isCode } from "../store/local-store.js";
 import { checkOutputColumns, partitionRowsCheck } from "./build-checks.js";
 import { dropLanding, landDelivery, signatureQuery } from "./duckdb-landing.js";
 import { openDuckDb, openRestrictedDuckDb, type OpenedDuckDb } from "./duckdb-open.js";
@@ -346,7 +347,7 @@ export class DuckDbEngine implements Engine, Landing {
       // (on ext4, every new inode costs more while many were just freed). Exclusive, as a new folder is: a rename
       // would replace an empty folder, so the run's must not exist (run ids are fresh, and this writer holds the lease).
       if (names.length > 0 && names.length === entries.length) {
-        const taken = await fs.lstat(runDir).then(() => true, (error: unknown) => !isMissing(error));
+        const taken = await fs.lstat(runDir).then(() => true, (error: unknown) => !isCode(error, "ENOENT"));
         if (taken) throw new BuildError(`the run folder ${runDir} exists already; nothing was written into it`);
         for (const [index, name] of names.entries()) {
           const { size } = await fs.stat(path.join(staged, name));
@@ -620,10 +621,6 @@ export class DuckDbEngine implements Engine, Landing {
 const HASH_CHUNK_BYTES = 4 * 1024 * 1024;
 
 /** A delivery's id: a digest of its files' names and contents, so a rerun of the same delivery gets the same id. */
-function isMissing(error: unknown): boolean {
-  return (error as NodeJS.ErrnoException | undefined)?.code === "ENOENT";
-}
-
 /** Files written in a stage folder, one folder per partition, removed once their runs are placed. */
 interface Stage {
   /** The folder of a partition's files (perhaps none, for a partition without rows). */
