@@ -65,6 +65,20 @@ const sinksSchema = z
   .optional()
   .describe("targets outside the lake this layer's partitions are sent to after each sync (only partitions whose signature changed)");
 
+const WRITE_MODES = ["partition_replace", "replace", "append", "upsert"] as const;
+
+/** How a sync writes a table: replace partitions (default), replace the whole table, append deliveries, or merge them by key. */
+export type WriteMode = (typeof WRITE_MODES)[number];
+
+const writeSchema = z
+  .enum(WRITE_MODES)
+  .default("partition_replace")
+  .describe(
+    "partition_replace (default): each partition the delivery holds is replaced as a unit; " +
+      "append: each delivery's rows are added to its partitions (the same delivery twice adds nothing); " +
+      "upsert: rows are merged by primary_key into their partitions; replace: the whole table is one unit",
+  );
+
 const layerSchema = z
   .object({
     name: identifier.describe("the layer's name, e.g. stage or analytics"),
@@ -88,6 +102,7 @@ const layerSchema = z
       .optional()
       .describe("which upstream partitions feed each partition of this layer"),
     compression: z.enum(["snappy", "zstd"]).default("snappy").describe("Parquet compression"),
+    write: writeSchema,
     sinks: sinksSchema,
   })
   .strict();
@@ -103,6 +118,14 @@ const datasetSchema = z
     signature: signatureSchema.optional(),
     dead_letter: identifier.optional().describe("a table for bad rows (with reason and raw text); without it a bad row stops the load"),
     compression: z.enum(["snappy", "zstd"]).default("snappy").describe("Parquet compression of the raw table"),
+    write: writeSchema,
+    primary_key: z.array(identifier).min(1).optional().describe("upsert: the columns that identify a row"),
+    order_by: z
+      .array(identifier)
+      .min(1)
+      .optional()
+      .describe("upsert: when a delivery holds a key several times, the row greatest by these columns wins (e.g. [updated_at]); without it, such a key is an error"),
+    delete_flag: identifier.optional().describe("upsert: a BOOLEAN column; a delivery row where it is true removes its key from the table"),
     layers: z.array(layerSchema).default([]).describe("derived layers, in build order"),
     sinks: sinksSchema,
   })
@@ -150,6 +173,13 @@ export interface LayerConfig {
   readonly sinks: readonly SinkSpec[];
 }
 
+/** How an upsert dataset merges deliveries (`write: upsert`). */
+export interface UpsertConfig {
+  readonly primaryKey: readonly string[];
+  readonly orderBy: readonly string[];
+  readonly deleteFlag?: string;
+}
+
 /** A dataset, resolved: its raw layer and its derived layers in build order. */
 export interface DatasetConfig {
   readonly name: string;
@@ -160,6 +190,10 @@ export interface DatasetConfig {
   readonly signatureColumns: readonly string[];
   readonly deadLetter?: string;
   readonly compression: "snappy" | "zstd";
+  /** How the raw table is written. */
+  readonly write: WriteMode;
+  /** Set for `write: upsert`. */
+  readonly upsert?: UpsertConfig;
   readonly layers: readonly LayerConfig[];
   /** Targets outside the lake the raw layer is sent to (`sinks:`). */
   readonly sinks: readonly SinkSpec[];
@@ -261,12 +295,22 @@ function resolveDataset(name: string, dataset: DatasetInput, dir: string): Datas
   }
   const signatureColumns = signature.columns ?? names.filter((n) => !(signature.ignore ?? []).includes(n));
   if (signatureColumns.length === 0) throw new InvalidInputError(`${at}.signature: it leaves no column to sign`);
+  const upsert = resolveUpsert(dataset, columns, at);
 
   const layerNames = ["raw"];
   const keysByLayer = new Map<string, readonly string[]>([["raw", partition.map((p) => p.key)]]);
   const layers = dataset.layers.map((layer, index): LayerConfig => {
     const where = `${at}.layers[${index}]`;
     if (layerNames.includes(layer.name)) throw new InvalidInputError(`${where}.name: layer '${layer.name}' is declared twice (or is 'raw')`);
+    if (layer.write === "append" || layer.write === "upsert") {
+      throw new InvalidInputError(
+        `${where}.write: '${layer.write}' applies to a dataset's raw table, where deliveries arrive; a derived layer is rebuilt from its inputs ` +
+          `(partition_replace, or replace for a whole table), so that a rerun gives the same rows. Declare write: ${layer.write} on the dataset`,
+      );
+    }
+    if (layer.write === "replace") {
+      throw new InvalidInputError(`${where}.write: replace (a table without partitions) is not supported yet; use partition_replace`);
+    }
     const from = layer.inputs?.from ?? layerNames.at(-1)!;
     const fromKeys = keysByLayer.get(from);
     if (!fromKeys) throw new InvalidInputError(`${where}.inputs.from: no earlier layer '${from}'${didYouMean(from, layerNames)}`);
@@ -313,9 +357,39 @@ function resolveDataset(name: string, dataset: DatasetInput, dir: string): Datas
     signatureColumns,
     deadLetter: dataset.dead_letter,
     compression: dataset.compression,
+    write: dataset.write,
+    upsert,
     layers,
     sinks: resolveSinks(dataset.sinks, [...columns, ...partition.map((p) => ({ name: p.key, type: "VARCHAR" }))], `${at}.sinks`),
   };
+}
+
+/** Checks the keys of `write: upsert` (and that they are not given to another mode). */
+function resolveUpsert(dataset: DatasetInput, columns: readonly PipelineColumn[], at: string): UpsertConfig | undefined {
+  const names = columns.map((c) => c.name);
+  if (dataset.write === "replace") {
+    throw new InvalidInputError(`${at}.write: replace (a table without partitions) is not supported yet; use partition_replace`);
+  }
+  if (dataset.write !== "upsert") {
+    for (const key of ["primary_key", "order_by", "delete_flag"] as const) {
+      if (dataset[key] !== undefined) throw new InvalidInputError(`${at}.${key}: applies to write: upsert only (this dataset writes ${dataset.write})`);
+    }
+    return undefined;
+  }
+  const primaryKey = dataset.primary_key;
+  if (!primaryKey) throw new InvalidInputError(`${at}.primary_key: write: upsert merges rows by key: declare primary_key: [column, ...] (columns of this dataset)`);
+  for (const [key, list] of [["primary_key", primaryKey], ["order_by", dataset.order_by ?? []], ["delete_flag", dataset.delete_flag ? [dataset.delete_flag] : []]] as const) {
+    for (const column of list) {
+      if (!names.includes(column)) throw new InvalidInputError(`${at}.${key}: unknown column '${column}'${didYouMean(column, names)}; the dataset's columns are ${names.join(", ")}`);
+    }
+    if (new Set(list).size !== list.length) throw new InvalidInputError(`${at}.${key}: a column is named twice (${list.join(", ")})`);
+  }
+  const flag = columns.find((c) => c.name === dataset.delete_flag);
+  if (flag && flag.type !== "BOOLEAN") {
+    throw new InvalidInputError(`${at}.delete_flag: column '${flag.name}' is ${flag.type}; a delete flag is a BOOLEAN column (true removes the key)`);
+  }
+  if (flag && primaryKey.includes(flag.name)) throw new InvalidInputError(`${at}.delete_flag: '${flag.name}' is part of the primary key`);
+  return { primaryKey, orderBy: dataset.order_by ?? [], deleteFlag: dataset.delete_flag };
 }
 
 type SinksInput = z.output<typeof sinksSchema>;
@@ -442,8 +516,10 @@ function formatIssue(issue: z.core.$ZodIssue, raw: unknown, basePath: readonly P
       const parent = keyPath(fullPath.slice(0, -1));
       return `${parent}: key '${key}' is not allowed: ${issue.issues.map((i) => i.message).join("; ")}`;
     }
-    case "invalid_value":
-      return `${where}: expected one of ${issue.values.map((v) => JSON.stringify(v)).join(", ")}, got ${shown(value)}`;
+    case "invalid_value": {
+      const hint = typeof value === "string" ? didYouMean(value, issue.values.map(String)) : "";
+      return `${where}: expected one of ${issue.values.map((v) => JSON.stringify(v)).join(", ")}, got ${shown(value)}${hint}`;
+    }
     case "too_small":
     case "too_big":
     case "invalid_format":

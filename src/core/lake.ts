@@ -3,7 +3,7 @@ import type { Catalog, Pointer, PointerMoveKind } from "../catalog/catalog.js";
 import type {
   Engine, LandRequest, LandedDelivery, PartitionMapRequest, PartitionSnapshot, QueryResult, TableSnapshot,
 } from "../engine/engine.js";
-import type { IdentifiedFiles, Landing, LandingSummary } from "../landing/landing.js";
+import type { IdentifiedFiles, Landing, LandingSummary, MergeRequest } from "../landing/landing.js";
 import type { ObjectStore } from "../store/object-store.js";
 import { LakeswapError, NotFoundError, errorMessage } from "./errors.js";
 import { faultPoint } from "./faults.js";
@@ -104,6 +104,8 @@ export interface LakeWriter {
   partitionStates(table: string): Promise<Map<string, PartitionState>>;
   /** GC of the given partitions after their swaps, once for all of them; a failure is reported, never thrown. */
   collectGarbage(table: string, partitions: readonly string[]): Promise<PartitionGcReport[]>;
+  /** Every partition's current run and its files (store keys), read under the lease: what an upsert merges into. */
+  currentRuns(table: string): Promise<PartitionSnapshot[]>;
 }
 
 /** What a sync needs to know about a partition's current run (fingerprint, inputs and rows only where its manifest was read: a pointer without a signature). */
@@ -294,6 +296,10 @@ export class Lake {
         const table = await held(tableName);
         return collectAfterSwap(this.ctx, table, partitions.map((p) => parsePartitionPath(p, table.partitionKeys)));
       },
+      currentRuns: async (tableName) => {
+        assertHeld(tableName);
+        return (await this.catalog.getTable(tableName)) ? this.currentRuns(tableName) : [];
+      },
     };
     const hold = async (index: number): Promise<T> => {
       const name = names[index];
@@ -380,6 +386,17 @@ export class Lake {
   async runFingerprint(tableName: string, partitionInput: PartitionInput, runId: string): Promise<string | undefined> {
     const table = await this.table(tableName);
     return (await readManifest(this.store, table, this.partitionOf(table, partitionInput), runId))?.fingerprint;
+  }
+
+  /** The delivery parts appended into a run so far (`write: append`, from its manifest); empty for a run that was not appended to. */
+  async appendedTo(tableName: string, partitionInput: PartitionInput, runId: string): Promise<readonly string[]> {
+    const table = await this.table(tableName);
+    return (await readManifest(this.store, table, this.partitionOf(table, partitionInput), runId))?.appended ?? [];
+  }
+
+  /** Merges a landed delivery into a table's current rows by key (`write: upsert`); release the result with `releaseDelivery`, before the delivery. */
+  async mergeDelivery(request: MergeRequest): Promise<LandedDelivery> {
+    return this.landing.mergeLanded(request);
   }
 
   /** Moves a partition's pointer back to the newest completed older run, or to `toRunId`. */
@@ -590,11 +607,11 @@ export class Lake {
     return (snapshot?.partitions ?? []).map((p) => ({ ...p, files: p.files.map((key) => this.store.localPath(key)) }));
   }
 
-  /** The current runs of some partitions of a table, their files as store keys (a sink reads an S3 lake's runs by key). */
-  async currentRuns(tableName: string, partitions: readonly string[]): Promise<PartitionSnapshot[]> {
+  /** The current runs of some partitions of a table (default: all), their files as store keys (a sink reads an S3 lake's runs by key). */
+  async currentRuns(tableName: string, partitions?: readonly string[]): Promise<PartitionSnapshot[]> {
     const table = await this.table(tableName);
-    const wanted = new Set(partitions);
-    const pointers = (await this.catalog.listPointers(table)).filter((pointer) => wanted.has(partitionPath(pointer.partition)));
+    const wanted = partitions && new Set(partitions);
+    const pointers = (await this.catalog.listPointers(table)).filter((pointer) => !wanted || wanted.has(partitionPath(pointer.partition)));
     return mapLimited(pointers, 8, async (pointer) => ({
       partition: pointer.partition,
       runId: pointer.runId,

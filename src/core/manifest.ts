@@ -24,6 +24,8 @@ export interface RunManifest {
   readonly fingerprint?: string;
   /** The signed inputs this run was built from (`table/partition=signature`). */
   readonly inputs?: readonly string[];
+  /** `write: append`: the signatures of the delivery parts this run's rows were appended from, oldest first (the same part is not appended twice). */
+  readonly appended?: readonly string[];
   readonly builtAt: string;
   readonly swappedAt: string;
   readonly buildSeconds: number;

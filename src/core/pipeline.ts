@@ -8,7 +8,7 @@ import { sendToSinks, type SinkedPartition } from "./sink-sync.js";
 import { SyncLog } from "./sync-log.js";
 import { assertPartitionValue, makePartition, orderPartition, parsePartition, parsePartitionPath, partitionPath, type Partition } from "./partition.js";
 import { newRunId } from "./run-id.js";
-import { SIGNATURE_VERSION, chainSignature } from "./signature.js";
+import { SIGNATURE_VERSION, appendSignature, chainSignature } from "./signature.js";
 import { quoteIdentifier, quoteLiteral } from "./sql.js";
 import { defineTable, type TableDefinition } from "./table.js";
 
@@ -29,7 +29,9 @@ export type PlanReason =
   | "forced"
   | "pinned"
   | "unchanged"
-  | "signature version changed";
+  | "signature version changed"
+  | "appended"
+  | "already appended";
 
 /** The decision for one partition of one layer. */
 export interface PlannedPartition {
@@ -109,6 +111,8 @@ export interface PipelineOptions {
   readonly fullRefresh?: boolean;
   /** Accept derived builds of 0 rows for partitions that had rows. */
   readonly allowEmpty?: boolean;
+  /** `write: append`: append a delivery part again even where the partition already holds it (never the default). */
+  readonly allowDuplicates?: boolean;
   readonly onProgress?: (event: { readonly layer: string; readonly done: number; readonly total: number; readonly label: string }) => void;
   /** Opens a declared sink's adapter (the CLI passes src/sinks/open-sink.ts); required when a layer declares `sinks:`. */
   readonly openSink?: SinkOpener;
@@ -142,8 +146,10 @@ export class Pipeline {
       await this.checkLayerInputs(dataset);
       const known = await this.knownDelivery(dataset);
       const landed = known.summary ? undefined : await this.land(dataset);
+      const exists = (await this.lake.listTables()).some((t) => t.name === dataset.table);
+      const merged = landed && dataset.upsert ? await this.merge(dataset, landed.delivery, exists ? await this.lake.currentRuns(dataset.table) : []) : undefined;
       try {
-        const raw = this.planRaw(dataset, landed?.delivery ?? known.summary!, await this.statesOf(dataset.table));
+        const { plan: raw } = await this.planRaw(dataset, merged ?? landed?.delivery ?? known.summary!, await this.statesOf(dataset.table));
         planned.push(...raw);
         // Derived layers are planned against what the layers above will hold after the sync.
         const predicted = new Map<string, Map<string, string | undefined>>();
@@ -157,6 +163,7 @@ export class Pipeline {
           predicted.set(layer.name, predict(states, layerPlan));
         }
       } finally {
+        if (merged) await this.lake.releaseDelivery(merged);
         if (landed) await this.lake.releaseDelivery(landed.delivery);
       }
     }
@@ -186,9 +193,12 @@ export class Pipeline {
         const known = await this.knownDelivery(dataset);
         // Landing first: a delivery with bad rows and no dead-letter table changes nothing, not even the catalog.
         let landed = known.summary ? undefined : await this.land(dataset, await this.buildsEveryPartition(dataset));
+        let merged: LandedDelivery | undefined;
         const release = async (): Promise<void> => {
           const delivery = landed?.delivery;
-          landed = undefined;
+          const merge = merged;
+          [landed, merged] = [undefined, undefined];
+          if (merge) await this.lake.releaseDelivery(merge);
           if (delivery) await this.lake.releaseDelivery(delivery);
         };
         try {
@@ -196,19 +206,25 @@ export class Pipeline {
           await this.lake.write(this.tablesWritten(dataset), `sync ${this.config.file}`, async (writer) => {
             const started = Date.now();
             const rawStates = await writer.partitionStates(dataset.table);
-            let rawPlan = this.planRaw(dataset, landed?.delivery ?? known.summary!, rawStates);
+            // Upsert: the delivery is merged into the table's rows as they are under the lease; the merge is what is planned and written.
+            if (landed && dataset.upsert) merged = await this.merge(dataset, landed.delivery, await writer.currentRuns(dataset.table));
+            let { plan: rawPlan, appended } = await this.planRaw(dataset, merged ?? landed?.delivery ?? known.summary!, rawStates);
             if (!landed && rawPlan.some((p) => p.action === "build")) {
               landed = await this.land(dataset);
-              rawPlan = this.planRaw(dataset, landed.delivery, rawStates);
+              ({ plan: rawPlan, appended } = await this.planRaw(dataset, landed.delivery, rawStates));
             }
             loads.push(landed ? await this.writeDeadLetters(writer, log, dataset, landed) : loadReport(dataset, known.summary!));
             // Every changed raw partition is written from the landed delivery in one pass.
-            const rawResults = landed
-              ? await this.execute(writer, log, dataset.table, "raw", rawPlan, { kind: "landed", delivery: landed.delivery }, () => ({}))
+            const rawBuild = { kind: "landed", delivery: merged ?? landed?.delivery, carryCurrent: dataset.write === "append" } as const;
+            const rawResults = rawBuild.delivery
+              ? await this.execute(writer, log, dataset.table, "raw", rawPlan, { ...rawBuild, delivery: rawBuild.delivery }, (p) => ({ appended: appended.get(p.partition) }), {
+                  // An upsert may leave a partition without rows (every key deleted or moved away): that is its merge, not a failed build.
+                  allowEmpty: dataset.write === "upsert",
+                })
               : skipped(dataset.table, "raw", rawPlan);
             results.push(...rawResults);
             // A clean delivery whose raw layer landed whole is known from now on: the same delivery again is not read again.
-            if (landed && known.key !== undefined && !known.summary && landed.delivery.rowsRejected === 0 && rawResults.every((r) => r.action !== "failed")) {
+            if (landed && !dataset.upsert && known.key !== undefined && !known.summary && landed.delivery.rowsRejected === 0 && rawResults.every((r) => r.action !== "failed")) {
               await this.keepSummary(dataset, known.key, landed.delivery);
             }
             layers.push({ dataset: dataset.name, layer: "raw", table: dataset.table, ...totals(rawResults, Date.now() - started) });
@@ -286,6 +302,12 @@ export class Pipeline {
 
   /** `--partition` values must name partitions of some layer: a misspelled key would otherwise select nothing silently. */
   private checkPartitionOptions(): void {
+    const upsert = this.config.datasets.find((d) => d.upsert);
+    if (upsert && (this.options.partitions ?? []).length > 0) {
+      throw new InvalidInputError(
+        `--partition cannot limit a sync of datasets.${upsert.name}, which writes by upsert: a key may move between partitions, and its old partition must change in the same sync. Sync it whole`,
+      );
+    }
     const keySets = this.config.datasets.flatMap((d) => [d.partition.map((p) => p.key), ...d.layers.map((l) => l.partitionKeys)]);
     const known = [...new Set(keySets.map((keys) => [...keys].sort().join(",")))];
     for (const spec of this.options.partitions ?? []) {
@@ -376,7 +398,8 @@ export class Pipeline {
   }
 
   private async deliveryKey(dataset: DatasetConfig): Promise<string | undefined> {
-    if (this.options.fullRefresh) return undefined;
+    // An upsert merges the delivery into what the table holds now, which may have changed since: it is landed every time.
+    if (this.options.fullRefresh || dataset.upsert) return undefined;
     const { id } = await this.lake.identifyDelivery(this.patterns(dataset), dataset.table);
     const declaration = JSON.stringify({
       landing: LANDING_SUMMARY_VERSION,
@@ -407,7 +430,8 @@ export class Pipeline {
    * plan then skips (another writer built it meanwhile) only has its files dropped.
    */
   private async buildsEveryPartition(dataset: DatasetConfig): Promise<boolean> {
-    if (this.options.partitions?.length) return false;
+    // Append and upsert write other rows than the delivery's partitions (more files, or the merge).
+    if (this.options.partitions?.length || dataset.write !== "partition_replace") return false;
     if (this.options.fullRefresh) return true;
     return [...(await this.statesOf(dataset.table)).values()].every((state) => state.runId === "");
   }
@@ -439,16 +463,56 @@ export class Pipeline {
     return { delivery };
   }
 
-  private planRaw(dataset: DatasetConfig, delivery: Pick<LandingSummary, "partitions">, states: ReadonlyMap<string, PartitionState>): PlannedPartition[] {
+  /**
+   * The raw layer's plan: for partition_replace and upsert (whose delivery is
+   * the merge), each partition's signature against the current one; for
+   * append, whether the current run already holds the delivery's part of the
+   * partition (`appended`: the parts each new run will have been appended from).
+   */
+  private async planRaw(
+    dataset: DatasetConfig,
+    delivery: Pick<LandingSummary, "partitions">,
+    states: ReadonlyMap<string, PartitionState>,
+  ): Promise<{ plan: PlannedPartition[]; appended: Map<string, readonly string[]> }> {
     const keys = dataset.partition.map((p) => p.key);
-    return delivery.partitions
-      .filter((landed) => this.selected(landed.partition, keys))
-      .map((landed) => {
-        const partition = partitionPath(landed.partition);
-        const state = states.get(partition);
-        const decision = this.decide(state, landed.signature, () => "content changed");
-        return { dataset: dataset.name, layer: "raw", table: dataset.table, partition, ...decision, signature: landed.signature, rows: landed.rows };
-      });
+    const appended = new Map<string, readonly string[]>();
+    const plan: PlannedPartition[] = [];
+    for (const landed of delivery.partitions.filter((l) => this.selected(l.partition, keys))) {
+      const partition = partitionPath(landed.partition);
+      const state = states.get(partition);
+      const base = { dataset: dataset.name, layer: "raw", table: dataset.table, partition, rows: landed.rows };
+      if (dataset.write !== "append") {
+        plan.push({ ...base, ...this.decide(state, landed.signature, () => "content changed"), signature: landed.signature });
+        continue;
+      }
+      const before = state?.runId ? await this.lake.appendedTo(dataset.table, partition, state.runId) : [];
+      if (state?.pinned) {
+        plan.push({ ...base, action: "skip", reason: "pinned" });
+      } else if (before.includes(landed.signature) && !this.options.allowDuplicates) {
+        plan.push({ ...base, action: "skip", reason: "already appended", signature: state?.signature });
+      } else {
+        appended.set(partition, [...before, landed.signature]);
+        const signature = !state?.runId ? landed.signature : state.signature === undefined ? undefined : appendSignature(state.signature, landed.signature);
+        plan.push({ ...base, action: "build", reason: state?.runId ? "appended" : "new", signature });
+      }
+    }
+    return { plan, appended };
+  }
+
+  /** Upsert: the delivery merged into the table's current runs by key (./../landing/landing.ts, `MergeRequest`). */
+  private async merge(dataset: DatasetConfig, delivery: LandedDelivery, current: Awaited<ReturnType<LakeWriter["currentRuns"]>>): Promise<LandedDelivery> {
+    const upsert = dataset.upsert!;
+    return this.lake.mergeDelivery({
+      table: this.rawTable(dataset),
+      delivery,
+      current,
+      columns: dataset.columns,
+      signatureColumns: dataset.signatureColumns,
+      primaryKey: upsert.primaryKey,
+      orderBy: upsert.orderBy,
+      deleteFlag: upsert.deleteFlag,
+      dataset: dataset.name,
+    });
   }
 
   private async planDerived(
@@ -530,7 +594,8 @@ export class Pipeline {
     layer: string,
     plan: readonly PlannedPartition[],
     build: SwapBuild,
-    itemOf: (p: PlannedPartition) => Pick<SwapItem, "select" | "inputPartitions">,
+    itemOf: (p: PlannedPartition) => Pick<SwapItem, "select" | "inputPartitions" | "appended">,
+    options: { readonly allowEmpty?: boolean } = {},
   ): Promise<SyncedPartition[]> {
     const results: SyncedPartition[] = plan
       .filter((p) => p.action === "skip")
@@ -548,7 +613,7 @@ export class Pipeline {
     try {
       const outcomes = await writer.replaceBatch(table, items, {
         build,
-        allowEmpty: this.options.allowEmpty,
+        allowEmpty: this.options.allowEmpty || options.allowEmpty,
         beforeSwap: (moves) => log.intend(moves.map((m) => ({ table, layer, partition: m.partition, run: m.runId, previousRun: m.previousRunId }))),
         onBuilt: (partition) => {
           done += 1;

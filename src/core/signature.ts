@@ -264,6 +264,15 @@ export function rawSignature(columns: readonly SignedColumn[], rows: readonly (r
   return finishRawSignature(columns, rows.length, upper, lower);
 }
 
+/**
+ * The signature of a partition after a delivery part was appended to it
+ * (`write: append`): the partition's signature before, and the part's. The
+ * same appends in the same order give the same signature.
+ */
+export function appendSignature(before: string, appended: string): string {
+  return `${SIGNATURE_VERSION}:${sha256([`lakeswap-append ${SIGNATURE_VERSION}`, before, appended].join("\n"))}`;
+}
+
 /** A derived partition's signature: its sorted input signatures, its transform's fingerprint, and the partition. */
 export function chainSignature(inputSignatures: readonly string[], fingerprint: string, partition: string): string {
   const text = [`lakeswap-chain ${SIGNATURE_VERSION}`, ...[...inputSignatures].sort(), `transform ${fingerprint}`, `partition ${partition}`].join("\n");

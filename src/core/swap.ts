@@ -41,6 +41,8 @@ export interface SwapItem {
   readonly fingerprint?: string;
   /** The signed inputs (`table/partition=signature`). */
   readonly inputs?: readonly string[];
+  /** `write: append`: the delivery parts appended so far, this one last (kept in the run's manifest). */
+  readonly appended?: readonly string[];
   /** The SELECT of a `select` build. */
   readonly select?: string;
   /** What the SELECT sees of some tables: only these partitions (a derived partition's declared inputs). */
@@ -53,7 +55,16 @@ export interface SwapItem {
  * several at once, over one snapshot of the tables they may read.
  */
 export type SwapBuild =
-  | { readonly kind: "landed"; readonly delivery: LandedDelivery }
+  | {
+      readonly kind: "landed";
+      readonly delivery: LandedDelivery;
+      /**
+       * `write: append`: each new run also holds the current run's files, copied
+       * within the store (hard links locally, server-side copies on S3), so the
+       * run is the partition's rows so far plus the delivery's, and runs stay immutable.
+       */
+      readonly carryCurrent?: boolean;
+    }
   | {
       readonly kind: "select";
       /** The SELECTs read a landed delivery (dead letters), not lake tables. */
@@ -182,7 +193,7 @@ async function currentPointers(ctx: LakeContext, table: TableDefinition, partiti
 async function buildRuns(
   ctx: SwapContext,
   table: TableDefinition,
-  planned: readonly Planned[],
+  planned: Planned[],
   build: SwapBuild,
   fail: (p: Planned, error: unknown) => void,
 ): Promise<{ planned: Planned; result: BuildResult; builtAt: number }[]> {
@@ -202,9 +213,26 @@ async function buildRuns(
       return [];
     }
     const rowsOf = new Map(build.delivery.partitions.map((landed) => [partitionPath(landed.partition), landed.rows]));
+    const carried = new Map<string, number>();
+    if (build.carryCurrent) {
+      const carry = await mapLimited(planned, IO_CONCURRENCY, async (p) => {
+        try {
+          carried.set(p.path, await carryCurrentRun(ctx, table, p));
+          return undefined;
+        } catch (error) {
+          await discardRun(ctx, p.prefix);
+          if (stopsBatch(error)) throw error;
+          fail(p, error);
+          return p.path;
+        }
+      });
+      const failed = new Set(carry.filter((path): path is string => path !== undefined));
+      planned = planned.filter((p) => !failed.has(p.path));
+      results = results.filter((_, i) => !carry[i]);
+    }
     const builtAt = Date.now();
-    // The landing's own count of each partition's rows is what the audit checks the files against.
-    return planned.map((p, i) => ({ planned: p, result: { ...(results[i] ?? { files: [] }), rows: rowsOf.get(p.path) ?? 0 }, builtAt }));
+    // The landing's own count of each partition's rows (plus the rows carried over) is what the audit checks the files against.
+    return planned.map((p, i) => ({ planned: p, result: { ...(results[i] ?? { files: [] }), rows: (rowsOf.get(p.path) ?? 0) + (carried.get(p.path) ?? 0) }, builtAt }));
   }
 
   // One snapshot for the whole batch, of the partitions some build reads; each build sees its own inputs only.
@@ -236,6 +264,20 @@ async function buildRuns(
   });
   if (stop !== undefined) throw stop;
   return done;
+}
+
+/**
+ * Copies the current run's files into a new run (append): same names (each is
+ * unique to the run that wrote it), within the store. Returns the rows carried,
+ * from the current run's manifest, which the audit then checks against the files.
+ */
+async function carryCurrentRun(ctx: SwapContext, table: TableDefinition, p: Planned): Promise<number> {
+  if (!p.current) return 0;
+  const manifest = await ensureManifest(ctx, table, p.current);
+  const prefix = runPrefix(ctx.catalog, table, p.item.partition, p.current.runId);
+  const files = await listRunFiles(ctx.store, prefix);
+  await mapLimited(files, IO_CONCURRENCY, (file) => ctx.store.copy(file.key, `${p.prefix}${file.key.slice(prefix.length)}`, file.size));
+  return manifest.rows;
 }
 
 /** Errors that stop a whole batch, not one partition: without the lease nothing may move, and refused access fails every partition alike. */
@@ -350,6 +392,7 @@ async function moveChunk(ctx: SwapContext, table: TableDefinition, chunk: readon
       signature: a.item.signature,
       fingerprint: a.item.fingerprint,
       inputs: a.item.inputs,
+      appended: a.item.appended,
       builtAt: new Date(started).toISOString(),
       swappedAt,
       buildSeconds: (a.builtAt - started) / 1000,

@@ -17,9 +17,10 @@ import type { ObjectStore } from "../store/object-store.js";
 import { isCode } from "../store/local-store.js";
 import { checkOutputColumns, partitionRowsCheck } from "./build-checks.js";
 import { dropLanding, landDelivery, signatureQuery } from "./duckdb-landing.js";
+import { dropMerge, mergeDelivery, mergeRelations, type MergeRelations } from "./duckdb-merge.js";
 import { openDuckDb, openRestrictedDuckDb, type OpenedDuckDb } from "./duckdb-open.js";
 import { deliveryFiles } from "../landing/delivery-files.js";
-import type { FileState, IdentifiedDelivery, IdentifiedFiles, Landing } from "../landing/landing.js";
+import type { FileState, IdentifiedDelivery, IdentifiedFiles, Landing, MergeRequest } from "../landing/landing.js";
 import { assertOneExpression, assertOneSelect } from "./sql-guard.js";
 import type {
   BuildRequest, BuildResult, Engine, LandRequest, LandedDelivery, LandedPartition, LandedRunsRequest, PartitionMapRequest, PartitionSnapshot, QueryResult, RejectedRow,
@@ -73,6 +74,8 @@ export class DuckDbEngine implements Engine, Landing {
   private readonly landedStates = new Map<string, { readonly files: readonly string[]; readonly states: readonly string[] }>();
   /** The stages written while deliveries were landed (by relation, see `LandRequest.writeAhead`), with the table shape they were written for. */
   private readonly writtenAhead = new Map<string, { readonly definition: string; readonly stage: Stage }>();
+  /** The merges made (by merged relation): their relations, and the folder an S3 lake's current files were copied to. */
+  private readonly merges = new Map<string, { readonly relations: MergeRelations; readonly scratch?: string }>();
 
   /**
    * With a local store, runs are written in place and lake tables are views over
@@ -515,7 +518,48 @@ export class DuckDbEngine implements Engine, Landing {
     });
   }
 
+  async mergeLanded(request: MergeRequest): Promise<LandedDelivery> {
+    const relations = mergeRelations(randomBytes(6).toString("hex"));
+    const keysOf = request.current.flatMap((run) => run.files);
+    // DuckDB reads local files: an S3 lake's current runs are copied to a temporary folder first (every partition: a key may move).
+    const scratch = this.store.capabilities.localPaths ? undefined : await mkdtemp(path.join(tmpdir(), "lakeswap-merge-"));
+    const localFiles = new Map<string, string>();
+    try {
+      await mapLimited(keysOf, 8, async (key, index) => {
+        if (!scratch) return void localFiles.set(key, this.store.localPath(key));
+        const object = await this.store.get(key);
+        if (!object) throw new AuditError(`the run file ${key} is missing from the store; nothing was merged`);
+        const local = path.join(scratch, `${index}.parquet`);
+        await fs.writeFile(local, object.body);
+        localFiles.set(key, local);
+      });
+      const partitions = await this.withConnection(async (connection) => {
+        try {
+          return await mergeDelivery(connection, request, relations, localFiles, (await this.signing()).form);
+        } catch (error) {
+          await dropMerge(connection, relations);
+          throw error;
+        }
+      });
+      // The delivery, where it is read in place, was read again: what was merged is what was signed only if its files did not change.
+      const landed = this.landedStates.get(request.delivery.relation);
+      if (landed) assertUnchanged(landed.files, landed.states, (await fileStates(landed.files)).map(stateText), "after it was landed, while it was merged");
+      this.merges.set(relations.merged, { relations, scratch });
+      return { ...request.delivery, relation: relations.merged, partitions };
+    } catch (error) {
+      if (scratch) await fs.rm(scratch, { recursive: true, force: true });
+      throw error;
+    }
+  }
+
   async releaseLanding(delivery: LandedDelivery): Promise<void> {
+    const merge = this.merges.get(delivery.relation);
+    if (merge) {
+      this.merges.delete(delivery.relation);
+      await this.withConnection((connection) => dropMerge(connection, merge.relations));
+      if (merge.scratch) await fs.rm(merge.scratch, { recursive: true, force: true });
+      return;
+    }
     this.landedStates.delete(delivery.relation);
     await this.dropWrittenAhead(delivery.relation);
     await this.withConnection((connection) => dropLanding(connection, { landed: delivery.relation, rejected: delivery.rejectedRelation }));

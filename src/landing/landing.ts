@@ -1,6 +1,6 @@
 import type { Partition } from "../core/partition.js";
 import type { TableDefinition } from "../core/table.js";
-import type { BuildRequest, BuildResult } from "../engine/engine.js";
+import type { BuildRequest, BuildResult, PartitionSnapshot } from "../engine/engine.js";
 
 /**
  * The landing port: lakeswap's own local work, the same whether the lake is
@@ -20,7 +20,16 @@ export interface Landing {
   identify(files: readonly string[], known?: IdentifiedFiles): Promise<IdentifiedDelivery>;
   /** Lands a delivery's files: typed rows, bad rows apart, a signature per partition. */
   land(request: LandRequest): Promise<LandedDelivery>;
-  /** Frees what `land` holds. */
+  /**
+   * Upsert: merges a landed delivery into a table's current rows by primary
+   * key. The result is a landed delivery of the partitions it touches (those
+   * the delivery has rows for, and those that hold one of its keys now, so a
+   * key that moves leaves its old partition), each with the rows it holds
+   * after the merge and their signature. Freed with `releaseLanding`, before
+   * the delivery it was made from.
+   */
+  mergeLanded(request: MergeRequest): Promise<LandedDelivery>;
+  /** Frees what `land` (or `mergeLanded`) holds. */
   releaseLanding(delivery: LandedDelivery): Promise<void>;
   /**
    * Writes the runs of many partitions of a landed delivery in one pass; the
@@ -102,6 +111,29 @@ export interface LandRequest {
    * done for a delivery with bad rows.
    */
   readonly writeAhead?: TableDefinition;
+}
+
+/**
+ * How a delivery is merged into a table by key: for each touched partition,
+ * the current rows whose key the delivery does not hold, plus the delivery's
+ * rows (one per key: the greatest by `orderBy`; a row whose `deleteFlag` is
+ * true removes its key).
+ */
+export interface MergeRequest {
+  readonly table: TableDefinition;
+  readonly delivery: LandedDelivery;
+  /** Every partition's current run (a key may move between partitions), files as store keys. */
+  readonly current: readonly PartitionSnapshot[];
+  /** The declared columns (the signature is computed over the declared types) and which of them are signed. */
+  readonly columns: readonly { readonly name: string; readonly type: string; readonly nullable: boolean }[];
+  readonly signatureColumns: readonly string[];
+  readonly primaryKey: readonly string[];
+  /** Picks the row of a key that the delivery holds several times: the greatest wins; without it, such a key is an error. */
+  readonly orderBy: readonly string[];
+  /** A BOOLEAN column: a delivery row where it is true deletes its key. */
+  readonly deleteFlag?: string;
+  /** Names the dataset in messages (`datasets.<name>`). */
+  readonly dataset: string;
 }
 
 /** One partition of a landed delivery, with its content signature. */

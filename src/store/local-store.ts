@@ -178,6 +178,23 @@ export class LocalStore implements ObjectStore {
     });
   }
 
+  async copy(from: string, to: string, _size: number): Promise<void> {
+    const source = this.localPath(from);
+    const target = this.localPath(to);
+    await whenFull(to, target, async () => {
+      await fs.mkdir(path.dirname(target), { recursive: true });
+      try {
+        // Run files are immutable: one inode shared by two runs is safe, and removing one run's link leaves the other's.
+        await fs.link(source, target);
+        await this.folders.sync(path.dirname(target));
+      } catch (error) {
+        if (!isCode(error, "EXDEV") && !isCode(error, "EPERM") && !isCode(error, "EMLINK") && !isCode(error, "ENOTSUP")) throw error;
+        await fs.copyFile(source, target, fsCallbacks.constants.COPYFILE_EXCL);
+        await fsyncPath(target);
+      }
+    });
+  }
+
   /** Writes `body` to a fsynced temporary file on the lake's filesystem. */
   private async writeTemp(body: Uint8Array | string): Promise<string> {
     return writeTempFile(path.join(this.root, TEMP_DIR), body);

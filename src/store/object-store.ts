@@ -42,6 +42,13 @@ export interface ObjectStore {
   delete(keys: readonly string[]): Promise<void>;
   /** Uploads a local file to `key` (multipart where the store needs it). */
   putFile(key: string, localPath: string): Promise<void>;
+  /**
+   * Copies the object at `from` to the fresh key `to` inside the store, without
+   * moving its bytes through lakeswap: a hard link locally (a copy where the file
+   * system cannot link), a server-side copy on S3 (`size`, the object's bytes,
+   * chooses a multipart copy above 5 GiB). `to` is a fresh key.
+   */
+  copy(from: string, to: string, size: number): Promise<void>;
   /** The local path of `key`, when the store has `localPaths`. */
   localPath(key: string): string;
 }

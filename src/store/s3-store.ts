@@ -2,7 +2,8 @@ import { createReadStream } from "node:fs";
 import { stat } from "node:fs/promises";
 import { availableParallelism } from "node:os";
 import {
-  DeleteObjectCommand, DeleteObjectsCommand, GetObjectCommand, ListObjectsV2Command, PutObjectCommand, type S3Client,
+  AbortMultipartUploadCommand, CompleteMultipartUploadCommand, CopyObjectCommand, CreateMultipartUploadCommand, DeleteObjectCommand,
+  DeleteObjectsCommand, GetObjectCommand, ListObjectsV2Command, PutObjectCommand, UploadPartCopyCommand, type S3Client,
 } from "@aws-sdk/client-s3";
 import { Upload } from "@aws-sdk/lib-storage";
 import { LakeswapError } from "../core/errors.js";
@@ -10,6 +11,8 @@ import { isTransient, withRetry } from "../core/retry.js";
 import { assertKey, joinKey, type ObjectInfo, type ObjectStore, type TaggedObject } from "./object-store.js";
 
 const MIB = 1024 * 1024;
+/** The largest object one CopyObject copies (5 GiB). */
+const MAX_COPY_OBJECT_BYTES = 5 * 1024 * MIB;
 /** S3 allows at most 10,000 parts per multipart upload. */
 const MAX_PARTS = 10_000;
 
@@ -181,6 +184,37 @@ export class S3Store implements ObjectStore {
       },
       { retryable: (error) => errorName(error) === "ConditionalRequestConflict" || isStatus(error, 409) || isTransient(error) },
     );
+  }
+
+  async copy(from: string, to: string, size: number): Promise<void> {
+    // URL-encoded as S3 wants it; '/' and '=' (in every partition path) stay as they are, which S3 and its emulators all read.
+    const source = encodeURI(`${this.bucket}/${this.fullKey(from)}`).replace(/[?#+]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+    const target = { Bucket: this.bucket, Key: this.fullKey(to) };
+    const what = `s3:CopyObject of ${this.uri(from)} to ${this.uri(to)}`;
+    if (size <= MAX_COPY_OBJECT_BYTES) {
+      await withRetry(what, () => this.client.send(new CopyObjectCommand({ ...target, CopySource: source })));
+      return;
+    }
+    // CopyObject takes at most 5 GiB: larger objects are copied part by part (UploadPartCopy), still inside S3.
+    const { UploadId } = await withRetry(what, () => this.client.send(new CreateMultipartUploadCommand(target)));
+    try {
+      const partSize = Math.max(partSizeFor(size), 512 * MIB);
+      const ranges = Array.from({ length: Math.ceil(size / partSize) }, (_, i) => [i * partSize, Math.min(size, (i + 1) * partSize) - 1] as const);
+      const parts = await Promise.all(
+        ranges.map(async ([first, last], index) => {
+          const response = await withRetry(what, () =>
+            this.client.send(
+              new UploadPartCopyCommand({ ...target, UploadId, PartNumber: index + 1, CopySource: source, CopySourceRange: `bytes=${first}-${last}` }),
+            ),
+          );
+          return { PartNumber: index + 1, ETag: response.CopyPartResult?.ETag };
+        }),
+      );
+      await withRetry(what, () => this.client.send(new CompleteMultipartUploadCommand({ ...target, UploadId, MultipartUpload: { Parts: parts } })));
+    } catch (error) {
+      await this.client.send(new AbortMultipartUploadCommand({ ...target, UploadId })).catch(() => undefined);
+      throw error;
+    }
   }
 
   private async conditional(what: string, send: () => Promise<unknown>): Promise<boolean> {

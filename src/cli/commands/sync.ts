@@ -13,6 +13,7 @@ interface Options {
   partition?: string[];
   fullRefresh?: boolean;
   allowEmpty?: boolean;
+  allowDuplicates?: boolean;
 }
 
 /** `lakeswap sync`: runs the plan, layer by layer, and reports built / skipped / failed. */
@@ -26,6 +27,7 @@ export function registerSync(program: Command): void {
       .option("--partition <spec...>", "only these partitions (in layers with the same keys)")
       .option("--full-refresh", "rebuild every partition, whatever the signatures say")
       .option("--allow-empty", "accept derived builds of 0 rows for partitions that had rows")
+      .option("--allow-duplicates", "write: append only: append a delivery again to partitions that already hold it")
       .option("--grace <duration>", "GC grace window for old runs (default 6h)")
       .option("--json", "print the report as JSON"),
   ).action(async (options: Options, command: Command) => {
@@ -40,6 +42,7 @@ export function registerSync(program: Command): void {
           partitions: options.partition,
           fullRefresh: options.fullRefresh,
           allowEmpty: options.allowEmpty,
+          allowDuplicates: options.allowDuplicates,
           openSink,
           onProgress: ({ layer, done, total, label }) => progress.update(done, total, `${layer}: ${label}`),
         }).sync();
@@ -60,6 +63,11 @@ export function registerSync(program: Command): void {
               result.layers.map((l) => [l.layer, l.table, l.built, l.skipped, l.failed, l.rows, l.seconds.toFixed(2)]),
             ),
           );
+          const again = result.partitions.filter((p) => p.reason === "already appended");
+          if (again.length > 0) {
+            const tables = [...new Set(again.map((p) => p.table))].join(", ");
+            lines.push("", `${tables}: ${again.length} partition(s) skip: already appended (they hold this delivery already; --allow-duplicates appends it again)`);
+          }
           const changed = result.partitions.filter((p) => p.action !== "skip");
           if (changed.length > 0) {
             lines.push(

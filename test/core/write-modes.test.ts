@@ -1,0 +1,205 @@
+import { mkdirSync, statSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { loadPipelineConfig } from "../../src/config/pipeline-config.js";
+import type { Lake } from "../../src/core/lake.js";
+import { Pipeline, type PipelineOptions, type SyncReport } from "../../src/core/pipeline.js";
+import { BACKEND_FACTORIES, selectedBackends, tempDir } from "../support/lake-fixture.js";
+
+const cleanups: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+/** Events appended by day, with a daily count layer built from them. */
+const APPEND_YAML = `datasets:
+  events:
+    source: {format: csv, path: deliveries/*.csv}
+    write: append
+    columns: {event_id: BIGINT, kind: VARCHAR, ts: TIMESTAMP}
+    partition: {day: "strftime(ts, '%Y-%m-%d')"}
+    layers:
+      - name: daily
+        sql: sql/daily.sql
+        columns: {events: BIGINT}
+`;
+
+/** Customers merged by id, partitioned by area (so a customer can move), with a delete flag. */
+function upsertYaml(orderBy = true): string {
+  return `datasets:
+  customers:
+    source: {format: csv, path: deliveries/*.csv}
+    write: upsert
+    primary_key: [id]
+${orderBy ? "    order_by: [updated_at]\n" : ""}    delete_flag: deleted
+    columns:
+      id: {type: BIGINT, nullable: false}
+      name: VARCHAR
+      region: VARCHAR
+      updated_at: TIMESTAMP
+      deleted: BOOLEAN
+    partition: {area: lower(region)}
+`;
+}
+
+/** A workspace on one backend: its lake, its config, and deliveries written as CSV files. */
+async function workspace(backendName: string, yaml: string) {
+  const backend = await BACKEND_FACTORIES[backendName]!();
+  cleanups.push(() => backend.cleanup());
+  const lake = await backend.open({ graceMs: 0, leaseWaitMs: 0 });
+  cleanups.push(() => lake.close());
+  const { dir, cleanup } = tempDir("lakeswap-modes-");
+  cleanups.push(cleanup);
+  mkdirSync(path.join(dir, "deliveries"));
+  mkdirSync(path.join(dir, "sql"));
+  writeFileSync(path.join(dir, "sql", "daily.sql"), "SELECT count(*) AS events FROM events_raw WHERE day = {{ day }}\n");
+  const configFile = path.join(dir, "lakeswap.yaml");
+  writeFileSync(configFile, yaml);
+  let counter = 0;
+  return {
+    lake,
+    dir,
+    deliver(header: string, rows: readonly string[]): string {
+      const file = path.join(dir, "deliveries", `delivery-${counter++}.csv`);
+      writeFileSync(file, `${header}\n${rows.join("\n")}\n`);
+      return file;
+    },
+    sync(file: string, options: PipelineOptions = {}, lakeToUse: Lake = lake): Promise<SyncReport> {
+      return new Pipeline(lakeToUse, loadPipelineConfig(configFile), { inputs: [file], ...options }).sync();
+    },
+    rows: async (sql: string) => (await lake.query(sql)).rows.map((row) => row.map((v) => (v === null ? "null" : String(v))).join(" ")),
+  };
+}
+
+/** `layer partition action reason` of a report, sorted. */
+function actions(report: SyncReport): string[] {
+  return report.partitions.map((p) => `${p.layer} ${p.partition} ${p.action} ${p.reason}`).sort();
+}
+
+const EVENTS = "event_id,kind,ts";
+
+for (const backendName of selectedBackends()) {
+  describe(`write: append (${backendName})`, () => {
+    it("adds each delivery's rows once; the same delivery again adds nothing; rollback undoes one append", async () => {
+      const ws = await workspace(backendName, APPEND_YAML);
+      const first = ws.deliver(EVENTS, ["1,click,2026-11-01 10:00:00", "2,view,2026-11-01 11:00:00", "3,click,2026-11-02 09:00:00"]);
+      expect(actions(await ws.sync(first))).toEqual([
+        "daily day=2026-11-01 build new", "daily day=2026-11-02 build new",
+        "raw day=2026-11-01 build new", "raw day=2026-11-02 build new",
+      ]);
+      const again = await ws.sync(first);
+      expect(actions(again)).toEqual([
+        "daily day=2026-11-01 skip unchanged", "daily day=2026-11-02 skip unchanged",
+        "raw day=2026-11-01 skip already appended", "raw day=2026-11-02 skip already appended",
+      ]);
+      // A second delivery: more events of day 2, the first of day 3; day 1 is not touched.
+      const second = ws.deliver(EVENTS, ["4,view,2026-11-02 12:00:00", "5,view,2026-11-02 13:00:00", "6,click,2026-11-03 08:00:00"]);
+      const appended = await ws.sync(second);
+      expect(actions(appended)).toEqual([
+        "daily day=2026-11-01 skip unchanged", "daily day=2026-11-02 build upstream changed", "daily day=2026-11-03 build new",
+        "raw day=2026-11-02 build appended", "raw day=2026-11-03 build new",
+      ]);
+      expect(appended.partitions.find((p) => p.layer === "raw" && p.partition === "day=2026-11-02")?.rows).toBe(3);
+      expect(await ws.rows("SELECT day, count(*), string_agg(CAST(event_id AS VARCHAR), ',' ORDER BY event_id) FROM events_raw GROUP BY day ORDER BY day")).toEqual([
+        "2026-11-01 2 1,2", "2026-11-02 3 3,4,5", "2026-11-03 1 6",
+      ]);
+      expect(await ws.rows("SELECT day, events FROM events_daily ORDER BY day")).toEqual(["2026-11-01 2", "2026-11-02 3", "2026-11-03 1"]);
+      // Both deliveries again, in one sync each: nothing is added.
+      expect((await ws.sync(second)).partitions.filter((p) => p.layer === "raw").map((p) => p.reason)).toEqual(["already appended", "already appended"]);
+      expect((await ws.sync(first)).totals.built).toBe(0);
+
+      // The append made a new run; the one before it is intact, so rollback undoes exactly that append.
+      const day2 = await ws.lake.pointer("events_raw", "day=2026-11-02");
+      expect(day2?.previousRunId).toBeDefined();
+      await ws.lake.rollback("events_raw", "day=2026-11-02");
+      expect(await ws.rows("SELECT count(*) FROM events_raw WHERE day = '2026-11-02'")).toEqual(["1"]);
+      // The next sync of the second delivery appends it again, onto the rolled-back run.
+      const redo = await ws.sync(second);
+      expect(redo.partitions.find((p) => p.layer === "raw" && p.partition === "day=2026-11-02")).toMatchObject({ action: "build", reason: "appended", rows: 3 });
+      expect(await ws.rows("SELECT count(*) FROM events_raw WHERE day = '2026-11-02'")).toEqual(["3"]);
+
+      // Duplicates only when asked for.
+      const forced = await ws.sync(second, { allowDuplicates: true });
+      expect(forced.partitions.filter((p) => p.layer === "raw").map((p) => `${p.partition} ${p.reason} ${p.rows}`)).toEqual([
+        "day=2026-11-02 appended 5", "day=2026-11-03 appended 2",
+      ]);
+      expect(await ws.rows("SELECT event_id, count(*) FROM events_raw WHERE event_id IN (4, 6) GROUP BY event_id ORDER BY event_id")).toEqual(["4 2", "6 2"]);
+    }, 120_000);
+  });
+
+  describe(`write: upsert (${backendName})`, () => {
+    const CUSTOMERS = "id,name,region,updated_at,deleted";
+
+    it("merges by key: updates, inserts, moves between partitions, deletes, and the greatest order_by wins", async () => {
+      const ws = await workspace(backendName, upsertYaml());
+      const first = ws.deliver(CUSTOMERS, [
+        "1,Ada,North,2026-11-01 00:00:00,false",
+        "2,Bo,North,2026-11-01 00:00:00,false",
+        "3,Cy,South,2026-11-01 00:00:00,false",
+        "4,Di,South,2026-11-01 00:00:00,false",
+        "5,Ed,West,2026-11-01 00:00:00,false",
+      ]);
+      expect(actions(await ws.sync(first))).toEqual(["raw area=north build new", "raw area=south build new", "raw area=west build new"]);
+
+      const second = ws.deliver(CUSTOMERS, [
+        // 2 renamed in place; 3 moves from south to north; 4 is deleted; 6 is new in east.
+        "2,Bob,North,2026-11-02 00:00:00,false",
+        "3,Cy,North,2026-11-02 00:00:00,false",
+        "4,Di,South,2026-11-02 00:00:00,true",
+        "6,Flo,East,2026-11-02 00:00:00,false",
+      ]);
+      const merged = await ws.sync(second);
+      // West is not touched: it holds none of the delivery's keys.
+      expect(actions(merged)).toEqual(["raw area=east build new", "raw area=north build content changed", "raw area=south build content changed"]);
+      expect(merged.partitions.find((p) => p.partition === "area=south")?.rows).toBe(0);
+      expect(await ws.rows("SELECT id, name, area FROM customers_raw ORDER BY id")).toEqual([
+        "1 Ada north", "2 Bob north", "3 Cy north", "5 Ed west", "6 Flo east",
+      ]);
+
+      // The same delivery again changes nothing: each touched partition's merge equals what it holds.
+      const again = await ws.sync(second);
+      expect(again.totals.built).toBe(0);
+      expect(actions(again)).toEqual(["raw area=east skip unchanged", "raw area=north skip unchanged", "raw area=south skip unchanged"]);
+
+      // Several rows of one key in one delivery: the greatest updated_at wins, wherever it sits in the file.
+      const third = ws.deliver(CUSTOMERS, [
+        "5,Eddie,West,2026-11-04 00:00:00,false",
+        "5,Ed (old),West,2026-11-03 00:00:00,false",
+        "1,Ada,North,2026-11-03 00:00:00,true",
+        "1,Ada,North,2026-11-05 00:00:00,false",
+      ]);
+      await ws.sync(third);
+      expect(await ws.rows("SELECT id, name, area FROM customers_raw ORDER BY id")).toEqual([
+        "1 Ada north", "2 Bob north", "3 Cy north", "5 Eddie west", "6 Flo east",
+      ]);
+      expect(await ws.rows("SELECT CAST(updated_at AS VARCHAR) FROM customers_raw WHERE id = 1")).toEqual(["2026-11-05 00:00:00"]);
+    }, 120_000);
+
+    it("refuses a key the delivery holds twice without order_by, and a key without a value, loading nothing", async () => {
+      const ws = await workspace(backendName, upsertYaml(false));
+      await ws.sync(ws.deliver(CUSTOMERS, ["1,Ada,North,2026-11-01 00:00:00,false"]));
+      const twice = ws.deliver(CUSTOMERS, ["1,Ada,North,2026-11-02 00:00:00,false", "1,Ann,North,2026-11-03 00:00:00,false"]);
+      await expect(ws.sync(twice)).rejects.toThrow(/holds 2 different rows for the key id=1; declare order_by: \[column\]/);
+      // The same row twice is one row, not a conflict.
+      const same = ws.deliver(CUSTOMERS, ["2,Bo,North,2026-11-02 00:00:00,false", "2,Bo,North,2026-11-02 00:00:00,false"]);
+      await ws.sync(same);
+      expect(await ws.rows("SELECT id, name FROM customers_raw ORDER BY id")).toEqual(["1 Ada", "2 Bo"]);
+    }, 120_000);
+  });
+}
+
+describe("write: append (embedded lake files)", () => {
+  it("a new run links the previous run's files (no copy of their bytes), and the previous run stays whole", async () => {
+    const ws = await workspace("local", APPEND_YAML);
+    await ws.sync(ws.deliver(EVENTS, ["1,click,2026-11-01 10:00:00"]));
+    const before = await ws.lake.currentRuns("events_raw");
+    const report = await ws.sync(ws.deliver(EVENTS, ["2,click,2026-11-01 11:00:00"]));
+    expect(report.partitions.find((p) => p.layer === "raw")).toMatchObject({ reason: "appended", rows: 2 });
+    const after = await ws.lake.currentRuns("events_raw");
+    const [oldFile] = before[0]!.files;
+    const carried = after[0]!.files.find((key) => path.basename(key) === path.basename(oldFile!));
+    expect(after[0]!.files).toHaveLength(2);
+    const lakeDir = (ws.lake as unknown as { store: { localPath(key: string): string } }).store.localPath.bind((ws.lake as unknown as { store: object }).store);
+    expect(statSync(lakeDir(carried!)).ino).toBe(statSync(lakeDir(oldFile!)).ino);
+  }, 60_000);
+});
