@@ -2,6 +2,7 @@ import type { ApiCalls } from "./aws-lake.js";
 import type { AwsDeliveryFigures, DeliveryFigures } from "./delivery-bench.js";
 import { DELIVERY_TARGETS } from "./delivery-bench.js";
 import type { MtdFigures, MtdSync } from "./mtd-bench.js";
+import { PG_UPSERT_MEASURE, PG_UPSERT_TARGET, type PgUpsertFigures } from "./pg-upsert-bench.js";
 import type { ReplaceFigures } from "./replace-bench.js";
 import {
   GLUE_BATCH,
@@ -17,7 +18,7 @@ import {
 import type { MethodFigures, SignatureFigures } from "./signature-bench.js";
 import type { Timing } from "./stats.js";
 import type { SwapFigures } from "./swap-bench.js";
-import { countAtMost, ratioAtLeast, ratioAtMost, verdictWord, type Verdict } from "./targets.js";
+import { countAtMost, ratioAtLeast, ratioAtMost, verdictLine, verdictWord, type Verdict } from "./targets.js";
 
 /** Where the benchmark ran. */
 export interface Machine {
@@ -61,6 +62,8 @@ export interface BenchReport {
   readonly delivery?: DeliveryFigures;
   readonly scale?: ScaleFigures;
   readonly aws?: AwsFigures;
+  /** PostgreSQL upsert of 1M rows: lakeswap's sink against the per-row executemany (issue 11). */
+  readonly sink?: PgUpsertFigures;
   readonly verdict?: { readonly swapGrowsWithSize: boolean; readonly maxFlatRatio: number; readonly message: string };
   /** Every target's verdict, judged from the figures above. */
   readonly targets: readonly Verdict[];
@@ -77,7 +80,7 @@ export const MAX_FLAT_RATIO = 1.25;
 /** Month-to-date target: incremental wall time at most this fraction of the full rebuild's. */
 export const MTD_TARGET = 0.1;
 
-/** Puts the figures together with the verdicts: the swap's growth with partition size, and every target of issue 10. */
+/** Puts the figures together with the verdicts: the swap's growth with partition size, and every target of issues 10 and 11. */
 export function buildReport(machine: Machine, sections: BenchSections, failedSections: BenchReport["failedSections"] = []): BenchReport {
   const { swap } = sections;
   let verdict: BenchReport["verdict"];
@@ -94,7 +97,8 @@ export function buildReport(machine: Machine, sections: BenchSections, failedSec
 /** Every target, judged from the measured figures (never from constants). */
 function judge(sections: BenchSections): Verdict[] {
   const verdicts: Verdict[] = [];
-  const { delivery, mtd, scale, signature, aws } = sections;
+  const { delivery, mtd, scale, signature, aws, sink } = sections;
+  if (sink) verdicts.push(pgUpsertVerdict(sink));
   if (delivery) {
     verdicts.push(
       ratioAtMost("first load · lakeswap sync / raw DuckDB partitioned COPY (process wall times)", delivery.firstLoad.ratio, DELIVERY_TARGETS.firstLoadRatio),
@@ -185,6 +189,7 @@ export function renderText(report: BenchReport): string {
   if (report.delivery) parts.push(renderDelivery(report.delivery), "");
   if (report.scale) parts.push(renderScale(report.scale), "");
   if (report.aws) parts.push(renderAws(report.aws), "");
+  if (report.sink) parts.push(renderPgUpsert(report.sink), "");
   for (const { section, error } of report.failedSections) parts.push(`SECTION FAILED · ${section}: ${error}`, "");
   parts.push(renderTargets(report.targets), "");
   return parts.join("\n");
@@ -407,12 +412,63 @@ function renderCallTable(title: string, columns: readonly CallColumn[]): string 
 function renderTargets(targets: readonly Verdict[]): string {
   if (targets.length === 0) return "targets: none of the sections that judge a target ran";
   const table = renderTable(
-    ["target (issue 10)", "limit", "measured", "verdict"],
+    ["target (issues 10, 11)", "limit", "measured", "verdict"],
     targets.map((t) => [t.measure, t.target, t.measured, verdictWord(t.met) + (t.note ? ` (${shorten(t.note, 90)})` : "")]),
   );
   const met = targets.filter((t) => t.met === true).length;
   const missed = targets.filter((t) => t.met === false).length;
   return [`targets: ${met} met, ${missed} not met, ${targets.length - met - missed} undecided (each verdict computed from the figure beside it)`, "", table].join("\n");
+}
+
+/** The PostgreSQL upsert target: executemany's time over the lakeswap sink's, from the figures (undecided when not measured or the tables differ). */
+function pgUpsertVerdict(figures: PgUpsertFigures): Verdict {
+  if (!figures.measured) return ratioAtLeast(PG_UPSERT_MEASURE, undefined, PG_UPSERT_TARGET, figures.reason);
+  if (!figures.checks.identical) return ratioAtLeast(PG_UPSERT_MEASURE, undefined, PG_UPSERT_TARGET, "the two tables differ (see the checks): the times are not comparable");
+  const { executemany } = figures;
+  const note = executemany.extrapolated
+    ? `executemany EXTRAPOLATED from ${count(executemany.measuredRows)} measured rows (--sink-budget ${(executemany.budgetMs / 1000).toFixed(0)} s)`
+    : undefined;
+  return ratioAtLeast(PG_UPSERT_MEASURE, figures.ratio, PG_UPSERT_TARGET, note);
+}
+
+/** The PostgreSQL upsert: both methods' figures, the ratio, the checks and the verdict line. */
+function renderPgUpsert(figures: PgUpsertFigures): string {
+  const verdict = verdictLine(pgUpsertVerdict(figures));
+  if (!figures.measured) return [`PostgreSQL upsert · lakeswap sink vs executemany: not measured (${figures.reason})`, "", verdict].join("\n");
+  const { lakeswap, executemany, checks } = figures;
+  const title =
+    `PostgreSQL upsert · ${count(figures.rows)} rows (${count(figures.updates)} updates of existing keys, ${count(figures.inserts)} new keys) in ${figures.partitions} day partitions ` +
+    `into bench.orders, seeded with ${count(figures.seededRows)} rows (the ${count(figures.updates)} the updates hit + ${count(figures.seededRows - figures.updates)} untouched) · ` +
+    `PostgreSQL ${figures.postgres} (throwaway cluster of test/support/postgres.ts: fsync=off, defaults otherwise), one database each, copied from the same seeded one`;
+  const rate = (rows: number, ms: number): string => `${count(Math.round(rows / (ms / 1000)))} rows/s`;
+  const perRow = executemany.extrapolated
+    ? `${count(executemany.measuredRows)} measured in ${seconds(executemany.measuredMs)}; ${count(figures.rows)} EXTRAPOLATED linearly`
+    : `${count(executemany.measuredRows)} measured`;
+  const table = renderTable(
+    ["measure", "rows", "seconds", "throughput"],
+    [
+      ["lakeswap sink, upsert mode · per partition: run's Parquet → CSV → COPY into a temp table → INSERT … ON CONFLICT, one transaction", count(lakeswap.rowsSent), seconds(lakeswap.sinkMs), rate(lakeswap.rowsSent, lakeswap.sinkMs)],
+      [`  (context) the same Pipeline.sync's lake part: land, sign, write and swap ${figures.partitions} raw partitions`, count(figures.rows), seconds(lakeswap.lakeMs), ""],
+      ["  (context) the whole Pipeline.sync (lake part + sink)", count(figures.rows), seconds(lakeswap.syncMs), ""],
+      [`executemany (the seed's method) · one prepared INSERT … ON CONFLICT DO UPDATE per row (pg), one transaction · ${perRow}`, count(figures.rows), seconds(executemany.ms), rate(figures.rows, executemany.ms)],
+    ],
+  );
+  const ratio = `ratio executemany / lakeswap sink: ${times(figures.ratio)}${executemany.extrapolated ? " (executemany EXTRAPOLATED)" : ""}`;
+  const note =
+    `sink seconds: from opening the sink to closing it (connect, table checks, ${lakeswap.partitionsSent} partitions sent, ${lakeswap.partitionsSkipped} skipped as unchanged; ` +
+    `the partitions' own seconds sum to ${lakeswap.partitionSecondsSum.toFixed(2)} s) · executemany: rows in memory before the clock starts, commit included ` +
+    `(${ms(executemany.commitMs)})${executemany.restRows > 0 ? `; after --sink-budget the other ${count(executemany.restRows)} rows were applied untimed, set-based, so the tables compare` : ""} · ` +
+    `caveat: pg waits for each statement's reply, while the seed's psycopg (≥ 3.1, libpq ≥ 14) pipelines executemany's statements, ` +
+    `which can be several times faster: this ratio is against the per-row loop above, not against psycopg`;
+  const check = (label: string, c: { rows: number; amountSum: string; pending: number; touched: number; hash: string }): string =>
+    `${label}: ${count(c.rows)} rows, sum(amount) ${c.amountSum}, ${count(c.touched)} written by the timed step, ${count(c.pending)} still pending, hash ${c.hash}`;
+  const checked = [
+    `checks (updated_at left out: it records when each method wrote): tables identical and as expected: ${yes(checks.identical)}`,
+    `  expected (seed + delivery, computed by DuckDB from the Parquet files): ${count(checks.expected.rows)} rows, sum(amount) ${checks.expected.amountSum}, ${count(checks.expected.touched)} written`,
+    `  ${check("lakeswap sink", checks.lakeswap)}`,
+    `  ${check("executemany  ", checks.executemany)}`,
+  ];
+  return [title, "", table, "", ratio, note, "", ...checked, "", verdict].join("\n");
 }
 
 /** The signature benchmark: four methods on the same rows, throughput ratios, the 25× target, the checks. */

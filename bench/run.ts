@@ -9,6 +9,7 @@ import { benchDelivery, benchDeliveryAws, prepareFlights, type FlightsWorkspace 
 import { DirectCopy } from "./direct-copy.js";
 import { buildDist } from "./lakeswap-cli.js";
 import { benchMtd } from "./mtd-bench.js";
+import { benchPgUpsert } from "./pg-upsert-bench.js";
 import { benchReplace } from "./replace-bench.js";
 import { buildReport, renderJson, renderText, type AwsFigures, type BenchSections, type Machine } from "./report.js";
 import { benchScale, benchScaleAws } from "./scale-bench.js";
@@ -20,7 +21,7 @@ import { LARGE_ROWS, SMALL_ROWS } from "./workload.js";
 const FRESH_MOVES = 10;
 
 /** The sections of one run, in the order they run. */
-const SECTIONS = ["replace", "signature", "mtd", "delivery", "scale", "aws"] as const;
+const SECTIONS = ["replace", "signature", "mtd", "delivery", "scale", "aws", "sink"] as const;
 type Section = (typeof SECTIONS)[number];
 
 /** Sections that run the compiled CLI, so need `npm run build` first. */
@@ -28,8 +29,8 @@ const CLI_SECTIONS: readonly Section[] = ["delivery", "scale", "aws"];
 
 const USAGE =
   "usage: npm run bench -- [--json] [--only SECTION,...] [--repeat N] [--moves N] [--rounds N] " +
-  "[--node-baseline] [--scale-budget SECONDS] [--aws-budget SECONDS] [--aws-mtd-deliveries N]\n" +
-  `sections: ${SECTIONS.join(", ")} (replace = replace and swap)`;
+  "[--node-baseline] [--scale-budget SECONDS] [--aws-budget SECONDS] [--aws-mtd-deliveries N] [--sink-budget SECONDS]\n" +
+  `sections: ${SECTIONS.join(", ")} (replace = replace and swap; sink = PostgreSQL upsert, lakeswap sink vs executemany)`;
 
 /** A command line the benchmark cannot run with. */
 class UsageError extends Error {}
@@ -49,6 +50,8 @@ interface BenchOptions {
   readonly nodeBaseline: boolean;
   /** Deliveries of the month-to-date replay on AWS (0: skip it). */
   readonly awsMtdDeliveries: number;
+  /** Longest the per-row executemany of the sink section is timed, in ms; past it the rest is extrapolated (and said so). */
+  readonly sinkBudgetMs: number;
   readonly only: readonly Section[];
   readonly json: boolean;
 }
@@ -66,6 +69,7 @@ function parseOptions(args: readonly string[]): BenchOptions {
     scaleBudgetMs: positiveInteger("--scale-budget", flags["scale-budget"]) * 1000,
     awsBudgetMs: positiveInteger("--aws-budget", flags["aws-budget"]) * 1000,
     awsMtdDeliveries: nonNegativeInteger("--aws-mtd-deliveries", flags["aws-mtd-deliveries"]),
+    sinkBudgetMs: positiveInteger("--sink-budget", flags["sink-budget"]) * 1000,
     nodeBaseline: flags["node-baseline"],
     only: only as Section[],
     json: flags.json,
@@ -83,6 +87,7 @@ function readFlags(args: readonly string[]) {
         "scale-budget": { type: "string", default: "180" },
         "aws-budget": { type: "string", default: "180" },
         "aws-mtd-deliveries": { type: "string", default: "5" },
+        "sink-budget": { type: "string", default: "600" },
         only: { type: "string" },
         "node-baseline": { type: "boolean", default: false },
         json: { type: "boolean", default: false },
@@ -194,6 +199,7 @@ async function main(): Promise<void> {
         sections.aws = figures;
       }
     }
+    if (selected("sink")) sections.sink = await attempt("sink", () => benchPgUpsert(workDir, { budgetMs: options.sinkBudgetMs }, progress));
     const report = buildReport(
       { ...machine, loadAverage: { start: loadAtStart, end: os.loadavg()[0] ?? 0 }, totalMs: performance.now() - started, buildMs },
       sections,

@@ -1,4 +1,4 @@
-/** One target of issue 10, judged from a measured figure: met, not met, or undecided (not measured, or stopped before it could tell). */
+/** One target of issue 10 or 11, judged from a measured figure: met, not met, or undecided (not measured, or stopped before it could tell). */
 export interface Verdict {
   /** What is measured, e.g. "first load · lakeswap sync / raw COPY". */
   readonly measure: string;
@@ -36,6 +36,12 @@ export function countAtMost(measure: string, points: readonly { readonly label: 
   if (counted.some((p) => (p.count as number) > p.limit)) return { measure, target, measured, met: false, note };
   if (counted.length < points.length) return { measure, target, measured, met: undefined, note: note ?? "not every point was measured" };
   return { measure, target, measured, met: true, note };
+}
+
+/** A verdict on one line: "measure  target ≥ 20.00×  measured 31.20×  MET", and its note. */
+export function verdictLine(verdict: Verdict): string {
+  const measured = verdict.measured === "not measured" ? "not measured" : `measured ${verdict.measured}`;
+  return `${verdict.measure}  target ${verdict.target}  ${measured}  ${verdictWord(verdict.met)}${verdict.note ? `  (${verdict.note})` : ""}`;
 }
 
 /** MET, NOT MET or UNDECIDED. */
