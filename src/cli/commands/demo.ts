@@ -1,7 +1,9 @@
+import { rm } from "node:fs/promises";
 import type { Command } from "commander";
 import { InvalidInputError } from "../../core/errors.js";
 import { DEMO_STEPS, FULL_DEMO, runDemoStep, type DemoStep, type DemoStepResult } from "../../demo/swap-demo.js";
 import { MTD_TABLES, runMtdDemo, type MtdDeliveryResult } from "../../demo/mtd-demo.js";
+import { UPSERT_DEMO_TABLE, describeUpsertStep, runUpsertDemo, writeUpsertWorkspace, type UpsertDemoStep } from "../../demo/upsert-demo.js";
 import type { Lake } from "../../core/lake.js";
 import { resolveAwsTarget, type AwsTarget } from "../../config/aws-config.js";
 import { report, writeStdout } from "../output.js";
@@ -11,8 +13,11 @@ import { wantsJson, withLake } from "../context.js";
 export function registerDemo(program: Command): void {
   program
     .command("demo [step]")
-    .description(`zero-downtime partition swaps on an embedded lake; run it whole, or one step: ${DEMO_STEPS.join("|")}; 'mtd' runs the month-to-date pipeline story`)
-    .option("--keep", "skip the final teardown, so the lake can be explored afterwards")
+    .description(
+      `zero-downtime partition swaps on an embedded lake; run it whole, or one step: ${DEMO_STEPS.join("|")}; ` +
+        "'mtd' runs the month-to-date pipeline story; 'upsert' merges deliveries by key (write: upsert) in a temporary folder",
+    )
+    .option("--keep", "skip the final teardown, so the lake (and upsert's folder) can be explored afterwards")
     .option("--aws", "run on AWS (S3 + Glue + Athena) from DEMO_BUCKET, DEMO_PREFIX, DEMO_DATABASE, ATHENA_WORKGROUP")
     .option("--json", "print the steps as JSON")
     .action(async (step: string | undefined, options: { keep?: boolean; aws?: boolean }, command: Command) => {
@@ -22,8 +27,12 @@ export function registerDemo(program: Command): void {
         await withLake(command, (lake, config) => mtdDemo(lake, target.aws ? undefined : config.lakeDir, json, options.keep === true), target);
         return;
       }
+      if (step === "upsert") {
+        await upsertDemo(command, target, json, options.keep === true);
+        return;
+      }
       if (step !== undefined && !(DEMO_STEPS as readonly string[]).includes(step)) {
-        throw new InvalidInputError(`unknown demo step '${step}': use one of ${DEMO_STEPS.join(", ")}, mtd, or no step for the whole demo`);
+        throw new InvalidInputError(`unknown demo step '${step}': use one of ${DEMO_STEPS.join(", ")}, mtd, upsert, or no step for the whole demo`);
       }
       await withLake(command, async (lake, config) => {
         const where = target.aws ? `AWS (s3://${target.aws.bucket}/${target.aws.prefix}, Glue database ${target.aws.database})` : `embedded lake at ${config.lakeDir}`;
@@ -87,4 +96,47 @@ async function mtdDemo(lake: Lake, lakeDir: string | undefined, json: boolean, k
   }
   if (json) report(true, { lake: lakeDir, deliveries: results }, () => "");
   else writeStdout(keep ? `\nthe lake is kept${lakeDir ? ` at ${lakeDir}: try lakeswap --lake ${lakeDir} tables` : ""}\n` : "\nteardown: dropped the demo tables\n");
+}
+
+/**
+ * `lakeswap demo upsert`: the demo's pipeline and deliveries go into a fresh temporary folder, and so does its lake
+ * unless --lake, LAKESWAP_LAKE or --aws names one. Without --keep the demo's table and the folder are removed at the end.
+ */
+async function upsertDemo(command: Command, target: { aws?: AwsTarget; explicitAws?: boolean }, json: boolean, keep: boolean): Promise<void> {
+  const workspace = await writeUpsertWorkspace();
+  try {
+    await withLake(
+      command,
+      async (lake, config) => {
+        const lakeDir = target.aws ? undefined : config.lakeDir;
+        const where = target.aws ? `AWS (s3://${target.aws.bucket}/${target.aws.prefix}, Glue database ${target.aws.database})` : `embedded lake at ${lakeDir}`;
+        const dropTable = async () => {
+          if ((await lake.listTables()).some((t) => t.name === UPSERT_DEMO_TABLE)) await lake.dropTable(UPSERT_DEMO_TABLE);
+        };
+        await dropTable();
+        if (!json) {
+          writeStdout(`lakeswap demo upsert: deliveries merged by customer_id into ${UPSERT_DEMO_TABLE}, ${where}\n`);
+          writeStdout(`(write: upsert, order_by: [updated_at], delete_flag: deleted; the pipeline is ${workspace.configFile})\n`);
+        }
+        let index = 0;
+        const steps = await runUpsertDemo(lake, workspace, (step: UpsertDemoStep) => {
+          index += 1;
+          if (!json) writeStdout(`\n${describeUpsertStep(step, index)}`);
+        });
+        if (!keep) {
+          await dropTable();
+          // The lake folder itself goes when nothing else is in it (a lake inside the demo's folder goes with the folder).
+          if ((await lake.listTables()).length === 0) await runDemoStep(lake, "teardown", lakeDir);
+        }
+        if (json) report(true, { lake: lakeDir ?? where, folder: workspace.dir, kept: keep, table: UPSERT_DEMO_TABLE, steps }, () => "");
+        else if (keep) {
+          const lakeFlag = lakeDir ? `--lake ${lakeDir} ` : "";
+          writeStdout(`\nkept ${workspace.dir} (lakeswap.yaml, deliveries/) and the table: try lakeswap ${lakeFlag}query "SELECT * FROM ${UPSERT_DEMO_TABLE}"\n`);
+        } else writeStdout(`\nteardown: dropped ${UPSERT_DEMO_TABLE} and removed ${workspace.dir}\n`);
+      },
+      target.aws ? target : { lake: workspace.config.lake, file: workspace.configFile },
+    );
+  } finally {
+    if (!keep) await rm(workspace.dir, { recursive: true, force: true });
+  }
 }
