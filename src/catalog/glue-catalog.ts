@@ -1,12 +1,12 @@
 import {
   BatchCreatePartitionCommand, BatchDeletePartitionCommand, BatchUpdatePartitionCommand, CreateDatabaseCommand, CreatePartitionCommand, DeleteDatabaseCommand,
   CreateTableCommand, DeleteTableCommand, GetDatabaseCommand, GetPartitionCommand, GetPartitionsCommand, GetTableCommand, GetTablesCommand,
-  UpdatePartitionCommand, type GlueClient, type Partition as GluePartition, type PartitionInput, type StorageDescriptor,
+  UpdatePartitionCommand, UpdateTableCommand, type GlueClient, type Partition as GluePartition, type PartitionInput, type StorageDescriptor,
   type Table as GlueTable,
 } from "@aws-sdk/client-glue";
 import { InvalidInputError, LakeswapError } from "../core/errors.js";
 import { faultPoint } from "../core/faults.js";
-import { makePartition, partitionPath, type Partition } from "../core/partition.js";
+import { WHOLE_TABLE, makePartition, partitionPath, type Partition } from "../core/partition.js";
 import { withRetry } from "../core/retry.js";
 import { isRunId } from "../core/run-id.js";
 import { glueColumnType } from "../core/column-types.js";
@@ -30,6 +30,9 @@ const PARQUET_STORAGE = {
   OutputFormat: "org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutputFormat",
   SerdeInfo: { SerializationLibrary: "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe", Parameters: { "serialization.format": "1" } },
 } as const;
+
+/** Where a table without partition keys points before its first run (and after its pointer is removed): a prefix nothing is written under. */
+const NO_RUN = "_no_run";
 
 const P = { run: "lakeswap.run", previous: "lakeswap.previous_run", signature: "lakeswap.signature", movedBy: "lakeswap.moved_by" } as const;
 
@@ -118,7 +121,8 @@ export class GlueCatalog implements Catalog {
             Name: table.name,
             TableType: "EXTERNAL_TABLE",
             Parameters: { classification: "parquet", EXTERNAL: "TRUE", "parquet.compression": table.compression.toUpperCase(), "lakeswap.definition": JSON.stringify(table) },
-            StorageDescriptor: this.storage(table, `${this.options.uriOf(table.name)}/`),
+            // A table without partition keys reads its Location: an empty prefix until its first run, never the folder its runs are written under.
+            StorageDescriptor: this.storage(table, `${this.options.uriOf(table.partitionKeys.length === 0 ? `${table.name}/${NO_RUN}` : table.name)}/`),
             PartitionKeys: table.partitionKeys.map((key) => ({ Name: key, Type: "string" })),
           },
         }),
@@ -146,10 +150,12 @@ export class GlueCatalog implements Catalog {
   }
 
   runsPrefix(table: TableDefinition, partition?: Partition): string {
-    return partition ? `${table.name}/${partitionPath(partition)}/` : `${table.name}/`;
+    const path = partition ? partitionPath(partition) : "";
+    return path ? `${table.name}/${path}/` : `${table.name}/`;
   }
 
   async getPointer(table: TableDefinition, partition: Partition): Promise<Pointer | undefined> {
+    if (table.partitionKeys.length === 0) return this.tablePointer(table);
     try {
       const response = await this.send("GetPartition", () =>
         this.client.send(new GetPartitionCommand({ ...this.ids, TableName: table.name, PartitionValues: [...partition.values] })),
@@ -162,11 +168,16 @@ export class GlueCatalog implements Catalog {
   }
 
   async listPointers(table: TableDefinition): Promise<Pointer[]> {
+    if (table.partitionKeys.length === 0) {
+      const pointer = await this.tablePointer(table);
+      return pointer ? [pointer] : [];
+    }
     const pointers = (await this.partitionsOf(table.name)).map((p) => this.pointerOf(table, p));
     return pointers.sort((a, b) => (partitionPath(a.partition) < partitionPath(b.partition) ? -1 : 1));
   }
 
   async movePointer(table: TableDefinition, move: PointerMove): Promise<void> {
+    if (table.partitionKeys.length === 0) return this.moveTablePointer(table, move);
     const input = this.partitionInput(table, move);
     // A partition the writer found no pointer for is most likely new: create it first, one call instead of a failed
     // update and a create. If it exists after all (registered by another tool), it is updated like any other.
@@ -207,6 +218,12 @@ export class GlueCatalog implements Catalog {
    * fails is reported by partition.
    */
   async movePointers(table: TableDefinition, moves: readonly PointerMove[]): Promise<void> {
+    if (table.partitionKeys.length === 0) {
+      // One unit: the last move is where it ends, as one after the other would.
+      const last = moves.at(-1);
+      if (last) await this.moveTablePointer(table, last);
+      return;
+    }
     let updates = moves.filter((move) => move.previousRunId !== undefined);
     let creates = moves.filter((move) => move.previousRunId === undefined);
     const failures = new Map<string, string>();
@@ -278,6 +295,10 @@ export class GlueCatalog implements Catalog {
 
   /** Deletes partitions in batches of 25, checking every entry (a partition already gone is fine). */
   async removePointers(table: TableDefinition, partitions: readonly Partition[]): Promise<void> {
+    if (table.partitionKeys.length === 0) {
+      if (partitions.length > 0) await this.updateTableLocation(table, `${table.name}/${NO_RUN}`, () => ({}));
+      return;
+    }
     const failed: string[] = [];
     for (const chunk of chunks(partitions, GLUE_LIMITS.batchDelete)) {
       const response = await this.send("BatchDeletePartition", () =>
@@ -294,6 +315,51 @@ export class GlueCatalog implements Catalog {
     if (failed.length > 0) {
       throw new LakeswapError("PARTIAL_FAILURE", `${failed.length} partitions of ${table.name} could not be removed: ${failed.slice(0, 5).join("; ")}`, { retryable: true });
     }
+  }
+
+  /** The pointer of a table without partition keys: its own Location and Parameters. */
+  private async tablePointer(table: TableDefinition): Promise<Pointer | undefined> {
+    const live = await this.glueTable(table.name);
+    const parameters = live?.Parameters ?? {};
+    const runId = parameters[P.run];
+    if (!live || runId === undefined) return undefined;
+    if (!isRunId(runId)) throw new LakeswapError("STORE_ERROR", `Glue table ${table.name} names run '${runId}' in its ${P.run} parameter, which is not a run id`);
+    return { partition: WHOLE_TABLE, runId, previousRunId: parameters[P.previous], signature: parameters[P.signature], movedBy: parameters[P.movedBy] as PointerMoveKind | undefined };
+  }
+
+  /**
+   * The swap of a table without partition keys: one UpdateTable that sets its
+   * Location and its Parameters (run, previous run, signature) together, on the
+   * version of the table just read (a concurrent change fails it, never mixes).
+   */
+  private async moveTablePointer(table: TableDefinition, move: PointerMove): Promise<void> {
+    await this.updateTableLocation(table, `${this.runsPrefix(table, WHOLE_TABLE)}${runFolder(move.runId)}`, () => {
+      const parameters: Record<string, string> = { [P.run]: move.runId, [P.movedBy]: move.kind };
+      if (move.previousRunId) parameters[P.previous] = move.previousRunId;
+      if (move.signature) parameters[P.signature] = move.signature;
+      return parameters;
+    });
+  }
+
+  private async updateTableLocation(table: TableDefinition, key: string, pointerParameters: () => Record<string, string>): Promise<void> {
+    await withRetry(`glue:UpdateTable on table ${table.name}`, async () => {
+      const live = await this.glueTable(table.name);
+      if (!live) throw new LakeswapError("NOT_FOUND", `Glue table ${this.options.database}.${table.name} does not exist; its pointer cannot move`);
+      const kept = Object.fromEntries(Object.entries(live.Parameters ?? {}).filter(([name]) => !(Object.values(P) as string[]).includes(name)));
+      await this.client.send(
+        new UpdateTableCommand({
+          ...this.ids,
+          VersionId: live.VersionId,
+          TableInput: {
+            Name: table.name,
+            TableType: live.TableType ?? "EXTERNAL_TABLE",
+            Parameters: { ...kept, ...pointerParameters() },
+            StorageDescriptor: this.storage(table, `${this.options.uriOf(key)}/`),
+            PartitionKeys: [],
+          },
+        }),
+      );
+    });
   }
 
   private storage(table: TableDefinition, location: string): StorageDescriptor {

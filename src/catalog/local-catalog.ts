@@ -3,7 +3,7 @@ import { promises as fs, readFileSync, readlinkSync } from "node:fs";
 import path from "node:path";
 import { InvalidInputError, LakeswapError, errorMessage } from "../core/errors.js";
 import { faultPoint } from "../core/faults.js";
-import { parsePartitionPath, partitionPath, type Partition } from "../core/partition.js";
+import { WHOLE_TABLE, isWholeTable, parsePartitionPath, partitionPath, type Partition } from "../core/partition.js";
 import { isRunId } from "../core/run-id.js";
 import { assertTableName } from "../core/sql.js";
 import { defineTable, type TableDefinition } from "../core/table.js";
@@ -12,6 +12,10 @@ import { runFolder, type Catalog, type Pointer, type PointerMove, type PointerMo
 
 const META = "_lakeswap";
 const RUNS = "_runs";
+/** The pointer of a table without partition keys: `<table>/current`, a link to its current run. */
+const WHOLE_TABLE_LINK = "current";
+/** Its state file's name under the table's pointer states. */
+const WHOLE_TABLE_STATE = "_table";
 const STALE_TEMP_MS = 3_600_000;
 /** Files and folders fsynced (pointer states written, links renamed, pointers read) at once. */
 const FSYNC_CONCURRENCY = 16;
@@ -125,7 +129,8 @@ export class LocalCatalog implements Catalog {
   }
 
   runsPrefix(table: TableDefinition, partition?: Partition): string {
-    return partition ? `${table.name}/${RUNS}/${partitionPath(partition)}/` : `${table.name}/${RUNS}/`;
+    const path = partition ? partitionPath(partition) : "";
+    return path ? `${table.name}/${RUNS}/${path}/` : `${table.name}/${RUNS}/`;
   }
 
   async getPointer(table: TableDefinition, partition: Partition): Promise<Pointer | undefined> {
@@ -141,6 +146,10 @@ export class LocalCatalog implements Catalog {
   }
 
   async listPointers(table: TableDefinition): Promise<Pointer[]> {
+    if (table.partitionKeys.length === 0) {
+      const pointer = await this.getPointer(table, WHOLE_TABLE);
+      return pointer ? [pointer] : [];
+    }
     const partitions: Partition[] = [];
     const walk = async (dir: string, depth: number, parts: string[]): Promise<void> => {
       let entries;
@@ -361,11 +370,12 @@ export class LocalCatalog implements Catalog {
   }
 
   private pointerPath(table: TableDefinition, partition: Partition): string {
+    if (isWholeTable(partition)) return path.join(this.root, table.name, WHOLE_TABLE_LINK);
     return path.join(this.root, table.name, ...partitionPath(partition).split("/"));
   }
 
   private stateFile(table: TableDefinition, partition: Partition): string {
-    return path.join(this.root, META, "pointers", table.name, `${partitionPath(partition)}.json`);
+    return path.join(this.root, META, "pointers", table.name, `${partitionPath(partition) || WHOLE_TABLE_STATE}.json`);
   }
 }
 

@@ -114,7 +114,8 @@ const datasetSchema = z
     columns: columnsSchema,
     partition: z
       .record(identifier, z.string().min(1))
-      .describe("partition keys, each an expression over the source columns, e.g. day: strftime(order_ts, '%Y-%m-%d')"),
+      .default({})
+      .describe("partition keys, each an expression over the source columns, e.g. day: strftime(order_ts, '%Y-%m-%d'); none for write: replace (the whole table is one unit), optional for append and upsert"),
     signature: signatureSchema.optional(),
     dead_letter: identifier.optional().describe("a table for bad rows (with reason and raw text); without it a bad row stops the load"),
     compression: z.enum(["snappy", "zstd"]).default("snappy").describe("Parquet compression of the raw table"),
@@ -279,7 +280,14 @@ function resolveDataset(name: string, dataset: DatasetInput, dir: string): Datas
   const columns = resolveColumns(dataset.columns, `${at}.columns`);
   const names = columns.map((c) => c.name);
   const partition = Object.entries(dataset.partition).map(([key, expression]) => ({ key, expression }));
-  if (partition.length === 0) throw new InvalidInputError(`${at}.partition: declare at least one partition key, e.g. day: strftime(order_ts, '%Y-%m-%d')`);
+  if (partition.length === 0 && dataset.write === "partition_replace") {
+    throw new InvalidInputError(
+      `${at}.partition: declare at least one partition key, e.g. day: strftime(order_ts, '%Y-%m-%d'); or, for a table that is replaced as a whole, write: replace (without partition)`,
+    );
+  }
+  if (partition.length > 0 && dataset.write === "replace") {
+    throw new InvalidInputError(`${at}.partition: write: replace makes the whole table one unit, replaced by each delivery: remove partition (or use write: partition_replace to replace the delivery's partitions)`);
+  }
   for (const { key } of partition) {
     wrapAt(`${at}.partition.${key.slice(0, 40)}`, () => assertPartitionKey(key));
     if (names.includes(key)) throw new InvalidInputError(`${at}.partition.${key}: '${key}' is also a column; a partition key's value comes from the path, so name it differently`);
@@ -308,13 +316,16 @@ function resolveDataset(name: string, dataset: DatasetInput, dir: string): Datas
           `(partition_replace, or replace for a whole table), so that a rerun gives the same rows. Declare write: ${layer.write} on the dataset`,
       );
     }
-    if (layer.write === "replace") {
-      throw new InvalidInputError(`${where}.write: replace (a table without partitions) is not supported yet; use partition_replace`);
+    if (layer.write === "replace" && (layer.partition_keys?.length || layer.inputs?.map)) {
+      throw new InvalidInputError(`${where}: write: replace builds the whole table as one unit from every upstream partition: remove partition_keys and inputs.map`);
     }
     const from = layer.inputs?.from ?? layerNames.at(-1)!;
     const fromKeys = keysByLayer.get(from);
     if (!fromKeys) throw new InvalidInputError(`${where}.inputs.from: no earlier layer '${from}'${didYouMean(from, layerNames)}`);
-    const keys = layer.partition_keys ?? (layer.inputs?.map ? Object.keys(layer.inputs.map) : fromKeys);
+    const keys = layer.write === "replace" ? [] : (layer.partition_keys ?? (layer.inputs?.map ? Object.keys(layer.inputs.map) : fromKeys));
+    if (keys.length === 0 && layer.write !== "replace") {
+      throw new InvalidInputError(`${where}.partition_keys: the layer it is built from ('${from}') has no partition keys; declare partition_keys with inputs.map, or write: replace (the whole table as one unit)`);
+    }
     const map = layer.inputs?.map ?? Object.fromEntries(keys.map((key) => [key, key]));
     const mapped = Object.keys(map);
     if (mapped.length !== keys.length || keys.some((k) => !mapped.includes(k))) {
@@ -367,9 +378,6 @@ function resolveDataset(name: string, dataset: DatasetInput, dir: string): Datas
 /** Checks the keys of `write: upsert` (and that they are not given to another mode). */
 function resolveUpsert(dataset: DatasetInput, columns: readonly PipelineColumn[], at: string): UpsertConfig | undefined {
   const names = columns.map((c) => c.name);
-  if (dataset.write === "replace") {
-    throw new InvalidInputError(`${at}.write: replace (a table without partitions) is not supported yet; use partition_replace`);
-  }
   if (dataset.write !== "upsert") {
     for (const key of ["primary_key", "order_by", "delete_flag"] as const) {
       if (dataset[key] !== undefined) throw new InvalidInputError(`${at}.${key}: applies to write: upsert only (this dataset writes ${dataset.write})`);

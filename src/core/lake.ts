@@ -5,11 +5,11 @@ import type {
 } from "../engine/engine.js";
 import type { IdentifiedFiles, Landing, LandingSummary, MergeRequest } from "../landing/landing.js";
 import type { ObjectStore } from "../store/object-store.js";
-import { LakeswapError, NotFoundError, errorMessage } from "./errors.js";
+import { InvalidInputError, LakeswapError, NotFoundError, errorMessage } from "./errors.js";
 import { faultPoint } from "./faults.js";
 import { collectAfterSwap, collectPartition, gcState, type PartitionGcReport } from "./gc.js";
 import { knownPartitions, partitionHistories, type PartitionHistory } from "./history.js";
-import { METADATA_PREFIX, deliveriesPrefix, deliveryFilesKey, deliveryKey, manifestsPrefix, outboxPrefix, pinKey, pinsPrefix, syncRecordKey, SYNCS_PREFIX } from "./layout.js";
+import { METADATA_PREFIX, pinnedPartition, deliveriesPrefix, deliveryFilesKey, deliveryKey, manifestsPrefix, outboxPrefix, pinKey, pinsPrefix, syncRecordKey, SYNCS_PREFIX } from "./layout.js";
 import { DEFAULT_LEASE_WAIT_MS, WriterLease, leaseKey, type LeaseRecord } from "./lease.js";
 import { orderPartition, parsePartition, parsePartitionPath, partitionPath, type Partition } from "./partition.js";
 import { DEFAULT_GRACE_MS } from "./retention.js";
@@ -359,7 +359,7 @@ export class Lake {
   async partitionStates(tableName: string): Promise<Map<string, PartitionState>> {
     const table = await this.table(tableName);
     const prefix = pinsPrefix(table.name);
-    const pins = new Set((await this.store.list(prefix)).map((o) => o.key.slice(prefix.length).replace(/\.json$/, "")));
+    const pins = new Set((await this.store.list(prefix)).map((o) => pinnedPartition(o.key.slice(prefix.length))));
     const states = new Map<string, PartitionState>();
     for (const pointer of await this.catalog.listPointers(table)) {
       const path = partitionPath(pointer.partition);
@@ -633,6 +633,12 @@ export class Lake {
   }
 
   private partitionOf(table: TableDefinition, input: PartitionInput): Partition {
+    if (input === "" && table.partitionKeys.length > 0) {
+      throw new InvalidInputError(`table '${table.name}' is partitioned by ${table.partitionKeys.join(", ")}: name a partition, e.g. --partition ${table.partitionKeys.map((k) => `${k}=...`).join(",")}`);
+    }
+    if (input !== "" && typeof input === "string" && table.partitionKeys.length === 0) {
+      throw new InvalidInputError(`table '${table.name}' has no partition keys (it is replaced as a whole): leave out --partition '${input}'`);
+    }
     return typeof input === "string" ? parsePartition(input, table.partitionKeys) : orderPartition(input, table.partitionKeys);
   }
 

@@ -12,9 +12,15 @@ export const METADATA_PREFIX = "_lakeswap";
 /** Temporary files of a writer (staged runs, new links, atomic writes); a dead writer's are removed by the next open. */
 export const TEMP_PREFIX = `${METADATA_PREFIX}/tmp`;
 
+/** A partition's path as a key prefix, `day=2026-11-01/`; empty for the whole table (a table without partition keys). */
+function partitionFolder(partition: Partition): string {
+  const path = partitionPath(partition);
+  return path === "" ? "" : `${path}/`;
+}
+
 /** The store key prefix of the manifests of one partition, or of a whole table. */
 export function manifestsPrefix(table: string, partition?: Partition): string {
-  return partition ? `${METADATA_PREFIX}/manifests/${table}/${partitionPath(partition)}/` : `${METADATA_PREFIX}/manifests/${table}/`;
+  return partition ? `${METADATA_PREFIX}/manifests/${table}/${partitionFolder(partition)}` : `${METADATA_PREFIX}/manifests/${table}/`;
 }
 
 /** The store key of a run's manifest. */
@@ -27,9 +33,18 @@ export function pinsPrefix(table: string): string {
   return `${METADATA_PREFIX}/pins/${table}/`;
 }
 
+/** The name a pin of the whole table (a table without partition keys) has under the table's pins. */
+export const WHOLE_TABLE_PIN = "_table";
+
 /** The store key of a partition's pin (a pinned partition is never rebuilt by a sync). */
 export function pinKey(table: string, partition: Partition): string {
-  return `${pinsPrefix(table)}${partitionPath(partition)}.json`;
+  return `${pinsPrefix(table)}${partitionPath(partition) || WHOLE_TABLE_PIN}.json`;
+}
+
+/** The partition path a pin's key names (the inverse of `pinKey`, below the table's pins prefix). */
+export function pinnedPartition(name: string): string {
+  const path = name.replace(/\.json$/, "");
+  return path === WHOLE_TABLE_PIN ? "" : path;
 }
 
 /** The store key prefix of a raw table's landing summaries (what a delivery held, by its digest and the dataset's declaration). */

@@ -7,6 +7,17 @@ export interface Partition {
   readonly values: readonly string[];
 }
 
+/**
+ * The one unit of a table without partition keys (`write: replace`): the
+ * whole table. Its path is empty; its pointer is the table's own.
+ */
+export const WHOLE_TABLE: Partition = Object.freeze({ keys: Object.freeze([]) as readonly string[], values: Object.freeze([]) as readonly string[] });
+
+/** Whether a partition is the whole table (a table without partition keys). */
+export function isWholeTable(partition: Partition): boolean {
+  return partition.keys.length === 0;
+}
+
 /** The longest partition value accepted (Hive and Glue allow more; paths and SQL stay readable). */
 export const MAX_PARTITION_VALUE_LENGTH = 128;
 
@@ -57,6 +68,11 @@ export function assertPartitionKey(key: string): string {
   return key;
 }
 
+/** The partition of a table's keys (in order) with these values, checked; the whole table where there are no keys. */
+export function partitionOfValues(keys: readonly string[], values: readonly unknown[]): Partition {
+  return keys.length === 0 ? WHOLE_TABLE : makePartition(keys.map((key, i) => [key, String(values[i])] as const));
+}
+
 /** Builds a partition from key/value pairs, checking every key and value. */
 export function makePartition(pairs: ReadonlyArray<readonly [string, string]>): Partition {
   if (pairs.length === 0) throw new InvalidInputError("a partition needs at least one key=value pair");
@@ -77,6 +93,8 @@ export function makePartition(pairs: ReadonlyArray<readonly [string, string]>): 
  * the table's partition keys; they are put in the declared order.
  */
 export function parsePartition(spec: string, declaredKeys?: readonly string[]): Partition {
+  // A table without partition keys has one unit, the whole table, named by the empty path.
+  if (spec === "" && declaredKeys?.length === 0) return WHOLE_TABLE;
   // The path form only where every segment is `key=`: a value with a '/' in it is refused below, naming it.
   const segments = spec.split("/");
   const pathForm = segments.length > 1 && segments.every((segment) => /^[A-Za-z_][A-Za-z0-9_]*=/.test(segment));
@@ -95,6 +113,7 @@ export function parsePartition(spec: string, declaredKeys?: readonly string[]): 
 
 /** Puts a partition's keys in the table's declared order, refusing missing or unknown keys. */
 export function orderPartition(partition: Partition, declaredKeys: readonly string[]): Partition {
+  if (declaredKeys.length === 0 && partition.keys.length === 0) return WHOLE_TABLE;
   const unknown = partition.keys.filter((key) => !declaredKeys.includes(key));
   const missing = declaredKeys.filter((key) => !partition.keys.includes(key));
   if (unknown.length > 0 || missing.length > 0) {

@@ -6,7 +6,7 @@ import type { Lake, LakeWriter, PartitionState, SwapBuild, SwapItem } from "./la
 import type { SinkOpener, SinkSpec } from "../sinks/sink.js";
 import { sendToSinks, type SinkedPartition } from "./sink-sync.js";
 import { SyncLog } from "./sync-log.js";
-import { assertPartitionValue, makePartition, orderPartition, parsePartition, parsePartitionPath, partitionPath, type Partition } from "./partition.js";
+import { WHOLE_TABLE, assertPartitionValue, makePartition, orderPartition, partitionOfValues, parsePartition, parsePartitionPath, partitionPath, type Partition } from "./partition.js";
 import { newRunId } from "./run-id.js";
 import { SIGNATURE_VERSION, appendSignature, chainSignature } from "./signature.js";
 import { quoteIdentifier, quoteLiteral } from "./sql.js";
@@ -332,7 +332,7 @@ export class Pipeline {
     for (const layer of dataset.layers) {
       const upstreamTable = this.tableOfLayer(dataset, layer.from);
       const declared = new Set([upstreamTable, ...layer.lookups].map((t) => t.toLowerCase()));
-      const blank = makePartition(layer.partitionKeys.map((key) => [key, "x"] as const));
+      const blank = partitionOfValues(layer.partitionKeys, layer.partitionKeys.map(() => "x"));
       const where = `datasets.${dataset.name}.layers.${layer.name} (${layer.sqlPath})`;
       let read: string[] | undefined;
       try {
@@ -526,11 +526,10 @@ export class Pipeline {
     const fingerprint = layer.fingerprint;
     const fromKeys = this.keysOfLayer(dataset, layer.from);
     const upstreamPaths = [...upstream.keys()].sort();
-    const mapped = await this.lake.mapPartitions({
-      fromKeys,
-      values: upstreamPaths.map((p) => parsePartitionPath(p, fromKeys).values),
-      map: layer.inputMap,
-    });
+    // A layer without partition keys (write: replace) is one unit that every upstream partition feeds.
+    const mapped = layer.inputMap.length === 0
+      ? upstreamPaths.map(() => [])
+      : await this.lake.mapPartitions({ fromKeys, values: upstreamPaths.map((p) => parsePartitionPath(p, fromKeys).values), map: layer.inputMap });
     const groups = new Map<string, string[]>();
     upstreamPaths.forEach((upstreamPath, index) => {
       const values = mapped[index] ?? [];
@@ -544,7 +543,7 @@ export class Pipeline {
           );
         }
       });
-      const target = partitionPath(makePartition(pairs));
+      const target = partitionPath(pairs.length === 0 ? WHOLE_TABLE : makePartition(pairs));
       groups.set(target, [...(groups.get(target) ?? []), upstreamPath]);
     });
     const plans: PlannedPartition[] = [];
@@ -717,6 +716,7 @@ function signaturesOf(states: ReadonlyMap<string, PartitionState>): Map<string, 
 
 /** The partition keys of a planned partition, read off its path. */
 function keysOf(planned: PlannedPartition): string[] {
+  if (planned.partition === "") return [];
   return planned.partition.split("/").map((part) => part.slice(0, part.indexOf("=")));
 }
 

@@ -11,7 +11,7 @@ export interface Column {
   readonly type: string;
 }
 
-/** A Hive-style Parquet table: its columns, its partition keys, and how its files are written. */
+/** A Hive-style Parquet table: its columns, its partition keys (none: the whole table is one unit, replaced as a whole), and how its files are written. */
 export interface TableDefinition {
   readonly name: string;
   readonly columns: readonly Column[];
@@ -79,9 +79,6 @@ export function defineTable(input: {
   compression?: string;
 }): TableDefinition {
   const name = assertIdentifier("table name", input.name);
-  if (input.partitionKeys.length === 0) {
-    throw new InvalidInputError(`table '${name}' needs at least one partition key, for example --partition-keys day`);
-  }
   if (input.columns.length === 0) {
     throw new InvalidInputError(`table '${name}' needs at least one column, for example --columns 'id BIGINT'`);
   }

@@ -86,7 +86,7 @@ export class AthenaEngine implements Engine {
   }
 
   async countRows(table: TableDefinition, run: PartitionSnapshot): Promise<number> {
-    const where = table.partitionKeys.map((key) => `${quoteIdentifier(key)} = ${quoteLiteral(partitionValue(run.partition, key))}`).join(" AND ");
+    const where = table.partitionKeys.map((key) => `${quoteIdentifier(key)} = ${quoteLiteral(partitionValue(run.partition, key))}`).join(" AND ") || "true";
     const result = await this.query(`SELECT count(*) FROM ${this.qualified(table.name)} WHERE ${where}`, []);
     return Number(result.rows[0]?.[0] ?? 0);
   }
@@ -156,7 +156,8 @@ export class AthenaEngine implements Engine {
         ? "false"
         : partitions
             .map((p) =>
-              `(${p.split("/").map((pair) => {
+              // The whole of a table without partition keys has the empty path.
+              p === "" ? "true" : `(${p.split("/").map((pair) => {
                 const eq = pair.indexOf("=");
                 return `${quoteIdentifier(pair.slice(0, eq))} = ${quoteLiteral(pair.slice(eq + 1))}`;
               }).join(" AND ")})`,

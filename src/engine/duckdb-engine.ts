@@ -7,7 +7,7 @@ import { createHash, randomBytes } from "node:crypto";
 import { AuditError, BuildError, InvalidInputError, errorMessage } from "../core/errors.js";
 import { faultPoint } from "../core/faults.js";
 import { TEMP_PREFIX } from "../core/layout.js";
-import { makePartition, partitionPath, partitionValue, type Partition } from "../core/partition.js";
+import { partitionOfValues, partitionPath, partitionValue, type Partition } from "../core/partition.js";
 import { mapLimited } from "../core/runs.js";
 import { finishRawSignature, signatureColumnOrder } from "../core/signature.js";
 import { quoteIdentifier, quoteLiteral } from "../core/sql.js";
@@ -313,9 +313,18 @@ export class DuckDbEngine implements Engine, Landing {
             // One pass over the delivery per group (one for most deliveries), each partition's files in its own Hive
             // folder (`day=2026-11-01/`; partition values were checked when landed: letters, digits, '_', '.', '-', so
             // the folder name is the value as it is).
+            const compression = `COMPRESSION ${table.compression === "zstd" ? "zstd" : "snappy"}`;
+            if (keys.length === 0) {
+              // A table without partition keys: the whole relation is its one run, one file.
+              await fs.mkdir(path.join(dir, "g0"));
+              await connection.run(
+                `COPY (SELECT ${projection} FROM ${quoteIdentifier(relation)} AS l) TO ${quoteLiteral(path.join(dir, "g0", "data_0.parquet"))} (FORMAT PARQUET, ${compression})`,
+              );
+              continue;
+            }
             await connection.run(
               `COPY (SELECT ${projection}, ${keys.map((k) => `l.${quoteIdentifier(k)}`).join(", ")} FROM ${quoteIdentifier(relation)} AS l${where}) ` +
-                `TO ${quoteLiteral(path.join(dir, `g${group}`))} (FORMAT PARQUET, PARTITION_BY (${keyList}), COMPRESSION ${table.compression === "zstd" ? "zstd" : "snappy"})`,
+                `TO ${quoteLiteral(path.join(dir, `g${group}`))} (FORMAT PARQUET, PARTITION_BY (${keyList}), ${compression})`,
             );
           } catch (error) {
             throw new BuildError(`writing ${partitions.length} run(s) of ${table.name} failed: ${cleanDuckDbMessage(error)}`, error);
@@ -478,11 +487,11 @@ export class DuckDbEngine implements Engine, Landing {
         // written when they are built, where a failure is the build's.
         if (signature.status === "rejected") throw signature.reason;
         const reader = signature.value;
-        const partitions: LandedPartition[] = reader.getRowsJS().map((row) => {
-          const values = row.slice(0, keys.length).map(String);
+        // (A table without partition keys is one group, which has a row even for an empty delivery: it then has no partition.)
+        const partitions: LandedPartition[] = reader.getRowsJS().filter((row) => Number(row[keys.length]) > 0).map((row) => {
           const rows = Number(row[keys.length]);
           return {
-            partition: makePartition(keys.map((key, i) => [key, values[i] as string] as const)),
+            partition: partitionOfValues(keys, row),
             rows,
             signature: finishRawSignature(signed, rows, BigInt(String(row[keys.length + 1])), BigInt(String(row[keys.length + 2]))),
           };
@@ -650,9 +659,9 @@ export class DuckDbEngine implements Engine, Landing {
           const files = p.files.map((key) => quoteLiteral(this.store.localPath(key))).join(", ");
           const columns = table.columns.map((c) => quoteIdentifier(c.name)).join(", ");
           const keys = table.partitionKeys
-            .map((key) => `CAST(${quoteLiteral(partitionValue(p.partition, key))} AS VARCHAR) AS ${quoteIdentifier(key)}`)
-            .join(", ");
-          return `SELECT ${columns}, ${keys} FROM read_parquet([${files}])`;
+            .map((key) => `, CAST(${quoteLiteral(partitionValue(p.partition, key))} AS VARCHAR) AS ${quoteIdentifier(key)}`)
+            .join("");
+          return `SELECT ${columns}${keys} FROM read_parquet([${files}])`;
         })
         .join(" UNION ALL ");
       await connection.run(`CREATE OR REPLACE TEMP VIEW ${quoteIdentifier(table.name)} AS ${sql}`);

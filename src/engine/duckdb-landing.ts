@@ -109,7 +109,7 @@ export async function landDelivery(connection: DuckDBConnection, request: LandRe
     });
     const keys = request.partition.map((p) => p.key);
     const landedSelect =
-      `SELECT *, ${request.partition.map((p) => `CAST((${p.expression}) AS VARCHAR) AS ${quoteIdentifier(p.key)}`).join(", ")} ` +
+      `SELECT *${request.partition.map((p) => `, CAST((${p.expression}) AS VARCHAR) AS ${quoteIdentifier(p.key)}`).join("")} ` +
       `FROM (SELECT ${normalized.join(", ")}, r.__file, r.__line, r.__problem FROM (${typed}) r)`;
     try {
       await connection.run(`CREATE ${inPlace ? "VIEW" : "TABLE"} ${all} AS ${landedSelect}`);
@@ -129,14 +129,17 @@ export async function landDelivery(connection: DuckDBConnection, request: LandRe
     const keyList = keys.map(quoteIdentifier).join(", ");
     await readingPass(request, () =>
       connection.run(
-        `CREATE TABLE ${badKeys} AS SELECT * FROM (SELECT ${keyList}, coalesce(${keyChecks.join(", ")}) AS __key_problem ` +
-          `FROM (SELECT DISTINCT ${keyList} FROM ${all})) WHERE __key_problem IS NOT NULL`,
+        keys.length === 0
+          ? // A table without partition keys has no partition value to check.
+            `CREATE TABLE ${badKeys} AS SELECT CAST(NULL AS VARCHAR) AS __key_problem WHERE false`
+          : `CREATE TABLE ${badKeys} AS SELECT * FROM (SELECT ${keyList}, coalesce(${keyChecks.join(", ")}) AS __key_problem ` +
+              `FROM (SELECT DISTINCT ${keyList} FROM ${all})) WHERE __key_problem IS NOT NULL`,
       ),
     );
 
     // 5. The bad rows: a value that did not convert, a NULL in a non-nullable column, or a bad partition value. A bad row
     //    keeps its original text (CSV, JSONL); a Parquet row has none: its values as read, where they converted.
-    const keysMatch = keys.map((key) => `r.${quoteIdentifier(key)} IS NOT DISTINCT FROM b.${quoteIdentifier(key)}`).join(" AND ");
+    const keysMatch = keys.map((key) => `r.${quoteIdentifier(key)} IS NOT DISTINCT FROM b.${quoteIdentifier(key)}`).join(" AND ") || "true";
     const notNull = columns
       .filter((c) => !c.nullable)
       .map((c) => `CASE WHEN r.${quoteIdentifier(c.name)} IS NULL THEN ${quoteLiteral(`column ${c.name} is NULL but is declared not nullable (an empty field is NULL)`)} END`);
@@ -708,7 +711,8 @@ const NATIVE_DIRECT_FIELDS = 32;
  * whose aggregate computes the lanes and their sums per partition.
  */
 export function signatureQuery(relation: string, keys: readonly string[], signed: readonly SignatureColumn[], form: SignatureForm): string {
-  const keyList = keys.map(quoteIdentifier).join(", ");
+  // Each list of keys ends in ", " where there are keys: a table without partition keys is one group, the whole relation.
+  const keyList = keys.map((key) => `${quoteIdentifier(key)}, `).join("");
   const rel = quoteIdentifier(relation);
   if (form === "native") {
     // The extension's aggregate: integer kinds as their declared type (it reads the stored integer, or the double's bits), text kinds as canonical text.
@@ -717,12 +721,12 @@ export function signatureQuery(relation: string, keys: readonly string[], signed
     );
     // Up to 32 fields are arguments of their own (native/lakeswap_signature.c); a wider row goes as one struct.
     const args = fields.length <= NATIVE_DIRECT_FIELDS ? fields.join(", ") : `row(${fields.join(", ")})`;
-    const digests = `SELECT ${keyList}, lakeswap_signature(${args}) AS __s FROM ${rel} GROUP BY ALL`;
-    return `SELECT ${keyList}, __s.n AS n, CAST(__s.upper AS VARCHAR) AS upper, CAST(__s.lower AS VARCHAR) AS lower FROM (${digests}) ORDER BY ALL`;
+    const digests = `SELECT ${keyList}lakeswap_signature(${args}) AS __s FROM ${rel} GROUP BY ALL`;
+    return `SELECT ${keyList}__s.n AS n, CAST(__s.upper AS VARCHAR) AS upper, CAST(__s.lower AS VARCHAR) AS lower FROM (${digests}) ORDER BY ALL`;
   }
   // Lanes are signed here; the sums are taken modulo 2^64 as unsigned numbers (the mathematical modulus, never negative).
   const laneSum = (lane: string): string => `CAST(((sum(${lane}) % ${LANE_MODULUS}) + ${LANE_MODULUS}) % ${LANE_MODULUS} AS VARCHAR)`;
-  return `SELECT ${keyList}, count(*) AS n, ${laneSum("__a")} AS upper, ${laneSum("__b")} AS lower FROM (${sqlLanes(rel, keyList, signed)}) GROUP BY ALL ORDER BY ALL`;
+  return `SELECT ${keyList}count(*) AS n, ${laneSum("__a")} AS upper, ${laneSum("__b")} AS lower FROM (${sqlLanes(rel, keyList, signed)}) GROUP BY ALL ORDER BY ALL`;
 }
 
 /**
@@ -769,9 +773,9 @@ function sqlLanes(relation: string, keyList: string, signed: readonly SignatureC
       .items.map(([k0, k1], i) => `(xor(__x${i}, ${k0}) * xor(__y${i}, ${k1}))`)
       .reduce((acc, product) => `xor(${acc}, ${product})`);
   const finalize = (s: string, [k0, k1]: KeyPair): string => `xor(${s}, xor(${s} & 4294967295, ${k0}) * xor(${s} >> 32, ${k1}))`;
-  const fieldsToWords = `SELECT ${keyList}, ${fields.join(", ")} FROM ${relation}`;
-  const digestsToWords = `SELECT ${keyList}, ${digests.join(", ")} FROM (${fieldsToWords})`;
-  const wordsToFactors = `SELECT ${keyList}, ${factors.join(", ")} FROM (${digestsToWords})`;
-  const factorsToLanes = `SELECT ${keyList}, ${lane(0)} AS __a, ${lane(1)} AS __b FROM (${wordsToFactors})`;
-  return `SELECT ${keyList}, ${finalize("__a", laneKeys(0, 0).finalizer)} AS __a, ${finalize("__b", laneKeys(1, 0).finalizer)} AS __b FROM (${factorsToLanes})`;
+  const fieldsToWords = `SELECT ${keyList}${fields.join(", ")} FROM ${relation}`;
+  const digestsToWords = `SELECT ${keyList}${digests.join(", ")} FROM (${fieldsToWords})`;
+  const wordsToFactors = `SELECT ${keyList}${factors.join(", ")} FROM (${digestsToWords})`;
+  const factorsToLanes = `SELECT ${keyList}${lane(0)} AS __a, ${lane(1)} AS __b FROM (${wordsToFactors})`;
+  return `SELECT ${keyList}${finalize("__a", laneKeys(0, 0).finalizer)} AS __a, ${finalize("__b", laneKeys(1, 0).finalizer)} AS __b FROM (${factorsToLanes})`;
 }

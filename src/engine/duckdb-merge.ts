@@ -1,6 +1,6 @@
 import type { DuckDBConnection } from "@duckdb/node-api";
 import { InvalidInputError } from "../core/errors.js";
-import { makePartition, partitionPath, partitionValue, type Partition } from "../core/partition.js";
+import { partitionOfValues, partitionPath, partitionValue, type Partition } from "../core/partition.js";
 import { finishRawSignature, signatureColumnOrder } from "../core/signature.js";
 import { quoteIdentifier, quoteLiteral } from "../core/sql.js";
 import type { LandedPartition, MergeRequest } from "../landing/landing.js";
@@ -53,6 +53,8 @@ export async function mergeDelivery(
   const landed = quoteIdentifier(delivery.relation);
   const keys = table.partitionKeys;
   const keyList = keys.map(quoteIdentifier).join(", ");
+  // `, a.day, a.hour`: the partition keys after other columns (none for a table without partition keys).
+  const andKeys = (alias: string, type = "") => keys.map((k) => `, ${alias ? `${alias}.` : ""}${quoteIdentifier(k)}${type}`).join("");
   const pk = primaryKey.map(quoteIdentifier);
   const matches = (left: string, right: string) => pk.map((c) => `${left}.${c} = ${right}.${c}`).join(" AND ");
   const values = async (sql: string) => (await connection.runAndReadAll(sql)).getRowsJS();
@@ -88,29 +90,29 @@ export async function mergeDelivery(
 
   // Which current file holds which partition, so that a row read from the files knows its partition.
   const files = quoteIdentifier(relations.files);
-  await connection.run(`CREATE TABLE ${files} (${FILE_COLUMN} VARCHAR, ${keys.map((k) => `${quoteIdentifier(k)} VARCHAR`).join(", ")})`);
+  await connection.run(`CREATE TABLE ${files} (${FILE_COLUMN} VARCHAR${andKeys("", " VARCHAR")})`);
   const rows = request.current.flatMap((run) => run.files.map((key) => ({ path: localFiles.get(key) ?? key, partition: run.partition })));
   for (let start = 0; start < rows.length; start += 1000) {
     const chunk = rows.slice(start, start + 1000).map((r) => `(${[quoteLiteral(r.path), ...keys.map((k) => quoteLiteral(partitionValue(r.partition, k)))].join(", ")})`);
     await connection.run(`INSERT INTO ${files} VALUES ${chunk.join(", ")}`);
   }
   const read = (paths: readonly string[]) =>
-    `(SELECT c.*, ${keys.map((k) => `f.${quoteIdentifier(k)}`).join(", ")} FROM read_parquet([${paths.map(quoteLiteral).join(", ")}], filename = '${FILE_COLUMN}') AS c ` +
+    `(SELECT c.*${andKeys("f")} FROM read_parquet([${paths.map(quoteLiteral).join(", ")}], filename = '${FILE_COLUMN}') AS c ` +
     `JOIN ${files} AS f USING (${FILE_COLUMN}))`;
 
   // The partitions touched: the delivery's, and every one that holds one of its keys now (whatever partition the key goes to).
   const touched = new Map<string, Partition>();
   const addTouched = (found: unknown[][]) => {
     for (const row of found) {
-      const partition = makePartition(keys.map((key, i) => [key, String(row[i])] as const));
+      const partition = partitionOfValues(keys, row);
       touched.set(partitionPath(partition), partition);
     }
   };
-  addTouched(await values(`SELECT DISTINCT ${keyList} FROM ${winners}`));
+  addTouched(await values(keys.length === 0 ? `SELECT 1 FROM ${winners} LIMIT 1` : `SELECT DISTINCT ${keyList} FROM ${winners}`));
   if (rows.length > 0) {
     addTouched(
       await values(
-        `SELECT DISTINCT ${keys.map((k) => `cur.${quoteIdentifier(k)}`).join(", ")} FROM ${read(rows.map((r) => r.path))} AS cur ` +
+        `SELECT DISTINCT ${keys.length === 0 ? "1" : keys.map((k) => `cur.${quoteIdentifier(k)}`).join(", ")} FROM ${read(rows.map((r) => r.path))} AS cur ` +
           `WHERE EXISTS (SELECT 1 FROM ${winners} AS w WHERE ${matches("w", "cur")})`,
       ),
     );
@@ -121,17 +123,18 @@ export async function mergeDelivery(
   const cast = (alias: string) => request.columns.map((c) => `CAST(${alias}.${quoteIdentifier(c.name)} AS ${c.type}) AS ${quoteIdentifier(c.name)}`).join(", ");
   const keep = touchedFiles.length === 0
     ? []
-    : [`SELECT ${cast("cur")}, ${keys.map((k) => `cur.${quoteIdentifier(k)}`).join(", ")} FROM ${read(touchedFiles)} AS cur WHERE NOT EXISTS (SELECT 1 FROM ${winners} AS w WHERE ${matches("w", "cur")})`];
+    : [`SELECT ${cast("cur")}${andKeys("cur")} FROM ${read(touchedFiles)} AS cur WHERE NOT EXISTS (SELECT 1 FROM ${winners} AS w WHERE ${matches("w", "cur")})`];
   const live = deleteFlag ? ` WHERE NOT coalesce(w.${quoteIdentifier(deleteFlag)}, false)` : "";
-  const incoming = `SELECT ${cast("w")}, ${keys.map((k) => `w.${quoteIdentifier(k)}`).join(", ")} FROM ${winners} AS w${live}`;
+  const incoming = `SELECT ${cast("w")}${andKeys("w")} FROM ${winners} AS w${live}`;
   await connection.run(`CREATE VIEW ${quoteIdentifier(relations.merged)} AS ${[...keep, incoming].join(" UNION ALL ")}`);
 
   // Signed as landing signs a delivery: the same columns, the same algorithm, so an unchanged partition keeps its signature.
   const signed = signatureColumnOrder(request.columns.filter((c) => request.signatureColumns.includes(c.name)));
   const signatures = new Map<string, LandedPartition>();
   for (const row of await values(signatureQuery(relations.merged, keys, signed, form))) {
-    const partition = makePartition(keys.map((key, i) => [key, String(row[i])] as const));
+    const partition = partitionOfValues(keys, row);
     const count = Number(row[keys.length]);
+    if (count === 0) continue;
     const signature = finishRawSignature(signed, count, BigInt(String(row[keys.length + 1])), BigInt(String(row[keys.length + 2])));
     signatures.set(partitionPath(partition), { partition, rows: count, signature });
   }

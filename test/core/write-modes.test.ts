@@ -42,6 +42,19 @@ ${orderBy ? "    order_by: [updated_at]\n" : ""}    delete_flag: deleted
 `;
 }
 
+/** Countries replaced whole by each delivery, a whole-table summary of them, and a per-day layer that looks them up. */
+const REPLACE_YAML = `datasets:
+  countries:
+    source: {format: csv, path: deliveries/countries-*.csv}
+    write: replace
+    columns: {code: VARCHAR, name: VARCHAR, population: BIGINT}
+    layers:
+      - name: summary
+        sql: sql/summary.sql
+        write: replace
+        columns: {countries: BIGINT, population: BIGINT}
+`;
+
 /** A workspace on one backend: its lake, its config, and deliveries written as CSV files. */
 async function workspace(backendName: string, yaml: string) {
   const backend = await BACKEND_FACTORIES[backendName]!();
@@ -53,14 +66,15 @@ async function workspace(backendName: string, yaml: string) {
   mkdirSync(path.join(dir, "deliveries"));
   mkdirSync(path.join(dir, "sql"));
   writeFileSync(path.join(dir, "sql", "daily.sql"), "SELECT count(*) AS events FROM events_raw WHERE day = {{ day }}\n");
+  writeFileSync(path.join(dir, "sql", "summary.sql"), "SELECT count(*) AS countries, sum(population) AS population FROM countries_raw\n");
   const configFile = path.join(dir, "lakeswap.yaml");
   writeFileSync(configFile, yaml);
   let counter = 0;
   return {
     lake,
     dir,
-    deliver(header: string, rows: readonly string[]): string {
-      const file = path.join(dir, "deliveries", `delivery-${counter++}.csv`);
+    deliver(header: string, rows: readonly string[], name = "delivery"): string {
+      const file = path.join(dir, "deliveries", `${name}-${counter++}.csv`);
       writeFileSync(file, `${header}\n${rows.join("\n")}\n`);
       return file;
     },
@@ -184,6 +198,40 @@ for (const backendName of selectedBackends()) {
       const same = ws.deliver(CUSTOMERS, ["2,Bo,North,2026-11-02 00:00:00,false", "2,Bo,North,2026-11-02 00:00:00,false"]);
       await ws.sync(same);
       expect(await ws.rows("SELECT id, name FROM customers_raw ORDER BY id")).toEqual(["1 Ada", "2 Bo"]);
+    }, 120_000);
+  });
+}
+
+for (const backendName of selectedBackends()) {
+  describe(`write: replace (${backendName})`, () => {
+    const COUNTRIES = "code,name,population";
+
+    it("replaces a table without partitions as one unit: skip when unchanged, rollback, history", async () => {
+      const ws = await workspace(backendName, REPLACE_YAML);
+      const first = ws.deliver(COUNTRIES, ["fr,France,68", "de,Germany,84"], "countries");
+      expect(actions(await ws.sync(first))).toEqual(["raw  build new", "summary  build new"]);
+      expect(await ws.rows("SELECT code, population FROM countries_raw ORDER BY code")).toEqual(["de 84", "fr 68"]);
+      expect(await ws.rows("SELECT countries, population FROM countries_summary")).toEqual(["2 152"]);
+      expect(actions(await ws.sync(first))).toEqual(["raw  skip unchanged", "summary  skip unchanged"]);
+
+      // A new delivery is the whole table: a row it lacks is gone.
+      const second = ws.deliver(COUNTRIES, ["fr,France,69", "it,Italy,59"], "countries");
+      const replaced = await ws.sync(second);
+      expect(actions(replaced)).toEqual(["raw  build content changed", "summary  build upstream changed"]);
+      expect(await ws.rows("SELECT code, population FROM countries_raw ORDER BY code")).toEqual(["fr 69", "it 59"]);
+      expect(await ws.rows("SELECT countries, population FROM countries_summary")).toEqual(["2 128"]);
+
+      // The table's pointer keeps the run before: rollback is one move, and the next sync redoes it.
+      const pointer = await ws.lake.pointer("countries_raw", "");
+      expect(pointer?.previousRunId).toBeDefined();
+      await ws.lake.rollback("countries_raw", "");
+      expect(await ws.rows("SELECT code FROM countries_raw ORDER BY code")).toEqual(["de", "fr"]);
+      const history = await ws.lake.history("countries_raw");
+      expect(history).toHaveLength(1);
+      expect(history[0]!.runs.map((r) => r.state)).toEqual(["previous", "current"]);
+      const redo = await ws.sync(second);
+      expect(actions(redo)).toEqual(["raw  build rolled back", "summary  skip unchanged"]);
+      expect(await ws.rows("SELECT code FROM countries_raw ORDER BY code")).toEqual(["fr", "it"]);
     }, 120_000);
   });
 }

@@ -16,7 +16,7 @@ export function registerCreateTable(program: Command): void {
   program
     .command("create-table <table>")
     .description("declare a table: its columns and partition keys")
-    .requiredOption("--partition-keys <keys>", "partition keys, in path order: 'day' or 'p_year,p_month,p_day'")
+    .option("--partition-keys <keys>", "partition keys, in path order: 'day' or 'p_year,p_month,p_day' (none: the table is one unit, replaced as a whole)", "")
     .option("--columns <columns>", "columns and types: 'id BIGINT, amount DECIMAL(10,2), name VARCHAR'")
     .option("--columns-file <file>", "read the columns from a file (same syntax, commas or new lines)")
     .option("--compression <codec>", "Parquet compression: snappy or zstd", "snappy")
@@ -35,7 +35,7 @@ export function registerCreateTable(program: Command): void {
       await withLake(command, async (lake) => {
         await lake.createTable(table);
         report(wantsJson(command), table, () =>
-          `table ${table.name}: ${table.columns.map((c) => `${c.name} ${c.type}`).join(", ")}; partitioned by ${table.partitionKeys.join(", ")}`,
+          `table ${table.name}: ${table.columns.map((c) => `${c.name} ${c.type}`).join(", ")}; ${table.partitionKeys.length > 0 ? `partitioned by ${table.partitionKeys.join(", ")}` : "no partition keys (replaced as a whole)"}`,
         );
       });
     });

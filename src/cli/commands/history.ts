@@ -17,7 +17,7 @@ export function registerHistory(program: Command): void {
         const histories = await lake.history(name, options.partition);
         report(wantsJson(command), histories, () => {
           const rows = histories.flatMap((h) =>
-            h.runs.map((run) => [h.partition, run.runId, run.createdAt, run.rows ?? "?", run.bytes, run.state]),
+            h.runs.map((run) => [h.partition || "(whole table)", run.runId, run.createdAt, run.rows ?? "?", run.bytes, run.state]),
           );
           return rows.length === 0 ? `table ${name} has no runs yet` : formatTable(["partition", "run", "created", "rows", "bytes", "state"], rows);
         });

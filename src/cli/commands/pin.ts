@@ -8,7 +8,7 @@ export function registerPin(program: Command): void {
   program
     .command("pin <table>")
     .description("keep a partition as it is: syncs skip it (reason: pinned) until unpinned")
-    .requiredOption("--partition <spec>", "the partition: day=2026-11-01")
+    .option("--partition <spec>", "the partition: day=2026-11-01 (none for a table without partition keys)", "")
     .option("--reason <text>", "why, for the record", "")
     .option("--json", "print the result as JSON")
     .action(async (name: string, options: { partition: string; reason: string }, command: Command) => {
@@ -21,7 +21,7 @@ export function registerPin(program: Command): void {
   program
     .command("unpin <table>")
     .description("let syncs rebuild a pinned partition again")
-    .requiredOption("--partition <spec>", "the partition: day=2026-11-01")
+    .option("--partition <spec>", "the partition: day=2026-11-01 (none for a table without partition keys)", "")
     .option("--json", "print the result as JSON")
     .action(async (name: string, options: { partition: string }, command: Command) => {
       assertTableName(name);

@@ -17,7 +17,7 @@ export function registerReplace(program: Command): void {
     program
       .command("replace <table>")
       .description("build one partition into a fresh run, audit it, and swap the partition's pointer to it")
-      .requiredOption("--partition <spec>", "the partition: day=2026-11-01 or p_year=2025,p_month=03,p_day=04")
+      .option("--partition <spec>", "the partition: day=2026-11-01 or p_year=2025,p_month=03,p_day=04 (none for a table without partition keys)", "")
       .option("--sql <select>", "the SELECT that produces the partition's rows (lake tables are visible by name)")
       .option("--sql-file <file>", "read the SELECT from a file")
       .option("--allow-empty", "accept 0 rows for a partition that has rows")
@@ -34,7 +34,7 @@ export function registerReplace(program: Command): void {
       report(wantsJson(command), result, () => {
         const previous = result.previousRunId ? `; previous run ${result.previousRunId} (${result.previousRows ?? "?"} rows) kept` : "";
         const removed = result.gc.removed.length > 0 ? `; gc removed ${result.gc.removed.length} old run(s)` : "";
-        return `${result.table}/${result.partition}: run ${result.runId} is current, ${result.rows} rows in ${result.seconds.toFixed(2)}s${previous}${removed}`;
+        return `${result.partition ? `${result.table}/${result.partition}` : result.table}: run ${result.runId} is current, ${result.rows} rows in ${result.seconds.toFixed(2)}s${previous}${removed}`;
       });
     });
   });

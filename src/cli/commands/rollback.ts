@@ -19,7 +19,7 @@ export function registerRollback(program: Command): void {
     program
       .command("rollback [table]")
       .description("point a partition back to its newest older run, or to --to RUN; or undo a whole sync with --sync ID")
-      .option("--partition <spec>", "the partition: day=2026-11-01")
+      .option("--partition <spec>", "the partition: day=2026-11-01 (none for a table without partition keys)")
       .option("--to <run>", "the run id to point to (see lakeswap history)")
       .option("--sync <id>", "move back every pointer that sync moved ('last' for the newest; see lakeswap syncs)")
       .option("-c, --config <file>", "reach the lake of this pipeline config (lakeswap.yaml), as sync does")
@@ -44,16 +44,17 @@ export function registerRollback(program: Command): void {
       }, config);
       return;
     }
-    if (name === undefined || options.partition === undefined) {
+    if (name === undefined) {
       throw new InvalidInputError("give a table and --partition (lakeswap rollback orders --partition day=2026-11-01), or --sync ID to undo a whole sync");
     }
     const table = assertTableName(name);
-    const partition = options.partition;
+    // A table without partition keys is one unit: its rollback names no partition (the lake says so if the table has keys).
+    const partition = options.partition ?? "";
     const config = options.config !== undefined ? loadPipelineConfig(options.config) : undefined;
     await withLake(command, async (lake) => {
       const result = await lake.rollback(table, partition, { toRunId: options.to });
       report(wantsJson(command), result, () =>
-        `${result.table}/${result.partition}: rolled back from run ${result.fromRunId} to run ${result.toRunId}${result.rows !== undefined ? ` (${result.rows} rows)` : ""}`,
+        `${result.partition ? `${result.table}/${result.partition}` : result.table}: rolled back from run ${result.fromRunId} to run ${result.toRunId}${result.rows !== undefined ? ` (${result.rows} rows)` : ""}`,
       );
     }, config);
   });

@@ -74,7 +74,7 @@ export function registerSync(program: Command): void {
               "",
               formatTable(
                 ["layer", "partition", "action", "reason", "run", "rows", "error"],
-                changed.map((p) => [p.layer, p.partition, p.action, p.reason, p.run, p.rows, p.error]),
+                changed.map((p) => [p.layer, p.partition || "(whole table)", p.action, p.reason, p.run, p.rows, p.error]),
               ),
             );
           }
