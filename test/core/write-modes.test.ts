@@ -194,6 +194,9 @@ for (const backendName of selectedBackends()) {
       await ws.sync(ws.deliver(CUSTOMERS, ["1,Ada,North,2026-11-01 00:00:00,false"]));
       const twice = ws.deliver(CUSTOMERS, ["1,Ada,North,2026-11-02 00:00:00,false", "1,Ann,North,2026-11-03 00:00:00,false"]);
       await expect(ws.sync(twice)).rejects.toThrow(/holds 2 different rows for the key id=1; declare order_by: \[column\]/);
+      // A key without a value is a bad row (the key is declared not nullable): nothing is loaded.
+      const noKey = ws.deliver(CUSTOMERS, [",Nobody,North,2026-11-02 00:00:00,false", "3,Cy,North,2026-11-02 00:00:00,false"]);
+      await expect(ws.sync(noKey)).rejects.toThrow(/column id is NULL but is declared not nullable.*nothing was loaded/);
       // The same row twice is one row, not a conflict.
       const same = ws.deliver(CUSTOMERS, ["2,Bo,North,2026-11-02 00:00:00,false", "2,Bo,North,2026-11-02 00:00:00,false"]);
       await ws.sync(same);
@@ -235,6 +238,19 @@ for (const backendName of selectedBackends()) {
     }, 120_000);
   });
 }
+
+describe("write: upsert of a table without partition keys", () => {
+  it("merges into the whole table, one unit", async () => {
+    const yaml = upsertYaml().replace("    partition: {area: lower(region)}\n", "");
+    const ws = await workspace("local", yaml);
+    const header = "id,name,region,updated_at,deleted";
+    expect(actions(await ws.sync(ws.deliver(header, ["1,Ada,North,2026-11-01 00:00:00,false", "2,Bo,South,2026-11-01 00:00:00,false"])))).toEqual(["raw  build new"]);
+    const second = ws.deliver(header, ["2,Bob,South,2026-11-02 00:00:00,false", "1,Ada,North,2026-11-02 00:00:00,true", "3,Cy,East,2026-11-02 00:00:00,false"]);
+    expect(actions(await ws.sync(second))).toEqual(["raw  build content changed"]);
+    expect(await ws.rows("SELECT id, name FROM customers_raw ORDER BY id")).toEqual(["2 Bob", "3 Cy"]);
+    expect(actions(await ws.sync(second))).toEqual(["raw  skip unchanged"]);
+  }, 60_000);
+});
 
 describe("write: append (embedded lake files)", () => {
   it("a new run links the previous run's files (no copy of their bytes), and the previous run stays whole", async () => {
