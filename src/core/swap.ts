@@ -276,9 +276,24 @@ async function carryCurrentRun(ctx: SwapContext, table: TableDefinition, p: Plan
   const manifest = await ensureManifest(ctx, table, p.current);
   const prefix = runPrefix(ctx.catalog, table, p.item.partition, p.current.runId);
   const files = await listRunFiles(ctx.store, prefix);
+  if (files.length + 1 > APPEND_MAX_FILES) {
+    // Many appends make many small files, each copied by every later append and read by every query: past the
+    // limit, the new run holds one file with the current run's rows and the delivery's, rewritten (rows unchanged).
+    const written = await listRunFiles(ctx.store, p.prefix);
+    await ctx.landing.compactFiles({ table, files: [...files, ...written].map((f) => f.key), targetKey: `${p.prefix}part-${p.runId}-compacted.parquet` });
+    await ctx.store.delete(written.map((f) => f.key));
+    return manifest.rows;
+  }
   await mapLimited(files, IO_CONCURRENCY, (file) => ctx.store.copy(file.key, `${p.prefix}${file.key.slice(prefix.length)}`, file.size));
   return manifest.rows;
 }
+
+/**
+ * The most files a run made by `write: append` holds; the append that would pass it compacts the run into one
+ * file, named by its run id like every run file (a reader that listed the partition before a swap never opens
+ * another run's bytes under a name it already read).
+ */
+export const APPEND_MAX_FILES = 32;
 
 /** Errors that stop a whole batch, not one partition: without the lease nothing may move, and refused access fails every partition alike. */
 export function stopsBatch(error: unknown): boolean {

@@ -191,6 +191,35 @@ export class DuckDbEngine implements Engine, Landing {
     return [...tables].filter((name) => !cteNames.has(name.toLowerCase())).sort();
   }
 
+  async compactFiles(request: { readonly table: TableDefinition; readonly files: readonly string[]; readonly targetKey: string }): Promise<{ readonly key: string; readonly size: number }> {
+    const { table } = request;
+    const local = this.store.capabilities.localPaths;
+    const scratch = local ? undefined : await mkdtemp(path.join(tmpdir(), "lakeswap-compact-"));
+    try {
+      const sources = await mapLimited(request.files, 8, async (key, index) => {
+        if (!scratch) return this.store.localPath(key);
+        const object = await this.store.get(key);
+        if (!object) throw new AuditError(`the run file ${key} is missing from the store; nothing was compacted`);
+        const file = path.join(scratch, `${index}.parquet`);
+        await fs.writeFile(file, object.body);
+        return file;
+      });
+      const target = scratch ? path.join(scratch, "compacted.parquet") : this.store.localPath(request.targetKey);
+      const projection = table.columns.map((c) => `CAST(${quoteIdentifier(c.name)} AS ${duckdbStorageType(c.type)}) AS ${quoteIdentifier(c.name)}`).join(", ");
+      await this.withConnection((connection) =>
+        connection.run(
+          `COPY (SELECT ${projection} FROM read_parquet([${sources.map(quoteLiteral).join(", ")}])) TO ${quoteLiteral(target)} ` +
+            `(FORMAT PARQUET, COMPRESSION ${table.compression === "zstd" ? "zstd" : "snappy"})`,
+        ),
+      );
+      const { size } = await fs.stat(target);
+      if (scratch) await this.store.putFile(request.targetKey, target);
+      return { key: request.targetKey, size };
+    } finally {
+      if (scratch) await fs.rm(scratch, { recursive: true, force: true });
+    }
+  }
+
   async countFileRows(files: readonly { readonly key: string; readonly size: number }[]): Promise<number[]> {
     if (files.length === 0) return [];
     const local = this.store.capabilities.localPaths;

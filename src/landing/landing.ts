@@ -49,6 +49,12 @@ export interface Landing {
    * for it. Fails naming a file whose footer cannot be read.
    */
   countFileRows(files: readonly { readonly key: string; readonly size: number }[]): Promise<number[]>;
+  /**
+   * Rewrites Parquet files of a table (store keys) into one new file at
+   * `targetKey`, rows as they are: a run that `write: append` has grown to
+   * many files is compacted into its next run. The sources are left alone.
+   */
+  compactFiles(request: { readonly table: TableDefinition; readonly files: readonly string[]; readonly targetKey: string }): Promise<{ readonly key: string; readonly size: number }>;
   close(): Promise<void>;
 }
 

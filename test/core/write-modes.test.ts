@@ -4,6 +4,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { loadPipelineConfig } from "../../src/config/pipeline-config.js";
 import type { Lake } from "../../src/core/lake.js";
 import { Pipeline, type PipelineOptions, type SyncReport } from "../../src/core/pipeline.js";
+import { APPEND_MAX_FILES } from "../../src/core/swap.js";
 import { BACKEND_FACTORIES, selectedBackends, tempDir } from "../support/lake-fixture.js";
 
 const cleanups: (() => Promise<void> | void)[] = [];
@@ -266,4 +267,18 @@ describe("write: append (embedded lake files)", () => {
     const lakeDir = (ws.lake as unknown as { store: { localPath(key: string): string } }).store.localPath.bind((ws.lake as unknown as { store: object }).store);
     expect(statSync(lakeDir(carried!)).ino).toBe(statSync(lakeDir(oldFile!)).ino);
   }, 60_000);
+
+  it(`compacts a run grown to ${APPEND_MAX_FILES} files into one, rows unchanged`, async () => {
+    const ws = await workspace("local", APPEND_YAML);
+    for (let i = 1; i <= APPEND_MAX_FILES + 1; i += 1) {
+      const report = await ws.sync(ws.deliver(EVENTS, [`${i},click,2026-11-01 10:00:${String(i).padStart(2, "0")}`]));
+      expect(report.partitions.find((p) => p.layer === "raw")?.rows).toBe(i);
+      const [run] = await ws.lake.currentRuns("events_raw");
+      expect(run!.files).toHaveLength(i <= APPEND_MAX_FILES ? i : 1);
+    }
+    expect(await ws.rows("SELECT count(*), count(DISTINCT event_id), min(event_id), max(event_id) FROM events_raw")).toEqual([`${APPEND_MAX_FILES + 1} ${APPEND_MAX_FILES + 1} 1 ${APPEND_MAX_FILES + 1}`]);
+    // The compacted run still knows what it holds: the last delivery again adds nothing.
+    const last = path.join(ws.dir, "deliveries", `delivery-${APPEND_MAX_FILES}.csv`);
+    expect((await ws.sync(last)).partitions.find((p) => p.layer === "raw")?.reason).toBe("already appended");
+  }, 120_000);
 });
