@@ -1,4 +1,4 @@
-import type { Sink, SinkColumn, SinkLayout, SinkOpener, SinkSpec } from "../sinks/sink.js";
+import type { Sink, SinkColumn, SinkLayout, SinkOpener, SinkPartitionWrite, SinkSpec } from "../sinks/sink.js";
 import { errorMessage } from "./errors.js";
 import type { Lake, PartitionState } from "./lake.js";
 import { parsePartitionPath, partitionPath } from "./partition.js";
@@ -26,6 +26,13 @@ export interface SinkTargets {
   readonly partitionKeys: readonly string[];
   readonly sinks: readonly SinkSpec[];
 }
+
+/**
+ * Partitions a sink may read ahead while it writes one (the PostgreSQL sink exports the next CSV during the
+ * current transaction). One is enough to hide the export behind the database's work, and keeps at most two
+ * partitions' rows in TMPDIR at a time.
+ */
+const READ_AHEAD = 1;
 
 /** The signature a sink records for a partition: the lake's, or the run id where the partition was never signed. */
 export function sinkSignature(state: PartitionState): string {
@@ -78,18 +85,36 @@ export async function sendToSinks(
       // An S3 lake's runs are read by key, and copied by the sink.
       const remote = runs === undefined ? await lake.currentRuns(targets.table, changed.map((s) => s.partition)) : undefined;
       const byPartition = new Map((runs ?? remote ?? []).map((run) => [partitionPath(run.partition), run]));
-      for (const state of changed) {
+      // Every partition to send, in order, so that each write can name the next ones for the sink to read ahead.
+      const planned = changed.map((state) => {
         const reason = sendReason(recorded.get(state.partition));
         const run = byPartition.get(state.partition);
         if (!run || run.runId !== state.runId) {
           const why = run ? `its run moved to ${run.runId} during the sync` : `run ${state.runId} has no files`;
-          results.push({ ...base, partition: state.partition, action: "failed", reason: "unreadable", run: state.runId, seconds: 0, error: `${sink.description}: ${why}` });
+          return { state, reason, unreadable: `${sink.description}: ${why}` };
+        }
+        const write: SinkPartitionWrite = {
+          partition: run.partition,
+          path: state.partition,
+          runId: state.runId,
+          signature: sinkSignature(state),
+          files: remote ? [] : run.files,
+          remote: remote ? { keys: run.files, read: (key) => lake.readRunFile(key) } : undefined,
+        };
+        return { state, reason, write };
+      });
+      const writes = planned.flatMap((entry) => (entry.write ? [entry.write] : []));
+      let written = 0;
+      for (const { state, reason, write, unreadable } of planned) {
+        if (!write) {
+          results.push({ ...base, partition: state.partition, action: "failed", reason: "unreadable", run: state.runId, seconds: 0, error: unreadable });
           continue;
         }
+        written += 1;
         const started = Date.now();
         onProgress?.(`${base.table}/${state.partition}`);
         try {
-          const { rows } = await sink.write(layout, { partition: run.partition, path: state.partition, runId: state.runId, signature: sinkSignature(state), files: remote ? [] : run.files, remote: remote ? { keys: run.files, read: (key) => lake.readRunFile(key) } : undefined });
+          const { rows } = await sink.write(layout, { ...write, upcoming: writes.slice(written, written + READ_AHEAD) });
           results.push({ ...base, partition: state.partition, action: "sent", reason, run: state.runId, rows, seconds: (Date.now() - started) / 1000 });
         } catch (error) {
           results.push({ ...base, partition: state.partition, action: "failed", reason, run: state.runId, seconds: (Date.now() - started) / 1000, error: errorMessage(error) });

@@ -33,6 +33,11 @@ export interface SinkPartitionWrite {
   readonly files: readonly string[];
   /** The run's files in a remote store (an S3 lake): their keys, and how to read one; the sink copies them to a temporary folder. */
   readonly remote?: { readonly keys: readonly string[]; read(key: string): Promise<Uint8Array> };
+  /**
+   * The partitions this sync writes next, in order (at most a few): a sink may start reading their rows while
+   * it writes this one, and must remove what it read ahead by `close` if their writes never come. Default none.
+   */
+  readonly upcoming?: readonly SinkPartitionWrite[];
 }
 
 /**
@@ -49,6 +54,7 @@ export interface Sink {
   write(layout: SinkLayout, partition: SinkPartitionWrite): Promise<{ readonly rows: number }>;
   /** Deletes one partition's rows and its state row in one transaction (a partition the lake no longer has); returns the rows deleted. */
   remove(layout: SinkLayout, partition: Partition, path: string): Promise<{ readonly rows: number }>;
+  /** Ends the connection and removes anything read ahead for writes that did not come. */
   close(): Promise<void>;
 }
 

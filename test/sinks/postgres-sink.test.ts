@@ -1,4 +1,4 @@
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, readdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { loadPipelineConfig } from "../../src/config/pipeline-config.js";
@@ -6,6 +6,7 @@ import type { Lake } from "../../src/core/lake.js";
 import { Pipeline, type SyncReport } from "../../src/core/pipeline.js";
 import { openEmbeddedLake } from "../../src/open-lake.js";
 import { openSink } from "../../src/sinks/open-sink.js";
+import type { SinkOpener } from "../../src/sinks/sink.js";
 import { BACKEND_FACTORIES, tempDir } from "../support/lake-fixture.js";
 import { orders, toCsv, type OrderRow } from "../support/pipeline-fixture.js";
 import { postgresAvailable, startPostgres, type PostgresServer } from "../support/postgres.js";
@@ -96,8 +97,8 @@ async function workspace(options: { url?: (databaseUrl: string) => string } = {}
       writeFileSync(file, toCsv(rows));
       return file;
     },
-    sync(file: string, lakeToUse: Lake = lake): Promise<SyncReport> {
-      return new Pipeline(lakeToUse, loadPipelineConfig(configFile), { inputs: [file], openSink }).sync();
+    sync(file: string, lakeToUse: Lake = lake, opener: SinkOpener = openSink): Promise<SyncReport> {
+      return new Pipeline(lakeToUse, loadPipelineConfig(configFile), { inputs: [file], openSink: opener }).sync();
     },
   };
 }
@@ -258,6 +259,50 @@ describe.skipIf(!postgresAvailable())("PostgreSQL sink", () => {
     await ws.db("ALTER TABLE lake.orders_by_day DROP CONSTRAINT small_amounts");
     const retry = await ws.sync(ws.deliver(changedDay2(100_000)));
     expect(sinkLines(retry)).toEqual(["lake.orders_by_day day=2026-11-02 sent changed"]);
+  });
+
+  it("names the next partition to each write so the sink reads it ahead; a refused partition leaves no file in TMPDIR and nothing applied", async () => {
+    const ws = await workspace();
+    await ws.db("CREATE SCHEMA lake");
+    await ws.db("CREATE TABLE lake.orders_by_day (order_id bigint, customer_id bigint, amount numeric(10,2), order_ts timestamp, day text CHECK (day <> '2026-11-02'))");
+    const tmp = path.join(ws.dir, "tmp");
+    mkdirSync(tmp);
+    const previousTmpdir = process.env.TMPDIR;
+    process.env.TMPDIR = tmp;
+    const upcoming: string[] = [];
+    const recording: SinkOpener = async (spec) => {
+      const sink = await openSink(spec);
+      return {
+        description: sink.description,
+        prepare: (layout) => sink.prepare(layout),
+        write: (layout, part) => {
+          upcoming.push(`${spec.table} ${part.path} -> ${(part.upcoming ?? []).map((next) => next.path).join(",")}`);
+          return sink.write(layout, part);
+        },
+        remove: (layout, partition, statePath) => sink.remove(layout, partition, statePath),
+        close: () => sink.close(),
+      };
+    };
+    let report: SyncReport;
+    try {
+      report = await ws.sync(ws.deliver(orders(3)), ws.lake, recording);
+    } finally {
+      if (previousTmpdir === undefined) delete process.env.TMPDIR;
+      else process.env.TMPDIR = previousTmpdir;
+    }
+    expect(upcoming.filter((line) => line.startsWith("orders_by_day"))).toEqual([
+      "orders_by_day day=2026-11-01 -> day=2026-11-02",
+      "orders_by_day day=2026-11-02 -> day=2026-11-03",
+      "orders_by_day day=2026-11-03 -> ",
+    ]);
+    expect(sinkLines(report)).toContain("lake.orders_by_day day=2026-11-02 failed new");
+    expect(report.sinks.find((s) => s.partition === "day=2026-11-02")!.error).toMatch(/violates check constraint/);
+    expect(readdirSync(tmp).filter((entry) => entry.startsWith("lakeswap-sink-"))).toEqual([]);
+    expect((await ws.db<{ day: string }>("SELECT DISTINCT day FROM lake.orders_by_day ORDER BY day")).map((r) => r.day)).toEqual(["2026-11-01", "2026-11-03"]);
+    expect((await ws.db<{ partition: string }>("SELECT partition FROM lake.lakeswap_state WHERE table_name = 'orders_by_day' ORDER BY partition")).map((r) => r.partition)).toEqual([
+      "day=2026-11-01",
+      "day=2026-11-03",
+    ]);
   });
 
   it("upsert fails a partition that holds one key twice with PostgreSQL's message, and applies nothing of it", async () => {

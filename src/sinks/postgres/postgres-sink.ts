@@ -18,12 +18,23 @@ export type PostgresClient = Pick<pg.Client, "connect" | "query" | "end" | "on">
 /** The state table, one per schema: each partition's signature, written in the same transaction as its rows. */
 const STATE_TABLE = "lakeswap_state";
 
+/** PostgreSQL's SQLSTATE for a duplicate key: the only error after which an upsert's straight COPY is retried by merge. */
+const UNIQUE_VIOLATION = "23505";
+
+/** One partition's rows read out of the lake, ready to COPY: a CSV file in its own temporary folder. */
+interface StagedRows {
+  readonly folder: string;
+  readonly csv: string;
+}
+
 /**
  * The PostgreSQL sink: each partition goes in one transaction, by COPY
  * (rows streamed out of the run's Parquet files through DuckDB as CSV),
  * with its signature in `lakeswap_state`. `partition_replace` deletes the
  * partition's rows and inserts the new ones; `upsert` merges by primary key
- * (`INSERT ... ON CONFLICT ... DO UPDATE`) from a temporary table.
+ * (`INSERT ... ON CONFLICT ... DO UPDATE`) from a temporary table, or COPYs a
+ * partition the table never held straight in when none of its keys is there.
+ * While one partition's transaction runs, the next one's CSV is exported.
  */
 export class PostgresSink implements Sink {
   readonly description: string;
@@ -31,6 +42,14 @@ export class PostgresSink implements Sink {
   private connected?: Promise<void>;
   private duckdb?: Promise<{ instance: DuckDBInstance; connection: DuckDBConnection }>;
   private broken?: Error;
+  /** Partitions exported ahead (the `upcoming` of a write), by `stagedKey`, until their own write takes them or `close` removes them. */
+  private readonly staged = new Map<string, { readonly layout: SinkLayout; readonly rows: Promise<StagedRows> }>();
+  /** DuckDB runs one export at a time: the one a write waits for, then the one staged ahead. */
+  private duckdbQueue: Promise<unknown> = Promise.resolve();
+  /** Upsert: the partitions `lakeswap_state` records for this table, as `prepare` read them. */
+  private held?: ReadonlySet<string>;
+  /** Upsert: whether a COPY into the target does what the merge's INSERT would, so a new partition may go straight in (`allowsPlainCopy`). */
+  private plainCopyAllowed = false;
 
   constructor(
     private readonly spec: SinkSpec,
@@ -53,7 +72,10 @@ export class PostgresSink implements Sink {
     const existing = await this.targetColumns();
     if (existing.size === 0) await this.createTarget(layout);
     else this.checkTarget(layout, existing);
-    if (layout.mode === "upsert") await this.checkKey(layout);
+    if (layout.mode === "upsert") {
+      await this.checkKey(layout);
+      this.plainCopyAllowed = await this.allowsPlainCopy();
+    }
     await this.query(
       `CREATE TABLE IF NOT EXISTS ${schema}.${ident(STATE_TABLE)} (` +
         "table_name text NOT NULL, partition text NOT NULL, signature text NOT NULL, run_id text NOT NULL, " +
@@ -63,28 +85,27 @@ export class PostgresSink implements Sink {
       `SELECT partition, signature FROM ${schema}.${ident(STATE_TABLE)} WHERE table_name = $1`,
       [this.spec.table],
     );
+    this.held = new Set(state.rows.map((row) => row.partition));
     return new Map(state.rows.map((row) => [row.partition, row.signature]));
   }
 
   async write(layout: SinkLayout, part: SinkPartitionWrite): Promise<{ rows: number }> {
     await this.connect();
-    const folder = await mkdtemp(path.join(os.tmpdir(), "lakeswap-sink-"));
+    const staging = this.takeStaged(layout, part) ?? this.stage(layout, part);
+    // The next partitions are exported (after this one, DuckDB runs one at a time) while this one's transaction runs.
+    for (const next of part.upcoming ?? []) this.stageAhead(layout, next);
+    const { folder, csv } = await staging;
     try {
-      const csv = path.join(folder, "rows.csv");
-      // An S3 lake's run: its files copied next to the CSV first, one at a time.
-      const files: string[] = part.remote ? [] : [...part.files];
-      for (const [index, key] of (part.remote?.keys ?? []).entries()) {
-        const local = path.join(folder, `run-${index}.parquet`);
-        await writeFile(local, await part.remote!.read(key));
-        files.push(local);
-      }
-      await this.exportCsv(layout, { ...part, files }, csv);
       const target = `${ident(this.spec.schema)}.${ident(this.spec.table)}`;
       const columns = layout.columns.map((c) => ident(c.name)).join(", ");
       return await this.transaction(part.path, part.runId, part.signature, async () => {
         if (layout.mode === "partition_replace") {
           await this.deletePartition(layout, part.partition);
           return this.copy(`COPY ${target} (${columns}) FROM STDIN (FORMAT csv)`, csv);
+        }
+        if (this.plainCopyAllowed && this.held?.has(part.path) === false) {
+          const rows = await this.copyUnlessKeyExists(`COPY ${target} (${columns}) FROM STDIN (FORMAT csv)`, csv);
+          if (rows !== undefined) return rows;
         }
         const temp = ident("lakeswap_rows");
         const definitions = layout.columns.map((c) => `${ident(c.name)} ${postgresType(c)}`).join(", ");
@@ -96,6 +117,65 @@ export class PostgresSink implements Sink {
     } finally {
       await rm(folder, { recursive: true, force: true });
     }
+  }
+
+  /**
+   * Upsert of a partition the table never held: its keys are usually new, and a plain COPY into the target
+   * (what the merge would insert, without the temporary table and ON CONFLICT's per-row speculative insert)
+   * is the fast way. A key the table already holds (or one the partition repeats) stops it with a duplicate
+   * key: everything it copied is rolled back to the savepoint, and the caller merges instead. Returns the
+   * rows copied, or undefined when the partition must be merged.
+   */
+  private async copyUnlessKeyExists(sql: string, csv: string): Promise<number | undefined> {
+    await this.query("SAVEPOINT lakeswap_copy");
+    try {
+      const rows = await this.copy(sql, csv);
+      await this.query("RELEASE SAVEPOINT lakeswap_copy");
+      return rows;
+    } catch (error) {
+      if (sqlState(error) !== UNIQUE_VIOLATION) throw error;
+      await this.query("ROLLBACK TO SAVEPOINT lakeswap_copy");
+      return undefined;
+    }
+  }
+
+  /** Reads a partition's rows out of its run into a CSV file of its own temporary folder; the folder is removed if that fails. */
+  private async stage(layout: SinkLayout, part: SinkPartitionWrite): Promise<StagedRows> {
+    const folder = await mkdtemp(path.join(os.tmpdir(), "lakeswap-sink-"));
+    try {
+      const csv = path.join(folder, "rows.csv");
+      // An S3 lake's run: its files copied next to the CSV first, one at a time.
+      const files: string[] = part.remote ? [] : [...part.files];
+      for (const [index, key] of (part.remote?.keys ?? []).entries()) {
+        const local = path.join(folder, `run-${index}.parquet`);
+        await writeFile(local, await part.remote!.read(key));
+        files.push(local);
+      }
+      await this.exportCsv(layout, { ...part, files }, csv);
+      return { folder, csv };
+    } catch (error) {
+      await rm(folder, { recursive: true, force: true });
+      throw error;
+    }
+  }
+
+  /** Starts exporting a partition the sync writes next; its write takes the result (or the error). */
+  private stageAhead(layout: SinkLayout, part: SinkPartitionWrite): void {
+    const key = stagedKey(part);
+    if (this.staged.has(key)) return;
+    const rows = this.stage(layout, part);
+    // Awaited by the partition's own write or by close; until then a failure must not surface as an unhandled rejection.
+    rows.catch(() => undefined);
+    this.staged.set(key, { layout, rows });
+  }
+
+  /** The rows staged ahead for this partition and layout, if any (taken: its write now removes them). */
+  private takeStaged(layout: SinkLayout, part: SinkPartitionWrite): Promise<StagedRows> | undefined {
+    const key = stagedKey(part);
+    const staged = this.staged.get(key);
+    if (staged?.layout !== layout) return undefined;
+    this.staged.delete(key);
+    return staged.rows;
   }
 
   async remove(layout: SinkLayout, partition: Partition, statePath: string): Promise<{ rows: number }> {
@@ -139,6 +219,10 @@ export class PostgresSink implements Sink {
   }
 
   async close(): Promise<void> {
+    // Partitions staged ahead that no write took (the sync stopped early): their exports finish, then their files go.
+    const pending = [...this.staged.values()];
+    this.staged.clear();
+    await Promise.all(pending.map((staged) => discard(staged.rows)));
     const duckdb = this.duckdb;
     this.duckdb = undefined;
     if (duckdb) {
@@ -183,6 +267,12 @@ export class PostgresSink implements Sink {
 
   /** Writes the run's rows as CSV: every value quoted, NULL as an empty unquoted field, the partition's values added. */
   private async exportCsv(layout: SinkLayout, part: SinkPartitionWrite, csv: string): Promise<void> {
+    const exported = this.duckdbQueue.then(() => this.runExport(layout, part, csv));
+    this.duckdbQueue = exported.catch(() => undefined);
+    await exported;
+  }
+
+  private async runExport(layout: SinkLayout, part: SinkPartitionWrite, csv: string): Promise<void> {
     const { connection } = await this.openDuckDb();
     const select = layout.columns
       .map((column) => {
@@ -242,6 +332,21 @@ export class PostgresSink implements Sink {
     }
   }
 
+  /**
+   * Whether a COPY into the target has the effect of the merge's INSERT for rows whose keys are new: only for
+   * a plain table (not a partitioned one) without rules (COPY ignores them), user triggers (ON CONFLICT DO
+   * UPDATE also fires UPDATE statement triggers) or row security (COPY FROM refuses it).
+   */
+  private async allowsPlainCopy(): Promise<boolean> {
+    const result = await this.query<{ plain: boolean }>(
+      "SELECT c.relkind = 'r' AND NOT c.relhasrules AND NOT c.relrowsecurity " +
+        "AND NOT EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = c.oid AND NOT t.tgisinternal) AS plain " +
+        "FROM pg_class c WHERE c.oid = to_regclass($1)",
+      [`${ident(this.spec.schema)}.${ident(this.spec.table)}`],
+    );
+    return result.rows[0]?.plain === true;
+  }
+
   /** Upsert needs a unique index on exactly the primary key: ON CONFLICT names it. */
   private async checkKey(layout: SinkLayout): Promise<void> {
     const result = await this.query<{ columns: string[] }>(
@@ -284,6 +389,24 @@ function upsertStatement(target: string, temp: string, layout: SinkLayout): stri
   // ROW(...) of one column is needed for IS DISTINCT FROM to compare rows rather than a parenthesized value.
   const rowChanged = others.length === 1 ? `t.${others[0]} IS DISTINCT FROM EXCLUDED.${others[0]}` : changed;
   return `${insert} DO UPDATE SET ${set}, updated_at = now() WHERE ${rowChanged}`;
+}
+
+/** Names a partition's run among the partitions staged ahead. */
+function stagedKey(part: SinkPartitionWrite): string {
+  return `${part.path}\n${part.runId}`;
+}
+
+/** Waits for rows staged ahead to be exported (or to fail), then removes their folder. */
+async function discard(rows: Promise<StagedRows>): Promise<void> {
+  const staged = await rows.catch(() => undefined);
+  if (staged) await rm(staged.folder, { recursive: true, force: true });
+}
+
+/** The SQLSTATE of a PostgreSQL error, also when `failure` wrapped it. */
+function sqlState(error: unknown): string | undefined {
+  const cause = error instanceof LakeswapError ? error.cause : error;
+  const code = (cause as { code?: unknown } | undefined)?.code;
+  return typeof code === "string" ? code : undefined;
 }
 
 function postgresType(column: SinkColumn): string {
