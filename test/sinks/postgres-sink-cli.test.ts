@@ -107,7 +107,10 @@ describe.skipIf(!postgresAvailable())("lakeswap sync with a PostgreSQL sink", ()
     expect((await runCli(["sync", "-c", ws.config, "--lake", ws.lakeDir, "--input", ws.deliver(10, "old")], env)).code).toBe(0);
     const before = await ws.db("SELECT * FROM events ORDER BY id");
 
-    const child = spawnCli(["sync", "-c", ws.config, "--lake", ws.lakeDir, "--input", ws.deliver(400_000, "new")], env);
+    // A killed sync cannot remove its CSVs (the one being sent, the one read ahead): they land in the workspace, removed with it.
+    const tmp = path.join(ws.dir, "tmp");
+    mkdirSync(tmp);
+    const child = spawnCli(["sync", "-c", ws.config, "--lake", ws.lakeDir, "--input", ws.deliver(400_000, "new")], { ...env, TMPDIR: tmp });
     const exited = new Promise<void>((resolve) => child.on("close", () => resolve()));
     const watcher = new pg.Client({ connectionString: ws.databaseUrl });
     await watcher.connect();
