@@ -188,6 +188,30 @@ describe.skipIf(!postgresAvailable())("PostgreSQL sink", () => {
     expect(day2[0]!.total).toBe(lakeTotal);
   });
 
+  it("sends a table without partition keys (write: replace) whole with partition_replace; a new delivery replaces all its rows", async () => {
+    const ws = await workspace();
+    writeFileSync(
+      path.join(ws.dir, "lakeswap.yaml"),
+      `datasets:
+  countries:
+    source: {format: csv, path: deliveries/*.csv}
+    write: replace
+    columns: {code: VARCHAR, population: BIGINT}
+    sinks:
+      postgres: {url: "\${DATABASE_URL}", table: ref.countries, mode: partition_replace}
+`,
+    );
+    const deliver = (rows: string[], n: number) => {
+      const file = path.join(ws.dir, "deliveries", `countries-${n}.csv`);
+      writeFileSync(file, `code,population\n${rows.join("\n")}\n`);
+      return file;
+    };
+    expect(sinkLines(await ws.sync(deliver(["fr,68", "de,84"], 1)))).toEqual(["ref.countries  sent new"]);
+    expect(sinkLines(await ws.sync(deliver(["fr,69", "it,59"], 2)))).toEqual(["ref.countries  sent changed"]);
+    const rows = await ws.db<{ code: string; population: string }>("SELECT code, population::text FROM ref.countries ORDER BY code");
+    expect(rows.map((r) => `${r.code} ${r.population}`)).toEqual(["fr 69", "it 59"]);
+  });
+
   it("sends a partition the lake rolled back again on the next sync", async () => {
     const ws = await workspace();
     const original = ws.deliver(orders(3));

@@ -213,7 +213,8 @@ export class PostgresSink implements Sink {
 
   /** `DELETE FROM t WHERE <partition columns = values>`, values as parameters; returns the rows deleted. */
   private async deletePartition(layout: SinkLayout, partition: Partition): Promise<number> {
-    const where = layout.partitionKeys.map((key, i) => `${ident(key)} = $${i + 1}`).join(" AND ");
+    // A table without partition keys (write: replace) is one unit: all of its rows.
+    const where = layout.partitionKeys.map((key, i) => `${ident(key)} = $${i + 1}`).join(" AND ") || "true";
     const result = await this.query(`DELETE FROM ${ident(this.spec.schema)}.${ident(this.spec.table)} WHERE ${where}`, [...partition.values]);
     return result.rowCount ?? 0;
   }
