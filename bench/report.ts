@@ -1,6 +1,7 @@
 import type { ApiCalls } from "./aws-lake.js";
 import type { AwsDeliveryFigures, DeliveryFigures } from "./delivery-bench.js";
 import { DELIVERY_TARGETS } from "./delivery-bench.js";
+import { LAKE_UPSERT_LIMIT, LAKE_UPSERT_MEASURE, type LakeUpsertFigures, type VariantFigures } from "./lake-upsert-bench.js";
 import type { MtdFigures, MtdSync } from "./mtd-bench.js";
 import { PG_UPSERT_MEASURE, PG_UPSERT_TARGET, type PgUpsertFigures } from "./pg-upsert-bench.js";
 import type { ReplaceFigures } from "./replace-bench.js";
@@ -18,7 +19,7 @@ import {
 import type { MethodFigures, SignatureFigures } from "./signature-bench.js";
 import type { Timing } from "./stats.js";
 import type { SwapFigures } from "./swap-bench.js";
-import { countAtMost, ratioAtLeast, ratioAtMost, verdictLine, verdictWord, type Verdict } from "./targets.js";
+import { countAtMost, ratioAtLeast, ratioAtMost, ratioBelow, verdictLine, verdictWord, type Verdict } from "./targets.js";
 
 /** Where the benchmark ran. */
 export interface Machine {
@@ -64,6 +65,8 @@ export interface BenchReport {
   readonly aws?: AwsFigures;
   /** PostgreSQL upsert of 1M rows: lakeswap's sink against the per-row executemany (issue 11). */
   readonly sink?: PgUpsertFigures;
+  /** Lake upsert of 100,000 changed keys into a 3M-row table against rewriting the whole table (issue 11). */
+  readonly upsert?: LakeUpsertFigures;
   readonly verdict?: { readonly swapGrowsWithSize: boolean; readonly maxFlatRatio: number; readonly message: string };
   /** Every target's verdict, judged from the figures above. */
   readonly targets: readonly Verdict[];
@@ -97,8 +100,9 @@ export function buildReport(machine: Machine, sections: BenchSections, failedSec
 /** Every target, judged from the measured figures (never from constants). */
 function judge(sections: BenchSections): Verdict[] {
   const verdicts: Verdict[] = [];
-  const { delivery, mtd, scale, signature, aws, sink } = sections;
+  const { delivery, mtd, scale, signature, aws, sink, upsert } = sections;
   if (sink) verdicts.push(pgUpsertVerdict(sink));
+  if (upsert) verdicts.push(lakeUpsertVerdict(upsert));
   if (delivery) {
     verdicts.push(
       ratioAtMost("first load · lakeswap sync / raw DuckDB partitioned COPY (process wall times)", delivery.firstLoad.ratio, DELIVERY_TARGETS.firstLoadRatio),
@@ -190,6 +194,7 @@ export function renderText(report: BenchReport): string {
   if (report.scale) parts.push(renderScale(report.scale), "");
   if (report.aws) parts.push(renderAws(report.aws), "");
   if (report.sink) parts.push(renderPgUpsert(report.sink), "");
+  if (report.upsert) parts.push(renderLakeUpsert(report.upsert), "");
   for (const { section, error } of report.failedSections) parts.push(`SECTION FAILED · ${section}: ${error}`, "");
   parts.push(renderTargets(report.targets), "");
   return parts.join("\n");
@@ -469,6 +474,90 @@ function renderPgUpsert(figures: PgUpsertFigures): string {
     `  ${check("executemany  ", checks.executemany)}`,
   ];
   return [title, "", table, "", ratio, note, "", ...checked, "", verdict].join("\n");
+}
+
+/** What staying below the lake upsert's limit means (issue 11 gives no number). */
+const LAKE_UPSERT_MEANING = "faster than a rewrite";
+
+/** The lake upsert verdict: the recent delivery's upsert over the faster whole-table rewrite (undecided when the tables differ). */
+function lakeUpsertVerdict(figures: LakeUpsertFigures): Verdict {
+  const { recent } = figures;
+  const { identical, partitionsAsExpected, rollbacksComplete } = recent.checks;
+  if (!identical || !partitionsAsExpected || !rollbacksComplete) {
+    const why = !identical ? "the upsert lake, the rewrites and the expected merge differ" : "the upsert's rounds did not all do the same work";
+    return ratioBelow(LAKE_UPSERT_MEASURE, undefined, LAKE_UPSERT_LIMIT, LAKE_UPSERT_MEANING, `${why} (see the checks)`);
+  }
+  const note = `no numeric target in issue 11; baseline: the faster rewrite, ${rewriteName(recent.baseline)}`;
+  return ratioBelow(LAKE_UPSERT_MEASURE, recent.ratios.toBaseline, LAKE_UPSERT_LIMIT, LAKE_UPSERT_MEANING, note);
+}
+
+function rewriteName(baseline: VariantFigures["baseline"]): string {
+  return baseline === "fullRefresh" ? "lakeswap sync --full-refresh" : "DuckDB COPY … PARTITION_BY";
+}
+
+/** The lake upsert: both deliveries side by side (upsert and both rewrites), the ratios, the checks and the verdict line. */
+function renderLakeUpsert(figures: LakeUpsertFigures): string {
+  const { recent, uniform } = figures;
+  const d = recent.delivery;
+  const title =
+    `lake upsert · ${count(d.keys)} changed keys into a ${count(figures.rows)}-row orders table (${figures.partitions} day partitions, day=YYYYMMDD; one Parquet file of ${mb(figures.tableFileBytes)}) · ` +
+    "embedded lake · write: upsert, primary_key [order_id], order_by [updated_at], delete_flag deleted · " +
+    "each a process of its own (node bin/lakeswap.js sync …; node bench/raw-copy.mjs)";
+  const deliveries =
+    `deliveries of ${count(d.rows)} rows: ${count(d.keys)} changed keys = ${count(d.updates)} updates (status, every 4th amount; ${count(d.repeatedKeys)} of them delivered twice, updated_at picks), ` +
+    `${count(d.moves)} moves (order day corrected: the key leaves its partition), ${count(d.deletes)} deletes (deleted = true); plus ${count(d.unchanged)} rows re-delivered unchanged · ` +
+    `recent: ${recent.description} · uniform (context): ${uniform.description}`;
+  const note =
+    `wall time as a user waits for each process (Node start-up included), median of ${recent.rounds} rounds, the order rotated each round; peak RSS: the highest over the rounds ` +
+    `(${figures.rssMethod === "gnu-time" ? "GNU time's maximum resident set size" : "VmHWM polled every 20 ms"}) · the upsert lake is loaded once by a first sync ` +
+    `(untimed: ${seconds(figures.initialLoad.wallMs)}, ${gb(figures.initialLoad.peakRssBytes)}) and each upsert rolled back after its round (untimed), so every round merges into the same table · ` +
+    "the full refresh rewrites a partition_replace lake holding the table, from the merged table as one Parquet file (made beforehand by DuckDB, time as context); " +
+    "DuckDB's rewrite does the merge and the partitioned COPY in one statement from a Hive copy of the table into a new folder (no swap, no signatures)";
+  const partitions = (p: VariantFigures["upsert"]): string => `${p.built} built, ${p.skipped} skipped, ${p.untouched} untouched`;
+  const spread = (t: Timing): string => `${(t.minMs / 1000).toFixed(2)}–${(t.maxMs / 1000).toFixed(2)}`;
+  const row = (label: string, pick: (v: VariantFigures) => readonly string[]): string[] => [label, ...pick(recent), ...pick(uniform)];
+  const timed = (f: VariantFigures["upsert"] | VariantFigures["fullRefresh"], what: string): string[] => [seconds(f.timing.medianMs), spread(f.timing), gb(f.peakRssBytes), what];
+  const table = renderTable(
+    ["measure", "recent: median", "min–max", "peak RSS", "partitions", "uniform: median", "min–max", "peak RSS", "partitions"],
+    [
+      row("lakeswap sync of the delivery · write: upsert (timed)", (v) => timed(v.upsert, partitions(v.upsert))),
+      row("  (context) its own report: raw layer seconds", (v) => [seconds(v.upsert.reportedRawMs.medianMs), spread(v.upsert.reportedRawMs), "", `${count(v.upsert.rowsWritten)} rows written`]),
+      row("rewrite · lakeswap sync --full-refresh of the merged table (partition_replace)", (v) => timed(v.fullRefresh, `${v.fullRefresh.partitions} built`)),
+      row("rewrite · DuckDB COPY (merge) TO … PARTITION_BY (day), new folder", (v) => timed(v.duckdbCopy, `${v.duckdbCopy.partitions} written`)),
+      row("  (context) the merge to a Parquet file the full refresh is handed (in-process)", (v) => [seconds(v.mergeToFileMs), "", "", ""]),
+    ],
+  );
+  const ratio = (label: string, pick: (v: VariantFigures) => number): string[] => [label, times(pick(recent)), times(pick(uniform))];
+  const ratios = renderTable(
+    ["ratio (medians)", "recent", "uniform"],
+    [
+      [`upsert / faster rewrite (recent: ${rewriteName(recent.baseline)}; uniform: ${rewriteName(uniform.baseline)})`, times(recent.ratios.toBaseline), times(uniform.ratios.toBaseline)],
+      ratio("upsert / lakeswap sync --full-refresh", (v) => v.ratios.toFullRefresh),
+      ratio("upsert / DuckDB COPY … PARTITION_BY", (v) => v.ratios.toDuckdbCopy),
+      ratio("peak RSS · upsert / full refresh", (v) => v.ratios.rssToFullRefresh),
+      ratio("(context) partitions rebuilt · upsert / full refresh", (v) => v.upsert.built / v.fullRefresh.partitions),
+    ],
+  );
+  const loads = (v: VariantFigures): string => `${v.variant} ${v.loadAverage.before.toFixed(2)} → ${v.loadAverage.after.toFixed(2)}`;
+  const load = `load average (1 min; it counts this section's own processes too) before the first and after the last timed round: ${loads(recent)}, ${loads(uniform)}`;
+  const check = (v: VariantFigures): string[] => {
+    const c = v.checks;
+    const shown = (label: string, t: { rows: number; hash: string }): string => `${label} ${count(t.rows)} rows, hash ${t.hash}`;
+    return [
+      `  ${v.variant}: after every round, upsert lake = full refresh's lake = DuckDB's folder = expected merge: ${yes(c.identical)} · ` +
+        `each upsert built the ${c.expectedChanged} partitions whose rows change and skipped the other ${c.expectedTouched - c.expectedChanged} it touched ` +
+        `(${c.expectedTouched} hold a delivered key before or after): ${yes(c.partitionsAsExpected)} · each rollback moved back every partition built: ${yes(c.rollbacksComplete)}`,
+      `    ${shown("expected", c.expected)} · ${shown("upsert lake", c.upsert)}`,
+      `    ${shown("full refresh", c.fullRefresh)} · ${shown("DuckDB folder", c.duckdbCopy)}`,
+    ];
+  };
+  const checked = [
+    "checks (expected: the merge computed by DuckDB from the table and the delivery, independently of lakeswap; hash: sum of DuckDB's hash() of every row's values " +
+      "and partition, order-insensitive; lakes read through lakeswap's query engine, as a reader sees them):",
+    ...check(recent),
+    ...check(uniform),
+  ];
+  return [title, deliveries, note, "", table, "", ratios, load, "", ...checked, "", verdictLine(lakeUpsertVerdict(figures))].join("\n");
 }
 
 /** The signature benchmark: four methods on the same rows, throughput ratios, the 25× target, the checks. */

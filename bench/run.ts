@@ -7,6 +7,7 @@ import { openAwsLake } from "../src/open-lake.js";
 import { BenchAws } from "./aws-lake.js";
 import { benchDelivery, benchDeliveryAws, prepareFlights, type FlightsWorkspace } from "./delivery-bench.js";
 import { DirectCopy } from "./direct-copy.js";
+import { benchLakeUpsert } from "./lake-upsert-bench.js";
 import { buildDist } from "./lakeswap-cli.js";
 import { benchMtd } from "./mtd-bench.js";
 import { benchPgUpsert } from "./pg-upsert-bench.js";
@@ -21,16 +22,17 @@ import { LARGE_ROWS, SMALL_ROWS } from "./workload.js";
 const FRESH_MOVES = 10;
 
 /** The sections of one run, in the order they run. */
-const SECTIONS = ["replace", "signature", "mtd", "delivery", "scale", "aws", "sink"] as const;
+const SECTIONS = ["replace", "signature", "mtd", "delivery", "scale", "aws", "sink", "upsert"] as const;
 type Section = (typeof SECTIONS)[number];
 
 /** Sections that run the compiled CLI, so need `npm run build` first. */
-const CLI_SECTIONS: readonly Section[] = ["delivery", "scale", "aws"];
+const CLI_SECTIONS: readonly Section[] = ["delivery", "scale", "aws", "upsert"];
 
 const USAGE =
   "usage: npm run bench -- [--json] [--only SECTION,...] [--repeat N] [--moves N] [--rounds N] " +
   "[--node-baseline] [--scale-budget SECONDS] [--aws-budget SECONDS] [--aws-mtd-deliveries N] [--sink-budget SECONDS]\n" +
-  `sections: ${SECTIONS.join(", ")} (replace = replace and swap; sink = PostgreSQL upsert, lakeswap sink vs executemany)`;
+  `sections: ${SECTIONS.join(", ")} (replace = replace and swap; sink = PostgreSQL upsert, lakeswap sink vs executemany; ` +
+  "upsert = lake upsert of 100k changed keys into 3M rows vs rewriting the table)";
 
 /** A command line the benchmark cannot run with. */
 class UsageError extends Error {}
@@ -200,6 +202,7 @@ async function main(): Promise<void> {
       }
     }
     if (selected("sink")) sections.sink = await attempt("sink", () => benchPgUpsert(workDir, { budgetMs: options.sinkBudgetMs }, progress));
+    if (selected("upsert")) sections.upsert = await attempt("upsert", () => benchLakeUpsert(workDir, progress));
     const report = buildReport(
       { ...machine, loadAverage: { start: loadAtStart, end: os.loadavg()[0] ?? 0 }, totalMs: performance.now() - started, buildMs },
       sections,

@@ -48,3 +48,10 @@ export function verdictLine(verdict: Verdict): string {
 export function verdictWord(met: boolean | undefined): string {
   return met === undefined ? "UNDECIDED" : met ? "MET" : "NOT MET";
 }
+
+/** A ratio that must be below `limit` (strictly), e.g. "< 1.00× (faster than a rewrite)" where `meaning` says what staying below means. */
+export function ratioBelow(measure: string, value: number | undefined, limit: number, meaning: string, note?: string): Verdict {
+  const target = `< ${limit.toFixed(2)}× (${meaning})`;
+  if (value === undefined || !Number.isFinite(value)) return { measure, target, measured: "not measured", met: undefined, note };
+  return { measure, target, measured: `${value.toFixed(2)}×`, met: value < limit, note };
+}
