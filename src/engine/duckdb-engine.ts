@@ -208,7 +208,7 @@ export class DuckDbEngine implements Engine, Landing {
       const projection = table.columns.map((c) => `CAST(${quoteIdentifier(c.name)} AS ${duckdbStorageType(c.type)}) AS ${quoteIdentifier(c.name)}`).join(", ");
       await this.withConnection((connection) =>
         connection.run(
-          `COPY (SELECT ${projection} FROM read_parquet([${sources.map(quoteLiteral).join(", ")}])) TO ${quoteLiteral(target)} ` +
+          `COPY (SELECT ${projection} FROM read_parquet([${sources.map(quoteLiteral).join(", ")}], hive_partitioning = false)) TO ${quoteLiteral(target)} ` +
             `(FORMAT PARQUET, COMPRESSION ${table.compression === "zstd" ? "zstd" : "snappy"})`,
         ),
       );
@@ -447,7 +447,7 @@ export class DuckDbEngine implements Engine, Landing {
     }
     const list = run.files.map((key) => quoteLiteral(this.store.localPath(key))).join(", ");
     return this.withConnection(async (connection) => {
-      const reader = await connection.runAndReadAll(`SELECT count(*) FROM read_parquet([${list}])`);
+      const reader = await connection.runAndReadAll(`SELECT count(*) FROM read_parquet([${list}], hive_partitioning = false)`);
       return Number(reader.getRows()[0]?.[0] ?? 0);
     });
   }
@@ -690,7 +690,7 @@ export class DuckDbEngine implements Engine, Landing {
           const keys = table.partitionKeys
             .map((key) => `, CAST(${quoteLiteral(partitionValue(p.partition, key))} AS VARCHAR) AS ${quoteIdentifier(key)}`)
             .join("");
-          return `SELECT ${columns}${keys} FROM read_parquet([${files}])`;
+          return `SELECT ${columns}${keys} FROM read_parquet([${files}], hive_partitioning = false)`;
         })
         .join(" UNION ALL ");
       await connection.run(`CREATE OR REPLACE TEMP VIEW ${quoteIdentifier(table.name)} AS ${sql}`);

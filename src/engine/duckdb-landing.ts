@@ -443,7 +443,7 @@ async function readJsonl(connection: DuckDBConnection, request: LandRequest, lin
 /** Parquet: the declared columns by name (case-insensitively), with their types in the file, and each row's number in its file. */
 async function readParquet(connection: DuckDBConnection, request: LandRequest): Promise<SourceRows> {
   const files = sqlList(request.files);
-  const described = (await connection.runAndReadAll(`DESCRIBE SELECT * FROM read_parquet(${files})`)).getRowsJS().map(([name, type]) => [String(name), String(type)] as const);
+  const described = (await connection.runAndReadAll(`DESCRIBE SELECT * FROM read_parquet(${files}, hive_partitioning = false)`)).getRowsJS().map(([name, type]) => [String(name), String(type)] as const);
   const found = request.columns.map((c) => described.find(([name]) => name.toLowerCase() === c.name.toLowerCase()));
   const missing = request.columns.filter((_, i) => found[i] === undefined).map((c) => c.name);
   if (missing.length > 0) {
@@ -460,12 +460,12 @@ async function readParquet(connection: DuckDBConnection, request: LandRequest): 
     return {
       select:
         `SELECT list_position(${files}, __lakeswap_file)::INTEGER AS __file, file_row_number + 1 AS __line, NULL::VARCHAR AS __structural, ${values} ` +
-        `FROM read_parquet(${files}, filename = '__lakeswap_file', file_row_number = true)`,
+        `FROM read_parquet(${files}, filename = '__lakeswap_file', file_row_number = true, hive_partitioning = false)`,
       types,
     };
   }
   const perFile = request.files.map(
-    (file, index) => `SELECT ${index + 1} AS __file, row_number() OVER () AS __line, NULL::VARCHAR AS __structural, ${values} FROM read_parquet(${quoteLiteral(file)})`,
+    (file, index) => `SELECT ${index + 1} AS __file, row_number() OVER () AS __line, NULL::VARCHAR AS __structural, ${values} FROM read_parquet(${quoteLiteral(file)}, hive_partitioning = false)`,
   );
   return { select: perFile.join(" UNION ALL "), types };
 }

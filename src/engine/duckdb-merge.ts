@@ -97,7 +97,7 @@ export async function mergeDelivery(
     await connection.run(`INSERT INTO ${files} VALUES ${chunk.join(", ")}`);
   }
   const read = (paths: readonly string[]) =>
-    `(SELECT c.*${andKeys("f")} FROM read_parquet([${paths.map(quoteLiteral).join(", ")}], filename = '${FILE_COLUMN}') AS c ` +
+    `(SELECT c.*${andKeys("f")} FROM read_parquet([${paths.map(quoteLiteral).join(", ")}], filename = '${FILE_COLUMN}', hive_partitioning = false) AS c ` +
     `JOIN ${files} AS f USING (${FILE_COLUMN}))`;
 
   // The partitions touched: the delivery's, and every one that holds one of its keys now (whatever partition the key goes to).

@@ -35,6 +35,13 @@ async function plainDuckDb(sql: string): Promise<unknown[][]> {
 const rows = (n: number, tag: string) => `SELECT range AS id, '${tag}' AS tag FROM range(${n})`;
 
 describe("the embedded lake", () => {
+  it("reads a column named like a run folder (run) from the files, not from the folder name run=<id>", async () => {
+    const lake = await openLake();
+    await lake.createTable(defineTable({ name: "jobs", columns: [{ name: "run", type: "VARCHAR" }, { name: "id", type: "BIGINT" }], partitionKeys: ["day"] }));
+    await lake.replacePartition("jobs", "day=2026-11-01", { select: "SELECT 'nightly' AS run, 1 AS id" });
+    expect((await lake.query("SELECT run, id, day FROM jobs")).rows).toEqual([["nightly", 1, "2026-11-01"]]);
+  });
+
   it("lets plain DuckDB read exactly the current runs, one * per partition key", async () => {
     const lake = await openLake();
     await lake.createTable(defineTable({ name: "events", columns: [{ name: "id", type: "BIGINT" }, { name: "tag", type: "VARCHAR" }], partitionKeys: ["p_year", "p_month", "p_day"] }));

@@ -240,6 +240,18 @@ for (const backendName of selectedBackends()) {
   });
 }
 
+describe("write: upsert by day", () => {
+  it("reads the current runs' rows, not partition values DuckDB would guess from their folder names (day=2026-11-01 as a DATE)", async () => {
+    const yaml = upsertYaml().replace("    partition: {area: lower(region)}\n", "    partition: {day: \"strftime(updated_at, '%Y-%m-%d')\"}\n");
+    const ws = await workspace("local", yaml);
+    const header = "id,name,region,updated_at,deleted";
+    await ws.sync(ws.deliver(header, ["1,Ada,North,2026-11-01 10:00:00,false", "2,Bo,South,2026-11-01 11:00:00,false"]));
+    const moved = await ws.sync(ws.deliver(header, ["2,Bob,South,2026-11-02 09:00:00,false"]));
+    expect(actions(moved)).toEqual(["raw day=2026-11-01 build content changed", "raw day=2026-11-02 build new"]);
+    expect(await ws.rows("SELECT id, name, day FROM customers_raw ORDER BY id")).toEqual(["1 Ada 2026-11-01", "2 Bob 2026-11-02"]);
+  }, 60_000);
+});
+
 describe("write: upsert of a table without partition keys", () => {
   it("merges into the whole table, one unit", async () => {
     const yaml = upsertYaml().replace("    partition: {area: lower(region)}\n", "");

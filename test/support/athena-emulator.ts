@@ -383,7 +383,7 @@ export async function startAthenaEmulator(options: AthenaEmulatorOptions): Promi
         }),
         ...keys.map((k, i) => `${partitionLiteral(source.values[i], k)} AS ${quoteIdentifier(k.Name ?? "")}`),
       ];
-      selects.push(`SELECT ${projection.join(", ")} FROM read_parquet([${source.files.map(quoteLiteral).join(", ")}], union_by_name = true)`);
+      selects.push(`SELECT ${projection.join(", ")} FROM read_parquet([${source.files.map(quoteLiteral).join(", ")}], union_by_name = true, hive_partitioning = false)`);
     }
     if (selects.length === 0) {
       const empty = [...columns, ...keys].map((c) => `CAST(NULL AS ${duckType(c.Type)}) AS ${quoteIdentifier(c.Name ?? "")}`);
@@ -892,7 +892,7 @@ async function prepareSession(connection: DuckDBConnection, database: string): P
 }
 
 async function parquetColumns(connection: DuckDBConnection, files: string[]): Promise<Map<string, { name: string; type: string }>> {
-  const reader = await connection.runAndReadAll(`DESCRIBE SELECT * FROM read_parquet([${files.map(quoteLiteral).join(", ")}], union_by_name = true)`);
+  const reader = await connection.runAndReadAll(`DESCRIBE SELECT * FROM read_parquet([${files.map(quoteLiteral).join(", ")}], union_by_name = true, hive_partitioning = false)`);
   const columns = new Map<string, { name: string; type: string }>();
   for (const row of reader.getRowsJS()) columns.set(String(row[0]).toLowerCase(), { name: String(row[0]), type: String(row[1]) });
   return columns;
