@@ -71,15 +71,8 @@ const OVERLAP_DAYS = 7;
 const CHANGED_AT = "2026-10-28 06:00:00";
 
 const TABLE = "orders_raw";
-/**
- * The partition value: the day as YYYYMMDD (dt=20261017, as many Hive lakes
- * write it). Not YYYY-MM-DD: with it an upsert into a table that has rows
- * fails, because DuckDB reads `day=2026-10-17` in the run files' paths as a
- * DATE column (hive_partitioning detected), which the merge then takes for the
- * partition value (src/engine/duckdb-merge.ts at 79394eb reads the run files
- * without hive_partitioning = false, unlike the PostgreSQL sink).
- */
-const DAY = "strftime(order_ts, '%Y%m%d')";
+/** The partition value: the day, YYYY-MM-DD (fixed in bd03834: DuckDB no longer guesses it as a DATE from the run folders' names). */
+const DAY = "strftime(order_ts, '%Y-%m-%d')";
 const COLUMNS = ["order_id", "customer_id", "amount", "status", "order_ts", "updated_at", "deleted"] as const;
 
 /** The two deliveries. */
