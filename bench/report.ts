@@ -500,7 +500,7 @@ function renderLakeUpsert(figures: LakeUpsertFigures): string {
   const { recent, uniform } = figures;
   const d = recent.delivery;
   const title =
-    `lake upsert · ${count(d.keys)} changed keys into a ${count(figures.rows)}-row orders table (${figures.partitions} day partitions, day=YYYYMMDD; one Parquet file of ${mb(figures.tableFileBytes)}) · ` +
+    `lake upsert · ${count(d.keys)} changed keys into a ${count(figures.rows)}-row orders table (${figures.partitions} day partitions, day=YYYY-MM-DD; one Parquet file of ${mb(figures.tableFileBytes)}) · ` +
     "embedded lake · write: upsert, primary_key [order_id], order_by [updated_at], delete_flag deleted · " +
     "each a process of its own (node bin/lakeswap.js sync …; node bench/raw-copy.mjs)";
   const deliveries =
