@@ -1,21 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { parse } from "yaml";
-import { pipelineJsonSchema, resolvePipelineConfig } from "../../src/config/pipeline-config.js";
-import { PipelineWorkspace, pipelineYaml } from "../support/pipeline-fixture.js";
-
-/** Resolves a config next to the fixture's SQL files, after `edit` changed the parsed YAML. */
-function resolveEdited(edit: (config: Record<string, any>) => void): () => unknown {
-  const ws = new PipelineWorkspace();
-  const config = parse(pipelineYaml()) as Record<string, any>;
-  edit(config);
-  return () => {
-    try {
-      return resolvePipelineConfig(config, ws.configFile);
-    } finally {
-      ws.cleanup();
-    }
-  };
-}
+import { pipelineJsonSchema, type resolvePipelineConfig } from "../../src/config/pipeline-config.js";
+import { resolveEdited } from "../support/pipeline-fixture.js";
 
 describe("lakeswap.yaml", () => {
   it("resolves defaults: table names, partition keys inherited, identity inputs, signature columns", () => {

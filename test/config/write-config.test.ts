@@ -1,21 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { parse } from "yaml";
-import { resolvePipelineConfig } from "../../src/config/pipeline-config.js";
-import { PipelineWorkspace, pipelineYaml } from "../support/pipeline-fixture.js";
-
-/** Resolves the fixture's config (dataset orders: raw by day, stage, analytics by month) after `edit`. */
-function resolveEdited(edit: (config: Record<string, any>) => void): () => ReturnType<typeof resolvePipelineConfig> {
-  const ws = new PipelineWorkspace();
-  const config = parse(pipelineYaml()) as Record<string, any>;
-  edit(config);
-  return () => {
-    try {
-      return resolvePipelineConfig(config, ws.configFile);
-    } finally {
-      ws.cleanup();
-    }
-  };
-}
+import { resolveEdited } from "../support/pipeline-fixture.js";
 
 describe("write: in lakeswap.yaml", () => {
   it("defaults to partition_replace; resolves append, upsert (with its keys) and replace", () => {

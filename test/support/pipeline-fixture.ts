@@ -1,6 +1,7 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
-import { loadPipelineConfig } from "../../src/config/pipeline-config.js";
+import { parse } from "yaml";
+import { loadPipelineConfig, resolvePipelineConfig, type PipelineConfig } from "../../src/config/pipeline-config.js";
 import type { Lake } from "../../src/core/lake.js";
 import { Pipeline, type PipelineOptions } from "../../src/core/pipeline.js";
 import { tempDir } from "./lake-fixture.js";
@@ -118,4 +119,18 @@ export function shuffled<T>(items: readonly T[], seed = 1): T[] {
   let state = seed;
   const random = () => ((state = (state * 1664525 + 1013904223) >>> 0) / 2 ** 32);
   return [...items].map((item) => [random(), item] as const).sort((a, b) => a[0] - b[0]).map(([, item]) => item);
+}
+
+/** Resolves the fixture's config next to its SQL files, after `edit` changed the parsed YAML; the workspace is removed after. */
+export function resolveEdited(edit: (config: Record<string, any>) => void): () => PipelineConfig {
+  const ws = new PipelineWorkspace();
+  const config = parse(pipelineYaml()) as Record<string, any>;
+  edit(config);
+  return () => {
+    try {
+      return resolvePipelineConfig(config, ws.configFile);
+    } finally {
+      ws.cleanup();
+    }
+  };
 }
