@@ -329,16 +329,17 @@ describe.skipIf(!postgresAvailable())("PostgreSQL sink", () => {
     ]);
   });
 
-  it("upsert fails a partition that holds one key twice with PostgreSQL's message, and applies nothing of it", async () => {
+  // Both row orders: when the first row of the key equals what PostgreSQL holds, ON CONFLICT alone lets the second win silently.
+  it.each(["ASC", "DESC"])("upsert fails a partition that holds one key twice (rows in %s order), naming the key, and applies nothing of it", async (order) => {
     const ws = await workspace();
     await ws.sync(ws.deliver(orders(2)));
     const before = await ws.db("SELECT order_day, orders, revenue, updated_at FROM analytics.orders_monthly ORDER BY order_day");
     // A transform that gives every row of the month the same order_day: the key repeats within the partition.
-    writeFileSync(path.join(ws.dir, "sql", "monthly.sql"), "SELECT '2026-11-01' AS order_day, count(*) AS orders, sum(amount) AS revenue FROM orders_stage GROUP BY day\n");
+    writeFileSync(path.join(ws.dir, "sql", "monthly.sql"), `SELECT '2026-11-01' AS order_day, count(*) AS orders, sum(amount) AS revenue FROM orders_stage GROUP BY day ORDER BY day ${order}\n`);
     const report = await ws.sync(ws.deliver(orders(2)));
     const failed = report.sinks.find((s) => s.table === "analytics.orders_monthly")!;
     expect(failed.action).toBe("failed");
-    expect(failed.error).toMatch(/ON CONFLICT DO UPDATE command cannot affect row a second time/);
+    expect(failed.error).toMatch(/holds the key \(order_day = "2026-11-01"\) 2 times.*one row per key/);
     expect(await ws.db("SELECT order_day, orders, revenue, updated_at FROM analytics.orders_monthly ORDER BY order_day")).toEqual(before);
   });
 

@@ -282,8 +282,33 @@ export class PostgresSink implements Sink {
       })
       .join(", ");
     const files = part.files.map((file) => quoteLiteral(file)).join(", ");
+    const rows = `read_parquet([${files}], hive_partitioning = false)`;
+    if (layout.mode === "upsert") await this.checkUniqueKeys(connection, layout, part, rows);
     await connection.run(
-      `COPY (SELECT ${select} FROM read_parquet([${files}], hive_partitioning = false)) TO ${quoteLiteral(csv)} (FORMAT CSV, HEADER false, FORCE_QUOTE *)`,
+      `COPY (SELECT ${select} FROM ${rows}) TO ${quoteLiteral(csv)} (FORMAT CSV, HEADER false, FORCE_QUOTE *)`,
+    );
+  }
+
+  /**
+   * An upsert partition must hold each key once. PostgreSQL's ON CONFLICT refuses a key twice only when both rows
+   * would change the target row; when the first equals what the target holds, the second silently wins, so the
+   * result would depend on the order the rows come in. Checked here, before anything is sent.
+   */
+  private async checkUniqueKeys(connection: DuckDBConnection, layout: SinkLayout, part: SinkPartitionWrite, rows: string): Promise<void> {
+    // Partition columns are constant within the partition (and not in the run's files): the rest of the key decides.
+    const key = layout.primaryKey.filter((name) => !part.partition.keys.includes(name));
+    const grouped = key.length === 0 ? `SELECT count(*) AS n FROM ${rows} HAVING count(*) > 1` : `SELECT ${key.map(ident).join(", ")}, count(*) AS n FROM ${rows} GROUP BY ALL HAVING count(*) > 1 LIMIT 1`;
+    const reader = await connection.runAndReadAll(grouped);
+    const duplicate = reader.getRowObjectsJson()[0];
+    if (!duplicate) return;
+    const values = layout.primaryKey.map((name) => {
+      const index = part.partition.keys.indexOf(name);
+      return `${name} = ${JSON.stringify(index >= 0 ? part.partition.values[index] : duplicate[name])}`;
+    });
+    throw new LakeswapError(
+      "INVALID_INPUT",
+      `${this.description}: partition ${part.path || "(whole table)"} of lake table ${layout.lakeTable} holds the key (${values.join(", ")}) ${String(duplicate.n)} times, ` +
+        `and upsert needs each key (${layout.primaryKey.join(", ")}) once; change the layer's SQL to give one row per key, or the sink's primary_key; nothing of this partition was sent`,
     );
   }
 
