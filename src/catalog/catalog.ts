@@ -1,4 +1,4 @@
-import type { Partition } from "../core/partition.js";
+import { partitionPath, type Partition } from "../core/partition.js";
 import type { TableDefinition } from "../core/table.js";
 
 /** Where a partition's pointer is: its current run, the run before it, and the signature that moved with it. */
@@ -60,6 +60,21 @@ export interface Catalog {
   removeIfEmpty(): Promise<boolean>;
   /** Removes many pointers, in the catalog's batches. */
   removePointers(table: TableDefinition, partitions: readonly Partition[]): Promise<void>;
+}
+
+/**
+ * The store key prefix of one run of a partition, ending in '/'. An ingested table has no runs: every file of a
+ * partition sits in the partition's own folder, `<table>/<partition path>/`, whatever the registration's run id.
+ */
+export function runLocation(catalog: Pick<Catalog, "runsPrefix">, table: TableDefinition, partition: Partition, runId: string): string {
+  if (table.ingest) return ingestPartitionPrefix(table, partition);
+  return `${catalog.runsPrefix(table, partition)}${runFolder(runId)}/`;
+}
+
+/** The folder of an ingested table's partition, `<table>/p_year=2026/p_month=11/p_day=30/`; its segment files are written there. */
+export function ingestPartitionPrefix(table: TableDefinition, partition: Partition): string {
+  const path = partitionPath(partition);
+  return path ? `${table.name}/${path}/` : `${table.name}/`;
 }
 
 /** The folder name of a run inside its partition's runs prefix. */

@@ -10,8 +10,8 @@ import { WHOLE_TABLE, makePartition, partitionPath, type Partition } from "../co
 import { withRetry } from "../core/retry.js";
 import { isRunId } from "../core/run-id.js";
 import { glueColumnType } from "../core/column-types.js";
-import { defineTable, type TableDefinition } from "../core/table.js";
-import { runFolder, type Catalog, type Pointer, type PointerMove, type PointerMoveKind } from "./catalog.js";
+import { defineTable, tableChange, type TableDefinition } from "../core/table.js";
+import { runFolder, runLocation, type Catalog, type Pointer, type PointerMove, type PointerMoveKind } from "./catalog.js";
 
 /** Glue's limits per batch call. */
 export const GLUE_LIMITS = { batchCreate: 100, batchUpdate: 100, batchDelete: 25 } as const;
@@ -106,11 +106,10 @@ export class GlueCatalog implements Catalog {
         await this.send("DeleteTable", () => this.client.send(new DeleteTableCommand({ ...this.ids, Name: table.name })));
       } else {
         const existing = definitionOf(live);
-        if (existing && JSON.stringify(existing) === JSON.stringify(table)) return;
-        if (existing) {
-          throw new LakeswapError("CONFLICT", `table '${table.name}' already exists in Glue with a different definition; drop it first (lakeswap drop-table ${table.name}) or declare it as it is`);
-        }
-        throw new LakeswapError("CONFLICT", `Glue table ${this.options.database}.${table.name} exists but was not created by lakeswap; choose another name`);
+        if (!existing) throw new LakeswapError("CONFLICT", `Glue table ${this.options.database}.${table.name} exists but was not created by lakeswap; choose another name`);
+        if (tableChange(existing, table) === "same") return;
+        await this.addColumns(table, live);
+        return;
       }
     }
     await this.send("CreateTable", () =>
@@ -128,6 +127,46 @@ export class GlueCatalog implements Catalog {
         }),
       ),
     );
+    if (table.ingest) await this.untilLive(table);
+  }
+
+  /**
+   * An ingested table that gained columns: one UpdateTable (with the VersionId just read) sets the new columns
+   * and definition, keeping its Location and Parameters; then GetTable is read until it shows them, so nothing
+   * is written for the new columns before the catalog says they exist.
+   */
+  private async addColumns(table: TableDefinition, live: GlueTable): Promise<void> {
+    const location = live.StorageDescriptor?.Location ?? `${this.options.uriOf(table.name)}/`;
+    await this.send("UpdateTable", () =>
+      this.client.send(
+        new UpdateTableCommand({
+          ...this.ids,
+          VersionId: live.VersionId,
+          TableInput: {
+            Name: table.name,
+            TableType: live.TableType ?? "EXTERNAL_TABLE",
+            Parameters: { ...(live.Parameters ?? {}), "lakeswap.definition": JSON.stringify(table) },
+            StorageDescriptor: this.storage(table, location),
+            PartitionKeys: live.PartitionKeys ?? [],
+          },
+        }),
+      ),
+    );
+    await this.untilLive(table);
+  }
+
+  /** Reads GetTable until its layout (columns, partition keys) is the declared one: the catalog's reads may lag its writes. */
+  private async untilLive(table: TableDefinition): Promise<void> {
+    const wanted = JSON.stringify({ columns: this.storage(table, "").Columns, keys: table.partitionKeys });
+    for (let attempt = 0; ; attempt++) {
+      const live = await this.glueTable(table.name);
+      const seen = JSON.stringify({ columns: live?.StorageDescriptor?.Columns?.map((c) => ({ Name: c.Name, Type: c.Type })), keys: (live?.PartitionKeys ?? []).map((k) => k.Name) });
+      if (seen === wanted) return;
+      if (attempt >= 20) {
+        throw new LakeswapError("STORE_ERROR", `Glue table ${this.options.database}.${table.name} still does not show the declared columns and partition keys after ${attempt} reads; rerun, or check the table in the Glue console`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, Math.min(2000, 100 * 2 ** attempt)));
+    }
   }
 
   async dropTable(name: string): Promise<void> {
@@ -375,7 +414,7 @@ export class GlueCatalog implements Catalog {
     const parameters: Record<string, string> = { [P.run]: move.runId, [P.movedBy]: move.kind };
     if (move.previousRunId) parameters[P.previous] = move.previousRunId;
     if (move.signature) parameters[P.signature] = move.signature;
-    const location = `${this.options.uriOf(`${this.runsPrefix(table, move.partition)}${runFolder(move.runId)}`)}/`;
+    const location = `${this.options.uriOf(runLocation(this, table, move.partition, move.runId).replace(/\/$/, ""))}/`;
     return { Values: [...move.partition.values], StorageDescriptor: this.storage(table, location), Parameters: parameters };
   }
 

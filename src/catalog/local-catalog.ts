@@ -6,9 +6,9 @@ import { faultPoint } from "../core/faults.js";
 import { WHOLE_TABLE, isWholeTable, parsePartitionPath, partitionPath, type Partition } from "../core/partition.js";
 import { isRunId } from "../core/run-id.js";
 import { assertTableName } from "../core/sql.js";
-import { defineTable, type TableDefinition } from "../core/table.js";
+import { defineTable, tableChange, type TableDefinition } from "../core/table.js";
 import { eachLimited, fsyncPath, intoFolder, isCode, lightFs, makeFolder, noSpaceError, writeTempFile } from "../store/local-store.js";
-import { runFolder, type Catalog, type Pointer, type PointerMove, type PointerMoveKind } from "./catalog.js";
+import { runLocation, type Catalog, type Pointer, type PointerMove, type PointerMoveKind } from "./catalog.js";
 
 const META = "_lakeswap";
 const RUNS = "_runs";
@@ -101,13 +101,8 @@ export class LocalCatalog implements Catalog {
 
   async createTable(table: TableDefinition): Promise<void> {
     const existing = await this.getTable(table.name);
-    if (existing) {
-      if (JSON.stringify(existing) === JSON.stringify(table)) return;
-      throw new LakeswapError(
-        "CONFLICT",
-        `table '${table.name}' already exists with a different definition; drop it first (lakeswap drop-table ${table.name}) or declare it as it is`,
-      );
-    }
+    // The same definition again is a no-op; an ingested table may have gained columns, written over its definition.
+    if (existing && tableChange(existing, table) === "same") return;
     // The table's folder (and the lake's, on the first table) made durable where it is new.
     const made = await makeFolder(path.join(this.root, table.name), this.root);
     await Promise.all(made.map(fsyncPath));
@@ -134,6 +129,7 @@ export class LocalCatalog implements Catalog {
   }
 
   async getPointer(table: TableDefinition, partition: Partition): Promise<Pointer | undefined> {
+    if (table.ingest) return this.ingestPointer(table, partition);
     const link = this.pointerPath(table, partition);
     const target = await lightFs.readlink(link).catch((error: unknown) => pointerLinkError(link, error));
     if (target === undefined) return undefined;
@@ -145,7 +141,47 @@ export class LocalCatalog implements Catalog {
     return pointerOf(partition, link, target, file, text);
   }
 
+  /** An ingested partition's registration: its state file alone (its folder is the partition's data, not a link). */
+  private async ingestPointer(table: TableDefinition, partition: Partition): Promise<Pointer | undefined> {
+    const file = this.stateFile(table, partition);
+    const text = await lightFs.readFile(file).then(
+      (bytes) => bytes.toString("utf8"),
+      (error: unknown) => missingAsUndefined(error),
+    );
+    if (text === undefined) return undefined;
+    const state = parseState(text, file);
+    return { partition, runId: state.run, previousRunId: state.previous, signature: state.signature, movedBy: state.movedBy };
+  }
+
+  /** The registered partitions of an ingested table: its state files, `_lakeswap/pointers/<table>/<partition path>.json`. */
+  private async ingestPointers(table: TableDefinition): Promise<Pointer[]> {
+    const root = path.join(this.root, META, "pointers", table.name);
+    const partitions: Partition[] = [];
+    const walk = async (dir: string, depth: number, parts: string[]): Promise<void> => {
+      let entries;
+      try {
+        entries = await lightFs.readdirTyped(dir);
+      } catch (error) {
+        if (isCode(error, "ENOENT")) return;
+        throw error;
+      }
+      const key = table.partitionKeys[depth];
+      for (const entry of entries) {
+        if (!entry.name.startsWith(`${key}=`)) continue;
+        if (depth === table.partitionKeys.length - 1) {
+          if (entry.isFile() && entry.name.endsWith(".json")) partitions.push(parsePartitionPath([...parts, entry.name.slice(0, -".json".length)].join("/"), table.partitionKeys));
+        } else if (entry.isDirectory()) {
+          await walk(path.join(dir, entry.name), depth + 1, [...parts, entry.name]);
+        }
+      }
+    };
+    await walk(root, 0, []);
+    const pointers = await Promise.all(partitions.map((partition) => this.ingestPointer(table, partition)));
+    return pointers.filter((p): p is Pointer => p !== undefined).sort((a, b) => compare(partitionPath(a.partition), partitionPath(b.partition)));
+  }
+
   async listPointers(table: TableDefinition): Promise<Pointer[]> {
+    if (table.ingest) return this.ingestPointers(table);
     if (table.partitionKeys.length === 0) {
       const pointer = await this.getPointer(table, WHOLE_TABLE);
       return pointer ? [pointer] : [];
@@ -224,7 +260,8 @@ export class LocalCatalog implements Catalog {
     if (states.status === "rejected") throw states.reason;
     const staged = states.value;
     try {
-      await this.swapLinks(table, moves, tempDir);
+      // An ingested partition is registered by its state alone: its files are in place (and durable) already.
+      if (!table.ingest) await this.swapLinks(table, moves, tempDir);
     } catch (error) {
       await removeAll(staged.map((s) => s.temp));
       throw error;
@@ -276,6 +313,8 @@ export class LocalCatalog implements Catalog {
    * anything moved.
    */
   private async syncRuns(table: TableDefinition, moves: readonly PointerMove[]): Promise<void> {
+    // An ingested partition's files were made durable one by one as they were written (each with its folder).
+    if (table.ingest) return;
     const tableDir = path.join(this.root, table.name);
     const runDirs = [...new Set(moves.map((move) => this.runDir(table, move)))];
     const paths: string[] = [];
@@ -335,7 +374,7 @@ export class LocalCatalog implements Catalog {
   }
 
   private runDir(table: TableDefinition, move: PointerMove): string {
-    return path.join(this.root, ...this.runsPrefix(table, move.partition).split("/"), runFolder(move.runId));
+    return path.join(this.root, ...runLocation(this, table, move.partition, move.runId).split("/").filter(Boolean));
   }
 
   async removeIfEmpty(): Promise<boolean> {
@@ -351,6 +390,10 @@ export class LocalCatalog implements Catalog {
   }
 
   async removePointer(table: TableDefinition, partition: Partition): Promise<void> {
+    if (table.ingest) {
+      await fs.rm(this.stateFile(table, partition), { force: true });
+      return;
+    }
     const link = this.pointerPath(table, partition);
     await fs.rm(link, { force: true });
     await fs.rm(this.stateFile(table, partition), { force: true });

@@ -16,6 +16,7 @@ import { registerSync } from "./commands/sync.js";
 import { registerSyncs } from "./commands/syncs.js";
 import { registerPin } from "./commands/pin.js";
 import { registerSchema } from "./commands/schema.js";
+import { registerIngest } from "./commands/ingest.js";
 
 /** Builds the `lakeswap` command line. */
 export function buildProgram(): Command {
@@ -28,7 +29,7 @@ export function buildProgram(): Command {
     .exitOverride();
   for (const register of [
     registerDemo, registerCreateTable, registerDropTable, registerReplace, registerRollback,
-    registerHistory, registerGc, registerQuery, registerTables, registerPlan, registerSync, registerSyncs, registerPin, registerSchema,
+    registerHistory, registerGc, registerQuery, registerTables, registerPlan, registerSync, registerSyncs, registerPin, registerSchema, registerIngest,
   ]) register(program);
   for (const command of program.commands) command.exitOverride();
   return program;

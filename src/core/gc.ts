@@ -64,6 +64,8 @@ export async function collectPartition(
   state: GcState,
   options: { readonly dryRun: boolean; readonly graceMs: number },
 ): Promise<PartitionGcReport> {
+  // An ingested table has no runs: every file in its partition folders is data, never garbage.
+  if (table.ingest) return { table: table.name, partition: partitionPath(partition), kept: [], removed: [] };
   const path = partitionPath(partition);
   const pointer = state.pointers.get(path);
   const runs = await listRuns(ctx, table, partition);

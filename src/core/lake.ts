@@ -1,15 +1,16 @@
 import { createHash } from "node:crypto";
-import type { Catalog, Pointer, PointerMoveKind } from "../catalog/catalog.js";
+import { ingestPartitionPrefix, type Catalog, type Pointer, type PointerMoveKind } from "../catalog/catalog.js";
 import type {
   Engine, LandRequest, LandedDelivery, PartitionMapRequest, PartitionSnapshot, QueryResult, TableSnapshot,
 } from "../engine/engine.js";
-import type { IdentifiedFiles, Landing, LandingSummary, MergeRequest } from "../landing/landing.js";
+import type { IdentifiedFiles, Landing, LandedFile, LandingSummary, MergeRequest } from "../landing/landing.js";
 import type { ObjectStore } from "../store/object-store.js";
 import { InvalidInputError, LakeswapError, NotFoundError, errorMessage } from "./errors.js";
 import { faultPoint } from "./faults.js";
 import { collectAfterSwap, collectPartition, gcState, type PartitionGcReport } from "./gc.js";
 import { knownPartitions, partitionHistories, type PartitionHistory } from "./history.js";
-import { METADATA_PREFIX, pinnedPartition, deliveriesPrefix, deliveryFilesKey, deliveryKey, manifestsPrefix, outboxPrefix, pinKey, pinsPrefix, syncRecordKey, SYNCS_PREFIX } from "./layout.js";
+import { registerSegment, type RegisteredPartition, type SegmentContribution, type SegmentId } from "./ingest.js";
+import { METADATA_PREFIX, ingestTalliesPrefix, pinnedPartition, deliveriesPrefix, deliveryFilesKey, deliveryKey, manifestsPrefix, outboxPrefix, pinKey, pinsPrefix, syncRecordKey, SYNCS_PREFIX } from "./layout.js";
 import { DEFAULT_LEASE_WAIT_MS, WriterLease, leaseKey, type LeaseRecord } from "./lease.js";
 import { orderPartition, parsePartition, parsePartitionPath, partitionPath, type Partition } from "./partition.js";
 import { DEFAULT_GRACE_MS } from "./retention.js";
@@ -241,7 +242,8 @@ export class Lake {
     await this.withLease(table.name, `drop-table ${table.name}`, async () => {
       await this.catalog.removePointers(table, (await this.catalog.listPointers(table)).map((p) => p.partition));
       const objects = [
-        ...(await this.store.list(this.catalog.runsPrefix(table))),
+        ...(await this.store.list(table.ingest ? `${table.name}/` : this.catalog.runsPrefix(table))),
+        ...(table.ingest ? await this.store.list(ingestTalliesPrefix(table.name)) : []),
         ...(await this.store.list(manifestsPrefix(table.name))),
         ...(await this.store.list(pinsPrefix(table.name))),
         ...(await this.store.list(outboxPrefix(table.name))),
@@ -258,7 +260,7 @@ export class Lake {
    * any step before the pointer moves leaves readers on the old run.
    */
   async replacePartition(tableName: string, partitionInput: PartitionInput, options: ReplaceOptions): Promise<ReplaceResult> {
-    const table = await this.table(tableName);
+    const table = notIngested(await this.table(tableName), "replaced");
     const partition = this.partitionOf(table, partitionInput);
     return this.withLease(table.name, `replace ${table.name}/${partitionPath(partition)}`, () => this.replaceOne(table, partition, options));
   }
@@ -283,10 +285,10 @@ export class Lake {
     };
     const writer: LakeWriter = {
       replace: async (tableName, partitionInput, options) => {
-        const table = await held(tableName);
+        const table = notIngested(await held(tableName), "replaced");
         return this.replaceOne(table, this.partitionOf(table, partitionInput), options);
       },
-      replaceBatch: async (tableName, items, options) => swapBatch(this.ctx, await held(tableName), items, options),
+      replaceBatch: async (tableName, items, options) => swapBatch(this.ctx, notIngested(await held(tableName), "replaced"), items, options),
       partitionStates: async (tableName) => {
         // A table may not exist yet (its first sync): it then has no partitions.
         assertHeld(tableName);
@@ -337,6 +339,34 @@ export class Lake {
       seconds: outcome.seconds,
       gc,
     };
+  }
+
+  /**
+   * Stores one segment file of an ingested partition at `<table>/<partition>/<fileId>.parquet`, exactly once:
+   * a retry after a crash finds the object there and checks that it holds the same rows (its footer's count).
+   */
+  async storeIngestedFile(tableName: string, partition: Partition, fileId: string, localPath: string, rows: number): Promise<"created" | "exists"> {
+    const table = await this.table(tableName);
+    if (!table.ingest) throw new LakeswapError("CONFLICT", `table '${table.name}' is not an ingested table; events cannot be written to it`);
+    if (!/^[A-Za-z0-9_-]{1,128}$/.test(fileId)) throw new InvalidInputError(`'${fileId}' is not a segment file id (letters, digits, '_', '-')`);
+    const key = `${ingestPartitionPrefix(table, partition)}${fileId}.parquet`;
+    if (await this.store.putFileIfAbsent(key, localPath)) return "created";
+    const [existing] = await this.store.list(key);
+    const [found] = existing ? await this.landing.countFileRows([{ key, size: existing.size }]) : [undefined];
+    if (found !== rows) {
+      throw new LakeswapError(
+        "CONFLICT",
+        `${this.store.description}/${key} already exists with ${found ?? "unreadable"} rows, not the ${rows} this segment holds; two collectors may share one write-ahead log id. ` +
+          "The segment stays in the log; move the object away after checking it, and the collector retries",
+      );
+    }
+    return "exists";
+  }
+
+  /** Registers what one segment added to an ingested table (tallies, then pointers with signatures), under the table's lease. */
+  async registerIngested(tableName: string, segment: SegmentId, contributions: readonly SegmentContribution[]): Promise<RegisteredPartition[]> {
+    const table = await this.table(tableName);
+    return this.withLease(table.name, `ingest ${table.name}`, () => registerSegment(this.ctx, table, segment, contributions));
   }
 
   /** Marks a partition pinned: syncs leave it as it is (e.g. after a deliberate rollback). */
@@ -401,7 +431,7 @@ export class Lake {
 
   /** Moves a partition's pointer back to the newest completed older run, or to `toRunId`. */
   async rollback(tableName: string, partitionInput: PartitionInput, options: { toRunId?: string } = {}): Promise<RollbackResult> {
-    const table = await this.table(tableName);
+    const table = notIngested(await this.table(tableName), "rolled back");
     const partition = this.partitionOf(table, partitionInput);
     checkRunId(table, options.toRunId);
     return this.withLease(table.name, `rollback ${table.name}/${partitionPath(partition)}`, () => rollbackPartition(this.ctx, table, partition, options.toRunId));
@@ -545,6 +575,16 @@ export class Lake {
     return this.landing.land(request);
   }
 
+  /** Writes each partition of a landed delivery into a local Parquet file of its own (an ingested segment's files). */
+  async writeLandedFiles(request: { readonly table: TableDefinition; readonly delivery: LandedDelivery; readonly dir: string }): Promise<LandedFile[]> {
+    return this.landing.writeLandedFiles(request);
+  }
+
+  /** Writes a landed delivery's bad rows as JSONL to a local file (ingest dead letters). */
+  async writeRejected(request: Parameters<Landing["writeRejected"]>[0]): Promise<number> {
+    return this.landing.writeRejected(request);
+  }
+
   async releaseDelivery(delivery: LandedDelivery): Promise<void> {
     await this.landing.releaseLanding(delivery);
   }
@@ -667,3 +707,14 @@ export class Lake {
 
 export { leaseKey, METADATA_PREFIX };
 export type { LakeContext };
+
+/** An ingested table is append-only (`lakeswap serve` / `lakeswap ingest` add to it): it is never replaced or rolled back. */
+function notIngested(table: TableDefinition, what: string): TableDefinition {
+  if (table.ingest) {
+    throw new InvalidInputError(
+      `table '${table.name}' is an ingested table (events appended by lakeswap serve / lakeswap ingest); it cannot be ${what}. ` +
+        "Build a derived layer from it instead, and replace or roll back that layer's partitions",
+    );
+  }
+  return table;
+}

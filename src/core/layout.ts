@@ -95,3 +95,13 @@ export function leaseKey(table: string): string {
 
 /** The metadata areas that hold per-table records (the local catalog keeps `tables` and `pointers` beside them). */
 export const METADATA_AREAS = ["tables", "pointers", "manifests", "outbox", "pins", "leases", "syncs", "tmp", "quarantine"] as const;
+
+/** The store key prefix of an ingested table's partition tallies (what its segments added, `ingestTallyKey`). */
+export function ingestTalliesPrefix(table: string): string {
+  return `${METADATA_PREFIX}/ingest/${table}/`;
+}
+
+/** The store key of an ingested partition's tally: its rows and signature lane sums, and the last segment of each collector counted in them. */
+export function ingestTallyKey(table: string, partition: Partition): string {
+  return `${ingestTalliesPrefix(table)}${partitionPath(partition) || "_table"}.json`;
+}

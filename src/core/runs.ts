@@ -1,5 +1,5 @@
 import type { Catalog, Pointer } from "../catalog/catalog.js";
-import { runFolder } from "../catalog/catalog.js";
+import { runLocation } from "../catalog/catalog.js";
 import type { Engine } from "../engine/engine.js";
 import type { Landing } from "../landing/landing.js";
 import type { ObjectStore } from "../store/object-store.js";
@@ -37,7 +37,7 @@ export interface RunListing {
 
 /** The store key prefix of one run, ending in '/'. */
 export function runPrefix(catalog: Catalog, table: TableDefinition, partition: Partition, runId: string): string {
-  return `${catalog.runsPrefix(table, partition)}${runFolder(runId)}/`;
+  return runLocation(catalog, table, partition, runId);
 }
 
 /** A run's file that is not data: '_' and '.' files are hidden, as in Hive. */

@@ -1,4 +1,4 @@
-import { InvalidInputError } from "./errors.js";
+import { InvalidInputError, LakeswapError } from "./errors.js";
 import { assertPartitionKey } from "./partition.js";
 import { assertIdentifier, printable } from "./sql.js";
 
@@ -17,6 +17,12 @@ export interface TableDefinition {
   readonly columns: readonly Column[];
   readonly partitionKeys: readonly string[];
   readonly compression: Compression;
+  /**
+   * An ingested table (`lakeswap serve` / `lakeswap ingest`): append-only, its files written straight into each
+   * partition's folder (`<table>/p_year=…/p_month=…/p_day=…/<segment id>.parquet`, the Athena sink's layout) rather
+   * than into runs. Its pointers are registrations: they carry the partition's signature, and never move its files.
+   */
+  readonly ingest?: true;
 }
 
 const SIMPLE_TYPES = new Set([
@@ -77,6 +83,7 @@ export function defineTable(input: {
   columns: readonly Column[];
   partitionKeys: readonly string[];
   compression?: string;
+  ingest?: boolean;
 }): TableDefinition {
   const name = assertIdentifier("table name", input.name);
   if (input.columns.length === 0) {
@@ -101,5 +108,42 @@ export function defineTable(input: {
   if (compression !== "snappy" && compression !== "zstd") {
     throw new InvalidInputError(`compression '${printable(compression)}' is not supported: use snappy (default) or zstd`);
   }
-  return { name, columns, partitionKeys: [...input.partitionKeys], compression };
+  return { name, columns, partitionKeys: [...input.partitionKeys], compression, ...(input.ingest ? { ingest: true as const } : {}) };
+}
+
+/**
+ * How a declared table relates to the one the catalog holds: the same, or (an ingested table only) the same
+ * with columns added at the end, which the catalog applies in place. Anything else is refused, naming what
+ * differs: a column whose type changed, a column that is gone, other partition keys, another kind of table.
+ */
+export function tableChange(existing: TableDefinition, wanted: TableDefinition): "same" | "columns added" {
+  if (JSON.stringify(existing) === JSON.stringify(wanted)) return "same";
+  const fix = `drop it first (lakeswap drop-table ${wanted.name}) or declare it as it is`;
+  if (!existing.ingest || !wanted.ingest) {
+    throw new LakeswapError("CONFLICT", `table '${wanted.name}' already exists with a different definition; ${fix}`);
+  }
+  if (existing.partitionKeys.join(",") !== wanted.partitionKeys.join(",")) {
+    throw new LakeswapError(
+      "CONFLICT",
+      `ingested table '${wanted.name}' is partitioned by (${existing.partitionKeys.join(", ")}), not (${wanted.partitionKeys.join(", ")}); ${fix}`,
+    );
+  }
+  for (const column of existing.columns) {
+    const now = wanted.columns.find((c) => c.name === column.name);
+    if (!now) throw new LakeswapError("CONFLICT", `ingested table '${wanted.name}' has column '${column.name}' (${column.type}), which the config no longer declares; declare it again (columns are only ever added)`);
+    if (now.type !== column.type) {
+      throw new LakeswapError(
+        "CONFLICT",
+        `column '${column.name}' of ingested table '${wanted.name}' is ${column.type}, and the config now declares ${now.type}; a column's type never changes in place: declare it as ${column.type}, or add a new column`,
+      );
+    }
+  }
+  const order = wanted.columns.slice(0, existing.columns.length).map((c) => c.name).join(",");
+  if (order !== existing.columns.map((c) => c.name).join(",")) {
+    throw new LakeswapError("CONFLICT", `ingested table '${wanted.name}': declare its existing columns first, in their order (${existing.columns.map((c) => c.name).join(", ")}), and new ones after them`);
+  }
+  if (existing.compression !== wanted.compression) {
+    throw new LakeswapError("CONFLICT", `ingested table '${wanted.name}' is written with ${existing.compression}, not ${wanted.compression}; ${fix}`);
+  }
+  return "columns added";
 }

@@ -20,7 +20,7 @@ import { dropLanding, landDelivery, signatureQuery } from "./duckdb-landing.js";
 import { dropMerge, mergeDelivery, mergeRelations, type MergeRelations } from "./duckdb-merge.js";
 import { openDuckDb, openRestrictedDuckDb, type OpenedDuckDb } from "./duckdb-open.js";
 import { deliveryFiles } from "../landing/delivery-files.js";
-import type { FileState, IdentifiedDelivery, IdentifiedFiles, Landing, MergeRequest } from "../landing/landing.js";
+import type { FileState, IdentifiedDelivery, IdentifiedFiles, Landing, LandedFile, MergeRequest } from "../landing/landing.js";
 import { assertOneExpression, assertOneSelect } from "./sql-guard.js";
 import type {
   BuildRequest, BuildResult, Engine, LandRequest, LandedDelivery, LandedPartition, LandedRunsRequest, PartitionMapRequest, PartitionSnapshot, QueryResult, RejectedRow,
@@ -260,6 +260,48 @@ export class DuckDbEngine implements Engine, Landing {
     } finally {
       if (folder) await fs.rm(folder, { recursive: true, force: true });
     }
+  }
+
+  async writeLandedFiles(request: { readonly table: TableDefinition; readonly delivery: LandedDelivery; readonly dir: string }): Promise<LandedFile[]> {
+    const { table, delivery, dir } = request;
+    const keys = table.partitionKeys;
+    const projection = table.columns.map((c) => `CAST(${quoteIdentifier(c.name)} AS ${duckdbStorageType(c.type)}) AS ${quoteIdentifier(c.name)}`).join(", ");
+    const compression = `COMPRESSION ${table.compression === "zstd" ? "zstd" : "snappy"}`;
+    return this.withConnection(async (connection) => {
+      const files: LandedFile[] = [];
+      for (const [index, landed] of delivery.partitions.entries()) {
+        const file = path.join(dir, `part-${index}.parquet`);
+        const where = keys.map((key) => `${quoteIdentifier(key)} = ${quoteLiteral(partitionValue(landed.partition, key))}`).join(" AND ") || "true";
+        // In landed order (insertion order is kept), so a retry of the same segment writes the same rows in the same order.
+        await connection.run(`COPY (SELECT ${projection} FROM ${delivery.relation} WHERE ${where}) TO ${quoteLiteral(file)} (FORMAT parquet, ${compression})`);
+        files.push({ partition: landed.partition, file, rows: landed.rows, bytes: (await fs.stat(file)).size });
+      }
+      return files;
+    });
+  }
+
+  async writeRejected(request: Parameters<Landing["writeRejected"]>[0]): Promise<number> {
+    const { delivery, file, receivedAt } = request;
+    const fields = Object.entries(request.fields ?? {}).map(([name, value]) => `${quoteLiteral(value)} AS ${quoteIdentifier(name)}, `).join("");
+    if (delivery.rowsRejected === 0) return 0;
+    return this.withConnection(async (connection) => {
+      const times = `times_${randomBytes(6).toString("hex")}`;
+      await connection.run(`CREATE TEMP TABLE ${times} (first_line BIGINT, received_ms BIGINT)`);
+      try {
+        for (let start = 0; start < receivedAt.length; start += 1000) {
+          const values = receivedAt.slice(start, start + 1000).map(([line, ms]) => `(${Math.trunc(line)}, ${Math.trunc(ms)})`);
+          await connection.run(`INSERT INTO ${times} VALUES ${values.join(", ")}`);
+        }
+        // Each bad line takes the receive time of the request it came in: the last one that starts at or before it.
+        await connection.run(
+          `COPY (SELECT ${fields}r.line, r.reason, r.raw, strftime(make_timestamp(t.received_ms * 1000), '%Y-%m-%dT%H:%M:%S.%gZ') AS received_at ` +
+            `FROM ${delivery.rejectedRelation} r ASOF LEFT JOIN ${times} t ON r.line >= t.first_line ORDER BY r.line) TO ${quoteLiteral(file)} (FORMAT json)`,
+        );
+      } finally {
+        await connection.run(`DROP TABLE IF EXISTS ${times}`);
+      }
+      return delivery.rowsRejected;
+    });
   }
 
   async writeLandedRuns(request: LandedRunsRequest): Promise<BuildResult[]> {
@@ -523,6 +565,7 @@ export class DuckDbEngine implements Engine, Landing {
             partition: partitionOfValues(keys, row),
             rows,
             signature: finishRawSignature(signed, rows, BigInt(String(row[keys.length + 1])), BigInt(String(row[keys.length + 2]))),
+            lanes: { upper: laneText(row[keys.length + 1]), lower: laneText(row[keys.length + 2]) },
           };
         });
         // The good rows are the partitions' rows (no second pass over a delivery read in place); the bad ones are few.
@@ -814,4 +857,9 @@ function toJsonValue(value: unknown): unknown {
     return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, toJsonValue(v)]));
   }
   return value;
+}
+
+/** A lane sum as decimal text, modulo 2^64 (as `finishRawSignature` reduces it). */
+function laneText(value: unknown): string {
+  return (BigInt(String(value)) % (1n << 64n)).toString();
 }

@@ -424,17 +424,33 @@ function csvLayout(request: LandRequest, file: string, line: number, first: (str
 /** JSONL: one JSON object per line; a line that is not one is a bad row with its number and text. */
 async function readJsonl(connection: DuckDBConnection, request: LandRequest, lines: string): Promise<SourceRows> {
   await loadLines(connection, request, lines);
+  // Fields the columns do not declare (ingest): kept as one JSON object in the extra column, or the row is a bad one.
+  const unknown = request.unknownFields;
+  const declared = request.columns.filter((c) => c.name !== unknown?.column);
   const invalid = `CASE WHEN NOT json_valid(__raw) THEN 'not valid JSON' WHEN json_type(__raw::JSON) <> 'OBJECT' THEN 'not a JSON object' END`;
+  // The object without its declared fields (a merge patch that sets them to null), for valid objects only.
+  const patch = quoteLiteral(JSON.stringify(Object.fromEntries(declared.map((c) => [c.name, null]))));
+  const rest = unknown ? `json_merge_patch(CASE WHEN __invalid0 IS NULL THEN __raw END, ${patch})::VARCHAR` : "NULL::VARCHAR";
+  const unknownProblem =
+    unknown?.mode === "deadletter"
+      ? `CASE WHEN __rest <> '{}' THEN 'fields not declared: ' || array_to_string(json_keys(__rest::JSON), ', ') || ' (declare them as columns, or set unknown_fields: keep)' END`
+      : "NULL::VARCHAR";
   // Each line is parsed once for all the columns. Extraction never sees a malformed line: it is NULL there, a level
   // above the check, never in the same expression.
-  const paths = `[${request.columns.map((c) => quoteLiteral(`$."${c.name}"`)).join(", ")}]`;
+  const paths = `[${declared.map((c) => quoteLiteral(`$."${c.name}"`)).join(", ")}]`;
   const extracted = `json_extract_string(CASE WHEN __invalid IS NULL THEN __raw END, ${paths})`;
   // A JSON "" is an empty value, like null, except in a non-nullable text column (docs/signatures.md, step 1).
-  const values = request.columns.map((c, i) => `${c.type === "VARCHAR" ? `__values[${i + 1}]` : `nullif(__values[${i + 1}], '')`} AS __s${i}`);
+  const values = request.columns.map((c, i) => {
+    if (c.name === unknown?.column) return `CASE WHEN __invalid IS NULL THEN nullif(__rest, '{}') END AS __s${i}`;
+    const at = declared.indexOf(c) + 1;
+    return `${c.type === "VARCHAR" ? `__values[${at}]` : `nullif(__values[${at}], '')`} AS __s${i}`;
+  });
   return {
     select:
-      `SELECT __file, __line, __invalid AS __structural, ${values.join(", ")} FROM (SELECT __file, __line, __invalid, ${extracted} AS __values ` +
-      `FROM (SELECT __file, __line, __raw, ${invalid} AS __invalid FROM ${lines} WHERE trim(__raw) <> ''))`,
+      `SELECT __file, __line, __invalid AS __structural, ${values.join(", ")} FROM (SELECT __file, __line, __raw, __invalid, __rest, ${extracted} AS __values ` +
+      `FROM (SELECT __file, __line, __raw, __rest, coalesce(__invalid0, ${unknownProblem}) AS __invalid ` +
+      `FROM (SELECT __file, __line, __raw, __invalid0, ${rest} AS __rest ` +
+      `FROM (SELECT __file, __line, __raw, ${invalid} AS __invalid0 FROM ${lines} WHERE trim(__raw) <> ''))))`,
     types: request.columns.map(() => "VARCHAR"),
     rawTable: lines,
   };

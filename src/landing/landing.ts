@@ -37,6 +37,24 @@ export interface Landing {
    * rows gets no files.
    */
   writeLandedRuns(request: LandedRunsRequest): Promise<BuildResult[]>;
+  /**
+   * Writes each partition of a landed delivery into one Parquet file of its own in the local folder `dir`, rows
+   * in the order they were landed (the same delivery gives the same files): an ingested segment's files, before
+   * they are stored. Partitions without rows get no file.
+   */
+  writeLandedFiles(request: { readonly table: TableDefinition; readonly delivery: LandedDelivery; readonly dir: string }): Promise<LandedFile[]>;
+  /**
+   * Writes a landed delivery's bad rows as JSONL to a local file, one object per row with `line`, `reason` and
+   * `raw`, and `received_at` (ISO, UTC) from `receivedAt`: the receive time of the request each line came in,
+   * as (first line, milliseconds since the epoch) pairs, ascending. Returns the rows written.
+   */
+  writeRejected(request: {
+    readonly delivery: LandedDelivery;
+    readonly file: string;
+    readonly receivedAt: readonly (readonly [number, number])[];
+    /** Text fields added to every row (the namespace, the segment). */
+    readonly fields?: Readonly<Record<string, string>>;
+  }): Promise<number>;
   /** Builds one run from a SELECT over a landed delivery's relations (the dead letters of a delivery). */
   buildLanded(request: BuildRequest): Promise<BuildResult>;
   /** Evaluates partition map expressions over upstream partition values, one output row per input row. */
@@ -109,6 +127,12 @@ export interface LandRequest {
   readonly partition: readonly { readonly key: string; readonly expression: string }[];
   readonly signatureColumns: readonly string[];
   /**
+   * JSONL (ingest): what to do with fields the columns do not declare. `keep` puts them, as one JSON object, in
+   * `column` (a declared VARCHAR column that is not read from a field; NULL when there are none); `deadletter`
+   * makes such a line a bad row. Without it, undeclared fields are ignored.
+   */
+  readonly unknownFields?: { readonly mode: "keep" | "deadletter"; readonly column?: string };
+  /**
    * The raw table, when every partition of the delivery is expected to be
    * built (a first load, a full refresh): landing then writes every
    * partition's files while it signs the rows, in the same pass over the
@@ -147,6 +171,16 @@ export interface LandedPartition {
   readonly partition: Partition;
   readonly rows: number;
   readonly signature: string;
+  /** The signature's two lane sums (decimal, modulo 2^64): what an ingested partition adds up segment by segment. */
+  readonly lanes?: { readonly upper: string; readonly lower: string };
+}
+
+/** One partition of a landed delivery written to a local Parquet file. */
+export interface LandedFile {
+  readonly partition: Partition;
+  readonly file: string;
+  readonly rows: number;
+  readonly bytes: number;
 }
 
 /** A bad row of a delivery. */

@@ -169,6 +169,25 @@ export class LocalStore implements ObjectStore {
     }
   }
 
+  async putFileIfAbsent(key: string, localPath: string): Promise<boolean> {
+    const target = this.localPath(key);
+    // The file's bytes are made durable first; its link then appears whole, or fails with EEXIST, atomically.
+    const temp = await whenFull(key, target, async () => {
+      const copy = await this.writeTemp(await fs.readFile(localPath));
+      return copy;
+    });
+    try {
+      const created = await intoFolder(target, this.root, () => fs.link(temp, target));
+      await this.syncFolders(path.dirname(target), created);
+      return true;
+    } catch (error) {
+      if (isCode(error, "EEXIST")) return false;
+      throw noSpaceError(key, target, error) ?? error;
+    } finally {
+      await fs.rm(temp, { force: true });
+    }
+  }
+
   async putFile(key: string, localPath: string): Promise<void> {
     const target = this.localPath(key);
     await whenFull(key, target, async () => {

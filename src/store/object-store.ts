@@ -40,6 +40,12 @@ export interface ObjectStore {
   list(prefix: string): Promise<ObjectInfo[]>;
   /** Deletes the given keys; missing keys are not an error. */
   delete(keys: readonly string[]): Promise<void>;
+  /**
+   * Stores a local file at `key` only if no object is there (an ingested segment's file: a retry writes the
+   * same key); returns false if one is. Locally a link(2) of the fsynced file; on S3 a PutObject, or a multipart
+   * upload of 16 MiB parts, with `If-None-Match: *`.
+   */
+  putFileIfAbsent(key: string, localPath: string): Promise<boolean>;
   /** Uploads a local file to `key` (multipart where the store needs it). */
   putFile(key: string, localPath: string): Promise<void>;
   /**

@@ -150,6 +150,16 @@ export class S3Store implements ObjectStore {
     }
   }
 
+  async putFileIfAbsent(key: string, localPath: string): Promise<boolean> {
+    try {
+      await this.putFile(key, localPath);
+      return true;
+    } catch (error) {
+      if (error instanceof LakeswapError && error.code === "CONFLICT") return false;
+      throw error;
+    }
+  }
+
   async putFile(key: string, localPath: string): Promise<void> {
     const { size } = await stat(localPath);
     const uri = `s3://${this.bucket}/${this.fullKey(key)}`;

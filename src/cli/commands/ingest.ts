@@ -1,0 +1,206 @@
+import { createReadStream } from "node:fs";
+import path from "node:path";
+import type { Readable } from "node:stream";
+import type { Command } from "commander";
+import { loadPipelineConfig, type PipelineConfig } from "../../config/pipeline-config.js";
+import type { IngestPipelineConfig } from "../../config/ingest-config.js";
+import { InvalidInputError, NotFoundError } from "../../core/errors.js";
+import { startIngestServer, type IngestHandler, type IngestRequest } from "../../ingest/http-server.js";
+import type { IngestService, SegmentReport } from "../../ingest/ingest-service.js";
+import { Metrics } from "../../ingest/metrics.js";
+import { IngestLakes, openIngestService } from "../../ingest/open-ingest.js";
+import { formatTable, report } from "../output.js";
+import { interruptCleanups, wantsJson } from "../context.js";
+import { didYouMean } from "../../config/pipeline-config.js";
+
+/** The largest file or stdin `lakeswap ingest` appends as one record; larger input goes in several. */
+const INGEST_CHUNK_BYTES = 8 * 1024 * 1024;
+
+/** `lakeswap serve` and `lakeswap ingest`: the event collector, over HTTP or from files. */
+export function registerIngest(program: Command): void {
+  program
+    .command("serve")
+    .description("run the event collector: POST /v1/<pipeline>/<namespace> (NDJSON or a JSON array), GET /healthz, GET /metrics")
+    .requiredOption("-c, --config <file>", "the config with pipelines: (lakeswap.yaml)")
+    .option("--port <port>", "the port to listen on (env LAKESWAP_PORT; default 8080)")
+    .option("--host <host>", "the interface to listen on (default: every interface)")
+    .option("--pipeline <name...>", "serve only these pipelines (default: every pipeline of the config)")
+    .option("--flush-interval <ms>", "how often sealed segments are landed (default 1000)")
+    .action(async (options: { config: string; port?: string; host?: string; pipeline?: string[]; flushInterval?: string }) => {
+      const config = loadPipelineConfig(options.config);
+      const pipelines = choosePipelines(config, options.pipeline);
+      const port = portOf(options.port ?? process.env.LAKESWAP_PORT ?? "8080");
+      const metrics = new Metrics();
+      const lakes = new IngestLakes();
+      const services = new Map<string, IngestService>();
+      try {
+        for (const pipeline of pipelines) services.set(pipeline.name, await openIngestService(pipeline, lakes, metrics));
+      } catch (error) {
+        for (const service of services.values()) await service.close();
+        await lakes.close();
+        throw error;
+      }
+      for (const service of services.values()) service.start(options.flushInterval ? Number(options.flushInterval) : 1000);
+      const server = await startIngestServer({ handler: router(services), metrics, port, host: options.host });
+      process.stderr.write(`lakeswap: collecting ${[...services.keys()].join(", ")} on ${server.url} (POST /v1/<pipeline>/<namespace>)\n`);
+      let stopping: Promise<void> | undefined;
+      const stop = (signal: string): Promise<void> => {
+        stopping ??= (async () => {
+          process.stderr.write(`lakeswap: ${signal}: no longer accepting; finishing requests in flight and landing what the log holds\n`);
+          await server.close();
+          for (const service of services.values()) {
+            try {
+              await service.flush();
+            } catch (error) {
+              process.stderr.write(`lakeswap: ${(error as Error).message}; it stays in the write-ahead log for the next start\n`);
+            }
+            await service.close();
+          }
+          await lakes.close();
+        })();
+        return stopping;
+      };
+      // SIGINT goes through main.ts's interrupt cleanups; SIGTERM (a deploy, a container stop) is handled here.
+      interruptCleanups.add(() => stop("interrupt"));
+      await new Promise<void>((resolve) => {
+        process.once("SIGTERM", () => {
+          void stop("SIGTERM").then(resolve, (error: unknown) => {
+            process.stderr.write(`lakeswap: ${(error as Error).message}\n`);
+            process.exitCode = 1;
+            resolve();
+          });
+        });
+      });
+    });
+
+  program
+    .command("ingest")
+    .description("append events from a file or stdin (NDJSON, or a JSON array) to a pipeline, land them, and report")
+    .argument("<pipeline>", "the pipeline (pipelines.<name> in the config)")
+    .argument("[file]", "an NDJSON or JSON file; - or nothing: stdin")
+    .requiredOption("-c, --config <file>", "the config with pipelines: (lakeswap.yaml)")
+    .option("--namespace <name>", "the namespace of the events (default: the pipeline's only namespace)")
+    .option("--format <format>", "ndjson or json (default: from the file name, else by its first character)")
+    .option("--json", "print the report as JSON")
+    .action(async (pipelineName: string, file: string | undefined, options: { config: string; namespace?: string; format?: string }, command: Command) => {
+      const config = loadPipelineConfig(options.config);
+      const [pipeline] = choosePipelines(config, [pipelineName]) as [IngestPipelineConfig];
+      const namespace = chooseNamespace(pipeline, options.namespace);
+      const metrics = new Metrics();
+      const lakes = new IngestLakes();
+      const started = Date.now();
+      try {
+        const service = await openIngestService(pipeline, lakes, metrics);
+        let segments: SegmentReport[];
+        let accepted = 0;
+        try {
+          for await (const { body, format } of chunks(file, options.format)) {
+            accepted += (await service.accept({ pipeline: pipeline.name, namespace, body, format })).accepted;
+          }
+          segments = await service.flush();
+        } finally {
+          await service.close();
+        }
+        const totals = {
+          pipeline: pipeline.name,
+          namespace,
+          accepted,
+          events: segments.reduce((sum, s) => sum + s.events, 0),
+          written: segments.reduce((sum, s) => sum + s.written, 0),
+          deadLettered: segments.reduce((sum, s) => sum + s.deadLettered, 0),
+          files: segments.reduce((sum, s) => sum + s.files, 0),
+          seconds: (Date.now() - started) / 1000,
+          segments,
+        };
+        report(wantsJson(command), totals, () =>
+          [
+            `${pipeline.name}/${namespace}: ${accepted} events accepted; landed ${totals.events} (with any earlier events the log held): ${totals.written} written, ${totals.deadLettered} dead-lettered` +
+              (totals.deadLettered > 0 ? ` (table ${pipeline.name})` : ""),
+            "",
+            formatTable(
+              ["segment", "events", "written", "dead-lettered", "files"],
+              segments.map((s) => [s.segment, s.events, s.written, s.deadLettered, s.files]),
+            ),
+          ].join("\n"),
+        );
+      } finally {
+        await lakes.close();
+      }
+    });
+}
+
+/** Routes each request to its pipeline's collector. */
+function router(services: ReadonlyMap<string, IngestService>): IngestHandler {
+  return {
+    accept(request: IngestRequest) {
+      const service = services.get(request.pipeline);
+      if (!service) {
+        return Promise.reject(new NotFoundError(`no pipeline '${request.pipeline}' is collected here${didYouMean(request.pipeline, [...services.keys()])}; pipelines: ${[...services.keys()].join(", ")}`));
+      }
+      return service.accept(request);
+    },
+    health() {
+      const each = [...services.values()].map((s) => s.health());
+      return { ok: each.every((h) => h.ok), detail: { pipelines: each.map((h) => h.detail) } };
+    },
+  };
+}
+
+function choosePipelines(config: PipelineConfig, names: readonly string[] | undefined): IngestPipelineConfig[] {
+  if (config.ingest.length === 0) throw new InvalidInputError(`${path.basename(config.file)} declares no pipelines: add pipelines.<name> with its namespaces (README: "Event ingest")`);
+  if (!names || names.length === 0) return [...config.ingest];
+  return names.map((name) => {
+    const found = config.ingest.find((p) => p.name === name);
+    if (!found) {
+      const known = config.ingest.map((p) => p.name);
+      throw new InvalidInputError(`pipeline '${name}' is not declared in ${path.basename(config.file)}${didYouMean(name, known)}; pipelines: ${known.join(", ")}`);
+    }
+    return found;
+  });
+}
+
+function chooseNamespace(pipeline: IngestPipelineConfig, name: string | undefined): string {
+  const known = pipeline.namespaces.map((ns) => ns.name);
+  if (name === undefined) {
+    if (known.length === 1) return known[0]!;
+    throw new InvalidInputError(`pipeline '${pipeline.name}' has several namespaces (${known.join(", ")}): name one with --namespace`);
+  }
+  if (!known.includes(name)) throw new InvalidInputError(`pipeline '${pipeline.name}' has no namespace '${name}'${didYouMean(name, known)}; its namespaces: ${known.join(", ")}`);
+  return name;
+}
+
+function portOf(value: string): number {
+  const port = Number(value);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new InvalidInputError(`port '${value}' is not a port number: use 0 to 65535 (0 picks a free one)`);
+  return port;
+}
+
+/**
+ * The input as bodies of whole lines, each at most about INGEST_CHUNK_BYTES (a JSON array is read whole: it is
+ * one value). NDJSON is split at line ends, so no event is cut.
+ */
+async function* chunks(file: string | undefined, format: string | undefined): AsyncGenerator<{ body: Buffer; format: "ndjson" | "json" }> {
+  const stream: Readable = file === undefined || file === "-" ? process.stdin : createReadStream(file);
+  if (format !== undefined && format !== "ndjson" && format !== "json") throw new InvalidInputError(`--format '${format}' is not known: use ndjson or json`);
+  let kind: "ndjson" | "json" | undefined = (format as "ndjson" | "json" | undefined) ?? (file?.endsWith(".json") ? "json" : file && /\.(ndjson|jsonl)$/.test(file) ? "ndjson" : undefined);
+  let held: Buffer[] = [];
+  let heldBytes = 0;
+  for await (const piece of stream as AsyncIterable<Buffer>) {
+    if (kind === undefined) {
+      const first = piece.toString("utf8").trimStart()[0];
+      if (first !== undefined) kind = first === "[" ? "json" : "ndjson";
+    }
+    held.push(piece);
+    heldBytes += piece.length;
+    if (kind === "ndjson" && heldBytes >= INGEST_CHUNK_BYTES) {
+      const all = Buffer.concat(held);
+      const end = all.lastIndexOf(10);
+      if (end >= 0) {
+        yield { body: all.subarray(0, end + 1), format: "ndjson" };
+        held = [all.subarray(end + 1)];
+        heldBytes = held[0]!.length;
+      }
+    }
+  }
+  if (heldBytes > 0) yield { body: Buffer.concat(held), format: kind ?? "ndjson" };
+}

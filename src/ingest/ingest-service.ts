@@ -1,0 +1,479 @@
+import { createHash } from "node:crypto";
+import { isUtf8 } from "node:buffer";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import type { IngestNamespaceConfig, IngestPipelineConfig } from "../config/ingest-config.js";
+import { InvalidInputError, LakeswapError, NotFoundError, errorMessage } from "../core/errors.js";
+import type { SegmentContribution } from "../core/ingest.js";
+import type { Lake } from "../core/lake.js";
+import { partitionPath } from "../core/partition.js";
+import { defineTable, type TableDefinition } from "../core/table.js";
+import type { LandedDelivery } from "../landing/landing.js";
+import { BackpressureError, type IngestHandler, type IngestRequest } from "./http-server.js";
+import type { Metrics } from "./metrics.js";
+import { WriteAheadLog, type WalRecord } from "./wal.js";
+
+/** The columns of a pipeline's dead-letter table (named after the pipeline), partitioned by the day the event was received. */
+export const DEAD_LETTER_COLUMNS = [
+  { name: "namespace", type: "VARCHAR", nullable: false },
+  { name: "received_at", type: "TIMESTAMPTZ", nullable: false },
+  { name: "reason", type: "VARCHAR", nullable: false },
+  { name: "raw", type: "VARCHAR", nullable: true },
+  { name: "segment", type: "VARCHAR", nullable: false },
+  { name: "line", type: "BIGINT", nullable: false },
+] as const;
+
+const DEAD_LETTER_PARTITION = [
+  { key: "p_year", expression: "strftime(received_at, '%Y')" },
+  { key: "p_month", expression: "strftime(received_at, '%m')" },
+  { key: "p_day", expression: "strftime(received_at, '%d')" },
+];
+
+/** A WAL record's header line (before the request's events): the namespace, when it was received, how many events. */
+interface RecordHeader {
+  readonly v: 1;
+  readonly ns: string;
+  readonly t: number;
+  readonly n: number;
+}
+
+/** What one segment became: events written to their namespaces' tables, and dead letters. */
+export interface SegmentReport {
+  readonly segment: string;
+  readonly events: number;
+  readonly written: number;
+  readonly deadLettered: number;
+  readonly files: number;
+  /** Bytes skipped as corrupt (reported with their offsets when read). */
+  readonly corruptBytes: number;
+}
+
+/** Counts kept by a collector, also rendered as metrics. */
+export interface IngestCounts {
+  accepted: number;
+  written: number;
+  deadLettered: number;
+  segments: number;
+  corruptRecords: number;
+}
+
+export interface IngestServiceOptions {
+  readonly pipeline: IngestPipelineConfig;
+  /** The lake of the pipeline's data sink (its namespaces' tables). */
+  readonly lake: Lake;
+  /** The lake of its dead-letter sink (the table named after the pipeline); may be `lake`. */
+  readonly deadLetterLake: Lake;
+  readonly metrics: Metrics;
+  readonly log?: (line: string) => void;
+}
+
+/**
+ * One pipeline's collector: requests are appended to the pipeline's write-ahead log (and acknowledged once
+ * durable); sealed segments are landed, one at a time and oldest first, into each namespace's ingested table
+ * (one Snappy Parquet file per partition, stored once at a key derived from the segment and the partition),
+ * their partitions registered with their signatures, their bad events dead-lettered, and only then removed
+ * from the log. A segment that fails stays in the log and is retried; nothing acknowledged is ever dropped.
+ */
+export class IngestService implements IngestHandler {
+  readonly counts: IngestCounts = { accepted: 0, written: 0, deadLettered: 0, segments: 0, corruptRecords: 0 };
+  private readonly namespaces: Map<string, IngestNamespaceConfig>;
+  private readonly tables = new Map<string, TableDefinition>();
+  private deadLetterTable!: TableDefinition;
+  private readonly firstReceived = new Map<string, number>();
+  private processing: Promise<void> = Promise.resolve();
+  private timer: NodeJS.Timeout | undefined;
+  private lastError: string | undefined;
+  private failures = 0;
+  private retryAt = 0;
+
+  private constructor(
+    private readonly options: IngestServiceOptions,
+    private readonly wal: WriteAheadLog,
+  ) {
+    this.namespaces = new Map(options.pipeline.namespaces.map((ns) => [ns.name, ns]));
+    this.registerMetrics();
+  }
+
+  /** Opens the pipeline's log (recovering what a crash left) and declares its tables; then `start` runs the uploader. */
+  static async open(options: IngestServiceOptions): Promise<IngestService> {
+    const { pipeline } = options;
+    if (pipeline.namespaces.some((ns) => ns.name === pipeline.name) && options.lake === options.deadLetterLake) {
+      throw new InvalidInputError(
+        `pipelines.${pipeline.name}: its dead letters go to table '${pipeline.name}', which is also one of its namespaces; rename the namespace or the pipeline`,
+      );
+    }
+    const wal = await WriteAheadLog.open(pipeline.wal);
+    const service = new IngestService(options, wal);
+    try {
+      for (const cut of wal.recovery.truncated) service.log(`write-ahead log ${pipeline.wal.dir}: a torn record at the end of segment ${cut.segment} (offset ${cut.offset}, ${cut.bytes} bytes) was cut off; it was never acknowledged`);
+      for (const bad of wal.recovery.corrupt) service.log(`write-ahead log ${pipeline.wal.dir}: segment ${bad.segment} has ${bad.bytes} corrupt bytes at offset ${bad.offset} (${bad.reason}); skipped, the rest recovered`);
+      service.counts.corruptRecords += wal.recovery.corrupt.length;
+      for (const ns of pipeline.namespaces) {
+        const table = namespaceTable(ns);
+        await options.lake.createTable(table);
+        service.tables.set(ns.name, table);
+      }
+      service.deadLetterTable = defineTable({ name: pipeline.name, columns: [...DEAD_LETTER_COLUMNS], partitionKeys: DEAD_LETTER_PARTITION.map((p) => p.key), ingest: true });
+      await options.deadLetterLake.createTable(service.deadLetterTable);
+    } catch (error) {
+      await wal.close();
+      throw error;
+    }
+    return service;
+  }
+
+  get walBytes(): number {
+    return this.wal.bytes;
+  }
+
+  async accept(request: IngestRequest): Promise<{ readonly accepted: number }> {
+    if (request.pipeline !== this.options.pipeline.name) throw new NotFoundError(`pipeline '${request.pipeline}' is not served here; it serves ${this.options.pipeline.name}`);
+    if (!this.namespaces.has(request.namespace)) {
+      throw new NotFoundError(
+        `pipeline '${request.pipeline}' has no namespace '${request.namespace}'; its namespaces: ${[...this.namespaces.keys()].join(", ")} (declare it under pipelines.${request.pipeline}.namespaces)`,
+      );
+    }
+    if (!isUtf8(request.body)) throw new InvalidInputError("the body is not UTF-8 text; send JSON encoded as UTF-8");
+    const { lines, events } = request.format === "json" ? jsonArrayLines(request.body) : ndjsonLines(request.body);
+    if (events === 0) return { accepted: 0 };
+    if (this.wal.overLimit) {
+      throw new BackpressureError(
+        `the write-ahead log holds ${this.wal.bytes} bytes, at its limit of ${this.options.pipeline.wal.maxBytes} (wal.max_bytes): the uploader is behind; retry later`,
+        this.retryAfterSeconds(),
+      );
+    }
+    const receivedAt = Date.now();
+    const header = Buffer.from(`${JSON.stringify({ v: 1, ns: request.namespace, t: receivedAt, n: events } satisfies RecordHeader)}\n`);
+    const position = await this.wal.append(Buffer.concat([header, lines]));
+    if (!this.firstReceived.has(position.segment)) this.firstReceived.set(position.segment, receivedAt);
+    this.counts.accepted += events;
+    return { accepted: events };
+  }
+
+  health(): { readonly ok: boolean; readonly detail: Record<string, unknown> } {
+    const lagSeconds = this.lagSeconds();
+    return {
+      ok: !this.wal.overLimit,
+      detail: {
+        pipeline: this.options.pipeline.name,
+        walBytes: this.wal.bytes,
+        walLimit: this.options.pipeline.wal.maxBytes,
+        sealedSegments: this.wal.sealed().length,
+        uploadLagSeconds: lagSeconds,
+        ...(this.lastError ? { lastError: this.lastError } : {}),
+        ...this.counts,
+      },
+    };
+  }
+
+  /** Runs the uploader every `intervalMs`: seals the active segment when due, then lands every sealed segment. */
+  start(intervalMs = 1000): void {
+    if (this.timer) return;
+    this.timer = setInterval(() => {
+      void this.tick();
+    }, intervalMs);
+  }
+
+  /** Seals the active segment (if it holds anything) and lands every sealed segment; throws the first failure. */
+  async flush(): Promise<SegmentReport[]> {
+    const run = this.processing.then(async () => {
+      await this.wal.seal();
+      return this.drain(true);
+    });
+    this.processing = run.then(() => undefined, () => undefined);
+    return run;
+  }
+
+  /** Stops the uploader and closes the log (pending appends made durable); segments not landed stay for the next start. */
+  async close(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+    await this.processing;
+    await this.wal.close();
+  }
+
+  private async tick(): Promise<void> {
+    if (Date.now() < this.retryAt) return;
+    const run = this.processing.then(async () => {
+      await this.wal.rotateIfDue();
+      await this.drain(false);
+    });
+    this.processing = run.then(() => undefined, () => undefined);
+    await this.processing;
+  }
+
+  /** Lands the sealed segments oldest first; a failure stops the round (order matters: each collector's segments count in order). */
+  private async drain(throwOnError: boolean): Promise<SegmentReport[]> {
+    const reports: SegmentReport[] = [];
+    for (const segment of this.wal.sealed()) {
+      try {
+        reports.push(await this.land(segment));
+        this.failures = 0;
+        this.lastError = undefined;
+      } catch (error) {
+        this.failures += 1;
+        this.lastError = `segment ${segment}: ${errorMessage(error)}`;
+        // Retried with backoff (1 s doubling to a minute); the segment and everything after it stay in the log.
+        this.retryAt = Date.now() + Math.min(60_000, 1000 * 2 ** Math.min(this.failures - 1, 6));
+        this.log(`could not land ${this.lastError}; it stays in the write-ahead log and is retried`);
+        if (throwOnError) throw error;
+        break;
+      }
+    }
+    return reports;
+  }
+
+  /** Lands one sealed segment: each namespace's events, then its dead letters; then removes it from the log. */
+  private async land(segment: string): Promise<SegmentReport> {
+    const { records, corrupt } = await this.wal.read(segment);
+    const corruptBytes = corrupt.reduce((sum, c) => sum + c.bytes, 0);
+    for (const bad of corrupt) this.log(`segment ${segment}: ${bad.bytes} corrupt bytes at offset ${bad.offset} (${bad.reason}) skipped`);
+    const sequence = segmentSequence(segment);
+    const work = await mkdtemp(path.join(os.tmpdir(), "lakeswap-ingest-"));
+    let events = 0;
+    let written = 0;
+    let deadLettered = 0;
+    let files = 0;
+    try {
+      const byNamespace = groupByNamespace(records, (record, reason) => this.log(`segment ${segment}: record at offset ${record.offset} skipped: ${reason}`));
+      for (const [name, group] of byNamespace) {
+        const ns = this.namespaces.get(name);
+        const table = this.tables.get(name);
+        events += group.events;
+        if (!ns || !table) {
+          // A namespace removed from the config while its events waited in the log: they are dead-lettered, not dropped.
+          deadLettered += await this.deadLetterAll(segment, sequence, name, group, work, `namespace '${name}' is no longer declared in pipelines.${this.options.pipeline.name}.namespaces`);
+          continue;
+        }
+        const file = path.join(work, `${name}.jsonl`);
+        await writeFile(file, Buffer.concat(group.bodies));
+        const delivery = await this.options.lake.landDelivery({
+          files: [file],
+          format: "jsonl",
+          header: false,
+          delimiter: ",",
+          columns: landingColumns(ns),
+          partition: ns.time.partition,
+          signatureColumns: table.columns.map((c) => c.name),
+          unknownFields: { mode: ns.unknownFields, column: ns.unknownFields === "keep" ? ns.extraColumn : undefined },
+        });
+        try {
+          files += await this.store(this.options.lake, table, segment, sequence, delivery, work);
+          written += delivery.rowsLoaded;
+          if (delivery.rowsRejected > 0) {
+            deadLettered += await this.deadLetter(segment, sequence, name, delivery, group.receivedAt, work);
+          }
+        } finally {
+          await this.options.lake.releaseDelivery(delivery);
+        }
+      }
+      await this.wal.remove(segment);
+      this.firstReceived.delete(segment);
+      this.counts.written += written;
+      this.counts.deadLettered += deadLettered;
+      this.counts.segments += 1;
+      this.counts.corruptRecords += corrupt.length;
+      return { segment, events, written, deadLettered, files, corruptBytes };
+    } finally {
+      await rm(work, { recursive: true, force: true });
+    }
+  }
+
+  /** Writes a landed delivery's partitions as files of the table (each stored once), then registers them. */
+  private async store(lake: Lake, table: TableDefinition, segment: string, sequence: number, delivery: LandedDelivery, work: string): Promise<number> {
+    if (delivery.partitions.length === 0) return 0;
+    const dir = await mkdtemp(path.join(work, `${table.name}-`));
+    const files = await lake.writeLandedFiles({ table, delivery, dir });
+    for (const file of files) {
+      await lake.storeIngestedFile(table.name, file.partition, segmentFileId(segment, table.name, partitionPath(file.partition)), file.file, file.rows);
+    }
+    const contributions: SegmentContribution[] = delivery.partitions.map((p) => {
+      if (!p.lanes) throw new LakeswapError("STORE_ERROR", `the landing gave no signature lanes for ${table.name}/${partitionPath(p.partition)}`);
+      return { partition: p.partition, rows: p.rows, upper: p.lanes.upper, lower: p.lanes.lower };
+    });
+    await lake.registerIngested(table.name, { collector: this.wal.id, sequence }, contributions);
+    return files.length;
+  }
+
+  /** The bad events of a namespace's landing, into the pipeline's dead-letter table. */
+  private async deadLetter(segment: string, sequence: number, namespace: string, delivery: LandedDelivery, receivedAt: readonly (readonly [number, number])[], work: string): Promise<number> {
+    const file = path.join(work, `${namespace}.rejected.jsonl`);
+    await this.options.lake.writeRejected({ delivery, file, receivedAt, fields: { namespace, segment } });
+    return this.landDeadLetters(segment, sequence, `${namespace}.dead`, file);
+  }
+
+  /** Every event of a group, dead-lettered with one reason (its namespace is gone). */
+  private async deadLetterAll(segment: string, sequence: number, namespace: string, group: NamespaceGroup, work: string, reason: string): Promise<number> {
+    const lines: string[] = [];
+    let line = 0;
+    for (const [index, body] of group.bodies.entries()) {
+      const receivedAt = new Date(group.receivedAt[index]![1]).toISOString();
+      for (const raw of body.toString("utf8").split("\n")) {
+        line += 1;
+        if (raw.trim() === "") continue;
+        lines.push(JSON.stringify({ namespace, segment, line, reason, raw, received_at: receivedAt }));
+      }
+    }
+    const file = path.join(work, `${namespace}.orphan.jsonl`);
+    await writeFile(file, `${lines.join("\n")}\n`);
+    return this.landDeadLetters(segment, sequence, `${namespace}.orphan`, file);
+  }
+
+  private async landDeadLetters(segment: string, sequence: number, label: string, file: string): Promise<number> {
+    const lake = this.options.deadLetterLake;
+    const delivery = await lake.landDelivery({
+      files: [file],
+      format: "jsonl",
+      header: false,
+      delimiter: ",",
+      columns: [...DEAD_LETTER_COLUMNS],
+      partition: DEAD_LETTER_PARTITION,
+      signatureColumns: DEAD_LETTER_COLUMNS.map((c) => c.name),
+    });
+    try {
+      if (delivery.rowsRejected > 0) throw new LakeswapError("STORE_ERROR", `the dead letters of ${label} could not be landed: ${delivery.firstRejects[0]?.reason}`);
+      // The dead-letter table counts its segments on its own; the segment's number is the same, so a retry adds nothing twice.
+      await this.store(lake, this.deadLetterTable, segment, sequence, delivery, path.dirname(file));
+      return delivery.rowsLoaded;
+    } finally {
+      await lake.releaseDelivery(delivery);
+    }
+  }
+
+  private lagSeconds(): number {
+    const oldest = Math.min(...this.firstReceived.values());
+    return Number.isFinite(oldest) ? Math.max(0, (Date.now() - oldest) / 1000) : 0;
+  }
+
+  private retryAfterSeconds(): number {
+    return Math.max(1, Math.min(60, Math.ceil(this.options.pipeline.wal.segmentMaxAgeMs / 1000)));
+  }
+
+  private registerMetrics(): void {
+    const { metrics } = this.options;
+    const labels = { pipeline: this.options.pipeline.name };
+    const gauge = (name: string, help: string, value: () => number): void => {
+      const g = metrics.gauge(name, help, ["pipeline"]);
+      const previous = g.collect;
+      g.collect = () => {
+        previous?.();
+        g.set(value(), labels);
+      };
+    };
+    gauge("lakeswap_ingest_events_accepted_total", "Events acknowledged (durable in the write-ahead log).", () => this.counts.accepted);
+    gauge("lakeswap_ingest_events_written_total", "Events written to their namespaces' tables.", () => this.counts.written);
+    gauge("lakeswap_ingest_events_dead_lettered_total", "Events written to the dead-letter table instead.", () => this.counts.deadLettered);
+    gauge("lakeswap_ingest_wal_bytes", "Bytes in the write-ahead log (all segments).", () => this.wal.bytes);
+    gauge("lakeswap_ingest_wal_sealed_segments", "Sealed segments waiting to be landed.", () => this.wal.sealed().length);
+    gauge("lakeswap_ingest_upload_lag_seconds", "Age of the oldest event not yet landed and registered.", () => this.lagSeconds());
+    gauge("lakeswap_ingest_corrupt_records_total", "Corrupt write-ahead log records skipped.", () => this.counts.corruptRecords);
+  }
+
+  private log(line: string): void {
+    (this.options.log ?? ((text: string) => process.stderr.write(`lakeswap: ${text}\n`)))(line);
+  }
+}
+
+/** A namespace's ingested table: its columns (and the extra column that keeps unknown fields), partitioned by its time bucketing. */
+export function namespaceTable(ns: IngestNamespaceConfig): TableDefinition {
+  return defineTable({
+    name: ns.name,
+    columns: landingColumns(ns).map(({ name, type }) => ({ name, type })),
+    partitionKeys: ns.time.partition.map((p) => p.key),
+    compression: "snappy",
+    ingest: true,
+  });
+}
+
+function landingColumns(ns: IngestNamespaceConfig): { name: string; type: string; nullable: boolean }[] {
+  const columns = ns.columns.map((c) => ({ name: c.name, type: c.type, nullable: c.nullable }));
+  if (ns.unknownFields === "keep") columns.push({ name: ns.extraColumn, type: "VARCHAR", nullable: true });
+  return columns;
+}
+
+interface NamespaceGroup {
+  readonly bodies: Buffer[];
+  /** (first line of the record's events in the namespace's file, receive time in ms). */
+  readonly receivedAt: [number, number][];
+  events: number;
+  lines: number;
+}
+
+/** The records of a segment by namespace, each namespace's events as one JSONL text with each request's first line. */
+function groupByNamespace(records: readonly WalRecord[], skipped: (record: WalRecord, reason: string) => void): Map<string, NamespaceGroup> {
+  const groups = new Map<string, NamespaceGroup>();
+  for (const record of records) {
+    const end = record.payload.indexOf(10);
+    let header: RecordHeader;
+    try {
+      header = JSON.parse(record.payload.subarray(0, end).toString("utf8")) as RecordHeader;
+      if (header.v !== 1 || typeof header.ns !== "string" || typeof header.t !== "number") throw new Error("not a lakeswap record header");
+    } catch (error) {
+      skipped(record, errorMessage(error));
+      continue;
+    }
+    const body = record.payload.subarray(end + 1);
+    let group = groups.get(header.ns);
+    if (!group) {
+      group = { bodies: [], receivedAt: [], events: 0, lines: 0 };
+      groups.set(header.ns, group);
+    }
+    group.receivedAt.push([group.lines + 1, header.t]);
+    group.bodies.push(body);
+    group.events += header.n;
+    group.lines += countNewlines(body);
+  }
+  return groups;
+}
+
+function countNewlines(body: Buffer): number {
+  let count = 0;
+  for (let at = body.indexOf(10); at >= 0; at = body.indexOf(10, at + 1)) count += 1;
+  return count;
+}
+
+/** An NDJSON body as it is, ending in a newline, and its events (lines with anything but white space). */
+function ndjsonLines(body: Buffer): { lines: Buffer; events: number } {
+  let events = 0;
+  let start = 0;
+  while (start < body.length) {
+    let end = body.indexOf(10, start);
+    if (end < 0) end = body.length;
+    for (let i = start; i < end; i++) {
+      const byte = body[i];
+      if (byte !== 32 && byte !== 9 && byte !== 13) {
+        events += 1;
+        break;
+      }
+    }
+    start = end + 1;
+  }
+  const lines = body.length > 0 && body[body.length - 1] !== 10 ? Buffer.concat([body, Buffer.from("\n")]) : body;
+  return { lines, events };
+}
+
+/** A JSON array body (or one object) as NDJSON: one element per line. */
+function jsonArrayLines(body: Buffer): { lines: Buffer; events: number } {
+  let value: unknown;
+  try {
+    value = JSON.parse(body.toString("utf8"));
+  } catch (error) {
+    throw new InvalidInputError(`the body is not valid JSON (${errorMessage(error)}); send a JSON array of events, or NDJSON (one event per line, Content-Type: application/x-ndjson)`);
+  }
+  const items = Array.isArray(value) ? value : [value];
+  if (items.length === 0) return { lines: Buffer.alloc(0), events: 0 };
+  return { lines: Buffer.from(`${items.map((item) => JSON.stringify(item)).join("\n")}\n`), events: items.length };
+}
+
+/** The sequence number of a segment id (`<log id>-<number>`). */
+function segmentSequence(segment: string): number {
+  const sequence = Number(segment.slice(segment.lastIndexOf("-") + 1));
+  if (!Number.isSafeInteger(sequence)) throw new LakeswapError("STORE_ERROR", `'${segment}' is not a write-ahead log segment id`);
+  return sequence;
+}
+
+/** The file id of one segment's events in one partition: the segment, and a short digest of the table and partition. */
+export function segmentFileId(segment: string, table: string, partition: string): string {
+  return `${segment}-${createHash("sha256").update(`${table}/${partition}`).digest("hex").slice(0, 8)}`;
+}

@@ -1,0 +1,37 @@
+import type { DataSinkTarget, IngestPipelineConfig } from "../config/ingest-config.js";
+import type { Lake, LakeSettings } from "../core/lake.js";
+import { openAwsLake, openEmbeddedLake } from "../open-lake.js";
+import { IngestService } from "./ingest-service.js";
+import type { Metrics } from "./metrics.js";
+
+/** The lakes a set of pipelines write to, one per data sink, opened once and shared. */
+export class IngestLakes {
+  private readonly open = new Map<string, Promise<Lake>>();
+
+  constructor(private readonly settings: LakeSettings = {}) {}
+
+  lakeOf(target: DataSinkTarget): Promise<Lake> {
+    const key = target.kind === "local" ? `local:${target.path}` : `athena:${target.aws.bucket}/${target.aws.prefix}/${target.aws.database}`;
+    let lake = this.open.get(key);
+    if (!lake) {
+      lake = target.kind === "local" ? openEmbeddedLake(target.path, this.settings) : openAwsLake(target.aws, this.settings);
+      this.open.set(key, lake);
+    }
+    return lake;
+  }
+
+  async close(): Promise<void> {
+    const lakes = [...this.open.values()];
+    this.open.clear();
+    for (const lake of lakes) await (await lake).close();
+  }
+}
+
+/** Opens the collector of one pipeline: its write-ahead log, and the lakes of its data and dead-letter sinks. */
+export async function openIngestService(pipeline: IngestPipelineConfig, lakes: IngestLakes, metrics: Metrics, log?: (line: string) => void): Promise<IngestService> {
+  // On AWS the namespaces' tables go to the schema sink's Glue database (the page pairs each data sink with one).
+  const data = pipeline.dataSink.kind === "athena" && pipeline.schemaSink ? { ...pipeline.dataSink, aws: { ...pipeline.dataSink.aws, database: pipeline.schemaSink.database } } : pipeline.dataSink;
+  const lake = await lakes.lakeOf(data);
+  const deadLetterLake = await lakes.lakeOf(pipeline.deadletterSink);
+  return IngestService.open({ pipeline, lake, deadLetterLake, metrics, log });
+}
