@@ -14,7 +14,10 @@ export type FaultPoint =
   | "after-swap"
   | "after-manifest"
   | "during-gc"
-  | "before-release";
+  | "before-release"
+  // Ingest: a segment's files stored, not yet registered; registered, not yet removed from the write-ahead log.
+  | "ingest-after-upload"
+  | "ingest-after-register";
 
 /** Every fault point, in the order a replace reaches them. */
 export const FAULT_POINTS: readonly FaultPoint[] = [

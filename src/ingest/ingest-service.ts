@@ -5,6 +5,7 @@ import os from "node:os";
 import path from "node:path";
 import type { IngestNamespaceConfig, IngestPipelineConfig } from "../config/ingest-config.js";
 import { InvalidInputError, LakeswapError, NotFoundError, errorMessage } from "../core/errors.js";
+import { faultPoint } from "../core/faults.js";
 import type { SegmentContribution } from "../core/ingest.js";
 import type { Lake } from "../core/lake.js";
 import { partitionPath } from "../core/partition.js";
@@ -268,6 +269,7 @@ export class IngestService implements IngestHandler {
           await this.options.lake.releaseDelivery(delivery);
         }
       }
+      faultPoint("ingest-after-register");
       await this.wal.remove(segment);
       this.firstReceived.delete(segment);
       this.counts.written += written;
@@ -292,6 +294,7 @@ export class IngestService implements IngestHandler {
       if (!p.lanes) throw new LakeswapError("STORE_ERROR", `the landing gave no signature lanes for ${table.name}/${partitionPath(p.partition)}`);
       return { partition: p.partition, rows: p.rows, upper: p.lanes.upper, lower: p.lanes.lower };
     });
+    faultPoint("ingest-after-upload");
     await lake.registerIngested(table.name, { collector: this.wal.id, sequence }, contributions);
     return files.length;
   }

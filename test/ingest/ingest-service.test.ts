@@ -1,0 +1,219 @@
+import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import type { IngestPipelineConfig } from "../../src/config/ingest-config.js";
+import type { Lake } from "../../src/core/lake.js";
+import { BackpressureError, startIngestServer } from "../../src/ingest/http-server.js";
+import { IngestService, namespaceTable } from "../../src/ingest/ingest-service.js";
+import { Metrics } from "../../src/ingest/metrics.js";
+import { awsBackend, embeddedBackend, type TestBackend } from "../support/lake-fixture.js";
+
+const PARTITION = [
+  { key: "p_year", expression: "strftime(ts, '%Y')" },
+  { key: "p_month", expression: "strftime(ts, '%m')" },
+  { key: "p_day", expression: "strftime(ts, '%d')" },
+];
+
+function pipelineOf(walDir: string, overrides: Partial<IngestPipelineConfig["wal"]> = {}, unknownFields: "keep" | "deadletter" = "keep"): IngestPipelineConfig {
+  const local = { kind: "local" as const, name: "lake", path: "/unused" };
+  return {
+    name: "events",
+    dataSink: local,
+    deadletterSink: local,
+    namespaces: [
+      {
+        name: "pageviews",
+        columns: [
+          { name: "event_id", type: "VARCHAR", nullable: false },
+          { name: "user_id", type: "VARCHAR", nullable: true },
+          { name: "ms", type: "BIGINT", nullable: true },
+          { name: "ts", type: "TIMESTAMPTZ", nullable: false },
+        ],
+        unknownFields,
+        extraColumn: "extra",
+        time: { field: "ts", partition: PARTITION },
+      },
+    ],
+    wal: { dir: walDir, segmentMaxBytes: 64 * 1024 * 1024, segmentMaxAgeMs: 60_000, maxBytes: 1024 * 1024 * 1024, ...overrides },
+  };
+}
+
+/** An event of day 30 or 1 (by `i`), unique by `i`. */
+function event(i: number, extra: Record<string, unknown> = {}): Record<string, unknown> {
+  const day = i % 2 === 0 ? "2026-11-30" : "2026-12-01";
+  return { event_id: `e${i}`, user_id: `u${i % 7}`, ms: i * 3, ts: `${day}T${String(i % 24).padStart(2, "0")}:00:00Z`, ...extra };
+}
+
+function ndjson(events: readonly unknown[]): Buffer {
+  return Buffer.from(events.map((e) => (typeof e === "string" ? e : JSON.stringify(e))).join("\n"));
+}
+
+/** A query's rows as objects by column name. */
+async function rowsOf(lake: Lake, sql: string): Promise<Record<string, unknown>[]> {
+  const result = await lake.query(sql);
+  return result.rows.map((row) => Object.fromEntries(result.columns.map((column, i) => [column, row[i]])));
+}
+
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+async function setup(backend: () => Promise<TestBackend>, pipeline?: (walDir: string) => IngestPipelineConfig): Promise<{ lake: Lake; service: IngestService; walDir: string; backend: TestBackend; reopen: () => Promise<IngestService> }> {
+  const b = await backend();
+  const walDir = await mkdtemp(path.join(os.tmpdir(), "lakeswap-wal-"));
+  const lake = await b.open();
+  const config = (pipeline ?? ((dir: string) => pipelineOf(dir)))(walDir);
+  let service = await IngestService.open({ pipeline: config, lake, deadLetterLake: lake, metrics: new Metrics(), log: () => undefined });
+  cleanups.push(async () => {
+    await service.close().catch(() => undefined);
+    await lake.close();
+    await b.cleanup();
+    await rm(walDir, { recursive: true, force: true });
+  });
+  const reopen = async () => {
+    await service.close();
+    service = await IngestService.open({ pipeline: config, lake, deadLetterLake: lake, metrics: new Metrics(), log: () => undefined });
+    return service;
+  };
+  return { lake, service, walDir, backend: b, reopen };
+}
+
+describe.each([
+  ["embedded", embeddedBackend],
+  ["aws", awsBackend],
+] as const)("ingest on the %s lake", (_name, backend) => {
+  it("lands acknowledged events once per partition file, dead-letters bad ones with their reason, and keeps each partition's signature equal to landing all its events at once", async () => {
+    const { lake, service } = await setup(backend);
+    const accepted: Record<string, unknown>[] = [];
+    // Three segments: two requests, then one with bad events, then a JSON array.
+    for (const [index, batch] of [[0, 40], [40, 90]].entries()) {
+      const events = Array.from({ length: batch[1]! - batch[0]! }, (_, k) => event(batch[0]! + k, index === 1 && k === 0 ? { campaign: "x" } : {}));
+      accepted.push(...events);
+      expect((await service.accept({ pipeline: "events", namespace: "pageviews", body: ndjson(events), format: "ndjson" })).accepted).toBe(events.length);
+    }
+    await service.flush();
+    const bad = ["not json", JSON.stringify({ event_id: "b1", ts: "yesterday" }), JSON.stringify({ user_id: "no id", ts: "2026-11-30T01:00:00Z" }), "[1,2]"];
+    const good = [event(90), event(91)];
+    accepted.push(...good);
+    await service.accept({ pipeline: "events", namespace: "pageviews", body: ndjson([good[0], ...bad, good[1]]), format: "ndjson" });
+    await service.flush();
+    const array = [event(92), event(93)];
+    accepted.push(...array);
+    await service.accept({ pipeline: "events", namespace: "pageviews", body: Buffer.from(JSON.stringify(array)), format: "json" });
+    const reports = await service.flush();
+    expect(reports.map((r) => r.written)).toEqual([2]);
+    expect(service.counts).toMatchObject({ accepted: accepted.length + bad.length, written: accepted.length, deadLettered: bad.length });
+
+    const rows = (await rowsOf(lake, "SELECT event_id, extra, p_day FROM pageviews ORDER BY event_id")) as unknown as { event_id: string; extra: string | null; p_day: string }[];
+    expect(rows.map((r) => r.event_id).sort()).toEqual(accepted.map((e) => e.event_id as string).sort());
+    expect(rows.find((r) => r.event_id === "e40")?.extra).toBe('{"campaign":"x"}');
+    expect(new Set(rows.map((r) => r.p_day))).toEqual(new Set(["30", "01"]));
+
+    const dead = (await rowsOf(lake, "SELECT namespace, reason, raw FROM events ORDER BY line")) as unknown as { namespace: string; reason: string; raw: string }[];
+    expect(dead.map((d) => d.raw)).toEqual(bad);
+    expect(dead.map((d) => d.reason)).toEqual([
+      "not valid JSON",
+      expect.stringMatching(/column ts: 'yesterday' is not a timestamp/),
+      expect.stringMatching(/column event_id is NULL/),
+      "not a JSON object",
+    ]);
+    expect(dead.every((d) => d.namespace === "pageviews")).toBe(true);
+
+    // The signature of each partition, added up segment by segment, is the signature of all its events landed at once.
+    const all = path.join(await mkdtemp(path.join(os.tmpdir(), "lakeswap-all-")), "all.jsonl");
+    writeFileSync(all, `${accepted.map((e) => JSON.stringify(e)).join("\n")}\n`);
+    const table = namespaceTable(pipelineOf("/unused").namespaces[0]!);
+    const whole = await lake.landDelivery({
+      files: [all],
+      format: "jsonl",
+      header: false,
+      delimiter: ",",
+      columns: [...pipelineOf("/unused").namespaces[0]!.columns, { name: "extra", type: "VARCHAR", nullable: true }],
+      partition: PARTITION,
+      signatureColumns: table.columns.map((c) => c.name),
+      unknownFields: { mode: "keep", column: "extra" },
+    });
+    try {
+      expect(whole.partitions).toHaveLength(2);
+      for (const partition of whole.partitions) {
+        expect((await lake.pointer("pageviews", partition.partition))?.signature).toBe(partition.signature);
+      }
+    } finally {
+      await lake.releaseDelivery(whole);
+    }
+  });
+
+  it("dead-letters an event with an undeclared field when unknown_fields is deadletter", async () => {
+    const { lake, service } = await setup(backend, (dir) => pipelineOf(dir, {}, "deadletter"));
+    await service.accept({ pipeline: "events", namespace: "pageviews", body: ndjson([event(1), event(2, { campaign: "x", "odd\"key": 1 })]), format: "ndjson" });
+    await service.flush();
+    expect((await rowsOf(lake, "SELECT event_id FROM pageviews"))).toEqual([{ event_id: "e1" }]);
+    const dead = (await rowsOf(lake, "SELECT reason FROM events")) as unknown as { reason: string }[];
+    expect(dead[0]?.reason).toMatch(/fields not declared: campaign, odd"key/);
+  });
+});
+
+describe("ingest on the AWS lake", () => {
+  it("writes the page's layout on S3 and registers each new partition in Glue with BatchCreatePartition, its signature in the Parameters", async () => {
+    const { lake, service, backend } = await setup(awsBackend);
+    const services = (backend as TestBackend & { services: Awaited<ReturnType<typeof awsBackend>>["services"] }).services;
+    await service.accept({ pipeline: "events", namespace: "pageviews", body: ndjson(Array.from({ length: 30 }, (_, i) => event(i))), format: "ndjson" });
+    const [report] = await service.flush();
+    expect(services.glue.callCount("BatchCreatePartition")).toBeGreaterThanOrEqual(1);
+    const pointers = await lake.currentRuns("pageviews");
+    expect(pointers.map((p) => p.files.length)).toEqual([1, 1]);
+    for (const p of pointers) {
+      expect(p.files[0]).toMatch(new RegExp(`^pageviews/p_year=2026/p_month=\\d\\d/p_day=\\d\\d/${report!.segment}-[0-9a-f]{8}\\.parquet$`));
+    }
+    expect(Number(((await rowsOf(lake, "SELECT count(*) AS n FROM pageviews"))[0] as { n: unknown }).n)).toBe(30);
+  });
+});
+
+describe("the collector's write-ahead log", () => {
+  it("answers 503 with Retry-After while the log is over its limit, and takes events again once it has been landed", async () => {
+    const { service } = await setup(embeddedBackend, (dir) => pipelineOf(dir, { maxBytes: 4096 }));
+    const metrics = new Metrics();
+    const server = await startIngestServer({ handler: service, metrics, port: 0, host: "127.0.0.1" });
+    cleanups.push(() => server.close());
+    const post = (events: unknown[]) => fetch(`${server.url}/v1/events/pageviews`, { method: "POST", headers: { "content-type": "application/x-ndjson" }, body: ndjson(events).toString("utf8") });
+    const statuses: number[] = [];
+    let retryAfter: string | null = null;
+    for (let i = 0; i < 20; i++) {
+      const response = await post(Array.from({ length: 10 }, (_, k) => event(i * 10 + k)));
+      statuses.push(response.status);
+      if (response.status === 503) retryAfter = response.headers.get("retry-after");
+      await response.text();
+    }
+    expect(statuses).toContain(200);
+    expect(statuses).toContain(503);
+    expect(Number(retryAfter)).toBeGreaterThan(0);
+    await expect(service.accept({ pipeline: "events", namespace: "pageviews", body: ndjson([event(999)]), format: "ndjson" })).rejects.toBeInstanceOf(BackpressureError);
+    await service.flush();
+    expect((await post([event(1000)])).status).toBe(200);
+    expect(service.counts.accepted).toBe(statuses.filter((s) => s === 200).length * 10 + 1);
+  });
+
+  it("recovers a segment with a corrupt record: the other records are landed, the corrupt one reported", async () => {
+    const { lake, service, walDir, reopen } = await setup(embeddedBackend);
+    for (let i = 0; i < 3; i++) {
+      await service.accept({ pipeline: "events", namespace: "pageviews", body: ndjson(Array.from({ length: 5 }, (_, k) => event(i * 5 + k))), format: "ndjson" });
+    }
+    await service.close();
+    // The middle record's payload: a byte flipped inside it.
+    const [segment] = readdirSync(walDir).filter((f) => /^\d+\.(open|sealed)$/.test(f));
+    const file = path.join(walDir, segment!);
+    const bytes = readFileSync(file);
+    const second = bytes.indexOf(Buffer.from('"e5"'));
+    bytes[second + 1] = (bytes[second + 1] ?? 0) ^ 0xff;
+    writeFileSync(file, bytes);
+    const again = await reopen();
+    await again.flush();
+    const ids = ((await rowsOf(lake, "SELECT event_id FROM pageviews ORDER BY event_id")) as unknown as { event_id: string }[]).map((r) => r.event_id);
+    expect(ids.sort()).toEqual(["e0", "e1", "e2", "e3", "e4", "e10", "e11", "e12", "e13", "e14"].sort());
+    expect(again.counts.corruptRecords).toBeGreaterThanOrEqual(1);
+    expect(existsSync(walDir)).toBe(true);
+  });
+});
