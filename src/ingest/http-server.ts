@@ -1,0 +1,381 @@
+import { createServer, type IncomingMessage, type OutgoingHttpHeaders, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import type { Duplex, Readable } from "node:stream";
+import { createGunzip } from "node:zlib";
+import { InvalidInputError, LakeswapError, errorMessage } from "../core/errors.js";
+import { Metrics } from "./metrics.js";
+
+/** How a request body splits into events: one JSON value per line, or one JSON array. */
+export type IngestFormat = "ndjson" | "json";
+
+/** One POST of events, as the server hands it to the ingest service. */
+export interface IngestRequest {
+  readonly pipeline: string;
+  readonly namespace: string;
+  /** The body as received (gunzipped when it came gzip-compressed). */
+  readonly body: Buffer;
+  readonly format: IngestFormat;
+}
+
+/** What the server calls; the ingest service implements it. */
+export interface IngestHandler {
+  /**
+   * Appends a request's events to the write-ahead log; resolves only once they are durable. Throws
+   * BackpressureError when the log is full, NotFoundError for an unknown pipeline/namespace, InvalidInputError
+   * for a body that cannot be split into events.
+   */
+  accept(request: IngestRequest): Promise<{ readonly accepted: number }>;
+  /** Liveness/readiness detail for GET /healthz. */
+  health(): { readonly ok: boolean; readonly detail: Record<string, unknown> };
+}
+
+/** The write-ahead log is over its size limit: the client should retry after `retryAfterSeconds` (HTTP 503). */
+export class BackpressureError extends LakeswapError {
+  constructor(
+    message: string,
+    readonly retryAfterSeconds: number,
+  ) {
+    super("NO_SPACE", message, { retryable: true });
+    this.name = "BackpressureError";
+  }
+}
+
+/** How to start the collector's HTTP server. */
+export interface IngestServerOptions {
+  readonly handler: IngestHandler;
+  readonly metrics: Metrics;
+  /** 0 picks a free port. */
+  readonly port: number;
+  /** Default: every interface (Node's default), as a collector is meant to be reached from other hosts. */
+  readonly host?: string;
+  /** The largest body accepted, after gunzip; default 16 MiB. */
+  readonly maxBodyBytes?: number;
+  /** Where the server reports what it cannot answer to a client (unexpected errors); default stderr. */
+  readonly log?: (line: string) => void;
+}
+
+/** A running collector HTTP server. */
+export interface IngestServer {
+  readonly url: string;
+  readonly port: number;
+  /**
+   * Stops accepting new connections and requests (new requests get 503 while draining), waits for requests in
+   * flight to finish (bounded by timeoutMs, default 10 s), then closes.
+   */
+  close(timeoutMs?: number): Promise<void>;
+}
+
+/** The default largest request body, after gunzip: 16 MiB. */
+export const DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024;
+
+/** How long `close()` waits for requests in flight by default. */
+export const DEFAULT_CLOSE_TIMEOUT_MS = 10_000;
+
+/** The Retry-After a request gets while the server drains: long enough for a restart or a peer to take over. */
+const DRAINING_RETRY_AFTER_SECONDS = 5;
+
+const NAME = /^[a-z][a-z0-9_]{0,127}$/;
+const NAME_RULE = "names are lowercase identifiers: a letter, then letters, digits or '_', at most 128 characters";
+const INGEST_ROUTE = "POST /v1/<pipeline>/<namespace>";
+const NDJSON_TYPES = new Set(["application/x-ndjson", "application/jsonl", "application/x-jsonlines", "application/jsonlines", "text/plain"]);
+const UTF8_CHARSETS = new Set(["utf-8", "utf8", "us-ascii"]);
+
+/** An answer other than 200, with the JSON error message and headers it goes out with. */
+class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly headers: OutgoingHttpHeaders = {},
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * Starts the collector's HTTP face: `POST /v1/<pipeline>/<namespace>` (NDJSON or a JSON array, gzip or not),
+ * answered 200 only once `handler.accept` says the events are durable; `GET /healthz`; `GET /metrics`.
+ */
+export async function startIngestServer(options: IngestServerOptions): Promise<IngestServer> {
+  const { handler, metrics } = options;
+  const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+  const log = options.log ?? ((line: string) => process.stderr.write(`${line}\n`));
+  const requests = metrics.counter("lakeswap_ingest_http_requests_total", "HTTP requests answered by the collector, by status code ('aborted': the client left first).", ["code"]);
+  const seconds = metrics.histogram("lakeswap_ingest_request_seconds", "Time from a request's arrival to its answer, for all but /healthz and /metrics (an event POST is answered 200 once its events are durable), seconds.");
+  const inFlightGauge = metrics.gauge("lakeswap_ingest_http_requests_in_flight", "HTTP requests the collector is reading or answering.");
+
+  let inFlight = 0;
+  let draining = false;
+  let onIdle: (() => void) | undefined;
+  inFlightGauge.collect = () => inFlight;
+
+  async function handle(request: IncomingMessage, response: ServerResponse, expectsContinue: boolean): Promise<void> {
+    const started = process.hrtime.bigint();
+    inFlight++;
+    const method = request.method ?? "GET";
+    const path = (request.url ?? "/").split("?", 1)[0]!;
+    // Scrapes and health checks would drown the time of event posts.
+    const timed = path !== "/healthz" && path !== "/metrics";
+    response.once("close", () => {
+      inFlight--;
+      requests.inc({ code: response.writableFinished ? String(response.statusCode) : "aborted" });
+      if (timed && response.writableFinished) seconds.observe(Number(process.hrtime.bigint() - started) / 1e9);
+      if (inFlight === 0) onIdle?.();
+    });
+    try {
+      if (draining) {
+        throw new HttpError(503, `the collector is shutting down and takes no new requests: retry in ${DRAINING_RETRY_AFTER_SECONDS} s (against another collector if there is one)`, {
+          "retry-after": String(DRAINING_RETRY_AFTER_SECONDS),
+        });
+      }
+      if (path === "/healthz") return onlyGet(method, () => answerHealth(response));
+      if (path === "/metrics") return onlyGet(method, () => answerMetrics(response));
+      const [pipeline, namespace] = ingestTarget(method, path);
+      const format = formatOf(request.headers["content-type"]);
+      const gzip = isGzip(request.headers["content-encoding"]);
+      const declaredLength = Number(request.headers["content-length"] ?? 0);
+      if (!gzip && declaredLength > maxBodyBytes) throw tooLarge(maxBodyBytes, false);
+      if (expectsContinue) response.writeContinue();
+      const body = await readBody(request, maxBodyBytes, gzip);
+      const { accepted } = await handler.accept({ pipeline, namespace, body, format: format ?? sniffFormat(body) });
+      sendJson(response, 200, { accepted });
+    } catch (error) {
+      answerError(response, error, method, path);
+    }
+  }
+
+  function onlyGet(method: string, answer: () => void): void {
+    if (method !== "GET" && method !== "HEAD") throw new HttpError(405, `${method} is not allowed here: use GET`, { allow: "GET, HEAD" });
+    answer();
+  }
+
+  function answerHealth(response: ServerResponse): void {
+    let health: ReturnType<IngestHandler["health"]>;
+    try {
+      health = handler.health();
+    } catch (error) {
+      log(`lakeswap ingest: the health check failed: ${describe(error)}`);
+      health = { ok: false, detail: { error: errorMessage(error) } };
+    }
+    sendJson(response, health.ok ? 200 : 503, health);
+  }
+
+  function answerMetrics(response: ServerResponse): void {
+    const text = metrics.render();
+    response.writeHead(200, { "content-type": Metrics.contentType, "content-length": Buffer.byteLength(text) });
+    response.end(text);
+  }
+
+  function answerError(response: ServerResponse, error: unknown, method: string, path: string): void {
+    if (response.headersSent || response.destroyed) {
+      if (!response.destroyed) response.destroy();
+      return;
+    }
+    if (error instanceof HttpError) return sendJson(response, error.status, { error: error.message }, error.headers);
+    if (error instanceof BackpressureError) {
+      const retryAfter = Math.max(1, Math.ceil(error.retryAfterSeconds));
+      return sendJson(response, 503, { error: `${error.message} (Retry-After: ${retryAfter} s)` }, { "retry-after": String(retryAfter) });
+    }
+    if (error instanceof LakeswapError && error.code === "NOT_FOUND") return sendJson(response, 404, { error: error.message });
+    if (error instanceof LakeswapError && error.code === "INVALID_INPUT") return sendJson(response, 400, { error: error.message });
+    log(`lakeswap ingest: ${method} ${path} failed: ${describe(error)}`);
+    const unacknowledged = method === "POST" ? "; the events were not acknowledged" : "";
+    sendJson(response, 500, { error: `the collector failed on ${method} ${path} (the cause is in its log)${unacknowledged}: retry the request` });
+  }
+
+  function sendJson(response: ServerResponse, status: number, body: unknown, headers: OutgoingHttpHeaders = {}): void {
+    const text = JSON.stringify(body);
+    // While draining, every answer closes its connection, so that close() is not kept waiting by idle clients.
+    const connection: OutgoingHttpHeaders = draining ? { connection: "close" } : {};
+    response.writeHead(status, { "content-type": "application/json; charset=utf-8", "content-length": Buffer.byteLength(text), ...connection, ...headers });
+    response.end(text);
+  }
+
+  // HTTP keep-alive is Node's default; keepAlive here also turns on TCP keep-alive, so dead peers are noticed.
+  const server = createServer({ keepAlive: true }, (request, response) => void handle(request, response, false));
+  // Answer a client that waits for 100-continue before it sends the body: a request that is refused anyway
+  // (wrong route, too large, draining) is refused before the body travels.
+  server.on("checkContinue", (request: IncomingMessage, response: ServerResponse) => void handle(request, response, true));
+  // What Node would answer to a request it cannot parse, with a JSON body like every other error.
+  server.on("clientError", (error: NodeJS.ErrnoException, socket: Duplex) => {
+    if (error.code === "ECONNRESET" || !socket.writable) return socket.destroy();
+    const [status, reason, message] =
+      error.code === "ERR_HTTP_REQUEST_TIMEOUT" ? [408, "Request Timeout", "the request did not arrive in time: send it again, faster"]
+      : error.code === "HPE_HEADER_OVERFLOW" ? [431, "Request Header Fields Too Large", "the request headers are too large: send fewer or shorter headers"]
+      : [400, "Bad Request", `the request is not valid HTTP/1.1 (${error.code ?? error.message}): send a well-formed request`];
+    const text = JSON.stringify({ error: message });
+    requests.inc({ code: String(status) });
+    socket.end(`HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(text)}\r\nConnection: close\r\n\r\n${text}`);
+  });
+  // Longer than the idle timeout of the usual load balancers (60 s), so that they never reuse a connection we just closed.
+  server.keepAliveTimeout = 65_000;
+
+  await new Promise<void>((resolve, reject) => {
+    const failed = (error: NodeJS.ErrnoException): void => reject(listenError(error, options.port, options.host));
+    server.once("error", failed);
+    server.listen(options.port, options.host, () => {
+      server.off("error", failed);
+      resolve();
+    });
+  });
+  server.on("error", (error) => log(`lakeswap ingest: server error: ${describe(error)}`));
+  const address = server.address() as AddressInfo;
+  const port = address.port;
+
+  let closing: Promise<void> | undefined;
+  async function close(timeoutMs = DEFAULT_CLOSE_TIMEOUT_MS): Promise<void> {
+    draining = true;
+    // server.close() stops listening and closes the idle keep-alive connections at once; a connection that
+    // becomes idle later (its last answer sent) is closed as soon as no request is in flight.
+    const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+    onIdle = () => server.closeIdleConnections();
+    const deadline = setTimeout(() => {
+      if (inFlight > 0) log(`lakeswap ingest: ${inFlight} request(s) still in flight after ${timeoutMs} ms; closing their connections unanswered`);
+      server.closeAllConnections();
+    }, timeoutMs);
+    try {
+      await closed;
+    } finally {
+      clearTimeout(deadline);
+    }
+  }
+
+  return {
+    url: `http://${urlHost(options.host)}:${port}`,
+    port,
+    close: (timeoutMs) => (closing ??= close(timeoutMs)),
+  };
+}
+
+/** The pipeline and namespace of an event POST, or the 404/405 that path and method deserve. */
+function ingestTarget(method: string, path: string): [string, string] {
+  const segments = path.split("/");
+  if (segments.length !== 4 || segments[0] !== "" || segments[1] !== "v1") {
+    throw new HttpError(404, `no such route: ${method} ${quoted(path)}; post events to /v1/<pipeline>/<namespace>, or GET /healthz or /metrics`);
+  }
+  const pipeline = segments[2]!;
+  const namespace = segments[3]!;
+  for (const [what, name] of [["pipeline", pipeline], ["namespace", namespace]] as const) {
+    if (!NAME.test(name)) {
+      throw new HttpError(404, `${what} '${quoted(name)}' in ${quoted(path)} is not a valid name: ${NAME_RULE}; use a ${what} declared under pipelines: in the config`);
+    }
+  }
+  if (method !== "POST") throw new HttpError(405, `${method} is not allowed on ${quoted(path)}: send events with ${INGEST_ROUTE}`, { allow: "POST" });
+  return [pipeline, namespace];
+}
+
+/** The format a Content-Type announces; undefined when there is none (the body's first byte decides). */
+function formatOf(contentType: string | undefined): IngestFormat | undefined {
+  if (contentType === undefined || contentType.trim() === "") return undefined;
+  const [type = "", ...parameters] = contentType.split(";").map((part) => part.trim().toLowerCase());
+  const charset = parameters.find((parameter) => parameter.startsWith("charset="))?.slice("charset=".length).replace(/"/g, "");
+  if (charset !== undefined && !UTF8_CHARSETS.has(charset)) {
+    throw new HttpError(415, `charset '${quoted(charset)}' is not supported: send the events as UTF-8`);
+  }
+  if (type === "application/json") return "json";
+  if (NDJSON_TYPES.has(type)) return "ndjson";
+  throw new HttpError(
+    415,
+    `Content-Type '${quoted(type)}' is not supported: send NDJSON (one event per line) with Content-Type application/x-ndjson, ` +
+      `or a JSON array with application/json (curl: -H 'Content-Type: application/x-ndjson')`,
+  );
+}
+
+/** JSON when the body's first byte after whitespace (and a byte order mark) is `[`, NDJSON otherwise. */
+function sniffFormat(body: Buffer): IngestFormat {
+  let i = body[0] === 0xef && body[1] === 0xbb && body[2] === 0xbf ? 3 : 0;
+  while (i < body.length && (body[i] === 0x20 || body[i] === 0x09 || body[i] === 0x0a || body[i] === 0x0d)) i++;
+  return body[i] === 0x5b ? "json" : "ndjson";
+}
+
+function isGzip(contentEncoding: string | undefined): boolean {
+  const encoding = (contentEncoding ?? "").trim().toLowerCase();
+  if (encoding === "" || encoding === "identity") return false;
+  if (encoding === "gzip" || encoding === "x-gzip") return true;
+  throw new HttpError(415, `Content-Encoding '${quoted(encoding)}' is not supported: send the body as it is, or gzip-compressed with Content-Encoding: gzip`);
+}
+
+function tooLarge(maxBodyBytes: number, gzip: boolean): HttpError {
+  return new HttpError(
+    413,
+    `the request body is larger than the collector's limit of ${formatBytes(maxBodyBytes)}${gzip ? " once gunzipped" : ""}: split the events into smaller requests`,
+    // The rest of the body is not read: the connection cannot carry another request.
+    { connection: "close" },
+  );
+}
+
+/**
+ * Reads a body up to `maxBodyBytes` (counted after gunzip), keeping the chunks and joining them once. Gives up
+ * with 413 as soon as the limit is passed, without reading the rest.
+ */
+function readBody(request: IncomingMessage, maxBodyBytes: number, gzip: boolean): Promise<Buffer> {
+  return new Promise<Buffer>((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const gunzip = gzip ? createGunzip() : undefined;
+    const source: Readable = gunzip ?? request;
+    if (gunzip !== undefined) {
+      request.on("error", (error) => gunzip.destroy(error));
+      request.pipe(gunzip);
+    }
+    const stop = (error: Error): void => {
+      source.off("data", onData);
+      source.off("end", onEnd);
+      if (gunzip !== undefined) {
+        request.unpipe(gunzip);
+        gunzip.destroy();
+      }
+      // Stop reading what the client still sends; the answer closes the connection.
+      request.pause();
+      reject(error);
+    };
+    const onData = (chunk: Buffer): void => {
+      size += chunk.length;
+      if (size > maxBodyBytes) return stop(tooLarge(maxBodyBytes, gzip));
+      chunks.push(chunk);
+    };
+    const onEnd = (): void => {
+      request.off("close", onClose);
+      resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
+    };
+    const onClose = (): void => {
+      if (!request.complete) stop(new HttpError(400, "the client closed the connection before the whole body arrived; resend the request"));
+    };
+    source.on("data", onData);
+    source.once("end", onEnd);
+    source.once("error", (error: NodeJS.ErrnoException) => {
+      if (error.code === "ECONNRESET" || !gzip) return stop(new HttpError(400, `the request body could not be read (${error.message}); resend the request`));
+      stop(new HttpError(400, `the body is not valid gzip (${error.message}): compress it with gzip, or leave out Content-Encoding: gzip for a plain body`));
+    });
+    request.once("close", onClose);
+  });
+}
+
+function listenError(error: NodeJS.ErrnoException, port: number, host: string | undefined): Error {
+  const where = `${host ?? "every interface"}, port ${port}`;
+  if (error.code === "EADDRINUSE") return new InvalidInputError(`cannot listen on ${where}: the port is already in use by another process; choose another port or stop that process`);
+  if (error.code === "EACCES") return new InvalidInputError(`cannot listen on ${where}: permission denied (ports below 1024 need privileges); choose a port of 1024 or more`);
+  if (error.code === "EADDRNOTAVAIL") return new InvalidInputError(`cannot listen on ${where}: no interface of this machine has that address; choose one of its addresses, or 0.0.0.0`);
+  return error;
+}
+
+/** A host to put in a URL that reaches the server from this machine. */
+function urlHost(host: string | undefined): string {
+  if (host === undefined || host === "" || host === "0.0.0.0" || host === "::") return "127.0.0.1";
+  return host.includes(":") ? `[${host}]` : host;
+}
+
+/** A value from a client, cut short and without control characters, for a message. */
+function quoted(value: string): string {
+  const clean = value.replace(/\p{Cc}/gu, "?");
+  return clean.length > 64 ? `${clean.slice(0, 64)}...` : clean;
+}
+
+function formatBytes(bytes: number): string {
+  if (bytes >= 1024 * 1024 && bytes % (1024 * 1024) === 0) return `${bytes / (1024 * 1024)} MiB`;
+  if (bytes >= 1024 && bytes % 1024 === 0) return `${bytes / 1024} KiB`;
+  return `${bytes} bytes`;
+}
+
+function describe(error: unknown): string {
+  return error instanceof Error ? (error.stack ?? error.message) : String(error);
+}
