@@ -14,10 +14,10 @@ export type FaultPoint =
   | "after-swap"
   | "after-manifest"
   | "during-gc"
-  | "before-release"
-  // Ingest: a segment's files stored, not yet registered; registered, not yet removed from the write-ahead log.
-  | "ingest-after-upload"
-  | "ingest-after-register";
+  | "before-release";
+
+/** Ingest's points: a segment's files stored, not yet registered; registered, not yet removed from the write-ahead log. */
+export type IngestFaultPoint = "ingest-after-upload" | "ingest-after-register";
 
 /** Every fault point, in the order a replace reaches them. */
 export const FAULT_POINTS: readonly FaultPoint[] = [
@@ -33,14 +33,14 @@ export const FAULT_POINTS: readonly FaultPoint[] = [
   "before-release",
 ];
 
-const reached = new Map<FaultPoint, number>();
+const reached = new Map<FaultPoint | IngestFaultPoint, number>();
 
 /**
  * Stops the process at `point` when LAKESWAP_FAULT asks for it. An action may
  * name the time the point is reached (`after-swap:kill@3`: the third pointer
  * move), and `pause=MS` holds the whole process there (a slow writer).
  */
-export function faultPoint(point: FaultPoint): void {
+export function faultPoint(point: FaultPoint | IngestFaultPoint): void {
   const spec = process.env.LAKESWAP_FAULT;
   if (!spec) return;
   const count = (reached.get(point) ?? 0) + 1;
