@@ -87,6 +87,8 @@ export class IngestService implements IngestHandler {
   private lastError: string | undefined;
   private failures = 0;
   private retryAt = 0;
+  /** Bring the counters up to `counts` (run when the metrics are rendered: gauges' collect runs first). */
+  private readonly counterSyncs: (() => void)[] = [];
 
   private constructor(
     private readonly options: IngestServiceOptions,
@@ -356,21 +358,33 @@ export class IngestService implements IngestHandler {
   private registerMetrics(): void {
     const { metrics } = this.options;
     const labels = { pipeline: this.options.pipeline.name };
+    // Counts are counters (they only grow), brought up to date when the metrics are rendered; what the log holds and how far
+    // behind the uploader is are gauges. The gauges come first: their collect (at render time) updates the counters.
     const gauge = (name: string, help: string, value: () => number): void => {
       const g = metrics.gauge(name, help, ["pipeline"]);
       const previous = g.collect;
       g.collect = () => {
         previous?.();
+        for (const sync of this.counterSyncs) sync();
         g.set(value(), labels);
       };
     };
-    gauge("lakeswap_ingest_events_accepted_total", "Events acknowledged (durable in the write-ahead log).", () => this.counts.accepted);
-    gauge("lakeswap_ingest_events_written_total", "Events written to their namespaces' tables.", () => this.counts.written);
-    gauge("lakeswap_ingest_events_dead_lettered_total", "Events written to the dead-letter table instead.", () => this.counts.deadLettered);
+    const counter = (name: string, help: string, value: () => number): void => {
+      const c = metrics.counter(name, help, ["pipeline"]);
+      let shown = 0;
+      this.counterSyncs.push(() => {
+        const now = value();
+        if (now > shown) c.inc(labels, now - shown);
+        shown = now;
+      });
+    };
     gauge("lakeswap_ingest_wal_bytes", "Bytes in the write-ahead log (all segments).", () => this.wal.bytes);
     gauge("lakeswap_ingest_wal_sealed_segments", "Sealed segments waiting to be landed.", () => this.wal.sealed().length);
     gauge("lakeswap_ingest_upload_lag_seconds", "Age of the oldest event not yet landed and registered.", () => this.lagSeconds());
-    gauge("lakeswap_ingest_corrupt_records_total", "Corrupt write-ahead log records skipped.", () => this.counts.corruptRecords);
+    counter("lakeswap_ingest_events_accepted_total", "Events acknowledged (durable in the write-ahead log).", () => this.counts.accepted);
+    counter("lakeswap_ingest_events_written_total", "Events written to their namespaces' tables.", () => this.counts.written);
+    counter("lakeswap_ingest_events_dead_lettered_total", "Events written to the dead-letter table instead.", () => this.counts.deadLettered);
+    counter("lakeswap_ingest_corrupt_records_total", "Corrupt write-ahead log records skipped.", () => this.counts.corruptRecords);
   }
 
   private log(line: string): void {

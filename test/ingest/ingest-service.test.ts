@@ -61,12 +61,13 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
-async function setup(backend: () => Promise<TestBackend>, pipeline?: (walDir: string) => IngestPipelineConfig): Promise<{ lake: Lake; service: IngestService; walDir: string; backend: TestBackend; reopen: () => Promise<IngestService> }> {
+async function setup(backend: () => Promise<TestBackend>, pipeline?: (walDir: string) => IngestPipelineConfig): Promise<{ lake: Lake; service: IngestService; walDir: string; backend: TestBackend; metrics: Metrics; reopen: () => Promise<IngestService> }> {
   const b = await backend();
   const walDir = await mkdtemp(path.join(os.tmpdir(), "lakeswap-wal-"));
   const lake = await b.open();
   const config = (pipeline ?? ((dir: string) => pipelineOf(dir)))(walDir);
-  let service = await IngestService.open({ pipeline: config, lake, deadLetterLake: lake, metrics: new Metrics(), log: () => undefined });
+  const metrics = new Metrics();
+  let service = await IngestService.open({ pipeline: config, lake, deadLetterLake: lake, metrics, log: () => undefined });
   cleanups.push(async () => {
     await service.close().catch(() => undefined);
     await lake.close();
@@ -78,7 +79,7 @@ async function setup(backend: () => Promise<TestBackend>, pipeline?: (walDir: st
     service = await IngestService.open({ pipeline: config, lake, deadLetterLake: lake, metrics: new Metrics(), log: () => undefined });
     return service;
   };
-  return { lake, service, walDir, backend: b, reopen };
+  return { lake, service, walDir, backend: b, metrics, reopen };
 }
 
 describe.each([
@@ -174,8 +175,7 @@ describe("ingest on the AWS lake", () => {
 
 describe("the collector's write-ahead log", () => {
   it("answers 503 with Retry-After while the log is over its limit, and takes events again once it has been landed", async () => {
-    const { service } = await setup(embeddedBackend, (dir) => pipelineOf(dir, { maxBytes: 4096 }));
-    const metrics = new Metrics();
+    const { service, metrics } = await setup(embeddedBackend, (dir) => pipelineOf(dir, { maxBytes: 4096 }));
     const server = await startIngestServer({ handler: service, metrics, port: 0, host: "127.0.0.1" });
     cleanups.push(() => server.close());
     const post = (events: unknown[]) => fetch(`${server.url}/v1/events/pageviews`, { method: "POST", headers: { "content-type": "application/x-ndjson" }, body: ndjson(events).toString("utf8") });
@@ -194,6 +194,11 @@ describe("the collector's write-ahead log", () => {
     await service.flush();
     expect((await post([event(1000)])).status).toBe(200);
     expect(service.counts.accepted).toBe(statuses.filter((s) => s === 200).length * 10 + 1);
+    // The same counts in Prometheus text at /metrics.
+    const text = await (await fetch(`${server.url}/metrics`)).text();
+    expect(text).toContain(`lakeswap_ingest_events_accepted_total{pipeline="events"} ${service.counts.accepted}`);
+    expect(text).toContain(`lakeswap_ingest_events_written_total{pipeline="events"} ${service.counts.written}`);
+    expect(text).toMatch(/# TYPE lakeswap_ingest_wal_bytes gauge/);
   });
 
   it("recovers a segment with a corrupt record: the other records are landed, the corrupt one reported", async () => {
