@@ -3,7 +3,7 @@ import net from "node:net";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { openEmbeddedLake } from "../../src/open-lake.js";
-import { Child, spawnScript } from "../support/crash-kit.js";
+import { spawnScript, type Child } from "../support/crash-kit.js";
 import { tempDir } from "../support/lake-fixture.js";
 
 /** Rounds of kill -9 while clients post; some rounds kill at an ingest fault point instead (files stored, not registered; registered, not removed). */
