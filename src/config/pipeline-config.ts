@@ -9,7 +9,8 @@ import { printable } from "../core/sql.js";
 import { transformFingerprint } from "../core/signature.js";
 import { normalizeColumnType, type Column } from "../core/table.js";
 import type { SinkSpec } from "../sinks/sink.js";
-import { athenaSinkSchema, resolveAwsTarget, type AwsTarget } from "./aws-config.js";
+import type { AwsTarget } from "./aws-config.js";
+import { ingestSchemas, resolveIngest, type IngestPipelineConfig } from "./ingest-config.js";
 
 const identifier = z.string().regex(/^[a-z][a-z0-9_]{0,127}$/, "use a lowercase letter first, then lowercase letters, digits or '_'");
 
@@ -132,18 +133,22 @@ const datasetSchema = z
   })
   .strict();
 
-/** The whole `lakeswap.yaml`, one schema: validation, defaults and the JSON Schema come from here. */
+const ingest = ingestSchemas(columnsSchema);
+
+/**
+ * The whole `lakeswap.yaml`, one schema: validation, defaults and the JSON Schema come from here. `datasets` (batch
+ * files) and `pipelines` (event ingest, ingest-config.ts) may both be present; at least one is.
+ */
 export const pipelineSchema = z
   .object({
-    lake: z.string().optional().describe("the lake folder, relative to this config file (overridden by --lake and LAKESWAP_LAKE)"),
+    lake: z.string().optional().describe("the lake folder, relative to this config file (overridden by --lake and LAKESWAP_LAKE); also the default Local path"),
     concurrency: z.number().int().min(1).max(64).default(4).describe("partitions of one layer built at the same time"),
     grace: z.string().optional().describe("GC grace window for old runs, e.g. 6h (default 6h)"),
-    datasets: z.record(identifier, datasetSchema).describe("datasets, each landed into a raw layer and built into derived layers"),
-    data_sinks: z
-      .record(z.string(), z.object({ Athena: athenaSinkSchema }).strict())
-      .optional()
-      .describe("run on AWS: S3 for data, the Glue Data Catalog for pointers, Athena for derived layers"),
-    target: z.string().optional().describe("which data sink to run on, when several are declared"),
+    datasets: z.record(identifier, datasetSchema).default({}).describe("datasets, each landed into a raw layer and built into derived layers (default none)"),
+    data_sinks: ingest.data_sinks,
+    schema_sinks: ingest.schema_sinks,
+    pipelines: ingest.pipelines,
+    target: z.string().optional().describe("which data sink the datasets run on (data_sinks.<name> or the name), when several are declared; a Local one sets the lake folder"),
   })
   .strict();
 
@@ -207,8 +212,10 @@ export interface PipelineConfig {
   readonly concurrency: number;
   readonly grace?: string;
   readonly datasets: readonly DatasetConfig[];
-  /** Set when the pipeline runs on AWS. */
+  /** Set when the datasets run on AWS. */
   readonly aws?: AwsTarget;
+  /** The event pipelines (`pipelines:`); empty when there are none. */
+  readonly ingest: readonly IngestPipelineConfig[];
 }
 
 /** The JSON Schema of `lakeswap.yaml`, generated from the zod schema. */
@@ -231,46 +238,53 @@ export function loadPipelineConfig(file: string): PipelineConfig {
   return resolvePipelineConfig(raw, absolute);
 }
 
-/** Validates a parsed config (paths resolve against the config file's folder). */
-export function resolvePipelineConfig(raw: unknown, file: string): PipelineConfig {
+/** Validates a parsed config (paths resolve against the config file's folder; Athena fields missing from a block come from `env`). */
+export function resolvePipelineConfig(raw: unknown, file: string, env: NodeJS.ProcessEnv = process.env): PipelineConfig {
   const parsed = pipelineSchema.safeParse(raw ?? {});
   if (!parsed.success) throw new InvalidInputError(`${path.basename(file)}: ${formatIssues(parsed.error.issues, raw ?? {})}`);
   const config = parsed.data;
   const dir = path.dirname(file);
-  let datasets: DatasetConfig[];
   try {
-    datasets = Object.entries(config.datasets).map(([name, dataset]) => resolveDataset(name, dataset, dir));
+    if (Object.keys(config.datasets).length === 0 && Object.keys(config.pipelines ?? {}).length === 0) {
+      throw new InvalidInputError(
+        "nothing to run: add datasets: (files landed into a raw table and built into layers, lakeswap sync) " +
+          "or pipelines: (events collected by lakeswap serve and lakeswap ingest), or both",
+      );
+    }
+    const datasets = Object.entries(config.datasets).map(([name, dataset]) => resolveDataset(name, dataset, dir));
+    const datasetTables: { table: string; where: string }[] = [];
+    for (const dataset of datasets) {
+      for (const [layer, table] of [["raw", dataset.table], ...dataset.layers.map((l) => [l.name, l.table]), ["dead_letter", dataset.deadLetter]]) {
+        if (!table) continue;
+        const where = `datasets.${dataset.name}.${layer}`;
+        const other = datasetTables.find((t) => t.table === table);
+        if (other) throw new InvalidInputError(`table '${table}' is used by both ${other.where} and ${where}; give each layer its own table`);
+        datasetTables.push({ table, where });
+      }
+    }
+    const ingest = resolveIngest(config, {
+      dir,
+      lake: config.lake !== undefined ? path.resolve(dir, config.lake) : undefined,
+      target: config.target,
+      datasetTables,
+      env,
+      resolveColumns,
+      didYouMean,
+    });
+    const aws = ingest.datasetsSink?.kind === "athena" ? ingest.datasetsSink.aws : undefined;
+    return {
+      file,
+      lake: ingest.lake,
+      concurrency: aws?.maxConcurrency ?? config.concurrency,
+      grace: config.grace,
+      datasets,
+      aws,
+      ingest: ingest.pipelines,
+    };
   } catch (error) {
     if (error instanceof InvalidInputError) throw new InvalidInputError(`${path.basename(file)}: ${error.message}`);
     throw error;
   }
-  const tables = new Map<string, string>();
-  for (const dataset of datasets) {
-    for (const [layer, table] of [["raw", dataset.table], ...dataset.layers.map((l) => [l.name, l.table]), ["dead_letter", dataset.deadLetter]]) {
-      if (!table) continue;
-      const where = `datasets.${dataset.name}.${layer}`;
-      const other = tables.get(table);
-      if (other) throw new InvalidInputError(`${path.basename(file)}: table '${table}' is used by both ${other} and ${where}; give each layer its own table`);
-      tables.set(table, where);
-    }
-  }
-  const sinks = Object.entries(config.data_sinks ?? {});
-  let aws: AwsTarget | undefined;
-  if (sinks.length > 0) {
-    const chosen = config.target !== undefined ? sinks.find(([name]) => name === config.target || `data_sinks.${name}` === config.target) : sinks.length === 1 ? sinks[0] : undefined;
-    if (!chosen) {
-      throw new InvalidInputError(`${path.basename(file)}: target: name the data sink to run on (one of ${sinks.map(([n]) => n).join(", ")})`);
-    }
-    aws = resolveAwsTarget(chosen[1].Athena, process.env, `${path.basename(file)}: data_sinks.${chosen[0]}.Athena`);
-  }
-  return {
-    file,
-    lake: config.lake !== undefined ? path.resolve(dir, config.lake) : undefined,
-    concurrency: aws?.maxConcurrency ?? config.concurrency,
-    grace: config.grace,
-    datasets,
-    aws,
-  };
 }
 
 type DatasetInput = z.output<typeof datasetSchema>;
@@ -473,7 +487,7 @@ function wrapAt(at: string, check: () => unknown): void {
   }
 }
 
-function resolveColumns(columns: Record<string, z.output<typeof columnType>>, at: string): PipelineColumn[] {
+function resolveColumns(columns: Readonly<Record<string, z.output<typeof columnType>>>, at: string): PipelineColumn[] {
   const entries = Object.entries(columns);
   if (entries.length === 0) throw new InvalidInputError(`${at}: declare at least one column`);
   return entries.map(([name, spec]) => {

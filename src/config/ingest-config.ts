@@ -1,0 +1,480 @@
+import path from "node:path";
+import { z } from "zod";
+import { parseDuration } from "../core/duration.js";
+import { InvalidInputError } from "../core/errors.js";
+import { assertIdentifier, printable, quoteIdentifier } from "../core/sql.js";
+import { athenaSinkSchema, resolveAwsTarget, type AwsTarget } from "./aws-config.js";
+import type { PipelineColumn } from "./pipeline-config.js";
+
+/**
+ * The ingest part of `lakeswap.yaml`, as the Athena output sink's page writes it (`data_sinks`, `schema_sinks`,
+ * `pipelines.<name>.{data_sink, schema_sink, deadletter_sink}`), with lakeswap's own keys under each pipeline
+ * (`namespaces`, `wal`). pipeline-config.ts composes these keys into the one schema of the file.
+ */
+
+/** Where a pipeline's Parquet lands: an embedded lake folder, or S3 + Glue + Athena. */
+export type DataSinkTarget =
+  | { readonly kind: "local"; readonly name: string; readonly path: string }
+  | { readonly kind: "athena"; readonly name: string; readonly aws: AwsTarget };
+
+/** Partition keys of a namespace's table and the DuckDB SQL computing each one from the time field, in UTC. */
+export interface TimeBucketing {
+  readonly field: string;
+  readonly partition: readonly { readonly key: string; readonly expression: string }[];
+}
+
+/** One namespace of a pipeline: a table (Glue table and folder) of declared columns, bucketed by one time field. */
+export interface IngestNamespaceConfig {
+  /** The namespace's name, also its table's name. */
+  readonly name: string;
+  /** The declared columns, in order (the extra column and the partition keys are not among them). */
+  readonly columns: readonly PipelineColumn[];
+  /** What an event field that is not a declared column does: kept in the extra column (default), or dead-letters its event. */
+  readonly unknownFields: "keep" | "deadletter";
+  /** The JSON text column that keeps unknown fields (default `extra`); the table has it only when unknownFields is keep. */
+  readonly extraColumn: string;
+  readonly time: TimeBucketing;
+}
+
+/** The write-ahead log of one pipeline. */
+export interface WalConfig {
+  /** Absolute; default `<config dir>/.lakeswap-wal/<pipeline>`. */
+  readonly dir: string;
+  /** A segment is sealed at this size (default 64 MiB) ... */
+  readonly segmentMaxBytes: number;
+  /** ... or at this age (default 60 s), whichever comes first. */
+  readonly segmentMaxAgeMs: number;
+  /** Past this many bytes in the log the collector answers 503 with Retry-After (default 1 GiB). */
+  readonly maxBytes: number;
+}
+
+/** One event pipeline, resolved: where its tables, its catalog and its dead letters go, its namespaces and its log. */
+export interface IngestPipelineConfig {
+  readonly name: string;
+  /** `data_sink`; default the embedded lake (`lake:`, else `<config dir>/lake`). */
+  readonly dataSink: DataSinkTarget;
+  /**
+   * The Glue database the namespaces' tables are created in; set exactly when the data sink is Athena. It is the
+   * `schema_sink`'s glue_database_name, or, without a schema_sink, the Athena block's own (then its name is
+   * `data_sinks.<name>`). A schema_sink paired with a Local data sink is accepted and ignored.
+   */
+  readonly schemaSink?: { readonly name: string; readonly database: string };
+  /**
+   * `deadletter_sink`; default the data sink. Dead letters go to the table named after the pipeline there (on Athena,
+   * in that sink's own glue_database_name, the page's "deadletter database").
+   */
+  readonly deadletterSink: DataSinkTarget;
+  readonly namespaces: readonly IngestNamespaceConfig[];
+  readonly wal: WalConfig;
+}
+
+/** A `columns:` mapping as parsed: name -> type, or name -> {type, nullable}. */
+export type ColumnDeclarations = Record<string, string | { type: string; nullable: boolean }>;
+
+const DEFAULT_BUCKETING = "p_year/p_month/p_day";
+const DEFAULT_SEGMENT_MAX_BYTES = "64MiB";
+const DEFAULT_SEGMENT_MAX_AGE = "60s";
+const DEFAULT_WAL_MAX_BYTES = "1GiB";
+const TIME_TYPES = ["TIMESTAMP", "TIMESTAMPTZ", "DATE"];
+
+const byteSize = z.union([z.number(), z.string()]);
+const age = z.union([z.number(), z.string()]);
+
+const dataSinkSchema = z
+  .object({
+    Athena: athenaSinkSchema
+      .optional()
+      .describe(
+        "S3 for Snappy Parquet, the Glue Data Catalog for tables, Athena for queries. Ingest uses s3_bucket, s3_prefix, " +
+          "glue_database_name, athena_workgroup_name and athena_results_s3_bucket, each with its environment equivalent; " +
+          "region sets the AWS clients' region; catalog, max_concurrency (datasets' builds) and discovery_cache_ttl_secs (unused) are query keys that ingest ignores",
+      ),
+    Local: z
+      .object({ path: z.string().min(1).optional().describe("the lake folder, relative to this config file (default: lake:, else ./lake)") })
+      .strict()
+      .optional()
+      .describe("an embedded lake: a folder on this machine"),
+  })
+  .strict()
+  .describe("exactly one of Athena: {...} or Local: {path: ./lake}");
+
+const schemaSinkSchema = z
+  .object({
+    Glue: z
+      .object({
+        glue_database_name: z
+          .string()
+          .min(1)
+          .optional()
+          .describe("the Glue database each namespace's table is created in (env SCHEMA_OUTPUT_GLUE_DATABASE_NAME)"),
+      })
+      .strict()
+      .optional()
+      .describe("the Glue Data Catalog"),
+  })
+  .strict()
+  .describe("where the namespaces' table definitions go; pairs with an Athena data sink (a Local data sink ignores it)");
+
+const timeSchema = z
+  .object({
+    field: z.string().min(1).describe("the declared column (TIMESTAMP, TIMESTAMPTZ or DATE, nullable: false) that places an event in its partition, in UTC"),
+    partition: z
+      .enum([DEFAULT_BUCKETING, "date"])
+      .default(DEFAULT_BUCKETING)
+      .describe("p_year/p_month/p_day (default): three keys, '2025', '03', '04'; date: one key of a source contract, '2025-03-04'"),
+  })
+  .strict()
+  .describe("time bucketing: which field partitions the table, and how");
+
+const walSchema = z
+  .object({
+    dir: z.string().min(1).optional().describe("the log's folder, relative to this config file (default .lakeswap-wal/<pipeline>)"),
+    segment_max_bytes: byteSize
+      .default(DEFAULT_SEGMENT_MAX_BYTES)
+      .describe("a segment is sealed at this size: bytes, or 512KiB, 64MiB, 1GiB (KB, MB, GB are powers of 1000)"),
+    segment_max_age: age.default(DEFAULT_SEGMENT_MAX_AGE).describe("... or at this age, e.g. 60s or 5m"),
+    max_bytes: byteSize.default(DEFAULT_WAL_MAX_BYTES).describe("the log's size limit; past it the collector answers 503 with Retry-After (backpressure)"),
+  })
+  .strict();
+
+/** A namespace's keys; `columns` is the column declaration of datasets. */
+function namespaceSchema(columns: z.ZodType<ColumnDeclarations>) {
+  return z
+    .object({
+      columns: columns.describe("the event's fields, in order: name -> type, or name -> {type, nullable}; a missing field is NULL (a dead letter when nullable: false)"),
+      unknown_fields: z
+        .enum(["keep", "deadletter"])
+        .default("keep")
+        .describe("an event field that is not a declared column: keep (as JSON text in extra_column) or deadletter (the whole event)"),
+      extra_column: z.string().min(1).optional().describe("unknown_fields: keep only: the JSON text column that keeps them (default extra)"),
+      time: timeSchema,
+    })
+    .strict();
+}
+
+/**
+ * The ingest keys of `lakeswap.yaml`. `columns` is the column declaration datasets use too: pipeline-config.ts owns
+ * it and hands it in, so this module never loads pipeline-config.ts (which loads this one).
+ */
+export function ingestSchemas(columns: z.ZodType<ColumnDeclarations>) {
+  const pipeline = z
+    .object({
+      data_sink: z.string().min(1).optional().describe("where the Parquet lands: data_sinks.<name> or the bare name (default: the embedded lake, lake: or ./lake)"),
+      schema_sink: z
+        .string()
+        .min(1)
+        .optional()
+        .describe("the Glue schema sink of an Athena data sink: schema_sinks.<name> (default: the Athena block's glue_database_name); accepted and ignored with a Local data sink"),
+      deadletter_sink: z.string().min(1).optional().describe("where dead letters go, in a table named after the pipeline: data_sinks.<name> (default: the data sink)"),
+      namespaces: z
+        .record(z.string(), namespaceSchema(columns))
+        .default({})
+        .describe("the event kinds this pipeline accepts (POST /v1/<pipeline>/<namespace>), each a table named after it"),
+      wal: walSchema.prefault({}).describe("the write-ahead log: an event is acknowledged once it is fsynced here"),
+    })
+    .strict();
+  return {
+    data_sinks: z
+      .record(z.string(), dataSinkSchema)
+      .optional()
+      .describe("where data is written: Athena (S3 + Glue) or Local (an embedded lake); datasets run on target: or the only one"),
+    schema_sinks: z.record(z.string(), schemaSinkSchema).optional().describe("catalogs that hold the ingested tables' definitions"),
+    pipelines: z
+      .record(z.string(), pipeline)
+      .optional()
+      .describe("event ingest (lakeswap serve, lakeswap ingest): each pipeline's sinks, namespaces and write-ahead log"),
+  };
+}
+
+type IngestSchemas = ReturnType<typeof ingestSchemas>;
+
+/** The ingest keys as parsed. */
+export interface IngestInput {
+  readonly data_sinks?: z.output<IngestSchemas["data_sinks"]>;
+  readonly schema_sinks?: z.output<IngestSchemas["schema_sinks"]>;
+  readonly pipelines?: z.output<IngestSchemas["pipelines"]>;
+}
+
+/** What resolving the ingest keys needs from the rest of the file. */
+export interface IngestContext {
+  /** The config file's folder. */
+  readonly dir: string;
+  /** `lake:`, absolute. */
+  readonly lake?: string;
+  /** `target:`: the data sink datasets run on. */
+  readonly target?: string;
+  /** The datasets' tables, each with the key path that declares it. */
+  readonly datasetTables: readonly { readonly table: string; readonly where: string }[];
+  readonly env: NodeJS.ProcessEnv;
+  /** pipeline-config.ts's column resolution, shared with datasets. */
+  readonly resolveColumns: (columns: ColumnDeclarations, at: string) => PipelineColumn[];
+  readonly didYouMean: (value: string, known: readonly string[]) => string;
+}
+
+/** The ingest keys, resolved, and the lake the datasets run on. */
+export interface ResolvedIngest {
+  readonly pipelines: readonly IngestPipelineConfig[];
+  /** The data sink datasets run on: `target:`, the only data sink, or (without datasets) the one every pipeline writes to. */
+  readonly datasetsSink?: DataSinkTarget;
+  /** The embedded lake folder datasets run on, when the config names one (a Local data sink, `lake:`, or the pipelines' default lake). */
+  readonly lake?: string;
+}
+
+/** The name of a pipeline's data sink when it names none: the embedded lake. */
+export const DEFAULT_DATA_SINK = "lake";
+
+/** Checks and resolves `data_sinks`, `schema_sinks` and `pipelines`. */
+export function resolveIngest(input: IngestInput, context: IngestContext): ResolvedIngest {
+  const dataSinks = Object.entries(input.data_sinks ?? {});
+  const schemaSinks = Object.entries(input.schema_sinks ?? {});
+  for (const [name, sink] of dataSinks) {
+    if ((sink.Athena === undefined) === (sink.Local === undefined)) {
+      throw new InvalidInputError(`data_sinks.${name}: give exactly one of Athena: {s3_bucket: ..., glue_database_name: ...} or Local: {path: ./lake}`);
+    }
+  }
+  for (const [name, sink] of schemaSinks) {
+    // Glue is the only kind today, optional in the schema so that a misspelt kind reads as one error.
+    if (sink.Glue === undefined) throw new InvalidInputError(`schema_sinks.${name}: give Glue: {glue_database_name: my_database}`);
+    const database = sink.Glue.glue_database_name;
+    if (database !== undefined) checkGlueDatabase(database, `schema_sinks.${name}.Glue.glue_database_name`);
+  }
+  const defaultLake = context.lake ?? path.resolve(context.dir, "lake");
+  const dataSinkNames = dataSinks.map(([name]) => name);
+
+  /** A data sink by name, its Athena fields completed from the environment. */
+  const dataSink = (name: string): DataSinkTarget => {
+    const sink = input.data_sinks?.[name];
+    if (sink?.Local) return { kind: "local", name, path: sink.Local.path !== undefined ? path.resolve(context.dir, sink.Local.path) : defaultLake };
+    return { kind: "athena", name, aws: resolveAwsTarget(sink?.Athena, context.env, `data_sinks.${name}.Athena`) };
+  };
+
+  const writtenTo = new Set<string | undefined>();
+  const pipelines = Object.entries(input.pipelines ?? {}).map(([name, pipeline]): IngestPipelineConfig => {
+    const at = `pipelines.${name}`;
+    wrapAt("pipelines", () => assertIdentifier("pipeline name", name));
+    const dataName = pipeline.data_sink !== undefined ? reference(pipeline.data_sink, "data_sinks", dataSinkNames, `${at}.data_sink`, context) : undefined;
+    const schemaName =
+      pipeline.schema_sink !== undefined ? reference(pipeline.schema_sink, "schema_sinks", schemaSinks.map(([n]) => n), `${at}.schema_sink`, context) : undefined;
+    const deadletterName =
+      pipeline.deadletter_sink !== undefined ? reference(pipeline.deadletter_sink, "data_sinks", dataSinkNames, `${at}.deadletter_sink`, context) : undefined;
+    writtenTo.add(dataName);
+
+    let data: DataSinkTarget = { kind: "local", name: DEFAULT_DATA_SINK, path: defaultLake };
+    let schemaSink: IngestPipelineConfig["schemaSink"];
+    if (dataName !== undefined) data = dataSink(dataName);
+    if (data.kind === "athena") {
+      // The page pairs an Athena data sink with a Glue schema sink; without one, the Athena block's database stands in.
+      schemaSink = schemaName !== undefined ? { name: schemaName, database: schemaDatabase(schemaName, input, context) } : { name: `data_sinks.${data.name}`, database: data.aws.database };
+    }
+    const deadletterSink = deadletterName === undefined || deadletterName === dataName ? data : dataSink(deadletterName);
+    const namespaces = Object.entries(pipeline.namespaces).map(([namespace, spec]) => resolveNamespace(namespace, spec, `${at}.namespaces.${namespace}`, context));
+    return { name, dataSink: data, schemaSink, deadletterSink, namespaces, wal: resolveWal(name, pipeline.wal, `${at}.wal`, context.dir) };
+  });
+
+  const datasetsSink = chooseDatasetsSink(dataSinkNames, pipelines, writtenTo, context, dataSink);
+  const lake = datasetsSink?.kind === "local" ? datasetsSink.path : (context.lake ?? (datasetsSink === undefined && writtenTo.has(undefined) ? defaultLake : undefined));
+  checkTables(pipelines, datasetsSink ?? (lake !== undefined ? { kind: "local", name: DEFAULT_DATA_SINK, path: lake } : undefined), context);
+  checkLogs(pipelines, lake);
+  return { pipelines, datasetsSink, lake };
+}
+
+/** Resolves `data_sinks.landing` (or `landing`) to a defined name, or says which names are defined. */
+function reference(value: string, kind: "data_sinks" | "schema_sinks", defined: readonly string[], at: string, context: IngestContext): string {
+  const noun = kind === "data_sinks" ? "data sink" : "schema sink";
+  if (defined.includes(value)) return value;
+  const dot = value.indexOf(".");
+  const prefix = dot >= 0 ? value.slice(0, dot) : undefined;
+  const name = dot >= 0 ? value.slice(dot + 1) : value;
+  const definedList = defined.length > 0 ? `defined ${noun}s: ${defined.join(", ")}` : `no ${noun}s are defined`;
+  if (prefix !== undefined && prefix !== kind) {
+    const other = prefix === "data_sinks" || prefix === "schema_sinks" ? `'${printable(value)}' is a ${prefix === "data_sinks" ? "data sink" : "schema sink"}, but this key takes a ${noun}` : `'${printable(value)}' is not a ${noun} reference`;
+    throw new InvalidInputError(`${at}: ${other}: write ${kind}.<name> (${definedList})`);
+  }
+  if (defined.includes(name)) return name;
+  const example = kind === "data_sinks" ? `declare data_sinks.${name}: {Athena: {...}} or {Local: {path: ./lake}}` : `declare schema_sinks.${name}: {Glue: {glue_database_name: ...}}`;
+  throw new InvalidInputError(
+    `${at}: ${kind}.${printable(name)} is not defined${context.didYouMean(name, defined)}; ${definedList} (${example}, or ${defined.length > 0 ? "name one of these" : `leave out ${at.slice(at.lastIndexOf(".") + 1)}`})`,
+  );
+}
+
+/** The database of a Glue schema sink: its glue_database_name, else SCHEMA_OUTPUT_GLUE_DATABASE_NAME. */
+function schemaDatabase(name: string, input: IngestInput, context: IngestContext): string {
+  const database = input.schema_sinks?.[name]?.Glue?.glue_database_name ?? (context.env.SCHEMA_OUTPUT_GLUE_DATABASE_NAME || undefined);
+  const at = `schema_sinks.${name}.Glue.glue_database_name`;
+  if (database === undefined) throw new InvalidInputError(`${at}: the Glue schema sink needs a database: set glue_database_name, or SCHEMA_OUTPUT_GLUE_DATABASE_NAME`);
+  return checkGlueDatabase(database, at);
+}
+
+function checkGlueDatabase(database: string, at: string): string {
+  if (!/^[a-z0-9_]{1,255}$/.test(database)) {
+    throw new InvalidInputError(`${at}: '${printable(database)}' is not a valid Glue database name: use lowercase letters, digits and '_'`);
+  }
+  return database;
+}
+
+function resolveNamespace(name: string, spec: z.output<ReturnType<typeof namespaceSchema>>, at: string, context: IngestContext): IngestNamespaceConfig {
+  wrapAt(at.slice(0, at.lastIndexOf(".")), () => assertIdentifier("namespace", name));
+  const columns = context.resolveColumns(spec.columns, `${at}.columns`);
+  const names = columns.map((c) => c.name);
+  const timeColumn = columns.find((c) => c.name === spec.time.field);
+  if (!timeColumn) {
+    throw new InvalidInputError(`${at}.time.field: '${printable(spec.time.field)}' is not a declared column${context.didYouMean(spec.time.field, names)}; the columns are ${names.join(", ")}`);
+  }
+  if (!TIME_TYPES.includes(timeColumn.type)) {
+    throw new InvalidInputError(
+      `${at}.time.field: column '${timeColumn.name}' is ${timeColumn.type}; the time field must be TIMESTAMP, TIMESTAMPTZ or DATE ` +
+        `(declare ${timeColumn.name}: {type: TIMESTAMPTZ, nullable: false}: ISO 8601 text such as 2025-03-04T10:15:00Z is read into it)`,
+    );
+  }
+  if (timeColumn.nullable) {
+    throw new InvalidInputError(
+      `${at}.time.field: column '${timeColumn.name}' is nullable, but every event needs it to find its partition: declare ${timeColumn.name}: {type: ${timeColumn.type}, nullable: false} (an event without it is dead-lettered)`,
+    );
+  }
+  const partition = bucketing(spec.time.partition, timeColumn);
+  for (const { key } of partition) {
+    if (names.includes(key)) {
+      throw new InvalidInputError(`${at}.columns.${key}: '${key}' is a partition key of this namespace (time.partition: ${spec.time.partition}); its value comes from the path, so name the column differently`);
+    }
+  }
+  if (spec.unknown_fields === "deadletter" && spec.extra_column !== undefined) {
+    throw new InvalidInputError(`${at}.extra_column: applies to unknown_fields: keep only (this namespace dead-letters events with unknown fields)`);
+  }
+  const extraColumn = spec.extra_column ?? "extra";
+  wrapAt(`${at}.extra_column`, () => assertIdentifier("extra column", extraColumn));
+  if (spec.unknown_fields === "keep") {
+    if (names.includes(extraColumn)) {
+      throw new InvalidInputError(
+        `${at}.columns.${extraColumn}: '${extraColumn}' is the column that keeps unknown fields (unknown_fields: keep); rename the column, or set extra_column to another name`,
+      );
+    }
+    if (partition.some((p) => p.key === extraColumn)) throw new InvalidInputError(`${at}.extra_column: '${extraColumn}' is a partition key of this namespace; choose another name`);
+  }
+  return { name, columns, unknownFields: spec.unknown_fields, extraColumn, time: { field: timeColumn.name, partition } };
+}
+
+/** The partition keys of a bucketing scheme, as DuckDB SQL over the time column; a TIMESTAMPTZ is taken in UTC whatever the session's time zone. */
+function bucketing(scheme: string, column: PipelineColumn): TimeBucketing["partition"] {
+  const value = column.type === "TIMESTAMPTZ" ? `timezone('UTC', ${quoteIdentifier(column.name)})` : quoteIdentifier(column.name);
+  const keys: [string, string][] = scheme === "date" ? [["date", "%Y-%m-%d"]] : [["p_year", "%Y"], ["p_month", "%m"], ["p_day", "%d"]];
+  return keys.map(([key, format]) => ({ key, expression: `strftime(${value}, '${format}')` }));
+}
+
+function resolveWal(pipeline: string, wal: z.output<typeof walSchema>, at: string, dir: string): WalConfig {
+  const segmentMaxBytes = parseByteSize(wal.segment_max_bytes, `${at}.segment_max_bytes`);
+  const maxBytes = parseByteSize(wal.max_bytes, `${at}.max_bytes`);
+  const segmentMaxAgeMs = parseDuration(String(wal.segment_max_age), `${at}.segment_max_age`);
+  if (segmentMaxAgeMs <= 0) throw new InvalidInputError(`${at}.segment_max_age: '${wal.segment_max_age}' would seal every segment at once: use a duration above 0, e.g. 60s`);
+  if (maxBytes < segmentMaxBytes) {
+    throw new InvalidInputError(`${at}.max_bytes: ${wal.max_bytes} is less than segment_max_bytes (${wal.segment_max_bytes}): the log could not hold one full segment; raise max_bytes or lower segment_max_bytes`);
+  }
+  return { dir: path.resolve(dir, wal.dir ?? path.join(".lakeswap-wal", pipeline)), segmentMaxBytes, segmentMaxAgeMs, maxBytes };
+}
+
+const SIZE_UNITS: Record<string, number> = {
+  b: 1, kb: 1e3, mb: 1e6, gb: 1e9, tb: 1e12, kib: 2 ** 10, mib: 2 ** 20, gib: 2 ** 30, tib: 2 ** 40,
+};
+
+/** Parses a size: a whole number of bytes, or `512KiB`, `64MiB`, `1GiB` (KiB = 1024 bytes; KB = 1000). */
+export function parseByteSize(value: number | string, what: string): number {
+  const match = /^(\d+(?:\.\d+)?) ?([a-z]+)?$/i.exec(String(value).trim());
+  const unit = match ? SIZE_UNITS[(match[2] ?? "b").toLowerCase()] : undefined;
+  const bytes = match && unit !== undefined ? Math.floor(Number(match[1]) * unit) : Number.NaN;
+  if (!Number.isSafeInteger(bytes) || bytes < 1) {
+    throw new InvalidInputError(`${what}: '${printable(String(value))}' is not a size: use a whole number of bytes or a number with a unit, for example 64MiB or 1GiB`);
+  }
+  return bytes;
+}
+
+/**
+ * The data sink datasets run on: `target:`; else the only data sink; else, with several and no datasets, the one
+ * every pipeline writes to (so that `lakeswap query -c` reads the ingested tables); else none.
+ */
+function chooseDatasetsSink(
+  names: readonly string[],
+  pipelines: readonly IngestPipelineConfig[],
+  writtenTo: ReadonlySet<string | undefined>,
+  context: IngestContext,
+  dataSink: (name: string) => DataSinkTarget,
+): DataSinkTarget | undefined {
+  let chosen: DataSinkTarget | undefined;
+  if (context.target !== undefined) {
+    const name = names.find((n) => n === context.target || `data_sinks.${n}` === context.target);
+    if (name === undefined) {
+      const known = names.length > 0 ? `defined data sinks: ${names.join(", ")}` : "no data sinks are defined";
+      throw new InvalidInputError(`target: '${printable(context.target)}' is not a data sink${context.didYouMean(context.target.replace(/^data_sinks\./, ""), names)}; ${known}`);
+    }
+    chosen = dataSink(name);
+  } else if (names.length === 1) {
+    chosen = dataSink(names[0]!);
+  } else if (names.length > 1) {
+    const [only] = writtenTo;
+    if (context.datasetTables.length === 0 && writtenTo.size === 1 && only !== undefined) chosen = pipelines[0]!.dataSink;
+    else if (context.datasetTables.length > 0) throw new InvalidInputError(`target: name the data sink the datasets run on (one of ${names.join(", ")})`);
+  }
+  if (chosen?.kind === "local" && context.lake !== undefined && chosen.path !== context.lake) {
+    throw new InvalidInputError(
+      `lake: '${context.lake}' and data_sinks.${chosen.name}.Local.path '${chosen.path}' name different folders, and the datasets run on one lake: ` +
+        `remove lake: (data_sinks.${chosen.name} sets it), or make them the same`,
+    );
+  }
+  return chosen;
+}
+
+/** Where a sink keeps tables: the places a table name must be unique in. */
+function places(sink: DataSinkTarget, database?: string): string[] {
+  if (sink.kind === "local") return [`the lake folder ${sink.path}`];
+  const s3 = `s3://${sink.aws.bucket}${sink.aws.prefix ? `/${sink.aws.prefix}` : ""}`;
+  return [`Glue database ${database ?? sink.aws.database}`, s3];
+}
+
+/** Refuses two tables of one name in one place: namespaces, dead letters, and the datasets' tables on their sink. */
+function checkTables(pipelines: readonly IngestPipelineConfig[], datasetsOn: DataSinkTarget | undefined, context: IngestContext): void {
+  const claims = new Map<string, string>();
+  const claim = (where: readonly string[], table: string, by: string) => {
+    for (const place of where) {
+      const other = claims.get(`${place}\0${table}`);
+      if (other !== undefined && other !== by) {
+        throw new InvalidInputError(`${by}: table '${table}' in ${place} is also ${other}; give each its own name (or its own sink)`);
+      }
+      claims.set(`${place}\0${table}`, by);
+    }
+  };
+  const datasetPlaces = datasetsOn ? places(datasetsOn) : [];
+  for (const { table, where } of context.datasetTables) claim(datasetPlaces, table, where);
+  for (const pipeline of pipelines) {
+    for (const namespace of pipeline.namespaces) claim(places(pipeline.dataSink, pipeline.schemaSink?.database), namespace.name, `pipelines.${pipeline.name}.namespaces.${namespace.name}`);
+    claim(places(pipeline.deadletterSink), pipeline.name, `pipelines.${pipeline.name} (its dead letters)`);
+  }
+}
+
+/** Refuses a write-ahead log shared by two pipelines, or kept inside a lake folder. */
+function checkLogs(pipelines: readonly IngestPipelineConfig[], lake: string | undefined): void {
+  const inside = (child: string, parent: string) => child === parent || child.startsWith(parent.endsWith(path.sep) ? parent : parent + path.sep);
+  const lakes = new Set<string>();
+  for (const sink of pipelines.flatMap((p) => [p.dataSink, p.deadletterSink])) if (sink.kind === "local") lakes.add(sink.path);
+  if (lake !== undefined) lakes.add(lake);
+  pipelines.forEach((pipeline, index) => {
+    const at = `pipelines.${pipeline.name}.wal.dir`;
+    for (const other of pipelines.slice(0, index)) {
+      if (inside(pipeline.wal.dir, other.wal.dir) || inside(other.wal.dir, pipeline.wal.dir)) {
+        throw new InvalidInputError(`${at}: '${pipeline.wal.dir}' overlaps the log of pipeline ${other.name} ('${other.wal.dir}'); give each pipeline its own folder`);
+      }
+    }
+    for (const folder of lakes) {
+      if (inside(pipeline.wal.dir, folder) || inside(folder, pipeline.wal.dir)) {
+        throw new InvalidInputError(`${at}: '${pipeline.wal.dir}' overlaps the lake folder '${folder}'; keep the log outside the lake (default .lakeswap-wal/${pipeline.name})`);
+      }
+    }
+  });
+}
+
+/** Runs a check, prefixing its message with the key path. */
+function wrapAt(at: string, check: () => unknown): void {
+  try {
+    check();
+  } catch (error) {
+    if (error instanceof InvalidInputError) throw new InvalidInputError(`${at}: ${error.message}`);
+    throw error;
+  }
+}
