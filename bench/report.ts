@@ -1,6 +1,17 @@
 import type { ApiCalls } from "./aws-lake.js";
 import type { AwsDeliveryFigures, DeliveryFigures } from "./delivery-bench.js";
 import { DELIVERY_TARGETS } from "./delivery-bench.js";
+import {
+  INGEST_LIMIT_FRACTION_TARGET,
+  INGEST_LIMIT_MEASURE,
+  INGEST_PER_CORE_LANDED_MEASURE,
+  INGEST_PER_CORE_MEASURE,
+  INGEST_PER_CORE_TARGET,
+  type IngestFigures,
+  type LimitRun,
+  type Percentiles,
+  type ServeRun,
+} from "./ingest-bench.js";
 import { LAKE_UPSERT_LIMIT, LAKE_UPSERT_MEASURE, type LakeUpsertFigures, type VariantFigures } from "./lake-upsert-bench.js";
 import type { MtdFigures, MtdSync } from "./mtd-bench.js";
 import { PG_UPSERT_MEASURE, PG_UPSERT_TARGET, type PgUpsertFigures } from "./pg-upsert-bench.js";
@@ -19,7 +30,7 @@ import {
 import type { MethodFigures, SignatureFigures } from "./signature-bench.js";
 import type { Timing } from "./stats.js";
 import type { SwapFigures } from "./swap-bench.js";
-import { countAtMost, ratioAtLeast, ratioAtMost, ratioBelow, verdictLine, verdictWord, type Verdict } from "./targets.js";
+import { countAtMost, quantityAtLeast, ratioAtLeast, ratioAtMost, ratioBelow, verdictLine, verdictWord, type Verdict } from "./targets.js";
 
 /** Where the benchmark ran. */
 export interface Machine {
@@ -67,6 +78,8 @@ export interface BenchReport {
   readonly sink?: PgUpsertFigures;
   /** Lake upsert of 100,000 changed keys into a 3M-row table against rewriting the whole table (issue 11). */
   readonly upsert?: LakeUpsertFigures;
+  /** Durable events per second through lakeswap serve against the disk's limit, and the latency to queryable (issue 12). */
+  readonly ingest?: IngestFigures;
   readonly verdict?: { readonly swapGrowsWithSize: boolean; readonly maxFlatRatio: number; readonly message: string };
   /** Every target's verdict, judged from the figures above. */
   readonly targets: readonly Verdict[];
@@ -83,7 +96,7 @@ export const MAX_FLAT_RATIO = 1.25;
 /** Month-to-date target: incremental wall time at most this fraction of the full rebuild's. */
 export const MTD_TARGET = 0.1;
 
-/** Puts the figures together with the verdicts: the swap's growth with partition size, and every target of issues 10 and 11. */
+/** Puts the figures together with the verdicts: the swap's growth with partition size, and every target of issues 10, 11 and 12. */
 export function buildReport(machine: Machine, sections: BenchSections, failedSections: BenchReport["failedSections"] = []): BenchReport {
   const { swap } = sections;
   let verdict: BenchReport["verdict"];
@@ -100,9 +113,10 @@ export function buildReport(machine: Machine, sections: BenchSections, failedSec
 /** Every target, judged from the measured figures (never from constants). */
 function judge(sections: BenchSections): Verdict[] {
   const verdicts: Verdict[] = [];
-  const { delivery, mtd, scale, signature, aws, sink, upsert } = sections;
+  const { delivery, mtd, scale, signature, aws, sink, upsert, ingest } = sections;
   if (sink) verdicts.push(pgUpsertVerdict(sink));
   if (upsert) verdicts.push(lakeUpsertVerdict(upsert));
+  if (ingest) verdicts.push(...ingestVerdicts(ingest));
   if (delivery) {
     verdicts.push(
       ratioAtMost("first load · lakeswap sync / raw DuckDB partitioned COPY (process wall times)", delivery.firstLoad.ratio, DELIVERY_TARGETS.firstLoadRatio),
@@ -195,6 +209,7 @@ export function renderText(report: BenchReport): string {
   if (report.aws) parts.push(renderAws(report.aws), "");
   if (report.sink) parts.push(renderPgUpsert(report.sink), "");
   if (report.upsert) parts.push(renderLakeUpsert(report.upsert), "");
+  if (report.ingest) parts.push(renderIngest(report.ingest), "");
   for (const { section, error } of report.failedSections) parts.push(`SECTION FAILED · ${section}: ${error}`, "");
   parts.push(renderTargets(report.targets), "");
   return parts.join("\n");
@@ -417,7 +432,7 @@ function renderCallTable(title: string, columns: readonly CallColumn[]): string 
 function renderTargets(targets: readonly Verdict[]): string {
   if (targets.length === 0) return "targets: none of the sections that judge a target ran";
   const table = renderTable(
-    ["target (issues 10, 11)", "limit", "measured", "verdict"],
+    ["target (issues 10, 11, 12)", "limit", "measured", "verdict"],
     targets.map((t) => [t.measure, t.target, t.measured, verdictWord(t.met) + (t.note ? ` (${shorten(t.note, 90)})` : "")]),
   );
   const met = targets.filter((t) => t.met === true).length;
@@ -558,6 +573,93 @@ function renderLakeUpsert(figures: LakeUpsertFigures): string {
     ...check(uniform),
   ];
   return [title, deliveries, note, "", table, "", ratios, load, "", ...checked, "", verdictLine(lakeUpsertVerdict(figures))].join("\n");
+}
+
+/**
+ * The ingest targets, judged on the run with the most events/s: events per server CPU-second (while acknowledging,
+ * and, read strictly, until the events are landed), and events/s over the limit (the higher of its two measurements). A run whose checks failed (events lost or duplicated, an unclean
+ * stop) meets no target, whatever its figures.
+ */
+function ingestVerdicts(figures: IngestFigures): Verdict[] {
+  const { best, checks } = figures;
+  const note = `${best.clients} clients, the run with the most events/s`;
+  const verdicts = [
+    quantityAtLeast(INGEST_PER_CORE_MEASURE, best.eventsPerCpuSecond, INGEST_PER_CORE_TARGET, "events/s", note),
+    ratioAtLeast(INGEST_LIMIT_MEASURE, best.fractionOfLimit, INGEST_LIMIT_FRACTION_TARGET, `${note}; limit: the median of its ${figures.limit.runs.length} measurements`),
+    quantityAtLeast(INGEST_PER_CORE_LANDED_MEASURE, best.eventsPerCpuSecondWithLanding, INGEST_PER_CORE_TARGET, "events/s", `${note}; server CPU until the run's events were landed`),
+  ];
+  if (checks.passed) return verdicts;
+  return verdicts.map((v) => ({ ...v, met: false, note: `CHECKS FAILED: ${checks.problems.join("; ")}` }));
+}
+
+/** Event ingest: serve and the limit side by side, the ratios, the latency to queryable, the checks and the verdicts. */
+function renderIngest(figures: IngestFigures): string {
+  const { limit, checks } = figures;
+  const settingsMs = figures.segmentMaxAgeMs + figures.flushIntervalMs;
+  const title =
+    `event ingest · lakeswap serve (node bin/lakeswap.js serve, a process of its own) on an embedded lake · POST /v1/events/pageviews, ` +
+    `batches of ${count(figures.batchEvents)} NDJSON events of ${figures.eventBytes.toFixed(0)} bytes on average (${mb(figures.bodyBytes)} a body), keep-alive · ` +
+    `--flush-interval ${figures.flushIntervalMs} ms, wal.segment_max_age ${seconds(figures.segmentMaxAgeMs)} · the clients run in the bench's process, on the same cpus as the server`;
+  const note =
+    "durable: an event counts when its request got 200, which the collector sends once the events are fdatasynced in its write-ahead log (group commit) · " +
+    "per core: events / CPU-seconds of the server process over the run's window (utime + stime of all its threads; the landing into Parquet runs in the same process, " +
+    "so the part of it that ran in the window is in it too) · limit: the same bodies, stamped the same way, appended by one writer in the bench's process to one file " +
+    "on the same file system, one write + fdatasync per batch, measured before each full-speed run and after the last (fdatasync time moves with other work on the machine); " +
+    "the ratios use the median";
+  const cpu = (msValue: number): string => (msValue / 1000).toFixed(2);
+  const rate = (value: number): string => count(Math.round(value));
+  const request = (p: Percentiles): string => `${p.p50Ms.toFixed(1)} / ${p.p99Ms.toFixed(1)} ms`;
+  const serveRow = (run: ServeRun): string[] => [
+    `lakeswap serve · ${run.label}${run.retried > 0 ? ` (${run.retried} × 503, retried)` : ""}`,
+    count(run.events), seconds(run.wallMs), rate(run.eventsPerSecond), cpu(run.serverCpuMs), rate(run.eventsPerCpuSecond),
+    (run.serverCpuMs / run.wallMs).toFixed(2), cpu(run.clientCpuMs), request(run.request),
+  ];
+  const limitRow = (label: string, run: LimitRun): string[] => [label, count(run.batches * figures.batchEvents), seconds(run.ms), rate(run.eventsPerSecond), "", "", "", "", `${run.mbPerSecond.toFixed(1)} MB/s`];
+  const table = renderTable(
+    ["measure", "events", "wall", "events/s", "server cpu s", "events/s per core", "cores used", "clients cpu s", "request p50 / p99"],
+    [
+      ...figures.runs.map(serveRow),
+      ...limit.runs.map((run) => limitRow(`limit · one writer, one fdatasync per batch (${run.when})`, run)),
+      limitRow(`  (context) group commit: ${limit.groupCommit.batchesPerFsync} batches per fdatasync (${limit.groupCommit.when})`, limit.groupCommit),
+    ],
+  );
+  const fullSpeed = figures.runs.filter((run) => run.pacedEventsPerSecond === undefined);
+  const ratios = renderTable(
+    ["ratio", "value"],
+    [
+      ...fullSpeed.map((run) => [`lakeswap serve ${run.label} / limit (median ${rate(limit.judged)} events/s)`, times(run.eventsPerSecond / limit.judged)]),
+      ["  (context) group commit limit / limit", times(limit.groupCommit.eventsPerSecond / limit.judged)],
+    ],
+  );
+  const landing = renderTable(
+    ["landing into Parquet (same server process)", "landed after the last 200", "server cpu s after it", "events per server CPU-second, window + landing"],
+    figures.runs.map((run) => [run.label, seconds(run.drain.ms), cpu(run.drain.serverCpuMs), rate(run.eventsPerCpuSecondWithLanding)]),
+  );
+  const latency = renderTable(
+    ["latency from 200 to queryable", "markers", "p50", "p99", "max"],
+    figures.runs.map((run) => [run.label, count(run.latency.samples), seconds(run.latency.p50Ms), seconds(run.latency.p99Ms), seconds(run.latency.maxMs)]),
+  );
+  // Behind: the last events of the run were landed long after the settings' wait, so segments queued for the landing.
+  const behind = figures.runs.filter((run) => run.drain.ms > 2 * settingsMs).map((run) => run.label);
+  const latencyNote =
+    `one marker event per batch; queryable = the first listing (every ${figures.pollMs} ms) that shows the Parquet file holding it, with its partition registered. ` +
+    `The settings set the floor: a segment is sealed once its first record is ${seconds(figures.segmentMaxAgeMs)} old (wal.segment_max_age), and sealed segments are landed ` +
+    `at the next tick of --flush-interval ${figures.flushIntervalMs} ms, so up to ${seconds(settingsMs)} pass before the landing starts; lower both for fresher data, ` +
+    `at the cost of more, smaller files. ` +
+    "Beyond that wait, the latency is the landing's own time" +
+    (behind.length === 0
+      ? "; every run was landed within twice the wait after its last 200, so the landing kept up."
+      : `, and where a run was landed more than twice the wait after its last 200 (${behind.join("; ")}), the landing fell behind the posts: ` +
+        "its latency is mostly the backlog of segments waiting to be landed, not the settings.");
+  const query = "error" in checks.query ? `FAILED: ${checks.query.error}` : `${count(checks.query.rows)} rows, ${count(checks.query.distinctIds)} distinct event ids`;
+  const checked = [
+    `checks (${checks.passed ? "passed" : "FAILED"}): acknowledged ${count(checks.acknowledged)} events (warm-up included) · ` +
+      `table files (DuckDB over ${count(checks.files.count)} Parquet files): ${count(checks.files.rows)} rows, ${count(checks.files.distinctIds)} distinct event ids · ` +
+      `lakeswap query: ${query} · server counts: ${count(checks.server.accepted)} accepted, ${count(checks.server.written)} written, ${count(checks.server.deadLettered)} dead-lettered · ` +
+      `SIGTERM: exit ${checks.exitCode ?? checks.exitSignal}, ${checks.walLeft} non-empty segment(s) left in the log · markers found ${count(checks.markersFound)}`,
+    ...checks.problems.map((problem) => `  CHECK FAILED: ${problem}`),
+  ];
+  return [title, note, "", table, "", ratios, "", landing, "", latency, latencyNote, "", ...checked, "", ...ingestVerdicts(figures).map(verdictLine)].join("\n");
 }
 
 /** The signature benchmark: four methods on the same rows, throughput ratios, the 25× target, the checks. */

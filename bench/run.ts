@@ -7,6 +7,7 @@ import { openAwsLake } from "../src/open-lake.js";
 import { BenchAws } from "./aws-lake.js";
 import { benchDelivery, benchDeliveryAws, prepareFlights, type FlightsWorkspace } from "./delivery-bench.js";
 import { DirectCopy } from "./direct-copy.js";
+import { benchIngest } from "./ingest-bench.js";
 import { benchLakeUpsert } from "./lake-upsert-bench.js";
 import { buildDist } from "./lakeswap-cli.js";
 import { benchMtd } from "./mtd-bench.js";
@@ -22,17 +23,18 @@ import { LARGE_ROWS, SMALL_ROWS } from "./workload.js";
 const FRESH_MOVES = 10;
 
 /** The sections of one run, in the order they run. */
-const SECTIONS = ["replace", "signature", "mtd", "delivery", "scale", "aws", "sink", "upsert"] as const;
+const SECTIONS = ["replace", "signature", "mtd", "delivery", "scale", "aws", "sink", "upsert", "ingest"] as const;
 type Section = (typeof SECTIONS)[number];
 
 /** Sections that run the compiled CLI, so need `npm run build` first. */
-const CLI_SECTIONS: readonly Section[] = ["delivery", "scale", "aws", "upsert"];
+const CLI_SECTIONS: readonly Section[] = ["delivery", "scale", "aws", "upsert", "ingest"];
 
 const USAGE =
   "usage: npm run bench -- [--json] [--only SECTION,...] [--repeat N] [--moves N] [--rounds N] " +
-  "[--node-baseline] [--scale-budget SECONDS] [--aws-budget SECONDS] [--aws-mtd-deliveries N] [--sink-budget SECONDS]\n" +
+  "[--node-baseline] [--scale-budget SECONDS] [--aws-budget SECONDS] [--aws-mtd-deliveries N] [--sink-budget SECONDS] [--ingest-batches N]\n" +
   `sections: ${SECTIONS.join(", ")} (replace = replace and swap; sink = PostgreSQL upsert, lakeswap sink vs executemany; ` +
-  "upsert = lake upsert of 100k changed keys into 3M rows vs rewriting the table)";
+  "upsert = lake upsert of 100k changed keys into 3M rows vs rewriting the table; " +
+  "ingest = durable events/s through lakeswap serve vs one fdatasync per batch, latency to queryable)";
 
 /** A command line the benchmark cannot run with. */
 class UsageError extends Error {}
@@ -54,6 +56,8 @@ interface BenchOptions {
   readonly awsMtdDeliveries: number;
   /** Longest the per-row executemany of the sink section is timed, in ms; past it the rest is extrapolated (and said so). */
   readonly sinkBudgetMs: number;
+  /** Batches of 1,000 events each client run of the ingest section posts. */
+  readonly ingestBatches: number;
   readonly only: readonly Section[];
   readonly json: boolean;
 }
@@ -72,6 +76,7 @@ function parseOptions(args: readonly string[]): BenchOptions {
     awsBudgetMs: positiveInteger("--aws-budget", flags["aws-budget"]) * 1000,
     awsMtdDeliveries: nonNegativeInteger("--aws-mtd-deliveries", flags["aws-mtd-deliveries"]),
     sinkBudgetMs: positiveInteger("--sink-budget", flags["sink-budget"]) * 1000,
+    ingestBatches: positiveInteger("--ingest-batches", flags["ingest-batches"]),
     nodeBaseline: flags["node-baseline"],
     only: only as Section[],
     json: flags.json,
@@ -90,6 +95,7 @@ function readFlags(args: readonly string[]) {
         "aws-budget": { type: "string", default: "180" },
         "aws-mtd-deliveries": { type: "string", default: "5" },
         "sink-budget": { type: "string", default: "600" },
+        "ingest-batches": { type: "string", default: "500" },
         only: { type: "string" },
         "node-baseline": { type: "boolean", default: false },
         json: { type: "boolean", default: false },
@@ -203,6 +209,15 @@ async function main(): Promise<void> {
     }
     if (selected("sink")) sections.sink = await attempt("sink", () => benchPgUpsert(workDir, { budgetMs: options.sinkBudgetMs }, progress));
     if (selected("upsert")) sections.upsert = await attempt("upsert", () => benchLakeUpsert(workDir, progress));
+    if (selected("ingest")) {
+      sections.ingest = await attempt("ingest", () => benchIngest(workDir, { batchesPerRun: options.ingestBatches }, progress));
+      // Lost or duplicated events, or a server that did not stop cleanly: the figures are printed, and the run fails.
+      const problems = sections.ingest?.checks.problems ?? [];
+      if (problems.length > 0) {
+        progress(`ingest CHECKS FAILED: ${problems.join("; ")}`);
+        failed.push({ section: "ingest checks", error: problems.join("; ") });
+      }
+    }
     const report = buildReport(
       { ...machine, loadAverage: { start: loadAtStart, end: os.loadavg()[0] ?? 0 }, totalMs: performance.now() - started, buildMs },
       sections,

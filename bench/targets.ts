@@ -1,4 +1,4 @@
-/** One target of issue 10 or 11, judged from a measured figure: met, not met, or undecided (not measured, or stopped before it could tell). */
+/** One target of issue 10, 11 or 12, judged from a measured figure: met, not met, or undecided (not measured, or stopped before it could tell). */
 export interface Verdict {
   /** What is measured, e.g. "first load · lakeswap sync / raw COPY". */
   readonly measure: string;
@@ -54,4 +54,12 @@ export function ratioBelow(measure: string, value: number | undefined, limit: nu
   const target = `< ${limit.toFixed(2)}× (${meaning})`;
   if (value === undefined || !Number.isFinite(value)) return { measure, target, measured: "not measured", met: undefined, note };
   return { measure, target, measured: `${value.toFixed(2)}×`, met: value < limit, note };
+}
+
+/** A quantity that must be at least `limit`, printed with its unit, e.g. "≥ 100,000 events/s per core". */
+export function quantityAtLeast(measure: string, value: number | undefined, limit: number, unit: string, note?: string): Verdict {
+  const shown = (n: number): string => `${Math.round(n).toLocaleString("en-US")} ${unit}`;
+  const target = `≥ ${shown(limit)}`;
+  if (value === undefined || !Number.isFinite(value)) return { measure, target, measured: "not measured", met: undefined, note };
+  return { measure, target, measured: shown(value), met: value >= limit, note };
 }
