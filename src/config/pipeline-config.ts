@@ -30,8 +30,13 @@ const columnsSchema = z
 
 const sourceSchema = z
   .object({
-    format: z.enum(["csv", "jsonl", "parquet"]).describe("the source files' format"),
-    path: z.string().min(1).describe("one file or a glob, relative to this config file; --input FILE names one delivery instead"),
+    format: z.enum(["csv", "jsonl", "parquet"]).optional().describe("the source files' format"),
+    path: z.string().min(1).optional().describe("one file or a glob, relative to this config file; --input FILE names one delivery instead"),
+    ingest: z
+      .string()
+      .regex(/^[a-z][a-z0-9_]{0,127}\.[a-z][a-z0-9_]{0,127}$/, "name a namespace of a pipeline: <pipeline>.<namespace>")
+      .optional()
+      .describe("events collected by lakeswap serve / lakeswap ingest, <pipeline>.<namespace>: the raw layer is that namespace's ingested table (instead of format and path)"),
     header: z.boolean().default(true).describe("CSV only: the first line holds column names"),
     delimiter: z.string().length(1).default(",").describe("CSV only: the field delimiter"),
   })
@@ -112,7 +117,7 @@ const datasetSchema = z
   .object({
     source: sourceSchema,
     table: identifier.optional().describe("the raw table (default <dataset>_raw)"),
-    columns: columnsSchema,
+    columns: columnsSchema.optional(),
     partition: z
       .record(identifier, z.string().min(1))
       .default({})
@@ -189,7 +194,10 @@ export interface UpsertConfig {
 /** A dataset, resolved: its raw layer and its derived layers in build order. */
 export interface DatasetConfig {
   readonly name: string;
+  /** The delivery's files (for an ingested dataset: none, and never read). */
   readonly source: { readonly format: "csv" | "jsonl" | "parquet"; readonly path: string; readonly header: boolean; readonly delimiter: string };
+  /** `source: {ingest: <pipeline>.<namespace>}`: the raw layer is that namespace's ingested table, filled by lakeswap serve / ingest; a sync only builds the layers. */
+  readonly ingested?: { readonly pipeline: string; readonly namespace: string };
   readonly table: string;
   readonly columns: readonly PipelineColumn[];
   readonly partition: readonly { readonly key: string; readonly expression: string }[];
@@ -251,12 +259,14 @@ export function resolvePipelineConfig(raw: unknown, file: string, env: NodeJS.Pr
           "or pipelines: (events collected by lakeswap serve and lakeswap ingest), or both",
       );
     }
-    const datasets = Object.entries(config.datasets).map(([name, dataset]) => resolveDataset(name, dataset, dir));
+    // The tables the datasets write, named before they are resolved (an ingested dataset's raw table is its namespace's).
     const datasetTables: { table: string; where: string }[] = [];
-    for (const dataset of datasets) {
-      for (const [layer, table] of [["raw", dataset.table], ...dataset.layers.map((l) => [l.name, l.table]), ["dead_letter", dataset.deadLetter]]) {
+    for (const [name, dataset] of Object.entries(config.datasets)) {
+      const raw = dataset.source.ingest === undefined ? (dataset.table ?? `${name}_raw`) : undefined;
+      const layers = dataset.layers.map((l) => [l.name, l.table ?? `${name}_${l.name}`] as const);
+      for (const [layer, table] of [["raw", raw], ...layers, ["dead_letter", dataset.dead_letter]] as const) {
         if (!table) continue;
-        const where = `datasets.${dataset.name}.${layer}`;
+        const where = `datasets.${name}.${layer}`;
         const other = datasetTables.find((t) => t.table === table);
         if (other) throw new InvalidInputError(`table '${table}' is used by both ${other.where} and ${where}; give each layer its own table`);
         datasetTables.push({ table, where });
@@ -271,6 +281,7 @@ export function resolvePipelineConfig(raw: unknown, file: string, env: NodeJS.Pr
       resolveColumns,
       didYouMean,
     });
+    const datasets = Object.entries(config.datasets).map(([name, dataset]) => resolveDataset(name, dataset, dir, ingest.pipelines));
     const aws = ingest.datasetsSink?.kind === "athena" ? ingest.datasetsSink.aws : undefined;
     return {
       file,
@@ -289,11 +300,16 @@ export function resolvePipelineConfig(raw: unknown, file: string, env: NodeJS.Pr
 
 type DatasetInput = z.output<typeof datasetSchema>;
 
-function resolveDataset(name: string, dataset: DatasetInput, dir: string): DatasetConfig {
+function resolveDataset(name: string, dataset: DatasetInput, dir: string, pipelines: readonly IngestPipelineConfig[]): DatasetConfig {
   const at = `datasets.${name}`;
-  const columns = resolveColumns(dataset.columns, `${at}.columns`);
+  const ingested = dataset.source.ingest !== undefined ? ingestedSource(at, dataset, pipelines) : undefined;
+  if (!ingested && (dataset.source.format === undefined || dataset.source.path === undefined)) {
+    throw new InvalidInputError(`${at}.source: give format and path (the delivery's files), or ingest: <pipeline>.<namespace> (events collected by lakeswap serve)`);
+  }
+  if (!ingested && dataset.columns === undefined) throw new InvalidInputError(`${at}.columns: declare the delivery's columns, e.g. columns: {order_id: BIGINT, order_ts: TIMESTAMP}`);
+  const columns = ingested ? ingested.columns : resolveColumns(dataset.columns ?? {}, `${at}.columns`);
   const names = columns.map((c) => c.name);
-  const partition = Object.entries(dataset.partition).map(([key, expression]) => ({ key, expression }));
+  const partition = ingested ? ingested.partition : Object.entries(dataset.partition).map(([key, expression]) => ({ key, expression }));
   if (partition.length === 0 && dataset.write === "partition_replace") {
     throw new InvalidInputError(
       `${at}.partition: declare at least one partition key, e.g. day: strftime(order_ts, '%Y-%m-%d'); or, for a table that is replaced as a whole, write: replace (without partition)`,
@@ -374,9 +390,15 @@ function resolveDataset(name: string, dataset: DatasetInput, dir: string): Datas
   });
   return {
     name,
-    // Relative to the config file; resolved here, so core never resolves paths.
-    source: { ...dataset.source, path: path.resolve(dir, dataset.source.path) },
-    table: dataset.table ?? `${name}_raw`,
+    // Relative to the config file; resolved here, so core never resolves paths. An ingested dataset reads no files.
+    source: {
+      format: dataset.source.format ?? "jsonl",
+      path: dataset.source.path !== undefined ? path.resolve(dir, dataset.source.path) : "",
+      header: dataset.source.header,
+      delimiter: dataset.source.delimiter,
+    },
+    ...(ingested ? { ingested: { pipeline: ingested.pipeline, namespace: ingested.namespace } } : {}),
+    table: ingested?.namespace ?? dataset.table ?? `${name}_raw`,
     columns,
     partition,
     signatureColumns,
@@ -387,6 +409,46 @@ function resolveDataset(name: string, dataset: DatasetInput, dir: string): Datas
     layers,
     sinks: resolveSinks(dataset.sinks, [...columns, ...partition.map((p) => ({ name: p.key, type: "VARCHAR" }))], `${at}.sinks`),
   };
+}
+
+/**
+ * `source: {ingest: <pipeline>.<namespace>}`: the namespace's columns (and the extra column that keeps unknown fields)
+ * and time bucketing are the raw layer's; what only a file delivery has (format, path, columns, partition, a write
+ * mode, dead letters) is refused, naming where it is declared instead.
+ */
+function ingestedSource(at: string, dataset: DatasetInput, pipelines: readonly IngestPipelineConfig[]): {
+  pipeline: string;
+  namespace: string;
+  columns: PipelineColumn[];
+  partition: { key: string; expression: string }[];
+} {
+  const [pipelineName, namespaceName] = (dataset.source.ingest as string).split(".") as [string, string];
+  const pipeline = pipelines.find((p) => p.name === pipelineName);
+  if (!pipeline) {
+    const known = pipelines.map((p) => p.name);
+    throw new InvalidInputError(`${at}.source.ingest: no pipeline '${pipelineName}'${didYouMean(pipelineName, known)}; pipelines: ${known.join(", ") || "none (declare pipelines.<name>)"}`);
+  }
+  const ns = pipeline.namespaces.find((n) => n.name === namespaceName);
+  if (!ns) {
+    const known = pipeline.namespaces.map((n) => n.name);
+    throw new InvalidInputError(`${at}.source.ingest: pipeline '${pipelineName}' has no namespace '${namespaceName}'${didYouMean(namespaceName, known)}; its namespaces: ${known.join(", ")}`);
+  }
+  const fileOnly: [string, boolean][] = [
+    ["source.format", dataset.source.format !== undefined],
+    ["source.path", dataset.source.path !== undefined],
+    ["columns", dataset.columns !== undefined],
+    ["partition", Object.keys(dataset.partition).length > 0],
+    ["dead_letter", dataset.dead_letter !== undefined],
+    ["signature", dataset.signature !== undefined],
+  ];
+  for (const [key, given] of fileOnly) {
+    if (given) throw new InvalidInputError(`${at}.${key}: an ingested dataset takes its columns, partitions and dead letters from pipelines.${pipelineName}.namespaces.${namespaceName}: remove ${key}`);
+  }
+  if (dataset.write !== "partition_replace") throw new InvalidInputError(`${at}.write: an ingested table is appended to by the collector; remove write (its layers are built with partition_replace)`);
+  if (dataset.table !== undefined && dataset.table !== ns.name) throw new InvalidInputError(`${at}.table: the raw table of an ingested dataset is the namespace's table, '${ns.name}': remove table`);
+  const columns = [...ns.columns];
+  if (ns.unknownFields === "keep") columns.push({ name: ns.extraColumn, type: "VARCHAR", nullable: true });
+  return { pipeline: pipelineName, namespace: namespaceName, columns, partition: ns.time.partition.map((p) => ({ ...p })) };
 }
 
 /** Checks the keys of `write: upsert` (and that they are not given to another mode). */

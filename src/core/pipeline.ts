@@ -144,6 +144,10 @@ export class Pipeline {
     const planned: PlannedPartition[] = [];
     for (const dataset of this.config.datasets) {
       await this.checkLayerInputs(dataset);
+      if (dataset.ingested) {
+        planned.push(...(await this.planLayers(dataset, new Map([["raw", signaturesOf(await this.statesOf(dataset.table))]]))));
+        continue;
+      }
       const known = await this.knownDelivery(dataset);
       const landed = known.summary ? undefined : await this.land(dataset);
       const exists = (await this.lake.listTables()).some((t) => t.name === dataset.table);
@@ -152,20 +156,25 @@ export class Pipeline {
         const { plan: raw } = await this.planRaw(dataset, merged ?? landed?.delivery ?? known.summary!, await this.statesOf(dataset.table));
         planned.push(...raw);
         // Derived layers are planned against what the layers above will hold after the sync.
-        const predicted = new Map<string, Map<string, string | undefined>>();
-        predicted.set("raw", predict(await this.statesOf(dataset.table), raw));
-        for (const layer of dataset.layers) {
-          const upstreamTable = this.tableOfLayer(dataset, layer.from);
-          const states = await this.statesOf(layer.table);
-          const lookups = await this.lookupSignatures(layer, (table) => this.statesOf(table));
-          const layerPlan = await this.planDerived(dataset, layer, upstreamTable, predicted.get(layer.from) ?? new Map(), states, lookups);
-          planned.push(...layerPlan);
-          predicted.set(layer.name, predict(states, layerPlan));
-        }
+        planned.push(...(await this.planLayers(dataset, new Map([["raw", predict(await this.statesOf(dataset.table), raw)]]))));
       } finally {
         if (merged) await this.lake.releaseDelivery(merged);
         if (landed) await this.lake.releaseDelivery(landed.delivery);
       }
+    }
+    return planned;
+  }
+
+  /** The derived layers' plan, each against what the layer above will hold after the sync (`predicted`, from raw on). */
+  private async planLayers(dataset: DatasetConfig, predicted: Map<string, Map<string, string | undefined>>): Promise<PlannedPartition[]> {
+    const planned: PlannedPartition[] = [];
+    for (const layer of dataset.layers) {
+      const upstreamTable = this.tableOfLayer(dataset, layer.from);
+      const states = await this.statesOf(layer.table);
+      const lookups = await this.lookupSignatures(layer, (table) => this.statesOf(table));
+      const layerPlan = await this.planDerived(dataset, layer, upstreamTable, predicted.get(layer.from) ?? new Map(), states, lookups);
+      planned.push(...layerPlan);
+      predicted.set(layer.name, predict(states, layerPlan));
     }
     return planned;
   }
@@ -188,6 +197,12 @@ export class Pipeline {
     try {
       for (const dataset of this.config.datasets) {
         await this.checkLayerInputs(dataset);
+        if (dataset.ingested) {
+          // The raw layer is the collector's: nothing to land; its layers are built from what it holds now.
+          await this.createTables(dataset);
+          await this.lake.write(this.tablesWritten(dataset), `sync ${this.config.file}`, (writer) => this.buildLayers(writer, log, dataset, results, layers, sinks));
+          continue;
+        }
         // The same delivery again (same bytes, same declaration) is planned from what its landing found; it is read
         // again only if some raw partition must be built from it.
         const known = await this.knownDelivery(dataset);
@@ -231,23 +246,7 @@ export class Pipeline {
             await release();
             const rawColumns = [...dataset.columns, ...dataset.partition.map((p) => ({ name: p.key, type: "VARCHAR", nullable: false }))];
             sinks.push(...(await this.sendToSinks(writer, "raw", dataset.table, rawColumns, dataset.partition.map((p) => p.key), dataset.sinks ?? [])));
-            for (const layer of dataset.layers) {
-              const layerStarted = Date.now();
-              const upstreamTable = this.tableOfLayer(dataset, layer.from);
-              const actual = signaturesOf(await writer.partitionStates(upstreamTable));
-              const written = new Set(this.tablesWritten(dataset));
-              const lookups = await this.lookupSignatures(layer, (table) => (written.has(table) ? writer.partitionStates(table) : this.statesOf(table)));
-              const plan = await this.planDerived(dataset, layer, upstreamTable, actual, await writer.partitionStates(layer.table), lookups);
-              const build = { kind: "select", readable: [upstreamTable, ...layer.lookups], concurrency: this.config.concurrency } as const;
-              const layerResults = await this.execute(writer, log, layer.table, layer.name, plan, build, (p) => ({
-                select: renderSql(layer.sql, parsePartitionPath(p.partition, layer.partitionKeys), layer.sqlPath),
-                inputPartitions: [{ table: upstreamTable, partitions: p.inputPartitions ?? [] }],
-              }));
-              results.push(...layerResults);
-              layers.push({ dataset: dataset.name, layer: layer.name, table: layer.table, ...totals(layerResults, Date.now() - layerStarted) });
-              const layerColumns = [...layer.columns, ...layer.partitionKeys.map((key) => ({ name: key, type: "VARCHAR", nullable: false }))];
-              sinks.push(...(await this.sendToSinks(writer, layer.name, layer.table, layerColumns, layer.partitionKeys, layer.sinks ?? [])));
-            }
+            await this.buildLayers(writer, log, dataset, results, layers, sinks);
           });
         } finally {
           await release();
@@ -259,6 +258,39 @@ export class Pipeline {
     }
     await log.finish();
     return { syncId: log.syncId, partitions: results, layers, loads, totals: totals(results, layers.reduce((sum, l) => sum + l.seconds * 1000, 0)), sinks };
+  }
+
+  /**
+   * Builds a dataset's derived layers in order, under the leases `writer` holds: each layer is planned against its
+   * upstream's signatures as they are now (an ingested raw table is read without its lease: the collector only ever
+   * adds to it, and what it adds after this read changes its signature, so the next sync builds it).
+   */
+  private async buildLayers(
+    writer: LakeWriter,
+    log: SyncLog,
+    dataset: DatasetConfig,
+    results: SyncedPartition[],
+    layers: SyncReport["layers"][number][],
+    sinks: SinkedPartition[],
+  ): Promise<void> {
+    const written = new Set(this.tablesWritten(dataset));
+    const statesOf = (table: string): Promise<Map<string, PartitionState>> => (written.has(table) ? writer.partitionStates(table) : this.statesOf(table));
+    for (const layer of dataset.layers) {
+      const layerStarted = Date.now();
+      const upstreamTable = this.tableOfLayer(dataset, layer.from);
+      const actual = signaturesOf(await statesOf(upstreamTable));
+      const lookups = await this.lookupSignatures(layer, statesOf);
+      const plan = await this.planDerived(dataset, layer, upstreamTable, actual, await writer.partitionStates(layer.table), lookups);
+      const build = { kind: "select", readable: [upstreamTable, ...layer.lookups], concurrency: this.config.concurrency } as const;
+      const layerResults = await this.execute(writer, log, layer.table, layer.name, plan, build, (p) => ({
+        select: renderSql(layer.sql, parsePartitionPath(p.partition, layer.partitionKeys), layer.sqlPath),
+        inputPartitions: [{ table: upstreamTable, partitions: p.inputPartitions ?? [] }],
+      }));
+      results.push(...layerResults);
+      layers.push({ dataset: dataset.name, layer: layer.name, table: layer.table, ...totals(layerResults, Date.now() - layerStarted) });
+      const layerColumns = [...layer.columns, ...layer.partitionKeys.map((key) => ({ name: key, type: "VARCHAR", nullable: false }))];
+      sinks.push(...(await this.sendToSinks(writer, layer.name, layer.table, layerColumns, layer.partitionKeys, layer.sinks ?? [])));
+    }
   }
 
   /**
@@ -297,7 +329,8 @@ export class Pipeline {
 
   /** Every table one dataset's sync writes: raw, each layer, the dead-letter table. */
   private tablesWritten(dataset: DatasetConfig): string[] {
-    return [dataset.table, ...dataset.layers.map((l) => l.table), ...(dataset.deadLetter ? [dataset.deadLetter] : [])];
+    // An ingested raw table is the collector's to write (lakeswap serve / ingest); a sync only reads it.
+    return [...(dataset.ingested ? [] : [dataset.table]), ...dataset.layers.map((l) => l.table), ...(dataset.deadLetter ? [dataset.deadLetter] : [])];
   }
 
   /** `--partition` values must name partitions of some layer: a misspelled key would otherwise select nothing silently. */
@@ -663,7 +696,7 @@ export class Pipeline {
 
   private async createTables(dataset: DatasetConfig): Promise<void> {
     const definitions: TableDefinition[] = [
-      this.rawTable(dataset),
+      ...(dataset.ingested ? [] : [this.rawTable(dataset)]),
       ...dataset.layers.map((layer) =>
         defineTable({ name: layer.table, columns: layer.columns, partitionKeys: layer.partitionKeys, compression: layer.compression }),
       ),

@@ -485,3 +485,31 @@ describe("the JSON Schema", () => {
     expect(pipeline.properties.wal.properties.segment_max_bytes).toMatchObject({ default: "64MiB" });
   });
 });
+
+describe("a dataset whose raw layer is an ingested namespace (source: {ingest: ...})", () => {
+  const withDataset = (dataset: Record<string, unknown>) =>
+    namespaceConfig((_ns, config) => {
+      config.datasets = { views: dataset };
+    });
+
+  it("takes the namespace's columns, extra column and time bucketing as its raw layer's", () => {
+    const config = resolveObject(withDataset({ source: { ingest: "events.pageviews" } }))();
+    const [dataset] = config.datasets;
+    expect(dataset?.ingested).toEqual({ pipeline: "events", namespace: "pageviews" });
+    expect(dataset?.table).toBe("pageviews");
+    expect(dataset?.columns.map((c) => c.name)).toEqual(["event_id", "user_id", "url", "ts", "extra"]);
+    expect(dataset?.partition.map((p) => p.key)).toEqual(["p_year", "p_month", "p_day"]);
+  });
+
+  it("names the pipelines or namespaces there are when the reference is wrong", () => {
+    expect(resolveObject(withDataset({ source: { ingest: "event.pageviews" } }))).toThrow(/source\.ingest: no pipeline 'event' \(did you mean 'events'\?\); pipelines: events/);
+    expect(resolveObject(withDataset({ source: { ingest: "events.pageview" } }))).toThrow(/has no namespace 'pageview' \(did you mean 'pageviews'\?\); its namespaces: pageviews/);
+  });
+
+  it("refuses what only a file delivery has, naming where it is declared instead", () => {
+    expect(resolveObject(withDataset({ source: { ingest: "events.pageviews" }, columns: { a: "BIGINT" } }))).toThrow(/datasets\.views\.columns: an ingested dataset takes its columns.*remove columns/);
+    expect(resolveObject(withDataset({ source: { ingest: "events.pageviews", format: "csv" } }))).toThrow(/source\.format: an ingested dataset/);
+    expect(resolveObject(withDataset({ source: { ingest: "events.pageviews" }, write: "append" }))).toThrow(/datasets\.views\.write: an ingested table is appended to by the collector/);
+    expect(resolveObject(withDataset({ source: { format: "csv" }, columns: { a: "BIGINT" } }))).toThrow(/source: give format and path.*or ingest: <pipeline>\.<namespace>/);
+  });
+});

@@ -8,6 +8,10 @@ import type { Lake } from "../../src/core/lake.js";
 import { BackpressureError, startIngestServer } from "../../src/ingest/http-server.js";
 import { IngestService, namespaceTable } from "../../src/ingest/ingest-service.js";
 import { Metrics } from "../../src/ingest/metrics.js";
+import { resolvePipelineConfig } from "../../src/config/pipeline-config.js";
+import { Pipeline } from "../../src/core/pipeline.js";
+import { parse as parseYaml } from "yaml";
+import { mkdirSync } from "node:fs";
 import { awsBackend, embeddedBackend, type TestBackend } from "../support/lake-fixture.js";
 
 const PARTITION = [
@@ -145,6 +149,50 @@ describe.each([
     } finally {
       await lake.releaseDelivery(whole);
     }
+  });
+
+  it("lets a sync build derived layers from an ingested table, rebuilding only the days that received events", async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), "lakeswap-ingest-sync-"));
+    cleanups.push(() => rm(dir, { recursive: true, force: true }));
+    mkdirSync(path.join(dir, "sql"));
+    writeFileSync(path.join(dir, "sql", "daily.sql"), "SELECT user_id, count(*) AS views, sum(ms) AS ms FROM pageviews WHERE p_year = {{ p_year }} AND p_month = {{ p_month }} AND p_day = {{ p_day }} GROUP BY user_id\n");
+    const file = path.join(dir, "lakeswap.yaml");
+    const yaml = `
+pipelines:
+  events:
+    namespaces:
+      pageviews:
+        columns: {event_id: {type: VARCHAR, nullable: false}, user_id: VARCHAR, ms: BIGINT, ts: {type: TIMESTAMPTZ, nullable: false}}
+        time: {field: ts}
+    wal: {dir: ./wal}
+datasets:
+  views:
+    source: {ingest: events.pageviews}
+    layers:
+      - name: daily
+        table: views_daily
+        sql: sql/daily.sql
+        columns: {user_id: VARCHAR, views: BIGINT, ms: BIGINT}
+`;
+    writeFileSync(file, yaml);
+    const config = resolvePipelineConfig(parseYaml(yaml), file);
+    const { lake, service } = await setup(backend, () => config.ingest[0]!);
+    const sync = () => new Pipeline(lake, config).sync();
+    await service.accept({ pipeline: "events", namespace: "pageviews", body: ndjson(Array.from({ length: 20 }, (_, i) => event(i))), format: "ndjson" });
+    await service.flush();
+    const first = await sync();
+    expect(first.partitions.map((p) => `${p.partition} ${p.action}`).sort()).toEqual(["p_year=2026/p_month=11/p_day=30 build", "p_year=2026/p_month=12/p_day=01 build"]);
+    expect((await sync()).partitions.every((p) => p.action === "skip")).toBe(true);
+    // Events of one day only: that day is rebuilt, the other skipped.
+    await service.accept({ pipeline: "events", namespace: "pageviews", body: ndjson([event(100), event(102)]), format: "ndjson" });
+    await service.flush();
+    const third = await sync();
+    expect(third.partitions.map((p) => `${p.partition} ${p.action} ${p.reason}`).sort()).toEqual([
+      "p_year=2026/p_month=11/p_day=30 build upstream changed",
+      "p_year=2026/p_month=12/p_day=01 skip unchanged",
+    ]);
+    const total = await rowsOf(lake, "SELECT sum(views) AS v FROM views_daily");
+    expect(Number(total[0]?.v)).toBe(22);
   });
 
   it("dead-letters an event with an undeclared field when unknown_fields is deadletter", async () => {
