@@ -8,6 +8,8 @@ import type { Lake } from "../../src/core/lake.js";
 import { BackpressureError, startIngestServer } from "../../src/ingest/http-server.js";
 import { IngestService, namespaceTable } from "../../src/ingest/ingest-service.js";
 import { Metrics } from "../../src/ingest/metrics.js";
+import { defineTable } from "../../src/core/table.js";
+import { parsePartitionPath } from "../../src/core/partition.js";
 import { resolvePipelineConfig } from "../../src/config/pipeline-config.js";
 import { Pipeline } from "../../src/core/pipeline.js";
 import { parse as parseYaml } from "yaml";
@@ -268,5 +270,47 @@ describe("the collector's write-ahead log", () => {
     expect(ids.sort()).toEqual(["e0", "e1", "e2", "e3", "e4", "e10", "e11", "e12", "e13", "e14"].sort());
     expect(again.counts.corruptRecords).toBeGreaterThanOrEqual(1);
     expect(existsSync(walDir)).toBe(true);
+  });
+});
+
+describe("an ingested namespace's Glue table", () => {
+  const columns = (extra: { name: string; type: string }[] = []) => [
+    { name: "event_id", type: "VARCHAR" },
+    { name: "ts", type: "TIMESTAMPTZ" },
+    ...extra,
+  ];
+
+  it("gains a column declared later by UpdateTable, keeps its partitions, and refuses a changed type or other keys, naming the column", async () => {
+    const backend = await awsBackend();
+    const lake = await backend.open();
+    try {
+      const database = backend.services.glue.state.databases()[0]!.Name!;
+      const keys = ["p_year", "p_month", "p_day"];
+      await lake.createTable(defineTable({ name: "clicks", columns: columns(), partitionKeys: keys, ingest: true }));
+      const updatesBefore = backend.services.glue.callCount("UpdateTable");
+      await lake.createTable(defineTable({ name: "clicks", columns: columns([{ name: "country", type: "VARCHAR" }]), partitionKeys: keys, ingest: true }));
+      expect(backend.services.glue.callCount("UpdateTable")).toBe(updatesBefore + 1);
+      const live = backend.services.glue.state.table(database, "clicks");
+      expect(live?.StorageDescriptor?.Columns?.map((c) => c.Name)).toEqual(["event_id", "ts", "country"]);
+      // The same declaration again changes nothing.
+      await lake.createTable(defineTable({ name: "clicks", columns: columns([{ name: "country", type: "VARCHAR" }]), partitionKeys: keys, ingest: true }));
+      expect(backend.services.glue.callCount("UpdateTable")).toBe(updatesBefore + 1);
+      await expect(lake.createTable(defineTable({ name: "clicks", columns: columns([{ name: "country", type: "BIGINT" }]), partitionKeys: keys, ingest: true }))).rejects.toThrow(
+        /column 'country' of ingested table 'clicks' is VARCHAR, and the config now declares BIGINT/,
+      );
+      await expect(lake.createTable(defineTable({ name: "clicks", columns: [{ name: "event_id", type: "VARCHAR" }], partitionKeys: keys, ingest: true }))).rejects.toThrow(
+        /has column 'ts' \(TIMESTAMPTZ\), which the config no longer declares/,
+      );
+      // Other partition keys: an empty table is rebuilt with them; one with partitions is refused.
+      await lake.createTable(defineTable({ name: "clicks", columns: columns(), partitionKeys: ["date"], ingest: true }));
+      expect(backend.services.glue.state.table(database, "clicks")?.PartitionKeys?.map((k) => k.Name)).toEqual(["date"]);
+      await lake.registerIngested("clicks", { collector: "c1", sequence: 1 }, [{ partition: parsePartitionPath("date=2026-11-30", ["date"]), rows: 1, upper: "1", lower: "2" }]);
+      await expect(lake.createTable(defineTable({ name: "clicks", columns: columns(), partitionKeys: keys, ingest: true }))).rejects.toThrow(
+        /partitioned by \(date\), not \(p_year, p_month, p_day\), and has partitions; lakeswap will not drop them/,
+      );
+    } finally {
+      await lake.close();
+      await backend.cleanup();
+    }
   });
 });
