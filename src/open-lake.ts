@@ -2,6 +2,7 @@ import { LocalCatalog } from "./catalog/local-catalog.js";
 import type { AwsTarget } from "./config/aws-config.js";
 import { parseDuration } from "./core/duration.js";
 import { Lake, type LakeSettings } from "./core/lake.js";
+import type { AdaptiveLimit } from "./ingest/adaptive-limit.js";
 import { DuckDbEngine } from "./engine/duckdb-engine.js";
 import { LocalStore } from "./store/local-store.js";
 
@@ -13,12 +14,18 @@ export async function openEmbeddedLake(dir: string, settings: LakeSettings = {})
   return Lake.open({ store, catalog: new LocalCatalog(dir), engine: duckdb, landing: duckdb }, settings);
 }
 
+/** Auto-tuned limits of an AWS lake's calls (the collector's: UPLOAD_CONCURRENCY, ATHENA_GLUE_CONTROL_PLANE_CONCURRENCY). */
+export interface AwsLimits {
+  readonly upload?: AdaptiveLimit;
+  readonly glue?: AdaptiveLimit;
+}
+
 /**
  * Opens a lake on AWS: data on S3, pointers in the Glue Data Catalog, derived
  * layers built by Athena; raw files are landed and signed locally with DuckDB
  * and uploaded multipart. Credentials come from the AWS default chain.
  */
-export async function openAwsLake(target: AwsTarget, settings: LakeSettings = {}): Promise<Lake> {
+export async function openAwsLake(target: AwsTarget, settings: LakeSettings = {}, limits: AwsLimits = {}): Promise<Lake> {
   // Loaded only here: the AWS SDK takes about a second to load, which no command on an embedded lake should pay.
   const [{ AthenaClient }, { GlueClient }, { S3Client }, { GlueCatalog }, { AthenaEngine }, { S3Store }] = await Promise.all([
     import("@aws-sdk/client-athena"),
@@ -32,11 +39,12 @@ export async function openAwsLake(target: AwsTarget, settings: LakeSettings = {}
   // One retry layer: lakeswap's own (../core/retry.ts, around every call), so the SDK clients make one attempt each.
   const maxAttempts = 1;
   const s3 = new S3Client({ region, maxAttempts, ...(target.endpoint ? { endpoint: target.endpoint, forcePathStyle: true } : {}) });
-  const store = new S3Store(s3, { bucket: target.bucket, prefix: target.prefix, uploadConcurrency: target.uploadConcurrency });
+  const store = new S3Store(s3, { bucket: target.bucket, prefix: target.prefix, uploadConcurrency: target.uploadConcurrency, ingestLimit: limits.upload });
   const uriOf = (key: string) => store.uri(key);
   const catalog = new GlueCatalog(new GlueClient({ region, maxAttempts, ...(target.glueEndpoint ? { endpoint: target.glueEndpoint } : {}) }), {
     database: target.database,
     uriOf,
+    limit: limits.glue,
   });
   const engine = new AthenaEngine(new AthenaClient({ region, maxAttempts, ...(target.athenaEndpoint ? { endpoint: target.athenaEndpoint } : {}) }), {
     workgroup: target.workgroup,

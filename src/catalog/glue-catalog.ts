@@ -8,6 +8,7 @@ import { InvalidInputError, LakeswapError } from "../core/errors.js";
 import { faultPoint } from "../core/faults.js";
 import { WHOLE_TABLE, makePartition, partitionPath, type Partition } from "../core/partition.js";
 import { withRetry } from "../core/retry.js";
+import type { AdaptiveLimit } from "../ingest/adaptive-limit.js";
 import { isRunId } from "../core/run-id.js";
 import { glueColumnType } from "../core/column-types.js";
 import { defineTable, tableChange, type TableDefinition } from "../core/table.js";
@@ -23,6 +24,8 @@ export interface GlueCatalogOptions {
   readonly catalogId?: string;
   /** The s3:// URI of a store key: table roots and run folders live in the lake's store. */
   readonly uriOf: (key: string) => string;
+  /** An auto-tuned limit every Glue call runs through (the collector's ATHENA_GLUE_CONTROL_PLANE_CONCURRENCY); none by default. */
+  readonly limit?: AdaptiveLimit;
 }
 
 const PARQUET_STORAGE = {
@@ -464,7 +467,8 @@ export class GlueCatalog implements Catalog {
   }
 
   private send<T>(operation: string, call: () => Promise<T>): Promise<T> {
-    return withRetry(`glue:${operation} on database ${this.options.database}`, call);
+    const limit = this.options.limit;
+    return withRetry(`glue:${operation} on database ${this.options.database}`, limit ? () => limit.run(call) : call);
   }
 }
 

@@ -9,11 +9,16 @@ import { faultPoint } from "../core/faults.js";
 import type { SegmentContribution } from "../core/ingest.js";
 import type { Lake } from "../core/lake.js";
 import { partitionPath } from "../core/partition.js";
+import { mapLimited } from "../core/runs.js";
 import { defineTable, type TableDefinition } from "../core/table.js";
 import type { LandedDelivery } from "../landing/landing.js";
 import { BackpressureError, type IngestHandler, type IngestRequest } from "./http-server.js";
+import type { AdaptiveLimit } from "./adaptive-limit.js";
 import type { Metrics } from "./metrics.js";
 import { WriteAheadLog, type WalRecord } from "./wal.js";
+
+/** Files of one segment stored at the same time (their requests are limited further by the store's upload limit). */
+const UPLOADS_AT_ONCE = 64;
 
 /** The columns of a pipeline's dead-letter table (named after the pipeline), partitioned by the day the event was received. */
 export const DEAD_LETTER_COLUMNS = [
@@ -67,6 +72,8 @@ export interface IngestServiceOptions {
   readonly deadLetterLake: Lake;
   readonly metrics: Metrics;
   readonly log?: (line: string) => void;
+  /** The auto-tuned limits of its AWS lakes, shown in the metrics and /healthz (none for embedded lakes). */
+  readonly limits?: { readonly upload: AdaptiveLimit; readonly glue: AdaptiveLimit };
 }
 
 /**
@@ -164,6 +171,7 @@ export class IngestService implements IngestHandler {
         walLimit: this.options.pipeline.wal.maxBytes,
         sealedSegments: this.wal.sealed().length,
         uploadLagSeconds: lagSeconds,
+        ...(this.options.limits ? { uploadConcurrency: this.options.limits.upload.current, glueConcurrency: this.options.limits.glue.current } : {}),
         ...(this.lastError ? { lastError: this.lastError } : {}),
         ...this.counts,
       },
@@ -289,9 +297,10 @@ export class IngestService implements IngestHandler {
     if (delivery.partitions.length === 0) return 0;
     const dir = await mkdtemp(path.join(work, `${table.name}-`));
     const files = await lake.writeLandedFiles({ table, delivery, dir });
-    for (const file of files) {
-      await lake.storeIngestedFile(table.name, file.partition, segmentFileId(segment, table.name, partitionPath(file.partition)), file.file, file.rows);
-    }
+    // All at once: on S3 the upload limit decides how many requests are in flight (and learns from their throttling).
+    await mapLimited(files, UPLOADS_AT_ONCE, (file) =>
+      lake.storeIngestedFile(table.name, file.partition, segmentFileId(segment, table.name, partitionPath(file.partition)), file.file, file.rows),
+    );
     const contributions: SegmentContribution[] = delivery.partitions.map((p) => {
       if (!p.lanes) throw new LakeswapError("STORE_ERROR", `the landing gave no signature lanes for ${table.name}/${partitionPath(p.partition)}`);
       return { partition: p.partition, rows: p.rows, upper: p.lanes.upper, lower: p.lanes.lower };
@@ -381,6 +390,11 @@ export class IngestService implements IngestHandler {
     gauge("lakeswap_ingest_wal_bytes", "Bytes in the write-ahead log (all segments).", () => this.wal.bytes);
     gauge("lakeswap_ingest_wal_sealed_segments", "Sealed segments waiting to be landed.", () => this.wal.sealed().length);
     gauge("lakeswap_ingest_upload_lag_seconds", "Age of the oldest event not yet landed and registered.", () => this.lagSeconds());
+    const limits = this.options.limits;
+    if (limits) {
+      gauge("lakeswap_ingest_upload_concurrency", "The auto-tuned limit of S3 upload requests in flight (UPLOAD_CONCURRENCY).", () => limits.upload.current);
+      gauge("lakeswap_ingest_glue_concurrency", "The auto-tuned limit of Glue calls in flight (ATHENA_GLUE_CONTROL_PLANE_CONCURRENCY).", () => limits.glue.current);
+    }
     counter("lakeswap_ingest_events_accepted_total", "Events acknowledged (durable in the write-ahead log).", () => this.counts.accepted);
     counter("lakeswap_ingest_events_written_total", "Events written to their namespaces' tables.", () => this.counts.written);
     counter("lakeswap_ingest_events_dead_lettered_total", "Events written to the dead-letter table instead.", () => this.counts.deadLettered);

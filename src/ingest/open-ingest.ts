@@ -1,20 +1,31 @@
 import type { DataSinkTarget, IngestPipelineConfig } from "../config/ingest-config.js";
 import type { Lake, LakeSettings } from "../core/lake.js";
 import { openAwsLake, openEmbeddedLake } from "../open-lake.js";
+import { glueLimitFromEnv, uploadLimitFromEnv, type AdaptiveLimit } from "./adaptive-limit.js";
 import { IngestService } from "./ingest-service.js";
 import type { Metrics } from "./metrics.js";
 
 /** The lakes a set of pipelines write to, one per data sink, opened once and shared. */
 export class IngestLakes {
   private readonly open = new Map<string, Promise<Lake>>();
+  /**
+   * The auto-tuned limits of every AWS lake of the collector: S3 upload requests (UPLOAD_CONCURRENCY, seed 16, up
+   * to UPLOAD_CONCURRENCY_MAX) and Glue calls (ATHENA_GLUE_CONTROL_PLANE_CONCURRENCY, seed 2, up to ATHENA_GLUE_CP_MAX).
+   */
+  readonly limits: { readonly upload: AdaptiveLimit; readonly glue: AdaptiveLimit };
 
-  constructor(private readonly settings: LakeSettings = {}) {}
+  constructor(
+    private readonly settings: LakeSettings = {},
+    env: NodeJS.ProcessEnv = process.env,
+  ) {
+    this.limits = { upload: uploadLimitFromEnv(env), glue: glueLimitFromEnv(env) };
+  }
 
   lakeOf(target: DataSinkTarget): Promise<Lake> {
     const key = target.kind === "local" ? `local:${target.path}` : `athena:${target.aws.bucket}/${target.aws.prefix}/${target.aws.database}`;
     let lake = this.open.get(key);
     if (!lake) {
-      lake = target.kind === "local" ? openEmbeddedLake(target.path, this.settings) : openAwsLake(target.aws, this.settings);
+      lake = target.kind === "local" ? openEmbeddedLake(target.path, this.settings) : openAwsLake(target.aws, this.settings, this.limits);
       this.open.set(key, lake);
     }
     return lake;
@@ -33,5 +44,6 @@ export async function openIngestService(pipeline: IngestPipelineConfig, lakes: I
   const data = pipeline.dataSink.kind === "athena" && pipeline.schemaSink ? { ...pipeline.dataSink, aws: { ...pipeline.dataSink.aws, database: pipeline.schemaSink.database } } : pipeline.dataSink;
   const lake = await lakes.lakeOf(data);
   const deadLetterLake = await lakes.lakeOf(pipeline.deadletterSink);
-  return IngestService.open({ pipeline, lake, deadLetterLake, metrics, log });
+  const aws = pipeline.dataSink.kind === "athena" || pipeline.deadletterSink.kind === "athena";
+  return IngestService.open({ pipeline, lake, deadLetterLake, metrics, log, limits: aws ? lakes.limits : undefined });
 }

@@ -8,6 +8,8 @@ import {
 import { Upload } from "@aws-sdk/lib-storage";
 import { LakeswapError } from "../core/errors.js";
 import { isTransient, withRetry } from "../core/retry.js";
+import { uploadLimitFromEnv, type AdaptiveLimit } from "../ingest/adaptive-limit.js";
+import { uploadFileOnce } from "../ingest/s3-upload.js";
 import { assertKey, joinKey, type ObjectInfo, type ObjectStore, type TaggedObject } from "./object-store.js";
 
 const MIB = 1024 * 1024;
@@ -25,6 +27,8 @@ export interface S3StoreOptions {
   readonly uploadConcurrency?: number;
   /** Whether the store honours If-None-Match / If-Match (S3 does; some S3-compatible stores do not). */
   readonly conditionalWrites?: boolean;
+  /** The auto-tuned limit of the requests of ingested segment uploads (`putFileIfAbsent`); default from UPLOAD_CONCURRENCY(_MAX). */
+  readonly ingestLimit?: AdaptiveLimit;
 }
 
 /** The multipart part size for an object of `size` bytes: max(8 MiB, size / 10,000). */
@@ -43,6 +47,7 @@ export class S3Store implements ObjectStore {
   readonly bucket: string;
   private readonly prefix: string;
   private readonly uploadConcurrency: number;
+  private ingestLimit: AdaptiveLimit | undefined;
 
   constructor(
     private readonly client: S3Client,
@@ -52,6 +57,7 @@ export class S3Store implements ObjectStore {
     this.prefix = options.prefix.replace(/^\/+|\/+$/g, "");
     this.uploadConcurrency = options.uploadConcurrency ?? Math.min(16, Math.max(4, 4 * availableParallelism()));
     this.capabilities = { conditionalWrites: options.conditionalWrites ?? true, localPaths: false };
+    this.ingestLimit = options.ingestLimit;
     this.description = `s3://${this.bucket}/${this.prefix}`;
   }
 
@@ -150,14 +156,11 @@ export class S3Store implements ObjectStore {
     }
   }
 
+  /** An ingested segment's file: the Athena sink's fixed 16 MiB parts, every request through the auto-tuned upload limit. */
   async putFileIfAbsent(key: string, localPath: string): Promise<boolean> {
-    try {
-      await this.putFile(key, localPath);
-      return true;
-    } catch (error) {
-      if (error instanceof LakeswapError && error.code === "CONFLICT") return false;
-      throw error;
-    }
+    this.ingestLimit ??= uploadLimitFromEnv(process.env);
+    const { outcome } = await uploadFileOnce({ client: this.client, bucket: this.bucket, key: this.fullKey(assertKey(key)), file: localPath, limit: this.ingestLimit });
+    return outcome === "created";
   }
 
   async putFile(key: string, localPath: string): Promise<void> {

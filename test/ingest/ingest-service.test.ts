@@ -10,6 +10,9 @@ import { IngestService, namespaceTable } from "../../src/ingest/ingest-service.j
 import { Metrics } from "../../src/ingest/metrics.js";
 import { defineTable } from "../../src/core/table.js";
 import { parsePartitionPath } from "../../src/core/partition.js";
+import { resolveAwsTarget } from "../../src/config/aws-config.js";
+import { AdaptiveLimit } from "../../src/ingest/adaptive-limit.js";
+import { openAwsLake } from "../../src/open-lake.js";
 import { resolvePipelineConfig } from "../../src/config/pipeline-config.js";
 import { Pipeline } from "../../src/core/pipeline.js";
 import { parse as parseYaml } from "yaml";
@@ -311,6 +314,46 @@ describe("an ingested namespace's Glue table", () => {
     } finally {
       await lake.close();
       await backend.cleanup();
+    }
+  });
+});
+
+describe("the collector's auto-tuned limits on AWS", () => {
+  it("grows the upload limit while uploads succeed, and halves it and the Glue limit when S3 and Glue throttle; every event lands", async () => {
+    const backend = await awsBackend();
+    const env = { ...process.env, ...backend.cliEnv };
+    const target = { ...resolveAwsTarget(undefined, env, "test"), glueEndpoint: backend.services.glue.endpoint, athenaEndpoint: backend.services.athena.endpoint };
+    const moves: Record<"upload" | "glue", string[]> = { upload: [], glue: [] };
+    const limits = {
+      upload: new AdaptiveLimit({ name: "S3 uploads", initial: 1, max: 4, baseDelayMs: 1, onChange: (n, change) => moves.upload.push(`${change} ${n}`) }),
+      glue: new AdaptiveLimit({ name: "Glue calls", initial: 2, max: 8, baseDelayMs: 1, onChange: (n, change) => moves.glue.push(`${change} ${n}`) }),
+    };
+    const lake = await openAwsLake(target, {}, limits);
+    const walDir = await mkdtemp(path.join(os.tmpdir(), "lakeswap-wal-"));
+    const service = await IngestService.open({ pipeline: pipelineOf(walDir), lake, deadLetterLake: lake, metrics: new Metrics(), log: () => undefined, limits });
+    try {
+      // Events over 12 days: one file per day, uploaded together through the limit.
+      const days = (offset: number) =>
+        Array.from({ length: 120 }, (_, i) => ({ event_id: `e${offset + i}`, ts: `2026-10-${String(1 + (i % 12)).padStart(2, "0")}T10:00:00Z` }));
+      await service.accept({ pipeline: "events", namespace: "pageviews", body: ndjson(days(0)), format: "ndjson" });
+      await service.flush();
+      expect(moves.upload.filter((m) => m.startsWith("grew")).length).toBeGreaterThan(0);
+      const grown = limits.upload.current;
+      expect(grown).toBeGreaterThan(1);
+      // S3 answers SlowDown to two uploads, Glue throttles one registration: both limits halve, the calls are retried.
+      backend.services.s3.failNext("PutObject", { status: 503, code: "SlowDown", key: "pageviews/", times: 2 });
+      backend.services.glue.failNext("BatchCreatePartition", { error: "ThrottlingException" });
+      await service.accept({ pipeline: "events", namespace: "pageviews", body: ndjson(days(1000).map((e) => ({ ...e, ts: e.ts.replace("2026-10", "2026-09") }))), format: "ndjson" });
+      await service.flush();
+      expect(moves.upload).toContain(`halved ${Math.max(1, Math.floor(grown / 2))}`);
+      expect(moves.glue.filter((m) => m.startsWith("halved"))).toHaveLength(1);
+      expect(service.health().detail).toMatchObject({ glueConcurrency: limits.glue.current, uploadConcurrency: limits.upload.current });
+      expect(Number((await rowsOf(lake, "SELECT count(DISTINCT event_id) AS n FROM pageviews"))[0]?.n)).toBe(240);
+    } finally {
+      await service.close();
+      await lake.close();
+      await backend.cleanup();
+      await rm(walDir, { recursive: true, force: true });
     }
   });
 });
