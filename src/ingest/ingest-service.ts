@@ -155,7 +155,7 @@ export class IngestService implements IngestHandler {
     }
     const receivedAt = Date.now();
     const header = Buffer.from(`${JSON.stringify({ v: 1, ns: request.namespace, t: receivedAt, n: events } satisfies RecordHeader)}\n`);
-    const position = await this.wal.append(Buffer.concat([header, lines]));
+    const position = await this.wal.append([header, lines]);
     if (!this.firstReceived.has(position.segment)) this.firstReceived.set(position.segment, receivedAt);
     this.counts.accepted += events;
     return { accepted: events };

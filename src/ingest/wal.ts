@@ -55,7 +55,9 @@ export interface WalRecovery {
 
 interface Pending {
   readonly header: Buffer;
-  readonly payload: Buffer;
+  /** The payload, in the parts it was given in (written as they are, never copied together). */
+  readonly parts: readonly Buffer[];
+  readonly length: number;
   readonly resolve: (position: WalPosition) => void;
   readonly reject: (error: unknown) => void;
 }
@@ -131,21 +133,26 @@ export class WriteAheadLog {
    * Appends one record; resolves with its position once it is on disk (written and fdatasynced). Appends resolve
    * in call order. `payload` must not change until then (its checksum is taken now, its bytes written later).
    */
-  append(payload: Buffer): Promise<WalPosition> {
+  append(payload: Buffer | readonly Buffer[]): Promise<WalPosition> {
     const refusal = this.refusal();
     if (refusal) return Promise.reject(refusal);
-    if (payload.length > WAL_MAX_PAYLOAD_BYTES) {
+    // A payload in parts (a record's header and a request's body) is one record, written without joining the parts.
+    const parts = Buffer.isBuffer(payload) ? [payload] : payload;
+    const length = parts.reduce((sum, part) => sum + part.length, 0);
+    if (length > WAL_MAX_PAYLOAD_BYTES) {
       return Promise.reject(
         new InvalidInputError(
-          `a write-ahead log record holds at most ${WAL_MAX_PAYLOAD_BYTES} bytes (64 MiB), this one has ${payload.length}: send the events in smaller requests`,
+          `a write-ahead log record holds at most ${WAL_MAX_PAYLOAD_BYTES} bytes (64 MiB), this one has ${length}: send the events in smaller requests`,
         ),
       );
     }
     const header = Buffer.allocUnsafe(HEADER_BYTES);
-    header.writeUInt32LE(payload.length, 0);
-    header.writeUInt32LE(crc32c(payload, crc32c(header, 0, 0, 4)), 4);
+    header.writeUInt32LE(length, 0);
+    let crc = crc32c(header, 0, 0, 4);
+    for (const part of parts) crc = crc32c(part, crc);
+    header.writeUInt32LE(crc, 4);
     return new Promise<WalPosition>((resolve, reject) => {
-      this.queue.push({ header, payload, resolve, reject });
+      this.queue.push({ header, parts, length, resolve, reject });
       if (!this.roundScheduled) {
         this.roundScheduled = true;
         void this.serially(() => this.writeRound());
@@ -264,13 +271,11 @@ export class WriteAheadLog {
     this.queue = [];
     if (this.failure) return rejectAll(round, this.failure);
     const active = this.active;
-    const buffers = new Array<Buffer>(round.length * 2);
+    const buffers: Buffer[] = [];
     let bytes = 0;
-    for (let i = 0; i < round.length; i += 1) {
-      const pending = round[i] as Pending;
-      buffers[2 * i] = pending.header;
-      buffers[2 * i + 1] = pending.payload;
-      bytes += HEADER_BYTES + pending.payload.length;
+    for (const pending of round) {
+      buffers.push(pending.header, ...pending.parts);
+      bytes += HEADER_BYTES + pending.length;
     }
     try {
       await writeAll(active.fd, buffers, active.size, bytes);
@@ -284,7 +289,7 @@ export class WriteAheadLog {
     this.totalBytes += bytes;
     for (const pending of round) {
       pending.resolve({ segment: active.id, offset });
-      offset += HEADER_BYTES + pending.payload.length;
+      offset += HEADER_BYTES + pending.length;
     }
     if (active.size >= this.options.segmentMaxBytes) await this.sealActive().catch(() => undefined);
   }
