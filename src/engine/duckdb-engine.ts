@@ -537,7 +537,7 @@ export class DuckDbEngine implements Engine, Landing {
     return this.withConnection(async (connection) => {
       try {
         // Named before it is read, and checked unchanged after: the id then names exactly the rows landed.
-        const { id } = await this.deliveryId(files);
+        const id = request.id ?? (await this.deliveryId(files)).id;
         const states = (await fileStates(files)).map(stateText);
         await landDelivery(connection, { ...request, partition, files }, tables);
         const keys = request.partition.map((p) => p.key);

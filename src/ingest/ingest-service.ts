@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { isUtf8 } from "node:buffer";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, open, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import type { IngestNamespaceConfig, IngestPipelineConfig } from "../config/ingest-config.js";
@@ -258,8 +258,9 @@ export class IngestService implements IngestHandler {
           continue;
         }
         const file = path.join(work, `${name}.jsonl`);
-        await writeFile(file, Buffer.concat(group.bodies));
+        await writeParts(file, group.bodies);
         const delivery = await this.options.lake.landDelivery({
+          id: `${segment}-${name}`,
           files: [file],
           format: "jsonl",
           header: false,
@@ -337,6 +338,7 @@ export class IngestService implements IngestHandler {
   private async landDeadLetters(segment: string, sequence: number, label: string, file: string): Promise<number> {
     const lake = this.options.deadLetterLake;
     const delivery = await lake.landDelivery({
+      id: `${segment}-${label}`,
       files: [file],
       format: "jsonl",
       header: false,
@@ -495,6 +497,23 @@ function jsonArrayLines(body: Buffer): { lines: Buffer; events: number } {
   const items = Array.isArray(value) ? value : [value];
   if (items.length === 0) return { lines: Buffer.alloc(0), events: 0 };
   return { lines: Buffer.from(`${items.map((item) => JSON.stringify(item)).join("\n")}\n`), events: items.length };
+}
+
+/** Writes the parts one after the other into a new file (one writev, no copy of them joined). */
+async function writeParts(file: string, parts: readonly Buffer[]): Promise<void> {
+  const handle = await open(file, "wx");
+  try {
+    let index = 0;
+    while (index < parts.length) {
+      const batch = parts.slice(index, index + 512);
+      const bytes = batch.reduce((sum, part) => sum + part.length, 0);
+      const { bytesWritten } = await handle.writev(batch);
+      if (bytesWritten !== bytes) await handle.write(Buffer.concat(batch).subarray(bytesWritten));
+      index += batch.length;
+    }
+  } finally {
+    await handle.close();
+  }
 }
 
 /** The sequence number of a segment id (`<log id>-<number>`). */

@@ -133,6 +133,11 @@ export interface LandRequest {
    */
   readonly unknownFields?: { readonly mode: "keep" | "deadletter"; readonly column?: string };
   /**
+   * The delivery's id when the caller names it (an ingested segment: its id names its bytes, which the collector
+   * wrote itself); then the files are not hashed to name it.
+   */
+  readonly id?: string;
+  /**
    * The raw table, when every partition of the delivery is expected to be
    * built (a first load, a full refresh): landing then writes every
    * partition's files while it signs the rows, in the same pass over the

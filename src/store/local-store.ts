@@ -173,7 +173,17 @@ export class LocalStore implements ObjectStore {
     const target = this.localPath(key);
     // The file's bytes are made durable first; its link then appears whole, or fails with EEXIST, atomically.
     const temp = await whenFull(key, target, async () => {
-      const copy = await this.writeTemp(await fs.readFile(localPath));
+      const dir = path.join(this.root, TEMP_DIR);
+      await fs.mkdir(dir, { recursive: true });
+      const copy = path.join(dir, `${process.pid}-${randomBytes(6).toString("hex")}.tmp`);
+      try {
+        // Copied by the kernel (never through lakeswap's memory), then made durable before it is linked into place.
+        await fs.copyFile(localPath, copy, fsCallbacks.constants.COPYFILE_EXCL);
+        await fsyncPath(copy);
+      } catch (error) {
+        await fs.rm(copy, { force: true });
+        throw error;
+      }
       return copy;
     });
     try {
