@@ -248,11 +248,18 @@ export function resolveIngest(input: IngestInput, context: IngestContext): Resol
     return { kind: "athena", name, aws: resolveAwsTarget(sink?.Athena, context.env, `data_sinks.${name}.Athena`) };
   };
 
+  // A pipeline without data_sink writes where the datasets run: the data sink `target:` names, else the only one
+  // declared; with none declared, the embedded lake. With several and no target, it must name one.
+  const targetName = context.target?.replace(/^data_sinks\./, "");
+  const defaultDataName = targetName !== undefined && dataSinkNames.includes(targetName) ? targetName : dataSinkNames.length === 1 ? dataSinkNames[0] : undefined;
   const writtenTo = new Set<string | undefined>();
   const pipelines = Object.entries(input.pipelines ?? {}).map(([name, pipeline]): IngestPipelineConfig => {
     const at = `pipelines.${name}`;
     wrapAt("pipelines", () => assertIdentifier("pipeline name", name));
-    const dataName = pipeline.data_sink !== undefined ? reference(pipeline.data_sink, "data_sinks", dataSinkNames, `${at}.data_sink`, context) : undefined;
+    if (pipeline.data_sink === undefined && defaultDataName === undefined && dataSinkNames.length > 1) {
+      throw new InvalidInputError(`${at}.data_sink: several data sinks are declared (${dataSinkNames.join(", ")}): name the one this pipeline writes to (data_sink: data_sinks.<name>), or set target:`);
+    }
+    const dataName = pipeline.data_sink !== undefined ? reference(pipeline.data_sink, "data_sinks", dataSinkNames, `${at}.data_sink`, context) : defaultDataName;
     const schemaName =
       pipeline.schema_sink !== undefined ? reference(pipeline.schema_sink, "schema_sinks", schemaSinks.map(([n]) => n), `${at}.schema_sink`, context) : undefined;
     const deadletterName =

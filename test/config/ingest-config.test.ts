@@ -222,11 +222,19 @@ schema_sinks:
   it.each([
     ["an undefined data sink", { data_sink: "data_sinks.landing" }, "pipelines.events.data_sink: data_sinks.landing is not defined; defined data sinks: warehouse, local"],
     ["an undefined schema sink", { data_sink: "warehouse", schema_sink: "schema_sinks.glue" }, "pipelines.events.schema_sink: schema_sinks.glue is not defined; defined schema sinks: catalog"],
-    ["a misspelt dead-letter sink", { deadletter_sink: "data_sinks.warehose" }, "pipelines.events.deadletter_sink: data_sinks.warehose is not defined (did you mean 'warehouse'?); defined data sinks: warehouse, local"],
+    ["a misspelt dead-letter sink", { data_sink: "warehouse", deadletter_sink: "data_sinks.warehose" }, "pipelines.events.deadletter_sink: data_sinks.warehose is not defined (did you mean 'warehouse'?); defined data sinks: warehouse, local"],
     ["a schema sink given as a data sink", { data_sink: "schema_sinks.catalog" }, "pipelines.events.data_sink: 'schema_sinks.catalog' is a schema sink, but this key takes a data sink: write data_sinks.<name> (defined data sinks: warehouse, local)"],
     ["a reference of another kind", { data_sink: "buckets.warehouse" }, "pipelines.events.data_sink: 'buckets.warehouse' is not a data sink reference: write data_sinks.<name>"],
   ])("refuse %s, naming the defined sinks", (_what, pipeline, message) => {
     expect(withPipeline(pipeline)).toThrow(`lakeswap.yaml: ${message}`);
+  });
+
+  it("write a pipeline without data_sink where the datasets run: the only data sink, or target:; with several and no target, ask", () => {
+    const only = resolveObject({ data_sinks: { warehouse: structuredClone(sinks.data_sinks.warehouse) }, pipelines: { events: {} } })();
+    expect(only.ingest[0]!.dataSink).toMatchObject({ kind: "athena", name: "warehouse" });
+    const targeted = resolveObject({ ...structuredClone(sinks), target: "local", pipelines: { events: {} } })();
+    expect(targeted.ingest[0]!.dataSink).toMatchObject({ kind: "local", name: "local" });
+    expect(withPipeline({})).toThrow(/pipelines\.events\.data_sink: several data sinks are declared \(warehouse, local\): name the one this pipeline writes to/);
   });
 
   it("check a schema sink's reference even where a Local data sink ignores it", () => {
