@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { promises as fs, readFileSync, readlinkSync } from "node:fs";
+import { promises as fs, readFileSync, readlinkSync, type Dirent } from "node:fs";
 import path from "node:path";
 import { InvalidInputError, LakeswapError, errorMessage } from "../core/errors.js";
 import { faultPoint } from "../core/faults.js";
@@ -155,27 +155,10 @@ export class LocalCatalog implements Catalog {
 
   /** The registered partitions of an ingested table: its state files, `_lakeswap/pointers/<table>/<partition path>.json`. */
   private async ingestPointers(table: TableDefinition): Promise<Pointer[]> {
-    const root = path.join(this.root, META, "pointers", table.name);
-    const partitions: Partition[] = [];
-    const walk = async (dir: string, depth: number, parts: string[]): Promise<void> => {
-      let entries;
-      try {
-        entries = await lightFs.readdirTyped(dir);
-      } catch (error) {
-        if (isCode(error, "ENOENT")) return;
-        throw error;
-      }
-      const key = table.partitionKeys[depth];
-      for (const entry of entries) {
-        if (!entry.name.startsWith(`${key}=`)) continue;
-        if (depth === table.partitionKeys.length - 1) {
-          if (entry.isFile() && entry.name.endsWith(".json")) partitions.push(parsePartitionPath([...parts, entry.name.slice(0, -".json".length)].join("/"), table.partitionKeys));
-        } else if (entry.isDirectory()) {
-          await walk(path.join(dir, entry.name), depth + 1, [...parts, entry.name]);
-        }
-      }
-    };
-    await walk(root, 0, []);
+    // A state file per partition, in folders of the keys above the last: `p_year=2026/p_month=12/p_day=01.json`.
+    const partitions = await walkPartitions(path.join(this.root, META, "pointers", table.name), table.partitionKeys, (entry) =>
+      entry.isFile() && entry.name.endsWith(".json") ? entry.name.slice(0, -".json".length) : undefined,
+    );
     const pointers = await Promise.all(partitions.map((partition) => this.ingestPointer(table, partition)));
     return pointers.filter((p): p is Pointer => p !== undefined).sort((a, b) => compare(partitionPath(a.partition), partitionPath(b.partition)));
   }
@@ -186,28 +169,8 @@ export class LocalCatalog implements Catalog {
       const pointer = await this.getPointer(table, WHOLE_TABLE);
       return pointer ? [pointer] : [];
     }
-    const partitions: Partition[] = [];
-    const walk = async (dir: string, depth: number, parts: string[]): Promise<void> => {
-      let entries;
-      try {
-        entries = await lightFs.readdirTyped(dir);
-      } catch (error) {
-        if (isCode(error, "ENOENT")) return;
-        throw error;
-      }
-      for (const entry of entries) {
-        if (entry.name === RUNS || !entry.name.includes("=")) continue;
-        const key = table.partitionKeys[depth];
-        if (!entry.name.startsWith(`${key}=`)) continue;
-        if (depth === table.partitionKeys.length - 1) {
-          if (!entry.isSymbolicLink()) continue;
-          partitions.push(parsePartitionPath([...parts, entry.name].join("/"), table.partitionKeys));
-        } else if (entry.isDirectory()) {
-          await walk(path.join(dir, entry.name), depth + 1, [...parts, entry.name]);
-        }
-      }
-    };
-    await walk(path.join(this.root, table.name), 0, []);
+    // A pointer is a link named after the last key, in folders of the keys above it (its runs are under _runs/).
+    const partitions = await walkPartitions(path.join(this.root, table.name), table.partitionKeys, (entry) => (entry.isSymbolicLink() ? entry.name : undefined));
     // Each pointer is a link and a state file of a few hundred bytes: read synchronously, they cost microseconds each
     // (through the thread pool, a round trip each: ten times as much).
     const pointers: Pointer[] = [];
@@ -420,6 +383,34 @@ export class LocalCatalog implements Catalog {
   private stateFile(table: TableDefinition, partition: Partition): string {
     return path.join(this.root, META, "pointers", table.name, `${partitionPath(partition) || WHOLE_TABLE_STATE}.json`);
   }
+}
+
+/**
+ * The partitions found under `root`, one folder level per partition key (`p_year=2026/p_month=12/`); at the last
+ * level `leaf` names the partition's last `key=value` of an entry (a link, a state file) or skips it.
+ */
+async function walkPartitions(root: string, keys: readonly string[], leaf: (entry: Dirent) => string | undefined): Promise<Partition[]> {
+  const partitions: Partition[] = [];
+  const walk = async (dir: string, depth: number, parts: string[]): Promise<void> => {
+    let entries;
+    try {
+      entries = await lightFs.readdirTyped(dir);
+    } catch (error) {
+      if (isCode(error, "ENOENT")) return;
+      throw error;
+    }
+    for (const entry of entries) {
+      if (!entry.name.startsWith(`${keys[depth]}=`)) continue;
+      if (depth === keys.length - 1) {
+        const name = leaf(entry);
+        if (name !== undefined) partitions.push(parsePartitionPath([...parts, name].join("/"), keys));
+      } else if (entry.isDirectory()) {
+        await walk(path.join(dir, entry.name), depth + 1, [...parts, entry.name]);
+      }
+    }
+  };
+  await walk(root, 0, []);
+  return partitions;
 }
 
 /** The target of a pointer link that could not be read: undefined where there is none, else the error, named. */

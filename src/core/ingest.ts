@@ -67,7 +67,8 @@ export async function registerSegment(
   await ctx.leaseCheck(table.name);
   const tallied = await mapLimited(contributions, 8, async (contribution) => {
     const key = ingestTallyKey(table.name, contribution.partition);
-    const before = await readTally(ctx, key);
+    // The partition's tally and its registration, read together (a few partitions at a time, each read once).
+    const [before, current] = await Promise.all([readTally(ctx, key), ctx.catalog.getPointer(table, contribution.partition)]);
     const alreadyCounted = (before.counted[segment.collector] ?? -1) >= segment.sequence;
     const tally: Tally = alreadyCounted
       ? before
@@ -79,13 +80,12 @@ export async function registerSegment(
           counted: { ...before.counted, [segment.collector]: segment.sequence },
         };
     if (!alreadyCounted) await ctx.store.put(key, `${JSON.stringify(tally)}\n`);
-    return { contribution, tally, alreadyCounted };
+    return { contribution, tally, alreadyCounted, current };
   });
   const moves: PointerMove[] = [];
   const results: RegisteredPartition[] = [];
-  for (const { contribution, tally, alreadyCounted } of tallied) {
+  for (const { contribution, tally, alreadyCounted, current } of tallied) {
     const signature = finishRawSignature(table.columns, tally.rows, BigInt(tally.upper), BigInt(tally.lower));
-    const current = await ctx.catalog.getPointer(table, contribution.partition);
     results.push({ partition: partitionPath(contribution.partition), rows: tally.rows, signature, created: current === undefined, alreadyCounted });
     if (current?.signature === signature) continue;
     moves.push({ partition: contribution.partition, runId: newRunIdAfter(current?.runId), previousRunId: current?.runId, signature, kind: "swap" });

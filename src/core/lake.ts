@@ -130,6 +130,9 @@ export type ProgressListener = (event: { readonly done: number; readonly total: 
  * modules beside it (swap, gc, rollback, history, runs, lease), written once
  * over the ports.
  */
+/** Files of one ingested segment stored at the same time. */
+const INGEST_FILES_AT_ONCE = 64;
+
 export class Lake {
   private readonly store: ObjectStore;
   private readonly catalog: Catalog;
@@ -342,25 +345,27 @@ export class Lake {
   }
 
   /**
-   * Stores one segment file of an ingested partition at `<table>/<partition>/<fileId>.parquet`, exactly once:
-   * a retry after a crash finds the object there and checks that it holds the same rows (its footer's count).
+   * Stores the files of one segment of an ingested table, one per partition at `<table>/<partition>/<fileId>.parquet`,
+   * each exactly once and a few at a time (on S3 the store's upload limit decides how many requests are in flight):
+   * a retry after a crash finds an object there and checks that it holds the same rows (its footer's count).
    */
-  async storeIngestedFile(tableName: string, partition: Partition, fileId: string, localPath: string, rows: number): Promise<"created" | "exists"> {
+  async storeIngestedFiles(tableName: string, files: readonly { readonly partition: Partition; readonly fileId: string; readonly file: string; readonly rows: number }[]): Promise<void> {
     const table = await this.table(tableName);
     if (!table.ingest) throw new LakeswapError("CONFLICT", `table '${table.name}' is not an ingested table; events cannot be written to it`);
-    if (!/^[A-Za-z0-9_-]{1,128}$/.test(fileId)) throw new InvalidInputError(`'${fileId}' is not a segment file id (letters, digits, '_', '-')`);
-    const key = `${ingestPartitionPrefix(table, partition)}${fileId}.parquet`;
-    if (await this.store.putFileIfAbsent(key, localPath)) return "created";
-    const [existing] = await this.store.list(key);
-    const [found] = existing ? await this.landing.countFileRows([{ key, size: existing.size }]) : [undefined];
-    if (found !== rows) {
-      throw new LakeswapError(
-        "CONFLICT",
-        `${this.store.description}/${key} already exists with ${found ?? "unreadable"} rows, not the ${rows} this segment holds; two collectors may share one write-ahead log id. ` +
-          "The segment stays in the log; move the object away after checking it, and the collector retries",
-      );
-    }
-    return "exists";
+    await mapLimited(files, INGEST_FILES_AT_ONCE, async ({ partition, fileId, file, rows }) => {
+      if (!/^[A-Za-z0-9_-]{1,128}$/.test(fileId)) throw new InvalidInputError(`'${fileId}' is not a segment file id (letters, digits, '_', '-')`);
+      const key = `${ingestPartitionPrefix(table, partition)}${fileId}.parquet`;
+      if (await this.store.putFileIfAbsent(key, file)) return;
+      const [existing] = await this.store.list(key);
+      const [found] = existing ? await this.landing.countFileRows([{ key, size: existing.size }]) : [undefined];
+      if (found !== rows) {
+        throw new LakeswapError(
+          "CONFLICT",
+          `${this.store.description}/${key} already exists with ${found ?? "unreadable"} rows, not the ${rows} this segment holds; two collectors may share one write-ahead log id. ` +
+            "The segment stays in the log; move the object away after checking it, and the collector retries",
+        );
+      }
+    });
   }
 
   /** Registers what one segment added to an ingested table (tallies, then pointers with signatures), under the table's lease. */

@@ -9,16 +9,12 @@ import { faultPoint } from "../core/faults.js";
 import type { SegmentContribution } from "../core/ingest.js";
 import type { Lake } from "../core/lake.js";
 import { partitionPath } from "../core/partition.js";
-import { mapLimited } from "../core/runs.js";
 import { defineTable, type TableDefinition } from "../core/table.js";
 import type { LandedDelivery } from "../landing/landing.js";
 import { BackpressureError, type IngestHandler, type IngestRequest } from "./http-server.js";
 import type { AdaptiveLimit } from "./adaptive-limit.js";
 import type { Metrics } from "./metrics.js";
 import { WriteAheadLog, type WalRecord } from "./wal.js";
-
-/** Files of one segment stored at the same time (their requests are limited further by the store's upload limit). */
-const UPLOADS_AT_ONCE = 64;
 
 /** The columns of a pipeline's dead-letter table (named after the pipeline), partitioned by the day the event was received. */
 export const DEAD_LETTER_COLUMNS = [
@@ -298,9 +294,9 @@ export class IngestService implements IngestHandler {
     if (delivery.partitions.length === 0) return 0;
     const dir = await mkdtemp(path.join(work, `${table.name}-`));
     const files = await lake.writeLandedFiles({ table, delivery, dir });
-    // All at once: on S3 the upload limit decides how many requests are in flight (and learns from their throttling).
-    await mapLimited(files, UPLOADS_AT_ONCE, (file) =>
-      lake.storeIngestedFile(table.name, file.partition, segmentFileId(segment, table.name, partitionPath(file.partition)), file.file, file.rows),
+    await lake.storeIngestedFiles(
+      table.name,
+      files.map((file) => ({ partition: file.partition, fileId: segmentFileId(segment, table.name, partitionPath(file.partition)), file: file.file, rows: file.rows })),
     );
     const contributions: SegmentContribution[] = delivery.partitions.map((p) => {
       if (!p.lanes) throw new LakeswapError("STORE_ERROR", `the landing gave no signature lanes for ${table.name}/${partitionPath(p.partition)}`);

@@ -64,7 +64,11 @@ export class LocalStore implements ObjectStore {
 
   async putIfAbsent(key: string, body: Uint8Array | string): Promise<boolean> {
     const target = this.localPath(key);
-    const temp = await whenFull(key, target, () => this.writeTemp(body));
+    return this.linkIfAbsent(key, target, await whenFull(key, target, () => this.writeTemp(body)));
+  }
+
+  /** Links a durable temporary file in at `target` unless something is there; the temporary file goes either way. */
+  private async linkIfAbsent(key: string, target: string, temp: string): Promise<boolean> {
     try {
       // link(2) fails with EEXIST atomically, and the object appears with its whole content.
       const created = await intoFolder(target, this.root, () => fs.link(temp, target));
@@ -186,16 +190,7 @@ export class LocalStore implements ObjectStore {
       }
       return copy;
     });
-    try {
-      const created = await intoFolder(target, this.root, () => fs.link(temp, target));
-      await this.syncFolders(path.dirname(target), created);
-      return true;
-    } catch (error) {
-      if (isCode(error, "EEXIST")) return false;
-      throw noSpaceError(key, target, error) ?? error;
-    } finally {
-      await fs.rm(temp, { force: true });
-    }
+    return this.linkIfAbsent(key, target, temp);
   }
 
   async putFile(key: string, localPath: string): Promise<void> {
