@@ -9,6 +9,8 @@ import { printable } from "../core/sql.js";
 import { transformFingerprint } from "../core/signature.js";
 import { normalizeColumnType, type Column } from "../core/table.js";
 import type { SinkSpec } from "../sinks/sink.js";
+import type { HttpSource } from "../sources/source.js";
+import { parseDuration } from "../core/duration.js";
 import type { AwsTarget } from "./aws-config.js";
 import { ingestSchemas, resolveIngest, type IngestPipelineConfig } from "./ingest-config.js";
 
@@ -28,6 +30,38 @@ const columnsSchema = z
   .record(identifier, columnType)
   .describe("declared columns, in order: name -> type, or name -> {type, nullable}");
 
+const httpSourceSchema = z
+  .object({
+    url: z
+      .string()
+      .min(1)
+      .describe("the URL of one partition: {{ date }} (the contract key) takes the day, ${VAR} an environment variable, e.g. https://api.example.com/report?date={{ date }}"),
+    headers: z
+      .record(z.string().regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/, "a header name: letters, digits and - _ . only"), z.string())
+      .default({})
+      .describe("request headers; ${VAR} takes an environment variable and is never printed, e.g. Authorization: Bearer ${TOKEN}"),
+    rows: z.string().default("rows").describe("the path to the rows array in each page, e.g. rows or data.items ($ for the body itself); missing or null: no rows"),
+    fields: z.record(identifier, z.string().min(1)).default({}).describe("column -> path inside a row, e.g. sessions: metricValues[0].value (default: the field named like the column)"),
+    pagination: z
+      .union([
+        z.object({ next_url: z.string().min(1).describe("the path to the next page's URL in each page") }).strict(),
+        z
+          .object({
+            cursor: z.string().min(1).describe("the path to the next page's cursor in each page"),
+            param: z.string().min(1).describe("the query parameter the cursor is sent back in"),
+          })
+          .strict(),
+      ])
+      .optional()
+      .describe("how to follow pages to the end: {next_url: <path>} or {cursor: <path>, param: <name>}; none: one page"),
+    requests_per_second: z.number().positive().max(10_000).optional().describe("at most this many requests a second, all partitions together"),
+    timeout: z.string().default("30s").describe("the longest one request may take, e.g. 30s"),
+    max_attempts: z.number().int().min(1).max(20).default(5).describe("attempts per request: 429, 5xx, timeouts and network errors are retried with backoff and jitter, honouring Retry-After"),
+    max_pages: z.number().int().min(1).max(1_000_000).default(10_000).describe("pages per partition at most (a pagination loop stops with an error)"),
+    concurrency: z.number().int().min(1).max(32).default(4).describe("partitions fetched at the same time"),
+  })
+  .strict();
+
 const sourceSchema = z
   .object({
     format: z.enum(["csv", "jsonl", "parquet"]).optional().describe("the source files' format"),
@@ -39,6 +73,23 @@ const sourceSchema = z
       .describe("events collected by lakeswap serve / lakeswap ingest, <pipeline>.<namespace>: the raw layer is that namespace's ingested table (instead of format and path)"),
     header: z.boolean().default(true).describe("CSV only: the first line holds column names"),
     delimiter: z.string().length(1).default(",").describe("CSV only: the field delimiter"),
+    http: httpSourceSchema.optional().describe("a JSON API asked for one partition (one day) at a time, instead of format and path"),
+    contract: identifier
+      .optional()
+      .describe("the partition key whose value the source is asked for, a day as YYYY-MM-DD (http: default date); with a file source and lookback_days, the partition key that holds the day"),
+    replace_partition: z
+      .boolean()
+      .optional()
+      .describe("each partition the source returns replaces the lake's as a unit (a new run swapped in, never delete-then-write); http sources always do"),
+    lookback_days: z
+      .number()
+      .int()
+      .min(0)
+      .max(3660)
+      .optional()
+      .describe("every sync takes today and this many days before it (an API restates recent days); older days are settled and never rewritten"),
+    timezone: z.string().min(1).optional().describe("the zone 'today' is taken in, an IANA name such as Europe/Berlin (default UTC)"),
+    allow_empty: z.boolean().default(false).describe("a day the source now returns without rows is swapped to empty; without it such a day keeps its rows and is reported"),
   })
   .strict();
 
@@ -191,11 +242,29 @@ export interface UpsertConfig {
   readonly deleteFlag?: string;
 }
 
+/**
+ * Which days a sync takes from a source (`lookback_days`, and every http source): today in `timezone` (or the
+ * sync's --as-of day) and the `lookbackDays` days before it, as values of partition key `key` (YYYY-MM-DD).
+ */
+export interface LookbackWindow {
+  readonly key: string;
+  readonly lookbackDays: number;
+  readonly timezone: string;
+  /** A day the source returns without rows is swapped to empty (otherwise it keeps its rows and is reported). */
+  readonly allowEmpty: boolean;
+}
+
 /** A dataset, resolved: its raw layer and its derived layers in build order. */
 export interface DatasetConfig {
   readonly name: string;
   /** The delivery's files (for an ingested dataset: none, and never read). */
   readonly source: { readonly format: "csv" | "jsonl" | "parquet"; readonly path: string; readonly header: boolean; readonly delimiter: string };
+  /** `source: {http: ...}`: each sync fetches the window's days from a JSON API; its one partition key is `window.key`. */
+  readonly http?: HttpSource;
+  /** The days a sync takes (http sources, and file sources with lookback_days). */
+  readonly window?: LookbackWindow;
+  /** Set by a sync for the days its http source returned: the JSONL files landed instead of `source.path`. */
+  readonly fetchedFiles?: readonly string[];
   /** `source: {ingest: <pipeline>.<namespace>}`: the raw layer is that namespace's ingested table, filled by lakeswap serve / ingest; a sync only builds the layers. */
   readonly ingested?: { readonly pipeline: string; readonly namespace: string };
   readonly table: string;
@@ -303,13 +372,22 @@ type DatasetInput = z.output<typeof datasetSchema>;
 function resolveDataset(name: string, dataset: DatasetInput, dir: string, pipelines: readonly IngestPipelineConfig[]): DatasetConfig {
   const at = `datasets.${name}`;
   const ingested = dataset.source.ingest !== undefined ? ingestedSource(at, dataset, pipelines) : undefined;
-  if (!ingested && (dataset.source.format === undefined || dataset.source.path === undefined)) {
-    throw new InvalidInputError(`${at}.source: give format and path (the delivery's files), or ingest: <pipeline>.<namespace> (events collected by lakeswap serve)`);
+  const http = dataset.source.http !== undefined ? httpSource(at, dataset) : undefined;
+  if (!ingested && !http && (dataset.source.format === undefined || dataset.source.path === undefined)) {
+    throw new InvalidInputError(
+      `${at}.source: give format and path (the delivery's files), http: {url: ...} (a JSON API asked one day at a time), or ingest: <pipeline>.<namespace> (events collected by lakeswap serve)`,
+    );
   }
   if (!ingested && dataset.columns === undefined) throw new InvalidInputError(`${at}.columns: declare the delivery's columns, e.g. columns: {order_id: BIGINT, order_ts: TIMESTAMP}`);
   const columns = ingested ? ingested.columns : resolveColumns(dataset.columns ?? {}, `${at}.columns`);
   const names = columns.map((c) => c.name);
-  const partition = ingested ? ingested.partition : Object.entries(dataset.partition).map(([key, expression]) => ({ key, expression }));
+  // An http source's one partition key is its contract key, whose value is the day asked for: the sync fills in
+  // which file holds which day (the expression here is never evaluated).
+  const partition = ingested
+    ? ingested.partition
+    : http
+      ? [{ key: http.key, expression: "NULL" }]
+      : Object.entries(dataset.partition).map(([key, expression]) => ({ key, expression }));
   if (partition.length === 0 && dataset.write === "partition_replace") {
     throw new InvalidInputError(
       `${at}.partition: declare at least one partition key, e.g. day: strftime(order_ts, '%Y-%m-%d'); or, for a table that is replaced as a whole, write: replace (without partition)`,
@@ -322,6 +400,7 @@ function resolveDataset(name: string, dataset: DatasetInput, dir: string, pipeli
     wrapAt(`${at}.partition.${key.slice(0, 40)}`, () => assertPartitionKey(key));
     if (names.includes(key)) throw new InvalidInputError(`${at}.partition.${key}: '${key}' is also a column; a partition key's value comes from the path, so name it differently`);
   }
+  const window = lookbackWindow(at, dataset, partition.map((p) => p.key), http?.key);
   const signature = dataset.signature ?? {};
   if (signature.columns && signature.ignore) {
     throw new InvalidInputError(`${at}.signature: give either columns or ignore, not both`);
@@ -398,6 +477,8 @@ function resolveDataset(name: string, dataset: DatasetInput, dir: string, pipeli
       delimiter: dataset.source.delimiter,
     },
     ...(ingested ? { ingested: { pipeline: ingested.pipeline, namespace: ingested.namespace } } : {}),
+    ...(http ? { http: http.source } : {}),
+    ...(window ? { window } : {}),
     table: ingested?.namespace ?? dataset.table ?? `${name}_raw`,
     columns,
     partition,
@@ -449,6 +530,93 @@ function ingestedSource(at: string, dataset: DatasetInput, pipelines: readonly I
   const columns = [...ns.columns];
   if (ns.unknownFields === "keep") columns.push({ name: ns.extraColumn, type: "VARCHAR", nullable: true });
   return { pipeline: pipelineName, namespace: namespaceName, columns, partition: ns.time.partition.map((p) => ({ ...p })) };
+}
+
+/** `source.http`, checked: what only a file delivery has is refused, and the contract key is the one partition key. */
+function httpSource(at: string, dataset: DatasetInput): { source: HttpSource; key: string } {
+  const http = dataset.source.http!;
+  for (const [key, given] of [["format", dataset.source.format], ["path", dataset.source.path], ["ingest", dataset.source.ingest]] as const) {
+    if (given !== undefined) throw new InvalidInputError(`${at}.source.${key}: an http source is fetched, not read from files: remove ${key} (or http)`);
+  }
+  const key = dataset.source.contract ?? "date";
+  if (Object.keys(dataset.partition).length > 0) {
+    throw new InvalidInputError(
+      `${at}.partition: an http source is partitioned by its contract key, '${key}', whose value is the day it was asked for: remove partition (name the key with source.contract)`,
+    );
+  }
+  if (dataset.write !== "partition_replace") {
+    throw new InvalidInputError(`${at}.write: an http source replaces each day it fetches (partition_replace); remove write: ${dataset.write}`);
+  }
+  if (dataset.source.replace_partition === false) {
+    throw new InvalidInputError(
+      `${at}.source.replace_partition: an http source always replaces the days it fetches (a new run swapped in, never appended twice): remove replace_partition: false`,
+    );
+  }
+  if (!/^https?:\/\//i.test(http.url)) throw new InvalidInputError(`${at}.source.http.url: '${printable(http.url, 200)}' is not an http:// or https:// URL`);
+  const placeholders = [...http.url.matchAll(/\{\{\s*([^}]*?)\s*\}\}/g)].map((m) => m[1] ?? "");
+  const unknown = placeholders.find((name) => name !== key);
+  if (unknown !== undefined) {
+    throw new InvalidInputError(`${at}.source.http.url: unknown placeholder {{ ${printable(unknown, 40)} }}; the URL takes {{ ${key} }} (the day asked for, YYYY-MM-DD)`);
+  }
+  if (placeholders.length === 0) {
+    throw new InvalidInputError(`${at}.source.http.url: the URL does not say which day to return: put {{ ${key} }} where the day goes, e.g. ?date={{ ${key} }}`);
+  }
+  const pagination = http.pagination;
+  return {
+    key,
+    source: {
+      concurrency: http.concurrency,
+      spec: {
+        url: http.url,
+        headers: http.headers,
+        rows: http.rows,
+        fields: http.fields,
+        pagination: pagination === undefined ? undefined : "next_url" in pagination ? { kind: "next_url", path: pagination.next_url } : { kind: "cursor", path: pagination.cursor, param: pagination.param },
+        requestsPerSecond: http.requests_per_second,
+        timeoutMs: parseDuration(http.timeout, `${at}.source.http.timeout`),
+        maxAttempts: http.max_attempts,
+        maxPages: http.max_pages,
+      },
+    },
+  };
+}
+
+/**
+ * The days a sync takes from the source: every http source has a window (today only, without lookback_days); a
+ * file source has one with lookback_days, over the partition key `contract` names (default: its only one).
+ */
+function lookbackWindow(at: string, dataset: DatasetInput, keys: readonly string[], httpKey: string | undefined): LookbackWindow | undefined {
+  const source = dataset.source;
+  const windowed = httpKey !== undefined || source.lookback_days !== undefined;
+  if (!windowed) {
+    for (const [key, given] of [["timezone", source.timezone !== undefined], ["allow_empty", source.allow_empty], ["contract", source.contract !== undefined]] as const) {
+      if (given) throw new InvalidInputError(`${at}.source.${key}: applies to http sources and to sources with lookback_days: remove it, or add lookback_days`);
+    }
+    if (source.replace_partition === true && dataset.write !== "partition_replace") {
+      throw new InvalidInputError(`${at}.source.replace_partition: true replaces each delivered partition, which contradicts write: ${dataset.write}: keep one of them`);
+    }
+    return undefined;
+  }
+  if (httpKey === undefined) {
+    if (source.ingest !== undefined) throw new InvalidInputError(`${at}.source.lookback_days: an ingested table is appended to by the collector: remove lookback_days`);
+    if (source.replace_partition === false || dataset.write !== "partition_replace") {
+      throw new InvalidInputError(
+        `${at}.source.lookback_days: a lookback window replaces the days it takes again: it needs replace_partition: true (write: partition_replace), not ${source.replace_partition === false ? "replace_partition: false" : `write: ${dataset.write}`}`,
+      );
+    }
+  }
+  const key = httpKey ?? source.contract ?? (keys.length === 1 ? keys[0]! : undefined);
+  if (key === undefined) {
+    throw new InvalidInputError(`${at}.source.contract: the dataset has partition keys ${keys.join(", ")}: name the one that holds the day (YYYY-MM-DD), e.g. contract: ${keys[0]}`);
+  }
+  if (!keys.includes(key)) throw new InvalidInputError(`${at}.source.contract: '${key}' is not a partition key of the dataset (${keys.join(", ")})${didYouMean(key, [...keys])}`);
+  const timezone = source.timezone ?? "UTC";
+  try {
+    new Intl.DateTimeFormat("en-CA", { timeZone: timezone });
+  } catch {
+    throw new InvalidInputError(`${at}.source.timezone: '${printable(timezone, 60)}' is not a time zone; use an IANA name such as UTC, Europe/Berlin or America/Los_Angeles`);
+  }
+  return { key, lookbackDays: source.lookback_days ?? 0, timezone, allowEmpty: source.allow_empty };
 }
 
 /** Checks the keys of `write: upsert` (and that they are not given to another mode). */

@@ -4,11 +4,24 @@ import type { LandedDelivery, LandingSummary, Signing } from "../landing/landing
 import { InvalidInputError, LakeswapError, errorMessage } from "./errors.js";
 import type { Lake, LakeWriter, PartitionState, SwapBuild, SwapItem } from "./lake.js";
 import type { SinkOpener, SinkSpec } from "../sinks/sink.js";
+import type { FetchedSource, SourceFetcher } from "../sources/source.js";
 import { sendToSinks, type SinkedPartition } from "./sink-sync.js";
 import { SyncLog } from "./sync-log.js";
-import { WHOLE_TABLE, assertPartitionValue, makePartition, orderPartition, partitionOfValues, parsePartition, parsePartitionPath, partitionPath, type Partition } from "./partition.js";
+import {
+  WHOLE_TABLE,
+  assertPartitionValue,
+  makePartition,
+  orderPartition,
+  partitionOfValues,
+  parsePartition,
+  parsePartitionPath,
+  partitionPath,
+  partitionValue,
+  type Partition,
+} from "./partition.js";
+import { addDays, assertDay, todayIn } from "./day.js";
 import { newRunId } from "./run-id.js";
-import { SIGNATURE_VERSION, appendSignature, chainSignature } from "./signature.js";
+import { SIGNATURE_VERSION, appendSignature, chainSignature, rawSignature } from "./signature.js";
 import { quoteIdentifier, quoteLiteral } from "./sql.js";
 import { defineTable, type TableDefinition } from "./table.js";
 
@@ -31,7 +44,10 @@ export type PlanReason =
   | "unchanged"
   | "signature version changed"
   | "appended"
-  | "already appended";
+  | "already appended"
+  | "outside lookback"
+  | "empty in source"
+  | "fetch failed";
 
 /** The decision for one partition of one layer. */
 export interface PlannedPartition {
@@ -116,6 +132,10 @@ export interface PipelineOptions {
   readonly onProgress?: (event: { readonly layer: string; readonly done: number; readonly total: number; readonly label: string }) => void;
   /** Opens a declared sink's adapter (the CLI passes src/sinks/open-sink.ts); required when a layer declares `sinks:`. */
   readonly openSink?: SinkOpener;
+  /** Fetches the days of http sources (the CLI passes src/sources/fetch-source.ts); required when a dataset declares `source.http`. */
+  readonly fetchSource?: SourceFetcher;
+  /** The last day of lookback windows, YYYY-MM-DD (default: today in each source's time zone). */
+  readonly asOf?: string;
 }
 
 /** The columns of a dead-letter table; partitioned by delivery so a rerun replaces its own bad rows. */
@@ -148,21 +168,39 @@ export class Pipeline {
         planned.push(...(await this.planLayers(dataset, new Map([["raw", signaturesOf(await this.statesOf(dataset.table))]]))));
         continue;
       }
-      const known = await this.knownDelivery(dataset);
-      const landed = known.summary ? undefined : await this.land(dataset);
-      const exists = (await this.lake.listTables()).some((t) => t.name === dataset.table);
-      const merged = landed && dataset.upsert ? await this.merge(dataset, landed.delivery, exists ? await this.lake.currentRuns(dataset.table) : []) : undefined;
+      const fetched = dataset.http ? await this.fetchWindow(dataset) : undefined;
       try {
-        const { plan: raw } = await this.planRaw(dataset, merged ?? landed?.delivery ?? known.summary!, await this.statesOf(dataset.table));
-        planned.push(...raw);
-        // Derived layers are planned against what the layers above will hold after the sync.
-        planned.push(...(await this.planLayers(dataset, new Map([["raw", predict(await this.statesOf(dataset.table), raw)]]))));
+        // Days that could not be fetched keep their runs; a sync would fail them.
+        const failed = this.fetchFailures(dataset, fetched?.source).map(
+          (f): PlannedPartition => ({ dataset: dataset.name, layer: "raw", table: dataset.table, partition: f.partition, action: "skip", reason: "fetch failed" }),
+        );
+        planned.push(...failed);
+        if (fetched && !fetched.dataset) {
+          planned.push(...(await this.planLayers(dataset, new Map([["raw", signaturesOf(await this.statesOf(dataset.table))]]))));
+          continue;
+        }
+        planned.push(...(await this.planDelivery(fetched?.dataset ?? dataset, fetched?.source)));
       } finally {
-        if (merged) await this.lake.releaseDelivery(merged);
-        if (landed) await this.lake.releaseDelivery(landed.delivery);
+        await fetched?.source.release();
       }
     }
     return planned;
+  }
+
+  /** The plan of a dataset whose raw layer is landed from a delivery: raw, then the layers against what raw will hold. */
+  private async planDelivery(dataset: DatasetConfig, fetched: FetchedSource | undefined): Promise<PlannedPartition[]> {
+    const known = await this.knownDelivery(dataset);
+    const landed = known.summary ? undefined : await this.land(dataset);
+    const exists = (await this.lake.listTables()).some((t) => t.name === dataset.table);
+    const merged = landed && dataset.upsert ? await this.merge(dataset, landed.delivery, exists ? await this.lake.currentRuns(dataset.table) : []) : undefined;
+    try {
+      const { plan: raw } = await this.planRaw(dataset, merged ?? landed?.delivery ?? known.summary!, await this.statesOf(dataset.table), fetched);
+      // Derived layers are planned against what the layers above will hold after the sync.
+      return [...raw, ...(await this.planLayers(dataset, new Map([["raw", predict(await this.statesOf(dataset.table), raw)]])))];
+    } finally {
+      if (merged) await this.lake.releaseDelivery(merged);
+      if (landed) await this.lake.releaseDelivery(landed.delivery);
+    }
   }
 
   /** The derived layers' plan, each against what the layer above will hold after the sync (`predicted`, from raw on). */
@@ -203,53 +241,22 @@ export class Pipeline {
           await this.lake.write(this.tablesWritten(dataset), `sync ${this.config.file}`, (writer) => this.buildLayers(writer, log, dataset, results, layers, sinks));
           continue;
         }
-        // The same delivery again (same bytes, same declaration) is planned from what its landing found; it is read
-        // again only if some raw partition must be built from it.
-        const known = await this.knownDelivery(dataset);
-        // Landing first: a delivery with bad rows and no dead-letter table changes nothing, not even the catalog.
-        let landed = known.summary ? undefined : await this.land(dataset, await this.buildsEveryPartition(dataset));
-        let merged: LandedDelivery | undefined;
-        const release = async (): Promise<void> => {
-          const delivery = landed?.delivery;
-          const merge = merged;
-          [landed, merged] = [undefined, undefined];
-          if (merge) await this.lake.releaseDelivery(merge);
-          if (delivery) await this.lake.releaseDelivery(delivery);
-        };
+        const fetched = dataset.http ? await this.fetchWindow(dataset) : undefined;
         try {
-          await this.createTables(dataset);
-          await this.lake.write(this.tablesWritten(dataset), `sync ${this.config.file}`, async (writer) => {
-            const started = Date.now();
-            const rawStates = await writer.partitionStates(dataset.table);
-            // Upsert: the delivery is merged into the table's rows as they are under the lease; the merge is what is planned and written.
-            if (landed && dataset.upsert) merged = await this.merge(dataset, landed.delivery, await writer.currentRuns(dataset.table));
-            let { plan: rawPlan, appended } = await this.planRaw(dataset, merged ?? landed?.delivery ?? known.summary!, rawStates);
-            if (!landed && rawPlan.some((p) => p.action === "build")) {
-              landed = await this.land(dataset);
-              ({ plan: rawPlan, appended } = await this.planRaw(dataset, landed.delivery, rawStates));
-            }
-            loads.push(landed ? await this.writeDeadLetters(writer, log, dataset, landed) : loadReport(dataset, known.summary!));
-            // Every changed raw partition is written from the landed delivery in one pass.
-            const rawBuild = { kind: "landed", delivery: merged ?? landed?.delivery, carryCurrent: dataset.write === "append" } as const;
-            const rawResults = rawBuild.delivery
-              ? await this.execute(writer, log, dataset.table, "raw", rawPlan, { ...rawBuild, delivery: rawBuild.delivery }, (p) => ({ appended: appended.get(p.partition) }), {
-                  // An upsert may leave a partition without rows (every key deleted or moved away): that is its merge, not a failed build.
-                  allowEmpty: dataset.write === "upsert",
-                })
-              : skipped(dataset.table, "raw", rawPlan);
-            results.push(...rawResults);
-            // A clean delivery whose raw layer landed whole is known from now on: the same delivery again is not read again.
-            if (landed && !dataset.upsert && known.key !== undefined && !known.summary && landed.delivery.rowsRejected === 0 && rawResults.every((r) => r.action !== "failed")) {
-              await this.keepSummary(dataset, known.key, landed.delivery);
-            }
-            layers.push({ dataset: dataset.name, layer: "raw", table: dataset.table, ...totals(rawResults, Date.now() - started) });
-            await release();
-            const rawColumns = [...dataset.columns, ...dataset.partition.map((p) => ({ name: p.key, type: "VARCHAR", nullable: false }))];
-            sinks.push(...(await this.sendToSinks(writer, "raw", dataset.table, rawColumns, dataset.partition.map((p) => p.key), dataset.sinks ?? [])));
-            await this.buildLayers(writer, log, dataset, results, layers, sinks);
-          });
+          if (fetched && !fetched.dataset) {
+            // Not one day could be fetched: nothing to land; the layers are still brought up to date.
+            await this.createTables(dataset);
+            await this.lake.write(this.tablesWritten(dataset), `sync ${this.config.file}`, async (writer) => {
+              const failed = this.fetchFailures(dataset, fetched.source);
+              results.push(...failed);
+              layers.push({ dataset: dataset.name, layer: "raw", table: dataset.table, ...totals(failed, 0) });
+              await this.buildLayers(writer, log, dataset, results, layers, sinks);
+            });
+          } else {
+            await this.syncDelivery(fetched?.dataset ?? dataset, log, { results, layers, loads, sinks }, fetched?.source);
+          }
         } finally {
-          await release();
+          await fetched?.source.release();
         }
       }
     } catch (error) {
@@ -258,6 +265,72 @@ export class Pipeline {
     }
     await log.finish();
     return { syncId: log.syncId, partitions: results, layers, loads, totals: totals(results, layers.reduce((sum, l) => sum + l.seconds * 1000, 0)), sinks };
+  }
+
+  /**
+   * Lands one dataset's delivery (files, or what its http source returned) and builds its raw layer and then its
+   * derived layers, under the leases of every table it writes.
+   */
+  private async syncDelivery(
+    dataset: DatasetConfig,
+    log: SyncLog,
+    out: { results: SyncedPartition[]; layers: SyncReport["layers"][number][]; loads: LoadReport[]; sinks: SinkedPartition[] },
+    fetched?: FetchedSource,
+  ): Promise<void> {
+    const { results, layers, loads, sinks } = out;
+    // The same delivery again (same bytes, same declaration) is planned from what its landing found; it is read
+    // again only if some raw partition must be built from it.
+    const known = await this.knownDelivery(dataset);
+    // Landing first: a delivery with bad rows and no dead-letter table changes nothing, not even the catalog.
+    let landed = known.summary ? undefined : await this.land(dataset, await this.buildsEveryPartition(dataset));
+    let merged: LandedDelivery | undefined;
+    const release = async (): Promise<void> => {
+      const delivery = landed?.delivery;
+      const merge = merged;
+      [landed, merged] = [undefined, undefined];
+      if (merge) await this.lake.releaseDelivery(merge);
+      if (delivery) await this.lake.releaseDelivery(delivery);
+    };
+    try {
+      await this.createTables(dataset);
+      await this.lake.write(this.tablesWritten(dataset), `sync ${this.config.file}`, async (writer) => {
+        const started = Date.now();
+        const rawStates = await writer.partitionStates(dataset.table);
+        // Upsert: the delivery is merged into the table's rows as they are under the lease; the merge is what is planned and written.
+        if (landed && dataset.upsert) merged = await this.merge(dataset, landed.delivery, await writer.currentRuns(dataset.table));
+        let { plan: rawPlan, appended } = await this.planRaw(dataset, merged ?? landed?.delivery ?? known.summary!, rawStates, fetched);
+        if (!landed && rawPlan.some((p) => p.action === "build")) {
+          landed = await this.land(dataset);
+          ({ plan: rawPlan, appended } = await this.planRaw(dataset, landed.delivery, rawStates, fetched));
+        }
+        loads.push(landed ? await this.writeDeadLetters(writer, log, dataset, landed) : loadReport(dataset, known.summary!));
+        // Every changed raw partition is written from the landed delivery in one pass.
+        const rawBuild = { kind: "landed", delivery: merged ?? landed?.delivery, carryCurrent: dataset.write === "append" } as const;
+        const rawResults = [
+          ...(rawBuild.delivery
+            ? await this.execute(writer, log, dataset.table, "raw", rawPlan, { ...rawBuild, delivery: rawBuild.delivery }, (p) => ({ appended: appended.get(p.partition) }), {
+                // An upsert may leave a partition without rows (every key deleted or moved away): that is its merge, not a
+                // failed build; so may a day the source now returns empty, where allow_empty says so.
+                allowEmpty: dataset.write === "upsert" || dataset.window?.allowEmpty === true,
+              })
+            : skipped(dataset.table, "raw", rawPlan)),
+          // A day that could not be fetched keeps its current run; it fails, and the rerun fetches it again.
+          ...this.fetchFailures(dataset, fetched),
+        ];
+        results.push(...rawResults);
+        // A clean delivery whose raw layer landed whole is known from now on: the same delivery again is not read again.
+        if (landed && !dataset.upsert && known.key !== undefined && !known.summary && landed.delivery.rowsRejected === 0 && rawResults.every((r) => r.action !== "failed")) {
+          await this.keepSummary(dataset, known.key, landed.delivery);
+        }
+        layers.push({ dataset: dataset.name, layer: "raw", table: dataset.table, ...totals(rawResults, Date.now() - started) });
+        await release();
+        const rawColumns = [...dataset.columns, ...dataset.partition.map((p) => ({ name: p.key, type: "VARCHAR", nullable: false }))];
+        sinks.push(...(await this.sendToSinks(writer, dataset, "raw", dataset.table, rawColumns, dataset.partition.map((p) => p.key), dataset.sinks ?? [])));
+        await this.buildLayers(writer, log, dataset, results, layers, sinks);
+      });
+    } finally {
+      await release();
+    }
   }
 
   /**
@@ -289,7 +362,7 @@ export class Pipeline {
       results.push(...layerResults);
       layers.push({ dataset: dataset.name, layer: layer.name, table: layer.table, ...totals(layerResults, Date.now() - layerStarted) });
       const layerColumns = [...layer.columns, ...layer.partitionKeys.map((key) => ({ name: key, type: "VARCHAR", nullable: false }))];
-      sinks.push(...(await this.sendToSinks(writer, layer.name, layer.table, layerColumns, layer.partitionKeys, layer.sinks ?? [])));
+      sinks.push(...(await this.sendToSinks(writer, dataset, layer.name, layer.table, layerColumns, layer.partitionKeys, layer.sinks ?? [])));
     }
   }
 
@@ -299,6 +372,7 @@ export class Pipeline {
    */
   private async sendToSinks(
     writer: LakeWriter,
+    dataset: DatasetConfig,
     layer: string,
     table: string,
     columns: readonly PipelineColumn[],
@@ -307,7 +381,7 @@ export class Pipeline {
   ): Promise<SinkedPartition[]> {
     if (specs.length === 0 || !this.options.openSink) return [];
     const states = await writer.partitionStates(table);
-    const selected = (partition: string): boolean => this.selected(parsePartitionPath(partition, partitionKeys), partitionKeys);
+    const selected = (partition: string): boolean => this.selected(parsePartitionPath(partition, partitionKeys), partitionKeys, dataset);
     const total = [...states.keys()].filter(selected).length * specs.length;
     let done = 0;
     return sendToSinks(this.lake, this.options.openSink, { layer, table, columns, partitionKeys, sinks: specs }, states, selected, (label) => {
@@ -414,6 +488,7 @@ export class Pipeline {
 
   /** The delivery's files as the dataset or `--input` names them (paths come resolved: by the config, or by the command). */
   private patterns(dataset: DatasetConfig): string[] {
+    if (dataset.fetchedFiles) return [...dataset.fetchedFiles];
     return this.options.inputs?.length ? [...this.options.inputs] : [dataset.source.path];
   }
 
@@ -506,14 +581,21 @@ export class Pipeline {
     dataset: DatasetConfig,
     delivery: Pick<LandingSummary, "partitions">,
     states: ReadonlyMap<string, PartitionState>,
+    fetched?: FetchedSource,
   ): Promise<{ plan: PlannedPartition[]; appended: Map<string, readonly string[]> }> {
     const keys = dataset.partition.map((p) => p.key);
     const appended = new Map<string, readonly string[]>();
     const plan: PlannedPartition[] = [];
-    for (const landed of delivery.partitions.filter((l) => this.selected(l.partition, keys))) {
+    const window = dataset.window ? new Set(this.windowDays(dataset)) : undefined;
+    for (const landed of delivery.partitions.filter((l) => this.selected(l.partition, keys, dataset))) {
       const partition = partitionPath(landed.partition);
       const state = states.get(partition);
       const base = { dataset: dataset.name, layer: "raw", table: dataset.table, partition, rows: landed.rows };
+      if (window && state?.runId && !window.has(partitionValue(landed.partition, dataset.window!.key))) {
+        // A day before the lookback window is settled: a delivery that still holds it does not rewrite it.
+        plan.push({ ...base, action: "skip", reason: "outside lookback" });
+        continue;
+      }
       if (dataset.write !== "append") {
         plan.push({ ...base, ...this.decide(state, landed.signature, () => "content changed"), signature: landed.signature });
         continue;
@@ -529,7 +611,91 @@ export class Pipeline {
         plan.push({ ...base, action: "build", reason: state?.runId ? "appended" : "new", signature });
       }
     }
+    plan.push(...this.planEmptyDays(dataset, fetched, states));
     return { plan, appended };
+  }
+
+  /**
+   * The days an http source answered without rows (they are in no landed partition). With allow_empty each
+   * becomes an empty run where the day had rows (or is new); without it the day keeps what it has, and the
+   * report says so: an API that suddenly returns nothing is more often broken than right.
+   */
+  private planEmptyDays(dataset: DatasetConfig, fetched: FetchedSource | undefined, states: ReadonlyMap<string, PartitionState>): PlannedPartition[] {
+    const window = dataset.window;
+    if (!window || !fetched) return [];
+    const empty = makeEmptySignature(dataset);
+    return fetched.partitions
+      .filter((p) => p.file !== undefined && p.rows === 0)
+      .map((p) => {
+        const partition = partitionPath(makePartition([[window.key, p.value]]));
+        const base = { dataset: dataset.name, layer: "raw", table: dataset.table, partition, rows: 0 };
+        if (!window.allowEmpty) return { ...base, action: "skip", reason: "empty in source" };
+        return { ...base, ...this.decide(states.get(partition), empty, () => "content changed"), signature: empty };
+      });
+  }
+
+  /** The days of a dataset's lookback window, oldest first: today (or --as-of) and the days before it, and the days --partition names. */
+  private windowDays(dataset: DatasetConfig): string[] {
+    const window = dataset.window!;
+    const last = this.options.asOf ?? todayIn(window.timezone);
+    const days = new Set<string>();
+    for (let back = window.lookbackDays; back >= 0; back -= 1) days.add(addDays(last, -back));
+    for (const spec of this.options.partitions ?? []) {
+      const named = parsePartition(spec);
+      if (named.keys.length !== 1 || named.keys[0] !== window.key) continue;
+      days.add(assertDay(named.values[0] as string, `--partition ${spec}`));
+    }
+    return [...days].sort();
+  }
+
+  /**
+   * Fetches a dataset's window from its http source. The returned dataset lands the fetched files as JSONL, each
+   * file's rows in the partition of the day it was asked for; none when not one day could be fetched.
+   */
+  private async fetchWindow(dataset: DatasetConfig): Promise<{ source: FetchedSource; dataset?: DatasetConfig }> {
+    const fetchSource = this.options.fetchSource;
+    if (!fetchSource) {
+      throw new InvalidInputError(`datasets.${dataset.name}: its source is an http API, but this Pipeline has no fetchSource option (pass fetchSource from lakeswap's sources)`);
+    }
+    const key = dataset.window!.key;
+    const source = await fetchSource({
+      dataset: dataset.name,
+      source: dataset.http!,
+      key,
+      values: this.windowDays(dataset),
+      columns: dataset.columns.map((c) => c.name),
+      onFetched: (value, done, total) => this.options.onProgress?.({ layer: "fetch", done, total, label: `${dataset.name}/${key}=${value}` }),
+    });
+    const files = source.partitions.filter((p): p is typeof p & { file: string } => p.file !== undefined);
+    if (files.length === 0) return { source };
+    // Which day a row belongs to is which file it came from: the landing numbers the files from 1.
+    const days = `[${files.map((p) => quoteLiteral(p.value)).join(", ")}]`;
+    return {
+      source,
+      dataset: {
+        ...dataset,
+        source: { format: "jsonl", path: "", header: true, delimiter: "," },
+        partition: [{ key, expression: `(${days})[__file]` }],
+        fetchedFiles: files.map((p) => p.file),
+      },
+    };
+  }
+
+  /** The days an http source could not return: each fails (its current run stays), with the fetch's error. */
+  private fetchFailures(dataset: DatasetConfig, fetched: FetchedSource | undefined): SyncedPartition[] {
+    const key = dataset.window?.key;
+    if (!fetched || key === undefined) return [];
+    return fetched.partitions
+      .filter((p) => p.error !== undefined)
+      .map((p) => ({
+        table: dataset.table,
+        layer: "raw",
+        partition: partitionPath(makePartition([[key, p.value]])),
+        action: "failed",
+        reason: "fetch failed",
+        seconds: 0,
+        error: p.error,
+      }));
   }
 
   /** Upsert: the delivery merged into the table's current runs by key (./../landing/landing.ts, `MergeRequest`). */
@@ -581,7 +747,7 @@ export class Pipeline {
     });
     const plans: PlannedPartition[] = [];
     for (const [partition, inputPartitions] of [...groups.entries()].sort(([a], [b]) => (a < b ? -1 : 1))) {
-      if (!this.selected(parsePartitionPath(partition, layer.partitionKeys), layer.partitionKeys)) continue;
+      if (!this.selected(parsePartitionPath(partition, layer.partitionKeys), layer.partitionKeys, dataset)) continue;
       const inputSignatures = inputPartitions.map((p) => upstream.get(p));
       const signed = inputSignatures.every((s): s is string => s !== undefined);
       const inputs = signed ? [...inputPartitions.map((p, i) => `${upstreamTable}/${p}=${inputSignatures[i]}`), ...lookups] : undefined;
@@ -714,7 +880,12 @@ export class Pipeline {
     return exists ? this.lake.partitionStates(table) : new Map();
   }
 
-  private selected(partition: Partition, keys: readonly string[]): boolean {
+  /**
+   * Whether `--partition` lets a partition through. A dataset with a lookback window takes the named days in
+   * addition to its window (they were fetched or kept for that), so its layers are not limited by them.
+   */
+  private selected(partition: Partition, keys: readonly string[], dataset?: DatasetConfig): boolean {
+    if (dataset?.window) return true;
     const wanted = this.options.partitions;
     if (!wanted || wanted.length === 0) return true;
     const sameKeys = wanted.map((spec) => parsePartition(spec)).filter((p) => [...p.keys].sort().join(",") === [...keys].sort().join(","));
@@ -796,4 +967,10 @@ function totals(results: readonly SyncedPartition[], elapsedMs: number): SyncTot
 /** The algorithm version of a signature (`v2` of `v2:…`, docs/signatures.md). */
 function signatureVersion(signature: string): string {
   return signature.slice(0, Math.max(0, signature.indexOf(":")));
+}
+
+/** The signature of a partition without rows, as the landing signs one (docs/signatures.md: a sum over no rows). */
+function makeEmptySignature(dataset: DatasetConfig): string {
+  const signed = dataset.columns.filter((c) => dataset.signatureColumns.includes(c.name));
+  return rawSignature(signed, []);
 }

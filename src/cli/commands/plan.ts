@@ -2,6 +2,8 @@ import type { Command } from "commander";
 import path from "node:path";
 import { loadPipelineConfig } from "../../config/pipeline-config.js";
 import { Pipeline } from "../../core/pipeline.js";
+import { assertDay } from "../../core/day.js";
+import { fetchSource } from "../../sources/fetch-source.js";
 import { formatTable, report } from "../output.js";
 import { checkPartitionFilters, wantsJson, withLake } from "../context.js";
 
@@ -14,14 +16,21 @@ export function registerPlan(program: Command): void {
     .option("--input <file...>", "the file(s) of this delivery, instead of the datasets' source paths")
     .option("--partition <spec...>", "only these partitions (in layers with the same keys)")
     .option("--full-refresh", "plan to rebuild every partition")
+    .option("--as-of <day>", "the last day of lookback windows, YYYY-MM-DD (default: today in each source's time zone)")
     .option("--json", "print the plan as JSON")
-    .action(async (options: { config: string; input?: string[]; partition?: string[]; fullRefresh?: boolean }, command: Command) => {
+    .action(async (options: { config: string; input?: string[]; partition?: string[]; fullRefresh?: boolean; asOf?: string }, command: Command) => {
       const config = loadPipelineConfig(options.config);
       checkPartitionFilters(config, options.partition);
       await withLake(
         command,
         async (lake) => {
-          const plan = await new Pipeline(lake, config, { inputs: options.input?.map((file: string) => path.resolve(file)), partitions: options.partition, fullRefresh: options.fullRefresh }).plan();
+          const plan = await new Pipeline(lake, config, {
+            inputs: options.input?.map((file: string) => path.resolve(file)),
+            partitions: options.partition,
+            fullRefresh: options.fullRefresh,
+            fetchSource: (request) => fetchSource(request),
+            asOf: options.asOf === undefined ? undefined : assertDay(options.asOf, "--as-of"),
+          }).plan();
           const build = plan.filter((p) => p.action === "build").length;
           report(wantsJson(command), { partitions: plan, totals: { build, skip: plan.length - build } }, () =>
             [

@@ -4,6 +4,8 @@ import { loadPipelineConfig } from "../../config/pipeline-config.js";
 import { LakeswapError } from "../../core/errors.js";
 import { Pipeline } from "../../core/pipeline.js";
 import { openSink } from "../../sinks/open-sink.js";
+import { fetchSource } from "../../sources/fetch-source.js";
+import { assertDay } from "../../core/day.js";
 import { Progress, formatTable, report } from "../output.js";
 import { addWaitOptions, checkPartitionFilters, wantsJson, withLake } from "../context.js";
 
@@ -14,6 +16,7 @@ interface Options {
   fullRefresh?: boolean;
   allowEmpty?: boolean;
   allowDuplicates?: boolean;
+  asOf?: string;
 }
 
 /** `lakeswap sync`: runs the plan, layer by layer, and reports built / skipped / failed. */
@@ -28,6 +31,7 @@ export function registerSync(program: Command): void {
       .option("--full-refresh", "rebuild every partition, whatever the signatures say")
       .option("--allow-empty", "accept derived builds of 0 rows for partitions that had rows")
       .option("--allow-duplicates", "write: append only: append a delivery again to partitions that already hold it")
+      .option("--as-of <day>", "the last day of lookback windows, YYYY-MM-DD (default: today in each source's time zone)")
       .option("--grace <duration>", "GC grace window for old runs (default 6h)")
       .option("--json", "print the report as JSON"),
   ).action(async (options: Options, command: Command) => {
@@ -44,6 +48,8 @@ export function registerSync(program: Command): void {
           allowEmpty: options.allowEmpty,
           allowDuplicates: options.allowDuplicates,
           openSink,
+          fetchSource: (request) => fetchSource(request),
+          asOf: options.asOf === undefined ? undefined : assertDay(options.asOf, "--as-of"),
           onProgress: ({ layer, done, total, label }) => progress.update(done, total, `${layer}: ${label}`),
         }).sync();
         progress.done();
@@ -67,6 +73,14 @@ export function registerSync(program: Command): void {
           if (again.length > 0) {
             const tables = [...new Set(again.map((p) => p.table))].join(", ");
             lines.push("", `${tables}: ${again.length} partition(s) skip: already appended (they hold this delivery already; --allow-duplicates appends it again)`);
+          }
+          const empty = result.partitions.filter((p) => p.reason === "empty in source");
+          if (empty.length > 0) {
+            lines.push(
+              "",
+              `${empty.length} day(s) came back from the source without rows and keep what they hold: ${empty.map((p) => `${p.table}/${p.partition}`).join(", ")} ` +
+                "(if they really are empty now, set allow_empty: true under the dataset's source)",
+            );
           }
           const changed = result.partitions.filter((p) => p.action !== "skip");
           if (changed.length > 0) {

@@ -1,0 +1,37 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { errorMessage } from "../core/errors.js";
+import { mapLimited } from "../core/runs.js";
+import { HttpFetcher } from "./http-fetch.js";
+import type { FetchRequest, FetchedPartitionFile, FetchedSource } from "./source.js";
+
+/**
+ * Fetches each partition of a request into its own JSONL file in a fresh temporary folder, `source.concurrency`
+ * at a time. A partition whose fetch fails (after the fetcher's retries) is reported with its error; the others
+ * are fetched all the same.
+ */
+export async function fetchSource(request: FetchRequest, env: NodeJS.ProcessEnv = process.env): Promise<FetchedSource> {
+  HttpFetcher.check(request.source.spec, [request.key], env);
+  const fetcher = new HttpFetcher(request.source.spec, { env });
+  const dir = await mkdtemp(path.join(os.tmpdir(), "lakeswap-fetch-"));
+  let done = 0;
+  try {
+    const partitions = await mapLimited(request.values, request.source.concurrency, async (value): Promise<FetchedPartitionFile> => {
+      const file = path.join(dir, `${request.key}=${value}.jsonl`);
+      try {
+        const fetched = await fetcher.fetchPartition({ [request.key]: value }, request.columns, file);
+        return { value, file, rows: fetched.rows };
+      } catch (error) {
+        return { value, rows: 0, error: errorMessage(error) };
+      } finally {
+        done += 1;
+        request.onFetched?.(value, done, request.values.length);
+      }
+    });
+    return { partitions, release: () => rm(dir, { recursive: true, force: true }) };
+  } catch (error) {
+    await rm(dir, { recursive: true, force: true });
+    throw error;
+  }
+}
