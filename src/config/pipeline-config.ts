@@ -609,7 +609,7 @@ function lookbackWindow(at: string, dataset: DatasetInput, keys: readonly string
   if (key === undefined) {
     throw new InvalidInputError(`${at}.source.contract: the dataset has partition keys ${keys.join(", ")}: name the one that holds the day (YYYY-MM-DD), e.g. contract: ${keys[0]}`);
   }
-  if (!keys.includes(key)) throw new InvalidInputError(`${at}.source.contract: '${key}' is not a partition key of the dataset (${keys.join(", ")})${didYouMean(key, [...keys])}`);
+  if (!keys.includes(key)) throw new InvalidInputError(`${at}.source.contract: '${key}'${didYouMean(key, [...keys])} is not a partition key of the dataset (${keys.join(", ")})`);
   const timezone = source.timezone ?? "UTC";
   try {
     new Intl.DateTimeFormat("en-CA", { timeZone: timezone });

@@ -157,7 +157,7 @@ export class HttpFetcher {
         const next = this.nextPage(body, page, first, seen, where, redact);
         if (!next) break;
         if (pages >= this.spec.maxPages) {
-          throw new LakeswapError("STORE_ERROR", `${first.shown} still had a next page after ${pages} pages, the limit (maxPages ${this.spec.maxPages}): the API may page without end; raise maxPages if the partition really has more`);
+          throw new LakeswapError("STORE_ERROR", `${first.shown} still had a next page after ${pages} pages, the limit (max_pages ${this.spec.maxPages}): the API may page without end; raise source.http.max_pages if the partition really has more`);
         }
         page = next;
       }
@@ -229,7 +229,7 @@ export class HttpFetcher {
         throw new LakeswapError("STORE_ERROR", `GET ${page.shown} failed: ${said}, after ${attempts} (a 4xx is not retried). Check the URL template and the partition values`);
       }
       if (attempt >= maxAttempts) {
-        throw new LakeswapError("STORE_ERROR", `GET ${page.shown} still failed after ${attempts}: ${said}. Rerun later; if it keeps failing, check the API's status${said.startsWith("timed out") ? " or raise timeoutMs" : ""}`, { retryable: true });
+        throw new LakeswapError("STORE_ERROR", `GET ${page.shown} still failed after ${attempts}: ${said}. Rerun later; if it keeps failing, check the API's status${said.startsWith("timed out") ? " or raise source.http.timeout" : ""}`, { retryable: true });
       }
       const delayMs = answer.retryAfterMs !== undefined
         ? Math.min(this.maxDelayMs, answer.retryAfterMs)

@@ -104,7 +104,7 @@ describe("HttpFetcher pagination", () => {
 
     const file = outFile();
     const endless = await failure(new HttpFetcher(spec({ maxPages: 2 })).fetchPartition({ date: DAY }, ["id"], file));
-    expect(endless.message).toContain("maxPages 2");
+    expect(endless.message).toContain("max_pages 2");
     await expect(stat(file)).rejects.toThrow(/ENOENT/);
   });
 });

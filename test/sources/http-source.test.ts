@@ -217,3 +217,64 @@ describe("http source from the CLI", () => {
     }
   }, 120_000);
 });
+
+describe.each(selectedBackends())("file source with lookback_days (%s backend)", (backendName) => {
+  it("rewrites only the delivery's days inside the window; earlier days it still holds are settled unless new or named with --partition", async () => {
+    const backend = await BACKEND_FACTORIES[backendName]!();
+    const work = tempDir("lakeswap-lookback-file-");
+    try {
+      const config = path.join(work.dir, "lakeswap.yaml");
+      writeFileSync(
+        config,
+        `datasets:
+  orders:
+    source: {format: csv, path: orders.csv, replace_partition: true, lookback_days: 2}
+    columns: {order_id: BIGINT, amount: BIGINT, order_ts: TIMESTAMP}
+    partition: {day: "strftime(order_ts, '%Y-%m-%d')"}
+`,
+      );
+      const delivery = path.join(work.dir, "orders.csv");
+      const write = (days: readonly number[], amountOf: (day: number) => number) =>
+        writeFileSync(delivery, `order_id,amount,order_ts\n${days.map((d) => `${d},${amountOf(d)},2026-11-${d} 12:00:00`).join("\n")}\n`);
+      const sync = async (options: Omit<PipelineOptions, "fetchSource"> = {}) => {
+        const lake = await backend.open();
+        try {
+          return await new Pipeline(lake, loadPipelineConfig(config), { asOf: "2026-11-30", ...options }).sync();
+        } finally {
+          await lake.close();
+        }
+      };
+      const amounts = async () => {
+        const lake = await backend.open({ readOnly: true });
+        try {
+          return Object.fromEntries((await lake.query("SELECT day, CAST(amount AS INTEGER) FROM orders_raw ORDER BY day")).rows.map(([day, amount]) => [String(day), Number(amount)]));
+        } finally {
+          await lake.close();
+        }
+      };
+      const days = [20, 22, 24, 26, 28, 29, 30];
+      write(days, (d) => d);
+      const first = await sync();
+      expect(first.totals).toMatchObject({ built: days.length, failed: 0 });
+
+      // The next delivery restates 11-22 (settled) and 11-29 (in the window) and brings 11-21 (new).
+      write([21, ...days], (d) => (d === 22 || d === 29 ? d + 1000 : d));
+      const second = await sync();
+      expect(reasons(second, "raw")).toMatchObject({
+        "day=2026-11-21": "build: new",
+        "day=2026-11-22": "skip: outside lookback",
+        "day=2026-11-28": "skip: unchanged",
+        "day=2026-11-29": "build: content changed",
+      });
+      expect(await amounts()).toMatchObject({ "2026-11-21": 21, "2026-11-22": 22, "2026-11-29": 1029 });
+
+      // --partition names a settled day: it is rewritten too.
+      const third = await sync({ partitions: ["day=2026-11-22"] });
+      expect(reasons(third, "raw")).toMatchObject({ "day=2026-11-22": "build: content changed", "day=2026-11-29": "skip: unchanged" });
+      expect((await amounts())["2026-11-22"]).toBe(1022);
+    } finally {
+      await backend.cleanup();
+      work.cleanup();
+    }
+  }, 120_000);
+});
