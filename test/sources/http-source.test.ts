@@ -203,6 +203,17 @@ describe("http source from the CLI", () => {
       const report = JSON.parse(rerun.stdout) as SyncReport;
       expect(reasons(report, "raw")).toEqual({ "date=2026-11-29": "skip: unchanged", "date=2026-11-30": "build: new" });
 
+      // plan fetches the window too, and changes nothing: the API restated 11-29, so a sync would rebuild it.
+      api.setDay("2026-11-29", dayRows("2026-11-29", 2, 5));
+      const plan = await runCli([...backend.cliArgs, "plan", "-c", config, "--as-of", "2026-11-30", "--json"], env);
+      expect(plan.code, plan.stderr).toBe(0);
+      const planned = (JSON.parse(plan.stdout) as { partitions: { layer: string; partition: string; action: string; reason: string }[] }).partitions;
+      expect(planned.filter((p) => p.layer === "raw").map((p) => `${p.partition} ${p.action}: ${p.reason}`)).toEqual([
+        "date=2026-11-29 build: content changed",
+        "date=2026-11-30 skip: unchanged",
+      ]);
+      expect(planned.find((p) => p.layer === "daily" && p.partition === "date=2026-11-29")).toMatchObject({ action: "build", reason: "upstream changed" });
+
       const missing = await runCli([...backend.cliArgs, "sync", "-c", config, "--as-of", "2026-11-30"], { ...backend.cliEnv, GA4_TOKEN: "" });
       expect(missing.code).toBe(2);
       expect(missing.stderr).toContain("GA4_TOKEN");
