@@ -355,10 +355,20 @@ export class Pipeline {
       const lookups = await this.lookupSignatures(layer, statesOf);
       const plan = await this.planDerived(dataset, layer, upstreamTable, actual, await writer.partitionStates(layer.table), lookups);
       const build = { kind: "select", readable: [upstreamTable, ...layer.lookups], concurrency: this.config.concurrency } as const;
-      const layerResults = await this.execute(writer, log, layer.table, layer.name, plan, build, (p) => ({
-        select: renderSql(layer.sql, parsePartitionPath(p.partition, layer.partitionKeys), layer.sqlPath),
-        inputPartitions: [{ table: upstreamTable, partitions: p.inputPartitions ?? [] }],
-      }));
+      const layerResults = await this.execute(
+        writer,
+        log,
+        layer.table,
+        layer.name,
+        plan,
+        build,
+        (p) => ({
+          select: renderSql(layer.sql, parsePartitionPath(p.partition, layer.partitionKeys), layer.sqlPath),
+          inputPartitions: [{ table: upstreamTable, partitions: p.inputPartitions ?? [] }],
+        }),
+        // A source day swapped to empty (allow_empty) empties what the layers below hold of it.
+        { allowEmpty: dataset.window?.allowEmpty === true },
+      );
       results.push(...layerResults);
       layers.push({ dataset: dataset.name, layer: layer.name, table: layer.table, ...totals(layerResults, Date.now() - layerStarted) });
       const layerColumns = [...layer.columns, ...layer.partitionKeys.map((key) => ({ name: key, type: "VARCHAR", nullable: false }))];

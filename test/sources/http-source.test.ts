@@ -15,6 +15,7 @@ import { startReportApi, type ReportApi } from "../support/report-api.js";
 
 const TOKEN = "s3cret-token-4f1d";
 const DAILY_SQL = "SELECT sum(sessions) AS sessions, count(*) AS pages FROM ga4_raw WHERE date = {{ date }}\n";
+const PAGES_SQL = "SELECT page, sessions FROM ga4_raw WHERE date = {{ date }}\n";
 
 function configYaml(api: ReportApi, extra: { allowEmpty?: boolean; lookback?: number } = {}): string {
   return `datasets:
@@ -36,6 +37,10 @@ ${extra.allowEmpty ? "      allow_empty: true\n" : ""}    columns:
       - name: daily
         sql: sql/daily.sql
         columns: {sessions: BIGINT, pages: BIGINT}
+      - name: pages
+        inputs: {from: raw}
+        sql: sql/pages.sql
+        columns: {page: VARCHAR, sessions: BIGINT}
 `;
 }
 
@@ -73,6 +78,7 @@ describe.each(selectedBackends())("http source with lookback_days (%s backend)",
     work = tempDir("lakeswap-http-");
     mkdirSync(path.join(work.dir, "sql"));
     writeFileSync(path.join(work.dir, "sql", "daily.sql"), DAILY_SQL);
+    writeFileSync(path.join(work.dir, "sql", "pages.sql"), PAGES_SQL);
     configFile = path.join(work.dir, "lakeswap.yaml");
     process.env.GA4_TOKEN = TOKEN;
   });
@@ -155,11 +161,13 @@ describe.each(selectedBackends())("http source with lookback_days (%s backend)",
     expect(lake.get("2026-11-29"), "an empty answer does not empty the day").toEqual(apiDay(dayRows("2026-11-29", 5)));
     expect(lake.get("2026-11-30"), "a failed fetch leaves the day's run in place").toEqual(apiDay(dayRows("2026-11-30", 5)));
 
-    // With allow_empty the empty day is swapped to empty (a run without rows); the rerun fetches 11-30 again.
+    // With allow_empty the empty day is swapped to empty (a run without rows), and so are the layers below that
+    // then hold no rows for it; the rerun fetches 11-30 again.
     writeFileSync(configFile, configYaml(api, { allowEmpty: true }));
     const fourth = await sync({ asOf: "2026-12-01" });
     expect(reasons(fourth, "raw")).toMatchObject({ "date=2026-11-29": "build: content changed", "date=2026-11-30": "skip: unchanged" });
-    expect(fourth.totals.failed).toBe(0);
+    expect(reasons(fourth, "pages")).toMatchObject({ "date=2026-11-29": "build: upstream changed" });
+    expect(fourth.totals.failed, JSON.stringify(fourth.partitions.filter((p) => p.action === "failed"))).toBe(0);
     lake = await holds();
     expect(lake.has("2026-11-29")).toBe(false);
     const emptied = fourth.partitions.find((p) => p.layer === "raw" && p.partition === "date=2026-11-29")!;
@@ -185,6 +193,7 @@ describe("http source from the CLI", () => {
     try {
       mkdirSync(path.join(work.dir, "sql"));
       writeFileSync(path.join(work.dir, "sql", "daily.sql"), DAILY_SQL);
+      writeFileSync(path.join(work.dir, "sql", "pages.sql"), PAGES_SQL);
       const config = path.join(work.dir, "lakeswap.yaml");
       writeFileSync(config, configYaml(api, { lookback: 1 }));
       api.setDay("2026-11-29", dayRows("2026-11-29", 3));

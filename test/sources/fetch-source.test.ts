@@ -1,0 +1,47 @@
+import { spawnSync } from "node:child_process";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { describe, expect, it } from "vitest";
+import { fetchSource } from "../../src/sources/fetch-source.js";
+import type { HttpSource } from "../../src/sources/source.js";
+import { startReportApi } from "../support/report-api.js";
+
+const source = (url: string): HttpSource => ({
+  concurrency: 2,
+  spec: { url: `${url}/report?date={{ date }}`, headers: {}, rows: "rows", fields: {}, pagination: { kind: "cursor", path: "next_cursor", param: "cursor" }, timeoutMs: 5000, maxAttempts: 2, maxPages: 100 },
+});
+
+describe("fetchSource", () => {
+  it("fetches each day into its own file, reports a failed day with its error, removes its folder on release and the folders of dead syncs on start", async () => {
+    const api = await startReportApi({ pageSize: 2 });
+    // The folder a sync killed while it fetched leaves behind: its process is gone.
+    const dead = spawnSync(process.execPath, ["-e", ""]).pid;
+    const leftover = path.join(os.tmpdir(), `lakeswap-fetch-${dead}-test`);
+    mkdirSync(leftover, { recursive: true });
+    writeFileSync(path.join(leftover, "date=2026-11-01.jsonl"), "{}\n");
+    try {
+      api.setDay("2026-11-01", [{ page: "/a", sessions: 1 }, { page: "/b", sessions: 2 }, { page: "/c", sessions: 3 }]);
+      api.failDay("2026-11-03", 404);
+      const fetched = await fetchSource({ dataset: "ga4", source: source(api.url), key: "date", values: ["2026-11-01", "2026-11-02", "2026-11-03"], columns: ["page", "sessions"] });
+      expect(existsSync(leftover), "a dead sync's folder is removed").toBe(false);
+      const [first, second, third] = fetched.partitions;
+      expect(first).toMatchObject({ value: "2026-11-01", rows: 3 });
+      expect(readFileSync(first!.file!, "utf8").trim().split("\n").map((line) => JSON.parse(line) as unknown)).toEqual([
+        { page: "/a", sessions: 1 },
+        { page: "/b", sessions: 2 },
+        { page: "/c", sessions: 3 },
+      ]);
+      expect(second).toMatchObject({ value: "2026-11-02", rows: 0 });
+      expect(readFileSync(second!.file!, "utf8")).toBe("");
+      expect(third!.file).toBeUndefined();
+      expect(third!.error).toContain("404");
+      const folder = path.dirname(first!.file!);
+      expect(path.basename(folder)).toMatch(new RegExp(`^lakeswap-fetch-${process.pid}-`));
+      await fetched.release();
+      expect(existsSync(folder)).toBe(false);
+    } finally {
+      await api.close();
+    }
+  });
+});
