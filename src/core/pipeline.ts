@@ -103,6 +103,8 @@ export interface LoadReport {
   readonly deadLetterTable?: string;
   /** How the raw signatures were computed: `native` (lakeswap's DuckDB extension) or `sql` (the same signatures, slower), with why. */
   readonly signing: Signing;
+  /** An http source: the days asked for, and how many of them could not be fetched (`files` are where they were kept while landed). */
+  readonly fetched?: { readonly days: number; readonly failed: number };
 }
 
 /** The report of a sync. */
@@ -303,7 +305,8 @@ export class Pipeline {
           landed = await this.land(dataset);
           ({ plan: rawPlan, appended } = await this.planRaw(dataset, landed.delivery, rawStates, fetched));
         }
-        loads.push(landed ? await this.writeDeadLetters(writer, log, dataset, landed) : loadReport(dataset, known.summary!));
+        const load = landed ? await this.writeDeadLetters(writer, log, dataset, landed) : loadReport(dataset, known.summary!);
+        loads.push(fetched ? { ...load, fetched: { days: fetched.partitions.length, failed: fetched.partitions.filter((p) => p.error !== undefined).length } } : load);
         // Every changed raw partition is written from the landed delivery in one pass.
         const rawBuild = { kind: "landed", delivery: merged ?? landed?.delivery, carryCurrent: dataset.write === "append" } as const;
         const rawResults = [

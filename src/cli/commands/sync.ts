@@ -56,9 +56,13 @@ export function registerSync(program: Command): void {
         report(wantsJson(command), result, () => {
           const undo = result.totals.built > 0 ? ` (undo with: lakeswap rollback --sync ${result.syncId})` : ": nothing was built";
           const lines = [`sync ${result.syncId}${undo}`, ""];
-          lines.push(...result.loads.map(
-            (l) => `${l.dataset}: read ${l.rowsRead} rows from ${l.files.length} file(s): ${l.rowsLoaded} loaded, ${l.rowsDeadLettered} dead-lettered${l.deadLetterTable ? ` (${l.deadLetterTable}, delivery=${l.delivery})` : ""}`,
-          ));
+          lines.push(...result.loads.map((l) => {
+            const from = l.fetched
+              ? `fetched ${l.fetched.days - l.fetched.failed} of ${l.fetched.days} day(s) from its http source`
+              : `read ${l.rowsRead} rows from ${l.files.length} file(s)`;
+            const rows = l.fetched ? `, ${l.rowsRead} rows` : "";
+            return `${l.dataset}: ${from}${rows}: ${l.rowsLoaded} loaded, ${l.rowsDeadLettered} dead-lettered${l.deadLetterTable ? ` (${l.deadLetterTable}, delivery=${l.delivery})` : ""}`;
+          }));
           // The same signatures either way; say so only when they took the slow path, with why.
           const slow = result.loads.find((l) => l.signing.form === "sql");
           if (slow) lines.push(`signatures computed in plain SQL, about 5x slower than with lakeswap's extension: ${slow.signing.reason ?? "not loaded"}`);
@@ -78,8 +82,8 @@ export function registerSync(program: Command): void {
           if (empty.length > 0) {
             lines.push(
               "",
-              `${empty.length} day(s) came back from the source without rows and keep what they hold: ${empty.map((p) => `${p.table}/${p.partition}`).join(", ")} ` +
-                "(if they really are empty now, set allow_empty: true under the dataset's source)",
+              `${empty.length} day(s) came back from the source without rows, and were left as they are (a day with rows keeps them): ` +
+                `${empty.map((p) => `${p.table}/${p.partition}`).join(", ")}. If they really are empty now, set allow_empty: true under the dataset's source`,
             );
           }
           const changed = result.partitions.filter((p) => p.action !== "skip");
