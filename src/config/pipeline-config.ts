@@ -10,6 +10,7 @@ import { transformFingerprint } from "../core/signature.js";
 import { normalizeColumnType, type Column } from "../core/table.js";
 import type { SinkSpec } from "../sinks/sink.js";
 import type { HttpSource } from "../sources/source.js";
+import { HttpFetcher } from "../sources/http-fetch.js";
 import { parseDuration } from "../core/duration.js";
 import type { AwsTarget } from "./aws-config.js";
 import { ingestSchemas, resolveIngest, type IngestPipelineConfig } from "./ingest-config.js";
@@ -562,23 +563,23 @@ function httpSource(at: string, dataset: DatasetInput): { source: HttpSource; ke
     throw new InvalidInputError(`${at}.source.http.url: the URL does not say which day to return: put {{ ${key} }} where the day goes, e.g. ?date={{ ${key} }}`);
   }
   const pagination = http.pagination;
-  return {
-    key,
-    source: {
-      concurrency: http.concurrency,
-      spec: {
-        url: http.url,
-        headers: http.headers,
-        rows: http.rows,
-        fields: http.fields,
-        pagination: pagination === undefined ? undefined : "next_url" in pagination ? { kind: "next_url", path: pagination.next_url } : { kind: "cursor", path: pagination.cursor, param: pagination.param },
-        requestsPerSecond: http.requests_per_second,
-        timeoutMs: parseDuration(http.timeout, `${at}.source.http.timeout`),
-        maxAttempts: http.max_attempts,
-        maxPages: http.max_pages,
-      },
+  const source: HttpSource = {
+    concurrency: http.concurrency,
+    spec: {
+      url: http.url,
+      headers: http.headers,
+      rows: http.rows,
+      fields: http.fields,
+      pagination: pagination === undefined ? undefined : "next_url" in pagination ? { kind: "next_url", path: pagination.next_url } : { kind: "cursor", path: pagination.cursor, param: pagination.param },
+      requestsPerSecond: http.requests_per_second,
+      timeoutMs: parseDuration(http.timeout, `${at}.source.http.timeout`),
+      maxAttempts: http.max_attempts,
+      maxPages: http.max_pages,
     },
   };
+  // The paths and header names are checked now, not at the first fetch.
+  wrapAt(`${at}.source.http`, () => new HttpFetcher(source.spec));
+  return { key, source };
 }
 
 /**

@@ -7,6 +7,7 @@
 import { open, rm } from "node:fs/promises";
 import { performance } from "node:perf_hooks";
 import { InvalidInputError, LakeswapError } from "../core/errors.js";
+import { kindOf, lookUp, parsePath, pathText, type Step } from "./json-path.js";
 
 /** Where one partition's rows are, and how to ask for them. */
 export interface HttpSourceSpec {
@@ -51,7 +52,6 @@ export interface HttpFetcherOptions {
   readonly onRetry?: (info: { url: string; attempt: number; status?: number; delayMs: number; reason: string }) => void;
 }
 
-type Step = string | number;
 
 /** One page's address: `real` is sent, `shown` (secrets as `${VAR}`) goes into messages. */
 interface PageUrl {
@@ -292,58 +292,6 @@ function specProblems(spec: HttpSourceSpec): string[] {
   return problems;
 }
 
-/** Parses `$.a.b[0].c` (or "" / "$" for the value itself) into steps. */
-function parsePath(path: string): Step[] {
-  let rest = path.trim();
-  if (rest === "" || rest === "$") return [];
-  if (rest.startsWith("$.")) rest = rest.slice(2);
-  else if (rest.startsWith("$[")) rest = rest.slice(1);
-  const steps: Step[] = [];
-  for (const segment of rest.split(".")) {
-    const match = /^([^[\]]*)((?:\[\d+\])*)$/.exec(segment);
-    if (!match || (match[1] === "" && match[2] === "")) throw new InvalidInputError(`'${path}' is not a path`);
-    if (match[1]) steps.push(match[1]);
-    for (const index of (match[2] ?? "").matchAll(/\[(\d+)\]/g)) steps.push(Number(index[1]));
-  }
-  return steps;
-}
-
-/** The value at `steps`: undefined when a step is missing or meets null; a mismatch when a step meets the wrong kind of value. */
-function lookUp(value: unknown, steps: readonly Step[]): { value: unknown } | { mismatch: string } {
-  let current = value;
-  for (const [depth, step] of steps.entries()) {
-    if (current === undefined || current === null) return { value: undefined };
-    const wanted = typeof step === "number" ? Array.isArray(current) : isObject(current);
-    if (!wanted) {
-      const at = depth === 0 ? "the value" : `'${pathText(steps.slice(0, depth))}'`;
-      return { mismatch: `${at} is ${kindOf(current)}, not ${typeof step === "number" ? "an array" : "an object"}` };
-    }
-    current = Object.hasOwn(current, step) ? (current as Record<string | number, unknown>)[step] : undefined;
-  }
-  return { value: current };
-}
-
-/** One column's value in one row; errors name the row, its page and the column. */
-function readRow(row: unknown, path: readonly Step[], where: string, column: string): unknown {
-  const found = lookUp(row, path);
-  if (!("mismatch" in found)) return found.value;
-  throw new InvalidInputError(`${where}: column ${column} cannot be read at '${pathText(path)}' (${found.mismatch.replace("the value", "the row")}): rows must be JSON objects, or map the column in fields to where its value is`);
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
-
-function kindOf(value: unknown): string {
-  if (value === null) return "null";
-  if (Array.isArray(value)) return "an array";
-  return typeof value === "object" ? "an object" : `a ${typeof value} (${JSON.stringify(value).slice(0, 40)})`;
-}
-
-function pathText(steps: readonly Step[]): string {
-  return steps.map((step, i) => (typeof step === "number" ? `[${step}]` : i === 0 ? step : `.${step}`)).join("") || "$";
-}
-
 function fillKeys(template: string, values: Readonly<Record<string, string>>): string {
   return template.replace(KEY_PLACEHOLDER, (_, key: string) => encodeURIComponent(values[key] ?? ""));
 }
@@ -393,4 +341,11 @@ function quote(text: string, redact: (text: string) => string): string {
   }).join("").replace(/\s+/g, " ").trim();
   if (!printable) return "empty body";
   return `body: "${printable.length <= 200 ? printable : `${printable.slice(0, 199)}…`}"`;
+}
+
+/** One column's value in one row; errors name the row, its page and the column. */
+function readRow(row: unknown, path: readonly Step[], where: string, column: string): unknown {
+  const found = lookUp(row, path);
+  if (!("mismatch" in found)) return found.value;
+  throw new InvalidInputError(`${where}: column ${column} cannot be read at '${pathText(path)}' (${found.mismatch.replace("the value", "the row")}): rows must be JSON objects, or map the column in fields to where its value is`);
 }

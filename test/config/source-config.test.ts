@@ -82,6 +82,7 @@ describe("source config: http, replace_partition, lookback_days", () => {
     ["lookback_days with replace_partition: false", FILES.replace("lookback_days: 2}", "lookback_days: 2, replace_partition: false}"), /it needs replace_partition: true/],
     ["allow_empty without a window", FILES.replace("lookback_days: 2}", "allow_empty: true}"), /source\.allow_empty: applies to http sources and to sources with lookback_days/],
     ["replace_partition: true with write: append", `${FILES.replace("lookback_days: 2}", "replace_partition: true}")}    write: append\n`, /replace_partition: true replaces each delivered partition, which contradicts write: append/],
+    ["a rows path that is not a path", HTTP.replace("rows: rows", "rows: \"a..b\""), /datasets\.ga4\.source\.http: HTTP source: rows 'a\.\.b' is not a path/],
     ["a negative lookback", FILES.replace("lookback_days: 2", "lookback_days: -1"), /lookback_days/],
   ])("refuses %s, naming the key and the fix", (_name, yaml, message) => {
     expect(() => resolve(yaml)).toThrow(message);
