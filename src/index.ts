@@ -18,3 +18,5 @@ export type { SinkedPartition } from "./core/sink-sync.js";
 export { loadPipelineConfig } from "./config/pipeline-config.js";
 export type { Sink, SinkSpec, SinkLayout, SinkMode, SinkOpener } from "./sinks/sink.js";
 export { openSink } from "./sinks/open-sink.js";
+export type { SourceFetcher, FetchRequest, FetchedSource, HttpSource } from "./sources/source.js";
+export { fetchSource } from "./sources/fetch-source.js";
