@@ -573,12 +573,19 @@ export class Pipeline {
       const first = delivery.firstRejects[0];
       // A Parquet row has a number but no line; a CSV record may span lines, and a line may be megabytes long.
       const parquet = dataset.source.format === "parquet";
-      const where = first ? `${first.file}${first.line === null ? "" : parquet ? ` row ${first.line}` : `:${first.line}`}` : "the delivery";
+      // An http source's rows are in files of its own, one per day: the day and the row's number name it.
+      const fetchedDay = first && dataset.fetchedFiles ? dataset.fetchedFiles.find((file) => file === first.file)?.split(/[\\/]/).pop()?.replace(/\.jsonl$/, "") : undefined;
+      const where = !first
+        ? "the delivery"
+        : fetchedDay !== undefined
+          ? `datasets.${dataset.name}: the http source's answer for ${fetchedDay}, row ${first.line}`
+          : `${first.file}${first.line === null ? "" : parquet ? ` row ${first.line}` : `:${first.line}`}`;
       const text = first?.raw ? first.raw.replaceAll("\r", "\\r").replaceAll("\n", "\\n") : "";
       const shown = text.length > 120 ? `${text.slice(0, 117)}...` : text;
+      const fix = fetchedDay !== undefined ? "Declare the columns as the API sends them" : "Fix the file";
       throw new InvalidInputError(
         `${where}: ${first?.reason ?? "bad row"}${shown ? ` (${parquet ? "row" : "line"}: ${shown})` : ""}; ${delivery.rowsRejected} bad row(s) in all, nothing was loaded. ` +
-          `Fix the file, or set dead_letter: <table> under datasets.${dataset.name} to load the rest and keep the bad rows there.`,
+          `${fix}, or set dead_letter: <table> under datasets.${dataset.name} to load the rest and keep the bad rows there.`,
       );
     }
     return { delivery };

@@ -223,6 +223,13 @@ describe("http source from the CLI", () => {
       ]);
       expect(planned.find((p) => p.layer === "daily" && p.partition === "date=2026-11-29")).toMatchObject({ action: "build", reason: "upstream changed" });
 
+      // A row the declared columns do not take stops the load, naming the day and the row; nothing changes.
+      api.setDay("2026-11-29", [{ page: "/a", sessions: 1 }, { page: "/b", sessions: "many" }]);
+      const bad = await runCli([...backend.cliArgs, "sync", "-c", config, "--as-of", "2026-11-30"], env);
+      expect(bad.code, bad.stderr).toBe(2);
+      expect(bad.stderr).toContain("datasets.ga4: the http source's answer for date=2026-11-29, row 2: column sessions: 'many' is not an integer");
+      expect(bad.stderr).toContain("Declare the columns as the API sends them, or set dead_letter: <table>");
+
       const missing = await runCli([...backend.cliArgs, "sync", "-c", config, "--as-of", "2026-11-30"], { ...backend.cliEnv, GA4_TOKEN: "" });
       expect(missing.code).toBe(2);
       expect(missing.stderr).toContain("GA4_TOKEN");
