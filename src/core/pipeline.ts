@@ -66,6 +66,8 @@ export interface PlannedPartition {
   readonly inputPartitions?: readonly string[];
   /** Rows in the delivery (raw layer). */
   readonly rows?: number;
+  /** Why the day could not be fetched (`fetch failed`). */
+  readonly error?: string;
 }
 
 /** What one partition of a sync did. */
@@ -174,7 +176,7 @@ export class Pipeline {
       try {
         // Days that could not be fetched keep their runs; a sync would fail them.
         const failed = this.fetchFailures(dataset, fetched?.source).map(
-          (f): PlannedPartition => ({ dataset: dataset.name, layer: "raw", table: dataset.table, partition: f.partition, action: "skip", reason: "fetch failed" }),
+          (f): PlannedPartition => ({ dataset: dataset.name, layer: "raw", table: dataset.table, partition: f.partition, action: "skip", reason: "fetch failed", error: f.error }),
         );
         planned.push(...failed);
         if (fetched && !fetched.dataset) {

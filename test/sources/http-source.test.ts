@@ -222,6 +222,11 @@ describe("http source from the CLI", () => {
         "date=2026-11-30 skip: unchanged",
       ]);
       expect(planned.find((p) => p.layer === "daily" && p.partition === "date=2026-11-29")).toMatchObject({ action: "build", reason: "upstream changed" });
+      api.failDay("2026-11-30", 500);
+      const unreachable = await runCli([...backend.cliArgs, "plan", "-c", config, "--as-of", "2026-11-30"], env);
+      api.failDay("2026-11-30", undefined);
+      expect(unreachable.code, unreachable.stderr).toBe(0);
+      expect(unreachable.stdout).toMatch(/date=2026-11-30 +skip +fetch failed +GET .*HTTP 500/);
 
       // A row the declared columns do not take stops the load, naming the day and the row; nothing changes.
       api.setDay("2026-11-29", [{ page: "/a", sessions: 1 }, { page: "/b", sessions: "many" }]);

@@ -34,7 +34,9 @@ export function registerPlan(program: Command): void {
           const build = plan.filter((p) => p.action === "build").length;
           report(wantsJson(command), { partitions: plan, totals: { build, skip: plan.length - build } }, () =>
             [
-              formatTable(["layer", "table", "partition", "action", "reason"], plan.map((p) => [p.layer, p.table, p.partition, p.action, p.reason])),
+              plan.some((p) => p.error !== undefined)
+                ? formatTable(["layer", "table", "partition", "action", "reason", "error"], plan.map((p) => [p.layer, p.table, p.partition, p.action, p.reason, p.error]))
+                : formatTable(["layer", "table", "partition", "action", "reason"], plan.map((p) => [p.layer, p.table, p.partition, p.action, p.reason])),
               "",
               `${build} to build, ${plan.length - build} to skip`,
             ].join("\n"),
