@@ -19,9 +19,9 @@ import {
   partitionValue,
   type Partition,
 } from "./partition.js";
-import { addDays, assertDay, todayIn } from "./day.js";
+import { emptyDays, fetchFailures, fetchedDataset, windowDays } from "./lookback.js";
 import { newRunId } from "./run-id.js";
-import { SIGNATURE_VERSION, appendSignature, chainSignature, rawSignature } from "./signature.js";
+import { SIGNATURE_VERSION, appendSignature, chainSignature } from "./signature.js";
 import { quoteIdentifier, quoteLiteral } from "./sql.js";
 import { defineTable, type TableDefinition } from "./table.js";
 
@@ -175,7 +175,7 @@ export class Pipeline {
       const fetched = dataset.http ? await this.fetchWindow(dataset) : undefined;
       try {
         // Days that could not be fetched keep their runs; a sync would fail them.
-        const failed = this.fetchFailures(dataset, fetched?.source).map(
+        const failed = fetchFailures(dataset, fetched?.source).map(
           (f): PlannedPartition => ({ dataset: dataset.name, layer: "raw", table: dataset.table, partition: f.partition, action: "skip", reason: "fetch failed", error: f.error }),
         );
         planned.push(...failed);
@@ -251,7 +251,7 @@ export class Pipeline {
             // Not one day could be fetched: nothing to land; the layers are still brought up to date.
             await this.createTables(dataset);
             await this.lake.write(this.tablesWritten(dataset), `sync ${this.config.file}`, async (writer) => {
-              const failed = this.fetchFailures(dataset, fetched.source);
+              const failed = fetchFailures(dataset, fetched.source);
               results.push(...failed);
               layers.push({ dataset: dataset.name, layer: "raw", table: dataset.table, ...totals(failed, 0) });
               await this.buildLayers(writer, log, dataset, results, layers, sinks);
@@ -320,7 +320,7 @@ export class Pipeline {
               })
             : skipped(dataset.table, "raw", rawPlan)),
           // A day that could not be fetched keeps its current run; it fails, and the rerun fetches it again.
-          ...this.fetchFailures(dataset, fetched),
+          ...fetchFailures(dataset, fetched),
         ];
         results.push(...rawResults);
         // A clean delivery whose raw layer landed whole is known from now on: the same delivery again is not read again.
@@ -637,37 +637,17 @@ export class Pipeline {
     return { plan, appended };
   }
 
-  /**
-   * The days an http source answered without rows (they are in no landed partition). With allow_empty each
-   * becomes an empty run where the day had rows (or is new); without it the day keeps what it has, and the
-   * report says so: an API that suddenly returns nothing is more often broken than right.
-   */
+  /** The days an http source answered without rows: built empty (allow_empty) or skipped and reported (./lookback.ts). */
   private planEmptyDays(dataset: DatasetConfig, fetched: FetchedSource | undefined, states: ReadonlyMap<string, PartitionState>): PlannedPartition[] {
-    const window = dataset.window;
-    if (!window || !fetched) return [];
-    const empty = makeEmptySignature(dataset);
-    return fetched.partitions
-      .filter((p) => p.file !== undefined && p.rows === 0)
-      .map((p) => {
-        const partition = partitionPath(makePartition([[window.key, p.value]]));
-        const base = { dataset: dataset.name, layer: "raw", table: dataset.table, partition, rows: 0 };
-        if (!window.allowEmpty) return { ...base, action: "skip", reason: "empty in source" };
-        return { ...base, ...this.decide(states.get(partition), empty, () => "content changed"), signature: empty };
-      });
+    return emptyDays(dataset, fetched).map(({ partition, signature }) => {
+      const base = { dataset: dataset.name, layer: "raw", table: dataset.table, partition, rows: 0 };
+      if (!dataset.window!.allowEmpty) return { ...base, action: "skip", reason: "empty in source" };
+      return { ...base, ...this.decide(states.get(partition), signature, () => "content changed"), signature };
+    });
   }
 
-  /** The days of a dataset's lookback window, oldest first: today (or --as-of) and the days before it, and the days --partition names. */
   private windowDays(dataset: DatasetConfig): string[] {
-    const window = dataset.window!;
-    const last = this.options.asOf ?? todayIn(window.timezone);
-    const days = new Set<string>();
-    for (let back = window.lookbackDays; back >= 0; back -= 1) days.add(addDays(last, -back));
-    for (const spec of this.options.partitions ?? []) {
-      const named = parsePartition(spec);
-      if (named.keys.length !== 1 || named.keys[0] !== window.key) continue;
-      days.add(assertDay(named.values[0] as string, `--partition ${spec}`));
-    }
-    return [...days].sort();
+    return windowDays(dataset.window!, this.options.asOf, this.options.partitions ?? []);
   }
 
   /**
@@ -688,36 +668,7 @@ export class Pipeline {
       columns: dataset.columns.map((c) => c.name),
       onFetched: (value, done, total) => this.options.onProgress?.({ layer: "fetch", done, total, label: `${dataset.name}/${key}=${value}` }),
     });
-    const files = source.partitions.filter((p): p is typeof p & { file: string } => p.file !== undefined);
-    if (files.length === 0) return { source };
-    // Which day a row belongs to is which file it came from: the landing numbers the files from 1.
-    const days = `[${files.map((p) => quoteLiteral(p.value)).join(", ")}]`;
-    return {
-      source,
-      dataset: {
-        ...dataset,
-        source: { format: "jsonl", path: "", header: true, delimiter: "," },
-        partition: [{ key, expression: `(${days})[__file]` }],
-        fetchedFiles: files.map((p) => p.file),
-      },
-    };
-  }
-
-  /** The days an http source could not return: each fails (its current run stays), with the fetch's error. */
-  private fetchFailures(dataset: DatasetConfig, fetched: FetchedSource | undefined): SyncedPartition[] {
-    const key = dataset.window?.key;
-    if (!fetched || key === undefined) return [];
-    return fetched.partitions
-      .filter((p) => p.error !== undefined)
-      .map((p) => ({
-        table: dataset.table,
-        layer: "raw",
-        partition: partitionPath(makePartition([[key, p.value]])),
-        action: "failed",
-        reason: "fetch failed",
-        seconds: 0,
-        error: p.error,
-      }));
+    return { source, dataset: fetchedDataset(dataset, source) };
   }
 
   /** Upsert: the delivery merged into the table's current runs by key (./../landing/landing.ts, `MergeRequest`). */
@@ -989,10 +940,4 @@ function totals(results: readonly SyncedPartition[], elapsedMs: number): SyncTot
 /** The algorithm version of a signature (`v2` of `v2:…`, docs/signatures.md). */
 function signatureVersion(signature: string): string {
   return signature.slice(0, Math.max(0, signature.indexOf(":")));
-}
-
-/** The signature of a partition without rows, as the landing signs one (docs/signatures.md: a sum over no rows). */
-function makeEmptySignature(dataset: DatasetConfig): string {
-  const signed = dataset.columns.filter((c) => dataset.signatureColumns.includes(c.name));
-  return rawSignature(signed, []);
 }

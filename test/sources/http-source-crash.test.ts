@@ -91,7 +91,9 @@ function readerLoop(backend: TestBackend, pauseMs: number): { stop: () => Promis
 const CASES = selectedBackends().flatMap((backendName) => (POINTS[backendName] ?? []).map((point) => [point, backendName] as const));
 
 describe("http source: a sync killed at a fault point, then rerun", () => {
-  it.concurrent.each(CASES)("killed at %s on the %s backend: readers never see a day missing or mixed; the rerun converges", async (point, backendName) => {
+  // One case at a time: each runs a lake, an API, a reader and CLI children, and the other test worker's timing-bound
+  // suites (leases on AWS) share the machine.
+  it.each(CASES)("killed at %s on the %s backend: readers never see a day missing or mixed; the rerun converges", async (point, backendName) => {
     const api = await startReportApi({ pageSize: 2 });
     const backend = await BACKEND_FACTORIES[backendName]!();
     const work = tempDir("lakeswap-http-crash-");
