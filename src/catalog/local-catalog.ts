@@ -9,6 +9,7 @@ import { assertTableName } from "../core/sql.js";
 import { defineTable, tableChange, type TableDefinition } from "../core/table.js";
 import { eachLimited, fsyncPath, intoFolder, isCode, lightFs, makeFolder, noSpaceError, writeTempFile } from "../store/local-store.js";
 import { runLocation, type Catalog, type Pointer, type PointerMove, type PointerMoveKind } from "./catalog.js";
+import { processAlive } from "../store/process-folders.js";
 
 const META = "_lakeswap";
 const RUNS = "_runs";
@@ -478,14 +479,6 @@ async function removeAll(files: readonly string[]): Promise<void> {
   await Promise.all(files.map((file) => fs.rm(file, { force: true }).catch(() => undefined)));
 }
 
-function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return isCode(error, "EPERM");
-  }
-}
 
 function compare(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;

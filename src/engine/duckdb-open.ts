@@ -1,10 +1,11 @@
 import { existsSync } from "node:fs";
-import { mkdtemp, readdir, rm } from "node:fs/promises";
-import { tmpdir, totalmem } from "node:os";
+import { rm } from "node:fs/promises";
+import { totalmem } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { DuckDBInstance } from "@duckdb/node-api";
 import { duckdb } from "./duckdb-module.js";
+import { freshProcessFolder } from "../store/process-folders.js";
 import { InvalidInputError, errorMessage } from "../core/errors.js";
 import { rowItems, rowLanes, type SignedColumn } from "../core/signature.js";
 import { quoteLiteral } from "../core/sql.js";
@@ -65,7 +66,7 @@ export async function openDuckDb(
   options: { readonly native?: boolean; readonly extensionPath?: string; readonly spill?: boolean } = {},
 ): Promise<OpenedDuckDb> {
   const extension = options.extensionPath ?? NATIVE_EXTENSION_PATH;
-  const spillDirectory = options.spill ? await freshSpillDirectory() : undefined;
+  const spillDirectory = options.spill ? await freshProcessFolder(SPILL_PREFIX) : undefined;
   const opened = (instance: DuckDBInstance, signing: Signing): OpenedDuckDb => ({
     instance,
     signing,
@@ -118,34 +119,6 @@ export async function openDuckDb(
   if (failure === undefined) return opened(instance, { form: "native" });
   instance.closeSync();
   return plain(failure);
-}
-
-/**
- * A new folder for a landing instance, `lakeswap-landing-<pid>-XXXXXX` in the machine's temporary
- * folder. Each process makes its own, so a leftover never stands in a later run's
- * way; the folders of processes that are gone (killed before they could remove
- * theirs) are removed first.
- */
-async function freshSpillDirectory(): Promise<string> {
-  const parent = tmpdir();
-  const names = await readdir(parent).catch(() => [] as string[]);
-  for (const name of names) {
-    const pid = new RegExp(`^${SPILL_PREFIX}(\\d+)-`).exec(name)?.[1];
-    if (pid !== undefined && Number(pid) !== process.pid && !processAlive(Number(pid))) {
-      await rm(path.join(parent, name), { recursive: true, force: true }).catch(() => undefined);
-    }
-  }
-  return mkdtemp(path.join(parent, `${SPILL_PREFIX}${process.pid}-`));
-}
-
-/** Whether a process with this id runs (or runs under another user, which we may not signal). */
-function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM";
-  }
 }
 
 /**

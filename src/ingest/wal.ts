@@ -3,6 +3,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { InvalidInputError, LakeswapError, LeaseHeldError, NotFoundError, errorMessage } from "../core/errors.js";
 import { crc32c } from "./crc32c.js";
+import { processAlive } from "../store/process-folders.js";
 
 /** The largest payload one record may hold (64 MiB); a larger append is refused. */
 export const WAL_MAX_PAYLOAD_BYTES = 64 * 1024 * 1024;
@@ -555,14 +556,6 @@ async function releaseLock(dir: string): Promise<void> {
   if ((await readOptional(lock)) === `${process.pid}\n`) await call((done) => fs.unlink(lock, done)).catch(() => undefined);
 }
 
-function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return isCode(error, "EPERM");
-  }
-}
 
 /** Writes `buffers` (`bytes` in all) at `position`, going on after a short write. */
 async function writeAll(fd: number, buffers: Buffer[], position: number, bytes: number): Promise<void> {

@@ -1,8 +1,8 @@
-import { mkdtemp, readdir, rm } from "node:fs/promises";
-import os from "node:os";
+import { rm } from "node:fs/promises";
 import path from "node:path";
 import { errorMessage } from "../core/errors.js";
 import { mapLimited } from "../core/runs.js";
+import { freshProcessFolder } from "../store/process-folders.js";
 import { HttpFetcher } from "./http-fetch.js";
 import type { FetchRequest, FetchedPartitionFile, FetchedSource } from "./source.js";
 
@@ -14,8 +14,8 @@ import type { FetchRequest, FetchedPartitionFile, FetchedSource } from "./source
 export async function fetchSource(request: FetchRequest, env: NodeJS.ProcessEnv = process.env): Promise<FetchedSource> {
   HttpFetcher.check(request.source.spec, [request.key], env);
   const fetcher = new HttpFetcher(request.source.spec, { env });
-  await removeLeftovers();
-  const dir = await mkdtemp(path.join(os.tmpdir(), `${PREFIX}${process.pid}-`));
+  // A sync killed while it fetched leaves its folder behind: the next fetch removes it.
+  const dir = await freshProcessFolder("lakeswap-fetch-");
   let done = 0;
   try {
     const partitions = await mapLimited(request.values, request.source.concurrency, async (value): Promise<FetchedPartitionFile> => {
@@ -34,27 +34,5 @@ export async function fetchSource(request: FetchRequest, env: NodeJS.ProcessEnv 
   } catch (error) {
     await rm(dir, { recursive: true, force: true });
     throw error;
-  }
-}
-
-const PREFIX = "lakeswap-fetch-";
-
-/** Removes the fetch folders of processes that are gone (a sync killed while it fetched or landed). */
-async function removeLeftovers(): Promise<void> {
-  const names = await readdir(os.tmpdir()).catch(() => [] as string[]);
-  for (const name of names) {
-    const pid = Number(/^lakeswap-fetch-(\d+)-/.exec(name)?.[1]);
-    if (!Number.isInteger(pid) || pid === process.pid || alive(pid)) continue;
-    await rm(path.join(os.tmpdir(), name), { recursive: true, force: true }).catch(() => undefined);
-  }
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    // EPERM: the process exists, and belongs to someone else.
-    return (error as NodeJS.ErrnoException).code === "EPERM";
   }
 }

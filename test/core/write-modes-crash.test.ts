@@ -5,7 +5,7 @@ import { loadPipelineConfig } from "../../src/config/pipeline-config.js";
 import type { Lake } from "../../src/core/lake.js";
 import { Pipeline } from "../../src/core/pipeline.js";
 import { BACKEND_FACTORIES, runCli, selectedBackends, tempDir, type TestBackend } from "../support/lake-fixture.js";
-import { lakeDirOf } from "../support/crash-kit.js";
+import { lakeDirOf, readerLoop } from "../support/crash-kit.js";
 
 // Invariants 1, 2, 3 and 6 for the raw write modes append and upsert: a sync of a second delivery killed at a
 // fault point leaves every partition whole (what the first delivery made of it, or what the second makes of it,
@@ -155,33 +155,8 @@ function expectWhole(view: ByPartition, scenario: Scenario, when: string): void 
 }
 
 /** Reads the table over and over until stopped, and fails the test if some read saw a partition mixed or missing. */
-function readerLoop(backend: TestBackend, scenario: Scenario, pauseMs: number): { stop: () => Promise<number> } {
-  let wake: () => void = () => undefined;
-  let stopping = false;
-  const done = (async () => {
-    const reader = await backend.open({ readOnly: true });
-    let reads = 0;
-    try {
-      while (!stopping) {
-        expectWhole(await seen(reader, scenario), scenario, `read ${reads + 1} while the syncs ran`);
-        reads += 1;
-        await new Promise<void>((resolve) => {
-          wake = resolve;
-          setTimeout(resolve, pauseMs);
-        });
-      }
-    } finally {
-      await reader.close();
-    }
-    return reads;
-  })();
-  return {
-    stop: async () => {
-      stopping = true;
-      wake();
-      return done;
-    },
-  };
+function readers(backend: TestBackend, scenario: Scenario, pauseMs: number): { stop: () => Promise<number> } {
+  return readerLoop(backend, async (lake, n) => expectWhole(await seen(lake, scenario), scenario, `read ${n} while the syncs ran`), pauseMs);
 }
 
 // One list of cases over every backend, so that the cases of both backends share the workers.
@@ -215,7 +190,7 @@ describe("write modes: a sync killed at a fault point, then rerun", () => {
         runCli([...backend.cliArgs, "sync", "-c", configFile, "--input", secondFile, "--json"], { ...backend.cliEnv, ...env });
 
       expect((await syncHere(firstFile)).totals.failed).toBe(0);
-      const readers = readerLoop(backend, scenario, backendName === "aws" ? 200 : 100);
+      const reading = readers(backend, scenario, backendName === "aws" ? 200 : 100);
       let rerunReport: string;
       try {
         const [name, nth] = point.split("@");
@@ -234,10 +209,10 @@ describe("write modes: a sync killed at a fault point, then rerun", () => {
         expect(rerun.code, rerun.stderr).toBe(0);
         rerunReport = rerun.stdout;
       } catch (error) {
-        await readers.stop().catch(() => undefined);
+        await reading.stop().catch(() => undefined);
         throw error;
       }
-      expect(await readers.stop(), "the reader read at least once").toBeGreaterThan(0);
+      expect(await reading.stop(), "the reader read at least once").toBeGreaterThan(0);
       expect((JSON.parse(rerunReport) as { totals: { failed: number } }).totals.failed).toBe(0);
 
       const lake = await backend.open();

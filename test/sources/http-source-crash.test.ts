@@ -5,7 +5,8 @@ import { loadPipelineConfig } from "../../src/config/pipeline-config.js";
 import type { Lake } from "../../src/core/lake.js";
 import { Pipeline, type SyncReport } from "../../src/core/pipeline.js";
 import { fetchSource } from "../../src/sources/fetch-source.js";
-import { BACKEND_FACTORIES, runCli, selectedBackends, tempDir, type TestBackend } from "../support/lake-fixture.js";
+import { readerLoop } from "../support/crash-kit.js";
+import { BACKEND_FACTORIES, runCli, selectedBackends, tempDir } from "../support/lake-fixture.js";
 import { startReportApi, type ReportApi } from "../support/report-api.js";
 
 // Issue 13: an http source's sync replaces restated days by swapping new runs in, never delete-then-write. While
@@ -59,35 +60,6 @@ function expectWhole(view: Map<string, string[]>, when: string): void {
   }
 }
 
-function readerLoop(backend: TestBackend, pauseMs: number): { stop: () => Promise<number> } {
-  let stopping = false;
-  let wake = () => undefined as void;
-  const done = (async () => {
-    const reader = await backend.open({ readOnly: true });
-    let reads = 0;
-    try {
-      while (!stopping) {
-        expectWhole(await lakeDays(reader), `read ${reads + 1} while the syncs ran`);
-        reads += 1;
-        await new Promise<void>((resolve) => {
-          wake = resolve;
-          setTimeout(resolve, pauseMs);
-        });
-      }
-    } finally {
-      await reader.close();
-    }
-    return reads;
-  })();
-  return {
-    stop: async () => {
-      stopping = true;
-      wake();
-      return done;
-    },
-  };
-}
-
 const CASES = selectedBackends().flatMap((backendName) => (POINTS[backendName] ?? []).map((point) => [point, backendName] as const));
 
 describe("http source: a sync killed at a fault point, then rerun", () => {
@@ -111,7 +83,7 @@ describe("http source: a sync killed at a fault point, then rerun", () => {
       }
 
       for (const day of RESTATED) api.setDay(day, rowsOf(day, 2));
-      const readers = readerLoop(backend, backendName === "aws" ? 150 : 50);
+      const readers = readerLoop(backend, async (lake, n) => expectWhole(await lakeDays(lake), `read ${n} while the syncs ran`), backendName === "aws" ? 150 : 50);
       let rerun: SyncReport;
       try {
         const [name, nth] = point.split("@");

@@ -8,6 +8,7 @@ import { DuckDBInstance } from "@duckdb/node-api";
 import { leaseKey, type LeaseRecord } from "../../src/core/lease.js";
 import { manifestKey, type RunManifest } from "../../src/core/manifest.js";
 import { parsePartition } from "../../src/core/partition.js";
+import type { Lake } from "../../src/core/lake.js";
 import { REPO_ROOT, type TestBackend } from "./lake-fixture.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -218,3 +219,35 @@ export async function readManifest(lakeDir: string, table: string, partition: st
   }
 }
 
+/**
+ * Reads a lake over and over, `read(lake, n)` for read n (1, 2, ...), pausing `pauseMs` between reads, until
+ * stopped; `stop` resolves with the number of reads, or rejects with the first failed read's error.
+ */
+export function readerLoop(backend: TestBackend, read: (lake: Lake, n: number) => Promise<void>, pauseMs: number): { stop: () => Promise<number> } {
+  let wake: () => void = () => undefined;
+  let stopping = false;
+  const done = (async () => {
+    const reader = await backend.open({ readOnly: true });
+    let reads = 0;
+    try {
+      while (!stopping) {
+        await read(reader, reads + 1);
+        reads += 1;
+        await new Promise<void>((resolve) => {
+          wake = resolve;
+          setTimeout(resolve, pauseMs);
+        });
+      }
+    } finally {
+      await reader.close();
+    }
+    return reads;
+  })();
+  return {
+    stop: async () => {
+      stopping = true;
+      wake();
+      return done;
+    },
+  };
+}
