@@ -305,7 +305,8 @@ export function pipelineJsonSchema(): Record<string, unknown> {
 export function loadPipelineConfig(file: string): PipelineConfig {
   const absolute = path.resolve(file);
   if (!existsSync(absolute)) {
-    throw new InvalidInputError(`config file '${file}' does not exist; pass the pipeline config with -c lakeswap.yaml`);
+    const where = path.isAbsolute(file) ? "" : ` (looked for ${absolute})`;
+    throw new InvalidInputError(`config file '${file}' does not exist${where}; run lakeswap in the folder of lakeswap.yaml, or pass it with -c path/to/lakeswap.yaml`);
   }
   let raw: unknown;
   try {

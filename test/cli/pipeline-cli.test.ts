@@ -1,4 +1,5 @@
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { NATIVE_EXTENSION_PATH } from "../../src/engine/duckdb-open.js";
 import { openEmbeddedLake } from "../../src/open-lake.js";
@@ -44,6 +45,23 @@ describe("lakeswap plan and sync", () => {
     expect(again.code).toBe(0);
     expect(again.stdout).toMatch(/raw\s+orders_raw\s+0\s+2\s+0/);
     expect(again.stdout).toContain("signatures computed in plain SQL, about 5x slower than with lakeswap's extension: LAKESWAP_NATIVE=off");
+  });
+
+  it("reads lakeswap.yaml from the working folder when -c is not given, and says where it looked when there is none", async () => {
+    workspace = new PipelineWorkspace();
+    const file = workspace.delivery(orders(2));
+    const args = ["--lake", workspace.lakeDir];
+    const sync = await runCli([...args, "sync", "--input", file, "--json"], {}, { cwd: workspace.dir });
+    expect(sync.code, sync.stderr).toBe(0);
+    expect(JSON.parse(sync.stdout).totals).toMatchObject({ built: 5, failed: 0 });
+    const plan = await runCli([...args, "plan", "--input", file, "--json"], {}, { cwd: workspace.dir });
+    expect(plan.code, plan.stderr).toBe(0);
+    expect(JSON.parse(plan.stdout)).toMatchObject({ totals: { build: 0, skip: 5 } });
+
+    const elsewhere = path.join(workspace.dir, "sql");
+    const missing = await runCli([...args, "sync", "--input", file], {}, { cwd: elsewhere });
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toContain(`config file 'lakeswap.yaml' does not exist (looked for ${path.join(elsewhere, "lakeswap.yaml")}); run lakeswap in the folder of lakeswap.yaml, or pass it with -c`);
   });
 
   it("lists syncs and undoes one with rollback --sync, text and --json", async () => {

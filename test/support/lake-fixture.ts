@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import type { Lake, LakeSettings } from "../../src/core/lake.js";
 import { awsTargetInEnvironment, resolveAwsTarget, type AwsTarget } from "../../src/config/aws-config.js";
 import { openAwsLake, openEmbeddedLake } from "../../src/open-lake.js";
@@ -132,10 +132,10 @@ export interface CliResult {
   readonly stderr: string;
 }
 
-/** Runs `lakeswap <args>` in a child process (from the TypeScript sources). */
-export function runCli(args: readonly string[], env: Record<string, string> = {}): Promise<CliResult> {
+/** Runs `lakeswap <args>` in a child process (from the TypeScript sources), in the repository's folder or `options.cwd`. */
+export function runCli(args: readonly string[], env: Record<string, string> = {}, options: { readonly cwd?: string } = {}): Promise<CliResult> {
   return new Promise((resolve, reject) => {
-    const child = spawnCli(args, env);
+    const child = spawnCli(args, env, options);
     let stdout = "";
     let stderr = "";
     child.stdout?.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
@@ -146,9 +146,10 @@ export function runCli(args: readonly string[], env: Record<string, string> = {}
 }
 
 /** Starts `lakeswap <args>` as a child process without waiting for it. */
-export function spawnCli(args: readonly string[], env: Record<string, string> = {}): ChildProcess {
-  return spawn(process.execPath, ["--import", "tsx", CLI_ENTRY, ...args], {
-    cwd: REPO_ROOT,
+export function spawnCli(args: readonly string[], env: Record<string, string> = {}, options: { readonly cwd?: string } = {}): ChildProcess {
+  // tsx by its path, so that it is found from any working folder.
+  return spawn(process.execPath, ["--import", pathToFileURL(path.join(REPO_ROOT, "node_modules", "tsx", "dist", "loader.mjs")).href, CLI_ENTRY, ...args], {
+    cwd: options.cwd ?? REPO_ROOT,
     env: { ...process.env, NODE_NO_WARNINGS: "1", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });

@@ -21,7 +21,7 @@ export function registerIngest(program: Command): void {
   program
     .command("serve")
     .description("run the event collector: POST /v1/<pipeline>/<namespace> (NDJSON or a JSON array), GET /healthz, GET /metrics")
-    .requiredOption("-c, --config <file>", "the config with pipelines: (lakeswap.yaml)")
+    .option("-c, --config <file>", "the config with pipelines:", "lakeswap.yaml")
     .option("--port <port>", "the port to listen on (env LAKESWAP_PORT; default 8080)")
     .option("--host <host>", "the interface to listen on (default: every interface)")
     .option("--pipeline <name...>", "serve only these pipelines (default: every pipeline of the config)")
@@ -78,7 +78,7 @@ export function registerIngest(program: Command): void {
     .description("append events from a file or stdin (NDJSON, or a JSON array) to a pipeline, land them, and report")
     .argument("<pipeline>", "the pipeline (pipelines.<name> in the config)")
     .argument("[file]", "an NDJSON or JSON file; - or nothing: stdin")
-    .requiredOption("-c, --config <file>", "the config with pipelines: (lakeswap.yaml)")
+    .option("-c, --config <file>", "the config with pipelines:", "lakeswap.yaml")
     .option("--namespace <name>", "the namespace of the events (default: the pipeline's only namespace)")
     .option("--format <format>", "ndjson or json (default: from the file name, else by its first character)")
     .option("--json", "print the report as JSON")

@@ -12,7 +12,7 @@ export function registerPlan(program: Command): void {
   program
     .command("plan")
     .description("show, per layer and partition, whether a sync would build or skip it, and why")
-    .requiredOption("-c, --config <file>", "the pipeline config (lakeswap.yaml)")
+    .option("-c, --config <file>", "the pipeline config", "lakeswap.yaml")
     .option("--input <file...>", "the file(s) of this delivery, instead of the datasets' source paths")
     .option("--partition <spec...>", "only these partitions (in layers with the same keys)")
     .option("--full-refresh", "plan to rebuild every partition")

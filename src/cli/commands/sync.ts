@@ -25,7 +25,7 @@ export function registerSync(program: Command): void {
     program
       .command("sync")
       .description("land a delivery and build every layer, rebuilding only what changed")
-      .requiredOption("-c, --config <file>", "the pipeline config (lakeswap.yaml)")
+      .option("-c, --config <file>", "the pipeline config", "lakeswap.yaml")
       .option("--input <file...>", "the file(s) of this delivery, instead of the datasets' source paths")
       .option("--partition <spec...>", "only these partitions (in layers with the same keys)")
       .option("--full-refresh", "rebuild every partition, whatever the signatures say")
