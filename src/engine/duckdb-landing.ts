@@ -174,9 +174,11 @@ export async function landDelivery(connection: DuckDBConnection, request: LandRe
       await connection.runAndReadAll(`SELECT (SELECT count(*) FROM ${tables.rejected}), (SELECT count(*) FROM ${badKeys})`)
     ).getRowsJS()[0]!.map(Number) as [number, number];
     if (inPlace) {
-      const good = [`${rowProblem} IS NULL`, ...(unsafeKeys > 0 ? [`NOT EXISTS (SELECT 1 FROM ${badKeys} b WHERE ${keysMatch})`] : [])];
+      // A clean delivery (the probe found no bad row, and its files are checked unchanged before anything is kept)
+      // needs no filter: its later passes (signature, runs) then skip computing every row's problems again.
+      const good = [...(rejected > 0 ? [`${rowProblem} IS NULL`] : []), ...(unsafeKeys > 0 ? [`NOT EXISTS (SELECT 1 FROM ${badKeys} b WHERE ${keysMatch})`] : [])];
       const output = [...columns.map((c) => c.name), ...keys].map((name) => `r.${quoteIdentifier(name)}`).join(", ");
-      await connection.run(`CREATE VIEW ${tables.landed} AS SELECT ${output} FROM ${all} r WHERE ${good.join(" AND ")}`);
+      await connection.run(`CREATE VIEW ${tables.landed} AS SELECT ${output} FROM ${all} r${good.length > 0 ? ` WHERE ${good.join(" AND ")}` : ""}`);
     } else {
       if (rejected > 0) await connection.run(`DELETE FROM ${tables.landed} r WHERE ${rowProblem} IS NOT NULL`);
       if (unsafeKeys > 0) await connection.run(`DELETE FROM ${tables.landed} r USING ${badKeys} b WHERE ${keysMatch}`);
