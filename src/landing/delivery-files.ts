@@ -1,6 +1,5 @@
 import { promises as fs } from "node:fs";
 import path from "node:path";
-import { glob } from "tinyglobby";
 import { InvalidInputError } from "../core/errors.js";
 
 /** Characters that make a path a glob (`*`, `?`, `[...]`, `{a,b}`). */
@@ -34,6 +33,8 @@ async function existing(name: string): Promise<string[]> {
 
 /** A glob, matched below its longest folder without glob characters. */
 async function expand(pattern: string): Promise<string[]> {
+  // Loaded with the first glob: a delivery named by its path (--input FILE) never loads the matcher.
+  const { glob } = await import("tinyglobby");
   const segments = path.resolve(pattern).split(path.sep);
   const firstGlob = segments.findIndex((segment) => GLOB_CHARACTERS.test(segment));
   const base = segments.slice(0, firstGlob).join(path.sep) || path.sep;

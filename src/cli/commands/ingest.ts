@@ -5,10 +5,8 @@ import type { Command } from "commander";
 import { loadPipelineConfig, type PipelineConfig } from "../../config/pipeline-config.js";
 import type { IngestPipelineConfig } from "../../config/ingest-config.js";
 import { InvalidInputError, NotFoundError } from "../../core/errors.js";
-import { startIngestServer, type IngestHandler, type IngestRequest } from "../../ingest/http-server.js";
+import type { IngestHandler, IngestRequest } from "../../ingest/http-server.js";
 import type { IngestService, SegmentReport } from "../../ingest/ingest-service.js";
-import { Metrics } from "../../ingest/metrics.js";
-import { IngestLakes, openIngestService } from "../../ingest/open-ingest.js";
 import { formatTable, report } from "../output.js";
 import { interruptCleanups, wantsJson } from "../context.js";
 import { didYouMean } from "../../config/pipeline-config.js";
@@ -27,6 +25,7 @@ export function registerIngest(program: Command): void {
     .option("--pipeline <name...>", "serve only these pipelines (default: every pipeline of the config)")
     .option("--flush-interval <ms>", "how often sealed segments are landed (default 1000)")
     .action(async (options: { config: string; port?: string; host?: string; pipeline?: string[]; flushInterval?: string }) => {
+      const { Metrics, IngestLakes, openIngestService, startIngestServer } = await ingestModules();
       const config = loadPipelineConfig(options.config);
       const pipelines = choosePipelines(config, options.pipeline);
       const port = portOf(options.port ?? process.env.LAKESWAP_PORT ?? "8080");
@@ -83,6 +82,7 @@ export function registerIngest(program: Command): void {
     .option("--format <format>", "ndjson or json (default: from the file name, else by its first character)")
     .option("--json", "print the report as JSON")
     .action(async (pipelineName: string, file: string | undefined, options: { config: string; namespace?: string; format?: string }, command: Command) => {
+      const { Metrics, IngestLakes, openIngestService } = await ingestModules();
       const config = loadPipelineConfig(options.config);
       const [pipeline] = choosePipelines(config, [pipelineName]) as [IngestPipelineConfig];
       const namespace = chooseNamespace(pipeline, options.namespace);
@@ -203,4 +203,17 @@ async function* chunks(file: string | undefined, format: string | undefined): As
     }
   }
   if (heldBytes > 0) yield { body: Buffer.concat(held), format: kind ?? "ndjson" };
+}
+
+/**
+ * The collector's modules, loaded when an ingest command runs: the other commands then never load the write-ahead
+ * log's native CRC-32C, node:http or the collector (a few milliseconds of every command's start).
+ */
+async function ingestModules() {
+  const [{ startIngestServer }, { Metrics }, { IngestLakes, openIngestService }] = await Promise.all([
+    import("../../ingest/http-server.js"),
+    import("../../ingest/metrics.js"),
+    import("../../ingest/open-ingest.js"),
+  ]);
+  return { startIngestServer, Metrics, IngestLakes, openIngestService };
 }
