@@ -1,3 +1,4 @@
+import { spawnSync } from "node:child_process";
 import { promises as fs } from "node:fs";
 import path from "node:path";
 import { quoteLiteral } from "../src/core/sql.js";
@@ -151,6 +152,7 @@ export async function benchDelivery(
     const lakeswapFirst = round % 2 === 1;
     for (const side of lakeswapFirst ? ["lakeswap", "copy"] : ["copy", "lakeswap"]) {
       progress(`delivery: first load, round ${round}/${rounds}: ${side === "lakeswap" ? "lakeswap sync" : "raw DuckDB partitioned COPY"}`);
+      settleDisk();
       if (side === "lakeswap") lakeswapRuns.push(await firstLoad(flights, lakeDir));
       else copyRuns.push(await rawCopy(flights.file, copyDir));
     }
@@ -195,6 +197,7 @@ export async function benchDelivery(
   const resendRuns: SyncRun[] = [];
   for (let round = 1; round <= Math.max(rounds, 3); round++) {
     progress(`delivery: resend of the same file, round ${round}/${Math.max(rounds, 3)}`);
+    settleDisk();
     const resend = await lakeswapSync({ config: flights.config, input: flights.file, lakeDir: path.join(flights.dir, "lake-1") });
     succeeded(resend);
     resendRuns.push(resend);
@@ -203,6 +206,7 @@ export async function benchDelivery(
   if (!resendBuiltNothing) throw new Error(`a resend of the same delivery built something: ${resendRuns.map((r) => `${r.report?.totals.built} built`).join(", ")}`);
   await fs.rm(path.join(flights.dir, "lake-1"), { recursive: true, force: true });
 
+  settleDisk();
   const straight = await timeStraightforward(flights, options.nodeBaseline, progress);
   const resendTiming = summarize(resendRuns.map((r) => r.process.wallMs));
   const baseline = straight.nodeMs !== undefined && straight.nodeMs <= straight.copyMs ? "node" : "copy";
@@ -227,6 +231,14 @@ export async function benchDelivery(
     resend,
     checks: { resendBuiltNothing, straightforwardVariantsAgree: straight.agree, straightforwardDaysCompared: straight.daysCompared },
   };
+}
+
+/**
+ * Writes every dirty page of the machine to disk (sync(1)) before a timed run, so that no run pays for the
+ * write-back of what an earlier one wrote (the raw COPY leaves ~60 MB unflushed, a first load's lake is removed).
+ */
+function settleDisk(): void {
+  spawnSync("sync", { stdio: "ignore" });
 }
 
 async function firstLoad(flights: FlightsWorkspace, lakeDir: string): Promise<SyncRun> {
