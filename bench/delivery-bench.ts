@@ -1,4 +1,3 @@
-import { spawnSync } from "node:child_process";
 import { promises as fs } from "node:fs";
 import path from "node:path";
 import { quoteLiteral } from "../src/core/sql.js";
@@ -7,7 +6,7 @@ import { BenchDuck } from "./duck.js";
 import { FLIGHTS_DAY_EXPRESSION, FLIGHTS_DAYS, FLIGHTS_ROWS, FLIGHTS_TABLE, flightsPipelineYaml, writeFlights } from "./flights.js";
 import { lakeswapSync, REPO_ROOT, succeeded, tail, type SyncRun } from "./lakeswap-cli.js";
 import { runMeasured, type MeasuredRun, type RssMethod } from "./measured-process.js";
-import { summarize, timeMs, type Timing } from "./stats.js";
+import { settleDisk, summarize, timeMs, type Timing } from "./stats.js";
 import {
   loadFlightsTable,
   readFlightsIntoMemory,
@@ -231,14 +230,6 @@ export async function benchDelivery(
     resend,
     checks: { resendBuiltNothing, straightforwardVariantsAgree: straight.agree, straightforwardDaysCompared: straight.daysCompared },
   };
-}
-
-/**
- * Writes every dirty page of the machine to disk (sync(1)) before a timed run, so that no run pays for the
- * write-back of what an earlier one wrote (the raw COPY leaves ~60 MB unflushed, a first load's lake is removed).
- */
-function settleDisk(): void {
-  spawnSync("sync", { stdio: "ignore" });
 }
 
 async function firstLoad(flights: FlightsWorkspace, lakeDir: string): Promise<SyncRun> {

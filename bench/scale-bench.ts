@@ -4,6 +4,7 @@ import { quoteLiteral } from "../src/core/sql.js";
 import { GLUE_LISTINGS, GLUE_PARTITION_WRITES, sumOf, type ApiCalls, type BenchAws } from "./aws-lake.js";
 import { BenchDuck } from "./duck.js";
 import { lakeswapSync, type SyncRun } from "./lakeswap-cli.js";
+import { settleDisk } from "./stats.js";
 
 /*
  * Issue 10, item 8: many tiny partitions. A delivery of N day partitions of
@@ -148,10 +149,12 @@ export async function benchScale(workDir: string, budgetMs: number, progress: (m
     const limit = (base: TinySync | undefined): number | undefined =>
       base === undefined || base.stopped ? budgetMs : Math.min(budgetMs, base.ms * SCALE_RATIO_TARGET * 1.02 + 500);
     progress(`scale: first sync of ${partitions.toLocaleString("en-US")} tiny partitions (embedded)`);
+    settleDisk();
     const first = tinySync(await lakeswapSync({ config, input, lakeDir, timeoutMs: limit(smaller?.first) }), partitions, "built");
     let resend: TinySync | undefined;
     if (!first.stopped && first.failed === undefined) {
       progress(`scale: resend of ${partitions.toLocaleString("en-US")} tiny partitions (embedded)`);
+      settleDisk();
       resend = tinySync(await lakeswapSync({ config, input, lakeDir, timeoutMs: limit(smaller?.resend) }), partitions, "skipped");
     }
     runs.push({ partitions, first, resend });

@@ -1,3 +1,4 @@
+import { spawnSync } from "node:child_process";
 import { performance } from "node:perf_hooks";
 
 /** Timings of one measured operation, in milliseconds. */
@@ -27,4 +28,12 @@ export function median(values: readonly number[]): number {
 /** Summarizes samples (in milliseconds) as median, min and max. */
 export function summarize(samplesMs: readonly number[]): Timing {
   return { medianMs: median(samplesMs), minMs: Math.min(...samplesMs), maxMs: Math.max(...samplesMs), samplesMs };
+}
+
+/**
+ * Writes every dirty page of the machine to disk (sync(1)) before a timed run, so that no run pays for the
+ * write-back of what an earlier step wrote (a delivery just generated, the raw COPY's unflushed files, a lake removed).
+ */
+export function settleDisk(): void {
+  spawnSync("sync", { stdio: "ignore" });
 }
