@@ -264,8 +264,8 @@ export interface DatasetConfig {
   readonly http?: HttpSource;
   /** The days a sync takes (http sources, and file sources with lookback_days). */
   readonly window?: LookbackWindow;
-  /** Set by a sync for the days its http source returned: the JSONL files landed instead of `source.path`. */
-  readonly fetchedFiles?: readonly string[];
+  /** Set by a sync for the days its http source returned: the JSONL files landed instead of `source.path`, each with its day's partition. */
+  readonly fetchedFiles?: readonly { readonly file: string; readonly partition: string }[];
   /** `source: {ingest: <pipeline>.<namespace>}`: the raw layer is that namespace's ingested table, filled by lakeswap serve / ingest; a sync only builds the layers. */
   readonly ingested?: { readonly pipeline: string; readonly namespace: string };
   readonly table: string;

@@ -36,7 +36,7 @@ export function fetchedDataset(dataset: DatasetConfig, fetched: FetchedSource): 
     ...dataset,
     source: { format: "jsonl", path: "", header: true, delimiter: "," },
     partition: [{ key: dataset.window!.key, expression: `(${days})[__file]` }],
-    fetchedFiles: files.map((p) => p.file),
+    fetchedFiles: files.map((p) => ({ file: p.file, partition: dayPartition(dataset.window!.key, p.value) })),
   };
 }
 
@@ -49,7 +49,7 @@ export function emptyDays(dataset: DatasetConfig, fetched: FetchedSource | undef
   const signature = rawSignature(signed, []);
   return fetched.partitions
     .filter((p) => p.file !== undefined && p.rows === 0)
-    .map((p) => ({ partition: partitionPath(makePartition([[window.key, p.value]])), signature }));
+    .map((p) => ({ partition: dayPartition(window.key, p.value), signature }));
 }
 
 /** The days an http source could not return: each fails (its current run stays), with the fetch's error. */
@@ -61,5 +61,10 @@ export function fetchFailures(
   if (!fetched || key === undefined) return [];
   return fetched.partitions
     .filter((p) => p.error !== undefined)
-    .map((p) => ({ table: dataset.table, layer: "raw", partition: partitionPath(makePartition([[key, p.value]])), action: "failed", reason: "fetch failed", seconds: 0, error: p.error }));
+    .map((p) => ({ table: dataset.table, layer: "raw", partition: dayPartition(key, p.value), action: "failed", reason: "fetch failed", seconds: 0, error: p.error }));
+}
+
+/** The partition path of one day of a window (`date=2026-11-01`). */
+function dayPartition(key: string, day: string): string {
+  return partitionPath(makePartition([[key, day]]));
 }

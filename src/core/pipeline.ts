@@ -503,7 +503,7 @@ export class Pipeline {
 
   /** The delivery's files as the dataset or `--input` names them (paths come resolved: by the config, or by the command). */
   private patterns(dataset: DatasetConfig): string[] {
-    if (dataset.fetchedFiles) return [...dataset.fetchedFiles];
+    if (dataset.fetchedFiles) return dataset.fetchedFiles.map((f) => f.file);
     return this.options.inputs?.length ? [...this.options.inputs] : [dataset.source.path];
   }
 
@@ -576,7 +576,7 @@ export class Pipeline {
       // A Parquet row has a number but no line; a CSV record may span lines, and a line may be megabytes long.
       const parquet = dataset.source.format === "parquet";
       // An http source's rows are in files of its own, one per day: the day and the row's number name it.
-      const fetchedDay = first && dataset.fetchedFiles ? dataset.fetchedFiles.find((file) => file === first.file)?.split(/[\\/]/).pop()?.replace(/\.jsonl$/, "") : undefined;
+      const fetchedDay = first ? dataset.fetchedFiles?.find((f) => f.file === first.file)?.partition : undefined;
       const where = !first
         ? "the delivery"
         : fetchedDay !== undefined
