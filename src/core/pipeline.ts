@@ -22,7 +22,7 @@ import {
 import { emptyDays, fetchFailures, fetchedDataset, windowDays } from "./lookback.js";
 import { newRunId } from "./run-id.js";
 import { SIGNATURE_VERSION, appendSignature, chainSignature } from "./signature.js";
-import { quoteIdentifier, quoteLiteral } from "./sql.js";
+import { quoteIdentifier, quoteLiteral, quoteRelation } from "./sql.js";
 import { defineTable, type TableDefinition } from "./table.js";
 
 /** The version of what a landing summary holds; a change lands every delivery anew. */
@@ -824,7 +824,7 @@ export class Pipeline {
     if (dataset.deadLetter && delivery.rowsRejected > 0) {
       const moved = { table: dataset.deadLetter, layer: "dead letter", partition: `delivery=${deliveryId}` };
       const result = await writer.replace(dataset.deadLetter, moved.partition, {
-        select: `SELECT ${quoteLiteral(dataset.name)} AS dataset, file, line, reason, raw FROM ${quoteIdentifier(delivery.rejectedRelation)} ORDER BY file, line`,
+        select: `SELECT ${quoteLiteral(dataset.name)} AS dataset, file, line, reason, raw FROM ${quoteRelation(delivery.rejectedRelation)} ORDER BY file, line`,
         landed: true,
         beforeSwap: (move) => log.intend([{ ...moved, run: move.runId, previousRun: move.previousRunId }]),
       });

@@ -38,6 +38,12 @@ export function quoteIdentifier(name: string): string {
   return `"${name}"`;
 }
 
+/** A relation's name, bare or qualified by its catalog (`catalog.name`), quoted part by part; each part must be an identifier. */
+export function quoteRelation(name: string): string {
+  const dot = name.indexOf(".");
+  return dot < 0 ? quoteIdentifier(name) : `${quoteIdentifier(name.slice(0, dot))}.${quoteIdentifier(name.slice(dot + 1))}`;
+}
+
 /** A SQL string literal: single quotes doubled, NUL refused. */
 export function quoteLiteral(value: string): string {
   if (value.includes("\0")) throw new InvalidInputError("a SQL string may not contain a NUL character");

@@ -10,7 +10,7 @@ import { TEMP_PREFIX } from "../core/layout.js";
 import { partitionOfValues, partitionPath, partitionValue, type Partition } from "../core/partition.js";
 import { mapLimited } from "../core/runs.js";
 import { finishRawSignature, signatureColumnOrder } from "../core/signature.js";
-import { quoteIdentifier, quoteLiteral } from "../core/sql.js";
+import { quoteIdentifier, quoteLiteral, quoteRelation } from "../core/sql.js";
 import { duckdbStorageType } from "../core/column-types.js";
 import type { TableDefinition } from "../core/table.js";
 import type { ObjectStore } from "../store/object-store.js";
@@ -67,6 +67,8 @@ export class DuckDbEngine implements Engine, Landing {
   private readonly store: ObjectStore;
   private instance: Promise<OpenedDuckDb> | undefined;
   private restricted: Promise<DuckDBInstance> | undefined;
+  /** The landing instance's memory limit in bytes, read once. */
+  private memoryLimit: Promise<number> | undefined;
   private readonly connections = new Set<DuckDBConnection>();
   /** The last deliveries identified: their files' states and ids, so that landing one of them does not read it twice to name it. */
   private readonly identified = new Map<string, { readonly states: readonly string[]; readonly id: string; readonly hashedAt: number }>();
@@ -389,12 +391,12 @@ export class DuckDbEngine implements Engine, Landing {
               // A table without partition keys: the whole relation is its one run, one file.
               await fs.mkdir(path.join(dir, "g0"));
               await connection.run(
-                `COPY (SELECT ${projection} FROM ${quoteIdentifier(relation)} AS l) TO ${quoteLiteral(path.join(dir, "g0", "data_0.parquet"))} (FORMAT PARQUET, ${compression})`,
+                `COPY (SELECT ${projection} FROM ${quoteRelation(relation)} AS l) TO ${quoteLiteral(path.join(dir, "g0", "data_0.parquet"))} (FORMAT PARQUET, ${compression})`,
               );
               continue;
             }
             await connection.run(
-              `COPY (SELECT ${projection}, ${keys.map((k) => `l.${quoteIdentifier(k)}`).join(", ")} FROM ${quoteIdentifier(relation)} AS l${where}) ` +
+              `COPY (SELECT ${projection}, ${keys.map((k) => `l.${quoteIdentifier(k)}`).join(", ")} FROM ${quoteRelation(relation)} AS l${where}) ` +
                 `TO ${quoteLiteral(path.join(dir, `g${group}`))} (FORMAT PARQUET, PARTITION_BY (${keyList}), ${compression})`,
             );
           } catch (error) {
@@ -527,13 +529,14 @@ export class DuckDbEngine implements Engine, Landing {
 
   async land(request: LandRequest): Promise<LandedDelivery> {
     const id = randomBytes(6).toString("hex");
-    const tables = { landed: `landed_${id}`, rejected: `rejected_${id}` };
     // Partition expressions are users' SQL run where the delivery is read: exactly one expression each, no subquery.
     const partition: LandRequest["partition"][number][] = [];
     for (const { key, expression } of request.partition) {
       partition.push({ key, expression: await assertOneExpression(expression, `partition expression of '${key}'`) });
     }
     const files = await deliveryFiles(request.files);
+    const catalog = await this.landingCatalog(request.format, files);
+    const tables = { landed: `${catalog}landed_${id}`, rejected: `${catalog}rejected_${id}` };
     return this.withConnection(async (connection) => {
       try {
         // Named before it is read, and checked unchanged after: the id then names exactly the rows landed.
@@ -680,10 +683,30 @@ export class DuckDbEngine implements Engine, Landing {
     for (const connection of this.connections) connection.interrupt();
     const [instance, restricted] = [this.instance, this.restricted];
     this.instance = undefined;
+    this.memoryLimit = undefined;
     this.restricted = undefined;
     // An instance that failed to open has nothing to close (its error was thrown where it was first needed).
     if (instance) await (await instance.catch(() => undefined))?.close();
     if (restricted) (await restricted).closeSync();
+  }
+
+  /**
+   * Where a delivery's landed tables go, as a prefix of their names: the landing's in-memory database when the
+   * delivery fits well within the memory limit (a text delivery of at most a quarter of it; a Parquet delivery is
+   * read in place, its tables hold only its bad rows), else the database file, which keeps big tables compressed on
+   * disk. Both spill past the limit; the in-memory one costs no write to the file and its log.
+   */
+  private async landingCatalog(format: LandRequest["format"], files: readonly string[]): Promise<string> {
+    const { memoryCatalog } = await this.opened();
+    if (memoryCatalog === undefined) return "";
+    if (format === "parquet") return `${memoryCatalog}.`;
+    this.memoryLimit ??= this.withConnection(async (connection) => {
+      const reader = await connection.runAndReadAll(`SELECT current_setting('memory_limit')`);
+      return parseByteSize(String(reader.getRows()[0]?.[0] ?? "")) ?? 0;
+    });
+    const limit = await this.memoryLimit;
+    const sizes = await Promise.all(files.map(async (file) => (await fs.stat(file).catch(() => undefined))?.size ?? Infinity));
+    return sizes.reduce((sum, size) => sum + size, 0) <= limit / 4 ? `${memoryCatalog}.` : "";
   }
 
   private opened(): Promise<OpenedDuckDb> {

@@ -4,7 +4,7 @@ import type { DuckDBConnection } from "@duckdb/node-api";
 import { InvalidInputError, LakeswapError, errorMessage } from "../core/errors.js";
 import { MAX_PARTITION_VALUE_LENGTH } from "../core/partition.js";
 import { FLAG_BITS, INFINITY_WORDS, flagWordCount, type KeyPair, laneKeys, wordKind } from "../core/signature.js";
-import { printable, quoteIdentifier, quoteLiteral } from "../core/sql.js";
+import { printable, quoteIdentifier, quoteLiteral, quoteRelation } from "../core/sql.js";
 import type { SignatureForm } from "./duckdb-open.js";
 import type { LandRequest } from "./engine.js";
 
@@ -210,16 +210,20 @@ export function landingScratch(landed: string): { lines: string; records: string
 export async function dropLanding(connection: DuckDBConnection, tables: LandingTables): Promise<void> {
   const scratch = landingScratch(tables.landed);
   const names = [tables.landed, scratch.typed, tables.rejected, scratch.badKeys, scratch.badRows, scratch.records, scratch.lines];
-  const list = names.map(quoteLiteral).join(", ");
+  // The relations of one delivery are all in one catalog: the landing's in-memory one (`catalog.name`), or the default.
+  const dot = tables.landed.indexOf(".");
+  const catalog = dot < 0 ? "current_database()" : quoteLiteral(tables.landed.slice(0, dot));
+  const bare = names.map((name) => name.slice(name.indexOf(".") + 1));
+  const list = bare.map(quoteLiteral).join(", ");
   const found = await connection.runAndReadAll(
-    `SELECT view_name, 'VIEW' FROM duckdb_views() WHERE NOT internal AND view_name IN (${list}) ` +
-      `UNION ALL SELECT table_name, 'TABLE' FROM duckdb_tables() WHERE table_name IN (${list})`,
+    `SELECT view_name, 'VIEW' FROM duckdb_views() WHERE NOT internal AND database_name = ${catalog} AND view_name IN (${list}) ` +
+      `UNION ALL SELECT table_name, 'TABLE' FROM duckdb_tables() WHERE database_name = ${catalog} AND table_name IN (${list})`,
   );
   // Views first: they read the tables. In the order of `names`, so the landed view goes before the typed one it reads.
   const relations = (found.getRowsJS() as [string, string][]).sort(
-    (a, b) => (a[1] === b[1] ? names.indexOf(a[0]) - names.indexOf(b[0]) : a[1] === "VIEW" ? -1 : 1),
+    (a, b) => (a[1] === b[1] ? bare.indexOf(a[0]) - bare.indexOf(b[0]) : a[1] === "VIEW" ? -1 : 1),
   );
-  for (const [name, kind] of relations) await connection.run(`DROP ${kind} IF EXISTS ${quoteIdentifier(name)}`);
+  for (const [name, kind] of relations) await connection.run(`DROP ${kind} IF EXISTS ${quoteRelation(names[bare.indexOf(name)]!)}`);
 }
 
 /** A pass over a delivery read in place (Parquet): a file that cannot be read as the format is bad input naming it, as when it is copied in. */
@@ -734,7 +738,7 @@ const NATIVE_DIRECT_FIELDS = 32;
 export function signatureQuery(relation: string, keys: readonly string[], signed: readonly SignatureColumn[], form: SignatureForm): string {
   // Each list of keys ends in ", " where there are keys: a table without partition keys is one group, the whole relation.
   const keyList = keys.map((key) => `${quoteIdentifier(key)}, `).join("");
-  const rel = quoteIdentifier(relation);
+  const rel = quoteRelation(relation);
   if (form === "native") {
     // The extension's aggregate: integer kinds as their declared type (it reads the stored integer, or the double's bits), text kinds as canonical text.
     const fields = signed.map((column) =>

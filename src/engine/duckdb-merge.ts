@@ -2,7 +2,7 @@ import type { DuckDBConnection } from "@duckdb/node-api";
 import { InvalidInputError } from "../core/errors.js";
 import { partitionOfValues, partitionPath, partitionValue, type Partition } from "../core/partition.js";
 import { finishRawSignature, signatureColumnOrder } from "../core/signature.js";
-import { quoteIdentifier, quoteLiteral } from "../core/sql.js";
+import { quoteIdentifier, quoteLiteral, quoteRelation } from "../core/sql.js";
 import type { LandedPartition, MergeRequest } from "../landing/landing.js";
 import { signatureQuery } from "./duckdb-landing.js";
 import type { SignatureForm } from "./duckdb-open.js";
@@ -50,7 +50,7 @@ export async function mergeDelivery(
 ): Promise<LandedPartition[]> {
   const { table, delivery, primaryKey, orderBy, deleteFlag } = request;
   const at = `datasets.${request.dataset}`;
-  const landed = quoteIdentifier(delivery.relation);
+  const landed = quoteRelation(delivery.relation);
   const keys = table.partitionKeys;
   const keyList = keys.map(quoteIdentifier).join(", ");
   // `, a.day, a.hour`: the partition keys after other columns (none for a table without partition keys).

@@ -20,6 +20,11 @@ export interface OpenedDuckDb {
   readonly signing: Signing;
   /** The folder of the instance's database file and spill files, when it was opened with one (`spill`); `close()` removes it. */
   readonly spillDirectory?: string;
+  /**
+   * With `spill`: the in-memory database attached beside the database file (MEMORY_CATALOG), for what lands
+   * well within the memory limit; it spills to the same folder past the limit.
+   */
+  readonly memoryCatalog?: string;
   /** Closes the instance and removes its folder. */
   close(): Promise<void>;
 }
@@ -32,6 +37,12 @@ const PACKAGE_ROOT = fileURLToPath(new URL("../../", import.meta.url)).replace(/
 
 /** The environment variable that sets the landing instance's memory limit (a DuckDB size: `2GB`, `512MB`). */
 export const MEMORY_LIMIT_VARIABLE = "LAKESWAP_MEMORY_LIMIT";
+
+/**
+ * The in-memory database of the landing instance (attached as this catalog). A table made there costs no write
+ * to the database file and its log, only memory: two to three times less than the same table in the file.
+ */
+export const MEMORY_CATALOG = "lakeswap_memory";
 
 /** The prefix of the landing instance's folders in the machine's temporary folder; the owner's pid follows. */
 const SPILL_PREFIX = "lakeswap-landing-";
@@ -70,7 +81,7 @@ export async function openDuckDb(
   const opened = (instance: DuckDBInstance, signing: Signing): OpenedDuckDb => ({
     instance,
     signing,
-    ...(spillDirectory ? { spillDirectory } : {}),
+    ...(spillDirectory ? { spillDirectory, memoryCatalog: MEMORY_CATALOG } : {}),
     close: async () => {
       instance.closeSync();
       if (spillDirectory) await rm(spillDirectory, { recursive: true, force: true });
@@ -82,16 +93,22 @@ export async function openDuckDb(
     // A database file rather than memory: DuckDB writes a big table to it compressed as it is made, keeps in memory
     // only the blocks a query reads, and drops them again for free (an in-memory table larger than the limit would be
     // written to the spill files uncompressed, and rewritten after every scan). Operators that outgrow the limit (sorts,
-    // joins, aggregates) spill to the folder's `spill/`, which DuckDB makes when it first needs it.
+    // joins, aggregates) spill to the folder's `spill/`, which DuckDB makes when it first needs it. What lands well
+    // within the limit goes to the in-memory database attached beside it instead (MEMORY_CATALOG).
     const instance = await DuckDBInstance.create(path.join(spillDirectory, "landing.duckdb"), { ...config, temp_directory: path.join(spillDirectory, "spill") });
     const connection = await instance.connect();
     const limit = landingMemoryLimit();
     try {
-      await connection.run(`SET memory_limit = ${quoteLiteral(limit)}`);
+      try {
+        await connection.run(`SET memory_limit = ${quoteLiteral(limit)}`);
+      } catch (error) {
+        throw new InvalidInputError(`${MEMORY_LIMIT_VARIABLE}='${limit}' is not a memory size DuckDB takes (${errorMessage(error)}): write it like 2GB or 512MB, or unset it for the default`);
+      }
+      await connection.run(`ATTACH ':memory:' AS ${MEMORY_CATALOG}`);
     } catch (error) {
       instance.closeSync();
       await rm(spillDirectory, { recursive: true, force: true });
-      throw new InvalidInputError(`${MEMORY_LIMIT_VARIABLE}='${limit}' is not a memory size DuckDB takes (${errorMessage(error)}): write it like 2GB or 512MB, or unset it for the default`);
+      throw error;
     } finally {
       connection.closeSync();
     }

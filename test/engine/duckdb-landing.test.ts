@@ -1,6 +1,6 @@
 import { writeFileSync } from "node:fs";
 import path from "node:path";
-import { DuckDBInstance } from "@duckdb/node-api";
+import { DuckDBInstance, type DuckDBConnection } from "@duckdb/node-api";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DuckDbEngine } from "../../src/engine/duckdb-engine.js";
 import { landDelivery } from "../../src/engine/duckdb-landing.js";
@@ -142,6 +142,60 @@ describe("landing doubles and floats for their signature", () => {
     } finally {
       connection.closeSync();
       instance.closeSync();
+    }
+  });
+});
+
+describe("where a delivery lands", () => {
+  /** The landing instance's relations, by catalog (the engine keeps its connections to itself). */
+  async function relationsOf(of: DuckDbEngine): Promise<string[]> {
+    const withConnection = (of as unknown as { withConnection<T>(work: (c: DuckDBConnection) => Promise<T>): Promise<T> }).withConnection.bind(of);
+    return withConnection(async (connection) => {
+      const rows = await connection.runAndReadAll(
+        `SELECT database_name || '.' || table_name FROM duckdb_tables() UNION ALL SELECT database_name || '.' || view_name FROM duckdb_views() WHERE NOT internal`,
+      );
+      return rows.getRowsJS().map((row) => String(row[0]));
+    });
+  }
+
+  it("lands what fits well within the memory limit in memory and the rest in the database file, with the same rows, signatures and bad rows, and leaves nothing behind", async () => {
+    // 60,000 rows (about 10 MB): a quarter of the small limit is less, so that engine lands it in its database file.
+    const file = path.join(workspace.dir, "placement.csv");
+    const lines = ["id,note,day", ...Array.from({ length: 60_000 }, (_, i) => `${i},note ${i} ${"x".repeat(140)},${i % 7 === 0 ? "../x" : `2026-11-0${1 + (i % 3)}`}`)];
+    writeFileSync(file, `${lines.join("\n")}\n`);
+    const previous = process.env.LAKESWAP_MEMORY_LIMIT;
+    process.env.LAKESWAP_MEMORY_LIMIT = "32MB";
+    const small = new DuckDbEngine(new LocalStore(path.join(workspace.dir, "lake-small")));
+    try {
+      const inMemory = await engine.land(request([file], "csv"));
+      const onDisk = await small.land(request([file], "csv"));
+      expect(inMemory.relation).toMatch(/^lakeswap_memory\.landed_/);
+      expect(onDisk.relation).toMatch(/^landed_/);
+      for (const delivery of [inMemory, onDisk]) expect(delivery).toMatchObject({ rowsRead: 60_000, rowsRejected: 8572, rowsLoaded: 51_428 });
+      expect(onDisk.partitions).toEqual(inMemory.partitions);
+      expect(onDisk.firstRejects).toEqual(inMemory.firstRejects);
+      // A Parquet delivery is read in place: only its views and bad rows are made, in memory whatever its size.
+      const parquet = path.join(workspace.dir, "placement.parquet");
+      const instance = await DuckDBInstance.create(":memory:");
+      const connection = await instance.connect();
+      await connection.run(`COPY (SELECT * FROM read_csv('${file}', header = true, all_varchar = true)) TO '${parquet}' (FORMAT PARQUET)`);
+      connection.closeSync();
+      instance.closeSync();
+      const typed = await small.land(request([parquet], "parquet"));
+      expect(typed.relation).toMatch(/^lakeswap_memory\.landed_/);
+      expect(typed.partitions).toEqual(inMemory.partitions);
+
+      expect((await relationsOf(engine)).some((name) => name.startsWith("lakeswap_memory.landed_"))).toBe(true);
+      expect((await relationsOf(small)).some((name) => name.startsWith("landing.landed_"))).toBe(true);
+      for (const delivery of [inMemory, typed]) await (delivery === inMemory ? engine : small).releaseLanding(delivery);
+      await small.releaseLanding(onDisk);
+      // A collector lands segment after segment for as long as it runs: each release leaves nothing in either catalog.
+      expect(await relationsOf(engine)).toEqual([]);
+      expect(await relationsOf(small)).toEqual([]);
+    } finally {
+      await small.close();
+      if (previous === undefined) delete process.env.LAKESWAP_MEMORY_LIMIT;
+      else process.env.LAKESWAP_MEMORY_LIMIT = previous;
     }
   });
 });
