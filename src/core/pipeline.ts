@@ -22,7 +22,7 @@ import {
 import { emptyDays, fetchFailures, fetchedDataset, windowDays } from "./lookback.js";
 import { newRunId } from "./run-id.js";
 import { SIGNATURE_VERSION, appendSignature, chainSignature } from "./signature.js";
-import { quoteIdentifier, quoteLiteral, quoteRelation } from "./sql.js";
+import { quoteLiteral, quoteRelation } from "./sql.js";
 import { defineTable, type TableDefinition } from "./table.js";
 
 /** The version of what a landing summary holds; a change lands every delivery anew. */
