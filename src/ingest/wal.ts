@@ -203,7 +203,7 @@ export class WriteAheadLog {
       if (isCode(error, "ENOENT")) throw new NotFoundError(`segment '${segment}' of the write-ahead log in '${this.dir}' was removed`);
       throw error;
     }
-    const scan = scanFrames(data);
+    const scan = await scanFrames(data);
     const records = scan.records.map((offset): WalRecord => ({
       segment,
       offset,
@@ -350,30 +350,49 @@ interface FrameScan {
   readonly tail: { offset: number; bytes: number; reason: string } | undefined;
 }
 
+/** Bytes checked between two turns of the event loop while a segment is scanned (a collector keeps answering meanwhile). */
+const SCAN_SLICE_BYTES = 2 * 1024 * 1024;
+
 /**
  * Reads the frames of a segment. A frame that does not check (a length past the maximum or the end, a CRC
  * mismatch; the CRC covers the length too) is skipped up to the next offset where a complete frame with a
- * matching CRC starts, reported as one corrupt range; with no valid frame after it, it is the torn tail.
+ * matching CRC starts, reported as one corrupt range; with no valid frame after it, it is the torn tail. The
+ * scan yields to the event loop every SCAN_SLICE_BYTES checked, so that checking a segment of 64 MiB does
+ * not hold up the requests in flight for the tens of milliseconds it takes.
  */
-function scanFrames(data: Buffer): FrameScan {
+async function scanFrames(data: Buffer): Promise<FrameScan> {
   const records: number[] = [];
   const corrupt: { offset: number; bytes: number; reason: string }[] = [];
   let offset = 0;
+  let checked = 0;
   while (offset < data.length) {
     const frame = frameLength(data, offset);
     if (frame > 0) {
       records.push(offset);
       offset += frame;
+      checked += frame;
+      if (checked >= SCAN_SLICE_BYTES) checked = await nextTurn();
       continue;
     }
     let next = offset + 1;
-    while (next < data.length && frameLength(data, next) < 0) next += 1;
+    for (; next < data.length; next += 1) {
+      const at = frameLength(data, next);
+      if (at >= 0) break;
+      // A resynchronization may check a frame's worth of bytes at every offset it tries.
+      checked += at === CHECKSUM_MISMATCH ? HEADER_BYTES + data.readUInt32LE(next) : HEADER_BYTES;
+      if (checked >= SCAN_SLICE_BYTES) checked = await nextTurn();
+    }
     const range = { offset, bytes: next - offset, reason: invalidFrameReason(data, offset, frame) };
     if (next >= data.length) return { records, corrupt, tail: range };
     corrupt.push(range);
     offset = next;
   }
   return { records, corrupt, tail: undefined };
+}
+
+/** Resolves (with 0, the bytes checked since) on the event loop's next turn, after the I/O that waits. */
+function nextTurn(): Promise<number> {
+  return new Promise((resolve) => setImmediate(() => resolve(0)));
 }
 
 const INCOMPLETE_HEADER = -1;
@@ -433,7 +452,7 @@ async function recover(dir: string, id: string, files: readonly SegmentFile[]): 
       continue;
     }
     const data = await call<Buffer>((done) => fs.readFile(name, done));
-    const scan = scanFrames(data);
+    const scan = await scanFrames(data);
     corrupt.push(...scan.corrupt.map((range) => ({ segment: segmentId(file.seq), ...range })));
     if (scan.tail) {
       await truncateDurably(name, scan.tail.offset);

@@ -10,6 +10,7 @@ import type { IngestService, SegmentReport } from "../../ingest/ingest-service.j
 import { formatTable, report } from "../output.js";
 import { interruptCleanups, wantsJson } from "../context.js";
 import { didYouMean } from "../../config/pipeline-config.js";
+import { BackgroundThreads, DEFAULT_BACKGROUND_NICE } from "../../ingest/thread-priority.js";
 
 /** The largest file or stdin `lakeswap ingest` appends as one record; larger input goes in several. */
 const INGEST_CHUNK_BYTES = 8 * 1024 * 1024;
@@ -24,11 +25,16 @@ export function registerIngest(program: Command): void {
     .option("--host <host>", "the interface to listen on (default: every interface)")
     .option("--pipeline <name...>", "serve only these pipelines (default: every pipeline of the config)")
     .option("--flush-interval <ms>", "how often sealed segments are landed (default 1000)")
-    .action(async (options: { config: string; port?: string; host?: string; pipeline?: string[]; flushInterval?: string }) => {
+    .option(
+      "--background-nice <n>",
+      `the CPU priority (nice, 0-19) of the threads that land events and do file I/O, so that acknowledging events wins the CPU; Linux only; 0: the same as the requests' thread (default ${DEFAULT_BACKGROUND_NICE})`,
+    )
+    .action(async (options: { config: string; port?: string; host?: string; pipeline?: string[]; flushInterval?: string; backgroundNice?: string }) => {
       const { Metrics, IngestLakes, openIngestService, startIngestServer } = await ingestModules();
       const config = loadPipelineConfig(options.config);
       const pipelines = choosePipelines(config, options.pipeline);
       const port = portOf(options.port ?? process.env.LAKESWAP_PORT ?? "8080");
+      const background = new BackgroundThreads(niceOf(options.backgroundNice ?? String(DEFAULT_BACKGROUND_NICE)));
       const metrics = new Metrics();
       const lakes = new IngestLakes();
       const services = new Map<string, IngestService>();
@@ -39,13 +45,19 @@ export function registerIngest(program: Command): void {
         await lakes.close();
         throw error;
       }
-      for (const service of services.values()) service.start(options.flushInterval ? Number(options.flushInterval) : 1000);
+      const flushInterval = options.flushInterval ? Number(options.flushInterval) : 1000;
+      for (const service of services.values()) service.start(flushInterval);
       const server = await startIngestServer({ handler: router(services), metrics, port, host: options.host });
+      // Threads are made on demand (DuckDB's with the first landing): lowered now, and the new ones at each flush.
+      background.lower();
+      const lowering = setInterval(() => background.lower(), flushInterval);
+      lowering.unref();
       process.stderr.write(`lakeswap: collecting ${[...services.keys()].join(", ")} on ${server.url} (POST /v1/<pipeline>/<namespace>)\n`);
       let stopping: Promise<void> | undefined;
       const stop = (signal: string): Promise<void> => {
         stopping ??= (async () => {
           process.stderr.write(`lakeswap: ${signal}: no longer accepting; finishing requests in flight and landing what the log holds\n`);
+          clearInterval(lowering);
           await server.close();
           for (const service of services.values()) {
             try {
@@ -167,6 +179,14 @@ function chooseNamespace(pipeline: IngestPipelineConfig, name: string | undefine
   }
   if (!known.includes(name)) throw new InvalidInputError(`pipeline '${pipeline.name}' has no namespace '${name}'${didYouMean(name, known)}; its namespaces: ${known.join(", ")}`);
   return name;
+}
+
+function niceOf(value: string): number {
+  const nice = Number(value);
+  if (!Number.isInteger(nice) || nice < 0 || nice > 19) {
+    throw new InvalidInputError(`--background-nice '${value}' is not a nice value: use a whole number from 0 (the same priority as the requests) to 19 (the lowest)`);
+  }
+  return nice;
 }
 
 function portOf(value: string): number {
