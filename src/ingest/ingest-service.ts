@@ -1,7 +1,6 @@
 import { createHash } from "node:crypto";
 import { isUtf8 } from "node:buffer";
 import { mkdtemp, open, rm, writeFile } from "node:fs/promises";
-import os from "node:os";
 import path from "node:path";
 import type { IngestNamespaceConfig, IngestPipelineConfig } from "../config/ingest-config.js";
 import { InvalidInputError, LakeswapError, NotFoundError, errorMessage } from "../core/errors.js";
@@ -15,6 +14,10 @@ import { BackpressureError, type IngestHandler, type IngestRequest } from "./htt
 import type { AdaptiveLimit } from "./adaptive-limit.js";
 import type { Metrics } from "./metrics.js";
 import { WriteAheadLog, type WalRecord } from "./wal.js";
+import { freshProcessFolder } from "../store/process-folders.js";
+
+/** The prefix of a landing's scratch folder in the machine's temporary folder; the owner's pid follows. */
+const WORK_PREFIX = "lakeswap-ingest-";
 
 /** The columns of a pipeline's dead-letter table (named after the pipeline), partitioned by the day the event was received. */
 export const DEAD_LETTER_COLUMNS = [
@@ -237,7 +240,9 @@ export class IngestService implements IngestHandler {
     const corruptBytes = corrupt.reduce((sum, c) => sum + c.bytes, 0);
     for (const bad of corrupt) this.log(`segment ${segment}: ${bad.bytes} corrupt bytes at offset ${bad.offset} (${bad.reason}) skipped`);
     const sequence = segmentSequence(segment);
-    const work = await mkdtemp(path.join(os.tmpdir(), "lakeswap-ingest-"));
+    // A folder of this process's own (lakeswap-ingest-<pid>-…): the folders that a collector killed while landing left
+    // behind (up to a segment's size each) are removed here, by the next landing of any collector on the machine.
+    const work = await freshProcessFolder(WORK_PREFIX);
     let events = 0;
     let written = 0;
     let deadLettered = 0;

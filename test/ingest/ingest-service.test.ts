@@ -17,6 +17,7 @@ import { resolvePipelineConfig } from "../../src/config/pipeline-config.js";
 import { Pipeline } from "../../src/core/pipeline.js";
 import { parse as parseYaml } from "yaml";
 import { mkdirSync } from "node:fs";
+import { spawnSync } from "node:child_process";
 import { awsBackend, embeddedBackend, type TestBackend } from "../support/lake-fixture.js";
 
 const PARTITION = [
@@ -133,7 +134,9 @@ describe.each([
     expect(dead.every((d) => d.namespace === "pageviews")).toBe(true);
 
     // The signature of each partition, added up segment by segment, is the signature of all its events landed at once.
-    const all = path.join(await mkdtemp(path.join(os.tmpdir(), "lakeswap-all-")), "all.jsonl");
+    const allDir = await mkdtemp(path.join(os.tmpdir(), "lakeswap-all-"));
+    cleanups.push(() => rm(allDir, { recursive: true, force: true }));
+    const all = path.join(allDir, "all.jsonl");
     writeFileSync(all, `${accepted.map((e) => JSON.stringify(e)).join("\n")}\n`);
     const table = namespaceTable(pipelineOf("/unused").namespaces[0]!);
     const whole = await lake.landDelivery({
@@ -273,6 +276,32 @@ describe("the collector's write-ahead log", () => {
     expect(ids.sort()).toEqual(["e0", "e1", "e2", "e3", "e4", "e10", "e11", "e12", "e13", "e14"].sort());
     expect(again.counts.corruptRecords).toBeGreaterThanOrEqual(1);
     expect(existsSync(walDir)).toBe(true);
+  });
+});
+
+describe("the collector's scratch folders", () => {
+  it("removes the folder a collector killed while landing left in TMPDIR (a copy of a segment's events), and leaves none of its own", async () => {
+    const tmp = await mkdtemp(path.join(os.tmpdir(), "lakeswap-tmpdir-"));
+    const previous = process.env.TMPDIR;
+    process.env.TMPDIR = tmp;
+    cleanups.push(async () => {
+      if (previous === undefined) delete process.env.TMPDIR;
+      else process.env.TMPDIR = previous;
+      await rm(tmp, { recursive: true, force: true });
+    });
+    const gone = spawnSync(process.execPath, ["-e", ""]).pid;
+    const killed = path.join(tmp, `lakeswap-ingest-${gone}-x1y2z3`);
+    mkdirSync(killed);
+    writeFileSync(path.join(killed, "pageviews.jsonl"), `${JSON.stringify(event(1))}\n`);
+    // A folder of a process that still runs (this one's parent) is its own business.
+    const running = path.join(tmp, `lakeswap-ingest-${process.ppid}-a1b2c3`);
+    mkdirSync(running);
+
+    const { service } = await setup(embeddedBackend);
+    await service.accept({ pipeline: "events", namespace: "pageviews", body: ndjson([event(1), event(2)]), format: "ndjson" });
+    await service.flush();
+    expect(service.counts.written).toBe(2);
+    expect(readdirSync(tmp).filter((name) => name.startsWith("lakeswap-ingest-"))).toEqual([path.basename(running)]);
   });
 });
 
