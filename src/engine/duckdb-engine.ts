@@ -1,6 +1,4 @@
 import { promises as fs } from "node:fs";
-import { mkdtemp } from "node:fs/promises";
-import { tmpdir } from "node:os";
 import path from "node:path";
 import type { DuckDBConnection, DuckDBInstance } from "@duckdb/node-api";
 import { createHash, randomBytes } from "node:crypto";
@@ -11,6 +9,7 @@ import { partitionOfValues, partitionPath, partitionValue, type Partition } from
 import { mapLimited } from "../core/runs.js";
 import { finishRawSignature, signatureColumnOrder } from "../core/signature.js";
 import { quoteIdentifier, quoteLiteral, quoteRelation } from "../core/sql.js";
+import { freshProcessFolder } from "../store/process-folders.js";
 import { duckdbStorageType } from "../core/column-types.js";
 import type { TableDefinition } from "../core/table.js";
 import type { ObjectStore } from "../store/object-store.js";
@@ -115,7 +114,7 @@ export class DuckDbEngine implements Engine, Landing {
       .join(", ");
 
     const local = this.store.capabilities.localPaths;
-    const runDir = local ? this.store.localPath(request.runPrefix) : await mkdtemp(path.join(tmpdir(), "lakeswap-run-"));
+    const runDir = local ? this.store.localPath(request.runPrefix) : await freshProcessFolder("lakeswap-run-");
     if (local) {
       await fs.mkdir(path.dirname(runDir), { recursive: true });
       // Exclusive: a run prefix is fresh or the build stops.
@@ -196,7 +195,7 @@ export class DuckDbEngine implements Engine, Landing {
   async compactFiles(request: { readonly table: TableDefinition; readonly files: readonly string[]; readonly targetKey: string }): Promise<{ readonly key: string; readonly size: number }> {
     const { table } = request;
     const local = this.store.capabilities.localPaths;
-    const scratch = local ? undefined : await mkdtemp(path.join(tmpdir(), "lakeswap-compact-"));
+    const scratch = local ? undefined : await freshProcessFolder("lakeswap-compact-");
     try {
       const sources = await mapLimited(request.files, 8, async (key, index) => {
         if (!scratch) return this.store.localPath(key);
@@ -227,7 +226,7 @@ export class DuckDbEngine implements Engine, Landing {
     const local = this.store.capabilities.localPaths;
     // A remote file is not downloaded: its footer is fetched into a sparse local file of the same size, which is all
     // DuckDB reads of it for the metadata.
-    const folder = local ? undefined : await mkdtemp(path.join(tmpdir(), "lakeswap-footers-"));
+    const folder = local ? undefined : await freshProcessFolder("lakeswap-footers-");
     try {
       const paths = local
         ? files.map((file) => this.store.localPath(file.key))
@@ -347,8 +346,9 @@ export class DuckDbEngine implements Engine, Landing {
     const local = this.store.capabilities.localPaths;
     const id = randomBytes(6).toString("hex");
     // Staged where the runs go (the lake's own temporary folder, so each run folder is one rename away), or in the
-    // machine's temporary folder when the runs are uploaded. A killed process's stage is removed by the next open.
-    const stageParent = local ? this.store.localPath(`${TEMP_PREFIX}`) : await mkdtemp(path.join(tmpdir(), "lakeswap-stage-"));
+    // machine's temporary folder when the runs are uploaded. A killed process's stage is removed by the next open
+    // (locally) or the next stage made on the machine (lakeswap-stage-<pid>-…).
+    const stageParent = local ? this.store.localPath(`${TEMP_PREFIX}`) : await freshProcessFolder("lakeswap-stage-");
     const dir = path.join(stageParent, `${process.pid}-stage-${id}`);
     const remove = () => fs.rm(local ? dir : stageParent, { recursive: true, force: true });
     const runsTable = `runs_${id}`;
@@ -606,7 +606,7 @@ export class DuckDbEngine implements Engine, Landing {
     const relations = mergeRelations(randomBytes(6).toString("hex"));
     const keysOf = request.current.flatMap((run) => run.files);
     // DuckDB reads local files: an S3 lake's current runs are copied to a temporary folder first (every partition: a key may move).
-    const scratch = this.store.capabilities.localPaths ? undefined : await mkdtemp(path.join(tmpdir(), "lakeswap-merge-"));
+    const scratch = this.store.capabilities.localPaths ? undefined : await freshProcessFolder("lakeswap-merge-");
     const localFiles = new Map<string, string>();
     try {
       await mapLimited(keysOf, 8, async (key, index) => {

@@ -1,4 +1,5 @@
-import { readdirSync } from "node:fs";
+import { mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import type { Lake } from "../../src/core/lake.js";
@@ -63,7 +64,10 @@ describe.each(selectedBackends())("a sync killed mid-batch on the %s backend", (
       expect(first.code, first.stderr).toBe(0);
 
       const [name, nth] = point.split("@");
-      const killed = await sync(fileB, { LAKESWAP_FAULT: `${name}:kill${nth ? `@${nth}` : ""}`, LAKESWAP_GRACE: "0" });
+      // The killed sync and its rerun get a temporary folder of their own: what the killed one leaves there (a landing's
+      // spill folder; on S3, a stage or a run being uploaded) must be gone once the rerun is done.
+      const tmp = mkdtempSync(path.join(tmpdir(), "lakeswap-crash-tmp-"));
+      const killed = await sync(fileB, { LAKESWAP_FAULT: `${name}:kill${nth ? `@${nth}` : ""}`, LAKESWAP_GRACE: "0", TMPDIR: tmp });
       expect(killed.signal, `the sync reached ${point}; stderr: ${killed.stderr}`).toBe("SIGKILL");
 
       // What readers see now, without finishing anything the dead writer left (read-only: no outbox replay).
@@ -81,8 +85,10 @@ describe.each(selectedBackends())("a sync killed mid-batch on the %s backend", (
         await reader.close();
       }
 
-      const rerun = await sync(fileB, { LAKESWAP_GRACE: "0" });
+      const rerun = await sync(fileB, { LAKESWAP_GRACE: "0", TMPDIR: tmp });
       expect(rerun.code, rerun.stderr).toBe(0);
+      expect(readdirSync(tmp).filter((entry) => entry.startsWith("lakeswap-")), "no scratch folder of the killed sync is left").toEqual([]);
+      rmSync(tmp, { recursive: true, force: true });
       const lake = await backend.open();
       try {
         expect(await tableByDay(lake, "orders_raw")).toEqual(byDay(B));

@@ -1,6 +1,5 @@
 import { createReadStream } from "node:fs";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import os from "node:os";
+import { rm, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { pipeline } from "node:stream/promises";
 import type { DuckDBConnection, DuckDBInstance } from "@duckdb/node-api";
@@ -10,6 +9,7 @@ import { postgresColumnType } from "../../core/column-types.js";
 import { LakeswapError, errorMessage } from "../../core/errors.js";
 import type { Partition } from "../../core/partition.js";
 import { quoteLiteral } from "../../core/sql.js";
+import { freshProcessFolder } from "../../store/process-folders.js";
 import type { Sink, SinkColumn, SinkLayout, SinkPartitionWrite, SinkSpec } from "../sink.js";
 
 /** The part of a `pg` client the sink calls (a test may hand in one of its own). */
@@ -141,7 +141,7 @@ export class PostgresSink implements Sink {
 
   /** Reads a partition's rows out of its run into a CSV file of its own temporary folder; the folder is removed if that fails. */
   private async stage(layout: SinkLayout, part: SinkPartitionWrite): Promise<StagedRows> {
-    const folder = await mkdtemp(path.join(os.tmpdir(), "lakeswap-sink-"));
+    const folder = await freshProcessFolder("lakeswap-sink-");
     try {
       const csv = path.join(folder, "rows.csv");
       // An S3 lake's run: its files copied next to the CSV first, one at a time.
