@@ -1,23 +1,11 @@
 import { readdirSync, readFileSync, writeFileSync } from "node:fs";
-import net from "node:net";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { spawnScript, until } from "../support/crash-kit.js";
+import { freePort, spawnScript, until } from "../support/crash-kit.js";
 import { runCli, tempDir } from "../support/lake-fixture.js";
 
 // `lakeswap serve` acknowledges events on its JavaScript thread and lands them on DuckDB's and libuv's threads;
 // on Linux it lowers those to --background-nice (default 10), so that acknowledging wins the CPU when both want it.
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 /** The nice value of each thread of a process, by thread id (field 19 of /proc/<pid>/task/<tid>/stat). */
 function niceValues(pid: number): Map<number, number> {

@@ -1,10 +1,9 @@
 import { writeFileSync } from "node:fs";
-import net from "node:net";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import type { Lake } from "../../src/core/lake.js";
 import { openAwsLake, openEmbeddedLake } from "../../src/open-lake.js";
-import { spawnScript, type Child } from "../support/crash-kit.js";
+import { freePort, spawnScript, type Child } from "../support/crash-kit.js";
 import { awsCliEnv, startAwsServices, tempDir, type AwsServices } from "../support/lake-fixture.js";
 
 /**
@@ -64,17 +63,6 @@ const BACKENDS: Backend[] = [
     },
   },
 ];
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 function startServer(config: string, port: number, env: Record<string, string>, fault?: string): Child {
   return spawnScript("run-cli.ts", ["serve", "-c", config, "--port", String(port), "--host", "127.0.0.1", "--flush-interval", "50"], { ...env, ...(fault ? { LAKESWAP_FAULT: fault } : {}) });

@@ -2,6 +2,7 @@
 // polling with a deadline, and inspection of an embedded lake's folder as a user (or plain DuckDB) sees it.
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, promises as fs } from "node:fs";
+import net from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { DuckDBInstance } from "@duckdb/node-api";
@@ -120,6 +121,18 @@ export function spawnScript(script: string, args: readonly string[], env: Readon
       stdio: ["pipe", "pipe", "pipe"],
     }),
   );
+}
+
+/** A TCP port free on 127.0.0.1 right now (for a server a test starts). */
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
 }
 
 /** Polls `probe` until it returns something other than undefined/false, or fails after `timeoutMs`. */
