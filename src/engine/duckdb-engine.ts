@@ -347,7 +347,7 @@ export class DuckDbEngine implements Engine, Landing {
     const id = randomBytes(6).toString("hex");
     // Staged where the runs go (the lake's own temporary folder, so each run folder is one rename away), or in the
     // machine's temporary folder when the runs are uploaded. A killed process's stage is removed by the next open
-    // (locally) or the next stage made on the machine (lakeswap-stage-<pid>-…).
+    // (locally) or by the next scratch folder any lakeswap process makes on the machine (lakeswap-stage-<pid>-…).
     const stageParent = local ? this.store.localPath(`${TEMP_PREFIX}`) : await freshProcessFolder("lakeswap-stage-");
     const dir = path.join(stageParent, `${process.pid}-stage-${id}`);
     const remove = () => fs.rm(local ? dir : stageParent, { recursive: true, force: true });
