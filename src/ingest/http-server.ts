@@ -12,8 +12,8 @@ export type IngestFormat = "ndjson" | "json";
 export interface IngestRequest {
   readonly pipeline: string;
   readonly namespace: string;
-  /** The body as received (gunzipped when it came gzip-compressed). */
-  readonly body: Buffer;
+  /** The body as received (gunzipped when it came gzip-compressed): one buffer, or the chunks it arrived in, in order. */
+  readonly body: Buffer | readonly Buffer[];
   readonly format: IngestFormat;
 }
 
@@ -136,6 +136,7 @@ export async function startIngestServer(options: IngestServerOptions): Promise<I
       if (!gzip && declaredLength > maxBodyBytes) throw tooLarge(maxBodyBytes, false);
       if (expectsContinue) response.writeContinue();
       const body = await readBody(request, maxBodyBytes, gzip);
+      // The chunks as they arrived: the log writes them as they are, never copied into one buffer.
       const { accepted } = await handler.accept({ pipeline, namespace, body, format: format ?? sniffFormat(body) });
       sendJson(response, 200, { accepted });
     } catch (error) {
@@ -281,10 +282,18 @@ function formatOf(contentType: string | undefined): IngestFormat | undefined {
 }
 
 /** JSON when the body's first byte after whitespace (and a byte order mark) is `[`, NDJSON otherwise. */
-function sniffFormat(body: Buffer): IngestFormat {
-  let i = body[0] === 0xef && body[1] === 0xbb && body[2] === 0xbf ? 3 : 0;
-  while (i < body.length && (body[i] === 0x20 || body[i] === 0x09 || body[i] === 0x0a || body[i] === 0x0d)) i++;
-  return body[i] === 0x5b ? "json" : "ndjson";
+function sniffFormat(chunks: readonly Buffer[]): IngestFormat {
+  // The bytes that decide may span chunks (a mark and white space before the first value): read across them.
+  const head = Buffer.concat(chunks.slice(0, 3), Math.min(3, chunks.reduce((sum, chunk) => sum + chunk.length, 0)));
+  let skip = head[0] === 0xef && head[1] === 0xbb && head[2] === 0xbf ? 3 : 0;
+  for (const chunk of chunks) {
+    for (let at = Math.min(skip, chunk.length); at < chunk.length; at++) {
+      const byte = chunk[at];
+      if (byte !== 0x20 && byte !== 0x09 && byte !== 0x0a && byte !== 0x0d) return byte === 0x5b ? "json" : "ndjson";
+    }
+    skip -= Math.min(skip, chunk.length);
+  }
+  return "ndjson";
 }
 
 function isGzip(contentEncoding: string | undefined): boolean {
@@ -304,11 +313,11 @@ function tooLarge(maxBodyBytes: number, gzip: boolean): HttpError {
 }
 
 /**
- * Reads a body up to `maxBodyBytes` (counted after gunzip), keeping the chunks and joining them once. Gives up
- * with 413 as soon as the limit is passed, without reading the rest.
+ * Reads a body up to `maxBodyBytes` (counted after gunzip), keeping the chunks as they arrived. Gives up with
+ * 413 as soon as the limit is passed, without reading the rest.
  */
-function readBody(request: IncomingMessage, maxBodyBytes: number, gzip: boolean): Promise<Buffer> {
-  return new Promise<Buffer>((resolve, reject) => {
+function readBody(request: IncomingMessage, maxBodyBytes: number, gzip: boolean): Promise<Buffer[]> {
+  return new Promise<Buffer[]>((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
     const gunzip = gzip ? createGunzip() : undefined;
@@ -335,7 +344,7 @@ function readBody(request: IncomingMessage, maxBodyBytes: number, gzip: boolean)
     };
     const onEnd = (): void => {
       request.off("close", onClose);
-      resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
+      resolve(chunks);
     };
     const onClose = (): void => {
       if (!request.complete) stop(new HttpError(400, "the client closed the connection before the whole body arrived; resend the request"));

@@ -143,8 +143,9 @@ export class IngestService implements IngestHandler {
         `pipeline '${request.pipeline}' has no namespace '${request.namespace}'; its namespaces: ${[...this.namespaces.keys()].join(", ")} (declare it under pipelines.${request.pipeline}.namespaces)`,
       );
     }
-    if (!isUtf8(request.body)) throw new InvalidInputError("the body is not UTF-8 text; send JSON encoded as UTF-8");
-    const { lines, events } = request.format === "json" ? jsonArrayLines(request.body) : ndjsonLines(request.body);
+    const chunks = Buffer.isBuffer(request.body) ? [request.body] : request.body;
+    if (!isUtf8Text(chunks)) throw new InvalidInputError("the body is not UTF-8 text; send JSON encoded as UTF-8");
+    const { lines, events } = request.format === "json" ? jsonArrayLines(Buffer.concat(chunks)) : ndjsonLines(chunks);
     if (events === 0) return { accepted: 0 };
     if (this.wal.overLimit) {
       throw new BackpressureError(
@@ -154,7 +155,7 @@ export class IngestService implements IngestHandler {
     }
     const receivedAt = Date.now();
     const header = Buffer.from(`${JSON.stringify({ v: 1, ns: request.namespace, t: receivedAt, n: events } satisfies RecordHeader)}\n`);
-    const position = await this.wal.append([header, lines]);
+    const position = await this.wal.append([header, ...lines]);
     if (!this.firstReceived.has(position.segment)) this.firstReceived.set(position.segment, receivedAt);
     this.counts.accepted += events;
     return { accepted: events };
@@ -467,28 +468,49 @@ function countNewlines(body: Buffer): number {
   return count;
 }
 
-/** An NDJSON body as it is, ending in a newline, and its events (lines with anything but white space). */
-function ndjsonLines(body: Buffer): { lines: Buffer; events: number } {
+/**
+ * Whether chunks are UTF-8 text together. Each chunk that is valid on its own proves its part (valid UTF-8
+ * joined to valid UTF-8 is valid); only where a chunk is not (a character cut at a chunk's end, or bad bytes)
+ * is the whole joined and checked once more.
+ */
+function isUtf8Text(chunks: readonly Buffer[]): boolean {
+  return chunks.every((chunk) => isUtf8(chunk)) || isUtf8(Buffer.concat(chunks));
+}
+
+/** An NDJSON body as it is (its chunks, never joined), ending in a newline, and its events (lines with anything but white space). */
+function ndjsonLines(chunks: readonly Buffer[]): { lines: Buffer[]; events: number } {
   let events = 0;
-  let start = 0;
-  while (start < body.length) {
-    let end = body.indexOf(10, start);
-    if (end < 0) end = body.length;
-    for (let i = start; i < end; i++) {
-      const byte = body[i];
-      if (byte !== 32 && byte !== 9 && byte !== 13) {
-        events += 1;
-        break;
+  // Whether the line being read (it may span chunks) has shown anything but white space yet.
+  let content = false;
+  let last: number | undefined;
+  for (const chunk of chunks) {
+    let start = 0;
+    while (start < chunk.length) {
+      let end = chunk.indexOf(10, start);
+      const lineEnds = end >= 0;
+      if (!lineEnds) end = chunk.length;
+      for (let i = start; !content && i < end; i++) {
+        const byte = chunk[i];
+        if (byte !== 32 && byte !== 9 && byte !== 13) content = true;
       }
+      if (lineEnds) {
+        if (content) events += 1;
+        content = false;
+      }
+      start = end + 1;
     }
-    start = end + 1;
+    if (chunk.length > 0) last = chunk[chunk.length - 1];
   }
-  const lines = body.length > 0 && body[body.length - 1] !== 10 ? Buffer.concat([body, Buffer.from("\n")]) : body;
+  if (content) events += 1;
+  const lines = [...chunks];
+  if (last !== undefined && last !== 10) lines.push(NEWLINE);
   return { lines, events };
 }
 
+const NEWLINE = Buffer.from("\n");
+
 /** A JSON array body (or one object) as NDJSON: one element per line. */
-function jsonArrayLines(body: Buffer): { lines: Buffer; events: number } {
+function jsonArrayLines(body: Buffer): { lines: Buffer[]; events: number } {
   let value: unknown;
   try {
     value = JSON.parse(body.toString("utf8"));
@@ -496,8 +518,8 @@ function jsonArrayLines(body: Buffer): { lines: Buffer; events: number } {
     throw new InvalidInputError(`the body is not valid JSON (${errorMessage(error)}); send a JSON array of events, or NDJSON (one event per line, Content-Type: application/x-ndjson)`);
   }
   const items = Array.isArray(value) ? value : [value];
-  if (items.length === 0) return { lines: Buffer.alloc(0), events: 0 };
-  return { lines: Buffer.from(`${items.map((item) => JSON.stringify(item)).join("\n")}\n`), events: items.length };
+  if (items.length === 0) return { lines: [], events: 0 };
+  return { lines: [Buffer.from(`${items.map((item) => JSON.stringify(item)).join("\n")}\n`)], events: items.length };
 }
 
 /** Writes the parts one after the other into a new file (one writev, no copy of them joined). */

@@ -11,23 +11,27 @@ import { Metrics } from "../../src/ingest/metrics.js";
 // The collector's HTTP face on a real server (port 0) answering real HTTP requests. The handler stands in for
 // the ingest service: it records what it was given and answers as each test tells it to.
 
-type Answer = (request: IngestRequest) => Promise<{ accepted: number }>;
+type Answer = (request: IngestRequest & { readonly body: Buffer }) => Promise<{ accepted: number }>;
 
 /** Counts the events of an NDJSON or JSON-array body, as the ingest service would. */
 const countEvents: Answer = async ({ body, format }) => ({
   accepted: format === "json" ? (JSON.parse(body.toString("utf8")) as unknown[]).length : body.toString("utf8").split("\n").filter((line) => line.trim() !== "").length,
 });
 
+/** A request as the handler got it, its body joined into one buffer (the server hands it over in the chunks it arrived in). */
+type Recorded = IngestRequest & { readonly body: Buffer };
+
 class RecordingHandler implements IngestHandler {
-  readonly requests: IngestRequest[] = [];
+  readonly requests: Recorded[] = [];
   answer: Answer = countEvents;
   healthy = true;
   private waiters: Array<() => void> = [];
 
   accept(request: IngestRequest): Promise<{ accepted: number }> {
-    this.requests.push(request);
+    const recorded: Recorded = { ...request, body: Buffer.isBuffer(request.body) ? request.body : Buffer.concat(request.body) };
+    this.requests.push(recorded);
     for (const wake of this.waiters.splice(0)) wake();
-    return this.answer(request);
+    return this.answer(recorded);
   }
 
   health(): { ok: boolean; detail: Record<string, unknown> } {

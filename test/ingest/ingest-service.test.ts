@@ -279,6 +279,31 @@ describe("the collector's write-ahead log", () => {
   });
 });
 
+describe("a body in the chunks it arrived in", () => {
+  it("counts and lands the same events wherever the chunks are cut (inside a line, a blank line or a character), and refuses bytes that are not UTF-8 however they are cut", async () => {
+    const { lake, service } = await setup(embeddedBackend);
+    const text = `${JSON.stringify(event(1, { note: "caf\u00e9 \u6771\u4eac \u{1F600}" }))}\n  \t \n${JSON.stringify(event(2))}\n\n${JSON.stringify(event(3))}`;
+    const body = Buffer.from(text);
+    // Every cut into two chunks, and into three, of which some empty: always 3 events, never a bad body.
+    for (let cut = 0; cut <= body.length; cut++) {
+      const second = Math.min(body.length, cut + 7);
+      for (const chunks of [[body.subarray(0, cut), body.subarray(cut)], [body.subarray(0, cut), Buffer.alloc(0), body.subarray(cut, second), body.subarray(second)]]) {
+        expect((await service.accept({ pipeline: "events", namespace: "pageviews", body: chunks, format: "ndjson" })).accepted).toBe(3);
+      }
+    }
+    const bad = Buffer.concat([body.subarray(0, 40), Buffer.from([0xc3, 0x28]), body.subarray(40)]);
+    for (const cut of [40, 41, 42]) {
+      await expect(service.accept({ pipeline: "events", namespace: "pageviews", body: [bad.subarray(0, cut), bad.subarray(cut)], format: "ndjson" })).rejects.toThrow("not UTF-8");
+    }
+    await service.flush();
+    const accepted = service.counts.accepted;
+    expect(accepted).toBe(3 * 2 * (body.length + 1));
+    const rows = await rowsOf(lake, "SELECT event_id, count(*) AS n, count(DISTINCT extra) AS extras, min(extra) AS extra FROM pageviews GROUP BY event_id ORDER BY event_id");
+    expect(rows.map((r) => [r.event_id, Number(r.n), Number(r.extras)])).toEqual([["e1", accepted / 3, 1], ["e2", accepted / 3, 0], ["e3", accepted / 3, 0]]);
+    expect(JSON.parse(String(rows[0]!.extra))).toEqual({ note: "caf\u00e9 \u6771\u4eac \u{1F600}" });
+  });
+});
+
 describe("the collector's scratch folders", () => {
   it("removes the folder a collector killed while landing left in TMPDIR (a copy of a segment's events), and leaves none of its own", async () => {
     const tmp = await mkdtemp(path.join(os.tmpdir(), "lakeswap-tmpdir-"));
