@@ -38,10 +38,16 @@ export function quoteIdentifier(name: string): string {
   return `"${name}"`;
 }
 
+/** A relation's name, bare or qualified by its catalog (`catalog.name`), as its parts. */
+export function relationParts(relation: string): { readonly catalog?: string; readonly name: string } {
+  const dot = relation.indexOf(".");
+  return dot < 0 ? { name: relation } : { catalog: relation.slice(0, dot), name: relation.slice(dot + 1) };
+}
+
 /** A relation's name, bare or qualified by its catalog (`catalog.name`), quoted part by part; each part must be an identifier. */
-export function quoteRelation(name: string): string {
-  const dot = name.indexOf(".");
-  return dot < 0 ? quoteIdentifier(name) : `${quoteIdentifier(name.slice(0, dot))}.${quoteIdentifier(name.slice(dot + 1))}`;
+export function quoteRelation(relation: string): string {
+  const { catalog, name } = relationParts(relation);
+  return catalog === undefined ? quoteIdentifier(name) : `${quoteIdentifier(catalog)}.${quoteIdentifier(name)}`;
 }
 
 /** A SQL string literal: single quotes doubled, NUL refused. */

@@ -4,7 +4,7 @@ import type { DuckDBConnection } from "@duckdb/node-api";
 import { InvalidInputError, LakeswapError, errorMessage } from "../core/errors.js";
 import { MAX_PARTITION_VALUE_LENGTH } from "../core/partition.js";
 import { FLAG_BITS, INFINITY_WORDS, flagWordCount, type KeyPair, laneKeys, wordKind } from "../core/signature.js";
-import { printable, quoteIdentifier, quoteLiteral, quoteRelation } from "../core/sql.js";
+import { printable, quoteIdentifier, quoteLiteral, quoteRelation, relationParts } from "../core/sql.js";
 import type { SignatureForm } from "./duckdb-open.js";
 import type { LandRequest } from "./engine.js";
 
@@ -211,9 +211,9 @@ export async function dropLanding(connection: DuckDBConnection, tables: LandingT
   const scratch = landingScratch(tables.landed);
   const names = [tables.landed, scratch.typed, tables.rejected, scratch.badKeys, scratch.badRows, scratch.records, scratch.lines];
   // The relations of one delivery are all in one catalog: the landing's in-memory one (`catalog.name`), or the default.
-  const dot = tables.landed.indexOf(".");
-  const catalog = dot < 0 ? "current_database()" : quoteLiteral(tables.landed.slice(0, dot));
-  const bare = names.map((name) => name.slice(name.indexOf(".") + 1));
+  const home = relationParts(tables.landed).catalog;
+  const catalog = home === undefined ? "current_database()" : quoteLiteral(home);
+  const bare = names.map((name) => relationParts(name).name);
   const list = bare.map(quoteLiteral).join(", ");
   const found = await connection.runAndReadAll(
     `SELECT view_name, 'VIEW' FROM duckdb_views() WHERE NOT internal AND database_name = ${catalog} AND view_name IN (${list}) ` +

@@ -20,11 +20,8 @@ export const DEFAULT_BACKGROUND_NICE = 10;
 export class BackgroundThreads {
   private readonly lowered = new Set<number>();
 
-  constructor(readonly nice: number = DEFAULT_BACKGROUND_NICE) {
-    if (!Number.isInteger(nice) || nice < 0 || nice > 19) {
-      throw new RangeError(`a nice value is a whole number from 0 (normal priority) to 19 (the lowest); got ${nice}`);
-    }
-  }
+  /** `nice`: a whole number from 0 to 19, checked by the caller (serve's --background-nice). */
+  constructor(readonly nice: number = DEFAULT_BACKGROUND_NICE) {}
 
   /** Lowers the threads not lowered yet; returns how many it lowered this time. */
   lower(): number {

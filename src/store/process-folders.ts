@@ -15,14 +15,30 @@ export function processAlive(pid: number): boolean {
 /** lakeswap's scratch folders in the machine's temporary folder: `lakeswap-<kind>-<pid>-XXXXXX`. */
 const PROCESS_FOLDER = /^lakeswap-[a-z]+-(\d+)-[^-]+$/;
 
+/** How often one process looks for the folders of dead ones: a sync on S3 makes a folder per build. */
+const SWEEP_INTERVAL_MS = 60_000;
+
+/** When this process last looked in each temporary folder. */
+const swept = new Map<string, number>();
+
 /**
  * A new folder `<prefix><pid>-XXXXXX` in the machine's temporary folder (`prefix` is `lakeswap-<kind>-`). Each
- * process makes its own, so a leftover never stands in a later run's way; first, lakeswap's folders of every
- * kind whose process is gone (killed before it could remove its own: a landing's spill, a stage or run of an
- * S3 lake, a collector's segment copy) are removed, so that a kill -9 leaves nothing behind for long.
+ * process makes its own, so a leftover never stands in a later run's way. Before the first one, and then at most
+ * once a minute, lakeswap's folders of every kind whose process is gone (killed before it could remove its own:
+ * a landing's spill, a stage or run of an S3 lake, a collector's segment copy) are removed, so that a kill -9
+ * leaves nothing behind for long.
  */
 export async function freshProcessFolder(prefix: string): Promise<string> {
   const parent = tmpdir();
+  const now = Date.now();
+  if (now - (swept.get(parent) ?? -Infinity) >= SWEEP_INTERVAL_MS) {
+    swept.set(parent, now);
+    await removeDeadProcessFolders(parent);
+  }
+  return mkdtemp(path.join(parent, `${prefix}${process.pid}-`));
+}
+
+async function removeDeadProcessFolders(parent: string): Promise<void> {
   const names = await readdir(parent).catch(() => [] as string[]);
   for (const name of names) {
     const pid = PROCESS_FOLDER.exec(name)?.[1];
@@ -30,5 +46,4 @@ export async function freshProcessFolder(prefix: string): Promise<string> {
       await rm(path.join(parent, name), { recursive: true, force: true }).catch(() => undefined);
     }
   }
-  return mkdtemp(path.join(parent, `${prefix}${process.pid}-`));
 }
