@@ -440,9 +440,13 @@ async function readJsonl(connection: DuckDBConnection, request: LandRequest, lin
   // A valid JSON text is an object exactly when its first character past white space is '{': a pattern, where
   // json_type(__raw::JSON) would parse every line a second time.
   const invalid = `CASE WHEN NOT json_valid(__raw) THEN 'not valid JSON' WHEN NOT regexp_matches(__raw, '^[ \\t\\r\\n]*[{]') THEN 'not a JSON object' END`;
-  // The object without its declared fields (a merge patch that sets them to null), for valid objects only.
+  // The object without its declared fields (a merge patch that sets them to null), for valid objects only. Most events
+  // hold declared fields only: then it is '{}', known from the keys alone, at a fifth of the cost of the patch.
   const patch = quoteLiteral(JSON.stringify(Object.fromEntries(declared.map((c) => [c.name, null]))));
-  const rest = unknown ? `json_merge_patch(CASE WHEN __invalid0 IS NULL THEN __raw END, ${patch})::VARCHAR` : "NULL::VARCHAR";
+  const names = `[${declared.map((c) => quoteLiteral(c.name)).join(", ")}]::VARCHAR[]`;
+  const rest = unknown
+    ? `CASE WHEN __invalid0 IS NOT NULL THEN NULL WHEN list_has_all(${names}, json_keys(__raw)) THEN '{}' ELSE json_merge_patch(__raw, ${patch})::VARCHAR END`
+    : "NULL::VARCHAR";
   const unknownProblem =
     unknown?.mode === "deadletter"
       ? `CASE WHEN __rest <> '{}' THEN 'fields not declared: ' || array_to_string(json_keys(__rest::JSON), ', ') || ' (declare them as columns, or set unknown_fields: keep)' END`

@@ -13,7 +13,7 @@ import type { LandedDelivery } from "../landing/landing.js";
 import { BackpressureError, type IngestHandler, type IngestRequest } from "./http-server.js";
 import type { AdaptiveLimit } from "./adaptive-limit.js";
 import type { Metrics } from "./metrics.js";
-import { WriteAheadLog, type WalRecord } from "./wal.js";
+import { WriteAheadLog, type SegmentContents, type WalRecord } from "./wal.js";
 import { freshProcessFolder } from "../store/process-folders.js";
 
 /** The prefix of a landing's scratch folder in the machine's temporary folder; the owner's pid follows. */
@@ -236,8 +236,11 @@ export class IngestService implements IngestHandler {
   }
 
   /** Lands one sealed segment: each namespace's events, then its dead letters; then removes it from the log. */
-  private async land(segment: string): Promise<SegmentReport> {
-    const { records, corrupt } = await this.wal.read(segment);
+  private land(segment: string): Promise<SegmentReport> {
+    return this.wal.withSegment(segment, (contents) => this.landContents(segment, contents));
+  }
+
+  private async landContents(segment: string, { records, corrupt }: SegmentContents): Promise<SegmentReport> {
     const corruptBytes = corrupt.reduce((sum, c) => sum + c.bytes, 0);
     for (const bad of corrupt) this.log(`segment ${segment}: ${bad.bytes} corrupt bytes at offset ${bad.offset} (${bad.reason}) skipped`);
     const sequence = segmentSequence(segment);

@@ -89,6 +89,9 @@ export class WriteAheadLog {
   private totalBytes = 0;
   private failure: LakeswapError | undefined;
   private closing: Promise<void> | undefined;
+  /** The buffer `withSegment` reads into, kept for the next call; and whether a call holds it now. */
+  private readBuffer: Buffer | undefined;
+  private readBufferLent = false;
 
   private constructor(
     private readonly options: WalOptions,
@@ -192,26 +195,37 @@ export class WriteAheadLog {
     return [...this.segments.keys()];
   }
 
-  /** The records of a sealed segment, in order, and the corrupt byte ranges skipped on the way. */
-  async read(segment: string): Promise<{ records: WalRecord[]; corrupt: WalCorruption[] }> {
+  /** The records of a sealed segment, in order, and the corrupt byte ranges skipped on the way (read into memory of their own). */
+  async read(segment: string): Promise<SegmentContents> {
     this.refuseIfClosed();
     const file = this.sealedFile(segment);
-    let data: Buffer;
+    return parseSegment(segment, await readSegmentFile(file, segment, this.dir, (size) => Buffer.allocUnsafeSlow(size)));
+  }
+
+  /**
+   * Reads a sealed segment like `read`, into a buffer the log keeps from one call to the next, and runs `use` on its
+   * records: they are views of that buffer, valid only until `use` settles. Memory the process touches for the first
+   * time costs several times more than memory it reuses (the kernel's page faults on the read, then the checksums'
+   * cache misses: about 300 ms against 20 ms for a segment of 64 MiB here), and a collector reads a segment of that
+   * size for every one it lands. Calls that overlap get a buffer of their own.
+   */
+  async withSegment<T>(segment: string, use: (contents: SegmentContents) => Promise<T>): Promise<T> {
+    this.refuseIfClosed();
+    const file = this.sealedFile(segment);
+    const lend = !this.readBufferLent;
+    if (lend) this.readBufferLent = true;
     try {
-      data = await call<Buffer>((done) => fs.readFile(file, done));
-    } catch (error) {
-      if (isCode(error, "ENOENT")) throw new NotFoundError(`segment '${segment}' of the write-ahead log in '${this.dir}' was removed`);
-      throw error;
+      const data = await readSegmentFile(file, segment, this.dir, (size) => {
+        if (!lend) return Buffer.allocUnsafeSlow(size);
+        // Grown to the largest segment read so far, at least doubling up to segmentMaxBytes (segments sealed by age vary in size).
+        const held = this.readBuffer?.length ?? 0;
+        if (this.readBuffer === undefined || held < size) this.readBuffer = Buffer.allocUnsafeSlow(Math.max(size, Math.min(2 * held, this.options.segmentMaxBytes)));
+        return this.readBuffer;
+      });
+      return await use(await parseSegment(segment, data));
+    } finally {
+      if (lend) this.readBufferLent = false;
     }
-    const scan = await scanFrames(data);
-    const records = scan.records.map((offset): WalRecord => ({
-      segment,
-      offset,
-      payload: data.subarray(offset + HEADER_BYTES, offset + HEADER_BYTES + data.readUInt32LE(offset)),
-    }));
-    const corrupt = scan.corrupt.map((range) => ({ segment, ...range }));
-    if (scan.tail) corrupt.push({ segment, ...scan.tail });
-    return { records, corrupt };
   }
 
   /** Deletes a sealed segment (once its records are safely elsewhere) and makes the deletion durable. */
@@ -241,6 +255,7 @@ export class WriteAheadLog {
     this.closing ??= (async () => {
       await this.serially(async () => undefined);
       await call((done) => fs.close(this.active.fd, done)).catch(() => undefined);
+      this.readBuffer = undefined;
       await releaseLock(this.dir);
     })();
     return this.closing;
@@ -341,6 +356,49 @@ export class WriteAheadLog {
   private refuseIfClosed(): void {
     if (this.closing) throw closedError(this.dir);
   }
+}
+
+/** A sealed segment's records and the corrupt ranges skipped on the way. */
+export interface SegmentContents {
+  readonly records: WalRecord[];
+  readonly corrupt: WalCorruption[];
+}
+
+/** The whole of a segment's file, read into `allocate(size)` (which may be larger: the view returned is `size` long). */
+async function readSegmentFile(file: string, segment: string, dir: string, allocate: (size: number) => Buffer): Promise<Buffer> {
+  let fd: number;
+  try {
+    fd = await call<number>((done) => fs.open(file, "r", done));
+  } catch (error) {
+    if (isCode(error, "ENOENT")) throw new NotFoundError(`segment '${segment}' of the write-ahead log in '${dir}' was removed`);
+    throw error;
+  }
+  try {
+    const size = (await call<fs.Stats>((done) => fs.fstat(fd, done))).size;
+    const buffer = allocate(size);
+    let read = 0;
+    while (read < size) {
+      const bytes = await call<number>((done) => fs.read(fd, buffer, read, size - read, read, done));
+      if (bytes === 0) throw new LakeswapError("STORE_ERROR", `segment '${segment}' of the write-ahead log in '${dir}' ended at ${read} of its ${size} bytes while it was read`);
+      read += bytes;
+    }
+    return buffer.subarray(0, size);
+  } finally {
+    await call((done) => fs.close(fd, done)).catch(() => undefined);
+  }
+}
+
+/** The records (views of `data`) and corrupt ranges of a segment's bytes. */
+async function parseSegment(segment: string, data: Buffer): Promise<SegmentContents> {
+  const scan = await scanFrames(data);
+  const records = scan.records.map((offset): WalRecord => ({
+    segment,
+    offset,
+    payload: data.subarray(offset + HEADER_BYTES, offset + HEADER_BYTES + data.readUInt32LE(offset)),
+  }));
+  const corrupt = scan.corrupt.map((range) => ({ segment, ...range }));
+  if (scan.tail) corrupt.push({ segment, ...scan.tail });
+  return { records, corrupt };
 }
 
 /** A frame scan of a segment: offsets of the valid records, corrupt ranges skipped, and bytes at the end that hold no complete valid record. */

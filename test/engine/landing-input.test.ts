@@ -399,3 +399,44 @@ describe("text files are read in chunks of whole lines, never as one string (iss
     }
   });
 });
+
+describe("JSONL fields the columns do not declare (ingest's unknown_fields)", () => {
+  const columns = [col("id", "INTEGER"), col("day", "VARCHAR"), col("extra", "VARCHAR")];
+  // Keys written twice, escaped, in any order; nested values and nulls: what is left of the object is exactly the
+  // undeclared keys, and an object of declared keys only keeps nothing.
+  const lines = [
+    `{"id": 1, "day": "x"}`,
+    `{"day": "x", "id": 2, "id": 3}`,
+    `{"i\\u0064": 4, "day": "x"}`,
+    `{"id": 5, "day": "x", "campaign": {"name": "spring", "tags": [1, 2]}}`,
+    `{"id": 6, "day": "x", "id": 7, "ref": null}`,
+    `{"id": 8, "day": "x", "Day": "y"}`,
+  ];
+
+  it("keep: undeclared fields are kept as one JSON object in the extra column, NULL when there are none", async () => {
+    const { good, bad } = await land({
+      files: [file("jsonl", `${lines.join("\n")}\n`)],
+      format: "jsonl",
+      columns,
+      unknownFields: { mode: "keep", column: "extra" },
+    });
+    expect(bad).toEqual([]);
+    const extra = new Map(good.map(([id, , rest]) => [Number(id), rest === null ? null : JSON.parse(String(rest))]));
+    expect(Object.fromEntries(extra)).toEqual({ 1: null, 2: null, 4: null, 5: { campaign: { name: "spring", tags: [1, 2] } }, 6: { ref: null }, 8: { Day: "y" } });
+  });
+
+  it("deadletter: an event with an undeclared field is a bad row naming the fields; the others land", async () => {
+    const { good, bad } = await land({
+      files: [file("jsonl", `${lines.join("\n")}\n`)],
+      format: "jsonl",
+      columns: columns.slice(0, 2),
+      unknownFields: { mode: "deadletter" },
+    });
+    expect(good.map(([id]) => Number(id)).sort((a, b) => a - b)).toEqual([1, 2, 4]);
+    expect(bad.map(([line, reason]) => [line, String(reason).split(" (")[0]])).toEqual([
+      [4, "fields not declared: campaign"],
+      [5, "fields not declared: ref"],
+      [6, "fields not declared: Day"],
+    ]);
+  });
+});

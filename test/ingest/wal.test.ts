@@ -385,6 +385,37 @@ describe("WriteAheadLog", () => {
     }
   });
 
+  it("lends its read buffer to one reader at a time: a smaller segment after a larger one, and overlapping readers, each see their own records", async () => {
+    const dir = tempFolder();
+    const log = await openLog(dir, { segmentMaxBytes: 1 << 30 });
+    const segments: { id: string; payloads: Buffer[] }[] = [];
+    // Sizes that shrink, grow past the buffer, and shrink again; payloads differ between segments.
+    for (const [first, count] of [[0, 40], [100, 3], [200, 90], [300, 1], [400, 0]] as const) {
+      const payloads = Array.from({ length: count }, (_, i) => payloadOf(first + i));
+      await Promise.all(payloads.map((payload) => log.append(payload)));
+      const id = count > 0 ? await log.seal() : undefined;
+      if (id !== undefined) segments.push({ id, payloads });
+    }
+    for (const { id, payloads } of segments) {
+      const seen = await log.withSegment(id, async ({ records, corrupt }) => {
+        expect(corrupt).toEqual([]);
+        return records.map((r) => Buffer.from(r.payload));
+      });
+      expect(seen).toEqual(payloads);
+      expect(seen).toEqual((await log.read(id)).records.map((r) => r.payload));
+    }
+    // A reader inside another: the inner one gets a buffer of its own, and the outer one's records stay intact.
+    const [outer, inner] = [segments[2]!, segments[0]!];
+    await log.withSegment(outer.id, async (outerContents) => {
+      await log.withSegment(inner.id, async ({ records }) => expect(records.map((r) => r.payload)).toEqual(inner.payloads));
+      expect(outerContents.records.map((r) => r.payload)).toEqual(outer.payloads);
+    });
+    // The buffer is free again after a reader that threw.
+    await expect(log.withSegment(inner.id, () => Promise.reject(new Error("landing failed")))).rejects.toThrow("landing failed");
+    await log.withSegment(segments[1]!.id, async ({ records }) => expect(records.map((r) => r.payload)).toEqual(segments[1]!.payloads));
+    await expect(log.withSegment("nope-000000000001", async () => undefined)).rejects.toMatchObject({ code: "NOT_FOUND" });
+  });
+
   it("removes a sealed segment durably; a removed segment's id is never used again, even after a restart", async () => {
     const dir = tempFolder();
     let log = await openLog(dir);
