@@ -4,6 +4,7 @@ import { openAwsLake, openEmbeddedLake } from "../open-lake.js";
 import { glueLimitFromEnv, uploadLimitFromEnv, type AdaptiveLimit } from "./adaptive-limit.js";
 import { IngestService } from "./ingest-service.js";
 import type { Metrics } from "./metrics.js";
+import type { GroupWriterKind } from "./wal-writer.js";
 
 /** The lakes a set of pipelines write to, one per data sink, opened once and shared. */
 export class IngestLakes {
@@ -39,11 +40,16 @@ export class IngestLakes {
 }
 
 /** Opens the collector of one pipeline: its write-ahead log, and the lakes of its data and dead-letter sinks. */
-export async function openIngestService(pipeline: IngestPipelineConfig, lakes: IngestLakes, metrics: Metrics, log?: (line: string) => void): Promise<IngestService> {
+export async function openIngestService(
+  pipeline: IngestPipelineConfig,
+  lakes: IngestLakes,
+  metrics: Metrics,
+  options: { readonly log?: (line: string) => void; readonly walWriter?: GroupWriterKind } = {},
+): Promise<IngestService> {
   // On AWS the namespaces' tables go to the schema sink's Glue database (the page pairs each data sink with one).
   const data = pipeline.dataSink.kind === "athena" && pipeline.schemaSink ? { ...pipeline.dataSink, aws: { ...pipeline.dataSink.aws, database: pipeline.schemaSink.database } } : pipeline.dataSink;
   const lake = await lakes.lakeOf(data);
   const deadLetterLake = await lakes.lakeOf(pipeline.deadletterSink);
   const aws = pipeline.dataSink.kind === "athena" || pipeline.deadletterSink.kind === "athena";
-  return IngestService.open({ pipeline, lake, deadLetterLake, metrics, log, limits: aws ? lakes.limits : undefined });
+  return IngestService.open({ pipeline, lake, deadLetterLake, metrics, ...options, limits: aws ? lakes.limits : undefined });
 }

@@ -1,6 +1,14 @@
 import { readdirSync } from "node:fs";
 import os from "node:os";
 
+/** Threads that keep the normal priority when the others are lowered (the write-ahead log's writer threads). */
+const FOREGROUND = new Set<number>();
+
+/** Keeps thread `tid` (a Linux thread id) at its priority: `BackgroundThreads` never lowers it. */
+export function keepForeground(tid: number): void {
+  FOREGROUND.add(tid);
+}
+
 /** The nice value `lakeswap serve` gives its background threads by default (0 is the normal priority, 19 the lowest). */
 export const DEFAULT_BACKGROUND_NICE = 10;
 
@@ -35,8 +43,8 @@ export class BackgroundThreads {
     let count = 0;
     for (const task of tasks) {
       const tid = Number(task);
-      // The main thread's id is the process id: it answers the requests and stays where it is.
-      if (!Number.isSafeInteger(tid) || tid === process.pid || this.lowered.has(tid)) continue;
+      // The main thread's id is the process id: it answers the requests and stays where it is, as do the log's writers.
+      if (!Number.isSafeInteger(tid) || tid === process.pid || FOREGROUND.has(tid) || this.lowered.has(tid)) continue;
       try {
         if (os.getPriority(tid) < this.nice) {
           os.setPriority(tid, this.nice);

@@ -3,6 +3,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { InvalidInputError, LakeswapError, LeaseHeldError, NotFoundError, errorMessage } from "../core/errors.js";
 import { crc32c } from "./crc32c.js";
+import { startGroupWriter, type GroupWriter, type GroupWriterKind } from "./wal-writer.js";
 import { processAlive } from "../store/process-folders.js";
 
 /** The largest payload one record may hold (64 MiB); a larger append is refused. */
@@ -25,6 +26,11 @@ export interface WalOptions {
   readonly segmentMaxAgeMs: number;
   /** Backpressure: `overLimit` is true while all segments together hold at least this many bytes. */
   readonly maxBytes: number;
+  /**
+   * Where group commits are written and fdatasynced: on libuv's thread pool (`pool`, the default), or on a thread of
+   * the log's own (`thread`), which stays at the normal CPU priority when a collector lowers its other threads.
+   */
+  readonly writer?: GroupWriterKind;
 }
 
 /** Where a record starts: its segment's id and the byte offset of its frame in that segment. */
@@ -100,6 +106,7 @@ export class WriteAheadLog {
     readonly recovery: WalRecovery,
     private active: ActiveSegment,
     sealed: readonly { readonly seq: number; readonly bytes: number }[],
+    private readonly writer: GroupWriter,
   ) {
     for (const segment of sealed) this.segments.set(this.segmentId(segment.seq), segment);
     this.totalBytes = sealed.reduce((sum, segment) => sum + segment.bytes, active.size);
@@ -116,7 +123,7 @@ export class WriteAheadLog {
       const files = await listSegments(dir);
       const id = await logId(dir, files.length > 0);
       const found = await recover(dir, id, files);
-      return new WriteAheadLog(options, dir, id, found.recovery, found.active, found.sealed);
+      return new WriteAheadLog(options, dir, id, found.recovery, found.active, found.sealed, await startGroupWriter(options.writer ?? "pool"));
     } catch (error) {
       await releaseLock(dir);
       throw error;
@@ -254,6 +261,7 @@ export class WriteAheadLog {
   close(): Promise<void> {
     this.closing ??= (async () => {
       await this.serially(async () => undefined);
+      await this.writer.close().catch(() => undefined);
       await call((done) => fs.close(this.active.fd, done)).catch(() => undefined);
       this.readBuffer = undefined;
       await releaseLock(this.dir);
@@ -294,8 +302,7 @@ export class WriteAheadLog {
       bytes += HEADER_BYTES + pending.length;
     }
     try {
-      await writeAll(active.fd, buffers, active.size, bytes);
-      await call((done) => fs.fdatasync(active.fd, done));
+      await this.writer.write(active.fd, buffers, active.size, bytes);
     } catch (error) {
       return rejectAll(round, this.fail(error, `writing ${bytes} bytes to segment '${active.id}' at offset ${active.size}`));
     }
@@ -633,26 +640,6 @@ async function releaseLock(dir: string): Promise<void> {
   if ((await readOptional(lock)) === `${process.pid}\n`) await call((done) => fs.unlink(lock, done)).catch(() => undefined);
 }
 
-
-/** Writes `buffers` (`bytes` in all) at `position`, going on after a short write. */
-async function writeAll(fd: number, buffers: Buffer[], position: number, bytes: number): Promise<void> {
-  let written = await call<number>((done) => fs.writev(fd, buffers, position, done));
-  while (written < bytes) {
-    let skip = written;
-    const rest: Buffer[] = [];
-    for (const buffer of buffers) {
-      if (skip >= buffer.length) skip -= buffer.length;
-      else {
-        rest.push(skip > 0 ? buffer.subarray(skip) : buffer);
-        skip = 0;
-      }
-    }
-    buffers = rest;
-    const more = await call<number>((done) => fs.writev(fd, rest, position + written, done));
-    if (more === 0) throw new Error(`short write: ${written} of ${bytes} bytes`);
-    written += more;
-  }
-}
 
 async function truncateDurably(file: string, size: number): Promise<void> {
   const fd = await call<number>((done) => fs.open(file, "r+", done));

@@ -115,9 +115,9 @@ describe("crc32c", () => {
 });
 
 describe("WriteAheadLog", () => {
-  it("makes concurrent appends (whole or in parts) durable in call order: after close and reopen each is read back at its position", async () => {
+  it.each(["pool", "thread"] as const)("makes concurrent appends (whole or in parts) durable in call order: after close and reopen each is read back at its position (%s writer)", async (writer) => {
     const dir = path.join(tempFolder(), "wal");
-    const log = await openLog(dir, { segmentMaxBytes: 64 * 1024 });
+    const log = await openLog(dir, { segmentMaxBytes: 64 * 1024, writer });
     const called: number[] = [];
     const resolved: number[] = [];
     const positions = new Map<number, WalPosition>();
@@ -385,6 +385,50 @@ describe("WriteAheadLog", () => {
     }
   });
 
+  it("writes a group larger than the writer thread's slab in pieces, in order", async () => {
+    const dir = tempFolder();
+    const log = await openLog(dir, { segmentMaxBytes: 1 << 30, writer: "thread" });
+    const big = (n: number, size: number) => Buffer.concat([payloadOf(n, 1499), Buffer.alloc(size, n), payloadOf(n + 1, 1500)]);
+    // One round of three appends (about 21 MiB, over two slabs of 8 MiB), then one append of 20 MiB alone.
+    const payloads = [big(1, 5 << 20), big(2, 9 << 20), big(3, 7 << 20), big(4, 20 << 20)];
+    const positions = [...(await Promise.all(payloads.slice(0, 3).map((p) => log.append(p)))), await log.append(payloads[3]!)];
+    const segment = (await log.seal()) as string;
+    const { records, corrupt } = await log.read(segment);
+    expect(corrupt).toEqual([]);
+    expect(records.map((r) => r.offset)).toEqual(positions.map((p) => p.offset));
+    records.forEach((record, i) => expect(record.payload.equals(payloads[i]!)).toBe(true));
+  });
+
+  it.runIf(process.platform === "linux")("fails closed when the writer thread's write fails: the round and every later call are refused with the cause", async () => {
+    const dir = tempFolder();
+    const log = await openLog(dir, { writer: "thread" });
+    const first = await log.append(payloadOf(1));
+    // The active segment's descriptor, closed behind the log's back: the thread's next write gets EBADF.
+    const active = path.join(dir, segmentFiles(dir).find((name) => name.endsWith(".open"))!);
+    const fd = fs.readdirSync("/proc/self/fd").map(Number).find((n) => {
+      try {
+        return fs.readlinkSync(`/proc/self/fd/${n}`) === active;
+      } catch {
+        return false;
+      }
+    });
+    expect(fd).toBeDefined();
+    fs.closeSync(fd!);
+    const round = await Promise.allSettled(Array.from({ length: 10 }, (_, n) => log.append(payloadOf(2 + n))));
+    expect(round.every((result) => result.status === "rejected")).toBe(true);
+    const reason = (round[0] as PromiseRejectedResult).reason as { code: string; message: string };
+    expect(reason.code).toBe("STORE_ERROR");
+    expect(reason.message).toContain(`the write-ahead log in '${dir}' stopped after an error writing`);
+    expect(reason.message).toContain("EBADF");
+    await expect(log.append(payloadOf(99))).rejects.toBe(reason);
+    await expect(log.seal()).rejects.toBe(reason);
+    await closeLog(log);
+
+    const reopened = await openLog(dir);
+    const { records } = await readAll(reopened);
+    expect(records.map((r) => ({ segment: r.segment, offset: r.offset, payload: r.payload }))).toEqual([{ ...first, payload: payloadOf(1) }]);
+  });
+
   it("lends its read buffer to one reader at a time: a smaller segment after a larger one, and overlapping readers, each see their own records", async () => {
     const dir = tempFolder();
     const log = await openLog(dir, { segmentMaxBytes: 1 << 30 });
@@ -529,7 +573,8 @@ describe("WriteAheadLog", () => {
     const removed = new Set<string>();
     const seen = new Set<string>();
     for (let round = 0; round < 10; round += 1) {
-      const child = spawn(process.execPath, ["--import", "tsx", writer, dir, String(round * 1_000_000)], {
+      // The first half of the rounds with the log's writer thread, the second half on libuv's pool.
+      const child = spawn(process.execPath, ["--import", "tsx", writer, dir, String(round * 1_000_000), round < 5 ? "thread" : "pool"], {
         cwd: REPO_ROOT,
         env: { ...process.env, NODE_NO_WARNINGS: "1" },
         stdio: ["ignore", "pipe", "pipe"],
@@ -593,8 +638,8 @@ function writerScript(): string {
   return `
 import { WriteAheadLog } from ${JSON.stringify(WAL_MODULE)};
 const writerPayload = ${writerPayload.toString()};
-const [dir, first] = process.argv.slice(2);
-const log = await WriteAheadLog.open({ dir, segmentMaxBytes: 64 * 1024, segmentMaxAgeMs: 30, maxBytes: 2 ** 40 });
+const [dir, first, writer] = process.argv.slice(2);
+const log = await WriteAheadLog.open({ dir, segmentMaxBytes: 64 * 1024, segmentMaxAgeMs: 30, maxBytes: 2 ** 40, writer });
 setInterval(() => void log.rotateIfDue().catch(() => undefined), 10);
 let next = Number(first);
 const loop = async () => {

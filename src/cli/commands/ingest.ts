@@ -39,7 +39,8 @@ export function registerIngest(program: Command): void {
       const lakes = new IngestLakes();
       const services = new Map<string, IngestService>();
       try {
-        for (const pipeline of pipelines) services.set(pipeline.name, await openIngestService(pipeline, lakes, metrics));
+        // Each log writes on a thread of its own, which is not lowered with the others (below).
+        for (const pipeline of pipelines) services.set(pipeline.name, await openIngestService(pipeline, lakes, metrics, { walWriter: "thread" }));
       } catch (error) {
         for (const service of services.values()) await service.close();
         await lakes.close();
