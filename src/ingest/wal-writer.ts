@@ -96,6 +96,7 @@ class ThreadWriter implements GroupWriter {
       const waiting = this.pending.get(message.id);
       if (!waiting) return;
       this.pending.delete(message.id);
+      if (this.pending.size === 0) worker.unref();
       if (message.error) waiting.reject(Object.assign(new Error(message.error.message), { code: message.error.code }));
       else waiting.resolve();
     });
@@ -106,7 +107,7 @@ class ThreadWriter implements GroupWriter {
     };
     worker.on("error", stopped);
     worker.on("exit", (code) => stopped(Object.assign(new Error(`the write-ahead log's writer thread stopped (exit code ${code})`), { code: "EIO" })));
-    // It never keeps the process alive on its own: a group in flight is awaited by whoever appended it.
+    // It keeps the process alive while a group is in flight (as a file call on libuv's pool would), and only then.
     worker.unref();
   }
 
@@ -153,6 +154,7 @@ class ThreadWriter implements GroupWriter {
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
+      this.worker.ref();
       this.worker.postMessage({ id, ...message });
     });
   }

@@ -399,6 +399,30 @@ describe("WriteAheadLog", () => {
     records.forEach((record, i) => expect(record.payload.equals(payloads[i]!)).toBe(true));
   });
 
+  it("keeps the process alive while the writer thread has a group in flight, and lets it exit once idle", async () => {
+    // A script whose only pending work is an append: it must get its answer (not exit 13, an unsettled await), then end.
+    const dir = path.join(tempFolder(), "wal");
+    const script = path.join(tempFolder(), "append-once.mts");
+    fs.writeFileSync(
+      script,
+      `import { WriteAheadLog } from ${JSON.stringify(WAL_MODULE)};\n` +
+        `const log = await WriteAheadLog.open({ dir: process.argv[2], segmentMaxBytes: 1 << 20, segmentMaxAgeMs: 60_000, maxBytes: 1 << 30, writer: "thread" });\n` +
+        `process.stdout.write(JSON.stringify(await log.append(Buffer.from("hello"))));\n`,
+    );
+    const child = spawn(process.execPath, ["--import", "tsx", script, dir], { cwd: REPO_ROOT, env: { ...process.env, NODE_NO_WARNINGS: "1" }, stdio: ["ignore", "pipe", "pipe"] });
+    let out = "";
+    let err = "";
+    child.stdout.on("data", (chunk: Buffer) => (out += chunk.toString()));
+    child.stderr.on("data", (chunk: Buffer) => (err += chunk.toString()));
+    const timer = setTimeout(() => child.kill("SIGKILL"), 20_000);
+    const code = await new Promise<number | null>((resolve) => child.on("close", resolve));
+    clearTimeout(timer);
+    expect({ code, err }).toEqual({ code: 0, err: "" });
+    const position = JSON.parse(out) as WalPosition;
+    const log = await openLog(dir);
+    expect((await readAll(log)).records).toEqual([{ ...position, payload: Buffer.from("hello") }]);
+  });
+
   it.runIf(process.platform === "linux")("fails closed when the writer thread's write fails: the round and every later call are refused with the cause", async () => {
     const dir = tempFolder();
     const log = await openLog(dir, { writer: "thread" });
