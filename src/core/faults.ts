@@ -1,8 +1,9 @@
 /**
  * Named fault points for crash tests. `LAKESWAP_FAULT=<point>:kill` makes the
  * process SIGKILL itself when it reaches `<point>`; `<point>:error` throws
- * there instead; `<point>:kill@N` acts the Nth time only; `<point>:pause=MS`
- * blocks the process there. Several may be given, separated by ','. Unset in production.
+ * there instead; `<point>:oom` throws DuckDB's out-of-memory error there;
+ * `<point>:kill@N` acts the Nth time only; `<point>:pause=MS` blocks the
+ * process there. Several may be given, separated by ','. Unset in production.
  */
 export type FaultPoint =
   | "lease-acquired"
@@ -19,6 +20,9 @@ export type FaultPoint =
 /** Ingest's points: a segment's files stored, not yet registered; registered, not yet removed from the write-ahead log. */
 export type IngestFaultPoint = "ingest-after-upload" | "ingest-after-register";
 
+/** The embedded engine's points: a delivery's signature, computed beside the write ahead of its runs. */
+export type EngineFaultPoint = "signing-beside-write-ahead";
+
 /** Every fault point, in the order a replace reaches them. */
 export const FAULT_POINTS: readonly FaultPoint[] = [
   "lease-acquired",
@@ -33,14 +37,14 @@ export const FAULT_POINTS: readonly FaultPoint[] = [
   "before-release",
 ];
 
-const reached = new Map<FaultPoint | IngestFaultPoint, number>();
+const reached = new Map<FaultPoint | IngestFaultPoint | EngineFaultPoint, number>();
 
 /**
  * Stops the process at `point` when LAKESWAP_FAULT asks for it. An action may
  * name the time the point is reached (`after-swap:kill@3`: the third pointer
  * move), and `pause=MS` holds the whole process there (a slow writer).
  */
-export function faultPoint(point: FaultPoint | IngestFaultPoint): void {
+export function faultPoint(point: FaultPoint | IngestFaultPoint | EngineFaultPoint): void {
   const spec = process.env.LAKESWAP_FAULT;
   if (!spec) return;
   const count = (reached.get(point) ?? 0) + 1;
@@ -55,6 +59,8 @@ export function faultPoint(point: FaultPoint | IngestFaultPoint): void {
       continue;
     }
     if (verb === "kill") process.kill(process.pid, "SIGKILL");
+    // The shape of DuckDB's error when a query finds its memory limit reached (its message starts so).
+    if (verb === "oom") throw new Error(`Out of Memory Error: fault injected at ${point}`);
     throw new Error(`fault injected at ${point}`);
   }
 }

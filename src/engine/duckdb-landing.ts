@@ -237,7 +237,7 @@ async function readingPass<T>(request: LandRequest, pass: () => Promise<T>): Pro
 }
 
 /** DuckDB's error when its memory limit is reached and nothing more can be spilled (or the spill folder is full). */
-function outOfMemory(error: unknown): boolean {
+export function outOfMemory(error: unknown): boolean {
   return /Out of Memory Error/.test(errorMessage(error));
 }
 
