@@ -20,6 +20,9 @@ export interface AwsLimits {
   readonly glue?: AdaptiveLimit;
 }
 
+/** A logger for the AWS SDK clients that prints nothing (see openAwsLake). */
+const SILENT_LOGGER = { trace: () => undefined, debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined };
+
 /**
  * Opens a lake on AWS: data on S3, pointers in the Glue Data Catalog, derived
  * layers built by Athena; raw files are landed and signed locally with DuckDB
@@ -37,16 +40,19 @@ export async function openAwsLake(target: AwsTarget, settings: LakeSettings = {}
   ]);
   const region = target.region ?? "us-east-1";
   // One retry layer: lakeswap's own (../core/retry.ts, around every call), so the SDK clients make one attempt each.
-  const maxAttempts = 1;
-  const s3 = new S3Client({ region, maxAttempts, ...(target.endpoint ? { endpoint: target.endpoint, forcePathStyle: true } : {}) });
+  // Their logger is silent: lakeswap reports each failed call itself, naming the action, the resource and the fix;
+  // without a logger of its own a client prints "An error was encountered in a non-retryable streaming request." to
+  // the console for every failed call with a streamed body, an upload S3 answers 412 (already stored: done) included.
+  const common = { region, maxAttempts: 1, logger: SILENT_LOGGER };
+  const s3 = new S3Client({ ...common, ...(target.endpoint ? { endpoint: target.endpoint, forcePathStyle: true } : {}) });
   const store = new S3Store(s3, { bucket: target.bucket, prefix: target.prefix, uploadConcurrency: target.uploadConcurrency, ingestLimit: limits.upload });
   const uriOf = (key: string) => store.uri(key);
-  const catalog = new GlueCatalog(new GlueClient({ region, maxAttempts, ...(target.glueEndpoint ? { endpoint: target.glueEndpoint } : {}) }), {
+  const catalog = new GlueCatalog(new GlueClient({ ...common, ...(target.glueEndpoint ? { endpoint: target.glueEndpoint } : {}) }), {
     database: target.database,
     uriOf,
     limit: limits.glue,
   });
-  const engine = new AthenaEngine(new AthenaClient({ region, maxAttempts, ...(target.athenaEndpoint ? { endpoint: target.athenaEndpoint } : {}) }), {
+  const engine = new AthenaEngine(new AthenaClient({ ...common, ...(target.athenaEndpoint ? { endpoint: target.athenaEndpoint } : {}) }), {
     workgroup: target.workgroup,
     database: target.database,
     catalog: target.catalog,

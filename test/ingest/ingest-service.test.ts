@@ -2,7 +2,7 @@ import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import type { IngestPipelineConfig } from "../../src/config/ingest-config.js";
 import type { Lake } from "../../src/core/lake.js";
 import { BackpressureError, startIngestServer } from "../../src/ingest/http-server.js";
@@ -226,6 +226,28 @@ describe("ingest on the AWS lake", () => {
       expect(p.files[0]).toMatch(new RegExp(`^pageviews/p_year=2026/p_month=\\d\\d/p_day=\\d\\d/${report!.segment}-[0-9a-f]{8}\\.parquet$`));
     }
     expect(Number(((await rowsOf(lake, "SELECT count(*) AS n FROM pageviews"))[0] as { n: unknown }).n)).toBe(30);
+  });
+
+  // A retry after a crash between upload and registration finds its files stored: S3 answers the conditional PutObject
+  // 412, which lakeswap counts as done. The AWS SDK printed "An error was encountered in a non-retryable streaming
+  // request." on the console for each such file (it does so for any failed call with a streamed body, unless the client
+  // has a logger of its own): noise on a correct retry, seen against moto_server.
+  it("lands a segment whose files were stored before a failed registration, without the SDK's console warnings", async () => {
+    const { lake, service } = await setup(awsBackend);
+    await service.accept({ pipeline: "events", namespace: "pageviews", body: ndjson(Array.from({ length: 30 }, (_, i) => event(i))), format: "ndjson" });
+    const warn = vi.spyOn(console, "warn");
+    try {
+      process.env.LAKESWAP_FAULT = "ingest-after-upload:error";
+      await expect(service.flush()).rejects.toThrow("fault injected at ingest-after-upload");
+      delete process.env.LAKESWAP_FAULT;
+      const [report] = await service.flush();
+      expect(report).toMatchObject({ events: 30, written: 30, files: 2 });
+      expect(warn.mock.calls.map((call) => String(call[0]))).toEqual([]);
+    } finally {
+      delete process.env.LAKESWAP_FAULT;
+      warn.mockRestore();
+    }
+    expect(await rowsOf(lake, "SELECT count(*) AS n, count(DISTINCT event_id) AS ids FROM pageviews")).toEqual([{ n: 30, ids: 30 }]);
   });
 });
 
