@@ -2,9 +2,8 @@ import type { DataSinkTarget, IngestPipelineConfig } from "../config/ingest-conf
 import type { Lake, LakeSettings } from "../core/lake.js";
 import { openAwsLake, openEmbeddedLake } from "../open-lake.js";
 import { glueLimitFromEnv, uploadLimitFromEnv, type AdaptiveLimit } from "./adaptive-limit.js";
-import { IngestService } from "./ingest-service.js";
+import { IngestService, type IngestServiceOptions } from "./ingest-service.js";
 import type { Metrics } from "./metrics.js";
-import type { GroupWriterKind } from "./wal-writer.js";
 
 /** The lakes a set of pipelines write to, one per data sink, opened once and shared. */
 export class IngestLakes {
@@ -44,7 +43,7 @@ export async function openIngestService(
   pipeline: IngestPipelineConfig,
   lakes: IngestLakes,
   metrics: Metrics,
-  options: { readonly log?: (line: string) => void; readonly walWriter?: GroupWriterKind } = {},
+  options: Pick<IngestServiceOptions, "log" | "walWriter" | "yieldToAppends"> = {},
 ): Promise<IngestService> {
   // On AWS the namespaces' tables go to the schema sink's Glue database (the page pairs each data sink with one).
   const data = pipeline.dataSink.kind === "athena" && pipeline.schemaSink ? { ...pipeline.dataSink, aws: { ...pipeline.dataSink.aws, database: pipeline.schemaSink.database } } : pipeline.dataSink;

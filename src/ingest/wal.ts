@@ -77,6 +77,36 @@ interface ActiveSegment {
   firstRecordAt: number | undefined;
 }
 
+/** The time constant of `WriteAheadLog.demand`. */
+const DEMAND_TIME_CONSTANT_MS = 100;
+
+/**
+ * The share of time something was busy, weighted to the recent past: the busy signal (1 while busy, 0 while not)
+ * averaged with weights that fall by e every `timeConstantMs` into the past.
+ */
+export class BusyShare {
+  private share = 0;
+  private busy = false;
+
+  constructor(
+    private readonly timeConstantMs: number,
+    private since = performance.now(),
+  ) {}
+
+  /** Marks a change from busy to idle or back, at `now`. */
+  set(busy: boolean, now = performance.now()): void {
+    this.share = this.at(now);
+    this.since = now;
+    this.busy = busy;
+  }
+
+  /** The share at `now` (0 to 1). */
+  at(now = performance.now()): number {
+    const kept = Math.exp(-Math.max(0, now - this.since) / this.timeConstantMs);
+    return this.busy ? 1 - (1 - this.share) * kept : this.share * kept;
+  }
+}
+
 /**
  * The collector's write-ahead log: records framed with a length and a CRC-32C, appended to the active segment
  * with group commit (the appends that arrive while one fsync runs share the next write and fsync), and
@@ -98,6 +128,9 @@ export class WriteAheadLog {
   /** The buffer `withSegment` reads into, kept for the next call; and whether a call holds it now. */
   private readBuffer: Buffer | undefined;
   private readBufferLent = false;
+  /** Appends made and not yet answered, and how much of the recent past there were any. */
+  private inFlight = 0;
+  private readonly demanded = new BusyShare(DEMAND_TIME_CONSTANT_MS);
 
   private constructor(
     private readonly options: WalOptions,
@@ -162,8 +195,25 @@ export class WriteAheadLog {
     let crc = crc32c(header, 0, 0, 4);
     for (const part of parts) crc = crc32c(part, crc);
     header.writeUInt32LE(crc, 4);
+    // From the first append waiting to the last one answered, the log is in demand (see `demand`).
+    if (this.inFlight++ === 0) this.demanded.set(true);
+    const settled = (): void => {
+      if (--this.inFlight === 0) this.demanded.set(false);
+    };
     return new Promise<WalPosition>((resolve, reject) => {
-      this.queue.push({ header, parts, length, resolve, reject });
+      this.queue.push({
+        header,
+        parts,
+        length,
+        resolve: (position) => {
+          settled();
+          resolve(position);
+        },
+        reject: (error) => {
+          settled();
+          reject(error);
+        },
+      });
       if (!this.roundScheduled) {
         this.roundScheduled = true;
         void this.serially(() => this.writeRound());
@@ -195,6 +245,15 @@ export class WriteAheadLog {
       if (this.failure) throw this.failure;
       return this.sealActive();
     });
+  }
+
+  /**
+   * The share of the recent past (a time constant of a tenth of a second) in which an append was waiting for the
+   * disk, 0 to 1: near 1 while appends come as fast as the log takes them (a burst of requests, each waiting for a
+   * group commit), a few hundredths at a steady rate that the log takes with time to spare.
+   */
+  get demand(): number {
+    return this.demanded.at();
   }
 
   /** Ids of the sealed segments, oldest first. */

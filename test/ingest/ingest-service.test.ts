@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import type { IngestPipelineConfig } from "../../src/config/ingest-config.js";
 import type { Lake } from "../../src/core/lake.js";
 import { BackpressureError, startIngestServer } from "../../src/ingest/http-server.js";
-import { IngestService, namespaceTable } from "../../src/ingest/ingest-service.js";
+import { IngestService, namespaceTable, type IngestServiceOptions, type LandingYield } from "../../src/ingest/ingest-service.js";
 import { Metrics } from "../../src/ingest/metrics.js";
 import { defineTable } from "../../src/core/table.js";
 import { parsePartitionPath } from "../../src/core/partition.js";
@@ -71,13 +71,13 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
-async function setup(backend: () => Promise<TestBackend>, pipeline?: (walDir: string) => IngestPipelineConfig): Promise<{ lake: Lake; service: IngestService; walDir: string; backend: TestBackend; metrics: Metrics; reopen: () => Promise<IngestService> }> {
+async function setup(backend: () => Promise<TestBackend>, pipeline?: (walDir: string) => IngestPipelineConfig, extra: Pick<IngestServiceOptions, "yieldToAppends"> = {}): Promise<{ lake: Lake; service: IngestService; walDir: string; backend: TestBackend; metrics: Metrics; reopen: () => Promise<IngestService> }> {
   const b = await backend();
   const walDir = await mkdtemp(path.join(os.tmpdir(), "lakeswap-wal-"));
   const lake = await b.open();
   const config = (pipeline ?? ((dir: string) => pipelineOf(dir)))(walDir);
   const metrics = new Metrics();
-  let service = await IngestService.open({ pipeline: config, lake, deadLetterLake: lake, metrics, log: () => undefined });
+  let service = await IngestService.open({ pipeline: config, lake, deadLetterLake: lake, metrics, log: () => undefined, ...extra });
   cleanups.push(async () => {
     await service.close().catch(() => undefined);
     await lake.close();
@@ -86,7 +86,7 @@ async function setup(backend: () => Promise<TestBackend>, pipeline?: (walDir: st
   });
   const reopen = async () => {
     await service.close();
-    service = await IngestService.open({ pipeline: config, lake, deadLetterLake: lake, metrics: new Metrics(), log: () => undefined });
+    service = await IngestService.open({ pipeline: config, lake, deadLetterLake: lake, metrics: new Metrics(), log: () => undefined, ...extra });
     return service;
   };
   return { lake, service, walDir, backend: b, metrics, reopen };
@@ -249,6 +249,53 @@ describe("ingest on the AWS lake", () => {
     }
     expect(await rowsOf(lake, "SELECT count(*) AS n, count(DISTINCT event_id) AS ids FROM pageviews")).toEqual([{ n: 30, ids: 30 }]);
   });
+});
+
+// `lakeswap serve` answers a burst first: while appends keep the log's writer busy, its timed landing leaves sealed
+// segments in the log (landing takes the CPU and the disk the answers wait for), within bounds; a flush lands all.
+describe("the timed landing during a burst of appends", () => {
+  /** Four appenders posting 10 events at a time, as fast as they are answered, until `done` says so; then waits for the log to be landed. */
+  async function burst(policy: LandingYield, done: (service: IngestService, sinceSeal: number) => boolean): Promise<{ landedDuringBurst: number; sealedAtEnd: number; service: IngestService }> {
+    // Segments sealed by age, the first after the appends have been going for a while (as a burst fills a segment).
+    const { service: yielding } = await setup(embeddedBackend, (dir) => pipelineOf(dir, { segmentMaxAgeMs: 200 }), { yieldToAppends: policy });
+    yielding.start(20);
+    let next = 0;
+    let firstSeal: number | undefined;
+    const deadline = Date.now() + 20_000;
+    const appender = async (): Promise<void> => {
+      while (Date.now() < deadline) {
+        const sealed = Number(yielding.health().detail.sealedSegments);
+        if (sealed > 0) firstSeal ??= Date.now();
+        if (done(yielding, firstSeal === undefined ? -1 : Date.now() - firstSeal)) return;
+        const events = Array.from({ length: 10 }, () => event(next++));
+        await yielding.accept({ pipeline: "events", namespace: "pageviews", body: ndjson(events), format: "ndjson" });
+      }
+    };
+    await Promise.all([appender(), appender(), appender(), appender()]);
+    const landedDuringBurst = yielding.counts.segments;
+    const sealedAtEnd = Number(yielding.health().detail.sealedSegments);
+    // Once the appends stop, the writer is idle and the timed landing takes every sealed segment.
+    for (let waited = 0; Number(yielding.health().detail.sealedSegments) > 0 && waited < 20_000; waited += 20) await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(yielding.health().detail.sealedSegments).toBe(0);
+    await yielding.flush();
+    expect(yielding.counts.written).toBe(yielding.counts.accepted);
+    return { landedDuringBurst, sealedAtEnd, service: yielding };
+  }
+
+  it("leaves sealed segments in the log while appends keep waiting for it, and lands them as soon as the appends stop", async () => {
+    const { landedDuringBurst, sealedAtEnd, service } = await burst({ demand: 0.5, maxSegments: 1000, maxMs: 60_000 }, (s, sinceSeal) => Number(s.health().detail.sealedSegments) >= 2 && sinceSeal >= 1000);
+    expect(landedDuringBurst).toBe(0);
+    expect(sealedAtEnd).toBeGreaterThanOrEqual(2);
+    expect(service.counts.segments).toBeGreaterThanOrEqual(2);
+  }, 60_000);
+
+  it.each([
+    ["more segments are sealed than it may leave", { demand: 0.5, maxSegments: 1, maxMs: 60_000 }],
+    ["the oldest sealed segment has waited its longest", { demand: 0.5, maxSegments: 1000, maxMs: 100 }],
+  ])("lands during the burst once %s", async (_when, policy) => {
+    const { landedDuringBurst } = await burst(policy, (s) => s.counts.segments > 0);
+    expect(landedDuringBurst).toBeGreaterThan(0);
+  }, 60_000);
 });
 
 describe("the collector's write-ahead log", () => {

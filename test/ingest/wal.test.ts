@@ -6,7 +6,7 @@ import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { crc32c, crc32cPortable, nativeCrc32c } from "../../src/ingest/crc32c.js";
 import { recordFsyncs } from "../support/fsync-spy.js";
-import { WAL_MAX_PAYLOAD_BYTES, WriteAheadLog, type WalCorruption, type WalOptions, type WalPosition, type WalRecord } from "../../src/ingest/wal.js";
+import { BusyShare, WAL_MAX_PAYLOAD_BYTES, WriteAheadLog, type WalCorruption, type WalOptions, type WalPosition, type WalRecord } from "../../src/ingest/wal.js";
 
 const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const WAL_MODULE = path.join(REPO_ROOT, "src/ingest/wal.ts");
@@ -88,6 +88,30 @@ function crc32cBitwise(bytes: Uint8Array): number {
   }
   return ~crc >>> 0;
 }
+
+describe("BusyShare", () => {
+  it("weighs busy time by how recent it is: 1 - 1/e after one time constant busy, then 1/e of that after one idle", () => {
+    const share = new BusyShare(100, 0);
+    expect(share.at(50)).toBe(0);
+    share.set(true, 0);
+    expect(share.at(100)).toBeCloseTo(1 - Math.exp(-1), 12);
+    share.set(false, 100);
+    expect(share.at(200)).toBeCloseTo((1 - Math.exp(-1)) * Math.exp(-1), 12);
+    // Marks in between change nothing by themselves: the same busy stretch cut in two gives the same share.
+    const cut = new BusyShare(100, 0);
+    cut.set(true, 0);
+    cut.set(true, 40);
+    expect(cut.at(100)).toBeCloseTo(1 - Math.exp(-1), 12);
+    // Busy almost all the time: near 1.
+    const loaded = new BusyShare(250, 0);
+    for (let t = 0; t < 1000; t += 10) {
+      loaded.set(true, t);
+      loaded.set(false, t + 9.5);
+    }
+    expect(loaded.at(1000)).toBeGreaterThan(0.9);
+    expect(loaded.at(1000)).toBeLessThan(1);
+  });
+});
 
 describe("crc32c", () => {
   it("gives the standard check value and the RFC 3720 vectors", () => {

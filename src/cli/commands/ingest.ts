@@ -30,7 +30,7 @@ export function registerIngest(program: Command): void {
       `the CPU priority (nice, 0-19) of the threads that land events and do file I/O, so that acknowledging events wins the CPU; Linux only; 0: the same as the requests' thread (default ${DEFAULT_BACKGROUND_NICE})`,
     )
     .action(async (options: { config: string; port?: string; host?: string; pipeline?: string[]; flushInterval?: string; backgroundNice?: string }) => {
-      const { Metrics, IngestLakes, openIngestService, startIngestServer } = await ingestModules();
+      const { Metrics, IngestLakes, openIngestService, startIngestServer, LANDING_YIELDS } = await ingestModules();
       const config = loadPipelineConfig(options.config);
       const pipelines = choosePipelines(config, options.pipeline);
       const port = portOf(options.port ?? process.env.LAKESWAP_PORT ?? "8080");
@@ -39,8 +39,8 @@ export function registerIngest(program: Command): void {
       const lakes = new IngestLakes();
       const services = new Map<string, IngestService>();
       try {
-        // Each log writes on a thread of its own, which is not lowered with the others (below).
-        for (const pipeline of pipelines) services.set(pipeline.name, await openIngestService(pipeline, lakes, metrics, { walWriter: "thread" }));
+        // Each log writes on a thread of its own, which is not lowered with the others (below); landing yields to bursts.
+        for (const pipeline of pipelines) services.set(pipeline.name, await openIngestService(pipeline, lakes, metrics, { walWriter: "thread", yieldToAppends: LANDING_YIELDS }));
       } catch (error) {
         for (const service of services.values()) await service.close();
         await lakes.close();
@@ -231,10 +231,11 @@ async function* chunks(file: string | undefined, format: string | undefined): As
  * log's native CRC-32C, node:http or the collector (a few milliseconds of every command's start).
  */
 async function ingestModules() {
-  const [{ startIngestServer }, { Metrics }, { IngestLakes, openIngestService }] = await Promise.all([
+  const [{ startIngestServer }, { Metrics }, { IngestLakes, openIngestService }, { LANDING_YIELDS }] = await Promise.all([
     import("../../ingest/http-server.js"),
     import("../../ingest/metrics.js"),
     import("../../ingest/open-ingest.js"),
+    import("../../ingest/ingest-service.js"),
   ]);
-  return { startIngestServer, Metrics, IngestLakes, openIngestService };
+  return { startIngestServer, Metrics, IngestLakes, openIngestService, LANDING_YIELDS };
 }
