@@ -3,7 +3,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { InvalidInputError, LakeswapError, LeaseHeldError, NotFoundError, errorMessage } from "../core/errors.js";
 import { crc32c } from "./crc32c.js";
-import { startGroupWriter, type GroupWriter, type GroupWriterKind } from "./wal-writer.js";
+import { call, startGroupWriter, type GroupWriter, type GroupWriterKind } from "./wal-writer.js";
 import { processAlive } from "../store/process-folders.js";
 
 /** The largest payload one record may hold (64 MiB); a larger append is refused. */
@@ -151,13 +151,17 @@ export class WriteAheadLog {
     const dir = path.resolve(options.dir);
     await makeFolder(dir);
     await takeLock(dir);
+    let writer: GroupWriter | undefined;
     try {
+      // The writer first: recovery opens the active segment, whose descriptor a writer that failed to start would leave open.
+      writer = await startGroupWriter(options.writer ?? "pool");
       await removeLeftoverLockFiles(dir);
       const files = await listSegments(dir);
       const id = await logId(dir, files.length > 0);
       const found = await recover(dir, id, files);
-      return new WriteAheadLog(options, dir, id, found.recovery, found.active, found.sealed, await startGroupWriter(options.writer ?? "pool"));
+      return new WriteAheadLog(options, dir, id, found.recovery, found.active, found.sealed, writer);
     } catch (error) {
+      await writer?.close().catch(() => undefined);
       await releaseLock(dir);
       throw error;
     }
@@ -765,7 +769,3 @@ function isCode(error: unknown, code: string): boolean {
   return typeof error === "object" && error !== null && (error as { code?: unknown }).code === code;
 }
 
-/** A callback-style fs call as a promise (the callback API: a promise FileHandle costs about twice the CPU per call). */
-function call<T = void>(start: (done: (error: NodeJS.ErrnoException | null, value?: T) => void) => void): Promise<T> {
-  return new Promise<T>((resolve, reject) => start((error, value) => (error ? reject(error) : resolve(value as T))));
-}

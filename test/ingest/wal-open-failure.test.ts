@@ -1,0 +1,50 @@
+import fs from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import type * as WalWriter from "../../src/ingest/wal-writer.js";
+
+// The log's writer fails to start (a worker thread refused: out of memory, a thread limit). Here by a stand-in for
+// startGroupWriter, the one way to make that happen on demand.
+vi.mock("../../src/ingest/wal-writer.js", async (original) => ({
+  ...(await original<typeof WalWriter>()),
+  startGroupWriter: () => Promise.reject(Object.assign(new Error("no thread for the writer"), { code: "ERR_WORKER_INIT_FAILED" })),
+}));
+
+const { WriteAheadLog } = await import("../../src/ingest/wal.js");
+
+/** The files this process holds open inside `dir`. */
+function openFilesIn(dir: string): string[] {
+  return fs
+    .readdirSync("/proc/self/fd")
+    .map((fd) => {
+      try {
+        return fs.readlinkSync(path.join("/proc/self/fd", fd));
+      } catch {
+        return "";
+      }
+    })
+    .filter((target) => target.startsWith(`${dir}${path.sep}`));
+}
+
+const dirs: string[] = [];
+afterEach(() => {
+  for (const dir of dirs.splice(0)) fs.rmSync(dir, { recursive: true, force: true });
+});
+
+describe.runIf(process.platform === "linux")("a write-ahead log whose writer fails to start", () => {
+  it("fails to open with the writer's error, holding no segment open and no lock", async () => {
+    const dir = fs.mkdtempSync(path.join(tmpdir(), "lakeswap-wal-nowriter-"));
+    dirs.push(dir);
+    // A segment left by an earlier run, as recovery finds it (an open segment is opened again for appends).
+    fs.writeFileSync(path.join(dir, "id"), "0123456789abcdef\n");
+    fs.writeFileSync(path.join(dir, "000000000001.open"), Buffer.alloc(0));
+    const options = { dir, segmentMaxBytes: 1 << 20, segmentMaxAgeMs: 60_000, maxBytes: 1 << 30 };
+    await expect(WriteAheadLog.open(options)).rejects.toThrow("no thread for the writer");
+    expect(openFilesIn(dir)).toEqual([]);
+    expect(fs.existsSync(path.join(dir, "lock"))).toBe(false);
+    // Nothing holds the folder: a second try fails the same way, not on a lock.
+    await expect(WriteAheadLog.open(options)).rejects.toThrow("no thread for the writer");
+    expect(openFilesIn(dir)).toEqual([]);
+  });
+});
