@@ -562,7 +562,17 @@ function jsonArrayLines(body: Buffer): { lines: Buffer[]; events: number } {
   }
   const items = Array.isArray(value) ? value : [value];
   if (items.length === 0) return { lines: [], events: 0 };
-  return { lines: [Buffer.from(`${items.map((item) => JSON.stringify(item)).join("\n")}\n`)], events: items.length };
+  const lines = items.map((item, index) => {
+    try {
+      return JSON.stringify(item);
+    } catch (error) {
+      // JSON.parse reads any depth; JSON.stringify recurses, and runs out of stack on an element nested some thousands deep.
+      throw new InvalidInputError(
+        `element ${index} of the body's JSON array could not be stored (${errorMessage(error)}): it is nested too deeply; send events nested at most a few hundred levels, or as NDJSON`,
+      );
+    }
+  });
+  return { lines: [Buffer.from(`${lines.join("\n")}\n`)], events: items.length };
 }
 
 /** Writes the parts one after the other into a new file (one writev, no copy of them joined). */

@@ -6,6 +6,7 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import type { IngestPipelineConfig } from "../../src/config/ingest-config.js";
 import type { Lake } from "../../src/core/lake.js";
 import { BackpressureError, startIngestServer } from "../../src/ingest/http-server.js";
+import { InvalidInputError } from "../../src/core/errors.js";
 import { IngestService, namespaceTable, type IngestServiceOptions, type LandingYield } from "../../src/ingest/ingest-service.js";
 import { Metrics } from "../../src/ingest/metrics.js";
 import { defineTable } from "../../src/core/table.js";
@@ -201,6 +202,20 @@ datasets:
     ]);
     const total = await rowsOf(lake, "SELECT sum(views) AS v FROM views_daily");
     expect(Number(total[0]?.v)).toBe(22);
+  });
+
+  // JSON.parse reads any depth, but the array's elements were written back with JSON.stringify, which recursed out of
+  // stack on an element nested 100,000 deep: the collector answered 500 ("retry the request"), and a client that
+  // retries would send it forever. It is now bad input (400), naming the element, and nothing of it is stored.
+  it("refuses a JSON array with an element nested too deeply to store, naming it, and stores nothing of the request", async () => {
+    const { service } = await setup(backend);
+    const deep = `${"[".repeat(100_000)}${"]".repeat(100_000)}`;
+    const body = Buffer.from(`[${JSON.stringify(event(1))},${deep}]`);
+    const refused = await service.accept({ pipeline: "events", namespace: "pageviews", body, format: "json" }).catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(InvalidInputError);
+    expect(String(refused)).toMatch(/element 1 of the body's JSON array could not be stored .*nested too deeply/);
+    expect(service.counts.accepted).toBe(0);
+    expect(service.walBytes).toBe(0);
   });
 
   it("dead-letters an event with an undeclared field when unknown_fields is deadletter", async () => {
