@@ -82,15 +82,30 @@ export interface IngestServiceOptions {
 
 /**
  * When the timed landing leaves sealed segments for later: while appends were waiting for the log at least `demand`
- * of the recent past (`WriteAheadLog.demand`: a burst of requests, each waiting for a group commit),
- * as long as no more than `maxSegments` segments are sealed and the oldest has waited less than `maxMs`. Landing a
- * segment takes the CPU and the disk that the answers to requests wait for; a burst is answered first, and landed
- * right after it (or once the log holds more, or after `maxMs`). A flush (SIGTERM, `lakeswap ingest`) lands all.
+ * of the recent past (`WriteAheadLog.demand`: a burst of requests, each waiting for a group commit), as long as no
+ * more than `maxSegments` segments are sealed, the oldest has waited less than `maxMs`, and the log holds less than
+ * half its size limit (`wal.max_bytes`, where backpressure starts). Landing a segment takes the CPU and the disk
+ * that the answers to requests wait for; a burst is answered first, and landed right after it (or once the log
+ * holds more, or after `maxMs`). A flush (SIGTERM, `lakeswap ingest`) lands all.
  */
 export interface LandingYield {
   readonly demand: number;
   readonly maxSegments: number;
   readonly maxMs: number;
+}
+
+/** The state of a log that `LandingYield` decides on: its demand, sealed segments, how long the oldest has waited, its bytes and limit. */
+export interface LogState {
+  readonly demand: number;
+  readonly sealed: number;
+  readonly waitedMs: number;
+  readonly bytes: number;
+  readonly maxBytes: number;
+}
+
+/** Whether the timed landing leaves the oldest sealed segment for later (see `LandingYield`). */
+export function landingYields(policy: LandingYield, log: LogState): boolean {
+  return log.demand >= policy.demand && log.sealed <= policy.maxSegments && log.waitedMs < policy.maxMs && log.bytes * 2 < log.maxBytes;
 }
 
 /**
@@ -247,7 +262,8 @@ export class IngestService implements IngestHandler {
     if (!policy) return false;
     const now = Date.now();
     const since = this.yieldingSince.get(segment) ?? now;
-    if (this.wal.demand < policy.demand || this.wal.sealed().length > policy.maxSegments || now - since >= policy.maxMs) return false;
+    const log = { demand: this.wal.demand, sealed: this.wal.sealed().length, waitedMs: now - since, bytes: this.wal.bytes, maxBytes: this.options.pipeline.wal.maxBytes };
+    if (!landingYields(policy, log)) return false;
     this.yieldingSince.set(segment, since);
     return true;
   }

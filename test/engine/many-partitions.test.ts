@@ -8,19 +8,24 @@ import { runCli, tempDir } from "../support/lake-fixture.js";
 // of partitions, written in one pass, ran out of memory at the landing's limit. They are written in groups sized
 // to the limit.
 
+/** A folder with lakeswap.yaml (dataset `events`: `id` and one more column, partitioned by `day`) and events.csv; `args` syncs it. */
+function eventsProject(prefix: string, column: string, day: string, csv: string): { dir: string; cleanup: () => void; args: string[] } {
+  const { dir, cleanup } = tempDir(prefix);
+  writeFileSync(
+    path.join(dir, "lakeswap.yaml"),
+    `datasets:\n  events:\n    source: {format: csv, path: events.csv}\n    columns:\n      id: {type: BIGINT, nullable: false}\n      ${column}\n    partition:\n      day: ${day}\n`,
+  );
+  writeFileSync(path.join(dir, "events.csv"), csv);
+  return { dir, cleanup, args: ["--lake", path.join(dir, "lake"), "sync", "-c", path.join(dir, "lakeswap.yaml"), "--json"] };
+}
+
 describe("a delivery of thousands of partitions", () => {
   it("lands under a small memory limit, every partition whole, and its resend builds nothing", async () => {
-    const { dir, cleanup } = tempDir("lakeswap-many-");
+    const days = 2500;
+    const start = Date.UTC(1990, 0, 1);
+    const lines = Array.from({ length: days * 3 }, (_, i) => `${i},${new Date(start + (i % days) * 86_400_000).toISOString().slice(0, 10)} 0${i % 3}:00:00`);
+    const { dir, cleanup, args } = eventsProject("lakeswap-many-", "ts: TIMESTAMP", "strftime(ts, '%Y-%m-%d')", `id,ts\n${lines.join("\n")}\n`);
     try {
-      writeFileSync(
-        path.join(dir, "lakeswap.yaml"),
-        `datasets:\n  events:\n    source: {format: csv, path: events.csv}\n    columns:\n      id: {type: BIGINT, nullable: false}\n      ts: TIMESTAMP\n    partition:\n      day: strftime(ts, '%Y-%m-%d')\n`,
-      );
-      const days = 2500;
-      const start = Date.UTC(1990, 0, 1);
-      const lines = Array.from({ length: days * 3 }, (_, i) => `${i},${new Date(start + (i % days) * 86_400_000).toISOString().slice(0, 10)} 0${i % 3}:00:00`);
-      writeFileSync(path.join(dir, "events.csv"), `id,ts\n${lines.join("\n")}\n`);
-      const args = ["--lake", path.join(dir, "lake"), "sync", "-c", path.join(dir, "lakeswap.yaml"), "--json"];
       const env = { LAKESWAP_MEMORY_LIMIT: "32MB" };
       const first = await runCli(args, env);
       expect(first.code, first.stderr).toBe(0);
@@ -38,16 +43,10 @@ describe("a delivery of thousands of partitions", () => {
   // the signature of the 2,500 partitions above ran out of memory about one time in four (CI, 2026-12-01), and the
   // sync failed. It is now taken again alone. The fault point fails it the way DuckDB does, every time.
   it("signs a first load again, alone, when its signature ran out of memory beside the write ahead", async () => {
-    const { dir, cleanup } = tempDir("lakeswap-sign-oom-");
+    const lines = Array.from({ length: 40 }, (_, i) => `${i},2026-11-${String((i % 20) + 1).padStart(2, "0")}`);
+    const { dir, cleanup, args } = eventsProject("lakeswap-sign-oom-", "seen: DATE", "strftime(seen, '%Y-%m-%d')", `id,seen\n${lines.join("\n")}\n`);
+    const lake = path.join(dir, "lake");
     try {
-      writeFileSync(
-        path.join(dir, "lakeswap.yaml"),
-        `datasets:\n  events:\n    source: {format: csv, path: events.csv}\n    columns:\n      id: {type: BIGINT, nullable: false}\n      seen: DATE\n    partition:\n      day: strftime(seen, '%Y-%m-%d')\n`,
-      );
-      const lines = Array.from({ length: 40 }, (_, i) => `${i},2026-11-${String((i % 20) + 1).padStart(2, "0")}`);
-      writeFileSync(path.join(dir, "events.csv"), `id,seen\n${lines.join("\n")}\n`);
-      const lake = path.join(dir, "lake");
-      const args = ["--lake", lake, "sync", "-c", path.join(dir, "lakeswap.yaml"), "--json"];
       const first = await runCli(args, { LAKESWAP_FAULT: "signing-beside-write-ahead:oom" });
       expect(first.code, first.stderr).toBe(0);
       expect(JSON.parse(first.stdout).totals).toMatchObject({ built: 20, failed: 0, rows: 40 });

@@ -7,7 +7,7 @@ import type { IngestPipelineConfig } from "../../src/config/ingest-config.js";
 import type { Lake } from "../../src/core/lake.js";
 import { BackpressureError, startIngestServer } from "../../src/ingest/http-server.js";
 import { InvalidInputError } from "../../src/core/errors.js";
-import { IngestService, namespaceTable, type IngestServiceOptions, type LandingYield } from "../../src/ingest/ingest-service.js";
+import { IngestService, LANDING_YIELDS, landingYields, namespaceTable, type IngestServiceOptions, type LandingYield } from "../../src/ingest/ingest-service.js";
 import { Metrics } from "../../src/ingest/metrics.js";
 import { defineTable } from "../../src/core/table.js";
 import { parsePartitionPath } from "../../src/core/partition.js";
@@ -305,12 +305,24 @@ describe("the timed landing during a burst of appends", () => {
   }, 60_000);
 
   it.each([
-    ["more segments are sealed than it may leave", { demand: 0.5, maxSegments: 1, maxMs: 60_000 }],
-    ["the oldest sealed segment has waited its longest", { demand: 0.5, maxSegments: 1000, maxMs: 100 }],
+    ["more segments are sealed than it may leave", { demand: 0.5, maxSegments: 1, maxMs: 60_000 }, undefined],
+    ["the oldest sealed segment has waited its longest", { demand: 0.5, maxSegments: 1000, maxMs: 100 }, undefined],
   ])("lands during the burst once %s", async (_when, policy) => {
     const { landedDuringBurst } = await burst(policy, (s) => s.counts.segments > 0);
     expect(landedDuringBurst).toBeGreaterThan(0);
   }, 60_000);
+
+  it("decides by every bound: demand, sealed segments, the oldest one's wait, and half the log's size limit", () => {
+    const busy = { demand: 0.9, sealed: 2, waitedMs: 1000, bytes: 100 * 2 ** 20, maxBytes: 2 ** 30 };
+    expect(landingYields(LANDING_YIELDS, busy)).toBe(true);
+    expect(landingYields(LANDING_YIELDS, { ...busy, demand: 0.49 })).toBe(false);
+    expect(landingYields(LANDING_YIELDS, { ...busy, sealed: 4 })).toBe(false);
+    expect(landingYields(LANDING_YIELDS, { ...busy, waitedMs: 10_000 })).toBe(false);
+    // Backpressure starts at the limit: at half of it the landing goes on whatever the demand, so that a burst meets
+    // the limit only when the landing cannot keep up (a log of 128 MiB holds two segments of 64 MiB and the active one).
+    expect(landingYields(LANDING_YIELDS, { ...busy, maxBytes: 200 * 2 ** 20 })).toBe(false);
+    expect(landingYields(LANDING_YIELDS, { ...busy, bytes: 2 ** 29 - 1 })).toBe(true);
+  });
 });
 
 describe("the collector's write-ahead log", () => {
