@@ -445,8 +445,14 @@ async function readJsonl(connection: DuckDBConnection, request: LandRequest, lin
   const patch = quoteLiteral(JSON.stringify(Object.fromEntries(declared.map((c) => [c.name, null]))));
   const names = `[${declared.map((c) => quoteLiteral(c.name)).join(", ")}]::VARCHAR[]`;
   const rest = unknown
-    ? `CASE WHEN __invalid0 IS NOT NULL THEN NULL WHEN list_has_all(${names}, json_keys(__raw)) THEN '{}' ELSE json_merge_patch(__raw, ${patch})::VARCHAR END`
+    ? `CASE WHEN __invalid0 IS NOT NULL THEN NULL WHEN list_has_all(${names}, __keys) THEN '{}' ELSE json_merge_patch(__raw, ${patch})::VARCHAR END`
     : "NULL::VARCHAR";
+  // A field given twice is ambiguous: DuckDB reads the first value, JavaScript's and Python's JSON readers the last.
+  // Such an event is a bad one, naming the fields (json_keys unescapes them, so "a" and "\u0061" are the same).
+  const repeated =
+    `CASE WHEN len(__keys) <> len(list_distinct(__keys)) THEN 'fields given more than once: ' || ` +
+    `array_to_string(list_distinct(list_filter(__keys, lambda k, i: list_position(__keys, k) < i)), ', ') || ` +
+    `' (JSON readers disagree on which value counts; send each field once)' END`;
   const unknownProblem =
     unknown?.mode === "deadletter"
       ? `CASE WHEN __rest <> '{}' THEN 'fields not declared: ' || array_to_string(json_keys(__rest::JSON), ', ') || ' (declare them as columns, or set unknown_fields: keep)' END`
@@ -464,10 +470,12 @@ async function readJsonl(connection: DuckDBConnection, request: LandRequest, lin
   return {
     select:
       `SELECT __file, __line, __invalid AS __structural, ${values.join(", ")} FROM (SELECT __file, __line, __raw, __invalid, __rest, ${extracted} AS __values ` +
-      `FROM (SELECT __file, __line, __raw, __rest, coalesce(__invalid0, ${unknownProblem}) AS __invalid ` +
-      `FROM (SELECT __file, __line, __raw, __invalid0, ${rest} AS __rest ` +
+      `FROM (SELECT __file, __line, __raw, __rest, coalesce(__invalid0, ${repeated}, ${unknownProblem}) AS __invalid ` +
+      `FROM (SELECT __file, __line, __raw, __invalid0, __keys, ${rest} AS __rest ` +
+      // Each object's field names once, for the repeated ones and the undeclared ones.
+      `FROM (SELECT __file, __line, __raw, __invalid0, CASE WHEN __invalid0 IS NULL THEN json_keys(__raw) END AS __keys ` +
       // Lines of spaces only are not rows (as empty lines are not); a pattern is ten times faster here than trim().
-      `FROM (SELECT __file, __line, __raw, ${invalid} AS __invalid0 FROM ${lines} WHERE regexp_matches(__raw, '[^ ]')))))`,
+      `FROM (SELECT __file, __line, __raw, ${invalid} AS __invalid0 FROM ${lines} WHERE regexp_matches(__raw, '[^ ]'))))))`,
     types: request.columns.map(() => "VARCHAR"),
     rawTable: lines,
   };
