@@ -568,27 +568,57 @@ function ndjsonLines(chunks: readonly Buffer[]): { lines: Buffer[]; events: numb
 
 const NEWLINE = Buffer.from("\n");
 
-/** A JSON array body (or one object) as NDJSON: one element per line. */
-function jsonArrayLines(body: Buffer): { lines: Buffer[]; events: number } {
+/**
+ * A JSON array body (or one value) as NDJSON: each element's own text on a line of its own, exactly as it was sent,
+ * so that numbers keep every digit and a field given twice reaches the landing's check (JSON.parse would round
+ * 9007199254740993 to 9007199254740992, and keep the last of two values of a field). Line ends between an element's
+ * tokens become spaces; a valid JSON text has none inside its strings. JSON.parse checks the body first.
+ */
+export function jsonArrayLines(body: Buffer): { lines: Buffer[]; events: number } {
   let value: unknown;
   try {
     value = JSON.parse(body.toString("utf8"));
   } catch (error) {
     throw new InvalidInputError(`the body is not valid JSON (${errorMessage(error)}); send a JSON array of events, or NDJSON (one event per line, Content-Type: application/x-ndjson)`);
   }
-  const items = Array.isArray(value) ? value : [value];
-  if (items.length === 0) return { lines: [], events: 0 };
-  const lines = items.map((item, index) => {
-    try {
-      return JSON.stringify(item);
-    } catch (error) {
-      // JSON.parse reads any depth; JSON.stringify recurses, and runs out of stack on an element nested some thousands deep.
-      throw new InvalidInputError(
-        `element ${index} of the body's JSON array could not be stored (${errorMessage(error)}): it is nested too deeply; send events nested at most a few hundred levels, or as NDJSON`,
-      );
+  if (!Array.isArray(value)) return { lines: [oneLine(body, 0, body.length), NEWLINE], events: 1 };
+  const lines: Buffer[] = [];
+  let depth = 0;
+  let inString = false;
+  let escaped = false;
+  let start = -1;
+  // The array's '[' is the first byte that is not white space (JSON.parse accepted the text).
+  for (let i = body.indexOf(0x5b) + 1; i < body.length; i++) {
+    const byte = body[i]!;
+    if (inString) {
+      if (escaped) escaped = false;
+      else if (byte === 0x5c) escaped = true;
+      else if (byte === 0x22) inString = false;
+      continue;
     }
-  });
-  return { lines: [Buffer.from(`${lines.join("\n")}\n`)], events: items.length };
+    if (depth === 0 && (byte === 0x2c || byte === 0x5d)) {
+      // ',' or the closing ']' ends an element (an empty array has none).
+      if (start >= 0) lines.push(oneLine(body, start, i), NEWLINE);
+      start = -1;
+      if (byte === 0x5d) break;
+      continue;
+    }
+    if (start < 0 && byte !== 0x20 && byte !== 0x09 && byte !== 0x0a && byte !== 0x0d) start = i;
+    if (byte === 0x22) inString = true;
+    else if (byte === 0x7b || byte === 0x5b) depth++;
+    else if (byte === 0x7d || byte === 0x5d) depth--;
+  }
+  if (lines.length !== value.length * 2) throw new Error(`the JSON array's ${value.length} elements were cut into ${lines.length / 2} lines`);
+  return { lines, events: value.length };
+}
+
+/** Bytes `start` to `end` of a valid JSON text as one line: its line ends (between tokens only) as spaces. */
+function oneLine(body: Buffer, start: number, end: number): Buffer {
+  const text = body.subarray(start, end);
+  if (text.indexOf(0x0a) < 0 && text.indexOf(0x0d) < 0) return text;
+  const copy = Buffer.from(text);
+  for (let i = 0; i < copy.length; i++) if (copy[i] === 0x0a || copy[i] === 0x0d) copy[i] = 0x20;
+  return copy;
 }
 
 /** Writes the parts one after the other into a new file (one writev, no copy of them joined). */
