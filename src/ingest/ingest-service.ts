@@ -14,7 +14,7 @@ import { BackpressureError, type IngestHandler, type IngestRequest } from "./htt
 import type { AdaptiveLimit } from "./adaptive-limit.js";
 import type { Metrics } from "./metrics.js";
 import { WriteAheadLog, type SegmentContents, type WalRecord } from "./wal.js";
-import type { GroupWriterKind } from "./wal-writer.js";
+import type { SyncerKind } from "./wal-sync.js";
 import { freshProcessFolder } from "../store/process-folders.js";
 
 /** The prefix of a landing's scratch folder in the machine's temporary folder; the owner's pid follows. */
@@ -74,8 +74,8 @@ export interface IngestServiceOptions {
   readonly log?: (line: string) => void;
   /** The auto-tuned limits of its AWS lakes, shown in the metrics and /healthz (none for embedded lakes). */
   readonly limits?: { readonly upload: AdaptiveLimit; readonly glue: AdaptiveLimit };
-  /** Where the log writes its group commits (`WalOptions.writer`): `thread` in `lakeswap serve`, which lowers its other threads. */
-  readonly walWriter?: GroupWriterKind;
+  /** Where the log runs its fdatasyncs (`WalOptions.syncer`): `thread` in `lakeswap serve`, which lowers its other threads. */
+  readonly walSyncer?: SyncerKind;
   /** Whether the timed landing yields to appends (`lakeswap serve`: `LANDING_YIELDS`); by default it never does. */
   readonly yieldToAppends?: LandingYield;
 }
@@ -154,7 +154,7 @@ export class IngestService implements IngestHandler {
         `pipelines.${pipeline.name}: its dead letters go to table '${pipeline.name}', which is also one of its namespaces; rename the namespace or the pipeline`,
       );
     }
-    const wal = await WriteAheadLog.open({ ...pipeline.wal, writer: options.walWriter });
+    const wal = await WriteAheadLog.open({ ...pipeline.wal, syncer: options.walSyncer });
     const service = new IngestService(options, wal);
     try {
       for (const cut of wal.recovery.truncated) service.log(`write-ahead log ${pipeline.wal.dir}: a torn record at the end of segment ${cut.segment} (offset ${cut.offset}, ${cut.bytes} bytes) was cut off; it was never acknowledged`);

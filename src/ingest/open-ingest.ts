@@ -43,7 +43,7 @@ export async function openIngestService(
   pipeline: IngestPipelineConfig,
   lakes: IngestLakes,
   metrics: Metrics,
-  options: Pick<IngestServiceOptions, "log" | "walWriter" | "yieldToAppends"> = {},
+  options: Pick<IngestServiceOptions, "log" | "walSyncer" | "yieldToAppends"> = {},
 ): Promise<IngestService> {
   // On AWS the namespaces' tables go to the schema sink's Glue database (the page pairs each data sink with one).
   const data = pipeline.dataSink.kind === "athena" && pipeline.schemaSink ? { ...pipeline.dataSink, aws: { ...pipeline.dataSink.aws, database: pipeline.schemaSink.database } } : pipeline.dataSink;

@@ -1,7 +1,7 @@
 import { readdirSync } from "node:fs";
 import os from "node:os";
 
-/** Threads that keep the normal priority when the others are lowered (the write-ahead log's writer threads). */
+/** Threads that keep the normal priority when the others are lowered (the write-ahead logs' sync threads). */
 const FOREGROUND = new Set<number>();
 
 /** Keeps thread `tid` (a Linux thread id) at its priority: `BackgroundThreads` never lowers it. */
@@ -43,7 +43,7 @@ export class BackgroundThreads {
     let count = 0;
     for (const task of tasks) {
       const tid = Number(task);
-      // The main thread's id is the process id: it answers the requests and stays where it is, as do the log's writers.
+      // The main thread's id is the process id: it answers the requests and stays where it is, as do the logs' sync threads.
       if (!Number.isSafeInteger(tid) || tid === process.pid || FOREGROUND.has(tid) || this.lowered.has(tid)) continue;
       try {
         if (os.getPriority(tid) < this.nice) {

@@ -3,7 +3,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { InvalidInputError, LakeswapError, LeaseHeldError, NotFoundError, errorMessage } from "../core/errors.js";
 import { crc32c } from "./crc32c.js";
-import { call, startGroupWriter, type GroupWriter, type GroupWriterKind } from "./wal-writer.js";
+import { call, startSyncer, writeAllSync, type Syncer, type SyncerKind } from "./wal-sync.js";
 import { processAlive } from "../store/process-folders.js";
 
 /** The largest payload one record may hold (64 MiB); a larger append is refused. */
@@ -20,17 +20,17 @@ const LOG_ID = /^[0-9a-z]{8,64}$/;
 export interface WalOptions {
   /** The log's folder, made if missing; one process owns it at a time (the `lock` file in it). */
   readonly dir: string;
-  /** The active segment is sealed once it holds this many bytes (it may pass it by the last group written). */
+  /** The active segment is sealed once it holds this many bytes (it may pass it by the last appends written). */
   readonly segmentMaxBytes: number;
   /** ...or once its first record is this old, checked by `rotateIfDue`. */
   readonly segmentMaxAgeMs: number;
   /** Backpressure: `overLimit` is true while all segments together hold at least this many bytes. */
   readonly maxBytes: number;
   /**
-   * Where group commits are written and fdatasynced: on libuv's thread pool (`pool`, the default), or on a thread of
-   * the log's own (`thread`), which stays at the normal CPU priority when a collector lowers its other threads.
+   * Where the fdatasyncs run: on libuv's thread pool (`pool`, the default), or on a thread of the log's own
+   * (`thread`), which stays at the normal CPU priority when a collector lowers its other threads.
    */
-  readonly writer?: GroupWriterKind;
+  readonly syncer?: SyncerKind;
 }
 
 /** Where a record starts: its segment's id and the byte offset of its frame in that segment. */
@@ -109,7 +109,8 @@ export class BusyShare {
 
 /**
  * The collector's write-ahead log: records framed with a length and a CRC-32C, appended to the active segment
- * with group commit (the appends that arrive while one fsync runs share the next write and fsync), and
+ * with group commit (appends are written as they come, on the calling thread, while one fdatasync at a time runs
+ * on another; the appends written while one runs share the next, which starts as soon as it ends), and
  * segments sealed by size or age (`<seq>.open` renamed to `<seq>.sealed`, folder fsynced) for the uploader to
  * read and remove. Any failed write or fsync makes the log refuse everything after it (fail closed); `open`
  * recovers what a crash left behind.
@@ -121,6 +122,10 @@ export class WriteAheadLog {
   private readonly segments = new Map<string, { readonly seq: number; readonly bytes: number }>();
   private queue: Pending[] = [];
   private roundScheduled = false;
+  /** Settles once the last round written is synced or refused (it never rejects); rounds settle in order. */
+  private lastRound: Promise<void> = Promise.resolve();
+  /** An fdatasync failed: no later one proves anything (the kernel may have dropped the pages it could not write). */
+  private syncFailed = false;
   private tail: Promise<unknown> = Promise.resolve();
   private totalBytes = 0;
   private failure: LakeswapError | undefined;
@@ -139,7 +144,7 @@ export class WriteAheadLog {
     readonly recovery: WalRecovery,
     private active: ActiveSegment,
     sealed: readonly { readonly seq: number; readonly bytes: number }[],
-    private readonly writer: GroupWriter,
+    private readonly syncer: Syncer,
   ) {
     for (const segment of sealed) this.segments.set(this.segmentId(segment.seq), segment);
     this.totalBytes = sealed.reduce((sum, segment) => sum + segment.bytes, active.size);
@@ -151,17 +156,17 @@ export class WriteAheadLog {
     const dir = path.resolve(options.dir);
     await makeFolder(dir);
     await takeLock(dir);
-    let writer: GroupWriter | undefined;
+    let syncer: Syncer | undefined;
     try {
-      // The writer first: recovery opens the active segment, whose descriptor a writer that failed to start would leave open.
-      writer = await startGroupWriter(options.writer ?? "pool");
+      // The syncer first: recovery opens the active segment, whose descriptor a syncer that failed to start would leave open.
+      syncer = await startSyncer(options.syncer ?? "pool");
       await removeLeftoverLockFiles(dir);
       const files = await listSegments(dir);
       const id = await logId(dir, files.length > 0);
       const found = await recover(dir, id, files);
-      return new WriteAheadLog(options, dir, id, found.recovery, found.active, found.sealed, writer);
+      return new WriteAheadLog(options, dir, id, found.recovery, found.active, found.sealed, syncer);
     } catch (error) {
-      await writer?.close().catch(() => undefined);
+      await syncer?.close().catch(() => undefined);
       await releaseLock(dir);
       throw error;
     }
@@ -323,8 +328,8 @@ export class WriteAheadLog {
   /** Waits until every append made before it is durable (or refused), then closes the active segment and releases the lock; does not seal. */
   close(): Promise<void> {
     this.closing ??= (async () => {
-      await this.serially(async () => undefined);
-      await this.writer.close().catch(() => undefined);
+      await this.serially(() => this.lastRound);
+      await this.syncer.close().catch(() => undefined);
       await call((done) => fs.close(this.active.fd, done)).catch(() => undefined);
       this.readBuffer = undefined;
       await releaseLock(this.dir);
@@ -351,7 +356,10 @@ export class WriteAheadLog {
     return run;
   }
 
-  /** One group commit: every queued append in one writev at the segment's end, one fdatasync, then all resolve in order. */
+  /**
+   * Writes every queued append at the active segment's end (one writev, on this thread) and has it synced: each
+   * resolves, in order, once an fdatasync that started after its write has ended.
+   */
   private async writeRound(): Promise<void> {
     this.roundScheduled = false;
     const round = this.queue;
@@ -365,18 +373,29 @@ export class WriteAheadLog {
       bytes += HEADER_BYTES + pending.length;
     }
     try {
-      await this.writer.write(active.fd, buffers, active.size, bytes);
+      writeAllSync(active.fd, buffers, active.size, bytes);
     } catch (error) {
       return rejectAll(round, this.fail(error, `writing ${bytes} bytes to segment '${active.id}' at offset ${active.size}`));
     }
+    const positions: WalPosition[] = [];
     let offset = active.size;
+    for (const pending of round) {
+      positions.push({ segment: active.id, offset });
+      offset += HEADER_BYTES + pending.length;
+    }
     active.size += bytes;
     active.firstRecordAt ??= Date.now();
     this.totalBytes += bytes;
-    for (const pending of round) {
-      pending.resolve({ segment: active.id, offset });
-      offset += HEADER_BYTES + pending.length;
-    }
+    this.lastRound = this.syncer.sync(active.fd).then(
+      () => {
+        if (this.syncFailed) return rejectAll(round, this.failure!);
+        round.forEach((pending, i) => pending.resolve(positions[i]!));
+      },
+      (error: unknown) => {
+        this.syncFailed = true;
+        rejectAll(round, this.fail(error, `syncing segment '${active.id}' (fdatasync)`));
+      },
+    );
     if (active.size >= this.options.segmentMaxBytes) await this.sealActive().catch(() => undefined);
   }
 
@@ -388,6 +407,9 @@ export class WriteAheadLog {
   private async sealActive(): Promise<string | undefined> {
     const sealing = this.active;
     if (sealing.size === 0) return undefined;
+    // Its descriptor is closed below: the appends written to it are synced first.
+    await this.lastRound;
+    if (this.failure) throw this.failure;
     let next: number | undefined;
     try {
       next = await call<number>((done) => fs.open(segmentFile(this.dir, sealing.seq + 1, "open"), "wx", done));

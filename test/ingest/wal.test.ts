@@ -6,6 +6,7 @@ import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { crc32c, crc32cPortable, nativeCrc32c } from "../../src/ingest/crc32c.js";
 import { recordFsyncs } from "../support/fsync-spy.js";
+import { startSyncer } from "../../src/ingest/wal-sync.js";
 import { BusyShare, WAL_MAX_PAYLOAD_BYTES, WriteAheadLog, type WalCorruption, type WalOptions, type WalPosition, type WalRecord } from "../../src/ingest/wal.js";
 
 const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
@@ -50,6 +51,25 @@ function payloadOf(n: number, size = (n * 7919) % 1501): Buffer {
     payload[i] = state >>> 24;
   }
   return payload;
+}
+
+/**
+ * Holds every fdatasync on libuv's pool (the log's default syncer) until `release()`; then each runs, but the n-th
+ * (from 1) fails with EIO where `fails(n)`. `started()` resolves once the first has been called.
+ */
+function holdFdatasyncs(fails: (n: number) => boolean = () => false): { release: () => void; started: () => Promise<void> } {
+  const realFdatasync = fs.fdatasync;
+  let release = () => {};
+  const gate = new Promise<void>((resolve) => (release = resolve));
+  let calls = 0;
+  vi.spyOn(fs, "fdatasync").mockImplementation(((fd: number, done: (error: NodeJS.ErrnoException | null) => void) => {
+    const n = (calls += 1);
+    void gate.then(() => (fails(n) ? done(Object.assign(new Error("EIO: i/o error, fdatasync"), { code: "EIO" })) : realFdatasync(fd, done)));
+  }) as typeof fs.fdatasync);
+  const started = async (): Promise<void> => {
+    while (calls === 0) await new Promise((resolve) => setImmediate(resolve));
+  };
+  return { release, started };
 }
 
 async function readAll(log: WriteAheadLog): Promise<{ records: WalRecord[]; corrupt: WalCorruption[] }> {
@@ -138,10 +158,35 @@ describe("crc32c", () => {
   });
 });
 
+describe.each(["pool", "thread"] as const)("the log's %s syncer", (kind) => {
+  it("resolves calls in call order; calls made during an fdatasync share the next; a failed one rejects its calls with the system error and the next works", async () => {
+    const syncer = await startSyncer(kind);
+    const dir = tempFolder();
+    const fd = fs.openSync(path.join(dir, "file"), "w");
+    try {
+      const order: number[] = [];
+      const calls = Array.from({ length: 200 }, (_, n) => {
+        fs.writeSync(fd, payloadOf(n));
+        return syncer.sync(fd).then(() => void order.push(n));
+      });
+      await Promise.all(calls);
+      expect(order).toEqual(calls.map((_, n) => n));
+      // A descriptor that is not open: EBADF, with its code, to the calls it served; then the syncer goes on.
+      const closed = fs.openSync(path.join(dir, "closed"), "w");
+      fs.closeSync(closed);
+      await expect(syncer.sync(closed)).rejects.toMatchObject({ code: "EBADF" });
+      await expect(syncer.sync(fd)).resolves.toBeUndefined();
+    } finally {
+      fs.closeSync(fd);
+      await syncer.close();
+    }
+  });
+});
+
 describe("WriteAheadLog", () => {
-  it.each(["pool", "thread"] as const)("makes concurrent appends (whole or in parts) durable in call order: after close and reopen each is read back at its position (%s writer)", async (writer) => {
+  it.each(["pool", "thread"] as const)("makes concurrent appends (whole or in parts) durable in call order: after close and reopen each is read back at its position (%s syncer)", async (syncer) => {
     const dir = path.join(tempFolder(), "wal");
-    const log = await openLog(dir, { segmentMaxBytes: 64 * 1024, writer });
+    const log = await openLog(dir, { segmentMaxBytes: 64 * 1024, syncer });
     const called: number[] = [];
     const resolved: number[] = [];
     const positions = new Map<number, WalPosition>();
@@ -173,19 +218,19 @@ describe("WriteAheadLog", () => {
     expect(reopened.bytes).toBe(diskBytes(dir));
   });
 
-  it("answers an append only after its bytes are fdatasynced, and the appends that arrive during one fsync share the next", async () => {
+  it("answers an append only after an fdatasync that started after its write, and the appends written during one fsync share the next", async () => {
     const dir = tempFolder();
     const log = await openLog(dir);
     const realFdatasync = fs.fdatasync;
-    const realWritev = fs.writev;
+    const realWritevSync = fs.writevSync;
     let durableEnd = 0;
     let writes = 0;
     let syncs = 0;
     let gate: Promise<void> | undefined = undefined;
-    vi.spyOn(fs, "writev").mockImplementation(((...args: Parameters<typeof fs.writev>) => {
+    vi.spyOn(fs, "writevSync").mockImplementation((...args: Parameters<typeof fs.writevSync>) => {
       writes += 1;
-      return (realWritev as (...a: unknown[]) => void)(...args);
-    }) as typeof fs.writev);
+      return realWritevSync(...args);
+    });
     vi.spyOn(fs, "fdatasync").mockImplementation(((fd: number, done: (error: NodeJS.ErrnoException | null) => void) => {
       syncs += 1;
       const size = fs.fstatSync(fd).size;
@@ -207,10 +252,11 @@ describe("WriteAheadLog", () => {
       appends.push(log.append(payload).then((position) => expect(position.offset + 8 + payload.length).toBeLessThanOrEqual(durableEnd)));
     }
     await Promise.all(appends);
-    expect(writes).toBe(syncs);
+    // Each append is written as it comes (in its own turn, so its own write); the fsyncs are shared.
+    expect(writes).toBe(300);
     expect(syncs).toBeLessThan(300 / 3);
 
-    // The first append of a burst starts a round at once; all that arrive while its fsync runs share the next.
+    // The first append of a burst is written and synced at once; all written while that fsync runs share the next.
     let release = () => {};
     gate = new Promise<void>((resolve) => (release = resolve));
     const [before, beforeWrites] = [syncs, writes];
@@ -220,11 +266,14 @@ describe("WriteAheadLog", () => {
       await new Promise((resolve) => setImmediate(resolve));
       burst.push(log.append(payloadOf(1000 + n)));
     }
+    await new Promise((resolve) => setImmediate(resolve));
     expect(syncs - before).toBe(1);
+    // Written while the fsync runs, not after it: the next fsync has nothing to wait for.
+    expect(writes - beforeWrites).toBe(50);
     release();
     await Promise.all(burst);
     expect(syncs - before).toBe(2);
-    expect(writes - beforeWrites).toBe(2);
+    expect(writes - beforeWrites).toBe(50);
 
     // A round of more buffers than one writev(2) takes (IOV_MAX = 1024) is still one write call and one fsync.
     gate = undefined;
@@ -248,7 +297,7 @@ describe("WriteAheadLog", () => {
     expect(round.every((result) => result.status === "rejected")).toBe(true);
     const reason = (round[0] as PromiseRejectedResult).reason as { code: string; message: string };
     expect(reason.code).toBe("STORE_ERROR");
-    expect(reason.message).toContain(`the write-ahead log in '${dir}' stopped after an error writing`);
+    expect(reason.message).toContain(`the write-ahead log in '${dir}' stopped after an error syncing segment`);
     expect(reason.message).toContain("EIO");
     expect(new Set(round.map((result) => (result as PromiseRejectedResult).reason)).size).toBe(1);
     vi.mocked(fs.fdatasync).mockImplementation(realFdatasync);
@@ -262,15 +311,45 @@ describe("WriteAheadLog", () => {
     expect(records[0]).toEqual({ ...first, payload: payloadOf(1) });
   });
 
-  it("reports a full disk as NO_SPACE and refuses later appends", async () => {
+  it("refuses what was written while a failed fdatasync ran, even when the next one succeeds: no later fsync proves anything", async () => {
+    const log = await openLog(tempFolder());
+    // The first fails once released (the kernel dropped pages it could not write); the next would succeed.
+    const held = holdFdatasyncs((n) => n === 1);
+    const first = log.append(payloadOf(1));
+    await held.started();
+    // Written while the failing fsync runs: their own fsync comes after it.
+    const later: Promise<WalPosition>[] = [];
+    for (let n = 2; n < 12; n += 1) {
+      await new Promise((resolve) => setImmediate(resolve));
+      later.push(log.append(payloadOf(n)));
+    }
+    held.release();
+    const results = await Promise.allSettled([first, ...later]);
+    expect(results.map((result) => result.status)).toEqual(results.map(() => "rejected"));
+    const reasons = new Set(results.map((result) => (result as PromiseRejectedResult).reason as Error));
+    expect(reasons.size).toBe(1);
+    expect([...reasons][0]!.message).toContain("EIO");
+  });
+
+  it("acknowledges an append whose fdatasync succeeds even when a write after it fails (full disk: NO_SPACE, later appends refused)", async () => {
     const dir = tempFolder();
     const log = await openLog(dir);
-    vi.spyOn(fs, "writev").mockImplementationOnce(((...args: unknown[]) => {
-      (args.pop() as (error: NodeJS.ErrnoException | null) => void)(Object.assign(new Error("ENOSPC: no space left on device, write"), { code: "ENOSPC" }));
-    }) as typeof fs.writev);
-    const failed = log.append(payloadOf(1));
+    const held = holdFdatasyncs();
+    const first = log.append(payloadOf(1));
+    await held.started();
+    // The next write, while the first append's fsync runs, finds the disk full.
+    vi.spyOn(fs, "writevSync").mockImplementationOnce(() => {
+      throw Object.assign(new Error("ENOSPC: no space left on device, write"), { code: "ENOSPC" });
+    });
+    const failed = log.append(payloadOf(2));
     await expect(failed).rejects.toMatchObject({ code: "NO_SPACE", message: expect.stringContaining("free space in that folder") });
-    await expect(log.append(payloadOf(2))).rejects.toMatchObject({ code: "NO_SPACE" });
+    held.release();
+    const position = await first;
+    await expect(log.append(payloadOf(3))).rejects.toMatchObject({ code: "NO_SPACE" });
+    await closeLog(log);
+
+    const reopened = await openLog(dir);
+    expect((await readAll(reopened)).records).toEqual([{ ...position, payload: payloadOf(1) }]);
   });
 
   it("refuses a payload over 64 MiB with a clear error and stays usable", async () => {
@@ -409,11 +488,11 @@ describe("WriteAheadLog", () => {
     }
   });
 
-  it("writes a group larger than the writer thread's slab in pieces, in order", async () => {
+  it("writes appends of tens of MiB whole and in order, in one round or alone", async () => {
     const dir = tempFolder();
-    const log = await openLog(dir, { segmentMaxBytes: 1 << 30, writer: "thread" });
+    const log = await openLog(dir, { segmentMaxBytes: 1 << 30, syncer: "thread" });
     const big = (n: number, size: number) => Buffer.concat([payloadOf(n, 1499), Buffer.alloc(size, n), payloadOf(n + 1, 1500)]);
-    // One round of three appends (about 21 MiB, over two slabs of 8 MiB), then one append of 20 MiB alone.
+    // One round of three appends (about 21 MiB), then one append of 20 MiB alone.
     const payloads = [big(1, 5 << 20), big(2, 9 << 20), big(3, 7 << 20), big(4, 20 << 20)];
     const positions = [...(await Promise.all(payloads.slice(0, 3).map((p) => log.append(p)))), await log.append(payloads[3]!)];
     const segment = (await log.seal()) as string;
@@ -423,14 +502,14 @@ describe("WriteAheadLog", () => {
     records.forEach((record, i) => expect(record.payload.equals(payloads[i]!)).toBe(true));
   });
 
-  it("keeps the process alive while the writer thread has a group in flight, and lets it exit once idle", async () => {
+  it("keeps the process alive while the sync thread has an fdatasync to answer, and lets it exit once idle", async () => {
     // A script whose only pending work is an append: it must get its answer (not exit 13, an unsettled await), then end.
     const dir = path.join(tempFolder(), "wal");
     const script = path.join(tempFolder(), "append-once.mts");
     fs.writeFileSync(
       script,
       `import { WriteAheadLog } from ${JSON.stringify(WAL_MODULE)};\n` +
-        `const log = await WriteAheadLog.open({ dir: process.argv[2], segmentMaxBytes: 1 << 20, segmentMaxAgeMs: 60_000, maxBytes: 1 << 30, writer: "thread" });\n` +
+        `const log = await WriteAheadLog.open({ dir: process.argv[2], segmentMaxBytes: 1 << 20, segmentMaxAgeMs: 60_000, maxBytes: 1 << 30, syncer: "thread" });\n` +
         `process.stdout.write(JSON.stringify(await log.append(Buffer.from("hello"))));\n`,
     );
     const child = spawn(process.execPath, ["--import", "tsx", script, dir], { cwd: REPO_ROOT, env: { ...process.env, NODE_NO_WARNINGS: "1" }, stdio: ["ignore", "pipe", "pipe"] });
@@ -447,11 +526,11 @@ describe("WriteAheadLog", () => {
     expect((await readAll(log)).records).toEqual([{ ...position, payload: Buffer.from("hello") }]);
   });
 
-  it.runIf(process.platform === "linux")("fails closed when the writer thread's write fails: the round and every later call are refused with the cause", async () => {
+  it.runIf(process.platform === "linux")("fails closed when a write fails: the round and every later call are refused with the cause", async () => {
     const dir = tempFolder();
-    const log = await openLog(dir, { writer: "thread" });
+    const log = await openLog(dir, { syncer: "thread" });
     const first = await log.append(payloadOf(1));
-    // The active segment's descriptor, closed behind the log's back: the thread's next write gets EBADF.
+    // The active segment's descriptor, closed behind the log's back: the next write gets EBADF.
     const active = path.join(dir, segmentFiles(dir).find((name) => name.endsWith(".open"))!);
     const fd = fs.readdirSync("/proc/self/fd").map(Number).find((n) => {
       try {
@@ -621,7 +700,7 @@ describe("WriteAheadLog", () => {
     const removed = new Set<string>();
     const seen = new Set<string>();
     for (let round = 0; round < 10; round += 1) {
-      // The first half of the rounds with the log's writer thread, the second half on libuv's pool.
+      // The first half of the rounds with the log's sync thread, the second half on libuv's pool.
       const child = spawn(process.execPath, ["--import", "tsx", writer, dir, String(round * 1_000_000), round < 5 ? "thread" : "pool"], {
         cwd: REPO_ROOT,
         env: { ...process.env, NODE_NO_WARNINGS: "1" },
@@ -686,8 +765,8 @@ function writerScript(): string {
   return `
 import { WriteAheadLog } from ${JSON.stringify(WAL_MODULE)};
 const writerPayload = ${writerPayload.toString()};
-const [dir, first, writer] = process.argv.slice(2);
-const log = await WriteAheadLog.open({ dir, segmentMaxBytes: 64 * 1024, segmentMaxAgeMs: 30, maxBytes: 2 ** 40, writer });
+const [dir, first, syncer] = process.argv.slice(2);
+const log = await WriteAheadLog.open({ dir, segmentMaxBytes: 64 * 1024, segmentMaxAgeMs: 30, maxBytes: 2 ** 40, syncer });
 setInterval(() => void log.rotateIfDue().catch(() => undefined), 10);
 let next = Number(first);
 const loop = async () => {

@@ -40,7 +40,7 @@ export function registerIngest(program: Command): void {
       const services = new Map<string, IngestService>();
       try {
         // Each log writes on a thread of its own, which is not lowered with the others (below); landing yields to bursts.
-        for (const pipeline of pipelines) services.set(pipeline.name, await openIngestService(pipeline, lakes, metrics, { walWriter: "thread", yieldToAppends: LANDING_YIELDS }));
+        for (const pipeline of pipelines) services.set(pipeline.name, await openIngestService(pipeline, lakes, metrics, { walSyncer: "thread", yieldToAppends: LANDING_YIELDS }));
       } catch (error) {
         for (const service of services.values()) await service.close();
         await lakes.close();
