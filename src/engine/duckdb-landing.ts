@@ -444,13 +444,16 @@ async function readJsonl(connection: DuckDBConnection, request: LandRequest, lin
   // hold declared fields only: then it is '{}', known from the keys alone, at a fifth of the cost of the patch.
   const patch = quoteLiteral(JSON.stringify(Object.fromEntries(declared.map((c) => [c.name, null]))));
   const names = `[${declared.map((c) => quoteLiteral(c.name)).join(", ")}]::VARCHAR[]`;
+  // An object that gives every declared field once and nothing else (the usual event) needs neither check below: known
+  // at a tenth of their cost when its fields come in the declared order, at a third in another order.
+  const exact = `(__keys = ${names} OR (len(__keys) = ${declared.length} AND list_has_all(__keys, ${names})))`;
   const rest = unknown
-    ? `CASE WHEN __invalid0 IS NOT NULL THEN NULL WHEN list_has_all(${names}, __keys) THEN '{}' ELSE json_merge_patch(__raw, ${patch})::VARCHAR END`
+    ? `CASE WHEN __invalid0 IS NOT NULL THEN NULL WHEN __exact OR list_has_all(${names}, __keys) THEN '{}' ELSE json_merge_patch(__raw, ${patch})::VARCHAR END`
     : "NULL::VARCHAR";
   // A field given twice is ambiguous: DuckDB reads the first value, JavaScript's and Python's JSON readers the last.
   // Such an event is a bad one, naming the fields (json_keys unescapes them, so "a" and "\u0061" are the same).
   const repeated =
-    `CASE WHEN len(__keys) <> len(list_distinct(__keys)) THEN 'fields given more than once: ' || ` +
+    `CASE WHEN __exact THEN NULL WHEN len(__keys) <> len(list_distinct(__keys)) THEN 'fields given more than once: ' || ` +
     `array_to_string(list_distinct(list_filter(__keys, lambda k, i: list_position(__keys, k) < i)), ', ') || ` +
     `' (JSON readers disagree on which value counts; send each field once)' END`;
   const unknownProblem =
@@ -471,11 +474,12 @@ async function readJsonl(connection: DuckDBConnection, request: LandRequest, lin
     select:
       `SELECT __file, __line, __invalid AS __structural, ${values.join(", ")} FROM (SELECT __file, __line, __raw, __invalid, __rest, ${extracted} AS __values ` +
       `FROM (SELECT __file, __line, __raw, __rest, coalesce(__invalid0, ${repeated}, ${unknownProblem}) AS __invalid ` +
-      `FROM (SELECT __file, __line, __raw, __invalid0, __keys, ${rest} AS __rest ` +
+      `FROM (SELECT __file, __line, __raw, __invalid0, __keys, __exact, ${rest} AS __rest ` +
+      `FROM (SELECT *, ${exact} AS __exact ` +
       // Each object's field names once, for the repeated ones and the undeclared ones.
       `FROM (SELECT __file, __line, __raw, __invalid0, CASE WHEN __invalid0 IS NULL THEN json_keys(__raw) END AS __keys ` +
       // Lines of spaces only are not rows (as empty lines are not); a pattern is ten times faster here than trim().
-      `FROM (SELECT __file, __line, __raw, ${invalid} AS __invalid0 FROM ${lines} WHERE regexp_matches(__raw, '[^ ]'))))))`,
+      `FROM (SELECT __file, __line, __raw, ${invalid} AS __invalid0 FROM ${lines} WHERE regexp_matches(__raw, '[^ ]')))))))`,
     types: request.columns.map(() => "VARCHAR"),
     rawTable: lines,
   };

@@ -405,7 +405,9 @@ describe("JSONL fields the columns do not declare (ingest's unknown_fields)", ()
   // Keys escaped, in any order; nested values and nulls: what is left of the object is exactly the undeclared keys,
   // and an object of declared keys only keeps nothing. A key written twice (lines 2 and 5, and escaped on line 7) is
   // ambiguous: DuckDB would read the first value, JavaScript's and Python's JSON readers the last; until 2026-12-02
-  // such an event landed with the first. It is a bad row naming the field.
+  // such an event landed with the first. It is a bad row naming the field. An object with as many keys as there are
+  // declared fields is checked all the same (line 8: one given twice, one missing); one that gives them all in another
+  // order, or only some, needs no merge (lines 9, 10).
   const lines = [
     `{"id": 1, "day": "x"}`,
     `{"day": "x", "id": 2, "id": 3}`,
@@ -414,6 +416,9 @@ describe("JSONL fields the columns do not declare (ingest's unknown_fields)", ()
     `{"id": 6, "day": "x", "id": 7, "ref": null}`,
     `{"id": 8, "day": "x", "Day": "y"}`,
     `{"id": 9, "day": "x", "i\\u0064": 10}`,
+    `{"id": 11, "id": 12}`,
+    `{"day": "x", "id": 13}`,
+    `{"id": 14}`,
   ];
   const repeated = (line: number): [number, string] => [line, "fields given more than once: id"];
 
@@ -424,9 +429,9 @@ describe("JSONL fields the columns do not declare (ingest's unknown_fields)", ()
       columns,
       unknownFields: { mode: "keep", column: "extra" },
     });
-    expect(bad.map(([line, reason]) => [line, String(reason).split(" (")[0]])).toEqual([repeated(2), repeated(5), repeated(7)]);
+    expect(bad.map(([line, reason]) => [line, String(reason).split(" (")[0]])).toEqual([repeated(2), repeated(5), repeated(7), repeated(8)]);
     const extra = new Map(good.map(([id, , rest]) => [Number(id), rest === null ? null : JSON.parse(String(rest))]));
-    expect(Object.fromEntries(extra)).toEqual({ 1: null, 4: null, 5: { campaign: { name: "spring", tags: [1, 2] } }, 8: { Day: "y" } });
+    expect(Object.fromEntries(extra)).toEqual({ 1: null, 4: null, 5: { campaign: { name: "spring", tags: [1, 2] } }, 8: { Day: "y" }, 13: null, 14: null });
   });
 
   it("deadletter: an event with an undeclared field is a bad row naming the fields; the others land", async () => {
@@ -436,20 +441,21 @@ describe("JSONL fields the columns do not declare (ingest's unknown_fields)", ()
       columns: columns.slice(0, 2),
       unknownFields: { mode: "deadletter" },
     });
-    expect(good.map(([id]) => Number(id)).sort((a, b) => a - b)).toEqual([1, 4]);
+    expect(good.map(([id]) => Number(id)).sort((a, b) => a - b)).toEqual([1, 4, 13, 14]);
     expect(bad.map(([line, reason]) => [line, String(reason).split(" (")[0]])).toEqual([
       repeated(2),
       [4, "fields not declared: campaign"],
       repeated(5),
       [6, "fields not declared: Day"],
       repeated(7),
+      repeated(8),
     ]);
   });
 
   it("a JSONL dataset (no unknown_fields): a field given twice is a bad row too, with the fix in its reason", async () => {
     const { good, bad } = await land({ files: [file("jsonl", `${lines.join("\n")}\n`)], format: "jsonl", columns: columns.slice(0, 2) });
-    expect(good.map(([id]) => Number(id)).sort((a, b) => a - b)).toEqual([1, 4, 5, 8]);
-    expect(bad.map(([line]) => line)).toEqual([2, 5, 7]);
+    expect(good.map(([id]) => Number(id)).sort((a, b) => a - b)).toEqual([1, 4, 5, 8, 13, 14]);
+    expect(bad.map(([line]) => line)).toEqual([2, 5, 7, 8]);
     expect(String(bad[0]![1])).toBe("fields given more than once: id (JSON readers disagree on which value counts; send each field once)");
   });
 });
