@@ -21,21 +21,31 @@ export interface IngestRequest {
 export interface IngestHandler {
   /**
    * Appends a request's events to the write-ahead log; resolves only once they are durable. Throws
-   * BackpressureError when the log is full, NotFoundError for an unknown pipeline/namespace, InvalidInputError
-   * for a body that cannot be split into events.
+   * BackpressureError when the log is full, UnavailableError when it cannot take events at all (it stopped after a
+   * disk error), NotFoundError for an unknown pipeline/namespace, InvalidInputError for a body that cannot be split
+   * into events.
    */
   accept(request: IngestRequest): Promise<{ readonly accepted: number }>;
   /** Liveness/readiness detail for GET /healthz. */
   health(): { readonly ok: boolean; readonly detail: Record<string, unknown> };
 }
 
-/** The write-ahead log is over its size limit: the client should retry after `retryAfterSeconds` (HTTP 503). */
-export class BackpressureError extends LakeswapError {
+/** The collector cannot take events now: the client should retry after `retryAfterSeconds`, here or elsewhere (HTTP 503). */
+export class UnavailableError extends LakeswapError {
   constructor(
+    code: LakeswapError["code"],
     message: string,
     readonly retryAfterSeconds: number,
   ) {
-    super("NO_SPACE", message, { retryable: true });
+    super(code, message, { retryable: true });
+    this.name = "UnavailableError";
+  }
+}
+
+/** The write-ahead log is over its size limit: the client should retry after `retryAfterSeconds` (HTTP 503). */
+export class BackpressureError extends UnavailableError {
+  constructor(message: string, retryAfterSeconds: number) {
+    super("NO_SPACE", message, retryAfterSeconds);
     this.name = "BackpressureError";
   }
 }
@@ -172,7 +182,7 @@ export async function startIngestServer(options: IngestServerOptions): Promise<I
       return;
     }
     if (error instanceof HttpError) return sendJson(response, error.status, { error: error.message }, error.headers);
-    if (error instanceof BackpressureError) {
+    if (error instanceof UnavailableError) {
       const retryAfter = Math.max(1, Math.ceil(error.retryAfterSeconds));
       return sendJson(response, 503, { error: `${error.message} (Retry-After: ${retryAfter} s)` }, { "retry-after": String(retryAfter) });
     }

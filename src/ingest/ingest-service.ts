@@ -10,15 +10,17 @@ import type { Lake } from "../core/lake.js";
 import { partitionPath } from "../core/partition.js";
 import { defineTable, type TableDefinition } from "../core/table.js";
 import type { LandedDelivery } from "../landing/landing.js";
-import { BackpressureError, type IngestHandler, type IngestRequest } from "./http-server.js";
+import { BackpressureError, UnavailableError, type IngestHandler, type IngestRequest } from "./http-server.js";
 import type { AdaptiveLimit } from "./adaptive-limit.js";
 import type { Metrics } from "./metrics.js";
-import { WriteAheadLog, type SegmentContents, type WalRecord } from "./wal.js";
+import { WriteAheadLog, type SegmentContents, type WalPosition, type WalRecord } from "./wal.js";
 import type { SyncerKind } from "./wal-sync.js";
 import { freshProcessFolder } from "../store/process-folders.js";
 
 /** The prefix of a landing's scratch folder in the machine's temporary folder; the owner's pid follows. */
 const WORK_PREFIX = "lakeswap-ingest-";
+/** The Retry-After of a request refused because the log stopped: until an operator restarts the collector. */
+const STOPPED_RETRY_AFTER_SECONDS = 30;
 
 /** The columns of a pipeline's dead-letter table (named after the pipeline), partitioned by the day the event was received. */
 export const DEAD_LETTER_COLUMNS = [
@@ -189,6 +191,7 @@ export class IngestService implements IngestHandler {
     if (!isUtf8Text(chunks)) throw new InvalidInputError("the body is not UTF-8 text; send JSON encoded as UTF-8");
     const { lines, events } = request.format === "json" ? jsonArrayLines(Buffer.concat(chunks)) : ndjsonLines(chunks);
     if (events === 0) return { accepted: 0 };
+    this.refuseIfStopped();
     if (this.wal.overLimit) {
       throw new BackpressureError(
         `the write-ahead log holds ${this.wal.bytes} bytes, at its limit of ${this.options.pipeline.wal.maxBytes} (wal.max_bytes): the uploader is behind; retry later`,
@@ -197,7 +200,14 @@ export class IngestService implements IngestHandler {
     }
     const receivedAt = Date.now();
     const header = Buffer.from(`${JSON.stringify({ v: 1, ns: request.namespace, t: receivedAt, n: events } satisfies RecordHeader)}\n`);
-    const position = await this.wal.append([header, ...lines]);
+    let position: WalPosition;
+    try {
+      position = await this.wal.append([header, ...lines]);
+    } catch (error) {
+      // The log stopped on this very append (a disk error): refused like every later one.
+      this.refuseIfStopped();
+      throw error;
+    }
     if (!this.firstReceived.has(position.segment)) this.firstReceived.set(position.segment, receivedAt);
     this.counts.accepted += events;
     return { accepted: events };
@@ -205,10 +215,12 @@ export class IngestService implements IngestHandler {
 
   health(): { readonly ok: boolean; readonly detail: Record<string, unknown> } {
     const lagSeconds = this.lagSeconds();
+    const stopped = this.wal.stopped;
     return {
-      ok: !this.wal.overLimit,
+      ok: !this.wal.overLimit && !stopped,
       detail: {
         pipeline: this.options.pipeline.name,
+        ...(stopped ? { walStopped: stopped.message } : {}),
         walBytes: this.wal.bytes,
         walLimit: this.options.pipeline.wal.maxBytes,
         sealedSegments: this.wal.sealed().length,
@@ -421,6 +433,15 @@ export class IngestService implements IngestHandler {
   private lagSeconds(): number {
     const oldest = Math.min(...this.firstReceived.values());
     return Number.isFinite(oldest) ? Math.max(0, (Date.now() - oldest) / 1000) : 0;
+  }
+
+  /**
+   * A log that stopped after a disk error takes nothing until the collector is restarted: the request is refused with 503
+   * (a client or load balancer goes elsewhere, or comes back), not 500, and the message says what the operator must do.
+   */
+  private refuseIfStopped(): void {
+    const stopped = this.wal.stopped;
+    if (stopped) throw new UnavailableError(stopped.code, `the collector takes no events: ${stopped.message}`, STOPPED_RETRY_AFTER_SECONDS);
   }
 
   private retryAfterSeconds(): number {

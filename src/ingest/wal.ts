@@ -177,6 +177,11 @@ export class WriteAheadLog {
     return this.totalBytes;
   }
 
+  /** The error the log stopped after (a failed write or fdatasync): it accepts nothing more until it is opened again. */
+  get stopped(): LakeswapError | undefined {
+    return this.failure;
+  }
+
   /** True while the segments hold `maxBytes` or more: the collector should refuse new events until uploads catch up. */
   get overLimit(): boolean {
     return this.totalBytes >= this.options.maxBytes;

@@ -1,4 +1,4 @@
-import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import fs, { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
@@ -401,6 +401,36 @@ describe("the collector's write-ahead log", () => {
     expect(text).toContain(`lakeswap_ingest_events_accepted_total{pipeline="events"} ${service.counts.accepted}`);
     expect(text).toContain(`lakeswap_ingest_events_written_total{pipeline="events"} ${service.counts.written}`);
     expect(text).toMatch(/# TYPE lakeswap_ingest_wal_bytes gauge/);
+  });
+
+  it("after a disk error stops the log, answers every request 503 with Retry-After and the cause, and /healthz 503; a restart lands what was acknowledged", async () => {
+    const { lake, service, metrics, reopen } = await setup(embeddedBackend);
+    const server = await startIngestServer({ handler: service, metrics, port: 0, host: "127.0.0.1" });
+    cleanups.push(() => server.close());
+    const post = (events: unknown[]) => fetch(`${server.url}/v1/events/pageviews`, { method: "POST", headers: { "content-type": "application/x-ndjson" }, body: ndjson(events).toString("utf8") });
+    expect((await post(Array.from({ length: 10 }, (_, k) => event(k)))).status).toBe(200);
+    // The disk fills up under the next write; the one after it finds the log stopped.
+    vi.spyOn(fs, "writevSync").mockImplementationOnce(() => {
+      throw Object.assign(new Error("ENOSPC: no space left on device, write"), { code: "ENOSPC" });
+    });
+    for (const events of [[event(10)], [event(11)]]) {
+      const response = await post(events);
+      expect(response.status).toBe(503);
+      expect(response.headers.get("retry-after")).toBe("30");
+      const { error } = (await response.json()) as { error: string };
+      expect(error).toContain("the collector takes no events: the write-ahead log in");
+      expect(error).toContain("no space left on device");
+      expect(error).toContain("free space in that folder, then restart the collector");
+    }
+    const health = await fetch(`${server.url}/healthz`);
+    expect(health.status).toBe(503);
+    expect(((await health.json()) as { detail: { walStopped?: string } }).detail.walStopped).toContain("ENOSPC");
+    await server.close();
+
+    const again = await reopen();
+    await again.flush();
+    const rows = await rowsOf(lake, "SELECT event_id FROM pageviews ORDER BY event_id");
+    expect(rows.map((row) => String(row.event_id))).toEqual(Array.from({ length: 10 }, (_, k) => `e${k}`).sort());
   });
 
   it("recovers a segment with a corrupt record: the other records are landed, the corrupt one reported", async () => {
