@@ -78,9 +78,11 @@ export class S3Store implements ObjectStore {
 
   async get(key: string): Promise<TaggedObject | undefined> {
     try {
-      const response = await withRetry(`s3:GetObject on ${this.uri(key)}`, () => this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: this.fullKey(key) })));
-      const body = await response.Body?.transformToByteArray();
-      return { body: body ?? new Uint8Array(), etag: response.ETag ?? "" };
+      // The body is read inside the retry: a connection that breaks while it streams is a transient failure too.
+      return await withRetry(`s3:GetObject on ${this.uri(key)}`, async () => {
+        const response = await this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: this.fullKey(key) }));
+        return { body: (await response.Body?.transformToByteArray()) ?? new Uint8Array(), etag: response.ETag ?? "" };
+      });
     } catch (error) {
       if (isStatus(error, 404) || errorName(error) === "NoSuchKey") return undefined;
       throw error;
@@ -89,10 +91,10 @@ export class S3Store implements ObjectStore {
 
   async getRange(key: string, offset: number, length: number): Promise<Uint8Array> {
     const range = `bytes=${offset}-${offset + Math.max(0, length - 1)}`;
-    const response = await withRetry(`s3:GetObject on ${this.uri(key)} (${range})`, () =>
-      this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: this.fullKey(key), Range: range })),
-    );
-    return (await response.Body?.transformToByteArray()) ?? new Uint8Array();
+    return withRetry(`s3:GetObject on ${this.uri(key)} (${range})`, async () => {
+      const response = await this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: this.fullKey(key), Range: range }));
+      return (await response.Body?.transformToByteArray()) ?? new Uint8Array();
+    });
   }
 
   async put(key: string, body: Uint8Array | string): Promise<void> {
@@ -100,19 +102,27 @@ export class S3Store implements ObjectStore {
   }
 
   async putIfAbsent(key: string, body: Uint8Array | string): Promise<boolean> {
-    return this.conditional(`s3:PutObject (If-None-Match) on ${this.uri(key)}`, () =>
-      this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: this.fullKey(key), Body: body, IfNoneMatch: "*" })),
+    return this.conditional(
+      `s3:PutObject (If-None-Match) on ${this.uri(key)}`,
+      () => this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: this.fullKey(key), Body: body, IfNoneMatch: "*" })),
+      () => this.holds(key, body),
     );
   }
 
   async putIfMatch(key: string, body: Uint8Array | string, etag: string): Promise<boolean> {
-    return this.conditional(`s3:PutObject (If-Match) on ${this.uri(key)}`, () =>
-      this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: this.fullKey(key), Body: body, IfMatch: etag })),
+    return this.conditional(
+      `s3:PutObject (If-Match) on ${this.uri(key)}`,
+      () => this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: this.fullKey(key), Body: body, IfMatch: etag })),
+      () => this.holds(key, body),
     );
   }
 
   async deleteIfMatch(key: string, etag: string): Promise<boolean> {
-    return this.conditional(`s3:DeleteObject (If-Match) on ${this.uri(key)}`, () => this.client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: this.fullKey(key), IfMatch: etag })));
+    return this.conditional(
+      `s3:DeleteObject (If-Match) on ${this.uri(key)}`,
+      () => this.client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: this.fullKey(key), IfMatch: etag })),
+      async () => (await this.get(key)) === undefined,
+    );
   }
 
   async list(prefix: string): Promise<ObjectInfo[]> {
@@ -230,14 +240,40 @@ export class S3Store implements ObjectStore {
     }
   }
 
-  private async conditional(what: string, send: () => Promise<unknown>): Promise<boolean> {
+  /**
+   * A conditional request, retried when S3 refused it without applying it (503, a conflicting request) and when its
+   * connection broke before an answer came (a reset, a timeout: a reused connection that S3 or a proxy had just closed).
+   * Such a request may have been applied all the same: when a retry is then refused (the condition no longer holds,
+   * perhaps because of that first attempt), `applied` decides whether the store holds this request's outcome.
+   */
+  private async conditional(what: string, send: () => Promise<unknown>, applied: () => Promise<boolean>): Promise<boolean> {
+    let unanswered = false;
     try {
-      await withRetry(what, send, { retryable: (error) => errorName(error) === "ConditionalRequestConflict" || isStatus(error, 503) });
+      await withRetry(
+        what,
+        async () => {
+          try {
+            await send();
+          } catch (error) {
+            if (noAnswer(error)) unanswered = true;
+            throw error;
+          }
+        },
+        { retryable: (error) => errorName(error) === "ConditionalRequestConflict" || isStatus(error, 503) || noAnswer(error) },
+      );
       return true;
     } catch (error) {
-      if (isStatus(error, 412) || isStatus(error, 404) || errorName(error) === "PreconditionFailed" || errorName(error) === "NoSuchKey") return false;
+      if (isStatus(error, 412) || isStatus(error, 404) || errorName(error) === "PreconditionFailed" || errorName(error) === "NoSuchKey") {
+        return unanswered && (await applied());
+      }
       throw error;
     }
+  }
+
+  /** Whether the object at `key` holds exactly `body`. */
+  private async holds(key: string, body: Uint8Array | string): Promise<boolean> {
+    const current = await this.get(key);
+    return current !== undefined && Buffer.from(current.body).equals(typeof body === "string" ? Buffer.from(body) : Buffer.from(body.buffer, body.byteOffset, body.byteLength));
   }
 
   private fullKey(key: string, allowEmpty = false): string {
@@ -253,6 +289,11 @@ export class S3Store implements ObjectStore {
 
 function errorName(error: unknown): string | undefined {
   return (error as { name?: string; Code?: string }).name ?? (error as { Code?: string }).Code;
+}
+
+/** A transient failure with no HTTP answer at all (a reset or timed-out connection): the request may or may not have been applied. */
+function noAnswer(error: unknown): boolean {
+  return isTransient(error) && (error as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode === undefined && !(error instanceof LakeswapError);
 }
 
 function isStatus(error: unknown, status: number): boolean {

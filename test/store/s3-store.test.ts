@@ -171,6 +171,47 @@ describe("the S3 store", () => {
     expect(await s3.get("k")).toBeUndefined();
   });
 
+  it("retries a conditional request whose connection broke, and counts one whose answer was lost after S3 applied it as done", async () => {
+    const { store: s3, client } = await store();
+    // What a reused connection that S3 (or a proxy) had just closed gives: no answer, before or after the request was applied.
+    let breaks: "before" | "after" | undefined;
+    let calls = 0;
+    client.middlewareStack.add(
+      (next, context) => async (args) => {
+        if (context.commandName !== "PutObjectCommand" && context.commandName !== "DeleteObjectCommand") return next(args);
+        calls += 1;
+        const when = breaks;
+        breaks = undefined;
+        const reset = () => Object.assign(new Error("read ECONNRESET"), { name: "TimeoutError", code: "ECONNRESET" });
+        if (when === "before") throw reset();
+        const result = await next(args);
+        if (when === "after") throw reset();
+        return result;
+      },
+      { step: "initialize", name: "breakTheConnection" },
+    );
+    const text = async (key: string) => Buffer.from((await s3.get(key))!.body).toString();
+    for (const when of ["before", "after"] as const) {
+      const key = `lease-${when}`;
+      breaks = when;
+      calls = 0;
+      expect(await s3.putIfAbsent(key, "one")).toBe(true);
+      expect(calls).toBe(2);
+      expect(await text(key)).toBe("one");
+      breaks = when;
+      expect(await s3.putIfMatch(key, "two", (await s3.get(key))!.etag)).toBe(true);
+      expect(await text(key)).toBe("two");
+      breaks = when;
+      expect(await s3.deleteIfMatch(key, (await s3.get(key))!.etag)).toBe(true);
+      expect(await s3.get(key)).toBeUndefined();
+    }
+    // Refused for what it is, once the connection is fine: another writer's object is not ours.
+    expect(await s3.putIfAbsent("taken", "theirs")).toBe(true);
+    breaks = "before";
+    expect(await s3.putIfAbsent("taken", "ours")).toBe(false);
+    expect(await text("taken")).toBe("theirs");
+  });
+
   it("holds one writer per table only because the store enforces conditional writes", async () => {
     const { store: enforced } = await store();
     const first = await WriterLease.acquire(enforced, "orders", { waitMs: 0, command: "one" });
