@@ -273,7 +273,7 @@ export class S3Store implements ObjectStore {
   /** Whether the object at `key` holds exactly `body`. */
   private async holds(key: string, body: Uint8Array | string): Promise<boolean> {
     const current = await this.get(key);
-    return current !== undefined && Buffer.from(current.body).equals(typeof body === "string" ? Buffer.from(body) : Buffer.from(body.buffer, body.byteOffset, body.byteLength));
+    return current !== undefined && Buffer.compare(current.body, typeof body === "string" ? Buffer.from(body) : body) === 0;
   }
 
   private fullKey(key: string, allowEmpty = false): string {
