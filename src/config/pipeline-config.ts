@@ -666,6 +666,7 @@ function resolveSinks(sinks: SinksInput, layerColumns: readonly Column[], at: st
   if (!/^postgres(ql)?:\/\//.test(url)) {
     throw new InvalidInputError(`${where}.url: '${printable(maskedUrl)}' is not a PostgreSQL URL: use postgres://user@host:5432/database (or postgresql://)`);
   }
+  checkUrlAuthority(url, maskedUrl, `${where}.url`);
   try {
     new URL(url);
   } catch {
@@ -704,9 +705,41 @@ export function interpolateEnvironment(value: string, env: NodeJS.ProcessEnv, at
   });
 }
 
-/** A URL as messages show it: the password replaced by `***`. */
+/**
+ * A URL as messages show it: everything between the user name and the last `@` replaced by `***` (so a
+ * password holding an unencoded `@`, `/` or `?` is hidden whole), and a `password=` parameter too.
+ */
 export function maskUrl(url: string): string {
-  return url.replace(/^([a-z][a-z0-9+.-]*:\/\/[^:/?#@]*):[^@/?#]*@/i, "$1:***@").replace(/([?&]password=)[^&#]*/gi, "$1***");
+  const scheme = /^[a-z][a-z0-9+.-]*:\/\//i.exec(url)?.[0];
+  const at = url.lastIndexOf("@");
+  let masked = url;
+  if (scheme && at > scheme.length) {
+    const userInfo = url.slice(scheme.length, at);
+    const colon = userInfo.indexOf(":");
+    const user = colon >= 0 ? userInfo.slice(0, colon) : userInfo;
+    // A user name holding '/', '?' or '#' is no user name but a mangled password: hide it all.
+    const shown = /[/?#]/.test(user) ? "***" : colon >= 0 ? `${user}:***` : user;
+    masked = `${scheme}${shown}${url.slice(at)}`;
+  }
+  return masked.replace(/([?&]password=)[^&#]*/gi, "$1***");
+}
+
+/**
+ * Refuses a URL whose user or password holds an unencoded `@`, `/`, `?` or `#`: URL parsers end the host at
+ * the first `/`, `?` or `#`, so part of the password would be read as the host (and printed in a DNS error).
+ */
+function checkUrlAuthority(url: string, maskedUrl: string, at: string): void {
+  const rest = url.slice(url.indexOf("://") + 3);
+  const authorityEnd = rest.search(/[/?#]/);
+  const authority = authorityEnd < 0 ? rest : rest.slice(0, authorityEnd);
+  const signs = rest.split("@").length - 1;
+  const inAuthority = authority.split("@").length - 1;
+  if (signs > 1 || signs !== inAuthority) {
+    throw new InvalidInputError(
+      `${at}: '${printable(maskedUrl)}' cannot be read unambiguously: its user or password holds an '@', '/', '?' or '#' that is not percent-encoded; ` +
+        "percent-encode them in the password ('@' as %40, '/' as %2F, '?' as %3F, '#' as %23, ':' as %3A), e.g. with encodeURIComponent",
+    );
+  }
 }
 
 /** Runs a check, prefixing its message with the key path. */

@@ -11,7 +11,8 @@ export interface SinkedPartition {
   readonly table: string;
   readonly partition: string;
   readonly action: "sent" | "skipped" | "failed" | "removed";
-  readonly reason: "new" | "changed" | "unchanged" | "unreadable" | "gone from the lake";
+  /** `target failed`: the target could not be prepared (unreachable, or a table that does not fit); the entry's partition is then `*`. */
+  readonly reason: "new" | "changed" | "unchanged" | "unreadable" | "gone from the lake" | "target failed";
   readonly run?: string;
   readonly rows?: number;
   readonly seconds: number;
@@ -71,8 +72,9 @@ export async function sendToSinks(
       try {
         recorded = await sink.prepare(layout);
       } catch (error) {
-        // The target cannot be reached or does not fit: every partition it should have fails, with the reason.
-        for (const state of current) results.push({ ...base, partition: state.partition, action: "failed", reason: sendReason(undefined), run: state.runId, seconds: 0, error: errorMessage(error) });
+        // The target cannot be reached or does not fit: one failure for the whole target, said once (not once per partition).
+        const count = current.length;
+        results.push({ ...base, partition: "*", action: "failed", reason: "target failed", seconds: 0, error: `${errorMessage(error)} (none of the table's ${count} partition(s) was checked or sent)` });
         continue;
       }
       if (spec.mode === "partition_replace") results.push(...(await removeGone(sink, layout, base, recorded, states, selected)));

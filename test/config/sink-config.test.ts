@@ -58,6 +58,31 @@ describe("sinks: in lakeswap.yaml", () => {
     expect(resolveWithSink({ postgres: { url: "${LAKESWAP_TEST_DB}", table: "t" } })).toThrow(/^(?!.*hunter2).*$/s);
   });
 
+  // Issue 25 item 16: an unencoded '@', '/', '?' or '#' in the password made part of it the host, printed in the DNS error.
+  it.each([
+    ["a '/' and an '@'", "postgres://app:S3cret/PW@127.0.0.1:5432/shop"],
+    ["two '@'", "postgres://app:pa@ss@127.0.0.1:5432/shop"],
+    ["a '?'", "postgres://app:S3cret?x@127.0.0.1/shop"],
+    ["a '#'", "postgres://app:S3cret#x@127.0.0.1/shop"],
+  ])("refuses a URL whose password holds %s unencoded, never printing any of it", (_what, url) => {
+    process.env.LAKESWAP_TEST_DB = url;
+    const resolve = resolveWithSink({ postgres: { url: "${LAKESWAP_TEST_DB}", table: "t" } });
+    expect(resolve).toThrow(/sinks\.postgres\.url: 'postgres:\/\/app:\*\*\*@127\.0\.0\.1.*' cannot be read unambiguously: .*percent-encode them in the password \('@' as %40, '\/' as %2F/);
+    expect(resolve).toThrow(/^(?!.*S3cret)(?!.*pa@ss).*$/s);
+  });
+
+  it("accepts the same password percent-encoded", () => {
+    process.env.LAKESWAP_TEST_DB = "postgres://app:S3cret%2FPW%40x@127.0.0.1:5432/shop";
+    const config = resolveWithSink({ postgres: { url: "${LAKESWAP_TEST_DB}", table: "t" } })();
+    expect(config.datasets[0]!.layers[1]!.sinks[0]).toMatchObject({ maskedUrl: "postgres://app:***@127.0.0.1:5432/shop" });
+  });
+
+  it("masks everything between the user and the last '@'", () => {
+    expect(maskUrl("postgres://app:S3cret/PW@127.0.0.1/shop")).toBe("postgres://app:***@127.0.0.1/shop");
+    expect(maskUrl("postgres://app:pa@ss@h/d")).toBe("postgres://app:***@h/d");
+    expect(maskUrl("postgres://ap/p@h/d")).toBe("postgres://***@h/d");
+  });
+
   it("masks passwords in URLs", () => {
     expect(maskUrl("postgres://u:p%40ss@h:5432/d")).toBe("postgres://u:***@h:5432/d");
     expect(maskUrl("postgres://u@h/d?sslmode=require&password=x")).toBe("postgres://u@h/d?sslmode=require&password=***");
