@@ -43,10 +43,23 @@ export function buildProgram(): Command {
 export async function main(argv: readonly string[]): Promise<number> {
   const json = argv.includes("--json");
   // A reader that goes away (`lakeswap tables | head -1`) is not an error of ours: drop the rest quietly.
-  process.stdout.on("error", (error: NodeJS.ErrnoException) => {
+  const onStdoutError = (error: NodeJS.ErrnoException) => {
     if (error.code !== "EPIPE") process.stderr.write(`lakeswap: cannot write to stdout: ${error.message}\n`);
-  });
-  process.once("SIGINT", () => interrupt(json));
+  };
+  const onInterrupt = () => interrupt(json);
+  process.stdout.on("error", onStdoutError);
+  process.once("SIGINT", onInterrupt);
+  try {
+    return await run(argv, json);
+  } finally {
+    // Removed again, so that main may run many times in one process (tests).
+    process.stdout.off("error", onStdoutError);
+    process.off("SIGINT", onInterrupt);
+  }
+}
+
+/** Parses and runs one command line; returns its exit code. */
+async function run(argv: readonly string[], json: boolean): Promise<number> {
   const program = buildProgram();
   if (json) program.configureOutput({ writeErr: () => undefined, outputError: () => undefined });
   try {

@@ -18,6 +18,8 @@ import { checkOutputColumns, partitionRowsCheck } from "./build-checks.js";
 import { dropLanding, landDelivery, outOfMemory, signatureQuery } from "./duckdb-landing.js";
 import { dropMerge, mergeDelivery, mergeRelations, type MergeRelations } from "./duckdb-merge.js";
 import { openDuckDb, openRestrictedDuckDb, type OpenedDuckDb } from "./duckdb-open.js";
+import { duckdb } from "./duckdb-module.js";
+import { exactValueConverter } from "./duckdb-values.js";
 import { deliveryFiles } from "../landing/delivery-files.js";
 import type { FileState, IdentifiedDelivery, IdentifiedFiles, Landing, LandedFile, MergeRequest } from "../landing/landing.js";
 import { assertOneExpression, assertOneSelect } from "./sql-guard.js";
@@ -153,7 +155,7 @@ export class DuckDbEngine implements Engine, Landing {
       await this.registerViews(connection, sources);
       try {
         const reader = await connection.runAndReadAll(select);
-        return { columns: reader.columnNames(), rows: reader.getRowsJS().map((row) => row.map(toJsonValue)) };
+        return { columns: reader.columnNames(), rows: reader.convertRows(exactValueConverter(await duckdb())) };
       } catch (error) {
         throw new InvalidInputError(`query failed: ${cleanDuckDbMessage(error)}`);
       }
@@ -870,19 +872,6 @@ async function checkedSelect(select: string): Promise<string> {
 
 function cleanDuckDbMessage(error: unknown): string {
   return errorMessage(error).replace(/\s+/g, " ").trim();
-}
-
-function toJsonValue(value: unknown): unknown {
-  if (typeof value === "bigint") {
-    return value <= BigInt(Number.MAX_SAFE_INTEGER) && value >= BigInt(Number.MIN_SAFE_INTEGER) ? Number(value) : value.toString();
-  }
-  if (value instanceof Date) return value.toISOString();
-  if (value instanceof Uint8Array) return Buffer.from(value).toString("base64");
-  if (Array.isArray(value)) return value.map(toJsonValue);
-  if (value !== null && typeof value === "object") {
-    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, toJsonValue(v)]));
-  }
-  return value;
 }
 
 /** A lane sum as decimal text, modulo 2^64 (as `finishRawSignature` reduces it). */
