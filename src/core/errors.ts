@@ -73,6 +73,20 @@ export class LeaseHeldError extends LakeswapError {
   }
 }
 
+/**
+ * An ingested table already holds an object at the key a segment's file goes to, with other rows: the lake holds
+ * something else there (two collectors sharing a log id, or a defect). Never overwritten.
+ */
+export class IngestFileConflictError extends LakeswapError {
+  constructor(
+    message: string,
+    readonly key: string,
+  ) {
+    super("CONFLICT", message);
+    this.name = "IngestFileConflictError";
+  }
+}
+
 /** A build finished but its audit refused the result; the pointer did not move. */
 export class AuditError extends LakeswapError {
   constructor(message: string) {

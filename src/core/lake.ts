@@ -5,7 +5,7 @@ import type {
 } from "../engine/engine.js";
 import type { IdentifiedFiles, Landing, LandedFile, LandingSummary, MergeRequest } from "../landing/landing.js";
 import type { ObjectStore } from "../store/object-store.js";
-import { InvalidInputError, LakeswapError, NotFoundError, errorMessage } from "./errors.js";
+import { IngestFileConflictError, InvalidInputError, LakeswapError, NotFoundError, errorMessage } from "./errors.js";
 import { faultPoint } from "./faults.js";
 import { collectAfterSwap, collectPartition, gcState, type PartitionGcReport } from "./gc.js";
 import { knownPartitions, partitionHistories, type PartitionHistory } from "./history.js";
@@ -359,10 +359,9 @@ export class Lake {
       const [existing] = await this.store.list(key);
       const [found] = existing ? await this.landing.countFileRows([{ key, size: existing.size }]) : [undefined];
       if (found !== rows) {
-        throw new LakeswapError(
-          "CONFLICT",
-          `${this.store.description}/${key} already exists with ${found ?? "unreadable"} rows, not the ${rows} this segment holds; two collectors may share one write-ahead log id. ` +
-            "The segment stays in the log; move the object away after checking it, and the collector retries",
+        throw new IngestFileConflictError(
+          `${this.store.description}/${key} already exists with ${found ?? "unreadable"} rows, not the ${rows} this segment holds; two collectors may share one write-ahead log id`,
+          `${this.store.description}/${key}`,
         );
       }
     });

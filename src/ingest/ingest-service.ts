@@ -3,7 +3,7 @@ import { isUtf8 } from "node:buffer";
 import { mkdtemp, open, rm, writeFile } from "node:fs/promises";
 import path from "node:path";
 import type { IngestNamespaceConfig, IngestPipelineConfig } from "../config/ingest-config.js";
-import { InvalidInputError, LakeswapError, NotFoundError, errorMessage } from "../core/errors.js";
+import { IngestFileConflictError, InvalidInputError, LakeswapError, NotFoundError, errorMessage } from "../core/errors.js";
 import { faultPoint } from "../core/faults.js";
 import type { SegmentContribution } from "../core/ingest.js";
 import type { Lake } from "../core/lake.js";
@@ -55,6 +55,8 @@ export interface SegmentReport {
   readonly files: number;
   /** Bytes skipped as corrupt (reported with their offsets when read). */
   readonly corruptBytes: number;
+  /** Where the segment was moved when it could not land (see `IngestService.quarantine`); its events are not counted above. */
+  readonly quarantined?: string;
 }
 
 /** Counts kept by a collector, also rendered as metrics. */
@@ -64,6 +66,8 @@ export interface IngestCounts {
   deadLettered: number;
   segments: number;
   corruptRecords: number;
+  /** Segments moved out of the log because the lake held other rows where their files go. */
+  quarantinedSegments: number;
 }
 
 export interface IngestServiceOptions {
@@ -125,7 +129,9 @@ export const LANDING_YIELDS: LandingYield = { demand: 0.5, maxSegments: 3, maxMs
  * from the log. A segment that fails stays in the log and is retried; nothing acknowledged is ever dropped.
  */
 export class IngestService implements IngestHandler {
-  readonly counts: IngestCounts = { accepted: 0, written: 0, deadLettered: 0, segments: 0, corruptRecords: 0 };
+  readonly counts: IngestCounts = { accepted: 0, written: 0, deadLettered: 0, segments: 0, corruptRecords: 0, quarantinedSegments: 0 };
+  /** The segments quarantined since the collector started (shown by /healthz). */
+  private readonly quarantined: { segment: string; file: string; object: string; reason: string; at: string }[] = [];
   private readonly namespaces: Map<string, IngestNamespaceConfig>;
   private readonly tables = new Map<string, TableDefinition>();
   private deadLetterTable!: TableDefinition;
@@ -227,6 +233,7 @@ export class IngestService implements IngestHandler {
         uploadLagSeconds: lagSeconds,
         ...(this.options.limits ? { uploadConcurrency: this.options.limits.upload.current, glueConcurrency: this.options.limits.glue.current } : {}),
         ...(this.lastError ? { lastError: this.lastError } : {}),
+        ...(this.quarantined.length > 0 ? { quarantined: this.quarantined } : {}),
         ...this.counts,
       },
     };
@@ -290,6 +297,10 @@ export class IngestService implements IngestHandler {
         this.failures = 0;
         this.lastError = undefined;
       } catch (error) {
+        if (error instanceof IngestFileConflictError) {
+          reports.push(await this.quarantine(segment, error));
+          continue;
+        }
         this.failures += 1;
         this.lastError = `segment ${segment}: ${errorMessage(error)}`;
         // Retried with backoff (1 s doubling to a minute); the segment and everything after it stay in the log.
@@ -300,6 +311,25 @@ export class IngestService implements IngestHandler {
       }
     }
     return reports;
+  }
+
+  /**
+   * Moves a segment that cannot land (the lake holds other rows where one of its files goes) out of the log, so that the
+   * segments after it land, and says so loudly: in the log, /healthz (`quarantined`) and /metrics. Its events stay in
+   * the quarantine folder; what it had stored and registered before the conflict stays too.
+   */
+  private async quarantine(segment: string, error: IngestFileConflictError): Promise<SegmentReport> {
+    const file = await this.wal.quarantine(segment);
+    this.firstReceived.delete(segment);
+    this.yieldingSince.delete(segment);
+    const found = { segment, file, object: error.key, reason: error.message, at: new Date().toISOString() };
+    this.quarantined.push(found);
+    this.counts.quarantinedSegments += 1;
+    this.log(
+      `DEFECT: segment ${segment} cannot land: ${error.message}. It was moved to ${file} (its events are kept there, not landed) and the collector goes on with the next segments; ` +
+        `compare ${error.key} with the segment's events before doing anything with either`,
+    );
+    return { segment, events: 0, written: 0, deadLettered: 0, files: 0, corruptBytes: 0, quarantined: file };
   }
 
   /** Lands one sealed segment: each namespace's events, then its dead letters; then removes it from the log. */
@@ -320,13 +350,16 @@ export class IngestService implements IngestHandler {
     let files = 0;
     try {
       const byNamespace = groupByNamespace(records, (record, reason) => this.log(`segment ${segment}: record at offset ${record.offset} skipped: ${reason}`));
+      // The partitions of the dead-letter table that an earlier namespace of this segment wrote to (see `deadLetterFile`).
+      const deadLetterPartitions = new Set<string>();
       for (const [name, group] of byNamespace) {
         const ns = this.namespaces.get(name);
         const table = this.tables.get(name);
         events += group.events;
         if (!ns || !table) {
           // A namespace removed from the config while its events waited in the log: they are dead-lettered, not dropped.
-          deadLettered += await this.deadLetterAll(segment, sequence, name, group, work, `namespace '${name}' is no longer declared in pipelines.${this.options.pipeline.name}.namespaces`);
+          const reason = `namespace '${name}' is no longer declared in pipelines.${this.options.pipeline.name}.namespaces`;
+          deadLettered += await this.deadLetterAll(segment, sequence, name, group, work, reason, deadLetterPartitions);
           continue;
         }
         const file = path.join(work, `${name}.jsonl`);
@@ -346,7 +379,7 @@ export class IngestService implements IngestHandler {
           files += await this.store(this.options.lake, table, segment, sequence, delivery, work);
           written += delivery.rowsLoaded;
           if (delivery.rowsRejected > 0) {
-            deadLettered += await this.deadLetter(segment, sequence, name, delivery, group.receivedAt, work);
+            deadLettered += await this.deadLetter(segment, sequence, name, delivery, group.receivedAt, work, deadLetterPartitions);
           }
         } finally {
           await this.options.lake.releaseDelivery(delivery);
@@ -366,33 +399,60 @@ export class IngestService implements IngestHandler {
     }
   }
 
-  /** Writes a landed delivery's partitions as files of the table (each stored once), then registers them. */
-  private async store(lake: Lake, table: TableDefinition, segment: string, sequence: number, delivery: LandedDelivery, work: string): Promise<number> {
+  /**
+   * Writes a landed delivery's partitions as files of the table (each stored once, at the key `place` gives), then
+   * registers them, each partition under the collector `place` gives (by default: the file's key from the segment, the
+   * table and the partition; the log's id).
+   */
+  private async store(lake: Lake, table: TableDefinition, segment: string, sequence: number, delivery: LandedDelivery, work: string, place: FilePlace = this.namespaceFile(segment, table)): Promise<number> {
     if (delivery.partitions.length === 0) return 0;
     const dir = await mkdtemp(path.join(work, `${table.name}-`));
     const files = await lake.writeLandedFiles({ table, delivery, dir });
     await lake.storeIngestedFiles(
       table.name,
-      files.map((file) => ({ partition: file.partition, fileId: segmentFileId(segment, table.name, partitionPath(file.partition)), file: file.file, rows: file.rows })),
+      files.map((file) => ({ partition: file.partition, fileId: place(partitionPath(file.partition)).fileId, file: file.file, rows: file.rows })),
     );
-    const contributions: SegmentContribution[] = delivery.partitions.map((p) => {
+    const byCollector = new Map<string, SegmentContribution[]>();
+    for (const p of delivery.partitions) {
       if (!p.lanes) throw new LakeswapError("STORE_ERROR", `the landing gave no signature lanes for ${table.name}/${partitionPath(p.partition)}`);
-      return { partition: p.partition, rows: p.rows, upper: p.lanes.upper, lower: p.lanes.lower };
-    });
+      const { collector } = place(partitionPath(p.partition));
+      byCollector.set(collector, [...(byCollector.get(collector) ?? []), { partition: p.partition, rows: p.rows, upper: p.lanes.upper, lower: p.lanes.lower }]);
+    }
     faultPoint("ingest-after-upload");
-    await lake.registerIngested(table.name, { collector: this.wal.id, sequence }, contributions);
+    for (const [collector, contributions] of byCollector) await lake.registerIngested(table.name, { collector, sequence }, contributions);
     return files.length;
   }
 
+  /** Where a segment's events of a namespace's own table go: one file per partition, counted under the log's id. */
+  private namespaceFile(segment: string, table: TableDefinition): FilePlace {
+    return (partition) => ({ fileId: segmentFileId(segment, table.name, partition), collector: this.wal.id });
+  }
+
+  /**
+   * Where one namespace's dead letters of a segment go in the pipeline's dead-letter table, which every namespace of
+   * the segment writes to: the first namespace (in the segment's order) to write to a partition takes the key and the
+   * tally of the segment and partition, as every namespace did before they were told apart (so that a segment landed
+   * in part by an older lakeswap lands the rest, nothing twice); every later one takes a key and a tally of its own.
+   */
+  private deadLetterFile(segment: string, label: string, claimed: Set<string>, partitions: readonly string[]): FilePlace {
+    const first = new Set(partitions.filter((partition) => !claimed.has(partition)));
+    for (const partition of partitions) claimed.add(partition);
+    const table = this.options.pipeline.name;
+    return (partition) =>
+      first.has(partition)
+        ? { fileId: segmentFileId(segment, table, partition), collector: this.wal.id }
+        : { fileId: segmentFileId(segment, `${table}/${label}`, partition), collector: `${this.wal.id}/${label}` };
+  }
+
   /** The bad events of a namespace's landing, into the pipeline's dead-letter table. */
-  private async deadLetter(segment: string, sequence: number, namespace: string, delivery: LandedDelivery, receivedAt: readonly (readonly [number, number])[], work: string): Promise<number> {
+  private async deadLetter(segment: string, sequence: number, namespace: string, delivery: LandedDelivery, receivedAt: readonly (readonly [number, number])[], work: string, claimed: Set<string>): Promise<number> {
     const file = path.join(work, `${namespace}.rejected.jsonl`);
     await this.options.lake.writeRejected({ delivery, file, receivedAt, fields: { namespace, segment } });
-    return this.landDeadLetters(segment, sequence, `${namespace}.dead`, file);
+    return this.landDeadLetters(segment, sequence, `${namespace}.dead`, file, claimed);
   }
 
   /** Every event of a group, dead-lettered with one reason (its namespace is gone). */
-  private async deadLetterAll(segment: string, sequence: number, namespace: string, group: NamespaceGroup, work: string, reason: string): Promise<number> {
+  private async deadLetterAll(segment: string, sequence: number, namespace: string, group: NamespaceGroup, work: string, reason: string, claimed: Set<string>): Promise<number> {
     const lines: string[] = [];
     let line = 0;
     for (const [index, body] of group.bodies.entries()) {
@@ -405,10 +465,10 @@ export class IngestService implements IngestHandler {
     }
     const file = path.join(work, `${namespace}.orphan.jsonl`);
     await writeFile(file, `${lines.join("\n")}\n`);
-    return this.landDeadLetters(segment, sequence, `${namespace}.orphan`, file);
+    return this.landDeadLetters(segment, sequence, `${namespace}.orphan`, file, claimed);
   }
 
-  private async landDeadLetters(segment: string, sequence: number, label: string, file: string): Promise<number> {
+  private async landDeadLetters(segment: string, sequence: number, label: string, file: string, claimed: Set<string>): Promise<number> {
     const lake = this.options.deadLetterLake;
     const delivery = await lake.landDelivery({
       id: `${segment}-${label}`,
@@ -423,7 +483,8 @@ export class IngestService implements IngestHandler {
     try {
       if (delivery.rowsRejected > 0) throw new LakeswapError("STORE_ERROR", `the dead letters of ${label} could not be landed: ${delivery.firstRejects[0]?.reason}`);
       // The dead-letter table counts its segments on its own; the segment's number is the same, so a retry adds nothing twice.
-      await this.store(lake, this.deadLetterTable, segment, sequence, delivery, path.dirname(file));
+      const place = this.deadLetterFile(segment, label, claimed, delivery.partitions.map((p) => partitionPath(p.partition)));
+      await this.store(lake, this.deadLetterTable, segment, sequence, delivery, path.dirname(file), place);
       return delivery.rowsLoaded;
     } finally {
       await lake.releaseDelivery(delivery);
@@ -483,6 +544,11 @@ export class IngestService implements IngestHandler {
     counter("lakeswap_ingest_events_written_total", "Events written to their namespaces' tables.", () => this.counts.written);
     counter("lakeswap_ingest_events_dead_lettered_total", "Events written to the dead-letter table instead.", () => this.counts.deadLettered);
     counter("lakeswap_ingest_corrupt_records_total", "Corrupt write-ahead log records skipped.", () => this.counts.corruptRecords);
+    counter(
+      "lakeswap_ingest_segments_quarantined_total",
+      "Segments moved out of the write-ahead log (to its quarantine folder) because the lake held other rows where their files go: a defect to look into.",
+      () => this.counts.quarantinedSegments,
+    );
   }
 
   private log(line: string): void {
@@ -506,6 +572,9 @@ function landingColumns(ns: IngestNamespaceConfig): { name: string; type: string
   if (ns.unknownFields === "keep") columns.push({ name: ns.extraColumn, type: "VARCHAR", nullable: true });
   return columns;
 }
+
+/** A partition's file id in a table, and the collector id its tally counts the segment under. */
+type FilePlace = (partition: string) => { readonly fileId: string; readonly collector: string };
 
 interface NamespaceGroup {
   readonly bodies: Buffer[];

@@ -15,6 +15,8 @@ const HEADER_BYTES = 8;
 const SEQ_DIGITS = 12;
 const SEGMENT_FILE = /^(\d{12})\.(open|sealed)$/;
 const LOG_ID = /^[0-9a-z]{8,64}$/;
+/** The folder of the log's quarantined segments (`quarantine`). */
+const QUARANTINE_FOLDER = "quarantine";
 
 /** Where and how the write-ahead log keeps its segments. */
 export interface WalOptions {
@@ -328,6 +330,26 @@ export class WriteAheadLog {
     }
     this.totalBytes -= entry.bytes;
     await fsyncPath(this.dir);
+  }
+
+  /**
+   * Moves a sealed segment out of the log, into its `quarantine/` folder, and returns the file's new path: the segment
+   * is no longer landed (the ones after it are), and its records stay on disk for an operator. For a segment that
+   * cannot land because the lake holds something else where its files go (a defect to look into, never to overwrite).
+   */
+  async quarantine(segment: string): Promise<string> {
+    this.refuseIfClosed();
+    const file = this.sealedFile(segment);
+    const entry = this.segments.get(segment)!;
+    const folder = path.join(this.dir, QUARANTINE_FOLDER);
+    await makeFolder(folder);
+    const target = path.join(folder, `${segment}.sealed`);
+    await call((done) => fs.rename(file, target, done));
+    await fsyncPath(folder);
+    await fsyncPath(this.dir);
+    this.segments.delete(segment);
+    this.totalBytes -= entry.bytes;
+    return target;
   }
 
   /** Waits until every append made before it is durable (or refused), then closes the active segment and releases the lock; does not seal. */

@@ -4,7 +4,7 @@ import type { Readable } from "node:stream";
 import type { Command } from "commander";
 import { loadPipelineConfig, type PipelineConfig } from "../../config/pipeline-config.js";
 import type { IngestPipelineConfig } from "../../config/ingest-config.js";
-import { InvalidInputError, NotFoundError } from "../../core/errors.js";
+import { InvalidInputError, LakeswapError, NotFoundError } from "../../core/errors.js";
 import type { IngestHandler, IngestRequest } from "../../ingest/http-server.js";
 import type { IngestService, SegmentReport } from "../../ingest/ingest-service.js";
 import { formatTable, report } from "../output.js";
@@ -125,6 +125,7 @@ export function registerIngest(program: Command): void {
           seconds: (Date.now() - started) / 1000,
           segments,
         };
+        const quarantined = segments.filter((s) => s.quarantined !== undefined);
         report(wantsJson(command), totals, () =>
           [
             `${pipeline.name}/${namespace}: ${accepted} events accepted; landed ${totals.events} (with any earlier events the log held): ${totals.written} written, ${totals.deadLettered} dead-lettered` +
@@ -132,10 +133,17 @@ export function registerIngest(program: Command): void {
             "",
             formatTable(
               ["segment", "events", "written", "dead-lettered", "files"],
-              segments.map((s) => [s.segment, s.events, s.written, s.deadLettered, s.files]),
+              segments.map((s) => [s.segment, s.quarantined !== undefined ? "quarantined" : s.events, s.written, s.deadLettered, s.files]),
             ),
           ].join("\n"),
         );
+        if (quarantined.length > 0) {
+          throw new LakeswapError(
+            "CONFLICT",
+            `${quarantined.length} segment(s) could not land, because the lake holds other rows where their files go, and were moved out of the log: ` +
+              `${quarantined.map((s) => s.quarantined).join(", ")} (their events are kept there; the log's messages above name the objects)`,
+          );
+        }
       } finally {
         await lakes.close();
       }
