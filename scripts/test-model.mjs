@@ -1,0 +1,22 @@
+#!/usr/bin/env node
+// `npm run test:model -- --runs N [--commands C] [--seed S] [--path P] [--backends local,aws]`: the model test
+// (test/model) with more sequences than `npm test` runs. The options become MODEL_* environment variables, which
+// the test reads (vitest itself does not pass arguments on to a test file).
+import { spawnSync } from "node:child_process";
+
+const names = { "--runs": "MODEL_RUNS", "--commands": "MODEL_COMMANDS", "--seed": "MODEL_SEED", "--path": "MODEL_PATH", "--backends": "BACKENDS" };
+const env = { ...process.env };
+const args = process.argv.slice(2);
+for (let i = 0; i < args.length; i += 1) {
+  const [flag, inline] = args[i].split("=", 2);
+  const name = names[flag];
+  const value = inline ?? args[++i];
+  if (!name || value === undefined) {
+    console.error(`test:model: unknown option '${args[i] ?? flag}'; use ${Object.keys(names).join(", ")}, each with a value`);
+    process.exit(2);
+  }
+  env[name] = value;
+}
+env.MODEL_RUNS ??= "50";
+const result = spawnSync("npx", ["vitest", "run", "test/model"], { stdio: "inherit", env });
+process.exit(result.status ?? 1);

@@ -1,0 +1,100 @@
+// The comparison of a lake (as a plain reader sees it) with the reference model, after every command: rows of every
+// partition, pointers and their state, runs kept, manifests and signatures, pins, sync records, nothing pending.
+import { DAYS, TABLES, type LakeModel } from "./model.js";
+import type { LakeView } from "./lake-view.js";
+
+/** Signatures seen so far, both ways: equal model signatures must be equal lake signatures, and different ones different. */
+export class SignatureMap {
+  private readonly toLake = new Map<string, string>();
+  private readonly toModel = new Map<string, string>();
+
+  match(model: string, lake: string): string | undefined {
+    const seenLake = this.toLake.get(model);
+    if (seenLake !== undefined && seenLake !== lake) return `the same content was signed ${seenLake} before and ${lake} now`;
+    const seenModel = this.toModel.get(lake);
+    if (seenModel !== undefined && seenModel !== model) return `signature ${lake} stands for two different contents: ${seenModel} and ${model}`;
+    this.toLake.set(model, lake);
+    this.toModel.set(lake, model);
+    return undefined;
+  }
+}
+
+/** What the lake must hold besides the model's tables. */
+export interface CheckOptions {
+  /** Runs that may be left by a killed build (no manifest), per `table/day`: allowed on disk beside the model's. */
+  readonly allowLeftovers?: boolean;
+}
+
+/**
+ * Names the model's new runs from the lake's pointers, then lists every difference between the lake and the model
+ * (empty: they agree).
+ */
+export function compare(model: LakeModel, view: LakeView, signatures: SignatureMap, options: CheckOptions = {}): string[] {
+  const problems: string[] = [];
+  for (const { table, day, run } of model.unnamedRuns()) {
+    const pointer = view.tables[table].pointers.get(day);
+    const known = model.partition(table, day).runs.filter((r) => r !== run).map((r) => r.id);
+    if (!pointer) {
+      problems.push(`${table}/day=${day}: expected a new run to be current, but the partition has no pointer`);
+    } else if (known.includes(pointer.run)) {
+      problems.push(`${table}/day=${day}: expected a new run to be current, but the pointer is on run ${pointer.run}, which it had before (nothing was built)`);
+    } else if (known.some((id) => id > pointer.run)) {
+      problems.push(`${table}/day=${day}: the new run ${pointer.run} sorts before an older run of the partition (${known.filter((id) => id > pointer.run).join(", ")})`);
+    }
+    model.nameRun(table, day, run.id, pointer?.run ?? `(missing ${run.id})`);
+  }
+  for (const table of TABLES) {
+    const tableView = view.tables[table];
+    for (const day of DAYS) {
+      const where = `${table}/day=${day}`;
+      const p = model.tables[table].get(day);
+      const current = model.currentRun(table, day);
+      const pointer = tableView.pointers.get(day);
+      const rows = tableView.rows.get(day) ?? [];
+      if (!current) {
+        if (pointer) problems.push(`${where}: expected no pointer, found one on run ${pointer.run}`);
+        if (rows.length > 0) problems.push(`${where}: expected no rows, a plain reader sees ${rows.length}: ${rows.join(" ")}`);
+      } else if (!pointer) {
+        problems.push(`${where}: expected the pointer on run ${current.id}, found no pointer`);
+      } else {
+        if (pointer.run !== current.id) problems.push(`${where}: expected the pointer on run ${current.id}, found run ${pointer.run}`);
+        const want = [...current.rows].sort();
+        if (want.join(" ") !== rows.join(" ")) problems.push(`${where}: expected rows [${want.join(" ")}], a plain reader sees [${rows.join(" ")}]`);
+        if ((pointer.previous ?? "") !== (p?.previous ?? "")) problems.push(`${where}: the pointer's previous run is ${pointer.previous ?? "(none)"}, expected ${p?.previous ?? "(none)"}`);
+        if (pointer.movedBy !== p?.movedBy) problems.push(`${where}: the pointer was moved by ${pointer.movedBy ?? "(unknown)"}, expected ${p?.movedBy}`);
+        const manifest = tableView.manifests.get(day)?.get(pointer.run);
+        if (!manifest) {
+          problems.push(`${where}: the current run ${pointer.run} has no manifest`);
+        } else {
+          if (manifest.rows !== rows.length) problems.push(`${where}: the manifest of run ${pointer.run} says ${manifest.rows} rows, its files hold ${rows.length}`);
+          if (manifest.signature !== pointer.signature) problems.push(`${where}: the pointer carries signature ${pointer.signature ?? "(none)"}, the manifest of its run ${manifest.signature ?? "(none)"}`);
+        }
+        if ((current.signature === undefined) !== (pointer.signature === undefined)) {
+          problems.push(`${where}: expected the run ${current.signature === undefined ? "unsigned" : "signed"}, its pointer carries ${pointer.signature ?? "no signature"}`);
+        } else if (current.signature !== undefined && pointer.signature !== undefined) {
+          const clash = signatures.match(current.signature, pointer.signature);
+          if (clash) problems.push(`${where}: ${clash}`);
+        }
+      }
+      const expectedRuns = (p?.runs ?? []).map((r) => r.id).sort();
+      const onDisk = [...(tableView.runs.get(day) ?? [])].sort();
+      const manifests = tableView.manifests.get(day) ?? new Map();
+      const extra = onDisk.filter((id) => !expectedRuns.includes(id) && !(options.allowLeftovers && !manifests.has(id)));
+      const missing = expectedRuns.filter((id) => !onDisk.includes(id));
+      if (extra.length > 0) problems.push(`${where}: runs in the lake the model does not hold (GC should have removed them, or a build left them): ${extra.join(", ")}`);
+      if (missing.length > 0) problems.push(`${where}: runs the model holds are gone from the lake: ${missing.join(", ")}`);
+      const pinned = view.pins.has(where);
+      if (pinned !== (p?.pinned ?? false)) problems.push(`${where}: expected ${p?.pinned ? "pinned" : "not pinned"}, the lake says ${pinned ? "pinned" : "not pinned"}`);
+    }
+  }
+  if (view.outbox.length > 0) problems.push(`catalog changes still pending in the outbox: ${view.outbox.join(", ")}`);
+  if (view.leases.length > 0) problems.push(`writer leases still held after the command: ${view.leases.join(", ")}`);
+  const recorded = [...view.syncs].filter((s) => s.moves.length > 0).sort((a, b) => (a.syncId < b.syncId ? -1 : 1));
+  const moveText = (m: { table: string; partition: string; run: string; previousRun?: string }) => `${m.table}/${m.partition}:${m.previousRun ?? "-"}->${m.run}`;
+  const lakeSyncs = recorded.map((s) => s.moves.map(moveText).sort().join(" "));
+  const modelSyncs = model.syncs.map((moves) => moves.map((m) => moveText({ table: m.table, partition: `day=${m.day}`, run: m.run, previousRun: m.previousRun })).sort().join(" "));
+  if (lakeSyncs.join("\n") !== modelSyncs.join("\n")) {
+    problems.push(`sync records (by sync id) differ from the syncs run:\n    lake:  ${lakeSyncs.join("\n           ")}\n    model: ${modelSyncs.join("\n           ")}`);
+  }
+  return problems;
+}

@@ -1,0 +1,145 @@
+// What a lake holds, read as a plain reader would, with no lakeswap code: the pointers and their state files, the run
+// folders, the manifests, the metadata areas, and the rows through a separate DuckDB instance over the Parquet files the
+// pointers name (embedded: the README's glob over the pointer symlinks).
+import { promises as fs } from "node:fs";
+import path from "node:path";
+import { DuckDBInstance } from "@duckdb/node-api";
+import { DAYS, RAW, TABLES, type Day, type RowText, type TableName } from "./model.js";
+
+/** One partition's pointer as the lake shows it. */
+export interface PointerView {
+  readonly run: string;
+  /** The pointer state (embedded: `_lakeswap/pointers/<table>/day=….json`; Glue: the partition's Parameters). */
+  readonly previous?: string;
+  readonly signature?: string;
+  readonly movedBy?: string;
+}
+
+/** A run's manifest, the fields the model checks. */
+export interface ManifestView {
+  readonly rows: number;
+  readonly signature?: string;
+}
+
+/** One table as the lake shows it. */
+export interface TableView {
+  readonly pointers: Map<Day, PointerView>;
+  /** Run ids with files or a manifest, per day. */
+  readonly runs: Map<Day, Set<string>>;
+  /** Run ids with a manifest, per day. */
+  readonly manifests: Map<Day, Map<string, ManifestView>>;
+  /** The rows a plain reader sees, per day (sorted row texts). */
+  readonly rows: Map<Day, RowText[]>;
+}
+
+/** The whole lake as the model test checks it. */
+export interface LakeView {
+  readonly tables: Record<TableName, TableView>;
+  /** Outbox entries still pending (store keys). */
+  readonly outbox: readonly string[];
+  /** Writer leases still held (store keys). */
+  readonly leases: readonly string[];
+  /** Pinned partitions (`table/day=…`). */
+  readonly pins: ReadonlySet<string>;
+  /** Sync records: id, moves. */
+  readonly syncs: readonly { syncId: string; finished: boolean; moves: readonly { table: string; partition: string; run: string; previousRun?: string; pending?: boolean }[] }[];
+}
+
+/** Reads an embedded lake folder. */
+export async function viewEmbeddedLake(lakeDir: string): Promise<LakeView> {
+  const tables = {} as Record<TableName, TableView>;
+  for (const table of TABLES) tables[table] = await viewEmbeddedTable(lakeDir, table);
+  const pins = new Set<string>();
+  for (const table of TABLES) for (const name of await list(lakeDir, "_lakeswap", "pins", table)) pins.add(`${table}/${name.replace(/\.json$/, "")}`);
+  const syncs = [];
+  for (const name of await list(lakeDir, "_lakeswap", "syncs")) {
+    const record = JSON.parse(await fs.readFile(path.join(lakeDir, "_lakeswap", "syncs", name), "utf8"));
+    syncs.push({ syncId: record.syncId, finished: record.finishedAt !== undefined, moves: record.moves });
+  }
+  return {
+    tables,
+    outbox: await walk(path.join(lakeDir, "_lakeswap", "outbox")),
+    leases: await walk(path.join(lakeDir, "_lakeswap", "leases")),
+    pins,
+    syncs,
+  };
+}
+
+async function viewEmbeddedTable(lakeDir: string, table: TableName): Promise<TableView> {
+  const pointers = new Map<Day, PointerView>();
+  const runs = new Map<Day, Set<string>>();
+  const manifests = new Map<Day, Map<string, ManifestView>>();
+  for (const day of DAYS) {
+    const link = path.join(lakeDir, table, `day=${day}`);
+    const target = await fs.readlink(link).catch((error: NodeJS.ErrnoException) => {
+      if (error.code === "ENOENT") return undefined;
+      throw error;
+    });
+    if (target !== undefined) {
+      const run = path.basename(target).replace(/^run=/, "");
+      const stateText = await fs.readFile(path.join(lakeDir, "_lakeswap", "pointers", table, `day=${day}.json`), "utf8").catch(() => undefined);
+      const state = stateText === undefined ? {} : JSON.parse(stateText);
+      pointers.set(day, { run, previous: state.run === run ? state.previous : `(state of ${state.run})`, signature: state.run === run ? state.signature : undefined, movedBy: state.movedBy });
+    }
+    const ids = new Set<string>();
+    for (const name of await list(lakeDir, table, "_runs", `day=${day}`)) {
+      const files = await list(lakeDir, table, "_runs", `day=${day}`, name);
+      if (files.some((f) => !f.startsWith("_") && !f.startsWith("."))) ids.add(name.replace(/^run=/, ""));
+    }
+    const byRun = new Map<string, ManifestView>();
+    for (const name of await list(lakeDir, "_lakeswap", "manifests", table, `day=${day}`)) {
+      const manifest = JSON.parse(await fs.readFile(path.join(lakeDir, "_lakeswap", "manifests", table, `day=${day}`, name), "utf8"));
+      byRun.set(name.replace(/\.json$/, ""), { rows: manifest.rows, signature: manifest.signature });
+      ids.add(name.replace(/\.json$/, ""));
+    }
+    if (ids.size > 0) runs.set(day, ids);
+    if (byRun.size > 0) manifests.set(day, byRun);
+  }
+  return { pointers, runs, manifests, rows: await plainRows(path.join(lakeDir, table, "*", "*.parquet"), table) };
+}
+
+/** The rows of a table by day, read by a fresh DuckDB instance from a glob of Parquet files (hive partitioning). */
+export async function plainRows(glob: string, table: TableName): Promise<Map<Day, RowText[]>> {
+  const rows = new Map<Day, RowText[]>();
+  const instance = await DuckDBInstance.create(":memory:");
+  try {
+    const connection = await instance.connect();
+    try {
+      const columns = table === RAW ? "k::VARCHAR || '|' || d::VARCHAR || '|' || v::VARCHAR || '|' || cat" : "k::VARCHAR || '|' || v10::VARCHAR";
+      const files = `read_parquet('${glob.replace(/'/g, "''")}', hive_partitioning = true, hive_types = {'day': VARCHAR})`;
+      let found: unknown[][];
+      try {
+        found = (await connection.runAndReadAll(`SELECT day, ${columns} FROM ${files}`)).getRowsJS();
+      } catch (error) {
+        if (/No files found/.test(String(error))) return rows;
+        throw error;
+      }
+      for (const [day, text] of found) {
+        const list = rows.get(day as Day) ?? [];
+        list.push(String(text));
+        rows.set(day as Day, list);
+      }
+      for (const list of rows.values()) list.sort();
+      return rows;
+    } finally {
+      connection.closeSync();
+    }
+  } finally {
+    instance.closeSync();
+  }
+}
+
+async function list(...parts: string[]): Promise<string[]> {
+  return (await fs.readdir(path.join(...parts)).catch(() => [] as string[])).sort();
+}
+
+/** Every file under a folder (relative paths), or [] when it does not exist. */
+async function walk(dir: string): Promise<string[]> {
+  const found: string[] = [];
+  for (const entry of await fs.readdir(dir, { withFileTypes: true }).catch(() => [])) {
+    if (entry.isDirectory()) found.push(...(await walk(path.join(dir, entry.name))).map((f) => `${entry.name}/${f}`));
+    else found.push(entry.name);
+  }
+  return found;
+}
+

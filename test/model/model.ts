@@ -1,0 +1,267 @@
+// The reference model of the model test: what each table of a small pipeline must hold after each command, written
+// from the README's rules (Pipelines, rollback, replace, pin, Retention), with no lakeswap code. Pure: no I/O.
+
+/** The two tables of the pipeline: raw (landed deliveries, by day) and stage (a filter + project of raw, by day). */
+export const RAW = "items_raw";
+export const STAGE = "items_stage";
+export type TableName = typeof RAW | typeof STAGE;
+export const TABLES: readonly TableName[] = [RAW, STAGE];
+
+/** The days of the pool deliveries are drawn from. */
+export const DAYS = ["2026-11-01", "2026-11-02", "2026-11-03"] as const;
+export type Day = (typeof DAYS)[number];
+
+/** One raw row as delivered: key, date (the partition), value, category (stage keeps category 'a'). */
+export interface RawRow {
+  readonly k: number;
+  readonly d: Day;
+  readonly v: number;
+  readonly cat: "a" | "b";
+}
+
+/** A row as the model compares it: its values joined by '|' (raw `k|d|v|cat`, stage `k|v10`). */
+export type RowText = string;
+
+export const rawText = (r: RawRow): RowText => `${r.k}|${r.d}|${r.v}|${r.cat}`;
+
+/** The stage layer's SQL, as the model computes it: `SELECT k, v * 10 AS v10 FROM items_raw WHERE day = {{ day }} AND cat = 'a'`. */
+export function stageOf(raw: readonly RowText[]): RowText[] {
+  return raw
+    .map((text) => text.split("|"))
+    .filter(([, , , cat]) => cat === "a")
+    .map(([k, , v]) => `${k}|${Number(v) * 10}`);
+}
+
+/** The variants of one day's content in the pool: a delivery gives each of its days one of them. */
+export const VARIANTS = 5;
+
+/**
+ * The rows of `day` in variant `variant`: 0 the base; 1 one value changed; 2 a row added; 3 only category 'b'
+ * (stage would be empty); 4 the base with one row twice (a duplicate row is a row: signatures count it).
+ */
+export function variantRows(day: Day, variant: number): RawRow[] {
+  const base = 10 * (DAYS.indexOf(day) + 1);
+  const row = (k: number, v: number, cat: "a" | "b"): RawRow => ({ k, d: day, v: base + v, cat });
+  const rows = [row(1, 1, "a"), row(2, 2, "a"), row(3, 3, "b")];
+  switch (variant) {
+    case 0: return rows;
+    case 1: return [row(1, 1, "a"), row(2, 9, "a"), row(3, 3, "b")];
+    case 2: return [...rows, row(4, 4, "a")];
+    case 3: return [row(5, 5, "b"), row(6, 6, "b")];
+    default: return [...rows, row(1, 1, "a")];
+  }
+}
+
+/** A run as the model knows it: its id (a placeholder `?N` until the lake names it), rows, and signature (unsigned: undefined). */
+export interface ModelRun {
+  id: string;
+  readonly rows: readonly RowText[];
+  /** The model's stand-in for the lake's signature: equal iff the lake's must be equal. */
+  readonly signature?: string;
+}
+
+/** A partition: its runs (kept until GC), the pointer (current, previous, how it moved), and the pin. */
+export interface ModelPartition {
+  readonly runs: ModelRun[];
+  current?: string;
+  previous?: string;
+  movedBy?: "swap" | "rollback";
+  pinned: boolean;
+}
+
+/** One pointer a sync moved (its record, for rollback --sync). */
+export interface ModelMove {
+  readonly table: TableName;
+  readonly day: Day;
+  run: string;
+  previousRun?: string;
+}
+
+/** What a command must report: its exit code and, per partition it names, the action and reason. */
+export interface Expected {
+  readonly exitCode: number;
+  /** `table/day=…` -> `action: reason`, for the commands that report partitions (sync). */
+  readonly actions?: ReadonlyMap<string, string>;
+}
+
+/** The reference model of the whole lake. */
+export class LakeModel {
+  tablesExist = false;
+  readonly tables: Record<TableName, Map<Day, ModelPartition>> = { [RAW]: new Map(), [STAGE]: new Map() };
+  /** The syncs that moved a pointer, oldest first. */
+  readonly syncs: ModelMove[][] = [];
+  private placeholders = 0;
+
+  /** The partition, made empty (no runs, no pointer) when it is not there yet. */
+  partition(table: TableName, day: Day): ModelPartition {
+    let p = this.tables[table].get(day);
+    if (!p) this.tables[table].set(day, (p = { runs: [], pinned: false }));
+    return p;
+  }
+
+  currentRun(table: TableName, day: Day): ModelRun | undefined {
+    const p = this.tables[table].get(day);
+    return p?.current === undefined ? undefined : p.runs.find((r) => r.id === p.current);
+  }
+
+  /** The placeholders of runs made by the last command, with their partitions: the caller names them from the lake. */
+  unnamedRuns(): { table: TableName; day: Day; run: ModelRun }[] {
+    const found: { table: TableName; day: Day; run: ModelRun }[] = [];
+    for (const table of TABLES) {
+      for (const [day, p] of this.tables[table]) for (const run of p.runs) if (run.id.startsWith("?")) found.push({ table, day, run });
+    }
+    return found;
+  }
+
+  /** Replaces a placeholder id by the run id the lake gave it, everywhere the model holds it. */
+  nameRun(table: TableName, day: Day, placeholder: string, runId: string): void {
+    const p = this.partition(table, day);
+    for (const run of p.runs) if (run.id === placeholder) run.id = runId;
+    if (p.current === placeholder) p.current = runId;
+    if (p.previous === placeholder) p.previous = runId;
+    for (const moves of this.syncs) {
+      for (const move of moves) {
+        if (move.table !== table || move.day !== day) continue;
+        if (move.run === placeholder) move.run = runId;
+        if (move.previousRun === placeholder) move.previousRun = runId;
+      }
+    }
+  }
+
+  /** `lakeswap sync --input <delivery>`: raw days of the delivery, then every stage day of a raw day, per the plan rules. */
+  sync(delivery: ReadonlyMap<Day, readonly RawRow[]>): Expected {
+    this.tablesExist = true;
+    const actions = new Map<string, string>();
+    const moves: ModelMove[] = [];
+    let failed = 0;
+    for (const day of [...delivery.keys()].sort()) {
+      const rows = (delivery.get(day) ?? []).map(rawText).sort();
+      const signature = `raw:${rows.join(",")}`;
+      const decision = this.decide(RAW, day, signature, "content changed");
+      actions.set(`${RAW}/day=${day}`, decision);
+      if (decision.startsWith("build")) moves.push(this.swapIn(RAW, day, rows, signature));
+    }
+    for (const day of [...this.tables[RAW].keys()].sort()) {
+      const raw = this.currentRun(RAW, day);
+      if (!raw) continue;
+      const expected = raw.signature === undefined ? undefined : `stage:${day}:${raw.signature}`;
+      const decision = this.decide(STAGE, day, expected, "upstream changed");
+      if (!decision.startsWith("build")) {
+        actions.set(`${STAGE}/day=${day}`, decision);
+        continue;
+      }
+      const rows = stageOf(raw.rows).sort();
+      const current = this.currentRun(STAGE, day);
+      // The audit refuses a build of 0 rows for a new partition or one that has rows (no --allow-empty).
+      if (rows.length === 0 && (current === undefined || current.rows.length > 0)) {
+        actions.set(`${STAGE}/day=${day}`, decision.replace(/^build/, "failed"));
+        failed += 1;
+        continue;
+      }
+      actions.set(`${STAGE}/day=${day}`, decision);
+      moves.push(this.swapIn(STAGE, day, rows, expected));
+    }
+    if (moves.length > 0) this.syncs.push(moves);
+    return { exitCode: failed > 0 ? 7 : 0, actions };
+  }
+
+  /** `lakeswap rollback <table> --partition day=…`: back to the newest older run. */
+  rollbackPartition(table: TableName, day: Day): Expected {
+    if (!this.tablesExist) return { exitCode: 3 };
+    const p = this.tables[table].get(day);
+    if (p?.current === undefined) return { exitCode: 3 };
+    const current = p.current;
+    const target = p.runs.map((r) => r.id).filter((id) => id < current).sort().at(-1);
+    if (target === undefined) return { exitCode: 3 };
+    this.move(p, target, "rollback");
+    return { exitCode: 0 };
+  }
+
+  /** `lakeswap rollback --sync last`: every pointer the newest sync moved goes back, downstream first. */
+  rollbackSync(): Expected {
+    const moves = this.syncs.at(-1);
+    if (!moves) return { exitCode: 3 };
+    const actions = new Map<string, string>();
+    for (const table of [STAGE, RAW] as const) {
+      for (const move of moves.filter((m) => m.table === table)) {
+        const key = `${table}/day=${move.day}`;
+        const p = this.partition(table, move.day);
+        if (p.current !== move.run) {
+          actions.set(key, "skipped");
+        } else if (move.previousRun === undefined) {
+          p.current = undefined;
+          p.previous = undefined;
+          p.movedBy = undefined;
+          actions.set(key, "removed");
+        } else if (!p.runs.some((r) => r.id === move.previousRun)) {
+          actions.set(key, "skipped");
+        } else {
+          this.move(p, move.previousRun, "rollback");
+          actions.set(key, "rolled back");
+        }
+      }
+    }
+    return { exitCode: 0, actions };
+  }
+
+  /** `lakeswap replace <table> --partition day=… --sql …`: a new, unsigned run of these rows. */
+  replace(table: TableName, day: Day, rows: readonly RowText[]): Expected {
+    if (!this.tablesExist) return { exitCode: 3 };
+    this.swapIn(table, day, [...rows].sort(), undefined);
+    return { exitCode: 0 };
+  }
+
+  /** `lakeswap pin` / `unpin`. */
+  pin(table: TableName, day: Day, pinned: boolean): Expected {
+    if (!this.tablesExist) return { exitCode: 3 };
+    this.partition(table, day).pinned = pinned;
+    return { exitCode: 0 };
+  }
+
+  /** `lakeswap gc --grace 0`: per partition only the current, previous and rollback-target runs stay. */
+  gc(): Expected {
+    for (const table of TABLES) {
+      for (const p of this.tables[table].values()) {
+        const current = p.current;
+        const keep = new Set<string>();
+        if (current !== undefined) {
+          keep.add(current);
+          if (p.previous !== undefined) keep.add(p.previous);
+          const target = p.runs.map((r) => r.id).filter((id) => id < current).sort().at(-1);
+          if (target !== undefined) keep.add(target);
+        }
+        const kept = p.runs.filter((r) => keep.has(r.id));
+        p.runs.splice(0, p.runs.length, ...kept);
+      }
+    }
+    return { exitCode: 0 };
+  }
+
+  /** The plan rule (README 'plan'): pinned, new, rolled back, never signed, changed, or unchanged. */
+  private decide(table: TableName, day: Day, expected: string | undefined, changed: string): string {
+    const p = this.tables[table].get(day);
+    if (p?.pinned) return "skip: pinned";
+    const current = this.currentRun(table, day);
+    if (!current) return "build: new";
+    if (p?.movedBy === "rollback") return "build: rolled back";
+    if (expected === undefined || current.signature === undefined) return "build: never signed";
+    if (current.signature !== expected) return `build: ${changed}`;
+    return "skip: unchanged";
+  }
+
+  /** A new run of `rows` becomes current (its id named from the lake after the command). */
+  private swapIn(table: TableName, day: Day, rows: readonly RowText[], signature: string | undefined): ModelMove {
+    const p = this.partition(table, day);
+    const run: ModelRun = { id: `?${++this.placeholders}`, rows, signature };
+    p.runs.push(run);
+    const previousRun = p.current;
+    this.move(p, run.id, "swap");
+    return { table, day, run: run.id, previousRun };
+  }
+
+  private move(p: ModelPartition, runId: string, kind: "swap" | "rollback"): void {
+    p.previous = p.current;
+    p.current = runId;
+    p.movedBy = kind;
+  }
+}

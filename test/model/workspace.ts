@@ -1,0 +1,118 @@
+// The system under test of the model test: a pipeline workspace (config, stage SQL, deliveries) and its lake, driven
+// through the CLI: in-process `main(argv)` for ordinary steps, a child process where a step is killed or runs beside another.
+import { mkdirSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import { main } from "../../src/cli/main.js";
+import { runCli, spawnCli, tempDir, type CliResult } from "../support/lake-fixture.js";
+import type { RawRow } from "./model.js";
+
+/** The pipeline: raw items by day (partition_replace), and stage = a filter + project of each raw day. */
+export const PIPELINE_YAML = `concurrency: 2
+datasets:
+  items:
+    source:
+      format: csv
+      path: deliveries/*.csv
+    columns:
+      k: {type: BIGINT, nullable: false}
+      d: {type: DATE, nullable: false}
+      v: BIGINT
+      cat: VARCHAR
+    partition:
+      day: strftime(d, '%Y-%m-%d')
+    layers:
+      - name: stage
+        sql: sql/stage.sql
+        columns: {k: BIGINT, v10: BIGINT}
+`;
+
+export const STAGE_SQL = "SELECT k, v * 10 AS v10 FROM items_raw WHERE day = {{ day }} AND cat = 'a'\n";
+
+/** What one CLI command did. */
+export interface CommandResult {
+  readonly code: number | null;
+  readonly signal?: NodeJS.Signals | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/** A workspace in a temporary folder, with its embedded lake. */
+export class Workspace {
+  readonly dir: string;
+  readonly configFile: string;
+  readonly lakeDir: string;
+  private readonly removeDir: () => void;
+  private deliveries = 0;
+
+  constructor() {
+    const { dir, cleanup } = tempDir("lakeswap-model-");
+    this.dir = dir;
+    this.removeDir = cleanup;
+    this.configFile = path.join(dir, "lakeswap.yaml");
+    this.lakeDir = path.join(dir, "lake");
+    mkdirSync(path.join(dir, "sql"));
+    mkdirSync(path.join(dir, "deliveries"));
+    writeFileSync(this.configFile, PIPELINE_YAML);
+    writeFileSync(path.join(dir, "sql", "stage.sql"), STAGE_SQL);
+  }
+
+  /** Writes a delivery CSV of these rows, in this order, and returns its path. */
+  delivery(rows: readonly RawRow[]): string {
+    const file = path.join(this.dir, "deliveries", `d${String(this.deliveries++).padStart(3, "0")}.csv`);
+    writeFileSync(file, `k,d,v,cat\n${rows.map((r) => `${r.k},${r.d},${r.v},${r.cat}`).join("\n")}\n`);
+    return file;
+  }
+
+  /** Arguments that name this workspace's lake (and config, for the commands that take one). */
+  lakeArgs(): string[] {
+    return ["--lake", this.lakeDir];
+  }
+
+  /** Runs `lakeswap <args>` in this process (src/cli/main.ts), capturing stdout and stderr. */
+  async run(args: readonly string[]): Promise<CommandResult> {
+    return runInProcess([...this.lakeArgs(), ...args]);
+  }
+
+  /** Runs `lakeswap <args>` in a child process, with extra environment (e.g. LAKESWAP_FAULT). */
+  async spawn(args: readonly string[], env: Record<string, string> = {}): Promise<CliResult> {
+    return runCli([...this.lakeArgs(), ...args], env, { cwd: this.dir });
+  }
+
+  /** Starts `lakeswap <args>` in a child process without waiting. */
+  start(args: readonly string[], env: Record<string, string> = {}): ReturnType<typeof spawnCli> {
+    return spawnCli([...this.lakeArgs(), ...args], env, { cwd: this.dir });
+  }
+
+  cleanup(): void {
+    this.removeDir();
+  }
+}
+
+/** Runs the CLI's `main` in this process with stdout and stderr captured; the listeners it adds are removed after. */
+export async function runInProcess(argv: readonly string[]): Promise<CommandResult> {
+  const stdout: string[] = [];
+  const stderr: string[] = [];
+  const writes = { out: process.stdout.write, err: process.stderr.write };
+  const sigint = new Set(process.listeners("SIGINT"));
+  const stdoutErrors = new Set(process.stdout.listeners("error"));
+  const capture = (into: string[]) =>
+    ((chunk: string | Uint8Array, ...rest: unknown[]) => {
+      into.push(typeof chunk === "string" ? chunk : Buffer.from(chunk).toString("utf8"));
+      const callback = rest.find((r) => typeof r === "function") as (() => void) | undefined;
+      callback?.();
+      return true;
+    }) as typeof process.stdout.write;
+  process.stdout.write = capture(stdout);
+  process.stderr.write = capture(stderr);
+  let code: number;
+  try {
+    code = await main(["node", "lakeswap", ...argv]);
+  } finally {
+    process.stdout.write = writes.out;
+    process.stderr.write = writes.err;
+    for (const listener of process.listeners("SIGINT")) if (!sigint.has(listener)) process.removeListener("SIGINT", listener);
+    for (const listener of process.stdout.listeners("error")) if (!stdoutErrors.has(listener)) process.stdout.removeListener("error", listener as never);
+  }
+  return { code, stdout: stdout.join(""), stderr: stderr.join("") };
+}
+
