@@ -3,7 +3,7 @@ import { z } from "zod";
 import { parseDuration } from "../core/duration.js";
 import { InvalidInputError } from "../core/errors.js";
 import { assertIdentifier, printable, quoteIdentifier } from "../core/sql.js";
-import { athenaSinkSchema, resolveAwsTarget, type AwsTarget } from "./aws-config.js";
+import { athenaSinkSchema, awsTargetInEnvironment, resolveAwsTarget, type AwsTarget } from "./aws-config.js";
 import type { PipelineColumn } from "./pipeline-config.js";
 
 /**
@@ -223,6 +223,9 @@ export interface ResolvedIngest {
 /** The name of a pipeline's data sink when it names none: the embedded lake. */
 export const DEFAULT_DATA_SINK = "lake";
 
+/** The name of a pipeline's data sink when none is declared and DATA_OUTPUT_S3_BUCKET names an AWS target. */
+export const ENVIRONMENT_DATA_SINK = "environment";
+
 /** Checks and resolves `data_sinks`, `schema_sinks` and `pipelines`. */
 export function resolveIngest(input: IngestInput, context: IngestContext): ResolvedIngest {
   const dataSinks = Object.entries(input.data_sinks ?? {});
@@ -248,6 +251,15 @@ export function resolveIngest(input: IngestInput, context: IngestContext): Resol
     return { kind: "athena", name, aws: resolveAwsTarget(sink?.Athena, context.env, `data_sinks.${name}.Athena`) };
   };
 
+  /**
+   * Where a pipeline writes when no data sink is declared: AWS when DATA_OUTPUT_S3_BUCKET is set (the rule of every
+   * command), else the embedded lake.
+   */
+  const defaultSink = (): DataSinkTarget =>
+    awsTargetInEnvironment(context.env)
+      ? { kind: "athena", name: ENVIRONMENT_DATA_SINK, aws: resolveAwsTarget(undefined, context.env, "environment (DATA_OUTPUT_S3_BUCKET is set)") }
+      : { kind: "local", name: DEFAULT_DATA_SINK, path: defaultLake };
+
   // A pipeline without data_sink writes where the datasets run: the data sink `target:` names, else the only one
   // declared; with none declared, the embedded lake. With several and no target, it must name one.
   const targetName = context.target?.replace(/^data_sinks\./, "");
@@ -266,12 +278,12 @@ export function resolveIngest(input: IngestInput, context: IngestContext): Resol
       pipeline.deadletter_sink !== undefined ? reference(pipeline.deadletter_sink, "data_sinks", dataSinkNames, `${at}.deadletter_sink`, context) : undefined;
     writtenTo.add(dataName);
 
-    let data: DataSinkTarget = { kind: "local", name: DEFAULT_DATA_SINK, path: defaultLake };
+    let data: DataSinkTarget = defaultSink();
     let schemaSink: IngestPipelineConfig["schemaSink"];
     if (dataName !== undefined) data = dataSink(dataName);
     if (data.kind === "athena") {
       // The page pairs an Athena data sink with a Glue schema sink; without one, the Athena block's database stands in.
-      schemaSink = schemaName !== undefined ? { name: schemaName, database: schemaDatabase(schemaName, input, context) } : { name: `data_sinks.${data.name}`, database: data.aws.database };
+      schemaSink = schemaName !== undefined ? { name: schemaName, database: schemaDatabase(schemaName, input, context) } : { name: data.name === ENVIRONMENT_DATA_SINK ? "SCHEMA_OUTPUT_GLUE_DATABASE_NAME" : `data_sinks.${data.name}`, database: data.aws.database };
     }
     const deadletterSink = deadletterName === undefined || deadletterName === dataName ? data : dataSink(deadletterName);
     const namespaces = Object.entries(pipeline.namespaces).map(([namespace, spec]) => resolveNamespace(namespace, spec, `${at}.namespaces.${namespace}`, context));

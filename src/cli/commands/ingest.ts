@@ -3,7 +3,7 @@ import path from "node:path";
 import type { Readable } from "node:stream";
 import type { Command } from "commander";
 import { loadPipelineConfig, type PipelineConfig } from "../../config/pipeline-config.js";
-import type { IngestPipelineConfig } from "../../config/ingest-config.js";
+import { DEFAULT_DATA_SINK, ENVIRONMENT_DATA_SINK, type IngestPipelineConfig } from "../../config/ingest-config.js";
 import { InvalidInputError, LakeswapError, NotFoundError } from "../../core/errors.js";
 import type { IngestHandler, IngestRequest } from "../../ingest/http-server.js";
 import type { IngestService, SegmentReport } from "../../ingest/ingest-service.js";
@@ -33,6 +33,7 @@ export function registerIngest(program: Command): void {
       const { Metrics, IngestLakes, openIngestService, startIngestServer, LANDING_YIELDS } = await ingestModules();
       const config = loadPipelineConfig(options.config);
       const pipelines = choosePipelines(config, options.pipeline);
+      sayWhereItRuns(pipelines, config.file);
       const port = portOf(options.port ?? process.env.LAKESWAP_PORT ?? "8080");
       const background = new BackgroundThreads(niceOf(options.backgroundNice ?? String(DEFAULT_BACKGROUND_NICE)));
       const metrics = new Metrics();
@@ -99,6 +100,7 @@ export function registerIngest(program: Command): void {
       const config = loadPipelineConfig(options.config);
       const [pipeline] = choosePipelines(config, [pipelineName]) as [IngestPipelineConfig];
       const namespace = chooseNamespace(pipeline, options.namespace);
+      sayWhereItRuns([pipeline], config.file);
       const metrics = new Metrics();
       const lakes = new IngestLakes();
       const started = Date.now();
@@ -148,6 +150,21 @@ export function registerIngest(program: Command): void {
         await lakes.close();
       }
     });
+}
+
+/** Says on stderr where each pipeline lands its events, and why there (as every command says which lake it runs on). */
+function sayWhereItRuns(pipelines: readonly IngestPipelineConfig[], file: string): void {
+  for (const pipeline of pipelines) {
+    const sink = pipeline.dataSink;
+    if (sink.kind === "athena") {
+      const database = pipeline.schemaSink?.database ?? sink.aws.database;
+      const because = sink.name === ENVIRONMENT_DATA_SINK ? "DATA_OUTPUT_S3_BUCKET is set" : `${path.basename(file)} declares data_sinks.${sink.name}`;
+      process.stderr.write(`lakeswap: pipeline ${pipeline.name} runs on AWS (s3://${sink.aws.bucket}${sink.aws.prefix ? `/${sink.aws.prefix}` : ""}, Glue database ${database}), because ${because}\n`);
+    } else {
+      const because = sink.name === DEFAULT_DATA_SINK ? "lake: or the default ./lake; DATA_OUTPUT_S3_BUCKET is not set" : `data_sinks.${sink.name} in ${path.basename(file)}`;
+      process.stderr.write(`lakeswap: pipeline ${pipeline.name} lands in the embedded lake ${sink.path} (${because})\n`);
+    }
+  }
 }
 
 /** Routes each request to its pipeline's collector. */

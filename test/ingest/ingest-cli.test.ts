@@ -1,0 +1,79 @@
+import { existsSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { resolveAwsTarget } from "../../src/config/aws-config.js";
+import { openAwsLake } from "../../src/open-lake.js";
+import { awsCliEnv, startAwsServices, tempDir, type AwsServices } from "../support/lake-fixture.js";
+import { runMain } from "../support/main-cli.js";
+
+const CONFIG = `
+pipelines:
+  events:
+    namespaces:
+      pageviews:
+        columns: {event_id: {type: VARCHAR, nullable: false}, ts: {type: TIMESTAMPTZ, nullable: false}}
+        time: {field: ts}
+    wal: {dir: ./wal}
+`;
+
+describe("lakeswap ingest with AWS named by the environment alone", () => {
+  let services: AwsServices;
+  beforeAll(async () => {
+    services = await startAwsServices();
+    // The in-process SDK clients that read the lake back take credentials from the default chain.
+    process.env.AWS_ACCESS_KEY_ID ??= "test";
+    process.env.AWS_SECRET_ACCESS_KEY ??= "test";
+    process.env.AWS_EC2_METADATA_DISABLED = "true";
+  });
+  afterAll(async () => {
+    await services.close();
+  });
+
+  // With DATA_OUTPUT_S3_BUCKET and the other variables set and no data_sinks: in the config, ingest wrote to ./lake
+  // without a word, while every other command ran on AWS.
+  it("lands on S3 + Glue, as every other command would, and says so on stderr", async () => {
+    const { dir, cleanup } = tempDir("lakeswap-ingest-env-");
+    try {
+      writeFileSync(path.join(dir, "lakeswap.yaml"), CONFIG);
+      const events = path.join(dir, "events.ndjson");
+      writeFileSync(events, ['{"event_id": "a", "ts": "2026-11-30T01:00:00Z"}', '{"event_id": "b", "ts": "2026-12-01T01:00:00Z"}'].join("\n"));
+      const suffix = Math.random().toString(16).slice(2, 8);
+      const env = awsCliEnv(services, {
+        DATA_OUTPUT_S3_BUCKET: "lake",
+        DATA_OUTPUT_S3_PREFIX: `env/${suffix}`,
+        SCHEMA_OUTPUT_GLUE_DATABASE_NAME: `env_${suffix}`,
+        DATA_OUTPUT_ATHENA_WORKGROUP_NAME: "primary",
+        DATA_OUTPUT_ATHENA_RESULTS_S3_BUCKET: "results",
+      });
+      const result = await runMain(["ingest", "events", events, "-c", path.join(dir, "lakeswap.yaml"), "--json"], env);
+      expect(result.stderr).toContain(`lakeswap: pipeline events runs on AWS (s3://lake/env/${suffix}, Glue database env_${suffix}), because DATA_OUTPUT_S3_BUCKET is set`);
+      expect(result.code).toBe(0);
+      expect(JSON.parse(result.stdout)).toMatchObject({ accepted: 2, written: 2 });
+      expect(existsSync(path.join(dir, "lake"))).toBe(false);
+      const lake = await openAwsLake({ ...resolveAwsTarget(undefined, env, "environment"), glueEndpoint: services.glue.endpoint, athenaEndpoint: services.athena.endpoint });
+      try {
+        const counted = await lake.query("SELECT event_id FROM pageviews ORDER BY event_id");
+        expect(counted.rows).toEqual([["a"], ["b"]]);
+      } finally {
+        await lake.close();
+      }
+    } finally {
+      cleanup();
+    }
+  });
+
+  it("names the embedded lake it lands in when the environment names no AWS target", async () => {
+    const { dir, cleanup } = tempDir("lakeswap-ingest-local-");
+    try {
+      writeFileSync(path.join(dir, "lakeswap.yaml"), CONFIG);
+      const events = path.join(dir, "events.ndjson");
+      writeFileSync(events, '{"event_id": "a", "ts": "2026-11-30T01:00:00Z"}\n');
+      const result = await runMain(["ingest", "events", events, "-c", path.join(dir, "lakeswap.yaml")], { DATA_OUTPUT_S3_BUCKET: undefined });
+      expect(result.code).toBe(0);
+      expect(result.stderr).toContain(`lakeswap: pipeline events lands in the embedded lake ${path.join(dir, "lake")}`);
+      expect(existsSync(path.join(dir, "lake", "pageviews"))).toBe(true);
+    } finally {
+      cleanup();
+    }
+  });
+});
