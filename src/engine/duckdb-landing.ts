@@ -118,6 +118,7 @@ export async function landDelivery(connection: DuckDBConnection, request: LandRe
       if (outOfMemory(error)) throw error;
       throw new InvalidInputError(`reading ${fileList(request.files)} as ${request.format} failed: ${duckDbMessage(error)}`);
     }
+    if (request.format === "jsonl" && request.absentFields !== "null") await refuseAbsentFields(connection, request, all, lines);
 
     // 4. Partition values are checked once per distinct value: NULL, or unsafe in a path or a query.
     const keyChecks = request.partition.map(
@@ -431,7 +432,11 @@ function csvLayout(request: LandRequest, file: string, line: number, first: (str
   return { positions, width: first.length };
 }
 
-/** JSONL: one JSON object per line; a line that is not one is a bad row with its number and text. */
+/**
+ * JSONL: one JSON object per line; a line that is not one is a bad row with its number and text. Field names match
+ * the declared columns case-insensitively, as CSV headers do (`Title` is column title); two fields of one object
+ * whose names differ only in case are a bad row naming both.
+ */
 async function readJsonl(connection: DuckDBConnection, request: LandRequest, lines: string): Promise<SourceRows> {
   await loadLines(connection, request, lines);
   // Fields the columns do not declare (ingest): kept as one JSON object in the extra column, or the row is a bad one.
@@ -447,15 +452,24 @@ async function readJsonl(connection: DuckDBConnection, request: LandRequest, lin
   // An object that gives every declared field once and nothing else (the usual event) needs neither check below: known
   // at a tenth of their cost when its fields come in the declared order, at a third in another order.
   const exact = `(__keys = ${names} OR (len(__keys) = ${declared.length} AND list_has_all(__keys, ${names})))`;
+  // The other objects' field names in lower case, to match the declared names (lowercase identifiers) whatever their
+  // case. An object is `folded` when it spells a declared field in another case: it is read through its own spellings.
+  const lowered = `CASE WHEN __keys IS NOT NULL AND NOT __exact THEN list_transform(__keys, k -> lower(k)) END`;
+  const folded = `coalesce(NOT list_has_all(__keys, list_intersect(__lower, ${names})), false)`;
+  const spelled = (name: string): string => `coalesce(__keys[list_position(__lower, ${quoteLiteral(name)})], ${quoteLiteral(name)})`;
+  const foldedPatch = `'{' || array_to_string(list_transform(list_filter(__keys, k -> list_contains(${names}, lower(k))), k -> to_json(k)::VARCHAR || ':null'), ',') || '}'`;
   const rest = unknown
-    ? `CASE WHEN __invalid0 IS NOT NULL THEN NULL WHEN __exact OR list_has_all(${names}, __keys) THEN '{}' ELSE json_merge_patch(__raw, ${patch})::VARCHAR END`
+    ? `CASE WHEN __invalid0 IS NOT NULL THEN NULL WHEN __exact OR list_has_all(${names}, __keys) THEN '{}' ` +
+      `WHEN __folded THEN json_merge_patch(__raw, ${foldedPatch})::VARCHAR ELSE json_merge_patch(__raw, ${patch})::VARCHAR END`
     : "NULL::VARCHAR";
-  // A field given twice is ambiguous: DuckDB reads the first value, JavaScript's and Python's JSON readers the last.
-  // Such an event is a bad one, naming the fields (json_keys unescapes them, so "a" and "\u0061" are the same).
+  // A field given twice (or twice in different cases) is ambiguous: DuckDB reads the first value, JavaScript's and
+  // Python's JSON readers the last. Such an event is a bad one, naming the fields (json_keys unescapes them, so "a"
+  // and "\u0061" are the same).
+  const twice = `list_position(__lower, __lower[i]) <> len(__lower) + 1 - list_position(list_reverse(__lower), __lower[i])`;
   const repeated =
-    `CASE WHEN __exact THEN NULL WHEN len(__keys) <> len(list_distinct(__keys)) THEN 'fields given more than once: ' || ` +
-    `array_to_string(list_distinct(list_filter(__keys, lambda k, i: list_position(__keys, k) < i)), ', ') || ` +
-    `' (JSON readers disagree on which value counts; send each field once)' END`;
+    `CASE WHEN __exact THEN NULL WHEN len(__lower) <> len(list_distinct(__lower)) THEN 'fields given more than once: ' || ` +
+    `array_to_string(list_sort(list_distinct(list_filter(__keys, (k, i) -> ${twice}))), ', ') || ` +
+    `' (field names match the columns whatever their case, and JSON readers disagree on which value counts; send each field once)' END`;
   const unknownProblem =
     unknown?.mode === "deadletter"
       ? `CASE WHEN __rest <> '{}' THEN 'fields not declared: ' || array_to_string(json_keys(__rest::JSON), ', ') || ' (declare them as columns, or set unknown_fields: keep)' END`
@@ -463,7 +477,9 @@ async function readJsonl(connection: DuckDBConnection, request: LandRequest, lin
   // Each line is parsed once for all the columns. Extraction never sees a malformed line: it is NULL there, a level
   // above the check, never in the same expression.
   const paths = `[${declared.map((c) => quoteLiteral(`$."${c.name}"`)).join(", ")}]`;
-  const extracted = `json_extract_string(CASE WHEN __invalid IS NULL THEN __raw END, ${paths})`;
+  // A folded object's paths are its own spellings (a declared name's letters in any case: nothing to escape).
+  const foldedPaths = declared.map((c) => `json_extract_string(__raw, '$."' || ${spelled(c.name)} || '"')`);
+  const extracted = `CASE WHEN __folded AND __invalid IS NULL THEN [${foldedPaths.join(", ")}] ELSE json_extract_string(CASE WHEN __invalid IS NULL THEN __raw END, ${paths}) END`;
   // A JSON "" is an empty value, like null, except in a non-nullable text column (docs/signatures.md, step 1).
   const values = request.columns.map((c, i) => {
     if (c.name === unknown?.column) return `CASE WHEN __invalid IS NULL THEN nullif(__rest, '{}') END AS __s${i}`;
@@ -473,16 +489,55 @@ async function readJsonl(connection: DuckDBConnection, request: LandRequest, lin
   return {
     select:
       `SELECT __file, __line, __invalid AS __structural, ${values.join(", ")} FROM (SELECT __file, __line, __raw, __invalid, __rest, ${extracted} AS __values ` +
-      `FROM (SELECT __file, __line, __raw, __rest, coalesce(__invalid0, ${repeated}, ${unknownProblem}) AS __invalid ` +
-      `FROM (SELECT __file, __line, __raw, __invalid0, __keys, __exact, ${rest} AS __rest ` +
+      `FROM (SELECT __file, __line, __raw, __rest, __folded, __keys, __lower, coalesce(__invalid0, ${repeated}, ${unknownProblem}) AS __invalid ` +
+      `FROM (SELECT __file, __line, __raw, __invalid0, __keys, __lower, __exact, __folded, ${rest} AS __rest ` +
+      `FROM (SELECT *, ${folded} AS __folded FROM (SELECT *, ${lowered} AS __lower ` +
       `FROM (SELECT *, ${exact} AS __exact ` +
       // Each object's field names once, for the repeated ones and the undeclared ones.
       `FROM (SELECT __file, __line, __raw, __invalid0, CASE WHEN __invalid0 IS NULL THEN json_keys(__raw) END AS __keys ` +
       // Lines of spaces only are not rows (as empty lines are not); a pattern is ten times faster here than trim().
-      `FROM (SELECT __file, __line, __raw, ${invalid} AS __invalid0 FROM ${lines} WHERE regexp_matches(__raw, '[^ ]')))))))`,
+      `FROM (SELECT __file, __line, __raw, ${invalid} AS __invalid0 FROM ${lines} WHERE regexp_matches(__raw, '[^ ]')))))))))`,
     types: request.columns.map(() => "VARCHAR"),
     rawTable: lines,
   };
+}
+
+/**
+ * A JSONL delivery whose file never gives a declared field (in any line, in any case) is refused naming the file and
+ * the field, as a CSV file whose header lacks a column: a misspelled declaration would otherwise land every value as
+ * NULL. Found from the landed values first (a column with a value in a file is given there), so that the lines are
+ * read again only for a column that is NULL throughout a file.
+ */
+async function refuseAbsentFields(connection: DuckDBConnection, request: LandRequest, landed: string, lines: string): Promise<void> {
+  const fields = request.columns.filter((c) => c.name !== request.unknownFields?.column);
+  if (fields.length === 0) return;
+  const counts = (
+    await connection.runAndReadAll(`SELECT __file, ${fields.map((c) => `count(${quoteIdentifier(c.name)})`).join(", ")} FROM ${landed} GROUP BY __file ORDER BY __file`)
+  ).getRowsJS();
+  const suspects = counts
+    .map(([file, ...given]) => ({ file: Number(file), columns: fields.filter((_, i) => Number(given[i]) === 0).map((c) => c.name) }))
+    .filter((s) => s.columns.length > 0);
+  if (suspects.length === 0) return;
+  const wanted = [...new Set(suspects.flatMap((s) => s.columns))];
+  const objects =
+    `SELECT __file, list_transform(json_keys(__raw), k -> lower(k)) AS __lower, json_keys(__raw) AS __keys FROM ${lines} ` +
+    `WHERE __file IN (${suspects.map((s) => s.file).join(", ")}) AND json_valid(__raw) AND regexp_matches(__raw, '^[ \\t\\r\\n]*[{]')`;
+  const found = (
+    await connection.runAndReadAll(
+      `SELECT __file, [${wanted.map((name) => `bool_or(list_contains(__lower, ${quoteLiteral(name)}))`).join(", ")}], list_sort(list_distinct(flatten(list(__keys))))[1:20] ` +
+        `FROM (${objects}) GROUP BY __file ORDER BY __file`,
+    )
+  ).getRowsJS() as [number, boolean[], string[]][];
+  // A file without one valid object has no fields to name: its lines are bad rows, reported as such.
+  for (const [file, given, keys] of found) {
+    const absent = suspects.find((s) => s.file === Number(file))!.columns.filter((name) => !given[wanted.indexOf(name)]);
+    if (absent.length === 0) continue;
+    const shownKeys = keys.length === 0 ? "none" : printable(keys.join(", "), 300);
+    throw new InvalidInputError(
+      `${request.files[Number(file) - 1]}: no line has a field ${absent.join(", ")} (the lines' fields are ${shownKeys}). ` +
+        "Name the fields as the columns are declared (case does not matter), or remove the column from the dataset's columns",
+    );
+  }
 }
 
 /** Parquet: the declared columns by name (case-insensitively), with their types in the file, and each row's number in its file. */
@@ -490,6 +545,7 @@ async function readParquet(connection: DuckDBConnection, request: LandRequest): 
   const files = sqlList(request.files);
   const described = (await connection.runAndReadAll(`DESCRIBE SELECT * FROM read_parquet(${files}, hive_partitioning = false)`)).getRowsJS().map(([name, type]) => [String(name), String(type)] as const);
   const found = request.columns.map((c) => described.find(([name]) => name.toLowerCase() === c.name.toLowerCase()));
+  await refuseCaseTwins(connection, request);
   const missing = request.columns.filter((_, i) => found[i] === undefined).map((c) => c.name);
   if (missing.length > 0) {
     throw new InvalidInputError(
@@ -513,6 +569,37 @@ async function readParquet(connection: DuckDBConnection, request: LandRequest): 
     (file, index) => `SELECT ${index + 1} AS __file, row_number() OVER () AS __line, NULL::VARCHAR AS __structural, ${values} FROM read_parquet(${quoteLiteral(file)}, hive_partitioning = false)`,
   );
   return { select: perFile.join(" UNION ALL "), types };
+}
+
+/**
+ * Refuses a Parquet file with two top-level columns whose names differ only in case where one is a declared column:
+ * both are that column, as a CSV header naming it twice (DuckDB's reader would rename the second, `ID_1`, and read
+ * the first alone). The names are the files' own, from their schemas.
+ */
+async function refuseCaseTwins(connection: DuckDBConnection, request: LandRequest): Promise<void> {
+  const schema = (await connection.runAndReadAll(`SELECT file_name, name, num_children FROM parquet_schema(${sqlList(request.files)})`)).getRowsJS();
+  const declared = new Set(request.columns.map((c) => c.name.toLowerCase()));
+  for (const file of request.files) {
+    const elements = schema.filter(([name]) => name === file).map(([, name, children]) => ({ name: String(name), children: Number(children ?? 0) }));
+    // The schema is a tree in pre-order: the root, then each top-level column followed by its nested fields.
+    const topLevel: string[] = [];
+    let skip = 0;
+    for (const element of elements.slice(1)) {
+      if (skip > 0) skip += element.children - 1;
+      else {
+        topLevel.push(element.name);
+        skip = element.children;
+      }
+    }
+    const twins = [...declared]
+      .map((column) => topLevel.filter((name) => name.toLowerCase() === column))
+      .filter((named) => named.length > 1);
+    if (twins.length > 0) {
+      throw new InvalidInputError(
+        `${file}: the Parquet file has columns ${twins.map((named) => named.join(" and ")).join(", ")}, which name the same column (case does not matter): rename or remove one`,
+      );
+    }
+  }
 }
 
 function quoteParquetName(name: string): string {

@@ -374,6 +374,8 @@ export class IngestService implements IngestHandler {
           partition: ns.time.partition,
           signatureColumns: table.columns.map((c) => c.name),
           unknownFields: { mode: ns.unknownFields, column: ns.unknownFields === "keep" ? ns.extraColumn : undefined },
+          // Each event stands alone: a field no event of this segment sends is NULL, not a reason to stop.
+          absentFields: "null",
         });
         try {
           files += await this.store(this.options.lake, table, segment, sequence, delivery, work);
@@ -479,6 +481,7 @@ export class IngestService implements IngestHandler {
       columns: [...DEAD_LETTER_COLUMNS],
       partition: DEAD_LETTER_PARTITION,
       signatureColumns: DEAD_LETTER_COLUMNS.map((c) => c.name),
+      absentFields: "null",
     });
     try {
       if (delivery.rowsRejected > 0) throw new LakeswapError("STORE_ERROR", `the dead letters of ${label} could not be landed: ${delivery.firstRejects[0]?.reason}`);

@@ -133,6 +133,12 @@ export interface LandRequest {
    */
   readonly unknownFields?: { readonly mode: "keep" | "deadletter"; readonly column?: string };
   /**
+   * JSONL: a declared field that no line of a file gives (in any case). `refuse` (default): the load stops naming
+   * the file and the field, as for a CSV header that lacks a column. `null` (ingest, where each event stands
+   * alone): it is NULL in every line, a bad row where the column is not nullable.
+   */
+  readonly absentFields?: "refuse" | "null";
+  /**
    * The delivery's id when the caller names it (an ingested segment: its id names its bytes, which the collector
    * wrote itself); then the files are not hashed to name it.
    */

@@ -441,7 +441,7 @@ describe("bad rows", () => {
     const { ws, lake } = await start({ deadLetter: true });
     const config = (await import("node:fs")).readFileSync(ws.configFile, "utf8").replace("format: csv", "format: jsonl");
     (await import("node:fs")).writeFileSync(ws.configFile, config);
-    const rows = orders(1, 3).map((r) => JSON.stringify({ order_id: r.id, customer_id: r.customer, amount: Number(r.amount), status: r.status, order_ts: r.ts }));
+    const rows = orders(1, 3).map((r) => JSON.stringify({ order_id: r.id, customer_id: r.customer, amount: Number(r.amount), status: r.status, order_ts: r.ts, updated_at: null }));
     const file = ws.delivery([rows[0], "{not json", rows[1], rows[2]].join("\n"));
     const report = await ws.pipeline(lake, { inputs: [file] }).sync();
     expect(report.loads[0]).toMatchObject({ rowsRead: 4, rowsLoaded: 3, rowsDeadLettered: 1 });

@@ -417,7 +417,8 @@ describe("v3 signatures: the same rows give the same signature", () => {
     expect(await signaturesOf({ ...base, format: "jsonl", files: [jsonl] })).toEqual(reference);
 
     const jsonlEmpty = writeSource("jsonl", [
-      { order_id: 1, amount: 1.5, ratio: 1, note: "first", order_ts: "2026-11-01 10:00:00" },
+      // A declared field that no line gives stops the load (issue 25): updated_at is given, as null, once.
+      { order_id: 1, amount: 1.5, ratio: 1, note: "first", order_ts: "2026-11-01 10:00:00", updated_at: null },
       { order_id: 2, amount: 2, ratio: 0.25, note: "", order_ts: "2026-11-01 11:00:00" },
       { order_id: 3, amount: 3.1, ratio: 2, note: "third", order_ts: "2026-11-02 09:30:00" },
     ].map((r) => JSON.stringify(r)).join("\n"));

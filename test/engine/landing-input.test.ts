@@ -1,5 +1,5 @@
 import { execFile } from "node:child_process";
-import { writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
 import { promisify } from "node:util";
@@ -370,7 +370,7 @@ describe("text files are read in chunks of whole lines, never as one string (iss
     const csv = await land({ files: [file("csv", "id,note,day\r\n1,a,x\r\n\r\nz,b,x\r\n\r\n\r\n")], format: "csv", columns, partition: byDay });
     expect(csv.good).toEqual([["1", "a", "x"]]);
     expect(csv.bad).toEqual([[4, "column id: 'z' is not an integer", "z,b,x"]]);
-    const jsonl = await land({ files: [file("jsonl", `{"id": 1, "day": "x"}\n\n  \n{"id": "z", "day": "x"}\n\n`)], format: "jsonl", columns, partition: byDay });
+    const jsonl = await land({ files: [file("jsonl", `{"id": 1, "day": "x"}\n\n  \n{"id": "z", "day": "x"}\n\n`)], format: "jsonl", columns, partition: byDay, absentFields: "null" });
     expect(jsonl.good).toEqual([["1", null, "x"]]);
     expect(jsonl.bad).toEqual([[4, "column id: 'z' is not an integer", `{"id": "z", "day": "x"}`]]);
   });
@@ -391,7 +391,7 @@ describe("text files are read in chunks of whole lines, never as one string (iss
     const jsonlFiles = [file("jsonl", `{"id": 1, "day": "x"}\n`), file("jsonl", `{"id": 2, "day": "x"}\n{"id": "z", "day": "x"}\n`)];
     const parquetFiles = [await parquet(`SELECT '1' AS id, 'a' AS note, 'x' AS day`), await parquet(`SELECT * FROM (VALUES ('2', 'b', 'x'), ('z', 'c', 'x')) t(id, note, day)`)];
     for (const [files, format] of [[csvFiles, "csv"], [jsonlFiles, "jsonl"], [parquetFiles, "parquet"]] as const) {
-      const { delivery } = await land({ files: [...files], format, columns, partition: byDay });
+      const { delivery } = await land({ files: [...files], format, columns, partition: byDay, absentFields: "null" });
       expect(delivery).toMatchObject({ rowsLoaded: 2, rowsRejected: 1 });
       expect(delivery.firstRejects).toEqual([
         { file: files[1], line: format === "csv" ? 3 : 2, reason: "column id: 'z' is not an integer", raw: format === "csv" ? "z,c,x" : format === "jsonl" ? `{"id": "z", "day": "x"}` : null },
@@ -405,7 +405,8 @@ describe("JSONL fields the columns do not declare (ingest's unknown_fields)", ()
   // Keys escaped, in any order; nested values and nulls: what is left of the object is exactly the undeclared keys,
   // and an object of declared keys only keeps nothing. A key written twice (lines 2 and 5, and escaped on line 7) is
   // ambiguous: DuckDB would read the first value, JavaScript's and Python's JSON readers the last; until 2026-12-02
-  // such an event landed with the first. It is a bad row naming the field. An object with as many keys as there are
+  // such an event landed with the first. It is a bad row naming the field; so is a field given twice in two cases
+  // (line 6: day and Day name the same column since issue 25). An object with as many keys as there are
   // declared fields is checked all the same (line 8: one given twice, one missing); one that gives them all in another
   // order, or only some, needs no merge (lines 9, 10).
   const lines = [
@@ -421,6 +422,7 @@ describe("JSONL fields the columns do not declare (ingest's unknown_fields)", ()
     `{"id": 14}`,
   ];
   const repeated = (line: number): [number, string] => [line, "fields given more than once: id"];
+  const inTwoCases = (line: number): [number, string] => [line, "fields given more than once: Day, day"];
 
   it("keep: undeclared fields are kept as one JSON object in the extra column, NULL when there are none", async () => {
     const { good, bad } = await land({
@@ -429,9 +431,9 @@ describe("JSONL fields the columns do not declare (ingest's unknown_fields)", ()
       columns,
       unknownFields: { mode: "keep", column: "extra" },
     });
-    expect(bad.map(([line, reason]) => [line, String(reason).split(" (")[0]])).toEqual([repeated(2), repeated(5), repeated(7), repeated(8)]);
+    expect(bad.map(([line, reason]) => [line, String(reason).split(" (")[0]])).toEqual([repeated(2), repeated(5), inTwoCases(6), repeated(7), repeated(8)]);
     const extra = new Map(good.map(([id, , rest]) => [Number(id), rest === null ? null : JSON.parse(String(rest))]));
-    expect(Object.fromEntries(extra)).toEqual({ 1: null, 4: null, 5: { campaign: { name: "spring", tags: [1, 2] } }, 8: { Day: "y" }, 13: null, 14: null });
+    expect(Object.fromEntries(extra)).toEqual({ 1: null, 4: null, 5: { campaign: { name: "spring", tags: [1, 2] } }, 13: null, 14: null });
   });
 
   it("deadletter: an event with an undeclared field is a bad row naming the fields; the others land", async () => {
@@ -446,7 +448,7 @@ describe("JSONL fields the columns do not declare (ingest's unknown_fields)", ()
       repeated(2),
       [4, "fields not declared: campaign"],
       repeated(5),
-      [6, "fields not declared: Day"],
+      inTwoCases(6),
       repeated(7),
       repeated(8),
     ]);
@@ -454,8 +456,74 @@ describe("JSONL fields the columns do not declare (ingest's unknown_fields)", ()
 
   it("a JSONL dataset (no unknown_fields): a field given twice is a bad row too, with the fix in its reason", async () => {
     const { good, bad } = await land({ files: [file("jsonl", `${lines.join("\n")}\n`)], format: "jsonl", columns: columns.slice(0, 2) });
-    expect(good.map(([id]) => Number(id)).sort((a, b) => a - b)).toEqual([1, 4, 5, 8, 13, 14]);
-    expect(bad.map(([line]) => line)).toEqual([2, 5, 7, 8]);
-    expect(String(bad[0]![1])).toBe("fields given more than once: id (JSON readers disagree on which value counts; send each field once)");
+    expect(good.map(([id]) => Number(id)).sort((a, b) => a - b)).toEqual([1, 4, 5, 13, 14]);
+    expect(bad.map(([line]) => line)).toEqual([2, 5, 6, 7, 8]);
+    expect(String(bad[0]![1])).toBe(
+      "fields given more than once: id (field names match the columns whatever their case, and JSON readers disagree on which value counts; send each field once)",
+    );
+  });
+});
+
+describe("JSONL field names match the columns as CSV headers do (issue 25, item 3)", () => {
+  const columns = [col("id", "BIGINT"), col("title", "VARCHAR"), col("distributor", "VARCHAR")];
+
+  it("reads fields spelled in another case (movies.json's Title, Distributor; {\"ID\": 5})", async () => {
+    const lines = [`{"Title": "Alien", "Distributor": "Fox", "ID": 5}`, `{"TITLE": "Heat", "distributor": "WB", "id": 6}`, `{"title": "Up", "distributor": null, "iD": 7}`];
+    const { good, bad, signatures } = await land({ files: [file("jsonl", `${lines.join("\n")}\n`)], format: "jsonl", columns });
+    expect(bad).toEqual([]);
+    expect(good).toEqual([["5", "Alien", "Fox"], ["6", "Heat", "WB"], ["7", "Up", null]]);
+    const csv = await land({ files: [file("csv", "ID,Title,Distributor\n5,Alien,Fox\n6,Heat,WB\n7,Up,\n")], format: "csv", columns });
+    expect(signatures).toEqual(csv.signatures);
+  });
+
+  it("two fields whose names differ only in case are a bad row naming both", async () => {
+    const lines = [`{"id": 1, "title": "a", "distributor": "x"}`, `{"id": 2, "Title": "b", "title": "c", "distributor": "x"}`, `{"ID": 3, "Id": 4, "title": "d", "distributor": "x"}`];
+    const { good, bad } = await land({ files: [file("jsonl", `${lines.join("\n")}\n`)], format: "jsonl", columns });
+    expect(good).toEqual([["1", "a", "x"]]);
+    expect(bad.map(([line, reason]) => [line, String(reason).split(" (")[0]])).toEqual([
+      [2, "fields given more than once: Title, title"],
+      [3, "fields given more than once: ID, Id"],
+    ]);
+  });
+
+  it("keeps undeclared fields apart from a declared field spelled in another case (unknown_fields: keep)", async () => {
+    const { good, bad } = await land({
+      files: [file("jsonl", `{"ID": 1, "Title": "a", "distributor": "x", "Rating": 7}\n`)],
+      format: "jsonl",
+      columns: [...columns, col("extra", "VARCHAR")],
+      unknownFields: { mode: "keep", column: "extra" },
+    });
+    expect(bad).toEqual([]);
+    expect(good).toEqual([["1", "a", "x", `{"Rating":7}`]]);
+  });
+
+  it("refuses a file whose lines never give a declared field, naming the file and the field; a field given as null is given", async () => {
+    const given = file("jsonl", `{"id": 1, "title": "a", "distributor": "x"}\n`);
+    const absent = file("jsonl", `{"id": 2, "Title": "b"}\n{"id": 3, "title": "c", "rating": 1}\n`);
+    const request = { files: [given, absent], format: "jsonl" as const, header: true, delimiter: ",", columns, partition: [{ key: "p", expression: "'all'" }], signatureColumns: ["id"] };
+    await expect(engine.land(request)).rejects.toThrow(
+      `${absent}: no line has a field distributor (the lines' fields are Title, id, rating, title). ` +
+        "Name the fields as the columns are declared (case does not matter), or remove the column from the dataset's columns",
+    );
+    const nulls = await land({ files: [file("jsonl", `{"id": 4, "title": "d", "distributor": null}\n`)], format: "jsonl", columns });
+    expect(nulls.good).toEqual([["4", "d", null]]);
+    // Ingest's events stand alone: there a field no event gives is NULL.
+    const events = await land({ files: [absent], format: "jsonl", columns, absentFields: "null" });
+    expect(events.good).toEqual([["2", "b", null], ["3", "c", null]]);
+  });
+
+  it("refuses a Parquet source with two columns whose names differ only in case, as a CSV header naming one twice", async () => {
+    // DuckDB writes a second "ID" as ID_1; other writers (pandas, Spark) keep it: the column q9 is renamed ID in the footer.
+    const written = await parquet(`SELECT 1 AS id, 2 AS q9, 'a' AS title, {'id': 3} AS distributor`);
+    const bytes = readFileSync(written);
+    const source = file("parquet", Buffer.from(bytes.toString("latin1").replaceAll("q9", "ID"), "latin1"));
+    await expect(
+      engine.land({ files: [source], format: "parquet", header: true, delimiter: ",", columns, partition: [{ key: "p", expression: "'all'" }], signatureColumns: ["id"] }),
+    ).rejects.toThrow(`${source}: the Parquet file has columns id and ID, which name the same column (case does not matter): rename or remove one`);
+    // A nested field of the same name is no twin.
+    const nested = await parquet(`SELECT 1 AS id, 'a' AS title, {'ID': 3} AS distributor`);
+    await expect(
+      engine.land({ files: [nested], format: "parquet", header: true, delimiter: ",", columns: columns.slice(0, 2), partition: [{ key: "p", expression: "'all'" }], signatureColumns: ["id"] }),
+    ).resolves.toMatchObject({ rowsLoaded: 1 });
   });
 });

@@ -587,3 +587,18 @@ describe("the collector's auto-tuned limits on AWS", () => {
     }
   });
 });
+
+describe("event field names (issue 25, item 3)", () => {
+  it("match the declared columns whatever their case; a field given in two cases is dead-lettered naming both; a field no event sends is NULL", async () => {
+    const { lake, service } = await setup(embeddedBackend);
+    const events = [
+      { Event_ID: "a1", User_Id: "u1", TS: "2026-11-30T01:00:00Z" },
+      { event_id: "a2", EVENT_ID: "a3", ts: "2026-11-30T02:00:00Z" },
+    ];
+    await service.accept({ pipeline: "events", namespace: "pageviews", body: ndjson(events), format: "ndjson" });
+    await service.flush();
+    expect(await rowsOf(lake, "SELECT event_id, user_id, ms, extra FROM pageviews")).toEqual([{ event_id: "a1", user_id: "u1", ms: null, extra: null }]);
+    const dead = (await rowsOf(lake, "SELECT reason FROM events")).map((row) => String(row.reason).split(" (")[0]);
+    expect(dead).toEqual(["fields given more than once: EVENT_ID, event_id"]);
+  });
+});
