@@ -88,7 +88,7 @@ describe("lakeswap plan and sync", () => {
     const lake = await openEmbeddedLake(workspace.lakeDir);
     try {
       // Back to the first delivery's amount, not the changed one (1.00).
-      expect((await lake.query("SELECT amount FROM orders_raw WHERE order_id = 104")).rows).toEqual([[14.28]]);
+      expect((await lake.query("SELECT amount FROM orders_raw WHERE order_id = 104")).rows).toEqual([["14.28"]]);
     } finally {
       await lake.close();
     }

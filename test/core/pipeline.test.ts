@@ -87,7 +87,7 @@ describe("pipelines skip unchanged partitions", () => {
       "raw day=2026-11-02 build content changed",
       "stage day=2026-11-02 build upstream changed",
     ]);
-    expect((await lake.query("SELECT amount FROM orders_stage WHERE order_id = 203")).rows).toEqual([[999.99]]);
+    expect((await lake.query("SELECT amount FROM orders_stage WHERE order_id = 203")).rows).toEqual([["999.99"]]);
   });
 
   it("rebuilds stage and analytics, not raw, when the stage SQL changes", async () => {
@@ -138,7 +138,7 @@ describe("pipelines skip unchanged partitions", () => {
     expect(built(await ws.pipeline(lake, { inputs: [file] }).sync())).toEqual(["analytics month=2026-11 build upstream changed"]);
     expect(built(await ws.pipeline(lake, { inputs: [file] }).sync())).toEqual([]);
     // Stage still holds the rolled-back (first) delivery's amount, not the changed one (5.00).
-    expect((await lake.query("SELECT amount FROM orders_stage WHERE order_id = 101")).rows).toEqual([[11.07]]);
+    expect((await lake.query("SELECT amount FROM orders_stage WHERE order_id = 101")).rows).toEqual([["11.07"]]);
 
     expect(await lake.unpin("orders_stage", "day=2026-11-01")).toBe(true);
     expect(built(await ws.pipeline(lake, { inputs: [file] }).sync())).toEqual([
