@@ -4,6 +4,9 @@ import type { Duplex, Readable } from "node:stream";
 import { createGunzip } from "node:zlib";
 import { InvalidInputError, LakeswapError, errorMessage } from "../core/errors.js";
 import { Metrics } from "./metrics.js";
+import { DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_BYTES_IN_FLIGHT, DEFAULT_MAX_CONNECTIONS } from "./server-limits.js";
+
+export { DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_BYTES_IN_FLIGHT, DEFAULT_MAX_CONNECTIONS };
 
 /** How a request body splits into events: one JSON value per line, or one JSON array. */
 export type IngestFormat = "ndjson" | "json";
@@ -60,6 +63,13 @@ export interface IngestServerOptions {
   readonly host?: string;
   /** The largest body accepted, after gunzip; default 16 MiB. */
   readonly maxBodyBytes?: number;
+  /**
+   * The most body bytes held at once, over every request being read or waiting for its events to be durable; a request
+   * that would pass it is answered 503 with Retry-After, its body not read. Default 256 MiB; at least `maxBodyBytes`.
+   */
+  readonly maxBytesInFlight?: number;
+  /** The most connections open at once; more are closed as they arrive (Node's `server.maxConnections`). Default 1024. */
+  readonly maxConnections?: number;
   /** Where the server reports what it cannot answer to a client (unexpected errors); default stderr. */
   readonly log?: (line: string) => void;
 }
@@ -75,8 +85,9 @@ export interface IngestServer {
   close(timeoutMs?: number): Promise<void>;
 }
 
-/** The default largest request body, after gunzip: 16 MiB. */
-export const DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024;
+
+/** The Retry-After of a request refused because the bodies held are at their limit: they are held until an fsync, milliseconds. */
+const BUSY_RETRY_AFTER_SECONDS = 1;
 
 /** How long `close()` waits for requests in flight by default. */
 export const DEFAULT_CLOSE_TIMEOUT_MS = 10_000;
@@ -108,10 +119,18 @@ class HttpError extends Error {
 export async function startIngestServer(options: IngestServerOptions): Promise<IngestServer> {
   const { handler, metrics } = options;
   const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+  const maxBytesInFlight = options.maxBytesInFlight ?? Math.max(DEFAULT_MAX_BYTES_IN_FLIGHT, maxBodyBytes);
+  if (maxBytesInFlight < maxBodyBytes) {
+    throw new InvalidInputError(`the bytes in flight limit (${formatBytes(maxBytesInFlight)}) is below the largest body (${formatBytes(maxBodyBytes)}): no such body could ever be taken; raise it`);
+  }
+  /** Body bytes held now, by every request being read or waiting for its answer. */
+  let bytesHeld = 0;
   const log = options.log ?? ((line: string) => process.stderr.write(`${line}\n`));
   const requests = metrics.counter("lakeswap_ingest_http_requests_total", "HTTP requests answered by the collector, by status code ('aborted': the client left first).", ["code"]);
   const seconds = metrics.histogram("lakeswap_ingest_request_seconds", "Time from a request's arrival to its answer, for all but /healthz and /metrics (an event POST is answered 200 once its events are durable), seconds.");
   const inFlightGauge = metrics.gauge("lakeswap_ingest_http_requests_in_flight", "HTTP requests the collector is reading or answering.");
+  const bytesGauge = metrics.gauge("lakeswap_ingest_http_body_bytes_in_flight", "Body bytes the collector holds, of requests being read or waiting for their events to be durable.");
+  bytesGauge.collect = () => bytesHeld;
 
   let inFlight = 0;
   let draining = false;
@@ -125,7 +144,18 @@ export async function startIngestServer(options: IngestServerOptions): Promise<I
     const path = (request.url ?? "/").split("?", 1)[0]!;
     // Scrapes and health checks would drown the time of event posts.
     const timed = path !== "/healthz" && path !== "/metrics";
+    // This request's share of `bytesHeld`, given back once it is answered (the log has its events, or it failed).
+    let held = 0;
+    const hold = (bytes: number): boolean => {
+      if (bytes <= held) return true;
+      if (bytesHeld + bytes - held > maxBytesInFlight) return false;
+      bytesHeld += bytes - held;
+      held = bytes;
+      return true;
+    };
     response.once("close", () => {
+      bytesHeld -= held;
+      held = 0;
       inFlight--;
       requests.inc({ code: response.writableFinished ? String(response.statusCode) : "aborted" });
       if (timed && response.writableFinished) seconds.observe(Number(process.hrtime.bigint() - started) / 1e9);
@@ -144,8 +174,10 @@ export async function startIngestServer(options: IngestServerOptions): Promise<I
       const gzip = isGzip(request.headers["content-encoding"]);
       const declaredLength = Number(request.headers["content-length"] ?? 0);
       if (!gzip && declaredLength > maxBodyBytes) throw tooLarge(maxBodyBytes, false);
+      // The declared body is counted before a byte of it is read, so that concurrent posts cannot all pass the limit.
+      if (!hold(gzip ? 0 : declaredLength)) throw busy(bytesHeld, maxBytesInFlight);
       if (expectsContinue) response.writeContinue();
-      const body = await readBody(request, maxBodyBytes, gzip);
+      const body = await readBody(request, maxBodyBytes, gzip, (size) => hold(size) || busy(bytesHeld, maxBytesInFlight));
       // The chunks as they arrived: the log writes them as they are, never copied into one buffer.
       const { accepted } = await handler.accept({ pipeline, namespace, body, format: format ?? sniffFormat(body) });
       sendJson(response, 200, { accepted });
@@ -203,6 +235,7 @@ export async function startIngestServer(options: IngestServerOptions): Promise<I
 
   // HTTP keep-alive is Node's default; keepAlive here also turns on TCP keep-alive, so dead peers are noticed.
   const server = createServer({ keepAlive: true }, (request, response) => void handle(request, response, false));
+  server.maxConnections = options.maxConnections ?? DEFAULT_MAX_CONNECTIONS;
   // Answer a client that waits for 100-continue before it sends the body: a request that is refused anyway
   // (wrong route, too large, draining) is refused before the body travels.
   server.on("checkContinue", (request: IncomingMessage, response: ServerResponse) => void handle(request, response, true));
@@ -322,11 +355,22 @@ function tooLarge(maxBodyBytes: number, gzip: boolean): HttpError {
   );
 }
 
+/** The 503 of a request refused because the bodies held are at the server's limit (`maxBytesInFlight`). */
+function busy(held: number, limit: number): HttpError {
+  return new HttpError(
+    503,
+    `the collector holds ${formatBytes(held)} of request bodies, at its limit of ${formatBytes(limit)} (--max-bytes-in-flight): retry in ${BUSY_RETRY_AFTER_SECONDS} s`,
+    // The body is not read: the connection cannot carry another request.
+    { "retry-after": String(BUSY_RETRY_AFTER_SECONDS), connection: "close" },
+  );
+}
+
 /**
  * Reads a body up to `maxBodyBytes` (counted after gunzip), keeping the chunks as they arrived. Gives up with
- * 413 as soon as the limit is passed, without reading the rest.
+ * 413 as soon as the limit is passed, without reading the rest; and with what `hold` returns when it refuses to
+ * hold the bytes read so far (the server's bytes in flight).
  */
-function readBody(request: IncomingMessage, maxBodyBytes: number, gzip: boolean): Promise<Buffer[]> {
+function readBody(request: IncomingMessage, maxBodyBytes: number, gzip: boolean, hold: (size: number) => true | HttpError): Promise<Buffer[]> {
   return new Promise<Buffer[]>((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -350,6 +394,8 @@ function readBody(request: IncomingMessage, maxBodyBytes: number, gzip: boolean)
     const onData = (chunk: Buffer): void => {
       size += chunk.length;
       if (size > maxBodyBytes) return stop(tooLarge(maxBodyBytes, gzip));
+      const held = hold(size);
+      if (held !== true) return stop(held);
       chunks.push(chunk);
     };
     const onEnd = (): void => {

@@ -63,7 +63,7 @@ afterEach(async () => {
   await Promise.all(servers.splice(0).map((server) => server.close(1000)));
 });
 
-async function start(options: Pick<Partial<IngestServerOptions>, "maxBodyBytes"> = {}): Promise<{ server: IngestServer; handler: RecordingHandler; metrics: Metrics; logged: string[] }> {
+async function start(options: Pick<Partial<IngestServerOptions>, "maxBodyBytes" | "maxBytesInFlight" | "maxConnections"> = {}): Promise<{ server: IngestServer; handler: RecordingHandler; metrics: Metrics; logged: string[] }> {
   const handler = new RecordingHandler();
   const metrics = new Metrics();
   const logged: string[] = [];
@@ -246,6 +246,71 @@ describe("POST /v1/<pipeline>/<namespace>", () => {
     expect(continued).toBe(false);
     waiting.request.destroy();
     expect(handler.requests).toHaveLength(1);
+  });
+
+  // Nothing bounded the bodies held at once: thirty concurrent 15 MB posts took the collector to 527 MB.
+  it("holds at most maxBytesInFlight of bodies: a post past it gets 503 with Retry-After before its body is read, and is taken once the others are answered", async () => {
+    const { server, handler, metrics } = await start({ maxBodyBytes: 1024 * 1024, maxBytesInFlight: 1024 * 1024 });
+    const durable = deferred<{ accepted: number }>();
+    handler.answer = () => durable.promise;
+    const first = post(server, "/v1/web/clicks", Buffer.alloc(600 * 1024, 0x20));
+    await handler.calls(1);
+    expect(metrics.render()).toMatch(/lakeswap_ingest_http_body_bytes_in_flight 614400/);
+
+    // Its headers only: the answer comes although the client has not sent a byte of the body.
+    const declared = rawPost(server, "/v1/web/clicks", { "content-type": "application/x-ndjson", "content-length": 600 * 1024 });
+    declared.request.flushHeaders();
+    const refused = await declared.response;
+    expect(refused.status).toBe(503);
+    expect(refused.headers["retry-after"]).toBe("1");
+    expect(refused.headers.connection).toBe("close");
+    expect(JSON.parse(refused.body)).toEqual({ error: "the collector holds 600 KiB of request bodies, at its limit of 1 MiB (--max-bytes-in-flight): retry in 1 s" });
+    declared.request.destroy();
+
+    // Chunked, without a length: refused as soon as what arrived passes the limit.
+    const chunked = rawPost(server, "/v1/web/clicks", { "content-type": "application/x-ndjson" });
+    chunked.request.write(Buffer.alloc(300 * 1024, 0x20));
+    chunked.request.write(Buffer.alloc(300 * 1024, 0x20));
+    expect((await chunked.response).status).toBe(503);
+    chunked.request.destroy();
+    expect(handler.requests).toHaveLength(1);
+
+    durable.resolve({ accepted: 0 });
+    expect((await first).status).toBe(200);
+    handler.answer = countEvents;
+    expect((await post(server, "/v1/web/clicks", Buffer.alloc(600 * 1024, 0x20))).status).toBe(200);
+    expect(metrics.render()).toMatch(/lakeswap_ingest_http_body_bytes_in_flight 0/);
+  });
+
+  it("keeps at most maxConnections connections open: one more is closed as it arrives", async () => {
+    const { server } = await start({ maxConnections: 2 });
+    const port = Number(new URL(server.url).port);
+    const open = (): Promise<Socket> => new Promise((resolve, reject) => {
+      const socket = connect(port, "127.0.0.1", () => resolve(socket));
+      socket.on("error", reject);
+    });
+    const held = [await open(), await open()];
+    const third = await open();
+    const closed = await new Promise<string>((resolve) => {
+      third.on("data", () => resolve("answered"));
+      third.on("close", () => resolve("closed"));
+      third.write("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+    });
+    expect(closed).toBe("closed");
+    held[0]!.destroy();
+    await new Promise((wake) => held[0]!.once("close", wake));
+    // Node counts the closed one out on its own time: poll until a new connection is served.
+    for (;;) {
+      const socket = await open();
+      const answer = await new Promise<string>((resolve) => {
+        socket.on("data", () => resolve("answered"));
+        socket.on("close", () => resolve("closed"));
+        socket.write("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+      });
+      socket.destroy();
+      if (answer === "answered") break;
+    }
+    held[1]!.destroy();
   });
 
   it("gunzips a gzip body (Content-Encoding: gzip), with the limit on the gunzipped size; refuses broken gzip and other encodings", async () => {

@@ -77,3 +77,21 @@ describe("lakeswap ingest with AWS named by the environment alone", () => {
     }
   });
 });
+
+describe("lakeswap serve's bounds", () => {
+  it("refuses a --max-connections or --max-bytes-in-flight that is not a bound, with exit 2, naming the flag", async () => {
+    const { dir, cleanup } = tempDir("lakeswap-serve-flags-");
+    try {
+      writeFileSync(path.join(dir, "lakeswap.yaml"), CONFIG);
+      const config = path.join(dir, "lakeswap.yaml");
+      const connections = await runMain(["serve", "-c", config, "--port", "0", "--max-connections", "many"], { DATA_OUTPUT_S3_BUCKET: undefined });
+      expect(connections.code).toBe(2);
+      expect(connections.stderr).toContain("--max-connections 'many' is not a number of connections: use a whole number from 1");
+      const bytes = await runMain(["serve", "-c", config, "--port", "0", "--max-bytes-in-flight", "1MiB"], { DATA_OUTPUT_S3_BUCKET: undefined });
+      expect(bytes.code).toBe(2);
+      expect(bytes.stderr).toContain("--max-bytes-in-flight '1MiB' is below the largest body a request may have (16MiB)");
+    } finally {
+      cleanup();
+    }
+  });
+});

@@ -3,7 +3,7 @@ import path from "node:path";
 import type { Readable } from "node:stream";
 import type { Command } from "commander";
 import { loadPipelineConfig, type PipelineConfig } from "../../config/pipeline-config.js";
-import { DEFAULT_DATA_SINK, ENVIRONMENT_DATA_SINK, type IngestPipelineConfig } from "../../config/ingest-config.js";
+import { DEFAULT_DATA_SINK, ENVIRONMENT_DATA_SINK, parseByteSize, type IngestPipelineConfig } from "../../config/ingest-config.js";
 import { InvalidInputError, LakeswapError, NotFoundError } from "../../core/errors.js";
 import type { IngestHandler, IngestRequest } from "../../ingest/http-server.js";
 import type { IngestService, SegmentReport } from "../../ingest/ingest-service.js";
@@ -11,6 +11,7 @@ import { formatTable, report } from "../output.js";
 import { interruptCleanups, wantsJson } from "../context.js";
 import { didYouMean } from "../../config/pipeline-config.js";
 import { BackgroundThreads, DEFAULT_BACKGROUND_NICE } from "../../ingest/thread-priority.js";
+import { DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_CONNECTIONS } from "../../ingest/server-limits.js";
 
 /** The largest file or stdin `lakeswap ingest` appends as one record; larger input goes in several. */
 const INGEST_CHUNK_BYTES = 8 * 1024 * 1024;
@@ -25,16 +26,19 @@ export function registerIngest(program: Command): void {
     .option("--host <host>", "the interface to listen on (default: every interface)")
     .option("--pipeline <name...>", "serve only these pipelines (default: every pipeline of the config)")
     .option("--flush-interval <ms>", "how often sealed segments are landed (default 1000)")
+    .option("--max-bytes-in-flight <size>", "the most request body bytes held at once; past it a post gets 503 with Retry-After, its body unread (default 256MiB)")
+    .option("--max-connections <n>", `the most connections open at once; more are closed as they arrive (default ${DEFAULT_MAX_CONNECTIONS})`)
     .option(
       "--background-nice <n>",
       `the CPU priority (nice, 0-19) of the threads that land events and do file I/O, so that acknowledging events wins the CPU; Linux only; 0: the same as the requests' thread (default ${DEFAULT_BACKGROUND_NICE})`,
     )
-    .action(async (options: { config: string; port?: string; host?: string; pipeline?: string[]; flushInterval?: string; backgroundNice?: string }) => {
+    .action(async (options: ServeOptions) => {
       const { Metrics, IngestLakes, openIngestService, startIngestServer, LANDING_YIELDS } = await ingestModules();
       const config = loadPipelineConfig(options.config);
       const pipelines = choosePipelines(config, options.pipeline);
       sayWhereItRuns(pipelines, config.file);
       const port = portOf(options.port ?? process.env.LAKESWAP_PORT ?? "8080");
+      const limits = serverLimits(options);
       const background = new BackgroundThreads(niceOf(options.backgroundNice ?? String(DEFAULT_BACKGROUND_NICE)));
       const metrics = new Metrics();
       const lakes = new IngestLakes();
@@ -49,7 +53,7 @@ export function registerIngest(program: Command): void {
       }
       const flushInterval = options.flushInterval ? Number(options.flushInterval) : 1000;
       for (const service of services.values()) service.start(flushInterval);
-      const server = await startIngestServer({ handler: router(services), metrics, port, host: options.host });
+      const server = await startIngestServer({ handler: router(services), metrics, port, host: options.host, ...limits });
       // Threads are made on demand (DuckDB's with the first landing): lowered now, and the new ones at each flush.
       background.lower();
       const lowering = setInterval(() => background.lower(), flushInterval);
@@ -205,6 +209,31 @@ function chooseNamespace(pipeline: IngestPipelineConfig, name: string | undefine
   }
   if (!known.includes(name)) throw new InvalidInputError(`pipeline '${pipeline.name}' has no namespace '${name}'${didYouMean(name, known)}; its namespaces: ${known.join(", ")}`);
   return name;
+}
+
+/** `lakeswap serve`'s options. */
+interface ServeOptions {
+  readonly config: string;
+  readonly port?: string;
+  readonly host?: string;
+  readonly pipeline?: string[];
+  readonly flushInterval?: string;
+  readonly backgroundNice?: string;
+  readonly maxBytesInFlight?: string;
+  readonly maxConnections?: string;
+}
+
+/** The server's bounds from --max-bytes-in-flight and --max-connections (the server's defaults where not given). */
+function serverLimits(options: ServeOptions): { maxBytesInFlight?: number; maxConnections?: number } {
+  const maxBytesInFlight = options.maxBytesInFlight !== undefined ? parseByteSize(options.maxBytesInFlight, "--max-bytes-in-flight") : undefined;
+  if (maxBytesInFlight !== undefined && maxBytesInFlight < DEFAULT_MAX_BODY_BYTES) {
+    throw new InvalidInputError(`--max-bytes-in-flight '${options.maxBytesInFlight}' is below the largest body a request may have (16MiB): use 16MiB or more`);
+  }
+  const connections = options.maxConnections !== undefined ? Number(options.maxConnections) : undefined;
+  if (connections !== undefined && (!Number.isInteger(connections) || connections < 1)) {
+    throw new InvalidInputError(`--max-connections '${options.maxConnections}' is not a number of connections: use a whole number from 1, e.g. --max-connections ${DEFAULT_MAX_CONNECTIONS}`);
+  }
+  return { maxBytesInFlight, maxConnections: connections };
 }
 
 function niceOf(value: string): number {
