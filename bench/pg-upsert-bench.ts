@@ -59,9 +59,9 @@ const COLUMNS = ["order_id", "customer_id", "amount", "status", "order_ts", "day
 
 /** The seed's statement, with this table's columns: every value replaced, updated_at stamped, for every row. */
 const EXECUTEMANY_SQL =
-  `INSERT INTO ${TABLE} (${COLUMNS.join(", ")}, updated_at) VALUES ($1, $2, $3, $4, $5, $6, now()) ` +
+  `INSERT INTO ${TABLE} (${COLUMNS.join(", ")}, _lakeswap_updated_at) VALUES ($1, $2, $3, $4, $5, $6, now()) ` +
   "ON CONFLICT (order_id) DO UPDATE SET customer_id = EXCLUDED.customer_id, amount = EXCLUDED.amount, " +
-  "status = EXCLUDED.status, order_ts = EXCLUDED.order_ts, day = EXCLUDED.day, updated_at = now()";
+  "status = EXCLUDED.status, order_ts = EXCLUDED.order_ts, day = EXCLUDED.day, _lakeswap_updated_at = now()";
 
 /** One table's contents, reduced to what two tables are compared by (updated_at left out: it records when each method wrote). */
 export interface TableCheck {
@@ -374,7 +374,7 @@ async function timeExecutemany(
 async function applySetBased(client: pg.Client, rows: readonly string[][]): Promise<void> {
   const column = (index: number): string[] => rows.map((row) => row[index] as string);
   await client.query(
-    `INSERT INTO ${TABLE} (${COLUMNS.join(", ")}, updated_at) SELECT *, now() FROM unnest($1::bigint[], $2::bigint[], $3::numeric[], $4::text[], $5::timestamp[], $6::text[]) ` +
+    `INSERT INTO ${TABLE} (${COLUMNS.join(", ")}, _lakeswap_updated_at) SELECT *, now() FROM unnest($1::bigint[], $2::bigint[], $3::numeric[], $4::text[], $5::timestamp[], $6::text[]) ` +
       EXECUTEMANY_SQL.slice(EXECUTEMANY_SQL.indexOf("ON CONFLICT")),
     COLUMNS.map((_, index) => column(index)),
   );
@@ -389,7 +389,7 @@ async function checkTable(url: string, since: Date): Promise<TableCheck> {
   const row = await withClient(url, async (client) => {
     const result = await client.query<{ rows: string; amount: string; pending: string; touched: string; hash: string }>(
       "SELECT count(*) AS rows, sum(amount)::text AS amount, count(*) FILTER (WHERE status = 'pending') AS pending, " +
-        "count(*) FILTER (WHERE updated_at >= $1) AS touched, " +
+        "count(*) FILTER (WHERE _lakeswap_updated_at >= $1) AS touched, " +
         `md5(string_agg(md5(concat_ws('|', ${COLUMNS.join(", ")})), '' ORDER BY order_id)) AS hash FROM ${TABLE}`,
       [since],
     );

@@ -114,6 +114,12 @@ const postgresSinkSchema = z
       .default("partition_replace")
       .describe("upsert: merge rows by primary_key (INSERT ... ON CONFLICT); partition_replace: delete the partition's rows and insert the new ones, in one transaction"),
     primary_key: z.array(identifier).min(1).optional().describe("the key upsert merges on (required for upsert): columns of this layer"),
+    hard_delete: z
+      .boolean()
+      .default(false)
+      .describe(
+        "upsert: a key the lake no longer holds (deleted, moved away, rolled back) is deleted from the target; default false: its row is kept and marked (_lakeswap_deleted_at set, and the dataset's delete_flag column set true on the raw layer)",
+      ),
   })
   .strict();
 
@@ -466,7 +472,7 @@ function resolveDataset(name: string, dataset: DatasetInput, dir: string, pipeli
       inputMap: keys.map((key) => ({ key, expression: map[key] as string })),
       lookups: [...new Set(layer.inputs?.tables ?? [])],
       compression: layer.compression,
-      sinks: resolveSinks(layer.sinks, [...layerColumns, ...keys.map((key) => ({ name: key, type: "VARCHAR" }))], `${where}.sinks`),
+      sinks: resolveSinks(layer.sinks, [...layerColumns, ...keys.map((key) => ({ name: key, type: "VARCHAR" }))], `${where}.sinks`, undefined),
     };
   });
   return {
@@ -490,7 +496,8 @@ function resolveDataset(name: string, dataset: DatasetInput, dir: string, pipeli
     write: dataset.write,
     upsert,
     layers,
-    sinks: resolveSinks(dataset.sinks, [...columns, ...partition.map((p) => ({ name: p.key, type: "VARCHAR" }))], `${at}.sinks`),
+    // The raw layer of an upsert dataset carries its delete flag: a soft delete in the target sets it true.
+    sinks: resolveSinks(dataset.sinks, [...columns, ...partition.map((p) => ({ name: p.key, type: "VARCHAR" }))], `${at}.sinks`, upsert?.deleteFlag),
   };
 }
 
@@ -651,7 +658,7 @@ type SinksInput = z.output<typeof sinksSchema>;
 const SQL_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
 
 /** Checks a layer's `sinks:` against its columns and resolves `${VAR}` in the URL from the environment. */
-function resolveSinks(sinks: SinksInput, layerColumns: readonly Column[], at: string, env: NodeJS.ProcessEnv = process.env): SinkSpec[] {
+function resolveSinks(sinks: SinksInput, layerColumns: readonly Column[], at: string, deleteFlag: string | undefined, env: NodeJS.ProcessEnv = process.env): SinkSpec[] {
   const postgres = sinks?.postgres;
   if (!postgres) return [];
   const where = `${at}.postgres`;
@@ -690,10 +697,11 @@ function resolveSinks(sinks: SinksInput, layerColumns: readonly Column[], at: st
   if (postgres.mode === "upsert" && primaryKey.length === 0) {
     throw new InvalidInputError(`${where}.primary_key: upsert merges rows by key: declare primary_key: [column, ...] (columns of this layer)`);
   }
-  if (columns.includes("updated_at") && postgres.mode === "upsert") {
-    throw new InvalidInputError(`${where}: the layer has a column 'updated_at', which upsert sets itself in the target (the time a row last changed); rename the layer's column`);
+  if (postgres.hard_delete && postgres.mode !== "upsert") {
+    throw new InvalidInputError(`${where}.hard_delete: applies to mode: upsert only (partition_replace always deletes what the lake no longer holds)`);
   }
-  return [{ kind: "postgres", url, maskedUrl, schema, table, mode: postgres.mode, primaryKey }];
+  const flag = postgres.mode === "upsert" && deleteFlag !== undefined && columns.includes(deleteFlag) ? { deleteFlag } : {};
+  return [{ kind: "postgres", url, maskedUrl, schema, table, mode: postgres.mode, primaryKey, hardDelete: postgres.hard_delete, ...flag }];
 }
 
 /** Replaces each `${VAR}` with the environment variable's value; a variable that is not set is an error naming it. */

@@ -65,6 +65,8 @@ export async function sendToSinks(
       partitionKeys: targets.partitionKeys,
       mode: spec.mode,
       primaryKey: spec.primaryKey,
+      hardDelete: spec.hardDelete,
+      deleteFlag: spec.deleteFlag,
     };
     const base = { sink: sink.description, layer: targets.layer, table: `${spec.schema}.${spec.table}` };
     try {
@@ -77,7 +79,7 @@ export async function sendToSinks(
         results.push({ ...base, partition: "*", action: "failed", reason: "target failed", seconds: 0, error: `${errorMessage(error)} (none of the table's ${count} partition(s) was checked or sent)` });
         continue;
       }
-      if (spec.mode === "partition_replace") results.push(...(await removeGone(sink, layout, base, recorded, states, selected)));
+      results.push(...(await removeGone(sink, layout, base, recorded, states, selected)));
       const changed = current.filter((state) => recorded.get(state.partition) !== sinkSignature(state));
       for (const state of current) {
         if (!changed.includes(state)) results.push({ ...base, partition: state.partition, action: "skipped", reason: "unchanged", run: state.runId, seconds: 0 });
@@ -87,6 +89,14 @@ export async function sendToSinks(
       // An S3 lake's runs are read by key, and copied by the sink.
       const remote = runs === undefined ? await lake.currentRuns(targets.table, changed.map((s) => s.partition)) : undefined;
       const byPartition = new Map((runs ?? remote ?? []).map((run) => [partitionPath(run.partition), run]));
+      // A run without files (an upsert that emptied the partition, allow_empty) is not among the local runs: it is
+      // sent as what it is, no rows, so the target drops the partition's rows in the same transaction as its state.
+      const missing = changed.filter((state) => !byPartition.has(state.partition)).map((state) => state.partition);
+      if (runs !== undefined && missing.length > 0) {
+        for (const run of await lake.currentRuns(targets.table, missing)) {
+          if (run.files.length === 0) byPartition.set(partitionPath(run.partition), run);
+        }
+      }
       // Every partition to send, in order, so that each write can name the next ones for the sink to read ahead.
       const planned = changed.map((state) => {
         const reason = sendReason(recorded.get(state.partition));
@@ -130,8 +140,9 @@ export async function sendToSinks(
 }
 
 /**
- * partition_replace mirrors the lake's partitions: one the sink holds but the lake no longer has (a rollback
- * of the sync that created it) loses its rows, in one transaction with its state row. Upsert never deletes.
+ * The target mirrors the lake's partitions: one the sink holds but the lake no longer has (a rollback of the
+ * sync that created it) loses its rows (upsert: its keys are deleted or marked deleted), in one transaction
+ * with its state row.
  */
 async function removeGone(
   sink: Sink,

@@ -20,6 +20,10 @@ export interface SinkLayout {
   readonly mode: SinkMode;
   /** The key `upsert` merges on (empty for `partition_replace`). */
   readonly primaryKey: readonly string[];
+  /** Upsert: a key the lake no longer holds is deleted (true) or kept and marked deleted (default false). */
+  readonly hardDelete?: boolean;
+  /** Upsert, soft delete: a BOOLEAN column of the layer that a marked row gets set true (the dataset's `delete_flag`). */
+  readonly deleteFlag?: string;
 }
 
 /** One partition to send: its current run in the lake and the signature the sink records with it. */
@@ -52,7 +56,10 @@ export interface Sink {
   prepare(layout: SinkLayout): Promise<Map<string, string>>;
   /** Writes one partition and its state row in one transaction; returns the rows sent. */
   write(layout: SinkLayout, partition: SinkPartitionWrite): Promise<{ readonly rows: number }>;
-  /** Deletes one partition's rows and its state row in one transaction (a partition the lake no longer has); returns the rows deleted. */
+  /**
+   * Removes one partition's rows (partition_replace; upsert: deletes or marks its keys) and its state row in one
+   * transaction (a partition the lake no longer has); returns the rows removed or marked.
+   */
   remove(layout: SinkLayout, partition: Partition, path: string): Promise<{ readonly rows: number }>;
   /** Ends the connection and removes anything read ahead for writes that did not come. */
   close(): Promise<void>;
@@ -68,6 +75,10 @@ export interface SinkSpec {
   readonly table: string;
   readonly mode: SinkMode;
   readonly primaryKey: readonly string[];
+  /** Upsert: delete a key the lake no longer holds (`hard_delete: true`) rather than mark it (default). */
+  readonly hardDelete: boolean;
+  /** Upsert on a raw layer with a `delete_flag`: the column a soft delete sets true. */
+  readonly deleteFlag?: string;
 }
 
 /** Opens the adapter of a declared sink (the CLI and `openSinkFor` supply it; core never imports an adapter). */

@@ -30,7 +30,7 @@ describe("sinks: in lakeswap.yaml", () => {
     expect(config.datasets[0]!.layers[1]!.sinks).toEqual([
       {
         kind: "postgres", url: "postgres://app:pa55@db.example:5432/shop", maskedUrl: "postgres://app:***@db.example:5432/shop",
-        schema: "analytics", table: "orders_monthly", mode: "upsert", primaryKey: ["order_day"],
+        schema: "analytics", table: "orders_monthly", mode: "upsert", primaryKey: ["order_day"], hardDelete: false,
       },
     ]);
     // Default mode, default schema; the partition key is a column too.
@@ -51,6 +51,29 @@ describe("sinks: in lakeswap.yaml", () => {
     ["an environment variable that is not set", { postgres: { url: "${LAKESWAP_NOT_SET_ANYWHERE}", table: "t" } }, /sinks\.postgres\.url: environment variable LAKESWAP_NOT_SET_ANYWHERE is not set/],
   ])("refuses %s, naming the key", (_what, sinks, message) => {
     expect(resolveWithSink(sinks)).toThrow(message);
+  });
+
+  // Issue 25 items 17 and 18: the stamp column is the sink's own (_lakeswap_updated_at); hard_delete is upsert's.
+  it("lets an upsert layer have its own updated_at; refuses the sink's own column names and hard_delete outside upsert", () => {
+    const withColumn = (name: string, sinks: unknown) => {
+      const ws = new PipelineWorkspace();
+      const config = parse(pipelineYaml()) as Record<string, any>;
+      config.datasets.orders.layers[1].columns[name] = "TIMESTAMP";
+      config.datasets.orders.layers[1].sinks = sinks;
+      try {
+        return resolvePipelineConfig(config, ws.configFile);
+      } finally {
+        ws.cleanup();
+      }
+    };
+    const upsert = { url: "postgres://h/d", table: "t", mode: "upsert", primary_key: ["order_day"] };
+    expect(withColumn("updated_at", { postgres: upsert }).datasets[0]!.layers[1]!.sinks[0]).toMatchObject({ mode: "upsert", hardDelete: false });
+    expect(withColumn("updated_at", { postgres: { ...upsert, hard_delete: true } }).datasets[0]!.layers[1]!.sinks[0]).toMatchObject({ hardDelete: true });
+    // The sink's own columns (_lakeswap_updated_at, _lakeswap_deleted_at) start with '_', which no layer column may.
+    expect(() => withColumn("_lakeswap_updated_at", { postgres: upsert })).toThrow(/columns: key '_lakeswap_updated_at' is not allowed: use a lowercase letter first/);
+    expect(resolveWithSink({ postgres: { url: "postgres://h/d", table: "t", hard_delete: true } })).toThrow(
+      /sinks\.postgres\.hard_delete: applies to mode: upsert only \(partition_replace always deletes what the lake no longer holds\)/,
+    );
   });
 
   it("never shows the password in an error", () => {

@@ -66,7 +66,7 @@ async function workspace(mode: SinkMode) {
   // The sink's temporary folders go here: the test sees every one it leaves.
   process.env.TMPDIR = tmp;
   const layout = layoutOf(mode);
-  const open = () => new PostgresSink({ kind: "postgres", url, maskedUrl: url, schema: "public", table: "orders", mode, primaryKey: layout.primaryKey });
+  const open = () => new PostgresSink({ kind: "postgres", url, maskedUrl: url, schema: "public", table: "orders", mode, primaryKey: layout.primaryKey, hardDelete: false });
   const sink = open();
   cleanups.push(() => sink.close());
   const duck = await DuckDBInstance.create(":memory:");
@@ -172,19 +172,19 @@ describe.skipIf(!postgresAvailable())("PostgreSQL sink: read ahead and straight 
       (
         await ws.db<{ merged: boolean }>(
           "SELECT DISTINCT o.xmin::text = s.xmin::text AS merged FROM orders o JOIN lakeswap_state s ON s.partition = 'day=' || o.day " +
-            `WHERE o.day = '${day}' AND o.updated_at > '2021-01-01'`,
+            `WHERE o.day = '${day}' AND o._lakeswap_updated_at > '2021-01-01'`,
         )
       ).map((row) => row.merged);
     expect(await ws.sink.write(ws.layout, await ws.run("2026-11-01", rows(1, 30)))).toEqual({ rows: 30 });
     expect(await byMerge("2026-11-01")).toEqual([false]);
 
     // Rows of day 2 the table got another way (not from this sink): one the delivery repeats unchanged, one it changes.
-    await ws.db("INSERT INTO orders (id, amount, day, updated_at) VALUES (31, 1.00, '2026-11-02', '2020-01-01'), (32, 5.00, '2026-11-02', '2020-01-01')");
+    await ws.db("INSERT INTO orders (id, amount, day, _lakeswap_updated_at) VALUES (31, 1.00, '2026-11-02', '2020-01-01'), (32, 5.00, '2026-11-02', '2020-01-01')");
     const day2 = [...rows(33, 60), { id: 31, amount: "1.00" }, { id: 32, amount: "9.99" }, ...rows(61, 70)];
     expect(await ws.sink.write(ws.layout, await ws.run("2026-11-02", day2))).toEqual({ rows: 40 });
     expect(await byMerge("2026-11-02")).toEqual([true]);
 
-    const after = await ws.db<{ id: string; amount: string; day: string; updated_at: Date }>("SELECT id, amount::text, day, updated_at FROM orders ORDER BY id");
+    const after = await ws.db<{ id: string; amount: string; day: string; updated_at: Date }>("SELECT id, amount::text, day, _lakeswap_updated_at AS updated_at FROM orders ORDER BY id");
     expect(after).toHaveLength(70);
     const byId = new Map(after.map((row) => [Number(row.id), row]));
     expect(byId.get(31)).toMatchObject({ amount: "1.00", updated_at: new Date("2020-01-01T00:00:00Z") });

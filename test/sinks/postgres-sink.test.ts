@@ -137,7 +137,7 @@ describe.skipIf(!postgresAvailable())("PostgreSQL sink", () => {
     const columns = await ws.db<{ name: string; type: string }>(
       "SELECT attname AS name, format_type(atttypid, atttypmod) AS type FROM pg_attribute WHERE attrelid = 'analytics.orders_monthly'::regclass AND attnum > 0 ORDER BY attnum",
     );
-    expect(columns.map((c) => `${c.name} ${c.type}`)).toEqual(["order_day text", "orders bigint", "revenue numeric(18,2)", "month text", "updated_at timestamp with time zone"]);
+    expect(columns.map((c) => `${c.name} ${c.type}`)).toEqual(["order_day text", "orders bigint", "revenue numeric(18,2)", "month text", "_lakeswap_updated_at timestamp with time zone", "_lakeswap_deleted_at timestamp with time zone"]);
     const key = await ws.db("SELECT 1 FROM pg_constraint WHERE conrelid = 'analytics.orders_monthly'::regclass AND contype = 'p'");
     expect(key).toHaveLength(1);
     // The state rows: one per partition, with the lake's signature and run.
@@ -170,14 +170,14 @@ describe.skipIf(!postgresAvailable())("PostgreSQL sink", () => {
     expect(sinkLines(again)).toEqual(["analytics.orders_monthly month=2026-11 sent changed", "lake.orders_by_day day=2026-11-02 sent changed"]);
   }, 120_000);
 
-  it("sends a changed partition alone; upsert updates the changed rows and stamps updated_at", async () => {
+  it("sends a changed partition alone; upsert updates the changed rows and stamps _lakeswap_updated_at", async () => {
     const ws = await workspace();
     await ws.sync(ws.deliver(orders(3)));
-    const before = await ws.db<{ order_day: string; updated_at: Date; revenue: string }>("SELECT order_day, updated_at, revenue::text FROM analytics.orders_monthly ORDER BY order_day");
+    const before = await ws.db<{ order_day: string; updated_at: Date; revenue: string }>("SELECT order_day, _lakeswap_updated_at AS updated_at, revenue::text FROM analytics.orders_monthly ORDER BY order_day");
     await new Promise((resolve) => setTimeout(resolve, 20));
     const report = await ws.sync(ws.deliver(changedDay2(1)));
     expect(sinkLines(report)).toEqual(["analytics.orders_monthly month=2026-11 sent changed", "lake.orders_by_day day=2026-11-02 sent changed"]);
-    const after = await ws.db<{ order_day: string; updated_at: Date; revenue: string }>("SELECT order_day, updated_at, revenue::text FROM analytics.orders_monthly ORDER BY order_day");
+    const after = await ws.db<{ order_day: string; updated_at: Date; revenue: string }>("SELECT order_day, _lakeswap_updated_at AS updated_at, revenue::text FROM analytics.orders_monthly ORDER BY order_day");
     // Only the row whose values changed gets a new updated_at.
     expect(after[0]!.updated_at.getTime()).toBe(before[0]!.updated_at.getTime());
     expect(after[1]!.updated_at.getTime()).toBeGreaterThan(before[1]!.updated_at.getTime());
@@ -226,7 +226,7 @@ describe.skipIf(!postgresAvailable())("PostgreSQL sink", () => {
     expect((await ws.db<{ t: string }>("SELECT sum(amount)::text AS t FROM lake.orders_by_day WHERE day = '2026-11-02'"))[0]!.t).toBe(originalTotal);
   });
 
-  it("partition_replace removes a partition the lake no longer has (a rolled-back creation); upsert keeps its rows", async () => {
+  it("partition_replace removes a partition the lake no longer has (a rolled-back creation); upsert marks the keys it lost", async () => {
     const ws = await workspace();
     await ws.sync(ws.deliver(orders(2)));
     const added = await ws.sync(ws.deliver(orders(3)));
@@ -243,7 +243,9 @@ describe.skipIf(!postgresAvailable())("PostgreSQL sink", () => {
       "day=2026-11-01",
       "day=2026-11-02",
     ]);
-    expect((await ws.db("SELECT order_day FROM analytics.orders_monthly"))).toHaveLength(3);
+    // Upsert (soft delete, the default): the day the lake no longer has keeps its row, marked deleted.
+    const monthly = await ws.db<{ order_day: string; deleted: boolean }>("SELECT order_day, _lakeswap_deleted_at IS NOT NULL AS deleted FROM analytics.orders_monthly ORDER BY order_day");
+    expect(monthly.map((r) => `${r.order_day} ${r.deleted}`)).toEqual(["2026-11-01 false", "2026-11-02 false", "2026-11-03 true"]);
     // And a rerun does nothing more.
     expect(sinkLines(await ws.sync(ws.deliver(orders(2))), ["sent", "failed", "removed"])).toEqual([]);
   });
@@ -333,14 +335,14 @@ describe.skipIf(!postgresAvailable())("PostgreSQL sink", () => {
   it.each(["ASC", "DESC"])("upsert fails a partition that holds one key twice (rows in %s order), naming the key, and applies nothing of it", async (order) => {
     const ws = await workspace();
     await ws.sync(ws.deliver(orders(2)));
-    const before = await ws.db("SELECT order_day, orders, revenue, updated_at FROM analytics.orders_monthly ORDER BY order_day");
+    const before = await ws.db("SELECT order_day, orders, revenue, _lakeswap_updated_at FROM analytics.orders_monthly ORDER BY order_day");
     // A transform that gives every row of the month the same order_day: the key repeats within the partition.
     writeFileSync(path.join(ws.dir, "sql", "monthly.sql"), `SELECT '2026-11-01' AS order_day, count(*) AS orders, sum(amount) AS revenue FROM orders_stage GROUP BY day ORDER BY day ${order}\n`);
     const report = await ws.sync(ws.deliver(orders(2)));
     const failed = report.sinks.find((s) => s.table === "analytics.orders_monthly")!;
     expect(failed.action).toBe("failed");
     expect(failed.error).toMatch(/holds the key \(order_day = "2026-11-01"\) 2 times.*one row per key/);
-    expect(await ws.db("SELECT order_day, orders, revenue, updated_at FROM analytics.orders_monthly ORDER BY order_day")).toEqual(before);
+    expect(await ws.db("SELECT order_day, orders, revenue, _lakeswap_updated_at FROM analytics.orders_monthly ORDER BY order_day")).toEqual(before);
   });
 
   it("fails every partition when the database cannot be reached, naming the target without its password", async () => {

@@ -7,6 +7,7 @@ import pg from "pg";
 import { from as copyFrom } from "pg-copy-streams";
 import { postgresColumnType } from "../../core/column-types.js";
 import { LakeswapError, errorMessage } from "../../core/errors.js";
+import { faultPoint } from "../../core/faults.js";
 import type { Partition } from "../../core/partition.js";
 import { quoteLiteral } from "../../core/sql.js";
 import { freshProcessFolder } from "../../store/process-folders.js";
@@ -17,6 +18,15 @@ export type PostgresClient = Pick<pg.Client, "connect" | "query" | "end" | "on">
 
 /** The state table, one per schema: each partition's signature, written in the same transaction as its rows. */
 const STATE_TABLE = "lakeswap_state";
+
+/** The column upsert stamps with the time a row last changed (its values, or its deletion mark). */
+const UPDATED_AT = "_lakeswap_updated_at";
+
+/** The column upsert sets when a row's key left the lake (soft delete, the default); NULL while the lake holds it. */
+const DELETED_AT = "_lakeswap_deleted_at";
+
+/** The stamp column of upsert targets made before `_lakeswap_updated_at` (kept working where the layer has no such column). */
+const LEGACY_UPDATED_AT = "updated_at";
 
 /** PostgreSQL's SQLSTATE for a duplicate key: the only error after which an upsert's straight COPY is retried by merge. */
 const UNIQUE_VIOLATION = "23505";
@@ -50,6 +60,8 @@ export class PostgresSink implements Sink {
   private held?: ReadonlySet<string>;
   /** Upsert: whether a COPY into the target does what the merge's INSERT would, so a new partition may go straight in (`allowsPlainCopy`). */
   private plainCopyAllowed = false;
+  /** Upsert: the target's stamp column, `_lakeswap_updated_at` (or `updated_at` in a target an older lakeswap made). */
+  private stampColumn = UPDATED_AT;
 
   constructor(
     private readonly spec: SinkSpec,
@@ -71,22 +83,59 @@ export class PostgresSink implements Sink {
     if (exists.rows.length === 0) await this.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
     const existing = await this.targetColumns();
     if (existing.size === 0) await this.createTarget(layout);
-    else this.checkTarget(layout, existing);
+    else {
+      if (layout.mode === "upsert") this.stampColumn = this.existingStamp(layout, existing);
+      this.checkTarget(layout, existing);
+    }
     if (layout.mode === "upsert") {
+      // A nullable column without default: added without rewriting the table (its identity, see below, stays).
+      if (existing.size > 0 && !existing.has(DELETED_AT)) await this.query(`ALTER TABLE ${this.targetName()} ADD COLUMN IF NOT EXISTS ${ident(DELETED_AT)} timestamptz`);
       await this.checkKey(layout);
       this.plainCopyAllowed = await this.allowsPlainCopy();
     }
+    const state = `${schema}.${ident(STATE_TABLE)}`;
     await this.query(
-      `CREATE TABLE IF NOT EXISTS ${schema}.${ident(STATE_TABLE)} (` +
+      `CREATE TABLE IF NOT EXISTS ${state} (` +
         "table_name text NOT NULL, partition text NOT NULL, signature text NOT NULL, run_id text NOT NULL, " +
-        "updated_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (table_name, partition))",
+        "updated_at timestamptz NOT NULL DEFAULT now(), target_oid oid, target_filenode oid, PRIMARY KEY (table_name, partition))",
     );
-    const state = await this.query<{ partition: string; signature: string }>(
-      `SELECT partition, signature FROM ${schema}.${ident(STATE_TABLE)} WHERE table_name = $1`,
-      [this.spec.table],
+    // A state table an older lakeswap made: its rows have no target identity, so they count as stale (sent once more).
+    await this.query(`ALTER TABLE ${state} ADD COLUMN IF NOT EXISTS target_oid oid, ADD COLUMN IF NOT EXISTS target_filenode oid`);
+    // A state row vouches for its partition's rows only in the table (OID) and storage (relfilenode) it was written
+    // with: a target dropped and recreated, or truncated, no longer holds them, so its partitions are sent in full.
+    await this.query(
+      `DELETE FROM ${state} s WHERE s.table_name = $1 AND NOT EXISTS ` +
+        "(SELECT 1 FROM pg_class c WHERE c.oid = to_regclass($2) AND c.oid = s.target_oid AND c.relfilenode = s.target_filenode)",
+      [this.spec.table, this.targetName()],
     );
-    this.held = new Set(state.rows.map((row) => row.partition));
-    return new Map(state.rows.map((row) => [row.partition, row.signature]));
+    const rows = await this.query<{ partition: string; signature: string }>(`SELECT partition, signature FROM ${state} WHERE table_name = $1`, [this.spec.table]);
+    this.held = new Set(rows.rows.map((row) => row.partition));
+    return new Map(rows.rows.map((row) => [row.partition, row.signature]));
+  }
+
+  /**
+   * The stamp column of an existing upsert target: `_lakeswap_updated_at`, or `updated_at` where an older lakeswap
+   * made the table (kept working while the layer has no column of that name; else refused with the migration to run).
+   */
+  private existingStamp(layout: SinkLayout, existing: ReadonlyMap<string, string>): string {
+    const target = `${this.spec.schema}.${this.spec.table}`;
+    const timestamptz = "timestamp with time zone";
+    if (existing.get(UPDATED_AT) === timestamptz) return UPDATED_AT;
+    const sent = layout.columns.find((c) => c.name === LEGACY_UPDATED_AT);
+    if (existing.get(UPDATED_AT) === undefined && existing.get(LEGACY_UPDATED_AT) === timestamptz) {
+      if (!sent) return LEGACY_UPDATED_AT;
+      throw new LakeswapError(
+        "CONFLICT",
+        `${this.description}: column 'updated_at' is ${timestamptz} in the existing table, but lake table ${layout.lakeTable} sends ${postgresType(sent)}: ` +
+          `this table was made by an older lakeswap, whose upsert stamped updated_at; now the stamp is ${UPDATED_AT}: ` +
+          `ALTER TABLE ${target} RENAME COLUMN updated_at TO ${UPDATED_AT}; ALTER TABLE ${target} ADD COLUMN updated_at ${postgresType(sent)}; then rerun the sync (it sends every partition again)`,
+      );
+    }
+    throw new LakeswapError(
+      "CONFLICT",
+      `${this.description}: the existing table has no column ${UPDATED_AT} timestamptz, which upsert sets (the time a row last changed); ` +
+        `add it (ALTER TABLE ${target} ADD COLUMN ${UPDATED_AT} timestamptz NOT NULL DEFAULT now())`,
+    );
   }
 
   async write(layout: SinkLayout, part: SinkPartitionWrite): Promise<{ rows: number }> {
@@ -103,15 +152,15 @@ export class PostgresSink implements Sink {
           await this.deletePartition(layout, part.partition);
           return this.copy(`COPY ${target} (${columns}) FROM STDIN (FORMAT csv)`, csv);
         }
+        // A partition the (consistent, see prepare) target never held has no live row there: nothing to delete.
         if (this.plainCopyAllowed && this.held?.has(part.path) === false) {
           const rows = await this.copyUnlessKeyExists(`COPY ${target} (${columns}) FROM STDIN (FORMAT csv)`, csv);
           if (rows !== undefined) return rows;
         }
-        const temp = ident("lakeswap_rows");
-        const definitions = layout.columns.map((c) => `${ident(c.name)} ${postgresType(c)}`).join(", ");
-        await this.query(`CREATE TEMPORARY TABLE ${temp} (${definitions}) ON COMMIT DROP`);
+        const temp = await this.rowsTable(layout);
         const rows = await this.copy(`COPY ${temp} (${columns}) FROM STDIN (FORMAT csv)`, csv);
-        await this.query(upsertStatement(target, temp, layout));
+        await this.removeGoneKeys(layout, part.partition, temp);
+        await this.query(upsertStatement(target, temp, layout, this.stampColumn));
         return rows;
       });
     } finally {
@@ -144,6 +193,11 @@ export class PostgresSink implements Sink {
     const folder = await freshProcessFolder("lakeswap-sink-");
     try {
       const csv = path.join(folder, "rows.csv");
+      // A run without files (a partition emptied in the lake): no rows, sent as such.
+      if (part.files.length === 0 && (part.remote?.keys.length ?? 0) === 0) {
+        await writeFile(csv, "");
+        return { folder, csv };
+      }
       // An S3 lake's run: its files copied next to the CSV first, one at a time.
       const files: string[] = part.remote ? [] : [...part.files];
       for (const [index, key] of (part.remote?.keys ?? []).entries()) {
@@ -180,7 +234,45 @@ export class PostgresSink implements Sink {
 
   async remove(layout: SinkLayout, partition: Partition, statePath: string): Promise<{ rows: number }> {
     await this.connect();
-    return this.transaction(statePath, undefined, undefined, () => this.deletePartition(layout, partition));
+    return this.transaction(statePath, undefined, undefined, async () => {
+      if (layout.mode === "partition_replace") return this.deletePartition(layout, partition);
+      // Upsert: every key of the partition left the lake; an empty rows table says so.
+      return this.removeGoneKeys(layout, partition, await this.rowsTable(layout));
+    });
+  }
+
+  /** Upsert: the transaction's temporary table of the partition's rows, empty. */
+  private async rowsTable(layout: SinkLayout): Promise<string> {
+    const temp = ident("lakeswap_rows");
+    const definitions = layout.columns.map((c) => `${ident(c.name)} ${postgresType(c)}`).join(", ");
+    await this.query(`CREATE TEMPORARY TABLE ${temp} (${definitions}) ON COMMIT DROP`);
+    return temp;
+  }
+
+  /**
+   * Upsert: the target rows of this partition whose key the partition no longer holds (deleted in the lake, moved to
+   * another partition, rolled back) are deleted with `hard_delete`, or else marked: `_lakeswap_deleted_at` (and the
+   * dataset's delete flag) set. A key that moved is written again by its new partition's merge. Returns the rows.
+   */
+  private async removeGoneKeys(layout: SinkLayout, partition: Partition, temp: string): Promise<number> {
+    const target = this.targetName();
+    const inPartition = layout.partitionKeys.map((key, i) => `t.${ident(key)} = $${i + 1}`);
+    const stillThere = `EXISTS (SELECT 1 FROM ${temp} r WHERE ${layout.primaryKey.map((key) => `r.${ident(key)} = t.${ident(key)}`).join(" AND ")})`;
+    const where = [...inPartition, `NOT ${stillThere}`];
+    if (!layout.hardDelete) where.push(`t.${ident(DELETED_AT)} IS NULL`);
+    // Usually nothing left: counted first, so that no UPDATE or DELETE statement (and its statement triggers) runs for
+    // nothing. A count, not EXISTS: EXISTS is planned for its first row, and may pick a nested loop over the unindexed rows table.
+    const found = await this.query<{ n: string }>(`SELECT count(*) AS n FROM ${target} t WHERE ${where.join(" AND ")}`, [...partition.values]);
+    if (Number(found.rows[0]?.n ?? 0) === 0) return 0;
+    if (layout.hardDelete) return (await this.query(`DELETE FROM ${target} t WHERE ${where.join(" AND ")}`, [...partition.values])).rowCount ?? 0;
+    const flag = layout.deleteFlag ? `, ${ident(layout.deleteFlag)} = true` : "";
+    const sql = `UPDATE ${target} t SET ${ident(DELETED_AT)} = now(), ${ident(this.stampColumn)} = now()${flag} WHERE ${where.join(" AND ")}`;
+    return (await this.query(sql, [...partition.values])).rowCount ?? 0;
+  }
+
+  /** The target table, quoted: `"schema"."table"`. */
+  private targetName(): string {
+    return `${ident(this.spec.schema)}.${ident(this.spec.table)}`;
   }
 
   /**
@@ -195,14 +287,18 @@ export class PostgresSink implements Sink {
       await this.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`lakeswap:${this.spec.schema}.${this.spec.table}`]);
       const rows = await work();
       if (signature !== undefined && runId !== undefined) {
+        // The target's identity as this transaction sees it (prepare drops the rows of another identity).
         await this.query(
-          `INSERT INTO ${state} (table_name, partition, signature, run_id, updated_at) VALUES ($1, $2, $3, $4, now()) ` +
-            "ON CONFLICT (table_name, partition) DO UPDATE SET signature = EXCLUDED.signature, run_id = EXCLUDED.run_id, updated_at = now()",
-          [this.spec.table, statePath, signature, runId],
+          `INSERT INTO ${state} (table_name, partition, signature, run_id, updated_at, target_oid, target_filenode) ` +
+            "SELECT $1, $2, $3, $4, now(), c.oid, c.relfilenode FROM pg_class c WHERE c.oid = to_regclass($5) " +
+            "ON CONFLICT (table_name, partition) DO UPDATE SET signature = EXCLUDED.signature, run_id = EXCLUDED.run_id, updated_at = now(), " +
+            "target_oid = EXCLUDED.target_oid, target_filenode = EXCLUDED.target_filenode",
+          [this.spec.table, statePath, signature, runId, this.targetName()],
         );
       } else {
         await this.query(`DELETE FROM ${state} WHERE table_name = $1 AND partition = $2`, [this.spec.table, statePath]);
       }
+      faultPoint("sink-before-commit");
       await this.query("COMMIT");
       return { rows };
     } catch (error) {
@@ -337,7 +433,7 @@ export class PostgresSink implements Sink {
   private async createTarget(layout: SinkLayout): Promise<void> {
     const definitions = layout.columns.map((c) => `${ident(c.name)} ${postgresType(c)}${c.nullable && !layout.primaryKey.includes(c.name) ? "" : " NOT NULL"}`);
     if (layout.mode === "upsert") {
-      definitions.push("updated_at timestamptz NOT NULL DEFAULT now()");
+      definitions.push(`${ident(UPDATED_AT)} timestamptz NOT NULL DEFAULT now()`, `${ident(DELETED_AT)} timestamptz`);
       definitions.push(`PRIMARY KEY (${layout.primaryKey.map(ident).join(", ")})`);
     }
     await this.query(`CREATE TABLE IF NOT EXISTS ${ident(this.spec.schema)}.${ident(this.spec.table)} (${definitions.join(", ")})`);
@@ -345,8 +441,7 @@ export class PostgresSink implements Sink {
 
   /** An existing target must hold every column with the mapped type (extra columns are left alone). */
   private checkTarget(layout: SinkLayout, existing: ReadonlyMap<string, string>): void {
-    const wanted = [...layout.columns.map((c) => [c.name, postgresType(c)] as const), ...(layout.mode === "upsert" ? [["updated_at", "timestamp with time zone"] as const] : [])];
-    for (const [name, type] of wanted) {
+    for (const [name, type] of layout.columns.map((c) => [c.name, postgresType(c)] as const)) {
       const actual = existing.get(name);
       const fix = `alter or drop ${this.spec.schema}.${this.spec.table}, or set sinks.postgres.table to another table (lakeswap creates it)`;
       if (actual === undefined) {
@@ -403,18 +498,23 @@ export class PostgresSink implements Sink {
   }
 }
 
-/** The INSERT ... ON CONFLICT that merges the temporary table into the target; a row whose values did not change keeps its updated_at. */
-function upsertStatement(target: string, temp: string, layout: SinkLayout): string {
+/**
+ * The INSERT ... ON CONFLICT that merges the temporary table into the target; a row whose values did not change keeps
+ * its stamp, unless it was marked deleted (its key is back in the lake: the mark is cleared).
+ */
+function upsertStatement(target: string, temp: string, layout: SinkLayout, stampColumn: string): string {
   const columns = layout.columns.map((c) => ident(c.name));
   const key = layout.primaryKey.map(ident);
   const others = layout.columns.filter((c) => !layout.primaryKey.includes(c.name)).map((c) => ident(c.name));
   const insert = `INSERT INTO ${target} AS t (${columns.join(", ")}) SELECT ${columns.join(", ")} FROM ${temp} ON CONFLICT (${key.join(", ")})`;
-  if (others.length === 0) return `${insert} DO NOTHING`;
+  const stamp = `${ident(stampColumn)} = now(), ${ident(DELETED_AT)} = NULL`;
+  const marked = `t.${ident(DELETED_AT)} IS NOT NULL`;
+  if (others.length === 0) return `${insert} DO UPDATE SET ${stamp} WHERE ${marked}`;
   const set = others.map((c) => `${c} = EXCLUDED.${c}`).join(", ");
   const changed = `(${others.map((c) => `t.${c}`).join(", ")}) IS DISTINCT FROM (${others.map((c) => `EXCLUDED.${c}`).join(", ")})`;
   // ROW(...) of one column is needed for IS DISTINCT FROM to compare rows rather than a parenthesized value.
   const rowChanged = others.length === 1 ? `t.${others[0]} IS DISTINCT FROM EXCLUDED.${others[0]}` : changed;
-  return `${insert} DO UPDATE SET ${set}, updated_at = now() WHERE ${rowChanged}`;
+  return `${insert} DO UPDATE SET ${set}, ${stamp} WHERE ${rowChanged} OR ${marked}`;
 }
 
 /** Names a partition's run among the partitions staged ahead. */
