@@ -2,8 +2,8 @@
 // compares what the command said (exit code, actions) and then what the lake holds with the model.
 import fc from "fast-check";
 import { compare, type SignatureMap } from "./check.js";
-import { viewEmbeddedLake } from "./lake-view.js";
 import { DAYS, RAW, STAGE, VARIANTS, rawText, variantRows, type Day, type Expected, type LakeModel, type RawRow, type TableName } from "./model.js";
+import type { CliResult } from "../support/lake-fixture.js";
 import type { CommandResult, Workspace } from "./workspace.js";
 
 /** The system under test as the commands see it. */
@@ -12,6 +12,8 @@ export interface Real {
   readonly signatures: SignatureMap;
   /** What ran so far, with what each command printed: shown with a failure. */
   readonly log: string[];
+  /** A killed build may have left runs without a manifest, until `gc --grace 0` removes them. */
+  leftovers: boolean;
 }
 
 export type LakeCommand = fc.AsyncCommand<LakeModel, Real, false>;
@@ -23,7 +25,15 @@ function fail(real: Real, command: string, problems: readonly string[], result?:
 }
 
 /** Compares a command's exit code and reported actions with the model's, then the lake with the model. */
-async function verify(model: LakeModel, real: Real, command: string, expected: Expected, result: CommandResult, reported?: (json: unknown) => Map<string, string>): Promise<void> {
+async function verify(
+  model: LakeModel,
+  real: Real,
+  command: string,
+  expected: Expected,
+  result: CommandResult,
+  reported: ((json: unknown) => Map<string, string>) | undefined,
+  allowLeftovers: boolean,
+): Promise<void> {
   real.log.push(command);
   const problems: string[] = [];
   if (result.code !== expected.exitCode) problems.push(`expected exit ${expected.exitCode}, got ${result.code}`);
@@ -41,8 +51,12 @@ async function verify(model: LakeModel, real: Real, command: string, expected: E
       }
     }
   }
-  problems.push(...compare(model, await viewEmbeddedLake(real.ws.lakeDir), real.signatures));
+  const view = await real.ws.view();
+  problems.push(...compare(model, view, real.signatures, { allowLeftovers }));
   if (problems.length > 0) fail(real, command, problems, result);
+  // Sync ids of two processes within one second sort at random (see the model test's notes): the lake's order is what
+  // `rollback --sync last` goes by, so the model takes it.
+  model.adoptSyncs(view.syncs);
 }
 
 /** A delivery: some days of the pool, each in one variant, its rows in a shuffled order. */
@@ -64,18 +78,41 @@ export const deliveryText = (delivery: Delivery): string =>
 const syncActions = (json: unknown): Map<string, string> =>
   new Map(((json as { partitions: { table: string; partition: string; action: string; reason: string }[] }).partitions ?? []).map((p) => [`${p.table}/${p.partition}`, `${p.action}: ${p.reason}`]));
 
-/** `lakeswap sync -c lakeswap.yaml --input <delivery>`. */
-export class SyncCommand implements LakeCommand {
-  constructor(readonly delivery: Delivery) {}
-  check = () => true;
+/** What a command runs and what the model says it must do: its CLI arguments, exit code, actions, the tables it writes in order. */
+export interface Step {
+  readonly args: readonly string[];
+  readonly expected: Expected;
+  readonly reported?: (json: unknown) => Map<string, string>;
+  /** The tables the command moves pointers of, in the order it moves them (a kill may stop it between two). */
+  readonly writes: readonly TableName[];
+}
+
+/** A command of the lake that can also be run in a child process (and killed there, or run beside another). */
+export abstract class PlannedCommand implements LakeCommand {
+  /** Applies the command to `model` and says what to run. */
+  abstract plan(model: LakeModel, real: Real): Step;
+  abstract toString(): string;
+  check(): boolean {
+    return true;
+  }
   async run(model: LakeModel, real: Real): Promise<void> {
+    const step = this.plan(model, real);
+    const result = await real.ws.run(step.args);
+    await verify(model, real, this.toString(), step.expected, result, step.reported, real.leftovers);
+  }
+}
+
+/** `lakeswap sync -c lakeswap.yaml --input <delivery>`. */
+export class SyncCommand extends PlannedCommand {
+  constructor(readonly delivery: Delivery) {
+    super();
+  }
+  plan(model: LakeModel, real: Real): Step {
     const rows = deliveryRows(this.delivery);
     const file = real.ws.delivery(rows);
     const byDay = new Map<Day, RawRow[]>();
     for (const row of rows) byDay.set(row.d, [...(byDay.get(row.d) ?? []), row]);
-    const expected = model.sync(byDay);
-    const result = await real.ws.run(["sync", "-c", real.ws.configFile, "--input", file, "--json"]);
-    await verify(model, real, this.toString(), expected, result, syncActions);
+    return { args: ["sync", "-c", real.ws.configFile, "--input", file, "--json"], expected: model.sync(byDay), reported: syncActions, writes: [RAW, STAGE] };
   }
   toString(): string {
     return `sync --input ${deliveryText(this.delivery)}`;
@@ -83,13 +120,12 @@ export class SyncCommand implements LakeCommand {
 }
 
 /** `lakeswap rollback <table> --partition day=…`. */
-export class RollbackPartitionCommand implements LakeCommand {
-  constructor(readonly table: TableName, readonly day: Day) {}
-  check = () => true;
-  async run(model: LakeModel, real: Real): Promise<void> {
-    const expected = model.rollbackPartition(this.table, this.day);
-    const result = await real.ws.run(["rollback", this.table, "--partition", `day=${this.day}`]);
-    await verify(model, real, this.toString(), expected, result);
+export class RollbackPartitionCommand extends PlannedCommand {
+  constructor(readonly table: TableName, readonly day: Day) {
+    super();
+  }
+  plan(model: LakeModel): Step {
+    return { args: ["rollback", this.table, "--partition", `day=${this.day}`], expected: model.rollbackPartition(this.table, this.day), writes: [this.table] };
   }
   toString(): string {
     return `rollback ${this.table} --partition day=${this.day}`;
@@ -100,12 +136,9 @@ const rollbackActions = (json: unknown): Map<string, string> =>
   new Map(((json as { partitions: { table: string; partition: string; action: string }[] }).partitions ?? []).map((p) => [`${p.table}/${p.partition}`, p.action]));
 
 /** `lakeswap rollback --sync last`. */
-export class RollbackSyncCommand implements LakeCommand {
-  check = () => true;
-  async run(model: LakeModel, real: Real): Promise<void> {
-    const expected = model.rollbackSync();
-    const result = await real.ws.run(["rollback", "--sync", "last", "--json"]);
-    await verify(model, real, this.toString(), expected, result, rollbackActions);
+export class RollbackSyncCommand extends PlannedCommand {
+  plan(model: LakeModel): Step {
+    return { args: ["rollback", "--sync", "last", "--json"], expected: model.rollbackSync(), reported: rollbackActions, writes: [STAGE, RAW] };
   }
   toString(): string {
     return "rollback --sync last";
@@ -116,20 +149,19 @@ export class RollbackSyncCommand implements LakeCommand {
 function replaceSelect(table: TableName, day: Day, value: number): { sql: string; rows: string[] } {
   if (table === RAW) {
     const row: RawRow = { k: 7, d: day, v: value, cat: "a" };
-    return { sql: `SELECT 7::BIGINT AS k, DATE '${day}' AS d, ${value}::BIGINT AS v, 'a' AS cat`, rows: [rawText(row)] };
+    return { sql: `SELECT CAST(7 AS BIGINT) AS k, DATE '${day}' AS d, CAST(${value} AS BIGINT) AS v, 'a' AS cat`, rows: [rawText(row)] };
   }
-  return { sql: `SELECT 7::BIGINT AS k, ${value}::BIGINT AS v10`, rows: [`7|${value}`] };
+  return { sql: `SELECT CAST(7 AS BIGINT) AS k, CAST(${value} AS BIGINT) AS v10`, rows: [`7|${value}`] };
 }
 
 /** `lakeswap replace <table> --partition day=… --sql "SELECT …"`. */
-export class ReplaceCommand implements LakeCommand {
-  constructor(readonly table: TableName, readonly day: Day, readonly value: number) {}
-  check = () => true;
-  async run(model: LakeModel, real: Real): Promise<void> {
+export class ReplaceCommand extends PlannedCommand {
+  constructor(readonly table: TableName, readonly day: Day, readonly value: number) {
+    super();
+  }
+  plan(model: LakeModel): Step {
     const { sql, rows } = replaceSelect(this.table, this.day, this.value);
-    const expected = model.replace(this.table, this.day, rows);
-    const result = await real.ws.run(["replace", this.table, "--partition", `day=${this.day}`, "--sql", sql]);
-    await verify(model, real, this.toString(), expected, result);
+    return { args: ["replace", this.table, "--partition", `day=${this.day}`, "--sql", sql], expected: model.replace(this.table, this.day, rows), writes: [this.table] };
   }
   toString(): string {
     return `replace ${this.table} --partition day=${this.day} --sql "${replaceSelect(this.table, this.day, this.value).sql}"`;
@@ -137,29 +169,75 @@ export class ReplaceCommand implements LakeCommand {
 }
 
 /** `lakeswap pin|unpin <table> --partition day=…`. */
-export class PinCommand implements LakeCommand {
-  constructor(readonly table: TableName, readonly day: Day, readonly pinned: boolean) {}
-  check = () => true;
-  async run(model: LakeModel, real: Real): Promise<void> {
-    const expected = model.pin(this.table, this.day, this.pinned);
-    const result = await real.ws.run([this.pinned ? "pin" : "unpin", this.table, "--partition", `day=${this.day}`]);
-    await verify(model, real, this.toString(), expected, result);
+export class PinCommand extends PlannedCommand {
+  constructor(readonly table: TableName, readonly day: Day, readonly pinned: boolean) {
+    super();
+  }
+  plan(model: LakeModel): Step {
+    return { args: [this.pinned ? "pin" : "unpin", this.table, "--partition", `day=${this.day}`], expected: model.pin(this.table, this.day, this.pinned), writes: [] };
   }
   toString(): string {
     return `${this.pinned ? "pin" : "unpin"} ${this.table} --partition day=${this.day}`;
   }
 }
 
-/** `lakeswap gc --grace 0`. */
-export class GcCommand implements LakeCommand {
-  check = () => true;
-  async run(model: LakeModel, real: Real): Promise<void> {
-    const expected = model.gc();
-    const result = await real.ws.run(["gc", "--grace", "0"]);
-    await verify(model, real, this.toString(), expected, result);
+/** `lakeswap gc --grace 0`: also removes what killed builds left. */
+export class GcCommand extends PlannedCommand {
+  plan(model: LakeModel, real: Real): Step {
+    real.leftovers = false;
+    return { args: ["gc", "--grace", "0"], expected: model.gc(), writes: [] };
   }
   toString(): string {
     return "gc --grace 0";
+  }
+}
+
+/**
+ * `LAKESWAP_FAULT=<point>:kill@<n> lakeswap <command>` in a child process, then `lakeswap gc` (any writing command
+ * replays what the killed one left pending). Unless the point was never reached (then the command ran whole), the lake
+ * must hold, per table, the old or the new whole result; tables in the order the command writes them (a sync: raw
+ * new and stage old is a legal stop; stage new and raw old is not); nothing pending; the sync's record of what it moved.
+ */
+export class KillCommand implements LakeCommand {
+  constructor(readonly inner: PlannedCommand, readonly point: string, readonly nth: number) {}
+  check(): boolean {
+    return true;
+  }
+  async run(model: LakeModel, real: Real): Promise<void> {
+    const before = model.clone();
+    const signaturesBefore = real.signatures.clone();
+    const step = this.inner.plan(model, real);
+    const after = model.clone();
+    const result = await real.ws.spawn(step.args, { LAKESWAP_FAULT: `${this.point}:kill@${this.nth}` });
+    if (result.signal !== "SIGKILL") {
+      await verify(model, real, this.toString(), step.expected, result, step.reported, real.leftovers);
+      return;
+    }
+    real.leftovers = true;
+    const recovery = await real.ws.run(["gc"]);
+    real.log.push(`${this.toString()} (killed)`, "gc");
+    if (recovery.code !== 0) fail(real, `${this.toString()} ; gc`, [`the recovering gc exited ${recovery.code}`], recovery);
+    const view = await real.ws.view();
+    const outcomes: { name: string; problems: string[] }[] = [];
+    for (let moved = 0; moved <= step.writes.length; moved += 1) {
+      const candidate = before.clone();
+      candidate.tablesExist = after.tablesExist;
+      for (const table of step.writes.slice(0, moved)) candidate.tables[table] = after.clone().tables[table];
+      const signatures = signaturesBefore.clone();
+      const problems = compare(candidate, view, signatures, { allowLeftovers: true, skipSyncRecords: true });
+      const name = moved === 0 ? "the old state" : moved === step.writes.length ? "the new state" : `${step.writes.slice(0, moved).join(", ")} new, the rest old`;
+      if (problems.length === 0) {
+        model.restore(candidate);
+        model.adoptSyncs(view.syncs);
+        real.signatures.restore(signatures);
+        return;
+      }
+      outcomes.push({ name, problems });
+    }
+    fail(real, `${this.toString()} ; gc`, outcomes.map((o) => `not ${o.name}:\n      ${o.problems.join("\n      ")}`), result);
+  }
+  toString(): string {
+    return `LAKESWAP_FAULT=${this.point}:kill@${this.nth} ${this.inner.toString()}`;
   }
 }
 
@@ -184,4 +262,79 @@ export function ordinaryCommands(): fc.Arbitrary<LakeCommand>[] {
     fc.tuple(table, day, fc.boolean()).map(([t, d, p]) => new PinCommand(t, d, p)),
     fc.constant(new GcCommand()),
   ];
+}
+
+/** Runs two commands, each in a child process, and waits for both. */
+async function runBoth(real: Real, a: Step, b: Step): Promise<[CliResult, CliResult]> {
+  return Promise.all([real.ws.spawn(a.args), real.ws.spawn(b.args)]);
+}
+
+/**
+ * Two commands at once from two processes: the lake must end as one of the two serial orders (exit codes included),
+ * every decision made under the leases (README 'Two syncs at once', DESIGN.md invariant 7).
+ */
+export class ConcurrentCommand implements LakeCommand {
+  constructor(readonly first: PlannedCommand, readonly second: PlannedCommand) {}
+  check(): boolean {
+    return true;
+  }
+  async run(model: LakeModel, real: Real): Promise<void> {
+    const orders = [
+      { name: `${this.first} then ${this.second}`, model: model.clone(), results: [0, 1] as const },
+      { name: `${this.second} then ${this.first}`, model: model.clone(), results: [1, 0] as const },
+    ];
+    const [a1, b1] = [this.first.plan(orders[0]!.model, real), this.second.plan(orders[0]!.model, real)];
+    const [b2, a2] = [this.second.plan(orders[1]!.model, real), this.first.plan(orders[1]!.model, real)];
+    const results = await runBoth(real, a1, b1);
+    real.log.push(this.toString());
+    const view = await real.ws.view();
+    const outcomes: string[] = [];
+    const steps = [[a1, b1], [a2, b2]] as const;
+    for (const [index, order] of orders.entries()) {
+      const [stepA, stepB] = steps[index]!;
+      const problems: string[] = [];
+      if (results[0].code !== stepA.expected.exitCode) problems.push(`${this.first}: expected exit ${stepA.expected.exitCode}, got ${results[0].code}`);
+      if (results[1].code !== stepB.expected.exitCode) problems.push(`${this.second}: expected exit ${stepB.expected.exitCode}, got ${results[1].code}`);
+      const signatures = real.signatures.clone();
+      problems.push(...compare(order.model, view, signatures, { allowLeftovers: real.leftovers }));
+      if (problems.length === 0) {
+        model.restore(order.model);
+        model.adoptSyncs(view.syncs);
+        real.signatures.restore(signatures);
+        return;
+      }
+      outcomes.push(`not as ${order.name}:\n      ${problems.join("\n      ")}`);
+    }
+    const output = results.map((r, i) => `${i === 0 ? this.first : this.second}: exit ${r.code}${r.signal ? ` (${r.signal})` : ""}; stderr: ${r.stderr.trim().slice(0, 1500)}`);
+    fail(real, this.toString(), [...outcomes, ...output]);
+  }
+  toString(): string {
+    return `{ ${this.first} & ${this.second} }`;
+  }
+}
+
+/** Group (d): two syncs, or a sync and a rollback (--sync last, or of a partition), or a sync and a replace, at once. */
+export function concurrentCommands(): fc.Arbitrary<LakeCommand>[] {
+  const sync = deliveryArbitrary.map((d) => new SyncCommand(d));
+  const other = fc.oneof(
+    sync,
+    fc.constant<PlannedCommand>(new RollbackSyncCommand()),
+    fc.tuple(table, day).map(([t, d]): PlannedCommand => new RollbackPartitionCommand(t, d)),
+    fc.tuple(table, day, fc.integer({ min: 1, max: 3 })).map(([t, d, v]): PlannedCommand => new ReplaceCommand(t, d, v)),
+  );
+  return [fc.tuple(sync, other).map(([a, b]) => new ConcurrentCommand(a, b))];
+}
+
+/** Fault points a command may be killed at (src/core/faults.ts), and how many times one is passed before the kill. */
+const FAULTS = ["lease-acquired", "during-build", "after-build", "after-outbox", "before-swap-rename", "during-batch-swap", "after-swap", "after-manifest", "before-release", "signing-beside-write-ahead"];
+
+/** Group (c): a sync, a rollback (partition or --sync) or a replace killed at a random fault point. */
+export function killedCommands(): fc.Arbitrary<LakeCommand>[] {
+  const inner = fc.oneof(
+    { arbitrary: deliveryArbitrary.map((d): PlannedCommand => new SyncCommand(d)), weight: 3 },
+    fc.tuple(table, day).map(([t, d]): PlannedCommand => new RollbackPartitionCommand(t, d)),
+    fc.constant<PlannedCommand>(new RollbackSyncCommand()),
+    fc.tuple(table, day, fc.integer({ min: 1, max: 3 })).map(([t, d, v]): PlannedCommand => new ReplaceCommand(t, d, v)),
+  );
+  return [fc.tuple(inner, fc.constantFrom(...FAULTS), fc.integer({ min: 1, max: 2 })).map(([c, point, nth]) => new KillCommand(c, point, nth))];
 }

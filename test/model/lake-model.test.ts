@@ -2,42 +2,93 @@
 // stage = a filter + project of raw), each applied to a reference model too (./model.ts), and the lake read after
 // every command as a plain reader would (./lake-view.ts) and compared with the model (./check.ts).
 //
-// `npm test` runs a fixed seed and a few short sequences; `npm run test:model -- --runs N [--seed S] [--commands C]`
-// runs more. A failure prints the shrunk sequence of commands (`sync --input <01:v2,03:v0 order#5>`: days of the
-// pool, each in a variant of model.ts's `variantRows`, rows shuffled by the order number), with the seed and path to
-// replay it: MODEL_SEED=S MODEL_PATH=P npm run test:model.
+// `npm test` runs a fixed seed and a few short sequences on each backend (BACKENDS=local,aws; default both);
+// `npm run test:model -- --runs N [--seed S] [--commands C] [--backends local]` runs more. A failure prints the
+// shrunk sequence of commands (`sync --input <01:v2,03:v0 order#5>`: days of the pool, each in a variant of
+// model.ts's `variantRows`, rows shuffled by the order number), with the seed and path that replay it:
+// npm run test:model -- --seed S --path P (add `-t <test name>` through MODEL_TEST, or BACKENDS, to run one test).
+import { S3Client } from "@aws-sdk/client-s3";
 import fc from "fast-check";
-import { describe, it } from "vitest";
+import { afterAll, beforeAll, describe, it } from "vitest";
+import { awsCliEnv, selectedBackends, startAwsServices, type AwsServices } from "../support/lake-fixture.js";
 import { SignatureMap } from "./check.js";
-import { ordinaryCommands, type Real } from "./commands.js";
+import { concurrentCommands, killedCommands, ordinaryCommands, type LakeCommand, type Real } from "./commands.js";
 import { LakeModel } from "./model.js";
-import { Workspace } from "./workspace.js";
+import { Workspace, type AwsWorkspaceTarget } from "./workspace.js";
 
-const settings = {
-  seed: Number(process.env.MODEL_SEED ?? 20261202),
-  runs: Number(process.env.MODEL_RUNS ?? 6),
-  commands: Number(process.env.MODEL_COMMANDS ?? 15),
-  path: process.env.MODEL_PATH,
-};
 const long = process.env.MODEL_RUNS !== undefined;
+const seed = Number(process.env.MODEL_SEED ?? 20261202);
+const replayPath = process.env.MODEL_PATH;
+const timeout = long ? 24 * 3_600_000 : 180_000;
 
-describe("the lake against a reference model, over random command sequences", () => {
-  it(
-    "embedded lake: sync, rollback (partition and --sync), replace, pin, gc --grace 0",
-    async () => {
-      await fc.assert(
-        fc.asyncProperty(fc.commands(ordinaryCommands(), { maxCommands: settings.commands, replayPath: settings.path }), async (commands) => {
-          const ws = new Workspace();
-          try {
-            await fc.asyncModelRun(() => ({ model: new LakeModel(), real: { ws, signatures: new SignatureMap(), log: [] } satisfies Real }), commands);
-          } finally {
-            if (process.env.MODEL_VERBOSE) process.stderr.write(`model run: ${[...commands].map(String).join(" ; ")}\n`);
-            ws.cleanup();
-          }
-        }),
-        { seed: settings.seed, numRuns: settings.runs, path: settings.path, endOnFailure: !long, verbose: 1 },
-      );
-    },
-    long ? 24 * 3_600_000 : 120_000,
+/** Runs `runs` random sequences of up to `commands` commands, each on a fresh lake (MODEL_RUNS / MODEL_COMMANDS override). */
+async function checkModel(
+  arbitraries: fc.Arbitrary<LakeCommand>[],
+  defaults: { runs: number; commands: number },
+  newWorkspace: () => Workspace,
+): Promise<void> {
+  const runs = Number(process.env.MODEL_RUNS ?? defaults.runs);
+  const maxCommands = Number(process.env.MODEL_COMMANDS ?? defaults.commands);
+  await fc.assert(
+    fc.asyncProperty(fc.commands(arbitraries, { maxCommands, size: "max", replayPath }), async (commands) => {
+      const ws = newWorkspace();
+      const real: Real = { ws, signatures: new SignatureMap(), log: [], leftovers: false };
+      try {
+        await fc.asyncModelRun(() => ({ model: new LakeModel(), real }), commands);
+      } finally {
+        if (process.env.MODEL_VERBOSE) process.stderr.write(`model run: ${real.log.join(" ; ")}\n`);
+        ws.cleanup();
+      }
+    }),
+    { seed, numRuns: runs, path: replayPath, endOnFailure: !long, verbose: 1 },
   );
+}
+
+const backends = selectedBackends();
+
+describe.runIf(backends.includes("local"))("embedded lake against a reference model, over random command sequences", () => {
+  const workspace = () => new Workspace();
+
+  it("sync, rollback (partition and --sync), replace, pin, gc --grace 0", async () => {
+    await checkModel(ordinaryCommands(), { runs: 6, commands: 15 }, workspace);
+  }, timeout);
+
+  it("the same, with a sync, rollback or replace killed at a random fault point, then recovered", async () => {
+    await checkModel([...ordinaryCommands(), ...killedCommands(), ...killedCommands()], { runs: 2, commands: 12 }, workspace);
+  }, timeout);
+
+  it("the same, with two commands at once from two processes (ending as one of the serial orders)", async () => {
+    await checkModel([...ordinaryCommands(), ...concurrentCommands(), ...concurrentCommands()], { runs: 2, commands: 10 }, workspace);
+  }, timeout);
+});
+
+describe.runIf(backends.includes("aws"))("AWS lake (S3 + Glue + Athena emulators) against a reference model", () => {
+  let services: AwsServices | undefined;
+  let sequence = 0;
+  beforeAll(async () => {
+    process.env.AWS_EC2_METADATA_DISABLED = "true";
+    services = await startAwsServices();
+  });
+  afterAll(async () => services?.close());
+
+  /** A workspace on a fresh prefix and Glue database of the emulated services. */
+  const workspace = (): Workspace => {
+    const s = services!;
+    const suffix = `${process.pid}_${(sequence += 1)}`;
+    const target: AwsWorkspaceTarget = {
+      env: awsCliEnv(s, {
+        DATA_OUTPUT_S3_BUCKET: "lake",
+        DATA_OUTPUT_S3_PREFIX: `model/${suffix}`,
+        SCHEMA_OUTPUT_GLUE_DATABASE_NAME: `model_${suffix}`,
+        DATA_OUTPUT_ATHENA_WORKGROUP_NAME: "primary",
+        DATA_OUTPUT_ATHENA_RESULTS_S3_BUCKET: "results",
+      }),
+      location: { s3: new S3Client(s.s3.clientConfig), bucket: "lake", prefix: `model/${suffix}`, glue: s.glue.state, database: `model_${suffix}` },
+    };
+    return new Workspace(target);
+  };
+
+  it("sync, rollback (partition and --sync), replace, pin, gc --grace 0, and a command killed at a fault point", async () => {
+    await checkModel([...ordinaryCommands(), ...killedCommands()], { runs: 2, commands: 10 }, workspace);
+  }, timeout);
 });

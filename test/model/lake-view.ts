@@ -1,9 +1,12 @@
 // What a lake holds, read as a plain reader would, with no lakeswap code: the pointers and their state files, the run
 // folders, the manifests, the metadata areas, and the rows through a separate DuckDB instance over the Parquet files the
 // pointers name (embedded: the README's glob over the pointer symlinks).
-import { promises as fs } from "node:fs";
+import { mkdirSync, promises as fs } from "node:fs";
 import path from "node:path";
+import { GetObjectCommand, ListObjectsV2Command, type S3Client } from "@aws-sdk/client-s3";
 import { DuckDBInstance } from "@duckdb/node-api";
+import type { GlueState } from "../support/glue-emulator.js";
+import { tempDir } from "../support/lake-fixture.js";
 import { DAYS, RAW, TABLES, type Day, type RowText, type TableName } from "./model.js";
 
 /** One partition's pointer as the lake shows it. */
@@ -143,3 +146,98 @@ async function walk(dir: string): Promise<string[]> {
   return found;
 }
 
+
+/** Where an AWS lake is, and the clients a plain reader uses: S3 (the SDK) and the Glue emulator's catalog as it stands. */
+export interface AwsLakeLocation {
+  readonly s3: S3Client;
+  readonly bucket: string;
+  readonly prefix: string;
+  readonly glue: GlueState;
+  readonly database: string;
+}
+
+/** Reads an AWS lake: Glue partitions (Location, Parameters), S3 objects, and the rows of the files each Location names. */
+export async function viewAwsLake(lake: AwsLakeLocation): Promise<LakeView> {
+  const keys = await listKeys(lake, `${lake.prefix}/`);
+  const relative = keys.map((k) => k.slice(lake.prefix.length + 1));
+  const { dir, cleanup } = tempDir("lakeswap-model-view-");
+  try {
+    const tables = {} as Record<TableName, TableView>;
+    for (const table of TABLES) tables[table] = await viewAwsTable(lake, table, relative, dir);
+    const under = (prefix: string) => relative.filter((k) => k.startsWith(prefix)).map((k) => k.slice(prefix.length));
+    const pins = new Set<string>();
+    for (const table of TABLES) for (const name of under(`_lakeswap/pins/${table}/`)) pins.add(`${table}/${name.replace(/\.json$/, "")}`);
+    const syncs = [];
+    for (const name of under("_lakeswap/syncs/")) {
+      const record = JSON.parse(await getText(lake, `${lake.prefix}/_lakeswap/syncs/${name}`));
+      syncs.push({ syncId: record.syncId, finished: record.finishedAt !== undefined, moves: record.moves });
+    }
+    return { tables, outbox: under("_lakeswap/outbox/"), leases: under("_lakeswap/leases/"), pins, syncs };
+  } finally {
+    cleanup();
+  }
+}
+
+async function viewAwsTable(lake: AwsLakeLocation, table: TableName, keys: readonly string[], scratch: string): Promise<TableView> {
+  const pointers = new Map<Day, PointerView>();
+  const runs = new Map<Day, Set<string>>();
+  const manifests = new Map<Day, Map<string, ManifestView>>();
+  const exists = lake.glue.table(lake.database, table) !== undefined;
+  const partitions = exists ? lake.glue.partitions(lake.database, table) : [];
+  for (const day of DAYS) {
+    const partition = partitions.find((p) => p.Values?.[0] === day);
+    if (partition) {
+      const parameters = partition.Parameters ?? {};
+      const location = partition.StorageDescriptor?.Location ?? "";
+      const run = /run=([^/]+)\/?$/.exec(location)?.[1] ?? `(location ${location})`;
+      if (parameters["lakeswap.run"] !== undefined && parameters["lakeswap.run"] !== run) throw new Error(`${table}/day=${day}: Location ${location} but lakeswap.run ${parameters["lakeswap.run"]}`);
+      pointers.set(day, { run, previous: parameters["lakeswap.previous_run"], signature: parameters["lakeswap.signature"], movedBy: parameters["lakeswap.moved_by"] });
+      // The current run's files, as a plain reader of the Location gets them.
+      const prefix = location.replace(/^s3:\/\/[^/]+\//, "");
+      const folder = path.join(scratch, table, `day=${day}`);
+      mkdirSync(folder, { recursive: true });
+      for (const key of await listKeys(lake, prefix.endsWith("/") ? prefix : `${prefix}/`)) {
+        const name = key.slice(key.lastIndexOf("/") + 1);
+        if (name === "" || name.startsWith("_") || name.startsWith(".")) continue;
+        await fs.writeFile(path.join(folder, `${name.replace(/\.parquet$/, "")}.parquet`), await getBytes(lake, key));
+      }
+    }
+    const ids = new Set<string>();
+    const runPrefix = `${table}/day=${day}/`;
+    for (const key of keys.filter((k) => k.startsWith(runPrefix))) {
+      const [folder, name] = key.slice(runPrefix.length).split("/");
+      if (folder?.startsWith("run=") && name && !name.startsWith("_") && !name.startsWith(".")) ids.add(folder.slice("run=".length));
+    }
+    const byRun = new Map<string, ManifestView>();
+    const manifestPrefix = `_lakeswap/manifests/${table}/day=${day}/`;
+    for (const key of keys.filter((k) => k.startsWith(manifestPrefix))) {
+      const manifest = JSON.parse(await getText(lake, `${lake.prefix}/${key}`));
+      const id = key.slice(manifestPrefix.length).replace(/\.json$/, "");
+      byRun.set(id, { rows: manifest.rows, signature: manifest.signature });
+      ids.add(id);
+    }
+    if (ids.size > 0) runs.set(day, ids);
+    if (byRun.size > 0) manifests.set(day, byRun);
+  }
+  return { pointers, runs, manifests, rows: await plainRows(path.join(scratch, table, "*", "*.parquet"), table) };
+}
+
+async function listKeys(lake: AwsLakeLocation, prefix: string): Promise<string[]> {
+  const keys: string[] = [];
+  let token: string | undefined;
+  do {
+    const page = await lake.s3.send(new ListObjectsV2Command({ Bucket: lake.bucket, Prefix: prefix, ContinuationToken: token }));
+    keys.push(...(page.Contents ?? []).map((o) => o.Key ?? "").filter((k) => k.length > 0 && !k.endsWith("/")));
+    token = page.NextContinuationToken;
+  } while (token);
+  return keys.sort();
+}
+
+async function getBytes(lake: AwsLakeLocation, key: string): Promise<Uint8Array> {
+  const answer = await lake.s3.send(new GetObjectCommand({ Bucket: lake.bucket, Key: key }));
+  return answer.Body!.transformToByteArray();
+}
+
+async function getText(lake: AwsLakeLocation, key: string): Promise<string> {
+  return Buffer.from(await getBytes(lake, key)).toString("utf8");
+}

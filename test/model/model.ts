@@ -92,6 +92,31 @@ export class LakeModel {
   readonly syncs: ModelMove[][] = [];
   private placeholders = 0;
 
+  /** A deep copy (the model of one possible outcome of a command). */
+  clone(): LakeModel {
+    const copy = new LakeModel();
+    copy.restore(this);
+    return copy;
+  }
+
+  /** Takes every field of `other` (a deep copy), so the model passed around by fast-check stays the same object. */
+  restore(other: LakeModel): void {
+    this.tablesExist = other.tablesExist;
+    for (const table of TABLES) this.tables[table] = structuredClone(other.tables[table]);
+    this.syncs.splice(0, this.syncs.length, ...structuredClone(other.syncs));
+    this.placeholders = other.placeholders;
+  }
+
+  /** Takes the syncs that moved a pointer from the lake's records (after a killed sync, whose record the model cannot know). */
+  adoptSyncs(records: readonly { syncId: string; moves: readonly { table: string; partition: string; run: string; previousRun?: string }[] }[]): void {
+    const moved = records.filter((r) => r.moves.length > 0).sort((a, b) => (a.syncId < b.syncId ? -1 : 1));
+    this.syncs.splice(
+      0,
+      this.syncs.length,
+      ...moved.map((r) => r.moves.map((m) => ({ table: m.table as TableName, day: m.partition.replace(/^day=/, "") as Day, run: m.run, previousRun: m.previousRun }))),
+    );
+  }
+
   /** The partition, made empty (no runs, no pointer) when it is not there yet. */
   partition(table: TableName, day: Day): ModelPartition {
     let p = this.tables[table].get(day);

@@ -4,7 +4,14 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { main } from "../../src/cli/main.js";
 import { runCli, spawnCli, tempDir, type CliResult } from "../support/lake-fixture.js";
+import { viewAwsLake, viewEmbeddedLake, type AwsLakeLocation, type LakeView } from "./lake-view.js";
 import type { RawRow } from "./model.js";
+
+/** An AWS lake for a workspace: the environment that names it (for the CLI) and where a plain reader finds it. */
+export interface AwsWorkspaceTarget {
+  readonly env: Readonly<Record<string, string>>;
+  readonly location: AwsLakeLocation;
+}
 
 /** The pipeline: raw items by day (partition_replace), and stage = a filter + project of each raw day. */
 export const PIPELINE_YAML = `concurrency: 2
@@ -44,7 +51,7 @@ export class Workspace {
   private readonly removeDir: () => void;
   private deliveries = 0;
 
-  constructor() {
+  constructor(readonly aws?: AwsWorkspaceTarget) {
     const { dir, cleanup } = tempDir("lakeswap-model-");
     this.dir = dir;
     this.removeDir = cleanup;
@@ -65,22 +72,36 @@ export class Workspace {
 
   /** Arguments that name this workspace's lake (and config, for the commands that take one). */
   lakeArgs(): string[] {
-    return ["--lake", this.lakeDir];
+    return this.aws ? [] : ["--lake", this.lakeDir];
   }
 
-  /** Runs `lakeswap <args>` in this process (src/cli/main.ts), capturing stdout and stderr. */
+  /** Runs `lakeswap <args>` in this process (src/cli/main.ts), capturing stdout and stderr; on AWS with its environment set meanwhile. */
   async run(args: readonly string[]): Promise<CommandResult> {
-    return runInProcess([...this.lakeArgs(), ...args]);
+    const saved = Object.fromEntries(Object.keys(this.aws?.env ?? {}).map((name) => [name, process.env[name]]));
+    Object.assign(process.env, this.aws?.env ?? {});
+    try {
+      return await runInProcess([...this.lakeArgs(), ...args]);
+    } finally {
+      for (const [name, value] of Object.entries(saved)) {
+        if (value === undefined) delete process.env[name];
+        else process.env[name] = value;
+      }
+    }
   }
 
   /** Runs `lakeswap <args>` in a child process, with extra environment (e.g. LAKESWAP_FAULT). */
   async spawn(args: readonly string[], env: Record<string, string> = {}): Promise<CliResult> {
-    return runCli([...this.lakeArgs(), ...args], env, { cwd: this.dir });
+    return runCli([...this.lakeArgs(), ...args], { ...this.aws?.env, ...env }, { cwd: this.dir });
   }
 
   /** Starts `lakeswap <args>` in a child process without waiting. */
   start(args: readonly string[], env: Record<string, string> = {}): ReturnType<typeof spawnCli> {
-    return spawnCli([...this.lakeArgs(), ...args], env, { cwd: this.dir });
+    return spawnCli([...this.lakeArgs(), ...args], { ...this.aws?.env, ...env }, { cwd: this.dir });
+  }
+
+  /** The lake as a plain reader sees it. */
+  view(): Promise<LakeView> {
+    return this.aws ? viewAwsLake(this.aws.location) : viewEmbeddedLake(this.lakeDir);
   }
 
   cleanup(): void {
