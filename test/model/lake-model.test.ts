@@ -54,7 +54,7 @@ describe.runIf(backends.includes("local"))("embedded lake against a reference mo
   }, timeout);
 
   it("the same, with a sync, rollback or replace killed at a random fault point, then recovered", async () => {
-    await checkModel([...ordinaryCommands(), ...killedCommands(), ...killedCommands()], { runs: 2, commands: 12 }, workspace);
+    await checkModel([...ordinaryCommands(), ...killedCommands(), ...killedCommands()], { runs: 2, commands: 10 }, workspace);
   }, timeout);
 
   it("the same, with two commands at once from two processes (ending as one of the serial orders)", async () => {
@@ -89,6 +89,6 @@ describe.runIf(backends.includes("aws"))("AWS lake (S3 + Glue + Athena emulators
   };
 
   it("sync, rollback (partition and --sync), replace, pin, gc --grace 0, and a command killed at a fault point", async () => {
-    await checkModel([...ordinaryCommands(), ...killedCommands()], { runs: 2, commands: 10 }, workspace);
+    await checkModel([...ordinaryCommands(), ...killedCommands()], { runs: 2, commands: 8 }, workspace);
   }, timeout);
 });
