@@ -66,6 +66,8 @@ export interface IngestPipelineConfig {
   readonly deadletterSink: DataSinkTarget;
   readonly namespaces: readonly IngestNamespaceConfig[];
   readonly wal: WalConfig;
+  /** `auth_token: ${VAR}`: the bearer token its event posts must carry (else LAKESWAP_INGEST_TOKEN; neither: none). */
+  readonly authToken?: string;
 }
 
 /** A `columns:` mapping as parsed: name -> type, or name -> {type, nullable}. */
@@ -171,6 +173,10 @@ export function ingestSchemas(columns: z.ZodType<ColumnDeclarations>) {
         .default({})
         .describe("the event kinds this pipeline accepts (POST /v1/<pipeline>/<namespace>), each a table named after it"),
       wal: walSchema.prefault({}).describe("the write-ahead log: an event is acknowledged once it is fsynced here"),
+      auth_token: z
+        .string()
+        .optional()
+        .describe("${VAR}: the bearer token this pipeline's event posts must carry (Authorization: Bearer <token>), taken from the environment (default LAKESWAP_INGEST_TOKEN, else none)"),
     })
     .strict();
   return {
@@ -278,16 +284,16 @@ export function resolveIngest(input: IngestInput, context: IngestContext): Resol
       pipeline.deadletter_sink !== undefined ? reference(pipeline.deadletter_sink, "data_sinks", dataSinkNames, `${at}.deadletter_sink`, context) : undefined;
     writtenTo.add(dataName);
 
-    let data: DataSinkTarget = defaultSink();
+    const data: DataSinkTarget = dataName !== undefined ? dataSink(dataName) : defaultSink();
     let schemaSink: IngestPipelineConfig["schemaSink"];
-    if (dataName !== undefined) data = dataSink(dataName);
     if (data.kind === "athena") {
       // The page pairs an Athena data sink with a Glue schema sink; without one, the Athena block's database stands in.
       schemaSink = schemaName !== undefined ? { name: schemaName, database: schemaDatabase(schemaName, input, context) } : { name: data.name === ENVIRONMENT_DATA_SINK ? "SCHEMA_OUTPUT_GLUE_DATABASE_NAME" : `data_sinks.${data.name}`, database: data.aws.database };
     }
     const deadletterSink = deadletterName === undefined || deadletterName === dataName ? data : dataSink(deadletterName);
     const namespaces = Object.entries(pipeline.namespaces).map(([namespace, spec]) => resolveNamespace(namespace, spec, `${at}.namespaces.${namespace}`, context));
-    return { name, dataSink: data, schemaSink, deadletterSink, namespaces, wal: resolveWal(name, pipeline.wal, `${at}.wal`, context.dir) };
+    const authToken = pipeline.auth_token !== undefined ? resolveToken(pipeline.auth_token, `${at}.auth_token`, context.env) : undefined;
+    return { name, dataSink: data, schemaSink, deadletterSink, namespaces, wal: resolveWal(name, pipeline.wal, `${at}.wal`, context.dir), ...(authToken !== undefined ? { authToken } : {}) };
   });
 
   const datasetsSink = chooseDatasetsSink(dataSinkNames, pipelines, writtenTo, context, dataSink);
@@ -329,6 +335,17 @@ function checkGlueDatabase(database: string, at: string): string {
     throw new InvalidInputError(`${at}: '${printable(database)}' is not a valid Glue database name: use lowercase letters, digits and '_'`);
   }
   return database;
+}
+
+/** A token written `${VAR}`, from the environment: never written in the file itself, where it would be read with the config. */
+function resolveToken(value: string, at: string, env: NodeJS.ProcessEnv): string {
+  const variable = /^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$/.exec(value.trim())?.[1];
+  if (variable === undefined) {
+    throw new InvalidInputError(`${at}: write the name of the environment variable that holds the token, as \${VAR} (e.g. auth_token: \${EVENTS_TOKEN}), not the token itself`);
+  }
+  const token = env[variable];
+  if (token === undefined || token === "") throw new InvalidInputError(`${at}: environment variable ${variable} is not set (the config reads the token from \${${variable}}); export ${variable}=<a long random token>`);
+  return token;
 }
 
 function resolveNamespace(name: string, spec: z.output<ReturnType<typeof namespaceSchema>>, at: string, context: IngestContext): IngestNamespaceConfig {

@@ -1,3 +1,4 @@
+import { createHash, timingSafeEqual } from "node:crypto";
 import { createServer, type IncomingMessage, type OutgoingHttpHeaders, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Duplex, Readable } from "node:stream";
@@ -7,6 +8,9 @@ import { Metrics } from "./metrics.js";
 import { DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_BYTES_IN_FLIGHT, DEFAULT_MAX_CONNECTIONS } from "./server-limits.js";
 
 export { DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_BYTES_IN_FLIGHT, DEFAULT_MAX_CONNECTIONS };
+
+/** The interface the collector listens on by default: this machine only. */
+export const DEFAULT_HOST = "127.0.0.1";
 
 /** How a request body splits into events: one JSON value per line, or one JSON array. */
 export type IngestFormat = "ndjson" | "json";
@@ -59,8 +63,10 @@ export interface IngestServerOptions {
   readonly metrics: Metrics;
   /** 0 picks a free port. */
   readonly port: number;
-  /** Default: every interface (Node's default), as a collector is meant to be reached from other hosts. */
+  /** Default 127.0.0.1: this machine only; `0.0.0.0` (or `::`) opens it to other hosts. */
   readonly host?: string;
+  /** Bearer-token authentication; none by default (every request is taken). */
+  readonly auth?: IngestAuth;
   /** The largest body accepted, after gunzip; default 16 MiB. */
   readonly maxBodyBytes?: number;
   /**
@@ -72,6 +78,18 @@ export interface IngestServerOptions {
   readonly maxConnections?: number;
   /** Where the server reports what it cannot answer to a client (unexpected errors); default stderr. */
   readonly log?: (line: string) => void;
+}
+
+/**
+ * Who may post: each pipeline's bearer token (`Authorization: Bearer <token>`), compared in constant time. A post to
+ * a pipeline with a token, to one the server does not know, and GET /metrics need a token (its own, or for the last
+ * two any of them); GET /healthz answers its status to anyone and its detail only with a token.
+ */
+export interface IngestAuth {
+  /** The token a post to `pipeline` must carry; undefined: the pipeline is known and takes posts without one; null: unknown. */
+  tokenFor(pipeline: string): string | undefined | null;
+  /** Every token: a request that needs any one of them takes any. */
+  readonly tokens: readonly string[];
 }
 
 /** A running collector HTTP server. */
@@ -118,6 +136,7 @@ class HttpError extends Error {
  */
 export async function startIngestServer(options: IngestServerOptions): Promise<IngestServer> {
   const { handler, metrics } = options;
+  const host = options.host ?? DEFAULT_HOST;
   const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
   const maxBytesInFlight = options.maxBytesInFlight ?? Math.max(DEFAULT_MAX_BYTES_IN_FLIGHT, maxBodyBytes);
   if (maxBytesInFlight < maxBodyBytes) {
@@ -125,6 +144,8 @@ export async function startIngestServer(options: IngestServerOptions): Promise<I
   }
   /** Body bytes held now, by every request being read or waiting for its answer. */
   let bytesHeld = 0;
+  /** The digests of every token (undefined: no authentication), compared with a request's in constant time. */
+  const tokens = options.auth && options.auth.tokens.length > 0 ? options.auth.tokens.map(tokenDigest) : undefined;
   const log = options.log ?? ((line: string) => process.stderr.write(`${line}\n`));
   const requests = metrics.counter("lakeswap_ingest_http_requests_total", "HTTP requests answered by the collector, by status code ('aborted': the client left first).", ["code"]);
   const seconds = metrics.histogram("lakeswap_ingest_request_seconds", "Time from a request's arrival to its answer, for all but /healthz and /metrics (an event POST is answered 200 once its events are durable), seconds.");
@@ -167,9 +188,17 @@ export async function startIngestServer(options: IngestServerOptions): Promise<I
           "retry-after": String(DRAINING_RETRY_AFTER_SECONDS),
         });
       }
-      if (path === "/healthz") return onlyGet(method, () => answerHealth(response));
-      if (path === "/metrics") return onlyGet(method, () => answerMetrics(response));
+      const authorization = request.headers.authorization;
+      if (path === "/healthz") return onlyGet(method, () => answerHealth(response, authorizedFor(undefined, authorization)));
+      if (path === "/metrics") {
+        return onlyGet(method, () => {
+          requireToken(undefined, authorization);
+          answerMetrics(response);
+        });
+      }
       const [pipeline, namespace] = ingestTarget(method, path);
+      // Before a byte of the body is read (and before 100-continue): a client without the token sends nothing more.
+      requireToken(pipeline, authorization);
       const format = formatOf(request.headers["content-type"]);
       const gzip = isGzip(request.headers["content-encoding"]);
       const declaredLength = Number(request.headers["content-length"] ?? 0);
@@ -191,7 +220,28 @@ export async function startIngestServer(options: IngestServerOptions): Promise<I
     answer();
   }
 
-  function answerHealth(response: ServerResponse): void {
+  /** Whether a request may go on: no token needed (no auth, or a pipeline without one), or it carries a right one. */
+  function authorizedFor(pipeline: string | undefined, authorization: string | undefined): boolean {
+    if (!tokens) return true;
+    const own = pipeline === undefined ? null : options.auth!.tokenFor(pipeline);
+    if (own === undefined) return true;
+    return bearerMatches(authorization, own === null ? tokens : [tokenDigest(own)]);
+  }
+
+  function requireToken(pipeline: string | undefined, authorization: string | undefined): void {
+    if (authorizedFor(pipeline, authorization)) return;
+    const given = authorization !== undefined;
+    throw new HttpError(
+      401,
+      given
+        ? "the bearer token is not the one this collector takes: send Authorization: Bearer <token> with the pipeline's auth_token (or LAKESWAP_INGEST_TOKEN)"
+        : "this collector needs a bearer token: send Authorization: Bearer <token> with the pipeline's auth_token (or LAKESWAP_INGEST_TOKEN)",
+      // A POST's body is not read: the connection cannot carry another request.
+      { "www-authenticate": `Bearer realm="lakeswap"${given ? ', error="invalid_token"' : ""}`, connection: "close" },
+    );
+  }
+
+  function answerHealth(response: ServerResponse, detailed: boolean): void {
     let health: ReturnType<IngestHandler["health"]>;
     try {
       health = handler.health();
@@ -199,7 +249,8 @@ export async function startIngestServer(options: IngestServerOptions): Promise<I
       log(`lakeswap ingest: the health check failed: ${describe(error)}`);
       health = { ok: false, detail: { error: errorMessage(error) } };
     }
-    sendJson(response, health.ok ? 200 : 503, health);
+    // Its status for a load balancer's probe, which carries no token; what the collector holds and where, only with one.
+    sendJson(response, health.ok ? 200 : 503, detailed ? health : { ok: health.ok });
   }
 
   function answerMetrics(response: ServerResponse): void {
@@ -254,9 +305,9 @@ export async function startIngestServer(options: IngestServerOptions): Promise<I
   server.keepAliveTimeout = 65_000;
 
   await new Promise<void>((resolve, reject) => {
-    const failed = (error: NodeJS.ErrnoException): void => reject(listenError(error, options.port, options.host));
+    const failed = (error: NodeJS.ErrnoException): void => reject(listenError(error, options.port, host));
     server.once("error", failed);
-    server.listen(options.port, options.host, () => {
+    server.listen(options.port, host, () => {
       server.off("error", failed);
       resolve();
     });
@@ -284,7 +335,7 @@ export async function startIngestServer(options: IngestServerOptions): Promise<I
   }
 
   return {
-    url: `http://${urlHost(options.host)}:${port}`,
+    url: `http://${urlHost(host)}:${port}`,
     port,
     close: (timeoutMs) => (closing ??= close(timeoutMs)),
   };
@@ -415,8 +466,21 @@ function readBody(request: IncomingMessage, maxBodyBytes: number, gzip: boolean,
   });
 }
 
-function listenError(error: NodeJS.ErrnoException, port: number, host: string | undefined): Error {
-  const where = `${host ?? "every interface"}, port ${port}`;
+/** The SHA-256 of a token: digests of equal length, so that comparing them takes the same time whatever the token. */
+function tokenDigest(token: string): Buffer {
+  return createHash("sha256").update(token, "utf8").digest();
+}
+
+/** Whether an Authorization header carries a bearer token of `digests`, compared in constant time with every one. */
+function bearerMatches(authorization: string | undefined, digests: readonly Buffer[]): boolean {
+  const given = tokenDigest(/^Bearer +(\S+) *$/i.exec(authorization ?? "")?.[1] ?? "");
+  let matched = false;
+  for (const digest of digests) matched = timingSafeEqual(given, digest) || matched;
+  return matched && authorization !== undefined;
+}
+
+function listenError(error: NodeJS.ErrnoException, port: number, host: string): Error {
+  const where = `${host === "0.0.0.0" || host === "::" ? "every interface" : host}, port ${port}`;
   if (error.code === "EADDRINUSE") return new InvalidInputError(`cannot listen on ${where}: the port is already in use by another process; choose another port or stop that process`);
   if (error.code === "EACCES") return new InvalidInputError(`cannot listen on ${where}: permission denied (ports below 1024 need privileges); choose a port of 1024 or more`);
   if (error.code === "EADDRNOTAVAIL") return new InvalidInputError(`cannot listen on ${where}: no interface of this machine has that address; choose one of its addresses, or 0.0.0.0`);

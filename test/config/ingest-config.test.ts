@@ -245,7 +245,7 @@ schema_sinks:
 
 describe("misspelt keys get a did-you-mean", () => {
   it.each([
-    ["schema_sink", (c: any) => (c.pipelines = { events: { data_sink: "warehouse", schema_snk: "catalog" } }), "pipelines.events.schema_snk: unknown key (did you mean 'schema_sink'?) (allowed: data_sink, schema_sink, deadletter_sink, namespaces, wal)"],
+    ["schema_sink", (c: any) => (c.pipelines = { events: { data_sink: "warehouse", schema_snk: "catalog" } }), "pipelines.events.schema_snk: unknown key (did you mean 'schema_sink'?) (allowed: data_sink, schema_sink, deadletter_sink, namespaces, wal, auth_token)"],
     ["Athena", (c: any) => (c.data_sinks.warehouse = { Athna: c.data_sinks.warehouse.Athena }), "data_sinks.warehouse.Athna: unknown key (did you mean 'Athena'?) (allowed: Athena, Local)"],
     ["Glue", (c: any) => (c.schema_sinks.catalog = { glue: { glue_database_name: "x" } }), "schema_sinks.catalog.glue: unknown key (did you mean 'Glue'?) (allowed: Glue)"],
     ["glue_database_name", (c: any) => (c.schema_sinks.catalog.Glue = { glue_databse_name: "x" }), "schema_sinks.catalog.Glue.glue_databse_name: unknown key (did you mean 'glue_database_name'?)"],
@@ -485,7 +485,7 @@ describe("the JSON Schema", () => {
     expect(schema.properties.data_sinks.additionalProperties.properties.Local.description).toMatch(/embedded lake/);
     expect(schema.properties.schema_sinks.additionalProperties.properties.Glue.properties.glue_database_name.description).toMatch(/SCHEMA_OUTPUT_GLUE_DATABASE_NAME/);
     const pipeline = schema.properties.pipelines.additionalProperties;
-    expect(Object.keys(pipeline.properties)).toEqual(["data_sink", "schema_sink", "deadletter_sink", "namespaces", "wal"]);
+    expect(Object.keys(pipeline.properties)).toEqual(["data_sink", "schema_sink", "deadletter_sink", "namespaces", "wal", "auth_token"]);
     for (const key of Object.keys(pipeline.properties)) expect(pipeline.properties[key].description, key).toBeTruthy();
     const namespace = pipeline.properties.namespaces.additionalProperties;
     expect(namespace.properties.unknown_fields).toMatchObject({ default: "keep", enum: ["keep", "deadletter"] });
@@ -521,3 +521,18 @@ describe("a dataset whose raw layer is an ingested namespace (source: {ingest: .
     expect(resolveObject(withDataset({ source: { format: "csv" }, columns: { a: "BIGINT" } }))).toThrow(/source: give format and path.*or ingest: <pipeline>\.<namespace>/);
   });
 });
+
+describe("a pipeline's auth_token", () => {
+  it("is read from the environment variable it names, never written in the file", () => {
+    const withToken = (token: unknown) => namespaceConfig((_n, c) => (c.pipelines.events.auth_token = token));
+    expect(resolvePipelineConfig(withToken("${EVENTS_TOKEN}"), FILE, { EVENTS_TOKEN: "t0ken" }).ingest[0]!.authToken).toBe("t0ken");
+    expect(resolvePipelineConfig(namespaceConfig(), FILE, {}).ingest[0]!.authToken).toBeUndefined();
+    expect(() => resolvePipelineConfig(withToken("t0ken"), FILE, {})).toThrow(
+      "pipelines.events.auth_token: write the name of the environment variable that holds the token, as ${VAR} (e.g. auth_token: ${EVENTS_TOKEN}), not the token itself",
+    );
+    expect(() => resolvePipelineConfig(withToken("${EVENTS_TOKEN}"), FILE, {})).toThrow(
+      "pipelines.events.auth_token: environment variable EVENTS_TOKEN is not set (the config reads the token from ${EVENTS_TOKEN}); export EVENTS_TOKEN=<a long random token>",
+    );
+  });
+});
+

@@ -1,5 +1,6 @@
 import { Agent, request as httpRequest, type IncomingHttpHeaders } from "node:http";
 import { connect, type Socket } from "node:net";
+import { networkInterfaces } from "node:os";
 import { gzipSync } from "node:zlib";
 import { afterEach, describe, expect, it } from "vitest";
 import { InvalidInputError, NotFoundError } from "../../src/core/errors.js";
@@ -63,7 +64,7 @@ afterEach(async () => {
   await Promise.all(servers.splice(0).map((server) => server.close(1000)));
 });
 
-async function start(options: Pick<Partial<IngestServerOptions>, "maxBodyBytes" | "maxBytesInFlight" | "maxConnections"> = {}): Promise<{ server: IngestServer; handler: RecordingHandler; metrics: Metrics; logged: string[] }> {
+async function start(options: Pick<Partial<IngestServerOptions>, "maxBodyBytes" | "maxBytesInFlight" | "maxConnections" | "auth"> = {}): Promise<{ server: IngestServer; handler: RecordingHandler; metrics: Metrics; logged: string[] }> {
   const handler = new RecordingHandler();
   const metrics = new Metrics();
   const logged: string[] = [];
@@ -643,3 +644,67 @@ describe("close()", () => {
     );
   });
 });
+
+describe("who may reach the collector", () => {
+  // serve listened on every interface, with no authentication.
+  it("listens on 127.0.0.1 unless told otherwise: another interface of the machine is refused", async () => {
+    const handler = new RecordingHandler();
+    const server = await startIngestServer({ handler, metrics: new Metrics(), port: 0, log: () => undefined });
+    servers.push(server);
+    expect(server.url).toMatch(/^http:\/\/127\.0\.0\.1:/);
+    expect((await fetch(`${server.url}/healthz`)).status).toBe(200);
+    const external = Object.values(networkInterfaces()).flat().find((i) => i && i.family === "IPv4" && !i.internal);
+    if (external) {
+      const reached = await new Promise<string>((resolve) => {
+        const socket = connect(server.port, external.address, () => {
+          socket.destroy();
+          resolve("connected");
+        });
+        socket.on("error", (error: NodeJS.ErrnoException) => resolve(error.code ?? "error"));
+      });
+      expect(reached).toBe("ECONNREFUSED");
+    }
+  });
+
+  it("takes a pipeline's posts only with its bearer token (401 with WWW-Authenticate otherwise, the body unread), /metrics with any token, /healthz's detail with one", async () => {
+    const tokens = new Map<string, string | undefined>([["web", "s3cret-web"], ["app", "s3cret-app"], ["open", undefined]]);
+    const auth = { tokenFor: (pipeline: string) => (tokens.has(pipeline) ? tokens.get(pipeline) : null), tokens: ["s3cret-web", "s3cret-app"] };
+    const { server, handler } = await start({ auth });
+    const headers = (token?: string): Record<string, string> => ({ "content-type": "application/x-ndjson", ...(token !== undefined ? { authorization: `Bearer ${token}` } : {}) });
+
+    const missing = await post(server, "/v1/web/clicks", NDJSON, headers());
+    expect(missing.status).toBe(401);
+    expect(missing.headers.get("www-authenticate")).toBe('Bearer realm="lakeswap"');
+    expect(await errorOf(missing)).toBe("this collector needs a bearer token: send Authorization: Bearer <token> with the pipeline's auth_token (or LAKESWAP_INGEST_TOKEN)");
+    for (const wrong of ["s3cret-app", "s3cret-we", "s3cret-web2", ""]) {
+      const refused = await post(server, "/v1/web/clicks", NDJSON, headers(wrong));
+      expect(refused.status, wrong).toBe(401);
+      expect(refused.headers.get("www-authenticate")).toBe('Bearer realm="lakeswap", error="invalid_token"');
+    }
+    expect((await post(server, "/v1/web/clicks", NDJSON, { ...headers(), authorization: "Basic czNjcmV0LXdlYg==" })).status).toBe(401);
+    // An unknown pipeline is not told apart from a known one without a token.
+    expect((await post(server, "/v1/nope/clicks", NDJSON, headers())).status).toBe(401);
+    // A client that waits for 100-continue is refused before it sends the body.
+    const waiting = rawPost(server, "/v1/web/clicks", { "content-type": "application/x-ndjson", "content-length": 5000, expect: "100-continue" });
+    let continued = false;
+    waiting.request.on("continue", () => (continued = true));
+    waiting.request.flushHeaders();
+    expect((await waiting.response).status).toBe(401);
+    expect(continued).toBe(false);
+    waiting.request.destroy();
+    expect(handler.requests).toHaveLength(0);
+
+    expect((await post(server, "/v1/web/clicks", NDJSON, headers("s3cret-web"))).status).toBe(200);
+    expect((await post(server, "/v1/app/clicks", NDJSON, headers("s3cret-app"))).status).toBe(200);
+    expect((await post(server, "/v1/open/clicks", NDJSON, headers())).status).toBe(200);
+    expect(handler.requests.map((r) => r.pipeline)).toEqual(["web", "app", "open"]);
+
+    expect((await fetch(`${server.url}/metrics`)).status).toBe(401);
+    expect((await fetch(`${server.url}/metrics`, { headers: { authorization: "Bearer s3cret-app" } })).status).toBe(200);
+    const probe = await fetch(`${server.url}/healthz`);
+    expect(probe.status).toBe(200);
+    expect(await probe.json()).toEqual({ ok: true });
+    expect(await (await fetch(`${server.url}/healthz`, { headers: { authorization: "Bearer s3cret-web" } })).json()).toEqual({ ok: true, detail: { walBytes: 1234, pipelines: ["web"] } });
+  });
+});
+

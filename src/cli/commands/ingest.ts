@@ -5,7 +5,7 @@ import type { Command } from "commander";
 import { loadPipelineConfig, type PipelineConfig } from "../../config/pipeline-config.js";
 import { DEFAULT_DATA_SINK, ENVIRONMENT_DATA_SINK, parseByteSize, type IngestPipelineConfig } from "../../config/ingest-config.js";
 import { InvalidInputError, LakeswapError, NotFoundError } from "../../core/errors.js";
-import type { IngestHandler, IngestRequest } from "../../ingest/http-server.js";
+import type { IngestAuth, IngestHandler, IngestRequest } from "../../ingest/http-server.js";
 import type { IngestService, SegmentReport } from "../../ingest/ingest-service.js";
 import { formatTable, report } from "../output.js";
 import { interruptCleanups, wantsJson } from "../context.js";
@@ -23,7 +23,7 @@ export function registerIngest(program: Command): void {
     .description("run the event collector: POST /v1/<pipeline>/<namespace> (NDJSON or a JSON array), GET /healthz, GET /metrics")
     .option("-c, --config <file>", "the config with pipelines:", "lakeswap.yaml")
     .option("--port <port>", "the port to listen on (env LAKESWAP_PORT; default 8080)")
-    .option("--host <host>", "the interface to listen on (default: every interface)")
+    .option("--host <host>", "the interface to listen on (default 127.0.0.1: this machine only; 0.0.0.0 for every interface)")
     .option("--pipeline <name...>", "serve only these pipelines (default: every pipeline of the config)")
     .option("--flush-interval <ms>", "how often sealed segments are landed (default 1000)")
     .option("--max-bytes-in-flight <size>", "the most request body bytes held at once; past it a post gets 503 with Retry-After, its body unread (default 256MiB)")
@@ -53,12 +53,19 @@ export function registerIngest(program: Command): void {
       }
       const flushInterval = options.flushInterval ? Number(options.flushInterval) : 1000;
       for (const service of services.values()) service.start(flushInterval);
-      const server = await startIngestServer({ handler: router(services), metrics, port, host: options.host, ...limits });
+      const auth = authOf(pipelines, process.env);
+      const server = await startIngestServer({ handler: router(services), metrics, port, host: options.host, auth, ...limits });
       // Threads are made on demand (DuckDB's with the first landing): lowered now, and the new ones at each flush.
       background.lower();
       const lowering = setInterval(() => background.lower(), flushInterval);
       lowering.unref();
       process.stderr.write(`lakeswap: collecting ${[...services.keys()].join(", ")} on ${server.url} (POST /v1/<pipeline>/<namespace>)\n`);
+      const open = pipelines.filter((p) => auth.tokenFor(p.name) === undefined).map((p) => p.name);
+      if (open.length > 0 && !isLoopback(options.host)) {
+        process.stderr.write(
+          `lakeswap: warning: ${open.join(", ")} take events from anyone who reaches ${options.host}: set auth_token: \${VAR} on the pipeline or LAKESWAP_INGEST_TOKEN, and put TLS in front (README: "Event ingest")\n`,
+        );
+      }
       let stopping: Promise<void> | undefined;
       const stop = (signal: string): Promise<void> => {
         stopping ??= (async () => {
@@ -209,6 +216,19 @@ function chooseNamespace(pipeline: IngestPipelineConfig, name: string | undefine
   }
   if (!known.includes(name)) throw new InvalidInputError(`pipeline '${pipeline.name}' has no namespace '${name}'${didYouMean(name, known)}; its namespaces: ${known.join(", ")}`);
   return name;
+}
+
+/** The bearer tokens of the pipelines served: each one's auth_token, else LAKESWAP_INGEST_TOKEN, else none. */
+function authOf(pipelines: readonly IngestPipelineConfig[], env: NodeJS.ProcessEnv): IngestAuth {
+  const fallback = env.LAKESWAP_INGEST_TOKEN || undefined;
+  const byPipeline = new Map(pipelines.map((p) => [p.name, p.authToken ?? fallback]));
+  const tokens = [...new Set([...byPipeline.values()].filter((token): token is string => token !== undefined))];
+  return { tokenFor: (pipeline) => (byPipeline.has(pipeline) ? byPipeline.get(pipeline) : null), tokens };
+}
+
+/** Whether a --host value reaches this machine only (the default). */
+function isLoopback(host: string | undefined): boolean {
+  return host === undefined || host === "localhost" || host === "::1" || /^127\./.test(host);
 }
 
 /** `lakeswap serve`'s options. */
