@@ -6,7 +6,7 @@ import { loadPipelineConfig } from "../../src/config/pipeline-config.js";
 import { Pipeline, type SyncReport } from "../../src/core/pipeline.js";
 import { openEmbeddedLake } from "../../src/open-lake.js";
 import { openSink } from "../../src/sinks/open-sink.js";
-import { runCli, tempDir } from "../support/lake-fixture.js";
+import { BACKEND_FACTORIES, runCli, tempDir } from "../support/lake-fixture.js";
 import { postgresAvailable, startPostgres, type PostgresServer } from "../support/postgres.js";
 
 /*
@@ -63,8 +63,11 @@ type Customer = readonly [id: number, state: string, deleted?: boolean];
 const FIRST: readonly Customer[] = [
   [1, "as"], [2, "as"], [3, "as"], [4, "ca"], [5, "ca"], [6, "ca"], [7, "vi"], [8, "vi"], [9, "vi"], [10, "vi"],
 ];
-/** Deletes every key of VI and moves AS's keys to CA: partitions AS and VI become empty. */
-const EMPTYING: readonly Customer[] = [[1, "ca"], [2, "ca"], [3, "ca"], [7, "vi", true], [8, "vi", true], [9, "vi", true], [10, "vi", true]];
+/**
+ * Deletes every key of VI and moves AS's keys to CA: partitions AS and VI become empty. Also deletes a key that
+ * does not exist, naming a state nobody lives in: partition ZZ is made, empty.
+ */
+const EMPTYING: readonly Customer[] = [[1, "ca"], [2, "ca"], [3, "ca"], [7, "vi", true], [8, "vi", true], [9, "vi", true], [10, "vi", true], [99, "zz", true]];
 
 async function workspace(sink: SinkBlock, time = "updated_at") {
   database += 1;
@@ -135,7 +138,7 @@ describe.skipIf(!postgresAvailable())("PostgreSQL sink: the target equals the la
     const emptying = ws.deliver(EMPTYING);
     const report = await ws.sync(emptying);
     expect(report.sinks.filter((s) => s.action === "failed")).toEqual([]);
-    expect(sinkLines(report)).toEqual(["st=AS sent changed 0", "st=CA sent changed 6", "st=VI sent changed 0"]);
+    expect(sinkLines(report)).toEqual(["st=AS sent changed 0", "st=CA sent changed 6", "st=VI sent changed 0", "st=ZZ sent new 0"]);
     expect(await ws.lakeRows()).toHaveLength(6);
     expect((await ws.db("SELECT * FROM crm.customers"))).toHaveLength(6);
     expect(await ws.targetRows()).toEqual(await ws.lakeRows());
@@ -144,6 +147,20 @@ describe.skipIf(!postgresAvailable())("PostgreSQL sink: the target equals the la
     expect(sinkLines(again)).toEqual([]);
     expect(await ws.targetRows()).toEqual(await ws.lakeRows());
   });
+
+  it("an S3 lake's emptied partition is sent as no rows too (s3rver, the Glue and Athena emulators)", async () => {
+    const ws = await workspace(REPLACE);
+    const backend = await BACKEND_FACTORIES.aws!();
+    const lake = await backend.open();
+    cleanups.push(() => backend.cleanup());
+    cleanups.push(() => lake.close());
+    const sync = (file: string) => new Pipeline(lake, loadPipelineConfig(ws.configFile), { inputs: [file], openSink }).sync();
+    await sync(ws.deliver(FIRST));
+    const report = await sync(ws.deliver(EMPTYING));
+    expect(sinkLines(report)).toEqual(["st=AS sent changed 0", "st=CA sent changed 6", "st=VI sent changed 0", "st=ZZ sent new 0"]);
+    expect(await ws.db("SELECT customer_id FROM crm.customers")).toHaveLength(6);
+    expect(await ws.db("SELECT customer_id FROM crm.customers WHERE st <> 'CA'")).toEqual([]);
+  }, 120_000);
 
   // Item 18: upsert by default keeps a key the lake deleted, but marked: never `deleted = false` and unmarked.
   it("upsert (soft delete, the default) marks a key the lake deleted: _lakeswap_deleted_at set and the delete flag true", async () => {
@@ -300,7 +317,7 @@ describe.skipIf(!postgresAvailable())("PostgreSQL sink: the target equals the la
     expect(state.map((r) => `${r.p} ${r.run === runs.get(r.p)!.runId}`)).toEqual(["st=AS true", "st=CA false", "st=VI false"]);
 
     const rerun = await ws.sync(emptying);
-    expect(sinkLines(rerun)).toEqual(["st=CA sent changed 6", "st=VI sent changed 0"]);
+    expect(sinkLines(rerun)).toEqual(["st=CA sent changed 6", "st=VI sent changed 0", "st=ZZ sent new 0"]);
     expect(await ws.targetRows()).toEqual(await ws.lakeRows());
   }, 60_000);
 });
