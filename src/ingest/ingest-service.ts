@@ -84,7 +84,15 @@ export interface IngestServiceOptions {
   readonly walSyncer?: SyncerKind;
   /** Whether the timed landing yields to appends (`lakeswap serve`: `LANDING_YIELDS`); by default it never does. */
   readonly yieldToAppends?: LandingYield;
+  /** How long landing may keep failing before /healthz answers 503 (not ready); default `UNHEALTHY_AFTER_FAILING_MS`. */
+  readonly unhealthyAfterFailingMs?: number;
 }
+
+/** How long landing may keep failing before the collector reports itself not ready: 2 minutes (a few retries). */
+export const UNHEALTHY_AFTER_FAILING_MS = 120_000;
+
+/** The bounds of a backpressure answer's Retry-After, seconds. */
+const RETRY_AFTER_BOUNDS = { min: 1, max: 60 };
 
 /**
  * When the timed landing leaves sealed segments for later: while appends were waiting for the log at least `demand`
@@ -143,6 +151,10 @@ export class IngestService implements IngestHandler {
   private lastError: string | undefined;
   private failures = 0;
   private retryAt = 0;
+  /** When landing started failing (the first of the failures in a row), or undefined while it lands. */
+  private failingSince: number | undefined;
+  /** Bytes of the log landed per second, measured over the recent segments (undefined before the first). */
+  private drainBytesPerSecond: number | undefined;
   /** Bring the counters up to `counts` (run when the metrics are rendered: gauges' collect runs first). */
   private readonly counterSyncs: (() => void)[] = [];
 
@@ -222,11 +234,13 @@ export class IngestService implements IngestHandler {
   health(): { readonly ok: boolean; readonly detail: Record<string, unknown> } {
     const lagSeconds = this.lagSeconds();
     const stopped = this.wal.stopped;
+    const failing = this.landingFailing();
     return {
-      ok: !this.wal.overLimit && !stopped,
+      ok: !this.wal.overLimit && !stopped && failing === undefined,
       detail: {
         pipeline: this.options.pipeline.name,
         ...(stopped ? { walStopped: stopped.message } : {}),
+        ...(failing ? { landingFailing: failing } : {}),
         walBytes: this.wal.bytes,
         walLimit: this.options.pipeline.wal.maxBytes,
         sealedSegments: this.wal.sealed().length,
@@ -293,8 +307,12 @@ export class IngestService implements IngestHandler {
     for (const segment of this.wal.sealed()) {
       if (!throwOnError && this.yieldsTo(segment)) break;
       try {
+        const bytes = this.wal.sizeOf(segment);
+        const started = performance.now();
         reports.push(await this.land(segment));
+        this.measureDrain(bytes, performance.now() - started);
         this.failures = 0;
+        this.failingSince = undefined;
         this.lastError = undefined;
       } catch (error) {
         if (error instanceof IngestFileConflictError) {
@@ -302,6 +320,7 @@ export class IngestService implements IngestHandler {
           continue;
         }
         this.failures += 1;
+        this.failingSince ??= Date.now();
         this.lastError = `segment ${segment}: ${errorMessage(error)}`;
         // Retried with backoff (1 s doubling to a minute); the segment and everything after it stay in the log.
         this.retryAt = Date.now() + Math.min(60_000, 1000 * 2 ** Math.min(this.failures - 1, 6));
@@ -508,8 +527,32 @@ export class IngestService implements IngestHandler {
     if (stopped) throw new UnavailableError(stopped.code, `the collector takes no events: ${stopped.message}`, STOPPED_RETRY_AFTER_SECONDS);
   }
 
+  /**
+   * How long a client should wait before posting again to a full log: the time landing takes to bring the log under
+   * its limit at the drain rate measured, or, while landing fails, until its next attempt; 1 to 60 s. Before any
+   * measurement, the age at which a segment is sealed (the log's own pace).
+   */
   private retryAfterSeconds(): number {
-    return Math.max(1, Math.min(60, Math.ceil(this.options.pipeline.wal.segmentMaxAgeMs / 1000)));
+    const excess = this.wal.bytes - this.options.pipeline.wal.maxBytes + 1;
+    const seconds =
+      this.failingSince !== undefined ? (this.retryAt - Date.now()) / 1000
+      : this.drainBytesPerSecond !== undefined ? excess / this.drainBytesPerSecond
+      : this.options.pipeline.wal.segmentMaxAgeMs / 1000;
+    return Math.max(RETRY_AFTER_BOUNDS.min, Math.min(RETRY_AFTER_BOUNDS.max, Math.ceil(seconds)));
+  }
+
+  /** Adds one segment's landing to the drain rate (weighted toward the recent ones). */
+  private measureDrain(bytes: number | undefined, ms: number): void {
+    if (bytes === undefined || bytes === 0 || ms <= 0) return;
+    const rate = (bytes * 1000) / ms;
+    this.drainBytesPerSecond = this.drainBytesPerSecond === undefined ? rate : (this.drainBytesPerSecond + rate) / 2;
+  }
+
+  /** Why the collector is not ready: landing has failed for longer than its bound (undefined: it lands, or not for long). */
+  private landingFailing(): { since: string; failures: number; cause: string | undefined } | undefined {
+    const bound = this.options.unhealthyAfterFailingMs ?? UNHEALTHY_AFTER_FAILING_MS;
+    if (this.failingSince === undefined || Date.now() - this.failingSince < bound) return undefined;
+    return { since: new Date(this.failingSince).toISOString(), failures: this.failures, cause: this.lastError };
   }
 
   private registerMetrics(): void {
@@ -538,6 +581,9 @@ export class IngestService implements IngestHandler {
     gauge("lakeswap_ingest_wal_bytes", "Bytes in the write-ahead log (all segments).", () => this.wal.bytes);
     gauge("lakeswap_ingest_wal_sealed_segments", "Sealed segments waiting to be landed.", () => this.wal.sealed().length);
     gauge("lakeswap_ingest_upload_lag_seconds", "Age of the oldest event not yet landed and registered.", () => this.lagSeconds());
+    gauge("lakeswap_ingest_landing_failing_seconds", "How long landing has kept failing (0 while it lands); past 120 s /healthz answers 503.", () =>
+      this.failingSince === undefined ? 0 : (Date.now() - this.failingSince) / 1000,
+    );
     const limits = this.options.limits;
     if (limits) {
       gauge("lakeswap_ingest_upload_concurrency", "The auto-tuned limit of S3 upload requests in flight (UPLOAD_CONCURRENCY).", () => limits.upload.current);

@@ -272,6 +272,11 @@ export class WriteAheadLog {
     return this.demanded.at();
   }
 
+  /** The bytes of a sealed segment, or undefined when it is not one. */
+  sizeOf(segment: string): number | undefined {
+    return this.segments.get(segment)?.bytes;
+  }
+
   /** Ids of the sealed segments, oldest first. */
   sealed(): readonly string[] {
     return [...this.segments.keys()];

@@ -1,0 +1,108 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import type { IngestPipelineConfig } from "../../src/config/ingest-config.js";
+import { BackpressureError, startIngestServer } from "../../src/ingest/http-server.js";
+import { IngestService, type IngestServiceOptions } from "../../src/ingest/ingest-service.js";
+import { Metrics } from "../../src/ingest/metrics.js";
+import { embeddedBackend } from "../support/lake-fixture.js";
+
+const PARTITION = ["%Y", "%m", "%d"].map((format, i) => ({ key: ["p_year", "p_month", "p_day"][i]!, expression: `strftime(ts, '${format}')` }));
+
+function pipelineOf(walDir: string, wal: Partial<IngestPipelineConfig["wal"]> = {}): IngestPipelineConfig {
+  const local = { kind: "local" as const, name: "lake", path: "/unused" };
+  return {
+    name: "events",
+    dataSink: local,
+    deadletterSink: local,
+    namespaces: [
+      {
+        name: "pageviews",
+        columns: [
+          { name: "id", type: "BIGINT", nullable: false },
+          { name: "pad", type: "VARCHAR", nullable: true },
+          { name: "ts", type: "TIMESTAMPTZ", nullable: false },
+        ],
+        unknownFields: "keep",
+        extraColumn: "extra",
+        time: { field: "ts", partition: PARTITION },
+      },
+    ],
+    wal: { dir: walDir, segmentMaxBytes: 64 * 1024 * 1024, segmentMaxAgeMs: 60_000, maxBytes: 1024 * 1024 * 1024, ...wal },
+  };
+}
+
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  delete process.env.LAKESWAP_FAULT;
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+async function setup(wal: Partial<IngestPipelineConfig["wal"]> = {}, options: Pick<IngestServiceOptions, "unhealthyAfterFailingMs"> = {}): Promise<IngestService> {
+  const backend = await embeddedBackend();
+  const walDir = await mkdtemp(path.join(os.tmpdir(), "lakeswap-wal-"));
+  const lake = await backend.open();
+  const service = await IngestService.open({ pipeline: pipelineOf(walDir, wal), lake, deadLetterLake: lake, metrics: new Metrics(), log: () => undefined, ...options });
+  cleanups.push(async () => {
+    await service.close().catch(() => undefined);
+    await lake.close();
+    await backend.cleanup();
+    await rm(walDir, { recursive: true, force: true });
+  });
+  return service;
+}
+
+function events(from: number, count: number): Buffer {
+  return Buffer.from(Array.from({ length: count }, (_, i) => JSON.stringify({ id: from + i, pad: "x".repeat(200), ts: "2026-11-30T01:00:00Z" })).join("\n"));
+}
+
+const post = (service: IngestService, from: number, count: number) => service.accept({ pipeline: "events", namespace: "pageviews", body: events(from, count), format: "ndjson" });
+
+describe("the collector's readiness", () => {
+  // /healthz answered 200 while landing kept failing (a full lake disk showed only in lastError).
+  it("answers /healthz 503 with the cause once landing has failed for longer than its bound, and 200 again once it lands", async () => {
+    const service = await setup({}, { unhealthyAfterFailingMs: 0 });
+    const server = await startIngestServer({ handler: service, metrics: new Metrics(), port: 0 });
+    cleanups.push(() => server.close());
+    await post(service, 0, 10);
+    process.env.LAKESWAP_FAULT = "ingest-after-upload:error";
+    await expect(service.flush()).rejects.toThrow("fault injected at ingest-after-upload");
+    const failing = await fetch(`${server.url}/healthz`);
+    expect(failing.status).toBe(503);
+    const { detail } = (await failing.json()) as { detail: { landingFailing: { since: string; failures: number; cause: string } } };
+    expect(detail.landingFailing).toEqual({ since: expect.any(String), failures: 1, cause: expect.stringContaining("fault injected at ingest-after-upload") });
+    delete process.env.LAKESWAP_FAULT;
+    await service.flush();
+    expect((await fetch(`${server.url}/healthz`)).status).toBe(200);
+  });
+
+  it("stays ready while landing has failed for less than the bound (2 minutes by default)", async () => {
+    const service = await setup();
+    await post(service, 0, 10);
+    process.env.LAKESWAP_FAULT = "ingest-after-upload:error";
+    await expect(service.flush()).rejects.toThrow("fault injected");
+    expect(service.health()).toMatchObject({ ok: true, detail: { lastError: expect.stringContaining("fault injected") } });
+  });
+});
+
+describe("backpressure's Retry-After", () => {
+  // It was segment_max_age (30 s and more) although the backlog cleared in about a second.
+  it("is the time landing takes to bring the log under its limit at the drain rate measured, or until the next attempt while landing fails", async () => {
+    const service = await setup({ maxBytes: 64 * 1024, segmentMaxBytes: 64 * 1024, segmentMaxAgeMs: 60_000 });
+    await post(service, 0, 200);
+    await service.flush();
+    let from = 1000;
+    while (!service.health().detail.walBytes || (service.health().detail.walBytes as number) < 64 * 1024) await post(service, (from += 100), 100);
+    const refused = await post(service, 0, 1).catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(BackpressureError);
+    expect((refused as BackpressureError).retryAfterSeconds).toBe(1);
+
+    // While landing fails: until its next attempt (1 s after the first failure, doubling).
+    process.env.LAKESWAP_FAULT = "ingest-after-upload:error";
+    await expect(service.flush()).rejects.toThrow("fault injected");
+    await expect(service.flush()).rejects.toThrow("fault injected");
+    const again = await post(service, 0, 1).catch((error: unknown) => error);
+    expect((again as BackpressureError).retryAfterSeconds).toBe(2);
+  });
+});
