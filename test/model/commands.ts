@@ -3,6 +3,7 @@
 import fc from "fast-check";
 import { compare, type SignatureMap } from "./check.js";
 import { DAYS, RAW, STAGE, VARIANTS, rawText, variantRows, type Day, type Expected, type LakeModel, type RawRow, type TableName } from "./model.js";
+import { Child, until } from "../support/crash-kit.js";
 import type { CliResult } from "../support/lake-fixture.js";
 import type { CommandResult, Workspace } from "./workspace.js";
 
@@ -310,6 +311,70 @@ export class ConcurrentCommand implements LakeCommand {
   }
   toString(): string {
     return `{ ${this.first} & ${this.second} }`;
+  }
+}
+
+/**
+ * `rollback --sync last` started while a sync runs (issue 25 item 1): the sync pauses at its first `after-manifest`
+ * (its raw pointers moved and recorded, its stage not yet); once its record shows moves it is stopped (SIGSTOP), the
+ * rollback is started and given the time to read the record and either wait for a lease (its "waiting for table"
+ * line) or end; then the sync goes on. The lake must end as the sync then the rollback (a rollback that waits for
+ * every table the sync writes), or as the sync alone with the rollback refused (non-zero exit): never a mix.
+ */
+export class RollbackDuringSyncCommand implements LakeCommand {
+  constructor(readonly delivery: Delivery) {}
+  check(): boolean {
+    return true;
+  }
+  async run(model: LakeModel, real: Real): Promise<void> {
+    const syncOnly = model.clone();
+    const sync = new SyncCommand(this.delivery).plan(syncOnly, real);
+    const both = syncOnly.clone();
+    const rollback = new RollbackSyncCommand().plan(both);
+    const known = new Set((await real.ws.view()).syncs.map((s) => s.syncId));
+    const syncChild = new Child(real.ws.start(sync.args, { LAKESWAP_FAULT: "after-manifest:pause=3000@1" }));
+    let rollbackResult: CliResult | undefined;
+    try {
+      // The handshake: the sync's record lists moves (written before its pointers move, so before the pause).
+      const recorded = await until("the sync's record", async () => {
+        if (syncChild.process.exitCode !== null) return "ended";
+        return (await real.ws.view()).syncs.some((s) => !known.has(s.syncId) && s.moves.length > 0) ? "recorded" : undefined;
+      }, 60_000);
+      if (recorded === "recorded") syncChild.process.kill("SIGSTOP");
+      const rollbackChild = new Child(real.ws.start(rollback.args));
+      await rollbackChild.until("the rollback waits for a lease or ends", () => /waiting for table/.test(rollbackChild.stderr) || rollbackChild.process.exitCode !== null, 60_000).catch(() => undefined);
+      syncChild.process.kill("SIGCONT");
+      const [, exit] = await Promise.all([syncChild.exited, rollbackChild.exited]);
+      rollbackResult = { code: exit.code, signal: exit.signal, stdout: rollbackChild.lines.join("\n"), stderr: rollbackChild.stderr };
+    } finally {
+      syncChild.process.kill("SIGCONT");
+    }
+    const syncExit = await syncChild.exited;
+    real.log.push(this.toString());
+    const view = await real.ws.view();
+    const outcomes: string[] = [];
+    const candidates = [
+      { name: "the sync, then the rollback of it", model: both, rollbackExit: (code: number | null) => code === rollback.expected.exitCode },
+      { name: "the sync alone, the rollback refused", model: syncOnly, rollbackExit: (code: number | null) => code !== 0 },
+    ];
+    for (const candidate of candidates) {
+      const problems: string[] = [];
+      if (syncExit.code !== sync.expected.exitCode) problems.push(`the sync: expected exit ${sync.expected.exitCode}, got ${syncExit.code}`);
+      if (!candidate.rollbackExit(rollbackResult.code)) problems.push(`the rollback exited ${rollbackResult.code}`);
+      const signatures = real.signatures.clone();
+      problems.push(...compare(candidate.model, view, signatures, { allowLeftovers: real.leftovers }));
+      if (problems.length === 0) {
+        model.restore(candidate.model);
+        model.adoptSyncs(view.syncs);
+        real.signatures.restore(signatures);
+        return;
+      }
+      outcomes.push(`not ${candidate.name}:\n      ${problems.join("\n      ")}`);
+    }
+    fail(real, this.toString(), [...outcomes, `the sync: exit ${syncExit.code}; stderr: ${syncChild.stderr.trim().slice(0, 1500)}`], rollbackResult);
+  }
+  toString(): string {
+    return `{ sync --input ${deliveryText(this.delivery)} & (once its record shows moves) rollback --sync last }`;
   }
 }
 
