@@ -252,8 +252,14 @@ function isAccessDenied(error: unknown): boolean {
   return error instanceof LakeswapError && error.code === "ACCESS_DENIED";
 }
 
+/**
+ * A result cell as `lakeswap query` prints it, exactly as the DuckDB engine does (./duckdb-values.ts): integers
+ * (and a DECIMAL without fraction digits) as numbers while exact, else their digits; a DECIMAL with fraction
+ * digits as Athena's text ("999.99", never through a double); a non-finite double as its text ("NaN").
+ */
 function convert(value: string | undefined, type: string): unknown {
   if (value === undefined) return null;
+  if (/^decimal/.test(type) && value.includes(".")) return value;
   if (/^(tinyint|smallint|integer|int|bigint|double|real|float|decimal)/.test(type)) {
     const number = Number(value);
     return Number.isFinite(number) && (Number.isSafeInteger(number) || !/^-?\d+$/.test(value)) ? number : value;

@@ -145,7 +145,7 @@ describe("pipelines skip unchanged partitions", () => {
       "analytics month=2026-11 build upstream changed",
       "stage day=2026-11-01 build rolled back",
     ]);
-    expect((await lake.query("SELECT amount FROM orders_stage WHERE order_id = 101")).rows).toEqual([[5]]);
+    expect((await lake.query("SELECT amount FROM orders_stage WHERE order_id = 101")).rows).toEqual([["5.00"]]);
   });
 
   it("rebuilds, once, a partition signed by an older signature algorithm, and says so", async () => {
