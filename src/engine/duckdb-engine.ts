@@ -17,7 +17,7 @@ import { isCode } from "../store/local-store.js";
 import { checkOutputColumns, partitionRowsCheck } from "./build-checks.js";
 import { dropLanding, landDelivery, outOfMemory, signatureQuery } from "./duckdb-landing.js";
 import { dropMerge, mergeDelivery, mergeRelations, type MergeRelations } from "./duckdb-merge.js";
-import { openDuckDb, openRestrictedDuckDb, type OpenedDuckDb } from "./duckdb-open.js";
+import { openDuckDb, openRestrictedDuckDb, type OpenedDuckDb, type RestrictedDuckDb } from "./duckdb-open.js";
 import { duckdb } from "./duckdb-module.js";
 import { exactValueConverter } from "./duckdb-values.js";
 import { deliveryFiles } from "../landing/delivery-files.js";
@@ -67,7 +67,8 @@ export class DuckDbEngine implements Engine, Landing {
   readonly capabilities = { readsRunFiles: true } as const;
   private readonly store: ObjectStore;
   private instance: Promise<OpenedDuckDb> | undefined;
-  private restricted: Promise<DuckDBInstance> | undefined;
+  /** The instances that run users' SQL, by the table folders they may reach (one per set: a layer's inputs and table, a query's tables). */
+  private readonly restricted = new Map<string, Promise<RestrictedDuckDb>>();
   /** The landing instance's memory limit in bytes, read once. */
   private memoryLimit: Promise<number> | undefined;
   private readonly connections = new Set<DuckDBConnection>();
@@ -94,7 +95,7 @@ export class DuckDbEngine implements Engine, Landing {
 
   /** Builds from users' SQL, in the instance that reaches only the lake. */
   async build(request: BuildRequest): Promise<BuildResult> {
-    return this.withConnection((connection) => this.buildWith(connection, request), "user");
+    return this.withConnection((connection) => this.buildWith(connection, request), { user: [...request.sources.map((s) => s.table.name), request.table.name] });
   }
 
   /** Builds from a landed delivery's relations, which live in the landing instance. */
@@ -159,7 +160,7 @@ export class DuckDbEngine implements Engine, Landing {
       } catch (error) {
         throw new InvalidInputError(`query failed: ${cleanDuckDbMessage(error)}`);
       }
-    }, "user");
+    }, { user: sources.map((s) => s.table.name) });
   }
 
   async tablesRead(select: string): Promise<string[] | undefined> {
@@ -675,7 +676,7 @@ export class DuckDbEngine implements Engine, Landing {
       } catch (error) {
         throw new InvalidInputError(`a partition map expression failed: ${cleanDuckDbMessage(error)}`);
       }
-    }, "user");
+    }, { user: [] });
   }
 
   /** How this engine computes content signatures, and why in the SQL form when it does (./duckdb-open.ts). */
@@ -686,13 +687,14 @@ export class DuckDbEngine implements Engine, Landing {
   async close(): Promise<void> {
     // Stop queries in flight first (Ctrl-C): closing an instance waits for them.
     for (const connection of this.connections) connection.interrupt();
-    const [instance, restricted] = [this.instance, this.restricted];
+    const instance = this.instance;
+    const restricted = [...this.restricted.values()];
     this.instance = undefined;
     this.memoryLimit = undefined;
-    this.restricted = undefined;
+    this.restricted.clear();
     // An instance that failed to open has nothing to close (its error was thrown where it was first needed).
     if (instance) await (await instance.catch(() => undefined))?.close();
-    if (restricted) (await restricted).closeSync();
+    await Promise.all(restricted.map(async (opened) => (await opened.catch(() => undefined))?.close()));
   }
 
   /**
@@ -719,10 +721,20 @@ export class DuckDbEngine implements Engine, Landing {
     return this.instance;
   }
 
-  /** The instance that runs users' SQL: it reads and writes only the lake folder (./duckdb-open.ts). */
-  private restrictedInstance(): Promise<DuckDBInstance> {
-    this.restricted ??= openRestrictedDuckDb(this.store.capabilities.localPaths ? [path.dirname(this.store.localPath(".lakeswap-root"))] : []);
-    return this.restricted;
+  /**
+   * The instance that runs users' SQL over these tables: it reads and writes only their folders in
+   * the lake (not the lake's metadata, not other tables, not the working folder; ./duckdb-open.ts).
+   * Opened once per set of tables and kept until close.
+   */
+  private restrictedInstance(tables: readonly string[]): Promise<DuckDBInstance> {
+    const folders = this.store.capabilities.localPaths ? [...new Set(tables)].sort().map((table) => this.store.localPath(`${table}/`)) : [];
+    const key = folders.join("\n");
+    let opened = this.restricted.get(key);
+    if (!opened) {
+      opened = openRestrictedDuckDb(folders);
+      this.restricted.set(key, opened);
+    }
+    return opened.then((restricted) => restricted.instance);
   }
 
   /**
@@ -730,8 +742,8 @@ export class DuckDbEngine implements Engine, Landing {
    * landing instance (lakeswap's own SQL: landing, signatures, landed builds, counts), or with
    * `"user"`, of the restricted instance that runs users' SQL.
    */
-  private async withConnection<T>(work: (connection: DuckDBConnection) => Promise<T>, instance: "landing" | "user" = "landing"): Promise<T> {
-    const connection = await (instance === "user" ? await this.restrictedInstance() : (await this.opened()).instance).connect();
+  private async withConnection<T>(work: (connection: DuckDBConnection) => Promise<T>, instance: "landing" | { readonly user: readonly string[] } = "landing"): Promise<T> {
+    const connection = await (instance === "landing" ? (await this.opened()).instance : await this.restrictedInstance(instance.user)).connect();
     this.connections.add(connection);
     try {
       return await work(connection);

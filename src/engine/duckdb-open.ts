@@ -138,18 +138,41 @@ export async function openDuckDb(
   return plain(failure);
 }
 
+/** The DuckDB instance that runs users' SQL, and how to close it (and remove its spill folder). */
+export interface RestrictedDuckDb {
+  readonly instance: DuckDBInstance;
+  close(): Promise<void>;
+}
+
+/** The prefix of the folders where user-SQL instances spill; the owner's pid follows. */
+const USER_SPILL_PREFIX = "lakeswap-usersql-";
+
 /**
  * Opens the in-memory DuckDB instance that runs users' SQL (layer SQL, `--sql`, `lakeswap query`):
- * it reads and writes only under `allowedDirectories` (the lake folder), loads no extension, and its
- * configuration is locked, so a SELECT cannot reach another file, the network, or change that
- * (DuckDB's `allowed_directories`, `enable_external_access = false`, `lock_configuration = true`).
- * With no directory (AWS mode, where Athena runs users' SQL) it reaches no file at all.
+ * it reads and writes only under `allowedDirectories` (the folders of the lake tables the SQL may
+ * read or write) and its own spill folder, loads no extension, and its configuration is locked, so a
+ * SELECT cannot reach another file, the network, or change that (DuckDB's `allowed_directories`,
+ * `enable_external_access = false`, `lock_configuration = true`). DuckDB also allows its temporary
+ * directory, which defaults to `.tmp` in the working folder: it is set to a fresh folder of the
+ * instance's own instead, so nothing of the working folder is readable. With no directory (AWS mode,
+ * where Athena runs users' SQL) it reaches no file but its spill folder.
  */
-export async function openRestrictedDuckDb(allowedDirectories: readonly string[]): Promise<DuckDBInstance> {
-  const instance = await (await duckdb()).DuckDBInstance.create(":memory:");
+export async function openRestrictedDuckDb(allowedDirectories: readonly string[]): Promise<RestrictedDuckDb> {
+  const spill = await freshProcessFolder(USER_SPILL_PREFIX);
+  let instance: DuckDBInstance;
+  try {
+    instance = await (await duckdb()).DuckDBInstance.create(":memory:", { temp_directory: spill });
+  } catch (error) {
+    await rm(spill, { recursive: true, force: true });
+    throw error;
+  }
+  const close = async () => {
+    instance.closeSync();
+    await rm(spill, { recursive: true, force: true });
+  };
   const connection = await instance.connect();
   try {
-    // Directories end in '/', so that '/lake' does not also allow '/lake-other'.
+    // Directories end in '/', so that '/lake/t' does not also allow '/lake/t2'.
     const list = allowedDirectories.map((dir) => quoteLiteral(dir.endsWith("/") ? dir : `${dir}/`)).join(", ");
     for (const setting of [
       `allowed_directories = [${list}]`,
@@ -162,11 +185,11 @@ export async function openRestrictedDuckDb(allowedDirectories: readonly string[]
     }
   } catch (error) {
     connection.closeSync();
-    instance.closeSync();
+    await close();
     throw error;
   }
   connection.closeSync();
-  return instance;
+  return { instance, close };
 }
 
 /** One field of the check row: its declared type, a SQL literal of it, and its canonical text. */

@@ -77,7 +77,51 @@ export async function assertOneSelect(sql: string, what: string): Promise<string
   const statements = tree.statements ?? [];
   if (statements.length === 0) throw new InvalidInputError(`${what} is empty: give one SELECT`);
   if (statements.length > 1) throw new InvalidInputError(`${what} is ${statements.length} statements: ${fix}; nothing was run`);
+  refuseFileReads(statements[0], what);
   return `${sql.trim().replace(TRAILING_SEMICOLON, "")}\n`;
+}
+
+/** Table functions that read no file: they make rows from their arguments alone. */
+const PURE_TABLE_FUNCTIONS = new Set(["range", "generate_series", "unnest"]);
+
+/** A table name that can only be a file path (DuckDB reads `FROM 'x.parquet'` as the file): a lake table name has none of these. */
+const FILE_PATH_CHARACTERS = /[./\\*?:~{}[\]]/;
+
+/**
+ * Refuses a SELECT that reads files rather than tables: a table function other than `range`,
+ * `generate_series` and `unnest` (read_parquet, read_csv, read_json, read_text, read_blob,
+ * parquet_scan, glob, query_table …) or a table named by a file path (`FROM 'orders.parquet'`),
+ * anywhere in it (subqueries, CTEs, joins). A file read bypasses the declared inputs: the layer
+ * would not be rebuilt when the file's table changes. Walks DuckDB's parse tree, never the text.
+ */
+function refuseFileReads(statement: unknown, what: string): void {
+  const fix = "lakeswap's SQL names lake tables, never files: read the table by its name (every lake table is visible by name; in a pipeline, declare it in inputs.tables so that its changes rebuild this layer); nothing was run";
+  const cteNames = new Set<string>();
+  const refs: { readonly kind: "function" | "path"; readonly name: string; readonly argument?: string }[] = [];
+  const walk = (node: unknown): void => {
+    if (Array.isArray(node)) return node.forEach(walk);
+    if (typeof node !== "object" || node === null) return;
+    const record = node as Record<string, unknown>;
+    for (const entry of (record.cte_map as { map?: { key?: unknown }[] } | undefined)?.map ?? []) {
+      if (typeof entry.key === "string") cteNames.add(entry.key.toLowerCase());
+    }
+    if (record.type === "TABLE_FUNCTION") {
+      const fn = record.function as { function_name?: unknown; children?: { value?: { value?: unknown } }[] } | undefined;
+      const name = String(fn?.function_name ?? "");
+      const first = fn?.children?.[0]?.value?.value;
+      if (!PURE_TABLE_FUNCTIONS.has(name.toLowerCase())) refs.push({ kind: "function", name, ...(typeof first === "string" ? { argument: first } : {}) });
+    }
+    if (record.type === "BASE_TABLE" && typeof record.table_name === "string" && FILE_PATH_CHARACTERS.test(record.table_name)) {
+      refs.push({ kind: "path", name: record.table_name });
+    }
+    Object.values(record).forEach(walk);
+  };
+  walk(statement);
+  const ref = refs.find((r) => r.kind === "function" || !cteNames.has(r.name.toLowerCase()));
+  if (!ref) return;
+  if (ref.kind === "path") throw new InvalidInputError(`${what} reads the file '${printable(ref.name, 80)}' as a table (FROM '…'): ${fix}`);
+  const call = `${ref.name}(${ref.argument !== undefined ? `'${printable(ref.argument, 80)}'` : "…"})`;
+  throw new InvalidInputError(`${what} calls the table function ${call}, which reads files or the engine's state: ${fix}`);
 }
 
 /**

@@ -6,6 +6,8 @@ import { InvalidInputError } from "../../src/core/errors.js";
 import type { Lake } from "../../src/core/lake.js";
 import { defineTable } from "../../src/core/table.js";
 import { openEmbeddedLake } from "../../src/open-lake.js";
+import { openRestrictedDuckDb } from "../../src/engine/duckdb-open.js";
+import { runMain } from "../support/main-cli.js";
 import { tempDir } from "../support/lake-fixture.js";
 
 let dir: string;
@@ -53,19 +55,78 @@ describe("the engine that runs users' SQL reaches only the lake", () => {
     const error = await lake
       .replacePartition("orders", "day=2026-11-01", { select: `SELECT CAST(secret AS BIGINT) AS id FROM read_csv('${path.join(outside, "secret.csv")}')` })
       .catch((e: unknown) => e);
-    expect((error as Error).message).toMatch(/Permission Error: Cannot access file .*secret.csv.* disabled by configuration/);
+    expect(error).toBeInstanceOf(InvalidInputError);
+    expect((error as Error).message).toMatch(/the SQL calls the table function read_csv\('.*secret.csv'\), which reads files/);
     expect(await lake.pointer("orders", "day=2026-11-01")).toEqual(before);
   });
 
   it("nor a query, nor can it switch the restriction off", async () => {
-    await expect(lake.query(`SELECT * FROM read_text('${path.join(outside, "secret.csv")}')`)).rejects.toThrow(/Cannot access file/);
-    await expect(lake.query(`SELECT * FROM read_text('${path.join(dir, "lake")}-other/x')`)).rejects.toThrow(/Cannot access file/);
+    await expect(lake.query(`SELECT * FROM read_text('${path.join(outside, "secret.csv")}')`)).rejects.toThrow(/calls the table function read_text/);
+    await expect(lake.query(`SELECT * FROM '${path.join(dir, "lake")}-other/x.csv'`)).rejects.toThrow(/reads the file '.*' as a table/);
     await expect(lake.query("SET enable_external_access = true")).rejects.toThrow(/not a SELECT/);
+  });
+
+  it("a layer cannot read a lake table's files by path, which would bypass its declared inputs (issue 25, item 10)", async () => {
+    const files = path.join(dir, "lake", "orders", "**", "*.parquet");
+    await expect(lake.replacePartition("orders", "day=2026-11-04", { select: `SELECT id FROM read_parquet('${files}')` })).rejects.toThrow(
+      /the SQL calls the table function read_parquet\('.*\*\.parquet'\), which reads files or the engine's state: .*declare it in inputs.tables/,
+    );
+    expect(await lake.pointer("orders", "day=2026-11-04")).toBeUndefined();
   });
 
   it("still reads the lake's tables and writes runs", async () => {
     const result = await lake.replacePartition("orders", "day=2026-11-03", { select: "SELECT id + 100 AS id FROM orders WHERE day = '2026-11-01'" });
     expect(result.rows).toBe(10);
+  });
+});
+
+describe("the user-SQL instance's allowed folders are the lake tables it is opened for (issue 25, item 10)", () => {
+  it("reaches neither the working folder's .tmp (DuckDB's default temporary folder) nor the lake's metadata nor another table", async () => {
+    const work = path.join(dir, "work");
+    mkdirSync(path.join(work, ".tmp"), { recursive: true });
+    writeFileSync(path.join(work, ".tmp", "secret.txt"), "top secret\n");
+    const cwd = process.cwd();
+    process.chdir(work);
+    const restricted = await openRestrictedDuckDb([path.join(dir, "lake", "orders")]);
+    try {
+      const connection = await restricted.instance.connect();
+      const read = async (file: string) => {
+        try {
+          return String((await connection.runAndReadAll(`SELECT content FROM read_text('${file}')`)).getRowsJS()[0]?.[0]);
+        } catch (error) {
+          return (error as Error).message;
+        }
+      };
+      expect(await read(".tmp/secret.txt")).toMatch(/Permission Error: Cannot access file/);
+      expect(await read(path.join(work, ".tmp", "secret.txt"))).toMatch(/Permission Error: Cannot access file/);
+      mkdirSync(path.join(dir, "lake", "other"), { recursive: true });
+      writeFileSync(path.join(dir, "lake", "other", "x.txt"), "other table\n");
+      expect(await read(path.join(dir, "lake", "other", "x.txt"))).toMatch(/Permission Error: Cannot access file/);
+      const tablesFolder = path.join(dir, "lake", "_lakeswap", "tables");
+      expect(await read(path.join(tablesFolder, "orders.json"))).toMatch(/Permission Error: Cannot access file/);
+      writeFileSync(path.join(dir, "lake", "orders", "readable.txt"), "the table's own folder\n");
+      expect(await read(path.join(dir, "lake", "orders", "readable.txt"))).toBe("the table's own folder\n");
+      connection.closeSync();
+    } finally {
+      await restricted.close();
+      process.chdir(cwd);
+    }
+  });
+
+  it("lakeswap query refuses read_text('.tmp/secret.txt') run from a folder that has one (exit 2, nothing printed of it)", async () => {
+    const work = path.join(dir, "work2");
+    mkdirSync(path.join(work, ".tmp"), { recursive: true });
+    writeFileSync(path.join(work, ".tmp", "secret.txt"), "top secret\n");
+    const cwd = process.cwd();
+    process.chdir(work);
+    try {
+      const result = await runMain(["--lake", path.join(dir, "lake"), "query", "SELECT content FROM read_text('.tmp/secret.txt')"]);
+      expect(result.code).toBe(2);
+      expect(result.stderr).toMatch(/lakeswap: the query calls the table function read_text\('.tmp\/secret.txt'\), which reads files/);
+      expect(result.stdout + result.stderr).not.toMatch(/top secret/);
+    } finally {
+      process.chdir(cwd);
+    }
   });
 });
 

@@ -37,6 +37,44 @@ describe("assertOneSelect", () => {
   });
 });
 
+describe("assertOneSelect refuses file reads (issue 25, item 10)", () => {
+  it.each([
+    ["SELECT * FROM orders_stage s JOIN read_parquet('/lake/customers_raw/current/*.parquet') c USING (customer_id)", "read_parquet('/lake/customers_raw/current/*.parquet')"],
+    ["SELECT * FROM read_csv('x.csv')", "read_csv('x.csv')"],
+    ["SELECT * FROM read_csv_auto('x.csv')", "read_csv_auto('x.csv')"],
+    ["SELECT * FROM read_json_auto('x.json')", "read_json_auto('x.json')"],
+    ["SELECT * FROM read_json('x.json')", "read_json('x.json')"],
+    ["SELECT content FROM read_text('.tmp/secret.txt')", "read_text('.tmp/secret.txt')"],
+    ["SELECT content FROM read_blob('/etc/passwd')", "read_blob('/etc/passwd')"],
+    ["SELECT * FROM parquet_scan(['a.parquet'])", "parquet_scan(…)"],
+    ["SELECT (SELECT count(*) FROM glob('*')) AS n", "glob('*')"],
+    ["WITH c AS (SELECT * FROM query_table('x.parquet')) SELECT * FROM c", "query_table('x.parquet')"],
+    ["SELECT * FROM orders WHERE id IN (SELECT id FROM read_parquet('x.parquet'))", "read_parquet('x.parquet')"],
+  ])("refuses %j naming %s, with exit 2 and the fix", async (sql, call) => {
+    const error = await assertOneSelect(sql, "the SQL").catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(InvalidInputError);
+    expect((error as InvalidInputError).exitCode).toBe(2);
+    expect((error as Error).message).toBe(
+      `the SQL calls the table function ${call}, which reads files or the engine's state: lakeswap's SQL names lake tables, never files: read the table by its name ` +
+        "(every lake table is visible by name; in a pipeline, declare it in inputs.tables so that its changes rebuild this layer); nothing was run",
+    );
+  });
+
+  it.each(["SELECT * FROM 'customers.parquet'", "SELECT * FROM orders JOIN \"/lake/customers/*.parquet\" USING (id)"])("refuses a file path used as a table: %j", async (sql) => {
+    await expect(assertOneSelect(sql, "the SQL")).rejects.toThrow(/^the SQL reads the file '.*' as a table \(FROM '…'\): lakeswap's SQL names lake tables, never files/);
+  });
+
+  it.each([
+    "SELECT range AS id FROM range(10)",
+    "SELECT * FROM generate_series(1, 3)",
+    "SELECT * FROM unnest([1, 2])",
+    "WITH \"a.b\" AS (SELECT 1 AS id) SELECT * FROM \"a.b\"",
+    "SELECT 'read_parquet(''x'')' AS text FROM orders",
+  ])("accepts %j (no file is read)", async (sql) => {
+    await expect(assertOneSelect(sql, "the SQL")).resolves.toBe(`${sql}\n`);
+  });
+});
+
 describe("assertOneExpression", () => {
   it.each([
     ["strftime(order_ts, '%Y-%m-%d')", "strftime(order_ts, '%Y-%m-%d')"],
