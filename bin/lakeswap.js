@@ -10,6 +10,14 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import vm from "node:vm";
 
+// Ctrl-C while the CLI still loads is marked here and acted on by main() as soon as it runs (a message, the JSON error
+// with --json, exit 130: src/cli/main.ts, EARLY_INTERRUPT), rather than killing the process without a word.
+const EARLY_INTERRUPT = Symbol.for("lakeswap.interruptedWhileLoading");
+const onEarlyInterrupt = () => {
+  globalThis[EARLY_INTERRUPT] = true;
+};
+process.once("SIGINT", onEarlyInterrupt);
+
 const file = fileURLToPath(new URL("../dist/bundle/cli.cjs", import.meta.url));
 const cacheFile = `${file}.cache`;
 const DIGEST_BYTES = 32;
@@ -33,6 +41,7 @@ try {
 const script = new vm.Script(`(function (exports, require, module, __filename, __dirname) {${source}\n})`, { filename: file, cachedData });
 const cli = { exports: {} };
 script.runInThisContext()(cli.exports, createRequire(file), cli, file, path.dirname(file));
+process.off("SIGINT", onEarlyInterrupt);
 process.exitCode = await cli.exports.main(process.argv);
 
 // The build makes the cache after a run (LAKESWAP_CODE_CACHE=write), so that it holds the functions a sync compiles;

@@ -36,49 +36,77 @@ export function buildProgram(): Command {
 }
 
 /**
+ * The mark an entry point (bin/lakeswap.js, test/support/run-cli.ts) sets on `globalThis` when Ctrl-C
+ * arrives while it still loads the CLI: main() then stops at once, as for a Ctrl-C during a command.
+ */
+export const EARLY_INTERRUPT = Symbol.for("lakeswap.interruptedWhileLoading");
+
+/** Set by the first Ctrl-C: the command's own result or error is then not printed (the interruption was). */
+let interrupted = false;
+
+/**
  * Runs the CLI and returns its exit code (documented in the README); the only place that decides it,
  * and the only place that exits the process (on Ctrl-C, with 130). With --json, stdout gets exactly one
  * JSON document: the command's result, or the error, or (a sync with failed partitions) both in one.
  */
 export async function main(argv: readonly string[]): Promise<number> {
   const json = argv.includes("--json");
-  // A reader that goes away (`lakeswap tables | head -1`) is not an error of ours: drop the rest quietly.
-  const onStdoutError = (error: NodeJS.ErrnoException) => {
-    if (error.code !== "EPIPE") process.stderr.write(`lakeswap: cannot write to stdout: ${error.message}\n`);
-  };
+  guardOutputStreams();
+  interrupted = false;
   const onInterrupt = () => interrupt(json);
-  process.stdout.on("error", onStdoutError);
   process.once("SIGINT", onInterrupt);
   try {
-    return await run(argv, json);
+    const early = globalThis as { [EARLY_INTERRUPT]?: boolean };
+    if (early[EARLY_INTERRUPT]) {
+      delete early[EARLY_INTERRUPT];
+      process.off("SIGINT", onInterrupt);
+      onInterrupt();
+      return 130;
+    }
+    const code = await run(argv, json);
+    return interrupted ? 130 : code;
   } finally {
     // Removed again, so that main may run many times in one process (tests).
-    process.stdout.off("error", onStdoutError);
     process.off("SIGINT", onInterrupt);
   }
+}
+
+let outputGuarded = false;
+
+/**
+ * Once per process: a stdout whose reader went away (`lakeswap tables | head -1`) is not an error of ours (the rest
+ * is dropped quietly), and a stderr that is closed or gone (`2>&-`, a parent that stopped reading) never turns the
+ * command's exit code into 1: an unhandled 'error' event of either stream would crash the process.
+ */
+function guardOutputStreams(): void {
+  if (outputGuarded) return;
+  outputGuarded = true;
+  process.stdout.on("error", (error: NodeJS.ErrnoException) => {
+    if (error.code !== "EPIPE") writeStderr(`lakeswap: cannot write to stdout: ${error.message}\n`);
+  });
+  process.stderr.on("error", () => undefined);
+}
+
+/** Writes to stderr unless it is gone (its errors are ignored by guardOutputStreams). */
+function writeStderr(text: string): void {
+  if (process.stderr.destroyed || !process.stderr.writable) return;
+  process.stderr.write(text);
 }
 
 /** Parses and runs one command line; returns its exit code. */
 async function run(argv: readonly string[], json: boolean): Promise<number> {
   const program = buildProgram();
-  if (json) program.configureOutput({ writeErr: () => undefined, outputError: () => undefined });
+  // With --json, commander's own messages are not printed: the error document carries them (the help still goes to stderr).
+  if (json) for (const command of [program, ...program.commands]) command.configureOutput({ outputError: () => undefined });
   try {
     await program.parseAsync([...argv]);
     const reported = takeJsonReport();
-    if (json && reported) writeStdout(`${toJson(reported.value)}\n`);
+    if (json && reported && !interrupted) writeStdout(`${toJson(reported.value)}\n`);
     return 0;
   } catch (error) {
     const reported = takeJsonReport();
-    if (error instanceof CommanderError) {
-      // Help and version exit 0; usage errors were printed by commander (on stderr; with --json, here).
-      if (error.exitCode === 0) return 0;
-      if (json) {
-        const message = error.message.replace(/^error: /, "");
-        process.stderr.write(`lakeswap: ${message}\n`);
-        writeStdout(`${toJson({ error: { code: "INVALID_INPUT", message } })}\n`);
-      }
-      return 2;
-    }
+    if (interrupted) return 130;
+    if (error instanceof CommanderError) return usageError(error, json);
     const code = error instanceof LakeswapError ? error.code : "INTERNAL";
     const exitCode = error instanceof LakeswapError ? error.exitCode : 1;
     if (json) {
@@ -89,21 +117,40 @@ async function run(argv: readonly string[], json: boolean): Promise<number> {
         : reported ? { result: reported.value, ...failure } : failure;
       writeStdout(`${toJson(document)}\n`);
     }
-    process.stderr.write(`lakeswap: ${errorMessage(error)}\n`);
-    if (!(error instanceof LakeswapError) && process.env.LAKESWAP_DEBUG) process.stderr.write(`${(error as Error).stack}\n`);
+    writeStderr(`lakeswap: ${errorMessage(error)}\n`);
+    if (!(error instanceof LakeswapError) && process.env.LAKESWAP_DEBUG) writeStderr(`${(error as Error).stack}\n`);
     return exitCode;
   }
 }
 
 /**
+ * The exit code of commander's error: 0 for --help and --version; else 2, with the message on stderr
+ * (commander printed it already, unless --json) and, with --json, as the error document. commander
+ * reports a missing command by showing the help with the internal message "(outputHelp)": that is
+ * said in words instead.
+ */
+function usageError(error: CommanderError, json: boolean): number {
+  if (error.exitCode === 0) return 0;
+  const noCommand = error.code === "commander.help" || error.message === "(outputHelp)";
+  const message = noCommand ? "no command given: name one (the commands are listed above; lakeswap <command> --help for one)" : error.message.replace(/^error: /, "");
+  if (json || noCommand) writeStderr(`lakeswap: ${message}\n`);
+  if (json) writeStdout(`${toJson({ error: { code: "INVALID_INPUT", message } })}\n`);
+  return 2;
+}
+
+/** The message of a Ctrl-C, on stderr and (with --json) in the error document. */
+const INTERRUPTED_MESSAGE = "interrupted (Ctrl-C): stopped; every partition pointer is where it was or on its new, complete run (lakeswap syncs and history show which)";
+
+/**
  * Ctrl-C: says so (a JSON error with --json), closes the open lakes (stopping engine queries in
  * flight), and exits 130. Pointers move atomically, so one that had not moved stays where it was.
+ * What the command still reports after this (its error, as its queries are stopped) is not printed.
  * A second Ctrl-C exits at once.
  */
 function interrupt(json: boolean): void {
+  interrupted = true;
   process.once("SIGINT", () => process.exit(130));
-  const message = "interrupted (Ctrl-C): stopped; every partition pointer is where it was or on its new, complete run (lakeswap syncs and history show which)";
-  process.stderr.write(`\nlakeswap: ${message}\n`);
-  if (json) writeStdout(`${toJson({ error: { code: "INTERRUPTED", message } })}\n`);
+  writeStderr(`\nlakeswap: ${INTERRUPTED_MESSAGE}\n`);
+  if (json) writeStdout(`${toJson({ error: { code: "INTERRUPTED", message: INTERRUPTED_MESSAGE } })}\n`);
   void Promise.allSettled([...interruptCleanups].map((cleanup) => cleanup())).finally(() => process.exit(130));
 }

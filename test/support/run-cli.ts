@@ -1,4 +1,12 @@
 // Child-process entry for tests: runs the CLI from the TypeScript sources, so tests never depend on a stale build.
-import { main } from "../../src/cli/main.js";
-
+// Like bin/lakeswap.js, it marks a Ctrl-C that arrives while the CLI loads, for main() to act on (src/cli/main.ts).
+const EARLY_INTERRUPT = Symbol.for("lakeswap.interruptedWhileLoading");
+const onEarlyInterrupt = () => {
+  (globalThis as Record<symbol, unknown>)[EARLY_INTERRUPT] = true;
+};
+process.once("SIGINT", onEarlyInterrupt);
+// Tests of a Ctrl-C that arrives while the CLI loads send it here, at a known point, rather than after a guessed delay.
+if (process.env.LAKESWAP_TEST_SIGINT_WHILE_LOADING === "1") process.kill(process.pid, "SIGINT");
+const { main } = await import("../../src/cli/main.js");
+process.off("SIGINT", onEarlyInterrupt);
 process.exitCode = await main(process.argv);
