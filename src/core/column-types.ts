@@ -13,6 +13,15 @@
  * change with it.
  */
 
+/**
+ * How an event time field's text or number is read (`time.format` of an ingest namespace): ISO 8601 text
+ * (`2025-03-04T10:15:00Z`, the default), or a number of milliseconds or seconds since 1970-01-01T00:00:00Z.
+ */
+export type TimeFormat = "iso8601" | "epoch_ms" | "epoch_s";
+
+/** The time formats, for the config schema and messages. */
+export const TIME_FORMATS: readonly TimeFormat[] = ["iso8601", "epoch_ms", "epoch_s"];
+
 /** Where one declared column type lives on each backend. */
 export interface ColumnStorage {
   /** The DuckDB type of the column in the written Parquet files (and of a local query's view). */

@@ -91,8 +91,8 @@ export async function landDelivery(connection: DuckDBConnection, request: LandRe
       throw new InvalidInputError(`reading ${fileList(request.files)} as ${request.format} failed: ${duckDbMessage(error)}`);
     }
 
-    // 3. Exact conversion to the declared types; normalize null spellings (an empty string in a nullable text column and
-    //    NaN in a float are NULL), and add the partition keys. Every row, good or bad, is converted once, into the landed
+    // 3. Exact conversion to the declared types; normalize null spellings (an empty string in a nullable text column is
+    //    NULL; NaN is a bad row, never NULL), and add the partition keys. Every row, good or bad, is converted once, into the landed
     //    table itself: the bad ones are moved out of it below, so the delivery is never held twice.
     const converted = columns.map((column, i) => conversion(column, i, source.types[i] ?? "VARCHAR"));
     // Casts and zone checks are computed once, a level below the values and reasons that use them several times.
@@ -104,7 +104,6 @@ export async function landDelivery(connection: DuckDBConnection, request: LandRe
     const normalized = columns.map((c) => {
       const name = quoteIdentifier(c.name);
       if (c.nullable && c.type === "VARCHAR") return `NULLIF(r.${name}, '') AS ${name}`;
-      if (c.type === "DOUBLE" || c.type === "FLOAT") return `CASE WHEN isnan(r.${name}) THEN NULL ELSE r.${name} END AS ${name}`;
       return `r.${name}`;
     });
     const keys = request.partition.map((p) => p.key);
@@ -452,11 +451,12 @@ async function readJsonl(connection: DuckDBConnection, request: LandRequest, lin
   // An object that gives every declared field once and nothing else (the usual event) needs neither check below: known
   // at a tenth of their cost when its fields come in the declared order, at a third in another order.
   const exact = `(__keys = ${names} OR (len(__keys) = ${declared.length} AND list_has_all(__keys, ${names})))`;
-  // The other objects' field names in lower case, to match the declared names (lowercase identifiers) whatever their
-  // case. An object is `folded` when it spells a declared field in another case: it is read through its own spellings.
-  const lowered = `CASE WHEN __keys IS NOT NULL AND NOT __exact THEN list_transform(__keys, k -> lower(k)) END`;
-  const folded = `coalesce(NOT list_has_all(__keys, list_intersect(__lower, ${names})), false)`;
-  const spelled = (name: string): string => `coalesce(__keys[list_position(__lower, ${quoteLiteral(name)})], ${quoteLiteral(name)})`;
+  // Field names match the declared ones (lowercase identifiers) whatever their case: an object some of whose names
+  // have a capital letter (one pattern over the names joined) has its names lowered once. It is `folded` when it spells
+  // a declared field in another case, and is then read through its own spellings.
+  const cased = `CASE WHEN __keys IS NULL OR __exact THEN false ELSE regexp_matches(array_to_string(__keys, ''), '[A-Z]') END`;
+  const lowered = `CASE WHEN __cased THEN list_transform(__keys, k -> lower(k)) ELSE __keys END`;
+  const folded = `CASE WHEN __cased THEN NOT list_has_all(__keys, list_intersect(__lower, ${names})) ELSE false END`;
   const foldedPatch = `'{' || array_to_string(list_transform(list_filter(__keys, k -> list_contains(${names}, lower(k))), k -> to_json(k)::VARCHAR || ':null'), ',') || '}'`;
   const rest = unknown
     ? `CASE WHEN __invalid0 IS NOT NULL THEN NULL WHEN __exact OR list_has_all(${names}, __keys) THEN '{}' ` +
@@ -477,26 +477,42 @@ async function readJsonl(connection: DuckDBConnection, request: LandRequest, lin
   // Each line is parsed once for all the columns. Extraction never sees a malformed line: it is NULL there, a level
   // above the check, never in the same expression.
   const paths = `[${declared.map((c) => quoteLiteral(`$."${c.name}"`)).join(", ")}]`;
-  // A folded object's paths are its own spellings (a declared name's letters in any case: nothing to escape).
-  const foldedPaths = declared.map((c) => `json_extract_string(__raw, '$."' || ${spelled(c.name)} || '"')`);
-  const extracted = `CASE WHEN __folded AND __invalid IS NULL THEN [${foldedPaths.join(", ")}] ELSE json_extract_string(CASE WHEN __invalid IS NULL THEN __raw END, ${paths}) END`;
+  // A folded object's values are all read at once, in the order of its keys, and each declared field's is picked by
+  // the position of its name among the lowered keys (0, no value, where it is not given).
+  const positions = `[${declared.map((c) => `coalesce(list_position(__lower, ${quoteLiteral(c.name)}), 0)`).join(", ")}]`;
+  const extracted =
+    `CASE WHEN __folded AND __invalid IS NULL THEN list_select(json_extract_string(__raw, '$.*'), ${positions}) ` +
+    `ELSE json_extract_string(CASE WHEN __invalid IS NULL THEN __raw END, ${paths}) END`;
   // A JSON "" is an empty value, like null, except in a non-nullable text column (docs/signatures.md, step 1).
   const values = request.columns.map((c, i) => {
     if (c.name === unknown?.column) return `CASE WHEN __invalid IS NULL THEN nullif(__rest, '{}') END AS __s${i}`;
     const at = declared.indexOf(c) + 1;
     return `${c.type === "VARCHAR" ? `__values[${at}]` : `nullif(__values[${at}], '')`} AS __s${i}`;
   });
+  // A JSON object or array for a VARCHAR field would be stored as its JSON text, a value nobody sent as text: a bad
+  // row. Only a value that starts like one (rare) is looked up again, by the object's own spelling of the field.
+  const nested = declared.flatMap((c, i) => {
+    if (c.type !== "VARCHAR") return [];
+    const value = `__values[${i + 1}]`;
+    const path = `'$."' || coalesce(__keys[list_position(__lower, ${quoteLiteral(c.name)})], ${quoteLiteral(c.name)}) || '"'`;
+    const reason =
+      `${quoteLiteral(`column ${c.name}: `)} || ${shown(value)} || ' is a JSON ' || lower(json_type(__raw, ${path})) || ` +
+      `${quoteLiteral(", not text: send it as a JSON string, or leave the field undeclared (ingest keeps it in the extra column)")}`;
+    return [`CASE WHEN starts_with(${value}, '{') OR starts_with(${value}, '[') THEN CASE WHEN json_type(__raw, ${path}) IN ('OBJECT', 'ARRAY') THEN ${reason} END END`];
+  });
+  const structural = nested.length === 0 ? "__invalid" : `coalesce(__invalid, ${nested.join(", ")})`;
   return {
     select:
-      `SELECT __file, __line, __invalid AS __structural, ${values.join(", ")} FROM (SELECT __file, __line, __raw, __invalid, __rest, ${extracted} AS __values ` +
+      `SELECT __file, __line, ${structural} AS __structural, ${values.join(", ")} ` +
+      `FROM (SELECT __file, __line, __raw, __invalid, __rest, __keys, __lower, ${extracted} AS __values ` +
       `FROM (SELECT __file, __line, __raw, __rest, __folded, __keys, __lower, coalesce(__invalid0, ${repeated}, ${unknownProblem}) AS __invalid ` +
       `FROM (SELECT __file, __line, __raw, __invalid0, __keys, __lower, __exact, __folded, ${rest} AS __rest ` +
-      `FROM (SELECT *, ${folded} AS __folded FROM (SELECT *, ${lowered} AS __lower ` +
+      `FROM (SELECT *, ${folded} AS __folded FROM (SELECT *, ${lowered} AS __lower FROM (SELECT *, ${cased} AS __cased ` +
       `FROM (SELECT *, ${exact} AS __exact ` +
       // Each object's field names once, for the repeated ones and the undeclared ones.
       `FROM (SELECT __file, __line, __raw, __invalid0, CASE WHEN __invalid0 IS NULL THEN json_keys(__raw) END AS __keys ` +
       // Lines of spaces only are not rows (as empty lines are not); a pattern is ten times faster here than trim().
-      `FROM (SELECT __file, __line, __raw, ${invalid} AS __invalid0 FROM ${lines} WHERE regexp_matches(__raw, '[^ ]')))))))))`,
+      `FROM (SELECT __file, __line, __raw, ${invalid} AS __invalid0 FROM ${lines} WHERE regexp_matches(__raw, '[^ ]'))))))))))`,
     types: request.columns.map(() => "VARCHAR"),
     rawTable: lines,
   };
@@ -612,6 +628,28 @@ function emptySource(count: number): string {
 
 const INTEGER_TYPES = /^(TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT|UTINYINT|USMALLINT|UINTEGER|UBIGINT)$/;
 
+/** Why a NaN is a bad row: DuckDB holds NaN equal to itself, Athena (Trino) does not, so one table would answer two ways. */
+const NAN_REASON = "is NaN, which lakeswap does not store (DuckDB and Athena compare NaN differently): send null, or an empty field, for a missing value";
+
+/** The widest HUGEINT lakeswap stores: its Parquet files hold it as DECIMAL(38,0) (./../core/column-types.ts). */
+const HUGEINT_LIMIT = "99999999999999999999999999999999999999::HUGEINT";
+const HUGEINT_RANGE = "is out of range for HUGEINT as lakeswap stores it (DECIMAL(38,0): at most 38 digits)";
+
+/** Number notations DuckDB's casts read that are no decimal number: hexadecimal (0x1F), binary (0b101), digit separators (1_000). */
+const NOT_DECIMAL_NOTATION = "[_xXbB]";
+const NOTATION_REASON = "is not written in decimal digits (hexadecimal, binary and '_' digit separators are not read as numbers)";
+
+/** A fraction of a second finer than microseconds that is not zeros: the types keep microseconds, and cutting the rest would change the value. */
+const BEYOND_MICROSECONDS = "[.][0-9]{6}[0-9]*[1-9]";
+
+/** The event times an ingested row may have: its partition is named by the year (p_year), in four digits. */
+const EVENT_TIME_RANGE = "is outside the years 0001 to 9999 that an event time may have (it names the event's partition)";
+
+/** The SQL condition that a time value is outside years 0001-9999 (±infinity included). */
+function outsideEventYears(value: string, type: string): string {
+  return `(${value} < CAST('0001-01-01' AS ${type}) OR ${value} >= CAST('10000-01-01' AS ${type}))`;
+}
+
 /**
  * How one source value becomes its declared type: the value (NULL where it
  * does not convert) and the reason it is a bad row (NULL when it is not). A
@@ -622,16 +660,32 @@ const INTEGER_TYPES = /^(TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT|UTINYINT|USMALL
  * Zone-less TIMESTAMPTZ text is UTC.
  */
 function conversion(column: LandColumn, index: number, sourceType: string): { value: string; problem: string; computed: string[] } {
+  const converted = valueConversion(column, index, sourceType);
+  if (column.eventTime === undefined) return converted;
+  // An event time names its partition (p_year=2026): ±infinity and years past 9999 or before 0001 would name one too.
+  const says = `${quoteLiteral(`column ${column.name}: `)} || ${shown(`CAST(__s${index} AS VARCHAR)`)} || ${quoteLiteral(` ${EVENT_TIME_RANGE}`)}`;
+  return {
+    computed: converted.computed,
+    value: converted.value,
+    problem: `coalesce(${converted.problem}, CASE WHEN ${outsideEventYears(`(${converted.value})`, column.type)} THEN ${says} END)`,
+  };
+}
+
+/** How one source value becomes its declared type (see conversion), the checks of every column. */
+function valueConversion(column: LandColumn, index: number, sourceType: string): { value: string; problem: string; computed: string[] } {
   const type = column.type;
   const s = `__s${index}`;
   const prefix = quoteLiteral(`column ${column.name}: `);
   const says = (text: string, reason: string): string => `${prefix} || ${shown(text)} || ${quoteLiteral(` ${reason}`)}`;
-  if (sourceType === type) return { value: s, problem: "NULL::VARCHAR", computed: [] };
+  if (sourceType === type) return { value: s, problem: sameTypeProblem(column, s, says), computed: [] };
   if (sourceType !== "VARCHAR") return { ...typedConversion(column, s, sourceType, says), computed: [] };
 
   const v = `__v${index}`;
   const computed = [`TRY_CAST(${s} AS ${type}) AS ${v}`];
   const number = `TRY_CAST(${s} AS DOUBLE) IS NOT NULL`;
+  // Times keep microseconds: DuckDB's cast cuts a finer fraction, which would change the value.
+  const finer = `regexp_matches(${s}, '${BEYOND_MICROSECONDS}')`;
+  const cut = `has a fraction of a second finer than microseconds, which ${type} does not keep: round it to 6 digits`;
   // A fraction that the type would round away: digits after the first `scale` that are not zeros. A number in exponent
   // form is checked through DOUBLE.
   const exponent = `(contains(${s}, 'e') OR contains(${s}, 'E')) AND NOT contains(lower(${s}), 'x')`;
@@ -644,7 +698,9 @@ function conversion(column: LandColumn, index: number, sourceType: string): { va
       value: v,
       problem:
         `CASE WHEN ${s} IS NULL THEN NULL WHEN ${v} IS NULL THEN CASE WHEN ${number} THEN ${says(s, `is out of range for ${type}`)} ELSE ${says(s, "is not an integer")} END ` +
-        `WHEN ${roundedAway(0)} THEN ${says(s, "is not an integer")} END`,
+        `WHEN regexp_matches(${s}, '${NOT_DECIMAL_NOTATION}') THEN ${says(s, NOTATION_REASON)} ` +
+        `WHEN ${roundedAway(0)} THEN ${says(s, "is not an integer")} ` +
+        `${type === "HUGEINT" ? `WHEN ${v} NOT BETWEEN -${HUGEINT_LIMIT} AND ${HUGEINT_LIMIT} THEN ${says(s, HUGEINT_RANGE)} ` : ""}END`,
     };
   }
   const decimal = /^DECIMAL\((\d+),(\d+)\)$/.exec(type);
@@ -656,6 +712,7 @@ function conversion(column: LandColumn, index: number, sourceType: string): { va
       value: v,
       problem:
         `CASE WHEN ${s} IS NULL THEN NULL WHEN ${v} IS NULL THEN CASE WHEN ${number} THEN ${says(s, `is out of range for ${type}`)} ELSE ${says(s, "is not a number")} END ` +
+        `WHEN regexp_matches(${s}, '${NOT_DECIMAL_NOTATION}') THEN ${says(s, NOTATION_REASON)} ` +
         `WHEN ${roundedAway(scale)} THEN ${says(s, tooPrecise)} END`,
     };
   }
@@ -665,12 +722,17 @@ function conversion(column: LandColumn, index: number, sourceType: string): { va
       value: v,
       problem:
         `CASE WHEN ${s} IS NULL THEN NULL WHEN ${v} IS NULL THEN ${says(s, "is not a number")} ` +
+        `WHEN regexp_matches(${s}, '${NOT_DECIMAL_NOTATION}') THEN ${says(s, NOTATION_REASON)} WHEN isnan(${v}) THEN ${says(s, NAN_REASON)} ` +
         `WHEN isinf(${v}) AND NOT regexp_matches(${s}, '^\\s*[+-]?inf', 'i') THEN ${says(s, `is out of range for ${type}`)} END`,
     };
   }
   if (type === "TIMESTAMPTZ") {
     // An offset or zone in the text is honoured; text without one is UTC (the session's zone, set above), whatever the machine's zone.
-    return { value: v, problem: `CASE WHEN ${s} IS NOT NULL AND ${v} IS NULL THEN ${says(s, "is not a timestamp")} END`, computed };
+    return {
+      value: v,
+      problem: `CASE WHEN ${s} IS NULL THEN NULL WHEN ${v} IS NULL THEN ${says(s, "is not a timestamp")} WHEN ${finer} THEN ${says(s, cut)} END`,
+      computed,
+    };
   }
   if (type === "TIMESTAMP") {
     // A TIMESTAMP cast drops an offset: the text has one that matters where, read as an instant (zone-less text is UTC),
@@ -685,7 +747,7 @@ function conversion(column: LandColumn, index: number, sourceType: string): { va
       value: `CASE WHEN ${zoned} THEN NULL ELSE ${v} END`,
       problem:
         `CASE WHEN ${s} IS NULL THEN NULL WHEN ${v} IS NULL THEN CASE WHEN ${instant} IS NOT NULL THEN ${says(s, offset)} ELSE ${says(s, "is not a timestamp")} END ` +
-        `WHEN ${zoned} THEN ${says(s, offset)} END`,
+        `WHEN ${zoned} THEN ${says(s, offset)} WHEN ${finer} THEN ${says(s, cut)} END`,
     };
   }
   if (type === "DATE") {
@@ -698,6 +760,9 @@ function conversion(column: LandColumn, index: number, sourceType: string): { va
     };
   }
   if (type === "VARCHAR") return { value: s, problem: "NULL::VARCHAR", computed: [] };
+  if (type === "TIME") {
+    return { value: v, problem: `CASE WHEN ${s} IS NULL THEN NULL WHEN ${v} IS NULL THEN ${says(s, "does not convert to TIME")} WHEN ${finer} THEN ${says(s, cut)} END`, computed };
+  }
   const what = type === "BOOLEAN" ? "is not a boolean (true or false)" : `does not convert to ${type}`;
   return { value: v, problem: `CASE WHEN ${s} IS NOT NULL AND ${v} IS NULL THEN ${says(s, what)} END`, computed };
 }
@@ -713,12 +778,26 @@ function typedConversion(column: LandColumn, source: string, sourceType: string,
   const value =
     type === "TIMESTAMPTZ" && wallClock ? `timezone('UTC', CAST(${s} AS TIMESTAMP))` : type === "TIMESTAMP" && instant ? `timezone('UTC', ${s})` : `TRY_CAST(${s} AS ${type})`;
   const unconverted = `CASE WHEN ${s} IS NOT NULL AND (${value}) IS NULL THEN ${says(text, `(${sourceType}) does not convert to ${type}`)} END`;
+  // A nested value (struct, list, map) cast to text would be DuckDB's rendering of it, not a value that was sent.
+  if (type === "VARCHAR" && /^(STRUCT|MAP|UNION)\(|\]$/.test(sourceType)) {
+    return { value: "NULL::VARCHAR", problem: `CASE WHEN ${s} IS NOT NULL THEN ${says(text, `(${printable(sourceType, 60)}) is a nested value, not text: declare the column from its fields, or store it as text in the file`)} END` };
+  }
+  // Nanoseconds would be cut: the declared types keep microseconds.
+  if ((type === "TIMESTAMPTZ" || type === "TIMESTAMP") && sourceType === "TIMESTAMP_NS") {
+    return { value, problem: `coalesce(${unconverted}, CASE WHEN epoch_ns(${s}) % 1000 <> 0 THEN ${says(text, `has nanoseconds, which ${type} does not keep (it keeps microseconds)`)} END)` };
+  }
   if (type === "VARCHAR" || type === "TIMESTAMPTZ" || (type === "TIMESTAMP" && instant)) return { value, problem: unconverted };
   if (type === "FLOAT" || type === "DOUBLE") {
     return {
       value,
-      problem: `CASE WHEN ${s} IS NULL THEN NULL WHEN (${value}) IS NULL OR (isinf(${value}) AND NOT isinf(TRY_CAST(${s} AS DOUBLE))) THEN ${says(text, `is out of range for ${type}`)} END`,
+      problem:
+        `CASE WHEN ${s} IS NULL THEN NULL WHEN (${value}) IS NULL OR (isinf(${value}) AND NOT isinf(TRY_CAST(${s} AS DOUBLE))) THEN ${says(text, `is out of range for ${type}`)} ` +
+        `WHEN isnan(${value}) THEN ${says(text, NAN_REASON)} END`,
     };
+  }
+  if (type === "HUGEINT") {
+    const exact = `CASE WHEN ${s} IS NOT NULL AND TRY_CAST(${value} AS ${sourceType}) IS DISTINCT FROM ${s} THEN ${says(text, "is not an integer")} END`;
+    return { value, problem: `coalesce(${unconverted}, ${exact}, CASE WHEN (${value}) NOT BETWEEN -${HUGEINT_LIMIT} AND ${HUGEINT_LIMIT} THEN ${says(text, HUGEINT_RANGE)} END)` };
   }
   const decimal = /^DECIMAL\((\d+),(\d+)\)$/.exec(type);
   const inexact = INTEGER_TYPES.test(type)
@@ -732,6 +811,14 @@ function typedConversion(column: LandColumn, source: string, sourceType: string,
     value,
     problem: `coalesce(${unconverted}, CASE WHEN ${s} IS NOT NULL AND TRY_CAST(${value} AS ${sourceType}) IS DISTINCT FROM ${s} THEN ${says(text, inexact)} END)`,
   };
+}
+
+/** The checks of a typed source value (Parquet) already of the declared type: NaN, and a HUGEINT wider than it is stored. */
+function sameTypeProblem(column: LandColumn, source: string, says: (text: string, reason: string) => string): string {
+  const text = `CAST(${source} AS VARCHAR)`;
+  if (column.type === "FLOAT" || column.type === "DOUBLE") return `CASE WHEN isnan(${source}) THEN ${says(text, NAN_REASON)} END`;
+  if (column.type === "HUGEINT") return `CASE WHEN ${source} NOT BETWEEN -${HUGEINT_LIMIT} AND ${HUGEINT_LIMIT} THEN ${says(text, HUGEINT_RANGE)} END`;
+  return "NULL::VARCHAR";
 }
 
 /** A value quoted in a reason, cut to 60 characters so that a huge field never makes a huge message. */

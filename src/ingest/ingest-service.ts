@@ -9,7 +9,7 @@ import type { SegmentContribution } from "../core/ingest.js";
 import type { Lake } from "../core/lake.js";
 import { partitionPath } from "../core/partition.js";
 import { defineTable, type TableDefinition } from "../core/table.js";
-import type { LandedDelivery } from "../landing/landing.js";
+import type { LandColumn, LandedDelivery } from "../landing/landing.js";
 import { BackpressureError, UnavailableError, type IngestHandler, type IngestRequest } from "./http-server.js";
 import type { AdaptiveLimit } from "./adaptive-limit.js";
 import type { Metrics } from "./metrics.js";
@@ -616,8 +616,9 @@ export function namespaceTable(ns: IngestNamespaceConfig): TableDefinition {
   });
 }
 
-function landingColumns(ns: IngestNamespaceConfig): { name: string; type: string; nullable: boolean }[] {
-  const columns = ns.columns.map((c) => ({ name: c.name, type: c.type, nullable: c.nullable }));
+function landingColumns(ns: IngestNamespaceConfig): LandColumn[] {
+  // The time field names each event's partition: landing reads it in its format and refuses a time outside years 0001-9999.
+  const columns: LandColumn[] = ns.columns.map((c) => ({ name: c.name, type: c.type, nullable: c.nullable, ...(c.name === ns.time.field ? { eventTime: "iso8601" as const } : {}) }));
   if (ns.unknownFields === "keep") columns.push({ name: ns.extraColumn, type: "VARCHAR", nullable: true });
   return columns;
 }

@@ -1,3 +1,4 @@
+import type { TimeFormat } from "../core/column-types.js";
 import type { Partition } from "../core/partition.js";
 import type { TableDefinition } from "../core/table.js";
 import type { BuildRequest, BuildResult, PartitionSnapshot } from "../engine/engine.js";
@@ -115,6 +116,19 @@ export interface LandedRunsRequest {
   readonly runs: readonly { readonly partition: Partition; readonly runId: string; readonly runPrefix: string }[];
 }
 
+/** A declared column of a delivery. */
+export interface LandColumn {
+  readonly name: string;
+  readonly type: string;
+  readonly nullable: boolean;
+  /**
+   * Set on the time field of an ingested namespace (TIMESTAMP, TIMESTAMPTZ or DATE), whose value names the
+   * event's partition: read in this format, and a bad row when it is not a time in years 0001 to 9999
+   * (±infinity, year 10000). Unset for every other column.
+   */
+  readonly eventTime?: TimeFormat;
+}
+
 /** Land one delivery of source files into the engine, ready to build raw partitions from. */
 export interface LandRequest {
   /** Local paths or globs of the delivery's files. */
@@ -122,7 +136,7 @@ export interface LandRequest {
   readonly format: "csv" | "jsonl" | "parquet";
   readonly header: boolean;
   readonly delimiter: string;
-  readonly columns: readonly { readonly name: string; readonly type: string; readonly nullable: boolean }[];
+  readonly columns: readonly LandColumn[];
   /** Partition keys, each an expression over the source columns. */
   readonly partition: readonly { readonly key: string; readonly expression: string }[];
   readonly signatureColumns: readonly string[];

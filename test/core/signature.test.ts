@@ -70,6 +70,32 @@ async function signaturesOf(request: Omit<LandRequest, "header" | "delimiter"> &
   }
 }
 
+/** A vector's rows typed as declared (text cast as landing casts it) and signed by every form the engine has. */
+async function typedSignatures(vector: Vector): Promise<string[]> {
+  const opened = await openDuckDb();
+  const connection = await opened.instance.connect();
+  try {
+    await connection.run(`SET TimeZone = 'UTC'`);
+    const literal = (value: string | null): string => (value === null ? "NULL" : `'${value.replaceAll("'", "''")}'`);
+    const rows = vector.rows.map((row) => `(${row.map(literal).join(", ")})`).join(", ");
+    const names = vector.columns.map((c) => c.name);
+    await connection.run(
+      `CREATE TABLE v AS SELECT 'all' AS p, ${vector.columns.map((c) => `CAST("${c.name}" AS ${c.type}) AS "${c.name}"`).join(", ")} FROM (VALUES ${rows}) t(${names.map((n) => `"${n}"`).join(", ")})`,
+    );
+    const signed = signatureColumnOrder(vector.columns);
+    const forms = opened.signing.form === "native" ? (["sql", "native"] as const) : (["sql"] as const);
+    const signatures = new Set<string>();
+    for (const form of forms) {
+      const [, n, upper, lower] = (await connection.runAndReadAll(signatureQuery("v", ["p"], signed, form))).getRowsJS()[0]!;
+      signatures.add(finishRawSignature(signed, Number(n), BigInt(String(upper)), BigInt(String(lower))));
+    }
+    return [...signatures];
+  } finally {
+    connection.closeSync();
+    opened.instance.closeSync();
+  }
+}
+
 describe("v3 signatures: the published test vectors", () => {
   const vectors = publishedVectors();
 
@@ -94,9 +120,19 @@ describe("v3 signatures: the published test vectors", () => {
       partition: [{ key: "p", expression: "'all'" }],
       signatureColumns: vector.columns.map((c) => c.name),
     };
-    expect(await signaturesOf(request)).toEqual({ all: vector.signature });
-    expect(await signaturesOf(request, sqlEngine)).toEqual({ all: vector.signature });
-    expect((await sqlEngine.signing()).form).toBe("sql");
+    // Landing refuses a NaN and a HUGEINT wider than 38 digits (issue 25, item 8): the vectors that hold one are
+    // signed from a typed table by both forms instead, and their rows are checked to be refused with the reason.
+    const landed = await engine.land({ header: true, delimiter: ",", ...request });
+    const refused = landed.firstRejects.map((r) => r.reason);
+    await engine.releaseLanding(landed);
+    if (refused.length === 0) {
+      expect(await signaturesOf(request)).toEqual({ all: vector.signature });
+      expect(await signaturesOf(request, sqlEngine)).toEqual({ all: vector.signature });
+      expect((await sqlEngine.signing()).form).toBe("sql");
+    } else {
+      for (const reason of refused) expect(reason).toMatch(/ is NaN, which lakeswap does not store | is out of range for HUGEINT as lakeswap stores it /);
+    }
+    expect(await typedSignatures(vector)).toEqual([vector.signature]);
   });
 
   it("formats doubles exactly as C's %.17g (DuckDB printf agrees)", async () => {

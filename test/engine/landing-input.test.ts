@@ -527,3 +527,84 @@ describe("JSONL field names match the columns as CSV headers do (issue 25, item 
     ).resolves.toMatchObject({ rowsLoaded: 1 });
   });
 });
+
+describe("a value is stored as sent or refused with its reason, never cut or reinterpreted (issue 25, item 8)", () => {
+  const notation = "is not written in decimal digits (hexadecimal, binary and '_' digit separators are not read as numbers)";
+  const nan = "is NaN, which lakeswap does not store (DuckDB and Athena compare NaN differently): send null, or an empty field, for a missing value";
+  const finer = (type: string) => `has a fraction of a second finer than microseconds, which ${type} does not keep: round it to 6 digits`;
+  const hugeRange = "is out of range for HUGEINT as lakeswap stores it (DECIMAL(38,0): at most 38 digits)";
+  const columns = [col("n", "BIGINT"), col("d", "DOUBLE"), col("t", "TIMESTAMP"), col("tz", "TIMESTAMPTZ"), col("h", "HUGEINT"), col("m", "DECIMAL(10,2)")];
+  const good = ["1", "0.5", "2026-01-01 12:00:00.999999", "2026-01-01 12:00:00.1230000", "99999999999999999999999999999999999999", "1.50"];
+  const bad: [number, string, string][] = [
+    [0, "0x1F", `column n: '0x1F' ${notation}`],
+    [0, "1_000_000", `column n: '1_000_000' ${notation}`],
+    [0, "0b101", `column n: '0b101' ${notation}`],
+    [1, "NaN", `column d: 'NaN' ${nan}`],
+    [1, "1_0.5", `column d: '1_0.5' ${notation}`],
+    [2, "2026-01-01 12:00:00.9999999", `column t: '2026-01-01 12:00:00.9999999' ${finer("TIMESTAMP")}`],
+    [3, "2026-01-01 12:00:00.999999999+02", `column tz: '2026-01-01 12:00:00.999999999+02' ${finer("TIMESTAMPTZ")}`],
+    [4, "100000000000000000000000000000000000000", `column h: '100000000000000000000000000000000000000' ${hugeRange}`],
+    [5, "1_0", `column m: '1_0' ${notation}`],
+  ];
+  const rowsWith = (variant: [number, string, string] | undefined): string[] => good.map((value, i) => (variant && variant[0] === i ? variant[1] : value));
+
+  it("CSV and JSONL: hexadecimal, digit separators, NaN, a cut fraction and a 39-digit HUGEINT are bad rows with their reason", async () => {
+    const csv = [columns.map((c) => c.name).join(","), ...[undefined, ...bad].map((variant) => rowsWith(variant).join(","))].join("\n");
+    const jsonl = [undefined, ...bad].map((variant) => JSON.stringify(Object.fromEntries(columns.map((c, i) => [c.name, rowsWith(variant)[i]])))).join("\n");
+    for (const [format, text] of [["csv", csv], ["jsonl", jsonl]] as const) {
+      const landed = await land({ files: [file(format, `${text}\n`)], format, columns });
+      expect(landed.good).toEqual([["1", "0.5", "2026-01-01 12:00:00.999999", "2026-01-01 12:00:00.123+00", "99999999999999999999999999999999999999", "1.50"]]);
+      expect(landed.bad.map(([line, reason]) => [line, reason])).toEqual(bad.map(([, , reason], i) => [i + (format === "csv" ? 3 : 2), reason]));
+    }
+  });
+
+  it("JSONL: a JSON number NaN is refused, and a JSON object or array for a VARCHAR field is a bad row, not its JSON text", async () => {
+    const lines = [`{"n": 1, "note": "{not an object}"}`, `{"n": 2, "note": {"a": 1}}`, `{"N": 3, "Note": [1, 2]}`, `{"n": 4, "d": NaN}`];
+    const { good: rows, bad: rejected } = await land({ files: [file("jsonl", `${lines.join("\n")}\n`)], format: "jsonl", columns: [col("n", "BIGINT"), col("note", "VARCHAR"), col("d", "DOUBLE")] });
+    expect(rows).toEqual([["1", "{not an object}", null]]);
+    const fix = ", not text: send it as a JSON string, or leave the field undeclared (ingest keeps it in the extra column)";
+    expect(rejected.map(([line, reason]) => [line, reason])).toEqual([
+      [2, `column note: '{"a":1}' is a JSON object${fix}`],
+      [3, `column note: '[1,2]' is a JSON array${fix}`],
+      [4, `column d: 'NaN' ${nan}`],
+    ]);
+  });
+
+  it("Parquet: NaN, nanoseconds, a HUGEINT wider than 38 digits and a nested value for a VARCHAR column are bad rows", async () => {
+    // DuckDB writes a HUGEINT to Parquet as a DOUBLE: 1.5e38 is a 39-digit integer, exact in a double.
+    const source = await parquet(
+      `SELECT * FROM (VALUES (1, 0.5::DOUBLE, TIMESTAMP_NS '2026-01-01 12:00:00.123456000', 1::DOUBLE, {'a': 1}::STRUCT(a INTEGER), 'x'), ` +
+        `(2, 'NaN'::DOUBLE, TIMESTAMP_NS '2026-01-01 12:00:00.123456789', 1.5e38::DOUBLE, NULL, 'y')) t(n, d, t, h, s, v)`,
+    );
+    const typed = await land({
+      files: [source],
+      format: "parquet",
+      columns: [col("n", "BIGINT"), col("d", "DOUBLE"), col("t", "TIMESTAMP"), col("h", "HUGEINT"), col("v", "VARCHAR")],
+    });
+    expect(typed.good).toEqual([["1", "0.5", "2026-01-01 12:00:00.123456", "1", "x"]]);
+    expect(typed.bad.map(([line, reason]) => [line, reason])).toEqual([[2, `column d: 'nan' ${nan}`]]);
+    const widths = await land({ files: [source], format: "parquet", columns: [col("n", "BIGINT"), col("t", "TIMESTAMPTZ"), col("h", "HUGEINT")] });
+    expect(widths.bad.map(([line, reason]) => [line, reason])).toEqual([[2, "column t: '2026-01-01 12:00:00.123456789' has nanoseconds, which TIMESTAMPTZ does not keep (it keeps microseconds)"]]);
+    const huge = await land({ files: [source], format: "parquet", columns: [col("n", "BIGINT"), col("h", "HUGEINT")] });
+    expect(huge.bad.map(([line, reason]) => [line, reason])).toEqual([[2, `column h: '1.5e+38' ${hugeRange}`]]);
+    const nested = await land({ files: [source], format: "parquet", columns: [col("n", "BIGINT"), col("s", "VARCHAR")] });
+    expect(nested.bad.map(([line, reason]) => [line, reason])).toEqual([
+      [1, "column s: '{'a': 1}' (STRUCT(a INTEGER)) is a nested value, not text: declare the column from its fields, or store it as text in the file"],
+    ]);
+  });
+
+  it("an event time (ingest's time field) outside years 0001-9999 is a bad row: no partition p_year=infinity or 10000", async () => {
+    const times = ["2026-11-30T01:00:00Z", "infinity", "-infinity", "10000-01-01T00:00:00Z", "0000-06-01T00:00:00Z", "294247-01-01T00:00:00Z", "9999-12-31T23:59:59.999999Z", "0001-01-01T00:00:00Z"];
+    const { good: rows, bad: rejected, delivery } = await land({
+      files: [file("jsonl", `${times.map((ts, i) => JSON.stringify({ id: i, ts })).join("\n")}\n`)],
+      format: "jsonl",
+      columns: [col("id", "BIGINT"), { name: "ts", type: "TIMESTAMPTZ", nullable: false, eventTime: "iso8601" }],
+      partition: [{ key: "p_year", expression: "strftime(timezone('UTC', ts), '%Y')" }],
+    });
+    expect(rows.map(([id]) => id)).toEqual(["0", "6", "7"]);
+    const range = "is outside the years 0001 to 9999 that an event time may have (it names the event's partition)";
+    expect(rejected.map(([line, reason]) => [line, String(reason).replace(/^column ts: '[^']*' /, "")])).toEqual([2, 3, 4, 5, 6].map((line) => [line, range]));
+    expect(rejected[0]![1]).toBe(`column ts: 'infinity' ${range}`);
+    expect(delivery.partitions.map((p) => p.partition.values)).toEqual([["0001"], ["2026"], ["9999"]]);
+  });
+});

@@ -602,3 +602,28 @@ describe("event field names (issue 25, item 3)", () => {
     expect(dead).toEqual(["fields given more than once: EVENT_ID, event_id"]);
   });
 });
+
+describe("event values (issue 25, item 8)", () => {
+  it("dead-letters an event time outside years 0001-9999 (no partition p_year=infinity), NaN, and an object for a text field", async () => {
+    const { lake, service } = await setup(embeddedBackend);
+    const events = [
+      event(0),
+      event(1, { ts: "infinity" }),
+      event(2, { ts: "10000-01-01T00:00:00Z" }),
+      event(3, { ts: "0000-01-01T00:00:00Z" }),
+      event(4, { user_id: { name: "x" } }),
+      event(5, { ms: "0x1F" }),
+    ];
+    await service.accept({ pipeline: "events", namespace: "pageviews", body: ndjson(events), format: "ndjson" });
+    await service.flush();
+    expect(await rowsOf(lake, "SELECT event_id, p_year FROM pageviews")).toEqual([{ event_id: "e0", p_year: "2026" }]);
+    const dead = (await rowsOf(lake, "SELECT reason FROM events ORDER BY line")).map((row) => String(row.reason).split(" (")[0]);
+    expect(dead).toEqual([
+      "column ts: 'infinity' is outside the years 0001 to 9999 that an event time may have",
+      "column ts: '10000-01-01T00:00:00Z' is outside the years 0001 to 9999 that an event time may have",
+      "column ts: '0000-01-01T00:00:00Z' is outside the years 0001 to 9999 that an event time may have",
+      `column user_id: '{"name":"x"}' is a JSON object, not text: send it as a JSON string, or leave the field undeclared`,
+      "column ms: '0x1F' is not written in decimal digits",
+    ]);
+  });
+});
