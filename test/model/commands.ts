@@ -15,6 +15,26 @@ export interface Real {
   readonly log: string[];
   /** A killed build may have left runs without a manifest, until `gc --grace 0` removes them. */
   leftovers: boolean;
+  /** With a PostgreSQL sink of the stage layer: the rows its table holds, per day (`k|v10`, sorted). */
+  readonly sinkRows?: () => Promise<Map<string, string[]>>;
+}
+
+/**
+ * After a sync ran to its end (exit 0 or 7), the sink's table must hold exactly the stage rows of the lake's
+ * current runs (DESIGN.md invariant 10; README 'PostgreSQL sink').
+ */
+async function verifySink(real: Real, command: string, result: CommandResult): Promise<void> {
+  if (!real.sinkRows || (result.code !== 0 && result.code !== 7)) return;
+  const lake = (await real.ws.view()).tables[STAGE].rows;
+  const target = await real.sinkRows();
+  const problems: string[] = [];
+  for (const day of DAYS) {
+    const want = (lake.get(day) ?? []).join(" ");
+    const got = (target.get(day) ?? []).join(" ");
+    if (want !== got) problems.push(`the sink's table, day=${day}: holds [${got}], the lake's stage [${want}]`);
+  }
+  for (const day of target.keys()) if (!(DAYS as readonly string[]).includes(day)) problems.push(`the sink's table holds a day the lake never had: ${day}`);
+  if (problems.length > 0) fail(real, command, problems, result);
 }
 
 export type LakeCommand = fc.AsyncCommand<LakeModel, Real, false>;
@@ -100,6 +120,7 @@ export abstract class PlannedCommand implements LakeCommand {
     const step = this.plan(model, real);
     const result = await real.ws.run(step.args);
     await verify(model, real, this.toString(), step.expected, result, step.reported, real.leftovers);
+    if (step.args[0] === "sync") await verifySink(real, this.toString(), result);
   }
 }
 
@@ -302,6 +323,7 @@ export class ConcurrentCommand implements LakeCommand {
         model.restore(order.model);
         model.adoptSyncs(view.syncs);
         real.signatures.restore(signatures);
+        if (this.first instanceof SyncCommand && this.second instanceof SyncCommand) await verifySink(real, this.toString(), results[1]);
         return;
       }
       outcomes.push(`not as ${order.name}:\n      ${problems.join("\n      ")}`);

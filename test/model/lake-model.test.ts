@@ -11,6 +11,7 @@ import { S3Client } from "@aws-sdk/client-s3";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, it } from "vitest";
 import { awsCliEnv, selectedBackends, startAwsServices, type AwsServices } from "../support/lake-fixture.js";
+import { postgresAvailable, startPostgres, type PostgresServer } from "../support/postgres.js";
 import { SignatureMap } from "./check.js";
 import {
   concurrentCommands,
@@ -32,7 +33,7 @@ const timeout = long ? 24 * 3_600_000 : 300_000;
 /** Runs one fixed sequence of commands on a fresh lake. */
 async function runSequence(commands: readonly LakeCommand[], newWorkspace: () => Workspace): Promise<void> {
   const ws = newWorkspace();
-  const real: Real = { ws, signatures: new SignatureMap(), log: [], leftovers: false };
+  const real: Real = { ws, signatures: new SignatureMap(), log: [], leftovers: false, sinkRows: sinkReader(ws) };
   try {
     await fc.asyncModelRun(() => ({ model: new LakeModel(), real }), commands);
   } finally {
@@ -51,7 +52,7 @@ async function checkModel(
   await fc.assert(
     fc.asyncProperty(fc.commands(arbitraries, { maxCommands, size: "max", replayPath }), async (commands) => {
       const ws = newWorkspace();
-      const real: Real = { ws, signatures: new SignatureMap(), log: [], leftovers: false };
+      const real: Real = { ws, signatures: new SignatureMap(), log: [], leftovers: false, sinkRows: sinkReader(ws) };
       try {
         await fc.asyncModelRun(() => ({ model: new LakeModel(), real }), commands);
       } finally {
@@ -64,6 +65,26 @@ async function checkModel(
 }
 
 const backends = selectedBackends();
+
+let postgres: PostgresServer | undefined;
+
+/** Reads the sink's table of a workspace that has one, with psql's own view of it (pg), per day. */
+function sinkReader(ws: Workspace): (() => Promise<Map<string, string[]>>) | undefined {
+  const sink = ws.sink;
+  if (!sink || !postgres) return undefined;
+  const server = postgres;
+  return async () => {
+    const rows = new Map<string, string[]>();
+    const [schema, table] = sink.table.split(".");
+    const exists = await server.query("SELECT 1 FROM information_schema.tables WHERE table_schema = $1 AND table_name = $2", [schema, table]);
+    if (exists.length === 0) return rows;
+    for (const row of await server.query<{ day: string; text: string }>(`SELECT day, k::text || '|' || v10::text AS text FROM ${sink.table}`)) {
+      rows.set(row.day, [...(rows.get(row.day) ?? []), row.text]);
+    }
+    for (const list of rows.values()) list.sort();
+    return rows;
+  };
+}
 
 describe.runIf(backends.includes("local"))("embedded lake against a reference model, over random command sequences", () => {
   const workspace = () => new Workspace();
@@ -88,6 +109,22 @@ describe.runIf(backends.includes("local"))("embedded lake against a reference mo
       [new SyncCommand({ days: [["2026-11-01", 0], ["2026-11-02", 0]], order: 0 }), new RollbackDuringSyncCommand({ days: [["2026-11-01", 1], ["2026-11-02", 2]], order: 0 })],
       workspace,
     );
+  }, timeout);
+});
+
+describe.runIf(backends.includes("local") && postgresAvailable())("embedded lake with a PostgreSQL sink of the stage layer", () => {
+  let sequence = 0;
+  beforeAll(async () => {
+    postgres = await startPostgres();
+  });
+  afterAll(async () => {
+    await postgres?.stop();
+    postgres = undefined;
+  });
+
+  it("after every sync the sink's table holds exactly the lake's stage rows (sync, rollback, replace, pin, gc, two syncs at once)", async () => {
+    const workspace = () => new Workspace(undefined, { url: postgres!.url, table: `model_${process.pid}_${(sequence += 1)}.items_stage` });
+    await checkModel([...ordinaryCommands(), ...concurrentCommands()], { runs: 3, commands: 12 }, workspace);
   }, timeout);
 });
 

@@ -14,7 +14,12 @@ export interface AwsWorkspaceTarget {
 }
 
 /** The pipeline: raw items by day (partition_replace), and stage = a filter + project of each raw day. */
-export const PIPELINE_YAML = `concurrency: 2
+export const PIPELINE_YAML = pipelineYaml();
+
+/** The pipeline's config; with `sink`, the stage layer is also sent to that PostgreSQL table (partition_replace). */
+export function pipelineYaml(sink?: PostgresTarget): string {
+  const sinks = sink ? `        sinks:\n          postgres:\n            url: ${sink.url}\n            table: ${sink.table}\n` : "";
+  return `concurrency: 2
 datasets:
   items:
     source:
@@ -31,7 +36,14 @@ datasets:
       - name: stage
         sql: sql/stage.sql
         columns: {k: BIGINT, v10: BIGINT}
-`;
+${sinks}`;
+}
+
+/** A PostgreSQL table the stage layer is sent to: the server's URL and `schema.table`. */
+export interface PostgresTarget {
+  readonly url: string;
+  readonly table: string;
+}
 
 export const STAGE_SQL = "SELECT k, v * 10 AS v10 FROM items_raw WHERE day = {{ day }} AND cat = 'a'\n";
 
@@ -51,7 +63,7 @@ export class Workspace {
   private readonly removeDir: () => void;
   private deliveries = 0;
 
-  constructor(readonly aws?: AwsWorkspaceTarget) {
+  constructor(readonly aws?: AwsWorkspaceTarget, readonly sink?: PostgresTarget) {
     const { dir, cleanup } = tempDir("lakeswap-model-");
     this.dir = dir;
     this.removeDir = cleanup;
@@ -59,7 +71,7 @@ export class Workspace {
     this.lakeDir = path.join(dir, "lake");
     mkdirSync(path.join(dir, "sql"));
     mkdirSync(path.join(dir, "deliveries"));
-    writeFileSync(this.configFile, PIPELINE_YAML);
+    writeFileSync(this.configFile, pipelineYaml(sink));
     writeFileSync(path.join(dir, "sql", "stage.sql"), STAGE_SQL);
   }
 
