@@ -148,6 +148,11 @@ export class IngestService implements IngestHandler {
   private readonly yieldingSince = new Map<string, number>();
   private processing: Promise<void> = Promise.resolve();
   private timer: NodeJS.Timeout | undefined;
+  /** The timer that seals the active segment when it is due, on its own so that no landing holds it up. */
+  private sealTimer: NodeJS.Timeout | undefined;
+  /** A timed landing is running (a tick that finds one running leaves it be, rather than queueing another behind it). */
+  private landing = false;
+  private closed = false;
   private lastError: string | undefined;
   private failures = 0;
   private retryAt = 0;
@@ -259,6 +264,12 @@ export class IngestService implements IngestHandler {
     this.timer = setInterval(() => {
       void this.tick();
     }, intervalMs);
+    // Sealing is the log's own work (serialized with its appends), never queued behind a landing, so that a segment is
+    // sealed at segment_max_age whatever the landing does; checked every twentieth of that age (10 ms at least).
+    const sealEvery = Math.max(10, Math.min(intervalMs, this.options.pipeline.wal.segmentMaxAgeMs / 20));
+    this.sealTimer = setInterval(() => {
+      void this.sealIfDue();
+    }, sealEvery);
   }
 
   /** Seals the active segment (if it holds anything) and lands every sealed segment; throws the first failure. */
@@ -273,20 +284,34 @@ export class IngestService implements IngestHandler {
 
   /** Stops the uploader and closes the log (pending appends made durable); segments not landed stay for the next start. */
   async close(): Promise<void> {
+    this.closed = true;
     if (this.timer) clearInterval(this.timer);
+    if (this.sealTimer) clearInterval(this.sealTimer);
     this.timer = undefined;
+    this.sealTimer = undefined;
     await this.processing;
     await this.wal.close();
   }
 
+  /** Seals the active segment if it is due, and lands it at once (rather than at the next tick) when no landing runs. */
+  private async sealIfDue(): Promise<void> {
+    if (this.closed) return;
+    // A log that stopped refuses: /healthz and every request say so already.
+    const sealed = await this.wal.rotateIfDue().catch(() => undefined);
+    if (sealed !== undefined) await this.tick();
+  }
+
+  /** Lands every sealed segment, unless a landing runs already or a failed one waits for its retry. */
   private async tick(): Promise<void> {
-    if (Date.now() < this.retryAt) return;
-    const run = this.processing.then(async () => {
-      await this.wal.rotateIfDue();
-      await this.drain(false);
-    });
+    if (this.closed || this.landing || Date.now() < this.retryAt) return;
+    this.landing = true;
+    const run = this.processing.then(() => this.drain(false));
     this.processing = run.then(() => undefined, () => undefined);
-    await this.processing;
+    try {
+      await this.processing;
+    } finally {
+      this.landing = false;
+    }
   }
 
   /** Whether the timed landing leaves `segment`, the oldest sealed one, for later (see `LandingYield`). */
@@ -304,7 +329,10 @@ export class IngestService implements IngestHandler {
   /** Lands the sealed segments oldest first; a failure stops the round (order matters: each collector's segments count in order). */
   private async drain(throwOnError: boolean): Promise<SegmentReport[]> {
     const reports: SegmentReport[] = [];
-    for (const segment of this.wal.sealed()) {
+    // The oldest sealed segment each time: segments sealed while this one lands are landed in the same round.
+    const attempted = new Set<string>();
+    for (let segment = this.wal.sealed()[0]; segment !== undefined && !attempted.has(segment); segment = this.wal.sealed()[0]) {
+      attempted.add(segment);
       if (!throwOnError && this.yieldsTo(segment)) break;
       try {
         const bytes = this.wal.sizeOf(segment);

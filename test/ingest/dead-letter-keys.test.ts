@@ -181,7 +181,7 @@ describe("a segment whose file's key holds other rows", () => {
     const file = path.join(dir, "other.jsonl");
     writeFileSync(file, '{"id": 9, "ts": "2026-11-30T03:00:00Z"}\n');
     const table = namespaceTable(namespace("a"));
-    const delivery = await lake.landDelivery({ files: [file], format: "jsonl", header: false, delimiter: ",", columns: [...namespace("a").columns, { name: "extra", type: "VARCHAR", nullable: true }], partition: PARTITION, signatureColumns: table.columns.map((c) => c.name) });
+    const delivery = await lake.landDelivery({ files: [file], format: "jsonl", header: false, delimiter: ",", columns: [...namespace("a").columns, { name: "extra", type: "VARCHAR", nullable: true }], partition: PARTITION, signatureColumns: table.columns.map((c) => c.name), absentFields: "null" });
     try {
       const files = await lake.writeLandedFiles({ table: await lake.table("a"), delivery, dir });
       await lake.storeIngestedFiles("a", files.map((f) => ({ partition: f.partition, fileId: segmentFileId(segment, "a", partitionPath(f.partition)), file: f.file, rows: f.rows })));
