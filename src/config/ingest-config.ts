@@ -232,6 +232,17 @@ export const DEFAULT_DATA_SINK = "lake";
 /** The name of a pipeline's data sink when none is declared and DATA_OUTPUT_S3_BUCKET names an AWS target. */
 export const ENVIRONMENT_DATA_SINK = "environment";
 
+/**
+ * Refuses to collect for a pipeline without namespaces: it would answer every post 404 while saying it collects
+ * events. (The config itself may hold one being written; serve and ingest refuse it.)
+ */
+export function assertNamespaces(pipeline: IngestPipelineConfig): void {
+  if (pipeline.namespaces.length > 0) return;
+  throw new InvalidInputError(
+    `pipelines.${pipeline.name} declares no namespaces, so it could take no events: add pipelines.${pipeline.name}.namespaces.<name> with its columns and time field (README: "Event ingest")`,
+  );
+}
+
 /** Checks and resolves `data_sinks`, `schema_sinks` and `pipelines`. */
 export function resolveIngest(input: IngestInput, context: IngestContext): ResolvedIngest {
   const dataSinks = Object.entries(input.data_sinks ?? {});

@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import { isUtf8 } from "node:buffer";
 import { mkdtemp, open, rm, writeFile } from "node:fs/promises";
 import path from "node:path";
-import type { IngestNamespaceConfig, IngestPipelineConfig } from "../config/ingest-config.js";
+import { assertNamespaces, type IngestNamespaceConfig, type IngestPipelineConfig } from "../config/ingest-config.js";
 import { IngestFileConflictError, InvalidInputError, LakeswapError, NotFoundError, errorMessage } from "../core/errors.js";
 import { faultPoint } from "../core/faults.js";
 import type { SegmentContribution } from "../core/ingest.js";
@@ -174,6 +174,7 @@ export class IngestService implements IngestHandler {
   /** Opens the pipeline's log (recovering what a crash left) and declares its tables; then `start` runs the uploader. */
   static async open(options: IngestServiceOptions): Promise<IngestService> {
     const { pipeline } = options;
+    assertNamespaces(pipeline);
     if (pipeline.namespaces.some((ns) => ns.name === pipeline.name) && options.lake === options.deadLetterLake) {
       throw new InvalidInputError(
         `pipelines.${pipeline.name}: its dead letters go to table '${pipeline.name}', which is also one of its namespaces; rename the namespace or the pipeline`,

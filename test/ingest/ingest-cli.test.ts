@@ -95,3 +95,25 @@ describe("lakeswap serve's bounds", () => {
     }
   });
 });
+
+describe("a pipeline without namespaces", () => {
+  // It started "collecting events" and answered 404 to everything.
+  it("is refused by serve and ingest at start, exit 2, saying what to add", async () => {
+    const { dir, cleanup } = tempDir("lakeswap-no-namespaces-");
+    try {
+      const config = path.join(dir, "lakeswap.yaml");
+      writeFileSync(config, "pipelines:\n  events:\n    wal: {dir: ./wal}\n");
+      writeFileSync(path.join(dir, "events.ndjson"), '{"a": 1}\n');
+      const message = 'pipelines.events declares no namespaces, so it could take no events: add pipelines.events.namespaces.<name> with its columns and time field (README: "Event ingest")';
+      for (const args of [["serve", "-c", config, "--port", "0"], ["ingest", "events", path.join(dir, "events.ndjson"), "-c", config]]) {
+        const result = await runMain(args, { DATA_OUTPUT_S3_BUCKET: undefined });
+        expect(result.code, args[0]).toBe(2);
+        expect(result.stderr).toContain(message);
+        expect(result.stderr).not.toContain("collecting");
+      }
+    } finally {
+      cleanup();
+    }
+  });
+});
+

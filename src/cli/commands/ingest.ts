@@ -3,7 +3,7 @@ import path from "node:path";
 import type { Readable } from "node:stream";
 import type { Command } from "commander";
 import { loadPipelineConfig, type PipelineConfig } from "../../config/pipeline-config.js";
-import { DEFAULT_DATA_SINK, ENVIRONMENT_DATA_SINK, parseByteSize, type IngestPipelineConfig } from "../../config/ingest-config.js";
+import { DEFAULT_DATA_SINK, ENVIRONMENT_DATA_SINK, assertNamespaces, parseByteSize, type IngestPipelineConfig } from "../../config/ingest-config.js";
 import { InvalidInputError, LakeswapError, NotFoundError } from "../../core/errors.js";
 import type { IngestAuth, IngestHandler, IngestRequest } from "../../ingest/http-server.js";
 import type { IngestService, SegmentReport } from "../../ingest/ingest-service.js";
@@ -36,6 +36,7 @@ export function registerIngest(program: Command): void {
       const { Metrics, IngestLakes, openIngestService, startIngestServer, LANDING_YIELDS } = await ingestModules();
       const config = loadPipelineConfig(options.config);
       const pipelines = choosePipelines(config, options.pipeline);
+      for (const pipeline of pipelines) assertNamespaces(pipeline);
       sayWhereItRuns(pipelines, config.file);
       const port = portOf(options.port ?? process.env.LAKESWAP_PORT ?? "8080");
       const limits = serverLimits(options);
@@ -209,6 +210,7 @@ function choosePipelines(config: PipelineConfig, names: readonly string[] | unde
 }
 
 function chooseNamespace(pipeline: IngestPipelineConfig, name: string | undefined): string {
+  assertNamespaces(pipeline);
   const known = pipeline.namespaces.map((ns) => ns.name);
   if (name === undefined) {
     if (known.length === 1) return known[0]!;
