@@ -6,6 +6,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import type { IngestNamespaceConfig, IngestPipelineConfig } from "../../src/config/ingest-config.js";
 import type { Lake } from "../../src/core/lake.js";
 import { partitionPath } from "../../src/core/partition.js";
+import { ingestTallyKey } from "../../src/core/layout.js";
 import { DEAD_LETTER_COLUMNS, IngestService, namespaceTable, segmentFileId } from "../../src/ingest/ingest-service.js";
 import { Metrics } from "../../src/ingest/metrics.js";
 import { awsBackend, embeddedBackend, type TestBackend } from "../support/lake-fixture.js";
@@ -200,5 +201,53 @@ describe("a segment whose file's key holds other rows", () => {
     const health = service.health();
     expect(health.detail).toMatchObject({ quarantinedSegments: 1, quarantined: [{ segment, file: report!.quarantined, reason: expect.stringContaining("already exists with 1 rows") }] });
     expect(metrics.render()).toMatch(/lakeswap_ingest_segments_quarantined_total\{pipeline="events"\} 1/);
+  });
+});
+
+describe("a segment landed again after a failure between its registration and its removal from the log", () => {
+  // A tally that counted a retried segment twice kept the event count of the files right (each file is stored once) and
+  // doubled the partition's rows and lane sums: its signature then matched no content, and a sync built on it.
+  it("leaves each partition's tally and signature those of landing its events once, dead letters of every namespace included", async () => {
+    const b = await embeddedBackend();
+    const walDir = await mkdtemp(path.join(os.tmpdir(), "lakeswap-wal-"));
+    const lake = await b.open();
+    const service = await IngestService.open({ pipeline: pipelineOf(walDir), lake, deadLetterLake: lake, metrics: new Metrics(), log: () => undefined });
+    cleanups.push(async () => {
+      delete process.env.LAKESWAP_FAULT;
+      await service.close().catch(() => undefined);
+      await lake.close();
+      await b.cleanup();
+      await rm(walDir, { recursive: true, force: true });
+    });
+    const good = ['{"id": 1, "ts": "2026-11-30T01:00:00Z"}', '{"id": 2, "ts": "2026-11-30T02:00:00Z"}', '{"id": 3, "ts": "2026-12-01T02:00:00Z"}'];
+    await post(service, "a", [...good, "bad a"]);
+    await post(service, "b", ["bad b1", "bad b2"]);
+    process.env.LAKESWAP_FAULT = "ingest-after-register:error";
+    await expect(service.flush()).rejects.toThrow("fault injected at ingest-after-register");
+    delete process.env.LAKESWAP_FAULT;
+    const [again] = await service.flush();
+    expect(again).toMatchObject({ written: 3, deadLettered: 3 });
+
+    // Namespace a: its partitions against its events landed once.
+    const dir = await mkdtemp(path.join(os.tmpdir(), "lakeswap-once-"));
+    cleanups.push(() => rm(dir, { recursive: true, force: true }));
+    const file = path.join(dir, "a.jsonl");
+    writeFileSync(file, `${good.join("\n")}\n`);
+    const table = namespaceTable(namespace("a"));
+    const once = await lake.landDelivery({ files: [file], format: "jsonl", header: false, delimiter: ",", columns: [...namespace("a").columns, { name: "extra", type: "VARCHAR", nullable: true }], partition: PARTITION, signatureColumns: table.columns.map((c) => c.name), absentFields: "null" });
+    try {
+      expect(once.partitions).toHaveLength(2);
+      for (const partition of once.partitions) {
+        expect((await lake.pointer("a", partition.partition))?.signature).toBe(partition.signature);
+        const tally = JSON.parse(readFileSync(path.join(b.lakeDir, ingestTallyKey("a", partition.partition)), "utf8")) as { rows: number; upper: string; lower: string };
+        expect({ rows: tally.rows, upper: tally.upper, lower: tally.lower }).toEqual({ rows: partition.rows, upper: partition.lanes!.upper, lower: partition.lanes!.lower });
+      }
+    } finally {
+      await lake.releaseDelivery(once);
+    }
+    expect(await rowsOf(lake, "SELECT count(*)::INTEGER AS n FROM a")).toEqual([{ n: 3 }]);
+    // The dead-letter table: three rows, and a signature that is theirs.
+    expect(await rowsOf(lake, "SELECT count(*)::INTEGER AS n FROM events")).toEqual([{ n: 3 }]);
+    await expectSignatureOfItsRows(lake);
   });
 });
