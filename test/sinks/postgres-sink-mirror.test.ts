@@ -211,6 +211,12 @@ describe.skipIf(!postgresAvailable())("PostgreSQL sink: the target equals the la
       "customer_id bigint", "name text", "state text", "updated_at timestamp without time zone", "deleted boolean", "st text",
       "_lakeswap_updated_at timestamp with time zone", "_lakeswap_deleted_at timestamp with time zone",
     ]);
+    // Each write finds its partition's rows by an index, not by scanning the table.
+    const indexes = await ws.db<{ def: string }>("SELECT indexdef AS def FROM pg_indexes WHERE schemaname = 'crm' AND tablename = 'customers' ORDER BY indexname");
+    expect(indexes.map((i) => i.def)).toEqual([
+      "CREATE INDEX customers_lakeswap_partition ON crm.customers USING btree (st)",
+      "CREATE UNIQUE INDEX customers_pkey ON crm.customers USING btree (customer_id)",
+    ]);
     expect(await ws.targetRows()).toEqual(await ws.lakeRows());
 
     // A target made by an older lakeswap (its stamp named updated_at), for a layer without such a column: kept working.

@@ -5,28 +5,18 @@ import { pipeline } from "node:stream/promises";
 import type { DuckDBConnection, DuckDBInstance } from "@duckdb/node-api";
 import pg from "pg";
 import { from as copyFrom } from "pg-copy-streams";
-import { postgresColumnType } from "../../core/column-types.js";
 import { LakeswapError, errorMessage } from "../../core/errors.js";
 import { faultPoint } from "../../core/faults.js";
 import type { Partition } from "../../core/partition.js";
 import { quoteLiteral } from "../../core/sql.js";
 import { freshProcessFolder } from "../../store/process-folders.js";
-import type { Sink, SinkColumn, SinkLayout, SinkPartitionWrite, SinkSpec } from "../sink.js";
+import type { Sink, SinkLayout, SinkPartitionWrite, SinkSpec } from "../sink.js";
+import { ident, postgresType } from "./sql-names.js";
+import { forgetState, readState, recordState, type Query, type StateScope } from "./state-table.js";
+import { DELETED_AT, UPDATED_AT, existingStamp, goneKeysCondition, goneKeysStatement, upsertStatement } from "./upsert-statements.js";
 
 /** The part of a `pg` client the sink calls (a test may hand in one of its own). */
 export type PostgresClient = Pick<pg.Client, "connect" | "query" | "end" | "on">;
-
-/** The state table, one per schema: each partition's signature, written in the same transaction as its rows. */
-const STATE_TABLE = "lakeswap_state";
-
-/** The column upsert stamps with the time a row last changed (its values, or its deletion mark). */
-const UPDATED_AT = "_lakeswap_updated_at";
-
-/** The column upsert sets when a row's key left the lake (soft delete, the default); NULL while the lake holds it. */
-const DELETED_AT = "_lakeswap_deleted_at";
-
-/** The stamp column of upsert targets made before `_lakeswap_updated_at` (kept working where the layer has no such column). */
-const LEGACY_UPDATED_AT = "updated_at";
 
 /** PostgreSQL's SQLSTATE for a duplicate key: the only error after which an upsert's straight COPY is retried by merge. */
 const UNIQUE_VIOLATION = "23505";
@@ -84,7 +74,7 @@ export class PostgresSink implements Sink {
     const existing = await this.targetColumns();
     if (existing.size === 0) await this.createTarget(layout);
     else {
-      if (layout.mode === "upsert") this.stampColumn = this.existingStamp(layout, existing);
+      if (layout.mode === "upsert") this.stampColumn = existingStamp(this.description, `${this.spec.schema}.${this.spec.table}`, layout, existing);
       this.checkTarget(layout, existing);
     }
     if (layout.mode === "upsert") {
@@ -93,49 +83,18 @@ export class PostgresSink implements Sink {
       await this.checkKey(layout);
       this.plainCopyAllowed = await this.allowsPlainCopy();
     }
-    const state = `${schema}.${ident(STATE_TABLE)}`;
-    await this.query(
-      `CREATE TABLE IF NOT EXISTS ${state} (` +
-        "table_name text NOT NULL, partition text NOT NULL, signature text NOT NULL, run_id text NOT NULL, " +
-        "updated_at timestamptz NOT NULL DEFAULT now(), target_oid oid, target_filenode oid, PRIMARY KEY (table_name, partition))",
-    );
-    // A state table an older lakeswap made: its rows have no target identity, so they count as stale (sent once more).
-    await this.query(`ALTER TABLE ${state} ADD COLUMN IF NOT EXISTS target_oid oid, ADD COLUMN IF NOT EXISTS target_filenode oid`);
-    // A state row vouches for its partition's rows only in the table (OID) and storage (relfilenode) it was written
-    // with: a target dropped and recreated, or truncated, no longer holds them, so its partitions are sent in full.
-    await this.query(
-      `DELETE FROM ${state} s WHERE s.table_name = $1 AND NOT EXISTS ` +
-        "(SELECT 1 FROM pg_class c WHERE c.oid = to_regclass($2) AND c.oid = s.target_oid AND c.relfilenode = s.target_filenode)",
-      [this.spec.table, this.targetName()],
-    );
-    const rows = await this.query<{ partition: string; signature: string }>(`SELECT partition, signature FROM ${state} WHERE table_name = $1`, [this.spec.table]);
-    this.held = new Set(rows.rows.map((row) => row.partition));
-    return new Map(rows.rows.map((row) => [row.partition, row.signature]));
+    // The state rows of another target identity (dropped and recreated, truncated) are gone: those partitions go in full.
+    const recorded = await readState(this.statement, this.stateScope());
+    this.held = new Set(recorded.keys());
+    return recorded;
   }
 
-  /**
-   * The stamp column of an existing upsert target: `_lakeswap_updated_at`, or `updated_at` where an older lakeswap
-   * made the table (kept working while the layer has no column of that name; else refused with the migration to run).
-   */
-  private existingStamp(layout: SinkLayout, existing: ReadonlyMap<string, string>): string {
-    const target = `${this.spec.schema}.${this.spec.table}`;
-    const timestamptz = "timestamp with time zone";
-    if (existing.get(UPDATED_AT) === timestamptz) return UPDATED_AT;
-    const sent = layout.columns.find((c) => c.name === LEGACY_UPDATED_AT);
-    if (existing.get(UPDATED_AT) === undefined && existing.get(LEGACY_UPDATED_AT) === timestamptz) {
-      if (!sent) return LEGACY_UPDATED_AT;
-      throw new LakeswapError(
-        "CONFLICT",
-        `${this.description}: column 'updated_at' is ${timestamptz} in the existing table, but lake table ${layout.lakeTable} sends ${postgresType(sent)}: ` +
-          `this table was made by an older lakeswap, whose upsert stamped updated_at; now the stamp is ${UPDATED_AT}: ` +
-          `ALTER TABLE ${target} RENAME COLUMN updated_at TO ${UPDATED_AT}; ALTER TABLE ${target} ADD COLUMN updated_at ${postgresType(sent)}; then rerun the sync (it sends every partition again)`,
-      );
-    }
-    throw new LakeswapError(
-      "CONFLICT",
-      `${this.description}: the existing table has no column ${UPDATED_AT} timestamptz, which upsert sets (the time a row last changed); ` +
-        `add it (ALTER TABLE ${target} ADD COLUMN ${UPDATED_AT} timestamptz NOT NULL DEFAULT now())`,
-    );
+  /** `query`, bound: what the state table's functions run their statements with. */
+  private readonly statement: Query = <Row extends pg.QueryResultRow>(sql: string, values?: unknown[]) => this.query<Row>(sql, values);
+
+  /** Where this target's state rows live. */
+  private stateScope(): StateScope {
+    return { schema: this.spec.schema, table: this.spec.table, target: this.targetName() };
   }
 
   async write(layout: SinkLayout, part: SinkPartitionWrite): Promise<{ rows: number }> {
@@ -256,18 +215,12 @@ export class PostgresSink implements Sink {
    */
   private async removeGoneKeys(layout: SinkLayout, partition: Partition, temp: string): Promise<number> {
     const target = this.targetName();
-    const inPartition = layout.partitionKeys.map((key, i) => `t.${ident(key)} = $${i + 1}`);
-    const stillThere = `EXISTS (SELECT 1 FROM ${temp} r WHERE ${layout.primaryKey.map((key) => `r.${ident(key)} = t.${ident(key)}`).join(" AND ")})`;
-    const where = [...inPartition, `NOT ${stillThere}`];
-    if (!layout.hardDelete) where.push(`t.${ident(DELETED_AT)} IS NULL`);
+    const condition = goneKeysCondition(layout, temp);
     // Usually nothing left: counted first, so that no UPDATE or DELETE statement (and its statement triggers) runs for
     // nothing. A count, not EXISTS: EXISTS is planned for its first row, and may pick a nested loop over the unindexed rows table.
-    const found = await this.query<{ n: string }>(`SELECT count(*) AS n FROM ${target} t WHERE ${where.join(" AND ")}`, [...partition.values]);
+    const found = await this.query<{ n: string }>(`SELECT count(*) AS n FROM ${target} t WHERE ${condition}`, [...partition.values]);
     if (Number(found.rows[0]?.n ?? 0) === 0) return 0;
-    if (layout.hardDelete) return (await this.query(`DELETE FROM ${target} t WHERE ${where.join(" AND ")}`, [...partition.values])).rowCount ?? 0;
-    const flag = layout.deleteFlag ? `, ${ident(layout.deleteFlag)} = true` : "";
-    const sql = `UPDATE ${target} t SET ${ident(DELETED_AT)} = now(), ${ident(this.stampColumn)} = now()${flag} WHERE ${where.join(" AND ")}`;
-    return (await this.query(sql, [...partition.values])).rowCount ?? 0;
+    return (await this.query(goneKeysStatement(target, layout, this.stampColumn, condition), [...partition.values])).rowCount ?? 0;
   }
 
   /** The target table, quoted: `"schema"."table"`. */
@@ -280,24 +233,13 @@ export class PostgresSink implements Sink {
    * signature, deleted. Anything that fails rolls the whole transaction back. Returns the rows `work` counted.
    */
   private async transaction(statePath: string, runId: string | undefined, signature: string | undefined, work: () => Promise<number>): Promise<{ rows: number }> {
-    const state = `${ident(this.spec.schema)}.${ident(STATE_TABLE)}`;
     await this.query("BEGIN");
     try {
       // Two writers of one target (two lakes, two configs) take turns per table.
       await this.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`lakeswap:${this.spec.schema}.${this.spec.table}`]);
       const rows = await work();
-      if (signature !== undefined && runId !== undefined) {
-        // The target's identity as this transaction sees it (prepare drops the rows of another identity).
-        await this.query(
-          `INSERT INTO ${state} (table_name, partition, signature, run_id, updated_at, target_oid, target_filenode) ` +
-            "SELECT $1, $2, $3, $4, now(), c.oid, c.relfilenode FROM pg_class c WHERE c.oid = to_regclass($5) " +
-            "ON CONFLICT (table_name, partition) DO UPDATE SET signature = EXCLUDED.signature, run_id = EXCLUDED.run_id, updated_at = now(), " +
-            "target_oid = EXCLUDED.target_oid, target_filenode = EXCLUDED.target_filenode",
-          [this.spec.table, statePath, signature, runId, this.targetName()],
-        );
-      } else {
-        await this.query(`DELETE FROM ${state} WHERE table_name = $1 AND partition = $2`, [this.spec.table, statePath]);
-      }
+      if (signature !== undefined && runId !== undefined) await recordState(this.statement, this.stateScope(), statePath, signature, runId);
+      else await forgetState(this.statement, this.stateScope(), statePath);
       faultPoint("sink-before-commit");
       await this.query("COMMIT");
       return { rows };
@@ -437,6 +379,12 @@ export class PostgresSink implements Sink {
       definitions.push(`PRIMARY KEY (${layout.primaryKey.map(ident).join(", ")})`);
     }
     await this.query(`CREATE TABLE IF NOT EXISTS ${ident(this.spec.schema)}.${ident(this.spec.table)} (${definitions.join(", ")})`);
+    // Every write finds its partition's rows (partition_replace's DELETE, upsert's keys that left the lake): without an
+    // index, each partition would scan the whole table.
+    if (layout.partitionKeys.length > 0) {
+      const index = ident(`${this.spec.table.slice(0, 40)}_lakeswap_partition`);
+      await this.query(`CREATE INDEX IF NOT EXISTS ${index} ON ${this.targetName()} (${layout.partitionKeys.map(ident).join(", ")})`);
+    }
   }
 
   /** An existing target must hold every column with the mapped type (extra columns are left alone). */
@@ -498,25 +446,6 @@ export class PostgresSink implements Sink {
   }
 }
 
-/**
- * The INSERT ... ON CONFLICT that merges the temporary table into the target; a row whose values did not change keeps
- * its stamp, unless it was marked deleted (its key is back in the lake: the mark is cleared).
- */
-function upsertStatement(target: string, temp: string, layout: SinkLayout, stampColumn: string): string {
-  const columns = layout.columns.map((c) => ident(c.name));
-  const key = layout.primaryKey.map(ident);
-  const others = layout.columns.filter((c) => !layout.primaryKey.includes(c.name)).map((c) => ident(c.name));
-  const insert = `INSERT INTO ${target} AS t (${columns.join(", ")}) SELECT ${columns.join(", ")} FROM ${temp} ON CONFLICT (${key.join(", ")})`;
-  const stamp = `${ident(stampColumn)} = now(), ${ident(DELETED_AT)} = NULL`;
-  const marked = `t.${ident(DELETED_AT)} IS NOT NULL`;
-  if (others.length === 0) return `${insert} DO UPDATE SET ${stamp} WHERE ${marked}`;
-  const set = others.map((c) => `${c} = EXCLUDED.${c}`).join(", ");
-  const changed = `(${others.map((c) => `t.${c}`).join(", ")}) IS DISTINCT FROM (${others.map((c) => `EXCLUDED.${c}`).join(", ")})`;
-  // ROW(...) of one column is needed for IS DISTINCT FROM to compare rows rather than a parenthesized value.
-  const rowChanged = others.length === 1 ? `t.${others[0]} IS DISTINCT FROM EXCLUDED.${others[0]}` : changed;
-  return `${insert} DO UPDATE SET ${set}, ${stamp} WHERE ${rowChanged} OR ${marked}`;
-}
-
 /** Names a partition's run among the partitions staged ahead. */
 function stagedKey(part: SinkPartitionWrite): string {
   return `${part.path}\n${part.runId}`;
@@ -533,16 +462,4 @@ function sqlState(error: unknown): string | undefined {
   const cause = error instanceof LakeswapError ? error.cause : error;
   const code = (cause as { code?: unknown } | undefined)?.code;
   return typeof code === "string" ? code : undefined;
-}
-
-function postgresType(column: SinkColumn): string {
-  const type = postgresColumnType(column.type);
-  if (!type) throw new LakeswapError("INVALID_INPUT", `column '${column.name}' of type ${column.type} cannot be sent to PostgreSQL`);
-  return type;
-}
-
-/** A PostgreSQL identifier, quoted; names are checked by the config (lowercase letters, digits, '_'). */
-function ident(name: string): string {
-  if (!/^[a-z_][a-z0-9_]*$/.test(name)) throw new LakeswapError("INVALID_INPUT", `'${name}' cannot be used as a PostgreSQL identifier`);
-  return `"${name}"`;
 }

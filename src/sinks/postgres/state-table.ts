@@ -1,0 +1,59 @@
+import type pg from "pg";
+import { ident } from "./sql-names.js";
+
+/** The state table, one per schema: each partition's signature, written in the same transaction as its rows. */
+export const STATE_TABLE = "lakeswap_state";
+
+/** Runs one statement on the sink's connection. */
+export type Query = <Row extends pg.QueryResultRow = pg.QueryResultRow>(sql: string, values?: unknown[]) => Promise<pg.QueryResult<Row>>;
+
+/** Where the state rows of one target live: the schema's state table, the target's name in it, and the target itself (quoted). */
+export interface StateScope {
+  readonly schema: string;
+  readonly table: string;
+  /** `"schema"."table"`, as `to_regclass` reads it. */
+  readonly target: string;
+}
+
+function stateTable(scope: StateScope): string {
+  return `${ident(scope.schema)}.${ident(STATE_TABLE)}`;
+}
+
+/**
+ * Creates (or upgrades) the state table and returns each partition's recorded signature. A state row vouches for its
+ * partition's rows only in the table (OID) and storage (relfilenode) it was written with: rows of another identity
+ * (the target dropped and recreated, truncated or rewritten; a row of an older lakeswap, without identity) are
+ * deleted first, so those partitions are sent in full.
+ */
+export async function readState(query: Query, scope: StateScope): Promise<Map<string, string>> {
+  const state = stateTable(scope);
+  await query(
+    `CREATE TABLE IF NOT EXISTS ${state} (` +
+      "table_name text NOT NULL, partition text NOT NULL, signature text NOT NULL, run_id text NOT NULL, " +
+      "updated_at timestamptz NOT NULL DEFAULT now(), target_oid oid, target_filenode oid, PRIMARY KEY (table_name, partition))",
+  );
+  await query(`ALTER TABLE ${state} ADD COLUMN IF NOT EXISTS target_oid oid, ADD COLUMN IF NOT EXISTS target_filenode oid`);
+  await query(
+    `DELETE FROM ${state} s WHERE s.table_name = $1 AND NOT EXISTS ` +
+      "(SELECT 1 FROM pg_class c WHERE c.oid = to_regclass($2) AND c.oid = s.target_oid AND c.relfilenode = s.target_filenode)",
+    [scope.table, scope.target],
+  );
+  const rows = await query<{ partition: string; signature: string }>(`SELECT partition, signature FROM ${state} WHERE table_name = $1`, [scope.table]);
+  return new Map(rows.rows.map((row) => [row.partition, row.signature]));
+}
+
+/** Records a partition's signature and run, with the target's identity as the running transaction sees it. */
+export async function recordState(query: Query, scope: StateScope, partition: string, signature: string, runId: string): Promise<void> {
+  await query(
+    `INSERT INTO ${stateTable(scope)} (table_name, partition, signature, run_id, updated_at, target_oid, target_filenode) ` +
+      "SELECT $1, $2, $3, $4, now(), c.oid, c.relfilenode FROM pg_class c WHERE c.oid = to_regclass($5) " +
+      "ON CONFLICT (table_name, partition) DO UPDATE SET signature = EXCLUDED.signature, run_id = EXCLUDED.run_id, updated_at = now(), " +
+      "target_oid = EXCLUDED.target_oid, target_filenode = EXCLUDED.target_filenode",
+    [scope.table, partition, signature, runId, scope.target],
+  );
+}
+
+/** Deletes a partition's state row (a partition removed from the target). */
+export async function forgetState(query: Query, scope: StateScope, partition: string): Promise<void> {
+  await query(`DELETE FROM ${stateTable(scope)} WHERE table_name = $1 AND partition = $2`, [scope.table, partition]);
+}
