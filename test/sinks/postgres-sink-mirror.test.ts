@@ -302,6 +302,20 @@ describe.skipIf(!postgresAvailable())("PostgreSQL sink: the target equals the la
     expect((await ws.db<{ p: string }>("SELECT partition AS p FROM crm.lakeswap_state ORDER BY partition")).map((r) => r.p)).toEqual(["st=AS", "st=CA"]);
   });
 
+  it.each([
+    ["partition_replace", REPLACE],
+    ["upsert", UPSERT],
+  ])("%s: after a rollback of one emptied partition, the next sync sends its rows again", async (_mode, sink) => {
+    const ws = await workspace(sink);
+    await ws.sync(ws.deliver(FIRST));
+    await ws.sync(ws.deliver(EMPTYING));
+    await ws.lake.rollback("customers_raw", "st=VI");
+    const report = await ws.sync(ws.deliver([[4, "ca"]]));
+    expect(sinkLines(report)).toEqual(["st=CA sent changed 6", "st=VI sent changed 4"]);
+    expect(await ws.lakeRows()).toHaveLength(10);
+    expect(await ws.targetRows()).toEqual(await ws.lakeRows());
+  });
+
   // Sink x a killed send: the target's transaction is the swap. Killed before the second partition's COMMIT.
   it("a sync killed before a partition's COMMIT leaves that partition as it was; the next sync makes the target equal the lake", async () => {
     const ws = await workspace(UPSERT);
