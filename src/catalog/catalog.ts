@@ -25,6 +25,13 @@ export interface PointerMove {
   readonly kind: PointerMoveKind;
 }
 
+/**
+ * The writer's fence (../core/lease.ts): the catalog calls it right before each call that moves or removes
+ * pointers (each batch, each retry of one), and makes no call once it throws (LEASE_LOST: another writer
+ * took the table over). The rule lives in the core; an adapter only calls it.
+ */
+export type Fence = () => Promise<void>;
+
 /** What a catalog can do; the core reads these and chooses. */
 export interface CatalogCapabilities {
   /** The most pointer moves one catalog call can carry. */
@@ -50,16 +57,16 @@ export interface Catalog {
   runsPrefix(table: TableDefinition, partition?: Partition): string;
   getPointer(table: TableDefinition, partition: Partition): Promise<Pointer | undefined>;
   listPointers(table: TableDefinition): Promise<Pointer[]>;
-  /** Moves one partition's pointer to a completely written run, atomically. */
-  movePointer(table: TableDefinition, move: PointerMove): Promise<void>;
-  /** Moves many pointers, in the catalog's batches; every entry is checked, and what did not move is reported. */
-  movePointers(table: TableDefinition, moves: readonly PointerMove[]): Promise<void>;
+  /** Moves one partition's pointer to a completely written run, atomically; `fence` is called right before the call that moves it. */
+  movePointer(table: TableDefinition, move: PointerMove, fence?: Fence): Promise<void>;
+  /** Moves many pointers, in the catalog's batches (`fence` right before each); every entry is checked, and what did not move is reported. */
+  movePointers(table: TableDefinition, moves: readonly PointerMove[], fence?: Fence): Promise<void>;
   /** Removes a partition's pointer; readers stop seeing the partition. */
-  removePointer(table: TableDefinition, partition: Partition): Promise<void>;
+  removePointer(table: TableDefinition, partition: Partition, fence?: Fence): Promise<void>;
   /** Removes the catalog's own container (Glue database, metadata folder) when no table is left in it. */
   removeIfEmpty(): Promise<boolean>;
-  /** Removes many pointers, in the catalog's batches. */
-  removePointers(table: TableDefinition, partitions: readonly Partition[]): Promise<void>;
+  /** Removes many pointers, in the catalog's batches (`fence` right before each). */
+  removePointers(table: TableDefinition, partitions: readonly Partition[], fence?: Fence): Promise<void>;
 }
 
 /**

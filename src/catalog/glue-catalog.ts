@@ -12,7 +12,7 @@ import type { AdaptiveLimit } from "../ingest/adaptive-limit.js";
 import { isRunId } from "../core/run-id.js";
 import { glueColumnType } from "../core/column-types.js";
 import { defineTable, tableChange, type TableDefinition } from "../core/table.js";
-import { runFolder, runLocation, type Catalog, type Pointer, type PointerMove, type PointerMoveKind } from "./catalog.js";
+import { runFolder, runLocation, type Catalog, type Fence, type Pointer, type PointerMove, type PointerMoveKind } from "./catalog.js";
 
 /** Glue's limits per batch call. */
 export const GLUE_LIMITS = { batchCreate: 100, batchUpdate: 100, batchDelete: 25 } as const;
@@ -218,14 +218,14 @@ export class GlueCatalog implements Catalog {
     return pointers.sort((a, b) => (partitionPath(a.partition) < partitionPath(b.partition) ? -1 : 1));
   }
 
-  async movePointer(table: TableDefinition, move: PointerMove): Promise<void> {
-    if (table.partitionKeys.length === 0) return this.moveTablePointer(table, move);
+  async movePointer(table: TableDefinition, move: PointerMove, fence?: Fence): Promise<void> {
+    if (table.partitionKeys.length === 0) return this.moveTablePointer(table, move, fence);
     const input = this.partitionInput(table, move);
     // A partition the writer found no pointer for is most likely new: create it first, one call instead of a failed
     // update and a create. If it exists after all (registered by another tool), it is updated like any other.
     if (move.previousRunId === undefined) {
       try {
-        await this.send("CreatePartition", () => this.client.send(new CreatePartitionCommand({ ...this.ids, TableName: table.name, PartitionInput: input })));
+        await this.send("CreatePartition", () => this.fenced(fence, () => this.client.send(new CreatePartitionCommand({ ...this.ids, TableName: table.name, PartitionInput: input }))));
         return;
       } catch (error) {
         if (!isError(error, "AlreadyExistsException")) throw error;
@@ -233,14 +233,16 @@ export class GlueCatalog implements Catalog {
     }
     try {
       await this.send("UpdatePartition", () =>
-        this.client.send(new UpdatePartitionCommand({ ...this.ids, TableName: table.name, PartitionValueList: [...move.partition.values], PartitionInput: input })),
+        this.fenced(fence, () =>
+          this.client.send(new UpdatePartitionCommand({ ...this.ids, TableName: table.name, PartitionValueList: [...move.partition.values], PartitionInput: input })),
+        ),
       );
       return;
     } catch (error) {
       if (!isError(error, "EntityNotFoundException")) throw error;
     }
     try {
-      await this.send("CreatePartition", () => this.client.send(new CreatePartitionCommand({ ...this.ids, TableName: table.name, PartitionInput: input })));
+      await this.send("CreatePartition", () => this.fenced(fence, () => this.client.send(new CreatePartitionCommand({ ...this.ids, TableName: table.name, PartitionInput: input }))));
     } catch (error) {
       if (!isError(error, "AlreadyExistsException")) throw error;
       // Someone created it meanwhile: success only if it points where we meant.
@@ -259,11 +261,11 @@ export class GlueCatalog implements Catalog {
    * an update, other failed entries are retried with backoff, and what still
    * fails is reported by partition.
    */
-  async movePointers(table: TableDefinition, moves: readonly PointerMove[]): Promise<void> {
+  async movePointers(table: TableDefinition, moves: readonly PointerMove[], fence?: Fence): Promise<void> {
     if (table.partitionKeys.length === 0) {
       // One unit: the last move is where it ends, as one after the other would.
       const last = moves.at(-1);
-      if (last) await this.moveTablePointer(table, last);
+      if (last) await this.moveTablePointer(table, last, fence);
       return;
     }
     let updates = moves.filter((move) => move.previousRunId !== undefined);
@@ -278,8 +280,10 @@ export class GlueCatalog implements Catalog {
       const retryCreates: PointerMove[] = [];
       for (const chunk of chunks(creates, GLUE_LIMITS.batchCreate)) {
         const response = await this.send("BatchCreatePartition", () =>
-          this.client.send(
-            new BatchCreatePartitionCommand({ ...this.ids, TableName: table.name, PartitionInputList: chunk.map((move) => this.partitionInput(table, move)) }),
+          this.fenced(fence, () =>
+            this.client.send(
+              new BatchCreatePartitionCommand({ ...this.ids, TableName: table.name, PartitionInputList: chunk.map((move) => this.partitionInput(table, move)) }),
+            ),
           ),
         );
         faultPoint("during-batch-swap");
@@ -296,12 +300,14 @@ export class GlueCatalog implements Catalog {
       }
       for (const chunk of chunks(updates, GLUE_LIMITS.batchUpdate)) {
         const response = await this.send("BatchUpdatePartition", () =>
-          this.client.send(
-            new BatchUpdatePartitionCommand({
-              ...this.ids,
-              TableName: table.name,
-              Entries: chunk.map((move) => ({ PartitionValueList: [...move.partition.values], PartitionInput: this.partitionInput(table, move) })),
-            }),
+          this.fenced(fence, () =>
+            this.client.send(
+              new BatchUpdatePartitionCommand({
+                ...this.ids,
+                TableName: table.name,
+                Entries: chunk.map((move) => ({ PartitionValueList: [...move.partition.values], PartitionInput: this.partitionInput(table, move) })),
+              }),
+            ),
           ),
         );
         faultPoint("during-batch-swap");
@@ -331,21 +337,23 @@ export class GlueCatalog implements Catalog {
     await withRetry(`glue:Batch*Partition on table ${table.name}`, round, { attempts: 5 });
   }
 
-  async removePointer(table: TableDefinition, partition: Partition): Promise<void> {
-    await this.removePointers(table, [partition]);
+  async removePointer(table: TableDefinition, partition: Partition, fence?: Fence): Promise<void> {
+    await this.removePointers(table, [partition], fence);
   }
 
   /** Deletes partitions in batches of 25, checking every entry (a partition already gone is fine). */
-  async removePointers(table: TableDefinition, partitions: readonly Partition[]): Promise<void> {
+  async removePointers(table: TableDefinition, partitions: readonly Partition[], fence?: Fence): Promise<void> {
     if (table.partitionKeys.length === 0) {
-      if (partitions.length > 0) await this.updateTableLocation(table, `${table.name}/${NO_RUN}`, () => ({}));
+      if (partitions.length > 0) await this.updateTableLocation(table, `${table.name}/${NO_RUN}`, () => ({}), fence);
       return;
     }
     const failed: string[] = [];
     for (const chunk of chunks(partitions, GLUE_LIMITS.batchDelete)) {
       const response = await this.send("BatchDeletePartition", () =>
-        this.client.send(
-          new BatchDeletePartitionCommand({ ...this.ids, TableName: table.name, PartitionsToDelete: chunk.map((p) => ({ Values: [...p.values] })) }),
+        this.fenced(fence, () =>
+          this.client.send(
+            new BatchDeletePartitionCommand({ ...this.ids, TableName: table.name, PartitionsToDelete: chunk.map((p) => ({ Values: [...p.values] })) }),
+          ),
         ),
       );
       for (const error of response.Errors ?? []) {
@@ -374,20 +382,21 @@ export class GlueCatalog implements Catalog {
    * Location and its Parameters (run, previous run, signature) together, on the
    * version of the table just read (a concurrent change fails it, never mixes).
    */
-  private async moveTablePointer(table: TableDefinition, move: PointerMove): Promise<void> {
+  private async moveTablePointer(table: TableDefinition, move: PointerMove, fence?: Fence): Promise<void> {
     await this.updateTableLocation(table, `${this.runsPrefix(table, WHOLE_TABLE)}${runFolder(move.runId)}`, () => {
       const parameters: Record<string, string> = { [P.run]: move.runId, [P.movedBy]: move.kind };
       if (move.previousRunId) parameters[P.previous] = move.previousRunId;
       if (move.signature) parameters[P.signature] = move.signature;
       return parameters;
-    });
+    }, fence);
   }
 
-  private async updateTableLocation(table: TableDefinition, key: string, pointerParameters: () => Record<string, string>): Promise<void> {
+  private async updateTableLocation(table: TableDefinition, key: string, pointerParameters: () => Record<string, string>, fence?: Fence): Promise<void> {
     await withRetry(`glue:UpdateTable on table ${table.name}`, async () => {
       const live = await this.glueTable(table.name);
       if (!live) throw new LakeswapError("NOT_FOUND", `Glue table ${this.options.database}.${table.name} does not exist; its pointer cannot move`);
       const kept = Object.fromEntries(Object.entries(live.Parameters ?? {}).filter(([name]) => !(Object.values(P) as string[]).includes(name)));
+      await fence?.();
       await this.client.send(
         new UpdateTableCommand({
           ...this.ids,
@@ -464,6 +473,13 @@ export class GlueCatalog implements Catalog {
       token = limit !== undefined && partitions.length >= limit ? undefined : page.NextToken;
     } while (token);
     return partitions;
+  }
+
+  /** A call that moves pointers, right after the writer's fence (every attempt of it: a retry may come long after). */
+  private async fenced<T>(fence: Fence | undefined, call: () => Promise<T>): Promise<T> {
+    await fence?.();
+    faultPoint("after-fence");
+    return call();
   }
 
   private send<T>(operation: string, call: () => Promise<T>): Promise<T> {

@@ -8,7 +8,7 @@ import { isRunId } from "../core/run-id.js";
 import { assertTableName } from "../core/sql.js";
 import { defineTable, tableChange, type TableDefinition } from "../core/table.js";
 import { eachLimited, fsyncPath, intoFolder, isCode, lightFs, makeFolder, noSpaceError, writeTempFile } from "../store/local-store.js";
-import { runLocation, type Catalog, type Pointer, type PointerMove, type PointerMoveKind } from "./catalog.js";
+import { runLocation, type Catalog, type Fence, type Pointer, type PointerMove, type PointerMoveKind } from "./catalog.js";
 import { processAlive } from "../store/process-folders.js";
 
 const META = "_lakeswap";
@@ -196,8 +196,8 @@ export class LocalCatalog implements Catalog {
     return pointers.sort((a, b) => compare(partitionPath(a.partition), partitionPath(b.partition)));
   }
 
-  async movePointer(table: TableDefinition, move: PointerMove): Promise<void> {
-    await this.movePointers(table, [move]);
+  async movePointer(table: TableDefinition, move: PointerMove, fence?: Fence): Promise<void> {
+    await this.movePointers(table, [move], fence);
   }
 
   /**
@@ -211,7 +211,7 @@ export class LocalCatalog implements Catalog {
    * before (read as the previous run, unsigned), which the outbox replay sets
    * right; its staged files are removed by the next open.
    */
-  async movePointers(table: TableDefinition, batch: readonly PointerMove[]): Promise<void> {
+  async movePointers(table: TableDefinition, batch: readonly PointerMove[], fence?: Fence): Promise<void> {
     // The moves run a few at a time: two of one partition would race, so only its last one is made (as one after the other would end).
     const moves = [...new Map(batch.map((move) => [partitionPath(move.partition), move])).values()];
     if (moves.length === 0) return;
@@ -224,6 +224,9 @@ export class LocalCatalog implements Catalog {
     if (states.status === "rejected") throw states.reason;
     const staged = states.value;
     try {
+      // Once, right before the renames: the writer's kernel lock (held for its life) keeps its table from here on.
+      await fence?.();
+      faultPoint("after-fence");
       // An ingested partition is registered by its state alone: its files are in place (and durable) already.
       if (!table.ingest) await this.swapLinks(table, moves, tempDir);
     } catch (error) {
@@ -349,11 +352,13 @@ export class LocalCatalog implements Catalog {
     return true;
   }
 
-  async removePointers(table: TableDefinition, partitions: readonly Partition[]): Promise<void> {
+  async removePointers(table: TableDefinition, partitions: readonly Partition[], fence?: Fence): Promise<void> {
+    if (partitions.length > 0) await fence?.();
     for (const partition of partitions) await this.removePointer(table, partition);
   }
 
-  async removePointer(table: TableDefinition, partition: Partition): Promise<void> {
+  async removePointer(table: TableDefinition, partition: Partition, fence?: Fence): Promise<void> {
+    await fence?.();
     if (table.ingest) {
       await fs.rm(this.stateFile(table, partition), { force: true });
       return;

@@ -7,6 +7,7 @@ import { didYouMean, loadPipelineConfig, type PipelineConfig } from "../config/p
 import { parsePartition } from "../core/partition.js";
 import { InvalidInputError, errorMessage } from "../core/errors.js";
 import type { Lake } from "../core/lake.js";
+import { leaseSubject } from "../core/lease.js";
 import { printable } from "../core/sql.js";
 import { openAwsLake, openEmbeddedLake } from "../open-lake.js";
 
@@ -62,7 +63,7 @@ export async function withLake<T>(
     leaseWaitMs: config.leaseWaitMs,
     onLeaseWait: (holder: { table: string; pid: number; host: string; command: string; acquiredAt: string }) =>
       process.stderr.write(
-        `waiting for table '${holder.table}': pid ${holder.pid} on ${holder.host} (${holder.command}) holds its lease since ${holder.acquiredAt}\n`,
+        `waiting for ${leaseSubject(holder.table)}: pid ${holder.pid} on ${holder.host} (${holder.command}) holds its lease since ${holder.acquiredAt}\n`,
       ),
   };
   const fromEnvironment = fromConfigFile.aws === undefined && awsTargetInEnvironment(process.env);

@@ -3,13 +3,16 @@
  * process SIGKILL itself when it reaches `<point>`; `<point>:error` throws
  * there instead; `<point>:oom` throws DuckDB's out-of-memory error there;
  * `<point>:kill@N` acts the Nth time only; `<point>:pause=MS` blocks the
- * process there. Several may be given, separated by ','. Unset in production.
+ * process there; `<point>:stop` stops it there (SIGSTOP, as a frozen process)
+ * after saying so on stderr (`fault point <point> reached: stopping (pid N)`),
+ * until a SIGCONT. Several may be given, separated by ','. Unset in production.
  */
 export type FaultPoint =
   | "lease-acquired"
   | "during-build"
   | "after-build"
   | "after-outbox"
+  | "after-fence"
   | "before-swap-rename"
   | "during-batch-swap"
   | "after-swap"
@@ -32,6 +35,7 @@ export const FAULT_POINTS: readonly FaultPoint[] = [
   "during-build",
   "after-build",
   "after-outbox",
+  "after-fence",
   "before-swap-rename",
   "during-batch-swap",
   "after-swap",
@@ -59,6 +63,12 @@ export function faultPoint(point: FaultPoint | IngestFaultPoint | EngineFaultPoi
     if (nth !== undefined && Number(nth) !== count) continue;
     if (verb.startsWith("pause=")) {
       Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, Number(verb.slice("pause=".length)));
+      continue;
+    }
+    if (verb === "stop") {
+      // The handshake a test waits for (stderr is synchronous on a pipe), then frozen: no timer runs, no lease is renewed.
+      process.stderr.write(`lakeswap: fault point ${point} reached: stopping (pid ${process.pid}); continue it with kill -CONT ${process.pid}\n`);
+      process.kill(process.pid, "SIGSTOP");
       continue;
     }
     if (verb === "kill") process.kill(process.pid, "SIGKILL");

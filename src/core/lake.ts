@@ -10,7 +10,7 @@ import { faultPoint } from "./faults.js";
 import { collectAfterSwap, collectPartition, gcState, type PartitionGcReport } from "./gc.js";
 import { knownPartitions, partitionHistories, type PartitionHistory } from "./history.js";
 import { registerSegment, type RegisteredPartition, type SegmentContribution, type SegmentId } from "./ingest.js";
-import { METADATA_PREFIX, ingestTalliesPrefix, pinnedPartition, deliveriesPrefix, deliveryFilesKey, deliveryKey, manifestsPrefix, outboxPrefix, pinKey, pinsPrefix, syncRecordKey, SYNCS_PREFIX } from "./layout.js";
+import { METADATA_PREFIX, syncLeaseName, ingestTalliesPrefix, pinnedPartition, deliveriesPrefix, deliveryFilesKey, deliveryKey, manifestsPrefix, outboxPrefix, pinKey, pinsPrefix, syncRecordKey, SYNCS_PREFIX } from "./layout.js";
 import { DEFAULT_LEASE_WAIT_MS, WriterLease, leaseKey, type LeaseRecord } from "./lease.js";
 import { orderPartition, parsePartition, parsePartitionPath, partitionPath, type Partition } from "./partition.js";
 import { DEFAULT_GRACE_MS } from "./retention.js";
@@ -193,10 +193,12 @@ export class Lake {
       const table = await this.catalog.getTable(tableName);
       let lease: WriterLease;
       try {
-        lease = await WriterLease.acquire(this.store, tableName, { waitMs: 0, command: `replay outbox of ${tableName}` });
+        lease = await WriterLease.acquire(this.store, tableName, { waitMs: 0, ttlMs: this.settings.leaseTtlMs, command: `replay outbox of ${tableName}` });
       } catch {
         continue;
       }
+      // In the lake's leases: the replay's pointer moves are fenced like any writer's.
+      this.leases.set(tableName, lease);
       try {
         for (const entry of entries) {
           const result = await replayEntry(this.ctx, table, entry);
@@ -204,6 +206,7 @@ export class Lake {
           stale += result.stale;
         }
       } finally {
+        this.leases.delete(tableName);
         await lease.release();
       }
     }
@@ -243,7 +246,7 @@ export class Lake {
   async dropTable(name: string): Promise<void> {
     const table = await this.table(name);
     await this.withLease(table.name, `drop-table ${table.name}`, async () => {
-      await this.catalog.removePointers(table, (await this.catalog.listPointers(table)).map((p) => p.partition));
+      await this.catalog.removePointers(table, (await this.catalog.listPointers(table)).map((p) => p.partition), () => this.leaseCheck(table.name));
       const objects = [
         ...(await this.store.list(table.ingest ? `${table.name}/` : this.catalog.runsPrefix(table))),
         ...(table.ingest ? await this.store.list(ingestTalliesPrefix(table.name)) : []),
@@ -306,9 +309,15 @@ export class Lake {
         return (await this.catalog.getTable(tableName)) ? this.currentRuns(tableName) : [];
       },
     };
+    return this.withLeases(names, command, () => work(writer));
+  }
+
+  /** Holds the leases of `names` (taken in name order, so two writers of overlapping sets never deadlock) while `work` runs. */
+  private async withLeases<T>(names: readonly string[], command: string, work: () => Promise<T>): Promise<T> {
+    const sorted = [...new Set(names)].sort();
     const hold = async (index: number): Promise<T> => {
-      const name = names[index];
-      return name === undefined ? work(writer) : this.withLease(name, command, () => hold(index + 1));
+      const name = sorted[index];
+      return name === undefined ? work() : this.withLease(name, command, () => hold(index + 1));
     };
     return hold(0);
   }
@@ -465,18 +474,37 @@ export class Lake {
   /**
    * Moves back every pointer one sync moved (`last`: the newest sync): each
    * partition to the run that was current before the sync, or, where the sync
-   * created the partition, no run at all. A partition whose pointer moved
-   * since (a later sync, a rollback) is left alone and reported. Downstream
-   * layers go first; per table the moves are one batch under the table's
-   * lease (Glue: 100 per call, every entry checked). As with a one-partition
-   * rollback, the next sync rebuilds what was rolled back unless it is pinned.
+   * created the partition, no run at all. A sync still running is waited for
+   * (its own lease, held from its first record to its end), and then the
+   * leases of every table it moved are taken together, in name order, as a
+   * sync takes them: the rollback undoes the sync's whole result, never a part
+   * of it while the rest is still moving. A partition whose pointer moved
+   * since (a later sync, a rollback) is left alone and reported. Per table the
+   * moves are one batch (Glue: 100 per call, every entry checked). As with a
+   * one-partition rollback, the next sync rebuilds what was rolled back unless
+   * it is pinned.
    */
   async rollbackSync(syncId: string): Promise<SyncRollbackResult> {
-    // `last`: the newest sync that moved (or was about to move) a pointer, finished or not.
-    const record = syncId === "last" ? (await this.syncs()).find((r) => r.moves.length > 0) : await this.syncRecord(syncRecordKey(syncId));
-    if (!record) {
-      throw new NotFoundError(syncId === "last" ? "no sync has been recorded in this lake yet" : `no sync ${syncId} is recorded in this lake; lakeswap syncs lists them`);
+    for (;;) {
+      const record = await this.findSync(syncId);
+      const command = `rollback sync ${record.syncId}`;
+      // Waits for a sync that is still running (or takes over the lease of one that died), then for its tables.
+      const result = await this.withLease(syncLeaseName(record.syncId), command, async () => {
+        const tables = [...new Set((await this.findSync(record.syncId)).moves.map((move) => move.table))];
+        return this.withLeases(tables, command, async () => {
+          // Read again under every lease: nothing can add to the record now. `last` may name a newer sync by now (one
+          // that recorded while this rollback waited), and a sync that moved one more table than was locked is locked again.
+          const final = await this.findSync(syncId);
+          if (final.syncId !== record.syncId || final.moves.some((move) => !tables.includes(move.table))) return undefined;
+          return { syncId: final.syncId, partitions: await this.rollbackRecorded(final) };
+        });
+      }, { kernelLock: false });
+      if (result) return result;
     }
+  }
+
+  /** Rolls back the moves of a finished (or dead) sync, under the leases of its tables: downstream layers first. */
+  private async rollbackRecorded(record: SyncRecord): Promise<SyncRollbackEntry[]> {
     const byTable = new Map<string, SyncMove[]>();
     for (const move of record.moves) byTable.set(move.table, [...(byTable.get(move.table) ?? []), move]);
     const entries: SyncRollbackEntry[] = [];
@@ -487,9 +515,28 @@ export class Lake {
         entries.push(...moves.map((m): SyncRollbackEntry => ({ table: tableName, partition: m.partition, action: "skipped", fromRunId: m.run, reason: "the table no longer exists" })));
         continue;
       }
-      entries.push(...(await this.withLease(table.name, `rollback sync ${record.syncId}`, () => rollbackMoves(this.ctx, table, moves))));
+      entries.push(...(await rollbackMoves(this.ctx, table, moves)));
     }
-    return { syncId: record.syncId, partitions: entries };
+    return entries;
+  }
+
+  /** The record of sync `syncId` (`last`: the newest sync that moved, or was about to move, a pointer, finished or not). */
+  private async findSync(syncId: string): Promise<SyncRecord> {
+    const record = syncId === "last" ? (await this.syncs()).find((r) => r.moves.length > 0) : await this.syncRecord(syncRecordKey(syncId));
+    if (!record) {
+      throw new NotFoundError(syncId === "last" ? "no sync has been recorded in this lake yet" : `no sync ${syncId} is recorded in this lake; lakeswap syncs lists them`);
+    }
+    return record;
+  }
+
+  /**
+   * Takes the lease of a sync that is about to record its first move, held until `release` (its end): a
+   * `rollback --sync` of it waits for it. Taken once its record exists, so whoever finds the record finds
+   * the lease held while the sync runs; a sync killed leaves it to the next taker (same host: at once).
+   */
+  async holdSyncLease(syncId: string, command: string): Promise<{ release(): Promise<void> }> {
+    // No kernel lock: the table leases it is taken under keep a stalled sync's tables; this one only tells that it runs.
+    return WriterLease.acquire(this.store, syncLeaseName(syncId), { waitMs: 0, ttlMs: this.settings.leaseTtlMs, command, kernelLock: false });
   }
 
   /** The sync record at `key` (record keys sort by sync id, so the last one listed is the newest). */
@@ -686,12 +733,13 @@ export class Lake {
     return typeof input === "string" ? parsePartition(input, table.partitionKeys) : orderPartition(input, table.partitionKeys);
   }
 
-  private async withLease<T>(table: string, command: string, work: () => Promise<T>): Promise<T> {
+  private async withLease<T>(table: string, command: string, work: () => Promise<T>, options: { kernelLock?: boolean } = {}): Promise<T> {
     const lease = await WriterLease.acquire(this.store, table, {
       waitMs: this.settings.leaseWaitMs ?? DEFAULT_LEASE_WAIT_MS,
       ttlMs: this.settings.leaseTtlMs,
       command,
       onWait: this.settings.onLeaseWait,
+      kernelLock: options.kernelLock,
     });
     this.leases.set(table, lease);
     try {
@@ -702,10 +750,11 @@ export class Lake {
     }
   }
 
+  /** The fence of every pointer move (./lease.ts `fence`): throws LEASE_LOST unless this lake still holds the table's lease. */
   private async leaseCheck(table: string): Promise<void> {
     const lease = this.leases.get(table);
     if (!lease) throw new LakeswapError("LEASE_LOST", `no writer lease is held for table '${table}'`);
-    await lease.assertHeld();
+    await lease.fence();
   }
 }
 

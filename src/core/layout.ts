@@ -93,6 +93,16 @@ export function leaseKey(table: string): string {
   return `${METADATA_PREFIX}/leases/${table}.json`;
 }
 
+/** The store key of the file whose kernel lock a writer holds besides its lease, on stores that have kernel locks; never deleted. */
+export function leaseLockKey(table: string): string {
+  return `${METADATA_PREFIX}/leases/${table}.lock`;
+}
+
+/** The name of the lease a running sync holds from its first record to its end (not a table name: those have no '-'). */
+export function syncLeaseName(syncId: string): string {
+  return `sync-${syncId}`;
+}
+
 /** The metadata areas that hold per-table records (the local catalog keeps `tables` and `pointers` beside them). */
 export const METADATA_AREAS = ["tables", "pointers", "manifests", "outbox", "pins", "leases", "syncs", "tmp", "quarantine"] as const;
 

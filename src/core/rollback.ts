@@ -61,8 +61,9 @@ export async function rollbackPartition(ctx: LakeContext, table: TableDefinition
     target = newest;
   }
   const manifest = await readManifest(ctx.store, table, partition, target);
-  await ctx.leaseCheck(table.name);
-  await ctx.catalog.movePointer(table, { partition, runId: target, previousRunId: current.runId, signature: manifest?.signature, kind: "rollback" });
+  const fence = (): Promise<void> => ctx.leaseCheck(table.name);
+  await fence();
+  await ctx.catalog.movePointer(table, { partition, runId: target, previousRunId: current.runId, signature: manifest?.signature, kind: "rollback" }, fence);
   return { table: table.name, partition: partitionPath(partition), fromRunId: current.runId, toRunId: target, rows: manifest?.rows };
 }
 
@@ -100,8 +101,9 @@ export async function rollbackMoves(ctx: LakeContext, table: TableDefinition, mo
     back.push({ partition, runId: move.previousRun, previousRunId: move.run, signature: manifest.signature });
     entries.push({ table: table.name, partition: move.partition, action: "rolled back", fromRunId: move.run, toRunId: move.previousRun });
   }
-  await ctx.leaseCheck(table.name);
-  if (back.length > 0) await ctx.catalog.movePointers(table, back.map((b) => ({ ...b, kind: "rollback" as const })));
-  if (removals.length > 0) await ctx.catalog.removePointers(table, removals);
+  const fence = (): Promise<void> => ctx.leaseCheck(table.name);
+  await fence();
+  if (back.length > 0) await ctx.catalog.movePointers(table, back.map((b) => ({ ...b, kind: "rollback" as const })), fence);
+  if (removals.length > 0) await ctx.catalog.removePointers(table, removals, fence);
   return entries;
 }

@@ -421,9 +421,16 @@ async function moveChunk(ctx: SwapContext, table: TableDefinition, chunk: readon
   );
   faultPoint("after-outbox");
   let notMoved = new Map<string, unknown>();
+  let fenced = 0;
+  const fence = async (): Promise<void> => {
+    await ctx.leaseCheck(table.name);
+    fenced += 1;
+  };
   try {
-    await ctx.catalog.movePointers(table, moves);
+    await ctx.catalog.movePointers(table, moves, fence);
   } catch (error) {
+    // The lease was lost before any catalog call: this writer's decision is void, and its entry goes (nothing of it moved).
+    if (fenced === 0 && error instanceof LakeswapError && error.code === "LEASE_LOST") await ctx.outbox.acknowledge(entry);
     if (!(error instanceof LakeswapError && error.code === "PARTIAL_FAILURE")) throw error;
     // Some entries of the catalog's batches failed: which pointers moved is read back, the others are this batch's failures.
     const now = await currentPointers(ctx, table, moves.map((m) => m.partition));
@@ -494,7 +501,7 @@ export async function replayEntry(ctx: SwapContext, table: TableDefinition | und
     }
     if (move.manifest) manifests.push({ partition, manifest: move.manifest });
   }
-  if (apply.length > 0) await ctx.catalog.movePointers(table, apply);
+  if (apply.length > 0) await ctx.catalog.movePointers(table, apply, () => ctx.leaseCheck(table.name));
   await mapLimited(manifests, IO_CONCURRENCY, async ({ partition, manifest }) => {
     if (!(await readManifest(ctx.store, table, partition, manifest.runId))) await writeManifest(ctx.store, table, partition, manifest);
   });

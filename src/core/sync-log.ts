@@ -12,6 +12,8 @@ export class SyncLog {
   private readonly moves = new Map<string, SyncMove>();
   private written: Promise<void> = Promise.resolve();
   private recorded = false;
+  /** The sync's own lease, held from its first record to its end: a `rollback --sync` of it waits for it. */
+  private lease: Promise<{ release(): Promise<void> }> | undefined;
 
   constructor(
     private readonly lake: Lake,
@@ -46,12 +48,27 @@ export class SyncLog {
   /** Marks the sync finished (with the error that stopped it, if one did); a sync that moved nothing leaves no record. */
   async finish(error?: string): Promise<void> {
     if (!this.recorded && this.moves.size === 0) return;
-    await this.write({ finishedAt: new Date().toISOString(), ...(error !== undefined ? { error } : {}) });
+    try {
+      await this.write({ finishedAt: new Date().toISOString(), ...(error !== undefined ? { error } : {}) });
+    } finally {
+      const lease = await this.lease?.catch(() => undefined);
+      await lease?.release();
+    }
   }
 
   private write(extra: Pick<SyncRecord, "finishedAt" | "error"> = {}): Promise<void> {
     this.recorded = true;
-    const write = (): Promise<void> => this.lake.recordSync({ format: 1, ...this.record, ...extra, moves: [...this.moves.values()].map(stripPending) });
+    // Taken before the record is first written, so whoever finds the record finds the lease held while the sync runs.
+    if (!this.lease) {
+      this.lease = this.lake.holdSyncLease(this.record.syncId, `sync ${this.record.config}`);
+      // Its failure is the write's (awaited below), never an unhandled rejection meanwhile.
+      this.lease.catch(() => undefined);
+    }
+    const lease = this.lease;
+    const write = async (): Promise<void> => {
+      await lease;
+      await this.lake.recordSync({ format: 1, ...this.record, ...extra, moves: [...this.moves.values()].map(stripPending) });
+    };
     // Each write waits for the one before, whether it failed or not: the newest state is written last.
     this.written = this.written.then(write, write);
     return this.written;

@@ -3,7 +3,8 @@ import fsCallbacks, { promises as fs, type Dirent, type Stats } from "node:fs";
 import path from "node:path";
 import { LakeswapError } from "../core/errors.js";
 import { writeConsequence } from "../core/manifest.js";
-import { assertKey, type ObjectInfo, type ObjectStore, type TaggedObject } from "./object-store.js";
+import { takeKernelLock } from "./kernel-lock.js";
+import { assertKey, type ObjectInfo, type ObjectStore, type ProcessLock, type TaggedObject } from "./object-store.js";
 
 const TEMP_DIR = "_lakeswap/tmp";
 const CAS_LOCK_STALE_MS = 10_000;
@@ -34,6 +35,11 @@ export class LocalStore implements ObjectStore {
       if (isCode(error, "ENOENT")) return undefined;
       throw error;
     }
+  }
+
+  /** The kernel lock of `key` (flock(2) on that file, held by a flock(1) child: ./kernel-lock.ts). */
+  async tryLock(key: string): Promise<ProcessLock | "busy" | { readonly unavailable: string }> {
+    return takeKernelLock(this.localPath(key));
   }
 
   async getRange(key: string, offset: number, length: number): Promise<Uint8Array> {

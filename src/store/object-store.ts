@@ -18,6 +18,14 @@ export interface TaggedObject {
   readonly etag: string;
 }
 
+/** A kernel lock held for the life of the process that took it: the kernel releases it when that process dies, however it dies. */
+export interface ProcessLock {
+  /** Why the lock is no longer held although it was not released (its holder was killed), else undefined. */
+  readonly lost: string | undefined;
+  /** Gives the lock up; resolves once another process can take it. */
+  release(): Promise<void>;
+}
+
 /**
  * The object-store port: flat '/'-separated keys relative to the lake root.
  * Every adapter checks keys (no '..', no absolute paths) before use.
@@ -57,6 +65,12 @@ export interface ObjectStore {
   copy(from: string, to: string, size: number): Promise<void>;
   /** The local path of `key`, when the store has `localPaths`. */
   localPath(key: string): string;
+  /**
+   * Stores on a local file system only: takes the exclusive kernel lock named by `key` without waiting, for
+   * this process's life (the writer lease holds it besides its lease object). "busy": another process holds
+   * it; `unavailable`: the lock cannot be taken here (the reason), and the lease object alone decides.
+   */
+  tryLock?(key: string): Promise<ProcessLock | "busy" | { readonly unavailable: string }>;
 }
 
 /** Joins key parts with '/', dropping empty parts. */

@@ -12,8 +12,8 @@ import { DuckDbEngine } from "../../src/engine/duckdb-engine.js";
 import type { ObjectStore } from "../../src/store/object-store.js";
 import { LocalStore } from "../../src/store/local-store.js";
 import { S3Store } from "../../src/store/s3-store.js";
-import { lakeDirOf, runFolders } from "../support/crash-kit.js";
-import { BACKEND_FACTORIES, selectedBackends, type AwsServices, type TestBackend } from "../support/lake-fixture.js";
+import { Child, lakeDirOf, runFolders } from "../support/crash-kit.js";
+import { BACKEND_FACTORIES, runCli, selectedBackends, spawnCli, type AwsServices, type TestBackend } from "../support/lake-fixture.js";
 import { PipelineWorkspace, orders } from "../support/pipeline-fixture.js";
 import { taggedRows } from "../support/rows-sql.js";
 
@@ -123,6 +123,20 @@ describe.each(selectedBackends())("rollback and gc on the %s backend", (backendN
   const recordSync = (moves: SyncMove[]) =>
     lake.recordSync({ format: 1, syncId: newRunId(), config: "test", startedAt: new Date().toISOString(), finishedAt: new Date().toISOString(), moves });
 
+  /**
+   * On the embedded lake a stalled writer that is alive keeps its table (its kernel lock lives as long as its
+   * process): another writer is refused at once (LEASE_HELD, naming it), and the stalled one then finishes.
+   */
+  async function refusedWhileStalledAlive(work: (other: Lake) => Promise<unknown>): Promise<void> {
+    const other = await backend.open({ leaseWaitMs: 0 });
+    try {
+      expect(await outcome(work(other))).toMatchObject({ failed: "LEASE_HELD", message: expect.stringContaining("that process is alive and holds the table's lock") });
+    } finally {
+      await other.close();
+    }
+  }
+  const kernelLocked = backendName === "local";
+
   beforeEach(async () => {
     backend = await BACKEND_FACTORIES[backendName]!();
     // Waits long enough for a stalled writer's lease (1.5 s) to expire; the default grace window keeps every run.
@@ -159,13 +173,20 @@ describe.each(selectedBackends())("rollback and gc on the %s backend", (backendN
     expect(await lake.pointer(TABLE, PARTITION)).toMatchObject({ runId: synced.runId, previousRunId: oldest, signature: "v2:b" });
   });
 
-  it("a rollback whose writer stalled after deciding, and whose lease was taken over, fails with LEASE_LOST and moves nothing", async () => {
+  it("a rollback whose writer stalled after deciding keeps its table while alive (embedded), or, its lease taken over, fails with LEASE_LOST and moves nothing", async () => {
     const stall = new Stall();
     stalled = await openStalledWriter(backend, stall, { leaseTtlMs: 1500, leaseWaitMs: 0 });
     // It hangs once it has read the pointer and the runs (the list of the partition's runs), under its lease.
     stall.at((call, key) => call === "list" && key.includes(PARTITION));
     const rollback = outcome(stalled.rollback(TABLE, PARTITION));
     await stall.reached;
+    if (kernelLocked) {
+      await refusedWhileStalledAlive((other) => other.replacePartition(TABLE, PARTITION, { select: NEW.select }));
+      stall.resume();
+      expect(await rollback).toMatchObject({ fromRunId: old, toRunId: oldest });
+      expect(await view()).toEqual({ rows: OLDEST.rows, tag: OLDEST.tag });
+      return;
+    }
 
     // Another writer waits for the stalled writer's lease to expire, takes it over and swaps.
     const taken = await lake.replacePartition(TABLE, PARTITION, { select: NEW.select, signature: "v2:b" });
@@ -177,7 +198,7 @@ describe.each(selectedBackends())("rollback and gc on the %s backend", (backendN
     expect(await view()).toEqual({ rows: NEW.rows, tag: NEW.tag });
   });
 
-  it("a rollback --sync whose writer stalled after deciding, and whose lease was taken over, fails with LEASE_LOST and moves nothing", async () => {
+  it("a rollback --sync whose writer stalled after deciding keeps its table while alive (embedded), or, its lease taken over, fails with LEASE_LOST and moves nothing", async () => {
     await recordSync([{ table: TABLE, layer: "raw", partition: PARTITION, run: old, previousRun: oldest }]);
     const stall = new Stall();
     stalled = await openStalledWriter(backend, stall, { leaseTtlMs: 1500, leaseWaitMs: 0 });
@@ -185,6 +206,13 @@ describe.each(selectedBackends())("rollback and gc on the %s backend", (backendN
     stall.at((call, key) => call === "list" && key.includes(PARTITION));
     const rollback = outcome(stalled.rollbackSync("last"));
     await stall.reached;
+    if (kernelLocked) {
+      await refusedWhileStalledAlive((other) => other.replacePartition(TABLE, PARTITION, { select: NEW.select }));
+      stall.resume();
+      expect(await rollback).toMatchObject({ partitions: [{ action: "rolled back", fromRunId: old, toRunId: oldest }] });
+      expect(await view()).toEqual({ rows: OLDEST.rows, tag: OLDEST.tag });
+      return;
+    }
 
     const taken = await lake.replacePartition(TABLE, PARTITION, { select: NEW.select, signature: "v2:b" });
     expect(taken.previousRunId).toBe(old);
@@ -195,7 +223,7 @@ describe.each(selectedBackends())("rollback and gc on the %s backend", (backendN
     expect(await view()).toEqual({ rows: NEW.rows, tag: NEW.tag });
   });
 
-  it("a gc whose writer stalled after deciding, and whose lease was taken over, fails with LEASE_LOST and deletes nothing", async () => {
+  it("a gc whose writer stalled after deciding keeps its table while alive (embedded), or, its lease taken over, fails with LEASE_LOST and deletes nothing", async () => {
     const current = (await lake.replacePartition(TABLE, PARTITION, { select: NEW.select })).runId;
     // Current NEW, previous OLD (also the rollback target): with a grace window of 0 the oldest run is superseded.
     expect((await lake.gc(TABLE, { dryRun: true, graceMs: 0 }))[0]!.removed.map((r) => [r.runId, r.reason])).toEqual([[oldest, "superseded"]]);
@@ -206,6 +234,13 @@ describe.each(selectedBackends())("rollback and gc on the %s backend", (backendN
     stall.at((call, key) => call === "list" && key.includes("/outbox/"));
     const gc = outcome(stalled.gc(TABLE, { graceMs: 0 }));
     await stall.reached;
+    if (kernelLocked) {
+      await refusedWhileStalledAlive((other) => other.rollback(TABLE, PARTITION, { toRunId: oldest }));
+      stall.resume();
+      expect(await gc).toEqual([expect.objectContaining({ removed: [expect.objectContaining({ runId: oldest, reason: "superseded" })] })]);
+      expect(await view()).toEqual({ rows: NEW.rows, tag: NEW.tag });
+      return;
+    }
 
     // Meanwhile another writer takes the lease over and rolls back to the oldest run, which the stalled gc meant to delete.
     expect(await lake.rollback(TABLE, PARTITION, { toRunId: oldest })).toMatchObject({ fromRunId: current, toRunId: oldest });
@@ -334,5 +369,80 @@ describe.each(selectedBackends())("a sync rolled back on the %s backend", (backe
     ]);
     expect(await amount("orders_raw")).toEqual([["5.00"]]);
     expect(await amount("orders_stage")).toEqual([["5.00"]]);
+  });
+});
+
+/**
+ * Issue 25 item 1: `rollback --sync last` started while that sync still runs (frozen at a fault point after its record
+ * exists, raw moved, stage not yet) used to roll back raw and let the sync move stage afterwards: raw = A, stage = B.
+ * It now waits for the sync (the sync's own lease) and takes the leases of every table the sync moved, so it undoes
+ * the sync's whole result; with --no-wait it refuses, naming the running sync. Either way the lake is one writer's whole result.
+ */
+describe.each(selectedBackends())("rollback --sync of a sync still running, on the %s backend", (backendName) => {
+  let workspace: PipelineWorkspace;
+  let backend: TestBackend;
+  const children: Child[] = [];
+  beforeEach(async () => {
+    workspace = new PipelineWorkspace({ concurrency: 1 });
+    backend = await BACKEND_FACTORIES[backendName]!();
+  });
+  afterEach(async () => {
+    for (const child of children.splice(0)) {
+      child.kill("SIGCONT");
+      child.kill("SIGKILL");
+      await child.exited;
+    }
+    await backend.cleanup();
+    workspace.cleanup();
+  });
+
+  const A = orders(4, 3);
+  const B = orders(4, 3).map((r) => ({ ...r, amount: `${r.id}.25` }));
+  const amounts = (rows: typeof A, only: (r: (typeof A)[number]) => boolean = () => true): string[] =>
+    rows.filter(only).map((r) => `${r.id}:${Number(r.amount).toFixed(2)}`).sort();
+  const completed = (r: (typeof A)[number]): boolean => r.status === "completed";
+
+  async function lakeHolds(): Promise<{ raw: string[]; stage: string[] }> {
+    const lake = await backend.open({ readOnly: true });
+    try {
+      const read = async (table: string) => (await lake.query(`SELECT order_id, CAST(amount AS VARCHAR) FROM ${table}`)).rows.map(([id, amount]) => `${Number(id)}:${Number(amount).toFixed(2)}`).sort();
+      return { raw: await read("orders_raw"), stage: await read("orders_stage") };
+    } finally {
+      await lake.close();
+    }
+  }
+
+  async function frozenSyncOfB(): Promise<Child> {
+    const first = await runCli([...backend.cliArgs, "sync", "-c", workspace.configFile, "--input", workspace.delivery(A)], backend.cliEnv);
+    expect(first.code, first.stderr).toBe(0);
+    // Frozen after stage's builds: raw's pointers moved and recorded, stage's not yet.
+    const sync = new Child(spawnCli([...backend.cliArgs, "sync", "-c", workspace.configFile, "--input", workspace.delivery(B)], { ...backend.cliEnv, LAKESWAP_FAULT: "after-build:stop@2" }));
+    children.push(sync);
+    await sync.until("the sync to stop after stage's builds", () => sync.stderr.includes("fault point after-build reached: stopping"));
+    return sync;
+  }
+
+  it("waits for the sync to end, then undoes all of it: raw and stage both hold delivery A", async () => {
+    const sync = await frozenSyncOfB();
+    const rollback = new Child(spawnCli([...backend.cliArgs, "rollback", "--sync", "last", "--json", "--wait", "2m"], backend.cliEnv));
+    children.push(rollback);
+    await rollback.until("the rollback to wait for the running sync", () => /waiting for sync \d{8}T\d{6}Z-[0-9a-f]+: pid \d+ on .* \(sync /.test(rollback.stderr));
+    sync.kill("SIGCONT");
+    expect(await sync.exited, sync.stderr).toEqual({ code: 0, signal: null });
+    expect(await rollback.exited, rollback.stderr).toEqual({ code: 0, signal: null });
+    const result = JSON.parse(rollback.lines.join("\n")) as { partitions: { table: string; action: string }[] };
+    const rolledBack = (table: string) => result.partitions.filter((p) => p.table === table && p.action === "rolled back").length;
+    expect([rolledBack("orders_raw"), rolledBack("orders_stage")]).toEqual([4, 4]);
+    expect(await lakeHolds()).toEqual({ raw: amounts(A), stage: amounts(A, completed) });
+  });
+
+  it("with --no-wait refuses at once (exit 4) naming the running sync, and the sync then ends whole: raw and stage both hold delivery B", async () => {
+    const sync = await frozenSyncOfB();
+    const refused = await runCli([...backend.cliArgs, "rollback", "--sync", "last", "--no-wait"], backend.cliEnv);
+    expect(refused.code, refused.stderr).toBe(4);
+    expect(refused.stderr).toMatch(/sync \d{8}T\d{6}Z-[0-9a-f]+ is still running, in pid \d+ on .* \(sync .*lakeswap\.yaml\) since /);
+    sync.kill("SIGCONT");
+    expect(await sync.exited, sync.stderr).toEqual({ code: 0, signal: null });
+    expect(await lakeHolds()).toEqual({ raw: amounts(B), stage: amounts(B, completed) });
   });
 });
