@@ -364,7 +364,7 @@ export class RollbackDuringSyncCommand implements LakeCommand {
       }, 60_000);
       if (recorded === "recorded") syncChild.process.kill("SIGSTOP");
       const rollbackChild = new Child(real.ws.start(rollback.args));
-      await rollbackChild.until("the rollback waits for a lease or ends", () => /waiting for table/.test(rollbackChild.stderr) || rollbackChild.process.exitCode !== null, 60_000).catch(() => undefined);
+      await rollbackChild.until("the rollback waits for a lease or ends", () => /waiting for (table|sync)/.test(rollbackChild.stderr) || rollbackChild.process.exitCode !== null, 60_000).catch(() => undefined);
       syncChild.process.kill("SIGCONT");
       const [, exit] = await Promise.all([syncChild.exited, rollbackChild.exited]);
       rollbackResult = { code: exit.code, signal: exit.signal, stdout: rollbackChild.lines.join("\n"), stderr: rollbackChild.stderr };

@@ -62,7 +62,8 @@ export async function viewEmbeddedLake(lakeDir: string): Promise<LakeView> {
   return {
     tables,
     outbox: await walk(path.join(lakeDir, "_lakeswap", "outbox")),
-    leases: await walk(path.join(lakeDir, "_lakeswap", "leases")),
+    // A table's kernel-lock file (`<table>.lock`) stays for good; a lease object (`.json`) is a lease held.
+    leases: (await walk(path.join(lakeDir, "_lakeswap", "leases"))).filter((key) => !key.endsWith(".lock")),
     pins,
     syncs,
   };
