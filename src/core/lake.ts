@@ -11,7 +11,7 @@ import { collectAfterSwap, collectPartition, gcState, type PartitionGcReport } f
 import { knownPartitions, partitionHistories, type PartitionHistory } from "./history.js";
 import { registerSegment, type RegisteredPartition, type SegmentContribution, type SegmentId } from "./ingest.js";
 import { METADATA_PREFIX, syncLeaseName, ingestTalliesPrefix, pinnedPartition, deliveriesPrefix, deliveryFilesKey, deliveryKey, manifestsPrefix, outboxPrefix, pinKey, pinsPrefix, syncRecordKey, SYNCS_PREFIX } from "./layout.js";
-import { DEFAULT_LEASE_WAIT_MS, WriterLease, leaseKey, type LeaseRecord } from "./lease.js";
+import { DEFAULT_LEASE_WAIT_MS, WriterLease, leaseKey, removeAbandonedLease, type LeaseRecord } from "./lease.js";
 import { orderPartition, parsePartition, parsePartitionPath, partitionPath, type Partition } from "./partition.js";
 import { DEFAULT_GRACE_MS } from "./retention.js";
 import { Outbox, type OutboxEntry } from "./outbox.js";
@@ -210,7 +210,15 @@ export class Lake {
         await lease.release();
       }
     }
+    await this.removeDeadSyncLeases();
     return { applied, stale };
+  }
+
+  /** A sync killed leaves its own lease behind (nothing else would take it unless it is rolled back): removed once its holder is gone. */
+  private async removeDeadSyncLeases(): Promise<void> {
+    for (const object of await this.store.list(leaseKey(syncLeaseName("")).replace(/\.json$/, ""))) {
+      if (object.key.endsWith(".json")) await removeAbandonedLease(this.store, object.key).catch(() => false);
+    }
   }
 
   async close(): Promise<void> {

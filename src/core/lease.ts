@@ -191,6 +191,14 @@ export class WriterLease {
   }
 }
 
+/** Removes the lease object at `key` if its holder is gone (expired, or a dead process of this host); true if it did. */
+export async function removeAbandonedLease(store: ObjectStore, key: string): Promise<boolean> {
+  const current = await store.get(key);
+  const holder = parseRecord(current?.body);
+  if (!current || !holder || !leaseAbandoned(holder, false)) return false;
+  return store.deleteIfMatch(key, current.etag);
+}
+
 /** How a lease is named in messages: `table 'orders'`, or `sync 20261202T...` for a running sync's lease. */
 export function leaseSubject(name: string): string {
   return name.startsWith("sync-") ? `sync ${name.slice("sync-".length)}` : `table '${name}'`;
