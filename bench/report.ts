@@ -595,7 +595,9 @@ function ingestVerdicts(figures: IngestFigures): Verdict[] {
 /** Event ingest: serve and the limit side by side, the ratios, the latency to queryable, the checks and the verdicts. */
 function renderIngest(figures: IngestFigures): string {
   const { limit, checks } = figures;
-  const settingsMs = figures.segmentMaxAgeMs + figures.flushIntervalMs;
+  // The collector checks a segment's age every twentieth of it (at most --flush-interval), and lands a segment it sealed at once.
+  const sealCheckMs = Math.max(10, Math.min(figures.flushIntervalMs, figures.segmentMaxAgeMs / 20));
+  const settingsMs = figures.segmentMaxAgeMs + sealCheckMs;
   const title =
     `event ingest · lakeswap serve (node bin/lakeswap.js serve, a process of its own) on an embedded lake · POST /v1/events/pageviews, ` +
     `batches of ${count(figures.batchEvents)} NDJSON events of ${figures.eventBytes.toFixed(0)} bytes on average (${mb(figures.bodyBytes)} a body), keep-alive · ` +
@@ -643,8 +645,8 @@ function renderIngest(figures: IngestFigures): string {
   const behind = figures.runs.filter((run) => run.drain.ms > 2 * settingsMs).map((run) => run.label);
   const latencyNote =
     `one marker event per batch; queryable = the first listing (every ${figures.pollMs} ms) that shows the Parquet file holding it, with its partition registered. ` +
-    `The settings set the floor: a segment is sealed once its first record is ${seconds(figures.segmentMaxAgeMs)} old (wal.segment_max_age), and sealed segments are landed ` +
-    `at the next tick of --flush-interval ${figures.flushIntervalMs} ms, so up to ${seconds(settingsMs)} pass before the landing starts; lower both for fresher data, ` +
+    `The settings set the floor: a segment is sealed once its first record is ${seconds(figures.segmentMaxAgeMs)} old (wal.segment_max_age, checked every ${sealCheckMs} ms ` +
+    `whatever the landing does) and landed at once when no landing runs, so up to ${seconds(settingsMs)} pass before its landing starts; lower the age for fresher data, ` +
     `at the cost of more, smaller files. ` +
     "Beyond that wait, the latency is the landing's own time" +
     (behind.length === 0
