@@ -1,5 +1,6 @@
 import path from "node:path";
 import { z } from "zod";
+import { TIME_FORMATS, type TimeFormat } from "../core/column-types.js";
 import { parseDuration } from "../core/duration.js";
 import { InvalidInputError } from "../core/errors.js";
 import { assertIdentifier, printable, quoteIdentifier } from "../core/sql.js";
@@ -21,6 +22,8 @@ export type DataSinkTarget =
 export interface TimeBucketing {
   readonly field: string;
   readonly partition: readonly { readonly key: string; readonly expression: string }[];
+  /** How the field's value is read (`time.format`); default iso8601. */
+  readonly format?: TimeFormat;
 }
 
 /** One namespace of a pipeline: a table (Glue table and folder) of declared columns, bucketed by one time field. */
@@ -124,6 +127,10 @@ const timeSchema = z
       .enum([DEFAULT_BUCKETING, "date"])
       .default(DEFAULT_BUCKETING)
       .describe("p_year/p_month/p_day (default): three keys, '2025', '03', '04'; date: one key of a source contract, '2025-03-04'"),
+    format: z
+      .enum(TIME_FORMATS as [TimeFormat, ...TimeFormat[]])
+      .default("iso8601")
+      .describe("how the field is sent: iso8601 (default), text such as 2025-03-04T10:15:00Z; epoch_ms or epoch_s, a number (or digits) of milliseconds or seconds since 1970-01-01T00:00:00Z"),
   })
   .strict()
   .describe("time bucketing: which field partitions the table, and how");
@@ -378,6 +385,9 @@ function resolveNamespace(name: string, spec: z.output<ReturnType<typeof namespa
       `${at}.time.field: column '${timeColumn.name}' is nullable, but every event needs it to find its partition: declare ${timeColumn.name}: {type: ${timeColumn.type}, nullable: false} (an event without it is dead-lettered)`,
     );
   }
+  if (spec.time.format !== "iso8601" && timeColumn.type === "DATE") {
+    throw new InvalidInputError(`${at}.time.format: ${spec.time.format} gives a time of day, which column '${timeColumn.name}' (DATE) does not keep: declare it TIMESTAMPTZ`);
+  }
   const partition = bucketing(spec.time.partition, timeColumn);
   for (const { key } of partition) {
     if (names.includes(key)) {
@@ -397,7 +407,7 @@ function resolveNamespace(name: string, spec: z.output<ReturnType<typeof namespa
     }
     if (partition.some((p) => p.key === extraColumn)) throw new InvalidInputError(`${at}.extra_column: '${extraColumn}' is a partition key of this namespace; choose another name`);
   }
-  return { name, columns, unknownFields: spec.unknown_fields, extraColumn, time: { field: timeColumn.name, partition } };
+  return { name, columns, unknownFields: spec.unknown_fields, extraColumn, time: { field: timeColumn.name, partition, format: spec.time.format } };
 }
 
 /** The partition keys of a bucketing scheme, as DuckDB SQL over the time column; a TIMESTAMPTZ is taken in UTC whatever the session's time zone. */

@@ -645,6 +645,49 @@ const BEYOND_MICROSECONDS = "[.][0-9]{6}[0-9]*[1-9]";
 /** The event times an ingested row may have: its partition is named by the year (p_year), in four digits. */
 const EVENT_TIME_RANGE = "is outside the years 0001 to 9999 that an event time may have (it names the event's partition)";
 
+/** Why an event time sent as ISO 8601 text (time.format: iso8601, the default) does not read, with the other formats. */
+const ISO_EVENT_TIME =
+  "is not an ISO 8601 time such as 2025-03-04T10:15:00Z (time.format: iso8601; a number of seconds or milliseconds since 1970 needs time.format: epoch_s or epoch_ms)";
+
+/** Each epoch format's unit in microseconds and the fraction digits it may have down to a microsecond. */
+const EPOCH_UNITS = {
+  epoch_ms: { micros: 1000, scale: 3, unit: "milliseconds", bound: "1e15" },
+  epoch_s: { micros: 1_000_000, scale: 6, unit: "seconds", bound: "1e12" },
+} as const;
+
+/**
+ * An event time sent as a number of milliseconds or seconds since 1970-01-01T00:00:00Z (a JSON number, or its
+ * digits as text): exact to the microsecond, or a bad row naming the format. `roundedAway(scale)` is the text
+ * conversion's check for digits a DECIMAL of that scale would round away.
+ */
+function epochConversion(
+  column: LandColumn,
+  index: number,
+  says: (text: string, reason: string) => string,
+  roundedAway: (scale: number) => string,
+): { value: string; problem: string; computed: string[] } {
+  const format = column.eventTime as keyof typeof EPOCH_UNITS;
+  const { micros, scale, unit, bound } = EPOCH_UNITS[format];
+  const s = `__s${index}`;
+  const v = `__v${index}`;
+  const since = `__u${index}`;
+  // The instant's microseconds, where they are within the years 0001-9999 (make_timestamp takes no other); a number
+  // far past them is not multiplied at all (a DECIMAL(38) product would overflow).
+  const decimal = `TRY_CAST(${s} AS DECIMAL(38,${scale}))`;
+  const computed = [`${decimal} AS ${v}`, `CASE WHEN abs(${decimal}) < ${bound} THEN CAST(${decimal} * ${micros} AS BIGINT) END AS ${since}`];
+  const inRange = `${since} BETWEEN -62135596800000000 AND 253402300799999999`;
+  const timestamp = `make_timestamp(CASE WHEN ${inRange} THEN ${since} END)`;
+  const expected = `is not a number of ${unit} since 1970-01-01T00:00:00Z (time.format: ${format}; ISO 8601 text such as 2025-03-04T10:15:00Z needs time.format: iso8601)`;
+  return {
+    computed,
+    value: column.type === "TIMESTAMPTZ" ? `CAST(${timestamp} AS TIMESTAMPTZ)` : timestamp,
+    problem:
+      `CASE WHEN ${s} IS NULL THEN NULL WHEN ${v} IS NULL OR regexp_matches(${s}, '${NOT_DECIMAL_NOTATION}') THEN ${says(s, expected)} ` +
+      `WHEN ${roundedAway(scale)} THEN ${says(s, `has a fraction finer than a microsecond (time.format: ${format})`)} ` +
+      `WHEN ${since} IS NULL OR NOT (${inRange}) THEN ${says(s, EVENT_TIME_RANGE)} END`,
+  };
+}
+
 /** The SQL condition that a time value is outside years 0001-9999 (±infinity included). */
 function outsideEventYears(value: string, type: string): string {
   return `(${value} < CAST('0001-01-01' AS ${type}) OR ${value} >= CAST('10000-01-01' AS ${type}))`;
@@ -692,6 +735,9 @@ function valueConversion(column: LandColumn, index: number, sourceType: string):
   const roundedAway = (scale: number): string =>
     `CASE WHEN contains(${s}, '.') AND NOT (${exponent}) THEN length(${s}) - strpos(${s}, '.') > ${scale} AND length(rtrim(split_part(${s}, '.', 2), '0 ')) > ${scale} ` +
     `WHEN ${exponent} THEN TRY_CAST(${s} AS DOUBLE) <> CAST(${v} AS DOUBLE) ELSE false END`;
+  if (column.eventTime === "epoch_ms" || column.eventTime === "epoch_s") return epochConversion(column, index, says, roundedAway);
+  // A time field that does not read names the format it expects, and the other formats.
+  const notATime = column.eventTime === undefined ? "is not a timestamp" : ISO_EVENT_TIME;
   if (INTEGER_TYPES.test(type)) {
     return {
       computed,
@@ -730,7 +776,7 @@ function valueConversion(column: LandColumn, index: number, sourceType: string):
     // An offset or zone in the text is honoured; text without one is UTC (the session's zone, set above), whatever the machine's zone.
     return {
       value: v,
-      problem: `CASE WHEN ${s} IS NULL THEN NULL WHEN ${v} IS NULL THEN ${says(s, "is not a timestamp")} WHEN ${finer} THEN ${says(s, cut)} END`,
+      problem: `CASE WHEN ${s} IS NULL THEN NULL WHEN ${v} IS NULL THEN ${says(s, notATime)} WHEN ${finer} THEN ${says(s, cut)} END`,
       computed,
     };
   }
@@ -746,7 +792,7 @@ function valueConversion(column: LandColumn, index: number, sourceType: string):
       computed: [...computed, `CASE WHEN ${mayHaveOffset} THEN ${instant} IS DISTINCT FROM timezone('UTC', ${v}) ELSE false END AS ${zoned}`],
       value: `CASE WHEN ${zoned} THEN NULL ELSE ${v} END`,
       problem:
-        `CASE WHEN ${s} IS NULL THEN NULL WHEN ${v} IS NULL THEN CASE WHEN ${instant} IS NOT NULL THEN ${says(s, offset)} ELSE ${says(s, "is not a timestamp")} END ` +
+        `CASE WHEN ${s} IS NULL THEN NULL WHEN ${v} IS NULL THEN CASE WHEN ${instant} IS NOT NULL THEN ${says(s, offset)} ELSE ${says(s, notATime)} END ` +
         `WHEN ${zoned} THEN ${says(s, offset)} WHEN ${finer} THEN ${says(s, cut)} END`,
     };
   }
@@ -755,7 +801,7 @@ function valueConversion(column: LandColumn, index: number, sourceType: string):
       computed,
       value: v,
       problem:
-        `CASE WHEN ${s} IS NULL THEN NULL WHEN ${v} IS NULL THEN ${says(s, "is not a date (YYYY-MM-DD)")} ` +
+        `CASE WHEN ${s} IS NULL THEN NULL WHEN ${v} IS NULL THEN ${says(s, column.eventTime === undefined ? "is not a date (YYYY-MM-DD)" : ISO_EVENT_TIME)} ` +
         `WHEN contains(${s}, ':') AND TRY_CAST(${s} AS TIMESTAMP) IS DISTINCT FROM CAST(${v} AS TIMESTAMP) THEN ${says(s, "is not a date: it has a time of day")} END`,
     };
   }

@@ -316,6 +316,7 @@ describe("namespaces", () => {
           { key: "p_month", expression: `strftime(timezone('UTC', "ts"), '%m')` },
           { key: "p_day", expression: `strftime(timezone('UTC', "ts"), '%d')` },
         ],
+        format: "iso8601",
       },
     });
   });
@@ -328,9 +329,27 @@ describe("namespaces", () => {
     expect(resolveObject(config)().ingest[0]!.namespaces[0]!.time).toEqual({
       field: "event_date",
       partition: [{ key: "date", expression: `strftime("event_date", '%Y-%m-%d')` }],
+      format: "iso8601",
     });
     expect(resolveObject(namespaceConfig((n) => (n.time.partition = "day")))).toThrow(
       /pipelines\.events\.namespaces\.pageviews\.time\.partition: expected one of "p_year\/p_month\/p_day", "date", got the string "day"/,
+    );
+  });
+
+  it("read the time field as time.format says: iso8601 (default), epoch_ms or epoch_s (issue 25, item 15)", () => {
+    const format = (edit: (n: any) => void) => resolveObject(namespaceConfig(edit))().ingest[0]!.namespaces[0]!.time.format;
+    expect(format(() => undefined)).toBe("iso8601");
+    expect(format((n) => (n.time.format = "epoch_ms"))).toBe("epoch_ms");
+    expect(format((n) => (n.time.format = "epoch_s"))).toBe("epoch_s");
+    expect(resolveObject(namespaceConfig((n) => (n.time.format = "epoch")))).toThrow(
+      /pipelines\.events\.namespaces\.pageviews\.time\.format: expected one of "iso8601", "epoch_ms", "epoch_s", got the string "epoch"/,
+    );
+    const dated = namespaceConfig((n) => {
+      n.columns = { event_name: "VARCHAR", event_date: { type: "DATE", nullable: false } };
+      n.time = { field: "event_date", partition: "date", format: "epoch_s" };
+    });
+    expect(resolveObject(dated)).toThrow(
+      "lakeswap.yaml: pipelines.events.namespaces.pageviews.time.format: epoch_s gives a time of day, which column 'event_date' (DATE) does not keep: declare it TIMESTAMPTZ",
     );
   });
 

@@ -608,3 +608,39 @@ describe("a value is stored as sent or refused with its reason, never cut or rei
     expect(delivery.partitions.map((p) => p.partition.values)).toEqual([["0001"], ["2026"], ["9999"]]);
   });
 });
+
+describe("an event time in the format its namespace declares (issue 25, item 15: time.format)", () => {
+  const timed = (format: "iso8601" | "epoch_ms" | "epoch_s") => [col("id", "BIGINT"), { name: "time", type: "TIMESTAMPTZ", nullable: false, eventTime: format }];
+  const landTimes = async (format: "iso8601" | "epoch_ms" | "epoch_s", times: unknown[]) =>
+    land({ files: [file("jsonl", `${times.map((time, i) => JSON.stringify({ id: i, time })).join("\n")}\n`)], format: "jsonl", columns: timed(format) });
+
+  it("epoch_ms: the earthquakes' milliseconds since 1970, as numbers or digits, exact to the microsecond", async () => {
+    const { good, bad } = await landTimes("epoch_ms", [1700000000000, "1700000000000", 1700000000000.5, -1000, 0, "1700000000000.0001", "soon", 1e20, "0x1F", "2023-11-14T22:13:20Z"]);
+    expect(good).toEqual([
+      ["0", "2023-11-14 22:13:20+00"],
+      ["1", "2023-11-14 22:13:20+00"],
+      ["2", "2023-11-14 22:13:20.0005+00"],
+      ["3", "1969-12-31 23:59:59+00"],
+      ["4", "1970-01-01 00:00:00+00"],
+    ]);
+    const expected = "is not a number of milliseconds since 1970-01-01T00:00:00Z (time.format: epoch_ms; ISO 8601 text such as 2025-03-04T10:15:00Z needs time.format: iso8601)";
+    expect(bad.map(([line, reason]) => [line, reason])).toEqual([
+      [6, "column time: '1700000000000.0001' has a fraction finer than a microsecond (time.format: epoch_ms)"],
+      [7, `column time: 'soon' ${expected}`],
+      [8, "column time: '100000000000000000000' is outside the years 0001 to 9999 that an event time may have (it names the event's partition)"],
+      [9, `column time: '0x1F' ${expected}`],
+      [10, `column time: '2023-11-14T22:13:20Z' ${expected}`],
+    ]);
+  });
+
+  it("epoch_s: seconds, with a fraction down to the microsecond; iso8601 names the epoch formats when it meets a number", async () => {
+    const seconds = await landTimes("epoch_s", [1700000000, 1700000000.123456, "1700000000.1234567"]);
+    expect(seconds.good).toEqual([["0", "2023-11-14 22:13:20+00"], ["1", "2023-11-14 22:13:20.123456+00"]]);
+    expect(seconds.bad.map(([line, reason]) => [line, reason])).toEqual([[3, "column time: '1700000000.1234567' has a fraction finer than a microsecond (time.format: epoch_s)"]]);
+    const iso = await landTimes("iso8601", [1700000000000, "2023-11-14T22:13:20Z"]);
+    expect(iso.good).toEqual([["1", "2023-11-14 22:13:20+00"]]);
+    expect(iso.bad.map(([line, reason]) => [line, reason])).toEqual([
+      [1, "column time: '1700000000000' is not an ISO 8601 time such as 2025-03-04T10:15:00Z (time.format: iso8601; a number of seconds or milliseconds since 1970 needs time.format: epoch_s or epoch_ms)"],
+    ]);
+  });
+});

@@ -127,7 +127,7 @@ describe.each([
     expect(dead.map((d) => d.raw)).toEqual(bad);
     expect(dead.map((d) => d.reason)).toEqual([
       "not valid JSON",
-      expect.stringMatching(/column ts: 'yesterday' is not a timestamp/),
+      expect.stringMatching(/column ts: 'yesterday' is not an ISO 8601 time such as 2025-03-04T10:15:00Z \(time.format: iso8601;/),
       expect.stringMatching(/column event_id is NULL/),
       "not a JSON object",
     ]);
@@ -624,6 +624,30 @@ describe("event values (issue 25, item 8)", () => {
       "column ts: '0000-01-01T00:00:00Z' is outside the years 0001 to 9999 that an event time may have",
       `column user_id: '{"name":"x"}' is a JSON object, not text: send it as a JSON string, or leave the field undeclared`,
       "column ms: '0x1F' is not written in decimal digits",
+    ]);
+  });
+});
+
+describe("an event time in epoch milliseconds (issue 25, item 15)", () => {
+  it("lands with time.format: epoch_ms, and is dead-lettered with the expected format named without it", async () => {
+    const quakes = (dir: string, format?: "epoch_ms") => {
+      const config = pipelineOf(dir);
+      const ns = config.namespaces[0]!;
+      return { ...config, namespaces: [{ ...ns, time: { ...ns.time, ...(format ? { format } : {}) } }] };
+    };
+    const events = [{ event_id: "q1", ts: 1764464400000 }, { event_id: "q2", ts: "1764464400123" }];
+    const withFormat = await setup(embeddedBackend, (dir) => quakes(dir, "epoch_ms"));
+    await withFormat.service.accept({ pipeline: "events", namespace: "pageviews", body: ndjson(events), format: "ndjson" });
+    await withFormat.service.flush();
+    expect(await rowsOf(withFormat.lake, "SELECT event_id, CAST(ts AS VARCHAR) AS ts, p_day FROM pageviews ORDER BY event_id")).toEqual([
+      { event_id: "q1", ts: "2025-11-30 01:00:00+00", p_day: "30" },
+      { event_id: "q2", ts: "2025-11-30 01:00:00.123+00", p_day: "30" },
+    ]);
+    const without = await setup(embeddedBackend, (dir) => quakes(dir));
+    await without.service.accept({ pipeline: "events", namespace: "pageviews", body: ndjson(events.slice(0, 1)), format: "ndjson" });
+    await without.service.flush();
+    expect((await rowsOf(without.lake, "SELECT reason FROM events")).map((row) => row.reason)).toEqual([
+      "column ts: '1764464400000' is not an ISO 8601 time such as 2025-03-04T10:15:00Z (time.format: iso8601; a number of seconds or milliseconds since 1970 needs time.format: epoch_s or epoch_ms)",
     ]);
   });
 });
