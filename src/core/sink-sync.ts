@@ -1,4 +1,4 @@
-import type { Sink, SinkColumn, SinkLayout, SinkOpener, SinkPartitionWrite, SinkSpec } from "../sinks/sink.js";
+import { TargetUnavailableError, type Sink, type SinkColumn, type SinkLayout, type SinkOpener, type SinkPartitionWrite, type SinkSpec } from "../sinks/sink.js";
 import { errorMessage } from "./errors.js";
 import type { Lake, PartitionState } from "./lake.js";
 import { parsePartitionPath, partitionPath } from "./partition.js";
@@ -117,7 +117,8 @@ export async function sendToSinks(
       });
       const writes = planned.flatMap((entry) => (entry.write ? [entry.write] : []));
       let written = 0;
-      for (const { state, reason, write, unreadable } of planned) {
+      for (const entry of planned) {
+        const { state, reason, write, unreadable } = entry;
         if (!write) {
           results.push({ ...base, partition: state.partition, action: "failed", reason: "unreadable", run: state.runId, seconds: 0, error: unreadable });
           continue;
@@ -130,6 +131,12 @@ export async function sendToSinks(
           results.push({ ...base, partition: state.partition, action: "sent", reason, run: state.runId, rows, seconds: (Date.now() - started) / 1000 });
         } catch (error) {
           results.push({ ...base, partition: state.partition, action: "failed", reason, run: state.runId, seconds: (Date.now() - started) / 1000, error: errorMessage(error) });
+          // The connection is gone: the partitions left are not tried one by one (each would repeat the error), but said once.
+          const left = planned.length - planned.indexOf(entry) - 1;
+          if (error instanceof TargetUnavailableError && left > 0) {
+            results.push({ ...base, partition: "*", action: "failed", reason: "target failed", seconds: 0, error: `${errorMessage(error)} (the table's ${left} other partition(s) to send were not sent)` });
+            break;
+          }
         }
       }
     } finally {

@@ -1,4 +1,13 @@
+import { LakeswapError } from "../core/errors.js";
 import type { Partition } from "../core/partition.js";
+
+/** A target that cannot be reached any more (a connection refused or lost): the writes that follow would fail the same way. */
+export class TargetUnavailableError extends LakeswapError {
+  constructor(message: string, cause: unknown) {
+    super("STORE_ERROR", message, { retryable: true, cause });
+    this.name = "TargetUnavailableError";
+  }
+}
 
 /** How a sink writes one partition: `upsert` merges rows by primary key, `partition_replace` swaps the partition's rows. */
 export type SinkMode = "upsert" | "partition_replace";

@@ -359,6 +359,43 @@ describe.skipIf(!postgresAvailable())("PostgreSQL sink", () => {
     expect(report.partitions.every((p) => p.action === "build")).toBe(true);
   });
 
+  // Issue 25 item 16: a connection error must not be repeated once per partition.
+  it("a connection lost during a sync fails the partition being written and the rest once, not one by one", async () => {
+    const ws = await workspace();
+    let writes = 0;
+    const dropping: SinkOpener = async (spec) => {
+      const sink = await openSink(spec);
+      return {
+        description: sink.description,
+        prepare: (layout) => sink.prepare(layout),
+        write: async (layout, part) => {
+          writes += 1;
+          if (spec.table === "orders_by_day" && writes === 2) {
+            // The server ends the sink's session (as a restart or a network cut would), and the sink hears of it.
+            // (Its session is the only one named lakeswap on this worker's server: sinks are opened one at a time.)
+            await server.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'lakeswap'");
+            while ((await server.query("SELECT 1 FROM pg_stat_activity WHERE application_name = 'lakeswap'")).length > 0);
+          }
+          return sink.write(layout, part);
+        },
+        remove: (layout, partition, statePath) => sink.remove(layout, partition, statePath),
+        close: () => sink.close(),
+      };
+    };
+    const report = await ws.sync(ws.deliver(orders(4)), ws.lake, dropping);
+    const stage = report.sinks.filter((s) => s.table === "lake.orders_by_day");
+    expect(stage.map((s) => `${s.partition} ${s.action} ${s.reason}`)).toEqual([
+      "day=2026-11-01 sent new",
+      "day=2026-11-02 failed new",
+      "* failed target failed",
+    ]);
+    expect(stage[1]!.error).toMatch(/connection lost: /);
+    expect(stage[2]!.error).toMatch(/connection lost: .*\(the table's 2 other partition\(s\) to send were not sent\)$/);
+    // The next sync sends what was not sent.
+    const rerun = await ws.sync(ws.deliver(orders(4)));
+    expect(sinkLines(rerun)).toEqual(["lake.orders_by_day day=2026-11-02 sent new", "lake.orders_by_day day=2026-11-03 sent new", "lake.orders_by_day day=2026-11-04 sent new"]);
+  });
+
   it("a reader polling during partition_replace never sees the partition empty", async () => {
     const ws = await workspace();
     await ws.sync(ws.deliver(orders(3, 400)));

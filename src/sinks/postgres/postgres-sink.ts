@@ -10,7 +10,7 @@ import { faultPoint } from "../../core/faults.js";
 import type { Partition } from "../../core/partition.js";
 import { quoteLiteral } from "../../core/sql.js";
 import { freshProcessFolder } from "../../store/process-folders.js";
-import type { Sink, SinkLayout, SinkPartitionWrite, SinkSpec } from "../sink.js";
+import { TargetUnavailableError, type Sink, type SinkLayout, type SinkPartitionWrite, type SinkSpec } from "../sink.js";
 import { ident, postgresType } from "./sql-names.js";
 import { forgetState, readState, recordState, type Query, type StateScope } from "./state-table.js";
 import { DELETED_AT, UPDATED_AT, existingStamp, goneKeysCondition, goneKeysStatement, upsertStatement } from "./upsert-statements.js";
@@ -441,8 +441,10 @@ export class PostgresSink implements Sink {
     const parts = [errorMessage(error) || String(pgError.code ?? "error")];
     if (pgError.detail) parts.push(pgError.detail);
     if (pgError.where && /COPY/.test(pgError.where)) parts.push(pgError.where.split("\n")[0]!);
-    const message = parts.join(" ").split(this.spec.url).join(this.spec.maskedUrl);
-    return new LakeswapError("STORE_ERROR", `${this.description}: ${what ? `${what}: ` : ""}${message}`, { cause: error });
+    const message = `${this.description}: ${what ? `${what}: ` : ""}${parts.join(" ").split(this.spec.url).join(this.spec.maskedUrl)}`;
+    // No connection: every write after this one would fail the same way (the caller stops and says so once).
+    if (what === "cannot connect" || this.broken) return new TargetUnavailableError(message, error);
+    return new LakeswapError("STORE_ERROR", message, { cause: error });
   }
 }
 
