@@ -5,6 +5,7 @@ import { resolveAwsTarget } from "../../src/config/aws-config.js";
 import { openAwsLake } from "../../src/open-lake.js";
 import { awsCliEnv, startAwsServices, tempDir, type AwsServices } from "../support/lake-fixture.js";
 import { runMain } from "../support/main-cli.js";
+import { freePort, spawnScript, until } from "../support/crash-kit.js";
 
 const CONFIG = `
 pipelines:
@@ -112,6 +113,38 @@ describe("a pipeline without namespaces", () => {
         expect(result.stderr).not.toContain("collecting");
       }
     } finally {
+      cleanup();
+    }
+  });
+});
+
+describe("lakeswap serve's authentication", () => {
+  // serve listened on every interface with no authentication; now 127.0.0.1, and a token when one is set.
+  it("takes posts with LAKESWAP_INGEST_TOKEN or the pipeline's auth_token only, on 127.0.0.1 by default, and says so", async () => {
+    const { dir, cleanup } = tempDir("lakeswap-serve-auth-");
+    const config = path.join(dir, "lakeswap.yaml");
+    writeFileSync(config, `${CONFIG}  other:\n    auth_token: \${OTHER_TOKEN}\n    namespaces:\n      clicks:\n        columns: {id: BIGINT, ts: {type: TIMESTAMPTZ, nullable: false}}\n        time: {field: ts}\n    wal: {dir: ./wal-other}\n`);
+    const port = await freePort();
+    const server = spawnScript("run-cli.ts", ["serve", "-c", config, "--port", String(port), "--flush-interval", "50"], { LAKESWAP_INGEST_TOKEN: "env-token", OTHER_TOKEN: "other-token", DATA_OUTPUT_S3_BUCKET: "" });
+    try {
+      const url = `http://127.0.0.1:${port}`;
+      await until("the collector to answer", async () => (await fetch(`${url}/healthz`).then((r) => r.status === 200).catch(() => false)) || undefined);
+      expect(server.stderr).toContain(`on http://127.0.0.1:${port}`);
+      expect(server.stderr).not.toContain("warning");
+      const post = (pipeline: string, namespace: string, token?: string) =>
+        fetch(`${url}/v1/${pipeline}/${namespace}`, {
+          method: "POST",
+          headers: { "content-type": "application/x-ndjson", ...(token ? { authorization: `Bearer ${token}` } : {}) },
+          body: '{"event_id": "a", "id": 1, "ts": "2026-11-30T01:00:00Z"}\n',
+        });
+      expect((await post("events", "pageviews")).status).toBe(401);
+      expect((await post("events", "pageviews", "other-token")).status).toBe(401);
+      expect((await post("events", "pageviews", "env-token")).status).toBe(200);
+      expect((await post("other", "clicks", "env-token")).status).toBe(401);
+      expect((await post("other", "clicks", "other-token")).status).toBe(200);
+    } finally {
+      server.process.kill("SIGTERM");
+      expect((await server.exited).code).toBe(0);
       cleanup();
     }
   });
