@@ -4,14 +4,14 @@ import {
   UpdatePartitionCommand, UpdateTableCommand, type GlueClient, type Partition as GluePartition, type PartitionInput, type StorageDescriptor,
   type Table as GlueTable,
 } from "@aws-sdk/client-glue";
-import { InvalidInputError, LakeswapError } from "../core/errors.js";
+import { LakeswapError } from "../core/errors.js";
 import { faultPoint } from "../core/faults.js";
 import { WHOLE_TABLE, makePartition, partitionPath, type Partition } from "../core/partition.js";
 import { withRetry } from "../core/retry.js";
 import type { AdaptiveLimit } from "../ingest/adaptive-limit.js";
 import { isRunId } from "../core/run-id.js";
 import { glueColumnType } from "../core/column-types.js";
-import { defineTable, tableChange, type TableDefinition } from "../core/table.js";
+import { parseTableDefinition, tableChange, type TableDefinition } from "../core/table.js";
 import { runFolder, runLocation, type Catalog, type Fence, type Pointer, type PointerMove, type PointerMoveKind } from "./catalog.js";
 
 /** Glue's limits per batch call. */
@@ -492,11 +492,13 @@ export class GlueCatalog implements Catalog {
 function definitionOf(table: GlueTable): TableDefinition | undefined {
   const stored = table.Parameters?.["lakeswap.definition"];
   if (!stored) return undefined;
+  let value: unknown;
   try {
-    return defineTable(JSON.parse(stored) as TableDefinition);
+    value = JSON.parse(stored);
   } catch {
-    throw new InvalidInputError(`Glue table ${table.Name} has an unreadable lakeswap.definition parameter`);
+    throw new LakeswapError("STORE_ERROR", `Glue table ${table.Name} has a lakeswap.definition parameter that is not JSON; restore it (lakeswap create-table writes it) or drop the table`);
   }
+  return parseTableDefinition(value, `lakeswap.definition of Glue table ${table.Name}`);
 }
 
 /** The Hive/Glue type of a declared column type (one mapping for every backend: ../core/column-types.ts). */

@@ -6,7 +6,7 @@ import { faultPoint } from "../core/faults.js";
 import { WHOLE_TABLE, isWholeTable, parsePartitionPath, partitionPath, type Partition } from "../core/partition.js";
 import { isRunId } from "../core/run-id.js";
 import { assertTableName } from "../core/sql.js";
-import { defineTable, tableChange, type TableDefinition } from "../core/table.js";
+import { parseTableDefinition, tableChange, type TableDefinition } from "../core/table.js";
 import { eachLimited, fsyncPath, intoFolder, isCode, lightFs, makeFolder, noSpaceError, writeTempFile } from "../store/local-store.js";
 import { runLocation, type Catalog, type Fence, type Pointer, type PointerMove, type PointerMoveKind } from "./catalog.js";
 import { processAlive } from "../store/process-folders.js";
@@ -80,7 +80,7 @@ export class LocalCatalog implements Catalog {
       if (isCode(error, "ENOENT")) return undefined;
       throw error;
     }
-    return defineTable(parseStoredJson(text, file, "table definition") as TableDefinition);
+    return parseTableDefinition(parseStoredJson(text, file, "table definition"), `'${file}'`, name);
   }
 
   async listTables(): Promise<TableDefinition[]> {

@@ -1,5 +1,5 @@
 import { Command, CommanderError } from "commander";
-import { LakeswapError, errorMessage } from "../core/errors.js";
+import { EXIT_CODES, LakeswapError, errorMessage, isNoSpace } from "../core/errors.js";
 import { interruptCleanups } from "./context.js";
 import { takeJsonReport, toJson, writeStdout } from "./output.js";
 import { registerCreateTable } from "./commands/create-table.js";
@@ -107,8 +107,7 @@ async function run(argv: readonly string[], json: boolean): Promise<number> {
     const reported = takeJsonReport();
     if (interrupted) return 130;
     if (error instanceof CommanderError) return usageError(error, json);
-    const code = error instanceof LakeswapError ? error.code : "INTERNAL";
-    const exitCode = error instanceof LakeswapError ? error.exitCode : 1;
+    const { code, exitCode } = exitOf(error);
     if (json) {
       const failure = { error: { code, message: errorMessage(error) } };
       // A report already made (a sync whose partitions partly failed) and the error are one document.
@@ -121,6 +120,17 @@ async function run(argv: readonly string[], json: boolean): Promise<number> {
     if (!(error instanceof LakeswapError) && process.env.LAKESWAP_DEBUG) writeStderr(`${(error as Error).stack}\n`);
     return exitCode;
   }
+}
+
+/**
+ * The error code and exit code of a failure: a LakeswapError's own, except that a build or store failure caused by a
+ * full disk (DuckDB's IO errors carry only "No space left on device") is NO_SPACE (10), as the README documents;
+ * anything else unexpected is INTERNAL (1).
+ */
+function exitOf(error: unknown): { readonly code: string; readonly exitCode: number } {
+  const generic = !(error instanceof LakeswapError) || error.code === "BUILD_FAILED" || error.code === "STORE_ERROR";
+  if (generic && isNoSpace(error)) return { code: "NO_SPACE", exitCode: EXIT_CODES.NO_SPACE };
+  return error instanceof LakeswapError ? { code: error.code, exitCode: error.exitCode } : { code: "INTERNAL", exitCode: 1 };
 }
 
 /**

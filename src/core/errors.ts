@@ -107,3 +107,17 @@ export class BuildError extends LakeswapError {
 export function errorMessage(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
+
+/**
+ * Whether an error (or one it was caused by) is a full disk or quota: a Node error with ENOSPC or
+ * EDQUOT, or DuckDB's IO error, which carries only the system's text ("No space left on device").
+ */
+export function isNoSpace(error: unknown): boolean {
+  for (let current = error, depth = 0; current !== undefined && current !== null && depth < 5; depth += 1) {
+    const code = (current as { code?: unknown }).code;
+    if (code === "ENOSPC" || code === "EDQUOT" || code === "NO_SPACE") return true;
+    if (/No space left on device|Disk quota exceeded/i.test(errorMessage(current))) return true;
+    current = (current as { cause?: unknown }).cause;
+  }
+  return false;
+}

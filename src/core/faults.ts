@@ -1,7 +1,7 @@
 /**
  * Named fault points for crash tests. `LAKESWAP_FAULT=<point>:kill` makes the
  * process SIGKILL itself when it reaches `<point>`; `<point>:error` throws
- * there instead; `<point>:oom` throws DuckDB's out-of-memory error there;
+ * there instead; `<point>:oom` throws DuckDB's out-of-memory error there, `<point>:enospc` its disk-full error;
  * `<point>:kill@N` acts the Nth time only; `<point>:pause=MS` blocks the
  * process there; `<point>:stop` stops it there (SIGSTOP, as a frozen process)
  * after saying so on stderr (`fault point <point> reached: stopping (pid N)`),
@@ -24,7 +24,7 @@ export type FaultPoint =
 export type IngestFaultPoint = "ingest-after-upload" | "ingest-after-register";
 
 /** The embedded engine's points: a delivery's signature, computed beside the write ahead of its runs. */
-export type EngineFaultPoint = "signing-beside-write-ahead";
+export type EngineFaultPoint = "signing-beside-write-ahead" | "build-write";
 
 /** The PostgreSQL sink's point: a partition's rows and state row written, its transaction not yet committed. */
 export type SinkFaultPoint = "sink-before-commit";
@@ -74,6 +74,8 @@ export function faultPoint(point: FaultPoint | IngestFaultPoint | EngineFaultPoi
     if (verb === "kill") process.kill(process.pid, "SIGKILL");
     // The shape of DuckDB's error when a query finds its memory limit reached (its message starts so).
     if (verb === "oom") throw new Error(`Out of Memory Error: fault injected at ${point}`);
+    // The shape of DuckDB's error when the disk fills while it writes a file (as writing to /dev/full gives).
+    if (verb === "enospc") throw new Error(`IO Error: Could not write file "fault injected at ${point}": No space left on device`);
     throw new Error(`fault injected at ${point}`);
   }
 }

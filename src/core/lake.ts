@@ -463,8 +463,11 @@ export class Lake {
     await this.store.put(syncRecordKey(record.syncId), `${JSON.stringify(record, null, 2)}\n`);
   }
 
-  /** The records of past syncs, newest first. */
-  async syncs(options: { skipUnreadable?: boolean } = {}): Promise<SyncRecord[]> {
+  /**
+   * The records of past syncs, newest first. An unreadable record stops the listing (a STORE_ERROR naming it),
+   * unless `skipUnreadable`: then it is left out and handed to `onUnreadable` (lakeswap syncs reports it).
+   */
+  async syncs(options: { skipUnreadable?: boolean; onUnreadable?: (error: unknown) => void } = {}): Promise<SyncRecord[]> {
     const records: SyncRecord[] = [];
     for (const object of await this.store.list(SYNCS_PREFIX)) {
       try {
@@ -473,7 +476,7 @@ export class Lake {
       } catch (error) {
         // A listing can go on without an unreadable record; deciding which sync is the last one cannot.
         if (!options.skipUnreadable) throw error;
-        process.emitWarning(errorMessage(error));
+        options.onUnreadable?.(error);
       }
     }
     return records.sort((a, b) => (a.syncId < b.syncId ? 1 : a.syncId > b.syncId ? -1 : 0));
@@ -660,7 +663,18 @@ export class Lake {
 
   /** Runs a query over the current runs of every lake table (tables visible by name). */
   async query(sql: string): Promise<QueryResult> {
-    return this.engine.query(sql, await this.snapshot());
+    return this.engine.query(sql, await this.snapshot(await this.queryScope(sql)));
+  }
+
+  /**
+   * The tables a query names, when the parser can tell (so that `SELECT 1` reads no table definition, and an
+   * unreadable definition of another table stops only the commands that need it); every table otherwise.
+   */
+  private async queryScope(sql: string): Promise<SnapshotScope> {
+    // SQL the parser refuses is the engine's to refuse (Athena's Trino SQL is not always DuckDB's): every table, then.
+    const read = await this.tablesRead(sql).catch(() => undefined);
+    if (read === undefined) return {};
+    return { tables: [...new Set(read.map((name) => name.toLowerCase()).filter((name) => /^[a-z][a-z0-9_]{0,127}$/.test(name)))] };
   }
 
   /** Row count of one partition's current run, or undefined when it has none. */
@@ -672,13 +686,22 @@ export class Lake {
     return this.engine.countRows(table, { partition, runId: pointer.runId, files: await runFiles(this.ctx, table, partition, pointer.runId) });
   }
 
+  /** The definitions of the named tables that exist, read one by one (never another table's definition). */
+  private async tablesNamed(names: readonly string[]): Promise<TableDefinition[]> {
+    const tables: TableDefinition[] = [];
+    for (const name of [...new Set(names)].sort()) {
+      const table = await this.catalog.getTable(name);
+      if (table) tables.push(table);
+    }
+    return tables;
+  }
+
   /** Each table's current runs and their files, resolved once so a query reads one consistent state. */
   async snapshot(scope: SnapshotScope = {}): Promise<TableSnapshot[]> {
     // An engine that reads tables through the catalog (Athena) needs no file listing per partition.
     const withFiles = this.engine.capabilities.readsRunFiles;
     const snapshots: TableSnapshot[] = [];
-    for (const table of await this.catalog.listTables()) {
-      if (scope.tables !== undefined && !scope.tables.includes(table.name)) continue;
+    for (const table of scope.tables !== undefined ? await this.tablesNamed(scope.tables) : await this.catalog.listTables()) {
       const limit = scope.partitions?.find((l) => l.table === table.name);
       const wanted = limit ? new Set(limit.partitions) : undefined;
       const pointers = (await this.catalog.listPointers(table)).filter((pointer) => !wanted || wanted.has(partitionPath(pointer.partition)));

@@ -147,3 +147,40 @@ export function tableChange(existing: TableDefinition, wanted: TableDefinition):
   }
   return "columns added";
 }
+
+/**
+ * A stored table definition (a definition file of the embedded lake, a Glue table's parameter), checked whole: any
+ * JSON of the wrong shape (`{}`, `null`, a column without a type, a definition of another table) or that defineTable
+ * refuses is a STORE_ERROR (exit 8) naming `source` and the fix, never a TypeError deep in a command. The one place a
+ * stored definition is read.
+ */
+export function parseTableDefinition(value: unknown, source: string, expectedName?: string): TableDefinition {
+  const fix = "restore it from a backup, or move it away (lakeswap then no longer knows the table; its runs stay) and rerun";
+  const refuse = (why: string): never => {
+    throw new LakeswapError("STORE_ERROR", `table definition ${source} is not a lakeswap table definition: ${why}; ${fix}`);
+  };
+  if (typeof value !== "object" || value === null || Array.isArray(value)) refuse(`it holds ${value === null ? "null" : Array.isArray(value) ? "an array" : typeof value}, not an object`);
+  const record = value as Record<string, unknown>;
+  if (typeof record.name !== "string") refuse("it has no 'name'");
+  if (expectedName !== undefined && record.name !== expectedName) refuse(`it names table '${printable(String(record.name))}', not '${expectedName}'`);
+  const columns = record.columns;
+  if (!Array.isArray(columns) || columns.some((c) => typeof c !== "object" || c === null || typeof (c as Column).name !== "string" || typeof (c as Column).type !== "string")) {
+    refuse("'columns' is not a list of {name, type}");
+  }
+  const keys = record.partitionKeys;
+  if (!Array.isArray(keys) || keys.some((key) => typeof key !== "string")) refuse("'partitionKeys' is not a list of names");
+  if (record.compression !== undefined && typeof record.compression !== "string") refuse("'compression' is not a name");
+  if (record.ingest !== undefined && typeof record.ingest !== "boolean") refuse("'ingest' is not true or false");
+  try {
+    return defineTable({
+      name: record.name as string,
+      columns: columns as Column[],
+      partitionKeys: keys as string[],
+      ...(record.compression !== undefined ? { compression: record.compression as string } : {}),
+      ...(record.ingest === true ? { ingest: true } : {}),
+    });
+  } catch (error) {
+    if (error instanceof InvalidInputError) return refuse(error.message);
+    throw error;
+  }
+}

@@ -2,7 +2,7 @@ import { promises as fs } from "node:fs";
 import path from "node:path";
 import type { DuckDBConnection, DuckDBInstance } from "@duckdb/node-api";
 import { createHash, randomBytes } from "node:crypto";
-import { AuditError, BuildError, InvalidInputError, errorMessage } from "../core/errors.js";
+import { AuditError, BuildError, InvalidInputError, LakeswapError, errorMessage, isNoSpace } from "../core/errors.js";
 import { faultPoint } from "../core/faults.js";
 import { TEMP_PREFIX } from "../core/layout.js";
 import { partitionOfValues, partitionPath, partitionValue, type Partition } from "../core/partition.js";
@@ -128,6 +128,7 @@ export class DuckDbEngine implements Engine, Landing {
     const filePath = path.join(runDir, fileName);
     let rows: number;
     try {
+      faultPoint("build-write");
       const reader = await connection.runAndReadAll(
         `COPY (SELECT ${projection} FROM (${select}) AS q${where}) TO ${quoteLiteral(filePath)} ` +
           `(FORMAT PARQUET, COMPRESSION ${table.compression === "zstd" ? "zstd" : "snappy"})`,
@@ -136,6 +137,14 @@ export class DuckDbEngine implements Engine, Landing {
     } catch (error) {
       // This build made the folder; a failed build leaves nothing behind, not even an empty folder.
       await fs.rm(runDir, { recursive: true, force: true });
+      if (isNoSpace(error)) {
+        throw new LakeswapError(
+          "NO_SPACE",
+          `building ${table.name}/${partitionPath(partition)} ran out of disk space writing '${filePath}' (${cleanDuckDbMessage(error)}): ` +
+            "the run was removed and the pointer did not move. Free space in the lake's folder and rerun",
+          { cause: error },
+        );
+      }
       throw new BuildError(`building ${table.name}/${partitionPath(partition)} failed: ${cleanDuckDbMessage(error)}`, error);
     }
     faultPoint("during-build");

@@ -59,6 +59,7 @@ export class S3Store implements ObjectStore {
     this.capabilities = { conditionalWrites: options.conditionalWrites ?? true, localPaths: false };
     this.ingestLimit = options.ingestLimit;
     this.description = `s3://${this.bucket}/${this.prefix}`;
+    nameMissingBuckets(client);
   }
 
   /** The s3:// URI of a key (for Glue locations and Athena UNLOAD). */
@@ -285,6 +286,32 @@ export class S3Store implements ObjectStore {
   private relativeKey(fullKey: string): string {
     return this.prefix ? fullKey.slice(this.prefix.length + 1) : fullKey;
   }
+}
+
+/**
+ * Makes every call of the client that names a bucket that does not exist fail with a STORE_ERROR (exit 8) naming
+ * the bucket, the call and the fix, instead of S3's bare "The specified bucket does not exist" (which a GetObject
+ * would even take for a missing key). Added once per client, before its retries.
+ */
+function nameMissingBuckets(client: S3Client): void {
+  client.middlewareStack.add(
+    (next, context) => async (args) => {
+      try {
+        return await next(args);
+      } catch (error) {
+        if (errorName(error) !== "NoSuchBucket") throw error;
+        const input = args.input as { Bucket?: string; Key?: string; Prefix?: string };
+        const bucket = input.Bucket ?? "(unnamed)";
+        const call = `s3:${(context.commandName ?? "S3 call").replace(/Command$/, "")} on s3://${bucket}/${input.Key ?? input.Prefix ?? ""}`;
+        throw new LakeswapError(
+          "STORE_ERROR",
+          `the S3 bucket '${bucket}' does not exist (${call}): create it, or name the lake's bucket in DATA_OUTPUT_S3_BUCKET (or data_sinks), and check the region and endpoint`,
+          { cause: error },
+        );
+      }
+    },
+    { step: "initialize", name: "lakeswapNamesMissingBuckets", override: true },
+  );
 }
 
 function errorName(error: unknown): string | undefined {

@@ -1,5 +1,6 @@
 import type { Command } from "commander";
 import { loadPipelineConfig } from "../../config/pipeline-config.js";
+import { LakeswapError, errorMessage } from "../../core/errors.js";
 import { formatTable, report } from "../output.js";
 import { positiveCount, wantsJson, withLake } from "../context.js";
 
@@ -14,10 +15,11 @@ export function registerSyncs(program: Command): void {
     .action(async (options: { limit?: number; config?: string }, command: Command) => {
       const config = options.config !== undefined ? loadPipelineConfig(options.config) : undefined;
       await withLake(command, async (lake) => {
-        const all = await lake.syncs({ skipUnreadable: true });
+        const unreadable: unknown[] = [];
+        const all = await lake.syncs({ skipUnreadable: true, onUnreadable: (error) => unreadable.push(error) });
         const records = options.limit !== undefined ? all.slice(0, options.limit) : all;
         report(wantsJson(command), records, () => {
-          if (records.length === 0) return "no sync has been recorded in this lake yet";
+          if (records.length === 0) return unreadable.length > 0 ? "" : "no sync has been recorded in this lake yet";
           return formatTable(
             ["sync", "started", "finished", "moved", "tables", "config"],
             records.map((r) => [
@@ -30,6 +32,15 @@ export function registerSyncs(program: Command): void {
             ]),
           );
         });
+        // The readable records are listed; an unreadable one is the error of the command (exit 8), named, and with
+        // --json part of the same document ({result, error}).
+        if (unreadable.length > 0) throw unreadableRecords(unreadable);
       }, { ...config, readOnly: true });
     });
+}
+
+/** One STORE_ERROR for the sync records that could not be read, each named by its own message. */
+function unreadableRecords(errors: readonly unknown[]): LakeswapError {
+  const messages = errors.map(errorMessage);
+  return new LakeswapError("STORE_ERROR", messages.length === 1 ? messages[0]! : `${messages.length} sync records are unreadable: ${messages.join("; ")}`);
 }
