@@ -471,6 +471,15 @@ export async function discardRun(ctx: LakeContext, prefix: string): Promise<void
 }
 
 /**
+ * An empty run (`--allow-empty`, an emptied upsert partition): on S3 it has no object at all, so its files cannot
+ * prove it exists. An outbox entry is written only after its runs were audited, and its manifest saying 0 rows
+ * and no files is that proof: the run is complete, and as legitimate a target as any.
+ */
+function recordedEmpty(manifest: RunManifest | undefined): boolean {
+  return manifest !== undefined && manifest.rows === 0 && manifest.files.length === 0;
+}
+
+/**
  * Finishes the pointer moves of one outbox entry a dead writer recorded but
  * never confirmed, under the table's lease. A move is applied if the pointer
  * is still where the writer left it (or already moved, where its state may
@@ -493,7 +502,7 @@ export async function replayEntry(ctx: SwapContext, table: TableDefinition | und
     if (current?.runId === move.runId) {
       // Moved already; its pointer state may be missing (killed between the move and the state): set it again.
       if (current.signature !== move.signature || current.previousRunId !== move.previousRunId || current.movedBy !== move.kind) apply.push(pointerMove);
-    } else if (current?.runId === move.previousRunId && (await runFiles(ctx, table, partition, move.runId)).length > 0) {
+    } else if (current?.runId === move.previousRunId && (recordedEmpty(move.manifest) || (await runFiles(ctx, table, partition, move.runId)).length > 0)) {
       apply.push(pointerMove);
     } else {
       stale += 1;

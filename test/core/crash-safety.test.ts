@@ -336,6 +336,28 @@ describe.each(selectedBackends())("crash safety on the %s backend", (backendName
     }),
   );
 
+  // Issue 25 item 21: on S3 an empty run has no objects, and the replay used to drop its entry as if the run were gone.
+  it.concurrent("a replace to an empty partition (--allow-empty) killed after its outbox entry is finished by the next writer: the empty run is current", () =>
+    withScenario(backendName, async (s) => {
+      const { lake, old } = s;
+      const killed = await s.cli(["replace", TABLE, "--partition", PARTITION, "--sql", `SELECT * FROM (${OLD.select}) AS r WHERE false`, "--allow-empty"], {
+        LAKESWAP_FAULT: "after-outbox:kill",
+      });
+      expect(killed.signal, killed.stderr).toBe("SIGKILL");
+      expect(await lake.pointer(TABLE, PARTITION)).toMatchObject({ runId: old });
+      expect(await lake.pendingChanges()).toHaveLength(1);
+
+      expect(await lake.replayOutbox()).toEqual({ applied: 1, stale: 0 });
+      const pointer = await lake.pointer(TABLE, PARTITION);
+      expect(pointer).toMatchObject({ previousRunId: old, movedBy: "swap" });
+      expect(pointer!.runId > old).toBe(true);
+      expect(await lake.countPartition(TABLE, PARTITION)).toBe(0);
+      expect(await lake.pendingChanges()).toEqual([]);
+      // And it rolls back like any run.
+      expect(await lake.rollback(TABLE, PARTITION)).toMatchObject({ fromRunId: pointer!.runId, toRunId: old, rows: OLD.rows });
+    }),
+  );
+
   it.concurrent("a build that fails leaves the pointer where it was, and gc leaves no trace of its run", () =>
     withScenario(backendName, async (s) => {
       const failed = await s.cli(
