@@ -84,6 +84,8 @@ async function verify(
 export interface Delivery {
   readonly days: readonly (readonly [Day, number])[];
   readonly order: number;
+  /** Column names in upper case in the file (CSV header, JSONL fields). */
+  readonly upperCase?: boolean;
 }
 
 export function deliveryRows(delivery: Delivery): RawRow[] {
@@ -94,7 +96,7 @@ export function deliveryRows(delivery: Delivery): RawRow[] {
 }
 
 export const deliveryText = (delivery: Delivery): string =>
-  `<${delivery.days.map(([day, variant]) => `${day.slice(-2)}:v${variant}`).join(",") || "empty"} order#${delivery.order}>`;
+  `<${delivery.days.map(([day, variant]) => `${day.slice(-2)}:v${variant}`).join(",") || "empty"} order#${delivery.order}${delivery.upperCase ? " UPPER" : ""}>`;
 
 const syncActions = (json: unknown): Map<string, string> =>
   new Map(((json as { partitions: { table: string; partition: string; action: string; reason: string }[] }).partitions ?? []).map((p) => [`${p.table}/${p.partition}`, `${p.action}: ${p.reason}`]));
@@ -131,7 +133,7 @@ export class SyncCommand extends PlannedCommand {
   }
   plan(model: LakeModel, real: Real): Step {
     const rows = deliveryRows(this.delivery);
-    const file = real.ws.delivery(rows);
+    const file = real.ws.delivery(rows, this.delivery.upperCase);
     const byDay = new Map<Day, RawRow[]>();
     for (const row of rows) byDay.set(row.d, [...(byDay.get(row.d) ?? []), row]);
     return { args: ["sync", "-c", real.ws.configFile, "--input", file, "--json"], expected: model.sync(byDay), reported: syncActions, writes: [RAW, STAGE] };
@@ -270,6 +272,7 @@ const table = fc.constantFrom<TableName>(RAW, STAGE);
 export const deliveryArbitrary: fc.Arbitrary<Delivery> = fc.record({
   days: fc.uniqueArray(fc.tuple(day, fc.integer({ min: 0, max: VARIANTS - 1 })), { minLength: 1, maxLength: 3, selector: ([d]) => d }),
   order: fc.nat({ max: 99 }),
+  upperCase: fc.boolean(),
 });
 
 /** The commands of group (a) and (b): syncs weigh most, as they are where the features meet. */

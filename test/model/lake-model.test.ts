@@ -87,7 +87,9 @@ function sinkReader(ws: Workspace): (() => Promise<Map<string, string[]>>) | und
 }
 
 describe.runIf(backends.includes("local"))("embedded lake against a reference model, over random command sequences", () => {
-  const workspace = () => new Workspace();
+  let sequence = 0;
+  /** Deliveries are CSV in one sequence, JSONL in the next. */
+  const workspace = () => new Workspace(undefined, undefined, (sequence += 1) % 2 === 0 ? "jsonl" : "csv");
 
   it("sync, rollback (partition and --sync), replace, pin, gc --grace 0", async () => {
     await checkModel(ordinaryCommands(), { runs: 6, commands: 15 }, workspace);

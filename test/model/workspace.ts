@@ -17,14 +17,14 @@ export interface AwsWorkspaceTarget {
 export const PIPELINE_YAML = pipelineYaml();
 
 /** The pipeline's config; with `sink`, the stage layer is also sent to that PostgreSQL table (partition_replace). */
-export function pipelineYaml(sink?: PostgresTarget): string {
+export function pipelineYaml(sink?: PostgresTarget, format: DeliveryFormat = "csv"): string {
   const sinks = sink ? `        sinks:\n          postgres:\n            url: ${sink.url}\n            table: ${sink.table}\n` : "";
   return `concurrency: 2
 datasets:
   items:
     source:
-      format: csv
-      path: deliveries/*.csv
+      format: ${format}
+      path: deliveries/*.${format}
     columns:
       k: {type: BIGINT, nullable: false}
       d: {type: DATE, nullable: false}
@@ -38,6 +38,9 @@ datasets:
         columns: {k: BIGINT, v10: BIGINT}
 ${sinks}`;
 }
+
+/** How deliveries are written: CSV, or JSONL (whose field names match the columns in any case, as CSV headers do). */
+export type DeliveryFormat = "csv" | "jsonl";
 
 /** A PostgreSQL table the stage layer is sent to: the server's URL and `schema.table`. */
 export interface PostgresTarget {
@@ -63,7 +66,7 @@ export class Workspace {
   private readonly removeDir: () => void;
   private deliveries = 0;
 
-  constructor(readonly aws?: AwsWorkspaceTarget, readonly sink?: PostgresTarget) {
+  constructor(readonly aws?: AwsWorkspaceTarget, readonly sink?: PostgresTarget, readonly format: DeliveryFormat = "csv") {
     const { dir, cleanup } = tempDir("lakeswap-model-");
     this.dir = dir;
     this.removeDir = cleanup;
@@ -71,14 +74,21 @@ export class Workspace {
     this.lakeDir = path.join(dir, "lake");
     mkdirSync(path.join(dir, "sql"));
     mkdirSync(path.join(dir, "deliveries"));
-    writeFileSync(this.configFile, pipelineYaml(sink));
+    writeFileSync(this.configFile, pipelineYaml(sink, format));
     writeFileSync(path.join(dir, "sql", "stage.sql"), STAGE_SQL);
   }
 
-  /** Writes a delivery CSV of these rows, in this order, and returns its path. */
-  delivery(rows: readonly RawRow[]): string {
-    const file = path.join(this.dir, "deliveries", `d${String(this.deliveries++).padStart(3, "0")}.csv`);
-    writeFileSync(file, `k,d,v,cat\n${rows.map((r) => `${r.k},${r.d},${r.v},${r.cat}`).join("\n")}\n`);
+  /**
+   * Writes a delivery of these rows, in this order, and returns its path; with `upperCase` its header (CSV) or field
+   * names (JSONL) are upper case (`K`, `D`, `V`, `CAT`): the columns are matched in any case.
+   */
+  delivery(rows: readonly RawRow[], upperCase = false): string {
+    const file = path.join(this.dir, "deliveries", `d${String(this.deliveries++).padStart(3, "0")}.${this.format}`);
+    const [k, d, v, cat] = ["k", "d", "v", "cat"].map((name) => (upperCase ? name.toUpperCase() : name));
+    const text = this.format === "csv"
+      ? `${k},${d},${v},${cat}\n${rows.map((r) => `${r.k},${r.d},${r.v},${r.cat}`).join("\n")}\n`
+      : rows.map((r) => `${JSON.stringify({ [k!]: r.k, [d!]: r.d, [v!]: r.v, [cat!]: r.cat })}\n`).join("");
+    writeFileSync(file, text);
     return file;
   }
 
