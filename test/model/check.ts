@@ -135,6 +135,7 @@ function nameNewRuns(model: LakeModel, view: LakeView, problems: string[]): void
     }
     const older = known.filter((id) => fresh.some((f) => f < id));
     if (older.length > 0) problems.push(`${where}: new run(s) ${fresh.join(", ")} sort before older run(s) ${older.join(", ")} of the partition`);
-    placeholders.forEach((placeholder, i) => model.nameRun(table, day, placeholder, fresh[i] ?? `(missing ${placeholder})`));
+    const withFiles = view.tables[table].withFiles.get(day) ?? new Set<string>();
+    placeholders.forEach((placeholder, i) => model.nameRun(table, day, placeholder, fresh[i] ?? `(missing ${placeholder})`, withFiles.has(fresh[i] ?? "")));
   }
 }

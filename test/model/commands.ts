@@ -86,6 +86,8 @@ export interface Delivery {
   readonly order: number;
   /** Column names in upper case in the file (CSV header, JSONL fields). */
   readonly upperCase?: boolean;
+  /** `sync --allow-empty`: stage builds of 0 rows are accepted (a day whose rows are all category 'b'). */
+  readonly allowEmpty?: boolean;
 }
 
 export function deliveryRows(delivery: Delivery): RawRow[] {
@@ -96,7 +98,7 @@ export function deliveryRows(delivery: Delivery): RawRow[] {
 }
 
 export const deliveryText = (delivery: Delivery): string =>
-  `<${delivery.days.map(([day, variant]) => `${day.slice(-2)}:v${variant}`).join(",") || "empty"} order#${delivery.order}${delivery.upperCase ? " UPPER" : ""}>`;
+  `<${delivery.days.map(([day, variant]) => `${day.slice(-2)}:v${variant}`).join(",") || "empty"} order#${delivery.order}${delivery.upperCase ? " UPPER" : ""}>${delivery.allowEmpty ? " --allow-empty" : ""}`;
 
 const syncActions = (json: unknown): Map<string, string> =>
   new Map(((json as { partitions: { table: string; partition: string; action: string; reason: string }[] }).partitions ?? []).map((p) => [`${p.table}/${p.partition}`, `${p.action}: ${p.reason}`]));
@@ -136,7 +138,13 @@ export class SyncCommand extends PlannedCommand {
     const file = real.ws.delivery(rows, this.delivery.upperCase);
     const byDay = new Map<Day, RawRow[]>();
     for (const row of rows) byDay.set(row.d, [...(byDay.get(row.d) ?? []), row]);
-    return { args: ["sync", "-c", real.ws.configFile, "--input", file, "--json"], expected: model.sync(byDay), reported: syncActions, writes: [RAW, STAGE] };
+    const allowEmpty = this.delivery.allowEmpty === true;
+    return {
+      args: ["sync", "-c", real.ws.configFile, "--input", file, "--json", ...(allowEmpty ? ["--allow-empty"] : [])],
+      expected: model.sync(byDay, { allowEmpty }),
+      reported: syncActions,
+      writes: [RAW, STAGE],
+    };
   }
   toString(): string {
     return `sync --input ${deliveryText(this.delivery)}`;
@@ -273,6 +281,7 @@ export const deliveryArbitrary: fc.Arbitrary<Delivery> = fc.record({
   days: fc.uniqueArray(fc.tuple(day, fc.integer({ min: 0, max: VARIANTS - 1 })), { minLength: 1, maxLength: 3, selector: ([d]) => d }),
   order: fc.nat({ max: 99 }),
   upperCase: fc.boolean(),
+  allowEmpty: fc.oneof({ arbitrary: fc.constant(false), weight: 3 }, { arbitrary: fc.constant(true), weight: 1 }),
 });
 
 /** The commands of group (a) and (b): syncs weigh most, as they are where the features meet. */

@@ -29,6 +29,8 @@ export interface TableView {
   readonly pointers: Map<Day, PointerView>;
   /** Run ids with files or a manifest, per day. */
   readonly runs: Map<Day, Set<string>>;
+  /** Run ids with data files, per day. */
+  readonly withFiles: Map<Day, Set<string>>;
   /** Run ids with a manifest, per day. */
   readonly manifests: Map<Day, Map<string, ManifestView>>;
   /** The rows a plain reader sees, per day (sorted row texts). */
@@ -72,6 +74,7 @@ export async function viewEmbeddedLake(lakeDir: string): Promise<LakeView> {
 async function viewEmbeddedTable(lakeDir: string, table: TableName): Promise<TableView> {
   const pointers = new Map<Day, PointerView>();
   const runs = new Map<Day, Set<string>>();
+  const withFiles = new Map<Day, Set<string>>();
   const manifests = new Map<Day, Map<string, ManifestView>>();
   for (const day of DAYS) {
     const link = path.join(lakeDir, table, `day=${day}`);
@@ -90,6 +93,7 @@ async function viewEmbeddedTable(lakeDir: string, table: TableName): Promise<Tab
       const files = await list(lakeDir, table, "_runs", `day=${day}`, name);
       if (files.some((f) => !f.startsWith("_") && !f.startsWith("."))) ids.add(name.replace(/^run=/, ""));
     }
+    if (ids.size > 0) withFiles.set(day, new Set(ids));
     const byRun = new Map<string, ManifestView>();
     for (const name of await list(lakeDir, "_lakeswap", "manifests", table, `day=${day}`)) {
       const manifest = JSON.parse(await fs.readFile(path.join(lakeDir, "_lakeswap", "manifests", table, `day=${day}`, name), "utf8"));
@@ -99,7 +103,7 @@ async function viewEmbeddedTable(lakeDir: string, table: TableName): Promise<Tab
     if (ids.size > 0) runs.set(day, ids);
     if (byRun.size > 0) manifests.set(day, byRun);
   }
-  return { pointers, runs, manifests, rows: await plainRows(path.join(lakeDir, table, "*", "*.parquet"), table) };
+  return { pointers, runs, withFiles, manifests, rows: await plainRows(path.join(lakeDir, table, "*", "*.parquet"), table) };
 }
 
 /** The rows of a table by day, read by a fresh DuckDB instance from a glob of Parquet files (hive partitioning). */
@@ -182,6 +186,7 @@ export async function viewAwsLake(lake: AwsLakeLocation): Promise<LakeView> {
 async function viewAwsTable(lake: AwsLakeLocation, table: TableName, keys: readonly string[], scratch: string): Promise<TableView> {
   const pointers = new Map<Day, PointerView>();
   const runs = new Map<Day, Set<string>>();
+  const withFiles = new Map<Day, Set<string>>();
   const manifests = new Map<Day, Map<string, ManifestView>>();
   const exists = lake.glue.table(lake.database, table) !== undefined;
   const partitions = exists ? lake.glue.partitions(lake.database, table) : [];
@@ -209,6 +214,7 @@ async function viewAwsTable(lake: AwsLakeLocation, table: TableName, keys: reado
       const [folder, name] = key.slice(runPrefix.length).split("/");
       if (folder?.startsWith("run=") && name && !name.startsWith("_") && !name.startsWith(".")) ids.add(folder.slice("run=".length));
     }
+    if (ids.size > 0) withFiles.set(day, new Set(ids));
     const byRun = new Map<string, ManifestView>();
     const manifestPrefix = `_lakeswap/manifests/${table}/day=${day}/`;
     for (const key of keys.filter((k) => k.startsWith(manifestPrefix))) {
@@ -220,7 +226,7 @@ async function viewAwsTable(lake: AwsLakeLocation, table: TableName, keys: reado
     if (ids.size > 0) runs.set(day, ids);
     if (byRun.size > 0) manifests.set(day, byRun);
   }
-  return { pointers, runs, manifests, rows: await plainRows(path.join(scratch, table, "*", "*.parquet"), table) };
+  return { pointers, runs, withFiles, manifests, rows: await plainRows(path.join(scratch, table, "*", "*.parquet"), table) };
 }
 
 async function listKeys(lake: AwsLakeLocation, prefix: string): Promise<string[]> {

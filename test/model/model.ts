@@ -58,6 +58,12 @@ export interface ModelRun {
   readonly rows: readonly RowText[];
   /** The model's stand-in for the lake's signature: equal iff the lake's must be equal. */
   readonly signature?: string;
+  /**
+   * Whether the run has data files: a run of rows does; whether an empty run (--allow-empty) has an empty file or
+   * none is the engine's business, so the model learns it from the lake when it names the run. A run without files
+   * is no rollback target (README 'rollback': the newest older *complete* run).
+   */
+  hasFiles?: boolean;
 }
 
 /** A partition: its runs (kept until GC), the pointer (current, previous, how it moved), and the pin. */
@@ -139,9 +145,13 @@ export class LakeModel {
   }
 
   /** Replaces a placeholder id by the run id the lake gave it, everywhere the model holds it. */
-  nameRun(table: TableName, day: Day, placeholder: string, runId: string): void {
+  nameRun(table: TableName, day: Day, placeholder: string, runId: string, hasFiles: boolean): void {
     const p = this.partition(table, day);
-    for (const run of p.runs) if (run.id === placeholder) run.id = runId;
+    for (const run of p.runs) {
+      if (run.id !== placeholder) continue;
+      run.id = runId;
+      run.hasFiles = run.rows.length > 0 || hasFiles;
+    }
     if (p.current === placeholder) p.current = runId;
     if (p.previous === placeholder) p.previous = runId;
     for (const moves of this.syncs) {
@@ -154,7 +164,7 @@ export class LakeModel {
   }
 
   /** `lakeswap sync --input <delivery>`: raw days of the delivery, then every stage day of a raw day, per the plan rules. */
-  sync(delivery: ReadonlyMap<Day, readonly RawRow[]>): Expected {
+  sync(delivery: ReadonlyMap<Day, readonly RawRow[]>, options: { allowEmpty?: boolean } = {}): Expected {
     this.tablesExist = true;
     const actions = new Map<string, string>();
     const moves: ModelMove[] = [];
@@ -178,7 +188,7 @@ export class LakeModel {
       const rows = stageOf(raw.rows).sort();
       const current = this.currentRun(STAGE, day);
       // The audit refuses a build of 0 rows for a new partition or one that has rows (no --allow-empty).
-      if (rows.length === 0 && (current === undefined || current.rows.length > 0)) {
+      if (rows.length === 0 && !options.allowEmpty && (current === undefined || current.rows.length > 0)) {
         actions.set(`${STAGE}/day=${day}`, decision.replace(/^build/, "failed"));
         failed += 1;
         continue;
@@ -196,7 +206,7 @@ export class LakeModel {
     const p = this.tables[table].get(day);
     if (p?.current === undefined) return { exitCode: 3 };
     const current = p.current;
-    const target = p.runs.map((r) => r.id).filter((id) => id < current).sort().at(-1);
+    const target = rollbackTarget(p, current);
     if (target === undefined) return { exitCode: 3 };
     this.move(p, target, "rollback");
     return { exitCode: 0 };
@@ -218,7 +228,7 @@ export class LakeModel {
           p.previous = undefined;
           p.movedBy = undefined;
           actions.set(key, "removed");
-        } else if (!p.runs.some((r) => r.id === move.previousRun)) {
+        } else if (!p.runs.some((r) => r.id === move.previousRun && r.hasFiles !== false)) {
           actions.set(key, "skipped");
         } else {
           this.move(p, move.previousRun, "rollback");
@@ -252,7 +262,7 @@ export class LakeModel {
         if (current !== undefined) {
           keep.add(current);
           if (p.previous !== undefined) keep.add(p.previous);
-          const target = p.runs.map((r) => r.id).filter((id) => id < current).sort().at(-1);
+          const target = rollbackTarget(p, current);
           if (target !== undefined) keep.add(target);
         }
         const kept = p.runs.filter((r) => keep.has(r.id));
@@ -289,4 +299,9 @@ export class LakeModel {
     p.current = runId;
     p.movedBy = kind;
   }
+}
+
+/** The newest complete run older than `current` (README 'rollback', 'Retention'): one with data files. */
+function rollbackTarget(p: ModelPartition, current: string): string | undefined {
+  return p.runs.filter((r) => r.hasFiles !== false && r.id < current).map((r) => r.id).sort().at(-1);
 }
