@@ -2,7 +2,22 @@
 // compares what the command said (exit code, actions) and then what the lake holds with the model.
 import fc from "fast-check";
 import { compare, type SignatureMap } from "./check.js";
-import { DAYS, RAW, STAGE, VARIANTS, rawText, variantRows, type Day, type Expected, type LakeModel, type RawRow, type TableName } from "./model.js";
+import {
+  DAYS,
+  RAW,
+  STAGE,
+  UPSERT_VARIANTS,
+  VARIANTS,
+  rawText,
+  upsertVariantRows,
+  variantRows,
+  type Day,
+  type Expected,
+  type LakeModel,
+  type RawRow,
+  type TableName,
+  type WriteMode,
+} from "./model.js";
 import { Child, until } from "../support/crash-kit.js";
 import type { CliResult } from "../support/lake-fixture.js";
 import type { CommandResult, Workspace } from "./workspace.js";
@@ -90,15 +105,15 @@ export interface Delivery {
   readonly allowEmpty?: boolean;
 }
 
-export function deliveryRows(delivery: Delivery): RawRow[] {
-  const rows = delivery.days.flatMap(([day, variant]) => variantRows(day, variant));
+export function deliveryRows(delivery: Delivery, mode: WriteMode): RawRow[] {
+  const rows = delivery.days.flatMap(([day, variant]) => (mode === "upsert" ? upsertVariantRows(day, variant) : variantRows(day, variant % VARIANTS)));
   let state = delivery.order + 1;
   const random = () => (state = (state * 1664525 + 1013904223) >>> 0) / 2 ** 32;
   return rows.map((row) => [random(), row] as const).sort((a, b) => a[0] - b[0]).map(([, row]) => row);
 }
 
-export const deliveryText = (delivery: Delivery): string =>
-  `<${delivery.days.map(([day, variant]) => `${day.slice(-2)}:v${variant}`).join(",") || "empty"} order#${delivery.order}${delivery.upperCase ? " UPPER" : ""}>${delivery.allowEmpty ? " --allow-empty" : ""}`;
+export const deliveryText = (delivery: Delivery, mode: WriteMode = "partition_replace"): string =>
+  `<${delivery.days.map(([day, variant]) => `${day.slice(-2)}:v${mode === "upsert" ? variant : variant % VARIANTS}`).join(",") || "empty"} order#${delivery.order}${delivery.upperCase ? " UPPER" : ""}>${delivery.allowEmpty ? " --allow-empty" : ""}`;
 
 const syncActions = (json: unknown): Map<string, string> =>
   new Map(((json as { partitions: { table: string; partition: string; action: string; reason: string }[] }).partitions ?? []).map((p) => [`${p.table}/${p.partition}`, `${p.action}: ${p.reason}`]));
@@ -130,24 +145,24 @@ export abstract class PlannedCommand implements LakeCommand {
 
 /** `lakeswap sync -c lakeswap.yaml --input <delivery>`. */
 export class SyncCommand extends PlannedCommand {
+  private mode: WriteMode = "partition_replace";
   constructor(readonly delivery: Delivery) {
     super();
   }
   plan(model: LakeModel, real: Real): Step {
-    const rows = deliveryRows(this.delivery);
+    this.mode = model.mode;
+    const rows = deliveryRows(this.delivery, model.mode);
     const file = real.ws.delivery(rows, this.delivery.upperCase);
-    const byDay = new Map<Day, RawRow[]>();
-    for (const row of rows) byDay.set(row.d, [...(byDay.get(row.d) ?? []), row]);
     const allowEmpty = this.delivery.allowEmpty === true;
     return {
       args: ["sync", "-c", real.ws.configFile, "--input", file, "--json", ...(allowEmpty ? ["--allow-empty"] : [])],
-      expected: model.sync(byDay, { allowEmpty }),
+      expected: model.sync(rows, { allowEmpty }),
       reported: syncActions,
       writes: [RAW, STAGE],
     };
   }
   toString(): string {
-    return `sync --input ${deliveryText(this.delivery)}`;
+    return `sync --input ${deliveryText(this.delivery, this.mode)}`;
   }
 }
 
@@ -178,25 +193,28 @@ export class RollbackSyncCommand extends PlannedCommand {
 }
 
 /** The rows a replace writes: one row, key 7, value `value`. */
-function replaceSelect(table: TableName, day: Day, value: number): { sql: string; rows: string[] } {
+function replaceSelect(table: TableName, day: Day, value: number, mode: WriteMode): { sql: string; rows: string[] } {
   if (table === RAW) {
-    const row: RawRow = { k: 7, d: day, v: value, cat: "a" };
-    return { sql: `SELECT CAST(7 AS BIGINT) AS k, DATE '${day}' AS d, CAST(${value} AS BIGINT) AS v, 'a' AS cat`, rows: [rawText(row)] };
+    const row: RawRow = { k: 7, d: day, v: value, cat: "a", del: false };
+    const del = mode === "upsert" ? ", false AS del" : "";
+    return { sql: `SELECT CAST(7 AS BIGINT) AS k, DATE '${day}' AS d, CAST(${value} AS BIGINT) AS v, 'a' AS cat${del}`, rows: [rawText(row, mode)] };
   }
   return { sql: `SELECT CAST(7 AS BIGINT) AS k, CAST(${value} AS BIGINT) AS v10`, rows: [`7|${value}`] };
 }
 
 /** `lakeswap replace <table> --partition day=… --sql "SELECT …"`. */
 export class ReplaceCommand extends PlannedCommand {
+  private mode: WriteMode = "partition_replace";
   constructor(readonly table: TableName, readonly day: Day, readonly value: number) {
     super();
   }
   plan(model: LakeModel): Step {
-    const { sql, rows } = replaceSelect(this.table, this.day, this.value);
+    this.mode = model.mode;
+    const { sql, rows } = replaceSelect(this.table, this.day, this.value, model.mode);
     return { args: ["replace", this.table, "--partition", `day=${this.day}`, "--sql", sql], expected: model.replace(this.table, this.day, rows), writes: [this.table] };
   }
   toString(): string {
-    return `replace ${this.table} --partition day=${this.day} --sql "${replaceSelect(this.table, this.day, this.value).sql}"`;
+    return `replace ${this.table} --partition day=${this.day} --sql "${replaceSelect(this.table, this.day, this.value, this.mode).sql}"`;
   }
 }
 
@@ -278,7 +296,7 @@ const table = fc.constantFrom<TableName>(RAW, STAGE);
 
 /** A delivery of 1 to 3 distinct days of the pool, each in a variant, in a random order. */
 export const deliveryArbitrary: fc.Arbitrary<Delivery> = fc.record({
-  days: fc.uniqueArray(fc.tuple(day, fc.integer({ min: 0, max: VARIANTS - 1 })), { minLength: 1, maxLength: 3, selector: ([d]) => d }),
+  days: fc.uniqueArray(fc.tuple(day, fc.integer({ min: 0, max: UPSERT_VARIANTS - 1 })), { minLength: 1, maxLength: 3, selector: ([d]) => d }),
   order: fc.nat({ max: 99 }),
   upperCase: fc.boolean(),
   allowEmpty: fc.oneof({ arbitrary: fc.constant(false), weight: 3 }, { arbitrary: fc.constant(true), weight: 1 }),

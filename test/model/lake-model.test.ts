@@ -35,7 +35,7 @@ async function runSequence(commands: readonly LakeCommand[], newWorkspace: () =>
   const ws = newWorkspace();
   const real: Real = { ws, signatures: new SignatureMap(), log: [], leftovers: false, sinkRows: sinkReader(ws) };
   try {
-    await fc.asyncModelRun(() => ({ model: new LakeModel(), real }), commands);
+    await fc.asyncModelRun(() => ({ model: new LakeModel(ws.write), real }), commands);
   } finally {
     ws.cleanup();
   }
@@ -54,7 +54,7 @@ async function checkModel(
       const ws = newWorkspace();
       const real: Real = { ws, signatures: new SignatureMap(), log: [], leftovers: false, sinkRows: sinkReader(ws) };
       try {
-        await fc.asyncModelRun(() => ({ model: new LakeModel(), real }), commands);
+        await fc.asyncModelRun(() => ({ model: new LakeModel(ws.write), real }), commands);
       } finally {
         if (process.env.MODEL_VERBOSE) process.stderr.write(`model run: ${real.log.join(" ; ")}\n`);
         ws.cleanup();
@@ -95,6 +95,11 @@ describe.runIf(backends.includes("local"))("embedded lake against a reference mo
     await checkModel(ordinaryCommands(), { runs: 6, commands: 15 }, workspace);
   }, timeout);
 
+  it("write: upsert with delete_flag (keys that move, deletes, a delete naming a day the key is not in, two rows of a key refused)", async () => {
+    const upsert = () => new Workspace(undefined, undefined, (sequence += 1) % 2 === 0 ? "jsonl" : "csv", "upsert");
+    await checkModel(ordinaryCommands(), { runs: 4, commands: 12 }, upsert);
+  }, timeout);
+
   it("the same, with a sync, rollback or replace killed at a random fault point, then recovered", async () => {
     await checkModel([...ordinaryCommands(), ...killedCommands(), ...killedCommands()], { runs: 2, commands: 10 }, workspace);
   }, timeout);
@@ -125,7 +130,11 @@ describe.runIf(backends.includes("local") && postgresAvailable())("embedded lake
   });
 
   it("after every sync the sink's table holds exactly the lake's stage rows (sync, rollback, replace, pin, gc, two syncs at once)", async () => {
-    const workspace = () => new Workspace(undefined, { url: postgres!.url, table: `model_${process.pid}_${(sequence += 1)}.items_stage` });
+    // partition_replace in one sequence, upsert in the next.
+    const workspace = () => {
+      sequence += 1;
+      return new Workspace(undefined, { url: postgres!.url, table: `model_${process.pid}_${sequence}.items_stage` }, "csv", sequence % 2 === 0 ? "upsert" : "partition_replace");
+    };
     await checkModel([...ordinaryCommands(), ...concurrentCommands()], { runs: 3, commands: 12 }, workspace);
   }, timeout);
 });

@@ -7,7 +7,7 @@ import { GetObjectCommand, ListObjectsV2Command, type S3Client } from "@aws-sdk/
 import { DuckDBInstance } from "@duckdb/node-api";
 import type { GlueState } from "../support/glue-emulator.js";
 import { tempDir } from "../support/lake-fixture.js";
-import { DAYS, RAW, TABLES, type Day, type RowText, type TableName } from "./model.js";
+import { DAYS, RAW, TABLES, type Day, type RowText, type TableName, type WriteMode } from "./model.js";
 
 /** One partition's pointer as the lake shows it. */
 export interface PointerView {
@@ -51,9 +51,9 @@ export interface LakeView {
 }
 
 /** Reads an embedded lake folder. */
-export async function viewEmbeddedLake(lakeDir: string): Promise<LakeView> {
+export async function viewEmbeddedLake(lakeDir: string, write: WriteMode = "partition_replace"): Promise<LakeView> {
   const tables = {} as Record<TableName, TableView>;
-  for (const table of TABLES) tables[table] = await viewEmbeddedTable(lakeDir, table);
+  for (const table of TABLES) tables[table] = await viewEmbeddedTable(lakeDir, table, write);
   const pins = new Set<string>();
   for (const table of TABLES) for (const name of await list(lakeDir, "_lakeswap", "pins", table)) pins.add(`${table}/${name.replace(/\.json$/, "")}`);
   const syncs = [];
@@ -71,7 +71,7 @@ export async function viewEmbeddedLake(lakeDir: string): Promise<LakeView> {
   };
 }
 
-async function viewEmbeddedTable(lakeDir: string, table: TableName): Promise<TableView> {
+async function viewEmbeddedTable(lakeDir: string, table: TableName, write: WriteMode): Promise<TableView> {
   const pointers = new Map<Day, PointerView>();
   const runs = new Map<Day, Set<string>>();
   const withFiles = new Map<Day, Set<string>>();
@@ -103,17 +103,18 @@ async function viewEmbeddedTable(lakeDir: string, table: TableName): Promise<Tab
     if (ids.size > 0) runs.set(day, ids);
     if (byRun.size > 0) manifests.set(day, byRun);
   }
-  return { pointers, runs, withFiles, manifests, rows: await plainRows(path.join(lakeDir, table, "*", "*.parquet"), table) };
+  return { pointers, runs, withFiles, manifests, rows: await plainRows(path.join(lakeDir, table, "*", "*.parquet"), table, write) };
 }
 
 /** The rows of a table by day, read by a fresh DuckDB instance from a glob of Parquet files (hive partitioning). */
-export async function plainRows(glob: string, table: TableName): Promise<Map<Day, RowText[]>> {
+export async function plainRows(glob: string, table: TableName, write: WriteMode): Promise<Map<Day, RowText[]>> {
   const rows = new Map<Day, RowText[]>();
   const instance = await DuckDBInstance.create(":memory:");
   try {
     const connection = await instance.connect();
     try {
-      const columns = table === RAW ? "k::VARCHAR || '|' || d::VARCHAR || '|' || v::VARCHAR || '|' || cat" : "k::VARCHAR || '|' || v10::VARCHAR";
+      const deleteFlag = write === "upsert" ? " || '|' || coalesce(del, false)::VARCHAR" : "";
+      const columns = table === RAW ? `k::VARCHAR || '|' || d::VARCHAR || '|' || v::VARCHAR || '|' || cat${deleteFlag}` : "k::VARCHAR || '|' || v10::VARCHAR";
       const files = `read_parquet('${glob.replace(/'/g, "''")}', hive_partitioning = true, hive_types = {'day': VARCHAR})`;
       let found: unknown[][];
       try {
@@ -162,13 +163,13 @@ export interface AwsLakeLocation {
 }
 
 /** Reads an AWS lake: Glue partitions (Location, Parameters), S3 objects, and the rows of the files each Location names. */
-export async function viewAwsLake(lake: AwsLakeLocation): Promise<LakeView> {
+export async function viewAwsLake(lake: AwsLakeLocation, write: WriteMode = "partition_replace"): Promise<LakeView> {
   const keys = await listKeys(lake, `${lake.prefix}/`);
   const relative = keys.map((k) => k.slice(lake.prefix.length + 1));
   const { dir, cleanup } = tempDir("lakeswap-model-view-");
   try {
     const tables = {} as Record<TableName, TableView>;
-    for (const table of TABLES) tables[table] = await viewAwsTable(lake, table, relative, dir);
+    for (const table of TABLES) tables[table] = await viewAwsTable(lake, table, relative, dir, write);
     const under = (prefix: string) => relative.filter((k) => k.startsWith(prefix)).map((k) => k.slice(prefix.length));
     const pins = new Set<string>();
     for (const table of TABLES) for (const name of under(`_lakeswap/pins/${table}/`)) pins.add(`${table}/${name.replace(/\.json$/, "")}`);
@@ -183,7 +184,7 @@ export async function viewAwsLake(lake: AwsLakeLocation): Promise<LakeView> {
   }
 }
 
-async function viewAwsTable(lake: AwsLakeLocation, table: TableName, keys: readonly string[], scratch: string): Promise<TableView> {
+async function viewAwsTable(lake: AwsLakeLocation, table: TableName, keys: readonly string[], scratch: string, write: WriteMode): Promise<TableView> {
   const pointers = new Map<Day, PointerView>();
   const runs = new Map<Day, Set<string>>();
   const withFiles = new Map<Day, Set<string>>();
@@ -226,7 +227,7 @@ async function viewAwsTable(lake: AwsLakeLocation, table: TableName, keys: reado
     if (ids.size > 0) runs.set(day, ids);
     if (byRun.size > 0) manifests.set(day, byRun);
   }
-  return { pointers, runs, withFiles, manifests, rows: await plainRows(path.join(scratch, table, "*", "*.parquet"), table) };
+  return { pointers, runs, withFiles, manifests, rows: await plainRows(path.join(scratch, table, "*", "*.parquet"), table, write) };
 }
 
 async function listKeys(lake: AwsLakeLocation, prefix: string): Promise<string[]> {

@@ -11,18 +11,24 @@ export const TABLES: readonly TableName[] = [RAW, STAGE];
 export const DAYS = ["2026-11-01", "2026-11-02", "2026-11-03"] as const;
 export type Day = (typeof DAYS)[number];
 
-/** One raw row as delivered: key, date (the partition), value, category (stage keeps category 'a'). */
+/** How deliveries are written to raw (README 'Write modes'): replace each day delivered, or merge by key `k` with deletes. */
+export type WriteMode = "partition_replace" | "upsert";
+
+/** One raw row as delivered: key, date (the partition), value, category (stage keeps category 'a'); upsert: the delete flag. */
 export interface RawRow {
   readonly k: number;
   readonly d: Day;
   readonly v: number;
   readonly cat: "a" | "b";
+  readonly del?: boolean;
 }
 
 /** A row as the model compares it: its values joined by '|' (raw `k|d|v|cat`, stage `k|v10`). */
 export type RowText = string;
 
-export const rawText = (r: RawRow): RowText => `${r.k}|${r.d}|${r.v}|${r.cat}`;
+/** A raw row as the lake holds it (upsert tables also hold the delete flag column, false for every row kept). */
+export const rawText = (r: RawRow, mode: WriteMode = "partition_replace"): RowText =>
+  `${r.k}|${r.d}|${r.v}|${r.cat}${mode === "upsert" ? `|${r.del === true}` : ""}`;
 
 /** The stage layer's SQL, as the model computes it: `SELECT k, v * 10 AS v10 FROM items_raw WHERE day = {{ day }} AND cat = 'a'`. */
 export function stageOf(raw: readonly RowText[]): RowText[] {
@@ -34,6 +40,30 @@ export function stageOf(raw: readonly RowText[]): RowText[] {
 
 /** The variants of one day's content in the pool: a delivery gives each of its days one of them. */
 export const VARIANTS = 5;
+export const UPSERT_VARIANTS = 7;
+
+/**
+ * Upsert: the rows of `day` in variant `variant`, keys `10 * (day's index + 1) + i` (so that days do not share keys
+ * unless a variant says so): 0 the base; 1 one value changed; 2 a key added; 3 key 1 deleted; 4 the next day's key 1
+ * moved here; 5 a delete of the next day's key 2 naming this day (where it does not live); 6 two different rows of
+ * key 1 (refused: nothing is loaded).
+ */
+export function upsertVariantRows(day: Day, variant: number): RawRow[] {
+  const index = DAYS.indexOf(day);
+  const key = (dayIndex: number, i: number) => 10 * (dayIndex + 1) + i;
+  const next = (index + 1) % DAYS.length;
+  const row = (k: number, v: number, cat: "a" | "b", del = false): RawRow => ({ k, d: day, v, cat, del });
+  const base = [row(key(index, 1), key(index, 1), "a"), row(key(index, 2), key(index, 2), "a"), row(key(index, 3), key(index, 3), "b")];
+  switch (variant) {
+    case 0: return base;
+    case 1: return [base[0]!, row(key(index, 2), 99, "a"), base[2]!];
+    case 2: return [...base, row(key(index, 4), key(index, 4), "a")];
+    case 3: return [row(key(index, 1), 0, "a", true), base[1]!];
+    case 4: return [row(key(next, 1), 55, "a")];
+    case 5: return [row(key(next, 2), 0, "b", true)];
+    default: return [base[0]!, row(key(index, 1), 77, "a")];
+  }
+}
 
 /**
  * The rows of `day` in variant `variant`: 0 the base; 1 one value changed; 2 a row added; 3 only category 'b'
@@ -92,6 +122,8 @@ export interface Expected {
 
 /** The reference model of the whole lake. */
 export class LakeModel {
+  constructor(readonly mode: WriteMode = "partition_replace") {}
+
   tablesExist = false;
   readonly tables: Record<TableName, Map<Day, ModelPartition>> = { [RAW]: new Map(), [STAGE]: new Map() };
   /** The syncs that moved a pointer, oldest first. */
@@ -100,7 +132,7 @@ export class LakeModel {
 
   /** A deep copy (the model of one possible outcome of a command). */
   clone(): LakeModel {
-    const copy = new LakeModel();
+    const copy = new LakeModel(this.mode);
     copy.restore(this);
     return copy;
   }
@@ -163,19 +195,20 @@ export class LakeModel {
     }
   }
 
-  /** `lakeswap sync --input <delivery>`: raw days of the delivery, then every stage day of a raw day, per the plan rules. */
-  sync(delivery: ReadonlyMap<Day, readonly RawRow[]>, options: { allowEmpty?: boolean } = {}): Expected {
+  /** `lakeswap sync --input <delivery>`: raw per the write mode, then every stage day of a raw day, per the plan rules. */
+  sync(delivered: readonly RawRow[], options: { allowEmpty?: boolean } = {}): Expected {
     this.tablesExist = true;
     const actions = new Map<string, string>();
     const moves: ModelMove[] = [];
-    let failed = 0;
-    for (const day of [...delivery.keys()].sort()) {
-      const rows = (delivery.get(day) ?? []).map(rawText).sort();
+    const raw = this.mode === "upsert" ? this.mergeByKey(delivered) : this.replaceDays(delivered);
+    if (raw === "refused") return { exitCode: 2 };
+    for (const [day, rows] of [...raw.entries()].sort(([a], [b]) => (a < b ? -1 : 1))) {
       const signature = `raw:${rows.join(",")}`;
       const decision = this.decide(RAW, day, signature, "content changed");
       actions.set(`${RAW}/day=${day}`, decision);
       if (decision.startsWith("build")) moves.push(this.swapIn(RAW, day, rows, signature));
     }
+    let failed = 0;
     for (const day of [...this.tables[RAW].keys()].sort()) {
       const raw = this.currentRun(RAW, day);
       if (!raw) continue;
@@ -187,7 +220,7 @@ export class LakeModel {
       }
       const rows = stageOf(raw.rows).sort();
       const current = this.currentRun(STAGE, day);
-      // The audit refuses a build of 0 rows for a new partition or one that has rows (no --allow-empty).
+      // The audit refuses a build of 0 rows for a new partition or one that has rows, unless --allow-empty.
       if (rows.length === 0 && !options.allowEmpty && (current === undefined || current.rows.length > 0)) {
         actions.set(`${STAGE}/day=${day}`, decision.replace(/^build/, "failed"));
         failed += 1;
@@ -198,6 +231,38 @@ export class LakeModel {
     }
     if (moves.length > 0) this.syncs.push(moves);
     return { exitCode: failed > 0 ? 7 : 0, actions };
+  }
+
+  /** partition_replace: each day delivered is its rows; the others are left alone. */
+  private replaceDays(delivered: readonly RawRow[]): Map<Day, RowText[]> {
+    const days = new Map<Day, RowText[]>();
+    for (const row of delivered) days.set(row.d, [...(days.get(row.d) ?? []), rawText(row)]);
+    for (const rows of days.values()) rows.sort();
+    return days;
+  }
+
+  /**
+   * upsert (README 'Write modes'): one row per key (the same row twice is one; two different rows refuse the
+   * delivery); the touched days are the delivery's and those holding one of its keys now; each becomes its rows whose
+   * key the delivery does not hold plus the delivery's rows of that day that are not deletes.
+   */
+  private mergeByKey(delivered: readonly RawRow[]): Map<Day, RowText[]> | "refused" {
+    const winners = new Map<number, RawRow>();
+    for (const row of delivered) {
+      const seen = winners.get(row.k);
+      if (seen && rawText(seen, "upsert") !== rawText(row, "upsert")) return "refused";
+      winners.set(row.k, row);
+    }
+    const keyOf = (text: RowText) => Number(text.split("|")[0]);
+    const touched = new Set<Day>([...winners.values()].map((w) => w.d));
+    for (const day of DAYS) if (this.currentRun(RAW, day)?.rows.some((t) => winners.has(keyOf(t)))) touched.add(day);
+    const merged = new Map<Day, RowText[]>();
+    for (const day of touched) {
+      const kept = (this.currentRun(RAW, day)?.rows ?? []).filter((t) => !winners.has(keyOf(t)));
+      const incoming = [...winners.values()].filter((w) => w.d === day && !w.del).map((w) => rawText(w, "upsert"));
+      merged.set(day, [...kept, ...incoming].sort());
+    }
+    return merged;
   }
 
   /** `lakeswap rollback <table> --partition day=…`: back to the newest older run. */

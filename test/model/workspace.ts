@@ -5,7 +5,7 @@ import path from "node:path";
 import { main } from "../../src/cli/main.js";
 import { runCli, spawnCli, tempDir, type CliResult } from "../support/lake-fixture.js";
 import { viewAwsLake, viewEmbeddedLake, type AwsLakeLocation, type LakeView } from "./lake-view.js";
-import type { RawRow } from "./model.js";
+import type { RawRow, WriteMode } from "./model.js";
 
 /** An AWS lake for a workspace: the environment that names it (for the CLI) and where a plain reader finds it. */
 export interface AwsWorkspaceTarget {
@@ -17,7 +17,9 @@ export interface AwsWorkspaceTarget {
 export const PIPELINE_YAML = pipelineYaml();
 
 /** The pipeline's config; with `sink`, the stage layer is also sent to that PostgreSQL table (partition_replace). */
-export function pipelineYaml(sink?: PostgresTarget, format: DeliveryFormat = "csv"): string {
+export function pipelineYaml(sink?: PostgresTarget, format: DeliveryFormat = "csv", write: WriteMode = "partition_replace"): string {
+  const upsert = write === "upsert" ? "    write: upsert\n    primary_key: [k]\n    delete_flag: del\n" : "";
+  const deleteFlag = write === "upsert" ? "      del: BOOLEAN\n" : "";
   const sinks = sink ? `        sinks:\n          postgres:\n            url: ${sink.url}\n            table: ${sink.table}\n` : "";
   return `concurrency: 2
 datasets:
@@ -25,12 +27,12 @@ datasets:
     source:
       format: ${format}
       path: deliveries/*.${format}
-    columns:
+${upsert}    columns:
       k: {type: BIGINT, nullable: false}
       d: {type: DATE, nullable: false}
       v: BIGINT
       cat: VARCHAR
-    partition:
+${deleteFlag}    partition:
       day: strftime(d, '%Y-%m-%d')
     layers:
       - name: stage
@@ -66,7 +68,12 @@ export class Workspace {
   private readonly removeDir: () => void;
   private deliveries = 0;
 
-  constructor(readonly aws?: AwsWorkspaceTarget, readonly sink?: PostgresTarget, readonly format: DeliveryFormat = "csv") {
+  constructor(
+    readonly aws?: AwsWorkspaceTarget,
+    readonly sink?: PostgresTarget,
+    readonly format: DeliveryFormat = "csv",
+    readonly write: WriteMode = "partition_replace",
+  ) {
     const { dir, cleanup } = tempDir("lakeswap-model-");
     this.dir = dir;
     this.removeDir = cleanup;
@@ -74,7 +81,7 @@ export class Workspace {
     this.lakeDir = path.join(dir, "lake");
     mkdirSync(path.join(dir, "sql"));
     mkdirSync(path.join(dir, "deliveries"));
-    writeFileSync(this.configFile, pipelineYaml(sink, format));
+    writeFileSync(this.configFile, pipelineYaml(sink, format, write));
     writeFileSync(path.join(dir, "sql", "stage.sql"), STAGE_SQL);
   }
 
@@ -84,10 +91,11 @@ export class Workspace {
    */
   delivery(rows: readonly RawRow[], upperCase = false): string {
     const file = path.join(this.dir, "deliveries", `d${String(this.deliveries++).padStart(3, "0")}.${this.format}`);
-    const [k, d, v, cat] = ["k", "d", "v", "cat"].map((name) => (upperCase ? name.toUpperCase() : name));
+    const [k, d, v, cat, del] = ["k", "d", "v", "cat", "del"].map((name) => (upperCase ? name.toUpperCase() : name));
+    const upsert = this.write === "upsert";
     const text = this.format === "csv"
-      ? `${k},${d},${v},${cat}\n${rows.map((r) => `${r.k},${r.d},${r.v},${r.cat}`).join("\n")}\n`
-      : rows.map((r) => `${JSON.stringify({ [k!]: r.k, [d!]: r.d, [v!]: r.v, [cat!]: r.cat })}\n`).join("");
+      ? `${k},${d},${v},${cat}${upsert ? `,${del}` : ""}\n${rows.map((r) => `${r.k},${r.d},${r.v},${r.cat}${upsert ? `,${r.del === true}` : ""}`).join("\n")}\n`
+      : rows.map((r) => `${JSON.stringify({ [k!]: r.k, [d!]: r.d, [v!]: r.v, [cat!]: r.cat, ...(upsert ? { [del!]: r.del === true } : {}) })}\n`).join("");
     writeFileSync(file, text);
     return file;
   }
@@ -123,7 +131,7 @@ export class Workspace {
 
   /** The lake as a plain reader sees it. */
   view(): Promise<LakeView> {
-    return this.aws ? viewAwsLake(this.aws.location) : viewEmbeddedLake(this.lakeDir);
+    return this.aws ? viewAwsLake(this.aws.location, this.write) : viewEmbeddedLake(this.lakeDir, this.write);
   }
 
   cleanup(): void {
