@@ -30,8 +30,8 @@ export interface Real {
   readonly log: string[];
   /** A killed build may have left runs without a manifest, until `gc --grace 0` removes them. */
   leftovers: boolean;
-  /** With a PostgreSQL sink of the stage layer: the rows its table holds, per day (`k|v10`, sorted). */
-  readonly sinkRows?: () => Promise<Map<string, string[]>>;
+  /** With a PostgreSQL sink of the stage layer (and maybe of raw): the rows its tables hold, per day (sorted row texts). */
+  readonly sinkRows?: () => Promise<Partial<Record<TableName, Map<string, string[]>>>>;
 }
 
 /**
@@ -40,15 +40,20 @@ export interface Real {
  */
 async function verifySink(real: Real, command: string, result: CommandResult): Promise<void> {
   if (!real.sinkRows || (result.code !== 0 && result.code !== 7)) return;
-  const lake = (await real.ws.view()).tables[STAGE].rows;
-  const target = await real.sinkRows();
+  const view = await real.ws.view();
+  const targets = await real.sinkRows();
   const problems: string[] = [];
-  for (const day of DAYS) {
-    const want = (lake.get(day) ?? []).join(" ");
-    const got = (target.get(day) ?? []).join(" ");
-    if (want !== got) problems.push(`the sink's table, day=${day}: holds [${got}], the lake's stage [${want}]`);
+  for (const table of [RAW, STAGE] as const) {
+    const target = targets[table];
+    if (!target) continue;
+    const lake = view.tables[table].rows;
+    for (const day of DAYS) {
+      const want = (lake.get(day) ?? []).join(" ");
+      const got = (target.get(day) ?? []).join(" ");
+      if (want !== got) problems.push(`the sink's table of ${table}, day=${day}: holds [${got}], the lake [${want}]`);
+    }
+    for (const day of target.keys()) if (!(DAYS as readonly string[]).includes(day)) problems.push(`the sink's table of ${table} holds a day the lake never had: ${day}`);
   }
-  for (const day of target.keys()) if (!(DAYS as readonly string[]).includes(day)) problems.push(`the sink's table holds a day the lake never had: ${day}`);
   if (problems.length > 0) fail(real, command, problems, result);
 }
 

@@ -22,7 +22,7 @@ import {
   type LakeCommand,
   type Real,
 } from "./commands.js";
-import { LakeModel } from "./model.js";
+import { LakeModel, RAW, STAGE } from "./model.js";
 import { Workspace, type AwsWorkspaceTarget } from "./workspace.js";
 
 const long = process.env.MODEL_RUNS !== undefined;
@@ -68,22 +68,27 @@ const backends = selectedBackends();
 
 let postgres: PostgresServer | undefined;
 
-/** Reads the sink's table of a workspace that has one, with psql's own view of it (pg), per day. */
-function sinkReader(ws: Workspace): (() => Promise<Map<string, string[]>>) | undefined {
+/** Reads the sink tables of a workspace that has them, as psql would (pg), per day. */
+function sinkReader(ws: Workspace): Real["sinkRows"] {
   const sink = ws.sink;
   if (!sink || !postgres) return undefined;
   const server = postgres;
-  return async () => {
+  const read = async (qualified: string, text: string): Promise<Map<string, string[]>> => {
     const rows = new Map<string, string[]>();
-    const [schema, table] = sink.table.split(".");
+    const [schema, table] = qualified.split(".");
     const exists = await server.query("SELECT 1 FROM information_schema.tables WHERE table_schema = $1 AND table_name = $2", [schema, table]);
     if (exists.length === 0) return rows;
-    for (const row of await server.query<{ day: string; text: string }>(`SELECT day, k::text || '|' || v10::text AS text FROM ${sink.table}`)) {
+    for (const row of await server.query<{ day: string; text: string }>(`SELECT day, ${text} AS text FROM ${qualified}`)) {
       rows.set(row.day, [...(rows.get(row.day) ?? []), row.text]);
     }
     for (const list of rows.values()) list.sort();
     return rows;
   };
+  const deleteFlag = ws.write === "upsert" ? " || '|' || coalesce(del, false)::text" : "";
+  return async () => ({
+    [STAGE]: await read(sink.table, "k::text || '|' || v10::text"),
+    ...(sink.rawTable ? { [RAW]: await read(sink.rawTable, `k::text || '|' || d::text || '|' || v::text || '|' || cat${deleteFlag}`) } : {}),
+  });
 }
 
 describe.runIf(backends.includes("local"))("embedded lake against a reference model, over random command sequences", () => {
@@ -129,11 +134,13 @@ describe.runIf(backends.includes("local") && postgresAvailable())("embedded lake
     postgres = undefined;
   });
 
-  it("after every sync the sink's table holds exactly the lake's stage rows (sync, rollback, replace, pin, gc, two syncs at once)", async () => {
+  it("after every sync the sink's tables hold exactly the lake's raw and stage rows (sync, rollback, replace, pin, gc, two syncs at once)", async () => {
     // partition_replace in one sequence, upsert in the next.
     const workspace = () => {
       sequence += 1;
-      return new Workspace(undefined, { url: postgres!.url, table: `model_${process.pid}_${sequence}.items_stage` }, "csv", sequence % 2 === 0 ? "upsert" : "partition_replace");
+      const schema = `model_${process.pid}_${sequence}`;
+      const target = { url: postgres!.url, table: `${schema}.items_stage`, rawTable: `${schema}.items_raw` };
+      return new Workspace(undefined, target, "csv", sequence % 2 === 0 ? "upsert" : "partition_replace");
     };
     await checkModel([...ordinaryCommands(), ...concurrentCommands()], { runs: 3, commands: 12 }, workspace);
   }, timeout);

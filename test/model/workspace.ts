@@ -21,13 +21,14 @@ export function pipelineYaml(sink?: PostgresTarget, format: DeliveryFormat = "cs
   const upsert = write === "upsert" ? "    write: upsert\n    primary_key: [k]\n    delete_flag: del\n" : "";
   const deleteFlag = write === "upsert" ? "      del: BOOLEAN\n" : "";
   const sinks = sink ? `        sinks:\n          postgres:\n            url: ${sink.url}\n            table: ${sink.table}\n` : "";
+  const rawSinks = sink?.rawTable ? `    sinks:\n      postgres:\n        url: ${sink.url}\n        table: ${sink.rawTable}\n` : "";
   return `concurrency: 2
 datasets:
   items:
     source:
       format: ${format}
       path: deliveries/*.${format}
-${upsert}    columns:
+${upsert}${rawSinks}    columns:
       k: {type: BIGINT, nullable: false}
       d: {type: DATE, nullable: false}
       v: BIGINT
@@ -48,6 +49,8 @@ export type DeliveryFormat = "csv" | "jsonl";
 export interface PostgresTarget {
   readonly url: string;
   readonly table: string;
+  /** Also send the raw layer to this `schema.table`. */
+  readonly rawTable?: string;
 }
 
 export const STAGE_SQL = "SELECT k, v * 10 AS v10 FROM items_raw WHERE day = {{ day }} AND cat = 'a'\n";
