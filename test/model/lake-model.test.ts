@@ -97,12 +97,12 @@ describe.runIf(backends.includes("local"))("embedded lake against a reference mo
   const workspace = () => new Workspace(undefined, undefined, (sequence += 1) % 2 === 0 ? "jsonl" : "csv");
 
   it("sync, rollback (partition and --sync), replace, pin, gc --grace 0", async () => {
-    await checkModel(ordinaryCommands(), { runs: 6, commands: 15 }, workspace);
+    await checkModel(ordinaryCommands(), { runs: 4, commands: 15 }, workspace);
   }, timeout);
 
   it("write: upsert with delete_flag (keys that move, deletes, a delete naming a day the key is not in, two rows of a key refused)", async () => {
     const upsert = () => new Workspace(undefined, undefined, (sequence += 1) % 2 === 0 ? "jsonl" : "csv", "upsert");
-    await checkModel(ordinaryCommands(), { runs: 4, commands: 12 }, upsert);
+    await checkModel(ordinaryCommands(), { runs: 3, commands: 12 }, upsert);
   }, timeout);
 
   it("the same, with a sync, rollback or replace killed at a random fault point, then recovered", async () => {
@@ -142,7 +142,7 @@ describe.runIf(backends.includes("local") && postgresAvailable())("embedded lake
       const target = { url: postgres!.url, table: `${schema}.items_stage`, rawTable: `${schema}.items_raw` };
       return new Workspace(undefined, target, "csv", sequence % 2 === 0 ? "upsert" : "partition_replace");
     };
-    await checkModel([...ordinaryCommands(), ...concurrentCommands()], { runs: 3, commands: 12 }, workspace);
+    await checkModel([...ordinaryCommands(), ...concurrentCommands()], { runs: 2, commands: 12 }, workspace);
   }, timeout);
 });
 
