@@ -435,7 +435,10 @@ export class RollbackDuringSyncCommand implements LakeCommand {
   }
 }
 
-/** Group (d): two syncs, or a sync and a rollback (--sync last, or of a partition), or a sync and a replace, at once. */
+/**
+ * Group (d): two syncs, or a sync and a rollback (--sync last, or of a partition), or a sync and a replace, at once;
+ * and `rollback --sync last` started while a sync runs (issue 25 item 1).
+ */
 export function concurrentCommands(): fc.Arbitrary<LakeCommand>[] {
   const sync = deliveryArbitrary.map((d) => new SyncCommand(d));
   const other = fc.oneof(
@@ -444,7 +447,10 @@ export function concurrentCommands(): fc.Arbitrary<LakeCommand>[] {
     fc.tuple(table, day).map(([t, d]): PlannedCommand => new RollbackPartitionCommand(t, d)),
     fc.tuple(table, day, fc.integer({ min: 1, max: 3 })).map(([t, d, v]): PlannedCommand => new ReplaceCommand(t, d, v)),
   );
-  return [fc.tuple(sync, other).map(([a, b]) => new ConcurrentCommand(a, b))];
+  return [
+    fc.tuple(sync, other).map(([a, b]) => new ConcurrentCommand(a, b)),
+    deliveryArbitrary.map((d) => new RollbackDuringSyncCommand(d)),
+  ];
 }
 
 /** Fault points a command may be killed at (src/core/faults.ts), and how many times one is passed before the kill. */

@@ -113,9 +113,9 @@ describe.runIf(backends.includes("local"))("embedded lake against a reference mo
     await checkModel([...ordinaryCommands(), ...concurrentCommands(), ...concurrentCommands()], { runs: 2, commands: 10 }, workspace);
   }, timeout);
 
-  // Issue 25 item 1 (fixed by the lease work: the rollback waits for the running sync, then holds all its tables); add
-  // RollbackDuringSyncCommand to concurrentCommands(). Today the rollback reads the record while only the raw moves
-  // are in it, waits for the raw lease alone, and rolls raw back while the sync's stage stays: raw = A, stage = B.
+  // Issue 25 item 1 (fixed by the lease work: the rollback waits for the running sync, then holds all its tables); the
+  // random sequences above also draw RollbackDuringSyncCommand. Before the fix the rollback read the record while only
+  // the raw moves were in it, waited for the raw lease alone, and rolled raw back while the sync's stage stayed.
   it("rollback --sync last while that sync is still running ends as one writer's whole result (issue 25 item 1)", async () => {
     await runSequence(
       [new SyncCommand({ days: [["2026-11-01", 0], ["2026-11-02", 0]], order: 0 }), new RollbackDuringSyncCommand({ days: [["2026-11-01", 1], ["2026-11-02", 2]], order: 0 })],
