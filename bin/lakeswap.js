@@ -41,8 +41,11 @@ try {
 const script = new vm.Script(`(function (exports, require, module, __filename, __dirname) {${source}\n})`, { filename: file, cachedData });
 const cli = { exports: {} };
 script.runInThisContext()(cli.exports, createRequire(file), cli, file, path.dirname(file));
+// main() installs its own Ctrl-C handler before it returns its promise; only then is this one removed: a signal
+// that arrives in between is then still delivered (Node drops one whose event has no listener for a moment).
+const running = cli.exports.main(process.argv);
 process.off("SIGINT", onEarlyInterrupt);
-process.exitCode = await cli.exports.main(process.argv);
+process.exitCode = await running;
 
 // The build makes the cache after a run (LAKESWAP_CODE_CACHE=write), so that it holds the functions a sync compiles;
 // a cache that is missing or was rejected is made by the next run, where the package folder is writable.

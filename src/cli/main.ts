@@ -142,7 +142,7 @@ function exitOf(error: unknown): { readonly code: string; readonly exitCode: num
 function usageError(error: CommanderError, json: boolean): number {
   if (error.exitCode === 0) return 0;
   const noCommand = error.code === "commander.help" || error.message === "(outputHelp)";
-  const message = noCommand ? "no command given: name one (the commands are listed above; lakeswap <command> --help for one)" : error.message.replace(/^error: /, "");
+  const message = noCommand ? "no command given: name one (lakeswap --help lists them)" : error.message.replace(/^error: /, "");
   if (json || noCommand) writeStderr(`lakeswap: ${message}\n`);
   if (json) writeStdout(`${toJson({ error: { code: "INVALID_INPUT", message } })}\n`);
   return 2;

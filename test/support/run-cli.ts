@@ -8,5 +8,7 @@ process.once("SIGINT", onEarlyInterrupt);
 // Tests of a Ctrl-C that arrives while the CLI loads send it here, at a known point, rather than after a guessed delay.
 if (process.env.LAKESWAP_TEST_SIGINT_WHILE_LOADING === "1") process.kill(process.pid, "SIGINT");
 const { main } = await import("../../src/cli/main.js");
+// Removed once main() has installed its own handler (as bin/lakeswap.js does), so no Ctrl-C is dropped in between.
+const running = main(process.argv);
 process.off("SIGINT", onEarlyInterrupt);
-process.exitCode = await main(process.argv);
+process.exitCode = await running;
