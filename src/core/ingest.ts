@@ -96,7 +96,7 @@ export async function registerSegment(
     table.name,
     moves.map((move) => ({ partition: partitionPath(move.partition), runId: move.runId, previousRunId: move.previousRunId, signature: move.signature, kind: move.kind })),
   );
-  await ctx.catalog.movePointers(table, moves);
+  await ctx.catalog.movePointers(table, moves, () => ctx.leaseCheck(table.name));
   await ctx.outbox.acknowledge(entry);
   return results;
 }

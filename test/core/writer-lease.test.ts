@@ -204,6 +204,17 @@ describe.each(selectedBackends())("the writer lease on the %s backend", (backend
     });
   }
 
+  if (backendName === "local") {
+    it("without flock(1) a writer says so and falls back to the lease file alone (the weaker guarantee the README names)", async () => {
+      // No PATH: flock(1) cannot be found (node runs by its own path); warnings shown, as outside the test harness.
+      const replaced = await cli(replaceArgs(NEW.select), { PATH: "/nonexistent", NODE_NO_WARNINGS: "0" });
+      expect(replaced.code, replaced.stderr).toBe(0);
+      expect(replaced.stderr).toContain("flock(1) (util-linux) is not installed: the writer lease of this lake falls back to its lease file alone");
+      expect(JSON.parse(replaced.stdout) as ReplaceResult).toMatchObject({ previousRunId: old, rows: NEW.rows });
+      expect(await leaseHolder(lakeDirOf(backend)!, TABLE), "released").toBeUndefined();
+    });
+  }
+
   it("a lease held by a dead process of this host is taken over at once, long before it expires", async () => {
     const killed = await cli(replaceArgs(NEW.select), { LAKESWAP_FAULT: "lease-acquired:kill" });
     expect(killed.signal).toBe("SIGKILL");
