@@ -805,8 +805,8 @@ export class Pipeline {
         });
       }
     } catch (error) {
-      // Refused access is the whole sync's error (exit 11), not one partition's.
-      if (error instanceof LakeswapError && error.code === "ACCESS_DENIED") throw error;
+      // Refused access (exit 11) and a full disk (exit 10) are the whole sync's error, not one partition's.
+      if (error instanceof LakeswapError && (error.code === "ACCESS_DENIED" || error.code === "NO_SPACE")) throw error;
       // The lease is lost (or the catalog failed): what is not finished fails, and the rerun redoes it. A move
       // recorded as intended stays in the sync's record as pending: rollback --sync checks where its pointer is.
       for (const p of builds) results.push({ table, layer, partition: p.partition, action: "failed", reason: p.reason, seconds: 0, error: errorMessage(error) });

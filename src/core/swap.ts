@@ -295,9 +295,12 @@ async function carryCurrentRun(ctx: SwapContext, table: TableDefinition, p: Plan
  */
 export const APPEND_MAX_FILES = 32;
 
-/** Errors that stop a whole batch, not one partition: without the lease nothing may move, and refused access fails every partition alike. */
+/**
+ * Errors that stop a whole batch, not one partition: without the lease nothing may move, and refused access or a
+ * full disk fails every partition alike.
+ */
 export function stopsBatch(error: unknown): boolean {
-  return error instanceof LakeswapError && (error.code === "LEASE_LOST" || error.code === "ACCESS_DENIED");
+  return error instanceof LakeswapError && (error.code === "LEASE_LOST" || error.code === "ACCESS_DENIED" || error.code === "NO_SPACE");
 }
 
 function snapshotScope(planned: readonly Planned[], readable: readonly string[] | undefined): SnapshotScope {

@@ -43,6 +43,23 @@ describe("a full disk while DuckDB writes a data file is exit 10, not 6", () => 
   });
 });
 
+describe("a sync whose builds fill the disk", () => {
+  let workspace: PipelineWorkspace;
+  beforeAll(() => {
+    workspace = new PipelineWorkspace();
+  });
+  afterAll(() => workspace.cleanup());
+
+  it("stops with NO_SPACE (exit 10) rather than reporting every partition failed (exit 7); no stage pointer moves", async () => {
+    const result = await runMain(["--lake", workspace.lakeDir, "sync", "-c", workspace.configFile, "--input", workspace.delivery(orders(3)), "--json"], { LAKESWAP_FAULT: "build-write:enospc" });
+    expect(result.code, result.stderr).toBe(10);
+    expect(JSON.parse(result.stdout)).toMatchObject({ error: { code: "NO_SPACE", message: expect.stringMatching(/^building orders_stage\/day=2026-11-0\d ran out of disk space/) } });
+    const stage = await runMain(["--lake", workspace.lakeDir, "history", "orders_stage", "--json"]);
+    expect(stage.code, stage.stderr).toBe(0);
+    expect((JSON.parse(stage.stdout) as { runs: unknown[] }[]).flatMap((p) => p.runs)).toEqual([]);
+  });
+});
+
 describe("a table definition of the wrong shape stops only the commands that need that table (exit 8)", () => {
   const shapes: [string, string, RegExp][] = [
     ["{}", "empty", /it has no 'name'/],
