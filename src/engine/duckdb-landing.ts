@@ -635,8 +635,14 @@ const NAN_REASON = "is NaN, which lakeswap does not store (DuckDB and Athena com
 const HUGEINT_LIMIT = "99999999999999999999999999999999999999::HUGEINT";
 const HUGEINT_RANGE = "is out of range for HUGEINT as lakeswap stores it (DECIMAL(38,0): at most 38 digits)";
 
-/** Number notations DuckDB's casts read that are no decimal number: hexadecimal (0x1F), binary (0b101), digit separators (1_000). */
-const NOT_DECIMAL_NOTATION = "[_xXbB]";
+/**
+ * Number notations DuckDB's casts read that are no decimal number: hexadecimal (0x1F) and binary (0b101), which only
+ * its integer casts read (so an integer text that is no DOUBLE is one), and digit separators (1_000), which every
+ * number cast reads. Two cheap tests, where one pattern over every value would cost twice as much.
+ */
+function notDecimalNotation(text: string, integer: boolean): string {
+  return integer ? `(contains(${text}, '_') OR TRY_CAST(${text} AS DOUBLE) IS NULL)` : `contains(${text}, '_')`;
+}
 const NOTATION_REASON = "is not written in decimal digits (hexadecimal, binary and '_' digit separators are not read as numbers)";
 
 /** A fraction of a second finer than microseconds that is not zeros: the types keep microseconds, and cutting the rest would change the value. */
@@ -682,7 +688,7 @@ function epochConversion(
     computed,
     value: column.type === "TIMESTAMPTZ" ? `CAST(${timestamp} AS TIMESTAMPTZ)` : timestamp,
     problem:
-      `CASE WHEN ${s} IS NULL THEN NULL WHEN ${v} IS NULL OR regexp_matches(${s}, '${NOT_DECIMAL_NOTATION}') THEN ${says(s, expected)} ` +
+      `CASE WHEN ${s} IS NULL THEN NULL WHEN ${v} IS NULL OR ${notDecimalNotation(s, false)} THEN ${says(s, expected)} ` +
       `WHEN ${roundedAway(scale)} THEN ${says(s, `has a fraction finer than a microsecond (time.format: ${format})`)} ` +
       `WHEN ${since} IS NULL OR NOT (${inRange}) THEN ${says(s, EVENT_TIME_RANGE)} END`,
   };
@@ -698,9 +704,12 @@ function outsideEventYears(value: string, type: string): string {
  * does not convert) and the reason it is a bad row (NULL when it is not). A
  * value converts only exactly: `1.7` is not an integer, `1.005` does not fit
  * DECIMAL(10,2), a date with a time of day is not a DATE, `1e300` overflows a
- * FLOAT, a TIMESTAMP text with an offset would lose it. FLOAT and DOUBLE are
- * approximate by declaration: rounding to the nearest one is their nature.
- * Zone-less TIMESTAMPTZ text is UTC.
+ * FLOAT, a TIMESTAMP text with an offset would lose it, a fraction finer than
+ * microseconds would be cut, `0x1F` and `1_000` are no decimal numbers, NaN is
+ * refused, a HUGEINT must fit the 38 digits it is stored in. FLOAT and DOUBLE
+ * are approximate by declaration: rounding to the nearest one is their nature.
+ * Zone-less TIMESTAMPTZ text is UTC. An event time (`eventTime`) is read in its
+ * format and must be in years 0001-9999.
  */
 function conversion(column: LandColumn, index: number, sourceType: string): { value: string; problem: string; computed: string[] } {
   const converted = valueConversion(column, index, sourceType);
@@ -744,7 +753,7 @@ function valueConversion(column: LandColumn, index: number, sourceType: string):
       value: v,
       problem:
         `CASE WHEN ${s} IS NULL THEN NULL WHEN ${v} IS NULL THEN CASE WHEN ${number} THEN ${says(s, `is out of range for ${type}`)} ELSE ${says(s, "is not an integer")} END ` +
-        `WHEN regexp_matches(${s}, '${NOT_DECIMAL_NOTATION}') THEN ${says(s, NOTATION_REASON)} ` +
+        `WHEN ${notDecimalNotation(s, true)} THEN ${says(s, NOTATION_REASON)} ` +
         `WHEN ${roundedAway(0)} THEN ${says(s, "is not an integer")} ` +
         `${type === "HUGEINT" ? `WHEN ${v} NOT BETWEEN -${HUGEINT_LIMIT} AND ${HUGEINT_LIMIT} THEN ${says(s, HUGEINT_RANGE)} ` : ""}END`,
     };
@@ -758,7 +767,7 @@ function valueConversion(column: LandColumn, index: number, sourceType: string):
       value: v,
       problem:
         `CASE WHEN ${s} IS NULL THEN NULL WHEN ${v} IS NULL THEN CASE WHEN ${number} THEN ${says(s, `is out of range for ${type}`)} ELSE ${says(s, "is not a number")} END ` +
-        `WHEN regexp_matches(${s}, '${NOT_DECIMAL_NOTATION}') THEN ${says(s, NOTATION_REASON)} ` +
+        `WHEN ${notDecimalNotation(s, false)} THEN ${says(s, NOTATION_REASON)} ` +
         `WHEN ${roundedAway(scale)} THEN ${says(s, tooPrecise)} END`,
     };
   }
@@ -768,7 +777,7 @@ function valueConversion(column: LandColumn, index: number, sourceType: string):
       value: v,
       problem:
         `CASE WHEN ${s} IS NULL THEN NULL WHEN ${v} IS NULL THEN ${says(s, "is not a number")} ` +
-        `WHEN regexp_matches(${s}, '${NOT_DECIMAL_NOTATION}') THEN ${says(s, NOTATION_REASON)} WHEN isnan(${v}) THEN ${says(s, NAN_REASON)} ` +
+        `WHEN ${notDecimalNotation(s, false)} THEN ${says(s, NOTATION_REASON)} WHEN isnan(${v}) THEN ${says(s, NAN_REASON)} ` +
         `WHEN isinf(${v}) AND NOT regexp_matches(${s}, '^\\s*[+-]?inf', 'i') THEN ${says(s, `is out of range for ${type}`)} END`,
     };
   }
