@@ -147,3 +147,32 @@ describe("the Glue catalog", () => {
     await expect(catalog.movePointer(TABLE, move(5, runId(99)))).rejects.toThrow(/created concurrently pointing to run/);
   });
 });
+
+describe("the writer's fence in the Glue catalog", () => {
+  it("is called right before each batch call (and each retry), and once it throws no further call is made", async () => {
+    await catalog.movePointers(TABLE, Array.from({ length: 150 }, (_, i) => move(i)));
+    const order: string[] = [];
+    const seen = glue.calls.length;
+    const fence = async (): Promise<void> => {
+      order.push(`fence before call ${glue.calls.length - seen + 1}`);
+    };
+    glue.failNext("BatchUpdatePartition", { entries: [3], error: "InternalServiceException", times: 1 });
+    await catalog.movePointers(TABLE, Array.from({ length: 150 }, (_, i) => ({ ...move(i, runId(i + 1000)), previousRunId: runId(i) })), fence);
+    // Two batches (100 + 50), then the retry of the one failed entry: each call right after its own fence.
+    expect(order).toEqual(["fence before call 1", "fence before call 2", "fence before call 3"]);
+    expect(glue.calls.slice(seen).map((c) => c.operation)).toEqual(["BatchUpdatePartition", "BatchUpdatePartition", "BatchUpdatePartition"]);
+
+    // A fence that fails at the second batch: the first batch moved, the second was never sent.
+    let fences = 0;
+    const lost = async (): Promise<void> => {
+      fences += 1;
+      if (fences === 2) throw Object.assign(new Error("the writer lease of table 'orders' was taken over"), { code: "LEASE_LOST" });
+    };
+    const before = glue.calls.length;
+    await expect(catalog.movePointers(TABLE, Array.from({ length: 150 }, (_, i) => ({ ...move(i, runId(i + 2000)), previousRunId: runId(i + 1000) })), lost)).rejects.toThrow(
+      "taken over",
+    );
+    expect(glue.calls.slice(before).map((c) => c.operation)).toEqual(["BatchUpdatePartition"]);
+    expect((await catalog.listPointers(TABLE)).filter((p) => p.runId === runId(p.partition.values[0] === undefined ? 0 : Number(p.partition.values[0].slice(1)) + 2000))).toHaveLength(100);
+  });
+});
