@@ -26,6 +26,9 @@ export type IngestFaultPoint = "ingest-after-upload" | "ingest-after-register";
 /** The embedded engine's points: a delivery's signature, computed beside the write ahead of its runs. */
 export type EngineFaultPoint = "signing-beside-write-ahead" | "build-write";
 
+/** A sync's point: its delivery landed, the leases of the tables it writes not yet taken. */
+export type SyncFaultPoint = "sync-before-leases";
+
 /** The PostgreSQL sink's point: a partition's rows and state row written, its transaction not yet committed. */
 export type SinkFaultPoint = "sink-before-commit";
 
@@ -44,14 +47,14 @@ export const FAULT_POINTS: readonly FaultPoint[] = [
   "before-release",
 ];
 
-const reached = new Map<FaultPoint | IngestFaultPoint | EngineFaultPoint | SinkFaultPoint, number>();
+const reached = new Map<FaultPoint | IngestFaultPoint | EngineFaultPoint | SinkFaultPoint | SyncFaultPoint, number>();
 
 /**
  * Stops the process at `point` when LAKESWAP_FAULT asks for it. An action may
  * name the time the point is reached (`after-swap:kill@3`: the third pointer
  * move), and `pause=MS` holds the whole process there (a slow writer).
  */
-export function faultPoint(point: FaultPoint | IngestFaultPoint | EngineFaultPoint | SinkFaultPoint): void {
+export function faultPoint(point: FaultPoint | IngestFaultPoint | EngineFaultPoint | SinkFaultPoint | SyncFaultPoint): void {
   const spec = process.env.LAKESWAP_FAULT;
   if (!spec) return;
   const count = (reached.get(point) ?? 0) + 1;

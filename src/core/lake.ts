@@ -14,6 +14,7 @@ import { METADATA_PREFIX, syncLeaseName, ingestTalliesPrefix, pinnedPartition, d
 import { DEFAULT_LEASE_WAIT_MS, WriterLease, leaseKey, removeAbandonedLease, type LeaseRecord } from "./lease.js";
 import { orderPartition, parsePartition, parsePartitionPath, partitionPath, type Partition } from "./partition.js";
 import { DEFAULT_GRACE_MS } from "./retention.js";
+import { isRunId } from "./run-id.js";
 import { Outbox, type OutboxEntry } from "./outbox.js";
 import {
   checkRunId, rollbackMoves, rollbackPartition, type RollbackResult, type SyncRollbackEntry, type SyncRollbackResult,
@@ -461,6 +462,12 @@ export class Lake {
   /** Writes (or rewrites, as a sync goes) a sync's record of the pointers it moved. */
   async recordSync(record: SyncRecord): Promise<void> {
     await this.store.put(syncRecordKey(record.syncId), `${JSON.stringify(record, null, 2)}\n`);
+  }
+
+  /** The id of the newest recorded sync (record keys sort by sync id), from one listing; undefined in a lake without syncs. */
+  async latestSyncId(): Promise<string | undefined> {
+    const ids = (await this.store.list(SYNCS_PREFIX)).map((object) => object.key.slice(SYNCS_PREFIX.length).replace(/\.json$/, "")).filter(isRunId);
+    return ids.sort().at(-1);
   }
 
   /**

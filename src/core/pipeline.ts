@@ -20,6 +20,7 @@ import {
   type Partition,
 } from "./partition.js";
 import { emptyDays, fetchFailures, fetchedDataset, windowDays } from "./lookback.js";
+import { faultPoint } from "./faults.js";
 import { newRunId } from "./run-id.js";
 import { SIGNATURE_VERSION, appendSignature, chainSignature } from "./signature.js";
 import { quoteLiteral, quoteRelation } from "./sql.js";
@@ -297,6 +298,7 @@ export class Pipeline {
     };
     try {
       await this.createTables(dataset);
+      faultPoint("sync-before-leases");
       await this.lake.write(this.tablesWritten(dataset), `sync ${this.config.file}`, async (writer) => {
         const started = Date.now();
         const rawStates = await writer.partitionStates(dataset.table);

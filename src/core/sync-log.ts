@@ -1,4 +1,5 @@
 import type { Lake } from "./lake.js";
+import { newRunIdAfter } from "./run-id.js";
 import type { SyncMove, SyncRecord } from "./sync-record.js";
 
 /**
@@ -6,7 +7,11 @@ import type { SyncMove, SyncRecord } from "./sync-record.js";
  * pointer moves (so a sync killed at any moment leaves a record of every
  * pointer it may have moved: `lakeswap syncs` lists it as unfinished and
  * `rollback --sync` undoes it), and confirmed once moved. Writes are
- * serialized: the stored record only ever grows.
+ * serialized: the stored record only ever grows. The sync's id is issued
+ * when it first records, under the leases of the tables it writes, after the
+ * newest recorded sync: ids sort in the order syncs moved pointers, so `last`
+ * is the sync that ran last, also when two started in the same second or one
+ * waited for the other's leases.
  */
 export class SyncLog {
   private readonly moves = new Map<string, SyncMove>();
@@ -15,13 +20,18 @@ export class SyncLog {
   /** The sync's own lease, held from its first record to its end: a `rollback --sync` of it waits for it. */
   private lease: Promise<{ release(): Promise<void> }> | undefined;
 
+  private id: string;
+
   constructor(
     private readonly lake: Lake,
     private readonly record: Pick<SyncRecord, "syncId" | "config" | "startedAt">,
-  ) {}
+  ) {
+    this.id = record.syncId;
+  }
 
+  /** The sync's id: provisional (the start's) until its first record, which issues the one it is recorded under. */
   get syncId(): string {
-    return this.record.syncId;
+    return this.id;
   }
 
   /** Records moves before their pointers move (a batch: one write); resolves once the record is stored. */
@@ -60,14 +70,17 @@ export class SyncLog {
     this.recorded = true;
     // Taken before the record is first written, so whoever finds the record finds the lease held while the sync runs.
     if (!this.lease) {
-      this.lease = this.lake.holdSyncLease(this.record.syncId, `sync ${this.record.config}`);
+      this.lease = (async () => {
+        this.id = newRunIdAfter(await this.lake.latestSyncId());
+        return this.lake.holdSyncLease(this.id, `sync ${this.record.config}`);
+      })();
       // Its failure is the write's (awaited below), never an unhandled rejection meanwhile.
       this.lease.catch(() => undefined);
     }
     const lease = this.lease;
     const write = async (): Promise<void> => {
       await lease;
-      await this.lake.recordSync({ format: 1, ...this.record, ...extra, moves: [...this.moves.values()].map(stripPending) });
+      await this.lake.recordSync({ format: 1, ...this.record, syncId: this.id, ...extra, moves: [...this.moves.values()].map(stripPending) });
     };
     // Each write waits for the one before, whether it failed or not: the newest state is written last.
     this.written = this.written.then(write, write);

@@ -445,4 +445,24 @@ describe.each(selectedBackends())("rollback --sync of a sync still running, on t
     expect(await sync.exited, sync.stderr).toEqual({ code: 0, signal: null });
     expect(await lakeHolds()).toEqual({ raw: amounts(B), stage: amounts(B, completed) });
   });
+
+  // Found by the model test: a sync's id was issued when it started, so a sync that started first but waited for
+  // another's leases (or started in the same second) sorted before it, and `last` undid the other one.
+  it("`last` is the sync that moved pointers last, though it started first and waited: its id is issued under the leases", async () => {
+    const C = orders(4, 3).map((r) => ({ ...r, amount: `${r.id}.50` }));
+    const first = await runCli([...backend.cliArgs, "sync", "-c", workspace.configFile, "--input", workspace.delivery(A)], backend.cliEnv);
+    expect(first.code, first.stderr).toBe(0);
+    const early = new Child(spawnCli([...backend.cliArgs, "sync", "-c", workspace.configFile, "--input", workspace.delivery(B)], { ...backend.cliEnv, LAKESWAP_FAULT: "sync-before-leases:stop" }));
+    children.push(early);
+    await early.until("the first sync to stop before its leases", () => early.stderr.includes("fault point sync-before-leases reached: stopping"));
+    const later = await runCli([...backend.cliArgs, "sync", "-c", workspace.configFile, "--input", workspace.delivery(C)], backend.cliEnv);
+    expect(later.code, later.stderr).toBe(0);
+    early.kill("SIGCONT");
+    expect(await early.exited, early.stderr).toEqual({ code: 0, signal: null });
+    expect(await lakeHolds()).toEqual({ raw: amounts(B), stage: amounts(B, completed) });
+
+    const rollback = await runCli([...backend.cliArgs, "rollback", "--sync", "last", "--json"], backend.cliEnv);
+    expect(rollback.code, rollback.stderr).toBe(0);
+    expect(await lakeHolds()).toEqual({ raw: amounts(C), stage: amounts(C, completed) });
+  });
 });

@@ -95,18 +95,12 @@ export function compare(model: LakeModel, view: LakeView, signatures: SignatureM
   if (options.skipSyncRecords) return problems;
   const recorded = [...view.syncs].filter((s) => s.moves.length > 0).sort((a, b) => (a.syncId < b.syncId ? -1 : 1));
   const moveText = (m: { table: string; partition: string; run: string; previousRun?: string }) => `${m.table}/${m.partition}:${m.previousRun ?? "-"}->${m.run}`;
-  // Compared as sets: sync ids of two processes within one second sort at random (newRunId's suffix), so the lake's
-  // order of records is not always the order the syncs ran in (reported with issue 25's model test); the model then
-  // takes the lake's order, which is what `rollback --sync last` goes by. MODEL_STRICT_SYNC_ORDER=1 checks the order.
-  const strict = process.env.MODEL_STRICT_SYNC_ORDER === "1";
+  // In sync id order: a sync's id is issued under its tables' leases, after the newest recorded sync, so ids sort in
+  // the order the syncs moved pointers (before issue 25's model test found it, two processes could record out of order).
   const lakeSyncs = recorded.map((s) => s.moves.map(moveText).sort().join(" "));
   const modelSyncs = model.syncs.map((moves) => moves.map((m) => moveText({ table: m.table, partition: `day=${m.day}`, run: m.run, previousRun: m.previousRun })).sort().join(" "));
-  if (!strict) {
-    lakeSyncs.sort();
-    modelSyncs.sort();
-  }
   if (lakeSyncs.join("\n") !== modelSyncs.join("\n")) {
-    problems.push(`sync records differ from the syncs run${strict ? " (in sync id order)" : ""}:\n    lake:  ${lakeSyncs.join("\n           ")}\n    model: ${modelSyncs.join("\n           ")}`);
+    problems.push(`sync records differ from the syncs run (in sync id order):\n    lake:  ${lakeSyncs.join("\n           ")}\n    model: ${modelSyncs.join("\n           ")}`);
   }
   return problems;
 }

@@ -95,8 +95,7 @@ async function verify(
   const view = await real.ws.view();
   problems.push(...compare(model, view, real.signatures, { allowLeftovers }));
   if (problems.length > 0) fail(real, command, problems, result);
-  // Sync ids of two processes within one second sort at random (see the model test's notes): the lake's order is what
-  // `rollback --sync last` goes by, so the model takes it.
+  // The records were just compared in sync id order; the model takes the lake's records (with their ids) as its own.
   model.adoptSyncs(view.syncs);
 }
 
