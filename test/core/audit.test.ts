@@ -11,7 +11,7 @@ import { tempLakes } from "../support/temp-lake.js";
 
 // The audit before a swap reads the new run's own files; an engine's word that it succeeded is never enough.
 
-type Fault = "no files" | "unreadable footer" | "wrong count" | undefined;
+type Fault = "no files" | "unreadable footer" | "wrong count" | "count too low" | undefined;
 
 /** The real DuckDB engine, whose builds can be damaged after they succeed (as a faulty engine or store would). */
 function damagedEngine(real: DuckDbEngine, store: LocalStore, fault: () => Fault): Engine {
@@ -30,6 +30,9 @@ function damagedEngine(real: DuckDbEngine, store: LocalStore, fault: () => Fault
             return result;
           case "wrong count":
             return { ...result, rows: (result.rows ?? 0) + 1 };
+          case "count too low":
+            // The files hold more rows than the engine says it wrote (a stray or duplicated file): refused as well.
+            return { ...result, rows: (result.rows ?? 0) - 1 };
           default:
             return result;
         }
@@ -56,6 +59,7 @@ describe("the audit of a new run", () => {
     ["no files", /wrote no data files/],
     ["unreadable footer", /is not readable Parquet/],
     ["wrong count", /reported 4 rows, but its files hold 3/],
+    ["count too low", /reported 2 rows, but its files hold 3/],
   ] as const)("refuses a build with %s and leaves the pointer and the rows where they were", async (fault, message) => {
     const { lake, setFault } = await openDamaged();
     const first = await lake.replacePartition("t", "day=2026-11-01", { select: "SELECT range AS v FROM range(2)" });

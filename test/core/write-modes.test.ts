@@ -252,6 +252,18 @@ describe("write: upsert by day", () => {
   }, 60_000);
 });
 
+describe("write: upsert signs the merged partition's keys", () => {
+  // Issue 25 item 23: a merge that left the key columns out of the partition's signature skipped this change.
+  it("rebuilds a partition where one key is deleted and another added with the same other values", async () => {
+    const ws = await workspace("local", upsertYaml());
+    const header = "id,name,region,updated_at,deleted";
+    await ws.sync(ws.deliver(header, ["1,Ada,North,2026-11-01 00:00:00,false", "2,Bo,North,2026-11-01 00:00:00,false"]));
+    const swapped = await ws.sync(ws.deliver(header, ["1,Ada,North,2026-11-02 00:00:00,true", "3,Ada,North,2026-11-01 00:00:00,false"]));
+    expect(actions(swapped)).toEqual(["raw area=north build content changed"]);
+    expect(await ws.rows("SELECT id, name FROM customers_raw ORDER BY id")).toEqual(["2 Bo", "3 Ada"]);
+  }, 60_000);
+});
+
 describe("write: upsert of a table without partition keys", () => {
   it("merges into the whole table, one unit", async () => {
     const yaml = upsertYaml().replace("    partition: {area: lower(region)}\n", "");
