@@ -10,7 +10,7 @@ import { faultPoint } from "./faults.js";
 import { collectAfterSwap, collectPartition, gcState, type PartitionGcReport } from "./gc.js";
 import { knownPartitions, partitionHistories, type PartitionHistory } from "./history.js";
 import { registerSegment, type RegisteredPartition, type SegmentContribution, type SegmentId } from "./ingest.js";
-import { METADATA_PREFIX, syncLeaseName, ingestTalliesPrefix, pinnedPartition, deliveriesPrefix, deliveryFilesKey, deliveryKey, manifestsPrefix, outboxPrefix, pinKey, pinsPrefix, syncRecordKey, SYNCS_PREFIX } from "./layout.js";
+import { METADATA_PREFIX, leaseLockKey, syncLeaseName, ingestTalliesPrefix, pinnedPartition, deliveriesPrefix, deliveryFilesKey, deliveryKey, manifestsPrefix, outboxPrefix, pinKey, pinsPrefix, syncRecordKey, SYNCS_PREFIX } from "./layout.js";
 import { DEFAULT_LEASE_WAIT_MS, WriterLease, leaseKey, removeAbandonedLease, type LeaseRecord } from "./lease.js";
 import { orderPartition, parsePartition, parsePartitionPath, partitionPath, type Partition } from "./partition.js";
 import { DEFAULT_GRACE_MS } from "./retention.js";
@@ -265,6 +265,8 @@ export class Lake {
         ...(await this.store.list(deliveriesPrefix(table.name))),
       ];
       await this.store.delete(objects.map((o) => o.key));
+      // Last, while this writer still holds its kernel lock: a table dropped leaves nothing behind.
+      if (this.store.tryLock) await this.store.delete([leaseLockKey(table.name)]);
     });
     await this.catalog.dropTable(table.name);
   }

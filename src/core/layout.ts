@@ -93,7 +93,12 @@ export function leaseKey(table: string): string {
   return `${METADATA_PREFIX}/leases/${table}.json`;
 }
 
-/** The store key of the file whose kernel lock a writer holds besides its lease, on stores that have kernel locks; never deleted. */
+/**
+ * The store key of the file whose kernel lock a writer holds besides its lease, on stores that have kernel locks.
+ * Kept while the table exists (a writer waiting on a removed file's lock and one on its new file would both hold
+ * "the" lock); drop-table removes it under the lease, where only a writer racing the drop of its own table could
+ * lock the old file, and the lease object still decides between them.
+ */
 export function leaseLockKey(table: string): string {
   return `${METADATA_PREFIX}/leases/${table}.lock`;
 }
