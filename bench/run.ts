@@ -9,6 +9,7 @@ import { benchDelivery, benchDeliveryAws, prepareFlights, type FlightsWorkspace 
 import { DirectCopy } from "./direct-copy.js";
 import { benchIngest } from "./ingest-bench.js";
 import { benchLakeUpsert } from "./lake-upsert-bench.js";
+import { BENCHMARKS_PAGE, writeBenchmarksPage } from "./docs-page.js";
 import { buildDist } from "./lakeswap-cli.js";
 import { benchMtd } from "./mtd-bench.js";
 import { benchPgUpsert } from "./pg-upsert-bench.js";
@@ -31,10 +32,12 @@ const CLI_SECTIONS: readonly Section[] = ["delivery", "scale", "aws", "upsert", 
 
 const USAGE =
   "usage: npm run bench -- [--json] [--only SECTION,...] [--repeat N] [--moves N] [--rounds N] " +
-  "[--node-baseline] [--scale-budget SECONDS] [--aws-budget SECONDS] [--aws-mtd-deliveries N] [--sink-budget SECONDS] [--ingest-batches N]\n" +
+  "[--node-baseline] [--scale-budget SECONDS] [--aws-budget SECONDS] [--aws-mtd-deliveries N] [--sink-budget SECONDS] [--ingest-batches N] " +
+  "[--docs FILE | --no-docs]\n" +
   `sections: ${SECTIONS.join(", ")} (replace = replace and swap; sink = PostgreSQL upsert, lakeswap sink vs executemany; ` +
   "upsert = lake upsert of 100k changed keys into 3M rows vs rewriting the table; " +
-  "ingest = durable events/s through lakeswap serve vs one fdatasync per batch, latency to queryable)";
+  "ingest = durable events/s through lakeswap serve vs one fdatasync per batch, latency to queryable)\n" +
+  "the figures of each section that ran are also written into docs/benchmarks.md (--docs FILE: another copy of that page; --no-docs: not written)";
 
 /** A command line the benchmark cannot run with. */
 class UsageError extends Error {}
@@ -65,6 +68,8 @@ interface BenchOptions {
   readonly ingestBatches: number;
   readonly only: readonly Section[];
   readonly json: boolean;
+  /** The page the figures are written into (docs/benchmarks.md unless --docs), or undefined with --no-docs. */
+  readonly docs: string | undefined;
 }
 
 /** Reads the options from the command line. */
@@ -85,6 +90,7 @@ function parseOptions(args: readonly string[]): BenchOptions {
     nodeBaseline: flags["node-baseline"],
     only: only as Section[],
     json: flags.json,
+    docs: flags["no-docs"] ? undefined : flags.docs === undefined ? BENCHMARKS_PAGE : path.resolve(flags.docs),
   };
 }
 
@@ -104,6 +110,8 @@ function readFlags(args: readonly string[]) {
         only: { type: "string" },
         "node-baseline": { type: "boolean", default: false },
         json: { type: "boolean", default: false },
+        docs: { type: "string" },
+        "no-docs": { type: "boolean", default: false },
       },
     }).values;
   } catch (error) {
@@ -229,11 +237,28 @@ async function main(): Promise<void> {
       failed,
     );
     process.stdout.write(options.json ? renderJson(report) : renderText(report));
+    if (options.docs !== undefined) await writePage(options.docs, report.machine, sections, failed);
     if (failed.length > 0) process.exitCode = 1;
     progress(failed.length > 0 ? `done, ${failed.length} section(s) failed` : "done");
   } finally {
     await aws?.close();
     removeWorkDir();
+  }
+}
+
+/** Writes the figures of the sections that ran into the benchmarks page; a page that cannot be written fails the run. */
+async function writePage(page: string, machine: Machine, sections: BenchSections, failed: { section: string; error: string }[]): Promise<void> {
+  const args = process.argv.slice(2).filter((arg) => arg !== "--json");
+  const command = `npm run bench${args.length > 0 ? ` -- ${args.join(" ")}` : ""}`;
+  try {
+    const update = await writeBenchmarksPage({ machine, sections, failed, command }, page);
+    const kept = update.keptAfterFailure.length > 0 ? `; kept the earlier figures of ${update.keptAfterFailure.join(", ")} (failed in this run)` : "";
+    progress(`${path.relative(process.cwd(), page) || page}: wrote the figures of ${update.written.join(", ") || "no section"}${kept}`);
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error);
+    progress(`could not write the figures into ${page}: ${message}`);
+    failed.push({ section: "docs", error: message });
+    process.exitCode = 1;
   }
 }
 
