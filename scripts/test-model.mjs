@@ -1,10 +1,11 @@
 #!/usr/bin/env node
-// `npm run test:model -- --runs N [--commands C] [--seed S] [--path P] [--backends local,aws]`: the model test
-// (test/model) with more sequences than `npm test` runs. The options become MODEL_* environment variables, which
-// the test reads (vitest itself does not pass arguments on to a test file).
+// `npm run test:model -- --runs N [--commands C] [--seed S] [--path P] [--backends local,aws] [--test NAME]`: the
+// model test (test/model) with more sequences than `npm test` runs. The options become MODEL_* environment variables,
+// which the test reads (vitest itself does not pass arguments on to a test file); --test runs only the tests whose
+// name contains NAME (vitest's -t).
 import { spawnSync } from "node:child_process";
 
-const names = { "--runs": "MODEL_RUNS", "--commands": "MODEL_COMMANDS", "--seed": "MODEL_SEED", "--path": "MODEL_PATH", "--backends": "BACKENDS" };
+const names = { "--runs": "MODEL_RUNS", "--commands": "MODEL_COMMANDS", "--seed": "MODEL_SEED", "--path": "MODEL_PATH", "--backends": "BACKENDS", "--test": "MODEL_TEST" };
 const env = { ...process.env };
 const args = process.argv.slice(2);
 for (let i = 0; i < args.length; i += 1) {
@@ -18,5 +19,6 @@ for (let i = 0; i < args.length; i += 1) {
   env[name] = value;
 }
 env.MODEL_RUNS ??= "50";
-const result = spawnSync("npx", ["vitest", "run", "test/model"], { stdio: "inherit", env });
+const filter = env.MODEL_TEST ? ["-t", env.MODEL_TEST] : [];
+const result = spawnSync("npx", ["vitest", "run", "test/model", ...filter], { stdio: "inherit", env });
 process.exit(result.status ?? 1);

@@ -90,6 +90,7 @@ export function compare(model: LakeModel, view: LakeView, signatures: SignatureM
       if (pinned !== (p?.pinned ?? false)) problems.push(`${where}: expected ${p?.pinned ? "pinned" : "not pinned"}, the lake says ${pinned ? "pinned" : "not pinned"}`);
     }
   }
+  problems.push(...compareIngest(model, view));
   if (view.outbox.length > 0) problems.push(`catalog changes still pending in the outbox: ${view.outbox.join(", ")}`);
   if (view.leases.length > 0) problems.push(`writer leases still held after the command: ${view.leases.join(", ")}`);
   if (options.skipSyncRecords) return problems;
@@ -132,4 +133,19 @@ function nameNewRuns(model: LakeModel, view: LakeView, problems: string[]): void
     const withFiles = view.tables[table].withFiles.get(day) ?? new Set<string>();
     placeholders.forEach((placeholder, i) => model.nameRun(table, day, placeholder, fresh[i] ?? `(missing ${placeholder})`, withFiles.has(fresh[i] ?? "")));
   }
+}
+
+/** The ingest pipeline's tables: every good event of every batch exactly once, every bad one dead-lettered by its line. */
+function compareIngest(model: LakeModel, view: LakeView): string[] {
+  const problems: string[] = [];
+  const differ = (what: string, want: readonly string[], got: readonly string[]) => {
+    const missing = want.filter((row, i) => want.indexOf(row) === i && want.filter((r) => r === row).length > got.filter((r) => r === row).length);
+    const extra = got.filter((row, i) => got.indexOf(row) === i && got.filter((r) => r === row).length > want.filter((r) => r === row).length);
+    if (missing.length > 0 || extra.length > 0) {
+      problems.push(`${what}: ${got.length} rows where the model has ${want.length}; missing (or too few times): [${missing.join(" ; ")}]; extra (or too many times): [${extra.join(" ; ")}]`);
+    }
+  };
+  differ("ingested table ev", model.ingest.events, view.ingest.events);
+  differ("dead-letter table events", model.ingest.deadLetters, view.ingest.deadLetters);
+  return problems;
 }

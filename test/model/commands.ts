@@ -32,6 +32,8 @@ export interface Real {
   leftovers: boolean;
   /** With a PostgreSQL sink of the stage layer (and maybe of raw): the rows its tables hold, per day (sorted row texts). */
   readonly sinkRows?: () => Promise<Partial<Record<TableName, Map<string, string[]>>>>;
+  /** With a PostgreSQL sink: drops the target table of `table` (psql's DROP TABLE). */
+  readonly dropSinkTable?: (table: TableName) => Promise<void>;
 }
 
 /**
@@ -66,7 +68,7 @@ function fail(real: Real, command: string, problems: readonly string[], result?:
 }
 
 /** Compares a command's exit code and reported actions with the model's, then the lake with the model. */
-async function verify(
+export async function verify(
   model: LakeModel,
   real: Real,
   command: string,

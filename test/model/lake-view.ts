@@ -46,6 +46,8 @@ export interface LakeView {
   readonly leases: readonly string[];
   /** Pinned partitions (`table/day=…`). */
   readonly pins: ReadonlySet<string>;
+  /** The ingest pipeline's tables (./ingest.ts): the namespace table's rows and the dead letters' original lines, sorted. */
+  readonly ingest: { readonly events: RowText[]; readonly deadLetters: string[] };
   /** Sync records: id, moves. */
   readonly syncs: readonly { syncId: string; finished: boolean; moves: readonly { table: string; partition: string; run: string; previousRun?: string; pending?: boolean }[] }[];
 }
@@ -63,6 +65,7 @@ export async function viewEmbeddedLake(lakeDir: string, write: WriteMode = "part
   }
   return {
     tables,
+    ingest: await ingestRows(path.join(lakeDir, INGEST_TABLE, "*", "*", "*", "*.parquet"), path.join(lakeDir, DEAD_LETTER_TABLE, "*", "*", "*", "*.parquet")),
     outbox: await walk(path.join(lakeDir, "_lakeswap", "outbox")),
     // A table's kernel-lock file (`<table>.lock`) stays for good; a lease object (`.json`) is a lease held.
     leases: (await walk(path.join(lakeDir, "_lakeswap", "leases"))).filter((key) => !key.endsWith(".lock")),
@@ -138,6 +141,37 @@ export async function plainRows(glob: string, table: TableName, write: WriteMode
   }
 }
 
+/** The ingest pipeline's tables: `ev` (the namespace) and `events` (its dead letters). */
+export const INGEST_TABLE = "ev";
+export const DEAD_LETTER_TABLE = "events";
+
+/** The rows of the namespace table (`id|amt|u|h|x`, NULL as 'NULL') and the dead letters' lines, from globs of Parquet files. */
+async function ingestRows(eventsGlob: string, deadGlob: string): Promise<LakeView["ingest"]> {
+  const column = (name: string) => `coalesce(${name}::VARCHAR, 'NULL')`;
+  const events = await readGlob(eventsGlob, `SELECT ${["id", "amt", "u", "h", "x"].map(column).join(" || '|' || ")} FROM %FILES%`);
+  const deadLetters = await readGlob(deadGlob, "SELECT raw FROM %FILES%");
+  return { events: events.sort(), deadLetters: deadLetters.sort() };
+}
+
+/** One text column of a query over a glob of Parquet files, read by a fresh DuckDB instance ([] without files). */
+async function readGlob(glob: string, sql: string): Promise<string[]> {
+  const instance = await DuckDBInstance.create(":memory:");
+  try {
+    const connection = await instance.connect();
+    try {
+      const files = `read_parquet('${glob.replace(/'/g, "''")}', hive_partitioning = false)`;
+      return (await connection.runAndReadAll(sql.replace("%FILES%", files))).getRowsJS().map((row) => String(row[0]));
+    } catch (error) {
+      if (/No files found/.test(String(error))) return [];
+      throw error;
+    } finally {
+      connection.closeSync();
+    }
+  } finally {
+    instance.closeSync();
+  }
+}
+
 async function list(...parts: string[]): Promise<string[]> {
   return (await fs.readdir(path.join(...parts)).catch(() => [] as string[])).sort();
 }
@@ -178,7 +212,8 @@ export async function viewAwsLake(lake: AwsLakeLocation, write: WriteMode = "par
       const record = JSON.parse(await getText(lake, `${lake.prefix}/_lakeswap/syncs/${name}`));
       syncs.push({ syncId: record.syncId, finished: record.finishedAt !== undefined, moves: record.moves });
     }
-    return { tables, outbox: under("_lakeswap/outbox/"), leases: under("_lakeswap/leases/"), pins, syncs };
+    const ingest = await ingestRows(...(await Promise.all([INGEST_TABLE, DEAD_LETTER_TABLE].map((table) => downloadTable(lake, relative, table, dir)))) as [string, string]);
+    return { tables, ingest, outbox: under("_lakeswap/outbox/"), leases: under("_lakeswap/leases/"), pins, syncs };
   } finally {
     cleanup();
   }
@@ -230,6 +265,16 @@ async function viewAwsTable(lake: AwsLakeLocation, table: TableName, keys: reado
   return { pointers, runs, withFiles, manifests, rows: await plainRows(path.join(scratch, table, "*", "*.parquet"), table, write) };
 }
 
+/** Copies an ingested table's data objects (`<table>/<partition folders>/<file>.parquet`) into `scratch`; returns their glob. */
+async function downloadTable(lake: AwsLakeLocation, keys: readonly string[], table: string, scratch: string): Promise<string> {
+  const folder = path.join(scratch, `ingest-${table}`);
+  mkdirSync(folder, { recursive: true });
+  for (const [i, key] of keys.filter((k) => k.startsWith(`${table}/`) && k.endsWith(".parquet") && !path.basename(k).startsWith("_")).entries()) {
+    await fs.writeFile(path.join(folder, `${i}.parquet`), await getBytes(lake, `${lake.prefix}/${key}`));
+  }
+  return path.join(folder, "*.parquet");
+}
+
 async function listKeys(lake: AwsLakeLocation, prefix: string): Promise<string[]> {
   const keys: string[] = [];
   let token: string | undefined;
@@ -248,4 +293,12 @@ async function getBytes(lake: AwsLakeLocation, key: string): Promise<Uint8Array>
 
 async function getText(lake: AwsLakeLocation, key: string): Promise<string> {
   return Buffer.from(await getBytes(lake, key)).toString("utf8");
+}
+
+/** An object of an AWS lake as text (`key` below the lake's prefix), or undefined when there is none. */
+export async function readAwsText(lake: AwsLakeLocation, key: string): Promise<string | undefined> {
+  return getText(lake, `${lake.prefix}/${key}`).catch((error: { name?: string }) => {
+    if (error.name === "NoSuchKey" || error.name === "NotFound") return undefined;
+    throw error;
+  });
 }

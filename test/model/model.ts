@@ -82,6 +82,17 @@ export function variantRows(day: Day, variant: number): RawRow[] {
   }
 }
 
+/**
+ * The ingest pipeline as the model knows it (README 'Event ingest'): its tables exist once an ingest opened them; the
+ * namespace table holds every good event of every batch exactly once (appended), the dead-letter table every bad one,
+ * by its original line.
+ */
+export interface IngestState {
+  opened: boolean;
+  readonly events: RowText[];
+  readonly deadLetters: string[];
+}
+
 /** A run as the model knows it: its id (a placeholder `?N` until the lake names it), rows, and signature (unsigned: undefined). */
 export interface ModelRun {
   id: string;
@@ -125,6 +136,8 @@ export class LakeModel {
   constructor(readonly mode: WriteMode = "partition_replace") {}
 
   tablesExist = false;
+  /** The ingest pipeline's namespace table (./ingest.ts): its rows (`id|amt|u|h|x`, sorted), once an ingest opened it. */
+  readonly ingest: IngestState = { opened: false, events: [], deadLetters: [] };
   readonly tables: Record<TableName, Map<Day, ModelPartition>> = { [RAW]: new Map(), [STAGE]: new Map() };
   /** The syncs that moved a pointer, oldest first. */
   readonly syncs: ModelMove[][] = [];
@@ -140,6 +153,9 @@ export class LakeModel {
   /** Takes every field of `other` (a deep copy), so the model passed around by fast-check stays the same object. */
   restore(other: LakeModel): void {
     this.tablesExist = other.tablesExist;
+    this.ingest.opened = other.ingest.opened;
+    this.ingest.events.splice(0, this.ingest.events.length, ...other.ingest.events);
+    this.ingest.deadLetters.splice(0, this.ingest.deadLetters.length, ...other.ingest.deadLetters);
     for (const table of TABLES) this.tables[table] = structuredClone(other.tables[table]);
     this.syncs.splice(0, this.syncs.length, ...structuredClone(other.syncs));
     this.placeholders = other.placeholders;

@@ -1,10 +1,10 @@
 // The system under test of the model test: a pipeline workspace (config, stage SQL, deliveries) and its lake, driven
 // through the CLI: in-process `main(argv)` for ordinary steps, a child process where a step is killed or runs beside another.
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, promises as fs, writeFileSync } from "node:fs";
 import path from "node:path";
 import { main } from "../../src/cli/main.js";
 import { runCli, spawnCli, tempDir, type CliResult } from "../support/lake-fixture.js";
-import { viewAwsLake, viewEmbeddedLake, type AwsLakeLocation, type LakeView } from "./lake-view.js";
+import { readAwsText, viewAwsLake, viewEmbeddedLake, type AwsLakeLocation, type LakeView } from "./lake-view.js";
 import type { RawRow, WriteMode } from "./model.js";
 
 /** An AWS lake for a workspace: the environment that names it (for the CLI) and where a plain reader finds it. */
@@ -12,9 +12,6 @@ export interface AwsWorkspaceTarget {
   readonly env: Readonly<Record<string, string>>;
   readonly location: AwsLakeLocation;
 }
-
-/** The pipeline: raw items by day (partition_replace), and stage = a filter + project of each raw day. */
-export const PIPELINE_YAML = pipelineYaml();
 
 /** The pipeline's config; with `sink`, the stage layer is also sent to that PostgreSQL table (partition_replace). */
 export function pipelineYaml(sink?: PostgresTarget, format: DeliveryFormat = "csv", write: WriteMode = "partition_replace"): string {
@@ -39,8 +36,30 @@ ${deleteFlag}    partition:
       - name: stage
         sql: sql/stage.sql
         columns: {k: BIGINT, v10: BIGINT}
-${sinks}`;
+${sinks}${INGEST_YAML}`;
 }
+
+/**
+ * The event pipeline of the ingest commands (./ingest.ts): namespace `ev` (table ev) with the exact-digit types of issue
+ * 25 item 9, its dead letters in table `events`; on the embedded lake it lands in the workspace's lake (./lake).
+ */
+export const INGEST_YAML = `pipelines:
+  events:
+    namespaces:
+      ev:
+        columns:
+          id: {type: BIGINT, nullable: false}
+          ts: {type: TIMESTAMPTZ, nullable: false}
+          amt: DECIMAL(18,2)
+          u: UBIGINT
+          h: HUGEINT
+          x: DOUBLE
+        time: {field: ts}
+    wal: {dir: ./wal}
+`;
+
+/** The pipeline: raw items by day (partition_replace), and stage = a filter + project of each raw day. */
+export const PIPELINE_YAML = pipelineYaml();
 
 /** How deliveries are written: CSV, or JSONL (whose field names match the columns in any case, as CSV headers do). */
 export type DeliveryFormat = "csv" | "jsonl";
@@ -103,6 +122,13 @@ export class Workspace {
     return file;
   }
 
+  /** Writes a batch of events (NDJSON lines) for `lakeswap ingest` and returns its path. */
+  events(lines: readonly string[]): string {
+    const file = path.join(this.dir, "deliveries", `e${String(this.deliveries++).padStart(3, "0")}.ndjson`);
+    writeFileSync(file, lines.map((line) => `${line}\n`).join(""));
+    return file;
+  }
+
   /** Arguments that name this workspace's lake (and config, for the commands that take one). */
   lakeArgs(): string[] {
     return this.aws ? [] : ["--lake", this.lakeDir];
@@ -130,6 +156,13 @@ export class Workspace {
   /** Starts `lakeswap <args>` in a child process without waiting. */
   start(args: readonly string[], env: Record<string, string> = {}): ReturnType<typeof spawnCli> {
     return spawnCli([...this.lakeArgs(), ...args], { ...this.aws?.env, ...env }, { cwd: this.dir });
+  }
+
+  /** When the writer lease of `table` expires, as its lease object says (undefined: no lease is held). */
+  async leaseExpiry(table: string): Promise<number | undefined> {
+    const key = `_lakeswap/leases/${table}.json`;
+    const text = this.aws ? await readAwsText(this.aws.location, key) : await fs.readFile(path.join(this.lakeDir, key), "utf8").catch(() => undefined);
+    return text === undefined ? undefined : Date.parse((JSON.parse(text) as { expiresAt: string }).expiresAt);
   }
 
   /** The lake as a plain reader sees it. */
