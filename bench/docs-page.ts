@@ -23,6 +23,7 @@ const SECTION_KEYS: Readonly<Record<string, readonly (keyof BenchSections)[]>> =
   sink: ["sink"],
   upsert: ["upsert"],
   ingest: ["ingest"],
+  metrics: ["metrics"],
 };
 
 /** What one run wrote into the page. */

@@ -13,6 +13,7 @@ import {
   type ServeRun,
 } from "./ingest-bench.js";
 import { LAKE_UPSERT_LIMIT, LAKE_UPSERT_MEASURE, type LakeUpsertFigures, type VariantFigures } from "./lake-upsert-bench.js";
+import type { MetricsFigures, MetricsVariant } from "./metrics-bench.js";
 import type { MtdFigures, MtdSync } from "./mtd-bench.js";
 import { PG_UPSERT_MEASURE, PG_UPSERT_TARGET, type PgUpsertFigures } from "./pg-upsert-bench.js";
 import type { ReplaceFigures } from "./replace-bench.js";
@@ -80,6 +81,8 @@ export interface BenchReport {
   readonly upsert?: LakeUpsertFigures;
   /** Durable events per second through lakeswap serve against the disk's limit, and the latency to queryable (issue 12). */
   readonly ingest?: IngestFigures;
+  /** The collector's POST path with its prom-client metrics against a no-op registry (issue 26). */
+  readonly metrics?: MetricsFigures;
   readonly verdict?: { readonly swapGrowsWithSize: boolean; readonly maxFlatRatio: number; readonly message: string };
   /** Every target's verdict, judged from the figures above. */
   readonly targets: readonly Verdict[];
@@ -210,6 +213,7 @@ export function renderText(report: BenchReport): string {
   if (report.sink) parts.push(renderPgUpsert(report.sink), "");
   if (report.upsert) parts.push(renderLakeUpsert(report.upsert), "");
   if (report.ingest) parts.push(renderIngest(report.ingest), "");
+  if (report.metrics) parts.push(renderMetrics(report.metrics), "");
   for (const { section, error } of report.failedSections) parts.push(`SECTION FAILED · ${section}: ${error}`, "");
   parts.push(renderTargets(report.targets), "");
   return parts.join("\n");
@@ -757,6 +761,34 @@ function timingRow(label: string, timing: Timing): string[] {
 }
 
 /** A table with a left-aligned first column and right-aligned others. */
+/** The collector's POST path with prom-client and with a no-op registry, side by side, and their ratios. */
+function renderMetrics(figures: MetricsFigures): string {
+  const title =
+    `collector metrics · POST /v1/events/pageviews in-process (HTTP server + write-ahead log, fdatasync before each 200), ` +
+    `${figures.clients} keep-alive clients × ${count(figures.requests / figures.clients)} posts of ${figures.batchEvents} events, /metrics scraped every ${figures.scrapeMs} ms · ` +
+    `interleaved rounds, medians`;
+  const row = (name: string, variant: MetricsVariant): string[] => [
+    name,
+    count(Math.round(variant.requestsPerSecond)),
+    variant.wallMicrosPerRequest.toFixed(0),
+    variant.cpuMicrosPerRequest.toFixed(0),
+    variant.roundsRequestsPerSecond.map((value) => count(Math.round(value))).join(" "),
+    String(variant.scrapes),
+  ];
+  const table = renderTable(
+    ["registry", "requests/s", "wall µs/request", "CPU µs/request", "rounds (requests/s)", "scrapes/round"],
+    [row("prom-client (the collector's)", figures.promClient), row("no-op (no metrics)", figures.noop)],
+  );
+  const ratios = renderTable(
+    ["ratio", "value"],
+    [
+      ["requests/s · prom-client / no-op", times(figures.promClient.requestsPerSecond / figures.noop.requestsPerSecond)],
+      ["CPU µs/request · prom-client / no-op", times(figures.promClient.cpuMicrosPerRequest / figures.noop.cpuMicrosPerRequest)],
+    ],
+  );
+  return [title, "", table, "", ratios].join("\n");
+}
+
 function renderTable(header: readonly string[], rows: readonly (readonly string[])[]): string {
   const all = [header, ...rows];
   const widths = header.map((_, column) => Math.max(...all.map((row) => (row[column] ?? "").length)));

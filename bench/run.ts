@@ -11,6 +11,7 @@ import { benchIngest } from "./ingest-bench.js";
 import { benchLakeUpsert } from "./lake-upsert-bench.js";
 import { BENCHMARKS_PAGE, writeBenchmarksPage } from "./docs-page.js";
 import { buildDist } from "./lakeswap-cli.js";
+import { benchMetrics } from "./metrics-bench.js";
 import { benchMtd } from "./mtd-bench.js";
 import { benchPgUpsert } from "./pg-upsert-bench.js";
 import { benchReplace } from "./replace-bench.js";
@@ -24,7 +25,7 @@ import { LARGE_ROWS, SMALL_ROWS } from "./workload.js";
 const FRESH_MOVES = 10;
 
 /** The sections of one run, in the order they run. */
-const SECTIONS = ["replace", "signature", "mtd", "delivery", "scale", "aws", "sink", "upsert", "ingest"] as const;
+const SECTIONS = ["replace", "signature", "mtd", "delivery", "scale", "aws", "sink", "upsert", "ingest", "metrics"] as const;
 type Section = (typeof SECTIONS)[number];
 
 /** Sections that run the compiled CLI, so need `npm run build` first. */
@@ -36,7 +37,8 @@ const USAGE =
   "[--docs FILE | --no-docs]\n" +
   `sections: ${SECTIONS.join(", ")} (replace = replace and swap; sink = PostgreSQL upsert, lakeswap sink vs executemany; ` +
   "upsert = lake upsert of 100k changed keys into 3M rows vs rewriting the table; " +
-  "ingest = durable events/s through lakeswap serve vs one fdatasync per batch, latency to queryable)\n" +
+  "ingest = durable events/s through lakeswap serve vs one fdatasync per batch, latency to queryable; " +
+  "metrics = the collector's POST path with its prom-client metrics vs a no-op registry)\n" +
   "the figures of each section that ran are also written into docs/benchmarks.md (--docs FILE: another copy of that page; --no-docs: not written)";
 
 /** A command line the benchmark cannot run with. */
@@ -231,6 +233,7 @@ async function main(): Promise<void> {
         failed.push({ section: "ingest checks", error: problems.join("; ") });
       }
     }
+    if (selected("metrics")) sections.metrics = await attempt("metrics", () => benchMetrics(workDir, progress));
     const report = buildReport(
       { ...machine, loadAverage: { start: loadAtStart, end: os.loadavg()[0] ?? 0 }, totalMs: performance.now() - started, buildMs },
       sections,

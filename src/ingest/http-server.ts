@@ -149,14 +149,14 @@ export async function startIngestServer(options: IngestServerOptions): Promise<I
   const log = options.log ?? ((line: string) => process.stderr.write(`${line}\n`));
   const requests = metrics.counter("lakeswap_ingest_http_requests_total", "HTTP requests answered by the collector, by status code ('aborted': the client left first).", ["code"]);
   const seconds = metrics.histogram("lakeswap_ingest_request_seconds", "Time from a request's arrival to its answer, for all but /healthz and /metrics (an event POST is answered 200 once its events are durable), seconds.");
-  const inFlightGauge = metrics.gauge("lakeswap_ingest_http_requests_in_flight", "HTTP requests the collector is reading or answering.");
-  const bytesGauge = metrics.gauge("lakeswap_ingest_http_body_bytes_in_flight", "Body bytes the collector holds, of requests being read or waiting for their events to be durable.");
-  bytesGauge.collect = () => bytesHeld;
+  const inFlightGauge = metrics.gauge("lakeswap_ingest_http_requests_in_flight", "HTTP requests the collector is reading or answering.", [], () => inFlightGauge.set(inFlight));
+  const bytesGauge = metrics.gauge("lakeswap_ingest_http_body_bytes_in_flight", "Body bytes the collector holds, of requests being read or waiting for their events to be durable.", [], () =>
+    bytesGauge.set(bytesHeld),
+  );
 
   let inFlight = 0;
   let draining = false;
   let onIdle: (() => void) | undefined;
-  inFlightGauge.collect = () => inFlight;
 
   async function handle(request: IncomingMessage, response: ServerResponse, expectsContinue: boolean): Promise<void> {
     const started = process.hrtime.bigint();
@@ -189,11 +189,12 @@ export async function startIngestServer(options: IngestServerOptions): Promise<I
         });
       }
       const authorization = request.headers.authorization;
-      if (path === "/healthz") return onlyGet(method, () => answerHealth(response, authorizedFor(undefined, authorization)));
+      if (path === "/healthz") return await onlyGet(method, () => answerHealth(response, authorizedFor(undefined, authorization)));
       if (path === "/metrics") {
-        return onlyGet(method, () => {
+        // Awaited here, so that a render that fails is answered by the catch below.
+        return await onlyGet(method, () => {
           requireToken(undefined, authorization);
-          answerMetrics(response);
+          return answerMetrics(response);
         });
       }
       const [pipeline, namespace] = ingestTarget(method, path);
@@ -215,9 +216,9 @@ export async function startIngestServer(options: IngestServerOptions): Promise<I
     }
   }
 
-  function onlyGet(method: string, answer: () => void): void {
+  async function onlyGet(method: string, answer: () => void | Promise<void>): Promise<void> {
     if (method !== "GET" && method !== "HEAD") throw new HttpError(405, `${method} is not allowed here: use GET`, { allow: "GET, HEAD" });
-    answer();
+    await answer();
   }
 
   /** Whether a request may go on: no token needed (no auth, or a pipeline without one), or it carries a right one. */
@@ -253,8 +254,8 @@ export async function startIngestServer(options: IngestServerOptions): Promise<I
     sendJson(response, health.ok ? 200 : 503, detailed ? health : { ok: health.ok });
   }
 
-  function answerMetrics(response: ServerResponse): void {
-    const text = metrics.render();
+  async function answerMetrics(response: ServerResponse): Promise<void> {
+    const text = await metrics.render();
     response.writeHead(200, { "content-type": Metrics.contentType, "content-length": Buffer.byteLength(text) });
     response.end(text);
   }

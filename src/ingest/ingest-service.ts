@@ -160,8 +160,6 @@ export class IngestService implements IngestHandler {
   private failingSince: number | undefined;
   /** Bytes of the log landed per second, measured over the recent segments (undefined before the first). */
   private drainBytesPerSecond: number | undefined;
-  /** Bring the counters up to `counts` (run when the metrics are rendered: gauges' collect runs first). */
-  private readonly counterSyncs: (() => void)[] = [];
 
   private constructor(
     private readonly options: IngestServiceOptions,
@@ -588,20 +586,13 @@ export class IngestService implements IngestHandler {
     const { metrics } = this.options;
     const labels = { pipeline: this.options.pipeline.name };
     // Counts are counters (they only grow), brought up to date when the metrics are rendered; what the log holds and how far
-    // behind the uploader is are gauges. The gauges come first: their collect (at render time) updates the counters.
+    // behind the uploader is are gauges.
     const gauge = (name: string, help: string, value: () => number): void => {
-      const g = metrics.gauge(name, help, ["pipeline"]);
-      const previous = g.collect;
-      g.collect = () => {
-        previous?.();
-        for (const sync of this.counterSyncs) sync();
-        g.set(value(), labels);
-      };
+      const g = metrics.gauge(name, help, ["pipeline"], () => g.set(labels, value()));
     };
     const counter = (name: string, help: string, value: () => number): void => {
-      const c = metrics.counter(name, help, ["pipeline"]);
       let shown = 0;
-      this.counterSyncs.push(() => {
+      const c = metrics.counter(name, help, ["pipeline"], () => {
         const now = value();
         if (now > shown) c.inc(labels, now - shown);
         shown = now;

@@ -200,7 +200,7 @@ describe("a segment whose file's key holds other rows", () => {
     expect(await rowsOf(lake, "SELECT CAST(id AS VARCHAR) AS id FROM b")).toEqual([{ id: "3" }]);
     const health = service.health();
     expect(health.detail).toMatchObject({ quarantinedSegments: 1, quarantined: [{ segment, file: report!.quarantined, reason: expect.stringContaining("already exists with 1 rows") }] });
-    expect(metrics.render()).toMatch(/lakeswap_ingest_segments_quarantined_total\{pipeline="events"\} 1/);
+    expect(await metrics.render()).toMatch(/lakeswap_ingest_segments_quarantined_total\{pipeline="events"\} 1/);
   });
 });
 
