@@ -49,26 +49,40 @@ function formatCell(value: unknown): string {
   return String(value);
 }
 
-/** A one-line progress indicator on stderr, shown only on a terminal. */
+/** The part of a stream that `Progress` writes to: stderr, or a stand-in terminal in tests. */
+export type ProgressStream = Pick<NodeJS.WriteStream, "write" | "isTTY" | "columns">;
+
+/**
+ * A one-line progress bar on stderr for long syncs and gc, shown only on a terminal and never under --json. Kept by
+ * hand rather than taken from a library: these few lines are all lakeswap needs (the maintained bar libraries bring
+ * their own dependencies, formats and timers for what is one redrawn line).
+ */
 export class Progress {
-  private readonly enabled: boolean;
+  /** Where the bar goes; undefined when it is not shown (a pipe or a file would fill with carriage returns). */
+  private readonly stream: ProgressStream | undefined;
   private shown = false;
 
-  constructor(enabled = process.stderr.isTTY === true) {
-    this.enabled = enabled;
+  constructor(json: boolean, stream: ProgressStream = process.stderr) {
+    this.stream = !json && stream.isTTY === true ? stream : undefined;
   }
 
+  /** Redraws the bar with `done` of `total` and `label`, cut to the terminal's width. */
   update(done: number, total: number, label: string): void {
-    if (!this.enabled) return;
+    if (!this.stream) return;
     const width = 20;
     const filled = total > 0 ? Math.round((done / total) * width) : 0;
     const bar = `[${"#".repeat(filled)}${".".repeat(width - filled)}]`;
-    process.stderr.write(`\r\x1b[K${bar} ${done}/${total} ${label}`);
+    // A line that wrapped would not be cleared by the next redraw (\r goes back to the start of its last row only).
+    const room = Math.max(1, (this.stream.columns ?? 80) - 1);
+    const line = Array.from(`${bar} ${done}/${total} ${label}`);
+    const shown = line.length > room ? `${line.slice(0, room - 1).join("")}…` : line.join("");
+    this.stream.write(`\r\x1b[K${shown}`);
     this.shown = true;
   }
 
+  /** Clears the bar, so that the report starts on a clean line. */
   done(): void {
-    if (this.shown) process.stderr.write("\r\x1b[K");
+    if (this.shown) this.stream?.write("\r\x1b[K");
     this.shown = false;
   }
 }

@@ -18,7 +18,7 @@ export function registerGc(program: Command): void {
     if (name !== undefined) assertTableName(name);
     const config = configSource(options.config);
     await withLake(command, async (lake, config) => {
-      const progress = new Progress();
+      const progress = new Progress(wantsJson(command));
       const reports = await lake.gc(name, {
         dryRun: options.dryRun,
         onProgress: ({ done, total, label }) => progress.update(done, total, label),

@@ -40,7 +40,7 @@ export function registerSync(program: Command): void {
     await withLake(
       command,
       async (lake) => {
-        const progress = new Progress();
+        const progress = new Progress(wantsJson(command));
         const result = await new Pipeline(lake, config, {
           inputs: options.input?.map((file: string) => path.resolve(file)),
           partitions: options.partition,
