@@ -45,7 +45,7 @@ import type { ColumnInfo, QueryExecution, QueryExecutionState, Row } from "@aws-
 import { GetPartitionsCommand, GetTableCommand, GlueClient, type Column, type Partition, type Table } from "@aws-sdk/client-glue";
 import { GetObjectCommand, ListObjectsV2Command, PutObjectCommand, S3Client } from "@aws-sdk/client-s3";
 import { DuckDBInstance, type DuckDBConnection } from "@duckdb/node-api";
-import { TrinoSQL, TrinoSqlListener } from "dt-sql-parser";
+import { TrinoSQL, TrinoSqlListener } from "./trino-grammar.js";
 import { randomBytes, randomUUID } from "node:crypto";
 import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import http, { type IncomingMessage, type ServerResponse } from "node:http";

@@ -6,9 +6,9 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import type { Lake, LakeSettings } from "../../src/core/lake.js";
 import { awsTargetInEnvironment, resolveAwsTarget, type AwsTarget } from "../../src/config/aws-config.js";
 import { openAwsLake, openEmbeddedLake } from "../../src/open-lake.js";
-import { startAthenaEmulator, type AthenaEmulator } from "./athena-emulator.js";
-import { startGlueEmulator, type GlueEmulator } from "./glue-emulator.js";
-import { startS3Server, type S3Server } from "./s3-server.js";
+import type { AthenaEmulator } from "./athena-emulator.js";
+import type { GlueEmulator } from "./glue-emulator.js";
+import type { S3Server } from "./s3-server.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 export const REPO_ROOT = path.resolve(here, "../..");
@@ -87,6 +87,13 @@ export interface AwsServices {
 
 /** Starts S3, Glue and Athena emulators, with buckets `lake` and `results`. */
 export async function startAwsServices(): Promise<AwsServices> {
+  // Loaded here, not at the top: s3rver and the Athena emulator's SQL grammar take seconds to load, and most files
+  // (and every child process) that import this fixture never start them.
+  const [{ startS3Server }, { startGlueEmulator }, { startAthenaEmulator }] = await Promise.all([
+    import("./s3-server.js"),
+    import("./glue-emulator.js"),
+    import("./athena-emulator.js"),
+  ]);
   const s3 = await startS3Server({ buckets: ["lake", "results"] });
   const glue = await startGlueEmulator();
   const athena = await startAthenaEmulator({ s3Endpoint: s3.endpoint, glueEndpoint: glue.endpoint });

@@ -1,5 +1,5 @@
 import { DuckDBInstance } from "@duckdb/node-api";
-import { TrinoSQL } from "dt-sql-parser";
+import { TrinoSQL } from "./trino-grammar.js";
 import { describe, expect, it } from "vitest";
 import { rowsSelect } from "./rows-sql.js";
 
