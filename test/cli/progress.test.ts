@@ -1,5 +1,10 @@
-import { describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 import { Progress, type ProgressStream } from "../../src/cli/output.js";
+import { defineTable } from "../../src/core/table.js";
+import { runMain } from "../support/main-cli.js";
+import { tempLakes } from "../support/temp-lake.js";
+
+const openLake = tempLakes();
 
 /** A stand-in for stderr: a terminal of `columns` columns (or a pipe), keeping what was written. */
 function stderrOf(isTTY: boolean, columns = 80): ProgressStream & { readonly written: string[] } {
@@ -40,5 +45,29 @@ describe("the progress bar of long syncs and gc", () => {
     const line = stderr.written[0]!.replace("\r\x1b[K", "");
     expect(Array.from(line)).toHaveLength(39);
     expect(line).toBe("[######..............] 3/10 build: ver…");
+  });
+});
+
+describe("gc on a terminal", () => {
+  const isTTY = Object.getOwnPropertyDescriptor(process.stderr, "isTTY");
+  afterEach(() => {
+    if (isTTY) Object.defineProperty(process.stderr, "isTTY", isTTY);
+    else delete (process.stderr as { isTTY?: boolean }).isTTY;
+  });
+
+  // With --json the bar was drawn all the same whenever stderr was a terminal.
+  it("draws its progress bar on stderr, but not with --json", async () => {
+    const { lake, lakeDir } = await openLake();
+    await lake.createTable(defineTable({ name: "t", columns: [{ name: "id", type: "BIGINT" }], partitionKeys: ["day"] }));
+    await lake.replacePartition("t", "day=2026-11-01", { select: "SELECT 1 AS id" });
+    Object.defineProperty(process.stderr, "isTTY", { value: true, configurable: true });
+
+    const text = await runMain(["gc", "--dry-run", "--lake", lakeDir]);
+    expect(text.code, text.stderr).toBe(0);
+    expect(text.stderr).toContain("\r\x1b[K[....................] 0/1 t/day=2026-11-01");
+    const json = await runMain(["gc", "--dry-run", "--lake", lakeDir, "--json"]);
+    expect(json.code, json.stderr).toBe(0);
+    expect(json.stderr).toBe("");
+    expect(JSON.parse(json.stdout)).toMatchObject({ dryRun: true, removedRuns: 0 });
   });
 });
