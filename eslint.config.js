@@ -2,7 +2,7 @@ import js from "@eslint/js";
 import tseslint from "typescript-eslint";
 
 export default tseslint.config(
-  { ignores: ["dist/", "node_modules/", "lake/", "coverage/", "build/", ".prof/"] },
+  { ignores: ["dist/", ".vitest/", "node_modules/", "lake/", "coverage/", "build/", ".prof/"] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

@@ -3,6 +3,8 @@ import { defineConfig } from "vitest/config";
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
+    // Bundles the CLI (and the helper scripts tests start as child processes) from the sources, once per run.
+    globalSetup: ["test/support/build-bundles.ts"],
     testTimeout: 120_000,
     hookTimeout: 120_000,
     pool: "forks",

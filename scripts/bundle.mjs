@@ -9,46 +9,20 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-
-/**
- * The AWS SDK is imported when a command first needs it (`await import(...)`); in a CommonJS bundle such an import
- * must become a require() when it is first reached, as esbuild makes of bundled modules: a script compiled from V8's
- * code cache cannot import(). Each such import is served by a small module that requires the package.
- */
-const requireExternalsOnDemand = {
-  name: "require-externals-on-demand",
-  setup(build) {
-    build.onResolve({ filter: /^@aws-sdk\// }, (args) =>
-      args.kind === "dynamic-import" ? { path: args.path, namespace: "required-on-demand" } : { path: args.path, external: true },
-    );
-    build.onLoad({ filter: /.*/, namespace: "required-on-demand" }, (args) => ({
-      contents: `module.exports = require(${JSON.stringify(args.path)});`,
-      loader: "js",
-    }));
-  },
-};
+import { cliBundleOptions } from "./bundle-options.mjs";
 
 const root = fileURLToPath(new URL("../", import.meta.url));
 const outdir = path.join(root, "dist", "bundle");
 rmSync(outdir, { recursive: true, force: true });
 await build({
+  ...cliBundleOptions(),
   entryPoints: [path.join(root, "dist", "cli", "main.js")],
   outfile: path.join(outdir, "cli.cjs"),
-  bundle: true,
-  format: "cjs",
-  platform: "node",
-  target: "node20",
-  external: ["@duckdb/node-bindings", "@aws-sdk/*"],
-  // The modules find files next to the package root from their own URL: the bundle is as deep in the package as they are.
-  define: { "import.meta.url": "__lakeswapModuleUrl" },
-  banner: { js: 'const __lakeswapModuleUrl = require("node:url").pathToFileURL(__filename).href;' },
-  plugins: [requireExternalsOnDemand],
-  logLevel: "warning",
 });
 
 const bundled = readFileSync(path.join(outdir, "cli.cjs"), "utf8");
 const dynamicImport = /\bimport\(\s*["'`]([^"'`]+)/.exec(bundled);
-if (dynamicImport) throw new Error(`bundle: dist/bundle/cli.cjs imports ${dynamicImport[1]} dynamically; make it a require (see requireExternalsOnDemand)`);
+if (dynamicImport) throw new Error(`bundle: dist/bundle/cli.cjs imports ${dynamicImport[1]} dynamically; make it a require (see scripts/bundle-options.mjs)`);
 
 const work = mkdtempSync(path.join(tmpdir(), "lakeswap-bundle-"));
 try {

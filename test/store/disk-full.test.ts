@@ -4,10 +4,10 @@ import { spawnSync } from "node:child_process";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
+import { bundleOf } from "../support/bundles.js";
 import { tempDir } from "../support/lake-fixture.js";
 
 const REPO = fileURLToPath(new URL("../..", import.meta.url));
-const CLI = path.join(REPO, "test", "support", "run-cli.ts");
 // The mount lives and dies with the namespace; where user namespaces are not allowed, the test is skipped.
 const canUnshare = spawnSync("unshare", ["--user", "--map-root-user", "--mount", "sh", "-c", "mount -t tmpfs -o size=64k tmpfs /mnt"]).status === 0;
 const { dir, cleanup } = tempDir("lakeswap-full-");
@@ -17,7 +17,7 @@ describe.skipIf(!canUnshare)("a full disk", () => {
   it("pin on a full disk: exit 10, the file and 'no pointer moved', and no temporary file left", () => {
     const mount = path.join(dir, "fs");
     const lake = path.join(mount, "lake");
-    const cli = `node --import tsx ${CLI} --lake ${lake}`;
+    const cli = `node ${bundleOf("run-cli.ts")} --lake ${lake}`;
     const script = [
       `mkdir -p ${mount} && mount -t tmpfs -o size=8m tmpfs ${mount}`,
       `${cli} create-table orders --partition-keys day --columns 'id BIGINT' >/dev/null`,

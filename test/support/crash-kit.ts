@@ -1,18 +1,16 @@
 // Shared kit of the crash, lease and concurrent-reader suites: child processes that speak JSON lines,
 // polling with a deadline, and inspection of an embedded lake's folder as a user (or plain DuckDB) sees it.
 import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync, promises as fs } from "node:fs";
+import { promises as fs } from "node:fs";
 import net from "node:net";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 import { DuckDBInstance } from "@duckdb/node-api";
 import { leaseKey, type LeaseRecord } from "../../src/core/lease.js";
 import { manifestKey, type RunManifest } from "../../src/core/manifest.js";
 import { parsePartition } from "../../src/core/partition.js";
 import type { Lake } from "../../src/core/lake.js";
+import { bundleOf } from "./bundles.js";
 import { REPO_ROOT, type TestBackend } from "./lake-fixture.js";
-
-const here = path.dirname(fileURLToPath(import.meta.url));
 
 /** The lake folder of a backend that keeps its lake in a local folder, or undefined (S3 and the like). */
 export function lakeDirOf(backend: TestBackend): string | undefined {
@@ -110,12 +108,10 @@ export class Child {
   }
 }
 
-/** Starts one of the TypeScript helper scripts of test/support in a child node process (via tsx). */
+/** Starts one of the helper scripts of test/support (`run-cli.ts` for the CLI) in a child node process, from this run's bundle of it. */
 export function spawnScript(script: string, args: readonly string[], env: Readonly<Record<string, string>> = {}): Child {
-  const entry = path.join(here, script);
-  if (!existsSync(entry)) throw new Error(`no helper script ${entry}`);
   return new Child(
-    spawn(process.execPath, ["--import", "tsx", entry, ...args], {
+    spawn(process.execPath, [bundleOf(script), ...args], {
       cwd: REPO_ROOT,
       env: { ...process.env, NODE_NO_WARNINGS: "1", ...env },
       stdio: ["pipe", "pipe", "pipe"],

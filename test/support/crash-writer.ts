@@ -8,7 +8,7 @@ import { createInterface } from "node:readline";
 import { parseArgs } from "node:util";
 import { resolveLakeConfig } from "../../src/config/lake-config.js";
 import { LakeswapError, errorMessage } from "../../src/core/errors.js";
-import { openLakeForChild } from "./lake-fixture.js";
+import { openLakeForChild } from "./child-lake.js";
 
 const { values } = parseArgs({
   options: { lake: { type: "string" }, "lease-ttl-ms": { type: "string" }, wait: { type: "string" } },
@@ -16,17 +16,22 @@ const { values } = parseArgs({
 });
 const config = resolveLakeConfig({ lake: values.lake, wait: values.wait });
 const ttl = values["lease-ttl-ms"] !== undefined ? Number(values["lease-ttl-ms"]) : undefined;
-const lake = await openLakeForChild(config.lakeDir, { graceMs: config.graceMs, leaseWaitMs: config.leaseWaitMs, leaseTtlMs: ttl });
-const answer = (value: unknown) => process.stdout.write(`${JSON.stringify(value)}\n`);
+// No top-level await: the test run bundles this script as CommonJS (test/support/build-bundles.ts).
+void main();
 
-answer({ ready: true, pid: process.pid });
-for await (const line of createInterface({ input: process.stdin })) {
-  if (line.trim().length === 0) continue;
-  const command = JSON.parse(line) as { table: string; partition: string; select: string };
-  try {
-    answer({ ok: true, result: await lake.replacePartition(command.table, command.partition, { select: command.select }) });
-  } catch (error) {
-    answer({ ok: false, code: error instanceof LakeswapError ? error.code : "INTERNAL", message: errorMessage(error) });
+async function main(): Promise<void> {
+  const lake = await openLakeForChild(config.lakeDir, { graceMs: config.graceMs, leaseWaitMs: config.leaseWaitMs, leaseTtlMs: ttl });
+  const answer = (value: unknown) => process.stdout.write(`${JSON.stringify(value)}\n`);
+
+  answer({ ready: true, pid: process.pid });
+  for await (const line of createInterface({ input: process.stdin })) {
+    if (line.trim().length === 0) continue;
+    const command = JSON.parse(line) as { table: string; partition: string; select: string };
+    try {
+      answer({ ok: true, result: await lake.replacePartition(command.table, command.partition, { select: command.select }) });
+    } catch (error) {
+      answer({ ok: false, code: error instanceof LakeswapError ? error.code : "INTERNAL", message: errorMessage(error) });
+    }
   }
+  await lake.close();
 }
-await lake.close();

@@ -2,17 +2,17 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { fileURLToPath, pathToFileURL } from "node:url";
+import { fileURLToPath } from "node:url";
 import type { Lake, LakeSettings } from "../../src/core/lake.js";
-import { awsTargetInEnvironment, resolveAwsTarget, type AwsTarget } from "../../src/config/aws-config.js";
+import type { AwsTarget } from "../../src/config/aws-config.js";
 import { openAwsLake, openEmbeddedLake } from "../../src/open-lake.js";
 import type { AthenaEmulator } from "./athena-emulator.js";
+import { bundleOf } from "./bundles.js";
 import type { GlueEmulator } from "./glue-emulator.js";
 import type { S3Server } from "./s3-server.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 export const REPO_ROOT = path.resolve(here, "../..");
-const CLI_ENTRY = path.join(here, "run-cli.ts");
 
 /** A fresh temporary folder, removed by `cleanup`. */
 export function tempDir(prefix = "lakeswap-test-"): { dir: string; cleanup: () => void } {
@@ -139,7 +139,7 @@ export interface CliResult {
   readonly stderr: string;
 }
 
-/** Runs `lakeswap <args>` in a child process (from the TypeScript sources), in the repository's folder or `options.cwd`. */
+/** Runs `lakeswap <args>` in a child process (this run's bundle of the sources), in the repository's folder or `options.cwd`. */
 export function runCli(args: readonly string[], env: Record<string, string> = {}, options: { readonly cwd?: string } = {}): Promise<CliResult> {
   return new Promise((resolve, reject) => {
     const child = spawnCli(args, env, options);
@@ -154,16 +154,9 @@ export function runCli(args: readonly string[], env: Record<string, string> = {}
 
 /** Starts `lakeswap <args>` as a child process without waiting for it. */
 export function spawnCli(args: readonly string[], env: Record<string, string> = {}, options: { readonly cwd?: string } = {}): ChildProcess {
-  // tsx by its path, so that it is found from any working folder.
-  return spawn(process.execPath, ["--import", pathToFileURL(path.join(REPO_ROOT, "node_modules", "tsx", "dist", "loader.mjs")).href, CLI_ENTRY, ...args], {
+  return spawn(process.execPath, [bundleOf("run-cli.ts"), ...args], {
     cwd: options.cwd ?? REPO_ROOT,
     env: { ...process.env, NODE_NO_WARNINGS: "1", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
-}
-
-/** Opens the lake a child process was pointed at, as the CLI would: AWS when the environment names a target, else the folder. */
-export async function openLakeForChild(lakeDir: string, settings: LakeSettings = {}): Promise<Lake> {
-  if (awsTargetInEnvironment(process.env)) return openAwsLake(resolveAwsTarget(undefined, process.env, "environment"), settings);
-  return openEmbeddedLake(lakeDir, settings);
 }

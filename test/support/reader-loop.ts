@@ -29,38 +29,44 @@ const literal = (text: string) => `'${text.replace(/'/g, "''")}'`;
 const lakeDir = path.resolve(values.lake ?? process.env.LAKESWAP_LAKE ?? "lake");
 
 type Read = () => Promise<readonly unknown[]>;
-let read: Read;
-let close: () => Promise<void>;
-if (mode === "duckdb") {
-  const instance = await DuckDBInstance.create(":memory:");
-  const connection = await instance.connect();
-  const sql =
-    `SELECT count(*), count(DISTINCT tag), min(tag) FROM read_parquet(${literal(path.join(lakeDir, table, "*", "*.parquet"))}, hive_partitioning = true) ` +
-    `WHERE ${column} = ${literal(value)}`;
-  read = async () => (await connection.runAndReadAll(sql)).getRowsJS()[0] ?? [];
-  close = async () => {
-    connection.closeSync();
-    instance.closeSync();
-  };
-} else {
-  const { openLakeForChild } = await import("./lake-fixture.js");
-  const lake = await openLakeForChild(lakeDir);
-  const sql = `SELECT count(*), count(DISTINCT tag), min(tag) FROM ${table} WHERE ${column} = ${literal(value)}`;
-  read = async () => (await lake.query(sql)).rows[0] ?? [];
-  close = () => lake.close();
-}
 
-let stopping = false;
-process.stdin.on("end", () => (stopping = true));
-process.stdin.resume();
+// No top-level await: the test run bundles this script as CommonJS (test/support/build-bundles.ts).
+void main(mode, table, column, value);
 
-while (!stopping) {
-  const start = Date.now();
-  try {
-    const [rows, tags, tag] = await read();
-    process.stdout.write(`${JSON.stringify({ start, end: Date.now(), rows: Number(rows), tags: Number(tags), tag: tag ?? null })}\n`);
-  } catch (error) {
-    process.stdout.write(`${JSON.stringify({ start, end: Date.now(), error: error instanceof Error ? error.message : String(error) })}\n`);
+async function main(mode: "duckdb" | "lakeswap", table: string, column: string, value: string): Promise<void> {
+  let read: Read;
+  let close: () => Promise<void>;
+  if (mode === "duckdb") {
+    const instance = await DuckDBInstance.create(":memory:");
+    const connection = await instance.connect();
+    const sql =
+      `SELECT count(*), count(DISTINCT tag), min(tag) FROM read_parquet(${literal(path.join(lakeDir, table, "*", "*.parquet"))}, hive_partitioning = true) ` +
+      `WHERE ${column} = ${literal(value)}`;
+    read = async () => (await connection.runAndReadAll(sql)).getRowsJS()[0] ?? [];
+    close = async () => {
+      connection.closeSync();
+      instance.closeSync();
+    };
+  } else {
+    const { openLakeForChild } = await import("./child-lake.js");
+    const lake = await openLakeForChild(lakeDir);
+    const sql = `SELECT count(*), count(DISTINCT tag), min(tag) FROM ${table} WHERE ${column} = ${literal(value)}`;
+    read = async () => (await lake.query(sql)).rows[0] ?? [];
+    close = () => lake.close();
   }
+
+  let stopping = false;
+  process.stdin.on("end", () => (stopping = true));
+  process.stdin.resume();
+
+  while (!stopping) {
+    const start = Date.now();
+    try {
+      const [rows, tags, tag] = await read();
+      process.stdout.write(`${JSON.stringify({ start, end: Date.now(), rows: Number(rows), tags: Number(tags), tag: tag ?? null })}\n`);
+    } catch (error) {
+      process.stdout.write(`${JSON.stringify({ start, end: Date.now(), error: error instanceof Error ? error.message : String(error) })}\n`);
+    }
+  }
+  await close();
 }
-await close();
