@@ -21,7 +21,9 @@ import { median } from "./stats.js";
  * Two registries, in interleaved rounds (so that the machine's drift falls on both): the collector's (prom-client)
  * and a no-op one whose metrics record nothing and render nothing. Figures per registry, the median over its rounds:
  * requests/s, wall µs per request (1 / throughput) and CPU µs per request (this whole process: server and clients,
- * the same for both registries, so what differs is the metrics').
+ * the same for both registries, so what differs is the metrics'); and the ratios prom-client / no-op, both of the
+ * medians and the median of each round's ratio to the other registry's round run next to it (which cancels the
+ * machine's drift best).
  */
 
 const CLIENTS = 4;
@@ -36,6 +38,7 @@ export interface MetricsVariant {
   readonly wallMicrosPerRequest: number;
   readonly cpuMicrosPerRequest: number;
   readonly roundsRequestsPerSecond: readonly number[];
+  readonly roundsCpuMicrosPerRequest: readonly number[];
   readonly scrapes: number;
 }
 
@@ -92,6 +95,7 @@ export async function benchMetrics(workDir: string, progress: (message: string) 
     wallMicrosPerRequest: median(of.map((round) => round.wallMicrosPerRequest)),
     cpuMicrosPerRequest: median(of.map((round) => round.cpuMicrosPerRequest)),
     roundsRequestsPerSecond: of.map((round) => round.requestsPerSecond),
+    roundsCpuMicrosPerRequest: of.map((round) => round.cpuMicrosPerRequest),
     scrapes: median(of.map((round) => round.scrapes)),
   });
   return {

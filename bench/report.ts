@@ -29,7 +29,7 @@ import {
   type TinySync,
 } from "./scale-bench.js";
 import type { MethodFigures, SignatureFigures } from "./signature-bench.js";
-import type { Timing } from "./stats.js";
+import { median, type Timing } from "./stats.js";
 import type { SwapFigures } from "./swap-bench.js";
 import { countAtMost, quantityAtLeast, ratioAtLeast, ratioAtMost, ratioBelow, verdictLine, verdictWord, type Verdict } from "./targets.js";
 
@@ -784,9 +784,16 @@ function renderMetrics(figures: MetricsFigures): string {
     [
       ["requests/s · prom-client / no-op", times(figures.promClient.requestsPerSecond / figures.noop.requestsPerSecond)],
       ["CPU µs/request · prom-client / no-op", times(figures.promClient.cpuMicrosPerRequest / figures.noop.cpuMicrosPerRequest)],
+      ["requests/s · median of the rounds' paired ratios", times(pairedRatio(figures.promClient.roundsRequestsPerSecond, figures.noop.roundsRequestsPerSecond))],
+      ["CPU µs/request · median of the rounds' paired ratios", times(pairedRatio(figures.promClient.roundsCpuMicrosPerRequest, figures.noop.roundsCpuMicrosPerRequest))],
     ],
   );
   return [title, "", table, "", ratios].join("\n");
+}
+
+/** The median of each round's ratio to the round of the other variant run next to it. */
+function pairedRatio(of: readonly number[], to: readonly number[]): number {
+  return median(of.map((value, i) => value / to[i]!));
 }
 
 function renderTable(header: readonly string[], rows: readonly (readonly string[])[]): string {
