@@ -147,5 +147,6 @@ function compareIngest(model: LakeModel, view: LakeView): string[] {
   };
   differ("ingested table ev", model.ingest.events, view.ingest.events);
   differ("dead-letter table events", model.ingest.deadLetters, view.ingest.deadLetters);
+  if (problems.length > 0 && view.ingest.reasons.length > 0) problems.push(`the dead letters' reasons: ${view.ingest.reasons.join(" ; ")}`);
   return problems;
 }

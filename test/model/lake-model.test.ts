@@ -22,7 +22,7 @@ import {
   type LakeCommand,
   type Real,
 } from "./commands.js";
-import { StalledWriterCommand, hostileCommands, sinkCommands } from "./hostile.js";
+import { DropSinkTableCommand, StalledWriterCommand, hostileCommands, sinkCommands } from "./hostile.js";
 import { ingestCommands } from "./ingest.js";
 import { LakeModel, RAW, STAGE, type TableName } from "./model.js";
 import { Workspace, type AwsWorkspaceTarget } from "./workspace.js";
@@ -159,6 +159,16 @@ describe.runIf(backends.includes("local") && postgresAvailable())("embedded lake
     postgres = undefined;
   });
 
+  // Issue 25 item 5: the dropped table was recreated empty and never refilled (every partition 'unchanged').
+  it("a sink's target table dropped between syncs is refilled by the next sync (issue 25 item 5)", async () => {
+    const workspace = () => {
+      const schema = `model_${process.pid}_${(sequence += 1)}`;
+      return new Workspace(undefined, { url: postgres!.url, table: `${schema}.items_stage`, rawTable: `${schema}.items_raw` }, "csv");
+    };
+    const delivery = { days: [["2026-11-01", 0], ["2026-11-02", 2]], order: 0 } as const;
+    await runSequence([new SyncCommand(delivery), new DropSinkTableCommand(STAGE), new SyncCommand(delivery), new DropSinkTableCommand(RAW), new SyncCommand(delivery)], workspace);
+  }, timeout);
+
   it("after every sync the sink's tables hold exactly the lake's raw and stage rows (sync, rollback, replace, pin, gc, two syncs at once)", async () => {
     // partition_replace in one sequence, upsert in the next.
     const workspace = () => {
@@ -177,11 +187,16 @@ describe.runIf(backends.includes("aws"))("AWS lake (S3 + Glue + Athena emulators
   beforeAll(async () => {
     process.env.AWS_EC2_METADATA_DISABLED = "true";
     services = await startAwsServices();
+    if (postgresAvailable()) postgres = await startPostgres();
   });
-  afterAll(async () => services?.close());
+  afterAll(async () => {
+    await services?.close();
+    await postgres?.stop();
+    postgres = undefined;
+  });
 
-  /** A workspace on a fresh prefix and Glue database of the emulated services. */
-  const workspace = (): Workspace => {
+  /** A workspace on a fresh prefix and Glue database of the emulated services (with `sink`: its tables in PostgreSQL). */
+  const workspace = (sink = false): Workspace => {
     const s = services!;
     const suffix = `${process.pid}_${(sequence += 1)}`;
     const target: AwsWorkspaceTarget = {
@@ -194,10 +209,19 @@ describe.runIf(backends.includes("aws"))("AWS lake (S3 + Glue + Athena emulators
       }),
       location: { s3: new S3Client(s.s3.clientConfig), bucket: "lake", prefix: `model/${suffix}`, glue: s.glue.state, database: `model_${suffix}` },
     };
-    return new Workspace(target, undefined, "csv", sequence % 2 === 0 ? "upsert" : "partition_replace");
+    const postgresTarget = sink ? { url: postgres!.url, table: `model_${suffix}.items_stage`, rawTable: `model_${suffix}.items_raw` } : undefined;
+    return new Workspace(target, postgresTarget, "csv", sequence % 2 === 0 ? "upsert" : "partition_replace");
   };
 
   it("sync, rollback (partition and --sync), replace, pin, gc --grace 0, and a command killed at a fault point", async () => {
-    await checkModel([...ordinaryCommands(), ...killedCommands()], { runs: 2, commands: 8 }, workspace);
+    await checkModel([...ordinaryCommands(), ...killedCommands()], { runs: 2, commands: 8 }, () => workspace());
+  }, timeout);
+
+  it("the same, with two commands at once, ingest batches (also killed), queries of exact digits, a writer frozen past its lease, SQL that reads files", async () => {
+    await checkModel([...ordinaryCommands(), ...concurrentCommands(), ...ingestCommands(), ...hostileCommands()], { runs: 1, commands: 10 }, () => workspace());
+  }, timeout);
+
+  it.runIf(postgresAvailable())("with a PostgreSQL sink of both layers: after every sync its tables hold exactly the lake's rows (two syncs at once, a target table dropped)", async () => {
+    await checkModel([...ordinaryCommands(), ...concurrentCommands(), ...sinkCommands()], { runs: 1, commands: 8 }, () => workspace(true));
   }, timeout);
 });

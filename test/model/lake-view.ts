@@ -47,7 +47,7 @@ export interface LakeView {
   /** Pinned partitions (`table/day=…`). */
   readonly pins: ReadonlySet<string>;
   /** The ingest pipeline's tables (./ingest.ts): the namespace table's rows and the dead letters' original lines, sorted. */
-  readonly ingest: { readonly events: RowText[]; readonly deadLetters: string[] };
+  readonly ingest: { readonly events: RowText[]; readonly deadLetters: string[]; readonly reasons: string[] };
   /** Sync records: id, moves. */
   readonly syncs: readonly { syncId: string; finished: boolean; moves: readonly { table: string; partition: string; run: string; previousRun?: string; pending?: boolean }[] }[];
 }
@@ -150,7 +150,8 @@ async function ingestRows(eventsGlob: string, deadGlob: string): Promise<LakeVie
   const column = (name: string) => `coalesce(${name}::VARCHAR, 'NULL')`;
   const events = await readGlob(eventsGlob, `SELECT ${["id", "amt", "u", "h", "x"].map(column).join(" || '|' || ")} FROM %FILES%`);
   const deadLetters = await readGlob(deadGlob, "SELECT raw FROM %FILES%");
-  return { events: events.sort(), deadLetters: deadLetters.sort() };
+  const reasons = await readGlob(deadGlob, "SELECT raw || ' => ' || reason FROM %FILES%");
+  return { events: events.sort(), deadLetters: deadLetters.sort(), reasons: reasons.sort() };
 }
 
 /** One text column of a query over a glob of Parquet files, read by a fresh DuckDB instance ([] without files). */
