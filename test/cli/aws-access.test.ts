@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { awsBackend, awsCliEnv, runCli, startAwsServices, type AwsServices } from "../support/lake-fixture.js";
+import { awsBackend, awsCliEnv, startAwsServices, type AwsServices } from "../support/lake-fixture.js";
+import { runMain } from "../support/main-cli.js";
 import { PipelineWorkspace, orders } from "../support/pipeline-fixture.js";
 
 // Item 15 of issue 9: missing or refused AWS credentials get their own exit code (11) and a message that names
@@ -22,13 +23,13 @@ describe("lakeswap on AWS without usable credentials", () => {
   afterAll(async () => services.close());
 
   it("exits 11 naming the S3 action and resource when the credentials are refused", async () => {
-    const result = await runCli(["tables"], { ...env, AWS_ACCESS_KEY_ID: "denied" });
+    const result = await runMain(["tables"], { ...env, AWS_ACCESS_KEY_ID: "denied" });
     expect(result.code, result.stderr).toBe(11);
     expect(result.stderr).toMatch(/access denied: s3:\w+ on s3:\/\/lake\/access\/_lakeswap\/\S* was refused \(AccessDenied: Access Denied\)/);
   });
 
   it("exits 11 saying no credentials were found when the default chain has none", async () => {
-    const result = await runCli(["tables"], {
+    const result = await runMain(["tables"], {
       ...env,
       AWS_ACCESS_KEY_ID: "",
       AWS_SECRET_ACCESS_KEY: "",

@@ -1,9 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { embeddedBackend, runCli, type TestBackend } from "../support/lake-fixture.js";
+import { embeddedBackend, type TestBackend } from "../support/lake-fixture.js";
+import { runMain } from "../support/main-cli.js";
 import { treeState } from "../support/tree.js";
 
 let backend: TestBackend & { lakeDir: string };
-const cli = (...args: string[]) => runCli([...backend.cliArgs, ...args]);
+const cli = (...args: string[]) => runMain([...backend.cliArgs, ...args]);
 
 beforeAll(async () => {
   backend = await embeddedBackend();

@@ -1,6 +1,7 @@
 import { ListObjectsV2Command, S3Client } from "@aws-sdk/client-s3";
 import { afterEach, describe, expect, it } from "vitest";
-import { awsCliEnv, runCli, startAwsServices, type AwsServices } from "../support/lake-fixture.js";
+import { awsCliEnv, startAwsServices, type AwsServices } from "../support/lake-fixture.js";
+import { runMain } from "../support/main-cli.js";
 
 let services: AwsServices | undefined;
 afterEach(async () => services?.close());
@@ -15,7 +16,7 @@ describe("lakeswap demo --aws", () => {
       ATHENA_WORKGROUP: "primary",
       DEMO_RESULTS_BUCKET: "results",
     });
-    const result = await runCli(["demo", "--aws", "--json"], env);
+    const result = await runMain(["demo", "--aws", "--json"], env);
     expect(result.stderr).toBe("");
     expect(result.code).toBe(0);
     const report = JSON.parse(result.stdout) as { steps: { step: string; count?: number; runId?: string }[] };

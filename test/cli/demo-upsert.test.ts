@@ -1,6 +1,7 @@
 import { existsSync, rmSync } from "node:fs";
 import { afterEach, describe, expect, it } from "vitest";
-import { awsCliEnv, embeddedBackend, runCli, selectedBackends, startAwsServices, type AwsServices } from "../support/lake-fixture.js";
+import { awsCliEnv, embeddedBackend, selectedBackends, startAwsServices, type AwsServices } from "../support/lake-fixture.js";
+import { runMain } from "../support/main-cli.js";
 
 const cleanups: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
@@ -61,7 +62,7 @@ function expectStory(report: Report): void {
 describe("lakeswap demo upsert", () => {
   // Without --lake and LAKESWAP_LAKE, as on a fresh clone.
   it.skipIf(process.env.LAKESWAP_LAKE !== undefined)("runs in a fresh temporary folder, prints one JSON document with --json, and leaves nothing behind", async () => {
-    const result = await runCli(["demo", "upsert", "--json"]);
+    const result = await runMain(["demo", "upsert", "--json"]);
     expect(result.code, result.stderr).toBe(0);
     // The only word on stderr is which lake it runs on: the demo's own folder.
     expect(result.stderr).toMatch(/^lakeswap: embedded lake \S+lakeswap-upsert-\w+\/lake \(lake: in lakeswap\.yaml\)\n$/);
@@ -75,7 +76,7 @@ describe("lakeswap demo upsert", () => {
   it("runs on a lake named by --lake, prints each step's builds, skips and rows, and drops its table at the end", async () => {
     const backend = await embeddedBackend();
     cleanups.push(() => backend.cleanup());
-    const result = await runCli([...backend.cliArgs, "demo", "upsert"]);
+    const result = await runMain([...backend.cliArgs, "demo", "upsert"]);
     expect(result.stderr).toBe("");
     expect(result.code).toBe(0);
     const out = result.stdout;
@@ -87,20 +88,20 @@ describe("lakeswap demo upsert", () => {
     expect(out).toMatch(/^ {3}build +area=north +rolled back +4 rows$/m);
     expect(out).toMatch(/^ {5}north +1 Ada, 2 Bob, 3 Cy, 9 Ivy$/m);
     expect(out).toMatch(/teardown: dropped demo_customers_raw and removed \S+lakeswap-upsert-\w+\n$/);
-    const tables = await runCli([...backend.cliArgs, "tables", "--json"]);
+    const tables = await runMain([...backend.cliArgs, "tables", "--json"]);
     expect(tables.stdout).not.toContain("demo_customers_raw");
   });
 
   it("keeps its folder and its table with --keep", async () => {
     const backend = await embeddedBackend();
     cleanups.push(() => backend.cleanup());
-    const result = await runCli([...backend.cliArgs, "demo", "upsert", "--keep", "--json"]);
+    const result = await runMain([...backend.cliArgs, "demo", "upsert", "--keep", "--json"]);
     expect(result.code, result.stderr).toBe(0);
     const report = JSON.parse(result.stdout) as Report;
     cleanups.push(() => rmSync(report.folder, { recursive: true, force: true }));
     expect(report).toMatchObject({ lake: backend.lakeDir, kept: true });
     expect(existsSync(`${report.folder}/lakeswap.yaml`)).toBe(true);
-    const query = await runCli([...backend.cliArgs, "query", "SELECT count(*) AS customers FROM demo_customers_raw", "--json"]);
+    const query = await runMain([...backend.cliArgs, "query", "SELECT count(*) AS customers FROM demo_customers_raw", "--json"]);
     expect(query.code, query.stderr).toBe(0);
     expect(query.stdout).toMatch(/"customers": 8/);
   });
@@ -115,7 +116,7 @@ describe("lakeswap demo upsert", () => {
       ATHENA_WORKGROUP: "primary",
       DEMO_RESULTS_BUCKET: "results",
     });
-    const result = await runCli(["demo", "upsert", "--aws", "--json"], env);
+    const result = await runMain(["demo", "upsert", "--aws", "--json"], env);
     expect(result.stderr).toBe("");
     expect(result.code).toBe(0);
     const report = JSON.parse(result.stdout) as Report;

@@ -1,6 +1,7 @@
 import { existsSync, readdirSync } from "node:fs";
 import { afterEach, describe, expect, it } from "vitest";
-import { embeddedBackend, runCli, type TestBackend } from "../support/lake-fixture.js";
+import { embeddedBackend, type TestBackend } from "../support/lake-fixture.js";
+import { runMain } from "../support/main-cli.js";
 
 let backend: (TestBackend & { lakeDir: string }) | undefined;
 afterEach(async () => backend?.cleanup());
@@ -8,7 +9,7 @@ afterEach(async () => backend?.cleanup());
 describe("lakeswap demo", () => {
   it("runs the swap story end to end: 100, 120, then 100 after rollback, and tears down to nothing", async () => {
     backend = await embeddedBackend();
-    const result = await runCli([...backend.cliArgs, "demo", "--json"]);
+    const result = await runMain([...backend.cliArgs, "demo", "--json"]);
     expect(result.stderr).toBe("");
     expect(result.code).toBe(0);
     const report = JSON.parse(result.stdout) as { steps: { step: string; count?: number; runId?: string; previousRunId?: string }[] };
@@ -29,7 +30,7 @@ describe("lakeswap demo", () => {
   it("runs step by step with its state in the lake folder; run 1 survives the second swap and its GC", async () => {
     backend = await embeddedBackend();
     const step = async (...args: string[]) => {
-      const result = await runCli([...backend!.cliArgs, ...args]);
+      const result = await runMain([...backend!.cliArgs, ...args]);
       expect(result.stderr, `${args.join(" ")}: ${result.stderr}`).toBe("");
       expect(result.code).toBe(0);
       return result.stdout;
@@ -40,7 +41,7 @@ describe("lakeswap demo", () => {
     expect((await json("demo", "count")).steps[0]!.count).toBe(100);
     await step("demo", "change");
     // A grace window of 0 makes GC remove everything the retention rule allows: run 1 stays as the previous run.
-    const swap2 = await runCli([...backend.cliArgs, "demo", "swap", "--json"], { LAKESWAP_GRACE: "0" });
+    const swap2 = await runMain([...backend.cliArgs, "demo", "swap", "--json"], { LAKESWAP_GRACE: "0" });
     expect(swap2.code).toBe(0);
     expect((await json("demo", "count")).steps[0]!.count).toBe(120);
     const history = JSON.parse(await step("history", "demo_target", "--partition", "day=2026-11-01", "--json")) as {

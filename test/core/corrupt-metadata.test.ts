@@ -5,10 +5,11 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseManifest, writeConsequence } from "../../src/core/manifest.js";
 import { parseOutboxEntry } from "../../src/core/outbox.js";
 import { parseSyncRecord } from "../../src/core/sync-record.js";
-import { embeddedBackend, runCli, type TestBackend } from "../support/lake-fixture.js";
+import { embeddedBackend, type TestBackend } from "../support/lake-fixture.js";
+import { runMain } from "../support/main-cli.js";
 
 let backend: TestBackend & { lakeDir: string };
-const cli = (...args: string[]) => runCli([...backend.cliArgs, ...args]);
+const cli = (...args: string[]) => runMain([...backend.cliArgs, ...args]);
 const meta = (...parts: string[]) => path.join(backend.lakeDir, "_lakeswap", ...parts);
 
 beforeAll(async () => {

@@ -1,7 +1,8 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { Lake } from "../../src/core/lake.js";
 import { defineTable } from "../../src/core/table.js";
-import { BACKEND_FACTORIES, runCli, selectedBackends, type CliResult, type TestBackend } from "../support/lake-fixture.js";
+import { BACKEND_FACTORIES, selectedBackends, type CliResult, type TestBackend } from "../support/lake-fixture.js";
+import { runMain } from "../support/main-cli.js";
 
 // Invariant 8: partition values and table names are validated before they reach a path, a store key or SQL.
 // The README: partition values use letters, digits, '-', '_' and '.' (not first, no '..'); table names are
@@ -15,7 +16,7 @@ describe.each(selectedBackends())("names on the %s backend", (backendName) => {
   let lake: Lake;
   let current: string;
 
-  const cli = (args: readonly string[]): Promise<CliResult> => runCli([...backend.cliArgs, ...args], { ...backend.cliEnv });
+  const cli = (args: readonly string[]): Promise<CliResult> => runMain([...backend.cliArgs, ...args], { ...backend.cliEnv });
 
   beforeEach(async () => {
     backend = await BACKEND_FACTORIES[backendName]!();

@@ -2,7 +2,8 @@ import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { parseByteSize } from "../../src/engine/duckdb-engine.js";
-import { runCli, tempDir } from "../support/lake-fixture.js";
+import { tempDir } from "../support/lake-fixture.js";
+import { runMain } from "../support/main-cli.js";
 
 // DuckDB holds a buffer per open partition and column while it writes partitioned files: a delivery of thousands
 // of partitions, written in one pass, ran out of memory at the landing's limit. They are written in groups sized
@@ -27,12 +28,12 @@ describe("a delivery of thousands of partitions", () => {
     const { dir, cleanup, args } = eventsProject("lakeswap-many-", "ts: TIMESTAMP", "strftime(ts, '%Y-%m-%d')", `id,ts\n${lines.join("\n")}\n`);
     try {
       const env = { LAKESWAP_MEMORY_LIMIT: "32MB" };
-      const first = await runCli(args, env);
+      const first = await runMain(args, env);
       expect(first.code, first.stderr).toBe(0);
       expect(JSON.parse(first.stdout).totals).toMatchObject({ built: days, failed: 0, rows: days * 3 });
-      const counted = await runCli(["--lake", path.join(dir, "lake"), "query", "SELECT count(*) AS n, count(DISTINCT day) AS days, min(c) AS least FROM (SELECT day, count(*) AS c FROM events_raw GROUP BY day)", "--json"]);
+      const counted = await runMain(["--lake", path.join(dir, "lake"), "query", "SELECT count(*) AS n, count(DISTINCT day) AS days, min(c) AS least FROM (SELECT day, count(*) AS c FROM events_raw GROUP BY day)", "--json"]);
       expect(JSON.parse(counted.stdout)).toEqual([{ n: days, days, least: 3 }]);
-      const again = await runCli(args, env);
+      const again = await runMain(args, env);
       expect(JSON.parse(again.stdout).totals).toMatchObject({ built: 0, skipped: days });
     } finally {
       cleanup();
@@ -47,14 +48,14 @@ describe("a delivery of thousands of partitions", () => {
     const { dir, cleanup, args } = eventsProject("lakeswap-sign-oom-", "seen: DATE", "strftime(seen, '%Y-%m-%d')", `id,seen\n${lines.join("\n")}\n`);
     const lake = path.join(dir, "lake");
     try {
-      const first = await runCli(args, { LAKESWAP_FAULT: "signing-beside-write-ahead:oom" });
+      const first = await runMain(args, { LAKESWAP_FAULT: "signing-beside-write-ahead:oom" });
       expect(first.code, first.stderr).toBe(0);
       expect(JSON.parse(first.stdout).totals).toMatchObject({ built: 20, failed: 0, rows: 40 });
-      const counted = await runCli(["--lake", lake, "query", "SELECT day, count(*) AS n, sum(id) AS ids FROM events_raw GROUP BY day ORDER BY day", "--json"]);
+      const counted = await runMain(["--lake", lake, "query", "SELECT day, count(*) AS n, sum(id) AS ids FROM events_raw GROUP BY day ORDER BY day", "--json"]);
       const expected = Array.from({ length: 20 }, (_, d) => ({ day: `2026-11-${String(d + 1).padStart(2, "0")}`, n: 2, ids: d + (d + 20) }));
       expect(JSON.parse(counted.stdout)).toEqual(expected);
       // The signatures kept are those of the rows: the same delivery again builds nothing.
-      const again = await runCli(args);
+      const again = await runMain(args);
       expect(JSON.parse(again.stdout).totals).toMatchObject({ built: 0, skipped: 20 });
     } finally {
       cleanup();

@@ -5,7 +5,8 @@ import { loadPipelineConfig } from "../../src/config/pipeline-config.js";
 import type { Lake } from "../../src/core/lake.js";
 import { Pipeline, type PipelineOptions, type SyncReport } from "../../src/core/pipeline.js";
 import { fetchSource } from "../../src/sources/fetch-source.js";
-import { BACKEND_FACTORIES, runCli, selectedBackends, tempDir, type TestBackend } from "../support/lake-fixture.js";
+import { BACKEND_FACTORIES, selectedBackends, tempDir, type TestBackend } from "../support/lake-fixture.js";
+import { runMain } from "../support/main-cli.js";
 import { startReportApi, type ReportApi } from "../support/report-api.js";
 
 // Issue 13: a partitioned API source (a GA4-style daily report) with replace_partition and lookback_days. Each
@@ -200,21 +201,21 @@ describe("http source from the CLI", () => {
       api.setDay("2026-11-30", dayRows("2026-11-30", 3));
       api.failDay("2026-11-30", 503);
       const env = { ...backend.cliEnv, GA4_TOKEN: TOKEN };
-      const failing = await runCli([...backend.cliArgs, "sync", "-c", config, "--as-of", "2026-11-30"], env);
+      const failing = await runMain([...backend.cliArgs, "sync", "-c", config, "--as-of", "2026-11-30"], env);
       expect(failing.code, failing.stderr).toBe(7);
       expect(failing.stdout).toContain("date=2026-11-30");
       expect(failing.stdout).toContain("503");
       expect(failing.stdout + failing.stderr).not.toContain(TOKEN);
 
       api.failDay("2026-11-30", undefined);
-      const rerun = await runCli([...backend.cliArgs, "sync", "-c", config, "--as-of", "2026-11-30", "--json"], env);
+      const rerun = await runMain([...backend.cliArgs, "sync", "-c", config, "--as-of", "2026-11-30", "--json"], env);
       expect(rerun.code, rerun.stderr).toBe(0);
       const report = JSON.parse(rerun.stdout) as SyncReport;
       expect(reasons(report, "raw")).toEqual({ "date=2026-11-29": "skip: unchanged", "date=2026-11-30": "build: new" });
 
       // plan fetches the window too, and changes nothing: the API restated 11-29, so a sync would rebuild it.
       api.setDay("2026-11-29", dayRows("2026-11-29", 2, 5));
-      const plan = await runCli([...backend.cliArgs, "plan", "-c", config, "--as-of", "2026-11-30", "--json"], env);
+      const plan = await runMain([...backend.cliArgs, "plan", "-c", config, "--as-of", "2026-11-30", "--json"], env);
       expect(plan.code, plan.stderr).toBe(0);
       const planned = (JSON.parse(plan.stdout) as { partitions: { layer: string; partition: string; action: string; reason: string }[] }).partitions;
       expect(planned.filter((p) => p.layer === "raw").map((p) => `${p.partition} ${p.action}: ${p.reason}`)).toEqual([
@@ -223,23 +224,23 @@ describe("http source from the CLI", () => {
       ]);
       expect(planned.find((p) => p.layer === "daily" && p.partition === "date=2026-11-29")).toMatchObject({ action: "build", reason: "upstream changed" });
       api.failDay("2026-11-30", 500);
-      const unreachable = await runCli([...backend.cliArgs, "plan", "-c", config, "--as-of", "2026-11-30"], env);
+      const unreachable = await runMain([...backend.cliArgs, "plan", "-c", config, "--as-of", "2026-11-30"], env);
       api.failDay("2026-11-30", undefined);
       expect(unreachable.code, unreachable.stderr).toBe(0);
       expect(unreachable.stdout).toMatch(/date=2026-11-30 +skip +fetch failed +GET .*HTTP 500/);
 
       // A row the declared columns do not take stops the load, naming the day and the row; nothing changes.
       api.setDay("2026-11-29", [{ page: "/a", sessions: 1 }, { page: "/b", sessions: "many" }]);
-      const bad = await runCli([...backend.cliArgs, "sync", "-c", config, "--as-of", "2026-11-30"], env);
+      const bad = await runMain([...backend.cliArgs, "sync", "-c", config, "--as-of", "2026-11-30"], env);
       expect(bad.code, bad.stderr).toBe(2);
       expect(bad.stderr).toContain("datasets.ga4: the http source's answer for date=2026-11-29, row 2: column sessions: 'many' is not an integer");
       expect(bad.stderr).toContain("Declare the columns as the API sends them, or set dead_letter: <table>");
 
-      const missing = await runCli([...backend.cliArgs, "sync", "-c", config, "--as-of", "2026-11-30"], { ...backend.cliEnv, GA4_TOKEN: "" });
+      const missing = await runMain([...backend.cliArgs, "sync", "-c", config, "--as-of", "2026-11-30"], { ...backend.cliEnv, GA4_TOKEN: "" });
       expect(missing.code).toBe(2);
       expect(missing.stderr).toContain("GA4_TOKEN");
 
-      const badDay = await runCli([...backend.cliArgs, "sync", "-c", config, "--as-of", "2026-11-31"], env);
+      const badDay = await runMain([...backend.cliArgs, "sync", "-c", config, "--as-of", "2026-11-31"], env);
       expect(badDay.code).toBe(2);
       expect(badDay.stderr).toContain("'2026-11-31' is not a day");
     } finally {

@@ -5,9 +5,10 @@ import type { CliResult } from "./lake-fixture.js";
 
 /**
  * Runs `lakeswap <args>` in-process and returns its exit code and output, as `runCli` does for a child.
- * `env` is set for the call only. Calls must not overlap (they share this process's stdout and stderr).
+ * `env` is set for the call only, and so is `options.cwd` (the working folder, default this process's).
+ * Calls must not overlap (they share this process's stdout, stderr, environment and working folder).
  */
-export async function runMain(args: readonly string[], env: Record<string, string | undefined> = {}): Promise<CliResult> {
+export async function runMain(args: readonly string[], env: Record<string, string | undefined> = {}, options: { readonly cwd?: string } = {}): Promise<CliResult> {
   let stdout = "";
   let stderr = "";
   const capture = (append: (text: string) => void) => (chunk: string | Uint8Array, ...rest: unknown[]): boolean => {
@@ -20,10 +21,13 @@ export async function runMain(args: readonly string[], env: Record<string, strin
   const err = vi.spyOn(process.stderr, "write").mockImplementation(capture((text) => (stderr += text)) as typeof process.stderr.write);
   const saved = Object.fromEntries(Object.keys(env).map((key) => [key, process.env[key]]));
   for (const [key, value] of Object.entries(env)) setEnv(key, value);
+  const cwd = process.cwd();
   try {
+    if (options.cwd !== undefined) process.chdir(options.cwd);
     const code = await main(["node", "lakeswap", ...args]);
     return { code, signal: null, stdout, stderr };
   } finally {
+    process.chdir(cwd);
     out.mockRestore();
     err.mockRestore();
     for (const [key, value] of Object.entries(saved)) setEnv(key, value);
