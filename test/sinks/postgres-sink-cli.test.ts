@@ -1,13 +1,14 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import pg from "pg";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { loadPipelineConfig } from "../../src/config/pipeline-config.js";
 import { Pipeline } from "../../src/core/pipeline.js";
 import { openEmbeddedLake } from "../../src/open-lake.js";
 import { openSink } from "../../src/sinks/open-sink.js";
 import { runCli, spawnCli, tempDir } from "../support/lake-fixture.js";
-import { postgresAvailable, startPostgres, type PostgresServer } from "../support/postgres.js";
+import { postgresAvailable } from "../support/postgres.js";
+import { usePostgres } from "../support/shared-services.js";
 
 /** Events by day, sent whole to PostgreSQL from the raw layer with partition_replace. */
 const YAML = `datasets:
@@ -23,40 +24,18 @@ const YAML = `datasets:
       postgres: {url: "\${DATABASE_URL}", table: events, mode: partition_replace}
 `;
 
-let server: PostgresServer;
-let database = 0;
-const cleanups: (() => void | Promise<void>)[] = [];
-beforeAll(async () => {
-  server = await startPostgres();
-}, 120_000);
-afterAll(async () => {
-  await server?.stop();
-});
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
+const postgres = usePostgres("cli");
 
 async function workspace() {
-  database += 1;
-  const name = `cli_${database}`;
-  await server.query(`CREATE DATABASE ${name}`);
-  const databaseUrl = server.url.replace(/\/postgres$/, `/${name}`);
+  const { url: databaseUrl, query } = await postgres.database();
   const { dir, cleanup } = tempDir("lakeswap-sink-cli-");
-  cleanups.push(cleanup);
+  postgres.onCleanup(cleanup);
   mkdirSync(path.join(dir, "deliveries"));
   const config = path.join(dir, "lakeswap.yaml");
   writeFileSync(config, YAML);
   const lakeDir = path.join(dir, "lake");
   let counter = 0;
-  const db = async <Row extends pg.QueryResultRow>(sql: string): Promise<Row[]> => {
-    const client = new pg.Client({ connectionString: databaseUrl });
-    await client.connect();
-    try {
-      return (await client.query<Row>(sql)).rows;
-    } finally {
-      await client.end();
-    }
-  };
+  const db = <Row extends pg.QueryResultRow>(sql: string): Promise<Row[]> => query<Row>(sql);
   return {
     dir, config, lakeDir, databaseUrl, db,
     /** `rows` events on 2026-11-01 and 2026-11-02, each with a note that needs CSV quoting. */

@@ -1,13 +1,14 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
-import pg from "pg";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import type pg from "pg";
+import { describe, expect, it } from "vitest";
 import { loadPipelineConfig } from "../../src/config/pipeline-config.js";
 import { Pipeline, type SyncReport } from "../../src/core/pipeline.js";
 import { openEmbeddedLake } from "../../src/open-lake.js";
 import { openSink } from "../../src/sinks/open-sink.js";
 import { BACKEND_FACTORIES, runCli, tempDir } from "../support/lake-fixture.js";
-import { postgresAvailable, startPostgres, type PostgresServer } from "../support/postgres.js";
+import { postgresAvailable } from "../support/postgres.js";
+import { usePostgres } from "../support/shared-services.js";
 
 /*
  * Invariant 10 for the PostgreSQL sink: after every sync the target holds exactly the lake's rows (issue 25
@@ -16,19 +17,7 @@ import { postgresAvailable, startPostgres, type PostgresServer } from "../suppor
  * partitioned by state.
  */
 
-let server: PostgresServer;
-let database = 0;
-const cleanups: (() => Promise<void> | void)[] = [];
-
-beforeAll(async () => {
-  server = await startPostgres();
-}, 120_000);
-afterAll(async () => {
-  await server?.stop();
-});
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
+const postgres = usePostgres("mirror");
 
 type SinkBlock = string;
 const REPLACE: SinkBlock = "{url: \"${DATABASE_URL}\", table: crm.customers, mode: partition_replace}";
@@ -70,29 +59,18 @@ const FIRST: readonly Customer[] = [
 const EMPTYING: readonly Customer[] = [[1, "ca"], [2, "ca"], [3, "ca"], [7, "vi", true], [8, "vi", true], [9, "vi", true], [10, "vi", true], [99, "zz", true]];
 
 async function workspace(sink: SinkBlock, time = "updated_at") {
-  database += 1;
-  const name = `mirror_${database}`;
-  await server.query(`CREATE DATABASE ${name}`);
-  const databaseUrl = server.url.replace(/\/postgres$/, `/${name}`);
+  const { url: databaseUrl, query } = await postgres.database();
   process.env.DATABASE_URL = databaseUrl;
   const { dir, cleanup } = tempDir("lakeswap-sink-mirror-");
-  cleanups.push(cleanup);
+  postgres.onCleanup(cleanup);
   mkdirSync(path.join(dir, "customers"));
   const configFile = path.join(dir, "lakeswap.yaml");
   writeFileSync(configFile, yaml(sink, time));
   const lakeDir = path.join(dir, "lake");
   const lake = await openEmbeddedLake(lakeDir, { graceMs: 0, leaseWaitMs: 0 });
-  cleanups.push(() => lake.close());
+  postgres.onCleanup(() => lake.close());
   let counter = 0;
-  const db = async <Row extends pg.QueryResultRow>(sql: string): Promise<Row[]> => {
-    const client = new pg.Client({ connectionString: databaseUrl });
-    await client.connect();
-    try {
-      return (await client.query<Row>(sql)).rows;
-    } finally {
-      await client.end();
-    }
-  };
+  const db = <Row extends pg.QueryResultRow>(sql: string): Promise<Row[]> => query<Row>(sql);
   const ws = {
     dir, lake, lakeDir, configFile, databaseUrl, db,
     deliver(rows: readonly Customer[]): string {
@@ -152,8 +130,8 @@ describe.skipIf(!postgresAvailable())("PostgreSQL sink: the target equals the la
     const ws = await workspace(REPLACE);
     const backend = await BACKEND_FACTORIES.aws!();
     const lake = await backend.open();
-    cleanups.push(() => backend.cleanup());
-    cleanups.push(() => lake.close());
+    postgres.onCleanup(() => backend.cleanup());
+    postgres.onCleanup(() => lake.close());
     const sync = (file: string) => new Pipeline(lake, loadPipelineConfig(ws.configFile), { inputs: [file], openSink }).sync();
     await sync(ws.deliver(FIRST));
     const report = await sync(ws.deliver(EMPTYING));

@@ -1,13 +1,14 @@
 import { mkdirSync, readdirSync } from "node:fs";
 import path from "node:path";
 import { DuckDBInstance } from "@duckdb/node-api";
-import pg from "pg";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import type pg from "pg";
+import { describe, expect, it } from "vitest";
 import { quoteLiteral } from "../../src/core/sql.js";
 import { PostgresSink } from "../../src/sinks/postgres/postgres-sink.js";
 import type { SinkLayout, SinkMode, SinkPartitionWrite } from "../../src/sinks/sink.js";
 import { tempDir } from "../support/lake-fixture.js";
-import { postgresAvailable, startPostgres, type PostgresServer } from "../support/postgres.js";
+import { postgresAvailable } from "../support/postgres.js";
+import { usePostgres } from "../support/shared-services.js";
 
 /*
  * The PostgreSQL sink's own steps, below the pipeline: a partition's CSV is exported while the previous
@@ -16,22 +17,8 @@ import { postgresAvailable, startPostgres, type PostgresServer } from "../suppor
  * part of a partition, whatever fails.
  */
 
-let server: PostgresServer;
-let database = 0;
-const cleanups: (() => Promise<void> | void)[] = [];
+const postgres = usePostgres("ahead");
 const originalTmpdir = process.env.TMPDIR;
-
-beforeAll(async () => {
-  server = await startPostgres();
-}, 120_000);
-afterAll(async () => {
-  await server?.stop();
-});
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-  if (originalTmpdir === undefined) delete process.env.TMPDIR;
-  else process.env.TMPDIR = originalTmpdir;
-});
 
 interface Row {
   readonly id: number;
@@ -54,12 +41,14 @@ function layoutOf(mode: SinkMode): SinkLayout {
 
 /** A database of its own, a sink on `public.orders`, Parquet runs written on demand, and TMPDIR pointed at an empty folder. */
 async function workspace(mode: SinkMode) {
-  database += 1;
-  const name = `ahead_${database}`;
-  await server.query(`CREATE DATABASE ${name}`);
-  const url = server.url.replace(/\/postgres$/, `/${name}`);
+  const { url, query } = await postgres.database();
+  // Cleanups run last added first: TMPDIR comes back after every other cleanup of the test.
+  postgres.onCleanup(() => {
+    if (originalTmpdir === undefined) delete process.env.TMPDIR;
+    else process.env.TMPDIR = originalTmpdir;
+  });
   const { dir, cleanup } = tempDir("lakeswap-ahead-");
-  cleanups.push(cleanup);
+  postgres.onCleanup(cleanup);
   const tmp = path.join(dir, "tmp");
   mkdirSync(tmp);
   mkdirSync(path.join(dir, "runs"));
@@ -68,23 +57,15 @@ async function workspace(mode: SinkMode) {
   const layout = layoutOf(mode);
   const open = () => new PostgresSink({ kind: "postgres", url, maskedUrl: url, schema: "public", table: "orders", mode, primaryKey: layout.primaryKey, hardDelete: false });
   const sink = open();
-  cleanups.push(() => sink.close());
+  postgres.onCleanup(() => sink.close());
   const duck = await DuckDBInstance.create(":memory:");
   const connection = await duck.connect();
-  cleanups.push(() => {
+  postgres.onCleanup(() => {
     connection.closeSync();
     duck.closeSync();
   });
   let runs = 0;
-  const db = async <R extends pg.QueryResultRow>(sql: string): Promise<R[]> => {
-    const client = new pg.Client({ connectionString: url });
-    await client.connect();
-    try {
-      return (await client.query<R>(sql)).rows;
-    } finally {
-      await client.end();
-    }
-  };
+  const db = <R extends pg.QueryResultRow>(sql: string): Promise<R[]> => query<R>(sql);
   return {
     sink,
     layout,

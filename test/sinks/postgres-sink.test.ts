@@ -1,6 +1,6 @@
 import { mkdirSync, readdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { loadPipelineConfig } from "../../src/config/pipeline-config.js";
 import type { Lake } from "../../src/core/lake.js";
 import { Pipeline, type SyncReport } from "../../src/core/pipeline.js";
@@ -9,7 +9,8 @@ import { openSink } from "../../src/sinks/open-sink.js";
 import type { SinkOpener } from "../../src/sinks/sink.js";
 import { BACKEND_FACTORIES, tempDir } from "../support/lake-fixture.js";
 import { orders, toCsv, type OrderRow } from "../support/pipeline-fixture.js";
-import { postgresAvailable, startPostgres, type PostgresServer } from "../support/postgres.js";
+import { postgresAvailable } from "../support/postgres.js";
+import { usePostgres } from "../support/shared-services.js";
 
 const STAGE_SQL = "SELECT order_id, customer_id, amount, order_ts FROM orders_raw WHERE day = {{ day }} AND status = 'completed'\n";
 const MONTHLY_SQL = "SELECT day AS order_day, count(*) AS orders, sum(amount) AS revenue FROM orders_stage GROUP BY day\n";
@@ -45,29 +46,14 @@ function yaml(url = "${DATABASE_URL}"): string {
 `;
 }
 
-let server: PostgresServer;
-let database = 0;
-const cleanups: (() => Promise<void> | void)[] = [];
-
-beforeAll(async () => {
-  server = await startPostgres();
-}, 120_000);
-afterAll(async () => {
-  await server?.stop();
-});
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
+const postgres = usePostgres("sink");
 
 /** A workspace with its own database, lake and config. */
 async function workspace(options: { url?: (databaseUrl: string) => string } = {}) {
-  database += 1;
-  const name = `sink_${database}`;
-  await server.query(`CREATE DATABASE ${name}`);
-  const databaseUrl = server.url.replace(/\/postgres$/, `/${name}`);
+  const { name: databaseName, url: databaseUrl, query } = await postgres.database();
   process.env.DATABASE_URL = databaseUrl;
   const { dir, cleanup } = tempDir("lakeswap-sink-");
-  cleanups.push(cleanup);
+  postgres.onCleanup(cleanup);
   mkdirSync(path.join(dir, "sql"));
   mkdirSync(path.join(dir, "deliveries"));
   writeFileSync(path.join(dir, "sql", "stage.sql"), STAGE_SQL);
@@ -75,22 +61,14 @@ async function workspace(options: { url?: (databaseUrl: string) => string } = {}
   const configFile = path.join(dir, "lakeswap.yaml");
   writeFileSync(configFile, yaml(options.url ? options.url(databaseUrl) : undefined));
   const lake = await openEmbeddedLake(path.join(dir, "lake"), { graceMs: 0, leaseWaitMs: 0 });
-  cleanups.push(() => lake.close());
+  postgres.onCleanup(() => lake.close());
   let counter = 0;
-  const db = async <Row extends Record<string, unknown>>(sql: string, values?: unknown[]): Promise<Row[]> => {
-    const pg = await import("pg");
-    const client = new pg.default.Client({ connectionString: databaseUrl });
-    await client.connect();
-    try {
-      return (await client.query<Row>(sql, values)).rows;
-    } finally {
-      await client.end();
-    }
-  };
+  const db = <Row extends Record<string, unknown>>(sql: string, values?: unknown[]): Promise<Row[]> => query<Row>(sql, values);
   return {
     lake,
     db,
     dir,
+    databaseName,
     databaseUrl,
     deliver(rows: readonly OrderRow[]): string {
       const file = path.join(dir, "deliveries", `delivery-${counter++}.csv`);
@@ -155,8 +133,8 @@ describe.skipIf(!postgresAvailable())("PostgreSQL sink", () => {
     const ws = await workspace();
     const backend = await BACKEND_FACTORIES.aws!();
     const lake = await backend.open();
-    cleanups.push(() => backend.cleanup());
-    cleanups.push(() => lake.close());
+    postgres.onCleanup(() => backend.cleanup());
+    postgres.onCleanup(() => lake.close());
     const first = await ws.sync(ws.deliver(orders(3)), lake);
     expect(sinkLines(first)).toEqual([
       "analytics.orders_monthly month=2026-11 sent new",
@@ -372,9 +350,11 @@ describe.skipIf(!postgresAvailable())("PostgreSQL sink", () => {
           writes += 1;
           if (spec.table === "orders_by_day" && writes === 2) {
             // The server ends the sink's session (as a restart or a network cut would), and the sink hears of it.
-            // (Its session is the only one named lakeswap on this worker's server: sinks are opened one at a time.)
-            await server.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'lakeswap'");
-            while ((await server.query("SELECT 1 FROM pg_stat_activity WHERE application_name = 'lakeswap'")).length > 0);
+            // (Its session is the only one named lakeswap in the test's database: sinks are opened one at a time.
+            // The cluster is the run's, shared with other tests and the other worker, whose sessions stay.)
+            const sessions = "FROM pg_stat_activity WHERE application_name = 'lakeswap' AND datname = $1";
+            await postgres.admin(`SELECT pg_terminate_backend(pid) ${sessions}`, [ws.databaseName]);
+            while ((await postgres.admin(`SELECT 1 ${sessions}`, [ws.databaseName])).length > 0);
           }
           return sink.write(layout, part);
         },

@@ -6,10 +6,10 @@ import { fileURLToPath } from "node:url";
 import type { Lake, LakeSettings } from "../../src/core/lake.js";
 import type { AwsTarget } from "../../src/config/aws-config.js";
 import { openAwsLake, openEmbeddedLake } from "../../src/open-lake.js";
-import type { AthenaEmulator } from "./athena-emulator.js";
+import { startAwsServices, type AwsEndpoints, type AwsServices } from "./aws-services.js";
 import { bundleOf } from "./bundles.js";
-import type { GlueEmulator } from "./glue-emulator.js";
-import type { S3Server } from "./s3-server.js";
+
+export { startAwsServices, type AwsEndpoints, type AwsServices };
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 export const REPO_ROOT = path.resolve(here, "../..");
@@ -77,40 +77,8 @@ export async function awsBackend(): Promise<TestBackend & { readonly services: A
   };
 }
 
-/** The emulated AWS services of one test. */
-export interface AwsServices {
-  readonly s3: S3Server;
-  readonly glue: GlueEmulator;
-  readonly athena: AthenaEmulator;
-  close(): Promise<void>;
-}
-
-/** Starts S3, Glue and Athena emulators, with buckets `lake` and `results`. */
-export async function startAwsServices(): Promise<AwsServices> {
-  // Loaded here, not at the top: s3rver and the Athena emulator's SQL grammar take seconds to load, and most files
-  // (and every child process) that import this fixture never start them.
-  const [{ startS3Server }, { startGlueEmulator }, { startAthenaEmulator }] = await Promise.all([
-    import("./s3-server.js"),
-    import("./glue-emulator.js"),
-    import("./athena-emulator.js"),
-  ]);
-  const s3 = await startS3Server({ buckets: ["lake", "results"] });
-  const glue = await startGlueEmulator();
-  const athena = await startAthenaEmulator({ s3Endpoint: s3.endpoint, glueEndpoint: glue.endpoint });
-  return {
-    s3,
-    glue,
-    athena,
-    close: async () => {
-      await athena.close();
-      await glue.close();
-      await s3.close();
-    },
-  };
-}
-
 /** Environment that points a child `lakeswap` process at emulated AWS services. */
-export function awsCliEnv(services: AwsServices, extra: Record<string, string> = {}): Record<string, string> {
+export function awsCliEnv(services: AwsEndpoints, extra: Record<string, string> = {}): Record<string, string> {
   return {
     AWS_ACCESS_KEY_ID: "test",
     AWS_SECRET_ACCESS_KEY: "test",

@@ -1,8 +1,9 @@
-import { execFileSync, spawnSync } from "node:child_process";
+import { execFile, execFileSync } from "node:child_process";
 import { chmodSync, chownSync, existsSync, mkdtempSync, rmSync } from "node:fs";
 import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { promisify } from "node:util";
 import pg from "pg";
 
 /** Where Debian's `postgresql` package puts the server binaries (.ci/run installs it when initdb is missing). */
@@ -34,6 +35,17 @@ export function postgresAvailable(): boolean {
   return existsSync(path.join(POSTGRES_BIN, "initdb"));
 }
 
+/** Runs SQL on a server as its superuser, in a connection of its own; returns the rows. */
+export async function queryAs<Row extends pg.QueryResultRow = pg.QueryResultRow>(url: string, sql: string, values?: unknown[]): Promise<Row[]> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return (await client.query<Row>(sql, values)).rows;
+  } finally {
+    await client.end();
+  }
+}
+
 /**
  * Starts a cluster: initdb (as the `postgres` user when running as root, which initdb refuses),
  * then `pg_ctl start` on 127.0.0.1 and a free port, with the socket in the temporary folder.
@@ -48,18 +60,23 @@ export async function startPostgres(): Promise<PostgresServer> {
     chownSync(root, uid, gid);
     chmodSync(root, 0o755);
   }
-  const run = (binary: string, args: readonly string[]): void => {
+  // Asynchronous, so that a cluster started in vitest's main process (test/support/global-services.ts) does not stall it.
+  const run = async (binary: string, args: readonly string[]): Promise<void> => {
     const command = asRoot ? "runuser" : path.join(POSTGRES_BIN, binary);
     const argv = asRoot ? ["-u", "postgres", "--", path.join(POSTGRES_BIN, binary), ...args] : [...args];
-    const result = spawnSync(command, argv, { encoding: "utf8", cwd: root });
-    if (result.status !== 0) throw new Error(`${binary} ${args.join(" ")} failed (${result.status}): ${result.stderr}${result.stdout}`);
+    try {
+      await promisify(execFile)(command, argv, { encoding: "utf8", cwd: root });
+    } catch (error) {
+      const failed = error as { code?: unknown; stderr?: string; stdout?: string };
+      throw new Error(`${binary} ${args.join(" ")} failed (${String(failed.code)}): ${failed.stderr ?? ""}${failed.stdout ?? ""}`);
+    }
   };
-  run("initdb", ["-D", data, "-U", "postgres", "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C"]);
+  await run("initdb", ["-D", data, "-U", "postgres", "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C"]);
   let port = 0;
   for (let attempt = 0; ; attempt += 1) {
     port = await freePort();
     try {
-      run("pg_ctl", ["start", "-w", "-D", data, "-l", path.join(root, "log"), "-o", `-p ${port} -k ${root} -c listen_addresses=127.0.0.1 -c fsync=off`]);
+      await run("pg_ctl", ["start", "-w", "-D", data, "-l", path.join(root, "log"), "-o", `-p ${port} -k ${root} -c listen_addresses=127.0.0.1 -c fsync=off`]);
       break;
     } catch (error) {
       if (attempt >= 2) throw error;
@@ -69,18 +86,10 @@ export async function startPostgres(): Promise<PostgresServer> {
   return {
     url,
     port,
-    async query(sql, values) {
-      const client = new pg.Client({ connectionString: url });
-      await client.connect();
-      try {
-        return (await client.query(sql, values)).rows;
-      } finally {
-        await client.end();
-      }
-    },
+    query: (sql, values) => queryAs(url, sql, values),
     async stop() {
       try {
-        run("pg_ctl", ["stop", "-D", data, "-m", "immediate", "-w"]);
+        await run("pg_ctl", ["stop", "-D", data, "-m", "immediate", "-w"]);
       } finally {
         rmSync(root, { recursive: true, force: true });
       }
