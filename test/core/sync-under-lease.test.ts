@@ -1,14 +1,16 @@
-import { existsSync } from "node:fs";
-import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { openEmbeddedLake } from "../../src/open-lake.js";
-import { runCli, spawnCli } from "../support/lake-fixture.js";
+import { spawnCli } from "../support/lake-fixture.js";
+import { runMain } from "../support/main-cli.js";
 import { PipelineWorkspace, orders, type OrderRow } from "../support/pipeline-fixture.js";
 
 // Two writers of one pipeline, and a sync killed half-way: what the lake and the sync records say afterwards.
 
 let workspace: PipelineWorkspace | undefined;
+/** Children a test stopped: killed after it, should it fail before it let them go on. */
+const stopped: ReturnType<typeof spawnCli>[] = [];
 afterEach(() => {
+  for (const child of stopped.splice(0)) if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
   workspace?.cleanup();
   workspace = undefined;
 });
@@ -35,12 +37,28 @@ function exited(child: ReturnType<typeof spawnCli>): Promise<{ code: number | nu
   return new Promise((resolve) => child.on("close", (code, signal) => resolve({ code, signal, stderr, stdout })));
 }
 
-async function untilExists(file: string, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!existsSync(file)) {
-    if (Date.now() > deadline) throw new Error(`${file} did not appear within ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
+/** Waits until the child says on stderr that it stopped itself at fault point `point` (LAKESWAP_FAULT=<point>:stop). */
+function untilStopped(child: ReturnType<typeof spawnCli>, point: string): Promise<void> {
+  stopped.push(child);
+  return untilOutput(child, new RegExp(`fault point ${point} reached: stopping \\(pid ${child.pid}\\)`));
+}
+
+/** Waits until the child's stderr matches `pattern`; fails if the child ends first. */
+function untilOutput(child: ReturnType<typeof spawnCli>, pattern: RegExp): Promise<void> {
+  let stderr = "";
+  return new Promise((resolve, reject) => {
+    const check = (chunk: Buffer) => {
+      stderr += chunk.toString();
+      if (pattern.test(stderr)) {
+        child.stderr?.off("data", check);
+        child.off("close", ended);
+        resolve();
+      }
+    };
+    const ended = () => reject(new Error(`the sync ended before its stderr matched ${pattern}: ${stderr}`));
+    child.stderr?.on("data", check);
+    child.once("close", ended);
+  });
 }
 
 describe("a sync decides under the leases of the tables it writes", () => {
@@ -53,14 +71,19 @@ describe("a sync decides under the leases of the tables it writes", () => {
     const sync = (file: string, env: Record<string, string> = {}, extra: string[] = []) =>
       spawnCli(["--lake", workspace!.lakeDir, "sync", "-c", workspace!.configFile, "--input", file, "--json", ...extra], env);
 
-    const first = await exited(sync(fileA));
+    const first = await runMain(["--lake", workspace.lakeDir, "sync", "-c", workspace.configFile, "--input", fileA, "--json"]);
     expect(first.code, first.stderr).toBe(0);
     expect(await rawIds(workspace.lakeDir)).toEqual(ids(a));
 
-    // B is slow: each layer's batch pauses before its swap, so A starts (and must wait) while B still holds the tables.
-    const slowB = exited(sync(fileB, { LAKESWAP_FAULT: "after-build:pause=3000" }));
-    await untilExists(path.join(workspace.lakeDir, "_lakeswap", "leases", "orders_raw.json"));
-    const againA = exited(sync(fileA, { LAKESWAP_WAIT: "2m" }));
+    // B stops (SIGSTOP) at its first layer's after-build, holding the tables, so A starts (and must wait) while B has them;
+    // B goes on once A is seen waiting.
+    const childB = sync(fileB, { LAKESWAP_FAULT: "after-build:stop@1" });
+    const slowB = exited(childB);
+    await untilStopped(childB, "after-build");
+    const childA = sync(fileA, { LAKESWAP_WAIT: "2m" });
+    const againA = exited(childA);
+    await untilOutput(childA, /waiting for table/);
+    childB.kill("SIGCONT");
     const [resultB, resultA] = [await slowB, await againA];
     expect(resultB.code, resultB.stderr).toBe(0);
     expect(resultA.code, resultA.stderr).toBe(0);
@@ -76,11 +99,12 @@ describe("a sync decides under the leases of the tables it writes", () => {
     const a = orders(4, 3);
     const b = orders(4, 4);
     const [fileA, fileB] = [workspace.delivery(a), workspace.delivery(b)];
-    const slow = exited(
-      spawnCli(["--lake", workspace.lakeDir, "sync", "-c", workspace.configFile, "--input", fileA], { LAKESWAP_FAULT: "after-build:pause=4000" }),
-    );
-    await untilExists(path.join(workspace.lakeDir, "_lakeswap", "leases", "orders_raw.json"));
-    const second = await runCli(["--lake", workspace.lakeDir, "sync", "--no-wait", "-c", workspace.configFile, "--input", fileB]);
+    // The first sync stops (SIGSTOP) after its first build, holding the tables, until the second has been refused.
+    const child = spawnCli(["--lake", workspace.lakeDir, "sync", "-c", workspace.configFile, "--input", fileA], { LAKESWAP_FAULT: "after-build:stop@1" });
+    const slow = exited(child);
+    await untilStopped(child, "after-build");
+    const second = await runMain(["--lake", workspace.lakeDir, "sync", "--no-wait", "-c", workspace.configFile, "--input", fileB]);
+    child.kill("SIGCONT");
     const first = await slow;
     expect(first.code, first.stderr).toBe(0);
     expect(second.code, second.stderr).toBe(4);
@@ -94,7 +118,7 @@ describe("a sync killed half-way", () => {
     workspace = new PipelineWorkspace({ concurrency: 1 });
     const a = orders(6, 3);
     const b = orders(6, 3).map((r) => ({ ...r, amount: `${r.id}.25` }));
-    const first = await runCli(["--lake", workspace.lakeDir, "sync", "-c", workspace.configFile, "--input", workspace.delivery(a), "--json"]);
+    const first = await runMain(["--lake", workspace.lakeDir, "sync", "-c", workspace.configFile, "--input", workspace.delivery(a), "--json"]);
     expect(first.code, first.stderr).toBe(0);
     const firstId = (JSON.parse(first.stdout) as { syncId: string }).syncId;
 
@@ -103,7 +127,7 @@ describe("a sync killed half-way", () => {
       spawnCli(["--lake", workspace.lakeDir, "sync", "-c", workspace.configFile, "--input", workspace.delivery(b)], { LAKESWAP_FAULT: "during-batch-swap:kill@4" }),
     );
     expect(killed.signal).toBe("SIGKILL");
-    const listed = await runCli(["--lake", workspace.lakeDir, "syncs", "--json"]);
+    const listed = await runMain(["--lake", workspace.lakeDir, "syncs", "--json"]);
     const records = JSON.parse(listed.stdout) as { syncId: string; finishedAt?: string; moves: { partition: string; pending?: boolean }[] }[];
     expect(records).toHaveLength(2);
     const [newest] = records;
@@ -113,12 +137,12 @@ describe("a sync killed half-way", () => {
     expect(newest!.moves.map((m) => [m.partition, m.pending])).toEqual(
       ["day=2026-11-01", "day=2026-11-02", "day=2026-11-03", "day=2026-11-04", "day=2026-11-05", "day=2026-11-06"].map((p) => [p, true]),
     );
-    const text = await runCli(["--lake", workspace.lakeDir, "syncs"]);
+    const text = await runMain(["--lake", workspace.lakeDir, "syncs"]);
     expect(text.stdout).toMatch(/did not finish/);
 
     // Days 1-4 hold B now, 5-6 still A. The rollback (a writing command) first finishes the batch the dead sync
     // recorded in the outbox, then rolls back every pointer of the last sync: A everywhere, the first sync left alone.
-    const rolled = await runCli(["--lake", workspace.lakeDir, "rollback", "--sync", "last", "--json"]);
+    const rolled = await runMain(["--lake", workspace.lakeDir, "rollback", "--sync", "last", "--json"]);
     expect(rolled.code, rolled.stderr).toBe(0);
     const result = JSON.parse(rolled.stdout) as { syncId: string; partitions: { partition: string; action: string }[] };
     expect(result.syncId).toBe(newest!.syncId);
