@@ -8,7 +8,7 @@ import { athenaSinkSchema, awsTargetInEnvironment, resolveAwsTarget, type AwsTar
 import type { PipelineColumn } from "./pipeline-config.js";
 
 /**
- * The ingest part of `lakeswap.yaml`, as the Athena output sink's page writes it (`data_sinks`, `schema_sinks`,
+ * The ingest part of `lakeswap.yaml`, as the Skipprd Athena output sink's documentation writes it (`data_sinks`, `schema_sinks`,
  * `pipelines.<name>.{data_sink, schema_sink, deadletter_sink}`), with lakeswap's own keys under each pipeline
  * (`namespaces`, `wal`). pipeline-config.ts composes these keys into the one schema of the file.
  */
@@ -64,7 +64,7 @@ export interface IngestPipelineConfig {
   readonly schemaSink?: { readonly name: string; readonly database: string };
   /**
    * `deadletter_sink`; default the data sink. Dead letters go to the table named after the pipeline there (on Athena,
-   * in that sink's own glue_database_name, the page's "deadletter database").
+   * in that sink's own glue_database_name, the "deadletter database" of Skipprd's documentation).
    */
   readonly deadletterSink: DataSinkTarget;
   readonly namespaces: readonly IngestNamespaceConfig[];
@@ -305,7 +305,7 @@ export function resolveIngest(input: IngestInput, context: IngestContext): Resol
     const data: DataSinkTarget = dataName !== undefined ? dataSink(dataName) : defaultSink();
     let schemaSink: IngestPipelineConfig["schemaSink"];
     if (data.kind === "athena") {
-      // The page pairs an Athena data sink with a Glue schema sink; without one, the Athena block's database stands in.
+      // Skipprd's configuration pairs an Athena data sink with a Glue schema sink; without one, the Athena block's database stands in.
       schemaSink = schemaName !== undefined ? { name: schemaName, database: schemaDatabase(schemaName, input, context) } : { name: data.name === ENVIRONMENT_DATA_SINK ? "SCHEMA_OUTPUT_GLUE_DATABASE_NAME" : `data_sinks.${data.name}`, database: data.aws.database };
     }
     const deadletterSink = deadletterName === undefined || deadletterName === dataName ? data : dataSink(deadletterName);

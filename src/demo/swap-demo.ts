@@ -4,7 +4,7 @@ import type { Lake } from "../core/lake.js";
 import { NotFoundError } from "../core/errors.js";
 import { defineTable } from "../core/table.js";
 
-/** The steps of the post "Zero-downtime partition swaps on Athena", in order. */
+/** The steps of the demo of the article "Zero-downtime partition swaps on Athena", in order. */
 export const DEMO_STEPS = ["setup", "swap", "count", "change", "rollback", "teardown"] as const;
 export type DemoStep = (typeof DEMO_STEPS)[number];
 

@@ -9,8 +9,8 @@ import type { Metrics } from "./metrics.js";
 export class IngestLakes {
   private readonly open = new Map<string, Promise<Lake>>();
   /**
-   * The auto-tuned limits of every AWS lake of the collector: S3 upload requests (UPLOAD_CONCURRENCY, seed 16, up
-   * to UPLOAD_CONCURRENCY_MAX) and Glue calls (ATHENA_GLUE_CONTROL_PLANE_CONCURRENCY, seed 2, up to ATHENA_GLUE_CP_MAX).
+   * The auto-tuned limits of every AWS lake of the collector: S3 upload requests (UPLOAD_CONCURRENCY, from 16 up
+   * to UPLOAD_CONCURRENCY_MAX) and Glue calls (ATHENA_GLUE_CONTROL_PLANE_CONCURRENCY, from 2 up to ATHENA_GLUE_CP_MAX).
    */
   readonly limits: { readonly upload: AdaptiveLimit; readonly glue: AdaptiveLimit };
 
@@ -45,7 +45,7 @@ export async function openIngestService(
   metrics: Metrics,
   options: Pick<IngestServiceOptions, "log" | "walSyncer" | "yieldToAppends"> = {},
 ): Promise<IngestService> {
-  // On AWS the namespaces' tables go to the schema sink's Glue database (the page pairs each data sink with one).
+  // On AWS the namespaces' tables go to the schema sink's Glue database (Skipprd's configuration pairs each data sink with one).
   const data = pipeline.dataSink.kind === "athena" && pipeline.schemaSink ? { ...pipeline.dataSink, aws: { ...pipeline.dataSink.aws, database: pipeline.schemaSink.database } } : pipeline.dataSink;
   const lake = await lakes.lakeOf(data);
   const deadLetterLake = await lakes.lakeOf(pipeline.deadletterSink);

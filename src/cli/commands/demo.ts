@@ -55,7 +55,7 @@ export function registerDemo(program: Command): void {
     });
 }
 
-/** The AWS target of the demo, from the post's environment variables. */
+/** The AWS target of the demo, from the environment variables of the article's demo. */
 function demoAwsTarget(env: NodeJS.ProcessEnv): AwsTarget {
   const missing = ["DEMO_BUCKET", "DEMO_DATABASE", "ATHENA_WORKGROUP"].filter((name) => !env[name]);
   if (missing.length > 0) {
