@@ -27,6 +27,7 @@ import type {
   BuildRequest, BuildResult, Engine, LandRequest, LandedDelivery, LandedPartition, LandedRunsRequest, PartitionMapRequest, PartitionSnapshot, QueryResult, RejectedRow,
   Signing, TableSnapshot,
 } from "./engine.js";
+import { now as clockNow } from "../shared/clock.js";
 
 /** The block DuckDB allocates per open partition and column while it writes them (256 KiB). */
 const WRITE_BUFFER_BYTES = 256 * 1024;
@@ -531,7 +532,7 @@ export class DuckDbEngine implements Engine, Landing {
     const key = JSON.stringify(files);
     const known = this.identified.get(key);
     if (!fresh && known && sameStates(known.states, states)) return known;
-    const hashedAt = Date.now();
+    const hashedAt = clockNow();
     const id = await deliveryIdOf(files);
     const after = (await fileStates(files)).map(stateText);
     assertUnchanged(files, states, after, "while its id was computed");

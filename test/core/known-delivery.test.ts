@@ -1,11 +1,26 @@
 import { renameSync, statSync, utimesSync, writeFileSync } from "node:fs";
-import { setTimeout as sleep } from "node:timers/promises";
-import { describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
+import { advanceClock, resetClock } from "../../src/shared/clock.js";
 import { BACKEND_FACTORIES, selectedBackends } from "../support/lake-fixture.js";
 import { PipelineWorkspace, orders, toCsv } from "../support/pipeline-fixture.js";
 
 // The same delivery again is planned from the summary its first landing kept, without reading it: the resend
 // of a large delivery costs a digest of its bytes. Anything that could change what landing finds lands it anew.
+
+afterEach(() => resetClock());
+
+/**
+ * What `action` does `ms` later, without waiting for them: the clock that stamps a hash (src/shared/clock.ts) is moved
+ * on for the action only, as files written after it must not look older than they are.
+ */
+async function later<T>(ms: number, action: () => Promise<T>): Promise<T> {
+  advanceClock(ms);
+  try {
+    return await action();
+  } finally {
+    resetClock();
+  }
+}
 
 describe.each(selectedBackends())("a delivery seen before, on the %s backend", (backendName) => {
   it("is not read again when nothing is to be built, and is read again when its bytes, its declaration or the lake's state ask for it", async () => {
@@ -64,10 +79,8 @@ describe.each(selectedBackends())("a delivery seen before, on the %s backend", (
       const fresh = await lake.identifyDelivery([file], table);
       expect(fresh.hashed).toBe(true);
       // Settled (last changed more than 3 s before it was hashed): the next identify reads nothing.
-      await sleep(3200);
-      const settled = await lake.identifyDelivery([file], table);
+      const [settled, reused] = await later(3200, async () => [await lake.identifyDelivery([file], table), await lake.identifyDelivery([file], table)]);
       expect(settled).toMatchObject({ id: fresh.id, hashed: true });
-      const reused = await lake.identifyDelivery([file], table);
       expect(reused).toMatchObject({ id: fresh.id, hashed: false });
       const resent = await ws.pipeline(lake, { inputs: [file] }).sync();
       expect(resent.totals).toMatchObject({ built: 0, failed: 0 });
@@ -83,8 +96,7 @@ describe.each(selectedBackends())("a delivery seen before, on the %s backend", (
 
       // Another file moved into its place (another inode) is read too, even with the first one's bytes.
       const copy = ws.delivery(rows);
-      await sleep(3200);
-      expect((await lake.identifyDelivery([file], table)).hashed).toBe(true);
+      expect((await later(3200, () => lake.identifyDelivery([file], table))).hashed).toBe(true);
       renameSync(copy, file);
       const replaced = await lake.identifyDelivery([file], table);
       expect(replaced).toMatchObject({ id: fresh.id, hashed: true });
