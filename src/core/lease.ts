@@ -4,6 +4,7 @@ import type { ObjectStore } from "../store/object-store.js";
 import { InvalidInputError, LakeswapError, LeaseHeldError } from "./errors.js";
 import type { ProcessLock } from "../store/object-store.js";
 import { leaseKey, leaseLockKey } from "./layout.js";
+import { now as clockNow } from "../shared/clock.js";
 
 /** How long a lease lives without renewal; the holder renews it every third of this. */
 export const DEFAULT_LEASE_TTL_MS = 60_000;
@@ -175,7 +176,7 @@ export class WriterLease {
   /** Writes the lease object with a new expiry, only if it still has the tag this writer holds; false if not. */
   private async extend(): Promise<boolean> {
     if (this.lost !== undefined) return false;
-    const renewed: LeaseRecord = { ...this.record, expiresAt: new Date(Date.now() + this.ttlMs).toISOString() };
+    const renewed: LeaseRecord = { ...this.record, expiresAt: new Date(clockNow() + this.ttlMs).toISOString() };
     if (!(await this.store.putIfMatch(this.key, JSON.stringify(renewed), this.etag))) return false;
     const stored = await this.store.get(this.key);
     if (!stored || parseRecord(stored.body)?.token !== this.record.token) return false;
@@ -246,7 +247,7 @@ async function takeLeaseObject(store: ObjectStore, key: string, record: LeaseRec
 export { leaseKey };
 
 function newRecord(table: string, command: string, ttlMs: number): LeaseRecord {
-  const now = Date.now();
+  const now = clockNow();
   return {
     table,
     token: randomBytes(12).toString("hex"),
@@ -274,7 +275,7 @@ function parseRecord(body: Uint8Array | undefined): LeaseRecord | undefined {
  * its pid means nothing here.
  */
 function leaseAbandoned(holder: LeaseRecord, locked: boolean): boolean {
-  if (Date.parse(holder.expiresAt) <= Date.now()) return true;
+  if (Date.parse(holder.expiresAt) <= clockNow()) return true;
   if (holder.host !== hostname()) return false;
   if (locked) return true;
   if (holder.pid === process.pid) return false;

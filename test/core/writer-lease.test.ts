@@ -4,10 +4,12 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { Lake, PartitionHistory, ReplaceResult } from "../../src/core/lake.js";
 import type { LeaseRecord } from "../../src/core/lease.js";
 import { defineTable } from "../../src/core/table.js";
+import { advanceClock, resetClock } from "../../src/shared/clock.js";
 import {
   Child, lakeDirOf, leaseHolder, readManifest, runFolders, spawnScript, until, type PartitionView,
 } from "../support/crash-kit.js";
 import { BACKEND_FACTORIES, type AwsServices, runCli, selectedBackends, spawnCli, type CliResult, type TestBackend } from "../support/lake-fixture.js";
+import { runMain } from "../support/main-cli.js";
 import { rowsSelect } from "../support/rows-sql.js";
 
 // Invariant 7: one writer per table at a time. A second writer waits or fails with a clear message, never
@@ -35,7 +37,10 @@ describe.each(selectedBackends())("the writer lease on the %s backend", (backend
   let old: string;
   const children: Child[] = [];
 
+  /** A command in this process (main(argv)); `spawned` runs it in a child, for one that is killed or must print warnings as a process does. */
   const cli = (args: readonly string[], env: Record<string, string> = {}): Promise<CliResult> =>
+    runMain([...backend.cliArgs, ...args], { ...backend.cliEnv, ...env });
+  const spawned = (args: readonly string[], env: Record<string, string> = {}): Promise<CliResult> =>
     runCli([...backend.cliArgs, ...args], { ...backend.cliEnv, ...env });
   const replaceArgs = (select: string, ...flags: string[]) => ["replace", TABLE, "--partition", PARTITION, "--sql", select, "--json", ...flags];
 
@@ -155,10 +160,11 @@ describe.each(selectedBackends())("the writer lease on the %s backend", (backend
     stalled.send({ table: TABLE, partition: PARTITION, select: NEXT.select });
     await stalled.until(`the writer to stop at ${point}`, () => stalled.stderr.includes(`fault point ${point} reached: stopping (pid ${stalled.pid})`));
     const holder = await leaseTakenBy(stalled.pid);
-    // Frozen: nothing renews its lease any more, which expires within one TTL.
-    await until("the frozen writer's lease to expire", () => Date.now() > Date.parse(holder!.expiresAt) + 100, 10_000);
-
-    const taker = await cli(replaceArgs(NEW.select, "--no-wait"));
+    // Frozen: nothing renews its lease any more, which expires within one TTL. The taker (this process) runs on a clock
+    // moved past that expiry (src/shared/clock.ts) instead of the test waiting for it.
+    const expiry = Math.max(0, Date.parse(holder!.expiresAt) + 100 - Date.now());
+    advanceClock(expiry);
+    const taker = await cli(replaceArgs(NEW.select, "--no-wait")).finally(() => resetClock());
     stalled.kill("SIGCONT");
     const answer = await stalled.nextJson<WriterAnswer>(1);
     if (backendName === "local") {
@@ -207,7 +213,7 @@ describe.each(selectedBackends())("the writer lease on the %s backend", (backend
   if (backendName === "local") {
     it("without flock(1) a writer says so and falls back to the lease file alone (the weaker guarantee the README names)", async () => {
       // No PATH: flock(1) cannot be found (node runs by its own path); warnings shown, as outside the test harness.
-      const replaced = await cli(replaceArgs(NEW.select), { PATH: "/nonexistent", NODE_NO_WARNINGS: "0" });
+      const replaced = await spawned(replaceArgs(NEW.select), { PATH: "/nonexistent", NODE_NO_WARNINGS: "0" });
       expect(replaced.code, replaced.stderr).toBe(0);
       expect(replaced.stderr).toContain("flock(1) (util-linux) is not installed: the writer lease of this lake falls back to its lease file alone");
       expect(JSON.parse(replaced.stdout) as ReplaceResult).toMatchObject({ previousRunId: old, rows: NEW.rows });
@@ -216,7 +222,7 @@ describe.each(selectedBackends())("the writer lease on the %s backend", (backend
   }
 
   it("a lease held by a dead process of this host is taken over at once, long before it expires", async () => {
-    const killed = await cli(replaceArgs(NEW.select), { LAKESWAP_FAULT: "lease-acquired:kill" });
+    const killed = await spawned(replaceArgs(NEW.select), { LAKESWAP_FAULT: "lease-acquired:kill" });
     expect(killed.signal).toBe("SIGKILL");
     const dir = lakeDirOf(backend);
     let expiresAt: number | undefined;
