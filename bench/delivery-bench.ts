@@ -1,6 +1,6 @@
 import { promises as fs } from "node:fs";
 import path from "node:path";
-import { quoteLiteral } from "../src/core/sql.js";
+import { quoteLiteral } from "../src/model/sql.js";
 import type { BenchAws, ApiCalls } from "./aws-lake.js";
 import { BenchDuck } from "./duck.js";
 import { FLIGHTS_DAY_EXPRESSION, FLIGHTS_DAYS, FLIGHTS_ROWS, FLIGHTS_TABLE, flightsPipelineYaml, writeFlights } from "./flights.js";

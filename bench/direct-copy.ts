@@ -1,5 +1,5 @@
 import { DuckDBInstance, type DuckDBConnection } from "@duckdb/node-api";
-import { quoteLiteral } from "../src/core/sql.js";
+import { quoteLiteral } from "../src/model/sql.js";
 
 /** DuckDB on its own, writing Parquet with the same COPY lakeswap runs, as the baseline. */
 export class DirectCopy {

@@ -1,5 +1,5 @@
 import type { DuckDBConnection, DuckDBInstance } from "@duckdb/node-api";
-import { openDuckDb, type SignatureForm } from "../src/engine/duckdb-open.js";
+import { openDuckDb, type SignatureForm } from "../src/duckdb/duckdb-open.js";
 
 /** A DuckDB instance of the benchmark's own (not lakeswap's): to generate inputs and to run the baselines. */
 export class BenchDuck {

@@ -1,6 +1,6 @@
 import { promises as fs } from "node:fs";
 import path from "node:path";
-import { quoteLiteral } from "../src/core/sql.js";
+import { quoteLiteral } from "../src/model/sql.js";
 import type { BenchDuck } from "./duck.js";
 
 /*

@@ -4,7 +4,7 @@ import http from "node:http";
 import net from "node:net";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
-import { quoteLiteral } from "../src/core/sql.js";
+import { quoteLiteral } from "../src/model/sql.js";
 import { BenchDuck } from "./duck.js";
 import { LAKESWAP_BIN, tail } from "./lakeswap-cli.js";
 import { runMeasured } from "./measured-process.js";

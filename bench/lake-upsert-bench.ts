@@ -1,8 +1,8 @@
 import { promises as fs } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { quoteLiteral } from "../src/core/sql.js";
-import { openEmbeddedLake } from "../src/open-lake.js";
+import { quoteLiteral } from "../src/model/sql.js";
+import { openEmbeddedLake } from "../src/open/open-lake.js";
 import type { ProcessFigures } from "./delivery-bench.js";
 import { BenchDuck } from "./duck.js";
 import { LAKESWAP_BIN, REPO_ROOT, tail, type SyncReportJson } from "./lakeswap-cli.js";

@@ -6,7 +6,7 @@ import type { IngestPipelineConfig } from "../src/config/ingest-config.js";
 import { startIngestServer } from "../src/ingest/http-server.js";
 import { IngestService } from "../src/ingest/ingest-service.js";
 import { Metrics, type Counter, type Gauge, type Histogram } from "../src/ingest/metrics.js";
-import { openEmbeddedLake } from "../src/open-lake.js";
+import { openEmbeddedLake } from "../src/open/open-lake.js";
 import { median } from "./stats.js";
 
 /*

@@ -1,10 +1,10 @@
 import path from "node:path";
 import { loadPipelineConfig, type PipelineConfig } from "../src/config/pipeline-config.js";
 import { writeMtdPipeline } from "../src/demo/mtd-demo.js";
-import type { Lake } from "../src/core/lake.js";
-import { Pipeline, type SyncReport } from "../src/core/pipeline.js";
-import { quoteLiteral } from "../src/core/sql.js";
-import { openEmbeddedLake } from "../src/open-lake.js";
+import type { Lake } from "../src/lake/lake.js";
+import { Pipeline, type SyncReport } from "../src/pipeline/pipeline.js";
+import { quoteLiteral } from "../src/model/sql.js";
+import { openEmbeddedLake } from "../src/open/open-lake.js";
 import { BenchDuck } from "./duck.js";
 import { timeMs } from "./stats.js";
 

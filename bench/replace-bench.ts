@@ -1,7 +1,7 @@
 import { promises as fs } from "node:fs";
 import path from "node:path";
-import type { Lake } from "../src/core/lake.js";
-import { openEmbeddedLake } from "../src/open-lake.js";
+import type { Lake } from "../src/lake/lake.js";
+import { openEmbeddedLake } from "../src/open/open-lake.js";
 import { DirectCopy } from "./direct-copy.js";
 import { summarize, timeMs, type Timing } from "./stats.js";
 import { BENCH_TABLE, generatingSelect } from "./workload.js";

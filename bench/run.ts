@@ -3,7 +3,7 @@ import os from "node:os";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
 import { parseArgs } from "node:util";
-import { openAwsLake } from "../src/open-lake.js";
+import { openAwsLake } from "../src/open/open-lake.js";
 import { BenchAws } from "./aws-lake.js";
 import { benchDelivery, benchDeliveryAws, prepareFlights, type FlightsWorkspace } from "./delivery-bench.js";
 import { DirectCopy } from "./direct-copy.js";

@@ -1,6 +1,6 @@
 import { promises as fs } from "node:fs";
 import path from "node:path";
-import { quoteLiteral } from "../src/core/sql.js";
+import { quoteLiteral } from "../src/model/sql.js";
 import { GLUE_LISTINGS, GLUE_PARTITION_WRITES, sumOf, type ApiCalls, type BenchAws } from "./aws-lake.js";
 import { BenchDuck } from "./duck.js";
 import { lakeswapSync, type SyncRun } from "./lakeswap-cli.js";

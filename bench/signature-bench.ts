@@ -1,13 +1,13 @@
 import { createHash } from "node:crypto";
 import { promises as fs } from "node:fs";
 import path from "node:path";
-import { canonicalValue, finishRawSignature, rawSignature, signatureColumnOrder } from "../src/core/signature.js";
-import { quoteIdentifier, quoteLiteral } from "../src/core/sql.js";
+import { canonicalValue, finishRawSignature, rawSignature, signatureColumnOrder } from "../src/model/signature.js";
+import { quoteIdentifier, quoteLiteral } from "../src/model/sql.js";
 import { DuckDbEngine } from "../src/engine/duckdb-engine.js";
-import { signatureQuery } from "../src/engine/duckdb-landing.js";
-import type { SignatureForm } from "../src/engine/duckdb-open.js";
-import type { Signing } from "../src/engine/engine.js";
-import type { LandRequest } from "../src/engine/engine.js";
+import { signatureQuery } from "../src/landing/duckdb/duckdb-landing.js";
+import type { SignatureForm } from "../src/duckdb/duckdb-open.js";
+import type { Signing } from "../src/model/signature.js";
+import type { LandRequest } from "../src/landing/landing.js";
 import { LocalStore } from "../src/store/local-store.js";
 import { BenchDuck } from "./duck.js";
 import { median, summarize, timeMs, type Timing } from "./stats.js";
@@ -52,7 +52,7 @@ export const SIGNATURE_ROUNDS = 3;
 /** Every SAMPLE_EVERY-th row goes into the small sample the order-insensitivity checks use. */
 const SAMPLE_EVERY = 100;
 
-/** Days of the sample whose signatures are recomputed with the reference implementation in src/core/signature.ts. */
+/** Days of the sample whose signatures are recomputed with the reference implementation in src/model/signature.ts. */
 const REFERENCE_DAYS = 3;
 
 const COLUMNS = [
@@ -123,7 +123,7 @@ export interface SignatureChecks {
   readonly oneChangeOnePartition: boolean;
   /** Both straightforward variants hash byte-identical CSV text. */
   readonly straightforwardVariantsAgree: boolean;
-  /** The engine's signatures of the first sample days equal src/core/signature.ts's rawSignature. */
+  /** The engine's signatures of the first sample days equal src/model/signature.ts's rawSignature. */
   readonly referencePartitions: number;
 }
 
@@ -284,7 +284,7 @@ async function landSignatures(engine: DuckDbEngine, file: string): Promise<Signa
 }
 
 /**
- * The signature query of DuckDbEngine.land() (signatureQuery in src/engine/duckdb-landing.ts),
+ * The signature query of DuckDbEngine.land() (signatureQuery in src/landing/duckdb/duckdb-landing.ts),
  * over an already-loaded table; the benchmark checks that both give the same signatures.
  */
 async function querySignatures(duck: BenchDuck, table: string, form: SignatureForm): Promise<Signatures> {
@@ -371,7 +371,7 @@ async function partitionsOf(duck: BenchDuck, table: string): Promise<string[]> {
 /**
  * Checks both methods on a sample of the file: the same rows in two orders give
  * the same signatures; one changed row changes exactly one partition's signature;
- * and the engine agrees with the reference implementation in src/core/signature.ts.
+ * and the engine agrees with the reference implementation in src/model/signature.ts.
  */
 async function checkSample(
   duck: BenchDuck,

@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { promises as fs } from "node:fs";
 import path from "node:path";
-import { quoteIdentifier, quoteLiteral } from "../src/core/sql.js";
+import { quoteIdentifier, quoteLiteral } from "../src/model/sql.js";
 import type { BenchDuck } from "./duck.js";
 import { FLIGHT_COLUMNS, FLIGHTS_DAY_EXPRESSION, type FlightColumn } from "./flights.js";
 

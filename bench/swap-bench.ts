@@ -2,9 +2,9 @@ import { promises as fs } from "node:fs";
 import path from "node:path";
 import { runFolder } from "../src/catalog/catalog.js";
 import { LocalCatalog } from "../src/catalog/local-catalog.js";
-import { parsePartition, type Partition } from "../src/core/partition.js";
-import { newRunId } from "../src/core/run-id.js";
-import { openEmbeddedLake } from "../src/open-lake.js";
+import { parsePartition, type Partition } from "../src/model/partition.js";
+import { newRunId } from "../src/model/run-id.js";
+import { openEmbeddedLake } from "../src/open/open-lake.js";
 import { summarize, timeMs, type Timing } from "./stats.js";
 import { BENCH_TABLE, generatingSelect } from "./workload.js";
 

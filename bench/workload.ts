@@ -1,4 +1,4 @@
-import { defineTable, type TableDefinition } from "../src/core/table.js";
+import { defineTable, type TableDefinition } from "../src/model/table.js";
 
 /** Rows in the small partition of the swap benchmark. */
 export const SMALL_ROWS = 1_000;

@@ -1,20 +1,20 @@
-export { Lake } from "./core/lake.js";
+export { Lake } from "./lake/lake.js";
 export type {
   LakePorts, LakeSettings, ReplaceOptions, ReplaceResult, RollbackResult, PartitionHistory, RunHistoryEntry, PartitionGcReport,
-} from "./core/lake.js";
-export { openEmbeddedLake } from "./open-lake.js";
-export { defineTable, parseColumns, type TableDefinition, type Column, type Compression } from "./core/table.js";
-export { parsePartition, partitionPath, partitionSpec, type Partition } from "./core/partition.js";
-export { newRunId, isRunId, runIdTime } from "./core/run-id.js";
-export { LakeswapError, EXIT_CODES, type ErrorCode } from "./core/errors.js";
+} from "./lake/lake.js";
+export { openEmbeddedLake } from "./open/open-lake.js";
+export { defineTable, parseColumns, type TableDefinition, type Column, type Compression } from "./model/table.js";
+export { parsePartition, partitionPath, partitionSpec, type Partition } from "./model/partition.js";
+export { newRunId, isRunId, runIdTime } from "./model/run-id.js";
+export { LakeswapError, EXIT_CODES, type ErrorCode } from "./model/errors.js";
 export type { ObjectStore } from "./store/object-store.js";
 export type { Catalog } from "./catalog/catalog.js";
 export type { Engine } from "./engine/engine.js";
 export { LocalStore } from "./store/local-store.js";
 export { LocalCatalog } from "./catalog/local-catalog.js";
 export { DuckDbEngine } from "./engine/duckdb-engine.js";
-export { Pipeline, type PipelineOptions, type SyncReport } from "./core/pipeline.js";
-export type { SinkedPartition } from "./core/sink-sync.js";
+export { Pipeline, type PipelineOptions, type SyncReport } from "./pipeline/pipeline.js";
+export type { SinkedPartition } from "./pipeline/send-to-sinks.js";
 export { loadPipelineConfig } from "./config/pipeline-config.js";
 export type { Sink, SinkSpec, SinkLayout, SinkMode, SinkOpener } from "./sinks/sink.js";
 export { openSink } from "./sinks/open-sink.js";

@@ -1,5 +1,5 @@
-import { partitionPath, type Partition } from "../core/partition.js";
-import type { TableDefinition } from "../core/table.js";
+import { partitionPath, type Partition } from "../model/partition.js";
+import type { TableDefinition } from "../model/table.js";
 
 /** Where a partition's pointer is: its current run, the run before it, and the signature that moved with it. */
 export interface Pointer {
@@ -26,7 +26,7 @@ export interface PointerMove {
 }
 
 /**
- * The writer's fence (../core/lease.ts): the catalog calls it right before each call that moves or removes
+ * The writer's fence (../lake/lease.ts): the catalog calls it right before each call that moves or removes
  * pointers (each batch, each retry of one), and makes no call once it throws (LEASE_LOST: another writer
  * took the table over). The rule lives in the core; an adapter only calls it.
  */

@@ -4,14 +4,14 @@ import {
   UpdatePartitionCommand, UpdateTableCommand, type GlueClient, type Partition as GluePartition, type PartitionInput, type StorageDescriptor,
   type Table as GlueTable,
 } from "@aws-sdk/client-glue";
-import { LakeswapError } from "../core/errors.js";
-import { faultPoint } from "../core/faults.js";
-import { WHOLE_TABLE, makePartition, partitionPath, type Partition } from "../core/partition.js";
-import { withRetry } from "../core/retry.js";
-import type { AdaptiveLimit } from "../ingest/adaptive-limit.js";
-import { isRunId } from "../core/run-id.js";
-import { glueColumnType } from "../core/column-types.js";
-import { parseTableDefinition, tableChange, type TableDefinition } from "../core/table.js";
+import { LakeswapError } from "../model/errors.js";
+import { faultPoint } from "../shared/faults.js";
+import { WHOLE_TABLE, makePartition, partitionPath, type Partition } from "../model/partition.js";
+import { withRetry } from "../shared/retry.js";
+import type { AdaptiveLimit } from "../shared/adaptive-limit.js";
+import { isRunId } from "../model/run-id.js";
+import { glueColumnType } from "../model/column-types.js";
+import { parseTableDefinition, tableChange, type TableDefinition } from "../model/table.js";
 import { runFolder, runLocation, type Catalog, type Fence, type Pointer, type PointerMove, type PointerMoveKind } from "./catalog.js";
 
 /** Glue's limits per batch call. */
@@ -501,7 +501,7 @@ function definitionOf(table: GlueTable): TableDefinition | undefined {
   return parseTableDefinition(value, `lakeswap.definition of Glue table ${table.Name}`);
 }
 
-/** The Hive/Glue type of a declared column type (one mapping for every backend: ../core/column-types.ts). */
+/** The Hive/Glue type of a declared column type (one mapping for every backend: ../model/column-types.ts). */
 export function glueType(type: string): string {
   return glueColumnType(type);
 }

@@ -1,15 +1,15 @@
 import { randomBytes } from "node:crypto";
 import { promises as fs, readFileSync, readlinkSync, type Dirent } from "node:fs";
 import path from "node:path";
-import { InvalidInputError, LakeswapError, errorMessage } from "../core/errors.js";
-import { faultPoint } from "../core/faults.js";
-import { WHOLE_TABLE, isWholeTable, parsePartitionPath, partitionPath, type Partition } from "../core/partition.js";
-import { isRunId } from "../core/run-id.js";
-import { assertTableName } from "../core/sql.js";
-import { parseTableDefinition, tableChange, type TableDefinition } from "../core/table.js";
-import { eachLimited, fsyncPath, intoFolder, isCode, lightFs, makeFolder, noSpaceError, writeTempFile } from "../store/local-store.js";
+import { InvalidInputError, LakeswapError, errorMessage } from "../model/errors.js";
+import { faultPoint } from "../shared/faults.js";
+import { WHOLE_TABLE, isWholeTable, parsePartitionPath, partitionPath, type Partition } from "../model/partition.js";
+import { isRunId } from "../model/run-id.js";
+import { assertTableName } from "../model/sql.js";
+import { parseTableDefinition, tableChange, type TableDefinition } from "../model/table.js";
+import { eachLimited, fsyncPath, intoFolder, isCode, lightFs, makeFolder, noSpaceError, writeTempFile, type DescribeWrite } from "../store/local-store.js";
 import { runLocation, type Catalog, type Fence, type Pointer, type PointerMove, type PointerMoveKind } from "./catalog.js";
-import { processAlive } from "../store/process-folders.js";
+import { processAlive } from "../shared/process-folders.js";
 
 const META = "_lakeswap";
 const RUNS = "_runs";
@@ -47,8 +47,12 @@ export class LocalCatalog implements Catalog {
   readonly capabilities = { maxBatchUpdate: 1 } as const;
   private readonly root: string;
 
-  constructor(root: string) {
+  private readonly describeWrite: DescribeWrite;
+
+  /** `describeWrite` says what a failed write of a key means (the lake's layout knows; default: nothing more). */
+  constructor(root: string, options: { readonly describeWrite?: DescribeWrite } = {}) {
     this.root = path.resolve(root);
+    this.describeWrite = options.describeWrite ?? (() => "the write did not complete");
   }
 
   async open(): Promise<void> {
@@ -108,7 +112,7 @@ export class LocalCatalog implements Catalog {
     const made = await makeFolder(path.join(this.root, table.name), this.root);
     await Promise.all(made.map(fsyncPath));
     await writeFileAtomic(this.tableFile(table.name), `${JSON.stringify(table, null, 2)}\n`, path.join(this.root, META, "tmp"), this.root).catch((error: unknown) => {
-      throw noSpaceError(`${META}/tables/${table.name}.json`, this.tableFile(table.name), error) ?? error;
+      throw noSpaceError(`${META}/tables/${table.name}.json`, this.tableFile(table.name), error, this.describeWrite) ?? error;
     });
   }
 
@@ -239,7 +243,7 @@ export class LocalCatalog implements Catalog {
         for (const folder of await intoFolder(file, this.root, () => fs.rename(temp, file))) folders.add(folder);
       } catch (error) {
         await fs.rm(temp, { force: true });
-        throw noSpaceError(`${META}/pointers/${table.name}/${partition}.json`, file, error) ?? error;
+        throw noSpaceError(`${META}/pointers/${table.name}/${partition}.json`, file, error, this.describeWrite) ?? error;
       }
       folders.add(path.dirname(file));
     }).catch(async (error: unknown) => {
@@ -262,7 +266,7 @@ export class LocalCatalog implements Catalog {
         const state: PointerState = { run: move.runId, previous: move.previousRunId, signature: move.signature, movedBy: move.kind, movedAt };
         const file = this.stateFile(table, move.partition);
         const temp = await writeTempFile(tempDir, `${JSON.stringify(state)}\n`).catch((error: unknown) => {
-          throw noSpaceError(`${META}/tmp/${path.basename(file)}`, file, error) ?? error;
+          throw noSpaceError(`${META}/tmp/${path.basename(file)}`, file, error, this.describeWrite) ?? error;
         });
         staged.push({ temp, file, partition: partitionPath(move.partition) });
       });
@@ -325,7 +329,7 @@ export class LocalCatalog implements Catalog {
         // Temporary links live outside the table folder: a glob over the table would follow them.
         const temp = path.join(tempDir, `link-${process.pid}-${randomBytes(6).toString("hex")}`);
         await intoFolder(temp, this.root, () => fs.symlink(path.relative(linkDir, this.runDir(table, move)), temp)).catch((error: unknown) => {
-          throw noSpaceError(`${META}/tmp/${path.basename(temp)}`, temp, error) ?? error;
+          throw noSpaceError(`${META}/tmp/${path.basename(temp)}`, temp, error, this.describeWrite) ?? error;
         });
         temps.push(temp);
         faultPoint("before-swap-rename");

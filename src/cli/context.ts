@@ -4,12 +4,12 @@ import type { Command } from "commander";
 import { awsTargetInEnvironment, resolveAwsTarget, type AwsTarget } from "../config/aws-config.js";
 import { resolveLakeConfig, type LakeConfig } from "../config/lake-config.js";
 import { didYouMean, loadPipelineConfig, type PipelineConfig } from "../config/pipeline-config.js";
-import { parsePartition } from "../core/partition.js";
-import { InvalidInputError, errorMessage } from "../core/errors.js";
-import type { Lake } from "../core/lake.js";
-import { leaseSubject } from "../core/lease.js";
-import { printable } from "../core/sql.js";
-import { openAwsLake, openEmbeddedLake } from "../open-lake.js";
+import { parsePartition } from "../model/partition.js";
+import { InvalidInputError, errorMessage } from "../model/errors.js";
+import type { Lake } from "../lake/lake.js";
+import { leaseSubject } from "../lake/lease.js";
+import { printable } from "../model/sql.js";
+import { openAwsLake, openEmbeddedLake } from "../open/open-lake.js";
 
 /** Options every command understands. */
 export interface GlobalOptions {

@@ -1,5 +1,5 @@
 import { Command, CommanderError } from "commander";
-import { EXIT_CODES, LakeswapError, errorMessage, isNoSpace } from "../core/errors.js";
+import { EXIT_CODES, LakeswapError, errorMessage, isNoSpace } from "../model/errors.js";
 import { interruptCleanups } from "./context.js";
 import { takeJsonReport, toJson, writeStdout } from "./output.js";
 import { registerCreateTable } from "./commands/create-table.js";

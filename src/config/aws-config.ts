@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { InvalidInputError } from "../core/errors.js";
+import { InvalidInputError } from "../model/errors.js";
 
 /**
  * The Athena output block, as the Athena/Glue sink documents it

@@ -1,11 +1,16 @@
 import path from "node:path";
 import { z } from "zod";
-import { TIME_FORMATS, type TimeFormat } from "../core/column-types.js";
-import { parseDuration } from "../core/duration.js";
-import { InvalidInputError } from "../core/errors.js";
-import { assertIdentifier, printable, quoteIdentifier } from "../core/sql.js";
+import { TIME_FORMATS, type TimeFormat } from "../model/column-types.js";
+import { parseDuration } from "../model/duration.js";
+import { InvalidInputError } from "../model/errors.js";
+import { assertIdentifier, printable, quoteIdentifier } from "../model/sql.js";
 import { athenaSinkSchema, awsTargetInEnvironment, resolveAwsTarget, type AwsTarget } from "./aws-config.js";
-import type { PipelineColumn } from "./pipeline-config.js";
+import type { Column } from "../model/table.js";
+
+/** A declared column with its nullability (datasets and ingest pipelines declare columns alike). */
+export interface PipelineColumn extends Column {
+  readonly nullable: boolean;
+}
 
 /**
  * The ingest part of `lakeswap.yaml`, as the Skipprd Athena output sink's documentation writes it (`data_sinks`, `schema_sinks`,

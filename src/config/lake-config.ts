@@ -1,7 +1,7 @@
 import path from "node:path";
-import { parseDuration } from "../core/duration.js";
-import { DEFAULT_LEASE_WAIT_MS } from "../core/lease.js";
-import { DEFAULT_GRACE_MS } from "../core/retention.js";
+import { parseDuration } from "../model/duration.js";
+import { DEFAULT_LEASE_WAIT_MS } from "../lake/lease.js";
+import { DEFAULT_GRACE_MS } from "../lake/retention.js";
 
 /** The settings of an embedded lake, from flags first, then the environment, then the pipeline config, then defaults. */
 export interface LakeConfig {

@@ -2,18 +2,18 @@ import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
-import { InvalidInputError } from "../core/errors.js";
-import { assertPartitionKey } from "../core/partition.js";
-import { postgresColumnType } from "../core/column-types.js";
-import { printable } from "../core/sql.js";
-import { transformFingerprint } from "../core/signature.js";
-import { normalizeColumnType, type Column } from "../core/table.js";
+import { InvalidInputError } from "../model/errors.js";
+import { assertPartitionKey } from "../model/partition.js";
+import { postgresColumnType } from "../model/column-types.js";
+import { printable } from "../model/sql.js";
+import { transformFingerprint } from "../model/signature.js";
+import { normalizeColumnType, type Column } from "../model/table.js";
 import type { SinkSpec } from "../sinks/sink.js";
 import type { HttpSource } from "../sources/source.js";
-import { HttpFetcher } from "../sources/http-fetch.js";
-import { parseDuration } from "../core/duration.js";
+import { assertHttpSourceSpec } from "../sources/http-source-spec.js";
+import { parseDuration } from "../model/duration.js";
 import type { AwsTarget } from "./aws-config.js";
-import { ingestSchemas, resolveIngest, type IngestPipelineConfig } from "./ingest-config.js";
+import { ingestSchemas, resolveIngest, type IngestPipelineConfig, type PipelineColumn } from "./ingest-config.js";
 
 const identifier = z.string().regex(/^[a-z][a-z0-9_]{0,127}$/, "use a lowercase letter first, then lowercase letters, digits or '_'");
 
@@ -215,10 +215,7 @@ export const pipelineSchema = z
   })
   .strict();
 
-/** A declared column with its nullability. */
-export interface PipelineColumn extends Column {
-  readonly nullable: boolean;
-}
+export type { PipelineColumn } from "./ingest-config.js";
 
 /** A derived layer, resolved. */
 export interface LayerConfig {
@@ -586,7 +583,7 @@ function httpSource(at: string, dataset: DatasetInput): { source: HttpSource; ke
     },
   };
   // The paths and header names are checked now, not at the first fetch.
-  wrapAt(`${at}.source.http`, () => new HttpFetcher(source.spec));
+  wrapAt(`${at}.source.http`, () => assertHttpSourceSpec(source.spec));
   return { key, source };
 }
 

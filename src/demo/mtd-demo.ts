@@ -2,8 +2,8 @@ import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { loadPipelineConfig } from "../config/pipeline-config.js";
-import type { Lake } from "../core/lake.js";
-import { Pipeline, type SyncReport } from "../core/pipeline.js";
+import type { Lake } from "../lake/lake.js";
+import { Pipeline, type SyncReport } from "../pipeline/pipeline.js";
 
 /** The month-to-date story: which layers each delivery built and skipped. */
 export interface MtdDeliveryResult {

@@ -1,8 +1,8 @@
 import { promises as fs } from "node:fs";
 import path from "node:path";
-import type { Lake } from "../core/lake.js";
-import { NotFoundError } from "../core/errors.js";
-import { defineTable } from "../core/table.js";
+import type { Lake } from "../lake/lake.js";
+import { NotFoundError } from "../model/errors.js";
+import { defineTable } from "../model/table.js";
 
 /** The steps of the demo of the article "Zero-downtime partition swaps on Athena", in order. */
 export const DEMO_STEPS = ["setup", "swap", "count", "change", "rollback", "teardown"] as const;

@@ -2,8 +2,8 @@ import { mkdir, mkdtemp, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { loadPipelineConfig, type PipelineConfig } from "../config/pipeline-config.js";
-import type { Lake } from "../core/lake.js";
-import { Pipeline, type SyncReport } from "../core/pipeline.js";
+import type { Lake } from "../lake/lake.js";
+import { Pipeline, type SyncReport } from "../pipeline/pipeline.js";
 
 /** The table the upsert demo writes (dataset `demo_customers`). */
 export const UPSERT_DEMO_TABLE = "demo_customers_raw";

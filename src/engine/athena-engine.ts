@@ -3,13 +3,13 @@ import {
   GetQueryExecutionCommand, GetQueryResultsCommand, StartQueryExecutionCommand, StopQueryExecutionCommand,
   type AthenaClient,
 } from "@aws-sdk/client-athena";
-import { trinoColumnType } from "../core/column-types.js";
-import { BuildError, InvalidInputError, LakeswapError, errorMessage } from "../core/errors.js";
-import { faultPoint } from "../core/faults.js";
-import { partitionPath, partitionValue } from "../core/partition.js";
-import { withRetry } from "../core/retry.js";
-import { quoteIdentifier, quoteLiteral } from "../core/sql.js";
-import type { TableDefinition } from "../core/table.js";
+import { trinoColumnType } from "../model/column-types.js";
+import { BuildError, InvalidInputError, LakeswapError, errorMessage } from "../model/errors.js";
+import { faultPoint } from "../shared/faults.js";
+import { partitionPath, partitionValue } from "../model/partition.js";
+import { withRetry } from "../shared/retry.js";
+import { quoteIdentifier, quoteLiteral } from "../model/sql.js";
+import type { TableDefinition } from "../model/table.js";
 import type { ObjectStore } from "../store/object-store.js";
 import { checkOutputColumns, partitionRowsCheck } from "./build-checks.js";
 import { assertOneSelect } from "./sql-guard.js";
@@ -39,7 +39,7 @@ export interface AthenaEngineOptions {
  * The distributed engine: Athena. Derived runs are built with `UNLOAD (SELECT
  * … FROM (WITH <inputs> SELECT …) q) TO 's3://…/run=<id>/' WITH (format =
  * 'PARQUET')`, the partition columns left out, each column cast to its Trino
- * storage type (../core/column-types.ts); queries read the current Glue pointers. Landing is not
+ * storage type (../model/column-types.ts); queries read the current Glue pointers. Landing is not
  * Athena's: deliveries are landed locally (the Landing port, DuckDB) and uploaded. Queries are polled with backoff, stopped at the
  * timeout or on close (Ctrl-C), and their errors carry Athena's reason.
  */

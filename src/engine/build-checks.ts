@@ -1,7 +1,7 @@
-import { BuildError } from "../core/errors.js";
-import { partitionPath, partitionValue, type Partition } from "../core/partition.js";
-import { quoteIdentifier, quoteLiteral } from "../core/sql.js";
-import type { TableDefinition } from "../core/table.js";
+import { BuildError } from "../model/errors.js";
+import { partitionPath, partitionValue, type Partition } from "../model/partition.js";
+import { quoteIdentifier, quoteLiteral } from "../model/sql.js";
+import type { TableDefinition } from "../model/table.js";
 
 /**
  * The checks every engine makes of a build's SELECT (DESIGN.md: a run holds

@@ -2,31 +2,30 @@ import { promises as fs } from "node:fs";
 import path from "node:path";
 import type { DuckDBConnection, DuckDBInstance } from "@duckdb/node-api";
 import { createHash, randomBytes } from "node:crypto";
-import { AuditError, BuildError, InvalidInputError, LakeswapError, errorMessage, isNoSpace } from "../core/errors.js";
-import { faultPoint } from "../core/faults.js";
-import { TEMP_PREFIX } from "../core/layout.js";
-import { partitionOfValues, partitionPath, partitionValue, type Partition } from "../core/partition.js";
-import { mapLimited } from "../core/runs.js";
-import { finishRawSignature, signatureColumnOrder } from "../core/signature.js";
-import { quoteIdentifier, quoteLiteral, quoteRelation } from "../core/sql.js";
-import { freshProcessFolder } from "../store/process-folders.js";
-import { duckdbStorageType } from "../core/column-types.js";
-import type { TableDefinition } from "../core/table.js";
+import { AuditError, BuildError, InvalidInputError, LakeswapError, errorMessage, isNoSpace } from "../model/errors.js";
+import { faultPoint } from "../shared/faults.js";
+import { partitionOfValues, partitionPath, partitionValue, type Partition } from "../model/partition.js";
+import { mapLimited } from "../shared/map-limited.js";
+import { finishRawSignature, signatureColumnOrder } from "../model/signature.js";
+import { quoteIdentifier, quoteLiteral, quoteRelation } from "../model/sql.js";
+import { freshProcessFolder } from "../shared/process-folders.js";
+import { duckdbStorageType } from "../model/column-types.js";
+import type { TableDefinition } from "../model/table.js";
 import type { ObjectStore } from "../store/object-store.js";
 import { isCode } from "../store/local-store.js";
 import { checkOutputColumns, partitionRowsCheck } from "./build-checks.js";
-import { dropLanding, landDelivery, outOfMemory, signatureQuery } from "./duckdb-landing.js";
-import { dropMerge, mergeDelivery, mergeRelations, type MergeRelations } from "./duckdb-merge.js";
-import { openDuckDb, openRestrictedDuckDb, type OpenedDuckDb, type RestrictedDuckDb } from "./duckdb-open.js";
-import { duckdb } from "./duckdb-module.js";
-import { exactValueConverter } from "./duckdb-values.js";
+import { dropLanding, landDelivery, outOfMemory, signatureQuery } from "../landing/duckdb/duckdb-landing.js";
+import { dropMerge, mergeDelivery, mergeRelations, type MergeRelations } from "../landing/duckdb/duckdb-merge.js";
+import { openDuckDb, openRestrictedDuckDb, type OpenedDuckDb, type RestrictedDuckDb } from "../duckdb/duckdb-open.js";
+import { duckdb } from "../duckdb/duckdb-module.js";
+import { exactValueConverter } from "../duckdb/duckdb-values.js";
 import { deliveryFiles } from "../landing/delivery-files.js";
-import type { FileState, IdentifiedDelivery, IdentifiedFiles, Landing, LandedFile, MergeRequest } from "../landing/landing.js";
-import { assertOneExpression, assertOneSelect } from "./sql-guard.js";
 import type {
-  BuildRequest, BuildResult, Engine, LandRequest, LandedDelivery, LandedPartition, LandedRunsRequest, PartitionMapRequest, PartitionSnapshot, QueryResult, RejectedRow,
-  Signing, TableSnapshot,
-} from "./engine.js";
+  FileState, IdentifiedDelivery, IdentifiedFiles, LandRequest, LandedDelivery, LandedFile, LandedPartition, LandedRunsRequest, Landing,
+  MergeRequest, PartitionMapRequest, RejectedRow, Signing,
+} from "../landing/landing.js";
+import { assertOneExpression, assertOneSelect } from "./sql-guard.js";
+import type { BuildRequest, BuildResult, Engine, PartitionSnapshot, QueryResult, TableSnapshot } from "./engine.js";
 import { now as clockNow } from "../shared/clock.js";
 
 /** The block DuckDB allocates per open partition and column while it writes them (256 KiB). */
@@ -90,7 +89,11 @@ export class DuckDbEngine implements Engine, Landing {
    * `options.nativeSignatures: false` keeps signatures in the SQL form even where
    * the native extension is built (the signatures are the same).
    */
-  constructor(store: ObjectStore, private readonly options: { readonly nativeSignatures?: boolean } = {}) {
+  /**
+   * `stagingPrefix`: where, in a store with local paths, runs are staged before each is renamed into place (the lake's
+   * temporary folder, from its layout; default `.lakeswap-staging`, which a lake opened by lakeswap never uses).
+   */
+  constructor(store: ObjectStore, private readonly options: { readonly nativeSignatures?: boolean; readonly stagingPrefix?: string } = {}) {
     this.store = store;
   }
 
@@ -361,7 +364,7 @@ export class DuckDbEngine implements Engine, Landing {
     // Staged where the runs go (the lake's own temporary folder, so each run folder is one rename away), or in the
     // machine's temporary folder when the runs are uploaded. A killed process's stage is removed by the next open
     // (locally) or by the next scratch folder any lakeswap process makes on the machine (lakeswap-stage-<pid>-…).
-    const stageParent = local ? this.store.localPath(`${TEMP_PREFIX}`) : await freshProcessFolder("lakeswap-stage-");
+    const stageParent = local ? this.store.localPath(this.options.stagingPrefix ?? ".lakeswap-staging") : await freshProcessFolder("lakeswap-stage-");
     const dir = path.join(stageParent, `${process.pid}-stage-${id}`);
     const remove = () => fs.rm(local ? dir : stageParent, { recursive: true, force: true });
     const runsTable = `runs_${id}`;

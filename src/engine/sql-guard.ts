@@ -1,7 +1,7 @@
 import type { DuckDBInstance } from "@duckdb/node-api";
-import { duckdb } from "./duckdb-module.js";
-import { InvalidInputError, errorMessage } from "../core/errors.js";
-import { printable } from "../core/sql.js";
+import { duckdb } from "../duckdb/duckdb-module.js";
+import { InvalidInputError, errorMessage } from "../model/errors.js";
+import { printable } from "../model/sql.js";
 
 /**
  * Checks users' SQL with DuckDB's own parser, never with string tests: a layer's SQL (a sql file,

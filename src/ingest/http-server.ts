@@ -3,7 +3,7 @@ import { createServer, type IncomingMessage, type OutgoingHttpHeaders, type Serv
 import type { AddressInfo } from "node:net";
 import type { Duplex, Readable } from "node:stream";
 import { createGunzip } from "node:zlib";
-import { InvalidInputError, LakeswapError, errorMessage } from "../core/errors.js";
+import { InvalidInputError, LakeswapError, errorMessage } from "../model/errors.js";
 import { Metrics } from "./metrics.js";
 import { DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_BYTES_IN_FLIGHT, DEFAULT_MAX_CONNECTIONS } from "./server-limits.js";
 

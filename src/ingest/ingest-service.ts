@@ -3,19 +3,19 @@ import { isUtf8 } from "node:buffer";
 import { mkdtemp, open, rm, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { assertNamespaces, type IngestNamespaceConfig, type IngestPipelineConfig } from "../config/ingest-config.js";
-import { IngestFileConflictError, InvalidInputError, LakeswapError, NotFoundError, errorMessage } from "../core/errors.js";
-import { faultPoint } from "../core/faults.js";
-import type { SegmentContribution } from "../core/ingest.js";
-import type { Lake } from "../core/lake.js";
-import { partitionPath } from "../core/partition.js";
-import { defineTable, type TableDefinition } from "../core/table.js";
+import { IngestFileConflictError, InvalidInputError, LakeswapError, NotFoundError, errorMessage } from "../model/errors.js";
+import { faultPoint } from "../shared/faults.js";
+import type { SegmentContribution } from "../lake/operations/register-segment.js";
+import type { Lake } from "../lake/lake.js";
+import { partitionPath } from "../model/partition.js";
+import { defineTable, type TableDefinition } from "../model/table.js";
 import type { LandColumn, LandedDelivery } from "../landing/landing.js";
 import { BackpressureError, UnavailableError, type IngestHandler, type IngestRequest } from "./http-server.js";
-import type { AdaptiveLimit } from "./adaptive-limit.js";
+import type { AdaptiveLimit } from "../shared/adaptive-limit.js";
 import type { Metrics } from "./metrics.js";
 import { WriteAheadLog, type SegmentContents, type WalPosition, type WalRecord } from "./wal.js";
 import type { SyncerKind } from "./wal-sync.js";
-import { freshProcessFolder } from "../store/process-folders.js";
+import { freshProcessFolder } from "../shared/process-folders.js";
 
 /** The prefix of a landing's scratch folder in the machine's temporary folder; the owner's pid follows. */
 const WORK_PREFIX = "lakeswap-ingest-";

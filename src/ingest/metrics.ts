@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
-import { InvalidInputError } from "../core/errors.js";
+import { InvalidInputError } from "../model/errors.js";
 
 export type { Counter, Gauge, Histogram } from "prom-client";
 

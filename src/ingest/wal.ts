@@ -1,10 +1,10 @@
 import { randomBytes } from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
-import { InvalidInputError, LakeswapError, LeaseHeldError, NotFoundError, errorMessage } from "../core/errors.js";
+import { InvalidInputError, LakeswapError, LeaseHeldError, NotFoundError, errorMessage } from "../model/errors.js";
 import { crc32c } from "./crc32c.js";
 import { call, startSyncer, writeAllSync, type Syncer, type SyncerKind } from "./wal-sync.js";
-import { processAlive } from "../store/process-folders.js";
+import { processAlive } from "../shared/process-folders.js";
 
 /** The largest payload one record may hold (64 MiB); a larger append is refused. */
 export const WAL_MAX_PAYLOAD_BYTES = 64 * 1024 * 1024;

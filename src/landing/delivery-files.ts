@@ -1,6 +1,6 @@
 import { promises as fs } from "node:fs";
 import path from "node:path";
-import { InvalidInputError } from "../core/errors.js";
+import { InvalidInputError } from "../model/errors.js";
 
 /** Characters that make a path a glob (`*`, `?`, `[...]`, `{a,b}`). */
 const GLOB_CHARACTERS = /[*?[{]/;

@@ -1,7 +1,8 @@
-import type { TimeFormat } from "../core/column-types.js";
-import type { Partition } from "../core/partition.js";
-import type { TableDefinition } from "../core/table.js";
-import type { BuildRequest, BuildResult, PartitionSnapshot } from "../engine/engine.js";
+import type { TimeFormat } from "../model/column-types.js";
+import type { Partition } from "../model/partition.js";
+import type { TableDefinition } from "../model/table.js";
+import type { Signing } from "../model/signature.js";
+import type { BuildRequest, BuildResult, PartitionSnapshot } from "../model/build.js";
 
 /**
  * The landing port: lakeswap's own local work, the same whether the lake is
@@ -252,16 +253,6 @@ export interface LandedDelivery {
   readonly signing: Signing;
 }
 
-/**
- * How raw signatures are computed (docs/signatures.md, "Two forms, one
- * algorithm"): `native` with lakeswap's DuckDB extension, `sql` in plain DuckDB
- * SQL. The signatures are the same either way; the native form is faster.
- */
-export interface Signing {
-  readonly form: "native" | "sql";
-  /** Why the form is not native, when it is not (not built, switched off, failed its check). */
-  readonly reason?: string;
-}
 
 /** Evaluate a derived layer's partition map over upstream partition values. */
 export interface PartitionMapRequest {
@@ -270,3 +261,5 @@ export interface PartitionMapRequest {
   readonly values: readonly (readonly string[])[];
   readonly map: readonly { readonly key: string; readonly expression: string }[];
 }
+
+export type { Signing } from "../model/signature.js";

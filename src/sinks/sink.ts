@@ -1,5 +1,5 @@
-import { LakeswapError } from "../core/errors.js";
-import type { Partition } from "../core/partition.js";
+import { LakeswapError } from "../model/errors.js";
+import type { Partition } from "../model/partition.js";
 
 /** A target that cannot be reached any more (a connection refused or lost): the writes that follow would fail the same way. */
 export class TargetUnavailableError extends LakeswapError {

@@ -1,9 +1,9 @@
 import { rm } from "node:fs/promises";
 import path from "node:path";
-import { errorMessage } from "../core/errors.js";
-import { mapLimited } from "../core/runs.js";
-import { freshProcessFolder } from "../store/process-folders.js";
-import { HttpFetcher } from "./http-fetch.js";
+import { errorMessage } from "../model/errors.js";
+import { mapLimited } from "../shared/map-limited.js";
+import { freshProcessFolder } from "../shared/process-folders.js";
+import { HttpFetcher } from "./http/http-fetcher.js";
 import type { FetchRequest, FetchedPartitionFile, FetchedSource } from "./source.js";
 
 /**

@@ -1,4 +1,4 @@
-import { InvalidInputError } from "../core/errors.js";
+import { InvalidInputError } from "../model/errors.js";
 
 /**
  * The small path language of an http source's `rows`, `fields` and `pagination`: `$.a.b[0].c`, dots between

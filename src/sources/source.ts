@@ -1,4 +1,4 @@
-import type { HttpSourceSpec } from "./http-fetch.js";
+import type { HttpSourceSpec } from "./http-source-spec.js";
 
 /**
  * The source port: a partitioned API a sync asks for one partition at a time (`source: {http: ...}`). Core calls a

@@ -1,8 +1,7 @@
 import { createHash, randomBytes } from "node:crypto";
 import fsCallbacks, { promises as fs, type Dirent, type Stats } from "node:fs";
 import path from "node:path";
-import { LakeswapError } from "../core/errors.js";
-import { writeConsequence } from "../core/manifest.js";
+import { LakeswapError } from "../model/errors.js";
 import { takeKernelLock } from "./kernel-lock.js";
 import { assertKey, type ObjectInfo, type ObjectStore, type ProcessLock, type TaggedObject } from "./object-store.js";
 
@@ -18,13 +17,26 @@ export class LocalStore implements ObjectStore {
   private readonly root: string;
   private readonly folders = new FolderSyncs();
 
-  constructor(root: string) {
+  private readonly describeWrite: DescribeWrite;
+
+  /** `describeWrite` says what a failed write of a key means (the lake's layout knows; default: nothing more). */
+  constructor(root: string, options: { readonly describeWrite?: DescribeWrite } = {}) {
     this.root = path.resolve(root);
     this.description = this.root;
+    this.describeWrite = options.describeWrite ?? describeNothing;
   }
 
   localPath(key: string): string {
     return path.join(this.root, ...assertKey(key).split("/"));
+  }
+
+  /** Runs a write, turning a full disk into a NO_SPACE error naming the file. */
+  private async whenFull<T>(key: string, file: string, write: () => Promise<T>): Promise<T> {
+    try {
+      return await write();
+    } catch (error) {
+      throw noSpaceError(key, file, error, this.describeWrite) ?? error;
+    }
   }
 
   async get(key: string): Promise<TaggedObject | undefined> {
@@ -55,7 +67,7 @@ export class LocalStore implements ObjectStore {
 
   async put(key: string, body: Uint8Array | string): Promise<void> {
     const target = this.localPath(key);
-    await whenFull(key, target, async () => {
+    await this.whenFull(key, target, async () => {
       const temp = await this.writeTemp(body);
       let created: string[];
       try {
@@ -70,7 +82,7 @@ export class LocalStore implements ObjectStore {
 
   async putIfAbsent(key: string, body: Uint8Array | string): Promise<boolean> {
     const target = this.localPath(key);
-    return this.linkIfAbsent(key, target, await whenFull(key, target, () => this.writeTemp(body)));
+    return this.linkIfAbsent(key, target, await this.whenFull(key, target, () => this.writeTemp(body)));
   }
 
   /** Links a durable temporary file in at `target` unless something is there; the temporary file goes either way. */
@@ -82,7 +94,7 @@ export class LocalStore implements ObjectStore {
       return true;
     } catch (error) {
       if (isCode(error, "EEXIST")) return false;
-      throw noSpaceError(key, target, error) ?? error;
+      throw noSpaceError(key, target, error, this.describeWrite) ?? error;
     } finally {
       await fs.rm(temp, { force: true });
     }
@@ -90,9 +102,9 @@ export class LocalStore implements ObjectStore {
 
   async putIfMatch(key: string, body: Uint8Array | string, etag: string): Promise<boolean> {
     const target = this.localPath(key);
-    const temp = await whenFull(key, target, () => this.writeTemp(body));
+    const temp = await this.whenFull(key, target, () => this.writeTemp(body));
     try {
-      return await whenFull(key, target, () => this.compareAndSwap(target, etag, async () => {
+      return await this.whenFull(key, target, () => this.compareAndSwap(target, etag, async () => {
         await fs.rename(temp, target);
         await this.folders.sync(path.dirname(target));
       }));
@@ -182,7 +194,7 @@ export class LocalStore implements ObjectStore {
   async putFileIfAbsent(key: string, localPath: string): Promise<boolean> {
     const target = this.localPath(key);
     // The file's bytes are made durable first; its link then appears whole, or fails with EEXIST, atomically.
-    const temp = await whenFull(key, target, async () => {
+    const temp = await this.whenFull(key, target, async () => {
       const dir = path.join(this.root, TEMP_DIR);
       await fs.mkdir(dir, { recursive: true });
       const copy = path.join(dir, `${process.pid}-${randomBytes(6).toString("hex")}.tmp`);
@@ -201,7 +213,7 @@ export class LocalStore implements ObjectStore {
 
   async putFile(key: string, localPath: string): Promise<void> {
     const target = this.localPath(key);
-    await whenFull(key, target, async () => {
+    await this.whenFull(key, target, async () => {
       await fs.mkdir(path.dirname(target), { recursive: true });
       await fs.copyFile(localPath, target);
       await fsyncPath(target);
@@ -211,7 +223,7 @@ export class LocalStore implements ObjectStore {
   async copy(from: string, to: string, _size: number): Promise<void> {
     const source = this.localPath(from);
     const target = this.localPath(to);
-    await whenFull(to, target, async () => {
+    await this.whenFull(to, target, async () => {
       await fs.mkdir(path.dirname(target), { recursive: true });
       try {
         // Run files are immutable: one inode shared by two runs is safe, and removing one run's link leaves the other's.
@@ -268,29 +280,25 @@ export class LocalStore implements ObjectStore {
   }
 }
 
+/** What a failed write of one key means for the data, for the message of a full disk (the lake's layout knows). */
+export type DescribeWrite = (key: string) => string;
+
+const describeNothing: DescribeWrite = () => "the write did not complete";
+
 /**
  * A full disk or quota (ENOSPC, EDQUOT) as a NO_SPACE error (exit 10) that names the file and says
- * whether the pointer moved (by what the key holds: ../core/manifest.ts `writeConsequence`); undefined
- * for any other error.
+ * whether the pointer moved (`describeWrite`, by what the key holds); undefined for any other error.
  */
-export function noSpaceError(key: string, file: string, error: unknown): LakeswapError | undefined {
+export function noSpaceError(key: string, file: string, error: unknown, describeWrite: DescribeWrite): LakeswapError | undefined {
   const code = isCode(error, "ENOSPC") ? "ENOSPC" : isCode(error, "EDQUOT") ? "EDQUOT" : undefined;
   if (code === undefined) return undefined;
   return new LakeswapError(
     "NO_SPACE",
-    `${code === "ENOSPC" ? "no space left on the device" : "disk quota exceeded"} (${code}) writing '${file}': ${writeConsequence(key)}. Free space in the lake's folder and rerun`,
+    `${code === "ENOSPC" ? "no space left on the device" : "disk quota exceeded"} (${code}) writing '${file}': ${describeWrite(key)}. Free space in the lake's folder and rerun`,
     { cause: error },
   );
 }
 
-/** Runs a write, turning a full disk into a NO_SPACE error naming the file. */
-async function whenFull<T>(key: string, file: string, write: () => Promise<T>): Promise<T> {
-  try {
-    return await write();
-  } catch (error) {
-    throw noSpaceError(key, file, error) ?? error;
-  }
-}
 
 function etagOf(body: Uint8Array): string {
   return createHash("sha256").update(body).digest("hex").slice(0, 32);

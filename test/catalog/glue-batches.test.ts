@@ -1,6 +1,6 @@
 import { writeFileSync } from "node:fs";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import type { Lake } from "../../src/core/lake.js";
+import type { Lake } from "../../src/lake/lake.js";
 import { BACKEND_FACTORIES, selectedBackends, type AwsServices, type TestBackend } from "../support/lake-fixture.js";
 import { PipelineWorkspace, orders, pipelineYaml, type OrderRow } from "../support/pipeline-fixture.js";
 

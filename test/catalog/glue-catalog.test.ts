@@ -2,8 +2,8 @@ import { GlueClient } from "@aws-sdk/client-glue";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { PointerMove } from "../../src/catalog/catalog.js";
 import { GlueCatalog } from "../../src/catalog/glue-catalog.js";
-import { makePartition, partitionPath } from "../../src/core/partition.js";
-import { defineTable } from "../../src/core/table.js";
+import { makePartition, partitionPath } from "../../src/model/partition.js";
+import { defineTable } from "../../src/model/table.js";
 import { startGlueEmulator, type GlueEmulator } from "../support/glue-emulator.js";
 
 const TABLE = defineTable({ name: "orders", columns: [{ name: "id", type: "BIGINT" }, { name: "amount", type: "DECIMAL(10,2)" }], partitionKeys: ["day"] });

@@ -3,8 +3,8 @@ import path from "node:path";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import type { PointerMove } from "../../src/catalog/catalog.js";
 import { LocalCatalog } from "../../src/catalog/local-catalog.js";
-import { parsePartitionPath, partitionPath } from "../../src/core/partition.js";
-import { defineTable } from "../../src/core/table.js";
+import { parsePartitionPath, partitionPath } from "../../src/model/partition.js";
+import { defineTable } from "../../src/model/table.js";
 import { recordFsyncs } from "../support/fsync-spy.js";
 import { tempDir } from "../support/lake-fixture.js";
 

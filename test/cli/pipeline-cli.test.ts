@@ -1,8 +1,8 @@
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { NATIVE_EXTENSION_PATH } from "../../src/engine/duckdb-open.js";
-import { openEmbeddedLake } from "../../src/open-lake.js";
+import { NATIVE_EXTENSION_PATH } from "../../src/duckdb/duckdb-open.js";
+import { openEmbeddedLake } from "../../src/open/open-lake.js";
 import { awsCliEnv, spawnCli, startAwsServices } from "../support/lake-fixture.js";
 import { runMain } from "../support/main-cli.js";
 import { PipelineWorkspace, orders } from "../support/pipeline-fixture.js";

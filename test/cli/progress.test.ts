@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { Progress, type ProgressStream } from "../../src/cli/output.js";
-import { defineTable } from "../../src/core/table.js";
+import { defineTable } from "../../src/model/table.js";
 import { runMain } from "../support/main-cli.js";
 import { tempLakes } from "../support/temp-lake.js";
 

@@ -4,7 +4,7 @@ import { mkdirSync, readdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { DuckDBInstance } from "@duckdb/node-api";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { isNoSpace } from "../../src/core/errors.js";
+import { isNoSpace } from "../../src/model/errors.js";
 import { awsCliEnv, startAwsServices, tempDir, type AwsServices } from "../support/lake-fixture.js";
 import { runMain } from "../support/main-cli.js";
 import { PipelineWorkspace, orders } from "../support/pipeline-fixture.js";

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { athenaSinkSchema, resolveAwsTarget } from "../../src/config/aws-config.js";
-import { defineTable } from "../../src/core/table.js";
-import { openAwsLake } from "../../src/open-lake.js";
+import { defineTable } from "../../src/model/table.js";
+import { openAwsLake } from "../../src/open/open-lake.js";
 import { startAwsServices, type AwsServices } from "../support/lake-fixture.js";
 
 // Item 16 of issue 9: the Glue and Athena endpoints are set in the Athena block, like S3's `endpoint`.

@@ -1,8 +1,8 @@
 import { promises as fs } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { LocalCatalog } from "../../src/catalog/local-catalog.js";
-import { Lake } from "../../src/core/lake.js";
-import { defineTable } from "../../src/core/table.js";
+import { Lake } from "../../src/lake/lake.js";
+import { defineTable } from "../../src/model/table.js";
 import { DuckDbEngine } from "../../src/engine/duckdb-engine.js";
 import type { BuildRequest, BuildResult, Engine } from "../../src/engine/engine.js";
 import { LocalStore } from "../../src/store/local-store.js";

@@ -2,7 +2,7 @@ import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { loadPipelineConfig } from "../../src/config/pipeline-config.js";
-import { Pipeline } from "../../src/core/pipeline.js";
+import { Pipeline } from "../../src/pipeline/pipeline.js";
 import { awsBackend, tempDir } from "../support/lake-fixture.js";
 
 // A sync of many partitions on AWS makes calls per batch, not per partition: Glue writes grow as N/100, Glue

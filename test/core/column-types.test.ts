@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { MAPPED_TYPES, columnStorage } from "../../src/core/column-types.js";
-import type { Lake } from "../../src/core/lake.js";
-import { defineTable, normalizeColumnType } from "../../src/core/table.js";
+import { MAPPED_TYPES, columnStorage } from "../../src/model/column-types.js";
+import type { Lake } from "../../src/lake/lake.js";
+import { defineTable, normalizeColumnType } from "../../src/model/table.js";
 import { BACKEND_FACTORIES, selectedBackends, type TestBackend } from "../support/lake-fixture.js";
 
 // Item 13 of issue 9: one mapping from each declared type to DuckDB storage, Glue and Trino, the same on both backends.

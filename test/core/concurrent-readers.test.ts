@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import type { Lake } from "../../src/core/lake.js";
-import { defineTable } from "../../src/core/table.js";
+import type { Lake } from "../../src/lake/lake.js";
+import { defineTable } from "../../src/model/table.js";
 import { lakeDirOf, spawnScript, type Child } from "../support/crash-kit.js";
 import { BACKEND_FACTORIES, selectedBackends, type TestBackend } from "../support/lake-fixture.js";
 

@@ -2,9 +2,10 @@
 import { existsSync, readdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { parseManifest, writeConsequence } from "../../src/core/manifest.js";
-import { parseOutboxEntry } from "../../src/core/outbox.js";
-import { parseSyncRecord } from "../../src/core/sync-record.js";
+import { parseManifest } from "../../src/lake/manifest.js";
+import { writeConsequence } from "../../src/lake/layout.js";
+import { parseOutboxEntry } from "../../src/lake/outbox.js";
+import { parseSyncRecord } from "../../src/lake/sync-record.js";
 import { embeddedBackend, type TestBackend } from "../support/lake-fixture.js";
 import { runMain } from "../support/main-cli.js";
 

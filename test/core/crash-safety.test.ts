@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { FAULT_POINTS, type FaultPoint } from "../../src/core/faults.js";
-import type { Lake, PartitionHistory, ReplaceResult } from "../../src/core/lake.js";
-import { defineTable } from "../../src/core/table.js";
+import { FAULT_POINTS, type FaultPoint } from "../../src/shared/faults.js";
+import type { Lake, PartitionHistory, ReplaceResult } from "../../src/lake/lake.js";
+import { defineTable } from "../../src/model/table.js";
 import {
   Child, entries, lakeDirOf, leaseHolder, manifestRuns, plainDuckDbRead, pointerTarget, readManifest, runFiles, runFolders, until,
   type PartitionView,

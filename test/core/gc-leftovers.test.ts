@@ -1,9 +1,9 @@
 import { existsSync, mkdirSync, readdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { parsePartitionPath } from "../../src/core/partition.js";
-import { defineTable } from "../../src/core/table.js";
-import { openEmbeddedLake } from "../../src/open-lake.js";
+import { parsePartitionPath } from "../../src/model/partition.js";
+import { defineTable } from "../../src/model/table.js";
+import { openEmbeddedLake } from "../../src/open/open-lake.js";
 import { tempLakes } from "../support/temp-lake.js";
 
 // What builds that died leave behind in a local lake, and GC.

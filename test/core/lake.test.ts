@@ -2,8 +2,8 @@ import { readdirSync } from "node:fs";
 import path from "node:path";
 import { DuckDBInstance } from "@duckdb/node-api";
 import { afterEach, describe, expect, it } from "vitest";
-import type { Lake } from "../../src/core/lake.js";
-import { defineTable } from "../../src/core/table.js";
+import type { Lake } from "../../src/lake/lake.js";
+import { defineTable } from "../../src/model/table.js";
 import { embeddedBackend, type TestBackend } from "../support/lake-fixture.js";
 
 let backend: (TestBackend & { lakeDir: string }) | undefined;

@@ -1,10 +1,10 @@
 import { DeleteObjectCommand, GetObjectCommand, PutObjectCommand, S3Client } from "@aws-sdk/client-s3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { hostname } from "node:os";
-import { WriterLease, leaseKey, type LeaseRecord } from "../../src/core/lease.js";
+import { WriterLease, leaseKey, type LeaseRecord } from "../../src/lake/lease.js";
 import { LocalStore } from "../../src/store/local-store.js";
 import type { ObjectStore } from "../../src/store/object-store.js";
-import { S3Store } from "../../src/store/s3-store.js";
+import { S3Store } from "../../src/store/s3/s3-store.js";
 import { tempDir } from "../support/lake-fixture.js";
 import { startS3Server, type S3Server } from "../support/s3-server.js";
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { addDays, assertDay, todayIn } from "../../src/core/day.js";
-import { windowDays } from "../../src/core/lookback.js";
+import { addDays, assertDay, todayIn } from "../../src/model/day.js";
+import { windowDays } from "../../src/pipeline/lookback.js";
 
 const window = { key: "date", lookbackDays: 3, timezone: "UTC", allowEmpty: false };
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { InvalidInputError } from "../../src/core/errors.js";
-import { parsePartition, parsePartitionPath, partitionPath, partitionSpec } from "../../src/core/partition.js";
+import { InvalidInputError } from "../../src/model/errors.js";
+import { parsePartition, parsePartitionPath, partitionPath, partitionSpec } from "../../src/model/partition.js";
 
 describe("partition specs", () => {
   it("parses one key and several keys, in the table's declared order", () => {
@@ -48,8 +48,8 @@ describe("partition specs", () => {
 
 describe("partition keys and values fit in a path component", () => {
   it("refuses at create time a key that, with a 128-character value, makes a file name over 255 bytes", async () => {
-    const { defineTable } = await import("../../src/core/table.js");
-    const { MAX_PARTITION_KEY_LENGTH, MAX_PARTITION_VALUE_LENGTH } = await import("../../src/core/partition.js");
+    const { defineTable } = await import("../../src/model/table.js");
+    const { MAX_PARTITION_KEY_LENGTH, MAX_PARTITION_VALUE_LENGTH } = await import("../../src/model/partition.js");
     const longest = `k${"x".repeat(MAX_PARTITION_KEY_LENGTH - 1)}`;
     const table = defineTable({ name: "t", columns: [{ name: "id", type: "BIGINT" }], partitionKeys: [longest] });
     // The longest key with the longest value still makes a pointer state file name of at most 255 bytes.
@@ -68,7 +68,7 @@ describe("partition keys and values fit in a path component", () => {
 
 describe("table names", () => {
   it.each(["../../../evil/victim", "t/../x", "orders;drop", "Orders", "", "a".repeat(129)])("refuses %j with exit code 2", async (name) => {
-    const { assertTableName } = await import("../../src/core/sql.js");
+    const { assertTableName } = await import("../../src/model/sql.js");
     let caught: unknown;
     try {
       assertTableName(name);

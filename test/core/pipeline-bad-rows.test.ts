@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from "vitest";
-import type { Lake } from "../../src/core/lake.js";
+import type { Lake } from "../../src/lake/lake.js";
 import { BACKEND_FACTORIES, type TestBackend } from "../support/lake-fixture.js";
 import { PipelineWorkspace, orders } from "../support/pipeline-fixture.js";
 

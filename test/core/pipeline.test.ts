@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import type { Lake } from "../../src/core/lake.js";
-import { defineTable } from "../../src/core/table.js";
-import type { PlannedPartition, SyncReport } from "../../src/core/pipeline.js";
+import type { Lake } from "../../src/lake/lake.js";
+import { defineTable } from "../../src/model/table.js";
+import type { PlannedPartition, SyncReport } from "../../src/pipeline/pipeline.js";
 import { BACKEND_FACTORIES, selectedBackends, type TestBackend } from "../support/lake-fixture.js";
 import { MONTHLY_SQL, PipelineWorkspace, STAGE_SQL, orders, shuffled, toCsv } from "../support/pipeline-fixture.js";
 

@@ -2,7 +2,7 @@ import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { loadPipelineConfig } from "../../src/config/pipeline-config.js";
-import { Pipeline } from "../../src/core/pipeline.js";
+import { Pipeline } from "../../src/pipeline/pipeline.js";
 import { BACKEND_FACTORIES, selectedBackends, tempDir } from "../support/lake-fixture.js";
 
 // The raw layer is written in one pass: every changed partition's run, under multi-key Hive paths and values

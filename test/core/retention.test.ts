@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { planRetention } from "../../src/core/retention.js";
+import { planRetention } from "../../src/lake/retention.js";
 
 const run = (time: string, published = true, hasFiles = true) => ({ runId: `20261101T${time}Z-aaaaaa`, published, hasFiles });
 const now = new Date("2026-11-01T12:00:00Z");

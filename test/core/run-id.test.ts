@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { isRunId, newRunId, newRunIdAfter, runIdTime } from "../../src/core/run-id.js";
+import { isRunId, newRunId, newRunIdAfter, runIdTime } from "../../src/model/run-id.js";
 
 describe("run ids", () => {
   it("are UTC YYYYMMDDTHHMMSSZ plus 6 hex chars, and carry their time", () => {

@@ -13,11 +13,11 @@ import {
   signatureColumnOrder,
   splitmix64,
   transformFingerprint,
-} from "../../src/core/signature.js";
-import { signatureQuery } from "../../src/engine/duckdb-landing.js";
+} from "../../src/model/signature.js";
+import { signatureQuery } from "../../src/landing/duckdb/duckdb-landing.js";
 import { DuckDbEngine } from "../../src/engine/duckdb-engine.js";
-import { openDuckDb } from "../../src/engine/duckdb-open.js";
-import type { LandRequest } from "../../src/engine/engine.js";
+import { openDuckDb } from "../../src/duckdb/duckdb-open.js";
+import type { LandRequest } from "../../src/landing/landing.js";
 import { LocalStore } from "../../src/store/local-store.js";
 import { REPO_ROOT, tempDir } from "../support/lake-fixture.js";
 

@@ -2,7 +2,7 @@ import { mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import type { Lake } from "../../src/core/lake.js";
+import type { Lake } from "../../src/lake/lake.js";
 import { BACKEND_FACTORIES, runCli, selectedBackends, type CliResult, type TestBackend } from "../support/lake-fixture.js";
 import { PipelineWorkspace, orders, type OrderRow } from "../support/pipeline-fixture.js";
 import { lakeDirOf } from "../support/crash-kit.js";

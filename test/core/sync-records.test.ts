@@ -1,8 +1,8 @@
 import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { syncRecordKey } from "../../src/core/sync-record.js";
-import { defineTable } from "../../src/core/table.js";
+import { syncRecordKey } from "../../src/lake/sync-record.js";
+import { defineTable } from "../../src/model/table.js";
 import { tempLakes } from "../support/temp-lake.js";
 
 const openLake = tempLakes();

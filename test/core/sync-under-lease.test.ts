@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from "vitest";
-import { openEmbeddedLake } from "../../src/open-lake.js";
+import { openEmbeddedLake } from "../../src/open/open-lake.js";
 import { spawnCli } from "../support/lake-fixture.js";
 import { runMain } from "../support/main-cli.js";
 import { PipelineWorkspace, orders, type OrderRow } from "../support/pipeline-fixture.js";

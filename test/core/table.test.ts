@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { defineTable, parseColumns } from "../../src/core/table.js";
-import { parseDuration } from "../../src/core/duration.js";
+import { defineTable, parseColumns } from "../../src/model/table.js";
+import { parseDuration } from "../../src/model/duration.js";
 
 describe("table definitions", () => {
   it("parses columns with nested commas and normalizes types", () => {

@@ -2,8 +2,8 @@ import { mkdirSync, readdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { loadPipelineConfig } from "../../src/config/pipeline-config.js";
-import type { Lake } from "../../src/core/lake.js";
-import { Pipeline } from "../../src/core/pipeline.js";
+import type { Lake } from "../../src/lake/lake.js";
+import { Pipeline } from "../../src/pipeline/pipeline.js";
 import { BACKEND_FACTORIES, runCli, selectedBackends, tempDir, type TestBackend } from "../support/lake-fixture.js";
 import { lakeDirOf, readerLoop } from "../support/crash-kit.js";
 

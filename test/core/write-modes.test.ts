@@ -2,9 +2,9 @@ import { mkdirSync, statSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { loadPipelineConfig } from "../../src/config/pipeline-config.js";
-import type { Lake } from "../../src/core/lake.js";
-import { Pipeline, type PipelineOptions, type SyncReport } from "../../src/core/pipeline.js";
-import { APPEND_MAX_FILES } from "../../src/core/swap.js";
+import type { Lake } from "../../src/lake/lake.js";
+import { Pipeline, type PipelineOptions, type SyncReport } from "../../src/pipeline/pipeline.js";
+import { APPEND_MAX_FILES } from "../../src/lake/commit/swap.js";
 import { BACKEND_FACTORIES, selectedBackends, tempDir } from "../support/lake-fixture.js";
 
 const cleanups: (() => Promise<void> | void)[] = [];

@@ -1,9 +1,9 @@
 import { hostname } from "node:os";
 import { GetObjectCommand, S3Client } from "@aws-sdk/client-s3";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import type { Lake, PartitionHistory, ReplaceResult } from "../../src/core/lake.js";
-import type { LeaseRecord } from "../../src/core/lease.js";
-import { defineTable } from "../../src/core/table.js";
+import type { Lake, PartitionHistory, ReplaceResult } from "../../src/lake/lake.js";
+import type { LeaseRecord } from "../../src/lake/lease.js";
+import { defineTable } from "../../src/model/table.js";
 import { advanceClock, resetClock } from "../../src/shared/clock.js";
 import {
   Child, lakeDirOf, leaseHolder, readManifest, runFolders, spawnScript, until, type PartitionView,

@@ -3,10 +3,10 @@ import { CreateDatabaseCommand, CreatePartitionCommand, GlueClient } from "@aws-
 import { S3Client } from "@aws-sdk/client-s3";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { GlueCatalog } from "../../src/catalog/glue-catalog.js";
-import { makePartition } from "../../src/core/partition.js";
-import { defineTable } from "../../src/core/table.js";
+import { makePartition } from "../../src/model/partition.js";
+import { defineTable } from "../../src/model/table.js";
 import { AthenaEngine } from "../../src/engine/athena-engine.js";
-import { S3Store } from "../../src/store/s3-store.js";
+import { S3Store } from "../../src/store/s3/s3-store.js";
 import { startAwsServices, type AwsServices } from "../support/lake-fixture.js";
 
 let services: AwsServices;

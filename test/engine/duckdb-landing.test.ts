@@ -3,8 +3,8 @@ import path from "node:path";
 import { DuckDBInstance, type DuckDBConnection } from "@duckdb/node-api";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DuckDbEngine } from "../../src/engine/duckdb-engine.js";
-import { landDelivery } from "../../src/engine/duckdb-landing.js";
-import type { LandRequest } from "../../src/engine/engine.js";
+import { landDelivery } from "../../src/landing/duckdb/duckdb-landing.js";
+import type { LandRequest } from "../../src/landing/landing.js";
 import { LocalStore } from "../../src/store/local-store.js";
 import { tempDir } from "../support/lake-fixture.js";
 

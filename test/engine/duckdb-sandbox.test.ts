@@ -2,11 +2,11 @@
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { InvalidInputError } from "../../src/core/errors.js";
-import type { Lake } from "../../src/core/lake.js";
-import { defineTable } from "../../src/core/table.js";
-import { openEmbeddedLake } from "../../src/open-lake.js";
-import { openRestrictedDuckDb } from "../../src/engine/duckdb-open.js";
+import { InvalidInputError } from "../../src/model/errors.js";
+import type { Lake } from "../../src/lake/lake.js";
+import { defineTable } from "../../src/model/table.js";
+import { openEmbeddedLake } from "../../src/open/open-lake.js";
+import { openRestrictedDuckDb } from "../../src/duckdb/duckdb-open.js";
 import { runMain } from "../support/main-cli.js";
 import { tempDir } from "../support/lake-fixture.js";
 

@@ -6,8 +6,8 @@ import { promisify } from "node:util";
 import { DuckDBInstance } from "@duckdb/node-api";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DuckDbEngine } from "../../src/engine/duckdb-engine.js";
-import { dropLanding, landDelivery } from "../../src/engine/duckdb-landing.js";
-import type { LandRequest } from "../../src/engine/engine.js";
+import { dropLanding, landDelivery } from "../../src/landing/duckdb/duckdb-landing.js";
+import type { LandRequest } from "../../src/landing/landing.js";
 import { LocalStore } from "../../src/store/local-store.js";
 import { REPO_ROOT, tempDir } from "../support/lake-fixture.js";
 
@@ -189,7 +189,7 @@ describe("times do not depend on the machine's zone (item 19)", () => {
       "mts",
       `import { DuckDBInstance } from ${JSON.stringify(createRequire(import.meta.url).resolve("@duckdb/node-api"))};
 import { DuckDbEngine } from ${JSON.stringify(path.join(REPO_ROOT, "src/engine/duckdb-engine.js"))};
-import { dropLanding, landDelivery } from ${JSON.stringify(path.join(REPO_ROOT, "src/engine/duckdb-landing.js"))};
+import { dropLanding, landDelivery } from ${JSON.stringify(path.join(REPO_ROOT, "src/landing/duckdb/duckdb-landing.js"))};
 import { LocalStore } from ${JSON.stringify(path.join(REPO_ROOT, "src/store/local-store.js"))};
 const engine = new DuckDbEngine(new LocalStore(${JSON.stringify(path.join(workspace.dir, "tz-lake"))}));
 const duck = await DuckDBInstance.create(":memory:");

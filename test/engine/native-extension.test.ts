@@ -2,9 +2,9 @@ import { execFileSync } from "node:child_process";
 import { copyFileSync, existsSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { signatureColumnOrder } from "../../src/core/signature.js";
-import { signatureQuery } from "../../src/engine/duckdb-landing.js";
-import { NATIVE_EXTENSION_PATH, checkNativeLanes, openDuckDb, type OpenedDuckDb } from "../../src/engine/duckdb-open.js";
+import { signatureColumnOrder } from "../../src/model/signature.js";
+import { signatureQuery } from "../../src/landing/duckdb/duckdb-landing.js";
+import { NATIVE_EXTENSION_PATH, checkNativeLanes, openDuckDb, type OpenedDuckDb } from "../../src/duckdb/duckdb-open.js";
 import { REPO_ROOT, tempDir } from "../support/lake-fixture.js";
 
 /** Whether this machine has the C compiler `npm ci` builds the native extension with. */

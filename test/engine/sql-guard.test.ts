@@ -1,6 +1,6 @@
 // Issue 9, item 7: exactly one SELECT, exactly one expression, checked by DuckDB's parser.
 import { describe, expect, it } from "vitest";
-import { InvalidInputError } from "../../src/core/errors.js";
+import { InvalidInputError } from "../../src/model/errors.js";
 import { assertOneExpression, assertOneSelect } from "../../src/engine/sql-guard.js";
 
 describe("assertOneSelect", () => {

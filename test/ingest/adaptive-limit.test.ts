@@ -1,8 +1,8 @@
 import { CreateDatabaseCommand, GetDatabaseCommand, GlueClient } from "@aws-sdk/client-glue";
 import { setImmediate as tick } from "node:timers/promises";
 import { afterEach, describe, expect, it } from "vitest";
-import { InvalidInputError, LakeswapError } from "../../src/core/errors.js";
-import { AdaptiveLimit, glueLimitFromEnv, isThrottling, uploadLimitFromEnv } from "../../src/ingest/adaptive-limit.js";
+import { InvalidInputError, LakeswapError } from "../../src/model/errors.js";
+import { AdaptiveLimit, glueLimitFromEnv, isThrottling, uploadLimitFromEnv } from "../../src/shared/adaptive-limit.js";
 import { startGlueEmulator, type GlueEmulator } from "../support/glue-emulator.js";
 
 /** An AWS SDK v3 error as S3 throws it for SlowDown: name, and the HTTP status in $metadata. */

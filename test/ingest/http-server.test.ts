@@ -3,7 +3,7 @@ import { connect, type Socket } from "node:net";
 import { networkInterfaces } from "node:os";
 import { gzipSync } from "node:zlib";
 import { afterEach, describe, expect, it } from "vitest";
-import { InvalidInputError, NotFoundError } from "../../src/core/errors.js";
+import { InvalidInputError, NotFoundError } from "../../src/model/errors.js";
 import {
   BackpressureError, startIngestServer, type IngestHandler, type IngestRequest, type IngestServer, type IngestServerOptions,
 } from "../../src/ingest/http-server.js";

@@ -2,7 +2,7 @@ import { existsSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { resolveAwsTarget } from "../../src/config/aws-config.js";
-import { openAwsLake } from "../../src/open-lake.js";
+import { openAwsLake } from "../../src/open/open-lake.js";
 import { awsCliEnv, startAwsServices, tempDir, type AwsServices } from "../support/lake-fixture.js";
 import { runMain } from "../support/main-cli.js";
 import { freePort, spawnScript, until } from "../support/crash-kit.js";

@@ -1,8 +1,8 @@
 import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import type { Lake } from "../../src/core/lake.js";
-import { openAwsLake, openEmbeddedLake } from "../../src/open-lake.js";
+import type { Lake } from "../../src/lake/lake.js";
+import { openAwsLake, openEmbeddedLake } from "../../src/open/open-lake.js";
 import { freePort, spawnScript, type Child } from "../support/crash-kit.js";
 import { awsCliEnv, startAwsServices, tempDir, type AwsServices } from "../support/lake-fixture.js";
 

@@ -5,9 +5,9 @@ import { open } from "node:fs/promises";
 import path from "node:path";
 import { Readable } from "node:stream";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { LakeswapError } from "../../src/core/errors.js";
-import { AdaptiveLimit } from "../../src/ingest/adaptive-limit.js";
-import { ATHENA_PART_SIZE, uploadFileOnce } from "../../src/ingest/s3-upload.js";
+import { LakeswapError } from "../../src/model/errors.js";
+import { AdaptiveLimit } from "../../src/shared/adaptive-limit.js";
+import { ATHENA_PART_SIZE, uploadFileOnce } from "../../src/store/s3/multipart-upload.js";
 import { tempDir } from "../support/lake-fixture.js";
 import { startS3Server, type S3Server } from "../support/s3-server.js";
 

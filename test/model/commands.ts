@@ -454,7 +454,7 @@ export function concurrentCommands(): fc.Arbitrary<LakeCommand>[] {
   ];
 }
 
-/** Fault points a command may be killed at (src/core/faults.ts), and how many times one is passed before the kill. */
+/** Fault points a command may be killed at (src/shared/faults.ts), and how many times one is passed before the kill. */
 const FAULTS = ["lease-acquired", "during-build", "after-build", "after-outbox", "before-swap-rename", "during-batch-swap", "after-swap", "after-manifest", "before-release", "signing-beside-write-ahead"];
 
 /** Group (c): a sync, a rollback (partition or --sync) or a replace killed at a random fault point. */

@@ -3,7 +3,7 @@ import path from "node:path";
 import { DuckDBInstance } from "@duckdb/node-api";
 import type pg from "pg";
 import { describe, expect, it } from "vitest";
-import { quoteLiteral } from "../../src/core/sql.js";
+import { quoteLiteral } from "../../src/model/sql.js";
 import { PostgresSink } from "../../src/sinks/postgres/postgres-sink.js";
 import type { SinkLayout, SinkMode, SinkPartitionWrite } from "../../src/sinks/sink.js";
 import { tempDir } from "../support/lake-fixture.js";

@@ -2,8 +2,8 @@ import { mkdtemp, readFile, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { InvalidInputError, LakeswapError } from "../../src/core/errors.js";
-import { HttpFetcher, type HttpFetcherOptions, type HttpSourceSpec } from "../../src/sources/http-fetch.js";
+import { InvalidInputError, LakeswapError } from "../../src/model/errors.js";
+import { HttpFetcher, type HttpFetcherOptions, type HttpSourceSpec } from "../../src/sources/http/http-fetcher.js";
 import { startReportApi, type ReportApi } from "../support/report-api.js";
 
 const DAY = "2026-11-30";

@@ -2,8 +2,8 @@ import { PutObjectCommand, S3Client } from "@aws-sdk/client-s3";
 import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { WriterLease } from "../../src/core/lease.js";
-import { S3Store, partSizeFor } from "../../src/store/s3-store.js";
+import { WriterLease } from "../../src/lake/lease.js";
+import { S3Store, partSizeFor } from "../../src/store/s3/s3-store.js";
 import { tempDir } from "../support/lake-fixture.js";
 import { startS3Server, type S3Server } from "../support/s3-server.js";
 

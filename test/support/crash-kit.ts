@@ -5,10 +5,10 @@ import { promises as fs } from "node:fs";
 import net from "node:net";
 import path from "node:path";
 import { DuckDBInstance } from "@duckdb/node-api";
-import { leaseKey, type LeaseRecord } from "../../src/core/lease.js";
-import { manifestKey, type RunManifest } from "../../src/core/manifest.js";
-import { parsePartition } from "../../src/core/partition.js";
-import type { Lake } from "../../src/core/lake.js";
+import { leaseKey, type LeaseRecord } from "../../src/lake/lease.js";
+import { manifestKey, type RunManifest } from "../../src/lake/manifest.js";
+import { parsePartition } from "../../src/model/partition.js";
+import type { Lake } from "../../src/lake/lake.js";
 import { bundleOf } from "./bundles.js";
 import { REPO_ROOT, type TestBackend } from "./lake-fixture.js";
 

@@ -7,7 +7,7 @@
 import { createInterface } from "node:readline";
 import { parseArgs } from "node:util";
 import { resolveLakeConfig } from "../../src/config/lake-config.js";
-import { LakeswapError, errorMessage } from "../../src/core/errors.js";
+import { LakeswapError, errorMessage } from "../../src/model/errors.js";
 import { openLakeForChild } from "./child-lake.js";
 
 const { values } = parseArgs({

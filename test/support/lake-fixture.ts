@@ -3,9 +3,9 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import type { Lake, LakeSettings } from "../../src/core/lake.js";
+import type { Lake, LakeSettings } from "../../src/lake/lake.js";
 import type { AwsTarget } from "../../src/config/aws-config.js";
-import { openAwsLake, openEmbeddedLake } from "../../src/open-lake.js";
+import { openAwsLake, openEmbeddedLake } from "../../src/open/open-lake.js";
 import { startAwsServices, type AwsEndpoints, type AwsServices } from "./aws-services.js";
 import { bundleOf } from "./bundles.js";
 

@@ -2,8 +2,8 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { parse } from "yaml";
 import { loadPipelineConfig, resolvePipelineConfig, type PipelineConfig } from "../../src/config/pipeline-config.js";
-import type { Lake } from "../../src/core/lake.js";
-import { Pipeline, type PipelineOptions } from "../../src/core/pipeline.js";
+import type { Lake } from "../../src/lake/lake.js";
+import { Pipeline, type PipelineOptions } from "../../src/pipeline/pipeline.js";
 import { tempDir } from "./lake-fixture.js";
 
 export const STAGE_SQL = `SELECT order_id, customer_id, amount, order_ts FROM orders_raw WHERE day = {{ day }} AND status = 'completed'\n`;

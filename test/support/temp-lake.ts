@@ -1,7 +1,7 @@
 import path from "node:path";
 import { afterEach } from "vitest";
-import type { Lake } from "../../src/core/lake.js";
-import { openEmbeddedLake } from "../../src/open-lake.js";
+import type { Lake } from "../../src/lake/lake.js";
+import { openEmbeddedLake } from "../../src/open/open-lake.js";
 import { tempDir } from "./lake-fixture.js";
 
 /**

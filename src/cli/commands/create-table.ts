@@ -1,6 +1,6 @@
 import type { Command } from "commander";
-import { InvalidInputError } from "../../core/errors.js";
-import { defineTable, parseColumns } from "../../core/table.js";
+import { InvalidInputError } from "../../model/errors.js";
+import { defineTable, parseColumns } from "../../model/table.js";
 import { report } from "../output.js";
 import { readFlagFile, wantsJson, withLake } from "../context.js";
 

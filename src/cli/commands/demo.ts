@@ -1,10 +1,10 @@
 import { rm } from "node:fs/promises";
 import type { Command } from "commander";
-import { InvalidInputError } from "../../core/errors.js";
+import { InvalidInputError } from "../../model/errors.js";
 import { DEMO_STEPS, FULL_DEMO, runDemoStep, type DemoStep, type DemoStepResult } from "../../demo/swap-demo.js";
 import { MTD_TABLES, runMtdDemo, type MtdDeliveryResult } from "../../demo/mtd-demo.js";
 import { UPSERT_DEMO_TABLE, describeUpsertStep, runUpsertDemo, writeUpsertWorkspace, type UpsertDemoStep } from "../../demo/upsert-demo.js";
-import type { Lake } from "../../core/lake.js";
+import type { Lake } from "../../lake/lake.js";
 import { resolveAwsTarget, type AwsTarget } from "../../config/aws-config.js";
 import { report, writeStdout } from "../output.js";
 import { wantsJson, withLake } from "../context.js";

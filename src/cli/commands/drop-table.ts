@@ -1,6 +1,6 @@
 import type { Command } from "commander";
 import { report } from "../output.js";
-import { assertTableName } from "../../core/sql.js";
+import { assertTableName } from "../../model/sql.js";
 import { addWaitOptions, wantsJson, withLake } from "../context.js";
 
 /** `lakeswap drop-table`: removes a table, its pointers, runs and records. */

@@ -1,7 +1,7 @@
 import type { Command } from "commander";
-import { formatDuration } from "../../core/duration.js";
+import { formatDuration } from "../../model/duration.js";
 import { Progress, formatTable, report } from "../output.js";
-import { assertTableName } from "../../core/sql.js";
+import { assertTableName } from "../../model/sql.js";
 import { addWaitOptions, configSource, wantsJson, withLake } from "../context.js";
 
 /** `lakeswap gc`: removes runs outside the retention rule. */

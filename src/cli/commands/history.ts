@@ -1,6 +1,6 @@
 import type { Command } from "commander";
 import { formatTable, report } from "../output.js";
-import { assertTableName } from "../../core/sql.js";
+import { assertTableName } from "../../model/sql.js";
 import { configSource, wantsJson, withLake } from "../context.js";
 
 /** `lakeswap history`: a partition's runs with time, rows and which one is current. */

@@ -4,7 +4,7 @@ import type { Readable } from "node:stream";
 import type { Command } from "commander";
 import { loadPipelineConfig, type PipelineConfig } from "../../config/pipeline-config.js";
 import { DEFAULT_DATA_SINK, ENVIRONMENT_DATA_SINK, assertNamespaces, parseByteSize, type IngestPipelineConfig } from "../../config/ingest-config.js";
-import { InvalidInputError, LakeswapError, NotFoundError } from "../../core/errors.js";
+import { InvalidInputError, LakeswapError, NotFoundError } from "../../model/errors.js";
 import type { IngestAuth, IngestHandler, IngestRequest } from "../../ingest/http-server.js";
 import type { IngestService, SegmentReport } from "../../ingest/ingest-service.js";
 import { formatTable, report } from "../output.js";
@@ -310,7 +310,7 @@ async function ingestModules() {
   const [{ startIngestServer }, { Metrics }, { IngestLakes, openIngestService }, { LANDING_YIELDS }] = await Promise.all([
     import("../../ingest/http-server.js"),
     import("../../ingest/metrics.js"),
-    import("../../ingest/open-ingest.js"),
+    import("../../open/open-ingest.js"),
     import("../../ingest/ingest-service.js"),
   ]);
   return { startIngestServer, Metrics, IngestLakes, openIngestService, LANDING_YIELDS };

@@ -1,6 +1,6 @@
 import type { Command } from "commander";
 import { report } from "../output.js";
-import { assertTableName } from "../../core/sql.js";
+import { assertTableName } from "../../model/sql.js";
 import { wantsJson, withLake } from "../context.js";
 
 /** `lakeswap pin` / `unpin`: keep a partition as it is through syncs (e.g. after a deliberate rollback). */

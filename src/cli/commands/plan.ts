@@ -1,8 +1,8 @@
 import type { Command } from "commander";
 import path from "node:path";
 import { loadPipelineConfig } from "../../config/pipeline-config.js";
-import { Pipeline } from "../../core/pipeline.js";
-import { assertDay } from "../../core/day.js";
+import { Pipeline } from "../../pipeline/pipeline.js";
+import { assertDay } from "../../model/day.js";
 import { fetchSource } from "../../sources/fetch-source.js";
 import { formatTable, report } from "../output.js";
 import { checkPartitionFilters, wantsJson, withLake } from "../context.js";

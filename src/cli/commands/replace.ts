@@ -1,7 +1,7 @@
 import type { Command } from "commander";
-import { InvalidInputError } from "../../core/errors.js";
+import { InvalidInputError } from "../../model/errors.js";
 import { report } from "../output.js";
-import { assertTableName } from "../../core/sql.js";
+import { assertTableName } from "../../model/sql.js";
 import { addWaitOptions, readFlagFile, wantsJson, withLake } from "../context.js";
 
 interface Options {

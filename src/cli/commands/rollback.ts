@@ -1,8 +1,8 @@
 import type { Command } from "commander";
 import { loadPipelineConfig } from "../../config/pipeline-config.js";
-import { InvalidInputError } from "../../core/errors.js";
-import { assertTableName } from "../../core/sql.js";
-import { checkSyncId } from "../../core/sync-record.js";
+import { InvalidInputError } from "../../model/errors.js";
+import { assertTableName } from "../../model/sql.js";
+import { checkSyncId } from "../../lake/sync-record.js";
 import { formatTable, report } from "../output.js";
 import { addWaitOptions, wantsJson, withLake } from "../context.js";
 

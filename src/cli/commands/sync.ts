@@ -1,11 +1,11 @@
 import type { Command } from "commander";
 import path from "node:path";
 import { loadPipelineConfig } from "../../config/pipeline-config.js";
-import { LakeswapError } from "../../core/errors.js";
-import { Pipeline } from "../../core/pipeline.js";
+import { LakeswapError } from "../../model/errors.js";
+import { Pipeline } from "../../pipeline/pipeline.js";
 import { openSink } from "../../sinks/open-sink.js";
 import { fetchSource } from "../../sources/fetch-source.js";
-import { assertDay } from "../../core/day.js";
+import { assertDay } from "../../model/day.js";
 import { Progress, formatTable, report } from "../output.js";
 import { addWaitOptions, checkPartitionFilters, wantsJson, withLake } from "../context.js";
 

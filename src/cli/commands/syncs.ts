@@ -1,6 +1,6 @@
 import type { Command } from "commander";
 import { loadPipelineConfig } from "../../config/pipeline-config.js";
-import { LakeswapError, errorMessage } from "../../core/errors.js";
+import { LakeswapError, errorMessage } from "../../model/errors.js";
 import { formatTable, report } from "../output.js";
 import { positiveCount, wantsJson, withLake } from "../context.js";
 

@@ -1,5 +1,5 @@
-import { postgresColumnType } from "../../core/column-types.js";
-import { LakeswapError } from "../../core/errors.js";
+import { postgresColumnType } from "../../model/column-types.js";
+import { LakeswapError } from "../../model/errors.js";
 import type { SinkColumn } from "../sink.js";
 
 /** The PostgreSQL type a layer's column is sent as (`BIGINT` -> `bigint`); an error for a type the sink does not send. */

@@ -1,4 +1,4 @@
-import { LakeswapError } from "../../core/errors.js";
+import { LakeswapError } from "../../model/errors.js";
 import type { SinkLayout } from "../sink.js";
 import { ident, postgresType } from "./sql-names.js";
 

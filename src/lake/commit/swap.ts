@@ -1,0 +1,522 @@
+import type { Pointer, PointerMove } from "../../catalog/catalog.js";
+import type { BuildResult, TableSnapshot } from "../../engine/engine.js";
+import type { LandedDelivery } from "../../landing/landing.js";
+import { AuditError, LakeswapError, errorMessage } from "../../model/errors.js";
+import { faultPoint } from "../../shared/faults.js";
+import type { RunManifest } from "../manifest.js";
+import type { Outbox, OutboxEntry } from "../outbox.js";
+import { parsePartitionPath, partitionPath, type Partition } from "../../model/partition.js";
+import { newRunIdAfter } from "../../model/run-id.js";
+import { ensureManifest, listRunFiles, listRuns, readManifest, runFiles, runPrefix, writeManifest, type LakeContext, type RunFile } from "../runs.js";
+import { mapLimited } from "../../shared/map-limited.js";
+import type { TableDefinition } from "../../model/table.js";
+
+/** How many pointer moves one outbox entry carries: the catalog then moves them in its own batches (Glue: 100 per call). */
+export const MOVES_PER_ENTRY = 1000;
+
+/** Manifests, footers and listings in flight at once. */
+const IO_CONCURRENCY = 16;
+
+/** The shared parts of a swap: the lake's ports, its outbox, and how a build reads the lake's tables. */
+export interface SwapContext extends LakeContext {
+  readonly outbox: Outbox;
+  /** The current runs (and files) of the given tables, each restricted to the given partitions. */
+  snapshot(scope: SnapshotScope): Promise<TableSnapshot[]>;
+}
+
+/** Which tables (and which of their partitions) a snapshot resolves. */
+export interface SnapshotScope {
+  /** Only these tables (default: every table). */
+  readonly tables?: readonly string[];
+  /** Only these partitions of some tables. */
+  readonly partitions?: readonly { readonly table: string; readonly partitions: readonly string[] }[];
+}
+
+/** One partition to replace in a batch, with what its run records. */
+export interface SwapItem {
+  readonly partition: Partition;
+  /** Recorded with the run and moved with the pointer. */
+  readonly signature?: string;
+  /** The transform's fingerprint (derived layers). */
+  readonly fingerprint?: string;
+  /** The signed inputs (`table/partition=signature`). */
+  readonly inputs?: readonly string[];
+  /** `write: append`: the delivery parts appended so far, this one last (kept in the run's manifest). */
+  readonly appended?: readonly string[];
+  /** The SELECT of a `select` build. */
+  readonly select?: string;
+  /** What the SELECT sees of some tables: only these partitions (a derived partition's declared inputs). */
+  readonly inputPartitions?: readonly { readonly table: string; readonly partitions: readonly string[] }[];
+}
+
+/**
+ * How a batch's runs are built: `landed` writes every run from a landed
+ * delivery in one pass (the raw layer); `select` runs each item's SELECT,
+ * several at once, over one snapshot of the tables they may read.
+ */
+export type SwapBuild =
+  | {
+      readonly kind: "landed";
+      readonly delivery: LandedDelivery;
+      /**
+       * `write: append`: each new run also holds the current run's files, copied
+       * within the store (hard links locally, server-side copies on S3), so the
+       * run is the partition's rows so far plus the delivery's, and runs stay immutable.
+       */
+      readonly carryCurrent?: boolean;
+    }
+  | {
+      readonly kind: "select";
+      /** The SELECTs read a landed delivery (dead letters), not lake tables. */
+      readonly landed?: boolean;
+      /** The lake tables the SELECTs may read (default: every table). */
+      readonly readable?: readonly string[];
+      /** Builds at once. */
+      readonly concurrency?: number;
+    };
+
+/** Options of one batch of replaces. */
+export interface SwapOptions {
+  readonly build: SwapBuild;
+  /** Accept a build of 0 rows for a partition that has rows, or a new empty one (default false). */
+  readonly allowEmpty?: boolean;
+  /** Told the moves right before the pointers move (after the builds and their audits), so a sync records its intent first. */
+  readonly beforeSwap?: (moves: readonly { readonly partition: string; readonly runId: string; readonly previousRunId?: string }[]) => Promise<void>;
+  /** Told each partition whose build (and audit) ended, for progress. */
+  readonly onBuilt?: (partition: string) => void;
+  /** Read the current run's row count (from its manifest, recovered if missing) for the report: a replace of one partition. */
+  readonly previousRows?: boolean;
+}
+
+/** What happened to one partition of a batch. */
+export interface SwapOutcome {
+  readonly partition: string;
+  /** The run that is current now; absent when this partition failed. */
+  readonly runId?: string;
+  readonly previousRunId?: string;
+  readonly rows?: number;
+  readonly previousRows?: number;
+  readonly bytes?: number;
+  readonly seconds: number;
+  /** Why this partition failed; its pointer did not move. */
+  readonly error?: unknown;
+}
+
+interface Planned {
+  readonly item: SwapItem;
+  readonly path: string;
+  readonly current?: Pointer;
+  readonly runId: string;
+  readonly prefix: string;
+}
+
+interface Audited extends Planned {
+  readonly rows: number;
+  readonly files: readonly RunFile[];
+  readonly bytes: number;
+  readonly previousRows?: number;
+  readonly builtAt: number;
+}
+
+/**
+ * Replaces many partitions of one table as one batch, under the table's
+ * lease: every run is built into a fresh prefix (a landed delivery in one
+ * pass), audited from its own files, then the pointers move together: one
+ * outbox entry per `MOVES_PER_ENTRY` moves, the catalog's batches, then the
+ * runs' manifests, then the entry is acknowledged. A partition whose build or
+ * audit fails keeps its pointer and is reported; the others go on.
+ */
+export async function swapBatch(ctx: SwapContext, table: TableDefinition, items: readonly SwapItem[], options: SwapOptions): Promise<SwapOutcome[]> {
+  faultPoint("lease-acquired");
+  const started = Date.now();
+  const currents = await currentPointers(ctx, table, items.map((item) => item.partition));
+  // A few partitions (a replace): their run folders are listed too, so the new run sorts after any run a killed
+  // writer left in the same second. A batch does not list every partition: its ids sort after the current and
+  // previous runs, and a dead writer's leftover (never current, no manifest) is only an incomplete build to GC.
+  const newest = new Map<string, string>();
+  if (items.length <= 4) {
+    for (const item of items) {
+      const last = (await listRuns(ctx, table, item.partition)).at(-1)?.runId;
+      if (last !== undefined) newest.set(partitionPath(item.partition), last);
+    }
+  }
+  const planned: Planned[] = items.map((item) => {
+    const path = partitionPath(item.partition);
+    const current = currents.get(path);
+    // After the current run and the one before it (a rollback leaves a newer run behind the pointer).
+    const latest = [current?.runId, current?.previousRunId, newest.get(path)].filter((id): id is string => id !== undefined).sort().at(-1);
+    const runId = newRunIdAfter(latest);
+    return { item, path, current, runId, prefix: runPrefix(ctx.catalog, table, item.partition, runId) };
+  });
+
+  const failed = new Map<string, unknown>();
+  const fail = (p: Planned, error: unknown): void => {
+    failed.set(p.path, error);
+    options.onBuilt?.(p.path);
+  };
+  const built = await buildRuns(ctx, table, planned, options.build, fail);
+  faultPoint("after-build");
+  const audited = await auditRuns(ctx, table, built, options, fail);
+
+  const outcomes = new Map<string, SwapOutcome>();
+  for (const [path, error] of failed) outcomes.set(path, { partition: path, seconds: (Date.now() - started) / 1000, error });
+  if (audited.length > 0) {
+    await options.beforeSwap?.(audited.map((a) => ({ partition: a.path, runId: a.runId, previousRunId: a.current?.runId })));
+    await ctx.leaseCheck(table.name);
+    for (let start = 0; start < audited.length; start += MOVES_PER_ENTRY) {
+      const chunk = audited.slice(start, start + MOVES_PER_ENTRY);
+      for (const outcome of await moveChunk(ctx, table, chunk, started)) outcomes.set(outcome.partition, outcome);
+    }
+  }
+  return planned.map((p) => outcomes.get(p.path) ?? { partition: p.path, seconds: 0, error: new Error("not built") });
+}
+
+/** The pointers of the given partitions: one listing of the table's pointers for a batch, single reads for a few. */
+async function currentPointers(ctx: LakeContext, table: TableDefinition, partitions: readonly Partition[]): Promise<Map<string, Pointer>> {
+  const pointers = new Map<string, Pointer>();
+  if (partitions.length <= 4) {
+    for (const partition of partitions) {
+      const pointer = await ctx.catalog.getPointer(table, partition);
+      if (pointer) pointers.set(partitionPath(partition), pointer);
+    }
+    return pointers;
+  }
+  const wanted = new Set(partitions.map(partitionPath));
+  for (const pointer of await ctx.catalog.listPointers(table)) {
+    const path = partitionPath(pointer.partition);
+    if (wanted.has(path)) pointers.set(path, pointer);
+  }
+  return pointers;
+}
+
+/** Builds every planned run; a failed build's prefix is removed (best effort) and the partition reported. */
+async function buildRuns(
+  ctx: SwapContext,
+  table: TableDefinition,
+  planned: Planned[],
+  build: SwapBuild,
+  fail: (p: Planned, error: unknown) => void,
+): Promise<{ planned: Planned; result: BuildResult; builtAt: number }[]> {
+  if (planned.length === 0) return [];
+  if (build.kind === "landed") {
+    let results: BuildResult[];
+    try {
+      results = await ctx.landing.writeLandedRuns({
+        table,
+        delivery: build.delivery,
+        runs: planned.map((p) => ({ partition: p.item.partition, runId: p.runId, runPrefix: p.prefix })),
+      });
+    } catch (error) {
+      await mapLimited(planned, IO_CONCURRENCY, (p) => discardRun(ctx, p.prefix));
+      if (stopsBatch(error)) throw error;
+      for (const p of planned) fail(p, error);
+      return [];
+    }
+    const rowsOf = new Map(build.delivery.partitions.map((landed) => [partitionPath(landed.partition), landed.rows]));
+    const carried = new Map<string, number>();
+    if (build.carryCurrent) {
+      const carry = await mapLimited(planned, IO_CONCURRENCY, async (p) => {
+        try {
+          carried.set(p.path, await carryCurrentRun(ctx, table, p));
+          return undefined;
+        } catch (error) {
+          await discardRun(ctx, p.prefix);
+          if (stopsBatch(error)) throw error;
+          fail(p, error);
+          return p.path;
+        }
+      });
+      const failed = new Set(carry.filter((path): path is string => path !== undefined));
+      planned = planned.filter((p) => !failed.has(p.path));
+      results = results.filter((_, i) => !carry[i]);
+    }
+    const builtAt = Date.now();
+    // The landing's own count of each partition's rows (plus the rows carried over) is what the audit checks the files against.
+    return planned.map((p, i) => ({ planned: p, result: { ...(results[i] ?? { files: [] }), rows: (rowsOf.get(p.path) ?? 0) + (carried.get(p.path) ?? 0) }, builtAt }));
+  }
+
+  // One snapshot for the whole batch, of the partitions some build reads; each build sees its own inputs only.
+  const sources = build.landed ? [] : await ctx.snapshot(snapshotScope(planned, build.readable));
+  const done: { planned: Planned; result: BuildResult; builtAt: number }[] = [];
+  let stop: unknown;
+  await mapLimited(planned, build.concurrency ?? 1, async (p) => {
+    if (stop !== undefined) return fail(p, stop);
+    try {
+      const request = {
+        table,
+        partition: p.item.partition,
+        select: p.item.select ?? "",
+        runId: p.runId,
+        runPrefix: p.prefix,
+        sources: restrictSources(sources, p.item.inputPartitions),
+        inputPartitions: p.item.inputPartitions,
+        landed: build.landed,
+      };
+      // A SELECT over a landed delivery runs where the delivery is; users' SQL runs in the engine.
+      const result = build.landed ? await ctx.landing.buildLanded(request) : await ctx.engine.build(request);
+      done.push({ planned: p, result, builtAt: Date.now() });
+    } catch (error) {
+      await discardRun(ctx, p.prefix);
+      // Refused access or a lost lease fails every build alike: the rest are not started.
+      if (stopsBatch(error)) stop = error;
+      fail(p, error);
+    }
+  });
+  if (stop !== undefined) throw stop;
+  return done;
+}
+
+/**
+ * Copies the current run's files into a new run (append): same names (each is
+ * unique to the run that wrote it), within the store. Returns the rows carried,
+ * from the current run's manifest, which the audit then checks against the files.
+ */
+async function carryCurrentRun(ctx: SwapContext, table: TableDefinition, p: Planned): Promise<number> {
+  if (!p.current) return 0;
+  const manifest = await ensureManifest(ctx, table, p.current);
+  const prefix = runPrefix(ctx.catalog, table, p.item.partition, p.current.runId);
+  const files = await listRunFiles(ctx.store, prefix);
+  if (files.length + 1 > APPEND_MAX_FILES) {
+    // Many appends make many small files, each copied by every later append and read by every query: past the
+    // limit, the new run holds one file with the current run's rows and the delivery's, rewritten (rows unchanged).
+    const written = await listRunFiles(ctx.store, p.prefix);
+    await ctx.landing.compactFiles({ table, files: [...files, ...written].map((f) => f.key), targetKey: `${p.prefix}part-${p.runId}-compacted.parquet` });
+    await ctx.store.delete(written.map((f) => f.key));
+    return manifest.rows;
+  }
+  await mapLimited(files, IO_CONCURRENCY, (file) => ctx.store.copy(file.key, `${p.prefix}${file.key.slice(prefix.length)}`, file.size));
+  return manifest.rows;
+}
+
+/**
+ * The most files a run made by `write: append` holds; the append that would pass it compacts the run into one
+ * file, named by its run id like every run file (a reader that listed the partition before a swap never opens
+ * another run's bytes under a name it already read).
+ */
+export const APPEND_MAX_FILES = 32;
+
+/**
+ * Errors that stop a whole batch, not one partition: without the lease nothing may move, and refused access or a
+ * full disk fails every partition alike.
+ */
+export function stopsBatch(error: unknown): boolean {
+  return error instanceof LakeswapError && (error.code === "LEASE_LOST" || error.code === "ACCESS_DENIED" || error.code === "NO_SPACE");
+}
+
+function snapshotScope(planned: readonly Planned[], readable: readonly string[] | undefined): SnapshotScope {
+  const limits = new Map<string, Set<string>>();
+  const unlimited = new Set<string>();
+  for (const p of planned) {
+    const restricted = new Set((p.item.inputPartitions ?? []).map((l) => l.table));
+    for (const limit of p.item.inputPartitions ?? []) {
+      const set = limits.get(limit.table) ?? new Set<string>();
+      for (const partition of limit.partitions) set.add(partition);
+      limits.set(limit.table, set);
+    }
+    for (const name of readable ?? []) if (!restricted.has(name)) unlimited.add(name);
+  }
+  const partitions = [...limits].filter(([name]) => !unlimited.has(name)).map(([name, set]) => ({ table: name, partitions: [...set] }));
+  return { tables: readable, partitions };
+}
+
+function restrictSources(sources: readonly TableSnapshot[], limits: SwapItem["inputPartitions"]): TableSnapshot[] {
+  return sources.map((source) => {
+    const limit = limits?.find((l) => l.table === source.table.name);
+    if (!limit) return source;
+    const wanted = new Set(limit.partitions);
+    return { table: source.table, partitions: source.partitions.filter((p) => wanted.has(partitionPath(p.partition))) };
+  });
+}
+
+/**
+ * The audit of new runs, from their own files (DESIGN.md invariant 1): each
+ * run's files are listed and their rows counted from their Parquet footers;
+ * no files, an unreadable footer, or a count that disagrees with the
+ * engine's fails that run's build. So does an empty build, unless
+ * `allowEmpty` or the partition was already empty.
+ */
+async function auditRuns(
+  ctx: SwapContext,
+  table: TableDefinition,
+  built: readonly { planned: Planned; result: BuildResult; builtAt: number }[],
+  options: SwapOptions,
+  fail: (p: Planned, error: unknown) => void,
+): Promise<Audited[]> {
+  const listed = await mapLimited(built, IO_CONCURRENCY, async (b) => ({ ...b, files: await listRunFiles(ctx.store, b.planned.prefix) }));
+  const allFiles = listed.flatMap((l) => l.files);
+  let counts: Map<string, number> | undefined;
+  try {
+    const rows = await ctx.landing.countFileRows(allFiles);
+    counts = new Map(allFiles.map((file, i) => [file.key, rows[i] ?? 0]));
+  } catch {
+    // Some footer is unreadable: each run is counted on its own below, so only the runs it belongs to fail.
+  }
+  const audited: Audited[] = [];
+  for (const { planned: p, result, files, builtAt } of listed) {
+    try {
+      const label = `${table.name}/${p.path}`;
+      const notMoved = "the pointer was not moved";
+      const engineRows = result.rows;
+      if (files.length === 0 && !(options.allowEmpty && (engineRows ?? 0) === 0)) {
+        throw new AuditError(
+          `the build of ${label} wrote no data files under ${p.prefix}` +
+            `${engineRows !== undefined ? ` although the engine reported ${engineRows} rows` : ""}; ${notMoved}. ` +
+            `If the partition really is empty now, rerun with --allow-empty.`,
+        );
+      }
+      const perFile = counts ? files.map((f) => counts.get(f.key) ?? 0) : await ctx.landing.countFileRows(files);
+      const rows = perFile.reduce((sum, n) => sum + n, 0);
+      if (engineRows !== undefined && rows !== engineRows) {
+        throw new AuditError(`the build of ${label} reported ${engineRows} rows, but its files hold ${rows}; ${notMoved}`);
+      }
+      let previousRows: number | undefined;
+      if (p.current && (options.previousRows || (rows === 0 && !options.allowEmpty))) {
+        previousRows = (options.previousRows ? await ensureManifest(ctx, table, p.current) : await readManifest(ctx.store, table, p.item.partition, p.current.runId))?.rows;
+      }
+      if (rows === 0 && !options.allowEmpty) {
+        if (p.current === undefined) {
+          throw new AuditError(`the build of ${label}, a new partition, produced 0 rows; ${notMoved}. If it really is empty, rerun with --allow-empty.`);
+        }
+        if ((previousRows ?? 0) > 0) {
+          throw new AuditError(
+            `the build of ${label} produced 0 rows, but the partition has ${previousRows} rows (run ${p.current.runId}); ` +
+              `${notMoved}. If the partition really is empty now, rerun with --allow-empty.`,
+          );
+        }
+      }
+      audited.push({ ...p, rows, files, bytes: files.reduce((sum, f) => sum + f.size, 0), previousRows, builtAt });
+      options.onBuilt?.(p.path);
+    } catch (error) {
+      await discardRun(ctx, p.prefix);
+      fail(p, error);
+    }
+  }
+  return audited;
+}
+
+/** Moves one chunk of audited runs: outbox entry, the catalog's batches, manifests, acknowledgement. */
+async function moveChunk(ctx: SwapContext, table: TableDefinition, chunk: readonly Audited[], started: number): Promise<SwapOutcome[]> {
+  const swappedAt = new Date().toISOString();
+  const manifests = chunk.map(
+    (a): RunManifest => ({
+      format: 1,
+      table: table.name,
+      partition: a.path,
+      runId: a.runId,
+      rows: a.rows,
+      files: a.files,
+      bytes: a.bytes,
+      previousRunId: a.current?.runId,
+      signature: a.item.signature,
+      fingerprint: a.item.fingerprint,
+      inputs: a.item.inputs,
+      appended: a.item.appended,
+      builtAt: new Date(started).toISOString(),
+      swappedAt,
+      buildSeconds: (a.builtAt - started) / 1000,
+    }),
+  );
+  const moves = chunk.map((a): PointerMove => ({ partition: a.item.partition, runId: a.runId, previousRunId: a.current?.runId, signature: a.item.signature, kind: "swap" }));
+  // Recorded before it is sent: a writer that dies from here on leaves changes the next process finishes.
+  const entry = await ctx.outbox.record(
+    table.name,
+    chunk.map((a, i) => ({ partition: a.path, runId: a.runId, previousRunId: a.current?.runId, signature: a.item.signature, kind: "swap" as const, manifest: manifests[i] })),
+  );
+  faultPoint("after-outbox");
+  let notMoved = new Map<string, unknown>();
+  let fenced = 0;
+  const fence = async (): Promise<void> => {
+    await ctx.leaseCheck(table.name);
+    fenced += 1;
+  };
+  try {
+    await ctx.catalog.movePointers(table, moves, fence);
+  } catch (error) {
+    // The lease was lost before any catalog call: this writer's decision is void, and its entry goes (nothing of it moved).
+    if (fenced === 0 && error instanceof LakeswapError && error.code === "LEASE_LOST") await ctx.outbox.acknowledge(entry);
+    if (!(error instanceof LakeswapError && error.code === "PARTIAL_FAILURE")) throw error;
+    // Some entries of the catalog's batches failed: which pointers moved is read back, the others are this batch's failures.
+    const now = await currentPointers(ctx, table, moves.map((m) => m.partition));
+    notMoved = new Map(chunk.filter((a) => now.get(a.path)?.runId !== a.runId).map((a) => [a.path, error]));
+  }
+  faultPoint("after-swap");
+  await mapLimited(
+    chunk.flatMap((a, i) => (notMoved.has(a.path) ? [] : [{ a, manifest: manifests[i] as RunManifest }])),
+    IO_CONCURRENCY,
+    ({ a, manifest }) => writeManifest(ctx.store, table, a.item.partition, manifest),
+  );
+  await ctx.outbox.acknowledge(entry);
+  faultPoint("after-manifest");
+  return chunk.map((a) => {
+    const error = notMoved.get(a.path);
+    if (error !== undefined) return { partition: a.path, seconds: (Date.now() - started) / 1000, error };
+    return {
+      partition: a.path,
+      runId: a.runId,
+      previousRunId: a.current?.runId,
+      rows: a.rows,
+      previousRows: a.previousRows,
+      bytes: a.bytes,
+      seconds: (Date.now() - started) / 1000,
+    };
+  });
+}
+
+/** Best-effort removal of a run that will never be current; GC removes it later if this fails. */
+export async function discardRun(ctx: LakeContext, prefix: string): Promise<void> {
+  try {
+    const objects = await ctx.store.list(prefix);
+    // The prefix itself too: where the store has folders, the run's empty folder goes with its files.
+    await ctx.store.delete([...objects.map((o) => o.key), prefix]);
+  } catch (error) {
+    process.emitWarning(`could not remove the unused run ${prefix}: ${errorMessage(error)}; lakeswap gc will`);
+  }
+}
+
+/**
+ * An empty run (`--allow-empty`, an emptied upsert partition): on S3 it has no object at all, so its files cannot
+ * prove it exists. An outbox entry is written only after its runs were audited, and its manifest saying 0 rows
+ * and no files is that proof: the run is complete, and as legitimate a target as any.
+ */
+function recordedEmpty(manifest: RunManifest | undefined): boolean {
+  return manifest !== undefined && manifest.rows === 0 && manifest.files.length === 0;
+}
+
+/**
+ * Finishes the pointer moves of one outbox entry a dead writer recorded but
+ * never confirmed, under the table's lease. A move is applied if the pointer
+ * is still where the writer left it (or already moved, where its state may
+ * not have been written); if it moved on since, the move is stale and dropped.
+ */
+export async function replayEntry(ctx: SwapContext, table: TableDefinition | undefined, entry: OutboxEntry): Promise<{ applied: number; stale: number }> {
+  if (!table) {
+    await ctx.outbox.acknowledge(entry);
+    return { applied: 0, stale: 0 };
+  }
+  const partitions = entry.moves.map((move) => parsePartitionPath(move.partition, table.partitionKeys));
+  const currents = await currentPointers(ctx, table, partitions);
+  const apply: PointerMove[] = [];
+  const manifests: { partition: Partition; manifest: RunManifest }[] = [];
+  let stale = 0;
+  for (const [index, move] of entry.moves.entries()) {
+    const partition = partitions[index] as Partition;
+    const current = currents.get(move.partition);
+    const pointerMove: PointerMove = { partition, runId: move.runId, previousRunId: move.previousRunId, signature: move.signature, kind: move.kind };
+    if (current?.runId === move.runId) {
+      // Moved already; its pointer state may be missing (killed between the move and the state): set it again.
+      if (current.signature !== move.signature || current.previousRunId !== move.previousRunId || current.movedBy !== move.kind) apply.push(pointerMove);
+    } else if (current?.runId === move.previousRunId && (recordedEmpty(move.manifest) || (await runFiles(ctx, table, partition, move.runId)).length > 0)) {
+      apply.push(pointerMove);
+    } else {
+      stale += 1;
+      continue;
+    }
+    if (move.manifest) manifests.push({ partition, manifest: move.manifest });
+  }
+  if (apply.length > 0) await ctx.catalog.movePointers(table, apply, () => ctx.leaseCheck(table.name));
+  await mapLimited(manifests, IO_CONCURRENCY, async ({ partition, manifest }) => {
+    if (!(await readManifest(ctx.store, table, partition, manifest.runId))) await writeManifest(ctx.store, table, partition, manifest);
+  });
+  await ctx.outbox.acknowledge(entry);
+  return { applied: entry.moves.length - stale, stale };
+}

@@ -1,0 +1,151 @@
+import { partitionPath, type Partition } from "../model/partition.js";
+
+/**
+ * Every store key lakeswap uses for its own records, in one place. They all
+ * live under `_lakeswap/` in the lake's own store, never under a table's
+ * location, so a plain reader's glob never sees them, and on S3 they are as
+ * durable as the runs they describe. Run folders themselves are the
+ * catalog's to place (`Catalog.runsPrefix`); a run's folder name is `run=<id>`.
+ */
+export const METADATA_PREFIX = "_lakeswap";
+
+/** Temporary files of a writer (staged runs, new links, atomic writes); a dead writer's are removed by the next open. */
+export const TEMP_PREFIX = `${METADATA_PREFIX}/tmp`;
+
+/** A partition's path as a key prefix, `day=2026-11-01/`; empty for the whole table (a table without partition keys). */
+function partitionFolder(partition: Partition): string {
+  const path = partitionPath(partition);
+  return path === "" ? "" : `${path}/`;
+}
+
+/** The store key prefix of the manifests of one partition, or of a whole table. */
+export function manifestsPrefix(table: string, partition?: Partition): string {
+  return partition ? `${METADATA_PREFIX}/manifests/${table}/${partitionFolder(partition)}` : `${METADATA_PREFIX}/manifests/${table}/`;
+}
+
+/** The store key of a run's manifest. */
+export function manifestKey(table: string, partition: Partition, runId: string): string {
+  return `${manifestsPrefix(table, partition)}${runId}.json`;
+}
+
+/** The store key prefix of a table's pins. */
+export function pinsPrefix(table: string): string {
+  return `${METADATA_PREFIX}/pins/${table}/`;
+}
+
+/** The name a pin of the whole table (a table without partition keys) has under the table's pins. */
+export const WHOLE_TABLE_PIN = "_table";
+
+/** The store key of a partition's pin (a pinned partition is never rebuilt by a sync). */
+export function pinKey(table: string, partition: Partition): string {
+  return `${pinsPrefix(table)}${partitionPath(partition) || WHOLE_TABLE_PIN}.json`;
+}
+
+/** The partition path a pin's key names (the inverse of `pinKey`, below the table's pins prefix). */
+export function pinnedPartition(name: string): string {
+  const path = name.replace(/\.json$/, "");
+  return path === WHOLE_TABLE_PIN ? "" : path;
+}
+
+/** The store key prefix of a raw table's landing summaries (what a delivery held, by its digest and the dataset's declaration). */
+export function deliveriesPrefix(table: string): string {
+  return `${METADATA_PREFIX}/deliveries/${table}/`;
+}
+
+/** The store key of one landing summary. */
+export function deliveryKey(table: string, key: string): string {
+  return `${deliveriesPrefix(table)}${key}.json`;
+}
+
+/** The store key of what was last found out about the files a raw table's deliveries were named by (`paths`: a digest of the paths). */
+export function deliveryFilesKey(table: string, paths: string): string {
+  return `${deliveriesPrefix(table)}files-${paths}.json`;
+}
+
+/** The store key prefix of the outbox entries of one table, or of every table. */
+export function outboxPrefix(table?: string): string {
+  return table ? `${METADATA_PREFIX}/outbox/${table}/` : `${METADATA_PREFIX}/outbox/`;
+}
+
+/** The store key of one outbox entry. */
+export function outboxEntryKey(table: string, id: string): string {
+  return `${outboxPrefix(table)}${id}.json`;
+}
+
+/** Where unreadable metadata files are moved, under their own path: `_lakeswap/quarantine/outbox/<table>/<id>.json`. */
+export const QUARANTINE_PREFIX = `${METADATA_PREFIX}/quarantine/`;
+
+/** The quarantine key of an unreadable metadata file. */
+export function quarantineKey(key: string): string {
+  return `${QUARANTINE_PREFIX}${key.startsWith(`${METADATA_PREFIX}/`) ? key.slice(METADATA_PREFIX.length + 1) : key}`;
+}
+
+/** The store prefix of the sync records. */
+export const SYNCS_PREFIX = `${METADATA_PREFIX}/syncs/`;
+
+/** The store key of one sync's record. */
+export function syncRecordKey(syncId: string): string {
+  return `${SYNCS_PREFIX}${syncId}.json`;
+}
+
+/** The store key of a table's writer lease. */
+export function leaseKey(table: string): string {
+  return `${METADATA_PREFIX}/leases/${table}.json`;
+}
+
+/**
+ * The store key of the file whose kernel lock a writer holds besides its lease, on stores that have kernel locks.
+ * Kept while the table exists (a writer waiting on a removed file's lock and one on its new file would both hold
+ * "the" lock); drop-table removes it under the lease, where only a writer racing the drop of its own table could
+ * lock the old file, and the lease object still decides between them.
+ */
+export function leaseLockKey(table: string): string {
+  return `${METADATA_PREFIX}/leases/${table}.lock`;
+}
+
+/** The name of the lease a running sync holds from its first record to its end (not a table name: those have no '-'). */
+export function syncLeaseName(syncId: string): string {
+  return `sync-${syncId}`;
+}
+
+/** The metadata areas that hold per-table records (the local catalog keeps `tables` and `pointers` beside them). */
+export const METADATA_AREAS = ["tables", "pointers", "manifests", "outbox", "pins", "leases", "syncs", "tmp", "quarantine"] as const;
+
+/** The store key prefix of an ingested table's partition tallies (what its segments added, `ingestTallyKey`). */
+export function ingestTalliesPrefix(table: string): string {
+  return `${METADATA_PREFIX}/ingest/${table}/`;
+}
+
+/** The store key of an ingested partition's tally: its rows and signature lane sums, and the last segment of each collector counted in them. */
+export function ingestTallyKey(table: string, partition: Partition): string {
+  return `${ingestTalliesPrefix(table)}${partitionPath(partition) || "_table"}.json`;
+}
+
+/**
+ * What a failed write of a metadata object means for the pointers, by where it goes, for the
+ * message of a full disk: the write before the swap (outbox entry, run files, lease, pin) leaves the
+ * pointer where it was; the ones after it (manifest, sync record) come after the pointer moved.
+ */
+export function writeConsequence(key: string): string {
+  const area = key.startsWith(`${METADATA_PREFIX}/`) ? key.split("/")[1] : key.includes("/_runs/") ? "runs" : undefined;
+  switch (area) {
+    case "outbox":
+      return "recording a pointer move in the outbox, before the swap: the pointer did not move";
+    case "manifests":
+      return "writing a run's manifest, after the swap: the pointer did move to the new run; the manifest is rebuilt from the run's files by the next command";
+    case "syncs":
+      return "writing the sync's record: pointers this sync moved so far did move (lakeswap history shows them); free space and rerun the sync";
+    case "leases":
+      return "writing a writer lease: no pointer moved by this write";
+    case "pins":
+      return "writing a pin: no pointer moved";
+    case "pointers":
+      return "writing a pointer's state file, after the swap: the pointer did move; free space and rerun, the partition is rebuilt by the next sync";
+    case "tables":
+      return "writing a table definition: the table was not created";
+    case "runs":
+      return "writing a run's files, before the swap: the pointer did not move";
+    default:
+      return "no pointer moved by this write";
+  }
+}

@@ -1,0 +1,125 @@
+import type { Pointer } from "../../catalog/catalog.js";
+import { errorMessage } from "../../model/errors.js";
+import { faultPoint } from "../../shared/faults.js";
+import { manifestKey } from "../layout.js";
+import type { OutboxEntry } from "../outbox.js";
+import { partitionPath, type Partition } from "../../model/partition.js";
+import { planRetention, type RetentionReason } from "../retention.js";
+import { listRuns, type LakeContext } from "../runs.js";
+import { mapLimited } from "../../shared/map-limited.js";
+import type { TableDefinition } from "../../model/table.js";
+
+/** Partitions GC after a swap lists at once. */
+const GC_CONCURRENCY = 16;
+
+/** What GC decided (and, unless dry-run, did) for one partition. */
+export interface PartitionGcReport {
+  readonly table: string;
+  readonly partition: string;
+  readonly kept: readonly { runId: string; reason: RetentionReason }[];
+  readonly removed: readonly { runId: string; reason: RetentionReason; bytes: number }[];
+  /** Set when GC after a swap failed; the swap itself stands and a later GC retries. */
+  readonly error?: string;
+}
+
+/** What GC of one table needs besides the partitions: the pointers and the table's pending outbox entries, read once. */
+export interface GcState {
+  readonly pointers: ReadonlyMap<string, Pointer>;
+  readonly pending: readonly OutboxEntry[];
+}
+
+/** Reads the pointers and pending changes of a table once, for GC of many of its partitions. */
+export async function gcState(ctx: LakeContext & { readonly outbox: { pending(table?: string): Promise<OutboxEntry[]> } }, table: TableDefinition): Promise<GcState> {
+  const pointers = new Map((await ctx.catalog.listPointers(table)).map((p) => [partitionPath(p.partition), p]));
+  return { pointers, pending: await ctx.outbox.pending(table.name) };
+}
+
+const pendingIndex = new WeakMap<readonly OutboxEntry[], Map<string, Set<string>>>();
+
+/** The runs pending outbox entries name, by partition: indexed once per state, not searched once per partition. */
+function pendingRuns(state: GcState): Map<string, Set<string>> {
+  let index = pendingIndex.get(state.pending);
+  if (!index) {
+    index = new Map();
+    for (const move of state.pending.flatMap((entry) => entry.moves)) {
+      const runs = index.get(move.partition) ?? new Set<string>();
+      runs.add(move.runId);
+      runs.add(move.previousRunId ?? "");
+      index.set(move.partition, runs);
+    }
+    pendingIndex.set(state.pending, index);
+  }
+  return index;
+}
+
+/**
+ * GC of one partition: runs outside the retention rule are deleted, files
+ * first and manifest last (a run with a manifest but no files is only a
+ * leftover record). The current, previous and rollback-target runs, runs a
+ * pending outbox entry names, and runs within the grace window stay.
+ */
+export async function collectPartition(
+  ctx: LakeContext,
+  table: TableDefinition,
+  partition: Partition,
+  state: GcState,
+  options: { readonly dryRun: boolean; readonly graceMs: number },
+): Promise<PartitionGcReport> {
+  // An ingested table has no runs: every file in its partition folders is data, never garbage.
+  if (table.ingest) return { table: table.name, partition: partitionPath(partition), kept: [], removed: [] };
+  const path = partitionPath(partition);
+  const pointer = state.pointers.get(path);
+  const runs = await listRuns(ctx, table, partition);
+  const decisions = planRetention({
+    runs: runs.map((run) => ({ runId: run.runId, published: run.hasManifest, hasFiles: run.files.length > 0 })),
+    currentRunId: pointer?.runId,
+    previousRunId: pointer?.previousRunId,
+    protectedRunIds: pendingRuns(state).get(path) ?? new Set(),
+    now: new Date(),
+    graceMs: options.graceMs,
+  });
+  const byId = new Map(runs.map((run) => [run.runId, run]));
+  const removed: PartitionGcReport["removed"][number][] = [];
+  // Decided from what was read just now: delete only if no other writer took the table over meanwhile.
+  if (!options.dryRun && decisions.some((d) => !d.keep)) await ctx.leaseCheck(table.name);
+  for (const decision of decisions.filter((d) => !d.keep)) {
+    const run = byId.get(decision.runId);
+    const files = run?.files ?? [];
+    if (!options.dryRun) {
+      await ctx.store.delete([...files.map((f) => f.key), ...(run?.markers ?? [])]);
+      faultPoint("during-gc");
+      await ctx.store.delete([manifestKey(table.name, partition, decision.runId)]);
+    }
+    removed.push({ runId: decision.runId, reason: decision.reason, bytes: files.reduce((sum, f) => sum + f.size, 0) });
+  }
+  return { table: table.name, partition: path, kept: decisions.filter((d) => d.keep).map(({ runId, reason }) => ({ runId, reason })), removed };
+}
+
+/** GC right after swaps: the swaps stand whatever happens here; what GC could not remove now, the next GC removes. */
+export async function collectAfterSwap(
+  ctx: LakeContext & { readonly outbox: { pending(table?: string): Promise<OutboxEntry[]> } },
+  table: TableDefinition,
+  partitions: readonly Partition[],
+): Promise<PartitionGcReport[]> {
+  const failed = (partition: Partition, error: unknown): PartitionGcReport => ({
+    table: table.name,
+    partition: partitionPath(partition),
+    kept: [],
+    removed: [],
+    error: errorMessage(error),
+  });
+  let state: GcState;
+  try {
+    state = await gcState(ctx, table);
+  } catch (error) {
+    return partitions.map((partition) => failed(partition, error));
+  }
+  // Partitions are listed (and collected) a few at a time, each with its own lease check before it deletes anything.
+  return mapLimited(partitions, GC_CONCURRENCY, async (partition) => {
+    try {
+      return await collectPartition(ctx, table, partition, state, { dryRun: false, graceMs: ctx.graceMs });
+    } catch (error) {
+      return failed(partition, error);
+    }
+  });
+}

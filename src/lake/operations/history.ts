@@ -1,0 +1,71 @@
+import { NotFoundError } from "../../model/errors.js";
+import { manifestsPrefix } from "../layout.js";
+import { parsePartitionPath, partitionPath, type Partition } from "../../model/partition.js";
+import { runIdTime } from "../../model/run-id.js";
+import { listRuns, readManifest, type LakeContext } from "../runs.js";
+import type { TableDefinition } from "../../model/table.js";
+
+/** One run in a partition's history. */
+export interface RunHistoryEntry {
+  readonly runId: string;
+  readonly createdAt: string;
+  readonly rows?: number;
+  readonly bytes: number;
+  readonly state: "current" | "previous" | "completed" | "incomplete";
+  readonly signature?: string;
+}
+
+/** A partition's runs, newest first. */
+export interface PartitionHistory {
+  readonly table: string;
+  readonly partition: string;
+  readonly currentRunId?: string;
+  readonly runs: readonly RunHistoryEntry[];
+}
+
+/** Partitions of a table that have a pointer, runs or manifests. */
+export async function knownPartitions(ctx: LakeContext, table: TableDefinition): Promise<Partition[]> {
+  const paths = new Set<string>();
+  for (const pointer of await ctx.catalog.listPointers(table)) paths.add(partitionPath(pointer.partition));
+  const depth = table.partitionKeys.length;
+  const collect = (prefix: string, keys: readonly { key: string }[]): void => {
+    for (const { key } of keys) {
+      const parts = key.slice(prefix.length).split("/");
+      if (parts.length > depth) paths.add(parts.slice(0, depth).join("/"));
+    }
+  };
+  const runsPrefix = ctx.catalog.runsPrefix(table);
+  collect(runsPrefix, await ctx.store.list(runsPrefix));
+  const manifests = manifestsPrefix(table.name);
+  collect(manifests, await ctx.store.list(manifests));
+  return [...paths].sort().map((path) => parsePartitionPath(path, table.partitionKeys));
+}
+
+/** The runs of the given partitions, newest first; a named partition without runs is a NotFoundError. */
+export async function partitionHistories(ctx: LakeContext, table: TableDefinition, partitions: readonly Partition[], named: boolean): Promise<PartitionHistory[]> {
+  const histories: PartitionHistory[] = [];
+  for (const partition of partitions) {
+    const pointer = await ctx.catalog.getPointer(table, partition);
+    const runs = await listRuns(ctx, table, partition);
+    const entries: RunHistoryEntry[] = [];
+    for (const run of [...runs].reverse()) {
+      if (run.files.length === 0) continue;
+      const manifest = run.hasManifest ? await readManifest(ctx.store, table, partition, run.runId) : undefined;
+      const state =
+        run.runId === pointer?.runId ? "current"
+        : run.runId === pointer?.previousRunId ? "previous"
+        : manifest ? "completed" : "incomplete";
+      entries.push({
+        runId: run.runId,
+        createdAt: runIdTime(run.runId).toISOString(),
+        rows: manifest?.rows,
+        bytes: run.files.reduce((sum, f) => sum + f.size, 0),
+        state,
+        signature: manifest?.signature,
+      });
+    }
+    if (named && entries.length === 0) throw new NotFoundError(`partition ${table.name}/${partitionPath(partition)} has no runs`);
+    histories.push({ table: table.name, partition: partitionPath(partition), currentRunId: pointer?.runId, runs: entries });
+  }
+  return histories;
+}

@@ -1,0 +1,69 @@
+import { runIdTime } from "../model/run-id.js";
+
+/** The default grace window: 6 hours, above Athena's longest query (240 minutes), so no running query loses its files. */
+export const DEFAULT_GRACE_MS = 6 * 3_600_000;
+
+/** One run as retention sees it. */
+export interface RetentionCandidate {
+  readonly runId: string;
+  /** Has a manifest: it was swapped in and completed at least once. */
+  readonly published: boolean;
+  /** Has data files (a run whose files are gone is only a leftover manifest). */
+  readonly hasFiles: boolean;
+}
+
+/** Why a run is kept or removed. */
+export type RetentionReason =
+  | "current"
+  | "previous"
+  | "rollback target"
+  | "within grace window"
+  | "pending catalog change"
+  | "superseded"
+  | "incomplete build"
+  | "leftover manifest";
+
+/** One retention decision. */
+export interface RetentionDecision {
+  readonly runId: string;
+  readonly keep: boolean;
+  readonly reason: RetentionReason;
+}
+
+/**
+ * Decides which runs of one partition stay: the current run, the previous run
+ * (rollback, and queries that started before the swap), the newest completed
+ * run older than the current one (so a rollback always has a target), runs a
+ * pending catalog change refers to, and every run younger than the grace
+ * window. Everything else goes, including half-written runs of failed builds.
+ */
+export function planRetention(input: {
+  readonly runs: readonly RetentionCandidate[];
+  readonly currentRunId?: string;
+  readonly previousRunId?: string;
+  readonly protectedRunIds?: ReadonlySet<string>;
+  readonly now: Date;
+  readonly graceMs: number;
+}): RetentionDecision[] {
+  const { currentRunId, previousRunId } = input;
+  const rollbackTarget = currentRunId
+    ? input.runs
+        .filter((run) => run.published && run.hasFiles && run.runId < currentRunId)
+        .map((run) => run.runId)
+        .sort()
+        .at(-1)
+    : undefined;
+  return [...input.runs]
+    .sort((a, b) => (a.runId < b.runId ? -1 : 1))
+    .map((run): RetentionDecision => {
+      const keep = (reason: RetentionReason): RetentionDecision => ({ runId: run.runId, keep: true, reason });
+      const remove = (reason: RetentionReason): RetentionDecision => ({ runId: run.runId, keep: false, reason });
+      if (run.runId === currentRunId) return keep("current");
+      if (run.runId === previousRunId) return keep("previous");
+      if (run.runId === rollbackTarget) return keep("rollback target");
+      if (input.protectedRunIds?.has(run.runId)) return keep("pending catalog change");
+      if (input.now.getTime() - runIdTime(run.runId).getTime() < input.graceMs) return keep("within grace window");
+      if (!run.hasFiles) return remove(run.published ? "leftover manifest" : "incomplete build");
+      return remove(run.published ? "superseded" : "incomplete build");
+    });
+}

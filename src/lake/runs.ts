@@ -1,0 +1,119 @@
+import type { Catalog, Pointer } from "../catalog/catalog.js";
+import { runLocation } from "../catalog/catalog.js";
+import type { Engine } from "../engine/engine.js";
+import type { Landing } from "../landing/landing.js";
+import type { ObjectStore } from "../store/object-store.js";
+import { manifestKey, manifestsPrefix } from "./layout.js";
+import { parseManifest, type RunManifest } from "./manifest.js";
+import { partitionPath, type Partition } from "../model/partition.js";
+import { isRunId, runIdTime } from "../model/run-id.js";
+import type { TableDefinition } from "../model/table.js";
+
+/** The ports the lake's modules work over, and what they share: the outbox, the lease check, the grace window. */
+export interface LakeContext {
+  readonly store: ObjectStore;
+  readonly catalog: Catalog;
+  readonly engine: Engine;
+  readonly landing: Landing;
+  readonly graceMs: number;
+  /** Fails unless this process still holds the table's writer lease (checked right before anything is moved or deleted). */
+  leaseCheck(table: string): Promise<void>;
+}
+
+/** A stored object of a run. */
+export interface RunFile {
+  readonly key: string;
+  readonly size: number;
+}
+
+/** One run of a partition, as its folder and its manifest show it. */
+export interface RunListing {
+  readonly runId: string;
+  readonly files: readonly RunFile[];
+  /** Folder markers of the run (`…/run=<id>/`): an empty run folder left by a build killed as it started. */
+  readonly markers: readonly string[];
+  readonly hasManifest: boolean;
+}
+
+/** The store key prefix of one run, ending in '/'. */
+export function runPrefix(catalog: Catalog, table: TableDefinition, partition: Partition, runId: string): string {
+  return runLocation(catalog, table, partition, runId);
+}
+
+/** A run's file that is not data: '_' and '.' files are hidden, as in Hive. */
+export function isHiddenRunFile(name: string): boolean {
+  return /^[_.]/.test(name);
+}
+
+/** The data files under a run prefix: DuckDB names them *.parquet, Athena's UNLOAD gives no extension; hidden files and folder markers aside. */
+export async function listRunFiles(store: ObjectStore, prefix: string): Promise<RunFile[]> {
+  return (await store.list(prefix)).filter((o) => !o.key.endsWith("/") && !isHiddenRunFile(o.key.slice(prefix.length)));
+}
+
+/** The data file keys of one run. */
+export async function runFiles(ctx: LakeContext, table: TableDefinition, partition: Partition, runId: string): Promise<string[]> {
+  return (await listRunFiles(ctx.store, runPrefix(ctx.catalog, table, partition, runId))).map((f) => f.key);
+}
+
+/** Every run of a partition (folders and manifests), oldest first. */
+export async function listRuns(ctx: LakeContext, table: TableDefinition, partition: Partition): Promise<RunListing[]> {
+  const runs = new Map<string, { files: RunFile[]; markers: string[]; hasManifest: boolean }>();
+  const entry = (runId: string) => {
+    let run = runs.get(runId);
+    if (!run) runs.set(runId, (run = { files: [], markers: [], hasManifest: false }));
+    return run;
+  };
+  const prefix = ctx.catalog.runsPrefix(table, partition);
+  const manifests = manifestsPrefix(table.name, partition);
+  // The run folders and the manifests are listed at once.
+  const [objects, records] = await Promise.all([ctx.store.list(prefix), ctx.store.list(manifests)]);
+  for (const object of objects) {
+    const folder = object.key.slice(prefix.length).split("/")[0] ?? "";
+    const runId = folder.replace(/^run=/, "");
+    if (!folder.startsWith("run=") || !isRunId(runId)) continue;
+    if (object.key.endsWith("/")) entry(runId).markers.push(object.key);
+    else entry(runId).files.push(object);
+  }
+  for (const object of records) {
+    const name = object.key.slice(manifests.length);
+    const runId = name.replace(/\.json$/, "");
+    if (!name.includes("/") && isRunId(runId)) entry(runId).hasManifest = true;
+  }
+  return [...runs.entries()]
+    .sort(([a], [b]) => (a < b ? -1 : 1))
+    .map(([runId, run]) => ({ runId, files: run.files, markers: run.markers, hasManifest: run.hasManifest }));
+}
+
+export async function readManifest(store: ObjectStore, table: TableDefinition, partition: Partition, runId: string): Promise<RunManifest | undefined> {
+  const key = manifestKey(table.name, partition, runId);
+  const stored = await store.get(key);
+  return stored ? parseManifest(stored.body, key) : undefined;
+}
+
+export async function writeManifest(store: ObjectStore, table: TableDefinition, partition: Partition, manifest: RunManifest): Promise<void> {
+  await store.put(manifestKey(table.name, partition, manifest.runId), `${JSON.stringify(manifest, null, 2)}\n`);
+}
+
+/** The manifest of the current run; rebuilt from its files if the process died between swap and manifest. */
+export async function ensureManifest(ctx: LakeContext, table: TableDefinition, pointer: Pointer): Promise<RunManifest> {
+  const existing = await readManifest(ctx.store, table, pointer.partition, pointer.runId);
+  if (existing) return existing;
+  const files = await listRunFiles(ctx.store, runPrefix(ctx.catalog, table, pointer.partition, pointer.runId));
+  const manifest: RunManifest = {
+    format: 1,
+    table: table.name,
+    partition: partitionPath(pointer.partition),
+    runId: pointer.runId,
+    rows: await ctx.engine.countRows(table, { partition: pointer.partition, runId: pointer.runId, files: files.map((f) => f.key) }),
+    files,
+    bytes: files.reduce((sum, f) => sum + f.size, 0),
+    previousRunId: pointer.previousRunId,
+    signature: pointer.signature,
+    builtAt: runIdTime(pointer.runId).toISOString(),
+    swappedAt: new Date().toISOString(),
+    buildSeconds: 0,
+    recovered: true,
+  };
+  await writeManifest(ctx.store, table, pointer.partition, manifest);
+  return manifest;
+}

@@ -1,0 +1,67 @@
+import { InvalidInputError, LakeswapError, errorMessage } from "../model/errors.js";
+import { SYNCS_PREFIX, syncRecordKey } from "./layout.js";
+
+export { SYNCS_PREFIX, syncRecordKey };
+import { isRunId } from "../model/run-id.js";
+
+/** One pointer a sync moved. */
+export interface SyncMove {
+  readonly table: string;
+  /** `raw`, a derived layer's name, or `dead letter`. */
+  readonly layer: string;
+  readonly partition: string;
+  /** The run the sync made current. */
+  readonly run: string;
+  /** The run that was current before; absent when the sync created the partition. */
+  readonly previousRun?: string;
+  /** The move was decided and recorded, but its pointer may not have moved yet: the sync stopped right then. */
+  readonly pending?: boolean;
+}
+
+/**
+ * The record of one sync: every pointer it moved, so that one command can
+ * move them all back (`lakeswap rollback --sync ID`). Written as the sync
+ * goes: each move is recorded before its pointer moves, so a sync that dies
+ * at any moment leaves the record of every pointer it may have moved.
+ */
+export interface SyncRecord {
+  readonly format: 1;
+  /** Sortable by time, like a run id: `20261102T140501Z-1a2b3c`. */
+  readonly syncId: string;
+  readonly config: string;
+  readonly startedAt: string;
+  /** Set once the sync ran to its end (with or without failed partitions), or stopped on an error. */
+  readonly finishedAt?: string;
+  /** The error that stopped the sync before its end. */
+  readonly error?: string;
+  readonly moves: readonly SyncMove[];
+}
+
+
+
+/** Checks a sync id given on the command line (`last` names the newest sync). */
+export function checkSyncId(syncId: string): string {
+  if (syncId !== "last" && !isRunId(syncId)) {
+    throw new InvalidInputError(`'${syncId}' is not a sync id (YYYYMMDDTHHMMSSZ-xxxxxx) or 'last'; lakeswap syncs lists them`);
+  }
+  return syncId;
+}
+
+/**
+ * Parses a stored sync record. With the record's store `key`, a file that is not one is a
+ * STORE_ERROR naming it (a record silently skipped would make `rollback --sync last` undo an older
+ * sync); without a key, undefined.
+ */
+export function parseSyncRecord(body: Uint8Array, key?: string): SyncRecord | undefined {
+  const fix = "move it away and rerun (the pointers it moved are in lakeswap history)";
+  let value: SyncRecord | null;
+  try {
+    value = JSON.parse(Buffer.from(body).toString("utf8")) as SyncRecord | null;
+  } catch (error) {
+    if (key === undefined) return undefined;
+    throw new LakeswapError("STORE_ERROR", `sync record '${key}' is not valid JSON (${errorMessage(error)}); ${fix}`);
+  }
+  if (typeof value === "object" && value !== null && value.format === 1 && typeof value.syncId === "string" && Array.isArray(value.moves)) return value;
+  if (key === undefined) return undefined;
+  throw new LakeswapError("STORE_ERROR", `'${key}' is not a lakeswap sync record (format 1 with syncId and moves); ${fix}`);
+}

@@ -1,0 +1,145 @@
+import type { DuckDBConnection } from "@duckdb/node-api";
+import { InvalidInputError } from "../../model/errors.js";
+import { partitionOfValues, partitionPath, partitionValue, type Partition } from "../../model/partition.js";
+import { finishRawSignature, signatureColumnOrder } from "../../model/signature.js";
+import { quoteIdentifier, quoteLiteral, quoteRelation } from "../../model/sql.js";
+import type { LandedPartition, MergeRequest } from "../landing.js";
+import { signatureQuery } from "./duckdb-landing.js";
+import type { SignatureForm } from "../../duckdb/duckdb-open.js";
+
+/** The relations one merge made, dropped together when it is released. */
+export interface MergeRelations {
+  /** The merged rows of the touched partitions: declared columns, then partition keys. */
+  readonly merged: string;
+  /** The delivery's winning row per key. */
+  readonly winners: string;
+  /** Which current file holds which partition. */
+  readonly files: string;
+}
+
+/** The names of one merge's relations. */
+export function mergeRelations(id: string): MergeRelations {
+  return { merged: `merged_${id}`, winners: `winners_${id}`, files: `merge_files_${id}` };
+}
+
+/** Drops what a merge made. */
+export async function dropMerge(connection: DuckDBConnection, relations: MergeRelations): Promise<void> {
+  await connection.run(`DROP VIEW IF EXISTS ${quoteIdentifier(relations.merged)}`);
+  await connection.run(`DROP TABLE IF EXISTS ${quoteIdentifier(relations.winners)}`);
+  await connection.run(`DROP TABLE IF EXISTS ${quoteIdentifier(relations.files)}`);
+}
+
+/** The column DuckDB adds to tell which file a row came from (a lake column name never starts with '_'). */
+const FILE_COLUMN = "__lakeswap_file";
+
+/**
+ * Merges a landed delivery into a table's current rows by primary key
+ * (`MergeRequest`), with DuckDB: the delivery's winning row per key is kept
+ * in a table, the touched partitions are found (the delivery's, and those
+ * whose current files hold one of its keys), and the merged rows are a view
+ * over the touched partitions' files and the winners, signed here per
+ * partition as landing signs a delivery. `localFiles` maps each current
+ * file's store key to a path DuckDB can read.
+ */
+export async function mergeDelivery(
+  connection: DuckDBConnection,
+  request: MergeRequest,
+  relations: MergeRelations,
+  localFiles: ReadonlyMap<string, string>,
+  form: SignatureForm,
+): Promise<LandedPartition[]> {
+  const { table, delivery, primaryKey, orderBy, deleteFlag } = request;
+  const at = `datasets.${request.dataset}`;
+  const landed = quoteRelation(delivery.relation);
+  const keys = table.partitionKeys;
+  const keyList = keys.map(quoteIdentifier).join(", ");
+  // `, a.day, a.hour`: the partition keys after other columns (none for a table without partition keys).
+  const andKeys = (alias: string, type = "") => keys.map((k) => `, ${alias ? `${alias}.` : ""}${quoteIdentifier(k)}${type}`).join("");
+  const pk = primaryKey.map(quoteIdentifier);
+  const matches = (left: string, right: string) => pk.map((c) => `${left}.${c} = ${right}.${c}`).join(" AND ");
+  const values = async (sql: string) => (await connection.runAndReadAll(sql)).getRowsJS();
+
+  const nullKeys = Number((await values(`SELECT count(*) FROM ${landed} WHERE ${pk.map((c) => `${c} IS NULL`).join(" OR ")}`))[0]?.[0] ?? 0);
+  if (nullKeys > 0) {
+    throw new InvalidInputError(
+      `${at}: ${nullKeys} row(s) of the delivery have no value in the primary key (${primaryKey.join(", ")}), so they cannot be merged; nothing was loaded. ` +
+        `Declare the key columns with nullable: false (e.g. ${primaryKey[0]}: {type: ..., nullable: false}) so that such rows are bad rows (kept in dead_letter: when declared)`,
+    );
+  }
+  // The winner of a key: the greatest by order_by. Two different rows at the top (a tie, or no order_by) are an error, never a guess.
+  const order = orderBy.length > 0 ? orderBy.map((c) => `${quoteIdentifier(c)} DESC NULLS LAST`).join(", ") : "1";
+  const everything = [...request.columns.map((c) => quoteIdentifier(c.name)), ...keys.map(quoteIdentifier)].join(", ");
+  const ranked = `SELECT *, rank() OVER (PARTITION BY ${pk.join(", ")} ORDER BY ${order}) AS __rank FROM ${landed}`;
+  const tie = await values(
+    `SELECT ${pk.map((c) => `CAST(${c} AS VARCHAR)`).join(", ")}, count(*) FROM (SELECT DISTINCT ${everything} FROM (${ranked}) WHERE __rank = 1) ` +
+      `GROUP BY ${pk.join(", ")} HAVING count(*) > 1 LIMIT 1`,
+  );
+  if (tie.length > 0) {
+    const row = tie[0] as unknown[];
+    const key = primaryKey.map((c, i) => `${c}=${String(row[i])}`).join(", ");
+    const fix = orderBy.length > 0
+      ? `they tie on order_by (${orderBy.join(", ")}): make it tell them apart (add a column, e.g. a sequence number)`
+      : `declare order_by: [column] under ${at} to say which row wins (the greatest, e.g. updated_at)`;
+    throw new InvalidInputError(`${at}: the delivery holds ${Number(row[primaryKey.length])} different rows for the key ${key}; ${fix}. Nothing was loaded.`);
+  }
+  await connection.run(
+    `CREATE TABLE ${quoteIdentifier(relations.winners)} AS SELECT * EXCLUDE (__row) FROM ` +
+      `(SELECT *, row_number() OVER (PARTITION BY ${pk.join(", ")} ORDER BY ${order}) AS __row FROM ${landed}) WHERE __row = 1`,
+  );
+  const winners = quoteIdentifier(relations.winners);
+
+  // Which current file holds which partition, so that a row read from the files knows its partition.
+  const files = quoteIdentifier(relations.files);
+  await connection.run(`CREATE TABLE ${files} (${FILE_COLUMN} VARCHAR${andKeys("", " VARCHAR")})`);
+  const rows = request.current.flatMap((run) => run.files.map((key) => ({ path: localFiles.get(key) ?? key, partition: run.partition })));
+  for (let start = 0; start < rows.length; start += 1000) {
+    const chunk = rows.slice(start, start + 1000).map((r) => `(${[quoteLiteral(r.path), ...keys.map((k) => quoteLiteral(partitionValue(r.partition, k)))].join(", ")})`);
+    await connection.run(`INSERT INTO ${files} VALUES ${chunk.join(", ")}`);
+  }
+  const read = (paths: readonly string[]) =>
+    `(SELECT c.*${andKeys("f")} FROM read_parquet([${paths.map(quoteLiteral).join(", ")}], filename = '${FILE_COLUMN}', hive_partitioning = false) AS c ` +
+    `JOIN ${files} AS f USING (${FILE_COLUMN}))`;
+
+  // The partitions touched: the delivery's, and every one that holds one of its keys now (whatever partition the key goes to).
+  const touched = new Map<string, Partition>();
+  const addTouched = (found: unknown[][]) => {
+    for (const row of found) {
+      const partition = partitionOfValues(keys, row);
+      touched.set(partitionPath(partition), partition);
+    }
+  };
+  addTouched(await values(keys.length === 0 ? `SELECT 1 FROM ${winners} LIMIT 1` : `SELECT DISTINCT ${keyList} FROM ${winners}`));
+  if (rows.length > 0) {
+    addTouched(
+      await values(
+        `SELECT DISTINCT ${keys.length === 0 ? "1" : keys.map((k) => `cur.${quoteIdentifier(k)}`).join(", ")} FROM ${read(rows.map((r) => r.path))} AS cur ` +
+          `WHERE EXISTS (SELECT 1 FROM ${winners} AS w WHERE ${matches("w", "cur")})`,
+      ),
+    );
+  }
+
+  // The merged rows: what each touched partition keeps of its current rows (keys the delivery does not hold), and the delivery's rows.
+  const touchedFiles = rows.filter((r) => touched.has(partitionPath(r.partition))).map((r) => r.path);
+  const cast = (alias: string) => request.columns.map((c) => `CAST(${alias}.${quoteIdentifier(c.name)} AS ${c.type}) AS ${quoteIdentifier(c.name)}`).join(", ");
+  const keep = touchedFiles.length === 0
+    ? []
+    : [`SELECT ${cast("cur")}${andKeys("cur")} FROM ${read(touchedFiles)} AS cur WHERE NOT EXISTS (SELECT 1 FROM ${winners} AS w WHERE ${matches("w", "cur")})`];
+  const live = deleteFlag ? ` WHERE NOT coalesce(w.${quoteIdentifier(deleteFlag)}, false)` : "";
+  const incoming = `SELECT ${cast("w")}${andKeys("w")} FROM ${winners} AS w${live}`;
+  await connection.run(`CREATE VIEW ${quoteIdentifier(relations.merged)} AS ${[...keep, incoming].join(" UNION ALL ")}`);
+
+  // Signed as landing signs a delivery: the same columns, the same algorithm, so an unchanged partition keeps its signature.
+  const signed = signatureColumnOrder(request.columns.filter((c) => request.signatureColumns.includes(c.name)));
+  const signatures = new Map<string, LandedPartition>();
+  for (const row of await values(signatureQuery(relations.merged, keys, signed, form))) {
+    const partition = partitionOfValues(keys, row);
+    const count = Number(row[keys.length]);
+    if (count === 0) continue;
+    const signature = finishRawSignature(signed, count, BigInt(String(row[keys.length + 1])), BigInt(String(row[keys.length + 2])));
+    signatures.set(partitionPath(partition), { partition, rows: count, signature });
+  }
+  // A touched partition left without rows (every key deleted or moved away) becomes empty.
+  return [...touched.entries()]
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    .map(([path, partition]) => signatures.get(path) ?? { partition, rows: 0, signature: finishRawSignature(signed, 0, 0n, 0n) });
+}

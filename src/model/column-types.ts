@@ -1,0 +1,117 @@
+/**
+ * One mapping from each declared column type (as `normalizeColumnType` spells
+ * it) to what holds it on every backend: the DuckDB type its Parquet files
+ * store, the Glue (Hive) type of the catalog column, and the Trino type an
+ * Athena build casts to. Both backends write the same physical type, so a
+ * table reads the same on either and Athena never meets a type it lacks.
+ *
+ * Types Trino and Hive have no equal for are stored as the nearest exact one:
+ * unsigned integers as the next wider signed integer (UBIGINT as
+ * DECIMAL(20,0)), HUGEINT as DECIMAL(38,0) (a value beyond 38 digits fails the
+ * cast), TIME and UUID as their canonical text. Signatures are computed over
+ * the declared type before this cast (docs/signatures.md), so they do not
+ * change with it.
+ */
+
+/**
+ * How an event time field's text or number is read (`time.format` of an ingest namespace): ISO 8601 text
+ * (`2025-03-04T10:15:00Z`, the default), or a number of milliseconds or seconds since 1970-01-01T00:00:00Z.
+ */
+export type TimeFormat = "iso8601" | "epoch_ms" | "epoch_s";
+
+/** The time formats, for the config schema and messages. */
+export const TIME_FORMATS: readonly TimeFormat[] = ["iso8601", "epoch_ms", "epoch_s"];
+
+/** Where one declared column type lives on each backend. */
+export interface ColumnStorage {
+  /** The DuckDB type of the column in the written Parquet files (and of a local query's view). */
+  readonly duckdb: string;
+  /** The Glue (Hive DDL) type of the catalog column. */
+  readonly glue: string;
+  /** The Trino type an Athena build casts the column to; it reads back as `glue`. */
+  readonly trino: string;
+}
+
+const STORAGE: Readonly<Record<string, ColumnStorage>> = {
+  BOOLEAN: { duckdb: "BOOLEAN", glue: "boolean", trino: "BOOLEAN" },
+  TINYINT: { duckdb: "TINYINT", glue: "tinyint", trino: "TINYINT" },
+  SMALLINT: { duckdb: "SMALLINT", glue: "smallint", trino: "SMALLINT" },
+  INTEGER: { duckdb: "INTEGER", glue: "int", trino: "INTEGER" },
+  BIGINT: { duckdb: "BIGINT", glue: "bigint", trino: "BIGINT" },
+  // No unsigned types in Trino or Hive: the next wider signed type holds every value exactly.
+  UTINYINT: { duckdb: "SMALLINT", glue: "smallint", trino: "SMALLINT" },
+  USMALLINT: { duckdb: "INTEGER", glue: "int", trino: "INTEGER" },
+  UINTEGER: { duckdb: "BIGINT", glue: "bigint", trino: "BIGINT" },
+  UBIGINT: { duckdb: "DECIMAL(20,0)", glue: "decimal(20,0)", trino: "DECIMAL(20,0)" },
+  HUGEINT: { duckdb: "DECIMAL(38,0)", glue: "decimal(38,0)", trino: "DECIMAL(38,0)" },
+  FLOAT: { duckdb: "FLOAT", glue: "float", trino: "REAL" },
+  DOUBLE: { duckdb: "DOUBLE", glue: "double", trino: "DOUBLE" },
+  VARCHAR: { duckdb: "VARCHAR", glue: "string", trino: "VARCHAR" },
+  BLOB: { duckdb: "BLOB", glue: "binary", trino: "VARBINARY" },
+  DATE: { duckdb: "DATE", glue: "date", trino: "DATE" },
+  // Parquet has no time-of-day type that Hive reads; the text 'HH:MM:SS[.ffffff]' sorts and compares as the time does.
+  TIME: { duckdb: "VARCHAR", glue: "string", trino: "VARCHAR" },
+  TIMESTAMP: { duckdb: "TIMESTAMP", glue: "timestamp", trino: "TIMESTAMP" },
+  // An instant, stored UTC-adjusted; Hive and Athena's Parquet tables read it as a UTC timestamp.
+  TIMESTAMPTZ: { duckdb: "TIMESTAMPTZ", glue: "timestamp", trino: "TIMESTAMP" },
+  // Parquet's UUID is 16 raw bytes, which Athena reads as wrong text: the lowercase canonical text instead.
+  UUID: { duckdb: "VARCHAR", glue: "string", trino: "VARCHAR" },
+};
+
+/** The storage of a declared (normalized) column type on every backend; DECIMAL(p,s) is itself everywhere. */
+export function columnStorage(type: string): ColumnStorage {
+  const known = STORAGE[type];
+  if (known) return known;
+  const decimal = /^DECIMAL\((\d+),(\d+)\)$/.exec(type);
+  if (decimal) return { duckdb: type, glue: `decimal(${decimal[1]},${decimal[2]})`, trino: type };
+  // normalizeColumnType admits nothing else; a type outside this table is a programming error, never a guess.
+  throw new Error(`column type '${type}' has no storage mapping (src/model/column-types.ts)`);
+}
+
+/** The DuckDB type a column's values are cast to before they are written. */
+export function duckdbStorageType(type: string): string {
+  return columnStorage(type).duckdb;
+}
+
+/** The Glue (Hive) type of a declared column type. */
+export function glueColumnType(type: string): string {
+  return columnStorage(type).glue;
+}
+
+/** The Trino type an Athena build casts a declared column type to. */
+export function trinoColumnType(type: string): string {
+  return columnStorage(type).trino;
+}
+
+/** Every declared type this module maps (DECIMAL(p,s) aside), for tests and messages. */
+export const MAPPED_TYPES: readonly string[] = Object.keys(STORAGE);
+
+/** The PostgreSQL type (as `format_type` prints it) a sink's target column of each declared type has. */
+const POSTGRES: Readonly<Record<string, string>> = {
+  BOOLEAN: "boolean",
+  TINYINT: "smallint",
+  SMALLINT: "smallint",
+  INTEGER: "integer",
+  BIGINT: "bigint",
+  UTINYINT: "smallint",
+  USMALLINT: "integer",
+  UINTEGER: "bigint",
+  UBIGINT: "numeric(20,0)",
+  HUGEINT: "numeric(38,0)",
+  FLOAT: "real",
+  DOUBLE: "double precision",
+  VARCHAR: "text",
+  DATE: "date",
+  TIME: "time without time zone",
+  TIMESTAMP: "timestamp without time zone",
+  TIMESTAMPTZ: "timestamp with time zone",
+  UUID: "uuid",
+};
+
+/** The PostgreSQL type of a declared column type, or undefined where a sink cannot send it (BLOB). */
+export function postgresColumnType(type: string): string | undefined {
+  const known = POSTGRES[type];
+  if (known) return known;
+  const decimal = /^DECIMAL\((\d+),(\d+)\)$/.exec(type);
+  return decimal ? `numeric(${decimal[1]},${decimal[2]})` : undefined;
+}

@@ -1,0 +1,179 @@
+import { TargetUnavailableError, type Sink, type SinkColumn, type SinkLayout, type SinkOpener, type SinkPartitionWrite, type SinkSpec } from "../sinks/sink.js";
+import { errorMessage } from "../model/errors.js";
+import type { Lake, PartitionState } from "../lake/lake.js";
+import { parsePartitionPath, partitionPath } from "../model/partition.js";
+
+/** What happened to one partition at one sink: `sent`, `skipped` (its signature is already there) or `failed` (nothing applied). */
+export interface SinkedPartition {
+  /** The sink, as reports show it (never with a password). */
+  readonly sink: string;
+  readonly layer: string;
+  readonly table: string;
+  readonly partition: string;
+  readonly action: "sent" | "skipped" | "failed" | "removed";
+  /** `target failed`: the target could not be prepared (unreachable, or a table that does not fit); the entry's partition is then `*`. */
+  readonly reason: "new" | "changed" | "unchanged" | "unreadable" | "gone from the lake" | "target failed";
+  readonly run?: string;
+  readonly rows?: number;
+  readonly seconds: number;
+  readonly error?: string;
+}
+
+/** One lake table and the sinks its layer declares. */
+export interface SinkTargets {
+  readonly layer: string;
+  readonly table: string;
+  readonly columns: readonly SinkColumn[];
+  readonly partitionKeys: readonly string[];
+  readonly sinks: readonly SinkSpec[];
+}
+
+/**
+ * Partitions a sink may read ahead while it writes one (the PostgreSQL sink exports the next CSV during the
+ * current transaction). One is enough to hide the export behind the database's work, and keeps at most two
+ * partitions' rows in TMPDIR at a time.
+ */
+const READ_AHEAD = 1;
+
+/** The signature a sink records for a partition: the lake's, or the run id where the partition was never signed. */
+export function sinkSignature(state: PartitionState): string {
+  return state.signature ?? `run:${state.runId}`;
+}
+
+/**
+ * Sends a table's current partitions to each of its sinks: only those whose
+ * signature differs from what the sink recorded (so a rerun sends nothing and
+ * a rolled-back partition is sent again), each in one transaction of the
+ * target. A failure fails that partition (the target rolls it back) and never
+ * the lake's swaps, which stand.
+ */
+export async function sendToSinks(
+  lake: Lake,
+  openSink: SinkOpener,
+  targets: SinkTargets,
+  states: ReadonlyMap<string, PartitionState>,
+  selected: (partition: string) => boolean = () => true,
+  onProgress?: (label: string) => void,
+): Promise<SinkedPartition[]> {
+  const current = [...states.values()].filter((s) => s.runId !== "" && selected(s.partition)).sort((a, b) => (a.partition < b.partition ? -1 : 1));
+  const results: SinkedPartition[] = [];
+  for (const spec of targets.sinks) {
+    const sink = await openSink(spec);
+    const layout: SinkLayout = {
+      lakeTable: targets.table,
+      columns: targets.columns,
+      partitionKeys: targets.partitionKeys,
+      mode: spec.mode,
+      primaryKey: spec.primaryKey,
+      hardDelete: spec.hardDelete,
+      deleteFlag: spec.deleteFlag,
+    };
+    const base = { sink: sink.description, layer: targets.layer, table: `${spec.schema}.${spec.table}` };
+    try {
+      let recorded: Map<string, string>;
+      try {
+        recorded = await sink.prepare(layout);
+      } catch (error) {
+        // The target cannot be reached or does not fit: one failure for the whole target, said once (not once per partition).
+        const count = current.length;
+        results.push({ ...base, partition: "*", action: "failed", reason: "target failed", seconds: 0, error: `${errorMessage(error)} (none of the table's ${count} partition(s) was checked or sent)` });
+        continue;
+      }
+      results.push(...(await removeGone(sink, layout, base, recorded, states, selected)));
+      const changed = current.filter((state) => recorded.get(state.partition) !== sinkSignature(state));
+      for (const state of current) {
+        if (!changed.includes(state)) results.push({ ...base, partition: state.partition, action: "skipped", reason: "unchanged", run: state.runId, seconds: 0 });
+      }
+      if (changed.length === 0) continue;
+      const runs = await lake.localRuns(targets.table, changed.map((s) => s.partition));
+      // An S3 lake's runs are read by key, and copied by the sink.
+      const remote = runs === undefined ? await lake.currentRuns(targets.table, changed.map((s) => s.partition)) : undefined;
+      const byPartition = new Map((runs ?? remote ?? []).map((run) => [partitionPath(run.partition), run]));
+      // A run without files (an upsert that emptied the partition, allow_empty) is not among the local runs: it is
+      // sent as what it is, no rows, so the target drops the partition's rows in the same transaction as its state.
+      const missing = changed.filter((state) => !byPartition.has(state.partition)).map((state) => state.partition);
+      if (runs !== undefined && missing.length > 0) {
+        for (const run of await lake.currentRuns(targets.table, missing)) {
+          if (run.files.length === 0) byPartition.set(partitionPath(run.partition), run);
+        }
+      }
+      // Every partition to send, in order, so that each write can name the next ones for the sink to read ahead.
+      const planned = changed.map((state) => {
+        const reason = sendReason(recorded.get(state.partition));
+        const run = byPartition.get(state.partition);
+        if (!run || run.runId !== state.runId) {
+          const why = run ? `its run moved to ${run.runId} during the sync` : `run ${state.runId} has no files`;
+          return { state, reason, unreadable: `${sink.description}: ${why}` };
+        }
+        const write: SinkPartitionWrite = {
+          partition: run.partition,
+          path: state.partition,
+          runId: state.runId,
+          signature: sinkSignature(state),
+          files: remote ? [] : run.files,
+          remote: remote ? { keys: run.files, read: (key) => lake.readRunFile(key) } : undefined,
+        };
+        return { state, reason, write };
+      });
+      const writes = planned.flatMap((entry) => (entry.write ? [entry.write] : []));
+      let written = 0;
+      for (const entry of planned) {
+        const { state, reason, write, unreadable } = entry;
+        if (!write) {
+          results.push({ ...base, partition: state.partition, action: "failed", reason: "unreadable", run: state.runId, seconds: 0, error: unreadable });
+          continue;
+        }
+        written += 1;
+        const started = Date.now();
+        onProgress?.(`${base.table}/${state.partition}`);
+        try {
+          const { rows } = await sink.write(layout, { ...write, upcoming: writes.slice(written, written + READ_AHEAD) });
+          results.push({ ...base, partition: state.partition, action: "sent", reason, run: state.runId, rows, seconds: (Date.now() - started) / 1000 });
+        } catch (error) {
+          results.push({ ...base, partition: state.partition, action: "failed", reason, run: state.runId, seconds: (Date.now() - started) / 1000, error: errorMessage(error) });
+          // The connection is gone: the partitions left are not tried one by one (each would repeat the error), but said once.
+          const left = planned.length - planned.indexOf(entry) - 1;
+          if (error instanceof TargetUnavailableError && left > 0) {
+            results.push({ ...base, partition: "*", action: "failed", reason: "target failed", seconds: 0, error: `${errorMessage(error)} (the table's ${left} other partition(s) to send were not sent)` });
+            break;
+          }
+        }
+      }
+    } finally {
+      await sink.close();
+    }
+  }
+  return results;
+}
+
+/**
+ * The target mirrors the lake's partitions: one the sink holds but the lake no longer has (a rollback of the
+ * sync that created it) loses its rows (upsert: its keys are deleted or marked deleted), in one transaction
+ * with its state row.
+ */
+async function removeGone(
+  sink: Sink,
+  layout: SinkLayout,
+  base: Pick<SinkedPartition, "sink" | "layer" | "table">,
+  recorded: ReadonlyMap<string, string>,
+  states: ReadonlyMap<string, PartitionState>,
+  selected: (partition: string) => boolean,
+): Promise<SinkedPartition[]> {
+  const results: SinkedPartition[] = [];
+  for (const path of [...recorded.keys()].sort()) {
+    if (states.get(path)?.runId || !selected(path)) continue;
+    const started = Date.now();
+    try {
+      const { rows } = await sink.remove(layout, parsePartitionPath(path, layout.partitionKeys), path);
+      results.push({ ...base, partition: path, action: "removed", reason: "gone from the lake", rows, seconds: (Date.now() - started) / 1000 });
+    } catch (error) {
+      results.push({ ...base, partition: path, action: "failed", reason: "gone from the lake", seconds: (Date.now() - started) / 1000, error: errorMessage(error) });
+    }
+  }
+  return results;
+}
+
+function sendReason(recorded: string | undefined): "new" | "changed" {
+  return recorded === undefined ? "new" : "changed";
+}
+

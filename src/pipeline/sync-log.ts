@@ -1,0 +1,99 @@
+import type { Lake } from "../lake/lake.js";
+import { newRunIdAfter } from "../model/run-id.js";
+import type { SyncMove, SyncRecord } from "../lake/sync-record.js";
+
+/**
+ * The running record of one sync. A move is written as intended before its
+ * pointer moves (so a sync killed at any moment leaves a record of every
+ * pointer it may have moved: `lakeswap syncs` lists it as unfinished and
+ * `rollback --sync` undoes it), and confirmed once moved. Writes are
+ * serialized: the stored record only ever grows. The sync's id is issued
+ * when it first records, under the leases of the tables it writes, after the
+ * newest recorded sync: ids sort in the order syncs moved pointers, so `last`
+ * is the sync that ran last, also when two started in the same second or one
+ * waited for the other's leases.
+ */
+export class SyncLog {
+  private readonly moves = new Map<string, SyncMove>();
+  private written: Promise<void> = Promise.resolve();
+  private recorded = false;
+  /** The sync's own lease, held from its first record to its end: a `rollback --sync` of it waits for it. */
+  private lease: Promise<{ release(): Promise<void> }> | undefined;
+
+  private id: string;
+
+  constructor(
+    private readonly lake: Lake,
+    private readonly record: Pick<SyncRecord, "syncId" | "config" | "startedAt">,
+  ) {
+    this.id = record.syncId;
+  }
+
+  /** The sync's id: provisional (the start's) until its first record, which issues the one it is recorded under. */
+  get syncId(): string {
+    return this.id;
+  }
+
+  /** Records moves before their pointers move (a batch: one write); resolves once the record is stored. */
+  async intend(moves: readonly SyncMove[]): Promise<void> {
+    for (const move of moves) this.moves.set(moveKey(move), { ...move, pending: true });
+    await this.write();
+  }
+
+  /** The pointer moved: the move is no longer only intended (stored with the next write). */
+  confirm(move: SyncMove): void {
+    this.moves.set(moveKey(move), { ...move, pending: undefined });
+  }
+
+  /** The pointer did not move after all (the build failed between its intent and the move). */
+  abandon(move: Pick<SyncMove, "table" | "partition">): void {
+    this.moves.delete(moveKey(move));
+  }
+
+  /** Stores the record as it is now (after each layer), if anything was moved. */
+  async flush(): Promise<void> {
+    if (this.recorded) await this.write();
+  }
+
+  /** Marks the sync finished (with the error that stopped it, if one did); a sync that moved nothing leaves no record. */
+  async finish(error?: string): Promise<void> {
+    if (!this.recorded && this.moves.size === 0) return;
+    try {
+      await this.write({ finishedAt: new Date().toISOString(), ...(error !== undefined ? { error } : {}) });
+    } finally {
+      const lease = await this.lease?.catch(() => undefined);
+      await lease?.release();
+    }
+  }
+
+  private write(extra: Pick<SyncRecord, "finishedAt" | "error"> = {}): Promise<void> {
+    this.recorded = true;
+    // Taken before the record is first written, so whoever finds the record finds the lease held while the sync runs.
+    if (!this.lease) {
+      this.lease = (async () => {
+        this.id = newRunIdAfter(await this.lake.latestSyncId());
+        return this.lake.holdSyncLease(this.id, `sync ${this.record.config}`);
+      })();
+      // Its failure is the write's (awaited below), never an unhandled rejection meanwhile.
+      this.lease.catch(() => undefined);
+    }
+    const lease = this.lease;
+    const write = async (): Promise<void> => {
+      await lease;
+      await this.lake.recordSync({ format: 1, ...this.record, syncId: this.id, ...extra, moves: [...this.moves.values()].map(stripPending) });
+    };
+    // Each write waits for the one before, whether it failed or not: the newest state is written last.
+    this.written = this.written.then(write, write);
+    return this.written;
+  }
+}
+
+function moveKey(move: Pick<SyncMove, "table" | "partition">): string {
+  return `${move.table}\n${move.partition}`;
+}
+
+function stripPending(move: SyncMove): SyncMove {
+  if (move.pending) return move;
+  const { pending: _pending, ...rest } = move;
+  return rest;
+}
