@@ -20,7 +20,7 @@ import {
 } from "./model.js";
 import { Child, until } from "../support/crash-kit.js";
 import type { CliResult } from "../support/lake-fixture.js";
-import type { CommandResult, Workspace } from "./workspace.js";
+import type { CommandResult, DeliveryFormat, Workspace } from "./workspace.js";
 
 /** The system under test as the commands see it. */
 export interface Real {
@@ -152,11 +152,13 @@ export abstract class PlannedCommand implements LakeCommand {
 /** `lakeswap sync -c lakeswap.yaml --input <delivery>`. */
 export class SyncCommand extends PlannedCommand {
   private mode: WriteMode = "partition_replace";
+  private format: DeliveryFormat = "csv";
   constructor(readonly delivery: Delivery) {
     super();
   }
   plan(model: LakeModel, real: Real): Step {
     this.mode = model.mode;
+    this.format = real.ws.format;
     const rows = deliveryRows(this.delivery, model.mode);
     const file = real.ws.delivery(rows, this.delivery.upperCase);
     const allowEmpty = this.delivery.allowEmpty === true;
@@ -168,7 +170,7 @@ export class SyncCommand extends PlannedCommand {
     };
   }
   toString(): string {
-    return `sync --input ${deliveryText(this.delivery, this.mode)}`;
+    return `sync --input ${deliveryText(this.delivery, this.mode)}${this.format === "jsonl" ? " (JSONL)" : ""}`;
   }
 }
 

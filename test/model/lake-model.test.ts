@@ -1,12 +1,18 @@
 // The model test (issue 25, item 22): random sequences of CLI commands against a small pipeline (raw items by day,
-// stage = a filter + project of raw), each applied to a reference model too (./model.ts), and the lake read after
-// every command as a plain reader would (./lake-view.ts) and compared with the model (./check.ts).
+// stage = a filter + project of raw; an event pipeline beside it), each applied to a reference model too (./model.ts),
+// and the lake read after every command as a plain reader would (./lake-view.ts) and compared with the model (./check.ts).
+// Commands: ./commands.ts (sync, rollback, replace, pin, gc, killed, two at once), ./ingest.ts (ingest batches, also
+// killed; query with exact digits), ./hostile.ts (a writer frozen past its lease, a sink table dropped, SQL reading files).
 //
 // `npm test` runs a fixed seed and a few short sequences on each backend (BACKENDS=local,aws; default both);
-// `npm run test:model -- --runs N [--seed S] [--commands C] [--backends local]` runs more. A failure prints the
-// shrunk sequence of commands (`sync --input <01:v2,03:v0 order#5>`: days of the pool, each in a variant of
-// model.ts's `variantRows`, rows shuffled by the order number), with the seed and path that replay it:
-// npm run test:model -- --seed S --path P (add `-t <test name>` through MODEL_TEST, or BACKENDS, to run one test).
+// `npm run test:model -- --runs N [--seed S] [--commands C] [--backends local] [--test NAME]` runs more. A failure
+// prints the shrunk sequence of commands (`sync --input <01:v2,03:v0 order#5>`: days of the pool, each in a variant of
+// model.ts's `variantRows`, rows shuffled by the order number; `ingest events <g0,b2>`: ./ingest.ts's good and bad
+// events), with the seed and path that replay it: npm run test:model -- --seed S --path P --test NAME.
+//
+// Issue 25 item 6 (dead letters of two namespaces of one segment) is out of this test's reach: `lakeswap ingest`
+// appends one namespace per run and lands its segments before it ends (a killed run's are sealed at the next open), so
+// no segment holds two namespaces; only `lakeswap serve` mixes them, and serve is not one of these commands.
 import { S3Client } from "@aws-sdk/client-s3";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, it } from "vitest";
@@ -130,7 +136,8 @@ describe.runIf(backends.includes("local"))("embedded lake against a reference mo
   }, timeout);
 
   it("the same, with ingest batches (also killed at an ingest fault point), queries of exact digits, a writer frozen past its lease, SQL that reads files", async () => {
-    await checkModel([...ordinaryCommands(), ...ingestCommands(), ...hostileCommands()], { runs: 2, commands: 10 }, mixed);
+    // Each new command twice: they weigh about half of the draws.
+    await checkModel([...ordinaryCommands(), ...ingestCommands(), ...ingestCommands(), ...hostileCommands(), ...hostileCommands()], { runs: 2, commands: 10 }, mixed);
   }, timeout);
 
   // Issue 25 item 2: before the fence, the frozen writer's move landed over the taker's (both exit 0).
