@@ -1,6 +1,32 @@
 import js from "@eslint/js";
 import tseslint from "typescript-eslint";
 
+/** Files still over 500 lines (issue 26 splits them; remove a file from here when it is split). */
+const OVERSIZED_FILES = [
+  "src/catalog/glue-catalog.ts",
+  "src/config/ingest-config.ts",
+  "src/config/pipeline-config.ts",
+  "src/engine/duckdb-engine.ts",
+  "src/ingest/http-server.ts",
+  "src/ingest/ingest-service.ts",
+  "src/ingest/wal.ts",
+  "src/lake/commit/swap.ts",
+  "src/lake/lake.ts",
+  "src/landing/duckdb/duckdb-landing.ts",
+  "src/pipeline/pipeline.ts",
+];
+
+/** Files that still hold a function over 80 lines (same rule). */
+const OVERSIZED_FUNCTIONS_IN = [
+  "src/cli/commands/ingest.ts",
+  "src/cli/commands/sync.ts",
+  "src/config/pipeline-config.ts",
+  "src/ingest/http-server.ts",
+  "src/landing/duckdb/duckdb-landing.ts",
+  "src/landing/duckdb/duckdb-merge.ts",
+  "src/pipeline/send-to-sinks.ts",
+];
+
 export default tseslint.config(
   { ignores: ["dist/", ".vitest/", "node_modules/", "lake/", "coverage/", "build/", ".prof/"] },
   js.configs.recommended,
@@ -28,6 +54,22 @@ export default tseslint.config(
           ],
         },
       ],
+    },
+  },
+  {
+    // Small files and functions (issue 26): a file over 500 lines or a function over 80 is split. The files and
+    // functions below are the ones still over at the floors move; each is split by its own change, which takes it off.
+    files: ["src/**/*.ts"],
+    ignores: OVERSIZED_FILES,
+    rules: {
+      "max-lines": ["error", { max: 500 }],
+    },
+  },
+  {
+    files: ["src/**/*.ts"],
+    ignores: OVERSIZED_FUNCTIONS_IN,
+    rules: {
+      "max-lines-per-function": ["error", { max: 80 }],
     },
   },
   {
