@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { awsBackend, awsCliEnv, startAwsServices, type AwsServices } from "../support/lake-fixture.js";
+import { awsCliEnv, ownAwsBackend, startAwsServices, type AwsServices } from "../support/lake-fixture.js";
 import { runMain } from "../support/main-cli.js";
 import { PipelineWorkspace, orders } from "../support/pipeline-fixture.js";
 
@@ -45,7 +45,8 @@ describe("lakeswap on AWS without usable credentials", () => {
 
 describe("a sync whose writes S3 refuses", () => {
   it("stops with ACCESS_DENIED (exit 11) instead of reporting every partition failed, and moves nothing", async () => {
-    const backend = await awsBackend();
+    // Services of its own: S3 refuses this test's writes.
+    const backend = await ownAwsBackend();
     const workspace = new PipelineWorkspace();
     const lake = await backend.open({ graceMs: 0 });
     try {

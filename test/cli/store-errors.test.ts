@@ -5,7 +5,7 @@ import path from "node:path";
 import { DuckDBInstance } from "@duckdb/node-api";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { isNoSpace } from "../../src/model/errors.js";
-import { awsCliEnv, startAwsServices, tempDir, type AwsServices } from "../support/lake-fixture.js";
+import { awsCliEnv, sharedAwsServices, tempDir } from "../support/lake-fixture.js";
 import { runMain } from "../support/main-cli.js";
 import { PipelineWorkspace, orders } from "../support/pipeline-fixture.js";
 
@@ -124,9 +124,9 @@ describe("a corrupt sync record", () => {
 });
 
 describe("a missing S3 bucket", () => {
-  let services: AwsServices;
+  let services: Awaited<ReturnType<typeof sharedAwsServices>>;
   beforeAll(async () => {
-    services = await startAwsServices();
+    services = await sharedAwsServices();
   });
   afterAll(async () => services.close());
 

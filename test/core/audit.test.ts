@@ -6,7 +6,7 @@ import { defineTable } from "../../src/model/table.js";
 import { DuckDbEngine } from "../../src/engine/duckdb-engine.js";
 import type { BuildRequest, BuildResult, Engine } from "../../src/engine/engine.js";
 import { LocalStore } from "../../src/store/local-store.js";
-import { awsBackend } from "../support/lake-fixture.js";
+import { ownAwsBackend } from "../support/lake-fixture.js";
 import { tempLakes } from "../support/temp-lake.js";
 
 // The audit before a swap reads the new run's own files; an engine's word that it succeeded is never enough.
@@ -92,7 +92,8 @@ describe("the audit of a new run", () => {
 
 describe("the audit of a run Athena built", () => {
   it("refuses an UNLOAD that reported success but wrote no object, and counts rows from the files, not from Athena", async () => {
-    const backend = await awsBackend();
+    // Services of its own: its Athena loses an UNLOAD's output.
+    const backend = await ownAwsBackend();
     const aws = await backend.open({ graceMs: 0 });
     try {
       await aws.createTable(defineTable({ name: "t", columns: [{ name: "v", type: "BIGINT" }], partitionKeys: ["day"] }));

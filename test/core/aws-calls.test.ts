@@ -3,7 +3,7 @@ import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { loadPipelineConfig } from "../../src/config/pipeline-config.js";
 import { Pipeline } from "../../src/pipeline/pipeline.js";
-import { awsBackend, tempDir } from "../support/lake-fixture.js";
+import { ownAwsBackend, tempDir } from "../support/lake-fixture.js";
 
 // A sync of many partitions on AWS makes calls per batch, not per partition: Glue writes grow as N/100, Glue
 // listings stay constant, and a resend of the same delivery makes a constant number of calls whatever N is.
@@ -31,7 +31,8 @@ interface Calls {
 
 /** Syncs N new day partitions, then the same delivery again, on fresh emulators; the calls each made. */
 async function syncCalls(days: number): Promise<{ first: Calls; resend: Calls }> {
-  const backend = await awsBackend();
+  // Services of its own: the test counts every call they receive.
+  const backend = await ownAwsBackend();
   const { dir, cleanup } = tempDir("lakeswap-calls-");
   const lake = await backend.open();
   try {

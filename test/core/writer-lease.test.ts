@@ -8,7 +8,7 @@ import { advanceClock, resetClock } from "../../src/shared/clock.js";
 import {
   Child, lakeDirOf, leaseHolder, readManifest, runFolders, spawnScript, until, type PartitionView,
 } from "../support/crash-kit.js";
-import { BACKEND_FACTORIES, type AwsServices, runCli, selectedBackends, spawnCli, type CliResult, type TestBackend } from "../support/lake-fixture.js";
+import { OWN_BACKEND_FACTORIES, type AwsServices, runCli, selectedBackends, spawnCli, type CliResult, type TestBackend } from "../support/lake-fixture.js";
 import { runMain } from "../support/main-cli.js";
 import { rowsSelect } from "../support/rows-sql.js";
 
@@ -73,7 +73,8 @@ describe.each(selectedBackends())("the writer lease on the %s backend", (backend
   }
 
   beforeEach(async () => {
-    backend = await BACKEND_FACTORIES[backendName]!();
+    // AWS services of its own: a test delays Athena's UNLOADs.
+    backend = await OWN_BACKEND_FACTORIES[backendName]!();
     lake = await backend.open();
     await lake.createTable(
       defineTable({ name: TABLE, columns: [{ name: "id", type: "BIGINT" }, { name: "tag", type: "VARCHAR" }], partitionKeys: ["day"] }),

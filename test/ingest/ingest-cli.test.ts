@@ -3,7 +3,7 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { resolveAwsTarget } from "../../src/config/aws-config.js";
 import { openAwsLake } from "../../src/open/open-lake.js";
-import { awsCliEnv, startAwsServices, tempDir, type AwsServices } from "../support/lake-fixture.js";
+import { awsCliEnv, sharedAwsServices, tempDir } from "../support/lake-fixture.js";
 import { runMain } from "../support/main-cli.js";
 import { freePort, spawnScript, until } from "../support/crash-kit.js";
 
@@ -18,9 +18,9 @@ pipelines:
 `;
 
 describe("lakeswap ingest with AWS named by the environment alone", () => {
-  let services: AwsServices;
+  let services: Awaited<ReturnType<typeof sharedAwsServices>>;
   beforeAll(async () => {
-    services = await startAwsServices();
+    services = await sharedAwsServices();
     // The in-process SDK clients that read the lake back take credentials from the default chain.
     process.env.AWS_ACCESS_KEY_ID ??= "test";
     process.env.AWS_SECRET_ACCESS_KEY ??= "test";

@@ -4,7 +4,7 @@ import { describe, expect, it } from "vitest";
 import type { Lake } from "../../src/lake/lake.js";
 import { openAwsLake, openEmbeddedLake } from "../../src/open/open-lake.js";
 import { freePort, spawnScript, type Child } from "../support/crash-kit.js";
-import { awsCliEnv, startAwsServices, tempDir, type AwsServices } from "../support/lake-fixture.js";
+import { awsCliEnv, sharedAwsServices, tempDir } from "../support/lake-fixture.js";
 
 /**
  * Where the collector writes: the embedded lake (20 rounds), or S3 + Glue on the emulators (fewer rounds: each
@@ -28,7 +28,7 @@ const BACKENDS: Backend[] = [
     name: "AWS (s3rver + the Glue and Athena emulators)",
     rounds: 6,
     setup: async () => {
-      const services: AwsServices = await startAwsServices();
+      const services = await sharedAwsServices();
       const suffix = Math.random().toString(16).slice(2, 8);
       const athena = {
         s3_bucket: "lake",

@@ -18,7 +18,7 @@ import { Pipeline } from "../../src/pipeline/pipeline.js";
 import { parse as parseYaml } from "yaml";
 import { mkdirSync } from "node:fs";
 import { spawnSync } from "node:child_process";
-import { awsBackend, embeddedBackend, type TestBackend } from "../support/lake-fixture.js";
+import { awsBackend, embeddedBackend, ownAwsBackend, type TestBackend } from "../support/lake-fixture.js";
 
 const PARTITION = [
   { key: "p_year", expression: "strftime(ts, '%Y')" },
@@ -243,8 +243,9 @@ datasets:
 
 describe("ingest on the AWS lake", () => {
   it("writes the page's layout on S3 and registers each new partition in Glue with BatchCreatePartition, its signature in the Parameters", async () => {
-    const { lake, service, backend } = await setup(awsBackend);
-    const services = (backend as TestBackend & { services: Awaited<ReturnType<typeof awsBackend>>["services"] }).services;
+    // Services of its own: the test counts Glue's calls.
+    const { lake, service, backend } = await setup(ownAwsBackend);
+    const services = (backend as TestBackend & { services: Awaited<ReturnType<typeof ownAwsBackend>>["services"] }).services;
     await service.accept({ pipeline: "events", namespace: "pageviews", body: ndjson(Array.from({ length: 30 }, (_, i) => event(i))), format: "ndjson" });
     const [report] = await service.flush();
     expect(services.glue.callCount("BatchCreatePartition")).toBeGreaterThanOrEqual(1);
@@ -514,7 +515,8 @@ describe("an ingested namespace's Glue table", () => {
   ];
 
   it("gains a column declared later by UpdateTable, keeps its partitions, and refuses a changed type or other keys, naming the column", async () => {
-    const backend = await awsBackend();
+    // Services of its own: the test reads Glue's state and counts its calls.
+    const backend = await ownAwsBackend();
     const lake = await backend.open();
     try {
       const database = backend.services.glue.state.databases()[0]!.Name!;
@@ -550,7 +552,8 @@ describe("an ingested namespace's Glue table", () => {
 
 describe("the collector's auto-tuned limits on AWS", () => {
   it("grows the upload limit while uploads succeed, and halves it and the Glue limit when S3 and Glue throttle; every event lands", async () => {
-    const backend = await awsBackend();
+    // Services of its own: S3 and Glue throttle this test.
+    const backend = await ownAwsBackend();
     const env = { ...process.env, ...backend.cliEnv };
     const target = { ...resolveAwsTarget(undefined, env, "test"), glueEndpoint: backend.services.glue.endpoint, athenaEndpoint: backend.services.athena.endpoint };
     const moves: Record<"upload" | "glue", string[]> = { upload: [], glue: [] };

@@ -4,14 +4,26 @@
  * (test/support/global-services.ts) are started here.
  */
 import type { AthenaEmulator } from "./athena-emulator.js";
+import { CREDENTIALS, type EmulatorClientConfig } from "./aws-json.js";
 import type { GlueEmulator } from "./glue-emulator.js";
 import type { S3Server } from "./s3-server.js";
 
-/** Where the emulated services listen: all a test needs that only talks to them through the SDK or the CLI. */
+/** Where the emulated services listen, and SDK client configurations for them: all a test needs that only talks to them. */
 export interface AwsEndpoints {
-  readonly s3: { readonly endpoint: string };
-  readonly glue: { readonly endpoint: string };
-  readonly athena: { readonly endpoint: string };
+  readonly s3: { readonly endpoint: string; readonly clientConfig: S3Server["clientConfig"] };
+  readonly glue: { readonly endpoint: string; readonly clientConfig: EmulatorClientConfig };
+  readonly athena: { readonly endpoint: string; readonly clientConfig: EmulatorClientConfig };
+}
+
+const REGION = "us-east-1";
+
+/** The endpoints of services that listen at these addresses (the run's shared set). */
+export function awsEndpoints(s3: string, glue: string, athena: string): AwsEndpoints {
+  return {
+    s3: { endpoint: s3, clientConfig: { endpoint: s3, region: REGION, forcePathStyle: true, credentials: CREDENTIALS } },
+    glue: { endpoint: glue, clientConfig: { endpoint: glue, region: REGION, credentials: CREDENTIALS } },
+    athena: { endpoint: athena, clientConfig: { endpoint: athena, region: REGION, credentials: CREDENTIALS } },
+  };
 }
 
 /** A set of emulated services of its own: its request logs, catalog state and injected failures belong to one test. */

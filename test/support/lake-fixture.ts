@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -46,16 +47,40 @@ export async function embeddedBackend(): Promise<TestBackend & { readonly lakeDi
 }
 
 /**
- * A fresh AWS lake: S3 (s3rver behind a proxy that enforces conditional writes), the Glue emulator and the
- * Athena emulator, all started here; the real AWS SDK clients talk to them over HTTP.
+ * A fresh AWS lake, in an S3 prefix and a Glue database of its own, on the run's shared S3, Glue and Athena
+ * emulators (test/support/global-services.ts; on a set of its own when run without it). The real AWS SDK clients
+ * talk to them over HTTP. A test that reads the services' request logs or state, or injects failures, takes
+ * `ownAwsBackend` instead.
  */
-export async function awsBackend(): Promise<TestBackend & { readonly services: AwsServices }> {
+export async function awsBackend(): Promise<TestBackend & { readonly services: AwsEndpoints }> {
+  const services = await sharedAwsServices();
+  return awsBackendOn(services, () => services.close());
+}
+
+/**
+ * The run's shared AWS emulators (close does nothing), or a set of their own when run without the global setup: for
+ * tests that name their own S3 prefix and Glue database, unique in the run, and only talk to the services.
+ */
+export async function sharedAwsServices(): Promise<AwsEndpoints & { close(): Promise<void> }> {
+  // Imported here: it imports vitest, and child processes import this file too.
+  const { sharedAwsEndpoints } = await import("./shared-services.js");
+  const shared = await sharedAwsEndpoints();
+  return shared ? { ...shared, close: async () => undefined } : startAwsServices();
+}
+
+/** A fresh AWS lake on emulators of its own (S3 behind the conditional-write proxy, Glue, Athena), stopped by `cleanup`. */
+export async function ownAwsBackend(): Promise<TestBackend & { readonly services: AwsServices }> {
+  const services = await startAwsServices();
+  return awsBackendOn(services, () => services.close());
+}
+
+function awsBackendOn<Services extends AwsEndpoints>(services: Services, cleanup: () => Promise<void>): TestBackend & { readonly services: Services } {
   // The in-process SDK clients take credentials from the default chain: give it some, and no instance metadata.
   process.env.AWS_ACCESS_KEY_ID ??= "test";
   process.env.AWS_SECRET_ACCESS_KEY ??= "test";
   process.env.AWS_EC2_METADATA_DISABLED = "true";
-  const services = await startAwsServices();
-  const suffix = Math.random().toString(16).slice(2, 8);
+  // Long enough that no two lakes of a run (on shared services: of both workers) share a prefix or a database.
+  const suffix = randomBytes(6).toString("hex");
   const target: AwsTarget = {
     bucket: "lake",
     prefix: `tests/${suffix}`,
@@ -73,7 +98,7 @@ export async function awsBackend(): Promise<TestBackend & { readonly services: A
     open: (settings) => openAwsLake(target, settings),
     cliArgs: [],
     cliEnv: awsCliEnv(services, { DATA_OUTPUT_S3_BUCKET: target.bucket, DATA_OUTPUT_S3_PREFIX: target.prefix, SCHEMA_OUTPUT_GLUE_DATABASE_NAME: target.database, DATA_OUTPUT_ATHENA_WORKGROUP_NAME: target.workgroup, DATA_OUTPUT_ATHENA_RESULTS_S3_BUCKET: "results" }),
-    cleanup: () => services.close(),
+    cleanup,
   };
 }
 
@@ -93,6 +118,9 @@ export function awsCliEnv(services: AwsEndpoints, extra: Record<string, string> 
 
 /** The backends selected by BACKENDS (comma-separated; default: every backend available here). */
 export const BACKEND_FACTORIES: Record<string, () => Promise<TestBackend>> = { local: embeddedBackend, aws: awsBackend };
+
+/** As BACKEND_FACTORIES, with AWS services of the backend's own (`ownAwsBackend`): for tests that read or steer them. */
+export const OWN_BACKEND_FACTORIES: Record<string, () => Promise<TestBackend>> = { local: embeddedBackend, aws: ownAwsBackend };
 
 export function selectedBackends(): string[] {
   const wanted = (process.env.BACKENDS ?? Object.keys(BACKEND_FACTORIES).join(",")).split(",").map((b) => b.trim());

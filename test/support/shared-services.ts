@@ -8,7 +8,7 @@
 import { randomBytes } from "node:crypto";
 import type pg from "pg";
 import { afterAll, afterEach, beforeAll, inject } from "vitest";
-import type { AwsEndpoints } from "./aws-services.js";
+import { awsEndpoints, type AwsEndpoints } from "./aws-services.js";
 import type { SharedAws, SharedPostgres } from "./global-services.js";
 import { queryAs, startPostgres, type PostgresServer } from "./postgres.js";
 
@@ -26,7 +26,7 @@ async function askBroker<T>(service: "postgres" | "aws"): Promise<T | undefined>
 export async function sharedAwsEndpoints(): Promise<AwsEndpoints | undefined> {
   const shared = await askBroker<SharedAws>("aws");
   if (!shared) return undefined;
-  return { s3: { endpoint: shared.s3 }, glue: { endpoint: shared.glue }, athena: { endpoint: shared.athena } };
+  return awsEndpoints(shared.s3, shared.glue, shared.athena);
 }
 
 /** A database of a test's own. */
