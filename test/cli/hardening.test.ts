@@ -3,11 +3,12 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { embeddedBackend, runCli, spawnCli, type TestBackend } from "../support/lake-fixture.js";
+import { runMain } from "../support/main-cli.js";
 import { PipelineWorkspace, orders } from "../support/pipeline-fixture.js";
 import { treeState } from "../support/tree.js";
 
 let backend: TestBackend & { lakeDir: string };
-const cli = (...args: string[]) => runCli([...backend.cliArgs, ...args]);
+const cli = (...args: string[]) => runMain([...backend.cliArgs, ...args]);
 
 beforeAll(async () => {
   backend = await embeddedBackend();
@@ -117,14 +118,14 @@ describe("which lake a command runs on (item 16)", () => {
   const awsEnv = { DATA_OUTPUT_S3_BUCKET: "bucket", SCHEMA_OUTPUT_GLUE_DATABASE_NAME: "db", DATA_OUTPUT_ATHENA_WORKGROUP_NAME: "primary" };
 
   it("refuses --lake together with an AWS target from the environment", async () => {
-    const result = await runCli([...backend.cliArgs, "tables", "--json"], awsEnv);
+    const result = await runMain([...backend.cliArgs, "tables", "--json"], awsEnv);
     expect(result.code).toBe(2);
     expect(result.stderr).toMatch(/--lake '.*' names an embedded lake, but this command runs on AWS \(s3:\/\/bucket, Glue database db\) because DATA_OUTPUT_S3_BUCKET is set: unset DATA_OUTPUT_S3_BUCKET/);
     expect(JSON.parse(result.stdout)).toMatchObject({ error: { code: "INVALID_INPUT" } });
   });
 
   it("says on stderr which embedded lake runs when --lake does not name it", async () => {
-    const result = await runCli(["tables"], { LAKESWAP_LAKE: backend.lakeDir });
+    const result = await runMain(["tables"], { LAKESWAP_LAKE: backend.lakeDir });
     expect(result.code).toBe(0);
     expect(result.stderr).toBe(`lakeswap: embedded lake ${backend.lakeDir} (LAKESWAP_LAKE)\n`);
   });
@@ -154,7 +155,7 @@ describe("pipeline commands (items 10, 11, 16)", () => {
   const args = () => ["--lake", workspace.lakeDir];
 
   it("sync --partition with a misspelled key exits 2 naming the known keys, and changes nothing", async () => {
-    const result = await runCli([...args(), "sync", "-c", workspace.configFile, "--input", workspace.delivery(orders(2)), "--partition", "dya=2026-11-02"]);
+    const result = await runMain([...args(), "sync", "-c", workspace.configFile, "--input", workspace.delivery(orders(2)), "--partition", "dya=2026-11-02"]);
     expect(result.code).toBe(2);
     expect(result.stderr).toMatch(/--partition 'dya=2026-11-02': 'dya' \(did you mean 'day'\?\) is not a partition key of any table of lakeswap.yaml; the keys are: day \(orders_raw, orders_stage\); month \(orders_monthly\)/);
     expect(treeState(workspace.lakeDir)).toEqual({});
@@ -162,7 +163,7 @@ describe("pipeline commands (items 10, 11, 16)", () => {
 
   it("a sync with failed partitions (exit 7) prints its report and the error as one JSON document", async () => {
     workspace.writeSql("stage.sql", "SELECT order_id, customer_id, CASE WHEN day = '2026-11-02' THEN error('planted failure') ELSE amount END AS amount, order_ts FROM orders_raw WHERE day = {{ day }}\n");
-    const result = await runCli([...args(), "sync", "-c", workspace.configFile, "--input", workspace.delivery(orders(3)), "--json"]);
+    const result = await runMain([...args(), "sync", "-c", workspace.configFile, "--input", workspace.delivery(orders(3)), "--json"]);
     expect(result.code, result.stderr).toBe(7);
     const document = JSON.parse(result.stdout) as { syncId: string; totals: { failed: number }; error: { code: string } };
     expect(document.totals.failed).toBeGreaterThan(0);
@@ -171,10 +172,10 @@ describe("pipeline commands (items 10, 11, 16)", () => {
   }, 60_000);
 
   it("gc and history accept -c", async () => {
-    const history = await runCli(["history", "orders_raw", "-c", workspace.configFile, "--json"], { LAKESWAP_LAKE: workspace.lakeDir });
+    const history = await runMain(["history", "orders_raw", "-c", workspace.configFile, "--json"], { LAKESWAP_LAKE: workspace.lakeDir });
     expect(history.code, history.stderr).toBe(0);
     expect(JSON.parse(history.stdout)).toEqual(expect.arrayContaining([expect.objectContaining({ partition: "day=2026-11-01" })]));
-    const gc = await runCli(["gc", "-c", workspace.configFile, "--dry-run", "--json"], { LAKESWAP_LAKE: workspace.lakeDir });
+    const gc = await runMain(["gc", "-c", workspace.configFile, "--dry-run", "--json"], { LAKESWAP_LAKE: workspace.lakeDir });
     expect(gc.code, gc.stderr).toBe(0);
     expect(JSON.parse(gc.stdout)).toMatchObject({ dryRun: true });
   }, 30_000);
