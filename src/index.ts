@@ -7,9 +7,9 @@ export { defineTable, parseColumns, type TableDefinition, type Column, type Comp
 export { parsePartition, partitionPath, partitionSpec, type Partition } from "./model/partition.js";
 export { newRunId, isRunId, runIdTime } from "./model/run-id.js";
 export { LakeswapError, EXIT_CODES, type ErrorCode } from "./model/errors.js";
-export type { ObjectStore } from "./store/object-store.js";
-export type { Catalog } from "./catalog/catalog.js";
-export type { Engine } from "./engine/engine.js";
+export type { ObjectStore, ObjectStoreCapabilities } from "./store/object-store.js";
+export type { Catalog, CatalogCapabilities } from "./catalog/catalog.js";
+export type { Engine, EngineCapabilities } from "./engine/engine.js";
 export { LocalStore } from "./store/local-store.js";
 export { LocalCatalog } from "./catalog/local-catalog.js";
 export { DuckDbEngine } from "./engine/duckdb-engine.js";

@@ -15,7 +15,7 @@ import { parseTableDefinition, tableChange, type TableDefinition } from "../mode
 import { runFolder, runLocation, type Catalog, type Fence, type Pointer, type PointerMove, type PointerMoveKind } from "./catalog.js";
 
 /** Glue's limits per batch call. */
-export const GLUE_LIMITS = { batchCreate: 100, batchUpdate: 100, batchDelete: 25 } as const;
+const GLUE_LIMITS = { batchCreate: 100, batchUpdate: 100, batchDelete: 25 } as const;
 
 /** Where the Glue catalog keeps tables, and how it reaches their data. */
 export interface GlueCatalogOptions {
@@ -502,7 +502,7 @@ function definitionOf(table: GlueTable): TableDefinition | undefined {
 }
 
 /** The Hive/Glue type of a declared column type (one mapping for every backend: ../model/column-types.ts). */
-export function glueType(type: string): string {
+function glueType(type: string): string {
   return glueColumnType(type);
 }
 

@@ -12,7 +12,7 @@ import { printable } from "../model/sql.js";
 import { openAwsLake, openEmbeddedLake } from "../open/open-lake.js";
 
 /** Options every command understands. */
-export interface GlobalOptions {
+interface GlobalOptions {
   readonly lake?: string;
   readonly json?: boolean;
   readonly grace?: string;
@@ -42,7 +42,7 @@ export interface LakeSource {
 export const interruptCleanups = new Set<() => Promise<void>>();
 
 /** The lake settings a command runs with, from its flags, the environment and the pipeline config. */
-export function lakeConfig(command: Command, fromConfigFile: { lake?: string; grace?: string } = {}): LakeConfig {
+function lakeConfig(command: Command, fromConfigFile: { lake?: string; grace?: string } = {}): LakeConfig {
   return resolveLakeConfig(command.optsWithGlobals<GlobalOptions>(), process.env, fromConfigFile);
 }
 

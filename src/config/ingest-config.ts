@@ -24,7 +24,7 @@ export type DataSinkTarget =
   | { readonly kind: "athena"; readonly name: string; readonly aws: AwsTarget };
 
 /** Partition keys of a namespace's table and the DuckDB SQL computing each one from the time field, in UTC. */
-export interface TimeBucketing {
+interface TimeBucketing {
   readonly field: string;
   readonly partition: readonly { readonly key: string; readonly expression: string }[];
   /** How the field's value is read (`time.format`); default iso8601. */
@@ -45,7 +45,7 @@ export interface IngestNamespaceConfig {
 }
 
 /** The write-ahead log of one pipeline. */
-export interface WalConfig {
+interface WalConfig {
   /** Absolute; default `<config dir>/.lakeswap-wal/<pipeline>`. */
   readonly dir: string;
   /** A segment is sealed at this size (default 64 MiB) ... */

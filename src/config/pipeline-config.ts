@@ -132,7 +132,7 @@ const sinksSchema = z
 const WRITE_MODES = ["partition_replace", "replace", "append", "upsert"] as const;
 
 /** How a sync writes a table: replace partitions (default), replace the whole table, append deliveries, or merge them by key. */
-export type WriteMode = (typeof WRITE_MODES)[number];
+type WriteMode = (typeof WRITE_MODES)[number];
 
 const writeSchema = z
   .enum(WRITE_MODES)
@@ -240,7 +240,7 @@ export interface LayerConfig {
 }
 
 /** How an upsert dataset merges deliveries (`write: upsert`). */
-export interface UpsertConfig {
+interface UpsertConfig {
   readonly primaryKey: readonly string[];
   readonly orderBy: readonly string[];
   readonly deleteFlag?: string;
@@ -702,7 +702,7 @@ function resolveSinks(sinks: SinksInput, layerColumns: readonly Column[], at: st
 }
 
 /** Replaces each `${VAR}` with the environment variable's value; a variable that is not set is an error naming it. */
-export function interpolateEnvironment(value: string, env: NodeJS.ProcessEnv, at: string): string {
+function interpolateEnvironment(value: string, env: NodeJS.ProcessEnv, at: string): string {
   return value.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g, (_match, name: string) => {
     const found = env[name];
     if (found === undefined || found === "") throw new InvalidInputError(`${at}: environment variable ${name} is not set (the config reads it as \${${name}}); export ${name}=postgres://user:password@host:5432/database`);

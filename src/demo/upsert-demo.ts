@@ -65,7 +65,7 @@ const DELIVERIES = [
 ] as const;
 
 /** A customer as a reader of the table sees it. */
-export interface DemoCustomer {
+interface DemoCustomer {
   readonly area: string;
   readonly customer_id: number;
   readonly name: string;

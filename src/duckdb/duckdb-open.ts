@@ -36,13 +36,13 @@ export const NATIVE_EXTENSION_PATH = fileURLToPath(new URL("../../build/native/l
 const PACKAGE_ROOT = fileURLToPath(new URL("../../", import.meta.url)).replace(/\/$/, "");
 
 /** The environment variable that sets the landing instance's memory limit (a DuckDB size: `2GB`, `512MB`). */
-export const MEMORY_LIMIT_VARIABLE = "LAKESWAP_MEMORY_LIMIT";
+const MEMORY_LIMIT_VARIABLE = "LAKESWAP_MEMORY_LIMIT";
 
 /**
  * The in-memory database of the landing instance (attached as this catalog). A table made there costs no write
  * to the database file and its log, only memory: two to three times less than the same table in the file.
  */
-export const MEMORY_CATALOG = "lakeswap_memory";
+const MEMORY_CATALOG = "lakeswap_memory";
 
 /** The prefix of the landing instance's folders in the machine's temporary folder; the owner's pid follows. */
 const SPILL_PREFIX = "lakeswap-landing-";
@@ -52,7 +52,7 @@ const SPILL_PREFIX = "lakeswap-landing-";
  * 1 GiB, or a quarter of the machine's memory (or of the container's limit)
  * where that is less. What does not fit stays in the instance's folder on disk.
  */
-export function landingMemoryLimit(): string {
+function landingMemoryLimit(): string {
   const set = process.env[MEMORY_LIMIT_VARIABLE]?.trim();
   if (set) return set;
   const constrained = process.constrainedMemory?.() ?? 0;

@@ -54,7 +54,7 @@ export function parseByteSize(text: string): number | undefined {
  * file just after gets "file not found" and can retry, never the bytes of
  * another run under a name it already read the footer of.
  */
-export function runFileName(runId: string): string {
+function runFileName(runId: string): string {
   return `part-${runId}.parquet`;
 }
 

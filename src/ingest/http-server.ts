@@ -7,13 +7,12 @@ import { InvalidInputError, LakeswapError, errorMessage } from "../model/errors.
 import { Metrics } from "./metrics.js";
 import { DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_BYTES_IN_FLIGHT, DEFAULT_MAX_CONNECTIONS } from "./server-limits.js";
 
-export { DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_BYTES_IN_FLIGHT, DEFAULT_MAX_CONNECTIONS };
 
 /** The interface the collector listens on by default: this machine only. */
-export const DEFAULT_HOST = "127.0.0.1";
+const DEFAULT_HOST = "127.0.0.1";
 
 /** How a request body splits into events: one JSON value per line, or one JSON array. */
-export type IngestFormat = "ndjson" | "json";
+type IngestFormat = "ndjson" | "json";
 
 /** One POST of events, as the server hands it to the ingest service. */
 export interface IngestRequest {
@@ -108,7 +107,7 @@ export interface IngestServer {
 const BUSY_RETRY_AFTER_SECONDS = 1;
 
 /** How long `close()` waits for requests in flight by default. */
-export const DEFAULT_CLOSE_TIMEOUT_MS = 10_000;
+const DEFAULT_CLOSE_TIMEOUT_MS = 10_000;
 
 /** The Retry-After a request gets while the server drains: long enough for a restart or a peer to take over. */
 const DRAINING_RETRY_AFTER_SECONDS = 5;

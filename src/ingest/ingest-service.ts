@@ -89,7 +89,7 @@ export interface IngestServiceOptions {
 }
 
 /** How long landing may keep failing before the collector reports itself not ready: 2 minutes (a few retries). */
-export const UNHEALTHY_AFTER_FAILING_MS = 120_000;
+const UNHEALTHY_AFTER_FAILING_MS = 120_000;
 
 /** The bounds of a backpressure answer's Retry-After, seconds. */
 const RETRY_AFTER_BOUNDS = { min: 1, max: 60 };

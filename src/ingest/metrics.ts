@@ -4,7 +4,7 @@ import { InvalidInputError } from "../model/errors.js";
 export type { Counter, Gauge, Histogram } from "prom-client";
 
 /** Upper bounds (seconds) of a histogram's buckets when none are given: 1 ms to 10 s. */
-export const DEFAULT_BUCKETS: readonly number[] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+const DEFAULT_BUCKETS: readonly number[] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
 type Kind = "counter" | "gauge" | "histogram";
 

@@ -22,7 +22,7 @@ export function isWholeTable(partition: Partition): boolean {
 export const MAX_PARTITION_VALUE_LENGTH = 128;
 
 /** The longest name of one path component (a file or folder name) on the filesystems lakeswap writes to. */
-export const MAX_PATH_COMPONENT_BYTES = 255;
+const MAX_PATH_COMPONENT_BYTES = 255;
 
 /**
  * The longest partition key name: `<key>=<value>.json` (a partition's pointer state file, with a value of

@@ -78,7 +78,7 @@ export function wordKind(type: string): WordKind {
  * unsigned 64-bit integer with its top bit cleared, and bytes 8-15 read the
  * same way, shifted right by one bit (126 of the digest's 128 bits).
  */
-export function fieldWords(type: string, canonical: string | null): bigint[] {
+function fieldWords(type: string, canonical: string | null): bigint[] {
   if (wordKind(type) === "text") {
     if (canonical === null) return [0n, 0n];
     const digest = createHash("md5").update(canonical, "utf8").digest();
@@ -105,7 +105,7 @@ export const INFINITY_WORDS: Readonly<Record<"DATE" | "TIMESTAMP" | "TIMESTAMPTZ
  * (word 0). Injective on values, as the %.17g text of version 2 was. NaN has
  * no word: it is NULL (landing makes it NULL; `canonicalValue` gives null).
  */
-export function doubleWord(value: number): bigint {
+function doubleWord(value: number): bigint {
   if (Number.isNaN(value)) throw new Error("NaN has no signature word: it is NULL");
   const view = new DataView(new ArrayBuffer(8));
   view.setFloat64(0, value === 0 ? 0 : value);
@@ -153,7 +153,7 @@ export function flagWordCount(count: number): number {
 }
 
 /** Flags packed into words: flag i is bit (i mod 63) of word floor(i / 63). */
-export function flagWords(flags: readonly boolean[]): bigint[] {
+function flagWords(flags: readonly boolean[]): bigint[] {
   const words = new Array<bigint>(flagWordCount(flags.length)).fill(0n);
   flags.forEach((set, i) => {
     if (set) words[Math.floor(i / FLAG_BITS)]! |= 1n << BigInt(i % FLAG_BITS);
@@ -192,7 +192,7 @@ export function splitmix64(seed: bigint, count: number): bigint[] {
 }
 
 /** The seed of lane 0 ("lakeswap" in ASCII, big-endian); lane 1's is one more. */
-export const LANE_SEED = 0x6c616b6573776170n;
+const LANE_SEED = 0x6c616b6573776170n;
 
 /** One product's keys: the first below 2^32, the second below 2^31 (so XOR keeps the signed high half in range). */
 export type KeyPair = readonly [bigint, bigint];

@@ -87,7 +87,7 @@ export interface SyncedPartition {
 }
 
 /** Totals of one layer, or of the whole sync. */
-export interface SyncTotals {
+interface SyncTotals {
   readonly built: number;
   readonly skipped: number;
   readonly failed: number;
@@ -144,7 +144,7 @@ export interface PipelineOptions {
 }
 
 /** The columns of a dead-letter table; partitioned by delivery so a rerun replaces its own bad rows. */
-export const DEAD_LETTER_COLUMNS: readonly PipelineColumn[] = [
+const DEAD_LETTER_COLUMNS: readonly PipelineColumn[] = [
   { name: "dataset", type: "VARCHAR", nullable: false },
   { name: "file", type: "VARCHAR", nullable: true },
   { name: "line", type: "BIGINT", nullable: true },
@@ -900,7 +900,7 @@ function keysOf(planned: PlannedPartition): string[] {
 }
 
 /** Puts the partition into a layer's SQL: `{{ key }}` becomes the quoted value; any other placeholder is an error. */
-export function renderSql(sql: string, partition: Partition, file: string): string {
+function renderSql(sql: string, partition: Partition, file: string): string {
   return sql.replace(/\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}/g, (_match, name: string) => {
     const index = partition.keys.indexOf(name);
     if (index < 0) {

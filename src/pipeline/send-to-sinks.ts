@@ -36,7 +36,7 @@ export interface SinkTargets {
 const READ_AHEAD = 1;
 
 /** The signature a sink records for a partition: the lake's, or the run id where the partition was never signed. */
-export function sinkSignature(state: PartitionState): string {
+function sinkSignature(state: PartitionState): string {
   return state.signature ?? `run:${state.runId}`;
 }
 

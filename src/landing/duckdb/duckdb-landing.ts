@@ -202,7 +202,7 @@ export async function landDelivery(connection: DuckDBConnection, request: LandRe
  * The names of the relations landing makes besides the landed and rejected ones: scratch tables, and (Parquet) the
  * view of every row typed, with its problems, that the landed view filters. `releaseLanding` drops them all.
  */
-export function landingScratch(landed: string): { lines: string; records: string; badKeys: string; badRows: string; typed: string } {
+function landingScratch(landed: string): { lines: string; records: string; badKeys: string; badRows: string; typed: string } {
   return { lines: `${landed}_lines`, records: `${landed}_records`, badKeys: `${landed}_bad_keys`, badRows: `${landed}_bad_rows`, typed: `${landed}_typed` };
 }
 
@@ -904,7 +904,7 @@ function duckDbMessage(error: unknown): string {
  * The expression depends only on specified functions (strftime, printf %.17g, CAST of integers and decimals).
  * Only text kinds are signed by it; for integer kinds (DOUBLE and FLOAT among them since v3) it is informational.
  */
-export function canonicalExpression(name: string, type: string): string {
+function canonicalExpression(name: string, type: string): string {
   const c = quoteIdentifier(name);
   if (/^(TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT|UTINYINT|USMALLINT|UINTEGER|UBIGINT|UHUGEINT)$/.test(type) || type.startsWith("DECIMAL(")) {
     return `CAST(${c} AS VARCHAR)`;

@@ -2,7 +2,7 @@ import type pg from "pg";
 import { ident } from "./sql-names.js";
 
 /** The state table, one per schema: each partition's signature, written in the same transaction as its rows. */
-export const STATE_TABLE = "lakeswap_state";
+const STATE_TABLE = "lakeswap_state";
 
 /** Runs one statement on the sink's connection. */
 export type Query = <Row extends pg.QueryResultRow = pg.QueryResultRow>(sql: string, values?: unknown[]) => Promise<pg.QueryResult<Row>>;
