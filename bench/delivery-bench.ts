@@ -57,7 +57,7 @@ export interface ProcessFigures {
 }
 
 /** The first load: lakeswap sync against the raw partitioned COPY. */
-export interface FirstLoadFigures {
+interface FirstLoadFigures {
   readonly rounds: number;
   readonly lakeswap: Timing;
   /** The raw-layer seconds of lakeswap's own report (its view of the build, without process start-up and planning). */
@@ -76,7 +76,7 @@ export interface FirstLoadFigures {
 }
 
 /** Peak memory of the first load (issue 10, item 7). */
-export interface MemoryFigures {
+interface MemoryFigures {
   readonly method: RssMethod;
   /** The highest peak RSS over the rounds, of each side. */
   readonly lakeswapPeakRssBytes: number;
@@ -85,7 +85,7 @@ export interface MemoryFigures {
 }
 
 /** The resend: lakeswap against the straightforward signature. */
-export interface ResendFigures {
+interface ResendFigures {
   readonly rounds: number;
   readonly lakeswap: Timing;
   readonly lakeswapPeakRssBytes: number;
@@ -305,7 +305,7 @@ async function timeStraightforward(
 }
 
 /** The Parquet files under a folder (recursively) and their bytes. */
-export async function parquetFiles(dir: string): Promise<{ files: number; bytes: number }> {
+async function parquetFiles(dir: string): Promise<{ files: number; bytes: number }> {
   let files = 0;
   let bytes = 0;
   const entries = await fs.readdir(dir, { recursive: true, withFileTypes: true }).catch(() => []);

@@ -35,7 +35,7 @@ export interface PageUpdate {
 }
 
 /** The comment lines that open and close a section's block of figures. */
-export function blockMarkers(section: string): { readonly start: string; readonly end: string } {
+function blockMarkers(section: string): { readonly start: string; readonly end: string } {
   return {
     start: `<!-- bench:figures ${section} · written by \`npm run bench\`: do not edit by hand (bench/docs-page.ts writes it) -->`,
     end: `<!-- /bench:figures ${section} -->`,
@@ -70,7 +70,7 @@ export async function writeBenchmarksPage(
 }
 
 /** `text` with the block of `section` holding `body` (appended at the end when the page has no such block). */
-export function replaceBlock(text: string, section: string, body: string): string {
+function replaceBlock(text: string, section: string, body: string): string {
   const { start, end } = blockMarkers(section);
   const block = `${start}\n${body}\n${end}`;
   const from = text.indexOf(start);

@@ -66,7 +66,7 @@ export const INGEST_LIMIT_MEASURE = "ingest · lakeswap serve events/s / the lim
 export const INGEST_PER_CORE_LANDED_MEASURE = "ingest · the same per core, landing into Parquet included (the sustained cost; stricter reading)";
 
 /** Events per request, as the issue says. */
-export const INGEST_BATCH_EVENTS = 1_000;
+const INGEST_BATCH_EVENTS = 1_000;
 /** Concurrent clients of each run. */
 const CLIENT_COUNTS = [4, 8] as const;
 /** Batches of the untimed warm-up (their events are checked like the others). */
@@ -183,7 +183,7 @@ export interface IngestFigures {
 }
 
 /** Did the lake end with exactly what was acknowledged, and did the server stop cleanly? */
-export interface IngestChecks {
+interface IngestChecks {
   /** Events acknowledged over the whole section, warm-up included. */
   readonly acknowledged: number;
   /** DuckDB over the table's Parquet files. */

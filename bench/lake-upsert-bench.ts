@@ -44,15 +44,15 @@ import { summarize, timeMs, type Timing } from "./stats.js";
  */
 
 /** Rows of the table. */
-export const LAKE_UPSERT_ROWS = 3_000_000;
+const LAKE_UPSERT_ROWS = 3_000_000;
 /** Day partitions of the table, from FIRST_DAY. */
-export const LAKE_UPSERT_DAYS = 180;
+const LAKE_UPSERT_DAYS = 180;
 /** Keys one delivery changes. */
-export const LAKE_UPSERT_KEYS = 100_000;
+const LAKE_UPSERT_KEYS = 100_000;
 /** The realistic delivery's changed keys are orders of the last this many days. */
-export const RECENT_DAYS = 14;
+const RECENT_DAYS = 14;
 /** Timed rounds of each measure, per delivery (order rotated each round). */
-export const LAKE_UPSERT_ROUNDS = 3;
+const LAKE_UPSERT_ROUNDS = 3;
 /** The verdict's limit: the upsert's wall time over the rewrite's, below it (no numeric target in the issue: faster than a rewrite). */
 export const LAKE_UPSERT_LIMIT = 1;
 /** The verdict's measure, as the targets table prints it. */
@@ -76,27 +76,27 @@ const DAY = "strftime(order_ts, '%Y-%m-%d')";
 const COLUMNS = ["order_id", "customer_id", "amount", "status", "order_ts", "updated_at", "deleted"] as const;
 
 /** The two deliveries. */
-export type UpsertVariant = "recent" | "uniform";
+type UpsertVariant = "recent" | "uniform";
 
 /** The three timed measures of a round. */
 type Measure = "upsert" | "fullRefresh" | "duckdbCopy";
 const MEASURES: readonly Measure[] = ["upsert", "fullRefresh", "duckdbCopy"];
 
 /** One table's contents reduced to what two tables are compared by. */
-export interface TableCheck {
+interface TableCheck {
   readonly rows: number;
   /** Sum over every row of DuckDB's hash() of its values and its partition, as text: the same whatever the row order. */
   readonly hash: string;
 }
 
 /** One measure over the rounds: wall times, and the highest peak RSS. */
-export interface TimedProcess {
+interface TimedProcess {
   readonly timing: Timing;
   readonly peakRssBytes: number;
 }
 
 /** The timed `lakeswap sync` of a delivery into the upsert dataset (partition counts of every round, which must agree). */
-export interface UpsertSyncFigures extends TimedProcess {
+interface UpsertSyncFigures extends TimedProcess {
   /** Partitions rebuilt (new runs swapped in). */
   readonly built: number;
   /** Partitions the merge touched whose merged signature did not change. */
@@ -110,7 +110,7 @@ export interface UpsertSyncFigures extends TimedProcess {
 }
 
 /** One whole-table rewrite. */
-export interface RewriteFigures extends TimedProcess {
+interface RewriteFigures extends TimedProcess {
   readonly rows: number;
   readonly partitions: number;
 }

@@ -9,19 +9,19 @@ import { BenchDuck } from "./duck.js";
 import { timeMs } from "./stats.js";
 
 /** Deliveries of the month-to-date replay: delivery k carries days 1..k. */
-export const MTD_DELIVERIES = 30;
+const MTD_DELIVERIES = 30;
 
 /** Orders per day. */
-export const MTD_ROWS_PER_DAY = 2_000;
+const MTD_ROWS_PER_DAY = 2_000;
 
 /** The delivery that first carries the late correction of an earlier day, and that day. */
-export const MTD_CORRECTION = { delivery: 20, day: 3 } as const;
+const MTD_CORRECTION = { delivery: 20, day: 3 } as const;
 
 const LAYERS = ["raw", "stage", "analytics"] as const;
 type LayerName = (typeof LAYERS)[number];
 
 /** Built and skipped partitions of one layer in one sync. */
-export interface LayerCount {
+interface LayerCount {
   readonly built: number;
   readonly skipped: number;
 }
@@ -35,7 +35,7 @@ export interface MtdSync {
 }
 
 /** One delivery, synced incrementally and with a full refresh. */
-export interface MtdDelivery {
+interface MtdDelivery {
   readonly delivery: number;
   readonly days: number;
   readonly rows: number;
@@ -47,7 +47,7 @@ export interface MtdDelivery {
 }
 
 /** Totals over all deliveries, per mode. */
-export interface MtdTotals {
+interface MtdTotals {
   readonly built: number;
   readonly skipped: number;
   readonly ms: number;
@@ -89,7 +89,7 @@ export interface MtdOptions {
 }
 
 /** Partitions of one layer built at once in the replay: lakeswap's default. */
-export const MTD_CONCURRENCY = 4;
+const MTD_CONCURRENCY = 4;
 
 /** The month's orders: MTD_ROWS_PER_DAY a day in November 2026, deterministic. */
 const MONTH_SELECT = [

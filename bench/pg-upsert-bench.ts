@@ -39,9 +39,9 @@ import { BenchDuck } from "./duck.js";
  */
 
 /** Rows of the timed delivery. */
-export const PG_UPSERT_ROWS = 1_000_000;
+const PG_UPSERT_ROWS = 1_000_000;
 /** Of them, updates of keys the seeded table holds (every 10th order id). */
-export const PG_UPSERT_UPDATES = 100_000;
+const PG_UPSERT_UPDATES = 100_000;
 /** Issue 11's target: executemany time / lakeswap sink time, at least. */
 export const PG_UPSERT_TARGET = 20;
 /** The target's measure, as the verdict prints it. */
@@ -64,7 +64,7 @@ const EXECUTEMANY_SQL =
   "status = EXCLUDED.status, order_ts = EXCLUDED.order_ts, day = EXCLUDED.day, _lakeswap_updated_at = now()";
 
 /** One table's contents, reduced to what two tables are compared by (updated_at left out: it records when each method wrote). */
-export interface TableCheck {
+interface TableCheck {
   readonly rows: number;
   readonly amountSum: string;
   /** Rows still in the seed's `pending` state: 0 once every update is applied. */
@@ -76,7 +76,7 @@ export interface TableCheck {
 }
 
 /** What the lakeswap sync did and how long each part took. */
-export interface LakeswapUpsert {
+interface LakeswapUpsert {
   /** The sink phase: from opening the sink to closing it (connect, checks, every partition's CSV export, COPY, upsert, commit). */
   readonly sinkMs: number;
   /** The whole Pipeline.sync. */
@@ -92,7 +92,7 @@ export interface LakeswapUpsert {
 }
 
 /** The per-row method: measured on all rows, or on those that fit the budget and extrapolated. */
-export interface ExecutemanyUpsert {
+interface ExecutemanyUpsert {
   readonly measuredRows: number;
   /** The per-row loop over measuredRows, in ms. */
   readonly measuredMs: number;

@@ -53,7 +53,7 @@ export interface Machine {
 }
 
 /** Month-to-date on AWS: its figures, or why it did not run. */
-export interface AwsMtd {
+interface AwsMtd {
   readonly figures?: MtdFigures;
   readonly note: string;
 }
@@ -94,10 +94,10 @@ export interface BenchReport {
 export type BenchSections = Omit<BenchReport, "machine" | "verdict" | "targets" | "failedSections">;
 
 /** Above this 1M/1k ratio of swap medians, the swap is taken to grow with partition size. */
-export const MAX_FLAT_RATIO = 1.25;
+const MAX_FLAT_RATIO = 1.25;
 
 /** Month-to-date target: incremental wall time at most this fraction of the full rebuild's. */
-export const MTD_TARGET = 0.1;
+const MTD_TARGET = 0.1;
 
 /** Puts the figures together with the verdicts: the swap's growth with partition size, and every target of issues 10, 11 and 12. */
 export function buildReport(machine: Machine, sections: BenchSections, failedSections: BenchReport["failedSections"] = []): BenchReport {

@@ -27,13 +27,13 @@ import { settleDisk } from "./stats.js";
  */
 
 /** Rows per tiny partition. */
-export const TINY_ROWS = 10;
+const TINY_ROWS = 10;
 
 /** Partition counts of the embedded runs. */
-export const EMBEDDED_SIZES = [1_000, 10_000] as const;
+const EMBEDDED_SIZES = [1_000, 10_000] as const;
 
 /** Partition counts of the AWS runs. */
-export const AWS_SIZES = [100, 1_000] as const;
+const AWS_SIZES = [100, 1_000] as const;
 
 /** Target: the 10,000-partition run at most this many times the 1,000-partition run. */
 export const SCALE_RATIO_TARGET = 12;

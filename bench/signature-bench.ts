@@ -38,16 +38,16 @@ import { median, summarize, timeMs, type Timing } from "./stats.js";
  */
 
 /** Rows of the signature benchmark's table. */
-export const SIGNATURE_ROWS = 3_000_000;
+const SIGNATURE_ROWS = 3_000_000;
 
 /** Days (partitions) the rows spread over. */
-export const SIGNATURE_DAYS = 180;
+const SIGNATURE_DAYS = 180;
 
 /** The target: lakeswap's signature at least this many times the straightforward method's throughput. */
-export const SIGNATURE_TARGET = 25;
+const SIGNATURE_TARGET = 25;
 
 /** Timed rounds of each method, interleaved (the sample checks run every method first, as a warm-up). */
-export const SIGNATURE_ROUNDS = 3;
+const SIGNATURE_ROUNDS = 3;
 
 /** Every SAMPLE_EVERY-th row goes into the small sample the order-insensitivity checks use. */
 const SAMPLE_EVERY = 100;
@@ -111,7 +111,7 @@ export interface SignatureFigures {
 }
 
 /** The correctness checks run before timing (the benchmark stops if one fails). */
-export interface SignatureChecks {
+interface SignatureChecks {
   readonly sampleRows: number;
   readonly samplePartitions: number;
   /** land() and the isolated query (both forms) give the same signature for every partition of the big file. */

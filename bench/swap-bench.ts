@@ -9,7 +9,7 @@ import { summarize, timeMs, type Timing } from "./stats.js";
 import { BENCH_TABLE, generatingSelect } from "./workload.js";
 
 /** Pointer-move timings for one partition size. */
-export interface SwapSize {
+interface SwapSize {
   readonly rows: number;
   /** Moves between two runs already on disk: the swap itself. */
   readonly move: Timing;

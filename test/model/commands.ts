@@ -118,7 +118,7 @@ export function deliveryRows(delivery: Delivery, mode: WriteMode): RawRow[] {
   return rows.map((row) => [random(), row] as const).sort((a, b) => a[0] - b[0]).map(([, row]) => row);
 }
 
-export const deliveryText = (delivery: Delivery, mode: WriteMode = "partition_replace"): string =>
+const deliveryText = (delivery: Delivery, mode: WriteMode = "partition_replace"): string =>
   `<${delivery.days.map(([day, variant]) => `${day.slice(-2)}:v${mode === "upsert" ? variant : variant % VARIANTS}`).join(",") || "empty"} order#${delivery.order}${delivery.upperCase ? " UPPER" : ""}>${delivery.allowEmpty ? " --allow-empty" : ""}`;
 
 const syncActions = (json: unknown): Map<string, string> =>
@@ -134,7 +134,7 @@ export interface Step {
 }
 
 /** A command of the lake that can also be run in a child process (and killed there, or run beside another). */
-export abstract class PlannedCommand implements LakeCommand {
+abstract class PlannedCommand implements LakeCommand {
   /** Applies the command to `model` and says what to run. */
   abstract plan(model: LakeModel, real: Real): Step;
   abstract toString(): string;
@@ -175,7 +175,7 @@ export class SyncCommand extends PlannedCommand {
 }
 
 /** `lakeswap rollback <table> --partition day=…`. */
-export class RollbackPartitionCommand extends PlannedCommand {
+class RollbackPartitionCommand extends PlannedCommand {
   constructor(readonly table: TableName, readonly day: Day) {
     super();
   }
@@ -191,7 +191,7 @@ const rollbackActions = (json: unknown): Map<string, string> =>
   new Map(((json as { partitions: { table: string; partition: string; action: string }[] }).partitions ?? []).map((p) => [`${p.table}/${p.partition}`, p.action]));
 
 /** `lakeswap rollback --sync last`. */
-export class RollbackSyncCommand extends PlannedCommand {
+class RollbackSyncCommand extends PlannedCommand {
   plan(model: LakeModel): Step {
     return { args: ["rollback", "--sync", "last", "--json"], expected: model.rollbackSync(), reported: rollbackActions, writes: [STAGE, RAW] };
   }
@@ -227,7 +227,7 @@ export class ReplaceCommand extends PlannedCommand {
 }
 
 /** `lakeswap pin|unpin <table> --partition day=…`. */
-export class PinCommand extends PlannedCommand {
+class PinCommand extends PlannedCommand {
   constructor(readonly table: TableName, readonly day: Day, readonly pinned: boolean) {
     super();
   }
@@ -240,7 +240,7 @@ export class PinCommand extends PlannedCommand {
 }
 
 /** `lakeswap gc --grace 0`: also removes what killed builds left. */
-export class GcCommand extends PlannedCommand {
+class GcCommand extends PlannedCommand {
   plan(model: LakeModel, real: Real): Step {
     real.leftovers = false;
     return { args: ["gc", "--grace", "0"], expected: model.gc(), writes: [] };
@@ -256,7 +256,7 @@ export class GcCommand extends PlannedCommand {
  * must hold, per table, the old or the new whole result; tables in the order the command writes them (a sync: raw
  * new and stage old is a legal stop; stage new and raw old is not); nothing pending; the sync's record of what it moved.
  */
-export class KillCommand implements LakeCommand {
+class KillCommand implements LakeCommand {
   constructor(readonly inner: PlannedCommand, readonly point: string, readonly nth: number) {}
   check(): boolean {
     return true;
@@ -333,7 +333,7 @@ async function runBoth(real: Real, a: Step, b: Step): Promise<[CliResult, CliRes
  * Two commands at once from two processes: the lake must end as one of the two serial orders (exit codes included),
  * every decision made under the leases (README 'Two syncs at once', DESIGN.md invariant 7).
  */
-export class ConcurrentCommand implements LakeCommand {
+class ConcurrentCommand implements LakeCommand {
   constructor(readonly first: PlannedCommand, readonly second: PlannedCommand) {}
   check(): boolean {
     return true;

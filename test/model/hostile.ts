@@ -120,7 +120,7 @@ type FileReader = "layer" | "replace" | "query";
  * (a sync with it: refused at plan time), `replace --sql` from `read_parquet`, `lakeswap query` of `read_text` of
  * the lake's metadata or `read_csv` of a delivery. Each is refused (exit 2) and the lake is unchanged.
  */
-export class FileReadingSqlCommand implements LakeCommand {
+class FileReadingSqlCommand implements LakeCommand {
   constructor(readonly reader: FileReader, readonly delivery: Delivery, readonly day: Day) {}
   check(model: Readonly<LakeModel>): boolean {
     return this.reader !== "replace" || model.tablesExist;

@@ -40,7 +40,7 @@ const BAD: readonly PoolEvent[] = [
 const POOL = [...GOOD, ...BAD];
 
 /** A batch: events of the pool by index (repeats are events of their own: each lands once per time sent). */
-export type Batch = readonly number[];
+type Batch = readonly number[];
 
 const batchText = (batch: Batch) => `<${batch.map((i) => (i < GOOD.length ? `g${i}` : `b${i - GOOD.length}`)).join(",")}>`;
 
@@ -68,7 +68,7 @@ function ingestArgs(real: Real, batch: Batch): string[] {
 }
 
 /** `lakeswap ingest events <batch.ndjson>`: every good event appended exactly once, every bad one a dead letter. */
-export class IngestCommand implements LakeCommand {
+class IngestCommand implements LakeCommand {
   constructor(readonly batch: Batch) {}
   check(): boolean {
     return true;
@@ -90,7 +90,7 @@ const INGEST_FAULTS = ["ingest-after-upload", "ingest-after-register"] as const;
  * `LAKESWAP_FAULT=<point>:kill@<n> lakeswap ingest events <batch>`, then `lakeswap ingest` of an empty file, which lands
  * what the killed one's log held: the batch's events must then be in the lake exactly once (none lost, none twice).
  */
-export class KilledIngestCommand implements LakeCommand {
+class KilledIngestCommand implements LakeCommand {
   constructor(readonly batch: Batch, readonly point: string, readonly nth: number) {}
   check(): boolean {
     return true;
@@ -121,7 +121,7 @@ const printed = (values: readonly unknown[]) => values.map((v) => (v === null ||
  * `lakeswap query "SELECT id, amt, u, h, x FROM ev" --json`, and in text: every value printed with its exact digits
  * (issue 25 item 9: DECIMAL(18,2), UBIGINT and HUGEINT once went through a double), the rows the model holds.
  */
-export class QueryCommand implements LakeCommand {
+class QueryCommand implements LakeCommand {
   check(model: Readonly<LakeModel>): boolean {
     return model.ingest.opened;
   }

@@ -10,7 +10,7 @@ import { tempDir } from "../support/lake-fixture.js";
 import { DAYS, RAW, TABLES, type Day, type RowText, type TableName, type WriteMode } from "./model.js";
 
 /** One partition's pointer as the lake shows it. */
-export interface PointerView {
+interface PointerView {
   readonly run: string;
   /** The pointer state (embedded: `_lakeswap/pointers/<table>/day=….json`; Glue: the partition's Parameters). */
   readonly previous?: string;
@@ -19,13 +19,13 @@ export interface PointerView {
 }
 
 /** A run's manifest, the fields the model checks. */
-export interface ManifestView {
+interface ManifestView {
   readonly rows: number;
   readonly signature?: string;
 }
 
 /** One table as the lake shows it. */
-export interface TableView {
+interface TableView {
   readonly pointers: Map<Day, PointerView>;
   /** Run ids with files or a manifest, per day. */
   readonly runs: Map<Day, Set<string>>;
@@ -110,7 +110,7 @@ async function viewEmbeddedTable(lakeDir: string, table: TableName, write: Write
 }
 
 /** The rows of a table by day, read by a fresh DuckDB instance from a glob of Parquet files (hive partitioning). */
-export async function plainRows(glob: string, table: TableName, write: WriteMode): Promise<Map<Day, RowText[]>> {
+async function plainRows(glob: string, table: TableName, write: WriteMode): Promise<Map<Day, RowText[]>> {
   const rows = new Map<Day, RowText[]>();
   const instance = await DuckDBInstance.create(":memory:");
   try {
@@ -142,8 +142,8 @@ export async function plainRows(glob: string, table: TableName, write: WriteMode
 }
 
 /** The ingest pipeline's tables: `ev` (the namespace) and `events` (its dead letters). */
-export const INGEST_TABLE = "ev";
-export const DEAD_LETTER_TABLE = "events";
+const INGEST_TABLE = "ev";
+const DEAD_LETTER_TABLE = "events";
 
 /** The rows of the namespace table (`id|amt|u|h|x`, NULL as 'NULL') and the dead letters' lines, from globs of Parquet files. */
 async function ingestRows(eventsGlob: string, deadGlob: string): Promise<LakeView["ingest"]> {

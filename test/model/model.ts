@@ -31,7 +31,7 @@ export const rawText = (r: RawRow, mode: WriteMode = "partition_replace"): RowTe
   `${r.k}|${r.d}|${r.v}|${r.cat}${mode === "upsert" ? `|${r.del === true}` : ""}`;
 
 /** The stage layer's SQL, as the model computes it: `SELECT k, v * 10 AS v10 FROM items_raw WHERE day = {{ day }} AND cat = 'a'`. */
-export function stageOf(raw: readonly RowText[]): RowText[] {
+function stageOf(raw: readonly RowText[]): RowText[] {
   return raw
     .map((text) => text.split("|"))
     .filter(([, , , cat]) => cat === "a")

@@ -14,7 +14,7 @@ export interface AwsWorkspaceTarget {
 }
 
 /** The pipeline's config; with `sink`, the stage layer is also sent to that PostgreSQL table (partition_replace). */
-export function pipelineYaml(sink?: PostgresTarget, format: DeliveryFormat = "csv", write: WriteMode = "partition_replace"): string {
+function pipelineYaml(sink?: PostgresTarget, format: DeliveryFormat = "csv", write: WriteMode = "partition_replace"): string {
   const upsert = write === "upsert" ? "    write: upsert\n    primary_key: [k]\n    delete_flag: del\n" : "";
   const deleteFlag = write === "upsert" ? "      del: BOOLEAN\n" : "";
   const sinks = sink ? `        sinks:\n          postgres:\n            url: ${sink.url}\n            table: ${sink.table}\n` : "";
@@ -43,7 +43,7 @@ ${sinks}${INGEST_YAML}`;
  * The event pipeline of the ingest commands (./ingest.ts): namespace `ev` (table ev) with the exact-digit types of issue
  * 25 item 9, its dead letters in table `events`; on the embedded lake it lands in the workspace's lake (./lake).
  */
-export const INGEST_YAML = `pipelines:
+const INGEST_YAML = `pipelines:
   events:
     namespaces:
       ev:
@@ -58,9 +58,6 @@ export const INGEST_YAML = `pipelines:
     wal: {dir: ./wal}
 `;
 
-/** The pipeline: raw items by day (partition_replace), and stage = a filter + project of each raw day. */
-export const PIPELINE_YAML = pipelineYaml();
-
 /** How deliveries are written: CSV, or JSONL (whose field names match the columns in any case, as CSV headers do). */
 export type DeliveryFormat = "csv" | "jsonl";
 
@@ -72,7 +69,7 @@ export interface PostgresTarget {
   readonly rawTable?: string;
 }
 
-export const STAGE_SQL = "SELECT k, v * 10 AS v10 FROM items_raw WHERE day = {{ day }} AND cat = 'a'\n";
+const STAGE_SQL = "SELECT k, v * 10 AS v10 FROM items_raw WHERE day = {{ day }} AND cat = 'a'\n";
 
 /** What one CLI command did. */
 export interface CommandResult {
@@ -176,7 +173,7 @@ export class Workspace {
 }
 
 /** Runs the CLI's `main` in this process with stdout and stderr captured; the listeners it adds are removed after. */
-export async function runInProcess(argv: readonly string[]): Promise<CommandResult> {
+async function runInProcess(argv: readonly string[]): Promise<CommandResult> {
   const stdout: string[] = [];
   const stderr: string[] = [];
   const writes = { out: process.stdout.write, err: process.stderr.write };

@@ -54,9 +54,9 @@ import { CREDENTIALS, HOST, credentialRefusal, isObject, readText, sendJson, typ
 import { tmpdir } from "node:os";
 import path from "node:path";
 
-export type AthenaOperation =
+type AthenaOperation =
   | "StartQueryExecution" | "GetQueryExecution" | "GetQueryResults" | "GetQueryRuntimeStatistics" | "StopQueryExecution" | "BatchGetQueryExecution";
-export type AthenaQueryState = QueryExecutionState;
+type AthenaQueryState = QueryExecutionState;
 
 export interface AthenaEmulatorOptions {
   readonly s3Endpoint: string;
@@ -73,7 +73,7 @@ export interface AthenaEmulatorOptions {
 }
 
 /** One query as the emulator ran it (a snapshot). */
-export interface AthenaExecution {
+interface AthenaExecution {
   readonly id: string;
   readonly query: string;
   readonly kind: "SELECT" | "UNLOAD" | "UNSUPPORTED";
@@ -94,7 +94,7 @@ export interface AthenaExecution {
   readonly dataScannedInBytes: number;
 }
 
-export interface QueryMatcher {
+interface QueryMatcher {
   /** Only queries whose text matches (a substring or a pattern); default every query. */
   readonly match?: string | RegExp;
   /** How many queries are affected (default 1). */

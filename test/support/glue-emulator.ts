@@ -21,13 +21,13 @@ import http, { type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { CREDENTIALS, HOST, isObject, readText, sendJson, type EmulatorClientConfig, type JsonObject } from "./aws-json.js";
 
-export type GlueOperation =
+type GlueOperation =
   | "CreateDatabase" | "GetDatabase" | "GetDatabases" | "DeleteDatabase"
   | "CreateTable" | "GetTable" | "GetTables" | "UpdateTable" | "DeleteTable"
   | "CreatePartition" | "GetPartition" | "GetPartitions" | "BatchGetPartition" | "UpdatePartition" | "DeletePartition"
   | "BatchCreatePartition" | "BatchUpdatePartition" | "BatchDeletePartition";
 
-export interface GlueFailure {
+interface GlueFailure {
   /**
    * Batch calls only: the indexes (in the request's list) of the entries that
    * fail, each with `error` (default InternalServiceException) as its
@@ -42,7 +42,7 @@ export interface GlueFailure {
   readonly times?: number;
 }
 
-export interface GlueCall {
+interface GlueCall {
   readonly operation: string;
   readonly input: unknown;
   /** The error the call answered with, if any. */

@@ -13,7 +13,7 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 
 /** One request the API saw. */
-export interface ApiRequest {
+interface ApiRequest {
   /** The request target, query included. */
   readonly path: string;
   readonly date: string | undefined;

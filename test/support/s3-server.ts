@@ -44,13 +44,13 @@ export interface S3ServerOptions {
   readonly buckets?: readonly string[];
 }
 
-export type S3Operation =
+type S3Operation =
   | "ListBuckets" | "CreateBucket" | "DeleteBucket" | "HeadBucket" | "ListObjects" | "DeleteObjects"
   | "PutObject" | "CopyObject" | "GetObject" | "HeadObject" | "DeleteObject"
   | "CreateMultipartUpload" | "UploadPart" | "CompleteMultipartUpload" | "AbortMultipartUpload"
   | "Other";
 
-export interface S3RequestRecord {
+interface S3RequestRecord {
   readonly operation: S3Operation;
   readonly method: string;
   readonly bucket?: string;
@@ -59,7 +59,7 @@ export interface S3RequestRecord {
   readonly status: number;
 }
 
-export interface S3RequestLog {
+interface S3RequestLog {
   /** Every request the proxy answered, oldest first. */
   readonly entries: readonly S3RequestRecord[];
   /** How many requests (of one operation, if given) were answered. */
@@ -70,7 +70,7 @@ export interface S3RequestLog {
 }
 
 /** An error the proxy answers instead of serving a request (`S3Server.failNext`). */
-export interface S3InjectedFailure {
+interface S3InjectedFailure {
   readonly status: number;
   readonly code: string;
   readonly message?: string;
@@ -81,7 +81,7 @@ export interface S3InjectedFailure {
 }
 
 /** The access key ids the proxy refuses, as S3 refuses credentials it does not accept. */
-export const REFUSED_ACCESS_KEYS = { denied: "denied", unknown: "unknown" } as const;
+const REFUSED_ACCESS_KEYS = { denied: "denied", unknown: "unknown" } as const;
 
 export interface S3Server {
   /** The proxy's endpoint, e.g. `http://127.0.0.1:49152`: give it to the S3 client with `forcePathStyle: true`. */

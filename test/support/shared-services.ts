@@ -30,7 +30,7 @@ export async function sharedAwsEndpoints(): Promise<AwsEndpoints | undefined> {
 }
 
 /** A database of a test's own. */
-export interface PostgresDatabase {
+interface PostgresDatabase {
   readonly name: string;
   /** Its connection string (as the superuser). */
   readonly url: string;
