@@ -12,7 +12,7 @@ import { quoteIdentifier, quoteLiteral } from "../model/sql.js";
 import type { TableDefinition } from "../model/table.js";
 import type { ObjectStore } from "../store/object-store.js";
 import { checkOutputColumns, partitionRowsCheck } from "./build-checks.js";
-import { assertOneSelect } from "./sql-guard.js";
+import { assertOneSelect, refuseFileReadsWherePossible } from "./sql-guard.js";
 import type {
   BuildRequest, BuildResult, Engine, PartitionSnapshot, QueryResult, TableSnapshot,
 } from "./engine.js";
@@ -81,6 +81,7 @@ export class AthenaEngine implements Engine {
   }
 
   async query(sql: string, _sources: readonly TableSnapshot[]): Promise<QueryResult> {
+    await refuseFileReadsWherePossible(sql, "the query");
     const queryId = await this.run(sql);
     return this.results(queryId);
   }

@@ -81,6 +81,18 @@ export async function assertOneSelect(sql: string, what: string): Promise<string
   return `${sql.trim().replace(TRAILING_SEMICOLON, "")}\n`;
 }
 
+/**
+ * Refuses (InvalidInputError, exit 2) a query that reads files rather than tables, as assertOneSelect does, when DuckDB's
+ * parser reads it; a query it cannot parse (Trino syntax DuckDB lacks) is left to the engine that runs it, which has
+ * the last word on its own dialect. For `lakeswap query` on Athena: a file read is refused up front, never sent.
+ */
+export async function refuseFileReadsWherePossible(sql: string, what: string): Promise<void> {
+  const tree = await parse(sql);
+  const statements = tree.statements ?? [];
+  if (tree.error !== undefined || statements.length !== 1) return;
+  refuseFileReads(statements[0], what);
+}
+
 /** Table functions that read no file: they make rows from their arguments alone. */
 const PURE_TABLE_FUNCTIONS = new Set(["range", "generate_series", "unnest"]);
 

@@ -140,6 +140,19 @@ describe("the Athena engine", () => {
     }
   });
 
+  it("refuses a query that reads files (read_text of the lake's metadata, a file path as a table) before sending it (exit 2); a query of tables is sent", async () => {
+    const sent = () => services.athena.executions.length;
+    const before = sent();
+    await expect(engine.query("SELECT * FROM read_text('s3://lake/w/_lakeswap/tables/t.json')", [])).rejects.toMatchObject({
+      code: "INVALID_INPUT",
+      message: expect.stringMatching(/the query calls the table function read_text\('s3:\/\/lake\/w\/_lakeswap\/tables\/t.json'\).*names lake tables, never files/),
+    });
+    await expect(engine.query("SELECT * FROM 's3://lake/w/t/day=1/x.parquet'", [])).rejects.toMatchObject({ code: "INVALID_INPUT" });
+    expect(sent()).toBe(before);
+    await expect(engine.query("SELECT 1 AS one", [])).resolves.toMatchObject({ rows: [[1]] });
+    expect(sent()).toBe(before + 1);
+  });
+
   it("carries Athena's state-change reason when a query fails", async () => {
     services.athena.failNext("HIVE_BAD_DATA: the file is broken", { match: /UNLOAD/ });
     await expect(build("SELECT 1 AS id")).rejects.toThrow(/HIVE_BAD_DATA: the file is broken/);
