@@ -10,7 +10,7 @@ import { faultPoint } from "../shared/faults.js";
 import { collectAfterSwap, collectPartition, gcState, type PartitionGcReport } from "./operations/gc.js";
 import { knownPartitions, partitionHistories, type PartitionHistory } from "./operations/history.js";
 import { registerSegment, type RegisteredPartition, type SegmentContribution, type SegmentId } from "./operations/register-segment.js";
-import { METADATA_PREFIX, leaseLockKey, syncLeaseName, ingestTalliesPrefix, pinnedPartition, deliveriesPrefix, deliveryFilesKey, deliveryKey, manifestsPrefix, outboxPrefix, pinKey, pinsPrefix, syncRecordKey, SYNCS_PREFIX } from "./layout.js";
+import { leaseLockKey, syncLeaseName, ingestTalliesPrefix, pinnedPartition, deliveriesPrefix, deliveryFilesKey, deliveryKey, manifestsPrefix, outboxPrefix, pinKey, pinsPrefix, syncRecordKey, SYNCS_PREFIX } from "./layout.js";
 import { DEFAULT_LEASE_WAIT_MS, WriterLease, leaseKey, removeAbandonedLease, type LeaseRecord } from "./lease.js";
 import { orderPartition, parsePartition, parsePartitionPath, partitionPath, type Partition } from "../model/partition.js";
 import { DEFAULT_GRACE_MS } from "./retention.js";
@@ -19,7 +19,7 @@ import { Outbox, type OutboxEntry } from "./outbox.js";
 import {
   checkRunId, rollbackMoves, rollbackPartition, type RollbackResult, type SyncRollbackEntry, type SyncRollbackResult,
 } from "./operations/rollback.js";
-import { readManifest, runFiles, type LakeContext } from "./runs.js";
+import { readManifest, runFiles } from "./runs.js";
 import { mapLimited } from "../shared/map-limited.js";
 import { assertTableName } from "../model/sql.js";
 import { replayEntry, swapBatch, type SnapshotScope, type SwapContext, type SwapItem, type SwapOptions, type SwapOutcome } from "./commit/swap.js";
@@ -29,7 +29,7 @@ import type { TableDefinition } from "../model/table.js";
 export type { PartitionGcReport } from "./operations/gc.js";
 export type { PartitionHistory, RunHistoryEntry } from "./operations/history.js";
 export type { RollbackResult, SyncRollbackEntry, SyncRollbackResult } from "./operations/rollback.js";
-export type { SwapBuild, SwapItem, SwapOptions, SwapOutcome } from "./commit/swap.js";
+export type { SwapBuild, SwapItem } from "./commit/swap.js";
 
 /** The ports a lake runs on. */
 export interface LakePorts {
@@ -798,9 +798,6 @@ export class Lake {
     await lease.fence();
   }
 }
-
-export { leaseKey, METADATA_PREFIX };
-export type { LakeContext };
 
 /** An ingested table is append-only (`lakeswap serve` / `lakeswap ingest` add to it): it is never replaced or rolled back. */
 function notIngested(table: TableDefinition, what: string): TableDefinition {

@@ -7,7 +7,7 @@ import { partitionPath, type Partition } from "../model/partition.js";
  * durable as the runs they describe. Run folders themselves are the
  * catalog's to place (`Catalog.runsPrefix`); a run's folder name is `run=<id>`.
  */
-export const METADATA_PREFIX = "_lakeswap";
+const METADATA_PREFIX = "_lakeswap";
 
 /** Temporary files of a writer (staged runs, new links, atomic writes); a dead writer's are removed by the next open. */
 export const TEMP_PREFIX = `${METADATA_PREFIX}/tmp`;
@@ -34,7 +34,7 @@ export function pinsPrefix(table: string): string {
 }
 
 /** The name a pin of the whole table (a table without partition keys) has under the table's pins. */
-export const WHOLE_TABLE_PIN = "_table";
+const WHOLE_TABLE_PIN = "_table";
 
 /** The store key of a partition's pin (a pinned partition is never rebuilt by a sync). */
 export function pinKey(table: string, partition: Partition): string {
@@ -73,7 +73,7 @@ export function outboxEntryKey(table: string, id: string): string {
 }
 
 /** Where unreadable metadata files are moved, under their own path: `_lakeswap/quarantine/outbox/<table>/<id>.json`. */
-export const QUARANTINE_PREFIX = `${METADATA_PREFIX}/quarantine/`;
+const QUARANTINE_PREFIX = `${METADATA_PREFIX}/quarantine/`;
 
 /** The quarantine key of an unreadable metadata file. */
 export function quarantineKey(key: string): string {
@@ -107,9 +107,6 @@ export function leaseLockKey(table: string): string {
 export function syncLeaseName(syncId: string): string {
   return `sync-${syncId}`;
 }
-
-/** The metadata areas that hold per-table records (the local catalog keeps `tables` and `pointers` beside them). */
-export const METADATA_AREAS = ["tables", "pointers", "manifests", "outbox", "pins", "leases", "syncs", "tmp", "quarantine"] as const;
 
 /** The store key prefix of an ingested table's partition tallies (what its segments added, `ingestTallyKey`). */
 export function ingestTalliesPrefix(table: string): string {

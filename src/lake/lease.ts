@@ -7,7 +7,7 @@ import { leaseKey, leaseLockKey } from "./layout.js";
 import { now as clockNow } from "../shared/clock.js";
 
 /** How long a lease lives without renewal; the holder renews it every third of this. */
-export const DEFAULT_LEASE_TTL_MS = 60_000;
+const DEFAULT_LEASE_TTL_MS = 60_000;
 
 /** How long a writer waits for another writer's lease by default. */
 export const DEFAULT_LEASE_WAIT_MS = 120_000;

@@ -1,7 +1,7 @@
 import { LakeswapError, errorMessage } from "../model/errors.js";
 
 
-export { METADATA_PREFIX, manifestKey, manifestsPrefix, pinKey, pinsPrefix } from "./layout.js";
+export { manifestKey } from "./layout.js";
 
 /**
  * The record of one run, keyed by its run id and written once the run is

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import type { PointerMoveKind } from "../catalog/catalog.js";
 import type { ObjectStore } from "../store/object-store.js";
-import { QUARANTINE_PREFIX, outboxEntryKey, outboxPrefix, quarantineKey } from "./layout.js";
+import { outboxEntryKey, outboxPrefix, quarantineKey } from "./layout.js";
 import type { RunManifest } from "./manifest.js";
 
 /** One pointer move of an outbox entry. */
@@ -84,8 +84,6 @@ export class Outbox {
     );
   }
 }
-
-export { QUARANTINE_PREFIX };
 
 /**
  * Parses a stored outbox entry, or says why it is not one. An entry of one

@@ -41,7 +41,7 @@ export function runPrefix(catalog: Catalog, table: TableDefinition, partition: P
 }
 
 /** A run's file that is not data: '_' and '.' files are hidden, as in Hive. */
-export function isHiddenRunFile(name: string): boolean {
+function isHiddenRunFile(name: string): boolean {
   return /^[_.]/.test(name);
 }
 

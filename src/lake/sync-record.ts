@@ -1,7 +1,7 @@
 import { InvalidInputError, LakeswapError, errorMessage } from "../model/errors.js";
-import { SYNCS_PREFIX, syncRecordKey } from "./layout.js";
+import { syncRecordKey } from "./layout.js";
 
-export { SYNCS_PREFIX, syncRecordKey };
+export { syncRecordKey };
 import { isRunId } from "../model/run-id.js";
 
 /** One pointer a sync moved. */

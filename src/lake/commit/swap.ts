@@ -12,7 +12,7 @@ import { mapLimited } from "../../shared/map-limited.js";
 import type { TableDefinition } from "../../model/table.js";
 
 /** How many pointer moves one outbox entry carries: the catalog then moves them in its own batches (Glue: 100 per call). */
-export const MOVES_PER_ENTRY = 1000;
+const MOVES_PER_ENTRY = 1000;
 
 /** Manifests, footers and listings in flight at once. */
 const IO_CONCURRENCY = 16;
@@ -299,7 +299,7 @@ export const APPEND_MAX_FILES = 32;
  * Errors that stop a whole batch, not one partition: without the lease nothing may move, and refused access or a
  * full disk fails every partition alike.
  */
-export function stopsBatch(error: unknown): boolean {
+function stopsBatch(error: unknown): boolean {
   return error instanceof LakeswapError && (error.code === "LEASE_LOST" || error.code === "ACCESS_DENIED" || error.code === "NO_SPACE");
 }
 
@@ -463,7 +463,7 @@ async function moveChunk(ctx: SwapContext, table: TableDefinition, chunk: readon
 }
 
 /** Best-effort removal of a run that will never be current; GC removes it later if this fails. */
-export async function discardRun(ctx: LakeContext, prefix: string): Promise<void> {
+async function discardRun(ctx: LakeContext, prefix: string): Promise<void> {
   try {
     const objects = await ctx.store.list(prefix);
     // The prefix itself too: where the store has folders, the run's empty folder goes with its files.
