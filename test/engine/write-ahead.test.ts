@@ -60,7 +60,7 @@ afterEach(async () => {
 
 function open(name: string): { engine: DuckDbEngine; lake: string; stages: () => string[] } {
   const lake = path.join(workspace.dir, name);
-  const engine = new DuckDbEngine(new LocalStore(lake));
+  const engine = new DuckDbEngine(new LocalStore(lake), { stagingPrefix: TEMP_PREFIX });
   engines.push(engine);
   const tmp = path.join(lake, TEMP_PREFIX);
   return { engine, lake, stages: () => (existsSync(tmp) ? readdirSync(tmp).filter((entry) => entry.includes("-stage-")) : []) };
