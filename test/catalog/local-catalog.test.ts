@@ -3,6 +3,7 @@ import path from "node:path";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import type { PointerMove } from "../../src/catalog/catalog.js";
 import { LocalCatalog } from "../../src/catalog/local-catalog.js";
+import { writeConsequence } from "../../src/lake/layout.js";
 import { parsePartitionPath, partitionPath } from "../../src/model/partition.js";
 import { defineTable } from "../../src/model/table.js";
 import { recordFsyncs } from "../support/fsync-spy.js";
@@ -26,7 +27,7 @@ afterEach(() => {
 async function lakeWithRuns(runIds: readonly string[]): Promise<{ root: string; catalog: LocalCatalog }> {
   workspace = tempDir();
   const root = path.join(workspace.dir, "lake");
-  const catalog = new LocalCatalog(root);
+  const catalog = new LocalCatalog(root, { describeWrite: writeConsequence });
   await catalog.open();
   await catalog.createTable(TABLE);
   for (const partition of PARTITIONS) {
