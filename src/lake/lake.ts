@@ -139,7 +139,8 @@ export class Lake {
   private readonly store: ObjectStore;
   private readonly catalog: Catalog;
   private readonly engine: Engine;
-  private readonly landing: Landing;
+  /** The Landing port this lake was opened with, which the pipeline and the collector call directly (reading, signing and writing deliveries). */
+  readonly landing: Landing;
   private readonly graceMs: number;
   private readonly settings: LakeSettings;
   private readonly outbox: Outbox;

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import type { DatasetConfig, LayerConfig, PipelineColumn, PipelineConfig } from "../config/pipeline-config.js";
-import type { LandedDelivery, LandingSummary, Signing } from "../landing/landing.js";
+import type { LandedDelivery, Landing, LandingSummary, Signing } from "../landing/landing.js";
 import { InvalidInputError, LakeswapError, errorMessage } from "../model/errors.js";
 import type { Lake, LakeWriter, PartitionState, SwapBuild, SwapItem } from "../lake/lake.js";
 import type { SinkOpener, SinkSpec } from "../sinks/sink.js";
@@ -157,11 +157,16 @@ const DEAD_LETTER_COLUMNS: readonly PipelineColumn[] = [
  * layers, rebuilding exactly the partitions whose input or transform changed.
  */
 export class Pipeline {
+  /** Lands, merges and maps deliveries: the Landing port the lake was opened with (src/open/open-lake.ts). */
+  private readonly landing: Landing;
+
   constructor(
     private readonly lake: Lake,
     private readonly config: PipelineConfig,
     private readonly options: PipelineOptions = {},
-  ) {}
+  ) {
+    this.landing = lake.landing;
+  }
 
   /** What a sync would do, layer by layer, without changing anything (and without taking leases: a sync decides again under them). */
   async plan(): Promise<PlannedPartition[]> {
@@ -203,8 +208,8 @@ export class Pipeline {
       // Derived layers are planned against what the layers above will hold after the sync.
       return [...raw, ...(await this.planLayers(dataset, new Map([["raw", predict(await this.statesOf(dataset.table), raw)]])))];
     } finally {
-      if (merged) await this.lake.releaseDelivery(merged);
-      if (landed) await this.lake.releaseDelivery(landed.delivery);
+      if (merged) await this.landing.releaseLanding(merged);
+      if (landed) await this.landing.releaseLanding(landed.delivery);
     }
   }
 
@@ -293,8 +298,8 @@ export class Pipeline {
       const delivery = landed?.delivery;
       const merge = merged;
       [landed, merged] = [undefined, undefined];
-      if (merge) await this.lake.releaseDelivery(merge);
-      if (delivery) await this.lake.releaseDelivery(delivery);
+      if (merge) await this.landing.releaseLanding(merge);
+      if (delivery) await this.landing.releaseLanding(delivery);
     };
     try {
       await this.createTables(dataset);
@@ -460,7 +465,7 @@ export class Pipeline {
       const where = `datasets.${dataset.name}.layers.${layer.name} (${layer.sqlPath})`;
       let read: string[] | undefined;
       try {
-        read = await this.lake.tablesRead(renderSql(layer.sql, blank, layer.sqlPath));
+        read = await this.landing.tablesRead(renderSql(layer.sql, blank, layer.sqlPath));
       } catch (error) {
         if (error instanceof InvalidInputError) throw new InvalidInputError(`${where}: ${error.message}`);
         throw error;
@@ -562,7 +567,7 @@ export class Pipeline {
   }
 
   private async land(dataset: DatasetConfig, writeAhead = false): Promise<{ delivery: LandedDelivery }> {
-    const delivery = await this.lake.landDelivery({
+    const delivery = await this.landing.land({
       writeAhead: writeAhead ? this.rawTable(dataset) : undefined,
       files: this.patterns(dataset),
       format: dataset.source.format,
@@ -573,7 +578,7 @@ export class Pipeline {
       signatureColumns: dataset.signatureColumns,
     });
     if (delivery.rowsRejected > 0 && !dataset.deadLetter) {
-      await this.lake.releaseDelivery(delivery);
+      await this.landing.releaseLanding(delivery);
       const first = delivery.firstRejects[0];
       // A Parquet row has a number but no line; a CSV record may span lines, and a line may be megabytes long.
       const parquet = dataset.source.format === "parquet";
@@ -676,7 +681,7 @@ export class Pipeline {
   /** Upsert: the delivery merged into the table's current runs by key (./../landing/landing.ts, `MergeRequest`). */
   private async merge(dataset: DatasetConfig, delivery: LandedDelivery, current: Awaited<ReturnType<LakeWriter["currentRuns"]>>): Promise<LandedDelivery> {
     const upsert = dataset.upsert!;
-    return this.lake.mergeDelivery({
+    return this.landing.mergeLanded({
       table: this.rawTable(dataset),
       delivery,
       current,
@@ -703,7 +708,7 @@ export class Pipeline {
     // A layer without partition keys (write: replace) is one unit that every upstream partition feeds.
     const mapped = layer.inputMap.length === 0
       ? upstreamPaths.map(() => [])
-      : await this.lake.mapPartitions({ fromKeys, values: upstreamPaths.map((p) => parsePartitionPath(p, fromKeys).values), map: layer.inputMap });
+      : await this.landing.mapPartitions({ fromKeys, values: upstreamPaths.map((p) => parsePartitionPath(p, fromKeys).values), map: layer.inputMap });
     const groups = new Map<string, string[]>();
     upstreamPaths.forEach((upstreamPath, index) => {
       const values = mapped[index] ?? [];
