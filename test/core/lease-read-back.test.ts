@@ -1,11 +1,7 @@
 import { DeleteObjectCommand, GetObjectCommand, PutObjectCommand, S3Client } from "@aws-sdk/client-s3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { hostname } from "node:os";
-import { WriterLease, leaseKey, type LeaseRecord } from "../../src/lake/lease.js";
-import { LocalStore } from "../../src/store/local-store.js";
-import type { ObjectStore } from "../../src/store/object-store.js";
+import { WriterLease } from "../../src/lake/lease.js";
 import { S3Store } from "../../src/store/s3/s3-store.js";
-import { tempDir } from "../support/lake-fixture.js";
 import { startS3Server, type S3Server } from "../support/s3-server.js";
 
 // Item 17 of issue 9: "the lease vanished right after it was taken" (AWS reader suite, once under load).
@@ -19,7 +15,8 @@ import { startS3Server, type S3Server } from "../support/s3-server.js";
 // between the PUT's mkdir and its open: the PUT answered 200, the file was never written, and the read-back got
 // 404 NoSuchKey, "the lease vanished right after it was taken". The server now answers only once the file is
 // written and closed, and leaves empty folders in place (makeS3rverBehaveLikeS3 in test/support/s3-server.ts).
-// These tests fail without that, and hold the server to S3's guarantee.
+// These tests fail without that, and hold the server to S3's guarantee. (Whose lease holds, and what a writer is
+// told, on every store: test/contracts/lease.contract.ts.)
 
 let server: S3Server;
 let client: S3Client;
@@ -97,74 +94,4 @@ describe("read-after-write on the S3 test server", () => {
     // One writer at a time, always.
     expect(maxHeld).toBe(1);
   });
-});
-
-describe("whose lease holds, and what a writer is told", () => {
-  const stores: { name: string; make: () => { store: ObjectStore; cleanup: () => void } }[] = [
-    {
-      name: "local folder",
-      make: () => {
-        const { dir, cleanup } = tempDir();
-        return { store: new LocalStore(dir), cleanup };
-      },
-    },
-    { name: "S3", make: () => ({ store: new S3Store(client, { bucket: "lake", prefix: `lakes/${Math.random().toString(16).slice(2)}` }), cleanup: () => undefined }) },
-  ];
-  const otherHost = (table: string): LeaseRecord => ({
-    table,
-    token: "0123456789abcdef01234567",
-    host: `not-${hostname()}`,
-    // A pid that exists on no machine here: only its own host can tell whether it still runs.
-    pid: 4_194_999,
-    command: "replace orders/day=2026-11-01",
-    acquiredAt: new Date().toISOString(),
-    expiresAt: new Date(Date.now() + 60_000).toISOString(),
-  });
-
-  for (const { name, make } of stores) {
-    it(`${name}: an unexpired lease of another host holds, whatever its pid (which means nothing here)`, async () => {
-      const { store, cleanup } = make();
-      try {
-        const theirs = otherHost("orders");
-        await store.put(leaseKey("orders"), JSON.stringify(theirs));
-        await expect(WriterLease.acquire(store, "orders", { waitMs: 0, command: "replace orders/day=2026-11-02" })).rejects.toThrow(
-          `table 'orders' is being written by pid 4194999 on not-${hostname()} (replace orders/day=2026-11-01)`,
-        );
-        expect(JSON.parse(Buffer.from((await store.get(leaseKey("orders")))!.body).toString()), "left as it was").toEqual(theirs);
-      } finally {
-        cleanup();
-      }
-    });
-
-    it(`${name}: a lease taken over between its write and its read-back says who took it`, async () => {
-      const { store: inner, cleanup } = make();
-      let takeover: "other writer" | "removed" = "other writer";
-      // Another writer gets in right after this writer's lease was written (this writer stalled past its TTL there).
-      const store = new Proxy(inner, {
-        get(target, property, receiver) {
-          if (property !== "putIfAbsent") return Reflect.get(target, property, receiver) as unknown;
-          return async (key: string, body: string) => {
-            const written = await target.putIfAbsent(key, body);
-            if (written && takeover === "other writer") await target.put(key, JSON.stringify(otherHost("orders")));
-            if (written && takeover === "removed") await target.delete([key]);
-            return written;
-          };
-        },
-      });
-      try {
-        await expect(WriterLease.acquire(store, "orders", { waitMs: 0, command: "replace orders/day=2026-11-02" })).rejects.toThrow(
-          new RegExp(
-            `the writer lease of table 'orders' was taken over right after this writer took it .*: it is held by pid 4194999 on not-${hostname()} \\(replace orders/day=2026-11-01\\) since `,
-          ),
-        );
-        await inner.delete([leaseKey("orders")]);
-        takeover = "removed";
-        await expect(WriterLease.acquire(store, "orders", { waitMs: 0, command: "replace orders/day=2026-11-02" })).rejects.toThrow(
-          "another writer took it, or removed it, and has released it since",
-        );
-      } finally {
-        cleanup();
-      }
-    });
-  }
 });

@@ -12,18 +12,6 @@ afterEach(() => {
 });
 
 describe("the local store", () => {
-  it("writes conditionally: if absent, if unchanged", async () => {
-    workspace = tempDir();
-    const store = new LocalStore(workspace.dir);
-    expect(await store.putIfAbsent("_lakeswap/leases/t.json", "one")).toBe(true);
-    expect(await store.putIfAbsent("_lakeswap/leases/t.json", "two")).toBe(false);
-    const current = (await store.get("_lakeswap/leases/t.json"))!;
-    expect(await store.putIfMatch("_lakeswap/leases/t.json", "three", current.etag)).toBe(true);
-    expect(await store.putIfMatch("_lakeswap/leases/t.json", "four", current.etag)).toBe(false);
-    expect(await store.deleteIfMatch("_lakeswap/leases/t.json", current.etag)).toBe(false);
-    expect(Buffer.from((await store.get("_lakeswap/leases/t.json"))!.body).toString()).toBe("three");
-  });
-
   it("keeps writes and deletes of records in one folder safe when they run at once", async () => {
     workspace = tempDir();
     const store = new LocalStore(workspace.dir);

@@ -158,19 +158,6 @@ describe("the S3 store", () => {
     }
   });
 
-  it("writes conditionally: if absent, if unchanged", async () => {
-    const { store: s3 } = await store();
-    expect(await s3.putIfAbsent("k", "one")).toBe(true);
-    expect(await s3.putIfAbsent("k", "two")).toBe(false);
-    const current = (await s3.get("k"))!;
-    expect(await s3.putIfMatch("k", "three", current.etag)).toBe(true);
-    expect(await s3.putIfMatch("k", "four", current.etag)).toBe(false);
-    expect(Buffer.from((await s3.get("k"))!.body).toString()).toBe("three");
-    expect(await s3.deleteIfMatch("k", current.etag)).toBe(false);
-    expect(await s3.deleteIfMatch("k", (await s3.get("k"))!.etag)).toBe(true);
-    expect(await s3.get("k")).toBeUndefined();
-  });
-
   it("retries a conditional request whose connection broke, and counts one whose answer was lost after S3 applied it as done", async () => {
     const { store: s3, client } = await store();
     // What a reused connection that S3 (or a proxy) had just closed gives: no answer, before or after the request was applied.
