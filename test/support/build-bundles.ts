@@ -30,6 +30,9 @@ export default async function buildBundles(): Promise<() => void> {
       outExtension: { ".js": ".cjs" },
       packages: "external",
     }),
+    // The run's shared AWS emulators' process (test/support/global-services.ts): dt-sql-parser is bundled in, as Node
+    // cannot load its extensionless ESM imports; s3rver, DuckDB and the AWS SDK come from node_modules.
+    build({ ...cliBundleOptions(), entryPoints: [path.join(support, "aws-services-server.ts")], outfile: path.join(dir, "aws-services-server.cjs") }),
   ]);
   // The test workers inherit it (they start after the global setup).
   process.env[BUNDLES_VARIABLE] = dir;

@@ -16,7 +16,8 @@ import { queryAs, startPostgres, type PostgresServer } from "./postgres.js";
 async function askBroker<T>(service: "postgres" | "aws"): Promise<T | undefined> {
   const broker = inject("serviceBroker");
   if (broker === undefined) return undefined;
-  const response = await fetch(`${broker}/${service}`, { method: "POST" });
+  // The AWS emulators: the set of this worker's slot (1 to maxWorkers), so the two workers never wait on one another's.
+  const response = await fetch(`${broker}/${service}?worker=${process.env.VITEST_POOL_ID ?? "1"}`, { method: "POST" });
   const text = await response.text();
   if (!response.ok) throw new Error(`the run's shared ${service} did not start: ${text}`);
   return JSON.parse(text) as T;
