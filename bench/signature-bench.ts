@@ -11,6 +11,7 @@ import type { LandRequest } from "../src/landing/landing.js";
 import { LocalStore } from "../src/store/local-store.js";
 import { BenchDuck } from "./duck.js";
 import { median, summarize, timeMs, type Timing } from "./stats.js";
+import { METADATA_FOLDERS } from "../src/lake/layout.js";
 
 /*
  * The content-signature benchmark. On one 3M-row, 180-day Parquet file it times:
@@ -138,7 +139,7 @@ export async function benchSignature(workDir: string, progress: (message: string
   await fs.mkdir(dir, { recursive: true });
   const file = path.join(dir, "orders.parquet");
   const duck = await BenchDuck.open();
-  const engine = new DuckDbEngine(new LocalStore(path.join(dir, "store")));
+  const engine = new DuckDbEngine(new LocalStore(path.join(dir, "store"), { folders: METADATA_FOLDERS }));
   try {
     const signing = await engine.signing();
     if (signing.form !== duck.signatureForm) throw new Error(`the engine signs in the ${signing.form} form, the bench's DuckDB could use only the ${duck.signatureForm} form`);

@@ -1,12 +1,12 @@
 import { promises as fs } from "node:fs";
 import path from "node:path";
-import { runFolder } from "../src/catalog/catalog.js";
 import { LocalCatalog } from "../src/catalog/local-catalog.js";
 import { parsePartition, type Partition } from "../src/model/partition.js";
 import { newRunId } from "../src/model/run-id.js";
 import { openEmbeddedLake } from "../src/open/open-lake.js";
 import { summarize, timeMs, type Timing } from "./stats.js";
 import { BENCH_TABLE, generatingSelect } from "./workload.js";
+import { METADATA_FOLDERS, runLocation } from "../src/lake/layout.js";
 
 /** Pointer-move timings for one partition size. */
 interface SwapSize {
@@ -60,12 +60,13 @@ class PreparedPartition {
 
   /** Moves the pointer to `runId`. */
   async moveTo(runId: string): Promise<void> {
-    await this.catalog.movePointer(BENCH_TABLE, { partition: this.partition, runId, previousRunId: this.current, kind: "swap" });
+    const location = runLocation(this.catalog, BENCH_TABLE, this.partition, runId);
+    await this.catalog.movePointers(BENCH_TABLE, [{ partition: this.partition, runId, location, previousRunId: this.current, kind: "swap" }]);
     this.current = runId;
   }
 
   private runDir(runId: string): string {
-    return path.join(this.lakeDir, ...this.catalog.runsPrefix(BENCH_TABLE, this.partition).split("/"), runFolder(runId));
+    return path.join(this.lakeDir, ...runLocation(this.catalog, BENCH_TABLE, this.partition, runId).split("/").filter(Boolean));
   }
 }
 
@@ -77,7 +78,7 @@ export async function benchSwap(
   progress: (message: string) => void,
 ): Promise<SwapFigures> {
   const lakeDir = path.join(workDir, "swap-lake");
-  const catalog = new LocalCatalog(lakeDir);
+  const catalog = new LocalCatalog(lakeDir, { folders: METADATA_FOLDERS });
   const small = await preparePartition(catalog, lakeDir, "day=2026-11-01", sizes.smallRows, progress);
   const large = await preparePartition(catalog, lakeDir, "day=2026-11-02", sizes.largeRows, progress);
 

@@ -1,4 +1,5 @@
-import { partitionPath, type Partition } from "../model/partition.js";
+import { LakeswapError } from "../model/errors.js";
+import type { Partition } from "../model/partition.js";
 import type { TableDefinition } from "../model/table.js";
 
 /** Where a partition's pointer is: its current run, the run before it, and the signature that moved with it. */
@@ -20,6 +21,8 @@ export type PointerMoveKind = "swap" | "rollback";
 export interface PointerMove {
   readonly partition: Partition;
   readonly runId: string;
+  /** The store key prefix of the run the pointer moves to, ending in '/' (the lake's layout places runs: ../lake/layout.ts). */
+  readonly location: string;
   readonly previousRunId?: string;
   readonly signature?: string;
   readonly kind: PointerMoveKind;
@@ -27,21 +30,30 @@ export interface PointerMove {
 
 /**
  * The writer's fence (../lake/lease.ts): the catalog calls it right before each call that moves or removes
- * pointers (each batch, each retry of one), and makes no call once it throws (LEASE_LOST: another writer
+ * pointers (each retry of one too), and makes no call once it throws (LEASE_LOST: another writer
  * took the table over). The rule lives in the core; an adapter only calls it.
  */
 export type Fence = () => Promise<void>;
 
 /** What a catalog can do; the core reads these and chooses. */
 export interface CatalogCapabilities {
-  /** The most pointer moves one catalog call can carry. */
+  /** The most pointer moves one `movePointers` call takes (the core sends them in batches of this size; Infinity: any number). */
   readonly maxBatchUpdate: number;
+  /** The most partitions one `removePointers` call takes (likewise). */
+  readonly maxBatchRemove: number;
+  /**
+   * A pointer occupies its partition's own path in the store (a symlink `<table>/day=…`), so runs cannot be written
+   * under it: the lake lays them out beside the pointers instead (../lake/layout.ts `runsPrefix`). False where a
+   * pointer is a location held elsewhere (Glue), and runs sit under the partition's path, as Hive lays them out.
+   */
+  readonly pointersInStore: boolean;
 }
 
 /**
  * The catalog port: table definitions and partition pointers. Moving a pointer
  * is the swap, and must be atomic per partition: readers see the old run or the
- * new one, never nothing.
+ * new one, never nothing. Pointers move and go in batches only, of at most the
+ * catalog's `capabilities` (the core splits larger ones).
  */
 export interface Catalog {
   readonly capabilities: CatalogCapabilities;
@@ -53,38 +65,38 @@ export interface Catalog {
   createTable(table: TableDefinition): Promise<void>;
   /** Removes a table's definition and whatever catalog state is left for it. */
   dropTable(name: string): Promise<void>;
-  /** The store key prefix under which runs of `partition` (or of every partition) live, ending in '/'. */
-  runsPrefix(table: TableDefinition, partition?: Partition): string;
   getPointer(table: TableDefinition, partition: Partition): Promise<Pointer | undefined>;
   listPointers(table: TableDefinition): Promise<Pointer[]>;
-  /** Moves one partition's pointer to a completely written run, atomically; `fence` is called right before the call that moves it. */
-  movePointer(table: TableDefinition, move: PointerMove, fence?: Fence): Promise<void>;
-  /** Moves many pointers, in the catalog's batches (`fence` right before each); every entry is checked, and what did not move is reported. */
+  /**
+   * Moves one batch of pointers (at most `maxBatchUpdate`), each to a completely written run, each atomically;
+   * `fence` is called right before each call that moves them. Every entry is checked: what did not move is a
+   * `PointerBatchError` naming it.
+   */
   movePointers(table: TableDefinition, moves: readonly PointerMove[], fence?: Fence): Promise<void>;
-  /** Removes a partition's pointer; readers stop seeing the partition. */
-  removePointer(table: TableDefinition, partition: Partition, fence?: Fence): Promise<void>;
-  /** Removes the catalog's own container (Glue database, metadata folder) when no table is left in it. */
-  removeIfEmpty(): Promise<boolean>;
-  /** Removes many pointers, in the catalog's batches (`fence` right before each). */
+  /** Removes one batch of pointers (at most `maxBatchRemove`); readers stop seeing the partitions. A partition already gone is fine. */
   removePointers(table: TableDefinition, partitions: readonly Partition[], fence?: Fence): Promise<void>;
 }
 
-/**
- * The store key prefix of one run of a partition, ending in '/'. An ingested table has no runs: every file of a
- * partition sits in the partition's own folder, `<table>/<partition path>/`, whatever the registration's run id.
- */
-export function runLocation(catalog: Pick<Catalog, "runsPrefix">, table: TableDefinition, partition: Partition, runId: string): string {
-  if (table.ingest) return ingestPartitionPrefix(table, partition);
-  return `${catalog.runsPrefix(table, partition)}${runFolder(runId)}/`;
-}
-
-/** The folder of an ingested table's partition, `<table>/p_year=2026/p_month=11/p_day=30/`; its segment files are written there. */
-export function ingestPartitionPrefix(table: TableDefinition, partition: Partition): string {
-  const path = partitionPath(partition);
-  return path ? `${table.name}/${path}/` : `${table.name}/`;
-}
-
-/** The folder name of a run inside its partition's runs prefix. */
-export function runFolder(runId: string): string {
-  return `run=${runId}`;
+/** Some entries of a batch of pointer moves or removals failed, each named with the catalog's reason; the others went through. */
+export class PointerBatchError extends LakeswapError {
+  /**
+   * `failed` names each entry that did not go through (`day=2026-11-01 (InternalServiceException: …)`), `total` is how
+   * many the batch held.
+   */
+  constructor(
+    readonly action: "move" | "remove",
+    readonly table: string,
+    readonly failed: readonly string[],
+    readonly total: number,
+  ) {
+    const detail = failed.slice(0, 5).join("; ");
+    super(
+      "PARTIAL_FAILURE",
+      action === "move"
+        ? `${failed.length} of ${total} partition pointers of ${table} did not move: ${detail}; the others did. Rerun to move the rest.`
+        : `${failed.length} partitions of ${table} could not be removed: ${detail}`,
+      { retryable: true },
+    );
+    this.name = "PointerBatchError";
+  }
 }

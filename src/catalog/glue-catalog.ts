@@ -1,7 +1,7 @@
 import {
-  BatchCreatePartitionCommand, BatchDeletePartitionCommand, BatchUpdatePartitionCommand, CreateDatabaseCommand, CreatePartitionCommand, DeleteDatabaseCommand,
+  BatchCreatePartitionCommand, BatchDeletePartitionCommand, BatchUpdatePartitionCommand, CreateDatabaseCommand, DeleteDatabaseCommand,
   CreateTableCommand, DeleteTableCommand, GetDatabaseCommand, GetPartitionCommand, GetPartitionsCommand, GetTableCommand, GetTablesCommand,
-  UpdatePartitionCommand, UpdateTableCommand, type GlueClient, type Partition as GluePartition, type PartitionInput, type StorageDescriptor,
+  UpdateTableCommand, type ErrorDetail, type GlueClient, type Partition as GluePartition, type PartitionInput, type StorageDescriptor,
   type Table as GlueTable,
 } from "@aws-sdk/client-glue";
 import { LakeswapError } from "../model/errors.js";
@@ -12,10 +12,7 @@ import type { AdaptiveLimit } from "../shared/adaptive-limit.js";
 import { isRunId } from "../model/run-id.js";
 import { glueColumnType } from "../model/column-types.js";
 import { parseTableDefinition, tableChange, type TableDefinition } from "../model/table.js";
-import { runFolder, runLocation, type Catalog, type Fence, type Pointer, type PointerMove, type PointerMoveKind } from "./catalog.js";
-
-/** Glue's limits per batch call. */
-const GLUE_LIMITS = { batchCreate: 100, batchUpdate: 100, batchDelete: 25 } as const;
+import { PointerBatchError, type Catalog, type Fence, type Pointer, type PointerMove, type PointerMoveKind } from "./catalog.js";
 
 /** Where the Glue catalog keeps tables, and how it reaches their data. */
 export interface GlueCatalogOptions {
@@ -46,7 +43,8 @@ const P = { run: "lakeswap.run", previous: "lakeswap.previous_run", signature: "
  * signature) together; batch calls check every per-entry error.
  */
 export class GlueCatalog implements Catalog {
-  readonly capabilities = { maxBatchUpdate: GLUE_LIMITS.batchUpdate } as const;
+  /** Glue's limits per batch call: BatchCreatePartition and BatchUpdatePartition take 100 entries, BatchDeletePartition 25. */
+  readonly capabilities = { maxBatchUpdate: 100, maxBatchRemove: 25, pointersInStore: false } as const;
 
   constructor(
     private readonly client: GlueClient,
@@ -92,7 +90,7 @@ export class GlueCatalog implements Catalog {
   }
 
   async createTable(table: TableDefinition): Promise<void> {
-    // The database may have been removed since the catalog was opened (removeIfEmpty).
+    // The database may have been removed since the catalog was opened (removeDatabaseIfEmpty).
     await this.open();
     const live = await this.glueTable(table.name);
     if (live) {
@@ -180,7 +178,8 @@ export class GlueCatalog implements Catalog {
     }
   }
 
-  async removeIfEmpty(): Promise<boolean> {
+  /** Removes the Glue database when no table is left in it (the demo's teardown); not part of the Catalog port. */
+  async removeDatabaseIfEmpty(): Promise<boolean> {
     const page = await this.send("GetTables", () => this.client.send(new GetTablesCommand({ ...this.ids, MaxResults: 1 })));
     if ((page.TableList ?? []).length > 0) return false;
     try {
@@ -189,11 +188,6 @@ export class GlueCatalog implements Catalog {
       if (!isError(error, "EntityNotFoundException")) throw error;
     }
     return true;
-  }
-
-  runsPrefix(table: TableDefinition, partition?: Partition): string {
-    const path = partition ? partitionPath(partition) : "";
-    return path ? `${table.name}/${path}/` : `${table.name}/`;
   }
 
   async getPointer(table: TableDefinition, partition: Partition): Promise<Pointer | undefined> {
@@ -218,153 +212,95 @@ export class GlueCatalog implements Catalog {
     return pointers.sort((a, b) => (partitionPath(a.partition) < partitionPath(b.partition) ? -1 : 1));
   }
 
-  async movePointer(table: TableDefinition, move: PointerMove, fence?: Fence): Promise<void> {
-    if (table.partitionKeys.length === 0) return this.moveTablePointer(table, move, fence);
-    const input = this.partitionInput(table, move);
-    // A partition the writer found no pointer for is most likely new: create it first, one call instead of a failed
-    // update and a create. If it exists after all (registered by another tool), it is updated like any other.
-    if (move.previousRunId === undefined) {
-      try {
-        await this.send("CreatePartition", () => this.fenced(fence, () => this.client.send(new CreatePartitionCommand({ ...this.ids, TableName: table.name, PartitionInput: input }))));
-        return;
-      } catch (error) {
-        if (!isError(error, "AlreadyExistsException")) throw error;
-      }
-    }
-    try {
-      await this.send("UpdatePartition", () =>
-        this.fenced(fence, () =>
-          this.client.send(new UpdatePartitionCommand({ ...this.ids, TableName: table.name, PartitionValueList: [...move.partition.values], PartitionInput: input })),
-        ),
-      );
-      return;
-    } catch (error) {
-      if (!isError(error, "EntityNotFoundException")) throw error;
-    }
-    try {
-      await this.send("CreatePartition", () => this.fenced(fence, () => this.client.send(new CreatePartitionCommand({ ...this.ids, TableName: table.name, PartitionInput: input }))));
-    } catch (error) {
-      if (!isError(error, "AlreadyExistsException")) throw error;
-      // Someone created it meanwhile: success only if it points where we meant.
-      const existing = await this.getPointer(table, move.partition);
-      if (existing?.runId !== move.runId) {
-        throw new LakeswapError("CONFLICT", `partition ${table.name}/${partitionPath(move.partition)} was created concurrently pointing to run ${existing?.runId}; rerun`);
-      }
-    }
-  }
-
   /**
-   * Moves many pointers in Glue's batches: BatchCreatePartition (100 per call)
-   * for partitions the writer found no pointer for, BatchUpdatePartition (100)
-   * for the others. Every entry's result is checked: an update of a partition
-   * that does not exist becomes a create, a create of one that exists becomes
-   * an update, other failed entries are retried with backoff, and what still
-   * fails is reported by partition.
+   * Moves one batch of pointers: BatchCreatePartition for partitions the writer found no pointer for,
+   * BatchUpdatePartition for the others. Every entry's result is checked: an update of a partition that
+   * does not exist becomes a create, a create of one that exists becomes an update, other failed entries
+   * are retried with backoff, and what still fails is reported by partition.
    */
   async movePointers(table: TableDefinition, moves: readonly PointerMove[], fence?: Fence): Promise<void> {
+    assertBatch("movePointers", moves.length, this.capabilities.maxBatchUpdate);
     if (table.partitionKeys.length === 0) {
       // One unit: the last move is where it ends, as one after the other would.
       const last = moves.at(-1);
       if (last) await this.moveTablePointer(table, last, fence);
       return;
     }
-    let updates = moves.filter((move) => move.previousRunId !== undefined);
     let creates = moves.filter((move) => move.previousRunId === undefined);
-    const failures = new Map<string, string>();
-    const failed = (move: PointerMove, detail: { ErrorCode?: string; ErrorMessage?: string } | undefined): void => {
-      failures.set(partitionPath(move.partition), `${detail?.ErrorCode}: ${detail?.ErrorMessage ?? ""}`);
+    let updates = moves.filter((move) => move.previousRunId !== undefined);
+    const reasons = new Map<string, string>();
+    const failed = (move: PointerMove, detail: ErrorDetail | undefined): void => {
+      reasons.set(partitionPath(move.partition), `${detail?.ErrorCode}: ${detail?.ErrorMessage ?? ""}`);
     };
     // One round sends every pending entry; entries that failed go again in the next round, with the shared retry's backoff.
     const round = async (): Promise<void> => {
-      const retryUpdates: PointerMove[] = [];
       const retryCreates: PointerMove[] = [];
-      for (const chunk of chunks(creates, GLUE_LIMITS.batchCreate)) {
-        const response = await this.send("BatchCreatePartition", () =>
-          this.fenced(fence, () =>
-            this.client.send(
-              new BatchCreatePartitionCommand({ ...this.ids, TableName: table.name, PartitionInputList: chunk.map((move) => this.partitionInput(table, move)) }),
-            ),
-          ),
-        );
-        faultPoint("during-batch-swap");
-        for (const error of response.Errors ?? []) {
-          const move = chunk.find((m) => sameValues(m.partition.values, error.PartitionValues ?? []));
-          if (!move) continue;
-          // It exists after all (registered by another tool, or created concurrently): updated like any other.
-          if (error.ErrorDetail?.ErrorCode === "AlreadyExistsException") updates.push(move);
-          else {
-            retryCreates.push(move);
-            failed(move, error.ErrorDetail);
-          }
+      const retryUpdates: PointerMove[] = [];
+      for (const { move, detail } of await this.batchCreate(table, creates, fence)) {
+        // It exists after all (registered by another tool, or created concurrently): updated like any other.
+        if (detail?.ErrorCode === "AlreadyExistsException") updates.push(move);
+        else {
+          retryCreates.push(move);
+          failed(move, detail);
         }
       }
-      for (const chunk of chunks(updates, GLUE_LIMITS.batchUpdate)) {
-        const response = await this.send("BatchUpdatePartition", () =>
-          this.fenced(fence, () =>
-            this.client.send(
-              new BatchUpdatePartitionCommand({
-                ...this.ids,
-                TableName: table.name,
-                Entries: chunk.map((move) => ({ PartitionValueList: [...move.partition.values], PartitionInput: this.partitionInput(table, move) })),
-              }),
-            ),
-          ),
-        );
-        faultPoint("during-batch-swap");
-        for (const error of response.Errors ?? []) {
-          const move = chunk.find((m) => sameValues(m.partition.values, error.PartitionValueList ?? []));
-          if (!move) continue;
-          if (error.ErrorDetail?.ErrorCode === "EntityNotFoundException") retryCreates.push(move);
-          else {
-            retryUpdates.push(move);
-            failed(move, error.ErrorDetail);
-          }
+      for (const { move, detail } of await this.batchUpdate(table, updates, fence)) {
+        if (detail?.ErrorCode === "EntityNotFoundException") retryCreates.push(move);
+        else {
+          retryUpdates.push(move);
+          failed(move, detail);
         }
       }
-      const retried = new Set([...retryUpdates, ...retryCreates]);
-      for (const move of moves) if (!retried.has(move)) failures.delete(partitionPath(move.partition));
-      updates = retryUpdates;
       creates = retryCreates;
+      updates = retryUpdates;
       const pending = [...updates, ...creates];
       if (pending.length === 0) return;
-      const detail = pending.slice(0, 5).map((m) => `${partitionPath(m.partition)} (${failures.get(partitionPath(m.partition)) ?? "not found, then created concurrently"})`);
-      throw new LakeswapError(
-        "PARTIAL_FAILURE",
-        `${pending.length} of ${moves.length} partition pointers of ${table.name} did not move: ${detail.join("; ")}; the others did. Rerun to move the rest.`,
-        { retryable: true },
-      );
+      const named = pending.map((m) => `${partitionPath(m.partition)} (${reasons.get(partitionPath(m.partition)) ?? "not found, then created concurrently"})`);
+      throw new PointerBatchError("move", table.name, named, moves.length);
     };
     await withRetry(`glue:Batch*Partition on table ${table.name}`, round, { attempts: 5 });
   }
 
-  async removePointer(table: TableDefinition, partition: Partition, fence?: Fence): Promise<void> {
-    await this.removePointers(table, [partition], fence);
+  /** One BatchCreatePartition of `moves` (none when empty), right after the fence; the entries that failed, with Glue's reason. */
+  private async batchCreate(table: TableDefinition, moves: readonly PointerMove[], fence: Fence | undefined): Promise<{ move: PointerMove; detail?: ErrorDetail }[]> {
+    if (moves.length === 0) return [];
+    const response = await this.send("BatchCreatePartition", () =>
+      this.fenced(fence, () =>
+        this.client.send(new BatchCreatePartitionCommand({ ...this.ids, TableName: table.name, PartitionInputList: moves.map((move) => this.partitionInput(table, move)) })),
+      ),
+    );
+    faultPoint("during-batch-swap");
+    return entryErrors(moves, (response.Errors ?? []).map((error) => ({ values: error.PartitionValues, detail: error.ErrorDetail })));
   }
 
-  /** Deletes partitions in batches of 25, checking every entry (a partition already gone is fine). */
+  /** One BatchUpdatePartition of `moves` (none when empty), right after the fence; the entries that failed, with Glue's reason. */
+  private async batchUpdate(table: TableDefinition, moves: readonly PointerMove[], fence: Fence | undefined): Promise<{ move: PointerMove; detail?: ErrorDetail }[]> {
+    if (moves.length === 0) return [];
+    const entries = moves.map((move) => ({ PartitionValueList: [...move.partition.values], PartitionInput: this.partitionInput(table, move) }));
+    const response = await this.send("BatchUpdatePartition", () =>
+      this.fenced(fence, () => this.client.send(new BatchUpdatePartitionCommand({ ...this.ids, TableName: table.name, Entries: entries }))),
+    );
+    faultPoint("during-batch-swap");
+    return entryErrors(moves, (response.Errors ?? []).map((error) => ({ values: error.PartitionValueList, detail: error.ErrorDetail })));
+  }
+
+  /** Deletes one batch of partitions, checking every entry (a partition already gone is fine). */
   async removePointers(table: TableDefinition, partitions: readonly Partition[], fence?: Fence): Promise<void> {
+    assertBatch("removePointers", partitions.length, this.capabilities.maxBatchRemove);
     if (table.partitionKeys.length === 0) {
       if (partitions.length > 0) await this.updateTableLocation(table, `${table.name}/${NO_RUN}`, () => ({}), fence);
       return;
     }
-    const failed: string[] = [];
-    for (const chunk of chunks(partitions, GLUE_LIMITS.batchDelete)) {
-      const response = await this.send("BatchDeletePartition", () =>
-        this.fenced(fence, () =>
-          this.client.send(
-            new BatchDeletePartitionCommand({ ...this.ids, TableName: table.name, PartitionsToDelete: chunk.map((p) => ({ Values: [...p.values] })) }),
-          ),
-        ),
-      );
-      for (const error of response.Errors ?? []) {
-        if (error.ErrorDetail?.ErrorCode !== "EntityNotFoundException") {
-          failed.push(`${(error.PartitionValues ?? []).join("/")}: ${error.ErrorDetail?.ErrorCode}`);
-        }
-      }
-    }
-    if (failed.length > 0) {
-      throw new LakeswapError("PARTIAL_FAILURE", `${failed.length} partitions of ${table.name} could not be removed: ${failed.slice(0, 5).join("; ")}`, { retryable: true });
-    }
+    if (partitions.length === 0) return;
+    const response = await this.send("BatchDeletePartition", () =>
+      this.fenced(fence, () =>
+        this.client.send(new BatchDeletePartitionCommand({ ...this.ids, TableName: table.name, PartitionsToDelete: partitions.map((p) => ({ Values: [...p.values] })) })),
+      ),
+    );
+    const failed = (response.Errors ?? [])
+      .filter((error) => error.ErrorDetail?.ErrorCode !== "EntityNotFoundException")
+      .map((error) => `${(error.PartitionValues ?? []).join("/")}: ${error.ErrorDetail?.ErrorCode}`);
+    if (failed.length > 0) throw new PointerBatchError("remove", table.name, failed, partitions.length);
   }
 
   /** The pointer of a table without partition keys: its own Location and Parameters. */
@@ -383,7 +319,7 @@ export class GlueCatalog implements Catalog {
    * version of the table just read (a concurrent change fails it, never mixes).
    */
   private async moveTablePointer(table: TableDefinition, move: PointerMove, fence?: Fence): Promise<void> {
-    await this.updateTableLocation(table, `${this.runsPrefix(table, WHOLE_TABLE)}${runFolder(move.runId)}`, () => {
+    await this.updateTableLocation(table, move.location.replace(/\/$/, ""), () => {
       const parameters: Record<string, string> = { [P.run]: move.runId, [P.movedBy]: move.kind };
       if (move.previousRunId) parameters[P.previous] = move.previousRunId;
       if (move.signature) parameters[P.signature] = move.signature;
@@ -426,7 +362,7 @@ export class GlueCatalog implements Catalog {
     const parameters: Record<string, string> = { [P.run]: move.runId, [P.movedBy]: move.kind };
     if (move.previousRunId) parameters[P.previous] = move.previousRunId;
     if (move.signature) parameters[P.signature] = move.signature;
-    const location = `${this.options.uriOf(runLocation(this, table, move.partition, move.runId).replace(/\/$/, ""))}/`;
+    const location = `${this.options.uriOf(move.location.replace(/\/$/, ""))}/`;
     return { Values: [...move.partition.values], StorageDescriptor: this.storage(table, location), Parameters: parameters };
   }
 
@@ -514,8 +450,18 @@ function sameValues(a: readonly string[], b: readonly string[]): boolean {
   return a.length === b.length && a.every((v, i) => v === b[i]);
 }
 
-function chunks<T>(items: readonly T[], size: number): T[][] {
-  const out: T[][] = [];
-  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
-  return out;
+/** The moves whose entries Glue reported as failed, each with its reason (an entry is named by its partition values). */
+function entryErrors(
+  moves: readonly PointerMove[],
+  errors: readonly { values?: readonly string[]; detail?: ErrorDetail }[],
+): { move: PointerMove; detail?: ErrorDetail }[] {
+  return errors.flatMap((error) => {
+    const move = moves.find((m) => sameValues(m.partition.values, error.values ?? []));
+    return move ? [{ move, detail: error.detail }] : [];
+  });
+}
+
+/** A batch larger than the catalog takes is the caller's mistake: the lake splits batches by the catalog's capabilities. */
+function assertBatch(call: string, size: number, most: number): void {
+  if (size > most) throw new Error(`GlueCatalog.${call} takes at most ${most} entries per call, not ${size}: split the batch (../lake/commit/move.ts)`);
 }

@@ -7,12 +7,10 @@ import { WHOLE_TABLE, isWholeTable, parsePartitionPath, partitionPath, type Part
 import { isRunId } from "../model/run-id.js";
 import { assertTableName } from "../model/sql.js";
 import { parseTableDefinition, tableChange, type TableDefinition } from "../model/table.js";
-import { eachLimited, fsyncPath, intoFolder, isCode, lightFs, makeFolder, noSpaceError, writeTempFile, type DescribeWrite } from "../store/local-store.js";
-import { runLocation, type Catalog, type Fence, type Pointer, type PointerMove, type PointerMoveKind } from "./catalog.js";
+import { eachLimited, fsyncPath, intoFolder, isCode, lightFs, makeFolder, noSpaceError, writeTempFile, type DescribeWrite, type MetadataFolders } from "../store/local-store.js";
+import type { Catalog, Fence, Pointer, PointerMove, PointerMoveKind } from "./catalog.js";
 import { processAlive } from "../shared/process-folders.js";
 
-const META = "_lakeswap";
-const RUNS = "_runs";
 /** The pointer of a table without partition keys: `<table>/current`, a link to its current run. */
 const WHOLE_TABLE_LINK = "current";
 /** Its state file's name under the table's pointer states. */
@@ -38,25 +36,35 @@ interface PointerState {
 
 /**
  * The embedded catalog is the lake folder itself. Table definitions are JSON
- * files under `_lakeswap/tables/`; each partition's pointer is a relative
- * symlink `<table>/<partition path>` to its run folder
- * `<table>/_runs/<partition path>/run=<id>/`, replaced with one rename(2).
+ * files under `<metadata>/tables/`; each partition's pointer is a relative
+ * symlink `<table>/<partition path>` to its run folder (the move's location, which the lake
+ * places beside the pointers), replaced with one rename(2), with its state under `<metadata>/pointers/`.
  * Plain DuckDB reading `<table>/*\/*.parquet` sees exactly the current runs.
  */
 export class LocalCatalog implements Catalog {
-  readonly capabilities = { maxBatchUpdate: 1 } as const;
+  /** A batch of any size: its fsyncs are shared, and each pointer's move is one rename(2) whatever the batch. */
+  readonly capabilities = { maxBatchUpdate: Number.POSITIVE_INFINITY, maxBatchRemove: Number.POSITIVE_INFINITY, pointersInStore: true } as const;
   private readonly root: string;
-
+  private readonly folders: MetadataFolders;
   private readonly describeWrite: DescribeWrite;
 
-  /** `describeWrite` says what a failed write of a key means (the lake's layout knows; default: nothing more). */
-  constructor(root: string, options: { readonly describeWrite?: DescribeWrite } = {}) {
+  /**
+   * `folders` are the lake's metadata folders (../lake/layout.ts); `describeWrite` says what a failed write of a key
+   * means (the lake's layout knows; default: nothing more).
+   */
+  constructor(root: string, options: { readonly folders: MetadataFolders; readonly describeWrite?: DescribeWrite }) {
     this.root = path.resolve(root);
+    this.folders = options.folders;
     this.describeWrite = options.describeWrite ?? (() => "the write did not complete");
   }
 
+  /** A folder of the catalog's own under the lake's metadata folder (`tables`, `pointers`). */
+  private metadataDir(...parts: string[]): string {
+    return path.join(this.root, this.folders.metadata, ...parts);
+  }
+
   async open(): Promise<void> {
-    const tempDir = path.join(this.root, META, "tmp");
+    const tempDir = path.join(this.root, this.folders.temp);
     let entries: string[];
     try {
       entries = await fs.readdir(tempDir);
@@ -90,7 +98,7 @@ export class LocalCatalog implements Catalog {
   async listTables(): Promise<TableDefinition[]> {
     let names: string[];
     try {
-      names = await fs.readdir(path.join(this.root, META, "tables"));
+      names = await fs.readdir(this.metadataDir("tables"));
     } catch (error) {
       if (isCode(error, "ENOENT")) return [];
       throw error;
@@ -111,26 +119,22 @@ export class LocalCatalog implements Catalog {
     // The table's folder (and the lake's, on the first table) made durable where it is new.
     const made = await makeFolder(path.join(this.root, table.name), this.root);
     await Promise.all(made.map(fsyncPath));
-    await writeFileAtomic(this.tableFile(table.name), `${JSON.stringify(table, null, 2)}\n`, path.join(this.root, META, "tmp"), this.root).catch((error: unknown) => {
-      throw noSpaceError(`${META}/tables/${table.name}.json`, this.tableFile(table.name), error, this.describeWrite) ?? error;
+    await writeFileAtomic(this.tableFile(table.name), `${JSON.stringify(table, null, 2)}\n`, path.join(this.root, this.folders.temp), this.root).catch((error: unknown) => {
+      throw noSpaceError(`${this.folders.metadata}/tables/${table.name}.json`, this.tableFile(table.name), error, this.describeWrite) ?? error;
     });
   }
 
   async dropTable(name: string): Promise<void> {
-    // The table's objects are gone by now; what is left of its metadata are folders.
-    for (const area of ["pointers", "manifests", "outbox", "pins"]) {
-      await fs.rm(path.join(this.root, META, area, name), { recursive: true, force: true });
-    }
+    assertTableName(name);
+    // The table's objects are gone by now; what is left of its metadata are its folders, one in each area that
+    // keeps a folder per table, which the store never prunes while writers may put records there.
+    for (const area of ["pointers", ...this.folders.tableAreas]) await fs.rm(this.metadataDir(area, name), { recursive: true, force: true });
+    const areas = await fs.readdir(this.metadataDir()).catch(() => [] as string[]);
     await fs.rm(this.tableFile(name), { force: true });
     await fs.rm(path.join(this.root, name), { recursive: true, force: true });
-    for (const dir of ["pointers", "tables", "tmp", "manifests", "leases", "pins", "outbox", ""]) {
-      await fs.rmdir(path.join(this.root, META, dir)).catch(() => undefined);
-    }
-  }
-
-  runsPrefix(table: TableDefinition, partition?: Partition): string {
-    const path = partition ? partitionPath(partition) : "";
-    return path ? `${table.name}/${RUNS}/${path}/` : `${table.name}/${RUNS}/`;
+    // Areas left empty go, and the metadata folder with them when it is empty: a lake whose last table was dropped is an empty folder.
+    for (const area of areas) await fs.rmdir(this.metadataDir(area)).catch(() => undefined);
+    await fs.rmdir(this.metadataDir()).catch(() => undefined);
   }
 
   async getPointer(table: TableDefinition, partition: Partition): Promise<Pointer | undefined> {
@@ -158,10 +162,10 @@ export class LocalCatalog implements Catalog {
     return { partition, runId: state.run, previousRunId: state.previous, signature: state.signature, movedBy: state.movedBy };
   }
 
-  /** The registered partitions of an ingested table: its state files, `_lakeswap/pointers/<table>/<partition path>.json`. */
+  /** The registered partitions of an ingested table: its state files, `<metadata>/pointers/<table>/<partition path>.json`. */
   private async ingestPointers(table: TableDefinition): Promise<Pointer[]> {
     // A state file per partition, in folders of the keys above the last: `p_year=2026/p_month=12/p_day=01.json`.
-    const partitions = await walkPartitions(path.join(this.root, META, "pointers", table.name), table.partitionKeys, (entry) =>
+    const partitions = await walkPartitions(this.metadataDir("pointers", table.name), table.partitionKeys, (entry) =>
       entry.isFile() && entry.name.endsWith(".json") ? entry.name.slice(0, -".json".length) : undefined,
     );
     const pointers = await Promise.all(partitions.map((partition) => this.ingestPointer(table, partition)));
@@ -200,10 +204,6 @@ export class LocalCatalog implements Catalog {
     return pointers.sort((a, b) => compare(partitionPath(a.partition), partitionPath(b.partition)));
   }
 
-  async movePointer(table: TableDefinition, move: PointerMove, fence?: Fence): Promise<void> {
-    await this.movePointers(table, [move], fence);
-  }
-
   /**
    * Moves many pointers. First every run they lead to is made durable (its
    * files, its folder and the folders above it up to the table's, each folder
@@ -219,7 +219,7 @@ export class LocalCatalog implements Catalog {
     // The moves run a few at a time: two of one partition would race, so only its last one is made (as one after the other would end).
     const moves = [...new Map(batch.map((move) => [partitionPath(move.partition), move])).values()];
     if (moves.length === 0) return;
-    const tempDir = path.join(this.root, META, "tmp");
+    const tempDir = path.join(this.root, this.folders.temp);
     const [runs, states] = await Promise.allSettled([this.syncRuns(table, moves), this.stageStates(table, moves, tempDir)]);
     if (runs.status === "rejected") {
       if (states.status === "fulfilled") await removeAll(states.value.map((s) => s.temp));
@@ -243,7 +243,7 @@ export class LocalCatalog implements Catalog {
         for (const folder of await intoFolder(file, this.root, () => fs.rename(temp, file))) folders.add(folder);
       } catch (error) {
         await fs.rm(temp, { force: true });
-        throw noSpaceError(`${META}/pointers/${table.name}/${partition}.json`, file, error, this.describeWrite) ?? error;
+        throw noSpaceError(`${this.folders.metadata}/pointers/${table.name}/${partition}.json`, file, error, this.describeWrite) ?? error;
       }
       folders.add(path.dirname(file));
     }).catch(async (error: unknown) => {
@@ -266,7 +266,7 @@ export class LocalCatalog implements Catalog {
         const state: PointerState = { run: move.runId, previous: move.previousRunId, signature: move.signature, movedBy: move.kind, movedAt };
         const file = this.stateFile(table, move.partition);
         const temp = await writeTempFile(tempDir, `${JSON.stringify(state)}\n`).catch((error: unknown) => {
-          throw noSpaceError(`${META}/tmp/${path.basename(file)}`, file, error, this.describeWrite) ?? error;
+          throw noSpaceError(`${this.folders.temp}/${path.basename(file)}`, file, error, this.describeWrite) ?? error;
         });
         staged.push({ temp, file, partition: partitionPath(move.partition) });
       });
@@ -329,7 +329,7 @@ export class LocalCatalog implements Catalog {
         // Temporary links live outside the table folder: a glob over the table would follow them.
         const temp = path.join(tempDir, `link-${process.pid}-${randomBytes(6).toString("hex")}`);
         await intoFolder(temp, this.root, () => fs.symlink(path.relative(linkDir, this.runDir(table, move)), temp)).catch((error: unknown) => {
-          throw noSpaceError(`${META}/tmp/${path.basename(temp)}`, temp, error, this.describeWrite) ?? error;
+          throw noSpaceError(`${this.folders.temp}/${path.basename(temp)}`, temp, error, this.describeWrite) ?? error;
         });
         temps.push(temp);
         faultPoint("before-swap-rename");
@@ -344,16 +344,9 @@ export class LocalCatalog implements Catalog {
     await eachLimited([...folders], FSYNC_CONCURRENCY, fsyncPath);
   }
 
-  private runDir(table: TableDefinition, move: PointerMove): string {
-    return path.join(this.root, ...runLocation(this, table, move.partition, move.runId).split("/").filter(Boolean));
-  }
-
-  async removeIfEmpty(): Promise<boolean> {
-    if ((await this.listTables()).length > 0) return false;
-    for (const dir of ["pointers", "tables", "tmp", "manifests", "leases", "pins", "outbox", ""]) {
-      await fs.rmdir(path.join(this.root, META, dir)).catch(() => undefined);
-    }
-    return true;
+  /** The run folder a move leads to (its location, under the lake folder). */
+  private runDir(_table: TableDefinition, move: PointerMove): string {
+    return path.join(this.root, ...move.location.split("/").filter(Boolean));
   }
 
   async removePointers(table: TableDefinition, partitions: readonly Partition[], fence?: Fence): Promise<void> {
@@ -361,8 +354,7 @@ export class LocalCatalog implements Catalog {
     for (const partition of partitions) await this.removePointer(table, partition);
   }
 
-  async removePointer(table: TableDefinition, partition: Partition, fence?: Fence): Promise<void> {
-    await fence?.();
+  private async removePointer(table: TableDefinition, partition: Partition): Promise<void> {
     if (table.ingest) {
       await fs.rm(this.stateFile(table, partition), { force: true });
       return;
@@ -382,7 +374,7 @@ export class LocalCatalog implements Catalog {
 
   private tableFile(name: string): string {
     assertTableName(name);
-    return path.join(this.root, META, "tables", `${name}.json`);
+    return this.metadataDir("tables", `${name}.json`);
   }
 
   private pointerPath(table: TableDefinition, partition: Partition): string {
@@ -391,7 +383,7 @@ export class LocalCatalog implements Catalog {
   }
 
   private stateFile(table: TableDefinition, partition: Partition): string {
-    return path.join(this.root, META, "pointers", table.name, `${partitionPath(partition) || WHOLE_TABLE_STATE}.json`);
+    return this.metadataDir("pointers", table.name, `${partitionPath(partition) || WHOLE_TABLE_STATE}.json`);
   }
 }
 

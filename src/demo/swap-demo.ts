@@ -1,6 +1,5 @@
-import { promises as fs } from "node:fs";
-import path from "node:path";
 import type { Lake } from "../lake/lake.js";
+import { removeEmptyLake, type LakePlace } from "../open/open-lake.js";
 import { NotFoundError } from "../model/errors.js";
 import { defineTable } from "../model/table.js";
 
@@ -34,8 +33,8 @@ function sourceRows(first: number, last: number): string {
   );
 }
 
-/** Runs one step of the demo on an embedded lake; its state lives in the lake folder between steps. */
-export async function runDemoStep(lake: Lake, step: DemoStep, lakeDir: string | undefined): Promise<DemoStepResult> {
+/** Runs one step of the demo on the lake at `place`; its state lives in the lake between steps. */
+export async function runDemoStep(lake: Lake, step: DemoStep, place: LakePlace): Promise<DemoStepResult> {
   switch (step) {
     case "setup": {
       for (const name of [SOURCE, TARGET]) {
@@ -83,9 +82,8 @@ export async function runDemoStep(lake: Lake, step: DemoStep, lakeDir: string | 
       const existing = new Set((await lake.listTables()).map((t) => t.name));
       const dropped = [SOURCE, TARGET].filter((name) => existing.has(name));
       for (const name of dropped) await lake.dropTable(name);
-      await lake.removeCatalogIfEmpty();
-      const removedLake = lakeDir ? await removeIfEmpty(lakeDir) : false;
-      const where = removedLake ? `; removed the empty lake folder ${lakeDir}` : "";
+      const removedLake = await removeEmptyLake(place);
+      const where = removedLake ? `; removed the empty lake folder ${place.dir}` : "";
       return { step, message: dropped.length > 0 ? `dropped ${dropped.join(" and ")} with all their runs${where}` : `nothing to tear down${where}` };
     }
   }
@@ -93,13 +91,3 @@ export async function runDemoStep(lake: Lake, step: DemoStep, lakeDir: string | 
 
 /** The whole demo: setup, swap, count, change, swap, count, rollback, count, teardown. */
 export const FULL_DEMO: readonly DemoStep[] = ["setup", "swap", "count", "change", "swap", "count", "rollback", "count", "teardown"];
-
-async function removeIfEmpty(dir: string): Promise<boolean> {
-  try {
-    await fs.rmdir(path.join(dir, "_lakeswap")).catch(() => undefined);
-    await fs.rmdir(dir);
-    return true;
-  } catch {
-    return false;
-  }
-}

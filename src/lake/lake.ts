@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { ingestPartitionPrefix, type Catalog, type Pointer, type PointerMoveKind } from "../catalog/catalog.js";
+import type { Catalog, Pointer, PointerMoveKind } from "../catalog/catalog.js";
 import type { Engine, PartitionSnapshot, QueryResult, TableSnapshot } from "../engine/engine.js";
 import type {
   IdentifiedFiles, LandRequest, LandedDelivery, Landing, LandedFile, LandingSummary, MergeRequest, PartitionMapRequest,
@@ -10,7 +10,7 @@ import { faultPoint } from "../shared/faults.js";
 import { collectAfterSwap, collectPartition, gcState, type PartitionGcReport } from "./operations/gc.js";
 import { knownPartitions, partitionHistories, type PartitionHistory } from "./operations/history.js";
 import { registerSegment, type RegisteredPartition, type SegmentContribution, type SegmentId } from "./operations/register-segment.js";
-import { leaseLockKey, syncLeaseName, ingestTalliesPrefix, pinnedPartition, deliveriesPrefix, deliveryFilesKey, deliveryKey, manifestsPrefix, outboxPrefix, pinKey, pinsPrefix, syncRecordKey, SYNCS_PREFIX } from "./layout.js";
+import { ingestPartitionPrefix, runsPrefix, leaseLockKey, syncLeaseName, ingestTalliesPrefix, pinnedPartition, deliveriesPrefix, deliveryFilesKey, deliveryKey, manifestsPrefix, outboxPrefix, pinKey, pinsPrefix, syncRecordKey, SYNCS_PREFIX } from "./layout.js";
 import { DEFAULT_LEASE_WAIT_MS, WriterLease, leaseKey, removeAbandonedLease, type LeaseRecord } from "./lease.js";
 import { orderPartition, parsePartition, parsePartitionPath, partitionPath, type Partition } from "../model/partition.js";
 import { DEFAULT_GRACE_MS } from "./retention.js";
@@ -22,6 +22,7 @@ import {
 import { readManifest, runFiles } from "./runs.js";
 import { mapLimited } from "../shared/map-limited.js";
 import { assertTableName } from "../model/sql.js";
+import { removePointers } from "./commit/move.js";
 import { replayEntry, swapBatch, type SnapshotScope, type SwapContext, type SwapItem, type SwapOptions, type SwapOutcome } from "./commit/swap.js";
 import { parseSyncRecord, type SyncMove, type SyncRecord } from "./sync-record.js";
 import type { TableDefinition } from "../model/table.js";
@@ -229,11 +230,6 @@ export class Lake {
     if ((this.landing as unknown) !== this.engine) await this.landing.close();
   }
 
-  /** Removes the catalog's container when no table is left (the Glue database; the local metadata folder). */
-  async removeCatalogIfEmpty(): Promise<boolean> {
-    return this.catalog.removeIfEmpty();
-  }
-
   /** Declares a table (idempotent for the same definition). */
   async createTable(table: TableDefinition): Promise<void> {
     await this.catalog.createTable(table);
@@ -257,9 +253,9 @@ export class Lake {
   async dropTable(name: string): Promise<void> {
     const table = await this.table(name);
     await this.withLease(table.name, `drop-table ${table.name}`, async () => {
-      await this.catalog.removePointers(table, (await this.catalog.listPointers(table)).map((p) => p.partition), () => this.leaseCheck(table.name));
+      await removePointers(this.catalog, table, (await this.catalog.listPointers(table)).map((p) => p.partition), () => this.leaseCheck(table.name));
       const objects = [
-        ...(await this.store.list(table.ingest ? `${table.name}/` : this.catalog.runsPrefix(table))),
+        ...(await this.store.list(table.ingest ? `${table.name}/` : runsPrefix(this.catalog, table))),
         ...(table.ingest ? await this.store.list(ingestTalliesPrefix(table.name)) : []),
         ...(await this.store.list(manifestsPrefix(table.name))),
         ...(await this.store.list(pinsPrefix(table.name))),

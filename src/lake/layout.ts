@@ -1,16 +1,60 @@
+import type { CatalogCapabilities } from "../catalog/catalog.js";
 import { partitionPath, type Partition } from "../model/partition.js";
+import type { TableDefinition } from "../model/table.js";
 
 /**
- * Every store key lakeswap uses for its own records, in one place. They all
+ * Every store key lakeswap uses, in one place: its own records and the runs' folders. The records all
  * live under `_lakeswap/` in the lake's own store, never under a table's
  * location, so a plain reader's glob never sees them, and on S3 they are as
- * durable as the runs they describe. Run folders themselves are the
- * catalog's to place (`Catalog.runsPrefix`); a run's folder name is `run=<id>`.
+ * durable as the runs they describe. This file is the only one that spells that folder: the embedded
+ * adapters are handed it (`METADATA_FOLDERS`).
  */
 const METADATA_PREFIX = "_lakeswap";
 
 /** Temporary files of a writer (staged runs, new links, atomic writes); a dead writer's are removed by the next open. */
 export const TEMP_PREFIX = `${METADATA_PREFIX}/tmp`;
+
+/** The folders the embedded adapters (local store, local catalog) keep lakeswap's records and temporary files in. */
+export const METADATA_FOLDERS = {
+  metadata: METADATA_PREFIX,
+  temp: TEMP_PREFIX,
+  // The areas below that keep a folder per table (`<area>/<table>/`), removed with the table.
+  tableAreas: ["manifests", "pins", "outbox", "deliveries", "ingest"],
+} as const;
+
+/** Where runs go when the catalog's pointers sit at the partitions' own paths (`pointersInStore`): `<table>/_runs/<partition path>/`. */
+const RUNS_BESIDE_POINTERS = "_runs";
+
+/**
+ * The store key prefix under which the runs of `partition` (or of every partition) live, ending in '/':
+ * `<table>/<partition path>/` as Hive lays them out, or `<table>/_runs/<partition path>/` where the catalog's
+ * pointer occupies the partition's path itself (the local catalog's symlinks).
+ */
+export function runsPrefix(catalog: { readonly capabilities: CatalogCapabilities }, table: TableDefinition, partition?: Partition): string {
+  const root = catalog.capabilities.pointersInStore ? `${table.name}/${RUNS_BESIDE_POINTERS}` : table.name;
+  const path = partition ? partitionPath(partition) : "";
+  return path ? `${root}/${path}/` : `${root}/`;
+}
+
+/**
+ * The store key prefix of one run of a partition, ending in '/'. An ingested table has no runs: every file of a
+ * partition sits in the partition's own folder, `<table>/<partition path>/`, whatever the registration's run id.
+ */
+export function runLocation(catalog: { readonly capabilities: CatalogCapabilities }, table: TableDefinition, partition: Partition, runId: string): string {
+  if (table.ingest) return ingestPartitionPrefix(table, partition);
+  return `${runsPrefix(catalog, table, partition)}${runFolder(runId)}/`;
+}
+
+/** The folder of an ingested table's partition, `<table>/p_year=2026/p_month=11/p_day=30/`; its segment files are written there. */
+export function ingestPartitionPrefix(table: TableDefinition, partition: Partition): string {
+  const path = partitionPath(partition);
+  return path ? `${table.name}/${path}/` : `${table.name}/`;
+}
+
+/** The folder name of a run inside its partition's runs prefix. */
+function runFolder(runId: string): string {
+  return `run=${runId}`;
+}
 
 /** A partition's path as a key prefix, `day=2026-11-01/`; empty for the whole table (a table without partition keys). */
 function partitionFolder(partition: Partition): string {
@@ -124,7 +168,7 @@ export function ingestTallyKey(table: string, partition: Partition): string {
  * pointer where it was; the ones after it (manifest, sync record) come after the pointer moved.
  */
 export function writeConsequence(key: string): string {
-  const area = key.startsWith(`${METADATA_PREFIX}/`) ? key.split("/")[1] : key.includes("/_runs/") ? "runs" : undefined;
+  const area = key.startsWith(`${METADATA_PREFIX}/`) ? key.split("/")[1] : key.includes(`/${RUNS_BESIDE_POINTERS}/`) ? "runs" : undefined;
   switch (area) {
     case "outbox":
       return "recording a pointer move in the outbox, before the swap: the pointer did not move";

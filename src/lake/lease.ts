@@ -37,7 +37,7 @@ export interface LeaseOptions {
 }
 
 /**
- * One writer per table: a lease object under `_lakeswap/leases/`, created only
+ * One writer per table: a lease object under the lake's metadata folder (`leaseKey`, ./layout.ts), created only
  * if absent and taken over, only if unchanged, once it has expired (or, on the
  * same host, once its process is gone). Where the store has kernel locks (the
  * local folder), the holder also holds the table's kernel lock for its whole

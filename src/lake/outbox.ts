@@ -28,12 +28,12 @@ export interface OutboxEntry {
  * sent to the catalog and acknowledged (deleted) once confirmed; a process
  * that dies in between leaves the entry, and the next process that opens the
  * lake replays it. It lives in the lake's own store, under
- * `_lakeswap/outbox/`, so a runner without a persistent disk (a container, a
+ * its metadata folder (`outboxPrefix`, ./layout.ts), so a runner without a persistent disk (a container, a
  * CI job) loses nothing: the entry is as durable as the run it points to.
  */
 export class Outbox {
   /**
-   * `warn` is told of an entry that cannot be read and was moved to `_lakeswap/quarantine/`
+   * `warn` is told of an entry that cannot be read and was moved to quarantine (`quarantineKey`, ./layout.ts)
    * (default: a line on stderr).
    */
   constructor(

@@ -1,9 +1,8 @@
 import type { Catalog, Pointer } from "../catalog/catalog.js";
-import { runLocation } from "../catalog/catalog.js";
 import type { Engine } from "../engine/engine.js";
 import type { Landing } from "../landing/landing.js";
 import type { ObjectStore } from "../store/object-store.js";
-import { manifestKey, manifestsPrefix } from "./layout.js";
+import { manifestKey, manifestsPrefix, runLocation, runsPrefix } from "./layout.js";
 import { parseManifest, type RunManifest } from "./manifest.js";
 import { partitionPath, type Partition } from "../model/partition.js";
 import { isRunId, runIdTime } from "../model/run-id.js";
@@ -36,7 +35,7 @@ export interface RunListing {
 }
 
 /** The store key prefix of one run, ending in '/'. */
-export function runPrefix(catalog: Catalog, table: TableDefinition, partition: Partition, runId: string): string {
+export function runPrefix(catalog: Pick<Catalog, "capabilities">, table: TableDefinition, partition: Partition, runId: string): string {
   return runLocation(catalog, table, partition, runId);
 }
 
@@ -63,7 +62,7 @@ export async function listRuns(ctx: LakeContext, table: TableDefinition, partiti
     if (!run) runs.set(runId, (run = { files: [], markers: [], hasManifest: false }));
     return run;
   };
-  const prefix = ctx.catalog.runsPrefix(table, partition);
+  const prefix = runsPrefix(ctx.catalog, table, partition);
   const manifests = manifestsPrefix(table.name, partition);
   // The run folders and the manifests are listed at once.
   const [objects, records] = await Promise.all([ctx.store.list(prefix), ctx.store.list(manifests)]);

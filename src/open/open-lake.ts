@@ -1,18 +1,21 @@
+import { promises as fs } from "node:fs";
+import path from "node:path";
 import { LocalCatalog } from "../catalog/local-catalog.js";
 import type { AwsTarget } from "../config/aws-config.js";
 import { parseDuration } from "../model/duration.js";
 import { Lake, type LakeSettings } from "../lake/lake.js";
-import { TEMP_PREFIX, writeConsequence } from "../lake/layout.js";
+import { METADATA_FOLDERS, TEMP_PREFIX, writeConsequence } from "../lake/layout.js";
 import type { AdaptiveLimit } from "../shared/adaptive-limit.js";
+import type { GlueCatalog } from "../catalog/glue-catalog.js";
 import { DuckDbEngine } from "../engine/duckdb-engine.js";
 import { LocalStore } from "../store/local-store.js";
 
 /** Opens the embedded lake in `dir`: local folder store, symlink catalog, DuckDB engine. */
 export async function openEmbeddedLake(dir: string, settings: LakeSettings = {}): Promise<Lake> {
-  const store = new LocalStore(dir, { describeWrite: writeConsequence });
+  const store = new LocalStore(dir, { folders: METADATA_FOLDERS, describeWrite: writeConsequence });
   // One DuckDB adapter serves both ports; its users' SQL and its landing run in separate instances (../duckdb/duckdb-open.ts).
   const duckdb = new DuckDbEngine(store, { stagingPrefix: TEMP_PREFIX });
-  return Lake.open({ store, catalog: new LocalCatalog(dir, { describeWrite: writeConsequence }), engine: duckdb, landing: duckdb }, settings);
+  return Lake.open({ store, catalog: new LocalCatalog(dir, { folders: METADATA_FOLDERS, describeWrite: writeConsequence }), engine: duckdb, landing: duckdb }, settings);
 }
 
 /** Auto-tuned limits of an AWS lake's calls (the collector's: UPLOAD_CONCURRENCY, ATHENA_GLUE_CONTROL_PLANE_CONCURRENCY). */
@@ -31,28 +34,17 @@ const SILENT_LOGGER = { trace: () => undefined, debug: () => undefined, info: ()
  */
 export async function openAwsLake(target: AwsTarget, settings: LakeSettings = {}, limits: AwsLimits = {}): Promise<Lake> {
   // Loaded only here: the AWS SDK takes about a second to load, which no command on an embedded lake should pay.
-  const [{ AthenaClient }, { GlueClient }, { S3Client }, { GlueCatalog }, { AthenaEngine }, { S3Store }] = await Promise.all([
+  const [{ AthenaClient }, { S3Client }, { AthenaEngine }, { S3Store }] = await Promise.all([
     import("@aws-sdk/client-athena"),
-    import("@aws-sdk/client-glue"),
     import("@aws-sdk/client-s3"),
-    import("../catalog/glue-catalog.js"),
     import("../engine/athena-engine.js"),
     import("../store/s3/s3-store.js"),
   ]);
-  const region = target.region ?? "us-east-1";
-  // One retry layer: lakeswap's own (../shared/retry.ts, around every call), so the SDK clients make one attempt each.
-  // Their logger is silent: lakeswap reports each failed call itself, naming the action, the resource and the fix;
-  // without a logger of its own a client prints "An error was encountered in a non-retryable streaming request." to
-  // the console for every failed call with a streamed body, an upload S3 answers 412 (already stored: done) included.
-  const common = { region, maxAttempts: 1, logger: SILENT_LOGGER };
+  const common = clientSettings(target);
   const s3 = new S3Client({ ...common, ...(target.endpoint ? { endpoint: target.endpoint, forcePathStyle: true } : {}) });
   const store = new S3Store(s3, { bucket: target.bucket, prefix: target.prefix, uploadConcurrency: target.uploadConcurrency, ingestLimit: limits.upload });
   const uriOf = (key: string) => store.uri(key);
-  const catalog = new GlueCatalog(new GlueClient({ ...common, ...(target.glueEndpoint ? { endpoint: target.glueEndpoint } : {}) }), {
-    database: target.database,
-    uriOf,
-    limit: limits.glue,
-  });
+  const catalog = await glueCatalog(target, uriOf, limits.glue);
   const engine = new AthenaEngine(new AthenaClient({ ...common, ...(target.athenaEndpoint ? { endpoint: target.athenaEndpoint } : {}) }), {
     workgroup: target.workgroup,
     database: target.database,
@@ -64,4 +56,47 @@ export async function openAwsLake(target: AwsTarget, settings: LakeSettings = {}
   });
   // Athena runs users' SQL; deliveries are landed, signed and written locally by DuckDB, then uploaded.
   return Lake.open({ store, catalog, engine, landing: new DuckDbEngine(store, { stagingPrefix: TEMP_PREFIX }) }, settings);
+}
+
+/** What every AWS SDK client of a lake is made with. */
+function clientSettings(target: AwsTarget): { region: string; maxAttempts: number; logger: typeof SILENT_LOGGER } {
+  // One retry layer: lakeswap's own (../shared/retry.ts, around every call), so the SDK clients make one attempt each.
+  // Their logger is silent: lakeswap reports each failed call itself, naming the action, the resource and the fix;
+  // without a logger of its own a client prints "An error was encountered in a non-retryable streaming request." to
+  // the console for every failed call with a streamed body, an upload S3 answers 412 (already stored: done) included.
+  return { region: target.region ?? "us-east-1", maxAttempts: 1, logger: SILENT_LOGGER };
+}
+
+/** The Glue catalog of an AWS lake (the SDK loaded on first use). */
+async function glueCatalog(target: AwsTarget, uriOf: (key: string) => string, limit?: AdaptiveLimit): Promise<GlueCatalog> {
+  const [{ GlueClient }, { GlueCatalog }] = await Promise.all([import("@aws-sdk/client-glue"), import("../catalog/glue-catalog.js")]);
+  const client = new GlueClient({ ...clientSettings(target), ...(target.glueEndpoint ? { endpoint: target.glueEndpoint } : {}) });
+  return new GlueCatalog(client, { database: target.database, uriOf, limit });
+}
+
+/** Where a lake is: an embedded lake's folder, or an AWS target. */
+export interface LakePlace {
+  readonly dir?: string;
+  readonly aws?: AwsTarget;
+}
+
+/**
+ * Removes what is left of a lake without tables (the demo's teardown): the AWS lake's Glue database, or the
+ * embedded lake's empty metadata folders and then its folder. Nothing that holds a file or a table is removed.
+ * True when the embedded lake's folder is gone.
+ */
+export async function removeEmptyLake(place: LakePlace): Promise<boolean> {
+  if (place.aws) {
+    await (await glueCatalog(place.aws, () => "")).removeDatabaseIfEmpty();
+    return false;
+  }
+  if (place.dir === undefined) return false;
+  const metadata = path.join(place.dir, METADATA_FOLDERS.metadata);
+  const areas = await fs.readdir(metadata).catch(() => [] as string[]);
+  for (const area of areas) await fs.rmdir(path.join(metadata, area)).catch(() => undefined);
+  await fs.rmdir(metadata).catch(() => undefined);
+  return fs.rmdir(place.dir).then(
+    () => true,
+    () => false,
+  );
 }

@@ -5,7 +5,6 @@ import { LakeswapError } from "../model/errors.js";
 import { takeKernelLock } from "./kernel-lock.js";
 import { assertKey, type ObjectInfo, type ObjectStore, type ProcessLock, type TaggedObject } from "./object-store.js";
 
-const TEMP_DIR = "_lakeswap/tmp";
 const CAS_LOCK_STALE_MS = 10_000;
 /** Folder reads and file stats of one listing in flight at once. */
 const LIST_CONCURRENCY = 16;
@@ -18,11 +17,16 @@ export class LocalStore implements ObjectStore {
   private readonly folders = new FolderSyncs();
 
   private readonly describeWrite: DescribeWrite;
+  private readonly metadataFolders: MetadataFolders;
 
-  /** `describeWrite` says what a failed write of a key means (the lake's layout knows; default: nothing more). */
-  constructor(root: string, options: { readonly describeWrite?: DescribeWrite } = {}) {
+  /**
+   * `folders` are the lake's metadata folders (../lake/layout.ts); `describeWrite` says what a failed write of a key
+   * means (the lake's layout knows; default: nothing more).
+   */
+  constructor(root: string, options: { readonly folders: MetadataFolders; readonly describeWrite?: DescribeWrite }) {
     this.root = path.resolve(root);
     this.description = this.root;
+    this.metadataFolders = options.folders;
     this.describeWrite = options.describeWrite ?? describeNothing;
   }
 
@@ -139,7 +143,7 @@ export class LocalStore implements ObjectStore {
       }
       // An empty data folder (a build killed right after creating its run folder) is listed as an S3-style
       // folder marker, `key/`, so GC can see and remove it; metadata folders are never listed.
-      if (entries.length === 0 && keyPrefix.startsWith(prefix) && keyPrefix !== "" && !`${keyPrefix}/`.startsWith("_lakeswap/")) {
+      if (entries.length === 0 && keyPrefix.startsWith(prefix) && keyPrefix !== "" && !`${keyPrefix}/`.startsWith(`${this.metadataFolders.metadata}/`)) {
         found.push({ key: `${keyPrefix}/`, size: 0 });
       }
       await Promise.all(
@@ -174,9 +178,9 @@ export class LocalStore implements ObjectStore {
       parents.add(path.dirname(file));
     }
     // Remove data folders left empty, deepest first, never the root itself. Metadata folders
-    // (_lakeswap/…) stay: concurrent writers keep putting records there, and pruning them
+    // (the lake's metadata folder) stay: concurrent writers keep putting records there, and pruning them
     // would race their mkdir and rename; dropping a table removes its metadata folders.
-    const metadata = path.join(this.root, "_lakeswap");
+    const metadata = path.join(this.root, this.metadataFolders.metadata);
     const ordered = [...parents].filter((dir) => dir !== metadata && !dir.startsWith(metadata + path.sep)).sort((a, b) => b.length - a.length);
     for (const start of ordered) {
       let dir = start;
@@ -195,7 +199,7 @@ export class LocalStore implements ObjectStore {
     const target = this.localPath(key);
     // The file's bytes are made durable first; its link then appears whole, or fails with EEXIST, atomically.
     const temp = await this.whenFull(key, target, async () => {
-      const dir = path.join(this.root, TEMP_DIR);
+      const dir = path.join(this.root, this.metadataFolders.temp);
       await fs.mkdir(dir, { recursive: true });
       const copy = path.join(dir, `${process.pid}-${randomBytes(6).toString("hex")}.tmp`);
       try {
@@ -239,7 +243,7 @@ export class LocalStore implements ObjectStore {
 
   /** Writes `body` to a fsynced temporary file on the lake's filesystem. */
   private async writeTemp(body: Uint8Array | string): Promise<string> {
-    return writeTempFile(path.join(this.root, TEMP_DIR), body);
+    return writeTempFile(path.join(this.root, this.metadataFolders.temp), body);
   }
 
   /** fsyncs the folder a new entry went into, and the folders that got a new subfolder on its way (`created`), concurrent requests for a folder sharing one fsync. */
@@ -282,6 +286,16 @@ export class LocalStore implements ObjectStore {
 
 /** What a failed write of one key means for the data, for the message of a full disk (the lake's layout knows). */
 export type DescribeWrite = (key: string) => string;
+
+/**
+ * Where the embedded lake keeps its own records in its folder (../lake/layout.ts `METADATA_FOLDERS`): the metadata
+ * folder (never listed as data, never pruned), its temporary folder, and the areas in it that hold a folder per table.
+ */
+export interface MetadataFolders {
+  readonly metadata: string;
+  readonly temp: string;
+  readonly tableAreas: readonly string[];
+}
 
 const describeNothing: DescribeWrite = () => "the write did not complete";
 

@@ -2,6 +2,7 @@ import { GlueClient } from "@aws-sdk/client-glue";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { PointerMove } from "../../src/catalog/catalog.js";
 import { GlueCatalog } from "../../src/catalog/glue-catalog.js";
+import { movePointers, removePointers } from "../../src/lake/commit/move.js";
 import { makePartition, partitionPath } from "../../src/model/partition.js";
 import { defineTable } from "../../src/model/table.js";
 import { startGlueEmulator, type GlueEmulator } from "../support/glue-emulator.js";
@@ -9,7 +10,7 @@ import { startGlueEmulator, type GlueEmulator } from "../support/glue-emulator.j
 const TABLE = defineTable({ name: "orders", columns: [{ name: "id", type: "BIGINT" }, { name: "amount", type: "DECIMAL(10,2)" }], partitionKeys: ["day"] });
 const runId = (i: number) => `20261101T${String(100000 + i).slice(-6)}Z-aaaaaa`;
 const day = (i: number) => makePartition([["day", `d${String(i).padStart(4, "0")}`]]);
-const move = (i: number, run = runId(i)): PointerMove => ({ partition: day(i), runId: run, kind: "swap", signature: `v1:${i}` });
+const move = (i: number, run = runId(i)): PointerMove => ({ partition: day(i), runId: run, location: `orders/${partitionPath(day(i))}/run=${run}/`, kind: "swap", signature: `v1:${i}` });
 
 let glue: GlueEmulator;
 let catalog: GlueCatalog;
@@ -31,11 +32,11 @@ describe("the Glue catalog", () => {
     await catalog.createTable(TABLE); // the same definition again is a no-op
   });
 
-  it("swaps with one UpdatePartition setting Location and Parameters together, or creates the partition", async () => {
-    await catalog.movePointer(TABLE, move(1));
-    expect(glue.callCount("CreatePartition")).toBe(1);
-    await catalog.movePointer(TABLE, { ...move(1, runId(2)), previousRunId: runId(1) });
-    const updates = glue.calls.filter((c) => c.operation === "UpdatePartition" && c.error === undefined);
+  it("swaps with one BatchUpdatePartition entry setting Location and Parameters together, or creates the partition", async () => {
+    await catalog.movePointers(TABLE, [move(1)]);
+    expect(glue.callCount("BatchCreatePartition")).toBe(1);
+    await catalog.movePointers(TABLE, [{ ...move(1, runId(2)), previousRunId: runId(1) }]);
+    const updates = glue.calls.filter((c) => c.operation === "BatchUpdatePartition" && c.error === undefined);
     expect(updates).toHaveLength(1);
     const partition = glue.state.partition("lake", "orders", ["d0001"])!;
     expect(partition.StorageDescriptor?.Location).toBe(`s3://bucket/prefix/orders/day=d0001/run=${runId(2)}/`);
@@ -43,20 +44,21 @@ describe("the Glue catalog", () => {
     expect(await catalog.getPointer(TABLE, day(1))).toMatchObject({ runId: runId(2), previousRunId: runId(1), signature: "v1:1", movedBy: "swap" });
   });
 
-  it("creates a new partition's pointer with one CreatePartition, no failed UpdatePartition first; one registered by another tool is updated", async () => {
-    await catalog.movePointer(TABLE, move(1));
-    expect(glue.calls.map((c) => `${c.operation}${c.error ? ` ${c.error}` : ""}`).filter((c) => c.includes("Partition"))).toEqual(["CreatePartition"]);
+  it("creates a new partition's pointer with one BatchCreatePartition, no failed update first; one registered by another tool is updated", async () => {
+    await catalog.movePointers(TABLE, [move(1)]);
+    expect(glue.calls.map((c) => `${c.operation}${c.error ? ` ${c.error}` : ""}`).filter((c) => c.includes("Partition"))).toEqual(["BatchCreatePartition"]);
     // The partition exists, but the writer found no pointer of its own (another tool registered it): it is updated.
-    await catalog.movePointer(TABLE, move(1, runId(5)));
-    expect(glue.calls.filter((c) => c.operation === "UpdatePartition" && c.error === undefined)).toHaveLength(1);
+    await catalog.movePointers(TABLE, [move(1, runId(5))]);
+    expect(glue.calls.filter((c) => c.operation === "BatchUpdatePartition" && c.error === undefined)).toHaveLength(1);
     expect(await catalog.getPointer(TABLE, day(1))).toMatchObject({ runId: runId(5) });
   });
 
-  it("moves many pointers in batches of at most 100, retrying the entries that failed", async () => {
+  it("moves many pointers in batches of at most 100 (the lake splits them by the catalog's capability), retrying the entries that failed", async () => {
     await catalog.movePointers(TABLE, Array.from({ length: 30 }, (_, i) => move(i)));
     glue.failNext("BatchUpdatePartition", { entries: [3, 7], error: "InternalServiceException", times: 1 });
     const moves = Array.from({ length: 250 }, (_, i) => move(i, runId(i + 1000)));
-    await catalog.movePointers(TABLE, moves);
+    await expect(catalog.movePointers(TABLE, moves), "a batch larger than the catalog takes").rejects.toThrow(/at most 100 entries per call, not 250/);
+    await movePointers(catalog, TABLE, moves);
     const batches = glue.calls.filter((c) => c.operation === "BatchUpdatePartition" || c.operation === "BatchCreatePartition");
     for (const call of batches) {
       const input = call.input as { Entries?: unknown[]; PartitionInputList?: unknown[] };
@@ -115,11 +117,11 @@ describe("the Glue catalog", () => {
   it("follows GetPartitions to the last page and deletes in batches of 25", async () => {
     // Pages of 1,000 partitions (the most Glue returns at once): 2,100 partitions are three pages.
     const count = 2100;
-    await catalog.movePointers(TABLE, Array.from({ length: count }, (_, i) => move(i)));
+    await movePointers(catalog, TABLE, Array.from({ length: count }, (_, i) => move(i)));
     const listed = glue.callCount("GetPartitions");
     expect(await catalog.listPointers(TABLE)).toHaveLength(count);
     expect(glue.callCount("GetPartitions") - listed).toBe(3);
-    await catalog.removePointers(TABLE, Array.from({ length: count }, (_, i) => day(i)));
+    await removePointers(catalog, TABLE, Array.from({ length: count }, (_, i) => day(i)));
     expect(glue.state.partitions("lake", "orders")).toEqual([]);
     const deletes = glue.calls.filter((c) => c.operation === "BatchDeletePartition");
     expect(deletes.length).toBe(Math.ceil(count / 25));
@@ -127,7 +129,7 @@ describe("the Glue catalog", () => {
 
   it("retries throttling with backoff", async () => {
     glue.failNext("GetPartition", { error: "ThrottlingException", times: 4 });
-    await catalog.movePointer(TABLE, move(1));
+    await catalog.movePointers(TABLE, [move(1)]);
     expect(await catalog.getPointer(TABLE, day(1))).toMatchObject({ runId: runId(1) });
   });
 
@@ -135,30 +137,33 @@ describe("the Glue catalog", () => {
     const byMonth = defineTable({ ...TABLE, partitionKeys: ["month"] });
     await catalog.createTable(byMonth);
     expect(glue.state.table("lake", "orders")?.PartitionKeys).toEqual([{ Name: "month", Type: "string" }]);
-    await catalog.movePointer(byMonth, { partition: makePartition([["month", "2026-11"]]), runId: runId(1), kind: "swap" });
+    await catalog.movePointers(byMonth, [{ partition: makePartition([["month", "2026-11"]]), runId: runId(1), location: `orders/month=2026-11/run=${runId(1)}/`, kind: "swap" }]);
     await expect(catalog.createTable(TABLE)).rejects.toThrow(/is partitioned by \(month\), not \(day\), and has partitions; lakeswap will not drop them/);
   });
 
-  it("counts AlreadyExists as success only when the partition points where intended", async () => {
-    glue.failNext("UpdatePartition", { error: "EntityNotFoundException", times: 1 });
-    await catalog.movePointer(TABLE, move(5));
-    // The partition exists now; a create racing with it that finds another run must fail, not pass silently.
-    glue.failNext("UpdatePartition", { error: "EntityNotFoundException", times: 1 });
-    await expect(catalog.movePointer(TABLE, move(5, runId(99)))).rejects.toThrow(/created concurrently pointing to run/);
+  it("turns an update of a partition that does not exist into a create, and a create of one that exists into an update", async () => {
+    await catalog.movePointers(TABLE, [move(5)]);
+    // The writer saw a pointer, but the partition is gone (removed by another tool): the entry is created instead.
+    glue.failNext("BatchUpdatePartition", { entries: [0], error: "EntityNotFoundException", times: 1 });
+    await catalog.movePointers(TABLE, [{ ...move(5, runId(6)), previousRunId: runId(5) }]);
+    expect(await catalog.getPointer(TABLE, day(5))).toMatchObject({ runId: runId(6) });
+    // The writer saw none, but the partition exists (created concurrently): the entry is an update.
+    await catalog.movePointers(TABLE, [move(5, runId(7))]);
+    expect(await catalog.getPointer(TABLE, day(5))).toMatchObject({ runId: runId(7), previousRunId: undefined });
   });
 });
 
 describe("the writer's fence in the Glue catalog", () => {
   it("is called right before each batch call (and each retry), and once it throws no further call is made", async () => {
-    await catalog.movePointers(TABLE, Array.from({ length: 150 }, (_, i) => move(i)));
+    await movePointers(catalog, TABLE, Array.from({ length: 150 }, (_, i) => move(i)));
     const order: string[] = [];
     const seen = glue.calls.length;
     const fence = async (): Promise<void> => {
       order.push(`fence before call ${glue.calls.length - seen + 1}`);
     };
     glue.failNext("BatchUpdatePartition", { entries: [3], error: "InternalServiceException", times: 1 });
-    await catalog.movePointers(TABLE, Array.from({ length: 150 }, (_, i) => ({ ...move(i, runId(i + 1000)), previousRunId: runId(i) })), fence);
-    // Two batches (100 + 50), then the retry of the one failed entry: each call right after its own fence.
+    await movePointers(catalog, TABLE, Array.from({ length: 150 }, (_, i) => ({ ...move(i, runId(i + 1000)), previousRunId: runId(i) })), fence);
+    // Two batches (100, with the retry of its one failed entry, then 50): each call right after its own fence.
     expect(order).toEqual(["fence before call 1", "fence before call 2", "fence before call 3"]);
     expect(glue.calls.slice(seen).map((c) => c.operation)).toEqual(["BatchUpdatePartition", "BatchUpdatePartition", "BatchUpdatePartition"]);
 
@@ -169,7 +174,7 @@ describe("the writer's fence in the Glue catalog", () => {
       if (fences === 2) throw Object.assign(new Error("the writer lease of table 'orders' was taken over"), { code: "LEASE_LOST" });
     };
     const before = glue.calls.length;
-    await expect(catalog.movePointers(TABLE, Array.from({ length: 150 }, (_, i) => ({ ...move(i, runId(i + 2000)), previousRunId: runId(i + 1000) })), lost)).rejects.toThrow(
+    await expect(movePointers(catalog, TABLE, Array.from({ length: 150 }, (_, i) => ({ ...move(i, runId(i + 2000)), previousRunId: runId(i + 1000) })), lost)).rejects.toThrow(
       "taken over",
     );
     expect(glue.calls.slice(before).map((c) => c.operation)).toEqual(["BatchUpdatePartition"]);

@@ -3,7 +3,7 @@ import path from "node:path";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import type { PointerMove } from "../../src/catalog/catalog.js";
 import { LocalCatalog } from "../../src/catalog/local-catalog.js";
-import { writeConsequence } from "../../src/lake/layout.js";
+import { writeConsequence, METADATA_FOLDERS } from "../../src/lake/layout.js";
 import { parsePartitionPath, partitionPath } from "../../src/model/partition.js";
 import { defineTable } from "../../src/model/table.js";
 import { recordFsyncs } from "../support/fsync-spy.js";
@@ -27,7 +27,7 @@ afterEach(() => {
 async function lakeWithRuns(runIds: readonly string[]): Promise<{ root: string; catalog: LocalCatalog }> {
   workspace = tempDir();
   const root = path.join(workspace.dir, "lake");
-  const catalog = new LocalCatalog(root, { describeWrite: writeConsequence });
+  const catalog = new LocalCatalog(root, { folders: METADATA_FOLDERS, describeWrite: writeConsequence });
   await catalog.open();
   await catalog.createTable(TABLE);
   for (const partition of PARTITIONS) {
@@ -41,7 +41,7 @@ async function lakeWithRuns(runIds: readonly string[]): Promise<{ root: string; 
 }
 
 const moveTo = (runId: string, previousRunId?: string): PointerMove[] =>
-  PARTITIONS.map((p) => ({ partition: parsePartitionPath(p, TABLE.partitionKeys), runId, previousRunId, signature: `v2:${runId}`, kind: "swap" }));
+  PARTITIONS.map((p) => ({ partition: parsePartitionPath(p, TABLE.partitionKeys), runId, location: `t/_runs/${p}/run=${runId}/`, previousRunId, signature: `v2:${runId}`, kind: "swap" }));
 
 describe("the local catalog's batch of pointer moves", () => {
   it("makes every run file and folder durable, then fsyncs each folder once however many runs, links or states it holds", async () => {

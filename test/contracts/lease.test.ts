@@ -2,6 +2,7 @@
 // and S3 (the run's shared s3rver behind the conditional-write proxy), each test in a fresh folder or prefix.
 import { S3Client } from "@aws-sdk/client-s3";
 import { LocalStore } from "../../src/store/local-store.js";
+import { METADATA_FOLDERS } from "../../src/lake/layout.js";
 import { S3Store } from "../../src/store/s3/s3-store.js";
 import { tempDir } from "../support/lake-fixture.js";
 import { backendSelected, uniqueName, useSharedAws } from "./fixture.js";
@@ -12,7 +13,7 @@ const aws = useSharedAws();
 if (backendSelected("local")) {
   leaseContract("LocalStore", async () => {
     const { dir, cleanup } = tempDir();
-    return { store: new LocalStore(dir), cleanup: async () => cleanup() };
+    return { store: new LocalStore(dir, { folders: METADATA_FOLDERS }), cleanup: async () => cleanup() };
   });
 }
 

@@ -8,6 +8,7 @@ import type { BuildRequest, BuildResult, Engine } from "../../src/engine/engine.
 import { LocalStore } from "../../src/store/local-store.js";
 import { ownAwsBackend } from "../support/lake-fixture.js";
 import { tempLakes } from "../support/temp-lake.js";
+import { METADATA_FOLDERS } from "../../src/lake/layout.js";
 
 // The audit before a swap reads the new run's own files; an engine's word that it succeeded is never enough.
 
@@ -46,9 +47,9 @@ const openLake = tempLakes();
 async function openDamaged(): Promise<{ lake: Lake; setFault: (f: Fault) => void; lakeDir: string }> {
   let fault: Fault;
   const { lake, lakeDir } = await openLake((dir) => {
-    const store = new LocalStore(dir);
+    const store = new LocalStore(dir, { folders: METADATA_FOLDERS });
     const duckdb = new DuckDbEngine(store);
-    return Lake.open({ store, catalog: new LocalCatalog(dir), engine: damagedEngine(duckdb, store, () => fault), landing: duckdb }, { graceMs: 0 });
+    return Lake.open({ store, catalog: new LocalCatalog(dir, { folders: METADATA_FOLDERS }), engine: damagedEngine(duckdb, store, () => fault), landing: duckdb }, { graceMs: 0 });
   });
   await lake.createTable(defineTable({ name: "t", columns: [{ name: "v", type: "BIGINT" }], partitionKeys: ["day"] }));
   return { lake, setFault: (f) => (fault = f), lakeDir };

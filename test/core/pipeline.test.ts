@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { Lake } from "../../src/lake/lake.js";
+import { runLocation } from "../../src/lake/layout.js";
 import { defineTable } from "../../src/model/table.js";
 import type { PlannedPartition, SyncReport } from "../../src/pipeline/pipeline.js";
 import { BACKEND_FACTORIES, selectedBackends, type TestBackend } from "../support/lake-fixture.js";
@@ -157,7 +158,8 @@ describe("pipelines skip unchanged partitions", () => {
     const table = await (lake as any).table("orders_raw");
     const partition = (lake as any).partitionOf(table, "day=2026-11-01");
     const pointer = await catalog.getPointer(table, partition);
-    await catalog.movePointers(table, [{ partition, runId: pointer.runId, previousRunId: pointer.previousRunId, signature: `v1:${"0".repeat(64)}`, kind: "swap" }]);
+    const location = runLocation(catalog, table, partition, pointer.runId);
+    await catalog.movePointers(table, [{ partition, runId: pointer.runId, location, previousRunId: pointer.previousRunId, signature: `v1:${"0".repeat(64)}`, kind: "swap" }]);
 
     expect(built(await ws.pipeline(lake, { inputs: [file] }).plan())).toEqual(["raw day=2026-11-01 build signature version changed"]);
     // Raw rebuilds the same rows, so stage and analytics, whose inputs are signed as before, stay.

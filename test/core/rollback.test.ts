@@ -16,6 +16,7 @@ import { Child, lakeDirOf, runFolders } from "../support/crash-kit.js";
 import { BACKEND_FACTORIES, runCli, selectedBackends, spawnCli, type AwsServices, type TestBackend } from "../support/lake-fixture.js";
 import { PipelineWorkspace, orders } from "../support/pipeline-fixture.js";
 import { taggedRows } from "../support/rows-sql.js";
+import { METADATA_FOLDERS } from "../../src/lake/layout.js";
 
 // Rollback (one partition, or every partition of a sync) restores the run's signature with its pointer
 // (invariant 4), acts only while it still holds the table's lease (invariant 7), and never picks a run that
@@ -84,9 +85,9 @@ class Stall {
 async function openStalledWriter(backend: TestBackend, stall: Stall, settings: LakeSettings): Promise<Lake> {
   const dir = lakeDirOf(backend);
   if (dir !== undefined) {
-    const store = stall.wrap(new LocalStore(dir));
+    const store = stall.wrap(new LocalStore(dir, { folders: METADATA_FOLDERS }));
     const duckdb = new DuckDbEngine(store);
-    return Lake.open({ store, catalog: new LocalCatalog(dir), engine: duckdb, landing: duckdb }, settings);
+    return Lake.open({ store, catalog: new LocalCatalog(dir, { folders: METADATA_FOLDERS }), engine: duckdb, landing: duckdb }, settings);
   }
   const { services, cliEnv: env } = backend as TestBackend & { services: AwsServices };
   const s3 = new S3Store(new S3Client(services.s3.clientConfig), { bucket: `${env.DATA_OUTPUT_S3_BUCKET}`, prefix: `${env.DATA_OUTPUT_S3_PREFIX}` });

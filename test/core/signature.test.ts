@@ -20,6 +20,7 @@ import { openDuckDb } from "../../src/duckdb/duckdb-open.js";
 import type { LandRequest } from "../../src/landing/landing.js";
 import { LocalStore } from "../../src/store/local-store.js";
 import { REPO_ROOT, tempDir } from "../support/lake-fixture.js";
+import { METADATA_FOLDERS } from "../../src/lake/layout.js";
 
 interface Vector {
   name: string;
@@ -44,8 +45,8 @@ let engine: DuckDbEngine;
 let sqlEngine: DuckDbEngine;
 beforeAll(() => {
   workspace = tempDir("lakeswap-signature-");
-  engine = new DuckDbEngine(new LocalStore(path.join(workspace.dir, "lake")));
-  sqlEngine = new DuckDbEngine(new LocalStore(path.join(workspace.dir, "lake")), { nativeSignatures: false });
+  engine = new DuckDbEngine(new LocalStore(path.join(workspace.dir, "lake"), { folders: METADATA_FOLDERS }));
+  sqlEngine = new DuckDbEngine(new LocalStore(path.join(workspace.dir, "lake"), { folders: METADATA_FOLDERS }), { nativeSignatures: false });
 });
 afterAll(async () => {
   await engine.close();

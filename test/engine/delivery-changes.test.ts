@@ -11,6 +11,7 @@ import { DuckDbEngine } from "../../src/engine/duckdb-engine.js";
 import type { Landing } from "../../src/landing/landing.js";
 import { LocalStore } from "../../src/store/local-store.js";
 import { tempDir } from "../support/lake-fixture.js";
+import { METADATA_FOLDERS } from "../../src/lake/layout.js";
 
 // A Parquet delivery is read in place, more than once (validate, sign, write). A delivery file that changes between
 // those reads (a producer rewriting it while the sync runs) must fail the load: never runs of the new bytes under the
@@ -48,7 +49,7 @@ async function writeReadings(file: string, rows: number, value: number): Promise
 
 /** An embedded lake whose landing runs `afterLand` once, right after it landed a delivery (a producer rewriting the file then). */
 async function lakeWithHook(dir: string, afterLand: () => Promise<void>): Promise<Lake> {
-  const store = new LocalStore(path.join(dir, "lake"));
+  const store = new LocalStore(path.join(dir, "lake"), { folders: METADATA_FOLDERS });
   const duckdb = new DuckDbEngine(store);
   let fired = false;
   const landing: Landing = Object.assign(Object.create(duckdb) as DuckDbEngine, {
@@ -61,7 +62,7 @@ async function lakeWithHook(dir: string, afterLand: () => Promise<void>): Promis
       return landed;
     },
   });
-  return Lake.open({ store, catalog: new LocalCatalog(path.join(dir, "lake")), engine: duckdb, landing });
+  return Lake.open({ store, catalog: new LocalCatalog(path.join(dir, "lake"), { folders: METADATA_FOLDERS }), engine: duckdb, landing });
 }
 
 describe("a delivery file that changes while it is loaded", () => {
@@ -101,7 +102,7 @@ describe("a delivery file that changes while it is loaded", () => {
   it("names the delivery by the bytes it lands: a file rewritten after it was identified is hashed again", async () => {
     const { dir, cleanup } = tempDir("lakeswap-delivery-rename-");
     const file = path.join(dir, "readings.parquet");
-    const engine = new DuckDbEngine(new LocalStore(path.join(dir, "lake")));
+    const engine = new DuckDbEngine(new LocalStore(path.join(dir, "lake"), { folders: METADATA_FOLDERS }));
     try {
       await writeReadings(file, 10, 1);
       const before = await engine.identify([file]);

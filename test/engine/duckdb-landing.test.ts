@@ -7,12 +7,13 @@ import { landDelivery } from "../../src/landing/duckdb/duckdb-landing.js";
 import type { LandRequest } from "../../src/landing/landing.js";
 import { LocalStore } from "../../src/store/local-store.js";
 import { tempDir } from "../support/lake-fixture.js";
+import { METADATA_FOLDERS } from "../../src/lake/layout.js";
 
 let workspace: ReturnType<typeof tempDir>;
 let engine: DuckDbEngine;
 beforeAll(() => {
   workspace = tempDir("lakeswap-landing-");
-  engine = new DuckDbEngine(new LocalStore(path.join(workspace.dir, "lake")));
+  engine = new DuckDbEngine(new LocalStore(path.join(workspace.dir, "lake"), { folders: METADATA_FOLDERS }));
 });
 afterAll(async () => {
   await engine.close();
@@ -167,7 +168,7 @@ describe("where a delivery lands", () => {
     writeFileSync(file, `${lines.join("\n")}\n`);
     const previous = process.env.LAKESWAP_MEMORY_LIMIT;
     process.env.LAKESWAP_MEMORY_LIMIT = "32MB";
-    const small = new DuckDbEngine(new LocalStore(path.join(workspace.dir, "lake-small")));
+    const small = new DuckDbEngine(new LocalStore(path.join(workspace.dir, "lake-small"), { folders: METADATA_FOLDERS }));
     try {
       const inMemory = await engine.land(request([file], "csv"));
       const onDisk = await small.land(request([file], "csv"));

@@ -9,6 +9,7 @@ import { DuckDbEngine } from "../../src/engine/duckdb-engine.js";
 import { dropLanding, landDelivery } from "../../src/landing/duckdb/duckdb-landing.js";
 import type { LandRequest } from "../../src/landing/landing.js";
 import { LocalStore } from "../../src/store/local-store.js";
+import { METADATA_FOLDERS } from "../../src/lake/layout.js";
 import { REPO_ROOT, tempDir } from "../support/lake-fixture.js";
 
 // How landing reads what users actually deliver (issue 9, items 4, 8, 9, 19, 21): exact conversions, CSV headers in
@@ -20,7 +21,7 @@ let engine: DuckDbEngine;
 let duck: DuckDBInstance;
 beforeAll(async () => {
   workspace = tempDir("lakeswap-landing-input-");
-  engine = new DuckDbEngine(new LocalStore(path.join(workspace.dir, "lake")));
+  engine = new DuckDbEngine(new LocalStore(path.join(workspace.dir, "lake"), { folders: METADATA_FOLDERS }));
   duck = await DuckDBInstance.create(":memory:");
 });
 afterAll(async () => {
@@ -191,7 +192,7 @@ describe("times do not depend on the machine's zone (item 19)", () => {
 import { DuckDbEngine } from ${JSON.stringify(path.join(REPO_ROOT, "src/engine/duckdb-engine.js"))};
 import { dropLanding, landDelivery } from ${JSON.stringify(path.join(REPO_ROOT, "src/landing/duckdb/duckdb-landing.js"))};
 import { LocalStore } from ${JSON.stringify(path.join(REPO_ROOT, "src/store/local-store.js"))};
-const engine = new DuckDbEngine(new LocalStore(${JSON.stringify(path.join(workspace.dir, "tz-lake"))}));
+const engine = new DuckDbEngine(new LocalStore(${JSON.stringify(path.join(workspace.dir, "tz-lake"))}, { folders: ${JSON.stringify(METADATA_FOLDERS)} }));
 const duck = await DuckDBInstance.create(":memory:");
 const connection = await duck.connect();
 const out = [];

@@ -4,6 +4,7 @@ import path from "node:path";
 import { promisify } from "node:util";
 import { DuckDBInstance } from "@duckdb/node-api";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { METADATA_FOLDERS } from "../../src/lake/layout.js";
 import { REPO_ROOT, tempDir } from "../support/lake-fixture.js";
 
 // Issue 10, item 7: landing never holds the whole delivery in memory. The landing instance has a memory limit
@@ -73,7 +74,7 @@ async function landInChild(format: "parquet" | "csv"): Promise<{ report: ChildRe
 import { tmpdir } from "node:os";
 import { DuckDbEngine } from ${JSON.stringify(path.join(REPO_ROOT, "src/engine/duckdb-engine.js"))};
 import { LocalStore } from ${JSON.stringify(path.join(REPO_ROOT, "src/store/local-store.js"))};
-const engine = new DuckDbEngine(new LocalStore(${JSON.stringify(path.join(workspace.dir, "lake"))}));
+const engine = new DuckDbEngine(new LocalStore(${JSON.stringify(path.join(workspace.dir, "lake"))}, { folders: ${JSON.stringify(METADATA_FOLDERS)} }));
 const delivery = await engine.land({ files: [${JSON.stringify(files[format])}], format: ${JSON.stringify(format)}, header: true, delimiter: ",",
   columns: ${JSON.stringify(COLUMNS)}, partition: [{ key: "day", expression: "strftime(flight_date, '%Y-%m-%d')" }], signatureColumns: ["id", "carrier", "dep_delay"] });
 const spillFoldersOpen = readdirSync(tmpdir()).filter((name) => name.startsWith("lakeswap-landing-"));

@@ -2,7 +2,7 @@ import { existsSync, readdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { DuckDBInstance } from "@duckdb/node-api";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { TEMP_PREFIX } from "../../src/lake/layout.js";
+import { TEMP_PREFIX, METADATA_FOLDERS } from "../../src/lake/layout.js";
 import { partitionPath } from "../../src/model/partition.js";
 import { newRunId } from "../../src/model/run-id.js";
 import { defineTable } from "../../src/model/table.js";
@@ -60,7 +60,7 @@ afterEach(async () => {
 
 function open(name: string): { engine: DuckDbEngine; lake: string; stages: () => string[] } {
   const lake = path.join(workspace.dir, name);
-  const engine = new DuckDbEngine(new LocalStore(lake), { stagingPrefix: TEMP_PREFIX });
+  const engine = new DuckDbEngine(new LocalStore(lake, { folders: METADATA_FOLDERS }), { stagingPrefix: TEMP_PREFIX });
   engines.push(engine);
   const tmp = path.join(lake, TEMP_PREFIX);
   return { engine, lake, stages: () => (existsSync(tmp) ? readdirSync(tmp).filter((entry) => entry.includes("-stage-")) : []) };

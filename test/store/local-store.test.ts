@@ -2,6 +2,7 @@ import { mkdirSync } from "node:fs";
 import path from "node:path";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { FolderSyncs, LocalStore, makeFolder } from "../../src/store/local-store.js";
+import { METADATA_FOLDERS } from "../../src/lake/layout.js";
 import { recordFsyncs } from "../support/fsync-spy.js";
 import { tempDir } from "../support/lake-fixture.js";
 
@@ -14,7 +15,7 @@ afterEach(() => {
 describe("the local store", () => {
   it("keeps writes and deletes of records in one folder safe when they run at once", async () => {
     workspace = tempDir();
-    const store = new LocalStore(workspace.dir);
+    const store = new LocalStore(workspace.dir, { folders: METADATA_FOLDERS });
     // Each writer records and acknowledges entries, as concurrent partition builds do with the outbox.
     const writer = async (w: number) => {
       for (let i = 0; i < 150; i += 1) {
@@ -30,7 +31,7 @@ describe("the local store", () => {
   it("makes a record in new folders durable: the file, its folder, and every folder that got a new one; writes into one folder share its fsyncs", async () => {
     workspace = tempDir();
     const root = path.join(workspace.dir, "lake");
-    const store = new LocalStore(root);
+    const store = new LocalStore(root, { folders: METADATA_FOLDERS });
     await store.put("_lakeswap/outbox/t/first.json", "{}");
     const fsyncs = recordFsyncs();
     // As a batch writes its manifests: one new folder per partition, under a table folder that is new too.
@@ -85,7 +86,7 @@ describe("the local store", () => {
 
   it("refuses keys that would leave the lake", () => {
     workspace = tempDir();
-    const store = new LocalStore(workspace.dir);
+    const store = new LocalStore(workspace.dir, { folders: METADATA_FOLDERS });
     for (const key of ["../x", "a/../../x", "/etc/passwd", "a\\b", "a/./b"]) {
       expect(() => store.localPath(key), key).toThrow(/not a safe relative key/);
     }

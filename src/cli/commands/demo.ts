@@ -6,6 +6,7 @@ import { MTD_TABLES, runMtdDemo, type MtdDeliveryResult } from "../../demo/mtd-d
 import { UPSERT_DEMO_TABLE, describeUpsertStep, runUpsertDemo, writeUpsertWorkspace, type UpsertDemoStep } from "../../demo/upsert-demo.js";
 import type { Lake } from "../../lake/lake.js";
 import { resolveAwsTarget, type AwsTarget } from "../../config/aws-config.js";
+import type { LakePlace } from "../../open/open-lake.js";
 import { report, writeStdout } from "../output.js";
 import { wantsJson, withLake } from "../context.js";
 
@@ -24,7 +25,7 @@ export function registerDemo(program: Command): void {
       const json = wantsJson(command);
       const target = options.aws ? { aws: demoAwsTarget(process.env), explicitAws: true } : {};
       if (step === "mtd") {
-        await withLake(command, (lake, config) => mtdDemo(lake, target.aws ? undefined : config.lakeDir, json, options.keep === true), target);
+        await withLake(command, (lake, config) => mtdDemo(lake, target.aws ? { aws: target.aws } : { dir: config.lakeDir }, json, options.keep === true), target);
         return;
       }
       if (step === "upsert") {
@@ -40,13 +41,13 @@ export function registerDemo(program: Command): void {
         let steps: readonly DemoStep[] = step ? [step as DemoStep] : FULL_DEMO;
         if (!step) {
           // A whole demo starts from a clean slate: tear down what an earlier partial demo left.
-          await runDemoStep(lake, "teardown", lakeDir);
+          await runDemoStep(lake, "teardown", { dir: lakeDir, aws: target.aws });
           if (options.keep) steps = steps.filter((s) => s !== "teardown");
           if (!json) writeStdout(`lakeswap demo: zero-downtime partition swaps, ${where}\n\n`);
         }
         const results: DemoStepResult[] = [];
         for (const current of steps) {
-          const result = await runDemoStep(lake, current, lakeDir);
+          const result = await runDemoStep(lake, current, { dir: lakeDir, aws: target.aws });
           results.push(result);
           if (!json) writeStdout(`${current.padEnd(9)} ${result.message}\n`);
         }
@@ -74,7 +75,8 @@ function demoAwsTarget(env: NodeJS.ProcessEnv): AwsTarget {
   );
 }
 
-async function mtdDemo(lake: Lake, lakeDir: string | undefined, json: boolean, keep: boolean): Promise<void> {
+async function mtdDemo(lake: Lake, place: LakePlace, json: boolean, keep: boolean): Promise<void> {
+  const lakeDir = place.dir;
   const dropDemoTables = async () => {
     const existing = new Set((await lake.listTables()).map((t) => t.name));
     for (const table of MTD_TABLES) if (existing.has(table)) await lake.dropTable(table);
@@ -92,7 +94,7 @@ async function mtdDemo(lake: Lake, lakeDir: string | undefined, json: boolean, k
   const results = await runMtdDemo(lake, print);
   if (!keep) {
     await dropDemoTables();
-    await runDemoStep(lake, "teardown", lakeDir);
+    await runDemoStep(lake, "teardown", place);
   }
   if (json) report(true, { lake: lakeDir, deliveries: results }, () => "");
   else writeStdout(keep ? `\nthe lake is kept${lakeDir ? ` at ${lakeDir}: try lakeswap --lake ${lakeDir} tables` : ""}\n` : "\nteardown: dropped the demo tables\n");
@@ -126,7 +128,7 @@ async function upsertDemo(command: Command, target: { aws?: AwsTarget; explicitA
         if (!keep) {
           await dropTable();
           // The lake folder itself goes when nothing else is in it (a lake inside the demo's folder goes with the folder).
-          if ((await lake.listTables()).length === 0) await runDemoStep(lake, "teardown", lakeDir);
+          if ((await lake.listTables()).length === 0) await runDemoStep(lake, "teardown", { dir: lakeDir, aws: target.aws });
         }
         if (json) report(true, { lake: lakeDir ?? where, folder: workspace.dir, kept: keep, table: UPSERT_DEMO_TABLE, steps }, () => "");
         else if (keep) {

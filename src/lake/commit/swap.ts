@@ -9,6 +9,7 @@ import { parsePartitionPath, partitionPath, type Partition } from "../../model/p
 import { newRunIdAfter } from "../../model/run-id.js";
 import { ensureManifest, listRunFiles, listRuns, readManifest, runFiles, runPrefix, writeManifest, type LakeContext, type RunFile } from "../runs.js";
 import { mapLimited } from "../../shared/map-limited.js";
+import { movePointers } from "./move.js";
 import type { TableDefinition } from "../../model/table.js";
 
 /** How many pointer moves one outbox entry carries: the catalog then moves them in its own batches (Glue: 100 per call). */
@@ -416,7 +417,9 @@ async function moveChunk(ctx: SwapContext, table: TableDefinition, chunk: readon
       buildSeconds: (a.builtAt - started) / 1000,
     }),
   );
-  const moves = chunk.map((a): PointerMove => ({ partition: a.item.partition, runId: a.runId, previousRunId: a.current?.runId, signature: a.item.signature, kind: "swap" }));
+  const moves = chunk.map(
+    (a): PointerMove => ({ partition: a.item.partition, runId: a.runId, location: a.prefix, previousRunId: a.current?.runId, signature: a.item.signature, kind: "swap" }),
+  );
   // Recorded before it is sent: a writer that dies from here on leaves changes the next process finishes.
   const entry = await ctx.outbox.record(
     table.name,
@@ -430,7 +433,7 @@ async function moveChunk(ctx: SwapContext, table: TableDefinition, chunk: readon
     fenced += 1;
   };
   try {
-    await ctx.catalog.movePointers(table, moves, fence);
+    await movePointers(ctx.catalog, table, moves, fence);
   } catch (error) {
     // The lease was lost before any catalog call: this writer's decision is void, and its entry goes (nothing of it moved).
     if (fenced === 0 && error instanceof LakeswapError && error.code === "LEASE_LOST") await ctx.outbox.acknowledge(entry);
@@ -501,7 +504,8 @@ export async function replayEntry(ctx: SwapContext, table: TableDefinition | und
   for (const [index, move] of entry.moves.entries()) {
     const partition = partitions[index] as Partition;
     const current = currents.get(move.partition);
-    const pointerMove: PointerMove = { partition, runId: move.runId, previousRunId: move.previousRunId, signature: move.signature, kind: move.kind };
+    const location = runPrefix(ctx.catalog, table, partition, move.runId);
+    const pointerMove: PointerMove = { partition, runId: move.runId, location, previousRunId: move.previousRunId, signature: move.signature, kind: move.kind };
     if (current?.runId === move.runId) {
       // Moved already; its pointer state may be missing (killed between the move and the state): set it again.
       if (current.signature !== move.signature || current.previousRunId !== move.previousRunId || current.movedBy !== move.kind) apply.push(pointerMove);
@@ -513,7 +517,7 @@ export async function replayEntry(ctx: SwapContext, table: TableDefinition | und
     }
     if (move.manifest) manifests.push({ partition, manifest: move.manifest });
   }
-  if (apply.length > 0) await ctx.catalog.movePointers(table, apply, () => ctx.leaseCheck(table.name));
+  if (apply.length > 0) await movePointers(ctx.catalog, table, apply, () => ctx.leaseCheck(table.name));
   await mapLimited(manifests, IO_CONCURRENCY, async ({ partition, manifest }) => {
     if (!(await readManifest(ctx.store, table, partition, manifest.runId))) await writeManifest(ctx.store, table, partition, manifest);
   });

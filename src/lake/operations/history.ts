@@ -1,5 +1,5 @@
 import { NotFoundError } from "../../model/errors.js";
-import { manifestsPrefix } from "../layout.js";
+import { manifestsPrefix, runsPrefix } from "../layout.js";
 import { parsePartitionPath, partitionPath, type Partition } from "../../model/partition.js";
 import { runIdTime } from "../../model/run-id.js";
 import { listRuns, readManifest, type LakeContext } from "../runs.js";
@@ -34,8 +34,8 @@ export async function knownPartitions(ctx: LakeContext, table: TableDefinition):
       if (parts.length > depth) paths.add(parts.slice(0, depth).join("/"));
     }
   };
-  const runsPrefix = ctx.catalog.runsPrefix(table);
-  collect(runsPrefix, await ctx.store.list(runsPrefix));
+  const runs = runsPrefix(ctx.catalog, table);
+  collect(runs, await ctx.store.list(runs));
   const manifests = manifestsPrefix(table.name);
   collect(manifests, await ctx.store.list(manifests));
   return [...paths].sort().map((path) => parsePartitionPath(path, table.partitionKeys));

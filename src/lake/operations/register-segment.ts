@@ -1,6 +1,7 @@
 import type { PointerMove } from "../../catalog/catalog.js";
 import { LakeswapError } from "../../model/errors.js";
-import { ingestTallyKey } from "../layout.js";
+import { ingestTallyKey, runLocation } from "../layout.js";
+import { movePointers } from "../commit/move.js";
 import { partitionPath, type Partition } from "../../model/partition.js";
 import { newRunIdAfter } from "../../model/run-id.js";
 import { mapLimited } from "../../shared/map-limited.js";
@@ -88,7 +89,8 @@ export async function registerSegment(
     const signature = finishRawSignature(table.columns, tally.rows, BigInt(tally.upper), BigInt(tally.lower));
     results.push({ partition: partitionPath(contribution.partition), rows: tally.rows, signature, created: current === undefined, alreadyCounted });
     if (current?.signature === signature) continue;
-    moves.push({ partition: contribution.partition, runId: newRunIdAfter(current?.runId), previousRunId: current?.runId, signature, kind: "swap" });
+    const runId = newRunIdAfter(current?.runId);
+    moves.push({ partition: contribution.partition, runId, location: runLocation(ctx.catalog, table, contribution.partition, runId), previousRunId: current?.runId, signature, kind: "swap" });
   }
   if (moves.length === 0) return results;
   // Recorded before it is sent: a collector killed from here on leaves registrations the next lake open finishes.
@@ -96,7 +98,7 @@ export async function registerSegment(
     table.name,
     moves.map((move) => ({ partition: partitionPath(move.partition), runId: move.runId, previousRunId: move.previousRunId, signature: move.signature, kind: move.kind })),
   );
-  await ctx.catalog.movePointers(table, moves, () => ctx.leaseCheck(table.name));
+  await movePointers(ctx.catalog, table, moves, () => ctx.leaseCheck(table.name));
   await ctx.outbox.acknowledge(entry);
   return results;
 }

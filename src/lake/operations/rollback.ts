@@ -1,7 +1,8 @@
 import { InvalidInputError, NotFoundError } from "../../model/errors.js";
 import { parsePartitionPath, partitionPath, type Partition } from "../../model/partition.js";
 import { isRunId } from "../../model/run-id.js";
-import { ensureManifest, listRuns, readManifest, runFiles, type LakeContext } from "../runs.js";
+import { ensureManifest, listRuns, readManifest, runFiles, runPrefix, type LakeContext } from "../runs.js";
+import { movePointers, removePointers } from "../commit/move.js";
 import type { SyncMove } from "../sync-record.js";
 import type { TableDefinition } from "../../model/table.js";
 
@@ -63,14 +64,15 @@ export async function rollbackPartition(ctx: LakeContext, table: TableDefinition
   const manifest = await readManifest(ctx.store, table, partition, target);
   const fence = (): Promise<void> => ctx.leaseCheck(table.name);
   await fence();
-  await ctx.catalog.movePointer(table, { partition, runId: target, previousRunId: current.runId, signature: manifest?.signature, kind: "rollback" }, fence);
+  const location = runPrefix(ctx.catalog, table, partition, target);
+  await movePointers(ctx.catalog, table, [{ partition, runId: target, location, previousRunId: current.runId, signature: manifest?.signature, kind: "rollback" }], fence);
   return { table: table.name, partition: partitionPath(partition), fromRunId: current.runId, toRunId: target, rows: manifest?.rows };
 }
 
 /** One table's share of a sync rollback, under its lease: the moves back are one batch (Glue: 100 per call, every entry checked). */
 export async function rollbackMoves(ctx: LakeContext, table: TableDefinition, moves: readonly SyncMove[]): Promise<SyncRollbackEntry[]> {
   const entries: SyncRollbackEntry[] = [];
-  const back: { partition: Partition; runId: string; previousRunId: string; signature?: string }[] = [];
+  const back: { partition: Partition; runId: string; location: string; previousRunId: string; signature?: string }[] = [];
   const removals: Partition[] = [];
   const pointers = new Map((await ctx.catalog.listPointers(table)).map((p) => [partitionPath(p.partition), p]));
   for (const move of moves) {
@@ -98,12 +100,12 @@ export async function rollbackMoves(ctx: LakeContext, table: TableDefinition, mo
       skip(`run ${move.previousRun}, current before the sync, no longer exists (garbage-collected?); lakeswap history ${table.name} --partition ${move.partition}`);
       continue;
     }
-    back.push({ partition, runId: move.previousRun, previousRunId: move.run, signature: manifest.signature });
+    back.push({ partition, runId: move.previousRun, location: runPrefix(ctx.catalog, table, partition, move.previousRun), previousRunId: move.run, signature: manifest.signature });
     entries.push({ table: table.name, partition: move.partition, action: "rolled back", fromRunId: move.run, toRunId: move.previousRun });
   }
   const fence = (): Promise<void> => ctx.leaseCheck(table.name);
   await fence();
-  if (back.length > 0) await ctx.catalog.movePointers(table, back.map((b) => ({ ...b, kind: "rollback" as const })), fence);
-  if (removals.length > 0) await ctx.catalog.removePointers(table, removals, fence);
+  if (back.length > 0) await movePointers(ctx.catalog, table, back.map((b) => ({ ...b, kind: "rollback" as const })), fence);
+  if (removals.length > 0) await removePointers(ctx.catalog, table, removals, fence);
   return entries;
 }
