@@ -4,6 +4,7 @@
 // also killed at an ingest fault point and recovered by the next ingest; and `lakeswap query` of the table, whose
 // digits must be the model's exactly, in --json and in text (item 9).
 import fc from "fast-check";
+import { Child, until } from "../support/crash-kit.js";
 import { verify, type LakeCommand, type Real } from "./commands.js";
 import type { Expected, LakeModel } from "./model.js";
 
@@ -44,12 +45,12 @@ type Batch = readonly number[];
 
 const batchText = (batch: Batch) => `<${batch.map((i) => (i < GOOD.length ? `g${i}` : `b${i - GOOD.length}`)).join(",")}>`;
 
-/** Applies a batch to the model: its good events appended, its bad ones dead-lettered. */
-function ingestModel(model: LakeModel, batch: Batch): Expected {
+/** Applies a batch to the model: its good events appended (to ev2's with `ev2 ` before the row), its bad ones dead-lettered. */
+function ingestModel(model: LakeModel, batch: Batch, namespace: "ev" | "ev2" = "ev"): Expected {
   model.ingest.opened = true;
   const events = batch.map((i) => POOL[i]!);
   for (const event of events) {
-    if (event.row !== undefined) model.ingest.events.push(event.row);
+    if (event.row !== undefined) model.ingest.events.push(namespace === "ev" ? event.row : `ev2 ${event.row}`);
     else model.ingest.deadLetters.push(event.line);
   }
   model.ingest.events.sort();
@@ -114,6 +115,61 @@ class KilledIngestCommand implements LakeCommand {
   }
 }
 
+/** The collector's answer to a POST: its status and body. */
+async function post(url: string, namespace: string, lines: readonly string[]): Promise<{ status: number; body: string }> {
+  const response = await fetch(`${url}/v1/events/${namespace}`, { method: "POST", headers: { "content-type": "application/x-ndjson" }, body: lines.join("\n") });
+  return { status: response.status, body: await response.text() };
+}
+
+/**
+ * `lakeswap serve`, a batch POSTed to namespace ev and one to ev2 (both in the collector's one open segment: issue
+ * 25 item 6, two namespaces' dead letters of one segment and one day), then SIGTERM (the collector lands what its log
+ * holds and exits 0) or kill -9 (then `lakeswap ingest` of an empty file lands the log). Every acknowledged event is
+ * then in its namespace's table exactly once, every bad one dead-lettered, from both namespaces.
+ */
+export class ServeCommand implements LakeCommand {
+  constructor(readonly first: Batch, readonly second: Batch, readonly kill: boolean) {}
+  check(): boolean {
+    return true;
+  }
+  async run(model: LakeModel, real: Real): Promise<void> {
+    const first = ingestModel(model, this.first, "ev");
+    const second = ingestModel(model, this.second, "ev2");
+    const server = new Child(real.ws.start(["serve", "-c", real.ws.configFile, "--port", "0", "--host", "127.0.0.1", "--flush-interval", "50"]));
+    const problems: string[] = [];
+    try {
+      const url = await until("the collector to listen", () => {
+        if (server.process.exitCode !== null) throw new Error(`lakeswap serve exited ${server.process.exitCode}: ${server.stderr.trim()}`);
+        return /collecting .* on (http:\/\/\S+)/.exec(server.stderr)?.[1];
+      }, 60_000);
+      for (const [namespace, batch] of [["ev", this.first], ["ev2", this.second]] as const) {
+        const answer = await post(url, namespace, batch.map((i) => POOL[i]!.line));
+        if (answer.status !== 200 || (JSON.parse(answer.body) as { accepted?: number }).accepted !== batch.length) {
+          problems.push(`POST /v1/events/${namespace} of ${batch.length} event(s) answered ${answer.status} ${answer.body.trim()}`);
+        }
+      }
+    } finally {
+      server.process.kill(this.kill ? "SIGKILL" : "SIGTERM");
+    }
+    const exit = await server.exited;
+    const result = { code: exit.code, signal: exit.signal, stdout: server.lines.join("\n"), stderr: server.stderr };
+    if (problems.length > 0) throw new Error(`after \`${this.toString()}\`:\n  - ${problems.join("\n  - ")}\n  stderr: ${server.stderr.trim().slice(0, 3000)}`);
+    if (!this.kill) {
+      await verify(model, real, this.toString(), { exitCode: 0 }, result, undefined, real.leftovers);
+      return;
+    }
+    real.log.push(`${this.toString()} (killed)`);
+    // What the killed collector acknowledged is in its log: the recovering ingest lands all of it, both namespaces.
+    const recovery = await real.ws.run(["ingest", "events", real.ws.events([]), "-c", real.ws.configFile, "--namespace", "ev", "--json"]);
+    const landed = (key: string) => String(Number(first.actions!.get(key)) + Number(second.actions!.get(key)));
+    const expected = new Map([["accepted", "0"], ["written", landed("written")], ["deadLettered", landed("deadLettered")]]);
+    await verify(model, real, "ingest events <empty> (recovery)", { exitCode: 0, actions: expected }, recovery, ingestReport, real.leftovers);
+  }
+  toString(): string {
+    return `serve; POST ev ${batchText(this.first)}; POST ev2 ${batchText(this.second)}; ${this.kill ? "kill -9" : "SIGTERM"}`;
+  }
+}
+
 /** One event's values as `lakeswap query` prints them, joined as the model's rows are (NULL as 'NULL'). */
 const printed = (values: readonly unknown[]) => values.map((v) => (v === null || v === undefined ? "NULL" : String(v))).join("|");
 
@@ -129,7 +185,7 @@ class QueryCommand implements LakeCommand {
     real.log.push(this.toString());
     const problems: string[] = [];
     const json = await real.ws.run(["query", "SELECT id, amt, u, h, x FROM ev", "--json"]);
-    const want = [...model.ingest.events].sort();
+    const want = model.ingest.events.filter((row) => !row.startsWith("ev2 ")).sort();
     if (json.code !== 0) {
       problems.push(`query --json exited ${json.code}: ${json.stderr.trim()}`);
     } else {
@@ -161,11 +217,12 @@ const batchArbitrary: fc.Arbitrary<Batch> = fc.array(
   { minLength: 1, maxLength: 6 },
 );
 
-/** The ingest commands: a batch, a batch killed at an ingest fault point, a query of the table. */
+/** The ingest commands: a batch, a batch killed at an ingest fault point, a query of the table, the collector of two namespaces. */
 export function ingestCommands(): fc.Arbitrary<LakeCommand>[] {
   return [
     batchArbitrary.map((b) => new IngestCommand(b)),
     fc.tuple(batchArbitrary, fc.constantFrom(...INGEST_FAULTS), fc.integer({ min: 1, max: 2 })).map(([b, point, nth]) => new KilledIngestCommand(b, point, nth)),
     fc.constant(new QueryCommand()),
+    fc.tuple(batchArbitrary, batchArbitrary, fc.boolean()).map(([first, second, kill]) => new ServeCommand(first, second, kill)),
   ];
 }

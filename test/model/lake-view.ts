@@ -46,7 +46,7 @@ export interface LakeView {
   readonly leases: readonly string[];
   /** Pinned partitions (`table/day=…`). */
   readonly pins: ReadonlySet<string>;
-  /** The ingest pipeline's tables (./ingest.ts): the namespace table's rows and the dead letters' original lines, sorted. */
+  /** The ingest pipeline's tables (./ingest.ts): the namespace tables' rows (ev2's prefixed `ev2 `) and the dead letters' original lines, sorted. */
   readonly ingest: { readonly events: RowText[]; readonly deadLetters: string[]; readonly reasons: string[] };
   /** Sync records: id, moves. */
   readonly syncs: readonly { syncId: string; finished: boolean; moves: readonly { table: string; partition: string; run: string; previousRun?: string; pending?: boolean }[] }[];
@@ -65,7 +65,7 @@ export async function viewEmbeddedLake(lakeDir: string, write: WriteMode = "part
   }
   return {
     tables,
-    ingest: await ingestRows(path.join(lakeDir, INGEST_TABLE, "*", "*", "*", "*.parquet"), path.join(lakeDir, DEAD_LETTER_TABLE, "*", "*", "*", "*.parquet")),
+    ingest: await ingestRows(...([...INGEST_TABLES, DEAD_LETTER_TABLE].map((table) => path.join(lakeDir, table, "*", "*", "*", "*.parquet")) as [string, string, string])),
     outbox: await walk(path.join(lakeDir, "_lakeswap", "outbox")),
     // A table's kernel-lock file (`<table>.lock`) stays for good; a lease object (`.json`) is a lease held.
     leases: (await walk(path.join(lakeDir, "_lakeswap", "leases"))).filter((key) => !key.endsWith(".lock")),
@@ -141,14 +141,18 @@ async function plainRows(glob: string, table: TableName, write: WriteMode): Prom
   }
 }
 
-/** The ingest pipeline's tables: `ev` (the namespace) and `events` (its dead letters). */
-const INGEST_TABLE = "ev";
+/** The ingest pipeline's tables: `ev` and `ev2` (its namespaces) and `events` (their dead letters). */
+const INGEST_TABLES = ["ev", "ev2"] as const;
 const DEAD_LETTER_TABLE = "events";
 
-/** The rows of the namespace table (`id|amt|u|h|x`, NULL as 'NULL') and the dead letters' lines, from globs of Parquet files. */
-async function ingestRows(eventsGlob: string, deadGlob: string): Promise<LakeView["ingest"]> {
+/**
+ * The rows of the namespace tables (`id|amt|u|h|x`, NULL as 'NULL'; those of ev2 prefixed `ev2 `) and the dead
+ * letters' lines, from globs of Parquet files.
+ */
+async function ingestRows(eventsGlob: string, otherGlob: string, deadGlob: string): Promise<LakeView["ingest"]> {
   const column = (name: string) => `coalesce(${name}::VARCHAR, 'NULL')`;
-  const events = await readGlob(eventsGlob, `SELECT ${["id", "amt", "u", "h", "x"].map(column).join(" || '|' || ")} FROM %FILES%`);
+  const row = ["id", "amt", "u", "h", "x"].map(column).join(" || '|' || ");
+  const events = [...(await readGlob(eventsGlob, `SELECT ${row} FROM %FILES%`)), ...(await readGlob(otherGlob, `SELECT 'ev2 ' || ${row} FROM %FILES%`))];
   const deadLetters = await readGlob(deadGlob, "SELECT raw FROM %FILES%");
   const reasons = await readGlob(deadGlob, "SELECT raw || ' => ' || reason FROM %FILES%");
   return { events: events.sort(), deadLetters: deadLetters.sort(), reasons: reasons.sort() };
@@ -213,7 +217,7 @@ export async function viewAwsLake(lake: AwsLakeLocation, write: WriteMode = "par
       const record = JSON.parse(await getText(lake, `${lake.prefix}/_lakeswap/syncs/${name}`));
       syncs.push({ syncId: record.syncId, finished: record.finishedAt !== undefined, moves: record.moves });
     }
-    const ingest = await ingestRows(...(await Promise.all([INGEST_TABLE, DEAD_LETTER_TABLE].map((table) => downloadTable(lake, relative, table, dir)))) as [string, string]);
+    const ingest = await ingestRows(...(await Promise.all([...INGEST_TABLES, DEAD_LETTER_TABLE].map((table) => downloadTable(lake, relative, table, dir)))) as [string, string, string]);
     return { tables, ingest, outbox: under("_lakeswap/outbox/"), leases: under("_lakeswap/leases/"), pins, syncs };
   } finally {
     cleanup();

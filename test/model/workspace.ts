@@ -40,13 +40,22 @@ ${sinks}${INGEST_YAML}`;
 }
 
 /**
- * The event pipeline of the ingest commands (./ingest.ts): namespace `ev` (table ev) with the exact-digit types of issue
- * 25 item 9, its dead letters in table `events`; on the embedded lake it lands in the workspace's lake (./lake).
+ * The event pipeline of the ingest commands (./ingest.ts): namespaces `ev` and `ev2` (tables ev and ev2, `serve` posts
+ * to both) with the exact-digit types of issue 25 item 9, their dead letters in table `events`; on the embedded lake it lands in the workspace's lake (./lake).
  */
 const INGEST_YAML = `pipelines:
   events:
     namespaces:
       ev:
+        columns:
+          id: {type: BIGINT, nullable: false}
+          ts: {type: TIMESTAMPTZ, nullable: false}
+          amt: DECIMAL(18,2)
+          u: UBIGINT
+          h: HUGEINT
+          x: DOUBLE
+        time: {field: ts}
+      ev2:
         columns:
           id: {type: BIGINT, nullable: false}
           ts: {type: TIMESTAMPTZ, nullable: false}
