@@ -51,6 +51,8 @@ export async function openAwsLake(target: AwsTarget, settings: LakeSettings = {}
     catalog: target.catalog,
     outputLocation: target.resultsLocation,
     queryTimeoutMs: target.queryTimeout ? parseDuration(target.queryTimeout, "query_timeout") : undefined,
+    // A test hook: the test suite polls its Athena emulator, which answers in milliseconds, sooner than the 250 ms default.
+    pollMs: process.env.LAKESWAP_ATHENA_POLL_MS ? Number(process.env.LAKESWAP_ATHENA_POLL_MS) : undefined,
     uriOf,
     store,
   });

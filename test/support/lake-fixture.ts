@@ -79,6 +79,7 @@ function awsBackendOn<Services extends AwsEndpoints>(services: Services, cleanup
   process.env.AWS_ACCESS_KEY_ID ??= "test";
   process.env.AWS_SECRET_ACCESS_KEY ??= "test";
   process.env.AWS_EC2_METADATA_DISABLED = "true";
+  process.env.LAKESWAP_ATHENA_POLL_MS ??= ATHENA_POLL_MS;
   // Long enough that no two lakes of a run (on shared services: of both workers) share a prefix or a database.
   const suffix = randomBytes(6).toString("hex");
   const target: AwsTarget = {
@@ -102,9 +103,16 @@ function awsBackendOn<Services extends AwsEndpoints>(services: Services, cleanup
   };
 }
 
+/**
+ * The first pause between a lake's polls of the emulated Athena (src/open/open-lake.ts; Athena's own default is 250 ms,
+ * which, with its growth, left a lake idle most of the time its emulated queries took).
+ */
+const ATHENA_POLL_MS = process.env.LAKESWAP_ATHENA_POLL_MS ?? "20";
+
 /** Environment that points a child `lakeswap` process at emulated AWS services. */
 export function awsCliEnv(services: AwsEndpoints, extra: Record<string, string> = {}): Record<string, string> {
   return {
+    LAKESWAP_ATHENA_POLL_MS: ATHENA_POLL_MS,
     AWS_ACCESS_KEY_ID: "test",
     AWS_SECRET_ACCESS_KEY: "test",
     AWS_REGION: "us-east-1",
