@@ -7,6 +7,7 @@
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import type { Catalog, Pointer, PointerMove } from "../../src/catalog/catalog.js";
+import { METADATA_FOLDERS, runLocation } from "../../src/lake/layout.js";
 import { WriterLease } from "../../src/lake/lease.js";
 import { makePartition, partitionPath, type Partition } from "../../src/model/partition.js";
 import { defineTable, type TableDefinition } from "../../src/model/table.js";
@@ -18,8 +19,8 @@ import { eachFixture, type Fixture, type FixtureFactory } from "./fixture.js";
 /** A fresh, opened catalog of its own (a lake folder, a Glue database), and a way to write runs its pointers can move to. */
 export interface CatalogFixture extends Fixture {
   readonly catalog: Catalog;
-  /** Writes a complete run of `partition` where the lake puts it (a catalog may check that it exists); its store key prefix. */
-  writeRun(table: TableDefinition, partition: Partition, runId: string): Promise<string>;
+  /** Writes a complete run at `location` (a store key prefix the lake's layout chose), for a catalog that checks that it exists. */
+  writeRun(location: string): Promise<void>;
 }
 
 const ORDERS = defineTable({ name: "orders", columns: [{ name: "id", type: "BIGINT" }, { name: "amount", type: "DECIMAL(10,2)" }], partitionKeys: ["day"] });
@@ -42,10 +43,12 @@ export function catalogContract(name: string, factory: FixtureFactory<CatalogFix
     const moveAll = async (table: TableDefinition, partitions: readonly Partition[], run: string, extra: Partial<PointerMove> = {}, fence?: () => Promise<void>) => {
       const moves: PointerMove[] = [];
       for (const partition of partitions) {
-        await fixture().writeRun(table, partition, run);
-        moves.push({ partition, runId: run, signature: `v2:${run}:${partitionPath(partition)}`, kind: "swap", ...extra });
+        const location = runLocation(catalog(), table, partition, run);
+        await fixture().writeRun(location);
+        moves.push({ partition, runId: run, location, signature: `v2:${run}:${partitionPath(partition)}`, kind: "swap", ...extra });
       }
-      const size = catalog().capabilities.maxBatchUpdate;
+      // The core splits a larger batch by the catalog's capability (Infinity: one call).
+      const size = Math.min(catalog().capabilities.maxBatchUpdate, moves.length);
       for (let start = 0; start < moves.length; start += size) await catalog().movePointers(table, moves.slice(start, start + size), fence);
     };
 
@@ -82,7 +85,7 @@ export function catalogContract(name: string, factory: FixtureFactory<CatalogFix
         [partitionPath(day(2)), runId(2)],
         [partitionPath(day(3)), runId(2)],
       ]);
-      await catalog().movePointers(ORDERS, [{ partition: day(2), runId: runId(1), previousRunId: runId(2), signature: "v2:back", kind: "rollback" }]);
+      await catalog().movePointers(ORDERS, [{ partition: day(2), runId: runId(1), location: runLocation(catalog(), ORDERS, day(2), runId(1)), previousRunId: runId(2), signature: "v2:back", kind: "rollback" }]);
       expect(await catalog().getPointer(ORDERS, day(2))).toMatchObject({ runId: runId(1), previousRunId: runId(2), signature: "v2:back", movedBy: "rollback" });
       expect(byPath(await catalog().listPointers(ORDERS))[1]).toEqual([partitionPath(day(2)), runId(1)]);
     });
@@ -128,7 +131,7 @@ export function catalogContract(name: string, factory: FixtureFactory<CatalogFix
       const leases = tempDir();
       try {
         // A real lease, stolen the way a stalled writer loses it: it expires, and another writer takes it over.
-        const store = new LocalStore(path.join(leases.dir, "lake"));
+        const store = new LocalStore(path.join(leases.dir, "lake"), { folders: METADATA_FOLDERS });
         const stalled = await WriterLease.acquire(store, "orders", { waitMs: 0, kernelLock: false, command: "stalled sync" });
         await stalled.fence();
         advanceClock(120_000);

@@ -3,10 +3,9 @@
 import { mkdir, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { GlueClient } from "@aws-sdk/client-glue";
-import { runLocation } from "../../src/catalog/catalog.js";
 import { GlueCatalog } from "../../src/catalog/glue-catalog.js";
 import { LocalCatalog } from "../../src/catalog/local-catalog.js";
-import { writeConsequence } from "../../src/lake/layout.js";
+import { METADATA_FOLDERS, writeConsequence } from "../../src/lake/layout.js";
 import { tempDir } from "../support/lake-fixture.js";
 import { catalogContract } from "./catalog.contract.js";
 import { backendSelected, uniqueName, useSharedAws } from "./fixture.js";
@@ -17,16 +16,14 @@ if (backendSelected("local")) {
   catalogContract("LocalCatalog", async () => {
     const { dir, cleanup } = tempDir();
     const root = path.join(dir, "lake");
-    const catalog = new LocalCatalog(root, { describeWrite: writeConsequence });
+    const catalog = new LocalCatalog(root, { folders: METADATA_FOLDERS, describeWrite: writeConsequence });
     await catalog.open();
     return {
       catalog,
       // The local catalog links a pointer to its run's folder, which must be there.
-      async writeRun(table, partition, runId) {
-        const location = runLocation(catalog, table, partition, runId);
+      async writeRun(location) {
         await mkdir(path.join(root, location), { recursive: true });
         await writeFile(path.join(root, location, "part-0.parquet"), "PAR1");
-        return location;
       },
       cleanup: async () => cleanup(),
     };
@@ -42,7 +39,7 @@ if (backendSelected("aws")) {
     return {
       catalog,
       // Glue holds a location; the run's files are the store's business.
-      writeRun: async (table, partition, runId) => runLocation(catalog, table, partition, runId),
+      writeRun: async () => undefined,
       cleanup: async () => client.destroy(),
     };
   });
