@@ -9,8 +9,6 @@ const OVERSIZED_FILES = [
   "src/ingest/http-server.ts",
   "src/ingest/ingest-service.ts",
   "src/ingest/wal.ts",
-  "src/lake/commit/swap.ts",
-  "src/lake/lake.ts",
   "src/landing/duckdb/duckdb-landing.ts",
   "src/pipeline/pipeline.ts",
 ];

@@ -8,6 +8,7 @@ import { BenchDuck } from "./duck.js";
 import { LAKESWAP_BIN, REPO_ROOT, tail, type SyncReportJson } from "./lakeswap-cli.js";
 import { runMeasured, type RssMethod } from "./measured-process.js";
 import { summarize, timeMs, type Timing } from "./stats.js";
+import { rollbackSync } from "../src/lake/operations/rollback.js";
 
 /*
  * Issue 11, item 4 (second half): a lake upsert of 100,000 changed keys into
@@ -520,7 +521,7 @@ const MEASURE_NAMES: Readonly<Record<Measure, string>> = {
 async function rollBack(lakeDir: string, syncId: string): Promise<number> {
   const lake = await openEmbeddedLake(lakeDir);
   try {
-    return (await lake.rollbackSync(syncId)).partitions.filter((entry) => entry.action === "rolled back").length;
+    return (await rollbackSync(lake, syncId)).partitions.filter((entry) => entry.action === "rolled back").length;
   } finally {
     await lake.close();
   }

@@ -5,6 +5,7 @@ import { openEmbeddedLake } from "../src/open/open-lake.js";
 import { DirectCopy } from "./direct-copy.js";
 import { summarize, timeMs, type Timing } from "./stats.js";
 import { BENCH_TABLE, generatingSelect } from "./workload.js";
+import { replacePartition } from "../src/lake/operations/replace.js";
 
 /** What the replace benchmark measured. */
 export interface ReplaceFigures {
@@ -57,7 +58,7 @@ export async function benchReplace(
 }
 
 async function replaceOnce(lake: Lake, select: string, rows: number): Promise<void> {
-  const result = await lake.replacePartition(BENCH_TABLE.name, PARTITION, { select });
+  const result = await replacePartition(lake, BENCH_TABLE.name, PARTITION, { select });
   if (result.rows !== rows) throw new Error(`lakeswap wrote ${result.rows} rows, expected ${rows}`);
 }
 

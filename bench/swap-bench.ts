@@ -7,6 +7,7 @@ import { openEmbeddedLake } from "../src/open/open-lake.js";
 import { summarize, timeMs, type Timing } from "./stats.js";
 import { BENCH_TABLE, generatingSelect } from "./workload.js";
 import { METADATA_FOLDERS, runLocation } from "../src/lake/layout.js";
+import { replacePartition } from "../src/lake/operations/replace.js";
 
 /** Pointer-move timings for one partition size. */
 interface SwapSize {
@@ -117,8 +118,8 @@ async function preparePartition(
   try {
     await lake.createTable(BENCH_TABLE);
     const select = generatingSelect(rows);
-    const first = await lake.replacePartition(BENCH_TABLE.name, spec, { select });
-    const second = await lake.replacePartition(BENCH_TABLE.name, spec, { select });
+    const first = await replacePartition(lake, BENCH_TABLE.name, spec, { select });
+    const second = await replacePartition(lake, BENCH_TABLE.name, spec, { select });
     const partition = parsePartition(spec, BENCH_TABLE.partitionKeys);
     return new PreparedPartition(catalog, lakeDir, rows, partition, [first.runId, second.runId]);
   } finally {

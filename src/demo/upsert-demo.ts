@@ -4,6 +4,7 @@ import path from "node:path";
 import { loadPipelineConfig, type PipelineConfig } from "../config/pipeline-config.js";
 import type { Lake } from "../lake/lake.js";
 import { Pipeline, type SyncReport } from "../pipeline/pipeline.js";
+import { rollbackPartition } from "../lake/operations/rollback.js";
 
 /** The table the upsert demo writes (dataset `demo_customers`). */
 export const UPSERT_DEMO_TABLE = "demo_customers_raw";
@@ -124,7 +125,7 @@ export async function runUpsertDemo(lake: Lake, workspace: UpsertDemoWorkspace, 
   await sync(first.step, first.file, first.description);
   await sync(second.step, second.file, second.description);
   await sync("rerun", second.file, "the second delivery again: each partition it touches merges to what it holds, so nothing is built");
-  const rollback = await lake.rollback(UPSERT_DEMO_TABLE, ROLLED_BACK);
+  const rollback = await rollbackPartition(lake, UPSERT_DEMO_TABLE, ROLLED_BACK);
   await record({
     step: "rollback",
     description: `rollback of ${ROLLED_BACK} to its previous run: Bob is Bo again, and Cy, who left south for north, is in no area until the next sync`,

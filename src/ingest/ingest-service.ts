@@ -16,6 +16,7 @@ import type { Metrics } from "./metrics.js";
 import { WriteAheadLog, type SegmentContents, type WalPosition, type WalRecord } from "./wal.js";
 import type { SyncerKind } from "./wal-sync.js";
 import { freshProcessFolder } from "../shared/process-folders.js";
+import { registerIngested, storeIngestedFiles } from "../lake/operations/register-segment.js";
 
 /** The prefix of a landing's scratch folder in the machine's temporary folder; the owner's pid follows. */
 const WORK_PREFIX = "lakeswap-ingest-";
@@ -410,7 +411,7 @@ export class IngestService implements IngestHandler {
         }
         const file = path.join(work, `${name}.jsonl`);
         await writeParts(file, group.bodies);
-        const delivery = await this.options.lake.landDelivery({
+        const delivery = await this.options.lake.landing.land({
           id: `${segment}-${name}`,
           files: [file],
           format: "jsonl",
@@ -430,7 +431,7 @@ export class IngestService implements IngestHandler {
             deadLettered += await this.deadLetter(segment, sequence, name, delivery, group.receivedAt, work, deadLetterPartitions);
           }
         } finally {
-          await this.options.lake.releaseDelivery(delivery);
+          await this.options.lake.landing.releaseLanding(delivery);
         }
       }
       faultPoint("ingest-after-register");
@@ -455,8 +456,8 @@ export class IngestService implements IngestHandler {
   private async store(lake: Lake, table: TableDefinition, segment: string, sequence: number, delivery: LandedDelivery, work: string, place: FilePlace = this.namespaceFile(segment, table)): Promise<number> {
     if (delivery.partitions.length === 0) return 0;
     const dir = await mkdtemp(path.join(work, `${table.name}-`));
-    const files = await lake.writeLandedFiles({ table, delivery, dir });
-    await lake.storeIngestedFiles(
+    const files = await lake.landing.writeLandedFiles({ table, delivery, dir });
+    await storeIngestedFiles(lake, 
       table.name,
       files.map((file) => ({ partition: file.partition, fileId: place(partitionPath(file.partition)).fileId, file: file.file, rows: file.rows })),
     );
@@ -467,7 +468,7 @@ export class IngestService implements IngestHandler {
       byCollector.set(collector, [...(byCollector.get(collector) ?? []), { partition: p.partition, rows: p.rows, upper: p.lanes.upper, lower: p.lanes.lower }]);
     }
     faultPoint("ingest-after-upload");
-    for (const [collector, contributions] of byCollector) await lake.registerIngested(table.name, { collector, sequence }, contributions);
+    for (const [collector, contributions] of byCollector) await registerIngested(lake, table.name, { collector, sequence }, contributions);
     return files.length;
   }
 
@@ -495,7 +496,7 @@ export class IngestService implements IngestHandler {
   /** The bad events of a namespace's landing, into the pipeline's dead-letter table. */
   private async deadLetter(segment: string, sequence: number, namespace: string, delivery: LandedDelivery, receivedAt: readonly (readonly [number, number])[], work: string, claimed: Set<string>): Promise<number> {
     const file = path.join(work, `${namespace}.rejected.jsonl`);
-    await this.options.lake.writeRejected({ delivery, file, receivedAt, fields: { namespace, segment } });
+    await this.options.lake.landing.writeRejected({ delivery, file, receivedAt, fields: { namespace, segment } });
     return this.landDeadLetters(segment, sequence, `${namespace}.dead`, file, claimed);
   }
 
@@ -518,7 +519,7 @@ export class IngestService implements IngestHandler {
 
   private async landDeadLetters(segment: string, sequence: number, label: string, file: string, claimed: Set<string>): Promise<number> {
     const lake = this.options.deadLetterLake;
-    const delivery = await lake.landDelivery({
+    const delivery = await lake.landing.land({
       id: `${segment}-${label}`,
       files: [file],
       format: "jsonl",
@@ -536,7 +537,7 @@ export class IngestService implements IngestHandler {
       await this.store(lake, this.deadLetterTable, segment, sequence, delivery, path.dirname(file), place);
       return delivery.rowsLoaded;
     } finally {
-      await lake.releaseDelivery(delivery);
+      await lake.landing.releaseLanding(delivery);
     }
   }
 

@@ -1,11 +1,12 @@
 import type { Catalog, Pointer } from "../catalog/catalog.js";
-import type { Engine } from "../engine/engine.js";
+import type { Engine, PartitionSnapshot, TableSnapshot } from "../engine/engine.js";
 import type { Landing } from "../landing/landing.js";
 import type { ObjectStore } from "../store/object-store.js";
 import { manifestKey, manifestsPrefix, runLocation, runsPrefix } from "./layout.js";
 import { parseManifest, type RunManifest } from "./manifest.js";
 import { partitionPath, type Partition } from "../model/partition.js";
 import { isRunId, runIdTime } from "../model/run-id.js";
+import { mapLimited } from "../shared/map-limited.js";
 import type { TableDefinition } from "../model/table.js";
 
 /** The ports the lake's modules work over, and what they share: the outbox, the lease check, the grace window. */
@@ -115,4 +116,60 @@ export async function ensureManifest(ctx: LakeContext, table: TableDefinition, p
   };
   await writeManifest(ctx.store, table, pointer.partition, manifest);
   return manifest;
+}
+
+/** Which tables (and which of their partitions) a listing of current runs covers. */
+export interface SnapshotScope {
+  /** Only these tables (default: every table); a named table that does not exist is left out. */
+  readonly tables?: readonly string[];
+  /** Only these partitions of some tables. */
+  readonly partitions?: readonly { readonly table: string; readonly partitions: readonly string[] }[];
+  /** List each run's files (store keys; default true); without, every run's `files` is empty. */
+  readonly files?: boolean;
+}
+
+/** Run folders listed at once. */
+const LISTINGS_AT_ONCE = 8;
+
+/**
+ * The current run of every partition in scope, from one listing of each table's pointers, with each run's
+ * files: the one listing of current runs (queries, builds, upsert merges, sinks, `lakeswap tables`). A run
+ * without files (an emptied partition) is listed too.
+ */
+export async function currentRuns(ctx: LakeContext, scope: SnapshotScope = {}): Promise<TableSnapshot[]> {
+  const tables = scope.tables !== undefined ? await tablesNamed(ctx, scope.tables) : await ctx.catalog.listTables();
+  const snapshots: TableSnapshot[] = [];
+  for (const table of tables) {
+    const limit = scope.partitions?.find((l) => l.table === table.name);
+    const wanted = limit ? new Set(limit.partitions) : undefined;
+    const pointers = (await ctx.catalog.listPointers(table)).filter((pointer) => !wanted || wanted.has(partitionPath(pointer.partition)));
+    const partitions = await mapLimited(pointers, LISTINGS_AT_ONCE, async (pointer): Promise<PartitionSnapshot> => ({
+      partition: pointer.partition,
+      runId: pointer.runId,
+      files: scope.files === false ? [] : await runFiles(ctx, table, pointer.partition, pointer.runId),
+    }));
+    snapshots.push({ table, partitions });
+  }
+  return snapshots;
+}
+
+/**
+ * What the engine reads of the tables in scope: their current runs, resolved once so a query reads one
+ * consistent state. An engine that reads tables through the catalog (Athena) gets no file listing; one that
+ * reads files gets the runs that have some.
+ */
+export async function engineSnapshot(ctx: LakeContext, scope: SnapshotScope): Promise<TableSnapshot[]> {
+  const files = ctx.engine.capabilities.readsRunFiles;
+  const snapshots = await currentRuns(ctx, { ...scope, files });
+  return files ? snapshots.map((s) => ({ table: s.table, partitions: s.partitions.filter((p) => p.files.length > 0) })) : snapshots;
+}
+
+/** The definitions of the named tables that exist, read one by one (never another table's definition). */
+async function tablesNamed(ctx: LakeContext, names: readonly string[]): Promise<TableDefinition[]> {
+  const tables: TableDefinition[] = [];
+  for (const name of [...new Set(names)].sort()) {
+    const table = await ctx.catalog.getTable(name);
+    if (table) tables.push(table);
+  }
+  return tables;
 }

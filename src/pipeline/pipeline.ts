@@ -25,6 +25,8 @@ import { newRunId } from "../model/run-id.js";
 import { SIGNATURE_VERSION, appendSignature, chainSignature } from "../model/signature.js";
 import { quoteLiteral, quoteRelation } from "../model/sql.js";
 import { defineTable, type TableDefinition } from "../model/table.js";
+import { identifyDelivery, keepLandingSummary, landingSummary } from "../lake/operations/deliveries.js";
+import { partitionStates, runManifest } from "../lake/operations/partition-states.js";
 
 /** The version of what a landing summary holds; a change lands every delivery anew. */
 const LANDING_SUMMARY_VERSION = 1;
@@ -202,7 +204,7 @@ export class Pipeline {
     const known = await this.knownDelivery(dataset);
     const landed = known.summary ? undefined : await this.land(dataset);
     const exists = (await this.lake.listTables()).some((t) => t.name === dataset.table);
-    const merged = landed && dataset.upsert ? await this.merge(dataset, landed.delivery, exists ? await this.lake.currentRuns(dataset.table) : []) : undefined;
+    const merged = landed && dataset.upsert ? await this.merge(dataset, landed.delivery, exists ? [...((await this.lake.snapshot({ tables: [dataset.table] }))[0]?.partitions ?? [])] : []) : undefined;
     try {
       const { plan: raw } = await this.planRaw(dataset, merged ?? landed?.delivery ?? known.summary!, await this.statesOf(dataset.table), fetched);
       // Derived layers are planned against what the layers above will hold after the sync.
@@ -523,14 +525,14 @@ export class Pipeline {
   private async knownDelivery(dataset: DatasetConfig): Promise<{ key?: string; summary?: LandingSummary }> {
     const key = await this.deliveryKey(dataset);
     if (key === undefined) return {};
-    const summary = await this.lake.landingSummary(dataset.table, key);
+    const summary = await landingSummary(this.lake, dataset.table, key);
     return { key, summary: summary && summary.rowsRejected === 0 ? summary : undefined };
   }
 
   private async deliveryKey(dataset: DatasetConfig): Promise<string | undefined> {
     // An upsert merges the delivery into what the table holds now, which may have changed since: it is landed every time.
     if (this.options.fullRefresh || dataset.upsert) return undefined;
-    const { id } = await this.lake.identifyDelivery(this.patterns(dataset), dataset.table);
+    const { id } = await identifyDelivery(this.lake, this.patterns(dataset), dataset.table);
     const declaration = JSON.stringify({
       landing: LANDING_SUMMARY_VERSION,
       signature: SIGNATURE_VERSION,
@@ -546,7 +548,7 @@ export class Pipeline {
   /** Keeps what landing found; failing to is only a warning (the next sync of the same delivery reads it again). */
   private async keepSummary(dataset: DatasetConfig, key: string, delivery: LandedDelivery): Promise<void> {
     try {
-      await this.lake.keepLandingSummary(dataset.table, key, delivery);
+      await keepLandingSummary(this.lake, dataset.table, key, delivery);
     } catch (error) {
       process.emitWarning(`could not keep the landing summary of delivery ${delivery.id}: ${errorMessage(error)}; its next sync reads it again`);
     }
@@ -629,7 +631,7 @@ export class Pipeline {
         plan.push({ ...base, ...this.decide(state, landed.signature, () => "content changed"), signature: landed.signature });
         continue;
       }
-      const before = state?.runId ? await this.lake.appendedTo(dataset.table, partition, state.runId) : [];
+      const before = state?.runId ? ((await runManifest(this.lake, dataset.table, partition, state.runId))?.appended ?? []) : [];
       if (state?.pinned) {
         plan.push({ ...base, action: "skip", reason: "pinned" });
       } else if (before.includes(landed.signature) && !this.options.allowDuplicates) {
@@ -735,7 +737,7 @@ export class Pipeline {
       const state = states.get(partition);
       const decision = this.decide(state, signature, () => "upstream changed");
       // Which input changed is read from the current run's manifest, only for the partitions that changed.
-      if (decision.reason === "upstream changed" && state?.runId && (await this.lake.runFingerprint(layer.table, partition, state.runId)) !== fingerprint) {
+      if (decision.reason === "upstream changed" && state?.runId && (await runManifest(this.lake, layer.table, partition, state.runId))?.fingerprint !== fingerprint) {
         decision.reason = "transform changed";
       }
       plans.push({ dataset: dataset.name, layer: layer.name, table: layer.table, partition, ...decision, signature, fingerprint, inputs, inputPartitions });
@@ -857,7 +859,7 @@ export class Pipeline {
 
     private async statesOf(table: string): Promise<Map<string, PartitionState>> {
     const exists = (await this.lake.listTables()).some((t) => t.name === table);
-    return exists ? this.lake.partitionStates(table) : new Map();
+    return exists ? partitionStates(this.lake, table) : new Map();
   }
 
   /**

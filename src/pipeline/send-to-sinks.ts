@@ -1,5 +1,6 @@
 import { TargetUnavailableError, type Sink, type SinkColumn, type SinkLayout, type SinkOpener, type SinkPartitionWrite, type SinkSpec } from "../sinks/sink.js";
-import { errorMessage } from "../model/errors.js";
+import { NotFoundError, errorMessage } from "../model/errors.js";
+import type { ObjectStore } from "../store/object-store.js";
 import type { Lake, PartitionState } from "../lake/lake.js";
 import { parsePartitionPath, partitionPath } from "../model/partition.js";
 
@@ -85,18 +86,14 @@ export async function sendToSinks(
         if (!changed.includes(state)) results.push({ ...base, partition: state.partition, action: "skipped", reason: "unchanged", run: state.runId, seconds: 0 });
       }
       if (changed.length === 0) continue;
-      const runs = await lake.localRuns(targets.table, changed.map((s) => s.partition));
-      // An S3 lake's runs are read by key, and copied by the sink.
-      const remote = runs === undefined ? await lake.currentRuns(targets.table, changed.map((s) => s.partition)) : undefined;
-      const byPartition = new Map((runs ?? remote ?? []).map((run) => [partitionPath(run.partition), run]));
-      // A run without files (an upsert that emptied the partition, allow_empty) is not among the local runs: it is
-      // sent as what it is, no rows, so the target drops the partition's rows in the same transaction as its state.
-      const missing = changed.filter((state) => !byPartition.has(state.partition)).map((state) => state.partition);
-      if (runs !== undefined && missing.length > 0) {
-        for (const run of await lake.currentRuns(targets.table, missing)) {
-          if (run.files.length === 0) byPartition.set(partitionPath(run.partition), run);
-        }
-      }
+      // Every current run of the changed partitions, a run without files too (an upsert that emptied the partition,
+      // allow_empty): it is sent as what it is, no rows, so the target drops the partition's rows in the same
+      // transaction as its state. A lake with local files hands the sink paths; an S3 lake's runs are read by key, and
+      // copied by the sink.
+      const [snapshot] = await lake.snapshot({ tables: [targets.table], partitions: [{ table: targets.table, partitions: changed.map((s) => s.partition) }] });
+      const store = lake.parts.store;
+      const remote = !store.capabilities.localPaths;
+      const byPartition = new Map((snapshot?.partitions ?? []).map((run) => [partitionPath(run.partition), run]));
       // Every partition to send, in order, so that each write can name the next ones for the sink to read ahead.
       const planned = changed.map((state) => {
         const reason = sendReason(recorded.get(state.partition));
@@ -110,8 +107,8 @@ export async function sendToSinks(
           path: state.partition,
           runId: state.runId,
           signature: sinkSignature(state),
-          files: remote ? [] : run.files,
-          remote: remote ? { keys: run.files, read: (key) => lake.readRunFile(key) } : undefined,
+          files: remote ? [] : run.files.map((key) => store.localPath(key)),
+          remote: remote ? { keys: run.files, read: (key) => readRunFile(store, key) } : undefined,
         };
         return { state, reason, write };
       });
@@ -177,3 +174,10 @@ function sendReason(recorded: string | undefined): "new" | "changed" {
   return recorded === undefined ? "new" : "changed";
 }
 
+
+/** The bytes of one run file, by store key. */
+async function readRunFile(store: ObjectStore, key: string): Promise<Uint8Array> {
+  const object = await store.get(key);
+  if (!object) throw new NotFoundError(`the run file ${key} is missing from the store`);
+  return object.body;
+}

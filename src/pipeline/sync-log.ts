@@ -1,6 +1,7 @@
 import type { Lake } from "../lake/lake.js";
 import { newRunIdAfter } from "../model/run-id.js";
 import type { SyncMove, SyncRecord } from "../lake/sync-record.js";
+import { holdSyncLease, latestSyncId, recordSync } from "../lake/operations/syncs.js";
 
 /**
  * The running record of one sync. A move is written as intended before its
@@ -71,8 +72,8 @@ export class SyncLog {
     // Taken before the record is first written, so whoever finds the record finds the lease held while the sync runs.
     if (!this.lease) {
       this.lease = (async () => {
-        this.id = newRunIdAfter(await this.lake.latestSyncId());
-        return this.lake.holdSyncLease(this.id, `sync ${this.record.config}`);
+        this.id = newRunIdAfter(await latestSyncId(this.lake));
+        return holdSyncLease(this.lake, this.id, `sync ${this.record.config}`);
       })();
       // Its failure is the write's (awaited below), never an unhandled rejection meanwhile.
       this.lease.catch(() => undefined);
@@ -80,7 +81,7 @@ export class SyncLog {
     const lease = this.lease;
     const write = async (): Promise<void> => {
       await lease;
-      await this.lake.recordSync({ format: 1, ...this.record, syncId: this.id, ...extra, moves: [...this.moves.values()].map(stripPending) });
+      await recordSync(this.lake, { format: 1, ...this.record, syncId: this.id, ...extra, moves: [...this.moves.values()].map(stripPending) });
     };
     // Each write waits for the one before, whether it failed or not: the newest state is written last.
     this.written = this.written.then(write, write);

@@ -3,6 +3,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { Lake } from "../../src/lake/lake.js";
 import { OWN_BACKEND_FACTORIES, selectedBackends, type AwsServices, type TestBackend } from "../support/lake-fixture.js";
 import { PipelineWorkspace, orders, pipelineYaml, type OrderRow } from "../support/pipeline-fixture.js";
+import { rollbackSync } from "../../src/lake/operations/rollback.js";
 
 // Issue 25 item 23: a sync or a sync rollback of more partitions than one Glue batch call carries (100), and a Glue
 // batch whose entries keep failing: every partition must end where the report says, on the catalog itself.
@@ -63,7 +64,7 @@ describe.runIf(selectedBackends().includes("aws"))("Glue batches of a sync and o
 
     const updates = () => backend.services.glue.calls.filter((c) => c.operation === "BatchUpdatePartition").length;
     const before = updates();
-    const rolled = await lake.rollbackSync("last");
+    const rolled = await rollbackSync(lake, "last");
     expect(rolled.partitions.filter((p) => p.action === "rolled back")).toHaveLength(150);
     expect(updates() - before, "two batch calls at least (100 + 50)").toBeGreaterThanOrEqual(2);
     // Every partition, the ones past the first batch of 100 too, holds delivery A again.

@@ -3,6 +3,7 @@ import { Progress, type ProgressStream } from "../../src/cli/output.js";
 import { defineTable } from "../../src/model/table.js";
 import { runMain } from "../support/main-cli.js";
 import { tempLakes } from "../support/temp-lake.js";
+import { replacePartition } from "../../src/lake/operations/replace.js";
 
 const openLake = tempLakes();
 
@@ -59,7 +60,7 @@ describe("gc on a terminal", () => {
   it("draws its progress bar on stderr, but not with --json", async () => {
     const { lake, lakeDir } = await openLake();
     await lake.createTable(defineTable({ name: "t", columns: [{ name: "id", type: "BIGINT" }], partitionKeys: ["day"] }));
-    await lake.replacePartition("t", "day=2026-11-01", { select: "SELECT 1 AS id" });
+    await replacePartition(lake, "t", "day=2026-11-01", { select: "SELECT 1 AS id" });
     Object.defineProperty(process.stderr, "isTTY", { value: true, configurable: true });
 
     const text = await runMain(["gc", "--dry-run", "--lake", lakeDir]);

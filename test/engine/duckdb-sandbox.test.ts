@@ -9,6 +9,7 @@ import { openEmbeddedLake } from "../../src/open/open-lake.js";
 import { openRestrictedDuckDb } from "../../src/duckdb/duckdb-open.js";
 import { runMain } from "../support/main-cli.js";
 import { tempDir } from "../support/lake-fixture.js";
+import { replacePartition } from "../../src/lake/operations/replace.js";
 
 let dir: string;
 let cleanup: () => void;
@@ -22,7 +23,7 @@ beforeAll(async () => {
   writeFileSync(path.join(outside, "secret.csv"), "secret\n42\n");
   lake = await openEmbeddedLake(path.join(dir, "lake"));
   await lake.createTable(defineTable({ name: "orders", columns: [{ name: "id", type: "BIGINT" }], partitionKeys: ["day"] }));
-  await lake.replacePartition("orders", "day=2026-11-01", { select: "SELECT range AS id FROM range(10)" });
+  await replacePartition(lake, "orders", "day=2026-11-01", { select: "SELECT range AS id FROM range(10)" });
 });
 afterAll(async () => {
   await lake.close();
@@ -33,8 +34,8 @@ describe("a layer's SQL and --sql are exactly one SELECT", () => {
   it("refuses the issue's multi-statement --sql before running anything: no file is written", async () => {
     const evil = path.join(outside, "evil.csv");
     const sql = `SELECT 1 AS id FROM range(1)) AS q LIMIT 0; COPY (SELECT 42) TO '${evil}'; SELECT * FROM (SELECT 1 AS id`;
-    await expect(lake.replacePartition("orders", "day=2026-11-02", { select: sql })).rejects.toThrow(InvalidInputError);
-    await expect(lake.replacePartition("orders", "day=2026-11-02", { select: `SELECT 1 AS id; COPY (SELECT 42) TO '${evil}'` })).rejects.toThrow(
+    await expect(replacePartition(lake, "orders", "day=2026-11-02", { select: sql })).rejects.toThrow(InvalidInputError);
+    await expect(replacePartition(lake, "orders", "day=2026-11-02", { select: `SELECT 1 AS id; COPY (SELECT 42) TO '${evil}'` })).rejects.toThrow(
       /the SQL is 2 statements: a layer's SQL is exactly one SELECT/,
     );
     expect(existsSync(evil)).toBe(false);
@@ -52,8 +53,8 @@ describe("a layer's SQL and --sql are exactly one SELECT", () => {
 describe("the engine that runs users' SQL reaches only the lake", () => {
   it("a layer SELECT cannot read a file outside the lake; the pointer does not move", async () => {
     const before = await lake.pointer("orders", "day=2026-11-01");
-    const error = await lake
-      .replacePartition("orders", "day=2026-11-01", { select: `SELECT CAST(secret AS BIGINT) AS id FROM read_csv('${path.join(outside, "secret.csv")}')` })
+    const error = await replacePartition(
+      lake, "orders", "day=2026-11-01", { select: `SELECT CAST(secret AS BIGINT) AS id FROM read_csv('${path.join(outside, "secret.csv")}')` })
       .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(InvalidInputError);
     expect((error as Error).message).toMatch(/the SQL calls the table function read_csv\('.*secret.csv'\), which reads files/);
@@ -68,14 +69,14 @@ describe("the engine that runs users' SQL reaches only the lake", () => {
 
   it("a layer cannot read a lake table's files by path, which would bypass its declared inputs (issue 25, item 10)", async () => {
     const files = path.join(dir, "lake", "orders", "**", "*.parquet");
-    await expect(lake.replacePartition("orders", "day=2026-11-04", { select: `SELECT id FROM read_parquet('${files}')` })).rejects.toThrow(
+    await expect(replacePartition(lake, "orders", "day=2026-11-04", { select: `SELECT id FROM read_parquet('${files}')` })).rejects.toThrow(
       /the SQL calls the table function read_parquet\('.*\*\.parquet'\), which reads files or the engine's state: .*declare it in inputs.tables/,
     );
     expect(await lake.pointer("orders", "day=2026-11-04")).toBeUndefined();
   });
 
   it("still reads the lake's tables and writes runs", async () => {
-    const result = await lake.replacePartition("orders", "day=2026-11-03", { select: "SELECT id + 100 AS id FROM orders WHERE day = '2026-11-01'" });
+    const result = await replacePartition(lake, "orders", "day=2026-11-03", { select: "SELECT id + 100 AS id FROM orders WHERE day = '2026-11-01'" });
     expect(result.rows).toBe(10);
   });
 });
@@ -133,10 +134,10 @@ describe("the user-SQL instance's allowed folders are the lake tables it is open
 describe("expressions are exactly one expression", () => {
   it("refuses an inputs.map expression that would run more", async () => {
     await expect(
-      lake.mapPartitions({ fromKeys: ["day"], values: [["2026-11-01"]], map: [{ key: "month", expression: "substr(day, 1, 7) AS month FROM t; COPY (SELECT 1) TO '/tmp/x'; SELECT 1" }] }),
+      lake.landing.mapPartitions({ fromKeys: ["day"], values: [["2026-11-01"]], map: [{ key: "month", expression: "substr(day, 1, 7) AS month FROM t; COPY (SELECT 1) TO '/tmp/x'; SELECT 1" }] }),
     ).rejects.toThrow(/inputs.map expression of 'month' '.*' is not allowed: it makes 3 statements/);
     await expect(
-      lake.mapPartitions({ fromKeys: ["day"], values: [["2026-11-01"]], map: [{ key: "month", expression: "substr(day, 1, 7)" }] }),
+      lake.landing.mapPartitions({ fromKeys: ["day"], values: [["2026-11-01"]], map: [{ key: "month", expression: "substr(day, 1, 7)" }] }),
     ).resolves.toEqual([["2026-11"]]);
   });
 
@@ -144,7 +145,7 @@ describe("expressions are exactly one expression", () => {
     const file = path.join(dir, "delivery.csv");
     writeFileSync(file, "id\n1\n");
     await expect(
-      lake.landDelivery({
+      lake.landing.land({
         files: [file], format: "csv", header: true, delimiter: ",", columns: [{ name: "id", type: "BIGINT", nullable: true }],
         partition: [{ key: "day", expression: `(SELECT content FROM read_text('${path.join(outside, "secret.csv")}'))` }], signatureColumns: ["id"],
       }),

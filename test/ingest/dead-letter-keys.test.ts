@@ -10,6 +10,7 @@ import { ingestTallyKey } from "../../src/lake/layout.js";
 import { DEAD_LETTER_COLUMNS, IngestService, namespaceTable, segmentFileId } from "../../src/ingest/ingest-service.js";
 import { Metrics } from "../../src/ingest/metrics.js";
 import { awsBackend, embeddedBackend, type TestBackend } from "../support/lake-fixture.js";
+import { registerIngested, storeIngestedFiles } from "../../src/lake/operations/register-segment.js";
 
 const PARTITION = ["%Y", "%m", "%d"].map((format, i) => ({ key: ["p_year", "p_month", "p_day"][i]!, expression: `strftime(ts, '${format}')` }));
 const DEAD_LETTER_PARTITION = ["%Y", "%m", "%d"].map((format, i) => ({ key: ["p_year", "p_month", "p_day"][i]!, expression: `strftime(received_at, '${format}')` }));
@@ -83,7 +84,7 @@ async function expectSignatureOfItsRows(lake: Lake): Promise<void> {
   cleanups.push(() => rm(dir, { recursive: true, force: true }));
   const file = path.join(dir, "all.jsonl");
   writeFileSync(file, `${rows.map((r) => JSON.stringify({ ...r, line: Number(r.line) })).join("\n")}\n`);
-  const whole = await lake.landDelivery({
+  const whole = await lake.landing.land({
     files: [file],
     format: "jsonl",
     header: false,
@@ -96,7 +97,7 @@ async function expectSignatureOfItsRows(lake: Lake): Promise<void> {
     expect(whole.rowsRejected).toBe(0);
     for (const partition of whole.partitions) expect((await lake.pointer("events", partition.partition))?.signature).toBe(partition.signature);
   } finally {
-    await lake.releaseDelivery(whole);
+    await lake.landing.releaseLanding(whole);
   }
 }
 
@@ -147,14 +148,14 @@ describe("a segment landed in part by a lakeswap that keyed every namespace's de
     cleanups.push(() => rm(dir, { recursive: true, force: true }));
     const file = path.join(dir, "a.jsonl");
     writeFileSync(file, ["bad 1", "bad 2"].map((raw, i) => JSON.stringify({ namespace: "a", received_at: received, reason: "not valid JSON", raw, segment, line: i + 1 })).join("\n"));
-    const delivery = await lake.landDelivery({ files: [file], format: "jsonl", header: false, delimiter: ",", columns: [...DEAD_LETTER_COLUMNS], partition: DEAD_LETTER_PARTITION, signatureColumns: DEAD_LETTER_COLUMNS.map((c) => c.name) });
+    const delivery = await lake.landing.land({ files: [file], format: "jsonl", header: false, delimiter: ",", columns: [...DEAD_LETTER_COLUMNS], partition: DEAD_LETTER_PARTITION, signatureColumns: DEAD_LETTER_COLUMNS.map((c) => c.name) });
     try {
       const table = await lake.table("events");
-      const files = await lake.writeLandedFiles({ table, delivery, dir });
-      await lake.storeIngestedFiles("events", files.map((f) => ({ partition: f.partition, fileId: segmentFileId(segment, "events", partitionPath(f.partition)), file: f.file, rows: f.rows })));
-      await lake.registerIngested("events", { collector: walId, sequence: 1 }, delivery.partitions.map((p) => ({ partition: p.partition, rows: p.rows, upper: p.lanes!.upper, lower: p.lanes!.lower })));
+      const files = await lake.landing.writeLandedFiles({ table, delivery, dir });
+      await storeIngestedFiles(lake, "events", files.map((f) => ({ partition: f.partition, fileId: segmentFileId(segment, "events", partitionPath(f.partition)), file: f.file, rows: f.rows })));
+      await registerIngested(lake, "events", { collector: walId, sequence: 1 }, delivery.partitions.map((p) => ({ partition: p.partition, rows: p.rows, upper: p.lanes!.upper, lower: p.lanes!.lower })));
     } finally {
-      await lake.releaseDelivery(delivery);
+      await lake.landing.releaseLanding(delivery);
     }
     const [report] = await service.flush();
     expect(report).toMatchObject({ segment, deadLettered: 3 });
@@ -182,12 +183,12 @@ describe("a segment whose file's key holds other rows", () => {
     const file = path.join(dir, "other.jsonl");
     writeFileSync(file, '{"id": 9, "ts": "2026-11-30T03:00:00Z"}\n');
     const table = namespaceTable(namespace("a"));
-    const delivery = await lake.landDelivery({ files: [file], format: "jsonl", header: false, delimiter: ",", columns: [...namespace("a").columns, { name: "extra", type: "VARCHAR", nullable: true }], partition: PARTITION, signatureColumns: table.columns.map((c) => c.name), absentFields: "null" });
+    const delivery = await lake.landing.land({ files: [file], format: "jsonl", header: false, delimiter: ",", columns: [...namespace("a").columns, { name: "extra", type: "VARCHAR", nullable: true }], partition: PARTITION, signatureColumns: table.columns.map((c) => c.name), absentFields: "null" });
     try {
-      const files = await lake.writeLandedFiles({ table: await lake.table("a"), delivery, dir });
-      await lake.storeIngestedFiles("a", files.map((f) => ({ partition: f.partition, fileId: segmentFileId(segment, "a", partitionPath(f.partition)), file: f.file, rows: f.rows })));
+      const files = await lake.landing.writeLandedFiles({ table: await lake.table("a"), delivery, dir });
+      await storeIngestedFiles(lake, "a", files.map((f) => ({ partition: f.partition, fileId: segmentFileId(segment, "a", partitionPath(f.partition)), file: f.file, rows: f.rows })));
     } finally {
-      await lake.releaseDelivery(delivery);
+      await lake.landing.releaseLanding(delivery);
     }
     const [report] = await service.flush();
     expect(report).toMatchObject({ segment, quarantined: path.join(walDir, "quarantine", `${segment}.sealed`) });
@@ -234,7 +235,7 @@ describe("a segment landed again after a failure between its registration and it
     const file = path.join(dir, "a.jsonl");
     writeFileSync(file, `${good.join("\n")}\n`);
     const table = namespaceTable(namespace("a"));
-    const once = await lake.landDelivery({ files: [file], format: "jsonl", header: false, delimiter: ",", columns: [...namespace("a").columns, { name: "extra", type: "VARCHAR", nullable: true }], partition: PARTITION, signatureColumns: table.columns.map((c) => c.name), absentFields: "null" });
+    const once = await lake.landing.land({ files: [file], format: "jsonl", header: false, delimiter: ",", columns: [...namespace("a").columns, { name: "extra", type: "VARCHAR", nullable: true }], partition: PARTITION, signatureColumns: table.columns.map((c) => c.name), absentFields: "null" });
     try {
       expect(once.partitions).toHaveLength(2);
       for (const partition of once.partitions) {
@@ -243,7 +244,7 @@ describe("a segment landed again after a failure between its registration and it
         expect({ rows: tally.rows, upper: tally.upper, lower: tally.lower }).toEqual({ rows: partition.rows, upper: partition.lanes!.upper, lower: partition.lanes!.lower });
       }
     } finally {
-      await lake.releaseDelivery(once);
+      await lake.landing.releaseLanding(once);
     }
     expect(await rowsOf(lake, "SELECT count(*)::INTEGER AS n FROM a")).toEqual([{ n: 3 }]);
     // The dead-letter table: three rows, and a signature that is theirs.

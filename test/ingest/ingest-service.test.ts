@@ -19,6 +19,7 @@ import { parse as parseYaml } from "yaml";
 import { mkdirSync } from "node:fs";
 import { spawnSync } from "node:child_process";
 import { awsBackend, embeddedBackend, ownAwsBackend, type TestBackend } from "../support/lake-fixture.js";
+import { registerIngested } from "../../src/lake/operations/register-segment.js";
 
 const PARTITION = [
   { key: "p_year", expression: "strftime(ts, '%Y')" },
@@ -139,7 +140,7 @@ describe.each([
     const all = path.join(allDir, "all.jsonl");
     writeFileSync(all, `${accepted.map((e) => JSON.stringify(e)).join("\n")}\n`);
     const table = namespaceTable(pipelineOf("/unused").namespaces[0]!);
-    const whole = await lake.landDelivery({
+    const whole = await lake.landing.land({
       files: [all],
       format: "jsonl",
       header: false,
@@ -155,7 +156,7 @@ describe.each([
         expect((await lake.pointer("pageviews", partition.partition))?.signature).toBe(partition.signature);
       }
     } finally {
-      await lake.releaseDelivery(whole);
+      await lake.landing.releaseLanding(whole);
     }
   });
 
@@ -249,7 +250,7 @@ describe("ingest on the AWS lake", () => {
     await service.accept({ pipeline: "events", namespace: "pageviews", body: ndjson(Array.from({ length: 30 }, (_, i) => event(i))), format: "ndjson" });
     const [report] = await service.flush();
     expect(services.glue.callCount("BatchCreatePartition")).toBeGreaterThanOrEqual(1);
-    const pointers = await lake.currentRuns("pageviews");
+    const pointers = (await lake.snapshot({ tables: ["pageviews"] }))[0]?.partitions ?? [];
     expect(pointers.map((p) => p.files.length)).toEqual([1, 1]);
     for (const p of pointers) {
       expect(p.files[0]).toMatch(new RegExp(`^pageviews/p_year=2026/p_month=\\d\\d/p_day=\\d\\d/${report!.segment}-[0-9a-f]{8}\\.parquet$`));
@@ -539,7 +540,7 @@ describe("an ingested namespace's Glue table", () => {
       // Other partition keys: an empty table is rebuilt with them; one with partitions is refused.
       await lake.createTable(defineTable({ name: "clicks", columns: columns(), partitionKeys: ["date"], ingest: true }));
       expect(backend.services.glue.state.table(database, "clicks")?.PartitionKeys?.map((k) => k.Name)).toEqual(["date"]);
-      await lake.registerIngested("clicks", { collector: "c1", sequence: 1 }, [{ partition: parsePartitionPath("date=2026-11-30", ["date"]), rows: 1, upper: "1", lower: "2" }]);
+      await registerIngested(lake, "clicks", { collector: "c1", sequence: 1 }, [{ partition: parsePartitionPath("date=2026-11-30", ["date"]), rows: 1, upper: "1", lower: "2" }]);
       await expect(lake.createTable(defineTable({ name: "clicks", columns: columns(), partitionKeys: keys, ingest: true }))).rejects.toThrow(
         /partitioned by \(date\), not \(p_year, p_month, p_day\), and has partitions; lakeswap will not drop them/,
       );

@@ -9,6 +9,9 @@ import { LocalStore } from "../../src/store/local-store.js";
 import { ownAwsBackend } from "../support/lake-fixture.js";
 import { tempLakes } from "../support/temp-lake.js";
 import { METADATA_FOLDERS } from "../../src/lake/layout.js";
+import { replacePartition } from "../../src/lake/operations/replace.js";
+import { readHistory } from "../../src/lake/operations/history.js";
+import { countPartition } from "../../src/lake/operations/partition-states.js";
 
 // The audit before a swap reads the new run's own files; an engine's word that it succeeded is never enough.
 
@@ -63,29 +66,29 @@ describe("the audit of a new run", () => {
     ["count too low", /reported 2 rows, but its files hold 3/],
   ] as const)("refuses a build with %s and leaves the pointer and the rows where they were", async (fault, message) => {
     const { lake, setFault } = await openDamaged();
-    const first = await lake.replacePartition("t", "day=2026-11-01", { select: "SELECT range AS v FROM range(2)" });
+    const first = await replacePartition(lake, "t", "day=2026-11-01", { select: "SELECT range AS v FROM range(2)" });
     setFault(fault);
-    await expect(lake.replacePartition("t", "day=2026-11-01", { select: "SELECT range AS v FROM range(3)" })).rejects.toThrow(message);
+    await expect(replacePartition(lake, "t", "day=2026-11-01", { select: "SELECT range AS v FROM range(3)" })).rejects.toThrow(message);
     expect((await lake.pointer("t", "day=2026-11-01"))?.runId).toBe(first.runId);
     expect((await lake.query("SELECT count(*) FROM t")).rows).toEqual([[2]]);
     // The refused run is gone, and history lists only the first.
-    const [history] = await lake.history("t", "day=2026-11-01");
+    const [history] = await readHistory(lake, "t", "day=2026-11-01");
     expect(history!.runs.map((r) => r.runId)).toEqual([first.runId]);
   });
 
   it("records the rows counted from the files' footers in the manifest and the history", async () => {
     const { lake } = await openDamaged();
-    const result = await lake.replacePartition("t", "day=2026-11-01", { select: "SELECT range AS v FROM range(1234)" });
+    const result = await replacePartition(lake, "t", "day=2026-11-01", { select: "SELECT range AS v FROM range(1234)" });
     expect(result.rows).toBe(1234);
-    const [history] = await lake.history("t", "day=2026-11-01");
+    const [history] = await readHistory(lake, "t", "day=2026-11-01");
     expect(history!.runs[0]).toMatchObject({ runId: result.runId, rows: 1234, state: "current" });
   });
 
   it("refuses a new partition built empty unless allowEmpty", async () => {
     const { lake } = await openDamaged();
-    await expect(lake.replacePartition("t", "day=2026-11-02", { select: "SELECT 1 AS v WHERE false" })).rejects.toThrow(/a new partition, produced 0 rows.*--allow-empty/);
+    await expect(replacePartition(lake, "t", "day=2026-11-02", { select: "SELECT 1 AS v WHERE false" })).rejects.toThrow(/a new partition, produced 0 rows.*--allow-empty/);
     expect(await lake.pointer("t", "day=2026-11-02")).toBeUndefined();
-    const allowed = await lake.replacePartition("t", "day=2026-11-02", { select: "SELECT 1 AS v WHERE false", allowEmpty: true });
+    const allowed = await replacePartition(lake, "t", "day=2026-11-02", { select: "SELECT 1 AS v WHERE false", allowEmpty: true });
     expect(allowed.rows).toBe(0);
     expect((await lake.pointer("t", "day=2026-11-02"))?.runId).toBe(allowed.runId);
   });
@@ -99,15 +102,15 @@ describe("the audit of a run Athena built", () => {
     try {
       await aws.createTable(defineTable({ name: "t", columns: [{ name: "v", type: "BIGINT" }], partitionKeys: ["day"] }));
       const values = (n: number) => `SELECT v FROM (VALUES ${Array.from({ length: n }, (_, i) => `(CAST(${i} AS BIGINT))`).join(", ")}) AS r (v)`;
-      const first = await aws.replacePartition("t", "day=2026-11-01", { select: values(3) });
+      const first = await replacePartition(aws, "t", "day=2026-11-01", { select: values(3) });
       expect(first.rows).toBe(3);
-      const [history] = await aws.history("t", "day=2026-11-01");
+      const [history] = await readHistory(aws, "t", "day=2026-11-01");
       expect(history!.runs[0]).toMatchObject({ runId: first.runId, rows: 3, state: "current" });
 
       backend.services.athena.loseUnloadOutputNext({ match: "UNLOAD" });
-      await expect(aws.replacePartition("t", "day=2026-11-01", { select: values(5) })).rejects.toThrow(/wrote no data files/);
+      await expect(replacePartition(aws, "t", "day=2026-11-01", { select: values(5) })).rejects.toThrow(/wrote no data files/);
       expect((await aws.pointer("t", "day=2026-11-01"))?.runId).toBe(first.runId);
-      expect(await aws.countPartition("t", "day=2026-11-01")).toBe(3);
+      expect(await countPartition(aws, "t", "day=2026-11-01")).toBe(3);
     } finally {
       await aws.close();
       await backend.cleanup();

@@ -3,6 +3,7 @@ import type { Lake } from "../../src/lake/lake.js";
 import { defineTable } from "../../src/model/table.js";
 import { lakeDirOf, spawnScript, type Child } from "../support/crash-kit.js";
 import { BACKEND_FACTORIES, selectedBackends, type TestBackend } from "../support/lake-fixture.js";
+import { replacePartition } from "../../src/lake/operations/replace.js";
 
 // Invariant 1: a reader sees the old run or the new run, never nothing, never a mix. The reader runs in
 // another process and queries one partition in a tight loop while this process replaces it 200 times,
@@ -47,7 +48,7 @@ describe.each(selectedBackends())("concurrent readers on the %s backend", (backe
     await lake.createTable(
       defineTable({ name: TABLE, columns: [{ name: "id", type: "BIGINT" }, { name: "tag", type: "VARCHAR" }], partitionKeys: ["day"] }),
     );
-    await lake.replacePartition(TABLE, PARTITION, { select: CONTENT.a.select, landed: true });
+    await replacePartition(lake, TABLE, PARTITION, { select: CONTENT.a.select, landed: true });
   });
 
   afterEach(async () => {
@@ -77,7 +78,7 @@ describe.each(selectedBackends())("concurrent readers on the %s backend", (backe
     for (let i = 0; i < SWAPS; i += 1) {
       const tag = i % 2 === 0 ? "b" : "a";
       // Built where raw files are landed (DuckDB), so on AWS the test exercises the swap, not the emulated Athena.
-      const result = await lake.replacePartition(TABLE, PARTITION, { select: CONTENT[tag].select, landed: true });
+      const result = await replacePartition(lake, TABLE, PARTITION, { select: CONTENT[tag].select, landed: true });
       expect(result.rows).toBe(CONTENT[tag].rows);
       swapped.push(result.runId);
       if (backendName !== "local") {

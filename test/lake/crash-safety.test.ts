@@ -8,6 +8,10 @@ import {
 } from "../support/crash-kit.js";
 import { rowsSelect, taggedRows, type TaggedRows } from "../support/rows-sql.js";
 import { BACKEND_FACTORIES, runCli, selectedBackends, spawnCli, type CliResult, type TestBackend } from "../support/lake-fixture.js";
+import { replacePartition } from "../../src/lake/operations/replace.js";
+import { readHistory } from "../../src/lake/operations/history.js";
+import { rollbackPartition } from "../../src/lake/operations/rollback.js";
+import { countPartition } from "../../src/lake/operations/partition-states.js";
 
 // Invariants 1, 2 and 5 under SIGKILL: a replace killed at any point leaves the partition on the old run or
 // the new run, whole; the next replace and gc take over the dead writer's lease and clean up what it left.
@@ -66,8 +70,8 @@ class Scenario {
       defineTable({ name: TABLE, columns: [{ name: "id", type: "BIGINT" }, { name: "tag", type: "VARCHAR" }], partitionKeys: ["day"] }),
     );
     // Two runs, so that a grace window of 0 gives GC something to delete when the next run is swapped in.
-    scenario.oldest = (await lake.replacePartition(TABLE, PARTITION, { select: OLDEST.select })).runId;
-    scenario.old = (await lake.replacePartition(TABLE, PARTITION, { select: OLD.select })).runId;
+    scenario.oldest = (await replacePartition(lake, TABLE, PARTITION, { select: OLDEST.select })).runId;
+    scenario.old = (await replacePartition(lake, TABLE, PARTITION, { select: OLD.select })).runId;
     return scenario;
   }
 
@@ -185,7 +189,7 @@ describe.each(selectedBackends())("crash safety on the %s backend", (backendName
         if (expected === "old") expect(pointer).toMatchObject({ runId: old, previousRunId: oldest });
         else {
           // The killed writer's run, the one run it made, is current, and the old run is the previous one.
-          const made = (await lake.history(TABLE, PARTITION))[0]!.runs.map((r) => r.runId).filter((id) => id !== old && id !== oldest);
+          const made = (await readHistory(lake, TABLE, PARTITION))[0]!.runs.map((r) => r.runId).filter((id) => id !== old && id !== oldest);
           expect(made).toHaveLength(1);
           expect(pointer).toMatchObject({ runId: made[0], previousRunId: old });
         }
@@ -237,7 +241,7 @@ describe.each(selectedBackends())("crash safety on the %s backend", (backendName
 
         if (REPLAYED.has(point)) {
           // The next command replays the recorded move first: the killed writer's complete run becomes current.
-          const history = await lake.history(TABLE, PARTITION);
+          const history = await readHistory(lake, TABLE, PARTITION);
           const recorded = history[0]!.runs.map((r) => r.runId).find((id) => id !== oldest && id !== old)!;
           await s.recoverAndCheck({ runId: recorded, rows: NEW.rows });
         } else {
@@ -289,12 +293,12 @@ describe.each(selectedBackends())("crash safety on the %s backend", (backendName
       const pointer = await s.lake.pointer(TABLE, PARTITION);
       const current = pointer!.runId;
       expect(pointer).toMatchObject({ previousRunId: s.old, movedBy: "swap" });
-      expect((await s.lake.history(TABLE, PARTITION))[0]!.runs.map((r) => r.runId), "the killed writer's run is the newest").toEqual([current, s.old, s.oldest]);
+      expect((await readHistory(s.lake, TABLE, PARTITION))[0]!.runs.map((r) => r.runId), "the killed writer's run is the newest").toEqual([current, s.old, s.oldest]);
 
-      expect(await s.lake.rollback(TABLE, PARTITION)).toMatchObject({ fromRunId: current, toRunId: s.old, rows: OLD.rows });
+      expect(await rollbackPartition(s.lake, TABLE, PARTITION)).toMatchObject({ fromRunId: current, toRunId: s.old, rows: OLD.rows });
       for (const view of await s.views()) expect(view).toEqual(whole(OLD));
       // The run served every reader until the rollback: it is complete, and it can be pointed to again.
-      expect(await s.lake.rollback(TABLE, PARTITION, { toRunId: current })).toMatchObject({ fromRunId: s.old, toRunId: current, rows: NEW.rows });
+      expect(await rollbackPartition(s.lake, TABLE, PARTITION, { toRunId: current })).toMatchObject({ fromRunId: s.old, toRunId: current, rows: NEW.rows });
       for (const view of await s.views()) expect(view).toEqual(whole(NEW));
     }),
   );
@@ -305,10 +309,10 @@ describe.each(selectedBackends())("crash safety on the %s backend", (backendName
       // A writer recorded its move (old -> its run) in the outbox and died before sending it.
       const killed = await s.cli(["replace", TABLE, "--partition", PARTITION, "--sql", NEW.select], { LAKESWAP_FAULT: "after-outbox:kill" });
       expect(killed.signal).toBe("SIGKILL");
-      const dead = (await lake.history(TABLE, PARTITION))[0]!.runs.find((r) => r.runId > old)!;
+      const dead = (await readHistory(lake, TABLE, PARTITION))[0]!.runs.find((r) => r.runId > old)!;
       expect(dead).toMatchObject({ state: "incomplete" });
       // Another writer (this process, which opened the lake before the kill, so never replayed it) moves the pointer on.
-      const moved = await lake.replacePartition(TABLE, PARTITION, { select: NEXT.select });
+      const moved = await replacePartition(lake, TABLE, PARTITION, { select: NEXT.select });
       expect(moved).toMatchObject({ previousRunId: old, rows: NEXT.rows });
 
       // The recorded move is stale now: the pointer is not where the dead writer left it. It is dropped, not applied.
@@ -316,7 +320,7 @@ describe.each(selectedBackends())("crash safety on the %s backend", (backendName
       expect(await lake.pointer(TABLE, PARTITION)).toMatchObject({ runId: moved.runId, previousRunId: old, movedBy: "swap" });
       for (const view of await s.views()) expect(view).toEqual(whole(NEXT));
       expect(await lake.replayOutbox(), "the stale entry is gone").toEqual({ applied: 0, stale: 0 });
-      expect((await lake.history(TABLE, PARTITION))[0]!.runs.map((r) => [r.runId, r.state])).toEqual([
+      expect((await readHistory(lake, TABLE, PARTITION))[0]!.runs.map((r) => [r.runId, r.state])).toEqual([
         [moved.runId, "current"],
         [dead.runId, "incomplete"],
         [old, "previous"],
@@ -328,7 +332,7 @@ describe.each(selectedBackends())("crash safety on the %s backend", (backendName
       expect(again.signal).toBe("SIGKILL");
       expect(await lake.pointer(TABLE, PARTITION)).toMatchObject({ runId: moved.runId });
       expect(await lake.replayOutbox()).toEqual({ applied: 1, stale: 0 });
-      const replayed = (await lake.history(TABLE, PARTITION))[0]!.runs[0]!;
+      const replayed = (await readHistory(lake, TABLE, PARTITION))[0]!.runs[0]!;
       expect(replayed).toMatchObject({ state: "current", rows: NEW.rows });
       expect(await lake.pointer(TABLE, PARTITION)).toMatchObject({ runId: replayed.runId, previousRunId: moved.runId, movedBy: "swap" });
       for (const view of await s.views()) expect(view).toEqual(whole(NEW));
@@ -351,10 +355,10 @@ describe.each(selectedBackends())("crash safety on the %s backend", (backendName
       const pointer = await lake.pointer(TABLE, PARTITION);
       expect(pointer).toMatchObject({ previousRunId: old, movedBy: "swap" });
       expect(pointer!.runId > old).toBe(true);
-      expect(await lake.countPartition(TABLE, PARTITION)).toBe(0);
+      expect(await countPartition(lake, TABLE, PARTITION)).toBe(0);
       expect(await lake.pendingChanges()).toEqual([]);
       // And it rolls back like any run.
-      expect(await lake.rollback(TABLE, PARTITION)).toMatchObject({ fromRunId: pointer!.runId, toRunId: old, rows: OLD.rows });
+      expect(await rollbackPartition(lake, TABLE, PARTITION)).toMatchObject({ fromRunId: pointer!.runId, toRunId: old, rows: OLD.rows });
     }),
   );
 
@@ -367,7 +371,7 @@ describe.each(selectedBackends())("crash safety on the %s backend", (backendName
       expect(failed.code, failed.stderr).toBe(6);
       for (const view of await s.views()) expect(view).toEqual(whole(OLD));
       await s.ok(["gc", TABLE, "--no-wait"], { LAKESWAP_GRACE: "0" });
-      const history = (await s.lake.history(TABLE, PARTITION))[0]!;
+      const history = (await readHistory(s.lake, TABLE, PARTITION))[0]!;
       expect(history.runs.map((r) => [r.runId, r.state])).toEqual([[s.old, "current"], [s.oldest, "previous"]]);
       if (s.dir !== undefined) expect(await runFolders(s.dir, TABLE, PARTITION), "run folders (empty ones included)").toEqual([s.oldest, s.old]);
     }),
@@ -389,7 +393,7 @@ describe.each(selectedBackends())("crash safety on the %s backend", (backendName
           return false;
         });
       } else {
-        await until("the large build to start writing", async () => (await lake.history(TABLE, PARTITION))[0]!.runs.length > 2);
+        await until("the large build to start writing", async () => (await readHistory(lake, TABLE, PARTITION))[0]!.runs.length > 2);
       }
       const delay = Math.floor(Math.random() * 1000);
       await new Promise((resolve) => setTimeout(resolve, delay));

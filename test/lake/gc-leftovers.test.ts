@@ -5,6 +5,8 @@ import { parsePartitionPath } from "../../src/model/partition.js";
 import { defineTable } from "../../src/model/table.js";
 import { openEmbeddedLake } from "../../src/open/open-lake.js";
 import { tempLakes } from "../support/temp-lake.js";
+import { replacePartition } from "../../src/lake/operations/replace.js";
+import { collectGarbage } from "../../src/lake/operations/gc.js";
 
 // What builds that died leave behind in a local lake, and GC.
 
@@ -14,7 +16,7 @@ describe("GC of what dead builds left", () => {
   it("removes an empty run folder (a build killed as it started) once it is past the grace window, and keeps a young one", async () => {
     const { lake, lakeDir } = await openLake((dir) => openEmbeddedLake(dir, { graceMs: 3_600_000 }));
     await lake.createTable(defineTable({ name: "t", columns: [{ name: "v", type: "BIGINT" }], partitionKeys: ["day"] }));
-    const current = await lake.replacePartition("t", "day=2026-11-01", { select: "SELECT 1 AS v" });
+    const current = await replacePartition(lake, "t", "day=2026-11-01", { select: "SELECT 1 AS v" });
     const partitionDir = path.dirname(path.join(lakeDir, "t", "_runs", "day=2026-11-01", "x"));
     const runsBefore = readdirSync(partitionDir);
     expect(runsBefore).toEqual([`run=${current.runId}`]);
@@ -24,11 +26,11 @@ describe("GC of what dead builds left", () => {
     mkdirSync(path.join(partitionDir, `run=${old}`));
     mkdirSync(path.join(partitionDir, `run=${young}`));
 
-    const dry = await lake.gc("t", { dryRun: true });
+    const dry = await collectGarbage(lake, "t", { dryRun: true });
     expect(dry.flatMap((r) => r.removed.map((x) => `${x.runId} ${x.reason}`))).toEqual([`${old} incomplete build`]);
     expect(existsSync(path.join(partitionDir, `run=${old}`))).toBe(true);
 
-    const report = await lake.gc("t");
+    const report = await collectGarbage(lake, "t");
     expect(report.flatMap((r) => r.removed.map((x) => x.runId))).toEqual([old]);
     expect(readdirSync(partitionDir).sort()).toEqual([`run=${current.runId}`, `run=${young}`].sort());
     expect((await lake.query("SELECT v FROM t")).rows).toEqual([[1]]);

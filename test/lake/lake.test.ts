@@ -5,6 +5,11 @@ import { afterEach, describe, expect, it } from "vitest";
 import type { Lake } from "../../src/lake/lake.js";
 import { defineTable } from "../../src/model/table.js";
 import { embeddedBackend, type TestBackend } from "../support/lake-fixture.js";
+import { replacePartition } from "../../src/lake/operations/replace.js";
+import { readHistory } from "../../src/lake/operations/history.js";
+import { rollbackPartition } from "../../src/lake/operations/rollback.js";
+import { collectGarbage } from "../../src/lake/operations/gc.js";
+import { dropTable } from "../../src/lake/operations/drop-table.js";
 
 let backend: (TestBackend & { lakeDir: string }) | undefined;
 let lake: Lake | undefined;
@@ -38,16 +43,16 @@ describe("the embedded lake", () => {
   it("reads a column named like a run folder (run) from the files, not from the folder name run=<id>", async () => {
     const lake = await openLake();
     await lake.createTable(defineTable({ name: "jobs", columns: [{ name: "run", type: "VARCHAR" }, { name: "id", type: "BIGINT" }], partitionKeys: ["day"] }));
-    await lake.replacePartition("jobs", "day=2026-11-01", { select: "SELECT 'nightly' AS run, 1 AS id" });
+    await replacePartition(lake, "jobs", "day=2026-11-01", { select: "SELECT 'nightly' AS run, 1 AS id" });
     expect((await lake.query("SELECT run, id, day FROM jobs")).rows).toEqual([["nightly", 1, "2026-11-01"]]);
   });
 
   it("lets plain DuckDB read exactly the current runs, one * per partition key", async () => {
     const lake = await openLake();
     await lake.createTable(defineTable({ name: "events", columns: [{ name: "id", type: "BIGINT" }, { name: "tag", type: "VARCHAR" }], partitionKeys: ["p_year", "p_month", "p_day"] }));
-    await lake.replacePartition("events", "p_year=2025,p_month=03,p_day=04", { select: rows(10, "old") });
-    await lake.replacePartition("events", "p_year=2025,p_month=03,p_day=04", { select: rows(7, "new") });
-    await lake.replacePartition("events", "p_year=2025,p_month=03,p_day=05", { select: rows(3, "other") });
+    await replacePartition(lake, "events", "p_year=2025,p_month=03,p_day=04", { select: rows(10, "old") });
+    await replacePartition(lake, "events", "p_year=2025,p_month=03,p_day=04", { select: rows(7, "new") });
+    await replacePartition(lake, "events", "p_year=2025,p_month=03,p_day=05", { select: rows(3, "other") });
     const glob = path.join(backend!.lakeDir, "events", "*", "*", "*", "*.parquet");
     const result = await plainDuckDb(
       `SELECT p_day, tag, count(*)::INTEGER FROM read_parquet('${glob}', hive_partitioning = true, hive_types = {'p_day': VARCHAR}) GROUP BY ALL ORDER BY ALL`,
@@ -61,7 +66,7 @@ describe("the embedded lake", () => {
   it("does not store partition columns in the files", async () => {
     const lake = await openLake();
     await lake.createTable(defineTable({ name: "t", columns: [{ name: "id", type: "BIGINT" }], partitionKeys: ["day"] }));
-    await lake.replacePartition("t", "day=2026-11-01", { select: "SELECT 1 AS id, '2026-11-01' AS day" });
+    await replacePartition(lake, "t", "day=2026-11-01", { select: "SELECT 1 AS id, '2026-11-01' AS day" });
     const schema = await plainDuckDb(`SELECT name FROM parquet_schema('${path.join(backend!.lakeDir, "t", "day=2026-11-01", "*.parquet")}') WHERE name <> 'duckdb_schema'`);
     expect(schema).toEqual([["id"]]);
   });
@@ -70,7 +75,7 @@ describe("the embedded lake", () => {
     const lake = await openLake();
     await lake.createTable(defineTable({ name: "z", columns: [{ name: "id", type: "BIGINT" }], partitionKeys: ["day"], compression: "zstd" }));
     await lake.createTable(defineTable({ name: "s", columns: [{ name: "id", type: "BIGINT" }], partitionKeys: ["day"] }));
-    for (const t of ["z", "s"]) await lake.replacePartition(t, "day=1", { select: "SELECT range AS id FROM range(1000)" });
+    for (const t of ["z", "s"]) await replacePartition(lake, t, "day=1", { select: "SELECT range AS id FROM range(1000)" });
     const codec = async (t: string) =>
       plainDuckDb(`SELECT DISTINCT compression FROM parquet_metadata('${path.join(backend!.lakeDir, t, "day=1", "*.parquet")}')`);
     expect(await codec("z")).toEqual([["ZSTD"]]);
@@ -81,23 +86,23 @@ describe("the embedded lake", () => {
     const lake = await openLake(0);
     await lake.createTable(defineTable({ name: "t", columns: [{ name: "id", type: "BIGINT" }, { name: "tag", type: "VARCHAR" }], partitionKeys: ["day"] }));
     const ids: string[] = [];
-    for (const n of [1, 2, 3, 4]) ids.push((await lake.replacePartition("t", "day=1", { select: rows(n, `r${n}`) })).runId);
+    for (const n of [1, 2, 3, 4]) ids.push((await replacePartition(lake, "t", "day=1", { select: rows(n, `r${n}`) })).runId);
     // Each replace GCs with grace 0: only the current and previous runs remain.
-    let history = (await lake.history("t", "day=1"))[0]!;
+    let history = (await readHistory(lake, "t", "day=1"))[0]!;
     expect(history.runs.map((r) => [r.runId, r.state, r.rows])).toEqual([
       [ids[3], "current", 4],
       [ids[2], "previous", 3],
     ]);
-    const back = await lake.rollback("t", "day=1", { toRunId: ids[2] });
+    const back = await rollbackPartition(lake, "t", "day=1", { toRunId: ids[2] });
     expect(back).toMatchObject({ fromRunId: ids[3], toRunId: ids[2], rows: 3 });
     expect((await lake.query("SELECT count(*) AS n, min(tag) AS tag FROM t")).rows).toEqual([[3, "r3"]]);
-    history = (await lake.history("t", "day=1"))[0]!;
+    history = (await readHistory(lake, "t", "day=1"))[0]!;
     expect(history.runs.map((r) => [r.runId, r.state])).toEqual([
       [ids[3], "previous"],
       [ids[2], "current"],
     ]);
     // A new replace after the rollback: the current, the previous and the newest older run (the rollback target) stay.
-    const next = await lake.replacePartition("t", "day=1", { select: rows(5, "r5") });
+    const next = await replacePartition(lake, "t", "day=1", { select: rows(5, "r5") });
     expect(next.previousRunId).toBe(ids[2]);
     expect(next.gc.removed.map((r) => r.runId)).toEqual([]);
     expect(next.gc.kept).toEqual([
@@ -110,12 +115,12 @@ describe("the embedded lake", () => {
   it("GC --dry-run removes nothing; a real GC removes exactly what the dry run listed", async () => {
     const lake = await openLake(24 * 3_600_000);
     await lake.createTable(defineTable({ name: "t", columns: [{ name: "id", type: "BIGINT" }, { name: "tag", type: "VARCHAR" }], partitionKeys: ["day"] }));
-    for (const n of [1, 2, 3, 4]) await lake.replacePartition("t", "day=1", { select: rows(n, `r${n}`) });
+    for (const n of [1, 2, 3, 4]) await replacePartition(lake, "t", "day=1", { select: rows(n, `r${n}`) });
     const runsDir = path.join(backend!.lakeDir, "t", "_runs", "day=1");
     expect(readdirSync(runsDir)).toHaveLength(4);
-    const planned = await lake.gc("t", { dryRun: true, graceMs: 0 });
+    const planned = await collectGarbage(lake, "t", { dryRun: true, graceMs: 0 });
     expect(readdirSync(runsDir)).toHaveLength(4);
-    const done = await lake.gc("t", { graceMs: 0 });
+    const done = await collectGarbage(lake, "t", { graceMs: 0 });
     expect(done[0]!.removed.map((r) => r.runId)).toEqual(planned[0]!.removed.map((r) => r.runId));
     expect(done[0]!.removed).toHaveLength(2);
     expect(readdirSync(runsDir)).toHaveLength(2);
@@ -125,8 +130,8 @@ describe("the embedded lake", () => {
   it("drops a table with everything it had", async () => {
     const lake = await openLake();
     await lake.createTable(defineTable({ name: "t", columns: [{ name: "id", type: "BIGINT" }], partitionKeys: ["day"] }));
-    await lake.replacePartition("t", "day=1", { select: "SELECT 1 AS id" });
-    await lake.dropTable("t");
+    await replacePartition(lake, "t", "day=1", { select: "SELECT 1 AS id" });
+    await dropTable(lake, "t");
     expect(await lake.listTables()).toEqual([]);
     expect(readdirSync(backend!.lakeDir)).toEqual([]);
   });

@@ -3,6 +3,12 @@ import type { Lake } from "../../src/lake/lake.js";
 import { defineTable } from "../../src/model/table.js";
 import { BACKEND_FACTORIES, selectedBackends, type CliResult, type TestBackend } from "../support/lake-fixture.js";
 import { runMain } from "../support/main-cli.js";
+import { replacePartition } from "../../src/lake/operations/replace.js";
+import { readHistory } from "../../src/lake/operations/history.js";
+import { rollbackPartition } from "../../src/lake/operations/rollback.js";
+import { pinPartition } from "../../src/lake/operations/pin.js";
+import { collectGarbage } from "../../src/lake/operations/gc.js";
+import { dropTable } from "../../src/lake/operations/drop-table.js";
 
 // Invariant 8: partition values and table names are validated before they reach a path, a store key or SQL.
 // The README: partition values use letters, digits, '-', '_' and '.' (not first, no '..'); table names are
@@ -24,7 +30,7 @@ describe.each(selectedBackends())("names on the %s backend", (backendName) => {
     await lake.createTable(
       defineTable({ name: TABLE, columns: [{ name: "id", type: "BIGINT" }, { name: "tag", type: "VARCHAR" }], partitionKeys: ["day"] }),
     );
-    current = (await lake.replacePartition(TABLE, "day=2026-11-01", { select: select("a", 1) })).runId;
+    current = (await replacePartition(lake, TABLE, "day=2026-11-01", { select: select("a", 1) })).runId;
   });
 
   afterEach(async () => {
@@ -35,19 +41,19 @@ describe.each(selectedBackends())("names on the %s backend", (backendName) => {
   /** The lake as it was before: one table, one partition on its one run. */
   async function unchanged(): Promise<void> {
     expect((await lake.listTables()).map((t) => t.name)).toEqual([TABLE]);
-    expect((await lake.history(TABLE)).map((h) => [h.partition, h.currentRunId, h.runs.length])).toEqual([["day=2026-11-01", current, 1]]);
+    expect((await readHistory(lake, TABLE)).map((h) => [h.partition, h.currentRunId, h.runs.length])).toEqual([["day=2026-11-01", current, 1]]);
   }
 
   it("a partition value with '..' inside (a..b) is refused by every call and command; one '.' inside (a.b) is allowed and round-trips", async () => {
     const refused = /partition value 'a\.\.b' for key 'day' is not allowed: use letters, digits, '-', '_', '\.' \(not first, no '\.\.'\)/;
-    await expect(lake.replacePartition(TABLE, "day=a..b", { select: select("x", 1) })).rejects.toThrow(refused);
-    await expect(lake.history(TABLE, "day=a..b")).rejects.toMatchObject({ code: "INVALID_INPUT" });
-    await expect(lake.rollback(TABLE, "day=a..b")).rejects.toMatchObject({ code: "INVALID_INPUT" });
-    await expect(lake.pin(TABLE, "day=a..b")).rejects.toMatchObject({ code: "INVALID_INPUT" });
+    await expect(replacePartition(lake, TABLE, "day=a..b", { select: select("x", 1) })).rejects.toThrow(refused);
+    await expect(readHistory(lake, TABLE, "day=a..b")).rejects.toMatchObject({ code: "INVALID_INPUT" });
+    await expect(rollbackPartition(lake, TABLE, "day=a..b")).rejects.toMatchObject({ code: "INVALID_INPUT" });
+    await expect(pinPartition(lake, TABLE, "day=a..b")).rejects.toMatchObject({ code: "INVALID_INPUT" });
     await expect(lake.pointer(TABLE, "day=a..b")).rejects.toMatchObject({ code: "INVALID_INPUT" });
     // A partition built by hand (library callers) is checked like parsed text.
-    await expect(lake.replacePartition(TABLE, { keys: ["day"], values: ["a..b"] }, { select: select("x", 1) })).rejects.toThrow(refused);
-    await expect(lake.replacePartition(TABLE, { keys: ["day"], values: ["../../x"] }, { select: select("x", 1) })).rejects.toMatchObject({ code: "INVALID_INPUT" });
+    await expect(replacePartition(lake, TABLE, { keys: ["day"], values: ["a..b"] }, { select: select("x", 1) })).rejects.toThrow(refused);
+    await expect(replacePartition(lake, TABLE, { keys: ["day"], values: ["../../x"] }, { select: select("x", 1) })).rejects.toMatchObject({ code: "INVALID_INPUT" });
     for (const args of [
       ["replace", TABLE, "--partition", "day=a..b", "--sql", select("x", 1)],
       ["history", TABLE, "--partition", "day=a..b"],
@@ -58,14 +64,14 @@ describe.each(selectedBackends())("names on the %s backend", (backendName) => {
     }
     await unchanged();
 
-    const dotted = await lake.replacePartition(TABLE, "day=a.b", { select: select("dot", 3) });
+    const dotted = await replacePartition(lake, TABLE, "day=a.b", { select: select("dot", 3) });
     expect(dotted).toMatchObject({ partition: "day=a.b", rows: 1 });
     expect(await lake.pointer(TABLE, "day=a.b")).toMatchObject({ runId: dotted.runId });
     expect((await lake.query(`SELECT day, tag, id FROM ${TABLE} ORDER BY day`)).rows).toEqual([
       ["2026-11-01", "a", 1],
       ["a.b", "dot", 3],
     ]);
-    expect((await lake.history(TABLE)).map((h) => h.partition)).toEqual(["day=2026-11-01", "day=a.b"]);
+    expect((await readHistory(lake, TABLE)).map((h) => h.partition)).toEqual(["day=2026-11-01", "day=a.b"]);
     const history = await cli(["history", TABLE, "--partition", "day=a.b", "--json"]);
     expect(history.code, history.stderr).toBe(0);
     expect((JSON.parse(history.stdout) as { partition: string; currentRunId: string }[]).map((h) => [h.partition, h.currentRunId])).toEqual([
@@ -77,12 +83,12 @@ describe.each(selectedBackends())("names on the %s backend", (backendName) => {
     for (const name of ["t/../x", "orders;drop", "../orders", "orders/../orders"]) {
       const refused = { code: "INVALID_INPUT", message: expect.stringContaining(`table name '${name}' is not allowed`) };
       await expect(lake.table(name), name).rejects.toMatchObject(refused);
-      await expect(lake.history(name), name).rejects.toMatchObject(refused);
-      await expect(lake.pin(name, "day=2026-11-01"), name).rejects.toMatchObject(refused);
-      await expect(lake.rollback(name, "day=2026-11-01"), name).rejects.toMatchObject(refused);
-      await expect(lake.replacePartition(name, "day=2026-11-01", { select: select("x", 1) }), name).rejects.toMatchObject(refused);
-      await expect(lake.gc(name, { graceMs: 0 }), name).rejects.toMatchObject(refused);
-      await expect(lake.dropTable(name), name).rejects.toMatchObject(refused);
+      await expect(readHistory(lake, name), name).rejects.toMatchObject(refused);
+      await expect(pinPartition(lake, name, "day=2026-11-01"), name).rejects.toMatchObject(refused);
+      await expect(rollbackPartition(lake, name, "day=2026-11-01"), name).rejects.toMatchObject(refused);
+      await expect(replacePartition(lake, name, "day=2026-11-01", { select: select("x", 1) }), name).rejects.toMatchObject(refused);
+      await expect(collectGarbage(lake, name, { graceMs: 0 }), name).rejects.toMatchObject(refused);
+      await expect(dropTable(lake, name), name).rejects.toMatchObject(refused);
     }
     for (const args of [
       ["history", "t/../x"],

@@ -17,6 +17,13 @@ import { BACKEND_FACTORIES, runCli, selectedBackends, spawnCli, type AwsServices
 import { PipelineWorkspace, orders } from "../support/pipeline-fixture.js";
 import { taggedRows } from "../support/rows-sql.js";
 import { METADATA_FOLDERS } from "../../src/lake/layout.js";
+import { recordSync } from "../../src/lake/operations/syncs.js";
+import { replacePartition } from "../../src/lake/operations/replace.js";
+import { rollbackPartition, rollbackSync } from "../../src/lake/operations/rollback.js";
+import { partitionStates } from "../../src/lake/operations/partition-states.js";
+import { collectGarbage } from "../../src/lake/operations/gc.js";
+import { readHistory } from "../../src/lake/operations/history.js";
+import { pinPartition, unpinPartition } from "../../src/lake/operations/pin.js";
 
 // Rollback (one partition, or every partition of a sync) restores the run's signature with its pointer
 // (invariant 4), acts only while it still holds the table's lease (invariant 7), and never picks a run that
@@ -121,8 +128,8 @@ describe.each(selectedBackends())("rollback and gc on the %s backend", (backendN
     return { rows: Number(rows), tag: (tag as string | null) ?? null };
   }
 
-  const recordSync = (moves: SyncMove[]) =>
-    lake.recordSync({ format: 1, syncId: newRunId(), config: "test", startedAt: new Date().toISOString(), finishedAt: new Date().toISOString(), moves });
+  const recordTestSync = (moves: SyncMove[]) =>
+    recordSync(lake, { format: 1, syncId: newRunId(), config: "test", startedAt: new Date().toISOString(), finishedAt: new Date().toISOString(), moves });
 
   /**
    * On the embedded lake a stalled writer that is alive keeps its table (its kernel lock lives as long as its
@@ -145,8 +152,8 @@ describe.each(selectedBackends())("rollback and gc on the %s backend", (backendN
     await lake.createTable(
       defineTable({ name: TABLE, columns: [{ name: "id", type: "BIGINT" }, { name: "tag", type: "VARCHAR" }], partitionKeys: ["day"] }),
     );
-    oldest = (await lake.replacePartition(TABLE, PARTITION, { select: OLDEST.select, signature: "v2:z" })).runId;
-    old = (await lake.replacePartition(TABLE, PARTITION, { select: OLD.select, signature: "v2:a" })).runId;
+    oldest = (await replacePartition(lake, TABLE, PARTITION, { select: OLDEST.select, signature: "v2:z" })).runId;
+    old = (await replacePartition(lake, TABLE, PARTITION, { select: OLD.select, signature: "v2:a" })).runId;
   });
 
   afterEach(async () => {
@@ -157,20 +164,20 @@ describe.each(selectedBackends())("rollback and gc on the %s backend", (backendN
   });
 
   it("rollback --sync and a one-partition rollback move the target run's signature with the pointer", async () => {
-    const synced = await lake.replacePartition(TABLE, PARTITION, { select: NEW.select, signature: "v2:b" });
-    await recordSync([{ table: TABLE, layer: "raw", partition: PARTITION, run: synced.runId, previousRun: old }]);
+    const synced = await replacePartition(lake, TABLE, PARTITION, { select: NEW.select, signature: "v2:b" });
+    await recordTestSync([{ table: TABLE, layer: "raw", partition: PARTITION, run: synced.runId, previousRun: old }]);
     expect(await lake.pointer(TABLE, PARTITION)).toMatchObject({ runId: synced.runId, signature: "v2:b" });
 
-    expect((await lake.rollbackSync("last")).partitions).toEqual([
+    expect((await rollbackSync(lake, "last")).partitions).toEqual([
       { table: TABLE, partition: PARTITION, action: "rolled back", fromRunId: synced.runId, toRunId: old },
     ]);
     expect(await lake.pointer(TABLE, PARTITION)).toMatchObject({ runId: old, previousRunId: synced.runId, signature: "v2:a", movedBy: "rollback" });
-    expect((await lake.partitionStates(TABLE)).get(PARTITION)).toMatchObject({ runId: old, signature: "v2:a", movedBy: "rollback" });
+    expect((await partitionStates(lake, TABLE)).get(PARTITION)).toMatchObject({ runId: old, signature: "v2:a", movedBy: "rollback" });
     expect(await view()).toEqual({ rows: OLD.rows, tag: OLD.tag });
 
-    expect(await lake.rollback(TABLE, PARTITION)).toMatchObject({ fromRunId: old, toRunId: oldest, rows: OLDEST.rows });
+    expect(await rollbackPartition(lake, TABLE, PARTITION)).toMatchObject({ fromRunId: old, toRunId: oldest, rows: OLDEST.rows });
     expect(await lake.pointer(TABLE, PARTITION)).toMatchObject({ runId: oldest, previousRunId: old, signature: "v2:z", movedBy: "rollback" });
-    expect(await lake.rollback(TABLE, PARTITION, { toRunId: synced.runId })).toMatchObject({ toRunId: synced.runId, rows: NEW.rows });
+    expect(await rollbackPartition(lake, TABLE, PARTITION, { toRunId: synced.runId })).toMatchObject({ toRunId: synced.runId, rows: NEW.rows });
     expect(await lake.pointer(TABLE, PARTITION)).toMatchObject({ runId: synced.runId, previousRunId: oldest, signature: "v2:b" });
   });
 
@@ -179,10 +186,10 @@ describe.each(selectedBackends())("rollback and gc on the %s backend", (backendN
     stalled = await openStalledWriter(backend, stall, { leaseTtlMs: 1500, leaseWaitMs: 0 });
     // It hangs once it has read the pointer and the runs (the list of the partition's runs), under its lease.
     stall.at((call, key) => call === "list" && key.includes(PARTITION));
-    const rollback = outcome(stalled.rollback(TABLE, PARTITION));
+    const rollback = outcome(rollbackPartition(stalled, TABLE, PARTITION));
     await stall.reached;
     if (kernelLocked) {
-      await refusedWhileStalledAlive((other) => other.replacePartition(TABLE, PARTITION, { select: NEW.select }));
+      await refusedWhileStalledAlive((other) => replacePartition(other, TABLE, PARTITION, { select: NEW.select }));
       stall.resume();
       expect(await rollback).toMatchObject({ fromRunId: old, toRunId: oldest });
       expect(await view()).toEqual({ rows: OLDEST.rows, tag: OLDEST.tag });
@@ -190,7 +197,7 @@ describe.each(selectedBackends())("rollback and gc on the %s backend", (backendN
     }
 
     // Another writer waits for the stalled writer's lease to expire, takes it over and swaps.
-    const taken = await lake.replacePartition(TABLE, PARTITION, { select: NEW.select, signature: "v2:b" });
+    const taken = await replacePartition(lake, TABLE, PARTITION, { select: NEW.select, signature: "v2:b" });
     expect(taken.previousRunId).toBe(old);
     stall.resume();
 
@@ -200,22 +207,22 @@ describe.each(selectedBackends())("rollback and gc on the %s backend", (backendN
   });
 
   it("a rollback --sync whose writer stalled after deciding keeps its table while alive (embedded), or, its lease taken over, fails with LEASE_LOST and moves nothing", async () => {
-    await recordSync([{ table: TABLE, layer: "raw", partition: PARTITION, run: old, previousRun: oldest }]);
+    await recordTestSync([{ table: TABLE, layer: "raw", partition: PARTITION, run: old, previousRun: oldest }]);
     const stall = new Stall();
     stalled = await openStalledWriter(backend, stall, { leaseTtlMs: 1500, leaseWaitMs: 0 });
     // It hangs once it has found the pointer where the sync left it and listed the files of the run before it.
     stall.at((call, key) => call === "list" && key.includes(PARTITION));
-    const rollback = outcome(stalled.rollbackSync("last"));
+    const rollback = outcome(rollbackSync(stalled, "last"));
     await stall.reached;
     if (kernelLocked) {
-      await refusedWhileStalledAlive((other) => other.replacePartition(TABLE, PARTITION, { select: NEW.select }));
+      await refusedWhileStalledAlive((other) => replacePartition(other, TABLE, PARTITION, { select: NEW.select }));
       stall.resume();
       expect(await rollback).toMatchObject({ partitions: [{ action: "rolled back", fromRunId: old, toRunId: oldest }] });
       expect(await view()).toEqual({ rows: OLDEST.rows, tag: OLDEST.tag });
       return;
     }
 
-    const taken = await lake.replacePartition(TABLE, PARTITION, { select: NEW.select, signature: "v2:b" });
+    const taken = await replacePartition(lake, TABLE, PARTITION, { select: NEW.select, signature: "v2:b" });
     expect(taken.previousRunId).toBe(old);
     stall.resume();
 
@@ -225,18 +232,18 @@ describe.each(selectedBackends())("rollback and gc on the %s backend", (backendN
   });
 
   it("a gc whose writer stalled after deciding keeps its table while alive (embedded), or, its lease taken over, fails with LEASE_LOST and deletes nothing", async () => {
-    const current = (await lake.replacePartition(TABLE, PARTITION, { select: NEW.select })).runId;
+    const current = (await replacePartition(lake, TABLE, PARTITION, { select: NEW.select })).runId;
     // Current NEW, previous OLD (also the rollback target): with a grace window of 0 the oldest run is superseded.
-    expect((await lake.gc(TABLE, { dryRun: true, graceMs: 0 }))[0]!.removed.map((r) => [r.runId, r.reason])).toEqual([[oldest, "superseded"]]);
+    expect((await collectGarbage(lake, TABLE, { dryRun: true, graceMs: 0 }))[0]!.removed.map((r) => [r.runId, r.reason])).toEqual([[oldest, "superseded"]]);
 
     const stall = new Stall();
     stalled = await openStalledWriter(backend, stall, { leaseTtlMs: 1500, leaseWaitMs: 0 });
     // It hangs right before deleting: it has read the pointer and the runs, and now reads the pending catalog changes.
     stall.at((call, key) => call === "list" && key.includes("/outbox/"));
-    const gc = outcome(stalled.gc(TABLE, { graceMs: 0 }));
+    const gc = outcome(collectGarbage(stalled, TABLE, { graceMs: 0 }));
     await stall.reached;
     if (kernelLocked) {
-      await refusedWhileStalledAlive((other) => other.rollback(TABLE, PARTITION, { toRunId: oldest }));
+      await refusedWhileStalledAlive((other) => rollbackPartition(other, TABLE, PARTITION, { toRunId: oldest }));
       stall.resume();
       expect(await gc).toEqual([expect.objectContaining({ removed: [expect.objectContaining({ runId: oldest, reason: "superseded" })] })]);
       expect(await view()).toEqual({ rows: NEW.rows, tag: NEW.tag });
@@ -244,13 +251,13 @@ describe.each(selectedBackends())("rollback and gc on the %s backend", (backendN
     }
 
     // Meanwhile another writer takes the lease over and rolls back to the oldest run, which the stalled gc meant to delete.
-    expect(await lake.rollback(TABLE, PARTITION, { toRunId: oldest })).toMatchObject({ fromRunId: current, toRunId: oldest });
+    expect(await rollbackPartition(lake, TABLE, PARTITION, { toRunId: oldest })).toMatchObject({ fromRunId: current, toRunId: oldest });
     stall.resume();
 
     expect(await gc).toMatchObject({ failed: "LEASE_LOST" });
     expect(await lake.pointer(TABLE, PARTITION)).toMatchObject({ runId: oldest, previousRunId: current });
     expect(await view()).toEqual({ rows: OLDEST.rows, tag: OLDEST.tag });
-    const history = (await lake.history(TABLE, PARTITION))[0]!;
+    const history = (await readHistory(lake, TABLE, PARTITION))[0]!;
     expect(history.runs.map((r) => [r.runId, r.state, r.rows])).toEqual([
       [current, "previous", NEW.rows],
       [old, "completed", OLD.rows],
@@ -262,45 +269,45 @@ describe.each(selectedBackends())("rollback and gc on the %s backend", (backendN
     // A build that failed after writing its files (and was not cleaned up): files, no manifest, never current.
     process.env.LAKESWAP_FAULT = "after-build:error";
     try {
-      await expect(lake.replacePartition(TABLE, PARTITION, { select: NEW.select })).rejects.toThrow(/fault injected at after-build/);
+      await expect(replacePartition(lake, TABLE, PARTITION, { select: NEW.select })).rejects.toThrow(/fault injected at after-build/);
     } finally {
       delete process.env.LAKESWAP_FAULT;
     }
-    const incomplete = (await lake.history(TABLE, PARTITION))[0]!.runs.find((r) => r.runId !== old && r.runId !== oldest);
+    const incomplete = (await readHistory(lake, TABLE, PARTITION))[0]!.runs.find((r) => r.runId !== old && r.runId !== oldest);
     expect(incomplete).toMatchObject({ state: "incomplete", rows: undefined });
     expect(incomplete!.bytes).toBeGreaterThan(0);
-    const current = (await lake.replacePartition(TABLE, PARTITION, { select: NEXT.select })).runId;
+    const current = (await replacePartition(lake, TABLE, PARTITION, { select: NEXT.select })).runId;
     expect([oldest, old, incomplete!.runId, current]).toEqual([oldest, old, incomplete!.runId, current].sort());
 
     // The newest run older than the current one is not a complete run, so it is not kept as the rollback target.
-    const planned = (await lake.gc(TABLE, { dryRun: true, graceMs: 0 }))[0]!;
+    const planned = (await collectGarbage(lake, TABLE, { dryRun: true, graceMs: 0 }))[0]!;
     expect(planned.removed.map((r) => [r.runId, r.reason])).toEqual([
       [oldest, "superseded"],
       [incomplete!.runId, "incomplete build"],
     ]);
     expect(planned.kept).toEqual([{ runId: old, reason: "previous" }, { runId: current, reason: "current" }]);
     // Within the grace window it stays, like any run.
-    const young = (await lake.gc(TABLE, { dryRun: true, graceMs: 6 * HOUR }))[0]!;
+    const young = (await collectGarbage(lake, TABLE, { dryRun: true, graceMs: 6 * HOUR }))[0]!;
     expect(young.kept.find((r) => r.runId === incomplete!.runId)).toEqual({ runId: incomplete!.runId, reason: "within grace window" });
     expect(young.removed).toEqual([]);
 
     // Rollback skips it: it goes to the newest complete older run, and refuses it by name.
-    expect(await lake.rollback(TABLE, PARTITION)).toMatchObject({ fromRunId: current, toRunId: old, rows: OLD.rows });
+    expect(await rollbackPartition(lake, TABLE, PARTITION)).toMatchObject({ fromRunId: current, toRunId: old, rows: OLD.rows });
     expect(await view()).toEqual({ rows: OLD.rows, tag: OLD.tag });
-    await expect(lake.rollback(TABLE, PARTITION, { toRunId: incomplete!.runId })).rejects.toThrow(
+    await expect(rollbackPartition(lake, TABLE, PARTITION, { toRunId: incomplete!.runId })).rejects.toThrow(
       new RegExp(`run ${incomplete!.runId} of ${TABLE}/${PARTITION} does not exist or never completed`),
     );
     expect(await lake.pointer(TABLE, PARTITION)).toMatchObject({ runId: old, previousRunId: current });
 
     // Past the grace window gc removes it, and nothing that a rollback could still need.
-    const done = (await lake.gc(TABLE, { graceMs: 0 }))[0]!;
+    const done = (await collectGarbage(lake, TABLE, { graceMs: 0 }))[0]!;
     expect(done.removed.map((r) => [r.runId, r.reason])).toEqual([[incomplete!.runId, "incomplete build"]]);
     expect(done.kept).toEqual([
       { runId: oldest, reason: "rollback target" },
       { runId: old, reason: "current" },
       { runId: current, reason: "previous" },
     ]);
-    expect((await lake.history(TABLE, PARTITION))[0]!.runs.map((r) => [r.runId, r.state])).toEqual([
+    expect((await readHistory(lake, TABLE, PARTITION))[0]!.runs.map((r) => [r.runId, r.state])).toEqual([
       [current, "previous"],
       [old, "current"],
       [oldest, "completed"],
@@ -334,7 +341,7 @@ describe.each(selectedBackends())("a sync rolled back on the %s backend", (backe
   it("restores each partition's signature with its run, so what is built from a pinned, rolled-back partition is rebuilt when it changes again", async () => {
     const rows = orders(2);
     const first = await workspace.pipeline(lake, { inputs: [workspace.delivery(rows)] }).sync();
-    const before = new Map([...(await lake.partitionStates("orders_raw"))].map(([path, state]) => [path, state.signature]));
+    const before = new Map([...(await partitionStates(lake, "orders_raw"))].map(([path, state]) => [path, state.signature]));
     const changed = workspace.delivery(rows.map((r) => (r.id === 101 ? { ...r, amount: "5.00" } : r)));
     const second = await workspace.pipeline(lake, { inputs: [changed] }).sync();
     expect(built(second)).toEqual([
@@ -344,17 +351,17 @@ describe.each(selectedBackends())("a sync rolled back on the %s backend", (backe
     ]);
     expect(second.syncId > first.syncId).toBe(true);
 
-    const undone = await lake.rollbackSync(second.syncId);
+    const undone = await rollbackSync(lake, second.syncId);
     expect(undone.partitions.map((p) => `${p.table} ${p.partition} ${p.action}`)).toEqual([
       "orders_monthly month=2026-11 rolled back",
       "orders_stage day=2026-11-01 rolled back",
       "orders_raw day=2026-11-01 rolled back",
     ]);
-    expect((await lake.partitionStates("orders_raw")).get("day=2026-11-01")?.signature).toBe(before.get("day=2026-11-01"));
+    expect((await partitionStates(lake, "orders_raw")).get("day=2026-11-01")?.signature).toBe(before.get("day=2026-11-01"));
     expect(await amount("orders_stage")).toEqual([["11.07"]]);
 
     // The raw day is pinned as it is now (rolled back); stage is rebuilt from it, as the rolled-back pointer asks.
-    await lake.pin("orders_raw", "day=2026-11-01");
+    await pinPartition(lake, "orders_raw", "day=2026-11-01");
     expect(built(await workspace.pipeline(lake, { inputs: [changed] }).sync())).toEqual([
       "analytics month=2026-11 build rolled back",
       "stage day=2026-11-01 build rolled back",
@@ -362,7 +369,7 @@ describe.each(selectedBackends())("a sync rolled back on the %s backend", (backe
     expect(await amount("orders_stage")).toEqual([["11.07"]]);
 
     // Unpinned, the raw day takes the changed delivery again, and stage follows it: it was built from the old content.
-    expect(await lake.unpin("orders_raw", "day=2026-11-01")).toBe(true);
+    expect(await unpinPartition(lake, "orders_raw", "day=2026-11-01")).toBe(true);
     expect(built(await workspace.pipeline(lake, { inputs: [changed] }).sync())).toEqual([
       "analytics month=2026-11 build upstream changed",
       "raw day=2026-11-01 build rolled back",

@@ -11,6 +11,9 @@ import {
 import { OWN_BACKEND_FACTORIES, type AwsServices, runCli, selectedBackends, spawnCli, type CliResult, type TestBackend } from "../support/lake-fixture.js";
 import { runMain } from "../support/main-cli.js";
 import { rowsSelect } from "../support/rows-sql.js";
+import { replacePartition } from "../../src/lake/operations/replace.js";
+import { readHistory } from "../../src/lake/operations/history.js";
+import { rollbackPartition } from "../../src/lake/operations/rollback.js";
 
 // Invariant 7: one writer per table at a time. A second writer waits or fails with a clear message, never
 // interleaves; a lease whose holder died or stopped renewing it is taken over, and a writer that lost its
@@ -79,7 +82,7 @@ describe.each(selectedBackends())("the writer lease on the %s backend", (backend
     await lake.createTable(
       defineTable({ name: TABLE, columns: [{ name: "id", type: "BIGINT" }, { name: "tag", type: "VARCHAR" }], partitionKeys: ["day"] }),
     );
-    old = (await lake.replacePartition(TABLE, PARTITION, { select: OLD.select })).runId;
+    old = (await replacePartition(lake, TABLE, PARTITION, { select: OLD.select })).runId;
   });
 
   afterEach(async () => {
@@ -257,16 +260,16 @@ describe.each(selectedBackends())("the writer lease on the %s backend", (backend
       const answer = await writerA.nextJson<WriterAnswer>(i + 1);
       if (!answer.ok) throw new Error(`writer A failed: ${answer.message}`);
       const a = answer.result.runId;
-      const b = (await lake.replacePartition(TABLE, PARTITION, { select: content("b", 200 + i).select })).runId;
+      const b = (await replacePartition(lake, TABLE, PARTITION, { select: content("b", 200 + i).select })).runId;
       if (a.slice(0, 16) === b.slice(0, 16)) sameSecond += 1;
 
       // B swapped last: it is the newest run, and one rollback undoes B's replace, back to A's run.
-      const history = (await lake.history(TABLE, PARTITION))[0]!;
+      const history = (await readHistory(lake, TABLE, PARTITION))[0]!;
       expect(history.runs.slice(0, 2).map((r) => [r.runId, r.state]), `round ${i}: A=${a} then B=${b}`).toEqual([
         [b, "current"],
         [a, "previous"],
       ]);
-      expect((await lake.rollback(TABLE, PARTITION)).toRunId, `round ${i}: A=${a} then B=${b}`).toBe(a);
+      expect((await rollbackPartition(lake, TABLE, PARTITION)).toRunId, `round ${i}: A=${a} then B=${b}`).toBe(a);
       expect(await view()).toEqual({ rows: 100 + i, tags: 1, tag: "a" });
     }
     // The rounds did exercise runs of two processes within one second: usually more than five, but on a loaded machine a

@@ -3,6 +3,7 @@ import { MAPPED_TYPES, columnStorage } from "../../src/model/column-types.js";
 import type { Lake } from "../../src/lake/lake.js";
 import { defineTable, normalizeColumnType } from "../../src/model/table.js";
 import { BACKEND_FACTORIES, selectedBackends, type TestBackend } from "../support/lake-fixture.js";
+import { replacePartition } from "../../src/lake/operations/replace.js";
 
 // Item 13 of issue 9: one mapping from each declared type to DuckDB storage, Glue and Trino, the same on both backends.
 // Unsigned integers, HUGEINT, TIME and UUID are written as types Trino and Hive have (the emulated Athena refuses a
@@ -62,12 +63,12 @@ describe.each(selectedBackends())("column types on the %s backend", (backendName
   });
 
   it("lands unsigned, HUGEINT, TIME and UUID values and reads them back exactly, and a derived build of them succeeds", async () => {
-    await lake.replacePartition(RAW.name, "day=1", { select: `SELECT ${COLUMNS.map((c) => `${c.sql} AS ${c.name}`).join(", ")}`, landed: true });
+    await replacePartition(lake, RAW.name, "day=1", { select: `SELECT ${COLUMNS.map((c) => `${c.sql} AS ${c.name}`).join(", ")}`, landed: true });
     const expected = [COLUMNS.map((c) => c.text)];
     expect((await lake.query(AS_TEXT(RAW.name))).rows).toEqual(expected);
 
     // A derived layer built by the lake's engine (Athena on AWS: an UNLOAD that casts each column to its Trino type).
-    const built = await lake.replacePartition(DERIVED.name, "day=1", { select: `SELECT * FROM ${RAW.name}` });
+    const built = await replacePartition(lake, DERIVED.name, "day=1", { select: `SELECT * FROM ${RAW.name}` });
     expect(built).toMatchObject({ partition: "day=1" });
     expect((await lake.query(AS_TEXT(DERIVED.name))).rows).toEqual(expected);
   });

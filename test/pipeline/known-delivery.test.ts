@@ -3,6 +3,8 @@ import { afterEach, describe, expect, it } from "vitest";
 import { advanceClock, resetClock } from "../../src/shared/clock.js";
 import { BACKEND_FACTORIES, selectedBackends } from "../support/lake-fixture.js";
 import { PipelineWorkspace, orders, toCsv } from "../support/pipeline-fixture.js";
+import { rollbackSync } from "../../src/lake/operations/rollback.js";
+import { identifyDelivery } from "../../src/lake/operations/deliveries.js";
 
 // The same delivery again is planned from the summary its first landing kept, without reading it: the resend
 // of a large delivery costs a digest of its bytes. Anything that could change what landing finds lands it anew.
@@ -49,7 +51,7 @@ describe.each(selectedBackends())("a delivery seen before, on the %s backend", (
       }
 
       // Partitions to build from it (the first sync undone: every partition it created is gone) make it land again.
-      await lake.rollbackSync("last");
+      await rollbackSync(lake, "last");
       const rebuilt = await ws.pipeline(lake, { inputs: [file] }).sync();
       expect(rebuilt.partitions.filter((p) => p.action === "build").map((p) => `${p.layer} ${p.partition} ${p.reason}`)).toContain("raw day=2026-11-01 new");
 
@@ -76,10 +78,10 @@ describe.each(selectedBackends())("a delivery seen before, on the %s backend", (
       // Just written (touched again now: a slow sync may have let it settle already): hashed, and hashed again while it
       // may still be changing within its file system's timestamp tick.
       utimesSync(file, new Date(), new Date());
-      const fresh = await lake.identifyDelivery([file], table);
+      const fresh = await identifyDelivery(lake, [file], table);
       expect(fresh.hashed).toBe(true);
       // Settled (last changed more than 3 s before it was hashed): the next identify reads nothing.
-      const [settled, reused] = await later(3200, async () => [await lake.identifyDelivery([file], table), await lake.identifyDelivery([file], table)]);
+      const [settled, reused] = await later(3200, async () => [await identifyDelivery(lake, [file], table), await identifyDelivery(lake, [file], table)]);
       expect(settled).toMatchObject({ id: fresh.id, hashed: true });
       expect(reused).toMatchObject({ id: fresh.id, hashed: false });
       const resent = await ws.pipeline(lake, { inputs: [file] }).sync();
@@ -90,15 +92,15 @@ describe.each(selectedBackends())("a delivery seen before, on the %s backend", (
       writeFileSync(file, toCsv(rows.map((r) => (r.id === 101 ? { ...r, amount: r.amount.replace(/\d$/, (d) => String((Number(d) + 1) % 10)) } : r))));
       utimesSync(file, atime, mtime);
       expect(statSync(file).size).toBe(statSync(file).size);
-      const rewritten = await lake.identifyDelivery([file], table);
+      const rewritten = await identifyDelivery(lake, [file], table);
       expect(rewritten.hashed).toBe(true);
       expect(rewritten.id).not.toBe(fresh.id);
 
       // Another file moved into its place (another inode) is read too, even with the first one's bytes.
       const copy = ws.delivery(rows);
-      expect((await later(3200, () => lake.identifyDelivery([file], table))).hashed).toBe(true);
+      expect((await later(3200, () => identifyDelivery(lake, [file], table))).hashed).toBe(true);
       renameSync(copy, file);
-      const replaced = await lake.identifyDelivery([file], table);
+      const replaced = await identifyDelivery(lake, [file], table);
       expect(replaced).toMatchObject({ id: fresh.id, hashed: true });
     } finally {
       await lake.close();

@@ -1,10 +1,17 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { Lake } from "../../src/lake/lake.js";
 import { runLocation } from "../../src/lake/layout.js";
+import { partitionOf } from "../../src/lake/parts.js";
 import { defineTable } from "../../src/model/table.js";
 import type { PlannedPartition, SyncReport } from "../../src/pipeline/pipeline.js";
 import { BACKEND_FACTORIES, selectedBackends, type TestBackend } from "../support/lake-fixture.js";
 import { MONTHLY_SQL, PipelineWorkspace, STAGE_SQL, orders, shuffled, toCsv } from "../support/pipeline-fixture.js";
+import { rollbackPartition, rollbackSync } from "../../src/lake/operations/rollback.js";
+import { pinPartition, unpinPartition } from "../../src/lake/operations/pin.js";
+import { listSyncs } from "../../src/lake/operations/syncs.js";
+import { replacePartition } from "../../src/lake/operations/replace.js";
+import { partitionStates } from "../../src/lake/operations/partition-states.js";
+import { readHistory } from "../../src/lake/operations/history.js";
 
 let workspace: PipelineWorkspace | undefined;
 let lake: Lake | undefined;
@@ -131,8 +138,8 @@ describe("pipelines skip unchanged partitions", () => {
     const file = ws.delivery(changed);
     await ws.pipeline(lake, { inputs: [file] }).sync();
 
-    await lake.rollback("orders_stage", "day=2026-11-01");
-    await lake.pin("orders_stage", "day=2026-11-01");
+    await rollbackPartition(lake, "orders_stage", "day=2026-11-01");
+    await pinPartition(lake, "orders_stage", "day=2026-11-01");
     const pinned = await ws.pipeline(lake, { inputs: [file] }).plan();
     expect(pinned.find((p) => p.layer === "stage" && p.partition === "day=2026-11-01")).toMatchObject({ action: "skip", reason: "pinned" });
     // Analytics follows what stage holds now: the rolled-back day feeds the month.
@@ -141,7 +148,7 @@ describe("pipelines skip unchanged partitions", () => {
     // Stage still holds the rolled-back (first) delivery's amount, not the changed one (5.00).
     expect((await lake.query("SELECT amount FROM orders_stage WHERE order_id = 101")).rows).toEqual([["11.07"]]);
 
-    expect(await lake.unpin("orders_stage", "day=2026-11-01")).toBe(true);
+    expect(await unpinPartition(lake, "orders_stage", "day=2026-11-01")).toBe(true);
     expect(built(await ws.pipeline(lake, { inputs: [file] }).sync())).toEqual([
       "analytics month=2026-11 build upstream changed",
       "stage day=2026-11-01 build rolled back",
@@ -154,10 +161,10 @@ describe("pipelines skip unchanged partitions", () => {
     const file = ws.delivery(orders(2));
     await ws.pipeline(lake, { inputs: [file] }).sync();
     // What a lake signed before version 2 holds: the same run, with a v1 signature.
-    const catalog = (lake as any).catalog;
-    const table = await (lake as any).table("orders_raw");
-    const partition = (lake as any).partitionOf(table, "day=2026-11-01");
-    const pointer = await catalog.getPointer(table, partition);
+    const catalog = lake.parts.catalog;
+    const table = await lake.table("orders_raw");
+    const partition = partitionOf(table, "day=2026-11-01");
+    const pointer = (await catalog.getPointer(table, partition))!;
     const location = runLocation(catalog, table, partition, pointer.runId);
     await catalog.movePointers(table, [{ partition, runId: pointer.runId, location, previousRunId: pointer.previousRunId, signature: `v1:${"0".repeat(64)}`, kind: "swap" }]);
 
@@ -185,12 +192,12 @@ describe("pipelines skip unchanged partitions", () => {
       "stage day=2026-11-01 build upstream changed",
       "stage day=2026-11-03 build new",
     ]);
-    expect((await lake.syncs()).map((r) => [r.syncId, r.moves.length, r.finishedAt !== undefined])).toEqual([
+    expect((await listSyncs(lake)).map((r) => [r.syncId, r.moves.length, r.finishedAt !== undefined])).toEqual([
       [second.syncId, 5, true],
       [first.syncId, 5, true],
     ]);
 
-    const undone = await lake.rollbackSync("last");
+    const undone = await rollbackSync(lake, "last");
     expect(undone.syncId).toBe(second.syncId);
     const byPartition = (entries: typeof undone.partitions) => entries.map((p) => `${p.table} ${p.partition} ${p.action}`).sort();
     expect(byPartition(undone.partitions)).toEqual([
@@ -207,7 +214,7 @@ describe("pipelines skip unchanged partitions", () => {
     expect(await tableRows(lake, "orders_monthly", "order_day")).toEqual(before.monthly);
 
     // Undoing it again finds nothing it moved still in place.
-    const again = await lake.rollbackSync(second.syncId);
+    const again = await rollbackSync(lake, second.syncId);
     expect(again.partitions.every((p) => p.action === "skipped")).toBe(true);
     expect(again.partitions.find((p) => p.partition === "day=2026-11-03")?.reason).toMatch(/no current run/);
     // As after any rollback, the next sync of the same delivery rebuilds what was rolled back.
@@ -226,7 +233,7 @@ describe("pipelines skip unchanged partitions", () => {
     const first = await ws.pipeline(lake, { inputs: [ws.delivery(rows)] }).sync();
     await ws.pipeline(lake, { inputs: [ws.delivery(rows.map((r) => (r.id === 103 ? { ...r, amount: "999.99" } : r)))] }).sync();
 
-    const undone = await lake.rollbackSync(first.syncId);
+    const undone = await rollbackSync(lake, first.syncId);
     const summary = undone.partitions.map((p) => `${p.table} ${p.partition} ${p.action}`).sort();
     // Day 1 and the month moved with the second sync; day 2 was created by the first and is still its run.
     expect(summary).toEqual([
@@ -238,7 +245,7 @@ describe("pipelines skip unchanged partitions", () => {
     ]);
     expect(undone.partitions.find((p) => p.table === "orders_raw" && p.partition === "day=2026-11-01")?.reason).toMatch(/moved since the sync: run \S+ is current now/);
     expect((await lake.query("SELECT DISTINCT CAST(CAST(order_ts AS DATE) AS VARCHAR) FROM orders_raw")).rows).toEqual([["2026-11-01"]]);
-    await expect(lake.rollbackSync("20261129T000000Z-000000")).rejects.toThrow(/no sync 20261129T000000Z-000000 is recorded/);
+    await expect(rollbackSync(lake, "20261129T000000Z-000000")).rejects.toThrow(/no sync 20261129T000000Z-000000 is recorded/);
   });
 
   it("always rebuilds, and does not sign, a partition whose upstream was never signed", async () => {
@@ -246,15 +253,15 @@ describe("pipelines skip unchanged partitions", () => {
     const file = ws.delivery(orders(2));
     await ws.pipeline(lake, { inputs: [file] }).sync();
     // Someone replaced a raw partition by hand: its run has no signature. Pinned, so the sync leaves it.
-    await lake.replacePartition("orders_raw", "day=2026-11-01", {
+    await replacePartition(lake, "orders_raw", "day=2026-11-01", {
       select: "SELECT order_id, customer_id, amount, status, order_ts, updated_at FROM orders_raw WHERE day = '2026-11-01'",
     });
-    await lake.pin("orders_raw", "day=2026-11-01");
+    await pinPartition(lake, "orders_raw", "day=2026-11-01");
     for (let round = 0; round < 2; round += 1) {
       const report = await ws.pipeline(lake, { inputs: [file] }).sync();
       expect(built(report)).toEqual(["analytics month=2026-11 build never signed", "stage day=2026-11-01 build never signed"]);
     }
-    const states = await lake.partitionStates("orders_stage");
+    const states = await partitionStates(lake, "orders_stage");
     expect(states.get("day=2026-11-01")?.signature).toBeUndefined();
     expect(states.get("day=2026-11-02")?.signature).toMatch(/^v3:[0-9a-f]{64}$/);
   });
@@ -280,7 +287,7 @@ describe("pipelines skip unchanged partitions", () => {
       expect(report.totals.failed).toBe(0);
     }
     for (const table of ["orders_raw", "orders_stage"]) {
-      for (const history of await lake.history(table)) {
+      for (const history of await readHistory(lake, table)) {
         expect(history.runs.map((r) => r.state), `${table}/${history.partition}`).toEqual(["current", "previous"]);
       }
     }
@@ -322,7 +329,7 @@ describe("a layer reads only its declared inputs", () => {
   }
   async function customers(lake: Lake, segment: string): Promise<void> {
     await lake.createTable(defineTable({ name: "customers", columns: [{ name: "customer_id", type: "BIGINT" }, { name: "segment", type: "VARCHAR" }], partitionKeys: ["k"] }));
-    await lake.replacePartition("customers", "k=all", { select: customersSql(() => segment) });
+    await replacePartition(lake, "customers", "k=all", { select: customersSql(() => segment) });
   }
   const joined =
     "SELECT o.order_id, o.customer_id, o.amount, o.order_ts FROM orders_raw o JOIN customers c ON c.customer_id = o.customer_id " +
@@ -370,7 +377,7 @@ describe("a layer reads only its declared inputs", () => {
     const again = await ws.pipeline(lake, { inputs: [file] }).sync();
     expect(again.totals.built).toBe(0);
 
-    await lake.replacePartition("customers", "k=all", { select: customersSql((id) => (id === 1 ? "blocked" : "retail")) });
+    await replacePartition(lake, "customers", "k=all", { select: customersSql((id) => (id === 1 ? "blocked" : "retail")) });
     const changed = await ws.pipeline(lake, { inputs: [file] }).sync();
     expect(built(changed)).toEqual([
       "analytics month=2026-11 build upstream changed",

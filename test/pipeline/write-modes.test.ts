@@ -6,6 +6,8 @@ import type { Lake } from "../../src/lake/lake.js";
 import { Pipeline, type PipelineOptions, type SyncReport } from "../../src/pipeline/pipeline.js";
 import { APPEND_MAX_FILES } from "../../src/lake/commit/swap.js";
 import { BACKEND_FACTORIES, selectedBackends, tempDir } from "../support/lake-fixture.js";
+import { rollbackPartition } from "../../src/lake/operations/rollback.js";
+import { readHistory } from "../../src/lake/operations/history.js";
 
 const cleanups: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
@@ -126,7 +128,7 @@ for (const backendName of selectedBackends()) {
       // The append made a new run; the one before it is intact, so rollback undoes exactly that append.
       const day2 = await ws.lake.pointer("events_raw", "day=2026-11-02");
       expect(day2?.previousRunId).toBeDefined();
-      await ws.lake.rollback("events_raw", "day=2026-11-02");
+      await rollbackPartition(ws.lake, "events_raw", "day=2026-11-02");
       expect(await ws.rows("SELECT count(*) FROM events_raw WHERE day = '2026-11-02'")).toEqual(["1"]);
       // The next sync of the second delivery appends it again, onto the rolled-back run.
       const redo = await ws.sync(second);
@@ -228,9 +230,9 @@ for (const backendName of selectedBackends()) {
       // The table's pointer keeps the run before: rollback is one move, and the next sync redoes it.
       const pointer = await ws.lake.pointer("countries_raw", "");
       expect(pointer?.previousRunId).toBeDefined();
-      await ws.lake.rollback("countries_raw", "");
+      await rollbackPartition(ws.lake, "countries_raw", "");
       expect(await ws.rows("SELECT code FROM countries_raw ORDER BY code")).toEqual(["de", "fr"]);
-      const history = await ws.lake.history("countries_raw");
+      const history = await readHistory(ws.lake, "countries_raw");
       expect(history).toHaveLength(1);
       expect(history[0]!.runs.map((r) => r.state)).toEqual(["previous", "current"]);
       const redo = await ws.sync(second);
@@ -281,10 +283,10 @@ describe("write: append (embedded lake files)", () => {
   it("a new run links the previous run's files (no copy of their bytes), and the previous run stays whole", async () => {
     const ws = await workspace("local", APPEND_YAML);
     await ws.sync(ws.deliver(EVENTS, ["1,click,2026-11-01 10:00:00"]));
-    const before = await ws.lake.currentRuns("events_raw");
+    const before = (await ws.lake.snapshot({ tables: ["events_raw"] }))[0]?.partitions ?? [];
     const report = await ws.sync(ws.deliver(EVENTS, ["2,click,2026-11-01 11:00:00"]));
     expect(report.partitions.find((p) => p.layer === "raw")).toMatchObject({ reason: "appended", rows: 2 });
-    const after = await ws.lake.currentRuns("events_raw");
+    const after = (await ws.lake.snapshot({ tables: ["events_raw"] }))[0]?.partitions ?? [];
     const [oldFile] = before[0]!.files;
     const carried = after[0]!.files.find((key) => path.basename(key) === path.basename(oldFile!));
     expect(after[0]!.files).toHaveLength(2);
@@ -297,7 +299,7 @@ describe("write: append (embedded lake files)", () => {
     for (let i = 1; i <= APPEND_MAX_FILES + 1; i += 1) {
       const report = await ws.sync(ws.deliver(EVENTS, [`${i},click,2026-11-01 10:00:${String(i).padStart(2, "0")}`]));
       expect(report.partitions.find((p) => p.layer === "raw")?.rows).toBe(i);
-      const [run] = await ws.lake.currentRuns("events_raw");
+      const [run] = (await ws.lake.snapshot({ tables: ["events_raw"] }))[0]?.partitions ?? [];
       expect(run!.files).toHaveLength(i <= APPEND_MAX_FILES ? i : 1);
     }
     expect(await ws.rows("SELECT count(*), count(DISTINCT event_id), min(event_id), max(event_id) FROM events_raw")).toEqual([`${APPEND_MAX_FILES + 1} ${APPEND_MAX_FILES + 1} 1 ${APPEND_MAX_FILES + 1}`]);

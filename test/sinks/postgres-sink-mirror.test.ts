@@ -9,6 +9,8 @@ import { openSink } from "../../src/sinks/open-sink.js";
 import { BACKEND_FACTORIES, runCli, tempDir } from "../support/lake-fixture.js";
 import { postgresAvailable } from "../support/postgres.js";
 import { usePostgres } from "../support/shared-services.js";
+import { rollbackPartition, rollbackSync } from "../../src/lake/operations/rollback.js";
+import { partitionStates } from "../../src/lake/operations/partition-states.js";
 
 /*
  * Invariant 10 for the PostgreSQL sink: after every sync the target holds exactly the lake's rows (issue 25
@@ -264,15 +266,15 @@ describe.skipIf(!postgresAvailable())("PostgreSQL sink: the target equals the la
     expect(await ws.targetRows()).toEqual(await ws.lakeRows());
 
     // Undo the emptying: AS holds its keys again, VI its deleted key; the next sync (a delivery that changes nothing) sends them.
-    await ws.lake.rollbackSync(emptied.syncId);
+    await rollbackSync(ws.lake, emptied.syncId);
     const restored = await ws.sync(ws.deliver([[4, "ca"]]));
     expect(restored.sinks.filter((s) => s.action === "failed")).toEqual([]);
     expect(await ws.lakeRows()).toEqual(["1 customer 1 AS 2026-11-01 10:00:00", "2 customer 2 AS 2026-11-01 10:00:00", "4 customer 4 CA 2026-11-04 10:00:00", "5 customer 5 CA 2026-11-02 10:00:00", "7 customer 7 VI 2026-11-02 10:00:00", "8 customer 8 VI 2026-11-02 10:00:00"]);
     expect(await ws.targetRows()).toEqual(await ws.lakeRows());
 
     // Undo the sync that created VI: the lake no longer has the partition, nor the target its rows.
-    await ws.lake.rollbackSync(restored.syncId);
-    await ws.lake.rollbackSync(added.syncId);
+    await rollbackSync(ws.lake, restored.syncId);
+    await rollbackSync(ws.lake, added.syncId);
     const removed = await ws.sync(ws.deliver([[4, "ca"]]));
     expect(removed.sinks.filter((s) => s.action === "failed")).toEqual([]);
     expect(removed.sinks.filter((s) => s.action === "removed").map((s) => s.partition)).toEqual(["st=VI"]);
@@ -287,7 +289,7 @@ describe.skipIf(!postgresAvailable())("PostgreSQL sink: the target equals the la
     const ws = await workspace(sink);
     await ws.sync(ws.deliver(FIRST));
     await ws.sync(ws.deliver(EMPTYING));
-    await ws.lake.rollback("customers_raw", "st=VI");
+    await rollbackPartition(ws.lake, "customers_raw", "st=VI");
     const report = await ws.sync(ws.deliver([[4, "ca"]]));
     expect(sinkLines(report)).toEqual(["st=CA sent changed 6", "st=VI sent changed 4"]);
     expect(await ws.lakeRows()).toHaveLength(10);
@@ -310,7 +312,7 @@ describe.skipIf(!postgresAvailable())("PostgreSQL sink: the target equals the la
       "1 AS true", "2 AS true", "3 AS true", "4 CA false", "5 CA false", "6 CA false", "7 VI false", "8 VI false", "9 VI false", "10 VI false",
     ]);
     const state = await ws.db<{ p: string; run: string }>("SELECT partition AS p, run_id AS run FROM crm.lakeswap_state ORDER BY partition");
-    const runs = await ws.lake.partitionStates("customers_raw");
+    const runs = await partitionStates(ws.lake, "customers_raw");
     // The state rows: AS's the new run (committed with its rows), CA's and VI's still the first sync's.
     expect(state.map((r) => `${r.p} ${r.run === runs.get(r.p)!.runId}`)).toEqual(["st=AS true", "st=CA false", "st=VI false"]);
 

@@ -11,6 +11,9 @@ import { BACKEND_FACTORIES, tempDir } from "../support/lake-fixture.js";
 import { orders, toCsv, type OrderRow } from "../support/pipeline-fixture.js";
 import { postgresAvailable } from "../support/postgres.js";
 import { usePostgres } from "../support/shared-services.js";
+import { partitionStates } from "../../src/lake/operations/partition-states.js";
+import { rollbackSync } from "../../src/lake/operations/rollback.js";
+import { listSyncs } from "../../src/lake/operations/syncs.js";
 
 const STAGE_SQL = "SELECT order_id, customer_id, amount, order_ts FROM orders_raw WHERE day = {{ day }} AND status = 'completed'\n";
 const MONTHLY_SQL = "SELECT day AS order_day, count(*) AS orders, sum(amount) AS revenue FROM orders_stage GROUP BY day\n";
@@ -120,7 +123,7 @@ describe.skipIf(!postgresAvailable())("PostgreSQL sink", () => {
     expect(key).toHaveLength(1);
     // The state rows: one per partition, with the lake's signature and run.
     const state = await ws.db<{ partition: string; run_id: string; signature: string }>("SELECT partition, run_id, signature FROM lake.lakeswap_state ORDER BY partition");
-    const stages = await ws.lake.partitionStates("orders_stage");
+    const stages = await partitionStates(ws.lake, "orders_stage");
     expect(state.map((s) => [s.partition, s.run_id, s.signature])).toEqual([...stages.values()].map((s) => [s.partition, s.runId, s.signature]).sort());
 
     const again = await ws.sync(ws.deliver(orders(3)));
@@ -197,7 +200,7 @@ describe.skipIf(!postgresAvailable())("PostgreSQL sink", () => {
     const originalTotal = (await ws.db<{ t: string }>("SELECT sum(amount)::text AS t FROM lake.orders_by_day WHERE day = '2026-11-02'"))[0]!.t;
     await ws.sync(ws.deliver(changedDay2(5)));
     expect((await ws.db<{ t: string }>("SELECT sum(amount)::text AS t FROM lake.orders_by_day WHERE day = '2026-11-02'"))[0]!.t).not.toBe(originalTotal);
-    await ws.lake.rollbackSync((await ws.lake.syncs())[0]!.syncId);
+    await rollbackSync(ws.lake, (await listSyncs(ws.lake))[0]!.syncId);
     // The lake holds the original rows again; the sink still holds the changed ones until the next sync sends them.
     const report = await ws.sync(original);
     expect(sinkLines(report)).toEqual(["analytics.orders_monthly month=2026-11 sent changed", "lake.orders_by_day day=2026-11-02 sent changed"]);
@@ -209,7 +212,7 @@ describe.skipIf(!postgresAvailable())("PostgreSQL sink", () => {
     await ws.sync(ws.deliver(orders(2)));
     const added = await ws.sync(ws.deliver(orders(3)));
     expect(sinkLines(added)).toContain("lake.orders_by_day day=2026-11-03 sent new");
-    await ws.lake.rollbackSync(added.syncId);
+    await rollbackSync(ws.lake, added.syncId);
     const report = await ws.sync(ws.deliver(orders(2)));
     expect(sinkLines(report, ["sent", "failed", "removed"])).toEqual([
       "analytics.orders_monthly month=2026-11 sent changed",

@@ -9,6 +9,7 @@ import { parseArgs } from "node:util";
 import { resolveLakeConfig } from "../../src/config/lake-config.js";
 import { LakeswapError, errorMessage } from "../../src/model/errors.js";
 import { openLakeForChild } from "./child-lake.js";
+import { replacePartition } from "../../src/lake/operations/replace.js";
 
 const { values } = parseArgs({
   options: { lake: { type: "string" }, "lease-ttl-ms": { type: "string" }, wait: { type: "string" } },
@@ -28,7 +29,7 @@ async function main(): Promise<void> {
     if (line.trim().length === 0) continue;
     const command = JSON.parse(line) as { table: string; partition: string; select: string };
     try {
-      answer({ ok: true, result: await lake.replacePartition(command.table, command.partition, { select: command.select }) });
+      answer({ ok: true, result: await replacePartition(lake, command.table, command.partition, { select: command.select }) });
     } catch (error) {
       answer({ ok: false, code: error instanceof LakeswapError ? error.code : "INTERNAL", message: errorMessage(error) });
     }

@@ -9,6 +9,7 @@ import { resolveAwsTarget, type AwsTarget } from "../../config/aws-config.js";
 import type { LakePlace } from "../../open/open-lake.js";
 import { report, writeStdout } from "../output.js";
 import { wantsJson, withLake } from "../context.js";
+import { dropTable } from "../../lake/operations/drop-table.js";
 
 /** `lakeswap demo [step]`: the zero-downtime partition swap story, end to end or one step at a time. */
 export function registerDemo(program: Command): void {
@@ -79,7 +80,7 @@ async function mtdDemo(lake: Lake, place: LakePlace, json: boolean, keep: boolea
   const lakeDir = place.dir;
   const dropDemoTables = async () => {
     const existing = new Set((await lake.listTables()).map((t) => t.name));
-    for (const table of MTD_TABLES) if (existing.has(table)) await lake.dropTable(table);
+    for (const table of MTD_TABLES) if (existing.has(table)) await dropTable(lake, table);
   };
   await dropDemoTables();
   if (!json) writeStdout(`lakeswap demo mtd: month-to-date deliveries through raw -> stage -> analytics, embedded lake at ${lakeDir}\n`);
@@ -112,10 +113,10 @@ async function upsertDemo(command: Command, target: { aws?: AwsTarget; explicitA
       async (lake, config) => {
         const lakeDir = target.aws ? undefined : config.lakeDir;
         const where = target.aws ? `AWS (s3://${target.aws.bucket}/${target.aws.prefix}, Glue database ${target.aws.database})` : `embedded lake at ${lakeDir}`;
-        const dropTable = async () => {
-          if ((await lake.listTables()).some((t) => t.name === UPSERT_DEMO_TABLE)) await lake.dropTable(UPSERT_DEMO_TABLE);
+        const dropDemoTable = async () => {
+          if ((await lake.listTables()).some((t) => t.name === UPSERT_DEMO_TABLE)) await dropTable(lake, UPSERT_DEMO_TABLE);
         };
-        await dropTable();
+        await dropDemoTable();
         if (!json) {
           writeStdout(`lakeswap demo upsert: deliveries merged by customer_id into ${UPSERT_DEMO_TABLE}, ${where}\n`);
           writeStdout(`(write: upsert, order_by: [updated_at], delete_flag: deleted; the pipeline is ${workspace.configFile})\n`);
@@ -126,7 +127,7 @@ async function upsertDemo(command: Command, target: { aws?: AwsTarget; explicitA
           if (!json) writeStdout(`\n${describeUpsertStep(step, index)}`);
         });
         if (!keep) {
-          await dropTable();
+          await dropDemoTable();
           // The lake folder itself goes when nothing else is in it (a lake inside the demo's folder goes with the folder).
           if ((await lake.listTables()).length === 0) await runDemoStep(lake, "teardown", { dir: lakeDir, aws: target.aws });
         }

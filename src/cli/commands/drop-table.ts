@@ -2,6 +2,7 @@ import type { Command } from "commander";
 import { report } from "../output.js";
 import { assertTableName } from "../../model/sql.js";
 import { addWaitOptions, wantsJson, withLake } from "../context.js";
+import { dropTable } from "../../lake/operations/drop-table.js";
 
 /** `lakeswap drop-table`: removes a table, its pointers, runs and records. */
 export function registerDropTable(program: Command): void {
@@ -13,7 +14,7 @@ export function registerDropTable(program: Command): void {
   ).action(async (name: string, _options: unknown, command: Command) => {
     assertTableName(name);
     await withLake(command, async (lake) => {
-      await lake.dropTable(name);
+      await dropTable(lake, name);
       report(wantsJson(command), { table: name, dropped: true }, () => `dropped table ${name}`);
     });
   });

@@ -3,6 +3,7 @@ import { formatDuration } from "../../model/duration.js";
 import { Progress, formatTable, report } from "../output.js";
 import { assertTableName } from "../../model/sql.js";
 import { addWaitOptions, configSource, wantsJson, withLake } from "../context.js";
+import { collectGarbage } from "../../lake/operations/gc.js";
 
 /** `lakeswap gc`: removes runs outside the retention rule. */
 export function registerGc(program: Command): void {
@@ -19,7 +20,7 @@ export function registerGc(program: Command): void {
     const config = configSource(options.config);
     await withLake(command, async (lake, config) => {
       const progress = new Progress(wantsJson(command));
-      const reports = await lake.gc(name, {
+      const reports = await collectGarbage(lake, name, {
         dryRun: options.dryRun,
         onProgress: ({ done, total, label }) => progress.update(done, total, label),
       });

@@ -2,6 +2,7 @@ import type { Command } from "commander";
 import { formatTable, report } from "../output.js";
 import { assertTableName } from "../../model/sql.js";
 import { configSource, wantsJson, withLake } from "../context.js";
+import { readHistory } from "../../lake/operations/history.js";
 
 /** `lakeswap history`: a partition's runs with time, rows and which one is current. */
 export function registerHistory(program: Command): void {
@@ -14,7 +15,7 @@ export function registerHistory(program: Command): void {
     .action(async (name: string, options: { partition?: string; config?: string }, command: Command) => {
       assertTableName(name);
       await withLake(command, async (lake) => {
-        const histories = await lake.history(name, options.partition);
+        const histories = await readHistory(lake, name, options.partition);
         report(wantsJson(command), histories, () => {
           const rows = histories.flatMap((h) =>
             h.runs.map((run) => [h.partition || "(whole table)", run.runId, run.createdAt, run.rows ?? "?", run.bytes, run.state]),

@@ -2,6 +2,7 @@ import type { Command } from "commander";
 import { report } from "../output.js";
 import { assertTableName } from "../../model/sql.js";
 import { wantsJson, withLake } from "../context.js";
+import { pinPartition, unpinPartition } from "../../lake/operations/pin.js";
 
 /** `lakeswap pin` / `unpin`: keep a partition as it is through syncs (e.g. after a deliberate rollback). */
 export function registerPin(program: Command): void {
@@ -14,7 +15,7 @@ export function registerPin(program: Command): void {
     .action(async (name: string, options: { partition: string; reason: string }, command: Command) => {
       assertTableName(name);
       await withLake(command, async (lake) => {
-        await lake.pin(name, options.partition, options.reason);
+        await pinPartition(lake, name, options.partition, options.reason);
         report(wantsJson(command), { table: name, partition: options.partition, pinned: true }, () => `${name}/${options.partition} is pinned`);
       });
     });
@@ -26,7 +27,7 @@ export function registerPin(program: Command): void {
     .action(async (name: string, options: { partition: string }, command: Command) => {
       assertTableName(name);
       await withLake(command, async (lake) => {
-        const existed = await lake.unpin(name, options.partition);
+        const existed = await unpinPartition(lake, name, options.partition);
         report(wantsJson(command), { table: name, partition: options.partition, pinned: false, wasPinned: existed }, () =>
           existed ? `${name}/${options.partition} is no longer pinned` : `${name}/${options.partition} was not pinned`,
         );

@@ -3,6 +3,7 @@ import { InvalidInputError } from "../../model/errors.js";
 import { report } from "../output.js";
 import { assertTableName } from "../../model/sql.js";
 import { addWaitOptions, readFlagFile, wantsJson, withLake } from "../context.js";
+import { replacePartition } from "../../lake/operations/replace.js";
 
 interface Options {
   partition: string;
@@ -30,7 +31,7 @@ export function registerReplace(program: Command): void {
     }
     const select = options.sql ?? readFlagFile("--sql-file", options.sqlFile as string);
     await withLake(command, async (lake) => {
-      const result = await lake.replacePartition(name, options.partition, { select, allowEmpty: options.allowEmpty });
+      const result = await replacePartition(lake, name, options.partition, { select, allowEmpty: options.allowEmpty });
       report(wantsJson(command), result, () => {
         const previous = result.previousRunId ? `; previous run ${result.previousRunId} (${result.previousRows ?? "?"} rows) kept` : "";
         const removed = result.gc.removed.length > 0 ? `; gc removed ${result.gc.removed.length} old run(s)` : "";

@@ -5,6 +5,7 @@ import { assertTableName } from "../../model/sql.js";
 import { checkSyncId } from "../../lake/sync-record.js";
 import { formatTable, report } from "../output.js";
 import { addWaitOptions, wantsJson, withLake } from "../context.js";
+import { rollbackPartition, rollbackSync } from "../../lake/operations/rollback.js";
 
 interface Options {
   config?: string;
@@ -32,7 +33,7 @@ export function registerRollback(program: Command): void {
       const syncId = checkSyncId(options.sync);
       const config = options.config !== undefined ? loadPipelineConfig(options.config) : undefined;
       await withLake(command, async (lake) => {
-        const result = await lake.rollbackSync(syncId);
+        const result = await rollbackSync(lake, syncId);
         report(wantsJson(command), result, () => {
           const rows = result.partitions.map((p) => [p.table, p.partition, p.action, p.fromRunId, p.toRunId ?? (p.action === "removed" ? "(none)" : ""), p.reason]);
           const counts = (action: string) => result.partitions.filter((p) => p.action === action).length;
@@ -52,7 +53,7 @@ export function registerRollback(program: Command): void {
     const partition = options.partition ?? "";
     const config = options.config !== undefined ? loadPipelineConfig(options.config) : undefined;
     await withLake(command, async (lake) => {
-      const result = await lake.rollback(table, partition, { toRunId: options.to });
+      const result = await rollbackPartition(lake, table, partition, { toRunId: options.to });
       report(wantsJson(command), result, () =>
         `${result.partition ? `${result.table}/${result.partition}` : result.table}: rolled back from run ${result.fromRunId} to run ${result.toRunId}${result.rows !== undefined ? ` (${result.rows} rows)` : ""}`,
       );

@@ -3,6 +3,7 @@ import { loadPipelineConfig } from "../../config/pipeline-config.js";
 import { LakeswapError, errorMessage } from "../../model/errors.js";
 import { formatTable, report } from "../output.js";
 import { positiveCount, wantsJson, withLake } from "../context.js";
+import { listSyncs } from "../../lake/operations/syncs.js";
 
 /** `lakeswap syncs`: the recorded syncs, newest first, with what each moved. */
 export function registerSyncs(program: Command): void {
@@ -16,7 +17,7 @@ export function registerSyncs(program: Command): void {
       const config = options.config !== undefined ? loadPipelineConfig(options.config) : undefined;
       await withLake(command, async (lake) => {
         const unreadable: unknown[] = [];
-        const all = await lake.syncs({ skipUnreadable: true, onUnreadable: (error) => unreadable.push(error) });
+        const all = await listSyncs(lake, { skipUnreadable: true, onUnreadable: (error) => unreadable.push(error) });
         const records = options.limit !== undefined ? all.slice(0, options.limit) : all;
         report(wantsJson(command), records, () => {
           if (records.length === 0) return unreadable.length > 0 ? "" : "no sync has been recorded in this lake yet";

@@ -4,12 +4,12 @@ import type { LandedDelivery } from "../../landing/landing.js";
 import { AuditError, LakeswapError, errorMessage } from "../../model/errors.js";
 import { faultPoint } from "../../shared/faults.js";
 import type { RunManifest } from "../manifest.js";
-import type { Outbox, OutboxEntry } from "../outbox.js";
-import { parsePartitionPath, partitionPath, type Partition } from "../../model/partition.js";
+import type { Outbox } from "../outbox.js";
+import { partitionPath, type Partition } from "../../model/partition.js";
 import { newRunIdAfter } from "../../model/run-id.js";
-import { ensureManifest, listRunFiles, listRuns, readManifest, runFiles, runPrefix, writeManifest, type LakeContext, type RunFile } from "../runs.js";
+import { engineSnapshot, ensureManifest, listRunFiles, listRuns, readManifest, runPrefix, writeManifest, type LakeContext, type RunFile, type SnapshotScope } from "../runs.js";
 import { mapLimited } from "../../shared/map-limited.js";
-import { movePointers } from "./move.js";
+import { currentPointers, movePointers } from "./move.js";
 import type { TableDefinition } from "../../model/table.js";
 
 /** How many pointer moves one outbox entry carries: the catalog then moves them in its own batches (Glue: 100 per call). */
@@ -18,19 +18,9 @@ const MOVES_PER_ENTRY = 1000;
 /** Manifests, footers and listings in flight at once. */
 const IO_CONCURRENCY = 16;
 
-/** The shared parts of a swap: the lake's ports, its outbox, and how a build reads the lake's tables. */
+/** The shared parts of a swap: the lake's ports and its outbox. */
 export interface SwapContext extends LakeContext {
   readonly outbox: Outbox;
-  /** The current runs (and files) of the given tables, each restricted to the given partitions. */
-  snapshot(scope: SnapshotScope): Promise<TableSnapshot[]>;
-}
-
-/** Which tables (and which of their partitions) a snapshot resolves. */
-export interface SnapshotScope {
-  /** Only these tables (default: every table). */
-  readonly tables?: readonly string[];
-  /** Only these partitions of some tables. */
-  readonly partitions?: readonly { readonly table: string; readonly partitions: readonly string[] }[];
 }
 
 /** One partition to replace in a batch, with what its run records. */
@@ -172,24 +162,6 @@ export async function swapBatch(ctx: SwapContext, table: TableDefinition, items:
   return planned.map((p) => outcomes.get(p.path) ?? { partition: p.path, seconds: 0, error: new Error("not built") });
 }
 
-/** The pointers of the given partitions: one listing of the table's pointers for a batch, single reads for a few. */
-async function currentPointers(ctx: LakeContext, table: TableDefinition, partitions: readonly Partition[]): Promise<Map<string, Pointer>> {
-  const pointers = new Map<string, Pointer>();
-  if (partitions.length <= 4) {
-    for (const partition of partitions) {
-      const pointer = await ctx.catalog.getPointer(table, partition);
-      if (pointer) pointers.set(partitionPath(partition), pointer);
-    }
-    return pointers;
-  }
-  const wanted = new Set(partitions.map(partitionPath));
-  for (const pointer of await ctx.catalog.listPointers(table)) {
-    const path = partitionPath(pointer.partition);
-    if (wanted.has(path)) pointers.set(path, pointer);
-  }
-  return pointers;
-}
-
 /** Builds every planned run; a failed build's prefix is removed (best effort) and the partition reported. */
 async function buildRuns(
   ctx: SwapContext,
@@ -237,7 +209,7 @@ async function buildRuns(
   }
 
   // One snapshot for the whole batch, of the partitions some build reads; each build sees its own inputs only.
-  const sources = build.landed ? [] : await ctx.snapshot(snapshotScope(planned, build.readable));
+  const sources = build.landed ? [] : await engineSnapshot(ctx, snapshotScope(planned, build.readable));
   const done: { planned: Planned; result: BuildResult; builtAt: number }[] = [];
   let stop: unknown;
   await mapLimited(planned, build.concurrency ?? 1, async (p) => {
@@ -474,53 +446,4 @@ async function discardRun(ctx: LakeContext, prefix: string): Promise<void> {
   } catch (error) {
     process.emitWarning(`could not remove the unused run ${prefix}: ${errorMessage(error)}; lakeswap gc will`);
   }
-}
-
-/**
- * An empty run (`--allow-empty`, an emptied upsert partition): on S3 it has no object at all, so its files cannot
- * prove it exists. An outbox entry is written only after its runs were audited, and its manifest saying 0 rows
- * and no files is that proof: the run is complete, and as legitimate a target as any.
- */
-function recordedEmpty(manifest: RunManifest | undefined): boolean {
-  return manifest !== undefined && manifest.rows === 0 && manifest.files.length === 0;
-}
-
-/**
- * Finishes the pointer moves of one outbox entry a dead writer recorded but
- * never confirmed, under the table's lease. A move is applied if the pointer
- * is still where the writer left it (or already moved, where its state may
- * not have been written); if it moved on since, the move is stale and dropped.
- */
-export async function replayEntry(ctx: SwapContext, table: TableDefinition | undefined, entry: OutboxEntry): Promise<{ applied: number; stale: number }> {
-  if (!table) {
-    await ctx.outbox.acknowledge(entry);
-    return { applied: 0, stale: 0 };
-  }
-  const partitions = entry.moves.map((move) => parsePartitionPath(move.partition, table.partitionKeys));
-  const currents = await currentPointers(ctx, table, partitions);
-  const apply: PointerMove[] = [];
-  const manifests: { partition: Partition; manifest: RunManifest }[] = [];
-  let stale = 0;
-  for (const [index, move] of entry.moves.entries()) {
-    const partition = partitions[index] as Partition;
-    const current = currents.get(move.partition);
-    const location = runPrefix(ctx.catalog, table, partition, move.runId);
-    const pointerMove: PointerMove = { partition, runId: move.runId, location, previousRunId: move.previousRunId, signature: move.signature, kind: move.kind };
-    if (current?.runId === move.runId) {
-      // Moved already; its pointer state may be missing (killed between the move and the state): set it again.
-      if (current.signature !== move.signature || current.previousRunId !== move.previousRunId || current.movedBy !== move.kind) apply.push(pointerMove);
-    } else if (current?.runId === move.previousRunId && (recordedEmpty(move.manifest) || (await runFiles(ctx, table, partition, move.runId)).length > 0)) {
-      apply.push(pointerMove);
-    } else {
-      stale += 1;
-      continue;
-    }
-    if (move.manifest) manifests.push({ partition, manifest: move.manifest });
-  }
-  if (apply.length > 0) await movePointers(ctx.catalog, table, apply, () => ctx.leaseCheck(table.name));
-  await mapLimited(manifests, IO_CONCURRENCY, async ({ partition, manifest }) => {
-    if (!(await readManifest(ctx.store, table, partition, manifest.runId))) await writeManifest(ctx.store, table, partition, manifest);
-  });
-  await ctx.outbox.acknowledge(entry);
-  return { applied: entry.moves.length - stale, stale };
 }

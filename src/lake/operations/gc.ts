@@ -5,9 +5,11 @@ import { manifestKey } from "../layout.js";
 import type { OutboxEntry } from "../outbox.js";
 import { partitionPath, type Partition } from "../../model/partition.js";
 import { planRetention, type RetentionReason } from "../retention.js";
+import { knownPartitions } from "./history.js";
 import { listRuns, type LakeContext } from "../runs.js";
 import { mapLimited } from "../../shared/map-limited.js";
 import type { TableDefinition } from "../../model/table.js";
+import type { HasLakeParts } from "../parts.js";
 
 /** Partitions GC after a swap lists at once. */
 const GC_CONCURRENCY = 16;
@@ -23,13 +25,13 @@ export interface PartitionGcReport {
 }
 
 /** What GC of one table needs besides the partitions: the pointers and the table's pending outbox entries, read once. */
-export interface GcState {
+interface GcState {
   readonly pointers: ReadonlyMap<string, Pointer>;
   readonly pending: readonly OutboxEntry[];
 }
 
 /** Reads the pointers and pending changes of a table once, for GC of many of its partitions. */
-export async function gcState(ctx: LakeContext & { readonly outbox: { pending(table?: string): Promise<OutboxEntry[]> } }, table: TableDefinition): Promise<GcState> {
+async function gcState(ctx: LakeContext & { readonly outbox: { pending(table?: string): Promise<OutboxEntry[]> } }, table: TableDefinition): Promise<GcState> {
   const pointers = new Map((await ctx.catalog.listPointers(table)).map((p) => [partitionPath(p.partition), p]));
   return { pointers, pending: await ctx.outbox.pending(table.name) };
 }
@@ -58,7 +60,7 @@ function pendingRuns(state: GcState): Map<string, Set<string>> {
  * leftover record). The current, previous and rollback-target runs, runs a
  * pending outbox entry names, and runs within the grace window stay.
  */
-export async function collectPartition(
+async function collectPartition(
   ctx: LakeContext,
   table: TableDefinition,
   partition: Partition,
@@ -122,4 +124,31 @@ export async function collectAfterSwap(
       return failed(partition, error);
     }
   });
+}
+
+/** Progress of work that spans several partitions. */
+export type ProgressListener = (event: { readonly done: number; readonly total: number; readonly label: string }) => void;
+
+/** Garbage-collects runs outside the retention rule, in one table or in all, each under its lease (a dry run takes none). */
+export async function collectGarbage(
+  lake: HasLakeParts,
+  tableName: string | undefined,
+  options: { dryRun?: boolean; graceMs?: number; onProgress?: ProgressListener } = {},
+): Promise<PartitionGcReport[]> {
+  const parts = lake.parts;
+  const tables = tableName !== undefined ? [await parts.table(tableName)] : await parts.catalog.listTables();
+  const reports: PartitionGcReport[] = [];
+  for (const table of tables) {
+    const collect = async (): Promise<void> => {
+      const partitions = await knownPartitions(parts, table);
+      const state = await gcState(parts, table);
+      for (const [index, partition] of partitions.entries()) {
+        options.onProgress?.({ done: index, total: partitions.length, label: `${table.name}/${partitionPath(partition)}` });
+        reports.push(await collectPartition(parts, table, partition, state, { dryRun: options.dryRun ?? false, graceMs: options.graceMs ?? parts.graceMs }));
+      }
+    };
+    if (options.dryRun) await collect();
+    else await parts.withLease(table.name, `gc ${table.name}`, collect);
+  }
+  return reports;
 }

@@ -4,6 +4,7 @@ import { parsePartitionPath, partitionPath, type Partition } from "../../model/p
 import { runIdTime } from "../../model/run-id.js";
 import { listRuns, readManifest, type LakeContext } from "../runs.js";
 import type { TableDefinition } from "../../model/table.js";
+import { partitionOf, type HasLakeParts, type PartitionInput } from "../parts.js";
 
 /** One run in a partition's history. */
 export interface RunHistoryEntry {
@@ -42,7 +43,7 @@ export async function knownPartitions(ctx: LakeContext, table: TableDefinition):
 }
 
 /** The runs of the given partitions, newest first; a named partition without runs is a NotFoundError. */
-export async function partitionHistories(ctx: LakeContext, table: TableDefinition, partitions: readonly Partition[], named: boolean): Promise<PartitionHistory[]> {
+async function partitionHistories(ctx: LakeContext, table: TableDefinition, partitions: readonly Partition[], named: boolean): Promise<PartitionHistory[]> {
   const histories: PartitionHistory[] = [];
   for (const partition of partitions) {
     const pointer = await ctx.catalog.getPointer(table, partition);
@@ -68,4 +69,11 @@ export async function partitionHistories(ctx: LakeContext, table: TableDefinitio
     histories.push({ table: table.name, partition: partitionPath(partition), currentRunId: pointer?.runId, runs: entries });
   }
   return histories;
+}
+
+/** The runs of one partition, or of every partition of a table, newest first. */
+export async function readHistory(lake: HasLakeParts, tableName: string, partitionInput?: PartitionInput): Promise<PartitionHistory[]> {
+  const table = await lake.parts.table(tableName);
+  const partitions = partitionInput !== undefined ? [partitionOf(table, partitionInput)] : await knownPartitions(lake.parts, table);
+  return partitionHistories(lake.parts, table, partitions, partitionInput !== undefined);
 }

@@ -1,6 +1,7 @@
 import type { PointerMove } from "../../catalog/catalog.js";
-import { LakeswapError } from "../../model/errors.js";
-import { ingestTallyKey, runLocation } from "../layout.js";
+import { IngestFileConflictError, InvalidInputError, LakeswapError } from "../../model/errors.js";
+import { ingestPartitionPrefix, ingestTallyKey, runLocation } from "../layout.js";
+import type { HasLakeParts } from "../parts.js";
 import { movePointers } from "../commit/move.js";
 import { partitionPath, type Partition } from "../../model/partition.js";
 import { newRunIdAfter } from "../../model/run-id.js";
@@ -50,6 +51,43 @@ export interface RegisteredPartition {
   readonly alreadyCounted: boolean;
 }
 
+/** Files of one ingested segment stored at the same time. */
+const INGEST_FILES_AT_ONCE = 64;
+
+/**
+ * Stores the files of one segment of an ingested table, one per partition at `<table>/<partition>/<fileId>.parquet`,
+ * each exactly once and a few at a time (on S3 the store's upload limit decides how many requests are in flight):
+ * a retry after a crash finds an object there and checks that it holds the same rows (its footer's count).
+ */
+export async function storeIngestedFiles(
+  lake: HasLakeParts,
+  tableName: string,
+  files: readonly { readonly partition: Partition; readonly fileId: string; readonly file: string; readonly rows: number }[],
+): Promise<void> {
+  const { store, landing } = lake.parts;
+  const table = await lake.parts.table(tableName);
+  if (!table.ingest) throw new LakeswapError("CONFLICT", `table '${table.name}' is not an ingested table; events cannot be written to it`);
+  await mapLimited(files, INGEST_FILES_AT_ONCE, async ({ partition, fileId, file, rows }) => {
+    if (!/^[A-Za-z0-9_-]{1,128}$/.test(fileId)) throw new InvalidInputError(`'${fileId}' is not a segment file id (letters, digits, '_', '-')`);
+    const key = `${ingestPartitionPrefix(table, partition)}${fileId}.parquet`;
+    if (await store.putFileIfAbsent(key, file)) return;
+    const [existing] = await store.list(key);
+    const [found] = existing ? await landing.countFileRows([{ key, size: existing.size }]) : [undefined];
+    if (found !== rows) {
+      throw new IngestFileConflictError(
+        `${store.description}/${key} already exists with ${found ?? "unreadable"} rows, not the ${rows} this segment holds; two collectors may share one write-ahead log id`,
+        `${store.description}/${key}`,
+      );
+    }
+  });
+}
+
+/** Registers what one segment added to an ingested table (tallies, then pointers with signatures), under the table's lease. */
+export async function registerIngested(lake: HasLakeParts, tableName: string, segment: SegmentId, contributions: readonly SegmentContribution[]): Promise<RegisteredPartition[]> {
+  const table = await lake.parts.table(tableName);
+  return lake.parts.withLease(table.name, `ingest ${table.name}`, () => registerSegment(lake.parts, table, segment, contributions));
+}
+
 /**
  * Registers what one segment added to an ingested table, under the table's lease (the caller holds it):
  * first each partition's tally (rows and lane sums, with the segment counted once, whatever is retried), then
@@ -58,7 +96,7 @@ export interface RegisteredPartition {
  * step leaves a state the next registration of the same segment finishes: a tally already counted is not
  * added again, and a pointer behind its tally is moved.
  */
-export async function registerSegment(
+async function registerSegment(
   ctx: SwapContext,
   table: TableDefinition,
   segment: SegmentId,

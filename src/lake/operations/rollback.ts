@@ -3,7 +3,10 @@ import { parsePartitionPath, partitionPath, type Partition } from "../../model/p
 import { isRunId } from "../../model/run-id.js";
 import { ensureManifest, listRuns, readManifest, runFiles, runPrefix, type LakeContext } from "../runs.js";
 import { movePointers, removePointers } from "../commit/move.js";
-import type { SyncMove } from "../sync-record.js";
+import type { SyncMove, SyncRecord } from "../sync-record.js";
+import { syncLeaseName } from "../layout.js";
+import { notIngested, partitionOf, type HasLakeParts, type PartitionInput } from "../parts.js";
+import { findSync } from "./syncs.js";
 import type { TableDefinition } from "../../model/table.js";
 
 /** What a rollback did. */
@@ -16,7 +19,7 @@ export interface RollbackResult {
 }
 
 /** What `rollbackSync` did to one partition the sync had moved. */
-export interface SyncRollbackEntry {
+interface SyncRollbackEntry {
   readonly table: string;
   readonly partition: string;
   /** `rolled back` to the run before the sync; `removed`: the sync created the partition; `skipped`: see `reason`. */
@@ -33,15 +36,74 @@ export interface SyncRollbackResult {
   readonly partitions: readonly SyncRollbackEntry[];
 }
 
+/** Moves a partition's pointer back to the newest completed older run, or to `toRunId`, under the table's lease. */
+export async function rollbackPartition(lake: HasLakeParts, tableName: string, partitionInput: PartitionInput, options: { toRunId?: string } = {}): Promise<RollbackResult> {
+  const parts = lake.parts;
+  const table = notIngested(await parts.table(tableName), "rolled back");
+  const partition = partitionOf(table, partitionInput);
+  checkRunId(table, options.toRunId);
+  return parts.withLease(table.name, `rollback ${table.name}/${partitionPath(partition)}`, () => moveBack(parts, table, partition, options.toRunId));
+}
+
+/**
+ * Moves back every pointer one sync moved (`last`: the newest sync): each
+ * partition to the run that was current before the sync, or, where the sync
+ * created the partition, no run at all. A sync still running is waited for
+ * (its own lease, held from its first record to its end), and then the
+ * leases of every table it moved are taken together, in name order, as a
+ * sync takes them: the rollback undoes the sync's whole result, never a part
+ * of it while the rest is still moving. A partition whose pointer moved
+ * since (a later sync, a rollback) is left alone and reported. Per table the
+ * moves are one batch (Glue: 100 per call, every entry checked). As with a
+ * one-partition rollback, the next sync rebuilds what was rolled back unless
+ * it is pinned.
+ */
+export async function rollbackSync(lake: HasLakeParts, syncId: string): Promise<SyncRollbackResult> {
+  const parts = lake.parts;
+  for (;;) {
+    const record = await findSync(lake, syncId);
+    const command = `rollback sync ${record.syncId}`;
+    // Waits for a sync that is still running (or takes over the lease of one that died), then for its tables.
+    const result = await parts.withLease(syncLeaseName(record.syncId), command, async () => {
+      const tables = [...new Set((await findSync(lake, record.syncId)).moves.map((move) => move.table))];
+      return parts.withLeases(tables, command, async () => {
+        // Read again under every lease: nothing can add to the record now. `last` may name a newer sync by now (one
+        // that recorded while this rollback waited), and a sync that moved one more table than was locked is locked again.
+        const final = await findSync(lake, syncId);
+        if (final.syncId !== record.syncId || final.moves.some((move) => !tables.includes(move.table))) return undefined;
+        return { syncId: final.syncId, partitions: await rollbackRecorded(lake, final) };
+      });
+    }, { kernelLock: false });
+    if (result) return result;
+  }
+}
+
+/** Rolls back the moves of a finished (or dead) sync, under the leases of its tables: downstream layers first. */
+async function rollbackRecorded(lake: HasLakeParts, record: SyncRecord): Promise<SyncRollbackEntry[]> {
+  const byTable = new Map<string, SyncMove[]>();
+  for (const move of record.moves) byTable.set(move.table, [...(byTable.get(move.table) ?? []), move]);
+  const entries: SyncRollbackEntry[] = [];
+  // Tables in the reverse order the sync reached them: a derived layer is rolled back before its inputs.
+  for (const [tableName, moves] of [...byTable].reverse()) {
+    const table = await lake.parts.catalog.getTable(tableName);
+    if (!table) {
+      entries.push(...moves.map((m): SyncRollbackEntry => ({ table: tableName, partition: m.partition, action: "skipped", fromRunId: m.run, reason: "the table no longer exists" })));
+      continue;
+    }
+    entries.push(...(await rollbackMoves(lake.parts, table, moves)));
+  }
+  return entries;
+}
+
 /** Checks a run id given on the command line. */
-export function checkRunId(table: TableDefinition, runId: string | undefined): void {
+function checkRunId(table: TableDefinition, runId: string | undefined): void {
   if (runId !== undefined && !isRunId(runId)) {
     throw new InvalidInputError(`'${runId}' is not a run id (YYYYMMDDTHHMMSSZ-xxxxxx); see lakeswap history ${table.name} --partition ...`);
   }
 }
 
 /** Moves a partition's pointer back to the newest completed older run, or to `toRunId`; the caller holds the table's lease. */
-export async function rollbackPartition(ctx: LakeContext, table: TableDefinition, partition: Partition, toRunId: string | undefined): Promise<RollbackResult> {
+async function moveBack(ctx: LakeContext, table: TableDefinition, partition: Partition, toRunId: string | undefined): Promise<RollbackResult> {
   const label = `${table.name}/${partitionPath(partition)}`;
   const current = await ctx.catalog.getPointer(table, partition);
   if (!current) throw new NotFoundError(`partition ${label} has no current run, so there is nothing to roll back`);
@@ -70,7 +132,7 @@ export async function rollbackPartition(ctx: LakeContext, table: TableDefinition
 }
 
 /** One table's share of a sync rollback, under its lease: the moves back are one batch (Glue: 100 per call, every entry checked). */
-export async function rollbackMoves(ctx: LakeContext, table: TableDefinition, moves: readonly SyncMove[]): Promise<SyncRollbackEntry[]> {
+async function rollbackMoves(ctx: LakeContext, table: TableDefinition, moves: readonly SyncMove[]): Promise<SyncRollbackEntry[]> {
   const entries: SyncRollbackEntry[] = [];
   const back: { partition: Partition; runId: string; location: string; previousRunId: string; signature?: string }[] = [];
   const removals: Partition[] = [];

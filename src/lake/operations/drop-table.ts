@@ -1,0 +1,24 @@
+import { deliveriesPrefix, ingestTalliesPrefix, leaseLockKey, manifestsPrefix, outboxPrefix, pinsPrefix, runsPrefix } from "../layout.js";
+import { removePointers } from "../commit/move.js";
+import type { HasLakeParts } from "../parts.js";
+
+/** Removes a table under its lease: pointers first (readers stop seeing it), then its runs and records, then its definition. */
+export async function dropTable(lake: HasLakeParts, name: string): Promise<void> {
+  const { store, catalog } = lake.parts;
+  const table = await lake.parts.table(name);
+  await lake.parts.withLease(table.name, `drop-table ${table.name}`, async () => {
+    await removePointers(catalog, table, (await catalog.listPointers(table)).map((p) => p.partition), () => lake.parts.leaseCheck(table.name));
+    const objects = [
+      ...(await store.list(table.ingest ? `${table.name}/` : runsPrefix(catalog, table))),
+      ...(table.ingest ? await store.list(ingestTalliesPrefix(table.name)) : []),
+      ...(await store.list(manifestsPrefix(table.name))),
+      ...(await store.list(pinsPrefix(table.name))),
+      ...(await store.list(outboxPrefix(table.name))),
+      ...(await store.list(deliveriesPrefix(table.name))),
+    ];
+    await store.delete(objects.map((o) => o.key));
+    // Last, while this writer still holds its kernel lock: a table dropped leaves nothing behind.
+    if (store.tryLock) await store.delete([leaseLockKey(table.name)]);
+  });
+  await catalog.dropTable(table.name);
+}

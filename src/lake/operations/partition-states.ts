@@ -1,0 +1,62 @@
+import type { PointerMoveKind } from "../../catalog/catalog.js";
+import { partitionPath } from "../../model/partition.js";
+import { pinnedPartition, pinsPrefix } from "../layout.js";
+import type { RunManifest } from "../manifest.js";
+import { partitionOf, type HasLakeParts, type PartitionInput } from "../parts.js";
+import { readManifest, runFiles } from "../runs.js";
+
+/** What a sync needs to know about a partition's current run (fingerprint, inputs and rows only where its manifest was read: a pointer without a signature). */
+export interface PartitionState {
+  readonly partition: string;
+  readonly runId: string;
+  readonly signature?: string;
+  readonly fingerprint?: string;
+  readonly inputs?: readonly string[];
+  readonly rows?: number;
+  readonly movedBy?: PointerMoveKind;
+  readonly pinned: boolean;
+}
+
+/** The current run of every partition of a table, with what a sync compares: signature, fingerprint, inputs, how the pointer moved, pins. */
+export async function partitionStates(lake: HasLakeParts, tableName: string): Promise<Map<string, PartitionState>> {
+  const { store, catalog } = lake.parts;
+  const table = await lake.parts.table(tableName);
+  const prefix = pinsPrefix(table.name);
+  const pins = new Set((await store.list(prefix)).map((o) => pinnedPartition(o.key.slice(prefix.length))));
+  const states = new Map<string, PartitionState>();
+  for (const pointer of await catalog.listPointers(table)) {
+    const path = partitionPath(pointer.partition);
+    // The signature moves with the pointer (pointer state, Glue Parameters): a manifest is read only where it does not.
+    const manifest = pointer.signature === undefined ? await readManifest(store, table, pointer.partition, pointer.runId) : undefined;
+    states.set(path, {
+      partition: path,
+      runId: pointer.runId,
+      signature: pointer.signature ?? manifest?.signature,
+      fingerprint: manifest?.fingerprint,
+      inputs: manifest?.inputs,
+      rows: manifest?.rows,
+      movedBy: pointer.movedBy,
+      pinned: pins.has(path),
+    });
+  }
+  for (const path of pins) {
+    if (!states.has(path)) states.set(path, { partition: path, runId: "", pinned: true });
+  }
+  return states;
+}
+
+/** A run's manifest (its fingerprint, the delivery parts appended into it, ...), or undefined when it has none. */
+export async function runManifest(lake: HasLakeParts, tableName: string, partitionInput: PartitionInput, runId: string): Promise<RunManifest | undefined> {
+  const table = await lake.parts.table(tableName);
+  return readManifest(lake.parts.store, table, partitionOf(table, partitionInput), runId);
+}
+
+/** Row count of one partition's current run, or undefined when it has none. */
+export async function countPartition(lake: HasLakeParts, tableName: string, partitionInput: PartitionInput): Promise<number | undefined> {
+  const parts = lake.parts;
+  const table = await parts.table(tableName);
+  const partition = partitionOf(table, partitionInput);
+  const pointer = await parts.catalog.getPointer(table, partition);
+  if (!pointer) return undefined;
+  return parts.engine.countRows(table, { partition, runId: pointer.runId, files: await runFiles(parts, table, partition, pointer.runId) });
+}

@@ -1,0 +1,61 @@
+import { NotFoundError } from "../../model/errors.js";
+import { isRunId } from "../../model/run-id.js";
+import { syncLeaseName, syncRecordKey, SYNCS_PREFIX } from "../layout.js";
+import { WriterLease } from "../lease.js";
+import type { HasLakeParts } from "../parts.js";
+import { parseSyncRecord, type SyncRecord } from "../sync-record.js";
+
+/** Writes (or rewrites, as a sync goes) a sync's record of the pointers it moved. */
+export async function recordSync(lake: HasLakeParts, record: SyncRecord): Promise<void> {
+  await lake.parts.store.put(syncRecordKey(record.syncId), `${JSON.stringify(record, null, 2)}\n`);
+}
+
+/** The id of the newest recorded sync (record keys sort by sync id), from one listing; undefined in a lake without syncs. */
+export async function latestSyncId(lake: HasLakeParts): Promise<string | undefined> {
+  const ids = (await lake.parts.store.list(SYNCS_PREFIX)).map((object) => object.key.slice(SYNCS_PREFIX.length).replace(/\.json$/, "")).filter(isRunId);
+  return ids.sort().at(-1);
+}
+
+/**
+ * The records of past syncs, newest first. An unreadable record stops the listing (a STORE_ERROR naming it),
+ * unless `skipUnreadable`: then it is left out and handed to `onUnreadable` (lakeswap syncs reports it).
+ */
+export async function listSyncs(lake: HasLakeParts, options: { skipUnreadable?: boolean; onUnreadable?: (error: unknown) => void } = {}): Promise<SyncRecord[]> {
+  const records: SyncRecord[] = [];
+  for (const object of await lake.parts.store.list(SYNCS_PREFIX)) {
+    try {
+      const record = await syncRecord(lake, object.key);
+      if (record) records.push(record);
+    } catch (error) {
+      // A listing can go on without an unreadable record; deciding which sync is the last one cannot.
+      if (!options.skipUnreadable) throw error;
+      options.onUnreadable?.(error);
+    }
+  }
+  return records.sort((a, b) => (a.syncId < b.syncId ? 1 : a.syncId > b.syncId ? -1 : 0));
+}
+
+/** The record of sync `syncId` (`last`: the newest sync that moved, or was about to move, a pointer, finished or not). */
+export async function findSync(lake: HasLakeParts, syncId: string): Promise<SyncRecord> {
+  const record = syncId === "last" ? (await listSyncs(lake)).find((r) => r.moves.length > 0) : await syncRecord(lake, syncRecordKey(syncId));
+  if (!record) {
+    throw new NotFoundError(syncId === "last" ? "no sync has been recorded in this lake yet" : `no sync ${syncId} is recorded in this lake; lakeswap syncs lists them`);
+  }
+  return record;
+}
+
+/**
+ * Takes the lease of a sync that is about to record its first move, held until `release` (its end): a
+ * `rollback --sync` of it waits for it. Taken once its record exists, so whoever finds the record finds
+ * the lease held while the sync runs; a sync killed leaves it to the next taker (same host: at once).
+ */
+export async function holdSyncLease(lake: HasLakeParts, syncId: string, command: string): Promise<{ release(): Promise<void> }> {
+  // No kernel lock: the table leases it is taken under keep a stalled sync's tables; this one only tells that it runs.
+  return WriterLease.acquire(lake.parts.store, syncLeaseName(syncId), { waitMs: 0, ttlMs: lake.parts.settings.leaseTtlMs, command, kernelLock: false });
+}
+
+/** The sync record at `key`, if there is one. */
+async function syncRecord(lake: HasLakeParts, key: string): Promise<SyncRecord | undefined> {
+  const stored = await lake.parts.store.get(key);
+  return stored ? parseSyncRecord(stored.body, key) : undefined;
+}

@@ -1,0 +1,80 @@
+import type { Catalog } from "../catalog/catalog.js";
+import type { Engine } from "../engine/engine.js";
+import type { Landing } from "../landing/landing.js";
+import { InvalidInputError } from "../model/errors.js";
+import { orderPartition, parsePartition, type Partition } from "../model/partition.js";
+import type { TableDefinition } from "../model/table.js";
+import type { ObjectStore } from "../store/object-store.js";
+import type { SwapContext } from "./commit/swap.js";
+import type { LeaseRecord } from "./lease.js";
+
+/** The ports a lake runs on. */
+export interface LakePorts {
+  readonly store: ObjectStore;
+  readonly catalog: Catalog;
+  /** Runs users' SQL: layer builds, replaces, queries. */
+  readonly engine: Engine;
+  /** lakeswap's own local work: landing deliveries, writing their runs, footers, partition maps. */
+  readonly landing: Landing;
+}
+
+/** Settings shared by every operation of one lake. */
+export interface LakeSettings {
+  /** Runs younger than this are never garbage-collected (default 6h). */
+  readonly graceMs?: number;
+  /** How long a writer waits for another writer's lease (default 2 minutes; 0 = fail at once). */
+  readonly leaseWaitMs?: number;
+  readonly leaseTtlMs?: number;
+  /** Told when this writer has to wait for another one. */
+  readonly onLeaseWait?: (holder: LeaseRecord) => void;
+  /**
+   * For commands that only read (history, tables, query, syncs, plan): the
+   * lake is opened without replaying the outbox, so reading never moves a
+   * pointer; `pendingChanges()` tells what a writer left unconfirmed.
+   */
+  readonly readOnly?: boolean;
+}
+
+/**
+ * What the lake's operations (./operations/) work with: the ports and the outbox of one open lake, and its
+ * leases. `Lake` hands it out as `parts`; an operation is a function of it (`rollback(lake, ...)`).
+ */
+export interface LakeParts extends SwapContext {
+  readonly settings: LakeSettings;
+  /** A table's definition, or a NotFoundError that lists the tables there are. */
+  table(name: string): Promise<TableDefinition>;
+  /** Holds the table's writer lease (waiting per the settings) while `work` runs; its pointer moves are fenced by it. */
+  withLease<T>(table: string, command: string, work: () => Promise<T>, options?: { readonly kernelLock?: boolean }): Promise<T>;
+  /** Holds the leases of `names` (taken in name order, so two writers of overlapping sets never deadlock) while `work` runs. */
+  withLeases<T>(names: readonly string[], command: string, work: () => Promise<T>): Promise<T>;
+}
+
+/** Whatever hands out a lake's parts: an open `Lake`. */
+export interface HasLakeParts {
+  readonly parts: LakeParts;
+}
+
+/** A partition named by the user: parsed text (`day=2026-11-01`) or a partition. */
+export type PartitionInput = string | Partition;
+
+/** The partition of `table` a user named, checked against its keys (a whole-table name for a table without keys). */
+export function partitionOf(table: TableDefinition, input: PartitionInput): Partition {
+  if (input === "" && table.partitionKeys.length > 0) {
+    throw new InvalidInputError(`table '${table.name}' is partitioned by ${table.partitionKeys.join(", ")}: name a partition, e.g. --partition ${table.partitionKeys.map((k) => `${k}=...`).join(",")}`);
+  }
+  if (input !== "" && typeof input === "string" && table.partitionKeys.length === 0) {
+    throw new InvalidInputError(`table '${table.name}' has no partition keys (it is replaced as a whole): leave out --partition '${input}'`);
+  }
+  return typeof input === "string" ? parsePartition(input, table.partitionKeys) : orderPartition(input, table.partitionKeys);
+}
+
+/** An ingested table is append-only (`lakeswap serve` / `lakeswap ingest` add to it): it is never replaced or rolled back. */
+export function notIngested(table: TableDefinition, what: string): TableDefinition {
+  if (table.ingest) {
+    throw new InvalidInputError(
+      `table '${table.name}' is an ingested table (events appended by lakeswap serve / lakeswap ingest); it cannot be ${what}. ` +
+        "Build a derived layer from it instead, and replace or roll back that layer's partitions",
+    );
+  }
+  return table;
+}
