@@ -2,6 +2,13 @@ export { Lake } from "./lake/lake.js";
 export type {
   LakePorts, LakeSettings, ReplaceOptions, ReplaceResult, RollbackResult, PartitionHistory, RunHistoryEntry, PartitionGcReport,
 } from "./lake/lake.js";
+export { replacePartition } from "./lake/operations/replace.js";
+export { rollbackPartition, rollbackSync } from "./lake/operations/rollback.js";
+export { collectGarbage } from "./lake/operations/gc.js";
+export { readHistory } from "./lake/operations/history.js";
+export { pinPartition, unpinPartition } from "./lake/operations/pin.js";
+export { dropTable } from "./lake/operations/drop-table.js";
+export { METADATA_FOLDERS } from "./lake/layout.js";
 export { openEmbeddedLake } from "./open/open-lake.js";
 export { defineTable, parseColumns, type TableDefinition, type Column, type Compression } from "./model/table.js";
 export { parsePartition, partitionPath, partitionSpec, type Partition } from "./model/partition.js";
