@@ -5,11 +5,9 @@ import tseslint from "typescript-eslint";
 const OVERSIZED_FILES = [
   "src/config/ingest-config.ts",
   "src/config/pipeline-config.ts",
-  "src/engine/duckdb-engine.ts",
   "src/ingest/http-server.ts",
   "src/ingest/ingest-service.ts",
   "src/ingest/wal.ts",
-  "src/landing/duckdb/duckdb-landing.ts",
   "src/pipeline/pipeline.ts",
 ];
 
@@ -19,8 +17,6 @@ const OVERSIZED_FUNCTIONS_IN = [
   "src/cli/commands/sync.ts",
   "src/config/pipeline-config.ts",
   "src/ingest/http-server.ts",
-  "src/landing/duckdb/duckdb-landing.ts",
-  "src/landing/duckdb/duckdb-merge.ts",
   "src/pipeline/send-to-sinks.ts",
 ];
 

@@ -3,8 +3,8 @@ import { promises as fs } from "node:fs";
 import path from "node:path";
 import { canonicalValue, finishRawSignature, rawSignature, signatureColumnOrder } from "../src/model/signature.js";
 import { quoteIdentifier, quoteLiteral } from "../src/model/sql.js";
-import { DuckDbEngine } from "../src/engine/duckdb-engine.js";
-import { signatureQuery } from "../src/landing/duckdb/duckdb-landing.js";
+import { DuckDbLanding } from "../src/landing/duckdb/duckdb-landing.js";
+import { signatureQuery } from "../src/landing/duckdb/signature-sql.js";
 import type { SignatureForm } from "../src/duckdb/duckdb-open.js";
 import type { Signing } from "../src/model/signature.js";
 import type { LandRequest } from "../src/landing/landing.js";
@@ -16,7 +16,7 @@ import { METADATA_FOLDERS } from "../src/lake/layout.js";
 /*
  * The content-signature benchmark. On one 3M-row, 180-day Parquet file it times:
  *
- * - lakeswap's DuckDbEngine.land(): what a delivery really costs (read the file
+ * - lakeswap's DuckDbLanding.land(): what a delivery really costs (read the file
  *   with the declared types, split good and bad rows, partition, sign);
  * - lakeswap's signature query alone (the GROUP BY of land() that computes the
  *   lane sums, docs/signatures.md), over the rows already loaded in a DuckDB
@@ -82,7 +82,7 @@ export interface SignatureFigures {
   readonly rounds: number;
   /** Loading the Parquet file into the DuckDB table the isolated query and the baselines read (once, untimed in them). */
   readonly loadMs: number;
-  /** DuckDbEngine.land() on the Parquet file: read, type-check, split good/bad rows, partition and sign. */
+  /** DuckDbLanding.land() on the Parquet file: read, type-check, split good/bad rows, partition and sign. */
   readonly land: MethodFigures;
   /** The form of the signature query the engine uses here (native where the extension is built), and why not native. */
   readonly signing: Signing;
@@ -139,7 +139,7 @@ export async function benchSignature(workDir: string, progress: (message: string
   await fs.mkdir(dir, { recursive: true });
   const file = path.join(dir, "orders.parquet");
   const duck = await BenchDuck.open();
-  const engine = new DuckDbEngine(new LocalStore(path.join(dir, "store"), { folders: METADATA_FOLDERS }));
+  const engine = new DuckDbLanding(new LocalStore(path.join(dir, "store"), { folders: METADATA_FOLDERS }));
   try {
     const signing = await engine.signing();
     if (signing.form !== duck.signatureForm) throw new Error(`the engine signs in the ${signing.form} form, the bench's DuckDB could use only the ${duck.signatureForm} form`);
@@ -273,8 +273,8 @@ function landRequest(file: string): LandRequest {
   };
 }
 
-/** lakeswap's landing path: DuckDbEngine.land() (read, validate, partition, sign), then releaseLanding() (drops its two tables). */
-async function landSignatures(engine: DuckDbEngine, file: string): Promise<Signatures> {
+/** lakeswap's landing path: DuckDbLanding.land() (read, validate, partition, sign), then releaseLanding() (drops its two tables). */
+async function landSignatures(engine: DuckDbLanding, file: string): Promise<Signatures> {
   const delivery = await engine.land(landRequest(file));
   try {
     if (delivery.rowsRejected > 0) throw new Error(`land() rejected ${delivery.rowsRejected} rows of ${file}`);
@@ -285,7 +285,7 @@ async function landSignatures(engine: DuckDbEngine, file: string): Promise<Signa
 }
 
 /**
- * The signature query of DuckDbEngine.land() (signatureQuery in src/landing/duckdb/duckdb-landing.ts),
+ * The signature query of DuckDbLanding.land() (signatureQuery in src/landing/duckdb/duckdb-landing.ts),
  * over an already-loaded table; the benchmark checks that both give the same signatures.
  */
 async function querySignatures(duck: BenchDuck, table: string, form: SignatureForm): Promise<Signatures> {
@@ -376,7 +376,7 @@ async function partitionsOf(duck: BenchDuck, table: string): Promise<string[]> {
  */
 async function checkSample(
   duck: BenchDuck,
-  engine: DuckDbEngine,
+  engine: DuckDbLanding,
   file: string,
   dir: string,
 ): Promise<Omit<SignatureChecks, "queryMatchesLand" | "straightforwardVariantsAgree">> {

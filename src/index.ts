@@ -20,6 +20,8 @@ export type { Engine, EngineCapabilities } from "./engine/engine.js";
 export { LocalStore } from "./store/local-store.js";
 export { LocalCatalog } from "./catalog/local-catalog.js";
 export { DuckDbEngine } from "./engine/duckdb-engine.js";
+export { DuckDbLanding } from "./landing/duckdb/duckdb-landing.js";
+export { SharedDuckDb } from "./duckdb/shared-duckdb.js";
 export { Pipeline, type PipelineOptions, type SyncReport } from "./pipeline/pipeline.js";
 export type { SinkedPartition } from "./pipeline/send-to-sinks.js";
 export { loadPipelineConfig } from "./config/pipeline-config.js";

@@ -138,10 +138,10 @@ export class Lake {
     }
   }
 
-  /** Closes the engine and the landing (one adapter serving both is closed once). */
+  /** Closes the engine and the landing (adapters that share a DuckDB close it once: closing it again does nothing). */
   async close(): Promise<void> {
     await this.engine.close();
-    if ((this.landing as unknown) !== this.engine) await this.landing.close();
+    await this.landing.close();
   }
 
   /** Declares a table (idempotent for the same definition). */

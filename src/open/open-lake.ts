@@ -8,14 +8,18 @@ import { METADATA_FOLDERS, TEMP_PREFIX, writeConsequence } from "../lake/layout.
 import type { AdaptiveLimit } from "../shared/adaptive-limit.js";
 import type { GlueCatalog } from "../catalog/glue-catalog.js";
 import { DuckDbEngine } from "../engine/duckdb-engine.js";
+import { DuckDbLanding } from "../landing/duckdb/duckdb-landing.js";
+import { SharedDuckDb } from "../duckdb/shared-duckdb.js";
 import { LocalStore } from "../store/local-store.js";
 
 /** Opens the embedded lake in `dir`: local folder store, symlink catalog, DuckDB engine. */
 export async function openEmbeddedLake(dir: string, settings: LakeSettings = {}): Promise<Lake> {
   const store = new LocalStore(dir, { folders: METADATA_FOLDERS, describeWrite: writeConsequence });
-  // One DuckDB adapter serves both ports; its users' SQL and its landing run in separate instances (../duckdb/duckdb-open.ts).
-  const duckdb = new DuckDbEngine(store, { stagingPrefix: TEMP_PREFIX });
-  return Lake.open({ store, catalog: new LocalCatalog(dir, { folders: METADATA_FOLDERS, describeWrite: writeConsequence }), engine: duckdb, landing: duckdb }, settings);
+  // The engine and the landing share one DuckDB; users' SQL and the landing run in separate instances of it (../duckdb/shared-duckdb.ts).
+  const duckdb = new SharedDuckDb();
+  const engine = new DuckDbEngine(store, { duckdb });
+  const landing = new DuckDbLanding(store, { duckdb, stagingPrefix: TEMP_PREFIX });
+  return Lake.open({ store, catalog: new LocalCatalog(dir, { folders: METADATA_FOLDERS, describeWrite: writeConsequence }), engine, landing }, settings);
 }
 
 /** Auto-tuned limits of an AWS lake's calls (the collector's: UPLOAD_CONCURRENCY, ATHENA_GLUE_CONTROL_PLANE_CONCURRENCY). */
@@ -57,7 +61,7 @@ export async function openAwsLake(target: AwsTarget, settings: LakeSettings = {}
     store,
   });
   // Athena runs users' SQL; deliveries are landed, signed and written locally by DuckDB, then uploaded.
-  return Lake.open({ store, catalog, engine, landing: new DuckDbEngine(store, { stagingPrefix: TEMP_PREFIX }) }, settings);
+  return Lake.open({ store, catalog, engine, landing: new DuckDbLanding(store, { stagingPrefix: TEMP_PREFIX }) }, settings);
 }
 
 /** What every AWS SDK client of a lake is made with. */

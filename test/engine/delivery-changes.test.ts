@@ -8,6 +8,8 @@ import { Lake } from "../../src/lake/lake.js";
 import { Pipeline } from "../../src/pipeline/pipeline.js";
 import { quoteLiteral } from "../../src/model/sql.js";
 import { DuckDbEngine } from "../../src/engine/duckdb-engine.js";
+import { DuckDbLanding } from "../../src/landing/duckdb/duckdb-landing.js";
+import { SharedDuckDb } from "../../src/duckdb/shared-duckdb.js";
 import type { Landing } from "../../src/landing/landing.js";
 import { LocalStore } from "../../src/store/local-store.js";
 import { tempDir } from "../support/lake-fixture.js";
@@ -50,11 +52,12 @@ async function writeReadings(file: string, rows: number, value: number): Promise
 /** An embedded lake whose landing runs `afterLand` once, right after it landed a delivery (a producer rewriting the file then). */
 async function lakeWithHook(dir: string, afterLand: () => Promise<void>): Promise<Lake> {
   const store = new LocalStore(path.join(dir, "lake"), { folders: METADATA_FOLDERS });
-  const duckdb = new DuckDbEngine(store);
+  const duckdb = new SharedDuckDb();
+  const real = new DuckDbLanding(store, { duckdb });
   let fired = false;
-  const landing: Landing = Object.assign(Object.create(duckdb) as DuckDbEngine, {
+  const landing: Landing = Object.assign(Object.create(real) as DuckDbLanding, {
     land: async (request: Parameters<Landing["land"]>[0]) => {
-      const landed = await duckdb.land(request);
+      const landed = await real.land(request);
       if (!fired) {
         fired = true;
         await afterLand();
@@ -62,7 +65,7 @@ async function lakeWithHook(dir: string, afterLand: () => Promise<void>): Promis
       return landed;
     },
   });
-  return Lake.open({ store, catalog: new LocalCatalog(path.join(dir, "lake"), { folders: METADATA_FOLDERS }), engine: duckdb, landing });
+  return Lake.open({ store, catalog: new LocalCatalog(path.join(dir, "lake"), { folders: METADATA_FOLDERS }), engine: new DuckDbEngine(store, { duckdb }), landing });
 }
 
 describe("a delivery file that changes while it is loaded", () => {
@@ -102,7 +105,7 @@ describe("a delivery file that changes while it is loaded", () => {
   it("names the delivery by the bytes it lands: a file rewritten after it was identified is hashed again", async () => {
     const { dir, cleanup } = tempDir("lakeswap-delivery-rename-");
     const file = path.join(dir, "readings.parquet");
-    const engine = new DuckDbEngine(new LocalStore(path.join(dir, "lake"), { folders: METADATA_FOLDERS }));
+    const engine = new DuckDbLanding(new LocalStore(path.join(dir, "lake"), { folders: METADATA_FOLDERS }));
     try {
       await writeReadings(file, 10, 1);
       const before = await engine.identify([file]);

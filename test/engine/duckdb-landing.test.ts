@@ -1,19 +1,22 @@
 import { writeFileSync } from "node:fs";
 import path from "node:path";
-import { DuckDBInstance, type DuckDBConnection } from "@duckdb/node-api";
+import { DuckDBInstance } from "@duckdb/node-api";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DuckDbEngine } from "../../src/engine/duckdb-engine.js";
-import { landDelivery } from "../../src/landing/duckdb/duckdb-landing.js";
+import { DuckDbLanding } from "../../src/landing/duckdb/duckdb-landing.js";
+import { SharedDuckDb } from "../../src/duckdb/shared-duckdb.js";
+import { landDelivery } from "../../src/landing/duckdb/land-delivery.js";
 import type { LandRequest } from "../../src/landing/landing.js";
 import { LocalStore } from "../../src/store/local-store.js";
 import { tempDir } from "../support/lake-fixture.js";
 import { METADATA_FOLDERS } from "../../src/lake/layout.js";
 
 let workspace: ReturnType<typeof tempDir>;
-let engine: DuckDbEngine;
+let duckdb: SharedDuckDb;
+let engine: DuckDbLanding;
 beforeAll(() => {
   workspace = tempDir("lakeswap-landing-");
-  engine = new DuckDbEngine(new LocalStore(path.join(workspace.dir, "lake"), { folders: METADATA_FOLDERS }));
+  duckdb = new SharedDuckDb();
+  engine = new DuckDbLanding(new LocalStore(path.join(workspace.dir, "lake"), { folders: METADATA_FOLDERS }), { duckdb });
 });
 afterAll(async () => {
   await engine.close();
@@ -150,10 +153,9 @@ describe("landing doubles and floats for their signature", () => {
 });
 
 describe("where a delivery lands", () => {
-  /** The landing instance's relations, by catalog (the engine keeps its connections to itself). */
-  async function relationsOf(of: DuckDbEngine): Promise<string[]> {
-    const withConnection = (of as unknown as { withConnection<T>(work: (c: DuckDBConnection) => Promise<T>): Promise<T> }).withConnection.bind(of);
-    return withConnection(async (connection) => {
+  /** The landing instance's relations, by catalog. */
+  async function relationsOf(of: SharedDuckDb): Promise<string[]> {
+    return of.withConnection(async (connection) => {
       const rows = await connection.runAndReadAll(
         `SELECT database_name || '.' || table_name FROM duckdb_tables() UNION ALL SELECT database_name || '.' || view_name FROM duckdb_views() WHERE NOT internal`,
       );
@@ -168,7 +170,8 @@ describe("where a delivery lands", () => {
     writeFileSync(file, `${lines.join("\n")}\n`);
     const previous = process.env.LAKESWAP_MEMORY_LIMIT;
     process.env.LAKESWAP_MEMORY_LIMIT = "32MB";
-    const small = new DuckDbEngine(new LocalStore(path.join(workspace.dir, "lake-small"), { folders: METADATA_FOLDERS }));
+    const smallDuckdb = new SharedDuckDb();
+    const small = new DuckDbLanding(new LocalStore(path.join(workspace.dir, "lake-small"), { folders: METADATA_FOLDERS }), { duckdb: smallDuckdb });
     try {
       const inMemory = await engine.land(request([file], "csv"));
       const onDisk = await small.land(request([file], "csv"));
@@ -188,13 +191,13 @@ describe("where a delivery lands", () => {
       expect(typed.relation).toMatch(/^lakeswap_memory\.landed_/);
       expect(typed.partitions).toEqual(inMemory.partitions);
 
-      expect((await relationsOf(engine)).some((name) => name.startsWith("lakeswap_memory.landed_"))).toBe(true);
-      expect((await relationsOf(small)).some((name) => name.startsWith("landing.landed_"))).toBe(true);
+      expect((await relationsOf(duckdb)).some((name) => name.startsWith("lakeswap_memory.landed_"))).toBe(true);
+      expect((await relationsOf(smallDuckdb)).some((name) => name.startsWith("landing.landed_"))).toBe(true);
       for (const delivery of [inMemory, typed]) await (delivery === inMemory ? engine : small).releaseLanding(delivery);
       await small.releaseLanding(onDisk);
       // A collector lands segment after segment for as long as it runs: each release leaves nothing in either catalog.
-      expect(await relationsOf(engine)).toEqual([]);
-      expect(await relationsOf(small)).toEqual([]);
+      expect(await relationsOf(duckdb)).toEqual([]);
+      expect(await relationsOf(smallDuckdb)).toEqual([]);
     } finally {
       await small.close();
       if (previous === undefined) delete process.env.LAKESWAP_MEMORY_LIMIT;

@@ -5,8 +5,8 @@ import path from "node:path";
 import { promisify } from "node:util";
 import { DuckDBInstance } from "@duckdb/node-api";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DuckDbEngine } from "../../src/engine/duckdb-engine.js";
-import { dropLanding, landDelivery } from "../../src/landing/duckdb/duckdb-landing.js";
+import { DuckDbLanding } from "../../src/landing/duckdb/duckdb-landing.js";
+import { dropLanding, landDelivery } from "../../src/landing/duckdb/land-delivery.js";
 import type { LandRequest } from "../../src/landing/landing.js";
 import { LocalStore } from "../../src/store/local-store.js";
 import { METADATA_FOLDERS } from "../../src/lake/layout.js";
@@ -16,12 +16,12 @@ import { REPO_ROOT, tempDir } from "../support/lake-fixture.js";
 // any case or none, awkward column names, byte order marks, and bad rows that keep their line and text.
 
 let workspace: ReturnType<typeof tempDir>;
-let engine: DuckDbEngine;
+let engine: DuckDbLanding;
 /** A DuckDB instance of the tests' own, to land into and read the landed rows back (the engine's queries see only the lake). */
 let duck: DuckDBInstance;
 beforeAll(async () => {
   workspace = tempDir("lakeswap-landing-input-");
-  engine = new DuckDbEngine(new LocalStore(path.join(workspace.dir, "lake"), { folders: METADATA_FOLDERS }));
+  engine = new DuckDbLanding(new LocalStore(path.join(workspace.dir, "lake"), { folders: METADATA_FOLDERS }));
   duck = await DuckDBInstance.create(":memory:");
 });
 afterAll(async () => {
@@ -189,10 +189,10 @@ describe("times do not depend on the machine's zone (item 19)", () => {
     const script = file(
       "mts",
       `import { DuckDBInstance } from ${JSON.stringify(createRequire(import.meta.url).resolve("@duckdb/node-api"))};
-import { DuckDbEngine } from ${JSON.stringify(path.join(REPO_ROOT, "src/engine/duckdb-engine.js"))};
-import { dropLanding, landDelivery } from ${JSON.stringify(path.join(REPO_ROOT, "src/landing/duckdb/duckdb-landing.js"))};
+import { DuckDbLanding } from ${JSON.stringify(path.join(REPO_ROOT, "src/landing/duckdb/duckdb-landing.js"))};
+import { dropLanding, landDelivery } from ${JSON.stringify(path.join(REPO_ROOT, "src/landing/duckdb/land-delivery.js"))};
 import { LocalStore } from ${JSON.stringify(path.join(REPO_ROOT, "src/store/local-store.js"))};
-const engine = new DuckDbEngine(new LocalStore(${JSON.stringify(path.join(workspace.dir, "tz-lake"))}, { folders: ${JSON.stringify(METADATA_FOLDERS)} }));
+const engine = new DuckDbLanding(new LocalStore(${JSON.stringify(path.join(workspace.dir, "tz-lake"))}, { folders: ${JSON.stringify(METADATA_FOLDERS)} }));
 const duck = await DuckDBInstance.create(":memory:");
 const connection = await duck.connect();
 const out = [];

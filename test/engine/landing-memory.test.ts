@@ -72,9 +72,9 @@ async function landInChild(format: "parquet" | "csv"): Promise<{ report: ChildRe
     script,
     `import { readdirSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { DuckDbEngine } from ${JSON.stringify(path.join(REPO_ROOT, "src/engine/duckdb-engine.js"))};
+import { DuckDbLanding } from ${JSON.stringify(path.join(REPO_ROOT, "src/landing/duckdb/duckdb-landing.js"))};
 import { LocalStore } from ${JSON.stringify(path.join(REPO_ROOT, "src/store/local-store.js"))};
-const engine = new DuckDbEngine(new LocalStore(${JSON.stringify(path.join(workspace.dir, "lake"))}, { folders: ${JSON.stringify(METADATA_FOLDERS)} }));
+const engine = new DuckDbLanding(new LocalStore(${JSON.stringify(path.join(workspace.dir, "lake"))}, { folders: ${JSON.stringify(METADATA_FOLDERS)} }));
 const delivery = await engine.land({ files: [${JSON.stringify(files[format])}], format: ${JSON.stringify(format)}, header: true, delimiter: ",",
   columns: ${JSON.stringify(COLUMNS)}, partition: [{ key: "day", expression: "strftime(flight_date, '%Y-%m-%d')" }], signatureColumns: ["id", "carrier", "dep_delay"] });
 const spillFoldersOpen = readdirSync(tmpdir()).filter((name) => name.startsWith("lakeswap-landing-"));

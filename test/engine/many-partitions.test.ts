@@ -1,7 +1,7 @@
 import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { parseByteSize } from "../../src/engine/duckdb-engine.js";
+import { parseByteSize } from "../../src/duckdb/duckdb-text.js";
 import { tempDir } from "../support/lake-fixture.js";
 import { runMain } from "../support/main-cli.js";
 

@@ -3,7 +3,7 @@ import { copyFileSync, existsSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { signatureColumnOrder } from "../../src/model/signature.js";
-import { signatureQuery } from "../../src/landing/duckdb/duckdb-landing.js";
+import { signatureQuery } from "../../src/landing/duckdb/signature-sql.js";
 import { NATIVE_EXTENSION_PATH, checkNativeLanes, openDuckDb, type OpenedDuckDb } from "../../src/duckdb/duckdb-open.js";
 import { REPO_ROOT, tempDir } from "../support/lake-fixture.js";
 

@@ -6,7 +6,7 @@ import { TEMP_PREFIX, METADATA_FOLDERS } from "../../src/lake/layout.js";
 import { partitionPath } from "../../src/model/partition.js";
 import { newRunId } from "../../src/model/run-id.js";
 import { defineTable } from "../../src/model/table.js";
-import { DuckDbEngine } from "../../src/engine/duckdb-engine.js";
+import { DuckDbLanding } from "../../src/landing/duckdb/duckdb-landing.js";
 import type { LandRequest, LandedDelivery } from "../../src/landing/landing.js";
 import { LocalStore } from "../../src/store/local-store.js";
 import { tempDir } from "../support/lake-fixture.js";
@@ -53,21 +53,21 @@ const request = (writeAhead?: typeof table): LandRequest => ({
   writeAhead,
 });
 
-const engines: DuckDbEngine[] = [];
+const engines: DuckDbLanding[] = [];
 afterEach(async () => {
   await Promise.all(engines.splice(0).map((engine) => engine.close()));
 });
 
-function open(name: string): { engine: DuckDbEngine; lake: string; stages: () => string[] } {
+function open(name: string): { engine: DuckDbLanding; lake: string; stages: () => string[] } {
   const lake = path.join(workspace.dir, name);
-  const engine = new DuckDbEngine(new LocalStore(lake, { folders: METADATA_FOLDERS }), { stagingPrefix: TEMP_PREFIX });
+  const engine = new DuckDbLanding(new LocalStore(lake, { folders: METADATA_FOLDERS }), { stagingPrefix: TEMP_PREFIX });
   engines.push(engine);
   const tmp = path.join(lake, TEMP_PREFIX);
   return { engine, lake, stages: () => (existsSync(tmp) ? readdirSync(tmp).filter((entry) => entry.includes("-stage-")) : []) };
 }
 
 /** Writes the runs of the chosen partitions and reads each run's rows back (day, id, amount; by id) from its files. */
-async function writeAndRead(lake: string, engine: DuckDbEngine, delivery: LandedDelivery, chosen: (index: number) => boolean, compression?: "zstd") {
+async function writeAndRead(lake: string, engine: DuckDbLanding, delivery: LandedDelivery, chosen: (index: number) => boolean, compression?: "zstd") {
   const partitions = delivery.partitions.map((p) => p.partition).filter((_, index) => chosen(index));
   const runs = partitions.map((partition, index) => {
     const runId = `${newRunId()}${index}`;

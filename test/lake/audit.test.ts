@@ -4,6 +4,8 @@ import { LocalCatalog } from "../../src/catalog/local-catalog.js";
 import { Lake } from "../../src/lake/lake.js";
 import { defineTable } from "../../src/model/table.js";
 import { DuckDbEngine } from "../../src/engine/duckdb-engine.js";
+import { DuckDbLanding } from "../../src/landing/duckdb/duckdb-landing.js";
+import { SharedDuckDb } from "../../src/duckdb/shared-duckdb.js";
 import type { BuildRequest, BuildResult, Engine } from "../../src/engine/engine.js";
 import { LocalStore } from "../../src/store/local-store.js";
 import { ownAwsBackend } from "../support/lake-fixture.js";
@@ -51,8 +53,9 @@ async function openDamaged(): Promise<{ lake: Lake; setFault: (f: Fault) => void
   let fault: Fault;
   const { lake, lakeDir } = await openLake((dir) => {
     const store = new LocalStore(dir, { folders: METADATA_FOLDERS });
-    const duckdb = new DuckDbEngine(store);
-    return Lake.open({ store, catalog: new LocalCatalog(dir, { folders: METADATA_FOLDERS }), engine: damagedEngine(duckdb, store, () => fault), landing: duckdb }, { graceMs: 0 });
+    const duckdb = new SharedDuckDb();
+    const engine = damagedEngine(new DuckDbEngine(store, { duckdb }), store, () => fault);
+    return Lake.open({ store, catalog: new LocalCatalog(dir, { folders: METADATA_FOLDERS }), engine, landing: new DuckDbLanding(store, { duckdb }) }, { graceMs: 0 });
   });
   await lake.createTable(defineTable({ name: "t", columns: [{ name: "v", type: "BIGINT" }], partitionKeys: ["day"] }));
   return { lake, setFault: (f) => (fault = f), lakeDir };

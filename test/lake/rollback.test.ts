@@ -9,6 +9,8 @@ import { newRunId } from "../../src/model/run-id.js";
 import type { SyncMove } from "../../src/lake/sync-record.js";
 import { defineTable } from "../../src/model/table.js";
 import { DuckDbEngine } from "../../src/engine/duckdb-engine.js";
+import { DuckDbLanding } from "../../src/landing/duckdb/duckdb-landing.js";
+import { SharedDuckDb } from "../../src/duckdb/shared-duckdb.js";
 import type { ObjectStore } from "../../src/store/object-store.js";
 import { LocalStore } from "../../src/store/local-store.js";
 import { S3Store } from "../../src/store/s3/s3-store.js";
@@ -93,8 +95,8 @@ async function openStalledWriter(backend: TestBackend, stall: Stall, settings: L
   const dir = lakeDirOf(backend);
   if (dir !== undefined) {
     const store = stall.wrap(new LocalStore(dir, { folders: METADATA_FOLDERS }));
-    const duckdb = new DuckDbEngine(store);
-    return Lake.open({ store, catalog: new LocalCatalog(dir, { folders: METADATA_FOLDERS }), engine: duckdb, landing: duckdb }, settings);
+    const duckdb = new SharedDuckDb();
+    return Lake.open({ store, catalog: new LocalCatalog(dir, { folders: METADATA_FOLDERS }), engine: new DuckDbEngine(store, { duckdb }), landing: new DuckDbLanding(store, { duckdb }) }, settings);
   }
   const { services, cliEnv: env } = backend as TestBackend & { services: AwsServices };
   const s3 = new S3Store(new S3Client(services.s3.clientConfig), { bucket: `${env.DATA_OUTPUT_S3_BUCKET}`, prefix: `${env.DATA_OUTPUT_S3_PREFIX}` });
@@ -103,8 +105,8 @@ async function openStalledWriter(backend: TestBackend, stall: Stall, settings: L
     database: `${env.SCHEMA_OUTPUT_GLUE_DATABASE_NAME}`,
     uriOf: (key) => s3.uri(key),
   });
-  const duckdb = new DuckDbEngine(store);
-  return Lake.open({ store, catalog, engine: duckdb, landing: duckdb }, settings);
+  const duckdb = new SharedDuckDb();
+  return Lake.open({ store, catalog, engine: new DuckDbEngine(store, { duckdb }), landing: new DuckDbLanding(store, { duckdb }) }, settings);
 }
 
 /** The outcome of a promise: its value, or the error's code and message. */

@@ -14,8 +14,9 @@ import {
   splitmix64,
   transformFingerprint,
 } from "../../src/model/signature.js";
-import { signatureQuery } from "../../src/landing/duckdb/duckdb-landing.js";
-import { DuckDbEngine } from "../../src/engine/duckdb-engine.js";
+import { signatureQuery } from "../../src/landing/duckdb/signature-sql.js";
+import { SharedDuckDb } from "../../src/duckdb/shared-duckdb.js";
+import { DuckDbLanding } from "../../src/landing/duckdb/duckdb-landing.js";
 import { openDuckDb } from "../../src/duckdb/duckdb-open.js";
 import type { LandRequest } from "../../src/landing/landing.js";
 import { LocalStore } from "../../src/store/local-store.js";
@@ -40,13 +41,13 @@ function publishedVectors(): Vector[] {
 }
 
 let workspace: ReturnType<typeof tempDir>;
-let engine: DuckDbEngine;
+let engine: DuckDbLanding;
 /** The same engine with signatures in the SQL form (the default form is native where the extension is built). */
-let sqlEngine: DuckDbEngine;
+let sqlEngine: DuckDbLanding;
 beforeAll(() => {
   workspace = tempDir("lakeswap-signature-");
-  engine = new DuckDbEngine(new LocalStore(path.join(workspace.dir, "lake"), { folders: METADATA_FOLDERS }));
-  sqlEngine = new DuckDbEngine(new LocalStore(path.join(workspace.dir, "lake"), { folders: METADATA_FOLDERS }), { nativeSignatures: false });
+  engine = new DuckDbLanding(new LocalStore(path.join(workspace.dir, "lake"), { folders: METADATA_FOLDERS }));
+  sqlEngine = new DuckDbLanding(new LocalStore(path.join(workspace.dir, "lake"), { folders: METADATA_FOLDERS }), { duckdb: new SharedDuckDb({ nativeSignatures: false }) });
 });
 afterAll(async () => {
   await engine.close();

@@ -4,7 +4,7 @@ import { partitionOfValues, partitionPath, partitionValue, type Partition } from
 import { finishRawSignature, signatureColumnOrder } from "../../model/signature.js";
 import { quoteIdentifier, quoteLiteral, quoteRelation } from "../../model/sql.js";
 import type { LandedPartition, MergeRequest } from "../landing.js";
-import { signatureQuery } from "./duckdb-landing.js";
+import { signatureQuery } from "./signature-sql.js";
 import type { SignatureForm } from "../../duckdb/duckdb-open.js";
 
 /** The relations one merge made, dropped together when it is released. */
@@ -48,17 +48,66 @@ export async function mergeDelivery(
   localFiles: ReadonlyMap<string, string>,
   form: SignatureForm,
 ): Promise<LandedPartition[]> {
-  const { table, delivery, primaryKey, orderBy, deleteFlag } = request;
-  const at = `datasets.${request.dataset}`;
-  const landed = quoteRelation(delivery.relation);
-  const keys = table.partitionKeys;
-  const keyList = keys.map(quoteIdentifier).join(", ");
-  // `, a.day, a.hour`: the partition keys after other columns (none for a table without partition keys).
-  const andKeys = (alias: string, type = "") => keys.map((k) => `, ${alias ? `${alias}.` : ""}${quoteIdentifier(k)}${type}`).join("");
-  const pk = primaryKey.map(quoteIdentifier);
-  const matches = (left: string, right: string) => pk.map((c) => `${left}.${c} = ${right}.${c}`).join(" AND ");
-  const values = async (sql: string) => (await connection.runAndReadAll(sql)).getRowsJS();
+  const merge = mergeSql(connection, request, relations);
+  await refuseNullKeys(merge);
+  await keepWinners(merge);
+  const rows = await fileTable(merge, localFiles);
+  const touched = await touchedPartitions(merge, rows);
+  await createMerged(merge, rows, touched);
+  return signMerged(merge, touched, form);
+}
 
+/** One merge's SQL pieces, over the delivery (`landed`), the winners and the current files. */
+interface MergeSql {
+  readonly connection: DuckDBConnection;
+  readonly request: MergeRequest;
+  readonly relations: MergeRelations;
+  /** `datasets.<name>`, for messages. */
+  readonly at: string;
+  readonly landed: string;
+  readonly winners: string;
+  readonly files: string;
+  readonly keys: readonly string[];
+  readonly pk: readonly string[];
+  /** `, a.day, a.hour`: the partition keys after other columns (none for a table without partition keys). */
+  andKeys(alias: string, type?: string): string;
+  /** The primary key of `left` equals that of `right`. */
+  matches(left: string, right: string): string;
+  /** The winner of a key: the greatest by order_by (the first, without one). */
+  readonly order: string;
+  values(sql: string): Promise<unknown[][]>;
+  /** The rows of the current files `paths`, each with its partition's keys. */
+  read(paths: readonly string[]): string;
+}
+
+function mergeSql(connection: DuckDBConnection, request: MergeRequest, relations: MergeRelations): MergeSql {
+  const keys = request.table.partitionKeys;
+  const pk = request.primaryKey.map(quoteIdentifier);
+  const files = quoteIdentifier(relations.files);
+  const andKeys = (alias: string, type = "") => keys.map((k) => `, ${alias ? `${alias}.` : ""}${quoteIdentifier(k)}${type}`).join("");
+  return {
+    connection,
+    request,
+    relations,
+    at: `datasets.${request.dataset}`,
+    landed: quoteRelation(request.delivery.relation),
+    winners: quoteIdentifier(relations.winners),
+    files,
+    keys,
+    pk,
+    andKeys,
+    matches: (left, right) => pk.map((c) => `${left}.${c} = ${right}.${c}`).join(" AND "),
+    order: request.orderBy.length > 0 ? request.orderBy.map((c) => `${quoteIdentifier(c)} DESC NULLS LAST`).join(", ") : "1",
+    values: async (sql) => (await connection.runAndReadAll(sql)).getRowsJS(),
+    read: (paths) =>
+      `(SELECT c.*${andKeys("f")} FROM read_parquet([${paths.map(quoteLiteral).join(", ")}], filename = '${FILE_COLUMN}', hive_partitioning = false) AS c ` +
+      `JOIN ${files} AS f USING (${FILE_COLUMN}))`,
+  };
+}
+
+/** Refuses a delivery with rows without a primary key, or with two different rows at the top of one key (a tie, or no order_by). */
+async function refuseNullKeys({ request, at, landed, keys, pk, order, values }: MergeSql): Promise<void> {
+  const { primaryKey, orderBy } = request;
   const nullKeys = Number((await values(`SELECT count(*) FROM ${landed} WHERE ${pk.map((c) => `${c} IS NULL`).join(" OR ")}`))[0]?.[0] ?? 0);
   if (nullKeys > 0) {
     throw new InvalidInputError(
@@ -66,8 +115,7 @@ export async function mergeDelivery(
         `Declare the key columns with nullable: false (e.g. ${primaryKey[0]}: {type: ..., nullable: false}) so that such rows are bad rows (kept in dead_letter: when declared)`,
     );
   }
-  // The winner of a key: the greatest by order_by. Two different rows at the top (a tie, or no order_by) are an error, never a guess.
-  const order = orderBy.length > 0 ? orderBy.map((c) => `${quoteIdentifier(c)} DESC NULLS LAST`).join(", ") : "1";
+  // Two different rows at the top of a key are an error, never a guess.
   const everything = [...request.columns.map((c) => quoteIdentifier(c.name)), ...keys.map(quoteIdentifier)].join(", ");
   const ranked = `SELECT *, rank() OVER (PARTITION BY ${pk.join(", ")} ORDER BY ${order}) AS __rank FROM ${landed}`;
   const tie = await values(
@@ -82,25 +130,29 @@ export async function mergeDelivery(
       : `declare order_by: [column] under ${at} to say which row wins (the greatest, e.g. updated_at)`;
     throw new InvalidInputError(`${at}: the delivery holds ${Number(row[primaryKey.length])} different rows for the key ${key}; ${fix}. Nothing was loaded.`);
   }
+}
+
+/** The delivery's winning row per key, in a table. */
+async function keepWinners({ connection, landed, winners, pk, order }: MergeSql): Promise<void> {
   await connection.run(
-    `CREATE TABLE ${quoteIdentifier(relations.winners)} AS SELECT * EXCLUDE (__row) FROM ` +
+    `CREATE TABLE ${winners} AS SELECT * EXCLUDE (__row) FROM ` +
       `(SELECT *, row_number() OVER (PARTITION BY ${pk.join(", ")} ORDER BY ${order}) AS __row FROM ${landed}) WHERE __row = 1`,
   );
-  const winners = quoteIdentifier(relations.winners);
+}
 
-  // Which current file holds which partition, so that a row read from the files knows its partition.
-  const files = quoteIdentifier(relations.files);
+/** Which current file holds which partition, so that a row read from the files knows its partition: the files, each with its partition. */
+async function fileTable({ connection, request, files, keys, andKeys }: MergeSql, localFiles: ReadonlyMap<string, string>): Promise<{ path: string; partition: Partition }[]> {
   await connection.run(`CREATE TABLE ${files} (${FILE_COLUMN} VARCHAR${andKeys("", " VARCHAR")})`);
   const rows = request.current.flatMap((run) => run.files.map((key) => ({ path: localFiles.get(key) ?? key, partition: run.partition })));
   for (let start = 0; start < rows.length; start += 1000) {
     const chunk = rows.slice(start, start + 1000).map((r) => `(${[quoteLiteral(r.path), ...keys.map((k) => quoteLiteral(partitionValue(r.partition, k)))].join(", ")})`);
     await connection.run(`INSERT INTO ${files} VALUES ${chunk.join(", ")}`);
   }
-  const read = (paths: readonly string[]) =>
-    `(SELECT c.*${andKeys("f")} FROM read_parquet([${paths.map(quoteLiteral).join(", ")}], filename = '${FILE_COLUMN}', hive_partitioning = false) AS c ` +
-    `JOIN ${files} AS f USING (${FILE_COLUMN}))`;
+  return rows;
+}
 
-  // The partitions touched: the delivery's, and every one that holds one of its keys now (whatever partition the key goes to).
+/** The partitions touched: the delivery's, and every one that holds one of its keys now (whatever partition the key goes to). */
+async function touchedPartitions({ winners, keys, matches, values, read }: MergeSql, rows: readonly { path: string }[]): Promise<Map<string, Partition>> {
   const touched = new Map<string, Partition>();
   const addTouched = (found: unknown[][]) => {
     for (const row of found) {
@@ -108,7 +160,7 @@ export async function mergeDelivery(
       touched.set(partitionPath(partition), partition);
     }
   };
-  addTouched(await values(keys.length === 0 ? `SELECT 1 FROM ${winners} LIMIT 1` : `SELECT DISTINCT ${keyList} FROM ${winners}`));
+  addTouched(await values(keys.length === 0 ? `SELECT 1 FROM ${winners} LIMIT 1` : `SELECT DISTINCT ${keys.map(quoteIdentifier).join(", ")} FROM ${winners}`));
   if (rows.length > 0) {
     addTouched(
       await values(
@@ -117,18 +169,28 @@ export async function mergeDelivery(
       ),
     );
   }
+  return touched;
+}
 
-  // The merged rows: what each touched partition keeps of its current rows (keys the delivery does not hold), and the delivery's rows.
+/** The merged rows: what each touched partition keeps of its current rows (keys the delivery does not hold), and the delivery's rows. */
+async function createMerged(merge: MergeSql, rows: readonly { path: string; partition: Partition }[], touched: ReadonlyMap<string, Partition>): Promise<void> {
+  const { connection, request, relations, winners, andKeys, matches, read } = merge;
   const touchedFiles = rows.filter((r) => touched.has(partitionPath(r.partition))).map((r) => r.path);
   const cast = (alias: string) => request.columns.map((c) => `CAST(${alias}.${quoteIdentifier(c.name)} AS ${c.type}) AS ${quoteIdentifier(c.name)}`).join(", ");
   const keep = touchedFiles.length === 0
     ? []
     : [`SELECT ${cast("cur")}${andKeys("cur")} FROM ${read(touchedFiles)} AS cur WHERE NOT EXISTS (SELECT 1 FROM ${winners} AS w WHERE ${matches("w", "cur")})`];
-  const live = deleteFlag ? ` WHERE NOT coalesce(w.${quoteIdentifier(deleteFlag)}, false)` : "";
+  const live = request.deleteFlag ? ` WHERE NOT coalesce(w.${quoteIdentifier(request.deleteFlag)}, false)` : "";
   const incoming = `SELECT ${cast("w")}${andKeys("w")} FROM ${winners} AS w${live}`;
   await connection.run(`CREATE VIEW ${quoteIdentifier(relations.merged)} AS ${[...keep, incoming].join(" UNION ALL ")}`);
+}
 
-  // Signed as landing signs a delivery: the same columns, the same algorithm, so an unchanged partition keeps its signature.
+/**
+ * Each touched partition's rows and signature, signed as landing signs a delivery: the same columns, the same
+ * algorithm, so an unchanged partition keeps its signature. A touched partition left without rows (every key deleted
+ * or moved away) becomes empty.
+ */
+async function signMerged({ request, relations, keys, values }: MergeSql, touched: ReadonlyMap<string, Partition>, form: SignatureForm): Promise<LandedPartition[]> {
   const signed = signatureColumnOrder(request.columns.filter((c) => request.signatureColumns.includes(c.name)));
   const signatures = new Map<string, LandedPartition>();
   for (const row of await values(signatureQuery(relations.merged, keys, signed, form))) {
@@ -138,7 +200,6 @@ export async function mergeDelivery(
     const signature = finishRawSignature(signed, count, BigInt(String(row[keys.length + 1])), BigInt(String(row[keys.length + 2])));
     signatures.set(partitionPath(partition), { partition, rows: count, signature });
   }
-  // A touched partition left without rows (every key deleted or moved away) becomes empty.
   return [...touched.entries()]
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
     .map(([path, partition]) => signatures.get(path) ?? { partition, rows: 0, signature: finishRawSignature(signed, 0, 0n, 0n) });

@@ -1,0 +1,93 @@
+import type { DuckDBConnection, DuckDBInstance } from "@duckdb/node-api";
+import type { Signing } from "../model/signature.js";
+import { openDuckDb, openRestrictedDuckDb, type OpenedDuckDb, type RestrictedDuckDb } from "./duckdb-open.js";
+import { parseByteSize } from "./duckdb-text.js";
+
+/**
+ * Which instance a connection is of: the landing instance (`"landing"`, lakeswap's own SQL: landing, signatures,
+ * landed builds, counts), or an instance that runs users' SQL and reaches only the given folders (./duckdb-open.ts).
+ */
+export type DuckDbScope = "landing" | { readonly folders: readonly string[] };
+
+/**
+ * The DuckDB that a lake's engine and landing share (../engine/duckdb-engine.ts, ../landing/duckdb/): the landing
+ * instance, opened on first use, and the restricted instances that run users' SQL, one per set of folders they may
+ * reach, kept until close. `nativeSignatures: false` keeps signatures in the SQL form even where the native
+ * extension is built (the signatures are the same); by default the extension is used where it loads.
+ */
+export class SharedDuckDb {
+  private instance: Promise<OpenedDuckDb> | undefined;
+  private readonly restricted = new Map<string, Promise<RestrictedDuckDb>>();
+  /** The landing instance's memory limit in bytes, read once. */
+  private memoryLimit: Promise<number> | undefined;
+  private readonly connections = new Set<DuckDBConnection>();
+
+  constructor(private readonly options: { readonly nativeSignatures?: boolean } = {}) {}
+
+  /**
+   * Runs `work` on a connection of its own, so builds of several partitions can run at once: of the landing
+   * instance, or of the restricted instance that reaches `scope.folders`.
+   */
+  async withConnection<T>(work: (connection: DuckDBConnection) => Promise<T>, scope: DuckDbScope = "landing"): Promise<T> {
+    const connection = await (scope === "landing" ? (await this.opened()).instance : await this.restrictedInstance(scope.folders)).connect();
+    this.connections.add(connection);
+    try {
+      return await work(connection);
+    } finally {
+      this.connections.delete(connection);
+      connection.closeSync();
+    }
+  }
+
+  /** How the landing instance computes content signatures, and why in the SQL form when it does (./duckdb-open.ts). */
+  async signing(): Promise<Signing> {
+    return (await this.opened()).signing;
+  }
+
+  /** The landing instance's in-memory catalog (what lands well within the memory limit goes there), if it has one. */
+  async memoryCatalog(): Promise<string | undefined> {
+    return (await this.opened()).memoryCatalog;
+  }
+
+  /** The landing instance's memory limit in bytes (0 where DuckDB prints it in a way not understood), read once. */
+  memoryLimitBytes(): Promise<number> {
+    this.memoryLimit ??= this.withConnection(async (connection) => {
+      const reader = await connection.runAndReadAll(`SELECT current_setting('memory_limit')`);
+      return parseByteSize(String(reader.getRows()[0]?.[0] ?? "")) ?? 0;
+    });
+    return this.memoryLimit;
+  }
+
+  /** Stops the queries in flight and closes every instance; the next use opens them again. Closing twice is harmless. */
+  async close(): Promise<void> {
+    // Stop queries in flight first (Ctrl-C): closing an instance waits for them.
+    for (const connection of this.connections) connection.interrupt();
+    const instance = this.instance;
+    const restricted = [...this.restricted.values()];
+    this.instance = undefined;
+    this.memoryLimit = undefined;
+    this.restricted.clear();
+    // An instance that failed to open has nothing to close (its error was thrown where it was first needed).
+    if (instance) await (await instance.catch(() => undefined))?.close();
+    await Promise.all(restricted.map(async (opened) => (await opened.catch(() => undefined))?.close()));
+  }
+
+  private opened(): Promise<OpenedDuckDb> {
+    this.instance ??= openDuckDb({ native: this.options.nativeSignatures ?? true, spill: true });
+    return this.instance;
+  }
+
+  /**
+   * The instance that runs users' SQL over these folders: it reads and writes only them (not the lake's metadata,
+   * not other tables, not the working folder; ./duckdb-open.ts). Opened once per set of folders.
+   */
+  private restrictedInstance(folders: readonly string[]): Promise<DuckDBInstance> {
+    const key = folders.join("\n");
+    let opened = this.restricted.get(key);
+    if (!opened) {
+      opened = openRestrictedDuckDb(folders);
+      this.restricted.set(key, opened);
+    }
+    return opened.then((restricted) => restricted.instance);
+  }
+}

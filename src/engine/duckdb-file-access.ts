@@ -1,0 +1,267 @@
+import { promises as fs } from "node:fs";
+import path from "node:path";
+import { AuditError, BuildError } from "../model/errors.js";
+import type { BuildResult } from "../model/build.js";
+import { mapLimited } from "../shared/map-limited.js";
+import { freshProcessFolder } from "../shared/process-folders.js";
+import type { ObjectStore } from "../store/object-store.js";
+
+/**
+ * How DuckDB, which reads and writes local paths, reaches a store's files. Chosen once per store
+ * (`fileAccessFor`): where the store has local paths, DuckDB reads and writes its files in place; elsewhere (S3, any
+ * store without them) it reads copies in scratch folders and writes there, and the files are uploaded. The DuckDB
+ * engine and landing (./duckdb-engine.ts, ../landing/duckdb/) go through it, so a new store needs nothing of theirs.
+ */
+export interface FileAccess {
+  /** How many staged runs are placed at once: renames are cheap, uploads share the network. */
+  readonly placeConcurrency: number;
+  /** The folders of these tables that users' SQL may reach; none where DuckDB does not read the lake's tables. */
+  tableFolders(tables: readonly string[]): string[];
+  /** The local path of a store file, read where it is; undefined where the store keeps its files elsewhere. */
+  readonly pathInPlace: ((key: string) => string) | undefined;
+  /** Local paths of whole store files DuckDB reads, for `use` (a missing file fails it, naming the file). */
+  readable(keys: readonly string[], use: "compact" | "merge"): Promise<LocalFiles>;
+  /** Local paths of store files of which DuckDB reads only the Parquet footers (a remote file's footer alone is fetched). */
+  footers(files: readonly { readonly key: string; readonly size: number }[]): Promise<LocalFiles>;
+  /** A new run's one file (`fileName`) under the fresh run prefix `runPrefix`: refused where the run exists already. */
+  newRunFile(runPrefix: string, fileName: string): Promise<NewFile>;
+  /** A new file at the store key `key` (in a run that exists). */
+  newFile(key: string): Promise<NewFile>;
+  /** A fresh folder where runs are staged, one sub-folder per partition, before each is placed with `placeRun`. */
+  stage(id: string): Promise<{ readonly dir: string; remove(): Promise<void> }>;
+  /** Moves one staged run folder's Parquet files into the run's own prefix, named after the run. */
+  placeRun(staged: string, run: { readonly runId: string; readonly runPrefix: string }): Promise<BuildResult>;
+}
+
+/** Local files DuckDB reads (the store's own, or copies), and how to free what was made for them. */
+interface LocalFiles {
+  readonly paths: readonly string[];
+  release(): Promise<void>;
+}
+
+/** A local path where DuckDB writes a file that then goes to its store key (`publish`), or is given up (`discard`). */
+interface NewFile {
+  readonly path: string;
+  publish(): Promise<void>;
+  discard(): Promise<void>;
+}
+
+/**
+ * `stagingPrefix`: where, in a store with local paths, runs are staged before each is renamed into place (the lake's
+ * temporary folder, from its layout; default `.lakeswap-staging`, which a lake opened by lakeswap never uses).
+ */
+export function fileAccessFor(store: ObjectStore, options: { readonly stagingPrefix?: string } = {}): FileAccess {
+  return store.capabilities.localPaths ? new InPlaceFiles(store, options.stagingPrefix ?? ".lakeswap-staging") : new CopiedFiles(store);
+}
+
+/**
+ * The name of the one Parquet file of a run written by DuckDB. It is unique
+ * per run: a reader that listed a partition just before a swap and opens the
+ * file just after gets "file not found" and can retry, never the bytes of
+ * another run under a name it already read the footer of.
+ */
+export function runFileName(runId: string): string {
+  return `part-${runId}.parquet`;
+}
+
+/** What a missing file stops, for `readable`'s message. */
+const MISSING_STOPS = { compact: "nothing was compacted", merge: "nothing was merged" } as const;
+
+/** A store with local paths: DuckDB reads and writes its files where they are; runs are staged in the lake's own folder. */
+class InPlaceFiles implements FileAccess {
+  readonly placeConcurrency = 8;
+
+  constructor(private readonly store: ObjectStore, private readonly stagingPrefix: string) {}
+
+  tableFolders(tables: readonly string[]): string[] {
+    return [...new Set(tables)].sort().map((table) => this.store.localPath(`${table}/`));
+  }
+
+  readonly pathInPlace = (key: string): string => this.store.localPath(key);
+
+  async readable(keys: readonly string[]): Promise<LocalFiles> {
+    return { paths: keys.map(this.pathInPlace), release: async () => undefined };
+  }
+
+  async footers(files: readonly { readonly key: string }[]): Promise<LocalFiles> {
+    return this.readable(files.map((file) => file.key));
+  }
+
+  async newRunFile(runPrefix: string, fileName: string): Promise<NewFile> {
+    const runDir = this.store.localPath(runPrefix);
+    await fs.mkdir(path.dirname(runDir), { recursive: true });
+    // Exclusive: a run prefix is fresh or the build stops.
+    await fs.mkdir(runDir);
+    // A failed build leaves nothing behind, not even an empty folder.
+    return { path: path.join(runDir, fileName), publish: async () => undefined, discard: () => fs.rm(runDir, { recursive: true, force: true }) };
+  }
+
+  async newFile(key: string): Promise<NewFile> {
+    return { path: this.store.localPath(key), publish: async () => undefined, discard: async () => undefined };
+  }
+
+  async stage(id: string): Promise<{ readonly dir: string; remove(): Promise<void> }> {
+    // In the lake's own temporary folder, so each run folder is one rename away. A killed process's stage is removed
+    // by the next open.
+    const dir = path.join(this.store.localPath(this.stagingPrefix), `${process.pid}-stage-${id}`);
+    await fs.mkdir(dir, { recursive: true });
+    return { dir, remove: () => fs.rm(dir, { recursive: true, force: true }) };
+  }
+
+  async placeRun(staged: string, run: { readonly runId: string; readonly runPrefix: string }): Promise<BuildResult> {
+    const { entries, names, fileNameOf } = await stagedFiles(staged, run.runId);
+    const runDir = this.store.localPath(run.runPrefix);
+    const files: { key: string; size: number }[] = [];
+    await fs.mkdir(path.dirname(runDir), { recursive: true });
+    // A staged folder that holds only the run's files becomes the run's folder: no folder to make, none to remove
+    // (on ext4, every new inode costs more while many were just freed). Exclusive, as a new folder is: a rename
+    // would replace an empty folder, so the run's must not exist (run ids are fresh, and this writer holds the lease).
+    if (names.length > 0 && names.length === entries.length) {
+      const taken = await fs.lstat(runDir).then(() => true, (error: unknown) => (error as NodeJS.ErrnoException).code !== "ENOENT");
+      if (taken) throw new BuildError(`the run folder ${runDir} exists already; nothing was written into it`);
+      for (const [index, name] of names.entries()) {
+        const { size } = await fs.stat(path.join(staged, name));
+        await fs.rename(path.join(staged, name), path.join(staged, fileNameOf(index)));
+        files.push({ key: `${run.runPrefix}${fileNameOf(index)}`, size });
+      }
+      await fs.rename(staged, runDir);
+      return { files };
+    }
+    // Exclusive: a run prefix is fresh or the build stops.
+    await fs.mkdir(runDir);
+    for (const [index, name] of names.entries()) {
+      const { size } = await fs.stat(path.join(staged, name));
+      await fs.rename(path.join(staged, name), path.join(runDir, fileNameOf(index)));
+      files.push({ key: `${run.runPrefix}${fileNameOf(index)}`, size });
+    }
+    return { files };
+  }
+}
+
+/** A store without local paths (S3): DuckDB reads copies and writes in the machine's temporary folder; files are uploaded. */
+class CopiedFiles implements FileAccess {
+  readonly placeConcurrency = 4;
+
+  constructor(private readonly store: ObjectStore) {}
+
+  tableFolders(): string[] {
+    return [];
+  }
+
+  readonly pathInPlace = undefined;
+
+  async readable(keys: readonly string[], use: "compact" | "merge"): Promise<LocalFiles> {
+    const scratch = await freshProcessFolder(`lakeswap-${use}-`);
+    const release = () => fs.rm(scratch, { recursive: true, force: true });
+    try {
+      const paths = await mapLimited(keys, 8, async (key, index) => {
+        const object = await this.store.get(key);
+        if (!object) throw new AuditError(`the run file ${key} is missing from the store; ${MISSING_STOPS[use]}`);
+        const file = path.join(scratch, `${index}.parquet`);
+        await fs.writeFile(file, object.body);
+        return file;
+      });
+      return { paths, release };
+    } catch (error) {
+      await release();
+      throw error;
+    }
+  }
+
+  async footers(files: readonly { readonly key: string; readonly size: number }[]): Promise<LocalFiles> {
+    // A remote file is not downloaded: its footer is fetched into a sparse local file of the same size, which is all
+    // DuckDB reads of it for the metadata.
+    const folder = await freshProcessFolder("lakeswap-footers-");
+    const release = () => fs.rm(folder, { recursive: true, force: true });
+    try {
+      return { paths: await mapLimited(files, 16, (file, index) => this.fetchFooter(file, path.join(folder, `${index}.parquet`))), release };
+    } catch (error) {
+      await release();
+      throw error;
+    }
+  }
+
+  async newRunFile(runPrefix: string, fileName: string): Promise<NewFile> {
+    return this.newFile(`${runPrefix}${fileName}`, "lakeswap-run-", fileName);
+  }
+
+  async newFile(key: string, kind = "lakeswap-compact-", fileName = "compacted.parquet"): Promise<NewFile> {
+    const scratch = await freshProcessFolder(kind);
+    const file = path.join(scratch, fileName);
+    const discard = () => fs.rm(scratch, { recursive: true, force: true });
+    return {
+      path: file,
+      publish: async () => {
+        try {
+          await this.store.putFile(key, file);
+        } finally {
+          await discard();
+        }
+      },
+      discard,
+    };
+  }
+
+  async stage(id: string): Promise<{ readonly dir: string; remove(): Promise<void> }> {
+    // A killed process's stage is removed by the next scratch folder any lakeswap process makes on the machine
+    // (lakeswap-stage-<pid>-…).
+    const parent = await freshProcessFolder("lakeswap-stage-");
+    const dir = path.join(parent, `${process.pid}-stage-${id}`);
+    const remove = () => fs.rm(parent, { recursive: true, force: true });
+    try {
+      await fs.mkdir(dir, { recursive: true });
+    } catch (error) {
+      await remove();
+      throw error;
+    }
+    return { dir, remove };
+  }
+
+  async placeRun(staged: string, run: { readonly runId: string; readonly runPrefix: string }): Promise<BuildResult> {
+    const { names, fileNameOf } = await stagedFiles(staged, run.runId);
+    const files: { key: string; size: number }[] = [];
+    for (const [index, name] of names.entries()) {
+      const source = path.join(staged, name);
+      const key = `${run.runPrefix}${fileNameOf(index)}`;
+      const { size } = await fs.stat(source);
+      await this.store.putFile(key, source);
+      files.push({ key, size });
+    }
+    return { files };
+  }
+
+  /** Writes the footer of a remote Parquet file at its offset in a sparse local file of the file's size. */
+  private async fetchFooter(file: { readonly key: string; readonly size: number }, localPath: string): Promise<string> {
+    const trailer = 8; // footer length (4 bytes, little-endian) + "PAR1"
+    if (file.size < 12) throw new AuditError(`the run file ${file.key} has ${file.size} bytes: too small to be Parquet; the pointer was not moved`);
+    let length = Math.min(file.size, 64 * 1024);
+    let tail = await this.store.getRange(file.key, file.size - length, length);
+    const footer = Buffer.from(tail.subarray(tail.length - trailer));
+    if (footer.subarray(4).toString("latin1") !== "PAR1") {
+      throw new AuditError(`the run file ${file.key} does not end in a Parquet footer; the pointer was not moved`);
+    }
+    const needed = footer.readUInt32LE(0) + trailer;
+    if (needed > file.size - 4) throw new AuditError(`the run file ${file.key} has a footer longer than the file; the pointer was not moved`);
+    if (needed > length) {
+      length = needed;
+      tail = await this.store.getRange(file.key, file.size - length, length);
+    }
+    const handle = await fs.open(localPath, "w");
+    try {
+      await handle.truncate(file.size);
+      await handle.write(Buffer.from("PAR1"), 0, 4, 0);
+      await handle.write(tail, 0, tail.length, file.size - tail.length);
+    } finally {
+      await handle.close();
+    }
+    return localPath;
+  }
+}
+
+/** A staged run folder's entries, its Parquet files in order, and the name each takes in its run. */
+async function stagedFiles(staged: string, runId: string): Promise<{ entries: string[]; names: string[]; fileNameOf: (index: number) => string }> {
+  const entries = await fs.readdir(staged).catch(() => [] as string[]);
+  const names = entries.filter((name) => name.endsWith(".parquet")).sort();
+  const fileNameOf = (index: number) => (names.length === 1 ? runFileName(runId) : runFileName(runId).replace(/\.parquet$/, `-${index}.parquet`));
+  return { entries, names, fileNameOf };
+}

@@ -1,0 +1,96 @@
+import { promises as fs } from "node:fs";
+import type { DuckDBConnection } from "@duckdb/node-api";
+import { BuildError, LakeswapError, isNoSpace } from "../model/errors.js";
+import { partitionPath, partitionValue } from "../model/partition.js";
+import { quoteIdentifier, quoteLiteral } from "../model/sql.js";
+import { duckdbStorageType } from "../model/column-types.js";
+import type { TableDefinition } from "../model/table.js";
+import type { BuildRequest, BuildResult, TableSnapshot } from "../model/build.js";
+import { faultPoint } from "../shared/faults.js";
+import { cleanDuckDbMessage } from "../duckdb/duckdb-text.js";
+import { checkOutputColumns, partitionRowsCheck } from "./build-checks.js";
+import { runFileName, type FileAccess } from "./duckdb-file-access.js";
+import { assertOneSelect } from "./sql-guard.js";
+
+/**
+ * Builds one run with DuckDB: one `COPY (SELECT …) TO …(FORMAT PARQUET)` of the checked SELECT into the run's one
+ * file, over views of the lake tables it reads. The engine's builds (users' SQL) and the landing's (a landed
+ * delivery's dead letters) are the same but for the instance `connection` belongs to.
+ */
+export async function buildRun(connection: DuckDBConnection, request: BuildRequest, files: FileAccess): Promise<BuildResult> {
+  await registerViews(connection, request.sources, files);
+  const select = await assertOneSelect(request.select, "the SQL");
+  const outputColumns = await describe(connection, select);
+  const { table, partition } = request;
+
+  checkOutputColumns(table, partition, outputColumns, true);
+  // Partition columns are not stored; if the SELECT returns them, every row must belong here.
+  const where = partitionRowsCheck(table, partition, outputColumns, (message) => `error(${message})`);
+  const projection = table.columns
+    .map((c) => `CAST(q.${quoteIdentifier(c.name)} AS ${duckdbStorageType(c.type)}) AS ${quoteIdentifier(c.name)}`)
+    .join(", ");
+
+  const fileName = runFileName(request.runId);
+  const target = await files.newRunFile(request.runPrefix, fileName);
+  let rows: number;
+  try {
+    faultPoint("build-write");
+    const reader = await connection.runAndReadAll(
+      `COPY (SELECT ${projection} FROM (${select}) AS q${where}) TO ${quoteLiteral(target.path)} ` +
+        `(FORMAT PARQUET, COMPRESSION ${table.compression === "zstd" ? "zstd" : "snappy"})`,
+    );
+    rows = Number(reader.getRows()[0]?.[0] ?? 0);
+  } catch (error) {
+    await target.discard();
+    if (isNoSpace(error)) {
+      throw new LakeswapError(
+        "NO_SPACE",
+        `building ${table.name}/${partitionPath(partition)} ran out of disk space writing '${target.path}' (${cleanDuckDbMessage(error)}): ` +
+          "the run was removed and the pointer did not move. Free space in the lake's folder and rerun",
+        { cause: error },
+      );
+    }
+    throw new BuildError(`building ${table.name}/${partitionPath(partition)} failed: ${cleanDuckDbMessage(error)}`, error);
+  }
+  faultPoint("during-build");
+  const stat = await fs.stat(target.path);
+  await target.publish();
+  return { rows, files: [{ key: `${request.runPrefix}${fileName}`, size: stat.size }] };
+}
+
+/**
+ * Makes every lake table a view over the files of its current runs, partition columns last (from the pointer, as
+ * Hive does). None where the store's files are not local: DuckDB does not read an S3 lake's tables (Athena does).
+ */
+export async function registerViews(connection: DuckDBConnection, sources: readonly TableSnapshot[], files: FileAccess): Promise<void> {
+  const pathOf = files.pathInPlace;
+  if (!pathOf) return;
+  for (const { table, partitions } of sources) {
+    const sql = partitions.length === 0 ? emptyView(table) : partitions
+      .map((p) => {
+        const paths = p.files.map((key) => quoteLiteral(pathOf(key))).join(", ");
+        const columns = table.columns.map((c) => quoteIdentifier(c.name)).join(", ");
+        const keys = table.partitionKeys
+          .map((key) => `, CAST(${quoteLiteral(partitionValue(p.partition, key))} AS VARCHAR) AS ${quoteIdentifier(key)}`)
+          .join("");
+        return `SELECT ${columns}${keys} FROM read_parquet([${paths}], hive_partitioning = false)`;
+      })
+      .join(" UNION ALL ");
+    await connection.run(`CREATE OR REPLACE TEMP VIEW ${quoteIdentifier(table.name)} AS ${sql}`);
+  }
+}
+
+function emptyView(table: TableDefinition): string {
+  const columns = table.columns.map((c) => `CAST(NULL AS ${duckdbStorageType(c.type)}) AS ${quoteIdentifier(c.name)}`);
+  const keys = table.partitionKeys.map((key) => `CAST(NULL AS VARCHAR) AS ${quoteIdentifier(key)}`);
+  return `SELECT ${[...columns, ...keys].join(", ")} WHERE false`;
+}
+
+async function describe(connection: DuckDBConnection, select: string): Promise<string[]> {
+  try {
+    const reader = await connection.runAndReadAll(`SELECT * FROM (${select}) AS q LIMIT 0`);
+    return reader.columnNames();
+  } catch (error) {
+    throw new BuildError(`the SELECT failed: ${cleanDuckDbMessage(error)}`, error);
+  }
+}

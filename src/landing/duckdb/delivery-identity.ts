@@ -1,0 +1,139 @@
+import { promises as fs } from "node:fs";
+import path from "node:path";
+import { createHash } from "node:crypto";
+import { InvalidInputError } from "../../model/errors.js";
+import { now as clockNow } from "../../shared/clock.js";
+import { deliveryFiles } from "../delivery-files.js";
+import type { FileState, IdentifiedDelivery, IdentifiedFiles } from "../landing.js";
+
+/** Bytes read at a time to hash a delivery. */
+const HASH_CHUNK_BYTES = 4 * 1024 * 1024;
+
+/**
+ * How long before it was hashed a file must have last changed for its id to be
+ * reused on its states alone: longer than any file system's timestamp
+ * granularity (FAT: 2 s), so that a write after the hash moves the change time.
+ */
+const SETTLED_MS = 3000;
+
+/**
+ * Names deliveries by their bytes (a digest of their files' names and contents, so a rerun of the same delivery gets
+ * the same id), and reads each set of files once while they stay as they were: the last ids found are kept with the
+ * files' states, so that landing a delivery just identified does not read it twice to name it.
+ */
+export class DeliveryIds {
+  private readonly identified = new Map<string, { readonly states: readonly string[]; readonly id: string; readonly hashedAt: number }>();
+
+  /** The files a delivery's paths or globs name, and its id; `known` (an earlier identify) is taken where its files are settled and unchanged. */
+  async identify(patterns: readonly string[], known?: IdentifiedFiles): Promise<IdentifiedDelivery> {
+    // Expanded without DuckDB: a resend of a known delivery may not need the engine at all.
+    const files = await deliveryFiles(patterns);
+    const states = await fileStates(files);
+    if (known && settledAndUnchanged(known, files, states)) {
+      this.identified.set(JSON.stringify(files), { states: states.map(stateText), id: known.id, hashedAt: known.hashedAt });
+      return { files, id: known.id, identified: known, hashed: false };
+    }
+    // Hashed anew (not taken from this process's earlier hash): what is kept records when the files were read.
+    const { id, hashedAt } = await this.idOf(files, true);
+    return { files, id, identified: { files, states, id, hashedAt }, hashed: true };
+  }
+
+  /**
+   * A delivery's id: a digest of its files' names and bytes, read once while
+   * the files stay as they were (same inode, size, modification and change
+   * times), however often it is asked for; `fresh` reads them again.
+   */
+  async idOf(files: readonly string[], fresh = false): Promise<{ readonly id: string; readonly hashedAt: number }> {
+    const states = await fileStateTexts(files);
+    const key = JSON.stringify(files);
+    const known = this.identified.get(key);
+    if (!fresh && known && sameStates(known.states, states)) return known;
+    const hashedAt = clockNow();
+    const id = await deliveryIdOf(files);
+    assertUnchanged(files, states, await fileStateTexts(files), "while its id was computed");
+    this.identified.set(key, { states, id, hashedAt });
+    return { id, hashedAt };
+  }
+}
+
+/** The files a delivery was read with, and their states then: checked again after every later pass over them. */
+export interface ReadFiles {
+  readonly files: readonly string[];
+  readonly states: readonly string[];
+}
+
+/** Refuses a delivery whose files changed since they were read (`when` says when it was noticed). */
+export async function assertStillAsRead(read: ReadFiles, when: string): Promise<void> {
+  assertUnchanged(read.files, read.states, await fileStateTexts(read.files), when);
+}
+
+/** Each file's state as text (`fileStates`), to compare. */
+export async function fileStateTexts(files: readonly string[]): Promise<string[]> {
+  return (await fileStates(files)).map(stateText);
+}
+
+/** Refuses a delivery whose files changed between two reads: what was read may mix two versions of a file. */
+function assertUnchanged(files: readonly string[], before: readonly string[], after: readonly string[], when: string): void {
+  const changed = files.filter((_, i) => before[i] !== after[i]);
+  if (changed.length === 0) return;
+  throw new InvalidInputError(
+    `the delivery file ${changed.slice(0, 3).join(", ")}${changed.length > 3 ? ` and ${changed.length - 3} more` : ""} changed ${when}; ` +
+      "nothing of it was loaded. Deliver files by writing them elsewhere and moving them into place when complete, then rerun",
+  );
+}
+
+async function deliveryIdOf(files: readonly string[]): Promise<string> {
+  const hash = createHash("sha256");
+  const buffer = Buffer.allocUnsafe(HASH_CHUNK_BYTES);
+  for (const file of [...files].sort()) {
+    hash.update(`${path.basename(file)}\n`);
+    const handle = await fs.open(file, "r");
+    try {
+      for (;;) {
+        const { bytesRead } = await handle.read(buffer, 0, buffer.length, null);
+        if (bytesRead === 0) break;
+        hash.update(buffer.subarray(0, bytesRead));
+      }
+    } finally {
+      await handle.close();
+    }
+    hash.update("\n");
+  }
+  return `d${hash.digest("hex").slice(0, 16)}`;
+}
+
+/**
+ * What tells a file's contents unchanged without reading them: its device and
+ * inode, size, and modification and change times in nanoseconds (a write
+ * moves both times; a file replaced by another has another inode).
+ */
+async function fileStates(files: readonly string[]): Promise<FileState[]> {
+  return Promise.all(
+    files.map(async (file) => {
+      const s = await fs.stat(file, { bigint: true }).catch(() => undefined);
+      if (!s) return { dev: "", ino: "", size: "missing", mtimeNs: "", ctimeNs: "" };
+      return { dev: String(s.dev), ino: String(s.ino), size: String(s.size), mtimeNs: String(s.mtimeNs), ctimeNs: String(s.ctimeNs) };
+    }),
+  );
+}
+
+function stateText(state: FileState): string {
+  return `${state.dev}:${state.ino}:${state.size}:${state.mtimeNs}:${state.ctimeNs}`;
+}
+
+/** Whether `known` names these very files, unchanged since they were hashed, and settled when they were. */
+function settledAndUnchanged(known: IdentifiedFiles, files: readonly string[], states: readonly FileState[]): boolean {
+  if (!Array.isArray(known.files) || !Array.isArray(known.states) || typeof known.id !== "string" || typeof known.hashedAt !== "number") return false;
+  if (known.files.length !== files.length || known.files.some((file, i) => file !== files[i])) return false;
+  return states.every((state, i) => {
+    const before = known.states[i];
+    if (!before || stateText(before) !== stateText(state) || state.size === "missing") return false;
+    const changedMs = Number(BigInt(state.ctimeNs) / 1_000_000n);
+    const modifiedMs = Number(BigInt(state.mtimeNs) / 1_000_000n);
+    return Math.max(changedMs, modifiedMs) < known.hashedAt - SETTLED_MS;
+  });
+}
+
+function sameStates(a: readonly string[], b: readonly string[]): boolean {
+  return a.length === b.length && a.every((state, i) => state === b[i]);
+}

@@ -1,0 +1,137 @@
+import type { DuckDBConnection } from "@duckdb/node-api";
+import { InvalidInputError } from "../../model/errors.js";
+import { printable, quoteIdentifier, quoteLiteral } from "../../model/sql.js";
+import type { LandRequest } from "../landing.js";
+import { shown, type LandColumn, type SourceRows } from "./landing-sql.js";
+import { loadLines } from "./text-lines.js";
+
+/**
+ * JSONL: one JSON object per line; a line that is not one is a bad row with its number and text. Field names match
+ * the declared columns case-insensitively, as CSV headers do (`Title` is column title); two fields of one object
+ * whose names differ only in case are a bad row naming both.
+ */
+export async function readJsonl(connection: DuckDBConnection, request: LandRequest, lines: string): Promise<SourceRows> {
+  await loadLines(connection, request, lines);
+  // Fields the columns do not declare (ingest): kept as one JSON object in the extra column, or the row is a bad one.
+  const unknown = request.unknownFields;
+  const declared = request.columns.filter((c) => c.name !== unknown?.column);
+  // A valid JSON text is an object exactly when its first character past white space is '{': a pattern, where
+  // json_type(__raw::JSON) would parse every line a second time.
+  const invalid = `CASE WHEN NOT json_valid(__raw) THEN 'not valid JSON' WHEN NOT regexp_matches(__raw, '^[ \\t\\r\\n]*[{]') THEN 'not a JSON object' END`;
+  // The object without its declared fields (a merge patch that sets them to null), for valid objects only. Most events
+  // hold declared fields only: then it is '{}', known from the keys alone, at a fifth of the cost of the patch.
+  const patch = quoteLiteral(JSON.stringify(Object.fromEntries(declared.map((c) => [c.name, null]))));
+  const names = `[${declared.map((c) => quoteLiteral(c.name)).join(", ")}]::VARCHAR[]`;
+  // An object that gives every declared field once and nothing else (the usual event) needs neither check below: known
+  // at a tenth of their cost when its fields come in the declared order, at a third in another order.
+  const exact = `(__keys = ${names} OR (len(__keys) = ${declared.length} AND list_has_all(__keys, ${names})))`;
+  // Field names match the declared ones (lowercase identifiers) whatever their case: an object some of whose names
+  // have a capital letter (one pattern over the names joined) has its names lowered once. It is `folded` when it spells
+  // a declared field in another case, and is then read through its own spellings.
+  const cased = `CASE WHEN __keys IS NULL OR __exact THEN false ELSE regexp_matches(array_to_string(__keys, ''), '[A-Z]') END`;
+  const lowered = `CASE WHEN __cased THEN list_transform(__keys, k -> lower(k)) ELSE __keys END`;
+  const folded = `CASE WHEN __cased THEN NOT list_has_all(__keys, list_intersect(__lower, ${names})) ELSE false END`;
+  const foldedPatch = `'{' || array_to_string(list_transform(list_filter(__keys, k -> list_contains(${names}, lower(k))), k -> to_json(k)::VARCHAR || ':null'), ',') || '}'`;
+  const rest = unknown
+    ? `CASE WHEN __invalid0 IS NOT NULL THEN NULL WHEN __exact OR list_has_all(${names}, __keys) THEN '{}' ` +
+      `WHEN __folded THEN json_merge_patch(__raw, ${foldedPatch})::VARCHAR ELSE json_merge_patch(__raw, ${patch})::VARCHAR END`
+    : "NULL::VARCHAR";
+  // A field given twice (or twice in different cases) is ambiguous: DuckDB reads the first value, JavaScript's and
+  // Python's JSON readers the last. Such an event is a bad one, naming the fields (json_keys unescapes them, so "a"
+  // and "\u0061" are the same).
+  const twice = `list_position(__lower, __lower[i]) <> len(__lower) + 1 - list_position(list_reverse(__lower), __lower[i])`;
+  const repeated =
+    `CASE WHEN __exact THEN NULL WHEN len(__lower) <> len(list_distinct(__lower)) THEN 'fields given more than once: ' || ` +
+    `array_to_string(list_sort(list_distinct(list_filter(__keys, (k, i) -> ${twice}))), ', ') || ` +
+    `' (field names match the columns whatever their case, and JSON readers disagree on which value counts; send each field once)' END`;
+  const unknownProblem =
+    unknown?.mode === "deadletter"
+      ? `CASE WHEN __rest <> '{}' THEN 'fields not declared: ' || array_to_string(json_keys(__rest::JSON), ', ') || ' (declare them as columns, or set unknown_fields: keep)' END`
+      : "NULL::VARCHAR";
+  // Each line is parsed once for all the columns. Extraction never sees a malformed line: it is NULL there, a level
+  // above the check, never in the same expression.
+  const paths = `[${declared.map((c) => quoteLiteral(`$."${c.name}"`)).join(", ")}]`;
+  // A folded object's values are all read at once, in the order of its keys, and each declared field's is picked by
+  // the position of its name among the lowered keys (0, no value, where it is not given).
+  const positions = `[${declared.map((c) => `coalesce(list_position(__lower, ${quoteLiteral(c.name)}), 0)`).join(", ")}]`;
+  const extracted =
+    `CASE WHEN __folded AND __invalid IS NULL THEN list_select(json_extract_string(__raw, '$.*'), ${positions}) ` +
+    `ELSE json_extract_string(CASE WHEN __invalid IS NULL THEN __raw END, ${paths}) END`;
+  // A JSON "" is an empty value, like null, except in a non-nullable text column (docs/signatures.md, step 1).
+  const values = request.columns.map((c, i) => {
+    if (c.name === unknown?.column) return `CASE WHEN __invalid IS NULL THEN nullif(__rest, '{}') END AS __s${i}`;
+    const at = declared.indexOf(c) + 1;
+    return `${c.type === "VARCHAR" ? `__values[${at}]` : `nullif(__values[${at}], '')`} AS __s${i}`;
+  });
+  const nested = nestedValueProblems(declared);
+  const structural = nested.length === 0 ? "__invalid" : `coalesce(__invalid, ${nested.join(", ")})`;
+  return {
+    select:
+      `SELECT __file, __line, ${structural} AS __structural, ${values.join(", ")} ` +
+      `FROM (SELECT __file, __line, __raw, __invalid, __rest, __keys, __lower, ${extracted} AS __values ` +
+      `FROM (SELECT __file, __line, __raw, __rest, __folded, __keys, __lower, coalesce(__invalid0, ${repeated}, ${unknownProblem}) AS __invalid ` +
+      `FROM (SELECT __file, __line, __raw, __invalid0, __keys, __lower, __exact, __folded, ${rest} AS __rest ` +
+      `FROM (SELECT *, ${folded} AS __folded FROM (SELECT *, ${lowered} AS __lower FROM (SELECT *, ${cased} AS __cased ` +
+      `FROM (SELECT *, ${exact} AS __exact ` +
+      // Each object's field names once, for the repeated ones and the undeclared ones.
+      `FROM (SELECT __file, __line, __raw, __invalid0, CASE WHEN __invalid0 IS NULL THEN json_keys(__raw) END AS __keys ` +
+      // Lines of spaces only are not rows (as empty lines are not); a pattern is ten times faster here than trim().
+      `FROM (SELECT __file, __line, __raw, ${invalid} AS __invalid0 FROM ${lines} WHERE regexp_matches(__raw, '[^ ]'))))))))))`,
+    types: request.columns.map(() => "VARCHAR"),
+    rawTable: lines,
+  };
+}
+
+/**
+ * A JSON object or array for a VARCHAR field would be stored as its JSON text, a value nobody sent as text: a bad
+ * row. Only a value that starts like one (rare) is looked up again, by the object's own spelling of the field.
+ */
+function nestedValueProblems(declared: readonly LandColumn[]): string[] {
+  return declared.flatMap((c, i) => {
+    if (c.type !== "VARCHAR") return [];
+    const value = `__values[${i + 1}]`;
+    const path = `'$."' || coalesce(__keys[list_position(__lower, ${quoteLiteral(c.name)})], ${quoteLiteral(c.name)}) || '"'`;
+    const reason =
+      `${quoteLiteral(`column ${c.name}: `)} || ${shown(value)} || ' is a JSON ' || lower(json_type(__raw, ${path})) || ` +
+      `${quoteLiteral(", not text: send it as a JSON string, or leave the field undeclared (ingest keeps it in the extra column)")}`;
+    return [`CASE WHEN starts_with(${value}, '{') OR starts_with(${value}, '[') THEN CASE WHEN json_type(__raw, ${path}) IN ('OBJECT', 'ARRAY') THEN ${reason} END END`];
+  });
+}
+
+/**
+ * A JSONL delivery whose file never gives a declared field (in any line, in any case) is refused naming the file and
+ * the field, as a CSV file whose header lacks a column: a misspelled declaration would otherwise land every value as
+ * NULL. Found from the landed values first (a column with a value in a file is given there), so that the lines are
+ * read again only for a column that is NULL throughout a file.
+ */
+export async function refuseAbsentFields(connection: DuckDBConnection, request: LandRequest, landed: string, lines: string): Promise<void> {
+  const fields = request.columns.filter((c) => c.name !== request.unknownFields?.column);
+  if (fields.length === 0) return;
+  const counts = (
+    await connection.runAndReadAll(`SELECT __file, ${fields.map((c) => `count(${quoteIdentifier(c.name)})`).join(", ")} FROM ${landed} GROUP BY __file ORDER BY __file`)
+  ).getRowsJS();
+  const suspects = counts
+    .map(([file, ...given]) => ({ file: Number(file), columns: fields.filter((_, i) => Number(given[i]) === 0).map((c) => c.name) }))
+    .filter((s) => s.columns.length > 0);
+  if (suspects.length === 0) return;
+  const wanted = [...new Set(suspects.flatMap((s) => s.columns))];
+  const objects =
+    `SELECT __file, list_transform(json_keys(__raw), k -> lower(k)) AS __lower, json_keys(__raw) AS __keys FROM ${lines} ` +
+    `WHERE __file IN (${suspects.map((s) => s.file).join(", ")}) AND json_valid(__raw) AND regexp_matches(__raw, '^[ \\t\\r\\n]*[{]')`;
+  const found = (
+    await connection.runAndReadAll(
+      `SELECT __file, [${wanted.map((name) => `bool_or(list_contains(__lower, ${quoteLiteral(name)}))`).join(", ")}], list_sort(list_distinct(flatten(list(__keys))))[1:20] ` +
+        `FROM (${objects}) GROUP BY __file ORDER BY __file`,
+    )
+  ).getRowsJS() as [number, boolean[], string[]][];
+  // A file without one valid object has no fields to name: its lines are bad rows, reported as such.
+  for (const [file, given, keys] of found) {
+    const absent = suspects.find((s) => s.file === Number(file))!.columns.filter((name) => !given[wanted.indexOf(name)]);
+    if (absent.length === 0) continue;
+    const shownKeys = keys.length === 0 ? "none" : printable(keys.join(", "), 300);
+    throw new InvalidInputError(
+      `${request.files[Number(file) - 1]}: no line has a field ${absent.join(", ")} (the lines' fields are ${shownKeys}). ` +
+        "Name the fields as the columns are declared (case does not matter), or remove the column from the dataset's columns",
+    );
+  }
+}

@@ -1,0 +1,123 @@
+import type { DuckDBConnection, DuckDBResultReader } from "@duckdb/node-api";
+import { partitionOfValues } from "../../model/partition.js";
+import { finishRawSignature, signatureColumnOrder } from "../../model/signature.js";
+import type { TableDefinition } from "../../model/table.js";
+import { faultPoint } from "../../shared/faults.js";
+import type { LandRequest, LandedDelivery, LandedPartition, RejectedRow, Signing } from "../landing.js";
+import { assertStillAsRead, fileStateTexts, type DeliveryIds, type ReadFiles } from "./delivery-identity.js";
+import { landDelivery, outOfMemory, type LandingTables } from "./land-delivery.js";
+import { signatureQuery, type SignatureColumn } from "./signature-sql.js";
+import { tableShape, type Stage } from "./stage.js";
+
+/** A stage written while a delivery was landed, and the table shape it was written for (`tableShape`). */
+export interface WrittenAhead {
+  readonly definition: string;
+  readonly stage: Stage;
+}
+
+/** What landing asks of the landing that runs it: delivery ids, the signing form, and where a write ahead goes. */
+export interface LandHooks {
+  readonly ids: DeliveryIds;
+  signing(): Promise<Signing>;
+  /** Writes every partition of the landed rows into a stage, on a connection of its own. */
+  writeAhead(table: TableDefinition): Promise<Stage>;
+  /** Keeps a stage written ahead (dropped by the caller if landing fails after all). */
+  wroteAhead(ahead: WrittenAhead): void;
+}
+
+/**
+ * Lands a delivery (`request.files` expanded, partition expressions checked) into `tables` and signs each partition:
+ * the delivery is named before it is read and checked unchanged after, so its id names exactly the rows landed.
+ * Returns the landed delivery and the files' states it was read with.
+ */
+export async function landAndSign(
+  connection: DuckDBConnection,
+  request: LandRequest,
+  tables: LandingTables,
+  hooks: LandHooks,
+): Promise<{ readonly delivery: LandedDelivery; readonly read: ReadFiles }> {
+  const files = request.files;
+  const id = request.id ?? (await hooks.ids.idOf(files)).id;
+  const read = { files, states: await fileStateTexts(files) };
+  await landDelivery(connection, request, tables);
+  const signing = await hooks.signing();
+  // The bad rows are few and already apart: counted first, so that a clean delivery's runs can be written ahead.
+  const rejected = Number((await connection.runAndReadAll(`SELECT count(*) FROM ${tables.rejected}`)).getRowsJS()[0]?.[0] ?? 0);
+  const writeAhead = request.writeAhead && rejected === 0 ? request.writeAhead : undefined;
+  const partitions = await signBesideWriteAhead(connection, request, tables.landed, signing, writeAhead, hooks);
+  // The good rows are the partitions' rows (no second pass over a delivery read in place); the bad ones are few.
+  const loaded = partitions.reduce((sum, p) => sum + p.rows, 0);
+  const firstRejects = await firstRejectsOf(connection, tables.rejected);
+  await assertStillAsRead(read, "while it was landed");
+  const delivery = {
+    files,
+    id,
+    relation: tables.landed,
+    rejectedRelation: tables.rejected,
+    rowsRead: loaded + rejected,
+    rowsLoaded: loaded,
+    rowsRejected: rejected,
+    firstRejects,
+    partitions,
+    signing,
+  };
+  return { delivery, read };
+}
+
+/**
+ * Signs the landed rows per partition and, with `writeAhead`, writes them into a stage at once, on two connections:
+ * the write alone leaves cores idle.
+ */
+async function signBesideWriteAhead(
+  connection: DuckDBConnection,
+  request: LandRequest,
+  landed: string,
+  signing: Signing,
+  writeAhead: TableDefinition | undefined,
+  hooks: LandHooks,
+): Promise<LandedPartition[]> {
+  const keys = request.partition.map((p) => p.key);
+  const signed = signatureColumnOrder(request.columns.filter((c) => request.signatureColumns.includes(c.name)));
+  const sign = () => connection.runAndReadAll(signatureQuery(landed, keys, signed, signing.form));
+  const [signature, written] = await Promise.allSettled([
+    writeAhead ? Promise.resolve().then(() => faultPoint("signing-beside-write-ahead")).then(sign) : sign(),
+    writeAhead ? hooks.writeAhead(writeAhead) : undefined,
+  ]);
+  if (written.status === "fulfilled" && written.value && writeAhead) hooks.wroteAhead({ definition: tableShape(writeAhead), stage: written.value });
+  // A write ahead that failed (out of memory beside the signature, say) is only not used: the runs are then
+  // written when they are built, where a failure is the build's. The two share the memory limit, and the write
+  // of thousands of partitions holds most of it: a signature that ran out of memory beside it is taken again,
+  // alone (a delivery of 2,500 partitions at 32 MB failed so about one time in four).
+  if (signature.status === "rejected" && !(writeAhead && outOfMemory(signature.reason))) throw signature.reason;
+  const reader = signature.status === "fulfilled" ? signature.value : await sign();
+  return landedPartitions(reader, keys, signed);
+}
+
+/** Each partition's rows and signature from the signature query's rows (a table without keys is one group, perhaps empty: then no partition). */
+function landedPartitions(reader: DuckDBResultReader, keys: readonly string[], signed: readonly SignatureColumn[]): LandedPartition[] {
+  return reader.getRowsJS().filter((row) => Number(row[keys.length]) > 0).map((row) => {
+    const rows = Number(row[keys.length]);
+    return {
+      partition: partitionOfValues(keys, row),
+      rows,
+      signature: finishRawSignature(signed, rows, BigInt(String(row[keys.length + 1])), BigInt(String(row[keys.length + 2]))),
+      lanes: { upper: laneText(row[keys.length + 1]), lower: laneText(row[keys.length + 2]) },
+    };
+  });
+}
+
+/** The first bad rows, for messages. */
+async function firstRejectsOf(connection: DuckDBConnection, rejected: string): Promise<RejectedRow[]> {
+  const first = await connection.runAndReadAll(`SELECT file, line, reason, raw FROM ${rejected} ORDER BY file, line LIMIT 5`);
+  return first.getRowsJS().map(([file, line, reason, raw]) => ({
+    file: String(file),
+    line: line === null ? null : Number(line),
+    reason: String(reason),
+    raw: raw === null ? null : String(raw),
+  }));
+}
+
+/** A lane sum as decimal text, modulo 2^64 (as `finishRawSignature` reduces it). */
+function laneText(value: unknown): string {
+  return (BigInt(String(value)) % (1n << 64n)).toString();
+}

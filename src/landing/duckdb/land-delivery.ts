@@ -1,0 +1,290 @@
+import type { DuckDBConnection } from "@duckdb/node-api";
+import { InvalidInputError, LakeswapError } from "../../model/errors.js";
+import { MAX_PARTITION_VALUE_LENGTH } from "../../model/partition.js";
+import { printable, quoteIdentifier, quoteLiteral, quoteRelation, relationParts } from "../../model/sql.js";
+import type { LandRequest } from "../landing.js";
+import { readCsv } from "./csv-input.js";
+import { readJsonl, refuseAbsentFields } from "./jsonl-input.js";
+import { readParquet } from "./parquet-input.js";
+import { duckDbMessage, fileList, outOfMemory, shown, sqlList, type SourceRows } from "./landing-sql.js";
+import { conversion } from "./value-conversion.js";
+
+export { outOfMemory } from "./landing-sql.js";
+
+/** The names of the engine tables that hold one landed delivery. */
+export interface LandingTables {
+  /** Good rows: the declared columns plus the partition keys. */
+  readonly landed: string;
+  /** Bad rows: file, line, reason, raw text. */
+  readonly rejected: string;
+}
+
+const SAFE_PARTITION_VALUE = "^[A-Za-z0-9_][A-Za-z0-9_.-]*$";
+
+/**
+ * Lands source files into engine tables: reads them, converts each value to
+ * its declared type exactly (a value that would be rounded, cut or moved to
+ * another zone is a bad row, never landed altered), normalizes null
+ * spellings, evaluates the partition expressions, and splits the rows into
+ * good ones and bad ones (file, line, reason and the original text).
+ *
+ * CSV and JSONL are read as text, line by line, so that every row keeps its
+ * line number and its text (CSV records may span lines inside quotes); the
+ * declared types are applied here, not by a reader's sniffer. Parquet is read
+ * with its own types and row numbers. The session's time zone is UTC, so that
+ * nothing depends on the machine's zone. The partition values are checked
+ * once per distinct value, not per row.
+ *
+ * The delivery is never held whole outside DuckDB's tables, which DuckDB may
+ * spill past its memory limit (../../duckdb/duckdb-open.ts): text files are streamed in
+ * chunks of lines, and the rows are converted once, into the landed table
+ * itself, from which the bad rows are then moved out.
+ */
+export async function landDelivery(connection: DuckDBConnection, request: LandRequest, tables: LandingTables): Promise<void> {
+  const names = landingScratch(tables.landed);
+  // Parquet is typed and read in place: the landed rows are a view over the files (checked unchanged by the caller), so
+  // a delivery is never copied; text formats are parsed once into the landed table.
+  const inPlace = request.format === "parquet";
+  // Bad keys stay while a view of the landed rows filters on them.
+  const scratch = [names.lines, names.records, names.badRows, ...(inPlace ? [] : [names.badKeys])];
+  const pass: LandingPass = { connection, request, tables, names, inPlace, all: inPlace ? names.typed : tables.landed };
+  await connection.run(`SET TimeZone = 'UTC'`);
+  try {
+    // 1. The partition expressions are checked against the declared columns first, before anything is read.
+    await checkPartitionExpressions(connection, request);
+    // 2. The source rows, by format.
+    const source = await readSource(pass);
+    // 3. Every row typed, with its problems, and its partition keys.
+    await convertRows(pass, source);
+    if (request.format === "jsonl" && request.absentFields !== "null") await refuseAbsentFields(connection, request, pass.all, names.lines);
+    // 4. Partition values are checked once per distinct value.
+    await findBadKeys(pass);
+    // 5. The bad rows, apart.
+    const checks = rowChecks(request);
+    await collectBadRows(pass, source, checks);
+    // 6. The good rows alone in the landed relation.
+    await keepGoodRows(pass, checks);
+  } catch (error) {
+    if (!outOfMemory(error)) throw error;
+    throw await noRoom(connection, request, error);
+  } finally {
+    for (const table of scratch) await connection.run(`DROP TABLE IF EXISTS ${table}`);
+  }
+}
+
+/** One delivery being landed: where, what, and the relation of every row typed (`all`: the landed table, or a view of a delivery read in place). */
+interface LandingPass {
+  readonly connection: DuckDBConnection;
+  readonly request: LandRequest;
+  readonly tables: LandingTables;
+  readonly names: ReturnType<typeof landingScratch>;
+  readonly inPlace: boolean;
+  readonly all: string;
+}
+
+/** Refuses a partition expression that does not work on the declared columns, before anything is read. */
+async function checkPartitionExpressions(connection: DuckDBConnection, request: LandRequest): Promise<void> {
+  const columns = request.columns;
+  const shape =
+    `SELECT ${columns.map((c) => `NULL::${c.type} AS ${quoteIdentifier(c.name)}`).join(", ")}, ` +
+    `NULL::INTEGER AS __file, NULL::BIGINT AS __line, NULL::VARCHAR AS __problem`;
+  for (const { key, expression } of request.partition) {
+    try {
+      await connection.run(`SELECT CAST((${expression}) AS VARCHAR) FROM (${shape}) LIMIT 0`);
+    } catch (error) {
+      throw new InvalidInputError(
+        `the partition expression of key ${key}, ${printable(expression)}, does not work on the declared columns (${columns.map((c) => c.name).join(", ")}): ` +
+          `${duckDbMessage(error)}. Fix it under partition: in the dataset's config`,
+      );
+    }
+  }
+}
+
+/** The source rows, read by the delivery's format (./csv-input.ts, ./jsonl-input.ts, ./parquet-input.ts). */
+async function readSource({ connection, request, names }: LandingPass): Promise<SourceRows> {
+  try {
+    if (request.format === "csv") return await readCsv(connection, request, names.lines, names.records);
+    if (request.format === "jsonl") return await readJsonl(connection, request, names.lines);
+    return await readParquet(connection, request);
+  } catch (error) {
+    if (error instanceof InvalidInputError || outOfMemory(error)) throw error;
+    throw new InvalidInputError(`reading ${fileList(request.files)} as ${request.format} failed: ${duckDbMessage(error)}`);
+  }
+}
+
+/**
+ * Exact conversion to the declared types (./value-conversion.ts); null spellings normalized (an empty string in a
+ * nullable text column is NULL; NaN is a bad row, never NULL), and the partition keys added. Every row, good or bad,
+ * is converted once, into the landed table itself: the bad ones are moved out of it later, so the delivery is never
+ * held twice.
+ */
+async function convertRows({ connection, request, inPlace, all }: LandingPass, source: SourceRows): Promise<void> {
+  const columns = request.columns;
+  const converted = columns.map((column, i) => conversion(column, i, source.types[i] ?? "VARCHAR"));
+  // Casts and zone checks are computed once, a level below the values and reasons that use them several times.
+  const computed = converted.flatMap((c) => c.computed);
+  const typed =
+    `SELECT ${converted.map((c, i) => `${c.value} AS ${quoteIdentifier(columns[i]!.name)}`).join(", ")}, __file, __line, ` +
+    `coalesce(__structural, ${converted.map((c) => c.problem).join(", ")}) AS __problem ` +
+    `FROM (SELECT *${computed.map((c) => `, ${c}`).join("")} FROM (${source.select}))`;
+  const normalized = columns.map((c) => {
+    const name = quoteIdentifier(c.name);
+    if (c.nullable && c.type === "VARCHAR") return `NULLIF(r.${name}, '') AS ${name}`;
+    return `r.${name}`;
+  });
+  const landedSelect =
+    `SELECT *${request.partition.map((p) => `, CAST((${p.expression}) AS VARCHAR) AS ${quoteIdentifier(p.key)}`).join("")} ` +
+    `FROM (SELECT ${normalized.join(", ")}, r.__file, r.__line, r.__problem FROM (${typed}) r)`;
+  try {
+    await connection.run(`CREATE ${inPlace ? "VIEW" : "TABLE"} ${all} AS ${landedSelect}`);
+    // A view is only bound here: a file that cannot be read fails below, on the first pass over it.
+  } catch (error) {
+    if (outOfMemory(error)) throw error;
+    throw new InvalidInputError(`reading ${fileList(request.files)} as ${request.format} failed: ${duckDbMessage(error)}`);
+  }
+}
+
+/** The partition values that are NULL, or unsafe in a path or a query, each with why: checked once per distinct value. */
+async function findBadKeys({ connection, request, names, all }: LandingPass): Promise<void> {
+  const keys = request.partition.map((p) => p.key);
+  const keyChecks = request.partition.map(
+    ({ key, expression }) =>
+      `CASE WHEN ${quoteIdentifier(key)} IS NULL THEN ${quoteLiteral(`partition key ${key} is NULL: its expression ${printable(expression)} gives NULL for this row`)} ` +
+      `WHEN NOT regexp_full_match(${quoteIdentifier(key)}, ${quoteLiteral(SAFE_PARTITION_VALUE)}) OR contains(${quoteIdentifier(key)}, '..') OR strlen(${quoteIdentifier(key)}) > ${MAX_PARTITION_VALUE_LENGTH} ` +
+      `THEN ${quoteLiteral(`partition key ${key} has the unsafe value `)} || ${shown(quoteIdentifier(key))} END`,
+  );
+  const keyList = keys.map(quoteIdentifier).join(", ");
+  await readingPass(request, () =>
+    connection.run(
+      keys.length === 0
+        ? // A table without partition keys has no partition value to check.
+          `CREATE TABLE ${names.badKeys} AS SELECT CAST(NULL AS VARCHAR) AS __key_problem WHERE false`
+        : `CREATE TABLE ${names.badKeys} AS SELECT * FROM (SELECT ${keyList}, coalesce(${keyChecks.join(", ")}) AS __key_problem ` +
+            `FROM (SELECT DISTINCT ${keyList} FROM ${all})) WHERE __key_problem IS NOT NULL`,
+    ),
+  );
+}
+
+/** The SQL that tells a bad row (`r`, joined to the bad keys `b`) and why, and shows a Parquet row's values. */
+interface RowChecks {
+  /** A row of `r` has the partition values of the bad key `b`. */
+  readonly keysMatch: string;
+  /** Why the row itself is bad (a value that did not convert, a NULL in a non-nullable column), or NULL. */
+  readonly rowProblem: string;
+  /** Why the row is bad, its partition value included, or NULL. */
+  readonly reason: string;
+  /** The row's values as read, where they converted: the text of a bad row read without one (Parquet). */
+  readonly values: string;
+}
+
+function rowChecks(request: LandRequest): RowChecks {
+  const columns = request.columns;
+  const keys = request.partition.map((p) => p.key);
+  const notNull = columns
+    .filter((c) => !c.nullable)
+    .map((c) => `CASE WHEN r.${quoteIdentifier(c.name)} IS NULL THEN ${quoteLiteral(`column ${c.name} is NULL but is declared not nullable (an empty field is NULL)`)} END`);
+  return {
+    keysMatch: keys.map((key) => `r.${quoteIdentifier(key)} IS NOT DISTINCT FROM b.${quoteIdentifier(key)}`).join(" AND ") || "true",
+    rowProblem: `coalesce(${["r.__problem", ...notNull].join(", ")})`,
+    reason: `coalesce(${["r.__problem", ...notNull, "b.__key_problem"].join(", ")})`,
+    values: `CASE WHEN r.__problem IS NULL THEN concat_ws(',', ${columns.map((c) => `coalesce(CAST(r.${quoteIdentifier(c.name)} AS VARCHAR), '')`).join(", ")}) END`,
+  };
+}
+
+/**
+ * The bad rows into the rejected table: a value that did not convert, a NULL in a non-nullable column, or a bad
+ * partition value. A bad row keeps its original text (CSV, JSONL); a Parquet row has none: its values as read, where
+ * they converted.
+ */
+async function collectBadRows({ connection, request, tables, names, inPlace, all }: LandingPass, source: SourceRows, checks: RowChecks): Promise<void> {
+  const { keysMatch, rowProblem, reason, values } = checks;
+  // A delivery read in place is first probed for a bad row (a pass that stops at the first one), so that a clean one
+  // (the usual case) is not read once more to collect none.
+  const probe = async (): Promise<boolean> => {
+    const unsafe = (await connection.runAndReadAll(`SELECT count(*) FROM ${names.badKeys}`)).getRowsJS()[0]?.[0];
+    if (Number(unsafe) > 0) return true;
+    const found = await connection.runAndReadAll(`SELECT count(*) FROM (SELECT 1 FROM ${all} r WHERE ${rowProblem} IS NOT NULL LIMIT 1)`);
+    return Number(found.getRowsJS()[0]?.[0]) > 0;
+  };
+  const anyBad = !inPlace || (await readingPass(request, probe));
+  await readingPass(request, () =>
+    connection.run(
+      `CREATE TABLE ${names.badRows} AS SELECT r.__file, r.__line, ${reason} AS reason${source.rawTable ? "" : `, ${values} AS raw`} ` +
+        `FROM ${all} r LEFT JOIN ${names.badKeys} b ON ${keysMatch} WHERE ${anyBad ? `${reason} IS NOT NULL` : "false"}`,
+    ),
+  );
+  // The raw text is joined to the bad rows alone (a table whose size DuckDB knows), never the other way round.
+  const raw = source.rawTable ? { join: `LEFT JOIN ${source.rawTable} t ON t.__file = r.__file AND t.__line = r.__line`, text: "t.__raw" } : { join: "", text: "r.raw" };
+  await connection.run(
+    `CREATE TABLE ${tables.rejected} AS SELECT ${sqlList(request.files)}[r.__file] AS file, r.__line AS line, r.reason, ${raw.text} AS raw ` +
+      `FROM ${names.badRows} r ${raw.join}`,
+  );
+  for (const table of [names.lines, names.records, names.badRows]) await connection.run(`DROP TABLE IF EXISTS ${table}`);
+}
+
+/** The bad rows leave the landed relation, and so do the columns that only served to find them. */
+async function keepGoodRows({ connection, request, tables, names, inPlace, all }: LandingPass, { keysMatch, rowProblem }: RowChecks): Promise<void> {
+  const [rejected, unsafeKeys] = (
+    await connection.runAndReadAll(`SELECT (SELECT count(*) FROM ${tables.rejected}), (SELECT count(*) FROM ${names.badKeys})`)
+  ).getRowsJS()[0]!.map(Number) as [number, number];
+  if (inPlace) {
+    // A clean delivery (the probe found no bad row, and its files are checked unchanged before anything is kept)
+    // needs no filter: its later passes (signature, runs) then skip computing every row's problems again.
+    const good = [...(rejected > 0 ? [`${rowProblem} IS NULL`] : []), ...(unsafeKeys > 0 ? [`NOT EXISTS (SELECT 1 FROM ${names.badKeys} b WHERE ${keysMatch})`] : [])];
+    const output = [...request.columns.map((c) => c.name), ...request.partition.map((p) => p.key)].map((name) => `r.${quoteIdentifier(name)}`).join(", ");
+    await connection.run(`CREATE VIEW ${tables.landed} AS SELECT ${output} FROM ${all} r${good.length > 0 ? ` WHERE ${good.join(" AND ")}` : ""}`);
+    return;
+  }
+  if (rejected > 0) await connection.run(`DELETE FROM ${tables.landed} r WHERE ${rowProblem} IS NOT NULL`);
+  if (unsafeKeys > 0) await connection.run(`DELETE FROM ${tables.landed} r USING ${names.badKeys} b WHERE ${keysMatch}`);
+  for (const column of ["__file", "__line", "__problem"]) await connection.run(`ALTER TABLE ${tables.landed} DROP COLUMN ${column}`);
+}
+
+/** The error of a landing that ran out of memory and of spill space: what DuckDB may use, where it spills, and the fix. */
+async function noRoom(connection: DuckDBConnection, request: LandRequest, error: unknown): Promise<LakeswapError> {
+  const [limit, folder] = (await connection.runAndReadAll(`SELECT current_setting('memory_limit'), current_setting('temp_directory')`)).getRowsJS()[0]!.map(String);
+  return new LakeswapError(
+    "NO_SPACE",
+    `landing ${fileList(request.files)} ran out of room: DuckDB may use ${limit} of memory (LAKESWAP_MEMORY_LIMIT) and spills the rest to ${folder || "nowhere"} ` +
+      `(in TMPDIR), and neither was enough (${duckDbMessage(error)}). Free space in TMPDIR or point it elsewhere, or raise LAKESWAP_MEMORY_LIMIT`,
+    { cause: error },
+  );
+}
+
+/**
+ * The names of the relations landing makes besides the landed and rejected ones: scratch tables, and (Parquet) the
+ * view of every row typed, with its problems, that the landed view filters. `releaseLanding` drops them all.
+ */
+function landingScratch(landed: string): { lines: string; records: string; badKeys: string; badRows: string; typed: string } {
+  return { lines: `${landed}_lines`, records: `${landed}_records`, badKeys: `${landed}_bad_keys`, badRows: `${landed}_bad_rows`, typed: `${landed}_typed` };
+}
+
+/** Drops every relation of one landed delivery (tables and views), those that exist. */
+export async function dropLanding(connection: DuckDBConnection, tables: LandingTables): Promise<void> {
+  const scratch = landingScratch(tables.landed);
+  const names = [tables.landed, scratch.typed, tables.rejected, scratch.badKeys, scratch.badRows, scratch.records, scratch.lines];
+  // The relations of one delivery are all in one catalog: the landing's in-memory one (`catalog.name`), or the default.
+  const home = relationParts(tables.landed).catalog;
+  const catalog = home === undefined ? "current_database()" : quoteLiteral(home);
+  const bare = names.map((name) => relationParts(name).name);
+  const list = bare.map(quoteLiteral).join(", ");
+  const found = await connection.runAndReadAll(
+    `SELECT view_name, 'VIEW' FROM duckdb_views() WHERE NOT internal AND database_name = ${catalog} AND view_name IN (${list}) ` +
+      `UNION ALL SELECT table_name, 'TABLE' FROM duckdb_tables() WHERE database_name = ${catalog} AND table_name IN (${list})`,
+  );
+  // Views first: they read the tables. In the order of `names`, so the landed view goes before the typed one it reads.
+  const relations = (found.getRowsJS() as [string, string][]).sort(
+    (a, b) => (a[1] === b[1] ? bare.indexOf(a[0]) - bare.indexOf(b[0]) : a[1] === "VIEW" ? -1 : 1),
+  );
+  for (const [name, kind] of relations) await connection.run(`DROP ${kind} IF EXISTS ${quoteRelation(names[bare.indexOf(name)]!)}`);
+}
+
+/** A pass over a delivery read in place (Parquet): a file that cannot be read as the format is bad input naming it, as when it is copied in. */
+async function readingPass<T>(request: LandRequest, pass: () => Promise<T>): Promise<T> {
+  try {
+    return await pass();
+  } catch (error) {
+    if (request.format !== "parquet" || outOfMemory(error) || error instanceof LakeswapError) throw error;
+    throw new InvalidInputError(`reading ${fileList(request.files)} as ${request.format} failed: ${duckDbMessage(error)}`);
+  }
+}

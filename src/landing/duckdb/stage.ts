@@ -1,0 +1,126 @@
+import { promises as fs } from "node:fs";
+import path from "node:path";
+import { randomBytes } from "node:crypto";
+import type { DuckDBConnection } from "@duckdb/node-api";
+import { BuildError } from "../../model/errors.js";
+import { partitionPath, partitionValue, type Partition } from "../../model/partition.js";
+import { quoteIdentifier, quoteLiteral, quoteRelation } from "../../model/sql.js";
+import { duckdbStorageType } from "../../model/column-types.js";
+import type { TableDefinition } from "../../model/table.js";
+import { cleanDuckDbMessage, parseByteSize } from "../../duckdb/duckdb-text.js";
+import type { FileAccess } from "../../engine/duckdb-file-access.js";
+
+/** Files written in a stage folder, one folder per partition, removed once their runs are placed. */
+export interface Stage {
+  /** The folder of a partition's files (perhaps none, for a partition without rows). */
+  folderOf(partition: Partition): string;
+  remove(): Promise<void>;
+}
+
+/** Which partitions a stage holds: the given ones (of the delivery's `ofDelivery`), or every one of the relation. */
+export type StagedPartitions = { readonly partitions: readonly Partition[]; readonly ofDelivery: number } | "all";
+
+/** What a stage's files were written for: a table's columns, partition keys and compression. */
+export function tableShape(table: TableDefinition): string {
+  return JSON.stringify([table.columns.map((c) => [c.name, duckdbStorageType(c.type)]), table.partitionKeys, table.compression ?? ""]);
+}
+
+/** The block DuckDB allocates per open partition and column while it writes them (256 KiB). */
+const WRITE_BUFFER_BYTES = 256 * 1024;
+
+/** Column buffers one partitioned write may hold open at once: three quarters of the instance's memory limit. */
+async function writeBufferBudget(connection: DuckDBConnection): Promise<number> {
+  const reader = await connection.runAndReadAll(`SELECT current_setting('memory_limit')`);
+  const limit = parseByteSize(String(reader.getRows()[0]?.[0] ?? "")) ?? 1024 ** 3;
+  return Math.max(16, Math.floor((limit * 3) / 4 / WRITE_BUFFER_BYTES));
+}
+
+/**
+ * Writes the good rows of a landed relation into a stage, one folder of
+ * Parquet files per partition: the given partitions (of the delivery's
+ * `ofDelivery`) in one pass, or one per group for more partitions than the
+ * memory limit keeps open at once; or every partition, in one pass whose
+ * files DuckDB closes and reopens (one more file) when more partitions than
+ * that come, as it does when written ahead, before the partitions are known.
+ */
+export async function writeStage(connection: DuckDBConnection, files: FileAccess, table: TableDefinition, relation: string, which: StagedPartitions): Promise<Stage> {
+  const id = randomBytes(6).toString("hex");
+  // Staged where the runs go (a store with local paths: the lake's own temporary folder, so each run folder is one
+  // rename away), or in the machine's temporary folder when the runs are uploaded.
+  const { dir, remove } = await files.stage(id);
+  const runsTable = `runs_${id}`;
+  try {
+    // DuckDB buffers every open partition's columns while it writes (a block of 256 KiB each): partitions go in
+    // groups small enough that a group's buffers stay well inside the landing's memory limit, whatever N is.
+    const perGroup = Math.max(4, Math.floor((await writeBufferBudget(connection)) / (table.columns.length + table.partitionKeys.length)));
+    const partitions = which === "all" ? [] : which.partitions;
+    const groups = which === "all" ? 1 : Math.ceil(partitions.length / perGroup);
+    // Every partition of a group stays open to the end of its pass, so each run is one file (DuckDB's default, 100
+    // open files, would close and reopen the files of a larger group: several files per run, each a footer to audit).
+    await connection.run(`SET partitioned_write_max_open_files = ${(which === "all" ? perGroup : Math.min(perGroup, partitions.length)) + 1}`);
+    // Every partition of the delivery in one group (a first load of a few partitions) needs no filter.
+    const paths = partitions.map(partitionPath);
+    const all = which === "all" || (groups === 1 && new Set(paths).size === which.ofDelivery);
+    if (!all) await groupTable(connection, runsTable, table.partitionKeys, partitions, perGroup);
+    try {
+      for (let group = 0; group < groups; group += 1) {
+        await writeGroup(connection, { table, relation, dir, group, runsTable: all ? undefined : runsTable, count: partitions.length });
+      }
+    } finally {
+      await connection.run(`DROP TABLE IF EXISTS ${runsTable}`);
+    }
+    const groupOf = new Map(paths.map((p, index) => [p, Math.floor(index / perGroup)]));
+    const folderOf = (partition: Partition): string => {
+      const p = partitionPath(partition);
+      return path.join(dir, `g${groupOf.get(p) ?? 0}`, ...p.split("/"));
+    };
+    return { folderOf, remove };
+  } catch (error) {
+    await remove();
+    throw error;
+  }
+}
+
+/** A table of the partitions to write, each with its group (`perGroup` partitions a group, in order). */
+async function groupTable(connection: DuckDBConnection, name: string, keys: readonly string[], partitions: readonly Partition[], perGroup: number): Promise<void> {
+  await connection.run(`CREATE TEMP TABLE ${name} (__group INTEGER, ${keys.map((k) => `${quoteIdentifier(k)} VARCHAR`).join(", ")})`);
+  for (let start = 0; start < partitions.length; start += 1000) {
+    const values = partitions
+      .slice(start, start + 1000)
+      .map((partition, i) => `(${Math.floor((start + i) / perGroup)}, ${keys.map((key) => quoteLiteral(partitionValue(partition, key))).join(", ")})`);
+    await connection.run(`INSERT INTO ${name} VALUES ${values.join(", ")}`);
+  }
+}
+
+/**
+ * One pass over the delivery for one group (one for most deliveries), each partition's files in its own Hive folder
+ * under `g<group>` (`day=2026-11-01/`; partition values were checked when landed: letters, digits, '_', '.', '-', so
+ * the folder name is the value as it is). Without `runsTable`, every partition of the relation.
+ */
+async function writeGroup(
+  connection: DuckDBConnection,
+  pass: { readonly table: TableDefinition; readonly relation: string; readonly dir: string; readonly group: number; readonly runsTable?: string; readonly count: number },
+): Promise<void> {
+  const { table, relation, dir, group, runsTable } = pass;
+  const keys = table.partitionKeys;
+  const keyList = keys.map(quoteIdentifier).join(", ");
+  const projection = table.columns.map((c) => `CAST(l.${quoteIdentifier(c.name)} AS ${duckdbStorageType(c.type)}) AS ${quoteIdentifier(c.name)}`).join(", ");
+  const compression = `COMPRESSION ${table.compression === "zstd" ? "zstd" : "snappy"}`;
+  const where = runsTable ? ` WHERE (${keys.map((k) => `l.${quoteIdentifier(k)}`).join(", ")}) IN (SELECT (${keyList}) FROM ${runsTable} WHERE __group = ${group})` : "";
+  try {
+    if (keys.length === 0) {
+      // A table without partition keys: the whole relation is its one run, one file.
+      await fs.mkdir(path.join(dir, "g0"));
+      await connection.run(
+        `COPY (SELECT ${projection} FROM ${quoteRelation(relation)} AS l) TO ${quoteLiteral(path.join(dir, "g0", "data_0.parquet"))} (FORMAT PARQUET, ${compression})`,
+      );
+      return;
+    }
+    await connection.run(
+      `COPY (SELECT ${projection}, ${keys.map((k) => `l.${quoteIdentifier(k)}`).join(", ")} FROM ${quoteRelation(relation)} AS l${where}) ` +
+        `TO ${quoteLiteral(path.join(dir, `g${group}`))} (FORMAT PARQUET, PARTITION_BY (${keyList}), ${compression})`,
+    );
+  } catch (error) {
+    throw new BuildError(`writing ${pass.count} run(s) of ${table.name} failed: ${cleanDuckDbMessage(error)}`, error);
+  }
+}
