@@ -8,7 +8,7 @@ import { GlueCatalog } from "../../src/catalog/glue-catalog.js";
 import { LocalCatalog } from "../../src/catalog/local-catalog.js";
 import { AthenaEngine } from "../../src/engine/athena-engine.js";
 import { DuckDbEngine } from "../../src/engine/duckdb-engine.js";
-import { METADATA_FOLDERS, TEMP_PREFIX } from "../../src/lake/layout.js";
+import { METADATA_FOLDERS } from "../../src/lake/layout.js";
 import { LocalStore } from "../../src/store/local-store.js";
 import { S3Store } from "../../src/store/s3/s3-store.js";
 import { tempDir } from "../support/lake-fixture.js";
@@ -24,7 +24,7 @@ if (backendSelected("local")) {
     const store = new LocalStore(root, { folders: METADATA_FOLDERS });
     const catalog = new LocalCatalog(root, { folders: METADATA_FOLDERS });
     await catalog.open();
-    const engine = new DuckDbEngine(store, { stagingPrefix: TEMP_PREFIX });
+    const engine = new DuckDbEngine(store);
     return {
       engine,
       store,

@@ -5,7 +5,7 @@ import { GlueClient } from "@aws-sdk/client-glue";
 import { S3Client } from "@aws-sdk/client-s3";
 import { GlueCatalog } from "../../src/catalog/glue-catalog.js";
 import { LocalCatalog } from "../../src/catalog/local-catalog.js";
-import { DuckDbEngine } from "../../src/engine/duckdb-engine.js";
+import { DuckDbLanding } from "../../src/landing/duckdb/duckdb-landing.js";
 import { METADATA_FOLDERS, TEMP_PREFIX } from "../../src/lake/layout.js";
 import { LocalStore } from "../../src/store/local-store.js";
 import { S3Store } from "../../src/store/s3/s3-store.js";
@@ -20,7 +20,7 @@ if (backendSelected("local")) {
     const { dir, cleanup } = tempDir();
     const root = path.join(dir, "lake");
     const store = new LocalStore(root, { folders: METADATA_FOLDERS });
-    const landing = new DuckDbEngine(store, { stagingPrefix: TEMP_PREFIX });
+    const landing = new DuckDbLanding(store, { stagingPrefix: TEMP_PREFIX });
     return {
       landing,
       store,
@@ -39,7 +39,7 @@ if (backendSelected("aws")) {
     const s3 = new S3Client(services.s3.clientConfig);
     const glue = new GlueClient(services.glue.clientConfig);
     const store = new S3Store(s3, { bucket: "lake", prefix: uniqueName("contracts/landing-") });
-    const landing = new DuckDbEngine(store, { stagingPrefix: TEMP_PREFIX });
+    const landing = new DuckDbLanding(store, { stagingPrefix: TEMP_PREFIX });
     return {
       landing,
       store,
