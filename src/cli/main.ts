@@ -17,6 +17,7 @@ import { registerSyncs } from "./commands/syncs.js";
 import { registerPin } from "./commands/pin.js";
 import { registerSchema } from "./commands/schema.js";
 import { registerIngest } from "./commands/ingest.js";
+import { registerServe } from "./commands/serve.js";
 
 /** Builds the `lakeswap` command line. */
 export function buildProgram(): Command {
@@ -29,7 +30,7 @@ export function buildProgram(): Command {
     .exitOverride();
   for (const register of [
     registerDemo, registerCreateTable, registerDropTable, registerReplace, registerRollback,
-    registerHistory, registerGc, registerQuery, registerTables, registerPlan, registerSync, registerSyncs, registerPin, registerSchema, registerIngest,
+    registerHistory, registerGc, registerQuery, registerTables, registerPlan, registerSync, registerSyncs, registerPin, registerSchema, registerServe, registerIngest,
   ]) register(program);
   for (const command of program.commands) command.exitOverride();
   return program;

@@ -4,7 +4,8 @@ import { loadPipelineConfig } from "../../config/pipeline-config.js";
 import { Pipeline } from "../../pipeline/pipeline.js";
 import { assertDay } from "../../model/day.js";
 import { fetchSource } from "../../sources/fetch-source.js";
-import { formatTable, report } from "../output.js";
+import { report } from "../output.js";
+import { planReport, planReportText } from "../reports/plan-report.js";
 import { checkPartitionFilters, wantsJson, withLake } from "../context.js";
 
 /** `lakeswap plan`: for each layer and partition, build or skip, and why. */
@@ -31,16 +32,8 @@ export function registerPlan(program: Command): void {
             fetchSource: (request) => fetchSource(request),
             asOf: options.asOf === undefined ? undefined : assertDay(options.asOf, "--as-of"),
           }).plan();
-          const build = plan.filter((p) => p.action === "build").length;
-          report(wantsJson(command), { partitions: plan, totals: { build, skip: plan.length - build } }, () =>
-            [
-              plan.some((p) => p.error !== undefined)
-                ? formatTable(["layer", "table", "partition", "action", "reason", "error"], plan.map((p) => [p.layer, p.table, p.partition, p.action, p.reason, p.error]))
-                : formatTable(["layer", "table", "partition", "action", "reason"], plan.map((p) => [p.layer, p.table, p.partition, p.action, p.reason])),
-              "",
-              `${build} to build, ${plan.length - build} to skip`,
-            ].join("\n"),
-          );
+          const planned = planReport(plan);
+          report(wantsJson(command), planned, () => planReportText(planned));
         },
         { ...config, readOnly: true },
       );

@@ -1,0 +1,25 @@
+import type { PlannedPartition } from "../../pipeline/pipeline.js";
+import { formatTable } from "../output.js";
+
+/** `lakeswap plan`'s report: each partition to build or skip, and the totals. */
+export interface PlanReport {
+  readonly partitions: readonly PlannedPartition[];
+  readonly totals: { readonly build: number; readonly skip: number };
+}
+
+/** The plan's report from its partitions. */
+export function planReport(plan: readonly PlannedPartition[]): PlanReport {
+  const build = plan.filter((p) => p.action === "build").length;
+  return { partitions: plan, totals: { build, skip: plan.length - build } };
+}
+
+/** `lakeswap plan`'s text report: a row per partition (with an error column when one has an error), then the totals. */
+export function planReportText({ partitions: plan, totals }: PlanReport): string {
+  return [
+    plan.some((p) => p.error !== undefined)
+      ? formatTable(["layer", "table", "partition", "action", "reason", "error"], plan.map((p) => [p.layer, p.table, p.partition, p.action, p.reason, p.error]))
+      : formatTable(["layer", "table", "partition", "action", "reason"], plan.map((p) => [p.layer, p.table, p.partition, p.action, p.reason])),
+    "",
+    `${totals.build} to build, ${totals.skip} to skip`,
+  ].join("\n");
+}

@@ -1,0 +1,77 @@
+import type { LoadReport, SyncReport } from "../../pipeline/pipeline.js";
+import { formatTable } from "../output.js";
+
+/** `lakeswap sync`'s text report: what each dataset landed, each layer's totals, the partitions and sink writes that changed. */
+export function syncReportText(result: SyncReport): string {
+  const undo = result.totals.built > 0 ? ` (undo with: lakeswap rollback --sync ${result.syncId})` : ": nothing was built";
+  const lines = [`sync ${result.syncId}${undo}`, ""];
+  lines.push(...result.loads.map(loadLine));
+  // The same signatures either way; say so only when they took the slow path, with why.
+  const slow = result.loads.find((l) => l.signing.form === "sql");
+  if (slow) lines.push(`signatures computed in plain SQL, about 5x slower than with lakeswap's extension: ${slow.signing.reason ?? "not loaded"}`);
+  lines.push(
+    "",
+    formatTable(
+      ["layer", "table", "built", "skipped", "failed", "rows", "seconds"],
+      result.layers.map((l) => [l.layer, l.table, l.built, l.skipped, l.failed, l.rows, l.seconds.toFixed(2)]),
+    ),
+  );
+  lines.push(...partitionLines(result), ...sinkLines(result));
+  return lines.join("\n");
+}
+
+/** One dataset's landing: where its rows came from, and how many were loaded and dead-lettered. */
+function loadLine(l: LoadReport): string {
+  const from = l.fetched ? `fetched ${l.fetched.days - l.fetched.failed} of ${l.fetched.days} day(s) from its http source` : `read ${l.rowsRead} rows from ${l.files.length} file(s)`;
+  const rows = l.fetched ? `, ${l.rowsRead} rows` : "";
+  return `${l.dataset}: ${from}${rows}: ${l.rowsLoaded} loaded, ${l.rowsDeadLettered} dead-lettered${l.deadLetterTable ? ` (${l.deadLetterTable}, delivery=${l.delivery})` : ""}`;
+}
+
+/** The partitions skipped as already appended or empty in their source, and the table of those built or failed. */
+function partitionLines(result: SyncReport): string[] {
+  const lines: string[] = [];
+  const again = result.partitions.filter((p) => p.reason === "already appended");
+  if (again.length > 0) {
+    const tables = [...new Set(again.map((p) => p.table))].join(", ");
+    lines.push("", `${tables}: ${again.length} partition(s) skip: already appended (they hold this delivery already; --allow-duplicates appends it again)`);
+  }
+  const empty = result.partitions.filter((p) => p.reason === "empty in source");
+  if (empty.length > 0) {
+    lines.push(
+      "",
+      `${empty.length} day(s) came back from the source without rows, and were left as they are (a day with rows keeps them): ` +
+        `${empty.map((p) => `${p.table}/${p.partition}`).join(", ")}. If they really are empty now, set allow_empty: true under the dataset's source`,
+    );
+  }
+  const changed = result.partitions.filter((p) => p.action !== "skip");
+  if (changed.length > 0) {
+    lines.push(
+      "",
+      formatTable(
+        ["layer", "partition", "action", "reason", "run", "rows", "error"],
+        changed.map((p) => [p.layer, p.partition || "(whole table)", p.action, p.reason, p.run, p.rows, p.error]),
+      ),
+    );
+  }
+  return lines;
+}
+
+/** What the sinks got: counts by action, and the table of the writes that were not skipped. */
+function sinkLines(result: SyncReport): string[] {
+  if (result.sinks.length === 0) return [];
+  const sent = result.sinks.filter((s) => s.action === "sent").length;
+  const skippedCount = result.sinks.filter((s) => s.action === "skipped").length;
+  const failedCount = result.sinks.filter((s) => s.action === "failed").length;
+  const removed = result.sinks.filter((s) => s.action === "removed").length;
+  const lines = ["", `sinks: ${sent} partition(s) sent, ${skippedCount} skipped (unchanged), ${failedCount} failed${removed > 0 ? `, ${removed} removed (gone from the lake)` : ""}`];
+  const notSkipped = result.sinks.filter((s) => s.action !== "skipped");
+  if (notSkipped.length > 0) {
+    lines.push(
+      formatTable(
+        ["layer", "target", "partition", "action", "reason", "rows", "error"],
+        notSkipped.map((s) => [s.layer, s.table, s.partition, s.action, s.reason, s.rows, s.error]),
+      ),
+    );
+  }
+  return lines;
+}
