@@ -3,7 +3,6 @@ import tseslint from "typescript-eslint";
 
 /** Files still over 500 lines (issue 26 splits them; remove a file from here when it is split). */
 const OVERSIZED_FILES = [
-  "src/config/ingest-config.ts",
   "src/config/pipeline-config.ts",
   "src/ingest/http-server.ts",
   "src/ingest/ingest-service.ts",

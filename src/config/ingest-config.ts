@@ -4,82 +4,11 @@ import { TIME_FORMATS, type TimeFormat } from "../model/column-types.js";
 import { parseDuration } from "../model/duration.js";
 import { InvalidInputError } from "../model/errors.js";
 import { assertIdentifier, printable, quoteIdentifier } from "../model/sql.js";
-import { athenaSinkSchema, awsTargetInEnvironment, resolveAwsTarget, type AwsTarget } from "./aws-config.js";
-import type { Column } from "../model/table.js";
+import { athenaSinkSchema, awsTargetInEnvironment, resolveAwsTarget } from "./aws-config.js";
+import type { ColumnDeclarations, DataSinkTarget, IngestContext, IngestNamespaceConfig, IngestPipelineConfig, PipelineColumn, TimeBucketing, WalConfig } from "./ingest-types.js";
+import { checkLogs, checkTables, chooseDatasetsSink } from "./ingest-placement.js";
 
-/** A declared column with its nullability (datasets and ingest pipelines declare columns alike). */
-export interface PipelineColumn extends Column {
-  readonly nullable: boolean;
-}
-
-/**
- * The ingest part of `lakeswap.yaml`, as the Skipprd Athena output sink's documentation writes it (`data_sinks`, `schema_sinks`,
- * `pipelines.<name>.{data_sink, schema_sink, deadletter_sink}`), with lakeswap's own keys under each pipeline
- * (`namespaces`, `wal`). pipeline-config.ts composes these keys into the one schema of the file.
- */
-
-/** Where a pipeline's Parquet lands: an embedded lake folder, or S3 + Glue + Athena. */
-export type DataSinkTarget =
-  | { readonly kind: "local"; readonly name: string; readonly path: string }
-  | { readonly kind: "athena"; readonly name: string; readonly aws: AwsTarget };
-
-/** Partition keys of a namespace's table and the DuckDB SQL computing each one from the time field, in UTC. */
-interface TimeBucketing {
-  readonly field: string;
-  readonly partition: readonly { readonly key: string; readonly expression: string }[];
-  /** How the field's value is read (`time.format`); default iso8601. */
-  readonly format?: TimeFormat;
-}
-
-/** One namespace of a pipeline: a table (Glue table and folder) of declared columns, bucketed by one time field. */
-export interface IngestNamespaceConfig {
-  /** The namespace's name, also its table's name. */
-  readonly name: string;
-  /** The declared columns, in order (the extra column and the partition keys are not among them). */
-  readonly columns: readonly PipelineColumn[];
-  /** What an event field that is not a declared column does: kept in the extra column (default), or dead-letters its event. */
-  readonly unknownFields: "keep" | "deadletter";
-  /** The JSON text column that keeps unknown fields (default `extra`); the table has it only when unknownFields is keep. */
-  readonly extraColumn: string;
-  readonly time: TimeBucketing;
-}
-
-/** The write-ahead log of one pipeline. */
-interface WalConfig {
-  /** Absolute; default `<config dir>/.lakeswap-wal/<pipeline>`. */
-  readonly dir: string;
-  /** A segment is sealed at this size (default 64 MiB) ... */
-  readonly segmentMaxBytes: number;
-  /** ... or at this age (default 60 s), whichever comes first. */
-  readonly segmentMaxAgeMs: number;
-  /** Past this many bytes in the log the collector answers 503 with Retry-After (default 1 GiB). */
-  readonly maxBytes: number;
-}
-
-/** One event pipeline, resolved: where its tables, its catalog and its dead letters go, its namespaces and its log. */
-export interface IngestPipelineConfig {
-  readonly name: string;
-  /** `data_sink`; default the embedded lake (`lake:`, else `<config dir>/lake`). */
-  readonly dataSink: DataSinkTarget;
-  /**
-   * The Glue database the namespaces' tables are created in; set exactly when the data sink is Athena. It is the
-   * `schema_sink`'s glue_database_name, or, without a schema_sink, the Athena block's own (then its name is
-   * `data_sinks.<name>`). A schema_sink paired with a Local data sink is accepted and ignored.
-   */
-  readonly schemaSink?: { readonly name: string; readonly database: string };
-  /**
-   * `deadletter_sink`; default the data sink. Dead letters go to the table named after the pipeline there (on Athena,
-   * in that sink's own glue_database_name, the "deadletter database" of Skipprd's documentation).
-   */
-  readonly deadletterSink: DataSinkTarget;
-  readonly namespaces: readonly IngestNamespaceConfig[];
-  readonly wal: WalConfig;
-  /** `auth_token: ${VAR}`: the bearer token its event posts must carry (else LAKESWAP_INGEST_TOKEN; neither: none). */
-  readonly authToken?: string;
-}
-
-/** A `columns:` mapping as parsed: name -> type, or name -> {type, nullable}. */
-export type ColumnDeclarations = Record<string, string | { type: string; nullable: boolean }>;
+export type { ColumnDeclarations, DataSinkTarget, IngestContext, IngestNamespaceConfig, IngestPipelineConfig, PipelineColumn } from "./ingest-types.js";
 
 const DEFAULT_BUCKETING = "p_year/p_month/p_day";
 const DEFAULT_SEGMENT_MAX_BYTES = "64MiB";
@@ -211,22 +140,6 @@ export interface IngestInput {
   readonly data_sinks?: z.output<IngestSchemas["data_sinks"]>;
   readonly schema_sinks?: z.output<IngestSchemas["schema_sinks"]>;
   readonly pipelines?: z.output<IngestSchemas["pipelines"]>;
-}
-
-/** What resolving the ingest keys needs from the rest of the file. */
-export interface IngestContext {
-  /** The config file's folder. */
-  readonly dir: string;
-  /** `lake:`, absolute. */
-  readonly lake?: string;
-  /** `target:`: the data sink datasets run on. */
-  readonly target?: string;
-  /** The datasets' tables, each with the key path that declares it. */
-  readonly datasetTables: readonly { readonly table: string; readonly where: string }[];
-  readonly env: NodeJS.ProcessEnv;
-  /** pipeline-config.ts's column resolution, shared with datasets. */
-  readonly resolveColumns: (columns: ColumnDeclarations, at: string) => PipelineColumn[];
-  readonly didYouMean: (value: string, known: readonly string[]) => string;
 }
 
 /** The ingest keys, resolved, and the lake the datasets run on. */
@@ -446,89 +359,6 @@ export function parseByteSize(value: number | string, what: string): number {
     throw new InvalidInputError(`${what}: '${printable(String(value))}' is not a size: use a whole number of bytes or a number with a unit, for example 64MiB or 1GiB`);
   }
   return bytes;
-}
-
-/**
- * The data sink datasets run on: `target:`; else the only data sink; else, with several and no datasets, the one
- * every pipeline writes to (so that `lakeswap query -c` reads the ingested tables); else none.
- */
-function chooseDatasetsSink(
-  names: readonly string[],
-  pipelines: readonly IngestPipelineConfig[],
-  writtenTo: ReadonlySet<string | undefined>,
-  context: IngestContext,
-  dataSink: (name: string) => DataSinkTarget,
-): DataSinkTarget | undefined {
-  let chosen: DataSinkTarget | undefined;
-  if (context.target !== undefined) {
-    const name = names.find((n) => n === context.target || `data_sinks.${n}` === context.target);
-    if (name === undefined) {
-      const known = names.length > 0 ? `defined data sinks: ${names.join(", ")}` : "no data sinks are defined";
-      throw new InvalidInputError(`target: '${printable(context.target)}' is not a data sink${context.didYouMean(context.target.replace(/^data_sinks\./, ""), names)}; ${known}`);
-    }
-    chosen = dataSink(name);
-  } else if (names.length === 1) {
-    chosen = dataSink(names[0]!);
-  } else if (names.length > 1) {
-    const [only] = writtenTo;
-    if (context.datasetTables.length === 0 && writtenTo.size === 1 && only !== undefined) chosen = pipelines[0]!.dataSink;
-    else if (context.datasetTables.length > 0) throw new InvalidInputError(`target: name the data sink the datasets run on (one of ${names.join(", ")})`);
-  }
-  if (chosen?.kind === "local" && context.lake !== undefined && chosen.path !== context.lake) {
-    throw new InvalidInputError(
-      `lake: '${context.lake}' and data_sinks.${chosen.name}.Local.path '${chosen.path}' name different folders, and the datasets run on one lake: ` +
-        `remove lake: (data_sinks.${chosen.name} sets it), or make them the same`,
-    );
-  }
-  return chosen;
-}
-
-/** Where a sink keeps tables: the places a table name must be unique in. */
-function places(sink: DataSinkTarget, database?: string): string[] {
-  if (sink.kind === "local") return [`the lake folder ${sink.path}`];
-  const s3 = `s3://${sink.aws.bucket}${sink.aws.prefix ? `/${sink.aws.prefix}` : ""}`;
-  return [`Glue database ${database ?? sink.aws.database}`, s3];
-}
-
-/** Refuses two tables of one name in one place: namespaces, dead letters, and the datasets' tables on their sink. */
-function checkTables(pipelines: readonly IngestPipelineConfig[], datasetsOn: DataSinkTarget | undefined, context: IngestContext): void {
-  const claims = new Map<string, string>();
-  const claim = (where: readonly string[], table: string, by: string) => {
-    for (const place of where) {
-      const other = claims.get(`${place}\0${table}`);
-      if (other !== undefined && other !== by) {
-        throw new InvalidInputError(`${by}: table '${table}' in ${place} is also ${other}; give each its own name (or its own sink)`);
-      }
-      claims.set(`${place}\0${table}`, by);
-    }
-  };
-  const datasetPlaces = datasetsOn ? places(datasetsOn) : [];
-  for (const { table, where } of context.datasetTables) claim(datasetPlaces, table, where);
-  for (const pipeline of pipelines) {
-    for (const namespace of pipeline.namespaces) claim(places(pipeline.dataSink, pipeline.schemaSink?.database), namespace.name, `pipelines.${pipeline.name}.namespaces.${namespace.name}`);
-    claim(places(pipeline.deadletterSink), pipeline.name, `pipelines.${pipeline.name} (its dead letters)`);
-  }
-}
-
-/** Refuses a write-ahead log shared by two pipelines, or kept inside a lake folder. */
-function checkLogs(pipelines: readonly IngestPipelineConfig[], lake: string | undefined): void {
-  const inside = (child: string, parent: string) => child === parent || child.startsWith(parent.endsWith(path.sep) ? parent : parent + path.sep);
-  const lakes = new Set<string>();
-  for (const sink of pipelines.flatMap((p) => [p.dataSink, p.deadletterSink])) if (sink.kind === "local") lakes.add(sink.path);
-  if (lake !== undefined) lakes.add(lake);
-  pipelines.forEach((pipeline, index) => {
-    const at = `pipelines.${pipeline.name}.wal.dir`;
-    for (const other of pipelines.slice(0, index)) {
-      if (inside(pipeline.wal.dir, other.wal.dir) || inside(other.wal.dir, pipeline.wal.dir)) {
-        throw new InvalidInputError(`${at}: '${pipeline.wal.dir}' overlaps the log of pipeline ${other.name} ('${other.wal.dir}'); give each pipeline its own folder`);
-      }
-    }
-    for (const folder of lakes) {
-      if (inside(pipeline.wal.dir, folder) || inside(folder, pipeline.wal.dir)) {
-        throw new InvalidInputError(`${at}: '${pipeline.wal.dir}' overlaps the lake folder '${folder}'; keep the log outside the lake (default .lakeswap-wal/${pipeline.name})`);
-      }
-    }
-  });
 }
 
 /** Runs a check, prefixing its message with the key path. */
