@@ -4,7 +4,7 @@ import path from "node:path";
 import { performance } from "node:perf_hooks";
 import type { IngestPipelineConfig } from "../src/config/ingest-config.js";
 import { startIngestServer } from "../src/ingest/http-server.js";
-import { IngestService } from "../src/ingest/ingest-service.js";
+import { Collector } from "../src/ingest/collector.js";
 import { Metrics, type Counter, type Gauge, type Histogram } from "../src/ingest/metrics.js";
 import { openEmbeddedLake } from "../src/open/open-lake.js";
 import { median } from "./stats.js";
@@ -112,7 +112,7 @@ export async function benchMetrics(workDir: string, progress: (message: string) 
 async function runRound(workDir: string, name: string, metrics: Metrics): Promise<Round> {
   const dir = path.join(workDir, `metrics-${name}`);
   const lake = await openEmbeddedLake(path.join(dir, "lake"));
-  const service = await IngestService.open({ pipeline: pipelineOf(path.join(dir, "wal")), lake, deadLetterLake: lake, metrics, log: () => undefined, walSyncer: "thread" });
+  const service = await Collector.open({ pipeline: pipelineOf(path.join(dir, "wal")), lake, deadLetterLake: lake, metrics, log: () => undefined, walSyncer: "thread" });
   const server = await startIngestServer({ handler: service, metrics, port: 0, host: "127.0.0.1", log: () => undefined });
   const agent = new http.Agent({ keepAlive: true, maxSockets: CLIENTS + 1 });
   const url = `${server.url}/v1/events/pageviews`;

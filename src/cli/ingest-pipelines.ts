@@ -49,11 +49,11 @@ export function sayWhereItRuns(pipelines: readonly IngestPipelineConfig[], file:
  * log's native CRC-32C, node:http or the collector (a few milliseconds of every command's start).
  */
 export async function ingestModules() {
-  const [{ startIngestServer }, { Metrics }, { IngestLakes, openIngestService }, { LANDING_YIELDS }] = await Promise.all([
+  const [{ startIngestServer }, { Metrics }, { IngestLakes, openCollector }, { LANDING_YIELDS }] = await Promise.all([
     import("../ingest/http-server.js"),
     import("../ingest/metrics.js"),
     import("../open/open-ingest.js"),
-    import("../ingest/ingest-service.js"),
+    import("../ingest/landing-yield.js"),
   ]);
-  return { startIngestServer, Metrics, IngestLakes, openIngestService, LANDING_YIELDS };
+  return { startIngestServer, Metrics, IngestLakes, openCollector, LANDING_YIELDS };
 }

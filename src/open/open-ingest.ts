@@ -2,7 +2,7 @@ import type { DataSinkTarget, IngestPipelineConfig } from "../config/ingest-conf
 import type { Lake, LakeSettings } from "../lake/lake.js";
 import { openAwsLake, openEmbeddedLake } from "./open-lake.js";
 import { glueLimitFromEnv, uploadLimitFromEnv, type AdaptiveLimit } from "../shared/adaptive-limit.js";
-import { IngestService, type IngestServiceOptions } from "../ingest/ingest-service.js";
+import { Collector, type CollectorOptions } from "../ingest/collector.js";
 import type { Metrics } from "../ingest/metrics.js";
 
 /** The lakes a set of pipelines write to, one per data sink, opened once and shared. */
@@ -39,16 +39,16 @@ export class IngestLakes {
 }
 
 /** Opens the collector of one pipeline: its write-ahead log, and the lakes of its data and dead-letter sinks. */
-export async function openIngestService(
+export async function openCollector(
   pipeline: IngestPipelineConfig,
   lakes: IngestLakes,
   metrics: Metrics,
-  options: Pick<IngestServiceOptions, "log" | "walSyncer" | "yieldToAppends"> = {},
-): Promise<IngestService> {
+  options: Pick<CollectorOptions, "log" | "walSyncer" | "yieldToAppends"> = {},
+): Promise<Collector> {
   // On AWS the namespaces' tables go to the schema sink's Glue database (Skipprd's configuration pairs each data sink with one).
   const data = pipeline.dataSink.kind === "athena" && pipeline.schemaSink ? { ...pipeline.dataSink, aws: { ...pipeline.dataSink.aws, database: pipeline.schemaSink.database } } : pipeline.dataSink;
   const lake = await lakes.lakeOf(data);
   const deadLetterLake = await lakes.lakeOf(pipeline.deadletterSink);
   const aws = pipeline.dataSink.kind === "athena" || pipeline.deadletterSink.kind === "athena";
-  return IngestService.open({ pipeline, lake, deadLetterLake, metrics, ...options, limits: aws ? lakes.limits : undefined });
+  return Collector.open({ pipeline, lake, deadLetterLake, metrics, ...options, limits: aws ? lakes.limits : undefined });
 }

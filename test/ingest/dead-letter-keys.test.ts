@@ -7,7 +7,10 @@ import type { IngestNamespaceConfig, IngestPipelineConfig } from "../../src/conf
 import type { Lake } from "../../src/lake/lake.js";
 import { partitionPath } from "../../src/model/partition.js";
 import { ingestTallyKey } from "../../src/lake/layout.js";
-import { DEAD_LETTER_COLUMNS, IngestService, namespaceTable, segmentFileId } from "../../src/ingest/ingest-service.js";
+import { Collector } from "../../src/ingest/collector.js";
+import { EVENT_DEAD_LETTER_COLUMNS } from "../../src/ingest/dead-letters.js";
+import { namespaceTable } from "../../src/ingest/segment-lander.js";
+import { segmentFileId } from "../../src/ingest/segment-keys.js";
 import { Metrics } from "../../src/ingest/metrics.js";
 import { awsBackend, embeddedBackend, type TestBackend } from "../support/lake-fixture.js";
 import { registerIngested, storeIngestedFiles } from "../../src/lake/operations/register-segment.js";
@@ -46,7 +49,7 @@ afterEach(async () => {
 
 interface Setup {
   readonly lake: Lake;
-  readonly service: IngestService;
+  readonly service: Collector;
   readonly walDir: string;
   readonly logged: string[];
   readonly metrics: Metrics;
@@ -58,7 +61,7 @@ async function setup(backend: () => Promise<TestBackend> = embeddedBackend): Pro
   const lake = await b.open();
   const logged: string[] = [];
   const metrics = new Metrics();
-  const service = await IngestService.open({ pipeline: pipelineOf(walDir), lake, deadLetterLake: lake, metrics, log: (line) => logged.push(line) });
+  const service = await Collector.open({ pipeline: pipelineOf(walDir), lake, deadLetterLake: lake, metrics, log: (line) => logged.push(line) });
   cleanups.push(async () => {
     await service.close().catch(() => undefined);
     await lake.close();
@@ -68,7 +71,7 @@ async function setup(backend: () => Promise<TestBackend> = embeddedBackend): Pro
   return { lake, service, walDir, logged, metrics };
 }
 
-async function post(service: IngestService, ns: string, lines: readonly string[]): Promise<void> {
+async function post(service: Collector, ns: string, lines: readonly string[]): Promise<void> {
   await service.accept({ pipeline: "events", namespace: ns, body: Buffer.from(`${lines.join("\n")}\n`), format: "ndjson" });
 }
 
@@ -89,9 +92,9 @@ async function expectSignatureOfItsRows(lake: Lake): Promise<void> {
     format: "jsonl",
     header: false,
     delimiter: ",",
-    columns: [...DEAD_LETTER_COLUMNS],
+    columns: [...EVENT_DEAD_LETTER_COLUMNS],
     partition: DEAD_LETTER_PARTITION,
-    signatureColumns: DEAD_LETTER_COLUMNS.map((c) => c.name),
+    signatureColumns: EVENT_DEAD_LETTER_COLUMNS.map((c) => c.name),
   });
   try {
     expect(whole.rowsRejected).toBe(0);
@@ -148,7 +151,7 @@ describe("a segment landed in part by a lakeswap that keyed every namespace's de
     cleanups.push(() => rm(dir, { recursive: true, force: true }));
     const file = path.join(dir, "a.jsonl");
     writeFileSync(file, ["bad 1", "bad 2"].map((raw, i) => JSON.stringify({ namespace: "a", received_at: received, reason: "not valid JSON", raw, segment, line: i + 1 })).join("\n"));
-    const delivery = await lake.landing.land({ files: [file], format: "jsonl", header: false, delimiter: ",", columns: [...DEAD_LETTER_COLUMNS], partition: DEAD_LETTER_PARTITION, signatureColumns: DEAD_LETTER_COLUMNS.map((c) => c.name) });
+    const delivery = await lake.landing.land({ files: [file], format: "jsonl", header: false, delimiter: ",", columns: [...EVENT_DEAD_LETTER_COLUMNS], partition: DEAD_LETTER_PARTITION, signatureColumns: EVENT_DEAD_LETTER_COLUMNS.map((c) => c.name) });
     try {
       const table = await lake.table("events");
       const files = await lake.landing.writeLandedFiles({ table, delivery, dir });
@@ -212,7 +215,7 @@ describe("a segment landed again after a failure between its registration and it
     const b = await embeddedBackend();
     const walDir = await mkdtemp(path.join(os.tmpdir(), "lakeswap-wal-"));
     const lake = await b.open();
-    const service = await IngestService.open({ pipeline: pipelineOf(walDir), lake, deadLetterLake: lake, metrics: new Metrics(), log: () => undefined });
+    const service = await Collector.open({ pipeline: pipelineOf(walDir), lake, deadLetterLake: lake, metrics: new Metrics(), log: () => undefined });
     cleanups.push(async () => {
       delete process.env.LAKESWAP_FAULT;
       await service.close().catch(() => undefined);

@@ -4,9 +4,8 @@ import { networkInterfaces } from "node:os";
 import { gzipSync } from "node:zlib";
 import { afterEach, describe, expect, it } from "vitest";
 import { InvalidInputError, NotFoundError } from "../../src/model/errors.js";
-import {
-  BackpressureError, startIngestServer, type IngestHandler, type IngestRequest, type IngestServer, type IngestServerOptions,
-} from "../../src/ingest/http-server.js";
+import { startIngestServer, type IngestHandler, type IngestRequest, type IngestServer, type IngestServerOptions } from "../../src/ingest/http-server.js";
+import { BackpressureError } from "../../src/ingest/http-errors.js";
 import { Metrics } from "../../src/ingest/metrics.js";
 
 // The collector's HTTP face on a real server (port 0) answering real HTTP requests. The handler stands in for

@@ -3,8 +3,9 @@ import os from "node:os";
 import path from "node:path";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import type { IngestPipelineConfig } from "../../src/config/ingest-config.js";
-import { BackpressureError, startIngestServer } from "../../src/ingest/http-server.js";
-import { IngestService, type IngestServiceOptions } from "../../src/ingest/ingest-service.js";
+import { startIngestServer } from "../../src/ingest/http-server.js";
+import { BackpressureError } from "../../src/ingest/http-errors.js";
+import { Collector, type CollectorOptions } from "../../src/ingest/collector.js";
 import { Metrics } from "../../src/ingest/metrics.js";
 import { embeddedBackend } from "../support/lake-fixture.js";
 
@@ -39,11 +40,11 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
-async function setup(wal: Partial<IngestPipelineConfig["wal"]> = {}, options: Pick<IngestServiceOptions, "unhealthyAfterFailingMs"> = {}): Promise<IngestService> {
+async function setup(wal: Partial<IngestPipelineConfig["wal"]> = {}, options: Pick<CollectorOptions, "unhealthyAfterFailingMs"> = {}): Promise<Collector> {
   const backend = await embeddedBackend();
   const walDir = await mkdtemp(path.join(os.tmpdir(), "lakeswap-wal-"));
   const lake = await backend.open();
-  const service = await IngestService.open({ pipeline: pipelineOf(walDir, wal), lake, deadLetterLake: lake, metrics: new Metrics(), log: () => undefined, ...options });
+  const service = await Collector.open({ pipeline: pipelineOf(walDir, wal), lake, deadLetterLake: lake, metrics: new Metrics(), log: () => undefined, ...options });
   cleanups.push(async () => {
     await service.close().catch(() => undefined);
     await lake.close();
@@ -57,7 +58,7 @@ function events(from: number, count: number): Buffer {
   return Buffer.from(Array.from({ length: count }, (_, i) => JSON.stringify({ id: from + i, pad: "x".repeat(200), ts: "2026-11-30T01:00:00Z" })).join("\n"));
 }
 
-const post = (service: IngestService, from: number, count: number) => service.accept({ pipeline: "events", namespace: "pageviews", body: events(from, count), format: "ndjson" });
+const post = (service: Collector, from: number, count: number) => service.accept({ pipeline: "events", namespace: "pageviews", body: events(from, count), format: "ndjson" });
 
 describe("the collector's readiness", () => {
   // /healthz answered 200 while landing kept failing (a full lake disk showed only in lastError).
@@ -119,10 +120,11 @@ describe("sealing while a landing runs", () => {
     const released = new Promise<void>((resolve) => (release = resolve));
     let entered!: () => void;
     const registering = new Promise<void>((resolve) => (entered = resolve));
-    const lake = new Proxy(real, {
+    // A segment is registered under its table's lease (lake/operations/register-segment.ts): the lease is held up.
+    const parts = new Proxy(real.parts, {
       get(target, property, receiver) {
         const value = Reflect.get(target, property, receiver) as unknown;
-        if (property !== "registerIngested" || typeof value !== "function") return typeof value === "function" ? value.bind(target) : value;
+        if (property !== "withLease" || typeof value !== "function") return typeof value === "function" ? value.bind(target) : value;
         return async (...args: unknown[]) => {
           entered();
           await released;
@@ -130,7 +132,14 @@ describe("sealing while a landing runs", () => {
         };
       },
     });
-    const service = await IngestService.open({ pipeline: pipelineOf(walDir, { segmentMaxAgeMs: 200 }), lake, deadLetterLake: lake, metrics: new Metrics(), log: () => undefined });
+    const lake = new Proxy(real, {
+      get(target, property, receiver) {
+        if (property === "parts") return parts;
+        const value = Reflect.get(target, property, receiver) as unknown;
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+    const service = await Collector.open({ pipeline: pipelineOf(walDir, { segmentMaxAgeMs: 200 }), lake, deadLetterLake: lake, metrics: new Metrics(), log: () => undefined });
     cleanups.push(async () => {
       release();
       await service.close().catch(() => undefined);

@@ -5,8 +5,12 @@ import path from "node:path";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import type { IngestPipelineConfig } from "../../src/config/ingest-config.js";
 import type { Lake } from "../../src/lake/lake.js";
-import { BackpressureError, startIngestServer } from "../../src/ingest/http-server.js";
-import { IngestService, LANDING_YIELDS, jsonArrayLines, landingYields, namespaceTable, type IngestServiceOptions, type LandingYield } from "../../src/ingest/ingest-service.js";
+import { startIngestServer } from "../../src/ingest/http-server.js";
+import { BackpressureError } from "../../src/ingest/http-errors.js";
+import { Collector, type CollectorOptions } from "../../src/ingest/collector.js";
+import { LANDING_YIELDS, landingYields, type LandingYield } from "../../src/ingest/landing-yield.js";
+import { jsonArrayLines } from "../../src/ingest/request-body.js";
+import { namespaceTable } from "../../src/ingest/segment-lander.js";
 import { Metrics } from "../../src/ingest/metrics.js";
 import { defineTable } from "../../src/model/table.js";
 import { parsePartitionPath } from "../../src/model/partition.js";
@@ -72,13 +76,13 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
-async function setup(backend: () => Promise<TestBackend>, pipeline?: (walDir: string) => IngestPipelineConfig, extra: Pick<IngestServiceOptions, "yieldToAppends"> = {}): Promise<{ lake: Lake; service: IngestService; walDir: string; backend: TestBackend; metrics: Metrics; reopen: () => Promise<IngestService> }> {
+async function setup(backend: () => Promise<TestBackend>, pipeline?: (walDir: string) => IngestPipelineConfig, extra: Pick<CollectorOptions, "yieldToAppends"> = {}): Promise<{ lake: Lake; service: Collector; walDir: string; backend: TestBackend; metrics: Metrics; reopen: () => Promise<Collector> }> {
   const b = await backend();
   const walDir = await mkdtemp(path.join(os.tmpdir(), "lakeswap-wal-"));
   const lake = await b.open();
   const config = (pipeline ?? ((dir: string) => pipelineOf(dir)))(walDir);
   const metrics = new Metrics();
-  let service = await IngestService.open({ pipeline: config, lake, deadLetterLake: lake, metrics, log: () => undefined, ...extra });
+  let service = await Collector.open({ pipeline: config, lake, deadLetterLake: lake, metrics, log: () => undefined, ...extra });
   cleanups.push(async () => {
     await service.close().catch(() => undefined);
     await lake.close();
@@ -87,7 +91,7 @@ async function setup(backend: () => Promise<TestBackend>, pipeline?: (walDir: st
   });
   const reopen = async () => {
     await service.close();
-    service = await IngestService.open({ pipeline: config, lake, deadLetterLake: lake, metrics: new Metrics(), log: () => undefined, ...extra });
+    service = await Collector.open({ pipeline: config, lake, deadLetterLake: lake, metrics: new Metrics(), log: () => undefined, ...extra });
     return service;
   };
   return { lake, service, walDir, backend: b, metrics, reopen };
@@ -322,7 +326,7 @@ describe("a JSON array body cut into lines", () => {
 
 describe("the timed landing during a burst of appends", () => {
   /** Four appenders posting 10 events at a time, as fast as they are answered, until `done` says so; then waits for the log to be landed. */
-  async function burst(policy: LandingYield, done: (service: IngestService, sinceSeal: number) => boolean): Promise<{ landedDuringBurst: number; sealedAtEnd: number; service: IngestService }> {
+  async function burst(policy: LandingYield, done: (service: Collector, sinceSeal: number) => boolean): Promise<{ landedDuringBurst: number; sealedAtEnd: number; service: Collector }> {
     // Segments sealed by age, the first after the appends have been going for a while (as a burst fills a segment).
     const { service: yielding } = await setup(embeddedBackend, (dir) => pipelineOf(dir, { segmentMaxAgeMs: 200 }), { yieldToAppends: policy });
     yielding.start(20);
@@ -564,7 +568,7 @@ describe("the collector's auto-tuned limits on AWS", () => {
     };
     const lake = await openAwsLake(target, {}, limits);
     const walDir = await mkdtemp(path.join(os.tmpdir(), "lakeswap-wal-"));
-    const service = await IngestService.open({ pipeline: pipelineOf(walDir), lake, deadLetterLake: lake, metrics: new Metrics(), log: () => undefined, limits });
+    const service = await Collector.open({ pipeline: pipelineOf(walDir), lake, deadLetterLake: lake, metrics: new Metrics(), log: () => undefined, limits });
     try {
       // Events over 12 days: one file per day, uploaded together through the limit.
       const days = (offset: number) =>

@@ -2,16 +2,16 @@ import fs from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import type * as WalSync from "../../src/ingest/wal-sync.js";
+import type * as WalSync from "../../src/ingest/wal/wal-sync.js";
 
 // The log's sync thread fails to start (a worker thread refused: out of memory, a thread limit). Here by a stand-in
 // for startSyncer, the one way to make that happen on demand.
-vi.mock("../../src/ingest/wal-sync.js", async (original) => ({
+vi.mock("../../src/ingest/wal/wal-sync.js", async (original) => ({
   ...(await original<typeof WalSync>()),
   startSyncer: () => Promise.reject(Object.assign(new Error("no thread for the syncer"), { code: "ERR_WORKER_INIT_FAILED" })),
 }));
 
-const { WriteAheadLog } = await import("../../src/ingest/wal.js");
+const { WriteAheadLog } = await import("../../src/ingest/wal/write-ahead-log.js");
 
 /** The files this process holds open inside `dir`. */
 function openFilesIn(dir: string): string[] {

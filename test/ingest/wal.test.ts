@@ -4,13 +4,15 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { crc32c, crc32cPortable, nativeCrc32c } from "../../src/ingest/crc32c.js";
+import { crc32c, crc32cPortable, nativeCrc32c } from "../../src/ingest/wal/crc32c.js";
 import { recordFsyncs } from "../support/fsync-spy.js";
-import { startSyncer } from "../../src/ingest/wal-sync.js";
-import { BusyShare, WAL_MAX_PAYLOAD_BYTES, WriteAheadLog, type WalCorruption, type WalOptions, type WalPosition, type WalRecord } from "../../src/ingest/wal.js";
+import { startSyncer } from "../../src/ingest/wal/wal-sync.js";
+import { WriteAheadLog, type WalOptions } from "../../src/ingest/wal/write-ahead-log.js";
+import { WAL_MAX_PAYLOAD_BYTES, type WalCorruption, type WalPosition, type WalRecord } from "../../src/ingest/wal/framing.js";
+import { BusyShare } from "../../src/ingest/wal/busy-share.js";
 
 const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
-const WAL_MODULE = path.join(REPO_ROOT, "src/ingest/wal.ts");
+const WAL_MODULE = path.join(REPO_ROOT, "src/ingest/wal/write-ahead-log.ts");
 
 const folders: string[] = [];
 const logs: WriteAheadLog[] = [];

@@ -4,7 +4,8 @@ import type { Command } from "commander";
 import { loadPipelineConfig } from "../../config/pipeline-config.js";
 import type { IngestPipelineConfig } from "../../config/ingest-config.js";
 import { InvalidInputError, LakeswapError } from "../../model/errors.js";
-import type { IngestService, SegmentReport } from "../../ingest/ingest-service.js";
+import type { Collector } from "../../ingest/collector.js";
+import type { SegmentReport } from "../../ingest/segment-lander.js";
 import { report } from "../output.js";
 import { wantsJson } from "../context.js";
 import { chooseNamespace, choosePipelines, ingestModules, sayWhereItRuns } from "../ingest-pipelines.js";
@@ -25,7 +26,7 @@ export function registerIngest(program: Command): void {
     .option("--format <format>", "ndjson or json (default: from the file name, else by its first character)")
     .option("--json", "print the report as JSON")
     .action(async (pipelineName: string, file: string | undefined, options: { config: string; namespace?: string; format?: string }, command: Command) => {
-      const { Metrics, IngestLakes, openIngestService } = await ingestModules();
+      const { Metrics, IngestLakes, openCollector } = await ingestModules();
       const config = loadPipelineConfig(options.config);
       const [pipeline] = choosePipelines(config, [pipelineName]) as [IngestPipelineConfig];
       const namespace = chooseNamespace(pipeline, options.namespace);
@@ -33,7 +34,7 @@ export function registerIngest(program: Command): void {
       const lakes = new IngestLakes();
       const started = Date.now();
       try {
-        const service = await openIngestService(pipeline, lakes, new Metrics());
+        const service = await openCollector(pipeline, lakes, new Metrics());
         const { accepted, segments } = await appendAndLand(service, pipeline.name, namespace, chunks(file, options.format));
         const totals = ingestReport(pipeline.name, namespace, accepted, segments, started);
         report(wantsJson(command), totals, () => ingestReportText(totals));
@@ -46,7 +47,7 @@ export function registerIngest(program: Command): void {
 
 /** Appends every body to the collector's log, then lands all it holds; the collector is closed either way. */
 async function appendAndLand(
-  service: IngestService,
+  service: Collector,
   pipeline: string,
   namespace: string,
   bodies: AsyncIterable<{ body: Buffer; format: "ndjson" | "json" }>,

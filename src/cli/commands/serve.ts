@@ -2,8 +2,9 @@ import type { Command } from "commander";
 import { didYouMean, loadPipelineConfig } from "../../config/pipeline-config.js";
 import { assertNamespaces, parseByteSize, type IngestPipelineConfig } from "../../config/ingest-config.js";
 import { InvalidInputError, NotFoundError } from "../../model/errors.js";
-import type { IngestAuth, IngestHandler, IngestRequest, IngestServer } from "../../ingest/http-server.js";
-import type { IngestService } from "../../ingest/ingest-service.js";
+import type { IngestHandler, IngestRequest, IngestServer } from "../../ingest/http-server.js";
+import type { IngestAuth } from "../../ingest/http-auth.js";
+import type { Collector } from "../../ingest/collector.js";
 import type { IngestLakes } from "../../open/open-ingest.js";
 import { interruptCleanups } from "../context.js";
 import { BackgroundThreads, DEFAULT_BACKGROUND_NICE } from "../../ingest/thread-priority.js";
@@ -39,7 +40,7 @@ export function registerServe(program: Command): void {
       `the CPU priority (nice, 0-19) of the threads that land events and do file I/O, so that acknowledging events wins the CPU; Linux only; 0: the same as the requests' thread (default ${DEFAULT_BACKGROUND_NICE})`,
     )
     .action(async (options: ServeOptions) => {
-      const { Metrics, IngestLakes, openIngestService, startIngestServer, LANDING_YIELDS } = await ingestModules();
+      const { Metrics, IngestLakes, openCollector, startIngestServer, LANDING_YIELDS } = await ingestModules();
       const config = loadPipelineConfig(options.config);
       const pipelines = choosePipelines(config, options.pipeline);
       for (const pipeline of pipelines) assertNamespaces(pipeline);
@@ -50,7 +51,7 @@ export function registerServe(program: Command): void {
       const metrics = new Metrics();
       const lakes = new IngestLakes();
       // Each log writes on a thread of its own, which is not lowered with the others (below); landing yields to bursts.
-      const services = await openEach(pipelines, lakes, (pipeline) => openIngestService(pipeline, lakes, metrics, { walSyncer: "thread", yieldToAppends: LANDING_YIELDS }));
+      const services = await openEach(pipelines, lakes, (pipeline) => openCollector(pipeline, lakes, metrics, { walSyncer: "thread", yieldToAppends: LANDING_YIELDS }));
       const flushInterval = options.flushInterval ? Number(options.flushInterval) : 1000;
       for (const service of services.values()) service.start(flushInterval);
       const auth = authOf(pipelines, process.env);
@@ -72,9 +73,9 @@ export function registerServe(program: Command): void {
 async function openEach(
   pipelines: readonly IngestPipelineConfig[],
   lakes: IngestLakes,
-  open: (pipeline: IngestPipelineConfig) => Promise<IngestService>,
-): Promise<Map<string, IngestService>> {
-  const services = new Map<string, IngestService>();
+  open: (pipeline: IngestPipelineConfig) => Promise<Collector>,
+): Promise<Map<string, Collector>> {
+  const services = new Map<string, Collector>();
   try {
     for (const pipeline of pipelines) services.set(pipeline.name, await open(pipeline));
   } catch (error) {
@@ -101,7 +102,7 @@ function warnIfOpen(pipelines: readonly IngestPipelineConfig[], auth: IngestAuth
  */
 function stopper(running: {
   readonly server: IngestServer;
-  readonly services: ReadonlyMap<string, IngestService>;
+  readonly services: ReadonlyMap<string, Collector>;
   readonly lakes: IngestLakes;
   readonly lowering: NodeJS.Timeout;
 }): (signal: string) => Promise<void> {
@@ -139,7 +140,7 @@ function untilSigterm(stop: (signal: string) => Promise<void>): Promise<void> {
 }
 
 /** Routes each request to its pipeline's collector. */
-function router(services: ReadonlyMap<string, IngestService>): IngestHandler {
+function router(services: ReadonlyMap<string, Collector>): IngestHandler {
   return {
     accept(request: IngestRequest) {
       const service = services.get(request.pipeline);

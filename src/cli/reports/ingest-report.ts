@@ -1,4 +1,4 @@
-import type { SegmentReport } from "../../ingest/ingest-service.js";
+import type { SegmentReport } from "../../ingest/segment-lander.js";
 import { formatTable } from "../output.js";
 
 /** `lakeswap ingest`'s report: what was accepted, and what each segment landed (with any the log held before). */

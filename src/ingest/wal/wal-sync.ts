@@ -1,6 +1,6 @@
 import fs from "node:fs";
 import { Worker } from "node:worker_threads";
-import { keepForeground } from "./thread-priority.js";
+import { keepForeground } from "../thread-priority.js";
 
 /**
  * How the write-ahead log makes what it wrote durable: `sync` resolves once an fdatasync of the file `fd` that

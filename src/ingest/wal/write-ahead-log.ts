@@ -1,20 +1,13 @@
-import { randomBytes } from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
-import { InvalidInputError, LakeswapError, LeaseHeldError, NotFoundError, errorMessage } from "../model/errors.js";
-import { crc32c } from "./crc32c.js";
+import { InvalidInputError, LakeswapError, NotFoundError, errorMessage } from "../../model/errors.js";
+import { BusyShare } from "./busy-share.js";
+import { HEADER_BYTES, WAL_MAX_PAYLOAD_BYTES, frameHeader, parseSegment, type SegmentContents, type WalPosition } from "./framing.js";
+import { logId, releaseLock, removeLeftoverLockFiles, takeLock } from "./log-folder.js";
+import { recover, type ActiveSegment, type WalRecovery } from "./recovery.js";
+import { fsyncPath, isCode, listSegments, makeFolder, readSegmentFile, segmentFile, segmentIdOf } from "./segment-files.js";
 import { call, startSyncer, writeAllSync, type Syncer, type SyncerKind } from "./wal-sync.js";
-import { processAlive } from "../shared/process-folders.js";
 
-/** The largest payload one record may hold (64 MiB); a larger append is refused. */
-export const WAL_MAX_PAYLOAD_BYTES = 64 * 1024 * 1024;
-
-/** Frame header: u32 LE payload length, u32 LE CRC-32C of those 4 length bytes followed by the payload. */
-const HEADER_BYTES = 8;
-/** Digits of a segment's sequence number: ids sort by age as text, for a segment a second for 3,000 years. */
-const SEQ_DIGITS = 12;
-const SEGMENT_FILE = /^(\d{12})\.(open|sealed)$/;
-const LOG_ID = /^[0-9a-z]{8,64}$/;
 /** The folder of the log's quarantined segments (`quarantine`). */
 const QUARANTINE_FOLDER = "quarantine";
 
@@ -35,33 +28,6 @@ export interface WalOptions {
   readonly syncer?: SyncerKind;
 }
 
-/** Where a record starts: its segment's id and the byte offset of its frame in that segment. */
-export interface WalPosition {
-  readonly segment: string;
-  readonly offset: number;
-}
-
-/** A record read back from a sealed segment. */
-export interface WalRecord extends WalPosition {
-  readonly payload: Buffer;
-}
-
-/** Bytes of a segment that hold no valid record, skipped by a read: from `offset`, `bytes` long. */
-export interface WalCorruption {
-  readonly segment: string;
-  readonly offset: number;
-  readonly reason: string;
-  readonly bytes: number;
-}
-
-/** What `open` found in segments left unsealed (by a crash, or a close without seal). */
-export interface WalRecovery {
-  /** Torn records at a segment's tail, cut off (truncated and fsynced) before it was sealed. */
-  readonly truncated: readonly { readonly segment: string; readonly offset: number; readonly bytes: number }[];
-  /** Corrupt records inside a segment, skipped (each later `read` of the segment skips and reports them again). */
-  readonly corrupt: readonly WalCorruption[];
-}
-
 interface Pending {
   readonly header: Buffer;
   /** The payload, in the parts it was given in (written as they are, never copied together). */
@@ -71,43 +37,8 @@ interface Pending {
   readonly reject: (error: unknown) => void;
 }
 
-interface ActiveSegment {
-  readonly seq: number;
-  readonly id: string;
-  readonly fd: number;
-  size: number;
-  firstRecordAt: number | undefined;
-}
-
 /** The time constant of `WriteAheadLog.demand`. */
 const DEMAND_TIME_CONSTANT_MS = 100;
-
-/**
- * The share of time something was busy, weighted to the recent past: the busy signal (1 while busy, 0 while not)
- * averaged with weights that fall by e every `timeConstantMs` into the past.
- */
-export class BusyShare {
-  private share = 0;
-  private busy = false;
-
-  constructor(
-    private readonly timeConstantMs: number,
-    private since = performance.now(),
-  ) {}
-
-  /** Marks a change from busy to idle or back, at `now`. */
-  set(busy: boolean, now = performance.now()): void {
-    this.share = this.at(now);
-    this.since = now;
-    this.busy = busy;
-  }
-
-  /** The share at `now` (0 to 1). */
-  at(now = performance.now()): number {
-    const kept = Math.exp(-Math.max(0, now - this.since) / this.timeConstantMs);
-    return this.busy ? 1 - (1 - this.share) * kept : this.share * kept;
-  }
-}
 
 /**
  * The collector's write-ahead log: records framed with a length and a CRC-32C, appended to the active segment
@@ -206,11 +137,7 @@ export class WriteAheadLog {
         ),
       );
     }
-    const header = Buffer.allocUnsafe(HEADER_BYTES);
-    header.writeUInt32LE(length, 0);
-    let crc = crc32c(header, 0, 0, 4);
-    for (const part of parts) crc = crc32c(part, crc);
-    header.writeUInt32LE(crc, 4);
+    const header = frameHeader(parts, length);
     // From the first append waiting to the last one answered, the log is in demand (see `demand`).
     if (this.inFlight++ === 0) this.demanded.set(true);
     const settled = (): void => {
@@ -370,7 +297,7 @@ export class WriteAheadLog {
   }
 
   private segmentId(seq: number): string {
-    return `${this.id}-${String(seq).padStart(SEQ_DIGITS, "0")}`;
+    return segmentIdOf(this.id, seq);
   }
 
   /** The file of a sealed segment of this log, or a NotFoundError that says what `segment` is instead. */
@@ -482,315 +409,6 @@ export class WriteAheadLog {
   }
 }
 
-/** A sealed segment's records and the corrupt ranges skipped on the way. */
-export interface SegmentContents {
-  readonly records: WalRecord[];
-  readonly corrupt: WalCorruption[];
-}
-
-/** The whole of a segment's file, read into `allocate(size)` (which may be larger: the view returned is `size` long). */
-async function readSegmentFile(file: string, segment: string, dir: string, allocate: (size: number) => Buffer): Promise<Buffer> {
-  let fd: number;
-  try {
-    fd = await call<number>((done) => fs.open(file, "r", done));
-  } catch (error) {
-    if (isCode(error, "ENOENT")) throw new NotFoundError(`segment '${segment}' of the write-ahead log in '${dir}' was removed`);
-    throw error;
-  }
-  try {
-    const size = (await call<fs.Stats>((done) => fs.fstat(fd, done))).size;
-    const buffer = allocate(size);
-    let read = 0;
-    while (read < size) {
-      const bytes = await call<number>((done) => fs.read(fd, buffer, read, size - read, read, done));
-      if (bytes === 0) throw new LakeswapError("STORE_ERROR", `segment '${segment}' of the write-ahead log in '${dir}' ended at ${read} of its ${size} bytes while it was read`);
-      read += bytes;
-    }
-    return buffer.subarray(0, size);
-  } finally {
-    await call((done) => fs.close(fd, done)).catch(() => undefined);
-  }
-}
-
-/** The records (views of `data`) and corrupt ranges of a segment's bytes. */
-async function parseSegment(segment: string, data: Buffer): Promise<SegmentContents> {
-  const scan = await scanFrames(data);
-  const records = scan.records.map((offset): WalRecord => ({
-    segment,
-    offset,
-    payload: data.subarray(offset + HEADER_BYTES, offset + HEADER_BYTES + data.readUInt32LE(offset)),
-  }));
-  const corrupt = scan.corrupt.map((range) => ({ segment, ...range }));
-  if (scan.tail) corrupt.push({ segment, ...scan.tail });
-  return { records, corrupt };
-}
-
-/** A frame scan of a segment: offsets of the valid records, corrupt ranges skipped, and bytes at the end that hold no complete valid record. */
-interface FrameScan {
-  readonly records: number[];
-  readonly corrupt: { offset: number; bytes: number; reason: string }[];
-  readonly tail: { offset: number; bytes: number; reason: string } | undefined;
-}
-
-/** Bytes checked between two turns of the event loop while a segment is scanned (a collector keeps answering meanwhile). */
-const SCAN_SLICE_BYTES = 2 * 1024 * 1024;
-
-/**
- * Reads the frames of a segment. A frame that does not check (a length past the maximum or the end, a CRC
- * mismatch; the CRC covers the length too) is skipped up to the next offset where a complete frame with a
- * matching CRC starts, reported as one corrupt range; with no valid frame after it, it is the torn tail. The
- * scan yields to the event loop every SCAN_SLICE_BYTES checked, so that checking a segment of 64 MiB does
- * not hold up the requests in flight for the tens of milliseconds it takes.
- */
-async function scanFrames(data: Buffer): Promise<FrameScan> {
-  const records: number[] = [];
-  const corrupt: { offset: number; bytes: number; reason: string }[] = [];
-  let offset = 0;
-  let checked = 0;
-  while (offset < data.length) {
-    const frame = frameLength(data, offset);
-    if (frame > 0) {
-      records.push(offset);
-      offset += frame;
-      checked += frame;
-      if (checked >= SCAN_SLICE_BYTES) checked = await nextTurn();
-      continue;
-    }
-    let next = offset + 1;
-    for (; next < data.length; next += 1) {
-      const at = frameLength(data, next);
-      if (at >= 0) break;
-      // A resynchronization may check a frame's worth of bytes at every offset it tries.
-      checked += at === CHECKSUM_MISMATCH ? HEADER_BYTES + data.readUInt32LE(next) : HEADER_BYTES;
-      if (checked >= SCAN_SLICE_BYTES) checked = await nextTurn();
-    }
-    const range = { offset, bytes: next - offset, reason: invalidFrameReason(data, offset, frame) };
-    if (next >= data.length) return { records, corrupt, tail: range };
-    corrupt.push(range);
-    offset = next;
-  }
-  return { records, corrupt, tail: undefined };
-}
-
-/** Resolves (with 0, the bytes checked since) on the event loop's next turn, after the I/O that waits. */
-function nextTurn(): Promise<number> {
-  return new Promise((resolve) => setImmediate(() => resolve(0)));
-}
-
-const INCOMPLETE_HEADER = -1;
-const LENGTH_OVER_MAXIMUM = -2;
-const PAST_THE_END = -3;
-const CHECKSUM_MISMATCH = -4;
-
-/** The length of the valid frame at `offset`, or (negative) why there is none: a number, as resynchronizing tries every offset. */
-function frameLength(data: Buffer, offset: number): number {
-  const available = data.length - offset;
-  if (available < HEADER_BYTES) return INCOMPLETE_HEADER;
-  const length = data.readUInt32LE(offset);
-  if (length > WAL_MAX_PAYLOAD_BYTES) return LENGTH_OVER_MAXIMUM;
-  if (length > available - HEADER_BYTES) return PAST_THE_END;
-  const end = offset + HEADER_BYTES + length;
-  if (crc32c(data, crc32c(data, 0, offset, offset + 4), offset + HEADER_BYTES, end) !== data.readUInt32LE(offset + 4)) return CHECKSUM_MISMATCH;
-  return HEADER_BYTES + length;
-}
-
-function invalidFrameReason(data: Buffer, offset: number, code: number): string {
-  const available = data.length - offset;
-  if (code === INCOMPLETE_HEADER) return `incomplete record header (${available} of ${HEADER_BYTES} bytes)`;
-  const length = data.readUInt32LE(offset);
-  if (code === LENGTH_OVER_MAXIMUM) return `length field ${length} is over the ${WAL_MAX_PAYLOAD_BYTES}-byte maximum`;
-  if (code === PAST_THE_END) return `record of ${length} bytes runs past the end (${available - HEADER_BYTES} bytes left)`;
-  return `checksum mismatch (a record of ${length} bytes, or a damaged length field)`;
-}
-
-interface SegmentFile {
-  readonly seq: number;
-  readonly state: "open" | "sealed";
-}
-
-/** The segments found on open, and the segment appends go to. */
-interface Recovered {
-  readonly recovery: WalRecovery;
-  readonly sealed: { readonly seq: number; readonly bytes: number }[];
-  readonly active: ActiveSegment;
-}
-
-/**
- * Cuts the torn tail off each unsealed segment and seals it, or deletes it when nothing valid is left in it
- * (the newest such one is kept as the active segment instead, so its sequence number is not used twice).
- */
-async function recover(dir: string, id: string, files: readonly SegmentFile[]): Promise<Recovered> {
-  const segmentId = (seq: number) => `${id}-${String(seq).padStart(SEQ_DIGITS, "0")}`;
-  const truncated: { segment: string; offset: number; bytes: number }[] = [];
-  const corrupt: WalCorruption[] = [];
-  const sealed: { seq: number; bytes: number }[] = [];
-  const lastSeq = files.reduce((max, file) => Math.max(max, file.seq), 0);
-  let reuse: number | undefined;
-  let changed = false;
-  for (const file of files) {
-    const name = segmentFile(dir, file.seq, file.state);
-    if (file.state === "sealed") {
-      sealed.push({ seq: file.seq, bytes: (await call<fs.Stats>((done) => fs.stat(name, done))).size });
-      continue;
-    }
-    const data = await call<Buffer>((done) => fs.readFile(name, done));
-    const scan = await scanFrames(data);
-    corrupt.push(...scan.corrupt.map((range) => ({ segment: segmentId(file.seq), ...range })));
-    if (scan.tail) {
-      await truncateDurably(name, scan.tail.offset);
-      truncated.push({ segment: segmentId(file.seq), offset: scan.tail.offset, bytes: scan.tail.bytes });
-    }
-    const size = scan.tail ? scan.tail.offset : data.length;
-    if (size > 0) {
-      await call((done) => fs.rename(name, segmentFile(dir, file.seq, "sealed"), done));
-      sealed.push({ seq: file.seq, bytes: size });
-      changed = true;
-    } else if (file.seq === lastSeq) {
-      reuse = file.seq;
-    } else {
-      await call((done) => fs.unlink(name, done));
-      changed = true;
-    }
-  }
-  const seq = reuse ?? lastSeq + 1;
-  const fd = await call<number>((done) => fs.open(segmentFile(dir, seq, "open"), reuse === undefined ? "wx" : "r+", done));
-  if (changed || reuse === undefined) await fsyncPath(dir);
-  return { recovery: { truncated, corrupt }, sealed, active: { seq, id: segmentId(seq), fd, size: 0, firstRecordAt: undefined } };
-}
-
-async function listSegments(dir: string): Promise<SegmentFile[]> {
-  const files: SegmentFile[] = [];
-  for (const name of await call<string[]>((done) => fs.readdir(dir, done))) {
-    const match = SEGMENT_FILE.exec(name);
-    if (match) files.push({ seq: Number(match[1]), state: match[2] as "open" | "sealed" });
-  }
-  files.sort((a, b) => a.seq - b.seq);
-  for (let i = 1; i < files.length; i += 1) {
-    const [before, file] = [files[i - 1] as SegmentFile, files[i] as SegmentFile];
-    if (before.seq === file.seq) {
-      throw new LakeswapError("STORE_ERROR", `the write-ahead log in '${dir}' has segment ${file.seq} both open and sealed: it was changed by hand; keep the sealed file`);
-    }
-  }
-  return files;
-}
-
-/** The log's id, made and stored (temp file, fsync, rename, folder fsync) the first time the folder is used. */
-async function logId(dir: string, hasSegments: boolean): Promise<string> {
-  const file = path.join(dir, "id");
-  const stored = await readOptional(file);
-  if (stored !== undefined) {
-    const id = stored.trim();
-    if (LOG_ID.test(id)) return id;
-    throw new LakeswapError("STORE_ERROR", `'${file}' holds '${id.slice(0, 80)}', not a write-ahead log id (8 to 64 lowercase letters and digits): restore it from a backup`);
-  }
-  if (hasSegments) {
-    throw new LakeswapError(
-      "STORE_ERROR",
-      `the write-ahead log in '${dir}' has segments but no 'id' file: restore it (a new id would rename segments that may already be uploaded)`,
-    );
-  }
-  const id = randomBytes(12).toString("hex");
-  const temp = `${file}.tmp`;
-  await call((done) => fs.writeFile(temp, `${id}\n`, done));
-  await fsyncPath(temp);
-  await call((done) => fs.rename(temp, file, done));
-  await fsyncPath(dir);
-  return id;
-}
-
-/**
- * Takes the folder's `lock` file, holding this process's id. The file appears whole (hard link of a written
- * temp file, which fails if it exists). A lock whose process is gone is moved aside by rename, so of two
- * processes taking it over only one wins; a lock moved aside that turns out to be a live one is put back.
- */
-async function takeLock(dir: string): Promise<void> {
-  const lock = path.join(dir, "lock");
-  const temp = path.join(dir, `lock.${process.pid}-${randomBytes(4).toString("hex")}.tmp`);
-  await call((done) => fs.writeFile(temp, `${process.pid}\n`, { flag: "wx" }, done));
-  try {
-    for (let attempt = 0; attempt < 20; attempt += 1) {
-      try {
-        await call((done) => fs.link(temp, lock, done));
-        return;
-      } catch (error) {
-        if (!isCode(error, "EEXIST")) throw error;
-      }
-      const held = await readOptional(lock);
-      if (held === undefined) continue;
-      const pid = /^\d+\n?$/.test(held) ? Number(held) : undefined;
-      if (pid === undefined) {
-        throw new LakeswapError("STORE_ERROR", `the lock file '${lock}' holds '${held.slice(0, 80)}', not a process id: if no collector uses '${dir}', delete it`);
-      }
-      if (processAlive(pid)) {
-        throw new LeaseHeldError(
-          `the write-ahead log in '${dir}' is in use by process ${pid}${pid === process.pid ? " (this process)" : ""}: stop it, or give this collector its own WAL folder`,
-        );
-      }
-      const aside = path.join(dir, `lock.${process.pid}-${randomBytes(4).toString("hex")}.stale`);
-      try {
-        await call((done) => fs.rename(lock, aside, done));
-      } catch (error) {
-        if (isCode(error, "ENOENT")) continue;
-        throw error;
-      }
-      if ((await readOptional(aside)) !== held) await call((done) => fs.link(aside, lock, done)).catch(() => undefined);
-      await call((done) => fs.unlink(aside, done));
-    }
-    throw new LakeswapError("CONFLICT", `could not take the lock of the write-ahead log in '${dir}': other processes keep taking it over`, { retryable: true });
-  } finally {
-    await call((done) => fs.unlink(temp, done)).catch(() => undefined);
-  }
-}
-
-/** Deletes the temporary files of lock attempts by processes that are gone (killed between two steps of `takeLock`). */
-async function removeLeftoverLockFiles(dir: string): Promise<void> {
-  for (const name of await call<string[]>((done) => fs.readdir(dir, done))) {
-    const match = /^lock\.(\d+)-[0-9a-f]+\.(tmp|stale)$/.exec(name);
-    if (match && Number(match[1]) !== process.pid && !processAlive(Number(match[1]))) {
-      await call((done) => fs.unlink(path.join(dir, name), done)).catch(() => undefined);
-    }
-  }
-}
-
-async function releaseLock(dir: string): Promise<void> {
-  const lock = path.join(dir, "lock");
-  if ((await readOptional(lock)) === `${process.pid}\n`) await call((done) => fs.unlink(lock, done)).catch(() => undefined);
-}
-
-
-async function truncateDurably(file: string, size: number): Promise<void> {
-  const fd = await call<number>((done) => fs.open(file, "r+", done));
-  try {
-    await call((done) => fs.ftruncate(fd, size, done));
-    await call((done) => fs.fsync(fd, done));
-  } finally {
-    await call((done) => fs.close(fd, done));
-  }
-}
-
-/** Makes `dir` and fsyncs the parent of each folder made, so the folder itself survives a power loss. */
-async function makeFolder(dir: string): Promise<void> {
-  const first = await fs.promises.mkdir(dir, { recursive: true });
-  if (first === undefined) return;
-  for (let folder = dir; ; folder = path.dirname(folder)) {
-    await fsyncPath(path.dirname(folder));
-    if (folder === first || folder === path.dirname(folder)) break;
-  }
-}
-
-function segmentFile(dir: string, seq: number, state: "open" | "sealed"): string {
-  return path.join(dir, `${String(seq).padStart(SEQ_DIGITS, "0")}.${state}`);
-}
-
-async function readOptional(file: string): Promise<string | undefined> {
-  try {
-    return await call<string>((done) => fs.readFile(file, "utf8", done));
-  } catch (error) {
-    if (isCode(error, "ENOENT")) return undefined;
-    throw error;
-  }
-}
-
 function rejectAll(pending: readonly Pending[], error: unknown): void {
   for (const append of pending) append.reject(error);
 }
@@ -808,18 +426,3 @@ function checkOptions(options: WalOptions): void {
     if (typeof value !== "number" || !(value > 0)) throw new InvalidInputError(`WalOptions.${key} must be a positive number, got ${String(value)}`);
   }
 }
-
-/** fsyncs a file or a folder (a folder: so the entries made, renamed or deleted in it survive a power loss). */
-async function fsyncPath(target: string): Promise<void> {
-  const fd = await call<number>((done) => fs.open(target, "r", done));
-  try {
-    await call((done) => fs.fsync(fd, done));
-  } finally {
-    await call((done) => fs.close(fd, done));
-  }
-}
-
-function isCode(error: unknown, code: string): boolean {
-  return typeof error === "object" && error !== null && (error as { code?: unknown }).code === code;
-}
-
