@@ -3,8 +3,7 @@ import path from "node:path";
 import type { Command } from "commander";
 import { awsTargetInEnvironment, resolveAwsTarget, type AwsTarget } from "../config/aws-config.js";
 import { resolveLakeConfig, type LakeConfig } from "../config/lake-config.js";
-import { didYouMean, loadPipelineConfig, type PipelineConfig } from "../config/pipeline-config.js";
-import { parsePartition } from "../model/partition.js";
+import { loadPipelineConfig } from "../config/pipeline-config.js";
 import { InvalidInputError, errorMessage } from "../model/errors.js";
 import type { Lake } from "../lake/lake.js";
 import { leaseSubject } from "../lake/lease.js";
@@ -144,38 +143,4 @@ export function positiveCount(flag: string): (value: string) => number {
     }
     return Number(value);
   };
-}
-
-/**
- * Checks `--partition` filters of sync and plan against the pipeline's tables: each must give exactly the
- * partition keys of at least one table, or the command stops (exit 2) naming the keys there are, instead
- * of syncing everything because no table matched a misspelled key.
- */
-export function checkPartitionFilters(config: PipelineConfig, specs: readonly string[] | undefined): void {
-  const keySets = new Map<string, string[]>();
-  for (const dataset of config.datasets) {
-    const tables: [string, readonly string[]][] = [[dataset.table, dataset.partition.map((p) => p.key)], ...dataset.layers.map((l): [string, readonly string[]] => [l.table, l.partitionKeys])];
-    for (const [table, keys] of tables) {
-      const label = keys.join(",");
-      keySets.set(label, [...(keySets.get(label) ?? []), table]);
-    }
-  }
-  const knownKeys = [...new Set([...keySets.keys()].flatMap((label) => label.split(",")))];
-  const known = [...keySets].map(([label, tables]) => `${label} (${tables.join(", ")})`).join("; ");
-  for (const spec of specs ?? []) {
-    const partition = parsePartition(spec);
-    const unknown = partition.keys.filter((key) => !knownKeys.includes(key));
-    if (unknown.length > 0) {
-      throw new InvalidInputError(
-        `--partition '${printable(spec)}': ${unknown.map((key) => `'${key}'${didYouMean(key, knownKeys)}`).join(", ")} is not a partition key of any table of ${path.basename(config.file)}; the keys are: ${known}`,
-      );
-    }
-    const matches = [...keySets.keys()].some((label) => {
-      const keys = label.split(",");
-      return keys.length === partition.keys.length && keys.every((key) => partition.keys.includes(key));
-    });
-    if (!matches) {
-      throw new InvalidInputError(`--partition '${printable(spec)}' gives keys ${partition.keys.join(",")}, which no table of ${path.basename(config.file)} has all of, alone; give every key of one table: ${known}`);
-    }
-  }
 }

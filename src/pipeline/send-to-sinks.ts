@@ -69,75 +69,116 @@ export async function sendToSinks(
       hardDelete: spec.hardDelete,
       deleteFlag: spec.deleteFlag,
     };
-    const base = { sink: sink.description, layer: targets.layer, table: `${spec.schema}.${spec.table}` };
+    const target: SinkTarget = { lake, sink, layout, base: { sink: sink.description, layer: targets.layer, table: `${spec.schema}.${spec.table}` }, onProgress };
     try {
-      let recorded: Map<string, string>;
-      try {
-        recorded = await sink.prepare(layout);
-      } catch (error) {
-        // The target cannot be reached or does not fit: one failure for the whole target, said once (not once per partition).
-        const count = current.length;
-        results.push({ ...base, partition: "*", action: "failed", reason: "target failed", seconds: 0, error: `${errorMessage(error)} (none of the table's ${count} partition(s) was checked or sent)` });
-        continue;
-      }
-      results.push(...(await removeGone(sink, layout, base, recorded, states, selected)));
-      const changed = current.filter((state) => recorded.get(state.partition) !== sinkSignature(state));
-      for (const state of current) {
-        if (!changed.includes(state)) results.push({ ...base, partition: state.partition, action: "skipped", reason: "unchanged", run: state.runId, seconds: 0 });
-      }
-      if (changed.length === 0) continue;
-      // Every current run of the changed partitions, a run without files too (an upsert that emptied the partition,
-      // allow_empty): it is sent as what it is, no rows, so the target drops the partition's rows in the same
-      // transaction as its state. A lake with local files hands the sink paths; an S3 lake's runs are read by key, and
-      // copied by the sink.
-      const [snapshot] = await lake.snapshot({ tables: [targets.table], partitions: [{ table: targets.table, partitions: changed.map((s) => s.partition) }] });
-      const store = lake.parts.store;
-      const remote = !store.capabilities.localPaths;
-      const byPartition = new Map((snapshot?.partitions ?? []).map((run) => [partitionPath(run.partition), run]));
-      // Every partition to send, in order, so that each write can name the next ones for the sink to read ahead.
-      const planned = changed.map((state) => {
-        const reason = sendReason(recorded.get(state.partition));
-        const run = byPartition.get(state.partition);
-        if (!run || run.runId !== state.runId) {
-          const why = run ? `its run moved to ${run.runId} during the sync` : `run ${state.runId} has no files`;
-          return { state, reason, unreadable: `${sink.description}: ${why}` };
-        }
-        const write: SinkPartitionWrite = {
-          partition: run.partition,
-          path: state.partition,
-          runId: state.runId,
-          signature: sinkSignature(state),
-          files: remote ? [] : run.files.map((key) => store.localPath(key)),
-          remote: remote ? { keys: run.files, read: (key) => readRunFile(store, key) } : undefined,
-        };
-        return { state, reason, write };
-      });
-      const writes = planned.flatMap((entry) => (entry.write ? [entry.write] : []));
-      let written = 0;
-      for (const entry of planned) {
-        const { state, reason, write, unreadable } = entry;
-        if (!write) {
-          results.push({ ...base, partition: state.partition, action: "failed", reason: "unreadable", run: state.runId, seconds: 0, error: unreadable });
-          continue;
-        }
-        written += 1;
-        const started = Date.now();
-        onProgress?.(`${base.table}/${state.partition}`);
-        try {
-          const { rows } = await sink.write(layout, { ...write, upcoming: writes.slice(written, written + READ_AHEAD) });
-          results.push({ ...base, partition: state.partition, action: "sent", reason, run: state.runId, rows, seconds: (Date.now() - started) / 1000 });
-        } catch (error) {
-          results.push({ ...base, partition: state.partition, action: "failed", reason, run: state.runId, seconds: (Date.now() - started) / 1000, error: errorMessage(error) });
-          // The connection is gone: the partitions left are not tried one by one (each would repeat the error), but said once.
-          const left = planned.length - planned.indexOf(entry) - 1;
-          if (error instanceof TargetUnavailableError && left > 0) {
-            results.push({ ...base, partition: "*", action: "failed", reason: "target failed", seconds: 0, error: `${errorMessage(error)} (the table's ${left} other partition(s) to send were not sent)` });
-            break;
-          }
-        }
-      }
+      results.push(...(await sendToSink(target, states, current, selected)));
     } finally {
       await sink.close();
+    }
+  }
+  return results;
+}
+
+/** One sink of a table, opened, with the layout of the table there and how its report entries start. */
+interface SinkTarget {
+  readonly lake: Lake;
+  readonly sink: Sink;
+  readonly layout: SinkLayout;
+  readonly base: Pick<SinkedPartition, "sink" | "layer" | "table">;
+  readonly onProgress?: (label: string) => void;
+}
+
+/** One partition to send, with why; `unreadable` says why it cannot be (its run moved, or has no files). */
+interface PlannedSend {
+  readonly state: PartitionState;
+  readonly reason: "new" | "changed";
+  readonly write?: SinkPartitionWrite;
+  readonly unreadable?: string;
+}
+
+/** Sends a table's `current` partitions to one sink: removes what the lake no longer has, then sends what changed. */
+async function sendToSink(
+  target: SinkTarget,
+  states: ReadonlyMap<string, PartitionState>,
+  current: readonly PartitionState[],
+  selected: (partition: string) => boolean,
+): Promise<SinkedPartition[]> {
+  const { sink, layout, base } = target;
+  let recorded: Map<string, string>;
+  try {
+    recorded = await sink.prepare(layout);
+  } catch (error) {
+    // The target cannot be reached or does not fit: one failure for the whole target, said once (not once per partition).
+    const count = current.length;
+    return [{ ...base, partition: "*", action: "failed", reason: "target failed", seconds: 0, error: `${errorMessage(error)} (none of the table's ${count} partition(s) was checked or sent)` }];
+  }
+  const results = await removeGone(sink, layout, base, recorded, states, selected);
+  const changed = current.filter((state) => recorded.get(state.partition) !== sinkSignature(state));
+  for (const state of current) {
+    if (!changed.includes(state)) results.push({ ...base, partition: state.partition, action: "skipped", reason: "unchanged", run: state.runId, seconds: 0 });
+  }
+  if (changed.length === 0) return results;
+  results.push(...(await writePartitions(target, await planSends(target, changed, recorded))));
+  return results;
+}
+
+/** Every partition to send, in order, so that each write can name the next ones for the sink to read ahead. */
+async function planSends(target: SinkTarget, changed: readonly PartitionState[], recorded: ReadonlyMap<string, string>): Promise<PlannedSend[]> {
+  const { lake, sink, layout } = target;
+  const table = layout.lakeTable;
+  // Every current run of the changed partitions, a run without files too (an upsert that emptied the partition,
+  // allow_empty): it is sent as what it is, no rows, so the target drops the partition's rows in the same
+  // transaction as its state. A lake with local files hands the sink paths; an S3 lake's runs are read by key, and
+  // copied by the sink.
+  const [snapshot] = await lake.snapshot({ tables: [table], partitions: [{ table, partitions: changed.map((s) => s.partition) }] });
+  const store = lake.parts.store;
+  const remote = !store.capabilities.localPaths;
+  const byPartition = new Map((snapshot?.partitions ?? []).map((run) => [partitionPath(run.partition), run]));
+  return changed.map((state): PlannedSend => {
+    const reason = sendReason(recorded.get(state.partition));
+    const run = byPartition.get(state.partition);
+    if (!run || run.runId !== state.runId) {
+      const why = run ? `its run moved to ${run.runId} during the sync` : `run ${state.runId} has no files`;
+      return { state, reason, unreadable: `${sink.description}: ${why}` };
+    }
+    const write: SinkPartitionWrite = {
+      partition: run.partition,
+      path: state.partition,
+      runId: state.runId,
+      signature: sinkSignature(state),
+      files: remote ? [] : run.files.map((key) => store.localPath(key)),
+      remote: remote ? { keys: run.files, read: (key) => readRunFile(store, key) } : undefined,
+    };
+    return { state, reason, write };
+  });
+}
+
+/** Writes the planned partitions one transaction each; a lost connection ends the table's sends with one failure. */
+async function writePartitions(target: SinkTarget, planned: readonly PlannedSend[]): Promise<SinkedPartition[]> {
+  const { sink, layout, base } = target;
+  const results: SinkedPartition[] = [];
+  const writes = planned.flatMap((entry) => (entry.write ? [entry.write] : []));
+  let written = 0;
+  for (const [index, entry] of planned.entries()) {
+    const { state, reason, write, unreadable } = entry;
+    if (!write) {
+      results.push({ ...base, partition: state.partition, action: "failed", reason: "unreadable", run: state.runId, seconds: 0, error: unreadable });
+      continue;
+    }
+    written += 1;
+    const started = Date.now();
+    target.onProgress?.(`${base.table}/${state.partition}`);
+    try {
+      const { rows } = await sink.write(layout, { ...write, upcoming: writes.slice(written, written + READ_AHEAD) });
+      results.push({ ...base, partition: state.partition, action: "sent", reason, run: state.runId, rows, seconds: (Date.now() - started) / 1000 });
+    } catch (error) {
+      results.push({ ...base, partition: state.partition, action: "failed", reason, run: state.runId, seconds: (Date.now() - started) / 1000, error: errorMessage(error) });
+      // The connection is gone: the partitions left are not tried one by one (each would repeat the error), but said once.
+      const left = planned.length - index - 1;
+      if (error instanceof TargetUnavailableError && left > 0) {
+        results.push({ ...base, partition: "*", action: "failed", reason: "target failed", seconds: 0, error: `${errorMessage(error)} (the table's ${left} other partition(s) to send were not sent)` });
+        break;
+      }
     }
   }
   return results;

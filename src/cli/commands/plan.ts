@@ -1,12 +1,13 @@
 import type { Command } from "commander";
 import path from "node:path";
 import { loadPipelineConfig } from "../../config/pipeline-config.js";
+import { checkPartitionFilters } from "../../pipeline/partition-filter.js";
 import { Pipeline } from "../../pipeline/pipeline.js";
 import { assertDay } from "../../model/day.js";
 import { fetchSource } from "../../sources/fetch-source.js";
 import { report } from "../output.js";
 import { planReport, planReportText } from "../reports/plan-report.js";
-import { checkPartitionFilters, wantsJson, withLake } from "../context.js";
+import { wantsJson, withLake } from "../context.js";
 
 /** `lakeswap plan`: for each layer and partition, build or skip, and why. */
 export function registerPlan(program: Command): void {

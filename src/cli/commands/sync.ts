@@ -2,13 +2,14 @@ import type { Command } from "commander";
 import path from "node:path";
 import { loadPipelineConfig } from "../../config/pipeline-config.js";
 import { LakeswapError } from "../../model/errors.js";
+import { checkPartitionFilters } from "../../pipeline/partition-filter.js";
 import { Pipeline } from "../../pipeline/pipeline.js";
 import { openSink } from "../../sinks/open-sink.js";
 import { fetchSource } from "../../sources/fetch-source.js";
 import { assertDay } from "../../model/day.js";
 import { Progress, report } from "../output.js";
 import { syncReportText } from "../reports/sync-report.js";
-import { addWaitOptions, checkPartitionFilters, wantsJson, withLake } from "../context.js";
+import { addWaitOptions, wantsJson, withLake } from "../context.js";
 
 interface Options {
   config: string;

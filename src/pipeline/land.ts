@@ -1,0 +1,230 @@
+import { createHash } from "node:crypto";
+import type { DatasetConfig, PipelineColumn } from "../config/pipeline-config.js";
+import type { PartitionSnapshot } from "../engine/engine.js";
+import type { LandedDelivery, LandingSummary } from "../landing/landing.js";
+import type { LakeWriter, PartitionState } from "../lake/lake.js";
+import { identifyDelivery, keepLandingSummary, landingSummary } from "../lake/operations/deliveries.js";
+import { runManifest } from "../lake/operations/partition-states.js";
+import { InvalidInputError, errorMessage } from "../model/errors.js";
+import { partitionPath } from "../model/partition.js";
+import { SIGNATURE_VERSION } from "../model/signature.js";
+import { quoteLiteral, quoteRelation } from "../model/sql.js";
+import { defineTable, type TableDefinition } from "../model/table.js";
+import type { FetchedSource } from "../sources/source.js";
+import { emptyDays, fetchedDataset, windowDays } from "./lookback.js";
+import type { PipelineContext } from "./pipeline-context.js";
+import { planChoices, statesOf } from "./pipeline-context.js";
+import { outsideLookback, planRaw, type PlannedPartition } from "./plan.js";
+import { loadReport, type LoadReport } from "./sync-report.js";
+import type { SyncLog } from "./sync-log.js";
+
+/** The version of what a landing summary holds; a change lands every delivery anew. */
+const LANDING_SUMMARY_VERSION = 1;
+
+/** The columns of a dead-letter table; partitioned by delivery so a rerun replaces its own bad rows. */
+const DEAD_LETTER_COLUMNS: readonly PipelineColumn[] = [
+  { name: "dataset", type: "VARCHAR", nullable: false },
+  { name: "file", type: "VARCHAR", nullable: true },
+  { name: "line", type: "BIGINT", nullable: true },
+  { name: "reason", type: "VARCHAR", nullable: false },
+  { name: "raw", type: "VARCHAR", nullable: true },
+];
+
+/** The delivery's files as the dataset or `--input` names them (paths come resolved: by the config, or by the command). */
+function patterns(ctx: PipelineContext, dataset: DatasetConfig): string[] {
+  if (dataset.fetchedFiles) return dataset.fetchedFiles.map((f) => f.file);
+  return ctx.options.inputs?.length ? [...ctx.options.inputs] : [dataset.source.path];
+}
+
+/**
+ * The key a delivery's landing summary is kept under, and the summary when a clean one was kept: the same delivery
+ * again (same bytes, same declaration) is planned from what its landing found.
+ */
+export async function knownDelivery(ctx: PipelineContext, dataset: DatasetConfig): Promise<{ key?: string; summary?: LandingSummary }> {
+  const key = await deliveryKey(ctx, dataset);
+  if (key === undefined) return {};
+  const summary = await landingSummary(ctx.lake, dataset.table, key);
+  return { key, summary: summary && summary.rowsRejected === 0 ? summary : undefined };
+}
+
+/**
+ * The delivery's id (a digest of its files' names and bytes) with everything that decides what landing finds in
+ * it (format, columns, partition expressions, signed columns, the signature version). Undefined with
+ * --full-refresh, which lands anew.
+ */
+async function deliveryKey(ctx: PipelineContext, dataset: DatasetConfig): Promise<string | undefined> {
+  // An upsert merges the delivery into what the table holds now, which may have changed since: it is landed every time.
+  if (ctx.options.fullRefresh || dataset.upsert) return undefined;
+  const { id } = await identifyDelivery(ctx.lake, patterns(ctx, dataset), dataset.table);
+  const declaration = JSON.stringify({
+    landing: LANDING_SUMMARY_VERSION,
+    signature: SIGNATURE_VERSION,
+    id,
+    source: { format: dataset.source.format, header: dataset.source.header, delimiter: dataset.source.delimiter },
+    columns: dataset.columns,
+    partition: dataset.partition,
+    signed: dataset.signatureColumns,
+  });
+  return createHash("sha256").update(declaration).digest("hex").slice(0, 32);
+}
+
+/** Keeps what landing found; failing to is only a warning (the next sync of the same delivery reads it again). */
+export async function keepSummary(ctx: PipelineContext, dataset: DatasetConfig, key: string, delivery: LandedDelivery): Promise<void> {
+  try {
+    await keepLandingSummary(ctx.lake, dataset.table, key, delivery);
+  } catch (error) {
+    process.emitWarning(`could not keep the landing summary of delivery ${delivery.id}: ${errorMessage(error)}; its next sync reads it again`);
+  }
+}
+
+/**
+ * Whether every raw partition of a delivery is expected to be built: a full refresh, or a first load (no partition
+ * of the raw table has a run), of every partition (no --partition). Then landing writes the runs' files while it
+ * signs the rows. A guess made before the write lease: a partition the plan then skips (another writer built it
+ * meanwhile) only has its files dropped.
+ */
+export async function buildsEveryPartition(ctx: PipelineContext, dataset: DatasetConfig): Promise<boolean> {
+  // Append and upsert write other rows than the delivery's partitions (more files, or the merge).
+  if (ctx.options.partitions?.length || dataset.write !== "partition_replace") return false;
+  if (ctx.options.fullRefresh) return true;
+  return [...(await statesOf(ctx, dataset.table)).values()].every((state) => state.runId === "");
+}
+
+/** Lands a dataset's delivery once (read, validate, partition, sign); bad rows without a dead-letter table stop it. */
+export async function landDelivery(ctx: PipelineContext, dataset: DatasetConfig, writeAhead = false): Promise<LandedDelivery> {
+  const delivery = await ctx.landing.land({
+    writeAhead: writeAhead ? rawTable(dataset) : undefined,
+    files: patterns(ctx, dataset),
+    format: dataset.source.format,
+    header: dataset.source.header,
+    delimiter: dataset.source.delimiter,
+    columns: dataset.columns,
+    partition: dataset.partition,
+    signatureColumns: dataset.signatureColumns,
+  });
+  if (delivery.rowsRejected > 0 && !dataset.deadLetter) {
+    await ctx.landing.releaseLanding(delivery);
+    throw badRows(dataset, delivery);
+  }
+  return delivery;
+}
+
+/** The error of a delivery with bad rows and nowhere to keep them: the first bad row, where it is, and the fix. */
+function badRows(dataset: DatasetConfig, delivery: LandedDelivery): InvalidInputError {
+  const first = delivery.firstRejects[0];
+  // A Parquet row has a number but no line; a CSV record may span lines, and a line may be megabytes long.
+  const parquet = dataset.source.format === "parquet";
+  // An http source's rows are in files of its own, one per day: the day and the row's number name it.
+  const fetchedDay = first ? dataset.fetchedFiles?.find((f) => f.file === first.file)?.partition : undefined;
+  const where = !first
+    ? "the delivery"
+    : fetchedDay !== undefined
+      ? `datasets.${dataset.name}: the http source's answer for ${fetchedDay}, row ${first.line}`
+      : `${first.file}${first.line === null ? "" : parquet ? ` row ${first.line}` : `:${first.line}`}`;
+  const text = first?.raw ? first.raw.replaceAll("\r", "\\r").replaceAll("\n", "\\n") : "";
+  const shown = text.length > 120 ? `${text.slice(0, 117)}...` : text;
+  const fix = fetchedDay !== undefined ? "Declare the columns as the API sends them" : "Fix the file";
+  return new InvalidInputError(
+    `${where}: ${first?.reason ?? "bad row"}${shown ? ` (${parquet ? "row" : "line"}: ${shown})` : ""}; ${delivery.rowsRejected} bad row(s) in all, nothing was loaded. ` +
+      `${fix}, or set dead_letter: <table> under datasets.${dataset.name} to load the rest and keep the bad rows there.`,
+  );
+}
+
+/** Upsert: the delivery merged into the table's current runs by key (../landing/landing.ts, `MergeRequest`). */
+export async function mergeDelivery(ctx: PipelineContext, dataset: DatasetConfig, delivery: LandedDelivery, current: readonly PartitionSnapshot[]): Promise<LandedDelivery> {
+  const upsert = dataset.upsert!;
+  return ctx.landing.mergeLanded({
+    table: rawTable(dataset),
+    delivery,
+    current,
+    columns: dataset.columns,
+    signatureColumns: dataset.signatureColumns,
+    primaryKey: upsert.primaryKey,
+    orderBy: upsert.orderBy,
+    deleteFlag: upsert.deleteFlag,
+    dataset: dataset.name,
+  });
+}
+
+/**
+ * The raw layer's plan (./plan.ts) from a delivery (or the summary kept of it): with the days of the lookback
+ * window, the days an http source answered empty, and for append the parts each current run was appended from.
+ */
+export async function planDelivery(
+  ctx: PipelineContext,
+  dataset: DatasetConfig,
+  delivery: Pick<LandingSummary, "partitions">,
+  states: ReadonlyMap<string, PartitionState>,
+  fetched: FetchedSource | undefined,
+): Promise<{ plan: PlannedPartition[]; appended: Map<string, readonly string[]> }> {
+  const choices = planChoices(ctx.options);
+  const window = dataset.window ? new Set(datasetWindow(ctx, dataset)) : undefined;
+  const keys = dataset.partition.map((p) => p.key);
+  const appendedBefore = new Map<string, readonly string[]>();
+  if (dataset.write === "append") {
+    for (const landed of delivery.partitions.filter((l) => choices.selected(l.partition, keys, dataset))) {
+      const partition = partitionPath(landed.partition);
+      const state = states.get(partition);
+      if (!state?.runId || outsideLookback(dataset, landed.partition, state, window)) continue;
+      appendedBefore.set(partition, (await runManifest(ctx.lake, dataset.table, partition, state.runId))?.appended ?? []);
+    }
+  }
+  return planRaw({ dataset, delivery, states, window, appendedBefore, emptyDays: emptyDays(dataset, fetched) }, choices);
+}
+
+/** The days of a dataset's lookback window (./lookback.ts). */
+function datasetWindow(ctx: PipelineContext, dataset: DatasetConfig): string[] {
+  return windowDays(dataset.window!, ctx.options.asOf, ctx.options.partitions ?? []);
+}
+
+/**
+ * Fetches a dataset's window from its http source. The returned dataset lands the fetched files as JSONL, each
+ * file's rows in the partition of the day it was asked for; none when not one day could be fetched.
+ */
+export async function fetchWindow(ctx: PipelineContext, dataset: DatasetConfig): Promise<{ source: FetchedSource; dataset?: DatasetConfig }> {
+  const fetchSource = ctx.options.fetchSource;
+  if (!fetchSource) {
+    throw new InvalidInputError(`datasets.${dataset.name}: its source is an http API, but this Pipeline has no fetchSource option (pass fetchSource from lakeswap's sources)`);
+  }
+  const key = dataset.window!.key;
+  const source = await fetchSource({
+    dataset: dataset.name,
+    source: dataset.http!,
+    key,
+    values: datasetWindow(ctx, dataset),
+    columns: dataset.columns.map((c) => c.name),
+    onFetched: (value, done, total) => ctx.options.onProgress?.({ layer: "fetch", done, total, label: `${dataset.name}/${key}=${value}` }),
+  });
+  return { source, dataset: fetchedDataset(dataset, source) };
+}
+
+/** Writes a delivery's bad rows to the dataset's dead-letter table (partition `delivery=<id>`), and reports the load. */
+export async function writeDeadLetters(writer: LakeWriter, log: SyncLog, dataset: DatasetConfig, delivery: LandedDelivery): Promise<LoadReport> {
+  if (dataset.deadLetter && delivery.rowsRejected > 0) {
+    const moved = { table: dataset.deadLetter, layer: "dead letter", partition: `delivery=${delivery.id}` };
+    const result = await writer.replace(dataset.deadLetter, moved.partition, {
+      select: `SELECT ${quoteLiteral(dataset.name)} AS dataset, file, line, reason, raw FROM ${quoteRelation(delivery.rejectedRelation)} ORDER BY file, line`,
+      landed: true,
+      beforeSwap: (move) => log.intend([{ ...moved, run: move.runId, previousRun: move.previousRunId }]),
+    });
+    log.confirm({ ...moved, run: result.runId, previousRun: result.previousRunId });
+  }
+  return loadReport(dataset, delivery);
+}
+
+/** Creates the tables a dataset's sync writes (an existing one is checked against its declaration). */
+export async function createTables(ctx: PipelineContext, dataset: DatasetConfig): Promise<void> {
+  const definitions: TableDefinition[] = [
+    ...(dataset.ingested ? [] : [rawTable(dataset)]),
+    ...dataset.layers.map((layer) =>
+      defineTable({ name: layer.table, columns: layer.columns, partitionKeys: layer.partitionKeys, compression: layer.compression }),
+    ),
+  ];
+  if (dataset.deadLetter) definitions.push(defineTable({ name: dataset.deadLetter, columns: DEAD_LETTER_COLUMNS, partitionKeys: ["delivery"] }));
+  for (const table of definitions) await ctx.lake.createTable(table);
+}
+
+/** The raw table's definition. */
+function rawTable(dataset: DatasetConfig): TableDefinition {
+  return defineTable({ name: dataset.table, columns: dataset.columns, partitionKeys: dataset.partition.map((p) => p.key), compression: dataset.compression });
+}

@@ -1,0 +1,56 @@
+import type { DatasetConfig, LayerConfig } from "../config/pipeline-config.js";
+import type { PartitionSnapshot } from "../engine/engine.js";
+import type { PartitionState } from "../lake/lake.js";
+import type { FetchedSource } from "../sources/source.js";
+import { fetchFailures } from "./lookback.js";
+import { statesOf, type PipelineContext, type RawStep, type Run } from "./pipeline-context.js";
+import { predict, signaturesOf, type PlannedPartition } from "./plan.js";
+
+/**
+ * A plan: the first half of a sync without its leases (a sync decides again under them). It reads the states as
+ * they are, builds nothing, and plans each layer against what the layers above will hold after the sync.
+ */
+export class PlanRun implements Run {
+  readonly builds = false;
+  /** The decisions so far, in the order a sync reports them. */
+  readonly planned: PlannedPartition[] = [];
+  /** What each table planned so far will hold after the sync: built partitions with their planned signature. */
+  private readonly predicted = new Map<string, Map<string, string | undefined>>();
+
+  constructor(private readonly ctx: PipelineContext) {}
+
+  states(table: string): Promise<Map<string, PartitionState>> {
+    return statesOf(this.ctx, table);
+  }
+
+  async upstream(table: string): Promise<Map<string, string | undefined>> {
+    return this.predicted.get(table) ?? signaturesOf(await this.states(table));
+  }
+
+  async currentRuns(table: string): Promise<PartitionSnapshot[]> {
+    const exists = (await this.ctx.lake.listTables()).some((t) => t.name === table);
+    return exists ? [...((await this.ctx.lake.snapshot({ tables: [table] }))[0]?.partitions ?? [])] : [];
+  }
+
+  fetchFailed(dataset: DatasetConfig, source: FetchedSource): void {
+    this.planned.push(...failedDays(dataset, source));
+  }
+
+  async raw(step: RawStep): Promise<void> {
+    // Days that could not be fetched keep their runs; a sync would fail them.
+    this.planned.push(...failedDays(step.dataset, step.fetched), ...step.plan);
+    this.predicted.set(step.dataset.table, predict(step.states, step.plan));
+  }
+
+  async layer(_dataset: DatasetConfig, layer: LayerConfig, plan: readonly PlannedPartition[], states: ReadonlyMap<string, PartitionState>): Promise<void> {
+    this.planned.push(...plan);
+    this.predicted.set(layer.table, predict(states, plan));
+  }
+}
+
+/** The days an http source could not return, as a plan reports them. */
+function failedDays(dataset: DatasetConfig, source: FetchedSource | undefined): PlannedPartition[] {
+  return fetchFailures(dataset, source).map((f) => ({
+    dataset: dataset.name, layer: "raw", table: dataset.table, partition: f.partition, action: "skip", reason: "fetch failed", error: f.error,
+  }));
+}

@@ -1,0 +1,221 @@
+import type { DatasetConfig, LayerConfig } from "../config/pipeline-config.js";
+import type { LandingSummary } from "../landing/landing.js";
+import type { PartitionState } from "../lake/lake.js";
+import { InvalidInputError, errorMessage } from "../model/errors.js";
+import { WHOLE_TABLE, assertPartitionValue, makePartition, parsePartitionPath, partitionPath, partitionValue, type Partition } from "../model/partition.js";
+import { appendSignature, chainSignature } from "../model/signature.js";
+
+/**
+ * The decisions of a plan, as pure functions of what the lake holds (partition states, signatures) and what a
+ * delivery or an upstream layer brings: which partitions are built and why. They read nothing themselves; the
+ * pipeline reads the states, lands the delivery and maps the partitions, then asks these.
+ */
+
+/** Whether a partition is built or skipped. */
+export type PlanAction = "build" | "skip";
+
+/** Why a partition is built or skipped. */
+export type PlanReason =
+  | "new"
+  | "content changed"
+  | "upstream changed"
+  | "transform changed"
+  | "never signed"
+  | "rolled back"
+  | "forced"
+  | "pinned"
+  | "unchanged"
+  | "signature version changed"
+  | "appended"
+  | "already appended"
+  | "outside lookback"
+  | "empty in source"
+  | "fetch failed";
+
+/** The decision for one partition of one layer. */
+export interface PlannedPartition {
+  readonly dataset: string;
+  readonly layer: string;
+  readonly table: string;
+  readonly partition: string;
+  readonly action: PlanAction;
+  readonly reason: PlanReason;
+  /** The signature the partition gets when built; undefined when an input was never signed (it is built, not signed). */
+  readonly signature?: string;
+  readonly fingerprint?: string;
+  /** Signed inputs, `table/partition=signature`. */
+  readonly inputs?: readonly string[];
+  /** Upstream partitions read (derived layers). */
+  readonly inputPartitions?: readonly string[];
+  /** Rows in the delivery (raw layer). */
+  readonly rows?: number;
+  /** Why the day could not be fetched (`fetch failed`). */
+  readonly error?: string;
+}
+
+/** What the decisions take from the sync's options. */
+export interface PlanChoices {
+  /** --full-refresh: every partition that is not pinned is built. */
+  readonly fullRefresh?: boolean;
+  /** --allow-duplicates: an append adds a delivery part again. */
+  readonly allowDuplicates?: boolean;
+  /** Whether `--partition` lets a partition of a table with these keys through (./partition-filter.ts). */
+  readonly selected: (partition: Partition, keys: readonly string[], dataset: DatasetConfig) => boolean;
+}
+
+/** The rule: pinned, forced, new, rolled back, never signed, signed by another algorithm version, changed, or unchanged. */
+export function decide(
+  state: PartitionState | undefined,
+  expected: string | undefined,
+  changed: PlanReason,
+  fullRefresh = false,
+): { action: PlanAction; reason: PlanReason } {
+  if (state?.pinned) return { action: "skip", reason: "pinned" };
+  if (fullRefresh) return { action: "build", reason: "forced" };
+  if (!state?.runId) return { action: "build", reason: "new" };
+  if (state.movedBy === "rollback") return { action: "build", reason: "rolled back" };
+  if (expected === undefined || state.signature === undefined) return { action: "build", reason: "never signed" };
+  if (signatureVersion(state.signature) !== signatureVersion(expected)) return { action: "build", reason: "signature version changed" };
+  if (state.signature !== expected) return { action: "build", reason: changed };
+  return { action: "skip", reason: "unchanged" };
+}
+
+/** Whether a landed partition lies before a lookback window (`window`: its days) and already has a run: it is settled. */
+export function outsideLookback(dataset: DatasetConfig, partition: Partition, state: PartitionState | undefined, window: ReadonlySet<string> | undefined): boolean {
+  return window !== undefined && !!state?.runId && !window.has(partitionValue(partition, dataset.window!.key));
+}
+
+/** What the raw layer's plan is decided from, besides the delivery. */
+export interface RawPlanInput {
+  readonly dataset: DatasetConfig;
+  /** The delivery's partitions, with their rows and signatures (for an upsert: the merge's). */
+  readonly delivery: Pick<LandingSummary, "partitions">;
+  readonly states: ReadonlyMap<string, PartitionState>;
+  /** The days of the dataset's lookback window, if it has one. */
+  readonly window?: ReadonlySet<string>;
+  /** `write: append`: the delivery parts each current run was appended from, by partition (read from its manifest). */
+  readonly appendedBefore: ReadonlyMap<string, readonly string[]>;
+  /** The days an http source answered without rows, with the signature of a day without rows (./lookback.ts). */
+  readonly emptyDays: readonly { readonly partition: string; readonly signature: string }[];
+}
+
+/**
+ * The raw layer's plan: for partition_replace and upsert (whose delivery is the merge), each partition's signature
+ * against the current one; for append, whether the current run already holds the delivery's part of the partition
+ * (`appended`: the parts each new run will have been appended from).
+ */
+export function planRaw(input: RawPlanInput, choices: PlanChoices): { plan: PlannedPartition[]; appended: Map<string, readonly string[]> } {
+  const { dataset, states, window } = input;
+  const keys = dataset.partition.map((p) => p.key);
+  const appended = new Map<string, readonly string[]>();
+  const plan: PlannedPartition[] = [];
+  for (const landed of input.delivery.partitions.filter((l) => choices.selected(l.partition, keys, dataset))) {
+    const partition = partitionPath(landed.partition);
+    const state = states.get(partition);
+    const base = { dataset: dataset.name, layer: "raw", table: dataset.table, partition, rows: landed.rows };
+    if (outsideLookback(dataset, landed.partition, state, window)) {
+      // A day before the lookback window is settled: a delivery that still holds it does not rewrite it.
+      plan.push({ ...base, action: "skip", reason: "outside lookback" });
+      continue;
+    }
+    if (dataset.write !== "append") {
+      plan.push({ ...base, ...decide(state, landed.signature, "content changed", choices.fullRefresh), signature: landed.signature });
+      continue;
+    }
+    const before = state?.runId ? (input.appendedBefore.get(partition) ?? []) : [];
+    if (state?.pinned) {
+      plan.push({ ...base, action: "skip", reason: "pinned" });
+    } else if (before.includes(landed.signature) && !choices.allowDuplicates) {
+      plan.push({ ...base, action: "skip", reason: "already appended", signature: state?.signature });
+    } else {
+      appended.set(partition, [...before, landed.signature]);
+      const signature = !state?.runId ? landed.signature : state.signature === undefined ? undefined : appendSignature(state.signature, landed.signature);
+      plan.push({ ...base, action: "build", reason: state?.runId ? "appended" : "new", signature });
+    }
+  }
+  // The days an http source answered without rows: built empty (allow_empty), or skipped and reported.
+  for (const { partition, signature } of input.emptyDays) {
+    const base = { dataset: dataset.name, layer: "raw", table: dataset.table, partition, rows: 0 };
+    if (!dataset.window!.allowEmpty) plan.push({ ...base, action: "skip", reason: "empty in source" });
+    else plan.push({ ...base, ...decide(states.get(partition), signature, "content changed", choices.fullRefresh), signature });
+  }
+  return { plan, appended };
+}
+
+/** What a derived layer's plan is decided from. */
+export interface LayerPlanInput {
+  readonly dataset: DatasetConfig;
+  readonly layer: LayerConfig;
+  readonly upstreamTable: string;
+  /** The upstream layer's signatures by partition (undefined: never signed). */
+  readonly upstream: ReadonlyMap<string, string | undefined>;
+  /** The partition values `inputs.map` gives each upstream partition, in the order of its sorted paths. */
+  readonly mapped: readonly (readonly string[])[];
+  /** The layer's own partition states. */
+  readonly states: ReadonlyMap<string, PartitionState>;
+  /** The whole-table inputs' signatures (`table/*=digest`). */
+  readonly lookups: readonly string[];
+}
+
+/**
+ * A derived layer's plan: upstream partitions grouped by the partition they map to, each group's chained signature
+ * against the current one. A change is reported as `upstream changed`; which input changed (the transform, read from
+ * the current run's manifest) is told by the caller.
+ */
+export function planLayer(input: LayerPlanInput, choices: PlanChoices): PlannedPartition[] {
+  const { dataset, layer, upstreamTable, upstream } = input;
+  const plans: PlannedPartition[] = [];
+  for (const [partition, inputPartitions] of groupByTarget(input)) {
+    if (!choices.selected(parsePartitionPath(partition, layer.partitionKeys), layer.partitionKeys, dataset)) continue;
+    const inputSignatures = inputPartitions.map((p) => upstream.get(p));
+    const signed = inputSignatures.every((s): s is string => s !== undefined);
+    const inputs = signed ? [...inputPartitions.map((p, i) => `${upstreamTable}/${p}=${inputSignatures[i]}`), ...input.lookups] : undefined;
+    const signature = inputs ? chainSignature(inputs, layer.fingerprint, partition) : undefined;
+    const decision = decide(input.states.get(partition), signature, "upstream changed", choices.fullRefresh);
+    plans.push({ dataset: dataset.name, layer: layer.name, table: layer.table, partition, ...decision, signature, fingerprint: layer.fingerprint, inputs, inputPartitions });
+  }
+  return plans;
+}
+
+/** The layer's partitions, sorted, each with the upstream partitions that feed it. */
+function groupByTarget(input: LayerPlanInput): [string, string[]][] {
+  const { dataset, layer } = input;
+  const groups = new Map<string, string[]>();
+  [...input.upstream.keys()].sort().forEach((upstreamPath, index) => {
+    const values = input.mapped[index] ?? [];
+    const pairs = layer.partitionKeys.map((key, i) => {
+      const value = values[i] ?? "";
+      try {
+        return [key, assertPartitionValue(key, value)] as const;
+      } catch (error) {
+        throw new InvalidInputError(
+          `datasets.${dataset.name}.layers.${layer.name}.inputs.map.${key}: for upstream partition ${upstreamPath} it gives ${value === "" ? "NULL" : `'${value}'`}: ${errorMessage(error)}`,
+        );
+      }
+    });
+    const target = partitionPath(pairs.length === 0 ? WHOLE_TABLE : makePartition(pairs));
+    groups.set(target, [...(groups.get(target) ?? []), upstreamPath]);
+  });
+  return [...groups.entries()].sort(([a], [b]) => (a < b ? -1 : 1));
+}
+
+/** Signatures a layer will have after the sync: built partitions get the planned one, skipped keep theirs. */
+export function predict(states: ReadonlyMap<string, PartitionState>, plan: readonly PlannedPartition[]): Map<string, string | undefined> {
+  const predicted = signaturesOf(states);
+  for (const p of plan) {
+    if (p.action === "build") predicted.set(p.partition, p.signature);
+  }
+  return predicted;
+}
+
+/** The signatures of the partitions that have a run. */
+export function signaturesOf(states: ReadonlyMap<string, PartitionState>): Map<string, string | undefined> {
+  const map = new Map<string, string | undefined>();
+  for (const [partition, state] of states) if (state.runId) map.set(partition, state.signature);
+  return map;
+}
+
+/** The algorithm version of a signature (`v2` of `v2:…`, docs/signatures.md). */
+function signatureVersion(signature: string): string {
+  return signature.slice(0, Math.max(0, signature.indexOf(":")));
+}

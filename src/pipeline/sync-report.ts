@@ -1,0 +1,88 @@
+import type { DatasetConfig } from "../config/pipeline-config.js";
+import type { LandingSummary, Signing } from "../landing/landing.js";
+import type { SinkedPartition } from "./send-to-sinks.js";
+import type { PlanAction, PlanReason, PlannedPartition } from "./plan.js";
+
+/** What one partition of a sync did. */
+export interface SyncedPartition {
+  readonly table: string;
+  readonly layer: string;
+  readonly partition: string;
+  readonly action: PlanAction | "failed";
+  readonly reason: PlanReason;
+  readonly run?: string;
+  /** The run that was current before this sync built `run` (absent for a new partition). */
+  readonly previousRun?: string;
+  readonly rows?: number;
+  readonly seconds: number;
+  readonly error?: string;
+}
+
+/** Totals of one layer, or of the whole sync. */
+interface SyncTotals {
+  readonly built: number;
+  readonly skipped: number;
+  readonly failed: number;
+  readonly rows: number;
+  readonly seconds: number;
+}
+
+/** How the delivery was landed: rows read = rows loaded + rows dead-lettered. */
+export interface LoadReport {
+  readonly dataset: string;
+  readonly delivery: string;
+  readonly files: readonly string[];
+  readonly rowsRead: number;
+  readonly rowsLoaded: number;
+  readonly rowsDeadLettered: number;
+  readonly deadLetterTable?: string;
+  /** How the raw signatures were computed: `native` (lakeswap's DuckDB extension) or `sql` (the same signatures, slower), with why. */
+  readonly signing: Signing;
+  /** An http source: the days asked for, and how many of them could not be fetched (`files` are where they were kept while landed). */
+  readonly fetched?: { readonly days: number; readonly failed: number };
+}
+
+/** The totals of one layer of a sync. */
+export type LayerReport = { readonly dataset: string; readonly layer: string; readonly table: string } & SyncTotals;
+
+/** The report of a sync. */
+export interface SyncReport {
+  /** The id of this sync's record: `lakeswap rollback --sync ID` moves back every pointer it moved. */
+  readonly syncId: string;
+  readonly partitions: readonly SyncedPartition[];
+  readonly layers: readonly LayerReport[];
+  readonly loads: readonly LoadReport[];
+  readonly totals: SyncTotals;
+  /** What each layer's sinks (PostgreSQL) got: per sink and partition, sent / skipped / failed / removed. */
+  readonly sinks: readonly SinkedPartition[];
+}
+
+/** How a delivery was landed, from its landing (or the summary kept of it). */
+export function loadReport(dataset: DatasetConfig, delivery: LandingSummary): LoadReport {
+  return {
+    dataset: dataset.name,
+    delivery: delivery.id,
+    files: delivery.files,
+    rowsRead: delivery.rowsRead,
+    rowsLoaded: delivery.rowsLoaded,
+    rowsDeadLettered: delivery.rowsRejected,
+    deadLetterTable: dataset.deadLetter,
+    signing: delivery.signing,
+  };
+}
+
+/** The report of a layer that builds nothing. */
+export function skipped(table: string, layer: string, plan: readonly PlannedPartition[]): SyncedPartition[] {
+  return plan.map((p) => ({ table, layer, partition: p.partition, action: "skip", reason: p.reason, seconds: 0 }));
+}
+
+/** Built, skipped and failed partitions and rows of `results`, over `elapsedMs`. */
+export function totals(results: readonly SyncedPartition[], elapsedMs: number): SyncTotals {
+  return {
+    built: results.filter((r) => r.action === "build").length,
+    skipped: results.filter((r) => r.action === "skip").length,
+    failed: results.filter((r) => r.action === "failed").length,
+    rows: results.reduce((sum, r) => sum + (r.rows ?? 0), 0),
+    seconds: elapsedMs / 1000,
+  };
+}

@@ -1,0 +1,208 @@
+import type { DatasetConfig, LayerConfig, PipelineColumn } from "../config/pipeline-config.js";
+import type { PartitionSnapshot } from "../engine/engine.js";
+import type { LakeWriter, PartitionState, SwapBuild, SwapItem } from "../lake/lake.js";
+import { LakeswapError, errorMessage } from "../model/errors.js";
+import { parsePartitionPath } from "../model/partition.js";
+import type { SinkSpec } from "../sinks/sink.js";
+import type { FetchedSource } from "../sources/source.js";
+import { keepSummary, writeDeadLetters } from "./land.js";
+import { renderSql } from "./layers.js";
+import { fetchFailures } from "./lookback.js";
+import { partitionSelected } from "./partition-filter.js";
+import { statesOf, tableOfLayer, tablesWritten, type PipelineContext, type RawStep, type Run } from "./pipeline-context.js";
+import { signaturesOf, type PlannedPartition } from "./plan.js";
+import { sendToSinks, type SinkedPartition } from "./send-to-sinks.js";
+import type { SyncLog } from "./sync-log.js";
+import { loadReport, skipped, totals, type LayerReport, type LoadReport, type SyncedPartition } from "./sync-report.js";
+
+/** What a sync has done so far: the parts of its report. */
+export interface SyncTally {
+  readonly partitions: SyncedPartition[];
+  readonly layers: LayerReport[];
+  readonly loads: LoadReport[];
+  readonly sinks: SinkedPartition[];
+}
+
+/**
+ * The second half of a sync, for one dataset, under the leases `writer` holds: each layer is decided against the
+ * states the leases protect (DESIGN.md invariant 7), then built as one batch, recorded in the sync's log, and sent
+ * to its sinks.
+ */
+export class SyncRun implements Run {
+  readonly builds = true;
+  private readonly written: ReadonlySet<string>;
+
+  constructor(
+    private readonly ctx: PipelineContext,
+    private readonly writer: LakeWriter,
+    private readonly log: SyncLog,
+    private readonly tally: SyncTally,
+    dataset: DatasetConfig,
+  ) {
+    this.written = new Set(tablesWritten(dataset));
+  }
+
+  states(table: string): Promise<Map<string, PartitionState>> {
+    // A table this sync does not write (an ingested raw table, a lookup) is read without its lease.
+    return this.written.has(table) ? this.writer.partitionStates(table) : statesOf(this.ctx, table);
+  }
+
+  async upstream(table: string): Promise<Map<string, string | undefined>> {
+    return signaturesOf(await this.states(table));
+  }
+
+  currentRuns(table: string): Promise<PartitionSnapshot[]> {
+    return this.writer.currentRuns(table);
+  }
+
+  fetchFailed(dataset: DatasetConfig, source: FetchedSource): void {
+    const failed = fetchFailures(dataset, source);
+    this.tally.partitions.push(...failed);
+    this.tally.layers.push({ dataset: dataset.name, layer: "raw", table: dataset.table, ...totals(failed, 0) });
+  }
+
+  /** Dead letters, then every changed raw partition written from the landed delivery in one pass, then the raw layer's sinks. */
+  async raw(step: RawStep): Promise<void> {
+    const { dataset, landed, known, fetched } = step;
+    const load = landed ? await writeDeadLetters(this.writer, this.log, dataset, landed) : loadReport(dataset, known.summary!);
+    this.tally.loads.push(fetched ? { ...load, fetched: { days: fetched.partitions.length, failed: fetched.partitions.filter((p) => p.error !== undefined).length } } : load);
+    const delivery = step.merged ?? landed;
+    const build = { kind: "landed", carryCurrent: dataset.write === "append" } as const;
+    const results = [
+      ...(delivery
+        ? await this.execute(dataset.table, "raw", step.plan, { ...build, delivery }, (p) => ({ appended: step.appended.get(p.partition) }), {
+            // An upsert may leave a partition without rows (every key deleted or moved away): that is its merge, not a
+            // failed build; so may a day the source now returns empty, where allow_empty says so.
+            allowEmpty: dataset.write === "upsert" || dataset.window?.allowEmpty === true,
+          })
+        : skipped(dataset.table, "raw", step.plan)),
+      // A day that could not be fetched keeps its current run; it fails, and the rerun fetches it again.
+      ...fetchFailures(dataset, fetched),
+    ];
+    this.tally.partitions.push(...results);
+    // A clean delivery whose raw layer landed whole is known from now on: the same delivery again is not read again.
+    if (landed && !dataset.upsert && known.key !== undefined && !known.summary && landed.rowsRejected === 0 && results.every((r) => r.action !== "failed")) {
+      await keepSummary(this.ctx, dataset, known.key, landed);
+    }
+    this.tally.layers.push({ dataset: dataset.name, layer: "raw", table: dataset.table, ...totals(results, Date.now() - step.startedMs) });
+    await step.release();
+    const columns = [...dataset.columns, ...dataset.partition.map((p) => ({ name: p.key, type: "VARCHAR", nullable: false }))];
+    await this.sendToSinks(dataset, "raw", dataset.table, columns, dataset.partition.map((p) => p.key), dataset.sinks ?? []);
+  }
+
+  /** Builds a derived layer's changed partitions from its upstream, then sends the layer to its sinks. */
+  async layer(dataset: DatasetConfig, layer: LayerConfig, plan: readonly PlannedPartition[], _states: ReadonlyMap<string, PartitionState>, startedMs: number): Promise<void> {
+    const upstreamTable = tableOfLayer(dataset, layer.from);
+    const build = { kind: "select", readable: [upstreamTable, ...layer.lookups], concurrency: this.ctx.config.concurrency } as const;
+    const itemOf = (p: PlannedPartition): Pick<SwapItem, "select" | "inputPartitions"> => ({
+      select: renderSql(layer.sql, parsePartitionPath(p.partition, layer.partitionKeys), layer.sqlPath),
+      inputPartitions: [{ table: upstreamTable, partitions: p.inputPartitions ?? [] }],
+    });
+    // A source day swapped to empty (allow_empty) empties what the layers below hold of it.
+    const results = await this.execute(layer.table, layer.name, plan, build, itemOf, { allowEmpty: dataset.window?.allowEmpty === true });
+    this.tally.partitions.push(...results);
+    this.tally.layers.push({ dataset: dataset.name, layer: layer.name, table: layer.table, ...totals(results, Date.now() - startedMs) });
+    const columns = [...layer.columns, ...layer.partitionKeys.map((key) => ({ name: key, type: "VARCHAR", nullable: false }))];
+    await this.sendToSinks(dataset, layer.name, layer.table, columns, layer.partitionKeys, layer.sinks ?? []);
+  }
+
+  /**
+   * Builds a layer's changed partitions as one batch (../lake/commit/swap.ts): built and audited, then their
+   * pointers move together, each move recorded in the sync's record first. A failed partition does not stop the
+   * others; a lost lease stops the layer, refused access the sync.
+   */
+  private async execute(
+    table: string,
+    layer: string,
+    plan: readonly PlannedPartition[],
+    build: SwapBuild,
+    itemOf: (p: PlannedPartition) => Pick<SwapItem, "select" | "inputPartitions" | "appended">,
+    options: { readonly allowEmpty?: boolean } = {},
+  ): Promise<SyncedPartition[]> {
+    const builds = plan.filter((p) => p.action === "build");
+    const results = skipped(table, layer, plan.filter((p) => p.action === "skip"));
+    if (builds.length === 0) return results;
+    try {
+      results.push(...(await this.swap(table, layer, builds, build, itemOf, options)));
+    } catch (error) {
+      // Refused access (exit 11) and a full disk (exit 10) are the whole sync's error, not one partition's.
+      if (error instanceof LakeswapError && (error.code === "ACCESS_DENIED" || error.code === "NO_SPACE")) throw error;
+      // The lease is lost (or the catalog failed): what is not finished fails, and the rerun redoes it. A move
+      // recorded as intended stays in the sync's record as pending: rollback --sync checks where its pointer is.
+      for (const p of builds) results.push({ table, layer, partition: p.partition, action: "failed", reason: p.reason, seconds: 0, error: errorMessage(error) });
+    }
+    await this.log.flush();
+    // One GC for the layer's swaps, not one per swap.
+    const swapped = results.filter((r) => r.action === "build").map((r) => r.partition);
+    if (swapped.length > 0) await this.writer.collectGarbage(table, swapped);
+    return results.sort((a, b) => (a.partition < b.partition ? -1 : a.partition > b.partition ? 1 : 0));
+  }
+
+  /** The batch's swaps, each outcome confirmed in (or abandoned from) the sync's log. */
+  private async swap(
+    table: string,
+    layer: string,
+    builds: readonly PlannedPartition[],
+    build: SwapBuild,
+    itemOf: (p: PlannedPartition) => Pick<SwapItem, "select" | "inputPartitions" | "appended">,
+    options: { readonly allowEmpty?: boolean },
+  ): Promise<SyncedPartition[]> {
+    const items = builds.map((p): SwapItem => ({
+      partition: parsePartitionPath(p.partition, keysOf(p)),
+      signature: p.signature,
+      fingerprint: p.fingerprint,
+      inputs: p.inputs,
+      ...itemOf(p),
+    }));
+    let done = 0;
+    const outcomes = await this.writer.replaceBatch(table, items, {
+      build,
+      allowEmpty: this.ctx.options.allowEmpty || options.allowEmpty,
+      beforeSwap: (moves) => this.log.intend(moves.map((m) => ({ table, layer, partition: m.partition, run: m.runId, previousRun: m.previousRunId }))),
+      onBuilt: (partition) => {
+        done += 1;
+        this.ctx.options.onProgress?.({ layer, done, total: builds.length, label: `${table}/${partition}` });
+      },
+    });
+    return outcomes.map((outcome, index): SyncedPartition => {
+      const p = builds[index] as PlannedPartition;
+      if (outcome.error !== undefined || outcome.runId === undefined) {
+        this.log.abandon({ table, partition: p.partition });
+        return { table, layer, partition: p.partition, action: "failed", reason: p.reason, seconds: outcome.seconds, error: errorMessage(outcome.error) };
+      }
+      this.log.confirm({ table, layer, partition: p.partition, run: outcome.runId, previousRun: outcome.previousRunId });
+      return { table, layer, partition: p.partition, action: "build", reason: p.reason, run: outcome.runId, previousRun: outcome.previousRunId, rows: outcome.rows, seconds: outcome.seconds };
+    });
+  }
+
+  /**
+   * After a layer's swaps, under its lease: sends the partitions whose signature a sink does not hold yet
+   * (./send-to-sinks.ts). The lake's swaps stand whatever the sink does.
+   */
+  private async sendToSinks(
+    dataset: DatasetConfig,
+    layer: string,
+    table: string,
+    columns: readonly PipelineColumn[],
+    partitionKeys: readonly string[],
+    specs: readonly SinkSpec[],
+  ): Promise<void> {
+    const openSink = this.ctx.options.openSink;
+    if (specs.length === 0 || !openSink) return;
+    const states = await this.writer.partitionStates(table);
+    const selected = (partition: string): boolean => partitionSelected(this.ctx.options.partitions, parsePartitionPath(partition, partitionKeys), partitionKeys, dataset);
+    const total = [...states.keys()].filter(selected).length * specs.length;
+    let done = 0;
+    const sinked = await sendToSinks(this.ctx.lake, openSink, { layer, table, columns, partitionKeys, sinks: specs }, states, selected, (label) => {
+      done += 1;
+      this.ctx.options.onProgress?.({ layer: `${layer} -> sink`, done, total, label });
+    });
+    this.tally.sinks.push(...sinked);
+  }
+}
+
+/** The partition keys of a planned partition, read off its path. */
+function keysOf(planned: PlannedPartition): string[] {
+  if (planned.partition === "") return [];
+  return planned.partition.split("/").map((part) => part.slice(0, part.indexOf("=")));
+}

@@ -1,0 +1,159 @@
+import { describe, expect, it } from "vitest";
+import type { DatasetConfig, LayerConfig } from "../../src/config/pipeline-config.js";
+import type { PartitionState } from "../../src/lake/lake.js";
+import { makePartition } from "../../src/model/partition.js";
+import { appendSignature, chainSignature } from "../../src/model/signature.js";
+import { partitionSelected } from "../../src/pipeline/partition-filter.js";
+import { decide, planLayer, planRaw, predict, type PlanChoices } from "../../src/pipeline/plan.js";
+
+// The plan's decisions as pure functions: no DuckDB, no lake, only states and signatures.
+
+const choices = (options: { fullRefresh?: boolean; allowDuplicates?: boolean; partitions?: string[] } = {}): PlanChoices => ({
+  ...options,
+  selected: (partition, keys, dataset) => partitionSelected(options.partitions, partition, keys, dataset),
+});
+
+const state = (partition: string, fields: Partial<PartitionState> = {}): PartitionState => ({ partition, runId: "run-1", pinned: false, ...fields });
+const states = (...list: PartitionState[]): Map<string, PartitionState> => new Map(list.map((s) => [s.partition, s]));
+
+const dataset = (fields: Partial<DatasetConfig> = {}): DatasetConfig => ({
+  name: "orders",
+  source: { format: "csv", path: "orders.csv", header: true, delimiter: "," },
+  table: "orders_raw",
+  columns: [{ name: "day", type: "VARCHAR", nullable: false }],
+  partition: [{ key: "day", expression: "day" }],
+  signatureColumns: ["day"],
+  compression: "snappy",
+  write: "partition_replace",
+  layers: [],
+  sinks: [],
+  ...fields,
+});
+
+const layer = (fields: Partial<LayerConfig> = {}): LayerConfig => ({
+  name: "monthly",
+  table: "orders_monthly",
+  sqlPath: "monthly.sql",
+  sql: "SELECT 1",
+  fingerprint: "f1",
+  columns: [],
+  partitionKeys: ["month"],
+  from: "raw",
+  inputMap: [{ key: "month", expression: "substr(day, 1, 7)" }],
+  lookups: [],
+  compression: "snappy",
+  sinks: [],
+  ...fields,
+});
+
+const day = (value: string, signature: string, rows = 1) => ({ partition: makePartition([["day", value]]), rows, signature });
+const noAppends = { appendedBefore: new Map<string, readonly string[]>(), emptyDays: [] };
+
+describe("decide", () => {
+  it("gives each reason in the rule's order", () => {
+    expect(decide(state("d", { pinned: true }), "v3:a", "content changed", true)).toEqual({ action: "skip", reason: "pinned" });
+    expect(decide(state("d", { signature: "v3:a" }), "v3:a", "content changed", true)).toEqual({ action: "build", reason: "forced" });
+    expect(decide(undefined, "v3:a", "content changed")).toEqual({ action: "build", reason: "new" });
+    expect(decide(state("d", { runId: "" }), "v3:a", "content changed")).toEqual({ action: "build", reason: "new" });
+    expect(decide(state("d", { signature: "v3:a", movedBy: "rollback" }), "v3:a", "content changed")).toEqual({ action: "build", reason: "rolled back" });
+    expect(decide(state("d"), "v3:a", "content changed")).toEqual({ action: "build", reason: "never signed" });
+    expect(decide(state("d", { signature: "v3:a" }), undefined, "content changed")).toEqual({ action: "build", reason: "never signed" });
+    expect(decide(state("d", { signature: "v2:a" }), "v3:a", "content changed")).toEqual({ action: "build", reason: "signature version changed" });
+    expect(decide(state("d", { signature: "v3:a" }), "v3:b", "upstream changed")).toEqual({ action: "build", reason: "upstream changed" });
+    expect(decide(state("d", { signature: "v3:a" }), "v3:a", "content changed")).toEqual({ action: "skip", reason: "unchanged" });
+  });
+});
+
+describe("planRaw", () => {
+  it("builds the partitions whose signature changed and skips the rest", () => {
+    const current = states(state("day=2026-11-01", { signature: "v3:a" }), state("day=2026-11-02", { signature: "v3:b" }));
+    const delivery = { partitions: [day("2026-11-01", "v3:a", 3), day("2026-11-02", "v3:x", 4), day("2026-11-03", "v3:c", 5)] };
+    const { plan, appended } = planRaw({ dataset: dataset(), delivery, states: current, ...noAppends }, choices());
+    expect(plan.map((p) => [p.partition, p.action, p.reason, p.signature, p.rows])).toEqual([
+      ["day=2026-11-01", "skip", "unchanged", "v3:a", 3],
+      ["day=2026-11-02", "build", "content changed", "v3:x", 4],
+      ["day=2026-11-03", "build", "new", "v3:c", 5],
+    ]);
+    expect(appended.size).toBe(0);
+  });
+
+  it("plans only the partitions --partition names", () => {
+    const delivery = { partitions: [day("2026-11-01", "v3:a"), day("2026-11-02", "v3:b")] };
+    const { plan } = planRaw({ dataset: dataset(), delivery, states: new Map(), ...noAppends }, choices({ partitions: ["day=2026-11-02"] }));
+    expect(plan.map((p) => p.partition)).toEqual(["day=2026-11-02"]);
+  });
+
+  it("appends a delivery part once, and again only with allowDuplicates", () => {
+    const current = states(state("day=2026-11-01", { signature: "v3:s" }), state("day=2026-11-02", { signature: "v3:t" }));
+    const delivery = { partitions: [day("2026-11-01", "v3:part"), day("2026-11-02", "v3:other"), day("2026-11-03", "v3:new")] };
+    const appendedBefore = new Map<string, readonly string[]>([["day=2026-11-01", ["v3:part"]], ["day=2026-11-02", ["v3:first"]]]);
+    const input = { dataset: dataset({ write: "append" }), delivery, states: current, appendedBefore, emptyDays: [] };
+    const { plan, appended } = planRaw(input, choices());
+    expect(plan.map((p) => [p.partition, p.action, p.reason, p.signature])).toEqual([
+      ["day=2026-11-01", "skip", "already appended", "v3:s"],
+      ["day=2026-11-02", "build", "appended", appendSignature("v3:t", "v3:other")],
+      ["day=2026-11-03", "build", "new", "v3:new"],
+    ]);
+    expect(Object.fromEntries(appended)).toEqual({ "day=2026-11-02": ["v3:first", "v3:other"], "day=2026-11-03": ["v3:new"] });
+    const again = planRaw(input, choices({ allowDuplicates: true }));
+    expect(again.plan[0]).toMatchObject({ action: "build", reason: "appended" });
+  });
+
+  it("leaves the days before a lookback window alone, and reports the days a source answered empty", () => {
+    const window = { key: "day", lookbackDays: 1, timezone: "UTC", allowEmpty: false };
+    const current = states(state("day=2026-11-01", { signature: "v3:old" }), state("day=2026-11-03", { signature: "v3:empty" }));
+    const delivery = { partitions: [day("2026-11-01", "v3:new"), day("2026-11-02", "v3:b")] };
+    const input = {
+      dataset: dataset({ window }), delivery, states: current, window: new Set(["2026-11-02", "2026-11-03"]),
+      appendedBefore: new Map(), emptyDays: [{ partition: "day=2026-11-03", signature: "v3:empty" }],
+    };
+    expect(planRaw(input, choices()).plan.map((p) => [p.partition, p.action, p.reason])).toEqual([
+      ["day=2026-11-01", "skip", "outside lookback"],
+      ["day=2026-11-02", "build", "new"],
+      ["day=2026-11-03", "skip", "empty in source"],
+    ]);
+    const allowEmpty = planRaw({ ...input, dataset: dataset({ window: { ...window, allowEmpty: true } }) }, choices());
+    expect(allowEmpty.plan[2]).toMatchObject({ partition: "day=2026-11-03", action: "skip", reason: "unchanged", rows: 0 });
+  });
+});
+
+describe("planLayer", () => {
+  const upstream = new Map([["day=2026-10-31", "v3:a"], ["day=2026-11-01", "v3:b"], ["day=2026-11-02", "v3:c"]]);
+  const mapped = [["2026-10"], ["2026-11"], ["2026-11"]];
+
+  it("groups upstream partitions by the partition they map to and chains their signatures", () => {
+    const expected = chainSignature(["orders_raw/day=2026-11-01=v3:b", "orders_raw/day=2026-11-02=v3:c"], "f1", "month=2026-11");
+    const current = states(state("month=2026-10", { signature: chainSignature(["orders_raw/day=2026-10-31=v3:a"], "f1", "month=2026-10") }), state("month=2026-11", { signature: "v3:old" }));
+    const plan = planLayer({ dataset: dataset(), layer: layer(), upstreamTable: "orders_raw", upstream, mapped, states: current, lookups: [] }, choices());
+    expect(plan.map((p) => [p.partition, p.action, p.reason, p.inputPartitions])).toEqual([
+      ["month=2026-10", "skip", "unchanged", ["day=2026-10-31"]],
+      ["month=2026-11", "build", "upstream changed", ["day=2026-11-01", "day=2026-11-02"]],
+    ]);
+    expect(plan[1]?.signature).toBe(expected);
+  });
+
+  it("builds unsigned what an unsigned upstream partition feeds, and a lookup enters the signature", () => {
+    const unsigned = new Map<string, string | undefined>([...upstream, ["day=2026-11-02", undefined]]);
+    const plan = planLayer({ dataset: dataset(), layer: layer(), upstreamTable: "orders_raw", upstream: unsigned, mapped, states: new Map(), lookups: ["rates/*=x"] }, choices());
+    expect(plan[1]).toMatchObject({ partition: "month=2026-11", action: "build", reason: "new", signature: undefined, inputs: undefined });
+    expect(plan[0]?.inputs).toEqual(["orders_raw/day=2026-10-31=v3:a", "rates/*=x"]);
+  });
+
+  it("refuses a partition value inputs.map gives that a path cannot hold", () => {
+    const bad = [["2026-10"], ["../x"], ["2026-11"]];
+    expect(() => planLayer({ dataset: dataset(), layer: layer(), upstreamTable: "orders_raw", upstream, mapped: bad, states: new Map(), lookups: [] }, choices())).toThrow(
+      /datasets\.orders\.layers\.monthly\.inputs\.map\.month: for upstream partition day=2026-11-01 it gives '\.\.\/x'/,
+    );
+  });
+});
+
+describe("predict", () => {
+  it("gives built partitions their planned signature and keeps the others'", () => {
+    const current = states(state("day=1", { signature: "v3:a" }), state("day=2", { signature: "v3:b" }), state("day=3", { runId: "" }));
+    const plan = [
+      { dataset: "d", layer: "raw", table: "t", partition: "day=2", action: "build" as const, reason: "content changed" as const, signature: "v3:x" },
+      { dataset: "d", layer: "raw", table: "t", partition: "day=4", action: "build" as const, reason: "new" as const, signature: "v3:y" },
+    ];
+    expect(Object.fromEntries(predict(current, plan))).toEqual({ "day=1": "v3:a", "day=2": "v3:x", "day=4": "v3:y" });
+  });
+});
