@@ -1,0 +1,31 @@
+import type { z } from "zod";
+import { InvalidInputError } from "../../model/errors.js";
+import { normalizeColumnType } from "../../model/table.js";
+import type { PipelineColumn } from "../ingest-config.js";
+import type { columnType } from "../pipeline-schema.js";
+
+/** Runs a check, prefixing its message with the key path. */
+export function wrapAt(at: string, check: () => unknown): void {
+  try {
+    check();
+  } catch (error) {
+    if (error instanceof InvalidInputError) throw new InvalidInputError(`${at}: ${error.message}`);
+    throw error;
+  }
+}
+
+/** The declared columns, each type normalized; an error names the column. */
+export function resolveColumns(columns: Readonly<Record<string, z.output<typeof columnType>>>, at: string): PipelineColumn[] {
+  const entries = Object.entries(columns);
+  if (entries.length === 0) throw new InvalidInputError(`${at}: declare at least one column`);
+  return entries.map(([name, spec]) => {
+    const type = typeof spec === "string" ? spec : spec.type;
+    const nullable = typeof spec === "string" ? true : spec.nullable;
+    try {
+      return { name, type: normalizeColumnType(name, type), nullable };
+    } catch (error) {
+      throw new InvalidInputError(`${at}.${name}: ${(error as Error).message}`);
+    }
+  });
+}
+

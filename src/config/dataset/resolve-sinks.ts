@@ -1,0 +1,103 @@
+import { InvalidInputError } from "../../model/errors.js";
+import { postgresColumnType } from "../../model/column-types.js";
+import { printable } from "../../model/sql.js";
+import type { Column } from "../../model/table.js";
+import type { SinkSpec } from "../../sinks/sink.js";
+import { didYouMean } from "../config-messages.js";
+import type { SinksInput } from "../pipeline-schema.js";
+
+const SQL_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
+
+/** Checks a layer's `sinks:` against its columns and resolves `${VAR}` in the URL from the environment. */
+export function resolveSinks(sinks: SinksInput, layerColumns: readonly Column[], at: string, deleteFlag: string | undefined, env: NodeJS.ProcessEnv = process.env): SinkSpec[] {
+  const postgres = sinks?.postgres;
+  if (!postgres) return [];
+  const where = `${at}.postgres`;
+  const columns = layerColumns.map((c) => c.name);
+  for (const column of layerColumns) {
+    if (postgresColumnType(column.type) === undefined) {
+      throw new InvalidInputError(`${where}: column '${column.name}' is ${column.type}, which the PostgreSQL sink does not send; leave it out of this layer or cast it in its SQL`);
+    }
+  }
+  const url = interpolateEnvironment(postgres.url, env, `${where}.url`);
+  const maskedUrl = maskUrl(url);
+  if (!/^postgres(ql)?:\/\//.test(url)) {
+    throw new InvalidInputError(`${where}.url: '${printable(maskedUrl)}' is not a PostgreSQL URL: use postgres://user@host:5432/database (or postgresql://)`);
+  }
+  checkUrlAuthority(url, maskedUrl, `${where}.url`);
+  try {
+    new URL(url);
+  } catch {
+    throw new InvalidInputError(`${where}.url: '${printable(maskedUrl)}' is not a valid URL: use postgres://user:password@host:5432/database (percent-encode special characters in the password)`);
+  }
+  const parts = postgres.table.split(".");
+  const [schema, table] = parts.length === 1 ? ["public", parts[0]!] : [parts[0]!, parts[1]!];
+  if (parts.length > 2 || !SQL_NAME.test(schema) || !SQL_NAME.test(table)) {
+    throw new InvalidInputError(
+      `${where}.table: '${printable(postgres.table)}' is not a table name: use schema.table of lowercase letters, digits and '_' (letter or '_' first, at most 63 characters each), e.g. analytics.orders_monthly`,
+    );
+  }
+  if (table === "lakeswap_state") throw new InvalidInputError(`${where}.table: lakeswap_state is the sink's own state table; choose another name`);
+  const primaryKey = postgres.primary_key ?? [];
+  for (const column of primaryKey) {
+    if (!columns.includes(column)) {
+      throw new InvalidInputError(`${where}.primary_key: unknown column '${column}'${didYouMean(column, columns)}; the layer's columns are ${columns.join(", ")}`);
+    }
+  }
+  if (new Set(primaryKey).size !== primaryKey.length) throw new InvalidInputError(`${where}.primary_key: a column is named twice (${primaryKey.join(", ")})`);
+  if (postgres.mode === "upsert" && primaryKey.length === 0) {
+    throw new InvalidInputError(`${where}.primary_key: upsert merges rows by key: declare primary_key: [column, ...] (columns of this layer)`);
+  }
+  if (postgres.hard_delete && postgres.mode !== "upsert") {
+    throw new InvalidInputError(`${where}.hard_delete: applies to mode: upsert only (partition_replace always deletes what the lake no longer holds)`);
+  }
+  const flag = postgres.mode === "upsert" && deleteFlag !== undefined && columns.includes(deleteFlag) ? { deleteFlag } : {};
+  return [{ kind: "postgres", url, maskedUrl, schema, table, mode: postgres.mode, primaryKey, hardDelete: postgres.hard_delete, ...flag }];
+}
+
+/** Replaces each `${VAR}` with the environment variable's value; a variable that is not set is an error naming it. */
+function interpolateEnvironment(value: string, env: NodeJS.ProcessEnv, at: string): string {
+  return value.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g, (_match, name: string) => {
+    const found = env[name];
+    if (found === undefined || found === "") throw new InvalidInputError(`${at}: environment variable ${name} is not set (the config reads it as \${${name}}); export ${name}=postgres://user:password@host:5432/database`);
+    return found;
+  });
+}
+
+/**
+ * A URL as messages show it: everything between the user name and the last `@` replaced by `***` (so a
+ * password holding an unencoded `@`, `/` or `?` is hidden whole), and a `password=` parameter too.
+ */
+export function maskUrl(url: string): string {
+  const scheme = /^[a-z][a-z0-9+.-]*:\/\//i.exec(url)?.[0];
+  const at = url.lastIndexOf("@");
+  let masked = url;
+  if (scheme && at > scheme.length) {
+    const userInfo = url.slice(scheme.length, at);
+    const colon = userInfo.indexOf(":");
+    const user = colon >= 0 ? userInfo.slice(0, colon) : userInfo;
+    // A user name holding '/', '?' or '#' is no user name but a mangled password: hide it all.
+    const shown = /[/?#]/.test(user) ? "***" : colon >= 0 ? `${user}:***` : user;
+    masked = `${scheme}${shown}${url.slice(at)}`;
+  }
+  return masked.replace(/([?&]password=)[^&#]*/gi, "$1***");
+}
+
+/**
+ * Refuses a URL whose user or password holds an unencoded `@`, `/`, `?` or `#`: URL parsers end the host at
+ * the first `/`, `?` or `#`, so part of the password would be read as the host (and printed in a DNS error).
+ */
+function checkUrlAuthority(url: string, maskedUrl: string, at: string): void {
+  const rest = url.slice(url.indexOf("://") + 3);
+  const authorityEnd = rest.search(/[/?#]/);
+  const authority = authorityEnd < 0 ? rest : rest.slice(0, authorityEnd);
+  const signs = rest.split("@").length - 1;
+  const inAuthority = authority.split("@").length - 1;
+  if (signs > 1 || signs !== inAuthority) {
+    throw new InvalidInputError(
+      `${at}: '${printable(maskedUrl)}' cannot be read unambiguously: its user or password holds an '@', '/', '?' or '#' that is not percent-encoded; ` +
+        "percent-encode them in the password ('@' as %40, '/' as %2F, '?' as %3F, '#' as %23, ':' as %3A), e.g. with encodeURIComponent",
+    );
+  }
+}
+
