@@ -1,9 +1,9 @@
 import { describe, expect, it } from "vitest";
-import type { DatasetConfig, LayerConfig } from "../../src/config/pipeline-config.js";
+import type { DatasetConfig, LayerConfig, PipelineConfig } from "../../src/config/pipeline-config.js";
 import type { PartitionState } from "../../src/lake/lake.js";
 import { makePartition } from "../../src/model/partition.js";
 import { appendSignature, chainSignature } from "../../src/model/signature.js";
-import { partitionSelected } from "../../src/pipeline/partition-filter.js";
+import { checkPartitionFilters, partitionSelected } from "../../src/pipeline/partition-filter.js";
 import { decide, planLayer, planRaw, predict, type PlanChoices } from "../../src/pipeline/plan.js";
 
 // The plan's decisions as pure functions: no DuckDB, no lake, only states and signatures.
@@ -155,5 +155,27 @@ describe("predict", () => {
       { dataset: "d", layer: "raw", table: "t", partition: "day=4", action: "build" as const, reason: "new" as const, signature: "v3:y" },
     ];
     expect(Object.fromEntries(predict(current, plan))).toEqual({ "day=1": "v3:a", "day=2": "v3:x", "day=4": "v3:y" });
+  });
+});
+
+describe("checkPartitionFilters", () => {
+  const config = (datasets: DatasetConfig[]): PipelineConfig => ({ file: "/x/lakeswap.yaml", concurrency: 1, datasets, ingest: [] });
+  const orders = config([dataset({ layers: [layer()] })]);
+
+  it("lets through a filter that gives every key of one table", () => {
+    expect(() => checkPartitionFilters(orders, ["day=2026-11-01", "month=2026-11"])).not.toThrow();
+    expect(() => checkPartitionFilters(orders, undefined)).not.toThrow();
+  });
+
+  it("names a misspelled key once, with the keys there are (plan and sync, CLI and library alike)", () => {
+    expect(() => checkPartitionFilters(orders, ["dya=2026-11-02"])).toThrow(
+      "--partition 'dya=2026-11-02': 'dya' (did you mean 'day'?) is not a partition key of any table of lakeswap.yaml; the keys are: day (orders_raw); month (orders_monthly)",
+    );
+    expect(() => checkPartitionFilters(orders, ["day=2026-11-02,month=2026-11"])).toThrow(/gives keys day,month, which no table of lakeswap.yaml has all of, alone/);
+  });
+
+  it("refuses any filter on a dataset written by upsert", () => {
+    const upsert = config([dataset({ write: "upsert", upsert: { primaryKey: ["day"], orderBy: [] } })]);
+    expect(() => checkPartitionFilters(upsert, ["day=2026-11-01"])).toThrow(/--partition cannot limit a sync of datasets\.orders, which writes by upsert/);
   });
 });
