@@ -17,7 +17,7 @@ import { SyncRun, type SyncTally } from "./sync-run.js";
 
 export type { PipelineOptions } from "./pipeline-context.js";
 export type { PlannedPartition } from "./plan.js";
-export type { SyncReport } from "./sync-report.js";
+export type { LoadReport, SyncReport } from "./sync-report.js";
 
 /** A plan (no leases, nothing built), or a sync with its log and what it has done so far. */
 type Pass = { readonly plan: PlanRun } | { readonly plan?: undefined; readonly log: SyncLog; readonly tally: SyncTally };
