@@ -39,6 +39,16 @@ ${deleteFlag}    partition:
 ${sinks}${INGEST_YAML}`;
 }
 
+/** One namespace of the event pipeline: its columns and time field (ev and ev2 alike). */
+const NAMESPACE_YAML = `
+        columns:
+          id: {type: BIGINT, nullable: false}
+          ts: {type: TIMESTAMPTZ, nullable: false}
+          amt: DECIMAL(18,2)
+          u: UBIGINT
+          h: HUGEINT
+          x: DOUBLE
+        time: {field: ts}`;
 /**
  * The event pipeline of the ingest commands (./ingest.ts): namespaces `ev` and `ev2` (tables ev and ev2, `serve` posts
  * to both) with the exact-digit types of issue 25 item 9, their dead letters in table `events`; on the embedded lake it lands in the workspace's lake (./lake).
@@ -46,24 +56,8 @@ ${sinks}${INGEST_YAML}`;
 const INGEST_YAML = `pipelines:
   events:
     namespaces:
-      ev:
-        columns:
-          id: {type: BIGINT, nullable: false}
-          ts: {type: TIMESTAMPTZ, nullable: false}
-          amt: DECIMAL(18,2)
-          u: UBIGINT
-          h: HUGEINT
-          x: DOUBLE
-        time: {field: ts}
-      ev2:
-        columns:
-          id: {type: BIGINT, nullable: false}
-          ts: {type: TIMESTAMPTZ, nullable: false}
-          amt: DECIMAL(18,2)
-          u: UBIGINT
-          h: HUGEINT
-          x: DOUBLE
-        time: {field: ts}
+      ev:${NAMESPACE_YAML}
+      ev2:${NAMESPACE_YAML}
     wal: {dir: ./wal}
 `;
 
