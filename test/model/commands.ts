@@ -391,14 +391,14 @@ export class RollbackDuringSyncCommand implements LakeCommand {
     const sync = new SyncCommand(this.delivery).plan(syncOnly, real);
     const both = syncOnly.clone();
     const rollback = new RollbackSyncCommand().plan(both);
-    const known = new Set((await real.ws.view()).syncs.map((s) => s.syncId));
+    const known = new Set((await real.ws.syncRecords()).map((s) => s.syncId));
     const syncChild = new Child(real.ws.start(sync.args, { LAKESWAP_FAULT: "after-manifest:pause=3000@1" }));
     let rollbackResult: CliResult | undefined;
     try {
       // The handshake: the sync's record lists moves (written before its pointers move, so before the pause).
       const recorded = await until("the sync's record", async () => {
         if (syncChild.process.exitCode !== null) return "ended";
-        return (await real.ws.view()).syncs.some((s) => !known.has(s.syncId) && s.moves.length > 0) ? "recorded" : undefined;
+        return (await real.ws.syncRecords()).some((s) => !known.has(s.syncId) && s.moves.length > 0) ? "recorded" : undefined;
       }, 60_000);
       if (recorded === "recorded") syncChild.process.kill("SIGSTOP");
       const rollbackChild = new Child(real.ws.start(rollback.args));

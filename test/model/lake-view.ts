@@ -53,16 +53,34 @@ export interface LakeView {
 }
 
 /** Reads an embedded lake folder. */
+type SyncRecordView = LakeView["syncs"][number];
+
+const syncRecordView = (text: string): SyncRecordView => {
+  const record = JSON.parse(text) as { syncId: string; finishedAt?: string; moves: SyncRecordView["moves"] };
+  return { syncId: record.syncId, finished: record.finishedAt !== undefined, moves: record.moves };
+};
+
+/** The embedded lake's sync records alone: read while a writer runs, they never name a data file a swap may remove. */
+export async function embeddedSyncRecords(lakeDir: string): Promise<SyncRecordView[]> {
+  const syncs = [];
+  for (const name of await list(lakeDir, "_lakeswap", "syncs")) syncs.push(syncRecordView(await fs.readFile(path.join(lakeDir, "_lakeswap", "syncs", name), "utf8")));
+  return syncs;
+}
+
+/** The AWS lake's sync records alone (`names` under `_lakeswap/syncs/`, listed when not given). */
+export async function awsSyncRecords(lake: AwsLakeLocation, names?: readonly string[]): Promise<SyncRecordView[]> {
+  const prefix = `${lake.prefix}/_lakeswap/syncs/`;
+  const syncs = [];
+  for (const name of names ?? (await listKeys(lake, prefix)).map((key) => key.slice(prefix.length))) syncs.push(syncRecordView(await getText(lake, `${prefix}${name}`)));
+  return syncs;
+}
+
 export async function viewEmbeddedLake(lakeDir: string, write: WriteMode = "partition_replace"): Promise<LakeView> {
   const tables = {} as Record<TableName, TableView>;
   for (const table of TABLES) tables[table] = await viewEmbeddedTable(lakeDir, table, write);
   const pins = new Set<string>();
   for (const table of TABLES) for (const name of await list(lakeDir, "_lakeswap", "pins", table)) pins.add(`${table}/${name.replace(/\.json$/, "")}`);
-  const syncs = [];
-  for (const name of await list(lakeDir, "_lakeswap", "syncs")) {
-    const record = JSON.parse(await fs.readFile(path.join(lakeDir, "_lakeswap", "syncs", name), "utf8"));
-    syncs.push({ syncId: record.syncId, finished: record.finishedAt !== undefined, moves: record.moves });
-  }
+  const syncs = await embeddedSyncRecords(lakeDir);
   return {
     tables,
     ingest: await ingestRows(...([...INGEST_TABLES, DEAD_LETTER_TABLE].map((table) => path.join(lakeDir, table, "*", "*", "*", "*.parquet")) as [string, string, string])),
@@ -212,11 +230,7 @@ export async function viewAwsLake(lake: AwsLakeLocation, write: WriteMode = "par
     const under = (prefix: string) => relative.filter((k) => k.startsWith(prefix)).map((k) => k.slice(prefix.length));
     const pins = new Set<string>();
     for (const table of TABLES) for (const name of under(`_lakeswap/pins/${table}/`)) pins.add(`${table}/${name.replace(/\.json$/, "")}`);
-    const syncs = [];
-    for (const name of under("_lakeswap/syncs/")) {
-      const record = JSON.parse(await getText(lake, `${lake.prefix}/_lakeswap/syncs/${name}`));
-      syncs.push({ syncId: record.syncId, finished: record.finishedAt !== undefined, moves: record.moves });
-    }
+    const syncs = await awsSyncRecords(lake, under("_lakeswap/syncs/"));
     const ingest = await ingestRows(...(await Promise.all([...INGEST_TABLES, DEAD_LETTER_TABLE].map((table) => downloadTable(lake, relative, table, dir)))) as [string, string, string]);
     return { tables, ingest, outbox: under("_lakeswap/outbox/"), leases: under("_lakeswap/leases/"), pins, syncs };
   } finally {

@@ -4,7 +4,7 @@ import { mkdirSync, promises as fs, writeFileSync } from "node:fs";
 import path from "node:path";
 import { main } from "../../src/cli/main.js";
 import { runCli, spawnCli, tempDir, type CliResult } from "../support/lake-fixture.js";
-import { readAwsText, viewAwsLake, viewEmbeddedLake, type AwsLakeLocation, type LakeView } from "./lake-view.js";
+import { awsSyncRecords, embeddedSyncRecords, readAwsText, viewAwsLake, viewEmbeddedLake, type AwsLakeLocation, type LakeView } from "./lake-view.js";
 import type { RawRow, WriteMode } from "./model.js";
 
 /** An AWS lake for a workspace: the environment that names it (for the CLI) and where a plain reader finds it. */
@@ -165,7 +165,12 @@ export class Workspace {
     return text === undefined ? undefined : Date.parse((JSON.parse(text) as { expiresAt: string }).expiresAt);
   }
 
-  /** The lake as a plain reader sees it. */
+  /** The lake's sync records, read without the data files (safe while a writer swaps and collects runs). */
+  syncRecords(): Promise<LakeView["syncs"]> {
+    return this.aws ? awsSyncRecords(this.aws.location) : embeddedSyncRecords(this.lakeDir);
+  }
+
+  /** The lake as a plain reader sees it (a plain glob: read it only while no writer runs). */
   view(): Promise<LakeView> {
     return this.aws ? viewAwsLake(this.aws.location, this.write) : viewEmbeddedLake(this.lakeDir, this.write);
   }
