@@ -61,7 +61,10 @@ export interface Catalog {
   open(): Promise<void>;
   getTable(name: string): Promise<TableDefinition | undefined>;
   listTables(): Promise<TableDefinition[]>;
-  /** Declares a table; declaring the same definition again is a no-op, a different one is refused. */
+  /**
+   * Declares a table; declaring the same definition again is a no-op. A different one is refused (model/table.ts
+   * `tableChange`), except columns added at the end of an ingested table: the new definition is written over the old.
+   */
   createTable(table: TableDefinition): Promise<void>;
   /** Removes a table's definition and whatever catalog state is left for it. */
   dropTable(name: string): Promise<void>;
