@@ -53,6 +53,7 @@ let interrupted = false;
 export async function main(argv: readonly string[]): Promise<number> {
   const json = argv.includes("--json");
   guardOutputStreams();
+  quietAwsSdkNodeWarning();
   interrupted = false;
   const onInterrupt = () => interrupt(json);
   process.once("SIGINT", onInterrupt);
@@ -70,6 +71,15 @@ export async function main(argv: readonly string[]): Promise<number> {
     // Removed again, so that main may run many times in one process (tests).
     process.off("SIGINT", onInterrupt);
   }
+}
+
+/**
+ * The AWS SDK prints seven lines on every process under Node 20: its releases after January 2027 will need Node 22.
+ * lakeswap pins the SDK's version, so that notice is for lakeswap's maintainers, not for someone running a command;
+ * the CLI turns it off unless the variable is set (`AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED=false` keeps it).
+ */
+function quietAwsSdkNodeWarning(): void {
+  process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= "true";
 }
 
 let outputGuarded = false;
