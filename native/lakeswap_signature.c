@@ -20,10 +20,13 @@
  * to the reference in src/core/signature.ts; the engine checks a row of every
  * physical type against the reference when it loads it.
  *
+ * The extension also holds lakeswap's kernel locks (lakeswap_lock.c).
+ *
  * Built by scripts/build-native.mjs against the stable C extension API v1.2.0.
  */
 #define DUCKDB_EXTENSION_NAME lakeswap_signature
 #include "duckdb_extension.h"
+#include "lakeswap_lock.h"
 
 #include <stdint.h>
 #include <string.h>
@@ -582,6 +585,7 @@ DUCKDB_EXTENSION_ENTRYPOINT(duckdb_connection connection, duckdb_extension_info 
 		duckdb_destroy_aggregate_function(&function);
 	}
 	ok = ok && duckdb_register_aggregate_function_set(connection, set) == DuckDBSuccess;
+	ok = ok && lakeswap_register_lock_functions(connection);
 	duckdb_destroy_aggregate_function_set(&set);
 	duckdb_destroy_logical_type(&result);
 	duckdb_destroy_logical_type(&count_type);

@@ -1,4 +1,4 @@
-// Builds lakeswap's DuckDB signature extension (native/lakeswap_signature.c) into
+// Builds lakeswap's DuckDB extension (native/lakeswap_signature.c: signatures; native/lakeswap_lock.c: kernel locks) into
 // build/native/lakeswap_signature.duckdb_extension, for the DuckDB that
 // @duckdb/node-api runs on this machine.
 //
@@ -14,7 +14,8 @@ import { fileURLToPath } from "node:url";
 import { DuckDBInstance } from "@duckdb/node-api";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
-const source = path.join(root, "native", "lakeswap_signature.c");
+/** The signature aggregate and the kernel-lock functions (native/lakeswap_lock.c), one extension. */
+const sources = ["lakeswap_signature.c", "lakeswap_lock.c"].map((file) => path.join(root, "native", file));
 const outDir = process.env.LAKESWAP_NATIVE_OUT ? path.resolve(process.env.LAKESWAP_NATIVE_OUT) : path.join(root, "build", "native");
 const library = path.join(outDir, "lakeswap_signature.so");
 const extension = path.join(outDir, "lakeswap_signature.duckdb_extension");
@@ -72,9 +73,9 @@ async function main() {
   const flags = ["-O3", "-std=c11", "-shared", "-fPIC", "-fvisibility=hidden", "-Wall", "-I", path.join(root, "native", "duckdb")];
   if (process.platform === "darwin") flags.push("-undefined", "dynamic_lookup");
   try {
-    execFileSync(compiler, [...flags, "-o", library, source], { stdio: ["ignore", "inherit", "inherit"] });
+    execFileSync(compiler, [...flags, "-o", library, ...sources], { stdio: ["ignore", "inherit", "inherit"] });
   } catch (error) {
-    say(`${compiler} could not build ${path.relative(root, source)} (${error.message.split("\n")[0]}); signatures use the SQL form`);
+    say(`${compiler} could not build ${sources.map((file) => path.relative(root, file)).join(" and ")} (${error.message.split("\n")[0]}); signatures use the SQL form`);
     return;
   }
   const platform = await duckdbPlatform();

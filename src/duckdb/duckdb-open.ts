@@ -3,7 +3,7 @@ import { rm } from "node:fs/promises";
 import { totalmem } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import type { DuckDBInstance } from "@duckdb/node-api";
+import type { DuckDBConnection, DuckDBInstance } from "@duckdb/node-api";
 import { duckdb } from "./duckdb-module.js";
 import { freshProcessFolder } from "../shared/process-folders.js";
 import { InvalidInputError, errorMessage } from "../model/errors.js";
@@ -116,12 +116,8 @@ export async function openDuckDb(
   };
   const plain = async (reason: string): Promise<OpenedDuckDb> => opened(await create(), { form: "sql", reason });
   if (options.native === false) return plain("the native form was not asked for");
-  // The environment switch: LAKESWAP_NATIVE=off keeps every signature in the SQL form.
-  if (process.env.LAKESWAP_NATIVE === "off") return plain("LAKESWAP_NATIVE=off");
-  // Install scripts that did not run (npm ci --ignore-scripts, pnpm) leave no extension: say how to build it.
-  if (!existsSync(extension)) {
-    return plain(`the native extension is not built (no ${extension}): build it with npm run build:native in ${PACKAGE_ROOT}, which needs a C compiler (cc, or CC)`);
-  }
+  const absent = nativeExtensionAbsent(extension);
+  if (absent !== undefined) return plain(absent);
   const instance = await create({ allow_unsigned_extensions: "true" });
   let failure: string | undefined;
   const connection = await instance.connect();
@@ -136,6 +132,47 @@ export async function openDuckDb(
   if (failure === undefined) return opened(instance, { form: "native" });
   instance.closeSync();
   return plain(failure);
+}
+
+/** Why the native extension at `extension` is not to be loaded (LAKESWAP_NATIVE=off, or not built), else undefined. */
+function nativeExtensionAbsent(extension: string): string | undefined {
+  // The environment switch: LAKESWAP_NATIVE=off keeps every signature in the SQL form, and kernel locks in flock(1).
+  if (process.env.LAKESWAP_NATIVE === "off") return "LAKESWAP_NATIVE=off";
+  // Install scripts that did not run (npm ci --ignore-scripts, pnpm) leave no extension: say how to build it.
+  if (!existsSync(extension)) {
+    return `the native extension is not built (no ${extension}): build it with npm run build:native in ${PACKAGE_ROOT}, which needs a C compiler (cc, or CC)`;
+  }
+  return undefined;
+}
+
+/** A connection, and its instance, with lakeswap's extension loaded. */
+export interface NativeConnection {
+  readonly instance: DuckDBInstance;
+  readonly connection: DuckDBConnection;
+}
+
+/**
+ * A connection to a small in-memory instance (one thread) with lakeswap's extension loaded, for its functions
+ * other than signatures (the kernel locks: ../store/kernel-lock.ts); or why there is none (as `openDuckDb` says).
+ * Both stay open for the life of the process (the caller keeps the instance referenced with its connection).
+ */
+export async function openNativeConnection(): Promise<NativeConnection | { readonly unavailable: string }> {
+  const absent = nativeExtensionAbsent(NATIVE_EXTENSION_PATH);
+  if (absent !== undefined) return { unavailable: absent };
+  try {
+    const instance = await (await duckdb()).DuckDBInstance.create(":memory:", { allow_unsigned_extensions: "true", threads: "1" });
+    const connection = await instance.connect();
+    try {
+      await connection.run(`LOAD ${quoteLiteral(NATIVE_EXTENSION_PATH)}`);
+    } catch (error) {
+      connection.closeSync();
+      instance.closeSync();
+      throw error;
+    }
+    return { instance, connection };
+  } catch (error) {
+    return { unavailable: `the native extension did not load: ${errorMessage(error)}` };
+  }
 }
 
 /** The DuckDB instance that runs users' SQL, and how to close it (and remove its spill folder). */

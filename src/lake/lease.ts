@@ -217,7 +217,7 @@ async function takeLock(store: ObjectStore, table: string): Promise<ProcessLock 
       warnedNoLock = true;
       process.emitWarning(
         `${lock.unavailable}: the writer lease of this lake falls back to its lease file alone, so a writer that stalls for longer than the lease's TTL loses its table ` +
-          "(its later pointer moves are refused). Install util-linux for the kernel lock that keeps a stalled writer's table its own.",
+          "(its later pointer moves are refused). Build lakeswap's native extension (npm run build:native, with a C compiler) or install util-linux for the kernel lock that keeps a stalled writer's table its own.",
       );
     }
     return undefined;

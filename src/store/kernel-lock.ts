@@ -1,7 +1,82 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { promises as fs } from "node:fs";
 import path from "node:path";
+import { openNativeConnection, type NativeConnection } from "../duckdb/duckdb-open.js";
+import { errorMessage } from "../model/errors.js";
+import { quoteLiteral } from "../model/sql.js";
 import type { ProcessLock } from "./object-store.js";
+
+/** What taking a kernel lock answers: the lock, "busy" (another holds it), or why there is no kernel lock here. */
+export type KernelLockAnswer = ProcessLock | "busy" | { readonly unavailable: string };
+
+/**
+ * Takes the exclusive kernel lock (flock(2)) of `file` without waiting, for the life of this process: "busy" when
+ * another open file description holds it (of another process, or a lock of this process taken before), "unavailable"
+ * (with the reason) when no kernel lock can be taken here. The kernel drops it when this process ends, however it
+ * ends (kill -9 too); a process that is merely stopped or paused keeps it; no child process inherits it.
+ *
+ * Node 20 has no flock API: where lakeswap's DuckDB extension is built and loads, its `lakeswap_flock` holds the lock
+ * on a descriptor of this process (native/lakeswap_lock.c), through one small DuckDB connection opened on first use.
+ * Elsewhere (no C compiler, LAKESWAP_NATIVE=off, or `native: false`) a util-linux flock(1) child holds it.
+ */
+export async function takeKernelLock(file: string, options: { readonly native?: boolean } = {}): Promise<KernelLockAnswer> {
+  await fs.mkdir(path.dirname(file), { recursive: true });
+  const native = options.native === false ? undefined : await nativeLocks();
+  return native ? native.take(file) : takeWithFlockCommand(file);
+}
+
+/** The process's native locks, opened on first use; undefined where the extension is not there (then flock(1)). */
+let opened: Promise<NativeLocks | undefined> | undefined;
+
+function nativeLocks(): Promise<NativeLocks | undefined> {
+  opened ??= openNativeConnection().then((native) => ("unavailable" in native ? undefined : new NativeLocks(native)));
+  return opened;
+}
+
+/** Kernel locks held by lakeswap's extension (lakeswap_flock / lakeswap_funlock) on descriptors of this process. */
+class NativeLocks {
+  /** Calls one at a time: one connection runs one query at a time. */
+  private calls: Promise<unknown> = Promise.resolve();
+
+  constructor(private readonly native: NativeConnection) {}
+
+  async take(file: string): Promise<KernelLockAnswer> {
+    let descriptor: bigint;
+    try {
+      descriptor = BigInt(String(await this.call(`SELECT lakeswap_flock(${quoteLiteral(file)})`)));
+    } catch (error) {
+      // As flock(1) that cannot open the file: no kernel lock here (the message names the file and why).
+      return { unavailable: errorMessage(error).replace(/^[\w ]*Error: /, "") };
+    }
+    return descriptor < 0n ? "busy" : new NativeLock(this, descriptor);
+  }
+
+  /** Closes a descriptor `take` answered: its lock is free once this resolves. */
+  async close(descriptor: bigint): Promise<void> {
+    await this.call(`SELECT lakeswap_funlock(${descriptor})`);
+  }
+
+  /** The one value `sql` answers. */
+  private call(sql: string): Promise<unknown> {
+    const result = this.calls.then(async () => (await this.native.connection.runAndReadAll(sql)).getRows()[0]?.[0]);
+    this.calls = result.catch(() => undefined);
+    return result;
+  }
+}
+
+/** A kernel lock on a descriptor of this process: it is never lost, only released (or gone with the process). */
+class NativeLock implements ProcessLock {
+  readonly lost = undefined;
+  private released: Promise<void> | undefined;
+
+  constructor(private readonly locks: NativeLocks, private readonly descriptor: bigint) {}
+
+  release(): Promise<void> {
+    // Closed once: a descriptor number closed twice could be another file of this process by then.
+    this.released ??= this.locks.close(this.descriptor);
+    return this.released;
+  }
+}
 
 /** The exit code flock(1) is told to use when the lock is held by another process (EX_TEMPFAIL). */
 const BUSY_EXIT = 75;
@@ -10,17 +85,12 @@ const BUSY_EXIT = 75;
 let unavailable: string | undefined;
 
 /**
- * Takes the exclusive kernel lock (flock(2)) of `file` without waiting, for the life of this process.
- *
- * Node 20 has no flock API, so util-linux's flock(1) holds it: a child process that locks `file`, says
- * "locked" and then reads its stdin, a pipe from this process, until the end. The pipe closes when this
- * process ends, however it ends (kill -9 too), so the child exits and the kernel drops the lock; a
- * process that is merely stopped or paused keeps its pipe open and so keeps the lock. Answers "busy"
- * when another process holds the lock, "unavailable" (with the reason) when flock(1) cannot be run.
+ * The lock held by a util-linux flock(1) child: it locks `file`, says "locked" and then reads its stdin, a pipe from
+ * this process, until the end. The pipe closes when this process ends, however it ends, so the child exits and the
+ * kernel drops the lock; a process that is merely stopped or paused keeps its pipe open and so keeps the lock.
  */
-export async function takeKernelLock(file: string): Promise<ProcessLock | "busy" | { readonly unavailable: string }> {
+async function takeWithFlockCommand(file: string): Promise<KernelLockAnswer> {
   if (unavailable !== undefined) return { unavailable };
-  await fs.mkdir(path.dirname(file), { recursive: true });
   const child = spawn("flock", ["--nonblock", "--exclusive", "--conflict-exit-code", String(BUSY_EXIT), file, "sh", "-c", "echo locked; exec cat >/dev/null"], {
     stdio: ["pipe", "pipe", "ignore"],
   });

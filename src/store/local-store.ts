@@ -53,7 +53,7 @@ export class LocalStore implements ObjectStore {
     }
   }
 
-  /** The kernel lock of `key` (flock(2) on that file, held by a flock(1) child: ./kernel-lock.ts). */
+  /** The kernel lock of `key` (flock(2) on that file, held by the native extension or a flock(1) child: ./kernel-lock.ts). */
   async tryLock(key: string): Promise<ProcessLock | "busy" | { readonly unavailable: string }> {
     return takeKernelLock(this.localPath(key));
   }

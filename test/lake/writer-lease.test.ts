@@ -215,9 +215,10 @@ describe.each(selectedBackends())("the writer lease on the %s backend", (backend
   }
 
   if (backendName === "local") {
-    it("without flock(1) a writer says so and falls back to the lease file alone (the weaker guarantee the README names)", async () => {
-      // No PATH: flock(1) cannot be found (node runs by its own path); warnings shown, as outside the test harness.
-      const replaced = await spawned(replaceArgs(NEW.select), { PATH: "/nonexistent", NODE_NO_WARNINGS: "0" });
+    it("without the native extension nor flock(1) a writer says so and falls back to the lease file alone (the weaker guarantee the README names)", async () => {
+      // No extension (LAKESWAP_NATIVE=off) and no PATH: flock(1) cannot be found (node runs by its own path); warnings
+      // shown, as outside the test harness.
+      const replaced = await spawned(replaceArgs(NEW.select), { LAKESWAP_NATIVE: "off", PATH: "/nonexistent", NODE_NO_WARNINGS: "0" });
       expect(replaced.code, replaced.stderr).toBe(0);
       expect(replaced.stderr).toContain("flock(1) (util-linux) is not installed: the writer lease of this lake falls back to its lease file alone");
       expect(JSON.parse(replaced.stdout) as ReplaceResult).toMatchObject({ previousRunId: old, rows: NEW.rows });
