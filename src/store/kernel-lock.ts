@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { promises as fs } from "node:fs";
 import path from "node:path";
+import { duckdbLoaded } from "../duckdb/duckdb-module.js";
 import { openNativeConnection, type NativeConnection } from "../duckdb/duckdb-open.js";
 import { errorMessage } from "../model/errors.js";
 import { quoteLiteral } from "../model/sql.js";
@@ -15,14 +16,29 @@ export type KernelLockAnswer = ProcessLock | "busy" | { readonly unavailable: st
  * (with the reason) when no kernel lock can be taken here. The kernel drops it when this process ends, however it
  * ends (kill -9 too); a process that is merely stopped or paused keeps it; no child process inherits it.
  *
- * Node 20 has no flock API: where lakeswap's DuckDB extension is built and loads, its `lakeswap_flock` holds the lock
- * on a descriptor of this process (native/lakeswap_lock.c), through one small DuckDB connection opened on first use.
- * Elsewhere (no C compiler, LAKESWAP_NATIVE=off, or `native: false`) a util-linux flock(1) child holds it.
+ * Node 20 has no flock API: lakeswap's DuckDB extension, where it is built and loads, holds the lock on a descriptor
+ * of this process (`lakeswap_flock`, native/lakeswap_lock.c), through one small DuckDB connection opened on first use;
+ * else a util-linux flock(1) child holds it. Both are flock(2) on the same file, so they exclude each other.
+ *
+ * `native`: true takes it through the extension (flock(1) where the extension is not there: no C compiler,
+ * LAKESWAP_NATIVE=off), false through flock(1) alone. By default, through the extension once this process has loaded
+ * DuckDB (spawning a child from a process with DuckDB loaded costs tens of milliseconds of CPU, which the extension
+ * saves), and through flock(1) before that (a command that never queries need not load DuckDB for its lock; a child
+ * of a process without DuckDB is cheap), or where flock(1) is not installed.
  */
 export async function takeKernelLock(file: string, options: { readonly native?: boolean } = {}): Promise<KernelLockAnswer> {
   await fs.mkdir(path.dirname(file), { recursive: true });
-  const native = options.native === false ? undefined : await nativeLocks();
-  return native ? native.take(file) : takeWithFlockCommand(file);
+  const native = options.native ?? duckdbLoaded();
+  if (native) {
+    const locks = await nativeLocks();
+    if (locks) return locks.take(file);
+  }
+  const answer = await takeWithFlockCommand(file);
+  if (options.native === undefined && !native && flockMissing !== undefined) {
+    const locks = await nativeLocks();
+    if (locks) return locks.take(file);
+  }
+  return answer;
 }
 
 /** The process's native locks, opened on first use; undefined where the extension is not there (then flock(1)). */
@@ -82,7 +98,7 @@ class NativeLock implements ProcessLock {
 const BUSY_EXIT = 75;
 
 /** Set once flock(1) was found missing: every later lock answers "unavailable" without spawning. */
-let unavailable: string | undefined;
+let flockMissing: string | undefined;
 
 /**
  * The lock held by a util-linux flock(1) child: it locks `file`, says "locked" and then reads its stdin, a pipe from
@@ -90,7 +106,7 @@ let unavailable: string | undefined;
  * kernel drops the lock; a process that is merely stopped or paused keeps its pipe open and so keeps the lock.
  */
 async function takeWithFlockCommand(file: string): Promise<KernelLockAnswer> {
-  if (unavailable !== undefined) return { unavailable };
+  if (flockMissing !== undefined) return { unavailable: flockMissing };
   const child = spawn("flock", ["--nonblock", "--exclusive", "--conflict-exit-code", String(BUSY_EXIT), file, "sh", "-c", "echo locked; exec cat >/dev/null"], {
     stdio: ["pipe", "pipe", "ignore"],
   });
@@ -98,8 +114,8 @@ async function takeWithFlockCommand(file: string): Promise<KernelLockAnswer> {
     let held: HeldLock | undefined;
     child.once("error", (error: NodeJS.ErrnoException) => {
       if (held) return held.markLost(`its lock process failed: ${error.message}`);
-      if (error.code === "ENOENT") unavailable = "flock(1) (util-linux) is not installed";
-      resolve({ unavailable: unavailable ?? `flock(1) could not be run: ${error.message}` });
+      if (error.code === "ENOENT") flockMissing = "flock(1) (util-linux) is not installed";
+      resolve({ unavailable: flockMissing ?? `flock(1) could not be run: ${error.message}` });
     });
     child.once("exit", (code, signal) => {
       if (held) return held.markLost(`its lock process (flock, pid ${child.pid}) ended (${signal ?? `exit ${code}`})`);
