@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
+import { promises as fs, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -52,7 +52,7 @@ export async function embeddedBackend(): Promise<TestBackend & { readonly lakeDi
  * talk to them over HTTP. A test that reads the services' request logs or state, or injects failures, takes
  * `ownAwsBackend` instead.
  */
-export async function awsBackend(): Promise<TestBackend & { readonly services: AwsEndpoints }> {
+export async function awsBackend(): Promise<TestBackend & { readonly services: AwsEndpoints; readonly target: AwsTarget }> {
   const services = await sharedAwsServices();
   return awsBackendOn(services, () => services.close());
 }
@@ -74,7 +74,10 @@ export async function ownAwsBackend(): Promise<TestBackend & { readonly services
   return awsBackendOn(services, () => services.close());
 }
 
-function awsBackendOn<Services extends AwsEndpoints>(services: Services, cleanup: () => Promise<void>): TestBackend & { readonly services: Services } {
+function awsBackendOn<Services extends AwsEndpoints>(
+  services: Services,
+  cleanup: () => Promise<void>,
+): TestBackend & { readonly services: Services; readonly target: AwsTarget } {
   // The in-process SDK clients take credentials from the default chain: give it some, and no instance metadata.
   process.env.AWS_ACCESS_KEY_ID ??= "test";
   process.env.AWS_SECRET_ACCESS_KEY ??= "test";
@@ -96,6 +99,7 @@ function awsBackendOn<Services extends AwsEndpoints>(services: Services, cleanup
   return {
     name: "aws",
     services,
+    target,
     open: (settings) => openAwsLake(target, settings),
     cliArgs: [],
     cliEnv: awsCliEnv(services, { DATA_OUTPUT_S3_BUCKET: target.bucket, DATA_OUTPUT_S3_PREFIX: target.prefix, SCHEMA_OUTPUT_GLUE_DATABASE_NAME: target.database, DATA_OUTPUT_ATHENA_WORKGROUP_NAME: target.workgroup, DATA_OUTPUT_ATHENA_RESULTS_S3_BUCKET: "results" }),
@@ -122,6 +126,78 @@ export function awsCliEnv(services: AwsEndpoints, extra: Record<string, string> 
     LAKESWAP_S3_ENDPOINT: services.s3.endpoint,
     ...extra,
   };
+}
+
+/**
+ * A new lake holding what `source` (a backend of BACKEND_FACTORIES) holds now, for a test to go on from a state that
+ * several tests reach the same way: embedded, a copy of the lake folder (its pointers are relative links, and no file
+ * of it names the folder); AWS, a copy of the S3 prefix's objects and the Glue database's tables and partitions, in a
+ * prefix and database of its own on the same services, their locations moved to the new prefix. Nothing may write to
+ * `source` meanwhile. Removing the clone leaves `source` as it is.
+ */
+export async function cloneBackend(source: TestBackend): Promise<TestBackend> {
+  if (source.name === "local") {
+    const clone = await embeddedBackend();
+    await fs.cp((source as TestBackend & { lakeDir: string }).lakeDir, clone.lakeDir, { recursive: true, verbatimSymlinks: true, preserveTimestamps: true });
+    return clone;
+  }
+  const { services, target: from } = source as TestBackend & { services: AwsEndpoints; target: AwsTarget };
+  const clone = awsBackendOn(services, async () => undefined);
+  await copyAwsLake(services, from, clone.target);
+  return clone;
+}
+
+async function copyAwsLake(services: AwsEndpoints, from: AwsTarget, to: AwsTarget): Promise<void> {
+  const { GetObjectCommand, ListObjectsV2Command, PutObjectCommand, S3Client } = await import("@aws-sdk/client-s3");
+  const { BatchCreatePartitionCommand, CreateDatabaseCommand, CreateTableCommand, GetDatabaseCommand, GetPartitionsCommand, GetTablesCommand, GlueClient } =
+    await import("@aws-sdk/client-glue");
+  const s3 = new S3Client(services.s3.clientConfig);
+  const glue = new GlueClient(services.glue.clientConfig);
+  const [fromUri, toUri] = [`s3://${from.bucket}/${from.prefix}/`, `s3://${to.bucket}/${to.prefix}/`];
+  // Every string of a Glue entry that names the source's prefix (locations, and any parameter) names the clone's.
+  const moved = <T>(entry: T): T => JSON.parse(JSON.stringify(entry).split(fromUri).join(toUri)) as T;
+  try {
+    let token: string | undefined;
+    do {
+      const page = await s3.send(new ListObjectsV2Command({ Bucket: from.bucket, Prefix: `${from.prefix}/`, ContinuationToken: token }));
+      await Promise.all(
+        (page.Contents ?? []).map(async ({ Key }) => {
+          const object = await s3.send(new GetObjectCommand({ Bucket: from.bucket, Key }));
+          const body = await object.Body!.transformToByteArray();
+          const key = `${to.prefix}/${Key!.slice(from.prefix.length + 1)}`;
+          await s3.send(new PutObjectCommand({ Bucket: to.bucket, Key: key, Body: body, ContentType: object.ContentType, Metadata: object.Metadata }));
+        }),
+      );
+      token = page.NextContinuationToken;
+    } while (token);
+
+    const database = (await glue.send(new GetDatabaseCommand({ Name: from.database }))).Database!;
+    await glue.send(new CreateDatabaseCommand({ DatabaseInput: { Name: to.database, Description: database.Description, Parameters: database.Parameters } }));
+    let tablesToken: string | undefined;
+    do {
+      const tables = await glue.send(new GetTablesCommand({ DatabaseName: from.database, NextToken: tablesToken }));
+      for (const table of tables.TableList ?? []) {
+        const { Name, Description, StorageDescriptor, PartitionKeys, TableType, Parameters } = moved(table);
+        await glue.send(new CreateTableCommand({ DatabaseName: to.database, TableInput: { Name, Description, StorageDescriptor, PartitionKeys, TableType, Parameters } }));
+        let partitionsToken: string | undefined;
+        do {
+          const partitions = await glue.send(new GetPartitionsCommand({ DatabaseName: from.database, TableName: Name, NextToken: partitionsToken }));
+          const inputs = (partitions.Partitions ?? []).map((p) => moved({ Values: p.Values, StorageDescriptor: p.StorageDescriptor, Parameters: p.Parameters }));
+          for (let start = 0; start < inputs.length; start += 100) {
+            const created = await glue.send(
+              new BatchCreatePartitionCommand({ DatabaseName: to.database, TableName: Name, PartitionInputList: inputs.slice(start, start + 100) }),
+            );
+            if ((created.Errors ?? []).length > 0) throw new Error(`cloning ${Name}'s partitions: ${JSON.stringify(created.Errors)}`);
+          }
+          partitionsToken = partitions.NextToken;
+        } while (partitionsToken);
+      }
+      tablesToken = tables.NextToken;
+    } while (tablesToken);
+  } finally {
+    s3.destroy();
+    glue.destroy();
+  }
 }
 
 /** The backends selected by BACKENDS (comma-separated; default: every backend available here). */
