@@ -21,7 +21,9 @@ export default async function buildBundles(): Promise<() => void> {
   const { cliBundleOptions } = (await import(pathToFileURL(path.join(root, "scripts", "bundle-options.mjs")).href)) as { cliBundleOptions: () => BuildOptions };
   await Promise.all([
     // The CLI as it ships (scripts/bundle.mjs's options), from its sources, behind the test entry (test/support/run-cli.ts).
-    build({ ...cliBundleOptions(), entryPoints: [path.join(support, "run-cli.ts")], outfile: path.join(dir, "run-cli.cjs") }),
+    build({ ...cliBundleOptions(), entryPoints: [path.join(support, "run-cli.ts")], outfile: path.join(dir, "run-cli-code.cjs") }),
+    // What a test starts as the CLI: that bundle, compiled with V8's code cache (test/support/cached-cli.ts).
+    build({ ...cliBundleOptions(), entryPoints: [path.join(support, "cached-cli.ts")], outfile: path.join(dir, "run-cli.cjs") }),
     // The helpers as the CLI, but with their packages loaded from node_modules (they are started a few times a run).
     build({
       ...cliBundleOptions(),
