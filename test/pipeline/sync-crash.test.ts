@@ -1,9 +1,9 @@
 import { mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import type { Lake } from "../../src/lake/lake.js";
-import { BACKEND_FACTORIES, runCli, selectedBackends, type CliResult, type TestBackend } from "../support/lake-fixture.js";
+import { BACKEND_FACTORIES, cloneBackend, runCli, selectedBackends, type CliResult, type TestBackend } from "../support/lake-fixture.js";
 import { PipelineWorkspace, orders, type OrderRow } from "../support/pipeline-fixture.js";
 import { lakeDirOf } from "../support/crash-kit.js";
 
@@ -53,23 +53,34 @@ async function tableByDay(lake: Lake, table: string): Promise<ByDay> {
 const completed = (r: OrderRow): boolean => r.status === "completed";
 
 describe.each(selectedBackends())("a sync killed mid-batch on the %s backend", (backendName) => {
-  it.concurrent.each(POINTS[backendName] ?? [])("killed at %s: each partition is whole, old or new; the rerun converges and a resend does nothing", async (point) => {
-    const backend: TestBackend = await BACKEND_FACTORIES[backendName]!();
-    const ws = new PipelineWorkspace({ concurrency: 3 });
-    try {
-      const sync = (file: string, env: Record<string, string> = {}): Promise<CliResult> =>
-        runCli([...backend.cliArgs, "sync", "-c", ws.configFile, "--input", file, "--json"], { ...backend.cliEnv, ...env });
-      const [fileA, fileB] = [ws.delivery(A), ws.delivery(B)];
-      const first = await sync(fileA);
+  // Every kill point starts from the same lake, delivery A synced once: the sync is run once and each point takes a
+  // copy of the lake it made (cloneBackend), with the one workspace (config and deliveries) it was synced from.
+  const ws = new PipelineWorkspace({ concurrency: 3 });
+  const [fileA, fileB] = [ws.delivery(A), ws.delivery(B)];
+  const sync = (backend: TestBackend, file: string, env: Record<string, string> = {}): Promise<CliResult> =>
+    runCli([...backend.cliArgs, "sync", "-c", ws.configFile, "--input", file, "--json"], { ...backend.cliEnv, ...env });
+  let synced: Promise<TestBackend> | undefined;
+  const syncedA = (): Promise<TestBackend> =>
+    (synced ??= (async () => {
+      const backend = await BACKEND_FACTORIES[backendName]!();
+      const first = await sync(backend, fileA);
       expect(first.code, first.stderr).toBe(0);
+      return backend;
+    })());
+  afterAll(async () => {
+    await (await synced?.catch(() => undefined))?.cleanup();
+    ws.cleanup();
+  });
 
+  it.concurrent.each(POINTS[backendName] ?? [])("killed at %s: each partition is whole, old or new; the rerun converges and a resend does nothing", async (point) => {
+    const backend = await cloneBackend(await syncedA());
+    try {
       const [name, nth] = point.split("@");
       // The killed sync and its rerun get a temporary folder of their own: what the killed one leaves there (a landing's
       // spill folder; on S3, a stage or a run being uploaded) must be gone once the rerun is done.
       const tmp = mkdtempSync(path.join(tmpdir(), "lakeswap-crash-tmp-"));
-      const killed = await sync(fileB, { LAKESWAP_FAULT: `${name}:kill${nth ? `@${nth}` : ""}`, LAKESWAP_GRACE: "0", TMPDIR: tmp });
+      const killed = await sync(backend, fileB, { LAKESWAP_FAULT: `${name}:kill${nth ? `@${nth}` : ""}`, LAKESWAP_GRACE: "0", TMPDIR: tmp });
       expect(killed.signal, `the sync reached ${point}; stderr: ${killed.stderr}`).toBe("SIGKILL");
-
       // What readers see now, without finishing anything the dead writer left (read-only: no outbox replay).
       const reader = await backend.open({ readOnly: true });
       try {
@@ -85,7 +96,7 @@ describe.each(selectedBackends())("a sync killed mid-batch on the %s backend", (
         await reader.close();
       }
 
-      const rerun = await sync(fileB, { LAKESWAP_GRACE: "0", TMPDIR: tmp });
+      const rerun = await sync(backend, fileB, { LAKESWAP_GRACE: "0", TMPDIR: tmp });
       expect(rerun.code, rerun.stderr).toBe(0);
       expect(readdirSync(tmp).filter((entry) => entry.startsWith("lakeswap-")), "no scratch folder of the killed sync is left").toEqual([]);
       rmSync(tmp, { recursive: true, force: true });
@@ -102,12 +113,11 @@ describe.each(selectedBackends())("a sync killed mid-batch on the %s backend", (
       const dir = lakeDirOf(backend);
       if (dir !== undefined) expect(readdirSync(path.join(dir, "_lakeswap", "tmp")), "no staged run, link or temporary file is left").toEqual([]);
 
-      const resend = await sync(fileB);
+      const resend = await sync(backend, fileB);
       expect(resend.code, resend.stderr).toBe(0);
       const report = JSON.parse(resend.stdout) as { totals: { built: number; failed: number; skipped: number } };
       expect(report.totals).toMatchObject({ built: 0, failed: 0, skipped: DAYS * 2 + 1 });
     } finally {
-      ws.cleanup();
       await backend.cleanup();
     }
   }, 300_000);
