@@ -1,10 +1,10 @@
 import { mkdirSync, readdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { loadPipelineConfig } from "../../src/config/pipeline-config.js";
 import type { Lake } from "../../src/lake/lake.js";
-import { Pipeline, type SyncReport } from "../../src/pipeline/pipeline.js";
-import { BACKEND_FACTORIES, cloneBackend, runCli, selectedBackends, tempDir, type TestBackend } from "../support/lake-fixture.js";
+import { Pipeline } from "../../src/pipeline/pipeline.js";
+import { BACKEND_FACTORIES, runCli, selectedBackends, tempDir, type TestBackend } from "../support/lake-fixture.js";
 import { lakeDirOf, readerLoop } from "../support/crash-kit.js";
 
 // Invariants 1, 2, 3 and 6 for the raw write modes append and upsert: a sync of a second delivery killed at a
@@ -164,38 +164,12 @@ const CASES = selectedBackends().flatMap((backendName) =>
   (["append", "upsert"] as const).flatMap((mode) => (POINTS[backendName]?.[mode] ?? []).map((point) => [mode, point, backendName] as const)),
 );
 
-/** Syncs `file` in this process. */
-async function syncHere(backend: TestBackend, configFile: string, file: string): Promise<SyncReport> {
-  const lake = await backend.open();
-  try {
-    return await new Pipeline(lake, loadPipelineConfig(configFile), { inputs: [file] }).sync();
-  } finally {
-    await lake.close();
-  }
-}
-
-/** A mode's workspace (its config and both deliveries) and a lake its first delivery was synced into. */
-interface FirstSynced {
-  readonly backend: TestBackend;
-  readonly configFile: string;
-  readonly secondFile: string;
-  readonly cleanup: () => Promise<void>;
-}
-
-/**
- * The first sync is the same for every kill point of a mode on a backend: it runs once, and each point takes a copy of
- * the lake it made (cloneBackend), with the one workspace it was synced from.
- */
-const firstSyncs = new Map<string, Promise<FirstSynced>>();
-
-function firstSynced(mode: Mode, backendName: string): Promise<FirstSynced> {
-  const key = `${backendName}/${mode}`;
-  let made = firstSyncs.get(key);
-  if (made === undefined) {
-    made = (async () => {
-      const scenario = SCENARIOS[mode];
-      const backend = await BACKEND_FACTORIES[backendName]!();
-      const { dir, cleanup } = tempDir("lakeswap-modes-crash-");
+describe("write modes: a sync killed at a fault point, then rerun", () => {
+  it.concurrent.each(CASES)("write: %s, killed at %s on the %s backend: partitions stay whole; the rerun converges and a third sync builds nothing", async (mode, point, backendName) => {
+    const scenario = SCENARIOS[mode];
+    const backend = await BACKEND_FACTORIES[backendName]!();
+    const { dir, cleanup } = tempDir("lakeswap-modes-crash-");
+    try {
       mkdirSync(path.join(dir, "deliveries"));
       const configFile = path.join(dir, "lakeswap.yaml");
       writeFileSync(configFile, scenario.yaml);
@@ -204,31 +178,18 @@ function firstSynced(mode: Mode, backendName: string): Promise<FirstSynced> {
         writeFileSync(file, csv!);
         return file;
       }) as [string, string];
-      expect((await syncHere(backend, configFile, firstFile)).totals.failed).toBe(0);
-      const removeAll = async (): Promise<void> => {
-        cleanup();
-        await backend.cleanup();
+      const syncHere = async (file: string) => {
+        const lake = await backend.open();
+        try {
+          return await new Pipeline(lake, loadPipelineConfig(configFile), { inputs: [file] }).sync();
+        } finally {
+          await lake.close();
+        }
       };
-      return { backend, configFile, secondFile, cleanup: removeAll };
-    })();
-    firstSyncs.set(key, made);
-  }
-  return made;
-}
-
-afterAll(async () => {
-  for (const made of firstSyncs.values()) await (await made.catch(() => undefined))?.cleanup();
-});
-
-describe("write modes: a sync killed at a fault point, then rerun", () => {
-  it.concurrent.each(CASES)("write: %s, killed at %s on the %s backend: partitions stay whole; the rerun converges and a third sync builds nothing", async (mode, point, backendName) => {
-    const scenario = SCENARIOS[mode];
-    const { backend: synced, configFile, secondFile } = await firstSynced(mode, backendName);
-    const backend = await cloneBackend(synced);
-    try {
       const syncChild = (env: Record<string, string> = {}) =>
         runCli([...backend.cliArgs, "sync", "-c", configFile, "--input", secondFile, "--json"], { ...backend.cliEnv, ...env });
 
+      expect((await syncHere(firstFile)).totals.failed).toBe(0);
       const reading = readers(backend, scenario, backendName === "aws" ? 200 : 100);
       let rerunReport: string;
       try {
@@ -268,10 +229,11 @@ describe("write modes: a sync killed at a fault point, then rerun", () => {
       const lakeDir = lakeDirOf(backend);
       if (lakeDir !== undefined) expect(readdirSync(path.join(lakeDir, "_lakeswap", "tmp")), "no staged run, link or temporary file is left").toEqual([]);
 
-      const third = await syncHere(backend, configFile, secondFile);
+      const third = await syncHere(secondFile);
       expect(third.totals, `a third sync builds nothing: ${third.partitions.map((p) => `${p.partition} ${p.action} ${p.reason}`).join(", ")}`).toMatchObject({ built: 0, failed: 0 });
       expect(third.partitions.map((p) => p.reason)).toEqual(third.partitions.map(() => (mode === "append" ? "already appended" : "unchanged")));
     } finally {
+      cleanup();
       await backend.cleanup();
     }
   }, 180_000);
