@@ -1,4 +1,4 @@
-import { describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { FAULT_POINTS, type FaultPoint } from "../../src/shared/faults.js";
 import type { Lake, PartitionHistory, ReplaceResult } from "../../src/lake/lake.js";
 import { defineTable } from "../../src/model/table.js";
@@ -7,7 +7,7 @@ import {
   type PartitionView,
 } from "../support/crash-kit.js";
 import { rowsSelect, taggedRows, type TaggedRows } from "../support/rows-sql.js";
-import { BACKEND_FACTORIES, runCli, selectedBackends, spawnCli, type CliResult, type TestBackend } from "../support/lake-fixture.js";
+import { BACKEND_FACTORIES, cloneBackend, runCli, selectedBackends, spawnCli, type CliResult, type TestBackend } from "../support/lake-fixture.js";
 import { replacePartition } from "../../src/lake/operations/replace.js";
 import { readHistory } from "../../src/lake/operations/history.js";
 import { rollbackPartition } from "../../src/lake/operations/rollback.js";
@@ -51,28 +51,57 @@ const REPLAYED: ReadonlySet<FaultPoint> = new Set(["after-outbox", "after-fence"
 
 const whole = (c: Content): PartitionView => ({ rows: c.rows, tags: 1, tag: c.tag });
 
+/** A lake with a table whose partition has two runs, `oldest` (90 rows) and, current, `old` (100 rows), and those runs' ids. */
+interface TwoRuns {
+  readonly backend: TestBackend;
+  readonly oldest: string;
+  readonly old: string;
+}
+
+/** The lake every scenario of a backend starts from, made once a backend (scenarios take a copy of it: cloneBackend). */
+const twoRunLakes = new Map<string, Promise<TwoRuns>>();
+
+function twoRunLake(backendName: string): Promise<TwoRuns> {
+  let made = twoRunLakes.get(backendName);
+  if (made === undefined) {
+    made = (async () => {
+      const backend = await BACKEND_FACTORIES[backendName]!();
+      const lake = await backend.open();
+      try {
+        await lake.createTable(
+          defineTable({ name: TABLE, columns: [{ name: "id", type: "BIGINT" }, { name: "tag", type: "VARCHAR" }], partitionKeys: ["day"] }),
+        );
+        // Two runs, so that a grace window of 0 gives GC something to delete when the next run is swapped in.
+        const oldest = (await replacePartition(lake, TABLE, PARTITION, { select: OLDEST.select })).runId;
+        const old = (await replacePartition(lake, TABLE, PARTITION, { select: OLD.select })).runId;
+        return { backend, oldest, old };
+      } finally {
+        await lake.close();
+      }
+    })();
+    twoRunLakes.set(backendName, made);
+  }
+  return made;
+}
+
+afterAll(async () => {
+  for (const made of twoRunLakes.values()) await (await made.catch(() => undefined))?.backend.cleanup();
+});
+
 /** One fresh lake with a table whose partition has two runs: `oldest` (90 rows) and, current, `old` (100 rows). */
 class Scenario {
-  oldest = "";
-  old = "";
-
   private constructor(
     readonly backend: TestBackend,
     /** Opened before any child runs, so that its own open does not clean up for the commands under test. */
     readonly lake: Lake,
+    readonly oldest: string,
+    readonly old: string,
   ) {}
 
   static async start(backendName: string): Promise<Scenario> {
-    const backend = await BACKEND_FACTORIES[backendName]!();
-    const scenario = new Scenario(backend, await backend.open());
-    const { lake } = scenario;
-    await lake.createTable(
-      defineTable({ name: TABLE, columns: [{ name: "id", type: "BIGINT" }, { name: "tag", type: "VARCHAR" }], partitionKeys: ["day"] }),
-    );
-    // Two runs, so that a grace window of 0 gives GC something to delete when the next run is swapped in.
-    scenario.oldest = (await replacePartition(lake, TABLE, PARTITION, { select: OLDEST.select })).runId;
-    scenario.old = (await replacePartition(lake, TABLE, PARTITION, { select: OLD.select })).runId;
-    return scenario;
+    const { backend: source, oldest, old } = await twoRunLake(backendName);
+    const backend = await cloneBackend(source);
+    return new Scenario(backend, await backend.open(), oldest, old);
   }
 
   async close(): Promise<void> {
