@@ -8,7 +8,7 @@ import { advanceClock, resetClock } from "../../src/shared/clock.js";
 import {
   Child, lakeDirOf, leaseHolder, readManifest, runFolders, spawnScript, until, type PartitionView,
 } from "../support/crash-kit.js";
-import { OWN_BACKEND_FACTORIES, type AwsServices, runCli, selectedBackends, spawnCli, type CliResult, type TestBackend } from "../support/lake-fixture.js";
+import { BACKEND_FACTORIES, OWN_BACKEND_FACTORIES, type AwsServices, runCli, selectedBackends, spawnCli, type CliResult, type TestBackend } from "../support/lake-fixture.js";
 import { runMain } from "../support/main-cli.js";
 import { rowsSelect } from "../support/rows-sql.js";
 import { replacePartition } from "../../src/lake/operations/replace.js";
@@ -56,7 +56,8 @@ describe.each(selectedBackends())("the writer lease on the %s backend", (backend
   async function leaseTakenBy(pid: number): Promise<LeaseRecord | undefined> {
     const dir = lakeDirOf(backend);
     if (dir === undefined) {
-      // On S3: read the lease object itself (a run's files appear only once its build is done).
+      // On S3: read the lease object itself (a run's files appear only once its build is done), every 50 ms: each read is
+      // a request to the emulated S3, and the child takes seconds to start.
       const s3 = new S3Client((backend as unknown as { services: AwsServices }).services.s3.clientConfig);
       const key = `${backend.cliEnv.DATA_OUTPUT_S3_PREFIX}/_lakeswap/leases/${TABLE}.json`;
       return until(`pid ${pid} to take the lease`, async () => {
@@ -67,7 +68,7 @@ describe.each(selectedBackends())("the writer lease on the %s backend", (backend
         } catch {
           return undefined;
         }
-      });
+      }, 30_000, 50);
     }
     return until(`pid ${pid} to take the lease`, async () => {
       const holder = await leaseHolder(dir, TABLE);
@@ -75,9 +76,11 @@ describe.each(selectedBackends())("the writer lease on the %s backend", (backend
     });
   }
 
-  beforeEach(async () => {
-    // AWS services of its own: a test delays Athena's UNLOADs.
-    backend = await OWN_BACKEND_FACTORIES[backendName]!();
+  /** The one test that steers the AWS services (it delays Athena's UNLOADs): it gets services of its own, the others share the run's. */
+  const DELAYS_ATHENA = "while a writer holds the lease, --no-wait fails at once naming it, --wait waits and then succeeds; the runs never interleave";
+
+  beforeEach(async ({ task }) => {
+    backend = await (task.name === DELAYS_ATHENA ? OWN_BACKEND_FACTORIES : BACKEND_FACTORIES)[backendName]!();
     lake = await backend.open();
     await lake.createTable(
       defineTable({ name: TABLE, columns: [{ name: "id", type: "BIGINT" }, { name: "tag", type: "VARCHAR" }], partitionKeys: ["day"] }),
@@ -95,7 +98,7 @@ describe.each(selectedBackends())("the writer lease on the %s backend", (backend
     await backend.cleanup();
   });
 
-  it("while a writer holds the lease, --no-wait fails at once naming it, --wait waits and then succeeds; the runs never interleave", async () => {
+  it(DELAYS_ATHENA, async () => {
     // On the emulated AWS services the build is an UNLOAD that would finish at once: keep it running a while.
     if ("services" in backend) (backend as unknown as { services: AwsServices }).services.athena.delayNext(10_000, { match: /UNLOAD/ });
     const writer1 = new Child(spawnCli([...backend.cliArgs, ...replaceArgs(LARGE.select)], backend.cliEnv));

@@ -131,14 +131,19 @@ export async function freePort(): Promise<number> {
   });
 }
 
-/** Polls `probe` until it returns something other than undefined/false, or fails after `timeoutMs`. */
-export async function until<T>(what: string, probe: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 30_000): Promise<T> {
+/** Polls `probe` every `intervalMs` until it returns something other than undefined/false, or fails after `timeoutMs`. */
+export async function until<T>(
+  what: string,
+  probe: () => Promise<T | undefined | false> | T | undefined | false,
+  timeoutMs = 30_000,
+  intervalMs = 10,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await probe();
     if (value !== undefined && value !== false) return value;
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
+    await new Promise((resolve) => setTimeout(resolve, intervalMs));
   }
 }
 
