@@ -65,14 +65,12 @@ describe.each(selectedBackends())("a clone of a %s lake", (backendName) => {
       }
       expect(known.size).toBeGreaterThan(0);
 
-      clones.push(await cloneBackend(source), await cloneBackend(source));
-      // A clone first, so that the source's own steps show the clone changed nothing of it; the second clone is taken
-      // before either ran, so it shows that a clone's steps change nothing of another clone.
+      clones.push(await cloneBackend(source));
+      // The clone first, so that the source's own steps show the clone changed nothing of it.
       const cloned = await exercise(clones[0]!, ws, c, known);
       const original = await exercise(source, ws, c, known);
       expect(original[3], "the rollback went back to a run the clone copied").toBe(true);
       expect(cloned).toEqual(original);
-      expect(await exercise(clones[1]!, ws, c, known)).toEqual(original);
     } finally {
       ws.cleanup();
       for (const clone of clones) await clone.cleanup();
