@@ -280,14 +280,16 @@ export async function startAthenaEmulator(options: AthenaEmulatorOptions): Promi
       if (statement.kind === "UNSUPPORTED") {
         throw new QueryFailure(`NOT_SUPPORTED: the Athena emulator runs SELECT, WITH, VALUES and UNLOAD statements only: ${firstWords(execution.query)}`);
       }
-      instance = await DuckDBInstance.create(":memory:");
+      instance = idleInstances.pop() ?? (await DuckDBInstance.create(":memory:"));
       const connection = await instance.connect();
       execution.connection = connection;
       await prepareSession(connection, execution.database);
       const parsed = await parseSelect(connection, statement.select);
       for (const ref of parsed.tables) {
         checkCancelled(execution);
-        await registerTable(connection, execution, ref, work);
+        // Every place the query reads the table from (under any spelling of its name) decides which partitions it needs.
+        const filters = parsed.tables.filter((other) => sameTable(other, ref, execution.database)).flatMap((other) => other.filters);
+        await registerTable(connection, execution, ref, filters, work);
       }
       checkCancelled(execution);
       const names = parsed.outputNames ?? (await describeQuery(connection, statement.select)).map((c) => c.name.toLowerCase());
@@ -313,10 +315,34 @@ export async function startAthenaEmulator(options: AthenaEmulatorOptions): Promi
     } finally {
       execution.connection?.closeSync();
       execution.connection = undefined;
-      instance?.closeSync();
+      if (instance) await release(instance);
       await rm(work, { recursive: true, force: true });
     }
   };
+
+  /**
+   * DuckDB instances between queries (opening and closing one per query cost
+   * more than many a query): a query's tables, temporary tables and macros
+   * live in its own connection and its own `awsdatacatalog`, detached when it
+   * ends, so the next query finds the instance as new.
+   */
+  const idleInstances: DuckDBInstance[] = [];
+  const release = async (instance: DuckDBInstance): Promise<void> => {
+    try {
+      const connection = await instance.connect();
+      try {
+        await connection.run(`DETACH DATABASE IF EXISTS ${CATALOG}`);
+      } finally {
+        connection.closeSync();
+      }
+    } catch {
+      instance.closeSync();
+      return;
+    }
+    if (closed || idleInstances.length >= 4) instance.closeSync();
+    else idleInstances.push(instance);
+  };
+  let closed = false;
 
   const finish = (execution: Execution, state: AthenaQueryState, reason?: string): void => {
     if (execution.state === "CANCELLED") return;
@@ -326,7 +352,7 @@ export async function startAthenaEmulator(options: AthenaEmulatorOptions): Promi
   };
 
   /** Resolves a table through Glue, downloads its current partitions' files and defines it as a view. */
-  const registerTable = async (connection: DuckDBConnection, execution: Execution, ref: TableRef, work: string): Promise<void> => {
+  const registerTable = async (connection: DuckDBConnection, execution: Execution, ref: TableRef, filters: readonly PartitionFilter[], work: string): Promise<void> => {
     const database = (ref.schema || execution.database).toLowerCase();
     const name = ref.table.toLowerCase();
     if (ref.catalog && ref.catalog.toLowerCase() !== CATALOG) {
@@ -360,6 +386,8 @@ export async function startAthenaEmulator(options: AthenaEmulatorOptions): Promi
       do {
         const page = await glue.send(new GetPartitionsCommand({ DatabaseName: database, TableName: name, NextToken: token }));
         for (const partition of page.Partitions ?? []) {
+          // Athena prunes: a partition the query's filters on partition keys exclude is not read (still listed above).
+          if (!filters.some((filter) => mayMatch(filter, keys, partition.Values ?? []))) continue;
           const files = await downloadPartition(partition, path.join(tableDir, `p${index++}`), execution);
           sources.push({ files, values: partition.Values ?? [] });
         }
@@ -703,6 +731,8 @@ export async function startAthenaEmulator(options: AthenaEmulatorOptions): Promi
         if (execution.state === "QUEUED" || execution.state === "RUNNING") operations.StopQueryExecution({ QueryExecutionId: execution.id });
       }
       await idle();
+      closed = true;
+      for (const instance of idleInstances.splice(0)) instance.closeSync();
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       glue.destroy();
@@ -760,7 +790,7 @@ const TRINO_TYPES = new Set([
  * InvalidRequestException, as StartQueryExecution answers; a CAST to a type
  * Trino lacks gives the reason the query will FAIL with.
  */
-function checkTrino(query: string): string | undefined {
+function checkTrino(query: string): { unknownType?: string; quotedType: boolean } {
   // UNLOAD is Athena's, not Trino's: check the query inside it, blanked so positions stay those of the original text.
   const unload = /^(\s*UNLOAD\s*\()([\s\S]*)(\)\s*TO\s*'(?:[^']|'')*'\s*(?:WITH\s*\([\s\S]*\))?\s*;?\s*)$/i.exec(query);
   const blank = (text: string): string => text.replace(/[^\n]/g, " ");
@@ -781,26 +811,44 @@ function checkTrino(query: string): string | undefined {
   if (syntaxError !== undefined) throw new ApiError("InvalidRequestException", syntaxError);
   if (tree.statements().length > 1) throw new ApiError("InvalidRequestException", `Only one sql statement is allowed. Got: ${query}`);
   let unknownType: string | undefined;
+  let quotedType = false;
   const listener = new TrinoSqlListener();
   listener.enterGenericType = (context) => {
-    const name = context.identifier().getText().replace(/^"|"$/g, "");
+    const text = context.identifier().getText();
+    quotedType ||= /^["`]/.test(text);
+    const name = text.replace(/^"|"$/g, "");
     if (!TRINO_TYPES.has(name.toLowerCase())) {
       unknownType ??= `TYPE_NOT_FOUND: line ${context.start?.line ?? 1}:${(context.start?.column ?? 0) + 1}: Unknown type: ${name.toLowerCase()}`;
     }
   };
   trino.listen(listener, tree);
-  return unknownType;
+  return { unknownType, quotedType };
 }
 
 /** checkTrino's verdicts by query text (the Trino parse is the costliest step on the emulator's event loop). */
 const trinoVerdicts = new Map<string, { readonly reason?: string; readonly refusal?: string }>();
 
-/** checkTrino, once per query text: tests send the same reads again and again (a reader's loop, a check after each step). */
+/**
+ * The shapes (trinoShape) of queries Trino's grammar accepted with no type it
+ * lacks, and no type named by a quoted identifier: any query of such a shape
+ * is accepted too (a sync sends the same statements for each partition, with
+ * other literals, and each test lake has a database name of its own).
+ */
+const acceptedShapes = new Set<string>();
+
+/** checkTrino, once per query text or accepted shape: tests send the same reads again and again (a reader's loop, a check after each step). */
 function checkTrinoOnce(query: string): string | undefined {
+  const shape = trinoShape(query);
+  if (acceptedShapes.has(shape)) return undefined;
   let verdict = trinoVerdicts.get(query);
   if (verdict === undefined) {
     try {
-      verdict = { reason: checkTrino(query) };
+      const checked = checkTrino(query);
+      verdict = { reason: checked.unknownType };
+      if (checked.unknownType === undefined && !checked.quotedType) {
+        if (acceptedShapes.size >= 2000) acceptedShapes.clear();
+        acceptedShapes.add(shape);
+      }
     } catch (error) {
       if (!(error instanceof ApiError)) throw error;
       verdict = { refusal: error.message };
@@ -811,6 +859,49 @@ function checkTrinoOnce(query: string): string | undefined {
   }
   if (verdict.refusal !== undefined) throw new ApiError("InvalidRequestException", verdict.refusal);
   return verdict.reason;
+}
+
+/**
+ * A query with the same tokens for Trino's lexer, of the same lengths: the
+ * characters inside string literals and quoted identifiers become `x`, the
+ * digits of numbers `0`; keywords, unquoted identifiers (type names among
+ * them), operators, comments and line breaks stay. Two queries of one shape
+ * parse alike, so Trino's grammar accepts both or neither; only the names of
+ * types written as quoted identifiers could differ (checkTrino reports them).
+ */
+function trinoShape(query: string): string {
+  let shape = "";
+  let index = 0;
+  while (index < query.length) {
+    const char = query[index] ?? "";
+    const next = query[index + 1] ?? "";
+    let end: number;
+    if (char === "-" && next === "-") {
+      end = query.indexOf("\n", index);
+      end = end < 0 ? query.length : end;
+      shape += query.slice(index, end);
+    } else if (char === "/" && next === "*") {
+      end = query.indexOf("*/", index + 2);
+      end = end < 0 ? query.length : end + 2;
+      shape += query.slice(index, end);
+    } else if (char === "'" || char === '"' || char === "`") {
+      // To the closing quote (a doubled quote inside is two quoted runs back to back, which keeps the same shape).
+      end = query.indexOf(char, index + 1);
+      end = end < 0 ? query.length : end + 1;
+      shape += char + query.slice(index + 1, end).replace(/[^\n'"`]/g, "x");
+    } else if (/[A-Za-z_]/.test(char)) {
+      end = index + (/^[A-Za-z_0-9@:$]+/.exec(query.slice(index))?.[0].length ?? 1);
+      shape += query.slice(index, end);
+    } else if (/[0-9]/.test(char)) {
+      end = index + (/^[0-9A-Za-z_.]+/.exec(query.slice(index))?.[0].length ?? 1);
+      shape += query.slice(index, end).replace(/[0-9]/g, "0");
+    } else {
+      end = index + 1;
+      shape += char;
+    }
+    index = end;
+  }
+  return shape;
 }
 
 /** `line:column` (both from 1) of an offset in a text. */
@@ -831,6 +922,58 @@ interface TableRef {
   catalog: string;
   schema: string;
   table: string;
+  /** One per place the query reads the table from: the rows it can use there (a partition that fails every one is not read). */
+  filters: PartitionFilter[];
+}
+
+/**
+ * The WHERE clause (DuckDB's parse tree) of a SELECT that reads a table alone,
+ * and the names its columns go by there; `all` where the query may read any row.
+ */
+type PartitionFilter = "all" | { readonly where: unknown; readonly qualifiers: readonly string[] };
+
+function sameTable(a: TableRef, b: TableRef, database: string): boolean {
+  const resolved = (ref: TableRef): string => `${(ref.schema || database).toLowerCase()}.${ref.table.toLowerCase()}`;
+  return resolved(a) === resolved(b) && (a.catalog || CATALOG).toLowerCase() === (b.catalog || CATALOG).toLowerCase();
+}
+
+/**
+ * Whether rows of a partition may pass a filter: false only where the filter
+ * compares a string partition key with a string literal (`=`, `IN`) and the
+ * partition's value differs, through AND and OR; anything else may pass.
+ */
+function mayMatch(filter: PartitionFilter, keys: readonly Column[], values: readonly string[]): boolean {
+  if (filter === "all") return true;
+  const keyValue = (node: unknown): string | undefined => {
+    if (!isObject(node) || node.class !== "COLUMN_REF" || !Array.isArray(node.column_names)) return undefined;
+    const names = node.column_names.map((n) => String(n).toLowerCase());
+    if (names.length > 2 || (names.length === 2 && !filter.qualifiers.includes(names[0] ?? ""))) return undefined;
+    const index = keys.findIndex((k) => (k.Name ?? "").toLowerCase() === names[names.length - 1]);
+    const type = (keys[index]?.Type ?? "").trim().toLowerCase();
+    return index >= 0 && /^(string|varchar(\(\s*\d+\s*\))?)$/.test(type) ? values[index] : undefined;
+  };
+  const literal = (node: unknown): string | undefined => {
+    if (!isObject(node) || node.class !== "CONSTANT" || !isObject(node.value)) return undefined;
+    const { value } = node;
+    return isObject(value.type) && value.type.id === "VARCHAR" && value.is_null === false && typeof value.value === "string" ? value.value : undefined;
+  };
+  const may = (node: unknown): boolean => {
+    if (!isObject(node)) return true;
+    const children = Array.isArray(node.children) ? node.children : [];
+    if (node.type === "CONJUNCTION_AND") return children.every(may);
+    if (node.type === "CONJUNCTION_OR") return children.some(may);
+    if (node.type === "COMPARE_EQUAL") {
+      const [value, constant] = keyValue(node.left) !== undefined ? [keyValue(node.left), literal(node.right)] : [keyValue(node.right), literal(node.left)];
+      return value === undefined || constant === undefined || value === constant;
+    }
+    if (node.type === "COMPARE_IN") {
+      const value = keyValue(children[0]);
+      const constants = children.slice(1).map(literal);
+      return value === undefined || constants.includes(undefined) || constants.includes(value);
+    }
+    return true;
+  };
+  return may(filter.where);
 }
 
 /** The tables a SELECT reads (CTE names excluded) and Athena's names for its output columns, from DuckDB's parse tree. */
@@ -844,6 +987,8 @@ async function parseSelect(connection: DuckDBConnection, select: string): Promis
   }
   const ctes = new Set<string>();
   const tables = new Map<string, TableRef>();
+  // A table a SELECT reads alone: its rows there are those its WHERE clause passes.
+  const filtered = new Map<unknown, PartitionFilter>();
   const visit = (node: unknown): void => {
     if (Array.isArray(node)) {
       node.forEach(visit);
@@ -853,9 +998,16 @@ async function parseSelect(connection: DuckDBConnection, select: string): Promis
     if (isObject(node.cte_map) && Array.isArray(node.cte_map.map)) {
       for (const entry of node.cte_map.map) if (isObject(entry) && typeof entry.key === "string") ctes.add(entry.key.toLowerCase());
     }
+    const from = node.from_table;
+    if (node.type === "SELECT_NODE" && isObject(from) && from.type === "BASE_TABLE" && isObject(node.where_clause)) {
+      const alias = typeof from.alias === "string" && from.alias !== "" ? from.alias : String(from.table_name);
+      filtered.set(from, { where: node.where_clause, qualifiers: [alias.toLowerCase()] });
+    }
     if (node.type === "BASE_TABLE" && typeof node.table_name === "string") {
-      const ref = { catalog: String(node.catalog_name ?? ""), schema: String(node.schema_name ?? ""), table: node.table_name };
-      tables.set(`${ref.catalog}.${ref.schema}.${ref.table}`.toLowerCase(), ref);
+      const ref = { catalog: String(node.catalog_name ?? ""), schema: String(node.schema_name ?? ""), table: node.table_name, filters: [] };
+      const known = tables.get(`${ref.catalog}.${ref.schema}.${ref.table}`.toLowerCase()) ?? ref;
+      known.filters.push(filtered.get(node) ?? "all");
+      tables.set(`${ref.catalog}.${ref.schema}.${ref.table}`.toLowerCase(), known);
     }
     Object.values(node).forEach(visit);
   };
