@@ -280,7 +280,7 @@ export async function startAthenaEmulator(options: AthenaEmulatorOptions): Promi
       if (statement.kind === "UNSUPPORTED") {
         throw new QueryFailure(`NOT_SUPPORTED: the Athena emulator runs SELECT, WITH, VALUES and UNLOAD statements only: ${firstWords(execution.query)}`);
       }
-      instance = idleInstances.pop() ?? (await DuckDBInstance.create(":memory:"));
+      instance = idleInstances.pop() ?? (await DuckDBInstance.create(":memory:", { threads: "1" }));
       const connection = await instance.connect();
       execution.connection = connection;
       await prepareSession(connection, execution.database);

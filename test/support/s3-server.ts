@@ -28,7 +28,7 @@
  * Requests must be path-style (`forcePathStyle: true`). Test code only.
  */
 import { createHash, randomBytes } from "node:crypto";
-import { createWriteStream } from "node:fs";
+import { createWriteStream, readdirSync, statSync } from "node:fs";
 import { mkdir, mkdtemp, rm, unlink } from "node:fs/promises";
 import http, { type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -126,8 +126,17 @@ interface S3rverStoredObject {
 }
 
 interface S3rverFilesystemStore {
+  getBucketPath(bucket: string): string;
   getResourcePath(bucket: string, key: string, resource: string): string;
+  getMetadata(bucket: string, key: string): Promise<Record<string, unknown>>;
   putMetadata(bucket: string, key: string, metadata: Record<string, string>, md5: string): Promise<void>;
+}
+
+interface S3rverListOptions {
+  readonly delimiter?: string;
+  readonly startAfter?: string;
+  readonly prefix?: string;
+  readonly maxKeys?: number;
 }
 
 /**
@@ -189,6 +198,88 @@ function makeS3rverBehaveLikeS3(): void {
     const md5 = digest.digest("hex");
     await this.putMetadata(object.bucket, object.key, object.metadata, md5);
     return { size, md5 };
+  };
+  store.prototype.listObjects = listObjectsFromPrefix(store.prototype.listObjects as ListObjects);
+}
+
+type ListObjects = (this: S3rverFilesystemStore, bucket: string, options: S3rverListOptions) => Promise<unknown>;
+
+/**
+ * s3rver's listObjects, walking from the prefix's folder: s3rver's walks the
+ * bucket from its root and stats every entry of each folder on the way, so
+ * in the run's shared S3 each listing of a lake stat-ed the folder of every
+ * lake made so far (and the walk is synchronous). The folders above the
+ * prefix's are checked as s3rver's walk checks them, entries' types come from
+ * readdir, and the keys, their order and the truncation are s3rver's. A
+ * prefix with an empty, `.` or `..` segment takes s3rver's own walk.
+ */
+function listObjectsFromPrefix(original: ListObjects): ListObjects {
+  const S3Object = require("s3rver/lib/models/object.js") as new (bucket: string, key: string, content: null, metadata: Record<string, unknown>) => unknown;
+  const objectSuffix = "._S3rver_object";
+  return async function listObjects(this: S3rverFilesystemStore, bucket, options) {
+    const { delimiter = "", startAfter = "", prefix = "", maxKeys = Infinity } = options;
+    const folders = prefix.includes("/") ? prefix.slice(0, prefix.lastIndexOf("/")).split("/") : [];
+    if (process.platform === "win32" || folders.some((f) => f === "" || f === "." || f === "..")) return original.call(this, bucket, options);
+    const bucketPath = this.getBucketPath(bucket);
+    const startAfterPath = [bucketPath, startAfter].join("/");
+    const prefixPath = [bucketPath, prefix].join("/");
+    // s3rver's filter of the folders its walk enters.
+    const enters = (dirPath: string): boolean => {
+      if (dirPath < startAfterPath && !startAfterPath.includes(dirPath)) return false;
+      if (dirPath.startsWith(prefixPath)) return !(delimiter && dirPath.slice(prefixPath.length).includes(delimiter));
+      return prefixPath.startsWith(dirPath);
+    };
+    function* walk(dir: string): Generator<string> {
+      for (const entry of readdirSync(dir, { withFileTypes: true })) {
+        const entryPath = path.posix.join(dir, entry.name);
+        if (!entry.isDirectory()) yield entryPath;
+        else if (enters(entryPath)) yield* walk(entryPath);
+      }
+    }
+    let start: string | undefined = bucketPath;
+    for (const folder of folders) {
+      start = path.posix.join(start, folder);
+      if (!enters(start) || statSync(start, { throwIfNoEntry: false })?.isDirectory() !== true) {
+        start = undefined;
+        break;
+      }
+    }
+    const commonPrefixes = new Set<string>();
+    const keys: string[] = [];
+    let isTruncated = false;
+    for (const keyPath of start === undefined ? [] : walk(start)) {
+      if (!keyPath.endsWith(objectSuffix)) continue;
+      const key = keyPath.slice(bucketPath.length + 1, -objectSuffix.length);
+      if (key <= startAfter || !key.startsWith(prefix)) continue;
+      if (delimiter) {
+        const index = key.slice(prefix.length).indexOf(delimiter);
+        if (index !== -1) {
+          commonPrefixes.add(key.slice(0, prefix.length + index + 1));
+          continue;
+        }
+      }
+      if (keys.length < maxKeys) keys.push(key);
+      else {
+        isTruncated = true;
+        break;
+      }
+    }
+    const metadata = await Promise.all(
+      keys.map((key) =>
+        this.getMetadata(bucket, key).catch((error: NodeJS.ErrnoException) => {
+          if (error.code === "ENOENT") return undefined;
+          throw error;
+        }),
+      ),
+    );
+    return {
+      objects: keys.flatMap((key, i) => {
+        const found = metadata[i];
+        return found === undefined ? [] : [new S3Object(bucket, key, null, found)];
+      }),
+      commonPrefixes: [...commonPrefixes].sort(),
+      isTruncated,
+    };
   };
 }
 makeS3rverBehaveLikeS3();
