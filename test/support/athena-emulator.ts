@@ -47,7 +47,7 @@ import { GetObjectCommand, ListObjectsV2Command, PutObjectCommand, S3Client } fr
 import { DuckDBInstance, type DuckDBConnection } from "@duckdb/node-api";
 import { TrinoSQL, TrinoSqlListener } from "./trino-grammar.js";
 import { randomBytes, randomUUID } from "node:crypto";
-import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import http, { type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { CREDENTIALS, HOST, credentialRefusal, isObject, readText, sendJson, type EmulatorClientConfig, type JsonObject } from "./aws-json.js";
@@ -270,7 +270,8 @@ export async function startAthenaEmulator(options: AthenaEmulatorOptions): Promi
     if (execution.state !== "QUEUED") return;
     execution.state = "RUNNING";
     execution.startedAt = new Date();
-    const work = await mkdtemp(path.join(tmpdir(), "lakeswap-athena-"));
+    running += 1;
+    if (running === 1 && downloadedBytes > 256 * 1024 * 1024) await forgetDownloads();
     let instance: DuckDBInstance | undefined;
     try {
       if (execution.delayMs > 0) await sleep(execution.delayMs, execution.abort.signal);
@@ -289,7 +290,7 @@ export async function startAthenaEmulator(options: AthenaEmulatorOptions): Promi
         checkCancelled(execution);
         // Every place the query reads the table from (under any spelling of its name) decides which partitions it needs.
         const filters = parsed.tables.filter((other) => sameTable(other, ref, execution.database)).flatMap((other) => other.filters);
-        await registerTable(connection, execution, ref, filters, work);
+        await registerTable(connection, execution, ref, filters);
       }
       checkCancelled(execution);
       const names = parsed.outputNames ?? (await describeQuery(connection, statement.select)).map((c) => c.name.toLowerCase());
@@ -305,7 +306,7 @@ export async function startAthenaEmulator(options: AthenaEmulatorOptions): Promi
         execution.result = result;
         execution.rowCount = result.rows.length;
       } else {
-        await unload(connection, execution, renamed, names, statement, work);
+        await unload(connection, execution, renamed, names, statement);
       }
       checkCancelled(execution);
       finish(execution, "SUCCEEDED");
@@ -316,7 +317,7 @@ export async function startAthenaEmulator(options: AthenaEmulatorOptions): Promi
       execution.connection?.closeSync();
       execution.connection = undefined;
       if (instance) await release(instance);
-      await rm(work, { recursive: true, force: true });
+      running -= 1;
     }
   };
 
@@ -352,7 +353,7 @@ export async function startAthenaEmulator(options: AthenaEmulatorOptions): Promi
   };
 
   /** Resolves a table through Glue, downloads its current partitions' files and defines it as a view. */
-  const registerTable = async (connection: DuckDBConnection, execution: Execution, ref: TableRef, filters: readonly PartitionFilter[], work: string): Promise<void> => {
+  const registerTable = async (connection: DuckDBConnection, execution: Execution, ref: TableRef, filters: readonly PartitionFilter[]): Promise<void> => {
     const database = (ref.schema || execution.database).toLowerCase();
     const name = ref.table.toLowerCase();
     if (ref.catalog && ref.catalog.toLowerCase() !== CATALOG) {
@@ -376,19 +377,17 @@ export async function startAthenaEmulator(options: AthenaEmulatorOptions): Promi
     const columns = table.StorageDescriptor?.Columns ?? [];
     const keys = table.PartitionKeys ?? [];
     const sources: { files: string[]; values: string[] }[] = [];
-    const tableDir = path.join(work, `t${execution.tablesRead.length}`);
     if (keys.length === 0) {
       const location = table.StorageDescriptor?.Location;
-      if (location) sources.push({ files: await download(location, path.join(tableDir, "p0"), execution), values: [] });
+      if (location) sources.push({ files: await download(location, execution), values: [] });
     } else {
       let token: string | undefined;
-      let index = 0;
       do {
         const page = await glue.send(new GetPartitionsCommand({ DatabaseName: database, TableName: name, NextToken: token }));
         for (const partition of page.Partitions ?? []) {
           // Athena prunes: a partition the query's filters on partition keys exclude is not read (still listed above).
           if (!filters.some((filter) => mayMatch(filter, keys, partition.Values ?? []))) continue;
-          const files = await downloadPartition(partition, path.join(tableDir, `p${index++}`), execution);
+          const files = await downloadPartition(partition, execution);
           sources.push({ files, values: partition.Values ?? [] });
         }
         token = page.NextToken;
@@ -422,29 +421,57 @@ export async function startAthenaEmulator(options: AthenaEmulatorOptions): Promi
     execution.tablesRead.push(`${database}.${name}`);
   };
 
-  const downloadPartition = async (partition: Partition, dir: string, execution: Execution): Promise<string[]> => {
+  const downloadPartition = async (partition: Partition, execution: Execution): Promise<string[]> => {
     const location = partition.StorageDescriptor?.Location;
-    return location ? download(location, dir, execution) : [];
+    return location ? download(location, execution) : [];
   };
 
-  /** Downloads the data objects under a location (as Hive reads a directory) and returns the local files. */
-  const download = async (location: string, dir: string, execution: Execution): Promise<string[]> => {
+  /**
+   * The objects queries downloaded, by `bucket/key`, with the version (ETag,
+   * size, time) listed then, in a folder of the emulator's; a query reads them
+   * there. Emptied when it holds more than 256 MB and no query runs.
+   */
+  const downloaded = new Map<string, { readonly version: string; readonly file: string; readonly size: number }>();
+  let downloadFolder: Promise<string> | undefined;
+  let downloadCount = 0;
+  let downloadedBytes = 0;
+  let running = 0;
+  const downloads = (): Promise<string> => (downloadFolder ??= mkdtemp(path.join(tmpdir(), "lakeswap-athena-objects-")));
+  const forgetDownloads = async (): Promise<void> => {
+    const folder = downloadFolder;
+    downloaded.clear();
+    downloadFolder = undefined;
+    downloadedBytes = 0;
+    if (folder) await rm(await folder, { recursive: true, force: true });
+  };
+
+  /** Lists the data objects under a location (as Hive reads a directory) and returns their local copies. */
+  const download = async (location: string, execution: Execution): Promise<string[]> => {
     const { bucket, key } = parseS3Uri(location);
     const prefix = key === "" || key.endsWith("/") ? key : `${key}/`;
     const files: string[] = [];
     let token: string | undefined;
-    await mkdir(dir, { recursive: true });
     do {
       const page = await s3.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix, ContinuationToken: token }));
       for (const object of page.Contents ?? []) {
         const objectKey = object.Key ?? "";
         const base = objectKey.slice(objectKey.lastIndexOf("/") + 1);
         if (base === "" || base.startsWith("_") || base.startsWith(".") || objectKey.endsWith("$folder$") || (object.Size ?? 0) === 0) continue;
+        // The object as listed now: a copy downloaded earlier serves only while the listing shows the same object.
+        const version = `${object.ETag ?? ""} ${object.Size ?? ""} ${object.LastModified?.getTime() ?? ""}`;
+        const cached = downloaded.get(`${bucket}/${objectKey}`);
+        if (cached?.version === version) {
+          execution.dataScanned += cached.size;
+          files.push(cached.file);
+          continue;
+        }
         const body = await s3.send(new GetObjectCommand({ Bucket: bucket, Key: objectKey }));
         const bytes = await body.Body?.transformToByteArray();
         if (!bytes) continue;
-        const file = path.join(dir, `f${files.length}.parquet`);
+        const file = path.join(await downloads(), `${downloadCount++}.parquet`);
         await writeFile(file, bytes);
+        downloaded.set(`${bucket}/${objectKey}`, { version, file, size: bytes.length });
+        downloadedBytes += bytes.length;
         execution.dataScanned += bytes.length;
         files.push(file);
       }
@@ -459,7 +486,6 @@ export async function startAthenaEmulator(options: AthenaEmulatorOptions): Promi
     select: string,
     names: string[],
     statement: UnloadStatement,
-    work: string,
   ): Promise<void> => {
     const { properties } = statement;
     const format = (properties.get("format") ?? "").toUpperCase();
@@ -484,24 +510,27 @@ export async function startAthenaEmulator(options: AthenaEmulatorOptions): Promi
     await connection.run(`CREATE TEMP TABLE __athena_unload AS ${select}`);
     const count = await connection.runAndReadAll("SELECT count(*) FROM temp.main.__athena_unload");
     const rows = Number(count.getRowsJS()[0]?.[0] ?? 0);
-    const out = path.join(work, "unload");
-    await mkdir(out, { recursive: true });
-    if (rows > 0) {
-      const options = [`FORMAT PARQUET`, `COMPRESSION ${compression}`];
-      if (partitionedBy.length > 0) options.push(`PARTITION_BY (${partitionedBy.map((c) => quoteIdentifier(c.toLowerCase())).join(", ")})`);
-      const destination = partitionedBy.length > 0 ? out : path.join(out, "data.parquet");
-      await connection.run(`COPY temp.main.__athena_unload TO ${quoteLiteral(destination)} (${options.join(", ")})`);
-    }
-    checkCancelled(execution);
-    const trinoId = trinoQueryId(execution.submittedAt);
-    for (const file of execution.loseOutput ? [] : await listFiles(out)) {
-      const relative = path.relative(out, file).split(path.sep);
-      relative[relative.length - 1] = `${trinoId}_${randomUUID()}`;
-      const key = `${prefix}${relative.join("/")}`;
-      const bytes = await readFile(file);
-      await s3.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: bytes }));
-      execution.outputBytes += bytes.length;
-      execution.writtenObjects.push(`s3://${bucket}/${key}`);
+    const out = await mkdtemp(path.join(tmpdir(), "lakeswap-athena-unload-"));
+    try {
+      if (rows > 0) {
+        const options = [`FORMAT PARQUET`, `COMPRESSION ${compression}`];
+        if (partitionedBy.length > 0) options.push(`PARTITION_BY (${partitionedBy.map((c) => quoteIdentifier(c.toLowerCase())).join(", ")})`);
+        const destination = partitionedBy.length > 0 ? out : path.join(out, "data.parquet");
+        await connection.run(`COPY temp.main.__athena_unload TO ${quoteLiteral(destination)} (${options.join(", ")})`);
+      }
+      checkCancelled(execution);
+      const trinoId = trinoQueryId(execution.submittedAt);
+      for (const file of execution.loseOutput ? [] : await listFiles(out)) {
+        const relative = path.relative(out, file).split(path.sep);
+        relative[relative.length - 1] = `${trinoId}_${randomUUID()}`;
+        const key = `${prefix}${relative.join("/")}`;
+        const bytes = await readFile(file);
+        await s3.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: bytes }));
+        execution.outputBytes += bytes.length;
+        execution.writtenObjects.push(`s3://${bucket}/${key}`);
+      }
+    } finally {
+      await rm(out, { recursive: true, force: true });
     }
     const manifest = `${execution.outputBase}${execution.id}-manifest.csv`;
     const manifestUri = parseS3Uri(manifest);
@@ -731,6 +760,7 @@ export async function startAthenaEmulator(options: AthenaEmulatorOptions): Promi
         if (execution.state === "QUEUED" || execution.state === "RUNNING") operations.StopQueryExecution({ QueryExecutionId: execution.id });
       }
       await idle();
+      await forgetDownloads();
       closed = true;
       for (const instance of idleInstances.splice(0)) instance.closeSync();
       server.closeAllConnections();
