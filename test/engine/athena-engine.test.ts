@@ -19,18 +19,26 @@ const PARQUET = {
   SerdeInfo: { SerializationLibrary: "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe" },
 };
 
-beforeEach(async () => {
-  services = await startAwsServices();
+/**
+ * An engine on this test's services. The timeout is generous but for the test of the timeout itself: a first query
+ * on a loaded machine waits for the emulator's Trino grammar to warm up, which once took longer than 1.5 s.
+ */
+function newEngine(queryTimeoutMs = 60_000): AthenaEngine {
   const store = new S3Store(new S3Client(services.s3.clientConfig), { bucket: "lake", prefix: "w" });
-  engine = new AthenaEngine(new AthenaClient(services.athena.clientConfig), {
+  return new AthenaEngine(new AthenaClient(services.athena.clientConfig), {
     workgroup: "primary",
     database: "db",
     outputLocation: "s3://results/q/",
-    queryTimeoutMs: 1500,
+    queryTimeoutMs,
     pollMs: 20,
     uriOf: (key) => store.uri(key),
     store,
   });
+}
+
+beforeEach(async () => {
+  services = await startAwsServices();
+  engine = newEngine();
 });
 afterEach(async () => {
   await engine.close();
@@ -159,6 +167,8 @@ describe("the Athena engine", () => {
   });
 
   it("stops a query that outlives the timeout, with StopQueryExecution", async () => {
+    await engine.close();
+    engine = newEngine(1500);
     services.athena.delayNext(60_000, { match: /UNLOAD/ });
     await expect(build("SELECT 1 AS id")).rejects.toThrow(/ran longer than the timeout \(2s\) and was stopped/);
     const execution = services.athena.executions.find((e) => /^UNLOAD/.test(e.query))!;
