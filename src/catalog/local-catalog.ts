@@ -7,7 +7,8 @@ import { WHOLE_TABLE, isWholeTable, parsePartitionPath, partitionPath, type Part
 import { isRunId } from "../model/run-id.js";
 import { assertTableName } from "../model/sql.js";
 import { parseTableDefinition, tableChange, type TableDefinition } from "../model/table.js";
-import { eachLimited, fsyncPath, intoFolder, isCode, lightFs, makeFolder, noSpaceError, writeTempFile, type DescribeWrite, type MetadataFolders } from "../store/local-store.js";
+import { eachLimited, fsyncPath, intoFolder, isCode, lightFs, makeFolder, writeTempFile } from "../store/local-files.js";
+import { noSpaceError, type DescribeWrite, type MetadataFolders } from "../store/local-store.js";
 import type { Catalog, Fence, Pointer, PointerMove, PointerMoveKind } from "./catalog.js";
 import { processAlive } from "../shared/process-folders.js";
 

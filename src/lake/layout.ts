@@ -20,6 +20,8 @@ export const METADATA_FOLDERS = {
   temp: TEMP_PREFIX,
   // The areas below that keep a folder per table (`<area>/<table>/`), removed with the table.
   tableAreas: ["manifests", "pins", "outbox", "deliveries", "ingest"],
+  // Writer leases: worth something only while their holder lives (written without fsync; ../store/local-store.ts).
+  volatile: [`${METADATA_PREFIX}/leases`],
 } as const;
 
 /** Where runs go when the catalog's pointers sit at the partitions' own paths (`pointersInStore`): `<table>/_runs/<partition path>/`. */

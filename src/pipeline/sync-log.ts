@@ -7,7 +7,7 @@ import { holdSyncLease, latestSyncId, recordSync } from "../lake/operations/sync
  * The running record of one sync. A move is written as intended before its
  * pointer moves (so a sync killed at any moment leaves a record of every
  * pointer it may have moved: `lakeswap syncs` lists it as unfinished and
- * `rollback --sync` undoes it), and confirmed once moved. Writes are
+ * `rollback --sync` undoes it), and confirmed with the next write once moved. Writes are
  * serialized: the stored record only ever grows. The sync's id is issued
  * when it first records, under the leases of the tables it writes, after the
  * newest recorded sync: ids sort in the order syncs moved pointers, so `last`
@@ -41,7 +41,7 @@ export class SyncLog {
     await this.write();
   }
 
-  /** The pointer moved: the move is no longer only intended (stored with the next write). */
+  /** The pointer moved: the move is no longer only intended (stored with the next write: the next intent, or the finish). */
   confirm(move: SyncMove): void {
     this.moves.set(moveKey(move), { ...move, pending: undefined });
   }
@@ -49,11 +49,6 @@ export class SyncLog {
   /** The pointer did not move after all (the build failed between its intent and the move). */
   abandon(move: Pick<SyncMove, "table" | "partition">): void {
     this.moves.delete(moveKey(move));
-  }
-
-  /** Stores the record as it is now (after each layer), if anything was moved. */
-  async flush(): Promise<void> {
-    if (this.recorded) await this.write();
   }
 
   /** Marks the sync finished (with the error that stopped it, if one did); a sync that moved nothing leaves no record. */

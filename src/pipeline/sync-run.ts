@@ -131,7 +131,8 @@ export class SyncRun implements Run {
       // recorded as intended stays in the sync's record as pending: rollback --sync checks where its pointer is.
       for (const p of builds) results.push({ table, layer, partition: p.partition, action: "failed", reason: p.reason, seconds: 0, error: errorMessage(error) });
     }
-    await this.log.flush();
+    // The confirmations are stored with the next layer's intent, or when the sync finishes: one write fewer a layer.
+    // A sync killed before then leaves them pending, which rollback --sync reads from where the pointers are.
     // One GC for the layer's swaps, not one per swap.
     const swapped = results.filter((r) => r.action === "build").map((r) => r.partition);
     if (swapped.length > 0) await this.writer.collectGarbage(table, swapped);

@@ -1,7 +1,8 @@
 import { mkdirSync } from "node:fs";
 import path from "node:path";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { FolderSyncs, LocalStore, makeFolder } from "../../src/store/local-store.js";
+import { FolderSyncs, makeFolder } from "../../src/store/local-files.js";
+import { LocalStore } from "../../src/store/local-store.js";
 import { METADATA_FOLDERS } from "../../src/lake/layout.js";
 import { recordFsyncs } from "../support/fsync-spy.js";
 import { tempDir } from "../support/lake-fixture.js";
