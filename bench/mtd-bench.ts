@@ -1,3 +1,4 @@
+import { promises as fs } from "node:fs";
 import path from "node:path";
 import { loadPipelineConfig, type PipelineConfig } from "../src/config/pipeline-config.js";
 import { writeMtdPipeline } from "../src/demo/mtd-demo.js";
@@ -6,6 +7,7 @@ import { Pipeline, type SyncReport } from "../src/pipeline/pipeline.js";
 import { quoteLiteral } from "../src/model/sql.js";
 import { openEmbeddedLake } from "../src/open/open-lake.js";
 import { BenchDuck } from "./duck.js";
+import { LayerFloors, incrementalAgainstFloor, type SmallBuildFigures } from "./small-builds.js";
 import { timeMs } from "./stats.js";
 
 /** Deliveries of the month-to-date replay: delivery k carries days 1..k. */
@@ -29,6 +31,8 @@ interface LayerCount {
 /** One sync of one delivery. */
 export interface MtdSync {
   readonly ms: number;
+  /** Each layer's share of the sync (its report's seconds), in ms. */
+  readonly layerMs: Readonly<Record<LayerName, number>>;
   readonly layers: Readonly<Record<LayerName, LayerCount>>;
   readonly built: number;
   readonly skipped: number;
@@ -69,6 +73,8 @@ export interface MtdFigures {
     /** Full-refresh wall time / incremental wall time. */
     readonly time: number;
   };
+  /** Issue 27, item 4: single-partition builds against their COPY and fsync, and the last incremental sync against its floor process. */
+  readonly smallBuilds?: SmallBuildFigures;
   readonly checks: {
     /** Every delivery's incremental builds matched the expectation. */
     readonly incrementalBuildsAsExpected: boolean;
@@ -86,7 +92,12 @@ export interface MtdOptions {
   readonly openLake?: (mode: "incremental" | "full") => Promise<Lake>;
   /** Names the work folder and the progress lines; default "mtd". */
   readonly name?: string;
+  /** Measure small builds against their floors (embedded lakes only; the CLI must be built): rounds of the per-sync measure. */
+  readonly floorRounds?: number;
 }
+
+/** Deliveries before this one are not measured against floors (the first syncs still warm DuckDB and the file cache). */
+const FLOOR_FROM_DELIVERY = 5;
 
 /** Partitions of one layer built at once in the replay: lakeswap's default. */
 const MTD_CONCURRENCY = 4;
@@ -122,13 +133,20 @@ export async function benchMtd(workDir: string, progress: (message: string) => v
   const fullLake = await open("full");
   try {
     const deliveries: MtdDelivery[] = [];
+    const floors = options.floorRounds !== undefined ? new LayerFloors(dir) : undefined;
+    const incrementalDir = path.join(dir, "lake-incremental");
+    const lakeBeforeLast = path.join(dir, "lake-before-last");
     for (const [index, file] of files.entries()) {
       const k = index + 1;
       progress(`${name}: delivery ${k}/${count} (days 1-${k}), incremental then full refresh`);
+      if (floors && k === files.length) await fs.cp(incrementalDir, lakeBeforeLast, { recursive: true, verbatimSymlinks: true });
       // Interleaved, so drift of the machine weighs on both modes alike.
       const incremental = await syncOnce(incrementalLake, config, file, false);
-      const full = await syncOnce(fullLake, config, file, true);
       const correction = k === MTD_CORRECTION.delivery;
+      if (floors && k >= FLOOR_FROM_DELIVERY && !correction) {
+        await floors.measure(incrementalDir, `2026-11-${String(k).padStart(2, "0")}`, incremental.layerMs);
+      }
+      const full = await syncOnce(fullLake, config, file, true);
       deliveries.push({
         delivery: k,
         days: k,
@@ -141,6 +159,20 @@ export async function benchMtd(workDir: string, progress: (message: string) => v
     }
     progress(`${name}: comparing the analytics tables of both lakes with the month computed from the last delivery`);
     const checks = await checkAnalytics(incrementalLake, fullLake, files.at(-1) as string, count);
+    let smallBuilds: SmallBuildFigures | undefined;
+    if (floors) {
+      progress(`${name}: the last delivery's incremental sync (lakeswap sync, a process) against its floor (bench/mtd-floor.mjs), ${options.floorRounds} rounds`);
+      const incremental = await incrementalAgainstFloor({
+        lakeBefore: lakeBeforeLast,
+        config: config.file,
+        delivery: files.at(-1) as string,
+        deliveryNumber: files.length,
+        day: `2026-11-${String(files.length).padStart(2, "0")}`,
+        scratch: dir,
+        rounds: options.floorRounds ?? 3,
+      });
+      smallBuilds = floors.figures(incremental);
+    }
     const incremental = totalsOf(deliveries.map((d) => d.incremental));
     const full = totalsOf(deliveries.map((d) => d.full));
     return {
@@ -152,6 +184,7 @@ export async function benchMtd(workDir: string, progress: (message: string) => v
       incremental,
       full,
       ratios: { builds: full.built / incremental.built, time: full.ms / incremental.ms },
+      smallBuilds,
       checks: {
         incrementalBuildsAsExpected: deliveries.every((d) => d.incremental.built === d.expectedIncrementalBuilds),
         ...checks,
@@ -211,7 +244,8 @@ async function syncOnce(lake: Lake, config: PipelineConfig, file: string, fullRe
       return [name, { built: layer?.built ?? 0, skipped: layer?.skipped ?? 0 }];
     }),
   ) as Record<LayerName, LayerCount>;
-  return { ms, layers, built: done.totals.built, skipped: done.totals.skipped };
+  const layerMs = Object.fromEntries(LAYERS.map((name) => [name, (done.layers.find((l) => l.layer === name)?.seconds ?? 0) * 1000])) as Record<LayerName, number>;
+  return { ms, layerMs, layers, built: done.totals.built, skipped: done.totals.skipped };
 }
 
 function totalsOf(syncs: readonly MtdSync[]): MtdTotals {

@@ -29,7 +29,7 @@ const SECTIONS = ["replace", "signature", "mtd", "delivery", "scale", "aws", "si
 type Section = (typeof SECTIONS)[number];
 
 /** Sections that run the compiled CLI, so need `npm run build` first. */
-const CLI_SECTIONS: readonly Section[] = ["delivery", "scale", "aws", "upsert", "ingest"];
+const CLI_SECTIONS: readonly Section[] = ["mtd", "delivery", "scale", "aws", "upsert", "ingest"];
 
 const USAGE =
   "usage: npm run bench -- [--json] [--only SECTION,...] [--repeat N] [--moves N] [--rounds N] " +
@@ -199,7 +199,7 @@ async function main(): Promise<void> {
       );
     }
     if (selected("signature")) sections.signature = await attempt("signature", () => benchSignature(workDir, progress));
-    if (selected("mtd")) sections.mtd = await attempt("mtd", () => benchMtd(workDir, progress));
+    if (selected("mtd")) sections.mtd = await attempt("mtd", () => benchMtd(workDir, progress, { floorRounds: options.rounds }));
     let flights: FlightsWorkspace | undefined;
     if (selected("delivery") || selected("aws")) flights = await attempt("delivery", () => prepareFlights(workDir, progress));
     if (selected("delivery") && flights) {
