@@ -25,7 +25,7 @@ export const SMALL_BUILD_OVERHEAD_TARGET_MS = 10;
 export const MTD_FLOOR_TARGET = 1.5;
 
 /** One derived layer's single-partition builds against their floors. */
-export interface LayerOverhead {
+interface LayerOverhead {
   readonly layer: "stage" | "analytics";
   /** The layer's time in each measured sync (ms). */
   readonly time: Timing;
