@@ -21,8 +21,6 @@ export interface FileAccess {
   readonly pathInPlace: ((key: string) => string) | undefined;
   /** Local paths of whole store files DuckDB reads, for `use` (a missing file fails it, naming the file). */
   readable(keys: readonly string[], use: "compact" | "merge"): Promise<LocalFiles>;
-  /** Local paths of store files of which DuckDB reads only the Parquet footers (a remote file's footer alone is fetched). */
-  footers(files: readonly { readonly key: string; readonly size: number }[]): Promise<LocalFiles>;
   /** A new run's one file (`fileName`) under the fresh run prefix `runPrefix`: refused where the run exists already. */
   newRunFile(runPrefix: string, fileName: string): Promise<NewFile>;
   /** A new file at the store key `key` (in a run that exists). */
@@ -81,10 +79,6 @@ class InPlaceFiles implements FileAccess {
 
   async readable(keys: readonly string[]): Promise<LocalFiles> {
     return { paths: keys.map(this.pathInPlace), release: async () => undefined };
-  }
-
-  async footers(files: readonly { readonly key: string }[]): Promise<LocalFiles> {
-    return this.readable(files.map((file) => file.key));
   }
 
   async newRunFile(runPrefix: string, fileName: string): Promise<NewFile> {
@@ -168,19 +162,6 @@ class CopiedFiles implements FileAccess {
     }
   }
 
-  async footers(files: readonly { readonly key: string; readonly size: number }[]): Promise<LocalFiles> {
-    // A remote file is not downloaded: its footer is fetched into a sparse local file of the same size, which is all
-    // DuckDB reads of it for the metadata.
-    const folder = await freshProcessFolder("lakeswap-footers-");
-    const release = () => fs.rm(folder, { recursive: true, force: true });
-    try {
-      return { paths: await mapLimited(files, 16, (file, index) => this.fetchFooter(file, path.join(folder, `${index}.parquet`))), release };
-    } catch (error) {
-      await release();
-      throw error;
-    }
-  }
-
   async newRunFile(runPrefix: string, fileName: string): Promise<NewFile> {
     return this.newFile(`${runPrefix}${fileName}`, "lakeswap-run-", fileName);
   }
@@ -229,34 +210,8 @@ class CopiedFiles implements FileAccess {
     }
     return { files };
   }
-
-  /** Writes the footer of a remote Parquet file at its offset in a sparse local file of the file's size. */
-  private async fetchFooter(file: { readonly key: string; readonly size: number }, localPath: string): Promise<string> {
-    const trailer = 8; // footer length (4 bytes, little-endian) + "PAR1"
-    if (file.size < 12) throw new AuditError(`the run file ${file.key} has ${file.size} bytes: too small to be Parquet; the pointer was not moved`);
-    let length = Math.min(file.size, 64 * 1024);
-    let tail = await this.store.getRange(file.key, file.size - length, length);
-    const footer = Buffer.from(tail.subarray(tail.length - trailer));
-    if (footer.subarray(4).toString("latin1") !== "PAR1") {
-      throw new AuditError(`the run file ${file.key} does not end in a Parquet footer; the pointer was not moved`);
-    }
-    const needed = footer.readUInt32LE(0) + trailer;
-    if (needed > file.size - 4) throw new AuditError(`the run file ${file.key} has a footer longer than the file; the pointer was not moved`);
-    if (needed > length) {
-      length = needed;
-      tail = await this.store.getRange(file.key, file.size - length, length);
-    }
-    const handle = await fs.open(localPath, "w");
-    try {
-      await handle.truncate(file.size);
-      await handle.write(Buffer.from("PAR1"), 0, 4, 0);
-      await handle.write(tail, 0, tail.length, file.size - tail.length);
-    } finally {
-      await handle.close();
-    }
-    return localPath;
-  }
 }
+
 
 /** A staged run folder's entries, its Parquet files in order, and the name each takes in its run. */
 async function stagedFiles(staged: string, runId: string): Promise<{ entries: string[]; names: string[]; fileNameOf: (index: number) => string }> {

@@ -202,11 +202,17 @@ export async function fetchWindow(ctx: PipelineContext, dataset: DatasetConfig):
 export async function writeDeadLetters(writer: LakeWriter, log: SyncLog, dataset: DatasetConfig, delivery: LandedDelivery): Promise<LoadReport> {
   if (dataset.deadLetter && delivery.rowsRejected > 0) {
     const moved = { table: dataset.deadLetter, layer: "dead letter", partition: `delivery=${delivery.id}` };
-    const result = await writer.replace(dataset.deadLetter, moved.partition, {
-      select: `SELECT ${quoteLiteral(dataset.name)} AS dataset, file, line, reason, raw FROM ${quoteRelation(delivery.rejectedRelation)} ORDER BY file, line`,
-      landed: true,
-      beforeSwap: (move) => log.intend([{ ...moved, run: move.runId, previousRun: move.previousRunId }]),
-    });
+    const result = await writer
+      .replace(dataset.deadLetter, moved.partition, {
+        select: `SELECT ${quoteLiteral(dataset.name)} AS dataset, file, line, reason, raw FROM ${quoteRelation(delivery.rejectedRelation)} ORDER BY file, line`,
+        landed: true,
+        beforeSwap: (move) => log.intend([{ ...moved, run: move.runId, previousRun: move.previousRunId }]),
+      })
+      .catch((error: unknown) => {
+        // Intended as the build started: the pointer did not move.
+        log.abandon(moved);
+        throw error;
+      });
     log.confirm({ ...moved, run: result.runId, previousRun: result.previousRunId });
   }
   return loadReport(dataset, delivery);

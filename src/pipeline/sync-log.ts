@@ -1,7 +1,7 @@
 import type { Lake } from "../lake/lake.js";
 import { newRunIdAfter } from "../model/run-id.js";
 import type { SyncMove, SyncRecord } from "../lake/sync-record.js";
-import { holdSyncLease, latestSyncId, recordSync } from "../lake/operations/syncs.js";
+import { forgetSync, holdSyncLease, latestSyncId, recordSync } from "../lake/operations/syncs.js";
 
 /**
  * The running record of one sync. A move is written as intended before its
@@ -51,15 +51,30 @@ export class SyncLog {
     this.moves.delete(moveKey(move));
   }
 
-  /** Marks the sync finished (with the error that stopped it, if one did); a sync that moved nothing leaves no record. */
+  /**
+   * Marks the sync finished (with the error that stopped it, if one did). A sync that moved nothing leaves no record:
+   * also one whose intended moves were all abandoned (their builds failed), whose record is removed.
+   */
   async finish(error?: string): Promise<void> {
     if (!this.recorded && this.moves.size === 0) return;
     try {
-      await this.write({ finishedAt: new Date().toISOString(), ...(error !== undefined ? { error } : {}) });
+      if (this.moves.size === 0) await this.forget();
+      else await this.write({ finishedAt: new Date().toISOString(), ...(error !== undefined ? { error } : {}) });
     } finally {
       const lease = await this.lease?.catch(() => undefined);
       await lease?.release();
     }
+  }
+
+  /** Removes the stored record, after the writes before it. */
+  private forget(): Promise<void> {
+    const lease = this.lease;
+    const forget = async (): Promise<void> => {
+      await lease;
+      await forgetSync(this.lake, this.id);
+    };
+    this.written = this.written.then(forget, forget);
+    return this.written;
   }
 
   private write(extra: Pick<SyncRecord, "finishedAt" | "error"> = {}): Promise<void> {

@@ -56,6 +56,34 @@ describe("the local store", () => {
     expect(again.paths.filter((p) => p.endsWith(".tmp"))).toHaveLength(32);
   });
 
+  it("writes writer leases without a single fsync, and keeps their conditional writes exact", async () => {
+    workspace = tempDir();
+    const root = path.join(workspace.dir, "lake");
+    const store = new LocalStore(root, { folders: METADATA_FOLDERS });
+    await store.put("_lakeswap/outbox/t/warm.json", "{}");
+    const fsyncs = recordFsyncs();
+    const key = "_lakeswap/leases/orders.json";
+    expect(await store.putIfAbsent(key, "a")).toBe(true);
+    expect(await store.putIfAbsent(key, "b"), "a lease object that exists is not overwritten").toBe(false);
+    const first = (await store.get(key))!;
+    expect(Buffer.from(first.body).toString()).toBe("a");
+    expect(await store.putIfMatch(key, "c", first.etag)).toBe(true);
+    expect(await store.putIfMatch(key, "d", first.etag), "a renewal on a stale tag (a takeover happened) is refused").toBe(false);
+    const renewed = (await store.get(key))!;
+    expect(await store.deleteIfMatch(key, first.etag)).toBe(false);
+    expect(await store.deleteIfMatch(key, renewed.etag)).toBe(true);
+    fsyncs.restore();
+    expect(await store.get(key)).toBeUndefined();
+    // A lease matters only while its holder lives: after a power loss every holder is gone, so no fsync is spent on one.
+    expect(fsyncs.paths).toEqual([]);
+    // Every other record is still made durable.
+    const others = recordFsyncs();
+    await store.put("_lakeswap/outbox/t/entry.json", "{}");
+    others.restore();
+    expect(others.paths.some((p) => p.endsWith(".tmp"))).toBe(true);
+    expect(others.count(path.join(root, "_lakeswap", "outbox", "t"))).toBe(1);
+  });
+
   it("shares a folder's fsync only with requests made before it started", async () => {
     workspace = tempDir();
     const dir = workspace.dir;

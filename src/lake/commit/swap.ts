@@ -71,7 +71,12 @@ export interface SwapOptions {
   readonly build: SwapBuild;
   /** Accept a build of 0 rows for a partition that has rows, or a new empty one (default false). */
   readonly allowEmpty?: boolean;
-  /** Told the moves right before the pointers move (after the builds and their audits), so a sync records its intent first. */
+  /**
+   * Told the moves this batch plans as its builds start, so a sync records its intent; the record is written while
+   * the runs are built (its fsyncs hidden behind the builds) and awaited before any pointer moves. A move whose build
+   * or audit then fails stays in it as planned only, which the caller abandons (rollback --sync finds its pointer
+   * where it was).
+   */
   readonly beforeSwap?: (moves: readonly { readonly partition: string; readonly runId: string; readonly previousRunId?: string }[]) => Promise<void>;
   /** Told each partition whose build (and audit) ended, for progress. */
   readonly onBuilt?: (partition: string) => void;
@@ -145,14 +150,23 @@ export async function swapBatch(ctx: SwapContext, table: TableDefinition, items:
     failed.set(p.path, error);
     options.onBuilt?.(p.path);
   };
-  const built = await buildRuns(ctx, table, planned, options.build, fail);
+  const intent = options.beforeSwap?.(planned.map((p) => ({ partition: p.path, runId: p.runId, previousRunId: p.current?.runId })));
+  // Awaited below, whatever the builds do: never an unhandled rejection meanwhile.
+  intent?.catch(() => undefined);
+  let built: Awaited<ReturnType<typeof buildRuns>>;
+  try {
+    built = await buildRuns(ctx, table, planned, options.build, fail);
+  } finally {
+    await intent?.catch(() => undefined);
+  }
   faultPoint("after-build");
   const audited = await auditRuns(ctx, table, built, options, fail);
 
   const outcomes = new Map<string, SwapOutcome>();
   for (const [path, error] of failed) outcomes.set(path, { partition: path, seconds: (Date.now() - started) / 1000, error });
+  // The intent is stored before any pointer moves; a record that could not be written stops the batch.
+  await intent;
   if (audited.length > 0) {
-    await options.beforeSwap?.(audited.map((a) => ({ partition: a.path, runId: a.runId, previousRunId: a.current?.runId })));
     await ctx.leaseCheck(table.name);
     for (let start = 0; start < audited.length; start += MOVES_PER_ENTRY) {
       const chunk = audited.slice(start, start + MOVES_PER_ENTRY);

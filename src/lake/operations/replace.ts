@@ -37,7 +37,7 @@ export interface ReplaceOptions {
   readonly readable?: readonly string[];
   /** Leave GC to the caller, who collects once for many replaces (`LakeWriter.collectGarbage`); `gc` is then empty. */
   readonly deferGc?: boolean;
-  /** Told the move right before the pointer moves (after the build and its audit), so a sync can record its intent first. */
+  /** Told the planned move as the build starts, so a sync can record its intent; awaited before the pointer moves (../commit/swap.ts). */
   readonly beforeSwap?: (move: { readonly runId: string; readonly previousRunId?: string }) => Promise<void>;
 }
 

@@ -10,6 +10,11 @@ export async function recordSync(lake: HasLakeParts, record: SyncRecord): Promis
   await lake.parts.store.put(syncRecordKey(record.syncId), `${JSON.stringify(record, null, 2)}\n`);
 }
 
+/** Removes a sync's record: a sync whose intended moves all came to nothing (every build failed) leaves none. */
+export async function forgetSync(lake: HasLakeParts, syncId: string): Promise<void> {
+  await lake.parts.store.delete([syncRecordKey(syncId)]);
+}
+
 /** The id of the newest recorded sync (record keys sort by sync id), from one listing; undefined in a lake without syncs. */
 export async function latestSyncId(lake: HasLakeParts): Promise<string | undefined> {
   const ids = (await lake.parts.store.list(SYNCS_PREFIX)).map((object) => object.key.slice(SYNCS_PREFIX.length).replace(/\.json$/, "")).filter(isRunId);

@@ -21,7 +21,8 @@ import type { BuildRequest, BuildResult } from "../../model/build.js";
 import { DeliveryIds, assertStillAsRead, type ReadFiles } from "./delivery-identity.js";
 import { tableShape, writeStage } from "./stage.js";
 import { writeLandedFiles, writeRejected } from "./landed-output.js";
-import { countFooterRows, tablesOfParseTree } from "./landing-queries.js";
+import { tablesOfParseTree } from "./landing-queries.js";
+import { countFooterRows } from "../parquet-footers.js";
 import { landAndSign, type WrittenAhead } from "./land-and-sign.js";
 import { dropLanding } from "./land-delivery.js";
 import { dropMerge, mergeDelivery, mergeRelations, type MergeRelations } from "./duckdb-merge.js";
@@ -48,7 +49,7 @@ export class DuckDbLanding implements Landing {
    * own. `options.stagingPrefix`: where, in a store with local paths, runs are staged before each is renamed into
    * place (../../engine/duckdb-file-access.ts).
    */
-  constructor(store: ObjectStore, options: { readonly duckdb?: SharedDuckDb; readonly stagingPrefix?: string } = {}) {
+  constructor(private readonly store: ObjectStore, options: { readonly duckdb?: SharedDuckDb; readonly stagingPrefix?: string } = {}) {
     this.duckdb = options.duckdb ?? new SharedDuckDb();
     this.files = fileAccessFor(store, { stagingPrefix: options.stagingPrefix });
   }
@@ -192,13 +193,7 @@ export class DuckDbLanding implements Landing {
   }
 
   async countFileRows(files: readonly { readonly key: string; readonly size: number }[]): Promise<number[]> {
-    if (files.length === 0) return [];
-    const local = await this.files.footers(files);
-    try {
-      return await this.duckdb.withConnection((connection) => countFooterRows(connection, files, local.paths));
-    } finally {
-      await local.release();
-    }
+    return countFooterRows(this.store, files);
   }
 
   async compactFiles(request: { readonly table: TableDefinition; readonly files: readonly string[]; readonly targetKey: string }): Promise<{ readonly key: string; readonly size: number }> {
