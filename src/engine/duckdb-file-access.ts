@@ -4,6 +4,7 @@ import { AuditError, BuildError } from "../model/errors.js";
 import type { BuildResult } from "../model/build.js";
 import { mapLimited } from "../shared/map-limited.js";
 import { freshProcessFolder } from "../shared/process-folders.js";
+import { fsyncPath } from "../store/local-files.js";
 import type { ObjectStore } from "../store/object-store.js";
 
 /**
@@ -86,8 +87,11 @@ class InPlaceFiles implements FileAccess {
     await fs.mkdir(path.dirname(runDir), { recursive: true });
     // Exclusive: a run prefix is fresh or the build stops.
     await fs.mkdir(runDir);
+    const file = path.join(runDir, fileName);
+    // Published durable (the file, its run folder, the partition folder it is new in), before the audit and the
+    // outbox entry: a pointer move replayed after a power loss must find the run whole.
     // A failed build leaves nothing behind, not even an empty folder.
-    return { path: path.join(runDir, fileName), publish: async () => undefined, discard: () => fs.rm(runDir, { recursive: true, force: true }) };
+    return { path: file, publish: () => syncAll([file], runDir), discard: () => fs.rm(runDir, { recursive: true, force: true }) };
   }
 
   async newFile(key: string): Promise<NewFile> {
@@ -119,6 +123,7 @@ class InPlaceFiles implements FileAccess {
         files.push({ key: `${run.runPrefix}${fileNameOf(index)}`, size });
       }
       await fs.rename(staged, runDir);
+      await syncAll(files.map((f) => this.store.localPath(f.key)), runDir);
       return { files };
     }
     // Exclusive: a run prefix is fresh or the build stops.
@@ -128,8 +133,18 @@ class InPlaceFiles implements FileAccess {
       await fs.rename(path.join(staged, name), path.join(runDir, fileNameOf(index)));
       files.push({ key: `${run.runPrefix}${fileNameOf(index)}`, size });
     }
+    await syncAll(files.map((f) => this.store.localPath(f.key)), runDir);
     return { files };
   }
+}
+
+/**
+ * Makes a new run durable where it is written: its files, its folder, and the folder above (which got the run's
+ * folder). A run is durable before it is audited and long before an outbox entry can name it.
+ */
+async function syncAll(files: readonly string[], runDir: string): Promise<void> {
+  await Promise.all([...files, runDir].map(fsyncPath));
+  await fsyncPath(path.dirname(runDir));
 }
 
 /** A store without local paths (S3): DuckDB reads copies and writes in the machine's temporary folder; files are uploaded. */

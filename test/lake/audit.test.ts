@@ -120,3 +120,27 @@ describe("the audit of a run Athena built", () => {
     }
   });
 });
+
+describe("a new run's durability", () => {
+  it("is made durable (its files, its folder) before the outbox entry that names it", async () => {
+    const { recordFsyncs } = await import("../support/fsync-spy.js");
+    const { lake, lakeDir } = await openDamaged();
+    const fsyncs = recordFsyncs();
+    let result;
+    try {
+      result = await replacePartition(lake, "t", "day=2026-11-03", { select: "SELECT range AS v FROM range(5)" });
+    } finally {
+      fsyncs.restore();
+    }
+    const runDir = `${lakeDir}/t/_runs/day=2026-11-03/run=${result.runId}`;
+    const first = (match: (p: string) => boolean): number => fsyncs.paths.findIndex(match);
+    const runFile = first((p) => p.startsWith(`${runDir}/`) && p.endsWith(".parquet"));
+    const outbox = first((p) => p === `${lakeDir}/_lakeswap/outbox/t`);
+    expect(runFile, "the run file is fsynced").toBeGreaterThanOrEqual(0);
+    expect(first((p) => p === runDir), "the run folder is fsynced").toBeGreaterThanOrEqual(0);
+    expect(outbox, "the outbox entry's folder is fsynced").toBeGreaterThanOrEqual(0);
+    // A move replayed from the outbox after a power loss must find the run whole: the run was durable first.
+    expect(runFile).toBeLessThan(outbox);
+    expect(first((p) => p === runDir)).toBeLessThan(outbox);
+  });
+});
