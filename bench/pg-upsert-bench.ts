@@ -1,7 +1,11 @@
-import { promises as fs } from "node:fs";
+import { execFile } from "node:child_process";
+import { createReadStream, promises as fs } from "node:fs";
 import path from "node:path";
+import { pipeline } from "node:stream/promises";
+import { promisify } from "node:util";
 import { performance } from "node:perf_hooks";
 import pg from "pg";
+import { from as copyFrom } from "pg-copy-streams";
 import { loadPipelineConfig, type PipelineConfig } from "../src/config/pipeline-config.js";
 import type { Lake } from "../src/lake/lake.js";
 import { Pipeline, type SyncReport } from "../src/pipeline/pipeline.js";
@@ -11,57 +15,61 @@ import { openSink } from "../src/sinks/open-sink.js";
 import type { SinkOpener } from "../src/sinks/sink.js";
 import { POSTGRES_BIN, postgresAvailable, startPostgres, type PostgresServer } from "../test/support/postgres.js";
 import { BenchDuck } from "./duck.js";
+import { REPO_ROOT } from "./lakeswap-cli.js";
 
 /*
- * Issue 11, item 4 (first half): an upsert of 1,000,000 orders into
- * PostgreSQL, 10% of them updates of keys the table already holds, 90% new
- * keys, two ways on the same throwaway cluster:
+ * Issues 11 (item 4) and 27 (item 5): lakeswap's PostgreSQL sink against the
+ * textbook method and against the server's own floor, on one throwaway cluster.
+ *
+ * Upsert: 1,000,000 orders, 10% of them updates of keys the table already
+ * holds, 90% new keys, two ways:
  *
  * - lakeswap: a Pipeline.sync of the delivery (a Parquet file) whose raw layer
- *   declares `sinks: {postgres: {mode: upsert, primary_key: [order_id]}}`; per
- *   day partition the sink exports the run's Parquet files as CSV, COPYs them
- *   into a temporary table and runs one INSERT ... SELECT ... ON CONFLICT, in
- *   one transaction. Timed: the sink phase (from opening the sink to closing
- *   it); the rest of the same sync (landing, signing, writing and swapping the
- *   raw partitions) is reported beside it.
+ *   declares `sinks: {postgres: {mode: upsert, primary_key: [order_id]}}`.
+ *   Timed: the sink phase (from opening the sink to closing it); the rest of
+ *   the same sync (landing, signing, writing and swapping the raw partitions)
+ *   is reported beside it.
  * - executemany, the seed's method (shared/seeds/003, "Upsert into Postgres
- *   with ON CONFLICT"): one parameterized INSERT ... ON CONFLICT DO UPDATE per
- *   row, in one transaction, from rows held in memory, with `pg` (a named,
- *   prepared statement, as psycopg prepares a repeated one). `pg` waits for
- *   each statement's reply; psycopg >= 3.1's executemany pipelines them
- *   (libpq >= 14), which this loop does not reproduce: the ratio is against
- *   the loop, and the report says so.
+ *   with ON CONFLICT"): `cur.executemany(sql, rows)` of the chapter's
+ *   INSERT ... ON CONFLICT DO UPDATE, rows a list of dicts in memory, one
+ *   transaction, run by psycopg2 (bench/psycopg2-executemany.py, under
+ *   /usr/bin/python3; the report names the client library's version).
  *
  * The target is seeded once by a lakeswap sync of an earlier delivery (the
  * 100,000 orders the updates hit, in an older state, plus 900,000 October
  * orders nobody touches), then copied (CREATE DATABASE ... TEMPLATE), so both
  * methods start from the same table; both must end with the same rows.
+ *
+ * Partition replace: the same 1,000,000 rows sent by a sink with
+ * `mode: partition_replace` to a target that holds an older version of every
+ * one of the 30 partitions (each partition's rows deleted and the new ones
+ * COPYed in, one transaction each), against the floor: one plain
+ * `COPY ... FROM STDIN (FORMAT csv)` of the same rows into an empty table of
+ * the same columns without index (rows prepared as CSV before the clock).
  */
 
 /** Rows of the timed delivery. */
 const PG_UPSERT_ROWS = 1_000_000;
 /** Of them, updates of keys the seeded table holds (every 10th order id). */
 const PG_UPSERT_UPDATES = 100_000;
-/** Issue 11's target: executemany time / lakeswap sink time, at least. */
+/** Issue 27's target: executemany time / lakeswap sink time, at least. */
 export const PG_UPSERT_TARGET = 20;
 /** The target's measure, as the verdict prints it. */
-export const PG_UPSERT_MEASURE = "PG upsert 1M rows · lakeswap sink vs executemany";
+export const PG_UPSERT_MEASURE = "PG upsert 1M rows · psycopg2 executemany / lakeswap sink";
+/** Issue 27's target: lakeswap's partition replace of 1M rows / a plain COPY of them into an empty table, at most. */
+export const PG_REPLACE_TARGET = 2;
+/** The replace target's measure, as the verdict prints it. */
+export const PG_REPLACE_MEASURE = "PG partition replace 1M rows · lakeswap sink / plain COPY into an empty table";
+/** The Python that has psycopg2 (not the one a pyenv may put first on PATH). */
+const PYTHON = process.env.LAKESWAP_BENCH_PYTHON ?? "/usr/bin/python3";
 
 /** October orders in the seed that the delivery does not touch (a realistic table, not only the rows hit). */
 const UNTOUCHED_ROWS = 900_000;
 /** The delivery's first order id: October's are 1..UNTOUCHED_ROWS. */
 const FIRST_NEW_ID = UNTOUCHED_ROWS + 1;
-/** Rows of one untimed set-based statement, when executemany stops at its budget and the rest must still be applied. */
-const REST_CHUNK = 100_000;
 
 const TABLE = "bench.orders";
 const COLUMNS = ["order_id", "customer_id", "amount", "status", "order_ts", "day"] as const;
-
-/** The seed's statement, with this table's columns: every value replaced, updated_at stamped, for every row. */
-const EXECUTEMANY_SQL =
-  `INSERT INTO ${TABLE} (${COLUMNS.join(", ")}, _lakeswap_updated_at) VALUES ($1, $2, $3, $4, $5, $6, now()) ` +
-  "ON CONFLICT (order_id) DO UPDATE SET customer_id = EXCLUDED.customer_id, amount = EXCLUDED.amount, " +
-  "status = EXCLUDED.status, order_ts = EXCLUDED.order_ts, day = EXCLUDED.day, _lakeswap_updated_at = now()";
 
 /** One table's contents, reduced to what two tables are compared by (updated_at left out: it records when each method wrote). */
 interface TableCheck {
@@ -89,13 +97,33 @@ interface LakeswapUpsert {
   /** Sum of the sink's per-partition seconds in the sync report (sink phase without connect and checks). */
   readonly partitionSecondsSum: number;
   readonly rowsPerSecond: number;
+  /** CPU of the bench's process (lakeswap, DuckDB and pg) during the sink phase, user + system, in ms. */
+  readonly sinkCpuMs: number;
+}
+
+/** The partition replace and its floor. */
+interface ReplaceFigures {
+  /** The sink phase of the sync that replaced every partition (older rows there). */
+  readonly lakeswap: LakeswapUpsert;
+  /** The sink phase of the sync that sent the older rows to the empty target first (context). */
+  readonly firstSend: LakeswapUpsert;
+  /** A plain COPY of the same rows into an empty table without index: the faster of two, in ms. */
+  readonly copyMs: number;
+  /** lakeswap.sinkMs / copyMs: the target's measure. */
+  readonly ratio: number;
+  /** The replaced table holds exactly the delivery's rows (same count and hash as the COPYed table). */
+  readonly identical: boolean;
 }
 
 /** The per-row method: measured on all rows, or on those that fit the budget and extrapolated. */
 interface ExecutemanyUpsert {
+  /** The client library and its version, e.g. "psycopg2 2.9.5, libpq 150018, Python 3.11.2". */
+  readonly client: string;
   readonly measuredRows: number;
   /** The per-row loop over measuredRows, in ms. */
   readonly measuredMs: number;
+  /** CPU of the Python process over the measured loop, in ms. */
+  readonly measuredCpuMs: number;
   readonly commitMs: number;
   /** For all PG_UPSERT_ROWS: measured, or the loop extrapolated linearly plus the commit. */
   readonly ms: number;
@@ -128,6 +156,7 @@ export type PgUpsertFigures =
         /** Both tables hold the same rows, and the rows expected from the seed and the delivery. */
         readonly identical: boolean;
       };
+      readonly replace: ReplaceFigures;
     };
 
 /** Runs the benchmark on a throwaway PostgreSQL cluster; "not measured" when the server binaries are missing or it does not start. */
@@ -158,38 +187,75 @@ export async function benchPgUpsert(workDir: string, options: { readonly budgetM
 }
 
 async function measure(server: PostgresServer, dir: string, budgetMs: number, progress: (message: string) => void): Promise<PgUpsertFigures> {
+  const files = await writeInputs(dir, progress);
+  const urlOf = (database: string): string => server.url.replace(/\/postgres$/, `/${database}`);
+  const upsert = await measureUpsert(server, dir, files, urlOf, budgetMs, progress);
+  await server.query("CHECKPOINT");
+  const replace = await measureReplace(server, dir, files, urlOf, progress);
+  const version = (await server.query<{ v: string }>("SELECT current_setting('server_version') AS v"))[0]?.v ?? "unknown";
+  return { ...upsert, postgres: version, replace };
+}
+
+/** The inputs every step reads, written before anything is timed. */
+interface BenchInputs {
+  /** The upsert's seed: 900,000 October orders and the 100,000 November orders the updates hit, older. */
+  readonly seedFile: string;
+  /** The delivery: 1,000,000 November orders (Parquet). */
+  readonly deliveryFile: string;
+  /** The same November orders in an older state, every one (the partition replace's first send). */
+  readonly olderFile: string;
+  /** The delivery's rows as CSV without header, in order_id order: psycopg2's rows, and the plain COPY's input. */
+  readonly rowsCsv: string;
+  readonly expected: { readonly rows: number; readonly amountSum: string };
+}
+
+async function writeInputs(dir: string, progress: (message: string) => void): Promise<BenchInputs> {
   await fs.mkdir(path.join(dir, "deliveries"), { recursive: true });
-  const seedFile = path.join(dir, "deliveries", "seed.parquet");
-  const deliveryFile = path.join(dir, "deliveries", "orders.parquet");
+  await fs.mkdir(path.join(dir, "replace-deliveries"), { recursive: true });
+  const inputs = {
+    seedFile: path.join(dir, "deliveries", "seed.parquet"),
+    deliveryFile: path.join(dir, "deliveries", "orders.parquet"),
+    olderFile: path.join(dir, "replace-deliveries", "older.parquet"),
+    rowsCsv: path.join(dir, "rows.csv"),
+  };
   const duck = await BenchDuck.open();
-  let rows: string[][];
-  let expected: { rows: number; amountSum: string };
   try {
     progress(`sink: writing the seed (${count(UNTOUCHED_ROWS + PG_UPSERT_UPDATES)} rows) and the delivery (${count(PG_UPSERT_ROWS)} rows) as Parquet`);
-    await writeOrders(duck, seedFile, deliveryFile);
-    rows = await readRows(duck, deliveryFile);
+    await writeOrders(duck, inputs);
+    await duck.run(
+      "COPY (SELECT order_id, customer_id, amount::VARCHAR, status, strftime(order_ts, '%Y-%m-%d %H:%M:%S'), strftime(order_ts, '%Y-%m-%d') " +
+        `FROM read_parquet(${quoteLiteral(inputs.deliveryFile)}) ORDER BY order_id) TO ${quoteLiteral(inputs.rowsCsv)} (FORMAT csv, HEADER false)`,
+    );
     const [total, sum] = (
       await duck.rows(
-        `SELECT count(*), sum(amount)::VARCHAR FROM (SELECT order_id, amount FROM read_parquet(${quoteLiteral(deliveryFile)}) UNION ALL ` +
-          `SELECT s.order_id, s.amount FROM read_parquet(${quoteLiteral(seedFile)}) s ANTI JOIN read_parquet(${quoteLiteral(deliveryFile)}) d USING (order_id))`,
+        `SELECT count(*), sum(amount)::VARCHAR FROM (SELECT order_id, amount FROM read_parquet(${quoteLiteral(inputs.deliveryFile)}) UNION ALL ` +
+          `SELECT s.order_id, s.amount FROM read_parquet(${quoteLiteral(inputs.seedFile)}) s ANTI JOIN read_parquet(${quoteLiteral(inputs.deliveryFile)}) d USING (order_id))`,
       )
     )[0] as [bigint, string];
-    expected = { rows: Number(total), amountSum: sum };
+    return { ...inputs, expected: { rows: Number(total), amountSum: sum } };
   } finally {
     duck.close();
   }
+}
 
+async function measureUpsert(
+  server: PostgresServer,
+  dir: string,
+  inputs: BenchInputs,
+  urlOf: (database: string) => string,
+  budgetMs: number,
+  progress: (message: string) => void,
+): Promise<Omit<Extract<PgUpsertFigures, { measured: true }>, "postgres" | "replace">> {
   const lakeswapDb = "upsert_lakeswap";
   const executemanyDb = "upsert_executemany";
   await server.query(`CREATE DATABASE ${lakeswapDb}`);
-  const urlOf = (database: string): string => server.url.replace(/\/postgres$/, `/${database}`);
   const configFile = path.join(dir, "lakeswap.yaml");
-  await fs.writeFile(configFile, pipelineYaml(urlOf(lakeswapDb)));
+  await fs.writeFile(configFile, pipelineYaml(urlOf(lakeswapDb), "upsert"));
   const config = loadPipelineConfig(configFile);
   const lake = await openEmbeddedLake(path.join(dir, "lake"));
   try {
     progress("sink: seeding bench.orders with a lakeswap sync of the seed (untimed)");
-    const seeded = await new Pipeline(lake, config, { inputs: [seedFile], openSink }).sync();
+    const seeded = await new Pipeline(lake, config, { inputs: [inputs.seedFile], openSink }).sync();
     expectSinkWrites(seeded, UNTOUCHED_ROWS + PG_UPSERT_UPDATES);
     // The same seeded table for the per-row method: a copy of the whole database, taken before anything is timed.
     await server.query(`CREATE DATABASE ${executemanyDb} TEMPLATE ${lakeswapDb}`);
@@ -198,21 +264,20 @@ async function measure(server: PostgresServer, dir: string, budgetMs: number, pr
 
     progress(`sink: timed · lakeswap sync of the ${count(PG_UPSERT_ROWS)}-row delivery, upsert sink`);
     const lakeswapStart = await serverClock(urlOf(lakeswapDb));
-    const lakeswap = await timeLakeswap(lake, config, deliveryFile);
+    const lakeswap = await timeLakeswap(lake, config, inputs.deliveryFile, PG_UPSERT_ROWS);
     await server.query("CHECKPOINT");
 
-    progress(`sink: timed · executemany of ${count(rows.length)} rows, one INSERT ... ON CONFLICT per row (budget ${(budgetMs / 1000).toFixed(0)} s)`);
+    progress(`sink: timed · psycopg2 executemany of ${count(PG_UPSERT_ROWS)} rows, one INSERT ... ON CONFLICT per row (budget ${(budgetMs / 1000).toFixed(0)} s)`);
     const executemanyStart = await serverClock(urlOf(executemanyDb));
-    const executemany = await withClient(urlOf(executemanyDb), (client) => timeExecutemany(client, rows, budgetMs, progress));
+    const executemany = await timeExecutemany(urlOf(executemanyDb), inputs.rowsCsv, budgetMs);
 
     progress("sink: comparing both tables");
     const lakeswapCheck = await checkTable(urlOf(lakeswapDb), lakeswapStart);
     const executemanyCheck = await checkTable(urlOf(executemanyDb), executemanyStart);
-    const wanted = { ...expected, touched: PG_UPSERT_ROWS };
+    const wanted = { ...inputs.expected, touched: PG_UPSERT_ROWS };
     const matches = (check: TableCheck): boolean =>
       check.rows === wanted.rows && check.amountSum === wanted.amountSum && check.touched === wanted.touched && check.pending === 0;
     const identical = matches(lakeswapCheck) && matches(executemanyCheck) && lakeswapCheck.hash === executemanyCheck.hash;
-    const version = (await server.query<{ v: string }>("SELECT current_setting('server_version') AS v"))[0]?.v ?? "unknown";
     return {
       measured: true,
       rows: PG_UPSERT_ROWS,
@@ -220,7 +285,6 @@ async function measure(server: PostgresServer, dir: string, budgetMs: number, pr
       inserts: PG_UPSERT_ROWS - PG_UPSERT_UPDATES,
       partitions: lakeswap.partitionsSent,
       seededRows: UNTOUCHED_ROWS + PG_UPSERT_UPDATES,
-      postgres: version,
       lakeswap,
       executemany,
       ratio: executemany.ms / lakeswap.sinkMs,
@@ -232,10 +296,60 @@ async function measure(server: PostgresServer, dir: string, budgetMs: number, pr
 }
 
 /**
+ * The partition replace: a lake of its own sends the older November orders to an empty target (context), then the
+ * delivery replaces every partition (timed); the floor is a plain COPY of the delivery's rows into an empty table.
+ */
+async function measureReplace(
+  server: PostgresServer,
+  dir: string,
+  inputs: BenchInputs,
+  urlOf: (database: string) => string,
+  progress: (message: string) => void,
+): Promise<ReplaceFigures> {
+  const database = "replace_lakeswap";
+  await server.query(`CREATE DATABASE ${database}`);
+  const configFile = path.join(dir, "lakeswap-replace.yaml");
+  await fs.writeFile(configFile, pipelineYaml(urlOf(database), "partition_replace"));
+  const config = loadPipelineConfig(configFile);
+  const lake = await openEmbeddedLake(path.join(dir, "lake-replace"));
+  try {
+    progress(`sink: timed · partition_replace: first send of ${count(PG_UPSERT_ROWS)} older rows into an empty target (context)`);
+    const firstSend = await timeLakeswap(lake, config, inputs.olderFile, PG_UPSERT_ROWS);
+    await withClient(urlOf(database), (client) => client.query(`VACUUM ANALYZE ${TABLE}`));
+    await server.query("CHECKPOINT");
+    progress(`sink: timed · partition_replace of every partition by the ${count(PG_UPSERT_ROWS)}-row delivery`);
+    const lakeswap = await timeLakeswap(lake, config, inputs.deliveryFile, PG_UPSERT_ROWS);
+    await server.query("CHECKPOINT");
+    progress(`sink: timed · the floor: plain COPY of ${count(PG_UPSERT_ROWS)} rows into an empty table (twice, the faster counts)`);
+    const copyMs = await withClient(urlOf(database), async (client) => {
+      const times: number[] = [];
+      for (const attempt of [1, 2]) {
+        const table = `bench.orders_copy_${attempt}`;
+        await client.query(`CREATE TABLE ${table} (LIKE ${TABLE})`);
+        await server.query("CHECKPOINT");
+        const started = performance.now();
+        const stream = client.query(copyFrom(`COPY ${table} (${COLUMNS.join(", ")}) FROM STDIN (FORMAT csv)`));
+        await pipeline(createReadStream(inputs.rowsCsv), stream);
+        times.push(performance.now() - started);
+      }
+      return Math.min(...times);
+    });
+    const hashes = await withClient(urlOf(database), async (client) => {
+      const hash = async (table: string): Promise<string> =>
+        (await client.query<{ h: string }>(`SELECT count(*) || ':' || md5(string_agg(md5(concat_ws('|', ${COLUMNS.join(", ")})), '' ORDER BY order_id)) AS h FROM ${table}`)).rows[0]!.h;
+      return [await hash(TABLE), await hash("bench.orders_copy_1")];
+    });
+    return { lakeswap, firstSend, copyMs, ratio: lakeswap.sinkMs / copyMs, identical: hashes[0] === hashes[1] };
+  } finally {
+    await lake.close();
+  }
+}
+
+/**
  * The seed: October orders 1..900,000, settled (never touched again), and every 10th November order in an older
  * state (`pending`, 0.50 more); the delivery: November orders 900,001..1,900,000 settled, by day of order_ts.
  */
-async function writeOrders(duck: BenchDuck, seedFile: string, deliveryFile: string): Promise<void> {
+async function writeOrders(duck: BenchDuck, files: { readonly seedFile: string; readonly deliveryFile: string; readonly olderFile: string }): Promise<void> {
   const order = (month: "10" | "11", days: number, state: "old" | "new"): string =>
     [
       "id::BIGINT AS order_id,",
@@ -248,22 +362,14 @@ async function writeOrders(duck: BenchDuck, seedFile: string, deliveryFile: stri
   await duck.run(
     `COPY (SELECT ${order("10", 31, "new")} FROM range(1, ${FIRST_NEW_ID}) r(id) UNION ALL ` +
       `SELECT ${order("11", 30, "old")} FROM range(${FIRST_NEW_ID}, ${last + 1}) r(id) WHERE id % 10 = 0 ORDER BY order_id) ` +
-      `TO ${quoteLiteral(seedFile)} (FORMAT parquet)`,
+      `TO ${quoteLiteral(files.seedFile)} (FORMAT parquet)`,
   );
-  await duck.run(`COPY (SELECT ${order("11", 30, "new")} FROM range(${FIRST_NEW_ID}, ${last + 1}) r(id) ORDER BY order_id) TO ${quoteLiteral(deliveryFile)} (FORMAT parquet)`);
+  await duck.run(`COPY (SELECT ${order("11", 30, "new")} FROM range(${FIRST_NEW_ID}, ${last + 1}) r(id) ORDER BY order_id) TO ${quoteLiteral(files.deliveryFile)} (FORMAT parquet)`);
+  await duck.run(`COPY (SELECT ${order("11", 30, "old")} FROM range(${FIRST_NEW_ID}, ${last + 1}) r(id) ORDER BY order_id) TO ${quoteLiteral(files.olderFile)} (FORMAT parquet)`);
 }
 
-/** The delivery's rows as the per-row method is handed them (the seed's `rows: list[dict]`): in memory, as text, in order_id order. */
-async function readRows(duck: BenchDuck, file: string): Promise<string[][]> {
-  const rows = await duck.rows(
-    "SELECT order_id::VARCHAR, customer_id::VARCHAR, amount::VARCHAR, status, strftime(order_ts, '%Y-%m-%d %H:%M:%S'), strftime(order_ts, '%Y-%m-%d') " +
-      `FROM read_parquet(${quoteLiteral(file)}) ORDER BY order_id`,
-  );
-  return rows.map((row) => row.map(String));
-}
-
-/** Orders by day, the raw layer sent to PostgreSQL with upsert on order_id. */
-function pipelineYaml(url: string): string {
+/** Orders by day, the raw layer sent to PostgreSQL: with upsert on order_id, or partition_replace. */
+function pipelineYaml(url: string, mode: "upsert" | "partition_replace"): string {
   return `datasets:
   orders:
     source: {format: parquet, path: deliveries/*.parquet}
@@ -276,16 +382,19 @@ function pipelineYaml(url: string): string {
     partition:
       day: strftime(order_ts, '%Y-%m-%d')
     sinks:
-      postgres: {url: "${url}", table: ${TABLE}, mode: upsert, primary_key: [order_id]}
+      postgres: {url: "${url}", table: ${TABLE}, ${mode === "upsert" ? "mode: upsert, primary_key: [order_id]" : "mode: partition_replace"}}
 `;
 }
 
 /** One sync of the delivery; the sink phase is timed by wrapping the sink opener (opened, then closed, once per sync). */
-async function timeLakeswap(lake: Lake, config: PipelineConfig, file: string): Promise<LakeswapUpsert> {
+async function timeLakeswap(lake: Lake, config: PipelineConfig, file: string, rows: number): Promise<LakeswapUpsert> {
   let opened: number | undefined;
   let closed: number | undefined;
+  let cpuAtOpen: NodeJS.CpuUsage | undefined;
+  let cpu: NodeJS.CpuUsage | undefined;
   const timedOpenSink: SinkOpener = async (spec) => {
     opened = performance.now();
+    cpuAtOpen = process.cpuUsage();
     const sink = await openSink(spec);
     return {
       description: sink.description,
@@ -295,14 +404,15 @@ async function timeLakeswap(lake: Lake, config: PipelineConfig, file: string): P
       close: async () => {
         await sink.close();
         closed = performance.now();
+        cpu = process.cpuUsage(cpuAtOpen);
       },
     };
   };
   const started = performance.now();
   const report = await new Pipeline(lake, config, { inputs: [file], openSink: timedOpenSink }).sync();
   const syncMs = performance.now() - started;
-  expectSinkWrites(report, PG_UPSERT_ROWS);
-  if (opened === undefined || closed === undefined) throw new Error("the sync never opened and closed its sink");
+  expectSinkWrites(report, rows);
+  if (opened === undefined || closed === undefined || cpu === undefined) throw new Error("the sync never opened and closed its sink");
   const sent = report.sinks.filter((s) => s.action === "sent");
   const sinkMs = closed - opened;
   return {
@@ -313,7 +423,8 @@ async function timeLakeswap(lake: Lake, config: PipelineConfig, file: string): P
     partitionsSkipped: report.sinks.filter((s) => s.action === "skipped").length,
     rowsSent: sent.reduce((sum, s) => sum + (s.rows ?? 0), 0),
     partitionSecondsSum: sent.reduce((sum, s) => sum + s.seconds, 0),
-    rowsPerSecond: PG_UPSERT_ROWS / (sinkMs / 1000),
+    rowsPerSecond: rows / (sinkMs / 1000),
+    sinkCpuMs: (cpu.user + cpu.system) / 1000,
   };
 }
 
@@ -326,58 +437,29 @@ function expectSinkWrites(report: SyncReport, rows: number): void {
 }
 
 /**
- * The seed's executemany: one prepared INSERT ... ON CONFLICT per row, one transaction. Once the budget is spent
- * (checked every 1,000 rows) the loop stops, its time is extrapolated linearly, and the remaining rows are applied
- * untimed by set-based statements in the same transaction, so the final table can still be compared.
+ * The seed's executemany, by psycopg2 (bench/psycopg2-executemany.py): rows read into memory before the clock starts,
+ * one transaction. Past the budget (checked every 10,000 rows) the script stops, applies the rest untimed and
+ * set-based (so the tables compare), and the loop's time is extrapolated linearly.
  */
-async function timeExecutemany(
-  client: pg.Client,
-  rows: readonly string[][],
-  budgetMs: number,
-  progress: (message: string) => void,
-): Promise<ExecutemanyUpsert> {
-  await client.query("BEGIN");
-  const started = performance.now();
-  let done = 0;
-  for (; done < rows.length; done += 1) {
-    if (done % 1000 === 0 && performance.now() - started > budgetMs) break;
-    await client.query({ name: "upsert_order", text: EXECUTEMANY_SQL, values: rows[done] });
-    if ((done + 1) % 100_000 === 0) {
-      const elapsed = performance.now() - started;
-      const eta = (elapsed / (done + 1)) * (rows.length - done - 1);
-      progress(`sink: executemany ${count(done + 1)} rows in ${(elapsed / 1000).toFixed(1)} s (${count(Math.round(((done + 1) / elapsed) * 1000))} rows/s, ~${(eta / 1000).toFixed(0)} s to go)`);
-    }
+async function timeExecutemany(url: string, rowsCsv: string, budgetMs: number): Promise<ExecutemanyUpsert> {
+  const script = path.join(REPO_ROOT, "bench", "psycopg2-executemany.py");
+  let stdout: string;
+  try {
+    ({ stdout } = await promisify(execFile)(PYTHON, [script, url, rowsCsv, String(budgetMs)], { encoding: "utf8", maxBuffer: 1 << 20 }));
+  } catch (error) {
+    const failed = error as { stderr?: string; message?: string };
+    throw new Error(`${PYTHON} ${script} failed (psycopg2 must be installed for it; LAKESWAP_BENCH_PYTHON names another Python): ${failed.stderr ?? failed.message ?? ""}`);
   }
-  const measuredMs = performance.now() - started;
-  const rest = rows.slice(done);
-  if (rest.length > 0) {
-    progress(`sink: executemany stopped at its budget after ${count(done)} rows; applying the other ${count(rest.length)} untimed (set-based) to compare the tables`);
-    for (let at = 0; at < rest.length; at += REST_CHUNK) await applySetBased(client, rest.slice(at, at + REST_CHUNK));
-  }
-  const commitStarted = performance.now();
-  await client.query("COMMIT");
-  const commitMs = performance.now() - commitStarted;
-  const ms = (measuredMs / done) * rows.length + commitMs;
-  return {
-    measuredRows: done,
-    measuredMs,
-    commitMs,
-    ms,
-    extrapolated: rest.length > 0,
-    rowsPerSecond: rows.length / (ms / 1000),
-    restRows: rest.length,
-    budgetMs,
+  const result = JSON.parse(stdout.trim().split("\n").at(-1) ?? "{}") as {
+    client: string;
+    measuredRows: number;
+    measuredMs: number;
+    measuredCpuMs: number;
+    commitMs: number;
+    restRows: number;
   };
-}
-
-/** The same upsert as executemany's, for many rows in one statement (untimed: only to finish the table). */
-async function applySetBased(client: pg.Client, rows: readonly string[][]): Promise<void> {
-  const column = (index: number): string[] => rows.map((row) => row[index] as string);
-  await client.query(
-    `INSERT INTO ${TABLE} (${COLUMNS.join(", ")}, _lakeswap_updated_at) SELECT *, now() FROM unnest($1::bigint[], $2::bigint[], $3::numeric[], $4::text[], $5::timestamp[], $6::text[]) ` +
-      EXECUTEMANY_SQL.slice(EXECUTEMANY_SQL.indexOf("ON CONFLICT")),
-    COLUMNS.map((_, index) => column(index)),
-  );
+  const ms = (result.measuredMs / result.measuredRows) * PG_UPSERT_ROWS + result.commitMs;
+  return { ...result, ms, extrapolated: result.restRows > 0, rowsPerSecond: PG_UPSERT_ROWS / (ms / 1000), budgetMs };
 }
 
 /** The server's clock now: rows stamped after it were written by the step that follows. */

@@ -16,7 +16,7 @@ import { LAKE_UPSERT_LIMIT, LAKE_UPSERT_MEASURE, type LakeUpsertFigures, type Va
 import type { MetricsFigures, MetricsVariant } from "./metrics-bench.js";
 import type { MtdFigures, MtdSync } from "./mtd-bench.js";
 import { MTD_FLOOR_TARGET, SMALL_BUILD_OVERHEAD_TARGET_MS, type SmallBuildFigures } from "./small-builds.js";
-import { PG_UPSERT_MEASURE, PG_UPSERT_TARGET, type PgUpsertFigures } from "./pg-upsert-bench.js";
+import { PG_REPLACE_MEASURE, PG_REPLACE_TARGET, PG_UPSERT_MEASURE, PG_UPSERT_TARGET, type PgUpsertFigures } from "./pg-upsert-bench.js";
 import type { ReplaceFigures } from "./replace-bench.js";
 import {
   GLUE_BATCH,
@@ -76,7 +76,7 @@ export interface BenchReport {
   readonly delivery?: DeliveryFigures;
   readonly scale?: ScaleFigures;
   readonly aws?: AwsFigures;
-  /** PostgreSQL upsert of 1M rows: lakeswap's sink against the per-row executemany (issue 11). */
+  /** PostgreSQL sink, 1M rows: upsert against psycopg2 executemany, partition replace against a plain COPY (issues 11, 27). */
   readonly sink?: PgUpsertFigures;
   /** Lake upsert of 100,000 changed keys into a 3M-row table against rewriting the whole table (issue 11). */
   readonly upsert?: LakeUpsertFigures;
@@ -116,7 +116,7 @@ export function buildReport(machine: Machine, sections: BenchSections, failedSec
 function judge(sections: BenchSections): Verdict[] {
   const verdicts: Verdict[] = [];
   const { delivery, mtd, scale, signature, aws, sink, upsert, ingest } = sections;
-  if (sink) verdicts.push(pgUpsertVerdict(sink));
+  if (sink) verdicts.push(pgUpsertVerdict(sink), pgReplaceVerdict(sink));
   if (upsert) verdicts.push(lakeUpsertVerdict(upsert));
   if (ingest) verdicts.push(...ingestVerdicts(ingest));
   if (delivery) {
@@ -478,11 +478,18 @@ function pgUpsertVerdict(figures: PgUpsertFigures): Verdict {
   return ratioAtLeast(PG_UPSERT_MEASURE, figures.ratio, PG_UPSERT_TARGET, note);
 }
 
-/** The PostgreSQL upsert: both methods' figures, the ratio, the checks and the verdict line. */
+/** The PostgreSQL partition replace target: lakeswap's sink time over a plain COPY's (undecided when not measured or the rows differ). */
+function pgReplaceVerdict(figures: PgUpsertFigures): Verdict {
+  if (!figures.measured) return ratioAtMost(PG_REPLACE_MEASURE, undefined, PG_REPLACE_TARGET, { note: figures.reason });
+  if (!figures.replace.identical) return ratioAtMost(PG_REPLACE_MEASURE, undefined, PG_REPLACE_TARGET, { note: "the replaced table differs from the COPYed rows" });
+  return ratioAtMost(PG_REPLACE_MEASURE, figures.replace.ratio, PG_REPLACE_TARGET);
+}
+
+/** The PostgreSQL sink: upsert against psycopg2's executemany, partition replace against a plain COPY, the checks and the verdict lines. */
 function renderPgUpsert(figures: PgUpsertFigures): string {
   const verdict = verdictLine(pgUpsertVerdict(figures));
-  if (!figures.measured) return [`PostgreSQL upsert · lakeswap sink vs executemany: not measured (${figures.reason})`, "", verdict].join("\n");
-  const { lakeswap, executemany, checks } = figures;
+  if (!figures.measured) return [`PostgreSQL sink · lakeswap vs psycopg2 executemany and plain COPY: not measured (${figures.reason})`, "", verdict, verdictLine(pgReplaceVerdict(figures))].join("\n");
+  const { lakeswap, executemany, checks, replace } = figures;
   const title =
     `PostgreSQL upsert · ${count(figures.rows)} rows (${count(figures.updates)} updates of existing keys, ${count(figures.inserts)} new keys) in ${figures.partitions} day partitions ` +
     `into bench.orders, seeded with ${count(figures.seededRows)} rows (the ${count(figures.updates)} the updates hit + ${count(figures.seededRows - figures.updates)} untouched) · ` +
@@ -491,22 +498,22 @@ function renderPgUpsert(figures: PgUpsertFigures): string {
   const perRow = executemany.extrapolated
     ? `${count(executemany.measuredRows)} measured in ${seconds(executemany.measuredMs)}; ${count(figures.rows)} EXTRAPOLATED linearly`
     : `${count(executemany.measuredRows)} measured`;
+  const cpu = (value: number): string => `${seconds(value)} cpu`;
   const table = renderTable(
-    ["measure", "rows", "seconds", "throughput"],
+    ["measure", "rows", "seconds", "client cpu", "throughput"],
     [
-      ["lakeswap sink, upsert mode · per partition: run's Parquet → CSV → COPY into a temp table → INSERT … ON CONFLICT, one transaction", count(lakeswap.rowsSent), seconds(lakeswap.sinkMs), rate(lakeswap.rowsSent, lakeswap.sinkMs)],
-      [`  (context) the same Pipeline.sync's lake part: land, sign, write and swap ${figures.partitions} raw partitions`, count(figures.rows), seconds(lakeswap.lakeMs), ""],
-      ["  (context) the whole Pipeline.sync (lake part + sink)", count(figures.rows), seconds(lakeswap.syncMs), ""],
-      [`executemany (the seed's method) · one prepared INSERT … ON CONFLICT DO UPDATE per row (pg), one transaction · ${perRow}`, count(figures.rows), seconds(executemany.ms), rate(figures.rows, executemany.ms)],
+      ["lakeswap sink, upsert mode · per partition, one transaction: the run's rows streamed by COPY into a staging table, one INSERT … ON CONFLICT", count(lakeswap.rowsSent), seconds(lakeswap.sinkMs), cpu(lakeswap.sinkCpuMs), rate(lakeswap.rowsSent, lakeswap.sinkMs)],
+      [`  (context) the same Pipeline.sync's lake part: land, sign, write and swap ${figures.partitions} raw partitions`, count(figures.rows), seconds(lakeswap.lakeMs), "", ""],
+      ["  (context) the whole Pipeline.sync (lake part + sink)", count(figures.rows), seconds(lakeswap.syncMs), "", ""],
+      [`executemany (the seed's method) · ${executemany.client} · cur.executemany of the chapter's INSERT … ON CONFLICT DO UPDATE, one transaction · ${perRow}`, count(figures.rows), seconds(executemany.ms), `${cpu(executemany.measuredCpuMs)} (measured rows)`, rate(figures.rows, executemany.ms)],
     ],
   );
   const ratio = `ratio executemany / lakeswap sink: ${times(figures.ratio)}${executemany.extrapolated ? " (executemany EXTRAPOLATED)" : ""}`;
   const note =
     `sink seconds: from opening the sink to closing it (connect, table checks, ${lakeswap.partitionsSent} partitions sent, ${lakeswap.partitionsSkipped} skipped as unchanged; ` +
-    `the partitions' own seconds sum to ${lakeswap.partitionSecondsSum.toFixed(2)} s) · executemany: rows in memory before the clock starts, commit included ` +
-    `(${ms(executemany.commitMs)})${executemany.restRows > 0 ? `; after --sink-budget the other ${count(executemany.restRows)} rows were applied untimed, set-based, so the tables compare` : ""} · ` +
-    `caveat: pg waits for each statement's reply, while the seed's psycopg (≥ 3.1, libpq ≥ 14) pipelines executemany's statements, ` +
-    `which can be several times faster: this ratio is against the per-row loop above, not against psycopg`;
+    `the partitions' own seconds sum to ${lakeswap.partitionSecondsSum.toFixed(2)} s); client cpu: the bench process's (lakeswap, its DuckDB, pg) or Python's, not the server's · ` +
+    `executemany: rows in memory (a list of dicts) before the clock starts, commit included (${ms(executemany.commitMs)})` +
+    `${executemany.restRows > 0 ? `; after --sink-budget the other ${count(executemany.restRows)} rows were applied untimed, set-based, so the tables compare` : ""}`;
   const check = (label: string, c: { rows: number; amountSum: string; pending: number; touched: number; hash: string }): string =>
     `${label}: ${count(c.rows)} rows, sum(amount) ${c.amountSum}, ${count(c.touched)} written by the timed step, ${count(c.pending)} still pending, hash ${c.hash}`;
   const checked = [
@@ -515,7 +522,22 @@ function renderPgUpsert(figures: PgUpsertFigures): string {
     `  ${check("lakeswap sink", checks.lakeswap)}`,
     `  ${check("executemany  ", checks.executemany)}`,
   ];
-  return [title, "", table, "", ratio, note, "", ...checked, "", verdict].join("\n");
+  const replaceTable = renderTable(
+    ["measure", "rows", "seconds", "client cpu", "throughput"],
+    [
+      [`lakeswap sink, partition_replace · ${replace.lakeswap.partitionsSent} partitions that hold older rows: DELETE the partition, COPY its rows, one transaction each`, count(replace.lakeswap.rowsSent), seconds(replace.lakeswap.sinkMs), cpu(replace.lakeswap.sinkCpuMs), rate(replace.lakeswap.rowsSent, replace.lakeswap.sinkMs)],
+      ["  (context) the first send of the older rows into the empty target", count(replace.firstSend.rowsSent), seconds(replace.firstSend.sinkMs), cpu(replace.firstSend.sinkCpuMs), rate(replace.firstSend.rowsSent, replace.firstSend.sinkMs)],
+      ["floor · plain COPY … FROM STDIN (FORMAT csv) of the same rows into an empty table of the same columns, no index (faster of two)", count(figures.rows), seconds(replace.copyMs), "", rate(figures.rows, replace.copyMs)],
+    ],
+  );
+  const replaceLines = [
+    `PostgreSQL partition replace · ${count(figures.rows)} rows in ${replace.lakeswap.partitionsSent} day partitions, a database of its own`,
+    "",
+    replaceTable,
+    "",
+    `ratio lakeswap sink / plain COPY: ${times(replace.ratio)} · replaced table holds exactly the COPYed rows (count, md5 over every row): ${yes(replace.identical)}`,
+  ];
+  return [title, "", table, "", ratio, note, "", ...checked, "", verdict, "", ...replaceLines, "", verdictLine(pgReplaceVerdict(figures))].join("\n");
 }
 
 /** What staying below the lake upsert's limit means (issue 11 gives no number). */

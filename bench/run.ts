@@ -35,7 +35,7 @@ const USAGE =
   "usage: npm run bench -- [--json] [--only SECTION,...] [--repeat N] [--moves N] [--rounds N] " +
   "[--node-baseline] [--scale-budget SECONDS] [--aws-budget SECONDS] [--aws-mtd-deliveries N] [--sink-budget SECONDS] [--ingest-batches N] " +
   "[--docs FILE | --no-docs]\n" +
-  `sections: ${SECTIONS.join(", ")} (replace = replace and swap; sink = PostgreSQL upsert, lakeswap sink vs executemany; ` +
+  `sections: ${SECTIONS.join(", ")} (replace = replace and swap; sink = PostgreSQL sink: upsert vs psycopg2 executemany, partition replace vs plain COPY; ` +
   "upsert = lake upsert of 100k changed keys into 3M rows vs rewriting the table; " +
   "ingest = durable events/s through lakeswap serve vs one fdatasync per batch, latency to queryable; " +
   "metrics = the collector's POST path with its prom-client metrics vs a no-op registry)\n" +
