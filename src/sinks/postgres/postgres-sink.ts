@@ -1,16 +1,16 @@
-import { createReadStream } from "node:fs";
-import { rm, writeFile } from "node:fs/promises";
+import { createReadStream, createWriteStream } from "node:fs";
+import { rm, stat, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { pipeline } from "node:stream/promises";
-import type { DuckDBConnection, DuckDBInstance } from "@duckdb/node-api";
 import pg from "pg";
-import { from as copyFrom } from "pg-copy-streams";
+import { from as copyFrom, to as copyTo } from "pg-copy-streams";
 import { LakeswapError, errorMessage } from "../../model/errors.js";
 import { faultPoint } from "../../shared/faults.js";
 import type { Partition } from "../../model/partition.js";
 import { quoteLiteral } from "../../model/sql.js";
 import { freshProcessFolder } from "../../shared/process-folders.js";
 import { TargetUnavailableError, type Sink, type SinkLayout, type SinkPartitionWrite, type SinkSpec } from "../sink.js";
+import { RowExport, type RowSplit, type StagedRows } from "./row-export.js";
 import { ident, postgresType } from "./sql-names.js";
 import { forgetState, readState, recordState, type Query, type StateScope } from "./state-table.js";
 import { DELETED_AT, UPDATED_AT, existingStamp, goneKeysCondition, goneKeysStatement, upsertStatement } from "./upsert-statements.js";
@@ -21,31 +21,28 @@ export type PostgresClient = Pick<pg.Client, "connect" | "query" | "end" | "on">
 /** PostgreSQL's SQLSTATE for a duplicate key: the only error after which an upsert's straight COPY is retried by merge. */
 const UNIQUE_VIOLATION = "23505";
 
-/** One partition's rows read out of the lake, ready to COPY: a CSV file in its own temporary folder. */
-interface StagedRows {
-  readonly folder: string;
-  readonly csv: string;
-}
-
 /**
  * The PostgreSQL sink: each partition goes in one transaction, by COPY
- * (rows streamed out of the run's Parquet files through DuckDB as CSV),
+ * (rows read out of the run's Parquet files by DuckDB as CSV, streamed),
  * with its signature in `lakeswap_state`. `partition_replace` deletes the
- * partition's rows and inserts the new ones; `upsert` merges by primary key
- * (`INSERT ... ON CONFLICT ... DO UPDATE`) from a temporary table, or COPYs a
- * partition the table never held straight in when none of its keys is there.
- * While one partition's transaction runs, the next one's CSV is exported.
+ * partition's rows and COPYs the new ones in; `upsert` COPYs the rows whose
+ * key the target does not hold straight into it (the server's fastest insert)
+ * and merges the others by primary key (`INSERT ... ON CONFLICT ... DO
+ * UPDATE`, one statement) from a temporary table; should a key it took for
+ * new be there after all, the partition is merged whole. While one
+ * partition's transaction runs, the next one's rows are exported, divided by
+ * the keys the target holds (read on a connection of their own).
  */
 export class PostgresSink implements Sink {
   readonly description: string;
   private readonly client: PostgresClient;
   private connected?: Promise<void>;
-  private duckdb?: Promise<{ instance: DuckDBInstance; connection: DuckDBConnection }>;
+  private readonly rowExport: RowExport;
+  /** A second connection that reads the target's keys of a partition about to be exported (never in a transaction). */
+  private keyReader?: Promise<pg.Client>;
   private broken?: Error;
   /** Partitions exported ahead (the `upcoming` of a write), by `stagedKey`, until their own write takes them or `close` removes them. */
   private readonly staged = new Map<string, { readonly layout: SinkLayout; readonly rows: Promise<StagedRows> }>();
-  /** DuckDB runs one export at a time: the one a write waits for, then the one staged ahead. */
-  private duckdbQueue: Promise<unknown> = Promise.resolve();
   /** Upsert: the partitions `lakeswap_state` records for this table, as `prepare` read them. */
   private held?: ReadonlySet<string>;
   /** Upsert: whether a COPY into the target does what the merge's INSERT would, so a new partition may go straight in (`allowsPlainCopy`). */
@@ -58,6 +55,7 @@ export class PostgresSink implements Sink {
     client?: PostgresClient,
   ) {
     this.description = `postgres ${spec.maskedUrl} ${spec.schema}.${spec.table}`;
+    this.rowExport = new RowExport(this.description);
     // A host that never answers fails the sink after 15 s rather than holding the sync (and its leases) forever.
     this.client = client ?? new pg.Client({ connectionString: spec.url, application_name: "lakeswap", connectionTimeoutMillis: 15_000, keepAlive: true });
     // A connection that drops between queries must not crash the process: the next query fails instead.
@@ -102,74 +100,106 @@ export class PostgresSink implements Sink {
     const staging = this.takeStaged(layout, part) ?? this.stage(layout, part);
     // The next partitions are exported (after this one, DuckDB runs one at a time) while this one's transaction runs.
     for (const next of part.upcoming ?? []) this.stageAhead(layout, next);
-    const { folder, csv } = await staging;
+    const staged = await staging;
     try {
-      const target = `${ident(this.spec.schema)}.${ident(this.spec.table)}`;
-      const columns = layout.columns.map((c) => ident(c.name)).join(", ");
       return await this.transaction(part.path, part.runId, part.signature, async () => {
         if (layout.mode === "partition_replace") {
           await this.deletePartition(layout, part.partition);
-          return this.copy(`COPY ${target} (${columns}) FROM STDIN (FORMAT csv)`, csv);
+          return this.copy(this.copyInto(this.targetName(), layout), staged.fresh);
         }
-        // A partition the (consistent, see prepare) target never held has no live row there: nothing to delete.
-        if (this.plainCopyAllowed && this.held?.has(part.path) === false) {
-          const rows = await this.copyUnlessKeyExists(`COPY ${target} (${columns}) FROM STDIN (FORMAT csv)`, csv);
-          if (rows !== undefined) return rows;
-        }
-        const temp = await this.rowsTable(layout);
-        const rows = await this.copy(`COPY ${temp} (${columns}) FROM STDIN (FORMAT csv)`, csv);
-        await this.removeGoneKeys(layout, part.partition, temp);
-        await this.query(upsertStatement(target, temp, layout, this.stampColumn));
-        return rows;
+        return this.upsert(layout, part, staged);
       });
     } finally {
-      await rm(folder, { recursive: true, force: true });
+      await rm(staged.folder, { recursive: true, force: true });
     }
+  }
+
+  /** `COPY <table> (<columns>) FROM STDIN (FORMAT csv)`. */
+  private copyInto(table: string, layout: SinkLayout): string {
+    return `COPY ${table} (${layout.columns.map((c) => ident(c.name)).join(", ")}) FROM STDIN (FORMAT csv)`;
   }
 
   /**
-   * Upsert of a partition the table never held: its keys are usually new, and a plain COPY into the target
-   * (what the merge would insert, without the temporary table and ON CONFLICT's per-row speculative insert)
-   * is the fast way. A key the table already holds (or one the partition repeats) stops it with a duplicate
-   * key: everything it copied is rolled back to the savepoint, and the caller merges instead. Returns the
-   * rows copied, or undefined when the partition must be merged.
+   * Upsert of one partition, in its transaction: the known rows COPYed into a temporary table, the keys the partition
+   * lost removed or marked, the fresh rows COPYed straight into the target (what the merge's INSERT would do, without
+   * its per-row speculative insert), then one INSERT ... ON CONFLICT merges the temporary table. A key the fresh rows
+   * share with the target (it moved from another partition, or came after the keys were read) stops their COPY with a
+   * duplicate key: everything since the savepoint is rolled back, and the fresh rows are merged too. Returns the rows.
    */
-  private async copyUnlessKeyExists(sql: string, csv: string): Promise<number | undefined> {
-    await this.query("SAVEPOINT lakeswap_copy");
-    try {
-      const rows = await this.copy(sql, csv);
-      await this.query("RELEASE SAVEPOINT lakeswap_copy");
-      return rows;
-    } catch (error) {
-      if (sqlState(error) !== UNIQUE_VIOLATION) throw error;
-      await this.query("ROLLBACK TO SAVEPOINT lakeswap_copy");
-      return undefined;
+  private async upsert(layout: SinkLayout, part: SinkPartitionWrite, staged: StagedRows): Promise<number> {
+    const target = this.targetName();
+    const temp = await this.rowsTable(layout);
+    let rows = (await hasRows(staged.known)) ? await this.copy(this.copyInto(temp, layout), staged.known) : 0;
+    if (await hasRows(staged.fresh)) {
+      await this.query("SAVEPOINT lakeswap_copy");
+      try {
+        // Before the fresh rows are in: their keys are not in the temporary table, and must not count as gone.
+        await this.removeGoneKeys(layout, part.partition, temp);
+        const fresh = await this.copy(this.copyInto(target, layout), staged.fresh);
+        await this.query("RELEASE SAVEPOINT lakeswap_copy");
+        if (rows > 0) await this.query(upsertStatement(target, temp, layout, this.stampColumn));
+        return rows + fresh;
+      } catch (error) {
+        if (sqlState(error) !== UNIQUE_VIOLATION) throw error;
+        await this.query("ROLLBACK TO SAVEPOINT lakeswap_copy");
+      }
+      rows += await this.copy(this.copyInto(temp, layout), staged.fresh);
     }
+    await this.removeGoneKeys(layout, part.partition, temp);
+    await this.query(upsertStatement(target, temp, layout, this.stampColumn));
+    return rows;
   }
 
-  /** Reads a partition's rows out of its run into a CSV file of its own temporary folder; the folder is removed if that fails. */
+  /** Reads a partition's rows out of its run into CSV files of its own temporary folder; the folder is removed if that fails. */
   private async stage(layout: SinkLayout, part: SinkPartitionWrite): Promise<StagedRows> {
     const folder = await freshProcessFolder("lakeswap-sink-");
     try {
-      const csv = path.join(folder, "rows.csv");
-      // A run without files (a partition emptied in the lake): no rows, sent as such.
-      if (part.files.length === 0 && (part.remote?.keys.length ?? 0) === 0) {
-        await writeFile(csv, "");
-        return { folder, csv };
-      }
-      // An S3 lake's run: its files copied next to the CSV first, one at a time.
+      // An S3 lake's run: its files copied into the folder first, one at a time.
       const files: string[] = part.remote ? [] : [...part.files];
       for (const [index, key] of (part.remote?.keys ?? []).entries()) {
         const local = path.join(folder, `run-${index}.parquet`);
         await writeFile(local, await part.remote!.read(key));
         files.push(local);
       }
-      await this.exportCsv(layout, { ...part, files }, csv);
-      return { folder, csv };
+      return await this.rowExport.export(layout, { ...part, files }, folder, await this.split(layout, part, folder));
     } catch (error) {
       await rm(folder, { recursive: true, force: true });
       throw error;
     }
+  }
+
+  /**
+   * How an upsert's rows are divided: merged whole where a COPY into the target would not do what the merge's INSERT
+   * does (see allowsPlainCopy); fresh whole for a partition the target never held; else by the keys the target holds
+   * in the partition now. Keys that cannot be read only cost speed: every row is merged.
+   */
+  private async split(layout: SinkLayout, part: SinkPartitionWrite, folder: string): Promise<RowSplit> {
+    if (layout.mode === "partition_replace") return { all: "fresh" };
+    if (!this.plainCopyAllowed) return { all: "known" };
+    if (this.held?.has(part.path) === false) return { all: "fresh" };
+    const keysCsv = path.join(folder, "target-keys.csv");
+    try {
+      const client = await this.openKeyReader();
+      const key = layout.primaryKey.filter((name) => !part.partition.keys.includes(name));
+      const where = part.partition.keys.map((name, i) => `${ident(name)} = ${quoteLiteral(part.partition.values[i] as string)}`).join(" AND ") || "true";
+      const keys = key.length > 0 ? key.map(ident).join(", ") : "1";
+      await pipeline(client.query(copyTo(`COPY (SELECT ${keys} FROM ${this.targetName()} WHERE ${where}) TO STDOUT (FORMAT csv)`)), createWriteStream(keysCsv));
+      return { keysCsv };
+    } catch {
+      return { all: "known" };
+    }
+  }
+
+  /** The key reader's connection, opened once. */
+  private openKeyReader(): Promise<pg.Client> {
+    this.keyReader ??= (async () => {
+      const client = new pg.Client({ connectionString: this.spec.url, application_name: "lakeswap", connectionTimeoutMillis: 15_000, keepAlive: true });
+      // A failure surfaces in the next query (and only costs speed); it must not crash the process.
+      client.on("error", () => undefined);
+      await client.connect();
+      return client;
+    })();
+    return this.keyReader;
   }
 
   /** Starts exporting a partition the sync writes next; its write takes the result (or the error). */
@@ -262,13 +292,10 @@ export class PostgresSink implements Sink {
     const pending = [...this.staged.values()];
     this.staged.clear();
     await Promise.all(pending.map((staged) => discard(staged.rows)));
-    const duckdb = this.duckdb;
-    this.duckdb = undefined;
-    if (duckdb) {
-      const { instance, connection } = await duckdb.catch(() => ({ instance: undefined, connection: undefined }));
-      connection?.closeSync();
-      instance?.closeSync();
-    }
+    await this.rowExport.close();
+    const keyReader = this.keyReader;
+    this.keyReader = undefined;
+    if (keyReader) await (await keyReader.catch(() => undefined))?.end().catch(() => undefined);
     if (this.connected) {
       this.connected = undefined;
       await this.client.end().catch(() => undefined);
@@ -302,64 +329,6 @@ export class PostgresSink implements Sink {
     } catch (error) {
       throw this.failure(error);
     }
-  }
-
-  /** Writes the run's rows as CSV: every value quoted, NULL as an empty unquoted field, the partition's values added. */
-  private async exportCsv(layout: SinkLayout, part: SinkPartitionWrite, csv: string): Promise<void> {
-    const exported = this.duckdbQueue.then(() => this.runExport(layout, part, csv));
-    this.duckdbQueue = exported.catch(() => undefined);
-    await exported;
-  }
-
-  private async runExport(layout: SinkLayout, part: SinkPartitionWrite, csv: string): Promise<void> {
-    const { connection } = await this.openDuckDb();
-    const select = layout.columns
-      .map((column) => {
-        const index = part.partition.keys.indexOf(column.name);
-        return index >= 0 ? `${quoteLiteral(part.partition.values[index] as string)} AS ${ident(column.name)}` : ident(column.name);
-      })
-      .join(", ");
-    const files = part.files.map((file) => quoteLiteral(file)).join(", ");
-    const rows = `read_parquet([${files}], hive_partitioning = false)`;
-    if (layout.mode === "upsert") await this.checkUniqueKeys(connection, layout, part, rows);
-    await connection.run(
-      `COPY (SELECT ${select} FROM ${rows}) TO ${quoteLiteral(csv)} (FORMAT CSV, HEADER false, FORCE_QUOTE *)`,
-    );
-  }
-
-  /**
-   * An upsert partition must hold each key once. PostgreSQL's ON CONFLICT refuses a key twice only when both rows
-   * would change the target row; when the first equals what the target holds, the second silently wins, so the
-   * result would depend on the order the rows come in. Checked here, before anything is sent.
-   */
-  private async checkUniqueKeys(connection: DuckDBConnection, layout: SinkLayout, part: SinkPartitionWrite, rows: string): Promise<void> {
-    // Partition columns are constant within the partition (and not in the run's files): the rest of the key decides.
-    const key = layout.primaryKey.filter((name) => !part.partition.keys.includes(name));
-    const grouped = key.length === 0 ? `SELECT count(*) AS n FROM ${rows} HAVING count(*) > 1` : `SELECT ${key.map(ident).join(", ")}, count(*) AS n FROM ${rows} GROUP BY ALL HAVING count(*) > 1 LIMIT 1`;
-    const reader = await connection.runAndReadAll(grouped);
-    const duplicate = reader.getRowObjectsJson()[0];
-    if (!duplicate) return;
-    const values = layout.primaryKey.map((name) => {
-      const index = part.partition.keys.indexOf(name);
-      return `${name} = ${JSON.stringify(index >= 0 ? part.partition.values[index] : duplicate[name])}`;
-    });
-    throw new LakeswapError(
-      "INVALID_INPUT",
-      `${this.description}: partition ${part.path || "(whole table)"} of lake table ${layout.lakeTable} holds the key (${values.join(", ")}) ${String(duplicate.n)} times, ` +
-        `and upsert needs each key (${layout.primaryKey.join(", ")}) once; change the layer's SQL to give one row per key, or the sink's primary_key; nothing of this partition was sent`,
-    );
-  }
-
-  private openDuckDb(): Promise<{ instance: DuckDBInstance; connection: DuckDBConnection }> {
-    this.duckdb ??= (async () => {
-      const { DuckDBInstance } = await import("@duckdb/node-api");
-      const instance = await DuckDBInstance.create(":memory:", { threads: "2" });
-      const connection = await instance.connect();
-      // Instants as UTC text with their offset, so PostgreSQL reads the same instant whatever the machine's zone.
-      await connection.run("SET TimeZone = 'UTC'").catch(() => undefined);
-      return { instance, connection };
-    })();
-    return this.duckdb;
   }
 
   /** The target's columns and their types as `format_type` prints them; empty when the table does not exist. */
@@ -446,6 +415,11 @@ export class PostgresSink implements Sink {
     if (what === "cannot connect" || this.broken) return new TargetUnavailableError(message, error);
     return new LakeswapError("STORE_ERROR", message, { cause: error });
   }
+}
+
+/** Whether a CSV file holds any row (COPY writes no header). */
+async function hasRows(csv: string): Promise<boolean> {
+  return (await stat(csv)).size > 0;
 }
 
 /** Names a partition's run among the partitions staged ahead. */

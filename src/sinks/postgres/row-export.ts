@@ -1,0 +1,138 @@
+import { stat, writeFile } from "node:fs/promises";
+import path from "node:path";
+import type { DuckDBConnection, DuckDBInstance } from "@duckdb/node-api";
+import { duckdbStorageType } from "../../model/column-types.js";
+import { LakeswapError } from "../../model/errors.js";
+import { quoteLiteral } from "../../model/sql.js";
+import type { SinkLayout, SinkPartitionWrite } from "../sink.js";
+import { ident } from "./sql-names.js";
+
+/**
+ * One partition's rows read out of the lake as CSV files for COPY, in its own temporary folder: `fresh` holds the rows
+ * that may go straight into the target (a partition_replace's rows; an upsert's rows whose key the target did not hold
+ * when they were read), `known` the rows an upsert merges. Either file may be empty (no rows).
+ */
+export interface StagedRows {
+  readonly folder: string;
+  readonly fresh: string;
+  readonly known: string;
+}
+
+/** How an upsert's rows are divided: all merged, all fresh, or by the target's keys (a CSV file that PostgreSQL wrote). */
+export type RowSplit = { readonly all: "fresh" | "known" } | { readonly keysCsv: string };
+
+/**
+ * Reads partitions' rows out of their runs' Parquet files with DuckDB and writes them as CSV for PostgreSQL's
+ * `COPY ... (FORMAT csv)`: NULL as an empty unquoted field, text always quoted (so an empty string is `""` and no line
+ * can read as COPY's end marker), other values as DuckDB prints them, the partition's values added. One export at a
+ * time; no per-row work in JavaScript.
+ */
+export class RowExport {
+  private duckdb?: Promise<{ instance: DuckDBInstance; connection: DuckDBConnection }>;
+  /** DuckDB runs one export at a time: the one a write waits for, then the one staged ahead. */
+  private queue: Promise<unknown> = Promise.resolve();
+
+  constructor(
+    /** Prefixes messages (the sink's description). */
+    private readonly described: string,
+  ) {}
+
+  /** Writes the partition's rows into `folder` (fresh.csv, known.csv), divided as `split` says. */
+  async export(layout: SinkLayout, part: SinkPartitionWrite, folder: string, split: RowSplit): Promise<StagedRows> {
+    const staged = { folder, fresh: path.join(folder, "fresh.csv"), known: path.join(folder, "known.csv") };
+    const exported = this.queue.then(() => this.run(layout, part, staged, split));
+    this.queue = exported.catch(() => undefined);
+    await exported;
+    return staged;
+  }
+
+  private async run(layout: SinkLayout, part: SinkPartitionWrite, staged: StagedRows, split: RowSplit): Promise<void> {
+    // A run without files (a partition emptied in the lake): no rows, sent as such.
+    if (part.files.length === 0) {
+      await Promise.all([writeFile(staged.fresh, ""), writeFile(staged.known, "")]);
+      return;
+    }
+    const { connection } = await this.open();
+    const select = layout.columns
+      .map((column) => {
+        const index = part.partition.keys.indexOf(column.name);
+        return index >= 0 ? `${quoteLiteral(part.partition.values[index] as string)} AS ${ident(column.name)}` : ident(column.name);
+      })
+      .join(", ");
+    const rows = `read_parquet([${part.files.map((file) => quoteLiteral(file)).join(", ")}], hive_partitioning = false)`;
+    if (layout.mode === "upsert") await this.checkUniqueKeys(connection, layout, part, rows);
+    const text = layout.columns.filter((column) => column.type === "VARCHAR").map((column) => ident(column.name));
+    const options = `FORMAT CSV, HEADER false${text.length > 0 ? `, FORCE_QUOTE (${text.join(", ")})` : ""}`;
+    const write = (where: string, file: string): Promise<unknown> => connection.run(`COPY (SELECT ${select} FROM ${rows} r${where}) TO ${quoteLiteral(file)} (${options})`);
+    const key = layout.primaryKey.filter((name) => !part.partition.keys.includes(name));
+    const keys = "keysCsv" in split && key.length > 0 && (await stat(split.keysCsv)).size > 0 ? split.keysCsv : undefined;
+    if (keys === undefined) {
+      // Without keys of the target in this partition every row is fresh; without a key to tell rows apart, merged.
+      const all = "all" in split ? split.all : key.length > 0 ? "fresh" : "known";
+      await write("", all === "fresh" ? staged.fresh : staged.known);
+      await writeFile(all === "fresh" ? staged.known : staged.fresh, "");
+      return;
+    }
+    // The target's keys as PostgreSQL prints them, cast to the types the lake stores; a value that does not cast matches
+    // nothing, so its row counts as fresh (a COPY of it into the target finds the key there, and the partition is merged).
+    const columns = key.map((_, i) => `'k${i}': 'VARCHAR'`).join(", ");
+    const cast = key.map((name, i) => `TRY_CAST(k${i} AS ${duckdbStorageType(layout.columns.find((c) => c.name === name)!.type)}) AS k${i}`).join(", ");
+    await connection.run(
+      `CREATE OR REPLACE TEMP TABLE lakeswap_target_keys AS SELECT DISTINCT ${cast} FROM read_csv(${quoteLiteral(keys)}, ` +
+        `header = false, auto_detect = false, delim = ',', quote = '"', escape = '"', columns = {${columns}})`,
+    );
+    try {
+      const held = `EXISTS (SELECT 1 FROM lakeswap_target_keys k WHERE ${key.map((name, i) => `k.k${i} = r.${ident(name)}`).join(" AND ")})`;
+      await write(` WHERE NOT ${held}`, staged.fresh);
+      await write(` WHERE ${held}`, staged.known);
+    } finally {
+      await connection.run("DROP TABLE IF EXISTS lakeswap_target_keys");
+    }
+  }
+
+  /**
+   * An upsert partition must hold each key once. PostgreSQL's ON CONFLICT refuses a key twice only when both rows
+   * would change the target row; when the first equals what the target holds, the second silently wins, so the
+   * result would depend on the order the rows come in. Checked here, before anything is sent.
+   */
+  private async checkUniqueKeys(connection: DuckDBConnection, layout: SinkLayout, part: SinkPartitionWrite, rows: string): Promise<void> {
+    // Partition columns are constant within the partition (and not in the run's files): the rest of the key decides.
+    const key = layout.primaryKey.filter((name) => !part.partition.keys.includes(name));
+    const grouped = key.length === 0 ? `SELECT count(*) AS n FROM ${rows} HAVING count(*) > 1` : `SELECT ${key.map(ident).join(", ")}, count(*) AS n FROM ${rows} GROUP BY ALL HAVING count(*) > 1 LIMIT 1`;
+    const reader = await connection.runAndReadAll(grouped);
+    const duplicate = reader.getRowObjectsJson()[0];
+    if (!duplicate) return;
+    const values = layout.primaryKey.map((name) => {
+      const index = part.partition.keys.indexOf(name);
+      return `${name} = ${JSON.stringify(index >= 0 ? part.partition.values[index] : duplicate[name])}`;
+    });
+    throw new LakeswapError(
+      "INVALID_INPUT",
+      `${this.described}: partition ${part.path || "(whole table)"} of lake table ${layout.lakeTable} holds the key (${values.join(", ")}) ${String(duplicate.n)} times, ` +
+        `and upsert needs each key (${layout.primaryKey.join(", ")}) once; change the layer's SQL to give one row per key, or the sink's primary_key; nothing of this partition was sent`,
+    );
+  }
+
+  private open(): Promise<{ instance: DuckDBInstance; connection: DuckDBConnection }> {
+    this.duckdb ??= (async () => {
+      const { DuckDBInstance } = await import("@duckdb/node-api");
+      const instance = await DuckDBInstance.create(":memory:", { threads: "2" });
+      const connection = await instance.connect();
+      // Instants as UTC text with their offset, so PostgreSQL reads the same instant whatever the machine's zone.
+      await connection.run("SET TimeZone = 'UTC'").catch(() => undefined);
+      return { instance, connection };
+    })();
+    return this.duckdb;
+  }
+
+  /** Closes DuckDB (after the exports under way). */
+  async close(): Promise<void> {
+    const duckdb = this.duckdb;
+    this.duckdb = undefined;
+    if (!duckdb) return;
+    await this.queue;
+    const { instance, connection } = await duckdb.catch(() => ({ instance: undefined, connection: undefined }));
+    connection?.closeSync();
+    instance?.closeSync();
+  }
+}
