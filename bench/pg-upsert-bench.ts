@@ -1,5 +1,5 @@
 import { execFile } from "node:child_process";
-import { createReadStream, promises as fs } from "node:fs";
+import { createReadStream, readFileSync, readdirSync, promises as fs } from "node:fs";
 import path from "node:path";
 import { pipeline } from "node:stream/promises";
 import { promisify } from "node:util";
@@ -99,6 +99,8 @@ interface LakeswapUpsert {
   readonly rowsPerSecond: number;
   /** CPU of the bench's process (lakeswap, DuckDB and pg) during the sink phase, user + system, in ms. */
   readonly sinkCpuMs: number;
+  /** CPU of the PostgreSQL server (every process of the cluster) during the sink phase, in ms; undefined where /proc cannot tell. */
+  readonly serverCpuMs: number | undefined;
 }
 
 /** The partition replace and its floor. */
@@ -109,6 +111,11 @@ interface ReplaceFigures {
   readonly firstSend: LakeswapUpsert;
   /** A plain COPY of the same rows into an empty table without index: the faster of two, in ms. */
   readonly copyMs: number;
+  /** The server's CPU during that COPY, in ms. */
+  readonly copyServerCpuMs: number | undefined;
+  /** The same COPY into an empty table with the target's partition index (context: what the index costs), in ms. */
+  readonly indexedCopyMs: number;
+  readonly indexedCopyServerCpuMs: number | undefined;
   /** lakeswap.sinkMs / copyMs: the target's measure. */
   readonly ratio: number;
   /** The replaced table holds exactly the delivery's rows (same count and hash as the COPYed table). */
@@ -189,9 +196,10 @@ export async function benchPgUpsert(workDir: string, options: { readonly budgetM
 async function measure(server: PostgresServer, dir: string, budgetMs: number, progress: (message: string) => void): Promise<PgUpsertFigures> {
   const files = await writeInputs(dir, progress);
   const urlOf = (database: string): string => server.url.replace(/\/postgres$/, `/${database}`);
-  const upsert = await measureUpsert(server, dir, files, urlOf, budgetMs, progress);
+  const serverCpu = await serverCpuClock(server);
+  const upsert = await measureUpsert(server, dir, files, { urlOf, serverCpu }, budgetMs, progress);
   await server.query("CHECKPOINT");
-  const replace = await measureReplace(server, dir, files, urlOf, progress);
+  const replace = await measureReplace(server, dir, files, { urlOf, serverCpu }, progress);
   const version = (await server.query<{ v: string }>("SELECT current_setting('server_version') AS v"))[0]?.v ?? "unknown";
   return { ...upsert, postgres: version, replace };
 }
@@ -242,7 +250,7 @@ async function measureUpsert(
   server: PostgresServer,
   dir: string,
   inputs: BenchInputs,
-  urlOf: (database: string) => string,
+  { urlOf, serverCpu }: ServerProbes,
   budgetMs: number,
   progress: (message: string) => void,
 ): Promise<Omit<Extract<PgUpsertFigures, { measured: true }>, "postgres" | "replace">> {
@@ -264,7 +272,7 @@ async function measureUpsert(
 
     progress(`sink: timed · lakeswap sync of the ${count(PG_UPSERT_ROWS)}-row delivery, upsert sink`);
     const lakeswapStart = await serverClock(urlOf(lakeswapDb));
-    const lakeswap = await timeLakeswap(lake, config, inputs.deliveryFile, PG_UPSERT_ROWS);
+    const lakeswap = await timeLakeswap(lake, config, inputs.deliveryFile, PG_UPSERT_ROWS, serverCpu);
     await server.query("CHECKPOINT");
 
     progress(`sink: timed · psycopg2 executemany of ${count(PG_UPSERT_ROWS)} rows, one INSERT ... ON CONFLICT per row (budget ${(budgetMs / 1000).toFixed(0)} s)`);
@@ -303,7 +311,7 @@ async function measureReplace(
   server: PostgresServer,
   dir: string,
   inputs: BenchInputs,
-  urlOf: (database: string) => string,
+  { urlOf, serverCpu }: ServerProbes,
   progress: (message: string) => void,
 ): Promise<ReplaceFigures> {
   const database = "replace_lakeswap";
@@ -314,32 +322,45 @@ async function measureReplace(
   const lake = await openEmbeddedLake(path.join(dir, "lake-replace"));
   try {
     progress(`sink: timed · partition_replace: first send of ${count(PG_UPSERT_ROWS)} older rows into an empty target (context)`);
-    const firstSend = await timeLakeswap(lake, config, inputs.olderFile, PG_UPSERT_ROWS);
+    const firstSend = await timeLakeswap(lake, config, inputs.olderFile, PG_UPSERT_ROWS, serverCpu);
     await withClient(urlOf(database), (client) => client.query(`VACUUM ANALYZE ${TABLE}`));
     await server.query("CHECKPOINT");
     progress(`sink: timed · partition_replace of every partition by the ${count(PG_UPSERT_ROWS)}-row delivery`);
-    const lakeswap = await timeLakeswap(lake, config, inputs.deliveryFile, PG_UPSERT_ROWS);
+    const lakeswap = await timeLakeswap(lake, config, inputs.deliveryFile, PG_UPSERT_ROWS, serverCpu);
     await server.query("CHECKPOINT");
-    progress(`sink: timed · the floor: plain COPY of ${count(PG_UPSERT_ROWS)} rows into an empty table (twice, the faster counts)`);
-    const copyMs = await withClient(urlOf(database), async (client) => {
-      const times: number[] = [];
-      for (const attempt of [1, 2]) {
+    progress(`sink: timed · the floor: plain COPY of ${count(PG_UPSERT_ROWS)} rows into an empty table (twice, the faster counts), and into one with the partition index`);
+    const copies = await withClient(urlOf(database), async (client) => {
+      const timed: { ms: number; serverMs: number | undefined }[] = [];
+      for (const attempt of [1, 2, 3]) {
         const table = `bench.orders_copy_${attempt}`;
         await client.query(`CREATE TABLE ${table} (LIKE ${TABLE})`);
+        if (attempt === 3) await client.query(`CREATE INDEX ON ${table} (day)`);
         await server.query("CHECKPOINT");
+        const serverAtStart = serverCpu();
         const started = performance.now();
         const stream = client.query(copyFrom(`COPY ${table} (${COLUMNS.join(", ")}) FROM STDIN (FORMAT csv)`));
         await pipeline(createReadStream(inputs.rowsCsv), stream);
-        times.push(performance.now() - started);
+        const serverAtEnd = serverCpu();
+        timed.push({ ms: performance.now() - started, serverMs: serverAtStart !== undefined && serverAtEnd !== undefined ? serverAtEnd - serverAtStart : undefined });
       }
-      return Math.min(...times);
+      return timed;
     });
+    const floor = copies[0]!.ms <= copies[1]!.ms ? copies[0]! : copies[1]!;
     const hashes = await withClient(urlOf(database), async (client) => {
       const hash = async (table: string): Promise<string> =>
         (await client.query<{ h: string }>(`SELECT count(*) || ':' || md5(string_agg(md5(concat_ws('|', ${COLUMNS.join(", ")})), '' ORDER BY order_id)) AS h FROM ${table}`)).rows[0]!.h;
       return [await hash(TABLE), await hash("bench.orders_copy_1")];
     });
-    return { lakeswap, firstSend, copyMs, ratio: lakeswap.sinkMs / copyMs, identical: hashes[0] === hashes[1] };
+    return {
+      lakeswap,
+      firstSend,
+      copyMs: floor.ms,
+      copyServerCpuMs: floor.serverMs,
+      indexedCopyMs: copies[2]!.ms,
+      indexedCopyServerCpuMs: copies[2]!.serverMs,
+      ratio: lakeswap.sinkMs / floor.ms,
+      identical: hashes[0] === hashes[1],
+    };
   } finally {
     await lake.close();
   }
@@ -387,14 +408,17 @@ function pipelineYaml(url: string, mode: "upsert" | "partition_replace"): string
 }
 
 /** One sync of the delivery; the sink phase is timed by wrapping the sink opener (opened, then closed, once per sync). */
-async function timeLakeswap(lake: Lake, config: PipelineConfig, file: string, rows: number): Promise<LakeswapUpsert> {
+async function timeLakeswap(lake: Lake, config: PipelineConfig, file: string, rows: number, serverCpu: () => number | undefined): Promise<LakeswapUpsert> {
   let opened: number | undefined;
   let closed: number | undefined;
   let cpuAtOpen: NodeJS.CpuUsage | undefined;
   let cpu: NodeJS.CpuUsage | undefined;
+  let serverAtOpen: number | undefined;
+  let serverAtClose: number | undefined;
   const timedOpenSink: SinkOpener = async (spec) => {
     opened = performance.now();
     cpuAtOpen = process.cpuUsage();
+    serverAtOpen = serverCpu();
     const sink = await openSink(spec);
     return {
       description: sink.description,
@@ -405,6 +429,7 @@ async function timeLakeswap(lake: Lake, config: PipelineConfig, file: string, ro
         await sink.close();
         closed = performance.now();
         cpu = process.cpuUsage(cpuAtOpen);
+        serverAtClose = serverCpu();
       },
     };
   };
@@ -425,6 +450,7 @@ async function timeLakeswap(lake: Lake, config: PipelineConfig, file: string, ro
     partitionSecondsSum: sent.reduce((sum, s) => sum + s.seconds, 0),
     rowsPerSecond: rows / (sinkMs / 1000),
     sinkCpuMs: (cpu.user + cpu.system) / 1000,
+    serverCpuMs: serverAtOpen !== undefined && serverAtClose !== undefined ? serverAtClose - serverAtOpen : undefined,
   };
 }
 
@@ -460,6 +486,46 @@ async function timeExecutemany(url: string, rowsCsv: string, budgetMs: number): 
   };
   const ms = (result.measuredMs / result.measuredRows) * PG_UPSERT_ROWS + result.commitMs;
   return { ...result, ms, extrapolated: result.restRows > 0, rowsPerSecond: PG_UPSERT_ROWS / (ms / 1000), budgetMs };
+}
+
+/** The database URLs of the cluster, and its CPU clock. */
+interface ServerProbes {
+  readonly urlOf: (database: string) => string;
+  readonly serverCpu: () => number | undefined;
+}
+
+/**
+ * The CPU the cluster has used so far, in ms: the postmaster's own and its reaped children's (backends that ended),
+ * plus every live child's (backends, autovacuum, WAL writer). Read from /proc; undefined where it cannot be read.
+ */
+async function serverCpuClock(server: PostgresServer): Promise<() => number | undefined> {
+  const stat = (pid: number): string[] => readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+  let postmaster: number;
+  try {
+    const backend = (await server.query<{ pid: number }>("SELECT pg_backend_pid() AS pid"))[0]!.pid;
+    postmaster = Number(stat(backend)[1]);
+  } catch {
+    return () => undefined;
+  }
+  const ticks = 1000 / 100;
+  return () => {
+    try {
+      const own = stat(postmaster);
+      let total = Number(own[11]) + Number(own[12]) + Number(own[13]) + Number(own[14]);
+      for (const entry of readdirSync("/proc")) {
+        if (!/^\d+$/.test(entry)) continue;
+        try {
+          const child = stat(Number(entry));
+          if (Number(child[1]) === postmaster) total += Number(child[11]) + Number(child[12]);
+        } catch {
+          // A process that ended while the folder was read.
+        }
+      }
+      return total * ticks;
+    } catch {
+      return undefined;
+    }
+  };
 }
 
 /** The server's clock now: rows stamped after it were written by the step that follows. */

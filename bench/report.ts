@@ -498,20 +498,34 @@ function renderPgUpsert(figures: PgUpsertFigures): string {
   const perRow = executemany.extrapolated
     ? `${count(executemany.measuredRows)} measured in ${seconds(executemany.measuredMs)}; ${count(figures.rows)} EXTRAPOLATED linearly`
     : `${count(executemany.measuredRows)} measured`;
-  const cpu = (value: number): string => `${seconds(value)} cpu`;
+  const cpu = (value: number | undefined): string => (value === undefined ? "" : `${seconds(value)} cpu`);
   const table = renderTable(
-    ["measure", "rows", "seconds", "client cpu", "throughput"],
+    ["measure", "rows", "seconds", "client cpu", "server cpu", "throughput"],
     [
-      ["lakeswap sink, upsert mode · per partition, one transaction: the run's rows streamed by COPY into a staging table, one INSERT … ON CONFLICT", count(lakeswap.rowsSent), seconds(lakeswap.sinkMs), cpu(lakeswap.sinkCpuMs), rate(lakeswap.rowsSent, lakeswap.sinkMs)],
-      [`  (context) the same Pipeline.sync's lake part: land, sign, write and swap ${figures.partitions} raw partitions`, count(figures.rows), seconds(lakeswap.lakeMs), "", ""],
-      ["  (context) the whole Pipeline.sync (lake part + sink)", count(figures.rows), seconds(lakeswap.syncMs), "", ""],
-      [`executemany (the seed's method) · ${executemany.client} · cur.executemany of the chapter's INSERT … ON CONFLICT DO UPDATE, one transaction · ${perRow}`, count(figures.rows), seconds(executemany.ms), `${cpu(executemany.measuredCpuMs)} (measured rows)`, rate(figures.rows, executemany.ms)],
+      [
+        "lakeswap sink, upsert mode · per partition, one transaction: rows whose key the target lacks COPYed straight in, the others COPYed into a temporary table and merged by one INSERT … ON CONFLICT",
+        count(lakeswap.rowsSent),
+        seconds(lakeswap.sinkMs),
+        cpu(lakeswap.sinkCpuMs),
+        cpu(lakeswap.serverCpuMs),
+        rate(lakeswap.rowsSent, lakeswap.sinkMs),
+      ],
+      [`  (context) the same Pipeline.sync's lake part: land, sign, write and swap ${figures.partitions} raw partitions`, count(figures.rows), seconds(lakeswap.lakeMs), "", "", ""],
+      ["  (context) the whole Pipeline.sync (lake part + sink)", count(figures.rows), seconds(lakeswap.syncMs), "", "", ""],
+      [
+        `executemany (the seed's method) · ${executemany.client} · cur.executemany of the chapter's INSERT … ON CONFLICT DO UPDATE, one transaction · ${perRow}`,
+        count(figures.rows),
+        seconds(executemany.ms),
+        `${cpu(executemany.measuredCpuMs)} (measured rows)`,
+        "",
+        rate(figures.rows, executemany.ms),
+      ],
     ],
   );
   const ratio = `ratio executemany / lakeswap sink: ${times(figures.ratio)}${executemany.extrapolated ? " (executemany EXTRAPOLATED)" : ""}`;
   const note =
     `sink seconds: from opening the sink to closing it (connect, table checks, ${lakeswap.partitionsSent} partitions sent, ${lakeswap.partitionsSkipped} skipped as unchanged; ` +
-    `the partitions' own seconds sum to ${lakeswap.partitionSecondsSum.toFixed(2)} s); client cpu: the bench process's (lakeswap, its DuckDB, pg) or Python's, not the server's · ` +
+    `the partitions' own seconds sum to ${lakeswap.partitionSecondsSum.toFixed(2)} s); client cpu: the bench process's (lakeswap, its DuckDB, pg) or Python's; server cpu: every process of the cluster (autovacuum included) · ` +
     `executemany: rows in memory (a list of dicts) before the clock starts, commit included (${ms(executemany.commitMs)})` +
     `${executemany.restRows > 0 ? `; after --sink-budget the other ${count(executemany.restRows)} rows were applied untimed, set-based, so the tables compare` : ""}`;
   const check = (label: string, c: { rows: number; amountSum: string; pending: number; touched: number; hash: string }): string =>
@@ -522,12 +536,21 @@ function renderPgUpsert(figures: PgUpsertFigures): string {
     `  ${check("lakeswap sink", checks.lakeswap)}`,
     `  ${check("executemany  ", checks.executemany)}`,
   ];
+  const sinkRow = (label: string, sent: typeof replace.lakeswap): string[] => [
+    label,
+    count(sent.rowsSent),
+    seconds(sent.sinkMs),
+    cpu(sent.sinkCpuMs),
+    cpu(sent.serverCpuMs),
+    rate(sent.rowsSent, sent.sinkMs),
+  ];
   const replaceTable = renderTable(
-    ["measure", "rows", "seconds", "client cpu", "throughput"],
+    ["measure", "rows", "seconds", "client cpu", "server cpu", "throughput"],
     [
-      [`lakeswap sink, partition_replace · ${replace.lakeswap.partitionsSent} partitions that hold older rows: DELETE the partition, COPY its rows, one transaction each`, count(replace.lakeswap.rowsSent), seconds(replace.lakeswap.sinkMs), cpu(replace.lakeswap.sinkCpuMs), rate(replace.lakeswap.rowsSent, replace.lakeswap.sinkMs)],
-      ["  (context) the first send of the older rows into the empty target", count(replace.firstSend.rowsSent), seconds(replace.firstSend.sinkMs), cpu(replace.firstSend.sinkCpuMs), rate(replace.firstSend.rowsSent, replace.firstSend.sinkMs)],
-      ["floor · plain COPY … FROM STDIN (FORMAT csv) of the same rows into an empty table of the same columns, no index (faster of two)", count(figures.rows), seconds(replace.copyMs), "", rate(figures.rows, replace.copyMs)],
+      sinkRow(`lakeswap sink, partition_replace · ${replace.lakeswap.partitionsSent} partitions that hold older rows: DELETE the partition, COPY its rows, one transaction each`, replace.lakeswap),
+      sinkRow("  (context) the first send of the older rows into the empty target", replace.firstSend),
+      ["floor · plain COPY … FROM STDIN (FORMAT csv) of the same rows into an empty table of the same columns, no index (faster of two)", count(figures.rows), seconds(replace.copyMs), "", cpu(replace.copyServerCpuMs), rate(figures.rows, replace.copyMs)],
+      ["  (context) the same COPY into an empty table with the target's index on the partition column", count(figures.rows), seconds(replace.indexedCopyMs), "", cpu(replace.indexedCopyServerCpuMs), rate(figures.rows, replace.indexedCopyMs)],
     ],
   );
   const replaceLines = [
