@@ -426,10 +426,11 @@ async function timeLakeswap(lake: Lake, config: PipelineConfig, file: string, ro
       write: (layout, part) => sink.write(layout, part),
       remove: (layout, partition, statePath) => sink.remove(layout, partition, statePath),
       close: async () => {
+        // Before the sink's connections end: an ended backend's CPU is lost until the postmaster reaps it.
+        serverAtClose = serverCpu();
         await sink.close();
         closed = performance.now();
         cpu = process.cpuUsage(cpuAtOpen);
-        serverAtClose = serverCpu();
       },
     };
   };
