@@ -177,13 +177,15 @@ export class PostgresSink implements Sink {
     if (layout.mode === "partition_replace") return { all: "fresh" };
     if (!this.plainCopyAllowed) return { all: "known" };
     if (this.held?.has(part.path) === false) return { all: "fresh" };
+    // A key of partition columns alone (one row per partition): nothing to tell rows apart by.
+    const key = layout.primaryKey.filter((name) => !part.partition.keys.includes(name));
+    if (key.length === 0) return { all: "known" };
     const keysCsv = path.join(folder, "target-keys.csv");
     try {
       const client = await this.openKeyReader();
-      const key = layout.primaryKey.filter((name) => !part.partition.keys.includes(name));
       const where = part.partition.keys.map((name, i) => `${ident(name)} = ${quoteLiteral(part.partition.values[i] as string)}`).join(" AND ") || "true";
-      const keys = key.length > 0 ? key.map(ident).join(", ") : "1";
-      await pipeline(client.query(copyTo(`COPY (SELECT ${keys} FROM ${this.targetName()} WHERE ${where}) TO STDOUT (FORMAT csv)`)), createWriteStream(keysCsv));
+      const select = `SELECT ${key.map(ident).join(", ")} FROM ${this.targetName()} WHERE ${where}`;
+      await pipeline(client.query(copyTo(`COPY (${select}) TO STDOUT (FORMAT csv)`)), createWriteStream(keysCsv));
       return { keysCsv };
     } catch {
       return { all: "known" };
