@@ -503,8 +503,8 @@ async function serverCpuClock(server: PostgresServer): Promise<() => number | un
   const stat = (pid: number): string[] => readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
   let postmaster: number;
   try {
-    const backend = (await server.query<{ pid: number }>("SELECT pg_backend_pid() AS pid"))[0]!.pid;
-    postmaster = Number(stat(backend)[1]);
+    // Read while the connection is open: its backend's parent is the postmaster.
+    postmaster = await withClient(server.url, async (client) => Number(stat((await client.query<{ pid: number }>("SELECT pg_backend_pid() AS pid")).rows[0]!.pid)[1]));
   } catch {
     return () => undefined;
   }
