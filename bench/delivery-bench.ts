@@ -239,13 +239,13 @@ async function firstLoad(flights: FlightsWorkspace, lakeDir: string): Promise<Sy
   return run;
 }
 
-/** The raw baseline: one partitioned COPY of the same rows, with the same partition expression and compression, in a process of its own. */
+/** The raw baseline: one partitioned COPY of the same rows, with the same partition expression and compression, then fsync of what it wrote (durable, as lakeswap's runs are), in a process of its own. */
 async function rawCopy(file: string, dir: string): Promise<{ process: MeasuredRun; statementMs: number }> {
   await fs.rm(dir, { recursive: true, force: true });
   const statement =
     `COPY (SELECT *, ${FLIGHTS_DAY_EXPRESSION} AS day FROM read_parquet(${quoteLiteral(file)})) ` +
     `TO ${quoteLiteral(dir)} (FORMAT parquet, PARTITION_BY (day), COMPRESSION snappy)`;
-  const run = await runMeasured(process.execPath, [path.join(REPO_ROOT, "bench", "raw-copy.mjs"), statement], { cwd: REPO_ROOT });
+  const run = await runMeasured(process.execPath, [path.join(REPO_ROOT, "bench", "raw-copy.mjs"), statement, dir], { cwd: REPO_ROOT });
   if (run.code !== 0) throw new Error(`the raw COPY failed (exit ${run.code ?? run.signal}):\n${tail(run.stderr, 20)}`);
   const result = JSON.parse(run.stdout) as { rows: number; copyMs: number };
   if (result.rows !== FLIGHTS_ROWS) throw new Error(`the raw COPY wrote ${result.rows} rows, expected ${FLIGHTS_ROWS}`);

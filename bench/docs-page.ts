@@ -18,6 +18,7 @@ const SECTION_KEYS: Readonly<Record<string, readonly (keyof BenchSections)[]>> =
   signature: ["signature"],
   mtd: ["mtd"],
   delivery: ["delivery"],
+  floor: ["floors"],
   scale: ["scale"],
   aws: ["aws"],
   sink: ["sink"],

@@ -50,7 +50,7 @@ const AIRPORTS = [
 ];
 
 /** A SELECT that generates `rows` flights over `days` days; 7919 is prime to `days`, so every day gets rows/days rows, interleaved. */
-function flightsSelect(rows: number, days: number): string {
+export function flightsSelect(rows: number, days: number): string {
   const list = (values: readonly string[]): string => `[${values.map(quoteLiteral).join(", ")}]`;
   const h = (salt: number): string => `hash(range, ${salt})`;
   return [

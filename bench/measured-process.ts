@@ -20,6 +20,8 @@ export interface MeasuredRun {
   readonly wallMs: number;
   /** Peak resident set size of the process, in bytes (NaN when it could not be measured). */
   readonly peakRssBytes: number;
+  /** User plus system CPU time of the process and its children, in ms (GNU time's %U + %S; NaN without GNU time). */
+  readonly cpuMs: number;
   readonly rssMethod: RssMethod;
   /** The process was stopped because it ran past its time limit. */
   readonly timedOut: boolean;
@@ -43,7 +45,7 @@ export interface MeasuredOptions {
 export async function runMeasured(command: string, args: readonly string[], options: MeasuredOptions): Promise<MeasuredRun> {
   const useTime = existsSync(GNU_TIME);
   const timeFile = path.join(os.tmpdir(), `lakeswap-bench-time-${process.pid}-${Math.random().toString(16).slice(2)}.txt`);
-  const [file, argv] = useTime ? [GNU_TIME, ["-f", "%M", "-o", timeFile, command, ...args]] : [command, [...args]];
+  const [file, argv] = useTime ? [GNU_TIME, ["-f", "%M %U %S", "-o", timeFile, command, ...args]] : [command, [...args]];
   const started = performance.now();
   const child = spawn(file, argv, {
     cwd: options.cwd,
@@ -83,16 +85,18 @@ export async function runMeasured(command: string, args: readonly string[], opti
   if (killer) clearTimeout(killer);
 
   let peakRssBytes = Number.NaN;
+  let cpuMs = Number.NaN;
   if (useTime) {
     const text = await fs.readFile(timeFile, "utf8").catch(() => "");
     await fs.rm(timeFile, { force: true });
     // GNU time writes "Command exited with non-zero status N" before the figures when the command fails.
-    const kb = Number(text.trim().split("\n").at(-1));
+    const [kb, user, system] = (text.trim().split("\n").at(-1) ?? "").split(" ").map(Number) as [number, number, number];
     if (Number.isFinite(kb) && kb > 0) peakRssBytes = kb * 1024;
+    if (Number.isFinite(user) && Number.isFinite(system)) cpuMs = (user + system) * 1000;
   } else if (polledPeakKb > 0) {
     peakRssBytes = polledPeakKb * 1024;
   }
-  return { code, signal, stdout, stderr, wallMs, peakRssBytes, rssMethod: useTime ? "gnu-time" : "proc-polling", timedOut };
+  return { code, signal, stdout, stderr, wallMs, peakRssBytes, cpuMs, rssMethod: useTime ? "gnu-time" : "proc-polling", timedOut };
 }
 
 /** The peak RSS (VmHWM) of a live process in kB, or 0 if it is gone. */

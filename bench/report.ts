@@ -1,6 +1,7 @@
 import type { ApiCalls } from "./aws-lake.js";
 import type { AwsDeliveryFigures, DeliveryFigures } from "./delivery-bench.js";
 import { DELIVERY_TARGETS } from "./delivery-bench.js";
+import { floorVerdicts, renderFloors, type FloorFigures } from "./floor-bench.js";
 import {
   INGEST_LIMIT_FRACTION_TARGET,
   INGEST_LIMIT_MEASURE,
@@ -74,6 +75,8 @@ export interface BenchReport {
   readonly signature?: SignatureFigures;
   readonly mtd?: MtdFigures;
   readonly delivery?: DeliveryFigures;
+  /** Parquet and CSV deliveries against plain DuckDB's floor (issue 27). */
+  readonly floors?: FloorFigures;
   readonly scale?: ScaleFigures;
   readonly aws?: AwsFigures;
   /** PostgreSQL sink, 1M rows: upsert against psycopg2 executemany, partition replace against a plain COPY (issues 11, 27). */
@@ -115,7 +118,8 @@ export function buildReport(machine: Machine, sections: BenchSections, failedSec
 /** Every target, judged from the measured figures (never from constants). */
 function judge(sections: BenchSections): Verdict[] {
   const verdicts: Verdict[] = [];
-  const { delivery, mtd, scale, signature, aws, sink, upsert, ingest } = sections;
+  const { delivery, mtd, scale, signature, aws, sink, upsert, ingest, floors } = sections;
+  if (floors) verdicts.push(...floorVerdicts(floors));
   if (sink) verdicts.push(pgUpsertVerdict(sink), pgReplaceVerdict(sink));
   if (upsert) verdicts.push(lakeUpsertVerdict(upsert));
   if (ingest) verdicts.push(...ingestVerdicts(ingest));
@@ -207,6 +211,7 @@ export function renderText(report: BenchReport): string {
   if (report.signature) parts.push(renderSignature(report.signature), "");
   if (report.mtd) parts.push(renderMtd(report.mtd, "month-to-date replay"), "", ...(report.mtd.smallBuilds ? [renderSmallBuilds(report.mtd.smallBuilds), ""] : []));
   if (report.delivery) parts.push(renderDelivery(report.delivery), "");
+  if (report.floors) parts.push(renderFloors(report.floors, { duration, mb, gb }), "");
   if (report.scale) parts.push(renderScale(report.scale), "");
   if (report.aws) parts.push(renderAws(report.aws), "");
   if (report.sink) parts.push(renderPgUpsert(report.sink), "");

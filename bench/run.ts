@@ -7,6 +7,7 @@ import { openAwsLake } from "../src/open/open-lake.js";
 import { BenchAws } from "./aws-lake.js";
 import { benchDelivery, benchDeliveryAws, prepareFlights, type FlightsWorkspace } from "./delivery-bench.js";
 import { DirectCopy } from "./direct-copy.js";
+import { benchFloors } from "./floor-bench.js";
 import { benchIngest } from "./ingest-bench.js";
 import { benchLakeUpsert } from "./lake-upsert-bench.js";
 import { BENCHMARKS_PAGE, writeBenchmarksPage } from "./docs-page.js";
@@ -25,17 +26,17 @@ import { LARGE_ROWS, SMALL_ROWS } from "./workload.js";
 const FRESH_MOVES = 10;
 
 /** The sections of one run, in the order they run. */
-const SECTIONS = ["replace", "signature", "mtd", "delivery", "scale", "aws", "sink", "upsert", "ingest", "metrics"] as const;
+const SECTIONS = ["replace", "signature", "mtd", "delivery", "floor", "scale", "aws", "sink", "upsert", "ingest", "metrics"] as const;
 type Section = (typeof SECTIONS)[number];
 
 /** Sections that run the compiled CLI, so need `npm run build` first. */
-const CLI_SECTIONS: readonly Section[] = ["mtd", "delivery", "scale", "aws", "upsert", "ingest"];
+const CLI_SECTIONS: readonly Section[] = ["mtd", "delivery", "floor", "scale", "aws", "upsert", "ingest"];
 
 const USAGE =
   "usage: npm run bench -- [--json] [--only SECTION,...] [--repeat N] [--moves N] [--rounds N] " +
   "[--node-baseline] [--scale-budget SECONDS] [--aws-budget SECONDS] [--aws-mtd-deliveries N] [--sink-budget SECONDS] [--ingest-batches N] " +
   "[--docs FILE | --no-docs]\n" +
-  `sections: ${SECTIONS.join(", ")} (replace = replace and swap; sink = PostgreSQL sink: upsert vs psycopg2 executemany, partition replace vs plain COPY; ` +
+  `sections: ${SECTIONS.join(", ")} (replace = replace and swap; floor = Parquet and CSV deliveries against plain DuckDB's floor; sink = PostgreSQL sink: upsert vs psycopg2 executemany, partition replace vs plain COPY; ` +
   "upsert = lake upsert of 100k changed keys into 3M rows vs rewriting the table; " +
   "ingest = durable events/s through lakeswap serve vs one fdatasync per batch, latency to queryable; " +
   "metrics = the collector's POST path with its prom-client metrics vs a no-op registry)\n" +
@@ -206,6 +207,7 @@ async function main(): Promise<void> {
       const prepared = flights;
       sections.delivery = await attempt("delivery", () => benchDelivery(prepared, { rounds: options.rounds, nodeBaseline: options.nodeBaseline }, progress));
     }
+    if (selected("floor")) sections.floors = await attempt("floor", () => benchFloors(workDir, options.rounds, progress));
     if (selected("scale")) sections.scale = await attempt("scale", () => benchScale(workDir, options.scaleBudgetMs, progress));
     if (selected("aws")) {
       progress("aws: starting the S3, Glue and Athena emulators");
