@@ -1,6 +1,7 @@
 import type { DuckDBConnection, DuckDBResultReader } from "@duckdb/node-api";
 import { partitionOfValues } from "../../model/partition.js";
 import { finishRawSignature, signatureColumnOrder } from "../../model/signature.js";
+import { quoteIdentifier } from "../../model/sql.js";
 import type { TableDefinition } from "../../model/table.js";
 import { faultPoint } from "../../shared/faults.js";
 import type { LandRequest, LandedDelivery, LandedPartition, RejectedRow, Signing } from "../landing.js";
@@ -39,12 +40,16 @@ export async function landAndSign(
   const files = request.files;
   const id = request.id ?? (await hooks.ids.idOf(files)).id;
   const read = { files, states: await fileStateTexts(files) };
-  await landDelivery(connection, request, tables);
   const signing = await hooks.signing();
+  const keys = request.partition.map((p) => p.key);
+  const signed = signatureColumnOrder(request.columns.filter((c) => request.signatureColumns.includes(c.name)));
+  const inPass = await landDelivery(connection, request, tables, (relation, groupKeys) => signatureQuery(relation, groupKeys, signed, signing.form));
   // The bad rows are few and already apart: counted first, so that a clean delivery's runs can be written ahead.
   const rejected = Number((await connection.runAndReadAll(`SELECT count(*) FROM ${tables.rejected}`)).getRowsJS()[0]?.[0] ?? 0);
   const writeAhead = request.writeAhead && rejected === 0 ? request.writeAhead : undefined;
-  const partitions = await signBesideWriteAhead(connection, request, tables.landed, signing, writeAhead, hooks);
+  const partitions = inPass
+    ? await signedInPass(connection, inPass.signatures, keys, signed, writeAhead, hooks)
+    : await signBesideWriteAhead(connection, request, tables.landed, signing, writeAhead, hooks);
   // The good rows are the partitions' rows (no second pass over a delivery read in place); the bad ones are few.
   const loaded = partitions.reduce((sum, p) => sum + p.rows, 0);
   const firstRejects = await firstRejectsOf(connection, tables.rejected);
@@ -90,6 +95,29 @@ async function signBesideWriteAhead(
   // alone (a delivery of 2,500 partitions at 32 MB failed so about one time in four).
   if (signature.status === "rejected" && !(writeAhead && outOfMemory(signature.reason))) throw signature.reason;
   const reader = signature.status === "fulfilled" ? signature.value : await sign();
+  return landedPartitions(reader, keys, signed);
+}
+
+/** The signatures of a delivery signed in the pass that read it (every row good), with its runs written ahead meanwhile. */
+async function signedInPass(
+  connection: DuckDBConnection,
+  signatures: string,
+  keys: readonly string[],
+  signed: readonly SignatureColumn[],
+  writeAhead: TableDefinition | undefined,
+  hooks: LandHooks,
+): Promise<LandedPartition[]> {
+  const reader = await connection.runAndReadAll(
+    `SELECT ${keys.map((key) => `${quoteIdentifier(key)}, `).join("")}n, upper, lower FROM ${signatures} WHERE __good ORDER BY ALL`,
+  );
+  if (writeAhead) {
+    // As beside a signature: a write ahead that failed is only not used (the runs are then written when built).
+    const stage = await Promise.resolve()
+      .then(() => faultPoint("signing-beside-write-ahead"))
+      .then(() => hooks.writeAhead(writeAhead))
+      .catch(() => undefined);
+    if (stage) hooks.wroteAhead({ definition: tableShape(writeAhead), stage });
+  }
   return landedPartitions(reader, keys, signed);
 }
 

@@ -40,7 +40,12 @@ const SAFE_PARTITION_VALUE = "^[A-Za-z0-9_][A-Za-z0-9_.-]*$";
  * chunks of lines, and the rows are converted once, into the landed table
  * itself, from which the bad rows are then moved out.
  */
-export async function landDelivery(connection: DuckDBConnection, request: LandRequest, tables: LandingTables): Promise<void> {
+export async function landDelivery(
+  connection: DuckDBConnection,
+  request: LandRequest,
+  tables: LandingTables,
+  signInPass?: PassSignature,
+): Promise<LandedInPass | undefined> {
   const names = landingScratch(tables.landed);
   // Parquet is typed and read in place: the landed rows are a view over the files (checked unchanged by the caller), so
   // a delivery is never copied; text formats are parsed once into the landed table.
@@ -57,17 +62,22 @@ export async function landDelivery(connection: DuckDBConnection, request: LandRe
     // 3. Every row typed, with its problems, and its partition keys.
     await convertRows(pass, source);
     if (request.format === "jsonl" && request.absentFields !== "null") await refuseAbsentFields(connection, request, pass.all, names.lines);
-    // 4. Partition values are checked once per distinct value.
-    await findBadKeys(pass);
-    // 5. The bad rows, apart.
     const checks = rowChecks(request);
-    await collectBadRows(pass, source, checks);
-    // 6. The good rows alone in the landed relation.
+    // 4. A delivery read in place is read once: every row's checks, partition keys and signature in one pass (the
+    // bad rows of a delivery that has any are then collected, and it is signed again without them).
+    const groups = inPlace && signInPass ? await checkAndSign(pass, checks, signInPass) : undefined;
+    // 5. Partition values are checked once per distinct value.
+    await findBadKeys(pass, groups);
+    // 6. The bad rows, apart.
+    const clean = await collectBadRows(pass, source, checks, groups);
+    // 7. The good rows alone in the landed relation.
     await keepGoodRows(pass, checks);
+    return clean && groups ? { signatures: groups } : undefined;
   } catch (error) {
     if (!outOfMemory(error)) throw error;
     throw await noRoom(connection, request, error);
   } finally {
+    await connection.run(`DROP VIEW IF EXISTS ${names.checked}`);
     for (const table of scratch) await connection.run(`DROP TABLE IF EXISTS ${table}`);
   }
 }
@@ -144,8 +154,34 @@ async function convertRows({ connection, request, inPlace, all }: LandingPass, s
   }
 }
 
-/** The partition values that are NULL, or unsafe in a path or a query, each with why: checked once per distinct value. */
-async function findBadKeys({ connection, request, names, all }: LandingPass): Promise<void> {
+/** The SQL of the per-partition signature query over a relation, grouped by `keys` (./signature-sql.ts). */
+export type PassSignature = (relation: string, keys: readonly string[]) => string;
+
+/** A delivery checked and signed in the pass that read it: the table of its partitions' signatures (keys, n, upper, lower), every row good. */
+export interface LandedInPass {
+  readonly signatures: string;
+}
+
+/** The column that tells a good row from a bad one in the signatures of one pass; grouped by like a partition key. */
+const GOOD = "__good";
+
+/**
+ * One pass over a delivery read in place: each partition's good rows signed, and its bad rows counted (a value that
+ * did not convert, a NULL in a non-nullable column), grouped by partition and good, into a table; its partition
+ * values are then checked from that table, never from the delivery.
+ */
+async function checkAndSign({ connection, request, names, all }: LandingPass, checks: RowChecks, sign: PassSignature): Promise<string> {
+  const keys = request.partition.map((p) => p.key);
+  await connection.run(`CREATE VIEW ${names.checked} AS SELECT r.*, ${checks.rowProblem} IS NULL AS ${GOOD} FROM ${all} r`);
+  await readingPass(request, () => connection.run(`CREATE TABLE ${names.groups} AS ${sign(names.checked, [...keys, GOOD])}`));
+  return names.groups;
+}
+
+/**
+ * The partition values that are NULL, or unsafe in a path or a query, each with why: checked once per distinct value
+ * (of the signatures of one pass, `groups`, when there are: the delivery is not read again).
+ */
+async function findBadKeys({ connection, request, names, all }: LandingPass, groups?: string): Promise<void> {
   const keys = request.partition.map((p) => p.key);
   const keyChecks = request.partition.map(
     ({ key, expression }) =>
@@ -160,7 +196,7 @@ async function findBadKeys({ connection, request, names, all }: LandingPass): Pr
         ? // A table without partition keys has no partition value to check.
           `CREATE TABLE ${names.badKeys} AS SELECT CAST(NULL AS VARCHAR) AS __key_problem WHERE false`
         : `CREATE TABLE ${names.badKeys} AS SELECT * FROM (SELECT ${keyList}, coalesce(${keyChecks.join(", ")}) AS __key_problem ` +
-            `FROM (SELECT DISTINCT ${keyList} FROM ${all})) WHERE __key_problem IS NOT NULL`,
+            `FROM (SELECT DISTINCT ${keyList} FROM ${groups ?? all})) WHERE __key_problem IS NOT NULL`,
     ),
   );
 }
@@ -196,14 +232,21 @@ function rowChecks(request: LandRequest): RowChecks {
  * partition value. A bad row keeps its original text (CSV, JSONL); a Parquet row has none: its values as read, where
  * they converted.
  */
-async function collectBadRows({ connection, request, tables, names, inPlace, all }: LandingPass, source: SourceRows, checks: RowChecks): Promise<void> {
+async function collectBadRows(
+  { connection, request, tables, names, inPlace, all }: LandingPass,
+  source: SourceRows,
+  checks: RowChecks,
+  groups?: string,
+): Promise<boolean> {
   const { keysMatch, rowProblem, reason, values } = checks;
-  // A delivery read in place is first probed for a bad row (a pass that stops at the first one), so that a clean one
-  // (the usual case) is not read once more to collect none.
+  // A delivery read in place is first probed for a bad row (from the signatures of its one pass, or a pass that stops
+  // at the first one), so that a clean one (the usual case) is not read once more to collect none.
   const probe = async (): Promise<boolean> => {
     const unsafe = (await connection.runAndReadAll(`SELECT count(*) FROM ${names.badKeys}`)).getRowsJS()[0]?.[0];
     if (Number(unsafe) > 0) return true;
-    const found = await connection.runAndReadAll(`SELECT count(*) FROM (SELECT 1 FROM ${all} r WHERE ${rowProblem} IS NOT NULL LIMIT 1)`);
+    const found = await connection.runAndReadAll(
+      groups ? `SELECT count(*) FROM ${groups} WHERE NOT ${GOOD}` : `SELECT count(*) FROM (SELECT 1 FROM ${all} r WHERE ${rowProblem} IS NOT NULL LIMIT 1)`,
+    );
     return Number(found.getRowsJS()[0]?.[0]) > 0;
   };
   const anyBad = !inPlace || (await readingPass(request, probe));
@@ -220,6 +263,7 @@ async function collectBadRows({ connection, request, tables, names, inPlace, all
       `FROM ${names.badRows} r ${raw.join}`,
   );
   for (const table of [names.lines, names.records, names.badRows]) await connection.run(`DROP TABLE IF EXISTS ${table}`);
+  return !anyBad;
 }
 
 /** The bad rows leave the landed relation, and so do the columns that only served to find them. */
@@ -255,14 +299,22 @@ async function noRoom(connection: DuckDBConnection, request: LandRequest, error:
  * The names of the relations landing makes besides the landed and rejected ones: scratch tables, and (Parquet) the
  * view of every row typed, with its problems, that the landed view filters. `releaseLanding` drops them all.
  */
-function landingScratch(landed: string): { lines: string; records: string; badKeys: string; badRows: string; typed: string } {
-  return { lines: `${landed}_lines`, records: `${landed}_records`, badKeys: `${landed}_bad_keys`, badRows: `${landed}_bad_rows`, typed: `${landed}_typed` };
+function landingScratch(landed: string): { lines: string; records: string; badKeys: string; badRows: string; typed: string; checked: string; groups: string } {
+  return {
+    lines: `${landed}_lines`,
+    records: `${landed}_records`,
+    badKeys: `${landed}_bad_keys`,
+    badRows: `${landed}_bad_rows`,
+    typed: `${landed}_typed`,
+    checked: `${landed}_checked`,
+    groups: `${landed}_groups`,
+  };
 }
 
 /** Drops every relation of one landed delivery (tables and views), those that exist. */
 export async function dropLanding(connection: DuckDBConnection, tables: LandingTables): Promise<void> {
   const scratch = landingScratch(tables.landed);
-  const names = [tables.landed, scratch.typed, tables.rejected, scratch.badKeys, scratch.badRows, scratch.records, scratch.lines];
+  const names = [tables.landed, scratch.checked, scratch.typed, tables.rejected, scratch.groups, scratch.badKeys, scratch.badRows, scratch.records, scratch.lines];
   // The relations of one delivery are all in one catalog: the landing's in-memory one (`catalog.name`), or the default.
   const home = relationParts(tables.landed).catalog;
   const catalog = home === undefined ? "current_database()" : quoteLiteral(home);
