@@ -86,7 +86,7 @@ export async function readCsv(connection: DuckDBConnection, request: LandRequest
 }
 
 /** Where each declared column is in one CSV file's records (1-based), and how many fields a record has; refuses a header that lacks a column. */
-function csvLayout(request: LandRequest, file: string, line: number, first: (string | null)[]): { positions: number[]; width: number } {
+export function csvLayout(request: LandRequest, file: string, line: number, first: (string | null)[]): { positions: number[]; width: number } {
   const columns = request.columns;
   const delimiterHint = (): string => {
     const text = first.join(request.delimiter);

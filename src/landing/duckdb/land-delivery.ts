@@ -4,6 +4,7 @@ import { MAX_PARTITION_VALUE_LENGTH } from "../../model/partition.js";
 import { printable, quoteIdentifier, quoteLiteral, quoteRelation, relationParts } from "../../model/sql.js";
 import type { LandRequest } from "../landing.js";
 import { readCsv } from "./csv-input.js";
+import { streamedCsv } from "./csv-stream.js";
 import { readJsonl, refuseAbsentFields } from "./jsonl-input.js";
 import { readParquet } from "./parquet-input.js";
 import { duckDbMessage, fileList, outOfMemory, shown, sqlList, type SourceRows } from "./landing-sql.js";
@@ -57,6 +58,11 @@ export async function landDelivery(
   try {
     // 1. The partition expressions are checked against the declared columns first, before anything is read.
     await checkPartitionExpressions(connection, request);
+    // A CSV delivery is streamed by DuckDB's reader first; only one that is not clean is read again, line by line.
+    if (request.format === "csv" && signInPass) {
+      const streamed = await landStreamedCsv(pass, rowChecks(request), signInPass);
+      if (streamed) return streamed;
+    }
     // 2. The source rows, by format.
     const source = await readSource(pass);
     // 3. Every row typed, with its problems, and its partition keys.
@@ -175,6 +181,51 @@ async function checkAndSign({ connection, request, names, all }: LandingPass, ch
   await connection.run(`CREATE VIEW ${names.checked} AS SELECT r.*, ${checks.rowProblem} IS NULL AS ${GOOD} FROM ${all} r`);
   await readingPass(request, () => connection.run(`CREATE TABLE ${names.groups} AS ${sign(names.checked, [...keys, GOOD])}`));
   return names.groups;
+}
+
+/**
+ * A clean CSV delivery landed from DuckDB's streaming reader (./csv-stream.ts) as a delivery read in place: the rows
+ * are a view over the files (checked unchanged by the caller), checked and signed in one pass; undefined (and nothing
+ * left) when it is not clean, for the exact reader, which keeps each bad row's line and text.
+ */
+async function landStreamedCsv(pass: LandingPass, checks: RowChecks, sign: PassSignature): Promise<LandedInPass | undefined> {
+  const { connection, request, tables, names } = pass;
+  const source = await readingFailure(() => streamedCsv(request));
+  if (source === undefined) return undefined;
+  const inPlace: LandingPass = { ...pass, inPlace: true, all: names.typed };
+  let clean = false;
+  try {
+    await convertRows(inPlace, source);
+    const groups = await checkAndSign(inPlace, checks, sign);
+    await findBadKeys(inPlace, groups);
+    const bad = await connection.runAndReadAll(`SELECT (SELECT count(*) FROM ${names.badKeys}) + (SELECT count(*) FROM ${groups} WHERE NOT ${GOOD})`);
+    if (Number(bad.getRowsJS()[0]?.[0]) > 0) return undefined;
+    await connection.run(`CREATE TABLE ${tables.rejected} AS SELECT NULL::VARCHAR AS file, NULL::BIGINT AS line, NULL::VARCHAR AS reason, NULL::VARCHAR AS raw WHERE false`);
+    await keepGoodRows(inPlace, checks);
+    clean = true;
+    return { signatures: groups };
+  } catch (error) {
+    // A record DuckDB's reader refuses (too few fields, a line over its size limit, text that is not UTF-8) fails the
+    // scan: the exact reader judges the delivery.
+    if (outOfMemory(error)) throw error;
+    return undefined;
+  } finally {
+    await connection.run(`DROP VIEW IF EXISTS ${names.checked}`);
+    if (!clean) {
+      for (const view of [tables.landed, names.typed]) await connection.run(`DROP VIEW IF EXISTS ${view}`);
+      for (const table of [tables.rejected, names.groups, names.badKeys]) await connection.run(`DROP TABLE IF EXISTS ${table}`);
+    }
+  }
+}
+
+/** `read`, with an error that is no lakeswap error (a file whose first line cannot be read) left to the exact reader: undefined. */
+async function readingFailure<T>(read: () => Promise<T>): Promise<T | undefined> {
+  try {
+    return await read();
+  } catch (error) {
+    if (error instanceof LakeswapError) throw error;
+    return undefined;
+  }
 }
 
 /**

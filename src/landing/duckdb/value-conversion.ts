@@ -162,8 +162,9 @@ function textTimeConversion(column: LandColumn, index: number, says: (text: stri
   const s = `__s${index}`;
   const v = `__v${index}`;
   const computed = [`TRY_CAST(${s} AS ${type}) AS ${v}`];
-  // Times keep microseconds: DuckDB's cast cuts a finer fraction, which would change the value.
-  const finer = `regexp_matches(${s}, '${BEYOND_MICROSECONDS}')`;
+  // Times keep microseconds: DuckDB's cast cuts a finer fraction, which would change the value. A fraction needs a
+  // '.': the regular expression runs only on a text that has one (most timestamps in exports have none).
+  const finer = `(contains(${s}, '.') AND regexp_matches(${s}, '${BEYOND_MICROSECONDS}'))`;
   const cut = `has a fraction of a second finer than microseconds, which ${type} does not keep: round it to 6 digits`;
   // A time field that does not read names the format it expects, and the other formats.
   const notATime = column.eventTime === undefined ? "is not a timestamp" : ISO_EVENT_TIME;
