@@ -8,6 +8,7 @@ import {
 } from "../support/crash-kit.js";
 import { rowsSelect, taggedRows, type TaggedRows } from "../support/rows-sql.js";
 import { BACKEND_FACTORIES, cloneBackend, runCli, selectedBackends, spawnCli, type CliResult, type TestBackend } from "../support/lake-fixture.js";
+import { runMain } from "../support/main-cli.js";
 import { replacePartition } from "../../src/lake/operations/replace.js";
 import { readHistory } from "../../src/lake/operations/history.js";
 import { rollbackPartition } from "../../src/lake/operations/rollback.js";
@@ -113,8 +114,14 @@ class Scenario {
     return lakeDirOf(this.backend);
   }
 
+  /** Runs a command in this process (`main(argv)`): one that nothing kills. */
   cli(args: readonly string[], env: Record<string, string> = {}): Promise<CliResult> {
-    return runCli([...this.backend.cliArgs, ...args], { ...this.backend.cliEnv, ...env });
+    return runMain([...this.backend.cliArgs, ...args], { ...this.backend.cliEnv, ...env });
+  }
+
+  /** Runs a command that a fault point kills, in a child process. */
+  killedCli(args: readonly string[], fault: string): Promise<CliResult> {
+    return runCli([...this.backend.cliArgs, ...args], { ...this.backend.cliEnv, LAKESWAP_FAULT: fault });
   }
 
   spawn(args: readonly string[], env: Record<string, string> = {}): Child {
@@ -283,7 +290,7 @@ describe.each(selectedBackends())("crash safety on the %s backend", (backendName
     "after a kill at after-swap (no manifest yet) history shows the new run as current; the next replace recovers its manifest and row count",
     () =>
       withScenario(backendName, async (s) => {
-        const killed = await s.cli(["replace", TABLE, "--partition", PARTITION, "--sql", NEW.select], { LAKESWAP_FAULT: "after-swap:kill" });
+        const killed = await s.killedCli(["replace", TABLE, "--partition", PARTITION, "--sql", NEW.select], "after-swap:kill");
         expect(killed.signal).toBe("SIGKILL");
 
         // history only reads: it reports the killed writer's unconfirmed move instead of finishing it.
@@ -317,7 +324,7 @@ describe.each(selectedBackends())("crash safety on the %s backend", (backendName
 
   it.concurrent("after a kill at after-swap, rollback and roll forward to the killed writer's run work without a replace in between", () =>
     withScenario(backendName, async (s) => {
-      const killed = await s.cli(["replace", TABLE, "--partition", PARTITION, "--sql", NEW.select], { LAKESWAP_FAULT: "after-swap:kill" });
+      const killed = await s.killedCli(["replace", TABLE, "--partition", PARTITION, "--sql", NEW.select], "after-swap:kill");
       expect(killed.signal).toBe("SIGKILL");
       const pointer = await s.lake.pointer(TABLE, PARTITION);
       const current = pointer!.runId;
@@ -336,7 +343,7 @@ describe.each(selectedBackends())("crash safety on the %s backend", (backendName
     withScenario(backendName, async (s) => {
       const { lake, old } = s;
       // A writer recorded its move (old -> its run) in the outbox and died before sending it.
-      const killed = await s.cli(["replace", TABLE, "--partition", PARTITION, "--sql", NEW.select], { LAKESWAP_FAULT: "after-outbox:kill" });
+      const killed = await s.killedCli(["replace", TABLE, "--partition", PARTITION, "--sql", NEW.select], "after-outbox:kill");
       expect(killed.signal).toBe("SIGKILL");
       const dead = (await readHistory(lake, TABLE, PARTITION))[0]!.runs.find((r) => r.runId > old)!;
       expect(dead).toMatchObject({ state: "incomplete" });
@@ -357,7 +364,7 @@ describe.each(selectedBackends())("crash safety on the %s backend", (backendName
       ]);
 
       // A move recorded while the pointer stays where it was is applied, once.
-      const again = await s.cli(["replace", TABLE, "--partition", PARTITION, "--sql", NEW.select], { LAKESWAP_FAULT: "after-outbox:kill" });
+      const again = await s.killedCli(["replace", TABLE, "--partition", PARTITION, "--sql", NEW.select], "after-outbox:kill");
       expect(again.signal).toBe("SIGKILL");
       expect(await lake.pointer(TABLE, PARTITION)).toMatchObject({ runId: moved.runId });
       expect(await lake.replayOutbox()).toEqual({ applied: 1, stale: 0 });
@@ -373,9 +380,7 @@ describe.each(selectedBackends())("crash safety on the %s backend", (backendName
   it.concurrent("a replace to an empty partition (--allow-empty) killed after its outbox entry is finished by the next writer: the empty run is current", () =>
     withScenario(backendName, async (s) => {
       const { lake, old } = s;
-      const killed = await s.cli(["replace", TABLE, "--partition", PARTITION, "--sql", `SELECT * FROM (${OLD.select}) AS r WHERE false`, "--allow-empty"], {
-        LAKESWAP_FAULT: "after-outbox:kill",
-      });
+      const killed = await s.killedCli(["replace", TABLE, "--partition", PARTITION, "--sql", `SELECT * FROM (${OLD.select}) AS r WHERE false`, "--allow-empty"], "after-outbox:kill");
       expect(killed.signal, killed.stderr).toBe("SIGKILL");
       expect(await lake.pointer(TABLE, PARTITION)).toMatchObject({ runId: old });
       expect(await lake.pendingChanges()).toHaveLength(1);

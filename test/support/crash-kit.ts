@@ -10,6 +10,7 @@ import { manifestKey, type RunManifest } from "../../src/lake/manifest.js";
 import { parsePartition } from "../../src/model/partition.js";
 import type { Lake } from "../../src/lake/lake.js";
 import { bundleOf } from "./bundles.js";
+import { childEnvironment } from "./process-env.js";
 import { REPO_ROOT, type TestBackend } from "./lake-fixture.js";
 
 /** The lake folder of a backend that keeps its lake in a local folder, or undefined (S3 and the like). */
@@ -113,7 +114,7 @@ export function spawnScript(script: string, args: readonly string[], env: Readon
   return new Child(
     spawn(process.execPath, [bundleOf(script), ...args], {
       cwd: REPO_ROOT,
-      env: { ...process.env, NODE_NO_WARNINGS: "1", ...env },
+      env: childEnvironment({ NODE_NO_WARNINGS: "1", ...env }),
       stdio: ["pipe", "pipe", "pipe"],
     }),
   );

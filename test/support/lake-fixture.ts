@@ -9,6 +9,7 @@ import type { AwsTarget } from "../../src/config/aws-config.js";
 import { openAwsLake, openEmbeddedLake } from "../../src/open/open-lake.js";
 import { startAwsServices, type AwsEndpoints, type AwsServices } from "./aws-services.js";
 import { bundleOf } from "./bundles.js";
+import { childEnvironment } from "./process-env.js";
 
 export { startAwsServices, type AwsEndpoints, type AwsServices };
 
@@ -236,7 +237,7 @@ export function runCli(args: readonly string[], env: Record<string, string> = {}
 export function spawnCli(args: readonly string[], env: Record<string, string> = {}, options: { readonly cwd?: string } = {}): ChildProcess {
   return spawn(process.execPath, [bundleOf("run-cli.ts"), ...args], {
     cwd: options.cwd ?? REPO_ROOT,
-    env: { ...process.env, NODE_NO_WARNINGS: "1", ...env },
+    env: childEnvironment({ NODE_NO_WARNINGS: "1", ...env }),
     stdio: ["ignore", "pipe", "pipe"],
   });
 }

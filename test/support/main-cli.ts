@@ -2,13 +2,25 @@
 import { vi } from "vitest";
 import { main } from "../../src/cli/main.js";
 import type { CliResult } from "./lake-fixture.js";
+import { overrideEnvironment, restoreEnvironment } from "./process-env.js";
+
+/** The end of the last call queued: calls run one after another (they share this process's stdout, stderr, environment and working folder). */
+let queue: Promise<unknown> = Promise.resolve();
 
 /**
  * Runs `lakeswap <args>` in-process and returns its exit code and output, as `runCli` does for a child.
  * `env` is set for the call only, and so is `options.cwd` (the working folder, default this process's).
- * Calls must not overlap (they share this process's stdout, stderr, environment and working folder).
+ * Calls of concurrent tests wait for one another, so that each captures its own output; what else runs in this
+ * process meanwhile sees `env` too (a variable that lakeswap reads only in the CLI, such as LAKESWAP_GRACE or the
+ * AWS target's, is safe; TMPDIR or LAKESWAP_FAULT is not), but a child process started meanwhile does not (process-env.ts).
  */
-export async function runMain(args: readonly string[], env: Record<string, string | undefined> = {}, options: { readonly cwd?: string } = {}): Promise<CliResult> {
+export function runMain(args: readonly string[], env: Record<string, string | undefined> = {}, options: { readonly cwd?: string } = {}): Promise<CliResult> {
+  const call = queue.then(() => runMainAlone(args, env, options));
+  queue = call.catch(() => undefined);
+  return call;
+}
+
+async function runMainAlone(args: readonly string[], env: Record<string, string | undefined>, options: { readonly cwd?: string }): Promise<CliResult> {
   let stdout = "";
   let stderr = "";
   const capture = (append: (text: string) => void) => (chunk: string | Uint8Array, ...rest: unknown[]): boolean => {
@@ -19,8 +31,7 @@ export async function runMain(args: readonly string[], env: Record<string, strin
   };
   const out = vi.spyOn(process.stdout, "write").mockImplementation(capture((text) => (stdout += text)) as typeof process.stdout.write);
   const err = vi.spyOn(process.stderr, "write").mockImplementation(capture((text) => (stderr += text)) as typeof process.stderr.write);
-  const saved = Object.fromEntries(Object.keys(env).map((key) => [key, process.env[key]]));
-  for (const [key, value] of Object.entries(env)) setEnv(key, value);
+  overrideEnvironment(env);
   const cwd = process.cwd();
   try {
     if (options.cwd !== undefined) process.chdir(options.cwd);
@@ -30,11 +41,6 @@ export async function runMain(args: readonly string[], env: Record<string, strin
     process.chdir(cwd);
     out.mockRestore();
     err.mockRestore();
-    for (const [key, value] of Object.entries(saved)) setEnv(key, value);
+    restoreEnvironment();
   }
-}
-
-function setEnv(key: string, value: string | undefined): void {
-  if (value === undefined) delete process.env[key];
-  else process.env[key] = value;
 }
