@@ -6,10 +6,11 @@ import type { Lake } from "../../src/lake/lake.js";
 import { Pipeline } from "../../src/pipeline/pipeline.js";
 import { BACKEND_FACTORIES, runCli, selectedBackends, tempDir, type TestBackend } from "../support/lake-fixture.js";
 import { lakeDirOf, readerLoop } from "../support/crash-kit.js";
+import { runMain } from "../support/main-cli.js";
 
 // Invariants 1, 2, 3 and 6 for the raw write modes append and upsert: a sync of a second delivery killed at a
 // fault point leaves every partition whole (what the first delivery made of it, or what the second makes of it,
-// as readers see it meanwhile and right after the kill); the same sync rerun in a fresh process converges
+// as readers see it meanwhile and right after the kill); the same sync rerun by another process (this one) converges
 // (each appended row once, none lost; the upserted table equals the merge), and a third sync builds nothing.
 
 type Mode = "append" | "upsert";
@@ -186,15 +187,14 @@ describe("write modes: a sync killed at a fault point, then rerun", () => {
           await lake.close();
         }
       };
-      const syncChild = (env: Record<string, string> = {}) =>
-        runCli([...backend.cliArgs, "sync", "-c", configFile, "--input", secondFile, "--json"], { ...backend.cliEnv, ...env });
+      const secondSync = [...backend.cliArgs, "sync", "-c", configFile, "--input", secondFile, "--json"];
 
       expect((await syncHere(firstFile)).totals.failed).toBe(0);
       const reading = readers(backend, scenario, backendName === "aws" ? 200 : 100);
       let rerunReport: string;
       try {
         const [name, nth] = point.split("@");
-        const killed = await syncChild({ LAKESWAP_FAULT: `${name}:kill${nth ? `@${nth}` : ""}` });
+        const killed = await runCli(secondSync, { ...backend.cliEnv, LAKESWAP_FAULT: `${name}:kill${nth ? `@${nth}` : ""}` });
         expect(killed.signal, `the sync reached ${point}; stderr: ${killed.stderr}`).toBe("SIGKILL");
 
         // What readers see now, before anyone finishes what the dead writer left (read-only: no outbox replay).
@@ -205,7 +205,8 @@ describe("write modes: a sync killed at a fault point, then rerun", () => {
           await reader.close();
         }
 
-        const rerun = await syncChild();
+        // The rerun nothing kills: in this process (`main(argv)`).
+        const rerun = await runMain(secondSync, backend.cliEnv);
         expect(rerun.code, rerun.stderr).toBe(0);
         rerunReport = rerun.stdout;
       } catch (error) {
