@@ -6,6 +6,7 @@ import type { Lake } from "../../src/lake/lake.js";
 import { BACKEND_FACTORIES, cloneBackend, runCli, selectedBackends, type CliResult, type TestBackend } from "../support/lake-fixture.js";
 import { PipelineWorkspace, orders, type OrderRow } from "../support/pipeline-fixture.js";
 import { lakeDirOf } from "../support/crash-kit.js";
+import { runMain } from "../support/main-cli.js";
 
 // Invariants 1, 2 and 6 for a sync that moves many pointers as one batch: killed at any point (inside a batch
 // too), every partition of every layer is whole, the old delivery's or the new one's; the rerun converges to
@@ -57,13 +58,17 @@ describe.each(selectedBackends())("a sync killed mid-batch on the %s backend", (
   // copy of the lake it made (cloneBackend), with the one workspace (config and deliveries) it was synced from.
   const ws = new PipelineWorkspace({ concurrency: 3 });
   const [fileA, fileB] = [ws.delivery(A), ws.delivery(B)];
+  const syncArgs = (backend: TestBackend, file: string): string[] => [...backend.cliArgs, "sync", "-c", ws.configFile, "--input", file, "--json"];
+  /** A sync in a child process: the one a fault point kills, and its rerun (which must find what the dead one left in TMPDIR). */
   const sync = (backend: TestBackend, file: string, env: Record<string, string> = {}): Promise<CliResult> =>
-    runCli([...backend.cliArgs, "sync", "-c", ws.configFile, "--input", file, "--json"], { ...backend.cliEnv, ...env });
+    runCli(syncArgs(backend, file), { ...backend.cliEnv, ...env });
+  /** A sync in this process (`main(argv)`). */
+  const syncHere = (backend: TestBackend, file: string): Promise<CliResult> => runMain(syncArgs(backend, file), backend.cliEnv);
   let synced: Promise<TestBackend> | undefined;
   const syncedA = (): Promise<TestBackend> =>
     (synced ??= (async () => {
       const backend = await BACKEND_FACTORIES[backendName]!();
-      const first = await sync(backend, fileA);
+      const first = await syncHere(backend, fileA);
       expect(first.code, first.stderr).toBe(0);
       return backend;
     })());
@@ -113,7 +118,7 @@ describe.each(selectedBackends())("a sync killed mid-batch on the %s backend", (
       const dir = lakeDirOf(backend);
       if (dir !== undefined) expect(readdirSync(path.join(dir, "_lakeswap", "tmp")), "no staged run, link or temporary file is left").toEqual([]);
 
-      const resend = await sync(backend, fileB);
+      const resend = await syncHere(backend, fileB);
       expect(resend.code, resend.stderr).toBe(0);
       const report = JSON.parse(resend.stdout) as { totals: { built: number; failed: number; skipped: number } };
       expect(report.totals).toMatchObject({ built: 0, failed: 0, skipped: DAYS * 2 + 1 });
