@@ -7,6 +7,7 @@ import { Pipeline, type SyncReport } from "../../src/pipeline/pipeline.js";
 import { fetchSource } from "../../src/sources/fetch-source.js";
 import { readerLoop } from "../support/crash-kit.js";
 import { BACKEND_FACTORIES, runCli, selectedBackends, tempDir } from "../support/lake-fixture.js";
+import { runMain } from "../support/main-cli.js";
 import { startReportApi, type ReportApi } from "../support/report-api.js";
 
 // Issue 13: an http source's sync replaces restated days by swapping new runs in, never delete-then-write. While
@@ -87,8 +88,8 @@ describe("http source: a sync killed at a fault point, then rerun", () => {
       let rerun: SyncReport;
       try {
         const [name, nth] = point.split("@");
-        const sync = (env: Record<string, string> = {}) => runCli([...backend.cliArgs, "sync", "-c", config, "--as-of", AS_OF, "--json"], { ...backend.cliEnv, ...env });
-        const killed = await sync({ LAKESWAP_FAULT: `${name}:kill${nth ? `@${nth}` : ""}` });
+        const syncArgs = [...backend.cliArgs, "sync", "-c", config, "--as-of", AS_OF, "--json"];
+        const killed = await runCli(syncArgs, { ...backend.cliEnv, LAKESWAP_FAULT: `${name}:kill${nth ? `@${nth}` : ""}` });
         expect(killed.signal, `the sync reached ${point}; stderr: ${killed.stderr}`).toBe("SIGKILL");
         const reader = await backend.open({ readOnly: true });
         try {
@@ -96,7 +97,8 @@ describe("http source: a sync killed at a fault point, then rerun", () => {
         } finally {
           await reader.close();
         }
-        const again = await sync();
+        // The rerun nothing kills: in this process (`main(argv)`).
+        const again = await runMain(syncArgs, backend.cliEnv);
         expect(again.code, again.stderr).toBe(0);
         rerun = JSON.parse(again.stdout) as SyncReport;
       } catch (error) {
