@@ -18,7 +18,7 @@ import {
   type TableName,
   type WriteMode,
 } from "./model.js";
-import { Child, until } from "../support/crash-kit.js";
+import { Child } from "../support/crash-kit.js";
 import type { CliResult } from "../support/lake-fixture.js";
 import type { CommandResult, DeliveryFormat, Workspace } from "./workspace.js";
 
@@ -375,8 +375,8 @@ class ConcurrentCommand implements LakeCommand {
 }
 
 /**
- * `rollback --sync last` started while a sync runs (issue 25 item 1): the sync pauses at its first `after-manifest`
- * (its raw pointers moved and recorded, its stage not yet); once its record shows moves it is stopped (SIGSTOP), the
+ * `rollback --sync last` started while a sync runs (issue 25 item 1): the sync stops itself (SIGSTOP) at its first
+ * `after-manifest` (its raw pointers moved and recorded, its stage not yet) and says so on stderr, the handshake; the
  * rollback is started and given the time to read the record and either wait for a lease (its "waiting for table"
  * line) or end; then the sync goes on. The lake must end as the sync then the rollback (a rollback that waits for
  * every table the sync writes), or as the sync alone with the rollback refused (non-zero exit): never a mix.
@@ -391,16 +391,11 @@ export class RollbackDuringSyncCommand implements LakeCommand {
     const sync = new SyncCommand(this.delivery).plan(syncOnly, real);
     const both = syncOnly.clone();
     const rollback = new RollbackSyncCommand().plan(both);
-    const known = new Set((await real.ws.syncRecords()).map((s) => s.syncId));
-    const syncChild = new Child(real.ws.start(sync.args, { LAKESWAP_FAULT: "after-manifest:pause=3000@1" }));
+    const syncChild = new Child(real.ws.start(sync.args, { LAKESWAP_FAULT: "after-manifest:stop@1" }));
     let rollbackResult: CliResult | undefined;
     try {
-      // The handshake: the sync's record lists moves (written before its pointers move, so before the pause).
-      const recorded = await until("the sync's record", async () => {
-        if (syncChild.process.exitCode !== null) return "ended";
-        return (await real.ws.syncRecords()).some((s) => !known.has(s.syncId) && s.moves.length > 0) ? "recorded" : undefined;
-      }, 60_000);
-      if (recorded === "recorded") syncChild.process.kill("SIGSTOP");
+      // The handshake: the sync has stopped at its first after-manifest (or ended without reaching one).
+      await syncChild.until("the sync to stop at its first after-manifest, or end", () => syncChild.stderr.includes("fault point after-manifest reached: stopping") || syncChild.process.exitCode !== null, 60_000);
       const rollbackChild = new Child(real.ws.start(rollback.args));
       await rollbackChild.until("the rollback waits for a lease or ends", () => /waiting for (table|sync)/.test(rollbackChild.stderr) || rollbackChild.process.exitCode !== null, 60_000).catch(() => undefined);
       syncChild.process.kill("SIGCONT");

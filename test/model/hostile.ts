@@ -7,7 +7,8 @@ import fc from "fast-check";
 import { compare } from "./check.js";
 import { ReplaceCommand, deliveryArbitrary, deliveryRows, verify, type Delivery, type LakeCommand, type Real } from "./commands.js";
 import { DAYS, RAW, STAGE, type Day, type LakeModel, type TableName } from "./model.js";
-import { spawnScript, until } from "../support/crash-kit.js";
+import { spawnScript } from "../support/crash-kit.js";
+import { advanceClock, resetClock } from "../../src/shared/clock.js";
 import type { CommandResult } from "./workspace.js";
 
 /** The answer of test/support/crash-writer.ts to a replace. */
@@ -52,10 +53,11 @@ export class StalledWriterCommand implements LakeCommand {
       await stalled.nextJson(0, 120_000);
       stalled.send({ table: this.table, partition: `day=${this.day}`, select });
       await stalled.until(`the writer to stop at ${point}`, () => stalled.stderr.includes(`fault point ${point} reached: stopping (pid ${stalled.pid})`), 120_000);
-      // Frozen: nothing renews its lease, which expires within its TTL.
+      // Frozen: nothing renews its lease, which expires within its TTL. The taker (this process) runs on a clock moved
+      // past that expiry (src/shared/clock.ts) instead of the test waiting for it.
       const expiry = await real.ws.leaseExpiry(this.table);
-      await until("the frozen writer's lease to expire", () => expiry === undefined || Date.now() > expiry + 100, 10_000);
-      taker = await real.ws.run([...secondStep.args, "--no-wait"]);
+      advanceClock(expiry === undefined ? 0 : Math.max(0, expiry + 100 - Date.now()));
+      taker = await real.ws.run([...secondStep.args, "--no-wait"]).finally(() => resetClock());
       stalled.kill("SIGCONT");
       answer = await stalled.nextJson<WriterAnswer>(1, 120_000);
       stalled.process.stdin?.end();
