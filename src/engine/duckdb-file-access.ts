@@ -97,7 +97,10 @@ class InPlaceFiles implements FileAccess {
   async newFile(key: string): Promise<NewFile> {
     const file = this.store.localPath(key);
     // Durable like a run's own file: it is in a run that an outbox entry will name.
-    return { path: file, publish: async () => void (await Promise.all([fsyncPath(file), fsyncPath(path.dirname(file))])), discard: async () => undefined };
+    const publish = async (): Promise<void> => {
+      await Promise.all([fsyncPath(file), fsyncPath(path.dirname(file))]);
+    };
+    return { path: file, publish, discard: async () => undefined };
   }
 
   async stage(id: string): Promise<{ readonly dir: string; remove(): Promise<void> }> {

@@ -68,13 +68,7 @@ export class SyncLog {
 
   /** Removes the stored record, after the writes before it. */
   private forget(): Promise<void> {
-    const lease = this.lease;
-    const forget = async (): Promise<void> => {
-      await lease;
-      await forgetSync(this.lake, this.id);
-    };
-    this.written = this.written.then(forget, forget);
-    return this.written;
+    return this.afterWrites(() => forgetSync(this.lake, this.id));
   }
 
   private write(extra: Pick<SyncRecord, "finishedAt" | "error"> = {}): Promise<void> {
@@ -88,13 +82,17 @@ export class SyncLog {
       // Its failure is the write's (awaited below), never an unhandled rejection meanwhile.
       this.lease.catch(() => undefined);
     }
+    return this.afterWrites(() => recordSync(this.lake, { format: 1, ...this.record, syncId: this.id, ...extra, moves: [...this.moves.values()].map(stripPending) }));
+  }
+
+  /** Runs `store` once the sync's lease is held and the write before it has ended, failed or not: the newest state is stored last. */
+  private afterWrites(store: () => Promise<void>): Promise<void> {
     const lease = this.lease;
-    const write = async (): Promise<void> => {
+    const run = async (): Promise<void> => {
       await lease;
-      await recordSync(this.lake, { format: 1, ...this.record, syncId: this.id, ...extra, moves: [...this.moves.values()].map(stripPending) });
+      await store();
     };
-    // Each write waits for the one before, whether it failed or not: the newest state is written last.
-    this.written = this.written.then(write, write);
+    this.written = this.written.then(run, run);
     return this.written;
   }
 }
