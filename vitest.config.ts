@@ -4,10 +4,11 @@ import SlowFirstSequencer from "./test/support/slow-first-sequencer.js";
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
-    // Bundles the CLI (and the helper scripts tests start as child processes) from the sources, once per run; and
+    // The run's temporary folder on a memory file system where there is room (test/support/test-tmpdir.ts); then
+    // bundles the CLI (and the helper scripts tests start as child processes) from the sources, once per run; and
     // one PostgreSQL cluster for the run and one set of AWS emulators per worker (each in a process of its own),
     // started when a test first asks for them.
-    globalSetup: ["test/support/build-bundles.ts", "test/support/global-services.ts"],
+    globalSetup: ["test/support/test-tmpdir.ts", "test/support/build-bundles.ts", "test/support/global-services.ts"],
     testTimeout: 120_000,
     hookTimeout: 120_000,
     pool: "forks",
