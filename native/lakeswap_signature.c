@@ -16,7 +16,8 @@
  *
  * It computes exactly what the SQL form of the signature query computes, only
  * without DuckDB's cost per vector operation: one pass per field over a chunk,
- * MD5 once per distinct short text of a chunk. Tests hold it to the SQL form and
+ * MD5 once per short text its thread's cache does not hold, eight texts side by
+ * side (md5_short_lanes). Tests hold it to the SQL form and
  * to the reference in src/core/signature.ts; the engine checks a row of every
  * physical type against the reference when it loads it.
  *
@@ -39,27 +40,91 @@ typedef struct {
 	uint32_t a, b, c, d;
 } md5_state;
 
-static const uint32_t MD5_K[64] = {
-    0xd76aa478, 0xe8c7b756, 0x242070db, 0xc1bdceee, 0xf57c0faf, 0x4787c62a, 0xa8304613, 0xfd469501,
-    0x698098d8, 0x8b44f7af, 0xffff5bb1, 0x895cd7be, 0x6b901122, 0xfd987193, 0xa679438e, 0x49b40821,
-    0xf61e2562, 0xc040b340, 0x265e5a51, 0xe9b6c7aa, 0xd62f105d, 0x02441453, 0xd8a1e681, 0xe7d3fbc8,
-    0x21e1cde6, 0xc33707d6, 0xf4d50d87, 0x455a14ed, 0xa9e3e905, 0xfcefa3f8, 0x676f02d9, 0x8d2a4c8a,
-    0xfffa3942, 0x8771f681, 0x6d9d6122, 0xfde5380c, 0xa4beea44, 0x4bdecfa9, 0xf6bb4b60, 0xbebfbc70,
-    0x289b7ec6, 0xeaa127fa, 0xd4ef3085, 0x04881d05, 0xd9d4d039, 0xe6db99e5, 0x1fa27cf8, 0xc4ac5665,
-    0xf4292244, 0x432aff97, 0xab9423a7, 0xfc93a039, 0x655b59c3, 0x8f0ccc92, 0xffeff47d, 0x85845dd1,
-    0x6fa87e4f, 0xfe2ce6e0, 0xa3014314, 0x4e0811a1, 0xf7537e82, 0xbd3af235, 0x2ad7d2bb, 0xeb86d391};
-
-static const uint8_t MD5_R[64] = {7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22, 5, 9,  14, 20, 5, 9,
-                                  14, 20, 5, 9,  14, 20, 5, 9,  14, 20, 4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23,
-                                  4, 11, 16, 23, 6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21};
-
 static uint32_t load32le(const uint8_t *p) {
 	return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
 }
 
-static uint64_t load64le(const uint8_t *p) {
-	return (uint64_t)load32le(p) | ((uint64_t)load32le(p + 4) << 32);
-}
+/*
+ * MD5's 64 steps over a block's sixteen words m[], written out (a loop with a
+ * table of shifts costs half as much again). The same text serves one message
+ * (uint32_t words) and several side by side (md5_lanes: one message a lane).
+ */
+#define MD5_F(b, c, d) ((d) ^ ((b) & ((c) ^ (d))))
+#define MD5_G(b, c, d) ((c) ^ ((d) & ((b) ^ (c))))
+#define MD5_H(b, c, d) ((b) ^ (c) ^ (d))
+#define MD5_I(b, c, d) ((c) ^ ((b) | ~(d)))
+#define MD5_STEP(f, a, b, c, d, x, k, r)                                                                               \
+	do {                                                                                                               \
+		(a) += f((b), (c), (d)) + (x) + (k);                                                                           \
+		(a) = (b) + (((a) << (r)) | ((a) >> (32 - (r))));                                                              \
+	} while (0)
+#define MD5_STEPS(a, b, c, d, m)                                                                                       \
+	do {                                                                                                               \
+		MD5_STEP(MD5_F, a, b, c, d, m[0], 0xd76aa478u, 7);                                                             \
+		MD5_STEP(MD5_F, d, a, b, c, m[1], 0xe8c7b756u, 12);                                                            \
+		MD5_STEP(MD5_F, c, d, a, b, m[2], 0x242070dbu, 17);                                                            \
+		MD5_STEP(MD5_F, b, c, d, a, m[3], 0xc1bdceeeu, 22);                                                            \
+		MD5_STEP(MD5_F, a, b, c, d, m[4], 0xf57c0fafu, 7);                                                             \
+		MD5_STEP(MD5_F, d, a, b, c, m[5], 0x4787c62au, 12);                                                            \
+		MD5_STEP(MD5_F, c, d, a, b, m[6], 0xa8304613u, 17);                                                            \
+		MD5_STEP(MD5_F, b, c, d, a, m[7], 0xfd469501u, 22);                                                            \
+		MD5_STEP(MD5_F, a, b, c, d, m[8], 0x698098d8u, 7);                                                             \
+		MD5_STEP(MD5_F, d, a, b, c, m[9], 0x8b44f7afu, 12);                                                            \
+		MD5_STEP(MD5_F, c, d, a, b, m[10], 0xffff5bb1u, 17);                                                           \
+		MD5_STEP(MD5_F, b, c, d, a, m[11], 0x895cd7beu, 22);                                                           \
+		MD5_STEP(MD5_F, a, b, c, d, m[12], 0x6b901122u, 7);                                                            \
+		MD5_STEP(MD5_F, d, a, b, c, m[13], 0xfd987193u, 12);                                                           \
+		MD5_STEP(MD5_F, c, d, a, b, m[14], 0xa679438eu, 17);                                                           \
+		MD5_STEP(MD5_F, b, c, d, a, m[15], 0x49b40821u, 22);                                                           \
+		MD5_STEP(MD5_G, a, b, c, d, m[1], 0xf61e2562u, 5);                                                             \
+		MD5_STEP(MD5_G, d, a, b, c, m[6], 0xc040b340u, 9);                                                             \
+		MD5_STEP(MD5_G, c, d, a, b, m[11], 0x265e5a51u, 14);                                                           \
+		MD5_STEP(MD5_G, b, c, d, a, m[0], 0xe9b6c7aau, 20);                                                            \
+		MD5_STEP(MD5_G, a, b, c, d, m[5], 0xd62f105du, 5);                                                             \
+		MD5_STEP(MD5_G, d, a, b, c, m[10], 0x02441453u, 9);                                                            \
+		MD5_STEP(MD5_G, c, d, a, b, m[15], 0xd8a1e681u, 14);                                                           \
+		MD5_STEP(MD5_G, b, c, d, a, m[4], 0xe7d3fbc8u, 20);                                                            \
+		MD5_STEP(MD5_G, a, b, c, d, m[9], 0x21e1cde6u, 5);                                                             \
+		MD5_STEP(MD5_G, d, a, b, c, m[14], 0xc33707d6u, 9);                                                            \
+		MD5_STEP(MD5_G, c, d, a, b, m[3], 0xf4d50d87u, 14);                                                            \
+		MD5_STEP(MD5_G, b, c, d, a, m[8], 0x455a14edu, 20);                                                            \
+		MD5_STEP(MD5_G, a, b, c, d, m[13], 0xa9e3e905u, 5);                                                            \
+		MD5_STEP(MD5_G, d, a, b, c, m[2], 0xfcefa3f8u, 9);                                                             \
+		MD5_STEP(MD5_G, c, d, a, b, m[7], 0x676f02d9u, 14);                                                            \
+		MD5_STEP(MD5_G, b, c, d, a, m[12], 0x8d2a4c8au, 20);                                                           \
+		MD5_STEP(MD5_H, a, b, c, d, m[5], 0xfffa3942u, 4);                                                             \
+		MD5_STEP(MD5_H, d, a, b, c, m[8], 0x8771f681u, 11);                                                            \
+		MD5_STEP(MD5_H, c, d, a, b, m[11], 0x6d9d6122u, 16);                                                           \
+		MD5_STEP(MD5_H, b, c, d, a, m[14], 0xfde5380cu, 23);                                                           \
+		MD5_STEP(MD5_H, a, b, c, d, m[1], 0xa4beea44u, 4);                                                             \
+		MD5_STEP(MD5_H, d, a, b, c, m[4], 0x4bdecfa9u, 11);                                                            \
+		MD5_STEP(MD5_H, c, d, a, b, m[7], 0xf6bb4b60u, 16);                                                            \
+		MD5_STEP(MD5_H, b, c, d, a, m[10], 0xbebfbc70u, 23);                                                           \
+		MD5_STEP(MD5_H, a, b, c, d, m[13], 0x289b7ec6u, 4);                                                            \
+		MD5_STEP(MD5_H, d, a, b, c, m[0], 0xeaa127fau, 11);                                                            \
+		MD5_STEP(MD5_H, c, d, a, b, m[3], 0xd4ef3085u, 16);                                                            \
+		MD5_STEP(MD5_H, b, c, d, a, m[6], 0x04881d05u, 23);                                                            \
+		MD5_STEP(MD5_H, a, b, c, d, m[9], 0xd9d4d039u, 4);                                                             \
+		MD5_STEP(MD5_H, d, a, b, c, m[12], 0xe6db99e5u, 11);                                                           \
+		MD5_STEP(MD5_H, c, d, a, b, m[15], 0x1fa27cf8u, 16);                                                           \
+		MD5_STEP(MD5_H, b, c, d, a, m[2], 0xc4ac5665u, 23);                                                            \
+		MD5_STEP(MD5_I, a, b, c, d, m[0], 0xf4292244u, 6);                                                             \
+		MD5_STEP(MD5_I, d, a, b, c, m[7], 0x432aff97u, 10);                                                            \
+		MD5_STEP(MD5_I, c, d, a, b, m[14], 0xab9423a7u, 15);                                                           \
+		MD5_STEP(MD5_I, b, c, d, a, m[5], 0xfc93a039u, 21);                                                            \
+		MD5_STEP(MD5_I, a, b, c, d, m[12], 0x655b59c3u, 6);                                                            \
+		MD5_STEP(MD5_I, d, a, b, c, m[3], 0x8f0ccc92u, 10);                                                            \
+		MD5_STEP(MD5_I, c, d, a, b, m[10], 0xffeff47du, 15);                                                           \
+		MD5_STEP(MD5_I, b, c, d, a, m[1], 0x85845dd1u, 21);                                                            \
+		MD5_STEP(MD5_I, a, b, c, d, m[8], 0x6fa87e4fu, 6);                                                             \
+		MD5_STEP(MD5_I, d, a, b, c, m[15], 0xfe2ce6e0u, 10);                                                           \
+		MD5_STEP(MD5_I, c, d, a, b, m[6], 0xa3014314u, 15);                                                            \
+		MD5_STEP(MD5_I, b, c, d, a, m[13], 0x4e0811a1u, 21);                                                           \
+		MD5_STEP(MD5_I, a, b, c, d, m[4], 0xf7537e82u, 6);                                                             \
+		MD5_STEP(MD5_I, d, a, b, c, m[11], 0xbd3af235u, 10);                                                           \
+		MD5_STEP(MD5_I, c, d, a, b, m[2], 0x2ad7d2bbu, 15);                                                            \
+		MD5_STEP(MD5_I, b, c, d, a, m[9], 0xeb86d391u, 21);                                                            \
+	} while (0)
 
 static void md5_block(md5_state *s, const uint8_t *block) {
 	uint32_t m[16];
@@ -67,33 +132,17 @@ static void md5_block(md5_state *s, const uint8_t *block) {
 		m[i] = load32le(block + 4 * i);
 	}
 	uint32_t a = s->a, b = s->b, c = s->c, d = s->d;
-	for (int i = 0; i < 64; i++) {
-		uint32_t f;
-		int g;
-		if (i < 16) {
-			f = (b & c) | (~b & d);
-			g = i;
-		} else if (i < 32) {
-			f = (d & b) | (~d & c);
-			g = (5 * i + 1) & 15;
-		} else if (i < 48) {
-			f = b ^ c ^ d;
-			g = (3 * i + 5) & 15;
-		} else {
-			f = c ^ (b | ~d);
-			g = (7 * i) & 15;
-		}
-		uint32_t t = d;
-		d = c;
-		c = b;
-		uint32_t x = a + f + MD5_K[i] + m[g];
-		b = b + ((x << MD5_R[i]) | (x >> (32 - MD5_R[i])));
-		a = t;
-	}
+	MD5_STEPS(a, b, c, d, m);
 	s->a += a;
 	s->b += b;
 	s->c += c;
 	s->d += d;
+}
+
+/* The digest's two 64-bit little-endian halves: the state words a, b and c, d, each little-endian. */
+static void md5_halves(uint32_t a, uint32_t b, uint32_t c, uint32_t d, uint64_t out[2]) {
+	out[0] = (uint64_t)a | ((uint64_t)b << 32);
+	out[1] = (uint64_t)c | ((uint64_t)d << 32);
 }
 
 /* The MD5 digest of `length` bytes, as its two 64-bit little-endian halves. */
@@ -117,15 +166,49 @@ static void md5(const uint8_t *data, uint64_t length, uint64_t out[2]) {
 	if (tail_length == 128) {
 		md5_block(&s, tail + 64);
 	}
-	uint8_t digest[16];
-	uint32_t words[4] = {s.a, s.b, s.c, s.d};
-	for (int i = 0; i < 4; i++) {
-		for (int j = 0; j < 4; j++) {
-			digest[4 * i + j] = (uint8_t)(words[i] >> (8 * j));
+	md5_halves(s.a, s.b, s.c, s.d, out);
+}
+
+/*
+ * Several MD5s at once: one message per lane of a vector (GCC and Clang vector
+ * extensions; the compiler maps them to the machine's SIMD registers, or to
+ * plain words). A message of MD5_SHORT bytes or fewer is one block, so eight
+ * texts cost about what two cost one after another: one MD5's steps depend on
+ * each other, eight side by side do not.
+ */
+#define MD5_LANES 8
+#define MD5_SHORT 55
+
+typedef uint32_t md5_lanes __attribute__((vector_size(4 * MD5_LANES)));
+
+/* The MD5 digests of MD5_LANES texts of at most MD5_SHORT bytes each. */
+static void md5_short_lanes(const uint8_t *const texts[MD5_LANES], const uint32_t lengths[MD5_LANES], uint64_t out[MD5_LANES][2]) {
+	uint32_t words[16][MD5_LANES];
+	for (int l = 0; l < MD5_LANES; l++) {
+		uint8_t block[64];
+		memset(block, 0, sizeof(block));
+		memcpy(block, texts[l], lengths[l]);
+		block[lengths[l]] = 0x80;
+		uint64_t bits = (uint64_t)lengths[l] * 8;
+		for (int i = 0; i < 8; i++) {
+			block[56 + i] = (uint8_t)(bits >> (8 * i));
+		}
+		for (int i = 0; i < 16; i++) {
+			words[i][l] = load32le(block + 4 * i);
 		}
 	}
-	out[0] = load64le(digest);
-	out[1] = load64le(digest + 8);
+	md5_lanes m[16];
+	memcpy(m, words, sizeof(m));
+	md5_lanes zero = {0};
+	md5_lanes a = zero + 0x67452301u, b = zero + 0xefcdab89u, c = zero + 0x98badcfeu, d = zero + 0x10325476u;
+	MD5_STEPS(a, b, c, d, m);
+	a += 0x67452301u;
+	b += 0xefcdab89u;
+	c += 0x98badcfeu;
+	d += 0x10325476u;
+	for (int l = 0; l < MD5_LANES; l++) {
+		md5_halves(a[l], b[l], c[l], d[l], out[l]);
+	}
 }
 
 /* ---- The row hash (docs/signatures.md, steps 4-6) ----------------------- */
@@ -246,30 +329,89 @@ typedef struct {
 	int64_t words[2];
 } text_cache_entry;
 
-static inline void text_words(const duckdb_string_t *value, text_cache_entry *cache, int64_t words[2]) {
+/* The cache slot of a short text (up to 12 bytes: inline, so its 16 bytes are its key), or NULL for a longer one. */
+static inline text_cache_entry *cache_slot(const duckdb_string_t *value, text_cache_entry *cache, uint64_t key[2]) {
 	/* duckdb_string_t as duckdb.h documents it: up to 12 bytes inline, longer ones behind a pointer. */
-	uint32_t length = value->value.inlined.length;
-	text_cache_entry *slot = NULL;
-	uint64_t key[2];
-	if (length <= 12) {
-		memcpy(key, value, sizeof(key));
-		slot = &cache[((key[0] * 0x9e3779b97f4a7c15ULL) ^ (key[1] * 0xc2b2ae3d27d4eb4fULL)) >> (64 - TEXT_CACHE_BITS)];
-		if (slot->key[0] == key[0] && slot->key[1] == key[1]) {
-			words[0] = slot->words[0];
-			words[1] = slot->words[1];
-			return;
-		}
+	if (value->value.inlined.length > 12) {
+		return NULL;
 	}
-	const char *bytes = length <= 12 ? value->value.inlined.inlined : value->value.pointer.ptr;
-	uint64_t digest[2];
-	md5((const uint8_t *)bytes, length, digest);
+	memcpy(key, value, sizeof(uint64_t) * 2);
+	return &cache[((key[0] * 0x9e3779b97f4a7c15ULL) ^ (key[1] * 0xc2b2ae3d27d4eb4fULL)) >> (64 - TEXT_CACHE_BITS)];
+}
+
+static inline const uint8_t *text_bytes(const duckdb_string_t *value) {
+	return (const uint8_t *)(value->value.inlined.length <= 12 ? value->value.inlined.inlined : value->value.pointer.ptr);
+}
+
+/* A text's two words from its MD5 digest (docs/signatures.md, step 3): the digest's bits 0-62 and 65-127. */
+static inline void digest_words(const uint64_t digest[2], int64_t words[2]) {
 	words[0] = (int64_t)(digest[0] & MASK63);
 	words[1] = (int64_t)(digest[1] >> 1);
-	if (slot != NULL) {
-		slot->key[0] = key[0];
-		slot->key[1] = key[1];
-		slot->words[0] = words[0];
-		slot->words[1] = words[1];
+}
+
+/* The words of the texts of rows `waiting` (at most MD5_LANES, each of at most MD5_SHORT bytes), kept in the cache. */
+static void hash_waiting_texts(const duckdb_string_t *texts, const idx_t *waiting, int count, text_cache_entry *cache,
+                               int64_t (*words)[2]) {
+	const uint8_t *bytes[MD5_LANES];
+	uint32_t lengths[MD5_LANES];
+	uint64_t digests[MD5_LANES][2];
+	for (int l = 0; l < MD5_LANES; l++) {
+		/* Lanes without a text of their own hash the first one again. */
+		const duckdb_string_t *text = &texts[waiting[l < count ? l : 0]];
+		bytes[l] = text_bytes(text);
+		lengths[l] = text->value.inlined.length;
+	}
+	md5_short_lanes(bytes, lengths, digests);
+	for (int l = 0; l < count; l++) {
+		int64_t *row_words = words[waiting[l]];
+		digest_words(digests[l], row_words);
+		uint64_t key[2];
+		text_cache_entry *slot = cache_slot(&texts[waiting[l]], cache, key);
+		if (slot != NULL) {
+			slot->key[0] = key[0];
+			slot->key[1] = key[1];
+			slot->words[0] = row_words[0];
+			slot->words[1] = row_words[1];
+		}
+	}
+}
+
+/*
+ * The two words of each row's text in a chunk (0 and 0 where it is NULL): from the thread's cache, or from its MD5
+ * digest, the short texts MD5_LANES at a time.
+ */
+static void chunk_text_words(const duckdb_string_t *texts, const uint64_t *validity, idx_t rows, text_cache_entry *cache,
+                             int64_t (*words)[2]) {
+	idx_t waiting[MD5_LANES];
+	int count = 0;
+	for (idx_t r = 0; r < rows; r++) {
+		words[r][0] = 0;
+		words[r][1] = 0;
+		if (!valid_at(validity, r)) {
+			continue;
+		}
+		uint64_t key[2];
+		text_cache_entry *slot = cache_slot(&texts[r], cache, key);
+		if (slot != NULL && slot->key[0] == key[0] && slot->key[1] == key[1]) {
+			words[r][0] = slot->words[0];
+			words[r][1] = slot->words[1];
+			continue;
+		}
+		uint32_t length = texts[r].value.inlined.length;
+		if (length > MD5_SHORT) {
+			uint64_t digest[2];
+			md5(text_bytes(&texts[r]), length, digest);
+			digest_words(digest, words[r]);
+			continue;
+		}
+		waiting[count++] = r;
+		if (count == MD5_LANES) {
+			hash_waiting_texts(texts, waiting, count, cache, words);
+			count = 0;
+		}
+	}
+	if (count > 0) {
+		hash_waiting_texts(texts, waiting, count, cache, words);
 	}
 }
 
@@ -382,8 +524,9 @@ static const char *chunk_lanes(const duckdb_vector *fields, idx_t count, idx_t r
 	const char *error = NULL;
 	field_shape *shapes = duckdb_malloc(sizeof(field_shape) * (count == 0 ? 1 : count));
 	int64_t *flags = duckdb_malloc(sizeof(int64_t) * (rows == 0 ? 1 : rows));
+	int64_t (*text_words)[2] = duckdb_malloc(sizeof(int64_t) * 2 * (rows == 0 ? 1 : rows));
 	text_cache_entry *cache = thread_text_cache();
-	if (shapes == NULL || flags == NULL || cache == NULL) {
+	if (shapes == NULL || flags == NULL || text_words == NULL || cache == NULL) {
 		error = "lakeswap_signature: out of memory";
 		goto done;
 	}
@@ -409,12 +552,9 @@ static const char *chunk_lanes(const duckdb_vector *fields, idx_t count, idx_t r
 		} else {
 			key_pair a0 = lane_key(0, 1 + item), a1 = lane_key(0, 2 + item);
 			key_pair b0 = lane_key(1, 1 + item), b1 = lane_key(1, 2 + item);
-			const duckdb_string_t *texts = (const duckdb_string_t *)data;
+			chunk_text_words((const duckdb_string_t *)data, validity, rows, cache, text_words);
 			for (idx_t r = 0; r < rows; r++) {
-				int64_t w[2] = {0, 0};
-				if (valid_at(validity, r)) {
-					text_words(&texts[r], cache, w);
-				}
+				int64_t *w = text_words[r];
 				lanes[2 * r] ^= product(w[0], a0) ^ product(w[1], a1);
 				lanes[2 * r + 1] ^= product(w[0], b0) ^ product(w[1], b1);
 			}
@@ -462,6 +602,7 @@ static const char *chunk_lanes(const duckdb_vector *fields, idx_t count, idx_t r
 done:
 	duckdb_free(shapes);
 	duckdb_free(flags);
+	duckdb_free(text_words);
 	return error;
 }
 

@@ -180,7 +180,7 @@ describe("v3 signatures: both forms (native extension, plain SQL) and the refere
     { name: "clock", type: "TIME", sql: "TIME '00:00:00' + to_microseconds(range * 123456789 % 86400000000)" },
     { name: "ts", type: "TIMESTAMP", sql: "TIMESTAMP '1950-01-01' + to_microseconds(range * 1234567891)", nullable: false },
     { name: "tz", type: "TIMESTAMPTZ", sql: "CASE WHEN range % 8 = 0 THEN NULL ELSE TIMESTAMPTZ '1960-06-01 00:00:00+00' + to_microseconds(range * 987654321) END" },
-    { name: "note", type: "VARCHAR", sql: "CASE range % 4 WHEN 0 THEN NULL WHEN 1 THEN 'héllo|' || range WHEN 2 THEN '' ELSE repeat('x', (range % 70)::INTEGER) END" },
+    { name: "note", type: "VARCHAR", sql: "CASE range % 4 WHEN 0 THEN NULL WHEN 1 THEN 'héllo|' || range WHEN 2 THEN '' ELSE repeat('x', (range % 130)::INTEGER) END" },
     { name: "id", type: "UUID", sql: "('00000000-0000-4000-8000-' || lpad(range::VARCHAR, 12, '0'))::UUID" },
   ];
 
