@@ -25,6 +25,15 @@ const NOTATION_REASON = "is not written in decimal digits (hexadecimal, binary a
 /** A fraction of a second finer than microseconds that is not zeros: the types keep microseconds, and cutting the rest would change the value. */
 const BEYOND_MICROSECONDS = "[.][0-9]{6}[0-9]*[1-9]";
 
+/**
+ * Text shapes (LIKE patterns) of a timestamp without a UTC offset, as most exports write it: `2025-03-04 10:15:00`,
+ * `2025-03-04T10:15:00`, `2025-03-04T10:15:00Z`. A text of one of them that reads as a TIMESTAMP has no room left for
+ * an offset that would change it (its time fills the characters up to the end; `Z` is UTC), so it needs no check
+ * against its reading as an instant: three LIKEs cost less than the character tests that find the other texts that
+ * may have one.
+ */
+const PLAIN_TIMESTAMP_SHAPES = ["____-__-__ __:__:__", "____-__-__T__:__:__", "____-__-__T__:__:__Z"];
+
 /** The event times an ingested row may have: its partition is named by the year (p_year), in four digits. */
 const EVENT_TIME_RANGE = "is outside the years 0001 to 9999 that an event time may have (it names the event's partition)";
 
@@ -181,8 +190,10 @@ function textTimeConversion(column: LandColumn, index: number, says: (text: stri
     // it is another time. A zero offset (`Z`, `+00`) changes nothing and is kept.
     const instant = `TRY_CAST(${s} AS TIMESTAMPTZ)`;
     const zoned = `__z${index}`;
-    // Only a text with a sign or a letter after the date, or that does not end in a digit, can carry an offset.
-    const mayHaveOffset = `(contains(${s}, '+') OR contains(${s}[11:], '-') OR NOT (right(${s}, 1) BETWEEN '0' AND '9'))`;
+    // Only a text with a sign or a letter after the date, or that does not end in a digit, can carry an offset; and
+    // none in the plain shapes of exports (PLAIN_TIMESTAMP_SHAPES), tested first because they cost least to tell.
+    const plain = PLAIN_TIMESTAMP_SHAPES.map((shape) => `${s} LIKE '${shape}'`).join(" OR ");
+    const mayHaveOffset = `(NOT (${plain}) AND (contains(${s}, '+') OR contains(${s}[11:], '-') OR NOT (right(${s}, 1) BETWEEN '0' AND '9')))`;
     const offset = `has a UTC offset or time zone, which column ${column.name} (TIMESTAMP, without time zone) cannot keep: declare it TIMESTAMPTZ, or drop the offset`;
     return {
       computed: [...computed, `CASE WHEN ${mayHaveOffset} THEN ${instant} IS DISTINCT FROM timezone('UTC', ${v}) ELSE false END AS ${zoned}`],
