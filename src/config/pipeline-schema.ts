@@ -111,6 +111,12 @@ const postgresSinkSchema = z
       .describe(
         "upsert: a key the lake no longer holds (deleted, moved away, rolled back) is deleted from the target; default false: its row is kept and marked (_lakeswap_deleted_at set, and the dataset's delete_flag column set true on the raw layer)",
       ),
+    partitioning: z
+      .enum(["native", "index"])
+      .optional()
+      .describe(
+        "partition_replace: how a target the sink creates is laid out; native (default): partitioned by LIST on the partition columns, each partition a table of its own swapped whole (about one COPY per replace); index: one plain table with an index on the partition columns (each replace deletes the old rows); an existing target keeps its layout",
+      ),
   })
   .strict();
 

@@ -88,6 +88,11 @@ export interface SinkSpec {
   readonly hardDelete: boolean;
   /** Upsert on a raw layer with a `delete_flag`: the column a soft delete sets true. */
   readonly deleteFlag?: string;
+  /**
+   * How a partition_replace target the sink creates is laid out: `native` (default), partitioned by LIST on its
+   * partition columns, each partition a leaf table swapped whole; `index`, a plain table with an index on them.
+   */
+  readonly partitioning?: "native" | "index";
 }
 
 /** Opens the adapter of a declared sink (the CLI and `openSinkFor` supply it; core never imports an adapter). */

@@ -320,4 +320,24 @@ describe.skipIf(!postgresAvailable())("PostgreSQL sink: the target equals the la
     expect(sinkLines(rerun)).toEqual(["st=CA sent changed 6", "st=VI sent changed 0", "st=ZZ sent new 0"]);
     expect(await ws.targetRows()).toEqual(await ws.lakeRows());
   }, 60_000);
+
+  // The same kill on partition_replace's partitioned layout: the new leaf lives in the transaction, so it dies with it.
+  it("partition_replace: a sync killed before a partition's COMMIT leaves that partition's leaf as it was and no stray table", async () => {
+    const ws = await workspace(REPLACE);
+    await ws.sync(ws.deliver(FIRST));
+    const tables = "SELECT count(*)::int AS n FROM pg_class WHERE relnamespace = 'crm'::regnamespace AND relkind = 'r' AND relname LIKE 'customers%'";
+    expect(await ws.db(tables)).toEqual([{ n: 3 }]);
+    const emptying = ws.deliver(EMPTYING);
+    const env = { DATABASE_URL: ws.databaseUrl, LAKESWAP_FAULT: "sink-before-commit:kill@2" };
+    const killed = await runCli(["sync", "-c", ws.configFile, "--lake", ws.lakeDir, "--input", emptying], env);
+    expect(killed.signal).toBe("SIGKILL");
+    // AS swapped whole (emptied: an empty leaf), CA's leaf untouched (its new leaf rolled back), VI untouched.
+    expect(await ws.targetRows()).toEqual(["4 customer 4 CA 2026-11-01 10:00:00", "5 customer 5 CA 2026-11-01 10:00:00", "6 customer 6 CA 2026-11-01 10:00:00",
+      "7 customer 7 VI 2026-11-01 10:00:00", "8 customer 8 VI 2026-11-01 10:00:00", "9 customer 9 VI 2026-11-01 10:00:00", "10 customer 10 VI 2026-11-01 10:00:00"]);
+    expect(await ws.db(tables)).toEqual([{ n: 3 }]);
+    const rerun = await ws.sync(emptying);
+    expect(sinkLines(rerun)).toEqual(["st=CA sent changed 6", "st=VI sent changed 0", "st=ZZ sent new 0"]);
+    expect(await ws.targetRows()).toEqual(await ws.lakeRows());
+    expect(await ws.db(tables)).toEqual([{ n: 4 }]);
+  }, 60_000);
 });

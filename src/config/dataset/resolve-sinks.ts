@@ -51,8 +51,12 @@ export function resolveSinks(sinks: SinksInput, layerColumns: readonly Column[],
   if (postgres.hard_delete && postgres.mode !== "upsert") {
     throw new InvalidInputError(`${where}.hard_delete: applies to mode: upsert only (partition_replace always deletes what the lake no longer holds)`);
   }
+  if (postgres.partitioning !== undefined && postgres.mode !== "partition_replace") {
+    throw new InvalidInputError(`${where}.partitioning: applies to mode: partition_replace only (an upsert target is one table with its primary key)`);
+  }
   const flag = postgres.mode === "upsert" && deleteFlag !== undefined && columns.includes(deleteFlag) ? { deleteFlag } : {};
-  return [{ kind: "postgres", url, maskedUrl, schema, table, mode: postgres.mode, primaryKey, hardDelete: postgres.hard_delete, ...flag }];
+  const partitioning = postgres.partitioning ? { partitioning: postgres.partitioning } : {};
+  return [{ kind: "postgres", url, maskedUrl, schema, table, mode: postgres.mode, primaryKey, hardDelete: postgres.hard_delete, ...flag, ...partitioning }];
 }
 
 /** Replaces each `${VAR}` with the environment variable's value; a variable that is not set is an error naming it. */

@@ -11,6 +11,7 @@ import { quoteLiteral } from "../../model/sql.js";
 import { freshProcessFolder } from "../../shared/process-folders.js";
 import { TargetUnavailableError, type Sink, type SinkLayout, type SinkPartitionWrite, type SinkSpec } from "../sink.js";
 import { RowExport, type RowSplit, type StagedRows } from "./row-export.js";
+import { PartitionSwap, sqlState } from "./partition-swap.js";
 import { ident, postgresType } from "./sql-names.js";
 import { forgetState, readState, recordState, type Query, type StateScope } from "./state-table.js";
 import { DELETED_AT, UPDATED_AT, existingStamp, goneKeysCondition, goneKeysStatement, upsertStatement } from "./upsert-statements.js";
@@ -24,8 +25,11 @@ const UNIQUE_VIOLATION = "23505";
 /**
  * The PostgreSQL sink: each partition goes in one transaction, by COPY
  * (rows read out of the run's Parquet files by DuckDB as CSV, streamed),
- * with its signature in `lakeswap_state`. `partition_replace` deletes the
- * partition's rows and COPYs the new ones in; `upsert` COPYs the rows whose
+ * with its signature in `lakeswap_state`. `partition_replace` COPYs the
+ * partition's rows into a fresh leaf table and swaps it for the old one (a
+ * target partitioned by its partition columns: `PartitionSwap`, the layout it
+ * creates by default), or deletes the partition's rows and COPYs the new ones
+ * in (a plain table: `partitioning: index`, or one made before); `upsert` COPYs the rows whose
  * key the target does not hold straight into it (the server's fastest insert)
  * and merges the others by primary key (`INSERT ... ON CONFLICT ... DO
  * UPDATE`, one statement) from a temporary table; should a key it took for
@@ -47,6 +51,8 @@ export class PostgresSink implements Sink {
   private held?: ReadonlySet<string>;
   /** Upsert: whether a COPY into the target does what the merge's INSERT would, so a new partition may go straight in (`allowsPlainCopy`). */
   private plainCopyAllowed = false;
+  /** partition_replace into a target partitioned by its partition columns: how a partition's leaf is swapped. */
+  private swap?: PartitionSwap;
   /** Upsert: the target's stamp column, `_lakeswap_updated_at` (or `updated_at` in a target an older lakeswap made). */
   private stampColumn = UPDATED_AT;
 
@@ -80,6 +86,8 @@ export class PostgresSink implements Sink {
       if (existing.size > 0 && !existing.has(DELETED_AT)) await this.query(`ALTER TABLE ${this.targetName()} ADD COLUMN IF NOT EXISTS ${ident(DELETED_AT)} timestamptz`);
       await this.checkKey(layout);
       this.plainCopyAllowed = await this.allowsPlainCopy();
+    } else if (await PartitionSwap.isPartitioned(this.statement, this.targetName(), layout.partitionKeys)) {
+      this.swap = new PartitionSwap(this.statement, this.spec.schema, this.spec.table, layout.partitionKeys);
     }
     // The state rows of another target identity (dropped and recreated, truncated) are gone: those partitions go in full.
     const recorded = await readState(this.statement, this.stateScope());
@@ -103,11 +111,10 @@ export class PostgresSink implements Sink {
     const staged = await staging;
     try {
       return await this.transaction(part.path, part.runId, part.signature, async () => {
-        if (layout.mode === "partition_replace") {
-          await this.deletePartition(layout, part.partition);
-          return this.copy(this.copyInto(this.targetName(), layout), staged.fresh);
-        }
-        return this.upsert(layout, part, staged);
+        if (layout.mode === "upsert") return { rows: await this.upsert(layout, part, staged) };
+        if (this.swap) return this.swap.replace(part.partition, (leaf) => this.copy(this.copyInto(leaf, layout), staged.fresh));
+        await this.deletePartition(layout, part.partition);
+        return { rows: await this.copy(this.copyInto(this.targetName(), layout), staged.fresh) };
       });
     } finally {
       await rm(staged.folder, { recursive: true, force: true });
@@ -226,9 +233,10 @@ export class PostgresSink implements Sink {
   async remove(layout: SinkLayout, partition: Partition, statePath: string): Promise<{ rows: number }> {
     await this.connect();
     return this.transaction(statePath, undefined, undefined, async () => {
-      if (layout.mode === "partition_replace") return this.deletePartition(layout, partition);
+      if (this.swap) return { rows: await this.swap.remove(partition) };
+      if (layout.mode === "partition_replace") return { rows: await this.deletePartition(layout, partition) };
       // Upsert: every key of the partition left the lake; an empty rows table says so.
-      return this.removeGoneKeys(layout, partition, await this.rowsTable(layout));
+      return { rows: await this.removeGoneKeys(layout, partition, await this.rowsTable(layout)) };
     });
   }
 
@@ -261,16 +269,22 @@ export class PostgresSink implements Sink {
   }
 
   /**
-   * Runs `work` in one transaction with the partition's state row: written (signature and run) or, without a
-   * signature, deleted. Anything that fails rolls the whole transaction back. Returns the rows `work` counted.
+   * Runs `work` in one transaction with the partition's state row: written (signature and run, with the storage of
+   * the leaf `work` names, else the target's) or, without a signature, deleted. Anything that fails rolls the whole
+   * transaction back. Returns the rows `work` counted.
    */
-  private async transaction(statePath: string, runId: string | undefined, signature: string | undefined, work: () => Promise<number>): Promise<{ rows: number }> {
+  private async transaction(
+    statePath: string,
+    runId: string | undefined,
+    signature: string | undefined,
+    work: () => Promise<{ rows: number; leaf?: string }>,
+  ): Promise<{ rows: number }> {
     await this.query("BEGIN");
     try {
       // Two writers of one target (two lakes, two configs) take turns per table.
       await this.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`lakeswap:${this.spec.schema}.${this.spec.table}`]);
-      const rows = await work();
-      if (signature !== undefined && runId !== undefined) await recordState(this.statement, this.stateScope(), statePath, signature, runId);
+      const { rows, leaf } = await work();
+      if (signature !== undefined && runId !== undefined) await recordState(this.statement, this.stateScope(), statePath, signature, runId, leaf);
       else await forgetState(this.statement, this.stateScope(), statePath);
       faultPoint("sink-before-commit");
       await this.query("COMMIT");
@@ -348,6 +362,11 @@ export class PostgresSink implements Sink {
     if (layout.mode === "upsert") {
       definitions.push(`${ident(UPDATED_AT)} timestamptz NOT NULL DEFAULT now()`, `${ident(DELETED_AT)} timestamptz`);
       definitions.push(`PRIMARY KEY (${layout.primaryKey.map(ident).join(", ")})`);
+    }
+    if (layout.mode === "partition_replace" && layout.partitionKeys.length > 0 && this.spec.partitioning !== "index") {
+      // Each partition a leaf table of its own, swapped whole: no index to maintain, no row to delete (PartitionSwap).
+      await this.query(PartitionSwap.createStatement(this.targetName(), definitions, layout.partitionKeys));
+      return;
     }
     await this.query(`CREATE TABLE IF NOT EXISTS ${ident(this.spec.schema)}.${ident(this.spec.table)} (${definitions.join(", ")})`);
     // Every write finds its partition's rows (partition_replace's DELETE, upsert's keys that left the lake): without an
@@ -433,11 +452,4 @@ function stagedKey(part: SinkPartitionWrite): string {
 async function discard(rows: Promise<StagedRows>): Promise<void> {
   const staged = await rows.catch(() => undefined);
   if (staged) await rm(staged.folder, { recursive: true, force: true });
-}
-
-/** The SQLSTATE of a PostgreSQL error, also when `failure` wrapped it. */
-function sqlState(error: unknown): string | undefined {
-  const cause = error instanceof LakeswapError ? error.cause : error;
-  const code = (cause as { code?: unknown } | undefined)?.code;
-  return typeof code === "string" ? code : undefined;
 }

@@ -21,9 +21,9 @@ function stateTable(scope: StateScope): string {
 
 /**
  * Creates (or upgrades) the state table and returns each partition's recorded signature. A state row vouches for its
- * partition's rows only in the table (OID) and storage (relfilenode) it was written with: rows of another identity
- * (the target dropped and recreated, truncated or rewritten; a row of an older lakeswap, without identity) are
- * deleted first, so those partitions are sent in full.
+ * partition's rows only in the table (OID) and storage (relfilenode; in a partitioned target, a leaf's) it was
+ * written with: rows of another identity (the target dropped and recreated, truncated or rewritten, a leaf dropped;
+ * a row of an older lakeswap, without identity) are deleted first, so those partitions are sent in full.
  */
 export async function readState(query: Query, scope: StateScope): Promise<Map<string, string>> {
   const state = stateTable(scope);
@@ -35,21 +35,25 @@ export async function readState(query: Query, scope: StateScope): Promise<Map<st
   await query(`ALTER TABLE ${state} ADD COLUMN IF NOT EXISTS target_oid oid, ADD COLUMN IF NOT EXISTS target_filenode oid`);
   await query(
     `DELETE FROM ${state} s WHERE s.table_name = $1 AND NOT EXISTS ` +
-      "(SELECT 1 FROM pg_class c WHERE c.oid = to_regclass($2) AND c.oid = s.target_oid AND c.relfilenode = s.target_filenode)",
+      "(SELECT 1 FROM pg_class c WHERE c.oid = to_regclass($2) AND c.oid = s.target_oid AND (c.relfilenode = s.target_filenode OR c.relkind = 'p' AND " +
+      "EXISTS (SELECT 1 FROM pg_partition_tree(c.oid) t JOIN pg_class l ON l.oid = t.relid WHERE t.isleaf AND l.relfilenode = s.target_filenode)))",
     [scope.table, scope.target],
   );
   const rows = await query<{ partition: string; signature: string }>(`SELECT partition, signature FROM ${state} WHERE table_name = $1`, [scope.table]);
   return new Map(rows.rows.map((row) => [row.partition, row.signature]));
 }
 
-/** Records a partition's signature and run, with the target's identity as the running transaction sees it. */
-export async function recordState(query: Query, scope: StateScope, partition: string, signature: string, runId: string): Promise<void> {
+/**
+ * Records a partition's signature and run, with the target's identity as the running transaction sees it: its OID,
+ * and the storage of the partition's leaf (`leaf`, quoted, in a partitioned target) or of the target itself.
+ */
+export async function recordState(query: Query, scope: StateScope, partition: string, signature: string, runId: string, leaf = scope.target): Promise<void> {
   await query(
     `INSERT INTO ${stateTable(scope)} (table_name, partition, signature, run_id, updated_at, target_oid, target_filenode) ` +
-      "SELECT $1, $2, $3, $4, now(), c.oid, c.relfilenode FROM pg_class c WHERE c.oid = to_regclass($5) " +
+      "SELECT $1, $2, $3, $4, now(), c.oid, l.relfilenode FROM pg_class c, pg_class l WHERE c.oid = to_regclass($5) AND l.oid = to_regclass($6) " +
       "ON CONFLICT (table_name, partition) DO UPDATE SET signature = EXCLUDED.signature, run_id = EXCLUDED.run_id, updated_at = now(), " +
       "target_oid = EXCLUDED.target_oid, target_filenode = EXCLUDED.target_filenode",
-    [scope.table, partition, signature, runId, scope.target],
+    [scope.table, partition, signature, runId, scope.target, leaf],
   );
 }
 
