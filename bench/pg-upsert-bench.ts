@@ -42,8 +42,11 @@ import { REPO_ROOT } from "./lakeswap-cli.js";
  *
  * Partition replace: the same 1,000,000 rows sent by a sink with
  * `mode: partition_replace` to a target that holds an older version of every
- * one of the 30 partitions (each partition's rows deleted and the new ones
- * COPYed in, one transaction each), against the floor: one plain
+ * one of the 30 partitions, against the floor: on the partitioned layout the
+ * sink creates (each partition's rows COPYed into a new leaf table that
+ * replaces the old one, one transaction each); as context, on the index
+ * layout of targets made before it (each partition's rows deleted and the
+ * new ones COPYed in), in a database of its own. The floor: one plain
  * `COPY ... FROM STDIN (FORMAT csv)` of the same rows into an empty table of
  * the same columns without index (rows prepared as CSV before the clock).
  */
@@ -105,10 +108,12 @@ interface LakeswapUpsert {
 
 /** The partition replace and its floor. */
 interface ReplaceFigures {
-  /** The sink phase of the sync that replaced every partition (older rows there). */
+  /** The sink phase of the sync that replaced every partition (older rows there), on the partitioned layout (the default). */
   readonly lakeswap: LakeswapUpsert;
   /** The sink phase of the sync that sent the older rows to the empty target first (context). */
   readonly firstSend: LakeswapUpsert;
+  /** The same two syncs into a target of the index layout (`partitioning: index`, or made before the partitioned one): context. */
+  readonly indexLayout: { readonly lakeswap: LakeswapUpsert; readonly firstSend: LakeswapUpsert; readonly identical: boolean };
   /** A plain COPY of the same rows into an empty table without index: the faster of two, in ms. */
   readonly copyMs: number;
   /** The server's CPU during that COPY, in ms. */
@@ -314,53 +319,73 @@ async function measureReplace(
   { urlOf, serverCpu }: ServerProbes,
   progress: (message: string) => void,
 ): Promise<ReplaceFigures> {
+  const indexed = await replaceSyncs(server, dir, inputs, { urlOf, serverCpu }, progress, "index");
   const database = "replace_lakeswap";
+  const { firstSend, lakeswap } = await replaceSyncs(server, dir, inputs, { urlOf, serverCpu }, progress, "native");
+  progress(`sink: timed · the floor: plain COPY of ${count(PG_UPSERT_ROWS)} rows into an empty table (twice, the faster counts), and into one with the partition index`);
+  const copies = await withClient(urlOf(database), async (client) => {
+    const timed: { ms: number; serverMs: number | undefined }[] = [];
+    for (const attempt of [1, 2, 3]) {
+      const table = `bench.orders_copy_${attempt}`;
+      await client.query(`CREATE TABLE ${table} (LIKE ${TABLE})`);
+      if (attempt === 3) await client.query(`CREATE INDEX ON ${table} (day)`);
+      await server.query("CHECKPOINT");
+      const serverAtStart = serverCpu();
+      const started = performance.now();
+      const stream = client.query(copyFrom(`COPY ${table} (${COLUMNS.join(", ")}) FROM STDIN (FORMAT csv)`));
+      await pipeline(createReadStream(inputs.rowsCsv), stream);
+      const serverAtEnd = serverCpu();
+      timed.push({ ms: performance.now() - started, serverMs: serverAtStart !== undefined && serverAtEnd !== undefined ? serverAtEnd - serverAtStart : undefined });
+    }
+    return timed;
+  });
+  const floor = copies[0]!.ms <= copies[1]!.ms ? copies[0]! : copies[1]!;
+  const hashes = await withClient(urlOf(database), async (client) => {
+    const hash = async (table: string): Promise<string> =>
+      (await client.query<{ h: string }>(`SELECT count(*) || ':' || md5(string_agg(md5(concat_ws('|', ${COLUMNS.join(", ")})), '' ORDER BY order_id)) AS h FROM ${table}`)).rows[0]!.h;
+    return [await hash(TABLE), await hash("bench.orders_copy_1"), await withClient(urlOf("replace_index"), async (other) => (await other.query<{ h: string }>(
+      `SELECT count(*) || ':' || md5(string_agg(md5(concat_ws('|', ${COLUMNS.join(", ")})), '' ORDER BY order_id)) AS h FROM ${TABLE}`)).rows[0]!.h)];
+  });
+  return {
+    lakeswap,
+    firstSend,
+    indexLayout: { ...indexed, identical: hashes[2] === hashes[1] },
+    copyMs: floor.ms,
+    copyServerCpuMs: floor.serverMs,
+    indexedCopyMs: copies[2]!.ms,
+    indexedCopyServerCpuMs: copies[2]!.serverMs,
+    ratio: lakeswap.sinkMs / floor.ms,
+    identical: hashes[0] === hashes[1],
+  };
+}
+
+/**
+ * The two syncs of the partition replace into a database of their own (`replace_<partitioning>`): the older rows into
+ * the empty target (context), then the delivery replacing every partition (the measure).
+ */
+async function replaceSyncs(
+  server: PostgresServer,
+  dir: string,
+  inputs: BenchInputs,
+  { urlOf, serverCpu }: ServerProbes,
+  progress: (message: string) => void,
+  partitioning: "native" | "index",
+): Promise<{ readonly firstSend: LakeswapUpsert; readonly lakeswap: LakeswapUpsert }> {
+  const database = partitioning === "native" ? "replace_lakeswap" : "replace_index";
   await server.query(`CREATE DATABASE ${database}`);
-  const configFile = path.join(dir, "lakeswap-replace.yaml");
-  await fs.writeFile(configFile, pipelineYaml(urlOf(database), "partition_replace"));
+  const configFile = path.join(dir, `lakeswap-replace-${partitioning}.yaml`);
+  await fs.writeFile(configFile, pipelineYaml(urlOf(database), "partition_replace", partitioning));
   const config = loadPipelineConfig(configFile);
-  const lake = await openEmbeddedLake(path.join(dir, "lake-replace"));
+  const lake = await openEmbeddedLake(path.join(dir, `lake-replace-${partitioning}`));
   try {
-    progress(`sink: timed · partition_replace: first send of ${count(PG_UPSERT_ROWS)} older rows into an empty target (context)`);
+    progress(`sink: timed · partition_replace (partitioning: ${partitioning}): first send of ${count(PG_UPSERT_ROWS)} older rows into an empty target (context)`);
     const firstSend = await timeLakeswap(lake, config, inputs.olderFile, PG_UPSERT_ROWS, serverCpu);
     await withClient(urlOf(database), (client) => client.query(`VACUUM ANALYZE ${TABLE}`));
     await server.query("CHECKPOINT");
-    progress(`sink: timed · partition_replace of every partition by the ${count(PG_UPSERT_ROWS)}-row delivery`);
+    progress(`sink: timed · partition_replace (partitioning: ${partitioning}) of every partition by the ${count(PG_UPSERT_ROWS)}-row delivery`);
     const lakeswap = await timeLakeswap(lake, config, inputs.deliveryFile, PG_UPSERT_ROWS, serverCpu);
     await server.query("CHECKPOINT");
-    progress(`sink: timed · the floor: plain COPY of ${count(PG_UPSERT_ROWS)} rows into an empty table (twice, the faster counts), and into one with the partition index`);
-    const copies = await withClient(urlOf(database), async (client) => {
-      const timed: { ms: number; serverMs: number | undefined }[] = [];
-      for (const attempt of [1, 2, 3]) {
-        const table = `bench.orders_copy_${attempt}`;
-        await client.query(`CREATE TABLE ${table} (LIKE ${TABLE})`);
-        if (attempt === 3) await client.query(`CREATE INDEX ON ${table} (day)`);
-        await server.query("CHECKPOINT");
-        const serverAtStart = serverCpu();
-        const started = performance.now();
-        const stream = client.query(copyFrom(`COPY ${table} (${COLUMNS.join(", ")}) FROM STDIN (FORMAT csv)`));
-        await pipeline(createReadStream(inputs.rowsCsv), stream);
-        const serverAtEnd = serverCpu();
-        timed.push({ ms: performance.now() - started, serverMs: serverAtStart !== undefined && serverAtEnd !== undefined ? serverAtEnd - serverAtStart : undefined });
-      }
-      return timed;
-    });
-    const floor = copies[0]!.ms <= copies[1]!.ms ? copies[0]! : copies[1]!;
-    const hashes = await withClient(urlOf(database), async (client) => {
-      const hash = async (table: string): Promise<string> =>
-        (await client.query<{ h: string }>(`SELECT count(*) || ':' || md5(string_agg(md5(concat_ws('|', ${COLUMNS.join(", ")})), '' ORDER BY order_id)) AS h FROM ${table}`)).rows[0]!.h;
-      return [await hash(TABLE), await hash("bench.orders_copy_1")];
-    });
-    return {
-      lakeswap,
-      firstSend,
-      copyMs: floor.ms,
-      copyServerCpuMs: floor.serverMs,
-      indexedCopyMs: copies[2]!.ms,
-      indexedCopyServerCpuMs: copies[2]!.serverMs,
-      ratio: lakeswap.sinkMs / floor.ms,
-      identical: hashes[0] === hashes[1],
-    };
+    return { firstSend, lakeswap };
   } finally {
     await lake.close();
   }
@@ -390,7 +415,7 @@ async function writeOrders(duck: BenchDuck, files: { readonly seedFile: string; 
 }
 
 /** Orders by day, the raw layer sent to PostgreSQL: with upsert on order_id, or partition_replace. */
-function pipelineYaml(url: string, mode: "upsert" | "partition_replace"): string {
+function pipelineYaml(url: string, mode: "upsert" | "partition_replace", partitioning: "native" | "index" = "native"): string {
   return `datasets:
   orders:
     source: {format: parquet, path: deliveries/*.parquet}
@@ -403,7 +428,7 @@ function pipelineYaml(url: string, mode: "upsert" | "partition_replace"): string
     partition:
       day: strftime(order_ts, '%Y-%m-%d')
     sinks:
-      postgres: {url: "${url}", table: ${TABLE}, ${mode === "upsert" ? "mode: upsert, primary_key: [order_id]" : "mode: partition_replace"}}
+      postgres: {url: "${url}", table: ${TABLE}, ${mode === "upsert" ? "mode: upsert, primary_key: [order_id]" : `mode: partition_replace, partitioning: ${partitioning}`}}
 `;
 }
 

@@ -552,8 +552,13 @@ function renderPgUpsert(figures: PgUpsertFigures): string {
   const replaceTable = renderTable(
     ["measure", "rows", "seconds", "client cpu", "server cpu", "throughput"],
     [
-      sinkRow(`lakeswap sink, partition_replace · ${replace.lakeswap.partitionsSent} partitions that hold older rows: DELETE the partition, COPY its rows, one transaction each`, replace.lakeswap),
+      sinkRow(
+        `lakeswap sink, partition_replace · ${replace.lakeswap.partitionsSent} partitions that hold older rows, partitioned layout (the default): COPY into a new leaf table, swap it for the old one (DETACH, ATTACH), one transaction each`,
+        replace.lakeswap,
+      ),
       sinkRow("  (context) the first send of the older rows into the empty target", replace.firstSend),
+      sinkRow("  (context) the same replace on the index layout (partitioning: index, or a target made before): DELETE the partition, COPY its rows", replace.indexLayout.lakeswap),
+      sinkRow("  (context) its first send of the older rows into the empty target", replace.indexLayout.firstSend),
       ["floor · plain COPY … FROM STDIN (FORMAT csv) of the same rows into an empty table of the same columns, no index (faster of two)", count(figures.rows), seconds(replace.copyMs), "", cpu(replace.copyServerCpuMs), rate(figures.rows, replace.copyMs)],
       ["  (context) the same COPY into an empty table with the target's index on the partition column", count(figures.rows), seconds(replace.indexedCopyMs), "", cpu(replace.indexedCopyServerCpuMs), rate(figures.rows, replace.indexedCopyMs)],
     ],
@@ -563,7 +568,7 @@ function renderPgUpsert(figures: PgUpsertFigures): string {
     "",
     replaceTable,
     "",
-    `ratio lakeswap sink / plain COPY: ${times(replace.ratio)} · replaced table holds exactly the COPYed rows (count, md5 over every row): ${yes(replace.identical)}`,
+    `ratio lakeswap sink / plain COPY: ${times(replace.ratio)} · replaced table holds exactly the COPYed rows (count, md5 over every row): ${yes(replace.identical)} (index layout: ${yes(replace.indexLayout.identical)})`,
   ];
   return [title, "", table, "", ratio, note, "", ...checked, "", verdict, "", ...replaceLines, "", verdictLine(pgReplaceVerdict(figures))].join("\n");
 }

@@ -209,4 +209,23 @@ describe.skipIf(!postgresAvailable())("PostgreSQL sink: partition_replace on the
       await Promise.all([long.end(), other.end()]);
     }
   });
+
+  it("a snapshot taken before a swap that reads the table only after it sees the new leaf's rows (COPY FREEZE), not an empty partition", async () => {
+    const ws = await workspace();
+    const sink = ws.open();
+    await sink.prepare(ws.layout);
+    await sink.write(ws.layout, await ws.run(["2026-11-01"], 1, 10));
+    const reader = new pg.Client({ connectionString: ws.url });
+    await reader.connect();
+    try {
+      await reader.query("BEGIN ISOLATION LEVEL REPEATABLE READ");
+      // The snapshot is taken by the transaction's first query, on another table: no lock on the target delays the swap.
+      await reader.query("SELECT count(*) FROM public.lakeswap_state");
+      expect(await sink.write(ws.layout, await ws.run(["2026-11-01"], 101, 150))).toEqual({ rows: 50 });
+      expect((await reader.query("SELECT count(*)::int AS n, min(id)::int AS first FROM orders")).rows).toEqual([{ n: 50, first: 101 }]);
+      await reader.query("COMMIT");
+    } finally {
+      await reader.end();
+    }
+  });
 });

@@ -25,6 +25,9 @@ const BOUND_CHECK = "lakeswap_bound";
  * row, and a reader sees the old leaf or the new one, whole.
  */
 export class PartitionSwap {
+  /** The session's `lock_timeout`, restored after each attempt at the swap's lock (read once). */
+  private sessionLockTimeout?: Promise<string>;
+
   constructor(
     private readonly query: Query,
     private readonly schema: string,
@@ -55,18 +58,23 @@ export class PartitionSwap {
    */
   async replace(partition: Partition, load: (leaf: string) => Promise<number>): Promise<{ rows: number; leaf: string }> {
     const parent = (await this.parentOf(partition, true))!;
+    const value = partition.values[this.keys.length - 1]!;
+    // The sink's advisory lock keeps other lakeswap writers of this table out until COMMIT: the old leaf stays the old leaf.
+    const old = await this.childFor(parent, value);
     const leaf = `${ident(this.schema)}.${ident(this.tableName(partition.values))}`;
     const bound = this.keys.map((key, i) => `${ident(key)} IS NOT NULL AND ${ident(key)} = ${quoteLiteral(partition.values[i]!)}`).join(" AND ");
     // INCLUDING ALL: the parent's defaults, constraints and indexes, so that ATTACH finds every index it needs built.
     await this.query(`CREATE TABLE ${leaf} (LIKE ${this.target()} INCLUDING ALL, CONSTRAINT ${ident(BOUND_CHECK)} CHECK (${bound}))`);
     const rows = await load(leaf);
-    const value = quoteLiteral(partition.values[this.keys.length - 1]!);
     await this.lockForSwap(parent);
-    const old = await this.childFor(parent, partition.values[this.keys.length - 1]!);
-    if (old) await this.query(`ALTER TABLE ${parent} DETACH PARTITION ${old}`);
-    await this.query(`ALTER TABLE ${parent} ATTACH PARTITION ${leaf} FOR VALUES IN (${value})`);
-    await this.query(`ALTER TABLE ${leaf} DROP CONSTRAINT ${ident(BOUND_CHECK)}`);
-    if (old) await this.query(`DROP TABLE ${old}`);
+    // One round trip: detach the old leaf, attach the new one (its CHECK implies the bound: no scan), drop the old.
+    const swap = [
+      ...(old ? [`ALTER TABLE ${parent} DETACH PARTITION ${old}`] : []),
+      `ALTER TABLE ${parent} ATTACH PARTITION ${leaf} FOR VALUES IN (${quoteLiteral(value)})`,
+      `ALTER TABLE ${leaf} DROP CONSTRAINT ${ident(BOUND_CHECK)}`,
+      ...(old ? [`DROP TABLE ${old}`] : []),
+    ];
+    await this.query(swap.join("; "));
     return { rows, leaf };
   }
 
@@ -117,23 +125,21 @@ export class PartitionSwap {
    * LOCK_ATTEMPT and lets the queue drain before the next; the last attempt waits as long as the session allows.
    */
   private async lockForSwap(parent: string): Promise<void> {
-    const previous = (await this.query<{ timeout: string }>("SELECT current_setting('lock_timeout') AS timeout")).rows[0]!.timeout;
+    this.sessionLockTimeout ??= this.query<{ timeout: string }>("SELECT current_setting('lock_timeout') AS timeout").then((result) => result.rows[0]!.timeout);
+    const restore = `SET LOCAL lock_timeout = ${quoteLiteral(await this.sessionLockTimeout)}`;
+    const lock = `LOCK TABLE ONLY ${parent} IN ACCESS EXCLUSIVE MODE`;
     for (let attempt = 1; attempt <= LOCK_ATTEMPTS; attempt += 1) {
-      await this.query("SAVEPOINT lakeswap_lock");
       try {
-        await this.query("SELECT set_config('lock_timeout', $1, true)", [LOCK_ATTEMPT]);
-        await this.query(`LOCK TABLE ONLY ${parent} IN ACCESS EXCLUSIVE MODE`);
-        await this.query("RELEASE SAVEPOINT lakeswap_lock");
-        await this.query("SELECT set_config('lock_timeout', $1, true)", [previous]);
+        // One round trip; a timeout aborts it at the LOCK, and the savepoint takes the transaction back to before it.
+        await this.query(`SAVEPOINT lakeswap_lock; SET LOCAL lock_timeout = ${quoteLiteral(LOCK_ATTEMPT)}; ${lock}; RELEASE SAVEPOINT lakeswap_lock; ${restore}`);
         return;
       } catch (error) {
         if (sqlState(error) !== LOCK_NOT_AVAILABLE) throw error;
-        await this.query("ROLLBACK TO SAVEPOINT lakeswap_lock");
+        await this.query(`ROLLBACK TO SAVEPOINT lakeswap_lock; ${restore}`);
         await sleep(50 * Math.min(attempt, 10));
       }
     }
-    await this.query("SELECT set_config('lock_timeout', $1, true)", [previous]);
-    await this.query(`LOCK TABLE ONLY ${parent} IN ACCESS EXCLUSIVE MODE`);
+    await this.query(lock);
   }
 
   /** The quoted parent. */

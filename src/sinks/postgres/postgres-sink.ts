@@ -112,7 +112,9 @@ export class PostgresSink implements Sink {
     try {
       return await this.transaction(part.path, part.runId, part.signature, async () => {
         if (layout.mode === "upsert") return { rows: await this.upsert(layout, part, staged) };
-        if (this.swap) return this.swap.replace(part.partition, (leaf) => this.copy(this.copyInto(leaf, layout), staged.fresh));
+        // FREEZE: the leaf was made in this transaction, so its rows go in frozen and all-visible (no later VACUUM
+        // or reader rewrites its pages to set hint bits), and a snapshot older than the swap sees them rather than none.
+        if (this.swap) return this.swap.replace(part.partition, (leaf) => this.copy(this.copyInto(leaf, layout, "FREEZE"), staged.fresh));
         await this.deletePartition(layout, part.partition);
         return { rows: await this.copy(this.copyInto(this.targetName(), layout), staged.fresh) };
       });
@@ -121,9 +123,9 @@ export class PostgresSink implements Sink {
     }
   }
 
-  /** `COPY <table> (<columns>) FROM STDIN (FORMAT csv)`. */
-  private copyInto(table: string, layout: SinkLayout): string {
-    return `COPY ${table} (${layout.columns.map((c) => ident(c.name)).join(", ")}) FROM STDIN (FORMAT csv)`;
+  /** `COPY <table> (<columns>) FROM STDIN (FORMAT csv)`, with `FREEZE` for a table made in the running transaction. */
+  private copyInto(table: string, layout: SinkLayout, freeze?: "FREEZE"): string {
+    return `COPY ${table} (${layout.columns.map((c) => ident(c.name)).join(", ")}) FROM STDIN (FORMAT csv${freeze ? ", FREEZE" : ""})`;
   }
 
   /**
