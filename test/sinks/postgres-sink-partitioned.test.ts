@@ -152,6 +152,18 @@ describe.skipIf(!postgresAvailable())("PostgreSQL sink: partition_replace on the
     expect(await ws.db<{ name: string }>("SELECT indexrelid::regclass::text AS name FROM pg_index WHERE indrelid = 'public.orders'::regclass")).toEqual([{ name: "orders_lakeswap_partition" }]);
   });
 
+  it("a partitioned target made by hand with a DEFAULT partition keeps DELETE + COPY: its rows stay where PostgreSQL routes them", async () => {
+    const ws = await workspace();
+    await ws.db("CREATE TABLE public.orders (id bigint NOT NULL, amount numeric(10,2), day text NOT NULL) PARTITION BY LIST (day)");
+    await ws.db("CREATE TABLE public.orders_rest PARTITION OF public.orders DEFAULT");
+    const sink = ws.open();
+    await sink.prepare(ws.layout);
+    await sink.write(ws.layout, await ws.run(["2026-11-01"], 1, 10));
+    await sink.write(ws.layout, await ws.run(["2026-11-01"], 21, 25));
+    expect(await ws.partitions()).toEqual(["2026-11-01 5 21-25"]);
+    expect(await ws.tables()).toEqual(["orders", "orders_rest"]);
+  });
+
   it("a reader polling the table during replaces sees every partition whole, never missing, never doubled", async () => {
     const ws = await workspace();
     const sink = ws.open();

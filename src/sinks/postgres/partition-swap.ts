@@ -40,11 +40,14 @@ export class PartitionSwap {
     return `CREATE TABLE IF NOT EXISTS ${target} (${definitions.join(", ")}) PARTITION BY LIST (${ident(keys[0]!)})`;
   }
 
-  /** Whether an existing target has this layout: partitioned by LIST on exactly its first partition column. */
+  /**
+   * Whether an existing target has this layout: partitioned by LIST on exactly its first partition column, without a
+   * default partition (made by hand: its rows of a value would make ATTACH fail, so such a table keeps DELETE + COPY).
+   */
   static async isPartitioned(query: Query, target: string, keys: readonly string[]): Promise<boolean> {
     if (keys.length === 0) return false;
     const result = await query<{ fits: boolean }>(
-      "SELECT p.partstrat = 'l' AND p.partnatts = 1 AND a.attname = $2 AS fits FROM pg_partitioned_table p " +
+      "SELECT p.partstrat = 'l' AND p.partnatts = 1 AND p.partdefid = 0 AND a.attname = $2 AS fits FROM pg_partitioned_table p " +
         "JOIN pg_attribute a ON a.attrelid = p.partrelid AND a.attnum = p.partattrs[0] WHERE p.partrelid = to_regclass($1)",
       [target, keys[0]],
     );
