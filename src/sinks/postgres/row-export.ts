@@ -116,7 +116,9 @@ export class RowExport {
   private open(): Promise<{ instance: DuckDBInstance; connection: DuckDBConnection }> {
     this.duckdb ??= (async () => {
       const { DuckDBInstance } = await import("@duckdb/node-api");
-      const instance = await DuckDBInstance.create(":memory:", { threads: "2" });
+      // One thread: a partition's export runs while the one before is in PostgreSQL, so it is not on the critical path;
+      // a second thread cost 2.3x the CPU for 33,000-row partitions and 1.5x for 1,000,000 rows, for no shorter wall.
+      const instance = await DuckDBInstance.create(":memory:", { threads: "1" });
       const connection = await instance.connect();
       // Instants as UTC text with their offset, so PostgreSQL reads the same instant whatever the machine's zone.
       await connection.run("SET TimeZone = 'UTC'").catch(() => undefined);
