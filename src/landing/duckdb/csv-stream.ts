@@ -7,6 +7,9 @@ import { sqlList, type SourceRows } from "./landing-sql.js";
 /** Bytes read from the start of a file to find its first line; a longer one leaves the file to the exact reader. */
 const FIRST_LINE_BYTES = 64 * 1024;
 
+/** Bytes of a file searched at a time for a space beside a quote (`spaceBesideQuote`). */
+const SCAN_BYTES = 8 * 1024 * 1024;
+
 /**
  * The reader's buffer (DuckDB's default, 32 MiB, does not fit a small memory limit; each reading thread holds one):
  * twice its longest line (2 MiB by default: a longer line fails the scan, and the exact reader takes the delivery).
@@ -15,35 +18,97 @@ const READ_BUFFER_BYTES = 4 * 1024 * 1024;
 
 /**
  * A CSV delivery as DuckDB's streaming `read_csv` reads it (in parallel, never whole in memory), every field as text,
- * for a delivery expected clean and without quotes: its rows have no line numbers and no text, so a delivery that is not clean (a record
- * the reader refuses, in its strict mode, fails the scan; a field holding a quote, a value that does not convert, a
- * bad partition value make a bad row) goes to the exact reader (./csv-input.ts), which keeps each bad row's file, line
- * and text. Undefined where the exact reader must read it at once: the files' first lines
- * differ in layout, or one is blank or quoted or longer than FIRST_LINE_BYTES. A header lacking a declared column is
- * refused as the exact reader refuses it.
+ * quoted or not (RFC 4180: a quoted field may hold the delimiter, a doubled quote and line ends), for a delivery
+ * expected clean: its rows have no line numbers and no text, so a delivery that is not clean (a record the reader
+ * refuses, in its strict mode, fails the scan; a field holding a quote, a value that does not convert, a bad partition
+ * value make a bad row) goes to the exact reader (./csv-input.ts), which keeps each bad row's file, line and text.
+ * Undefined where the exact reader must read it at once: the files' first lines differ in layout, or one is blank or
+ * longer than FIRST_LINE_BYTES or its quoting is not whole, or a file has a space beside a quote. A header lacking a
+ * declared column is refused as the exact reader refuses it.
  */
 export async function streamedCsv(request: LandRequest): Promise<SourceRows | undefined> {
+  const delimiter = request.delimiter;
+  // A space as the delimiter is also what the reader trims around a quoted field.
+  if (delimiter === " " || delimiter === '"') return undefined;
   const layouts: ReturnType<typeof csvLayout>[] = [];
   for (const file of request.files) {
     const first = await firstLine(file);
-    if (first === undefined || first.trim() === "" || first.includes('"')) return undefined;
-    layouts.push(csvLayout(request, file, 1, first.split(request.delimiter)));
+    const fields = first === undefined || first.trim() === "" ? undefined : splitLine(first, delimiter);
+    if (fields === undefined) return undefined;
+    layouts.push(csvLayout(request, file, 1, fields));
   }
   const layout = layouts[0];
   if (layout === undefined || layouts.some((l) => l.width !== layout.width || l.positions.join() !== layout.positions.join())) return undefined;
+  for (const file of request.files) if (await spaceBesideQuote(file)) return undefined;
   const fields = Array.from({ length: layout.width }, (_, i) => `c${i + 1}`);
   const read =
     `read_csv(${sqlList(request.files)}, header = ${request.header}, auto_detect = false, ` +
-    `columns = {${fields.map((f) => `${quoteLiteral(f)}: 'VARCHAR'`).join(", ")}}, delim = ${quoteLiteral(request.delimiter)}, quote = '', escape = '', ` +
+    `columns = {${fields.map((f) => `${quoteLiteral(f)}: 'VARCHAR'`).join(", ")}}, delim = ${quoteLiteral(delimiter)}, quote = '"', escape = '"', ` +
     `strict_mode = true, buffer_size = ${READ_BUFFER_BYTES}, filename = true)`;
-  // Quoting is off: DuckDB's reader forgives what the exact reader refuses (a space around a quoted field) and keeps a
-  // CRLF inside one, so a quote anywhere is a problem here, and the exact reader decides. Without quotes both split
-  // a line on the delimiter alike.
+  // A quote left in a field was either doubled inside a quoted field or stray in an unquoted one (which the exact
+  // reader refuses, and DuckDB's reader keeps): the exact reader tells them apart.
   const quoted = `CASE WHEN contains(concat(${fields.map(quoteIdentifier).join(", ")}), '"') THEN 'a field holds a quote' END`;
+  // The exact reader reads a record spanning lines line by line, each without the CRs before its line end.
+  const value = (field: string): string =>
+    `nullif(CASE WHEN contains(${field}, chr(13)) THEN regexp_replace(${field}, '\\r+\\n', chr(10), 'g') ELSE ${field} END, '')`;
   const select =
     `SELECT list_position(${sqlList(request.files)}, filename)::INTEGER AS __file, NULL::BIGINT AS __line, ${quoted} AS __structural, ` +
-    `${request.columns.map((_, i) => `nullif(${quoteIdentifier(`c${layout.positions[i]}`)}, '') AS __s${i}`).join(", ")} FROM ${read}`;
+    `${request.columns.map((_, i) => `${value(quoteIdentifier(`c${layout.positions[i]}`))} AS __s${i}`).join(", ")} FROM ${read}`;
   return { select, types: request.columns.map(() => "VARCHAR") };
+}
+
+/**
+ * The fields of one line as the exact reader splits a record (a quoted field unquoted, its doubled quotes single), or
+ * undefined where the line is not whole records: a quote left open (the record goes on), a stray quote, or text
+ * beside a quoted field.
+ */
+function splitLine(line: string, delimiter: string): string[] | undefined {
+  if (!line.includes('"')) return line.split(delimiter);
+  const fields: string[] = [];
+  let at = 0;
+  for (;;) {
+    let field: string;
+    if (line.startsWith('"', at)) {
+      const close = /^"((?:[^"]|"")*)"/.exec(line.slice(at));
+      if (close === null) return undefined;
+      field = close[1]!.replaceAll('""', '"');
+      at += close[0].length;
+    } else {
+      const end = line.indexOf(delimiter, at);
+      field = line.slice(at, end < 0 ? line.length : end);
+      if (field.includes('"')) return undefined;
+      at += field.length;
+    }
+    fields.push(field);
+    if (at === line.length) return fields;
+    if (!line.startsWith(delimiter, at)) return undefined;
+    at += delimiter.length;
+  }
+}
+
+/**
+ * Whether a file holds a space just before or after a quote: DuckDB's reader drops the spaces around a quoted field
+ * (`a, "b"` is `b`), where the exact reader refuses the record, so such a file is the exact reader's. A space beside
+ * a quote inside a quoted field (`"a ""b"""`, `" b"`) leaves a delivery to the exact reader too, which costs time,
+ * never a row.
+ */
+async function spaceBesideQuote(file: string): Promise<boolean> {
+  const handle = await open(file, "r");
+  try {
+    const buffer = Buffer.alloc(SCAN_BYTES + 1);
+    // The last byte of a read is kept before the next one, so that a pair split between two reads is seen.
+    let kept = 0;
+    for (;;) {
+      const { bytesRead } = await handle.read(buffer, kept, SCAN_BYTES);
+      if (bytesRead === 0) return false;
+      const text = buffer.subarray(0, kept + bytesRead);
+      if (text.includes(' "') || text.includes('" ')) return true;
+      buffer[0] = text[text.length - 1]!;
+      kept = 1;
+    }
+  } finally {
+    await handle.close();
+  }
 }
 
 /** The first line of a file (a byte order mark and a line end's `\r` dropped), or undefined where it is not within FIRST_LINE_BYTES. */
