@@ -4,6 +4,9 @@ import type { LandRequest } from "../landing.js";
 import { csvLayout } from "./csv-input.js";
 import { sqlList, type SourceRows } from "./landing-sql.js";
 
+/** The reason of a streamed row that holds a quote: only the exact reader can tell whether it is a bad one. */
+export const QUOTE_IN_FIELD = "a field holds a quote";
+
 /** Bytes read from the start of a file to find its first line; a longer one leaves the file to the exact reader. */
 const FIRST_LINE_BYTES = 64 * 1024;
 
@@ -24,9 +27,10 @@ const READ_BUFFER_BYTES = 4 * 1024 * 1024;
  * value make a bad row) goes to the exact reader (./csv-input.ts), which keeps each bad row's file, line and text.
  * Undefined where the exact reader must read it at once: the files' first lines differ in layout, or one is blank or
  * longer than FIRST_LINE_BYTES or its quoting is not whole, or a file has a space beside a quote. A header lacking a
- * declared column is refused as the exact reader refuses it.
+ * declared column is refused as the exact reader refuses it. `ordered`: each row's `__line` is its record's place in
+ * the delivery instead (from 1, over the files in their order), for ./csv-records.ts to find its line and text.
  */
-export async function streamedCsv(request: LandRequest): Promise<SourceRows | undefined> {
+export async function streamedCsv(request: LandRequest, ordered = false): Promise<SourceRows | undefined> {
   const delimiter = request.delimiter;
   // A space as the delimiter is also what the reader trims around a quoted field.
   if (delimiter === " " || delimiter === '"') return undefined;
@@ -47,12 +51,12 @@ export async function streamedCsv(request: LandRequest): Promise<SourceRows | un
     `strict_mode = true, buffer_size = ${READ_BUFFER_BYTES}, filename = true)`;
   // A quote left in a field was either doubled inside a quoted field or stray in an unquoted one (which the exact
   // reader refuses, and DuckDB's reader keeps): the exact reader tells them apart.
-  const quoted = `CASE WHEN contains(concat(${fields.map(quoteIdentifier).join(", ")}), '"') THEN 'a field holds a quote' END`;
+  const quoted = `CASE WHEN contains(concat(${fields.map(quoteIdentifier).join(", ")}), '"') THEN ${quoteLiteral(QUOTE_IN_FIELD)} END`;
   // The exact reader reads a record spanning lines line by line, each without the CRs before its line end.
   const value = (field: string): string =>
     `nullif(CASE WHEN contains(${field}, chr(13)) THEN regexp_replace(${field}, '\\r+\\n', chr(10), 'g') ELSE ${field} END, '')`;
   const select =
-    `SELECT list_position(${sqlList(request.files)}, filename)::INTEGER AS __file, NULL::BIGINT AS __line, ${quoted} AS __structural, ` +
+    `SELECT list_position(${sqlList(request.files)}, filename)::INTEGER AS __file, ${ordered ? "row_number() OVER ()" : "NULL::BIGINT"} AS __line, ${quoted} AS __structural, ` +
     `${request.columns.map((_, i) => `${value(quoteIdentifier(`c${layout.positions[i]}`))} AS __s${i}`).join(", ")} FROM ${read}`;
   return { select, types: request.columns.map(() => "VARCHAR") };
 }

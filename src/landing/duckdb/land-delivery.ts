@@ -4,7 +4,8 @@ import { MAX_PARTITION_VALUE_LENGTH } from "../../model/partition.js";
 import { printable, quoteIdentifier, quoteLiteral, quoteRelation, relationParts } from "../../model/sql.js";
 import type { LandRequest } from "../landing.js";
 import { readCsv } from "./csv-input.js";
-import { streamedCsv } from "./csv-stream.js";
+import { locateRecords } from "./csv-records.js";
+import { QUOTE_IN_FIELD, streamedCsv } from "./csv-stream.js";
 import { readJsonl, refuseAbsentFields } from "./jsonl-input.js";
 import { readParquet } from "./parquet-input.js";
 import { duckDbMessage, fileList, outOfMemory, shown, sqlList, type SourceRows } from "./landing-sql.js";
@@ -61,7 +62,11 @@ export async function landDelivery(
     // A CSV delivery is streamed by DuckDB's reader first; only one that is not clean is read again, line by line.
     if (request.format === "csv" && signInPass) {
       const streamed = await landStreamedCsv(pass, rowChecks(request), signInPass);
-      if (streamed) return streamed;
+      if (streamed) {
+        // Read in place: its bad keys stay while the landed view filters on them, as a Parquet delivery's do.
+        scratch.splice(scratch.indexOf(names.badKeys), 1);
+        return streamed;
+      }
     }
     // 2. The source rows, by format.
     const source = await readSource(pass);
@@ -199,8 +204,11 @@ async function landStreamedCsv(pass: LandingPass, checks: RowChecks, sign: PassS
     const groups = await checkAndSign(inPlace, checks, sign);
     await findBadKeys(inPlace, groups);
     const bad = await connection.runAndReadAll(`SELECT (SELECT count(*) FROM ${names.badKeys}) + (SELECT count(*) FROM ${groups} WHERE NOT ${GOOD})`);
-    if (Number(bad.getRowsJS()[0]?.[0]) > 0) return undefined;
-    await connection.run(`CREATE TABLE ${tables.rejected} AS SELECT NULL::VARCHAR AS file, NULL::BIGINT AS line, NULL::VARCHAR AS reason, NULL::VARCHAR AS raw WHERE false`);
+    if (Number(bad.getRowsJS()[0]?.[0]) > 0) {
+      if (!(await locateBadRows(inPlace, checks, groups))) return undefined;
+    } else {
+      await connection.run(`CREATE TABLE ${tables.rejected} AS SELECT NULL::VARCHAR AS file, NULL::BIGINT AS line, NULL::VARCHAR AS reason, NULL::VARCHAR AS raw WHERE false`);
+    }
     await keepGoodRows(inPlace, checks);
     clean = true;
     return { signatures: groups };
@@ -210,12 +218,47 @@ async function landStreamedCsv(pass: LandingPass, checks: RowChecks, sign: PassS
     if (outOfMemory(error)) throw error;
     return undefined;
   } finally {
-    await connection.run(`DROP VIEW IF EXISTS ${names.checked}`);
+    for (const view of [names.checked, names.ordered]) await connection.run(`DROP VIEW IF EXISTS ${view}`);
+    for (const table of [names.badRows, names.lines]) await connection.run(`DROP TABLE IF EXISTS ${table}`);
     if (!clean) {
       for (const view of [tables.landed, names.typed]) await connection.run(`DROP VIEW IF EXISTS ${view}`);
       for (const table of [tables.rejected, names.groups, names.badKeys]) await connection.run(`DROP TABLE IF EXISTS ${table}`);
     }
   }
+}
+
+/**
+ * The bad rows of a streamed CSV delivery into the rejected table, each with its file, line and text as the exact
+ * reader keeps them: the delivery is read once more in order, so that each bad row has its record's place, and the
+ * records at those places are found in the files (./csv-records.ts); the partitions of bad values leave the
+ * signatures of the pass (`groups`). False (nothing kept) where only the exact reader can tell: a field holds a quote,
+ * or the files' records are not the reader's rows.
+ */
+async function locateBadRows(pass: LandingPass, { keysMatch, reason }: RowChecks, groups: string): Promise<boolean> {
+  const { connection, request, tables, names } = pass;
+  const ordered = await streamedCsv(request, true);
+  if (ordered === undefined) return false;
+  await convertRows({ ...pass, all: names.ordered }, ordered);
+  await connection.run(
+    `CREATE TABLE ${names.badRows} AS SELECT r.__file, r.__line, ${reason} AS reason ` +
+      `FROM ${names.ordered} r LEFT JOIN ${names.badKeys} b ON ${keysMatch} WHERE ${reason} IS NOT NULL`,
+  );
+  const quoted = await connection.runAndReadAll(`SELECT count(*) FROM ${names.badRows} WHERE reason = ${quoteLiteral(QUOTE_IN_FIELD)}`);
+  if (Number(quoted.getRowsJS()[0]?.[0]) > 0) return false;
+  const wanted: { ordinal: number; file: number }[] = [];
+  const result = await connection.run(`SELECT __line::DOUBLE, __file FROM ${names.badRows} ORDER BY __line`);
+  for (let chunk = await result.fetchChunk(); chunk !== null && chunk.rowCount > 0; chunk = await result.fetchChunk()) {
+    const [ordinals, files] = [chunk.getColumnValues(0), chunk.getColumnValues(1)];
+    ordinals.forEach((ordinal, i) => wanted.push({ ordinal: Number(ordinal), file: Number(files[i]) }));
+  }
+  const rows = Number((await connection.runAndReadAll(`SELECT sum(n) FROM ${groups}`)).getRowsJS()[0]?.[0] ?? 0);
+  if (!(await locateRecords(connection, request, wanted, rows, names.lines))) return false;
+  await connection.run(
+    `CREATE TABLE ${tables.rejected} AS SELECT ${sqlList(request.files)}[t.__file] AS file, t.__line AS line, r.reason, t.__raw AS raw ` +
+      `FROM ${names.badRows} r JOIN ${names.lines} t ON t.__ordinal = r.__line`,
+  );
+  await connection.run(`DELETE FROM ${groups} r USING ${names.badKeys} b WHERE ${keysMatch}`);
+  return true;
 }
 
 /** `read`, with an error that is no lakeswap error (a file whose first line cannot be read) left to the exact reader: undefined. */
@@ -350,13 +393,23 @@ async function noRoom(connection: DuckDBConnection, request: LandRequest, error:
  * The names of the relations landing makes besides the landed and rejected ones: scratch tables, and (Parquet) the
  * view of every row typed, with its problems, that the landed view filters. `releaseLanding` drops them all.
  */
-function landingScratch(landed: string): { lines: string; records: string; badKeys: string; badRows: string; typed: string; checked: string; groups: string } {
+function landingScratch(landed: string): {
+  lines: string;
+  records: string;
+  badKeys: string;
+  badRows: string;
+  typed: string;
+  ordered: string;
+  checked: string;
+  groups: string;
+} {
   return {
     lines: `${landed}_lines`,
     records: `${landed}_records`,
     badKeys: `${landed}_bad_keys`,
     badRows: `${landed}_bad_rows`,
     typed: `${landed}_typed`,
+    ordered: `${landed}_ordered`,
     checked: `${landed}_checked`,
     groups: `${landed}_groups`,
   };
@@ -365,7 +418,7 @@ function landingScratch(landed: string): { lines: string; records: string; badKe
 /** Drops every relation of one landed delivery (tables and views), those that exist. */
 export async function dropLanding(connection: DuckDBConnection, tables: LandingTables): Promise<void> {
   const scratch = landingScratch(tables.landed);
-  const names = [tables.landed, scratch.checked, scratch.typed, tables.rejected, scratch.groups, scratch.badKeys, scratch.badRows, scratch.records, scratch.lines];
+  const names = [tables.landed, scratch.checked, scratch.ordered, scratch.typed, tables.rejected, scratch.groups, scratch.badKeys, scratch.badRows, scratch.records, scratch.lines];
   // The relations of one delivery are all in one catalog: the landing's in-memory one (`catalog.name`), or the default.
   const home = relationParts(tables.landed).catalog;
   const catalog = home === undefined ? "current_database()" : quoteLiteral(home);

@@ -1,0 +1,145 @@
+import { writeFileSync } from "node:fs";
+import path from "node:path";
+import { DuckDBInstance } from "@duckdb/node-api";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { dropLanding, landDelivery } from "../../src/landing/duckdb/land-delivery.js";
+import type { LandRequest } from "../../src/landing/landing.js";
+import { quoteIdentifier } from "../../src/model/sql.js";
+import { tempDir } from "../support/lake-fixture.js";
+
+// Issue 27, item 3: CSV is read by DuckDB's streaming read_csv, quoted or not, and a delivery with bad rows keeps
+// each one's file, line and text exactly as the exact reader (which reads the files line by line) keeps them.
+
+let workspace: ReturnType<typeof tempDir>;
+let duck: DuckDBInstance;
+beforeAll(async () => {
+  workspace = tempDir("lakeswap-csv-streaming-");
+  duck = await DuckDBInstance.create(":memory:");
+});
+afterAll(() => {
+  duck.closeSync();
+  workspace.cleanup();
+});
+
+let counter = 0;
+function csv(text: string): string {
+  const name = path.join(workspace.dir, `in-${counter++}.csv`);
+  writeFileSync(name, text);
+  return name;
+}
+
+type Column = LandRequest["columns"][number];
+const col = (name: string, type: string, nullable = true): Column => ({ name, type, nullable });
+const columns = [col("id", "BIGINT", false), col("note", "VARCHAR"), col("day", "VARCHAR")];
+const byDay = [{ key: "p", expression: "day" }];
+
+/** Per-partition row counts, as the pass that reads a delivery gives them to landing (the signature itself is another file's). */
+const countPerPartition = (relation: string, keys: readonly string[]): string =>
+  `SELECT ${keys.map((k) => `${quoteIdentifier(k)}, `).join("")}count(*) AS n, 0 AS upper, 0 AS lower FROM ${relation} GROUP BY ALL`;
+
+/** One landing: the good rows (as text, sorted), the bad ones (file, line, reason, raw), and whether it was read in one pass (streamed). */
+async function landOnce(request: LandRequest, stream: boolean) {
+  const connection = await duck.connect();
+  const tables = { landed: `landed_${counter}`, rejected: `rejected_${counter++}` };
+  try {
+    const inPass = await landDelivery(connection, request, tables, stream ? countPerPartition : undefined);
+    const names = request.columns.map((c) => `CAST(${quoteIdentifier(c.name)} AS VARCHAR)`).join(", ");
+    const good = (await connection.runAndReadAll(`SELECT ${names} FROM ${tables.landed} ORDER BY ALL`)).getRowsJS();
+    const bad = (await connection.runAndReadAll(`SELECT file, line, reason, raw FROM ${tables.rejected} ORDER BY file, line`))
+      .getRowsJS()
+      .map(([file, line, reason, raw]) => [path.basename(String(file)), line === null ? null : Number(line), reason, raw]);
+    const partitions = inPass ? (await connection.runAndReadAll(`SELECT p, n FROM ${inPass.signatures} WHERE __good ORDER BY p`)).getRowsJS() : undefined;
+    return { good, bad, streamed: inPass !== undefined, partitions };
+  } finally {
+    await dropLanding(connection, tables);
+    connection.closeSync();
+  }
+}
+
+/** Lands files with the streaming reader and with the exact one: the same rows must land, and the same bad rows be kept. */
+async function landBothWays(files: string[], extra: Partial<LandRequest> = {}) {
+  const request: LandRequest = { files, format: "csv", header: true, delimiter: ",", columns, partition: byDay, signatureColumns: ["id"], ...extra };
+  const [streamed, exact] = [await landOnce(request, true), await landOnce(request, false)];
+  expect(streamed.good).toEqual(exact.good);
+  expect(streamed.bad).toEqual(exact.bad);
+  return streamed;
+}
+
+describe("quoted CSV is streamed (RFC 4180) and lands as the exact reader reads it", () => {
+  it("embedded delimiters, line ends inside quotes (LF and CRLF), quoted empty fields, a quoted header and a byte order mark", async () => {
+    const lf = csv(`"id","note","day"\n1,"a,b",x\n2,"two\nlines",x\n3,"",y\n"4",plain,"y"\n`);
+    const crlf = csv(`\ufeffid,note,day\r\n5,"cr\r\nlf",x\r\n6,"k;l, m",y\r\n`);
+    const landed = await landBothWays([lf, crlf]);
+    expect(landed).toMatchObject({ streamed: true, bad: [] });
+    expect(landed.good).toEqual([
+      ["1", "a,b", "x"],
+      ["2", "two\nlines", "x"],
+      ["3", null, "y"],
+      ["4", "plain", "y"],
+      ["5", "cr\nlf", "x"],
+      ["6", "k;l, m", "y"],
+    ]);
+    expect(landed.partitions).toEqual([["x", 3n], ["y", 3n]]);
+  });
+
+  it("a delivery DuckDB's reader would read otherwise than the exact reader is read exactly: a space beside a quote, a stray quote", async () => {
+    for (const line of [`2, "spaced",x`, `2,"spaced" ,x`, `2,a"b,x`]) {
+      const landed = await landBothWays([csv(`id,note,day\n1,a,x\n${line}\n3,c,x\n`)]);
+      expect(landed.streamed).toBe(false);
+      expect(landed.bad).toEqual([[expect.any(String), 3, expect.stringMatching(/^malformed quoting|^unterminated quote/), expect.stringContaining(line)]]);
+    }
+  });
+});
+
+describe("a streamed delivery's bad rows keep their file, line and text", () => {
+  it("values that do not convert and NULL partition values, after blank lines, CRLF line ends and records spanning lines", async () => {
+    const first = csv(`id,note,day\r\n1,"multi\r\nline\r\nnote",x\r\n\r\noops,"a,b",x\r\n3,c,\r\n`);
+    const second = csv(`id,note,day\n4,d,y\n\n\n5,"e\n\nf",y\n9999999999999999999999,g,y\n6,h,y`);
+    const landed = await landBothWays([first, second]);
+    expect(landed.streamed).toBe(true);
+    expect(landed.bad).toEqual([
+      [path.basename(first), 6, "column id: 'oops' is not an integer", `oops,"a,b",x`],
+      [path.basename(first), 7, "partition key p is NULL: its expression day gives NULL for this row", "3,c,"],
+      [path.basename(second), 8, "column id: '9999999999999999999999' is out of range for BIGINT", "9999999999999999999999,g,y"],
+    ]);
+    expect(landed.good).toEqual([["1", "multi\nline\nnote", "x"], ["4", "d", "y"], ["5", "e\n\nf", "y"], ["6", "h", "y"]]);
+    // The signatures of the pass leave out the bad rows, and the partition of a bad value.
+    expect(landed.partitions).toEqual([["x", 1n], ["y", 3n]]);
+  });
+
+  it("an unsafe partition value makes every row of it a bad row; the others land", async () => {
+    const landed = await landBothWays([csv(`id,note,day\n1,a,x\n2,b,../up\n3,c,../up\n4,d,y\n`)]);
+    expect(landed.streamed).toBe(true);
+    expect(landed.bad.map(([, line, reason]) => [line, reason])).toEqual([
+      [3, "partition key p has the unsafe value '../up'"],
+      [4, "partition key p has the unsafe value '../up'"],
+    ]);
+    expect(landed.partitions).toEqual([["x", 1n], ["y", 1n]]);
+  });
+
+  it("a record the reader refuses (too many fields, an unterminated quote) sends the delivery to the exact reader, which names it", async () => {
+    for (const [line, reason] of [
+      ["2,b,x,extra", "the line has 4 fields, but the header of this file has 3"],
+      [`2,"open,x`, expect.stringMatching(/^unterminated quote/)],
+    ] as const) {
+      const landed = await landBothWays([csv(`id,note,day\n1,a,x\n${line}\n`)]);
+      expect(landed.streamed).toBe(false);
+      expect(landed.bad).toEqual([[expect.any(String), 3, reason, line]]);
+    }
+  });
+
+  it("a quote doubled inside a quoted field lands; the exact reader reads such a delivery", async () => {
+    const landed = await landBothWays([csv(`id,note,day\n1,"say ""hi""",x\nz,b,x\n`)]);
+    expect(landed.good).toEqual([["1", 'say "hi"', "x"]]);
+    expect(landed.bad).toEqual([[expect.any(String), 3, "column id: 'z' is not an integer", "z,b,x"]]);
+  });
+
+  it("header: false numbers the lines from the first", async () => {
+    const landed = await landBothWays([csv(`1,a,x\nz,"b\nc",x\nq,d,x\n`)], { header: false });
+    expect(landed.streamed).toBe(true);
+    expect(landed.bad.map(([, line, , raw]) => [line, raw])).toEqual([
+      [2, `z,"b\nc",x`],
+      [4, "q,d,x"],
+    ]);
+  });
+});
