@@ -117,10 +117,24 @@ describe("a streamed delivery's bad rows keep their file, line and text", () => 
     expect(landed.partitions).toEqual([["x", 1n], ["y", 1n]]);
   });
 
-  it("a record the reader refuses (too many fields, an unterminated quote) sends the delivery to the exact reader, which names it", async () => {
+  it("records with too many or too few fields are taken from the reader's rejects, named as the exact reader names them", async () => {
+    const first = csv(`id,note,day\r\n1,"a\r\nb",x\r\n\r\n2,b,x,extra\r\n3,"c,d",x\r\n4\r\n`);
+    const second = csv(`id,note,day\n5,e,x\n6,"f\n\ng",x,"h\ni"\nq,r,x\n`);
+    const landed = await landBothWays([first, second]);
+    expect(landed.streamed).toBe(true);
+    expect(landed.bad).toEqual([
+      [path.basename(first), 5, "the line has 4 fields, but the header of this file has 3", "2,b,x,extra"],
+      [path.basename(first), 7, "the line has 1 fields, but the header of this file has 3", "4"],
+      [path.basename(second), 3, "the line has 4 fields, but the header of this file has 3", `6,"f\n\ng",x,"h\ni"`],
+      [path.basename(second), 7, "column id: 'q' is not an integer", "q,r,x"],
+    ]);
+    expect(landed.partitions).toEqual([["x", 3n]]);
+  });
+
+  it("a record the exact reader reads otherwise (an unterminated quote, malformed quoting) sends the delivery to it", async () => {
     for (const [line, reason] of [
-      ["2,b,x,extra", "the line has 4 fields, but the header of this file has 3"],
       [`2,"open,x`, expect.stringMatching(/^unterminated quote/)],
+      [`2,"a"b,x,y`, expect.stringMatching(/^malformed quoting/)],
     ] as const) {
       const landed = await landBothWays([csv(`id,note,day\n1,a,x\n${line}\n`)]);
       expect(landed.streamed).toBe(false);

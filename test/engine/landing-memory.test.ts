@@ -22,9 +22,16 @@ const DAYS = 40;
  */
 const PEAK_MB = 340;
 
+/** The quoted CSV delivery's bad rows: the ids i with i % BAD_EVERY = 7 are sent as 'x' and i (all in day 7). */
+const BAD_EVERY = 100_000;
+
+/** The deliveries: Parquet, CSV as DuckDB writes it, and CSV with every field quoted and a few bad rows (issue 27, item 3). */
+type Delivery = "parquet" | "csv" | "quoted csv with bad rows";
+const FORMATS: Record<Delivery, "parquet" | "csv"> = { parquet: "parquet", csv: "csv", "quoted csv with bad rows": "csv" };
+
 let workspace: ReturnType<typeof tempDir>;
 let temp: string;
-const files: Record<"parquet" | "csv", string> = { parquet: "", csv: "" };
+const files: Record<Delivery, string> = { parquet: "", csv: "", "quoted csv with bad rows": "" };
 
 beforeAll(async () => {
   workspace = tempDir("lakeswap-landing-memory-");
@@ -41,6 +48,9 @@ beforeAll(async () => {
   files.csv = path.join(workspace.dir, "flights.csv");
   await connection.run(`COPY (${rows}) TO '${files.parquet}' (FORMAT PARQUET)`);
   await connection.run(`COPY (${rows}) TO '${files.csv}' (FORMAT CSV, HEADER)`);
+  files["quoted csv with bad rows"] = path.join(workspace.dir, "flights-quoted.csv");
+  const bad = `SELECT * REPLACE (CASE WHEN id % ${BAD_EVERY} = 7 THEN 'x' || id ELSE id::VARCHAR END AS id) FROM (${rows})`;
+  await connection.run(`COPY (${bad}) TO '${files["quoted csv with bad rows"]}' (FORMAT CSV, HEADER, FORCE_QUOTE *)`);
   connection.closeSync();
   instance.closeSync();
 });
@@ -61,13 +71,15 @@ interface ChildReport {
   rowsLoaded: number;
   rowsRejected: number;
   partitions: [string, number][];
+  firstRejects: { line: number; reason: string; raw: string }[];
   peakMb: number;
   spillFoldersOpen: string[];
 }
 
 /** Lands one delivery with the engine in a child process under `LAKESWAP_MEMORY_LIMIT`; its report, and the folders left in its TMPDIR. */
-async function landInChild(format: "parquet" | "csv"): Promise<{ report: ChildReport; left: string[] }> {
-  const script = path.join(workspace.dir, `land-${format}.mts`);
+async function landInChild(delivery: Delivery): Promise<{ report: ChildReport; left: string[] }> {
+  const format = FORMATS[delivery];
+  const script = path.join(workspace.dir, `land-${delivery.replaceAll(" ", "-")}.mts`);
   writeFileSync(
     script,
     `import { readdirSync, readFileSync } from "node:fs";
@@ -75,14 +87,15 @@ import { tmpdir } from "node:os";
 import { DuckDbLanding } from ${JSON.stringify(path.join(REPO_ROOT, "src/landing/duckdb/duckdb-landing.js"))};
 import { LocalStore } from ${JSON.stringify(path.join(REPO_ROOT, "src/store/local-store.js"))};
 const engine = new DuckDbLanding(new LocalStore(${JSON.stringify(path.join(workspace.dir, "lake"))}, { folders: ${JSON.stringify(METADATA_FOLDERS)} }));
-const delivery = await engine.land({ files: [${JSON.stringify(files[format])}], format: ${JSON.stringify(format)}, header: true, delimiter: ",",
+const delivery = await engine.land({ files: [${JSON.stringify(files[delivery])}], format: ${JSON.stringify(format)}, header: true, delimiter: ",",
   columns: ${JSON.stringify(COLUMNS)}, partition: [{ key: "day", expression: "strftime(flight_date, '%Y-%m-%d')" }], signatureColumns: ["id", "carrier", "dep_delay"] });
 const spillFoldersOpen = readdirSync(tmpdir()).filter((name) => name.startsWith("lakeswap-landing-"));
 await engine.releaseLanding(delivery);
 await engine.close();
 const peakMb = Number(/VmHWM:\\s+(\\d+)/.exec(readFileSync("/proc/self/status", "utf8"))[1]) / 1024;
 console.log(JSON.stringify({ rowsRead: delivery.rowsRead, rowsLoaded: delivery.rowsLoaded, rowsRejected: delivery.rowsRejected,
-  partitions: delivery.partitions.map((p) => [p.partition.keys.map((k, i) => k + "=" + p.partition.values[i]).join("/"), p.rows]), peakMb, spillFoldersOpen }));
+  partitions: delivery.partitions.map((p) => [p.partition.keys.map((k, i) => k + "=" + p.partition.values[i]).join("/"), p.rows]),
+  firstRejects: delivery.firstRejects.map((r) => ({ line: r.line, reason: r.reason, raw: r.raw })), peakMb, spillFoldersOpen }));
 `,
   );
   const tsx = path.join(REPO_ROOT, "node_modules", ".bin", "tsx");
@@ -93,25 +106,32 @@ console.log(JSON.stringify({ rowsRead: delivery.rowsRead, rowsLoaded: delivery.r
   return { report: JSON.parse(stdout.trim().split("\n").at(-1)!) as ChildReport, left: readdirSync(temp).filter((name) => name.startsWith("lakeswap-landing-")) };
 }
 
-/** The rows of each day: day d (0-based) holds the ids i with i % DAYS = d. */
-function expectedPartitions(): [string, number][] {
+/** The rows of each day: day d (0-based) holds the ids i with i % DAYS = d; `bad` of day 7 are bad rows. */
+function expectedPartitions(bad = 0): [string, number][] {
   return Array.from({ length: DAYS }, (_, d) => {
     const day = new Date(Date.UTC(2026, 0, 1 + d)).toISOString().slice(0, 10);
-    return [`day=${day}`, Math.floor(ROWS / DAYS) + (d < ROWS % DAYS ? 1 : 0)] as [string, number];
+    return [`day=${day}`, Math.floor(ROWS / DAYS) + (d < ROWS % DAYS ? 1 : 0) - (d === 7 ? bad : 0)] as [string, number];
   });
 }
 
 describe(`a delivery several times larger than the landing's memory limit (LAKESWAP_MEMORY_LIMIT=${LIMIT}) lands whole (issue 10, item 7)`, () => {
-  for (const format of ["parquet", "csv"] as const) {
-    it(`${format}: every row lands in its partition, the process stays under ${PEAK_MB} MB, and the spill folder is removed`, async () => {
+  for (const delivery of Object.keys(FORMATS) as Delivery[]) {
+    it(`${delivery}: every row lands in its partition, the process stays under ${PEAK_MB} MB, and the spill folder is removed`, async () => {
       // A folder left by a killed landing (its process is gone) is cleared by the next one, and stands in nobody's way.
       const gone = spawnSync(process.execPath, ["-e", ""]).pid;
       mkdirSync(path.join(temp, `lakeswap-landing-${gone}-killed`, "duckdb"), { recursive: true });
       writeFileSync(path.join(temp, `lakeswap-landing-${gone}-killed`, "duckdb", "duckdb_temp_storage_DEFAULT-0.tmp"), "left by a killed landing");
 
-      const { report, left } = await landInChild(format);
-      expect(report).toMatchObject({ rowsRead: ROWS, rowsLoaded: ROWS, rowsRejected: 0 });
-      expect(report.partitions).toEqual(expectedPartitions());
+      const { report, left } = await landInChild(delivery);
+      const bad = delivery === "quoted csv with bad rows" ? ROWS / BAD_EVERY : 0;
+      expect(report).toMatchObject({ rowsRead: ROWS, rowsLoaded: ROWS - bad, rowsRejected: bad });
+      expect(report.partitions).toEqual(expectedPartitions(bad));
+      // A bad row keeps its line (the header is line 1) and its text, quotes and all.
+      expect(report.firstRejects.slice(0, 2)).toEqual(
+        bad === 0
+          ? []
+          : [7, BAD_EVERY + 7].map((id) => ({ line: id + 2, reason: `column id: 'x${id}' is not an integer`, raw: expect.stringMatching(new RegExp(`^"x${id}","2026-01-08",`)) })),
+      );
       expect(report.peakMb).toBeLessThan(PEAK_MB);
       // While it landed, the process had its own spill folder (and only that one); once closed, nothing is left.
       expect(report.spillFoldersOpen).toHaveLength(1);

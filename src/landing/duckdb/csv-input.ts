@@ -27,15 +27,7 @@ export async function readCsv(connection: DuckDBConnection, request: LandRequest
     );
     rawTable = records;
   }
-  const delimiter = request.delimiter;
-  const d = escapeRegex(delimiter);
-  const quotedOrPlain = `("(?:[^"]|"")*"|[^${d}"]*)`;
-  const fields = (raw: string): string =>
-    `CASE WHEN NOT contains(${raw}, '"') THEN string_split(${raw}, ${quoteLiteral(delimiter)}) ` +
-    `ELSE list_transform(regexp_extract_all(${quoteLiteral(delimiter)} || ${raw}, ${quoteLiteral(`${d}${quotedOrPlain}`)}, 1), ` +
-    `f -> CASE WHEN starts_with(f, '"') THEN replace(f[2:-2], '""', '"') ELSE f END) END`;
-  const malformed = (raw: string): string =>
-    `contains(${raw}, '"') AND NOT regexp_full_match(${quoteLiteral(delimiter)} || ${raw}, ${quoteLiteral(`(?:${d}${quotedOrPlain})*`)})`;
+  const fields = (raw: string): string => recordFields(raw, request.delimiter);
 
   // Each file's first record: its header, or (without one) a check that the delimiter splits it. Usually line 1; a file
   // that starts with blank lines is searched whole.
@@ -65,17 +57,12 @@ export async function readCsv(connection: DuckDBConnection, request: LandRequest
   const layout = shared
     ? { width: String(layouts[0]!.width), position: (i: number) => String(layouts[0]!.positions[i]) }
     : { width: "h.__width", position: (i: number) => `h.__p${i}` };
-  const widthProblem = request.header
-    ? `'the line has ' || len(r.__fields) || ' fields, but the header of this file has ' || ${layout.width}`
-    : `'the line has ' || len(r.__fields) || ' fields, but ' || ${layout.width} || ' columns are declared (header: false maps fields to the declared columns by position)'`;
   const structural =
     `CASE WHEN r.__quotes % 2 = 1 THEN 'unterminated quote: a field opened with " on this line is never closed, so the ' || r.__continued || ' line(s) after it ` +
-    `were read into it (a quote inside a quoted field is written twice: "")' ` +
-    `WHEN r.__malformed THEN 'malformed quoting: a quote inside an unquoted field, or text after a closing quote (quote the whole field, and write a quote inside it twice: "")' ` +
-    `WHEN len(r.__fields) <> ${layout.width} THEN ${widthProblem} END`;
+    `were read into it (a quote inside a quoted field is written twice: "")' ${shapeProblems(request, "r", layout.width)} END`;
   const from =
     `FROM (SELECT __file, __line, __quotes, CASE WHEN __quotes > 0 THEN length(__raw) - length(replace(__raw, chr(10), '')) END AS __continued, ` +
-    `${fields("__raw")} AS __fields, ${malformed("__raw")} AS __malformed FROM ${rawTable} WHERE __raw <> '') r`;
+    `${fields("__raw")} AS __fields, ${malformed("__raw", request.delimiter)} AS __malformed FROM ${rawTable} WHERE __raw <> '') r`;
   const headerLines = layouts.filter((l) => l.headerLine > 0).map((l) => `(r.__file = ${l.file} AND r.__line = ${l.headerLine})`);
   const select =
     `SELECT r.__file, r.__line, ${structural} AS __structural, ${columns.map((_, i) => `nullif(r.__fields[${layout.position(i)}], '') AS __s${i}`).join(", ")} ` +
@@ -114,6 +101,45 @@ export function csvLayout(request: LandRequest, file: string, line: number, firs
     throw new InvalidInputError(`${file}:${line}: the header names column ${twice.join(", ")} more than once (case does not matter): '${shownHeader}'. Rename or remove one.`);
   }
   return { positions, width: first.length };
+}
+
+/**
+ * Why a record whose quotes are closed is bad, or NULL: the text of a record (SQL `raw`, its quotes closed) as the exact
+ * reader judges it, for a record that DuckDB's reader refused (./land-delivery.ts). `width` is the file's record width.
+ */
+export function recordProblem(request: LandRequest, raw: string, width: number): string {
+  return `(SELECT CASE WHEN false THEN NULL ${shapeProblems(request, "r", width)} END FROM (SELECT ${recordFields(raw, request.delimiter)} AS __fields, ${malformed(raw, request.delimiter)} AS __malformed) r)`;
+}
+
+/** The WHEN branches of a record's problems past its quotes being closed: malformed quoting, then too many or too few fields (`alias`: __fields, __malformed). */
+function shapeProblems(request: LandRequest, alias: string, width: number | string): string {
+  const count = `len(${alias}.__fields)`;
+  const widthProblem = request.header
+    ? `'the line has ' || ${count} || ' fields, but the header of this file has ' || ${width}`
+    : `'the line has ' || ${count} || ' fields, but ' || ${width} || ' columns are declared (header: false maps fields to the declared columns by position)'`;
+  return (
+    `WHEN ${alias}.__malformed THEN 'malformed quoting: a quote inside an unquoted field, or text after a closing quote (quote the whole field, and write a quote inside it twice: "")' ` +
+    `WHEN ${count} <> ${width} THEN ${widthProblem}`
+  );
+}
+
+/** A quoted field, or a plain one, after its delimiter (a regular expression). */
+function quotedOrPlain(delimiter: string): string {
+  return `("(?:[^"]|"")*"|[^${escapeRegex(delimiter)}"]*)`;
+}
+
+/** A record's fields (SQL over its text `raw`): a quoted field unquoted, its doubled quotes single. */
+function recordFields(raw: string, delimiter: string): string {
+  return (
+    `CASE WHEN NOT contains(${raw}, '"') THEN string_split(${raw}, ${quoteLiteral(delimiter)}) ` +
+    `ELSE list_transform(regexp_extract_all(${quoteLiteral(delimiter)} || ${raw}, ${quoteLiteral(`${escapeRegex(delimiter)}${quotedOrPlain(delimiter)}`)}, 1), ` +
+    `f -> CASE WHEN starts_with(f, '"') THEN replace(f[2:-2], '""', '"') ELSE f END) END`
+  );
+}
+
+/** Whether a record's quoting is malformed (SQL over its text `raw`): a quote inside an unquoted field, or text after a closing quote. */
+function malformed(raw: string, delimiter: string): string {
+  return `contains(${raw}, '"') AND NOT regexp_full_match(${quoteLiteral(delimiter)} || ${raw}, ${quoteLiteral(`(?:${escapeRegex(delimiter)}${quotedOrPlain(delimiter)})*`)})`;
 }
 
 function escapeRegex(text: string): string {

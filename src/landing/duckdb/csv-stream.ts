@@ -21,16 +21,17 @@ const READ_BUFFER_BYTES = 4 * 1024 * 1024;
 
 /**
  * A CSV delivery as DuckDB's streaming `read_csv` reads it (in parallel, never whole in memory), every field as text,
- * quoted or not (RFC 4180: a quoted field may hold the delimiter, a doubled quote and line ends), for a delivery
- * expected clean: its rows have no line numbers and no text, so a delivery that is not clean (a record the reader
- * refuses, in its strict mode, fails the scan; a field holding a quote, a value that does not convert, a bad partition
- * value make a bad row) goes to the exact reader (./csv-input.ts), which keeps each bad row's file, line and text.
+ * quoted or not (RFC 4180: a quoted field may hold the delimiter, a doubled quote and line ends): its rows have no
+ * line numbers and no text, so the bad rows of a delivery that is not clean (a record the reader refuses, in its
+ * strict mode, and keeps in `rejects`; a value that does not convert, a bad partition value) are found in its files
+ * afterwards (./csv-records.ts); a field holding a quote makes a bad row that only the exact reader (./csv-input.ts)
+ * can judge.
  * Undefined where the exact reader must read it at once: the files' first lines differ in layout, or one is blank or
  * longer than FIRST_LINE_BYTES or its quoting is not whole, or a file has a space beside a quote. A header lacking a
  * declared column is refused as the exact reader refuses it. `ordered`: each row's `__line` is its record's place in
  * the delivery instead (from 1, over the files in their order), for ./csv-records.ts to find its line and text.
  */
-export async function streamedCsv(request: LandRequest, ordered = false): Promise<SourceRows | undefined> {
+export async function streamedCsv(request: LandRequest, rejects: CsvRejects, ordered = false): Promise<StreamedCsv | undefined> {
   const delimiter = request.delimiter;
   // A space as the delimiter is also what the reader trims around a quoted field.
   if (delimiter === " " || delimiter === '"') return undefined;
@@ -48,7 +49,8 @@ export async function streamedCsv(request: LandRequest, ordered = false): Promis
   const read =
     `read_csv(${sqlList(request.files)}, header = ${request.header}, auto_detect = false, ` +
     `columns = {${fields.map((f) => `${quoteLiteral(f)}: 'VARCHAR'`).join(", ")}}, delim = ${quoteLiteral(delimiter)}, quote = '"', escape = '"', ` +
-    `strict_mode = true, buffer_size = ${READ_BUFFER_BYTES}, filename = true)`;
+    `strict_mode = true, buffer_size = ${READ_BUFFER_BYTES}, filename = true, ` +
+    `store_rejects = true, rejects_table = ${quoteLiteral(rejects.errors)}, rejects_scan = ${quoteLiteral(rejects.scans)})`;
   // A quote left in a field was either doubled inside a quoted field or stray in an unquoted one (which the exact
   // reader refuses, and DuckDB's reader keeps): the exact reader tells them apart.
   const quoted = `CASE WHEN contains(concat(${fields.map(quoteIdentifier).join(", ")}), '"') THEN ${quoteLiteral(QUOTE_IN_FIELD)} END`;
@@ -58,7 +60,21 @@ export async function streamedCsv(request: LandRequest, ordered = false): Promis
   const select =
     `SELECT list_position(${sqlList(request.files)}, filename)::INTEGER AS __file, ${ordered ? "row_number() OVER ()" : "NULL::BIGINT"} AS __line, ${quoted} AS __structural, ` +
     `${request.columns.map((_, i) => `${value(quoteIdentifier(`c${layout.positions[i]}`))} AS __s${i}`).join(", ")} FROM ${read}`;
-  return { select, types: request.columns.map(() => "VARCHAR") };
+  return { select, types: request.columns.map(() => "VARCHAR"), width: layout.width };
+}
+
+/** The rows of a streamed CSV delivery, and how many fields each record of its files has. */
+export interface StreamedCsv extends SourceRows {
+  readonly width: number;
+}
+
+/**
+ * The names of the temporary tables (of the connection) where DuckDB's reader keeps the records it refuses (too many or
+ * too few fields, a quote left open, ...) and skips: `errors` (file, byte where the record starts, error, text) and `scans`.
+ */
+export interface CsvRejects {
+  readonly errors: string;
+  readonly scans: string;
 }
 
 /**

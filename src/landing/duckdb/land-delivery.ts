@@ -4,8 +4,8 @@ import { MAX_PARTITION_VALUE_LENGTH } from "../../model/partition.js";
 import { printable, quoteIdentifier, quoteLiteral, quoteRelation, relationParts } from "../../model/sql.js";
 import type { LandRequest } from "../landing.js";
 import { readCsv } from "./csv-input.js";
-import { locateRecords } from "./csv-records.js";
-import { QUOTE_IN_FIELD, streamedCsv } from "./csv-stream.js";
+import { rejectLocatedRows } from "./csv-records.js";
+import { QUOTE_IN_FIELD, streamedCsv, type CsvRejects } from "./csv-stream.js";
 import { readJsonl, refuseAbsentFields } from "./jsonl-input.js";
 import { readParquet } from "./parquet-input.js";
 import { duckDbMessage, fileList, outOfMemory, shown, sqlList, type SourceRows } from "./landing-sql.js";
@@ -195,7 +195,8 @@ async function checkAndSign({ connection, request, names, all }: LandingPass, ch
  */
 async function landStreamedCsv(pass: LandingPass, checks: RowChecks, sign: PassSignature): Promise<LandedInPass | undefined> {
   const { connection, request, tables, names } = pass;
-  const source = await readingFailure(() => streamedCsv(request));
+  const rejects = csvRejects(names.typed);
+  const source = await readingFailure(() => streamedCsv(request, rejects));
   if (source === undefined) return undefined;
   const inPlace: LandingPass = { ...pass, inPlace: true, all: names.typed };
   let clean = false;
@@ -203,9 +204,11 @@ async function landStreamedCsv(pass: LandingPass, checks: RowChecks, sign: PassS
     await convertRows(inPlace, source);
     const groups = await checkAndSign(inPlace, checks, sign);
     await findBadKeys(inPlace, groups);
-    const bad = await connection.runAndReadAll(`SELECT (SELECT count(*) FROM ${names.badKeys}) + (SELECT count(*) FROM ${groups} WHERE NOT ${GOOD})`);
+    const bad = await connection.runAndReadAll(
+      `SELECT (SELECT count(*) FROM ${names.badKeys}) + (SELECT count(*) FROM ${groups} WHERE NOT ${GOOD}) + (SELECT count(*) FROM temp.${rejects.errors})`,
+    );
     if (Number(bad.getRowsJS()[0]?.[0]) > 0) {
-      if (!(await locateBadRows(inPlace, checks, groups))) return undefined;
+      if (!(await locateBadRows(inPlace, checks, groups, source.width))) return undefined;
     } else {
       await connection.run(`CREATE TABLE ${tables.rejected} AS SELECT NULL::VARCHAR AS file, NULL::BIGINT AS line, NULL::VARCHAR AS reason, NULL::VARCHAR AS raw WHERE false`);
     }
@@ -213,13 +216,13 @@ async function landStreamedCsv(pass: LandingPass, checks: RowChecks, sign: PassS
     clean = true;
     return { signatures: groups };
   } catch (error) {
-    // A record DuckDB's reader refuses (too few fields, a line over its size limit, text that is not UTF-8) fails the
-    // scan: the exact reader judges the delivery.
+    // A record DuckDB's reader cannot read (a line over its size limit, text that is not UTF-8) may fail the scan: the
+    // exact reader judges the delivery.
     if (outOfMemory(error)) throw error;
     return undefined;
   } finally {
     for (const view of [names.checked, names.ordered]) await connection.run(`DROP VIEW IF EXISTS ${view}`);
-    for (const table of [names.badRows, names.lines]) await connection.run(`DROP TABLE IF EXISTS ${table}`);
+    for (const table of [names.badRows, names.lines, `temp.${rejects.errors}`, `temp.${rejects.scans}`]) await connection.run(`DROP TABLE IF EXISTS ${table}`);
     if (!clean) {
       for (const view of [tables.landed, names.typed]) await connection.run(`DROP VIEW IF EXISTS ${view}`);
       for (const table of [tables.rejected, names.groups, names.badKeys]) await connection.run(`DROP TABLE IF EXISTS ${table}`);
@@ -227,16 +230,23 @@ async function landStreamedCsv(pass: LandingPass, checks: RowChecks, sign: PassS
   }
 }
 
+/** The connection's temporary tables where DuckDB's reader keeps the records it refused while reading a streamed delivery. */
+function csvRejects(typed: string): CsvRejects {
+  const name = relationParts(typed).name;
+  return { errors: `${name}_reject_errors`, scans: `${name}_reject_scans` };
+}
+
 /**
  * The bad rows of a streamed CSV delivery into the rejected table, each with its file, line and text as the exact
  * reader keeps them: the delivery is read once more in order, so that each bad row has its record's place, and the
- * records at those places are found in the files (./csv-records.ts); the partitions of bad values leave the
- * signatures of the pass (`groups`). False (nothing kept) where only the exact reader can tell: a field holds a quote,
- * or the files' records are not the reader's rows.
+ * records at those places, and those the reader refused, are found in the files (./csv-records.ts); the partitions of
+ * bad values leave the signatures of the pass (`groups`). False (nothing kept) where only the exact reader can tell:
+ * a field holds a quote, or the files' records are not the reader's rows.
  */
-async function locateBadRows(pass: LandingPass, { keysMatch, reason }: RowChecks, groups: string): Promise<boolean> {
+async function locateBadRows(pass: LandingPass, { keysMatch, reason }: RowChecks, groups: string, width: number): Promise<boolean> {
   const { connection, request, tables, names } = pass;
-  const ordered = await streamedCsv(request, true);
+  const rejects = csvRejects(names.typed);
+  const ordered = await streamedCsv(request, rejects, true);
   if (ordered === undefined) return false;
   await convertRows({ ...pass, all: names.ordered }, ordered);
   await connection.run(
@@ -245,18 +255,9 @@ async function locateBadRows(pass: LandingPass, { keysMatch, reason }: RowChecks
   );
   const quoted = await connection.runAndReadAll(`SELECT count(*) FROM ${names.badRows} WHERE reason = ${quoteLiteral(QUOTE_IN_FIELD)}`);
   if (Number(quoted.getRowsJS()[0]?.[0]) > 0) return false;
-  const wanted: { ordinal: number; file: number }[] = [];
-  const result = await connection.run(`SELECT __line::DOUBLE, __file FROM ${names.badRows} ORDER BY __line`);
-  for (let chunk = await result.fetchChunk(); chunk !== null && chunk.rowCount > 0; chunk = await result.fetchChunk()) {
-    const [ordinals, files] = [chunk.getColumnValues(0), chunk.getColumnValues(1)];
-    ordinals.forEach((ordinal, i) => wanted.push({ ordinal: Number(ordinal), file: Number(files[i]) }));
-  }
   const rows = Number((await connection.runAndReadAll(`SELECT sum(n) FROM ${groups}`)).getRowsJS()[0]?.[0] ?? 0);
-  if (!(await locateRecords(connection, request, wanted, rows, names.lines))) return false;
-  await connection.run(
-    `CREATE TABLE ${tables.rejected} AS SELECT ${sqlList(request.files)}[t.__file] AS file, t.__line AS line, r.reason, t.__raw AS raw ` +
-      `FROM ${names.badRows} r JOIN ${names.lines} t ON t.__ordinal = r.__line`,
-  );
+  const relations = { badRows: names.badRows, found: names.lines, rejected: tables.rejected, rejects };
+  if (!(await rejectLocatedRows(connection, request, relations, { rows, width }))) return false;
   await connection.run(`DELETE FROM ${groups} r USING ${names.badKeys} b WHERE ${keysMatch}`);
   return true;
 }
