@@ -30,8 +30,10 @@ const SAFE_PARTITION_VALUE = "^[A-Za-z0-9_][A-Za-z0-9_.-]*$";
  * spellings, evaluates the partition expressions, and splits the rows into
  * good ones and bad ones (file, line, reason and the original text).
  *
- * CSV and JSONL are read as text, line by line, so that every row keeps its
- * line number and its text (CSV records may span lines inside quotes); the
+ * CSV and JSONL are read as text, so that every row keeps its line number
+ * and its text (CSV records may span lines inside quotes): CSV by DuckDB's
+ * streaming reader, its bad rows then found in the files (./csv-records.ts),
+ * or where only the exact reader can judge it, line by line, as JSONL is; the
  * declared types are applied here, not by a reader's sniffer. Parquet is read
  * with its own types and row numbers. The session's time zone is UTC, so that
  * nothing depends on the machine's zone. The partition values are checked
@@ -59,7 +61,7 @@ export async function landDelivery(
   try {
     // 1. The partition expressions are checked against the declared columns first, before anything is read.
     await checkPartitionExpressions(connection, request);
-    // A CSV delivery is streamed by DuckDB's reader first; only one that is not clean is read again, line by line.
+    // A CSV delivery is streamed by DuckDB's reader first; only one that the exact reader must judge is read again, line by line.
     if (request.format === "csv" && signInPass) {
       const streamed = await landStreamedCsv(pass, rowChecks(request), signInPass);
       if (streamed) {
@@ -189,9 +191,10 @@ async function checkAndSign({ connection, request, names, all }: LandingPass, ch
 }
 
 /**
- * A clean CSV delivery landed from DuckDB's streaming reader (./csv-stream.ts) as a delivery read in place: the rows
- * are a view over the files (checked unchanged by the caller), checked and signed in one pass; undefined (and nothing
- * left) when it is not clean, for the exact reader, which keeps each bad row's line and text.
+ * A CSV delivery landed from DuckDB's streaming reader (./csv-stream.ts) as a delivery read in place: the rows are a
+ * view over the files (checked unchanged by the caller), checked and signed in one pass, and the bad rows of one that
+ * has any found in the files with their lines and text; undefined (and nothing left) where only the exact reader can
+ * judge it (./csv-input.ts).
  */
 async function landStreamedCsv(pass: LandingPass, checks: RowChecks, sign: PassSignature): Promise<LandedInPass | undefined> {
   const { connection, request, tables, names } = pass;
