@@ -57,9 +57,7 @@ export async function readCsv(connection: DuckDBConnection, request: LandRequest
   const layout = shared
     ? { width: String(layouts[0]!.width), position: (i: number) => String(layouts[0]!.positions[i]) }
     : { width: "h.__width", position: (i: number) => `h.__p${i}` };
-  const structural =
-    `CASE WHEN r.__quotes % 2 = 1 THEN 'unterminated quote: a field opened with " on this line is never closed, so the ' || r.__continued || ' line(s) after it ` +
-    `were read into it (a quote inside a quoted field is written twice: "")' ${shapeProblems(request, "r", layout.width)} END`;
+  const structural = `CASE ${recordProblems(request, "r", layout.width)} END`;
   const from =
     `FROM (SELECT __file, __line, __quotes, CASE WHEN __quotes > 0 THEN length(__raw) - length(replace(__raw, chr(10), '')) END AS __continued, ` +
     `${fields("__raw")} AS __fields, ${malformed("__raw", request.delimiter)} AS __malformed FROM ${rawTable} WHERE __raw <> '') r`;
@@ -104,20 +102,30 @@ export function csvLayout(request: LandRequest, file: string, line: number, firs
 }
 
 /**
- * Why a record whose quotes are closed is bad, or NULL: the text of a record (SQL `raw`, its quotes closed) as the exact
- * reader judges it, for a record that DuckDB's reader refused (./land-delivery.ts). `width` is the file's record width.
+ * Why a record is bad, or NULL, as the exact reader judges its text (SQL `raw`: its lines, joined by line feeds), for a
+ * record that DuckDB's reader refused (./csv-records.ts). `width` is the file's record width.
  */
 export function recordProblem(request: LandRequest, raw: string, width: number): string {
-  return `(SELECT CASE WHEN false THEN NULL ${shapeProblems(request, "r", width)} END FROM (SELECT ${recordFields(raw, request.delimiter)} AS __fields, ${malformed(raw, request.delimiter)} AS __malformed) r)`;
+  const quotes = `length(${raw}) - length(replace(${raw}, '"', ''))`;
+  const continued = `length(${raw}) - length(replace(${raw}, chr(10), ''))`;
+  return (
+    `(SELECT CASE ${recordProblems(request, "r", width)} END FROM (SELECT ${recordFields(raw, request.delimiter)} AS __fields, ` +
+    `${malformed(raw, request.delimiter)} AS __malformed, ${quotes} AS __quotes, ${continued} AS __continued) r)`
+  );
 }
 
-/** The WHEN branches of a record's problems past its quotes being closed: malformed quoting, then too many or too few fields (`alias`: __fields, __malformed). */
-function shapeProblems(request: LandRequest, alias: string, width: number | string): string {
+/**
+ * The WHEN branches of a record's problems (`alias`: __quotes, __continued, __fields, __malformed): a quote left open,
+ * malformed quoting, then too many or too few fields.
+ */
+function recordProblems(request: LandRequest, alias: string, width: number | string): string {
   const count = `len(${alias}.__fields)`;
   const widthProblem = request.header
     ? `'the line has ' || ${count} || ' fields, but the header of this file has ' || ${width}`
     : `'the line has ' || ${count} || ' fields, but ' || ${width} || ' columns are declared (header: false maps fields to the declared columns by position)'`;
   return (
+    `WHEN ${alias}.__quotes % 2 = 1 THEN 'unterminated quote: a field opened with " on this line is never closed, so the ' || ${alias}.__continued || ' line(s) after it ` +
+    `were read into it (a quote inside a quoted field is written twice: "")' ` +
     `WHEN ${alias}.__malformed THEN 'malformed quoting: a quote inside an unquoted field, or text after a closing quote (quote the whole field, and write a quote inside it twice: "")' ` +
     `WHEN ${count} <> ${width} THEN ${widthProblem}`
   );

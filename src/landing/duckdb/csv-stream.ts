@@ -10,7 +10,7 @@ export const QUOTE_IN_FIELD = "a field holds a quote";
 /** Bytes read from the start of a file to find its first line; a longer one leaves the file to the exact reader. */
 const FIRST_LINE_BYTES = 64 * 1024;
 
-/** Bytes of a file searched at a time for a space beside a quote (`spaceBesideQuote`). */
+/** Bytes of a file searched at a time for what DuckDB's reader reads otherwise (`readOtherwise`). */
 const SCAN_BYTES = 8 * 1024 * 1024;
 
 /**
@@ -27,7 +27,7 @@ const READ_BUFFER_BYTES = 4 * 1024 * 1024;
  * afterwards (./csv-records.ts); a field holding a quote makes a bad row that only the exact reader (./csv-input.ts)
  * can judge.
  * Undefined where the exact reader must read it at once: the files' first lines differ in layout, or one is blank or
- * longer than FIRST_LINE_BYTES or its quoting is not whole, or a file has a space beside a quote. A header lacking a
+ * longer than FIRST_LINE_BYTES or its quoting is not whole, or a file has what DuckDB's reader reads otherwise (`readOtherwise`). A header lacking a
  * declared column is refused as the exact reader refuses it. `ordered`: each row's `__line` is its record's place in
  * the delivery instead (from 1, over the files in their order), for ./csv-records.ts to find its line and text.
  */
@@ -44,7 +44,7 @@ export async function streamedCsv(request: LandRequest, rejects: CsvRejects, ord
   }
   const layout = layouts[0];
   if (layout === undefined || layouts.some((l) => l.width !== layout.width || l.positions.join() !== layout.positions.join())) return undefined;
-  for (const file of request.files) if (await spaceBesideQuote(file)) return undefined;
+  for (const file of request.files) if (await readOtherwise(file, delimiter, layout.width)) return undefined;
   const fields = Array.from({ length: layout.width }, (_, i) => `c${i + 1}`);
   const read =
     `read_csv(${sqlList(request.files)}, header = ${request.header}, auto_detect = false, ` +
@@ -107,28 +107,49 @@ function splitLine(line: string, delimiter: string): string[] | undefined {
 }
 
 /**
- * Whether a file holds a space just before or after a quote: DuckDB's reader drops the spaces around a quoted field
- * (`a, "b"` is `b`), where the exact reader refuses the record, so such a file is the exact reader's. A space beside
- * a quote inside a quoted field (`"a ""b"""`, `" b"`) leaves a delivery to the exact reader too, which costs time,
- * never a row.
+ * Whether DuckDB's reader may read a file otherwise than the exact reader, so that the exact reader must: it drops
+ * the spaces around a quoted field (`a, "b"` is `b`), where the exact reader refuses the record; and it drops an
+ * empty last field past the `width` fields (`1,a,x,` and `1,a,x,""` are three fields), where the exact reader counts it. A space
+ * beside a quote inside a quoted field (`"a ""b"""`, `" b"`), or a line that ends with the delimiter inside a
+ * quoted field, leaves a delivery to the exact reader too, which costs time, never a row. Read in chunks of whole
+ * lines; only a line that ends with the delimiter is split.
  */
-async function spaceBesideQuote(file: string): Promise<boolean> {
+async function readOtherwise(file: string, delimiter: string, width: number): Promise<boolean> {
   const handle = await open(file, "r");
   try {
-    const buffer = Buffer.alloc(SCAN_BYTES + 1);
-    // The last byte of a read is kept before the next one, so that a pair split between two reads is seen.
-    let kept = 0;
+    let buffer = Buffer.alloc(SCAN_BYTES);
+    let held = 0;
     for (;;) {
-      const { bytesRead } = await handle.read(buffer, kept, SCAN_BYTES);
+      if (held === buffer.length) buffer = Buffer.concat([buffer, Buffer.alloc(buffer.length)]);
+      const { bytesRead } = await handle.read(buffer, held, buffer.length - held);
+      const end = held + bytesRead;
+      // Whole lines are searched; the rest of the last one waits for the next read (all of it at the end of the file).
+      const cut = bytesRead === 0 ? end : buffer.lastIndexOf(10, end - 1) + 1;
+      // The last line of a file, without a line end, is searched as if it had one.
+      const lines = bytesRead === 0 ? Buffer.concat([buffer.subarray(0, cut), Buffer.from("\n")]) : buffer.subarray(0, cut);
+      if (lines.includes(' "') || lines.includes('" ') || droppedLastField(lines, delimiter, width)) return true;
       if (bytesRead === 0) return false;
-      const text = buffer.subarray(0, kept + bytesRead);
-      if (text.includes(' "') || text.includes('" ')) return true;
-      buffer[0] = text[text.length - 1]!;
-      kept = 1;
+      buffer.copy(buffer, 0, cut, end);
+      held = end - cut;
     }
   } finally {
     await handle.close();
   }
+}
+
+/**
+ * Whether a line of `lines` (whole lines) ends with an empty field (the delimiter, perhaps then `""`) and has `width` + 1
+ * fields, or may have (it holds a quote that does not split it whole).
+ */
+function droppedLastField(lines: Buffer, delimiter: string, width: number): boolean {
+  for (const ending of [`${delimiter}\n`, `${delimiter}\r\n`, `${delimiter}""\n`, `${delimiter}""\r\n`]) {
+    for (let at = lines.indexOf(ending); at >= 0; at = lines.indexOf(ending, at + 1)) {
+      const text = lines.toString("utf8", lines.lastIndexOf(10, at) + 1, at + ending.length - 1);
+      const fields = splitLine(text.replace(/\r+$/, ""), delimiter);
+      if (fields === undefined || fields.length === width + 1) return true;
+    }
+  }
+  return false;
 }
 
 /** The first line of a file (a byte order mark and a line end's `\r` dropped), or undefined where it is not within FIRST_LINE_BYTES. */
