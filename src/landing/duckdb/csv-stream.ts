@@ -25,13 +25,11 @@ const READ_BUFFER_BYTES = 4 * 1024 * 1024;
  * line numbers and no text, so the bad rows of a delivery that is not clean (a record the reader refuses, in its
  * strict mode, and keeps in `rejects`; a value that does not convert, a bad partition value) are found in its files
  * afterwards (./csv-records.ts); a field holding a quote makes a bad row that only the exact reader (./csv-input.ts)
- * can judge.
- * Undefined where the exact reader must read it at once: the files' first lines differ in layout, or one is blank or
- * longer than FIRST_LINE_BYTES or its quoting is not whole, or a file has what DuckDB's reader reads otherwise (`readOtherwise`). A header lacking a
- * declared column is refused as the exact reader refuses it. `ordered`: each row's `__line` is its record's place in
- * the delivery instead (from 1, over the files in their order), for ./csv-records.ts to find its line and text.
+ * can judge. Undefined where the exact reader must read it at once: the files' first lines differ in layout, or one
+ * is blank or longer than FIRST_LINE_BYTES or its quoting is not whole, or a file has what DuckDB's reader reads
+ * otherwise (`readOtherwise`). A header lacking a declared column is refused as the exact reader refuses it.
  */
-export async function streamedCsv(request: LandRequest, rejects: CsvRejects, ordered = false): Promise<StreamedCsv | undefined> {
+export async function streamedCsv(request: LandRequest): Promise<StreamedCsv | undefined> {
   const delimiter = request.delimiter;
   // A space as the delimiter is also what the reader trims around a quoted field.
   if (delimiter === " " || delimiter === '"') return undefined;
@@ -46,26 +44,42 @@ export async function streamedCsv(request: LandRequest, rejects: CsvRejects, ord
   if (layout === undefined || layouts.some((l) => l.width !== layout.width || l.positions.join() !== layout.positions.join())) return undefined;
   for (const file of request.files) if (await readOtherwise(file, delimiter, layout.width)) return undefined;
   const fields = Array.from({ length: layout.width }, (_, i) => `c${i + 1}`);
-  const read =
-    `read_csv(${sqlList(request.files)}, header = ${request.header}, auto_detect = false, ` +
-    `columns = {${fields.map((f) => `${quoteLiteral(f)}: 'VARCHAR'`).join(", ")}}, delim = ${quoteLiteral(delimiter)}, quote = '"', escape = '"', ` +
-    `strict_mode = true, buffer_size = ${READ_BUFFER_BYTES}, filename = true, ` +
-    `store_rejects = true, rejects_table = ${quoteLiteral(rejects.errors)}, rejects_scan = ${quoteLiteral(rejects.scans)})`;
   // A quote left in a field was either doubled inside a quoted field or stray in an unquoted one (which the exact
   // reader refuses, and DuckDB's reader keeps): the exact reader tells them apart.
   const quoted = `CASE WHEN contains(concat(${fields.map(quoteIdentifier).join(", ")}), '"') THEN ${quoteLiteral(QUOTE_IN_FIELD)} END`;
   // The exact reader reads a record spanning lines line by line, each without the CRs before its line end.
   const value = (field: string): string =>
     `nullif(CASE WHEN contains(${field}, chr(13)) THEN regexp_replace(${field}, '\\r+\\n', chr(10), 'g') ELSE ${field} END, '')`;
-  const select =
-    `SELECT list_position(${sqlList(request.files)}, filename)::INTEGER AS __file, ${ordered ? "row_number() OVER ()" : "NULL::BIGINT"} AS __line, ${quoted} AS __structural, ` +
-    `${request.columns.map((_, i) => `${value(quoteIdentifier(`c${layout.positions[i]}`))} AS __s${i}`).join(", ")} FROM ${read}`;
-  return { select, types: request.columns.map(() => "VARCHAR"), width: layout.width };
+  const rows = ({ refused, ordered = false }: StreamedRead): SourceRows => {
+    const read =
+      `read_csv(${sqlList(request.files)}, header = ${request.header}, auto_detect = false, ` +
+      `columns = {${fields.map((f) => `${quoteLiteral(f)}: 'VARCHAR'`).join(", ")}}, delim = ${quoteLiteral(delimiter)}, quote = '"', escape = '"', ` +
+      `strict_mode = true, buffer_size = ${READ_BUFFER_BYTES}, filename = true, ` +
+      (refused === "skipped"
+        ? "ignore_errors = true)"
+        : `store_rejects = true, rejects_table = ${quoteLiteral(refused.errors)}, rejects_scan = ${quoteLiteral(refused.scans)})`);
+    const select =
+      `SELECT list_position(${sqlList(request.files)}, filename)::INTEGER AS __file, ${ordered ? "row_number() OVER ()" : "NULL::BIGINT"} AS __line, ` +
+      `${quoted} AS __structural, ${request.columns.map((_, i) => `${value(quoteIdentifier(`c${layout.positions[i]}`))} AS __s${i}`).join(", ")} FROM ${read}`;
+    return { select, types: request.columns.map(() => "VARCHAR") };
+  };
+  return { width: layout.width, rows };
 }
 
-/** The rows of a streamed CSV delivery, and how many fields each record of its files has. */
-export interface StreamedCsv extends SourceRows {
+/**
+ * How a streamed delivery is read: the records the reader refuses kept in `refused` (the connection's temporary
+ * tables) or, once they are, skipped; `ordered`: each row's `__line` is its record's place in the delivery instead
+ * (from 1, over the files in their order), for ./csv-records.ts to find its line and text.
+ */
+interface StreamedRead {
+  readonly refused: CsvRejects | "skipped";
+  readonly ordered?: boolean;
+}
+
+/** A CSV delivery that DuckDB's reader reads as the exact reader would: how many fields each record has, and its rows, read one way or another. */
+export interface StreamedCsv {
   readonly width: number;
+  rows(read: StreamedRead): SourceRows;
 }
 
 /**

@@ -5,7 +5,7 @@ import { printable, quoteIdentifier, quoteLiteral, quoteRelation, relationParts 
 import type { LandRequest } from "../landing.js";
 import { readCsv } from "./csv-input.js";
 import { rejectLocatedRows } from "./csv-records.js";
-import { QUOTE_IN_FIELD, streamedCsv, type CsvRejects } from "./csv-stream.js";
+import { QUOTE_IN_FIELD, streamedCsv, type CsvRejects, type StreamedCsv } from "./csv-stream.js";
 import { readJsonl, refuseAbsentFields } from "./jsonl-input.js";
 import { readParquet } from "./parquet-input.js";
 import { duckDbMessage, fileList, outOfMemory, shown, sqlList, type SourceRows } from "./landing-sql.js";
@@ -199,22 +199,26 @@ async function checkAndSign({ connection, request, names, all }: LandingPass, ch
 async function landStreamedCsv(pass: LandingPass, checks: RowChecks, sign: PassSignature): Promise<LandedInPass | undefined> {
   const { connection, request, tables, names } = pass;
   const rejects = csvRejects(names.typed);
-  const source = await readingFailure(() => streamedCsv(request, rejects));
-  if (source === undefined) return undefined;
+  const streamed = await readingFailure(() => streamedCsv(request));
+  if (streamed === undefined) return undefined;
   const inPlace: LandingPass = { ...pass, inPlace: true, all: names.typed };
   let clean = false;
   try {
-    await convertRows(inPlace, source);
+    await convertRows(inPlace, streamed.rows({ refused: rejects }));
     const groups = await checkAndSign(inPlace, checks, sign);
     await findBadKeys(inPlace, groups);
     const bad = await connection.runAndReadAll(
       `SELECT (SELECT count(*) FROM ${names.badKeys}) + (SELECT count(*) FROM ${groups} WHERE NOT ${GOOD}) + (SELECT count(*) FROM temp.${rejects.errors})`,
     );
     if (Number(bad.getRowsJS()[0]?.[0]) > 0) {
-      if (!(await locateBadRows(inPlace, checks, groups, source.width))) return undefined;
+      if (!(await locateBadRows(inPlace, checks, groups, streamed))) return undefined;
     } else {
       await connection.run(`CREATE TABLE ${tables.rejected} AS SELECT NULL::VARCHAR AS file, NULL::BIGINT AS line, NULL::VARCHAR AS reason, NULL::VARCHAR AS raw WHERE false`);
     }
+    // Later reads of the landed rows (on other connections too) skip the refused records, already bad rows, and keep
+    // nothing in temporary tables (the files are checked unchanged, so they are the same records).
+    await connection.run(`DROP VIEW ${names.typed}`);
+    await convertRows(inPlace, streamed.rows({ refused: "skipped" }));
     await keepGoodRows(inPlace, checks);
     clean = true;
     return { signatures: groups };
@@ -246,12 +250,10 @@ function csvRejects(typed: string): CsvRejects {
  * bad values leave the signatures of the pass (`groups`). False (nothing kept) where only the exact reader can tell:
  * a field holds a quote, or the files' records are not the reader's rows.
  */
-async function locateBadRows(pass: LandingPass, { keysMatch, reason }: RowChecks, groups: string, width: number): Promise<boolean> {
+async function locateBadRows(pass: LandingPass, { keysMatch, reason }: RowChecks, groups: string, streamed: StreamedCsv): Promise<boolean> {
   const { connection, request, tables, names } = pass;
   const rejects = csvRejects(names.typed);
-  const ordered = await streamedCsv(request, rejects, true);
-  if (ordered === undefined) return false;
-  await convertRows({ ...pass, all: names.ordered }, ordered);
+  await convertRows({ ...pass, all: names.ordered }, streamed.rows({ refused: rejects, ordered: true }));
   await connection.run(
     `CREATE TABLE ${names.badRows} AS SELECT r.__file, r.__line, ${reason} AS reason ` +
       `FROM ${names.ordered} r LEFT JOIN ${names.badKeys} b ON ${keysMatch} WHERE ${reason} IS NOT NULL`,
@@ -260,7 +262,7 @@ async function locateBadRows(pass: LandingPass, { keysMatch, reason }: RowChecks
   if (Number(quoted.getRowsJS()[0]?.[0]) > 0) return false;
   const rows = Number((await connection.runAndReadAll(`SELECT sum(n) FROM ${groups}`)).getRowsJS()[0]?.[0] ?? 0);
   const relations = { badRows: names.badRows, found: names.lines, rejected: tables.rejected, rejects };
-  if (!(await rejectLocatedRows(connection, request, relations, { rows, width }))) return false;
+  if (!(await rejectLocatedRows(connection, request, relations, { rows, width: streamed.width }))) return false;
   await connection.run(`DELETE FROM ${groups} r USING ${names.badKeys} b WHERE ${keysMatch}`);
   return true;
 }
