@@ -53,6 +53,17 @@ describe("sinks: in lakeswap.yaml", () => {
     expect(resolveWithSink(sinks)).toThrow(message);
   });
 
+  it("takes partitioning (native or index) for partition_replace, and refuses it for upsert or an unknown value, naming the key", () => {
+    const replace = (partitioning: unknown) => ({ postgres: { url: "postgres://h/d", table: "t", partitioning } });
+    expect(resolveWithSink(replace("index"))().datasets[0]!.layers[1]!.sinks[0]).toMatchObject({ mode: "partition_replace", partitioning: "index" });
+    expect(resolveWithSink(replace("native"))().datasets[0]!.layers[1]!.sinks[0]).toMatchObject({ partitioning: "native" });
+    expect(resolveWithSink({ postgres: { url: "postgres://h/d", table: "t" } })().datasets[0]!.layers[1]!.sinks[0]).not.toHaveProperty("partitioning");
+    expect(resolveWithSink(replace("hash"))).toThrow(/sinks\.postgres\.partitioning: expected one of "native", "index", got the string "hash"/);
+    expect(resolveWithSink({ postgres: { url: "postgres://h/d", table: "t", mode: "upsert", primary_key: ["order_day"], partitioning: "index" } })).toThrow(
+      /sinks\.postgres\.partitioning: applies to mode: partition_replace only/,
+    );
+  });
+
   // Issue 25 items 17 and 18: the stamp column is the sink's own (_lakeswap_updated_at); hard_delete is upsert's.
   it("lets an upsert layer have its own updated_at; refuses the sink's own column names and hard_delete outside upsert", () => {
     const withColumn = (name: string, sinks: unknown) => {
