@@ -1,4 +1,3 @@
-import { spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -20,8 +19,10 @@ describe("fetchSource", () => {
     const tmp = mkdtempSync(path.join(os.tmpdir(), "fetch-source-test-"));
     const previousTmpdir = process.env.TMPDIR;
     process.env.TMPDIR = tmp;
-    // The folder a sync killed while it fetched leaves behind: its process is gone.
-    const dead = spawnSync(process.execPath, ["-e", ""]).pid;
+    // The folder a sync killed while it fetched leaves behind: its process is gone. A process id above the largest
+    // that Linux hands out (2^22), so no process started meanwhile can have taken it (on a busy machine, ids wrap
+    // around 32,768 within seconds).
+    const dead = 4_194_305;
     const leftover = path.join(os.tmpdir(), `lakeswap-fetch-${dead}-test`);
     mkdirSync(leftover, { recursive: true });
     writeFileSync(path.join(leftover, "date=2026-11-01.jsonl"), "{}\n");
