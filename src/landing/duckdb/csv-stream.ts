@@ -13,8 +13,9 @@ const FIRST_LINE_BYTES = 64 * 1024;
 /** Bytes of a file searched at a time for what DuckDB's reader reads otherwise (`readOtherwise`). */
 const SCAN_BYTES = 8 * 1024 * 1024;
 
-/** The quote character's byte. */
+/** The bytes of the quote character and of a carriage return. */
 const QUOTE = 0x22;
+const CR = 0x0d;
 
 /**
  * The reader's buffer (DuckDB's default, 32 MiB, does not fit a small memory limit; each reading thread holds one):
@@ -161,7 +162,9 @@ async function readOtherwise(file: string, delimiter: string, width: number): Pr
  * lines hold a quote) and has `width` + 1 fields, or may have (it holds a quote that does not split it whole).
  */
 function droppedLastField(lines: Buffer, delimiter: string, width: number, quoted: boolean): boolean {
-  const endings = [`${delimiter}\n`, `${delimiter}\r\n`, ...(quoted ? [`${delimiter}""\n`, `${delimiter}""\r\n`] : [])];
+  // Line ends with a CR are searched only in lines that hold one (one byte, found fastest), as the quote's in `quoted` lines.
+  const crlf = lines.includes(CR);
+  const endings = [`${delimiter}\n`, ...(crlf ? [`${delimiter}\r\n`] : []), ...(quoted ? [`${delimiter}""\n`, ...(crlf ? [`${delimiter}""\r\n`] : [])] : [])];
   for (const ending of endings) {
     for (let at = lines.indexOf(ending); at >= 0; at = lines.indexOf(ending, at + 1)) {
       const text = lines.toString("utf8", lines.lastIndexOf(10, at) + 1, at + ending.length - 1);
