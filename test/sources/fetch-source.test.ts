@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
@@ -14,11 +14,6 @@ const source = (url: string): HttpSource => ({
 describe("fetchSource", () => {
   it("fetches each day into its own file, reports a failed day with its error, removes its folder on release and the folders of dead syncs on start", async () => {
     const api = await startReportApi({ pageSize: 2 });
-    // A temporary folder of its own: a process looks for dead processes' folders in each temporary folder the first
-    // time it makes one there (and then once a minute), and this test file shares its process with others.
-    const tmp = mkdtempSync(path.join(os.tmpdir(), "fetch-source-test-"));
-    const previousTmpdir = process.env.TMPDIR;
-    process.env.TMPDIR = tmp;
     // The folder a sync killed while it fetched leaves behind: its process is gone. A process id above the largest
     // that Linux hands out (2^22), so no process started meanwhile can have taken it (on a busy machine, ids wrap
     // around 32,768 within seconds).
@@ -48,8 +43,6 @@ describe("fetchSource", () => {
       expect(existsSync(folder)).toBe(false);
     } finally {
       await api.close();
-      process.env.TMPDIR = previousTmpdir;
-      rmSync(tmp, { recursive: true, force: true });
     }
   });
 });
