@@ -1,13 +1,11 @@
-import path from "node:path";
-import { DuckDBInstance } from "@duckdb/node-api";
 import pg from "pg";
 import { describe, expect, it } from "vitest";
-import { quoteLiteral } from "../../src/model/sql.js";
 import { PostgresSink } from "../../src/sinks/postgres/postgres-sink.js";
 import type { SinkLayout, SinkPartitionWrite, SinkSpec } from "../../src/sinks/sink.js";
 import { tempDir } from "../support/lake-fixture.js";
 import { postgresAvailable } from "../support/postgres.js";
 import { usePostgres } from "../support/shared-services.js";
+import { sinkRuns } from "../support/sink-runs.js";
 
 /*
  * partition_replace on the partitioned layout (issue 27 item 5): a target the sink creates is partitioned by LIST
@@ -41,13 +39,7 @@ async function workspace(keys: readonly string[] = KEYS_DAY) {
     postgres.onCleanup(() => sink.close());
     return sink;
   };
-  const duck = await DuckDBInstance.create(":memory:");
-  const connection = await duck.connect();
-  postgres.onCleanup(() => {
-    connection.closeSync();
-    duck.closeSync();
-  });
-  let runs = 0;
+  const write = await sinkRuns(dir, (cleanup) => postgres.onCleanup(cleanup));
   const db = <R extends pg.QueryResultRow>(sql: string): Promise<R[]> => query<R>(sql);
   return {
     url,
@@ -55,12 +47,9 @@ async function workspace(keys: readonly string[] = KEYS_DAY) {
     db,
     open,
     /** One partition's run of ids from..to (amount = id / 100); no files for an emptied partition (from > to). */
-    async run(values: readonly string[], from: number, to: number): Promise<SinkPartitionWrite> {
-      runs += 1;
-      const file = path.join(dir, `run-${runs}.parquet`);
-      if (from <= to) await connection.run(`COPY (SELECT i::BIGINT AS id, (i / 100)::DECIMAL(10,2) AS amount FROM range(${from}, ${to + 1}) t(i)) TO ${quoteLiteral(file)} (FORMAT parquet)`);
-      const partition = { keys: [...keys], values: [...values] };
-      return { partition, path: keys.map((key, i) => `${key}=${values[i]}`).join("/"), runId: `run-${runs}`, signature: `sig-${runs}`, files: from <= to ? [file] : [] };
+    run(values: readonly string[], from: number, to: number): Promise<SinkPartitionWrite> {
+      const select = from <= to ? `SELECT i::BIGINT AS id, (i / 100)::DECIMAL(10,2) AS amount FROM range(${from}, ${to + 1}) t(i)` : undefined;
+      return write({ keys: [...keys], values: [...values] }, select);
     },
     /** `<partition values> <count> <min id>-<max id>` per partition, as a reader of the parent sees them. */
     async partitions(): Promise<string[]> {

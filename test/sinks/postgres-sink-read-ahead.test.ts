@@ -1,14 +1,13 @@
 import { mkdirSync, readdirSync } from "node:fs";
 import path from "node:path";
-import { DuckDBInstance } from "@duckdb/node-api";
 import type pg from "pg";
 import { describe, expect, it } from "vitest";
-import { quoteLiteral } from "../../src/model/sql.js";
 import { PostgresSink } from "../../src/sinks/postgres/postgres-sink.js";
 import type { SinkLayout, SinkMode, SinkPartitionWrite } from "../../src/sinks/sink.js";
 import { tempDir } from "../support/lake-fixture.js";
 import { postgresAvailable } from "../support/postgres.js";
 import { usePostgres } from "../support/shared-services.js";
+import { sinkRuns } from "../support/sink-runs.js";
 
 /*
  * The PostgreSQL sink's own steps, below the pipeline: a partition's CSV is exported while the previous
@@ -58,13 +57,7 @@ async function workspace(mode: SinkMode) {
   const open = () => new PostgresSink({ kind: "postgres", url, maskedUrl: url, schema: "public", table: "orders", mode, primaryKey: layout.primaryKey, hardDelete: false });
   const sink = open();
   postgres.onCleanup(() => sink.close());
-  const duck = await DuckDBInstance.create(":memory:");
-  const connection = await duck.connect();
-  postgres.onCleanup(() => {
-    connection.closeSync();
-    duck.closeSync();
-  });
-  let runs = 0;
+  const write = await sinkRuns(path.join(dir, "runs"), (cleanup) => postgres.onCleanup(cleanup));
   const db = <R extends pg.QueryResultRow>(sql: string): Promise<R[]> => query<R>(sql);
   return {
     sink,
@@ -74,14 +67,10 @@ async function workspace(mode: SinkMode) {
     /** Sink folders left in TMPDIR. */
     leftovers: (): string[] => readdirSync(tmp).filter((entry) => entry.startsWith("lakeswap-sink-")),
     /** One partition's run: a Parquet file of these rows (or a file that does not exist, for `missing`). */
-    async run(day: string, rows: readonly Row[], options: { missing?: boolean } = {}): Promise<SinkPartitionWrite> {
-      runs += 1;
-      const file = path.join(dir, "runs", `run-${runs}.parquet`);
-      if (!options.missing) {
-        const values = rows.map((row) => `(${row.id}, ${row.amount})`).join(", ");
-        await connection.run(`COPY (SELECT id::BIGINT AS id, amount::DECIMAL(10,2) AS amount FROM (VALUES ${values}) v(id, amount)) TO ${quoteLiteral(file)} (FORMAT parquet)`);
-      }
-      return { partition: { keys: ["day"], values: [day] }, path: `day=${day}`, runId: `run-${runs}`, signature: `sig-${runs}`, files: [file] };
+    run(day: string, rows: readonly Row[], options: { missing?: boolean } = {}): Promise<SinkPartitionWrite> {
+      const values = rows.map((row) => `(${row.id}, ${row.amount})`).join(", ");
+      const select = options.missing ? undefined : `SELECT id::BIGINT AS id, amount::DECIMAL(10,2) AS amount FROM (VALUES ${values}) v(id, amount)`;
+      return write({ keys: ["day"], values: [day] }, select, { missingFile: true });
     },
   };
 }
