@@ -117,17 +117,27 @@ export class Lake {
       // In the lake's leases: the replay's pointer moves are fenced like any writer's.
       this.leases.set(tableName, lease);
       try {
-        for (const entry of entries) {
-          const result = await replayEntry(this.parts, table, entry);
-          applied += result.applied;
-          stale += result.stale;
-        }
+        const result = await this.replayEntries(table, entries);
+        applied += result.applied;
+        stale += result.stale;
       } finally {
         this.leases.delete(tableName);
         await lease.release();
       }
     }
     await this.removeDeadSyncLeases();
+    return { applied, stale };
+  }
+
+  /** Replays `entries` (of one table, whose lease this lake holds), oldest first. */
+  private async replayEntries(table: TableDefinition | undefined, entries: readonly OutboxEntry[]): Promise<{ applied: number; stale: number }> {
+    let applied = 0;
+    let stale = 0;
+    for (const entry of entries) {
+      const result = await replayEntry(this.parts, table, entry);
+      applied += result.applied;
+      stale += result.stale;
+    }
     return { applied, stale };
   }
 
@@ -245,6 +255,10 @@ export class Lake {
     });
     this.leases.set(table, lease);
     try {
+      // A writer that held the table since this lake was opened (the open's replay left its entries to it) may have died
+      // after recording a move and before making it: finished now, before this writer decides anything (invariant 6).
+      const pending = (await this.outbox.pending()).filter((entry) => entry.table === table);
+      if (pending.length > 0) await this.replayEntries(await this.catalog.getTable(table), pending);
       return await work();
     } finally {
       this.leases.delete(table);

@@ -218,6 +218,27 @@ describe.each(selectedBackends())("the writer lease on the %s backend", (backend
   }
 
   if (backendName === "local") {
+    it("a writer that waited for a writer killed after its outbox entry finishes that writer's move before its own", async () => {
+      const frozen = new Child(spawnCli([...backend.cliArgs, ...replaceArgs(NEXT.select)], { ...backend.cliEnv, LAKESWAP_FAULT: "before-swap-rename:stop" }));
+      children.push(frozen);
+      await frozen.until("the writer to stop before its rename", () => frozen.stderr.includes("fault point before-swap-rename reached: stopping"));
+      // Opened while the frozen writer lives: its outbox entry is not this writer's to replay yet, so it waits for the table.
+      const waiting = new Child(spawnCli([...backend.cliArgs, ...replaceArgs(NEW.select, "--wait", "90s")], backend.cliEnv));
+      children.push(waiting);
+      await waiting.until("the writer to wait for the frozen one", () => waiting.stderr.includes(`waiting for table '${TABLE}': pid ${frozen.pid}`));
+      frozen.kill("SIGKILL");
+      expect(await frozen.exited).toEqual({ code: null, signal: "SIGKILL" });
+      expect(await waiting.exited, waiting.stderr).toEqual({ code: 0, signal: null });
+      // The dead writer's decided move landed first (invariant 6), then the waiting writer's replace on top of it.
+      expect(JSON.parse(waiting.lines.join("\n")) as ReplaceResult).toMatchObject({ previousRows: NEXT.rows, rows: NEW.rows });
+      expect(await view()).toEqual({ rows: NEW.rows, tags: 1, tag: NEW.tag });
+      const reopened = await backend.open({ readOnly: true });
+      expect(await reopened.pendingChanges()).toEqual([]);
+      await reopened.close();
+    });
+  }
+
+  if (backendName === "local") {
     it("without the native extension nor flock(1) a writer says so and falls back to the lease file alone (the weaker guarantee the README names)", async () => {
       // No extension (LAKESWAP_NATIVE=off) and no PATH: flock(1) cannot be found (node runs by its own path); warnings
       // shown, as outside the test harness.

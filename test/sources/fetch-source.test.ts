@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
@@ -18,6 +18,10 @@ describe("fetchSource", () => {
     // that Linux hands out (2^22), so no process started meanwhile can have taken it (on a busy machine, ids wrap
     // around 32,768 within seconds).
     const dead = 4_194_305;
+    // A temporary folder of this test's own: a process looks for dead folders in a folder at most once a minute, and
+    // another test in this process may have looked in the run's temporary folder just before.
+    const machineTmp = process.env.TMPDIR;
+    process.env.TMPDIR = mkdtempSync(path.join(os.tmpdir(), "fetch-source-"));
     const leftover = path.join(os.tmpdir(), `lakeswap-fetch-${dead}-test`);
     mkdirSync(leftover, { recursive: true });
     writeFileSync(path.join(leftover, "date=2026-11-01.jsonl"), "{}\n");
@@ -43,6 +47,9 @@ describe("fetchSource", () => {
       expect(existsSync(folder)).toBe(false);
     } finally {
       await api.close();
+      rmSync(os.tmpdir(), { recursive: true, force: true });
+      if (machineTmp === undefined) delete process.env.TMPDIR;
+      else process.env.TMPDIR = machineTmp;
     }
   });
 });
