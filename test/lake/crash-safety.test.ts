@@ -13,6 +13,7 @@ import { replacePartition } from "../../src/lake/operations/replace.js";
 import { readHistory } from "../../src/lake/operations/history.js";
 import { rollbackPartition } from "../../src/lake/operations/rollback.js";
 import { countPartition } from "../../src/lake/operations/partition-states.js";
+import { runPrefix } from "../../src/lake/runs.js";
 
 // Invariants 1, 2 and 5 under SIGKILL: a replace killed at any point leaves the partition on the old run or
 // the new run, whole; the next replace and gc take over the dead writer's lease and clean up what it left.
@@ -339,38 +340,47 @@ describe.each(selectedBackends())("crash safety on the %s backend", (backendName
     }),
   );
 
-  it.concurrent("outbox replay drops an entry whose pointer moved on since (stale) and applies one whose pointer is still where it was", () =>
+  it.concurrent("a writer finishes a dead writer's recorded move before its own, also one that opened the lake before the death; replay drops an entry whose pointer moved on since (stale) and applies one whose pointer is still where it was", () =>
     withScenario(backendName, async (s) => {
       const { lake, old } = s;
+      const atOld = (await lake.pointer(TABLE, PARTITION))!;
       // A writer recorded its move (old -> its run) in the outbox and died before sending it.
       const killed = await s.killedCli(["replace", TABLE, "--partition", PARTITION, "--sql", NEW.select], "after-outbox:kill");
       expect(killed.signal).toBe("SIGKILL");
       const dead = (await readHistory(lake, TABLE, PARTITION))[0]!.runs.find((r) => r.runId > old)!;
       expect(dead).toMatchObject({ state: "incomplete" });
-      // Another writer (this process, which opened the lake before the kill, so never replayed it) moves the pointer on.
+      // Another writer (this process, which opened the lake before the kill, so its opening never replayed it) takes
+      // the table's lease, finishes the dead writer's move under it, and only then moves the pointer on (invariant 6).
       const moved = await replacePartition(lake, TABLE, PARTITION, { select: NEXT.select });
-      expect(moved).toMatchObject({ previousRunId: old, rows: NEXT.rows });
-
-      // The recorded move is stale now: the pointer is not where the dead writer left it. It is dropped, not applied.
-      expect(await lake.replayOutbox()).toEqual({ applied: 0, stale: 1 });
-      expect(await lake.pointer(TABLE, PARTITION)).toMatchObject({ runId: moved.runId, previousRunId: old, movedBy: "swap" });
-      for (const view of await s.views()) expect(view).toEqual(whole(NEXT));
-      expect(await lake.replayOutbox(), "the stale entry is gone").toEqual({ applied: 0, stale: 0 });
+      expect(moved).toMatchObject({ previousRunId: dead.runId, rows: NEXT.rows });
+      expect(await lake.replayOutbox(), "nothing left to replay").toEqual({ applied: 0, stale: 0 });
       expect((await readHistory(lake, TABLE, PARTITION))[0]!.runs.map((r) => [r.runId, r.state])).toEqual([
         [moved.runId, "current"],
-        [dead.runId, "incomplete"],
-        [old, "previous"],
+        [dead.runId, "previous"],
+        [old, "completed"],
         [s.oldest, "completed"],
       ]);
+
+      // An entry goes stale when the pointer moves on without it being replayed: its writer had lost the table (frozen
+      // past its lease's expiry) before it recorded it. Stood in for here by a move made in the catalog itself.
+      const late = await s.killedCli(["replace", TABLE, "--partition", PARTITION, "--sql", NEW.select], "after-outbox:kill");
+      expect(late.signal).toBe("SIGKILL");
+      const table = await lake.parts.catalog.getTable(TABLE);
+      const location = runPrefix(lake.parts.catalog, table!, atOld.partition, old);
+      await lake.parts.catalog.movePointers(table!, [{ ...atOld, previousRunId: moved.runId, location, kind: "rollback" }]);
+      expect(await lake.replayOutbox()).toEqual({ applied: 0, stale: 1 });
+      expect(await lake.pointer(TABLE, PARTITION)).toMatchObject({ runId: old, previousRunId: moved.runId, movedBy: "rollback" });
+      for (const view of await s.views()) expect(view).toEqual(whole(OLD));
+      expect(await lake.replayOutbox(), "the stale entry is gone").toEqual({ applied: 0, stale: 0 });
 
       // A move recorded while the pointer stays where it was is applied, once.
       const again = await s.killedCli(["replace", TABLE, "--partition", PARTITION, "--sql", NEW.select], "after-outbox:kill");
       expect(again.signal).toBe("SIGKILL");
-      expect(await lake.pointer(TABLE, PARTITION)).toMatchObject({ runId: moved.runId });
+      expect(await lake.pointer(TABLE, PARTITION)).toMatchObject({ runId: old });
       expect(await lake.replayOutbox()).toEqual({ applied: 1, stale: 0 });
       const replayed = (await readHistory(lake, TABLE, PARTITION))[0]!.runs[0]!;
       expect(replayed).toMatchObject({ state: "current", rows: NEW.rows });
-      expect(await lake.pointer(TABLE, PARTITION)).toMatchObject({ runId: replayed.runId, previousRunId: moved.runId, movedBy: "swap" });
+      expect(await lake.pointer(TABLE, PARTITION)).toMatchObject({ runId: replayed.runId, previousRunId: old, movedBy: "swap" });
       for (const view of await s.views()) expect(view).toEqual(whole(NEW));
       expect(await lake.replayOutbox()).toEqual({ applied: 0, stale: 0 });
     }),
