@@ -1,7 +1,7 @@
 import fs from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { afterEach, describe, expect, it, vi } from "vitest";
+import { afterAll, afterEach, describe, expect, it, vi } from "vitest";
 import type * as WalSync from "../../src/ingest/wal/wal-sync.js";
 
 // The log's sync thread fails to start (a worker thread refused: out of memory, a thread limit). Here by a stand-in
@@ -11,7 +11,14 @@ vi.mock("../../src/ingest/wal/wal-sync.js", async (original) => ({
   startSyncer: () => Promise.reject(Object.assign(new Error("no thread for the syncer"), { code: "ERR_WORKER_INIT_FAILED" })),
 }));
 
+// Test files share their worker's process (vitest.config.ts): the log's modules are loaded anew, so they take the stand-in,
+// and the files after this one load the real ones again.
+vi.resetModules();
 const { WriteAheadLog } = await import("../../src/ingest/wal/write-ahead-log.js");
+afterAll(() => {
+  vi.doUnmock("../../src/ingest/wal/wal-sync.js");
+  vi.resetModules();
+});
 
 /** The files this process holds open inside `dir`. */
 function openFilesIn(dir: string): string[] {

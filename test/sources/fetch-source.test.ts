@@ -1,10 +1,13 @@
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { describe, expect, it } from "vitest";
-import { fetchSource } from "../../src/sources/fetch-source.js";
+import { describe, expect, it, vi } from "vitest";
 import type { HttpSource } from "../../src/sources/source.js";
 import { startReportApi } from "../support/report-api.js";
+
+// Loaded afresh, with the once-a-minute memory of src/shared/process-folders.ts empty: test files share their worker's process.
+vi.resetModules();
+const { fetchSource } = await import("../../src/sources/fetch-source.js");
 
 const source = (url: string): HttpSource => ({
   concurrency: 2,
