@@ -257,7 +257,7 @@ export class Lake {
     try {
       // A writer that held the table since this lake was opened (the open's replay left its entries to it) may have died
       // after recording a move and before making it: finished now, before this writer decides anything (invariant 6).
-      const pending = (await this.outbox.pending()).filter((entry) => entry.table === table);
+      const pending = await this.outbox.pending(table);
       if (pending.length > 0) await this.replayEntries(await this.catalog.getTable(table), pending);
       return await work();
     } finally {
