@@ -86,7 +86,11 @@ describe("the AWS target in lakeswap.yaml", () => {
       const config = resolveEdited(sink({ s3_prefix: "p" }))() as ReturnType<typeof resolvePipelineConfig>;
       expect(config.aws).toMatchObject({ bucket: "env-bucket", database: "env_db", workgroup: "wg", prefix: "p" });
     } finally {
-      process.env = saved;
+      // Restored in place: a replaced process.env no longer reaches the real environment (os.tmpdir(), child processes' defaults).
+      for (const name of ["DATA_OUTPUT_S3_BUCKET", "SCHEMA_OUTPUT_GLUE_DATABASE_NAME", "DATA_OUTPUT_ATHENA_WORKGROUP_NAME"]) {
+        if (saved[name] === undefined) delete process.env[name];
+        else process.env[name] = saved[name];
+      }
     }
   });
 

@@ -24,7 +24,9 @@ describe("fetchSource", () => {
     // A temporary folder of this test's own: a process looks for dead folders in a folder at most once a minute, and
     // another test in this process may have looked in the run's temporary folder just before.
     const machineTmp = process.env.TMPDIR;
-    process.env.TMPDIR = mkdtempSync(path.join(os.tmpdir(), "fetch-source-"));
+    const ownTmp = mkdtempSync(path.join(os.tmpdir(), "fetch-source-"));
+    process.env.TMPDIR = ownTmp;
+    expect(os.tmpdir(), "TMPDIR reaches os.tmpdir()").toBe(ownTmp);
     const leftover = path.join(os.tmpdir(), `lakeswap-fetch-${dead}-test`);
     mkdirSync(leftover, { recursive: true });
     writeFileSync(path.join(leftover, "date=2026-11-01.jsonl"), "{}\n");
@@ -50,7 +52,7 @@ describe("fetchSource", () => {
       expect(existsSync(folder)).toBe(false);
     } finally {
       await api.close();
-      rmSync(os.tmpdir(), { recursive: true, force: true });
+      rmSync(ownTmp, { recursive: true, force: true });
       if (machineTmp === undefined) delete process.env.TMPDIR;
       else process.env.TMPDIR = machineTmp;
     }
