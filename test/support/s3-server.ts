@@ -1,7 +1,7 @@
 /**
  * An S3-protocol server for tests: s3rver (real HTTP, objects on disk in a
- * temporary folder) behind a small proxy that adds what s3rver lacks and the
- * product relies on:
+ * temporary folder; its store patched, ./s3rver-store.ts) behind a small proxy
+ * that adds what s3rver lacks and the product relies on:
  *
  * - conditional writes, as S3 does them: PutObject, CopyObject and
  *   CompleteMultipartUpload with `If-None-Match: *` fail with 412
@@ -27,15 +27,15 @@
  *
  * Requests must be path-style (`forcePathStyle: true`). Test code only.
  */
-import { createHash, randomBytes } from "node:crypto";
-import { createWriteStream, readdirSync, statSync } from "node:fs";
-import { mkdir, mkdtemp, rm, unlink } from "node:fs/promises";
+import { randomBytes } from "node:crypto";
+import { mkdtemp, rm } from "node:fs/promises";
 import http, { type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { Transform, type TransformCallback } from "node:stream";
+import { makeS3rverBehaveLikeS3 } from "./s3rver-store.js";
 
 export interface S3ServerOptions {
   /** false: pass If-None-Match / If-Match through to s3rver, which ignores them (default true). */
@@ -118,170 +118,6 @@ type S3rverConstructor = new (options: {
 const require = createRequire(import.meta.url);
 const S3rver = require("s3rver") as S3rverConstructor;
 
-interface S3rverStoredObject {
-  readonly bucket: string;
-  readonly key: string;
-  readonly content: Buffer | NodeJS.ReadableStream;
-  readonly metadata: Record<string, string>;
-}
-
-interface S3rverFilesystemStore {
-  getBucketPath(bucket: string): string;
-  getResourcePath(bucket: string, key: string, resource: string): string;
-  getMetadata(bucket: string, key: string): Promise<Record<string, unknown>>;
-  putMetadata(bucket: string, key: string, metadata: Record<string, string>, md5: string): Promise<void>;
-}
-
-interface S3rverListOptions {
-  readonly delimiter?: string;
-  readonly startAfter?: string;
-  readonly prefix?: string;
-  readonly maxKeys?: number;
-}
-
-/**
- * Two fixes to s3rver's filesystem store, so that it behaves as S3 does:
- *
- * - it answers a PUT before the object's bytes are on disk: putObject resolves
- *   once the body has been read through (the MD5 is known), not once the file
- *   write has finished, so a GET right after the PUT could find no file yet
- *   (404) or a short one. S3 reads its own writes (a lease read back right
- *   after it was taken, a run file read after its upload), so putObject here
- *   waits for the file to be written and closed (CompleteMultipartUpload goes
- *   through it too);
- * - deleteObject removes the folders the key leaves empty, racing a PUT of a
- *   sibling key (two partitions' outbox records in one folder, written and
- *   deleted at once): the folder goes away under the PUT, or is refilled
- *   before its rmdir, and one of the two requests fails with a 500 that S3
- *   would never give. S3 has no folders; here empty ones are left in place
- *   (listings read files only).
- */
-function makeS3rverBehaveLikeS3(): void {
-  const store = require("s3rver/lib/stores/filesystem.js") as { prototype: Record<string, unknown> };
-  if (store.prototype.lakeswapBehavesLikeS3) return;
-  store.prototype.lakeswapBehavesLikeS3 = true;
-  store.prototype.deleteObject = async function deleteObject(this: S3rverFilesystemStore, bucket: string, key: string) {
-    await Promise.all(
-      ["object", "object.md5", "metadata.json"].map((resource) =>
-        unlink(this.getResourcePath(bucket, key, resource)).catch((error: NodeJS.ErrnoException) => {
-          if (error.code !== "ENOENT") throw error;
-        }),
-      ),
-    );
-  };
-  store.prototype.putObject = async function putObject(this: S3rverFilesystemStore, object: S3rverStoredObject) {
-    const objectPath = this.getResourcePath(object.bucket, object.key, "object");
-    await mkdir(path.dirname(objectPath), { recursive: true });
-    const digest = createHash("md5");
-    let size = 0;
-    await new Promise<void>((resolve, reject) => {
-      const file = createWriteStream(objectPath);
-      file.on("error", reject);
-      file.on("close", () => resolve());
-      if (Buffer.isBuffer(object.content)) {
-        digest.update(object.content);
-        size = object.content.length;
-        file.end(object.content);
-        return;
-      }
-      const counting = new Transform({
-        transform(chunk: Buffer, _encoding, callback) {
-          digest.update(chunk);
-          size += chunk.length;
-          callback(null, chunk);
-        },
-      });
-      object.content.on("error", reject);
-      counting.on("error", reject);
-      object.content.pipe(counting).pipe(file);
-    });
-    const md5 = digest.digest("hex");
-    await this.putMetadata(object.bucket, object.key, object.metadata, md5);
-    return { size, md5 };
-  };
-  store.prototype.listObjects = listObjectsFromPrefix(store.prototype.listObjects as ListObjects);
-}
-
-type ListObjects = (this: S3rverFilesystemStore, bucket: string, options: S3rverListOptions) => Promise<unknown>;
-
-/**
- * s3rver's listObjects, walking from the prefix's folder: s3rver's walks the
- * bucket from its root and stats every entry of each folder on the way, so
- * in the run's shared S3 each listing of a lake stat-ed the folder of every
- * lake made so far (and the walk is synchronous). The folders above the
- * prefix's are checked as s3rver's walk checks them, entries' types come from
- * readdir, and the keys, their order and the truncation are s3rver's. A
- * prefix with an empty, `.` or `..` segment takes s3rver's own walk.
- */
-function listObjectsFromPrefix(original: ListObjects): ListObjects {
-  const S3Object = require("s3rver/lib/models/object.js") as new (bucket: string, key: string, content: null, metadata: Record<string, unknown>) => unknown;
-  const objectSuffix = "._S3rver_object";
-  return async function listObjects(this: S3rverFilesystemStore, bucket, options) {
-    const { delimiter = "", startAfter = "", prefix = "", maxKeys = Infinity } = options;
-    const folders = prefix.includes("/") ? prefix.slice(0, prefix.lastIndexOf("/")).split("/") : [];
-    if (process.platform === "win32" || folders.some((f) => f === "" || f === "." || f === "..")) return original.call(this, bucket, options);
-    const bucketPath = this.getBucketPath(bucket);
-    const startAfterPath = [bucketPath, startAfter].join("/");
-    const prefixPath = [bucketPath, prefix].join("/");
-    // s3rver's filter of the folders its walk enters.
-    const enters = (dirPath: string): boolean => {
-      if (dirPath < startAfterPath && !startAfterPath.includes(dirPath)) return false;
-      if (dirPath.startsWith(prefixPath)) return !(delimiter && dirPath.slice(prefixPath.length).includes(delimiter));
-      return prefixPath.startsWith(dirPath);
-    };
-    function* walk(dir: string): Generator<string> {
-      for (const entry of readdirSync(dir, { withFileTypes: true })) {
-        const entryPath = path.posix.join(dir, entry.name);
-        if (!entry.isDirectory()) yield entryPath;
-        else if (enters(entryPath)) yield* walk(entryPath);
-      }
-    }
-    let start: string | undefined = bucketPath;
-    for (const folder of folders) {
-      start = path.posix.join(start, folder);
-      if (!enters(start) || statSync(start, { throwIfNoEntry: false })?.isDirectory() !== true) {
-        start = undefined;
-        break;
-      }
-    }
-    const commonPrefixes = new Set<string>();
-    const keys: string[] = [];
-    let isTruncated = false;
-    for (const keyPath of start === undefined ? [] : walk(start)) {
-      if (!keyPath.endsWith(objectSuffix)) continue;
-      const key = keyPath.slice(bucketPath.length + 1, -objectSuffix.length);
-      if (key <= startAfter || !key.startsWith(prefix)) continue;
-      if (delimiter) {
-        const index = key.slice(prefix.length).indexOf(delimiter);
-        if (index !== -1) {
-          commonPrefixes.add(key.slice(0, prefix.length + index + 1));
-          continue;
-        }
-      }
-      if (keys.length < maxKeys) keys.push(key);
-      else {
-        isTruncated = true;
-        break;
-      }
-    }
-    const metadata = await Promise.all(
-      keys.map((key) =>
-        this.getMetadata(bucket, key).catch((error: NodeJS.ErrnoException) => {
-          if (error.code === "ENOENT") return undefined;
-          throw error;
-        }),
-      ),
-    );
-    return {
-      objects: keys.flatMap((key, i) => {
-        const found = metadata[i];
-        return found === undefined ? [] : [new S3Object(bucket, key, null, found)];
-      }),
-      commonPrefixes: [...commonPrefixes].sort(),
-      isTruncated,
-    };
-  };
-}
 makeS3rverBehaveLikeS3();
 
 const HOST = "127.0.0.1";
