@@ -1,7 +1,7 @@
 /**
- * An S3-protocol server for tests: s3rver (real HTTP, objects on disk in a
- * temporary folder; its store patched, ./s3rver-store.ts) behind a small proxy
- * that adds what s3rver lacks and the product relies on:
+ * An S3-protocol server for tests: s3rver (objects on disk in a temporary
+ * folder; its store patched, ./s3rver-store.ts) behind a small HTTP proxy in
+ * the same process that adds what s3rver lacks and the product relies on:
  *
  * - conditional writes, as S3 does them: PutObject, CopyObject and
  *   CompleteMultipartUpload with `If-None-Match: *` fail with 412
@@ -29,13 +29,13 @@
  */
 import { randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
-import http, { type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from "node:http";
+import http, { type IncomingHttpHeaders, type IncomingMessage, type RequestListener, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { Transform, type TransformCallback } from "node:stream";
-import { makeS3rverBehaveLikeS3 } from "./s3rver-store.js";
+import { pipeline, Transform, type TransformCallback } from "node:stream";
+import { makeS3rverBehaveLikeS3, storedEtag, type S3rverFilesystemStore } from "./s3rver-store.js";
 
 export interface S3ServerOptions {
   /** false: pass If-None-Match / If-Match through to s3rver, which ignores them (default true). */
@@ -103,7 +103,12 @@ export interface S3Server {
 }
 
 interface S3rverInstance {
+  /** Koa's middleware, composed when the server starts. */
+  middleware: { readonly name: string }[];
+  readonly store: S3rverFilesystemStore;
   run(): Promise<AddressInfo>;
+  /** Koa's handler of a request. */
+  callback(): RequestListener;
   close(): Promise<void>;
 }
 type S3rverConstructor = new (options: {
@@ -117,7 +122,6 @@ type S3rverConstructor = new (options: {
 
 const require = createRequire(import.meta.url);
 const S3rver = require("s3rver") as S3rverConstructor;
-
 makeS3rverBehaveLikeS3();
 
 const HOST = "127.0.0.1";
@@ -134,8 +138,11 @@ export async function startS3Server(options: S3ServerOptions = {}): Promise<S3Se
     vhostBuckets: false,
     configureBuckets: (options.buckets ?? []).map((name) => ({ name })),
   });
+  // koa-logger formats a colored line for every request and response (and counts streamed bodies) only for a
+  // silent logger to drop them; the controllers' own logger (`ctx.logger`) stays.
+  s3rver.middleware = s3rver.middleware.filter((middleware) => middleware.name !== "logger");
   const upstreamAddress = await s3rver.run();
-  const upstream = { host: HOST, port: upstreamAddress.port };
+  const upstream = { host: HOST, port: upstreamAddress.port, handle: s3rver.callback(), store: s3rver.store };
 
   const log: S3RequestRecord[] = [];
   let preconditionFailures = 0;
@@ -193,8 +200,8 @@ export async function startS3Server(options: S3ServerOptions = {}): Promise<S3Se
       await forward(req, res, upstream);
       return;
     }
-    // Reads take the key's lock too: s3rver streams a file it checked a moment before, and a delete in between
-    // makes it fail outside any request (an unhandled ENOENT) instead of answering NoSuchKey as S3 does.
+    // Reads take the key's lock too: a PUT rewrites the object's file in place, and a GET or HEAD meanwhile would
+    // see it half written, where S3 shows the old object or the new one.
     const readsKey = key !== undefined && ["GetObject", "HeadObject"].includes(operation);
     const writesKey = key !== undefined && ["PutObject", "CopyObject", "CompleteMultipartUpload", "DeleteObject"].includes(operation);
     if (readsKey) {
@@ -206,7 +213,7 @@ export async function startS3Server(options: S3ServerOptions = {}): Promise<S3Se
       return;
     }
     await locks.withKeys([`${bucket}/${key}`], async () => {
-      const refusal = await checkPreconditions(operation, req.headers, upstream, bucket, key);
+      const refusal = await checkPreconditions(operation, req.headers, upstream.store, bucket, key);
       if (refusal) {
         preconditionFailures += 1;
         await drain(req);
@@ -271,7 +278,7 @@ const PRECONDITION_MESSAGE = "At least one of the pre-conditions you specified d
 async function checkPreconditions(
   operation: S3Operation,
   headers: IncomingHttpHeaders,
-  upstream: Upstream,
+  store: S3rverFilesystemStore,
   bucket: string,
   key: string,
 ): Promise<Refusal | undefined> {
@@ -284,11 +291,11 @@ async function checkPreconditions(
   if (ifNoneMatch !== undefined && ifNoneMatch.trim() !== "*") {
     return { status: 501, code: "NotImplemented", message: "A header you provided implies functionality that is not implemented", extra: { Header: "If-None-Match" } };
   }
-  const current = await headObject(upstream, bucket, key);
+  const current = await storedEtag(store, bucket, key);
   if (ifMatch !== undefined) {
     if (current === undefined) return { status: 404, code: "NoSuchKey", message: "The specified key does not exist.", extra: { Key: key } };
     const wanted = ifMatch.split(",").map(normalizeEtag);
-    if (!wanted.includes("*") && !wanted.includes(normalizeEtag(current.etag))) {
+    if (!wanted.includes("*") && !wanted.includes(normalizeEtag(current))) {
       return { status: 412, code: "PreconditionFailed", message: PRECONDITION_MESSAGE, extra: { Condition: "If-Match" } };
     }
   }
@@ -302,32 +309,23 @@ function normalizeEtag(etag: string): string {
   return etag.trim().replace(/^W\//, "").replace(/"/g, "");
 }
 
+/** s3rver, in this process: its address (for the proxy's own requests), its handler of a request and its store. */
 interface Upstream {
   host: string;
   port: number;
-}
-
-/** The current object's ETag straight from s3rver (unsigned requests pass its authentication). */
-function headObject(upstream: Upstream, bucket: string, key: string): Promise<{ etag: string } | undefined> {
-  return new Promise((resolve, reject) => {
-    const request = http.request(
-      { host: upstream.host, port: upstream.port, method: "HEAD", path: `/${encodeURIComponent(bucket)}/${encodeKey(key)}` },
-      (response) => {
-        response.resume();
-        const status = response.statusCode ?? 0;
-        if (status === 404) resolve(undefined);
-        else if (status === 200) resolve({ etag: headerValue(response.headers, "etag") ?? "" });
-        else reject(new Error(`HEAD ${bucket}/${key} answered ${status}`));
-      },
-    );
-    request.on("error", reject);
-    request.end();
-  });
+  handle: RequestListener;
+  store: S3rverFilesystemStore;
 }
 
 // ---------------------------------------------------------------------------
 // Forwarding
 
+/**
+ * Hands a client's request to s3rver's handler, as from a client of its own
+ * (its credentials, an `aws-chunked` body decoded); s3rver answers the client
+ * directly (a second HTTP connection per request cost about a sixth of the
+ * server's CPU).
+ */
 function forward(req: IncomingMessage, res: ServerResponse, upstream: Upstream): Promise<void> {
   const headers: Record<string, string | string[]> = {};
   for (const [name, value] of Object.entries(req.headers)) {
@@ -351,20 +349,19 @@ function forward(req: IncomingMessage, res: ServerResponse, upstream: Upstream):
     headers["x-amz-content-sha256"] = "UNSIGNED-PAYLOAD";
   }
 
-  return new Promise((resolve, reject) => {
-    const request = http.request(
-      { host: upstream.host, port: upstream.port, method: req.method, path: req.url, headers },
-      (response) => {
-        res.writeHead(response.statusCode ?? 502, response.headers);
-        response.pipe(res);
-        response.on("end", () => resolve());
-        response.on("error", reject);
-      },
-    );
-    request.on("error", reject);
-    if (chunked) req.pipe(new AwsChunkedDecoder()).pipe(request);
-    else req.pipe(request);
+  const request = chunked ? decodedRequest(req) : req;
+  request.headers = headers;
+  return new Promise((resolve) => {
+    res.once("close", () => resolve());
+    upstream.handle(request, res);
   });
+}
+
+/** The request with its `aws-chunked` body decoded: what s3rver reads (a broken upload fails its read). */
+function decodedRequest(req: IncomingMessage): IncomingMessage {
+  const body = pipeline(req, new AwsChunkedDecoder(), () => undefined);
+  const { method, url, socket, httpVersion, httpVersionMajor, httpVersionMinor } = req;
+  return Object.assign(body, { method, url, socket, httpVersion, httpVersionMajor, httpVersionMinor }) as unknown as IncomingMessage;
 }
 
 /**
@@ -434,7 +431,7 @@ async function deleteObjects(req: IncomingMessage, res: ServerResponse, upstream
     const name = key ?? "";
     const deleteOne = async (): Promise<void> => {
       if (etag !== undefined && locks !== undefined) {
-        const refusal = await checkPreconditions("DeleteObject", { "if-match": etag }, upstream, bucket, name);
+        const refusal = await checkPreconditions("DeleteObject", { "if-match": etag }, upstream.store, bucket, name);
         if (refusal) {
           results.push(`<Error><Key>${escapeXml(name)}</Key><Code>${refusal.code}</Code><Message>${escapeXml(refusal.message)}</Message></Error>`);
           return;

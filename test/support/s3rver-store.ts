@@ -215,6 +215,19 @@ async function deleteObject(this: S3rverFilesystemStore, bucket: string, key: st
   }
 }
 
+/**
+ * The ETag of the object at a key, as s3rver answers a HEAD of it (from the
+ * object's metadata), or undefined when the bucket or the key does not exist.
+ */
+export async function storedEtag(store: S3rverFilesystemStore, bucket: string, key: string): Promise<string | undefined> {
+  try {
+    return String((await store.getMetadata(bucket, key)).etag);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    throw error;
+  }
+}
+
 type ListObjects = (this: S3rverFilesystemStore, bucket: string, options: S3rverListOptions) => Promise<unknown>;
 
 /**
