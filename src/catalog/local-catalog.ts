@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { promises as fs, readFileSync, readlinkSync, type Dirent } from "node:fs";
+import { promises as fs, readlinkSync, type Dirent } from "node:fs";
 import path from "node:path";
 import { InvalidInputError, LakeswapError, errorMessage } from "../model/errors.js";
 import { faultPoint } from "../shared/faults.js";
@@ -7,7 +7,7 @@ import { WHOLE_TABLE, isWholeTable, parsePartitionPath, partitionPath, type Part
 import { isRunId } from "../model/run-id.js";
 import { assertTableName } from "../model/sql.js";
 import { parseTableDefinition, tableChange, type TableDefinition } from "../model/table.js";
-import { eachLimited, fsyncPath, intoFolder, isCode, lightFs, makeFolder, writeTempFile } from "../store/local-files.js";
+import { eachLimited, fsyncPath, intoFolder, isCode, lightFs, makeFolder, readIfPresent, writeTempFile } from "../store/local-files.js";
 import { noSpaceError, type DescribeWrite, type MetadataFolders } from "../store/local-store.js";
 import type { Catalog, Fence, Pointer, PointerMove, PointerMoveKind } from "./catalog.js";
 import { processAlive } from "../shared/process-folders.js";
@@ -86,13 +86,9 @@ export class LocalCatalog implements Catalog {
 
   async getTable(name: string): Promise<TableDefinition | undefined> {
     const file = this.tableFile(name);
-    let text: string;
-    try {
-      text = await fs.readFile(file, "utf8");
-    } catch (error) {
-      if (isCode(error, "ENOENT")) return undefined;
-      throw error;
-    }
+    // Read by every command and several times a sync: synchronously, as pointers are.
+    const text = readIfPresent(file)?.toString("utf8");
+    if (text === undefined) return undefined;
     return parseTableDefinition(parseStoredJson(text, file, "table definition"), `'${file}'`, name);
   }
 
@@ -139,25 +135,30 @@ export class LocalCatalog implements Catalog {
   }
 
   async getPointer(table: TableDefinition, partition: Partition): Promise<Pointer | undefined> {
-    if (table.ingest) return this.ingestPointer(table, partition);
-    const link = this.pointerPath(table, partition);
-    const target = await lightFs.readlink(link).catch((error: unknown) => pointerLinkError(link, error));
-    if (target === undefined) return undefined;
-    const file = this.stateFile(table, partition);
-    const text = await lightFs.readFile(file).then(
-      (bytes) => bytes.toString("utf8"),
-      (error: unknown) => missingAsUndefined(error),
-    );
-    return pointerOf(partition, link, target, file, text);
+    return table.ingest ? this.readIngestPointer(table, partition) : this.readPointer(table, partition);
   }
 
-  /** An ingested partition's registration: its state file alone (its folder is the partition's data, not a link). */
-  private async ingestPointer(table: TableDefinition, partition: Partition): Promise<Pointer | undefined> {
+  /**
+   * A pointer's link and state file, read synchronously: a link and a file of a few hundred bytes cost microseconds
+   * so (through the thread pool, a round trip each: ten times as much). Undefined where there is no link.
+   */
+  private readPointer(table: TableDefinition, partition: Partition): Pointer | undefined {
+    const link = this.pointerPath(table, partition);
+    let target: string | undefined;
+    try {
+      target = readlinkSync(link);
+    } catch (error) {
+      target = pointerLinkError(link, error);
+    }
+    if (target === undefined) return undefined;
     const file = this.stateFile(table, partition);
-    const text = await lightFs.readFile(file).then(
-      (bytes) => bytes.toString("utf8"),
-      (error: unknown) => missingAsUndefined(error),
-    );
+    return pointerOf(partition, link, target, file, readStateText(file));
+  }
+
+  /** An ingested partition's registration: its state file alone (its folder is the partition's data, not a link), read as a pointer is. */
+  private readIngestPointer(table: TableDefinition, partition: Partition): Pointer | undefined {
+    const file = this.stateFile(table, partition);
+    const text = readStateText(file);
     if (text === undefined) return undefined;
     const state = parseState(text, file);
     return { partition, runId: state.run, previousRunId: state.previous, signature: state.signature, movedBy: state.movedBy };
@@ -169,7 +170,7 @@ export class LocalCatalog implements Catalog {
     const partitions = await walkPartitions(this.metadataDir("pointers", table.name), table.partitionKeys, (entry) =>
       entry.isFile() && entry.name.endsWith(".json") ? entry.name.slice(0, -".json".length) : undefined,
     );
-    const pointers = await Promise.all(partitions.map((partition) => this.ingestPointer(table, partition)));
+    const pointers = partitions.map((partition) => this.readIngestPointer(table, partition));
     return pointers.filter((p): p is Pointer => p !== undefined).sort((a, b) => compare(partitionPath(a.partition), partitionPath(b.partition)));
   }
 
@@ -181,27 +182,7 @@ export class LocalCatalog implements Catalog {
     }
     // A pointer is a link named after the last key, in folders of the keys above it (its runs are under _runs/).
     const partitions = await walkPartitions(path.join(this.root, table.name), table.partitionKeys, (entry) => (entry.isSymbolicLink() ? entry.name : undefined));
-    // Each pointer is a link and a state file of a few hundred bytes: read synchronously, they cost microseconds each
-    // (through the thread pool, a round trip each: ten times as much).
-    const pointers: Pointer[] = [];
-    for (const partition of partitions) {
-      const link = this.pointerPath(table, partition);
-      let target: string | undefined;
-      try {
-        target = readlinkSync(link);
-      } catch (error) {
-        target = pointerLinkError(link, error);
-      }
-      if (target === undefined) continue;
-      const file = this.stateFile(table, partition);
-      let text: string | undefined;
-      try {
-        text = readFileSync(file, "utf8");
-      } catch (error) {
-        text = missingAsUndefined(error);
-      }
-      pointers.push(pointerOf(partition, link, target, file, text));
-    }
+    const pointers = partitions.map((partition) => this.readPointer(table, partition)).filter((p): p is Pointer => p !== undefined);
     return pointers.sort((a, b) => compare(partitionPath(a.partition), partitionPath(b.partition)));
   }
 
@@ -425,9 +406,9 @@ function pointerLinkError(link: string, error: unknown): undefined {
   throw error;
 }
 
-function missingAsUndefined(error: unknown): undefined {
-  if (isCode(error, "ENOENT")) return undefined;
-  throw error;
+/** A pointer state file's text, undefined where there is none. */
+function readStateText(file: string): string | undefined {
+  return readIfPresent(file)?.toString("utf8");
 }
 
 /** A pointer from its link's target and its state file's text (undefined: no state file). */

@@ -1,9 +1,9 @@
 import { createHash, randomBytes } from "node:crypto";
-import fsCallbacks, { promises as fs } from "node:fs";
+import fsCallbacks, { closeSync, mkdirSync, openSync, promises as fs, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { LakeswapError } from "../model/errors.js";
 import { takeKernelLock } from "./kernel-lock.js";
-import { FolderSyncs, fsyncPath, intoFolder, isCode, lightFs, limiter, writeTempFile } from "./local-files.js";
+import { FolderSyncs, fsyncPath, intoFolder, isCode, lightFs, limiter, readIfPresent, writeTempFile } from "./local-files.js";
 import { assertKey, type ObjectInfo, type ObjectStore, type ProcessLock, type TaggedObject } from "./object-store.js";
 
 const CAS_LOCK_STALE_MS = 10_000;
@@ -45,13 +45,9 @@ export class LocalStore implements ObjectStore {
   }
 
   async get(key: string): Promise<TaggedObject | undefined> {
-    try {
-      const body = await lightFs.readFile(this.localPath(key));
-      return { body, etag: etagOf(body) };
-    } catch (error) {
-      if (isCode(error, "ENOENT")) return undefined;
-      throw error;
-    }
+    // Objects read whole are the lake's records (leases, manifests, outbox entries): small, read synchronously.
+    const body = readIfPresent(this.localPath(key));
+    return body === undefined ? undefined : { body, etag: etagOf(body) };
   }
 
   /** The kernel lock of `key` (flock(2) on that file, held by the native extension or a flock(1) child: ./kernel-lock.ts). */
@@ -107,14 +103,36 @@ export class LocalStore implements ObjectStore {
 
   async putIfMatch(key: string, body: Uint8Array | string, etag: string): Promise<boolean> {
     const target = this.localPath(key);
+    // A volatile object (a lease, whose renewal is the fence before every pointer move) is a few hundred bytes never
+    // fsynced: written and renamed into place synchronously, in microseconds, not a thread-pool round trip per step.
+    if (this.isVolatile(key)) return this.whenFull(key, target, () => this.compareAndSwap(target, etag, async () => this.replaceVolatile(target, body)));
     const temp = await this.whenFull(key, target, () => this.writeTemp(body, key));
     try {
       return await this.whenFull(key, target, () => this.compareAndSwap(target, etag, async () => {
         await fs.rename(temp, target);
-        if (!this.isVolatile(key)) await this.folders.sync(path.dirname(target));
+        await this.folders.sync(path.dirname(target));
       }));
     } finally {
       await fs.rm(temp, { force: true });
+    }
+  }
+
+  /** Writes a volatile object's new content to a temporary file and renames it over `target`, synchronously and without fsync. */
+  private replaceVolatile(target: string, body: Uint8Array | string): void {
+    const dir = path.join(this.root, this.metadataFolders.temp);
+    const temp = path.join(dir, `${process.pid}-${randomBytes(6).toString("hex")}.tmp`);
+    try {
+      try {
+        writeFileSync(temp, body, { flag: "wx" });
+      } catch (error) {
+        if (!isCode(error, "ENOENT")) throw error;
+        mkdirSync(dir, { recursive: true });
+        writeFileSync(temp, body, { flag: "wx" });
+      }
+      renameSync(temp, target);
+    } catch (error) {
+      rmSync(temp, { force: true });
+      throw error;
     }
   }
 
@@ -257,35 +275,36 @@ export class LocalStore implements ObjectStore {
     await Promise.all([dir, ...created].map((folder) => this.folders.sync(folder)));
   }
 
-  /** Runs `change` only if `target` still has `etag`, under a short exclusive lock file. */
+  /**
+   * Runs `change` only if `target` still has `etag`, under a short exclusive lock file. The lock and the read are
+   * synchronous (a lease renewal, the fence before every pointer move, takes a few microseconds so, not a round trip
+   * through the thread pool per call).
+   */
   private async compareAndSwap(target: string, etag: string, change: () => Promise<void>): Promise<boolean> {
     const lock = `${target}.cas-lock`;
     for (let attempt = 0; ; attempt += 1) {
       try {
-        await (await fs.open(lock, "wx")).close();
+        closeSync(openSync(lock, "wx"));
         break;
       } catch (error) {
         // The folder is made when it is missing, not checked before every lock.
         if (isCode(error, "ENOENT") && attempt < 20) {
-          await fs.mkdir(path.dirname(target), { recursive: true });
+          mkdirSync(path.dirname(target), { recursive: true });
           continue;
         }
         if (!isCode(error, "EEXIST")) throw error;
-        const stat = await fs.stat(lock).catch(() => undefined);
-        if (stat && Date.now() - stat.mtimeMs > CAS_LOCK_STALE_MS) await fs.rm(lock, { force: true });
+        const stat = statSync(lock, { throwIfNoEntry: false });
+        if (stat && Date.now() - stat.mtimeMs > CAS_LOCK_STALE_MS) rmSync(lock, { force: true });
         await new Promise((resolve) => setTimeout(resolve, Math.min(50, 2 + attempt)));
       }
     }
     try {
-      const current = await fs.readFile(target).catch((error: unknown) => {
-        if (isCode(error, "ENOENT")) return undefined;
-        throw error;
-      });
+      const current = readIfPresent(target);
       if (current === undefined || etagOf(current) !== etag) return false;
       await change();
       return true;
     } finally {
-      await fs.rm(lock, { force: true });
+      rmSync(lock, { force: true });
     }
   }
 }
