@@ -199,9 +199,8 @@ export class Lake {
       },
       replaceBatch: async (tableName, items, options) => swapBatch(this.parts, notIngested(await held(tableName), "replaced"), items, options),
       partitionStates: async (tableName) => {
-        // A table may not exist yet (its first sync): it then has no partitions.
         assertHeld(tableName);
-        return (await this.catalog.getTable(tableName)) ? partitionStates(this, tableName) : new Map();
+        return partitionStates(this, tableName);
       },
       collectGarbage: async (tableName, partitions) => {
         const table = await held(tableName);

@@ -4,7 +4,7 @@ import type { PartitionSnapshot } from "../engine/engine.js";
 import type { LandedDelivery, LandingSummary } from "../landing/landing.js";
 import type { LakeWriter, PartitionState } from "../lake/lake.js";
 import { identifyDelivery, keepLandingSummary, landingSummary } from "../lake/operations/deliveries.js";
-import { runManifest } from "../lake/operations/partition-states.js";
+import { partitionStates, runManifest } from "../lake/operations/partition-states.js";
 import { InvalidInputError, errorMessage } from "../model/errors.js";
 import { partitionPath } from "../model/partition.js";
 import { SIGNATURE_VERSION } from "../model/signature.js";
@@ -13,7 +13,7 @@ import { defineTable, type TableDefinition } from "../model/table.js";
 import type { FetchedSource } from "../sources/source.js";
 import { emptyDays, fetchedDataset, windowDays } from "./lookback.js";
 import type { PipelineContext } from "./pipeline-context.js";
-import { planChoices, statesOf } from "./pipeline-context.js";
+import { planChoices } from "./pipeline-context.js";
 import { outsideLookback, planRaw, type PlannedPartition } from "./plan.js";
 import { loadReport, type LoadReport } from "./sync-report.js";
 import type { SyncLog } from "./sync-log.js";
@@ -87,7 +87,7 @@ export async function buildsEveryPartition(ctx: PipelineContext, dataset: Datase
   // Append and upsert write other rows than the delivery's partitions (more files, or the merge).
   if (ctx.options.partitions?.length || dataset.write !== "partition_replace") return false;
   if (ctx.options.fullRefresh) return true;
-  return [...(await statesOf(ctx, dataset.table)).values()].every((state) => state.runId === "");
+  return [...(await partitionStates(ctx.lake, dataset.table)).values()].every((state) => state.runId === "");
 }
 
 /** Lands a dataset's delivery once (read, validate, partition, sign); bad rows without a dead-letter table stop it. */

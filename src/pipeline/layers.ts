@@ -39,9 +39,7 @@ async function planDerived(
   const fromKeys = keysOfLayer(dataset, layer.from);
   const upstreamPaths = [...upstream.keys()].sort();
   // A layer without partition keys (write: replace) is one unit that every upstream partition feeds.
-  const mapped = layer.inputMap.length === 0
-    ? upstreamPaths.map(() => [])
-    : await ctx.landing.mapPartitions({ fromKeys, values: upstreamPaths.map((p) => parsePartitionPath(p, fromKeys).values), map: layer.inputMap });
+  const mapped = layer.inputMap.length === 0 ? upstreamPaths.map(() => []) : await mapUpstream(ctx, fromKeys, upstreamPaths, layer.inputMap);
   const plans: PlannedPartition[] = [];
   for (const planned of planLayer({ dataset, layer, upstreamTable, upstream, mapped, states, lookups }, planChoices(ctx.options))) {
     const runId = states.get(planned.partition)?.runId;
@@ -50,6 +48,17 @@ async function planDerived(
     plans.push(transformChanged ? { ...planned, reason: "transform changed" } : planned);
   }
   return plans;
+}
+
+/**
+ * Each upstream partition's values under a layer's `inputs.map`, in the map's key order. A map whose every expression
+ * is an upstream key (the default, `day: day`) is read off the upstream values: no SQL to check and run for it.
+ */
+async function mapUpstream(ctx: PipelineContext, fromKeys: readonly string[], upstreamPaths: readonly string[], map: LayerConfig["inputMap"]): Promise<string[][]> {
+  const values = upstreamPaths.map((p) => parsePartitionPath(p, fromKeys).values);
+  const positions = map.map(({ expression }) => fromKeys.indexOf(expression));
+  if (positions.every((position) => position >= 0)) return values.map((row) => positions.map((position) => row[position] as string));
+  return ctx.landing.mapPartitions({ fromKeys, values, map });
 }
 
 /**

@@ -2,7 +2,6 @@ import type { DatasetConfig, LayerConfig, PipelineConfig } from "../config/pipel
 import type { PartitionSnapshot } from "../engine/engine.js";
 import type { LandedDelivery, Landing, LandingSummary } from "../landing/landing.js";
 import type { Lake, PartitionState } from "../lake/lake.js";
-import { partitionStates } from "../lake/operations/partition-states.js";
 import type { SinkOpener } from "../sinks/sink.js";
 import type { FetchedSource, SourceFetcher } from "../sources/source.js";
 import { partitionSelected } from "./partition-filter.js";
@@ -77,12 +76,6 @@ export interface RawStep {
   readonly startedMs: number;
   /** Drops the landed and merged deliveries once their runs are written. */
   readonly release: () => Promise<void>;
-}
-
-/** A table's partition states, or none when the table does not exist yet. */
-export async function statesOf(ctx: PipelineContext, table: string): Promise<Map<string, PartitionState>> {
-  const exists = (await ctx.lake.listTables()).some((t) => t.name === table);
-  return exists ? partitionStates(ctx.lake, table) : new Map();
 }
 
 /** Every table one dataset's sync writes: raw, each layer, the dead-letter table. */

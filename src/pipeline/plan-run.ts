@@ -1,9 +1,10 @@
 import type { DatasetConfig, LayerConfig } from "../config/pipeline-config.js";
 import type { PartitionSnapshot } from "../engine/engine.js";
 import type { PartitionState } from "../lake/lake.js";
+import { partitionStates } from "../lake/operations/partition-states.js";
 import type { FetchedSource } from "../sources/source.js";
 import { fetchFailures } from "./lookback.js";
-import { statesOf, type PipelineContext, type RawStep, type Run } from "./pipeline-context.js";
+import type { PipelineContext, RawStep, Run } from "./pipeline-context.js";
 import { predict, signaturesOf, type PlannedPartition } from "./plan.js";
 
 /**
@@ -20,7 +21,7 @@ export class PlanRun implements Run {
   constructor(private readonly ctx: PipelineContext) {}
 
   states(table: string): Promise<Map<string, PartitionState>> {
-    return statesOf(this.ctx, table);
+    return partitionStates(this.ctx.lake, table);
   }
 
   async upstream(table: string): Promise<Map<string, string | undefined>> {

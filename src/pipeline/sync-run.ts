@@ -1,6 +1,7 @@
 import type { DatasetConfig, LayerConfig, PipelineColumn } from "../config/pipeline-config.js";
 import type { PartitionSnapshot } from "../engine/engine.js";
 import type { LakeWriter, PartitionState, SwapBuild, SwapItem } from "../lake/lake.js";
+import { partitionStates } from "../lake/operations/partition-states.js";
 import { LakeswapError, errorMessage } from "../model/errors.js";
 import { parsePartitionPath } from "../model/partition.js";
 import type { SinkSpec } from "../sinks/sink.js";
@@ -9,7 +10,7 @@ import { keepSummary, writeDeadLetters } from "./land.js";
 import { renderSql } from "./layers.js";
 import { fetchFailures } from "./lookback.js";
 import { partitionSelected } from "./partition-filter.js";
-import { statesOf, tableOfLayer, tablesWritten, type PipelineContext, type RawStep, type Run } from "./pipeline-context.js";
+import { tableOfLayer, tablesWritten, type PipelineContext, type RawStep, type Run } from "./pipeline-context.js";
 import { signaturesOf, type PlannedPartition } from "./plan.js";
 import { sendToSinks, type SinkedPartition } from "./send-to-sinks.js";
 import type { SyncLog } from "./sync-log.js";
@@ -44,7 +45,7 @@ export class SyncRun implements Run {
 
   states(table: string): Promise<Map<string, PartitionState>> {
     // A table this sync does not write (an ingested raw table, a lookup) is read without its lease.
-    return this.written.has(table) ? this.writer.partitionStates(table) : statesOf(this.ctx, table);
+    return this.written.has(table) ? this.writer.partitionStates(table) : partitionStates(this.ctx.lake, table);
   }
 
   async upstream(table: string): Promise<Map<string, string | undefined>> {

@@ -4,6 +4,7 @@ import { pinnedPartition, pinsPrefix } from "../layout.js";
 import type { RunManifest } from "../manifest.js";
 import { partitionOf, type HasLakeParts, type PartitionInput } from "../parts.js";
 import { readManifest, runFiles } from "../runs.js";
+import { assertTableName } from "../../model/sql.js";
 
 /** What a sync needs to know about a partition's current run (fingerprint, inputs and rows only where its manifest was read: a pointer without a signature). */
 export interface PartitionState {
@@ -17,10 +18,14 @@ export interface PartitionState {
   readonly pinned: boolean;
 }
 
-/** The current run of every partition of a table, with what a sync compares: signature, fingerprint, inputs, how the pointer moved, pins. */
+/**
+ * The current run of every partition of a table, with what a sync compares: signature, fingerprint, inputs, how the
+ * pointer moved, pins. None for a table that does not exist yet (its first sync).
+ */
 export async function partitionStates(lake: HasLakeParts, tableName: string): Promise<Map<string, PartitionState>> {
   const { store, catalog } = lake.parts;
-  const table = await lake.parts.table(tableName);
+  const table = await catalog.getTable(assertTableName(tableName));
+  if (!table) return new Map();
   const prefix = pinsPrefix(table.name);
   const pins = new Set((await store.list(prefix)).map((o) => pinnedPartition(o.key.slice(prefix.length))));
   const states = new Map<string, PartitionState>();
