@@ -4,7 +4,7 @@ import type { Landing } from "../landing/landing.js";
 import type { ObjectStore } from "../store/object-store.js";
 import { manifestKey, manifestsPrefix, runLocation, runsPrefix } from "./layout.js";
 import { parseManifest, type RunManifest } from "./manifest.js";
-import { partitionPath, type Partition } from "../model/partition.js";
+import { parsePartitionPath, partitionPath, type Partition } from "../model/partition.js";
 import { isRunId, runIdTime } from "../model/run-id.js";
 import { mapLimited } from "../shared/map-limited.js";
 import type { TableDefinition } from "../model/table.js";
@@ -141,8 +141,9 @@ export async function currentRuns(ctx: LakeContext, scope: SnapshotScope = {}): 
   const snapshots: TableSnapshot[] = [];
   for (const table of tables) {
     const limit = scope.partitions?.find((l) => l.table === table.name);
-    const wanted = limit ? new Set(limit.partitions) : undefined;
-    const pointers = (await ctx.catalog.listPointers(table)).filter((pointer) => !wanted || wanted.has(partitionPath(pointer.partition)));
+    // Only some partitions (a build's inputs): read one by one where they are a few, as a swap reads its own.
+    const limited = limit && (await currentPointers(ctx, table, limit.partitions.map((p) => parsePartitionPath(p, table.partitionKeys))));
+    const pointers = limited ? [...limited.values()].sort((a, b) => (partitionPath(a.partition) < partitionPath(b.partition) ? -1 : 1)) : await ctx.catalog.listPointers(table);
     const partitions = await mapLimited(pointers, LISTINGS_AT_ONCE, async (pointer): Promise<PartitionSnapshot> => ({
       partition: pointer.partition,
       runId: pointer.runId,
@@ -172,4 +173,22 @@ async function tablesNamed(ctx: LakeContext, names: readonly string[]): Promise<
     if (table) tables.push(table);
   }
   return tables;
+}
+
+/** The pointers of the given partitions: one listing of the table's pointers for a batch, single reads for a few. */
+export async function currentPointers(ctx: Pick<LakeContext, "catalog">, table: TableDefinition, partitions: readonly Partition[]): Promise<Map<string, Pointer>> {
+  const pointers = new Map<string, Pointer>();
+  if (partitions.length <= 4) {
+    for (const partition of partitions) {
+      const pointer = await ctx.catalog.getPointer(table, partition);
+      if (pointer) pointers.set(partitionPath(partition), pointer);
+    }
+    return pointers;
+  }
+  const wanted = new Set(partitions.map(partitionPath));
+  for (const pointer of await ctx.catalog.listPointers(table)) {
+    const path = partitionPath(pointer.partition);
+    if (wanted.has(path)) pointers.set(path, pointer);
+  }
+  return pointers;
 }

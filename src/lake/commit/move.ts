@@ -1,7 +1,6 @@
-import { PointerBatchError, type Catalog, type Fence, type Pointer, type PointerMove } from "../../catalog/catalog.js";
-import { partitionPath, type Partition } from "../../model/partition.js";
+import { PointerBatchError, type Catalog, type Fence, type PointerMove } from "../../catalog/catalog.js";
+import type { Partition } from "../../model/partition.js";
 import type { TableDefinition } from "../../model/table.js";
-import type { LakeContext } from "../runs.js";
 
 /**
  * Moves pointers in the catalog's batches (`capabilities.maxBatchUpdate` per call; Glue: 100), `fence` right
@@ -36,22 +35,4 @@ async function inBatches<T>(
     }
   }
   if (failed.length > 0) throw new PointerBatchError(action, table, failed, items.length);
-}
-
-/** The pointers of the given partitions: one listing of the table's pointers for a batch, single reads for a few. */
-export async function currentPointers(ctx: Pick<LakeContext, "catalog">, table: TableDefinition, partitions: readonly Partition[]): Promise<Map<string, Pointer>> {
-  const pointers = new Map<string, Pointer>();
-  if (partitions.length <= 4) {
-    for (const partition of partitions) {
-      const pointer = await ctx.catalog.getPointer(table, partition);
-      if (pointer) pointers.set(partitionPath(partition), pointer);
-    }
-    return pointers;
-  }
-  const wanted = new Set(partitions.map(partitionPath));
-  for (const pointer of await ctx.catalog.listPointers(table)) {
-    const path = partitionPath(pointer.partition);
-    if (wanted.has(path)) pointers.set(path, pointer);
-  }
-  return pointers;
 }

@@ -4,8 +4,8 @@ import type { TableDefinition } from "../../model/table.js";
 import { mapLimited } from "../../shared/map-limited.js";
 import type { RunManifest } from "../manifest.js";
 import type { OutboxEntry } from "../outbox.js";
-import { readManifest, runFiles, runPrefix, writeManifest } from "../runs.js";
-import { currentPointers, movePointers } from "./move.js";
+import { currentPointers, readManifest, runFiles, runPrefix, writeManifest } from "../runs.js";
+import { movePointers } from "./move.js";
 import type { SwapContext } from "./swap.js";
 
 /** Manifests written at once. */

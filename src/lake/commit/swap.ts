@@ -4,12 +4,12 @@ import type { LandedDelivery } from "../../landing/landing.js";
 import { AuditError, LakeswapError, errorMessage } from "../../model/errors.js";
 import { faultPoint } from "../../shared/faults.js";
 import type { RunManifest } from "../manifest.js";
-import type { Outbox } from "../outbox.js";
+import type { Outbox, OutboxEntry } from "../outbox.js";
 import { partitionPath, type Partition } from "../../model/partition.js";
 import { newRunIdAfter } from "../../model/run-id.js";
-import { engineSnapshot, ensureManifest, listRunFiles, listRuns, readManifest, runPrefix, writeManifest, type LakeContext, type RunFile, type SnapshotScope } from "../runs.js";
+import { currentPointers, engineSnapshot, ensureManifest, listRunFiles, listRuns, readManifest, runPrefix, writeManifest, type LakeContext, type RunFile, type SnapshotScope } from "../runs.js";
 import { mapLimited } from "../../shared/map-limited.js";
-import { currentPointers, movePointers } from "./move.js";
+import { movePointers } from "./move.js";
 import type { TableDefinition } from "../../model/table.js";
 
 /** How many pointer moves one outbox entry carries: the catalog then moves them in its own batches (Glue: 100 per call). */
@@ -82,6 +82,13 @@ export interface SwapOptions {
   readonly onBuilt?: (partition: string) => void;
   /** Read the current run's row count (from its manifest, recovered if missing) for the report: a replace of one partition. */
   readonly previousRows?: boolean;
+  /**
+   * Issue each new run id after every run of its partition (their folders listed), not only after the current one: a
+   * replace's run then sorts after the leftover of a writer killed in the same second, as history lists them. Default
+   * false: a batch lists no partition (its ids sort after the current and previous runs, and a leftover, never current
+   * and without a manifest, is only an incomplete build for GC), and a sync's layer of one partition is such a batch.
+   */
+  readonly afterLeftovers?: boolean;
 }
 
 /** What happened to one partition of a batch. */
@@ -126,11 +133,8 @@ export async function swapBatch(ctx: SwapContext, table: TableDefinition, items:
   faultPoint("lease-acquired");
   const started = Date.now();
   const currents = await currentPointers(ctx, table, items.map((item) => item.partition));
-  // A few partitions (a replace): their run folders are listed too, so the new run sorts after any run a killed
-  // writer left in the same second. A batch does not list every partition: its ids sort after the current and
-  // previous runs, and a dead writer's leftover (never current, no manifest) is only an incomplete build to GC.
   const newest = new Map<string, string>();
-  if (items.length <= 4) {
+  if (options.afterLeftovers) {
     for (const item of items) {
       const last = (await listRuns(ctx, table, item.partition)).at(-1)?.runId;
       if (last !== undefined) newest.set(partitionPath(item.partition), last);
@@ -381,46 +385,62 @@ async function auditRuns(
   return audited;
 }
 
+/** The manifests of a chunk's audited runs, swapped now. */
+function runManifests(table: TableDefinition, chunk: readonly Audited[], started: number): RunManifest[] {
+  const swappedAt = new Date().toISOString();
+  return chunk.map((a) => ({
+    format: 1,
+    table: table.name,
+    partition: a.path,
+    runId: a.runId,
+    rows: a.rows,
+    files: a.files,
+    bytes: a.bytes,
+    previousRunId: a.current?.runId,
+    signature: a.item.signature,
+    fingerprint: a.item.fingerprint,
+    inputs: a.item.inputs,
+    appended: a.item.appended,
+    builtAt: new Date(started).toISOString(),
+    swappedAt,
+    buildSeconds: (a.builtAt - started) / 1000,
+  }));
+}
+
 /** Moves one chunk of audited runs: outbox entry, the catalog's batches, manifests, acknowledgement. */
 async function moveChunk(ctx: SwapContext, table: TableDefinition, chunk: readonly Audited[], started: number): Promise<SwapOutcome[]> {
-  const swappedAt = new Date().toISOString();
-  const manifests = chunk.map(
-    (a): RunManifest => ({
-      format: 1,
-      table: table.name,
-      partition: a.path,
-      runId: a.runId,
-      rows: a.rows,
-      files: a.files,
-      bytes: a.bytes,
-      previousRunId: a.current?.runId,
-      signature: a.item.signature,
-      fingerprint: a.item.fingerprint,
-      inputs: a.item.inputs,
-      appended: a.item.appended,
-      builtAt: new Date(started).toISOString(),
-      swappedAt,
-      buildSeconds: (a.builtAt - started) / 1000,
-    }),
-  );
+  const manifests = runManifests(table, chunk, started);
   const moves = chunk.map(
     (a): PointerMove => ({ partition: a.item.partition, runId: a.runId, location: a.prefix, previousRunId: a.current?.runId, signature: a.item.signature, kind: "swap" }),
   );
-  // Recorded before it is sent: a writer that dies from here on leaves changes the next process finishes.
-  const entry = await ctx.outbox.record(
+  // Recorded before any pointer moves: a writer that dies from then on leaves changes the next process finishes. The
+  // catalog prepares the moves meanwhile (an embedded lake fsyncs the runs, already durable, and stages the pointers'
+  // states in temporary files), and the fence it calls right before its first move waits for the entry to be stored.
+  const recording = ctx.outbox.record(
     table.name,
     chunk.map((a, i) => ({ partition: a.path, runId: a.runId, previousRunId: a.current?.runId, signature: a.item.signature, kind: "swap" as const, manifest: manifests[i] })),
   );
-  faultPoint("after-outbox");
+  // Awaited below, whatever the catalog does: never an unhandled rejection meanwhile.
+  recording.catch(() => undefined);
+  let recorded = false;
   let notMoved = new Map<string, unknown>();
   let fenced = 0;
   const fence = async (): Promise<void> => {
+    if (!recorded) {
+      await recording;
+      recorded = true;
+      faultPoint("after-outbox");
+    }
     await ctx.leaseCheck(table.name);
     fenced += 1;
   };
+  let entry: OutboxEntry;
   try {
     await movePointers(ctx.catalog, table, moves, fence);
+    entry = await recording;
   } catch (error) {
+    // An entry that could not be stored stops the batch with its own error: the fence waited for it, so nothing moved.
+    entry = await recording;
     // The lease was lost before any catalog call: this writer's decision is void, and its entry goes (nothing of it moved).
     if (fenced === 0 && error instanceof LakeswapError && error.code === "LEASE_LOST") await ctx.outbox.acknowledge(entry);
     if (!(error instanceof LakeswapError && error.code === "PARTIAL_FAILURE")) throw error;

@@ -6,7 +6,7 @@ import type { OutboxEntry } from "../outbox.js";
 import { partitionPath, type Partition } from "../../model/partition.js";
 import { planRetention, type RetentionReason } from "../retention.js";
 import { knownPartitions } from "./history.js";
-import { listRuns, type LakeContext } from "../runs.js";
+import { currentPointers, listRuns, type LakeContext } from "../runs.js";
 import { mapLimited } from "../../shared/map-limited.js";
 import type { TableDefinition } from "../../model/table.js";
 import type { HasLakeParts } from "../parts.js";
@@ -30,9 +30,16 @@ interface GcState {
   readonly pending: readonly OutboxEntry[];
 }
 
-/** Reads the pointers and pending changes of a table once, for GC of many of its partitions. */
-async function gcState(ctx: LakeContext & { readonly outbox: { pending(table?: string): Promise<OutboxEntry[]> } }, table: TableDefinition): Promise<GcState> {
-  const pointers = new Map((await ctx.catalog.listPointers(table)).map((p) => [partitionPath(p.partition), p]));
+/**
+ * Reads the pointers (of `partitions`, else every one) and pending changes of a table once, for GC of many of its
+ * partitions.
+ */
+async function gcState(
+  ctx: LakeContext & { readonly outbox: { pending(table?: string): Promise<OutboxEntry[]> } },
+  table: TableDefinition,
+  partitions?: readonly Partition[],
+): Promise<GcState> {
+  const pointers = partitions ? await currentPointers(ctx, table, partitions) : new Map((await ctx.catalog.listPointers(table)).map((p) => [partitionPath(p.partition), p]));
   return { pointers, pending: await ctx.outbox.pending(table.name) };
 }
 
@@ -112,7 +119,7 @@ export async function collectAfterSwap(
   });
   let state: GcState;
   try {
-    state = await gcState(ctx, table);
+    state = await gcState(ctx, table, partitions);
   } catch (error) {
     return partitions.map((partition) => failed(partition, error));
   }

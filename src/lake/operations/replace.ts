@@ -63,6 +63,7 @@ export async function replaceOne(parts: LakeParts, table: TableDefinition, parti
       build: { kind: "select", landed: options.landed, readable: options.readable },
       allowEmpty: options.allowEmpty,
       previousRows: true,
+      afterLeftovers: true,
       beforeSwap: options.beforeSwap ? async ([move]) => move && options.beforeSwap?.(move) : undefined,
     },
   );
