@@ -5,7 +5,7 @@ import { partitionPath, partitionValue } from "../model/partition.js";
 import { quoteIdentifier, quoteLiteral } from "../model/sql.js";
 import { duckdbStorageType } from "../model/column-types.js";
 import type { TableDefinition } from "../model/table.js";
-import type { BuildRequest, BuildResult, TableSnapshot } from "../model/build.js";
+import type { BuildRequest, BuildResult, PartitionSnapshot, TableSnapshot } from "../model/build.js";
 import { faultPoint } from "../shared/faults.js";
 import { cleanDuckDbMessage } from "../duckdb/duckdb-text.js";
 import { checkOutputColumns, partitionRowsCheck } from "./build-checks.js";
@@ -59,25 +59,59 @@ export async function buildRun(connection: DuckDBConnection, request: BuildReque
 }
 
 /**
- * Makes every lake table a view over the files of its current runs, partition columns last (from the pointer, as
- * Hive does). None where the store's files are not local: DuckDB does not read an S3 lake's tables (Athena does).
+ * Makes every lake table a view over the files of its current runs, partition columns last (the pointer's values, as
+ * Hive does: read off the runs' paths by one scan of every file where that gives exactly them, else one scan per
+ * partition with its values as constants). None where the store's files are not local: DuckDB does not read an S3
+ * lake's tables (Athena does).
  */
 export async function registerViews(connection: DuckDBConnection, sources: readonly TableSnapshot[], files: FileAccess): Promise<void> {
   const pathOf = files.pathInPlace;
   if (!pathOf) return;
   for (const { table, partitions } of sources) {
-    const sql = partitions.length === 0 ? emptyView(table) : partitions
-      .map((p) => {
-        const paths = p.files.map((key) => quoteLiteral(pathOf(key))).join(", ");
-        const columns = table.columns.map((c) => quoteIdentifier(c.name)).join(", ");
-        const keys = table.partitionKeys
-          .map((key) => `, CAST(${quoteLiteral(partitionValue(p.partition, key))} AS VARCHAR) AS ${quoteIdentifier(key)}`)
-          .join("");
-        return `SELECT ${columns}${keys} FROM read_parquet([${paths}], hive_partitioning = false)`;
-      })
-      .join(" UNION ALL ");
+    const paths = partitions.map((p) => p.files.map(pathOf));
+    const columns = table.columns.map((c) => quoteIdentifier(c.name)).join(", ");
+    let sql: string;
+    if (partitions.length === 0) sql = emptyView(table);
+    else if (partitions.length > 1 && namedByPaths(table, partitions, paths)) {
+      // A scan per partition costs several times as much: its own bind, footer reads and pipeline, for a few rows each.
+      const keys = table.partitionKeys.map((key) => `, CAST(${quoteIdentifier(key)} AS VARCHAR) AS ${quoteIdentifier(key)}`).join("");
+      sql = `SELECT ${columns}${keys} FROM read_parquet([${paths.flat().map(quoteLiteral).join(", ")}], hive_partitioning = true, hive_types_autocast = false)`;
+    } else {
+      sql = partitions
+        .map((p, i) => {
+          const keys = table.partitionKeys
+            .map((key) => `, CAST(${quoteLiteral(partitionValue(p.partition, key))} AS VARCHAR) AS ${quoteIdentifier(key)}`)
+            .join("");
+          return `SELECT ${columns}${keys} FROM read_parquet([${(paths[i] ?? []).map(quoteLiteral).join(", ")}], hive_partitioning = false)`;
+        })
+        .join(" UNION ALL ");
+    }
     await connection.run(`CREATE OR REPLACE TEMP VIEW ${quoteIdentifier(table.name)} AS ${sql}`);
   }
+}
+
+/**
+ * Whether DuckDB's Hive partitioning reads each file's partition off its path exactly: every folder of the form
+ * `name=value` in the paths (the run's `day=…` and `run=…`, and any above the lake) appears once in each path, the same
+ * ones in every path, none of them names a column of the table (DuckDB would put the folder's value in place of the
+ * file's column), and each partition key's folder holds that file's partition value. Anything unusual (a name or value
+ * with another '=', a '%' DuckDB might decode, a '?' or '\\') reads partition by partition instead.
+ */
+function namedByPaths(table: TableDefinition, partitions: readonly PartitionSnapshot[], paths: readonly (readonly string[])[]): boolean {
+  const columns = new Set(table.columns.map((c) => c.name.toLowerCase()));
+  let layout: string | undefined;
+  return partitions.every((partition, i) =>
+    (paths[i] ?? []).every((file) => {
+      const parts = file.split("/");
+      if (/[=%?\\]/.test(parts.at(-1) ?? "")) return false;
+      const folders = parts.slice(0, -1).filter((part) => part.includes("=")).map((part) => part.split("="));
+      if (folders.some((folder) => folder.length !== 2 || /[%?\\]/.test(folder.join("")))) return false;
+      const names = folders.map(([name]) => (name as string).toLowerCase());
+      if (new Set(names).size !== names.length || names.some((name) => columns.has(name))) return false;
+      if ((layout ??= names.join("/")) !== names.join("/")) return false;
+      return table.partitionKeys.every((key) => folders.some(([name, value]) => name === key && value === partitionValue(partition.partition, key)));
+    }),
+  );
 }
 
 function emptyView(table: TableDefinition): string {

@@ -87,5 +87,23 @@ export function engineContract(name: string, factory: FixtureFactory<EngineFixtu
       await expect(engine().query(`SELECT * FROM '${where}'`, [snapshot])).rejects.toMatchObject({ code: "INVALID_INPUT" });
       await expect(engine().query("SELECT COUNT(*) AS n FROM amounts", [snapshot])).resolves.toMatchObject({ rows: [[3]] });
     });
+
+    it("reads each partition of a table with its own key values, also a table with a column named like a folder of the runs' paths", async () => {
+      // On the embedded lake a run's files sit in `…/day=…/run=<id>/`: a column `run` keeps the values its files hold.
+      const named = defineTable({ name: "named", columns: [{ name: "id", type: "BIGINT" }, { name: "run", type: "VARCHAR" }], partitionKeys: ["day"] });
+      for (const table of [TABLE, named]) {
+        const days = ["2026-11-01", "2026-11-02", "2026-11-03"];
+        const snapshots: TableSnapshot[] = [];
+        for (const [index, day] of days.entries()) {
+          const columns = table === named ? `'file ${index + 1}' AS run` : `CAST('1.00' AS DECIMAL(38,2)) AS amount, 'x' AS label`;
+          snapshots.push(await buildAndPublish(table, makePartition([["day", day]]), `SELECT id, ${columns} FROM (VALUES (${index + 1}), (${index + 11})) AS v(id)`));
+        }
+        const snapshot: TableSnapshot = { table, partitions: snapshots.flatMap((s) => s.partitions) };
+        const result = await engine().query(`SELECT id, ${table === named ? "run, " : ""}day FROM ${table.name} ORDER BY id`, [snapshot]);
+        expect(result.rows.map((row) => row.map(String)), table.name).toEqual(
+          [1, 2, 3, 11, 12, 13].map((id) => [String(id), ...(table === named ? [`file ${id % 10}`] : []), days[(id % 10) - 1]]),
+        );
+      }
+    });
   });
 }
