@@ -57,8 +57,11 @@ export interface CatalogCapabilities {
  */
 export interface Catalog {
   readonly capabilities: CatalogCapabilities;
-  /** Prepares the catalog and cleans what an earlier killed process left (temporary links). */
-  open(): Promise<void>;
+  /**
+   * Prepares the catalog and cleans what an earlier killed process left (temporary links and staged states), except
+   * for a read-only command, which changes nothing in the lake.
+   */
+  open(options?: { readonly readOnly?: boolean }): Promise<void>;
   getTable(name: string): Promise<TableDefinition | undefined>;
   listTables(): Promise<TableDefinition[]>;
   /**

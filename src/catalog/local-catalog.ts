@@ -64,7 +64,8 @@ export class LocalCatalog implements Catalog {
     return path.join(this.root, this.folders.metadata, ...parts);
   }
 
-  async open(): Promise<void> {
+  async open(options: { readonly readOnly?: boolean } = {}): Promise<void> {
+    if (options.readOnly) return;
     const tempDir = path.join(this.root, this.folders.temp);
     let entries: string[];
     try {

@@ -84,7 +84,7 @@ export class Lake {
 
   /** Opens a lake, cleaning what a killed process left in the catalog and replaying pending catalog changes first (unless read-only). */
   static async open(ports: LakePorts, settings: LakeSettings = {}): Promise<Lake> {
-    await ports.catalog.open();
+    await ports.catalog.open({ readOnly: settings.readOnly });
     const lake = new Lake(ports, settings);
     if (!settings.readOnly) await lake.replayOutbox();
     return lake;
