@@ -213,6 +213,9 @@ export async function openRestrictedDuckDb(allowedDirectories: readonly string[]
     const list = allowedDirectories.map((dir) => quoteLiteral(dir.endsWith("/") ? dir : `${dir}/`)).join(", ");
     for (const setting of [
       `allowed_directories = [${list}]`,
+      // A run's files are never rewritten (every build writes a fresh run folder): their footers, read when a view is
+      // made, when a build's SELECT is bound and when it runs, are read once.
+      "parquet_metadata_cache = true",
       "autoinstall_known_extensions = false",
       "autoload_known_extensions = false",
       "enable_external_access = false",

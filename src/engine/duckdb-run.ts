@@ -1,5 +1,5 @@
 import { promises as fs } from "node:fs";
-import type { DuckDBConnection } from "@duckdb/node-api";
+import type { DuckDBConnection, DuckDBPreparedStatement } from "@duckdb/node-api";
 import { BuildError, LakeswapError, isNoSpace } from "../model/errors.js";
 import { partitionPath, partitionValue } from "../model/partition.js";
 import { quoteIdentifier, quoteLiteral } from "../model/sql.js";
@@ -120,11 +120,17 @@ function emptyView(table: TableDefinition): string {
   return `SELECT ${[...columns, ...keys].join(", ")} WHERE false`;
 }
 
+/** The SELECT's output columns, from its prepared (bound, never run) statement: an aggregate is not computed twice. */
 async function describe(connection: DuckDBConnection, select: string): Promise<string[]> {
+  let prepared: DuckDBPreparedStatement;
   try {
-    const reader = await connection.runAndReadAll(`SELECT * FROM (${select}) AS q LIMIT 0`);
-    return reader.columnNames();
+    prepared = await connection.prepare(`SELECT * FROM (${select}) AS q`);
   } catch (error) {
     throw new BuildError(`the SELECT failed: ${cleanDuckDbMessage(error)}`, error);
+  }
+  try {
+    return Array.from({ length: prepared.columnCount }, (_, i) => prepared.columnName(i));
+  } finally {
+    prepared.destroySync();
   }
 }
