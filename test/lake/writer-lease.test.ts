@@ -28,6 +28,8 @@ const NEW = content("b", 120);
 const NEXT = content("c", 130);
 /** A build that takes a few seconds (about 100 MB of Parquet). */
 const LARGE = { rows: 3_000_000, select: rowsSelect(3_000_000, ", md5(CAST(id AS VARCHAR)) AS tag") };
+/** Writer 1's build where the engine holds its query until the test lets it go (the Athena emulator): 30,000 rows. */
+const LONG_HELD = { rows: 30_000, select: rowsSelect(30_000, ", md5(CAST(id AS VARCHAR)) AS tag") };
 
 interface CliError {
   readonly error: { readonly code: string; readonly message: string };
@@ -99,9 +101,13 @@ describe.each(selectedBackends())("the writer lease on the %s backend", (backend
   });
 
   it(DELAYS_ATHENA, async () => {
-    // On the emulated AWS services the build is an UNLOAD that would finish at once: keep it running a while.
-    if ("services" in backend) (backend as unknown as { services: AwsServices }).services.athena.delayNext(10_000, { match: /UNLOAD/ });
-    const writer1 = new Child(spawnCli([...backend.cliArgs, ...replaceArgs(LARGE.select)], backend.cliEnv));
+    // On the emulated AWS services the build is an UNLOAD that would finish at once: it keeps running until writer 2
+    // is seen waiting (then it ends at once; the minute is only a bound).
+    const athena = "services" in backend ? (backend as unknown as { services: AwsServices }).services.athena : undefined;
+    athena?.delayNext(60_000, { match: /UNLOAD/ });
+    // A build that takes seconds where nothing else keeps it running (DuckDB); the held UNLOAD needs no such size.
+    const large = athena ? LONG_HELD : LARGE;
+    const writer1 = new Child(spawnCli([...backend.cliArgs, ...replaceArgs(large.select)], backend.cliEnv));
     children.push(writer1);
     const holder = await leaseTakenBy(writer1.pid);
     // Keep writer 1 in the middle of its replace, holding the lease, until writer 2 is seen waiting.
@@ -128,19 +134,20 @@ describe.each(selectedBackends())("the writer lease on the %s backend", (backend
     expect(await lake.pointer(TABLE, PARTITION)).toMatchObject({ runId: old });
 
     writer1.kill("SIGCONT");
+    athena?.endDelays();
     expect(await writer1.exited, writer1.stderr).toEqual({ code: 0, signal: null });
     expect(await writer2.exited, writer2.stderr).toEqual({ code: 0, signal: null });
     const first = JSON.parse(writer1.lines.join("\n")) as ReplaceResult;
     const second = JSON.parse(writer2.lines.join("\n")) as ReplaceResult;
 
     // Both swaps happened, one after the other: writer 2 built on top of writer 1's run.
-    expect(first).toMatchObject({ previousRunId: old, rows: LARGE.rows });
-    expect(second).toMatchObject({ previousRunId: first.runId, previousRows: LARGE.rows, rows: NEXT.rows });
+    expect(first).toMatchObject({ previousRunId: old, rows: large.rows });
+    expect(second).toMatchObject({ previousRunId: first.runId, previousRows: large.rows, rows: NEXT.rows });
     expect(await view()).toEqual({ rows: NEXT.rows, tags: 1, tag: NEXT.tag });
     const history = (JSON.parse((await cli(["history", TABLE, "--partition", PARTITION, "--json"])).stdout) as PartitionHistory[])[0]!;
     expect(history.runs.map((r) => [r.runId, r.state, r.rows])).toEqual([
       [second.runId, "current", NEXT.rows],
-      [first.runId, "previous", LARGE.rows],
+      [first.runId, "previous", large.rows],
       [old, "completed", OLD.rows],
     ]);
     if (dir !== undefined) {

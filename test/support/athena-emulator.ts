@@ -110,6 +110,11 @@ export interface AthenaEmulator {
   readonly executions: readonly AthenaExecution[];
   /** The next matching queries stay RUNNING for `ms` before they execute (StopQueryExecution ends the wait). */
   delayNext(ms: number, matcher?: QueryMatcher): void;
+  /**
+   * Queries waiting out a `delayNext` go on at once, as if their time had passed, and no query started later waits
+   * (a test's handshake instead of a long sleep).
+   */
+  endDelays(): void;
   /** The next matching queries fail with this StateChangeReason (after any delay). */
   failNext(reason: string, matcher?: QueryMatcher): void;
   /** The next matching queries succeed, but GetQueryResults answers them without column metadata (ColumnInfo empty). */
@@ -167,6 +172,8 @@ interface Execution {
   withholdColumnMetadata: boolean;
   loseOutput: boolean;
   abort: AbortController;
+  /** Aborted by endDelays: the delay is over. */
+  delayOver: AbortController;
   connection?: DuckDBConnection;
   done?: Promise<void>;
 }
@@ -274,7 +281,7 @@ export async function startAthenaEmulator(options: AthenaEmulatorOptions): Promi
     if (running === 1 && downloadedBytes > 256 * 1024 * 1024) await forgetDownloads();
     let instance: DuckDBInstance | undefined;
     try {
-      if (execution.delayMs > 0) await sleep(execution.delayMs, execution.abort.signal);
+      if (execution.delayMs > 0) await sleep(execution.delayMs, AbortSignal.any([execution.abort.signal, execution.delayOver.signal]));
       checkCancelled(execution);
       if (execution.injectedFailure !== undefined) throw new QueryFailure(execution.injectedFailure);
       const statement = parseStatement(execution.query);
@@ -592,6 +599,7 @@ export async function startAthenaEmulator(options: AthenaEmulatorOptions): Promi
         withholdColumnMetadata,
         loseOutput,
         abort: new AbortController(),
+        delayOver: new AbortController(),
       };
       executions.set(id, execution);
       if (token !== undefined) byToken.set(token, id);
@@ -739,6 +747,10 @@ export async function startAthenaEmulator(options: AthenaEmulatorOptions): Promi
     },
     delayNext(ms, matcher = {}) {
       effects.push({ match: matcher.match, remaining: matcher.times ?? 1, delayMs: ms });
+    },
+    endDelays() {
+      for (const execution of executions.values()) execution.delayOver.abort();
+      for (const effect of [...effects]) if (effect.delayMs !== undefined) effects.splice(effects.indexOf(effect), 1);
     },
     failNext(reason, matcher = {}) {
       effects.push({ match: matcher.match, remaining: matcher.times ?? 1, failure: reason });
