@@ -15,7 +15,8 @@ import type { ObjectStore } from "../../src/store/object-store.js";
 import { LocalStore } from "../../src/store/local-store.js";
 import { S3Store } from "../../src/store/s3/s3-store.js";
 import { Child, lakeDirOf, runFolders } from "../support/crash-kit.js";
-import { BACKEND_FACTORIES, runCli, selectedBackends, spawnCli, type AwsServices, type TestBackend } from "../support/lake-fixture.js";
+import { runMain } from "../support/main-cli.js";
+import { BACKEND_FACTORIES, selectedBackends, spawnCli, type AwsServices, type TestBackend } from "../support/lake-fixture.js";
 import { PipelineWorkspace, orders } from "../support/pipeline-fixture.js";
 import { taggedRows } from "../support/rows-sql.js";
 import { METADATA_FOLDERS } from "../../src/lake/layout.js";
@@ -423,7 +424,7 @@ describe.each(selectedBackends())("rollback --sync of a sync still running, on t
   }
 
   async function frozenSyncOfB(): Promise<Child> {
-    const first = await runCli([...backend.cliArgs, "sync", "-c", workspace.configFile, "--input", workspace.delivery(A)], backend.cliEnv);
+    const first = await runMain([...backend.cliArgs, "sync", "-c", workspace.configFile, "--input", workspace.delivery(A)], backend.cliEnv);
     expect(first.code, first.stderr).toBe(0);
     // Frozen after stage's builds: raw's pointers moved and recorded, stage's not yet.
     const sync = new Child(spawnCli([...backend.cliArgs, "sync", "-c", workspace.configFile, "--input", workspace.delivery(B)], { ...backend.cliEnv, LAKESWAP_FAULT: "after-build:stop@2" }));
@@ -448,7 +449,7 @@ describe.each(selectedBackends())("rollback --sync of a sync still running, on t
 
   it("with --no-wait refuses at once (exit 4) naming the running sync, and the sync then ends whole: raw and stage both hold delivery B", async () => {
     const sync = await frozenSyncOfB();
-    const refused = await runCli([...backend.cliArgs, "rollback", "--sync", "last", "--no-wait"], backend.cliEnv);
+    const refused = await runMain([...backend.cliArgs, "rollback", "--sync", "last", "--no-wait"], backend.cliEnv);
     expect(refused.code, refused.stderr).toBe(4);
     expect(refused.stderr).toMatch(/sync \d{8}T\d{6}Z-[0-9a-f]+ is still running, in pid \d+ on .* \(sync .*lakeswap\.yaml\) since /);
     sync.kill("SIGCONT");
@@ -460,18 +461,18 @@ describe.each(selectedBackends())("rollback --sync of a sync still running, on t
   // another's leases (or started in the same second) sorted before it, and `last` undid the other one.
   it("`last` is the sync that moved pointers last, though it started first and waited: its id is issued under the leases", async () => {
     const C = orders(4, 3).map((r) => ({ ...r, amount: `${r.id}.50` }));
-    const first = await runCli([...backend.cliArgs, "sync", "-c", workspace.configFile, "--input", workspace.delivery(A)], backend.cliEnv);
+    const first = await runMain([...backend.cliArgs, "sync", "-c", workspace.configFile, "--input", workspace.delivery(A)], backend.cliEnv);
     expect(first.code, first.stderr).toBe(0);
     const early = new Child(spawnCli([...backend.cliArgs, "sync", "-c", workspace.configFile, "--input", workspace.delivery(B)], { ...backend.cliEnv, LAKESWAP_FAULT: "sync-before-leases:stop" }));
     children.push(early);
     await early.until("the first sync to stop before its leases", () => early.stderr.includes("fault point sync-before-leases reached: stopping"));
-    const later = await runCli([...backend.cliArgs, "sync", "-c", workspace.configFile, "--input", workspace.delivery(C)], backend.cliEnv);
+    const later = await runMain([...backend.cliArgs, "sync", "-c", workspace.configFile, "--input", workspace.delivery(C)], backend.cliEnv);
     expect(later.code, later.stderr).toBe(0);
     early.kill("SIGCONT");
     expect(await early.exited, early.stderr).toEqual({ code: 0, signal: null });
     expect(await lakeHolds()).toEqual({ raw: amounts(B), stage: amounts(B, completed) });
 
-    const rollback = await runCli([...backend.cliArgs, "rollback", "--sync", "last", "--json"], backend.cliEnv);
+    const rollback = await runMain([...backend.cliArgs, "rollback", "--sync", "last", "--json"], backend.cliEnv);
     expect(rollback.code, rollback.stderr).toBe(0);
     expect(await lakeHolds()).toEqual({ raw: amounts(C), stage: amounts(C, completed) });
   });
