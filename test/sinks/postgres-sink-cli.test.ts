@@ -6,7 +6,8 @@ import { loadPipelineConfig } from "../../src/config/pipeline-config.js";
 import { Pipeline } from "../../src/pipeline/pipeline.js";
 import { openEmbeddedLake } from "../../src/open/open-lake.js";
 import { openSink } from "../../src/sinks/open-sink.js";
-import { runCli, spawnCli, tempDir } from "../support/lake-fixture.js";
+import { spawnCli, tempDir } from "../support/lake-fixture.js";
+import { runMain } from "../support/main-cli.js";
 import { postgresAvailable } from "../support/postgres.js";
 import { usePostgres } from "../support/shared-services.js";
 
@@ -54,7 +55,7 @@ describe.skipIf(!postgresAvailable())("lakeswap sync with a PostgreSQL sink", ()
   it("reports the sink writes with --json, sends quoted text and NULL exactly, and exits 7 when the database refuses", async () => {
     const ws = await workspace();
     const env = { DATABASE_URL: ws.databaseUrl };
-    const first = await runCli(["sync", "-c", ws.config, "--lake", ws.lakeDir, "--input", ws.deliver(10, "a"), "--json"], env);
+    const first = await runMain(["sync", "-c", ws.config, "--lake", ws.lakeDir, "--input", ws.deliver(10, "a"), "--json"], env);
     expect(first.code).toBe(0);
     const report = JSON.parse(first.stdout);
     expect(report.sinks.map((s: any) => `${s.table} ${s.partition} ${s.action} ${s.reason} ${s.rows}`)).toEqual([
@@ -66,12 +67,12 @@ describe.skipIf(!postgresAvailable())("lakeswap sync with a PostgreSQL sink", ()
     expect(rows[10]).toEqual({ id: "10", note: null });
 
     // A text rerun: nothing sent, and the report says so.
-    const again = await runCli(["sync", "-c", ws.config, "--lake", ws.lakeDir, "--input", ws.deliver(10, "a")], env);
+    const again = await runMain(["sync", "-c", ws.config, "--lake", ws.lakeDir, "--input", ws.deliver(10, "a")], env);
     expect(again.code).toBe(0);
     expect(again.stdout).toContain("sinks: 0 partition(s) sent, 2 skipped (unchanged), 0 failed");
 
     await ws.db("ALTER TABLE events ADD CONSTRAINT short_notes CHECK (length(note) < 20)");
-    const refused = await runCli(["sync", "-c", ws.config, "--lake", ws.lakeDir, "--input", ws.deliver(10, "a much longer note"), "--json"], env);
+    const refused = await runMain(["sync", "-c", ws.config, "--lake", ws.lakeDir, "--input", ws.deliver(10, "a much longer note"), "--json"], env);
     expect(refused.code).toBe(7);
     const failed = JSON.parse(refused.stdout);
     expect(failed.error.code).toBe("PARTIAL_FAILURE");
@@ -83,7 +84,7 @@ describe.skipIf(!postgresAvailable())("lakeswap sync with a PostgreSQL sink", ()
   it("a sync killed (kill -9) in the middle of a sink write leaves the partition as it was; the next sync sends it", async () => {
     const ws = await workspace();
     const env = { DATABASE_URL: ws.databaseUrl };
-    expect((await runCli(["sync", "-c", ws.config, "--lake", ws.lakeDir, "--input", ws.deliver(10, "old")], env)).code).toBe(0);
+    expect((await runMain(["sync", "-c", ws.config, "--lake", ws.lakeDir, "--input", ws.deliver(10, "old")], env)).code).toBe(0);
     const before = await ws.db("SELECT * FROM events ORDER BY id");
 
     // A killed sync cannot remove its CSVs (the one being sent, the one read ahead): they land in the workspace, removed with it.
