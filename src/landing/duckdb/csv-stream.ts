@@ -1,3 +1,4 @@
+import { isUtf8 } from "node:buffer";
 import { open } from "node:fs/promises";
 import { quoteIdentifier, quoteLiteral } from "../../model/sql.js";
 import type { LandRequest } from "../landing.js";
@@ -10,7 +11,7 @@ export const QUOTE_IN_FIELD = "a field holds a quote";
 /** Bytes read from the start of a file to find its first line; a longer one leaves the file to the exact reader. */
 const FIRST_LINE_BYTES = 64 * 1024;
 
-/** Bytes of a file searched at a time for what DuckDB's reader reads otherwise (`readOtherwise`). */
+/** Bytes of a file searched at a time for what DuckDB's reader reads otherwise (`scanBeforeReading`). */
 const SCAN_BYTES = 8 * 1024 * 1024;
 
 /** The bytes of the quote character and of a carriage return. */
@@ -31,7 +32,7 @@ const READ_BUFFER_BYTES = 4 * 1024 * 1024;
  * afterwards (./csv-records.ts); a field holding a quote makes a bad row that only the exact reader (./csv-input.ts)
  * can judge. Undefined where the exact reader must read it at once: the files' first lines differ in layout, or one
  * is blank or longer than FIRST_LINE_BYTES or its quoting is not whole, or a file has what DuckDB's reader reads
- * otherwise (`readOtherwise`). A header lacking a declared column is refused as the exact reader refuses it.
+ * otherwise (`scanBeforeReading`). A header lacking a declared column is refused as the exact reader refuses it.
  */
 export async function streamedCsv(request: LandRequest): Promise<StreamedCsv | undefined> {
   const delimiter = request.delimiter;
@@ -46,14 +47,22 @@ export async function streamedCsv(request: LandRequest): Promise<StreamedCsv | u
   }
   const layout = layouts[0];
   if (layout === undefined || layouts.some((l) => l.width !== layout.width || l.positions.join() !== layout.positions.join())) return undefined;
-  for (const file of request.files) if (await readOtherwise(file, delimiter, layout.width)) return undefined;
+  const held = { quotes: false, carriageReturns: false };
+  for (const file of request.files) {
+    const scan = await scanBeforeReading(file, delimiter, layout.width);
+    if (scan.readOtherwise) return undefined;
+    held.quotes ||= scan.quotes;
+    held.carriageReturns ||= scan.carriageReturns;
+  }
   const fields = Array.from({ length: layout.width }, (_, i) => `c${i + 1}`);
   // A quote left in a field was either doubled inside a quoted field or stray in an unquoted one (which the exact
-  // reader refuses, and DuckDB's reader keeps): the exact reader tells them apart.
-  const quoted = `CASE WHEN contains(concat(${fields.map(quoteIdentifier).join(", ")}), '"') THEN ${quoteLiteral(QUOTE_IN_FIELD)} END`;
-  // The exact reader reads a record spanning lines line by line, each without the CRs before its line end.
+  // reader refuses, and DuckDB's reader keeps): the exact reader tells them apart. Files without a quote (most
+  // exports) have no field that holds one: the test, a concat of every field of every row, is left out.
+  const quoted = held.quotes ? `CASE WHEN contains(concat(${fields.map(quoteIdentifier).join(", ")}), '"') THEN ${quoteLiteral(QUOTE_IN_FIELD)} END` : "NULL::VARCHAR";
+  // The exact reader reads a record spanning lines line by line, each without the CRs before its line end; files
+  // without a CR have none in a field, and every field is spared the test.
   const value = (field: string): string =>
-    `nullif(CASE WHEN contains(${field}, chr(13)) THEN regexp_replace(${field}, '\\r+\\n', chr(10), 'g') ELSE ${field} END, '')`;
+    held.carriageReturns ? `nullif(CASE WHEN contains(${field}, chr(13)) THEN regexp_replace(${field}, '\\r+\\n', chr(10), 'g') ELSE ${field} END, '')` : `nullif(${field}, '')`;
   const rows = ({ refused, ordered = false }: StreamedRead): SourceRows => {
     const read =
       `read_csv(${sqlList(request.files)}, header = ${request.header}, auto_detect = false, ` +
@@ -124,16 +133,29 @@ function splitLine(line: string, delimiter: string): string[] | undefined {
   }
 }
 
+/** What a file holds that decides how it is read: the scan before reading (`scanBeforeReading`). */
+interface FileScan {
+  /** DuckDB's reader may read it otherwise than the exact reader: the exact reader must. */
+  readonly readOtherwise: boolean;
+  /** It holds a quote, so a field may keep one. */
+  readonly quotes: boolean;
+  /** It holds a CR, so a field may hold one before a line end. */
+  readonly carriageReturns: boolean;
+}
+
 /**
  * Whether DuckDB's reader may read a file otherwise than the exact reader, so that the exact reader must: it drops
  * the spaces around a quoted field (`a, "b"` is `b`), where the exact reader refuses the record; and it drops an
  * empty last field past the `width` fields (`1,a,x,` and `1,a,x,""` are three fields), where the exact reader counts it. A space
  * beside a quote inside a quoted field (`"a ""b"""`, `" b"`), or a line that ends with the delimiter inside a
- * quoted field, leaves a delivery to the exact reader too, which costs time, never a row. Read in chunks of whole
- * lines; only a line that ends with the delimiter is split.
+ * quoted field, leaves a delivery to the exact reader too, which costs time, never a row; so does text that is not
+ * UTF-8, which the exact reader refuses. Also whether it holds a
+ * quote or a CR at all, so that the reading tests its fields for them only where it may find one (most exports hold
+ * neither). Read in chunks of whole lines; only a line that ends with the delimiter is split.
  */
-async function readOtherwise(file: string, delimiter: string, width: number): Promise<boolean> {
+async function scanBeforeReading(file: string, delimiter: string, width: number): Promise<FileScan> {
   const handle = await open(file, "r");
+  const found = { readOtherwise: false, quotes: false, carriageReturns: false };
   try {
     let buffer = Buffer.alloc(SCAN_BYTES);
     let held = 0;
@@ -145,10 +167,17 @@ async function readOtherwise(file: string, delimiter: string, width: number): Pr
       const cut = bytesRead === 0 ? end : buffer.lastIndexOf(10, end - 1) + 1;
       // The last line of a file, without a line end, is searched as if it had one.
       const lines = bytesRead === 0 ? Buffer.concat([buffer.subarray(0, cut), Buffer.from("\n")]) : buffer.subarray(0, cut);
-      // The quote's own patterns are searched only in lines that hold a quote (one byte, found fastest): most exports quote nothing.
+      // The quote's own patterns are searched only in lines that hold a quote (one byte, found fastest), and line ends
+      // with a CR only in lines that hold one.
       const quoted = lines.includes(QUOTE);
-      if ((quoted && (lines.includes(' "') || lines.includes('" '))) || droppedLastField(lines, delimiter, width, quoted)) return true;
-      if (bytesRead === 0) return false;
+      const crlf = lines.includes(CR);
+      found.quotes ||= quoted;
+      found.carriageReturns ||= crlf;
+      // Text that is not UTF-8 is refused by the exact reader, naming the file (DuckDB's reader fails only where a
+      // query reads the field). A line end is never inside a UTF-8 character, so whole lines are whole characters.
+      if (!isUtf8(lines)) return { ...found, readOtherwise: true };
+      if ((quoted && (lines.includes(' "') || lines.includes('" '))) || droppedLastField(lines, delimiter, width, quoted, crlf)) return { ...found, readOtherwise: true };
+      if (bytesRead === 0) return found;
       buffer.copy(buffer, 0, cut, end);
       held = end - cut;
     }
@@ -159,11 +188,10 @@ async function readOtherwise(file: string, delimiter: string, width: number): Pr
 
 /**
  * Whether a line of `lines` (whole lines) ends with an empty field (the delimiter, perhaps then `""` where `quoted`: the
- * lines hold a quote) and has `width` + 1 fields, or may have (it holds a quote that does not split it whole).
+ * lines hold a quote; perhaps a CR before the line end where `crlf`: they hold one) and has `width` + 1 fields, or may
+ * have (it holds a quote that does not split it whole).
  */
-function droppedLastField(lines: Buffer, delimiter: string, width: number, quoted: boolean): boolean {
-  // Line ends with a CR are searched only in lines that hold one (one byte, found fastest), as the quote's in `quoted` lines.
-  const crlf = lines.includes(CR);
+function droppedLastField(lines: Buffer, delimiter: string, width: number, quoted: boolean, crlf: boolean): boolean {
   const endings = [`${delimiter}\n`, ...(crlf ? [`${delimiter}\r\n`] : []), ...(quoted ? [`${delimiter}""\n`, ...(crlf ? [`${delimiter}""\r\n`] : [])] : [])];
   for (const ending of endings) {
     for (let at = lines.indexOf(ending); at >= 0; at = lines.indexOf(ending, at + 1)) {
