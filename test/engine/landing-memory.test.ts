@@ -25,13 +25,20 @@ const PEAK_MB = 340;
 /** The quoted CSV delivery's bad rows: the ids i with i % BAD_EVERY = 7 are sent as 'x' and i (all in day 7). */
 const BAD_EVERY = 100_000;
 
-/** The deliveries: Parquet, CSV as DuckDB writes it, and CSV with every field quoted and a few bad rows (issue 27, item 3). */
-type Delivery = "parquet" | "csv" | "quoted csv with bad rows";
-const FORMATS: Record<Delivery, "parquet" | "csv"> = { parquet: "parquet", csv: "csv", "quoted csv with bad rows": "csv" };
+/** The deliveries: Parquet, CSV as DuckDB writes it, CSV with every field quoted and JSONL, each of the last two with a few bad rows (issue 27, item 3). */
+type Delivery = "parquet" | "csv" | "quoted csv with bad rows" | "jsonl with bad rows";
+const FORMATS: Record<Delivery, "parquet" | "csv" | "jsonl"> = { parquet: "parquet", csv: "csv", "quoted csv with bad rows": "csv", "jsonl with bad rows": "jsonl" };
+
+/** Where each delivery's first record is (a header line before it, or none), and how a bad row's text starts. */
+const FIRST_LINE: Record<Delivery, number> = { parquet: 1, csv: 2, "quoted csv with bad rows": 2, "jsonl with bad rows": 1 };
+const BAD_TEXT: Partial<Record<Delivery, (id: number) => RegExp>> = {
+  "quoted csv with bad rows": (id) => new RegExp(`^"x${id}","2026-01-08",`),
+  "jsonl with bad rows": (id) => new RegExp(`^\\{"id":"x${id}","flight_date":"2026-01-08",`),
+};
 
 let workspace: ReturnType<typeof tempDir>;
 let temp: string;
-const files: Record<Delivery, string> = { parquet: "", csv: "", "quoted csv with bad rows": "" };
+const files: Record<Delivery, string> = { parquet: "", csv: "", "quoted csv with bad rows": "", "jsonl with bad rows": "" };
 
 beforeAll(async () => {
   workspace = tempDir("lakeswap-landing-memory-");
@@ -51,6 +58,9 @@ beforeAll(async () => {
   files["quoted csv with bad rows"] = path.join(workspace.dir, "flights-quoted.csv");
   const bad = `SELECT * REPLACE (CASE WHEN id % ${BAD_EVERY} = 7 THEN 'x' || id ELSE id::VARCHAR END AS id) FROM (${rows})`;
   await connection.run(`COPY (${bad}) TO '${files["quoted csv with bad rows"]}' (FORMAT CSV, HEADER, FORCE_QUOTE *)`);
+  // One JSON object a line, as DuckDB writes it: landed line by line, its bad rows keep their line and text.
+  files["jsonl with bad rows"] = path.join(workspace.dir, "flights.jsonl");
+  await connection.run(`COPY (${bad}) TO '${files["jsonl with bad rows"]}' (FORMAT JSON)`);
   connection.closeSync();
   instance.closeSync();
 });
@@ -123,14 +133,15 @@ describe(`a delivery several times larger than the landing's memory limit (LAKES
       writeFileSync(path.join(temp, `lakeswap-landing-${gone}-killed`, "duckdb", "duckdb_temp_storage_DEFAULT-0.tmp"), "left by a killed landing");
 
       const { report, left } = await landInChild(delivery);
-      const bad = delivery === "quoted csv with bad rows" ? ROWS / BAD_EVERY : 0;
+      const badText = BAD_TEXT[delivery];
+      const bad = badText ? ROWS / BAD_EVERY : 0;
       expect(report).toMatchObject({ rowsRead: ROWS, rowsLoaded: ROWS - bad, rowsRejected: bad });
       expect(report.partitions).toEqual(expectedPartitions(bad));
-      // A bad row keeps its line (the header is line 1) and its text, quotes and all.
+      // A bad row keeps its line (a CSV header is line 1) and its text, quotes and all.
       expect(report.firstRejects.slice(0, 2)).toEqual(
-        bad === 0
+        badText === undefined
           ? []
-          : [7, BAD_EVERY + 7].map((id) => ({ line: id + 2, reason: `column id: 'x${id}' is not an integer`, raw: expect.stringMatching(new RegExp(`^"x${id}","2026-01-08",`)) })),
+          : [7, BAD_EVERY + 7].map((id) => ({ line: id + FIRST_LINE[delivery], reason: `column id: 'x${id}' is not an integer`, raw: expect.stringMatching(badText(id)) })),
       );
       expect(report.peakMb).toBeLessThan(PEAK_MB);
       // While it landed, the process had its own spill folder (and only that one); once closed, nothing is left.

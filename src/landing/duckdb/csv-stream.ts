@@ -3,7 +3,7 @@ import { open } from "node:fs/promises";
 import { quoteIdentifier, quoteLiteral } from "../../model/sql.js";
 import type { LandRequest } from "../landing.js";
 import { csvLayout } from "./csv-input.js";
-import { sqlList, type SourceRows } from "./landing-sql.js";
+import { READ_BUFFER_BYTES, sqlList, type SourceRows } from "./landing-sql.js";
 
 /** The reason of a streamed row that holds a quote: only the exact reader can tell whether it is a bad one. */
 export const QUOTE_IN_FIELD = "a field holds a quote";
@@ -17,12 +17,6 @@ const SCAN_BYTES = 8 * 1024 * 1024;
 /** The bytes of the quote character and of a carriage return. */
 const QUOTE = 0x22;
 const CR = 0x0d;
-
-/**
- * The reader's buffer (DuckDB's default, 32 MiB, does not fit a small memory limit; each reading thread holds one):
- * twice its longest line (2 MiB by default: a longer line fails the scan, and the exact reader takes the delivery).
- */
-const READ_BUFFER_BYTES = 4 * 1024 * 1024;
 
 /**
  * A CSV delivery as DuckDB's streaming `read_csv` reads it (in parallel, never whole in memory), every field as text,

@@ -23,6 +23,12 @@ export interface SourceRows {
   readonly rawTable?: string;
 }
 
+/**
+ * The reader's buffer (DuckDB's default, 32 MiB, does not fit a small memory limit; each reading thread holds one):
+ * twice its longest line (2 MiB by default: a longer line fails the scan, and the delivery, or the file, is read otherwise).
+ */
+export const READ_BUFFER_BYTES = 4 * 1024 * 1024;
+
 /** DuckDB's error when its memory limit is reached and nothing more can be spilled (or the spill folder is full). */
 export function outOfMemory(error: unknown): boolean {
   return /Out of Memory Error/.test(errorMessage(error));
