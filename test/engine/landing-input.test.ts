@@ -376,6 +376,19 @@ describe("text files are read in chunks of whole lines, never as one string (iss
     expect(jsonl.bad).toEqual([[4, "column id: 'z' is not an integer", `{"id": "z", "day": "x"}`]]);
   });
 
+  it("a JSONL line longer than DuckDB's line reader takes, a CR inside a line and a raw control character (0x01) leave every line as it is, at its number", async () => {
+    // Each in a file of its own: DuckDB's reader refuses the first file midway, and is not given the others.
+    const long = "n".repeat(5 * 1024 * 1024);
+    const longLines = [`{"id": 1, "note": "${long}", "day": "x"}`, `{"id": "z", "day": "x"}`];
+    const longLanded = await land({ files: [file("jsonl", `${longLines.join("\n")}\n`)], format: "jsonl", columns, partition: byDay });
+    expect(longLanded.good).toEqual([["1", long, "x"]]);
+    expect(longLanded.bad).toEqual([[2, "column id: 'z' is not an integer", longLines[1]]]);
+    for (const odd of [`{"id": 3,\r"day": "x"}`, `{"id": 3, "day": "x", "note": "a\u0001b"}`]) {
+      const { good, bad } = await land({ files: [file("jsonl", `${odd}\n{"id": "z", "day": "x"}\n`)], format: "jsonl", columns, partition: byDay, absentFields: "null" });
+      expect([good, bad]).toEqual(odd.includes("\r") ? [[["3", null, "x"]], [[2, "column id: 'z' is not an integer", `{"id": "z", "day": "x"}`]]] : [[], [[1, "not valid JSON", odd], [2, "column id: 'z' is not an integer", `{"id": "z", "day": "x"}`]]]);
+    }
+  }, 60_000);
+
   it("a JSONL line that is not JSON, or not an object, is a bad row; the lines around it land", async () => {
     const lines = [`{"id": 1, "day": "x"}`, `{not json`, `[1, 2]`, `"text"`, `{"id": 2, "note": "a\\"b", "day": "x"}`];
     const { good, bad } = await land({ files: [file("jsonl", `${lines.join("\n")}\n`)], format: "jsonl", columns, partition: byDay });
