@@ -12,6 +12,14 @@ import { loadLines } from "./text-lines.js";
  */
 export async function readJsonl(connection: DuckDBConnection, request: LandRequest, lines: string): Promise<SourceRows> {
   await loadLines(connection, request, lines);
+  return jsonlRows(request, lines);
+}
+
+/**
+ * The rows of a JSONL delivery (see readJsonl) from the relation of its lines `lines` (`__file`, `__line`, `__raw`): a
+ * table, or DuckDB's line reader over the files (./text-lines.ts, `streamedLines`).
+ */
+export function jsonlRows(request: LandRequest, lines: string): SourceRows {
   // Fields the columns do not declare (ingest): kept as one JSON object in the extra column, or the row is a bad one.
   const unknown = request.unknownFields;
   const declared = request.columns.filter((c) => c.name !== unknown?.column);

@@ -6,7 +6,8 @@ import type { LandRequest } from "../landing.js";
 import { readCsv } from "./csv-input.js";
 import { rejectLocatedRows } from "./csv-records.js";
 import { QUOTE_IN_FIELD, streamedCsv, type CsvRejects, type StreamedCsv } from "./csv-stream.js";
-import { readJsonl, refuseAbsentFields } from "./jsonl-input.js";
+import { jsonlRows, readJsonl, refuseAbsentFields } from "./jsonl-input.js";
+import { streamedLines } from "./text-lines.js";
 import { readParquet } from "./parquet-input.js";
 import { duckDbMessage, fileList, outOfMemory, shown, sqlList, type SourceRows } from "./landing-sql.js";
 import { conversion } from "./value-conversion.js";
@@ -70,6 +71,8 @@ export async function landDelivery(
         return streamed;
       }
     }
+    // A JSONL delivery is streamed by DuckDB's line reader first; only one with a bad row is read again, into a table of its lines.
+    if (request.format === "jsonl" && (await landStreamedJsonl(pass, rowChecks(request)))) return undefined;
     // 2. The source rows, by format.
     const source = await readSource(pass);
     // 3. Every row typed, with its problems, and its partition keys.
@@ -234,6 +237,41 @@ async function landStreamedCsv(pass: LandingPass, checks: RowChecks, sign: PassS
       for (const view of [tables.landed, names.typed]) await connection.run(`DROP VIEW IF EXISTS ${view}`);
       for (const table of [tables.rejected, names.groups, names.badKeys]) await connection.run(`DROP TABLE IF EXISTS ${table}`);
     }
+  }
+}
+
+/**
+ * A JSONL delivery landed from DuckDB's line reader (./text-lines.ts), streamed: its rows converted once, into the
+ * landed table, as the lines of a table would be, but without the lines kept, so a row has no line number: false
+ * (nothing left) where a row is bad (its line and text are then found by the exact path), or the files do not read
+ * plainly, or the reader refuses a line (longer than it takes).
+ */
+async function landStreamedJsonl(pass: LandingPass, checks: RowChecks): Promise<boolean> {
+  const { connection, request, tables, names, all } = pass;
+  const lines = await readingFailure(() => streamedLines(request));
+  if (lines === undefined) return false;
+  let landed = false;
+  try {
+    try {
+      await convertRows(pass, jsonlRows(request, lines));
+    } catch (error) {
+      // A line DuckDB's reader cannot read fails the scan; so does any other failure to read: the exact path reads the
+      // files, and names what fails there.
+      if (outOfMemory(error)) throw error;
+      return false;
+    }
+    if (request.absentFields !== "null") await refuseAbsentFields(connection, request, all, lines);
+    await findBadKeys(pass);
+    const bad = await connection.runAndReadAll(
+      `SELECT count(*) FROM (SELECT 1 FROM ${all} r LEFT JOIN ${names.badKeys} b ON ${checks.keysMatch} WHERE ${checks.reason} IS NOT NULL LIMIT 1)`,
+    );
+    if (Number(bad.getRowsJS()[0]?.[0]) > 0) return false;
+    await connection.run(`CREATE TABLE ${tables.rejected} AS SELECT NULL::VARCHAR AS file, NULL::BIGINT AS line, NULL::VARCHAR AS reason, NULL::VARCHAR AS raw WHERE false`);
+    await keepGoodRows(pass, checks);
+    landed = true;
+    return true;
+  } finally {
+    if (!landed) for (const table of [tables.landed, tables.rejected, names.badKeys]) await connection.run(`DROP TABLE IF EXISTS ${table}`);
   }
 }
 

@@ -4,7 +4,7 @@ import type { DuckDBConnection } from "@duckdb/node-api";
 import { InvalidInputError } from "../../model/errors.js";
 import { quoteLiteral } from "../../model/sql.js";
 import type { LandRequest } from "../landing.js";
-import { outOfMemory, READ_BUFFER_BYTES } from "./landing-sql.js";
+import { outOfMemory, READ_BUFFER_BYTES, sqlList } from "./landing-sql.js";
 
 /**
  * Bytes read from a text file at a time; a longer line is read whole, in as many reads as it takes. Binding a
@@ -43,8 +43,7 @@ export async function loadLines(connection: DuckDBConnection, request: LandReque
       // drops a byte order mark; its rows keep their order through the numbering.
       await connection.run(
         `INSERT INTO ${table} SELECT *${computed} FROM (SELECT ${index + 1}::INTEGER AS __file, row_number() OVER () AS __line, coalesce(line, '') AS __raw ` +
-          `FROM read_csv(${quoteLiteral(file)}, header = false, auto_detect = false, columns = {'line': 'VARCHAR'}, delim = chr(${FIELD_SEPARATOR}), quote = '', escape = '', ` +
-          `strict_mode = true, buffer_size = ${READ_BUFFER_BYTES}))`,
+          `FROM ${lineReader(file)})`,
       );
     } catch (error) {
       // A line longer than the reader takes (or what else it refuses): the file is read from here.
@@ -57,6 +56,25 @@ export async function loadLines(connection: DuckDBConnection, request: LandReque
       `DELETE FROM ${table} WHERE __file = ${index + 1} AND __line > (SELECT coalesce(max(__line), 0) FROM ${table} WHERE __file = ${index + 1} AND __raw <> '')`,
     );
   }
+}
+
+/** DuckDB's CSV reader of text files, a line a record (an empty one NULL, a byte order mark dropped), with `extra` options. */
+function lineReader(files: string | readonly string[], extra = ""): string {
+  const list = typeof files === "string" ? quoteLiteral(files) : sqlList(files);
+  return (
+    `read_csv(${list}, header = false, auto_detect = false, columns = {'line': 'VARCHAR'}, delim = chr(${FIELD_SEPARATOR}), quote = '', escape = '', ` +
+    `strict_mode = true, buffer_size = ${READ_BUFFER_BYTES}${extra})`
+  );
+}
+
+/**
+ * The lines of a delivery's text files as DuckDB's reader streams them (in parallel, never whole in memory): a
+ * relation of `__file`, `__line` (NULL: the reader does not number them) and `__raw`, where every file reads plainly
+ * (`readsPlainly`); else undefined. A file that is not UTF-8 is refused, naming it.
+ */
+export async function streamedLines(request: LandRequest): Promise<string | undefined> {
+  for (const file of request.files) if (!(await readsPlainly(request, file))) return undefined;
+  return `(SELECT list_position(${sqlList(request.files)}, filename)::INTEGER AS __file, NULL::BIGINT AS __line, coalesce(line, '') AS __raw FROM ${lineReader(request.files, ", filename = true")})`;
 }
 
 /**
