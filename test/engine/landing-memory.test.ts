@@ -25,12 +25,12 @@ const PEAK_MB = 340;
 /** The quoted CSV delivery's bad rows: the ids i with i % BAD_EVERY = 7 are sent as 'x' and i (all in day 7). */
 const BAD_EVERY = 100_000;
 
-/** The deliveries: Parquet, CSV as DuckDB writes it, CSV with every field quoted and JSONL, each of the last two with a few bad rows (issue 27, item 3). */
-type Delivery = "parquet" | "csv" | "quoted csv with bad rows" | "jsonl with bad rows";
-const FORMATS: Record<Delivery, "parquet" | "csv" | "jsonl"> = { parquet: "parquet", csv: "csv", "quoted csv with bad rows": "csv", "jsonl with bad rows": "jsonl" };
+/** The deliveries: Parquet, CSV as DuckDB writes it and JSONL, and both text formats again with a few bad rows (CSV with every field quoted; issue 27, item 3). */
+type Delivery = "parquet" | "csv" | "quoted csv with bad rows" | "jsonl" | "jsonl with bad rows";
+const FORMATS: Record<Delivery, "parquet" | "csv" | "jsonl"> = { parquet: "parquet", csv: "csv", "quoted csv with bad rows": "csv", jsonl: "jsonl", "jsonl with bad rows": "jsonl" };
 
 /** Where each delivery's first record is (a header line before it, or none), and how a bad row's text starts. */
-const FIRST_LINE: Record<Delivery, number> = { parquet: 1, csv: 2, "quoted csv with bad rows": 2, "jsonl with bad rows": 1 };
+const FIRST_LINE: Record<Delivery, number> = { parquet: 1, csv: 2, "quoted csv with bad rows": 2, jsonl: 1, "jsonl with bad rows": 1 };
 const BAD_TEXT: Partial<Record<Delivery, (id: number) => RegExp>> = {
   "quoted csv with bad rows": (id) => new RegExp(`^"x${id}","2026-01-08",`),
   "jsonl with bad rows": (id) => new RegExp(`^\\{"id":"x${id}","flight_date":"2026-01-08",`),
@@ -38,7 +38,7 @@ const BAD_TEXT: Partial<Record<Delivery, (id: number) => RegExp>> = {
 
 let workspace: ReturnType<typeof tempDir>;
 let temp: string;
-const files: Record<Delivery, string> = { parquet: "", csv: "", "quoted csv with bad rows": "", "jsonl with bad rows": "" };
+const files: Record<Delivery, string> = { parquet: "", csv: "", "quoted csv with bad rows": "", jsonl: "", "jsonl with bad rows": "" };
 
 beforeAll(async () => {
   workspace = tempDir("lakeswap-landing-memory-");
@@ -58,8 +58,10 @@ beforeAll(async () => {
   files["quoted csv with bad rows"] = path.join(workspace.dir, "flights-quoted.csv");
   const bad = `SELECT * REPLACE (CASE WHEN id % ${BAD_EVERY} = 7 THEN 'x' || id ELSE id::VARCHAR END AS id) FROM (${rows})`;
   await connection.run(`COPY (${bad}) TO '${files["quoted csv with bad rows"]}' (FORMAT CSV, HEADER, FORCE_QUOTE *)`);
-  // One JSON object a line, as DuckDB writes it: landed line by line, its bad rows keep their line and text.
-  files["jsonl with bad rows"] = path.join(workspace.dir, "flights.jsonl");
+  // One JSON object a line, as DuckDB writes it: streamed, or (with bad rows) read line by line, the bad rows keeping their line and text.
+  files.jsonl = path.join(workspace.dir, "flights.jsonl");
+  await connection.run(`COPY (${rows}) TO '${files.jsonl}' (FORMAT JSON)`);
+  files["jsonl with bad rows"] = path.join(workspace.dir, "flights-bad.jsonl");
   await connection.run(`COPY (${bad}) TO '${files["jsonl with bad rows"]}' (FORMAT JSON)`);
   connection.closeSync();
   instance.closeSync();
