@@ -143,9 +143,9 @@ interface FileScan {
  * empty last field past the `width` fields (`1,a,x,` and `1,a,x,""` are three fields), where the exact reader counts it. A space
  * beside a quote inside a quoted field (`"a ""b"""`, `" b"`), or a line that ends with the delimiter inside a
  * quoted field, leaves a delivery to the exact reader too, which costs time, never a row; so does text that is not
- * UTF-8, which the exact reader refuses. Also whether it holds a
- * quote or a CR at all, so that the reading tests its fields for them only where it may find one (most exports hold
- * neither). Read in chunks of whole lines; only a line that ends with the delimiter is split.
+ * UTF-8, which the exact reader refuses. Also whether it holds a quote or a CR at all, so that the reading tests its
+ * fields for them only where it may find one (most exports hold neither). Read in chunks of whole lines; only a line
+ * that ends with the delimiter is split.
  */
 async function scanBeforeReading(file: string, delimiter: string, width: number): Promise<FileScan> {
   const handle = await open(file, "r");

@@ -34,16 +34,17 @@ const SAFE_PARTITION_VALUE = "^[A-Za-z0-9_][A-Za-z0-9_.-]*$";
  * CSV and JSONL are read as text, so that every row keeps its line number
  * and its text (CSV records may span lines inside quotes): CSV by DuckDB's
  * streaming reader, its bad rows then found in the files (./csv-records.ts),
- * or where only the exact reader can judge it, line by line, as JSONL is; the
+ * or where only the exact reader can judge it, line by line; JSONL by DuckDB's
+ * line reader, streamed, or where it has a bad row, line by line; the
  * declared types are applied here, not by a reader's sniffer. Parquet is read
  * with its own types and row numbers. The session's time zone is UTC, so that
  * nothing depends on the machine's zone. The partition values are checked
  * once per distinct value, not per row.
  *
  * The delivery is never held whole outside DuckDB's tables, which DuckDB may
- * spill past its memory limit (../../duckdb/duckdb-open.ts): text files are streamed in
- * chunks of lines, and the rows are converted once, into the landed table
- * itself, from which the bad rows are then moved out.
+ * spill past its memory limit (../../duckdb/duckdb-open.ts): text files are streamed by
+ * DuckDB's readers or in chunks of lines, and the rows are converted once, into the
+ * landed table itself (or a view over the files), from which the bad rows are then moved out.
  */
 export async function landDelivery(
   connection: DuckDBConnection,
