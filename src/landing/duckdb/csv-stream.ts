@@ -3,6 +3,7 @@ import { open } from "node:fs/promises";
 import { quoteIdentifier, quoteLiteral } from "../../model/sql.js";
 import type { LandRequest } from "../landing.js";
 import { csvLayout } from "./csv-input.js";
+import { searchLines } from "./text-lines.js";
 import { READ_BUFFER_BYTES, sqlList, type SourceRows } from "./landing-sql.js";
 
 /** The reason of a streamed row that holds a quote: only the exact reader can tell whether it is a bad one. */
@@ -10,9 +11,6 @@ export const QUOTE_IN_FIELD = "a field holds a quote";
 
 /** Bytes read from the start of a file to find its first line; a longer one leaves the file to the exact reader. */
 const FIRST_LINE_BYTES = 64 * 1024;
-
-/** Bytes of a file searched at a time for what DuckDB's reader reads otherwise (`scanBeforeReading`). */
-const SCAN_BYTES = 8 * 1024 * 1024;
 
 /** The bytes of the quote character and of a carriage return. */
 const QUOTE = 0x22;
@@ -148,36 +146,21 @@ interface FileScan {
  * that ends with the delimiter is split.
  */
 async function scanBeforeReading(file: string, delimiter: string, width: number): Promise<FileScan> {
-  const handle = await open(file, "r");
-  const found = { readOtherwise: false, quotes: false, carriageReturns: false };
-  try {
-    let buffer = Buffer.alloc(SCAN_BYTES);
-    let held = 0;
-    for (;;) {
-      if (held === buffer.length) buffer = Buffer.concat([buffer, Buffer.alloc(buffer.length)]);
-      const { bytesRead } = await handle.read(buffer, held, buffer.length - held);
-      const end = held + bytesRead;
-      // Whole lines are searched; the rest of the last one waits for the next read (all of it at the end of the file).
-      const cut = bytesRead === 0 ? end : buffer.lastIndexOf(10, end - 1) + 1;
-      // The last line of a file, without a line end, is searched as if it had one.
-      const lines = bytesRead === 0 ? Buffer.concat([buffer.subarray(0, cut), Buffer.from("\n")]) : buffer.subarray(0, cut);
-      // The quote's own patterns are searched only in lines that hold a quote (one byte, found fastest), and line ends
-      // with a CR only in lines that hold one.
-      const quoted = lines.includes(QUOTE);
-      const crlf = lines.includes(CR);
-      found.quotes ||= quoted;
-      found.carriageReturns ||= crlf;
-      // Text that is not UTF-8 is refused by the exact reader, naming the file (DuckDB's reader fails only where a
-      // query reads the field). A line end is never inside a UTF-8 character, so whole lines are whole characters.
-      if (!isUtf8(lines)) return { ...found, readOtherwise: true };
-      if ((quoted && (lines.includes(' "') || lines.includes('" '))) || droppedLastField(lines, delimiter, width, quoted, crlf)) return { ...found, readOtherwise: true };
-      if (bytesRead === 0) return found;
-      buffer.copy(buffer, 0, cut, end);
-      held = end - cut;
-    }
-  } finally {
-    await handle.close();
-  }
+  const found = { quotes: false, carriageReturns: false };
+  const readOtherwise = await searchLines(file, (whole, atEnd) => {
+    // The last line of a file, without a line end, is searched as if it had one.
+    const lines = atEnd ? Buffer.concat([whole, Buffer.from("\n")]) : whole;
+    // The quote's own patterns are searched only in lines that hold a quote (one byte, found fastest), and line ends
+    // with a CR only in lines that hold one.
+    const quoted = lines.includes(QUOTE);
+    const crlf = lines.includes(CR);
+    found.quotes ||= quoted;
+    found.carriageReturns ||= crlf;
+    // Text that is not UTF-8 is refused by the exact reader, naming the file (DuckDB's reader fails only where a
+    // query reads the field).
+    return !isUtf8(lines) || (quoted && (lines.includes(' "') || lines.includes('" '))) || droppedLastField(lines, delimiter, width, quoted, crlf);
+  });
+  return { ...found, readOtherwise };
 }
 
 /**

@@ -13,7 +13,7 @@ import { outOfMemory, READ_BUFFER_BYTES, sqlList } from "./landing-sql.js";
  */
 const TEXT_CHUNK_BYTES = 1024 * 1024;
 
-/** Bytes of a file searched at a time before DuckDB's reader reads its lines (`readsPlainly`). */
+/** Bytes of a file searched at a time (`searchLines`). */
 const SCAN_BYTES = 8 * 1024 * 1024;
 
 /** The byte DuckDB's reader splits a line's fields at when it reads lines whole: a control character that no JSON text holds raw. */
@@ -82,6 +82,18 @@ export async function streamedLines(request: LandRequest): Promise<string | unde
  * NUL and no FIELD_SEPARATOR. A file that is not UTF-8 is refused, naming it.
  */
 async function readsPlainly(request: LandRequest, file: string): Promise<boolean> {
+  const odd = await searchLines(file, (lines) => {
+    if (!isUtf8(lines)) throw notUtf8(request, file);
+    return lines.includes(13) || lines.includes(0) || lines.includes(FIELD_SEPARATOR);
+  });
+  return !odd;
+}
+
+/**
+ * Searches a file in chunks of whole lines (a line end is never inside a UTF-8 character, so they are whole characters
+ * too), SCAN_BYTES read at a time; the last chunk (`atEnd`) holds the rest of the file. True as soon as `found` is.
+ */
+export async function searchLines(file: string, found: (lines: Buffer, atEnd: boolean) => boolean): Promise<boolean> {
   const handle = await open(file, "r");
   try {
     let buffer = Buffer.alloc(SCAN_BYTES);
@@ -90,12 +102,10 @@ async function readsPlainly(request: LandRequest, file: string): Promise<boolean
       if (held === buffer.length) buffer = Buffer.concat([buffer, Buffer.alloc(buffer.length)]);
       const { bytesRead } = await handle.read(buffer, held, buffer.length - held);
       const end = held + bytesRead;
-      // Whole lines are checked (a line end is never inside a UTF-8 character); the rest waits for the next read.
+      // The rest of the last line waits for the next read (all of it at the end of the file).
       const cut = bytesRead === 0 ? end : buffer.lastIndexOf(10, end - 1) + 1;
-      const lines = buffer.subarray(0, cut);
-      if (!isUtf8(lines)) throw notUtf8(request, file);
-      if (lines.includes(13) || lines.includes(0) || lines.includes(FIELD_SEPARATOR)) return false;
-      if (bytesRead === 0) return true;
+      if (found(buffer.subarray(0, cut), bytesRead === 0)) return true;
+      if (bytesRead === 0) return false;
       buffer.copy(buffer, 0, cut, end);
       held = end - cut;
     }
