@@ -23,8 +23,8 @@ const COLUMNS: readonly { readonly name: string; readonly type: string; readonly
   {
     name: "note",
     type: "VARCHAR",
-    values: ["''", "NULL", `'a"b,c''d'`, "'line 1' || chr(10) || 'line 2' || chr(13) || chr(10)"],
-    expected: ["", null, `a"b,c'd`, "line 1\nline 2\r\n"],
+    values: ["''", "NULL", `'a"b,c''d' || chr(9) || 'tab'`, "'line 1' || chr(10) || 'line 2' || chr(13) || chr(10)"],
+    expected: ["", null, `a"b,c'd\ttab`, "line 1\nline 2\r\n"],
   },
   { name: "marker", type: "VARCHAR", values: [`'\\.'`, `'\\N'`, "'NULL'", "' back\\slash\\t '"], expected: ["\\.", "\\N", "NULL", " back\\slash\\t "] },
   { name: "flag", type: "BOOLEAN", values: ["true", "false", "NULL", "true"], expected: ["true", "false", null, "true"] },

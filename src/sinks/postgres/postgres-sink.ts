@@ -24,7 +24,7 @@ const UNIQUE_VIOLATION = "23505";
 
 /**
  * The PostgreSQL sink: each partition goes in one transaction, by COPY
- * (rows read out of the run's Parquet files by DuckDB as CSV, streamed),
+ * (rows read out of the run's Parquet files by DuckDB in COPY's text format, streamed),
  * with its signature in `lakeswap_state`. `partition_replace` COPYs the
  * partition's rows into a fresh leaf table and swaps it for the old one (a
  * target partitioned by its partition columns: `PartitionSwap`, the layout it
@@ -123,9 +123,9 @@ export class PostgresSink implements Sink {
     }
   }
 
-  /** `COPY <table> (<columns>) FROM STDIN (FORMAT csv)`, with `FREEZE` for a table made in the running transaction. */
+  /** `COPY <table> (<columns>) FROM STDIN (FORMAT text)`, with `FREEZE` for a table made in the running transaction. */
   private copyInto(table: string, layout: SinkLayout, freeze?: "FREEZE"): string {
-    return `COPY ${table} (${layout.columns.map((c) => ident(c.name)).join(", ")}) FROM STDIN (FORMAT csv${freeze ? ", FREEZE" : ""})`;
+    return `COPY ${table} (${layout.columns.map((c) => ident(c.name)).join(", ")}) FROM STDIN (FORMAT text${freeze ? ", FREEZE" : ""})`;
   }
 
   /**
@@ -158,7 +158,7 @@ export class PostgresSink implements Sink {
     return rows;
   }
 
-  /** Reads a partition's rows out of its run into CSV files of its own temporary folder; the folder is removed if that fails. */
+  /** Reads a partition's rows out of its run into files of its own temporary folder; the folder is removed if that fails. */
   private async stage(layout: SinkLayout, part: SinkPartitionWrite): Promise<StagedRows> {
     const folder = await freshProcessFolder("lakeswap-sink-");
     try {
@@ -338,11 +338,11 @@ export class PostgresSink implements Sink {
     }
   }
 
-  /** Streams a CSV file into a `COPY ... FROM STDIN`; returns the rows PostgreSQL took. */
-  private async copy(sql: string, csv: string): Promise<number> {
+  /** Streams a file of rows into a `COPY ... FROM STDIN`; returns the rows PostgreSQL took. */
+  private async copy(sql: string, rowsFile: string): Promise<number> {
     try {
       const stream = (this.client as pg.Client).query(copyFrom(sql));
-      await pipeline(createReadStream(csv), stream);
+      await pipeline(createReadStream(rowsFile), stream);
       return stream.rowCount;
     } catch (error) {
       throw this.failure(error);
@@ -440,9 +440,9 @@ export class PostgresSink implements Sink {
   }
 }
 
-/** Whether a CSV file holds any row (COPY writes no header). */
-async function hasRows(csv: string): Promise<boolean> {
-  return (await stat(csv)).size > 0;
+/** Whether a file of rows holds any (the export writes no header). */
+async function hasRows(rowsFile: string): Promise<boolean> {
+  return (await stat(rowsFile)).size > 0;
 }
 
 /** Names a partition's run among the partitions staged ahead. */
