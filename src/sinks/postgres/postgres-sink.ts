@@ -114,18 +114,18 @@ export class PostgresSink implements Sink {
         if (layout.mode === "upsert") return { rows: await this.upsert(layout, part, staged) };
         // FREEZE: the leaf was made in this transaction, so its rows go in frozen and all-visible (no later VACUUM
         // or reader rewrites its pages to set hint bits), and a snapshot older than the swap sees them rather than none.
-        if (this.swap) return this.swap.replace(part.partition, (leaf) => this.copy(this.copyInto(leaf, layout, "FREEZE"), staged.fresh));
+        if (this.swap) return this.swap.replace(part.partition, (leaf) => this.copy(this.copyInto(leaf, staged, "FREEZE"), staged.fresh));
         await this.deletePartition(layout, part.partition);
-        return { rows: await this.copy(this.copyInto(this.targetName(), layout), staged.fresh) };
+        return { rows: await this.copy(this.copyInto(this.targetName(), staged), staged.fresh) };
       });
     } finally {
       await rm(staged.folder, { recursive: true, force: true });
     }
   }
 
-  /** `COPY <table> (<columns>) FROM STDIN (FORMAT text)`, with `FREEZE` for a table made in the running transaction. */
-  private copyInto(table: string, layout: SinkLayout, freeze?: "FREEZE"): string {
-    return `COPY ${table} (${layout.columns.map((c) => ident(c.name)).join(", ")}) FROM STDIN (FORMAT text${freeze ? ", FREEZE" : ""})`;
+  /** `COPY <table> (<the staged columns>) FROM STDIN (FORMAT text)`, with `FREEZE` for a table made in the running transaction. */
+  private copyInto(table: string, staged: StagedRows, freeze?: "FREEZE"): string {
+    return `COPY ${table} (${staged.columns.map(ident).join(", ")}) FROM STDIN (FORMAT text${freeze ? ", FREEZE" : ""})`;
   }
 
   /**
@@ -138,20 +138,20 @@ export class PostgresSink implements Sink {
   private async upsert(layout: SinkLayout, part: SinkPartitionWrite, staged: StagedRows): Promise<number> {
     const target = this.targetName();
     const temp = await this.rowsTable(layout);
-    let rows = (await hasRows(staged.known)) ? await this.copy(this.copyInto(temp, layout), staged.known) : 0;
+    let rows = (await hasRows(staged.known)) ? await this.copy(this.copyInto(temp, staged), staged.known) : 0;
     if (await hasRows(staged.fresh)) {
       await this.query("SAVEPOINT lakeswap_copy");
       try {
         // Before the fresh rows are in: their keys are not in the temporary table, and must not count as gone.
         await this.removeGoneKeys(layout, part.partition, temp);
-        const fresh = await this.copy(this.copyInto(target, layout), staged.fresh);
+        const fresh = await this.copy(this.copyInto(target, staged), staged.fresh);
         await this.query(`RELEASE SAVEPOINT lakeswap_copy${rows > 0 ? `; ${upsertStatement(target, temp, layout, this.stampColumn)}` : ""}`);
         return rows + fresh;
       } catch (error) {
         if (sqlState(error) !== UNIQUE_VIOLATION) throw error;
         await this.query("ROLLBACK TO SAVEPOINT lakeswap_copy");
       }
-      rows += await this.copy(this.copyInto(temp, layout), staged.fresh);
+      rows += await this.copy(this.copyInto(temp, staged), staged.fresh);
     }
     await this.removeGoneKeys(layout, part.partition, temp);
     await this.query(upsertStatement(target, temp, layout, this.stampColumn));
@@ -169,7 +169,9 @@ export class PostgresSink implements Sink {
         await writeFile(local, await part.remote!.read(key));
         files.push(local);
       }
-      return await this.rowExport.export(layout, { ...part, files }, folder, await this.split(layout, part, folder));
+      // A leaf that PartitionSwap makes supplies the partition's values itself: the lines need not carry them.
+      const partitionValues = this.swap ? "left out" : "sent";
+      return await this.rowExport.export(layout, { ...part, files }, folder, await this.split(layout, part, folder), partitionValues);
     } catch (error) {
       await rm(folder, { recursive: true, force: true });
       throw error;

@@ -4,7 +4,7 @@ import type { DuckDBConnection, DuckDBInstance } from "@duckdb/node-api";
 import { duckdbStorageType } from "../../model/column-types.js";
 import { LakeswapError } from "../../model/errors.js";
 import { quoteLiteral } from "../../model/sql.js";
-import type { SinkLayout, SinkPartitionWrite } from "../sink.js";
+import type { SinkColumn, SinkLayout, SinkPartitionWrite } from "../sink.js";
 import { ident } from "./sql-names.js";
 
 /**
@@ -16,6 +16,8 @@ export interface StagedRows {
   readonly folder: string;
   readonly fresh: string;
   readonly known: string;
+  /** The columns each line holds, in order: every column of the layout, or those that are not partition columns. */
+  readonly columns: readonly string[];
 }
 
 /** How an upsert's rows are divided: all merged, all fresh, or by the target's keys (a CSV file that PostgreSQL wrote). */
@@ -39,23 +41,28 @@ export class RowExport {
     private readonly described: string,
   ) {}
 
-  /** Writes the partition's rows into `folder` (fresh.txt, known.txt), divided as `split` says. */
-  async export(layout: SinkLayout, part: SinkPartitionWrite, folder: string, split: RowSplit): Promise<StagedRows> {
-    const staged = { folder, fresh: path.join(folder, "fresh.txt"), known: path.join(folder, "known.txt") };
-    const exported = this.queue.then(() => this.run(layout, part, staged, split));
+  /**
+   * Writes the partition's rows into `folder` (fresh.txt, known.txt), divided as `split` says; without the partition
+   * columns, whose value is the same on every line, where `partitionValues` is `"left out"` (the table they go into
+   * supplies them).
+   */
+  async export(layout: SinkLayout, part: SinkPartitionWrite, folder: string, split: RowSplit, partitionValues: "sent" | "left out"): Promise<StagedRows> {
+    const columns = layout.columns.filter((column) => partitionValues === "sent" || !part.partition.keys.includes(column.name));
+    const staged = { folder, fresh: path.join(folder, "fresh.txt"), known: path.join(folder, "known.txt"), columns: columns.map((column) => column.name) };
+    const exported = this.queue.then(() => this.run(layout, part, staged, split, columns));
     this.queue = exported.catch(() => undefined);
     await exported;
     return staged;
   }
 
-  private async run(layout: SinkLayout, part: SinkPartitionWrite, staged: StagedRows, split: RowSplit): Promise<void> {
+  private async run(layout: SinkLayout, part: SinkPartitionWrite, staged: StagedRows, split: RowSplit, columns: readonly SinkColumn[]): Promise<void> {
     // A run without files (a partition emptied in the lake): no rows, sent as such.
     if (part.files.length === 0) {
       await Promise.all([writeFile(staged.fresh, ""), writeFile(staged.known, "")]);
       return;
     }
     const { connection } = await this.open();
-    const select = layout.columns
+    const select = columns
       .map((column) => {
         const index = part.partition.keys.indexOf(column.name);
         const value = index >= 0 ? quoteLiteral(part.partition.values[index] as string) : `r.${ident(column.name)}`;
@@ -81,11 +88,11 @@ export class RowExport {
     }
     // The target's keys as PostgreSQL prints them, cast to the types the lake stores; a value that does not cast matches
     // nothing, so its row counts as fresh (a COPY of it into the target finds the key there, and the partition is merged).
-    const columns = key.map((_, i) => `'k${i}': 'VARCHAR'`).join(", ");
+    const keyColumns = key.map((_, i) => `'k${i}': 'VARCHAR'`).join(", ");
     const cast = key.map((name, i) => `TRY_CAST(k${i} AS ${duckdbStorageType(layout.columns.find((c) => c.name === name)!.type)}) AS k${i}`).join(", ");
     await connection.run(
       `CREATE OR REPLACE TEMP TABLE lakeswap_target_keys AS SELECT DISTINCT ${cast} FROM read_csv(${quoteLiteral(keys)}, ` +
-        `header = false, auto_detect = false, delim = ',', quote = '"', escape = '"', columns = {${columns}})`,
+        `header = false, auto_detect = false, delim = ',', quote = '"', escape = '"', columns = {${keyColumns}})`,
     );
     try {
       const held = `EXISTS (SELECT 1 FROM lakeswap_target_keys k WHERE ${key.map((name, i) => `k.k${i} = r.${ident(name)}`).join(" AND ")})`;
