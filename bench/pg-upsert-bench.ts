@@ -122,6 +122,8 @@ interface ReplaceFigures {
   readonly copyServerCpuMs: number | undefined;
   /** The format of the fastest plain COPY. */
   readonly copyFormat: "csv" | "text";
+  /** The faster plain COPY of each format (context: what the format alone costs the server), in ms. */
+  readonly copyByFormat: Readonly<Record<"csv" | "text", { readonly ms: number; readonly serverMs: number | undefined }>>;
   /** The same COPY into an empty table with the target's partition index (context: what the index costs), in ms. */
   readonly indexedCopyMs: number;
   readonly indexedCopyServerCpuMs: number | undefined;
@@ -359,7 +361,9 @@ async function measureReplace(
     }
     return timed;
   });
-  const floor = copies.filter((copy) => !copy.indexed).reduce((fastest, copy) => (copy.ms < fastest.ms ? copy : fastest));
+  const fastest = (format?: "csv" | "text"): (typeof copies)[number] =>
+    copies.filter((copy) => !copy.indexed && (format === undefined || copy.format === format)).reduce((best, copy) => (copy.ms < best.ms ? copy : best));
+  const floor = fastest();
   const indexedCopy = copies.find((copy) => copy.indexed)!;
   const hashes = await withClient(urlOf(database), async (client) => {
     const hash = async (table: string): Promise<string> =>
@@ -374,6 +378,7 @@ async function measureReplace(
     copyMs: floor.ms,
     copyServerCpuMs: floor.serverMs,
     copyFormat: floor.format,
+    copyByFormat: { csv: fastest("csv"), text: fastest("text") },
     indexedCopyMs: indexedCopy.ms,
     indexedCopyServerCpuMs: indexedCopy.serverMs,
     ratio: lakeswap.sinkMs / floor.ms,

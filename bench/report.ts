@@ -560,6 +560,10 @@ function renderPgUpsert(figures: PgUpsertFigures): string {
       sinkRow("  (context) the same replace on the index layout (partitioning: index, or a target made before): DELETE the partition, COPY its rows", replace.indexLayout.lakeswap),
       sinkRow("  (context) its first send of the older rows into the empty target", replace.indexLayout.firstSend),
       [`floor · plain COPY … FROM STDIN of the same rows into an empty table of the same columns, no index (fastest of four: CSV and text format, twice each; this one ${replace.copyFormat})`, count(figures.rows), seconds(replace.copyMs), "", cpu(replace.copyServerCpuMs), rate(figures.rows, replace.copyMs)],
+      ...(["csv", "text"] as const).map((format) => {
+        const copy = replace.copyByFormat[format];
+        return [`  (context) the faster of the two in ${format === "csv" ? "CSV" : "text format"}`, count(figures.rows), seconds(copy.ms), "", cpu(copy.serverMs), rate(figures.rows, copy.ms)];
+      }),
       ["  (context) a CSV COPY into an empty table with the target's index on the partition column", count(figures.rows), seconds(replace.indexedCopyMs), "", cpu(replace.indexedCopyServerCpuMs), rate(figures.rows, replace.indexedCopyMs)],
     ],
   );
