@@ -1,5 +1,5 @@
 import { InvalidInputError } from "../model/errors.js";
-import { quoteLiteral } from "../model/sql.js";
+import { quoteFilePath } from "../model/sql.js";
 import type { TableDefinition } from "../model/table.js";
 import type { ObjectStore } from "../store/object-store.js";
 import { duckdb } from "../duckdb/duckdb-module.js";
@@ -57,7 +57,7 @@ export class DuckDbEngine implements Engine {
     if (run.files.length === 0) return 0;
     const pathOf = this.files.pathInPlace;
     if (!pathOf) throw new InvalidInputError("the DuckDB engine counts rows of a local lake only; in AWS mode Athena counts them");
-    const list = run.files.map((key) => quoteLiteral(pathOf(key))).join(", ");
+    const list = run.files.map((key) => quoteFilePath(pathOf(key))).join(", ");
     return this.duckdb.withConnection(async (connection) => {
       const reader = await connection.runAndReadAll(`SELECT count(*) FROM read_parquet([${list}], hive_partitioning = false)`);
       return Number(reader.getRows()[0]?.[0] ?? 0);

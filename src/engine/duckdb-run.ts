@@ -63,6 +63,11 @@ export async function buildRun(connection: DuckDBConnection, request: BuildReque
  * Hive does: read off the runs' paths by one scan of every file where that gives exactly them, else one scan per
  * partition with its values as constants). None where the store's files are not local: DuckDB does not read an S3
  * lake's tables (Athena does).
+ *
+ * The paths are quoted as they are, not as `quoteFilePath` writes them: the instance that runs users' SQL checks each
+ * path against its allowed folders as written, before it is taken as a glob. Only the lake's own folder may hold glob
+ * characters (table names, partition values and run ids are checked), and a run's path, with its random run id, is
+ * matched by no other file, so DuckDB reads the file itself (it takes a glob that matches nothing as a path).
  */
 export async function registerViews(connection: DuckDBConnection, sources: readonly TableSnapshot[], files: FileAccess): Promise<void> {
   const pathOf = files.pathInPlace;

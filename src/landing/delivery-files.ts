@@ -10,14 +10,16 @@ const GLOB_CHARACTERS = /[*?[{]/;
  * globs expanded (`*`, `?`, `[...]`, `**` across folders, `{a,b}`), each
  * glob's matches sorted, duplicates dropped, in the order the patterns come.
  * Hidden files (`.name`, such as a writer's `.part` files) are not matched
- * by a glob, only by name. A pattern that matches nothing is an error naming
+ * by a glob, only by name. A pattern that is the path of a file names that file, though it holds glob
+ * characters (`orders[1].csv`, as a browser or an export names a second copy). A pattern that matches nothing is an error naming
  * it. Expanded here rather than by DuckDB, so that naming a delivery (a
  * resend of a known one needs nothing else) does not load the engine.
  */
 export async function deliveryFiles(patterns: readonly string[]): Promise<string[]> {
   const files: string[] = [];
   for (const pattern of patterns) {
-    const matched = GLOB_CHARACTERS.test(pattern) ? await expand(pattern) : await existing(pattern);
+    const literal = await existing(pattern);
+    const matched = literal.length === 0 && GLOB_CHARACTERS.test(pattern) ? await expand(pattern) : literal;
     if (matched.length === 0) {
       throw new InvalidInputError(`no source file matches '${pattern}': check the dataset's source.path, or name the delivery with --input FILE`);
     }

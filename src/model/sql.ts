@@ -56,6 +56,16 @@ export function quoteLiteral(value: string): string {
   return `'${value.replaceAll("'", "''")}'`;
 }
 
+/**
+ * A file's path as a SQL literal for DuckDB's readers (read_csv, read_parquet, parquet_schema, ...), which take a
+ * path holding `*`, `?` or `[` as a glob: `a[1].csv` would read `a1.csv`, `b*.csv` every `b…csv` of the folder. Each
+ * such character is written as a one-character class (`[[]`, `[*]`, `[?]`), which matches only itself; the path
+ * DuckDB reports for the file (its `filename` column) is the file's own.
+ */
+export function quoteFilePath(path: string): string {
+  return quoteLiteral(path.replace(/[[*?]/g, (character) => `[${character}]`));
+}
+
 /** A value made safe to quote in a message: control characters shown as escapes, long values cut. */
 export function printable(value: string, max = 80): string {
   // eslint-disable-next-line no-control-regex

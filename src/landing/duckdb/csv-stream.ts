@@ -4,7 +4,7 @@ import { quoteIdentifier, quoteLiteral } from "../../model/sql.js";
 import type { LandRequest } from "../landing.js";
 import { csvLayout } from "./csv-input.js";
 import { searchLines } from "./text-lines.js";
-import { READ_BUFFER_BYTES, sqlList, type SourceRows } from "./landing-sql.js";
+import { READ_BUFFER_BYTES, sqlFileList, sqlList, type SourceRows } from "./landing-sql.js";
 
 /** The reason of a streamed row that holds a quote: only the exact reader can tell whether it is a bad one. */
 export const QUOTE_IN_FIELD = "a field holds a quote";
@@ -57,7 +57,7 @@ export async function streamedCsv(request: LandRequest): Promise<StreamedCsv | u
     held.carriageReturns ? `nullif(CASE WHEN contains(${field}, chr(13)) THEN regexp_replace(${field}, '\\r+\\n', chr(10), 'g') ELSE ${field} END, '')` : `nullif(${field}, '')`;
   const rows = ({ refused, ordered = false }: StreamedRead): SourceRows => {
     const read =
-      `read_csv(${sqlList(request.files)}, header = ${request.header}, auto_detect = false, ` +
+      `read_csv(${sqlFileList(request.files)}, header = ${request.header}, auto_detect = false, ` +
       `columns = {${fields.map((f) => `${quoteLiteral(f)}: 'VARCHAR'`).join(", ")}}, delim = ${quoteLiteral(delimiter)}, quote = '"', escape = '"', ` +
       `strict_mode = true, buffer_size = ${READ_BUFFER_BYTES}, filename = true, ` +
       (refused === "skipped"

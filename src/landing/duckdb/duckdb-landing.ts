@@ -2,7 +2,7 @@ import { promises as fs } from "node:fs";
 import { randomBytes } from "node:crypto";
 import type { DuckDBConnection } from "@duckdb/node-api";
 import { InvalidInputError } from "../../model/errors.js";
-import { quoteIdentifier, quoteLiteral } from "../../model/sql.js";
+import { quoteFilePath, quoteIdentifier, quoteLiteral } from "../../model/sql.js";
 import { duckdbStorageType } from "../../model/column-types.js";
 import type { TableDefinition } from "../../model/table.js";
 import { faultPoint } from "../../shared/faults.js";
@@ -205,7 +205,7 @@ export class DuckDbLanding implements Landing {
       try {
         await this.duckdb.withConnection((connection: DuckDBConnection) =>
           connection.run(
-            `COPY (SELECT ${projection} FROM read_parquet([${sources.paths.map(quoteLiteral).join(", ")}], hive_partitioning = false)) TO ${quoteLiteral(target.path)} ` +
+            `COPY (SELECT ${projection} FROM read_parquet([${sources.paths.map(quoteFilePath).join(", ")}], hive_partitioning = false)) TO ${quoteLiteral(target.path)} ` +
               `(FORMAT PARQUET, COMPRESSION ${table.compression === "zstd" ? "zstd" : "snappy"})`,
           ),
         );

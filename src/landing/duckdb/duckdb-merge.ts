@@ -2,7 +2,7 @@ import type { DuckDBConnection } from "@duckdb/node-api";
 import { InvalidInputError } from "../../model/errors.js";
 import { partitionOfValues, partitionPath, partitionValue, type Partition } from "../../model/partition.js";
 import { finishRawSignature, signatureColumnOrder } from "../../model/signature.js";
-import { quoteIdentifier, quoteLiteral, quoteRelation } from "../../model/sql.js";
+import { quoteFilePath, quoteIdentifier, quoteLiteral, quoteRelation } from "../../model/sql.js";
 import type { LandedPartition, MergeRequest } from "../landing.js";
 import { signatureQuery } from "./signature-sql.js";
 import type { SignatureForm } from "../../duckdb/duckdb-open.js";
@@ -100,7 +100,7 @@ function mergeSql(connection: DuckDBConnection, request: MergeRequest, relations
     order: request.orderBy.length > 0 ? request.orderBy.map((c) => `${quoteIdentifier(c)} DESC NULLS LAST`).join(", ") : "1",
     values: async (sql) => (await connection.runAndReadAll(sql)).getRowsJS(),
     read: (paths) =>
-      `(SELECT c.*${andKeys("f")} FROM read_parquet([${paths.map(quoteLiteral).join(", ")}], filename = '${FILE_COLUMN}', hive_partitioning = false) AS c ` +
+      `(SELECT c.*${andKeys("f")} FROM read_parquet([${paths.map(quoteFilePath).join(", ")}], filename = '${FILE_COLUMN}', hive_partitioning = false) AS c ` +
       `JOIN ${files} AS f USING (${FILE_COLUMN}))`,
   };
 }

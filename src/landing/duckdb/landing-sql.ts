@@ -1,5 +1,5 @@
 import { errorMessage } from "../../model/errors.js";
-import { printable, quoteLiteral } from "../../model/sql.js";
+import { printable, quoteFilePath, quoteLiteral } from "../../model/sql.js";
 import type { LandRequest } from "../landing.js";
 
 // What the readers of each format (./csv-input.ts, ./jsonl-input.ts, ./parquet-input.ts) and landing
@@ -39,8 +39,14 @@ export function shown(text: string): string {
   return `'''' || CASE WHEN length(${text}) > 60 THEN left(${text}, 57) || '...' ELSE ${text} END || ''''`;
 }
 
+/** Paths as a SQL list of their values (to compare with the path a reader reports, or to name a file in a message). */
 export function sqlList(files: readonly string[]): string {
   return `[${files.map(quoteLiteral).join(", ")}]`;
+}
+
+/** Files to read, as a SQL list for DuckDB's readers: each path names that one file, whatever characters it holds (`quoteFilePath`). */
+export function sqlFileList(files: readonly string[]): string {
+  return `[${files.map(quoteFilePath).join(", ")}]`;
 }
 
 export function fileList(files: readonly string[]): string {

@@ -1,13 +1,14 @@
 import type { DuckDBConnection } from "@duckdb/node-api";
 import { InvalidInputError } from "../../model/errors.js";
-import { quoteLiteral } from "../../model/sql.js";
+import { quoteFilePath } from "../../model/sql.js";
 import type { LandRequest } from "../landing.js";
-import { fileList, sqlList, type SourceRows } from "./landing-sql.js";
+import { fileList, sqlFileList, sqlList, type SourceRows } from "./landing-sql.js";
 
 /** Parquet: the declared columns by name (case-insensitively), with their types in the file, and each row's number in its file. */
 export async function readParquet(connection: DuckDBConnection, request: LandRequest): Promise<SourceRows> {
-  const files = sqlList(request.files);
-  const described = (await connection.runAndReadAll(`DESCRIBE SELECT * FROM read_parquet(${files}, hive_partitioning = false)`)).getRowsJS().map(([name, type]) => [String(name), String(type)] as const);
+  // The files to read (each path that one file), and their paths as values, to number the file a row came from.
+  const [read, files] = [sqlFileList(request.files), sqlList(request.files)];
+  const described = (await connection.runAndReadAll(`DESCRIBE SELECT * FROM read_parquet(${read}, hive_partitioning = false)`)).getRowsJS().map(([name, type]) => [String(name), String(type)] as const);
   const found = request.columns.map((c) => described.find(([name]) => name.toLowerCase() === c.name.toLowerCase()));
   await refuseCaseTwins(connection, request);
   const missing = request.columns.filter((_, i) => found[i] === undefined).map((c) => c.name);
@@ -25,12 +26,12 @@ export async function readParquet(connection: DuckDBConnection, request: LandReq
     return {
       select:
         `SELECT list_position(${files}, __lakeswap_file)::INTEGER AS __file, file_row_number + 1 AS __line, NULL::VARCHAR AS __structural, ${values} ` +
-        `FROM read_parquet(${files}, filename = '__lakeswap_file', file_row_number = true, hive_partitioning = false)`,
+        `FROM read_parquet(${read}, filename = '__lakeswap_file', file_row_number = true, hive_partitioning = false)`,
       types,
     };
   }
   const perFile = request.files.map(
-    (file, index) => `SELECT ${index + 1} AS __file, row_number() OVER () AS __line, NULL::VARCHAR AS __structural, ${values} FROM read_parquet(${quoteLiteral(file)}, hive_partitioning = false)`,
+    (file, index) => `SELECT ${index + 1} AS __file, row_number() OVER () AS __line, NULL::VARCHAR AS __structural, ${values} FROM read_parquet(${quoteFilePath(file)}, hive_partitioning = false)`,
   );
   return { select: perFile.join(" UNION ALL "), types };
 }
@@ -41,7 +42,7 @@ export async function readParquet(connection: DuckDBConnection, request: LandReq
  * the first alone). The names are the files' own, from their schemas.
  */
 async function refuseCaseTwins(connection: DuckDBConnection, request: LandRequest): Promise<void> {
-  const schema = (await connection.runAndReadAll(`SELECT file_name, name, num_children FROM parquet_schema(${sqlList(request.files)})`)).getRowsJS();
+  const schema = (await connection.runAndReadAll(`SELECT file_name, name, num_children FROM parquet_schema(${sqlFileList(request.files)})`)).getRowsJS();
   const declared = new Set(request.columns.map((c) => c.name.toLowerCase()));
   for (const file of request.files) {
     const elements = schema.filter(([name]) => name === file).map(([, name, children]) => ({ name: String(name), children: Number(children ?? 0) }));

@@ -2,9 +2,8 @@ import { isUtf8 } from "node:buffer";
 import { open } from "node:fs/promises";
 import type { DuckDBConnection } from "@duckdb/node-api";
 import { InvalidInputError } from "../../model/errors.js";
-import { quoteLiteral } from "../../model/sql.js";
 import type { LandRequest } from "../landing.js";
-import { outOfMemory, READ_BUFFER_BYTES, sqlList } from "./landing-sql.js";
+import { outOfMemory, READ_BUFFER_BYTES, sqlFileList, sqlList } from "./landing-sql.js";
 
 /**
  * Bytes read from a text file at a time; a longer line is read whole, in as many reads as it takes. Binding a
@@ -60,7 +59,7 @@ export async function loadLines(connection: DuckDBConnection, request: LandReque
 
 /** DuckDB's CSV reader of text files, a line a record (an empty one NULL, a byte order mark dropped), with `extra` options. */
 function lineReader(files: string | readonly string[], extra = ""): string {
-  const list = typeof files === "string" ? quoteLiteral(files) : sqlList(files);
+  const list = sqlFileList(typeof files === "string" ? [files] : files);
   return (
     `read_csv(${list}, header = false, auto_detect = false, columns = {'line': 'VARCHAR'}, delim = chr(${FIELD_SEPARATOR}), quote = '', escape = '', ` +
     `strict_mode = true, buffer_size = ${READ_BUFFER_BYTES}${extra})`

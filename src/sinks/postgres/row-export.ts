@@ -3,7 +3,7 @@ import path from "node:path";
 import type { DuckDBConnection, DuckDBInstance } from "@duckdb/node-api";
 import { duckdbStorageType } from "../../model/column-types.js";
 import { LakeswapError } from "../../model/errors.js";
-import { quoteLiteral } from "../../model/sql.js";
+import { quoteFilePath, quoteLiteral } from "../../model/sql.js";
 import type { SinkColumn, SinkLayout, SinkPartitionWrite } from "../sink.js";
 import { ident } from "./sql-names.js";
 
@@ -69,7 +69,7 @@ export class RowExport {
         return `${column.type === "VARCHAR" ? copyTextEscaped(value) : value} AS ${ident(column.name)}`;
       })
       .join(", ");
-    const rows = `read_parquet([${part.files.map((file) => quoteLiteral(file)).join(", ")}], hive_partitioning = false)`;
+    const rows = `read_parquet([${part.files.map((file) => quoteFilePath(file)).join(", ")}], hive_partitioning = false)`;
     if (layout.mode === "upsert") await this.checkUniqueKeys(connection, layout, part, rows);
     const options = "FORMAT CSV, HEADER false, DELIMITER E'\\t', QUOTE '', ESCAPE '', NULLSTR '\\N'";
     const key = layout.primaryKey.filter((name) => !part.partition.keys.includes(name));
@@ -92,7 +92,7 @@ export class RowExport {
     const keyColumns = key.map((_, i) => `'k${i}': 'VARCHAR'`).join(", ");
     const cast = key.map((name, i) => `TRY_CAST(k${i} AS ${duckdbStorageType(layout.columns.find((c) => c.name === name)!.type)}) AS k${i}`).join(", ");
     await connection.run(
-      `CREATE OR REPLACE TEMP TABLE lakeswap_target_keys AS SELECT DISTINCT ${cast} FROM read_csv(${quoteLiteral(keys)}, ` +
+      `CREATE OR REPLACE TEMP TABLE lakeswap_target_keys AS SELECT DISTINCT ${cast} FROM read_csv(${quoteFilePath(keys)}, ` +
         `header = false, auto_detect = false, delim = ',', quote = '"', escape = '"', columns = {${keyColumns}})`,
     );
     try {
