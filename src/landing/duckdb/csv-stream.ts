@@ -1,5 +1,5 @@
 import { isUtf8 } from "node:buffer";
-import { open } from "node:fs/promises";
+import { closeSync, openSync, readSync } from "node:fs";
 import { quoteIdentifier, quoteLiteral } from "../../model/sql.js";
 import type { LandRequest } from "../landing.js";
 import { csvLayout } from "./csv-input.js";
@@ -32,7 +32,7 @@ export async function streamedCsv(request: LandRequest): Promise<StreamedCsv | u
   if (delimiter === " " || delimiter === '"') return undefined;
   const layouts: ReturnType<typeof csvLayout>[] = [];
   for (const file of request.files) {
-    const first = await firstLine(file);
+    const first = firstLine(file);
     const fields = first === undefined || first.trim() === "" ? undefined : splitLine(first, delimiter);
     if (fields === undefined) return undefined;
     layouts.push(csvLayout(request, file, 1, fields));
@@ -181,16 +181,20 @@ function droppedLastField(lines: Buffer, delimiter: string, width: number, quote
 }
 
 /** The first line of a file (a byte order mark and a line end's `\r` dropped), or undefined where it is not within FIRST_LINE_BYTES. */
-async function firstLine(file: string): Promise<string | undefined> {
-  const handle = await open(file, "r");
+/** Where each file's first line is read (synchronously, one file at a time), left unfilled: only the bytes read are looked at. */
+const firstLineBuffer = Buffer.allocUnsafe(FIRST_LINE_BYTES);
+
+function firstLine(file: string): string | undefined {
+  // Synchronous: one small read, where a round trip to the thread pool per open, read and close costs more.
+  const fd = openSync(file, "r");
   try {
-    const buffer = Buffer.alloc(FIRST_LINE_BYTES);
-    const { bytesRead } = await handle.read(buffer, 0, FIRST_LINE_BYTES, 0);
+    const buffer = firstLineBuffer;
+    const bytesRead = readSync(fd, buffer, 0, FIRST_LINE_BYTES, 0);
     const start = bytesRead >= 3 && buffer[0] === 0xef && buffer[1] === 0xbb && buffer[2] === 0xbf ? 3 : 0;
     const end = buffer.subarray(0, bytesRead).indexOf(10);
     if (end < 0 && bytesRead === FIRST_LINE_BYTES) return undefined;
     return buffer.toString("utf8", start, end < 0 ? bytesRead : end).replace(/\r$/, "");
   } finally {
-    await handle.close();
+    closeSync(fd);
   }
 }

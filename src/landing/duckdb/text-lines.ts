@@ -1,5 +1,7 @@
 import { isUtf8 } from "node:buffer";
+import { closeSync, fstatSync, openSync, readSync } from "node:fs";
 import { open } from "node:fs/promises";
+import { setImmediate as yieldToEvents } from "node:timers/promises";
 import type { DuckDBConnection } from "@duckdb/node-api";
 import { InvalidInputError } from "../../model/errors.js";
 import type { LandRequest } from "../landing.js";
@@ -91,15 +93,21 @@ async function readsPlainly(request: LandRequest, file: string): Promise<boolean
 /**
  * Searches a file in chunks of whole lines (a line end is never inside a UTF-8 character, so they are whole characters
  * too), SCAN_BYTES read at a time; the last chunk (`atEnd`) holds the rest of the file. True as soon as `found` is.
+ * The buffer is no larger than the file (a delivery of many small files would otherwise fill SCAN_BYTES of zeros per
+ * file: 10,000 files of 10 rows took 2.7 s here), and left unfilled: only the bytes read are ever searched. Read with
+ * synchronous calls (a round trip to the thread pool per open, read and close cost a delivery of 10,000 small files
+ * seconds); the process's events get their turn after every chunk.
  */
 export async function searchLines(file: string, found: (lines: Buffer, atEnd: boolean) => boolean): Promise<boolean> {
-  const handle = await open(file, "r");
+  const fd = openSync(file, "r");
   try {
-    let buffer = Buffer.alloc(SCAN_BYTES);
+    const { size } = fstatSync(fd);
+    let buffer = Buffer.allocUnsafe(Math.min(SCAN_BYTES, size + 1));
     let held = 0;
-    for (;;) {
-      if (held === buffer.length) buffer = Buffer.concat([buffer, Buffer.alloc(buffer.length)]);
-      const { bytesRead } = await handle.read(buffer, held, buffer.length - held);
+    for (let chunk = 0; ; chunk++) {
+      if (chunk > 0) await yieldToEvents();
+      if (held === buffer.length) buffer = Buffer.concat([buffer, Buffer.allocUnsafe(buffer.length)]);
+      const bytesRead = readSync(fd, buffer, held, buffer.length - held, null);
       const end = held + bytesRead;
       // The rest of the last line waits for the next read (all of it at the end of the file).
       const cut = bytesRead === 0 ? end : buffer.lastIndexOf(10, end - 1) + 1;
@@ -109,7 +117,7 @@ export async function searchLines(file: string, found: (lines: Buffer, atEnd: bo
       held = end - cut;
     }
   } finally {
-    await handle.close();
+    closeSync(fd);
   }
 }
 
