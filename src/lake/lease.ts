@@ -75,7 +75,8 @@ export class WriterLease {
     }
     const ttlMs = options.ttlMs ?? DEFAULT_LEASE_TTL_MS;
     const key = leaseKey(table);
-    const deadline = Date.now() + options.waitMs;
+    const started = Date.now();
+    const deadline = started + options.waitMs;
     let waiting = false;
     for (let attempt = 0; ; attempt += 1) {
       const lock = options.kernelLock === false ? undefined : await takeLock(store, table);
@@ -95,7 +96,11 @@ export class WriterLease {
         holder = parseRecord((await store.get(key))?.body);
       }
       const shown = holder ?? unknownHolder(table);
-      if (Date.now() >= deadline) throw new LeaseHeldError(heldMessage(shown, options.waitMs, lock === "busy"));
+      // A kernel lock outlives a killed writer by a moment where its flock(1) child held it (the child ends once it
+      // sees its pipe from the writer close): while the lease names a process of this host that is gone, the lock is
+      // waited for that long, also by a writer that does not wait, so that a dead writer's lease is taken at once.
+      const releasing = lock === "busy" && holder !== undefined && processGone(holder) && Date.now() < started + RELEASING_LOCK_MS;
+      if (Date.now() >= deadline && !releasing) throw new LeaseHeldError(heldMessage(shown, options.waitMs, lock === "busy"));
       if (!waiting) {
         waiting = true;
         options.onWait?.(shown);
@@ -269,6 +274,20 @@ function parseRecord(body: Uint8Array | undefined): LeaseRecord | undefined {
   }
 }
 
+/** How long a kernel lock is waited for after its lease's process of this host is gone (its flock(1) child ending). */
+const RELEASING_LOCK_MS = 3000;
+
+/** Whether the lease names a process of this host, not this one, that no longer exists. */
+function processGone(holder: LeaseRecord): boolean {
+  if (holder.host !== hostname() || holder.pid === process.pid) return false;
+  try {
+    process.kill(holder.pid, 0);
+    return false;
+  } catch (error) {
+    return (error as { code?: string }).code === "ESRCH";
+  }
+}
+
 /**
  * Expired, or held by a process of this host that no longer exists (`locked`: this writer holds the table's
  * kernel lock, which that process would hold if it were alive). A lease of another host holds until it expires:
@@ -278,13 +297,7 @@ function leaseAbandoned(holder: LeaseRecord, locked: boolean): boolean {
   if (Date.parse(holder.expiresAt) <= clockNow()) return true;
   if (holder.host !== hostname()) return false;
   if (locked) return true;
-  if (holder.pid === process.pid) return false;
-  try {
-    process.kill(holder.pid, 0);
-    return false;
-  } catch (error) {
-    return (error as { code?: string }).code === "ESRCH";
-  }
+  return processGone(holder);
 }
 
 function heldMessage(holder: LeaseRecord, waitMs: number, kernelLock: boolean): string {
