@@ -180,10 +180,10 @@ function droppedLastField(lines: Buffer, delimiter: string, width: number, quote
   return false;
 }
 
-/** The first line of a file (a byte order mark and a line end's `\r` dropped), or undefined where it is not within FIRST_LINE_BYTES. */
 /** Where each file's first line is read (synchronously, one file at a time), left unfilled: only the bytes read are looked at. */
 const firstLineBuffer = Buffer.allocUnsafe(FIRST_LINE_BYTES);
 
+/** The first line of a file (a byte order mark and a line end's `\r` dropped), or undefined where it is not within FIRST_LINE_BYTES. */
 function firstLine(file: string): string | undefined {
   // Synchronous: one small read, where a round trip to the thread pool per open, read and close costs more.
   const fd = openSync(file, "r");
