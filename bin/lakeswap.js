@@ -22,14 +22,16 @@ const file = fileURLToPath(new URL("../dist/bundle/cli.cjs", import.meta.url));
 const cacheFile = `${file}.cache`;
 const DIGEST_BYTES = 32;
 
-let source;
+let bytes;
 try {
-  source = readFileSync(file, "utf8");
+  bytes = readFileSync(file);
 } catch {
   process.stderr.write(`lakeswap: ${file} is missing: build the CLI with 'npm run build' (npm ci does it)\n`);
   process.exit(1);
 }
-const digest = createHash("sha256").update(source).digest();
+// The digest of the bytes as read: a string would be encoded to UTF-8 again to be hashed.
+const digest = createHash("sha256").update(bytes).digest();
+const source = bytes.toString("utf8");
 let cachedData;
 try {
   const cache = readFileSync(cacheFile);

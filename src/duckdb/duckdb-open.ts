@@ -145,34 +145,53 @@ function nativeExtensionAbsent(extension: string): string | undefined {
   return undefined;
 }
 
-/** A connection, and its instance, with lakeswap's extension loaded. */
-export interface NativeConnection {
+/**
+ * The process's own small DuckDB: one thread, in memory, no file reachable through SQL and its configuration locked,
+ * with lakeswap's extension loaded where it is there. It parses users' SQL (../engine/sql-guard.ts: only parsed,
+ * never run) and, through `native`, calls the extension's functions other than signatures (the kernel locks:
+ * ../store/kernel-lock.ts), so that a command opens one instance for both rather than two (each costs 15-35 ms).
+ */
+export interface ProcessDuckDb {
   readonly instance: DuckDBInstance;
-  readonly connection: DuckDBConnection;
+  /** A connection with the extension loaded; or why there is none (as `openDuckDb` says). */
+  readonly native: DuckDBConnection | { readonly unavailable: string };
 }
 
-/**
- * A connection to a small in-memory instance (one thread) with lakeswap's extension loaded, for its functions
- * other than signatures (the kernel locks: ../store/kernel-lock.ts); or why there is none (as `openDuckDb` says).
- * Both stay open for the life of the process (the caller keeps the instance referenced with its connection).
- */
-export async function openNativeConnection(): Promise<NativeConnection | { readonly unavailable: string }> {
+let processWide: Promise<ProcessDuckDb> | undefined;
+
+/** The process's own DuckDB (see ProcessDuckDb), opened on first use; it stays open for the life of the process. */
+export function processDuckDb(): Promise<ProcessDuckDb> {
+  processWide ??= openProcessDuckDb();
+  return processWide;
+}
+
+async function openProcessDuckDb(): Promise<ProcessDuckDb> {
+  const { DuckDBInstance } = await duckdb();
   const absent = nativeExtensionAbsent(NATIVE_EXTENSION_PATH);
-  if (absent !== undefined) return { unavailable: absent };
-  try {
-    const instance = await (await duckdb()).DuckDBInstance.create(":memory:", { allow_unsigned_extensions: "true", threads: "1" });
+  let instance = await DuckDBInstance.create(":memory:", { threads: "1", ...(absent === undefined ? { allow_unsigned_extensions: "true" } : {}) });
+  let native: ProcessDuckDb["native"] = { unavailable: absent ?? "" };
+  if (absent === undefined) {
     const connection = await instance.connect();
     try {
       await connection.run(`LOAD ${quoteLiteral(NATIVE_EXTENSION_PATH)}`);
+      native = connection;
     } catch (error) {
       connection.closeSync();
       instance.closeSync();
-      throw error;
+      instance = await DuckDBInstance.create(":memory:", { threads: "1" });
+      native = { unavailable: `the native extension did not load: ${errorMessage(error)}` };
     }
-    return { instance, connection };
-  } catch (error) {
-    return { unavailable: `the native extension did not load: ${errorMessage(error)}` };
   }
+  // The extension opens its lock files itself (open(2)), not through DuckDB: they need no file access from SQL.
+  const connection = await instance.connect();
+  try {
+    for (const setting of ["autoinstall_known_extensions = false", "autoload_known_extensions = false", "enable_external_access = false", "lock_configuration = true"]) {
+      await connection.run(`SET ${setting}`);
+    }
+  } finally {
+    connection.closeSync();
+  }
+  return { instance, native };
 }
 
 /** The DuckDB instance that runs users' SQL, and how to close it (and remove its spill folder). */

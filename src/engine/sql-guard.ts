@@ -1,32 +1,18 @@
 import type { DuckDBInstance } from "@duckdb/node-api";
-import { duckdb } from "../duckdb/duckdb-module.js";
+import { processDuckDb } from "../duckdb/duckdb-open.js";
 import { InvalidInputError, errorMessage } from "../model/errors.js";
 import { printable } from "../model/sql.js";
 
 /**
  * Checks users' SQL with DuckDB's own parser, never with string tests: a layer's SQL (a sql file,
  * `--sql`, `--sql-file`) must be exactly one SELECT, and a partition or `inputs.map` expression
- * exactly one expression. Parsing runs in a DuckDB instance of its own that cannot read or write a
- * file, so nothing of the checked text is ever executed. Any engine may use it (DuckDB, Athena).
+ * exactly one expression. Parsing runs in the process's own DuckDB instance, which cannot read or write a
+ * file through SQL, and nothing of the checked text is ever executed. Any engine may use it (DuckDB, Athena).
  */
 
-let parser: Promise<DuckDBInstance> | undefined;
-
-/** The parse-only instance: no file access, no extension loading. */
-function parserInstance(): Promise<DuckDBInstance> {
-  parser ??= (async () => {
-    const instance = await (await duckdb()).DuckDBInstance.create(":memory:");
-    const connection = await instance.connect();
-    try {
-      for (const setting of ["autoinstall_known_extensions = false", "autoload_known_extensions = false", "enable_external_access = false", "lock_configuration = true"]) {
-        await connection.run(`SET ${setting}`);
-      }
-    } finally {
-      connection.closeSync();
-    }
-    return instance;
-  })();
-  return parser;
+/** The parse-only instance: the process's own DuckDB, which reaches no file through SQL (../duckdb/duckdb-open.ts). */
+async function parserInstance(): Promise<DuckDBInstance> {
+  return (await processDuckDb()).instance;
 }
 
 /** DuckDB's parse tree of `sql` (json_serialize_sql): statements, or the parser's error. */

@@ -1,8 +1,9 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { promises as fs } from "node:fs";
 import path from "node:path";
+import type { DuckDBConnection } from "@duckdb/node-api";
 import { duckdbLoaded } from "../duckdb/duckdb-module.js";
-import { openNativeConnection, type NativeConnection } from "../duckdb/duckdb-open.js";
+import { processDuckDb } from "../duckdb/duckdb-open.js";
 import { errorMessage } from "../model/errors.js";
 import { quoteLiteral } from "../model/sql.js";
 import type { ProcessLock } from "./object-store.js";
@@ -17,7 +18,7 @@ export type KernelLockAnswer = ProcessLock | "busy" | { readonly unavailable: st
  * ends (kill -9 too); a process that is merely stopped or paused keeps it; no child process inherits it.
  *
  * Node 20 has no flock API: lakeswap's DuckDB extension, where it is built and loads, holds the lock on a descriptor
- * of this process (`lakeswap_flock`, native/lakeswap_lock.c), through one small DuckDB connection opened on first use;
+ * of this process (`lakeswap_flock`, native/lakeswap_lock.c), through the process's own small DuckDB (opened on first use);
  * else a util-linux flock(1) child holds it. Both are flock(2) on the same file, so they exclude each other.
  *
  * `native`: true takes it through the extension (flock(1) where the extension is not there: no C compiler,
@@ -45,7 +46,7 @@ export async function takeKernelLock(file: string, options: { readonly native?: 
 let opened: Promise<NativeLocks | undefined> | undefined;
 
 function nativeLocks(): Promise<NativeLocks | undefined> {
-  opened ??= openNativeConnection().then((native) => ("unavailable" in native ? undefined : new NativeLocks(native)));
+  opened ??= processDuckDb().then(({ native }) => ("unavailable" in native ? undefined : new NativeLocks(native)));
   return opened;
 }
 
@@ -54,7 +55,7 @@ class NativeLocks {
   /** Calls one at a time: one connection runs one query at a time. */
   private calls: Promise<unknown> = Promise.resolve();
 
-  constructor(private readonly native: NativeConnection) {}
+  constructor(private readonly connection: DuckDBConnection) {}
 
   async take(file: string): Promise<KernelLockAnswer> {
     let descriptor: bigint;
@@ -74,7 +75,7 @@ class NativeLocks {
 
   /** The one value `sql` answers. */
   private call(sql: string): Promise<unknown> {
-    const result = this.calls.then(async () => (await this.native.connection.runAndReadAll(sql)).getRows()[0]?.[0]);
+    const result = this.calls.then(async () => (await this.connection.runAndReadAll(sql)).getRows()[0]?.[0]);
     this.calls = result.catch(() => undefined);
     return result;
   }

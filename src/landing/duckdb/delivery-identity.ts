@@ -6,9 +6,7 @@ import { InvalidInputError } from "../../model/errors.js";
 import { now as clockNow } from "../../shared/clock.js";
 import { deliveryFiles } from "../delivery-files.js";
 import type { FileState, IdentifiedDelivery, IdentifiedFiles } from "../landing.js";
-
-/** Bytes read at a time to hash a delivery. */
-const HASH_CHUNK_BYTES = 4 * 1024 * 1024;
+import { FILE_CHUNK_BYTES } from "./landing-sql.js";
 
 /**
  * How long before it was hashed a file must have last changed for its id to be
@@ -90,7 +88,7 @@ function assertUnchanged(files: readonly string[], before: readonly string[], af
  */
 async function deliveryIdOf(files: readonly string[]): Promise<string> {
   const hash = createHash("sha256");
-  const buffer = Buffer.allocUnsafe(HASH_CHUNK_BYTES);
+  const buffer = Buffer.allocUnsafe(FILE_CHUNK_BYTES);
   for (const file of [...files].sort()) {
     hash.update(`${path.basename(file)}\n`);
     const fd = openSync(file, "r");

@@ -29,6 +29,13 @@ export interface SourceRows {
  */
 export const READ_BUFFER_BYTES = 4 * 1024 * 1024;
 
+/**
+ * Bytes of a delivery file read at a time where lakeswap reads one itself (its digest, the scans before DuckDB reads
+ * it). A fresh buffer costs a page fault per 4 KiB the first time it is filled: a 4 MiB one took 21 ms to hash a
+ * 4 MiB file, a 256 KiB one reused 5.7 ms; smaller ones gain nothing more.
+ */
+export const FILE_CHUNK_BYTES = 256 * 1024;
+
 /** DuckDB's error when its memory limit is reached and nothing more can be spilled (or the spill folder is full). */
 export function outOfMemory(error: unknown): boolean {
   return /Out of Memory Error/.test(errorMessage(error));

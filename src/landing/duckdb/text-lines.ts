@@ -5,7 +5,7 @@ import { setImmediate as yieldToEvents } from "node:timers/promises";
 import type { DuckDBConnection } from "@duckdb/node-api";
 import { InvalidInputError } from "../../model/errors.js";
 import type { LandRequest } from "../landing.js";
-import { outOfMemory, READ_BUFFER_BYTES, sqlFileList, sqlList } from "./landing-sql.js";
+import { FILE_CHUNK_BYTES, outOfMemory, READ_BUFFER_BYTES, sqlFileList, sqlList } from "./landing-sql.js";
 
 /**
  * Bytes read from a text file at a time; a longer line is read whole, in as many reads as it takes. Binding a
@@ -13,9 +13,6 @@ import { outOfMemory, READ_BUFFER_BYTES, sqlFileList, sqlList } from "./landing-
  * requests wait): 1 MiB keeps that to about a millisecond, and lands as fast as larger chunks.
  */
 const TEXT_CHUNK_BYTES = 1024 * 1024;
-
-/** Bytes of a file searched at a time (`searchLines`). */
-const SCAN_BYTES = 8 * 1024 * 1024;
 
 /** The byte DuckDB's reader splits a line's fields at when it reads lines whole: a control character that no JSON text holds raw. */
 const FIELD_SEPARATOR = 0x01;
@@ -92,8 +89,8 @@ async function readsPlainly(request: LandRequest, file: string): Promise<boolean
 
 /**
  * Searches a file in chunks of whole lines (a line end is never inside a UTF-8 character, so they are whole characters
- * too), SCAN_BYTES read at a time; the last chunk (`atEnd`) holds the rest of the file. True as soon as `found` is.
- * The buffer is no larger than the file (a delivery of many small files would otherwise fill SCAN_BYTES of zeros per
+ * too), FILE_CHUNK_BYTES read at a time; the last chunk (`atEnd`) holds the rest of the file. True as soon as `found` is.
+ * The buffer is no larger than the file (a delivery of many small files would otherwise fill FILE_CHUNK_BYTES of zeros per
  * file: 10,000 files of 10 rows took 2.7 s here), and left unfilled: only the bytes read are ever searched. Read with
  * synchronous calls (a round trip to the thread pool per open, read and close cost a delivery of 10,000 small files
  * seconds); the process's events get their turn after every chunk.
@@ -102,7 +99,7 @@ export async function searchLines(file: string, found: (lines: Buffer, atEnd: bo
   const fd = openSync(file, "r");
   try {
     const { size } = fstatSync(fd);
-    let buffer = Buffer.allocUnsafe(Math.min(SCAN_BYTES, size + 1));
+    let buffer = Buffer.allocUnsafe(Math.min(FILE_CHUNK_BYTES, size + 1));
     let held = 0;
     for (let chunk = 0; ; chunk++) {
       if (chunk > 0) await yieldToEvents();
