@@ -2,8 +2,8 @@ import type { DuckDBConnection } from "@duckdb/node-api";
 import { InvalidInputError } from "../../model/errors.js";
 import { printable, quoteIdentifier, quoteLiteral } from "../../model/sql.js";
 import type { LandRequest } from "../landing.js";
-import { shown, type LandColumn, type SourceRows } from "./landing-sql.js";
-import { loadLines } from "./text-lines.js";
+import { shown, sqlList, type LandColumn, type SourceRows } from "./landing-sql.js";
+import { loadLines, numberedLines } from "./text-lines.js";
 
 /**
  * JSONL: one JSON object per line; a line that is not one is a bad row with its number and text. Field names match
@@ -17,9 +17,10 @@ export async function readJsonl(connection: DuckDBConnection, request: LandReque
 
 /**
  * The rows of a JSONL delivery (see readJsonl) from the relation of its lines `lines` (`__file`, `__line`, `__raw`): a
- * table, or DuckDB's line reader over the files (./text-lines.ts, `streamedLines`).
+ * table, or DuckDB's line reader over the files (./text-lines.ts, `streamedLines`), whose rows are then `fingerprinted`
+ * (each with a hash of its line, by which `locateBadLines` finds a bad one in its file).
  */
-export function jsonlRows(request: LandRequest, lines: string): SourceRows {
+export function jsonlRows(request: LandRequest, lines: string, options: { readonly fingerprinted?: boolean } = {}): SourceRows {
   // Fields the columns do not declare (ingest): kept as one JSON object in the extra column, or the row is a bad one.
   const unknown = request.unknownFields;
   const declared = request.columns.filter((c) => c.name !== unknown?.column);
@@ -75,7 +76,7 @@ export function jsonlRows(request: LandRequest, lines: string): SourceRows {
   const structural = nested.length === 0 ? "__invalid" : `coalesce(__invalid, ${nested.join(", ")})`;
   return {
     select:
-      `SELECT __file, __line, ${structural} AS __structural, ${values.join(", ")} ` +
+      `SELECT __file, __line, ${structural} AS __structural, ${values.join(", ")}${options.fingerprinted ? `, ${fingerprint()} AS __fingerprint` : ""} ` +
       `FROM (SELECT __file, __line, __raw, __invalid, __rest, __keys, __lower, ${extracted} AS __values ` +
       `FROM (SELECT __file, __line, __raw, __rest, __folded, __keys, __lower, coalesce(__invalid0, ${repeated}, ${unknownProblem}) AS __invalid ` +
       `FROM (SELECT __file, __line, __raw, __invalid0, __keys, __lower, __exact, __folded, ${rest} AS __rest ` +
@@ -87,7 +88,56 @@ export function jsonlRows(request: LandRequest, lines: string): SourceRows {
       `FROM (SELECT __file, __line, __raw, ${invalid} AS __invalid0 FROM ${lines} WHERE regexp_matches(__raw, '[^ ]'))))))))))`,
     types: request.columns.map(() => "VARCHAR"),
     rawTable: lines,
+    fingerprinted: options.fingerprinted ?? false,
   };
+}
+
+/** A line's fingerprint (of its text `raw`): DuckDB's 64-bit hash. Lines of one file that share it are told apart by count. */
+function fingerprint(raw = "__raw"): string {
+  return `hash(${raw})`;
+}
+
+/**
+ * The bad rows of a JSONL delivery read without line numbers (its rows `fingerprinted`), found again in their files:
+ * the bad rows of `landed` (by `checks`, its bad partition values in `badKeys`) go into `badRows`; the lines of each
+ * file that holds one are read in order, numbered, and those with a bad row's fingerprint kept in `found`; then each
+ * bad row, with its file, line, reason and text, goes into the new table `rejected`. Lines of the same text are rows of
+ * the same verdict, so each fingerprint must be found in its file exactly as many times as it has bad rows, with one
+ * reason: false (nothing kept) where it is not (a good line that shares a bad one's hash), and the exact path then
+ * reads the delivery.
+ */
+export async function locateBadLines(
+  connection: DuckDBConnection,
+  request: LandRequest,
+  tables: { readonly landed: string; readonly badKeys: string; readonly badRows: string; readonly found: string; readonly rejected: string },
+  checks: { readonly reason: string; readonly keysMatch: string },
+): Promise<boolean> {
+  const { badRows, found, rejected } = tables;
+  await connection.run(
+    `CREATE TABLE ${badRows} AS SELECT r.__file, r.__fingerprint, ${checks.reason} AS reason ` +
+      `FROM ${tables.landed} r LEFT JOIN ${tables.badKeys} b ON ${checks.keysMatch} WHERE ${checks.reason} IS NOT NULL`,
+  );
+  // The lines are numbered in the order the reader gives them (a streamed landing may have turned that off).
+  await connection.run("RESET SESSION preserve_insertion_order");
+  const bad = `(SELECT __file, __fingerprint, count(*) AS n, count(DISTINCT reason) AS reasons, any_value(reason) AS reason FROM ${badRows} GROUP BY ALL)`;
+  const files = (await connection.runAndReadAll(`SELECT DISTINCT __file FROM ${badRows} ORDER BY 1`)).getRowsJS().map(([file]) => Number(file));
+  await connection.run(`CREATE TABLE ${found} (__file INTEGER, __line BIGINT, __raw VARCHAR)`);
+  for (const file of files) {
+    await connection.run(
+      `INSERT INTO ${found} SELECT * FROM ${numberedLines(request.files[file - 1]!, file - 1)} ` +
+        `WHERE ${fingerprint()} IN (SELECT __fingerprint FROM ${badRows} WHERE __file = ${file})`,
+    );
+  }
+  const lines = `(SELECT __file, ${fingerprint()} AS __fingerprint, count(*) AS n FROM ${found} GROUP BY ALL)`;
+  const disagreeing = await connection.runAndReadAll(
+    `SELECT count(*) FROM ${bad} b FULL JOIN ${lines} l ON b.__file = l.__file AND b.__fingerprint = l.__fingerprint WHERE b.n IS DISTINCT FROM l.n OR b.reasons > 1`,
+  );
+  if (Number(disagreeing.getRowsJS()[0]?.[0]) > 0) return false;
+  await connection.run(
+    `CREATE TABLE ${rejected} AS SELECT ${sqlList(request.files)}[f.__file] AS file, f.__line AS line, b.reason, f.__raw AS raw ` +
+      `FROM ${found} f JOIN ${bad} b ON b.__file = f.__file AND b.__fingerprint = ${fingerprint("f.__raw")} ORDER BY f.__file, f.__line`,
+  );
+  return true;
 }
 
 /**

@@ -6,7 +6,7 @@ import type { LandRequest } from "../landing.js";
 import { readCsv } from "./csv-input.js";
 import { rejectLocatedRows } from "./csv-records.js";
 import { QUOTE_IN_FIELD, streamedCsv, type CsvRejects, type StreamedCsv } from "./csv-stream.js";
-import { jsonlRows, readJsonl, refuseAbsentFields } from "./jsonl-input.js";
+import { jsonlRows, locateBadLines, readJsonl, refuseAbsentFields } from "./jsonl-input.js";
 import { streamedLines } from "./text-lines.js";
 import { readParquet } from "./parquet-input.js";
 import { duckDbMessage, fileList, outOfMemory, shown, sqlList, type SourceRows } from "./landing-sql.js";
@@ -150,8 +150,9 @@ async function convertRows({ connection, request, inPlace, all }: LandingPass, s
   const converted = columns.map((column, i) => conversion(column, i, source.types[i] ?? "VARCHAR"));
   // Casts and zone checks are computed once, a level below the values and reasons that use them several times.
   const computed = converted.flatMap((c) => c.computed);
+  const carried = source.fingerprinted ? "__file, __line, __fingerprint" : "__file, __line";
   const typed =
-    `SELECT ${converted.map((c, i) => `${c.value} AS ${quoteIdentifier(columns[i]!.name)}`).join(", ")}, __file, __line, ` +
+    `SELECT ${converted.map((c, i) => `${c.value} AS ${quoteIdentifier(columns[i]!.name)}`).join(", ")}, ${carried}, ` +
     `coalesce(__structural, ${converted.map((c) => c.problem).join(", ")}) AS __problem ` +
     `FROM (SELECT *${computed.map((c) => `, ${c}`).join("")} FROM (${source.select}))`;
   const normalized = columns.map((c) => {
@@ -161,7 +162,7 @@ async function convertRows({ connection, request, inPlace, all }: LandingPass, s
   });
   const landedSelect =
     `SELECT *${request.partition.map((p) => `, CAST((${p.expression}) AS VARCHAR) AS ${quoteIdentifier(p.key)}`).join("")} ` +
-    `FROM (SELECT ${normalized.join(", ")}, r.__file, r.__line, r.__problem FROM (${typed}) r)`;
+    `FROM (SELECT ${normalized.join(", ")}, ${carried.replaceAll("__", "r.__")}, r.__problem FROM (${typed}) r)`;
   try {
     await connection.run(`CREATE ${inPlace ? "VIEW" : "TABLE"} ${all} AS ${landedSelect}`);
     // A view is only bound here: a file that cannot be read fails below, on the first pass over it.
@@ -216,9 +217,7 @@ async function landStreamedCsv(pass: LandingPass, checks: RowChecks, sign: PassS
     );
     if (Number(bad.getRowsJS()[0]?.[0]) > 0) {
       if (!(await locateBadRows(inPlace, checks, groups, streamed))) return undefined;
-    } else {
-      await connection.run(`CREATE TABLE ${tables.rejected} AS SELECT NULL::VARCHAR AS file, NULL::BIGINT AS line, NULL::VARCHAR AS reason, NULL::VARCHAR AS raw WHERE false`);
-    }
+    } else await createNoRejects(connection, tables.rejected);
     // Later reads of the landed rows (on other connections too) skip the refused records, already bad rows, and keep
     // nothing in temporary tables (the files are checked unchanged, so they are the same records).
     await connection.run(`DROP VIEW ${names.typed}`);
@@ -243,9 +242,10 @@ async function landStreamedCsv(pass: LandingPass, checks: RowChecks, sign: PassS
 
 /**
  * A JSONL delivery landed from DuckDB's line reader (./text-lines.ts), streamed: its rows converted once, into the
- * landed table, as the lines of a table would be, but without the lines kept, so a row has no line number: false
- * (nothing left) where a row is bad (its line and text are then found by the exact path), or the files do not read
- * plainly, or the reader refuses a line (longer than it takes).
+ * landed table, as the lines of a table would be, but without the lines kept, so a row has no line number; each keeps
+ * a hash of its line instead, by which a bad row's line and text are then found in its file (./jsonl-input.ts,
+ * `locateBadLines`). False (nothing left) where they cannot be found that way (the exact path then reads the files
+ * into a table of their lines), or the files do not read plainly, or the reader refuses a line (longer than it takes).
  */
 async function landStreamedJsonl(pass: LandingPass, checks: RowChecks): Promise<boolean> {
   const { connection, request, tables, names, all } = pass;
@@ -258,7 +258,7 @@ async function landStreamedJsonl(pass: LandingPass, checks: RowChecks): Promise<
   await connection.run("SET SESSION preserve_insertion_order = false");
   try {
     try {
-      await convertRows(pass, jsonlRows(request, lines));
+      await convertRows(pass, jsonlRows(request, lines, { fingerprinted: true }));
     } catch (error) {
       // A line DuckDB's reader cannot read fails the scan; so does any other failure to read: the exact path reads the
       // files, and names what fails there.
@@ -270,15 +270,24 @@ async function landStreamedJsonl(pass: LandingPass, checks: RowChecks): Promise<
     const bad = await connection.runAndReadAll(
       `SELECT count(*) FROM (SELECT 1 FROM ${all} r LEFT JOIN ${names.badKeys} b ON ${checks.keysMatch} WHERE ${checks.reason} IS NOT NULL LIMIT 1)`,
     );
-    if (Number(bad.getRowsJS()[0]?.[0]) > 0) return false;
-    await connection.run(`CREATE TABLE ${tables.rejected} AS SELECT NULL::VARCHAR AS file, NULL::BIGINT AS line, NULL::VARCHAR AS reason, NULL::VARCHAR AS raw WHERE false`);
+    if (Number(bad.getRowsJS()[0]?.[0]) > 0) {
+      const relations = { landed: all, badKeys: names.badKeys, badRows: names.badRows, found: names.lines, rejected: tables.rejected };
+      if (!(await locateBadLines(connection, request, relations, checks))) return false;
+    } else await createNoRejects(connection, tables.rejected);
     await keepGoodRows(pass, checks);
+    await connection.run(`ALTER TABLE ${tables.landed} DROP COLUMN __fingerprint`);
     landed = true;
     return true;
   } finally {
     await connection.run("RESET SESSION preserve_insertion_order");
+    for (const table of [names.badRows, names.lines]) await connection.run(`DROP TABLE IF EXISTS ${table}`);
     if (!landed) for (const table of [tables.landed, tables.rejected, names.badKeys]) await connection.run(`DROP TABLE IF EXISTS ${table}`);
   }
+}
+
+/** The rejected table of a delivery without a bad row. */
+async function createNoRejects(connection: DuckDBConnection, rejected: string): Promise<void> {
+  await connection.run(`CREATE TABLE ${rejected} AS SELECT NULL::VARCHAR AS file, NULL::BIGINT AS line, NULL::VARCHAR AS reason, NULL::VARCHAR AS raw WHERE false`);
 }
 
 /** The connection's temporary tables where DuckDB's reader keeps the records it refused while reading a streamed delivery. */
@@ -443,16 +452,7 @@ async function noRoom(connection: DuckDBConnection, request: LandRequest, error:
  * The names of the relations landing makes besides the landed and rejected ones: scratch tables, and (Parquet) the
  * view of every row typed, with its problems, that the landed view filters. `releaseLanding` drops them all.
  */
-function landingScratch(landed: string): {
-  lines: string;
-  records: string;
-  badKeys: string;
-  badRows: string;
-  typed: string;
-  ordered: string;
-  checked: string;
-  groups: string;
-} {
+function landingScratch(landed: string): Record<"lines" | "records" | "badKeys" | "badRows" | "typed" | "ordered" | "checked" | "groups", string> {
   return {
     lines: `${landed}_lines`,
     records: `${landed}_records`,

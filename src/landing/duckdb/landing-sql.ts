@@ -15,12 +15,15 @@ export type LandColumn = LandRequest["columns"][number];
  * from 1), `__structural` (why the row cannot be read at all, or NULL) and one
  * source value per declared column (`__s0`, `__s1`, ...), whose types are
  * `types`. `rawTable` holds each row's original text (`__file`, `__line`,
- * `__raw`), for the dead letters.
+ * `__raw`), for the dead letters. `fingerprinted`: the SELECT also gives
+ * `__fingerprint`, a hash of the row's line, which the landed rows keep (a
+ * row read without its line number is found again in its file by it).
  */
 export interface SourceRows {
   readonly select: string;
   readonly types: readonly string[];
   readonly rawTable?: string;
+  readonly fingerprinted?: boolean;
 }
 
 /**

@@ -39,10 +39,7 @@ export async function loadLines(connection: DuckDBConnection, request: LandReque
     try {
       // The reader splits lines at line feeds only (the file holds no CR), keeps every line, an empty one as NULL, and
       // drops a byte order mark; its rows keep their order through the numbering.
-      await connection.run(
-        `INSERT INTO ${table} SELECT *${computed} FROM (SELECT ${index + 1}::INTEGER AS __file, row_number() OVER () AS __line, coalesce(line, '') AS __raw ` +
-          `FROM ${lineReader(file)})`,
-      );
+      await connection.run(`INSERT INTO ${table} SELECT *${computed} FROM ${numberedLines(file, index)}`);
     } catch (error) {
       // A line longer than the reader takes (or what else it refuses): the file is read from here.
       if (outOfMemory(error)) throw error;
@@ -54,6 +51,15 @@ export async function loadLines(connection: DuckDBConnection, request: LandReque
       `DELETE FROM ${table} WHERE __file = ${index + 1} AND __line > (SELECT coalesce(max(__line), 0) FROM ${table} WHERE __file = ${index + 1} AND __raw <> '')`,
     );
   }
+}
+
+/**
+ * The lines of the `index`th file of a delivery, `file`, that reads plainly (`readsPlainly`), as DuckDB's reader gives
+ * them in order, numbered from 1: a relation of `__file` (index + 1), `__line` and `__raw` (an empty line as ''). Needs
+ * the connection's `preserve_insertion_order` (DuckDB's default): the numbers are the order the rows come in.
+ */
+export function numberedLines(file: string, index: number): string {
+  return `(SELECT ${index + 1}::INTEGER AS __file, row_number() OVER () AS __line, coalesce(line, '') AS __raw FROM ${lineReader(file)})`;
 }
 
 /** DuckDB's CSV reader of text files, a line a record (an empty one NULL, a byte order mark dropped), with `extra` options. */
