@@ -38,6 +38,11 @@ export class DuckDbEngine implements Engine {
     return this.duckdb.withConnection((connection) => buildRun(connection, request, this.files), { folders: this.files.tableFolders(tables) });
   }
 
+  /** Opens, in the background, the instances that builds over these tables will run in (see Engine.prepare). */
+  prepare(builds: readonly (readonly string[])[]): void {
+    for (const tables of builds) this.duckdb.prepare({ folders: this.files.tableFolders(tables) });
+  }
+
   /** Answers a SELECT over the given tables' current runs, values JSON-safe. */
   async query(sql: string, sources: readonly TableSnapshot[]): Promise<QueryResult> {
     const select = await assertOneSelect(sql, "the query");

@@ -20,6 +20,12 @@ export interface Engine {
   query(sql: string, sources: readonly TableSnapshot[]): Promise<QueryResult>;
   /** Rows in one run of a partition (Parquet metadata is enough where the engine can read the files). */
   countRows(table: TableDefinition, run: PartitionSnapshot): Promise<number>;
+  /**
+   * A hint, which never fails: builds whose SQL reads these tables (each list names the tables one build reads and the
+   * table it writes; an empty one, expressions over no table) are likely to follow soon. The engine may get ready for
+   * them meanwhile (DuckDB opens the instances they run in while the sync writes the layer above).
+   */
+  prepare?(builds: readonly (readonly string[])[]): void;
   close(): Promise<void>;
 }
 

@@ -38,6 +38,8 @@ export interface LakeWriter {
   collectGarbage(table: string, partitions: readonly string[]): Promise<PartitionGcReport[]>;
   /** Every partition's current run and its files (store keys), read under the lease: what an upsert merges into. */
   currentRuns(table: string): Promise<PartitionSnapshot[]>;
+  /** A hint that builds reading these tables are likely to follow (`Engine.prepare`); it never fails. */
+  prepareBuilds(builds: readonly (readonly string[])[]): void;
 }
 
 /**
@@ -210,6 +212,7 @@ export class Lake {
         assertHeld(tableName);
         return [...((await this.snapshot({ tables: [tableName] }))[0]?.partitions ?? [])];
       },
+      prepareBuilds: (builds) => this.engine.prepare?.(builds),
     };
     return this.withLeases(names, command, () => work(writer));
   }

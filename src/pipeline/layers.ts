@@ -56,9 +56,24 @@ async function planDerived(
  */
 async function mapUpstream(ctx: PipelineContext, fromKeys: readonly string[], upstreamPaths: readonly string[], map: LayerConfig["inputMap"]): Promise<string[][]> {
   const values = upstreamPaths.map((p) => parsePartitionPath(p, fromKeys).values);
-  const positions = map.map(({ expression }) => fromKeys.indexOf(expression));
-  if (positions.every((position) => position >= 0)) return values.map((row) => positions.map((position) => row[position] as string));
+  if (!mapRunsSql(fromKeys, map)) return values.map((row) => map.map(({ expression }) => row[fromKeys.indexOf(expression)] as string));
   return ctx.landing.mapPartitions({ fromKeys, values, map });
+}
+
+/** Whether an `inputs.map` has an expression that is not one of the upstream keys `fromKeys` (then it is SQL to run). */
+function mapRunsSql(fromKeys: readonly string[], map: LayerConfig["inputMap"]): boolean {
+  return map.some(({ expression }) => !fromKeys.includes(expression));
+}
+
+/**
+ * What each derived layer's builds read and write, for `LakeWriter.prepareBuilds`: its upstream, its lookups and its
+ * own table; and, for a layer whose `inputs.map` runs SQL, the expressions over no table.
+ */
+export function layerBuilds(dataset: DatasetConfig): string[][] {
+  return dataset.layers.flatMap((layer) => [
+    [tableOfLayer(dataset, layer.from), ...layer.lookups, layer.table],
+    ...(mapRunsSql(keysOfLayer(dataset, layer.from), layer.inputMap) ? [[]] : []),
+  ]);
 }
 
 /**

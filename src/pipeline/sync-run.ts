@@ -7,7 +7,7 @@ import { parsePartitionPath } from "../model/partition.js";
 import type { SinkSpec } from "../sinks/sink.js";
 import type { FetchedSource } from "../sources/source.js";
 import { keepSummary, writeDeadLetters } from "./land.js";
-import { renderSql } from "./layers.js";
+import { layerBuilds, renderSql } from "./layers.js";
 import { fetchFailures } from "./lookback.js";
 import { partitionSelected } from "./partition-filter.js";
 import { tableOfLayer, tablesWritten, type PipelineContext, type RawStep, type Run } from "./pipeline-context.js";
@@ -68,6 +68,8 @@ export class SyncRun implements Run {
     const load = landed ? await writeDeadLetters(this.writer, this.log, dataset, landed) : loadReport(dataset, known.summary!);
     this.tally.loads.push(fetched ? { ...load, fetched: { days: fetched.partitions.length, failed: fetched.partitions.filter((p) => p.error !== undefined).length } } : load);
     const delivery = step.merged ?? landed;
+    // Where raw changes, its layers are likely to be built next: the engine gets ready for them while raw is written.
+    if (delivery && step.plan.some((p) => p.action === "build")) this.writer.prepareBuilds(layerBuilds(dataset));
     const build = { kind: "landed", carryCurrent: dataset.write === "append" } as const;
     const results = [
       ...(delivery
@@ -208,3 +210,4 @@ function keysOf(planned: PlannedPartition): string[] {
   if (planned.partition === "") return [];
   return planned.partition.split("/").map((part) => part.slice(0, part.indexOf("=")));
 }
+

@@ -7,6 +7,7 @@ import type { Lake } from "../../src/lake/lake.js";
 import { defineTable } from "../../src/model/table.js";
 import { openEmbeddedLake } from "../../src/open/open-lake.js";
 import { openRestrictedDuckDb } from "../../src/duckdb/duckdb-open.js";
+import { SharedDuckDb } from "../../src/duckdb/shared-duckdb.js";
 import { runMain } from "../support/main-cli.js";
 import { tempDir } from "../support/lake-fixture.js";
 import { replacePartition } from "../../src/lake/operations/replace.js";
@@ -132,6 +133,24 @@ describe("the user-SQL instance's allowed folders are the lake tables it is open
 });
 
 describe("expressions are exactly one expression", () => {
+  it("an instance opened ahead of its builds (Engine.prepare) reaches only the folders it was opened for, and none for expressions", async () => {
+    const shared = new SharedDuckDb();
+    const lakeFolder = path.join(dir, "lake", "orders");
+    try {
+      shared.prepare({ folders: [lakeFolder] });
+      shared.prepare({ folders: [] });
+      const read = (folders: string[], file: string) =>
+        shared.withConnection(async (connection) => (await connection.runAndReadAll(`SELECT count(*) FROM read_csv('${file}')`)).getRowsJS(), { folders });
+      await expect(read([lakeFolder], path.join(outside, "secret.csv"))).rejects.toThrow(/Permission Error/);
+      await expect(read([], path.join(outside, "secret.csv"))).rejects.toThrow(/Permission Error/);
+      writeFileSync(path.join(lakeFolder, "inside.csv"), "a\n1\n");
+      await expect(read([lakeFolder], path.join(lakeFolder, "inside.csv"))).resolves.toEqual([[1n]]);
+      await expect(shared.withConnection((connection) => connection.run("SET enable_external_access = true"), { folders: [] })).rejects.toThrow(/lock/i);
+    } finally {
+      await shared.close();
+    }
+  });
+
   it("refuses an inputs.map expression that would run more", async () => {
     await expect(
       lake.landing.mapPartitions({ fromKeys: ["day"], values: [["2026-11-01"]], map: [{ key: "month", expression: "substr(day, 1, 7) AS month FROM t; COPY (SELECT 1) TO '/tmp/x'; SELECT 1" }] }),
