@@ -1,4 +1,5 @@
-import { existsSync } from "node:fs";
+import { createHash } from "node:crypto";
+import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { rm } from "node:fs/promises";
 import { totalmem } from "node:os";
 import path from "node:path";
@@ -123,7 +124,7 @@ export async function openDuckDb(
   const connection = await instance.connect();
   try {
     await connection.run(`LOAD ${quoteLiteral(extension)}`);
-    failure = await checkNativeLanes(async (sql) => (await connection.runAndReadAll(sql)).getRowsJS());
+    failure = await checkedOnce(extension, () => checkNativeLanes(async (sql) => (await connection.runAndReadAll(sql)).getRowsJS()));
   } catch (error) {
     failure = `the native extension did not load: ${error instanceof Error ? error.message : String(error)}`;
   } finally {
@@ -132,6 +133,32 @@ export async function openDuckDb(
   if (failure === undefined) return opened(instance, { form: "native" });
   instance.closeSync();
   return plain(failure);
+}
+
+/**
+ * `check`'s verdict on the extension at `extension`, kept beside it once it passed (`<extension>.checked`, keyed by the
+ * extension's digest and DuckDB's version): a build of the extension is checked by the first process that loads it
+ * into that DuckDB, not by every process (the check's two queries cost 15-30 ms of each command that lands). Where
+ * the folder is read-only, every process checks.
+ */
+async function checkedOnce(extension: string, check: () => Promise<string | undefined>): Promise<string | undefined> {
+  const record = `${extension}.checked`;
+  const key = `${createHash("sha256").update(readFileSync(extension)).digest("hex")} duckdb ${(await duckdb()).version()}\n`;
+  try {
+    if (readFileSync(record, "utf8") === key) return undefined;
+  } catch {
+    // Not checked yet here.
+  }
+  const failure = await check();
+  if (failure !== undefined) return failure;
+  try {
+    const temporary = `${record}.${process.pid}`;
+    writeFileSync(temporary, key);
+    renameSync(temporary, record);
+  } catch {
+    // A read-only install checks in every process.
+  }
+  return undefined;
 }
 
 /** Why the native extension at `extension` is not to be loaded (LAKESWAP_NATIVE=off, or not built), else undefined. */

@@ -1,6 +1,8 @@
 import { execFileSync } from "node:child_process";
-import { copyFileSync, existsSync, readFileSync, writeFileSync } from "node:fs";
+import { createHash } from "node:crypto";
+import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
+import { version } from "@duckdb/node-api";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { signatureColumnOrder } from "../../src/model/signature.js";
 import { signatureQuery } from "../../src/landing/duckdb/signature-sql.js";
@@ -147,6 +149,37 @@ describe("the native signature extension: build, load, and the fallback to the S
     } finally {
       connection.closeSync();
       opened.instance.closeSync();
+    }
+  });
+
+  it("the load check runs once per build of the extension and DuckDB version: its verdict is kept beside the extension", async () => {
+    const out = path.join(workspace.dir, "checked-once");
+    const extension = path.join(out, "lakeswap_signature.duckdb_extension");
+    mkdirSync(out);
+    copyFileSync(NATIVE_EXTENSION_PATH, extension);
+    const record = `${extension}.checked`;
+    const digest = createHash("sha256").update(readFileSync(extension)).digest("hex");
+    const open = async (): Promise<string> => {
+      const opened = await openDuckDb({ extensionPath: extension });
+      opened.instance.closeSync();
+      return opened.signing.form;
+    };
+    expect(await open()).toBe("native");
+    expect(readFileSync(record, "utf8")).toBe(`${digest} duckdb ${version()}\n`);
+    // A verdict kept for other bytes (another build) is not this build's: it is checked again, and the verdict replaced.
+    writeFileSync(record, `${"0".repeat(64)} duckdb ${version()}\n`);
+    expect(await open()).toBe("native");
+    expect(readFileSync(record, "utf8")).toBe(`${digest} duckdb ${version()}\n`);
+    // Where nothing can be written beside it, every open checks, and loads it.
+    rmSync(record);
+    chmodSync(out, 0o555);
+    try {
+      if (process.getuid?.() !== 0) {
+        expect(await open()).toBe("native");
+        expect(existsSync(record)).toBe(false);
+      }
+    } finally {
+      chmodSync(out, 0o755);
     }
   });
 
