@@ -474,6 +474,7 @@ async function timeLakeswap(lake: Lake, config: PipelineConfig, file: string, ro
     const sink = await openSink(spec);
     return {
       description: sink.description,
+      concurrentWrites: sink.concurrentWrites,
       prepare: (layout) => sink.prepare(layout),
       write: (layout, part) => sink.write(layout, part),
       remove: (layout, partition, statePath) => sink.remove(layout, partition, statePath),

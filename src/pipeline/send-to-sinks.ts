@@ -3,6 +3,7 @@ import { NotFoundError, errorMessage } from "../model/errors.js";
 import type { ObjectStore } from "../store/object-store.js";
 import type { Lake, PartitionState } from "../lake/lake.js";
 import { parsePartitionPath, partitionPath } from "../model/partition.js";
+import { mapLimited } from "../shared/map-limited.js";
 
 /** What happened to one partition at one sink: `sent`, `skipped` (its signature is already there) or `failed` (nothing applied). */
 export interface SinkedPartition {
@@ -30,9 +31,9 @@ export interface SinkTargets {
 }
 
 /**
- * Partitions a sink may read ahead while it writes one (the PostgreSQL sink exports the next CSV during the
- * current transaction). One is enough to hide the export behind the database's work, and keeps at most two
- * partitions' rows in TMPDIR at a time.
+ * Partitions a sink may read ahead, per write it has in flight (the PostgreSQL sink exports the next partitions'
+ * rows during the current transactions). One is enough to hide the export behind the database's work, and keeps at
+ * most twice as many partitions' rows in TMPDIR as writes in flight.
  */
 const READ_AHEAD = 1;
 
@@ -153,33 +154,38 @@ async function planSends(target: SinkTarget, changed: readonly PartitionState[],
   });
 }
 
-/** Writes the planned partitions one transaction each; a lost connection ends the table's sends with one failure. */
+/**
+ * Writes the planned partitions one transaction each, as many at once as the sink takes (in order, reported in
+ * order); a lost connection ends the table's sends with one failure: no write starts after it, those under way end
+ * on their own.
+ */
 async function writePartitions(target: SinkTarget, planned: readonly PlannedSend[]): Promise<SinkedPartition[]> {
   const { sink, layout, base } = target;
-  const results: SinkedPartition[] = [];
+  const inFlight = Math.max(1, sink.concurrentWrites ?? 1);
   const writes = planned.flatMap((entry) => (entry.write ? [entry.write] : []));
   let written = 0;
-  for (const [index, entry] of planned.entries()) {
+  let lost: unknown;
+  // Writes start in plan order, so the `upcoming` of each are the writes not started yet.
+  const outcomes = await mapLimited(planned, inFlight, async (entry): Promise<SinkedPartition | undefined> => {
     const { state, reason, write, unreadable } = entry;
-    if (!write) {
-      results.push({ ...base, partition: state.partition, action: "failed", reason: "unreadable", run: state.runId, seconds: 0, error: unreadable });
-      continue;
-    }
+    if (lost !== undefined) return undefined;
+    if (!write) return { ...base, partition: state.partition, action: "failed", reason: "unreadable", run: state.runId, seconds: 0, error: unreadable };
     written += 1;
     const started = Date.now();
     target.onProgress?.(`${base.table}/${state.partition}`);
     try {
-      const { rows } = await sink.write(layout, { ...write, upcoming: writes.slice(written, written + READ_AHEAD) });
-      results.push({ ...base, partition: state.partition, action: "sent", reason, run: state.runId, rows, seconds: (Date.now() - started) / 1000 });
+      const { rows } = await sink.write(layout, { ...write, upcoming: writes.slice(written, written + READ_AHEAD * inFlight) });
+      return { ...base, partition: state.partition, action: "sent", reason, run: state.runId, rows, seconds: (Date.now() - started) / 1000 };
     } catch (error) {
-      results.push({ ...base, partition: state.partition, action: "failed", reason, run: state.runId, seconds: (Date.now() - started) / 1000, error: errorMessage(error) });
-      // The connection is gone: the partitions left are not tried one by one (each would repeat the error), but said once.
-      const left = planned.length - index - 1;
-      if (error instanceof TargetUnavailableError && left > 0) {
-        results.push({ ...base, partition: "*", action: "failed", reason: "target failed", seconds: 0, error: `${errorMessage(error)} (the table's ${left} other partition(s) to send were not sent)` });
-        break;
-      }
+      if (error instanceof TargetUnavailableError) lost ??= error;
+      return { ...base, partition: state.partition, action: "failed", reason, run: state.runId, seconds: (Date.now() - started) / 1000, error: errorMessage(error) };
     }
+  });
+  const results = outcomes.filter((outcome): outcome is SinkedPartition => outcome !== undefined);
+  // The connection is gone: the partitions left are not tried one by one (each would repeat the error), but said once.
+  const left = planned.length - results.length;
+  if (lost !== undefined && left > 0) {
+    results.push({ ...base, partition: "*", action: "failed", reason: "target failed", seconds: 0, error: `${errorMessage(lost)} (the table's ${left} other partition(s) to send were not sent)` });
   }
   return results;
 }

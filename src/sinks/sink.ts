@@ -61,6 +61,11 @@ export interface SinkPartitionWrite {
 export interface Sink {
   /** The target as messages and reports show it, never with a password (`postgres://app@db:5432/x analytics.orders`). */
   readonly description: string;
+  /**
+   * How many partitions' writes the caller may have in flight at once (each still one transaction of its own), and
+   * how many it may name as `upcoming` beyond them. Default 1: one write at a time.
+   */
+  readonly concurrentWrites?: number;
   /** Creates the target and state tables if missing, refuses a target that differs; returns each partition's recorded signature. */
   prepare(layout: SinkLayout): Promise<Map<string, string>>;
   /** Writes one partition and its state row in one transaction; returns the rows sent. */

@@ -124,6 +124,74 @@ describe.skipIf(!postgresAvailable())("PostgreSQL sink: partition_replace on the
     expect(await ws.partitions()).toEqual(["2026 11 5 101-105", "2027 01 10 21-30"]);
   });
 
+  // Two connections per sink, and another writer of the same target: a transaction locks the parent only at its swap.
+  it("partitions sent at once, by one sink's two connections and by a second writer, never deadlock; a new level is made once; each partition whole", async () => {
+    const ws = await workspace(KEYS_MONTH);
+    const sink = ws.open();
+    const other = ws.open();
+    await sink.prepare(ws.layout);
+    await other.prepare(ws.layout);
+    await sink.write(ws.layout, await ws.run(["2026", "11"], 1, 5));
+    // Year 2027's level is missing: the four writes below all need it, and it must be made once.
+    const runs = await Promise.all([
+      ws.run(["2026", "11"], 11, 2000),
+      ws.run(["2027", "01"], 2001, 4000),
+      ws.run(["2027", "02"], 4001, 6000),
+      ws.run(["2027", "03"], 6001, 8000),
+      ws.run(["2026", "11"], 8001, 8500),
+    ]);
+    const written = await Promise.all([
+      sink.write(ws.layout, runs[0]!),
+      sink.write(ws.layout, runs[1]!),
+      other.write(ws.layout, runs[2]!),
+      other.write(ws.layout, runs[3]!),
+      other.write(ws.layout, runs[4]!),
+    ]);
+    expect(written.map((w) => w.rows)).toEqual([1990, 2000, 2000, 2000, 500]);
+    // November was written by both writers, one after the other: whole, as the one that committed last sent it.
+    const partitions = await ws.partitions();
+    expect([["2026 11 1990 11-2000"], ["2026 11 500 8001-8500"]]).toContainEqual(partitions.slice(0, 1));
+    expect(partitions.slice(1)).toEqual(["2027 01 2000 2001-4000", "2027 02 2000 4001-6000", "2027 03 2000 6001-8000"]);
+    const tree = await ws.db<{ level: number; leaf: boolean }>("SELECT level, isleaf AS leaf FROM pg_partition_tree('public.orders') ORDER BY level, isleaf");
+    expect(tree.map((t) => `${t.level} ${t.leaf}`)).toEqual(["0 false", "1 false", "1 false", "2 true", "2 true", "2 true", "2 true"]);
+    const state = await ws.db<{ p: string }>("SELECT partition AS p FROM lakeswap_state ORDER BY partition");
+    expect(state.map((r) => r.p)).toEqual(["year=2026/month=11", "year=2027/month=01", "year=2027/month=02", "year=2027/month=03"]);
+  });
+
+  it("a partition's transaction locks the parent only at its swap: made like a template, its leaf is filled while another holds the parent", async () => {
+    const ws = await workspace();
+    const sink = ws.open();
+    await sink.prepare(ws.layout);
+    await sink.write(ws.layout, await ws.run(["2026-11-01"], 1, 10));
+    const holder = new pg.Client({ connectionString: ws.url });
+    await holder.connect();
+    try {
+      // Another partition's swap, as it holds the parent (its leaves are another matter: each its own partition's).
+      await holder.query("BEGIN; LOCK TABLE ONLY public.orders IN ACCESS EXCLUSIVE MODE");
+      const writing = sink.write(ws.layout, await ws.run(["2026-11-01"], 101, 200));
+      const waiting = "SELECT query FROM pg_stat_activity WHERE application_name = 'lakeswap' AND datname = current_database() AND wait_event = 'relation'";
+      let held: { query: string }[] = [];
+      while (held.length === 0) held = (await holder.query<{ query: string }>(waiting)).rows;
+      // Waiting at the swap's LOCK, its leaf made and its rows COPYed: not at the leaf's CREATE TABLE (... LIKE the parent).
+      expect(held.map((row) => row.query)).toEqual([expect.stringMatching(/LOCK TABLE ONLY "public"\."orders" IN ACCESS EXCLUSIVE MODE/)]);
+      await holder.query("COMMIT");
+      expect(await writing).toEqual({ rows: 100 });
+    } finally {
+      await holder.end();
+    }
+    expect(await ws.partitions()).toEqual(["2026-11-01 100 101-200"]);
+  });
+
+  it("the index layout: partitions sent at once (DELETE + COPY on two connections) each end whole", async () => {
+    const ws = await workspace();
+    const sink = ws.open("index");
+    await sink.prepare(ws.layout);
+    await Promise.all([sink.write(ws.layout, await ws.run(["2026-11-01"], 1, 10)), sink.write(ws.layout, await ws.run(["2026-11-02"], 11, 20))]);
+    const runs = await Promise.all([ws.run(["2026-11-01"], 101, 3000), ws.run(["2026-11-02"], 3001, 6000), ws.run(["2026-11-03"], 6001, 6100)]);
+    expect(await Promise.all(runs.map((run) => sink.write(ws.layout, run)))).toEqual([{ rows: 2900 }, { rows: 3000 }, { rows: 100 }]);
+    expect(await ws.partitions()).toEqual(["2026-11-01 2900 101-3000", "2026-11-02 3000 3001-6000", "2026-11-03 100 6001-6100"]);
+  });
+
   it("a target with the index layout (partitioning: index, or made before this layout) keeps it: a replace deletes and COPYs, nothing lost", async () => {
     const ws = await workspace();
     const first = ws.open("index");

@@ -380,6 +380,42 @@ describe.skipIf(!postgresAvailable())("PostgreSQL sink", () => {
     expect(sinkLines(rerun)).toEqual(["lake.orders_by_day day=2026-11-02 sent new", "lake.orders_by_day day=2026-11-03 sent new", "lake.orders_by_day day=2026-11-04 sent new"]);
   });
 
+  // Two partitions in their transactions at once: connections lost under both stop the sends cleanly.
+  it("connections lost while two partitions are in their transactions fail those two and the rest once; no session is left open", async () => {
+    const ws = await workspace();
+    const pg = await import("pg");
+    const holder = new pg.default.Client({ connectionString: ws.databaseUrl });
+    await holder.connect();
+    const sessions = "FROM pg_stat_activity WHERE application_name = 'lakeswap' AND datname = $1";
+    let report: SyncReport;
+    try {
+      // Days 1 and 2 of lake.orders_by_day held: both their transactions begin, and wait for their partition's turn.
+      const turn = (day: string): string => `pg_advisory_lock(hashtext('lakeswap:lake.orders_by_day'), hashtext('day=${day}'))`;
+      await holder.query(`SELECT ${turn("2026-11-01")}, ${turn("2026-11-02")}`);
+      const syncing = ws.sync(ws.deliver(orders(5)));
+      while ((await postgres.admin(`SELECT 1 ${sessions} AND wait_event = 'advisory'`, [ws.databaseName])).length < 2);
+      // The server ends the sink's sessions (as a restart or a network cut would) under both transactions.
+      await postgres.admin(`SELECT pg_terminate_backend(pid) ${sessions}`, [ws.databaseName]);
+      await holder.query("SELECT pg_advisory_unlock_all()");
+      report = await syncing;
+    } finally {
+      await holder.end();
+    }
+    const stage = report.sinks.filter((s) => s.table === "lake.orders_by_day");
+    expect(stage.slice(0, 2).map((s) => `${s.partition} ${s.action}`)).toEqual(["day=2026-11-01 failed", "day=2026-11-02 failed"]);
+    expect(stage.at(-1)).toMatchObject({ partition: "*", action: "failed", reason: "target failed" });
+    // No write started after the lost connection was known; the partitions left are said once.
+    const tried = stage.slice(0, -1);
+    expect(tried.every((s) => s.action === "failed")).toBe(true);
+    expect(stage.at(-1)!.error).toMatch(new RegExp(`connection lost: .*\\(the table's ${5 - tried.length} other partition\\(s\\) to send were not sent\\)$`));
+    expect(await postgres.admin(`SELECT 1 ${sessions}`, [ws.databaseName])).toEqual([]);
+    // The next sync sends every partition, whole.
+    const rerun = await ws.sync(ws.deliver(orders(5)));
+    expect(sinkLines(rerun).filter((line) => line.startsWith("lake.orders_by_day"))).toEqual(
+      ["01", "02", "03", "04", "05"].map((day) => `lake.orders_by_day day=2026-11-${day} sent new`),
+    );
+  });
+
   it("a reader polling during partition_replace never sees the partition empty", async () => {
     const ws = await workspace();
     await ws.sync(ws.deliver(orders(3, 400)));

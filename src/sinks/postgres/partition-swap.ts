@@ -3,7 +3,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { LakeswapError } from "../../model/errors.js";
 import type { Partition } from "../../model/partition.js";
 import { quoteLiteral } from "../../model/sql.js";
-import { ident } from "./sql-names.js";
+import { ident, targetLockKey } from "./sql-names.js";
 import type { Query } from "./state-table.js";
 
 /** PostgreSQL's SQLSTATE for a lock not granted within `lock_timeout`. */
@@ -16,6 +16,9 @@ const LOCK_ATTEMPTS = 50;
 /** The name (at most 63 bytes) the CHECK constraint that lets ATTACH skip its validation scan carries until the attach. */
 const BOUND_CHECK = "lakeswap_bound";
 
+/** The session's temporary copy of the parent's definition, which new leaves are made like. */
+const LEAF_TEMPLATE = "lakeswap_leaf_template";
+
 /**
  * The `partitioned` layout of a partition_replace target: the table is partitioned by LIST on its first partition
  * column (and each level below by the next), one leaf table per lake partition. A partition is replaced by building
@@ -23,10 +26,18 @@ const BOUND_CHECK = "lakeswap_bound";
  * end of the same transaction, detaching the old leaf, attaching the new one (a CHECK constraint matching the bound
  * spares ATTACH its validation scan) and dropping the old: the server writes the rows once, deletes nothing row by
  * row, and a reader sees the old leaf or the new one, whole.
+ *
+ * One instance per connection. Transactions of other partitions run at the same time on other connections, so a
+ * transaction takes no lock on the parent before its swap: the leaf is made like a temporary copy of the parent
+ * (`prepareSession`), not like the parent, whose ACCESS SHARE lock would be held to the end of the transaction and
+ * make two swaps wait for each other. The parent's locks come last (the swap, then COMMIT): two connections take
+ * turns there for milliseconds, and never each hold what the other waits for.
  */
 export class PartitionSwap {
   /** The session's `lock_timeout`, restored after each attempt at the swap's lock (read once). */
   private sessionLockTimeout?: Promise<string>;
+  /** Whether this session holds the template of new leaves. */
+  private templated = false;
 
   constructor(
     private readonly query: Query,
@@ -55,15 +66,27 @@ export class PartitionSwap {
   }
 
   /**
-   * Replaces a partition's rows, in the caller's transaction: a new leaf is made like the parent, `load` fills it
-   * (returns the rows), then it takes the old leaf's place. While `load` runs, the leaf's partition columns default to
-   * the partition's values, so the rows it COPYs need not carry them (the server then parses 0.89x as much); the
-   * defaults go at the swap. Returns the rows and the new leaf (quoted), whose storage the state row records.
+   * Makes this session's template of new leaves, outside any transaction (the parent is locked only while it is
+   * copied): a temporary table like the parent, with its defaults, constraints and indexes. A change to the parent
+   * later in the sync is not in it: the ATTACH then builds an index the leaf lacks, or refuses a leaf without a new
+   * column or constraint (the partition fails, whole; the next sync takes the new definition).
+   */
+  async prepareSession(): Promise<void> {
+    if (this.templated) return;
+    await this.query(`CREATE TEMPORARY TABLE ${ident(LEAF_TEMPLATE)} (LIKE ${this.target()} INCLUDING ALL)`);
+    this.templated = true;
+  }
+
+  /**
+   * Replaces a partition's rows, in the caller's transaction (after `prepareSession`): a new leaf is made like the
+   * parent (its template), `load` fills it (returns the rows), then it takes the old leaf's place. While `load` runs,
+   * the leaf's partition columns default to the partition's values, so the rows it COPYs need not carry them (the
+   * server then parses 0.89x as much); the defaults go at the swap. Returns the rows and the new leaf (quoted), whose storage the state row records.
    */
   async replace(partition: Partition, load: (leaf: string) => Promise<number>): Promise<{ rows: number; leaf: string }> {
     const parent = (await this.parentOf(partition, true))!;
     const value = partition.values[this.keys.length - 1]!;
-    // The sink's advisory lock keeps other lakeswap writers of this table out until COMMIT: the old leaf stays the old leaf.
+    // The partition's advisory lock keeps other lakeswap writers of it out until COMMIT: the old leaf stays the old leaf.
     const old = await this.childFor(parent, value);
     const leaf = `${ident(this.schema)}.${ident(this.tableName(partition.values))}`;
     const bound = this.keys.map((key, i) => `${ident(key)} IS NOT NULL AND ${ident(key)} = ${quoteLiteral(partition.values[i]!)}`).join(" AND ");
@@ -71,7 +94,7 @@ export class PartitionSwap {
     const defaults = (set: boolean): string =>
       this.keys.map((key, i) => `ALTER COLUMN ${ident(key)} ${set ? `SET DEFAULT ${quoteLiteral(partition.values[i]!)}` : "DROP DEFAULT"}`).join(", ");
     await this.query(
-      `CREATE TABLE ${leaf} (LIKE ${this.target()} INCLUDING ALL, CONSTRAINT ${ident(BOUND_CHECK)} CHECK (${bound})); ALTER TABLE ${leaf} ${defaults(true)}`,
+      `CREATE TABLE ${leaf} (LIKE ${ident(LEAF_TEMPLATE)} INCLUDING ALL, CONSTRAINT ${ident(BOUND_CHECK)} CHECK (${bound})); ALTER TABLE ${leaf} ${defaults(true)}`,
     );
     const rows = await load(leaf);
     await this.lockForSwap(parent);
@@ -110,6 +133,13 @@ export class PartitionSwap {
         continue;
       }
       if (!create) return undefined;
+      // Another connection may be making the same level: one at a time, and the second finds the first's once it commits.
+      await this.query(`SELECT pg_advisory_xact_lock(${targetLockKey(this.schema, this.table)}, hashtext(${quoteLiteral(`level:${partition.values.slice(0, level + 1).join("/")}`)}))`);
+      const madeMeanwhile = await this.childFor(parent, value);
+      if (madeMeanwhile) {
+        parent = madeMeanwhile;
+        continue;
+      }
       const made = `${ident(this.schema)}.${ident(this.tableName(partition.values.slice(0, level + 1)))}`;
       await this.query(`CREATE TABLE ${made} PARTITION OF ${parent} FOR VALUES IN (${quoteLiteral(value)}) PARTITION BY LIST (${ident(this.keys[level + 1]!)})`);
       parent = made;

@@ -1,26 +1,41 @@
-import { createReadStream, createWriteStream } from "node:fs";
+import { createWriteStream } from "node:fs";
 import { rm, stat, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { pipeline } from "node:stream/promises";
-import pg from "pg";
-import { from as copyFrom, to as copyTo } from "pg-copy-streams";
-import { LakeswapError, errorMessage } from "../../model/errors.js";
+import type pg from "pg";
+import { LakeswapError } from "../../model/errors.js";
 import { faultPoint } from "../../shared/faults.js";
 import type { Partition } from "../../model/partition.js";
 import { quoteLiteral } from "../../model/sql.js";
 import { freshProcessFolder } from "../../shared/process-folders.js";
-import { TargetUnavailableError, type Sink, type SinkLayout, type SinkPartitionWrite, type SinkSpec } from "../sink.js";
+import type { Sink, SinkLayout, SinkPartitionWrite, SinkSpec } from "../sink.js";
 import { RowExport, type RowSplit, type StagedRows } from "./row-export.js";
 import { PartitionSwap, sqlState } from "./partition-swap.js";
-import { ident, postgresType } from "./sql-names.js";
-import { forgetState, readState, recordState, type Query, type StateScope } from "./state-table.js";
+import { SinkSession, type PostgresClient, type SessionTarget } from "./sink-session.js";
+import { ident, postgresType, targetLockKey } from "./sql-names.js";
+import { forgetState, readState, recordState, type StateScope } from "./state-table.js";
 import { DELETED_AT, UPDATED_AT, existingStamp, goneKeysCondition, goneKeysStatement, upsertStatement } from "./upsert-statements.js";
-
-/** The part of a `pg` client the sink calls (a test may hand in one of its own). */
-export type PostgresClient = Pick<pg.Client, "connect" | "query" | "end" | "on">;
 
 /** PostgreSQL's SQLSTATE for a duplicate key: the only error after which an upsert's straight COPY is retried by merge. */
 const UNIQUE_VIOLATION = "23505";
+
+/** PostgreSQL's SQLSTATE for a transaction it aborted to break a deadlock: the only error after which a partition's transaction is run again. */
+const DEADLOCK_DETECTED = "40P01";
+
+/**
+ * Partitions in their transactions at once, each on a connection of its own. Most of a partition's time is the
+ * server's (COPY, index inserts, the merge), on one backend per connection: two backends use the two cores of a
+ * small machine, while DuckDB exports the next partition.
+ */
+const WRITERS = 2;
+
+/**
+ * Attempts of a partition's transaction that PostgreSQL aborts as a deadlock (40P01). Two upsert transactions of one
+ * target deadlock when keys move both ways between their partitions: each marks its gone keys first, then merges
+ * keys the other has marked. PostgreSQL aborts one, the other commits, so a second attempt finds those rows free;
+ * the bound ends the sync's wait where another writer keeps moving the same keys back and forth.
+ */
+const DEADLOCK_ATTEMPTS = 4;
 
 /**
  * The PostgreSQL sink: each partition goes in one transaction, by COPY
@@ -33,26 +48,33 @@ const UNIQUE_VIOLATION = "23505";
  * key the target does not hold straight into it (the server's fastest insert)
  * and merges the others by primary key (`INSERT ... ON CONFLICT ... DO
  * UPDATE`, one statement) from a temporary table; should a key it took for
- * new be there after all, the partition is merged whole. While one
- * partition's transaction runs, the next one's rows are exported, divided by
- * the keys the target holds (read on a connection of their own).
+ * new be there after all, the partition is merged whole. Two partitions are
+ * in their transactions at once, on two connections (`concurrentWrites`);
+ * meanwhile the next ones' rows are exported, divided by the keys the target
+ * holds (read on a connection of their own).
  */
 export class PostgresSink implements Sink {
   readonly description: string;
-  private readonly client: PostgresClient;
-  private connected?: Promise<void>;
+  readonly concurrentWrites = WRITERS;
+  /** The first connection: `prepare` runs on it, and it is the first to take a partition's transaction. */
+  private readonly session: SinkSession;
+  /** Every connection opened for writes (`session` first), at most WRITERS; `idle` those free, `waiting` writes queued for one. */
+  private readonly sessions: SinkSession[] = [];
+  private readonly idle: SinkSession[] = [];
+  private readonly waiting: ((session: SinkSession) => void)[] = [];
+  /** partition_replace into a partitioned target: each connection's `PartitionSwap` (it holds that session's template leaf). */
+  private readonly swaps = new Map<SinkSession, PartitionSwap>();
   private readonly rowExport: RowExport;
-  /** A second connection that reads the target's keys of a partition about to be exported (never in a transaction). */
-  private keyReader?: Promise<pg.Client>;
-  private broken?: Error;
+  /** A connection of its own that reads the target's keys of a partition about to be exported (never in a transaction). */
+  private keyReader?: Promise<SinkSession>;
   /** Partitions exported ahead (the `upcoming` of a write), by `stagedKey`, until their own write takes them or `close` removes them. */
   private readonly staged = new Map<string, { readonly layout: SinkLayout; readonly rows: Promise<StagedRows> }>();
   /** Upsert: the partitions `lakeswap_state` records for this table, as `prepare` read them. */
   private held?: ReadonlySet<string>;
   /** Upsert: whether a COPY into the target does what the merge's INSERT would, so a new partition may go straight in (`allowsPlainCopy`). */
   private plainCopyAllowed = false;
-  /** partition_replace into a target partitioned by its partition columns: how a partition's leaf is swapped. */
-  private swap?: PartitionSwap;
+  /** partition_replace into a target partitioned by its partition columns: those columns (each partition's leaf is swapped, PartitionSwap). */
+  private partitionedBy?: readonly string[];
   /** Upsert: the target's stamp column, `_lakeswap_updated_at` (or `updated_at` in a target an older lakeswap made). */
   private stampColumn = UPDATED_AT;
 
@@ -62,16 +84,17 @@ export class PostgresSink implements Sink {
   ) {
     this.description = `postgres ${spec.maskedUrl} ${spec.schema}.${spec.table}`;
     this.rowExport = new RowExport(this.description);
-    // A host that never answers fails the sink after 15 s rather than holding the sync (and its leases) forever.
-    this.client = client ?? new pg.Client({ connectionString: spec.url, application_name: "lakeswap", connectionTimeoutMillis: 15_000, keepAlive: true });
-    // A connection that drops between queries must not crash the process: the next query fails instead.
-    this.client.on("error", (error: Error) => {
-      this.broken = error;
-    });
+    this.session = client ? new SinkSession(this.sessionTarget(), client) : SinkSession.open(this.sessionTarget());
+    this.sessions.push(this.session);
+    this.idle.push(this.session);
+  }
+
+  private sessionTarget(): SessionTarget {
+    return { description: this.description, url: this.spec.url, maskedUrl: this.spec.maskedUrl };
   }
 
   async prepare(layout: SinkLayout): Promise<Map<string, string>> {
-    await this.connect();
+    await this.session.connect();
     const schema = ident(this.spec.schema);
     const exists = await this.query<{ n: number }>("SELECT 1 AS n FROM pg_namespace WHERE nspname = $1", [this.spec.schema]);
     if (exists.rows.length === 0) await this.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
@@ -86,17 +109,31 @@ export class PostgresSink implements Sink {
       if (existing.size > 0 && !existing.has(DELETED_AT)) await this.query(`ALTER TABLE ${this.targetName()} ADD COLUMN IF NOT EXISTS ${ident(DELETED_AT)} timestamptz`);
       await this.checkKey(layout);
       this.plainCopyAllowed = await this.allowsPlainCopy();
-    } else if (await PartitionSwap.isPartitioned(this.statement, this.targetName(), layout.partitionKeys)) {
-      this.swap = new PartitionSwap(this.statement, this.spec.schema, this.spec.table, layout.partitionKeys);
+    } else {
+      const partitioned = await PartitionSwap.isPartitioned(this.session.query, this.targetName(), layout.partitionKeys);
+      this.partitionedBy = partitioned ? layout.partitionKeys : undefined;
     }
     // The state rows of another target identity (dropped and recreated, truncated) are gone: those partitions go in full.
-    const recorded = await readState(this.statement, this.stateScope());
+    const recorded = await readState(this.session.query, this.stateScope());
     this.held = new Set(recorded.keys());
     return recorded;
   }
 
-  /** `query`, bound: what the state table's functions run their statements with. */
-  private readonly statement: Query = <Row extends pg.QueryResultRow>(sql: string, values?: unknown[]) => this.query<Row>(sql, values);
+  /** `query` on the first connection (prepare's statements). */
+  private query<Row extends pg.QueryResultRow = pg.QueryResultRow>(sql: string, values?: unknown[]): Promise<pg.QueryResult<Row>> {
+    return this.session.query<Row>(sql, values);
+  }
+
+  /** How `session` swaps a partition's leaf (partition_replace into a partitioned target); undefined for other targets. */
+  private swapOf(session: SinkSession): PartitionSwap | undefined {
+    if (!this.partitionedBy) return undefined;
+    let swap = this.swaps.get(session);
+    if (!swap) {
+      swap = new PartitionSwap(session.query, this.spec.schema, this.spec.table, this.partitionedBy);
+      this.swaps.set(session, swap);
+    }
+    return swap;
+  }
 
   /** Where this target's state rows live. */
   private stateScope(): StateScope {
@@ -104,23 +141,54 @@ export class PostgresSink implements Sink {
   }
 
   async write(layout: SinkLayout, part: SinkPartitionWrite): Promise<{ rows: number }> {
-    await this.connect();
+    await this.session.connect();
     const staging = this.takeStaged(layout, part) ?? this.stage(layout, part);
     // The next partitions are exported (after this one, DuckDB runs one at a time) while this one's transaction runs.
     for (const next of part.upcoming ?? []) this.stageAhead(layout, next);
     const staged = await staging;
     try {
-      return await this.transaction(part.path, part.runId, part.signature, async () => {
-        if (layout.mode === "upsert") return { rows: await this.upsert(layout, part, staged) };
-        // FREEZE: the leaf was made in this transaction, so its rows go in frozen and all-visible (no later VACUUM
-        // or reader rewrites its pages to set hint bits), and a snapshot older than the swap sees them rather than none.
-        if (this.swap) return this.swap.replace(part.partition, (leaf) => this.copy(this.copyInto(leaf, staged, "FREEZE"), staged.fresh));
-        await this.deletePartition(layout, part.partition);
-        return { rows: await this.copy(this.copyInto(this.targetName(), staged), staged.fresh) };
+      return await this.withSession(async (session) => {
+        const swap = this.swapOf(session);
+        await swap?.prepareSession();
+        return this.transaction(session, part.path, part.runId, part.signature, async () => {
+          if (layout.mode === "upsert") return { rows: await this.upsert(session, layout, part, staged) };
+          // FREEZE: the leaf was made in this transaction, so its rows go in frozen and all-visible (no later VACUUM
+          // or reader rewrites its pages to set hint bits), and a snapshot older than the swap sees them rather than none.
+          if (swap) return swap.replace(part.partition, (leaf) => session.copy(this.copyInto(leaf, staged, "FREEZE"), staged.fresh));
+          await this.deletePartition(session, layout, part.partition);
+          return { rows: await session.copy(this.copyInto(this.targetName(), staged), staged.fresh) };
+        });
       });
     } finally {
       await rm(staged.folder, { recursive: true, force: true });
     }
+  }
+
+  /**
+   * Runs `work` on a connection no other write is using: a free one, else a new one while fewer than WRITERS are
+   * open, else the first to be freed. The connection is freed when `work` ends, whatever its outcome.
+   */
+  private async withSession<T>(work: (session: SinkSession) => Promise<T>): Promise<T> {
+    const session = await this.acquire();
+    try {
+      await session.connect();
+      return await work(session);
+    } finally {
+      const next = this.waiting.shift();
+      if (next) next(session);
+      else this.idle.push(session);
+    }
+  }
+
+  private acquire(): Promise<SinkSession> {
+    const free = this.idle.shift();
+    if (free) return Promise.resolve(free);
+    if (this.sessions.length < WRITERS) {
+      const opened = SinkSession.open(this.sessionTarget());
+      this.sessions.push(opened);
+      return Promise.resolve(opened);
+    }
+    return new Promise((resolve) => this.waiting.push(resolve));
   }
 
   /** `COPY <table> (<the staged columns>) FROM STDIN (FORMAT text)`, with `FREEZE` for a table made in the running transaction. */
@@ -135,26 +203,26 @@ export class PostgresSink implements Sink {
    * share with the target (it moved from another partition, or came after the keys were read) stops their COPY with a
    * duplicate key: everything since the savepoint is rolled back, and the fresh rows are merged too. Returns the rows.
    */
-  private async upsert(layout: SinkLayout, part: SinkPartitionWrite, staged: StagedRows): Promise<number> {
+  private async upsert(session: SinkSession, layout: SinkLayout, part: SinkPartitionWrite, staged: StagedRows): Promise<number> {
     const target = this.targetName();
-    const temp = await this.rowsTable(layout);
-    let rows = (await hasRows(staged.known)) ? await this.copy(this.copyInto(temp, staged), staged.known) : 0;
+    const temp = await this.rowsTable(session, layout);
+    let rows = (await hasRows(staged.known)) ? await session.copy(this.copyInto(temp, staged), staged.known) : 0;
     if (await hasRows(staged.fresh)) {
-      await this.query("SAVEPOINT lakeswap_copy");
+      await session.query("SAVEPOINT lakeswap_copy");
       try {
         // Before the fresh rows are in: their keys are not in the temporary table, and must not count as gone.
-        await this.removeGoneKeys(layout, part.partition, temp);
-        const fresh = await this.copy(this.copyInto(target, staged), staged.fresh);
-        await this.query(`RELEASE SAVEPOINT lakeswap_copy${rows > 0 ? `; ${upsertStatement(target, temp, layout, this.stampColumn)}` : ""}`);
+        await this.removeGoneKeys(session, layout, part.partition, temp);
+        const fresh = await session.copy(this.copyInto(target, staged), staged.fresh);
+        await session.query(`RELEASE SAVEPOINT lakeswap_copy${rows > 0 ? `; ${upsertStatement(target, temp, layout, this.stampColumn)}` : ""}`);
         return rows + fresh;
       } catch (error) {
         if (sqlState(error) !== UNIQUE_VIOLATION) throw error;
-        await this.query("ROLLBACK TO SAVEPOINT lakeswap_copy");
+        await session.query("ROLLBACK TO SAVEPOINT lakeswap_copy");
       }
-      rows += await this.copy(this.copyInto(temp, staged), staged.fresh);
+      rows += await session.copy(this.copyInto(temp, staged), staged.fresh);
     }
-    await this.removeGoneKeys(layout, part.partition, temp);
-    await this.query(upsertStatement(target, temp, layout, this.stampColumn));
+    await this.removeGoneKeys(session, layout, part.partition, temp);
+    await session.query(upsertStatement(target, temp, layout, this.stampColumn));
     return rows;
   }
 
@@ -170,7 +238,7 @@ export class PostgresSink implements Sink {
         files.push(local);
       }
       // A leaf that PartitionSwap makes supplies the partition's values itself: the lines need not carry them.
-      const partitionValues = this.swap ? "left out" : "sent";
+      const partitionValues = this.partitionedBy ? "left out" : "sent";
       return await this.rowExport.export(layout, { ...part, files }, folder, await this.split(layout, part, folder), partitionValues);
     } catch (error) {
       await rm(folder, { recursive: true, force: true });
@@ -192,24 +260,22 @@ export class PostgresSink implements Sink {
     if (key.length === 0) return { all: "known" };
     const keysCsv = path.join(folder, "target-keys.csv");
     try {
-      const client = await this.openKeyReader();
+      const reader = await this.openKeyReader();
       const where = part.partition.keys.map((name, i) => `${ident(name)} = ${quoteLiteral(part.partition.values[i] as string)}`).join(" AND ") || "true";
       const select = `SELECT ${key.map(ident).join(", ")} FROM ${this.targetName()} WHERE ${where}`;
-      await pipeline(client.query(copyTo(`COPY (${select}) TO STDOUT (FORMAT csv)`)), createWriteStream(keysCsv));
+      await pipeline(reader.copyOut(`COPY (${select}) TO STDOUT (FORMAT csv)`), createWriteStream(keysCsv));
       return { keysCsv };
     } catch {
       return { all: "known" };
     }
   }
 
-  /** The key reader's connection, opened once. */
-  private openKeyReader(): Promise<pg.Client> {
+  /** The key reader's connection, opened once (a failure only costs speed: every row is merged). */
+  private openKeyReader(): Promise<SinkSession> {
     this.keyReader ??= (async () => {
-      const client = new pg.Client({ connectionString: this.spec.url, application_name: "lakeswap", connectionTimeoutMillis: 15_000, keepAlive: true });
-      // A failure surfaces in the next query (and only costs speed); it must not crash the process.
-      client.on("error", () => undefined);
-      await client.connect();
-      return client;
+      const session = SinkSession.open(this.sessionTarget());
+      await session.connect();
+      return session;
     })();
     return this.keyReader;
   }
@@ -234,20 +300,23 @@ export class PostgresSink implements Sink {
   }
 
   async remove(layout: SinkLayout, partition: Partition, statePath: string): Promise<{ rows: number }> {
-    await this.connect();
-    return this.transaction(statePath, undefined, undefined, async () => {
-      if (this.swap) return { rows: await this.swap.remove(partition) };
-      if (layout.mode === "partition_replace") return { rows: await this.deletePartition(layout, partition) };
-      // Upsert: every key of the partition left the lake; an empty rows table says so.
-      return { rows: await this.removeGoneKeys(layout, partition, await this.rowsTable(layout)) };
-    });
+    await this.session.connect();
+    return this.withSession((session) =>
+      this.transaction(session, statePath, undefined, undefined, async () => {
+        const swap = this.swapOf(session);
+        if (swap) return { rows: await swap.remove(partition) };
+        if (layout.mode === "partition_replace") return { rows: await this.deletePartition(session, layout, partition) };
+        // Upsert: every key of the partition left the lake; an empty rows table says so.
+        return { rows: await this.removeGoneKeys(session, layout, partition, await this.rowsTable(session, layout)) };
+      }),
+    );
   }
 
   /** Upsert: the transaction's temporary table of the partition's rows, empty. */
-  private async rowsTable(layout: SinkLayout): Promise<string> {
+  private async rowsTable(session: SinkSession, layout: SinkLayout): Promise<string> {
     const temp = ident("lakeswap_rows");
     const definitions = layout.columns.map((c) => `${ident(c.name)} ${postgresType(c)}`).join(", ");
-    await this.query(`CREATE TEMPORARY TABLE ${temp} (${definitions}) ON COMMIT DROP`);
+    await session.query(`CREATE TEMPORARY TABLE ${temp} (${definitions}) ON COMMIT DROP`);
     return temp;
   }
 
@@ -256,14 +325,14 @@ export class PostgresSink implements Sink {
    * another partition, rolled back) are deleted with `hard_delete`, or else marked: `_lakeswap_deleted_at` (and the
    * dataset's delete flag) set. A key that moved is written again by its new partition's merge. Returns the rows.
    */
-  private async removeGoneKeys(layout: SinkLayout, partition: Partition, temp: string): Promise<number> {
+  private async removeGoneKeys(session: SinkSession, layout: SinkLayout, partition: Partition, temp: string): Promise<number> {
     const target = this.targetName();
     const condition = goneKeysCondition(layout, temp);
     // Usually nothing left: counted first, so that no UPDATE or DELETE statement (and its statement triggers) runs for
     // nothing. A count, not EXISTS: EXISTS is planned for its first row, and may pick a nested loop over the unindexed rows table.
-    const found = await this.query<{ n: string }>(`SELECT count(*) AS n FROM ${target} t WHERE ${condition}`, [...partition.values]);
+    const found = await session.query<{ n: string }>(`SELECT count(*) AS n FROM ${target} t WHERE ${condition}`, [...partition.values]);
     if (Number(found.rows[0]?.n ?? 0) === 0) return 0;
-    return (await this.query(goneKeysStatement(target, layout, this.stampColumn, condition), [...partition.values])).rowCount ?? 0;
+    return (await session.query(goneKeysStatement(target, layout, this.stampColumn, condition), [...partition.values])).rowCount ?? 0;
   }
 
   /** The target table, quoted: `"schema"."table"`. */
@@ -272,38 +341,46 @@ export class PostgresSink implements Sink {
   }
 
   /**
-   * Runs `work` in one transaction with the partition's state row: written (signature and run, with the storage of
-   * the leaf `work` names, else the target's) or, without a signature, deleted. Anything that fails rolls the whole
-   * transaction back. Returns the rows `work` counted.
+   * Runs `work` in one transaction of `session` with the partition's state row: written (signature and run, with the
+   * storage of the leaf `work` names, else the target's) or, without a signature, deleted. Anything that fails rolls
+   * the whole transaction back; one that PostgreSQL aborted as a deadlock runs again (DEADLOCK_ATTEMPTS in all).
+   * Returns the rows `work` counted.
    */
   private async transaction(
+    session: SinkSession,
     statePath: string,
     runId: string | undefined,
     signature: string | undefined,
     work: () => Promise<{ rows: number; leaf?: string }>,
   ): Promise<{ rows: number }> {
-    // Two writers of one target (two lakes, two configs) take turns per table. One round trip with BEGIN: each costs
-    // milliseconds on a busy machine, and a partition's transaction makes about ten.
-    const turn = quoteLiteral(`lakeswap:${this.spec.schema}.${this.spec.table}`);
-    try {
-      await this.query(`BEGIN; SELECT pg_advisory_xact_lock(hashtext(${turn}))`);
-      const { rows, leaf } = await work();
-      if (signature !== undefined && runId !== undefined) await recordState(this.statement, this.stateScope(), statePath, signature, runId, leaf);
-      else await forgetState(this.statement, this.stateScope(), statePath);
-      faultPoint("sink-before-commit");
-      await this.query("COMMIT");
-      return { rows };
-    } catch (error) {
-      await this.query("ROLLBACK").catch(() => undefined);
-      throw error;
+    // Writers of one target (this sink's connections, two lakes, two processes) take turns per partition. They hold
+    // the table's lock shared, which a lakeswap before per-partition turns holds alone, so that one still takes turns
+    // with all. What may now interleave are transactions of different partitions: partition_replace's touch disjoint
+    // rows (or leaves); upsert's may touch the same rows where keys move between partitions, which row locks order
+    // (a deadlock is run again). One round trip with BEGIN: each costs milliseconds on a busy machine.
+    const table = targetLockKey(this.spec.schema, this.spec.table);
+    const turn = `SELECT pg_advisory_xact_lock_shared(${table}), pg_advisory_xact_lock(${table}, hashtext(${quoteLiteral(statePath)}))`;
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        await session.query(`BEGIN; ${turn}`);
+        const { rows, leaf } = await work();
+        if (signature !== undefined && runId !== undefined) await recordState(session.query, this.stateScope(), statePath, signature, runId, leaf);
+        else await forgetState(session.query, this.stateScope(), statePath);
+        faultPoint("sink-before-commit");
+        await session.query("COMMIT");
+        return { rows };
+      } catch (error) {
+        await session.query("ROLLBACK").catch(() => undefined);
+        if (sqlState(error) !== DEADLOCK_DETECTED || attempt >= DEADLOCK_ATTEMPTS) throw error;
+      }
     }
   }
 
   /** `DELETE FROM t WHERE <partition columns = values>`, values as parameters; returns the rows deleted. */
-  private async deletePartition(layout: SinkLayout, partition: Partition): Promise<number> {
+  private async deletePartition(session: SinkSession, layout: SinkLayout, partition: Partition): Promise<number> {
     // A table without partition keys (write: replace) is one unit: all of its rows.
     const where = layout.partitionKeys.map((key, i) => `${ident(key)} = $${i + 1}`).join(" AND ") || "true";
-    const result = await this.query(`DELETE FROM ${ident(this.spec.schema)}.${ident(this.spec.table)} WHERE ${where}`, [...partition.values]);
+    const result = await session.query(`DELETE FROM ${this.targetName()} WHERE ${where}`, [...partition.values]);
     return result.rowCount ?? 0;
   }
 
@@ -315,40 +392,9 @@ export class PostgresSink implements Sink {
     await this.rowExport.close();
     const keyReader = this.keyReader;
     this.keyReader = undefined;
-    if (keyReader) await (await keyReader.catch(() => undefined))?.end().catch(() => undefined);
-    if (this.connected) {
-      this.connected = undefined;
-      await this.client.end().catch(() => undefined);
-    }
-  }
-
-  private async connect(): Promise<void> {
-    this.connected ??= this.client.connect().then(() => undefined);
-    try {
-      await this.connected;
-    } catch (error) {
-      throw this.failure(error, "cannot connect");
-    }
-  }
-
-  private async query<Row extends pg.QueryResultRow = pg.QueryResultRow>(sql: string, values?: unknown[]): Promise<pg.QueryResult<Row>> {
-    if (this.broken) throw this.failure(this.broken, "connection lost");
-    try {
-      return await this.client.query<Row>(sql, values);
-    } catch (error) {
-      throw this.failure(error);
-    }
-  }
-
-  /** Streams a file of rows into a `COPY ... FROM STDIN`; returns the rows PostgreSQL took. */
-  private async copy(sql: string, rowsFile: string): Promise<number> {
-    try {
-      const stream = (this.client as pg.Client).query(copyFrom(sql));
-      await pipeline(createReadStream(rowsFile), stream);
-      return stream.rowCount;
-    } catch (error) {
-      throw this.failure(error);
-    }
+    if (keyReader) await (await keyReader.catch(() => undefined))?.end();
+    this.swaps.clear();
+    await Promise.all(this.sessions.map((session) => session.end()));
   }
 
   /** The target's columns and their types as `format_type` prints them; empty when the table does not exist. */
@@ -426,19 +472,6 @@ export class PostgresSink implements Sink {
           `add one (ALTER TABLE ${this.spec.schema}.${this.spec.table} ADD PRIMARY KEY (${layout.primaryKey.join(", ")}))`,
       );
     }
-  }
-
-  /** The database's own message, prefixed with the target; never the URL's password. */
-  private failure(error: unknown, what?: string): LakeswapError {
-    if (error instanceof LakeswapError) return error;
-    const pgError = error as { message?: string; detail?: string; where?: string; code?: string };
-    const parts = [errorMessage(error) || String(pgError.code ?? "error")];
-    if (pgError.detail) parts.push(pgError.detail);
-    if (pgError.where && /COPY/.test(pgError.where)) parts.push(pgError.where.split("\n")[0]!);
-    const message = `${this.description}: ${what ? `${what}: ` : ""}${parts.join(" ").split(this.spec.url).join(this.spec.maskedUrl)}`;
-    // No connection: every write after this one would fail the same way (the caller stops and says so once).
-    if (what === "cannot connect" || this.broken) return new TargetUnavailableError(message, error);
-    return new LakeswapError("STORE_ERROR", message, { cause: error });
   }
 }
 
