@@ -171,7 +171,9 @@ describe.skipIf(!postgresAvailable())("PostgreSQL sink: partition_replace on the
       const writing = sink.write(ws.layout, await ws.run(["2026-11-01"], 101, 200));
       const waiting = "SELECT query FROM pg_stat_activity WHERE application_name = 'lakeswap' AND datname = current_database() AND wait_event = 'relation'";
       let held: { query: string }[] = [];
-      while (held.length === 0) held = (await holder.query<{ query: string }>(waiting)).rows;
+      // Polled outside the holder's transaction: inside it, PostgreSQL keeps the first read of pg_stat_activity (the
+      // query texts) for the whole transaction, while the wait events are read live.
+      while (held.length === 0) held = await ws.db<{ query: string }>(waiting);
       // Waiting at the swap's LOCK, its leaf made and its rows COPYed: not at the leaf's CREATE TABLE (... LIKE the parent).
       expect(held.map((row) => row.query)).toEqual([expect.stringMatching(/LOCK TABLE ONLY "public"\."orders" IN ACCESS EXCLUSIVE MODE/)]);
       await holder.query("COMMIT");
