@@ -129,6 +129,18 @@ function refuseFileReads(statement: unknown, what: string): void {
  * `x FROM read_text('/etc/passwd')` and `(SELECT …)` are refused with InvalidInputError (exit 2).
  */
 export async function assertOneExpression(expression: string, what: string): Promise<string> {
+  // The same expression is checked once a process: a collector lands every segment with the same partition expressions.
+  const known = checkedExpressions.get(expression);
+  if (known !== undefined) return known;
+  const canonical = await checkOneExpression(expression, what);
+  checkedExpressions.set(expression, canonical);
+  return canonical;
+}
+
+/** Expressions `assertOneExpression` passed, with what it returned for each (the parser's answer never changes). */
+const checkedExpressions = new Map<string, string>();
+
+async function checkOneExpression(expression: string, what: string): Promise<string> {
   const refuse = (why: string): never => {
     throw new InvalidInputError(`${what} '${printable(expression, 80)}' is not allowed: ${why}; give one expression over the columns, for example strftime(order_ts, '%Y-%m-%d')`);
   };

@@ -54,11 +54,11 @@ export async function landDelivery(
 ): Promise<LandedInPass | undefined> {
   const names = landingScratch(tables.landed);
   // Parquet is typed and read in place: the landed rows are a view over the files (checked unchanged by the caller), so
-  // a delivery is never copied; text formats are parsed once into the landed table.
+  // a delivery is never copied; text formats are parsed once into a table (`rows`) that the landed view reads.
   const inPlace = request.format === "parquet";
   // Bad keys stay while a view of the landed rows filters on them.
   const scratch = [names.lines, names.records, names.badRows, ...(inPlace ? [] : [names.badKeys])];
-  const pass: LandingPass = { connection, request, tables, names, inPlace, all: inPlace ? names.typed : tables.landed };
+  const pass: LandingPass = { connection, request, tables, names, inPlace, all: inPlace ? names.typed : names.rows };
   await connection.run(`SET TimeZone = 'UTC'`);
   try {
     // 1. The partition expressions are checked against the declared columns first, before anything is read.
@@ -99,7 +99,7 @@ export async function landDelivery(
   }
 }
 
-/** One delivery being landed: where, what, and the relation of every row typed (`all`: the landed table, or a view of a delivery read in place). */
+/** One delivery being landed: where, what, and the relation of every row typed (`all`: the table text is parsed into, or a view of a delivery read in place). */
 interface LandingPass {
   readonly connection: DuckDBConnection;
   readonly request: LandRequest;
@@ -109,6 +109,9 @@ interface LandingPass {
   readonly all: string;
 }
 
+/** The partition expressions (as probes over the declared columns) that worked: DuckDB's answer for one never changes. */
+const workingExpressions = new Set<string>();
+
 /** Refuses a partition expression that does not work on the declared columns, before anything is read. */
 async function checkPartitionExpressions(connection: DuckDBConnection, request: LandRequest): Promise<void> {
   const columns = request.columns;
@@ -116,8 +119,12 @@ async function checkPartitionExpressions(connection: DuckDBConnection, request: 
     `SELECT ${columns.map((c) => `NULL::${c.type} AS ${quoteIdentifier(c.name)}`).join(", ")}, ` +
     `NULL::INTEGER AS __file, NULL::BIGINT AS __line, NULL::VARCHAR AS __problem`;
   for (const { key, expression } of request.partition) {
+    const probe = `SELECT CAST((${expression}) AS VARCHAR) FROM (${shape}) LIMIT 0`;
+    // Once a process for each expression and set of columns (a collector lands every segment with the same ones).
+    if (workingExpressions.has(probe)) continue;
     try {
-      await connection.run(`SELECT CAST((${expression}) AS VARCHAR) FROM (${shape}) LIMIT 0`);
+      await connection.run(probe);
+      workingExpressions.add(probe);
     } catch (error) {
       throw new InvalidInputError(
         `the partition expression of key ${key}, ${printable(expression)}, does not work on the declared columns (${columns.map((c) => c.name).join(", ")}): ` +
@@ -142,7 +149,7 @@ async function readSource({ connection, request, names }: LandingPass): Promise<
 /**
  * Exact conversion to the declared types (./value-conversion.ts); null spellings normalized (an empty string in a
  * nullable text column is NULL; NaN is a bad row, never NULL), and the partition keys added. Every row, good or bad,
- * is converted once, into the landed table itself: the bad ones are moved out of it later, so the delivery is never
+ * is converted once, into the table the landed view reads: the bad ones are moved out of it later, so the delivery is never
  * held twice.
  */
 async function convertRows({ connection, request, inPlace, all }: LandingPass, source: SourceRows): Promise<void> {
@@ -275,13 +282,12 @@ async function landStreamedJsonl(pass: LandingPass, checks: RowChecks): Promise<
       if (!(await locateBadLines(connection, request, relations, checks))) return false;
     } else await createNoRejects(connection, tables.rejected);
     await keepGoodRows(pass, checks);
-    await connection.run(`ALTER TABLE ${tables.landed} DROP COLUMN __fingerprint`);
     landed = true;
     return true;
   } finally {
     await connection.run("RESET SESSION preserve_insertion_order");
     for (const table of [names.badRows, names.lines]) await connection.run(`DROP TABLE IF EXISTS ${table}`);
-    if (!landed) for (const table of [tables.landed, tables.rejected, names.badKeys]) await connection.run(`DROP TABLE IF EXISTS ${table}`);
+    if (!landed) await dropLanding(connection, tables);
   }
 }
 
@@ -424,17 +430,19 @@ async function keepGoodRows({ connection, request, tables, names, inPlace, all }
   const [rejected, unsafeKeys] = (
     await connection.runAndReadAll(`SELECT (SELECT count(*) FROM ${tables.rejected}), (SELECT count(*) FROM ${names.badKeys})`)
   ).getRowsJS()[0]!.map(Number) as [number, number];
+  const output = [...request.columns.map((c) => c.name), ...request.partition.map((p) => p.key)].map((name) => `r.${quoteIdentifier(name)}`).join(", ");
   if (inPlace) {
     // A clean delivery (the probe found no bad row, and its files are checked unchanged before anything is kept)
     // needs no filter: its later passes (signature, runs) then skip computing every row's problems again.
     const good = [...(rejected > 0 ? [`${rowProblem} IS NULL`] : []), ...(unsafeKeys > 0 ? [`NOT EXISTS (SELECT 1 FROM ${names.badKeys} b WHERE ${keysMatch})`] : [])];
-    const output = [...request.columns.map((c) => c.name), ...request.partition.map((p) => p.key)].map((name) => `r.${quoteIdentifier(name)}`).join(", ");
     await connection.run(`CREATE VIEW ${tables.landed} AS SELECT ${output} FROM ${all} r${good.length > 0 ? ` WHERE ${good.join(" AND ")}` : ""}`);
     return;
   }
-  if (rejected > 0) await connection.run(`DELETE FROM ${tables.landed} r WHERE ${rowProblem} IS NOT NULL`);
-  if (unsafeKeys > 0) await connection.run(`DELETE FROM ${tables.landed} r USING ${names.badKeys} b WHERE ${keysMatch}`);
-  for (const column of ["__file", "__line", "__problem"]) await connection.run(`ALTER TABLE ${tables.landed} DROP COLUMN ${column}`);
+  if (rejected > 0) await connection.run(`DELETE FROM ${all} r WHERE ${rowProblem} IS NOT NULL`);
+  if (unsafeKeys > 0) await connection.run(`DELETE FROM ${all} r USING ${names.badKeys} b WHERE ${keysMatch}`);
+  // A view of the kept columns, not ALTER TABLE ... DROP COLUMN: each of those rewrote the table's catalog entry, and
+  // the old versions were cleaned up at the next statement (10-15 ms a small delivery).
+  await connection.run(`CREATE VIEW ${tables.landed} AS SELECT ${output} FROM ${all} r`);
 }
 
 /** The error of a landing that ran out of memory and of spill space: what DuckDB may use, where it spills, and the fix. */
@@ -452,8 +460,9 @@ async function noRoom(connection: DuckDBConnection, request: LandRequest, error:
  * The names of the relations landing makes besides the landed and rejected ones: scratch tables, and (Parquet) the
  * view of every row typed, with its problems, that the landed view filters. `releaseLanding` drops them all.
  */
-function landingScratch(landed: string): Record<"lines" | "records" | "badKeys" | "badRows" | "typed" | "ordered" | "checked" | "groups", string> {
+function landingScratch(landed: string): Record<"rows" | "lines" | "records" | "badKeys" | "badRows" | "typed" | "ordered" | "checked" | "groups", string> {
   return {
+    rows: `${landed}_rows`,
     lines: `${landed}_lines`,
     records: `${landed}_records`,
     badKeys: `${landed}_bad_keys`,
@@ -468,7 +477,7 @@ function landingScratch(landed: string): Record<"lines" | "records" | "badKeys" 
 /** Drops every relation of one landed delivery (tables and views), those that exist. */
 export async function dropLanding(connection: DuckDBConnection, tables: LandingTables): Promise<void> {
   const scratch = landingScratch(tables.landed);
-  const names = [tables.landed, scratch.checked, scratch.ordered, scratch.typed, tables.rejected, scratch.groups, scratch.badKeys, scratch.badRows, scratch.records, scratch.lines];
+  const names = [tables.landed, scratch.checked, scratch.ordered, scratch.typed, scratch.rows, tables.rejected, scratch.groups, scratch.badKeys, scratch.badRows, scratch.records, scratch.lines];
   // The relations of one delivery are all in one catalog: the landing's in-memory one (`catalog.name`), or the default.
   const home = relationParts(tables.landed).catalog;
   const catalog = home === undefined ? "current_database()" : quoteLiteral(home);
