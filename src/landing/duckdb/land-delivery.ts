@@ -1,3 +1,4 @@
+import { stat } from "node:fs/promises";
 import type { DuckDBConnection } from "@duckdb/node-api";
 import { InvalidInputError, LakeswapError } from "../../model/errors.js";
 import { MAX_PARTITION_VALUE_LENGTH } from "../../model/partition.js";
@@ -51,6 +52,7 @@ export async function landDelivery(
   request: LandRequest,
   tables: LandingTables,
   signInPass?: PassSignature,
+  options: LandingOptions = {},
 ): Promise<LandedInPass | undefined> {
   const names = landingScratch(tables.landed);
   // Parquet is typed and read in place: the landed rows are a view over the files (checked unchanged by the caller), so
@@ -65,7 +67,7 @@ export async function landDelivery(
     await checkPartitionExpressions(connection, request);
     // A CSV delivery is streamed by DuckDB's reader first; only one that the exact reader must judge is read again, line by line.
     if (request.format === "csv" && signInPass) {
-      const streamed = await landStreamedCsv(pass, rowChecks(request), signInPass);
+      const streamed = await landStreamedCsv(pass, rowChecks(request), signInPass, options.materializeMaxBytes ?? MATERIALIZE_MAX_BYTES);
       if (streamed) {
         // Read in place: its bad keys stay while the landed view filters on them, as a Parquet delivery's do.
         scratch.splice(scratch.indexOf(names.badKeys), 1);
@@ -97,6 +99,12 @@ export async function landDelivery(
     await connection.run(`DROP VIEW IF EXISTS ${names.checked}`);
     for (const table of scratch) await connection.run(`DROP TABLE IF EXISTS ${table}`);
   }
+}
+
+/** How a delivery is landed, where the default is not wanted (tests of both ways). */
+export interface LandingOptions {
+  /** The largest streamed CSV delivery (bytes) parsed once into a table rather than read in place by every pass. */
+  readonly materializeMaxBytes?: number;
 }
 
 /** One delivery being landed: where, what, and the relation of every row typed (`all`: the table text is parsed into, or a view of a delivery read in place). */
@@ -208,15 +216,18 @@ async function checkAndSign({ connection, request, names, all }: LandingPass, ch
  * has any found in the files with their lines and text; undefined (and nothing left) where only the exact reader can
  * judge it (./csv-input.ts).
  */
-async function landStreamedCsv(pass: LandingPass, checks: RowChecks, sign: PassSignature): Promise<LandedInPass | undefined> {
+async function landStreamedCsv(pass: LandingPass, checks: RowChecks, sign: PassSignature, materializeMaxBytes: number): Promise<LandedInPass | undefined> {
   const { connection, request, tables, names } = pass;
   const rejects = csvRejects(names.typed);
   const streamed = await readingFailure(() => streamedCsv(request));
   if (streamed === undefined) return undefined;
+  // A small delivery is parsed once into a table that every later pass reads; a larger one stays a view over its
+  // files (memory then stays that of a plain COPY), read again by the passes after this one.
+  const materialized = (await deliveryBytes(request)) <= materializeMaxBytes;
   const inPlace: LandingPass = { ...pass, inPlace: true, all: names.typed };
   let clean = false;
   try {
-    await convertRows(inPlace, streamed.rows({ refused: rejects }));
+    await convertRows({ ...inPlace, inPlace: !materialized }, streamed.rows({ refused: rejects }));
     const groups = await checkAndSign(inPlace, checks, sign);
     await findBadKeys(inPlace, groups);
     const bad = await connection.runAndReadAll(
@@ -225,10 +236,12 @@ async function landStreamedCsv(pass: LandingPass, checks: RowChecks, sign: PassS
     if (Number(bad.getRowsJS()[0]?.[0]) > 0) {
       if (!(await locateBadRows(inPlace, checks, groups, streamed))) return undefined;
     } else await createNoRejects(connection, tables.rejected);
-    // Later reads of the landed rows (on other connections too) skip the refused records, already bad rows, and keep
-    // nothing in temporary tables (the files are checked unchanged, so they are the same records).
-    await connection.run(`DROP VIEW ${names.typed}`);
-    await convertRows(inPlace, streamed.rows({ refused: "skipped" }));
+    if (!materialized) {
+      // Later reads of the landed rows (on other connections too) skip the refused records, already bad rows, and keep
+      // nothing in temporary tables (the files are checked unchanged, so they are the same records).
+      await connection.run(`DROP VIEW ${names.typed}`);
+      await convertRows(inPlace, streamed.rows({ refused: "skipped" }));
+    }
     await keepGoodRows(inPlace, checks);
     clean = true;
     return { signatures: groups };
@@ -240,10 +253,7 @@ async function landStreamedCsv(pass: LandingPass, checks: RowChecks, sign: PassS
   } finally {
     for (const view of [names.checked, names.ordered]) await connection.run(`DROP VIEW IF EXISTS ${view}`);
     for (const table of [names.badRows, names.lines, `temp.${rejects.errors}`, `temp.${rejects.scans}`]) await connection.run(`DROP TABLE IF EXISTS ${table}`);
-    if (!clean) {
-      for (const view of [tables.landed, names.typed]) await connection.run(`DROP VIEW IF EXISTS ${view}`);
-      for (const table of [tables.rejected, names.groups, names.badKeys]) await connection.run(`DROP TABLE IF EXISTS ${table}`);
-    }
+    if (!clean) await dropLanding(connection, tables);
   }
 }
 
@@ -289,6 +299,18 @@ async function landStreamedJsonl(pass: LandingPass, checks: RowChecks): Promise<
     for (const table of [names.badRows, names.lines]) await connection.run(`DROP TABLE IF EXISTS ${table}`);
     if (!landed) await dropLanding(connection, tables);
   }
+}
+
+/**
+ * The largest CSV delivery (its files' bytes) whose rows are kept in a table as they are first read: the later passes
+ * (the runs written, a merge) then read memory instead of parsing the files again. About 2-4x that in memory.
+ */
+const MATERIALIZE_MAX_BYTES = 16 * 1024 * 1024;
+
+async function deliveryBytes(request: LandRequest): Promise<number> {
+  let total = 0;
+  for (const file of request.files) total += (await stat(file)).size;
+  return total;
 }
 
 /** The rejected table of a delivery without a bad row. */
