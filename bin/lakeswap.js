@@ -31,7 +31,8 @@ try {
 }
 // The digest of the bytes as read: a string would be encoded to UTF-8 again to be hashed.
 const digest = createHash("sha256").update(bytes).digest();
-const source = bytes.toString("utf8");
+// The bundle is ASCII (scripts/bundle.mjs checks it): decoded as Latin-1, the same string without UTF-8's validation.
+const source = bytes.toString("latin1");
 let cachedData;
 try {
   const cache = readFileSync(cacheFile);
