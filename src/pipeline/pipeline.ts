@@ -105,12 +105,15 @@ export class Pipeline {
     // Landing first: a delivery with bad rows and no dead-letter table changes nothing, not even the catalog.
     let landed = known.summary ? undefined : await landDelivery(ctx, dataset, builds && (await buildsEveryPartition(ctx, dataset)));
     let merged: LandedDelivery | undefined;
-    const release = async (): Promise<void> => {
-      const [delivery, merge] = [landed, merged];
-      [landed, merged] = [undefined, undefined];
-      if (merge) await ctx.landing.releaseLanding(merge);
-      if (delivery) await ctx.landing.releaseLanding(delivery);
-    };
+    let releasing: Promise<void> | undefined;
+    // Once: the raw layer starts it when it is written (the layers need only its runs), and the end of the sync waits for it.
+    const release = (): Promise<void> =>
+      (releasing ??= (async () => {
+        const [delivery, merge] = [landed, merged];
+        [landed, merged] = [undefined, undefined];
+        if (merge) await ctx.landing.releaseLanding(merge);
+        if (delivery) await ctx.landing.releaseLanding(delivery);
+      })());
     try {
       await this.withLeases(pass, dataset, async (run) => {
         const startedMs = Date.now();

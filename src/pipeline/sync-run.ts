@@ -88,7 +88,8 @@ export class SyncRun implements Run {
       await keepSummary(this.ctx, dataset, known.key, landed);
     }
     this.tally.layers.push({ dataset: dataset.name, layer: "raw", table: dataset.table, ...totals(results, Date.now() - step.startedMs) });
-    await step.release();
+    // The landed delivery is dropped while the layers build from the runs (the sync waits for it at its end).
+    step.release().catch(() => undefined);
     const columns = [...dataset.columns, ...dataset.partition.map((p) => ({ name: p.key, type: "VARCHAR", nullable: false }))];
     await this.sendToSinks(dataset, "raw", dataset.table, columns, dataset.partition.map((p) => p.key), dataset.sinks ?? []);
   }
