@@ -67,6 +67,8 @@ export class PostgresSink implements Sink {
   private readonly rowExport: RowExport;
   /** A connection of its own that reads the target's keys of a partition about to be exported (never in a transaction). */
   private keyReader?: Promise<SinkSession>;
+  /** The last key read given to the key reader's connection (see split), settled. */
+  private keyReads: Promise<unknown> = Promise.resolve();
   /** Partitions exported ahead (the `upcoming` of a write), by `stagedKey`, until their own write takes them or `close` removes them. */
   private readonly staged = new Map<string, { readonly layout: SinkLayout; readonly rows: Promise<StagedRows> }>();
   /** Upsert: the partitions `lakeswap_state` records for this table, as `prepare` read them. */
@@ -263,7 +265,11 @@ export class PostgresSink implements Sink {
       const reader = await this.openKeyReader();
       const where = part.partition.keys.map((name, i) => `${ident(name)} = ${quoteLiteral(part.partition.values[i] as string)}`).join(" AND ") || "true";
       const select = `SELECT ${key.map(ident).join(", ")} FROM ${this.targetName()} WHERE ${where}`;
-      await pipeline(reader.copyOut(`COPY (${select}) TO STDOUT (FORMAT csv)`), createWriteStream(keysCsv));
+      // Partitions staged ahead read their keys on the one connection one after the other: a pg client runs one query
+      // at a time (a second one given while the first runs is queued, which pg 9 will refuse).
+      const read = this.keyReads.then(() => pipeline(reader.copyOut(`COPY (${select}) TO STDOUT (FORMAT csv)`), createWriteStream(keysCsv)));
+      this.keyReads = read.catch(() => undefined);
+      await read;
       return { keysCsv };
     } catch {
       return { all: "known" };
