@@ -22,7 +22,7 @@ await build({
 
 const bundled = readFileSync(path.join(outdir, "cli.cjs"), "utf8");
 // bin/lakeswap.js decodes the bundle as Latin-1, which reads ASCII alone as UTF-8 would (esbuild escapes the rest).
-const nonAscii = /[^\x00-\x7f]/.exec(bundled);
+const nonAscii = /[^\p{ASCII}]/u.exec(bundled);
 if (nonAscii) throw new Error(`bundle: dist/bundle/cli.cjs holds a character outside ASCII at ${nonAscii.index}; bin/lakeswap.js reads it as Latin-1`);
 const dynamicImport = /\bimport\(\s*["'`]([^"'`]+)/.exec(bundled);
 if (dynamicImport) throw new Error(`bundle: dist/bundle/cli.cjs imports ${dynamicImport[1]} dynamically; make it a require (see scripts/bundle-options.mjs)`);

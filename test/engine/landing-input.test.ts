@@ -6,7 +6,8 @@ import { promisify } from "node:util";
 import { DuckDBInstance } from "@duckdb/node-api";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DuckDbLanding } from "../../src/landing/duckdb/duckdb-landing.js";
-import { dropLanding, landDelivery } from "../../src/landing/duckdb/land-delivery.js";
+import { landDelivery } from "../../src/landing/duckdb/land-delivery.js";
+import { dropLanding } from "../../src/landing/duckdb/landing-relations.js";
 import type { LandRequest } from "../../src/landing/landing.js";
 import { LocalStore } from "../../src/store/local-store.js";
 import { METADATA_FOLDERS } from "../../src/lake/layout.js";
@@ -190,7 +191,8 @@ describe("times do not depend on the machine's zone (item 19)", () => {
       "mts",
       `import { DuckDBInstance } from ${JSON.stringify(createRequire(import.meta.url).resolve("@duckdb/node-api"))};
 import { DuckDbLanding } from ${JSON.stringify(path.join(REPO_ROOT, "src/landing/duckdb/duckdb-landing.js"))};
-import { dropLanding, landDelivery } from ${JSON.stringify(path.join(REPO_ROOT, "src/landing/duckdb/land-delivery.js"))};
+import { landDelivery } from ${JSON.stringify(path.join(REPO_ROOT, "src/landing/duckdb/land-delivery.js"))};
+import { dropLanding } from ${JSON.stringify(path.join(REPO_ROOT, "src/landing/duckdb/landing-relations.js"))};
 import { LocalStore } from ${JSON.stringify(path.join(REPO_ROOT, "src/store/local-store.js"))};
 const engine = new DuckDbLanding(new LocalStore(${JSON.stringify(path.join(workspace.dir, "tz-lake"))}, { folders: ${JSON.stringify(METADATA_FOLDERS)} }));
 const duck = await DuckDBInstance.create(":memory:");

@@ -24,7 +24,7 @@ import { writeLandedFiles, writeRejected } from "./landed-output.js";
 import { tablesOfParseTree } from "./landing-queries.js";
 import { countFooterRows } from "../parquet-footers.js";
 import { landAndSign, type WrittenAhead } from "./land-and-sign.js";
-import { dropLanding } from "./land-delivery.js";
+import { dropLanding } from "./landing-relations.js";
 import { dropMerge, mergeDelivery, mergeRelations, type MergeRelations } from "./duckdb-merge.js";
 
 /**

@@ -6,7 +6,8 @@ import type { TableDefinition } from "../../model/table.js";
 import { faultPoint } from "../../shared/faults.js";
 import type { LandRequest, LandedDelivery, LandedPartition, RejectedRow, Signing } from "../landing.js";
 import { assertStillAsRead, fileStateTexts, type DeliveryIds, type ReadFiles } from "./delivery-identity.js";
-import { landDelivery, outOfMemory, type LandingTables } from "./land-delivery.js";
+import { landDelivery, outOfMemory } from "./land-delivery.js";
+import type { LandingTables } from "./landing-relations.js";
 import { signatureQuery, type SignatureColumn } from "./signature-sql.js";
 import { tableShape, type Stage } from "./stage.js";
 

@@ -2,7 +2,7 @@ import { stat } from "node:fs/promises";
 import type { DuckDBConnection } from "@duckdb/node-api";
 import { InvalidInputError, LakeswapError } from "../../model/errors.js";
 import { MAX_PARTITION_VALUE_LENGTH } from "../../model/partition.js";
-import { printable, quoteIdentifier, quoteLiteral, quoteRelation, relationParts } from "../../model/sql.js";
+import { printable, quoteIdentifier, quoteLiteral, relationParts } from "../../model/sql.js";
 import type { LandRequest } from "../landing.js";
 import { readCsv } from "./csv-input.js";
 import { rejectLocatedRows } from "./csv-records.js";
@@ -12,16 +12,10 @@ import { streamedLines } from "./text-lines.js";
 import { readParquet } from "./parquet-input.js";
 import { duckDbMessage, fileList, outOfMemory, shown, sqlList, type SourceRows } from "./landing-sql.js";
 import { conversion } from "./value-conversion.js";
+import { dropLanding, landingScratch, type LandingTables } from "./landing-relations.js";
 
 export { outOfMemory } from "./landing-sql.js";
 
-/** The names of the engine tables that hold one landed delivery. */
-export interface LandingTables {
-  /** Good rows: the declared columns plus the partition keys. */
-  readonly landed: string;
-  /** Bad rows: file, line, reason, raw text. */
-  readonly rejected: string;
-}
 
 const SAFE_PARTITION_VALUE = "^[A-Za-z0-9_][A-Za-z0-9_.-]*$";
 
@@ -476,44 +470,6 @@ async function noRoom(connection: DuckDBConnection, request: LandRequest, error:
       `(in TMPDIR), and neither was enough (${duckDbMessage(error)}). Free space in TMPDIR or point it elsewhere, or raise LAKESWAP_MEMORY_LIMIT`,
     { cause: error },
   );
-}
-
-/**
- * The names of the relations landing makes besides the landed and rejected ones: scratch tables, and (Parquet) the
- * view of every row typed, with its problems, that the landed view filters. `releaseLanding` drops them all.
- */
-function landingScratch(landed: string): Record<"rows" | "lines" | "records" | "badKeys" | "badRows" | "typed" | "ordered" | "checked" | "groups", string> {
-  return {
-    rows: `${landed}_rows`,
-    lines: `${landed}_lines`,
-    records: `${landed}_records`,
-    badKeys: `${landed}_bad_keys`,
-    badRows: `${landed}_bad_rows`,
-    typed: `${landed}_typed`,
-    ordered: `${landed}_ordered`,
-    checked: `${landed}_checked`,
-    groups: `${landed}_groups`,
-  };
-}
-
-/** Drops every relation of one landed delivery (tables and views), those that exist. */
-export async function dropLanding(connection: DuckDBConnection, tables: LandingTables): Promise<void> {
-  const scratch = landingScratch(tables.landed);
-  const names = [tables.landed, scratch.checked, scratch.ordered, scratch.typed, scratch.rows, tables.rejected, scratch.groups, scratch.badKeys, scratch.badRows, scratch.records, scratch.lines];
-  // The relations of one delivery are all in one catalog: the landing's in-memory one (`catalog.name`), or the default.
-  const home = relationParts(tables.landed).catalog;
-  const catalog = home === undefined ? "current_database()" : quoteLiteral(home);
-  const bare = names.map((name) => relationParts(name).name);
-  const list = bare.map(quoteLiteral).join(", ");
-  const found = await connection.runAndReadAll(
-    `SELECT view_name, 'VIEW' FROM duckdb_views() WHERE NOT internal AND database_name = ${catalog} AND view_name IN (${list}) ` +
-      `UNION ALL SELECT table_name, 'TABLE' FROM duckdb_tables() WHERE database_name = ${catalog} AND table_name IN (${list})`,
-  );
-  // Views first: they read the tables. In the order of `names`, so the landed view goes before the typed one it reads.
-  const relations = (found.getRowsJS() as [string, string][]).sort(
-    (a, b) => (a[1] === b[1] ? bare.indexOf(a[0]) - bare.indexOf(b[0]) : a[1] === "VIEW" ? -1 : 1),
-  );
-  for (const [name, kind] of relations) await connection.run(`DROP ${kind} IF EXISTS ${quoteRelation(names[bare.indexOf(name)]!)}`);
 }
 
 /** A pass over a delivery read in place (Parquet): a file that cannot be read as the format is bad input naming it, as when it is copied in. */
