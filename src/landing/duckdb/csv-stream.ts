@@ -39,12 +39,13 @@ export async function streamedCsv(request: LandRequest): Promise<StreamedCsv | u
   }
   const layout = layouts[0];
   if (layout === undefined || layouts.some((l) => l.width !== layout.width || l.positions.join() !== layout.positions.join())) return undefined;
-  const held = { quotes: false, carriageReturns: false };
+  const held = { quotes: false, carriageReturns: false, bytes: 0 };
   for (const file of request.files) {
     const scan = await scanBeforeReading(file, delimiter, layout.width);
     if (scan.readOtherwise) return undefined;
     held.quotes ||= scan.quotes;
     held.carriageReturns ||= scan.carriageReturns;
+    held.bytes += scan.bytes;
   }
   const fields = Array.from({ length: layout.width }, (_, i) => `c${i + 1}`);
   // A quote left in a field was either doubled inside a quoted field or stray in an unquoted one (which the exact
@@ -68,7 +69,7 @@ export async function streamedCsv(request: LandRequest): Promise<StreamedCsv | u
       `${quoted} AS __structural, ${request.columns.map((_, i) => `${value(quoteIdentifier(`c${layout.positions[i]}`))} AS __s${i}`).join(", ")} FROM ${read}`;
     return { select, types: request.columns.map(() => "VARCHAR") };
   };
-  return { width: layout.width, rows };
+  return { width: layout.width, bytes: held.bytes, rows };
 }
 
 /**
@@ -84,6 +85,8 @@ interface StreamedRead {
 /** A CSV delivery that DuckDB's reader reads as the exact reader would: how many fields each record has, and its rows, read one way or another. */
 export interface StreamedCsv {
   readonly width: number;
+  /** The delivery's bytes, as the scan before reading read them. */
+  readonly bytes: number;
   rows(read: StreamedRead): SourceRows;
 }
 
@@ -133,6 +136,8 @@ interface FileScan {
   readonly quotes: boolean;
   /** It holds a CR, so a field may hold one before a line end. */
   readonly carriageReturns: boolean;
+  /** The bytes scanned: the file's. */
+  readonly bytes: number;
 }
 
 /**
@@ -146,8 +151,9 @@ interface FileScan {
  * that ends with the delimiter is split.
  */
 async function scanBeforeReading(file: string, delimiter: string, width: number): Promise<FileScan> {
-  const found = { quotes: false, carriageReturns: false };
+  const found = { quotes: false, carriageReturns: false, bytes: 0 };
   const readOtherwise = await searchLines(file, (whole, atEnd) => {
+    found.bytes += whole.length;
     // The last line of a file, without a line end, is searched as if it had one.
     const lines = atEnd ? Buffer.concat([whole, Buffer.from("\n")]) : whole;
     // The quote's own patterns are searched only in lines that hold a quote (one byte, found fastest), and line ends

@@ -1,4 +1,3 @@
-import { stat } from "node:fs/promises";
 import type { DuckDBConnection } from "@duckdb/node-api";
 import { InvalidInputError, LakeswapError } from "../../model/errors.js";
 import { MAX_PARTITION_VALUE_LENGTH } from "../../model/partition.js";
@@ -217,7 +216,7 @@ async function landStreamedCsv(pass: LandingPass, checks: RowChecks, sign: PassS
   if (streamed === undefined) return undefined;
   // A small delivery is parsed once into a table that every later pass reads; a larger one stays a view over its
   // files (memory then stays that of a plain COPY), read again by the passes after this one.
-  const materialized = (await deliveryBytes(request)) <= materializeMaxBytes;
+  const materialized = streamed.bytes <= materializeMaxBytes;
   const inPlace: LandingPass = { ...pass, inPlace: true, all: names.typed };
   let clean = false;
   try {
@@ -300,12 +299,6 @@ async function landStreamedJsonl(pass: LandingPass, checks: RowChecks): Promise<
  * (the runs written, a merge) then read memory instead of parsing the files again. About 2-4x that in memory.
  */
 const MATERIALIZE_MAX_BYTES = 16 * 1024 * 1024;
-
-async function deliveryBytes(request: LandRequest): Promise<number> {
-  let total = 0;
-  for (const file of request.files) total += (await stat(file)).size;
-  return total;
-}
 
 /** The rejected table of a delivery without a bad row. */
 async function createNoRejects(connection: DuckDBConnection, rejected: string): Promise<void> {
