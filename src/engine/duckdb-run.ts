@@ -18,8 +18,11 @@ import { assertOneSelect } from "./sql-guard.js";
  * delivery's dead letters) are the same but for the instance `connection` belongs to.
  */
 export async function buildRun(connection: DuckDBConnection, request: BuildRequest, files: FileAccess): Promise<BuildResult> {
+  // Parsed by the process's own instance while this one makes the views.
+  const checked = assertOneSelect(request.select, "the SQL");
+  checked.catch(() => undefined);
   await registerViews(connection, request.sources, files);
-  const select = await assertOneSelect(request.select, "the SQL");
+  const select = await checked;
   const outputColumns = await describe(connection, select);
   const { table, partition } = request;
 

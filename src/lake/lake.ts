@@ -4,7 +4,7 @@ import type { Landing } from "../landing/landing.js";
 import type { ObjectStore } from "../store/object-store.js";
 import { LakeswapError, NotFoundError } from "../model/errors.js";
 import { collectAfterSwap, type PartitionGcReport } from "./operations/gc.js";
-import { partitionStates, type PartitionState } from "./operations/partition-states.js";
+import { HeldStates, partitionStates, type PartitionState } from "./operations/partition-states.js";
 import { replaceOne, type ReplaceOptions, type ReplaceResult } from "./operations/replace.js";
 import { syncLeaseName } from "./layout.js";
 import { DEFAULT_LEASE_WAIT_MS, WriterLease, leaseKey, removeAbandonedLease } from "./lease.js";
@@ -194,15 +194,22 @@ export class Lake {
       assertHeld(tableName);
       return this.table(tableName);
     };
+    // A held table's states, read once: only this writer moves its pointers while it holds the lease, so its own moves
+    // are all that change them (a sync's layers read the table they just wrote as their upstream).
+    const states = new HeldStates();
     const writer: LakeWriter = {
       replace: async (tableName, partitionInput, options) => {
         const table = notIngested(await held(tableName), "replaced");
+        states.forget(tableName);
         return replaceOne(this.parts, table, partitionOf(table, partitionInput), options);
       },
-      replaceBatch: async (tableName, items, options) => swapBatch(this.parts, notIngested(await held(tableName), "replaced"), items, options),
+      replaceBatch: async (tableName, items, options) => {
+        const table = notIngested(await held(tableName), "replaced");
+        return states.afterBatch(tableName, items, () => swapBatch(this.parts, table, items, options));
+      },
       partitionStates: async (tableName) => {
         assertHeld(tableName);
-        return partitionStates(this, tableName);
+        return states.read(tableName, () => partitionStates(this, tableName));
       },
       collectGarbage: async (tableName, partitions) => {
         const table = await held(tableName);

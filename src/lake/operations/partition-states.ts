@@ -5,6 +5,7 @@ import type { RunManifest } from "../manifest.js";
 import { partitionOf, type HasLakeParts, type PartitionInput } from "../parts.js";
 import { readManifest, runFiles } from "../runs.js";
 import { assertTableName } from "../../model/sql.js";
+import type { SwapItem, SwapOutcome } from "../commit/swap.js";
 
 /** What a sync needs to know about a partition's current run (fingerprint, inputs and rows only where its manifest was read: a pointer without a signature). */
 export interface PartitionState {
@@ -64,4 +65,41 @@ export async function countPartition(lake: HasLakeParts, tableName: string, part
   const pointer = await parts.catalog.getPointer(table, partition);
   if (!pointer) return undefined;
   return parts.engine.countRows(table, { partition, runId: pointer.runId, files: await runFiles(parts, table, partition, pointer.runId) });
+}
+
+/**
+ * The states of the tables a writer holds, read once each and kept up to date with the writer's own batches: under
+ * a table's lease nobody else moves its pointers. A batch that did not end with every partition moved, a partition
+ * without a signature (its state comes from its manifest) or a single replace forgets the table: the next read goes
+ * to the catalog. Pins are read with the states; a pin set during the writer's work counts from its next writer on.
+ */
+export class HeldStates {
+  private readonly tables = new Map<string, Map<string, PartitionState>>();
+
+  async read(table: string, load: () => Promise<Map<string, PartitionState>>): Promise<Map<string, PartitionState>> {
+    let states = this.tables.get(table);
+    if (!states) {
+      states = await load();
+      this.tables.set(table, states);
+    }
+    return new Map(states);
+  }
+
+  forget(table: string): void {
+    this.tables.delete(table);
+  }
+
+  /** Runs `batch` (the table's swaps) and applies its moves to the kept states, or forgets them. */
+  async afterBatch(table: string, items: readonly SwapItem[], batch: () => Promise<SwapOutcome[]>): Promise<SwapOutcome[]> {
+    const states = this.tables.get(table);
+    this.tables.delete(table);
+    const outcomes = await batch();
+    if (!states || items.some((item) => item.signature === undefined) || outcomes.some((o) => o.error !== undefined || o.runId === undefined)) return outcomes;
+    outcomes.forEach((outcome, i) => {
+      const path = partitionPath((items[i] as SwapItem).partition);
+      states.set(path, { partition: path, runId: outcome.runId as string, signature: items[i]?.signature, movedBy: "swap", pinned: states.get(path)?.pinned ?? false });
+    });
+    this.tables.set(table, states);
+    return outcomes;
+  }
 }
