@@ -12,6 +12,11 @@ export interface Pointer {
   readonly signature?: string;
   /** What moved the pointer last: a swap to a new run, or a rollback. */
   readonly movedBy?: PointerMoveKind;
+  /**
+   * The names of the run's data files within its location, where the catalog keeps them with the pointer (the
+   * embedded catalog's pointer state): a reader of the current runs then lists no run folder.
+   */
+  readonly runFiles?: readonly string[];
 }
 
 /** Why a pointer moved. */
@@ -26,6 +31,8 @@ export interface PointerMove {
   readonly previousRunId?: string;
   readonly signature?: string;
   readonly kind: PointerMoveKind;
+  /** The names of the run's data files within `location`, as audited (kept with the pointer where the catalog can). */
+  readonly runFiles?: readonly string[];
 }
 
 /**

@@ -33,6 +33,8 @@ interface PointerState {
   signature?: string;
   movedBy?: PointerMoveKind;
   movedAt: string;
+  /** The run's data file names (Pointer.runFiles), when the move named them. */
+  files?: string[];
 }
 
 /**
@@ -246,7 +248,7 @@ export class LocalCatalog implements Catalog {
     const staged: StagedState[] = [];
     try {
       await eachLimited(moves, FSYNC_CONCURRENCY, async (move) => {
-        const state: PointerState = { run: move.runId, previous: move.previousRunId, signature: move.signature, movedBy: move.kind, movedAt };
+        const state: PointerState = { run: move.runId, previous: move.previousRunId, signature: move.signature, movedBy: move.kind, movedAt, files: move.runFiles && [...move.runFiles] };
         const file = this.stateFile(table, move.partition);
         const temp = await writeTempFile(tempDir, `${JSON.stringify(state)}\n`).catch((error: unknown) => {
           throw noSpaceError(`${this.folders.temp}/${path.basename(file)}`, file, error, this.describeWrite) ?? error;
@@ -420,11 +422,22 @@ function pointerOf(partition: Partition, link: string, target: string, stateFile
   }
   const state = stateText === undefined ? undefined : parseState(stateText, stateFile);
   if (state !== undefined && state.run === runId) {
-    return { partition, runId, previousRunId: state.previous, signature: state.signature, movedBy: state.movedBy };
+    const runFiles = plainFileNames(state.files);
+    return { partition, runId, previousRunId: state.previous, signature: state.signature, movedBy: state.movedBy, ...(runFiles ? { runFiles } : {}) };
   }
   // The process died between the rename and the state write: the state still
   // describes the pointer as it was before, so its run is the previous one.
   return { partition, runId, previousRunId: state?.run };
+}
+
+/**
+ * A state's file names, where every one is a plain name (letters, digits, '.', '_', '-', '='; not '.' or '..'): a
+ * state edited by hand, or written by another tool, never names a path outside its run, nor a glob. Undefined
+ * otherwise, and the run's folder is listed instead.
+ */
+function plainFileNames(files: unknown): string[] | undefined {
+  if (!Array.isArray(files) || !files.every((name) => typeof name === "string" && /^[A-Za-z0-9._=-]{1,255}$/.test(name) && name !== "." && name !== "..")) return undefined;
+  return files as string[];
 }
 
 function parseState(text: string, file: string): PointerState {

@@ -50,6 +50,12 @@ export async function listRunFiles(store: ObjectStore, prefix: string): Promise<
   return (await store.list(prefix)).filter((o) => !o.key.endsWith("/") && !isHiddenRunFile(o.key.slice(prefix.length)));
 }
 
+/** The names of a run's files within its prefix (Pointer.runFiles), or undefined where one is not directly in it. */
+export function runFileNames(prefix: string, files: readonly RunFile[]): string[] | undefined {
+  const names = files.map((f) => (f.key.startsWith(prefix) ? f.key.slice(prefix.length) : ""));
+  return names.every((name) => name !== "" && !name.includes("/")) ? names : undefined;
+}
+
 /** The data file keys of one run. */
 export async function runFiles(ctx: LakeContext, table: TableDefinition, partition: Partition, runId: string): Promise<string[]> {
   return (await listRunFiles(ctx.store, runPrefix(ctx.catalog, table, partition, runId))).map((f) => f.key);
@@ -147,7 +153,8 @@ export async function currentRuns(ctx: LakeContext, scope: SnapshotScope = {}): 
     const partitions = await mapLimited(pointers, LISTINGS_AT_ONCE, async (pointer): Promise<PartitionSnapshot> => ({
       partition: pointer.partition,
       runId: pointer.runId,
-      files: scope.files === false ? [] : await runFiles(ctx, table, pointer.partition, pointer.runId),
+      // The run's files as the pointer's state names them (the embedded catalog), else listed.
+      files: scope.files === false ? [] : pointer.runFiles ? pointer.runFiles.map((name) => `${runPrefix(ctx.catalog, table, pointer.partition, pointer.runId)}${name}`) : await runFiles(ctx, table, pointer.partition, pointer.runId),
     }));
     snapshots.push({ table, partitions });
   }

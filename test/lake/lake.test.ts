@@ -1,4 +1,4 @@
-import { readdirSync } from "node:fs";
+import { copyFileSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { DuckDBInstance } from "@duckdb/node-api";
 import { afterEach, describe, expect, it } from "vitest";
@@ -125,6 +125,30 @@ describe("the embedded lake", () => {
     expect(done[0]!.removed).toHaveLength(2);
     expect(readdirSync(runsDir)).toHaveLength(2);
     expect((await lake.query("SELECT count(*) FROM t")).rows).toEqual([[4]]);
+  });
+
+  it("reads a current run's files as its pointer's state names them (no listing), and lists the run where the state names none, or a name that is not plain", async () => {
+    const lake = await openLake();
+    await lake.createTable(defineTable({ name: "t", columns: [{ name: "id", type: "BIGINT" }, { name: "tag", type: "VARCHAR" }], partitionKeys: ["day"] }));
+    const first = await replacePartition(lake, "t", "day=1", { select: rows(3, "a") });
+    const second = await replacePartition(lake, "t", "day=1", { select: rows(5, "b") });
+    const stateFile = path.join(backend!.lakeDir, "_lakeswap", "pointers", "t", "day=1.json");
+    const state = JSON.parse(readFileSync(stateFile, "utf8")) as { run: string; files?: string[] };
+    expect(state).toMatchObject({ run: second.runId, files: [`part-${second.runId}.parquet`] });
+    // A file that appeared in the run after its audit (by hand) is not part of the run: the state's names are what was audited.
+    const runDir = path.join(backend!.lakeDir, "t", "_runs", "day=1", `run=${second.runId}`);
+    copyFileSync(path.join(runDir, `part-${second.runId}.parquet`), path.join(runDir, "stray.parquet"));
+    expect((await lake.query("SELECT tag, count(*) FROM t GROUP BY tag")).rows).toEqual([["b", 5]]);
+    // A state that names no files, or a path, is not trusted: the run's folder is listed (the stray file then counts).
+    for (const files of [undefined, ["../../../escape.parquet"], ["*.parquet"]]) {
+      writeFileSync(stateFile, JSON.stringify({ ...state, files }));
+      expect((await lake.query("SELECT tag, count(*) FROM t GROUP BY tag")).rows).toEqual([["b", 10]]);
+    }
+    rmSync(path.join(runDir, "stray.parquet"));
+    // A rollback names the target run's files from its manifest.
+    await rollbackPartition(lake, "t", "day=1");
+    expect(JSON.parse(readFileSync(stateFile, "utf8"))).toMatchObject({ run: first.runId, files: [`part-${first.runId}.parquet`] });
+    expect((await lake.query("SELECT tag, count(*) FROM t GROUP BY tag")).rows).toEqual([["a", 3]]);
   });
 
   it("drops a table with everything it had", async () => {

@@ -4,7 +4,7 @@ import type { TableDefinition } from "../../model/table.js";
 import { mapLimited } from "../../shared/map-limited.js";
 import type { RunManifest } from "../manifest.js";
 import type { OutboxEntry } from "../outbox.js";
-import { currentPointers, readManifest, runFiles, runPrefix, writeManifest } from "../runs.js";
+import { currentPointers, readManifest, runFileNames, runFiles, runPrefix, writeManifest } from "../runs.js";
 import { movePointers } from "./move.js";
 import type { SwapContext } from "./swap.js";
 
@@ -40,7 +40,8 @@ export async function replayEntry(ctx: SwapContext, table: TableDefinition | und
     const partition = partitions[index] as Partition;
     const current = currents.get(move.partition);
     const location = runPrefix(ctx.catalog, table, partition, move.runId);
-    const pointerMove: PointerMove = { partition, runId: move.runId, location, previousRunId: move.previousRunId, signature: move.signature, kind: move.kind };
+    const names = move.manifest ? runFileNames(location, move.manifest.files) : undefined;
+    const pointerMove: PointerMove = { partition, runId: move.runId, location, previousRunId: move.previousRunId, signature: move.signature, kind: move.kind, runFiles: names };
     if (current?.runId === move.runId) {
       // Moved already; its pointer state may be missing (killed between the move and the state): set it again.
       if (current.signature !== move.signature || current.previousRunId !== move.previousRunId || current.movedBy !== move.kind) apply.push(pointerMove);

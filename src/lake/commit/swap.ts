@@ -7,7 +7,7 @@ import type { RunManifest } from "../manifest.js";
 import type { Outbox, OutboxEntry } from "../outbox.js";
 import { partitionPath, type Partition } from "../../model/partition.js";
 import { newRunIdAfter } from "../../model/run-id.js";
-import { currentPointers, engineSnapshot, ensureManifest, listRunFiles, listRuns, readManifest, runPrefix, writeManifest, type LakeContext, type RunFile, type SnapshotScope } from "../runs.js";
+import { currentPointers, engineSnapshot, runFileNames, ensureManifest, listRunFiles, listRuns, readManifest, runPrefix, writeManifest, type LakeContext, type RunFile, type SnapshotScope } from "../runs.js";
 import { mapLimited } from "../../shared/map-limited.js";
 import { movePointers } from "./move.js";
 import type { TableDefinition } from "../../model/table.js";
@@ -412,7 +412,15 @@ function runManifests(table: TableDefinition, chunk: readonly Audited[], started
 async function moveChunk(ctx: SwapContext, table: TableDefinition, chunk: readonly Audited[], started: number): Promise<SwapOutcome[]> {
   const manifests = runManifests(table, chunk, started);
   const moves = chunk.map(
-    (a): PointerMove => ({ partition: a.item.partition, runId: a.runId, location: a.prefix, previousRunId: a.current?.runId, signature: a.item.signature, kind: "swap" }),
+    (a): PointerMove => ({
+      partition: a.item.partition,
+      runId: a.runId,
+      location: a.prefix,
+      previousRunId: a.current?.runId,
+      signature: a.item.signature,
+      kind: "swap",
+      runFiles: runFileNames(a.prefix, a.files),
+    }),
   );
   // Recorded before any pointer moves: a writer that dies from then on leaves changes the next process finishes. The
   // catalog prepares the moves meanwhile (an embedded lake fsyncs the runs, already durable, and stages the pointers'

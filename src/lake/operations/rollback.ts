@@ -1,7 +1,7 @@
 import { InvalidInputError, NotFoundError } from "../../model/errors.js";
 import { parsePartitionPath, partitionPath, type Partition } from "../../model/partition.js";
 import { isRunId } from "../../model/run-id.js";
-import { ensureManifest, listRuns, readManifest, runFiles, runPrefix, type LakeContext } from "../runs.js";
+import { ensureManifest, listRuns, readManifest, runFileNames, runFiles, runPrefix, type LakeContext } from "../runs.js";
 import { movePointers, removePointers } from "../commit/move.js";
 import type { SyncMove, SyncRecord } from "../sync-record.js";
 import { syncLeaseName } from "../layout.js";
@@ -127,14 +127,14 @@ async function moveBack(ctx: LakeContext, table: TableDefinition, partition: Par
   const fence = (): Promise<void> => ctx.leaseCheck(table.name);
   await fence();
   const location = runPrefix(ctx.catalog, table, partition, target);
-  await movePointers(ctx.catalog, table, [{ partition, runId: target, location, previousRunId: current.runId, signature: manifest?.signature, kind: "rollback" }], fence);
+  await movePointers(ctx.catalog, table, [{ partition, runId: target, location, previousRunId: current.runId, signature: manifest?.signature, kind: "rollback", runFiles: manifest && runFileNames(location, manifest.files) }], fence);
   return { table: table.name, partition: partitionPath(partition), fromRunId: current.runId, toRunId: target, rows: manifest?.rows };
 }
 
 /** One table's share of a sync rollback, under its lease: the moves back are one batch (Glue: 100 per call, every entry checked). */
 async function rollbackMoves(ctx: LakeContext, table: TableDefinition, moves: readonly SyncMove[]): Promise<SyncRollbackEntry[]> {
   const entries: SyncRollbackEntry[] = [];
-  const back: { partition: Partition; runId: string; location: string; previousRunId: string; signature?: string }[] = [];
+  const back: { partition: Partition; runId: string; location: string; previousRunId: string; signature?: string; runFiles?: string[] }[] = [];
   const removals: Partition[] = [];
   const pointers = new Map((await ctx.catalog.listPointers(table)).map((p) => [partitionPath(p.partition), p]));
   for (const move of moves) {
@@ -162,7 +162,8 @@ async function rollbackMoves(ctx: LakeContext, table: TableDefinition, moves: re
       skip(`run ${move.previousRun}, current before the sync, no longer exists (garbage-collected?); lakeswap history ${table.name} --partition ${move.partition}`);
       continue;
     }
-    back.push({ partition, runId: move.previousRun, location: runPrefix(ctx.catalog, table, partition, move.previousRun), previousRunId: move.run, signature: manifest.signature });
+    const location = runPrefix(ctx.catalog, table, partition, move.previousRun);
+    back.push({ partition, runId: move.previousRun, location, previousRunId: move.run, signature: manifest.signature, runFiles: runFileNames(location, manifest.files) });
     entries.push({ table: table.name, partition: move.partition, action: "rolled back", fromRunId: move.run, toRunId: move.previousRun });
   }
   const fence = (): Promise<void> => ctx.leaseCheck(table.name);
