@@ -7,8 +7,8 @@ import { exactValueConverter } from "../duckdb/duckdb-values.js";
 import { cleanDuckDbMessage } from "../duckdb/duckdb-text.js";
 import { SharedDuckDb } from "../duckdb/shared-duckdb.js";
 import { fileAccessFor, type FileAccess } from "./duckdb-file-access.js";
-import { buildRun, registerViews } from "./duckdb-run.js";
-import { assertOneSelect } from "./sql-guard.js";
+import { BUILD_SQL, buildRun, registerViews } from "./duckdb-run.js";
+import { assertOneSelect, checkAhead } from "./sql-guard.js";
 import type { BuildRequest, BuildResult, Engine, PartitionSnapshot, QueryResult, TableSnapshot } from "./engine.js";
 
 /**
@@ -41,6 +41,11 @@ export class DuckDbEngine implements Engine {
   /** Opens, in the background, the instances that builds over these tables will run in (see Engine.prepare). */
   prepare(builds: readonly (readonly string[])[]): void {
     for (const tables of builds) this.duckdb.prepare({ folders: this.files.tableFolders(tables) });
+  }
+
+  /** Starts the parser's checks of these SELECTs (sql-guard's checkAhead), so a build finds its verdict ready. */
+  prepareSelects(selects: readonly string[]): void {
+    for (const select of selects) checkAhead(select, BUILD_SQL);
   }
 
   /** Answers a SELECT over the given tables' current runs, values JSON-safe. */

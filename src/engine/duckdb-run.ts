@@ -12,6 +12,9 @@ import { checkOutputColumns, partitionRowsCheck } from "./build-checks.js";
 import { runFileName, type FileAccess } from "./duckdb-file-access.js";
 import { assertOneSelect } from "./sql-guard.js";
 
+/** What a build's SELECT is called in messages (and what its checks started ahead are filed under). */
+export const BUILD_SQL = "the SQL";
+
 /**
  * Builds one run with DuckDB: one `COPY (SELECT …) TO …(FORMAT PARQUET)` of the checked SELECT into the run's one
  * file, over views of the lake tables it reads. The engine's builds (users' SQL) and the landing's (a landed
@@ -19,7 +22,7 @@ import { assertOneSelect } from "./sql-guard.js";
  */
 export async function buildRun(connection: DuckDBConnection, request: BuildRequest, files: FileAccess): Promise<BuildResult> {
   // Parsed by the process's own instance while this one makes the views.
-  const checked = assertOneSelect(request.select, "the SQL");
+  const checked = assertOneSelect(request.select, BUILD_SQL);
   checked.catch(() => undefined);
   await registerViews(connection, request.sources, files);
   const select = await checked;

@@ -26,6 +26,8 @@ export interface Engine {
    * them meanwhile (DuckDB opens the instances they run in while the sync writes the layer above).
    */
   prepare?(builds: readonly (readonly string[])[]): void;
+  /** A hint, which never fails: these SELECTs are about to be built (the engine may check them while the batch gets ready). */
+  prepareSelects?(selects: readonly string[]): void;
   close(): Promise<void>;
 }
 

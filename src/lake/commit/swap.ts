@@ -132,6 +132,8 @@ interface Audited extends Planned {
 export async function swapBatch(ctx: SwapContext, table: TableDefinition, items: readonly SwapItem[], options: SwapOptions): Promise<SwapOutcome[]> {
   faultPoint("lease-acquired");
   const started = Date.now();
+  // The SELECTs are checked while the batch reads its pointers and snapshot.
+  if (options.build.kind === "select" && !options.build.landed) ctx.engine.prepareSelects?.(items.flatMap((item) => (item.select === undefined ? [] : [item.select])));
   const currents = await currentPointers(ctx, table, items.map((item) => item.partition));
   const newest = new Map<string, string>();
   if (options.afterLeftovers) {
