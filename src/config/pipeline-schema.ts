@@ -6,6 +6,9 @@ import { ingestSchemas } from "./ingest-config.js";
  * (resolved into a checked config by ./pipeline-config.ts).
  */
 
+/** `iceberg: true|false` of a dataset or a layer. */
+const icebergSchema = z.boolean({ error: (issue) => `iceberg: ${JSON.stringify(issue.input)} is not true or false: write iceberg: true to publish the table as Iceberg too, or leave it out` }).default(false);
+
 const identifier = z.string().regex(/^[a-z][a-z0-9_]{0,127}$/, "use a lowercase letter first, then lowercase letters, digits or '_'");
 
 export const columnType = z.union([
@@ -163,6 +166,7 @@ const layerSchema = z
       .optional()
       .describe("which upstream partitions feed each partition of this layer"),
     compression: z.enum(["snappy", "zstd"]).default("snappy").describe("Parquet compression"),
+    iceberg: icebergSchema.describe("publish this layer's table as Iceberg too: every sync that moves its pointers commits one Iceberg snapshot (embedded lake only; default false)"),
     write: writeSchema,
     sinks: sinksSchema,
   })
@@ -180,6 +184,7 @@ const datasetSchema = z
     signature: signatureSchema.optional(),
     dead_letter: identifier.optional().describe("a table for bad rows (with reason and raw text); without it a bad row stops the load"),
     compression: z.enum(["snappy", "zstd"]).default("snappy").describe("Parquet compression of the raw table"),
+    iceberg: icebergSchema.describe("publish the raw table as Iceberg too: every sync that moves its pointers commits one Iceberg snapshot (embedded lake only; default false)"),
     write: writeSchema,
     primary_key: z.array(identifier).min(1).optional().describe("upsert: the columns that identify a row"),
     order_by: z

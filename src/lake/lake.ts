@@ -14,8 +14,9 @@ import { Outbox, type OutboxEntry } from "./outbox.js";
 import { currentRuns, engineSnapshot, type SnapshotScope } from "./runs.js";
 import { assertTableName } from "../model/sql.js";
 import { replayEntry } from "./commit/replay.js";
+import { assertIcebergSupported, commitIceberg } from "./commit/iceberg-commit.js";
 import { swapBatch, type SwapItem, type SwapOptions, type SwapOutcome } from "./commit/swap.js";
-import { notIngested, partitionOf, type LakeParts, type LakePorts, type LakeSettings, type PartitionInput } from "./parts.js";
+import { notIngested, partitionOf, type LakeParts, type LeaseOptions, type LakePorts, type LakeSettings, type PartitionInput } from "./parts.js";
 import type { TableDefinition } from "../model/table.js";
 
 export type { PartitionGcReport } from "./operations/gc.js";
@@ -80,7 +81,7 @@ export class Lake {
       leaseCheck: (table) => this.leaseCheck(table),
       table: (name) => this.table(name),
       withLease: (table, command, work, options) => this.withLease(table, command, work, options),
-      withLeases: (names, command, work) => this.withLeases(names, command, work),
+      withLeases: (names, command, work, options) => this.withLeases(names, command, work, options),
     };
   }
 
@@ -158,6 +159,7 @@ export class Lake {
 
   /** Declares a table (idempotent for the same definition). */
   async createTable(table: TableDefinition): Promise<void> {
+    assertIcebergSupported(this.store, table);
     await this.catalog.createTable(table);
   }
 
@@ -183,7 +185,7 @@ export class Lake {
    * that state is made under the leases (DESIGN.md invariant 7). A table need
    * not exist yet when its lease is taken.
    */
-  async write<T>(tableNames: readonly string[], command: string, work: (writer: LakeWriter) => Promise<T>): Promise<T> {
+  async write<T>(tableNames: readonly string[], command: string, work: (writer: LakeWriter) => Promise<T>, options: LeaseOptions = {}): Promise<T> {
     const names = [...new Set(tableNames.map((name) => assertTableName(name)))].sort();
     const assertHeld = (tableName: string): void => {
       if (!names.includes(tableName) || !this.leases.has(tableName)) {
@@ -221,7 +223,7 @@ export class Lake {
       },
       prepareBuilds: (builds) => this.engine.prepare?.(builds),
     };
-    return this.withLeases(names, command, () => work(writer));
+    return this.withLeases(names, command, () => work(writer), options);
   }
 
   /** Runs a query over the current runs of every lake table (tables visible by name). */
@@ -254,7 +256,7 @@ export class Lake {
     return this.catalog.getPointer(table, partitionOf(table, partitionInput));
   }
 
-  private async withLease<T>(table: string, command: string, work: () => Promise<T>, options: { readonly kernelLock?: boolean } = {}): Promise<T> {
+  private async withLease<T>(table: string, command: string, work: () => Promise<T>, options: LeaseOptions = {}): Promise<T> {
     const lease = await WriterLease.acquire(this.store, table, {
       waitMs: this.settings.leaseWaitMs ?? DEFAULT_LEASE_WAIT_MS,
       ttlMs: this.settings.leaseTtlMs,
@@ -268,7 +270,19 @@ export class Lake {
       // after recording a move and before making it: finished now, before this writer decides anything (invariant 6).
       const pending = await this.outbox.pending(table);
       if (pending.length > 0) await this.replayEntries(await this.catalog.getTable(table), pending);
-      return await work();
+      const definition = /^[a-z][a-z0-9_]*$/.test(table) ? await this.catalog.getTable(table) : undefined;
+      // The Iceberg view follows the pointers (a writer killed between its moves and its commit left it behind), and
+      // then commits once what this command moved: one snapshot per command, after every pointer move of it.
+      if (definition?.iceberg) await commitIceberg(this.parts, definition, { "lakeswap.command": "recover" });
+      let result: T;
+      try {
+        result = await work();
+      } catch (error) {
+        if (definition?.iceberg) await commitIceberg(this.parts, definition, { "lakeswap.command": command, ...options.summary }).catch(() => undefined);
+        throw error;
+      }
+      if (definition?.iceberg) await commitIceberg(this.parts, definition, { "lakeswap.command": command, ...options.summary });
+      return result;
     } finally {
       this.leases.delete(table);
       await lease.release();
@@ -276,11 +290,11 @@ export class Lake {
   }
 
   /** Holds the leases of `names` (taken in name order, so two writers of overlapping sets never deadlock) while `work` runs. */
-  private async withLeases<T>(names: readonly string[], command: string, work: () => Promise<T>): Promise<T> {
+  private async withLeases<T>(names: readonly string[], command: string, work: () => Promise<T>, options: LeaseOptions = {}): Promise<T> {
     const sorted = [...new Set(names)].sort();
     const hold = async (index: number): Promise<T> => {
       const name = sorted[index];
-      return name === undefined ? work() : this.withLease(name, command, () => hold(index + 1));
+      return name === undefined ? work() : this.withLease(name, command, () => hold(index + 1), options);
     };
     return hold(0);
   }

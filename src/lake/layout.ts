@@ -192,3 +192,38 @@ export function writeConsequence(key: string): string {
       return "no pointer moved by this write";
   }
 }
+
+/**
+ * The folder of an `iceberg: true` table's Iceberg metadata, inside the table's own folder as the file-system
+ * catalogs (DuckDB's `iceberg_scan`, Hadoop's, pyiceberg's static tables) expect it: `<table>/metadata/`. Its files
+ * end in `.json`, `.avro` and `.text`, so the Hive view's `<table>/*\/*.parquet` glob never reads them.
+ */
+export function icebergMetadataPrefix(table: string): string {
+  return `${table}/metadata/`;
+}
+
+/** The store key of version `version` of a table's Iceberg metadata, `<table>/metadata/v<N>.metadata.json` (written create-exclusive). */
+export function icebergMetadataKey(table: string, version: number): string {
+  return `${icebergMetadataPrefix(table)}v${version}.metadata.json`;
+}
+
+/** The version a metadata key names (the inverse of `icebergMetadataKey`), or undefined for another file. */
+export function icebergMetadataVersion(table: string, key: string): number | undefined {
+  const match = /^v([1-9][0-9]{0,8})\.metadata\.json$/.exec(key.slice(icebergMetadataPrefix(table).length));
+  return match ? Number(match[1]) : undefined;
+}
+
+/** The store key of `version-hint.text`, the Iceberg pointer: the number of the current metadata version, replaced by rename. */
+export function icebergVersionHintKey(table: string): string {
+  return `${icebergMetadataPrefix(table)}version-hint.text`;
+}
+
+/** The store key of a snapshot's manifest list, `snap-<snapshot id>-1-<uuid>.avro` as Iceberg's writers name it. */
+export function icebergManifestListKey(table: string, snapshotId: number, uuid: string): string {
+  return `${icebergMetadataPrefix(table)}snap-${snapshotId}-1-${uuid}.avro`;
+}
+
+/** The store key of a manifest, `<uuid>-m0.avro`. */
+export function icebergManifestKey(table: string, uuid: string): string {
+  return `${icebergMetadataPrefix(table)}${uuid}-m0.avro`;
+}

@@ -44,9 +44,17 @@ export interface LakeParts extends SwapContext {
   /** A table's definition, or a NotFoundError that lists the tables there are. */
   table(name: string): Promise<TableDefinition>;
   /** Holds the table's writer lease (waiting per the settings) while `work` runs; its pointer moves are fenced by it. */
-  withLease<T>(table: string, command: string, work: () => Promise<T>, options?: { readonly kernelLock?: boolean }): Promise<T>;
+  withLease<T>(table: string, command: string, work: () => Promise<T>, options?: LeaseOptions): Promise<T>;
   /** Holds the leases of `names` (taken in name order, so two writers of overlapping sets never deadlock) while `work` runs. */
-  withLeases<T>(names: readonly string[], command: string, work: () => Promise<T>): Promise<T>;
+  withLeases<T>(names: readonly string[], command: string, work: () => Promise<T>, options?: LeaseOptions): Promise<T>;
+}
+
+/** How a command holds a table's lease. */
+export interface LeaseOptions {
+  /** Take the kernel lock besides the lease object (default true where the store has kernel locks). */
+  readonly kernelLock?: boolean;
+  /** Added to the summary of the Iceberg snapshot the command commits (an `iceberg: true` table): `lakeswap.sync-id`. */
+  readonly summary?: Readonly<Record<string, string>>;
 }
 
 /** Whatever hands out a lake's parts: an open `Lake`. */

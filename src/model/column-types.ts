@@ -30,32 +30,34 @@ export interface ColumnStorage {
   readonly glue: string;
   /** The Trino type an Athena build casts the column to; it reads back as `glue`. */
   readonly trino: string;
+  /** The Iceberg primitive type of the column as its Parquet files store it (`duckdb`), for an `iceberg: true` table's schema. */
+  readonly iceberg: string;
 }
 
 const STORAGE: Readonly<Record<string, ColumnStorage>> = {
-  BOOLEAN: { duckdb: "BOOLEAN", glue: "boolean", trino: "BOOLEAN" },
-  TINYINT: { duckdb: "TINYINT", glue: "tinyint", trino: "TINYINT" },
-  SMALLINT: { duckdb: "SMALLINT", glue: "smallint", trino: "SMALLINT" },
-  INTEGER: { duckdb: "INTEGER", glue: "int", trino: "INTEGER" },
-  BIGINT: { duckdb: "BIGINT", glue: "bigint", trino: "BIGINT" },
+  BOOLEAN: { duckdb: "BOOLEAN", glue: "boolean", trino: "BOOLEAN", iceberg: "boolean" },
+  TINYINT: { duckdb: "TINYINT", glue: "tinyint", trino: "TINYINT", iceberg: "int" },
+  SMALLINT: { duckdb: "SMALLINT", glue: "smallint", trino: "SMALLINT", iceberg: "int" },
+  INTEGER: { duckdb: "INTEGER", glue: "int", trino: "INTEGER", iceberg: "int" },
+  BIGINT: { duckdb: "BIGINT", glue: "bigint", trino: "BIGINT", iceberg: "long" },
   // No unsigned types in Trino or Hive: the next wider signed type holds every value exactly.
-  UTINYINT: { duckdb: "SMALLINT", glue: "smallint", trino: "SMALLINT" },
-  USMALLINT: { duckdb: "INTEGER", glue: "int", trino: "INTEGER" },
-  UINTEGER: { duckdb: "BIGINT", glue: "bigint", trino: "BIGINT" },
-  UBIGINT: { duckdb: "DECIMAL(20,0)", glue: "decimal(20,0)", trino: "DECIMAL(20,0)" },
-  HUGEINT: { duckdb: "DECIMAL(38,0)", glue: "decimal(38,0)", trino: "DECIMAL(38,0)" },
-  FLOAT: { duckdb: "FLOAT", glue: "float", trino: "REAL" },
-  DOUBLE: { duckdb: "DOUBLE", glue: "double", trino: "DOUBLE" },
-  VARCHAR: { duckdb: "VARCHAR", glue: "string", trino: "VARCHAR" },
-  BLOB: { duckdb: "BLOB", glue: "binary", trino: "VARBINARY" },
-  DATE: { duckdb: "DATE", glue: "date", trino: "DATE" },
+  UTINYINT: { duckdb: "SMALLINT", glue: "smallint", trino: "SMALLINT", iceberg: "int" },
+  USMALLINT: { duckdb: "INTEGER", glue: "int", trino: "INTEGER", iceberg: "int" },
+  UINTEGER: { duckdb: "BIGINT", glue: "bigint", trino: "BIGINT", iceberg: "long" },
+  UBIGINT: { duckdb: "DECIMAL(20,0)", glue: "decimal(20,0)", trino: "DECIMAL(20,0)", iceberg: "decimal(20, 0)" },
+  HUGEINT: { duckdb: "DECIMAL(38,0)", glue: "decimal(38,0)", trino: "DECIMAL(38,0)", iceberg: "decimal(38, 0)" },
+  FLOAT: { duckdb: "FLOAT", glue: "float", trino: "REAL", iceberg: "float" },
+  DOUBLE: { duckdb: "DOUBLE", glue: "double", trino: "DOUBLE", iceberg: "double" },
+  VARCHAR: { duckdb: "VARCHAR", glue: "string", trino: "VARCHAR", iceberg: "string" },
+  BLOB: { duckdb: "BLOB", glue: "binary", trino: "VARBINARY", iceberg: "binary" },
+  DATE: { duckdb: "DATE", glue: "date", trino: "DATE", iceberg: "date" },
   // Parquet has no time-of-day type that Hive reads; the text 'HH:MM:SS[.ffffff]' sorts and compares as the time does.
-  TIME: { duckdb: "VARCHAR", glue: "string", trino: "VARCHAR" },
-  TIMESTAMP: { duckdb: "TIMESTAMP", glue: "timestamp", trino: "TIMESTAMP" },
+  TIME: { duckdb: "VARCHAR", glue: "string", trino: "VARCHAR", iceberg: "string" },
+  TIMESTAMP: { duckdb: "TIMESTAMP", glue: "timestamp", trino: "TIMESTAMP", iceberg: "timestamp" },
   // An instant, stored UTC-adjusted; Hive and Athena's Parquet tables read it as a UTC timestamp.
-  TIMESTAMPTZ: { duckdb: "TIMESTAMPTZ", glue: "timestamp", trino: "TIMESTAMP" },
+  TIMESTAMPTZ: { duckdb: "TIMESTAMPTZ", glue: "timestamp", trino: "TIMESTAMP", iceberg: "timestamptz" },
   // Parquet's UUID is 16 raw bytes, which Athena reads as wrong text: the lowercase canonical text instead.
-  UUID: { duckdb: "VARCHAR", glue: "string", trino: "VARCHAR" },
+  UUID: { duckdb: "VARCHAR", glue: "string", trino: "VARCHAR", iceberg: "string" },
 };
 
 /** The storage of a declared (normalized) column type on every backend; DECIMAL(p,s) is itself everywhere. */
@@ -63,7 +65,7 @@ export function columnStorage(type: string): ColumnStorage {
   const known = STORAGE[type];
   if (known) return known;
   const decimal = /^DECIMAL\((\d+),(\d+)\)$/.exec(type);
-  if (decimal) return { duckdb: type, glue: `decimal(${decimal[1]},${decimal[2]})`, trino: type };
+  if (decimal) return { duckdb: type, glue: `decimal(${decimal[1]},${decimal[2]})`, trino: type, iceberg: `decimal(${decimal[1]}, ${decimal[2]})` };
   // normalizeColumnType admits nothing else; a type outside this table is a programming error, never a guess.
   throw new Error(`column type '${type}' has no storage mapping (src/model/column-types.ts)`);
 }
@@ -81,6 +83,11 @@ export function glueColumnType(type: string): string {
 /** The Trino type an Athena build casts a declared column type to. */
 export function trinoColumnType(type: string): string {
   return columnStorage(type).trino;
+}
+
+/** The Iceberg type of a declared column type (what its Parquet files hold). */
+export function icebergColumnType(type: string): string {
+  return columnStorage(type).iceberg;
 }
 
 /** Every declared type this module maps (DECIMAL(p,s) aside), for tests and messages. */

@@ -23,6 +23,11 @@ export interface TableDefinition {
    * than into runs. Its pointers are registrations: they carry the partition's signature, and never move its files.
    */
   readonly ingest?: true;
+  /**
+   * Published as an Iceberg table too (`iceberg: true`): every command that moves its pointers commits one Iceberg
+   * snapshot over the current runs' files, beside the Hive view (embedded lake only, for now). Default: absent.
+   */
+  readonly iceberg?: true;
 }
 
 const SIMPLE_TYPES = new Set([
@@ -84,6 +89,7 @@ export function defineTable(input: {
   partitionKeys: readonly string[];
   compression?: string;
   ingest?: boolean;
+  iceberg?: boolean;
 }): TableDefinition {
   const name = assertIdentifier("table name", input.name);
   if (input.columns.length === 0) {
@@ -108,7 +114,17 @@ export function defineTable(input: {
   if (compression !== "snappy" && compression !== "zstd") {
     throw new InvalidInputError(`compression '${printable(compression)}' is not supported: use snappy (default) or zstd`);
   }
-  return { name, columns, partitionKeys: [...input.partitionKeys], compression, ...(input.ingest ? { ingest: true as const } : {}) };
+  if (input.iceberg && input.ingest) {
+    throw new InvalidInputError(`table '${name}' is an ingested table: it cannot be published as Iceberg yet; leave out iceberg: true (or --iceberg)`);
+  }
+  return {
+    name,
+    columns,
+    partitionKeys: [...input.partitionKeys],
+    compression,
+    ...(input.ingest ? { ingest: true as const } : {}),
+    ...(input.iceberg ? { iceberg: true as const } : {}),
+  };
 }
 
 /**
@@ -171,6 +187,7 @@ export function parseTableDefinition(value: unknown, source: string, expectedNam
   if (!Array.isArray(keys) || keys.some((key) => typeof key !== "string")) refuse("'partitionKeys' is not a list of names");
   if (record.compression !== undefined && typeof record.compression !== "string") refuse("'compression' is not a name");
   if (record.ingest !== undefined && typeof record.ingest !== "boolean") refuse("'ingest' is not true or false");
+  if (record.iceberg !== undefined && typeof record.iceberg !== "boolean") refuse("'iceberg' is not true or false");
   try {
     return defineTable({
       name: record.name as string,
@@ -178,6 +195,7 @@ export function parseTableDefinition(value: unknown, source: string, expectedNam
       partitionKeys: keys as string[],
       ...(record.compression !== undefined ? { compression: record.compression as string } : {}),
       ...(record.ingest === true ? { ingest: true } : {}),
+      ...(record.iceberg === true ? { iceberg: true } : {}),
     });
   } catch (error) {
     if (error instanceof InvalidInputError) return refuse(error.message);

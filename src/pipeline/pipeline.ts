@@ -141,7 +141,9 @@ export class Pipeline {
     if (pass.plan) return work(pass.plan);
     await createTables(this.ctx, dataset);
     if (fault) faultPoint(fault);
-    await this.ctx.lake.write(tablesWritten(dataset), `sync ${this.ctx.config.file}`, (writer) => work(new SyncRun(this.ctx, writer, pass.log, pass.tally, dataset)));
+    await this.ctx.lake.write(tablesWritten(dataset), `sync ${this.ctx.config.file}`, (writer) => work(new SyncRun(this.ctx, writer, pass.log, pass.tally, dataset)), {
+      summary: { "lakeswap.sync-id": pass.log.syncId },
+    });
   }
 
   /** A layer that declares sinks needs an opener for them: refusing up front beats a sync that silently sends nothing. */

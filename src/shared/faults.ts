@@ -26,6 +26,9 @@ export type IngestFaultPoint = "ingest-after-upload" | "ingest-after-register";
 /** The embedded engine's points: a delivery's signature, computed beside the write ahead of its runs. */
 export type EngineFaultPoint = "signing-beside-write-ahead" | "build-write";
 
+/** An `iceberg: true` table's points: the Hive pointers moved, the Iceberg commit not begun; its metadata file written, its hint not yet moved. */
+export type IcebergFaultPoint = "before-iceberg-commit" | "during-iceberg-commit";
+
 /** A sync's point: its delivery landed, the leases of the tables it writes not yet taken. */
 export type SyncFaultPoint = "sync-before-leases";
 
@@ -47,14 +50,14 @@ export const FAULT_POINTS: readonly FaultPoint[] = [
   "before-release",
 ];
 
-const reached = new Map<FaultPoint | IngestFaultPoint | EngineFaultPoint | SinkFaultPoint | SyncFaultPoint, number>();
+const reached = new Map<FaultPoint | IngestFaultPoint | EngineFaultPoint | SinkFaultPoint | SyncFaultPoint | IcebergFaultPoint, number>();
 
 /**
  * Stops the process at `point` when LAKESWAP_FAULT asks for it. An action may
  * name the time the point is reached (`after-swap:kill@3`: the third pointer
  * move), and `pause=MS` holds the whole process there (a slow writer).
  */
-export function faultPoint(point: FaultPoint | IngestFaultPoint | EngineFaultPoint | SinkFaultPoint | SyncFaultPoint): void {
+export function faultPoint(point: FaultPoint | IngestFaultPoint | EngineFaultPoint | SinkFaultPoint | SyncFaultPoint | IcebergFaultPoint): void {
   const spec = process.env.LAKESWAP_FAULT;
   if (!spec) return;
   const count = (reached.get(point) ?? 0) + 1;

@@ -9,6 +9,7 @@ interface Options {
   columns?: string;
   columnsFile?: string;
   compression: string;
+  iceberg?: boolean;
 }
 
 /** `lakeswap create-table`: declares a table's columns and partition keys. */
@@ -20,6 +21,7 @@ export function registerCreateTable(program: Command): void {
     .option("--columns <columns>", "columns and types: 'id BIGINT, amount DECIMAL(10,2), name VARCHAR'")
     .option("--columns-file <file>", "read the columns from a file (same syntax, commas or new lines)")
     .option("--compression <codec>", "Parquet compression: snappy or zstd", "snappy")
+    .option("--iceberg", "publish the table as Iceberg too: every command that moves its pointers commits one Iceberg snapshot (embedded lake only)")
     .option("--json", "print the table definition as JSON")
     .action(async (name: string, options: Options, command: Command) => {
       if ((options.columns === undefined) === (options.columnsFile === undefined)) {
@@ -31,11 +33,12 @@ export function registerCreateTable(program: Command): void {
         columns: parseColumns(columnsText),
         partitionKeys: options.partitionKeys.split(",").map((key) => key.trim()).filter(Boolean),
         compression: options.compression,
+        iceberg: options.iceberg === true,
       });
       await withLake(command, async (lake) => {
         await lake.createTable(table);
         report(wantsJson(command), table, () =>
-          `table ${table.name}: ${table.columns.map((c) => `${c.name} ${c.type}`).join(", ")}; ${table.partitionKeys.length > 0 ? `partitioned by ${table.partitionKeys.join(", ")}` : "no partition keys (replaced as a whole)"}`,
+          `table ${table.name}: ${table.columns.map((c) => `${c.name} ${c.type}`).join(", ")}; ${table.partitionKeys.length > 0 ? `partitioned by ${table.partitionKeys.join(", ")}` : "no partition keys (replaced as a whole)"}${table.iceberg ? "; published as Iceberg too" : ""}`,
         );
       });
     });

@@ -22,6 +22,8 @@ export interface LayerConfig {
   /** Whole tables every partition reads (`inputs.tables`); part of the signature. */
   readonly lookups: readonly string[];
   readonly compression: "snappy" | "zstd";
+  /** `iceberg: true`: the layer's table is published as Iceberg too. */
+  readonly iceberg?: boolean;
   /** Targets outside the lake this layer is sent to (`sinks:`). */
   readonly sinks: readonly SinkSpec[];
 }
@@ -64,6 +66,8 @@ export interface DatasetConfig {
   readonly signatureColumns: readonly string[];
   readonly deadLetter?: string;
   readonly compression: "snappy" | "zstd";
+  /** `iceberg: true`: the raw table is published as Iceberg too. */
+  readonly iceberg?: boolean;
   /** How the raw table is written. */
   readonly write: WriteMode;
   /** Set for `write: upsert`. */

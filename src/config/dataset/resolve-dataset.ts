@@ -49,6 +49,7 @@ export function resolveDataset(name: string, dataset: DatasetInput, dir: string,
     signatureColumns,
     deadLetter: dataset.dead_letter,
     compression: dataset.compression,
+    iceberg: dataset.iceberg,
     write: dataset.write,
     upsert,
     layers,
@@ -136,6 +137,7 @@ function ingestedSource(at: string, dataset: DatasetInput, pipelines: readonly I
   for (const [key, given] of fileOnly) {
     if (given) throw new InvalidInputError(`${at}.${key}: an ingested dataset takes its columns, partitions and dead letters from pipelines.${pipelineName}.namespaces.${namespaceName}: remove ${key}`);
   }
+  if (dataset.iceberg) throw new InvalidInputError(`${at}.iceberg: an ingested table cannot be published as Iceberg yet; remove iceberg (its layers may set iceberg: true)`);
   if (dataset.write !== "partition_replace") throw new InvalidInputError(`${at}.write: an ingested table is appended to by the collector; remove write (its layers are built with partition_replace)`);
   if (dataset.table !== undefined && dataset.table !== ns.name) throw new InvalidInputError(`${at}.table: the raw table of an ingested dataset is the namespace's table, '${ns.name}': remove table`);
   const columns = [...ns.columns];

@@ -42,6 +42,7 @@ export function resolveLayers(name: string, dataset: DatasetInput, dir: string, 
       inputMap: keys.map((key) => ({ key, expression: map[key] as string })),
       lookups: [...new Set(layer.inputs?.tables ?? [])],
       compression: layer.compression,
+      iceberg: layer.iceberg,
       sinks: resolveSinks(layer.sinks, [...layerColumns, ...keys.map((key) => ({ name: key, type: "VARCHAR" }))], `${where}.sinks`, undefined),
     };
   });

@@ -1,4 +1,4 @@
-import { deliveriesPrefix, ingestTalliesPrefix, leaseLockKey, manifestsPrefix, outboxPrefix, pinsPrefix, runsPrefix } from "../layout.js";
+import { deliveriesPrefix, icebergMetadataPrefix, ingestTalliesPrefix, leaseLockKey, manifestsPrefix, outboxPrefix, pinsPrefix, runsPrefix } from "../layout.js";
 import { removePointers } from "../commit/move.js";
 import type { HasLakeParts } from "../parts.js";
 
@@ -15,6 +15,7 @@ export async function dropTable(lake: HasLakeParts, name: string): Promise<void>
       ...(await store.list(pinsPrefix(table.name))),
       ...(await store.list(outboxPrefix(table.name))),
       ...(await store.list(deliveriesPrefix(table.name))),
+      ...(table.iceberg ? await store.list(icebergMetadataPrefix(table.name)) : []),
     ];
     await store.delete(objects.map((o) => o.key));
     // Last, while this writer still holds its kernel lock: a table dropped leaves nothing behind.

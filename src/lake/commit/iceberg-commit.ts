@@ -1,0 +1,312 @@
+import { createHash, randomUUID } from "node:crypto";
+import { pathToFileURL } from "node:url";
+import { readContainerFile, writeManifest, writeManifestList, type DataFileEntry } from "../../catalog/iceberg/manifest-files.js";
+import { currentSnapshot, emptyMetadata, parseTableMetadata, tablePartitionSpec, type Snapshot, type TableMetadata } from "../../catalog/iceberg/table-metadata.js";
+import { InvalidInputError, LakeswapError } from "../../model/errors.js";
+import { partitionPath, type Partition } from "../../model/partition.js";
+import type { TableDefinition } from "../../model/table.js";
+import { faultPoint } from "../../shared/faults.js";
+import { mapLimited } from "../../shared/map-limited.js";
+import type { ObjectStore } from "../../store/object-store.js";
+import { icebergManifestKey, icebergManifestListKey, icebergMetadataKey, icebergMetadataPrefix, icebergMetadataVersion, icebergVersionHintKey } from "../layout.js";
+import { listRunFiles, runPrefix, type LakeContext } from "../runs.js";
+
+/**
+ * The Iceberg view of an `iceberg: true` table (embedded lake): after the Hive pointers of a command moved, one
+ * snapshot whose data files are exactly the current runs' files, committed as a pointer move of its own
+ * (`vN.metadata.json` create-exclusive, then `version-hint.text` replaced by rename), under the table's lease.
+ * A commit is derived from the current pointers alone, so it is idempotent: a command that finds the current
+ * snapshot's files already equal to the current runs' does nothing, and one that finds them different (a writer
+ * killed between its pointer moves and its commit) commits them. That is how a crash is recovered.
+ */
+
+/** Runs listed at once. */
+const LISTINGS_AT_ONCE = 8;
+
+/** The summary key that holds a digest of a snapshot's data files (store keys), so a commit knows without reading manifests whether it is needed. */
+const FILES_DIGEST = "lakeswap.files-digest";
+
+/** What a context must offer a commit: the ports and the fence of the table's lease. */
+export type IcebergContext = Pick<LakeContext, "store" | "catalog" | "landing" | "leaseCheck">;
+
+/** One data file of the current runs. */
+interface CurrentFile {
+  readonly key: string;
+  readonly size: number;
+  readonly partition: Partition;
+}
+
+/** A data file of a snapshot, from its manifests. */
+export interface SnapshotFile {
+  readonly filePath: string;
+  readonly snapshotId: number;
+  readonly sequenceNumber: number;
+  readonly fileSequenceNumber: number;
+  readonly recordCount: number;
+  readonly fileSizeInBytes: number;
+  readonly partition: Readonly<Record<string, string>>;
+}
+
+/** The newest metadata of a table: the highest `vN.metadata.json` (a commit killed before its hint moved is complete), and the hinted version. */
+export interface LatestMetadata {
+  readonly version: number;
+  readonly metadata: TableMetadata;
+  readonly hinted: number | undefined;
+}
+
+/** Refuses `iceberg: true` where the lake is not a local folder: the Glue commit is not built yet. */
+export function assertIcebergSupported(store: ObjectStore, table: TableDefinition): void {
+  if (table.iceberg && !store.capabilities.localPaths) {
+    throw new InvalidInputError(
+      `table '${table.name}' declares iceberg: true, which lakeswap supports on the embedded lake (a local folder) only for now, not on ${store.description}; ` +
+        "leave out iceberg: true (or --iceberg) for this lake",
+    );
+  }
+}
+
+/** The file URL of a store key, as Iceberg metadata names files (absolute locations). */
+export function fileUrl(store: ObjectStore, key: string): string {
+  return pathToFileURL(store.localPath(key)).href;
+}
+
+/** Reads the newest metadata of a table, or undefined when none was ever committed. */
+export async function latestMetadata(store: ObjectStore, table: TableDefinition): Promise<LatestMetadata | undefined> {
+  const versions = (await store.list(icebergMetadataPrefix(table.name)))
+    .map((object) => icebergMetadataVersion(table.name, object.key))
+    .filter((v): v is number => v !== undefined);
+  if (versions.length === 0) return undefined;
+  const version = Math.max(...versions);
+  const key = icebergMetadataKey(table.name, version);
+  const stored = await store.get(key);
+  const parsed = stored ? parseTableMetadata(stored.body) : "it is gone";
+  if (typeof parsed === "string") {
+    throw new LakeswapError("STORE_ERROR", `Iceberg metadata '${key}' of table '${table.name}' cannot be read (${parsed}); move it away and rerun: the next command commits a snapshot of the current runs again`);
+  }
+  const hint = await store.get(icebergVersionHintKey(table.name));
+  const hinted = hint ? Number.parseInt(Buffer.from(hint.body).toString("utf8"), 10) : undefined;
+  return { version, metadata: parsed, hinted: Number.isInteger(hinted) ? hinted : undefined };
+}
+
+/** The live data files of a snapshot (its manifests' entries that are not deleted). */
+export async function snapshotFiles(store: ObjectStore, snapshot: Snapshot): Promise<SnapshotFile[]> {
+  const list = await readAvro(store, snapshot["manifest-list"]);
+  const files: SnapshotFile[] = [];
+  for (const manifest of list) {
+    for (const entry of await readAvro(store, String(manifest.manifest_path))) {
+      if (entry.status === 2) continue;
+      const dataFile = entry.data_file as Record<string, unknown>;
+      files.push({
+        filePath: String(dataFile.file_path),
+        snapshotId: Number(entry.snapshot_id),
+        sequenceNumber: Number(entry.sequence_number ?? manifest.sequence_number),
+        fileSequenceNumber: Number(entry.file_sequence_number ?? manifest.sequence_number),
+        recordCount: Number(dataFile.record_count),
+        fileSizeInBytes: Number(dataFile.file_size_in_bytes),
+        partition: dataFile.partition as Record<string, string>,
+      });
+    }
+  }
+  return files;
+}
+
+/** The records of an Avro file this lake wrote, named by its file URL. */
+async function readAvro(store: ObjectStore, url: string): Promise<Record<string, unknown>[]> {
+  const key = keyOfUrl(store, url);
+  const stored = key === undefined ? undefined : await store.get(key);
+  if (!stored) throw new LakeswapError("STORE_ERROR", `Iceberg file '${url}' is missing from ${store.description}; move the table's metadata folder away and rerun to start its Iceberg history afresh`);
+  return (await readContainerFile(stored.body)).records;
+}
+
+/** The store key of a file URL inside the lake, or undefined for a file elsewhere. */
+export function keyOfUrl(store: ObjectStore, url: string): string | undefined {
+  const root = pathToFileURL(store.localPath("x")).href.slice(0, -1);
+  return url.startsWith(root) ? decodeURIComponent(url.slice(root.length)) : undefined;
+}
+
+/** The current runs' data files of a table, from its pointers. */
+async function currentFiles(ctx: IcebergContext, table: TableDefinition): Promise<CurrentFile[]> {
+  const pointers = await ctx.catalog.listPointers(table);
+  const listed = await mapLimited(pointers, LISTINGS_AT_ONCE, async (pointer) =>
+    (await listRunFiles(ctx.store, runPrefix(ctx.catalog, table, pointer.partition, pointer.runId))).map((file) => ({ ...file, partition: pointer.partition })),
+  );
+  return listed.flat().sort((a, b) => (a.key < b.key ? -1 : 1));
+}
+
+function filesDigest(files: readonly { readonly key: string }[]): string {
+  return createHash("sha256").update(files.map((f) => f.key).join("\n")).digest("hex");
+}
+
+/**
+ * Brings a table's Iceberg view in line with its Hive pointers, under the table's lease (the caller holds it):
+ * commits one snapshot of the current runs' files unless the current snapshot already has exactly them, and
+ * moves the hint to the newest metadata if a killed commit left it behind. Returns the new snapshot's id, if any.
+ */
+export async function commitIceberg(ctx: IcebergContext, table: TableDefinition, summary: Readonly<Record<string, string>> = {}): Promise<number | undefined> {
+  if (!table.iceberg) return undefined;
+  assertIcebergSupported(ctx.store, table);
+  const latest = await latestMetadata(ctx.store, table);
+  const files = await currentFiles(ctx, table);
+  // Nothing was ever published and nothing is there (a dropped table, a table not yet loaded).
+  if (!latest && files.length === 0) return undefined;
+  const digest = filesDigest(files);
+  const current = latest && currentSnapshot(latest.metadata);
+  if (latest && (current?.summary[FILES_DIGEST] === digest || (current === undefined && files.length === 0))) {
+    if (latest.hinted !== latest.version) await moveHint(ctx, table, latest.version);
+    return undefined;
+  }
+  faultPoint("before-iceberg-commit");
+  const now = Date.now();
+  const base = latest?.metadata ?? emptyMetadata(table, randomUUID(), fileUrl(ctx.store, table.name), now);
+  const snapshotId = newSnapshotId(base);
+  const sequenceNumber = base["last-sequence-number"] + 1;
+  const entries = await manifestEntries(ctx, files, current ? await snapshotFiles(ctx.store, current) : [], { snapshotId, sequenceNumber });
+  const snapshot = await writeSnapshotFiles(ctx.store, table, base, entries, { snapshotId, sequenceNumber, parent: current?.["snapshot-id"], now });
+  const added = entries.filter((e) => e.status === 1);
+  const deleted = entries.filter((e) => e.status === 2);
+  const live = entries.filter((e) => e.status !== 2);
+  const sum = (list: readonly DataFileEntry[], pick: (e: DataFileEntry) => number): string => String(list.reduce((total, e) => total + pick(e), 0));
+  const fullSnapshot: Snapshot = {
+    ...snapshot,
+    summary: {
+      operation: deleted.length === 0 ? "append" : added.length === 0 ? "delete" : "overwrite",
+      "added-data-files": String(added.length),
+      "deleted-data-files": String(deleted.length),
+      "added-records": sum(added, (e) => e.recordCount),
+      "deleted-records": sum(deleted, (e) => e.recordCount),
+      "added-files-size": sum(added, (e) => e.fileSizeInBytes),
+      "removed-files-size": sum(deleted, (e) => e.fileSizeInBytes),
+      "total-data-files": String(live.length),
+      "total-records": sum(live, (e) => e.recordCount),
+      "total-files-size": sum(live, (e) => e.fileSizeInBytes),
+      "total-delete-files": "0",
+      "total-position-deletes": "0",
+      "total-equality-deletes": "0",
+      ...summary,
+      [FILES_DIGEST]: digest,
+    },
+  };
+  const metadata: TableMetadata = {
+    ...base,
+    "last-sequence-number": sequenceNumber,
+    "last-updated-ms": now,
+    "current-snapshot-id": snapshotId,
+    snapshots: [...base.snapshots, fullSnapshot],
+    "snapshot-log": [...base["snapshot-log"], { "snapshot-id": snapshotId, "timestamp-ms": now }],
+    "metadata-log": latest ? [...base["metadata-log"], { "metadata-file": fileUrl(ctx.store, icebergMetadataKey(table.name, latest.version)), "timestamp-ms": base["last-updated-ms"] }] : [],
+    refs: { ...base.refs, main: { "snapshot-id": snapshotId, type: "branch" } },
+  };
+  await commitMetadata(ctx, table, (latest?.version ?? 0) + 1, metadata);
+  return snapshotId;
+}
+
+/** Writes metadata version `version` create-exclusive, then moves the hint to it: the Iceberg pointer move, fenced by the lease. */
+export async function commitMetadata(ctx: IcebergContext, table: TableDefinition, version: number, metadata: TableMetadata): Promise<void> {
+  const key = icebergMetadataKey(table.name, version);
+  await ctx.leaseCheck(table.name);
+  if (!(await ctx.store.putIfAbsent(key, `${JSON.stringify(metadata, null, 2)}\n`))) {
+    throw new LakeswapError("CONFLICT", `Iceberg metadata '${key}' of table '${table.name}' was written by another writer meanwhile; rerun the command (it commits from the current pointers)`, { retryable: true });
+  }
+  faultPoint("during-iceberg-commit");
+  await moveHint(ctx, table, version);
+}
+
+async function moveHint(ctx: IcebergContext, table: TableDefinition, version: number): Promise<void> {
+  await ctx.leaseCheck(table.name);
+  await ctx.store.put(icebergVersionHintKey(table.name), String(version));
+}
+
+/** A snapshot id not used by the table yet: positive, below 2^53 (exact as a JSON number and an Avro long in JavaScript). */
+function newSnapshotId(base: TableMetadata): number {
+  const used = new Set(base.snapshots.map((s) => s["snapshot-id"]));
+  for (;;) {
+    const id = Number.parseInt(randomUUID().replace(/-/g, "").slice(0, 13), 16);
+    if (id > 0 && !used.has(id)) return id;
+  }
+}
+
+/**
+ * The entries of the new snapshot's one manifest: every current file (existing ones keep the snapshot and sequence
+ * numbers that added them, new ones are added now with their record counts read from their Parquet footers), and the
+ * previous snapshot's files that are gone, as deleted.
+ */
+async function manifestEntries(
+  ctx: IcebergContext,
+  files: readonly CurrentFile[],
+  previous: readonly SnapshotFile[],
+  at: { readonly snapshotId: number; readonly sequenceNumber: number },
+): Promise<DataFileEntry[]> {
+  const before = new Map(previous.map((f) => [f.filePath, f]));
+  const urls = files.map((f) => fileUrl(ctx.store, f.key));
+  const fresh = files.filter((_, i) => !before.has(urls[i] as string));
+  const counts = fresh.length > 0 ? await ctx.landing.countFileRows(fresh) : [];
+  const countOf = new Map(fresh.map((f, i) => [f.key, counts[i] ?? 0]));
+  const now = new Set(urls);
+  const entries: DataFileEntry[] = files.map((file, i) => {
+    const url = urls[i] as string;
+    const old = before.get(url);
+    const partition = partitionValues(file.partition);
+    if (old) return { status: 0, snapshotId: old.snapshotId, sequenceNumber: old.sequenceNumber, fileSequenceNumber: old.fileSequenceNumber, filePath: url, partition, recordCount: old.recordCount, fileSizeInBytes: old.fileSizeInBytes };
+    return { status: 1, snapshotId: at.snapshotId, sequenceNumber: at.sequenceNumber, fileSequenceNumber: at.sequenceNumber, filePath: url, partition, recordCount: countOf.get(file.key) ?? 0, fileSizeInBytes: file.size };
+  });
+  for (const old of previous) {
+    if (now.has(old.filePath)) continue;
+    entries.push({ status: 2, snapshotId: at.snapshotId, sequenceNumber: old.sequenceNumber, fileSequenceNumber: old.fileSequenceNumber, filePath: old.filePath, partition: old.partition, recordCount: old.recordCount, fileSizeInBytes: old.fileSizeInBytes });
+  }
+  return entries;
+}
+
+/** A partition's values by key, as strings (what the Hive view reads from the path). */
+function partitionValues(partition: Partition): Record<string, string> {
+  const values: Record<string, string> = {};
+  for (const part of partitionPath(partition).split("/").filter((p) => p.length > 0)) {
+    const at = part.indexOf("=");
+    values[part.slice(0, at)] = part.slice(at + 1);
+  }
+  return values;
+}
+
+/** Writes a snapshot's manifest and manifest list; returns the snapshot (without its summary). */
+async function writeSnapshotFiles(
+  store: ObjectStore,
+  table: TableDefinition,
+  base: TableMetadata,
+  entries: readonly DataFileEntry[],
+  at: { readonly snapshotId: number; readonly sequenceNumber: number; readonly parent?: number; readonly now: number },
+): Promise<Omit<Snapshot, "summary">> {
+  const schema = base.schemas.find((s) => s["schema-id"] === base["current-schema-id"]);
+  const spec = base["partition-specs"].find((s) => s["spec-id"] === base["default-spec-id"])?.fields ?? tablePartitionSpec(table);
+  const partitionFields = spec.map((f) => ({ name: f.name, fieldId: f["field-id"] }));
+  const manifest = await writeManifest(entries, { schemaJson: JSON.stringify(schema), schemaId: base["current-schema-id"], specJson: JSON.stringify(spec), specId: base["default-spec-id"] }, partitionFields);
+  const manifestKey = icebergManifestKey(table.name, randomUUID());
+  await store.put(manifestKey, manifest);
+  const count = (status: number, field: "files" | "rows"): number => entries.filter((e) => e.status === status).reduce((total, e) => total + (field === "files" ? 1 : e.recordCount), 0);
+  const live = entries.filter((e) => e.status !== 2);
+  const list = await writeManifestList(
+    [
+      {
+        manifestPath: fileUrl(store, manifestKey),
+        manifestLength: manifest.length,
+        sequenceNumber: at.sequenceNumber,
+        minSequenceNumber: live.length > 0 ? Math.min(...live.map((e) => e.sequenceNumber)) : at.sequenceNumber,
+        addedSnapshotId: at.snapshotId,
+        addedFilesCount: count(1, "files"),
+        existingFilesCount: count(0, "files"),
+        deletedFilesCount: count(2, "files"),
+        addedRowsCount: count(1, "rows"),
+        existingRowsCount: count(0, "rows"),
+        deletedRowsCount: count(2, "rows"),
+      },
+    ],
+    { snapshotId: at.snapshotId, parentSnapshotId: at.parent, sequenceNumber: at.sequenceNumber },
+  );
+  const listKey = icebergManifestListKey(table.name, at.snapshotId, randomUUID());
+  await store.put(listKey, list);
+  return {
+    "snapshot-id": at.snapshotId,
+    ...(at.parent !== undefined ? { "parent-snapshot-id": at.parent } : {}),
+    "sequence-number": at.sequenceNumber,
+    "timestamp-ms": at.now,
+    "manifest-list": fileUrl(store, listKey),
+    "schema-id": base["current-schema-id"],
+  };
+}
