@@ -278,10 +278,10 @@ export class Lake {
       try {
         result = await work();
       } catch (error) {
-        if (definition?.iceberg) await commitIceberg(this.parts, definition, { "lakeswap.command": command, ...options.summary }).catch(() => undefined);
+        if (definition?.iceberg) await commitIceberg(this.parts, definition, { "lakeswap.command": command, ...options.summary?.() }).catch(() => undefined);
         throw error;
       }
-      if (definition?.iceberg) await commitIceberg(this.parts, definition, { "lakeswap.command": command, ...options.summary });
+      if (definition?.iceberg) await commitIceberg(this.parts, definition, { "lakeswap.command": command, ...options.summary?.() });
       return result;
     } finally {
       this.leases.delete(table);

@@ -53,8 +53,8 @@ export interface LakeParts extends SwapContext {
 export interface LeaseOptions {
   /** Take the kernel lock besides the lease object (default true where the store has kernel locks). */
   readonly kernelLock?: boolean;
-  /** Added to the summary of the Iceberg snapshot the command commits (an `iceberg: true` table): `lakeswap.sync-id`. */
-  readonly summary?: Readonly<Record<string, string>>;
+  /** Added to the summary of the Iceberg snapshot the command commits (an `iceberg: true` table), asked at commit time: `lakeswap.sync-id`. */
+  readonly summary?: () => Readonly<Record<string, string>>;
 }
 
 /** Whatever hands out a lake's parts: an open `Lake`. */

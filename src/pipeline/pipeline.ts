@@ -142,7 +142,8 @@ export class Pipeline {
     await createTables(this.ctx, dataset);
     if (fault) faultPoint(fault);
     await this.ctx.lake.write(tablesWritten(dataset), `sync ${this.ctx.config.file}`, (writer) => work(new SyncRun(this.ctx, writer, pass.log, pass.tally, dataset)), {
-      summary: { "lakeswap.sync-id": pass.log.syncId },
+      // The sync's id is provisional until its first record: asked when the snapshot is committed.
+      summary: () => ({ "lakeswap.sync-id": pass.log.syncId }),
     });
   }
 

@@ -129,8 +129,8 @@ export const MANIFEST_FILE_SCHEMA = {
 
 /** Writes records as an Avro object container file (no compression) with the given file metadata. */
 async function containerFile(schema: avro.Schema, records: readonly object[], metadata: Readonly<Record<string, string>>): Promise<Buffer> {
-  const type = avro.Type.forSchema(schema);
-  const encoder = new avro.streams.BlockEncoder(type, {
+  // The schema itself, not a Type: avsc then writes it to the header as given, field ids included.
+  const encoder = new avro.streams.BlockEncoder(schema, {
     codec: "null",
     metadata: Object.fromEntries(Object.entries(metadata).map(([key, value]) => [key, Buffer.from(value)])),
   } as Partial<avro.EncoderOptions>);
