@@ -1,4 +1,4 @@
-import { readdirSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import type { Lake } from "../../src/lake/lake.js";
@@ -126,14 +126,22 @@ describe("iceberg: true publishes one snapshot per command over the current runs
     const after = await validateTable(ws.lakeDir, RAW);
     expect(after.snapshots.length).toBeLessThan(before.snapshots.length);
     expect(after.metadata["current-snapshot-id"]).toBe(before.metadata["current-snapshot-id"]);
-    const present = new Set<string>();
-    for (const snapshot of after.snapshots) for (const file of snapshot.files) present.add(file.key);
-    for (const key of present) expect(() => readdirSync(path.dirname(path.join(ws.lakeDir, key)))).not.toThrow();
-    // Every retained snapshot is readable by icebird: its files are all there.
-    for (let version = 1; version <= after.version; version += 1) {
-      const metadata = (await validateTable(ws.lakeDir, RAW)).metadata;
-      void metadata;
+    // The rule: a snapshot is kept exactly when all its files are still there.
+    const exists = (key: string): boolean => existsSync(path.join(ws.lakeDir, key));
+    for (const snapshot of before.snapshots) {
+      const kept = after.snapshots.some((s) => s.snapshotId === snapshot.snapshotId);
+      expect(kept, `snapshot ${snapshot.snapshotId} kept`).toBe(snapshot.files.every((f) => exists(f.key)));
     }
+    // Every kept snapshot reads with icebird, through the metadata version that made it current.
+    for (let version = 1; version <= after.version; version += 1) {
+      const metadata = JSON.parse(readFileSync(path.join(ws.lakeDir, RAW, "metadata", `v${version}.metadata.json`), "utf8")) as { "current-snapshot-id": number };
+      const snapshot = after.snapshots.find((s) => s.snapshotId === metadata["current-snapshot-id"]);
+      if (!snapshot) continue;
+      expect((await icebirdRows(ws.lakeDir, RAW, RAW_COLUMNS, version)).length).toBe(Number(snapshot.summary["total-records"]));
+    }
+    // The expired snapshots' manifest lists are gone.
+    const lists = readdirSync(path.join(ws.lakeDir, RAW, "metadata")).filter((name) => name.startsWith("snap-"));
+    expect(lists).toHaveLength(after.snapshots.length);
     await agree(ws.lakeDir, RAW, RAW_COLUMNS);
   }, 120_000);
 });

@@ -6,7 +6,9 @@ import type { OutboxEntry } from "../outbox.js";
 import { partitionPath, type Partition } from "../../model/partition.js";
 import { planRetention, type RetentionReason } from "../retention.js";
 import { knownPartitions } from "./history.js";
-import { currentPointers, listRuns, type LakeContext } from "../runs.js";
+import { currentPointers, listRuns, runPrefix, type LakeContext } from "../runs.js";
+import { expireSnapshots } from "./expire-snapshots.js";
+import { parsePartitionPath } from "../../model/partition.js";
 import { mapLimited } from "../../shared/map-limited.js";
 import type { TableDefinition } from "../../model/table.js";
 import type { HasLakeParts } from "../parts.js";
@@ -123,14 +125,37 @@ export async function collectAfterSwap(
   } catch (error) {
     return partitions.map((partition) => failed(partition, error));
   }
+  try {
+    await expireBeforeGc(ctx, table, () => mapLimited(partitions, GC_CONCURRENCY, (partition) => collectPartition(ctx, table, partition, state, { dryRun: true, graceMs: ctx.graceMs })));
+  } catch (error) {
+    // No snapshot could be expired: nothing is deleted, so none keeps naming a deleted run.
+    return partitions.map((partition) => failed(partition, error));
+  }
   // Partitions are listed (and collected) a few at a time, each with its own lease check before it deletes anything.
-  return mapLimited(partitions, GC_CONCURRENCY, async (partition) => {
+  const reports = await mapLimited(partitions, GC_CONCURRENCY, async (partition) => {
     try {
       return await collectPartition(ctx, table, partition, state, { dryRun: false, graceMs: ctx.graceMs });
     } catch (error) {
       return failed(partition, error);
     }
   });
+  await expireSnapshots(ctx, table, removedRuns(ctx, table, reports)).catch(() => undefined);
+  return reports;
+}
+
+/**
+ * An `iceberg: true` table's snapshots that name runs GC is about to delete expire first (./expire-snapshots.ts):
+ * `plan` is GC's dry run of the same partitions. A run that became old enough between that plan and the deletion
+ * is caught by the expiry GC runs after deleting.
+ */
+async function expireBeforeGc(ctx: LakeContext, table: TableDefinition, plan: () => Promise<PartitionGcReport[]>): Promise<void> {
+  if (!table.iceberg) return;
+  await expireSnapshots(ctx, table, removedRuns(ctx, table, await plan()));
+}
+
+/** The store key prefixes of the runs GC reports removed (or would remove). */
+function removedRuns(ctx: LakeContext, table: TableDefinition, reports: readonly PartitionGcReport[]): string[] {
+  return reports.flatMap((report) => report.removed.map((run) => runPrefix(ctx.catalog, table, parsePartitionPath(report.partition, table.partitionKeys), run.runId)));
 }
 
 /** Progress of work that spans several partitions. */
@@ -149,10 +174,14 @@ export async function collectGarbage(
     const collect = async (): Promise<void> => {
       const partitions = await knownPartitions(parts, table);
       const state = await gcState(parts, table);
+      const graceMs = options.graceMs ?? parts.graceMs;
+      if (!options.dryRun) await expireBeforeGc(parts, table, () => mapLimited(partitions, GC_CONCURRENCY, (partition) => collectPartition(parts, table, partition, state, { dryRun: true, graceMs })));
+      const start = reports.length;
       for (const [index, partition] of partitions.entries()) {
         options.onProgress?.({ done: index, total: partitions.length, label: `${table.name}/${partitionPath(partition)}` });
-        reports.push(await collectPartition(parts, table, partition, state, { dryRun: options.dryRun ?? false, graceMs: options.graceMs ?? parts.graceMs }));
+        reports.push(await collectPartition(parts, table, partition, state, { dryRun: options.dryRun ?? false, graceMs }));
       }
+      if (!options.dryRun) await expireSnapshots(parts, table, removedRuns(parts, table, reports.slice(start)));
     };
     if (options.dryRun) await collect();
     else await parts.withLease(table.name, `gc ${table.name}`, collect);

@@ -1,0 +1,64 @@
+import { readContainerFile } from "../../catalog/iceberg/manifest-files.js";
+import type { TableMetadata } from "../../catalog/iceberg/table-metadata.js";
+import type { TableDefinition } from "../../model/table.js";
+import { commitMetadata, fileUrl, keyOfUrl, latestMetadata, snapshotFiles, type IcebergContext } from "../commit/iceberg-commit.js";
+import { icebergMetadataKey, runsPrefix } from "../layout.js";
+
+/**
+ * The Iceberg side of GC (an `iceberg: true` table), under the table's lease: the history kept is the snapshots
+ * whose data files are all still there. Before GC deletes runs (`removedRuns`, their store key prefixes), every
+ * snapshot that names a file in them, or a file already gone, is dropped from the metadata (one new metadata
+ * version, committed as any other), then its manifest list and manifests are deleted. The current snapshot names
+ * only current runs, which GC never deletes, so it always stays. Older metadata files stay (the metadata log names
+ * them). Returns how many snapshots expired.
+ */
+export async function expireSnapshots(ctx: IcebergContext, table: TableDefinition, removedRuns: readonly string[]): Promise<number> {
+  if (!table.iceberg) return 0;
+  const latest = await latestMetadata(ctx.store, table);
+  if (!latest) return 0;
+  const present = new Set((await ctx.store.list(runsPrefix(ctx.catalog, table))).map((o) => o.key));
+  const gone = (url: string): boolean => {
+    const key = keyOfUrl(ctx.store, url);
+    return key === undefined || !present.has(key) || removedRuns.some((prefix) => key.startsWith(prefix));
+  };
+  const current = latest.metadata["current-snapshot-id"];
+  const kept: TableMetadata["snapshots"][number][] = [];
+  const expired: TableMetadata["snapshots"][number][] = [];
+  for (const snapshot of latest.metadata.snapshots) {
+    const keep = snapshot["snapshot-id"] === current || !(await snapshotFiles(ctx.store, snapshot)).some((file) => gone(file.filePath));
+    (keep ? kept : expired).push(snapshot);
+  }
+  if (expired.length === 0) return 0;
+  const keptIds = new Set(kept.map((s) => s["snapshot-id"]));
+  const now = Date.now();
+  await commitMetadata(ctx, table, latest.version + 1, {
+    ...latest.metadata,
+    "last-updated-ms": now,
+    snapshots: kept,
+    "snapshot-log": latest.metadata["snapshot-log"].filter((entry) => keptIds.has(entry["snapshot-id"])),
+    "metadata-log": [...latest.metadata["metadata-log"], { "metadata-file": fileUrl(ctx.store, icebergMetadataKey(table.name, latest.version)), "timestamp-ms": latest.metadata["last-updated-ms"] }],
+  });
+  // The expired snapshots' own files, unless a kept snapshot shares one (lakeswap's never do; another writer's might).
+  const keptFiles = new Set<string>();
+  for (const snapshot of kept) {
+    keptFiles.add(snapshot["manifest-list"]);
+    for (const manifest of await manifestPaths(ctx, snapshot["manifest-list"])) keptFiles.add(manifest);
+  }
+  const unused: string[] = [];
+  for (const snapshot of expired) {
+    for (const url of [snapshot["manifest-list"], ...(await manifestPaths(ctx, snapshot["manifest-list"]))]) {
+      const key = keyOfUrl(ctx.store, url);
+      if (key !== undefined && !keptFiles.has(url)) unused.push(key);
+    }
+  }
+  await ctx.store.delete(unused);
+  return expired.length;
+}
+
+/** The manifests a manifest list names (none when the list is already gone). */
+async function manifestPaths(ctx: IcebergContext, listUrl: string): Promise<string[]> {
+  const key = keyOfUrl(ctx.store, listUrl);
+  const stored = key === undefined ? undefined : await ctx.store.get(key);
+  if (!stored) return [];
+  return (await readContainerFile(stored.body)).records.map((record) => String(record.manifest_path));
+}
