@@ -57,11 +57,17 @@ export async function withLakeOverHttp<T>(lakeDir: string, work: (baseUrl: strin
   }
 }
 
+/** A value as both readers' rows are compared: numbers by value (DuckDB prints DECIMAL 10.00, icebird reads 10), else text. */
+function text(value: unknown): string {
+  const plain = String(value);
+  return plain.trim() !== "" && Number.isFinite(Number(plain)) ? String(Number(plain)) : plain;
+}
+
 /** The rows icebird reads of a table (its current snapshot, or that of metadata version `version`), as sorted `key|key` lines of `columns`. */
 export async function icebirdRows(lakeDir: string, table: string, columns: readonly string[], version?: number): Promise<string[]> {
   return withLakeOverHttp(lakeDir, async (url) => {
     const rows = await icebergRead({ tableUrl: `${url}/${table}`, ...(version !== undefined ? { metadataFileName: `v${version}.metadata.json` } : {}) });
-    return rows.map((row) => columns.map((c) => String(row[c])).join("|")).sort();
+    return rows.map((row) => columns.map((c) => text(row[c])).join("|")).sort();
   });
 }
 
@@ -74,7 +80,7 @@ export async function hiveRows(lakeDir: string, table: string, columns: readonly
     const rows = (await connection.runAndReadAll(`SELECT ${columns.map((c) => `CAST(${c} AS VARCHAR)`).join(", ")} FROM ${source}`)).getRows();
     const counts = (await connection.runAndReadAll(`SELECT ${key}, count(*) FROM ${source} GROUP BY ALL`)).getRows();
     return {
-      rows: rows.map((row) => row.map(String).join("|")).sort(),
+      rows: rows.map((row) => row.map(text).join("|")).sort(),
       perPartition: Object.fromEntries(counts.map(([value, n]) => [String(value), Number(n)])),
     };
   } finally {
