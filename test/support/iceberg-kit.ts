@@ -12,7 +12,7 @@ import { icebergRead } from "icebird";
 import { expect } from "vitest";
 
 /** A static HTTP server of one folder, with HEAD and byte ranges (what hyparquet asks for). */
-export async function serveFolder(root: string): Promise<{ url: string; close: () => Promise<void> }> {
+async function serveFolder(root: string): Promise<{ url: string; close: () => Promise<void> }> {
   const server = http.createServer((request, response) => {
     void (async () => {
       const relative = decodeURIComponent(new URL(request.url ?? "/", "http://x").pathname);
@@ -41,7 +41,7 @@ export async function serveFolder(root: string): Promise<{ url: string; close: (
  * Runs `work` while fetch sends the lake's file URLs (Iceberg metadata names files by absolute location) to the
  * server of the lake folder, as icebird itself sends s3:// URLs to their HTTPS endpoint.
  */
-export async function withLakeOverHttp<T>(lakeDir: string, work: (baseUrl: string) => Promise<T>): Promise<T> {
+async function withLakeOverHttp<T>(lakeDir: string, work: (baseUrl: string) => Promise<T>): Promise<T> {
   const server = await serveFolder(lakeDir);
   const prefix = pathToFileURL(lakeDir).href + "/";
   const original = globalThis.fetch;

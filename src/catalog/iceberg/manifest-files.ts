@@ -7,7 +7,7 @@ import avro from "avsc";
  */
 
 /** A manifest entry's status: 0 existing (carried from an earlier snapshot), 1 added, 2 deleted (by this snapshot). */
-export type EntryStatus = 0 | 1 | 2;
+type EntryStatus = 0 | 1 | 2;
 
 /** One data file of a manifest (`data_file`, field 2), as lakeswap fills it: no column statistics beyond the count. */
 export interface DataFileEntry {
@@ -49,7 +49,7 @@ function intMap(name: string, keyId: number, valueId: number, value: string): un
 }
 
 /** The spec's `manifest_entry` schema for a partition spec of string fields (`fields`: name and field id). */
-export function manifestEntrySchema(partitionFields: readonly { readonly name: string; readonly fieldId: number }[]): avro.Schema {
+function manifestEntrySchema(partitionFields: readonly { readonly name: string; readonly fieldId: number }[]): avro.Schema {
   const partition = { type: "record", name: "r102", fields: partitionFields.map((f) => ({ name: f.name, type: optional("string"), default: null, "field-id": f.fieldId })) };
   const dataFile = {
     type: "record",
@@ -87,7 +87,7 @@ export function manifestEntrySchema(partitionFields: readonly { readonly name: s
 }
 
 /** The spec's `manifest_file` schema (a manifest list's records). */
-export const MANIFEST_FILE_SCHEMA = {
+const MANIFEST_FILE_SCHEMA = {
   type: "record",
   name: "manifest_file",
   fields: [

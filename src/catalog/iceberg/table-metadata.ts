@@ -8,7 +8,7 @@ import type { TableDefinition } from "../../model/table.js";
  */
 
 /** A field of an Iceberg schema. */
-export interface SchemaField {
+interface SchemaField {
   readonly id: number;
   readonly name: string;
   readonly required: boolean;
@@ -61,7 +61,7 @@ export interface TableMetadata {
 const FIRST_PARTITION_FIELD_ID = 1000;
 
 /** The schema of a table: its columns (ids from 1), then its partition keys as strings. */
-export function tableSchema(table: TableDefinition): SchemaField[] {
+function tableSchema(table: TableDefinition): SchemaField[] {
   return [
     ...table.columns.map((column, i) => ({ id: i + 1, name: column.name, required: false, type: icebergColumnType(column.type) })),
     ...table.partitionKeys.map((key, i) => ({ id: table.columns.length + i + 1, name: key, required: false, type: "string" })),
