@@ -6,8 +6,8 @@ import { ingestSchemas } from "./ingest-config.js";
  * (resolved into a checked config by ./pipeline-config.ts).
  */
 
-/** `iceberg: true|false` of a dataset or a layer. */
-const icebergSchema = z.boolean({ error: (issue) => `iceberg: ${JSON.stringify(issue.input)} is not true or false: write iceberg: true to publish the table as Iceberg too, or leave it out` }).default(false);
+/** `iceberg: true|false` of a dataset or a layer (a wrong value: "expected true or false, got ...", at its key path). */
+const icebergSchema = z.boolean().default(false);
 
 const identifier = z.string().regex(/^[a-z][a-z0-9_]{0,127}$/, "use a lowercase letter first, then lowercase letters, digits or '_'");
 
