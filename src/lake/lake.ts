@@ -270,7 +270,8 @@ export class Lake {
       // after recording a move and before making it: finished now, before this writer decides anything (invariant 6).
       const pending = await this.outbox.pending(table);
       if (pending.length > 0) await this.replayEntries(await this.catalog.getTable(table), pending);
-      const definition = /^[a-z][a-z0-9_]*$/.test(table) ? await this.catalog.getTable(table) : undefined;
+      // Only where Iceberg is supported (a local folder): elsewhere no table has it, and the catalog is not asked.
+      const definition = this.store.capabilities.localPaths && /^[a-z][a-z0-9_]*$/.test(table) ? await this.catalog.getTable(table) : undefined;
       // The Iceberg view follows the pointers (a writer killed between its moves and its commit left it behind), and
       // then commits once what this command moved: one snapshot per command, after every pointer move of it.
       if (definition?.iceberg) await commitIceberg(this.parts, definition, { "lakeswap.command": "recover" });
