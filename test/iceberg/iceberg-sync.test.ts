@@ -66,6 +66,28 @@ async function agree(lakeDir: string, table: string, columns: readonly string[])
 }
 
 describe("iceberg: true publishes one snapshot per command over the current runs", () => {
+  it("a sync that only adds partitions lists the previous manifest as it is and writes one new manifest", async () => {
+    const { ws, lake } = await start();
+    await ws.pipeline(lake, { inputs: [deliver(ws, orders(3))] }).sync();
+    await ws.pipeline(lake, { inputs: [deliver(ws, orders(5))] }).sync();
+    const raw = await agree(ws.lakeDir, RAW, RAW_COLUMNS);
+    expect(raw.summary["added-data-files"]).toBe("2");
+    expect(raw.summary["total-data-files"]).toBe("5");
+    const { snapshots } = await validateTable(ws.lakeDir, RAW);
+    const [first, second] = snapshots;
+    expect(second?.manifests).toHaveLength(2);
+    expect(second?.manifests[1]).toBe(first?.manifests[0]);
+    expect(second?.summary["lakeswap.manifests-reused"]).toBe("1");
+    // A sync that changes a day of the reused manifest rewrites it: its other files are carried as existing.
+    await ws.pipeline(lake, { inputs: [deliver(ws, orders(5).map((r) => (r.id === 105 ? { ...r, customer: 77 } : r)))] }).sync();
+    await agree(ws.lakeDir, RAW, RAW_COLUMNS);
+    const third = (await validateTable(ws.lakeDir, RAW)).snapshots[2];
+    expect(third?.manifests).toHaveLength(2);
+    expect(third?.manifests).not.toContain(first?.manifests[0]);
+    expect(third?.summary["total-data-files"]).toBe("5");
+    expect(third?.summary["deleted-data-files"]).toBe("1");
+  }, 120_000);
+
   it("a sync, a sync that rebuilds some partitions, a replace, a rollback, rollback --sync and gc each leave both views equal, the previous snapshot readable", async () => {
     const { ws, lake } = await start();
     const first = await ws.pipeline(lake, { inputs: [deliver(ws, orders(3))] }).sync();

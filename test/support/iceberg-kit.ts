@@ -180,6 +180,8 @@ export interface SnapshotView {
   readonly snapshotId: number;
   readonly summary: Record<string, string>;
   readonly files: { key: string; records: number; partition: Record<string, string | null> }[];
+  /** The manifests its manifest list names (store keys), in order. */
+  readonly manifests: string[];
 }
 
 /**
@@ -238,7 +240,8 @@ export async function validateTable(lakeDir: string, table: string): Promise<{ v
       }
     }
     expect(String(files.reduce((n, f) => n + f.records, 0))).toBe(snapshot.summary["total-records"]);
-    views.push({ snapshotId: snapshot["snapshot-id"], summary: snapshot.summary, files: files.sort((a, b) => (a.key < b.key ? -1 : 1)) });
+    const manifests = list.records.map((m) => keyOf(m.manifest_path));
+    views.push({ snapshotId: snapshot["snapshot-id"], summary: snapshot.summary, files: files.sort((a, b) => (a.key < b.key ? -1 : 1)), manifests });
   }
   return { version, metadata, snapshots: views };
 }

@@ -1,6 +1,6 @@
 import { createHash, randomUUID } from "node:crypto";
 import { pathToFileURL } from "node:url";
-import { readContainerFile, writeManifest, writeManifestList, type DataFileEntry } from "../../catalog/iceberg/manifest-files.js";
+import { readContainerFile, writeManifest, writeManifestList, type DataFileEntry, type ManifestFileEntry } from "../../catalog/iceberg/manifest-files.js";
 import { currentSnapshot, emptyMetadata, parseTableMetadata, tablePartitionSpec, type Snapshot, type TableMetadata } from "../../catalog/iceberg/table-metadata.js";
 import { InvalidInputError, LakeswapError } from "../../model/errors.js";
 import { partitionPath, type Partition } from "../../model/partition.js";
@@ -87,17 +87,28 @@ export async function latestMetadata(store: ObjectStore, table: TableDefinition)
   return { version, metadata: parsed, hinted: Number.isInteger(hinted) ? hinted : undefined };
 }
 
-/** The live data files of a snapshot (its manifests' entries that are not deleted). */
-export async function snapshotFiles(store: ObjectStore, snapshot: Snapshot): Promise<SnapshotFile[]> {
-  const list = await readAvro(store, snapshot["manifest-list"]);
-  const files: SnapshotFile[] = [];
-  for (const manifest of list) {
+/** One manifest of a snapshot: its manifest-list record, its live entries, and whether it holds deleted entries. */
+interface SnapshotManifest {
+  readonly record: ManifestFileEntry;
+  readonly live: readonly SnapshotFile[];
+  readonly hasDeleted: boolean;
+}
+
+/** The manifests of a snapshot, read whole. */
+async function snapshotManifests(store: ObjectStore, snapshot: Snapshot): Promise<SnapshotManifest[]> {
+  const manifests: SnapshotManifest[] = [];
+  for (const manifest of await readAvro(store, snapshot["manifest-list"])) {
+    const live: SnapshotFile[] = [];
+    let hasDeleted = false;
     for (const entry of await readAvro(store, String(manifest.manifest_path))) {
-      if (entry.status === 2) continue;
+      if (entry.status === 2) {
+        hasDeleted = true;
+        continue;
+      }
       const dataFile = entry.data_file as Record<string, unknown>;
-      files.push({
+      live.push({
         filePath: String(dataFile.file_path),
-        snapshotId: Number(entry.snapshot_id),
+        snapshotId: Number(entry.snapshot_id ?? manifest.added_snapshot_id),
         sequenceNumber: Number(entry.sequence_number ?? manifest.sequence_number),
         fileSequenceNumber: Number(entry.file_sequence_number ?? manifest.sequence_number),
         recordCount: Number(dataFile.record_count),
@@ -105,8 +116,28 @@ export async function snapshotFiles(store: ObjectStore, snapshot: Snapshot): Pro
         partition: dataFile.partition as Record<string, string>,
       });
     }
+    const count = (field: string): number => Number(manifest[field] ?? 0);
+    const record: ManifestFileEntry = {
+      manifestPath: String(manifest.manifest_path),
+      manifestLength: count("manifest_length"),
+      sequenceNumber: count("sequence_number"),
+      minSequenceNumber: count("min_sequence_number"),
+      addedSnapshotId: count("added_snapshot_id"),
+      addedFilesCount: count("added_files_count"),
+      existingFilesCount: count("existing_files_count"),
+      deletedFilesCount: count("deleted_files_count"),
+      addedRowsCount: count("added_rows_count"),
+      existingRowsCount: count("existing_rows_count"),
+      deletedRowsCount: count("deleted_rows_count"),
+    };
+    manifests.push({ record, live, hasDeleted });
   }
-  return files;
+  return manifests;
+}
+
+/** The live data files of a snapshot (its manifests' entries that are not deleted). */
+export async function snapshotFiles(store: ObjectStore, snapshot: Snapshot): Promise<SnapshotFile[]> {
+  return (await snapshotManifests(store, snapshot)).flatMap((m) => m.live);
 }
 
 /** The records of an Avro file this lake wrote, named by its file URL. */
@@ -159,12 +190,15 @@ export async function commitIceberg(ctx: IcebergContext, table: TableDefinition,
   const base = latest?.metadata ?? emptyMetadata(table, randomUUID(), fileUrl(ctx.store, table.name), now);
   const snapshotId = newSnapshotId(base);
   const sequenceNumber = base["last-sequence-number"] + 1;
-  const entries = await manifestEntries(ctx, files, current ? await snapshotFiles(ctx.store, current) : [], { snapshotId, sequenceNumber });
-  const snapshot = await writeSnapshotFiles(ctx.store, table, base, entries, { snapshotId, sequenceNumber, parent: current?.["snapshot-id"], now });
+  const previous = current ? await snapshotManifests(ctx.store, current) : [];
+  const reused = reusableManifests(previous, new Set(files.map((f) => fileUrl(ctx.store, f.key))));
+  const inReused = new Set(reused.flatMap((m) => m.live.map((f) => f.filePath)));
+  const entries = await manifestEntries(ctx, files.filter((f) => !inReused.has(fileUrl(ctx.store, f.key))), previous.flatMap((m) => m.live).filter((f) => !inReused.has(f.filePath)), { snapshotId, sequenceNumber });
+  const snapshot = await writeSnapshotFiles(ctx.store, table, base, { entries, reused: reused.map((m) => m.record) }, { snapshotId, sequenceNumber, parent: current?.["snapshot-id"], now });
   const added = entries.filter((e) => e.status === 1);
   const deleted = entries.filter((e) => e.status === 2);
-  const live = entries.filter((e) => e.status !== 2);
-  const sum = (list: readonly DataFileEntry[], pick: (e: DataFileEntry) => number): string => String(list.reduce((total, e) => total + pick(e), 0));
+  const live = [...entries.filter((e) => e.status !== 2), ...reused.flatMap((m) => m.live)];
+  const sum = <T>(list: readonly T[], pick: (e: T) => number): string => String(list.reduce((total, e) => total + pick(e), 0));
   const fullSnapshot: Snapshot = {
     ...snapshot,
     summary: {
@@ -178,6 +212,7 @@ export async function commitIceberg(ctx: IcebergContext, table: TableDefinition,
       "total-data-files": String(live.length),
       "total-records": sum(live, (e) => e.recordCount),
       "total-files-size": sum(live, (e) => e.fileSizeInBytes),
+      "lakeswap.manifests-reused": String(reused.length),
       "total-delete-files": "0",
       "total-position-deletes": "0",
       "total-equality-deletes": "0",
@@ -225,9 +260,9 @@ function newSnapshotId(base: TableMetadata): number {
 }
 
 /**
- * The entries of the new snapshot's one manifest: every current file (existing ones keep the snapshot and sequence
- * numbers that added them, new ones are added now with their record counts read from their Parquet footers), and the
- * previous snapshot's files that are gone, as deleted.
+ * The entries of the new snapshot's one new manifest: the current files that no reused manifest lists (existing ones
+ * keep the snapshot and sequence numbers that added them, new ones are added now with their record counts read from
+ * their Parquet footers), and the previous snapshot's files that are gone, as deleted.
  */
 async function manifestEntries(
   ctx: IcebergContext,
@@ -255,6 +290,19 @@ async function manifestEntries(
   return entries;
 }
 
+/** Past this many manifests carried over, a snapshot folds them all into its one new manifest (reads stay few). */
+const MAX_REUSED_MANIFESTS = 100;
+
+/**
+ * The previous snapshot's manifests the new one lists as they are: those whose files are all still current and
+ * that hold no deleted entry (a deletion belongs to the snapshot that made it). The others' current files are
+ * carried into the new manifest as existing entries.
+ */
+function reusableManifests(previous: readonly SnapshotManifest[], current: ReadonlySet<string>): SnapshotManifest[] {
+  const reusable = previous.filter((m) => !m.hasDeleted && m.live.length > 0 && m.live.every((f) => current.has(f.filePath)));
+  return reusable.length > MAX_REUSED_MANIFESTS ? [] : reusable;
+}
+
 /** A partition's values by key, as strings (what the Hive view reads from the path). */
 function partitionValues(partition: Partition): Record<string, string> {
   const values: Record<string, string> = {};
@@ -270,9 +318,10 @@ async function writeSnapshotFiles(
   store: ObjectStore,
   table: TableDefinition,
   base: TableMetadata,
-  entries: readonly DataFileEntry[],
+  manifests: { readonly entries: readonly DataFileEntry[]; readonly reused: readonly ManifestFileEntry[] },
   at: { readonly snapshotId: number; readonly sequenceNumber: number; readonly parent?: number; readonly now: number },
 ): Promise<Omit<Snapshot, "summary">> {
+  const entries = manifests.entries;
   const schema = base.schemas.find((s) => s["schema-id"] === base["current-schema-id"]);
   const spec = base["partition-specs"].find((s) => s["spec-id"] === base["default-spec-id"])?.fields ?? tablePartitionSpec(table);
   const partitionFields = spec.map((f) => ({ name: f.name, fieldId: f["field-id"] }));
@@ -296,6 +345,7 @@ async function writeSnapshotFiles(
         existingRowsCount: count(0, "rows"),
         deletedRowsCount: count(2, "rows"),
       },
+      ...manifests.reused,
     ],
     { snapshotId: at.snapshotId, parentSnapshotId: at.parent, sequenceNumber: at.sequenceNumber },
   );
