@@ -78,6 +78,8 @@ describe("iceberg: true publishes one snapshot per command over the current runs
     expect(second?.manifests).toHaveLength(2);
     expect(second?.manifests[1]).toBe(first?.manifests[0]);
     expect(second?.summary["lakeswap.manifests-reused"]).toBe("1");
+    // The manifest list bounds each manifest's days, so an engine skips a manifest a filter on day excludes.
+    expect(second?.bounds).toEqual(["2026-11-04..2026-11-05", "2026-11-01..2026-11-03"]);
     // A sync that changes a day of the reused manifest rewrites it: its other files are carried as existing.
     await ws.pipeline(lake, { inputs: [deliver(ws, orders(5).map((r) => (r.id === 105 ? { ...r, customer: 77 } : r)))] }).sync();
     await agree(ws.lakeDir, RAW, RAW_COLUMNS);

@@ -109,6 +109,23 @@ const SPEC_MANIFEST_FILE = {
     { name: "added_rows_count", type: "long", "field-id": 512 },
     { name: "existing_rows_count", type: "long", "field-id": 513 },
     { name: "deleted_rows_count", type: "long", "field-id": 514 },
+    {
+      name: "partitions",
+      "field-id": 507,
+      type: optional({
+        type: "array",
+        "element-id": 508,
+        items: {
+          type: "record",
+          name: "r508",
+          fields: [
+            { name: "contains_null", type: "boolean", "field-id": 509 },
+            { name: "lower_bound", type: optional("bytes"), "field-id": 510 },
+            { name: "upper_bound", type: optional("bytes"), "field-id": 511 },
+          ],
+        },
+      }),
+    },
   ],
 };
 
@@ -182,6 +199,8 @@ export interface SnapshotView {
   readonly files: { key: string; records: number; partition: Record<string, string | null> }[];
   /** The manifests its manifest list names (store keys), in order. */
   readonly manifests: string[];
+  /** Each manifest's bounds of the first partition field, `lower..upper`, from the manifest list. */
+  readonly bounds: string[];
 }
 
 /**
@@ -241,7 +260,8 @@ export async function validateTable(lakeDir: string, table: string): Promise<{ v
     }
     expect(String(files.reduce((n, f) => n + f.records, 0))).toBe(snapshot.summary["total-records"]);
     const manifests = list.records.map((m) => keyOf(m.manifest_path));
-    views.push({ snapshotId: snapshot["snapshot-id"], summary: snapshot.summary, files: files.sort((a, b) => (a.key < b.key ? -1 : 1)), manifests });
+    const bounds = list.records.map((m) => `${m.partitions?.[0]?.lower_bound?.toString() ?? ""}..${m.partitions?.[0]?.upper_bound?.toString() ?? ""}`);
+    views.push({ snapshotId: snapshot["snapshot-id"], summary: snapshot.summary, files: files.sort((a, b) => (a.key < b.key ? -1 : 1)), manifests, bounds });
   }
   return { version, metadata, snapshots: views };
 }

@@ -35,6 +35,23 @@ export interface ManifestFileEntry {
   readonly addedRowsCount: number;
   readonly existingRowsCount: number;
   readonly deletedRowsCount: number;
+  /** Per partition field, in spec order: whether a value is null, and the least and greatest value (so engines prune whole manifests). */
+  readonly partitions?: readonly PartitionSummary[];
+}
+
+/** The summary of one partition field over a manifest's files (`field_summary`, element 508). */
+export interface PartitionSummary {
+  readonly containsNull: boolean;
+  readonly lowerBound?: string;
+  readonly upperBound?: string;
+}
+
+/** The summaries of string partition fields over the given files' partition values. */
+export function summarizePartitions(fields: readonly string[], values: readonly Readonly<Record<string, string | null | undefined>>[]): PartitionSummary[] {
+  return fields.map((field) => {
+    const present = values.map((v) => v[field]).filter((v): v is string => typeof v === "string").sort();
+    return { containsNull: present.length < values.length, lowerBound: present[0], upperBound: present.at(-1) };
+  });
 }
 
 const optional = (type: unknown): unknown[] => ["null", type];
@@ -225,7 +242,14 @@ export function writeManifestList(
     added_rows_count: m.addedRowsCount,
     existing_rows_count: m.existingRowsCount,
     deleted_rows_count: m.deletedRowsCount,
-    partitions: null,
+    // A string bound is its UTF-8 bytes (the spec's single-value serialization).
+    partitions:
+      m.partitions?.map((p) => ({
+        contains_null: p.containsNull,
+        contains_nan: null,
+        lower_bound: p.lowerBound === undefined ? null : Buffer.from(p.lowerBound, "utf8"),
+        upper_bound: p.upperBound === undefined ? null : Buffer.from(p.upperBound, "utf8"),
+      })) ?? null,
     key_metadata: null,
   }));
   return containerFile(MANIFEST_FILE_SCHEMA, records, {

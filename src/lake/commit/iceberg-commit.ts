@@ -1,6 +1,6 @@
 import { createHash, randomUUID } from "node:crypto";
 import { pathToFileURL } from "node:url";
-import { readContainerFile, writeManifest, writeManifestList, type DataFileEntry, type ManifestFileEntry } from "../../catalog/iceberg/manifest-files.js";
+import { readContainerFile, summarizePartitions, writeManifest, writeManifestList, type DataFileEntry, type ManifestFileEntry } from "../../catalog/iceberg/manifest-files.js";
 import { currentSnapshot, emptyMetadata, parseTableMetadata, tablePartitionSpec, type Snapshot, type TableMetadata } from "../../catalog/iceberg/table-metadata.js";
 import { InvalidInputError, LakeswapError } from "../../model/errors.js";
 import { partitionPath, type Partition } from "../../model/partition.js";
@@ -129,6 +129,13 @@ async function snapshotManifests(store: ObjectStore, snapshot: Snapshot): Promis
       addedRowsCount: count("added_rows_count"),
       existingRowsCount: count("existing_rows_count"),
       deletedRowsCount: count("deleted_rows_count"),
+      partitions: Array.isArray(manifest.partitions)
+        ? (manifest.partitions as Record<string, unknown>[]).map((p) => ({
+            containsNull: p.contains_null === true,
+            lowerBound: Buffer.isBuffer(p.lower_bound) ? p.lower_bound.toString("utf8") : undefined,
+            upperBound: Buffer.isBuffer(p.upper_bound) ? p.upper_bound.toString("utf8") : undefined,
+          }))
+        : undefined,
     };
     manifests.push({ record, live, hasDeleted });
   }
@@ -344,6 +351,7 @@ async function writeSnapshotFiles(
         addedRowsCount: count(1, "rows"),
         existingRowsCount: count(0, "rows"),
         deletedRowsCount: count(2, "rows"),
+        partitions: summarizePartitions(partitionFields.map((f) => f.name), live.map((e) => e.partition)),
       },
       ...manifests.reused,
     ],
