@@ -6,6 +6,8 @@ import { collectGarbage } from "../../src/lake/operations/gc.js";
 import { replacePartition } from "../../src/lake/operations/replace.js";
 import { rollbackPartition, rollbackSync } from "../../src/lake/operations/rollback.js";
 import { openEmbeddedLake } from "../../src/open/open-lake.js";
+import { dropTable } from "../../src/lake/operations/drop-table.js";
+import { defineTable } from "../../src/model/table.js";
 import { hiveFiles, hiveRows, icebirdRows, validateTable } from "../support/iceberg-kit.js";
 import { PipelineWorkspace, orders, pipelineYaml } from "../support/pipeline-fixture.js";
 
@@ -66,6 +68,22 @@ async function agree(lakeDir: string, table: string, columns: readonly string[])
 }
 
 describe("iceberg: true publishes one snapshot per command over the current runs", () => {
+  it("a table made with create-table --iceberg: a replace commits a snapshot, drop-table removes its Iceberg folder too", async () => {
+    workspace = new PipelineWorkspace();
+    lake = await openEmbeddedLake(workspace.lakeDir, { graceMs: 0, leaseWaitMs: 0 });
+    await lake.createTable(defineTable({ name: "events", columns: [{ name: "id", type: "BIGINT" }, { name: "v", type: "DECIMAL(10,2)" }], partitionKeys: ["day"], iceberg: true }));
+    // Nothing is published before the first pointer moves.
+    expect(existsSync(path.join(workspace.lakeDir, "events", "metadata"))).toBe(false);
+    await replacePartition(lake, "events", "day=2026-11-01", { select: "SELECT range AS id, CAST(range AS DECIMAL(10,2)) / 4 AS v FROM range(7)" });
+    await replacePartition(lake, "events", "day=2026-11-02", { select: "SELECT range AS id, 1.5 AS v FROM range(3)" });
+    const view = await agree(workspace.lakeDir, "events", ["id", "v"]);
+    expect(view.version).toBe(2);
+    expect(view.summary["total-records"]).toBe("10");
+    expect(view.summary["lakeswap.command"]).toBe("replace events/day=2026-11-02");
+    await dropTable(lake, "events");
+    expect(existsSync(path.join(workspace.lakeDir, "events"))).toBe(false);
+  }, 60_000);
+
   it("a sync that only adds partitions lists the previous manifest as it is and writes one new manifest", async () => {
     const { ws, lake } = await start();
     await ws.pipeline(lake, { inputs: [deliver(ws, orders(3))] }).sync();
