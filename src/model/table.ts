@@ -128,13 +128,23 @@ export function defineTable(input: {
 }
 
 /**
- * How a declared table relates to the one the catalog holds: the same, or (an ingested table only) the same
- * with columns added at the end, which the catalog applies in place. Anything else is refused, naming what
+ * How a declared table relates to the one the catalog holds: the same, the same with `iceberg: true` added (the
+ * catalog rewrites the definition), or (an ingested table only) the same with columns added at the end, which the
+ * catalog applies in place. Anything else is refused, naming what
  * differs: a column whose type changed, a column that is gone, other partition keys, another kind of table.
  */
-export function tableChange(existing: TableDefinition, wanted: TableDefinition): "same" | "columns added" {
+export function tableChange(existing: TableDefinition, wanted: TableDefinition): "same" | "columns added" | "iceberg added" {
   if (JSON.stringify(existing) === JSON.stringify(wanted)) return "same";
   const fix = `drop it first (lakeswap drop-table ${wanted.name}) or declare it as it is`;
+  if (existing.iceberg !== wanted.iceberg && JSON.stringify({ ...existing, iceberg: undefined }) === JSON.stringify({ ...wanted, iceberg: undefined })) {
+    // Publishing as Iceberg too changes no data: the next command under the table's lease commits its current runs.
+    if (wanted.iceberg) return "iceberg added";
+    throw new LakeswapError(
+      "CONFLICT",
+      `table '${wanted.name}' is published as Iceberg (iceberg: true), and the declaration no longer says so; keep iceberg: true, ` +
+        `or ${fix} (its Iceberg metadata in ${wanted.name}/metadata/ would otherwise stop following the table)`,
+    );
+  }
   if (!existing.ingest || !wanted.ingest) {
     throw new LakeswapError("CONFLICT", `table '${wanted.name}' already exists with a different definition; ${fix}`);
   }

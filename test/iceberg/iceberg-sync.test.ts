@@ -84,6 +84,22 @@ describe("iceberg: true publishes one snapshot per command over the current runs
     expect(existsSync(path.join(workspace.lakeDir, "events"))).toBe(false);
   }, 60_000);
 
+  it("iceberg: true added to a loaded table publishes its current runs at the next sync; taking it away is refused", async () => {
+    workspace = new PipelineWorkspace();
+    lake = await openEmbeddedLake(workspace.lakeDir, { graceMs: 0, leaseWaitMs: 0 });
+    const ws = workspace;
+    await ws.pipeline(lake, { inputs: [deliver(ws, orders(3))] }).sync();
+    expect(existsSync(path.join(ws.lakeDir, RAW, "metadata"))).toBe(false);
+    writeFileSync(ws.configFile, icebergYaml());
+    const again = await ws.pipeline(lake, { inputs: [deliver(ws, orders(3))] }).sync();
+    expect(again.totals.built).toBe(0);
+    const raw = await agree(ws.lakeDir, RAW, RAW_COLUMNS);
+    expect(raw.version).toBe(1);
+    expect(raw.summary["total-records"]).toBe("30");
+    writeFileSync(ws.configFile, pipelineYaml());
+    await expect(ws.pipeline(lake, { inputs: [deliver(ws, orders(3))] }).sync()).rejects.toThrow(/table 'orders_raw' is published as Iceberg \(iceberg: true\), and the declaration no longer says so; keep iceberg: true/);
+  }, 60_000);
+
   it("a sync that only adds partitions lists the previous manifest as it is and writes one new manifest", async () => {
     const { ws, lake } = await start();
     await ws.pipeline(lake, { inputs: [deliver(ws, orders(3))] }).sync();
