@@ -170,7 +170,13 @@ export function ingestTallyKey(table: string, partition: Partition): string {
  * pointer where it was; the ones after it (manifest, sync record) come after the pointer moved.
  */
 export function writeConsequence(key: string): string {
-  const area = key.startsWith(`${METADATA_PREFIX}/`) ? key.split("/")[1] : key.includes(`/${RUNS_BESIDE_POINTERS}/`) ? "runs" : undefined;
+  const area = key.startsWith(`${METADATA_PREFIX}/`)
+    ? key.split("/")[1]
+    : key.includes(`/${RUNS_BESIDE_POINTERS}/`)
+      ? "runs"
+      : key.startsWith(icebergMetadataPrefix(key.split("/")[0] ?? ""))
+        ? "iceberg"
+        : undefined;
   switch (area) {
     case "outbox":
       return "recording a pointer move in the outbox, before the swap: the pointer did not move";
@@ -188,6 +194,8 @@ export function writeConsequence(key: string): string {
       return "writing a table definition: the table was not created";
     case "runs":
       return "writing a run's files, before the swap: the pointer did not move";
+    case "iceberg":
+      return "writing the table's Iceberg metadata, after its pointers moved: the Hive view is current, the Iceberg view one command behind; free space and rerun, the next command commits it";
     default:
       return "no pointer moved by this write";
   }

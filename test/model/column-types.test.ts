@@ -36,13 +36,15 @@ describe("column type mapping", () => {
       // Trino has no unsigned integers and no HUGEINT: a build never casts to them.
       expect(storage.trino).not.toMatch(/^U(TINY|SMALL|BIG)?INT|^UINTEGER|^HUGEINT/);
       expect(storage.duckdb).not.toMatch(/^U(TINY|SMALL|BIG)?INT|^UINTEGER|^HUGEINT|^TIME$|^UUID$/);
+      // An Iceberg primitive type (v2) for what the files hold.
+      expect(storage.iceberg).toMatch(/^(boolean|int|long|float|double|string|binary|date|timestamp|timestamptz|decimal\(\d+, \d+\))$/);
     }
     expect(MAPPED_TYPES).toContain("UBIGINT");
-    expect(columnStorage("UBIGINT")).toEqual({ duckdb: "DECIMAL(20,0)", glue: "decimal(20,0)", trino: "DECIMAL(20,0)" });
-    expect(columnStorage("HUGEINT")).toEqual({ duckdb: "DECIMAL(38,0)", glue: "decimal(38,0)", trino: "DECIMAL(38,0)" });
-    expect(columnStorage("TIME")).toEqual({ duckdb: "VARCHAR", glue: "string", trino: "VARCHAR" });
-    expect(columnStorage("UUID")).toEqual({ duckdb: "VARCHAR", glue: "string", trino: "VARCHAR" });
-    expect(columnStorage("DECIMAL(12,3)")).toEqual({ duckdb: "DECIMAL(12,3)", glue: "decimal(12,3)", trino: "DECIMAL(12,3)" });
+    expect(columnStorage("UBIGINT")).toEqual({ duckdb: "DECIMAL(20,0)", glue: "decimal(20,0)", trino: "DECIMAL(20,0)", iceberg: "decimal(20, 0)" });
+    expect(columnStorage("HUGEINT")).toEqual({ duckdb: "DECIMAL(38,0)", glue: "decimal(38,0)", trino: "DECIMAL(38,0)", iceberg: "decimal(38, 0)" });
+    expect(columnStorage("TIME")).toEqual({ duckdb: "VARCHAR", glue: "string", trino: "VARCHAR", iceberg: "string" });
+    expect(columnStorage("UUID")).toEqual({ duckdb: "VARCHAR", glue: "string", trino: "VARCHAR", iceberg: "string" });
+    expect(columnStorage("DECIMAL(12,3)")).toEqual({ duckdb: "DECIMAL(12,3)", glue: "decimal(12,3)", trino: "DECIMAL(12,3)", iceberg: "decimal(12, 3)" });
   });
 });
 
