@@ -68,6 +68,17 @@ function tableSchema(table: TableDefinition): SchemaField[] {
   ];
 }
 
+/**
+ * The table property that tells readers which Parquet column each field id reads: DuckDB writes no field ids into its
+ * files, and without the mapping Iceberg readers (pyiceberg, Trino, Athena, Spark) refuse them or read every column
+ * as missing. Partition keys are mapped too: no file holds them, so readers take them from the manifests.
+ */
+const NAME_MAPPING = "schema.name-mapping.default";
+
+function nameMapping(fields: readonly SchemaField[]): string {
+  return JSON.stringify(fields.map((field) => ({ "field-id": field.id, names: [field.name] })));
+}
+
 /** The partition spec of a table: an identity transform of each partition key. */
 export function tablePartitionSpec(table: TableDefinition): PartitionField[] {
   return table.partitionKeys.map((key, i) => ({
@@ -96,7 +107,7 @@ export function emptyMetadata(table: TableDefinition, uuid: string, location: st
     "last-partition-id": FIRST_PARTITION_FIELD_ID + spec.length - 1,
     "sort-orders": [{ "order-id": 0, fields: [] }],
     "default-sort-order-id": 0,
-    properties: { "write.format.default": "parquet", "lakeswap.table": table.name },
+    properties: { "write.format.default": "parquet", "lakeswap.table": table.name, [NAME_MAPPING]: nameMapping(fields) },
     "current-snapshot-id": -1,
     snapshots: [],
     "snapshot-log": [],
