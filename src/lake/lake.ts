@@ -11,6 +11,7 @@ import { DEFAULT_LEASE_WAIT_MS, WriterLease, leaseKey, removeAbandonedLease } fr
 import { parsePartitionPath } from "../model/partition.js";
 import { DEFAULT_GRACE_MS } from "./retention.js";
 import { Outbox, type OutboxEntry } from "./outbox.js";
+import { snapshotsAsOf } from "./operations/iceberg-as-of.js";
 import { currentRuns, engineSnapshot, type SnapshotScope } from "./runs.js";
 import { assertTableName } from "../model/sql.js";
 import { replayEntry } from "./commit/replay.js";
@@ -226,9 +227,13 @@ export class Lake {
     return this.withLeases(names, command, () => work(writer), options);
   }
 
-  /** Runs a query over the current runs of every lake table (tables visible by name). */
-  async query(sql: string): Promise<QueryResult> {
-    return this.engine.query(sql, await engineSnapshot(this.parts, await this.queryScope(sql)));
+  /**
+   * Runs a query over the current runs of every lake table (tables visible by name), or, `asOf` a sync, a moment or
+   * a snapshot id, over the Iceberg snapshots of `iceberg: true` tables then (./operations/iceberg-as-of.ts).
+   */
+  async query(sql: string, options: { readonly asOf?: string } = {}): Promise<QueryResult> {
+    const scope = await this.queryScope(sql);
+    return this.engine.query(sql, options.asOf === undefined ? await engineSnapshot(this.parts, scope) : await snapshotsAsOf(this, scope, options.asOf));
   }
 
   /**
@@ -275,14 +280,18 @@ export class Lake {
       // The Iceberg view follows the pointers (a writer killed between its moves and its commit left it behind), and
       // then commits once what this command moved: one snapshot per command, after every pointer move of it.
       if (definition?.iceberg) await commitIceberg(this.parts, definition, { "lakeswap.command": "recover" });
+      const commit = async (): Promise<void> => {
+        const snapshotId = definition?.iceberg ? await commitIceberg(this.parts, definition, { "lakeswap.command": command, ...options.summary?.() }) : undefined;
+        if (snapshotId !== undefined) options.onSnapshot?.(table, snapshotId);
+      };
       let result: T;
       try {
         result = await work();
       } catch (error) {
-        if (definition?.iceberg) await commitIceberg(this.parts, definition, { "lakeswap.command": command, ...options.summary?.() }).catch(() => undefined);
+        await commit().catch(() => undefined);
         throw error;
       }
-      if (definition?.iceberg) await commitIceberg(this.parts, definition, { "lakeswap.command": command, ...options.summary?.() });
+      await commit();
       return result;
     } finally {
       this.leases.delete(table);

@@ -55,6 +55,8 @@ export interface LeaseOptions {
   readonly kernelLock?: boolean;
   /** Added to the summary of the Iceberg snapshot the command commits (an `iceberg: true` table), asked at commit time: `lakeswap.sync-id`. */
   readonly summary?: () => Readonly<Record<string, string>>;
+  /** Told the id of the Iceberg snapshot the command committed in a table (not the one that recovered a killed writer's moves). */
+  readonly onSnapshot?: (table: string, snapshotId: number) => void;
 }
 
 /** Whatever hands out a lake's parts: an open `Lake`. */

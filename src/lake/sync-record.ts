@@ -35,6 +35,8 @@ export interface SyncRecord {
   /** The error that stopped the sync before its end. */
   readonly error?: string;
   readonly moves: readonly SyncMove[];
+  /** The Iceberg snapshot the sync committed in each `iceberg: true` table it changed (`query --as-of` reads it). */
+  readonly snapshots?: readonly { readonly table: string; readonly snapshotId: number }[];
 }
 
 

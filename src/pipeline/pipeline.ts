@@ -144,6 +144,7 @@ export class Pipeline {
     await this.ctx.lake.write(tablesWritten(dataset), `sync ${this.ctx.config.file}`, (writer) => work(new SyncRun(this.ctx, writer, pass.log, pass.tally, dataset)), {
       // The sync's id is provisional until its first record: asked when the snapshot is committed.
       summary: () => ({ "lakeswap.sync-id": pass.log.syncId }),
+      onSnapshot: (table, snapshotId) => pass.log.snapshot(table, snapshotId),
     });
   }
 

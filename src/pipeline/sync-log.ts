@@ -16,6 +16,7 @@ import { forgetSync, holdSyncLease, latestSyncId, recordSync } from "../lake/ope
  */
 export class SyncLog {
   private readonly moves = new Map<string, SyncMove>();
+  private readonly snapshots = new Map<string, number>();
   private written: Promise<void> = Promise.resolve();
   private recorded = false;
   /** The sync's own lease, held from its first record to its end: a `rollback --sync` of it waits for it. */
@@ -44,6 +45,11 @@ export class SyncLog {
   /** The pointer moved: the move is no longer only intended (stored with the next write: the next intent, or the finish). */
   confirm(move: SyncMove): void {
     this.moves.set(moveKey(move), { ...move, pending: undefined });
+  }
+
+  /** The sync committed Iceberg snapshot `snapshotId` in `table`: stored with the next write (the finish, at the latest). */
+  snapshot(table: string, snapshotId: number): void {
+    this.snapshots.set(table, snapshotId);
   }
 
   /** The pointer did not move after all (the build failed between its intent and the move). */
@@ -82,7 +88,12 @@ export class SyncLog {
       // Its failure is the write's (awaited below), never an unhandled rejection meanwhile.
       this.lease.catch(() => undefined);
     }
-    return this.afterWrites(() => recordSync(this.lake, { format: 1, ...this.record, syncId: this.id, ...extra, moves: [...this.moves.values()].map(stripPending) }));
+    return this.afterWrites(() => recordSync(this.lake, { format: 1, ...this.record, syncId: this.id, ...extra, moves: [...this.moves.values()].map(stripPending), ...this.snapshotList() }));
+  }
+
+  private snapshotList(): Pick<SyncRecord, "snapshots"> {
+    if (this.snapshots.size === 0) return {};
+    return { snapshots: [...this.snapshots].sort(([a], [b]) => (a < b ? -1 : 1)).map(([table, snapshotId]) => ({ table, snapshotId })) };
   }
 
   /** Runs `store` once the sync's lease is held and the write before it has ended, failed or not: the newest state is stored last. */

@@ -1,0 +1,128 @@
+import { readdirSync, rmSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import type { Lake } from "../../src/lake/lake.js";
+import { collectGarbage } from "../../src/lake/operations/gc.js";
+import { parseAsOf } from "../../src/lake/operations/iceberg-as-of.js";
+import { findSync } from "../../src/lake/operations/syncs.js";
+import { rollbackSync } from "../../src/lake/operations/rollback.js";
+import { openEmbeddedLake } from "../../src/open/open-lake.js";
+import { runMain } from "../support/main-cli.js";
+import { validateTable } from "../support/iceberg-kit.js";
+import { PipelineWorkspace, orders, pipelineYaml } from "../support/pipeline-fixture.js";
+
+// `query --as-of` reads iceberg: true tables as an earlier sync, moment or snapshot left them, from that snapshot's
+// files (never from the Hive pointers of now); `history --snapshots` lists what can be read; the sync record names
+// the snapshot each sync committed.
+
+const RAW = "orders_raw";
+const STAGE = "orders_stage";
+
+let workspace: PipelineWorkspace | undefined;
+let lake: Lake | undefined;
+afterEach(async () => {
+  await lake?.close();
+  workspace?.cleanup();
+  lake = undefined;
+  workspace = undefined;
+});
+
+function icebergYaml(): string {
+  return pipelineYaml()
+    .replace("    layers:\n", "    iceberg: true\n    layers:\n")
+    .replace("      - name: stage\n", "      - name: stage\n        iceberg: true\n");
+}
+
+function deliver(ws: PipelineWorkspace, rows: ReturnType<typeof orders>): string {
+  const folder = path.join(ws.dir, "deliveries");
+  for (const name of readdirSync(folder)) rmSync(path.join(folder, name));
+  return ws.delivery(rows);
+}
+
+/** Every row of a table as text, sorted, read now or as of `asOf`. */
+async function rows(target: Lake, table: string, asOf?: string): Promise<string[]> {
+  const result = await target.query(`SELECT * FROM ${table}`, { asOf });
+  return result.rows.map((row) => row.map(String).join("|")).sort();
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+describe("query --as-of and history --snapshots", () => {
+  it("reads each earlier sync, moment and snapshot as it was, after later syncs and a rollback, until gc expires it", async () => {
+    workspace = new PipelineWorkspace();
+    writeFileSync(workspace.configFile, icebergYaml());
+    lake = await openEmbeddedLake(workspace.lakeDir, { graceMs: 0, leaseWaitMs: 0 });
+    const ws = workspace;
+    const first = await ws.pipeline(lake, { inputs: [deliver(ws, orders(3))] }).sync();
+    const raw1 = await rows(lake, RAW);
+    const stage1 = await rows(lake, STAGE);
+    await sleep(5);
+    const between = new Date().toISOString();
+    await sleep(5);
+    const second = await ws.pipeline(lake, { inputs: [deliver(ws, orders(4).map((r) => (r.id === 205 ? { ...r, customer: 99 } : r)))] }).sync();
+    const raw2 = await rows(lake, RAW);
+    expect(raw2).not.toEqual(raw1);
+
+    // The sync record names the snapshot each table got; that is the one --as-of the sync reads.
+    const record = await findSync(lake, first.syncId);
+    const snapshotOfRaw = record.snapshots?.find((s) => s.table === RAW)?.snapshotId;
+    expect(record.snapshots?.map((s) => s.table)).toEqual([RAW, STAGE]);
+    const { snapshots } = await validateTable(ws.lakeDir, RAW);
+    expect(snapshots[0]?.snapshotId).toBe(snapshotOfRaw);
+
+    expect(await rows(lake, RAW, first.syncId)).toEqual(raw1);
+    expect(await rows(lake, STAGE, first.syncId)).toEqual(stage1);
+    expect(await rows(lake, RAW, between)).toEqual(raw1);
+    expect(await rows(lake, RAW, String(snapshotOfRaw))).toEqual(raw1);
+    expect(await rows(lake, RAW, "last")).toEqual(raw2);
+    expect(await rows(lake, RAW, second.syncId)).toEqual(raw2);
+    // One consistent state across tables: a join as of the first sync sees the first sync's rows on both sides.
+    const joined = await lake.query(`SELECT count(*) FROM ${RAW} r JOIN ${STAGE} s USING (order_id)`, { asOf: first.syncId });
+    expect(Number(joined.rows[0]?.[0])).toBe(stage1.length);
+
+    // rollback --sync of the second sync is itself a snapshot; the first and second syncs still read as they were.
+    await rollbackSync(lake, second.syncId);
+    expect(await rows(lake, RAW)).toEqual(raw1);
+    expect(await rows(lake, RAW, second.syncId)).toEqual(raw2);
+
+    // A table that is not Iceberg has no earlier state to read: refused, naming it and the fix.
+    await expect(lake.query("SELECT count(*) FROM orders_monthly", { asOf: first.syncId })).rejects.toThrow(/table 'orders_monthly' is not published as Iceberg.*declare iceberg: true/);
+    await expect(lake.query(`SELECT * FROM ${RAW}`, { asOf: "2020-01-01" })).rejects.toThrow(/table 'orders_raw' has no snapshot at or before 2020-01-01 .*oldest kept is/);
+    await expect(lake.query(`SELECT * FROM ${RAW}`, { asOf: "12345" })).rejects.toThrow(/table 'orders_raw' has no snapshot 12345/);
+
+    // The CLI: history --snapshots (text and JSON), query --as-of.
+    const listed = await runMain(["history", RAW, "--snapshots", "--lake", ws.lakeDir, "--json"]);
+    expect(listed.code, listed.stderr).toBe(0);
+    const entries = JSON.parse(listed.stdout) as { snapshotId: number; syncId?: string; current: boolean; command: string; totalRecords: number }[];
+    expect(entries.map((e) => e.syncId ?? e.command)).toEqual([`rollback sync ${second.syncId}`, second.syncId, first.syncId]);
+    expect(entries[0]?.current).toBe(true);
+    expect(entries.map((e) => e.totalRecords)).toEqual([raw1.length, raw2.length, raw1.length]);
+    const text = await runMain(["history", RAW, "--snapshots", "--lake", ws.lakeDir]);
+    expect(text.stdout).toContain(String(snapshotOfRaw));
+    const asOf = await runMain(["query", `SELECT count(*) AS n FROM ${RAW}`, "--as-of", second.syncId, "--lake", ws.lakeDir, "--json"]);
+    expect(asOf.code, asOf.stderr).toBe(0);
+    expect(JSON.parse(asOf.stdout)).toEqual([{ n: raw2.length }]);
+    const bad = await runMain(["query", "SELECT 1", "--as-of", "yesterday", "--lake", ws.lakeDir]);
+    expect(bad.code).not.toBe(0);
+    expect(bad.stderr).toMatch(/--as-of 'yesterday' is neither a sync id .* a timestamp .* nor a snapshot id/);
+
+    // gc deletes the second sync's runs (neither current nor previous) and expires its snapshot: said, not misread.
+    await collectGarbage(lake, RAW);
+    await expect(lake.query(`SELECT * FROM ${RAW}`, { asOf: second.syncId })).rejects.toThrow(/no snapshot of table 'orders_raw' records sync .*gc expired it/);
+    expect(await rows(lake, RAW, first.syncId)).toEqual(raw1);
+  }, 120_000);
+
+  it("parses sync ids, snapshot ids and ISO timestamps (no zone: UTC), and refuses the rest naming the value", () => {
+    expect(parseAsOf("last")).toEqual({ syncId: "last" });
+    expect(parseAsOf("20261102T140501Z-1a2b3c")).toEqual({ syncId: "20261102T140501Z-1a2b3c" });
+    expect(parseAsOf("4503599627370495")).toEqual({ snapshotId: 4503599627370495 });
+    expect(parseAsOf("2026-11-02")).toEqual({ atMs: Date.UTC(2026, 10, 2), text: "2026-11-02" });
+    expect(parseAsOf("2026-11-02T14:05")).toMatchObject({ atMs: Date.UTC(2026, 10, 2, 14, 5) });
+    expect(parseAsOf("2026-11-02 14:05:01.250")).toMatchObject({ atMs: Date.UTC(2026, 10, 2, 14, 5, 1, 250) });
+    expect(parseAsOf("2026-11-02T14:05:00+01:00")).toMatchObject({ atMs: Date.UTC(2026, 10, 2, 13, 5) });
+    expect(parseAsOf("2026-11-02T14:05:00-0130")).toMatchObject({ atMs: Date.UTC(2026, 10, 2, 15, 35) });
+    for (const bad of ["2026-02-30", "2026-11-02T25:00", "0", "-1", "99999999999999999", "now", "2026-11-02T14:05:00 UTC"]) {
+      expect(() => parseAsOf(bad), bad).toThrow(/--as-of '.*' is neither a sync id/);
+    }
+  });
+});
