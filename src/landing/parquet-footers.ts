@@ -1,4 +1,4 @@
-import { parquetMetadata } from "hyparquet";
+import { parquetMetadata, type FileMetaData, type ParquetParsers } from "hyparquet";
 import { AuditError, errorMessage } from "../model/errors.js";
 import { mapLimited } from "../shared/map-limited.js";
 import type { ObjectStore } from "../store/object-store.js";
@@ -11,11 +11,28 @@ const FIRST_READ_BYTES = 64 * 1024;
 const FOOTER_CONCURRENCY = 16;
 
 /**
- * Rows of each file, in order, from its Parquet footer as the store holds it (a local file's last bytes, or a ranged
- * GET on S3), decoded by hyparquet: no engine and no query, so that auditing a small run costs a fraction of a
- * millisecond. Fails naming a file whose footer cannot be read: the audit never takes an engine's word for a run.
+ * Statistics values as the file stores them, not as dates: a date's days (number), a timestamp's microseconds (bigint;
+ * undefined for nanoseconds, which would need rounding), so that a bound copied from a footer is exact.
  */
+const RAW_PARSERS: Partial<ParquetParsers> = {
+  dateFromDays: (days: number) => days,
+  timestampFromMilliseconds: (millis: bigint) => millis * 1000n,
+  timestampFromMicroseconds: (micros: bigint) => micros,
+  timestampFromNanoseconds: () => undefined,
+};
+
+/** Rows of each file, in order, from its Parquet footer (./parquet-footers.ts `readFooters`). */
 export async function countFooterRows(store: ObjectStore, files: readonly { readonly key: string; readonly size: number }[]): Promise<number[]> {
+  return (await readFooters(store, files)).map((metadata) => Number(metadata.num_rows));
+}
+
+/**
+ * The footer of each file, in order, as the store holds it (a local file's last bytes, or a ranged GET on S3),
+ * decoded by hyparquet: no engine and no query, so that auditing a small run costs a fraction of a millisecond.
+ * Statistics keep their stored values (RAW_PARSERS). Fails naming a file whose footer cannot be read: the audit
+ * never takes an engine's word for a run.
+ */
+export async function readFooters(store: ObjectStore, files: readonly { readonly key: string; readonly size: number }[]): Promise<FileMetaData[]> {
   return mapLimited(files, FOOTER_CONCURRENCY, async (file) => {
     const unreadable = (why: string): AuditError => new AuditError(`the run file ${file.key} is not readable Parquet (${why}); the pointer was not moved`);
     if (file.size < TRAILER_BYTES + 4) throw unreadable(`${file.size} bytes, too short for a Parquet file`);
@@ -30,8 +47,7 @@ export async function countFooterRows(store: ObjectStore, files: readonly { read
     if (footerBytes + TRAILER_BYTES > tail.length) tail = await store.getRange(file.key, file.size - footerBytes - TRAILER_BYTES, footerBytes + TRAILER_BYTES);
     const footer = tail.subarray(tail.length - footerBytes - TRAILER_BYTES);
     try {
-      const metadata = parquetMetadata(footer.buffer.slice(footer.byteOffset, footer.byteOffset + footer.byteLength) as ArrayBuffer);
-      return Number(metadata.num_rows);
+      return parquetMetadata(footer.buffer.slice(footer.byteOffset, footer.byteOffset + footer.byteLength) as ArrayBuffer, { parsers: RAW_PARSERS });
     } catch (error) {
       throw unreadable(`its footer does not decode: ${errorMessage(error)}`);
     }

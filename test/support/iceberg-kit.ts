@@ -129,7 +129,26 @@ const SPEC_MANIFEST_FILE = {
   ],
 };
 
-/** The spec's manifest_entry schema (required v2 fields) for string partition fields. */
+/** The spec's map with int keys: an array of key/value records (Appendix A's logical map). */
+function specMap(name: string, keyId: number, valueId: number, value: string): object {
+  return { type: "array", logicalType: "map", items: { type: "record", name, fields: [{ name: "key", type: "int", "field-id": keyId }, { name: "value", type: value, "field-id": valueId }] } };
+}
+
+/** A data file's column metrics by field id, as its manifest entry holds them. */
+export interface FileMetricsView {
+  readonly valueCounts: Record<number, number>;
+  readonly nullCounts: Record<number, number>;
+  readonly lower: Record<number, Buffer>;
+  readonly upper: Record<number, Buffer>;
+}
+
+function metricsOf(dataFile: Record<string, any>): FileMetricsView {
+  const map = <V>(pairs: { key: number; value: V }[] | null): Record<number, V> => Object.fromEntries((pairs ?? []).map((p) => [p.key, p.value]));
+  const counts = (pairs: { key: number; value: unknown }[] | null): Record<number, number> => Object.fromEntries((pairs ?? []).map((p) => [p.key, Number(p.value)]));
+  return { valueCounts: counts(dataFile.value_counts), nullCounts: counts(dataFile.null_value_counts), lower: map(dataFile.lower_bounds), upper: map(dataFile.upper_bounds) };
+}
+
+/** The spec's manifest_entry schema (required v2 fields, and the column metrics) for string partition fields. */
 function specManifestEntry(partition: readonly { name: string; id: number }[]): object {
   return {
     type: "record",
@@ -152,6 +171,11 @@ function specManifestEntry(partition: readonly { name: string; id: number }[]): 
             { name: "partition", "field-id": 102, type: { type: "record", name: "r102", fields: partition.map((f) => ({ name: f.name, type: optional("string"), "field-id": f.id })) } },
             { name: "record_count", type: "long", "field-id": 103 },
             { name: "file_size_in_bytes", type: "long", "field-id": 104 },
+            { name: "column_sizes", type: optional(specMap("k117_v118", 117, 118, "long")), "field-id": 108, default: null },
+            { name: "value_counts", type: optional(specMap("k119_v120", 119, 120, "long")), "field-id": 109, default: null },
+            { name: "null_value_counts", type: optional(specMap("k121_v122", 121, 122, "long")), "field-id": 110, default: null },
+            { name: "lower_bounds", type: optional(specMap("k126_v127", 126, 127, "bytes")), "field-id": 125, default: null },
+            { name: "upper_bounds", type: optional(specMap("k129_v130", 129, 130, "bytes")), "field-id": 128, default: null },
           ],
         },
       },
@@ -196,7 +220,7 @@ async function decodeWithSpec(file: string, spec: object, metadataKeys: readonly
 export interface SnapshotView {
   readonly snapshotId: number;
   readonly summary: Record<string, string>;
-  readonly files: { key: string; records: number; partition: Record<string, string | null> }[];
+  readonly files: { key: string; records: number; partition: Record<string, string | null>; metrics: FileMetricsView }[];
   /** The manifests its manifest list names (store keys), in order. */
   readonly manifests: string[];
   /** Each manifest's bounds of the first partition field, `lower..upper`, from the manifest list. */
@@ -257,7 +281,7 @@ export async function validateTable(lakeDir: string, table: string): Promise<{ v
       for (const entry of entries.records) {
         if (entry.status === 2) continue;
         expect(entry.sequence_number ?? manifest.sequence_number).toBeLessThanOrEqual(snapshot["sequence-number"]);
-        files.push({ key: keyOf(entry.data_file.file_path), records: Number(entry.data_file.record_count), partition: entry.data_file.partition });
+        files.push({ key: keyOf(entry.data_file.file_path), records: Number(entry.data_file.record_count), partition: entry.data_file.partition, metrics: metricsOf(entry.data_file) });
       }
     }
     expect(String(files.reduce((n, f) => n + f.records, 0))).toBe(snapshot.summary["total-records"]);

@@ -1,5 +1,6 @@
 import { PassThrough } from "node:stream";
 import avro from "avsc";
+import type { FileMetrics } from "./file-metrics.js";
 
 /**
  * Iceberg's Avro files (format v2, the spec's "Manifests" and "Manifest Lists"): the spec's schemas with their
@@ -9,7 +10,7 @@ import avro from "avsc";
 /** A manifest entry's status: 0 existing (carried from an earlier snapshot), 1 added, 2 deleted (by this snapshot). */
 type EntryStatus = 0 | 1 | 2;
 
-/** One data file of a manifest (`data_file`, field 2), as lakeswap fills it: no column statistics beyond the count. */
+/** One data file of a manifest (`data_file`, field 2), as lakeswap fills it. */
 export interface DataFileEntry {
   readonly status: EntryStatus;
   readonly snapshotId: number;
@@ -20,6 +21,8 @@ export interface DataFileEntry {
   readonly partition: Readonly<Record<string, string>>;
   readonly recordCount: number;
   readonly fileSizeInBytes: number;
+  /** Column sizes, counts and bounds by field id (./file-metrics.ts), where known. */
+  readonly metrics?: FileMetrics;
 }
 
 /** One manifest of a manifest list (`manifest_file`). */
@@ -183,6 +186,25 @@ export async function readContainerFile(body: Uint8Array): Promise<{ records: Re
   return { records, metadata };
 }
 
+/** An int-keyed map as Avro holds it (key/value records), or null when empty or unknown. */
+function avroMap<V, W = V>(pairs: readonly (readonly [number, V])[] | undefined, convert?: (value: V) => W): { key: number; value: V | W }[] | null {
+  if (!pairs || pairs.length === 0) return null;
+  return pairs.map(([key, value]) => ({ key, value: convert ? convert(value) : value }));
+}
+
+/** The metrics of a manifest's `data_file` record, as ./file-metrics.ts holds them (so a rewritten manifest keeps them). */
+export function readMetrics(dataFile: Readonly<Record<string, unknown>>): FileMetrics {
+  const pairs = <V>(field: string, convert: (value: unknown) => V): [number, V][] =>
+    Array.isArray(dataFile[field]) ? (dataFile[field] as { key: number; value: unknown }[]).map((p) => [Number(p.key), convert(p.value)]) : [];
+  return {
+    columnSizes: pairs("column_sizes", Number),
+    valueCounts: pairs("value_counts", Number),
+    nullValueCounts: pairs("null_value_counts", Number),
+    lowerBounds: pairs("lower_bounds", (v) => Uint8Array.from(v as Buffer)),
+    upperBounds: pairs("upper_bounds", (v) => Uint8Array.from(v as Buffer)),
+  };
+}
+
 /** A manifest (data files, content 0) with the file metadata the spec requires of one. */
 export function writeManifest(
   entries: readonly DataFileEntry[],
@@ -201,12 +223,12 @@ export function writeManifest(
       partition: Object.fromEntries(partitionFields.map((f) => [f.name, e.partition[f.name] ?? null])),
       record_count: e.recordCount,
       file_size_in_bytes: e.fileSizeInBytes,
-      column_sizes: null,
-      value_counts: null,
-      null_value_counts: null,
+      column_sizes: avroMap(e.metrics?.columnSizes),
+      value_counts: avroMap(e.metrics?.valueCounts),
+      null_value_counts: avroMap(e.metrics?.nullValueCounts),
       nan_value_counts: null,
-      lower_bounds: null,
-      upper_bounds: null,
+      lower_bounds: avroMap(e.metrics?.lowerBounds, Buffer.from),
+      upper_bounds: avroMap(e.metrics?.upperBounds, Buffer.from),
       key_metadata: null,
       split_offsets: null,
       equality_ids: null,

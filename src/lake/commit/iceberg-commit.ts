@@ -1,7 +1,9 @@
 import { createHash, randomUUID } from "node:crypto";
 import { pathToFileURL } from "node:url";
-import { readContainerFile, summarizePartitions, writeManifest, writeManifestList, type DataFileEntry, type ManifestFileEntry } from "../../catalog/iceberg/manifest-files.js";
+import { fileMetrics, type FileMetrics } from "../../catalog/iceberg/file-metrics.js";
+import { readContainerFile, readMetrics, summarizePartitions, writeManifest, writeManifestList, type DataFileEntry, type ManifestFileEntry } from "../../catalog/iceberg/manifest-files.js";
 import { currentSnapshot, emptyMetadata, parseTableMetadata, tablePartitionSpec, type Snapshot, type TableMetadata } from "../../catalog/iceberg/table-metadata.js";
+import { readFooters } from "../../landing/parquet-footers.js";
 import { InvalidInputError, LakeswapError } from "../../model/errors.js";
 import { partitionPath, type Partition } from "../../model/partition.js";
 import type { TableDefinition } from "../../model/table.js";
@@ -45,6 +47,7 @@ export interface SnapshotFile {
   readonly recordCount: number;
   readonly fileSizeInBytes: number;
   readonly partition: Readonly<Record<string, string>>;
+  readonly metrics: FileMetrics;
 }
 
 /** The newest metadata of a table: the highest `vN.metadata.json` (a commit killed before its hint moved is complete), and the hinted version. */
@@ -114,6 +117,7 @@ async function snapshotManifests(store: ObjectStore, snapshot: Snapshot): Promis
         recordCount: Number(dataFile.record_count),
         fileSizeInBytes: Number(dataFile.file_size_in_bytes),
         partition: dataFile.partition as Record<string, string>,
+        metrics: readMetrics(dataFile),
       });
     }
     const count = (field: string): number => Number(manifest[field] ?? 0);
@@ -200,7 +204,7 @@ export async function commitIceberg(ctx: IcebergContext, table: TableDefinition,
   const previous = current ? await snapshotManifests(ctx.store, current) : [];
   const reused = reusableManifests(previous, new Set(files.map((f) => fileUrl(ctx.store, f.key))));
   const inReused = new Set(reused.flatMap((m) => m.live.map((f) => f.filePath)));
-  const entries = await manifestEntries(ctx, files.filter((f) => !inReused.has(fileUrl(ctx.store, f.key))), previous.flatMap((m) => m.live).filter((f) => !inReused.has(f.filePath)), { snapshotId, sequenceNumber });
+  const entries = await manifestEntries(ctx, files.filter((f) => !inReused.has(fileUrl(ctx.store, f.key))), previous.flatMap((m) => m.live).filter((f) => !inReused.has(f.filePath)), { snapshotId, sequenceNumber, metadata: base });
   const snapshot = await writeSnapshotFiles(ctx.store, table, base, { entries, reused: reused.map((m) => m.record) }, { snapshotId, sequenceNumber, parent: current?.["snapshot-id"], now });
   const added = entries.filter((e) => e.status === 1);
   const deleted = entries.filter((e) => e.status === 2);
@@ -275,26 +279,35 @@ async function manifestEntries(
   ctx: IcebergContext,
   files: readonly CurrentFile[],
   previous: readonly SnapshotFile[],
-  at: { readonly snapshotId: number; readonly sequenceNumber: number },
+  at: { readonly snapshotId: number; readonly sequenceNumber: number; readonly metadata: TableMetadata },
 ): Promise<DataFileEntry[]> {
   const before = new Map(previous.map((f) => [f.filePath, f]));
   const urls = files.map((f) => fileUrl(ctx.store, f.key));
   const fresh = files.filter((_, i) => !before.has(urls[i] as string));
-  const counts = fresh.length > 0 ? await ctx.landing.countFileRows(fresh) : [];
-  const countOf = new Map(fresh.map((f, i) => [f.key, counts[i] ?? 0]));
+  // Record counts and column metrics from the new files' Parquet footers (read as the audit reads them).
+  const footers = fresh.length > 0 ? await readFooters(ctx.store, fresh) : [];
+  const fields = schemaFields(at.metadata);
+  const footerOf = new Map(fresh.map((f, i) => [f.key, footers[i]]));
   const now = new Set(urls);
   const entries: DataFileEntry[] = files.map((file, i) => {
     const url = urls[i] as string;
     const old = before.get(url);
     const partition = partitionValues(file.partition);
-    if (old) return { status: 0, snapshotId: old.snapshotId, sequenceNumber: old.sequenceNumber, fileSequenceNumber: old.fileSequenceNumber, filePath: url, partition, recordCount: old.recordCount, fileSizeInBytes: old.fileSizeInBytes };
-    return { status: 1, snapshotId: at.snapshotId, sequenceNumber: at.sequenceNumber, fileSequenceNumber: at.sequenceNumber, filePath: url, partition, recordCount: countOf.get(file.key) ?? 0, fileSizeInBytes: file.size };
+    if (old) return { status: 0, snapshotId: old.snapshotId, sequenceNumber: old.sequenceNumber, fileSequenceNumber: old.fileSequenceNumber, filePath: url, partition, recordCount: old.recordCount, fileSizeInBytes: old.fileSizeInBytes, metrics: old.metrics };
+    const footer = footerOf.get(file.key);
+    const recordCount = footer ? Number(footer.num_rows) : 0;
+    return { status: 1, snapshotId: at.snapshotId, sequenceNumber: at.sequenceNumber, fileSequenceNumber: at.sequenceNumber, filePath: url, partition, recordCount, fileSizeInBytes: file.size, metrics: footer && fileMetrics(footer, fields) };
   });
   for (const old of previous) {
     if (now.has(old.filePath)) continue;
-    entries.push({ status: 2, snapshotId: at.snapshotId, sequenceNumber: old.sequenceNumber, fileSequenceNumber: old.fileSequenceNumber, filePath: old.filePath, partition: old.partition, recordCount: old.recordCount, fileSizeInBytes: old.fileSizeInBytes });
+    entries.push({ status: 2, snapshotId: at.snapshotId, sequenceNumber: old.sequenceNumber, fileSequenceNumber: old.fileSequenceNumber, filePath: old.filePath, partition: old.partition, recordCount: old.recordCount, fileSizeInBytes: old.fileSizeInBytes, metrics: old.metrics });
   }
   return entries;
+}
+
+/** The fields of the table's current schema: what a file's column metrics are keyed by. */
+function schemaFields(metadata: TableMetadata): { id: number; name: string; type: string }[] {
+  return [...(metadata.schemas.find((s) => s["schema-id"] === metadata["current-schema-id"])?.fields ?? [])];
 }
 
 /** Past this many manifests carried over, a snapshot folds them all into its one new manifest (reads stay few). */
