@@ -100,7 +100,7 @@ describe("Iceberg manifests carry each data file's column metrics", () => {
         }
         expect(lower, where).toBeDefined();
         bounded += 1;
-        const eq = (a: string, b: string | null): boolean => (column.iceberg === "float" || column.iceberg === "double" ? Number(a) === Number(b) : a === b);
+        const eq = (a: string, b: string | null | undefined): boolean => (column.iceberg === "float" || column.iceberg === "double" ? Number(a) === Number(b) : a === b);
         expect(eq(decode(column.iceberg, lower!), min), `${where}: lower ${decode(column.iceberg, lower!)} = min ${min}`).toBe(true);
         expect(eq(decode(column.iceberg, upper!), max), `${where}: upper ${decode(column.iceberg, upper!)} = max ${max}`).toBe(true);
       }
