@@ -281,8 +281,8 @@ export class Lake {
       // then commits once what this command moved: one snapshot per command, after every pointer move of it.
       if (definition?.iceberg) await commitIceberg(this.parts, definition, { "lakeswap.command": "recover" });
       const commit = async (): Promise<void> => {
-        const snapshotId = definition?.iceberg ? await commitIceberg(this.parts, definition, { "lakeswap.command": command, ...options.summary?.() }) : undefined;
-        if (snapshotId !== undefined) options.onSnapshot?.(table, snapshotId);
+        const committed = definition?.iceberg ? await commitIceberg(this.parts, definition, { "lakeswap.command": command, ...options.summary?.() }) : undefined;
+        if (committed) options.onSnapshot?.(committed);
       };
       let result: T;
       try {

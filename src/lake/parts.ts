@@ -1,3 +1,4 @@
+import type { IcebergCommit } from "./commit/iceberg-commit.js";
 import type { Catalog } from "../catalog/catalog.js";
 import type { Engine } from "../engine/engine.js";
 import type { Landing } from "../landing/landing.js";
@@ -56,7 +57,7 @@ export interface LeaseOptions {
   /** Added to the summary of the Iceberg snapshot the command commits (an `iceberg: true` table), asked at commit time: `lakeswap.sync-id`. */
   readonly summary?: () => Readonly<Record<string, string>>;
   /** Told the id of the Iceberg snapshot the command committed in a table (not the one that recovered a killed writer's moves). */
-  readonly onSnapshot?: (table: string, snapshotId: number) => void;
+  readonly onSnapshot?: (commit: IcebergCommit) => void;
 }
 
 /** Whatever hands out a lake's parts: an open `Lake`. */

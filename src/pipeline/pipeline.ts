@@ -53,7 +53,7 @@ export class Pipeline {
   async sync(): Promise<SyncReport> {
     checkPartitionFilters(this.ctx.config, this.ctx.options.partitions);
     this.checkSinkOptions();
-    const tally: SyncTally = { partitions: [], layers: [], loads: [], sinks: [] };
+    const tally: SyncTally = { partitions: [], layers: [], loads: [], sinks: [], snapshots: [] };
     const log = new SyncLog(this.ctx.lake, { syncId: newRunId(), config: this.ctx.config.file, startedAt: new Date().toISOString() });
     try {
       await this.run({ log, tally });
@@ -63,7 +63,7 @@ export class Pipeline {
     }
     await log.finish();
     const elapsedMs = tally.layers.reduce((sum, l) => sum + l.seconds * 1000, 0);
-    return { syncId: log.syncId, partitions: tally.partitions, layers: tally.layers, loads: tally.loads, totals: totals(tally.partitions, elapsedMs), sinks: tally.sinks };
+    return { syncId: log.syncId, partitions: tally.partitions, layers: tally.layers, loads: tally.loads, totals: totals(tally.partitions, elapsedMs), sinks: tally.sinks, ...(tally.snapshots.length > 0 ? { snapshots: [...tally.snapshots].sort((a, b) => (a.table < b.table ? -1 : 1)) } : {}) };
   }
 
   /** The one loop of plan and sync: each dataset's raw layer (landed, fetched, or the collector's), then its layers. */
@@ -144,7 +144,10 @@ export class Pipeline {
     await this.ctx.lake.write(tablesWritten(dataset), `sync ${this.ctx.config.file}`, (writer) => work(new SyncRun(this.ctx, writer, pass.log, pass.tally, dataset)), {
       // The sync's id is provisional until its first record: asked when the snapshot is committed.
       summary: () => ({ "lakeswap.sync-id": pass.log.syncId }),
-      onSnapshot: (table, snapshotId) => pass.log.snapshot(table, snapshotId),
+      onSnapshot: (commit) => {
+        pass.log.snapshot(commit.table, commit.snapshotId);
+        pass.tally.snapshots.push(commit);
+      },
     });
   }
 

@@ -1,3 +1,4 @@
+import type { IcebergCommit } from "../lake/commit/iceberg-commit.js";
 import type { DatasetConfig } from "../config/pipeline-config.js";
 import type { LandingSummary, Signing } from "../landing/landing.js";
 import type { SinkedPartition } from "./send-to-sinks.js";
@@ -55,6 +56,8 @@ export interface SyncReport {
   readonly totals: SyncTotals;
   /** What each layer's sinks (PostgreSQL) got: per sink and partition, sent / skipped / failed / removed. */
   readonly sinks: readonly SinkedPartition[];
+  /** The Iceberg snapshot committed in each `iceberg: true` table the sync changed (absent when none). */
+  readonly snapshots?: readonly IcebergCommit[];
 }
 
 /** How a delivery was landed, from its landing (or the summary kept of it). */

@@ -1,3 +1,4 @@
+import type { IcebergCommit } from "../lake/commit/iceberg-commit.js";
 import type { DatasetConfig, LayerConfig, PipelineColumn } from "../config/pipeline-config.js";
 import type { PartitionSnapshot } from "../engine/engine.js";
 import type { LakeWriter, PartitionState, SwapBuild, SwapItem } from "../lake/lake.js";
@@ -22,6 +23,7 @@ export interface SyncTally {
   readonly layers: LayerReport[];
   readonly loads: LoadReport[];
   readonly sinks: SinkedPartition[];
+  readonly snapshots: IcebergCommit[];
 }
 
 /**

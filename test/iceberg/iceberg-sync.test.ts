@@ -131,6 +131,9 @@ describe("iceberg: true publishes one snapshot per command over the current runs
     const stage1 = await agree(ws.lakeDir, STAGE, STAGE_COLUMNS);
     expect(raw1.version).toBe(1);
     expect(raw1.summary["lakeswap.sync-id"]).toBe(first.syncId);
+    // The sync's report names the snapshot it committed in each Iceberg table, with what it wrote.
+    expect(first.snapshots?.map((s) => [s.table, s.addedFiles, s.filesWritten, s.catalogCalls])).toEqual([[RAW, 3, 3, 1], [STAGE, 3, 3, 1]]);
+    expect(first.snapshots?.[0]?.bytesWritten).toBeGreaterThan(1000);
     expect(raw1.summary.operation).toBe("append");
     expect(raw1.summary["added-data-files"]).toBe("3");
     expect(raw1.summary["total-records"]).toBe("30");

@@ -17,6 +17,10 @@ export function syncReportText(result: SyncReport): string {
     ),
   );
   lines.push(...partitionLines(result), ...sinkLines(result));
+  if ((result.snapshots ?? []).length > 0) lines.push("");
+  for (const s of result.snapshots ?? []) {
+    lines.push(`iceberg: ${s.table} snapshot ${s.snapshotId}: +${s.addedFiles}/-${s.deletedFiles} data files, ${s.totalFiles} in all (${s.ms.toFixed(0)} ms)`);
+  }
   return lines.join("\n");
 }
 

@@ -1,4 +1,5 @@
 import { createHash, randomUUID } from "node:crypto";
+import { performance } from "node:perf_hooks";
 import { pathToFileURL } from "node:url";
 import { fileMetrics, type FileMetrics } from "../../catalog/iceberg/file-metrics.js";
 import { readContainerFile, readMetrics, summarizePartitions, writeManifest, writeManifestList, type DataFileEntry, type ManifestFileEntry } from "../../catalog/iceberg/manifest-files.js";
@@ -30,6 +31,24 @@ const FILES_DIGEST = "lakeswap.files-digest";
 
 /** What a context must offer a commit: the ports and the fence of the table's lease. */
 export type IcebergContext = Pick<LakeContext, "store" | "catalog" | "landing" | "leaseCheck">;
+
+/** What one Iceberg commit did (a sync's report lists them): the snapshot, its files, and what committing cost. */
+export interface IcebergCommit {
+  readonly table: string;
+  readonly snapshotId: number;
+  readonly addedFiles: number;
+  readonly deletedFiles: number;
+  readonly totalFiles: number;
+  /** Metadata files written (a manifest, a manifest list, a metadata file) and their bytes. */
+  readonly filesWritten: number;
+  readonly bytesWritten: number;
+  /** Manifests of the previous snapshot listed again as they are. */
+  readonly manifestsReused: number;
+  /** Calls that move the table's Iceberg pointer (the version hint; on AWS, Glue). */
+  readonly catalogCalls: number;
+  /** Wall time of the commit, from reading the current metadata to moving the pointer. */
+  readonly ms: number;
+}
 
 /** One data file of the current runs. */
 interface CurrentFile {
@@ -183,8 +202,9 @@ function filesDigest(files: readonly { readonly key: string }[]): string {
  * commits one snapshot of the current runs' files unless the current snapshot already has exactly them, and
  * moves the hint to the newest metadata if a killed commit left it behind. Returns the new snapshot's id, if any.
  */
-export async function commitIceberg(ctx: IcebergContext, table: TableDefinition, summary: Readonly<Record<string, string>> = {}): Promise<number | undefined> {
+export async function commitIceberg(ctx: IcebergContext, table: TableDefinition, summary: Readonly<Record<string, string>> = {}): Promise<IcebergCommit | undefined> {
   if (!table.iceberg) return undefined;
+  const started = performance.now();
   assertIcebergSupported(ctx.store, table);
   const latest = await latestMetadata(ctx.store, table);
   const files = await currentFiles(ctx, table);
@@ -205,7 +225,7 @@ export async function commitIceberg(ctx: IcebergContext, table: TableDefinition,
   const reused = reusableManifests(previous, new Set(files.map((f) => fileUrl(ctx.store, f.key))));
   const inReused = new Set(reused.flatMap((m) => m.live.map((f) => f.filePath)));
   const entries = await manifestEntries(ctx, files.filter((f) => !inReused.has(fileUrl(ctx.store, f.key))), previous.flatMap((m) => m.live).filter((f) => !inReused.has(f.filePath)), { snapshotId, sequenceNumber, metadata: base });
-  const snapshot = await writeSnapshotFiles(ctx.store, table, base, { entries, reused: reused.map((m) => m.record) }, { snapshotId, sequenceNumber, parent: current?.["snapshot-id"], now });
+  const { bytes, ...snapshot } = await writeSnapshotFiles(ctx.store, table, base, { entries, reused: reused.map((m) => m.record) }, { snapshotId, sequenceNumber, parent: current?.["snapshot-id"], now });
   const added = entries.filter((e) => e.status === 1);
   const deleted = entries.filter((e) => e.status === 2);
   const live = [...entries.filter((e) => e.status !== 2), ...reused.flatMap((m) => m.live)];
@@ -241,19 +261,32 @@ export async function commitIceberg(ctx: IcebergContext, table: TableDefinition,
     "metadata-log": latest ? [...base["metadata-log"], { "metadata-file": fileUrl(ctx.store, icebergMetadataKey(table.name, latest.version)), "timestamp-ms": base["last-updated-ms"] }] : [],
     refs: { ...base.refs, main: { "snapshot-id": snapshotId, type: "branch" } },
   };
-  await commitMetadata(ctx, table, (latest?.version ?? 0) + 1, metadata);
-  return snapshotId;
+  const written = await commitMetadata(ctx, table, (latest?.version ?? 0) + 1, metadata);
+  return {
+    table: table.name,
+    snapshotId,
+    addedFiles: added.length,
+    deletedFiles: deleted.length,
+    totalFiles: live.length,
+    filesWritten: 3,
+    bytesWritten: bytes + written.bytes,
+    manifestsReused: reused.length,
+    catalogCalls: written.catalogCalls,
+    ms: performance.now() - started,
+  };
 }
 
 /** Writes metadata version `version` create-exclusive, then moves the hint to it: the Iceberg pointer move, fenced by the lease. */
-export async function commitMetadata(ctx: IcebergContext, table: TableDefinition, version: number, metadata: TableMetadata): Promise<void> {
+export async function commitMetadata(ctx: IcebergContext, table: TableDefinition, version: number, metadata: TableMetadata): Promise<{ bytes: number; catalogCalls: number }> {
   const key = icebergMetadataKey(table.name, version);
+  const body = `${JSON.stringify(metadata, null, 2)}\n`;
   await ctx.leaseCheck(table.name);
-  if (!(await ctx.store.putIfAbsent(key, `${JSON.stringify(metadata, null, 2)}\n`))) {
+  if (!(await ctx.store.putIfAbsent(key, body))) {
     throw new LakeswapError("CONFLICT", `Iceberg metadata '${key}' of table '${table.name}' was written by another writer meanwhile; rerun the command (it commits from the current pointers)`, { retryable: true });
   }
   faultPoint("during-iceberg-commit");
   await moveHint(ctx, table, version);
+  return { bytes: Buffer.byteLength(body), catalogCalls: 1 };
 }
 
 async function moveHint(ctx: IcebergContext, table: TableDefinition, version: number): Promise<void> {
@@ -340,7 +373,7 @@ async function writeSnapshotFiles(
   base: TableMetadata,
   manifests: { readonly entries: readonly DataFileEntry[]; readonly reused: readonly ManifestFileEntry[] },
   at: { readonly snapshotId: number; readonly sequenceNumber: number; readonly parent?: number; readonly now: number },
-): Promise<Omit<Snapshot, "summary">> {
+): Promise<Omit<Snapshot, "summary"> & { readonly bytes: number }> {
   const entries = manifests.entries;
   const schema = base.schemas.find((s) => s["schema-id"] === base["current-schema-id"]);
   const spec = base["partition-specs"].find((s) => s["spec-id"] === base["default-spec-id"])?.fields ?? tablePartitionSpec(table);
@@ -379,5 +412,6 @@ async function writeSnapshotFiles(
     "timestamp-ms": at.now,
     "manifest-list": fileUrl(store, listKey),
     "schema-id": base["current-schema-id"],
+    bytes: manifest.length + list.length,
   };
 }
