@@ -50,12 +50,17 @@ export interface IcebergCommit {
   readonly ms: number;
 }
 
-/** One data file of the current runs. */
+/** One data file of the current runs: its size, once known (a listed run's; the previous snapshot's; else listed later). */
 interface CurrentFile {
   readonly key: string;
-  readonly size: number;
+  readonly size?: number;
   readonly partition: Partition;
+  /** The run's prefix: listed to learn the file's size, when nothing else says it. */
+  readonly prefix: string;
 }
+
+/** A current file whose size is known. */
+type SizedFile = CurrentFile & { readonly size: number };
 
 /** A data file of a snapshot, from its manifests. */
 export interface SnapshotFile {
@@ -184,13 +189,37 @@ export function keyOfUrl(store: ObjectStore, url: string): string | undefined {
   return url.startsWith(root) ? decodeURIComponent(url.slice(root.length)) : undefined;
 }
 
-/** The current runs' data files of a table, from its pointers. */
+/**
+ * The current runs' data files of a table, from its pointers: named by the pointer where its state names them (the
+ * embedded catalog: no listing), else listed with their sizes.
+ */
 async function currentFiles(ctx: IcebergContext, table: TableDefinition): Promise<CurrentFile[]> {
   const pointers = await ctx.catalog.listPointers(table);
-  const listed = await mapLimited(pointers, LISTINGS_AT_ONCE, async (pointer) =>
-    (await listRunFiles(ctx.store, runPrefix(ctx.catalog, table, pointer.partition, pointer.runId))).map((file) => ({ ...file, partition: pointer.partition })),
-  );
+  const listed = await mapLimited(pointers, LISTINGS_AT_ONCE, async (pointer): Promise<CurrentFile[]> => {
+    const prefix = runPrefix(ctx.catalog, table, pointer.partition, pointer.runId);
+    if (pointer.runFiles) return pointer.runFiles.map((name) => ({ key: `${prefix}${name}`, partition: pointer.partition, prefix }));
+    return (await listRunFiles(ctx.store, prefix)).map((file) => ({ ...file, partition: pointer.partition, prefix }));
+  });
   return listed.flat().sort((a, b) => (a.key < b.key ? -1 : 1));
+}
+
+/** The files with their sizes: from the previous snapshot's entries where it has them, else from a listing of their run. */
+async function sized(ctx: IcebergContext, files: readonly CurrentFile[], previous: readonly SnapshotFile[]): Promise<SizedFile[]> {
+  const known = new Map(previous.map((f) => [f.filePath, f.fileSizeInBytes]));
+  const size = new Map<string, number>();
+  for (const file of files) {
+    const found = file.size ?? known.get(fileUrl(ctx.store, file.key));
+    if (found !== undefined) size.set(file.key, found);
+  }
+  const unknown = [...new Set(files.filter((f) => !size.has(f.key)).map((f) => f.prefix))];
+  for (const listing of await mapLimited(unknown, LISTINGS_AT_ONCE, (prefix) => listRunFiles(ctx.store, prefix))) {
+    for (const object of listing) size.set(object.key, object.size);
+  }
+  return files.map((file) => {
+    const bytes = size.get(file.key);
+    if (bytes === undefined) throw new LakeswapError("STORE_ERROR", `the current run file '${file.key}' is missing from ${ctx.store.description}; the Iceberg snapshot was not committed (lakeswap history shows the partition's runs)`);
+    return { ...file, size: bytes };
+  });
 }
 
 function filesDigest(files: readonly { readonly key: string }[]): string {
@@ -207,12 +236,12 @@ export async function commitIceberg(ctx: IcebergContext, table: TableDefinition,
   const started = performance.now();
   assertIcebergSupported(ctx.store, table);
   const latest = await latestMetadata(ctx.store, table);
-  const files = await currentFiles(ctx, table);
+  const named = await currentFiles(ctx, table);
   // Nothing was ever published and nothing is there (a dropped table, a table not yet loaded).
-  if (!latest && files.length === 0) return undefined;
-  const digest = filesDigest(files);
+  if (!latest && named.length === 0) return undefined;
+  const digest = filesDigest(named);
   const current = latest && currentSnapshot(latest.metadata);
-  if (latest && (current?.summary[FILES_DIGEST] === digest || (current === undefined && files.length === 0))) {
+  if (latest && (current?.summary[FILES_DIGEST] === digest || (current === undefined && named.length === 0))) {
     if (latest.hinted !== latest.version) await moveHint(ctx, table, latest.version);
     return undefined;
   }
@@ -222,6 +251,7 @@ export async function commitIceberg(ctx: IcebergContext, table: TableDefinition,
   const snapshotId = newSnapshotId(base);
   const sequenceNumber = base["last-sequence-number"] + 1;
   const previous = current ? await snapshotManifests(ctx.store, current) : [];
+  const files = await sized(ctx, named, previous.flatMap((m) => m.live));
   const reused = reusableManifests(previous, new Set(files.map((f) => fileUrl(ctx.store, f.key))));
   const inReused = new Set(reused.flatMap((m) => m.live.map((f) => f.filePath)));
   const entries = await manifestEntries(ctx, files.filter((f) => !inReused.has(fileUrl(ctx.store, f.key))), previous.flatMap((m) => m.live).filter((f) => !inReused.has(f.filePath)), { snapshotId, sequenceNumber, metadata: base });
@@ -310,7 +340,7 @@ function newSnapshotId(base: TableMetadata): number {
  */
 async function manifestEntries(
   ctx: IcebergContext,
-  files: readonly CurrentFile[],
+  files: readonly SizedFile[],
   previous: readonly SnapshotFile[],
   at: { readonly snapshotId: number; readonly sequenceNumber: number; readonly metadata: TableMetadata },
 ): Promise<DataFileEntry[]> {
