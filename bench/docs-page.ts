@@ -20,6 +20,7 @@ const SECTION_KEYS: Readonly<Record<string, readonly (keyof BenchSections)[]>> =
   delivery: ["delivery"],
   floor: ["floors"],
   scale: ["scale"],
+  iceberg: ["iceberg"],
   aws: ["aws"],
   sink: ["sink"],
   upsert: ["upsert"],

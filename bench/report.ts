@@ -15,6 +15,7 @@ import {
 } from "./ingest-bench.js";
 import { LAKE_UPSERT_LIMIT, LAKE_UPSERT_MEASURE, type LakeUpsertFigures, type VariantFigures } from "./lake-upsert-bench.js";
 import type { MetricsFigures, MetricsVariant } from "./metrics-bench.js";
+import { icebergVerdicts, renderIceberg, type IcebergFigures } from "./iceberg-bench.js";
 import type { MtdFigures, MtdSync } from "./mtd-bench.js";
 import { MTD_FLOOR_TARGET, SMALL_BUILD_OVERHEAD_TARGET_MS, type SmallBuildFigures } from "./small-builds.js";
 import { PG_REPLACE_MEASURE, PG_REPLACE_TARGET, PG_UPSERT_MEASURE, PG_UPSERT_TARGET, type PgUpsertFigures } from "./pg-upsert-bench.js";
@@ -78,6 +79,8 @@ export interface BenchReport {
   /** Parquet and CSV deliveries against plain DuckDB's floor (issue 27). */
   readonly floors?: FloorFigures;
   readonly scale?: ScaleFigures;
+  /** What a sync's Iceberg commit writes and costs at 10, 1,000 and 10,000 partitions (issue 28). */
+  readonly iceberg?: IcebergFigures;
   readonly aws?: AwsFigures;
   /** PostgreSQL sink, 1M rows: upsert against psycopg2 executemany, partition replace against a plain COPY (issues 11, 27). */
   readonly sink?: PgUpsertFigures;
@@ -123,6 +126,7 @@ function judge(sections: BenchSections): Verdict[] {
   if (sink) verdicts.push(pgUpsertVerdict(sink), pgReplaceVerdict(sink));
   if (upsert) verdicts.push(lakeUpsertVerdict(upsert));
   if (ingest) verdicts.push(...ingestVerdicts(ingest));
+  if (sections.iceberg) verdicts.push(...icebergVerdicts(sections.iceberg));
   if (delivery) {
     verdicts.push(
       ratioAtMost("first load · lakeswap sync / raw DuckDB partitioned COPY (process wall times)", delivery.firstLoad.ratio, DELIVERY_TARGETS.firstLoadRatio),
@@ -213,6 +217,7 @@ export function renderText(report: BenchReport): string {
   if (report.delivery) parts.push(renderDelivery(report.delivery), "");
   if (report.floors) parts.push(renderFloors(report.floors, { duration, mb, gb }), "");
   if (report.scale) parts.push(renderScale(report.scale), "");
+  if (report.iceberg) parts.push(renderIceberg(report.iceberg, renderTable), "");
   if (report.aws) parts.push(renderAws(report.aws), "");
   if (report.sink) parts.push(renderPgUpsert(report.sink), "");
   if (report.upsert) parts.push(renderLakeUpsert(report.upsert), "");

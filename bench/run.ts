@@ -8,6 +8,7 @@ import { BenchAws } from "./aws-lake.js";
 import { benchDelivery, benchDeliveryAws, prepareFlights, type FlightsWorkspace } from "./delivery-bench.js";
 import { DirectCopy } from "./direct-copy.js";
 import { benchFloors } from "./floor-bench.js";
+import { benchIceberg } from "./iceberg-bench.js";
 import { benchIngest } from "./ingest-bench.js";
 import { benchLakeUpsert } from "./lake-upsert-bench.js";
 import { BENCHMARKS_PAGE, writeBenchmarksPage } from "./docs-page.js";
@@ -26,11 +27,11 @@ import { LARGE_ROWS, SMALL_ROWS } from "./workload.js";
 const FRESH_MOVES = 10;
 
 /** The sections of one run, in the order they run. */
-const SECTIONS = ["replace", "signature", "mtd", "delivery", "floor", "scale", "aws", "sink", "upsert", "ingest", "metrics"] as const;
+const SECTIONS = ["replace", "signature", "mtd", "delivery", "floor", "scale", "iceberg", "aws", "sink", "upsert", "ingest", "metrics"] as const;
 type Section = (typeof SECTIONS)[number];
 
 /** Sections that run the compiled CLI, so need `npm run build` first. */
-const CLI_SECTIONS: readonly Section[] = ["mtd", "delivery", "floor", "scale", "aws", "upsert", "ingest"];
+const CLI_SECTIONS: readonly Section[] = ["mtd", "delivery", "floor", "scale", "iceberg", "aws", "upsert", "ingest"];
 
 const USAGE =
   "usage: npm run bench -- [--json] [--only SECTION,...] [--repeat N] [--moves N] [--rounds N] " +
@@ -209,6 +210,7 @@ async function main(): Promise<void> {
     }
     if (selected("floor")) sections.floors = await attempt("floor", () => benchFloors(workDir, options.rounds, progress));
     if (selected("scale")) sections.scale = await attempt("scale", () => benchScale(workDir, options.scaleBudgetMs, progress));
+    if (selected("iceberg")) sections.iceberg = await attempt("iceberg", () => benchIceberg(workDir, progress));
     if (selected("aws")) {
       progress("aws: starting the S3, Glue and Athena emulators");
       const emulators = await attempt("aws", () => BenchAws.start());
