@@ -41,7 +41,7 @@ const YAML = [
 ].join("\n");
 
 /** One sync and its commit, from the sync's report. */
-export interface IcebergSync {
+interface IcebergSync {
   readonly kind: "first load" | "all changed" | "few changed";
   readonly built: number;
   readonly syncMs: number;

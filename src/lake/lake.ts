@@ -16,6 +16,7 @@ import { currentRuns, engineSnapshot, type SnapshotScope } from "./runs.js";
 import { assertTableName } from "../model/sql.js";
 import { replayEntry } from "./commit/replay.js";
 import { assertIcebergSupported, commitIceberg } from "./commit/iceberg-commit.js";
+import { FileFacts } from "./commit/file-facts.js";
 import { swapBatch, type SwapItem, type SwapOptions, type SwapOutcome } from "./commit/swap.js";
 import { notIngested, partitionOf, type LakeParts, type LeaseOptions, type LakePorts, type LakeSettings, type PartitionInput } from "./parts.js";
 import type { TableDefinition } from "../model/table.js";
@@ -79,6 +80,7 @@ export class Lake {
       graceMs: settings.graceMs ?? DEFAULT_GRACE_MS,
       settings,
       outbox: this.outbox,
+      fileFacts: new FileFacts(),
       leaseCheck: (table) => this.leaseCheck(table),
       table: (name) => this.table(name),
       withLease: (table, command, work, options) => this.withLease(table, command, work, options),

@@ -1,3 +1,4 @@
+import { rmSync } from "node:fs";
 import path from "node:path";
 import { DuckDBInstance } from "@duckdb/node-api";
 import { describe, expect, it } from "vitest";
@@ -112,5 +113,19 @@ describe("Iceberg manifests carry each data file's column metrics", () => {
     const after = (await validateTable(lakeDir, "facts")).snapshots.at(-1)!;
     const kept = after.files.find((f) => f.key === first.key);
     expect(kept?.metrics).toEqual(first.metrics);
+    // The commit took the metrics the audit read from each new file's footer; read again from the footers (another
+    // process republishing the table from scratch), they are the same.
+    await lake.close();
+    rmSync(path.join(lakeDir, "facts", "metadata"), { recursive: true });
+    const again = await openEmbeddedLake(lakeDir, { graceMs: 0, leaseWaitMs: 0 });
+    try {
+      await replacePartition(again, "facts", "day=2026-11-03", { select: select(1, 0) });
+    } finally {
+      await again.close();
+    }
+    const republished = (await validateTable(lakeDir, "facts")).snapshots.at(-1)!;
+    for (const file of after.files.filter((f) => f.partition.day !== "2026-11-03")) {
+      expect(republished.files.find((f) => f.key === file.key)?.metrics, file.key).toEqual(file.metrics);
+    }
   }, 120_000);
 });

@@ -8,7 +8,7 @@ import type { TableDefinition } from "../../model/table.js";
  */
 
 /** A field of an Iceberg schema. */
-interface SchemaField {
+export interface SchemaField {
   readonly id: number;
   readonly name: string;
   readonly required: boolean;
@@ -61,7 +61,7 @@ export interface TableMetadata {
 const FIRST_PARTITION_FIELD_ID = 1000;
 
 /** The schema of a table: its columns (ids from 1), then its partition keys as strings. */
-function tableSchema(table: TableDefinition): SchemaField[] {
+export function icebergSchemaFields(table: TableDefinition): SchemaField[] {
   return [
     ...table.columns.map((column, i) => ({ id: i + 1, name: column.name, required: false, type: icebergColumnType(column.type) })),
     ...table.partitionKeys.map((key, i) => ({ id: table.columns.length + i + 1, name: key, required: false, type: "string" })),
@@ -91,7 +91,7 @@ export function tablePartitionSpec(table: TableDefinition): PartitionField[] {
 
 /** The metadata of a table that has no snapshot yet (the base the first commit adds one to). */
 export function emptyMetadata(table: TableDefinition, uuid: string, location: string, now: number): TableMetadata {
-  const fields = tableSchema(table);
+  const fields = icebergSchemaFields(table);
   const spec = tablePartitionSpec(table);
   return {
     "format-version": 2,

@@ -3,8 +3,9 @@ import { performance } from "node:perf_hooks";
 import { pathToFileURL } from "node:url";
 import { fileMetrics, type FileMetrics } from "../../catalog/iceberg/file-metrics.js";
 import { readContainerFile, readMetrics, summarizePartitions, writeManifest, writeManifestList, type DataFileEntry, type ManifestFileEntry } from "../../catalog/iceberg/manifest-files.js";
-import { currentSnapshot, emptyMetadata, parseTableMetadata, tablePartitionSpec, type Snapshot, type TableMetadata } from "../../catalog/iceberg/table-metadata.js";
+import { currentSnapshot, emptyMetadata, icebergSchemaFields, parseTableMetadata, tablePartitionSpec, type Snapshot, type TableMetadata } from "../../catalog/iceberg/table-metadata.js";
 import { readFooters } from "../../landing/parquet-footers.js";
+import type { FileFacts } from "./file-facts.js";
 import { InvalidInputError, LakeswapError } from "../../model/errors.js";
 import { partitionPath, type Partition } from "../../model/partition.js";
 import type { TableDefinition } from "../../model/table.js";
@@ -30,7 +31,7 @@ const LISTINGS_AT_ONCE = 8;
 const FILES_DIGEST = "lakeswap.files-digest";
 
 /** What a context must offer a commit: the ports and the fence of the table's lease. */
-export type IcebergContext = Pick<LakeContext, "store" | "catalog" | "landing" | "leaseCheck">;
+export type IcebergContext = Pick<LakeContext, "store" | "catalog" | "landing" | "leaseCheck"> & { readonly fileFacts?: FileFacts };
 
 /** What one Iceberg commit did (a sync's report lists them): the snapshot, its files, and what committing cost. */
 export interface IcebergCommit {
@@ -208,7 +209,7 @@ async function sized(ctx: IcebergContext, files: readonly CurrentFile[], previou
   const known = new Map(previous.map((f) => [f.filePath, f.fileSizeInBytes]));
   const size = new Map<string, number>();
   for (const file of files) {
-    const found = file.size ?? known.get(fileUrl(ctx.store, file.key));
+    const found = file.size ?? known.get(fileUrl(ctx.store, file.key)) ?? ctx.fileFacts?.size(file.key);
     if (found !== undefined) size.set(file.key, found);
   }
   const unknown = [...new Set(files.filter((f) => !size.has(f.key)).map((f) => f.prefix))];
@@ -254,7 +255,7 @@ export async function commitIceberg(ctx: IcebergContext, table: TableDefinition,
   const files = await sized(ctx, named, previous.flatMap((m) => m.live));
   const reused = reusableManifests(previous, new Set(files.map((f) => fileUrl(ctx.store, f.key))));
   const inReused = new Set(reused.flatMap((m) => m.live.map((f) => f.filePath)));
-  const entries = await manifestEntries(ctx, files.filter((f) => !inReused.has(fileUrl(ctx.store, f.key))), previous.flatMap((m) => m.live).filter((f) => !inReused.has(f.filePath)), { snapshotId, sequenceNumber, metadata: base });
+  const entries = await manifestEntries(ctx, files.filter((f) => !inReused.has(fileUrl(ctx.store, f.key))), previous.flatMap((m) => m.live).filter((f) => !inReused.has(f.filePath)), { snapshotId, sequenceNumber, metadata: base, table });
   const { bytes, ...snapshot } = await writeSnapshotFiles(ctx.store, table, base, { entries, reused: reused.map((m) => m.record) }, { snapshotId, sequenceNumber, parent: current?.["snapshot-id"], now });
   const added = entries.filter((e) => e.status === 1);
   const deleted = entries.filter((e) => e.status === 2);
@@ -342,24 +343,33 @@ async function manifestEntries(
   ctx: IcebergContext,
   files: readonly SizedFile[],
   previous: readonly SnapshotFile[],
-  at: { readonly snapshotId: number; readonly sequenceNumber: number; readonly metadata: TableMetadata },
+  at: { readonly snapshotId: number; readonly sequenceNumber: number; readonly metadata: TableMetadata; readonly table: TableDefinition },
 ): Promise<DataFileEntry[]> {
   const before = new Map(previous.map((f) => [f.filePath, f]));
   const urls = files.map((f) => fileUrl(ctx.store, f.key));
   const fresh = files.filter((_, i) => !before.has(urls[i] as string));
-  // Record counts and column metrics from the new files' Parquet footers (read as the audit reads them).
-  const footers = fresh.length > 0 ? await readFooters(ctx.store, fresh) : [];
+  // Record counts and column metrics as the audit of each new file found them in its footer (keyed by the schema the
+  // table's definition derives, so only while the metadata's schema is that one), or from the footer read again.
   const fields = schemaFields(at.metadata);
-  const footerOf = new Map(fresh.map((f, i) => [f.key, footers[i]]));
+  const sameSchema = JSON.stringify(fields) === JSON.stringify(icebergSchemaFields(at.table));
+  const facts = new Map(fresh.flatMap((f) => {
+    const fact = sameSchema ? ctx.fileFacts?.take(f.key, f.size) : undefined;
+    return fact ? [[f.key, fact] as const] : [];
+  }));
+  const unread = fresh.filter((f) => !facts.has(f.key));
+  const footers = unread.length > 0 ? await readFooters(ctx.store, unread) : [];
+  unread.forEach((f, i) => {
+    const footer = footers[i];
+    if (footer) facts.set(f.key, { size: f.size, rows: Number(footer.num_rows), metrics: fileMetrics(footer, fields) });
+  });
   const now = new Set(urls);
   const entries: DataFileEntry[] = files.map((file, i) => {
     const url = urls[i] as string;
     const old = before.get(url);
     const partition = partitionValues(file.partition);
     if (old) return { status: 0, snapshotId: old.snapshotId, sequenceNumber: old.sequenceNumber, fileSequenceNumber: old.fileSequenceNumber, filePath: url, partition, recordCount: old.recordCount, fileSizeInBytes: old.fileSizeInBytes, metrics: old.metrics };
-    const footer = footerOf.get(file.key);
-    const recordCount = footer ? Number(footer.num_rows) : 0;
-    return { status: 1, snapshotId: at.snapshotId, sequenceNumber: at.sequenceNumber, fileSequenceNumber: at.sequenceNumber, filePath: url, partition, recordCount, fileSizeInBytes: file.size, metrics: footer && fileMetrics(footer, fields) };
+    const fact = facts.get(file.key);
+    return { status: 1, snapshotId: at.snapshotId, sequenceNumber: at.sequenceNumber, fileSequenceNumber: at.sequenceNumber, filePath: url, partition, recordCount: fact?.rows ?? 0, fileSizeInBytes: file.size, metrics: fact?.metrics };
   });
   for (const old of previous) {
     if (now.has(old.filePath)) continue;

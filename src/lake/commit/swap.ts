@@ -1,3 +1,4 @@
+import { footerFacts, type FileFacts } from "./file-facts.js";
 import type { Pointer, PointerMove } from "../../catalog/catalog.js";
 import type { BuildResult, TableSnapshot } from "../../engine/engine.js";
 import type { LandedDelivery } from "../../landing/landing.js";
@@ -21,6 +22,8 @@ const IO_CONCURRENCY = 16;
 /** The shared parts of a swap: the lake's ports and its outbox. */
 export interface SwapContext extends LakeContext {
   readonly outbox: Outbox;
+  /** What audits learnt of `iceberg: true` tables' new files, for the Iceberg commit after them. */
+  readonly fileFacts: FileFacts;
 }
 
 /** One partition to replace in a batch, with what its run records. */
@@ -340,7 +343,8 @@ async function auditRuns(
   const allFiles = listed.flatMap((l) => l.files);
   let counts: Map<string, number> | undefined;
   try {
-    const rows = await ctx.landing.countFileRows(allFiles);
+    // An Iceberg table's commit needs each new file's metrics too: read from the same footers, kept for it.
+    const rows = table.iceberg ? await footerFacts(ctx.store, ctx.fileFacts, table, allFiles) : await ctx.landing.countFileRows(allFiles);
     counts = new Map(allFiles.map((file, i) => [file.key, rows[i] ?? 0]));
   } catch {
     // Some footer is unreadable: each run is counted on its own below, so only the runs it belongs to fail.
