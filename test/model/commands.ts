@@ -1,11 +1,13 @@
 // The model test's commands: each one runs a CLI command against the lake, applies the same command to the model,
 // compares what the command said (exit code, actions) and then what the lake holds with the model.
 import fc from "fast-check";
+import { hiveFiles, validateTable } from "../support/iceberg-kit.js";
 import { compare, type SignatureMap } from "./check.js";
 import {
   DAYS,
   RAW,
   STAGE,
+  TABLES,
   UPSERT_VARIANTS,
   VARIANTS,
   rawText,
@@ -96,6 +98,10 @@ export async function verify(
   }
   const view = await real.ws.view();
   problems.push(...compare(model, view, real.signatures, { allowLeftovers }));
+  // A sync that ran to its end (its leases held over both tables) leaves each table's Iceberg view on its current runs.
+  if (real.ws.iceberg && !real.ws.aws && command.startsWith("sync") && !result.signal && (result.code === 0 || result.code === 7)) {
+    for (const table of TABLES) problems.push(...(await icebergProblems(real.ws.lakeDir, table)));
+  }
   if (problems.length > 0) fail(real, command, problems, result);
   // The records were just compared in sync id order; the model takes the lake's records (with their ids) as its own.
   model.adoptSyncs(view.syncs);
@@ -463,4 +469,19 @@ export function killedCommands(): fc.Arbitrary<LakeCommand>[] {
     fc.tuple(table, day, fc.integer({ min: 1, max: 3 })).map(([t, d, v]): PlannedCommand => new ReplaceCommand(t, d, v)),
   );
   return [fc.tuple(inner, fc.constantFrom(...FAULTS), fc.integer({ min: 1, max: 2 })).map(([c, point, nth]) => new KillCommand(c, point, nth))];
+}
+
+/** Where an `iceberg: true` table's current snapshot differs from its Hive pointers' current run files (or is not valid). */
+async function icebergProblems(lakeDir: string, table: string): Promise<string[]> {
+  try {
+    const hive = await hiveFiles(lakeDir, table);
+    const { metadata, snapshots } = await validateTable(lakeDir, table);
+    const current = snapshots.find((s) => s.snapshotId === metadata["current-snapshot-id"]);
+    const iceberg = current?.files.map((f) => f.key) ?? [];
+    return JSON.stringify(iceberg) === JSON.stringify(hive) ? [] : [`${table}: the Iceberg snapshot's files ${iceberg.join(" ")} are not the Hive view's current run files ${hive.join(" ")}`];
+  } catch (error) {
+    // No metadata at all is right only while the table has no current run.
+    if ((error as NodeJS.ErrnoException).code === "ENOENT" && (await hiveFiles(lakeDir, table).catch(() => [])).length === 0) return [];
+    return [`${table}: its Iceberg metadata is not valid: ${error instanceof Error ? error.message : String(error)}`];
+  }
 }

@@ -109,8 +109,8 @@ function sinkReader(ws: Workspace): Real["sinkRows"] {
 
 describe.runIf(backends.includes("local"))("embedded lake against a reference model, over random command sequences", () => {
   let sequence = 0;
-  /** Deliveries are CSV in one sequence, JSONL in the next. */
-  const workspace = () => new Workspace(undefined, undefined, (sequence += 1) % 2 === 0 ? "jsonl" : "csv");
+  /** CSV in one sequence, JSONL in the next; raw and stage published as Iceberg too in every other pair. */
+  const workspace = () => new Workspace(undefined, undefined, (sequence += 1) % 2 === 0 ? "jsonl" : "csv", "partition_replace", Math.floor(sequence / 2) % 2 === 1);
 
   it("sync, rollback (partition and --sync), replace, pin, gc --grace 0", async () => {
     await checkModel(ordinaryCommands(), { runs: 4, commands: 15 }, workspace);
@@ -121,10 +121,10 @@ describe.runIf(backends.includes("local"))("embedded lake against a reference mo
     await checkModel(ordinaryCommands(), { runs: 3, commands: 12 }, upsert);
   }, timeout);
 
-  /** Each format with each write mode, in turn. */
+  /** Each format with each write mode, in turn; raw and stage published as Iceberg too in every other sequence. */
   const mixed = () => {
     sequence += 1;
-    return new Workspace(undefined, undefined, sequence % 2 === 0 ? "jsonl" : "csv", Math.floor(sequence / 2) % 2 === 0 ? "partition_replace" : "upsert");
+    return new Workspace(undefined, undefined, sequence % 2 === 0 ? "jsonl" : "csv", Math.floor(sequence / 2) % 2 === 0 ? "partition_replace" : "upsert", sequence % 2 === 1);
   };
 
   it("the same, with a sync, rollback or replace killed at a random fault point, then recovered", async () => {

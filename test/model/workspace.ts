@@ -14,7 +14,9 @@ export interface AwsWorkspaceTarget {
 }
 
 /** The pipeline's config; with `sink`, the stage layer is also sent to that PostgreSQL table (partition_replace). */
-function pipelineYaml(sink?: PostgresTarget, format: DeliveryFormat = "csv", write: WriteMode = "partition_replace"): string {
+function pipelineYaml(sink?: PostgresTarget, format: DeliveryFormat = "csv", write: WriteMode = "partition_replace", iceberg = false): string {
+  const publish = iceberg ? "    iceberg: true\n" : "";
+  const publishLayer = iceberg ? "        iceberg: true\n" : "";
   const upsert = write === "upsert" ? "    write: upsert\n    primary_key: [k]\n    delete_flag: del\n" : "";
   const deleteFlag = write === "upsert" ? "      del: BOOLEAN\n" : "";
   const sinks = sink ? `        sinks:\n          postgres:\n            url: ${sink.url}\n            table: ${sink.table}\n` : "";
@@ -25,7 +27,7 @@ datasets:
     source:
       format: ${format}
       path: deliveries/*.${format}
-${upsert}${rawSinks}    columns:
+${upsert}${publish}${rawSinks}    columns:
       k: {type: BIGINT, nullable: false}
       d: {type: DATE, nullable: false}
       v: BIGINT
@@ -36,7 +38,7 @@ ${deleteFlag}    partition:
       - name: stage
         sql: sql/stage.sql
         columns: {k: BIGINT, v10: BIGINT}
-${sinks}${INGEST_YAML}`;
+${publishLayer}${sinks}${INGEST_YAML}`;
 }
 
 /** One namespace of the event pipeline: its columns and time field (ev and ev2 alike). */
@@ -95,6 +97,8 @@ export class Workspace {
     readonly sink?: PostgresTarget,
     readonly format: DeliveryFormat = "csv",
     readonly write: WriteMode = "partition_replace",
+    /** Raw and stage are published as Iceberg too (embedded lake): after each sync, both views must agree. */
+    readonly iceberg = false,
   ) {
     const { dir, cleanup } = tempDir("lakeswap-model-");
     this.dir = dir;
@@ -103,7 +107,7 @@ export class Workspace {
     this.lakeDir = path.join(dir, "lake");
     mkdirSync(path.join(dir, "sql"));
     mkdirSync(path.join(dir, "deliveries"));
-    writeFileSync(this.configFile, pipelineYaml(sink, format, write));
+    writeFileSync(this.configFile, pipelineYaml(sink, format, write, iceberg));
     writeFileSync(path.join(dir, "sql", "stage.sql"), STAGE_SQL);
   }
 
