@@ -230,7 +230,7 @@ function filesDigest(files: readonly { readonly key: string }[]): string {
 /**
  * Brings a table's Iceberg view in line with its Hive pointers, under the table's lease (the caller holds it):
  * commits one snapshot of the current runs' files unless the current snapshot already has exactly them, and
- * moves the hint to the newest metadata if a killed commit left it behind. Returns the new snapshot's id, if any.
+ * moves the hint to the newest metadata if a killed commit left it behind. Returns what the commit did, if it made one.
  */
 export async function commitIceberg(ctx: IcebergContext, table: TableDefinition, summary: Readonly<Record<string, string>> = {}): Promise<IcebergCommit | undefined> {
   if (!table.iceberg) return undefined;
