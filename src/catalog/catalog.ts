@@ -1,6 +1,7 @@
 import { LakeswapError } from "../model/errors.js";
 import type { Partition } from "../model/partition.js";
 import type { TableDefinition } from "../model/table.js";
+import type { IcebergCatalog } from "./iceberg-catalog.js";
 
 /** Where a partition's pointer is: its current run, the run before it, and the signature that moved with it. */
 export interface Pointer {
@@ -64,6 +65,11 @@ export interface CatalogCapabilities {
  */
 export interface Catalog {
   readonly capabilities: CatalogCapabilities;
+  /**
+   * Where the catalog keeps the pointers of `iceberg: true` tables' Iceberg views itself (Glue: a table of type
+   * ICEBERG per table); absent where they live in the store beside the metadata (the embedded lake's `version-hint.text`).
+   */
+  readonly iceberg?: IcebergCatalog;
   /**
    * Prepares the catalog and cleans what an earlier killed process left (temporary links and staged states), except
    * for a read-only command, which changes nothing in the lake.

@@ -12,6 +12,7 @@ import type { AdaptiveLimit } from "../shared/adaptive-limit.js";
 import { isRunId } from "../model/run-id.js";
 import { glueColumnType } from "../model/column-types.js";
 import { parseTableDefinition, tableChange, type TableDefinition } from "../model/table.js";
+import { GlueIcebergTables } from "./glue-iceberg.js";
 import { PointerBatchError, type Catalog, type Fence, type Pointer, type PointerMove, type PointerMoveKind } from "./catalog.js";
 
 /** Where the Glue catalog keeps tables, and how it reaches their data. */
@@ -46,10 +47,15 @@ export class GlueCatalog implements Catalog {
   /** Glue's limits per batch call: BatchCreatePartition and BatchUpdatePartition take 100 entries, BatchDeletePartition 25. */
   readonly capabilities = { maxBatchUpdate: 100, maxBatchRemove: 25, pointersInStore: false } as const;
 
+  /** The Iceberg tables of `iceberg: true` tables, beside their Hive tables (./glue-iceberg.ts). */
+  readonly iceberg: GlueIcebergTables;
+
   constructor(
     private readonly client: GlueClient,
     private readonly options: GlueCatalogOptions,
-  ) {}
+  ) {
+    this.iceberg = new GlueIcebergTables(client, options);
+  }
 
   private get ids(): { CatalogId?: string; DatabaseName: string } {
     return { CatalogId: this.options.catalogId, DatabaseName: this.options.database };

@@ -15,7 +15,8 @@ import { snapshotsAsOf } from "./operations/iceberg-as-of.js";
 import { currentRuns, engineSnapshot, type SnapshotScope } from "./runs.js";
 import { assertTableName } from "../model/sql.js";
 import { replayEntry } from "./commit/replay.js";
-import { assertIcebergSupported, commitIceberg } from "./commit/iceberg-commit.js";
+import { commitIceberg } from "./commit/iceberg-commit.js";
+import { assertIcebergSupported } from "./commit/iceberg-pointer.js";
 import { FileFacts } from "./commit/file-facts.js";
 import { swapBatch, type SwapItem, type SwapOptions, type SwapOutcome } from "./commit/swap.js";
 import { notIngested, partitionOf, type LakeParts, type LeaseOptions, type LakePorts, type LakeSettings, type PartitionInput } from "./parts.js";
@@ -162,7 +163,7 @@ export class Lake {
 
   /** Declares a table (idempotent for the same definition). */
   async createTable(table: TableDefinition): Promise<void> {
-    assertIcebergSupported(this.store, table);
+    assertIcebergSupported(this.parts, table);
     await this.catalog.createTable(table);
   }
 
@@ -277,8 +278,9 @@ export class Lake {
       // after recording a move and before making it: finished now, before this writer decides anything (invariant 6).
       const pending = await this.outbox.pending(table);
       if (pending.length > 0) await this.replayEntries(await this.catalog.getTable(table), pending);
-      // Only where Iceberg is supported (a local folder): elsewhere no table has it, and the catalog is not asked.
-      const definition = this.store.capabilities.localPaths && /^[a-z][a-z0-9_]*$/.test(table) ? await this.catalog.getTable(table) : undefined;
+      // Only where Iceberg is supported (a local folder, a catalog with Iceberg tables): elsewhere no table has it, and the catalog is not asked.
+      const icebergHere = this.store.capabilities.localPaths || this.catalog.iceberg !== undefined;
+      const definition = icebergHere && /^[a-z][a-z0-9_]*$/.test(table) ? await this.catalog.getTable(table) : undefined;
       // The Iceberg view follows the pointers (a writer killed between its moves and its commit left it behind), and
       // then commits once what this command moved: one snapshot per command, after every pointer move of it.
       if (definition?.iceberg) await commitIceberg(this.parts, definition, { "lakeswap.command": "recover" });

@@ -221,6 +221,21 @@ export function icebergMetadataVersion(table: string, key: string): number | und
   return match ? Number(match[1]) : undefined;
 }
 
+/**
+ * The store key of version `version` of a table's Iceberg metadata where a catalog holds the pointer (Glue),
+ * `<table>/metadata/00005-<uuid>.metadata.json` as Trino and Iceberg's own catalogs name it: unique, so a writer that
+ * lost the race to commit its version never writes over the winner's file.
+ */
+export function icebergCatalogMetadataKey(table: string, version: number, uuid: string): string {
+  return `${icebergMetadataPrefix(table)}${String(version).padStart(5, "0")}-${uuid}.metadata.json`;
+}
+
+/** The version a metadata file name of `icebergCatalogMetadataKey` names, or undefined for another name (a file another tool wrote). */
+export function icebergCatalogMetadataVersion(key: string): number | undefined {
+  const match = /(?:^|\/)([0-9]{5,9})-[0-9a-f-]{36}\.metadata\.json$/.exec(key);
+  return match ? Number(match[1]) : undefined;
+}
+
 /** The store key of `version-hint.text`, the Iceberg pointer: the number of the current metadata version, replaced by rename. */
 export function icebergVersionHintKey(table: string): string {
   return `${icebergMetadataPrefix(table)}version-hint.text`;

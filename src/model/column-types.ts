@@ -13,6 +13,8 @@
  * change with it.
  */
 
+import { InvalidInputError } from "./errors.js";
+
 /**
  * How an event time field's text or number is read (`time.format` of an ingest namespace): ISO 8601 text
  * (`2025-03-04T10:15:00Z`, the default), or a number of milliseconds or seconds since 1970-01-01T00:00:00Z.
@@ -88,6 +90,41 @@ export function trinoColumnType(type: string): string {
 /** The Iceberg type of a declared column type (what its Parquet files hold). */
 export function icebergColumnType(type: string): string {
   return columnStorage(type).iceberg;
+}
+
+/**
+ * The Glue column type of each Iceberg primitive type, as Iceberg's own Glue catalog writes it (Athena reads an
+ * Iceberg table's schema from its metadata file; these columns are what the Glue console and crawlers show). Both
+ * timestamps are `timestamp` there. Iceberg types Athena cannot read (time, uuid, fixed) have none.
+ */
+const ICEBERG_GLUE: Readonly<Record<string, string>> = {
+  boolean: "boolean",
+  int: "int",
+  long: "bigint",
+  float: "float",
+  double: "double",
+  string: "string",
+  binary: "binary",
+  date: "date",
+  timestamp: "timestamp",
+  timestamptz: "timestamp",
+};
+
+/**
+ * The Glue column type of a column of an `iceberg: true` table's Glue Iceberg table, from its Iceberg type; a type
+ * without one Athena reads is refused, naming the column and the fix.
+ */
+export function icebergGlueColumnType(column: string, type: string): string {
+  const iceberg = icebergColumnType(type);
+  const decimal = /^decimal\((\d+), (\d+)\)$/.exec(iceberg);
+  const glue = decimal ? `decimal(${decimal[1]},${decimal[2]})` : ICEBERG_GLUE[iceberg];
+  if (glue === undefined) {
+    throw new InvalidInputError(
+      `column '${column}' is ${type}, stored as Iceberg type '${iceberg}', which Athena does not read in an Iceberg table; ` +
+        "declare it as another type (VARCHAR holds any value as text), or leave out iceberg: true (or --iceberg)",
+    );
+  }
+  return glue;
 }
 
 /** Every declared type this module maps (DECIMAL(p,s) aside), for tests and messages. */

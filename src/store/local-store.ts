@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from "node:crypto";
 import fsCallbacks, { closeSync, mkdirSync, openSync, promises as fs, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import path from "node:path";
+import { pathToFileURL } from "node:url";
 import { LakeswapError } from "../model/errors.js";
 import { takeKernelLock } from "./kernel-lock.js";
 import { FolderSyncs, fsyncPath, intoFolder, isCode, lightFs, limiter, readIfPresent, writeTempFile } from "./local-files.js";
@@ -33,6 +34,22 @@ export class LocalStore implements ObjectStore {
 
   localPath(key: string): string {
     return path.join(this.root, ...assertKey(key).split("/"));
+  }
+
+  /** The `file://` URL of `key`. */
+  uri(key: string): string {
+    return pathToFileURL(this.localPath(key)).href;
+  }
+
+  keyOf(uri: string): string | undefined {
+    const root = `${pathToFileURL(this.root).href.replace(/\/$/, "")}/`;
+    if (!uri.startsWith(root)) return undefined;
+    const key = decodeURIComponent(uri.slice(root.length));
+    try {
+      return assertKey(key);
+    } catch {
+      return undefined;
+    }
   }
 
   /** Runs a write, turning a full disk into a NO_SPACE error naming the file. */

@@ -66,6 +66,13 @@ export interface ObjectStore {
   /** The local path of `key`, when the store has `localPaths`. */
   localPath(key: string): string;
   /**
+   * The absolute URI of `key`, as engines and table formats name files (Iceberg metadata, Glue locations): a
+   * `file://` URL locally, `s3://bucket/key` on S3.
+   */
+  uri(key: string): string;
+  /** The store key a URI of this store names (the inverse of `uri`), or undefined for a URI outside the lake. */
+  keyOf(uri: string): string | undefined;
+  /**
    * Stores on a local file system only: takes the exclusive kernel lock named by `key` without waiting, for
    * this process's life (the writer lease holds it besides its lease object). "busy": another process holds
    * it; `unavailable`: the lock cannot be taken here (the reason), and the lease object alone decides.

@@ -1,7 +1,8 @@
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { assertIcebergSupported } from "../../src/lake/commit/iceberg-commit.js";
+import type { Catalog } from "../../src/catalog/catalog.js";
+import { assertIcebergSupported } from "../../src/lake/commit/iceberg-pointer.js";
 import { defineTable, parseTableDefinition } from "../../src/model/table.js";
 import type { ObjectStore } from "../../src/store/object-store.js";
 import { embeddedBackend, type TestBackend } from "../support/lake-fixture.js";
@@ -47,10 +48,13 @@ describe("the table definition", () => {
     expect(() => parseTableDefinition({ ...stored, iceberg: "yes" }, "bad.json")).toThrow(/'iceberg' is not true or false/);
   });
 
-  it("an ingested table and a lake outside a local folder refuse it with the fix", () => {
+  it("an ingested table, and a lake outside a local folder whose catalog holds no Iceberg tables, refuse it with the fix", () => {
     expect(() => defineTable({ name: "events", columns: [{ name: "id", type: "BIGINT" }], partitionKeys: [], ingest: true, iceberg: true })).toThrow(/ingested table.*leave out iceberg: true/);
     const s3 = { capabilities: { conditionalWrites: true, localPaths: false }, description: "s3://bucket/lake" } as ObjectStore;
     const table = defineTable({ name: "orders", columns: [{ name: "id", type: "BIGINT" }], partitionKeys: ["day"], iceberg: true });
-    expect(() => assertIcebergSupported(s3, table)).toThrow(/table 'orders' declares iceberg: true, which lakeswap supports on the embedded lake .* not on s3:\/\/bucket\/lake; leave out iceberg: true/);
+    const catalog = { capabilities: { maxBatchUpdate: 100, maxBatchRemove: 25, pointersInStore: false } } as Catalog;
+    expect(() => assertIcebergSupported({ store: s3, catalog }, table)).toThrow(
+      /table 'orders' declares iceberg: true, which lakeswap supports on the embedded lake \(a local folder\) and on AWS \(S3 and Glue\), not on s3:\/\/bucket\/lake with this catalog; leave out iceberg: true/,
+    );
   });
 });

@@ -1,24 +1,25 @@
 import { createHash, randomUUID } from "node:crypto";
 import { performance } from "node:perf_hooks";
-import { pathToFileURL } from "node:url";
 import { fileMetrics, type FileMetrics } from "../../catalog/iceberg/file-metrics.js";
 import { readContainerFile, readMetrics, summarizePartitions, writeManifest, writeManifestList, type DataFileEntry, type ManifestFileEntry } from "../../catalog/iceberg/manifest-files.js";
-import { currentSnapshot, emptyMetadata, icebergSchemaFields, parseTableMetadata, tablePartitionSpec, type Snapshot, type TableMetadata } from "../../catalog/iceberg/table-metadata.js";
+import { currentSnapshot, emptyMetadata, icebergSchemaFields, tablePartitionSpec, type Snapshot, type TableMetadata } from "../../catalog/iceberg/table-metadata.js";
 import { readFooters } from "../../landing/parquet-footers.js";
 import type { FileFacts } from "./file-facts.js";
-import { InvalidInputError, LakeswapError } from "../../model/errors.js";
+import { LakeswapError } from "../../model/errors.js";
 import { partitionPath, type Partition } from "../../model/partition.js";
 import type { TableDefinition } from "../../model/table.js";
 import { faultPoint } from "../../shared/faults.js";
 import { mapLimited } from "../../shared/map-limited.js";
 import type { ObjectStore } from "../../store/object-store.js";
-import { icebergManifestKey, icebergManifestListKey, icebergMetadataKey, icebergMetadataPrefix, icebergMetadataVersion, icebergVersionHintKey } from "../layout.js";
+import { icebergManifestKey, icebergManifestListKey } from "../layout.js";
+import { assertIcebergSupported, commitMetadata, fileUrl, keyOfUrl, latestMetadata, repairPointer } from "./iceberg-pointer.js";
 import { listRunFiles, runPrefix, type LakeContext } from "../runs.js";
 
 /**
- * The Iceberg view of an `iceberg: true` table (embedded lake): after the Hive pointers of a command moved, one
- * snapshot whose data files are exactly the current runs' files, committed as a pointer move of its own
- * (`vN.metadata.json` create-exclusive, then `version-hint.text` replaced by rename), under the table's lease.
+ * The Iceberg view of an `iceberg: true` table: after the Hive pointers of a command moved, one snapshot whose data
+ * files are exactly the current runs' files, committed as a pointer move of its own under the table's lease
+ * (./iceberg-pointer.ts: embedded, `vN.metadata.json` create-exclusive then `version-hint.text` replaced by rename;
+ * on Glue, an UpdateTable of the table's ICEBERG table on the VersionId read).
  * A commit is derived from the current pointers alone, so it is idempotent: a command that finds the current
  * snapshot's files already equal to the current runs' does nothing, and one that finds them different (a writer
  * killed between its pointer moves and its commit) commits them. That is how a crash is recovered.
@@ -73,46 +74,6 @@ export interface SnapshotFile {
   readonly fileSizeInBytes: number;
   readonly partition: Readonly<Record<string, string>>;
   readonly metrics: FileMetrics;
-}
-
-/** The newest metadata of a table: the highest `vN.metadata.json` (a commit killed before its hint moved is complete), and the hinted version. */
-export interface LatestMetadata {
-  readonly version: number;
-  readonly metadata: TableMetadata;
-  readonly hinted: number | undefined;
-}
-
-/** Refuses `iceberg: true` where the lake is not a local folder: the Glue commit is not built yet. */
-export function assertIcebergSupported(store: ObjectStore, table: TableDefinition): void {
-  if (table.iceberg && !store.capabilities.localPaths) {
-    throw new InvalidInputError(
-      `table '${table.name}' declares iceberg: true, which lakeswap supports on the embedded lake (a local folder) only for now, not on ${store.description}; ` +
-        "leave out iceberg: true (or --iceberg) for this lake",
-    );
-  }
-}
-
-/** The file URL of a store key, as Iceberg metadata names files (absolute locations). */
-export function fileUrl(store: ObjectStore, key: string): string {
-  return pathToFileURL(store.localPath(key)).href;
-}
-
-/** Reads the newest metadata of a table, or undefined when none was ever committed. */
-export async function latestMetadata(store: ObjectStore, table: TableDefinition): Promise<LatestMetadata | undefined> {
-  const versions = (await store.list(icebergMetadataPrefix(table.name)))
-    .map((object) => icebergMetadataVersion(table.name, object.key))
-    .filter((v): v is number => v !== undefined);
-  if (versions.length === 0) return undefined;
-  const version = Math.max(...versions);
-  const key = icebergMetadataKey(table.name, version);
-  const stored = await store.get(key);
-  const parsed = stored ? parseTableMetadata(stored.body) : "it is gone";
-  if (typeof parsed === "string") {
-    throw new LakeswapError("STORE_ERROR", `Iceberg metadata '${key}' of table '${table.name}' cannot be read (${parsed}); move it away and rerun: the next command commits a snapshot of the current runs again`);
-  }
-  const hint = await store.get(icebergVersionHintKey(table.name));
-  const hinted = hint ? Number.parseInt(Buffer.from(hint.body).toString("utf8"), 10) : undefined;
-  return { version, metadata: parsed, hinted: Number.isInteger(hinted) ? hinted : undefined };
 }
 
 /** One manifest of a snapshot: its manifest-list record, its live entries, and whether it holds deleted entries. */
@@ -184,12 +145,6 @@ async function readAvro(store: ObjectStore, url: string): Promise<Record<string,
   return (await readContainerFile(stored.body)).records;
 }
 
-/** The store key of a file URL inside the lake, or undefined for a file elsewhere. */
-export function keyOfUrl(store: ObjectStore, url: string): string | undefined {
-  const root = pathToFileURL(store.localPath("x")).href.slice(0, -1);
-  return url.startsWith(root) ? decodeURIComponent(url.slice(root.length)) : undefined;
-}
-
 /**
  * The current runs' data files of a table, from its pointers: named by the pointer where its state names them (the
  * embedded catalog: no listing), else listed with their sizes.
@@ -227,23 +182,45 @@ function filesDigest(files: readonly { readonly key: string }[]): string {
   return createHash("sha256").update(files.map((f) => f.key).join("\n")).digest("hex");
 }
 
+/** How many times a commit that lost a race to another writer of the Iceberg table is derived again and retried. */
+const COMMIT_ATTEMPTS = 5;
+
 /**
  * Brings a table's Iceberg view in line with its Hive pointers, under the table's lease (the caller holds it):
  * commits one snapshot of the current runs' files unless the current snapshot already has exactly them, and
- * moves the hint to the newest metadata if a killed commit left it behind. Returns what the commit did, if it made one.
+ * moves the hint to the newest metadata if a killed commit left it behind. A commit that lost a race (another writer
+ * moved the catalog's entry first) is derived again from a fresh read, a bounded number of times, and never writes
+ * over the other. Returns what the commit did, if it made one.
  */
 export async function commitIceberg(ctx: IcebergContext, table: TableDefinition, summary: Readonly<Record<string, string>> = {}): Promise<IcebergCommit | undefined> {
   if (!table.iceberg) return undefined;
   const started = performance.now();
-  assertIcebergSupported(ctx.store, table);
-  const latest = await latestMetadata(ctx.store, table);
+  assertIcebergSupported(ctx, table);
+  for (let attempt = 1; ; attempt += 1) {
+    const outcome = await commitOnce(ctx, table, summary, started);
+    if (outcome !== "conflict") return outcome;
+    if (attempt >= COMMIT_ATTEMPTS) {
+      throw new LakeswapError(
+        "CONFLICT",
+        `the Iceberg table of '${table.name}' was committed by another writer ${attempt} times while lakeswap committed it; its Hive view is current: rerun the command to publish it (nothing was overwritten)`,
+        { retryable: true },
+      );
+    }
+    // Jittered, growing: two writers that keep colliding drift apart.
+    await new Promise((resolve) => setTimeout(resolve, Math.random() * 50 * attempt));
+  }
+}
+
+/** One attempt of `commitIceberg`: read the current metadata, derive the snapshot from the pointers, commit it. */
+async function commitOnce(ctx: IcebergContext, table: TableDefinition, summary: Readonly<Record<string, string>>, started: number): Promise<IcebergCommit | undefined | "conflict"> {
+  const latest = await latestMetadata(ctx, table);
   const named = await currentFiles(ctx, table);
   // Nothing was ever published and nothing is there (a dropped table, a table not yet loaded).
   if (!latest && named.length === 0) return undefined;
   const digest = filesDigest(named);
   const current = latest && currentSnapshot(latest.metadata);
   if (latest && (current?.summary[FILES_DIGEST] === digest || (current === undefined && named.length === 0))) {
-    if (latest.hinted !== latest.version) await moveHint(ctx, table, latest.version);
+    await repairPointer(ctx, table, latest);
     return undefined;
   }
   faultPoint("before-iceberg-commit");
@@ -289,10 +266,11 @@ export async function commitIceberg(ctx: IcebergContext, table: TableDefinition,
     "current-snapshot-id": snapshotId,
     snapshots: [...base.snapshots, fullSnapshot],
     "snapshot-log": [...base["snapshot-log"], { "snapshot-id": snapshotId, "timestamp-ms": now }],
-    "metadata-log": latest ? [...base["metadata-log"], { "metadata-file": fileUrl(ctx.store, icebergMetadataKey(table.name, latest.version)), "timestamp-ms": base["last-updated-ms"] }] : [],
+    "metadata-log": latest ? [...base["metadata-log"], { "metadata-file": fileUrl(ctx.store, latest.key), "timestamp-ms": base["last-updated-ms"] }] : [],
     refs: { ...base.refs, main: { "snapshot-id": snapshotId, type: "branch" } },
   };
-  const written = await commitMetadata(ctx, table, (latest?.version ?? 0) + 1, metadata);
+  const written = await commitMetadata(ctx, table, latest, metadata);
+  if (written.outcome === "conflict") return "conflict";
   return {
     table: table.name,
     snapshotId,
@@ -305,24 +283,6 @@ export async function commitIceberg(ctx: IcebergContext, table: TableDefinition,
     catalogCalls: written.catalogCalls,
     ms: performance.now() - started,
   };
-}
-
-/** Writes metadata version `version` create-exclusive, then moves the hint to it: the Iceberg pointer move, fenced by the lease. */
-export async function commitMetadata(ctx: IcebergContext, table: TableDefinition, version: number, metadata: TableMetadata): Promise<{ bytes: number; catalogCalls: number }> {
-  const key = icebergMetadataKey(table.name, version);
-  const body = `${JSON.stringify(metadata, null, 2)}\n`;
-  await ctx.leaseCheck(table.name);
-  if (!(await ctx.store.putIfAbsent(key, body))) {
-    throw new LakeswapError("CONFLICT", `Iceberg metadata '${key}' of table '${table.name}' was written by another writer meanwhile; rerun the command (it commits from the current pointers)`, { retryable: true });
-  }
-  faultPoint("during-iceberg-commit");
-  await moveHint(ctx, table, version);
-  return { bytes: Buffer.byteLength(body), catalogCalls: 1 };
-}
-
-async function moveHint(ctx: IcebergContext, table: TableDefinition, version: number): Promise<void> {
-  await ctx.leaseCheck(table.name);
-  await ctx.store.put(icebergVersionHintKey(table.name), String(version));
 }
 
 /** A snapshot id not used by the table yet: positive, below 2^53 (exact as a JSON number and an Avro long in JavaScript). */

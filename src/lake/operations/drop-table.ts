@@ -2,12 +2,17 @@ import { deliveriesPrefix, icebergMetadataPrefix, ingestTalliesPrefix, leaseLock
 import { removePointers } from "../commit/move.js";
 import type { HasLakeParts } from "../parts.js";
 
-/** Removes a table under its lease: pointers first (readers stop seeing it), then its runs and records, then its definition. */
+/** Removes a table under its lease: pointers first (readers stop seeing it; its Iceberg table too), then its runs and records, then its definition. */
 export async function dropTable(lake: HasLakeParts, name: string): Promise<void> {
   const { store, catalog } = lake.parts;
   const table = await lake.parts.table(name);
   await lake.parts.withLease(table.name, `drop-table ${table.name}`, async () => {
     await removePointers(catalog, table, (await catalog.listPointers(table)).map((p) => p.partition), () => lake.parts.leaseCheck(table.name));
+    // The Iceberg view's catalog entry too (Glue's `<table>_iceberg`), before its metadata files go: readers stop seeing it first.
+    if (table.iceberg && catalog.iceberg) {
+      await lake.parts.leaseCheck(table.name);
+      await catalog.iceberg.drop(table);
+    }
     const objects = [
       ...(await store.list(table.ingest ? `${table.name}/` : runsPrefix(catalog, table))),
       ...(table.ingest ? await store.list(ingestTalliesPrefix(table.name)) : []),
@@ -17,7 +22,8 @@ export async function dropTable(lake: HasLakeParts, name: string): Promise<void>
       ...(await store.list(deliveriesPrefix(table.name))),
       ...(table.iceberg ? await store.list(icebergMetadataPrefix(table.name)) : []),
     ];
-    await store.delete(objects.map((o) => o.key));
+    // On S3 the Iceberg folder lies under the table's runs prefix too: each key once.
+    await store.delete([...new Set(objects.map((o) => o.key))]);
     // Last, while this writer still holds its kernel lock: a table dropped leaves nothing behind.
     if (store.tryLock) await store.delete([leaseLockKey(table.name)]);
   });

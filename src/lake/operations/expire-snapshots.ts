@@ -1,20 +1,22 @@
 import { readContainerFile } from "../../catalog/iceberg/manifest-files.js";
 import type { TableMetadata } from "../../catalog/iceberg/table-metadata.js";
 import type { TableDefinition } from "../../model/table.js";
-import { commitMetadata, fileUrl, keyOfUrl, latestMetadata, snapshotFiles, type IcebergContext } from "../commit/iceberg-commit.js";
-import { icebergMetadataKey, runsPrefix } from "../layout.js";
+import { snapshotFiles, type IcebergContext } from "../commit/iceberg-commit.js";
+import { commitMetadata, fileUrl, keyOfUrl, latestMetadata } from "../commit/iceberg-pointer.js";
+import { runsPrefix } from "../layout.js";
 
 /**
  * The Iceberg side of GC (an `iceberg: true` table), under the table's lease: the history kept is the snapshots
  * whose data files are all still there. Before GC deletes runs (`removedRuns`, their store key prefixes), every
  * snapshot that names a file in them, or a file already gone, is dropped from the metadata (one new metadata
- * version, committed as any other), then its manifest list and manifests are deleted. The current snapshot names
- * only current runs, which GC never deletes, so it always stays. Older metadata files stay (the metadata log names
- * them). Returns how many snapshots expired.
+ * version, committed as any other: embedded or on Glue), then its manifest list and manifests are deleted. The
+ * current snapshot names only current runs, which GC never deletes, so it always stays. Older metadata files stay
+ * (the metadata log names them). Returns how many snapshots expired; an expiry that lost a race to another writer
+ * of the Iceberg table deletes nothing, and the next GC expires them.
  */
 export async function expireSnapshots(ctx: IcebergContext, table: TableDefinition, removedRuns: readonly string[]): Promise<number> {
   if (!table.iceberg) return 0;
-  const latest = await latestMetadata(ctx.store, table);
+  const latest = await latestMetadata(ctx, table);
   if (!latest) return 0;
   const present = new Set((await ctx.store.list(runsPrefix(ctx.catalog, table))).map((o) => o.key));
   const gone = (url: string): boolean => {
@@ -31,13 +33,14 @@ export async function expireSnapshots(ctx: IcebergContext, table: TableDefinitio
   if (expired.length === 0) return 0;
   const keptIds = new Set(kept.map((s) => s["snapshot-id"]));
   const now = Date.now();
-  await commitMetadata(ctx, table, latest.version + 1, {
+  const outcome = await commitMetadata(ctx, table, latest, {
     ...latest.metadata,
     "last-updated-ms": now,
     snapshots: kept,
     "snapshot-log": latest.metadata["snapshot-log"].filter((entry) => keptIds.has(entry["snapshot-id"])),
-    "metadata-log": [...latest.metadata["metadata-log"], { "metadata-file": fileUrl(ctx.store, icebergMetadataKey(table.name, latest.version)), "timestamp-ms": latest.metadata["last-updated-ms"] }],
+    "metadata-log": [...latest.metadata["metadata-log"], { "metadata-file": fileUrl(ctx.store, latest.key), "timestamp-ms": latest.metadata["last-updated-ms"] }],
   });
+  if (outcome.outcome === "conflict") return 0;
   // The expired snapshots' own files, unless a kept snapshot shares one (lakeswap's never do; another writer's might).
   const keptFiles = new Set<string>();
   for (const snapshot of kept) {

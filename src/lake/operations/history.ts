@@ -32,7 +32,8 @@ export async function knownPartitions(ctx: LakeContext, table: TableDefinition):
   const collect = (prefix: string, keys: readonly { key: string }[]): void => {
     for (const { key } of keys) {
       const parts = key.slice(prefix.length).split("/");
-      if (parts.length > depth) paths.add(parts.slice(0, depth).join("/"));
+      // Partition folders only (`day=…`): an Iceberg table's `metadata/` folder sits beside them on S3.
+      if (parts.length > depth && table.partitionKeys.every((name, i) => parts[i]?.startsWith(`${name}=`))) paths.add(parts.slice(0, depth).join("/"));
     }
   };
   const runs = runsPrefix(ctx.catalog, table);

@@ -4,7 +4,8 @@ import { InvalidInputError, NotFoundError } from "../../model/errors.js";
 import { partitionOfValues, partitionPath } from "../../model/partition.js";
 import { isRunId } from "../../model/run-id.js";
 import type { TableDefinition } from "../../model/table.js";
-import { keyOfUrl, latestMetadata, snapshotFiles } from "../commit/iceberg-commit.js";
+import { snapshotFiles } from "../commit/iceberg-commit.js";
+import { keyOfUrl, latestMetadata } from "../commit/iceberg-pointer.js";
 import type { HasLakeParts } from "../parts.js";
 import type { SnapshotScope } from "../runs.js";
 import type { SyncRecord } from "../sync-record.js";
@@ -63,7 +64,7 @@ async function snapshotAsOf(lake: HasLakeParts, table: TableDefinition, asOf: As
         "leave it out of the query, or declare iceberg: true for it (its snapshots start at its next sync)",
     );
   }
-  const latest = await latestMetadata(lake.parts.store, table);
+  const latest = await latestMetadata(lake.parts, table);
   const snapshots = [...(latest?.metadata.snapshots ?? [])].sort((a, b) => a["sequence-number"] - b["sequence-number"]);
   const listed = `lakeswap history ${table.name} --snapshots lists the ones kept`;
   let found: Snapshot | undefined;
@@ -163,7 +164,7 @@ export interface SnapshotHistoryEntry {
 export async function snapshotHistory(lake: HasLakeParts, tableName: string): Promise<SnapshotHistoryEntry[]> {
   const table = await lake.parts.table(tableName);
   if (!table.iceberg) throw new InvalidInputError(`table '${table.name}' is not published as Iceberg (iceberg: true), so it has no snapshots; lakeswap history ${table.name} lists its runs`);
-  const metadata = (await latestMetadata(lake.parts.store, table))?.metadata;
+  const metadata = (await latestMetadata(lake.parts, table))?.metadata;
   if (!metadata) return [];
   const count = (summary: Readonly<Record<string, string>>, key: string): number => Number(summary[key] ?? 0);
   return [...metadata.snapshots]

@@ -70,7 +70,12 @@ export class S3Store implements ObjectStore {
   /** The store key of an s3:// URI inside this lake, or undefined if it lies elsewhere. */
   keyOf(uri: string): string | undefined {
     const head = `s3://${this.bucket}/${this.prefix ? `${this.prefix}/` : ""}`;
-    return uri.startsWith(head) ? uri.slice(head.length) : undefined;
+    if (!uri.startsWith(head)) return undefined;
+    try {
+      return assertKey(uri.slice(head.length));
+    } catch {
+      return undefined;
+    }
   }
 
   localPath(key: string): string {
