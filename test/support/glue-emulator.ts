@@ -77,6 +77,13 @@ export interface GlueEmulator {
   callCount(operation: GlueOperation): number;
   /** Makes the next call(s) of an operation fail, or some entries of a batch call. */
   failNext(operation: GlueOperation, failure: GlueFailure): void;
+  /**
+   * Another writer's UpdateTable of `database.table`, applied right before the next UpdateTable of that table is
+   * handled, as if it had reached Glue first: `change` gets the table as it is then and returns that writer's
+   * TableInput. The table's VersionId moves on, so the next UpdateTable, made with the VersionId read before, fails
+   * with ConcurrentModificationException, as on Glue. Logged in `calls` with `racing: true` in its input.
+   */
+  raceNextUpdate(database: string, table: string, change: (table: Table) => TableInput): void;
   close(): Promise<void>;
 }
 
@@ -180,6 +187,30 @@ export async function startGlueEmulator(options: GlueEmulatorOptions = {}): Prom
     if (!table.partitions.delete(key)) throw new GlueError("EntityNotFoundException", "Cannot find partition.");
   };
 
+  // --- tables ----------------------------------------------------------------
+
+  /** Other writers' UpdateTable calls, by `database.table`, each applied right before the next UpdateTable of that table. */
+  const racingUpdates = new Map<string, ((table: Table) => TableInput)[]>();
+  const raceKey = (record: TableRecord): string => `${record.table.DatabaseName ?? ""}.${record.table.Name ?? ""}`.toLowerCase();
+  const copyOf = <T>(value: T): T => structuredClone(value);
+
+  /** UpdateTable's effect: the table becomes `tableInput`, keeping its name, database and creation time, at the next VersionId. */
+  const replaceTable = (record: TableRecord, tableInput: TableInput): void => {
+    const current = record.table;
+    record.table = clean({
+      ...tableInput,
+      Name: current.Name,
+      DatabaseName: current.DatabaseName,
+      CreateTime: current.CreateTime,
+      UpdateTime: new Date(),
+      LastAccessTime: toDate(tableInput.LastAccessTime),
+      LastAnalyzedTime: toDate(tableInput.LastAnalyzedTime),
+      IsRegisteredWithLakeFormation: false,
+      CatalogId: catalogId,
+      VersionId: String(Number(current.VersionId ?? "0") + 1),
+    });
+  };
+
   // --- operations ----------------------------------------------------------
 
   const operations: Record<GlueOperation, (input: JsonObject, failure: PendingFailure | undefined) => unknown> = {
@@ -245,22 +276,18 @@ export async function startGlueEmulator(options: GlueEmulatorOptions = {}): Prom
     UpdateTable(input) {
       const tableInput = requireInput<TableInput>(input.TableInput, "tableInput");
       const record = getTable(input.DatabaseName, tableInput.Name);
+      const race = racingUpdates.get(raceKey(record))?.shift();
+      if (race) {
+        // Another writer's UpdateTable reached Glue first: applied as it would be, with its own (current) VersionId.
+        const other = race(copyOf(record.table));
+        replaceTable(record, other);
+        calls.push({ operation: "UpdateTable", input: { DatabaseName: record.table.DatabaseName, TableInput: other, racing: true } });
+      }
       const current = record.table;
       if (input.VersionId !== undefined && input.VersionId !== current.VersionId) {
         throw new GlueError("ConcurrentModificationException", `Update table failed due to concurrent modifications: version ${String(input.VersionId)} is not the current version ${current.VersionId}.`);
       }
-      record.table = clean({
-        ...tableInput,
-        Name: current.Name,
-        DatabaseName: current.DatabaseName,
-        CreateTime: current.CreateTime,
-        UpdateTime: new Date(),
-        LastAccessTime: toDate(tableInput.LastAccessTime),
-        LastAnalyzedTime: toDate(tableInput.LastAnalyzedTime),
-        IsRegisteredWithLakeFormation: false,
-        CatalogId: catalogId,
-        VersionId: String(Number(current.VersionId ?? "0") + 1),
-      });
+      replaceTable(record, tableInput);
       return {};
     },
     DeleteTable(input) {
@@ -423,6 +450,10 @@ export async function startGlueEmulator(options: GlueEmulatorOptions = {}): Prom
     state,
     calls,
     callCount: (operation) => calls.filter((c) => c.operation === operation).length,
+    raceNextUpdate(database, table, change) {
+      const key = `${database}.${table}`.toLowerCase();
+      racingUpdates.set(key, [...(racingUpdates.get(key) ?? []), change]);
+    },
     failNext(operation, failure) {
       const queue = failures.get(operation) ?? [];
       queue.push({

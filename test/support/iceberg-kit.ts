@@ -58,7 +58,7 @@ async function withLakeOverHttp<T>(lakeDir: string, work: (baseUrl: string) => P
 }
 
 /** A value as both readers' rows are compared: numbers by value (DuckDB prints DECIMAL 10.00, icebird reads 10), else text. */
-function text(value: unknown): string {
+export function text(value: unknown): string {
   const plain = String(value);
   return plain.trim() !== "" && Number.isFinite(Number(plain)) ? String(Number(plain)) : plain;
 }
@@ -92,7 +92,7 @@ export async function hiveRows(lakeDir: string, table: string, columns: readonly
 const optional = (type: unknown): unknown[] => ["null", type];
 
 /** The spec's manifest_file schema (v2 fields lakeswap must write), as a reader schema. */
-const SPEC_MANIFEST_FILE = {
+export const SPEC_MANIFEST_FILE = {
   type: "record",
   name: "manifest_file",
   fields: [
@@ -142,14 +142,14 @@ export interface FileMetricsView {
   readonly upper: Record<number, Buffer>;
 }
 
-function metricsOf(dataFile: Record<string, any>): FileMetricsView {
+export function metricsOf(dataFile: Record<string, any>): FileMetricsView {
   const map = <V>(pairs: { key: number; value: V }[] | null): Record<number, V> => Object.fromEntries((pairs ?? []).map((p) => [p.key, p.value]));
   const counts = (pairs: { key: number; value: unknown }[] | null): Record<number, number> => Object.fromEntries((pairs ?? []).map((p) => [p.key, Number(p.value)]));
   return { valueCounts: counts(dataFile.value_counts), nullCounts: counts(dataFile.null_value_counts), lower: map(dataFile.lower_bounds), upper: map(dataFile.upper_bounds) };
 }
 
 /** The spec's manifest_entry schema (required v2 fields, and the column metrics) for string partition fields. */
-function specManifestEntry(partition: readonly { name: string; id: number }[]): object {
+export function specManifestEntry(partition: readonly { name: string; id: number }[]): object {
   return {
     type: "record",
     name: "manifest_entry",
@@ -195,7 +195,7 @@ function fieldIds(schema: { fields?: { name: string; type: unknown; "field-id"?:
 }
 
 /** Decodes an Avro container file with the spec's reader schema; checks the writer's field ids and the file metadata keys. */
-async function decodeWithSpec(file: string, spec: object, metadataKeys: readonly string[]): Promise<{ records: Record<string, any>[]; meta: Record<string, string> }> {
+export async function decodeWithSpec(file: string, spec: object, metadataKeys: readonly string[]): Promise<{ records: Record<string, any>[]; meta: Record<string, string> }> {
   const records: Record<string, any>[] = [];
   let meta: Record<string, string> = {};
   const reader = avro.Type.forSchema(spec as avro.Schema);

@@ -70,7 +70,7 @@ export async function sharedAwsServices(): Promise<AwsEndpoints & { close(): Pro
 }
 
 /** A fresh AWS lake on emulators of its own (S3 behind the conditional-write proxy, Glue, Athena), stopped by `cleanup`. */
-export async function ownAwsBackend(): Promise<TestBackend & { readonly services: AwsServices }> {
+export async function ownAwsBackend(): Promise<TestBackend & { readonly services: AwsServices; readonly target: AwsTarget }> {
   const services = await startAwsServices();
   return awsBackendOn(services, () => services.close());
 }
