@@ -50,7 +50,7 @@ export class GlueIcebergTables implements IcebergCatalog {
     if (parameters[P.type]?.toUpperCase() !== "ICEBERG" || parameters[P.table] !== table.name) {
       throw new LakeswapError(
         "CONFLICT",
-        `Glue table ${this.nameOf(table)} exists, and is not the Iceberg table lakeswap publishes table '${table.name}' as; rename or drop it, or leave out iceberg: true`,
+        `Glue table ${this.nameOf(table)} exists, and is not the Iceberg table lakeswap publishes table '${table.name}' as: lakeswap will not write over it; drop or rename that Glue table`,
       );
     }
     const metadataLocation = parameters[P.metadata];

@@ -164,6 +164,8 @@ export class Lake {
   /** Declares a table (idempotent for the same definition). */
   async createTable(table: TableDefinition): Promise<void> {
     assertIcebergSupported(this.parts, table);
+    // A catalog's Iceberg table of that name that is not this table's is refused now, not at the first commit.
+    if (table.iceberg) await this.catalog.iceberg?.head(table);
     await this.catalog.createTable(table);
   }
 

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { readdirSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
-import type { TableInput } from "@aws-sdk/client-glue";
+import { CreateTableCommand, GlueClient, type TableInput } from "@aws-sdk/client-glue";
 import { afterEach, describe, expect, it } from "vitest";
 import type { Lake } from "../../src/lake/lake.js";
 import { dropTable } from "../../src/lake/operations/drop-table.js";
@@ -184,8 +184,15 @@ describe("iceberg: true on AWS publishes a Glue ICEBERG table per table, one met
     expect(raw3.snapshots.map((s) => s.summary["total-records"])).toEqual(["20", "30", "40"]);
   }, 240_000);
 
-  it("maps every declared column type to the Glue type Athena reads an Iceberg column as", async () => {
-    const { lake, reader } = await start();
+  it("maps every declared column type to the Glue type Athena reads an Iceberg column as; a Glue table of the Iceberg table's name that is not lakeswap's is refused", async () => {
+    const { lake, reader, services, database } = await start();
+    const glue = new GlueClient(services.glue.clientConfig);
+    await glue.send(new CreateTableCommand({ DatabaseName: database, TableInput: { Name: "clash_iceberg", TableType: "EXTERNAL_TABLE", Parameters: { table_type: "ICEBERG", metadata_location: "s3://elsewhere/m.json" } } }));
+    glue.destroy();
+    await expect(lake.createTable(defineTable({ name: "clash", columns: [{ name: "id", type: "BIGINT" }], partitionKeys: ["day"], iceberg: true }))).rejects.toThrow(
+      `Glue table ${database}.clash_iceberg exists, and is not the Iceberg table lakeswap publishes table 'clash' as: lakeswap will not write over it; drop or rename that Glue table`,
+    );
+    expect(await lake.listTables()).toEqual([]);
     const types = { ti: "TINYINT", si: "SMALLINT", ub: "UBIGINT", hi: "HUGEINT", fl: "FLOAT", bl: "BLOB", tz: "TIMESTAMPTZ", tm: "TIME", uu: "UUID", de: "DECIMAL(12,3)" };
     await lake.createTable(defineTable({ name: "typed", columns: Object.entries(types).map(([name, type]) => ({ name, type })), partitionKeys: ["day"], iceberg: true }));
     await replacePartition(lake, "typed", "day=2026-11-01", {
