@@ -137,6 +137,18 @@ export function objectStoreContract(name: string, factory: FixtureFactory<Object
       }
     });
 
+    it("names a key by an absolute URI (file:// or s3://) that keyOf maps back; a URI outside the lake or leaving it maps to nothing", () => {
+      const key = "t/metadata/00001-ab.metadata.json";
+      const uri = store().uri(key);
+      expect(uri).toMatch(/^(file|s3):\/\//);
+      expect(uri.endsWith(`/${key}`)).toBe(true);
+      expect(store().keyOf(uri)).toBe(key);
+      expect(store().keyOf(store().uri("t/day=1/run=x/a b.parquet"))).toBe("t/day=1/run=x/a b.parquet");
+      expect(store().keyOf(uri.replace(key, "../elsewhere/x"))).toBeUndefined();
+      expect(store().keyOf("s3://another-bucket/t/x")).toBeUndefined();
+      expect(store().keyOf("file:///etc/passwd")).toBeUndefined();
+    });
+
     it("refuses keys that would leave the lake, before touching anything", async () => {
       for (const key of ["../x", "a/../../x", "/etc/passwd", "a\\b", "a/./b"]) {
         await expect(store().put(key, "x"), key).rejects.toThrow(/not a safe relative key/);
