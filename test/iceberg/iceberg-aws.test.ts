@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { readdirSync, rmSync, writeFileSync } from "node:fs";
+import { readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { CreateTableCommand, GlueClient, type TableInput } from "@aws-sdk/client-glue";
 import { afterEach, describe, expect, it } from "vitest";
@@ -183,6 +183,22 @@ describe("iceberg: true on AWS publishes a Glue ICEBERG table per table, one met
     expect(raw3.log).toEqual([raw1.metadataLocation, others[0], raw2.metadataLocation, ...others.slice(1)]);
     expect(raw3.snapshots.map((s) => s.summary["total-records"])).toEqual(["20", "30", "40"]);
   }, 240_000);
+
+  it("iceberg: true added to a table loaded on AWS publishes its current runs at the next sync; taking it away is refused", async () => {
+    const { ws, lake, reader } = await start();
+    const icebergYaml = readFileSync(ws.configFile, "utf8");
+    writeFileSync(ws.configFile, pipelineYaml());
+    await ws.pipeline(lake, { inputs: [deliver(ws, orders(3))] }).sync();
+    expect(await reader.glueTable(`${RAW}_iceberg`)).toBeUndefined();
+    writeFileSync(ws.configFile, icebergYaml);
+    const again = await ws.pipeline(lake, { inputs: [deliver(ws, orders(3))] }).sync();
+    expect(again.totals.built).toBe(0);
+    const raw = await agreeOnAws(reader, RAW, RAW_COLUMNS);
+    expect(raw.summary["total-records"]).toBe("30");
+    expect(raw.previous).toBeUndefined();
+    writeFileSync(ws.configFile, pipelineYaml());
+    await expect(ws.pipeline(lake, { inputs: [deliver(ws, orders(3))] }).sync()).rejects.toThrow(/table 'orders_raw' is published as Iceberg \(iceberg: true\), and the declaration no longer says so/);
+  }, 120_000);
 
   it("maps every declared column type to the Glue type Athena reads an Iceberg column as; a Glue table of the Iceberg table's name that is not lakeswap's is refused", async () => {
     const { lake, reader, services, database } = await start();

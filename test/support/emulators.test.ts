@@ -10,6 +10,7 @@ import {
 } from "@aws-sdk/client-athena";
 import {
   AlreadyExistsException,
+  ConcurrentModificationException,
   BatchCreatePartitionCommand,
   BatchDeletePartitionCommand,
   BatchUpdatePartitionCommand,
@@ -24,6 +25,7 @@ import {
   GlueClient,
   InvalidInputException,
   UpdatePartitionCommand,
+  UpdateTableCommand,
   type PartitionInput,
 } from "@aws-sdk/client-glue";
 import {
@@ -238,6 +240,24 @@ describe("Glue emulator", () => {
     ]);
     expect(emulator.state.partition("lake", "events", ["2026-11-03"])?.StorageDescriptor?.Location).toContain("run=e/");
     expect(emulator.state.partition("lake", "events", ["2026-11-04"])?.StorageDescriptor?.Location).toContain("run=c/");
+  });
+
+  it("UpdateTable on a VersionId that moved fails with ConcurrentModificationException; raceNextUpdate applies another writer's UpdateTable first", async () => {
+    await glue.send(new CreateTableCommand({ DatabaseName: "lake", TableInput: { Name: "raced", TableType: "EXTERNAL_TABLE", Parameters: { metadata_location: "s3://lake/m1" } } }));
+    const read = (await glue.send(new GetTableCommand({ DatabaseName: "lake", Name: "raced" }))).Table!;
+    emulator.raceNextUpdate("lake", "raced", (table) => ({ Name: table.Name, TableType: table.TableType, Parameters: { ...table.Parameters, metadata_location: "s3://lake/other" } }));
+    const update = (location: string, version: string | undefined) =>
+      glue.send(new UpdateTableCommand({ DatabaseName: "lake", VersionId: version, TableInput: { Name: "raced", TableType: "EXTERNAL_TABLE", Parameters: { metadata_location: location } } }));
+    await expect(update("s3://lake/m2", read.VersionId)).rejects.toBeInstanceOf(ConcurrentModificationException);
+    const after = (await glue.send(new GetTableCommand({ DatabaseName: "lake", Name: "raced" }))).Table!;
+    expect(after.Parameters?.metadata_location).toBe("s3://lake/other");
+    expect(Number(after.VersionId)).toBe(Number(read.VersionId) + 1);
+    // On the VersionId read now, the update goes through; the race was used up.
+    await update("s3://lake/m2", after.VersionId);
+    expect((await glue.send(new GetTableCommand({ DatabaseName: "lake", Name: "raced" }))).Table?.Parameters?.metadata_location).toBe("s3://lake/m2");
+    expect(emulator.calls.filter((c) => c.operation === "UpdateTable").map((c) => ((c.input as { racing?: boolean }).racing ? "racing" : (c.error ?? "ok"))).slice(-3)).toEqual([
+      "racing", "ConcurrentModificationException", "ok",
+    ]);
   });
 
   it("uses the real error names and limits", async () => {
