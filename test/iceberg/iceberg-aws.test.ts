@@ -5,6 +5,7 @@ import { CreateTableCommand, GlueClient, type TableInput } from "@aws-sdk/client
 import { afterEach, describe, expect, it } from "vitest";
 import type { Lake } from "../../src/lake/lake.js";
 import { dropTable } from "../../src/lake/operations/drop-table.js";
+import { snapshotHistory } from "../../src/lake/operations/iceberg-as-of.js";
 import { collectGarbage } from "../../src/lake/operations/gc.js";
 import { replacePartition } from "../../src/lake/operations/replace.js";
 import { rollbackPartition, rollbackSync } from "../../src/lake/operations/rollback.js";
@@ -87,6 +88,14 @@ describe("iceberg: true on AWS publishes a Glue ICEBERG table per table, one met
     expect(raw2.summary["lakeswap.sync-id"]).toBe(second.syncId);
     expect(raw2.summary["deleted-data-files"]).toBe("1");
     expect(updates(services, `${RAW}_iceberg`)).toEqual(["ok"]);
+    // The sync's report names each commit, with its one Glue call; history lists the snapshots Glue's metadata retains.
+    const reported = second.snapshots?.find((c) => c.table === RAW);
+    expect(reported).toMatchObject({ catalogCalls: 1, addedFiles: 2, deletedFiles: 1, totalFiles: 4, filesWritten: 3 });
+    const history = await snapshotHistory(lake, RAW);
+    expect(history.map((h) => [h.syncId, h.current, h.totalRecords])).toEqual([[second.syncId, true, 40], [first.syncId, false, 30]]);
+    expect(history[0]?.snapshotId).toBe(reported?.snapshotId);
+    // Athena reads tables through Glue, not files: --as-of is refused with the way to time-travel in Athena.
+    await expect(lake.query("SELECT count(*) FROM orders_raw", { asOf: first.syncId })).rejects.toThrow(/query --as-of reads snapshot files with the embedded engine; .*FOR VERSION AS OF/);
     // The previous metadata still reads the first sync's rows.
     expect(await reader.icebirdRows(RAW, RAW_COLUMNS, raw1.metadataLocation)).toEqual(raw1.rows);
     expect(await reader.icebirdRows(STAGE, STAGE_COLUMNS, stage1.metadataLocation)).toEqual(stage1.rows);
