@@ -166,7 +166,7 @@ const layerSchema = z
       .optional()
       .describe("which upstream partitions feed each partition of this layer"),
     compression: z.enum(["snappy", "zstd"]).default("snappy").describe("Parquet compression"),
-    iceberg: icebergSchema.describe("publish this layer's table as Iceberg too: every sync that moves its pointers commits one Iceberg snapshot (embedded lake only; default false)"),
+    iceberg: icebergSchema.describe("publish this layer's table as Iceberg too: every sync that moves its pointers commits one Iceberg snapshot (embedded lake; on AWS a Glue table <table>_iceberg of type ICEBERG; default false)"),
     write: writeSchema,
     sinks: sinksSchema,
   })
@@ -184,7 +184,7 @@ const datasetSchema = z
     signature: signatureSchema.optional(),
     dead_letter: identifier.optional().describe("a table for bad rows (with reason and raw text); without it a bad row stops the load"),
     compression: z.enum(["snappy", "zstd"]).default("snappy").describe("Parquet compression of the raw table"),
-    iceberg: icebergSchema.describe("publish the raw table as Iceberg too: every sync that moves its pointers commits one Iceberg snapshot (embedded lake only; default false)"),
+    iceberg: icebergSchema.describe("publish the raw table as Iceberg too: every sync that moves its pointers commits one Iceberg snapshot (embedded lake; on AWS a Glue table <table>_iceberg of type ICEBERG; default false)"),
     write: writeSchema,
     primary_key: z.array(identifier).min(1).optional().describe("upsert: the columns that identify a row"),
     order_by: z

@@ -25,7 +25,7 @@ export interface TableDefinition {
   readonly ingest?: true;
   /**
    * Published as an Iceberg table too (`iceberg: true`): every command that moves its pointers commits one Iceberg
-   * snapshot over the current runs' files, beside the Hive view (embedded lake only, for now). Default: absent.
+   * snapshot over the current runs' files, beside the Hive view (on AWS, a Glue table `<name>_iceberg` of type ICEBERG). Default: absent.
    */
   readonly iceberg?: true;
 }

@@ -21,7 +21,7 @@ export function registerCreateTable(program: Command): void {
     .option("--columns <columns>", "columns and types: 'id BIGINT, amount DECIMAL(10,2), name VARCHAR'")
     .option("--columns-file <file>", "read the columns from a file (same syntax, commas or new lines)")
     .option("--compression <codec>", "Parquet compression: snappy or zstd", "snappy")
-    .option("--iceberg", "publish the table as Iceberg too: every command that moves its pointers commits one Iceberg snapshot (embedded lake only)")
+    .option("--iceberg", "publish the table as Iceberg too: every command that moves its pointers commits one Iceberg snapshot (embedded lake; on AWS a Glue table <name>_iceberg of type ICEBERG)")
     .option("--json", "print the table definition as JSON")
     .action(async (name: string, options: Options, command: Command) => {
       if ((options.columns === undefined) === (options.columnsFile === undefined)) {
