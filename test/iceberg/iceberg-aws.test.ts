@@ -9,6 +9,7 @@ import { snapshotHistory } from "../../src/lake/operations/iceberg-as-of.js";
 import { collectGarbage } from "../../src/lake/operations/gc.js";
 import { replacePartition } from "../../src/lake/operations/replace.js";
 import { rollbackPartition, rollbackSync } from "../../src/lake/operations/rollback.js";
+import { emptyMetadata } from "../../src/catalog/iceberg/table-metadata.js";
 import { icebergGlueColumnType } from "../../src/model/column-types.js";
 import { defineTable } from "../../src/model/table.js";
 import { AwsLakeReader, agreeOnAws } from "../support/iceberg-aws-kit.js";
@@ -192,6 +193,38 @@ describe("iceberg: true on AWS publishes a Glue ICEBERG table per table, one met
     expect(raw3.log).toEqual([raw1.metadataLocation, others[0], raw2.metadataLocation, ...others.slice(1)]);
     expect(raw3.snapshots.map((s) => s.summary["total-records"])).toEqual(["20", "30", "40"]);
   }, 240_000);
+
+  it("a first commit that races another writer's CreateTable (AlreadyExistsException) is derived again on that writer's metadata", async () => {
+    const { ws, lake, reader, services, database } = await start();
+    // The other writer creates the Iceberg table first, with metadata of its own (the same schema, no snapshot yet).
+    const definition = defineTable({
+      name: RAW,
+      columns: [
+        { name: "order_id", type: "BIGINT" }, { name: "customer_id", type: "BIGINT" }, { name: "amount", type: "DECIMAL(10,2)" },
+        { name: "status", type: "VARCHAR" }, { name: "order_ts", type: "TIMESTAMP" }, { name: "updated_at", type: "TIMESTAMP" },
+      ],
+      partitionKeys: ["day"],
+      iceberg: true,
+    });
+    const theirs = emptyMetadata(definition, randomUUID(), reader.uri(RAW), Date.now());
+    const key = `${RAW}/metadata/00001-${randomUUID()}.metadata.json`;
+    await reader.put(key, JSON.stringify({ ...theirs, properties: { ...theirs.properties, "other.writer": "created-first" } }));
+    services.glue.raceNextCreate(database, {
+      Name: `${RAW}_iceberg`,
+      TableType: "EXTERNAL_TABLE",
+      StorageDescriptor: { Location: reader.uri(RAW) },
+      Parameters: { table_type: "ICEBERG", metadata_location: reader.uri(key), "lakeswap.table": RAW },
+    });
+    await ws.pipeline(lake, { inputs: [deliver(ws, orders(2))] }).sync();
+    const creates = services.glue.calls.filter((c) => c.operation === "CreateTable" && (c.input as { TableInput: TableInput }).TableInput.Name === `${RAW}_iceberg`);
+    expect(creates.map((c) => ((c.input as { racing?: boolean }).racing ? "racing" : (c.error ?? "ok")))).toEqual(["racing", "AlreadyExistsException"]);
+    expect(updates(services, `${RAW}_iceberg`)).toEqual(["ok"]);
+    const raw = await agreeOnAws(reader, RAW, RAW_COLUMNS);
+    expect(raw.previous).toBe(reader.uri(key));
+    expect(raw.log).toEqual([reader.uri(key)]);
+    expect((await reader.metadataAt(raw.metadataLocation)).properties["other.writer"]).toBe("created-first");
+    expect(raw.snapshots.map((s) => s.summary["total-records"])).toEqual(["20"]);
+  }, 120_000);
 
   it("iceberg: true added to a table loaded on AWS publishes its current runs at the next sync; taking it away is refused", async () => {
     const { ws, lake, reader } = await start();

@@ -84,6 +84,12 @@ export interface GlueEmulator {
    * with ConcurrentModificationException, as on Glue. Logged in `calls` with `racing: true` in its input.
    */
   raceNextUpdate(database: string, table: string, change: (table: Table) => TableInput): void;
+  /**
+   * Another writer's CreateTable of `database.<input.Name>`, applied right before the next CreateTable of that name is
+   * handled (if the table does not exist then), as if it had reached Glue first: that CreateTable then fails with
+   * AlreadyExistsException, as on Glue. Logged in `calls` with `racing: true` in its input.
+   */
+  raceNextCreate(database: string, input: TableInput): void;
   close(): Promise<void>;
 }
 
@@ -194,6 +200,28 @@ export async function startGlueEmulator(options: GlueEmulatorOptions = {}): Prom
   const raceKey = (record: TableRecord): string => `${record.table.DatabaseName ?? ""}.${record.table.Name ?? ""}`.toLowerCase();
   const copyOf = <T>(value: T): T => structuredClone(value);
 
+  /** Other writers' CreateTable calls, by `database.table`, each applied right before the next CreateTable of that name. */
+  const racingCreates = new Map<string, TableInput[]>();
+
+  /** CreateTable's effect: a table of `tableInput` (its Name lowercased already) at VersionId 0. */
+  const createTable = (database: DatabaseRecord, tableInput: TableInput): void => {
+    const now = new Date();
+    database.tables.set(tableInput.Name ?? "", {
+      table: clean({
+        ...tableInput,
+        DatabaseName: database.database.Name,
+        CreateTime: now,
+        UpdateTime: now,
+        LastAccessTime: toDate(tableInput.LastAccessTime),
+        LastAnalyzedTime: toDate(tableInput.LastAnalyzedTime),
+        IsRegisteredWithLakeFormation: false,
+        CatalogId: catalogId,
+        VersionId: "0",
+      }),
+      partitions: new Map(),
+    });
+  };
+
   /** UpdateTable's effect: the table becomes `tableInput`, keeping its name, database and creation time, at the next VersionId. */
   const replaceTable = (record: TableRecord, tableInput: TableInput): void => {
     const current = record.table;
@@ -241,23 +269,14 @@ export async function startGlueEmulator(options: GlueEmulatorOptions = {}): Prom
       const database = getDatabase(input.DatabaseName);
       const tableInput = requireInput<TableInput>(input.TableInput, "tableInput");
       const name = requireString(tableInput.Name, "tableInput.name").toLowerCase();
+      const race = racingCreates.get(`${database.database.Name ?? ""}.${name}`.toLowerCase())?.shift();
+      if (race && !database.tables.has(name)) {
+        // Another writer's CreateTable of the same name reached Glue first.
+        createTable(database, { ...race, Name: name });
+        calls.push({ operation: "CreateTable", input: { DatabaseName: database.database.Name, TableInput: race, racing: true } });
+      }
       if (database.tables.has(name)) throw new GlueError("AlreadyExistsException", "Table already exists.");
-      const now = new Date();
-      database.tables.set(name, {
-        table: clean({
-          ...tableInput,
-          Name: name,
-          DatabaseName: database.database.Name,
-          CreateTime: now,
-          UpdateTime: now,
-          LastAccessTime: toDate(tableInput.LastAccessTime),
-          LastAnalyzedTime: toDate(tableInput.LastAnalyzedTime),
-          IsRegisteredWithLakeFormation: false,
-          CatalogId: catalogId,
-          VersionId: "0",
-        }),
-        partitions: new Map(),
-      });
+      createTable(database, { ...tableInput, Name: name });
       return {};
     },
     GetTable(input) {
@@ -450,6 +469,10 @@ export async function startGlueEmulator(options: GlueEmulatorOptions = {}): Prom
     state,
     calls,
     callCount: (operation) => calls.filter((c) => c.operation === operation).length,
+    raceNextCreate(database, input) {
+      const key = `${database}.${input.Name ?? ""}`.toLowerCase();
+      racingCreates.set(key, [...(racingCreates.get(key) ?? []), input]);
+    },
     raceNextUpdate(database, table, change) {
       const key = `${database}.${table}`.toLowerCase();
       racingUpdates.set(key, [...(racingUpdates.get(key) ?? []), change]);
