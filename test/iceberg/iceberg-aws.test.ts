@@ -3,7 +3,9 @@ import { readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { CreateTableCommand, GlueClient, type TableInput } from "@aws-sdk/client-glue";
 import { afterEach, describe, expect, it } from "vitest";
+import { commitIceberg } from "../../src/lake/commit/iceberg-commit.js";
 import type { Lake } from "../../src/lake/lake.js";
+import { LakeswapError } from "../../src/model/errors.js";
 import { dropTable } from "../../src/lake/operations/drop-table.js";
 import { snapshotHistory } from "../../src/lake/operations/iceberg-as-of.js";
 import { collectGarbage } from "../../src/lake/operations/gc.js";
@@ -224,6 +226,38 @@ describe("iceberg: true on AWS publishes a Glue ICEBERG table per table, one met
     expect(raw.log).toEqual([reader.uri(key)]);
     expect((await reader.metadataAt(raw.metadataLocation)).properties["other.writer"]).toBe("created-first");
     expect(raw.snapshots.map((s) => s.summary["total-records"])).toEqual(["20"]);
+  }, 120_000);
+
+  it("a commit whose writer lost the table's lease after writing its metadata file makes no Glue call", async () => {
+    const { ws, lake, reader, services } = await start();
+    await ws.pipeline(lake, { inputs: [deliver(ws, orders(2))] }).sync();
+    const before = (await reader.icebergTable(RAW)).metadataLocation;
+    // The pointers move, the commit fails at its first step (an injected error): the Iceberg view is one command behind.
+    process.env.LAKESWAP_FAULT = "before-iceberg-commit:error";
+    try {
+      await expect(replacePartition(lake, RAW, "day=2026-11-01", { select: "SELECT order_id, customer_id, amount, 'x' AS status, order_ts, updated_at FROM orders_raw WHERE day = '2026-11-01'" })).rejects.toThrow(/fault injected at before-iceberg-commit/);
+    } finally {
+      delete process.env.LAKESWAP_FAULT;
+    }
+    // A writer whose lease is lost between its metadata file and the catalog call: the fence stops it before Glue.
+    let checks = 0;
+    const fenced = { ...lake.parts, leaseCheck: async () => {
+      checks += 1;
+      if (checks > 1) throw new LakeswapError("LEASE_LOST", "the lease of orders_raw was taken over");
+    } };
+    const calls = services.glue.calls.length;
+    await expect(commitIceberg(fenced, await lake.table(RAW))).rejects.toThrow(/the lease of orders_raw was taken over/);
+    expect(checks).toBe(2);
+    expect(services.glue.calls.slice(calls).filter((c) => c.operation === "UpdateTable" || c.operation === "CreateTable")).toEqual([]);
+    expect((await reader.icebergTable(RAW)).metadataLocation).toBe(before);
+    // The next command takes the lease, first commits the replace it finds uncommitted, then its own rebuild of day 1.
+    await ws.pipeline(lake, { inputs: [deliver(ws, orders(2))] }).sync();
+    const raw = await agreeOnAws(reader, RAW, RAW_COLUMNS);
+    expect(raw.log[0]).toBe(before);
+    const recovered = await reader.metadataAt(raw.log[1]!);
+    expect(recovered.snapshots.find((s: { "snapshot-id": number }) => s["snapshot-id"] === recovered["current-snapshot-id"]).summary["lakeswap.command"]).toBe("recover");
+    expect((await reader.icebirdRows(RAW, RAW_COLUMNS, raw.log[1]!)).filter((r) => r.endsWith("|x"))).toHaveLength(10);
+    expect(raw.rows.filter((r) => r.endsWith("|x"))).toHaveLength(0);
   }, 120_000);
 
   it("iceberg: true added to a table loaded on AWS publishes its current runs at the next sync; taking it away is refused", async () => {
