@@ -253,10 +253,12 @@ describe("iceberg: true on AWS publishes a Glue ICEBERG table per table, one met
     // The next command takes the lease, first commits the replace it finds uncommitted, then its own rebuild of day 1.
     await ws.pipeline(lake, { inputs: [deliver(ws, orders(2))] }).sync();
     const raw = await agreeOnAws(reader, RAW, RAW_COLUMNS);
-    expect(raw.log[0]).toBe(before);
-    const recovered = await reader.metadataAt(raw.log[1]!);
+    // The sync's gc (grace 0) deleted the first sync's day-1 run: its snapshot expired, and the metadata file that made
+    // it current left the log. The log starts at the recovering commit.
+    expect(raw.log).not.toContain(before);
+    const recovered = await reader.metadataAt(raw.log[0]!);
     expect(recovered.snapshots.find((s: { "snapshot-id": number }) => s["snapshot-id"] === recovered["current-snapshot-id"]).summary["lakeswap.command"]).toBe("recover");
-    expect((await reader.icebirdRows(RAW, RAW_COLUMNS, raw.log[1]!)).filter((r) => r.endsWith("|x"))).toHaveLength(10);
+    expect((await reader.icebirdRows(RAW, RAW_COLUMNS, raw.log[0]!)).filter((r) => r.endsWith("|x"))).toHaveLength(10);
     expect(raw.rows.filter((r) => r.endsWith("|x"))).toHaveLength(0);
   }, 120_000);
 

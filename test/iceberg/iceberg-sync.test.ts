@@ -100,6 +100,26 @@ describe("iceberg: true publishes one snapshot per command over the current runs
     await expect(ws.pipeline(lake, { inputs: [deliver(ws, orders(3))] }).sync()).rejects.toThrow(/table 'orders_raw' is published as Iceberg \(iceberg: true\), and the declaration no longer says so; keep iceberg: true/);
   }, 60_000);
 
+  it("gc expires the snapshots naming the runs it deletes, and deletes the metadata files written before the oldest kept one", async () => {
+    workspace = new PipelineWorkspace();
+    // A grace of an hour: the gc after each replace deletes nothing; the one called below is given grace 0.
+    lake = await openEmbeddedLake(workspace.lakeDir, { graceMs: 3_600_000, leaseWaitMs: 0 });
+    await lake.createTable(defineTable({ name: "events", columns: [{ name: "id", type: "BIGINT" }], partitionKeys: ["day"], iceberg: true }));
+    const folder = path.join(workspace.lakeDir, "events", "metadata");
+    for (const n of [3, 4, 5]) await replacePartition(lake, "events", "day=2026-11-01", { select: `SELECT range AS id FROM range(${n})` });
+    // Versions 1-3: one snapshot each. The first run is neither current nor previous: gc deletes it.
+    const before = await validateTable(workspace.lakeDir, "events");
+    expect(before.version).toBe(3);
+    await collectGarbage(lake, "events", { graceMs: 0 });
+    const after = await validateTable(workspace.lakeDir, "events");
+    expect(after.version).toBe(4);
+    expect(after.snapshots.map((s) => s.snapshotId)).toEqual(before.snapshots.slice(1).map((s) => s.snapshotId));
+    // v1 made the expired snapshot current: gone, and out of the log; v2 (the oldest kept snapshot's) and v3 stay.
+    expect(readdirSync(folder).filter((name) => name.endsWith(".metadata.json")).sort()).toEqual(["v2.metadata.json", "v3.metadata.json", "v4.metadata.json"]);
+    expect((after.metadata["metadata-log"] as { "metadata-file": string }[]).map((e) => path.basename(e["metadata-file"]))).toEqual(["v2.metadata.json", "v3.metadata.json"]);
+    expect(await icebirdRows(workspace.lakeDir, "events", ["id"], 2)).toHaveLength(4);
+  }, 60_000);
+
   it("a sync that only adds partitions lists the previous manifest as it is and writes one new manifest", async () => {
     const { ws, lake } = await start();
     await ws.pipeline(lake, { inputs: [deliver(ws, orders(3))] }).sync();
@@ -193,9 +213,12 @@ describe("iceberg: true publishes one snapshot per command over the current runs
       const kept = after.snapshots.some((s) => s.snapshotId === snapshot.snapshotId);
       expect(kept, `snapshot ${snapshot.snapshotId} kept`).toBe(snapshot.files.every((f) => exists(f.key)));
     }
-    // Every kept snapshot reads with icebird, through the metadata version that made it current.
+    // Every kept snapshot reads with icebird, through the metadata version that made it current (validateTable checked
+    // that the versions before the metadata log's first are gone).
     for (let version = 1; version <= after.version; version += 1) {
-      const metadata = JSON.parse(readFileSync(path.join(ws.lakeDir, RAW, "metadata", `v${version}.metadata.json`), "utf8")) as { "current-snapshot-id": number };
+      const file = path.join(ws.lakeDir, RAW, "metadata", `v${version}.metadata.json`);
+      if (!existsSync(file)) continue;
+      const metadata = JSON.parse(readFileSync(file, "utf8")) as { "current-snapshot-id": number };
       const snapshot = after.snapshots.find((s) => s.snapshotId === metadata["current-snapshot-id"]);
       if (!snapshot) continue;
       expect((await icebirdRows(ws.lakeDir, RAW, RAW_COLUMNS, version)).length).toBe(Number(snapshot.summary["total-records"]));

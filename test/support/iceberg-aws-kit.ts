@@ -189,7 +189,8 @@ export class AwsLakeReader {
     expect(log.at(-1)).toBe(glue.previousMetadataLocation);
     for (const [i, earlier] of log.entries()) {
       const own = ((await this.metadataAt(earlier))["metadata-log"] as any[]).map((e) => e["metadata-file"]);
-      expect(own, `the metadata log of ${path.basename(earlier)}`).toEqual(log.slice(0, i));
+      // GC drops the oldest entries from the log (their files with them): an earlier file's log ends as this one's begins.
+      expect(own.slice(own.length - i), `the metadata log of ${path.basename(earlier)}`).toEqual(log.slice(0, i));
     }
     const schema = (metadata.schemas as any[]).find((s) => s["schema-id"] === metadata["current-schema-id"]);
     expect(JSON.parse(metadata.properties["schema.name-mapping.default"])).toEqual((schema.fields as any[]).map((c) => ({ "field-id": c.id, names: [c.name] })));

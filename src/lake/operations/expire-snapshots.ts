@@ -10,9 +10,10 @@ import { runsPrefix } from "../layout.js";
  * whose data files are all still there. Before GC deletes runs (`removedRuns`, their store key prefixes), every
  * snapshot that names a file in them, or a file already gone, is dropped from the metadata (one new metadata
  * version, committed as any other: embedded or on Glue), then its manifest list and manifests are deleted. The
- * current snapshot names only current runs, which GC never deletes, so it always stays. Older metadata files stay
- * (the metadata log names them). Returns how many snapshots expired; an expiry that lost a race to another writer
- * of the Iceberg table deletes nothing, and the next GC expires them.
+ * current snapshot names only current runs, which GC never deletes, so it always stays. So do the metadata files: an
+ * older metadata file written before the oldest kept snapshot (its current snapshot is one of the expired) leaves the
+ * metadata log and is deleted; the others stay in the log. Returns how many snapshots expired; an expiry that lost
+ * a race to another writer of the Iceberg table deletes nothing, and the next GC expires them.
  */
 export async function expireSnapshots(ctx: IcebergContext, table: TableDefinition, removedRuns: readonly string[]): Promise<number> {
   if (!table.iceberg) return 0;
@@ -33,12 +34,14 @@ export async function expireSnapshots(ctx: IcebergContext, table: TableDefinitio
   if (expired.length === 0) return 0;
   const keptIds = new Set(kept.map((s) => s["snapshot-id"]));
   const now = Date.now();
+  const oldestKept = Math.min(...kept.map((s) => s["timestamp-ms"]));
+  const log = [...latest.metadata["metadata-log"], { "metadata-file": fileUrl(ctx.store, latest.key), "timestamp-ms": latest.metadata["last-updated-ms"] }];
   const outcome = await commitMetadata(ctx, table, latest, {
     ...latest.metadata,
     "last-updated-ms": now,
     snapshots: kept,
     "snapshot-log": latest.metadata["snapshot-log"].filter((entry) => keptIds.has(entry["snapshot-id"])),
-    "metadata-log": [...latest.metadata["metadata-log"], { "metadata-file": fileUrl(ctx.store, latest.key), "timestamp-ms": latest.metadata["last-updated-ms"] }],
+    "metadata-log": log.filter((entry) => entry["timestamp-ms"] >= oldestKept),
   });
   if (outcome.outcome === "conflict") return 0;
   // The expired snapshots' own files, unless a kept snapshot shares one (lakeswap's never do; another writer's might).
@@ -47,7 +50,7 @@ export async function expireSnapshots(ctx: IcebergContext, table: TableDefinitio
     keptFiles.add(snapshot["manifest-list"]);
     for (const manifest of await manifestPaths(ctx, snapshot["manifest-list"])) keptFiles.add(manifest);
   }
-  const unused: string[] = [];
+  const unused: string[] = log.filter((entry) => entry["timestamp-ms"] < oldestKept).flatMap((entry) => keyOfUrl(ctx.store, entry["metadata-file"]) ?? []);
   for (const snapshot of expired) {
     for (const url of [snapshot["manifest-list"], ...(await manifestPaths(ctx, snapshot["manifest-list"]))]) {
       const key = keyOfUrl(ctx.store, url);
