@@ -15,7 +15,7 @@ import { snapshotsAsOf } from "./operations/iceberg-as-of.js";
 import { currentRuns, engineSnapshot, type SnapshotScope } from "./runs.js";
 import { assertTableName } from "../model/sql.js";
 import { replayEntry } from "./commit/replay.js";
-import { commitIceberg } from "./commit/iceberg-commit.js";
+import { beginIcebergCommand, endIcebergCommand } from "./commit/iceberg-pending.js";
 import { assertIcebergSupported } from "./commit/iceberg-pointer.js";
 import { FileFacts } from "./commit/file-facts.js";
 import { swapBatch, type SwapItem, type SwapOptions, type SwapOutcome } from "./commit/swap.js";
@@ -285,9 +285,9 @@ export class Lake {
       const definition = icebergHere && /^[a-z][a-z0-9_]*$/.test(table) ? await this.catalog.getTable(table) : undefined;
       // The Iceberg view follows the pointers (a writer killed between its moves and its commit left it behind), and
       // then commits once what this command moved: one snapshot per command, after every pointer move of it.
-      if (definition?.iceberg) await commitIceberg(this.parts, definition, { "lakeswap.command": "recover" });
+      if (definition?.iceberg) await beginIcebergCommand(this.parts, definition);
       const commit = async (): Promise<void> => {
-        const committed = definition?.iceberg ? await commitIceberg(this.parts, definition, { "lakeswap.command": command, ...options.summary?.() }) : undefined;
+        const committed = definition?.iceberg ? await endIcebergCommand(this.parts, definition, { "lakeswap.command": command, ...options.summary?.() }) : undefined;
         if (committed) options.onSnapshot?.(committed);
       };
       let result: T;

@@ -250,3 +250,11 @@ export function icebergManifestListKey(table: string, snapshotId: number, uuid: 
 export function icebergManifestKey(table: string, uuid: string): string {
   return `${icebergMetadataPrefix(table)}${uuid}-m0.avro`;
 }
+
+/**
+ * The store key of the mark a command on an `iceberg: true` table leaves while the table's Iceberg view may be behind
+ * its pointers (./commit/iceberg-pending.ts): written before the command's work, removed once its commit is made.
+ */
+export function icebergPendingKey(table: string): string {
+  return `${METADATA_PREFIX}/iceberg/${table}.pending`;
+}

@@ -55,6 +55,10 @@ describe("a sync killed around its Iceberg commit", () => {
     // The pointers moved to B; the Iceberg view of the table killed in its commit (and of raw, not reached) did not.
     const behind = point.endsWith("@2") ? ["orders_raw"] : ["orders_raw", "orders_stage"];
     for (const table of TABLES) expect(await agrees(lakeDir, table), `${table} agrees after the kill`).toBe(!behind.includes(table));
+    // Each table whose commit the kill prevented keeps its mark: the next command under its lease recovers it (a table
+    // without a mark is not even checked, so the mark is what recovery rests on).
+    const marked = (table: string): boolean => existsSync(path.join(lakeDir, "_lakeswap", "iceberg", `${table}.pending`));
+    for (const table of TABLES) expect(marked(table), `${table} marked`).toBe(behind.includes(table));
     const inside = point.startsWith("during") ? (point.endsWith("@2") ? "orders_raw" : "orders_stage") : undefined;
     if (inside) {
       // Killed between the metadata file and the hint: v2 is written, the hint still names v1.
@@ -73,6 +77,7 @@ describe("a sync killed around its Iceberg commit", () => {
       const hint = Number(readFileSync(path.join(lakeDir, table, "metadata", "version-hint.text"), "utf8"));
       expect(hint).toBe(2);
     }
+    for (const table of TABLES) expect(marked(table), `${table} marked after the rerun`).toBe(false);
     // A third sync moves nothing and commits nothing.
     expect((await runMain(sync(fileB))).code).toBe(0);
     for (const table of TABLES) expect((await validateTable(lakeDir, table)).version).toBe(2);

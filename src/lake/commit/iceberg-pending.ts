@@ -1,0 +1,30 @@
+import type { TableDefinition } from "../../model/table.js";
+import { icebergPendingKey } from "../layout.js";
+import { commitIceberg, type IcebergCommit, type IcebergContext } from "./iceberg-commit.js";
+import { latestMetadata } from "./iceberg-pointer.js";
+
+/**
+ * When an `iceberg: true` table's Iceberg view can be behind its Hive pointers, and the commits that bring it back.
+ * A command under the table's lease marks the table before its work (so before any pointer of it moves: its outbox
+ * entries and moves come later, and a replay moves only what an entry recorded) and clears the mark once its commit
+ * is made. The next command recovers (commits the current runs' files: `commitIceberg` is derived from the pointers)
+ * only where a mark was left, by a writer killed or failed between its moves and its commit, or where nothing was
+ * ever published (`iceberg: true` just added to a loaded table). Without the mark, every command would list every
+ * pointer of the table twice to find, nearly always, nothing to recover.
+ */
+
+/** Before a command's work, under the table's lease: recovers a view left behind, then marks the table. */
+export async function beginIcebergCommand(ctx: IcebergContext, table: TableDefinition): Promise<void> {
+  const key = icebergPendingKey(table.name);
+  const marked = (await ctx.store.get(key)) !== undefined;
+  if (marked || !(await latestMetadata(ctx, table))) await commitIceberg(ctx, table, { "lakeswap.command": "recover" });
+  if (!marked) await ctx.store.put(key, `${JSON.stringify({ markedAt: new Date().toISOString() })}\n`);
+}
+
+/** After a command's work, under the table's lease: commits what it moved, then clears the mark (kept if the commit fails). */
+export async function endIcebergCommand(ctx: IcebergContext, table: TableDefinition, summary: Readonly<Record<string, string>>): Promise<IcebergCommit | undefined> {
+  const committed = await commitIceberg(ctx, table, summary);
+  await ctx.leaseCheck(table.name);
+  await ctx.store.delete([icebergPendingKey(table.name)]);
+  return committed;
+}
