@@ -285,9 +285,9 @@ export class Lake {
       const definition = icebergHere && /^[a-z][a-z0-9_]*$/.test(table) ? await this.catalog.getTable(table) : undefined;
       // The Iceberg view follows the pointers (a writer killed between its moves and its commit left it behind), and
       // then commits once what this command moved: one snapshot per command, after every pointer move of it.
-      if (definition?.iceberg) await beginIcebergCommand(this.parts, definition);
+      const beganMs = definition?.iceberg ? await beginIcebergCommand(this.parts, definition) : 0;
       const commit = async (): Promise<void> => {
-        const committed = definition?.iceberg ? await endIcebergCommand(this.parts, definition, { "lakeswap.command": command, ...options.summary?.() }) : undefined;
+        const committed = definition?.iceberg ? await endIcebergCommand(this.parts, definition, { "lakeswap.command": command, ...options.summary?.() }, beganMs) : undefined;
         if (committed) options.onSnapshot?.(committed);
       };
       let result: T;

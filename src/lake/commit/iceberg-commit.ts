@@ -48,7 +48,7 @@ export interface IcebergCommit {
   readonly manifestsReused: number;
   /** Calls that move the table's Iceberg pointer (the version hint; on AWS, Glue). */
   readonly catalogCalls: number;
-  /** Wall time of the commit, from reading the current metadata to moving the pointer. */
+  /** Wall time of the command's Iceberg work: the check for a view left behind before its work, and the commit after it. */
   readonly ms: number;
 }
 

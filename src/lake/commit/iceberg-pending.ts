@@ -1,3 +1,4 @@
+import { performance } from "node:perf_hooks";
 import type { TableDefinition } from "../../model/table.js";
 import { icebergPendingKey } from "../layout.js";
 import { commitIceberg, type IcebergCommit, type IcebergContext } from "./iceberg-commit.js";
@@ -13,18 +14,24 @@ import { latestMetadata } from "./iceberg-pointer.js";
  * pointer of the table twice to find, nearly always, nothing to recover.
  */
 
-/** Before a command's work, under the table's lease: recovers a view left behind, then marks the table. */
-export async function beginIcebergCommand(ctx: IcebergContext, table: TableDefinition): Promise<void> {
+/** Before a command's work, under the table's lease: recovers a view left behind, then marks the table. Returns its wall time. */
+export async function beginIcebergCommand(ctx: IcebergContext, table: TableDefinition): Promise<number> {
+  const started = performance.now();
   const key = icebergPendingKey(table.name);
   const marked = (await ctx.store.get(key)) !== undefined;
   if (marked || !(await latestMetadata(ctx, table))) await commitIceberg(ctx, table, { "lakeswap.command": "recover" });
   if (!marked) await ctx.store.put(key, `${JSON.stringify({ markedAt: new Date().toISOString() })}\n`);
+  return performance.now() - started;
 }
 
-/** After a command's work, under the table's lease: commits what it moved, then clears the mark (kept if the commit fails). */
-export async function endIcebergCommand(ctx: IcebergContext, table: TableDefinition, summary: Readonly<Record<string, string>>): Promise<IcebergCommit | undefined> {
+/**
+ * After a command's work, under the table's lease: commits what it moved, then clears the mark (kept if the commit
+ * fails). The commit's time includes the command's other Iceberg work: `beganMs`, what `beginIcebergCommand` took.
+ */
+export async function endIcebergCommand(ctx: IcebergContext, table: TableDefinition, summary: Readonly<Record<string, string>>, beganMs: number): Promise<IcebergCommit | undefined> {
+  const started = performance.now();
   const committed = await commitIceberg(ctx, table, summary);
   await ctx.leaseCheck(table.name);
   await ctx.store.delete([icebergPendingKey(table.name)]);
-  return committed;
+  return committed && { ...committed, ms: beganMs + (performance.now() - started) };
 }
