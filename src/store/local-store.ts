@@ -8,6 +8,9 @@ import { FolderSyncs, fsyncPath, intoFolder, isCode, lightFs, limiter, readIfPre
 import { assertKey, type ObjectInfo, type ObjectStore, type ProcessLock, type TaggedObject } from "./object-store.js";
 
 const CAS_LOCK_STALE_MS = 10_000;
+
+/** `file://` URLs of keys remembered at most (LocalStore.uri). */
+const URI_MEMO = 50_000;
 /** Folder reads and file stats of one listing in flight at once. */
 const LIST_CONCURRENCY = 16;
 
@@ -32,13 +35,24 @@ export class LocalStore implements ObjectStore {
     this.describeWrite = options.describeWrite ?? describeNothing;
   }
 
+  private readonly uris = new Map<string, string>();
+
   localPath(key: string): string {
     return path.join(this.root, ...assertKey(key).split("/"));
   }
 
-  /** The `file://` URL of `key`. */
+  /**
+   * The `file://` URL of `key`, remembered: an Iceberg commit names each of a table's files several times, and
+   * pathToFileURL costs about 10 µs a call (the memory is bounded: it starts afresh past URI_MEMO entries).
+   */
   uri(key: string): string {
-    return pathToFileURL(this.localPath(key)).href;
+    let uri = this.uris.get(key);
+    if (uri === undefined) {
+      uri = pathToFileURL(this.localPath(key)).href;
+      if (this.uris.size >= URI_MEMO) this.uris.clear();
+      this.uris.set(key, uri);
+    }
+    return uri;
   }
 
   keyOf(uri: string): string | undefined {
