@@ -331,9 +331,11 @@ async function manifestEntries(
     const fact = facts.get(file.key);
     return { status: 1, snapshotId: at.snapshotId, sequenceNumber: at.sequenceNumber, fileSequenceNumber: at.sequenceNumber, filePath: url, partition, recordCount: fact?.rows ?? 0, fileSizeInBytes: file.size, metrics: fact?.metrics };
   });
+  // A deleted entry is never read by scan planning, only to tell what a snapshot changed (and which files it removed):
+  // it keeps the file's path, partition, counts and size, not its column metrics, which only scan pruning reads.
   for (const old of previous) {
     if (now.has(old.filePath)) continue;
-    entries.push({ status: 2, snapshotId: at.snapshotId, sequenceNumber: old.sequenceNumber, fileSequenceNumber: old.fileSequenceNumber, filePath: old.filePath, partition: old.partition, recordCount: old.recordCount, fileSizeInBytes: old.fileSizeInBytes, metrics: old.metrics });
+    entries.push({ status: 2, snapshotId: at.snapshotId, sequenceNumber: old.sequenceNumber, fileSequenceNumber: old.fileSequenceNumber, filePath: old.filePath, partition: old.partition, recordCount: old.recordCount, fileSizeInBytes: old.fileSizeInBytes });
   }
   return entries;
 }
