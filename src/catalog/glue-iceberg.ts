@@ -14,7 +14,7 @@ export interface GlueIcebergOptions {
   readonly limit?: AdaptiveLimit;
 }
 
-/** The name of an `iceberg: true` table's Glue Iceberg table, beside its Hive table: `<table>_iceberg`. */
+/** The name of an `iceberg: true` table's Glue Iceberg table, beside its Hive table, unless it names one (`iceberg_table`): `<table>_iceberg`. */
 const SUFFIX = "_iceberg";
 
 /** The parameters Iceberg's Glue catalogs (Iceberg's own, Trino's, pyiceberg's) read and write, and lakeswap's mark. */
@@ -140,7 +140,7 @@ export class GlueIcebergTables implements IcebergCatalog {
 }
 
 function glueName(table: TableDefinition): string {
-  return `${table.name}${SUFFIX}`;
+  return table.icebergTable ?? `${table.name}${SUFFIX}`;
 }
 
 function errorName(error: unknown): string {

@@ -10,6 +10,10 @@ import { ingestSchemas } from "./ingest-config.js";
 const icebergSchema = z.boolean().default(false);
 
 const identifier = z.string().regex(/^[a-z][a-z0-9_]{0,127}$/, "use a lowercase letter first, then lowercase letters, digits or '_'");
+/** `iceberg_table`: the Glue name of the Iceberg table (AWS), beside `iceberg: true`. */
+const icebergTableSchema = identifier
+  .optional()
+  .describe("with iceberg: true, the name of the table's Iceberg twin in Glue (AWS; default <table>_iceberg); the embedded lake keeps it in <table>/metadata/ whatever its name");
 
 export const columnType = z.union([
   z.string().describe("the column's type, e.g. BIGINT, DECIMAL(10,2), VARCHAR, TIMESTAMP"),
@@ -167,6 +171,7 @@ const layerSchema = z
       .describe("which upstream partitions feed each partition of this layer"),
     compression: z.enum(["snappy", "zstd"]).default("snappy").describe("Parquet compression"),
     iceberg: icebergSchema.describe("publish this layer's table as Iceberg too: every sync that moves its pointers commits one Iceberg snapshot (embedded lake; on AWS a Glue table <table>_iceberg of type ICEBERG; default false)"),
+    iceberg_table: icebergTableSchema,
     write: writeSchema,
     sinks: sinksSchema,
   })
@@ -185,6 +190,7 @@ const datasetSchema = z
     dead_letter: identifier.optional().describe("a table for bad rows (with reason and raw text); without it a bad row stops the load"),
     compression: z.enum(["snappy", "zstd"]).default("snappy").describe("Parquet compression of the raw table"),
     iceberg: icebergSchema.describe("publish the raw table as Iceberg too: every sync that moves its pointers commits one Iceberg snapshot (embedded lake; on AWS a Glue table <table>_iceberg of type ICEBERG; default false)"),
+    iceberg_table: icebergTableSchema,
     write: writeSchema,
     primary_key: z.array(identifier).min(1).optional().describe("upsert: the columns that identify a row"),
     order_by: z

@@ -28,6 +28,8 @@ export interface TableDefinition {
    * snapshot over the current runs' files, beside the Hive view (on AWS, a Glue table `<name>_iceberg` of type ICEBERG). Default: absent.
    */
   readonly iceberg?: true;
+  /** The name of its Iceberg table where a catalog keeps one by name (Glue); absent: `<name>_iceberg`. Only with `iceberg`. */
+  readonly icebergTable?: string;
 }
 
 const SIMPLE_TYPES = new Set([
@@ -90,6 +92,7 @@ export function defineTable(input: {
   compression?: string;
   ingest?: boolean;
   iceberg?: boolean;
+  icebergTable?: string;
 }): TableDefinition {
   const name = assertIdentifier("table name", input.name);
   if (input.columns.length === 0) {
@@ -117,6 +120,11 @@ export function defineTable(input: {
   if (input.iceberg && input.ingest) {
     throw new InvalidInputError(`table '${name}' is an ingested table: it cannot be published as Iceberg yet; leave out iceberg: true (or --iceberg)`);
   }
+  if (input.icebergTable !== undefined) {
+    assertIdentifier("Iceberg table name", input.icebergTable);
+    if (!input.iceberg) throw new InvalidInputError(`table '${name}' names an Iceberg table ('${input.icebergTable}') but is not published as Iceberg: add iceberg: true (or --iceberg), or leave out iceberg_table`);
+    if (input.icebergTable === name) throw new InvalidInputError(`table '${name}' names its Iceberg table '${input.icebergTable}', its own name: the Hive table has it; choose another (default ${name}_iceberg)`);
+  }
   return {
     name,
     columns,
@@ -124,6 +132,7 @@ export function defineTable(input: {
     compression,
     ...(input.ingest ? { ingest: true as const } : {}),
     ...(input.iceberg ? { iceberg: true as const } : {}),
+    ...(input.iceberg && input.icebergTable !== undefined ? { icebergTable: input.icebergTable } : {}),
   };
 }
 
@@ -136,7 +145,16 @@ export function defineTable(input: {
 export function tableChange(existing: TableDefinition, wanted: TableDefinition): "same" | "columns added" | "iceberg added" {
   if (JSON.stringify(existing) === JSON.stringify(wanted)) return "same";
   const fix = `drop it first (lakeswap drop-table ${wanted.name}) or declare it as it is`;
-  if (existing.iceberg !== wanted.iceberg && JSON.stringify({ ...existing, iceberg: undefined }) === JSON.stringify({ ...wanted, iceberg: undefined })) {
+  if (existing.iceberg && wanted.iceberg && existing.icebergTable !== wanted.icebergTable && JSON.stringify({ ...existing, icebergTable: undefined }) === JSON.stringify({ ...wanted, icebergTable: undefined })) {
+    const name = (t: TableDefinition): string => t.icebergTable ?? `${t.name}_iceberg`;
+    throw new LakeswapError(
+      "CONFLICT",
+      `table '${wanted.name}' is published as the Iceberg table '${name(existing)}', and the declaration names '${name(wanted)}': an Iceberg table is not renamed; ` +
+        `declare iceberg_table: ${name(existing)} again, or ${fix}`,
+    );
+  }
+  const publishing = (t: TableDefinition): string => JSON.stringify({ ...t, iceberg: undefined, icebergTable: undefined });
+  if (existing.iceberg !== wanted.iceberg && publishing(existing) === publishing(wanted)) {
     // Publishing as Iceberg too changes no data: the next command under the table's lease commits its current runs.
     if (wanted.iceberg) return "iceberg added";
     throw new LakeswapError(
@@ -198,6 +216,7 @@ export function parseTableDefinition(value: unknown, source: string, expectedNam
   if (record.compression !== undefined && typeof record.compression !== "string") refuse("'compression' is not a name");
   if (record.ingest !== undefined && typeof record.ingest !== "boolean") refuse("'ingest' is not true or false");
   if (record.iceberg !== undefined && typeof record.iceberg !== "boolean") refuse("'iceberg' is not true or false");
+  if (record.icebergTable !== undefined && typeof record.icebergTable !== "string") refuse("'icebergTable' is not a name");
   try {
     return defineTable({
       name: record.name as string,
@@ -206,6 +225,7 @@ export function parseTableDefinition(value: unknown, source: string, expectedNam
       ...(record.compression !== undefined ? { compression: record.compression as string } : {}),
       ...(record.ingest === true ? { ingest: true } : {}),
       ...(record.iceberg === true ? { iceberg: true } : {}),
+      ...(typeof record.icebergTable === "string" ? { icebergTable: record.icebergTable } : {}),
     });
   } catch (error) {
     if (error instanceof InvalidInputError) return refuse(error.message);

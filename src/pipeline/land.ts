@@ -223,7 +223,7 @@ export async function createTables(ctx: PipelineContext, dataset: DatasetConfig)
   const definitions: TableDefinition[] = [
     ...(dataset.ingested ? [] : [rawTable(dataset)]),
     ...dataset.layers.map((layer) =>
-      defineTable({ name: layer.table, columns: layer.columns, partitionKeys: layer.partitionKeys, compression: layer.compression, iceberg: layer.iceberg }),
+      defineTable({ name: layer.table, columns: layer.columns, partitionKeys: layer.partitionKeys, compression: layer.compression, iceberg: layer.iceberg, icebergTable: layer.icebergTable }),
     ),
   ];
   if (dataset.deadLetter) definitions.push(defineTable({ name: dataset.deadLetter, columns: DEAD_LETTER_COLUMNS, partitionKeys: ["delivery"] }));
@@ -232,5 +232,5 @@ export async function createTables(ctx: PipelineContext, dataset: DatasetConfig)
 
 /** The raw table's definition. */
 function rawTable(dataset: DatasetConfig): TableDefinition {
-  return defineTable({ name: dataset.table, columns: dataset.columns, partitionKeys: dataset.partition.map((p) => p.key), compression: dataset.compression, iceberg: dataset.iceberg });
+  return defineTable({ name: dataset.table, columns: dataset.columns, partitionKeys: dataset.partition.map((p) => p.key), compression: dataset.compression, iceberg: dataset.iceberg, icebergTable: dataset.icebergTable });
 }

@@ -228,6 +228,20 @@ describe("iceberg: true on AWS publishes a Glue ICEBERG table per table, one met
     expect(raw.snapshots.map((s) => s.summary["total-records"])).toEqual(["20"]);
   }, 120_000);
 
+  it("iceberg_table names the Glue Iceberg table: commits go to it, drop-table removes it", async () => {
+    const { lake, reader, database } = await start();
+    await lake.createTable(defineTable({ name: "events", columns: [{ name: "id", type: "BIGINT" }], partitionKeys: ["day"], iceberg: true, icebergTable: "events_twin" }));
+    await replacePartition(lake, "events", "day=2026-11-01", { select: "SELECT id FROM (VALUES (1), (2), (3), (4)) AS t(id)" });
+    await replacePartition(lake, "events", "day=2026-11-02", { select: "SELECT id FROM (VALUES (5), (6), (7)) AS t(id)" });
+    const twin = await reader.icebergTable("events", "events_twin");
+    expect(await reader.glueTable("events_iceberg")).toBeUndefined();
+    expect((await reader.metadataAt(twin.metadataLocation)).snapshots).toHaveLength(2);
+    expect((await reader.icebirdRows("events", ["id"], twin.metadataLocation)).length).toBe(7);
+    expect(lake.parts.catalog.iceberg?.nameOf(await lake.table("events"))).toBe(`${database}.events_twin`);
+    await dropTable(lake, "events");
+    expect(await reader.glueTable("events_twin")).toBeUndefined();
+  }, 120_000);
+
   it("a commit whose writer lost the table's lease after writing its metadata file makes no Glue call", async () => {
     const { ws, lake, reader, services } = await start();
     await ws.pipeline(lake, { inputs: [deliver(ws, orders(2))] }).sync();

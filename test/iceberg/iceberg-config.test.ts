@@ -3,7 +3,7 @@ import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import type { Catalog } from "../../src/catalog/catalog.js";
 import { assertIcebergSupported } from "../../src/lake/commit/iceberg-pointer.js";
-import { defineTable, parseTableDefinition } from "../../src/model/table.js";
+import { defineTable, parseTableDefinition, tableChange } from "../../src/model/table.js";
 import type { ObjectStore } from "../../src/store/object-store.js";
 import { embeddedBackend, type TestBackend } from "../support/lake-fixture.js";
 import { runMain } from "../support/main-cli.js";
@@ -27,6 +27,34 @@ describe("iceberg: true in lakeswap.yaml", () => {
     const dataset = config.datasets[0]!;
     expect(dataset.iceberg).toBe(true);
     expect(dataset.layers.map((l) => l.iceberg)).toEqual([true, false]);
+  });
+
+  it("iceberg_table names the Iceberg table (Glue); without iceberg: true, or not a table name, it is refused with the fix", () => {
+    const config = resolveEdited((c) => {
+      c.datasets.orders.iceberg = true;
+      c.datasets.orders.iceberg_table = "orders_twin";
+      c.datasets.orders.layers[0].iceberg = true;
+    })();
+    expect(config.datasets[0]!.icebergTable).toBe("orders_twin");
+    expect(config.datasets[0]!.layers.map((l) => l.icebergTable)).toEqual([undefined, undefined]);
+    expect(resolveEdited((c) => (c.datasets.orders.layers[0].iceberg_table = "stage_twin"))).toThrow(
+      "datasets.orders.layers[0].iceberg_table: 'stage_twin' names the Iceberg table of a table published as Iceberg; add iceberg: true, or leave it out",
+    );
+    expect(resolveEdited((c) => {
+      c.datasets.orders.iceberg = true;
+      c.datasets.orders.iceberg_table = "Orders-Twin";
+    })).toThrow(/datasets\.orders\.iceberg_table: use a lowercase letter first/);
+    const columns = [{ name: "id", type: "BIGINT" }];
+    expect(() => defineTable({ name: "orders", columns, partitionKeys: [], iceberg: true, icebergTable: "orders" })).toThrow(/its own name: the Hive table has it; choose another \(default orders_iceberg\)/);
+    expect(() => defineTable({ name: "orders", columns, partitionKeys: [], icebergTable: "orders_twin" })).toThrow(/add iceberg: true \(or --iceberg\)/);
+    // Added with iceberg: true to a loaded table: publishing added; renamed later: refused (an Iceberg table is not renamed).
+    const plain = defineTable({ name: "orders", columns, partitionKeys: [] });
+    const twin = defineTable({ name: "orders", columns, partitionKeys: [], iceberg: true, icebergTable: "orders_twin" });
+    expect(tableChange(plain, twin)).toBe("iceberg added");
+    expect(tableChange(twin, parseTableDefinition(JSON.parse(JSON.stringify(twin)), "t.json"))).toBe("same");
+    expect(() => tableChange(twin, defineTable({ name: "orders", columns, partitionKeys: [], iceberg: true }))).toThrow(
+      /published as the Iceberg table 'orders_twin', and the declaration names 'orders_iceberg': an Iceberg table is not renamed; declare iceberg_table: orders_twin again/,
+    );
   });
 
   it("a value that is not true or false is refused, naming the key and the value", () => {

@@ -85,9 +85,9 @@ export class AwsLakeReader {
   }
 
   /** The Glue Iceberg table of `table` (`<table>_iceberg`), checked to be one: EXTERNAL_TABLE, table_type ICEBERG, a metadata_location in the lake. */
-  async icebergTable(table: string): Promise<GlueIcebergTable> {
-    const glue = await this.glueTable(`${table}_iceberg`);
-    expect(glue, `Glue table ${table}_iceberg`).toBeDefined();
+  async icebergTable(table: string, glueName = `${table}_iceberg`): Promise<GlueIcebergTable> {
+    const glue = await this.glueTable(glueName);
+    expect(glue, `Glue table ${glueName}`).toBeDefined();
     const parameters = glue!.Parameters ?? {};
     expect(glue!.TableType).toBe("EXTERNAL_TABLE");
     expect(parameters.table_type).toBe("ICEBERG");

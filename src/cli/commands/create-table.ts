@@ -10,6 +10,7 @@ interface Options {
   columnsFile?: string;
   compression: string;
   iceberg?: boolean;
+  icebergTable?: string;
 }
 
 /** `lakeswap create-table`: declares a table's columns and partition keys. */
@@ -22,6 +23,7 @@ export function registerCreateTable(program: Command): void {
     .option("--columns-file <file>", "read the columns from a file (same syntax, commas or new lines)")
     .option("--compression <codec>", "Parquet compression: snappy or zstd", "snappy")
     .option("--iceberg", "publish the table as Iceberg too: every command that moves its pointers commits one Iceberg snapshot (embedded lake; on AWS a Glue table <name>_iceberg of type ICEBERG)")
+    .option("--iceberg-table <name>", "the name of its Iceberg table in Glue (AWS; default <name>_iceberg); implies --iceberg")
     .option("--json", "print the table definition as JSON")
     .action(async (name: string, options: Options, command: Command) => {
       if ((options.columns === undefined) === (options.columnsFile === undefined)) {
@@ -33,7 +35,8 @@ export function registerCreateTable(program: Command): void {
         columns: parseColumns(columnsText),
         partitionKeys: options.partitionKeys.split(",").map((key) => key.trim()).filter(Boolean),
         compression: options.compression,
-        iceberg: options.iceberg === true,
+        iceberg: options.iceberg === true || options.icebergTable !== undefined,
+        ...(options.icebergTable !== undefined ? { icebergTable: options.icebergTable } : {}),
       });
       await withLake(command, async (lake) => {
         await lake.createTable(table);

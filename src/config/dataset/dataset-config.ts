@@ -24,6 +24,8 @@ export interface LayerConfig {
   readonly compression: "snappy" | "zstd";
   /** `iceberg: true`: the layer's table is published as Iceberg too. */
   readonly iceberg?: boolean;
+  /** `iceberg_table`: the Glue name of its Iceberg table (default `<table>_iceberg`). */
+  readonly icebergTable?: string;
   /** Targets outside the lake this layer is sent to (`sinks:`). */
   readonly sinks: readonly SinkSpec[];
 }
@@ -68,6 +70,8 @@ export interface DatasetConfig {
   readonly compression: "snappy" | "zstd";
   /** `iceberg: true`: the raw table is published as Iceberg too. */
   readonly iceberg?: boolean;
+  /** `iceberg_table`: the Glue name of its Iceberg table (default `<table>_iceberg`). */
+  readonly icebergTable?: string;
   /** How the raw table is written. */
   readonly write: WriteMode;
   /** Set for `write: upsert`. */

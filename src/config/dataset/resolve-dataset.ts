@@ -10,7 +10,7 @@ import { didYouMean } from "../config-messages.js";
 import type { DatasetInput } from "../pipeline-schema.js";
 import type { DatasetConfig, LookbackWindow, UpsertConfig } from "./dataset-config.js";
 import { resolveColumns, wrapAt } from "./resolve-columns.js";
-import { resolveLayers } from "./resolve-layers.js";
+import { icebergTableOf, resolveLayers } from "./resolve-layers.js";
 import { resolveSinks } from "./resolve-sinks.js";
 
 /** A dataset of `lakeswap.yaml`, checked and resolved: its source, raw table, signature, write mode and layers (paths against `dir`). */
@@ -50,6 +50,7 @@ export function resolveDataset(name: string, dataset: DatasetInput, dir: string,
     deadLetter: dataset.dead_letter,
     compression: dataset.compression,
     iceberg: dataset.iceberg,
+    icebergTable: icebergTableOf(dataset, at),
     write: dataset.write,
     upsert,
     layers,
@@ -256,3 +257,4 @@ function resolveUpsert(dataset: DatasetInput, columns: readonly PipelineColumn[]
   if (flag && primaryKey.includes(flag.name)) throw new InvalidInputError(`${at}.delete_flag: '${flag.name}' is part of the primary key`);
   return { primaryKey, orderBy: dataset.order_by ?? [], deleteFlag: dataset.delete_flag };
 }
+

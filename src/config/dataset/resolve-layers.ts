@@ -43,6 +43,7 @@ export function resolveLayers(name: string, dataset: DatasetInput, dir: string, 
       lookups: [...new Set(layer.inputs?.tables ?? [])],
       compression: layer.compression,
       iceberg: layer.iceberg,
+      icebergTable: icebergTableOf(layer, where),
       sinks: resolveSinks(layer.sinks, [...layerColumns, ...keys.map((key) => ({ name: key, type: "VARCHAR" }))], `${where}.sinks`, undefined),
     };
   });
@@ -78,4 +79,12 @@ function layerKeys(
   }
   for (const key of keys) wrapAt(`${where}.partition_keys`, () => assertPartitionKey(key));
   return { from, keys, map };
+}
+
+/** `iceberg_table`, which names the Iceberg table of a table published as Iceberg: without `iceberg: true` it is a mistake. */
+export function icebergTableOf(declared: { readonly iceberg?: boolean; readonly iceberg_table?: string }, at: string): string | undefined {
+  if (declared.iceberg_table !== undefined && !declared.iceberg) {
+    throw new InvalidInputError(`${at}.iceberg_table: '${declared.iceberg_table}' names the Iceberg table of a table published as Iceberg; add iceberg: true, or leave it out`);
+  }
+  return declared.iceberg_table;
 }
