@@ -238,6 +238,15 @@ describe("iceberg: true on AWS publishes a Glue ICEBERG table per table, one met
     expect((await reader.metadataAt(twin.metadataLocation)).snapshots).toHaveLength(2);
     expect((await reader.icebirdRows("events", ["id"], twin.metadataLocation)).length).toBe(7);
     expect(lake.parts.catalog.iceberg?.nameOf(await lake.table("events"))).toBe(`${database}.events_twin`);
+    // What a commit killed before its Glue call (or one that lost a race) leaves in S3, and another tool's file: gc
+    // deletes lakeswap's unreferenced files and keeps the rest.
+    const store = lake.parts.store;
+    const strays = [`events/metadata/00009-${randomUUID()}.metadata.json`, `events/metadata/${randomUUID()}-m0.avro`];
+    for (const key of [...strays, "events/metadata/notes.txt"]) await store.put(key, "x");
+    const before = (await store.list("events/metadata/")).map((o) => o.key);
+    await collectGarbage(lake, "events");
+    expect((await store.list("events/metadata/")).map((o) => o.key)).toEqual(before.filter((key) => !strays.includes(key)));
+    expect((await reader.icebirdRows("events", ["id"], (await reader.icebergTable("events", "events_twin")).metadataLocation)).length).toBe(7);
     await dropTable(lake, "events");
     expect(await reader.glueTable("events_twin")).toBeUndefined();
   }, 120_000);

@@ -3,7 +3,7 @@ import type { TableMetadata } from "../../catalog/iceberg/table-metadata.js";
 import type { TableDefinition } from "../../model/table.js";
 import { snapshotFiles, type IcebergContext } from "../commit/iceberg-commit.js";
 import { commitMetadata, fileUrl, keyOfUrl, latestMetadata } from "../commit/iceberg-pointer.js";
-import { runsPrefix } from "../layout.js";
+import { icebergMetadataPrefix, runsPrefix } from "../layout.js";
 
 /**
  * The Iceberg side of GC (an `iceberg: true` table), under the table's lease: the history kept is the snapshots
@@ -67,4 +67,38 @@ async function manifestPaths(ctx: IcebergContext, listUrl: string): Promise<stri
   const stored = key === undefined ? undefined : await ctx.store.get(key);
   if (!stored) return [];
   return (await readContainerFile(stored.body)).records.map((record) => String(record.manifest_path));
+}
+
+/** The names lakeswap gives its Iceberg files (../layout.ts): metadata versions (hinted or catalog-named), manifest lists, manifests. */
+const OWN_NAMES = [/^v[1-9][0-9]*\.metadata\.json$/, /^[0-9]{5,9}-[0-9a-f-]{36}\.metadata\.json$/, /^snap-[0-9]+-1-[0-9a-f-]{36}\.avro$/, /^[0-9a-f-]{36}-m0\.avro$/];
+
+/**
+ * Deletes the Iceberg files of a table that nothing references, under the table's lease (`lakeswap gc`): what a
+ * commit killed before its pointer moved, or one that lost a race on Glue, left behind. Referenced: the current
+ * metadata, the files its metadata log names, and every kept snapshot's manifest list and manifests. Only files of
+ * lakeswap's own names are considered (another tool's files in the folder stay), and no commit of the table can run
+ * meanwhile (each takes the lease), so a file unreferenced now is never referenced later. Returns how many it deleted.
+ */
+export async function removeUnreferencedMetadata(ctx: IcebergContext, table: TableDefinition): Promise<number> {
+  if (!table.iceberg) return 0;
+  const latest = await latestMetadata(ctx, table);
+  if (!latest) return 0;
+  const referenced = new Set<string>([latest.key]);
+  const add = (url: string): void => {
+    const key = keyOfUrl(ctx.store, url);
+    if (key !== undefined) referenced.add(key);
+  };
+  for (const entry of latest.metadata["metadata-log"]) add(entry["metadata-file"]);
+  for (const snapshot of latest.metadata.snapshots) {
+    add(snapshot["manifest-list"]);
+    for (const manifest of await manifestPaths(ctx, snapshot["manifest-list"])) add(manifest);
+  }
+  const prefix = icebergMetadataPrefix(table.name);
+  const unused = (await ctx.store.list(prefix))
+    .map((object) => object.key)
+    .filter((key) => !referenced.has(key) && OWN_NAMES.some((name) => name.test(key.slice(prefix.length))));
+  if (unused.length === 0) return 0;
+  await ctx.leaseCheck(table.name);
+  await ctx.store.delete(unused);
+  return unused.length;
 }

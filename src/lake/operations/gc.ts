@@ -7,7 +7,7 @@ import { partitionPath, type Partition } from "../../model/partition.js";
 import { planRetention, type RetentionReason } from "../retention.js";
 import { knownPartitions } from "./history.js";
 import { currentPointers, listRuns, runPrefix, type LakeContext } from "../runs.js";
-import { expireSnapshots } from "./expire-snapshots.js";
+import { expireSnapshots, removeUnreferencedMetadata } from "./expire-snapshots.js";
 import { parsePartitionPath } from "../../model/partition.js";
 import { mapLimited } from "../../shared/map-limited.js";
 import type { TableDefinition } from "../../model/table.js";
@@ -181,7 +181,10 @@ export async function collectGarbage(
         options.onProgress?.({ done: index, total: partitions.length, label: `${table.name}/${partitionPath(partition)}` });
         reports.push(await collectPartition(parts, table, partition, state, { dryRun: options.dryRun ?? false, graceMs }));
       }
-      if (!options.dryRun) await expireSnapshots(parts, table, removedRuns(parts, table, reports.slice(start)));
+      if (!options.dryRun) {
+        await expireSnapshots(parts, table, removedRuns(parts, table, reports.slice(start)));
+        await removeUnreferencedMetadata(parts, table);
+      }
     };
     if (options.dryRun) await collect();
     else await parts.withLease(table.name, `gc ${table.name}`, collect);
