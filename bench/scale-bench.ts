@@ -80,8 +80,8 @@ export interface AwsScaleFigures {
   readonly budgetMs: number;
 }
 
-/** The partitioned-events pipeline: one dataset, raw layer by day. */
-const TINY_YAML = [
+/** The partitioned-events pipeline: one dataset, raw layer by day (also the Iceberg bench's, with iceberg: true). */
+export const TINY_YAML = [
   "datasets:",
   "  events:",
   "    source:",

@@ -1,5 +1,4 @@
-import { readdirSync, rmSync, writeFileSync } from "node:fs";
-import path from "node:path";
+import { writeFileSync } from "node:fs";
 import { afterEach, describe, expect, it } from "vitest";
 import type { Lake } from "../../src/lake/lake.js";
 import { collectGarbage } from "../../src/lake/operations/gc.js";
@@ -27,17 +26,7 @@ afterEach(async () => {
   workspace = undefined;
 });
 
-function icebergYaml(): string {
-  return pipelineYaml()
-    .replace("    layers:\n", "    iceberg: true\n    layers:\n")
-    .replace("      - name: stage\n", "      - name: stage\n        iceberg: true\n");
-}
 
-function deliver(ws: PipelineWorkspace, rows: ReturnType<typeof orders>): string {
-  const folder = path.join(ws.dir, "deliveries");
-  for (const name of readdirSync(folder)) rmSync(path.join(folder, name));
-  return ws.delivery(rows);
-}
 
 /** Every row of a table as text, sorted, read now or as of `asOf`. */
 async function rows(target: Lake, table: string, asOf?: string): Promise<string[]> {
@@ -50,16 +39,16 @@ const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout
 describe("query --as-of and history --snapshots", () => {
   it("reads each earlier sync, moment and snapshot as it was, after later syncs and a rollback, until gc expires it", async () => {
     workspace = new PipelineWorkspace();
-    writeFileSync(workspace.configFile, icebergYaml());
+    writeFileSync(workspace.configFile, pipelineYaml({ iceberg: true }));
     lake = await openEmbeddedLake(workspace.lakeDir, { graceMs: 0, leaseWaitMs: 0 });
     const ws = workspace;
-    const first = await ws.pipeline(lake, { inputs: [deliver(ws, orders(3))] }).sync();
+    const first = await ws.pipeline(lake, { inputs: [ws.redeliver(orders(3))] }).sync();
     const raw1 = await rows(lake, RAW);
     const stage1 = await rows(lake, STAGE);
     await sleep(5);
     const between = new Date().toISOString();
     await sleep(5);
-    const second = await ws.pipeline(lake, { inputs: [deliver(ws, orders(4).map((r) => (r.id === 205 ? { ...r, customer: 99 } : r)))] }).sync();
+    const second = await ws.pipeline(lake, { inputs: [ws.redeliver(orders(4).map((r) => (r.id === 205 ? { ...r, customer: 99 } : r)))] }).sync();
     const raw2 = await rows(lake, RAW);
     expect(raw2).not.toEqual(raw1);
 

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { CreateTableCommand, GlueClient, type TableInput } from "@aws-sdk/client-glue";
 import { afterEach, describe, expect, it } from "vitest";
@@ -40,18 +40,12 @@ async function start(): Promise<{ ws: PipelineWorkspace; lake: Lake; reader: Aws
   const backend = await ownAwsBackend();
   const lake = await backend.open({ graceMs: 0, leaseWaitMs: 0 });
   const ws = new PipelineWorkspace();
-  writeFileSync(ws.configFile, pipelineYaml().replace("    layers:\n", "    iceberg: true\n    layers:\n").replace("      - name: stage\n", "      - name: stage\n        iceberg: true\n"));
+  writeFileSync(ws.configFile, pipelineYaml({ iceberg: true }));
   const reader = new AwsLakeReader(backend.services, backend.target);
   cleanups.push(() => backend.cleanup(), () => ws.cleanup(), () => lake.close(), () => reader.close());
   return { ws, lake, reader, services: backend.services, database: backend.target.database };
 }
 
-/** Replaces the delivery folder's files with one delivery of `rows`; returns its path. */
-function deliver(ws: PipelineWorkspace, rows: ReturnType<typeof orders>): string {
-  const folder = path.join(ws.dir, "deliveries");
-  for (const name of readdirSync(folder)) rmSync(path.join(folder, name));
-  return ws.delivery(rows);
-}
 
 /** The UpdateTable calls Glue received for a table, with the error each answered (`ok` when none). */
 function updates(services: AwsServices, glueTable: string): string[] {
@@ -63,7 +57,7 @@ function updates(services: AwsServices, glueTable: string): string[] {
 describe("iceberg: true on AWS publishes a Glue ICEBERG table per table, one metadata_location per command", () => {
   it("a sync, a changing sync, a replace, a rollback, rollback --sync, gc and drop-table: both views equal after each, the previous metadata reads the previous rows", async () => {
     const { ws, lake, reader, services } = await start();
-    const first = await ws.pipeline(lake, { inputs: [deliver(ws, orders(3))] }).sync();
+    const first = await ws.pipeline(lake, { inputs: [ws.redeliver(orders(3))] }).sync();
     const raw1 = await agreeOnAws(reader, RAW, RAW_COLUMNS);
     const stage1 = await agreeOnAws(reader, STAGE, STAGE_COLUMNS);
     expect(raw1.previous).toBeUndefined();
@@ -83,7 +77,7 @@ describe("iceberg: true on AWS publishes a Glue ICEBERG table per table, one met
 
     // Day 2 changes, day 4 is new: one UpdateTable on the VersionId read, previous_metadata_location = the old one.
     const changed = orders(4).map((row) => (row.id === 205 ? { ...row, customer: 99 } : row));
-    const second = await ws.pipeline(lake, { inputs: [deliver(ws, changed)] }).sync();
+    const second = await ws.pipeline(lake, { inputs: [ws.redeliver(changed)] }).sync();
     const raw2 = await agreeOnAws(reader, RAW, RAW_COLUMNS);
     expect(raw2.metadataLocation).not.toBe(raw1.metadataLocation);
     expect(raw2.previous).toBe(raw1.metadataLocation);
@@ -105,7 +99,7 @@ describe("iceberg: true on AWS publishes a Glue ICEBERG table per table, one met
     expect((await agreeOnAws(reader, STAGE, STAGE_COLUMNS)).previous).toBe(stage1.metadataLocation);
 
     // Nothing to do: nothing committed.
-    await ws.pipeline(lake, { inputs: [deliver(ws, changed)] }).sync();
+    await ws.pipeline(lake, { inputs: [ws.redeliver(changed)] }).sync();
     expect((await reader.icebergTable(RAW)).metadataLocation).toBe(raw2.metadataLocation);
 
     await replacePartition(lake, RAW, "day=2026-11-01", {
@@ -145,7 +139,7 @@ describe("iceberg: true on AWS publishes a Glue ICEBERG table per table, one met
 
   it("a commit that races another writer's UpdateTable is derived again from a fresh read: both effects serial, nothing overwritten", async () => {
     const { ws, lake, reader, services, database } = await start();
-    await ws.pipeline(lake, { inputs: [deliver(ws, orders(2))] }).sync();
+    await ws.pipeline(lake, { inputs: [ws.redeliver(orders(2))] }).sync();
     const raw1 = await agreeOnAws(reader, RAW, RAW_COLUMNS);
 
     // Another writer (a maintenance job) commits metadata of its own right before lakeswap's next UpdateTable.
@@ -166,7 +160,7 @@ describe("iceberg: true on AWS publishes a Glue ICEBERG table per table, one met
       }));
     others.push(await otherWriter(raw1.metadataLocation, 2));
     race(others[0]!);
-    await ws.pipeline(lake, { inputs: [deliver(ws, orders(3))] }).sync();
+    await ws.pipeline(lake, { inputs: [ws.redeliver(orders(3))] }).sync();
     // The first UpdateTable lost (ConcurrentModificationException); the commit was derived again on the other writer's metadata.
     expect(updates(services, `${RAW}_iceberg`)).toEqual(["racing", "ConcurrentModificationException", "ok"]);
     const raw2 = await agreeOnAws(reader, RAW, RAW_COLUMNS);
@@ -184,12 +178,12 @@ describe("iceberg: true on AWS publishes a Glue ICEBERG table per table, one met
       others.push(from);
       race(from);
     }
-    await expect(ws.pipeline(lake, { inputs: [deliver(ws, orders(4))] }).sync()).rejects.toThrow(
+    await expect(ws.pipeline(lake, { inputs: [ws.redeliver(orders(4))] }).sync()).rejects.toThrow(
       /the Iceberg table of 'orders_raw' was committed by another writer 5 times while lakeswap committed it; its Hive view is current: rerun the command/,
     );
     expect((await reader.icebergTable(RAW)).metadataLocation).toBe(others.at(-1));
     // The rerun builds nothing and commits the current runs on top of the other writer's last metadata.
-    const rerun = await ws.pipeline(lake, { inputs: [deliver(ws, orders(4))] }).sync();
+    const rerun = await ws.pipeline(lake, { inputs: [ws.redeliver(orders(4))] }).sync();
     expect(rerun.totals.built).toBe(0);
     const raw3 = await agreeOnAws(reader, RAW, RAW_COLUMNS);
     expect(raw3.log).toEqual([raw1.metadataLocation, others[0], raw2.metadataLocation, ...others.slice(1)]);
@@ -217,7 +211,7 @@ describe("iceberg: true on AWS publishes a Glue ICEBERG table per table, one met
       StorageDescriptor: { Location: reader.uri(RAW) },
       Parameters: { table_type: "ICEBERG", metadata_location: reader.uri(key), "lakeswap.table": RAW },
     });
-    await ws.pipeline(lake, { inputs: [deliver(ws, orders(2))] }).sync();
+    await ws.pipeline(lake, { inputs: [ws.redeliver(orders(2))] }).sync();
     const creates = services.glue.calls.filter((c) => c.operation === "CreateTable" && (c.input as { TableInput: TableInput }).TableInput.Name === `${RAW}_iceberg`);
     expect(creates.map((c) => ((c.input as { racing?: boolean }).racing ? "racing" : (c.error ?? "ok")))).toEqual(["racing", "AlreadyExistsException"]);
     expect(updates(services, `${RAW}_iceberg`)).toEqual(["ok"]);
@@ -253,7 +247,7 @@ describe("iceberg: true on AWS publishes a Glue ICEBERG table per table, one met
 
   it("a commit whose writer lost the table's lease after writing its metadata file makes no Glue call", async () => {
     const { ws, lake, reader, services } = await start();
-    await ws.pipeline(lake, { inputs: [deliver(ws, orders(2))] }).sync();
+    await ws.pipeline(lake, { inputs: [ws.redeliver(orders(2))] }).sync();
     const before = (await reader.icebergTable(RAW)).metadataLocation;
     // The pointers move, the commit fails at its first step (an injected error): the Iceberg view is one command behind.
     process.env.LAKESWAP_FAULT = "before-iceberg-commit:error";
@@ -274,7 +268,7 @@ describe("iceberg: true on AWS publishes a Glue ICEBERG table per table, one met
     expect(services.glue.calls.slice(calls).filter((c) => c.operation === "UpdateTable" || c.operation === "CreateTable")).toEqual([]);
     expect((await reader.icebergTable(RAW)).metadataLocation).toBe(before);
     // The next command takes the lease, first commits the replace it finds uncommitted, then its own rebuild of day 1.
-    await ws.pipeline(lake, { inputs: [deliver(ws, orders(2))] }).sync();
+    await ws.pipeline(lake, { inputs: [ws.redeliver(orders(2))] }).sync();
     const raw = await agreeOnAws(reader, RAW, RAW_COLUMNS);
     // The sync's gc (grace 0) deleted the first sync's day-1 run: its snapshot expired, and the metadata file that made
     // it current left the log. The log starts at the recovering commit.
@@ -289,16 +283,16 @@ describe("iceberg: true on AWS publishes a Glue ICEBERG table per table, one met
     const { ws, lake, reader } = await start();
     const icebergYaml = readFileSync(ws.configFile, "utf8");
     writeFileSync(ws.configFile, pipelineYaml());
-    await ws.pipeline(lake, { inputs: [deliver(ws, orders(3))] }).sync();
+    await ws.pipeline(lake, { inputs: [ws.redeliver(orders(3))] }).sync();
     expect(await reader.glueTable(`${RAW}_iceberg`)).toBeUndefined();
     writeFileSync(ws.configFile, icebergYaml);
-    const again = await ws.pipeline(lake, { inputs: [deliver(ws, orders(3))] }).sync();
+    const again = await ws.pipeline(lake, { inputs: [ws.redeliver(orders(3))] }).sync();
     expect(again.totals.built).toBe(0);
     const raw = await agreeOnAws(reader, RAW, RAW_COLUMNS);
     expect(raw.summary["total-records"]).toBe("30");
     expect(raw.previous).toBeUndefined();
     writeFileSync(ws.configFile, pipelineYaml());
-    await expect(ws.pipeline(lake, { inputs: [deliver(ws, orders(3))] }).sync()).rejects.toThrow(/table 'orders_raw' is published as Iceberg \(iceberg: true\), and the declaration no longer says so/);
+    await expect(ws.pipeline(lake, { inputs: [ws.redeliver(orders(3))] }).sync()).rejects.toThrow(/table 'orders_raw' is published as Iceberg \(iceberg: true\), and the declaration no longer says so/);
   }, 120_000);
 
   it("maps every declared column type to the Glue type Athena reads an Iceberg column as; a Glue table of the Iceberg table's name that is not lakeswap's is refused", async () => {

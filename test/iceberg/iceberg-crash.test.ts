@@ -22,7 +22,7 @@ const B = orders(4, 4).map((r) => ({ ...r, amount: `${r.id}.50` }));
 const POINTS = ["before-iceberg-commit", "during-iceberg-commit", "before-iceberg-commit@2", "during-iceberg-commit@2"];
 
 const ws = new PipelineWorkspace();
-writeFileSync(ws.configFile, pipelineYaml().replace("    layers:\n", "    iceberg: true\n    layers:\n").replace("      - name: stage\n", "      - name: stage\n        iceberg: true\n"));
+writeFileSync(ws.configFile, pipelineYaml({ iceberg: true }));
 const [fileA, fileB] = [ws.delivery(A), ws.delivery(B)];
 const backends: TestBackend[] = [];
 afterAll(async () => {

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { existsSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import type { Lake } from "../../src/lake/lake.js";
@@ -30,26 +30,14 @@ afterEach(async () => {
   workspace = undefined;
 });
 
-/** The fixture's pipeline with `iceberg: true` on the raw table and the stage layer (not on the monthly one). */
-function icebergYaml(): string {
-  return pipelineYaml()
-    .replace("    layers:\n", "    iceberg: true\n    layers:\n")
-    .replace("      - name: stage\n", "      - name: stage\n        iceberg: true\n");
-}
 
 async function start(): Promise<{ ws: PipelineWorkspace; lake: Lake }> {
   workspace = new PipelineWorkspace();
-  writeFileSync(workspace.configFile, icebergYaml());
+  writeFileSync(workspace.configFile, pipelineYaml({ iceberg: true }));
   lake = await openEmbeddedLake(workspace.lakeDir, { graceMs: 0, leaseWaitMs: 0 });
   return { ws: workspace, lake };
 }
 
-/** Replaces the delivery folder's files with one delivery of `rows`; returns its path. */
-function deliver(ws: PipelineWorkspace, rows: ReturnType<typeof orders>): string {
-  const folder = path.join(ws.dir, "deliveries");
-  for (const name of readdirSync(folder)) rmSync(path.join(folder, name));
-  return ws.delivery(rows);
-}
 
 /**
  * Checks one table: the hint's metadata is valid, the current snapshot's files are exactly the Hive view's current
@@ -89,16 +77,16 @@ describe("iceberg: true publishes one snapshot per command over the current runs
     workspace = new PipelineWorkspace();
     lake = await openEmbeddedLake(workspace.lakeDir, { graceMs: 0, leaseWaitMs: 0 });
     const ws = workspace;
-    await ws.pipeline(lake, { inputs: [deliver(ws, orders(3))] }).sync();
+    await ws.pipeline(lake, { inputs: [ws.redeliver(orders(3))] }).sync();
     expect(existsSync(path.join(ws.lakeDir, RAW, "metadata"))).toBe(false);
-    writeFileSync(ws.configFile, icebergYaml());
-    const again = await ws.pipeline(lake, { inputs: [deliver(ws, orders(3))] }).sync();
+    writeFileSync(ws.configFile, pipelineYaml({ iceberg: true }));
+    const again = await ws.pipeline(lake, { inputs: [ws.redeliver(orders(3))] }).sync();
     expect(again.totals.built).toBe(0);
     const raw = await agree(ws.lakeDir, RAW, RAW_COLUMNS);
     expect(raw.version).toBe(1);
     expect(raw.summary["total-records"]).toBe("30");
     writeFileSync(ws.configFile, pipelineYaml());
-    await expect(ws.pipeline(lake, { inputs: [deliver(ws, orders(3))] }).sync()).rejects.toThrow(/table 'orders_raw' is published as Iceberg \(iceberg: true\), and the declaration no longer says so; keep iceberg: true/);
+    await expect(ws.pipeline(lake, { inputs: [ws.redeliver(orders(3))] }).sync()).rejects.toThrow(/table 'orders_raw' is published as Iceberg \(iceberg: true\), and the declaration no longer says so; keep iceberg: true/);
   }, 60_000);
 
   it("gc expires the snapshots naming the runs it deletes, and deletes the metadata files written before the oldest kept one", async () => {
@@ -140,8 +128,8 @@ describe("iceberg: true publishes one snapshot per command over the current runs
 
   it("a sync that only adds partitions lists the previous manifest as it is and writes one new manifest", async () => {
     const { ws, lake } = await start();
-    await ws.pipeline(lake, { inputs: [deliver(ws, orders(3))] }).sync();
-    await ws.pipeline(lake, { inputs: [deliver(ws, orders(5))] }).sync();
+    await ws.pipeline(lake, { inputs: [ws.redeliver(orders(3))] }).sync();
+    await ws.pipeline(lake, { inputs: [ws.redeliver(orders(5))] }).sync();
     const raw = await agree(ws.lakeDir, RAW, RAW_COLUMNS);
     expect(raw.summary["added-data-files"]).toBe("2");
     expect(raw.summary["total-data-files"]).toBe("5");
@@ -153,7 +141,7 @@ describe("iceberg: true publishes one snapshot per command over the current runs
     // The manifest list bounds each manifest's days, so an engine skips a manifest a filter on day excludes.
     expect(second?.bounds).toEqual(["2026-11-04..2026-11-05", "2026-11-01..2026-11-03"]);
     // A sync that changes a day of the reused manifest rewrites it: its other files are carried as existing.
-    await ws.pipeline(lake, { inputs: [deliver(ws, orders(5).map((r) => (r.id === 105 ? { ...r, customer: 77 } : r)))] }).sync();
+    await ws.pipeline(lake, { inputs: [ws.redeliver(orders(5).map((r) => (r.id === 105 ? { ...r, customer: 77 } : r)))] }).sync();
     await agree(ws.lakeDir, RAW, RAW_COLUMNS);
     const third = (await validateTable(ws.lakeDir, RAW)).snapshots[2];
     expect(third?.manifests).toHaveLength(2);
@@ -164,7 +152,7 @@ describe("iceberg: true publishes one snapshot per command over the current runs
 
   it("a sync, a sync that rebuilds some partitions, a replace, a rollback, rollback --sync and gc each leave both views equal, the previous snapshot readable", async () => {
     const { ws, lake } = await start();
-    const first = await ws.pipeline(lake, { inputs: [deliver(ws, orders(3))] }).sync();
+    const first = await ws.pipeline(lake, { inputs: [ws.redeliver(orders(3))] }).sync();
     const raw1 = await agree(ws.lakeDir, RAW, RAW_COLUMNS);
     const stage1 = await agree(ws.lakeDir, STAGE, STAGE_COLUMNS);
     expect(raw1.version).toBe(1);
@@ -181,7 +169,7 @@ describe("iceberg: true publishes one snapshot per command over the current runs
 
     // Day 2 changes, day 4 is new, days 1 and 3 are skipped: one snapshot, of every current file.
     const changed = orders(4).map((row) => (row.id === 205 ? { ...row, customer: 99 } : row));
-    const second = await ws.pipeline(lake, { inputs: [deliver(ws, changed)] }).sync();
+    const second = await ws.pipeline(lake, { inputs: [ws.redeliver(changed)] }).sync();
     const raw2 = await agree(ws.lakeDir, RAW, RAW_COLUMNS);
     expect(raw2.version).toBe(2);
     expect(raw2.summary["lakeswap.sync-id"]).toBe(second.syncId);
@@ -194,7 +182,7 @@ describe("iceberg: true publishes one snapshot per command over the current runs
     expect(await icebirdRows(ws.lakeDir, STAGE, STAGE_COLUMNS, 1)).toEqual(stage1.rows);
 
     // A sync with nothing to do moves no pointer and commits nothing.
-    await ws.pipeline(lake, { inputs: [deliver(ws, changed)] }).sync();
+    await ws.pipeline(lake, { inputs: [ws.redeliver(changed)] }).sync();
     expect((await validateTable(ws.lakeDir, RAW)).version).toBe(2);
 
     // A replace of one partition: one snapshot.

@@ -1,4 +1,4 @@
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { parse } from "yaml";
 import { loadPipelineConfig, resolvePipelineConfig, type PipelineConfig } from "../../src/config/pipeline-config.js";
@@ -10,8 +10,8 @@ export const STAGE_SQL = `SELECT order_id, customer_id, amount, order_ts FROM or
 export const MONTHLY_SQL = `SELECT day AS order_day, count(*) AS orders, sum(amount) AS revenue FROM orders_stage GROUP BY day\n`;
 
 /** The pipeline of the month-to-date story: raw orders by day, stage by day, analytics by month. */
-export function pipelineYaml(extra: { deadLetter?: boolean; concurrency?: number } = {}): string {
-  return `concurrency: ${extra.concurrency ?? 3}
+export function pipelineYaml(extra: { deadLetter?: boolean; concurrency?: number; iceberg?: boolean } = {}): string {
+  const yaml = `concurrency: ${extra.concurrency ?? 3}
 datasets:
   orders:
     source:
@@ -39,6 +39,8 @@ ${extra.deadLetter ? "    dead_letter: orders_rejected\n" : ""}    layers:
         inputs:
           map: {month: "substr(day, 1, 7)"}
 `;
+  // `iceberg`: the raw table and the stage layer published as Iceberg too (not the monthly one).
+  return extra.iceberg ? yaml.replace("    layers:\n", "    iceberg: true\n    layers:\n").replace("      - name: stage\n", "      - name: stage\n        iceberg: true\n") : yaml;
 }
 
 /** One order row of a delivery CSV. */
@@ -103,6 +105,13 @@ export class PipelineWorkspace {
     const file = path.join(this.dir, "deliveries", `delivery-${String(this.counter++).padStart(3, "0")}.csv`);
     writeFileSync(file, typeof content === "string" ? content : toCsv(content));
     return file;
+  }
+
+  /** Replaces the delivery folder's files with one delivery of `rows`; returns its path. */
+  redeliver(rows: readonly OrderRow[]): string {
+    const folder = path.join(this.dir, "deliveries");
+    for (const name of readdirSync(folder)) rmSync(path.join(folder, name));
+    return this.delivery(rows);
   }
 
   pipeline(lake: Lake, options: PipelineOptions = {}): Pipeline {
