@@ -1,5 +1,5 @@
 // What a lake holds, read as a plain reader would, with no lakeswap code: the pointers and their state files, the run
-// folders, the manifests, the metadata areas, and the rows through a separate DuckDB instance over the Parquet files the
+// folders, the manifests, the metadata areas, and the rows through a DuckDB instance of its own over the Parquet files the
 // pointers name (embedded: the README's glob over the pointer symlinks).
 import { mkdirSync, promises as fs } from "node:fs";
 import path from "node:path";
@@ -127,36 +127,29 @@ async function viewEmbeddedTable(lakeDir: string, table: TableName, write: Write
   return { pointers, runs, withFiles, manifests, rows: await plainRows(path.join(lakeDir, table, "*", "*.parquet"), table, write) };
 }
 
-/** The rows of a table by day, read by a fresh DuckDB instance from a glob of Parquet files (hive partitioning). */
+/** The rows of a table by day, read by the plain reader's DuckDB (readerInstance) from a glob of Parquet files (hive partitioning). */
 async function plainRows(glob: string, table: TableName, write: WriteMode): Promise<Map<Day, RowText[]>> {
   const rows = new Map<Day, RowText[]>();
-  const instance = await DuckDBInstance.create(":memory:");
+  const deleteFlag = write === "upsert" ? " || '|' || coalesce(del, false)::VARCHAR" : "";
+  const columns = table === RAW ? `k::VARCHAR || '|' || d::VARCHAR || '|' || v::VARCHAR || '|' || cat${deleteFlag}` : "k::VARCHAR || '|' || v10::VARCHAR";
+  const files = `read_parquet('${glob.replace(/'/g, "''")}', hive_partitioning = true, hive_types = {'day': VARCHAR})`;
+  const connection = await (await readerInstance()).connect();
+  let found: unknown[][];
   try {
-    const connection = await instance.connect();
-    try {
-      const deleteFlag = write === "upsert" ? " || '|' || coalesce(del, false)::VARCHAR" : "";
-      const columns = table === RAW ? `k::VARCHAR || '|' || d::VARCHAR || '|' || v::VARCHAR || '|' || cat${deleteFlag}` : "k::VARCHAR || '|' || v10::VARCHAR";
-      const files = `read_parquet('${glob.replace(/'/g, "''")}', hive_partitioning = true, hive_types = {'day': VARCHAR})`;
-      let found: unknown[][];
-      try {
-        found = (await connection.runAndReadAll(`SELECT day, ${columns} FROM ${files}`)).getRowsJS();
-      } catch (error) {
-        if (/No files found/.test(String(error))) return rows;
-        throw error;
-      }
-      for (const [day, text] of found) {
-        const list = rows.get(day as Day) ?? [];
-        list.push(String(text));
-        rows.set(day as Day, list);
-      }
-      for (const list of rows.values()) list.sort();
-      return rows;
-    } finally {
-      connection.closeSync();
-    }
+    found = (await connection.runAndReadAll(`SELECT day, ${columns} FROM ${files}`)).getRowsJS();
+  } catch (error) {
+    if (/No files found/.test(String(error))) return rows;
+    throw error;
   } finally {
-    instance.closeSync();
+    connection.closeSync();
   }
+  for (const [day, text] of found) {
+    const list = rows.get(day as Day) ?? [];
+    list.push(String(text));
+    rows.set(day as Day, list);
+  }
+  for (const list of rows.values()) list.sort();
+  return rows;
 }
 
 /** The ingest pipeline's tables: `ev` and `ev2` (its namespaces) and `events` (their dead letters). */
@@ -176,23 +169,30 @@ async function ingestRows(eventsGlob: string, otherGlob: string, deadGlob: strin
   return { events: events.sort(), deadLetters: deadLetters.sort(), reasons: reasons.sort() };
 }
 
-/** One text column of a query over a glob of Parquet files, read by a fresh DuckDB instance ([] without files). */
+/** One text column of a query over a glob of Parquet files, read by the plain reader's DuckDB ([] without files). */
 async function readGlob(glob: string, sql: string): Promise<string[]> {
-  const instance = await DuckDBInstance.create(":memory:");
+  const connection = await (await readerInstance()).connect();
   try {
-    const connection = await instance.connect();
-    try {
-      const files = `read_parquet('${glob.replace(/'/g, "''")}', hive_partitioning = false)`;
-      return (await connection.runAndReadAll(sql.replace("%FILES%", files))).getRowsJS().map((row) => String(row[0]));
-    } catch (error) {
-      if (/No files found/.test(String(error))) return [];
-      throw error;
-    } finally {
-      connection.closeSync();
-    }
+    const files = `read_parquet('${glob.replace(/'/g, "''")}', hive_partitioning = false)`;
+    return (await connection.runAndReadAll(sql.replace("%FILES%", files))).getRowsJS().map((row) => String(row[0]));
+  } catch (error) {
+    if (/No files found/.test(String(error))) return [];
+    throw error;
   } finally {
-    instance.closeSync();
+    connection.closeSync();
   }
+}
+
+let reader: Promise<DuckDBInstance> | undefined;
+
+/**
+ * The plain reader's DuckDB: one instance for the process (a fresh one per read cost 15-25 ms of CPU to open and close,
+ * a fifth of the model test's own CPU), with its cache of file contents off (DuckDB's cache of Parquet footers is off
+ * by default), so that every read lists the files and reads their bytes again, as a new process would.
+ */
+function readerInstance(): Promise<DuckDBInstance> {
+  reader ??= DuckDBInstance.create(":memory:", { enable_external_file_cache: "false" });
+  return reader;
 }
 
 async function list(...parts: string[]): Promise<string[]> {
