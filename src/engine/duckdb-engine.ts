@@ -57,7 +57,7 @@ export class DuckDbEngine implements Engine {
         const reader = await connection.runAndReadAll(select);
         return { columns: reader.columnNames(), rows: reader.convertRows(exactValueConverter(await duckdb())) };
       } catch (error) {
-        throw new InvalidInputError(`query failed: ${cleanDuckDbMessage(error)}`);
+        throw new InvalidInputError(`query failed: ${queryFailure(cleanDuckDbMessage(error))}`);
       }
     }, { folders: this.files.tableFolders(sources.map((s) => s.table.name)) });
   }
@@ -78,4 +78,14 @@ export class DuckDbEngine implements Engine {
   async close(): Promise<void> {
     await this.duckdb.close();
   }
+}
+
+/**
+ * What a failed query's message says: DuckDB's own, except for a table it does not know, where it suggests one of its
+ * system tables (`Did you mean "pg_prepared_statements"?`) for a name that is simply not one of the lake's tables.
+ */
+function queryFailure(message: string): string {
+  const missing = /^Catalog Error: Table with name (\S+) does not exist!/.exec(message);
+  if (!missing) return message;
+  return `table '${missing[1]}' is not in this lake (lakeswap tables lists its tables; a pipeline's raw table is named <dataset>_raw unless its table: says otherwise)`;
 }

@@ -47,6 +47,18 @@ describe("the embedded lake", () => {
     expect((await lake.query("SELECT run, id, day FROM jobs")).rows).toEqual([["nightly", 1, "2026-11-01"]]);
   });
 
+  it("names a table the lake does not have, instead of DuckDB's guess among its own system tables", async () => {
+    const lake = await openLake();
+    await lake.createTable(defineTable({ name: "orders_raw", columns: [{ name: "id", type: "BIGINT" }], partitionKeys: ["day"] }));
+    await replacePartition(lake, "orders_raw", "day=2026-11-01", { select: "SELECT 1 AS id" });
+    const failure = await lake.query("SELECT count(*) FROM orders").catch((error: Error) => error);
+    expect(failure).toBeInstanceOf(Error);
+    expect((failure as Error).message).toMatch(/^query failed: table 'orders' is not in this lake \(lakeswap tables lists its tables/);
+    expect((failure as Error).message).not.toMatch(/pg_prepared_statements|Did you mean/);
+    // Any other failure keeps DuckDB's own words.
+    await expect(lake.query("SELECT no_such_column FROM orders_raw")).rejects.toThrow(/^query failed: Binder Error: .*no_such_column/);
+  });
+
   it("lets plain DuckDB read exactly the current runs, one * per partition key", async () => {
     const lake = await openLake();
     await lake.createTable(defineTable({ name: "events", columns: [{ name: "id", type: "BIGINT" }, { name: "tag", type: "VARCHAR" }], partitionKeys: ["p_year", "p_month", "p_day"] }));
