@@ -43,17 +43,20 @@ export interface SyncReportJson {
   readonly totals: { readonly built: number; readonly skipped: number; readonly failed: number; readonly rows: number };
   readonly layers: readonly { readonly layer: string; readonly table: string; readonly built: number; readonly skipped: number; readonly seconds: number }[];
   readonly loads: readonly { readonly rowsRead: number; readonly rowsLoaded: number; readonly signing?: { readonly form?: string; readonly reason?: string } }[];
-  /** The Iceberg commits of the sync (src/lake/commit/iceberg-commit.ts `IcebergCommit`). */
-  readonly snapshots?: readonly {
-    readonly table: string;
-    readonly ms: number;
-    readonly filesWritten: number;
-    readonly bytesWritten: number;
-    readonly catalogCalls: number;
-    readonly manifestsReused: number;
-    readonly addedFiles: number;
-    readonly deletedFiles: number;
-  }[];
+  /** The Iceberg commits of the sync. */
+  readonly snapshots?: readonly IcebergCommitJson[];
+}
+
+/** One Iceberg commit in the report (src/lake/commit/iceberg-commit.ts `IcebergCommit`), the fields the benchmarks read. */
+export interface IcebergCommitJson {
+  readonly table: string;
+  readonly ms: number;
+  readonly filesWritten: number;
+  readonly bytesWritten: number;
+  readonly catalogCalls: number;
+  readonly manifestsReused: number;
+  readonly addedFiles: number;
+  readonly deletedFiles: number;
 }
 
 /** One `lakeswap sync` process: how it ran, its report (none if it was stopped at its time limit), and why it failed, if it did. */

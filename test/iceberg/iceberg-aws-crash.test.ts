@@ -1,10 +1,9 @@
-import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { awsBackend, runCli } from "../support/lake-fixture.js";
 import { runMain } from "../support/main-cli.js";
 import { AwsLakeReader, agreeOnAws } from "../support/iceberg-aws-kit.js";
-import { PipelineWorkspace, orders, pipelineYaml } from "../support/pipeline-fixture.js";
+import { CRASH_COLUMNS as COLUMNS, CRASH_POINTS as POINTS, CRASH_TABLES as TABLES, crashWorkspace } from "../support/iceberg-kit.js";
 
 // Invariant 10 under SIGKILL on AWS: a sync killed after its Hive pointers moved and before its Iceberg commit, or
 // inside it (the uniquely named metadata file written, Glue's UpdateTable not made), leaves Glue's metadata_location
@@ -12,17 +11,7 @@ import { PipelineWorkspace, orders, pipelineYaml } from "../support/pipeline-fix
 // read the same rows. A killed commit's metadata file is never adopted: the metadata log goes from the first sync's
 // metadata straight to the rerun's.
 
-const TABLES = ["orders_raw", "orders_stage"] as const;
-const COLUMNS: Record<(typeof TABLES)[number], readonly string[]> = { orders_raw: ["order_id", "customer_id", "amount"], orders_stage: ["order_id", "amount"] };
-const A = orders(3, 4);
-const B = orders(4, 4).map((r) => ({ ...r, amount: `${r.id}.50` }));
-
-/** `@1` is the first table to commit (orders_stage: leases are held in name order and released inner first), `@2` the second. */
-const POINTS = ["before-iceberg-commit", "during-iceberg-commit", "before-iceberg-commit@2", "during-iceberg-commit@2"];
-
-const ws = new PipelineWorkspace();
-writeFileSync(ws.configFile, pipelineYaml({ iceberg: true }));
-const [fileA, fileB] = [ws.delivery(A), ws.delivery(B)];
+const { ws, fileA, fileB } = crashWorkspace();
 const cleanups: (() => Promise<void> | void)[] = [];
 afterAll(async () => {
   for (const cleanup of cleanups.reverse()) await cleanup();

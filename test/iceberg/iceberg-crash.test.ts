@@ -1,29 +1,15 @@
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { embeddedBackend, runCli, type TestBackend } from "../support/lake-fixture.js";
 import { runMain } from "../support/main-cli.js";
-import { hiveFiles, hiveRows, icebirdRows, validateTable } from "../support/iceberg-kit.js";
-import { PipelineWorkspace, orders, pipelineYaml } from "../support/pipeline-fixture.js";
+import { CRASH_COLUMNS as COLUMNS, CRASH_POINTS as POINTS, CRASH_TABLES as TABLES, crashWorkspace, hiveFiles, hiveRows, icebirdRows, validateTable } from "../support/iceberg-kit.js";
 
 // Invariant 10 under SIGKILL: a sync killed after its Hive pointers moved and before its Iceberg commit, or inside it
 // (the new metadata file written, the hint not yet moved), leaves the Iceberg view behind; the next command that
 // takes the table's lease brings it in line, and from then on both views read the same rows.
 
-const TABLES = ["orders_raw", "orders_stage"] as const;
-const COLUMNS: Record<(typeof TABLES)[number], readonly string[]> = { orders_raw: ["order_id", "customer_id", "amount"], orders_stage: ["order_id", "amount"] };
-const A = orders(3, 4);
-const B = orders(4, 4).map((r) => ({ ...r, amount: `${r.id}.50` }));
-
-/**
- * Kill points: `@1` is the first table to commit (orders_stage: leases are held in name order and released inner
- * first), `@2` the second (orders_raw, stage committed already).
- */
-const POINTS = ["before-iceberg-commit", "during-iceberg-commit", "before-iceberg-commit@2", "during-iceberg-commit@2"];
-
-const ws = new PipelineWorkspace();
-writeFileSync(ws.configFile, pipelineYaml({ iceberg: true }));
-const [fileA, fileB] = [ws.delivery(A), ws.delivery(B)];
+const { ws, fileA, fileB } = crashWorkspace();
 const backends: TestBackend[] = [];
 afterAll(async () => {
   for (const backend of backends) await backend.cleanup();

@@ -1,7 +1,7 @@
 // Reading an embedded lake's Iceberg tables back as a user would, with tools lakeswap did not write: icebird over
 // HTTP (a small static server of the lake folder), avsc with the spec's own Avro schemas, plain DuckDB over the
 // Hive view. The spec's schemas here are typed in from format/spec.md, independently of src/catalog/iceberg/.
-import { createReadStream, promises as fs } from "node:fs";
+import { createReadStream, promises as fs, writeFileSync } from "node:fs";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import path from "node:path";
@@ -10,6 +10,7 @@ import avro from "avsc";
 import { DuckDBInstance } from "@duckdb/node-api";
 import { icebergRead } from "icebird";
 import { expect } from "vitest";
+import { PipelineWorkspace, orders, pipelineYaml } from "./pipeline-fixture.js";
 
 /** A static HTTP server of one folder, with HEAD and byte ranges (what hyparquet asks for). */
 async function serveFolder(root: string): Promise<{ url: string; close: () => Promise<void> }> {
@@ -228,6 +229,36 @@ export interface SnapshotView {
 }
 
 /**
+ * The checks of a current metadata file that hold whatever its catalog (a version hint, Glue): the spec's required v2
+ * fields, sequence numbers increasing and unique, the main ref and the snapshot log's last entry naming the current
+ * snapshot, and a name mapping of the current schema (DuckDB's Parquet files carry no field ids: readers map columns by
+ * name). Returns the snapshots, the current schema, the default partition spec and its fields as manifests name them.
+ */
+export function expectSpecMetadata(metadata: Record<string, any>): {
+  snapshots: Record<string, any>[];
+  schema: Record<string, any>;
+  spec: Record<string, any>;
+  partition: { name: string; id: number }[];
+} {
+  expect(metadata["format-version"]).toBe(2);
+  for (const field of ["table-uuid", "location", "last-sequence-number", "last-updated-ms", "last-column-id", "schemas", "current-schema-id", "partition-specs", "default-spec-id", "last-partition-id", "sort-orders", "default-sort-order-id"]) {
+    expect(metadata[field], `metadata field ${field}`).toBeDefined();
+  }
+  const snapshots = metadata.snapshots as Record<string, any>[];
+  const sequences = snapshots.map((s) => s["sequence-number"] as number);
+  expect(sequences).toEqual([...sequences].sort((a, b) => a - b));
+  expect(new Set(sequences).size).toBe(sequences.length);
+  expect(metadata["last-sequence-number"]).toBe(Math.max(0, ...sequences));
+  expect(metadata.refs.main["snapshot-id"]).toBe(metadata["current-snapshot-id"]);
+  expect((metadata["snapshot-log"] as any[]).at(-1)?.["snapshot-id"]).toBe(metadata["current-snapshot-id"]);
+  const schema = (metadata.schemas as any[]).find((s) => s["schema-id"] === metadata["current-schema-id"]);
+  expect(JSON.parse(metadata.properties["schema.name-mapping.default"])).toEqual((schema.fields as any[]).map((c) => ({ "field-id": c.id, names: [c.name] })));
+  const spec = (metadata["partition-specs"] as any[]).find((s) => s["spec-id"] === metadata["default-spec-id"]);
+  const partition = (spec.fields as any[]).map((f) => ({ name: f.name as string, id: f["field-id"] as number }));
+  return { snapshots, schema, spec, partition };
+}
+
+/**
  * Checks a table's Iceberg metadata against the spec's required fields (format v2, increasing sequence numbers,
  * snapshot-log, metadata-log, refs), and decodes every manifest list and manifest with the spec's schemas.
  * Returns the version the hint names and every retained snapshot's files.
@@ -236,17 +267,7 @@ export async function validateTable(lakeDir: string, table: string): Promise<{ v
   const folder = path.join(lakeDir, table, "metadata");
   const version = Number((await fs.readFile(path.join(folder, "version-hint.text"), "utf8")).trim());
   const metadata = JSON.parse(await fs.readFile(path.join(folder, `v${version}.metadata.json`), "utf8")) as Record<string, any>;
-  for (const field of ["table-uuid", "location", "last-sequence-number", "last-updated-ms", "last-column-id", "schemas", "current-schema-id", "partition-specs", "default-spec-id", "last-partition-id", "sort-orders", "default-sort-order-id"]) {
-    expect(metadata[field], `metadata field ${field}`).toBeDefined();
-  }
-  expect(metadata["format-version"]).toBe(2);
-  const snapshots = metadata.snapshots as Record<string, any>[];
-  const sequences = snapshots.map((s) => s["sequence-number"] as number);
-  expect(sequences).toEqual([...sequences].sort((a, b) => a - b));
-  expect(new Set(sequences).size).toBe(sequences.length);
-  expect(metadata["last-sequence-number"]).toBe(Math.max(0, ...sequences));
-  expect(metadata.refs.main["snapshot-id"]).toBe(metadata["current-snapshot-id"]);
-  expect((metadata["snapshot-log"] as any[]).at(-1)?.["snapshot-id"]).toBe(metadata["current-snapshot-id"]);
+  const { snapshots, schema, spec, partition } = expectSpecMetadata(metadata);
   for (const entry of metadata["snapshot-log"] as any[]) expect(snapshots.some((s) => s["snapshot-id"] === entry["snapshot-id"])).toBe(true);
   // Each earlier version is in the metadata log, in order.
   const logged = (metadata["metadata-log"] as any[]).map((e) => path.basename(new URL(e["metadata-file"]).pathname));
@@ -254,11 +275,6 @@ export async function validateTable(lakeDir: string, table: string): Promise<{ v
   const first = version - logged.length;
   expect(logged).toEqual(Array.from({ length: version - first }, (_, i) => `v${first + i}.metadata.json`));
   for (let older = 1; older < first; older += 1) await expect(fs.access(path.join(folder, `v${older}.metadata.json`))).rejects.toThrow();
-  const schema = (metadata.schemas as any[]).find((s) => s["schema-id"] === metadata["current-schema-id"]);
-  const spec = (metadata["partition-specs"] as any[]).find((s) => s["spec-id"] === metadata["default-spec-id"]);
-  const partition = (spec.fields as any[]).map((f) => ({ name: f.name as string, id: f["field-id"] as number }));
-  // DuckDB's Parquet files carry no field ids: readers map columns by name, as the table's name mapping says.
-  expect(JSON.parse(metadata.properties["schema.name-mapping.default"])).toEqual((schema.fields as any[]).map((c) => ({ "field-id": c.id, names: [c.name] })));
   for (const f of spec.fields as any[]) {
     expect(f.transform).toBe("identity");
     expect(schema.fields.find((c: any) => c.id === f["source-id"])?.type).toBe("string");
@@ -312,4 +328,22 @@ export async function hiveFiles(lakeDir: string, table: string): Promise<string[
   };
   await walk(path.join(lakeDir, table));
   return files.sort();
+}
+
+/**
+ * The scenario of the Iceberg kill tests (embedded: ../iceberg/iceberg-crash.test.ts; AWS: ../iceberg/iceberg-aws-crash.test.ts):
+ * raw and stage published as Iceberg, delivery A synced, then delivery B (other amounts, one more day) killed at each
+ * point. `@1` is the first table to commit (orders_stage: leases are held in name order and released inner first),
+ * `@2` the second (orders_raw, stage committed already).
+ */
+export const CRASH_TABLES = ["orders_raw", "orders_stage"] as const;
+export const CRASH_COLUMNS: Record<(typeof CRASH_TABLES)[number], readonly string[]> = { orders_raw: ["order_id", "customer_id", "amount"], orders_stage: ["order_id", "amount"] };
+export const CRASH_POINTS = ["before-iceberg-commit", "during-iceberg-commit", "before-iceberg-commit@2", "during-iceberg-commit@2"];
+
+/** The kill tests' workspace (an Iceberg pipeline) and its two deliveries, A and B. */
+export function crashWorkspace(): { ws: PipelineWorkspace; fileA: string; fileB: string } {
+  const ws = new PipelineWorkspace();
+  writeFileSync(ws.configFile, pipelineYaml({ iceberg: true }));
+  const [fileA, fileB] = [ws.delivery(orders(3, 4)), ws.delivery(orders(4, 4).map((r) => ({ ...r, amount: `${r.id}.50` })))];
+  return { ws, fileA, fileB };
 }
