@@ -133,6 +133,58 @@ const sinksSchema = z
   .optional()
   .describe("targets outside the lake this layer's partitions are sent to after each sync (only partitions whose signature changed)");
 
+const auditValue = z.union([z.string(), z.number(), z.boolean()]);
+
+/** One audit of a layer's staged partitions (write-audit-publish): exactly one check, with its severity. */
+const auditSchema = z
+  .object({
+    name: z.string().regex(/^[A-Za-z0-9_.:() -]{1,128}$/, "letters, digits, spaces and _ . : ( ) - only").optional().describe("shown in reports (default: the check and its columns, e.g. not_null(amount))"),
+    severity: z.enum(["error", "warn"]).default("error").describe("error (default): a failing partition keeps its pointer where it was and the sync exits 7; warn: only reported"),
+    not_null: z.array(identifier).min(1).optional().describe("no row has NULL in these columns"),
+    unique: z
+      .union([
+        z.array(identifier).min(1),
+        z
+          .object({
+            columns: z.array(identifier).min(1),
+            scope: z.enum(["partition", "table"]).default("partition").describe("partition (default): within each partition; table: across the table as it will be after the swap (upsert keys)"),
+          })
+          .strict(),
+      ])
+      .optional()
+      .describe("no two rows share these columns' values: [cols] within the partition, or {columns: [cols], scope: table}"),
+    accepted_values: z.record(identifier, z.array(auditValue).min(1)).optional().describe("column -> the values it may hold (NULL is left to not_null)"),
+    range: z
+      .record(identifier, z.object({ min: auditValue.optional(), max: auditValue.optional() }).strict())
+      .optional()
+      .describe("column -> {min, max}: every non-NULL value within (bounds included), e.g. amount: {min: 0}"),
+    row_count: z
+      .object({
+        min: z.number().int().min(0).optional().describe("the partition holds at least this many rows"),
+        max: z.number().int().min(0).optional().describe("the partition holds at most this many rows"),
+        max_change: z
+          .string()
+          .regex(/^\d+(\.\d+)?%$/, "a percentage, e.g. 50%")
+          .optional()
+          .describe("the rows change by at most this much against the run the build replaces, e.g. 50%"),
+      })
+      .strict()
+      .optional(),
+    freshness: z
+      .object({ column: identifier, max_age: z.string().min(1).describe("e.g. 36h, 2d") })
+      .strict()
+      .optional()
+      .describe("the newest value of the column, over the table as it will be after the swap, is at most max_age old"),
+    sql: z
+      .string()
+      .min(1)
+      .optional()
+      .describe("one SELECT returning the failing rows of a partition: the layer's table name stands for the staged partition's rows, {{ key }} for its values"),
+  })
+  .strict();
+
+const auditsSchema = z.array(auditSchema).default([]).describe("audits of each staged partition, run before its pointer moves (write-audit-publish)");
+
 const WRITE_MODES = ["partition_replace", "replace", "append", "upsert"] as const;
 
 /** How a sync writes a table: replace partitions (default), replace the whole table, append deliveries, or merge them by key. */
@@ -174,6 +226,7 @@ const layerSchema = z
     iceberg_table: icebergTableSchema,
     write: writeSchema,
     sinks: sinksSchema,
+    audits: auditsSchema,
   })
   .strict();
 
@@ -201,6 +254,7 @@ const datasetSchema = z
     delete_flag: identifier.optional().describe("upsert: a BOOLEAN column; a delivery row where it is true removes its key from the table"),
     layers: z.array(layerSchema).default([]).describe("derived layers, in build order"),
     sinks: sinksSchema,
+    audits: auditsSchema.describe("audits of each staged partition of the raw table, run before its pointer moves (write-audit-publish)"),
   })
   .strict();
 
@@ -225,6 +279,9 @@ export const pipelineSchema = z
 
 /** A dataset as the schema gives it (before it is resolved). */
 export type DatasetInput = z.output<typeof datasetSchema>;
+
+/** One `audits:` entry as the schema gives it. */
+export type AuditInput = z.output<typeof auditSchema>;
 
 /** A layer's \`sinks:\` as the schema gives it. */
 export type SinksInput = z.output<typeof sinksSchema>;

@@ -20,8 +20,11 @@ export interface FileAccess {
   tableFolders(tables: readonly string[]): string[];
   /** The local path of a store file, read where it is; undefined where the store keeps its files elsewhere. */
   readonly pathInPlace: ((key: string) => string) | undefined;
-  /** Local paths of whole store files DuckDB reads, for `use` (a missing file fails it, naming the file). */
-  readable(keys: readonly string[], use: "compact" | "merge"): Promise<LocalFiles>;
+  /**
+   * Local paths of whole store files DuckDB reads, for `use` (a missing file fails it, naming the file). Copies are
+   * made in a new folder inside `under` where it is given (a folder an instance that runs users' SQL may reach).
+   */
+  readable(keys: readonly string[], use: FileUse, under?: string): Promise<LocalFiles>;
   /** A new run's one file (`fileName`) under the fresh run prefix `runPrefix`: refused where the run exists already. */
   newRunFile(runPrefix: string, fileName: string): Promise<NewFile>;
   /** A new file at the store key `key` (in a run that exists). */
@@ -64,7 +67,10 @@ export function runFileName(runId: string): string {
 }
 
 /** What a missing file stops, for `readable`'s message. */
-const MISSING_STOPS = { compact: "nothing was compacted", merge: "nothing was merged" } as const;
+const MISSING_STOPS = { compact: "nothing was compacted", merge: "nothing was merged", audit: "the audit could not read it" } as const;
+
+/** What store files are read for. */
+type FileUse = keyof typeof MISSING_STOPS;
 
 /** A store with local paths: DuckDB reads and writes its files where they are; runs are staged in the lake's own folder. */
 class InPlaceFiles implements FileAccess {
@@ -164,8 +170,8 @@ class CopiedFiles implements FileAccess {
 
   readonly pathInPlace = undefined;
 
-  async readable(keys: readonly string[], use: "compact" | "merge"): Promise<LocalFiles> {
-    const scratch = await freshProcessFolder(`lakeswap-${use}-`);
+  async readable(keys: readonly string[], use: FileUse, under?: string): Promise<LocalFiles> {
+    const scratch = under === undefined ? await freshProcessFolder(`lakeswap-${use}-`) : await fs.mkdtemp(path.join(under, `${use}-`));
     const release = () => fs.rm(scratch, { recursive: true, force: true });
     try {
       const paths = await mapLimited(keys, 8, async (key, index) => {

@@ -1,3 +1,4 @@
+import type { AuditFinding, AuditSpec } from "../model/audit.js";
 import type { TimeFormat } from "../model/column-types.js";
 import type { Partition } from "../model/partition.js";
 import type { TableDefinition } from "../model/table.js";
@@ -9,8 +10,10 @@ import type { BuildRequest, BuildResult, PartitionSnapshot } from "../model/buil
  * embedded or on AWS. It lands a delivery once (reads, validates, partitions
  * and signs every row), writes the runs of the raw partitions that changed
  * in one pass, builds from landed rows (dead letters), evaluates partition
- * maps, parses a layer's SQL for the tables it reads, and audits new runs
- * from their Parquet footers. Users' SQL never runs here.
+ * maps, parses a layer's SQL for the tables it reads, and audits new runs:
+ * their rows from their Parquet footers, their data by the layer's audits.
+ * Users' SQL (partition maps, `sql:` audits) runs only in instances that
+ * reach no file but what it reads.
  */
 export interface Landing {
   /**
@@ -75,7 +78,28 @@ export interface Landing {
    * many files is compacted into its next run. The sources are left alone.
    */
   compactFiles(request: { readonly table: TableDefinition; readonly files: readonly string[]; readonly targetKey: string }): Promise<{ readonly key: string; readonly size: number }>;
+  /**
+   * The data audits of staged runs (write-audit-publish), read from their files before any pointer moves: each
+   * audit's failing rows per staged partition (row_count is the core's, from the counts it has). An audit that
+   * cannot run (a value that does not fit its column's type, a `sql:` audit that fails) throws, naming it.
+   */
+  auditRuns(request: AuditRunsRequest): Promise<AuditFinding[]>;
   close(): Promise<void>;
+}
+
+/** What `Landing.auditRuns` audits. */
+export interface AuditRunsRequest {
+  readonly table: TableDefinition;
+  readonly audits: readonly AuditSpec[];
+  /** The staged runs, each with its partition and files (store keys). */
+  readonly staged: readonly PartitionSnapshot[];
+  /**
+   * The current runs of the table's other partitions: with the staged runs, the table as it will be after the swap
+   * (for `unique` across the table and `freshness`). Read only by those audits.
+   */
+  readonly others: readonly PartitionSnapshot[];
+  /** The moment freshness is measured from. */
+  readonly now: Date;
 }
 
 /** A delivery's files and id, and whether its files were read (hashed) to name it. */

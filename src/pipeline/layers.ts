@@ -3,8 +3,8 @@ import type { DatasetConfig, LayerConfig } from "../config/pipeline-config.js";
 import type { PartitionState } from "../lake/lake.js";
 import { runManifest } from "../lake/operations/partition-states.js";
 import { InvalidInputError } from "../model/errors.js";
-import { parsePartitionPath, partitionOfValues, type Partition } from "../model/partition.js";
-import { quoteLiteral } from "../model/sql.js";
+import { parsePartitionPath, partitionOfValues } from "../model/partition.js";
+import { renderSql } from "../model/render-sql.js";
 import { keysOfLayer, planChoices, tableOfLayer, tablesWritten, type PipelineContext, type Run } from "./pipeline-context.js";
 import { planLayer, type PlannedPartition } from "./plan.js";
 
@@ -130,15 +130,4 @@ async function tablesRead(ctx: PipelineContext, layer: LayerConfig, where: strin
     if (error instanceof InvalidInputError) throw new InvalidInputError(`${where}: ${error.message}`);
     throw error;
   }
-}
-
-/** Puts the partition into a layer's SQL: `{{ key }}` becomes the quoted value; any other placeholder is an error. */
-export function renderSql(sql: string, partition: Partition, file: string): string {
-  return sql.replace(/\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}/g, (_match, name: string) => {
-    const index = partition.keys.indexOf(name);
-    if (index < 0) {
-      throw new InvalidInputError(`${file}: unknown placeholder {{ ${name} }}; this layer's partition keys are ${partition.keys.join(", ")}`);
-    }
-    return quoteLiteral(partition.values[index] as string);
-  });
 }

@@ -1,3 +1,4 @@
+import type { AuditFinding } from "../model/audit.js";
 import type { IcebergCommit } from "../lake/commit/iceberg-commit.js";
 import type { DatasetConfig } from "../config/pipeline-config.js";
 import type { LandingSummary, Signing } from "../landing/landing.js";
@@ -17,6 +18,8 @@ export interface SyncedPartition {
   readonly rows?: number;
   readonly seconds: number;
   readonly error?: string;
+  /** What the partition's data audits found: warnings, or the errors that kept its pointer where it was. */
+  readonly audits?: readonly AuditFinding[];
 }
 
 /** Totals of one layer, or of the whole sync. */

@@ -3,12 +3,14 @@ import type { DatasetConfig, LayerConfig, PipelineColumn } from "../config/pipel
 import type { PartitionSnapshot } from "../engine/engine.js";
 import type { LakeWriter, PartitionState, SwapBuild, SwapItem } from "../lake/lake.js";
 import { partitionStates } from "../lake/operations/partition-states.js";
+import type { AuditSpec } from "../model/audit.js";
 import { LakeswapError, errorMessage } from "../model/errors.js";
 import { parsePartitionPath } from "../model/partition.js";
 import type { SinkSpec } from "../sinks/sink.js";
 import type { FetchedSource } from "../sources/source.js";
 import { keepSummary, writeDeadLetters } from "./land.js";
-import { layerBuilds, renderSql } from "./layers.js";
+import { layerBuilds } from "./layers.js";
+import { renderSql } from "../model/render-sql.js";
 import { fetchFailures } from "./lookback.js";
 import { partitionSelected } from "./partition-filter.js";
 import { tableOfLayer, tablesWritten, type PipelineContext, type RawStep, type Run } from "./pipeline-context.js";
@@ -79,6 +81,7 @@ export class SyncRun implements Run {
             // An upsert may leave a partition without rows (every key deleted or moved away): that is its merge, not a
             // failed build; so may a day the source now returns empty, where allow_empty says so.
             allowEmpty: dataset.write === "upsert" || dataset.window?.allowEmpty === true,
+            audits: dataset.audits,
           })
         : skipped(dataset.table, "raw", step.plan)),
       // A day that could not be fetched keeps its current run; it fails, and the rerun fetches it again.
@@ -105,7 +108,7 @@ export class SyncRun implements Run {
       inputPartitions: [{ table: upstreamTable, partitions: p.inputPartitions ?? [] }],
     });
     // A source day swapped to empty (allow_empty) empties what the layers below hold of it.
-    const results = await this.execute(layer.table, layer.name, plan, build, itemOf, { allowEmpty: dataset.window?.allowEmpty === true });
+    const results = await this.execute(layer.table, layer.name, plan, build, itemOf, { allowEmpty: dataset.window?.allowEmpty === true, audits: layer.audits });
     this.tally.partitions.push(...results);
     this.tally.layers.push({ dataset: dataset.name, layer: layer.name, table: layer.table, ...totals(results, Date.now() - startedMs) });
     const columns = [...layer.columns, ...layer.partitionKeys.map((key) => ({ name: key, type: "VARCHAR", nullable: false }))];
@@ -123,7 +126,7 @@ export class SyncRun implements Run {
     plan: readonly PlannedPartition[],
     build: SwapBuild,
     itemOf: (p: PlannedPartition) => Pick<SwapItem, "select" | "inputPartitions" | "appended">,
-    options: { readonly allowEmpty?: boolean } = {},
+    options: SwapChoices = {},
   ): Promise<SyncedPartition[]> {
     const builds = plan.filter((p) => p.action === "build");
     const results = skipped(table, layer, plan.filter((p) => p.action === "skip"));
@@ -152,7 +155,7 @@ export class SyncRun implements Run {
     builds: readonly PlannedPartition[],
     build: SwapBuild,
     itemOf: (p: PlannedPartition) => Pick<SwapItem, "select" | "inputPartitions" | "appended">,
-    options: { readonly allowEmpty?: boolean },
+    options: SwapChoices,
   ): Promise<SyncedPartition[]> {
     const items = builds.map((p): SwapItem => ({
       partition: parsePartitionPath(p.partition, keysOf(p)),
@@ -165,6 +168,7 @@ export class SyncRun implements Run {
     const outcomes = await this.writer.replaceBatch(table, items, {
       build,
       allowEmpty: this.ctx.options.allowEmpty || options.allowEmpty,
+      audits: options.audits,
       beforeSwap: (moves) => this.log.intend(moves.map((m) => ({ table, layer, partition: m.partition, run: m.runId, previousRun: m.previousRunId }))),
       onBuilt: (partition) => {
         done += 1;
@@ -173,12 +177,13 @@ export class SyncRun implements Run {
     });
     return outcomes.map((outcome, index): SyncedPartition => {
       const p = builds[index] as PlannedPartition;
+      const audits = outcome.audits?.length ? { audits: outcome.audits } : {};
       if (outcome.error !== undefined || outcome.runId === undefined) {
         this.log.abandon({ table, partition: p.partition });
-        return { table, layer, partition: p.partition, action: "failed", reason: p.reason, seconds: outcome.seconds, error: errorMessage(outcome.error) };
+        return { table, layer, partition: p.partition, action: "failed", reason: p.reason, seconds: outcome.seconds, error: errorMessage(outcome.error), ...audits };
       }
       this.log.confirm({ table, layer, partition: p.partition, run: outcome.runId, previousRun: outcome.previousRunId });
-      return { table, layer, partition: p.partition, action: "build", reason: p.reason, run: outcome.runId, previousRun: outcome.previousRunId, rows: outcome.rows, seconds: outcome.seconds };
+      return { table, layer, partition: p.partition, action: "build", reason: p.reason, run: outcome.runId, previousRun: outcome.previousRunId, rows: outcome.rows, seconds: outcome.seconds, ...audits };
     });
   }
 
@@ -206,6 +211,12 @@ export class SyncRun implements Run {
     });
     this.tally.sinks.push(...sinked);
   }
+}
+
+/** What a layer's swaps take from its config: whether an empty build is accepted, and the audits each run must pass. */
+interface SwapChoices {
+  readonly allowEmpty?: boolean;
+  readonly audits?: readonly AuditSpec[];
 }
 
 /** The partition keys of a planned partition, read off its path. */

@@ -27,6 +27,7 @@ const dataset = (fields: Partial<DatasetConfig> = {}): DatasetConfig => ({
   write: "partition_replace",
   layers: [],
   sinks: [],
+  audits: [],
   ...fields,
 });
 
@@ -43,6 +44,7 @@ const layer = (fields: Partial<LayerConfig> = {}): LayerConfig => ({
   lookups: [],
   compression: "snappy",
   sinks: [],
+  audits: [],
   ...fields,
 });
 

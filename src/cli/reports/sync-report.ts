@@ -1,4 +1,5 @@
 import type { LoadReport, SyncReport } from "../../pipeline/pipeline.js";
+import { describeFinding } from "../../model/audit.js";
 import { formatTable } from "../output.js";
 
 /** `lakeswap sync`'s text report: what each dataset landed, each layer's totals, the partitions and sink writes that changed. */
@@ -53,9 +54,32 @@ function partitionLines(result: SyncReport): string[] {
       "",
       formatTable(
         ["layer", "partition", "action", "reason", "run", "rows", "error"],
-        changed.map((p) => [p.layer, p.partition || "(whole table)", p.action, p.reason, p.run, p.rows, p.error]),
+        changed.map((p) => [p.layer, p.partition || "(whole table)", p.action, p.reason, p.run, p.rows, shortError(p)]),
       ),
     );
+  }
+  return [...lines, ...auditLines(result)];
+}
+
+/** A failed partition's error for the table: the audits that held it by name (their findings follow the table). */
+function shortError(p: SyncReport["partitions"][number]): string | undefined {
+  const held = (p.audits ?? []).filter((f) => f.severity === "error");
+  if (p.action !== "failed" || held.length === 0) return p.error;
+  return `held by audit ${held.map((f) => f.audit).join(", ")}; its pointer did not move`;
+}
+
+/** Every audit finding: the audit, the partition, what failed, and up to 5 sample rows. */
+function auditLines(result: SyncReport): string[] {
+  const findings = result.partitions.flatMap((p) => (p.audits ?? []).map((f) => ({ ...f, table: p.table })));
+  if (findings.length === 0) return [];
+  const lines = ["", "audits:"];
+  for (const f of findings) {
+    lines.push(`  ${f.severity === "error" ? "FAIL" : "WARN"} ${describeFinding(f, f.table)}`);
+    for (const sample of f.samples) lines.push(`    ${JSON.stringify(sample)}`);
+  }
+  const held = result.partitions.filter((p) => p.action === "failed" && (p.audits ?? []).some((f) => f.severity === "error"));
+  if (held.length > 0) {
+    lines.push(`  ${held.length} partition(s) held: their pointers stayed where they were and their staged runs are kept for inspection until gc's grace window ends`);
   }
   return lines;
 }

@@ -1,3 +1,4 @@
+import type { AuditSpec } from "../../model/audit.js";
 import type { SinkSpec } from "../../sinks/sink.js";
 import type { HttpSource } from "../../sources/source.js";
 import type { PipelineColumn } from "../ingest-config.js";
@@ -28,6 +29,8 @@ export interface LayerConfig {
   readonly icebergTable?: string;
   /** Targets outside the lake this layer is sent to (`sinks:`). */
   readonly sinks: readonly SinkSpec[];
+  /** What each staged partition must satisfy before its pointer moves (`audits:`). */
+  readonly audits: readonly AuditSpec[];
 }
 
 /** How an upsert dataset merges deliveries (`write: upsert`). */
@@ -79,4 +82,6 @@ export interface DatasetConfig {
   readonly layers: readonly LayerConfig[];
   /** Targets outside the lake the raw layer is sent to (`sinks:`). */
   readonly sinks: readonly SinkSpec[];
+  /** What each staged partition of the raw table must satisfy before its pointer moves (`audits:`). */
+  readonly audits: readonly AuditSpec[];
 }

@@ -9,6 +9,7 @@ import type { IngestPipelineConfig, PipelineColumn } from "../ingest-config.js";
 import { didYouMean } from "../config-messages.js";
 import type { DatasetInput } from "../pipeline-schema.js";
 import type { DatasetConfig, LookbackWindow, UpsertConfig } from "./dataset-config.js";
+import { resolveAudits } from "./resolve-audits.js";
 import { resolveColumns, wrapAt } from "./resolve-columns.js";
 import { icebergTableOf, resolveLayers } from "./resolve-layers.js";
 import { resolveSinks } from "./resolve-sinks.js";
@@ -56,7 +57,16 @@ export function resolveDataset(name: string, dataset: DatasetInput, dir: string,
     layers,
     // The raw layer of an upsert dataset carries its delete flag: a soft delete in the target sets it true.
     sinks: resolveSinks(dataset.sinks, [...columns, ...partition.map((p) => ({ name: p.key, type: "VARCHAR" }))], `${at}.sinks`, upsert?.deleteFlag),
+    audits: rawAudits(at, dataset, columns, partition.map((p) => p.key), ingested !== undefined),
   };
+}
+
+/** The raw table's audits; an ingested table has no staged runs to audit (the collector adds files as they land). */
+function rawAudits(at: string, dataset: DatasetInput, columns: readonly PipelineColumn[], keys: readonly string[], ingested: boolean): DatasetConfig["audits"] {
+  if (ingested && dataset.audits.length > 0) {
+    throw new InvalidInputError(`${at}.audits: an ingested raw table is filled event by event, never staged and swapped, so it cannot be audited; declare the audits on its first layer`);
+  }
+  return resolveAudits(dataset.audits, columns, keys, at);
 }
 
 /** The raw table's partition keys and expressions, checked against the write mode and the columns. */

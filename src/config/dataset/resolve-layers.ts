@@ -6,6 +6,7 @@ import { transformFingerprint } from "../../model/signature.js";
 import { didYouMean } from "../config-messages.js";
 import type { DatasetInput } from "../pipeline-schema.js";
 import type { LayerConfig } from "./dataset-config.js";
+import { resolveAudits } from "./resolve-audits.js";
 import { resolveColumns, wrapAt } from "./resolve-columns.js";
 import { resolveSinks } from "./resolve-sinks.js";
 
@@ -45,6 +46,7 @@ export function resolveLayers(name: string, dataset: DatasetInput, dir: string, 
       iceberg: layer.iceberg,
       icebergTable: icebergTableOf(layer, where),
       sinks: resolveSinks(layer.sinks, [...layerColumns, ...keys.map((key) => ({ name: key, type: "VARCHAR" }))], `${where}.sinks`, undefined),
+      audits: resolveAudits(layer.audits, layerColumns, keys, where),
     };
   });
 }

@@ -1,6 +1,6 @@
 import { footerFacts, type FileFacts } from "./file-facts.js";
 import type { Pointer, PointerMove } from "../../catalog/catalog.js";
-import type { BuildResult, TableSnapshot } from "../../engine/engine.js";
+import type { BuildResult } from "../../engine/engine.js";
 import type { LandedDelivery } from "../../landing/landing.js";
 import { AuditError, LakeswapError, errorMessage } from "../../model/errors.js";
 import { faultPoint } from "../../shared/faults.js";
@@ -8,9 +8,12 @@ import type { RunManifest } from "../manifest.js";
 import type { Outbox, OutboxEntry } from "../outbox.js";
 import { partitionPath, type Partition } from "../../model/partition.js";
 import { newRunIdAfter } from "../../model/run-id.js";
-import { currentPointers, engineSnapshot, runFileNames, ensureManifest, listRunFiles, listRuns, readManifest, runPrefix, writeManifest, type LakeContext, type RunFile, type SnapshotScope } from "../runs.js";
+import { currentPointers, engineSnapshot, runFileNames, ensureManifest, listRunFiles, listRuns, readManifest, runPrefix, writeManifest, type LakeContext, type RunFile } from "../runs.js";
 import { mapLimited } from "../../shared/map-limited.js";
 import { movePointers } from "./move.js";
+import { restrictSources, snapshotScope } from "./build-scope.js";
+import { gateOnAudits } from "./data-audits.js";
+import type { AuditFinding, AuditSpec } from "../../model/audit.js";
 import type { TableDefinition } from "../../model/table.js";
 
 /** How many pointer moves one outbox entry carries: the catalog then moves them in its own batches (Glue: 100 per call). */
@@ -92,6 +95,8 @@ export interface SwapOptions {
    * and without a manifest, is only an incomplete build for GC), and a sync's layer of one partition is such a batch.
    */
   readonly afterLeftovers?: boolean;
+  /** The data audits each staged run must pass before its pointer moves (./data-audits.ts). */
+  readonly audits?: readonly AuditSpec[];
 }
 
 /** What happened to one partition of a batch. */
@@ -106,6 +111,8 @@ export interface SwapOutcome {
   readonly seconds: number;
   /** Why this partition failed; its pointer did not move. */
   readonly error?: unknown;
+  /** What its data audits found (warnings, or the errors that kept its pointer). */
+  readonly audits?: readonly AuditFinding[];
 }
 
 interface Planned {
@@ -169,10 +176,10 @@ export async function swapBatch(ctx: SwapContext, table: TableDefinition, items:
     await intent?.catch(() => undefined);
   }
   faultPoint("after-build");
-  const audited = await auditRuns(ctx, table, built, options, fail);
-
+  // The data audits gate the moves; a partition that fails one keeps its run (for inspection) and its pointer.
+  const { passed: audited, findings } = await gateOnAudits(ctx, table, await auditRuns(ctx, table, built, options, fail), options.audits, new Date(started), (p, e) => failed.set(p.path, e));
   const outcomes = new Map<string, SwapOutcome>();
-  for (const [path, error] of failed) outcomes.set(path, { partition: path, seconds: (Date.now() - started) / 1000, error });
+  for (const [path, error] of failed) outcomes.set(path, { partition: path, seconds: (Date.now() - started) / 1000, error, audits: findings.get(path) });
   // The intent is stored before any pointer moves; a record that could not be written stops the batch.
   await intent;
   if (audited.length > 0) {
@@ -183,7 +190,7 @@ export async function swapBatch(ctx: SwapContext, table: TableDefinition, items:
       for (const outcome of await moveChunk(ctx, table, chunk, started)) outcomes.set(outcome.partition, outcome);
     }
   }
-  return planned.map((p) => outcomes.get(p.path) ?? { partition: p.path, seconds: 0, error: new Error("not built") });
+  return planned.map((p) => ({ audits: findings.get(p.path), ...(outcomes.get(p.path) ?? { partition: p.path, seconds: 0, error: new Error("not built") }) }));
 }
 
 /** Builds every planned run; a failed build's prefix is removed (best effort) and the partition reported. */
@@ -298,31 +305,6 @@ export const APPEND_MAX_FILES = 32;
  */
 function stopsBatch(error: unknown): boolean {
   return error instanceof LakeswapError && (error.code === "LEASE_LOST" || error.code === "ACCESS_DENIED" || error.code === "NO_SPACE");
-}
-
-function snapshotScope(planned: readonly Planned[], readable: readonly string[] | undefined): SnapshotScope {
-  const limits = new Map<string, Set<string>>();
-  const unlimited = new Set<string>();
-  for (const p of planned) {
-    const restricted = new Set((p.item.inputPartitions ?? []).map((l) => l.table));
-    for (const limit of p.item.inputPartitions ?? []) {
-      const set = limits.get(limit.table) ?? new Set<string>();
-      for (const partition of limit.partitions) set.add(partition);
-      limits.set(limit.table, set);
-    }
-    for (const name of readable ?? []) if (!restricted.has(name)) unlimited.add(name);
-  }
-  const partitions = [...limits].filter(([name]) => !unlimited.has(name)).map(([name, set]) => ({ table: name, partitions: [...set] }));
-  return { tables: readable, partitions };
-}
-
-function restrictSources(sources: readonly TableSnapshot[], limits: SwapItem["inputPartitions"]): TableSnapshot[] {
-  return sources.map((source) => {
-    const limit = limits?.find((l) => l.table === source.table.name);
-    if (!limit) return source;
-    const wanted = new Set(limit.partitions);
-    return { table: source.table, partitions: source.partitions.filter((p) => wanted.has(partitionPath(p.partition))) };
-  });
 }
 
 /**
@@ -486,7 +468,7 @@ async function moveChunk(ctx: SwapContext, table: TableDefinition, chunk: readon
   });
 }
 
-/** Best-effort removal of a run that will never be current; GC removes it later if this fails. */
+/** Best-effort removal of a run that will never be current (GC removes it later if this fails). */
 async function discardRun(ctx: LakeContext, prefix: string): Promise<void> {
   try {
     const objects = await ctx.store.list(prefix);

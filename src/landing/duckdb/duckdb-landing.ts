@@ -15,7 +15,7 @@ import { buildRun } from "../../engine/duckdb-run.js";
 import { assertOneExpression, assertOneSelect } from "../../engine/sql-guard.js";
 import { deliveryFiles } from "../delivery-files.js";
 import type {
-  IdentifiedDelivery, IdentifiedFiles, LandRequest, LandedDelivery, LandedFile, LandedRunsRequest, Landing, MergeRequest, PartitionMapRequest, Signing,
+  AuditRunsRequest, IdentifiedDelivery, IdentifiedFiles, LandRequest, LandedDelivery, LandedFile, LandedRunsRequest, Landing, MergeRequest, PartitionMapRequest, Signing,
 } from "../landing.js";
 import type { BuildRequest, BuildResult } from "../../model/build.js";
 import { DeliveryIds, assertStillAsRead, type ReadFiles } from "./delivery-identity.js";
@@ -25,6 +25,8 @@ import { tablesOfParseTree } from "./landing-queries.js";
 import { countFooterRows } from "../parquet-footers.js";
 import { landAndSign, type WrittenAhead } from "./land-and-sign.js";
 import { dropLanding } from "./landing-relations.js";
+import type { AuditFinding } from "../../model/audit.js";
+import { RunAuditor } from "./audit-runs.js";
 import { dropMerge, mergeDelivery, mergeRelations, type MergeRelations } from "./duckdb-merge.js";
 
 /**
@@ -43,6 +45,8 @@ export class DuckDbLanding implements Landing {
   private readonly writtenAhead = new Map<string, WrittenAhead>();
   /** The merges made (by merged relation): their relations, and how to free the copies of an S3 lake's current files. */
   private readonly merges = new Map<string, { readonly relations: MergeRelations; release(): Promise<void> }>();
+  /** The data audits of staged runs, made on first use. */
+  private auditor: RunAuditor | undefined;
 
   /**
    * `options.duckdb`: the DuckDB shared with the lake's engine (../../engine/duckdb-engine.ts); by default one of its
@@ -227,7 +231,13 @@ export class DuckDbLanding implements Landing {
   }
 
   /** Stops queries in flight and closes the DuckDB (shared with the engine: closing it twice is harmless). */
+  async auditRuns(request: AuditRunsRequest): Promise<AuditFinding[]> {
+    this.auditor ??= new RunAuditor(this.duckdb, this.files);
+    return this.auditor.audit(request);
+  }
+
   async close(): Promise<void> {
+    await this.auditor?.close();
     await this.duckdb.close();
   }
 

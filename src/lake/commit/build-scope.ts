@@ -1,0 +1,36 @@
+import { partitionPath } from "../../model/partition.js";
+import type { TableSnapshot } from "../../engine/engine.js";
+import type { SnapshotScope } from "../runs.js";
+
+/** The partitions of some tables a build may read (a derived partition's declared inputs). */
+type InputPartitions = readonly { readonly table: string; readonly partitions: readonly string[] }[] | undefined;
+
+/**
+ * What a batch of `select` builds reads: one snapshot of the partitions some build reads (`snapshotScope`), and
+ * each build's view of it, restricted to its own declared inputs (`restrictSources`).
+ */
+export function snapshotScope(planned: readonly { readonly item: { readonly inputPartitions?: InputPartitions } }[], readable: readonly string[] | undefined): SnapshotScope {
+  const limits = new Map<string, Set<string>>();
+  const unlimited = new Set<string>();
+  for (const p of planned) {
+    const restricted = new Set((p.item.inputPartitions ?? []).map((l) => l.table));
+    for (const limit of p.item.inputPartitions ?? []) {
+      const set = limits.get(limit.table) ?? new Set<string>();
+      for (const partition of limit.partitions) set.add(partition);
+      limits.set(limit.table, set);
+    }
+    for (const name of readable ?? []) if (!restricted.has(name)) unlimited.add(name);
+  }
+  const partitions = [...limits].filter(([name]) => !unlimited.has(name)).map(([name, set]) => ({ table: name, partitions: [...set] }));
+  return { tables: readable, partitions };
+}
+
+/** A build's view of the batch's snapshot: each table it has declared inputs of, only those partitions. */
+export function restrictSources(sources: readonly TableSnapshot[], limits: InputPartitions): TableSnapshot[] {
+  return sources.map((source) => {
+    const limit = limits?.find((l) => l.table === source.table.name);
+    if (!limit) return source;
+    const wanted = new Set(limit.partitions);
+    return { table: source.table, partitions: source.partitions.filter((p) => wanted.has(partitionPath(p.partition))) };
+  });
+}
