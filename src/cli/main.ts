@@ -15,6 +15,7 @@ import { registerPlan } from "./commands/plan.js";
 import { registerSync } from "./commands/sync.js";
 import { registerSyncs } from "./commands/syncs.js";
 import { registerPin } from "./commands/pin.js";
+import { registerPublish } from "./commands/publish.js";
 import { registerSchema } from "./commands/schema.js";
 import { registerIngest } from "./commands/ingest.js";
 import { registerServe } from "./commands/serve.js";
@@ -30,7 +31,7 @@ export function buildProgram(): Command {
     .exitOverride();
   for (const register of [
     registerDemo, registerCreateTable, registerDropTable, registerReplace, registerRollback,
-    registerHistory, registerGc, registerQuery, registerTables, registerPlan, registerSync, registerSyncs, registerPin, registerSchema, registerServe, registerIngest,
+    registerHistory, registerGc, registerQuery, registerTables, registerPlan, registerSync, registerSyncs, registerPublish, registerPin, registerSchema, registerServe, registerIngest,
   ]) register(program);
   for (const command of program.commands) command.exitOverride();
   return program;

@@ -255,6 +255,12 @@ const datasetSchema = z
     layers: z.array(layerSchema).default([]).describe("derived layers, in build order"),
     sinks: sinksSchema,
     audits: auditsSchema.describe("audits of each staged partition of the raw table, run before its pointer moves (write-audit-publish)"),
+    publish: z
+      .enum(["per_partition", "all_or_nothing"])
+      .default("per_partition")
+      .describe(
+        "per_partition (default): each partition that passes its audits moves; all_or_nothing: every run of the dataset's tables is staged, and the pointers move together only if every partition of every layer passed (otherwise the sync is held: lakeswap publish or discard)",
+      ),
   })
   .strict();
 

@@ -19,6 +19,8 @@ import { beginIcebergCommand, endIcebergCommand } from "./commit/iceberg-pending
 import { assertIcebergSupported } from "./commit/iceberg-pointer.js";
 import { FileFacts } from "./commit/file-facts.js";
 import { swapBatch, type SwapItem, type SwapOptions, type SwapOutcome } from "./commit/swap.js";
+import { publishStaged } from "./commit/publish.js";
+import type { RunManifest } from "./manifest.js";
 import { notIngested, partitionOf, type LakeParts, type LeaseOptions, type LakePorts, type LakeSettings, type PartitionInput } from "./parts.js";
 import type { TableDefinition } from "../model/table.js";
 
@@ -44,6 +46,8 @@ export interface LakeWriter {
   currentRuns(table: string): Promise<PartitionSnapshot[]>;
   /** A hint that builds reading these tables are likely to follow (`Engine.prepare`); it never fails. */
   prepareBuilds(builds: readonly (readonly string[])[]): void;
+  /** Publishes runs staged by `replaceBatch` (`stage`) as one decision, committed by `commit` (./commit/publish.ts). */
+  publishStaged(staged: readonly { readonly table: string; readonly runs: readonly RunManifest[] }[], syncId: string, commit: () => Promise<void>): ReturnType<typeof publishStaged>;
 }
 
 /**
@@ -228,6 +232,10 @@ export class Lake {
         return [...((await this.snapshot({ tables: [tableName] }))[0]?.partitions ?? [])];
       },
       prepareBuilds: (builds) => this.engine.prepare?.(builds),
+      publishStaged: async (staged, syncId, commit) => {
+        const tables = await Promise.all(staged.map(async (t) => ({ table: await held(t.table), runs: t.runs })));
+        return publishStaged(this.parts, tables, syncId, commit);
+      },
     };
     return this.withLeases(names, command, () => work(writer), options);
   }

@@ -21,6 +21,12 @@ export interface OutboxEntry {
   readonly table: string;
   readonly recordedAt: string;
   readonly moves: readonly OutboxMove[];
+  /**
+   * The held sync whose publication this entry is part of (../commit/publish.ts). A publication records one entry
+   * per table, then commits by marking the sync's record `publishing`; an entry whose sync never got that far is
+   * dropped on replay, not applied, so a publication killed before its commit moves no pointer.
+   */
+  readonly publish?: string;
 }
 
 /**
@@ -42,11 +48,11 @@ export class Outbox {
   ) {}
 
   /** Records a batch of moves of one table before they are sent (one object, one write); returns the entry. */
-  async record(table: string, moves: readonly OutboxMove[]): Promise<OutboxEntry> {
+  async record(table: string, moves: readonly OutboxMove[], publish?: string): Promise<OutboxEntry> {
     const recordedAt = new Date().toISOString();
     // Ids sort by time, so replay keeps the order the changes were decided in.
     const id = `${recordedAt.replace(/[-:.]/g, "")}-${randomBytes(4).toString("hex")}`;
-    const entry: OutboxEntry = { id, table, recordedAt, moves };
+    const entry: OutboxEntry = { id, table, recordedAt, moves, ...(publish !== undefined ? { publish } : {}) };
     await this.store.put(outboxEntryKey(table, id), JSON.stringify(entry));
     return entry;
   }
@@ -107,5 +113,6 @@ export function parseOutboxEntry(body: Uint8Array): OutboxEntry | string {
     if (absent.length > 0) return `${batch ? `move ${index + 1} has ` : ""}no ${absent.join(", ")}`;
   }
   const recordedAt = typeof value.recordedAt === "string" ? value.recordedAt : "";
-  return { id: value.id as string, table: value.table as string, recordedAt, moves: moves as OutboxMove[] };
+  const publish = typeof value.publish === "string" ? { publish: value.publish } : {};
+  return { id: value.id as string, table: value.table as string, recordedAt, moves: moves as OutboxMove[], ...publish };
 }

@@ -1,5 +1,7 @@
 import { InvalidInputError, LakeswapError, errorMessage } from "../model/errors.js";
 import { syncRecordKey } from "./layout.js";
+import type { AuditFinding } from "../model/audit.js";
+import type { RunManifest } from "./manifest.js";
 
 export { syncRecordKey };
 import { isRunId } from "../model/run-id.js";
@@ -37,6 +39,24 @@ export interface SyncRecord {
   readonly moves: readonly SyncMove[];
   /** The Iceberg snapshot the sync committed in each `iceberg: true` table it changed (`query --as-of` reads it). */
   readonly snapshots?: readonly { readonly table: string; readonly snapshotId: number }[];
+  /** A held sync (`sync --hold`, or `publish: all_or_nothing` with a failure): built and audited, its runs staged. */
+  readonly held?: HeldSync;
+}
+
+/**
+ * What a held sync staged: each table's runs (their manifests, each naming the run it was staged against as
+ * `previousRunId`), and what their audits found. `held`: nothing moved; `publishing`: `lakeswap publish` committed
+ * (its outbox entries apply, also after a kill); `published`: its pointers moved (`refused` lists those that could
+ * not: moved by someone else since); `discarded`: dropped, its runs left to GC.
+ */
+export interface HeldSync {
+  readonly status: "held" | "publishing" | "published" | "discarded";
+  readonly tables: readonly { readonly table: string; readonly layer: string; readonly runs: readonly RunManifest[] }[];
+  readonly audits: readonly (AuditFinding & { readonly table: string })[];
+  /** Why the sync was held: `--hold`, or the failures of an all-or-nothing sync. */
+  readonly reason: string;
+  readonly publishedAt?: string;
+  readonly refused?: readonly { readonly table: string; readonly partition: string; readonly reason: string }[];
 }
 
 

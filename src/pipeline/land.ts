@@ -204,7 +204,7 @@ export async function writeDeadLetters(writer: LakeWriter, log: SyncLog, dataset
     const moved = { table: dataset.deadLetter, layer: "dead letter", partition: `delivery=${delivery.id}` };
     const result = await writer
       .replace(dataset.deadLetter, moved.partition, {
-        select: `SELECT ${quoteLiteral(dataset.name)} AS dataset, file, line, reason, raw FROM ${quoteRelation(delivery.rejectedRelation)} ORDER BY file, line`,
+        select: deadLetterSelect(dataset, delivery),
         landed: true,
         beforeSwap: (move) => log.intend([{ ...moved, run: move.runId, previousRun: move.previousRunId }]),
       })
@@ -216,6 +216,11 @@ export async function writeDeadLetters(writer: LakeWriter, log: SyncLog, dataset
     log.confirm({ ...moved, run: result.runId, previousRun: result.previousRunId });
   }
   return loadReport(dataset, delivery);
+}
+
+/** The SELECT of a delivery's dead letters (built where the landed delivery is). */
+export function deadLetterSelect(dataset: DatasetConfig, delivery: LandedDelivery): string {
+  return `SELECT ${quoteLiteral(dataset.name)} AS dataset, file, line, reason, raw FROM ${quoteRelation(delivery.rejectedRelation)} ORDER BY file, line`;
 }
 
 /** Creates the tables a dataset's sync writes (an existing one is checked against its declaration). */

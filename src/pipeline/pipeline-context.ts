@@ -26,6 +26,8 @@ export interface PipelineOptions {
   readonly fetchSource?: SourceFetcher;
   /** The last day of lookback windows, YYYY-MM-DD (default: today in each source's time zone). */
   readonly asOf?: string;
+  /** `--hold`: build and audit everything, move nothing; the sync is held until `lakeswap publish` (or `discard`). */
+  readonly hold?: boolean;
 }
 
 /** What every step of a plan or a sync works with. */

@@ -1,6 +1,6 @@
 import type { DatasetConfig, PipelineConfig } from "../config/pipeline-config.js";
 import type { LandedDelivery } from "../landing/landing.js";
-import type { Lake } from "../lake/lake.js";
+import type { Lake, LakeWriter } from "../lake/lake.js";
 import { InvalidInputError, errorMessage } from "../model/errors.js";
 import { newRunId } from "../model/run-id.js";
 import { faultPoint } from "../shared/faults.js";
@@ -53,6 +53,7 @@ export class Pipeline {
   async sync(): Promise<SyncReport> {
     checkPartitionFilters(this.ctx.config, this.ctx.options.partitions);
     this.checkSinkOptions();
+    this.checkHeldLayers();
     const tally: SyncTally = { partitions: [], layers: [], loads: [], sinks: [], snapshots: [] };
     const log = new SyncLog(this.ctx.lake, { syncId: newRunId(), config: this.ctx.config.file, startedAt: new Date().toISOString() });
     try {
@@ -63,7 +64,17 @@ export class Pipeline {
     }
     await log.finish();
     const elapsedMs = tally.layers.reduce((sum, l) => sum + l.seconds * 1000, 0);
-    return { syncId: log.syncId, partitions: tally.partitions, layers: tally.layers, loads: tally.loads, totals: totals(tally.partitions, elapsedMs), sinks: tally.sinks, ...(tally.snapshots.length > 0 ? { snapshots: [...tally.snapshots].sort((a, b) => (a.table < b.table ? -1 : 1)) } : {}) };
+    const held = log.heldState();
+    return {
+      syncId: log.syncId,
+      partitions: tally.partitions,
+      layers: tally.layers,
+      loads: tally.loads,
+      totals: totals(tally.partitions, elapsedMs),
+      sinks: tally.sinks,
+      ...(tally.snapshots.length > 0 ? { snapshots: [...tally.snapshots].sort((a, b) => (a.table < b.table ? -1 : 1)) } : {}),
+      ...(held ? { held } : {}),
+    };
   }
 
   /** The one loop of plan and sync: each dataset's raw layer (landed, fetched, or the collector's), then its layers. */
@@ -141,7 +152,13 @@ export class Pipeline {
     if (pass.plan) return work(pass.plan);
     await createTables(this.ctx, dataset);
     if (fault) faultPoint(fault);
-    await this.ctx.lake.write(tablesWritten(dataset), `sync ${this.ctx.config.file}`, (writer) => work(new SyncRun(this.ctx, writer, pass.log, pass.tally, dataset)), {
+    const leased = async (writer: LakeWriter): Promise<void> => {
+      const run = new SyncRun(this.ctx, writer, pass.log, pass.tally, dataset);
+      await work(run);
+      // Held runs (--hold, publish: all_or_nothing) stay staged or are published together, under the same leases.
+      await run.settle(dataset);
+    };
+    await this.ctx.lake.write(tablesWritten(dataset), `sync ${this.ctx.config.file}`, leased, {
       // The sync's id is provisional until its first record: asked when the snapshot is committed.
       summary: () => ({ "lakeswap.sync-id": pass.log.syncId }),
       onSnapshot: (commit) => {
@@ -149,6 +166,23 @@ export class Pipeline {
         pass.tally.snapshots.push(commit);
       },
     });
+  }
+
+  /**
+   * A held sync builds each layer from the runs staged above it: an engine that reads tables through the catalog
+   * (Athena) cannot see them yet, so it would build from the current runs instead. Refused up front.
+   */
+  private checkHeldLayers(): void {
+    if (this.ctx.lake.parts.engine.capabilities.readsRunFiles) return;
+    for (const dataset of this.ctx.config.datasets) {
+      const held = this.ctx.options.hold ? "sync --hold" : dataset.publish === "all_or_nothing" ? "publish: all_or_nothing" : undefined;
+      if (held && dataset.layers.length > 0) {
+        throw new InvalidInputError(
+          `datasets.${dataset.name}: ${held} stages the raw table's runs and builds its layers from them, which this lake's engine (Athena, reading the Glue catalog) cannot read before they are published; ` +
+            "on AWS, hold or publish all_or_nothing only datasets without layers for now, or sync without it",
+        );
+      }
+    }
   }
 
   /** A layer that declares sinks needs an opener for them: refusing up front beats a sync that silently sends nothing. */

@@ -1,6 +1,8 @@
 import type { Lake } from "../lake/lake.js";
 import { newRunIdAfter } from "../model/run-id.js";
-import type { SyncMove, SyncRecord } from "../lake/sync-record.js";
+import type { HeldSync, SyncMove, SyncRecord } from "../lake/sync-record.js";
+import type { RunManifest } from "../lake/manifest.js";
+import type { AuditFinding } from "../model/audit.js";
 import { forgetSync, holdSyncLease, latestSyncId, recordSync } from "../lake/operations/syncs.js";
 
 /**
@@ -17,6 +19,8 @@ import { forgetSync, holdSyncLease, latestSyncId, recordSync } from "../lake/ope
 export class SyncLog {
   private readonly moves = new Map<string, SyncMove>();
   private readonly snapshots = new Map<string, number>();
+  /** What the sync staged without moving (`--hold`, `publish: all_or_nothing`), while it is held. */
+  private held: { -readonly [K in keyof HeldSync]: HeldSync[K] } | undefined;
   private written: Promise<void> = Promise.resolve();
   private recorded = false;
   /** The sync's own lease, held from its first record to its end: a `rollback --sync` of it waits for it. */
@@ -50,6 +54,44 @@ export class SyncLog {
   /** The sync committed Iceberg snapshot `snapshotId` in `table`: stored with the next write (the finish, at the latest). */
   snapshot(table: string, snapshotId: number): void {
     this.snapshots.set(table, snapshotId);
+  }
+
+  /**
+   * Runs staged (built and audited, their pointers not moved) for a later publication, with their audit findings:
+   * stored with the next write. Their intents stay pending until they are published.
+   */
+  stage(table: string, layer: string, runs: readonly RunManifest[], audits: readonly AuditFinding[]): void {
+    this.held ??= { status: "held", tables: [], audits: [], reason: "" };
+    if (runs.length > 0) this.held.tables = [...this.held.tables, { table, layer, runs }];
+    this.held.audits = [...this.held.audits, ...audits.map((f) => ({ ...f, table }))];
+  }
+
+  /** Whether the sync is held, and why (undefined when it staged nothing, or published what it staged). */
+  heldState(): { readonly status: HeldSync["status"]; readonly reason: string } | undefined {
+    return this.held && this.held.status !== "published" ? { status: this.held.status, reason: this.held.reason } : undefined;
+  }
+
+  /** The runs staged so far, by table. */
+  stagedTables(): HeldSync["tables"] {
+    return this.held?.tables ?? [];
+  }
+
+  /** Why the staged runs are held (stored with the next write, the finish at the latest). */
+  hold(reason: string): void {
+    if (this.held) this.held.reason = reason;
+  }
+
+  /** The commit of the staged runs' publication: the record says `publishing` once this resolves (../lake/commit/publish.ts). */
+  async publishing(): Promise<void> {
+    if (this.held) this.held.status = "publishing";
+    await this.write();
+  }
+
+  /** The publication ended: `moved` are the sync's moves now; the others never moved (`refused`, with why). */
+  published(moved: readonly Omit<SyncMove, "pending">[], refused: NonNullable<HeldSync["refused"]>): void {
+    for (const move of moved) this.confirm(move);
+    for (const r of refused) this.abandon(r);
+    if (this.held) Object.assign(this.held, { status: "published", publishedAt: new Date().toISOString(), refused });
   }
 
   /** The pointer did not move after all (the build failed between its intent and the move). */
@@ -88,7 +130,8 @@ export class SyncLog {
       // Its failure is the write's (awaited below), never an unhandled rejection meanwhile.
       this.lease.catch(() => undefined);
     }
-    return this.afterWrites(() => recordSync(this.lake, { format: 1, ...this.record, syncId: this.id, ...extra, moves: [...this.moves.values()].map(stripPending), ...this.snapshotList() }));
+    const held = this.held ? { held: { ...this.held } } : {};
+    return this.afterWrites(() => recordSync(this.lake, { format: 1, ...this.record, syncId: this.id, ...extra, moves: [...this.moves.values()].map(stripPending), ...this.snapshotList(), ...held }));
   }
 
   private snapshotList(): Pick<SyncRecord, "snapshots"> {

@@ -20,6 +20,8 @@ export interface SyncedPartition {
   readonly error?: string;
   /** What the partition's data audits found: warnings, or the errors that kept its pointer where it was. */
   readonly audits?: readonly AuditFinding[];
+  /** Built and audited, its pointer not moved: the sync is held (`lakeswap publish`). */
+  readonly staged?: boolean;
 }
 
 /** Totals of one layer, or of the whole sync. */
@@ -59,6 +61,8 @@ export interface SyncReport {
   readonly totals: SyncTotals;
   /** What each layer's sinks (PostgreSQL) got: per sink and partition, sent / skipped / failed / removed. */
   readonly sinks: readonly SinkedPartition[];
+  /** Set when the sync is held: its runs are staged, its pointers did not move (`lakeswap publish SYNC_ID` moves them). */
+  readonly held?: { readonly status: "held" | "publishing" | "published" | "discarded"; readonly reason: string };
   /** The Iceberg snapshot committed in each `iceberg: true` table the sync changed (absent when none). */
   readonly snapshots?: readonly IcebergCommit[];
 }

@@ -2,13 +2,15 @@ import type { IcebergCommit } from "../lake/commit/iceberg-commit.js";
 import type { DatasetConfig, LayerConfig, PipelineColumn } from "../config/pipeline-config.js";
 import type { PartitionSnapshot } from "../engine/engine.js";
 import type { LakeWriter, PartitionState, SwapBuild, SwapItem } from "../lake/lake.js";
+import type { SwapOutcome } from "../lake/commit/swap.js";
+import type { LandedDelivery } from "../landing/landing.js";
 import { partitionStates } from "../lake/operations/partition-states.js";
 import type { AuditSpec } from "../model/audit.js";
 import { LakeswapError, errorMessage } from "../model/errors.js";
 import { parsePartitionPath } from "../model/partition.js";
 import type { SinkSpec } from "../sinks/sink.js";
 import type { FetchedSource } from "../sources/source.js";
-import { keepSummary, writeDeadLetters } from "./land.js";
+import { deadLetterSelect, keepSummary, writeDeadLetters } from "./land.js";
 import { layerBuilds } from "./layers.js";
 import { renderSql } from "../model/render-sql.js";
 import { fetchFailures } from "./lookback.js";
@@ -36,6 +38,10 @@ export interface SyncTally {
 export class SyncRun implements Run {
   readonly builds = true;
   private readonly written: ReadonlySet<string>;
+  /** Stage runs instead of moving pointers (`--hold`, `publish: all_or_nothing`). */
+  private readonly holding: boolean;
+  /** The runs staged so far, by table and partition: what later layers build from in place of the current runs. */
+  private readonly overlay = new Map<string, Map<string, PartitionSnapshot>>();
 
   constructor(
     private readonly ctx: PipelineContext,
@@ -45,6 +51,7 @@ export class SyncRun implements Run {
     dataset: DatasetConfig,
   ) {
     this.written = new Set(tablesWritten(dataset));
+    this.holding = ctx.options.hold === true || dataset.publish === "all_or_nothing";
   }
 
   states(table: string): Promise<Map<string, PartitionState>> {
@@ -69,7 +76,7 @@ export class SyncRun implements Run {
   /** Dead letters, then every changed raw partition written from the landed delivery in one pass, then the raw layer's sinks. */
   async raw(step: RawStep): Promise<void> {
     const { dataset, landed, known, fetched } = step;
-    const load = landed ? await writeDeadLetters(this.writer, this.log, dataset, landed) : loadReport(dataset, known.summary!);
+    const load = landed ? await this.deadLetters(dataset, landed) : loadReport(dataset, known.summary!);
     this.tally.loads.push(fetched ? { ...load, fetched: { days: fetched.partitions.length, failed: fetched.partitions.filter((p) => p.error !== undefined).length } } : load);
     const delivery = step.merged ?? landed;
     // Where raw changes, its layers are likely to be built next: the engine gets ready for them while raw is written.
@@ -97,6 +104,16 @@ export class SyncRun implements Run {
     step.release().catch(() => undefined);
     const columns = [...dataset.columns, ...dataset.partition.map((p) => ({ name: p.key, type: "VARCHAR", nullable: false }))];
     await this.sendToSinks(dataset, "raw", dataset.table, columns, dataset.partition.map((p) => p.key), dataset.sinks ?? []);
+  }
+
+  /** The delivery's bad rows into the dataset's dead-letter table; staged with the rest of a held sync. */
+  private async deadLetters(dataset: DatasetConfig, landed: LandedDelivery): Promise<LoadReport> {
+    if (!this.holding || !dataset.deadLetter || landed.rowsRejected === 0) return writeDeadLetters(this.writer, this.log, dataset, landed);
+    const partition = `delivery=${landed.id}`;
+    const planned: PlannedPartition = { dataset: dataset.name, layer: "dead letter", table: dataset.deadLetter, partition, action: "build", reason: "new" };
+    const [result] = await this.swap(dataset.deadLetter, "dead letter", [planned], { kind: "select", landed: true }, () => ({ select: deadLetterSelect(dataset, landed) }), {});
+    if (result?.action === "failed") throw new LakeswapError("BUILD_FAILED", `the dead letters of delivery ${landed.id} could not be written: ${result.error}`);
+    return loadReport(dataset, landed);
   }
 
   /** Builds a derived layer's changed partitions from its upstream, then sends the layer to its sinks. */
@@ -143,7 +160,7 @@ export class SyncRun implements Run {
     // The confirmations are stored with the next layer's intent, or when the sync finishes: one write fewer a layer.
     // A sync killed before then leaves them pending, which rollback --sync reads from where the pointers are.
     // One GC for the layer's swaps, not one per swap.
-    const swapped = results.filter((r) => r.action === "build").map((r) => r.partition);
+    const swapped = results.filter((r) => r.action === "build" && !r.staged).map((r) => r.partition);
     if (swapped.length > 0) await this.writer.collectGarbage(table, swapped);
     return results.sort((a, b) => (a.partition < b.partition ? -1 : a.partition > b.partition ? 1 : 0));
   }
@@ -158,7 +175,7 @@ export class SyncRun implements Run {
     options: SwapChoices,
   ): Promise<SyncedPartition[]> {
     const items = builds.map((p): SwapItem => ({
-      partition: parsePartitionPath(p.partition, keysOf(p)),
+      partition: parsePartitionPath(p.partition, keysOfPath(p.partition)),
       signature: p.signature,
       fingerprint: p.fingerprint,
       inputs: p.inputs,
@@ -169,12 +186,15 @@ export class SyncRun implements Run {
       build,
       allowEmpty: this.ctx.options.allowEmpty || options.allowEmpty,
       audits: options.audits,
+      stage: this.holding,
+      overlay: this.overlay,
       beforeSwap: (moves) => this.log.intend(moves.map((m) => ({ table, layer, partition: m.partition, run: m.runId, previousRun: m.previousRunId }))),
       onBuilt: (partition) => {
         done += 1;
         this.ctx.options.onProgress?.({ layer, done, total: builds.length, label: `${table}/${partition}` });
       },
     });
+    if (this.holding) this.stage(table, layer, outcomes);
     return outcomes.map((outcome, index): SyncedPartition => {
       const p = builds[index] as PlannedPartition;
       const audits = outcome.audits?.length ? { audits: outcome.audits } : {};
@@ -182,8 +202,46 @@ export class SyncRun implements Run {
         this.log.abandon({ table, partition: p.partition });
         return { table, layer, partition: p.partition, action: "failed", reason: p.reason, seconds: outcome.seconds, error: errorMessage(outcome.error), ...audits };
       }
-      this.log.confirm({ table, layer, partition: p.partition, run: outcome.runId, previousRun: outcome.previousRunId });
-      return { table, layer, partition: p.partition, action: "build", reason: p.reason, run: outcome.runId, previousRun: outcome.previousRunId, rows: outcome.rows, seconds: outcome.seconds, ...audits };
+      const staged = outcome.staged ? { staged: true } : {};
+      // A staged run stays an intent until its publication; the next layers build from it.
+      if (!outcome.staged) this.log.confirm({ table, layer, partition: p.partition, run: outcome.runId, previousRun: outcome.previousRunId });
+      return { table, layer, partition: p.partition, action: "build", reason: p.reason, run: outcome.runId, previousRun: outcome.previousRunId, rows: outcome.rows, seconds: outcome.seconds, ...audits, ...staged };
+    });
+  }
+
+  /** Keeps a batch's staged runs: in the sync's record (for publish), and for the layers built from them. */
+  private stage(table: string, layer: string, outcomes: readonly SwapOutcome[]): void {
+    const byPath = this.overlay.get(table) ?? new Map<string, PartitionSnapshot>();
+    for (const { staged } of outcomes) {
+      if (staged) byPath.set(staged.partition, { partition: parsePartitionPath(staged.partition, keysOfPath(staged.partition)), runId: staged.runId, files: staged.files.map((f) => f.key) });
+    }
+    this.overlay.set(table, byPath);
+    this.log.stage(table, layer, outcomes.flatMap((o) => (o.staged ? [o.staged] : [])), outcomes.flatMap((o) => o.audits ?? []));
+  }
+
+  /**
+   * The end of a held dataset, still under its leases: with `--hold`, its runs stay staged; with `publish:
+   * all_or_nothing`, they are published together if no partition of the dataset failed, else held.
+   */
+  async settle(dataset: DatasetConfig): Promise<void> {
+    if (!this.holding || this.log.stagedTables().length === 0) return;
+    const tables = new Set(tablesWritten(dataset));
+    const failed = this.tally.partitions.filter((p) => tables.has(p.table) && p.action === "failed");
+    if (this.ctx.options.hold) return this.log.hold("sync --hold: built and audited, nothing moved");
+    if (failed.length > 0) {
+      return this.log.hold(`publish: all_or_nothing: ${failed.length} partition(s) failed (${failed.slice(0, 3).map((p) => `${p.table}/${p.partition}`).join(", ")}${failed.length > 3 ? ", ..." : ""}), so none moved`);
+    }
+    const staged = this.log.stagedTables();
+    const { moved, refused } = await this.writer.publishStaged(staged, this.log.syncId, () => this.log.publishing());
+    const layerOf = new Map(staged.map((t) => [t.table, t.layer]));
+    const done = moved.filter((m) => m.outcome.error === undefined && m.outcome.runId !== undefined);
+    this.log.published(
+      done.map((m) => ({ table: m.table, layer: layerOf.get(m.table) ?? "", partition: m.outcome.partition, run: m.outcome.runId as string, previousRun: m.outcome.previousRunId })),
+      refused,
+    );
+    const published = new Set(done.map((m) => `${m.table}\n${m.outcome.partition}`));
+    this.tally.partitions.forEach((p, i) => {
+      if (p.staged && published.has(`${p.table}\n${p.partition}`)) this.tally.partitions[i] = { ...p, staged: undefined };
     });
   }
 
@@ -200,7 +258,8 @@ export class SyncRun implements Run {
     specs: readonly SinkSpec[],
   ): Promise<void> {
     const openSink = this.ctx.options.openSink;
-    if (specs.length === 0 || !openSink) return;
+    // Staged runs are not the lake's yet: the sync after their publication sends them (a sink holds signatures).
+    if (specs.length === 0 || !openSink || this.holding) return;
     const states = await this.writer.partitionStates(table);
     const selected = (partition: string): boolean => partitionSelected(this.ctx.options.partitions, parsePartitionPath(partition, partitionKeys), partitionKeys, dataset);
     const total = [...states.keys()].filter(selected).length * specs.length;
@@ -219,9 +278,9 @@ interface SwapChoices {
   readonly audits?: readonly AuditSpec[];
 }
 
-/** The partition keys of a planned partition, read off its path. */
-function keysOf(planned: PlannedPartition): string[] {
-  if (planned.partition === "") return [];
-  return planned.partition.split("/").map((part) => part.slice(0, part.indexOf("=")));
+/** The partition keys of a partition path (`day=2026-11-01/hour=03`: day, hour; "": none). */
+function keysOfPath(path: string): string[] {
+  if (path === "") return [];
+  return path.split("/").map((part) => part.slice(0, part.indexOf("=")));
 }
 

@@ -4,7 +4,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { loadPipelineConfig } from "../../src/config/pipeline-config.js";
 import type { Lake } from "../../src/lake/lake.js";
 import { Pipeline, type PipelineOptions, type SyncReport } from "../../src/pipeline/pipeline.js";
-import { APPEND_MAX_FILES } from "../../src/lake/commit/swap.js";
+import { APPEND_MAX_FILES } from "../../src/lake/commit/append-carry.js";
 import { BACKEND_FACTORIES, selectedBackends, tempDir } from "../support/lake-fixture.js";
 import { rollbackPartition } from "../../src/lake/operations/rollback.js";
 import { readHistory } from "../../src/lake/operations/history.js";

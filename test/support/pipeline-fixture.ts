@@ -1,4 +1,4 @@
-import { mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { parse } from "yaml";
 import { loadPipelineConfig, resolvePipelineConfig, type PipelineConfig } from "../../src/config/pipeline-config.js";
@@ -94,6 +94,11 @@ export class PipelineWorkspace {
     writeFileSync(this.configFile, pipelineYaml(options));
     this.writeSql("stage.sql", STAGE_SQL);
     this.writeSql("monthly.sql", MONTHLY_SQL);
+  }
+
+  /** Rewrites the config file's text. */
+  editConfig(edit: (yaml: string) => string): void {
+    writeFileSync(this.configFile, edit(readFileSync(this.configFile, "utf8")));
   }
 
   writeSql(name: string, sql: string): void {

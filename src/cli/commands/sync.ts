@@ -19,6 +19,7 @@ interface Options {
   allowEmpty?: boolean;
   allowDuplicates?: boolean;
   asOf?: string;
+  hold?: boolean;
 }
 
 /** `lakeswap sync`: runs the plan, layer by layer, and reports built / skipped / failed. */
@@ -35,6 +36,7 @@ export function registerSync(program: Command): void {
       .option("--allow-duplicates", "write: append only: append a delivery again to partitions that already hold it")
       .option("--as-of <day>", "the last day of lookback windows, YYYY-MM-DD (default: today in each source's time zone)")
       .option("--grace <duration>", "GC grace window for old runs (default 6h)")
+      .option("--hold", "build and audit everything, move nothing: the sync is held until lakeswap publish SYNC_ID (or discard)")
       .option("--json", "print the report as JSON"),
   ).action(async (options: Options, command: Command) => {
     const config = loadPipelineConfig(options.config);
@@ -52,6 +54,7 @@ export function registerSync(program: Command): void {
           openSink,
           fetchSource: (request) => fetchSource(request),
           asOf: options.asOf === undefined ? undefined : assertDay(options.asOf, "--as-of"),
+          hold: options.hold,
           onProgress: ({ layer, done, total, label }) => progress.update(done, total, `${layer}: ${label}`),
         }).sync();
         progress.done();

@@ -4,6 +4,8 @@ import { LakeswapError, errorMessage } from "../../model/errors.js";
 import { formatTable, report } from "../output.js";
 import { positiveCount, wantsJson, withLake } from "../context.js";
 import { listSyncs } from "../../lake/operations/syncs.js";
+import type { SyncRecord } from "../../lake/sync-record.js";
+import { describeFinding } from "../../model/audit.js";
 
 /** `lakeswap syncs`: the recorded syncs, newest first, with what each moved. */
 export function registerSyncs(program: Command): void {
@@ -21,23 +23,41 @@ export function registerSyncs(program: Command): void {
         const records = options.limit !== undefined ? all.slice(0, options.limit) : all;
         report(wantsJson(command), records, () => {
           if (records.length === 0) return unreadable.length > 0 ? "" : "no sync has been recorded in this lake yet";
-          return formatTable(
-            ["sync", "started", "finished", "moved", "tables", "config"],
+          const table = formatTable(
+            ["sync", "started", "finished", "moved", "tables", "held", "config"],
             records.map((r) => [
               r.syncId,
               r.startedAt,
               r.finishedAt ?? "(did not finish)",
-              r.moves.length,
-              [...new Set(r.moves.map((m) => m.table))].join(", "),
+              r.held && r.held.status !== "published" ? 0 : r.moves.length,
+              [...new Set([...r.moves.map((m) => m.table), ...(r.held?.tables ?? []).map((t) => t.table)])].join(", "),
+              heldText(r.held),
               r.config,
             ]),
           );
+          return [table, ...heldAudits(records)].join("\n");
         });
         // The readable records are listed; an unreadable one is the error of the command (exit 8), named, and with
         // --json part of the same document ({result, error}).
         if (unreadable.length > 0) throw unreadableRecords(unreadable);
       }, { ...config, readOnly: true });
     });
+}
+
+/** A held sync's status for the listing: its staged runs and failed audits, or what became of it. */
+function heldText(held: SyncRecord["held"]): string {
+  if (!held) return "";
+  const runs = held.tables.reduce((sum, t) => sum + t.runs.length, 0);
+  const errors = held.audits.filter((f) => f.severity === "error").length;
+  if (held.status === "held") return `held: ${runs} staged run(s)${errors > 0 ? `, ${errors} failed audit(s)` : ""} (lakeswap publish or discard)`;
+  if (held.status === "publishing") return "publishing stopped: lakeswap publish finishes it";
+  return held.status === "published" ? `published ${held.publishedAt ?? ""}${held.refused?.length ? `, ${held.refused.length} refused` : ""}` : "discarded";
+}
+
+/** The audit findings of the syncs still held, one line each. */
+function heldAudits(records: readonly SyncRecord[]): string[] {
+  const held = records.filter((r) => r.held?.status === "held" && r.held.audits.length > 0);
+  return held.flatMap((r) => ["", `sync ${r.syncId}: ${r.held!.reason}`, ...r.held!.audits.map((f) => `  ${f.severity === "error" ? "FAIL" : "WARN"} ${describeFinding(f, f.table)}`)]);
 }
 
 /** One STORE_ERROR for the sync records that could not be read, each named by its own message. */

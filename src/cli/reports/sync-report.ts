@@ -4,7 +4,11 @@ import { formatTable } from "../output.js";
 
 /** `lakeswap sync`'s text report: what each dataset landed, each layer's totals, the partitions and sink writes that changed. */
 export function syncReportText(result: SyncReport): string {
-  const undo = result.totals.built > 0 ? ` (undo with: lakeswap rollback --sync ${result.syncId})` : ": nothing was built";
+  const undo = result.held
+    ? `: HELD, nothing moved (${result.held.reason}); lakeswap publish ${result.syncId} moves it, lakeswap discard ${result.syncId} drops it`
+    : result.totals.built > 0
+      ? ` (undo with: lakeswap rollback --sync ${result.syncId})`
+      : ": nothing was built";
   const lines = [`sync ${result.syncId}${undo}`, ""];
   lines.push(...result.loads.map(loadLine));
   // The same signatures either way; say so only when they took the slow path, with why.
@@ -54,7 +58,7 @@ function partitionLines(result: SyncReport): string[] {
       "",
       formatTable(
         ["layer", "partition", "action", "reason", "run", "rows", "error"],
-        changed.map((p) => [p.layer, p.partition || "(whole table)", p.action, p.reason, p.run, p.rows, shortError(p)]),
+        changed.map((p) => [p.layer, p.partition || "(whole table)", p.staged ? "staged" : p.action, p.reason, p.run, p.rows, shortError(p)]),
       ),
     );
   }

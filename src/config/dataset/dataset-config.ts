@@ -84,4 +84,9 @@ export interface DatasetConfig {
   readonly sinks: readonly SinkSpec[];
   /** What each staged partition of the raw table must satisfy before its pointer moves (`audits:`). */
   readonly audits: readonly AuditSpec[];
+  /**
+   * `publish:`: `per_partition` (default), each partition that passes moves; `all_or_nothing`, the dataset's runs are
+   * staged, and its pointers move together only if every partition of every layer passed (else the sync is held).
+   */
+  readonly publish?: "per_partition" | "all_or_nothing";
 }

@@ -58,6 +58,7 @@ export function resolveDataset(name: string, dataset: DatasetInput, dir: string,
     // The raw layer of an upsert dataset carries its delete flag: a soft delete in the target sets it true.
     sinks: resolveSinks(dataset.sinks, [...columns, ...partition.map((p) => ({ name: p.key, type: "VARCHAR" }))], `${at}.sinks`, upsert?.deleteFlag),
     audits: rawAudits(at, dataset, columns, partition.map((p) => p.key), ingested !== undefined),
+    publish: dataset.publish,
   };
 }
 

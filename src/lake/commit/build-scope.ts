@@ -1,5 +1,5 @@
 import { partitionPath } from "../../model/partition.js";
-import type { TableSnapshot } from "../../engine/engine.js";
+import type { PartitionSnapshot, TableSnapshot } from "../../engine/engine.js";
 import type { SnapshotScope } from "../runs.js";
 
 /** The partitions of some tables a build may read (a derived partition's declared inputs). */
@@ -32,5 +32,19 @@ export function restrictSources(sources: readonly TableSnapshot[], limits: Input
     if (!limit) return source;
     const wanted = new Set(limit.partitions);
     return { table: source.table, partitions: source.partitions.filter((p) => wanted.has(partitionPath(p.partition))) };
+  });
+}
+
+/**
+ * A snapshot with some runs in place of the current ones: a held sync's staged runs of the tables it builds from
+ * (by table, then partition path). A staged partition the snapshot lacks (new in the held sync) is added.
+ */
+export function overlaid(sources: readonly TableSnapshot[], overlay: ReadonlyMap<string, ReadonlyMap<string, PartitionSnapshot>> | undefined): TableSnapshot[] {
+  if (!overlay || overlay.size === 0) return [...sources];
+  return sources.map((source) => {
+    const staged = overlay.get(source.table.name);
+    if (!staged || staged.size === 0) return source;
+    const kept = source.partitions.filter((p) => !staged.has(partitionPath(p.partition)));
+    return { table: source.table, partitions: [...kept, ...[...staged.values()].filter((p) => p.files.length > 0)] };
   });
 }

@@ -6,6 +6,7 @@ import type { RunManifest } from "../manifest.js";
 import type { OutboxEntry } from "../outbox.js";
 import { currentPointers, readManifest, runFileNames, runFiles, runPrefix, writeManifest } from "../runs.js";
 import { movePointers } from "./move.js";
+import { parseSyncRecord, syncRecordKey } from "../sync-record.js";
 import type { SwapContext } from "./swap.js";
 
 /** Manifests written at once. */
@@ -30,6 +31,11 @@ export async function replayEntry(ctx: SwapContext, table: TableDefinition | und
   if (!table) {
     await ctx.outbox.acknowledge(entry);
     return { applied: 0, stale: 0 };
+  }
+  // Part of a held sync's publication that never committed (killed before its record said so): nothing of it moves.
+  if (entry.publish !== undefined && !(await publicationCommitted(ctx, entry.publish))) {
+    await ctx.outbox.acknowledge(entry);
+    return { applied: 0, stale: entry.moves.length };
   }
   const partitions = entry.moves.map((move) => parsePartitionPath(move.partition, table.partitionKeys));
   const currents = await currentPointers(ctx, table, partitions);
@@ -59,4 +65,11 @@ export async function replayEntry(ctx: SwapContext, table: TableDefinition | und
   });
   await ctx.outbox.acknowledge(entry);
   return { applied: entry.moves.length - stale, stale };
+}
+
+/** Whether held sync `syncId`'s publication committed: its record says it is being (or was) published. */
+async function publicationCommitted(ctx: SwapContext, syncId: string): Promise<boolean> {
+  const stored = await ctx.store.get(syncRecordKey(syncId));
+  const status = stored ? parseSyncRecord(stored.body)?.held?.status : undefined;
+  return status === "publishing" || status === "published";
 }

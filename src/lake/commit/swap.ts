@@ -1,6 +1,6 @@
 import { footerFacts, type FileFacts } from "./file-facts.js";
 import type { Pointer, PointerMove } from "../../catalog/catalog.js";
-import type { BuildResult } from "../../engine/engine.js";
+import type { BuildResult, PartitionSnapshot } from "../../engine/engine.js";
 import type { LandedDelivery } from "../../landing/landing.js";
 import { AuditError, LakeswapError, errorMessage } from "../../model/errors.js";
 import { faultPoint } from "../../shared/faults.js";
@@ -11,7 +11,8 @@ import { newRunIdAfter } from "../../model/run-id.js";
 import { currentPointers, engineSnapshot, runFileNames, ensureManifest, listRunFiles, listRuns, readManifest, runPrefix, writeManifest, type LakeContext, type RunFile } from "../runs.js";
 import { mapLimited } from "../../shared/map-limited.js";
 import { movePointers } from "./move.js";
-import { restrictSources, snapshotScope } from "./build-scope.js";
+import { overlaid, restrictSources, snapshotScope } from "./build-scope.js";
+import { carryCurrentRun } from "./append-carry.js";
 import { gateOnAudits } from "./data-audits.js";
 import type { AuditFinding, AuditSpec } from "../../model/audit.js";
 import type { TableDefinition } from "../../model/table.js";
@@ -97,6 +98,13 @@ export interface SwapOptions {
   readonly afterLeftovers?: boolean;
   /** The data audits each staged run must pass before its pointer moves (./data-audits.ts). */
   readonly audits?: readonly AuditSpec[];
+  /**
+   * Build and audit only: no pointer moves. Each outcome that passed carries its run's manifest (`staged`), from which
+   * `publishStaged` (./publish.ts) moves it later; layers built meanwhile read it through `SwapOptions.overlay`.
+   */
+  readonly stage?: boolean;
+  /** Runs a select build reads in place of the current ones (a held sync's staged runs of upstream tables). */
+  readonly overlay?: ReadonlyMap<string, ReadonlyMap<string, PartitionSnapshot>>;
 }
 
 /** What happened to one partition of a batch. */
@@ -113,6 +121,8 @@ export interface SwapOutcome {
   readonly error?: unknown;
   /** What its data audits found (warnings, or the errors that kept its pointer). */
   readonly audits?: readonly AuditFinding[];
+  /** `stage`: the staged run's manifest (its pointer did not move). */
+  readonly staged?: RunManifest;
 }
 
 interface Planned {
@@ -123,7 +133,7 @@ interface Planned {
   readonly prefix: string;
 }
 
-interface Audited extends Planned {
+export interface Audited extends Planned {
   readonly rows: number;
   readonly files: readonly RunFile[];
   readonly bytes: number;
@@ -171,7 +181,7 @@ export async function swapBatch(ctx: SwapContext, table: TableDefinition, items:
   intent?.catch(() => undefined);
   let built: Awaited<ReturnType<typeof buildRuns>>;
   try {
-    built = await buildRuns(ctx, table, planned, options.build, fail);
+    built = await buildRuns(ctx, table, planned, options.build, fail, options.overlay);
   } finally {
     await intent?.catch(() => undefined);
   }
@@ -182,7 +192,12 @@ export async function swapBatch(ctx: SwapContext, table: TableDefinition, items:
   for (const [path, error] of failed) outcomes.set(path, { partition: path, seconds: (Date.now() - started) / 1000, error, audits: findings.get(path) });
   // The intent is stored before any pointer moves; a record that could not be written stops the batch.
   await intent;
-  if (audited.length > 0) {
+  if (options.stage) {
+    for (const [i, manifest] of runManifests(table, audited, started).entries()) {
+      const a = audited[i] as Audited;
+      outcomes.set(a.path, { partition: a.path, runId: a.runId, previousRunId: a.current?.runId, rows: a.rows, bytes: a.bytes, seconds: (Date.now() - started) / 1000, staged: manifest });
+    }
+  } else if (audited.length > 0) {
     // No lease check here: the catalog fences right before its first move (a write of the lease on S3), and a lease
     // lost before then voids this batch's outbox entry (moveChunk).
     for (let start = 0; start < audited.length; start += MOVES_PER_ENTRY) {
@@ -200,6 +215,7 @@ async function buildRuns(
   planned: Planned[],
   build: SwapBuild,
   fail: (p: Planned, error: unknown) => void,
+  overlay: SwapOptions["overlay"],
 ): Promise<{ planned: Planned; result: BuildResult; builtAt: number }[]> {
   if (planned.length === 0) return [];
   if (build.kind === "landed") {
@@ -240,7 +256,7 @@ async function buildRuns(
   }
 
   // One snapshot for the whole batch, of the partitions some build reads; each build sees its own inputs only.
-  const sources = build.landed ? [] : await engineSnapshot(ctx, snapshotScope(planned, build.readable));
+  const sources = build.landed ? [] : overlaid(await engineSnapshot(ctx, snapshotScope(planned, build.readable)), overlay);
   const done: { planned: Planned; result: BuildResult; builtAt: number }[] = [];
   let stop: unknown;
   await mapLimited(planned, build.concurrency ?? 1, async (p) => {
@@ -269,35 +285,6 @@ async function buildRuns(
   if (stop !== undefined) throw stop;
   return done;
 }
-
-/**
- * Copies the current run's files into a new run (append): same names (each is
- * unique to the run that wrote it), within the store. Returns the rows carried,
- * from the current run's manifest, which the audit then checks against the files.
- */
-async function carryCurrentRun(ctx: SwapContext, table: TableDefinition, p: Planned): Promise<number> {
-  if (!p.current) return 0;
-  const manifest = await ensureManifest(ctx, table, p.current);
-  const prefix = runPrefix(ctx.catalog, table, p.item.partition, p.current.runId);
-  const files = await listRunFiles(ctx.store, prefix);
-  if (files.length + 1 > APPEND_MAX_FILES) {
-    // Many appends make many small files, each copied by every later append and read by every query: past the
-    // limit, the new run holds one file with the current run's rows and the delivery's, rewritten (rows unchanged).
-    const written = await listRunFiles(ctx.store, p.prefix);
-    await ctx.landing.compactFiles({ table, files: [...files, ...written].map((f) => f.key), targetKey: `${p.prefix}part-${p.runId}-compacted.parquet` });
-    await ctx.store.delete(written.map((f) => f.key));
-    return manifest.rows;
-  }
-  await mapLimited(files, IO_CONCURRENCY, (file) => ctx.store.copy(file.key, `${p.prefix}${file.key.slice(prefix.length)}`, file.size));
-  return manifest.rows;
-}
-
-/**
- * The most files a run made by `write: append` holds; the append that would pass it compacts the run into one
- * file, named by its run id like every run file (a reader that listed the partition before a swap never opens
- * another run's bytes under a name it already read).
- */
-export const APPEND_MAX_FILES = 32;
 
 /**
  * Errors that stop a whole batch, not one partition: without the lease nothing may move, and refused access or a
@@ -396,8 +383,17 @@ function runManifests(table: TableDefinition, chunk: readonly Audited[], started
   }));
 }
 
-/** Moves one chunk of audited runs: outbox entry, the catalog's batches, manifests, acknowledgement. */
-async function moveChunk(ctx: SwapContext, table: TableDefinition, chunk: readonly Audited[], started: number): Promise<SwapOutcome[]> {
+/**
+ * Moves one chunk of audited runs: outbox entry, the catalog's batches, manifests, acknowledgement. `publish`: the
+ * entry belongs to a held sync's publication (../outbox.ts) and no pointer moves before `publish.committed`.
+ */
+export async function moveChunk(
+  ctx: SwapContext,
+  table: TableDefinition,
+  chunk: readonly Audited[],
+  started: number,
+  publish?: { readonly syncId: string; readonly committed: Promise<void>; readonly onRecorded: (entry: Promise<OutboxEntry>) => void },
+): Promise<SwapOutcome[]> {
   const manifests = runManifests(table, chunk, started);
   const moves = chunk.map(
     (a): PointerMove => ({
@@ -416,7 +412,9 @@ async function moveChunk(ctx: SwapContext, table: TableDefinition, chunk: readon
   const recording = ctx.outbox.record(
     table.name,
     chunk.map((a, i) => ({ partition: a.path, runId: a.runId, previousRunId: a.current?.runId, signature: a.item.signature, kind: "swap" as const, manifest: manifests[i] })),
+    publish?.syncId,
   );
+  publish?.onRecorded(recording);
   // Awaited below, whatever the catalog does: never an unhandled rejection meanwhile.
   recording.catch(() => undefined);
   let recorded = false;
@@ -425,6 +423,7 @@ async function moveChunk(ctx: SwapContext, table: TableDefinition, chunk: readon
   const fence = async (): Promise<void> => {
     if (!recorded) {
       await recording;
+      await publish?.committed;
       recorded = true;
       faultPoint("after-outbox");
     }
