@@ -187,7 +187,7 @@ export async function collectGarbage(
       }
     };
     if (options.dryRun) await collect();
-    else await parts.withLease(table.name, `gc ${table.name}`, collect);
+    else await parts.withLease(table.name, `gc ${table.name}`, collect, { catalogFile: "skip" });
   }
   return reports;
 }
