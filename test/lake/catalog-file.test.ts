@@ -4,6 +4,7 @@ import { DuckDBInstance } from "@duckdb/node-api";
 import { describe, expect, it } from "vitest";
 import type { Lake } from "../../src/lake/lake.js";
 import { dropTable } from "../../src/lake/operations/drop-table.js";
+import { collectGarbage } from "../../src/lake/operations/gc.js";
 import { replacePartition } from "../../src/lake/operations/replace.js";
 import { rollbackPartition } from "../../src/lake/operations/rollback.js";
 import { defineTable } from "../../src/model/table.js";
@@ -148,5 +149,30 @@ describe("the catalog file lake.duckdb", () => {
     await fs.rmdir(file);
     await replacePartition(lake, "orders", "day=2026-11-02", { select: rows("b", 2), landed: true });
     expect(await viewed(lakeDir, "orders")).toEqual(["2026-11-01:3:a", "2026-11-02:2:b"]);
+  });
+
+  it("GC keeps a run that stopped being current within the grace window, however old the run is: an older catalog file may still name it", async () => {
+    const { lake, lakeDir } = await ordersLake();
+    const ids: string[] = [];
+    for (const tag of ["a", "b", "c"]) ids.push((await replacePartition(lake, "orders", "day=2026-11-01", { select: rows(tag, 2), landed: true })).runId);
+    const [a, b] = ids as [string, string, string];
+    // Run a, made long ago (its folder and manifest renamed to an old id), was current until b's swap, just now.
+    const old = "20200101T000000Z-0a0a0a";
+    const manifests = path.join(lakeDir, "_lakeswap", "manifests", "orders", "day=2026-11-01");
+    const runs = path.join(lakeDir, "orders", "_runs", "day=2026-11-01");
+    await fs.rename(path.join(runs, `run=${a}`), path.join(runs, `run=${old}`));
+    const manifestA = JSON.parse(await fs.readFile(path.join(manifests, `${a}.json`), "utf8")) as Record<string, unknown>;
+    await fs.writeFile(path.join(manifests, `${old}.json`), JSON.stringify({ ...manifestA, runId: old }));
+    await fs.rm(path.join(manifests, `${a}.json`));
+    const manifestB = JSON.parse(await fs.readFile(path.join(manifests, `${b}.json`), "utf8")) as Record<string, unknown>;
+    await fs.writeFile(path.join(manifests, `${b}.json`), JSON.stringify({ ...manifestB, previousRunId: old }));
+    const decision = async () => {
+      const [report] = await collectGarbage(lake, "orders", { dryRun: true, graceMs: 3_600_000 });
+      return [...report!.kept, ...report!.removed].find((r) => r.runId === old)?.reason;
+    };
+    expect(await decision()).toBe("replaced within grace window");
+    // Replaced 2 hours ago, with a window of 1 hour: it goes.
+    await fs.writeFile(path.join(manifests, `${b}.json`), JSON.stringify({ ...manifestB, previousRunId: old, swappedAt: new Date(Date.now() - 7_200_000).toISOString() }));
+    expect(await decision()).toBe("superseded");
   });
 });
