@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { promises as fs } from "node:fs";
 import path from "node:path";
-import type { DuckDBConnection } from "@duckdb/node-api";
+import type { DuckDBConnection, DuckDBInstance } from "@duckdb/node-api";
 import { duckdb } from "../duckdb/duckdb-module.js";
 import { tableViewSelect } from "../engine/duckdb-run.js";
 import { errorMessage, LakeswapError } from "../model/errors.js";
@@ -122,44 +122,51 @@ export class DuckDbCatalogFile implements CatalogFile {
     }
   }
 
-  /** Opens `file` in a DuckDB of its own (a copy that will not open is started afresh) and replaces the views; how many views it then has. */
+  /** Attaches `file` to the process's catalog file DuckDB (a copy that will not open is started afresh) and replaces the views; how many views it then has. */
   private async writeViews(file: string, copied: boolean, tables: readonly CatalogFileTable[]): Promise<number> {
-    const { DuckDBInstance } = await duckdb();
-    const instance = await DuckDBInstance.create(":memory:", { threads: "1", autoinstall_known_extensions: "false", autoload_known_extensions: "false" });
+    const connection = await (await writerInstance()).connect();
+    const alias = `catalog_file_${randomBytes(6).toString("hex")}`;
     try {
-      const connection = await instance.connect();
       try {
-        try {
-          await connection.run(`ATTACH ${quoteLiteral(file)} AS catalog_file`);
-        } catch (error) {
-          if (!copied) throw error;
-          process.emitWarning(`${this.location} could not be opened (${errorMessage(error)}): it is written afresh, with the views of ${tables.map((t) => t.name).join(", ")} only; other tables' views come back with their next write`, { code: "LAKESWAP_CATALOG_FILE" });
-          await fs.rm(file, { force: true });
-          await connection.run(`ATTACH ${quoteLiteral(file)} AS catalog_file`);
-        }
-        await replaceViews(connection, tables, (key) => path.resolve(this.store.localPath(key)));
-        const views = Number((await connection.runAndReadAll(`SELECT count(*) FROM catalog_file.${RECORD_SCHEMA}.tables`)).getRows()[0]?.[0] ?? 0);
-        await connection.run("DETACH catalog_file");
-        return views;
+        await connection.run(`ATTACH ${quoteLiteral(file)} AS ${alias}`);
+      } catch (error) {
+        if (!copied) throw error;
+        process.emitWarning(`${this.location} could not be opened (${errorMessage(error)}): it is written afresh, with the views of ${tables.map((t) => t.name).join(", ")} only; other tables' views come back with their next write`, { code: "LAKESWAP_CATALOG_FILE" });
+        await fs.rm(file, { force: true });
+        await connection.run(`ATTACH ${quoteLiteral(file)} AS ${alias}`);
+      }
+      try {
+        await replaceViews(connection, alias, tables, (key) => path.resolve(this.store.localPath(key)));
+        return Number((await connection.runAndReadAll(`SELECT count(*) FROM ${alias}.${RECORD_SCHEMA}.tables`)).getRows()[0]?.[0] ?? 0);
       } finally {
-        connection.closeSync();
+        // Detaching checkpoints: the file is whole, with no write-ahead log beside it.
+        await connection.run(`DETACH ${alias}`);
       }
     } finally {
-      instance.closeSync();
+      connection.closeSync();
     }
   }
 }
 
-/** Replaces (or drops) each table's view in the attached `catalog_file`, and its row in `lakeswap.tables`, in one transaction. */
-async function replaceViews(connection: DuckDBConnection, tables: readonly CatalogFileTable[], pathOf: (key: string) => string): Promise<void> {
-  const record = `catalog_file.${RECORD_SCHEMA}.tables`;
-  await connection.run(`CREATE SCHEMA IF NOT EXISTS catalog_file.${RECORD_SCHEMA}`);
+/** The in-memory DuckDB that writes catalog files, one thread, opened on first use and kept for the process (opening one costs ~20 ms). */
+let writer: Promise<DuckDBInstance> | undefined;
+
+function writerInstance(): Promise<DuckDBInstance> {
+  writer ??= duckdb().then(({ DuckDBInstance }) => DuckDBInstance.create(":memory:", { threads: "1", autoinstall_known_extensions: "false", autoload_known_extensions: "false" }));
+  writer.catch(() => (writer = undefined));
+  return writer;
+}
+
+/** Replaces (or drops) each table's view in the attached file `alias`, and its row in `lakeswap.tables`, in one transaction. */
+async function replaceViews(connection: DuckDBConnection, alias: string, tables: readonly CatalogFileTable[], pathOf: (key: string) => string): Promise<void> {
+  const record = `${alias}.${RECORD_SCHEMA}.tables`;
+  await connection.run(`CREATE SCHEMA IF NOT EXISTS ${alias}.${RECORD_SCHEMA}`);
   await connection.run(`CREATE TABLE IF NOT EXISTS ${record} (table_name VARCHAR, partitions BIGINT, files BIGINT, updated_at TIMESTAMP)`);
   await connection.run("BEGIN TRANSACTION");
   try {
     const now = quoteLiteral(new Date().toISOString().replace("T", " ").replace("Z", ""));
     for (const { name, snapshot } of tables) {
-      const view = `catalog_file.main.${quoteIdentifier(name)}`;
+      const view = `${alias}.main.${quoteIdentifier(name)}`;
       await connection.run(`DELETE FROM ${record} WHERE table_name = ${quoteLiteral(name)}`);
       if (!snapshot) {
         await connection.run(`DROP VIEW IF EXISTS ${view}`);
