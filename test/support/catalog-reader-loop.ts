@@ -4,6 +4,7 @@
 //
 //   --mode catalog   ATTACH '<lake>/lake.duckdb' (READ_ONLY) for each read, as a dashboard that opens the file would.
 //   --mode glob      read_parquet('<lake>/<table>/*/*.parquet', hive_partitioning = true), what the README showed first.
+import os from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
 import { DuckDBInstance } from "@duckdb/node-api";
@@ -15,6 +16,9 @@ const names = tables.split(",");
 for (const name of names) if (!/^[a-z_][a-z0-9_]*$/.test(name)) throw new Error(`'${name}' is not a plain identifier`);
 const literal = (text: string) => `'${text.replace(/'/g, "''")}'`;
 const lakeDir = path.resolve(lake);
+
+// Reads fill the CPU the writer leaves: the test's 100 syncs run at their own pace, not slowed by two readers in tight loops.
+os.setPriority(19);
 
 // No top-level await: the test run bundles this script as CommonJS (test/support/build-bundles.ts).
 void main(mode);
