@@ -79,26 +79,33 @@ export async function registerViews(connection: DuckDBConnection, sources: reado
   const pathOf = files.pathInPlace;
   if (!pathOf) return;
   for (const { table, partitions } of sources) {
-    const paths = partitions.map((p) => p.files.map(pathOf));
-    const columns = table.columns.map((c) => quoteIdentifier(c.name)).join(", ");
-    let sql: string;
-    if (partitions.length === 0) sql = emptyView(table);
-    else if (partitions.length > 1 && namedByPaths(table, partitions, paths)) {
-      // A scan per partition costs several times as much: its own bind, footer reads and pipeline, for a few rows each.
-      const keys = table.partitionKeys.map((key) => `, CAST(${quoteIdentifier(key)} AS VARCHAR) AS ${quoteIdentifier(key)}`).join("");
-      sql = `SELECT ${columns}${keys} FROM read_parquet([${paths.flat().map(quoteLiteral).join(", ")}], hive_partitioning = true, hive_types_autocast = false)`;
-    } else {
-      sql = partitions
-        .map((p, i) => {
-          const keys = table.partitionKeys
-            .map((key) => `, CAST(${quoteLiteral(partitionValue(p.partition, key))} AS VARCHAR) AS ${quoteIdentifier(key)}`)
-            .join("");
-          return `SELECT ${columns}${keys} FROM read_parquet([${(paths[i] ?? []).map(quoteLiteral).join(", ")}], hive_partitioning = false)`;
-        })
-        .join(" UNION ALL ");
-    }
+    const sql = tableViewSelect(table, partitions, pathOf, quoteLiteral);
     await connection.run(`CREATE OR REPLACE TEMP VIEW ${quoteIdentifier(table.name)} AS ${sql}`);
   }
+}
+
+/**
+ * The SELECT of a table's view over the files of its current runs (`partitions`, each with files), declared columns
+ * then partition columns (VARCHAR, the pointer's values). `pathOf` gives a file's path; `quotePath` quotes it for SQL
+ * (as is for the instance that checks paths as written, `quoteFilePath` where a path must never be taken as a glob).
+ */
+export function tableViewSelect(table: TableDefinition, partitions: readonly PartitionSnapshot[], pathOf: (key: string) => string, quotePath: (path: string) => string): string {
+  const paths = partitions.map((p) => p.files.map(pathOf));
+  const columns = table.columns.map((c) => quoteIdentifier(c.name)).join(", ");
+  if (partitions.length === 0) return emptyView(table);
+  if (partitions.length > 1 && namedByPaths(table, partitions, paths)) {
+    // A scan per partition costs several times as much: its own bind, footer reads and pipeline, for a few rows each.
+    const keys = table.partitionKeys.map((key) => `, CAST(${quoteIdentifier(key)} AS VARCHAR) AS ${quoteIdentifier(key)}`).join("");
+    return `SELECT ${columns}${keys} FROM read_parquet([${paths.flat().map(quotePath).join(", ")}], hive_partitioning = true, hive_types_autocast = false)`;
+  }
+  return partitions
+    .map((p, i) => {
+      const keys = table.partitionKeys
+        .map((key) => `, CAST(${quoteLiteral(partitionValue(p.partition, key))} AS VARCHAR) AS ${quoteIdentifier(key)}`)
+        .join("");
+      return `SELECT ${columns}${keys} FROM read_parquet([${(paths[i] ?? []).map(quotePath).join(", ")}], hive_partitioning = false)`;
+    })
+    .join(" UNION ALL ");
 }
 
 /**

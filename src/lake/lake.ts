@@ -1,8 +1,9 @@
 import type { Catalog, Pointer } from "../catalog/catalog.js";
+import type { CatalogFile } from "../catalog/catalog-file.js";
 import type { Engine, PartitionSnapshot, QueryResult, TableSnapshot } from "../engine/engine.js";
 import type { Landing } from "../landing/landing.js";
 import type { ObjectStore } from "../store/object-store.js";
-import { LakeswapError, NotFoundError } from "../model/errors.js";
+import { LakeswapError, NotFoundError, errorMessage } from "../model/errors.js";
 import { collectAfterSwap, type PartitionGcReport } from "./operations/gc.js";
 import { HeldStates, partitionStates, type PartitionState } from "./operations/partition-states.js";
 import { replaceOne, type ReplaceOptions, type ReplaceResult } from "./operations/replace.js";
@@ -70,6 +71,7 @@ export class Lake {
   private readonly engine: Engine;
   private readonly settings: LakeSettings;
   private readonly outbox: Outbox;
+  private readonly catalogFile: CatalogFile | undefined;
   /** The leases this lake holds right now, by table, so the swap can check its own. */
   private readonly leases = new Map<string, WriterLease>();
 
@@ -79,6 +81,7 @@ export class Lake {
     this.catalog = ports.catalog;
     this.engine = ports.engine;
     this.landing = ports.landing;
+    this.catalogFile = ports.catalogFile;
     this.settings = settings;
     this.parts = {
       ...ports,
@@ -88,7 +91,7 @@ export class Lake {
       fileFacts: new FileFacts(),
       leaseCheck: (table) => this.leaseCheck(table),
       table: (name) => this.table(name),
-      withLease: (table, command, work, options) => this.withLease(table, command, work, options),
+      withLease: (table, command, work, options) => this.withLeases([table], command, work, options),
       withLeases: (names, command, work, options) => this.withLeases(names, command, work, options),
     };
   }
@@ -131,6 +134,7 @@ export class Lake {
         const result = await this.replayEntries(table, entries);
         applied += result.applied;
         stale += result.stale;
+        if (result.applied > 0) await this.updateCatalogFile([tableName]);
       } finally {
         this.leases.delete(tableName);
         await lease.release();
@@ -313,14 +317,49 @@ export class Lake {
     }
   }
 
-  /** Holds the leases of `names` (taken in name order, so two writers of overlapping sets never deadlock) while `work` runs. */
+  /**
+   * Holds the leases of `names` (taken in name order, so two writers of overlapping sets never deadlock) while `work`
+   * runs, then, still holding them, updates the catalog file's views of those tables (whether `work` succeeded or not:
+   * a failed command may have moved some pointers).
+   */
   private async withLeases<T>(names: readonly string[], command: string, work: () => Promise<T>, options: LeaseOptions = {}): Promise<T> {
     const sorted = [...new Set(names)].sort();
     const hold = async (index: number): Promise<T> => {
       const name = sorted[index];
-      return name === undefined ? work() : this.withLease(name, command, () => hold(index + 1), options);
+      if (name !== undefined) return this.withLease(name, command, () => hold(index + 1), options);
+      try {
+        return await work();
+      } finally {
+        if (options.catalogFile !== "skip") await this.updateCatalogFile(sorted, options.catalogFile === "remove");
+      }
     };
     return hold(0);
+  }
+
+  /**
+   * Rewrites the catalog file's views of `names` (tables whose leases this lake holds) from their current runs, read
+   * now, under the leases: a view only ever shows a state a writer finished. It never fails the command: a file that
+   * cannot be written is left as it was, with a warning, and the next command that writes these tables rewrites it.
+   */
+  private async updateCatalogFile(names: readonly string[], remove = false): Promise<void> {
+    const file = this.catalogFile;
+    if (!file || this.settings.readOnly) return;
+    // Leases that are not tables' (a sync's own, `sync-<id>`) have no view.
+    const tables = names.filter((name) => /^[a-z][a-z0-9_]*$/.test(name));
+    if (tables.length === 0) return;
+    try {
+      const snapshots = await Promise.all(
+        tables.map(async (name) => ({ name, snapshot: !remove && (await this.catalog.getTable(name)) ? (await currentRuns(this.parts, { tables: [name] }))[0] : undefined })),
+      );
+      await file.update(snapshots, async () => {
+        for (const name of tables) await this.leaseCheck(name);
+      });
+    } catch (error) {
+      process.emitWarning(
+        `${file.location} was not updated for ${tables.join(", ")} (${errorMessage(error)}): plain readers of it still see the state before this command; the next command that writes ${tables.length > 1 ? "these tables" : "this table"} rewrites it`,
+        { code: "LAKESWAP_CATALOG_FILE" },
+      );
+    }
   }
 
   /** The fence of every pointer move (./lease.ts `fence`): throws LEASE_LOST unless this lake still holds the table's lease. */

@@ -24,6 +24,12 @@ export const METADATA_FOLDERS = {
   volatile: [`${METADATA_PREFIX}/leases`],
 } as const;
 
+/** The catalog file for plain readers at the embedded lake's root (../catalog/catalog-file.ts): `duckdb -readonly lake/lake.duckdb`. */
+export const CATALOG_FILE = "lake.duckdb";
+
+/** The file whose kernel lock orders the catalog file's updates across processes. */
+export const CATALOG_FILE_LOCK = `${METADATA_PREFIX}/catalog-file.lock`;
+
 /** Where runs go when the catalog's pointers sit at the partitions' own paths (`pointersInStore`): `<table>/_runs/<partition path>/`. */
 const RUNS_BESIDE_POINTERS = "_runs";
 

@@ -1,5 +1,6 @@
 import type { IcebergCommit } from "./commit/iceberg-commit.js";
 import type { Catalog } from "../catalog/catalog.js";
+import type { CatalogFile } from "../catalog/catalog-file.js";
 import type { Engine } from "../engine/engine.js";
 import type { Landing } from "../landing/landing.js";
 import { InvalidInputError } from "../model/errors.js";
@@ -17,6 +18,8 @@ export interface LakePorts {
   readonly engine: Engine;
   /** lakeswap's own local work: landing deliveries, writing their runs, footers, partition maps. */
   readonly landing: Landing;
+  /** The embedded lake's catalog file for plain readers (`lake.duckdb`), updated after every command that holds leases; none on AWS (Glue is the catalog there). */
+  readonly catalogFile?: CatalogFile;
 }
 
 /** Settings shared by every operation of one lake. */
@@ -54,6 +57,11 @@ export interface LakeParts extends SwapContext {
 export interface LeaseOptions {
   /** Take the kernel lock besides the lease object (default true where the store has kernel locks). */
   readonly kernelLock?: boolean;
+  /**
+   * What becomes of the catalog file's views of the leased tables when the work is done: `update` (the default),
+   * `skip` (GC, which moves no pointer), `remove` (drop-table).
+   */
+  readonly catalogFile?: "update" | "skip" | "remove";
   /** Added to the summary of the Iceberg snapshot the command commits (an `iceberg: true` table), asked at commit time: `lakeswap.sync-id`. */
   readonly summary?: () => Readonly<Record<string, string>>;
   /** Told the id of the Iceberg snapshot the command committed in a table (not the one that recovered a killed writer's moves). */

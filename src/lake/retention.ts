@@ -18,6 +18,7 @@ export type RetentionReason =
   | "previous"
   | "rollback target"
   | "within grace window"
+  | "replaced within grace window"
   | "pending catalog change"
   | "superseded"
   | "incomplete build"
@@ -30,18 +31,29 @@ export interface RetentionDecision {
   readonly reason: RetentionReason;
 }
 
+/** A swap of a partition to `runId`, from its manifest: the run it replaced and when. */
+export interface RecordedSwap {
+  readonly runId: string;
+  readonly previousRunId?: string;
+  readonly swappedAt: Date;
+}
+
 /**
  * Decides which runs of one partition stay: the current run, the previous run
  * (rollback, and queries that started before the swap), the newest completed
  * run older than the current one (so a rollback always has a target), runs a
- * pending catalog change refers to, and every run younger than the grace
- * window. Everything else goes, including half-written runs of failed builds.
+ * pending catalog change refers to, every run younger than the grace window,
+ * and every run that was current less than the grace window ago (`swaps`: a
+ * reader that opened the catalog file then still reads its files). Everything
+ * else goes, including half-written runs of failed builds.
  */
 export function planRetention(input: {
   readonly runs: readonly RetentionCandidate[];
   readonly currentRunId?: string;
   readonly previousRunId?: string;
   readonly protectedRunIds?: ReadonlySet<string>;
+  /** The partition's recorded swaps (its manifests); without them, a run's age alone counts. */
+  readonly swaps?: readonly RecordedSwap[];
   readonly now: Date;
   readonly graceMs: number;
 }): RetentionDecision[] {
@@ -53,6 +65,7 @@ export function planRetention(input: {
         .sort()
         .at(-1)
     : undefined;
+  const replacedRecently = recentlyReplaced(input.swaps ?? [], input.runs, input.now.getTime() - input.graceMs);
   return [...input.runs]
     .sort((a, b) => (a.runId < b.runId ? -1 : 1))
     .map((run): RetentionDecision => {
@@ -63,7 +76,25 @@ export function planRetention(input: {
       if (run.runId === rollbackTarget) return keep("rollback target");
       if (input.protectedRunIds?.has(run.runId)) return keep("pending catalog change");
       if (input.now.getTime() - runIdTime(run.runId).getTime() < input.graceMs) return keep("within grace window");
+      if (replacedRecently.has(run.runId)) return keep("replaced within grace window");
       if (!run.hasFiles) return remove(run.published ? "leftover manifest" : "incomplete build");
       return remove(run.published ? "superseded" : "incomplete build");
     });
+}
+
+/**
+ * The runs that stopped being current after `since`. A swap within the window ended the run it replaced
+ * (`previousRunId`) and, where the pointer had been rolled back before it, any completed run between that one and the
+ * new run: those were current until the rollback, which came before the swap. (A manifest's `swappedAt` is taken
+ * as its batch's pointers are about to move: milliseconds before the move, nothing beside a grace window of hours.)
+ */
+function recentlyReplaced(swaps: readonly RecordedSwap[], runs: readonly RetentionCandidate[], since: number): Set<string> {
+  const ended = new Set<string>();
+  for (const swap of swaps) {
+    const previous = swap.previousRunId;
+    if (swap.swappedAt.getTime() <= since || previous === undefined) continue;
+    ended.add(previous);
+    for (const run of runs) if (run.published && run.runId > previous && run.runId < swap.runId) ended.add(run.runId);
+  }
+  return ended;
 }

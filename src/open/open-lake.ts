@@ -4,7 +4,8 @@ import { LocalCatalog } from "../catalog/local-catalog.js";
 import type { AwsTarget } from "../config/aws-config.js";
 import { parseDuration } from "../model/duration.js";
 import { Lake, type LakeSettings } from "../lake/lake.js";
-import { METADATA_FOLDERS, TEMP_PREFIX, writeConsequence } from "../lake/layout.js";
+import { CATALOG_FILE, CATALOG_FILE_LOCK, METADATA_FOLDERS, TEMP_PREFIX, writeConsequence } from "../lake/layout.js";
+import { DuckDbCatalogFile } from "../catalog/duckdb-catalog-file.js";
 import type { AdaptiveLimit } from "../shared/adaptive-limit.js";
 import type { GlueCatalog } from "../catalog/glue-catalog.js";
 import { DuckDbEngine } from "../engine/duckdb-engine.js";
@@ -12,14 +13,15 @@ import { DuckDbLanding } from "../landing/duckdb/duckdb-landing.js";
 import { SharedDuckDb } from "../duckdb/shared-duckdb.js";
 import { LocalStore } from "../store/local-store.js";
 
-/** Opens the embedded lake in `dir`: local folder store, symlink catalog, DuckDB engine. */
+/** Opens the embedded lake in `dir`: local folder store, symlink catalog, DuckDB engine, and `lake.duckdb` for plain readers. */
 export async function openEmbeddedLake(dir: string, settings: LakeSettings = {}): Promise<Lake> {
   const store = new LocalStore(dir, { folders: METADATA_FOLDERS, describeWrite: writeConsequence });
   // The engine and the landing share one DuckDB; users' SQL and the landing run in separate instances of it (../duckdb/shared-duckdb.ts).
   const duckdb = new SharedDuckDb();
   const engine = new DuckDbEngine(store, { duckdb });
   const landing = new DuckDbLanding(store, { duckdb, stagingPrefix: TEMP_PREFIX });
-  return Lake.open({ store, catalog: new LocalCatalog(dir, { folders: METADATA_FOLDERS, describeWrite: writeConsequence }), engine, landing }, settings);
+  const catalogFile = new DuckDbCatalogFile(store, { file: CATALOG_FILE, lock: CATALOG_FILE_LOCK, temp: TEMP_PREFIX });
+  return Lake.open({ store, catalog: new LocalCatalog(dir, { folders: METADATA_FOLDERS, describeWrite: writeConsequence }), engine, landing, catalogFile }, settings);
 }
 
 /** Auto-tuned limits of an AWS lake's calls (the collector's: UPLOAD_CONCURRENCY, ATHENA_GLUE_CONTROL_PLANE_CONCURRENCY). */
@@ -97,6 +99,9 @@ export async function removeEmptyLake(place: LakePlace): Promise<boolean> {
     return false;
   }
   if (place.dir === undefined) return false;
+  // The catalog file of a lake without tables holds no view; its lock file is lakeswap's alone.
+  await fs.rm(path.join(place.dir, CATALOG_FILE), { force: true });
+  await fs.rm(path.join(place.dir, CATALOG_FILE_LOCK), { force: true });
   const metadata = path.join(place.dir, METADATA_FOLDERS.metadata);
   const areas = await fs.readdir(metadata).catch(() => [] as string[]);
   for (const area of areas) await fs.rmdir(path.join(metadata, area)).catch(() => undefined);

@@ -27,7 +27,7 @@ export default async function buildBundles(): Promise<() => void> {
     // The helpers as the CLI, but with their packages loaded from node_modules (they are started a few times a run).
     build({
       ...cliBundleOptions(),
-      entryPoints: ["crash-writer.ts", "lock-holder.ts", "reader-loop.ts"].map((script) => path.join(support, script)),
+      entryPoints: ["crash-writer.ts", "lock-holder.ts", "reader-loop.ts", "catalog-reader-loop.ts"].map((script) => path.join(support, script)),
       outdir: dir,
       outExtension: { ".js": ".cjs" },
       packages: "external",

@@ -26,6 +26,6 @@ export async function dropTable(lake: HasLakeParts, name: string): Promise<void>
     await store.delete([...new Set(objects.map((o) => o.key))]);
     // Last, while this writer still holds its kernel lock: a table dropped leaves nothing behind.
     if (store.tryLock) await store.delete([leaseLockKey(table.name)]);
-  });
+  }, { catalogFile: "remove" });
   await catalog.dropTable(table.name);
 }

@@ -4,9 +4,9 @@ import { faultPoint } from "../../shared/faults.js";
 import { manifestKey } from "../layout.js";
 import type { OutboxEntry } from "../outbox.js";
 import { partitionPath, type Partition } from "../../model/partition.js";
-import { planRetention, type RetentionReason } from "../retention.js";
+import { planRetention, type RecordedSwap, type RetentionReason } from "../retention.js";
 import { knownPartitions } from "./history.js";
-import { currentPointers, listRuns, runPrefix, type LakeContext } from "../runs.js";
+import { currentPointers, listRuns, readManifest, runPrefix, type LakeContext } from "../runs.js";
 import { expireSnapshots, removeUnreferencedMetadata } from "./expire-snapshots.js";
 import { parsePartitionPath } from "../../model/partition.js";
 import { mapLimited } from "../../shared/map-limited.js";
@@ -81,14 +81,22 @@ async function collectPartition(
   const path = partitionPath(partition);
   const pointer = state.pointers.get(path);
   const runs = await listRuns(ctx, table, partition);
-  const decisions = planRetention({
-    runs: runs.map((run) => ({ runId: run.runId, published: run.hasManifest, hasFiles: run.files.length > 0 })),
-    currentRunId: pointer?.runId,
-    previousRunId: pointer?.previousRunId,
-    protectedRunIds: pendingRuns(state).get(path) ?? new Set(),
-    now: new Date(),
-    graceMs: options.graceMs,
-  });
+  const candidates = runs.map((run) => ({ runId: run.runId, published: run.hasManifest, hasFiles: run.files.length > 0 }));
+  const plan = (swaps?: readonly RecordedSwap[]) =>
+    planRetention({
+      runs: candidates,
+      currentRunId: pointer?.runId,
+      previousRunId: pointer?.previousRunId,
+      protectedRunIds: pendingRuns(state).get(path) ?? new Set(),
+      swaps,
+      now: new Date(),
+      graceMs: options.graceMs,
+    });
+  let decisions = plan();
+  // A run about to go that was current less than the grace window ago stays: a reader of the catalog file written
+  // then may still read it. The swaps that could have ended it are those to newer runs, read from their manifests.
+  const oldest = decisions.find((d) => !d.keep && byIdPublished(runs, d.runId))?.runId;
+  if (oldest !== undefined) decisions = plan(await recordedSwaps(ctx, table, partition, runs.filter((run) => run.hasManifest && run.runId > oldest).map((run) => run.runId)));
   const byId = new Map(runs.map((run) => [run.runId, run]));
   const removed: PartitionGcReport["removed"][number][] = [];
   // Decided from what was read just now: delete only if no other writer took the table over meanwhile.
@@ -104,6 +112,17 @@ async function collectPartition(
     removed.push({ runId: decision.runId, reason: decision.reason, bytes: files.reduce((sum, f) => sum + f.size, 0) });
   }
   return { table: table.name, partition: path, kept: decisions.filter((d) => d.keep).map(({ runId, reason }) => ({ runId, reason })), removed };
+}
+
+/** Whether `runId` is among `runs` with a manifest. */
+function byIdPublished(runs: readonly { readonly runId: string; readonly hasManifest: boolean }[], runId: string): boolean {
+  return runs.some((run) => run.runId === runId && run.hasManifest);
+}
+
+/** The swaps the manifests of `runIds` record (`swappedAt`: taken as the batch's pointers were about to move, milliseconds before). */
+async function recordedSwaps(ctx: LakeContext, table: TableDefinition, partition: Partition, runIds: readonly string[]): Promise<RecordedSwap[]> {
+  const manifests = await mapLimited(runIds, GC_CONCURRENCY, (runId) => readManifest(ctx.store, table, partition, runId));
+  return manifests.flatMap((m) => (m ? [{ runId: m.runId, previousRunId: m.previousRunId, swappedAt: new Date(m.swappedAt) }] : []));
 }
 
 /** GC right after swaps: the swaps stand whatever happens here; what GC could not remove now, the next GC removes. */
@@ -187,7 +206,7 @@ export async function collectGarbage(
       }
     };
     if (options.dryRun) await collect();
-    else await parts.withLease(table.name, `gc ${table.name}`, collect);
+    else await parts.withLease(table.name, `gc ${table.name}`, collect, { catalogFile: "skip" });
   }
   return reports;
 }

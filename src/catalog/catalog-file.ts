@@ -1,0 +1,24 @@
+import type { TableSnapshot } from "../model/build.js";
+
+/** One table's share of a catalog file update: its current runs, read under its writer lease, or `undefined` once the table is gone. */
+export interface CatalogFileTable {
+  readonly name: string;
+  readonly snapshot: TableSnapshot | undefined;
+}
+
+/**
+ * The file plain readers open instead of globbing the folders (the embedded lake's `lake.duckdb`): one view per table
+ * over the exact files of its current runs. A writer updates the views of the tables it holds, once its pointers
+ * moved and while it still holds their leases, so a view only ever changes from one writer's finished state to the
+ * next; the views of other tables are kept as they are.
+ */
+export interface CatalogFile {
+  /** Where the file is, for messages. */
+  readonly location: string;
+  /**
+   * Replaces the views of `tables` (drops those whose snapshot is undefined) and renames the new file into place,
+   * one update at a time across processes. `fence` is called right before the rename (the writer still holds the
+   * tables' leases); if it throws, the file is left as it was.
+   */
+  update(tables: readonly CatalogFileTable[], fence?: () => Promise<void>): Promise<void>;
+}

@@ -1,0 +1,186 @@
+import { randomBytes } from "node:crypto";
+import { promises as fs } from "node:fs";
+import path from "node:path";
+import type { DuckDBConnection, DuckDBInstance } from "@duckdb/node-api";
+import { duckdb } from "../duckdb/duckdb-module.js";
+import { tableViewSelect } from "../engine/duckdb-run.js";
+import { errorMessage, LakeswapError } from "../model/errors.js";
+import { quoteFilePath, quoteIdentifier, quoteLiteral } from "../model/sql.js";
+import { freshProcessFolder } from "../shared/process-folders.js";
+import { fsyncPath, isCode } from "../store/local-files.js";
+import type { ObjectStore, ProcessLock } from "../store/object-store.js";
+import type { CatalogFile, CatalogFileTable } from "./catalog-file.js";
+
+/** How long an update waits for another process's update of the same file (each takes milliseconds to a second). */
+const LOCK_WAIT_MS = 60_000;
+
+/** The schema of the file's own record of its views (which table, how many partitions and files, when). */
+const RECORD_SCHEMA = "lakeswap";
+
+/** Updates of one file by this process, one after the other (the kernel lock orders them across processes). */
+const queues = new Map<string, Promise<unknown>>();
+
+/** Where the catalog file, its lock and its temporary copies live, as store keys. */
+export interface CatalogFileKeys {
+  /** The file readers open, `lake.duckdb` at the lake's root. */
+  readonly file: string;
+  /** The file whose kernel lock orders updates across processes. */
+  readonly lock: string;
+  /** The folder of temporary files (a killed writer's are removed when the lake is next opened). */
+  readonly temp: string;
+}
+
+/**
+ * The embedded lake's catalog file, a DuckDB database of views (./catalog-file.ts). An update copies the file,
+ * replaces the views of the tables it was given in the copy (the others stay as they are), fsyncs it and renames it
+ * over the file: a reader that opened the old file keeps reading it, one that opens the file afterwards reads the
+ * new one, and no reader sees a file half written. Each view reads the absolute paths of its runs' immutable files
+ * (never the pointers' paths, which move), so a view never changes under a reader; GC keeps those files for the
+ * grace window after their runs stopped being current (../lake/retention.ts).
+ */
+export class DuckDbCatalogFile implements CatalogFile {
+  readonly location: string;
+  private readonly lockPath: string;
+  private readonly tempDir: string;
+
+  constructor(
+    private readonly store: ObjectStore,
+    keys: CatalogFileKeys,
+  ) {
+    this.location = path.resolve(store.localPath(keys.file));
+    this.lockPath = keys.lock;
+    this.tempDir = path.resolve(store.localPath(keys.temp));
+  }
+
+  async update(tables: readonly CatalogFileTable[], fence?: () => Promise<void>): Promise<void> {
+    if (tables.length === 0) return;
+    const previous = queues.get(this.location) ?? Promise.resolve();
+    const next = previous.catch(() => undefined).then(() => this.locked(() => this.rewrite(tables, fence)));
+    queues.set(this.location, next);
+    try {
+      await next;
+    } finally {
+      if (queues.get(this.location) === next) queues.delete(this.location);
+    }
+  }
+
+  /** Runs `work` holding the kernel lock of the file's updates, waiting for another process's update to finish. */
+  private async locked<T>(work: () => Promise<T>): Promise<T> {
+    const deadline = Date.now() + LOCK_WAIT_MS;
+    let lock: ProcessLock | undefined;
+    for (let delayMs = 2; this.store.tryLock; delayMs = Math.min(delayMs * 2, 50)) {
+      const answer = await this.store.tryLock(this.lockPath);
+      if (answer !== "busy") {
+        // Without kernel locks (unavailable here), updates by two processes may race: the last rename wins.
+        lock = "unavailable" in answer ? undefined : answer;
+        break;
+      }
+      if (Date.now() > deadline) throw new LakeswapError("LEASE_HELD", `another process has been updating ${this.location} for over ${LOCK_WAIT_MS / 1000} s`);
+      await new Promise((resolve) => setTimeout(resolve, delayMs));
+    }
+    try {
+      return await work();
+    } finally {
+      await lock?.release();
+    }
+  }
+
+  /**
+   * Copies the file, replaces the given views in the copy, and renames it into place. DuckDB works on a copy in a
+   * scratch folder of this process (it takes a '?' in a database's path for the start of options, and a lake's folder
+   * may have one), which is then copied beside the file, fsynced and renamed over it.
+   */
+  private async rewrite(tables: readonly CatalogFileTable[], fence: (() => Promise<void>) | undefined): Promise<void> {
+    const scratch = await freshProcessFolder("lakeswap-catalogfile-");
+    const work = path.join(scratch, "lake.duckdb");
+    const temp = path.join(this.tempDir, `${process.pid}-catalog-${randomBytes(6).toString("hex")}.duckdb`);
+    try {
+      const copied = await fs.copyFile(this.location, work).then(
+        () => true,
+        (error: unknown) => {
+          if (isCode(error, "ENOENT")) return false;
+          throw error;
+        },
+      );
+      const views = await this.writeViews(work, copied, tables);
+      if (views === 0) {
+        // The last table was dropped: a lake without tables leaves no file of lakeswap's behind (a waiter on the
+        // removed lock file may update a file of its own meanwhile: its views are rewritten by their next write).
+        await fence?.();
+        await fs.rm(this.location, { force: true });
+        await fs.rm(this.store.localPath(this.lockPath), { force: true });
+        return;
+      }
+      await fs.mkdir(this.tempDir, { recursive: true });
+      await fs.copyFile(work, temp);
+      await fsyncPath(temp);
+      await fence?.();
+      await fs.rename(temp, this.location);
+      await fsyncPath(path.dirname(this.location));
+    } finally {
+      await Promise.all([fs.rm(scratch, { recursive: true, force: true }), fs.rm(temp, { force: true })]);
+    }
+  }
+
+  /** Attaches `file` to the process's catalog file DuckDB (a copy that will not open is started afresh) and replaces the views; how many views it then has. */
+  private async writeViews(file: string, copied: boolean, tables: readonly CatalogFileTable[]): Promise<number> {
+    const connection = await (await writerInstance()).connect();
+    const alias = `catalog_file_${randomBytes(6).toString("hex")}`;
+    try {
+      try {
+        await connection.run(`ATTACH ${quoteLiteral(file)} AS ${alias}`);
+      } catch (error) {
+        if (!copied) throw error;
+        process.emitWarning(`${this.location} could not be opened (${errorMessage(error)}): it is written afresh, with the views of ${tables.map((t) => t.name).join(", ")} only; other tables' views come back with their next write`, { code: "LAKESWAP_CATALOG_FILE" });
+        await fs.rm(file, { force: true });
+        await connection.run(`ATTACH ${quoteLiteral(file)} AS ${alias}`);
+      }
+      try {
+        await replaceViews(connection, alias, tables, (key) => path.resolve(this.store.localPath(key)));
+        return Number((await connection.runAndReadAll(`SELECT count(*) FROM ${alias}.${RECORD_SCHEMA}.tables`)).getRows()[0]?.[0] ?? 0);
+      } finally {
+        // Detaching checkpoints: the file is whole, with no write-ahead log beside it.
+        await connection.run(`DETACH ${alias}`);
+      }
+    } finally {
+      connection.closeSync();
+    }
+  }
+}
+
+/** The in-memory DuckDB that writes catalog files, one thread, opened on first use and kept for the process (opening one costs ~20 ms). */
+let writer: Promise<DuckDBInstance> | undefined;
+
+function writerInstance(): Promise<DuckDBInstance> {
+  writer ??= duckdb().then(({ DuckDBInstance }) => DuckDBInstance.create(":memory:", { threads: "1", autoinstall_known_extensions: "false", autoload_known_extensions: "false" }));
+  writer.catch(() => (writer = undefined));
+  return writer;
+}
+
+/** Replaces (or drops) each table's view in the attached file `alias`, and its row in `lakeswap.tables`, in one transaction. */
+async function replaceViews(connection: DuckDBConnection, alias: string, tables: readonly CatalogFileTable[], pathOf: (key: string) => string): Promise<void> {
+  const record = `${alias}.${RECORD_SCHEMA}.tables`;
+  await connection.run(`CREATE SCHEMA IF NOT EXISTS ${alias}.${RECORD_SCHEMA}`);
+  await connection.run(`CREATE TABLE IF NOT EXISTS ${record} (table_name VARCHAR, partitions BIGINT, files BIGINT, updated_at TIMESTAMP)`);
+  await connection.run("BEGIN TRANSACTION");
+  try {
+    const now = quoteLiteral(new Date().toISOString().replace("T", " ").replace("Z", ""));
+    for (const { name, snapshot } of tables) {
+      const view = `${alias}.main.${quoteIdentifier(name)}`;
+      await connection.run(`DELETE FROM ${record} WHERE table_name = ${quoteLiteral(name)}`);
+      if (!snapshot) {
+        await connection.run(`DROP VIEW IF EXISTS ${view}`);
+        continue;
+      }
+      // Emptied partitions (a run without files) hold no rows: a view over no file of theirs.
+      const partitions = snapshot.partitions.filter((p) => p.files.length > 0);
+      await connection.run(`CREATE OR REPLACE VIEW ${view} AS ${tableViewSelect(snapshot.table, partitions, pathOf, quoteFilePath)}`);
+      const files = partitions.reduce((sum, p) => sum + p.files.length, 0);
+      await connection.run(`INSERT INTO ${record} VALUES (${quoteLiteral(name)}, ${partitions.length}, ${files}, CAST(${now} AS TIMESTAMP))`);
+    }
+    await connection.run("COMMIT");
+  } catch (error) {
+    await connection.run("ROLLBACK").catch(() => undefined);
+    throw error;
+  }
+}
