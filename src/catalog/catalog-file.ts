@@ -21,4 +21,6 @@ export interface CatalogFile {
    * tables' leases); if it throws, the file is left as it was.
    */
   update(tables: readonly CatalogFileTable[], fence?: () => Promise<void>): Promise<void>;
+  /** The tables the file has a view of (none when there is no file). */
+  tableNames(): Promise<Set<string>>;
 }

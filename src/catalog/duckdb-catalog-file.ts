@@ -52,6 +52,26 @@ export class DuckDbCatalogFile implements CatalogFile {
     this.tempDir = path.resolve(store.localPath(keys.temp));
   }
 
+  async tableNames(): Promise<Set<string>> {
+    if (!(await fs.access(this.location).then(() => true, () => false))) return new Set();
+    const connection = await (await writerInstance()).connect();
+    const alias = `catalog_file_${randomBytes(6).toString("hex")}`;
+    try {
+      await connection.run(`ATTACH ${quoteLiteral(this.location)} AS ${alias} (READ_ONLY)`);
+      try {
+        const reader = await connection.runAndReadAll(`SELECT table_name FROM ${alias}.${RECORD_SCHEMA}.tables`);
+        return new Set(reader.getRows().map((row) => String(row[0])));
+      } finally {
+        await connection.run(`DETACH ${alias}`);
+      }
+    } catch {
+      // A file that cannot be read is rewritten by the next update: no view in it counts.
+      return new Set();
+    } finally {
+      connection.closeSync();
+    }
+  }
+
   async update(tables: readonly CatalogFileTable[], fence?: () => Promise<void>): Promise<void> {
     if (tables.length === 0) return;
     const previous = queues.get(this.location) ?? Promise.resolve();

@@ -72,6 +72,15 @@ export class Lake {
   private readonly settings: LakeSettings;
   private readonly outbox: Outbox;
   private readonly catalogFile: CatalogFile | undefined;
+  /**
+   * Fences per table (each pointer move is fenced first), and their count when this lake took the table's lease: a
+   * table fenced since (by the holder of its lease, which this lake is) may have moved, and its catalog file view is
+   * rewritten.
+   */
+  private readonly fences = new Map<string, number>();
+  private readonly fencesAtLease = new Map<string, number>();
+  /** The tables the catalog file has views of, read once and then kept up to date by this lake's own updates. */
+  private inCatalogFile: Promise<Set<string>> | undefined;
   /** The leases this lake holds right now, by table, so the swap can check its own. */
   private readonly leases = new Map<string, WriterLease>();
 
@@ -287,6 +296,7 @@ export class Lake {
       kernelLock: options.kernelLock,
     });
     this.leases.set(table, lease);
+    this.fencesAtLease.set(table, this.fences.get(table) ?? 0);
     try {
       // A writer that held the table since this lake was opened (the open's replay left its entries to it) may have died
       // after recording a move and before making it: finished now, before this writer decides anything (invariant 6).
@@ -330,10 +340,23 @@ export class Lake {
       try {
         return await work();
       } finally {
-        if (options.catalogFile !== "skip") await this.updateCatalogFile(sorted, options.catalogFile === "remove");
+        if (options.catalogFile !== "skip") await this.updateCatalogFile(await this.viewsToWrite(sorted, options.catalogFile === "remove"), options.catalogFile === "remove");
       }
     };
     return hold(0);
+  }
+
+  /**
+   * The held tables whose catalog file views are rewritten: those whose pointers may have moved (every move is
+   * fenced first), and those the file has no view of yet (a new table, a lake from before the file). A command that
+   * moved nothing of a table the file shows leaves the file alone.
+   */
+  private async viewsToWrite(held: readonly string[], remove: boolean): Promise<string[]> {
+    if (!this.catalogFile || this.settings.readOnly) return [];
+    if (remove) return [...held];
+    this.inCatalogFile ??= this.catalogFile.tableNames().catch(() => new Set<string>());
+    const known = await this.inCatalogFile;
+    return held.filter((table) => (this.fences.get(table) ?? 0) > (this.fencesAtLease.get(table) ?? 0) || !known.has(table));
   }
 
   /**
@@ -354,6 +377,11 @@ export class Lake {
       await file.update(snapshots, async () => {
         for (const name of tables) await this.leaseCheck(name);
       });
+      const known = await this.inCatalogFile;
+      for (const { name, snapshot } of snapshots) {
+        if (snapshot) known?.add(name);
+        else known?.delete(name);
+      }
     } catch (error) {
       process.emitWarning(
         `${file.location} was not updated for ${tables.join(", ")} (${errorMessage(error)}): plain readers of it still see the state before this command; the next command that writes ${tables.length > 1 ? "these tables" : "this table"} rewrites it`,
@@ -366,6 +394,7 @@ export class Lake {
   private async leaseCheck(table: string): Promise<void> {
     const lease = this.leases.get(table);
     if (!lease) throw new LakeswapError("LEASE_LOST", `no writer lease is held for table '${table}'`);
+    this.fences.set(table, (this.fences.get(table) ?? 0) + 1);
     await lease.fence();
   }
 }

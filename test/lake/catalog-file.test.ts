@@ -1,6 +1,5 @@
 import { promises as fs } from "node:fs";
 import path from "node:path";
-import { DuckDBInstance } from "@duckdb/node-api";
 import { describe, expect, it } from "vitest";
 import type { Lake } from "../../src/lake/lake.js";
 import { dropTable } from "../../src/lake/operations/drop-table.js";
@@ -11,26 +10,13 @@ import { defineTable } from "../../src/model/table.js";
 import { openEmbeddedLake } from "../../src/open/open-lake.js";
 import { tempDir } from "../support/lake-fixture.js";
 import { tempLakes } from "../support/temp-lake.js";
+import { DuckDBInstance } from "@duckdb/node-api";
+import { readCatalogFile } from "../support/plain-reader.js";
 
 // Issue 29 item 4: after every command that moves pointers, <lake>/lake.duckdb holds one view per table over the
 // exact files of its current runs, which plain DuckDB opens read-only (no lakeswap code in the reading instance).
 
 const openLake = tempLakes();
-const literal = (text: string): string => `'${text.replace(/'/g, "''")}'`;
-
-/** Rows of `sql` over the catalog file, ATTACHed read-only (as `lake`) in a fresh plain DuckDB. */
-async function readCatalogFile(lakeDir: string, sql: string): Promise<unknown[][]> {
-  const instance = await DuckDBInstance.create(":memory:");
-  const connection = await instance.connect();
-  try {
-    await connection.run(`ATTACH ${literal(path.join(lakeDir, "lake.duckdb"))} AS lake (READ_ONLY)`);
-    return (await connection.runAndReadAll(sql)).getRowsJS();
-  } finally {
-    connection.closeSync();
-    instance.closeSync();
-  }
-}
-
 /** Each partition's rows and tags in the catalog file's view of `table`, as `day:rows:tags`. */
 async function viewed(lakeDir: string, table: string, key = "day"): Promise<string[]> {
   const rows = await readCatalogFile(lakeDir, `SELECT ${key}, count(*), string_agg(DISTINCT tag, ',' ORDER BY tag) FROM lake.${table} GROUP BY ALL ORDER BY ALL`);

@@ -7,6 +7,7 @@ import { Pipeline } from "../../src/pipeline/pipeline.js";
 import type { SyncReport } from "../../src/pipeline/sync-report.js";
 import { BACKEND_FACTORIES, selectedBackends, tempDir, type TestBackend } from "../support/lake-fixture.js";
 import { runMain } from "../support/main-cli.js";
+import { readCatalogFile, readGlob } from "../support/plain-reader.js";
 import { orders, toCsv, type OrderRow } from "../support/pipeline-fixture.js";
 
 // Write-audit-publish: each audit kind holds the partition it fails (its pointer stays, its run is kept), on every
@@ -116,8 +117,15 @@ for (const backendName of selectedBackends()) {
         expect(day1.error).toContain(`audit ${c.audit} failed on orders_raw/day=2026-11-01`);
         expect(day1.error).toContain("kept for inspection");
         if (c.audit !== "row_count") expect(errors[0]!.samples.length).toBe(Math.min(c.failing, 5));
-        // Readers keep the old rows, and the layer below is not built from the held run.
+        // Readers keep the old rows (plain DuckDB too, over the glob and over lake.duckdb), and the layer below is not
+        // built from the held run.
         expect(await rowsOf("orders_raw", "2026-11-01")).toEqual(before);
+        if ("lakeDir" in backend) {
+          const plain = "SELECT CAST(order_id AS VARCHAR) || ':' || CAST(amount AS VARCHAR) AS r FROM {table} WHERE day = '2026-11-01' ORDER BY 1";
+          const lakeDir = String(backend.lakeDir);
+          expect((await readGlob(lakeDir, "orders_raw", 1, plain)).map((r) => String(r[0]))).toEqual(before);
+          expect((await readCatalogFile(lakeDir, plain.replace("{table}", "lake.orders_raw"))).map((r) => String(r[0]))).toEqual(before);
+        }
         expect(await rowsOf("orders_stage", "2026-11-01")).toEqual(stageBefore);
         expect(report.partitions.find((p) => p.table === "orders_stage" && p.partition === "day=2026-11-01")?.action).toBe("skip");
         // The other partitions of the sync went through.

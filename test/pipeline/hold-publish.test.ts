@@ -6,6 +6,8 @@ import { findSync } from "../../src/lake/operations/syncs.js";
 import type { SyncReport } from "../../src/pipeline/sync-report.js";
 import { BACKEND_FACTORIES, selectedBackends, type TestBackend } from "../support/lake-fixture.js";
 import { runMain } from "../support/main-cli.js";
+import { readCatalogFile } from "../support/plain-reader.js";
+import { lakeDirOf } from "../support/crash-kit.js";
 import { PipelineWorkspace, orders, type OrderRow } from "../support/pipeline-fixture.js";
 
 // Write-audit-publish across layers: a held sync builds every layer from the runs it staged above it and moves no
@@ -56,6 +58,10 @@ for (const backendName of selectedBackends().filter((name) => name === "local"))
       // Raw, stage and monthly: each built from the staged run above it, none moved.
       expect(held.partitions.filter((p) => p.staged).map((p) => `${p.table}/${p.partition}`)).toEqual(["orders_raw/day=2026-11-02", "orders_stage/day=2026-11-02", "orders_monthly/month=2026-11"]);
       expect(await state()).toEqual(before);
+      // Plain readers of lake.duckdb too: the catalog file moves with the publication, not with the held sync.
+      const plainDay2 = async () => (await readCatalogFile(lakeDirOf(backend)!, "SELECT string_agg(CAST(amount AS VARCHAR), ',' ORDER BY order_id) FROM lake.orders_stage WHERE day = '2026-11-02'"))[0]?.[0];
+      const plainBefore = await plainDay2();
+      expect(plainBefore).not.toContain("77.00");
       const record = await findSync(lake, held.syncId);
       expect(record.held?.tables.map((t) => t.table)).toEqual(["orders_raw", "orders_stage", "orders_monthly"]);
 
@@ -66,6 +72,7 @@ for (const backendName of selectedBackends().filter((name) => name === "local"))
       expect(after.raw.find((r) => r.startsWith("2026-11-02"))).toMatch(/^2026-11-02\|77\.00,77\.00,77\.00,77\.00,[0-9.]+$/);
       expect(after.stage.find((r) => r.startsWith("2026-11-02"))).toBe("2026-11-02|77.00,77.00,77.00,77.00");
       expect(after.monthly).not.toEqual(before.monthly);
+      expect(await plainDay2()).toBe("77.00,77.00,77.00,77.00");
       // The layers were built from the staged raw run: a sync now has nothing to do.
       const again = await sync(withAmount(BASE, 2, "77.00"));
       expect(again.totals).toMatchObject({ built: 0, failed: 0 });
