@@ -29,8 +29,11 @@ export type EngineFaultPoint = "signing-beside-write-ahead" | "build-write";
 /** An `iceberg: true` table's points: the Hive pointers moved, the Iceberg commit not begun; its metadata file written, its hint not yet moved. */
 export type IcebergFaultPoint = "before-iceberg-commit" | "during-iceberg-commit";
 
-/** A sync's point: its delivery landed, the leases of the tables it writes not yet taken. */
-export type SyncFaultPoint = "sync-before-leases";
+/**
+ * A sync's points: its delivery landed, the leases of the tables it writes not yet taken; a held sync's publication
+ * with every table's outbox entry stored, its commit (the sync record saying `publishing`) not yet written.
+ */
+export type SyncFaultPoint = "sync-before-leases" | "before-publish-commit";
 
 /** The PostgreSQL sink's point: a partition's rows and state row written, its transaction not yet committed. */
 export type SinkFaultPoint = "sink-before-commit";

@@ -1,5 +1,6 @@
 import { parsePartitionPath } from "../../model/partition.js";
 import type { TableDefinition } from "../../model/table.js";
+import { faultPoint } from "../../shared/faults.js";
 import { mapLimited } from "../../shared/map-limited.js";
 import type { RunManifest } from "../manifest.js";
 import type { OutboxEntry } from "../outbox.js";
@@ -71,7 +72,12 @@ export async function publishStaged(
   committed.catch(() => undefined);
   const moving = chunks.map(({ table, chunk, started }) => moveChunk(ctx, table, chunk, started, { syncId, committed, onRecorded: (entry) => recordings.push(entry) }));
   // Every entry stored, then the commit: until then, every chunk waits at its fence with nothing moved.
-  Promise.all(recordings).then(commit).then(settle.resolve, settle.reject);
+  Promise.all(recordings)
+    .then(() => {
+      faultPoint("before-publish-commit");
+      return commit();
+    })
+    .then(settle.resolve, settle.reject);
   const results = await Promise.allSettled(moving);
   const failure = results.find((r): r is PromiseRejectedResult => r.status === "rejected");
   if (failure) {
