@@ -106,6 +106,17 @@ for (const backendName of selectedBackends().filter((name) => name === "local"))
       expect(await state()).toEqual(before);
     });
 
+    it("'last' names the newest held sync for publish, and the newest sync that moved pointers for rollback --sync", async () => {
+      const moved = await sync(withAmount(BASE, 1, "6.00"));
+      const held = await sync(withAmount(BASE, 1, "7.00"), { hold: true });
+      expect((await findSync(lake, "last")).syncId).toBe(moved.syncId);
+      expect((await findSync(lake, "last", "held")).syncId).toBe(held.syncId);
+      expect((await publishSync(lake, "last")).syncId).toBe(held.syncId);
+      expect((await findSync(lake, "last")).syncId).toBe(held.syncId);
+      await expect(publishSync(lake, "last")).rejects.toThrow(/no sync is held in this lake/);
+      expect((await sync(BASE)).totals.failed).toBe(0);
+    });
+
     it("publish: all_or_nothing moves no pointer of the dataset when a lower layer fails its audit, and all of them when none does", async () => {
       ws.editConfig((yaml) =>
         yaml

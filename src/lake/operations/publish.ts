@@ -67,7 +67,7 @@ export async function discardSync(lake: HasLakeParts, syncId: string): Promise<{
  */
 async function onHeldSync<T>(lake: HasLakeParts, syncId: string, verb: "publish" | "discard", work: (record: SyncRecord, held: HeldSync) => Promise<T>): Promise<T> {
   const parts = lake.parts;
-  const first = await findSync(lake, syncId);
+  const first = await findSync(lake, syncId, "held");
   const command = `${verb} sync ${first.syncId}`;
   return parts.withLease(syncLeaseName(first.syncId), command, async () => {
     const tables = [...new Set((first.held?.tables ?? []).map((t) => t.table))];

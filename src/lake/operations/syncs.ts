@@ -40,11 +40,17 @@ export async function listSyncs(lake: HasLakeParts, options: { skipUnreadable?: 
   return records.sort((a, b) => (a.syncId < b.syncId ? 1 : a.syncId > b.syncId ? -1 : 0));
 }
 
-/** The record of sync `syncId` (`last`: the newest sync that moved, or was about to move, a pointer, finished or not). */
-export async function findSync(lake: HasLakeParts, syncId: string): Promise<SyncRecord> {
-  const record = syncId === "last" ? (await listSyncs(lake)).find((r) => r.moves.length > 0) : await syncRecord(lake, syncRecordKey(syncId));
+/**
+ * The record of sync `syncId`. `last` names the newest sync that moved, or was about to move, a pointer, finished or
+ * not (a held sync moved none until it is published); with `which: "held"`, the newest sync still held.
+ */
+export async function findSync(lake: HasLakeParts, syncId: string, which: "moved" | "held" = "moved"): Promise<SyncRecord> {
+  const unpublished = (r: SyncRecord) => r.held !== undefined && (r.held.status === "held" || r.held.status === "discarded");
+  const wanted = which === "held" ? (r: SyncRecord) => r.held?.status === "held" : (r: SyncRecord) => r.moves.length > 0 && !unpublished(r);
+  const record = syncId === "last" ? (await listSyncs(lake)).find(wanted) : await syncRecord(lake, syncRecordKey(syncId));
   if (!record) {
-    throw new NotFoundError(syncId === "last" ? "no sync has been recorded in this lake yet" : `no sync ${syncId} is recorded in this lake; lakeswap syncs lists them`);
+    const none = which === "held" ? "no sync is held in this lake (lakeswap sync --hold holds one)" : "no sync has been recorded in this lake yet";
+    throw new NotFoundError(syncId === "last" ? none : `no sync ${syncId} is recorded in this lake; lakeswap syncs lists them`);
   }
   return record;
 }
