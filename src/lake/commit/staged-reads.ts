@@ -38,7 +38,8 @@ export async function stagedReads(
     return runs.length > 0 ? [{ table, runs }] : [];
   });
   if (tables.length === 0) return undefined;
-  await dropLeftovers(ctx, tables.map((t) => t.table.name));
+  // Best effort: a catalog that cannot be listed (another table's broken definition) must not stop the build; gc drops them too.
+  await dropLeftovers(ctx, tables.map((t) => t.table.name)).catch((error: unknown) => process.emitWarning(`could not drop leftover scratch tables: ${errorMessage(error)}`));
   const token = randomBytes(3).toString("hex");
   const created: string[] = [];
   const drop = async (): Promise<void> => {
@@ -74,10 +75,9 @@ export async function stagedReads(
 }
 
 /** Drops the scratch tables over `tables` a killed sync left behind (lakeswap gc drops them too: ../operations/gc.ts). */
-async function dropLeftovers(ctx: Pick<LakeContext, "catalog">, tables: readonly string[]): Promise<string[]> {
+async function dropLeftovers(ctx: Pick<LakeContext, "catalog">, tables: readonly string[]): Promise<void> {
   const names = (await ctx.catalog.listTables()).map((t) => t.name).filter((name) => tables.some((table) => isScratchTableOf(name, table)));
   for (const name of names) await ctx.catalog.dropTable(name);
-  return names;
 }
 
 /** A scratch table's definition: the table's columns, keys and compression, nothing that makes the catalog do more (Iceberg, ingest). */
