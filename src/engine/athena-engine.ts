@@ -146,25 +146,26 @@ export class AthenaEngine implements Engine {
     return ctes === "" ? `(${inner})` : `(${ctes}SELECT * FROM (${inner}) AS i)`;
   }
 
-  /** `WITH <table> AS (SELECT * FROM db.table WHERE <its input partitions>), … ` or "". */
+  /**
+   * `WITH <table> AS (SELECT * FROM db.table WHERE <its input partitions>), … ` or "". A table with staged runs (a held
+   * sync: `request.staged`) reads those partitions from its scratch table instead, whether the build declares inputs
+   * of it or reads it whole (a lookup).
+   */
   private inputCtes(request: BuildRequest): string {
     const limits = request.inputPartitions ?? [];
-    if (limits.length === 0) return "";
-    const ctes = limits.map(({ table, partitions }) => {
-      const source = request.sources.find((s) => s.table.name === table)?.table;
-      if (!source) throw new InvalidInputError(`the inputs of ${request.table.name} name table '${table}', which does not exist`);
-      const match = partitions.length === 0
-        ? "false"
-        : partitions
-            .map((p) =>
-              // The whole of a table without partition keys has the empty path.
-              p === "" ? "true" : `(${p.split("/").map((pair) => {
-                const eq = pair.indexOf("=");
-                return `${quoteIdentifier(pair.slice(0, eq))} = ${quoteLiteral(pair.slice(eq + 1))}`;
-              }).join(" AND ")})`,
-            )
-            .join(" OR ");
-      return `${quoteIdentifier(table)} AS (SELECT * FROM ${this.qualified(table)} WHERE ${match})`;
+    const staged = request.staged ?? [];
+    const tables = [...new Set([...limits.map((l) => l.table), ...staged.map((s) => s.table)])];
+    if (tables.length === 0) return "";
+    const ctes = tables.map((table) => {
+      if (!request.sources.some((s) => s.table.name === table)) throw new InvalidInputError(`the inputs of ${request.table.name} name table '${table}', which does not exist`);
+      const limit = limits.find((l) => l.table === table);
+      const match = limit ? partitionsMatch(limit.partitions) : "true";
+      const scratch = staged.find((s) => s.table === table);
+      const body = scratch
+        ? `SELECT * FROM ${this.qualified(table)} WHERE (${match}) AND NOT (${partitionsMatch(scratch.partitions)}) ` +
+          `UNION ALL SELECT * FROM ${this.qualified(scratch.scratch)} WHERE (${match}) AND (${partitionsMatch(scratch.partitions)})`
+        : `SELECT * FROM ${this.qualified(table)} WHERE ${match}`;
+      return `${quoteIdentifier(table)} AS (${body})`;
     });
     return `WITH ${ctes.join(", ")} `;
   }
@@ -246,6 +247,19 @@ export class AthenaEngine implements Engine {
     } while (token);
     return { columns, rows };
   }
+}
+
+/** A WHERE condition that passes the rows of these partitions (paths such as `day=2026-11-01`; "" is the whole of a table without keys). */
+function partitionsMatch(partitions: readonly string[]): string {
+  if (partitions.length === 0) return "false";
+  return partitions
+    .map((p) =>
+      p === "" ? "true" : `(${p.split("/").map((pair) => {
+        const eq = pair.indexOf("=");
+        return `${quoteIdentifier(pair.slice(0, eq))} = ${quoteLiteral(pair.slice(eq + 1))}`;
+      }).join(" AND ")})`,
+    )
+    .join(" OR ");
 }
 
 /** Refused credentials are the user's to fix, not a build failure: they keep their own error (exit 11). */

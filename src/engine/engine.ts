@@ -1,7 +1,7 @@
 import type { TableDefinition } from "../model/table.js";
 import type { BuildRequest, BuildResult, PartitionSnapshot, TableSnapshot } from "../model/build.js";
 
-export type { BuildRequest, BuildResult, PartitionSnapshot, TableSnapshot } from "../model/build.js";
+export type { BuildRequest, BuildResult, PartitionSnapshot, StagedInput, TableSnapshot } from "../model/build.js";
 
 /** Rows of a query, with JSON-safe values. */
 export interface QueryResult {

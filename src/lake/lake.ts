@@ -15,6 +15,7 @@ import { Outbox, type OutboxEntry } from "./outbox.js";
 import { snapshotsAsOf } from "./operations/iceberg-as-of.js";
 import { currentRuns, engineSnapshot, type SnapshotScope } from "./runs.js";
 import { assertTableName } from "../model/sql.js";
+import { assertNotScratchName, isScratchTable, lakeTables } from "./scratch-tables.js";
 import { replayEntry } from "./commit/replay.js";
 import { beginIcebergCommand, endIcebergCommand } from "./commit/iceberg-pending.js";
 import { assertIcebergSupported } from "./commit/iceberg-pointer.js";
@@ -180,6 +181,7 @@ export class Lake {
 
   /** Declares a table (idempotent for the same definition). */
   async createTable(table: TableDefinition): Promise<void> {
+    assertNotScratchName(table.name);
     assertIcebergSupported(this.parts, table);
     // A catalog's Iceberg table of that name that is not this table's is refused now, not at the first commit.
     if (table.iceberg) await this.catalog.iceberg?.head(table);
@@ -189,16 +191,16 @@ export class Lake {
   /** A table's definition, or a NotFoundError that lists the tables there are. */
   async table(name: string): Promise<TableDefinition> {
     assertTableName(name);
-    const table = await this.catalog.getTable(name);
+    const table = isScratchTable(name) ? undefined : await this.catalog.getTable(name);
     if (table) return table;
-    const names = (await this.catalog.listTables()).map((t) => t.name);
+    const names = (await lakeTables(this.catalog)).map((t) => t.name);
     const known = names.length > 0 ? `tables here: ${names.join(", ")}` : "this lake has no tables yet (lakeswap create-table)";
     throw new NotFoundError(`table '${name}' does not exist in ${this.store.description}; ${known}`);
   }
 
-  /** Every table's definition, by name. */
+  /** Every table's definition, by name (a held sync's scratch tables are not the lake's: ./scratch-tables.ts). */
   async listTables(): Promise<TableDefinition[]> {
-    return this.catalog.listTables();
+    return lakeTables(this.catalog);
   }
 
   /**

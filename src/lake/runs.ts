@@ -3,6 +3,7 @@ import type { Engine, PartitionSnapshot, TableSnapshot } from "../engine/engine.
 import type { Landing } from "../landing/landing.js";
 import type { ObjectStore } from "../store/object-store.js";
 import { manifestKey, manifestsPrefix, runLocation, runsPrefix } from "./layout.js";
+import { lakeTables } from "./scratch-tables.js";
 import { parseManifest, type RunManifest } from "./manifest.js";
 import { parsePartitionPath, partitionPath, type Partition } from "../model/partition.js";
 import { isRunId, runIdTime } from "../model/run-id.js";
@@ -143,7 +144,7 @@ const LISTINGS_AT_ONCE = 8;
  * without files (an emptied partition) is listed too.
  */
 export async function currentRuns(ctx: LakeContext, scope: SnapshotScope = {}): Promise<TableSnapshot[]> {
-  const tables = scope.tables !== undefined ? await tablesNamed(ctx, scope.tables) : await ctx.catalog.listTables();
+  const tables = scope.tables !== undefined ? await tablesNamed(ctx, scope.tables) : await lakeTables(ctx.catalog);
   const snapshots: TableSnapshot[] = [];
   for (const table of tables) {
     const limit = scope.partitions?.find((l) => l.table === table.name);

@@ -30,6 +30,20 @@ export interface BuildRequest {
   readonly inputPartitions?: readonly { readonly table: string; readonly partitions: readonly string[] }[];
   /** The SELECT reads a landed delivery's relations (dead letters): it runs in the landing (Landing.buildLanded). */
   readonly landed?: boolean;
+  /**
+   * A held sync's staged runs, for an engine that reads tables through the catalog (`readsRunFiles: false`): these
+   * partitions of `table` are read from the scratch table `scratch`, whose pointers are the staged runs, instead of
+   * `table`'s current runs (`sources` already holds the staged runs' files for an engine that reads them).
+   */
+  readonly staged?: readonly StagedInput[];
+}
+
+/** Some partitions of a table whose staged runs a build reads from a scratch table in the catalog. */
+export interface StagedInput {
+  readonly table: string;
+  readonly scratch: string;
+  /** Partition paths (`day=2026-11-01`; "" for a table without partition keys). */
+  readonly partitions: readonly string[];
 }
 
 /** What a build wrote. */

@@ -53,7 +53,6 @@ export class Pipeline {
   async sync(): Promise<SyncReport> {
     checkPartitionFilters(this.ctx.config, this.ctx.options.partitions);
     this.checkSinkOptions();
-    this.checkHeldLayers();
     const tally: SyncTally = { partitions: [], layers: [], loads: [], sinks: [], snapshots: [] };
     const log = new SyncLog(this.ctx.lake, { syncId: newRunId(), config: this.ctx.config.file, startedAt: new Date().toISOString() });
     try {
@@ -166,23 +165,6 @@ export class Pipeline {
         pass.tally.snapshots.push(commit);
       },
     });
-  }
-
-  /**
-   * A held sync builds each layer from the runs staged above it: an engine that reads tables through the catalog
-   * (Athena) cannot see them yet, so it would build from the current runs instead. Refused up front.
-   */
-  private checkHeldLayers(): void {
-    if (this.ctx.lake.parts.engine.capabilities.readsRunFiles) return;
-    for (const dataset of this.ctx.config.datasets) {
-      const held = this.ctx.options.hold ? "sync --hold" : dataset.publish === "all_or_nothing" ? "publish: all_or_nothing" : undefined;
-      if (held && dataset.layers.length > 0) {
-        throw new InvalidInputError(
-          `datasets.${dataset.name}: ${held} stages the raw table's runs and builds its layers from them, which this lake's engine (Athena, reading the Glue catalog) cannot read before they are published; ` +
-            "on AWS, hold or publish all_or_nothing only datasets without layers for now, or sync without it",
-        );
-      }
-    }
   }
 
   /** A layer that declares sinks needs an opener for them: refusing up front beats a sync that silently sends nothing. */

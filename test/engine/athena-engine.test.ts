@@ -116,6 +116,34 @@ describe("the Athena engine", () => {
     expect(services.athena.executions.every((e) => !/^\s*WITH/i.test(e.query))).toBe(true);
   });
 
+  it("reads a held sync's staged partitions from their scratch table, for declared inputs and for a table read whole (a lookup)", async () => {
+    // `up` has day=1 (3 rows) and day=2 (5 rows) current; a held sync staged day=1 again (4 rows), in the scratch table's pointers.
+    const glue = new GlueClient(services.glue.clientConfig);
+    await glue.send(new CreateDatabaseCommand({ DatabaseInput: { Name: "db" } }));
+    const catalog = new GlueCatalog(glue, { database: "db", uriOf: (key) => `s3://lake/w/${key}` });
+    const scratch = { ...UP, name: "up__held_abc123" };
+    for (const table of [UP, scratch]) await catalog.createTable(table);
+    for (const [table, day, rows] of [[UP, "1", 3], [UP, "2", 5], [scratch, "1", 4]] as const) {
+      const runId = `20261101T00000${rows}Z-bbbbbb`;
+      const runPrefix = `up/day=${day}/run=${runId}/`;
+      await engine.build({ table: UP, partition: makePartition([["day", day]]), select: ids(rows), runId, runPrefix, sources: [] });
+      await catalog.movePointers(table, [{ partition: makePartition([["day", day]]), runId, location: runPrefix, kind: "swap" }]);
+    }
+    glue.destroy();
+    const staged = [{ table: "up", scratch: "up__held_abc123", partitions: ["day=1"] }];
+    const derived = async (runId: string, inputPartitions?: { table: string; partitions: string[] }[]): Promise<number> => {
+      const runPrefix = `t/day=1/run=${runId}/`;
+      await engine.build({ table: TABLE, partition: makePartition([["day", "1"]]), select: "SELECT id FROM up", runId, runPrefix, sources: [{ table: UP, partitions: [] }], inputPartitions, staged });
+      return services.athena.executions.find((e) => /^UNLOAD/.test(e.query) && e.query.includes(runPrefix))!.rowCount!;
+    };
+    // Its declared input day=1: the staged run's 4 rows, not the current 3.
+    expect(await derived("20261101T000010Z-cccccc", [{ table: "up", partitions: ["day=1"] }])).toBe(4);
+    // Read whole: the staged day=1 and the current day=2.
+    expect(await derived("20261101T000011Z-cccccc")).toBe(9);
+    const unload = services.athena.executions.find((e) => /^UNLOAD/.test(e.query) && e.query.includes("run=20261101T000011Z-cccccc"))!;
+    expect(unload.query).toContain(`WITH "up" AS (SELECT * FROM "db"."up" WHERE (true) AND NOT (("day" = '1')) UNION ALL SELECT * FROM "db"."up__held_abc123" WHERE (true) AND (("day" = '1')))`);
+  });
+
   it("says Athena returned no column metadata when the LIMIT 0 probe has no columns", async () => {
     services.athena.withholdColumnMetadataNext({ match: /LIMIT 0$/ });
     await expect(build(ids(2, ", '1' AS day"))).rejects.toThrow(

@@ -13,6 +13,7 @@ import { mapLimited } from "../../shared/map-limited.js";
 import { movePointers } from "./move.js";
 import { overlaid, restrictSources, snapshotScope } from "./build-scope.js";
 import { carryCurrentRun } from "./append-carry.js";
+import { stagedReads } from "./staged-reads.js";
 import { gateOnAudits } from "./data-audits.js";
 import type { AuditFinding, AuditSpec } from "../../model/audit.js";
 import type { TableDefinition } from "../../model/table.js";
@@ -256,7 +257,10 @@ async function buildRuns(
   }
 
   // One snapshot for the whole batch, of the partitions some build reads; each build sees its own inputs only.
-  const sources = build.landed ? [] : overlaid(await engineSnapshot(ctx, snapshotScope(planned, build.readable)), overlay);
+  const snapshot = build.landed ? [] : await engineSnapshot(ctx, snapshotScope(planned, build.readable));
+  const sources = overlaid(snapshot, overlay);
+  // A held sync's staged runs, for an engine that reads the catalog: in scratch tables while the batch builds.
+  const staged = await stagedReads(ctx, snapshot, overlay);
   const done: { planned: Planned; result: BuildResult; builtAt: number }[] = [];
   let stop: unknown;
   await mapLimited(planned, build.concurrency ?? 1, async (p) => {
@@ -271,6 +275,7 @@ async function buildRuns(
         sources: restrictSources(sources, p.item.inputPartitions),
         inputPartitions: p.item.inputPartitions,
         landed: build.landed,
+        staged: staged?.of(p.item.inputPartitions),
       };
       // A SELECT over a landed delivery runs where the delivery is; users' SQL runs in the engine.
       const result = build.landed ? await ctx.landing.buildLanded(request) : await ctx.engine.build(request);
@@ -281,7 +286,7 @@ async function buildRuns(
       if (stopsBatch(error)) stop = error;
       fail(p, error);
     }
-  });
+  }).finally(() => staged?.drop());
   if (stop !== undefined) throw stop;
   return done;
 }

@@ -12,6 +12,7 @@ import { parsePartitionPath } from "../../model/partition.js";
 import { mapLimited } from "../../shared/map-limited.js";
 import type { TableDefinition } from "../../model/table.js";
 import type { HasLakeParts } from "../parts.js";
+import { isScratchTable, isScratchTableOf } from "../scratch-tables.js";
 
 /** Partitions GC after a swap lists at once. */
 const GC_CONCURRENCY = 16;
@@ -187,10 +188,14 @@ export async function collectGarbage(
   options: { dryRun?: boolean; graceMs?: number; onProgress?: ProgressListener } = {},
 ): Promise<PartitionGcReport[]> {
   const parts = lake.parts;
-  const tables = tableName !== undefined ? [await parts.table(tableName)] : await parts.catalog.listTables();
+  const listed = await parts.catalog.listTables();
+  const tables = tableName !== undefined ? [await parts.table(tableName)] : listed.filter((t) => !isScratchTable(t.name));
+  // Scratch tables a killed held sync left (../commit/staged-reads.ts): dropped under their table's lease, orphans at the end.
+  const scratch = options.dryRun ? [] : listed.map((t) => t.name).filter(isScratchTable);
   const reports: PartitionGcReport[] = [];
   for (const table of tables) {
     const collect = async (): Promise<void> => {
+      for (const name of scratch.filter((n) => isScratchTableOf(n, table.name))) await parts.catalog.dropTable(name);
       const partitions = await knownPartitions(parts, table);
       const state = await gcState(parts, table);
       const graceMs = options.graceMs ?? parts.graceMs;
@@ -208,5 +213,8 @@ export async function collectGarbage(
     if (options.dryRun) await collect();
     else await parts.withLease(table.name, `gc ${table.name}`, collect, { catalogFile: "skip" });
   }
+  // A scratch table whose table is gone cannot be read by any sync.
+  const orphans = tableName !== undefined ? [] : scratch.filter((n) => !listed.some((t) => !isScratchTable(t.name) && isScratchTableOf(n, t.name)));
+  for (const name of orphans) await parts.catalog.dropTable(name);
   return reports;
 }
