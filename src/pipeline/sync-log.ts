@@ -87,11 +87,17 @@ export class SyncLog {
     await this.write();
   }
 
-  /** The publication ended: `moved` are the sync's moves now; the others never moved (`refused`, with why). */
-  published(moved: readonly Omit<SyncMove, "pending">[], refused: NonNullable<HeldSync["refused"]>): void {
+  /**
+   * The publication of the staged runs of `tables` ended: `moved` are the sync's moves now; the others never moved
+   * (`refused`, with why). The sync stays held while runs of other tables (another dataset's) are staged.
+   */
+  published(moved: readonly Omit<SyncMove, "pending">[], refused: NonNullable<HeldSync["refused"]>, tables: ReadonlySet<string>): void {
     for (const move of moved) this.confirm(move);
     for (const r of refused) this.abandon(r);
-    if (this.held) Object.assign(this.held, { status: "published", publishedAt: new Date().toISOString(), refused });
+    if (!this.held) return;
+    const rest = this.held.tables.filter((t) => !tables.has(t.table));
+    const all = [...(this.held.refused ?? []), ...refused];
+    Object.assign(this.held, { tables: rest, status: rest.length > 0 ? "held" : "published", ...(rest.length > 0 ? {} : { publishedAt: new Date().toISOString() }), ...(all.length > 0 ? { refused: all } : {}) });
   }
 
   /** The pointer did not move after all (the build failed between its intent and the move). */

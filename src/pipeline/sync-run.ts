@@ -40,6 +40,8 @@ export class SyncRun implements Run {
   private readonly written: ReadonlySet<string>;
   /** Stage runs instead of moving pointers (`--hold`, `publish: all_or_nothing`). */
   private readonly holding: boolean;
+  /** The sinks of a held dataset's layers, sent once its runs are published. */
+  private readonly deferredSinks: (() => Promise<void>)[] = [];
   /** The runs staged so far, by table and partition: what later layers build from in place of the current runs. */
   private readonly overlay = new Map<string, Map<string, PartitionSnapshot>>();
 
@@ -224,25 +226,45 @@ export class SyncRun implements Run {
    * all_or_nothing`, they are published together if no partition of the dataset failed, else held.
    */
   async settle(dataset: DatasetConfig): Promise<void> {
-    if (!this.holding || this.log.stagedTables().length === 0) return;
+    if (!this.holding) return;
     const tables = new Set(tablesWritten(dataset));
-    const failed = this.tally.partitions.filter((p) => tables.has(p.table) && p.action === "failed");
-    if (this.ctx.options.hold) return this.log.hold("sync --hold: built and audited, nothing moved");
-    if (failed.length > 0) {
-      return this.log.hold(`publish: all_or_nothing: ${failed.length} partition(s) failed (${failed.slice(0, 3).map((p) => `${p.table}/${p.partition}`).join(", ")}${failed.length > 3 ? ", ..." : ""}), so none moved`);
+    // Only this dataset's staged runs: another dataset of the sync settled its own (and may be held).
+    const staged = this.log.stagedTables().filter((t) => tables.has(t.table));
+    if (this.ctx.options.hold) {
+      if (staged.length > 0) this.log.hold("sync --hold: built and audited, nothing moved");
+      return;
     }
-    const staged = this.log.stagedTables();
+    if (staged.length > 0) {
+      const failed = this.tally.partitions.filter((p) => tables.has(p.table) && p.action === "failed");
+      if (failed.length > 0) {
+        const named = failed.slice(0, 3).map((p) => `${p.table}/${p.partition}`).join(", ");
+        return this.log.hold(`publish: all_or_nothing: ${failed.length} partition(s) failed (${named}${failed.length > 3 ? ", ..." : ""}), so none moved`);
+      }
+      await this.publish(staged);
+    }
+    // The sinks of the layers, once what they read is the lake's (or was already: nothing staged).
+    for (const send of this.deferredSinks.splice(0)) await send();
+  }
+
+  /** Publishes this dataset's staged runs together (all_or_nothing, every partition passed), then GC as after swaps. */
+  private async publish(staged: ReturnType<SyncLog["stagedTables"]>): Promise<void> {
     const { moved, refused } = await this.writer.publishStaged(staged, this.log.syncId, () => this.log.publishing());
     const layerOf = new Map(staged.map((t) => [t.table, t.layer]));
     const done = moved.filter((m) => m.outcome.error === undefined && m.outcome.runId !== undefined);
     this.log.published(
       done.map((m) => ({ table: m.table, layer: layerOf.get(m.table) ?? "", partition: m.outcome.partition, run: m.outcome.runId as string, previousRun: m.outcome.previousRunId })),
       refused,
+      new Set(staged.map((t) => t.table)),
     );
     const published = new Set(done.map((m) => `${m.table}\n${m.outcome.partition}`));
     this.tally.partitions.forEach((p, i) => {
       if (p.staged && published.has(`${p.table}\n${p.partition}`)) this.tally.partitions[i] = { ...p, staged: undefined };
     });
+    // One GC per table for the published partitions, as after a layer's swaps.
+    for (const { table } of staged) {
+      const partitions = done.filter((m) => m.table === table).map((m) => m.outcome.partition);
+      if (partitions.length > 0) await this.writer.collectGarbage(table, partitions);
+    }
   }
 
   /**
@@ -256,10 +278,16 @@ export class SyncRun implements Run {
     columns: readonly PipelineColumn[],
     partitionKeys: readonly string[],
     specs: readonly SinkSpec[],
+    published = false,
   ): Promise<void> {
     const openSink = this.ctx.options.openSink;
-    // Staged runs are not the lake's yet: the sync after their publication sends them (a sink holds signatures).
-    if (specs.length === 0 || !openSink || this.holding) return;
+    if (specs.length === 0 || !openSink) return;
+    if (this.holding && !published) {
+      // Staged runs are not the lake's yet: sent once they are published (all_or_nothing, at the end of the dataset);
+      // a held sync's are sent by the first sync after its publication (a sink keeps the signatures it holds).
+      this.deferredSinks.push(() => this.sendToSinks(dataset, layer, table, columns, partitionKeys, specs, true));
+      return;
+    }
     const states = await this.writer.partitionStates(table);
     const selected = (partition: string): boolean => partitionSelected(this.ctx.options.partitions, parsePartitionPath(partition, partitionKeys), partitionKeys, dataset);
     const total = [...states.keys()].filter(selected).length * specs.length;
