@@ -8,6 +8,7 @@ import os from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
 import { DuckDBInstance } from "@duckdb/node-api";
+import { readUntilStdinEnds } from "./read-until-stdin-ends.js";
 
 const { values } = parseArgs({ options: { mode: { type: "string" }, lake: { type: "string" }, tables: { type: "string" } }, strict: true });
 const { mode, lake, tables } = values;
@@ -38,18 +39,10 @@ async function main(mode: "catalog" | "glob"): Promise<void> {
     }
   };
 
-  let stopping = false;
-  process.stdin.on("end", () => (stopping = true));
-  process.stdin.resume();
-  while (!stopping) {
-    const start = Date.now();
-    try {
-      const [rows, markers, marker] = await read();
-      process.stdout.write(`${JSON.stringify({ start, end: Date.now(), rows: Number(rows), markers: Number(markers), marker: marker === null ? null : Number(marker) })}\n`);
-    } catch (error) {
-      process.stdout.write(`${JSON.stringify({ start, end: Date.now(), error: error instanceof Error ? error.message : String(error) })}\n`);
-    }
-  }
+  await readUntilStdinEnds(async () => {
+    const [rows, markers, marker] = await read();
+    return { rows: Number(rows), markers: Number(markers), marker: marker === null ? null : Number(marker) };
+  });
   connection.closeSync();
   instance.closeSync();
 }

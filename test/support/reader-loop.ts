@@ -9,6 +9,7 @@
 import path from "node:path";
 import { parseArgs } from "node:util";
 import { DuckDBInstance } from "@duckdb/node-api";
+import { readUntilStdinEnds } from "./read-until-stdin-ends.js";
 
 const { values } = parseArgs({
   options: {
@@ -55,18 +56,9 @@ async function main(mode: "duckdb" | "lakeswap", table: string, column: string, 
     close = () => lake.close();
   }
 
-  let stopping = false;
-  process.stdin.on("end", () => (stopping = true));
-  process.stdin.resume();
-
-  while (!stopping) {
-    const start = Date.now();
-    try {
-      const [rows, tags, tag] = await read();
-      process.stdout.write(`${JSON.stringify({ start, end: Date.now(), rows: Number(rows), tags: Number(tags), tag: tag ?? null })}\n`);
-    } catch (error) {
-      process.stdout.write(`${JSON.stringify({ start, end: Date.now(), error: error instanceof Error ? error.message : String(error) })}\n`);
-    }
-  }
+  await readUntilStdinEnds(async () => {
+    const [rows, tags, tag] = await read();
+    return { rows: Number(rows), tags: Number(tags), tag: tag ?? null };
+  });
   await close();
 }
