@@ -20,7 +20,17 @@ export interface CatalogFile {
    * one update at a time across processes. `fence` is called right before the rename (the writer still holds the
    * tables' leases); if it throws, the file is left as it was.
    */
-  update(tables: readonly CatalogFileTable[], fence?: () => Promise<void>): Promise<void>;
+  update(tables: readonly CatalogFileTable[], fence?: () => Promise<void>, history?: CatalogFileHistory): Promise<void>;
   /** The tables the file has a view of (none when there is no file). */
   tableNames(): Promise<Set<string>>;
+}
+
+/**
+ * The sync an update belongs to, and how long the file keeps a past sync's views: each table the sync changed also
+ * gets `<table>__at_<sync id>` (its state right after the sync), kept while its files are (GC keeps a run's files
+ * for the grace window after it stopped being current).
+ */
+export interface CatalogFileHistory {
+  readonly syncId?: string;
+  readonly graceMs: number;
 }

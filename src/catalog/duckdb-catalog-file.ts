@@ -9,7 +9,7 @@ import { quoteFilePath, quoteIdentifier, quoteLiteral } from "../model/sql.js";
 import { freshProcessFolder } from "../shared/process-folders.js";
 import { fsyncPath, isCode } from "../store/local-files.js";
 import type { ObjectStore, ProcessLock } from "../store/object-store.js";
-import type { CatalogFile, CatalogFileTable } from "./catalog-file.js";
+import type { CatalogFile, CatalogFileHistory, CatalogFileTable } from "./catalog-file.js";
 
 /** How long an update waits for another process's update of the same file (each takes milliseconds to a second). */
 const LOCK_WAIT_MS = 60_000;
@@ -72,10 +72,10 @@ export class DuckDbCatalogFile implements CatalogFile {
     }
   }
 
-  async update(tables: readonly CatalogFileTable[], fence?: () => Promise<void>): Promise<void> {
+  async update(tables: readonly CatalogFileTable[], fence?: () => Promise<void>, history?: CatalogFileHistory): Promise<void> {
     if (tables.length === 0) return;
     const previous = queues.get(this.location) ?? Promise.resolve();
-    const next = previous.catch(() => undefined).then(() => this.locked(() => this.rewrite(tables, fence)));
+    const next = previous.catch(() => undefined).then(() => this.locked(() => this.rewrite(tables, fence, history)));
     queues.set(this.location, next);
     try {
       await next;
@@ -110,7 +110,7 @@ export class DuckDbCatalogFile implements CatalogFile {
    * scratch folder of this process (it takes a '?' in a database's path for the start of options, and a lake's folder
    * may have one), which is then copied beside the file, fsynced and renamed over it.
    */
-  private async rewrite(tables: readonly CatalogFileTable[], fence: (() => Promise<void>) | undefined): Promise<void> {
+  private async rewrite(tables: readonly CatalogFileTable[], fence: (() => Promise<void>) | undefined, history: CatalogFileHistory | undefined): Promise<void> {
     const scratch = await freshProcessFolder("lakeswap-catalogfile-");
     const work = path.join(scratch, "lake.duckdb");
     const temp = path.join(this.tempDir, `${process.pid}-catalog-${randomBytes(6).toString("hex")}.duckdb`);
@@ -122,7 +122,7 @@ export class DuckDbCatalogFile implements CatalogFile {
           throw error;
         },
       );
-      const views = await this.writeViews(work, copied, tables);
+      const views = await this.writeViews(work, copied, tables, history);
       if (views === 0) {
         // The last table was dropped: a lake without tables leaves no file of lakeswap's behind (a waiter on the
         // removed lock file may update a file of its own meanwhile: its views are rewritten by their next write).
@@ -143,7 +143,7 @@ export class DuckDbCatalogFile implements CatalogFile {
   }
 
   /** Attaches `file` to the process's catalog file DuckDB (a copy that will not open is started afresh) and replaces the views; how many views it then has. */
-  private async writeViews(file: string, copied: boolean, tables: readonly CatalogFileTable[]): Promise<number> {
+  private async writeViews(file: string, copied: boolean, tables: readonly CatalogFileTable[], history: CatalogFileHistory | undefined): Promise<number> {
     const connection = await (await writerInstance()).connect();
     const alias = `catalog_file_${randomBytes(6).toString("hex")}`;
     try {
@@ -156,7 +156,7 @@ export class DuckDbCatalogFile implements CatalogFile {
         await connection.run(`ATTACH ${quoteLiteral(file)} AS ${alias}`);
       }
       try {
-        await replaceViews(connection, alias, tables, (key) => path.resolve(this.store.localPath(key)));
+        await replaceViews(connection, alias, tables, (key) => path.resolve(this.store.localPath(key)), history);
         return Number((await connection.runAndReadAll(`SELECT count(*) FROM ${alias}.${RECORD_SCHEMA}.tables`)).getRows()[0]?.[0] ?? 0);
       } finally {
         // Detaching checkpoints: the file is whole, with no write-ahead log beside it.
@@ -177,30 +177,55 @@ function writerInstance(): Promise<DuckDBInstance> {
   return writer;
 }
 
-/** Replaces (or drops) each table's view in the attached file `alias`, and its row in `lakeswap.tables`, in one transaction. */
-async function replaceViews(connection: DuckDBConnection, alias: string, tables: readonly CatalogFileTable[], pathOf: (key: string) => string): Promise<void> {
+/**
+ * Replaces (or drops) each table's view in the attached file `alias`, and its row in `lakeswap.tables`, in one
+ * transaction; with a sync id, also each table's `<table>__at_<sync id>` view (`lakeswap.history`), and drops the
+ * past syncs' views whose state stopped being current more than the grace window ago.
+ */
+async function replaceViews(connection: DuckDBConnection, alias: string, tables: readonly CatalogFileTable[], pathOf: (key: string) => string, history?: CatalogFileHistory): Promise<void> {
   const record = `${alias}.${RECORD_SCHEMA}.tables`;
+  const past = `${alias}.${RECORD_SCHEMA}.history`;
   await connection.run(`CREATE SCHEMA IF NOT EXISTS ${alias}.${RECORD_SCHEMA}`);
   await connection.run(`CREATE TABLE IF NOT EXISTS ${record} (table_name VARCHAR, partitions BIGINT, files BIGINT, updated_at TIMESTAMP)`);
+  await connection.run(`CREATE TABLE IF NOT EXISTS ${past} (table_name VARCHAR, sync_id VARCHAR, view_name VARCHAR, created_at TIMESTAMP, superseded_at TIMESTAMP)`);
   await connection.run("BEGIN TRANSACTION");
   try {
-    const now = quoteLiteral(new Date().toISOString().replace("T", " ").replace("Z", ""));
+    const now = new Date();
+    const at = (date: Date) => `CAST(${quoteLiteral(date.toISOString().replace("T", " ").replace("Z", ""))} AS TIMESTAMP)`;
     for (const { name, snapshot } of tables) {
       const view = `${alias}.main.${quoteIdentifier(name)}`;
       await connection.run(`DELETE FROM ${record} WHERE table_name = ${quoteLiteral(name)}`);
+      // The state the table's past views show ends now.
+      await connection.run(`UPDATE ${past} SET superseded_at = ${at(now)} WHERE table_name = ${quoteLiteral(name)} AND superseded_at IS NULL`);
       if (!snapshot) {
         await connection.run(`DROP VIEW IF EXISTS ${view}`);
+        await dropPastViews(connection, alias, past, `table_name = ${quoteLiteral(name)}`);
         continue;
       }
       // Emptied partitions (a run without files) hold no rows: a view over no file of theirs.
       const partitions = snapshot.partitions.filter((p) => p.files.length > 0);
-      await connection.run(`CREATE OR REPLACE VIEW ${view} AS ${tableViewSelect(snapshot.table, partitions, pathOf, quoteFilePath)}`);
+      const select = tableViewSelect(snapshot.table, partitions, pathOf, quoteFilePath);
+      await connection.run(`CREATE OR REPLACE VIEW ${view} AS ${select}`);
       const files = partitions.reduce((sum, p) => sum + p.files.length, 0);
-      await connection.run(`INSERT INTO ${record} VALUES (${quoteLiteral(name)}, ${partitions.length}, ${files}, CAST(${now} AS TIMESTAMP))`);
+      await connection.run(`INSERT INTO ${record} VALUES (${quoteLiteral(name)}, ${partitions.length}, ${files}, ${at(now)})`);
+      if (history?.syncId !== undefined) {
+        const pastView = `${name}__at_${history.syncId.replace(/[^A-Za-z0-9]/g, "_")}`;
+        await connection.run(`CREATE OR REPLACE VIEW ${alias}.main.${quoteIdentifier(pastView)} AS ${select}`);
+        await connection.run(`DELETE FROM ${past} WHERE view_name = ${quoteLiteral(pastView)}`);
+        await connection.run(`INSERT INTO ${past} VALUES (${quoteLiteral(name)}, ${quoteLiteral(history.syncId)}, ${quoteLiteral(pastView)}, ${at(now)}, NULL)`);
+      }
     }
+    if (history) await dropPastViews(connection, alias, past, `superseded_at < ${at(new Date(now.getTime() - history.graceMs))}`);
     await connection.run("COMMIT");
   } catch (error) {
     await connection.run("ROLLBACK").catch(() => undefined);
     throw error;
   }
+}
+
+/** Drops the past syncs' views that `where` selects, and their rows in `lakeswap.history`. */
+async function dropPastViews(connection: DuckDBConnection, alias: string, past: string, where: string): Promise<void> {
+  const views = (await connection.runAndReadAll(`SELECT view_name FROM ${past} WHERE ${where}`)).getRows().map((row) => String(row[0]));
+  for (const name of views) await connection.run(`DROP VIEW IF EXISTS ${alias}.main.${quoteIdentifier(name)}`);
+  await connection.run(`DELETE FROM ${past} WHERE ${where}`);
 }

@@ -342,7 +342,10 @@ export class Lake {
       try {
         return await work();
       } finally {
-        if (options.catalogFile !== "skip") await this.updateCatalogFile(await this.viewsToWrite(sorted, options.catalogFile === "remove"), options.catalogFile === "remove");
+        if (options.catalogFile !== "skip") {
+          const syncId = options.summary?.()["lakeswap.sync-id"];
+          await this.updateCatalogFile(await this.viewsToWrite(sorted, options.catalogFile === "remove"), options.catalogFile === "remove", syncId);
+        }
       }
     };
     return hold(0);
@@ -366,7 +369,7 @@ export class Lake {
    * now, under the leases: a view only ever shows a state a writer finished. It never fails the command: a file that
    * cannot be written is left as it was, with a warning, and the next command that writes these tables rewrites it.
    */
-  private async updateCatalogFile(names: readonly string[], remove = false): Promise<void> {
+  private async updateCatalogFile(names: readonly string[], remove = false, syncId?: string): Promise<void> {
     const file = this.catalogFile;
     if (!file || this.settings.readOnly) return;
     // Leases that are not tables' (a sync's own, `sync-<id>`) have no view.
@@ -376,9 +379,10 @@ export class Lake {
       const snapshots = await Promise.all(
         tables.map(async (name) => ({ name, snapshot: !remove && (await this.catalog.getTable(name)) ? (await currentRuns(this.parts, { tables: [name] }))[0] : undefined })),
       );
+      const history = { syncId, graceMs: this.settings.graceMs ?? DEFAULT_GRACE_MS };
       await file.update(snapshots, async () => {
         for (const name of tables) await this.leaseCheck(name);
-      });
+      }, history);
       const known = await this.inCatalogFile;
       for (const { name, snapshot } of snapshots) {
         if (snapshot) known?.add(name);
