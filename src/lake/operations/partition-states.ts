@@ -69,9 +69,10 @@ export async function countPartition(lake: HasLakeParts, tableName: string, part
 
 /**
  * The states of the tables a writer holds, read once each and kept up to date with the writer's own batches: under
- * a table's lease nobody else moves its pointers. A batch that did not end with every partition moved, a partition
- * without a signature (its state comes from its manifest) or a single replace forgets the table: the next read goes
- * to the catalog. Pins are read with the states; a pin set during the writer's work counts from its next writer on.
+ * a table's lease nobody else moves its pointers. Each partition a batch moved (or staged, in a held sync: the
+ * layers below plan against it) takes its new run and signature; one that failed keeps its state (its pointer did
+ * not move). A batch that throws, or a single replace, forgets the table: the next read goes to the catalog. Pins
+ * are read with the states; a pin set during the writer's work counts from its next writer on.
  */
 export class HeldStates {
   private readonly tables = new Map<string, Map<string, PartitionState>>();
@@ -94,10 +95,11 @@ export class HeldStates {
     const states = this.tables.get(table);
     this.tables.delete(table);
     const outcomes = await batch();
-    if (!states || items.some((item) => item.signature === undefined) || outcomes.some((o) => o.error !== undefined || o.runId === undefined)) return outcomes;
+    if (!states) return outcomes;
     outcomes.forEach((outcome, i) => {
+      if (outcome.error !== undefined || outcome.runId === undefined) return;
       const path = partitionPath((items[i] as SwapItem).partition);
-      states.set(path, { partition: path, runId: outcome.runId as string, signature: items[i]?.signature, movedBy: "swap", pinned: states.get(path)?.pinned ?? false });
+      states.set(path, { partition: path, runId: outcome.runId, signature: items[i]?.signature, movedBy: "swap", pinned: states.get(path)?.pinned ?? false });
     });
     this.tables.set(table, states);
     return outcomes;
