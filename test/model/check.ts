@@ -1,6 +1,6 @@
 // The comparison of a lake (as a plain reader sees it) with the reference model, after every command: rows of every
 // partition, pointers and their state, runs kept, manifests and signatures, pins, sync records, nothing pending.
-import { DAYS, TABLES, type Day, type LakeModel, type TableName } from "./model.js";
+import { DAYS, TABLES, movedPointers, type Day, type LakeModel, type TableName } from "./model.js";
 import type { LakeView } from "./lake-view.js";
 
 /** Signatures seen so far, both ways: equal model signatures must be equal lake signatures, and different ones different. */
@@ -45,6 +45,7 @@ export interface CheckOptions {
  */
 export function compare(model: LakeModel, view: LakeView, signatures: SignatureMap, options: CheckOptions = {}): string[] {
   const problems: string[] = [];
+  nameHeldSyncs(model, view, problems);
   nameNewRuns(model, view, problems);
   for (const table of TABLES) {
     const tableView = view.tables[table];
@@ -90,11 +91,11 @@ export function compare(model: LakeModel, view: LakeView, signatures: SignatureM
       if (pinned !== (p?.pinned ?? false)) problems.push(`${where}: expected ${p?.pinned ? "pinned" : "not pinned"}, the lake says ${pinned ? "pinned" : "not pinned"}`);
     }
   }
-  problems.push(...compareIngest(model, view));
+  problems.push(...compareIngest(model, view), ...compareCatalogFile(view));
   if (view.outbox.length > 0) problems.push(`catalog changes still pending in the outbox: ${view.outbox.join(", ")}`);
   if (view.leases.length > 0) problems.push(`writer leases still held after the command: ${view.leases.join(", ")}`);
   if (options.skipSyncRecords) return problems;
-  const recorded = [...view.syncs].filter((s) => s.moves.length > 0).sort((a, b) => (a.syncId < b.syncId ? -1 : 1));
+  const recorded = view.syncs.filter(movedPointers).sort((a, b) => (a.syncId < b.syncId ? -1 : 1));
   const moveText = (m: { table: string; partition: string; run: string; previousRun?: string }) => `${m.table}/${m.partition}:${m.previousRun ?? "-"}->${m.run}`;
   // In sync id order: a sync's id is issued under its tables' leases, after the newest recorded sync, so ids sort in
   // the order the syncs moved pointers (before issue 25's model test found it, two processes could record out of order).
@@ -133,6 +134,45 @@ function nameNewRuns(model: LakeModel, view: LakeView, problems: string[]): void
     const withFiles = view.tables[table].withFiles.get(day) ?? new Set<string>();
     placeholders.forEach((placeholder, i) => model.nameRun(table, day, placeholder, fresh[i] ?? `(missing ${placeholder})`, withFiles.has(fresh[i] ?? "")));
   }
+}
+
+/**
+ * Names the model's new held syncs (in the order it made them) by the lake's held records it does not know yet (in
+ * sync id order), and their staged runs by the runs those records list; then compares every held sync: the same
+ * syncs held, each with the same partitions staged against the same runs.
+ */
+function nameHeldSyncs(model: LakeModel, view: LakeView, problems: string[]): void {
+  const lakeHeld = view.syncs.filter((s) => s.held?.status === "held").sort((a, b) => (a.syncId < b.syncId ? -1 : 1));
+  const known = new Set(model.held.map((h) => h.id));
+  const fresh = lakeHeld.filter((s) => !known.has(s.syncId));
+  const unnamed = model.held.filter((h) => h.id.startsWith("?"));
+  if (fresh.length !== unnamed.length) problems.push(`expected ${unnamed.length} new held sync(s), the lake has ${fresh.length}${fresh.length > 0 ? ` (${fresh.map((s) => s.syncId).join(", ")})` : ""}`);
+  unnamed.forEach((held, i) => {
+    const record = fresh[i];
+    held.id = record?.syncId ?? `(missing ${held.id})`;
+    for (const staged of held.staged) {
+      const run = record?.held?.runs.find((r) => r.table === staged.table && r.partition === `day=${staged.day}`)?.runId;
+      if (run !== undefined) model.nameRun(staged.table, staged.day, staged.run, run, (view.tables[staged.table].withFiles.get(staged.day) ?? new Set()).has(run));
+    }
+  });
+  const text = (runs: readonly { table: string; partition: string; runId: string; against?: string }[]) => runs.map((r) => `${r.table}/${r.partition}:${r.against ?? "-"}->${r.runId}`).sort().join(" ");
+  const lakeText = lakeHeld.map((s) => `${s.syncId}: ${text((s.held?.runs ?? []).map((r) => ({ ...r, against: r.previousRunId })))}`);
+  const modelText = model.held.map((h) => `${h.id}: ${text(h.staged.map((s) => ({ table: s.table, partition: `day=${s.day}`, runId: s.run, against: s.against })))}`);
+  if (lakeText.join("\n") !== modelText.join("\n")) problems.push(`held syncs differ:\n    lake:  ${lakeText.join("\n           ")}\n    model: ${modelText.join("\n           ")}`);
+}
+
+/** The catalog file (lake.duckdb, embedded lakes) must show each table's rows as the glob over the pointers does. */
+function compareCatalogFile(view: LakeView): string[] {
+  const problems: string[] = [];
+  if (!view.catalogFile) return problems;
+  for (const table of TABLES) {
+    for (const day of DAYS) {
+      const glob = (view.tables[table].rows.get(day) ?? []).join(" ");
+      const file = (view.catalogFile[table].get(day) ?? []).join(" ");
+      if (glob !== file) problems.push(`${table}/day=${day}: lake.duckdb's view shows [${file}], the glob over the pointers [${glob}]`);
+    }
+  }
+  return problems;
 }
 
 /** The ingest pipeline's tables: every good event of every batch exactly once, every bad one dead-lettered by its line. */

@@ -4,6 +4,7 @@ import fc from "fast-check";
 import { hiveFiles, validateTable } from "../support/iceberg-kit.js";
 import { compare, type SignatureMap } from "./check.js";
 import {
+  AUDIT_MAX_V,
   DAYS,
   RAW,
   STAGE,
@@ -115,19 +116,25 @@ export interface Delivery {
   readonly upperCase?: boolean;
   /** `sync --allow-empty`: stage builds of 0 rows are accepted (a day whose rows are all category 'b'). */
   readonly allowEmpty?: boolean;
+  /** Its first day also holds a row whose v is over the raw audit's max (./model.ts AUDIT_MAX_V): that day fails. */
+  readonly bad?: boolean;
+  /** `sync --hold` (./held.ts). */
+  readonly hold?: boolean;
 }
 
 export function deliveryRows(delivery: Delivery, mode: WriteMode): RawRow[] {
   const rows = delivery.days.flatMap(([day, variant]) => (mode === "upsert" ? upsertVariantRows(day, variant) : variantRows(day, variant % VARIANTS)));
+  const first = delivery.days[0]?.[0];
+  if (delivery.bad && first) rows.push({ k: 10 * (DAYS.indexOf(first) + 1) + 9, d: first, v: 10 * AUDIT_MAX_V, cat: "a" });
   let state = delivery.order + 1;
   const random = () => (state = (state * 1664525 + 1013904223) >>> 0) / 2 ** 32;
   return rows.map((row) => [random(), row] as const).sort((a, b) => a[0] - b[0]).map(([, row]) => row);
 }
 
 const deliveryText = (delivery: Delivery, mode: WriteMode = "partition_replace"): string =>
-  `<${delivery.days.map(([day, variant]) => `${day.slice(-2)}:v${mode === "upsert" ? variant : variant % VARIANTS}`).join(",") || "empty"} order#${delivery.order}${delivery.upperCase ? " UPPER" : ""}>${delivery.allowEmpty ? " --allow-empty" : ""}`;
+  `<${delivery.days.map(([day, variant]) => `${day.slice(-2)}:v${mode === "upsert" ? variant : variant % VARIANTS}`).join(",") || "empty"} order#${delivery.order}${delivery.upperCase ? " UPPER" : ""}${delivery.bad ? " BAD" : ""}>${delivery.allowEmpty ? " --allow-empty" : ""}`;
 
-const syncActions = (json: unknown): Map<string, string> =>
+export const syncActions = (json: unknown): Map<string, string> =>
   new Map(((json as { partitions: { table: string; partition: string; action: string; reason: string }[] }).partitions ?? []).map((p) => [`${p.table}/${p.partition}`, `${p.action}: ${p.reason}`]));
 
 /** What a command runs and what the model says it must do: its CLI arguments, exit code, actions, the tables it writes in order. */
@@ -140,11 +147,11 @@ export interface Step {
 }
 
 /** A command of the lake that can also be run in a child process (and killed there, or run beside another). */
-abstract class PlannedCommand implements LakeCommand {
+export abstract class PlannedCommand implements LakeCommand {
   /** Applies the command to `model` and says what to run. */
   abstract plan(model: LakeModel, real: Real): Step;
   abstract toString(): string;
-  check(): boolean {
+  check(_model: Readonly<LakeModel>): boolean {
     return true;
   }
   async run(model: LakeModel, real: Real): Promise<void> {
@@ -168,15 +175,19 @@ export class SyncCommand extends PlannedCommand {
     const rows = deliveryRows(this.delivery, model.mode);
     const file = real.ws.delivery(rows, this.delivery.upperCase);
     const allowEmpty = this.delivery.allowEmpty === true;
+    const hold = this.delivery.hold === true;
+    const expected = model.sync(rows, { allowEmpty, hold });
+    // A run an audit refused is kept (no manifest) until gc --grace 0.
+    if ([...(expected.actions?.values() ?? [])].some((action) => action.startsWith("failed"))) real.leftovers = true;
     return {
-      args: ["sync", "-c", real.ws.configFile, "--input", file, "--json", ...(allowEmpty ? ["--allow-empty"] : [])],
-      expected: model.sync(rows, { allowEmpty }),
+      args: ["sync", "-c", real.ws.configFile, "--input", file, "--json", ...(allowEmpty ? ["--allow-empty"] : []), ...(hold ? ["--hold"] : [])],
+      expected,
       reported: syncActions,
       writes: [RAW, STAGE],
     };
   }
   toString(): string {
-    return `sync --input ${deliveryText(this.delivery, this.mode)}${this.format === "jsonl" ? " (JSONL)" : ""}`;
+    return `sync ${this.delivery.hold ? "--hold " : ""}--input ${deliveryText(this.delivery, this.mode)}${this.format === "jsonl" ? " (JSONL)" : ""}`;
   }
 }
 
@@ -314,6 +325,7 @@ export const deliveryArbitrary: fc.Arbitrary<Delivery> = fc.record({
   order: fc.nat({ max: 99 }),
   upperCase: fc.boolean(),
   allowEmpty: fc.oneof({ arbitrary: fc.constant(false), weight: 3 }, { arbitrary: fc.constant(true), weight: 1 }),
+  bad: fc.oneof({ arbitrary: fc.constant(false), weight: 4 }, { arbitrary: fc.constant(true), weight: 1 }),
 });
 
 /** The commands of group (a) and (b): syncs weigh most, as they are where the features meet. */

@@ -28,6 +28,7 @@ import {
   type LakeCommand,
   type Real,
 } from "./commands.js";
+import { heldCommands } from "./held.js";
 import { DropSinkTableCommand, StalledWriterCommand, hostileCommands, sinkCommands } from "./hostile.js";
 import { ingestCommands, ServeCommand } from "./ingest.js";
 import { LakeModel, RAW, STAGE, type TableName } from "./model.js";
@@ -112,8 +113,8 @@ describe.runIf(backends.includes("local"))("embedded lake against a reference mo
   /** CSV in one sequence, JSONL in the next; raw and stage published as Iceberg too in every other pair. */
   const workspace = () => new Workspace(undefined, undefined, (sequence += 1) % 2 === 0 ? "jsonl" : "csv", "partition_replace", Math.floor(sequence / 2) % 2 === 1);
 
-  it("sync, rollback (partition and --sync), replace, pin, gc --grace 0", async () => {
-    await checkModel(ordinaryCommands(), { runs: 4, commands: 15 }, workspace);
+  it("sync, rollback (partition and --sync), replace, pin, gc --grace 0, held syncs published or discarded, deliveries an audit refuses", async () => {
+    await checkModel([...ordinaryCommands(), ...heldCommands()], { runs: 4, commands: 15 }, workspace);
   }, timeout);
 
   it("write: upsert with delete_flag (keys that move, deletes, a delete naming a day the key is not in, two rows of a key refused)", async () => {
