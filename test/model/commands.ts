@@ -134,7 +134,7 @@ export function deliveryRows(delivery: Delivery, mode: WriteMode): RawRow[] {
 const deliveryText = (delivery: Delivery, mode: WriteMode = "partition_replace"): string =>
   `<${delivery.days.map(([day, variant]) => `${day.slice(-2)}:v${mode === "upsert" ? variant : variant % VARIANTS}`).join(",") || "empty"} order#${delivery.order}${delivery.upperCase ? " UPPER" : ""}${delivery.bad ? " BAD" : ""}>${delivery.allowEmpty ? " --allow-empty" : ""}`;
 
-export const syncActions = (json: unknown): Map<string, string> =>
+const syncActions = (json: unknown): Map<string, string> =>
   new Map(((json as { partitions: { table: string; partition: string; action: string; reason: string }[] }).partitions ?? []).map((p) => [`${p.table}/${p.partition}`, `${p.action}: ${p.reason}`]));
 
 /** What a command runs and what the model says it must do: its CLI arguments, exit code, actions, the tables it writes in order. */

@@ -14,7 +14,7 @@ const publishActions = (json: unknown): Map<string, string> => {
 };
 
 /** `lakeswap publish|discard <id>` of the model's held sync number `index` (modulo how many are held). */
-export class HeldSyncVerbCommand extends PlannedCommand {
+class HeldSyncVerbCommand extends PlannedCommand {
   private chosen = "";
   constructor(readonly verb: "publish" | "discard", readonly index: number) {
     super();

@@ -127,7 +127,7 @@ export interface ModelMove {
 }
 
 /** A run a held sync staged: where, and the run its partition was at then (the one publish checks it is still at). */
-export interface ModelStaged {
+interface ModelStaged {
   readonly table: TableName;
   readonly day: Day;
   run: string;
