@@ -6,6 +6,7 @@ import path from "node:path";
 import { GetObjectCommand, ListObjectsV2Command, type S3Client } from "@aws-sdk/client-s3";
 import { DuckDBInstance } from "@duckdb/node-api";
 import type { GlueState } from "../support/glue-emulator.js";
+import { hiveFiles, validateTable } from "../support/iceberg-kit.js";
 import { tempDir } from "../support/lake-fixture.js";
 import { DAYS, RAW, STAGE, TABLES, type Day, type RowText, type TableName, type WriteMode } from "./model.js";
 
@@ -361,4 +362,19 @@ export async function readAwsText(lake: AwsLakeLocation, key: string): Promise<s
     if (error.name === "NoSuchKey" || error.name === "NotFound") return undefined;
     throw error;
   });
+}
+
+/** Where an `iceberg: true` table's current snapshot differs from its Hive pointers' current run files (or is not valid). */
+export async function icebergProblems(lakeDir: string, table: string): Promise<string[]> {
+  try {
+    const hive = await hiveFiles(lakeDir, table);
+    const { metadata, snapshots } = await validateTable(lakeDir, table);
+    const current = snapshots.find((s) => s.snapshotId === metadata["current-snapshot-id"]);
+    const iceberg = current?.files.map((f) => f.key) ?? [];
+    return JSON.stringify(iceberg) === JSON.stringify(hive) ? [] : [`${table}: the Iceberg snapshot's files ${iceberg.join(" ")} are not the Hive view's current run files ${hive.join(" ")}`];
+  } catch (error) {
+    // No metadata at all is right only while the table has no current run.
+    if ((error as NodeJS.ErrnoException).code === "ENOENT" && (await hiveFiles(lakeDir, table).catch(() => [])).length === 0) return [];
+    return [`${table}: its Iceberg metadata is not valid: ${error instanceof Error ? error.message : String(error)}`];
+  }
 }
