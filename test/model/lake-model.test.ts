@@ -2,7 +2,9 @@
 // stage = a filter + project of raw; an event pipeline beside it), each applied to a reference model too (./model.ts),
 // and the lake read after every command as a plain reader would (./lake-view.ts) and compared with the model (./check.ts).
 // Commands: ./commands.ts (sync, rollback, replace, pin, gc, killed, two at once), ./ingest.ts (ingest batches, also
-// killed; query with exact digits), ./hostile.ts (a writer frozen past its lease, a sink table dropped, SQL reading files).
+// killed; query with exact digits), ./hostile.ts (a writer frozen past its lease, a sink table dropped, SQL reading files),
+// ./held.ts (sync --hold, publish and discard of a held sync). Deliveries may hold a day the raw `error` audit refuses
+// (`BAD`); embedded lakes' catalog file (lake.duckdb) is read after every command and must show the glob's rows.
 //
 // `npm test` runs a fixed seed and a few short sequences on each backend (BACKENDS=local,aws; default both);
 // `npm run test:model -- --runs N [--seed S] [--commands C] [--backends local] [--test NAME]` runs more. A failure
@@ -28,6 +30,7 @@ import {
   type LakeCommand,
   type Real,
 } from "./commands.js";
+import { heldCommands } from "./held.js";
 import { DropSinkTableCommand, StalledWriterCommand, hostileCommands, sinkCommands } from "./hostile.js";
 import { ingestCommands, ServeCommand } from "./ingest.js";
 import { LakeModel, RAW, STAGE, type TableName } from "./model.js";
@@ -112,13 +115,13 @@ describe.runIf(backends.includes("local"))("embedded lake against a reference mo
   /** CSV in one sequence, JSONL in the next; raw and stage published as Iceberg too in every other pair. */
   const workspace = () => new Workspace(undefined, undefined, (sequence += 1) % 2 === 0 ? "jsonl" : "csv", "partition_replace", Math.floor(sequence / 2) % 2 === 1);
 
-  it("sync, rollback (partition and --sync), replace, pin, gc --grace 0", async () => {
-    await checkModel(ordinaryCommands(), { runs: 4, commands: 15 }, workspace);
+  it("sync, rollback (partition and --sync), replace, pin, gc --grace 0, held syncs published or discarded, deliveries an audit refuses", async () => {
+    await checkModel([...ordinaryCommands(), ...heldCommands()], { runs: 4, commands: 15 }, workspace);
   }, timeout);
 
-  it("write: upsert with delete_flag (keys that move, deletes, a delete naming a day the key is not in, two rows of a key refused)", async () => {
+  it("write: upsert with delete_flag (keys that move, deletes, a delete naming a day the key is not in, two rows of a key refused; held syncs)", async () => {
     const upsert = () => new Workspace(undefined, undefined, (sequence += 1) % 2 === 0 ? "jsonl" : "csv", "upsert");
-    await checkModel(ordinaryCommands(), { runs: 3, commands: 12 }, upsert);
+    await checkModel([...ordinaryCommands(), ...heldCommands()], { runs: 3, commands: 12 }, upsert);
   }, timeout);
 
   /** Each format with each write mode, in turn; raw and stage published as Iceberg too in every other sequence. */
@@ -127,12 +130,12 @@ describe.runIf(backends.includes("local"))("embedded lake against a reference mo
     return new Workspace(undefined, undefined, sequence % 2 === 0 ? "jsonl" : "csv", Math.floor(sequence / 2) % 2 === 0 ? "partition_replace" : "upsert", sequence % 2 === 1);
   };
 
-  it("the same, with a sync, rollback or replace killed at a random fault point, then recovered", async () => {
-    await checkModel([...ordinaryCommands(), ...killedCommands(), ...killedCommands()], { runs: 2, commands: 10 }, mixed);
+  it("the same (held syncs too), with a sync, rollback or replace killed at a random fault point, then recovered", async () => {
+    await checkModel([...ordinaryCommands(), ...heldCommands(), ...killedCommands(), ...killedCommands()], { runs: 2, commands: 10 }, mixed);
   }, timeout);
 
-  it("the same, with two commands at once from two processes (ending as one of the serial orders)", async () => {
-    await checkModel([...ordinaryCommands(), ...concurrentCommands(), ...concurrentCommands()], { runs: 2, commands: 10 }, mixed);
+  it("the same (held syncs too), with two commands at once from two processes (ending as one of the serial orders)", async () => {
+    await checkModel([...ordinaryCommands(), ...heldCommands(), ...concurrentCommands(), ...concurrentCommands()], { runs: 2, commands: 10 }, mixed);
   }, timeout);
 
   it("the same, with ingest batches (also killed at an ingest fault point), queries of exact digits, a writer frozen past its lease, SQL that reads files", async () => {
@@ -237,8 +240,8 @@ describe.runIf(backends.includes("aws"))("AWS lake (S3 + Glue + Athena emulators
     return new Workspace(target, postgresTarget, "csv", sequence % 2 === 0 ? "upsert" : "partition_replace");
   };
 
-  it("sync, rollback (partition and --sync), replace, pin, gc --grace 0, and a command killed at a fault point", async () => {
-    await checkModel([...ordinaryCommands(), ...killedCommands()], { runs: 2, commands: 8 }, () => workspace());
+  it("sync, rollback (partition and --sync), replace, pin, gc --grace 0, held syncs, and a command killed at a fault point", async () => {
+    await checkModel([...ordinaryCommands(), ...heldCommands(), ...killedCommands()], { runs: 2, commands: 8 }, () => workspace());
   }, timeout);
 
   it("the same, with two commands at once, ingest batches (also killed), queries of exact digits, a writer frozen past its lease, SQL that reads files", async () => {

@@ -6,8 +6,9 @@ import path from "node:path";
 import { GetObjectCommand, ListObjectsV2Command, type S3Client } from "@aws-sdk/client-s3";
 import { DuckDBInstance } from "@duckdb/node-api";
 import type { GlueState } from "../support/glue-emulator.js";
+import { hiveFiles, validateTable } from "../support/iceberg-kit.js";
 import { tempDir } from "../support/lake-fixture.js";
-import { DAYS, RAW, TABLES, type Day, type RowText, type TableName, type WriteMode } from "./model.js";
+import { DAYS, RAW, STAGE, TABLES, type Day, type RowText, type TableName, type WriteMode } from "./model.js";
 
 /** One partition's pointer as the lake shows it. */
 interface PointerView {
@@ -48,16 +49,25 @@ export interface LakeView {
   readonly pins: ReadonlySet<string>;
   /** The ingest pipeline's tables (./ingest.ts): the namespace tables' rows (ev2's prefixed `ev2 `) and the dead letters' original lines, sorted. */
   readonly ingest: { readonly events: RowText[]; readonly deadLetters: string[]; readonly reasons: string[] };
-  /** Sync records: id, moves. */
-  readonly syncs: readonly { syncId: string; finished: boolean; moves: readonly { table: string; partition: string; run: string; previousRun?: string; pending?: boolean }[] }[];
+  /** Sync records: id, moves; a held sync's status and staged runs (with the run each was staged against). */
+  readonly syncs: readonly {
+    syncId: string;
+    finished: boolean;
+    moves: readonly { table: string; partition: string; run: string; previousRun?: string; pending?: boolean }[];
+    held?: { readonly status: string; readonly runs: readonly { table: string; partition: string; runId: string; previousRunId?: string }[] };
+  }[];
+  /** Embedded lakes: the rows of each table's view in the catalog file lake.duckdb, per day, read with plain DuckDB. */
+  readonly catalogFile?: Record<TableName, Map<Day, RowText[]>>;
 }
 
 /** Reads an embedded lake folder. */
 type SyncRecordView = LakeView["syncs"][number];
 
 const syncRecordView = (text: string): SyncRecordView => {
-  const record = JSON.parse(text) as { syncId: string; finishedAt?: string; moves: SyncRecordView["moves"] };
-  return { syncId: record.syncId, finished: record.finishedAt !== undefined, moves: record.moves };
+  type StagedRun = { table: string; partition: string; runId: string; previousRunId?: string };
+  const record = JSON.parse(text) as { syncId: string; finishedAt?: string; moves: SyncRecordView["moves"]; held?: { status: string; tables: { runs: StagedRun[] }[] } };
+  const held = record.held && { status: record.held.status, runs: record.held.tables.flatMap((t) => t.runs.map(({ table, partition, runId, previousRunId }) => ({ table, partition, runId, previousRunId }))) };
+  return { syncId: record.syncId, finished: record.finishedAt !== undefined, moves: record.moves, ...(held ? { held } : {}) };
 };
 
 /** The embedded lake's sync records alone: read while a writer runs, they never name a data file a swap may remove. */
@@ -89,7 +99,40 @@ export async function viewEmbeddedLake(lakeDir: string, write: WriteMode = "part
     leases: (await walk(path.join(lakeDir, "_lakeswap", "leases"))).filter((key) => !key.endsWith(".lock")),
     pins,
     syncs,
+    catalogFile: await catalogFileRows(lakeDir, write),
   };
+}
+
+let attached = 0;
+
+/** The rows of raw and stage through the catalog file's views (`ATTACH 'lake.duckdb' (READ_ONLY)`), per day; none before it exists. */
+async function catalogFileRows(lakeDir: string, write: WriteMode): Promise<Record<TableName, Map<Day, RowText[]>>> {
+  const rows = { [RAW]: new Map(), [STAGE]: new Map() } as Record<TableName, Map<Day, RowText[]>>;
+  const file = path.join(lakeDir, "lake.duckdb");
+  if (!(await fs.stat(file).catch(() => undefined))) return rows;
+  const connection = await (await readerInstance()).connect();
+  const alias = `catalog_${(attached += 1)}`;
+  try {
+    await connection.run(`ATTACH '${file.replace(/'/g, "''")}' AS ${alias} (READ_ONLY)`);
+    for (const table of TABLES) {
+      const views = (await connection.runAndReadAll(`SELECT 1 FROM duckdb_views() WHERE database_name = '${alias}' AND view_name = '${table}'`)).getRowsJS();
+      if (views.length === 0) continue;
+      for (const [day, text] of (await connection.runAndReadAll(`SELECT day::VARCHAR, ${rowText(table, write)} FROM ${alias}.${table}`)).getRowsJS()) {
+        rows[table].set(day as Day, [...(rows[table].get(day as Day) ?? []), String(text)]);
+      }
+      for (const list of rows[table].values()) list.sort();
+    }
+    await connection.run(`DETACH ${alias}`);
+  } finally {
+    connection.closeSync();
+  }
+  return rows;
+}
+
+/** A row of `table` as the model compares it (`k|d|v|cat[|del]`, `k|v10`), as a DuckDB expression. */
+function rowText(table: TableName, write: WriteMode): string {
+  const deleteFlag = write === "upsert" ? " || '|' || coalesce(del, false)::VARCHAR" : "";
+  return table === RAW ? `k::VARCHAR || '|' || d::VARCHAR || '|' || v::VARCHAR || '|' || cat${deleteFlag}` : "k::VARCHAR || '|' || v10::VARCHAR";
 }
 
 async function viewEmbeddedTable(lakeDir: string, table: TableName, write: WriteMode): Promise<TableView> {
@@ -130,8 +173,7 @@ async function viewEmbeddedTable(lakeDir: string, table: TableName, write: Write
 /** The rows of a table by day, read by the plain reader's DuckDB (readerInstance) from a glob of Parquet files (hive partitioning). */
 async function plainRows(glob: string, table: TableName, write: WriteMode): Promise<Map<Day, RowText[]>> {
   const rows = new Map<Day, RowText[]>();
-  const deleteFlag = write === "upsert" ? " || '|' || coalesce(del, false)::VARCHAR" : "";
-  const columns = table === RAW ? `k::VARCHAR || '|' || d::VARCHAR || '|' || v::VARCHAR || '|' || cat${deleteFlag}` : "k::VARCHAR || '|' || v10::VARCHAR";
+  const columns = rowText(table, write);
   const files = `read_parquet('${glob.replace(/'/g, "''")}', hive_partitioning = true, hive_types = {'day': VARCHAR})`;
   const connection = await (await readerInstance()).connect();
   let found: unknown[][];
@@ -320,4 +362,19 @@ export async function readAwsText(lake: AwsLakeLocation, key: string): Promise<s
     if (error.name === "NoSuchKey" || error.name === "NotFound") return undefined;
     throw error;
   });
+}
+
+/** Where an `iceberg: true` table's current snapshot differs from its Hive pointers' current run files (or is not valid). */
+export async function icebergProblems(lakeDir: string, table: string): Promise<string[]> {
+  try {
+    const hive = await hiveFiles(lakeDir, table);
+    const { metadata, snapshots } = await validateTable(lakeDir, table);
+    const current = snapshots.find((s) => s.snapshotId === metadata["current-snapshot-id"]);
+    const iceberg = current?.files.map((f) => f.key) ?? [];
+    return JSON.stringify(iceberg) === JSON.stringify(hive) ? [] : [`${table}: the Iceberg snapshot's files ${iceberg.join(" ")} are not the Hive view's current run files ${hive.join(" ")}`];
+  } catch (error) {
+    // No metadata at all is right only while the table has no current run.
+    if ((error as NodeJS.ErrnoException).code === "ENOENT" && (await hiveFiles(lakeDir, table).catch(() => [])).length === 0) return [];
+    return [`${table}: its Iceberg metadata is not valid: ${error instanceof Error ? error.message : String(error)}`];
+  }
 }

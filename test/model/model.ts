@@ -105,6 +105,8 @@ export interface ModelRun {
    * is no rollback target (README 'rollback': the newest older *complete* run).
    */
   hasFiles?: boolean;
+  /** Staged by a held sync and not published (yet): no manifest, never current, no rollback target (docs/audits.md). */
+  staged?: boolean;
 }
 
 /** A partition: its runs (kept until GC), the pointer (current, previous, how it moved), and the pin. */
@@ -124,6 +126,33 @@ export interface ModelMove {
   previousRun?: string;
 }
 
+/** A run a held sync staged: where, and the run its partition was at then (the one publish checks it is still at). */
+interface ModelStaged {
+  readonly table: TableName;
+  readonly day: Day;
+  run: string;
+  against?: string;
+}
+
+/** A held sync (`sync --hold` that staged runs): its id (a placeholder `?hN` until the lake names it) and staged runs. */
+export interface ModelHeldSync {
+  id: string;
+  readonly staged: ModelStaged[];
+}
+
+/** The raw layer's `error` audit of the model test's config: `range: {v: {max: AUDIT_MAX_V}}` (docs/audits.md). */
+export const AUDIT_MAX_V = 1000;
+
+/** A sync record as the model reads it: moves, and its held state (`held`, `discarded`, `published`) if it was held. */
+interface RecordLike {
+  readonly syncId: string;
+  readonly moves: readonly { table: string; partition: string; run: string; previousRun?: string }[];
+  readonly held?: { readonly status: string };
+}
+
+/** Whether a sync record counts as a sync that moved pointers (README 'rollback --sync'): a held or discarded one moved none. */
+export const movedPointers = (r: RecordLike): boolean => r.moves.length > 0 && r.held?.status !== "held" && r.held?.status !== "discarded";
+
 /** What a command must report: its exit code and, per partition it names, the action and reason. */
 export interface Expected {
   readonly exitCode: number;
@@ -139,8 +168,11 @@ export class LakeModel {
   /** The ingest pipeline's namespace table (./ingest.ts): its rows (`id|amt|u|h|x`, sorted), once an ingest opened it. */
   readonly ingest: IngestState = { opened: false, events: [], deadLetters: [] };
   readonly tables: Record<TableName, Map<Day, ModelPartition>> = { [RAW]: new Map(), [STAGE]: new Map() };
-  /** The syncs that moved a pointer, oldest first. */
+  /** The syncs that moved a pointer, oldest first (sync id order), and their ids (undefined until the lake's records name them). */
   readonly syncs: ModelMove[][] = [];
+  readonly syncIds: (string | undefined)[] = [];
+  /** The held syncs not yet published or discarded, oldest first. */
+  readonly held: ModelHeldSync[] = [];
   private placeholders = 0;
 
   /** A deep copy (the model of one possible outcome of a command). */
@@ -158,12 +190,15 @@ export class LakeModel {
     this.ingest.deadLetters.splice(0, this.ingest.deadLetters.length, ...other.ingest.deadLetters);
     for (const table of TABLES) this.tables[table] = structuredClone(other.tables[table]);
     this.syncs.splice(0, this.syncs.length, ...structuredClone(other.syncs));
+    this.syncIds.splice(0, this.syncIds.length, ...other.syncIds);
+    this.held.splice(0, this.held.length, ...structuredClone(other.held));
     this.placeholders = other.placeholders;
   }
 
   /** Takes the syncs that moved a pointer from the lake's records (after a killed sync, whose record the model cannot know). */
-  adoptSyncs(records: readonly { syncId: string; moves: readonly { table: string; partition: string; run: string; previousRun?: string }[] }[]): void {
-    const moved = records.filter((r) => r.moves.length > 0).sort((a, b) => (a.syncId < b.syncId ? -1 : 1));
+  adoptSyncs(records: readonly RecordLike[]): void {
+    const moved = records.filter(movedPointers).sort((a, b) => (a.syncId < b.syncId ? -1 : 1));
+    this.syncIds.splice(0, this.syncIds.length, ...moved.map((r) => r.syncId));
     this.syncs.splice(
       0,
       this.syncs.length,
@@ -187,7 +222,7 @@ export class LakeModel {
   unnamedRuns(): { table: TableName; day: Day; run: ModelRun }[] {
     const found: { table: TableName; day: Day; run: ModelRun }[] = [];
     for (const table of TABLES) {
-      for (const [day, p] of this.tables[table]) for (const run of p.runs) if (run.id.startsWith("?")) found.push({ table, day, run });
+      for (const [day, p] of this.tables[table]) for (const run of p.runs) if (run.id.startsWith("?") && !run.staged) found.push({ table, day, run });
     }
     return found;
   }
@@ -209,24 +244,41 @@ export class LakeModel {
         if (move.previousRun === placeholder) move.previousRun = runId;
       }
     }
+    for (const s of this.held.flatMap((h) => h.staged)) if (s.table === table && s.day === day && s.run === placeholder) s.run = runId;
   }
 
-  /** `lakeswap sync --input <delivery>`: raw per the write mode, then every stage day of a raw day, per the plan rules. */
-  sync(delivered: readonly RawRow[], options: { allowEmpty?: boolean } = {}): Expected {
+  /**
+   * `lakeswap sync --input <delivery>`: raw per the write mode, then every stage day of a raw day, per the plan rules.
+   * A raw partition with a value over the audit's max fails (its pointer stays; stage reads the old run). `hold`
+   * (`sync --hold`, docs/audits.md): every build is staged instead of moved, stage built from the staged raw runs.
+   */
+  sync(delivered: readonly RawRow[], options: { allowEmpty?: boolean; hold?: boolean } = {}): Expected {
     this.tablesExist = true;
     const actions = new Map<string, string>();
     const moves: ModelMove[] = [];
+    const staged: ModelStaged[] = [];
+    const stagedRaw = new Map<Day, ModelRun>();
+    const put = (table: TableName, day: Day, rows: readonly RowText[], signature: string | undefined): void => {
+      if (!options.hold) return void moves.push(this.swapIn(table, day, rows, signature));
+      const run: ModelRun = { id: `?${++this.placeholders}`, rows, signature, staged: true };
+      const p = this.partition(table, day);
+      p.runs.push(run);
+      staged.push({ table, day, run: run.id, against: p.current });
+      if (table === RAW) stagedRaw.set(day, run);
+    };
     const raw = this.mode === "upsert" ? this.mergeByKey(delivered) : this.replaceDays(delivered);
     if (raw === "refused") return { exitCode: 2 };
+    let failed = 0;
     for (const [day, rows] of [...raw.entries()].sort(([a], [b]) => (a < b ? -1 : 1))) {
       const signature = `raw:${rows.join(",")}`;
       const decision = this.decide(RAW, day, signature, "content changed");
-      actions.set(`${RAW}/day=${day}`, decision);
-      if (decision.startsWith("build")) moves.push(this.swapIn(RAW, day, rows, signature));
+      const refused = decision.startsWith("build") && rows.some((text) => Number(text.split("|")[2]) > AUDIT_MAX_V);
+      actions.set(`${RAW}/day=${day}`, refused ? decision.replace(/^build/, "failed") : decision);
+      failed += refused ? 1 : 0;
+      if (decision.startsWith("build") && !refused) put(RAW, day, rows, signature);
     }
-    let failed = 0;
     for (const day of [...this.tables[RAW].keys()].sort()) {
-      const raw = this.currentRun(RAW, day);
+      const raw = stagedRaw.get(day) ?? this.currentRun(RAW, day);
       if (!raw) continue;
       const expected = raw.signature === undefined ? undefined : `stage:${day}:${raw.signature}`;
       const decision = this.decide(STAGE, day, expected, "upstream changed");
@@ -243,10 +295,49 @@ export class LakeModel {
         continue;
       }
       actions.set(`${STAGE}/day=${day}`, decision);
-      moves.push(this.swapIn(STAGE, day, rows, expected));
+      put(STAGE, day, rows, expected);
     }
-    if (moves.length > 0) this.syncs.push(moves);
+    if (moves.length > 0) this.pushSync(moves);
+    if (staged.length > 0) this.held.push({ id: `?h${++this.placeholders}`, staged });
     return { exitCode: failed > 0 ? 7 : 0, actions };
+  }
+
+  /**
+   * `lakeswap publish <held sync>` (docs/audits.md): each staged partition still at the run it was staged against,
+   * whose staged run is still there (gc may have removed it), moves to it; the others are refused (exit 7). The moves
+   * are the sync's own, in its place among the syncs by id (for rollback --sync).
+   */
+  publish(heldSync: ModelHeldSync): Expected {
+    this.held.splice(this.held.indexOf(heldSync), 1);
+    const actions = new Map<string, string>();
+    const moves: ModelMove[] = [];
+    for (const s of heldSync.staged) {
+      const p = this.partition(s.table, s.day);
+      const run = p.runs.find((r) => r.id === s.run);
+      const published = run !== undefined && p.current === s.against;
+      actions.set(`${s.table}/day=${s.day}`, published ? "published" : "refused");
+      if (!published || !run) continue;
+      run.staged = false;
+      moves.push({ table: s.table, day: s.day, run: run.id, previousRun: p.current });
+      this.move(p, run.id, "swap");
+    }
+    if (moves.length > 0) {
+      const at = this.syncIds.filter((id) => id !== undefined && id < heldSync.id).length;
+      this.syncs.splice(at, 0, moves);
+      this.syncIds.splice(at, 0, heldSync.id);
+    }
+    return { exitCode: moves.length === heldSync.staged.length ? 0 : 7, actions };
+  }
+
+  /** `lakeswap discard <held sync>`: nothing moves; its staged runs stay until gc. */
+  discard(heldSync: ModelHeldSync): Expected {
+    this.held.splice(this.held.indexOf(heldSync), 1);
+    return { exitCode: 0 };
+  }
+
+  private pushSync(moves: ModelMove[]): void {
+    this.syncs.push(moves);
+    this.syncIds.push(undefined);
   }
 
   /** partition_replace: each day delivered is its rows; the others are left alone. */
@@ -384,5 +475,5 @@ export class LakeModel {
 
 /** The newest complete run older than `current` (README 'rollback', 'Retention'): one with data files. */
 function rollbackTarget(p: ModelPartition, current: string): string | undefined {
-  return p.runs.filter((r) => r.hasFiles !== false && r.id < current).map((r) => r.id).sort().at(-1);
+  return p.runs.filter((r) => r.hasFiles !== false && !r.staged && r.id < current).map((r) => r.id).sort().at(-1);
 }

@@ -5,7 +5,7 @@ import path from "node:path";
 import { main } from "../../src/cli/main.js";
 import { runCli, spawnCli, tempDir, type CliResult } from "../support/lake-fixture.js";
 import { awsSyncRecords, embeddedSyncRecords, readAwsText, viewAwsLake, viewEmbeddedLake, type AwsLakeLocation, type LakeView } from "./lake-view.js";
-import type { RawRow, WriteMode } from "./model.js";
+import { AUDIT_MAX_V, type RawRow, type WriteMode } from "./model.js";
 
 /** An AWS lake for a workspace: the environment that names it (for the CLI) and where a plain reader finds it. */
 export interface AwsWorkspaceTarget {
@@ -34,6 +34,8 @@ ${upsert}${publish}${rawSinks}    columns:
       cat: VARCHAR
 ${deleteFlag}    partition:
       day: strftime(d, '%Y-%m-%d')
+    audits:
+      - range: {v: {max: ${AUDIT_MAX_V}}}
     layers:
       - name: stage
         sql: sql/stage.sql
