@@ -1,4 +1,6 @@
+import { createHash } from "node:crypto";
 import type { TableSnapshot } from "../model/build.js";
+import { partitionPath } from "../model/partition.js";
 
 /** One table's share of a catalog file update: its current runs, read under its writer lease, or `undefined` once the table is gone. */
 export interface CatalogFileTable {
@@ -21,8 +23,8 @@ export interface CatalogFile {
    * tables' leases); if it throws, the file is left as it was.
    */
   update(tables: readonly CatalogFileTable[], fence?: () => Promise<void>, history?: CatalogFileHistory): Promise<void>;
-  /** The tables the file has a view of (none when there is no file). */
-  tableNames(): Promise<Set<string>>;
+  /** The tables the file has a view of, each with the `pointersFingerprint` of the state it shows (none when there is no file). */
+  tableStates(): Promise<Map<string, string>>;
 }
 
 /**
@@ -33,4 +35,14 @@ export interface CatalogFile {
 export interface CatalogFileHistory {
   readonly syncId?: string;
   readonly graceMs: number;
+}
+
+/**
+ * What a table's view shows, in one string: each partition's current run. A view whose fingerprint differs from the
+ * table's pointers now is stale (a writer killed between its moves and its rewrite of the file): rewritten by the
+ * next command that holds the table's lease.
+ */
+export function pointersFingerprint(snapshot: TableSnapshot): string {
+  const runs = snapshot.partitions.map((p) => `${partitionPath(p.partition)}=${p.runId}`).sort();
+  return createHash("sha256").update(runs.join("\n")).digest("hex").slice(0, 32);
 }

@@ -9,7 +9,7 @@ import { quoteFilePath, quoteIdentifier, quoteLiteral } from "../model/sql.js";
 import { freshProcessFolder } from "../shared/process-folders.js";
 import { fsyncPath, isCode } from "../store/local-files.js";
 import type { ObjectStore, ProcessLock } from "../store/object-store.js";
-import type { CatalogFile, CatalogFileHistory, CatalogFileTable } from "./catalog-file.js";
+import { pointersFingerprint, type CatalogFile, type CatalogFileHistory, type CatalogFileTable } from "./catalog-file.js";
 
 /** How long an update waits for another process's update of the same file (each takes milliseconds to a second). */
 const LOCK_WAIT_MS = 60_000;
@@ -52,21 +52,21 @@ export class DuckDbCatalogFile implements CatalogFile {
     this.tempDir = path.resolve(store.localPath(keys.temp));
   }
 
-  async tableNames(): Promise<Set<string>> {
-    if (!(await fs.access(this.location).then(() => true, () => false))) return new Set();
+  async tableStates(): Promise<Map<string, string>> {
+    if (!(await fs.access(this.location).then(() => true, () => false))) return new Map();
     const connection = await (await writerInstance()).connect();
     const alias = `catalog_file_${randomBytes(6).toString("hex")}`;
     try {
       await connection.run(`ATTACH ${quoteLiteral(this.location)} AS ${alias} (READ_ONLY)`);
       try {
-        const reader = await connection.runAndReadAll(`SELECT table_name FROM ${alias}.${RECORD_SCHEMA}.tables`);
-        return new Set(reader.getRows().map((row) => String(row[0])));
+        const reader = await connection.runAndReadAll(`SELECT table_name, pointers FROM ${alias}.${RECORD_SCHEMA}.tables`);
+        return new Map(reader.getRows().map((row) => [String(row[0]), String(row[1] ?? "")]));
       } finally {
         await connection.run(`DETACH ${alias}`);
       }
     } catch {
-      // A file that cannot be read is rewritten by the next update: no view in it counts.
-      return new Set();
+      // A file that cannot be read (or one written before views had fingerprints) is rewritten by the next update.
+      return new Map();
     } finally {
       connection.closeSync();
     }
@@ -187,6 +187,7 @@ async function replaceViews(connection: DuckDBConnection, alias: string, tables:
   const past = `${alias}.${RECORD_SCHEMA}.history`;
   await connection.run(`CREATE SCHEMA IF NOT EXISTS ${alias}.${RECORD_SCHEMA}`);
   await connection.run(`CREATE TABLE IF NOT EXISTS ${record} (table_name VARCHAR, partitions BIGINT, files BIGINT, updated_at TIMESTAMP)`);
+  await connection.run(`ALTER TABLE ${record} ADD COLUMN IF NOT EXISTS pointers VARCHAR`);
   await connection.run(`CREATE TABLE IF NOT EXISTS ${past} (table_name VARCHAR, sync_id VARCHAR, view_name VARCHAR, created_at TIMESTAMP, superseded_at TIMESTAMP)`);
   await connection.run("BEGIN TRANSACTION");
   try {
@@ -207,7 +208,9 @@ async function replaceViews(connection: DuckDBConnection, alias: string, tables:
       const select = tableViewSelect(snapshot.table, partitions, pathOf, quoteFilePath);
       await connection.run(`CREATE OR REPLACE VIEW ${view} AS ${select}`);
       const files = partitions.reduce((sum, p) => sum + p.files.length, 0);
-      await connection.run(`INSERT INTO ${record} VALUES (${quoteLiteral(name)}, ${partitions.length}, ${files}, ${at(now)})`);
+      await connection.run(
+        `INSERT INTO ${record} (table_name, partitions, files, updated_at, pointers) VALUES (${quoteLiteral(name)}, ${partitions.length}, ${files}, ${at(now)}, ${quoteLiteral(pointersFingerprint(snapshot))})`,
+      );
       if (history?.syncId !== undefined) {
         const pastView = `${name}__at_${history.syncId.replace(/[^A-Za-z0-9]/g, "_")}`;
         await connection.run(`CREATE OR REPLACE VIEW ${alias}.main.${quoteIdentifier(pastView)} AS ${select}`);

@@ -1,5 +1,5 @@
 import type { Catalog, Pointer } from "../catalog/catalog.js";
-import type { CatalogFile } from "../catalog/catalog-file.js";
+import { pointersFingerprint, type CatalogFile } from "../catalog/catalog-file.js";
 import type { Engine, PartitionSnapshot, QueryResult, TableSnapshot } from "../engine/engine.js";
 import type { Landing } from "../landing/landing.js";
 import type { ObjectStore } from "../store/object-store.js";
@@ -81,7 +81,7 @@ export class Lake {
   private readonly fences = new Map<string, number>();
   private readonly fencesAtLease = new Map<string, number>();
   /** The tables the catalog file has views of, read once and then kept up to date by this lake's own updates. */
-  private inCatalogFile: Promise<Set<string>> | undefined;
+  private inCatalogFile: Promise<Map<string, string>> | undefined;
   /** The leases this lake holds right now, by table, so the swap can check its own. */
   private readonly leases = new Map<string, WriterLease>();
 
@@ -342,10 +342,8 @@ export class Lake {
       try {
         return await work();
       } finally {
-        if (options.catalogFile !== "skip") {
-          const syncId = options.summary?.()["lakeswap.sync-id"];
-          await this.updateCatalogFile(await this.viewsToWrite(sorted, options.catalogFile === "remove"), options.catalogFile === "remove", syncId);
-        }
+        const syncId = options.summary?.()["lakeswap.sync-id"];
+        await this.updateCatalogFile(await this.viewsToWrite(sorted, options.catalogFile === "remove"), options.catalogFile === "remove", syncId);
       }
     };
     return hold(0);
@@ -359,9 +357,17 @@ export class Lake {
   private async viewsToWrite(held: readonly string[], remove: boolean): Promise<string[]> {
     if (!this.catalogFile || this.settings.readOnly) return [];
     if (remove) return [...held];
-    this.inCatalogFile ??= this.catalogFile.tableNames().catch(() => new Set<string>());
+    this.inCatalogFile ??= this.catalogFile.tableStates().catch(() => new Map<string, string>());
     const known = await this.inCatalogFile;
-    return held.filter((table) => (this.fences.get(table) ?? 0) > (this.fencesAtLease.get(table) ?? 0) || !known.has(table));
+    const stale = async (table: string): Promise<boolean> => {
+      if ((this.fences.get(table) ?? 0) > (this.fencesAtLease.get(table) ?? 0) || !known.has(table)) return true;
+      // Nothing of it moved now, but a writer killed after its moves and before its rewrite may have left the view behind.
+      const snapshot = (await currentRuns(this.parts, { tables: [table], files: false }))[0];
+      return snapshot !== undefined && pointersFingerprint(snapshot) !== known.get(table);
+    };
+    const tables = /^[a-z][a-z0-9_]*$/;
+    const checks = await Promise.all(held.map(async (table) => tables.test(table) && (await stale(table))));
+    return held.filter((_, i) => checks[i]);
   }
 
   /**
@@ -385,7 +391,7 @@ export class Lake {
       }, history);
       const known = await this.inCatalogFile;
       for (const { name, snapshot } of snapshots) {
-        if (snapshot) known?.add(name);
+        if (snapshot) known?.set(name, pointersFingerprint(snapshot));
         else known?.delete(name);
       }
     } catch (error) {

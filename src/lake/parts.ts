@@ -58,10 +58,10 @@ export interface LeaseOptions {
   /** Take the kernel lock besides the lease object (default true where the store has kernel locks). */
   readonly kernelLock?: boolean;
   /**
-   * What becomes of the catalog file's views of the leased tables when the work is done: `update` (the default),
-   * `skip` (GC, which moves no pointer), `remove` (drop-table).
+   * What becomes of the catalog file's views of the leased tables when the work is done: `update` (the default: the
+   * views of the tables it moved, and of those whose view is stale), `remove` (drop-table).
    */
-  readonly catalogFile?: "update" | "skip" | "remove";
+  readonly catalogFile?: "update" | "remove";
   /** Added to the summary of the Iceberg snapshot the command commits (an `iceberg: true` table), asked at commit time: `lakeswap.sync-id`. */
   readonly summary?: () => Readonly<Record<string, string>>;
   /** Told the id of the Iceberg snapshot the command committed in a table (not the one that recovered a killed writer's moves). */

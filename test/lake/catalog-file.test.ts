@@ -8,7 +8,7 @@ import { replacePartition } from "../../src/lake/operations/replace.js";
 import { rollbackPartition } from "../../src/lake/operations/rollback.js";
 import { defineTable } from "../../src/model/table.js";
 import { openEmbeddedLake } from "../../src/open/open-lake.js";
-import { tempDir } from "../support/lake-fixture.js";
+import { runCli, tempDir } from "../support/lake-fixture.js";
 import { tempLakes } from "../support/temp-lake.js";
 import { DuckDBInstance } from "@duckdb/node-api";
 import { readCatalogFile } from "../support/plain-reader.js";
@@ -111,6 +111,22 @@ describe("the catalog file lake.duckdb", () => {
     }
     // No temporary copy is left behind.
     expect((await fs.readdir(path.join(lakeDir, "_lakeswap", "tmp"))).filter((name) => name.includes("catalog"))).toEqual([]);
+  });
+
+  it("a view left behind by a writer killed between its moves and its rewrite is brought up to date by the next command under the table's lease (gc too)", async () => {
+    const { lake, lakeDir } = await ordersLake();
+    await replacePartition(lake, "orders", "day=2026-11-01", { select: rows("a", 2), landed: true });
+    await lake.close();
+    // Killed after the pointer moved and its manifest was written: the command never rewrote lake.duckdb.
+    const killed = await runCli(["replace", "orders", "--partition", "day=2026-11-01", "--sql", rows("b", 3), "--lake", lakeDir], { LAKESWAP_FAULT: "after-manifest:kill" });
+    expect(killed.signal, killed.stderr).toBe("SIGKILL");
+    const glob = async () => (await readCatalogFile(lakeDir, `SELECT count(*) FROM read_parquet('${lakeDir}/orders/*/*.parquet')`))[0]?.[0];
+    const view = async () => (await readCatalogFile(lakeDir, "SELECT count(*) FROM lake.orders"))[0]?.[0];
+    expect([await glob(), await view()]).toEqual([3n, 2n]);
+    // gc moves no pointer, but it holds the table's lease: the stale view is rewritten.
+    const gc = await runCli(["gc", "orders", "--lake", lakeDir]);
+    expect(gc.code, gc.stderr).toBe(0);
+    expect([await glob(), await view()]).toEqual([3n, 3n]);
   });
 
   it("never fails a command: a catalog file that cannot be written is left as it is, with a warning, and the next write rewrites it", async () => {

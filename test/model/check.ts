@@ -37,8 +37,6 @@ export interface CheckOptions {
   readonly allowLeftovers?: boolean;
   /** Leave the sync records out (after a killed command, the model takes them from the lake). */
   readonly skipSyncRecords?: boolean;
-  /** Leave the catalog file out: after a killed command it stays stale (a defect: see ./commands.ts KillCommand). */
-  readonly skipCatalogFile?: boolean;
 }
 
 /**
@@ -95,7 +93,7 @@ export function compare(model: LakeModel, view: LakeView, signatures: SignatureM
       if (pinned !== (p?.pinned ?? false)) problems.push(`${where}: expected ${p?.pinned ? "pinned" : "not pinned"}, the lake says ${pinned ? "pinned" : "not pinned"}`);
     }
   }
-  problems.push(...compareIngest(model, view), ...(options.skipCatalogFile ? [] : compareCatalogFile(view)));
+  problems.push(...compareIngest(model, view), ...compareCatalogFile(view));
   if (view.outbox.length > 0) problems.push(`catalog changes still pending in the outbox: ${view.outbox.join(", ")}`);
   if (view.leases.length > 0) problems.push(`writer leases still held after the command: ${view.leases.join(", ")}`);
   if (options.skipSyncRecords) return problems;
