@@ -98,8 +98,11 @@ export class HeldStates {
     if (!states) return outcomes;
     outcomes.forEach((outcome, i) => {
       if (outcome.error !== undefined || outcome.runId === undefined) return;
-      const path = partitionPath((items[i] as SwapItem).partition);
-      states.set(path, { partition: path, runId: outcome.runId, signature: items[i]?.signature, movedBy: "swap", pinned: states.get(path)?.pinned ?? false });
+      const item = items[i] as SwapItem;
+      const path = partitionPath(item.partition);
+      // An unsigned run's state carries what its manifest records, as a read of the catalog would give it.
+      const recorded = item.signature === undefined ? { fingerprint: item.fingerprint, inputs: item.inputs, rows: outcome.rows } : {};
+      states.set(path, { partition: path, runId: outcome.runId, signature: item.signature, ...recorded, movedBy: "swap", pinned: states.get(path)?.pinned ?? false });
     });
     this.tables.set(table, states);
     return outcomes;
