@@ -5,10 +5,7 @@ import { mapLimited } from "../../shared/map-limited.js";
 import type { RunManifest } from "../manifest.js";
 import type { OutboxEntry } from "../outbox.js";
 import { currentPointers, listRunFiles, runPrefix } from "../runs.js";
-import { moveChunk, type Audited, type SwapContext, type SwapOutcome } from "./swap.js";
-
-/** Pointer moves per outbox entry, as in a swap. */
-const MOVES_PER_ENTRY = 1000;
+import { MOVES_PER_ENTRY, moveChunk, type Audited, type SwapContext, type SwapOutcome } from "./swap.js";
 
 /** A partition of a held sync that was not published, and why. */
 export interface RefusedMove {

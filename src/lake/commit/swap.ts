@@ -19,7 +19,7 @@ import type { AuditFinding, AuditSpec } from "../../model/audit.js";
 import type { TableDefinition } from "../../model/table.js";
 
 /** How many pointer moves one outbox entry carries: the catalog then moves them in its own batches (Glue: 100 per call). */
-const MOVES_PER_ENTRY = 1000;
+export const MOVES_PER_ENTRY = 1000;
 
 /** Manifests, footers and listings in flight at once. */
 const IO_CONCURRENCY = 16;

@@ -2,8 +2,9 @@ import { promises as fs } from "node:fs";
 import type { DuckDBConnection } from "@duckdb/node-api";
 import { AUDIT_SAMPLE_ROWS, type AuditCheck, type AuditFinding, type AuditSpec, type AuditValue } from "../../model/audit.js";
 import { duckdbStorageType } from "../../model/column-types.js";
+import { tableViewSelect } from "../../engine/duckdb-run.js";
 import { InvalidInputError } from "../../model/errors.js";
-import { partitionPath, partitionValue } from "../../model/partition.js";
+import { partitionPath } from "../../model/partition.js";
 import { renderSql } from "../../model/render-sql.js";
 import { quoteIdentifier, quoteLiteral } from "../../model/sql.js";
 import type { TableDefinition } from "../../model/table.js";
@@ -92,25 +93,17 @@ export class RunAuditor {
 }
 
 /**
- * A view over runs: the table's columns, then its partition keys (VARCHAR, the run's values), then, with `withPath`,
- * each row's partition path. One scan per run, its values as constants; runs without files add nothing.
+ * A view over runs, as a lake table's view is made (../../engine/duckdb-run.ts `tableViewSelect`: the table's
+ * columns, then its partition keys as VARCHAR), with each row's partition path added where `withPath`. Runs without
+ * files add nothing.
  */
 function runsView(table: TableDefinition, runs: readonly LocalRun[], withPath: boolean): string {
-  const columns = table.columns.map((c) => quoteIdentifier(c.name)).join(", ");
-  const branches = runs
-    .filter((run) => run.paths.length > 0)
-    .map((run) => {
-      const keys = table.partitionKeys.map((key) => `, CAST(${quoteLiteral(partitionValue(run.partition, key))} AS VARCHAR) AS ${quoteIdentifier(key)}`).join("");
-      const path = withPath ? `, ${quoteLiteral(partitionPath(run.partition))} AS ${PART}` : "";
-      return `SELECT ${columns}${keys}${path} FROM read_parquet([${run.paths.map(quoteLiteral).join(", ")}], hive_partitioning = false)`;
-    });
-  if (branches.length > 0) return branches.join(" UNION ALL ");
-  const nulls = [
-    ...table.columns.map((c) => `CAST(NULL AS ${duckdbStorageType(c.type)}) AS ${quoteIdentifier(c.name)}`),
-    ...table.partitionKeys.map((key) => `CAST(NULL AS VARCHAR) AS ${quoteIdentifier(key)}`),
-    ...(withPath ? [`CAST(NULL AS VARCHAR) AS ${PART}`] : []),
-  ];
-  return `SELECT ${nulls.join(", ")} WHERE false`;
+  const snapshots = runs.filter((run) => run.paths.length > 0).map((run) => ({ partition: run.partition, runId: "", files: run.paths }));
+  const select = tableViewSelect(table, snapshots, (file) => file, quoteLiteral);
+  if (!withPath) return select;
+  // Partition values are plain (letters, digits, '-', '_', '.'): the path is the keys and values joined, as partitionPath does.
+  const path = table.partitionKeys.length === 0 ? "''" : `concat_ws('/', ${table.partitionKeys.map((key) => `${quoteLiteral(`${key}=`)} || ${quoteIdentifier(key)}`).join(", ")})`;
+  return `SELECT *, ${path} AS ${PART} FROM (${select}) AS v`;
 }
 
 /** A built-in check's queries: the failing count per partition, the sample rows of failing partitions, and the words for a count. */
