@@ -13,6 +13,8 @@ export type { ColumnDeclarations, DataSinkTarget, IngestContext, IngestNamespace
 const DEFAULT_BUCKETING = "p_year/p_month/p_day";
 const DEFAULT_SEGMENT_MAX_BYTES = "64MiB";
 const DEFAULT_SEGMENT_MAX_AGE = "60s";
+const DEFAULT_IDEMPOTENCY_WINDOW = "24h";
+const DEFAULT_IDEMPOTENCY_MAX_KEYS = 100_000;
 const DEFAULT_WAL_MAX_BYTES = "1GiB";
 const TIME_TYPES = ["TIMESTAMP", "TIMESTAMPTZ", "DATE"];
 
@@ -114,6 +116,15 @@ export function ingestSchemas(columns: z.ZodType<ColumnDeclarations>) {
         .default({})
         .describe("the event kinds this pipeline accepts (POST /v1/<pipeline>/<namespace>), each a table named after it"),
       wal: walSchema.prefault({}).describe("the write-ahead log: an event is acknowledged once it is fsynced here"),
+      idempotency_window: age
+        .default(DEFAULT_IDEMPOTENCY_WINDOW)
+        .describe("how long the collector remembers a request's Idempotency-Key, so that a retry stores nothing (default 24h)"),
+      idempotency_max_keys: z
+        .number()
+        .int()
+        .positive()
+        .default(DEFAULT_IDEMPOTENCY_MAX_KEYS)
+        .describe("the most keys remembered at once (about 300 bytes each); past it the oldest are forgotten first, counted in /metrics"),
       auth_token: z
         .string()
         .optional()
@@ -229,7 +240,8 @@ export function resolveIngest(input: IngestInput, context: IngestContext): Resol
     const deadletterSink = deadletterName === undefined || deadletterName === dataName ? data : dataSink(deadletterName);
     const namespaces = Object.entries(pipeline.namespaces).map(([namespace, spec]) => resolveNamespace(namespace, spec, `${at}.namespaces.${namespace}`, context));
     const authToken = pipeline.auth_token !== undefined ? resolveToken(pipeline.auth_token, `${at}.auth_token`, context.env) : undefined;
-    return { name, dataSink: data, schemaSink, deadletterSink, namespaces, wal: resolveWal(name, pipeline.wal, `${at}.wal`, context.dir), ...(authToken !== undefined ? { authToken } : {}) };
+    const idempotency = resolveIdempotency(pipeline.idempotency_window, pipeline.idempotency_max_keys, at);
+    return { name, dataSink: data, schemaSink, deadletterSink, namespaces, wal: resolveWal(name, pipeline.wal, `${at}.wal`, context.dir), idempotency, ...(authToken !== undefined ? { authToken } : {}) };
   });
 
   const datasetsSink = chooseDatasetsSink(dataSinkNames, pipelines, writtenTo, context, dataSink);
@@ -333,6 +345,12 @@ function bucketing(scheme: string, column: PipelineColumn): TimeBucketing["parti
   const value = column.type === "TIMESTAMPTZ" ? `timezone('UTC', ${quoteIdentifier(column.name)})` : quoteIdentifier(column.name);
   const keys: [string, string][] = scheme === "date" ? [["date", "%Y-%m-%d"]] : [["p_year", "%Y"], ["p_month", "%m"], ["p_day", "%d"]];
   return keys.map(([key, format]) => ({ key, expression: `strftime(${value}, '${format}')` }));
+}
+
+function resolveIdempotency(window: string | number, maxKeys: number, at: string): NonNullable<IngestPipelineConfig["idempotency"]> {
+  const windowMs = parseDuration(String(window), `${at}.idempotency_window`);
+  if (windowMs <= 0) throw new InvalidInputError(`${at}.idempotency_window: '${window}' would forget every key at once: use a duration above 0, e.g. 24h`);
+  return { windowMs, maxKeys };
 }
 
 function resolveWal(pipeline: string, wal: z.output<typeof walSchema>, at: string, dir: string): WalConfig {

@@ -69,6 +69,11 @@ export interface IngestPipelineConfig {
   readonly deadletterSink: DataSinkTarget;
   readonly namespaces: readonly IngestNamespaceConfig[];
   readonly wal: WalConfig;
+  /**
+   * `idempotency_window` and `idempotency_max_keys`: how long, and how many, request keys (Idempotency-Key) the
+   * collector remembers; default 24 h and 100,000 (src/ingest/idempotency.ts).
+   */
+  readonly idempotency?: { readonly windowMs: number; readonly maxKeys: number };
   /** `auth_token: ${VAR}`: the bearer token its event posts must carry (else LAKESWAP_INGEST_TOKEN; neither: none). */
   readonly authToken?: string;
 }

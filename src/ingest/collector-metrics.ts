@@ -8,6 +8,7 @@ export interface CollectorReadings {
   readonly lagSeconds: () => number;
   readonly failingSeconds: () => number;
   readonly counts: () => { readonly accepted: number; readonly written: number; readonly deadLettered: number; readonly corruptRecords: number; readonly quarantinedSegments: number };
+  readonly idempotency: () => { readonly size: number; readonly replays: number; readonly conflicts: number; readonly evictions: number };
   readonly limits?: { readonly upload: AdaptiveLimit; readonly glue: AdaptiveLimit };
 }
 
@@ -39,6 +40,14 @@ export function registerCollectorMetrics(metrics: Metrics, pipeline: string, rea
   counter("lakeswap_ingest_events_accepted_total", "Events acknowledged (durable in the write-ahead log).", () => read.counts().accepted);
   counter("lakeswap_ingest_events_written_total", "Events written to their namespaces' tables.", () => read.counts().written);
   counter("lakeswap_ingest_events_dead_lettered_total", "Events written to the dead-letter table instead.", () => read.counts().deadLettered);
+  gauge("lakeswap_ingest_idempotency_keys", "Idempotency keys remembered (sent with requests within idempotency_window).", () => read.idempotency().size);
+  counter("lakeswap_ingest_idempotent_replays_total", "Requests answered from their Idempotency-Key: retries of a request already stored, storing nothing.", () => read.idempotency().replays);
+  counter("lakeswap_ingest_idempotency_conflicts_total", "Requests refused (422) because their Idempotency-Key stood for another request.", () => read.idempotency().conflicts);
+  counter(
+    "lakeswap_ingest_idempotency_evictions_total",
+    "Idempotency keys forgotten within their window because more than idempotency_max_keys were remembered: a retry of such a request would be stored again.",
+    () => read.idempotency().evictions,
+  );
   counter("lakeswap_ingest_corrupt_records_total", "Corrupt write-ahead log records skipped.", () => read.counts().corruptRecords);
   counter(
     "lakeswap_ingest_segments_quarantined_total",

@@ -3,15 +3,19 @@ import { IngestFileConflictError, InvalidInputError, NotFoundError, errorMessage
 import type { Lake } from "../lake/lake.js";
 import type { AdaptiveLimit } from "../shared/adaptive-limit.js";
 import { BackpressureError, UnavailableError } from "./http-errors.js";
-import type { IngestHandler, IngestRequest } from "./http-server.js";
+import type { IngestAnswer, IngestHandler, IngestRequest } from "./http-server.js";
 import type { Metrics } from "./metrics.js";
 import { registerCollectorMetrics } from "./collector-metrics.js";
 import { landingYields, type LandingYield } from "./landing-yield.js";
-import { eventRecord } from "./request-body.js";
+import { eventRecord, readRecord, type RequestKey } from "./request-body.js";
+import { IdempotencyKeys, requestDigest, windowSeconds, type KeptKey } from "./idempotency.js";
 import { SegmentLander, type SegmentReport } from "./segment-lander.js";
 import { WriteAheadLog } from "./wal/write-ahead-log.js";
-import type { WalPosition } from "./wal/framing.js";
+import type { WalPosition, WalRecord } from "./wal/framing.js";
 import type { SyncerKind } from "./wal/wal-sync.js";
+
+/** How long, and how many, idempotency keys a collector remembers when its pipeline does not say (`idempotency_window`, `idempotency_max_keys`). */
+const DEFAULT_IDEMPOTENCY = { windowMs: 24 * 3_600_000, maxKeys: 100_000 };
 
 /** The Retry-After of a request refused because the log stopped: until an operator restarts the collector. */
 const STOPPED_RETRY_AFTER_SECONDS = 30;
@@ -73,6 +77,7 @@ export class Collector implements IngestHandler {
   private readonly quarantined: Quarantined[] = [];
   private readonly namespaces: Set<string>;
   private lander!: SegmentLander;
+  private keys!: IdempotencyKeys;
   private readonly firstReceived = new Map<string, number>();
   /** When the timed landing first left each sealed segment for later (see `LandingYield`). */
   private readonly yieldingSince = new Map<string, number>();
@@ -102,6 +107,7 @@ export class Collector implements IngestHandler {
       lagSeconds: () => this.lagSeconds(),
       failingSeconds: () => (this.failingSince === undefined ? 0 : (Date.now() - this.failingSince) / 1000),
       counts: () => this.counts,
+      idempotency: () => this.keys,
       limits: options.limits,
     });
   }
@@ -121,6 +127,10 @@ export class Collector implements IngestHandler {
       for (const cut of wal.recovery.truncated) collector.log(`write-ahead log ${pipeline.wal.dir}: a torn record at the end of segment ${cut.segment} (offset ${cut.offset}, ${cut.bytes} bytes) was cut off; it was never acknowledged`);
       for (const bad of wal.recovery.corrupt) collector.log(`write-ahead log ${pipeline.wal.dir}: segment ${bad.segment} has ${bad.bytes} corrupt bytes at offset ${bad.offset} (${bad.reason}); skipped, the rest recovered`);
       collector.counts.corruptRecords += wal.recovery.corrupt.length;
+      // The keys of requests landed earlier (the key file), then of those still in the log (their records).
+      const { windowMs, maxKeys } = pipeline.idempotency ?? DEFAULT_IDEMPOTENCY;
+      collector.keys = await IdempotencyKeys.open(pipeline.wal.dir, windowMs, maxKeys);
+      for (const segment of wal.sealed()) await wal.withSegment(segment, async ({ records }) => collector.keys.restore(keysOf(records)));
       collector.lander = await SegmentLander.open({ pipeline, lake: options.lake, deadLetterLake: options.deadLetterLake, walId: wal.id, log: (line) => collector.log(line) });
     } catch (error) {
       await wal.close();
@@ -133,15 +143,44 @@ export class Collector implements IngestHandler {
     return this.wal.bytes;
   }
 
-  async accept(request: IngestRequest): Promise<{ readonly accepted: number }> {
+  /**
+   * Appends a request's events to the log; resolves once they are durable. A request sent with an idempotency key
+   * that was already stored (same key, same pipeline, namespace and body, within the window) stores nothing and gets
+   * the first answer again (`replayed`); one sent while the first is still being written waits for it. The same key
+   * with another request is refused (422).
+   */
+  async accept(request: IngestRequest): Promise<IngestAnswer> {
     if (request.pipeline !== this.options.pipeline.name) throw new NotFoundError(`pipeline '${request.pipeline}' is not served here; it serves ${this.options.pipeline.name}`);
     if (!this.namespaces.has(request.namespace)) {
       throw new NotFoundError(
         `pipeline '${request.pipeline}' has no namespace '${request.namespace}'; its namespaces: ${[...this.namespaces].join(", ")} (declare it under pipelines.${request.pipeline}.namespaces)`,
       );
     }
+    const key = request.idempotencyKey;
+    if (key === undefined) return this.store(request, undefined);
+    const hash = requestDigest(request.pipeline, request.namespace, request.body);
+    const window = { idempotencyWindowSeconds: windowSeconds(this.keys.windowMs) };
+    for (;;) {
+      const seen = this.keys.seen(key, hash);
+      if (seen !== undefined) return { accepted: seen.accepted, replayed: true, ...window };
+      const running = this.keys.running(key);
+      if (running === undefined) break;
+      if (running.hash !== hash) throw this.keys.conflict(key);
+      // The first request settled: stored (seen next time round), or failed (this one stores its events itself).
+      await running.done.catch(() => undefined);
+    }
+    const stored = this.store(request, { key, hash });
+    this.keys.start(key, hash, stored);
+    const answer = await stored;
+    // Nothing stored (a body without events) is nothing to replay.
+    if (answer.accepted > 0) this.keys.remember(key, { hash, accepted: answer.accepted, at: Date.now() });
+    return { ...answer, ...window };
+  }
+
+  /** Appends the request's events as one record (with its key and digest, when it has a key); resolves once durable. */
+  private async store(request: IngestRequest, requestKey: RequestKey | undefined): Promise<{ readonly accepted: number }> {
     const receivedAt = Date.now();
-    const record = eventRecord(request.namespace, request.body, request.format, receivedAt);
+    const record = eventRecord(request.namespace, request.body, request.format, receivedAt, requestKey);
     if (record.events === 0) return { accepted: 0 };
     this.refuseIfStopped();
     if (this.wal.overLimit) {
@@ -294,6 +333,8 @@ export class Collector implements IngestHandler {
   private land(segment: string): Promise<SegmentReport> {
     return this.wal.withSegment(segment, async (contents) => {
       const report = await this.lander.land(segment, contents);
+      // Its keys go to the key file before the segment leaves the log: a retry after that still finds them.
+      await this.keys.persist(keysOf(contents.records));
       await this.wal.remove(segment);
       this.firstReceived.delete(segment);
       this.yieldingSince.delete(segment);
@@ -368,4 +409,18 @@ export class Collector implements IngestHandler {
   private log(line: string): void {
     (this.options.log ?? ((text: string) => process.stderr.write(`lakeswap: ${text}\n`)))(line);
   }
+}
+
+/** The idempotency keys of a segment's records (records without one, or not lakeswap's, have none). */
+function keysOf(records: readonly WalRecord[]): KeptKey[] {
+  const kept: KeptKey[] = [];
+  for (const record of records) {
+    try {
+      const read = readRecord(record);
+      if (read.requestKey) kept.push({ key: read.requestKey.key, hash: read.requestKey.hash, accepted: read.events, at: read.receivedAt });
+    } catch {
+      // Not a lakeswap record: the lander dead-letters it; it has no key.
+    }
+  }
+  return kept;
 }

@@ -6,6 +6,7 @@ import { Metrics, type Counter, type Histogram } from "./metrics.js";
 import { DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_BYTES_IN_FLIGHT, DEFAULT_MAX_CONNECTIONS } from "./server-limits.js";
 import { bearerMatches, tokenDigest, type IngestAuth } from "./http-auth.js";
 import { HttpError, UnavailableError, formatBytes, quoted } from "./http-errors.js";
+import { idempotencyKeyOf } from "./idempotency.js";
 import { busy, formatOf, isGzip, readBody, sniffFormat, tooLarge, type IngestFormat } from "./request-body.js";
 
 /** The interface the collector listens on by default: this machine only. */
@@ -28,6 +29,15 @@ export interface IngestRequest {
   /** The body as received (gunzipped when it came gzip-compressed): one buffer, or the chunks it arrived in, in order. */
   readonly body: Buffer | readonly Buffer[];
   readonly format: IngestFormat;
+  /** The request's Idempotency-Key header, checked (./idempotency.ts), when it has one. */
+  readonly idempotencyKey?: string;
+}
+
+/** What `accept` answers: the events stored; for a request with a key, how long keys are kept, and whether it was a retry of one stored before. */
+export interface IngestAnswer {
+  readonly accepted: number;
+  readonly replayed?: boolean;
+  readonly idempotencyWindowSeconds?: number;
 }
 
 /** What the server calls; the ingest service implements it. */
@@ -38,7 +48,7 @@ export interface IngestHandler {
    * disk error), NotFoundError for an unknown pipeline/namespace, InvalidInputError for a body that cannot be split
    * into events.
    */
-  accept(request: IngestRequest): Promise<{ readonly accepted: number }>;
+  accept(request: IngestRequest): Promise<IngestAnswer>;
   /** Liveness/readiness detail for GET /healthz. */
   health(): { readonly ok: boolean; readonly detail: Record<string, unknown> };
 }
@@ -210,6 +220,7 @@ class RequestHandling {
     // Before a byte of the body is read (and before 100-continue): a client without the token sends nothing more.
     this.requireToken(pipeline, request.headers.authorization);
     const format = formatOf(request.headers["content-type"]);
+    const idempotencyKey = idempotencyKeyOf(request.headers["idempotency-key"]);
     const gzip = isGzip(request.headers["content-encoding"]);
     const declaredLength = Number(request.headers["content-length"] ?? 0);
     if (!gzip && declaredLength > this.maxBodyBytes) throw tooLarge(this.maxBodyBytes, false);
@@ -218,8 +229,12 @@ class RequestHandling {
     if (expectsContinue) response.writeContinue();
     const body = await readBody(request, this.maxBodyBytes, gzip, (size) => hold(size) || busy(this.bytesHeld, this.maxBytesInFlight));
     // The chunks as they arrived: the log writes them as they are, never copied into one buffer.
-    const { accepted } = await this.handler.accept({ pipeline, namespace, body, format: format ?? sniffFormat(body) });
-    this.sendJson(response, 200, { accepted });
+    const answer = await this.handler.accept({ pipeline, namespace, body, format: format ?? sniffFormat(body), ...(idempotencyKey !== undefined ? { idempotencyKey } : {}) });
+    const headers: OutgoingHttpHeaders = {
+      ...(answer.idempotencyWindowSeconds !== undefined ? { "idempotency-window": String(answer.idempotencyWindowSeconds) } : {}),
+      ...(answer.replayed ? { "idempotent-replayed": "true" } : {}),
+    };
+    this.sendJson(response, 200, { accepted: answer.accepted }, headers);
   }
 
   /** Whether a request may go on: no token needed (no auth, or a pipeline without one), or it carries a right one. */

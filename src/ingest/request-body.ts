@@ -15,12 +15,23 @@ const BUSY_RETRY_AFTER_SECONDS = 1;
 const NDJSON_TYPES = new Set(["application/x-ndjson", "application/jsonl", "application/x-jsonlines", "application/jsonlines", "text/plain"]);
 const UTF8_CHARSETS = new Set(["utf-8", "utf8", "us-ascii"]);
 
-/** A write-ahead log record's header line (before the request's events): the namespace, when it was received, how many events. */
+/**
+ * A write-ahead log record's header line (before the request's events): the namespace, when it was received, how many
+ * events; and for a request sent with an Idempotency-Key, the key and the request's digest (./idempotency.ts).
+ */
 interface RecordHeader {
   readonly v: 1;
   readonly ns: string;
   readonly t: number;
   readonly n: number;
+  readonly k?: string;
+  readonly h?: string;
+}
+
+/** A request's idempotency key and the digest of the request (pipeline, namespace, body). */
+export interface RequestKey {
+  readonly key: string;
+  readonly hash: string;
 }
 
 /** A request's events as a write-ahead log record: its parts (header line, then the events' lines, never joined) and how many events. */
@@ -33,12 +44,13 @@ export interface EventRecord {
  * The record of a request's body (its chunks as they arrived), for `namespace`, received at `receivedAt` (ms);
  * `events: 0` for a body without events. Refuses a body that is not UTF-8, or not JSON in `format`.
  */
-export function eventRecord(namespace: string, body: Buffer | readonly Buffer[], format: IngestFormat, receivedAt: number): EventRecord {
+export function eventRecord(namespace: string, body: Buffer | readonly Buffer[], format: IngestFormat, receivedAt: number, requestKey?: RequestKey): EventRecord {
   const chunks = Buffer.isBuffer(body) ? [body] : body;
   if (!isUtf8Text(chunks)) throw new InvalidInputError("the body is not UTF-8 text; send JSON encoded as UTF-8");
   const { lines, events } = format === "json" ? jsonArrayLines(Buffer.concat(chunks)) : ndjsonLines(chunks);
   if (events === 0) return { parts: [], events };
-  const header = Buffer.from(`${JSON.stringify({ v: 1, ns: namespace, t: receivedAt, n: events } satisfies RecordHeader)}\n`);
+  const keyed = requestKey === undefined ? {} : { k: requestKey.key, h: requestKey.hash };
+  const header = Buffer.from(`${JSON.stringify({ v: 1, ns: namespace, t: receivedAt, n: events, ...keyed } satisfies RecordHeader)}\n`);
   return { parts: [header, ...lines], events };
 }
 
@@ -48,6 +60,8 @@ export interface ReadRecord {
   readonly receivedAt: number;
   readonly events: number;
   readonly body: Buffer;
+  /** The request's idempotency key and digest, when it was sent with one. */
+  readonly requestKey?: RequestKey;
 }
 
 /** Reads a record's header line and events back; throws why when the header is not lakeswap's. */
@@ -55,7 +69,8 @@ export function readRecord(record: WalRecord): ReadRecord {
   const end = record.payload.indexOf(10);
   const header = JSON.parse(record.payload.subarray(0, end).toString("utf8")) as RecordHeader;
   if (header.v !== 1 || typeof header.ns !== "string" || typeof header.t !== "number") throw new Error("not a lakeswap record header");
-  return { namespace: header.ns, receivedAt: header.t, events: header.n, body: record.payload.subarray(end + 1) };
+  const requestKey = typeof header.k === "string" && typeof header.h === "string" ? { requestKey: { key: header.k, hash: header.h } } : {};
+  return { namespace: header.ns, receivedAt: header.t, events: header.n, body: record.payload.subarray(end + 1), ...requestKey };
 }
 
 /**

@@ -66,6 +66,16 @@ pipelines:
 const resolveObject = (config: unknown, env: NodeJS.ProcessEnv = {}) => () => resolvePipelineConfig(config, FILE, env);
 
 describe("the Athena output page's YAML in lakeswap.yaml", () => {
+  it("idempotency_window and idempotency_max_keys: 24 h and 100,000 by default, as set, and a clear refusal of a window of 0 or a count that is not a positive integer", () => {
+    expect(resolveObject(namespaceConfig())().ingest[0]?.idempotency).toEqual({ windowMs: 24 * 3_600_000, maxKeys: 100_000 });
+    const set = namespaceConfig((_ns, config) => Object.assign(config.pipelines.events, { idempotency_window: "90m", idempotency_max_keys: 500 }));
+    expect(resolveObject(set)().ingest[0]?.idempotency).toEqual({ windowMs: 90 * 60_000, maxKeys: 500 });
+    const zero = namespaceConfig((_ns, config) => Object.assign(config.pipelines.events, { idempotency_window: "0s" }));
+    expect(resolveObject(zero)).toThrow(/pipelines\.events\.idempotency_window: '0s' would forget every key at once: use a duration above 0, e\.g\. 24h/);
+    const fraction = namespaceConfig((_ns, config) => Object.assign(config.pipelines.events, { idempotency_max_keys: 2.5 }));
+    expect(resolveObject(fraction)).toThrow(/idempotency_max_keys/);
+  });
+
   it("parses every key of both snippets, separate or combined", () => {
     for (const yaml of [PAGE_DATA_SINKS, PAGE_PAIRING, `${PAGE_DATA_SINKS}\n${PAGE_PAIRING}`]) {
       expect(pipelineSchema.safeParse(parse(yaml)).error).toBeUndefined();
@@ -245,7 +255,7 @@ schema_sinks:
 
 describe("misspelt keys get a did-you-mean", () => {
   it.each([
-    ["schema_sink", (c: any) => (c.pipelines = { events: { data_sink: "warehouse", schema_snk: "catalog" } }), "pipelines.events.schema_snk: unknown key (did you mean 'schema_sink'?) (allowed: data_sink, schema_sink, deadletter_sink, namespaces, wal, auth_token)"],
+    ["schema_sink", (c: any) => (c.pipelines = { events: { data_sink: "warehouse", schema_snk: "catalog" } }), "pipelines.events.schema_snk: unknown key (did you mean 'schema_sink'?) (allowed: data_sink, schema_sink, deadletter_sink, namespaces, wal, idempotency_window, idempotency_max_keys, auth_token)"],
     ["Athena", (c: any) => (c.data_sinks.warehouse = { Athna: c.data_sinks.warehouse.Athena }), "data_sinks.warehouse.Athna: unknown key (did you mean 'Athena'?) (allowed: Athena, Local)"],
     ["Glue", (c: any) => (c.schema_sinks.catalog = { glue: { glue_database_name: "x" } }), "schema_sinks.catalog.glue: unknown key (did you mean 'Glue'?) (allowed: Glue)"],
     ["glue_database_name", (c: any) => (c.schema_sinks.catalog.Glue = { glue_databse_name: "x" }), "schema_sinks.catalog.Glue.glue_databse_name: unknown key (did you mean 'glue_database_name'?)"],
@@ -504,7 +514,7 @@ describe("the JSON Schema", () => {
     expect(schema.properties.data_sinks.additionalProperties.properties.Local.description).toMatch(/embedded lake/);
     expect(schema.properties.schema_sinks.additionalProperties.properties.Glue.properties.glue_database_name.description).toMatch(/SCHEMA_OUTPUT_GLUE_DATABASE_NAME/);
     const pipeline = schema.properties.pipelines.additionalProperties;
-    expect(Object.keys(pipeline.properties)).toEqual(["data_sink", "schema_sink", "deadletter_sink", "namespaces", "wal", "auth_token"]);
+    expect(Object.keys(pipeline.properties)).toEqual(["data_sink", "schema_sink", "deadletter_sink", "namespaces", "wal", "idempotency_window", "idempotency_max_keys", "auth_token"]);
     for (const key of Object.keys(pipeline.properties)) expect(pipeline.properties[key].description, key).toBeTruthy();
     const namespace = pipeline.properties.namespaces.additionalProperties;
     expect(namespace.properties.unknown_fields).toMatchObject({ default: "keep", enum: ["keep", "deadletter"] });

@@ -5,6 +5,7 @@ import { loadPipelineConfig } from "../../config/pipeline-config.js";
 import type { IngestPipelineConfig } from "../../config/ingest-config.js";
 import { InvalidInputError, LakeswapError } from "../../model/errors.js";
 import type { Collector } from "../../ingest/collector.js";
+import { idempotencyKeyOf } from "../../ingest/idempotency.js";
 import type { SegmentReport } from "../../ingest/segment-lander.js";
 import { report } from "../output.js";
 import { wantsJson } from "../context.js";
@@ -24,8 +25,9 @@ export function registerIngest(program: Command): void {
     .option("-c, --config <file>", "the config with pipelines:", "lakeswap.yaml")
     .option("--namespace <name>", "the namespace of the events (default: the pipeline's only namespace)")
     .option("--format <format>", "ndjson or json (default: from the file name, else by its first character)")
+    .option("--idempotency-key <key>", "a key for this input (1-128 bytes, e.g. a UUID): run again with the same key and input, the command stores nothing new")
     .option("--json", "print the report as JSON")
-    .action(async (pipelineName: string, file: string | undefined, options: { config: string; namespace?: string; format?: string }, command: Command) => {
+    .action(async (pipelineName: string, file: string | undefined, options: { config: string; namespace?: string; format?: string; idempotencyKey?: string }, command: Command) => {
       const { Metrics, IngestLakes, openCollector } = await ingestModules();
       const config = loadPipelineConfig(options.config);
       const [pipeline] = choosePipelines(config, [pipelineName]) as [IngestPipelineConfig];
@@ -35,8 +37,9 @@ export function registerIngest(program: Command): void {
       const started = Date.now();
       try {
         const service = await openCollector(pipeline, lakes, new Metrics());
-        const { accepted, segments } = await appendAndLand(service, pipeline.name, namespace, chunks(file, options.format));
-        const totals = ingestReport(pipeline.name, namespace, accepted, segments, started);
+        const key = checkedKey(options.idempotencyKey);
+        const { accepted, replayed, segments } = await appendAndLand(service, { pipeline: pipeline.name, namespace, key }, chunks(file, options.format));
+        const totals = ingestReport(pipeline.name, namespace, { accepted, replayed }, segments, started);
         report(wantsJson(command), totals, () => ingestReportText(totals));
         refuseQuarantined(segments);
       } finally {
@@ -48,18 +51,34 @@ export function registerIngest(program: Command): void {
 /** Appends every body to the collector's log, then lands all it holds; the collector is closed either way. */
 async function appendAndLand(
   service: Collector,
-  pipeline: string,
-  namespace: string,
+  { pipeline, namespace, key }: { pipeline: string; namespace: string; key: string | undefined },
   bodies: AsyncIterable<{ body: Buffer; format: "ndjson" | "json" }>,
-): Promise<{ accepted: number; segments: SegmentReport[] }> {
+): Promise<{ accepted: number; replayed: number; segments: SegmentReport[] }> {
   let accepted = 0;
+  let replayed = 0;
+  let part = 0;
   try {
     for await (const { body, format } of bodies) {
-      accepted += (await service.accept({ pipeline, namespace, body, format })).accepted;
+      // Input over INGEST_CHUNK_BYTES goes in several records: each has a key of its own, the same on every run of the same input.
+      const idempotencyKey = key === undefined ? {} : { idempotencyKey: part === 0 ? key : `${key}#${part}` };
+      part += 1;
+      const answer = await service.accept({ pipeline, namespace, body, format, ...idempotencyKey });
+      accepted += answer.accepted;
+      if (answer.replayed) replayed += answer.accepted;
     }
-    return { accepted, segments: await service.flush() };
+    return { accepted, replayed, segments: await service.flush() };
   } finally {
     await service.close();
+  }
+}
+
+/** `--idempotency-key` checked as the collector checks the header (1-128 bytes, printable). */
+function checkedKey(key: string | undefined): string | undefined {
+  if (key === undefined) return undefined;
+  try {
+    return idempotencyKeyOf(key);
+  } catch (error) {
+    throw new InvalidInputError(`--idempotency-key: ${(error as Error).message.replace(/^the Idempotency-Key header|^Idempotency-Key/, "the key")}`);
   }
 }
 

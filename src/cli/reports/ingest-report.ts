@@ -6,6 +6,8 @@ export interface IngestReport {
   readonly pipeline: string;
   readonly namespace: string;
   readonly accepted: number;
+  /** Of `accepted`, the events of input stored before under the same --idempotency-key: stored nothing this time. */
+  readonly replayed: number;
   readonly events: number;
   readonly written: number;
   readonly deadLettered: number;
@@ -15,11 +17,18 @@ export interface IngestReport {
 }
 
 /** The report of `segments` landed after `accepted` events were appended to `pipeline`/`namespace`, `started` (ms) ago. */
-export function ingestReport(pipeline: string, namespace: string, accepted: number, segments: readonly SegmentReport[], started: number): IngestReport {
+export function ingestReport(
+  pipeline: string,
+  namespace: string,
+  { accepted, replayed }: { accepted: number; replayed: number },
+  segments: readonly SegmentReport[],
+  started: number,
+): IngestReport {
   return {
     pipeline,
     namespace,
     accepted,
+    replayed,
     events: segments.reduce((sum, s) => sum + s.events, 0),
     written: segments.reduce((sum, s) => sum + s.written, 0),
     deadLettered: segments.reduce((sum, s) => sum + s.deadLettered, 0),
@@ -32,7 +41,9 @@ export function ingestReport(pipeline: string, namespace: string, accepted: numb
 /** `lakeswap ingest`'s text report: the totals, then a line per segment landed. */
 export function ingestReportText(report: IngestReport): string {
   return [
-    `${report.pipeline}/${report.namespace}: ${report.accepted} events accepted; landed ${report.events} (with any earlier events the log held): ${report.written} written, ${report.deadLettered} dead-lettered` +
+    `${report.pipeline}/${report.namespace}: ${report.accepted} events accepted` +
+      (report.replayed > 0 ? ` (${report.replayed} of them stored before under the same idempotency key: not stored again)` : "") +
+      `; landed ${report.events} (with any earlier events the log held): ${report.written} written, ${report.deadLettered} dead-lettered` +
       (report.deadLettered > 0 ? ` (table ${report.pipeline})` : ""),
     "",
     formatTable(
