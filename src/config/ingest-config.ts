@@ -15,6 +15,8 @@ const DEFAULT_SEGMENT_MAX_BYTES = "64MiB";
 const DEFAULT_SEGMENT_MAX_AGE = "60s";
 const DEFAULT_IDEMPOTENCY_WINDOW = "24h";
 const DEFAULT_IDEMPOTENCY_MAX_KEYS = 100_000;
+const DEFAULT_DEDUPE_WINDOW = "1h";
+const DEFAULT_DEDUPE_MAX_IDS = 1_000_000;
 const DEFAULT_WAL_MAX_BYTES = "1GiB";
 const TIME_TYPES = ["TIMESTAMP", "TIMESTAMPTZ", "DATE"];
 
@@ -93,6 +95,15 @@ function namespaceSchema(columns: z.ZodType<ColumnDeclarations>) {
         .describe("an event field that is not a declared column: keep (as JSON text in extra_column) or deadletter (the whole event)"),
       extra_column: z.string().min(1).optional().describe("unknown_fields: keep only: the JSON text column that keeps them (default extra)"),
       time: timeSchema,
+      dedupe: z
+        .object({
+          field: z.string().min(1).describe("the declared column that identifies an event, e.g. event_id"),
+          window: age.default(DEFAULT_DEDUPE_WINDOW).describe("how long an id is remembered (default 1h)"),
+          max_ids: z.number().int().positive().default(DEFAULT_DEDUPE_MAX_IDS).describe("the most ids remembered at once (about 100 bytes each); past it the oldest are forgotten first"),
+        })
+        .strict()
+        .optional()
+        .describe("drop an event whose id this namespace already took within the window (counted as deduplicated)"),
     })
     .strict();
 }
@@ -337,7 +348,18 @@ function resolveNamespace(name: string, spec: z.output<ReturnType<typeof namespa
     }
     if (partition.some((p) => p.key === extraColumn)) throw new InvalidInputError(`${at}.extra_column: '${extraColumn}' is a partition key of this namespace; choose another name`);
   }
-  return { name, columns, unknownFields: spec.unknown_fields, extraColumn, time: { field: timeColumn.name, partition, format: spec.time.format } };
+  const dedupe = spec.dedupe === undefined ? {} : { dedupe: resolveDedupe(spec.dedupe, columns, `${at}.dedupe`, context) };
+  return { name, columns, unknownFields: spec.unknown_fields, extraColumn, time: { field: timeColumn.name, partition, format: spec.time.format }, ...dedupe };
+}
+
+function resolveDedupe(spec: { field: string; window: string | number; max_ids: number }, columns: readonly PipelineColumn[], at: string, context: IngestContext): NonNullable<IngestNamespaceConfig["dedupe"]> {
+  const names = columns.map((c) => c.name);
+  if (!names.includes(spec.field)) {
+    throw new InvalidInputError(`${at}.field: '${printable(spec.field)}' is not a declared column${context.didYouMean(spec.field, names)}; the columns are ${names.join(", ")}`);
+  }
+  const windowMs = parseDuration(String(spec.window), `${at}.window`);
+  if (windowMs <= 0) throw new InvalidInputError(`${at}.window: '${spec.window}' would remember no id: use a duration above 0, e.g. 1h`);
+  return { field: spec.field, windowMs, maxIds: spec.max_ids };
 }
 
 /** The partition keys of a bucketing scheme, as DuckDB SQL over the time column; a TIMESTAMPTZ is taken in UTC whatever the session's time zone. */

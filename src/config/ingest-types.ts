@@ -37,6 +37,8 @@ export interface IngestNamespaceConfig {
   /** The JSON text column that keeps unknown fields (default `extra`); the table has it only when unknownFields is keep. */
   readonly extraColumn: string;
   readonly time: TimeBucketing;
+  /** `dedupe: {field, window, max_ids}`: drop an event whose id the namespace took within the window. */
+  readonly dedupe?: { readonly field: string; readonly windowMs: number; readonly maxIds: number };
 }
 
 /** The write-ahead log of one pipeline. */

@@ -7,7 +7,7 @@ export interface CollectorReadings {
   readonly sealedSegments: () => number;
   readonly lagSeconds: () => number;
   readonly failingSeconds: () => number;
-  readonly counts: () => { readonly accepted: number; readonly written: number; readonly deadLettered: number; readonly corruptRecords: number; readonly quarantinedSegments: number };
+  readonly counts: () => { readonly accepted: number; readonly deduplicated: number; readonly written: number; readonly deadLettered: number; readonly corruptRecords: number; readonly quarantinedSegments: number };
   readonly idempotency: () => { readonly size: number; readonly replays: number; readonly conflicts: number; readonly evictions: number };
   readonly limits?: { readonly upload: AdaptiveLimit; readonly glue: AdaptiveLimit };
 }
@@ -38,6 +38,7 @@ export function registerCollectorMetrics(metrics: Metrics, pipeline: string, rea
     gauge("lakeswap_ingest_glue_concurrency", "The auto-tuned limit of Glue calls in flight (ATHENA_GLUE_CONTROL_PLANE_CONCURRENCY).", () => limits.glue.current);
   }
   counter("lakeswap_ingest_events_accepted_total", "Events acknowledged (durable in the write-ahead log).", () => read.counts().accepted);
+  counter("lakeswap_ingest_events_deduplicated_total", "Events dropped at acceptance because their namespace took their id within its dedupe window.", () => read.counts().deduplicated);
   counter("lakeswap_ingest_events_written_total", "Events written to their namespaces' tables.", () => read.counts().written);
   counter("lakeswap_ingest_events_dead_lettered_total", "Events written to the dead-letter table instead.", () => read.counts().deadLettered);
   gauge("lakeswap_ingest_idempotency_keys", "Idempotency keys remembered (sent with requests within idempotency_window).", () => read.idempotency().size);

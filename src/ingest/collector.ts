@@ -2,12 +2,14 @@ import { assertNamespaces, type IngestPipelineConfig } from "../config/ingest-co
 import { IngestFileConflictError, InvalidInputError, NotFoundError, errorMessage } from "../model/errors.js";
 import type { Lake } from "../lake/lake.js";
 import type { AdaptiveLimit } from "../shared/adaptive-limit.js";
+import { now } from "../shared/clock.js";
 import { BackpressureError, UnavailableError } from "./http-errors.js";
 import type { IngestAnswer, IngestHandler, IngestRequest } from "./http-server.js";
 import type { Metrics } from "./metrics.js";
 import { registerCollectorMetrics } from "./collector-metrics.js";
 import { landingYields, type LandingYield } from "./landing-yield.js";
-import { eventRecord, readRecord, type RequestKey } from "./request-body.js";
+import { eventRecord, readRecord, type ReadRecord, type RequestKey } from "./request-body.js";
+import { SeenIds, eventId, eventLines } from "./event-dedupe.js";
 import { IdempotencyKeys, requestDigest, windowSeconds, type KeptKey } from "./idempotency.js";
 import { SegmentLander, type SegmentReport } from "./segment-lander.js";
 import { WriteAheadLog } from "./wal/write-ahead-log.js";
@@ -29,6 +31,8 @@ const RETRY_AFTER_BOUNDS = { min: 1, max: 60 };
 /** Counts kept by a collector, also rendered as metrics. */
 interface IngestCounts {
   accepted: number;
+  /** Events dropped at acceptance because their namespace took their id within its `dedupe` window. */
+  deduplicated: number;
   written: number;
   deadLettered: number;
   segments: number;
@@ -73,11 +77,13 @@ interface Quarantined {
  * on SIGTERM or at the end of `lakeswap ingest`), `close`.
  */
 export class Collector implements IngestHandler {
-  readonly counts: IngestCounts = { accepted: 0, written: 0, deadLettered: 0, segments: 0, corruptRecords: 0, quarantinedSegments: 0 };
+  readonly counts: IngestCounts = { accepted: 0, deduplicated: 0, written: 0, deadLettered: 0, segments: 0, corruptRecords: 0, quarantinedSegments: 0 };
   private readonly quarantined: Quarantined[] = [];
   private readonly namespaces: Set<string>;
   private lander!: SegmentLander;
   private keys!: IdempotencyKeys;
+  /** The ids each namespace with `dedupe:` took within its window. */
+  private readonly seenIds = new Map<string, SeenIds>();
   private readonly firstReceived = new Map<string, number>();
   /** When the timed landing first left each sealed segment for later (see `LandingYield`). */
   private readonly yieldingSince = new Map<string, number>();
@@ -130,7 +136,8 @@ export class Collector implements IngestHandler {
       // The keys of requests landed earlier (the key file), then of those still in the log (their records).
       const { windowMs, maxKeys } = pipeline.idempotency ?? DEFAULT_IDEMPOTENCY;
       collector.keys = await IdempotencyKeys.open(pipeline.wal.dir, windowMs, maxKeys);
-      for (const segment of wal.sealed()) await wal.withSegment(segment, async ({ records }) => collector.keys.restore(keysOf(records)));
+      for (const ns of pipeline.namespaces) if (ns.dedupe) collector.seenIds.set(ns.name, await SeenIds.open(pipeline.wal.dir, ns.name, ns.dedupe));
+      for (const segment of wal.sealed()) await wal.withSegment(segment, async ({ records }) => collector.remember(records));
       collector.lander = await SegmentLander.open({ pipeline, lake: options.lake, deadLetterLake: options.deadLetterLake, walId: wal.id, log: (line) => collector.log(line) });
     } catch (error) {
       await wal.close();
@@ -162,7 +169,7 @@ export class Collector implements IngestHandler {
     const window = { idempotencyWindowSeconds: windowSeconds(this.keys.windowMs) };
     for (;;) {
       const seen = this.keys.seen(key, hash);
-      if (seen !== undefined) return { accepted: seen.accepted, replayed: true, ...window };
+      if (seen !== undefined) return { accepted: seen.accepted, ...this.deduplicated(request.namespace, seen.deduplicated ?? 0), replayed: true, ...window };
       const running = this.keys.running(key);
       if (running === undefined) break;
       if (running.hash !== hash) throw this.keys.conflict(key);
@@ -173,33 +180,75 @@ export class Collector implements IngestHandler {
     this.keys.start(key, hash, stored);
     const answer = await stored;
     // Nothing stored (a body without events) is nothing to replay.
-    if (answer.accepted > 0) this.keys.remember(key, { hash, accepted: answer.accepted, at: Date.now() });
+    if (answer.accepted > 0) this.keys.remember(key, { hash, accepted: answer.accepted, deduplicated: answer.deduplicated ?? 0, at: Date.now() });
     return { ...answer, ...window };
   }
 
-  /** Appends the request's events as one record (with its key and digest, when it has a key); resolves once durable. */
-  private async store(request: IngestRequest, requestKey: RequestKey | undefined): Promise<{ readonly accepted: number }> {
+  /**
+   * Appends the request's events as one record (with its key and digest, when it has a key; without the events its
+   * namespace took before, when it dedupes); resolves once durable.
+   */
+  private async store(request: IngestRequest, requestKey: RequestKey | undefined): Promise<IngestAnswer> {
     const receivedAt = Date.now();
-    const record = eventRecord(request.namespace, request.body, request.format, receivedAt, requestKey);
-    if (record.events === 0) return { accepted: 0 };
-    this.refuseIfStopped();
-    if (this.wal.overLimit) {
-      throw new BackpressureError(
-        `the write-ahead log holds ${this.wal.bytes} bytes, at its limit of ${this.options.pipeline.wal.maxBytes} (wal.max_bytes): the uploader is behind; retry later`,
-        this.retryAfterSeconds(),
-      );
-    }
+    const seen = this.seenIds.get(request.namespace);
+    let taken: string[] = [];
+    const dedupe = (lines: Buffer[]) => {
+      const filtered = seen!.filter(lines, now());
+      taken = filtered.taken;
+      return filtered;
+    };
+    const record = eventRecord(request.namespace, request.body, request.format, receivedAt, { ...(requestKey ? { requestKey } : {}), ...(seen ? { dedupe } : {}) });
+    const deduplicated = this.deduplicated(request.namespace, record.duplicates);
+    this.counts.deduplicated += record.duplicates;
+    if (record.events === 0) return { accepted: 0, ...deduplicated };
     let position: WalPosition;
     try {
+      this.refuseIfStopped();
+      if (this.wal.overLimit) {
+        throw new BackpressureError(
+          `the write-ahead log holds ${this.wal.bytes} bytes, at its limit of ${this.options.pipeline.wal.maxBytes} (wal.max_bytes): the uploader is behind; retry later`,
+          this.retryAfterSeconds(),
+        );
+      }
       position = await this.wal.append(record.parts);
     } catch (error) {
+      // Not stored: the ids it took are free again, and the duplicates it dropped were not counted after all.
+      seen?.forget(taken);
+      this.counts.deduplicated -= record.duplicates;
       // The log stopped on this very append (a disk error): refused like every later one.
       this.refuseIfStopped();
       throw error;
     }
     if (!this.firstReceived.has(position.segment)) this.firstReceived.set(position.segment, receivedAt);
     this.counts.accepted += record.events;
-    return { accepted: record.events };
+    return { accepted: record.events, ...deduplicated };
+  }
+
+  /** The `deduplicated` of an answer: present for a namespace that dedupes. */
+  private deduplicated(namespace: string, count: number): { deduplicated?: number } {
+    return this.seenIds.has(namespace) ? { deduplicated: count } : {};
+  }
+
+  /** Remembers the idempotency keys and event ids of records in the log (when the collector starts). */
+  private remember(records: readonly WalRecord[]): void {
+    this.keys.restore(keysOf(records));
+    for (const [namespace, ids] of this.idsOf(records)) this.seenIds.get(namespace)!.restore(ids);
+  }
+
+  /** The ids of the events of `records`, by namespace, for the namespaces that dedupe. */
+  private idsOf(records: readonly WalRecord[]): Map<string, [string, number][]> {
+    const byNamespace = new Map<string, [string, number][]>();
+    for (const read of readRecords(records)) {
+      const field = this.seenIds.get(read.namespace)?.config.field;
+      if (field === undefined) continue;
+      const ids = byNamespace.get(read.namespace) ?? [];
+      for (const line of eventLines(read.body)) {
+        const id = eventId(line, field);
+        if (id !== undefined) ids.push([id, read.receivedAt]);
+      }
+      byNamespace.set(read.namespace, ids);
+    }
+    return byNamespace;
   }
 
   health(): { readonly ok: boolean; readonly detail: Record<string, unknown> } {
@@ -333,8 +382,9 @@ export class Collector implements IngestHandler {
   private land(segment: string): Promise<SegmentReport> {
     return this.wal.withSegment(segment, async (contents) => {
       const report = await this.lander.land(segment, contents);
-      // Its keys go to the key file before the segment leaves the log: a retry after that still finds them.
+      // Its keys and event ids go to their files before the segment leaves the log: a retry after that still finds them.
       await this.keys.persist(keysOf(contents.records));
+      for (const [namespace, ids] of this.idsOf(contents.records)) await this.seenIds.get(namespace)!.persist(ids);
       await this.wal.remove(segment);
       this.firstReceived.delete(segment);
       this.yieldingSince.delete(segment);
@@ -413,14 +463,20 @@ export class Collector implements IngestHandler {
 
 /** The idempotency keys of a segment's records (records without one, or not lakeswap's, have none). */
 function keysOf(records: readonly WalRecord[]): KeptKey[] {
-  const kept: KeptKey[] = [];
+  return readRecords(records).flatMap((read) =>
+    read.requestKey ? [{ key: read.requestKey.key, hash: read.requestKey.hash, accepted: read.events, deduplicated: read.duplicates, at: read.receivedAt }] : [],
+  );
+}
+
+/** The records that are lakeswap's, read (another record has no key and no id: the lander dead-letters it). */
+function readRecords(records: readonly WalRecord[]): ReadRecord[] {
+  const read: ReadRecord[] = [];
   for (const record of records) {
     try {
-      const read = readRecord(record);
-      if (read.requestKey) kept.push({ key: read.requestKey.key, hash: read.requestKey.hash, accepted: read.events, at: read.receivedAt });
+      read.push(readRecord(record));
     } catch {
-      // Not a lakeswap record: the lander dead-letters it; it has no key.
+      // Not a lakeswap record.
     }
   }
-  return kept;
+  return read;
 }

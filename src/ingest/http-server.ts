@@ -36,6 +36,8 @@ export interface IngestRequest {
 /** What `accept` answers: the events stored; for a request with a key, how long keys are kept, and whether it was a retry of one stored before. */
 export interface IngestAnswer {
   readonly accepted: number;
+  /** Events dropped because their namespace took their id within its `dedupe` window (for a namespace that dedupes). */
+  readonly deduplicated?: number;
   readonly replayed?: boolean;
   readonly idempotencyWindowSeconds?: number;
 }
@@ -234,7 +236,7 @@ class RequestHandling {
       ...(answer.idempotencyWindowSeconds !== undefined ? { "idempotency-window": String(answer.idempotencyWindowSeconds) } : {}),
       ...(answer.replayed ? { "idempotent-replayed": "true" } : {}),
     };
-    this.sendJson(response, 200, { accepted: answer.accepted }, headers);
+    this.sendJson(response, 200, { accepted: answer.accepted, ...(answer.deduplicated !== undefined ? { deduplicated: answer.deduplicated } : {}) }, headers);
   }
 
   /** Whether a request may go on: no token needed (no auth, or a pipeline without one), or it carries a right one. */

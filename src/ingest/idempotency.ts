@@ -15,6 +15,8 @@ const KEYS_FILE = "idempotency-keys.jsonl";
 export interface KeyEntry {
   readonly hash: string;
   readonly accepted: number;
+  /** Events of the request dropped as duplicates (`dedupe:`), for the answer to a retry. */
+  readonly deduplicated?: number;
   readonly at: number;
 }
 
@@ -151,7 +153,7 @@ export class IdempotencyKeys {
   /** Remembers that `key` stored `entry.accepted` events; forgets keys past the window, then the oldest past `maxKeys`. */
   remember(key: string, entry: KeyEntry): void {
     this.entries.delete(key);
-    this.entries.set(key, { hash: entry.hash, accepted: entry.accepted, at: entry.at });
+    this.entries.set(key, { hash: entry.hash, accepted: entry.accepted, deduplicated: entry.deduplicated ?? 0, at: entry.at });
     const oldest = now() - this.windowMs;
     for (const [first, value] of this.entries) {
       if (value.at >= oldest && this.entries.size <= this.maxKeys) break;
@@ -195,15 +197,15 @@ export class IdempotencyKeys {
 }
 
 function formatLine(entry: KeptKey): string {
-  return `${JSON.stringify({ k: entry.key, h: entry.hash, n: entry.accepted, t: entry.at })}\n`;
+  return `${JSON.stringify({ k: entry.key, h: entry.hash, n: entry.accepted, d: entry.deduplicated ?? 0, t: entry.at })}\n`;
 }
 
 function parseLine(line: string): KeptKey | undefined {
   if (line === "") return undefined;
   try {
-    const { k, h, n, t } = JSON.parse(line) as { k?: unknown; h?: unknown; n?: unknown; t?: unknown };
+    const { k, h, n, d, t } = JSON.parse(line) as { k?: unknown; h?: unknown; n?: unknown; d?: unknown; t?: unknown };
     if (typeof k !== "string" || typeof h !== "string" || typeof n !== "number" || typeof t !== "number") return undefined;
-    return { key: k, hash: h, accepted: n, at: t };
+    return { key: k, hash: h, accepted: n, deduplicated: typeof d === "number" ? d : 0, at: t };
   } catch {
     // A line torn by a crash while it was appended: its segment was not removed, so its keys are still in the log.
     return undefined;

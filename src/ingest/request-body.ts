@@ -5,6 +5,7 @@ import { createGunzip } from "node:zlib";
 import { InvalidInputError, errorMessage } from "../model/errors.js";
 import { HttpError, formatBytes, quoted } from "./http-errors.js";
 import type { WalRecord } from "./wal/framing.js";
+import { eventLines } from "./event-dedupe.js";
 
 /** How a request body splits into events: one JSON value per line, or one JSON array. */
 export type IngestFormat = "ndjson" | "json";
@@ -26,6 +27,8 @@ interface RecordHeader {
   readonly n: number;
   readonly k?: string;
   readonly h?: string;
+  /** Events of the request dropped as duplicates (`dedupe:`), for the answer to a retry. */
+  readonly d?: number;
 }
 
 /** A request's idempotency key and the digest of the request (pipeline, namespace, body). */
@@ -38,20 +41,40 @@ export interface RequestKey {
 export interface EventRecord {
   readonly parts: readonly Buffer[];
   readonly events: number;
+  /** Events dropped because their id was taken before (`dedupe:`). */
+  readonly duplicates: number;
+}
+
+/** What a record of a request carries besides its events: its idempotency key, and a filter of duplicate events. */
+export interface RecordOptions {
+  readonly requestKey?: RequestKey;
+  /** Given the events, one line each, returns those to store and how many were dropped as duplicates (`dedupe:`). */
+  readonly dedupe?: (events: Buffer[]) => { readonly kept: Buffer[]; readonly duplicates: number };
 }
 
 /**
  * The record of a request's body (its chunks as they arrived), for `namespace`, received at `receivedAt` (ms);
- * `events: 0` for a body without events. Refuses a body that is not UTF-8, or not JSON in `format`.
+ * `events: 0` for a body without events (or whose events were all duplicates). Refuses a body that is not UTF-8,
+ * or not JSON in `format`.
  */
-export function eventRecord(namespace: string, body: Buffer | readonly Buffer[], format: IngestFormat, receivedAt: number, requestKey?: RequestKey): EventRecord {
+export function eventRecord(namespace: string, body: Buffer | readonly Buffer[], format: IngestFormat, receivedAt: number, options: RecordOptions = {}): EventRecord {
   const chunks = Buffer.isBuffer(body) ? [body] : body;
   if (!isUtf8Text(chunks)) throw new InvalidInputError("the body is not UTF-8 text; send JSON encoded as UTF-8");
-  const { lines, events } = format === "json" ? jsonArrayLines(Buffer.concat(chunks)) : ndjsonLines(chunks);
-  if (events === 0) return { parts: [], events };
+  let { lines, events } = format === "json" ? jsonArrayLines(Buffer.concat(chunks)) : ndjsonLines(chunks);
+  let duplicates = 0;
+  if (options.dedupe && events > 0) {
+    // One line per event (an NDJSON body's chunks are joined and split for it), of which the new ones are kept.
+    const each = format === "json" ? lines.filter((line) => line !== NEWLINE) : eventLines(Buffer.concat(chunks));
+    const filtered = options.dedupe(each);
+    duplicates = filtered.duplicates;
+    lines = filtered.kept.flatMap((line) => [line, NEWLINE]);
+    events = filtered.kept.length;
+  }
+  if (events === 0) return { parts: [], events, duplicates };
+  const { requestKey } = options;
   const keyed = requestKey === undefined ? {} : { k: requestKey.key, h: requestKey.hash };
-  const header = Buffer.from(`${JSON.stringify({ v: 1, ns: namespace, t: receivedAt, n: events, ...keyed } satisfies RecordHeader)}\n`);
-  return { parts: [header, ...lines], events };
+  const header = Buffer.from(`${JSON.stringify({ v: 1, ns: namespace, t: receivedAt, n: events, ...keyed, ...(duplicates > 0 ? { d: duplicates } : {}) } satisfies RecordHeader)}\n`);
+  return { parts: [header, ...lines], events, duplicates };
 }
 
 /** A record read back: its namespace, receive time (ms), events, and the events' lines (a view of the record). */
@@ -62,6 +85,8 @@ export interface ReadRecord {
   readonly body: Buffer;
   /** The request's idempotency key and digest, when it was sent with one. */
   readonly requestKey?: RequestKey;
+  /** Events of the request dropped as duplicates. */
+  readonly duplicates: number;
 }
 
 /** Reads a record's header line and events back; throws why when the header is not lakeswap's. */
@@ -70,7 +95,7 @@ export function readRecord(record: WalRecord): ReadRecord {
   const header = JSON.parse(record.payload.subarray(0, end).toString("utf8")) as RecordHeader;
   if (header.v !== 1 || typeof header.ns !== "string" || typeof header.t !== "number") throw new Error("not a lakeswap record header");
   const requestKey = typeof header.k === "string" && typeof header.h === "string" ? { requestKey: { key: header.k, hash: header.h } } : {};
-  return { namespace: header.ns, receivedAt: header.t, events: header.n, body: record.payload.subarray(end + 1), ...requestKey };
+  return { namespace: header.ns, receivedAt: header.t, events: header.n, body: record.payload.subarray(end + 1), duplicates: header.d ?? 0, ...requestKey };
 }
 
 /**

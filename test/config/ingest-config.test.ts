@@ -76,6 +76,15 @@ describe("the Athena output page's YAML in lakeswap.yaml", () => {
     expect(resolveObject(fraction)).toThrow(/idempotency_max_keys/);
   });
 
+  it("dedupe: {field, window, max_ids} of a namespace: 1 h and 1,000,000 by default; the field must be a declared column", () => {
+    const dedupe = (value: unknown) => namespaceConfig((ns) => Object.assign(ns, { dedupe: value }));
+    expect(resolveObject(dedupe({ field: "event_id" }))().ingest[0]?.namespaces[0]?.dedupe).toEqual({ field: "event_id", windowMs: 3_600_000, maxIds: 1_000_000 });
+    expect(resolveObject(dedupe({ field: "event_id", window: "10m", max_ids: 50 }))().ingest[0]?.namespaces[0]?.dedupe).toEqual({ field: "event_id", windowMs: 600_000, maxIds: 50 });
+    expect(resolveObject(namespaceConfig())().ingest[0]?.namespaces[0]?.dedupe).toBeUndefined();
+    expect(resolveObject(dedupe({ field: "event_id_" }))).toThrow(/pipelines\.events\.namespaces\.pageviews\.dedupe\.field: 'event_id_' is not a declared column \(did you mean 'event_id'\?\)/);
+    expect(resolveObject(dedupe({ field: "event_id", window: "0s" }))).toThrow(/dedupe\.window: '0s' would remember no id: use a duration above 0, e\.g\. 1h/);
+  });
+
   it("parses every key of both snippets, separate or combined", () => {
     for (const yaml of [PAGE_DATA_SINKS, PAGE_PAIRING, `${PAGE_DATA_SINKS}\n${PAGE_PAIRING}`]) {
       expect(pipelineSchema.safeParse(parse(yaml)).error).toBeUndefined();

@@ -19,7 +19,10 @@ import { runMain } from "../support/main-cli.js";
 
 const WINDOW_MS = 24 * 3_600_000;
 
-function pipelineOf(walDir: string, maxKeys = 1000): IngestPipelineConfig {
+/** `dedupe:` of the namespace `clicks` in the tests that use it: by event_id, for an hour. */
+const DEDUPE = { field: "event_id", windowMs: 3_600_000, maxIds: 10_000 };
+
+function pipelineOf(walDir: string, maxKeys = 1000, dedupe = false): IngestPipelineConfig {
   const local = { kind: "local" as const, name: "lake", path: "/unused" };
   const namespace = (name: string) => ({
     name,
@@ -35,7 +38,7 @@ function pipelineOf(walDir: string, maxKeys = 1000): IngestPipelineConfig {
     name: "events",
     dataSink: local,
     deadletterSink: local,
-    namespaces: [namespace("clicks"), namespace("views")],
+    namespaces: [{ ...namespace("clicks"), ...(dedupe ? { dedupe: DEDUPE } : {}) }, namespace("views")],
     wal: { dir: walDir, segmentMaxBytes: 64 * 1024 * 1024, segmentMaxAgeMs: 60_000, maxBytes: 1024 * 1024 * 1024 },
     idempotency: { windowMs: WINDOW_MS, maxKeys },
   };
@@ -56,18 +59,18 @@ interface Harness {
   readonly lake: Lake;
   readonly metrics: () => Metrics;
   /** Posts `body` to a namespace with a key (or none); the status, the answer and its idempotency headers. */
-  post(namespace: string, body: string, key?: string): Promise<{ status: number; body: { accepted?: number; error?: string }; replayed: string | null; window: string | null }>;
+  post(namespace: string, body: string, key?: string): Promise<{ status: number; body: { accepted?: number; deduplicated?: number; error?: string }; replayed: string | null; window: string | null }>;
   /** Stops the collector without landing (what it holds stays in its log), and starts it again on the same log. */
   restart(): Promise<void>;
   flush(): Promise<void>;
   count(namespace: string): Promise<number>;
 }
 
-async function harness(backend: () => Promise<TestBackend>, maxKeys?: number): Promise<Harness> {
+async function harness(backend: () => Promise<TestBackend>, { maxKeys, dedupe }: { maxKeys?: number; dedupe?: boolean } = {}): Promise<Harness> {
   const b = await backend();
   const walDir = await mkdtemp(path.join(os.tmpdir(), "lakeswap-wal-"));
   const lake = await b.open();
-  const pipeline = pipelineOf(walDir, maxKeys);
+  const pipeline = pipelineOf(walDir, maxKeys, dedupe);
   let metrics = new Metrics();
   let collector = await Collector.open({ pipeline, lake, deadLetterLake: lake, metrics, log: () => undefined });
   let server: IngestServer = await startIngestServer({ handler: collector, metrics, port: 0 });
@@ -165,7 +168,7 @@ describe("Idempotency-Key bounds", () => {
   });
 
   it("at most idempotency_max_keys are kept: the oldest are forgotten first, counted in /metrics", async () => {
-    const h = await harness(embeddedBackend, 3);
+    const h = await harness(embeddedBackend, { maxKeys: 3 });
     for (let i = 0; i < 5; i += 1) expect((await h.post("clicks", batch(`k${i}-`, 2), `key-${i}`)).status).toBe(200);
     expect(await h.metrics().render()).toMatch(/lakeswap_ingest_idempotency_evictions_total\{pipeline="events"\} 2\b/);
     // The newest three are kept, across a restart too (key file and log agree on which).
@@ -184,6 +187,53 @@ describe("Idempotency-Key bounds", () => {
     }
     await h.flush();
     expect(await h.count("clicks")).toBe(0);
+  });
+});
+
+/** NDJSON of events with these ids. */
+function withIds(ids: readonly string[]): string {
+  return ids.map((id) => JSON.stringify({ event_id: id, ts: "2026-11-02T10:00:00Z" })).join("\n");
+}
+
+const ids = (prefix: string, from: number, to: number): string[] => Array.from({ length: to - from }, (_, i) => `${prefix}${from + i}`);
+
+describe("dedupe: {field: event_id, window: 1h} (issue 30, item 3)", () => {
+  it("drops an event whose id the namespace took within the window, also within one request, after a restart and after landing; other namespaces keep theirs", async () => {
+    const h = await harness(embeddedBackend, { dedupe: true });
+    expect((await h.post("clicks", withIds(ids("a", 0, 10)))).body).toEqual({ accepted: 10, deduplicated: 0 });
+    expect((await h.post("clicks", withIds(ids("a", 5, 15)))).body).toEqual({ accepted: 5, deduplicated: 5 });
+    expect((await h.post("clicks", withIds(["x1", "x1", "x2"]))).body).toEqual({ accepted: 2, deduplicated: 1 });
+    // Events without the field, or not JSON, go on to the landing (which dead-letters them).
+    expect((await h.post("clicks", `${JSON.stringify({ ts: "2026-11-02T10:00:00Z" })}\nnot json`)).body).toEqual({ accepted: 2, deduplicated: 0 });
+    // The ids come back from the log's records after a restart, and from the namespace's file once landed.
+    await h.restart();
+    expect((await h.post("clicks", withIds(ids("a", 0, 5)))).body).toEqual({ accepted: 0, deduplicated: 5 });
+    await h.flush();
+    await h.restart();
+    expect((await h.post("clicks", withIds(ids("a", 10, 20)))).body).toEqual({ accepted: 5, deduplicated: 5 });
+    // A namespace without dedupe: stores what it is sent, and its answer has no deduplicated.
+    expect((await h.post("views", withIds(["v", "v"]))).body).toEqual({ accepted: 2 });
+    await h.flush();
+    const clicks = await h.lake.query("SELECT event_id, count(*) FROM clicks WHERE event_id IS NOT NULL GROUP BY event_id HAVING count(*) > 1");
+    expect(clicks.rows, "an id stored twice").toEqual([]);
+    expect(await h.count("clicks")).toBe(10 + 5 + 2 + 5);
+    expect(await h.count("views")).toBe(2);
+    expect(await h.metrics().render()).toMatch(/lakeswap_ingest_events_deduplicated_total\{pipeline="events"\} 5\b/);
+  });
+
+  it("an id is taken for the window only; with an Idempotency-Key, a retry gets the first answer, duplicates counted as they were", async () => {
+    const h = await harness(embeddedBackend, { dedupe: true });
+    await h.post("clicks", withIds(ids("w", 0, 4)));
+    const keyed = withIds(ids("w", 2, 8));
+    expect((await h.post("clicks", keyed, "retry-me")).body).toEqual({ accepted: 4, deduplicated: 2 });
+    await h.restart();
+    expect(await h.post("clicks", keyed, "retry-me")).toMatchObject({ body: { accepted: 4, deduplicated: 2 }, replayed: "true" });
+    advanceClock(DEDUPE.windowMs + 60_000);
+    // The key is still kept (24 h), the ids no longer (1 h): a new request with old ids stores them again.
+    expect(await h.post("clicks", keyed, "retry-me")).toMatchObject({ body: { accepted: 4, deduplicated: 2 }, replayed: "true" });
+    expect((await h.post("clicks", withIds(ids("w", 0, 2)))).body).toEqual({ accepted: 2, deduplicated: 0 });
+    await h.flush();
+    expect(await h.count("clicks")).toBe(4 + 4 + 2);
   });
 });
 

@@ -38,8 +38,8 @@ export function registerIngest(program: Command): void {
       try {
         const service = await openCollector(pipeline, lakes, new Metrics());
         const key = checkedKey(options.idempotencyKey);
-        const { accepted, replayed, segments } = await appendAndLand(service, { pipeline: pipeline.name, namespace, key }, chunks(file, options.format));
-        const totals = ingestReport(pipeline.name, namespace, { accepted, replayed }, segments, started);
+        const { segments, ...counts } = await appendAndLand(service, { pipeline: pipeline.name, namespace, key }, chunks(file, options.format));
+        const totals = ingestReport(pipeline.name, namespace, counts, segments, started);
         report(wantsJson(command), totals, () => ingestReportText(totals));
         refuseQuarantined(segments);
       } finally {
@@ -53,9 +53,10 @@ async function appendAndLand(
   service: Collector,
   { pipeline, namespace, key }: { pipeline: string; namespace: string; key: string | undefined },
   bodies: AsyncIterable<{ body: Buffer; format: "ndjson" | "json" }>,
-): Promise<{ accepted: number; replayed: number; segments: SegmentReport[] }> {
+): Promise<{ accepted: number; replayed: number; deduplicated: number; segments: SegmentReport[] }> {
   let accepted = 0;
   let replayed = 0;
+  let deduplicated = 0;
   let part = 0;
   try {
     for await (const { body, format } of bodies) {
@@ -65,8 +66,9 @@ async function appendAndLand(
       const answer = await service.accept({ pipeline, namespace, body, format, ...idempotencyKey });
       accepted += answer.accepted;
       if (answer.replayed) replayed += answer.accepted;
+      else deduplicated += answer.deduplicated ?? 0;
     }
-    return { accepted, replayed, segments: await service.flush() };
+    return { accepted, replayed, deduplicated, segments: await service.flush() };
   } finally {
     await service.close();
   }

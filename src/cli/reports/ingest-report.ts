@@ -8,6 +8,8 @@ export interface IngestReport {
   readonly accepted: number;
   /** Of `accepted`, the events of input stored before under the same --idempotency-key: stored nothing this time. */
   readonly replayed: number;
+  /** Events dropped because their namespace took their id within its `dedupe` window. */
+  readonly deduplicated: number;
   readonly events: number;
   readonly written: number;
   readonly deadLettered: number;
@@ -20,7 +22,7 @@ export interface IngestReport {
 export function ingestReport(
   pipeline: string,
   namespace: string,
-  { accepted, replayed }: { accepted: number; replayed: number },
+  { accepted, replayed, deduplicated }: { accepted: number; replayed: number; deduplicated: number },
   segments: readonly SegmentReport[],
   started: number,
 ): IngestReport {
@@ -29,6 +31,7 @@ export function ingestReport(
     namespace,
     accepted,
     replayed,
+    deduplicated,
     events: segments.reduce((sum, s) => sum + s.events, 0),
     written: segments.reduce((sum, s) => sum + s.written, 0),
     deadLettered: segments.reduce((sum, s) => sum + s.deadLettered, 0),
@@ -43,6 +46,7 @@ export function ingestReportText(report: IngestReport): string {
   return [
     `${report.pipeline}/${report.namespace}: ${report.accepted} events accepted` +
       (report.replayed > 0 ? ` (${report.replayed} of them stored before under the same idempotency key: not stored again)` : "") +
+      (report.deduplicated > 0 ? `; ${report.deduplicated} dropped as duplicates (their ids were taken within the dedupe window)` : "") +
       `; landed ${report.events} (with any earlier events the log held): ${report.written} written, ${report.deadLettered} dead-lettered` +
       (report.deadLettered > 0 ? ` (table ${report.pipeline})` : ""),
     "",
