@@ -3,6 +3,7 @@
 // 2^53) and bad ones (item 8: 7 and 9 fraction digits, 0x1F, 1_000_000, "NaN" in a DOUBLE, a 39-digit HUGEINT, ...),
 // also killed at an ingest fault point and recovered by the next ingest; and `lakeswap query` of the table, whose
 // digits must be the model's exactly, in --json and in text (item 9).
+import { randomUUID } from "node:crypto";
 import fc from "fast-check";
 import { Child, until } from "../support/crash-kit.js";
 import { verify, type LakeCommand, type Real } from "./commands.js";
@@ -115,6 +116,32 @@ class KilledIngestCommand implements LakeCommand {
   }
 }
 
+/**
+ * `lakeswap ingest events <batch> --idempotency-key K`, killed at an ingest fault point or not, then the same command
+ * again with the same key (issue 30: a client that retries): the batch is in the lake exactly once. The retry's report
+ * gives the first answer (`accepted`: the batch), and lands what a killed first run left in the log, or nothing.
+ */
+class KeyedIngestCommand implements LakeCommand {
+  constructor(readonly batch: Batch, readonly fault: { readonly point: string; readonly nth: number } | undefined) {}
+  check(): boolean {
+    return true;
+  }
+  async run(model: LakeModel, real: Real): Promise<void> {
+    const args = [...ingestArgs(real, this.batch), "--idempotency-key", randomUUID()];
+    const expected = ingestModel(model, this.batch);
+    const first = await real.ws.spawn(args, this.fault ? { LAKESWAP_FAULT: `${this.fault.point}:kill@${this.fault.nth}` } : {});
+    const killed = first.signal === "SIGKILL";
+    if (!killed) await verify(model, real, this.toString(), expected, first, ingestReport, real.leftovers);
+    else real.log.push(`${this.toString()} (killed)`);
+    const retry = await real.ws.run(args);
+    const landed = new Map([...expected.actions!].map(([key, value]) => [key, key === "accepted" || killed ? value : "0"]));
+    await verify(model, real, `${this.toString()} (the retry, same key)`, { exitCode: 0, actions: landed }, retry, ingestReport, real.leftovers);
+  }
+  toString(): string {
+    return `${this.fault ? `LAKESWAP_FAULT=${this.fault.point}:kill@${this.fault.nth} ` : ""}ingest events ${batchText(this.batch)} --idempotency-key K`;
+  }
+}
+
 /** The collector's answer to a POST: its status and body. */
 async function post(url: string, namespace: string, lines: readonly string[]): Promise<{ status: number; body: string }> {
   const response = await fetch(`${url}/v1/events/${namespace}`, { method: "POST", headers: { "content-type": "application/x-ndjson" }, body: lines.join("\n") });
@@ -222,6 +249,9 @@ export function ingestCommands(): fc.Arbitrary<LakeCommand>[] {
   return [
     batchArbitrary.map((b) => new IngestCommand(b)),
     fc.tuple(batchArbitrary, fc.constantFrom(...INGEST_FAULTS), fc.integer({ min: 1, max: 2 })).map(([b, point, nth]) => new KilledIngestCommand(b, point, nth)),
+    fc
+      .tuple(batchArbitrary, fc.option(fc.record({ point: fc.constantFrom(...INGEST_FAULTS), nth: fc.integer({ min: 1, max: 2 }) }), { nil: undefined }))
+      .map(([b, fault]) => new KeyedIngestCommand(b, fault)),
     fc.constant(new QueryCommand()),
     fc.tuple(batchArbitrary, batchArbitrary, fc.boolean()).map(([first, second, kill]) => new ServeCommand(first, second, kill)),
   ];
