@@ -1,8 +1,6 @@
-import { promises as fs } from "node:fs";
 import path from "node:path";
 import type { IngestNamespaceConfig } from "../config/ingest-types.js";
-import { now } from "../shared/clock.js";
-import { fsyncPath, isCode } from "./wal/segment-files.js";
+import { Remembered, RememberedFile } from "./remembered.js";
 
 /** A namespace's `dedupe:`: the event field that identifies an event, how long an id is remembered, and how many at most. */
 type DedupeConfig = NonNullable<IngestNamespaceConfig["dedupe"]>;
@@ -45,32 +43,20 @@ export function eventId(line: Buffer, field: string): string | undefined {
  * remembered; past that the oldest are forgotten first (`evictions`).
  */
 export class SeenIds {
-  /** Id -> when it was taken (ms), oldest first. */
-  private readonly ids = new Map<string, number>();
-  private linesInFile = 0;
-  evictions = 0;
+  /** Id -> when it was taken (ms). */
+  private readonly ids: Remembered<number>;
 
   private constructor(
-    private readonly file: string,
+    private readonly file: RememberedFile<number>,
     readonly config: DedupeConfig,
-  ) {}
+  ) {
+    this.ids = new Remembered(config.windowMs, config.maxIds, (at) => at);
+  }
 
   /** Reads the ids of landed segments from the namespace's file in `dir`, keeping those still in the window. */
   static async open(dir: string, namespace: string, config: DedupeConfig): Promise<SeenIds> {
-    const seen = new SeenIds(path.join(dir, `dedupe-${namespace}.jsonl`), config);
-    let text = "";
-    try {
-      text = await fs.readFile(seen.file, "utf8");
-    } catch (error) {
-      if (!isCode(error, "ENOENT")) throw error;
-    }
-    const kept: [string, number][] = [];
-    for (const line of text.split("\n")) {
-      const entry = parseLine(line);
-      if (entry !== undefined) kept.push(entry);
-    }
-    seen.restore(kept);
-    if (kept.length > 0) await seen.rewrite();
+    const seen = new SeenIds(new RememberedFile(path.join(dir, `dedupe-${namespace}.jsonl`), ID_LINES), config);
+    await seen.file.load(seen.ids);
     return seen;
   }
 
@@ -78,9 +64,13 @@ export class SeenIds {
     return this.ids.size;
   }
 
-  /** Remembers ids found in the log or the file (any order), as of their own time. */
+  get evictions(): number {
+    return this.ids.evictions;
+  }
+
+  /** Remembers ids found in the log (any order), as of their own time. */
   restore(entries: readonly (readonly [string, number])[]): void {
-    for (const [id, at] of [...entries].sort((a, b) => a[1] - b[1])) this.take(id, at);
+    this.ids.restore(entries);
   }
 
   /**
@@ -91,16 +81,14 @@ export class SeenIds {
     const kept: Buffer[] = [];
     const taken: string[] = [];
     let duplicates = 0;
-    const oldest = now() - this.config.windowMs;
     for (const line of lines) {
       const id = eventId(line, this.config.field);
-      const when = id === undefined ? undefined : this.ids.get(id);
-      if (id !== undefined && when !== undefined && when >= oldest) {
+      if (id !== undefined && this.ids.get(id) !== undefined) {
         duplicates += 1;
         continue;
       }
       if (id !== undefined) {
-        this.take(id, at);
+        this.ids.set(id, at);
         taken.push(id);
       }
       kept.push(line);
@@ -113,53 +101,14 @@ export class SeenIds {
     for (const id of ids) this.ids.delete(id);
   }
 
-  /** Writes the ids of a segment about to leave the log to the namespace's file, durably (or rewrites the file when it has grown). */
+  /** Writes the ids of a segment about to leave the log to the namespace's file, durably. */
   async persist(entries: readonly (readonly [string, number])[]): Promise<void> {
-    if (entries.length === 0) return;
-    if (this.linesInFile + entries.length > 2 * Math.max(this.ids.size, 1) + 1024) return this.rewrite();
-    const handle = await fs.open(this.file, "a");
-    try {
-      await handle.appendFile(entries.map(([id, at]) => `${JSON.stringify([id, at])}\n`).join(""));
-      await handle.datasync();
-    } finally {
-      await handle.close();
-    }
-    this.linesInFile += entries.length;
-  }
-
-  private take(id: string, at: number): void {
-    this.ids.delete(id);
-    this.ids.set(id, at);
-    const oldest = now() - this.config.windowMs;
-    for (const [first, when] of this.ids) {
-      if (when >= oldest && this.ids.size <= this.config.maxIds) break;
-      if (when >= oldest) this.evictions += 1;
-      this.ids.delete(first);
-    }
-  }
-
-  private async rewrite(): Promise<void> {
-    const temporary = `${this.file}.${process.pid}.tmp`;
-    const handle = await fs.open(temporary, "w");
-    try {
-      await handle.writeFile([...this.ids].map(([id, at]) => `${JSON.stringify([id, at])}\n`).join(""));
-      await handle.datasync();
-    } finally {
-      await handle.close();
-    }
-    await fs.rename(temporary, this.file);
-    await fsyncPath(path.dirname(this.file));
-    this.linesInFile = this.ids.size;
+    await this.file.append(entries, this.ids);
   }
 }
 
-function parseLine(line: string): [string, number] | undefined {
-  if (line === "") return undefined;
-  try {
-    const entry = JSON.parse(line) as unknown;
-    if (Array.isArray(entry) && typeof entry[0] === "string" && typeof entry[1] === "number") return [entry[0], entry[1]];
-  } catch {
-    // A line torn by a crash while it was appended: its segment was not removed, so its ids are still in the log.
-  }
-  return undefined;
-}
+/** An id file line: `[id, time]`. */
+const ID_LINES = {
+  format: (id: string, at: number) => [id, at],
+  parse: (line: unknown): [string, number] | undefined => (Array.isArray(line) && typeof line[0] === "string" && typeof line[1] === "number" ? [line[0], line[1]] : undefined),
+};

@@ -1,9 +1,7 @@
 import { createHash } from "node:crypto";
-import { promises as fs } from "node:fs";
 import path from "node:path";
-import { now } from "../shared/clock.js";
 import { HttpError, quoted } from "./http-errors.js";
-import { fsyncPath, isCode } from "./wal/segment-files.js";
+import { Remembered, RememberedFile } from "./remembered.js";
 
 /** The longest `Idempotency-Key` a client may send, in bytes (UTF-8). */
 const MAX_KEY_BYTES = 128;
@@ -71,47 +69,37 @@ function formatWindow(ms: number): string {
  * so that its retry waits for it instead of storing its events a second time.
  */
 export class IdempotencyKeys {
-  /** By key, oldest first (a key remembered again moves to the end). */
-  private readonly entries = new Map<string, KeyEntry>();
+  private readonly remembered: Remembered<KeyEntry>;
   private readonly inFlight = new Map<string, { readonly hash: string; readonly done: Promise<unknown> }>();
-  private linesInFile = 0;
-  evictions = 0;
   replays = 0;
   conflicts = 0;
 
   private constructor(
-    private readonly file: string,
+    private readonly file: RememberedFile<KeyEntry>,
     readonly windowMs: number,
-    private readonly maxKeys: number,
-  ) {}
+    maxKeys: number,
+  ) {
+    this.remembered = new Remembered(windowMs, maxKeys, (entry) => entry.at);
+  }
 
-  /** Reads the keys of landed segments from `dir`'s key file (a torn last line is skipped), keeping those still in the window. */
+  /** Reads the keys of landed segments from `dir`'s key file, keeping those still in the window (and writes the file anew with them). */
   static async open(dir: string, windowMs: number, maxKeys: number): Promise<IdempotencyKeys> {
-    const keys = new IdempotencyKeys(path.join(dir, KEYS_FILE), windowMs, maxKeys);
-    let text = "";
-    try {
-      text = await fs.readFile(keys.file, "utf8");
-    } catch (error) {
-      if (!isCode(error, "ENOENT")) throw error;
-    }
-    const kept: KeptKey[] = [];
-    for (const line of text.split("\n")) {
-      const entry = parseLine(line);
-      if (entry !== undefined) kept.push(entry);
-    }
-    keys.restore(kept);
-    // The file is written anew with what is still remembered, so that it never grows past a few windows' keys.
-    if (kept.length > 0) await keys.rewrite();
+    const keys = new IdempotencyKeys(new RememberedFile(path.join(dir, KEYS_FILE), KEY_LINES), windowMs, maxKeys);
+    await keys.file.load(keys.remembered);
     return keys;
   }
 
   get size(): number {
-    return this.entries.size;
+    return this.remembered.size;
   }
 
-  /** Remembers keys found in the log or the key file (any order), as of their own time. */
+  get evictions(): number {
+    return this.remembered.evictions;
+  }
+
+  /** Remembers keys found in the log (any order), as of their own time. */
   restore(kept: readonly KeptKey[]): void {
-    for (const entry of [...kept].sort((a, b) => a.at - b.at)) this.remember(entry.key, entry);
+    this.remembered.restore(kept.map(({ key, ...entry }) => [key, entry] as const));
   }
 
   /**
@@ -119,12 +107,8 @@ export class IdempotencyKeys {
    * Throws 422 when it stood for another request.
    */
   seen(key: string, hash: string): KeyEntry | undefined {
-    const entry = this.entries.get(key);
+    const entry = this.remembered.get(key);
     if (entry === undefined) return undefined;
-    if (now() - entry.at > this.windowMs) {
-      this.entries.delete(key);
-      return undefined;
-    }
     if (entry.hash !== hash) throw this.conflict(key);
     this.replays += 1;
     return entry;
@@ -150,64 +134,23 @@ export class IdempotencyKeys {
     );
   }
 
-  /** Remembers that `key` stored `entry.accepted` events; forgets keys past the window, then the oldest past `maxKeys`. */
+  /** Remembers that `key` stored `entry.accepted` events. */
   remember(key: string, entry: KeyEntry): void {
-    this.entries.delete(key);
-    this.entries.set(key, { hash: entry.hash, accepted: entry.accepted, deduplicated: entry.deduplicated ?? 0, at: entry.at });
-    const oldest = now() - this.windowMs;
-    for (const [first, value] of this.entries) {
-      if (value.at >= oldest && this.entries.size <= this.maxKeys) break;
-      // Past the window it is forgotten as it should be; within it, forgetting is an eviction.
-      if (value.at >= oldest) this.evictions += 1;
-      this.entries.delete(first);
-    }
+    this.remembered.set(key, { hash: entry.hash, accepted: entry.accepted, deduplicated: entry.deduplicated ?? 0, at: entry.at });
   }
 
-  /**
-   * Writes the keys of a segment about to be removed from the log to the key file, durably, so that its removal does
-   * not forget them. Rewrites the file instead when it holds far more lines than keys remembered.
-   */
+  /** Writes the keys of a segment about to be removed from the log to the key file, durably, so that its removal does not forget them. */
   async persist(kept: readonly KeptKey[]): Promise<void> {
-    if (kept.length === 0) return;
-    if (this.linesInFile + kept.length > 2 * Math.max(this.entries.size, 1) + 1024) return this.rewrite();
-    const handle = await fs.open(this.file, "a");
-    try {
-      await handle.appendFile(kept.map(formatLine).join(""));
-      await handle.datasync();
-    } finally {
-      await handle.close();
-    }
-    this.linesInFile += kept.length;
-  }
-
-  /** Replaces the key file with the keys remembered now (written aside, fsynced, renamed over it). */
-  private async rewrite(): Promise<void> {
-    const temporary = `${this.file}.${process.pid}.tmp`;
-    const handle = await fs.open(temporary, "w");
-    try {
-      await handle.writeFile([...this.entries].map(([key, entry]) => formatLine({ key, ...entry })).join(""));
-      await handle.datasync();
-    } finally {
-      await handle.close();
-    }
-    await fs.rename(temporary, this.file);
-    await fsyncPath(path.dirname(this.file));
-    this.linesInFile = this.entries.size;
+    await this.file.append(kept.map(({ key, ...entry }) => [key, entry] as const), this.remembered);
   }
 }
 
-function formatLine(entry: KeptKey): string {
-  return `${JSON.stringify({ k: entry.key, h: entry.hash, n: entry.accepted, d: entry.deduplicated ?? 0, t: entry.at })}\n`;
-}
-
-function parseLine(line: string): KeptKey | undefined {
-  if (line === "") return undefined;
-  try {
-    const { k, h, n, d, t } = JSON.parse(line) as { k?: unknown; h?: unknown; n?: unknown; d?: unknown; t?: unknown };
+/** A key file line: `{"k", "h", "n", "d", "t"}`. */
+const KEY_LINES = {
+  format: (key: string, entry: KeyEntry) => ({ k: key, h: entry.hash, n: entry.accepted, d: entry.deduplicated ?? 0, t: entry.at }),
+  parse: (line: unknown): [string, KeyEntry] | undefined => {
+    const { k, h, n, d, t } = (line ?? {}) as { k?: unknown; h?: unknown; n?: unknown; d?: unknown; t?: unknown };
     if (typeof k !== "string" || typeof h !== "string" || typeof n !== "number" || typeof t !== "number") return undefined;
-    return { key: k, hash: h, accepted: n, deduplicated: typeof d === "number" ? d : 0, at: t };
-  } catch {
-    // A line torn by a crash while it was appended: its segment was not removed, so its keys are still in the log.
-    return undefined;
-  }
-}
+    return [k, { hash: h, accepted: n, deduplicated: typeof d === "number" ? d : 0, at: t }];
+  },
+};
