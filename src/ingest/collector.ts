@@ -191,37 +191,50 @@ export class Collector implements IngestHandler {
   private async store(request: IngestRequest, requestKey: RequestKey | undefined): Promise<IngestAnswer> {
     const receivedAt = Date.now();
     const seen = this.seenIds.get(request.namespace);
+    let record: ReturnType<typeof eventRecord>;
     let taken: string[] = [];
-    const dedupe = (lines: Buffer[]) => {
-      const filtered = seen!.filter(lines, now());
-      taken = filtered.taken;
-      return filtered;
-    };
-    const record = eventRecord(request.namespace, request.body, request.format, receivedAt, { ...(requestKey ? { requestKey } : {}), ...(seen ? { dedupe } : {}) });
+    for (;;) {
+      let wait: Promise<unknown> | undefined;
+      const dedupe = (lines: Buffer[]) => {
+        const filtered = seen!.filter(lines, now());
+        ({ taken, wait } = filtered);
+        return filtered;
+      };
+      record = eventRecord(request.namespace, request.body, request.format, receivedAt, { ...(requestKey ? { requestKey } : {}), ...(seen ? { dedupe } : {}) });
+      if (wait === undefined) break;
+      // An id of this request is being written by another one: its outcome decides whether this one's is a duplicate.
+      await wait;
+    }
     const deduplicated = this.deduplicated(request.namespace, record.duplicates);
+    if (record.events === 0) {
+      this.counts.deduplicated += record.duplicates;
+      return { accepted: 0, ...deduplicated };
+    }
+    const append = this.append(record.parts);
+    seen?.hold(taken, append);
+    const position = await append;
+    if (!this.firstReceived.has(position.segment)) this.firstReceived.set(position.segment, receivedAt);
+    this.counts.accepted += record.events;
     this.counts.deduplicated += record.duplicates;
-    if (record.events === 0) return { accepted: 0, ...deduplicated };
-    let position: WalPosition;
+    return { accepted: record.events, ...deduplicated };
+  }
+
+  /** Appends a record to the log, unless it stopped or is full; resolves once durable. */
+  private async append(parts: readonly Buffer[]): Promise<WalPosition> {
+    this.refuseIfStopped();
+    if (this.wal.overLimit) {
+      throw new BackpressureError(
+        `the write-ahead log holds ${this.wal.bytes} bytes, at its limit of ${this.options.pipeline.wal.maxBytes} (wal.max_bytes): the uploader is behind; retry later`,
+        this.retryAfterSeconds(),
+      );
+    }
     try {
-      this.refuseIfStopped();
-      if (this.wal.overLimit) {
-        throw new BackpressureError(
-          `the write-ahead log holds ${this.wal.bytes} bytes, at its limit of ${this.options.pipeline.wal.maxBytes} (wal.max_bytes): the uploader is behind; retry later`,
-          this.retryAfterSeconds(),
-        );
-      }
-      position = await this.wal.append(record.parts);
+      return await this.wal.append(parts);
     } catch (error) {
-      // Not stored: the ids it took are free again, and the duplicates it dropped were not counted after all.
-      seen?.forget(taken);
-      this.counts.deduplicated -= record.duplicates;
       // The log stopped on this very append (a disk error): refused like every later one.
       this.refuseIfStopped();
       throw error;
     }
-    if (!this.firstReceived.has(position.segment)) this.firstReceived.set(position.segment, receivedAt);
-    this.counts.accepted += record.events;
-    return { accepted: record.events, ...deduplicated };
   }
 
   /** The `deduplicated` of an answer: present for a namespace that dedupes. */

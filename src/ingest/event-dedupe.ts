@@ -45,6 +45,8 @@ export function eventId(line: Buffer, field: string): string | undefined {
 export class SeenIds {
   /** Id -> when it was taken (ms). */
   private readonly ids: Remembered<number>;
+  /** The ids taken by requests whose events are being written, and their writes. */
+  private readonly writing = new Map<string, Promise<unknown>>();
 
   private constructor(
     private readonly file: RememberedFile<number>,
@@ -75,30 +77,42 @@ export class SeenIds {
 
   /**
    * Splits `lines` into the events to store (an id not taken within the window, or no id) and the duplicates, and
-   * takes the new ids as of `at`; `taken` is what `forget` gives back if the events are not stored after all.
+   * takes the new ids as of `at`; `taken` is what `hold` is given next. When a duplicate's id was taken by a request
+   * whose events are not durable yet, nothing is taken: `wait` settles when that request's write has, and the
+   * caller filters again (had the write failed, its events were not stored, and these are not duplicates).
    */
-  filter(lines: readonly Buffer[], at: number): { kept: Buffer[]; duplicates: number; taken: string[] } {
+  filter(lines: readonly Buffer[], at: number): { kept: Buffer[]; duplicates: number; taken: string[]; wait?: Promise<unknown> } {
+    const ids = lines.map((line) => eventId(line, this.config.field));
+    const writing = ids.flatMap((id) => (id === undefined ? [] : (this.writing.get(id) ?? [])));
+    if (writing.length > 0) return { kept: [], duplicates: 0, taken: [], wait: Promise.allSettled(writing) };
     const kept: Buffer[] = [];
     const taken: string[] = [];
     let duplicates = 0;
-    for (const line of lines) {
-      const id = eventId(line, this.config.field);
+    lines.forEach((line, i) => {
+      const id = ids[i];
       if (id !== undefined && this.ids.get(id) !== undefined) {
         duplicates += 1;
-        continue;
+        return;
       }
       if (id !== undefined) {
         this.ids.set(id, at);
         taken.push(id);
       }
       kept.push(line);
-    }
+    });
     return { kept, duplicates, taken };
   }
 
-  /** Forgets ids taken by a request whose events were not stored (its append failed). */
-  forget(ids: readonly string[]): void {
-    for (const id of ids) this.ids.delete(id);
+  /** Holds the ids `filter` took while their events are written: durable once `write` resolves, given back if it fails. */
+  hold(taken: readonly string[], write: Promise<unknown>): void {
+    for (const id of taken) this.writing.set(id, write);
+    const release = (): void => {
+      for (const id of taken) if (this.writing.get(id) === write) this.writing.delete(id);
+    };
+    write.then(release, () => {
+      release();
+      for (const id of taken) this.ids.delete(id);
+    });
   }
 
   /** Writes the ids of a segment about to leave the log to the namespace's file, durably. */

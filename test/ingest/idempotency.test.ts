@@ -221,6 +221,17 @@ describe("dedupe: {field: event_id, window: 1h} (issue 30, item 3)", () => {
     expect(await h.metrics().render()).toMatch(/lakeswap_ingest_events_deduplicated_total\{pipeline="events"\} 5\b/);
   });
 
+  it("two requests at once sharing an id: the second waits for the first's write, then drops the id it stored", async () => {
+    const h = await harness(embeddedBackend, { dedupe: true });
+    const [first, second] = await Promise.all([h.post("clicks", withIds(["p", "q"])), h.post("clicks", withIds(["q", "r"]))]);
+    expect([first.body, second.body]).toEqual([
+      { accepted: 2, deduplicated: 0 },
+      { accepted: 1, deduplicated: 1 },
+    ]);
+    await h.flush();
+    expect(await h.count("clicks")).toBe(3);
+  });
+
   it("an id is taken for the window only; with an Idempotency-Key, a retry gets the first answer, duplicates counted as they were", async () => {
     const h = await harness(embeddedBackend, { dedupe: true });
     await h.post("clicks", withIds(ids("w", 0, 4)));

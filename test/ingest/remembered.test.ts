@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { Remembered, RememberedFile } from "../../src/ingest/remembered.js";
+import { SeenIds } from "../../src/ingest/event-dedupe.js";
 import { advanceClock, resetClock } from "../../src/shared/clock.js";
 
 // What the collector keeps past a landed segment (idempotency keys, event ids): bounded in time and count, and a
@@ -39,6 +40,26 @@ describe("Remembered", () => {
     remembered.set("e", Date.now() + HOUR + 1000);
     expect([...remembered.entries()].map(([name]) => name)).toEqual(["e"]);
     expect(remembered.evictions).toBe(1);
+  });
+});
+
+describe("SeenIds", () => {
+  const line = (id: string) => Buffer.from(JSON.stringify({ event_id: id }));
+  it("an id taken by a write that fails is free again; one taken by a write in flight makes the next request wait for it", async () => {
+    const dir = path.dirname(fileIn());
+    const seen = await SeenIds.open(dir, "clicks", { field: "event_id", windowMs: HOUR, maxIds: 100 });
+    const first = seen.filter([line("a"), line("b")], Date.now());
+    expect(first).toMatchObject({ duplicates: 0, taken: ["a", "b"] });
+    let fail!: (error: Error) => void;
+    const write = new Promise<never>((_resolve, reject) => (fail = reject));
+    seen.hold(first.taken, write);
+    const waiting = seen.filter([line("b"), line("c")], Date.now());
+    expect(waiting.wait).toBeInstanceOf(Promise);
+    fail(new Error("disk full"));
+    await waiting.wait;
+    // The first request stored nothing: b is no duplicate.
+    expect(seen.filter([line("b"), line("c")], Date.now())).toMatchObject({ duplicates: 0, taken: ["b", "c"] });
+    expect(seen.filter([line("c"), line("d"), line("d")], Date.now())).toMatchObject({ duplicates: 2, taken: ["d"] });
   });
 });
 
