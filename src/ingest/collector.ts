@@ -9,7 +9,7 @@ import type { Metrics } from "./metrics.js";
 import { registerCollectorMetrics } from "./collector-metrics.js";
 import { landingYields, type LandingYield } from "./landing-yield.js";
 import { eventRecord, readRecord, type ReadRecord, type RequestKey } from "./request-body.js";
-import { SeenIds, eventId, eventLines } from "./event-dedupe.js";
+import { PipelineDedupe } from "./event-dedupe.js";
 import { IdempotencyKeys, requestDigest, windowSeconds, type KeptKey } from "./idempotency.js";
 import { SegmentLander, type SegmentReport } from "./segment-lander.js";
 import { WriteAheadLog } from "./wal/write-ahead-log.js";
@@ -83,7 +83,7 @@ export class Collector implements IngestHandler {
   private lander!: SegmentLander;
   private keys!: IdempotencyKeys;
   /** The ids each namespace with `dedupe:` took within its window. */
-  private readonly seenIds = new Map<string, SeenIds>();
+  private dedupe!: PipelineDedupe;
   private readonly firstReceived = new Map<string, number>();
   /** When the timed landing first left each sealed segment for later (see `LandingYield`). */
   private readonly yieldingSince = new Map<string, number>();
@@ -136,7 +136,7 @@ export class Collector implements IngestHandler {
       // The keys of requests landed earlier (the key file), then of those still in the log (their records).
       const { windowMs, maxKeys } = pipeline.idempotency ?? DEFAULT_IDEMPOTENCY;
       collector.keys = await IdempotencyKeys.open(pipeline.wal.dir, windowMs, maxKeys);
-      for (const ns of pipeline.namespaces) if (ns.dedupe) collector.seenIds.set(ns.name, await SeenIds.open(pipeline.wal.dir, ns.name, ns.dedupe));
+      collector.dedupe = await PipelineDedupe.open(pipeline.wal.dir, pipeline.namespaces);
       for (const segment of wal.sealed()) await wal.withSegment(segment, async ({ records }) => collector.remember(records));
       collector.lander = await SegmentLander.open({ pipeline, lake: options.lake, deadLetterLake: options.deadLetterLake, walId: wal.id, log: (line) => collector.log(line) });
     } catch (error) {
@@ -190,13 +190,14 @@ export class Collector implements IngestHandler {
    */
   private async store(request: IngestRequest, requestKey: RequestKey | undefined): Promise<IngestAnswer> {
     const receivedAt = Date.now();
-    const seen = this.seenIds.get(request.namespace);
+    const seen = this.dedupe.of(request.namespace);
     let record: ReturnType<typeof eventRecord>;
     let taken: string[] = [];
+    const takenAt = now();
     for (;;) {
       let wait: Promise<unknown> | undefined;
       const dedupe = (lines: Buffer[]) => {
-        const filtered = seen!.filter(lines, now());
+        const filtered = seen!.filter(lines, takenAt);
         ({ taken, wait } = filtered);
         return filtered;
       };
@@ -213,6 +214,7 @@ export class Collector implements IngestHandler {
     const append = this.append(record.parts);
     seen?.hold(taken, append);
     const position = await append;
+    this.dedupe.appended(position.segment, request.namespace, taken, takenAt);
     if (!this.firstReceived.has(position.segment)) this.firstReceived.set(position.segment, receivedAt);
     this.counts.accepted += record.events;
     this.counts.deduplicated += record.duplicates;
@@ -239,29 +241,14 @@ export class Collector implements IngestHandler {
 
   /** The `deduplicated` of an answer: present for a namespace that dedupes. */
   private deduplicated(namespace: string, count: number): { deduplicated?: number } {
-    return this.seenIds.has(namespace) ? { deduplicated: count } : {};
+    return this.dedupe.of(namespace) ? { deduplicated: count } : {};
   }
 
   /** Remembers the idempotency keys and event ids of records in the log (when the collector starts). */
   private remember(records: readonly WalRecord[]): void {
-    this.keys.restore(keysOf(records));
-    for (const [namespace, ids] of this.idsOf(records)) this.seenIds.get(namespace)!.restore(ids);
-  }
-
-  /** The ids of the events of `records`, by namespace, for the namespaces that dedupe. */
-  private idsOf(records: readonly WalRecord[]): Map<string, [string, number][]> {
-    const byNamespace = new Map<string, [string, number][]>();
-    for (const read of readRecords(records)) {
-      const field = this.seenIds.get(read.namespace)?.config.field;
-      if (field === undefined) continue;
-      const ids = byNamespace.get(read.namespace) ?? [];
-      for (const line of eventLines(read.body)) {
-        const id = eventId(line, field);
-        if (id !== undefined) ids.push([id, read.receivedAt]);
-      }
-      byNamespace.set(read.namespace, ids);
-    }
-    return byNamespace;
+    const read = readRecords(records);
+    this.keys.restore(keysOf(read));
+    this.dedupe.restore(read);
   }
 
   health(): { readonly ok: boolean; readonly detail: Record<string, unknown> } {
@@ -396,8 +383,9 @@ export class Collector implements IngestHandler {
     return this.wal.withSegment(segment, async (contents) => {
       const report = await this.lander.land(segment, contents);
       // Its keys and event ids go to their files before the segment leaves the log: a retry after that still finds them.
-      await this.keys.persist(keysOf(contents.records));
-      for (const [namespace, ids] of this.idsOf(contents.records)) await this.seenIds.get(namespace)!.persist(ids);
+      const read = readRecords(contents.records);
+      await this.keys.persist(keysOf(read));
+      await this.dedupe.persist(segment, read);
       await this.wal.remove(segment);
       this.firstReceived.delete(segment);
       this.yieldingSince.delete(segment);
@@ -416,6 +404,7 @@ export class Collector implements IngestHandler {
    */
   private async quarantine(segment: string, error: IngestFileConflictError): Promise<SegmentReport> {
     const file = await this.wal.quarantine(segment);
+    this.dedupe.drop(segment);
     this.firstReceived.delete(segment);
     this.yieldingSince.delete(segment);
     this.quarantined.push({ segment, file, object: error.key, reason: error.message, at: new Date().toISOString() });
@@ -475,8 +464,8 @@ export class Collector implements IngestHandler {
 }
 
 /** The idempotency keys of a segment's records (records without one, or not lakeswap's, have none). */
-function keysOf(records: readonly WalRecord[]): KeptKey[] {
-  return readRecords(records).flatMap((read) =>
+function keysOf(records: readonly ReadRecord[]): KeptKey[] {
+  return records.flatMap((read) =>
     read.requestKey ? [{ key: read.requestKey.key, hash: read.requestKey.hash, accepted: read.events, deduplicated: read.duplicates, at: read.receivedAt }] : [],
   );
 }

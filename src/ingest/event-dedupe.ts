@@ -24,7 +24,7 @@ export function eventLines(body: Buffer): Buffer[] {
  * undefined otherwise (no such field, null, or not JSON: the event goes on to the landing, which dead-letters it if it
  * must).
  */
-export function eventId(line: Buffer, field: string): string | undefined {
+function eventId(line: Buffer, field: string): string | undefined {
   let value: unknown;
   try {
     value = JSON.parse(line.toString("utf8"));
@@ -126,3 +126,82 @@ const ID_LINES = {
   format: (id: string, at: number) => [id, at],
   parse: (line: unknown): [string, number] | undefined => (Array.isArray(line) && typeof line[0] === "string" && typeof line[1] === "number" ? [line[0], line[1]] : undefined),
 };
+
+/** A write-ahead log record as the dedupe reads it: its namespace, receive time and events. */
+interface EventsRecord {
+  readonly namespace: string;
+  readonly receivedAt: number;
+  readonly body: Buffer;
+}
+
+/** Ids by namespace: `[id, time taken]`. */
+type IdsByNamespace = Map<string, [string, number][]>;
+
+/**
+ * One pipeline's dedupe: the `SeenIds` of each namespace with `dedupe:`, and, for each segment this process appended
+ * to, how many records it appended and the ids their events took, so that a landing segment's ids are written down
+ * without parsing its events again. That is used only when it counts every record the segment holds (a segment of an
+ * earlier process, or one whose last append has not been counted yet, is parsed instead).
+ */
+export class PipelineDedupe {
+  private readonly appendedTo = new Map<string, { records: number; readonly ids: IdsByNamespace }>();
+
+  private constructor(private readonly seen: ReadonlyMap<string, SeenIds>) {}
+
+  static async open(dir: string, namespaces: readonly IngestNamespaceConfig[]): Promise<PipelineDedupe> {
+    const seen = new Map<string, SeenIds>();
+    for (const ns of namespaces) if (ns.dedupe) seen.set(ns.name, await SeenIds.open(dir, ns.name, ns.dedupe));
+    return new PipelineDedupe(seen);
+  }
+
+  /** The namespace's ids, when it dedupes. */
+  of(namespace: string): SeenIds | undefined {
+    return this.seen.get(namespace);
+  }
+
+  /** Remembers the ids of records found in the log (when the collector starts). */
+  restore(records: readonly EventsRecord[]): void {
+    for (const [namespace, ids] of this.idsOf(records)) this.seen.get(namespace)!.restore(ids);
+  }
+
+  /** Counts a record appended to `segment`, with the ids its events took, for when the segment lands. */
+  appended(segment: string, namespace: string, taken: readonly string[], at: number): void {
+    if (this.seen.size === 0) return;
+    const appended = this.appendedTo.get(segment) ?? { records: 0, ids: new Map() };
+    this.appendedTo.set(segment, appended);
+    appended.records += 1;
+    if (taken.length === 0) return;
+    const ids = appended.ids.get(namespace) ?? [];
+    appended.ids.set(namespace, ids);
+    for (const id of taken) ids.push([id, at]);
+  }
+
+  /** Writes down the ids of a segment about to leave the log (`records`: all it holds), durably. */
+  async persist(segment: string, records: readonly EventsRecord[]): Promise<void> {
+    const appended = this.appendedTo.get(segment);
+    const ids = appended !== undefined && appended.records === records.length ? appended.ids : this.idsOf(records);
+    for (const [namespace, taken] of ids) await this.seen.get(namespace)!.persist(taken);
+    this.appendedTo.delete(segment);
+  }
+
+  /** Forgets what was counted for a segment that left the log without landing (quarantined). */
+  drop(segment: string): void {
+    this.appendedTo.delete(segment);
+  }
+
+  private idsOf(records: readonly EventsRecord[]): IdsByNamespace {
+    const byNamespace: IdsByNamespace = new Map();
+    if (this.seen.size === 0) return byNamespace;
+    for (const read of records) {
+      const field = this.seen.get(read.namespace)?.config.field;
+      if (field === undefined) continue;
+      const ids = byNamespace.get(read.namespace) ?? [];
+      for (const line of eventLines(read.body)) {
+        const id = eventId(line, field);
+        if (id !== undefined) ids.push([id, read.receivedAt]);
+      }
+      byNamespace.set(read.namespace, ids);
+    }
+    return byNamespace;
+  }
+}
