@@ -176,12 +176,14 @@ export class Collector implements IngestHandler {
       // The first request settled: stored (seen next time round), or failed (this one stores its events itself).
       await running.done.catch(() => undefined);
     }
-    const stored = this.store(request, { key, hash });
+    // Remembered as part of the write, so that a retry waiting for it finds the key once it settles. Nothing stored (a
+    // body without events) is nothing to replay.
+    const stored = this.store(request, { key, hash }).then((answer) => {
+      if (answer.accepted > 0) this.keys.remember(key, { hash, accepted: answer.accepted, deduplicated: answer.deduplicated ?? 0, at: Date.now() });
+      return answer;
+    });
     this.keys.start(key, hash, stored);
-    const answer = await stored;
-    // Nothing stored (a body without events) is nothing to replay.
-    if (answer.accepted > 0) this.keys.remember(key, { hash, accepted: answer.accepted, deduplicated: answer.deduplicated ?? 0, at: Date.now() });
-    return { ...answer, ...window };
+    return { ...(await stored), ...window };
   }
 
   /**

@@ -62,14 +62,6 @@ export class SeenIds {
     return seen;
   }
 
-  get size(): number {
-    return this.ids.size;
-  }
-
-  get evictions(): number {
-    return this.ids.evictions;
-  }
-
   /** Remembers ids found in the log (any order), as of their own time. */
   restore(entries: readonly (readonly [string, number])[]): void {
     this.ids.restore(entries);
