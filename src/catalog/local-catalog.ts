@@ -6,7 +6,7 @@ import { faultPoint } from "../shared/faults.js";
 import { WHOLE_TABLE, isWholeTable, parsePartitionPath, partitionPath, type Partition } from "../model/partition.js";
 import { isRunId } from "../model/run-id.js";
 import { assertTableName } from "../model/sql.js";
-import { parseTableDefinition, tableChange, type TableDefinition } from "../model/table.js";
+import { ingestedInPlace, parseTableDefinition, tableChange, type TableDefinition } from "../model/table.js";
 import { eachLimited, fsyncPath, intoFolder, isCode, lightFs, makeFolder, readIfPresent, writeTempFile } from "../store/local-files.js";
 import { noSpaceError, type DescribeWrite, type MetadataFolders } from "../store/local-store.js";
 import type { Catalog, Fence, Pointer, PointerMove, PointerMoveKind } from "./catalog.js";
@@ -138,7 +138,7 @@ export class LocalCatalog implements Catalog {
   }
 
   async getPointer(table: TableDefinition, partition: Partition): Promise<Pointer | undefined> {
-    return table.ingest ? this.readIngestPointer(table, partition) : this.readPointer(table, partition);
+    return ingestedInPlace(table) ? this.readIngestPointer(table, partition) : this.readPointer(table, partition);
   }
 
   /**
@@ -178,7 +178,7 @@ export class LocalCatalog implements Catalog {
   }
 
   async listPointers(table: TableDefinition): Promise<Pointer[]> {
-    if (table.ingest) return this.ingestPointers(table);
+    if (ingestedInPlace(table)) return this.ingestPointers(table);
     if (table.partitionKeys.length === 0) {
       const pointer = await this.getPointer(table, WHOLE_TABLE);
       return pointer ? [pointer] : [];
@@ -216,8 +216,8 @@ export class LocalCatalog implements Catalog {
       // Once, right before the renames: the writer's kernel lock (held for its life) keeps its table from here on.
       await fence?.();
       faultPoint("after-fence");
-      // An ingested partition is registered by its state alone: its files are in place (and durable) already.
-      if (!table.ingest) await this.swapLinks(table, moves, tempDir);
+      // An ingested partition from before runs is registered by its state alone: its files are in place (and durable) already.
+      if (!ingestedInPlace(table)) await this.swapLinks(table, moves, tempDir);
     } catch (error) {
       await removeAll(staged.map((s) => s.temp));
       throw error;
@@ -269,7 +269,8 @@ export class LocalCatalog implements Catalog {
    * anything moved.
    */
   private async syncRuns(table: TableDefinition, moves: readonly PointerMove[]): Promise<void> {
-    // An ingested partition's files were made durable one by one as they were written (each with its folder).
+    // An ingested partition's files were made durable one by one as they were written (each with its folder), and a
+    // compacted run as it was placed.
     if (table.ingest) return;
     const tableDir = path.join(this.root, table.name);
     const runDirs = [...new Set(moves.map((move) => this.runDir(table, move)))];
@@ -311,6 +312,8 @@ export class LocalCatalog implements Catalog {
       await eachLimited(moves, FSYNC_CONCURRENCY, async (move) => {
         const link = this.pointerPath(table, move.partition);
         const linkDir = path.dirname(link);
+        // An ingested partition's registration mostly keeps its run (a segment added files to it): its link stays.
+        if (table.ingest && (await fs.readlink(link).catch(() => undefined)) === path.relative(linkDir, this.runDir(table, move))) return;
         // Temporary links live outside the table folder: a glob over the table would follow them.
         const temp = path.join(tempDir, `link-${process.pid}-${randomBytes(6).toString("hex")}`);
         await intoFolder(temp, this.root, () => fs.symlink(path.relative(linkDir, this.runDir(table, move)), temp)).catch((error: unknown) => {
@@ -340,7 +343,7 @@ export class LocalCatalog implements Catalog {
   }
 
   private async removePointer(table: TableDefinition, partition: Partition): Promise<void> {
-    if (table.ingest) {
+    if (ingestedInPlace(table)) {
       await fs.rm(this.stateFile(table, partition), { force: true });
       return;
     }

@@ -42,7 +42,7 @@ interface DeadLetterOptions {
 
 /** A pipeline's event dead-letter table: the bad events of every namespace of a segment land there, each once. */
 export class DeadLetters {
-  private readonly table: TableDefinition;
+  private table: TableDefinition;
 
   constructor(private readonly options: DeadLetterOptions) {
     this.table = defineTable({
@@ -50,12 +50,13 @@ export class DeadLetters {
       columns: [...EVENT_DEAD_LETTER_COLUMNS],
       partitionKeys: EVENT_DEAD_LETTER_PARTITION.map((p) => p.key),
       ingest: true,
+      ingestRuns: true,
     });
   }
 
   /** Declares the dead-letter table (idempotent for the same definition). */
   async declare(): Promise<void> {
-    await this.options.deadLetterLake.createTable(this.table);
+    this.table = await this.options.deadLetterLake.createTable(this.table);
   }
 
   /** The bad events of a namespace's landing, into the pipeline's dead-letter table. */

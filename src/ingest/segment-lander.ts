@@ -4,7 +4,7 @@ import type { IngestNamespaceConfig, IngestPipelineConfig } from "../config/inge
 import { LakeswapError, errorMessage } from "../model/errors.js";
 import { faultPoint } from "../shared/faults.js";
 import { freshProcessFolder } from "../shared/process-folders.js";
-import { registerIngested, storeIngestedFiles, type SegmentContribution } from "../lake/operations/register-segment.js";
+import { registerIngested, type SegmentContribution } from "../lake/operations/register-segment.js";
 import type { Lake } from "../lake/lake.js";
 import { partitionPath } from "../model/partition.js";
 import { defineTable, type TableDefinition } from "../model/table.js";
@@ -60,9 +60,7 @@ export class SegmentLander {
   static async open(options: SegmentLanderOptions): Promise<SegmentLander> {
     const lander = new SegmentLander(options);
     for (const ns of options.pipeline.namespaces) {
-      const table = namespaceTable(ns);
-      await options.lake.createTable(table);
-      lander.tables.set(ns.name, table);
+      lander.tables.set(ns.name, await options.lake.createTable(namespaceTable(ns)));
     }
     await lander.deadLetters.declare();
     return lander;
@@ -137,18 +135,16 @@ export class SegmentLander {
     if (delivery.partitions.length === 0) return 0;
     const dir = await mkdtemp(path.join(work, `${table.name}-`));
     const files = await lake.landing.writeLandedFiles({ table, delivery, dir });
-    await storeIngestedFiles(
-      lake,
-      table.name,
-      files.map((file) => ({ partition: file.partition, fileId: place(partitionPath(file.partition)).fileId, file: file.file, rows: file.rows })),
-    );
+    const fileOf = new Map(files.map((file) => [partitionPath(file.partition), file]));
     const byCollector = new Map<string, SegmentContribution[]>();
     for (const p of delivery.partitions) {
       if (!p.lanes) throw new LakeswapError("STORE_ERROR", `the landing gave no signature lanes for ${table.name}/${partitionPath(p.partition)}`);
-      const { collector } = place(partitionPath(p.partition));
-      byCollector.set(collector, [...(byCollector.get(collector) ?? []), { partition: p.partition, rows: p.rows, upper: p.lanes.upper, lower: p.lanes.lower }]);
+      const path = partitionPath(p.partition);
+      const { collector, fileId } = place(path);
+      const written = fileOf.get(path);
+      const file = written && { fileId, path: written.file };
+      byCollector.set(collector, [...(byCollector.get(collector) ?? []), { partition: p.partition, rows: p.rows, upper: p.lanes.upper, lower: p.lanes.lower, file }]);
     }
-    faultPoint("ingest-after-upload");
     for (const [collector, contributions] of byCollector) await registerIngested(lake, table.name, { collector, sequence }, contributions);
     return files.length;
   }
@@ -167,6 +163,7 @@ export function namespaceTable(ns: IngestNamespaceConfig): TableDefinition {
     partitionKeys: ns.time.partition.map((p) => p.key),
     compression: "snappy",
     ingest: true,
+    ingestRuns: true,
   });
 }
 

@@ -24,7 +24,7 @@ import { swapBatch, type SwapItem, type SwapOptions, type SwapOutcome } from "./
 import { publishStaged } from "./commit/publish.js";
 import type { RunManifest } from "./manifest.js";
 import { notIngested, partitionOf, type LakeParts, type LeaseOptions, type LakePorts, type LakeSettings, type PartitionInput } from "./parts.js";
-import type { TableDefinition } from "../model/table.js";
+import { keepIngestLayout, type TableDefinition } from "../model/table.js";
 
 export type { PartitionGcReport } from "./operations/gc.js";
 export type { PartitionHistory, RunHistoryEntry } from "./operations/history.js";
@@ -179,13 +179,18 @@ export class Lake {
     await this.landing.close();
   }
 
-  /** Declares a table (idempotent for the same definition). */
-  async createTable(table: TableDefinition): Promise<void> {
-    assertNotScratchName(table.name);
+  /**
+   * Declares a table (idempotent for the same definition), and returns the definition declared: an ingested table that
+   * exists already keeps the layout its files were written in (model/table.ts `keepIngestLayout`).
+   */
+  async createTable(wanted: TableDefinition): Promise<TableDefinition> {
+    assertNotScratchName(wanted.name);
+    const table = wanted.ingest ? keepIngestLayout(await this.catalog.getTable(wanted.name), wanted) : wanted;
     assertIcebergSupported(this.parts, table);
     // A catalog's Iceberg table of that name that is not this table's is refused now, not at the first commit.
     if (table.iceberg) await this.catalog.iceberg?.head(table);
     await this.catalog.createTable(table);
+    return table;
   }
 
   /** A table's definition, or a NotFoundError that lists the tables there are. */

@@ -1,6 +1,6 @@
 import type { CatalogCapabilities } from "../catalog/catalog.js";
 import { partitionPath, type Partition } from "../model/partition.js";
-import type { TableDefinition } from "../model/table.js";
+import { ingestedInPlace, type TableDefinition } from "../model/table.js";
 
 /**
  * Every store key lakeswap uses, in one place: its own records and the runs' folders. The records all
@@ -45,11 +45,11 @@ export function runsPrefix(catalog: { readonly capabilities: CatalogCapabilities
 }
 
 /**
- * The store key prefix of one run of a partition, ending in '/'. An ingested table has no runs: every file of a
- * partition sits in the partition's own folder, `<table>/<partition path>/`, whatever the registration's run id.
+ * The store key prefix of one run of a partition, ending in '/'. An ingested table from before runs has none: every
+ * file of a partition sits in the partition's own folder, `<table>/<partition path>/`, whatever the registration's run id.
  */
 export function runLocation(catalog: { readonly capabilities: CatalogCapabilities }, table: TableDefinition, partition: Partition, runId: string): string {
-  if (table.ingest) return ingestPartitionPrefix(table, partition);
+  if (ingestedInPlace(table)) return ingestPartitionPrefix(table, partition);
   return `${runsPrefix(catalog, table, partition)}${runFolder(runId)}/`;
 }
 

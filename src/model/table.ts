@@ -24,6 +24,14 @@ export interface TableDefinition {
    */
   readonly ingest?: true;
   /**
+   * An ingested table whose partitions keep their files in runs, as every other table's do
+   * (`<table>/_runs/<partition>/run=<id>/` embedded, `<table>/<partition>/run=<id>/` on S3): segments add files to the
+   * partition's current run, and `lakeswap compact` rewrites a run of many small files into a new run and moves the
+   * pointer to it. Absent on tables ingested before lakeswap kept runs for them (their files sit in the partition's
+   * folder itself, and stay there).
+   */
+  readonly ingestRuns?: true;
+  /**
    * Published as an Iceberg table too (`iceberg: true`): every command that moves its pointers commits one Iceberg
    * snapshot over the current runs' files, beside the Hive view (on AWS, a Glue table `<name>_iceberg` of type ICEBERG). Default: absent.
    */
@@ -91,6 +99,7 @@ export function defineTable(input: {
   partitionKeys: readonly string[];
   compression?: string;
   ingest?: boolean;
+  ingestRuns?: boolean;
   iceberg?: boolean;
   icebergTable?: string;
 }): TableDefinition {
@@ -131,9 +140,27 @@ export function defineTable(input: {
     partitionKeys: [...input.partitionKeys],
     compression,
     ...(input.ingest ? { ingest: true as const } : {}),
+    ...(input.ingest && input.ingestRuns ? { ingestRuns: true as const } : {}),
     ...(input.iceberg ? { iceberg: true as const } : {}),
     ...(input.iceberg && input.icebergTable !== undefined ? { icebergTable: input.icebergTable } : {}),
   };
+}
+
+/**
+ * An ingested table whose files sit in its partitions' own folders (tables ingested before lakeswap kept runs for
+ * them): its pointers are registrations only, and its partitions cannot be compacted by swap.
+ */
+export function ingestedInPlace(table: TableDefinition): boolean {
+  return table.ingest === true && table.ingestRuns !== true;
+}
+
+/**
+ * The definition to declare for an ingested table that may exist already: an existing table keeps the layout its
+ * files were written in (an ingested table from before runs keeps writing into its partitions' folders).
+ */
+export function keepIngestLayout(existing: TableDefinition | undefined, wanted: TableDefinition): TableDefinition {
+  if (!existing?.ingest || !wanted.ingest || existing.ingestRuns === wanted.ingestRuns) return wanted;
+  return defineTable({ ...wanted, ingestRuns: existing.ingestRuns === true });
 }
 
 /**
@@ -215,6 +242,7 @@ export function parseTableDefinition(value: unknown, source: string, expectedNam
   if (!Array.isArray(keys) || keys.some((key) => typeof key !== "string")) refuse("'partitionKeys' is not a list of names");
   if (record.compression !== undefined && typeof record.compression !== "string") refuse("'compression' is not a name");
   if (record.ingest !== undefined && typeof record.ingest !== "boolean") refuse("'ingest' is not true or false");
+  if (record.ingestRuns !== undefined && typeof record.ingestRuns !== "boolean") refuse("'ingestRuns' is not true or false");
   if (record.iceberg !== undefined && typeof record.iceberg !== "boolean") refuse("'iceberg' is not true or false");
   if (record.icebergTable !== undefined && typeof record.icebergTable !== "string") refuse("'icebergTable' is not a name");
   try {
@@ -224,6 +252,7 @@ export function parseTableDefinition(value: unknown, source: string, expectedNam
       partitionKeys: keys as string[],
       ...(record.compression !== undefined ? { compression: record.compression as string } : {}),
       ...(record.ingest === true ? { ingest: true } : {}),
+      ...(record.ingestRuns === true ? { ingestRuns: true } : {}),
       ...(record.iceberg === true ? { iceberg: true } : {}),
       ...(typeof record.icebergTable === "string" ? { icebergTable: record.icebergTable } : {}),
     });

@@ -13,7 +13,7 @@ import { namespaceTable } from "../../src/ingest/segment-lander.js";
 import { segmentFileId } from "../../src/ingest/segment-keys.js";
 import { Metrics } from "../../src/ingest/metrics.js";
 import { awsBackend, embeddedBackend, type TestBackend } from "../support/lake-fixture.js";
-import { registerIngested, storeIngestedFiles } from "../../src/lake/operations/register-segment.js";
+import { registerIngested } from "../../src/lake/operations/register-segment.js";
 
 const PARTITION = ["%Y", "%m", "%d"].map((format, i) => ({ key: ["p_year", "p_month", "p_day"][i]!, expression: `strftime(ts, '${format}')` }));
 const DEAD_LETTER_PARTITION = ["%Y", "%m", "%d"].map((format, i) => ({ key: ["p_year", "p_month", "p_day"][i]!, expression: `strftime(received_at, '${format}')` }));
@@ -155,8 +155,19 @@ describe("a segment landed in part by a lakeswap that keyed every namespace's de
     try {
       const table = await lake.table("events");
       const files = await lake.landing.writeLandedFiles({ table, delivery, dir });
-      await storeIngestedFiles(lake, "events", files.map((f) => ({ partition: f.partition, fileId: segmentFileId(segment, "events", partitionPath(f.partition)), file: f.file, rows: f.rows })));
-      await registerIngested(lake, "events", { collector: walId, sequence: 1 }, delivery.partitions.map((p) => ({ partition: p.partition, rows: p.rows, upper: p.lanes!.upper, lower: p.lanes!.lower })));
+      const fileOf = new Map(files.map((f) => [partitionPath(f.partition), f.file]));
+      await registerIngested(
+        lake,
+        "events",
+        { collector: walId, sequence: 1 },
+        delivery.partitions.map((p) => ({
+          partition: p.partition,
+          rows: p.rows,
+          upper: p.lanes!.upper,
+          lower: p.lanes!.lower,
+          file: { fileId: segmentFileId(segment, "events", partitionPath(p.partition)), path: fileOf.get(partitionPath(p.partition))! },
+        })),
+      );
     } finally {
       await lake.landing.releaseLanding(delivery);
     }
@@ -189,7 +200,20 @@ describe("a segment whose file's key holds other rows", () => {
     const delivery = await lake.landing.land({ files: [file], format: "jsonl", header: false, delimiter: ",", columns: [...namespace("a").columns, { name: "extra", type: "VARCHAR", nullable: true }], partition: PARTITION, signatureColumns: table.columns.map((c) => c.name), absentFields: "null" });
     try {
       const files = await lake.landing.writeLandedFiles({ table: await lake.table("a"), delivery, dir });
-      await storeIngestedFiles(lake, "a", files.map((f) => ({ partition: f.partition, fileId: segmentFileId(segment, "a", partitionPath(f.partition)), file: f.file, rows: f.rows })));
+      // Registered by another collector, at the key in the partition's run where this segment's file goes.
+      const fileOf = new Map(files.map((f) => [partitionPath(f.partition), f.file]));
+      await registerIngested(
+        lake,
+        "a",
+        { collector: "another", sequence: 1 },
+        delivery.partitions.map((p) => ({
+          partition: p.partition,
+          rows: p.rows,
+          upper: p.lanes!.upper,
+          lower: p.lanes!.lower,
+          file: { fileId: segmentFileId(segment, "a", partitionPath(p.partition)), path: fileOf.get(partitionPath(p.partition))! },
+        })),
+      );
     } finally {
       await lake.landing.releaseLanding(delivery);
     }

@@ -247,7 +247,7 @@ datasets:
 });
 
 describe("ingest on the AWS lake", () => {
-  it("writes the page's layout on S3 and registers each new partition in Glue with BatchCreatePartition, its signature in the Parameters", async () => {
+  it("writes the sink's partition folders on S3, each with its run, and registers each new partition in Glue with BatchCreatePartition, its signature in the Parameters", async () => {
     // Services of its own: the test counts Glue's calls.
     const { lake, service, backend } = await setup(ownAwsBackend);
     const services = (backend as TestBackend & { services: Awaited<ReturnType<typeof ownAwsBackend>>["services"] }).services;
@@ -257,7 +257,7 @@ describe("ingest on the AWS lake", () => {
     const pointers = (await lake.snapshot({ tables: ["pageviews"] }))[0]?.partitions ?? [];
     expect(pointers.map((p) => p.files.length)).toEqual([1, 1]);
     for (const p of pointers) {
-      expect(p.files[0]).toMatch(new RegExp(`^pageviews/p_year=2026/p_month=\\d\\d/p_day=\\d\\d/${report!.segment}-[0-9a-f]{8}\\.parquet$`));
+      expect(p.files[0]).toMatch(new RegExp(`^pageviews/p_year=2026/p_month=\\d\\d/p_day=\\d\\d/run=${p.runId}/${report!.segment}-[0-9a-f]{8}\\.parquet$`));
     }
     expect(Number(((await rowsOf(lake, "SELECT count(*) AS n FROM pageviews"))[0] as { n: unknown }).n)).toBe(30);
   });
