@@ -6,6 +6,7 @@ import { registerCreateTable } from "./commands/create-table.js";
 import { registerDemo } from "./commands/demo.js";
 import { registerDropTable } from "./commands/drop-table.js";
 import { registerGc } from "./commands/gc.js";
+import { registerCompact } from "./commands/compact.js";
 import { registerHistory } from "./commands/history.js";
 import { registerQuery } from "./commands/query.js";
 import { registerReplace } from "./commands/replace.js";
@@ -31,7 +32,7 @@ export function buildProgram(): Command {
     .exitOverride();
   for (const register of [
     registerDemo, registerCreateTable, registerDropTable, registerReplace, registerRollback,
-    registerHistory, registerGc, registerQuery, registerTables, registerPlan, registerSync, registerSyncs, registerPublish, registerPin, registerSchema, registerServe, registerIngest,
+    registerHistory, registerGc, registerCompact, registerQuery, registerTables, registerPlan, registerSync, registerSyncs, registerPublish, registerPin, registerSchema, registerServe, registerIngest,
   ]) register(program);
   for (const command of program.commands) command.exitOverride();
   return program;

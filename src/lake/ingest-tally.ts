@@ -27,7 +27,7 @@ export interface Tally {
 }
 
 /** A partition nothing was counted in yet. */
-export const EMPTY_TALLY: Tally = { format: 1, rows: 0, upper: "0", lower: "0", counted: {} };
+const EMPTY_TALLY: Tally = { format: 1, rows: 0, upper: "0", lower: "0", counted: {} };
 
 /** A partition's tally, or the empty one; a tally that cannot be read stops the command (its signature cannot be kept). */
 export async function readTally(store: ObjectStore, table: string, partition: Partition): Promise<Tally> {

@@ -79,12 +79,37 @@ export interface Landing {
    */
   compactFiles(request: { readonly table: TableDefinition; readonly files: readonly string[]; readonly targetKey: string }): Promise<{ readonly key: string; readonly size: number }>;
   /**
+   * Rewrites a run's files (store keys) into files of about `fileBytes` each, staged, and signs them as written (read
+   * back): the new run is placed only when the caller has compared its signature with the partition's.
+   */
+  compactRun(request: CompactRunRequest): Promise<StagedCompaction>;
+  /**
    * The data audits of staged runs (write-audit-publish), read from their files before any pointer moves: each
    * audit's failing rows per staged partition (row_count is the core's, from the counts it has). An audit that
    * cannot run (a value that does not fit its column's type, a `sql:` audit that fails) throws, naming it.
    */
   auditRuns(request: AuditRunsRequest): Promise<AuditFinding[]>;
   close(): Promise<void>;
+}
+
+/** What `Landing.compactRun` rewrites: a run's files into a new run of the same table and partition. */
+export interface CompactRunRequest {
+  readonly table: TableDefinition;
+  readonly files: readonly string[];
+  readonly runId: string;
+  /** The new run's store key prefix, ending in '/'; nothing exists there yet. */
+  readonly runPrefix: string;
+  /** About how large each new file grows before the next is begun. */
+  readonly fileBytes: number;
+}
+
+/** A compacted run, staged: its rows and signature lanes (of the files as written), to place as the new run or discard. */
+export interface StagedCompaction {
+  readonly rows: number;
+  readonly lanes: { readonly upper: string; readonly lower: string };
+  /** Places the staged files at the run's prefix, durable (or uploaded), and returns them. */
+  place(): Promise<readonly { readonly key: string; readonly size: number }[]>;
+  discard(): Promise<void>;
 }
 
 /** What `Landing.auditRuns` audits. */

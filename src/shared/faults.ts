@@ -20,8 +20,12 @@ export type FaultPoint =
   | "during-gc"
   | "before-release";
 
-/** Ingest's points: a segment's files stored, not yet registered; registered, not yet removed from the write-ahead log. */
-export type IngestFaultPoint = "ingest-after-upload" | "ingest-after-register";
+/**
+ * Ingest's points: a segment's files stored, not yet registered; registered, not yet removed from the write-ahead log.
+ * Compaction's: the new run placed, its tally not yet written; the tally written, the pointer not yet moved; the
+ * pointer moved, the catalog file not yet rewritten.
+ */
+export type IngestFaultPoint = "ingest-after-upload" | "ingest-after-register" | "compact-after-place" | "compact-after-tally" | "compact-after-move";
 
 /** The embedded engine's points: a delivery's signature, computed beside the write ahead of its runs. */
 export type EngineFaultPoint = "signing-beside-write-ahead" | "build-write";

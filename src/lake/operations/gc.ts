@@ -10,7 +10,8 @@ import { currentPointers, listRuns, readManifest, runPrefix, type LakeContext } 
 import { expireSnapshots, removeUnreferencedMetadata } from "./expire-snapshots.js";
 import { parsePartitionPath } from "../../model/partition.js";
 import { mapLimited } from "../../shared/map-limited.js";
-import type { TableDefinition } from "../../model/table.js";
+import { ingestedInPlace, type TableDefinition } from "../../model/table.js";
+import { collectIngestedPartition } from "./gc-ingested.js";
 import type { HasLakeParts } from "../parts.js";
 import { isScratchTable, isScratchTableOf } from "../scratch-tables.js";
 
@@ -77,10 +78,11 @@ async function collectPartition(
   state: GcState,
   options: { readonly dryRun: boolean; readonly graceMs: number },
 ): Promise<PartitionGcReport> {
-  // An ingested table has no runs: every file in its partition folders is data, never garbage.
-  if (table.ingest) return { table: table.name, partition: partitionPath(partition), kept: [], removed: [] };
   const path = partitionPath(partition);
+  // An ingested table from before runs has none: every file in its partition folders is data, never garbage.
+  if (ingestedInPlace(table)) return { table: table.name, partition: path, kept: [], removed: [] };
   const pointer = state.pointers.get(path);
+  if (table.ingest) return { table: table.name, partition: path, ...(await collectIngestedPartition(ctx, table, partition, pointer, pendingRuns(state).get(path) ?? new Set(), options)) };
   const runs = await listRuns(ctx, table, partition);
   const candidates = runs.map((run) => ({ runId: run.runId, published: run.hasManifest, hasFiles: run.files.length > 0 }));
   const plan = (swaps?: readonly RecordedSwap[]) =>

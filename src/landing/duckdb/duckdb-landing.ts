@@ -14,8 +14,9 @@ import { fileAccessFor, type FileAccess } from "../../engine/duckdb-file-access.
 import { buildRun } from "../../engine/duckdb-run.js";
 import { assertOneExpression, assertOneSelect } from "../../engine/sql-guard.js";
 import { deliveryFiles } from "../delivery-files.js";
+import { compactRun } from "./compact-run.js";
 import type {
-  AuditRunsRequest, IdentifiedDelivery, IdentifiedFiles, LandRequest, LandedDelivery, LandedFile, LandedRunsRequest, Landing, MergeRequest, PartitionMapRequest, Signing,
+  AuditRunsRequest, CompactRunRequest, IdentifiedDelivery, IdentifiedFiles, LandRequest, LandedDelivery, LandedFile, LandedRunsRequest, Landing, MergeRequest, PartitionMapRequest, Signing, StagedCompaction,
 } from "../landing.js";
 import type { BuildRequest, BuildResult } from "../../model/build.js";
 import { DeliveryIds, assertStillAsRead, type ReadFiles } from "./delivery-identity.js";
@@ -223,6 +224,10 @@ export class DuckDbLanding implements Landing {
     } finally {
       await sources.release();
     }
+  }
+
+  async compactRun(request: CompactRunRequest): Promise<StagedCompaction> {
+    return compactRun({ withConnection: (work) => this.duckdb.withConnection(work), files: this.files, signing: () => this.signing() }, request);
   }
 
   /** How this landing computes content signatures, and why in the SQL form when it does (../../duckdb/duckdb-open.ts). */

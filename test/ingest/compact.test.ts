@@ -1,0 +1,231 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import type { IngestPipelineConfig } from "../../src/config/ingest-config.js";
+import { Collector } from "../../src/ingest/collector.js";
+import { Metrics } from "../../src/ingest/metrics.js";
+import type { Lake } from "../../src/lake/lake.js";
+import { compactTables } from "../../src/lake/operations/compact.js";
+import { collectGarbage } from "../../src/lake/operations/gc.js";
+import { listRunFiles } from "../../src/lake/runs.js";
+import { runLocation } from "../../src/lake/layout.js";
+import { parsePartitionPath, partitionPath } from "../../src/model/partition.js";
+import { awsBackend, embeddedBackend, runCli, type TestBackend } from "../support/lake-fixture.js";
+import { runMain } from "../support/main-cli.js";
+
+const PARTITION = [{ key: "day", expression: "strftime(ts, '%Y-%m-%d')" }];
+const DAYS = ["2026-11-29", "2026-11-30"];
+
+function pipelineOf(walDir: string): IngestPipelineConfig {
+  const local = { kind: "local" as const, name: "lake", path: "/unused" };
+  return {
+    name: "events",
+    dataSink: local,
+    deadletterSink: local,
+    namespaces: [
+      {
+        name: "pageviews",
+        columns: [
+          { name: "event_id", type: "VARCHAR", nullable: false },
+          { name: "amount", type: "DECIMAL(10,2)", nullable: true },
+          { name: "ts", type: "TIMESTAMPTZ", nullable: false },
+        ],
+        unknownFields: "keep",
+        extraColumn: "extra",
+        time: { field: "ts", partition: PARTITION },
+      },
+    ],
+    wal: { dir: walDir, segmentMaxBytes: 64 * 1024 * 1024, segmentMaxAgeMs: 60_000, maxBytes: 1024 * 1024 * 1024 },
+  };
+}
+
+/** `count` events of the given days (in turn), ids from `from`. */
+function events(from: number, count: number, days: readonly string[] = DAYS): Buffer {
+  const lines = Array.from({ length: count }, (_, k) => {
+    const i = from + k;
+    return JSON.stringify({ event_id: `e${i}`, amount: (i % 1000) / 4, ts: `${days[i % days.length]}T${String(i % 24).padStart(2, "0")}:${String(i % 60).padStart(2, "0")}:00Z` });
+  });
+  return Buffer.from(lines.join("\n"));
+}
+
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+interface Setup {
+  readonly backend: TestBackend;
+  readonly lake: Lake;
+  /** Posts events and lands them as one segment of their own (one more file in each day they touch). */
+  land(from: number, count: number, days?: readonly string[]): Promise<void>;
+  count(of?: Lake): Promise<number>;
+  /** Each day's current run, signature and number of files. */
+  days(of?: Lake): Promise<{ day: string; runId: string; signature: string | undefined; files: number }[]>;
+}
+
+async function setup(backend: () => Promise<TestBackend>, segments: number): Promise<Setup> {
+  const b = await backend();
+  const walDir = await mkdtemp(path.join(os.tmpdir(), "lakeswap-wal-"));
+  const lake = await b.open();
+  const collector = await Collector.open({ pipeline: pipelineOf(walDir), lake, deadLetterLake: lake, metrics: new Metrics(), log: () => undefined });
+  cleanups.push(async () => {
+    await collector.close().catch(() => undefined);
+    await lake.close();
+    await b.cleanup();
+    await rm(walDir, { recursive: true, force: true });
+  });
+  const land = async (from: number, count: number, days?: readonly string[]) => {
+    await collector.accept({ pipeline: "events", namespace: "pageviews", body: events(from, count, days), format: "ndjson" });
+    await collector.flush();
+  };
+  const count = async (of: Lake = lake) => Number((await of.query("SELECT count(*) FROM pageviews")).rows[0]?.[0]);
+  const days = async (of: Lake = lake) => {
+    const table = await of.table("pageviews");
+    const pointers = await of.parts.catalog.listPointers(table);
+    return Promise.all(
+      pointers.map(async (p) => ({
+        day: partitionPath(p.partition),
+        runId: p.runId,
+        signature: p.signature,
+        files: (await listRunFiles(of.parts.store, runLocation(of.parts.catalog, table, p.partition, p.runId))).length,
+      })),
+    );
+  };
+  for (let segment = 0; segment < segments; segment += 1) await land(segment * 50, 50);
+  return { backend: b, lake, land, count, days };
+}
+
+describe.each([
+  ["embedded", embeddedBackend],
+  ["aws", awsBackend],
+] as const)("compaction on the %s lake", (_name, backend) => {
+  it("rewrites each closed day of many segment files into one run with the same rows and signature, and readers see the same count throughout", async () => {
+    const s = await setup(backend, 12);
+    const before = await s.days();
+    expect(before.map((d) => d.files)).toEqual([12, 12]);
+    const reader = await s.backend.open({ readOnly: true });
+    cleanups.push(() => reader.close());
+    const seen: number[] = [];
+    let reading = true;
+    const loop = (async () => {
+      while (reading) seen.push(await s.count(reader));
+    })();
+    const reports = await compactTables(s.lake, "pageviews", { olderThanMs: 0 });
+    reading = false;
+    await loop;
+    expect(reports.map((r) => [r.partition, r.status, r.files, r.filesAfter, r.rows])).toEqual([
+      ["day=2026-11-29", "compacted", 12, 1, 300],
+      ["day=2026-11-30", "compacted", 12, 1, 300],
+    ]);
+    expect(seen.length).toBeGreaterThan(0);
+    expect(new Set(seen)).toEqual(new Set([600]));
+    const after = await s.days();
+    expect(after.map((d) => d.files)).toEqual([1, 1]);
+    // The same content: the signature did not move, and a new reader counts the same.
+    expect(after.map((d) => d.signature)).toEqual(before.map((d) => d.signature));
+    expect(after.map((d) => d.runId)).toEqual(reports.map((r) => r.runId));
+    expect(await s.count(reader)).toBe(600);
+
+    // Compacted already, and open (events just added): both left as they are.
+    expect((await compactTables(s.lake, "pageviews", { olderThanMs: 0 })).map((r) => r.reason)).toEqual(["compact already: one file", "compact already: one file"]);
+    await s.land(600, 10, ["2026-11-30"]);
+    const open = await compactTables(s.lake, "pageviews", { olderThanMs: 3_600_000 });
+    expect(open.map((r) => r.status)).toEqual(["skipped", "skipped"]);
+    expect(open[1]?.reason).toMatch(/^open: events were added 0 min ago/);
+
+    // The late events landed beside the compacted file, in the new run, and count once; the day's signature is that of all its rows.
+    const late = await s.days();
+    expect(late.map((d) => [d.runId, d.files])).toEqual([
+      [after[0]!.runId, 1],
+      [after[1]!.runId, 2],
+    ]);
+    expect(await s.count()).toBe(610);
+    expect(late[1]!.signature).not.toBe(after[1]!.signature);
+    const again = await compactTables(s.lake, "pageviews", { olderThanMs: 0 });
+    expect(again.map((r) => r.status)).toEqual(["skipped", "compacted"]);
+    expect((await s.days())[1]!.signature).toBe(late[1]!.signature);
+    expect(await s.count()).toBe(610);
+  });
+
+  it("leaves the replaced runs to GC, which removes them once the grace window has passed, and never the current run", async () => {
+    const s = await setup(backend, 5);
+    const [report] = await compactTables(s.lake, "pageviews", { olderThanMs: 0, partitions: ["day=2026-11-29"] });
+    expect(report).toMatchObject({ status: "compacted", files: 5, filesAfter: 1 });
+    const within = await collectGarbage(s.lake, "pageviews", {});
+    expect(within.flatMap((r) => r.removed)).toEqual([]);
+    const kept = within.find((r) => r.partition === "day=2026-11-29")?.kept ?? [];
+    expect(kept.find((k) => k.runId === report!.runId)?.reason).toBe("current");
+    // Made seconds ago and replaced just now: kept on both counts.
+    expect(kept.find((k) => k.runId === report!.previousRunId)?.reason).toMatch(/^(within grace window|replaced within grace window)$/);
+    const past = await collectGarbage(s.lake, "pageviews", { graceMs: 0 });
+    expect(past.flatMap((r) => r.removed.map((run) => [r.partition, run.runId]))).toEqual([["day=2026-11-29", report!.previousRunId]]);
+    const table = await s.lake.table("pageviews");
+    const everything = await s.lake.parts.store.list("pageviews/");
+    expect(everything.filter((o) => o.key.endsWith(".parquet")).length).toBe(1 + 5);
+    expect(await listRunFiles(s.lake.parts.store, runLocation(s.lake.parts.catalog, table, parsePartitionPath("day=2026-11-29", ["day"]), report!.previousRunId!))).toEqual([]);
+    expect(await s.count()).toBe(250);
+  });
+
+  it("refuses a day whose files do not carry its signature (a file stored but never counted), and changes nothing of it", async () => {
+    const s = await setup(backend, 4);
+    const table = await s.lake.table("pageviews");
+    const [day] = await s.days();
+    const prefix = runLocation(s.lake.parts.catalog, table, parsePartitionPath(day!.day, ["day"]), day!.runId);
+    const [first] = await listRunFiles(s.lake.parts.store, prefix);
+    // What a landing killed between storing its file and counting it leaves behind.
+    await s.lake.parts.store.copy(first!.key, `${prefix}uncounted.parquet`, first!.size);
+    const reports = await compactTables(s.lake, "pageviews", { olderThanMs: 0 });
+    expect(reports[0]).toMatchObject({ status: "refused", files: 5 });
+    expect(reports[0]?.reason).toMatch(/its 5 files hold 125 rows with signature .*, and its tally counts 100 rows with signature .*: a landing may have been interrupted/);
+    expect(reports[1]).toMatchObject({ status: "compacted" });
+    expect((await s.days())[0]).toEqual({ ...day, files: 5 });
+  });
+});
+
+describe("compaction racing the collector", () => {
+  it("starts a day over when a segment lands in it while it is rewritten, and loses or doubles nothing", async () => {
+    const s = await setup(embeddedBackend, 6);
+    const landing = s.lake.parts.landing;
+    const compactRun = landing.compactRun.bind(landing);
+    let raced = false;
+    landing.compactRun = async (request) => {
+      const staged = await compactRun(request);
+      if (!raced) {
+        raced = true;
+        await s.land(1000, 20, ["2026-11-29"]);
+      }
+      return staged;
+    };
+    const reports = await compactTables(s.lake, "pageviews", { olderThanMs: 0, partitions: ["day=2026-11-29"] });
+    expect(reports).toMatchObject([{ status: "compacted", files: 7, filesAfter: 1, rows: 170 }]);
+    expect(await s.count()).toBe(320);
+    const rows = await s.lake.query("SELECT count(DISTINCT event_id) FROM pageviews");
+    expect(Number(rows.rows[0]?.[0])).toBe(320);
+  });
+});
+
+describe("lakeswap compact, killed", () => {
+  for (const point of ["compact-after-place", "compact-after-tally", "compact-after-move"]) {
+    it(`at ${point}: readers keep every row once, and the next compact, landing and GC finish it`, async () => {
+      const s = await setup(embeddedBackend, 4);
+      const before = await s.days();
+      const killed = await runCli(["compact", "pageviews", "--older-than", "0", ...s.backend.cliArgs], { ...s.backend.cliEnv, LAKESWAP_FAULT: `${point}:kill` });
+      expect(killed.signal, killed.stderr).toBe("SIGKILL");
+      const reader = await s.backend.open({ readOnly: true });
+      cleanups.push(() => reader.close());
+      expect(await s.count(reader)).toBe(200);
+      const rerun = await runMain(["compact", "pageviews", "--older-than", "0", "--json", ...s.backend.cliArgs]);
+      expect(rerun.code, rerun.stderr).toBe(0);
+      const after = await s.days();
+      expect(after.map((d) => d.files)).toEqual([1, 1]);
+      expect(after.map((d) => d.signature)).toEqual(before.map((d) => d.signature));
+      await s.land(5000, 30);
+      await collectGarbage(s.lake, "pageviews", { graceMs: 0 });
+      expect(await s.count()).toBe(230);
+      expect((await s.days()).map((d) => d.files)).toEqual([2, 2]);
+      const objects = (await s.lake.parts.store.list("pageviews/")).filter((o) => o.key.endsWith(".parquet"));
+      expect(objects.length).toBe(4);
+    });
+  }
+});
