@@ -326,11 +326,17 @@ async function viewAwsTable(lake: AwsLakeLocation, table: TableName, keys: reado
   return { pointers, runs, withFiles, manifests, rows: await plainRows(path.join(scratch, table, "*", "*.parquet"), table, write) };
 }
 
-/** Copies an ingested table's data objects (`<table>/<partition folders>/<file>.parquet`) into `scratch`; returns their glob. */
+/**
+ * Copies an ingested table's data objects into `scratch`, as Athena reads them: the objects under each Glue
+ * partition's Location (a run's files; a run a compaction replaced is not read), hidden files aside. Returns their glob.
+ */
 async function downloadTable(lake: AwsLakeLocation, keys: readonly string[], table: string, scratch: string): Promise<string> {
   const folder = path.join(scratch, `ingest-${table}`);
   mkdirSync(folder, { recursive: true });
-  for (const [i, key] of keys.filter((k) => k.startsWith(`${table}/`) && k.endsWith(".parquet") && !path.basename(k).startsWith("_")).entries()) {
+  const exists = lake.glue.table(lake.database, table) !== undefined;
+  const locations = (exists ? lake.glue.partitions(lake.database, table) : []).map((p) => (p.StorageDescriptor?.Location ?? "").replace(/^s3:\/\/[^/]+\//, "").replace(/\/?$/, "/"));
+  const read = keys.filter((k) => locations.some((location) => `${lake.prefix}/${k}`.startsWith(location)) && k.endsWith(".parquet") && !path.basename(k).startsWith("_"));
+  for (const [i, key] of read.entries()) {
     await fs.writeFile(path.join(folder, `${i}.parquet`), await getBytes(lake, `${lake.prefix}/${key}`));
   }
   return path.join(folder, "*.parquet");
