@@ -38,11 +38,13 @@ export interface CatalogFileHistory {
 }
 
 /**
- * What a table's view shows, in one string: each partition's current run. A view whose fingerprint differs from the
- * table's pointers now is stale (a writer killed between its moves and its rewrite of the file): rewritten by the
- * next command that holds the table's lease.
+ * What a table's view shows, in one string: each partition's current run (and, in an ingested table, whose runs gain
+ * files as segments land, the signature that moved with each). A view whose fingerprint differs from the table's
+ * pointers now is stale (a writer killed between its moves and its rewrite of the file): rewritten by the next
+ * command that holds the table's lease.
  */
 export function pointersFingerprint(snapshot: TableSnapshot): string {
-  const runs = snapshot.partitions.map((p) => `${partitionPath(p.partition)}=${p.runId}`).sort();
+  const ingest = snapshot.table.ingest === true;
+  const runs = snapshot.partitions.map((p) => `${partitionPath(p.partition)}=${p.runId}${ingest && p.signature !== undefined ? `@${p.signature}` : ""}`).sort();
   return createHash("sha256").update(runs.join("\n")).digest("hex").slice(0, 32);
 }

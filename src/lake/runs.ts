@@ -154,6 +154,7 @@ export async function currentRuns(ctx: LakeContext, scope: SnapshotScope = {}): 
     const partitions = await mapLimited(pointers, LISTINGS_AT_ONCE, async (pointer): Promise<PartitionSnapshot> => ({
       partition: pointer.partition,
       runId: pointer.runId,
+      ...(pointer.signature !== undefined ? { signature: pointer.signature } : {}),
       // The run's files as the pointer's state names them (the embedded catalog), else listed.
       files: scope.files === false ? [] : pointer.runFiles ? pointer.runFiles.map((name) => `${runPrefix(ctx.catalog, table, pointer.partition, pointer.runId)}${name}`) : await runFiles(ctx, table, pointer.partition, pointer.runId),
     }));

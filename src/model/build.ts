@@ -7,6 +7,8 @@ export interface PartitionSnapshot {
   readonly partition: Partition;
   readonly runId: string;
   readonly files: readonly string[];
+  /** The signature that moved with the pointer, where there is one: an ingested partition's changes as segments add files to its run. */
+  readonly signature?: string;
 }
 
 /** A table as of one moment: each partition's current run, resolved once so a query reads one consistent state. */

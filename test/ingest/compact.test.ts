@@ -11,7 +11,9 @@ import { collectGarbage } from "../../src/lake/operations/gc.js";
 import { listRunFiles } from "../../src/lake/runs.js";
 import { runLocation } from "../../src/lake/layout.js";
 import { parsePartitionPath, partitionPath } from "../../src/model/partition.js";
-import { awsBackend, embeddedBackend, runCli, type TestBackend } from "../support/lake-fixture.js";
+import { awsBackend, embeddedBackend, ownAwsBackend, runCli, type TestBackend } from "../support/lake-fixture.js";
+import { readCatalogFile, readGlob } from "../support/plain-reader.js";
+import { namespaceTable } from "../../src/ingest/segment-lander.js";
 import { runMain } from "../support/main-cli.js";
 
 const PARTITION = [{ key: "day", expression: "strftime(ts, '%Y-%m-%d')" }];
@@ -228,4 +230,108 @@ describe("lakeswap compact, killed", () => {
       expect(objects.length).toBe(4);
     });
   }
+});
+
+describe("compaction and plain readers of the embedded lake", () => {
+  it("moves the catalog file's view and the documented glob to the new run, and GC leaves both reading every row once", async () => {
+    const s = await setup(embeddedBackend, 6);
+    const { lakeDir } = s.backend as TestBackend & { lakeDir: string };
+    const plain = async () => ({
+      catalog: Number((await readCatalogFile(lakeDir, "SELECT count(*) FROM lake.pageviews"))[0]?.[0]),
+      glob: Number((await readGlob(lakeDir, "pageviews", 1, "SELECT count(*) FROM {table}"))[0]?.[0]),
+    });
+    expect(await plain()).toEqual({ catalog: 300, glob: 300 });
+    await compactTables(s.lake, "pageviews", { olderThanMs: 0 });
+    expect(await plain()).toEqual({ catalog: 300, glob: 300 });
+    await collectGarbage(s.lake, "pageviews", { graceMs: 0 });
+    expect(await plain()).toEqual({ catalog: 300, glob: 300 });
+  });
+
+  // A registration keeps its run (a segment adds a file to it) and changes only the signature: the view's fingerprint
+  // once named runs alone, so a view left stale by a writer killed after its move was never rewritten by the next one.
+  it("rewrites a view left stale by a writer killed between a registration's move and the view's rewrite", async () => {
+    const s = await setup(embeddedBackend, 1);
+    const { lakeDir } = s.backend as TestBackend & { lakeDir: string };
+    const table = await s.lake.table("pageviews");
+    const [pointer] = await s.lake.parts.catalog.listPointers(table);
+    const prefix = runLocation(s.lake.parts.catalog, table, pointer!.partition, pointer!.runId);
+    const [file] = await listRunFiles(s.lake.parts.store, prefix);
+    // What such a writer leaves: a file added to the run and the pointer's move, without the view's rewrite.
+    await s.lake.parts.store.copy(file!.key, `${prefix}late.parquet`, file!.size);
+    await s.lake.parts.catalog.movePointers(table, [{ partition: pointer!.partition, runId: pointer!.runId, location: prefix, previousRunId: pointer!.previousRunId, signature: "v3:0", kind: "swap" }]);
+    expect(Number((await readCatalogFile(lakeDir, "SELECT count(*) FROM lake.pageviews"))[0]?.[0])).toBe(50);
+    // The next command that holds the table's lease (here GC, which moves nothing) brings the view up to date.
+    await collectGarbage(s.lake, "pageviews", {});
+    expect(Number((await readCatalogFile(lakeDir, "SELECT count(*) FROM lake.pageviews"))[0]?.[0])).toBe(75);
+  });
+});
+
+describe("compaction on Glue", () => {
+  it("moves each day's partition Location to its compacted run with BatchUpdatePartition, keeping its signature in the Parameters", async () => {
+    const s = await setup(ownAwsBackend, 3);
+    const services = (s.backend as TestBackend & { services: Awaited<ReturnType<typeof ownAwsBackend>>["services"] }).services;
+    const { database, prefix } = (s.backend as TestBackend & { target: { database: string; prefix: string } }).target;
+    const before = services.glue.state.partition(database, "pageviews", ["2026-11-29"]);
+    const updates = services.glue.callCount("BatchUpdatePartition");
+    const [report] = await compactTables(s.lake, "pageviews", { olderThanMs: 0, partitions: ["day=2026-11-29"] });
+    expect(services.glue.callCount("BatchUpdatePartition")).toBe(updates + 1);
+    const after = services.glue.state.partition(database, "pageviews", ["2026-11-29"]);
+    expect(after?.StorageDescriptor?.Location).toBe(`s3://lake/${prefix}/pageviews/day=2026-11-29/run=${report!.runId}/`);
+    expect(before?.StorageDescriptor?.Location).toMatch(new RegExp(`/run=${report!.previousRunId}/$`));
+    expect(after?.Parameters?.["lakeswap.signature"]).toBe(before?.Parameters?.["lakeswap.signature"]);
+    expect(await s.count()).toBe(150);
+  });
+});
+
+describe("an ingested table from before runs", () => {
+  it("keeps writing into its days' folders when a collector of this version opens it, and compact names it and says why", async () => {
+    const b = await embeddedBackend();
+    cleanups.push(() => b.cleanup());
+    const lake = await b.open();
+    cleanups.push(() => lake.close());
+    const legacy = namespaceTable(pipelineOf("/unused").namespaces[0]!);
+    const { ingestRuns: _runs, ...old } = legacy;
+    await lake.parts.catalog.createTable(old);
+    const walDir = await mkdtemp(path.join(os.tmpdir(), "lakeswap-wal-"));
+    cleanups.push(() => rm(walDir, { recursive: true, force: true }));
+    const collector = await Collector.open({ pipeline: pipelineOf(walDir), lake, deadLetterLake: lake, metrics: new Metrics(), log: () => undefined });
+    cleanups.push(() => collector.close());
+    await collector.accept({ pipeline: "events", namespace: "pageviews", body: events(0, 20), format: "ndjson" });
+    await collector.flush();
+    expect((await lake.table("pageviews")).ingestRuns).toBeUndefined();
+    const objects = (await lake.parts.store.list("pageviews/")).map((o) => o.key).filter((k) => k.endsWith(".parquet"));
+    expect(objects).toHaveLength(2);
+    for (const key of objects) expect(key).toMatch(/^pageviews\/day=2026-11-(29|30)\/[^/]+\.parquet$/);
+    expect(Number((await lake.query("SELECT count(*) FROM pageviews")).rows[0]?.[0])).toBe(20);
+    await expect(compactTables(lake, "pageviews", { olderThanMs: 0 })).rejects.toThrow(/table 'pageviews' was ingested by a lakeswap from before ingested tables kept runs/);
+    const all = await compactTables(lake, undefined, { olderThanMs: 0 });
+    expect(all.find((r) => r.table === "pageviews")).toMatchObject({ status: "skipped", reason: expect.stringMatching(/^the table was ingested by a lakeswap from before/) });
+  });
+});
+
+describe("lakeswap compact (CLI)", () => {
+  it("reports each day in --json and in text, says what it would do with --dry-run, and exits 7 naming a refused day", async () => {
+    const s = await setup(embeddedBackend, 3);
+    const args = ["compact", "pageviews", "--older-than", "0", ...s.backend.cliArgs];
+    const dry = await runMain([...args, "--dry-run", "--json"]);
+    expect(dry.code, dry.stderr).toBe(0);
+    expect(JSON.parse(dry.stdout)).toMatchObject({ dryRun: true, compacted: 2, partitions: [{ partition: "day=2026-11-29", status: "would compact", files: 3 }, { status: "would compact" }] });
+    expect((await s.days()).map((d) => d.files)).toEqual([3, 3]);
+    const table = await s.lake.table("pageviews");
+    const [day] = await s.days();
+    const prefix = runLocation(s.lake.parts.catalog, table, parsePartitionPath(day!.day, ["day"]), day!.runId);
+    const [first] = await listRunFiles(s.lake.parts.store, prefix);
+    await s.lake.parts.store.copy(first!.key, `${prefix}uncounted.parquet`, first!.size);
+    const text = await runMain(args);
+    expect(text.code).toBe(7);
+    expect(text.stdout).toMatch(/^compact: compacted 1 of 2 partition\(s\), 3 files into 1; refused 1/);
+    expect(text.stdout).toMatch(/day=2026-11-30\s+compacted\s+3\s+1\s+75/);
+    expect(text.stderr).toMatch(/1 partition\(s\) were not compacted, their files left as they are: pageviews\/day=2026-11-29: its 4 files hold 100 rows/);
+    const bad = await runMain([...args, "--target-size", "huge"]);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/--target-size: 'huge' is not a size/);
+    const noTable = await runMain(["compact", "--partition", "day=2026-11-29", ...s.backend.cliArgs]);
+    expect(noTable.code).toBe(2);
+    expect(noTable.stderr).toMatch(/--partition names partitions of one table: name the table too/);
+  });
 });
