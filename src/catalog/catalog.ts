@@ -79,7 +79,7 @@ export interface Catalog {
   listTables(): Promise<TableDefinition[]>;
   /**
    * Declares a table; declaring the same definition again is a no-op. A different one is refused (model/table.ts
-   * `tableChange`), except columns added at the end of an ingested table: the new definition is written over the old.
+   * `tableChange`), except columns added to an ingested table (anywhere: readers match by name): the new definition is written over the old.
    */
   createTable(table: TableDefinition): Promise<void>;
   /** Removes a table's definition and whatever catalog state is left for it. */

@@ -96,14 +96,14 @@ export function tableViewSelect(table: TableDefinition, partitions: readonly Par
   if (partitions.length > 1 && namedByPaths(table, partitions, paths)) {
     // A scan per partition costs several times as much: its own bind, footer reads and pipeline, for a few rows each.
     const keys = table.partitionKeys.map((key) => `, CAST(${quoteIdentifier(key)} AS VARCHAR) AS ${quoteIdentifier(key)}`).join("");
-    return `SELECT ${columns}${keys} FROM read_parquet([${paths.flat().map(quotePath).join(", ")}], hive_partitioning = true, hive_types_autocast = false)`;
+    return `SELECT ${columns}${keys} FROM ${readFiles(table, `[${paths.flat().map(quotePath).join(", ")}]`, "hive_partitioning = true, hive_types_autocast = false")}`;
   }
   return partitions
     .map((p, i) => {
       const keys = table.partitionKeys
         .map((key) => `, CAST(${quoteLiteral(partitionValue(p.partition, key))} AS VARCHAR) AS ${quoteIdentifier(key)}`)
         .join("");
-      return `SELECT ${columns}${keys} FROM read_parquet([${(paths[i] ?? []).map(quotePath).join(", ")}], hive_partitioning = false)`;
+      return `SELECT ${columns}${keys} FROM ${readFiles(table, `[${(paths[i] ?? []).map(quotePath).join(", ")}]`, "hive_partitioning = false")}`;
     })
     .join(" UNION ALL ");
 }
@@ -130,6 +130,17 @@ function namedByPaths(table: TableDefinition, partitions: readonly PartitionSnap
       return table.partitionKeys.every((key) => folders.some(([name, value]) => name === key && value === partitionValue(partition.partition, key)));
     }),
   );
+}
+
+/**
+ * The rows of some files of a table. An ingested table gains columns as its namespace does, and its files keep the
+ * columns they were written with: they are matched by name, and a column a file lacks (or every file lacks, until a
+ * segment carries it) is NULL of its declared type.
+ */
+function readFiles(table: TableDefinition, files: string, options: string): string {
+  if (!table.ingest) return `read_parquet(${files}, ${options})`;
+  const declared = table.columns.map((c) => `CAST(NULL AS ${duckdbStorageType(c.type)}) AS ${quoteIdentifier(c.name)}`).join(", ");
+  return `(SELECT ${declared} WHERE false UNION ALL BY NAME SELECT * FROM read_parquet(${files}, ${options}, union_by_name = true))`;
 }
 
 function emptyView(table: TableDefinition): string {

@@ -103,10 +103,23 @@ export interface CompactRunRequest {
   readonly fileBytes: number;
 }
 
+/** Rows and signature lane sums (decimal text, modulo 2^64). */
+export interface SignedRows {
+  readonly rows: number;
+  readonly upper: string;
+  readonly lower: string;
+}
+
 /** A compacted run, staged: its rows and signature lanes (of the files as written), to place as the new run or discard. */
 export interface StagedCompaction {
   readonly rows: number;
   readonly lanes: { readonly upper: string; readonly lower: string };
+  /**
+   * The source files signed two ways, for a table whose files differ in columns (an ingested table that gained some):
+   * each file under the columns it has (as its segment was counted), and all of them under the table's columns (as
+   * the compacted files are signed).
+   */
+  signSources(): Promise<{ readonly asWritten: SignedRows; readonly asDeclared: SignedRows }>;
   /** Places the staged files at the run's prefix, durable (or uploaded), and returns them. */
   place(): Promise<readonly { readonly key: string; readonly size: number }[]>;
   discard(): Promise<void>;

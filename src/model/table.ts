@@ -165,7 +165,7 @@ export function keepIngestLayout(existing: TableDefinition | undefined, wanted: 
 
 /**
  * How a declared table relates to the one the catalog holds: the same, the same with `iceberg: true` added (the
- * catalog rewrites the definition), or (an ingested table only) the same with columns added at the end, which the
+ * catalog rewrites the definition), or (an ingested table only) the same with columns added (anywhere: readers match by name), which the
  * catalog applies in place. Anything else is refused, naming what
  * differs: a column whose type changed, a column that is gone, other partition keys, another kind of table.
  */
@@ -208,10 +208,6 @@ export function tableChange(existing: TableDefinition, wanted: TableDefinition):
         `column '${column.name}' of ingested table '${wanted.name}' is ${column.type}, and the config now declares ${now.type}; a column's type never changes in place: declare it as ${column.type}, or add a new column`,
       );
     }
-  }
-  const order = wanted.columns.slice(0, existing.columns.length).map((c) => c.name).join(",");
-  if (order !== existing.columns.map((c) => c.name).join(",")) {
-    throw new LakeswapError("CONFLICT", `ingested table '${wanted.name}': declare its existing columns first, in their order (${existing.columns.map((c) => c.name).join(", ")}), and new ones after them`);
   }
   if (existing.compression !== wanted.compression) {
     throw new LakeswapError("CONFLICT", `ingested table '${wanted.name}' is written with ${existing.compression}, not ${wanted.compression}; ${fix}`);

@@ -10,6 +10,7 @@ import { readTally, writeTally, type Tally } from "../ingest-tally.js";
 import { runLocation } from "../layout.js";
 import { partitionOf, type HasLakeParts, type LakeParts, type PartitionInput } from "../parts.js";
 import { listRunFiles, type RunFile } from "../runs.js";
+import type { StagedCompaction } from "../../landing/landing.js";
 import { movePointersRecorded, pointerMove } from "./register-segment.js";
 import type { ProgressListener } from "./gc.js";
 
@@ -112,11 +113,12 @@ async function compactOnce(parts: LakeParts, table: TableDefinition, partition: 
   const staged = await parts.landing.compactRun({ table, files: files.map((f) => f.key), runId, runPrefix: runLocation(parts.catalog, table, partition, runId), fileBytes });
   const expected = finishRawSignature(table.columns, tally.rows, BigInt(tally.upper), BigInt(tally.lower));
   const written = finishRawSignature(table.columns, staged.rows, BigInt(staged.lanes.upper), BigInt(staged.lanes.lower));
-  if (written !== expected) {
+  const refusal = written === expected ? undefined : await signedAgain(staged, tally);
+  if (refusal !== undefined) {
     await staged.discard();
     const reason =
       `its ${files.length} files hold ${staged.rows} rows with signature ${written}, and its tally counts ${tally.rows} rows with signature ${expected}: ` +
-      "a landing may have been interrupted (the collector finishes it when it restarts), or files were changed by hand; nothing was compacted";
+      `${refusal}; nothing was compacted`;
     return { ...base, status: "refused", reason };
   }
   // Placed before the lease (an upload may take a while; collectors wait for the lease): a run nothing names yet,
@@ -133,9 +135,9 @@ async function compactOnce(parts: LakeParts, table: TableDefinition, partition: 
     await parts.leaseCheck(table.name);
     const [latest, current] = await Promise.all([readTally(parts.store, table.name, partition), parts.catalog.getPointer(table, partition)]);
     if (!sameTally(latest, tally)) return false;
-    await writeTally(parts.store, table.name, partition, { ...latest, run: runId, since: new Date().toISOString() });
+    await writeTally(parts.store, table.name, partition, { ...latest, upper: staged.lanes.upper, lower: staged.lanes.lower, run: runId, since: new Date().toISOString() });
     faultPoint("compact-after-tally");
-    const move = pointerMove(parts, table, partition, current, runId, expected);
+    const move = pointerMove(parts, table, partition, current, runId, written);
     await movePointersRecorded(parts, table, move ? [move] : []);
     faultPoint("compact-after-move");
     return true;
@@ -144,7 +146,26 @@ async function compactOnce(parts: LakeParts, table: TableDefinition, partition: 
     await parts.store.delete(placed.map((f) => f.key));
     return "changed";
   }
-  return { ...base, status: "compacted", filesAfter: placed.length, bytesAfter: placed.reduce((sum, f) => sum + f.size, 0), runId, previousRunId: run };
+  const resigned = written === expected ? {} : { reason: "signed again under the table's columns: its files were written before columns were added to the table" };
+  return { ...base, status: "compacted", ...resigned, filesAfter: placed.length, bytesAfter: placed.reduce((sum, f) => sum + f.size, 0), runId, previousRunId: run };
+}
+
+/**
+ * Why a compaction whose files do not sign as the partition's tally is refused, or undefined where it goes on: a
+ * day whose segments were counted under fewer columns (columns were added to the table since) is checked file by file
+ * under each file's own columns against the tally, and the compacted files against the sources read under the table's
+ * columns; it is then signed again, under the table's columns (its content is the same; its signature was summed
+ * over segments of different columns).
+ */
+async function signedAgain(staged: StagedCompaction, tally: Tally): Promise<string | undefined> {
+  const { asWritten, asDeclared } = await staged.signSources();
+  if (asWritten.rows !== tally.rows || asWritten.upper !== tally.upper || asWritten.lower !== tally.lower) {
+    return "a landing may have been interrupted (the collector finishes it when it restarts), or files were changed by hand";
+  }
+  if (asDeclared.rows !== staged.rows || asDeclared.upper !== staged.lanes.upper || asDeclared.lower !== staged.lanes.lower) {
+    return "the compacted files do not hold the rows of the files they were written from";
+  }
+  return undefined;
 }
 
 /**

@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import { promises as fs } from "node:fs";
 import path from "node:path";
 import type { DuckDBConnection } from "@duckdb/node-api";
@@ -5,7 +6,8 @@ import type { FileAccess } from "../../engine/duckdb-file-access.js";
 import { duckdbStorageType } from "../../model/column-types.js";
 import { quoteFilePath, quoteIdentifier, quoteLiteral } from "../../model/sql.js";
 import { signatureColumnOrder, type Signing } from "../../model/signature.js";
-import type { CompactRunRequest, StagedCompaction } from "../landing.js";
+import type { CompactRunRequest, SignedRows, StagedCompaction } from "../landing.js";
+import type { TableDefinition } from "../../model/table.js";
 import { signatureQuery } from "./signature-sql.js";
 
 /** What compacting a run needs of the landing: its DuckDB, how it reaches store files, and how it signs. */
@@ -50,7 +52,7 @@ export async function compactRun(parts: CompactRunParts, request: CompactRunRequ
       await connection.run(`CREATE OR REPLACE TEMP VIEW ${relation} AS SELECT * FROM read_parquet(${quoteLiteral(path.join(dir, "*.parquet"))}, hive_partitioning = false)`);
       try {
         const [row] = (await connection.runAndReadAll(signatureQuery(relation, [], signed, signing.form))).getRowsJS();
-        return { rows: Number(row?.[0] ?? 0), upper: String(row?.[1] ?? "0"), lower: String(row?.[2] ?? "0") };
+        return { rows: Number(row?.[0] ?? 0), upper: lane(row?.[1]), lower: lane(row?.[2]) };
       } finally {
         await connection.run(`DROP VIEW IF EXISTS ${relation}`);
       }
@@ -59,12 +61,65 @@ export async function compactRun(parts: CompactRunParts, request: CompactRunRequ
     return {
       rows,
       lanes: { upper, lower },
+      signSources: () => signSources(parts, table, request.files, signing),
       place: async () => (await parts.files.placeRun(dir, { runId: request.runId, runPrefix: request.runPrefix })).files,
       discard: () => staged.remove(),
     };
   } catch (error) {
     await stage?.remove();
     throw error;
+  } finally {
+    await sources.release();
+  }
+}
+
+/** The lane sums are taken modulo 2^64, as `finishRawSignature` reduces them. */
+const LANE = 1n << 64n;
+
+/** A lane sum as the tally keeps it: decimal text, modulo 2^64, never negative. */
+function lane(value: unknown): string {
+  return (((BigInt(String(value ?? "0")) % LANE) + LANE) % LANE).toString();
+}
+
+/**
+ * A run's files signed each under the columns it has (its segment's columns when it was counted), summed, and all of
+ * them under the table's columns (a column a file lacks is NULL), as the compacted files are signed.
+ */
+async function signSources(parts: CompactRunParts, table: TableDefinition, keys: readonly string[], signing: Signing): Promise<{ asWritten: SignedRows; asDeclared: SignedRows }> {
+  const sources = await parts.files.readable(keys, "compact");
+  try {
+    return await parts.withConnection(async (connection) => {
+      const paths = sources.paths;
+      const list = (files: readonly string[]) => `[${files.map(quoteFilePath).join(", ")}]`;
+      const schemas = await connection.runAndReadAll(`SELECT file_name, list(name ORDER BY name) FROM parquet_schema(${list(paths)}) WHERE num_children IS NULL GROUP BY file_name`);
+      const groups = new Map<string, string[]>();
+      for (const [file, names] of schemas.getRowsJS()) {
+        const key = (names as string[]).filter((name) => table.columns.some((c) => c.name === name)).join(",");
+        groups.set(key, [...(groups.get(key) ?? []), String(file)]);
+      }
+      const sign = async (files: readonly string[], columns: readonly string[]): Promise<SignedRows> => {
+        const present = table.columns.filter((c) => columns.includes(c.name));
+        const projection = table.columns.map((c) => `CAST(${present.includes(c) ? quoteIdentifier(c.name) : "NULL"} AS ${duckdbStorageType(c.type)}) AS ${quoteIdentifier(c.name)}`).join(", ");
+        const relation = `compact_sources_${randomBytes(6).toString("hex")}`;
+        await connection.run(`CREATE TEMP VIEW ${relation} AS SELECT ${projection} FROM read_parquet(${list(files)}, hive_partitioning = false, union_by_name = true)`);
+        try {
+          const [row] = (await connection.runAndReadAll(signatureQuery(relation, [], signatureColumnOrder(present), signing.form))).getRowsJS();
+          return { rows: Number(row?.[0] ?? 0), upper: lane(row?.[1]), lower: lane(row?.[2]) };
+        } finally {
+          await connection.run(`DROP VIEW IF EXISTS ${relation}`);
+        }
+      };
+      let asWritten: SignedRows = { rows: 0, upper: "0", lower: "0" };
+      for (const [columns, files] of groups) {
+        const part = await sign(files, columns.split(","));
+        asWritten = {
+          rows: asWritten.rows + part.rows,
+          upper: ((BigInt(asWritten.upper) + BigInt(part.upper)) % LANE).toString(),
+          lower: ((BigInt(asWritten.lower) + BigInt(part.lower)) % LANE).toString(),
+        };
+      }
+      return { asWritten, asDeclared: await sign(paths, table.columns.map((c) => c.name)) };
+    });
   } finally {
     await sources.release();
   }
