@@ -136,6 +136,14 @@ export function ingestSchemas(columns: z.ZodType<ColumnDeclarations>) {
         .positive()
         .default(DEFAULT_IDEMPOTENCY_MAX_KEYS)
         .describe("the most keys remembered at once (about 300 bytes each); past it the oldest are forgotten first, counted in /metrics"),
+      compact: z
+        .object({
+          after: age.describe("a day is compacted once no event was added to it for this long, e.g. 2h (as lakeswap compact --older-than)"),
+          target_size: z.union([z.number(), z.string()]).default("128MiB").describe("about how large each compacted file grows (default 128MiB)"),
+        })
+        .strict()
+        .optional()
+        .describe("the collector compacts its tables' closed days itself, between landings (default: it does not; lakeswap compact does)"),
       auth_token: z
         .string()
         .optional()
@@ -252,7 +260,12 @@ export function resolveIngest(input: IngestInput, context: IngestContext): Resol
     const namespaces = Object.entries(pipeline.namespaces).map(([namespace, spec]) => resolveNamespace(namespace, spec, `${at}.namespaces.${namespace}`, context));
     const authToken = pipeline.auth_token !== undefined ? resolveToken(pipeline.auth_token, `${at}.auth_token`, context.env) : undefined;
     const idempotency = resolveIdempotency(pipeline.idempotency_window, pipeline.idempotency_max_keys, at);
-    return { name, dataSink: data, schemaSink, deadletterSink, namespaces, wal: resolveWal(name, pipeline.wal, `${at}.wal`, context.dir), idempotency, ...(authToken !== undefined ? { authToken } : {}) };
+    const compact = pipeline.compact && resolveCompact(pipeline.compact, `${at}.compact`);
+    return {
+      name, dataSink: data, schemaSink, deadletterSink, namespaces, wal: resolveWal(name, pipeline.wal, `${at}.wal`, context.dir), idempotency,
+      ...(compact ? { compact } : {}),
+      ...(authToken !== undefined ? { authToken } : {}),
+    };
   });
 
   const datasetsSink = chooseDatasetsSink(dataSinkNames, pipelines, writtenTo, context, dataSink);
@@ -373,6 +386,14 @@ function resolveIdempotency(window: string | number, maxKeys: number, at: string
   const windowMs = parseDuration(String(window), `${at}.idempotency_window`);
   if (windowMs <= 0) throw new InvalidInputError(`${at}.idempotency_window: '${window}' would forget every key at once: use a duration above 0, e.g. 24h`);
   return { windowMs, maxKeys };
+}
+
+function resolveCompact(compact: { after: string | number; target_size: string | number }, at: string): NonNullable<IngestPipelineConfig["compact"]> {
+  const afterMs = parseDuration(String(compact.after), `${at}.after`);
+  if (afterMs <= 0) throw new InvalidInputError(`${at}.after: '${compact.after}' would compact days still receiving events: use a duration above 0, e.g. 2h`);
+  const fileBytes = parseByteSize(compact.target_size, `${at}.target_size`);
+  if (fileBytes <= 0) throw new InvalidInputError(`${at}.target_size: '${compact.target_size}' is no size for a file: use one above 0, e.g. 128MiB`);
+  return { afterMs, fileBytes };
 }
 
 function resolveWal(pipeline: string, wal: z.output<typeof walSchema>, at: string, dir: string): WalConfig {

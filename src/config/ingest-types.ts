@@ -76,6 +76,8 @@ export interface IngestPipelineConfig {
    * collector remembers; default 24 h and 100,000 (src/ingest/idempotency.ts).
    */
   readonly idempotency?: { readonly windowMs: number; readonly maxKeys: number };
+  /** `compact: {after, target_size}`: the collector compacts its tables' days closed for `afterMs` itself; absent: it does not. */
+  readonly compact?: { readonly afterMs: number; readonly fileBytes: number };
   /** `auth_token: ${VAR}`: the bearer token its event posts must carry (else LAKESWAP_INGEST_TOKEN; neither: none). */
   readonly authToken?: string;
 }

@@ -8,9 +8,11 @@ import type { IngestAnswer, IngestHandler, IngestRequest } from "./http-server.j
 import type { Metrics } from "./metrics.js";
 import { registerCollectorMetrics } from "./collector-metrics.js";
 import { landingYields, type LandingYield } from "./landing-yield.js";
-import { eventRecord, readRecord, type ReadRecord, type RequestKey } from "./request-body.js";
+import { eventRecord, readRecords, type RequestKey } from "./request-body.js";
 import { PipelineDedupe } from "./event-dedupe.js";
-import { IdempotencyKeys, requestDigest, windowSeconds, type KeptKey } from "./idempotency.js";
+import { IdempotencyKeys, keysOf, requestDigest, windowSeconds } from "./idempotency.js";
+import { CollectorCompaction } from "./collector-compaction.js";
+import type { PartitionCompaction } from "../lake/operations/compact.js";
 import { SegmentLander, type SegmentReport } from "./segment-lander.js";
 import { WriteAheadLog } from "./wal/write-ahead-log.js";
 import type { WalPosition, WalRecord } from "./wal/framing.js";
@@ -101,6 +103,8 @@ export class Collector implements IngestHandler {
   private failingSince: number | undefined;
   /** Bytes of the log landed per second, measured over the recent segments (undefined before the first). */
   private drainBytesPerSecond: number | undefined;
+  /** The pipeline's own compaction (`compact:`), run between landings when due. */
+  private compaction: CollectorCompaction | undefined;
 
   private constructor(
     private readonly options: CollectorOptions,
@@ -139,6 +143,7 @@ export class Collector implements IngestHandler {
       collector.dedupe = await PipelineDedupe.open(pipeline.wal.dir, pipeline.namespaces);
       for (const segment of wal.sealed()) await wal.withSegment(segment, async ({ records }) => collector.remember(records));
       collector.lander = await SegmentLander.open({ pipeline, lake: options.lake, deadLetterLake: options.deadLetterLake, walId: wal.id, log: (line) => collector.log(line) });
+      collector.compaction = CollectorCompaction.of(pipeline, options, (line) => collector.log(line));
     } catch (error) {
       await wal.close();
       throw error;
@@ -290,10 +295,20 @@ export class Collector implements IngestHandler {
 
   /** Seals the active segment (if it holds anything) and lands every sealed segment; throws the first failure. */
   async flush(): Promise<SegmentReport[]> {
-    const run = this.processing.then(async () => {
+    return this.inTurn(async () => {
       await this.wal.seal();
       return this.drain(true);
     });
+  }
+
+  /** Compacts the closed days of the pipeline's tables now, between landings (`compact:`; nothing without it). */
+  async compact(): Promise<PartitionCompaction[]> {
+    return this.inTurn(async () => (await this.compaction?.run()) ?? []);
+  }
+
+  /** Runs `work` after the landing or compaction before it, as the next one's turn. */
+  private inTurn<T>(work: () => Promise<T>): Promise<T> {
+    const run = this.processing.then(work);
     this.processing = run.then(() => undefined, () => undefined);
     return run;
   }
@@ -321,10 +336,12 @@ export class Collector implements IngestHandler {
   private async tick(): Promise<void> {
     if (this.closed || this.landing || Date.now() < this.retryAt) return;
     this.landing = true;
-    const run = this.processing.then(() => this.drain(false));
-    this.processing = run.then(() => undefined, () => undefined);
     try {
-      await this.processing;
+      // A compaction that is due runs right after the landing, in the same turn.
+      await this.inTurn(async () => {
+        await this.drain(false);
+        if (this.compaction?.due()) await this.compaction.run();
+      }).catch(() => undefined);
     } finally {
       this.landing = false;
     }
@@ -463,24 +480,4 @@ export class Collector implements IngestHandler {
   private log(line: string): void {
     (this.options.log ?? ((text: string) => process.stderr.write(`lakeswap: ${text}\n`)))(line);
   }
-}
-
-/** The idempotency keys of a segment's records (records without one, or not lakeswap's, have none). */
-function keysOf(records: readonly ReadRecord[]): KeptKey[] {
-  return records.flatMap((read) =>
-    read.requestKey ? [{ key: read.requestKey.key, hash: read.requestKey.hash, accepted: read.events, deduplicated: read.duplicates, at: read.receivedAt }] : [],
-  );
-}
-
-/** The records that are lakeswap's, read (another record has no key and no id: the lander dead-letters it). */
-function readRecords(records: readonly WalRecord[]): ReadRecord[] {
-  const read: ReadRecord[] = [];
-  for (const record of records) {
-    try {
-      read.push(readRecord(record));
-    } catch {
-      // Not a lakeswap record.
-    }
-  }
-  return read;
 }

@@ -2,6 +2,7 @@ import { createHash } from "node:crypto";
 import path from "node:path";
 import { HttpError, quoted } from "./http-errors.js";
 import { Remembered, RememberedFile } from "./remembered.js";
+import type { ReadRecord } from "./request-body.js";
 
 /** The longest `Idempotency-Key` a client may send, in bytes (UTF-8). */
 const MAX_KEY_BYTES = 128;
@@ -154,3 +155,10 @@ const KEY_LINES = {
     return [k, { hash: h, accepted: n, deduplicated: typeof d === "number" ? d : 0, at: t }];
   },
 };
+
+/** The idempotency keys of a segment's records (records without one, or not lakeswap's, have none). */
+export function keysOf(records: readonly ReadRecord[]): KeptKey[] {
+  return records.flatMap((read) =>
+    read.requestKey ? [{ key: read.requestKey.key, hash: read.requestKey.hash, accepted: read.events, deduplicated: read.duplicates, at: read.receivedAt }] : [],
+  );
+}

@@ -301,3 +301,16 @@ export function readBody(request: IncomingMessage, maxBodyBytes: number, gzip: b
     request.once("close", onClose);
   });
 }
+
+/** The records that are lakeswap's, read (another record has no key and no id: the lander dead-letters it). */
+export function readRecords(records: readonly WalRecord[]): ReadRecord[] {
+  const read: ReadRecord[] = [];
+  for (const record of records) {
+    try {
+      read.push(readRecord(record));
+    } catch {
+      // Not a lakeswap record.
+    }
+  }
+  return read;
+}

@@ -76,6 +76,16 @@ describe("the Athena output page's YAML in lakeswap.yaml", () => {
     expect(resolveObject(fraction)).toThrow(/idempotency_max_keys/);
   });
 
+  it("compact: {after, target_size}: absent by default (the collector compacts nothing), 128MiB files unless set, and a clear refusal of an after of 0", () => {
+    const compact = (value: unknown) => namespaceConfig((_ns, config) => Object.assign(config.pipelines.events, { compact: value }));
+    expect(resolveObject(namespaceConfig())().ingest[0]?.compact).toBeUndefined();
+    expect(resolveObject(compact({ after: "2h" }))().ingest[0]?.compact).toEqual({ afterMs: 2 * 3_600_000, fileBytes: 128 * 1024 * 1024 });
+    expect(resolveObject(compact({ after: "30m", target_size: "64MiB" }))().ingest[0]?.compact).toEqual({ afterMs: 30 * 60_000, fileBytes: 64 * 1024 * 1024 });
+    expect(resolveObject(compact({ after: "0s" }))).toThrow(/pipelines\.events\.compact\.after: '0s' would compact days still receiving events: use a duration above 0, e\.g\. 2h/);
+    expect(resolveObject(compact({ after: "2h", target_size: "big" }))).toThrow(/pipelines\.events\.compact\.target_size: 'big' is not a size/);
+    expect(resolveObject(compact({ target_size: "1GiB" }))).toThrow(/compact\.after/);
+  });
+
   it("dedupe: {field, window, max_ids} of a namespace: 1 h and 1,000,000 by default; the field must be a declared column", () => {
     const dedupe = (value: unknown) => namespaceConfig((ns) => Object.assign(ns, { dedupe: value }));
     expect(resolveObject(dedupe({ field: "event_id" }))().ingest[0]?.namespaces[0]?.dedupe).toEqual({ field: "event_id", windowMs: 3_600_000, maxIds: 1_000_000 });
@@ -264,7 +274,7 @@ schema_sinks:
 
 describe("misspelt keys get a did-you-mean", () => {
   it.each([
-    ["schema_sink", (c: any) => (c.pipelines = { events: { data_sink: "warehouse", schema_snk: "catalog" } }), "pipelines.events.schema_snk: unknown key (did you mean 'schema_sink'?) (allowed: data_sink, schema_sink, deadletter_sink, namespaces, wal, idempotency_window, idempotency_max_keys, auth_token)"],
+    ["schema_sink", (c: any) => (c.pipelines = { events: { data_sink: "warehouse", schema_snk: "catalog" } }), "pipelines.events.schema_snk: unknown key (did you mean 'schema_sink'?) (allowed: data_sink, schema_sink, deadletter_sink, namespaces, wal, idempotency_window, idempotency_max_keys, compact, auth_token)"],
     ["Athena", (c: any) => (c.data_sinks.warehouse = { Athna: c.data_sinks.warehouse.Athena }), "data_sinks.warehouse.Athna: unknown key (did you mean 'Athena'?) (allowed: Athena, Local)"],
     ["Glue", (c: any) => (c.schema_sinks.catalog = { glue: { glue_database_name: "x" } }), "schema_sinks.catalog.glue: unknown key (did you mean 'Glue'?) (allowed: Glue)"],
     ["glue_database_name", (c: any) => (c.schema_sinks.catalog.Glue = { glue_databse_name: "x" }), "schema_sinks.catalog.Glue.glue_databse_name: unknown key (did you mean 'glue_database_name'?)"],
@@ -523,7 +533,7 @@ describe("the JSON Schema", () => {
     expect(schema.properties.data_sinks.additionalProperties.properties.Local.description).toMatch(/embedded lake/);
     expect(schema.properties.schema_sinks.additionalProperties.properties.Glue.properties.glue_database_name.description).toMatch(/SCHEMA_OUTPUT_GLUE_DATABASE_NAME/);
     const pipeline = schema.properties.pipelines.additionalProperties;
-    expect(Object.keys(pipeline.properties)).toEqual(["data_sink", "schema_sink", "deadletter_sink", "namespaces", "wal", "idempotency_window", "idempotency_max_keys", "auth_token"]);
+    expect(Object.keys(pipeline.properties)).toEqual(["data_sink", "schema_sink", "deadletter_sink", "namespaces", "wal", "idempotency_window", "idempotency_max_keys", "compact", "auth_token"]);
     for (const key of Object.keys(pipeline.properties)) expect(pipeline.properties[key].description, key).toBeTruthy();
     const namespace = pipeline.properties.namespaces.additionalProperties;
     expect(namespace.properties.unknown_fields).toMatchObject({ default: "keep", enum: ["keep", "deadletter"] });

@@ -13,7 +13,7 @@ import { runLocation } from "../../src/lake/layout.js";
 import { parsePartitionPath, partitionPath } from "../../src/model/partition.js";
 import { awsBackend, embeddedBackend, ownAwsBackend, runCli, type TestBackend } from "../support/lake-fixture.js";
 import { readCatalogFile, readGlob } from "../support/plain-reader.js";
-import { spawnScript, type Child } from "../support/crash-kit.js";
+import { spawnScript, until, type Child } from "../support/crash-kit.js";
 import { namespaceTable } from "../../src/ingest/segment-lander.js";
 import { runMain } from "../support/main-cli.js";
 
@@ -377,5 +377,46 @@ describe("lakeswap compact (CLI)", () => {
     const noTable = await runMain(["compact", "--partition", "day=2026-11-29", ...s.backend.cliArgs]);
     expect(noTable.code).toBe(2);
     expect(noTable.stderr).toMatch(/--partition names partitions of one table: name the table too/);
+  });
+});
+
+describe("the collector's own compaction (compact: {after, target_size})", () => {
+  it("compacts the closed days of its namespaces' and dead-letter tables between landings, on its timer, and logs what it did", async () => {
+    const b = await embeddedBackend();
+    const walDir = await mkdtemp(path.join(os.tmpdir(), "lakeswap-wal-"));
+    const lake = await b.open();
+    const logged: string[] = [];
+    const pipeline = { ...pipelineOf(walDir), compact: { afterMs: 1, fileBytes: 64 * 1024 * 1024 } };
+    const collector = await Collector.open({ pipeline, lake, deadLetterLake: lake, metrics: new Metrics(), log: (line) => logged.push(line) });
+    cleanups.push(async () => {
+      await collector.close().catch(() => undefined);
+      await lake.close();
+      await b.cleanup();
+      await rm(walDir, { recursive: true, force: true });
+    });
+    for (let segment = 0; segment < 4; segment += 1) {
+      await collector.accept({ pipeline: "events", namespace: "pageviews", body: Buffer.concat([events(segment * 10, 10), Buffer.from("\nnot json")]), format: "ndjson" });
+      await collector.flush();
+    }
+    const files = async (table: string) => {
+      const definition = await lake.table(table);
+      const pointers = await lake.parts.catalog.listPointers(definition);
+      return Promise.all(pointers.map(async (p) => (await listRunFiles(lake.parts.store, runLocation(lake.parts.catalog, definition, p.partition, p.runId))).length));
+    };
+    expect(await files("pageviews")).toEqual([4, 4]);
+    expect((await files("events")).reduce((a, b) => a + b, 0)).toBe(4);
+    // On its timer: the landing finds nothing to land, and the compaction that is due runs in its turn.
+    collector.start(10);
+    await until("the collector's compaction", () => logged.filter((line) => line.startsWith("compacted ")).length === 3, 30_000);
+    expect([...(await files("pageviews")), ...(await files("events"))]).toEqual([1, 1, 1]);
+    expect(logged.filter((line) => line.startsWith("compacted ")).sort()).toEqual([
+      expect.stringMatching(/^compacted events\/p_year=\d+\/p_month=\d+\/p_day=\d+: 4 files into 1$/),
+      "compacted pageviews/day=2026-11-29: 4 files into 1",
+      "compacted pageviews/day=2026-11-30: 4 files into 1",
+    ]);
+    expect(Number((await lake.query("SELECT count(*) FROM pageviews")).rows[0]?.[0])).toBe(40);
+    expect(Number((await lake.query("SELECT count(*) FROM events")).rows[0]?.[0])).toBe(4);
+    // Asked for directly: nothing left to do.
+    expect((await collector.compact()).map((r) => r.status)).toEqual(["skipped", "skipped", "skipped"]);
   });
 });
