@@ -11,37 +11,22 @@ import { collectGarbage } from "../../src/lake/operations/gc.js";
 import { listRunFiles } from "../../src/lake/runs.js";
 import { runLocation } from "../../src/lake/layout.js";
 import { parsePartitionPath, partitionPath } from "../../src/model/partition.js";
+import { ingestPipeline } from "../support/ingest-pipeline.js";
 import { awsBackend, embeddedBackend, ownAwsBackend, runCli, type TestBackend } from "../support/lake-fixture.js";
 import { readCatalogFile, readGlob } from "../support/plain-reader.js";
 import { spawnScript, until, type Child } from "../support/crash-kit.js";
 import { namespaceTable } from "../../src/ingest/segment-lander.js";
 import { runMain } from "../support/main-cli.js";
 
-const PARTITION = [{ key: "day", expression: "strftime(ts, '%Y-%m-%d')" }];
 const DAYS = ["2026-11-29", "2026-11-30"];
 
 function pipelineOf(walDir: string): IngestPipelineConfig {
-  const local = { kind: "local" as const, name: "lake", path: "/unused" };
-  return {
-    name: "events",
-    dataSink: local,
-    deadletterSink: local,
-    namespaces: [
-      {
-        name: "pageviews",
-        columns: [
-          { name: "event_id", type: "VARCHAR", nullable: false },
-          { name: "amount", type: "DECIMAL(10,2)", nullable: true },
-          { name: "ts", type: "TIMESTAMPTZ", nullable: false },
-          { name: "marker", type: "INTEGER", nullable: true },
-        ],
-        unknownFields: "keep",
-        extraColumn: "extra",
-        time: { field: "ts", partition: PARTITION },
-      },
-    ],
-    wal: { dir: walDir, segmentMaxBytes: 64 * 1024 * 1024, segmentMaxAgeMs: 60_000, maxBytes: 1024 * 1024 * 1024 },
-  };
+  return ingestPipeline(walDir, [
+    { name: "event_id", type: "VARCHAR", nullable: false },
+    { name: "amount", type: "DECIMAL(10,2)", nullable: true },
+    { name: "ts", type: "TIMESTAMPTZ", nullable: false },
+    { name: "marker", type: "INTEGER", nullable: true },
+  ]);
 }
 
 /** `count` events of the given days (in turn), ids from `from`. */

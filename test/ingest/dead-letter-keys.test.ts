@@ -13,7 +13,8 @@ import { namespaceTable } from "../../src/ingest/segment-lander.js";
 import { segmentFileId } from "../../src/ingest/segment-keys.js";
 import { Metrics } from "../../src/ingest/metrics.js";
 import { awsBackend, embeddedBackend, type TestBackend } from "../support/lake-fixture.js";
-import { registerIngested } from "../../src/lake/operations/register-segment.js";
+import { registerIngested, type SegmentId } from "../../src/lake/operations/register-segment.js";
+import type { LandedDelivery, LandedFile } from "../../src/landing/landing.js";
 
 const PARTITION = ["%Y", "%m", "%d"].map((format, i) => ({ key: ["p_year", "p_month", "p_day"][i]!, expression: `strftime(ts, '${format}')` }));
 const DEAD_LETTER_PARTITION = ["%Y", "%m", "%d"].map((format, i) => ({ key: ["p_year", "p_month", "p_day"][i]!, expression: `strftime(received_at, '${format}')` }));
@@ -81,6 +82,19 @@ async function rowsOf(lake: Lake, sql: string): Promise<Record<string, unknown>[
 }
 
 /** The signature of the dead-letter table's partition, against the one of landing the rows it holds at once. */
+/** Registers a landed delivery's files in `table` as segment `segment` of `id.collector` would: each at its segment file id. */
+async function registerLanded(lake: Lake, table: string, id: SegmentId, segment: string, delivery: LandedDelivery, files: readonly LandedFile[]): Promise<void> {
+  const fileOf = new Map(files.map((f) => [partitionPath(f.partition), f.file]));
+  const contributions = delivery.partitions.map((p) => ({
+    partition: p.partition,
+    rows: p.rows,
+    upper: p.lanes!.upper,
+    lower: p.lanes!.lower,
+    file: { fileId: segmentFileId(segment, table, partitionPath(p.partition)), path: fileOf.get(partitionPath(p.partition))! },
+  }));
+  await registerIngested(lake, table, id, contributions);
+}
+
 async function expectSignatureOfItsRows(lake: Lake): Promise<void> {
   const rows = await rowsOf(lake, "SELECT namespace, strftime(received_at AT TIME ZONE 'UTC', '%Y-%m-%dT%H:%M:%S.%gZ') AS received_at, reason, raw, segment, line FROM events");
   const dir = await mkdtemp(path.join(os.tmpdir(), "lakeswap-dl-"));
@@ -155,19 +169,7 @@ describe("a segment landed in part by a lakeswap that keyed every namespace's de
     try {
       const table = await lake.table("events");
       const files = await lake.landing.writeLandedFiles({ table, delivery, dir });
-      const fileOf = new Map(files.map((f) => [partitionPath(f.partition), f.file]));
-      await registerIngested(
-        lake,
-        "events",
-        { collector: walId, sequence: 1 },
-        delivery.partitions.map((p) => ({
-          partition: p.partition,
-          rows: p.rows,
-          upper: p.lanes!.upper,
-          lower: p.lanes!.lower,
-          file: { fileId: segmentFileId(segment, "events", partitionPath(p.partition)), path: fileOf.get(partitionPath(p.partition))! },
-        })),
-      );
+      await registerLanded(lake, "events", { collector: walId, sequence: 1 }, segment, delivery, files);
     } finally {
       await lake.landing.releaseLanding(delivery);
     }
@@ -201,19 +203,7 @@ describe("a segment whose file's key holds other rows", () => {
     try {
       const files = await lake.landing.writeLandedFiles({ table: await lake.table("a"), delivery, dir });
       // Registered by another collector, at the key in the partition's run where this segment's file goes.
-      const fileOf = new Map(files.map((f) => [partitionPath(f.partition), f.file]));
-      await registerIngested(
-        lake,
-        "a",
-        { collector: "another", sequence: 1 },
-        delivery.partitions.map((p) => ({
-          partition: p.partition,
-          rows: p.rows,
-          upper: p.lanes!.upper,
-          lower: p.lanes!.lower,
-          file: { fileId: segmentFileId(segment, "a", partitionPath(p.partition)), path: fileOf.get(partitionPath(p.partition))! },
-        })),
-      );
+      await registerLanded(lake, "a", { collector: "another", sequence: 1 }, segment, delivery, files);
     } finally {
       await lake.landing.releaseLanding(delivery);
     }

@@ -8,6 +8,7 @@ import { Metrics } from "../../src/ingest/metrics.js";
 import { compactTables } from "../../src/lake/operations/compact.js";
 import { awsBackend, embeddedBackend, type TestBackend } from "../support/lake-fixture.js";
 import { readCatalogFile } from "../support/plain-reader.js";
+import { ingestPipeline } from "../support/ingest-pipeline.js";
 
 // A namespace's columns grow with its senders. With unknown_fields: keep (the default) the table's last column is
 // `extra`, after every declared one: a column added to the namespace's declaration lands before it, and was refused
@@ -17,14 +18,7 @@ import { readCatalogFile } from "../support/plain-reader.js";
 type Column = IngestNamespaceConfig["columns"][number];
 
 function pipelineOf(walDir: string, columns: readonly Column[]): IngestPipelineConfig {
-  const local = { kind: "local" as const, name: "lake", path: "/unused" };
-  return {
-    name: "events",
-    dataSink: local,
-    deadletterSink: local,
-    namespaces: [{ name: "pageviews", columns: [...columns], unknownFields: "keep", extraColumn: "extra", time: { field: "ts", partition: [{ key: "day", expression: "strftime(ts, '%Y-%m-%d')" }] } }],
-    wal: { dir: walDir, segmentMaxBytes: 64 * 1024 * 1024, segmentMaxAgeMs: 60_000, maxBytes: 1024 * 1024 * 1024 },
-  };
+  return ingestPipeline(walDir, columns);
 }
 
 const ID: Column = { name: "event_id", type: "VARCHAR", nullable: false };
