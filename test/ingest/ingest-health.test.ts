@@ -8,30 +8,17 @@ import { BackpressureError } from "../../src/ingest/http-errors.js";
 import { Collector, type CollectorOptions } from "../../src/ingest/collector.js";
 import { Metrics } from "../../src/ingest/metrics.js";
 import { embeddedBackend } from "../support/lake-fixture.js";
+import { ingestPipeline } from "../support/ingest-pipeline.js";
 
 const PARTITION = ["%Y", "%m", "%d"].map((format, i) => ({ key: ["p_year", "p_month", "p_day"][i]!, expression: `strftime(ts, '${format}')` }));
 
 function pipelineOf(walDir: string, wal: Partial<IngestPipelineConfig["wal"]> = {}): IngestPipelineConfig {
-  const local = { kind: "local" as const, name: "lake", path: "/unused" };
-  return {
-    name: "events",
-    dataSink: local,
-    deadletterSink: local,
-    namespaces: [
-      {
-        name: "pageviews",
-        columns: [
-          { name: "id", type: "BIGINT", nullable: false },
-          { name: "pad", type: "VARCHAR", nullable: true },
-          { name: "ts", type: "TIMESTAMPTZ", nullable: false },
-        ],
-        unknownFields: "keep",
-        extraColumn: "extra",
-        time: { field: "ts", partition: PARTITION },
-      },
-    ],
-    wal: { dir: walDir, segmentMaxBytes: 64 * 1024 * 1024, segmentMaxAgeMs: 60_000, maxBytes: 1024 * 1024 * 1024, ...wal },
-  };
+  const columns = [
+    { name: "id", type: "BIGINT", nullable: false },
+    { name: "pad", type: "VARCHAR", nullable: true },
+    { name: "ts", type: "TIMESTAMPTZ", nullable: false },
+  ];
+  return ingestPipeline(walDir, columns, { partition: PARTITION, wal });
 }
 
 const cleanups: (() => Promise<void>)[] = [];
