@@ -134,11 +134,12 @@ function namedByPaths(table: TableDefinition, partitions: readonly PartitionSnap
 
 /**
  * The rows of some files of a table. An ingested table gains columns as its namespace does, and its files keep the
- * columns they were written with: they are matched by name, and a column a file lacks (or every file lacks, until a
- * segment carries it) is NULL of its declared type.
+ * columns they were written with: once it has (`columnsAdded`), they are matched by name, and a column a file lacks
+ * (or every file lacks, until a segment carries it) is NULL of its declared type. That costs a read of every file's
+ * schema before the query runs, so a table whose files all hold every column is read as written.
  */
 function readFiles(table: TableDefinition, files: string, options: string): string {
-  if (!table.ingest) return `read_parquet(${files}, ${options})`;
+  if (!table.columnsAdded) return `read_parquet(${files}, ${options})`;
   const declared = table.columns.map((c) => `CAST(NULL AS ${duckdbStorageType(c.type)}) AS ${quoteIdentifier(c.name)}`).join(", ");
   return `(SELECT ${declared} WHERE false UNION ALL BY NAME SELECT * FROM read_parquet(${files}, ${options}, union_by_name = true))`;
 }

@@ -32,6 +32,11 @@ export interface TableDefinition {
    */
   readonly ingestRuns?: true;
   /**
+   * An ingested table that gained columns after files were written: its files differ in columns, and are read by
+   * column name (a column a file lacks is NULL). Absent: every file holds every column, read as written.
+   */
+  readonly columnsAdded?: true;
+  /**
    * Published as an Iceberg table too (`iceberg: true`): every command that moves its pointers commits one Iceberg
    * snapshot over the current runs' files, beside the Hive view (on AWS, a Glue table `<name>_iceberg` of type ICEBERG). Default: absent.
    */
@@ -100,6 +105,7 @@ export function defineTable(input: {
   compression?: string;
   ingest?: boolean;
   ingestRuns?: boolean;
+  columnsAdded?: boolean;
   iceberg?: boolean;
   icebergTable?: string;
 }): TableDefinition {
@@ -141,6 +147,7 @@ export function defineTable(input: {
     compression,
     ...(input.ingest ? { ingest: true as const } : {}),
     ...(input.ingest && input.ingestRuns ? { ingestRuns: true as const } : {}),
+    ...(input.ingest && input.columnsAdded ? { columnsAdded: true as const } : {}),
     ...(input.iceberg ? { iceberg: true as const } : {}),
     ...(input.iceberg && input.icebergTable !== undefined ? { icebergTable: input.icebergTable } : {}),
   };
@@ -156,11 +163,14 @@ export function ingestedInPlace(table: TableDefinition): boolean {
 
 /**
  * The definition to declare for an ingested table that may exist already: an existing table keeps the layout its
- * files were written in (an ingested table from before runs keeps writing into its partitions' folders).
+ * files were written in (an ingested table from before runs keeps writing into its partitions' folders), and one that
+ * gains columns (now or before) is read by column name from then on.
  */
 export function keepIngestLayout(existing: TableDefinition | undefined, wanted: TableDefinition): TableDefinition {
-  if (!existing?.ingest || !wanted.ingest || existing.ingestRuns === wanted.ingestRuns) return wanted;
-  return defineTable({ ...wanted, ingestRuns: existing.ingestRuns === true });
+  if (!existing?.ingest || !wanted.ingest) return wanted;
+  const columnsAdded = existing.columnsAdded === true || wanted.columns.some((c) => !existing.columns.some((e) => e.name === c.name));
+  if (existing.ingestRuns === wanted.ingestRuns && (wanted.columnsAdded === true) === columnsAdded) return wanted;
+  return defineTable({ ...wanted, ingestRuns: existing.ingestRuns === true, columnsAdded });
 }
 
 /**
@@ -239,6 +249,7 @@ export function parseTableDefinition(value: unknown, source: string, expectedNam
   if (record.compression !== undefined && typeof record.compression !== "string") refuse("'compression' is not a name");
   if (record.ingest !== undefined && typeof record.ingest !== "boolean") refuse("'ingest' is not true or false");
   if (record.ingestRuns !== undefined && typeof record.ingestRuns !== "boolean") refuse("'ingestRuns' is not true or false");
+  if (record.columnsAdded !== undefined && typeof record.columnsAdded !== "boolean") refuse("'columnsAdded' is not true or false");
   if (record.iceberg !== undefined && typeof record.iceberg !== "boolean") refuse("'iceberg' is not true or false");
   if (record.icebergTable !== undefined && typeof record.icebergTable !== "string") refuse("'icebergTable' is not a name");
   try {
@@ -249,6 +260,7 @@ export function parseTableDefinition(value: unknown, source: string, expectedNam
       ...(record.compression !== undefined ? { compression: record.compression as string } : {}),
       ...(record.ingest === true ? { ingest: true } : {}),
       ...(record.ingestRuns === true ? { ingestRuns: true } : {}),
+      ...(record.columnsAdded === true ? { columnsAdded: true } : {}),
       ...(record.iceberg === true ? { iceberg: true } : {}),
       ...(typeof record.icebergTable === "string" ? { icebergTable: record.icebergTable } : {}),
     });
