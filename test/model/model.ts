@@ -91,6 +91,8 @@ export interface IngestState {
   opened: boolean;
   readonly events: RowText[];
   readonly deadLetters: string[];
+  /** The event ids namespace ev2 took (its `dedupe: {field: id}`): an event sent again with one is dropped. */
+  readonly ev2Ids: string[];
 }
 
 /** A run as the model knows it: its id (a placeholder `?N` until the lake names it), rows, and signature (unsigned: undefined). */
@@ -166,7 +168,7 @@ export class LakeModel {
 
   tablesExist = false;
   /** The ingest pipeline's namespace table (./ingest.ts): its rows (`id|amt|u|h|x`, sorted), once an ingest opened it. */
-  readonly ingest: IngestState = { opened: false, events: [], deadLetters: [] };
+  readonly ingest: IngestState = { opened: false, events: [], deadLetters: [], ev2Ids: [] };
   readonly tables: Record<TableName, Map<Day, ModelPartition>> = { [RAW]: new Map(), [STAGE]: new Map() };
   /** The syncs that moved a pointer, oldest first (sync id order), and their ids (undefined until the lake's records name them). */
   readonly syncs: ModelMove[][] = [];
@@ -188,6 +190,7 @@ export class LakeModel {
     this.ingest.opened = other.ingest.opened;
     this.ingest.events.splice(0, this.ingest.events.length, ...other.ingest.events);
     this.ingest.deadLetters.splice(0, this.ingest.deadLetters.length, ...other.ingest.deadLetters);
+    this.ingest.ev2Ids.splice(0, this.ingest.ev2Ids.length, ...other.ingest.ev2Ids);
     for (const table of TABLES) this.tables[table] = structuredClone(other.tables[table]);
     this.syncs.splice(0, this.syncs.length, ...structuredClone(other.syncs));
     this.syncIds.splice(0, this.syncIds.length, ...other.syncIds);

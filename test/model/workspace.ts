@@ -55,13 +55,14 @@ const NAMESPACE_YAML = `
         time: {field: ts}`;
 /**
  * The event pipeline of the ingest commands (./ingest.ts): namespaces `ev` and `ev2` (tables ev and ev2, `serve` posts
- * to both) with the exact-digit types of issue 25 item 9, their dead letters in table `events`; on the embedded lake it lands in the workspace's lake (./lake).
+ * to both; ev2 drops an event whose id it took before, `dedupe: {field: id}`) with the exact-digit types of issue 25 item 9, their dead letters in table `events`; on the embedded lake it lands in the workspace's lake (./lake).
  */
 const INGEST_YAML = `pipelines:
   events:
     namespaces:
       ev:${NAMESPACE_YAML}
       ev2:${NAMESPACE_YAML}
+        dedupe: {field: id}
     wal: {dir: ./wal}
 `;
 
