@@ -113,7 +113,10 @@ async function compactOnce(parts: LakeParts, table: TableDefinition, partition: 
   const staged = await parts.landing.compactRun({ table, files: files.map((f) => f.key), runId, runPrefix: runLocation(parts.catalog, table, partition, runId), fileBytes });
   const expected = finishRawSignature(table.columns, tally.rows, BigInt(tally.upper), BigInt(tally.lower));
   const written = finishRawSignature(table.columns, staged.rows, BigInt(staged.lanes.upper), BigInt(staged.lanes.lower));
-  const refusal = written === expected ? undefined : await signedAgain(staged, tally);
+  const refusal = written === expected ? undefined : await signedAgain(staged, tally).catch(async (error: unknown) => {
+    await staged.discard();
+    throw error;
+  });
   if (refusal !== undefined) {
     await staged.discard();
     const reason =
@@ -123,13 +126,7 @@ async function compactOnce(parts: LakeParts, table: TableDefinition, partition: 
   }
   // Placed before the lease (an upload may take a while; collectors wait for the lease): a run nothing names yet,
   // which GC removes after the grace window if this process dies before it is named.
-  let placed: readonly { readonly key: string; readonly size: number }[];
-  try {
-    placed = await staged.place();
-  } catch (error) {
-    await staged.discard();
-    throw error;
-  }
+  const placed = await staged.place();
   faultPoint("compact-after-place");
   const swapped = await parts.withLease(table.name, `compact ${table.name}`, async () => {
     await parts.leaseCheck(table.name);

@@ -62,7 +62,14 @@ export async function compactRun(parts: CompactRunParts, request: CompactRunRequ
       rows,
       lanes: { upper, lower },
       signSources: () => signSources(parts, table, request.files, signing),
-      place: async () => (await parts.files.placeRun(dir, { runId: request.runId, runPrefix: request.runPrefix })).files,
+      place: async () => {
+        try {
+          return (await parts.files.placeRun(dir, { runId: request.runId, runPrefix: request.runPrefix })).files;
+        } finally {
+          // Embedded, the staged folder became the run's (nothing left to remove); on S3 its files were uploaded from it.
+          await staged.remove();
+        }
+      },
       discard: () => staged.remove(),
     };
   } catch (error) {
