@@ -405,3 +405,23 @@ describe("the collector's own compaction (compact: {after, target_size})", () =>
     expect((await collector.compact()).map((r) => r.status)).toEqual(["skipped", "skipped", "skipped"]);
   });
 });
+
+describe("two lakeswap compact processes at once", () => {
+  it("compact each of 10 days once between them, every row kept once, and GC leaves one run per day", async () => {
+    const days = Array.from({ length: 10 }, (_, i) => `2026-10-${String(i + 1).padStart(2, "0")}`);
+    const s = await setup(embeddedBackend, 0);
+    for (let segment = 0; segment < 5; segment += 1) await s.land(segment * 40, 40, days);
+    const args = ["compact", "pageviews", "--older-than", "0", "--json", ...s.backend.cliArgs];
+    const [a, b] = await Promise.all([runCli(args, s.backend.cliEnv), runCli(args, s.backend.cliEnv)]);
+    expect([a.code, b.code], `${a.stderr}\n${b.stderr}`).toEqual([0, 0]);
+    const reports = [a, b].flatMap((r) => (JSON.parse(r.stdout) as { partitions: { partition: string; status: string }[] }).partitions);
+    // Each day compacted by one of them; the other found it compact already, or saw it change under it and found it so the next time.
+    for (const day of days) expect(reports.filter((r) => r.partition === `day=${day}` && r.status === "compacted"), day).toHaveLength(1);
+    expect((await s.days()).map((d) => d.files)).toEqual(days.map(() => 1));
+    expect(await s.count()).toBe(200);
+    await collectGarbage(s.lake, "pageviews", { graceMs: 0 });
+    const objects = (await s.lake.parts.store.list("pageviews/")).filter((o) => o.key.endsWith(".parquet"));
+    expect(objects).toHaveLength(10);
+    expect(await s.count()).toBe(200);
+  });
+});
