@@ -1,3 +1,4 @@
+import { writeFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
@@ -12,9 +13,10 @@ import { listRunFiles } from "../../src/lake/runs.js";
 import { runLocation } from "../../src/lake/layout.js";
 import { parsePartitionPath, partitionPath } from "../../src/model/partition.js";
 import { ingestPipeline } from "../support/ingest-pipeline.js";
-import { awsBackend, embeddedBackend, ownAwsBackend, runCli, type TestBackend } from "../support/lake-fixture.js";
+import { awsBackend, embeddedBackend, ownAwsBackend, runCli, spawnCli, tempDir, type TestBackend } from "../support/lake-fixture.js";
+import { openEmbeddedLake } from "../../src/open/open-lake.js";
 import { readCatalogFile, readGlob } from "../support/plain-reader.js";
-import { spawnScript, until, type Child } from "../support/crash-kit.js";
+import { Child, spawnScript, until } from "../support/crash-kit.js";
 import { namespaceTable } from "../../src/ingest/segment-lander.js";
 import { runMain } from "../support/main-cli.js";
 
@@ -423,5 +425,99 @@ describe("two lakeswap compact processes at once", () => {
     const objects = (await s.lake.parts.store.list("pageviews/")).filter((o) => o.key.endsWith(".parquet"));
     expect(objects).toHaveLength(10);
     expect(await s.count()).toBe(200);
+  });
+});
+
+describe("lakeswap compact beside a running lakeswap serve", () => {
+  let server: Child | undefined;
+  afterEach(async () => {
+    server?.process.kill("SIGKILL");
+    await server?.exited;
+    server = undefined;
+  });
+
+  it("while clients post to the days it compacts: every acknowledged event is in the table once", async () => {
+    const { dir, cleanup } = tempDir("lakeswap-compact-serve-");
+    cleanups.push(async () => cleanup());
+    const config = path.join(dir, "lakeswap.yaml");
+    writeFileSync(config, ["pipelines:", "  events:", "    namespaces:", "      clicks:", "        columns: {event_id: {type: VARCHAR, nullable: false}, ts: {type: TIMESTAMPTZ, nullable: false}}", "        time: {field: ts}", "    wal: {dir: ./wal, segment_max_age: 100ms}", "lake: ./lake", ""].join("\n"));
+    server = new Child(spawnCli(["serve", "-c", config, "--port", "0", "--host", "127.0.0.1", "--flush-interval", "20"], {}, { cwd: dir }));
+    const url = await until("the collector to listen", () => /collecting .* on (http:\/\/\S+)/.exec(server!.stderr)?.[1], 60_000);
+    let accepted = 0;
+    let posting = true;
+    // A landing in flight (its file stored, not yet counted) is seen by compaction often here: it starts the day over, never refuses it.
+    // Days 01-03 first, a request every 20 ms (over several segments); then days 01 and 04 only: 02 and 03 are closed.
+    let days = ["01", "02", "03"];
+    const clients = (async () => {
+      for (let batch = 0; posting; batch += 1) {
+        if (batch < 30) await new Promise((resolve) => setTimeout(resolve, 20));
+        else days = ["01", "04"];
+        const lines = Array.from({ length: 20 }, (_, k) => JSON.stringify({ event_id: `b${batch}-${k}`, ts: `2026-11-${days[k % days.length]}T10:00:00Z` }));
+        const answer = await fetch(`${url}/v1/events/clicks`, { method: "POST", headers: { "content-type": "application/x-ndjson" }, body: lines.join("\n") });
+        expect(answer.status).toBe(200);
+        accepted += ((await answer.json()) as { accepted: number }).accepted;
+      }
+    })();
+    cleanups.push(() => clients.catch(() => undefined));
+    const compactions: number[] = [];
+    for (let round = 0; round < 4; round += 1) {
+      await until("a few segments to land", () => accepted >= 600 + round * 200, 60_000);
+      const run = await runCli(["compact", "--older-than", "0", "--json", "-c", config], {}, { cwd: dir });
+      expect(run.code, run.stderr).toBe(0);
+      compactions.push((JSON.parse(run.stdout) as { compacted: number }).compacted);
+    }
+    posting = false;
+    await clients;
+    server.process.kill("SIGTERM");
+    expect(await server.exited).toEqual({ code: 0, signal: null });
+    server = undefined;
+    // The closed days were compacted (the open ones when they were not changing under the compaction).
+    expect(compactions.reduce((a, b) => a + b, 0), `days compacted per round: ${compactions.join(", ")}`).toBeGreaterThanOrEqual(2);
+    const lake = await openEmbeddedLake(path.join(dir, "lake"));
+    try {
+      const [count, distinct] = (await lake.query("SELECT count(*), count(DISTINCT event_id) FROM clicks")).rows[0]!.map(Number);
+      expect({ count, distinct }).toEqual({ count: accepted, distinct: accepted });
+    } finally {
+      await lake.close();
+    }
+  });
+});
+
+describe("compaction beside a landing in flight", () => {
+  // A landing stores its file, then counts it, both under the table's lease; compaction lists a day's files outside
+  // it. It once refused a day whose file it listed between the two ("a landing may have been interrupted"), exit 7.
+  it("starts the day over once the landing has counted its file, and compacts it with every row", async () => {
+    const { dir, cleanup } = tempDir("lakeswap-compact-inflight-");
+    cleanups.push(async () => cleanup());
+    const config = path.join(dir, "lakeswap.yaml");
+    writeFileSync(config, ["pipelines:", "  events:", "    namespaces:", "      clicks:", "        columns: {event_id: {type: VARCHAR, nullable: false}, ts: {type: TIMESTAMPTZ, nullable: false}}", "        time: {field: ts}", "    wal: {dir: ./wal}", "lake: ./lake", ""].join("\n"));
+    const file = (n: number) => {
+      const name = path.join(dir, `batch-${n}.ndjson`);
+      writeFileSync(name, Array.from({ length: 10 }, (_, k) => JSON.stringify({ event_id: `${n}-${k}`, ts: "2026-11-30T10:00:00Z" })).join("\n"));
+      return name;
+    };
+    for (let n = 0; n < 3; n += 1) expect((await runMain(["ingest", "events", file(n), "-c", config], {}, { cwd: dir })).code).toBe(0);
+    // The fourth landing stops between storing its file and counting it, holding the lease.
+    const landing = new Child(spawnCli(["ingest", "events", file(3), "-c", config], { LAKESWAP_FAULT: "ingest-after-upload:stop" }, { cwd: dir }));
+    cleanups.push(async () => {
+      landing.process.kill("SIGKILL");
+      await landing.exited;
+    });
+    await until("the landing to stop", () => landing.stderr.includes("fault point ingest-after-upload reached: stopping"), 60_000);
+    const lake = await openEmbeddedLake(path.join(dir, "lake"));
+    cleanups.push(() => lake.close());
+    const compactRun = lake.parts.landing.compactRun.bind(lake.parts.landing);
+    let rewrites = 0;
+    lake.parts.landing.compactRun = async (request) => {
+      rewrites += 1;
+      // The day's four files were listed with three counted: the landing goes on now.
+      if (rewrites === 1) landing.process.kill("SIGCONT");
+      return compactRun(request);
+    };
+    const reports = await compactTables(lake, "clicks", { olderThanMs: 0 });
+    expect(await landing.exited).toEqual({ code: 0, signal: null });
+    expect(rewrites).toBe(2);
+    expect(reports).toMatchObject([{ status: "compacted", files: 4, filesAfter: 1, rows: 40 }]);
+    expect(Number((await lake.query("SELECT count(DISTINCT event_id) FROM clicks")).rows[0]?.[0])).toBe(40);
   });
 });

@@ -119,6 +119,9 @@ async function compactOnce(parts: LakeParts, table: TableDefinition, partition: 
   });
   if (refusal !== undefined) {
     await staged.discard();
+    // A landing in flight stores its file before it counts it (both under the lease): the file read beside a tally
+    // that does not count it yet is that landing's, once the tally has changed since.
+    if (!sameTally(await parts.withLease(table.name, `compact ${table.name}`, () => readTally(parts.store, table.name, partition)), tally)) return "changed";
     const reason =
       `its ${files.length} files hold ${staged.rows} rows with signature ${written}, and its tally counts ${tally.rows} rows with signature ${expected}: ` +
       `${refusal}; nothing was compacted`;
