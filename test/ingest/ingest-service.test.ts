@@ -24,6 +24,7 @@ import { mkdirSync } from "node:fs";
 import { spawnSync } from "node:child_process";
 import { awsBackend, embeddedBackend, ownAwsBackend, type TestBackend } from "../support/lake-fixture.js";
 import { registerIngested } from "../../src/lake/operations/register-segment.js";
+import { ingestPipeline } from "../support/ingest-pipeline.js";
 
 const PARTITION = [
   { key: "p_year", expression: "strftime(ts, '%Y')" },
@@ -32,27 +33,13 @@ const PARTITION = [
 ];
 
 function pipelineOf(walDir: string, overrides: Partial<IngestPipelineConfig["wal"]> = {}, unknownFields: "keep" | "deadletter" = "keep"): IngestPipelineConfig {
-  const local = { kind: "local" as const, name: "lake", path: "/unused" };
-  return {
-    name: "events",
-    dataSink: local,
-    deadletterSink: local,
-    namespaces: [
-      {
-        name: "pageviews",
-        columns: [
-          { name: "event_id", type: "VARCHAR", nullable: false },
-          { name: "user_id", type: "VARCHAR", nullable: true },
-          { name: "ms", type: "BIGINT", nullable: true },
-          { name: "ts", type: "TIMESTAMPTZ", nullable: false },
-        ],
-        unknownFields,
-        extraColumn: "extra",
-        time: { field: "ts", partition: PARTITION },
-      },
-    ],
-    wal: { dir: walDir, segmentMaxBytes: 64 * 1024 * 1024, segmentMaxAgeMs: 60_000, maxBytes: 1024 * 1024 * 1024, ...overrides },
-  };
+  const columns = [
+    { name: "event_id", type: "VARCHAR", nullable: false },
+    { name: "user_id", type: "VARCHAR", nullable: true },
+    { name: "ms", type: "BIGINT", nullable: true },
+    { name: "ts", type: "TIMESTAMPTZ", nullable: false },
+  ];
+  return ingestPipeline(walDir, columns, { partition: PARTITION, wal: overrides, unknownFields });
 }
 
 /** An event of day 30 or 1 (by `i`), unique by `i`. */

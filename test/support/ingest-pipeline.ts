@@ -2,12 +2,16 @@ import type { IngestNamespaceConfig, IngestPipelineConfig } from "../../src/conf
 
 /**
  * A pipeline `events` of one namespace `pageviews` on the embedded lake (the tests hand the collector its lake),
- * keeping unknown fields in `extra`, partitioned by `day` of its `ts` unless told otherwise; the log in `walDir`.
+ * keeping unknown fields in `extra` unless told otherwise, partitioned by `day` of its `ts` unless told otherwise; the log in `walDir`.
  */
 export function ingestPipeline(
   walDir: string,
   columns: IngestNamespaceConfig["columns"],
-  options: { readonly partition?: IngestNamespaceConfig["time"]["partition"]; readonly wal?: Partial<IngestPipelineConfig["wal"]> } = {},
+  options: {
+    readonly partition?: IngestNamespaceConfig["time"]["partition"];
+    readonly wal?: Partial<IngestPipelineConfig["wal"]>;
+    readonly unknownFields?: IngestNamespaceConfig["unknownFields"];
+  } = {},
 ): IngestPipelineConfig {
   const local = { kind: "local" as const, name: "lake", path: "/unused" };
   return {
@@ -18,7 +22,7 @@ export function ingestPipeline(
       {
         name: "pageviews",
         columns: [...columns],
-        unknownFields: "keep",
+        unknownFields: options.unknownFields ?? "keep",
         extraColumn: "extra",
         time: { field: "ts", partition: options.partition ?? [{ key: "day", expression: "strftime(ts, '%Y-%m-%d')" }] },
       },

@@ -97,8 +97,7 @@ async function compactPartition(parts: LakeParts, table: TableDefinition, partit
 async function compactOnce(parts: LakeParts, table: TableDefinition, partition: Partition, options: CompactOptions): Promise<PartitionCompaction | "changed"> {
   const path = partitionPath(partition);
   const now = options.now?.() ?? new Date();
-  const tally = await readTally(parts.store, table.name, partition);
-  const found = await parts.catalog.getPointer(table, partition);
+  const [tally, found] = await Promise.all([readTally(parts.store, table.name, partition), parts.catalog.getPointer(table, partition)]);
   const pointer = options.dryRun ? found : await followTally(parts, table, partition, tally, found);
   const run = tally.run ?? pointer?.runId;
   if (run === undefined || !pointer) return { table: table.name, partition: path, status: "skipped", reason: "nothing is registered in it", files: 0, bytes: 0, rows: 0 };
