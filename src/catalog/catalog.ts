@@ -82,6 +82,13 @@ export interface Catalog {
    * `tableChange`), except columns added to an ingested table (anywhere: readers match by name): the new definition is written over the old.
    */
   createTable(table: TableDefinition): Promise<void>;
+  /**
+   * Writes a table's changed definition over the one the catalog holds: a schema change in place
+   * (model/schema-change.ts), or its undoing by a rollback. The caller holds the table's lease and has judged the
+   * change. Where partitions carry columns of their own (Glue's StorageDescriptor), every partition's are set to the
+   * table's in the same step, so that no partition's columns ever disagree with the table's.
+   */
+  updateTable(table: TableDefinition): Promise<void>;
   /** Removes a table's definition and whatever catalog state is left for it. */
   dropTable(name: string): Promise<void>;
   getPointer(table: TableDefinition, partition: Partition): Promise<Pointer | undefined>;

@@ -137,6 +137,12 @@ export class GlueCatalog implements Catalog {
     if (table.ingest) await this.untilLive(table);
   }
 
+  async updateTable(table: TableDefinition): Promise<void> {
+    const live = await this.glueTable(table.name);
+    if (!live) throw new LakeswapError("STORE_ERROR", `Glue table ${this.options.database}.${table.name} is gone; rerun (lakeswap declares it again)`);
+    await this.addColumns(table, live);
+  }
+
   /**
    * An ingested table that gained columns: one UpdateTable (with the VersionId just read) sets the new columns
    * and definition, keeping its Location and Parameters; then GetTable is read until it shows them, so nothing

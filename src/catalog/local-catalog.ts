@@ -119,6 +119,14 @@ export class LocalCatalog implements Catalog {
     // The table's folder (and the lake's, on the first table) made durable where it is new.
     const made = await makeFolder(path.join(this.root, table.name), this.root);
     await Promise.all(made.map(fsyncPath));
+    await this.writeDefinition(table);
+  }
+
+  async updateTable(table: TableDefinition): Promise<void> {
+    await this.writeDefinition(table);
+  }
+
+  private async writeDefinition(table: TableDefinition): Promise<void> {
     await writeFileAtomic(this.tableFile(table.name), `${JSON.stringify(table, null, 2)}\n`, path.join(this.root, this.folders.temp), this.root).catch((error: unknown) => {
       throw noSpaceError(`${this.folders.metadata}/tables/${table.name}.json`, this.tableFile(table.name), error, this.describeWrite) ?? error;
     });

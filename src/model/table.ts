@@ -9,6 +9,13 @@ export type Compression = "snappy" | "zstd";
 export interface Column {
   readonly name: string;
   readonly type: string;
+  /**
+   * The type the column's values are signed as (docs/signatures.md, "Schema changes"): its type before it was first
+   * widened in place, kept across later widenings, so that no signature changes. Absent: `type`.
+   */
+  readonly signedAs?: string;
+  /** Added in place after the table's first runs were written: runs written before lack it (NULL), and it is signed only where it holds a value. */
+  readonly added?: true;
 }
 
 /** A Hive-style Parquet table: its columns, its partition keys (none: the whole table is one unit, replaced as a whole), and how its files are written. */
@@ -43,6 +50,29 @@ export interface TableDefinition {
   readonly iceberg?: true;
   /** The name of its Iceberg table where a catalog keeps one by name (Glue); absent: `<name>_iceberg`. Only with `iceberg`. */
   readonly icebergTable?: string;
+  /**
+   * How many times its columns changed in place (model/schema-change.ts): runs written before a change keep the
+   * columns they were written with, so its files are read by column name and cast to the declared types. Absent: never.
+   */
+  readonly schemaVersion?: number;
+}
+
+/** A table's definition as declared: without what lakeswap records about its changes (columns' `signedAs` and `added`, `schemaVersion`). */
+export function declaredShape(table: TableDefinition): string {
+  return JSON.stringify({
+    ...table,
+    columns: table.columns.map((c) => ({ name: c.name, type: c.type })),
+    schemaVersion: undefined,
+  });
+}
+
+/**
+ * Whether a table's files may differ from its declared columns (an ingested table that gained columns, a table whose
+ * schema changed in place): they are then read by column name, a column a file lacks is NULL, and every column is
+ * cast to its declared type.
+ */
+export function readsByName(table: TableDefinition): boolean {
+  return table.columnsAdded === true || (table.schemaVersion ?? 0) > 0;
 }
 
 const SIMPLE_TYPES = new Set([
@@ -108,6 +138,7 @@ export function defineTable(input: {
   columnsAdded?: boolean;
   iceberg?: boolean;
   icebergTable?: string;
+  schemaVersion?: number;
 }): TableDefinition {
   const name = assertIdentifier("table name", input.name);
   if (input.columns.length === 0) {
@@ -126,8 +157,16 @@ export function defineTable(input: {
       throw new InvalidInputError(`column '${column.name}' of table '${name}' ${what}`);
     }
     seen.add(column.name);
-    return { name: column.name, type: normalizeColumnType(column.name, column.type) };
+    return {
+      name: column.name,
+      type: normalizeColumnType(column.name, column.type),
+      ...(column.signedAs !== undefined ? { signedAs: normalizeColumnType(column.name, column.signedAs) } : {}),
+      ...(column.added ? { added: true as const } : {}),
+    };
   });
+  if (input.schemaVersion !== undefined && !(Number.isSafeInteger(input.schemaVersion) && input.schemaVersion >= 0)) {
+    throw new InvalidInputError(`table '${name}' has schema version ${printable(String(input.schemaVersion))}: it must be a whole number, 0 or more`);
+  }
   const compression = (input.compression ?? "snappy").toLowerCase();
   if (compression !== "snappy" && compression !== "zstd") {
     throw new InvalidInputError(`compression '${printable(compression)}' is not supported: use snappy (default) or zstd`);
@@ -150,6 +189,7 @@ export function defineTable(input: {
     ...(input.ingest && input.columnsAdded ? { columnsAdded: true as const } : {}),
     ...(input.iceberg ? { iceberg: true as const } : {}),
     ...(input.iceberg && input.icebergTable !== undefined ? { icebergTable: input.icebergTable } : {}),
+    ...(input.schemaVersion ? { schemaVersion: input.schemaVersion } : {}),
   };
 }
 
@@ -180,7 +220,7 @@ export function keepIngestLayout(existing: TableDefinition | undefined, wanted: 
  * differs: a column whose type changed, a column that is gone, other partition keys, another kind of table.
  */
 export function tableChange(existing: TableDefinition, wanted: TableDefinition): "same" | "columns added" | "iceberg added" {
-  if (JSON.stringify(existing) === JSON.stringify(wanted)) return "same";
+  if (JSON.stringify(existing) === JSON.stringify(wanted) || declaredShape(existing) === declaredShape(wanted)) return "same";
   const fix = `drop it first (lakeswap drop-table ${wanted.name}) or declare it as it is`;
   if (existing.iceberg && wanted.iceberg && existing.icebergTable !== wanted.icebergTable && JSON.stringify({ ...existing, icebergTable: undefined }) === JSON.stringify({ ...wanted, icebergTable: undefined })) {
     const name = (t: TableDefinition): string => t.icebergTable ?? `${t.name}_iceberg`;
@@ -241,9 +281,11 @@ export function parseTableDefinition(value: unknown, source: string, expectedNam
   if (typeof record.name !== "string") refuse("it has no 'name'");
   if (expectedName !== undefined && record.name !== expectedName) refuse(`it names table '${printable(String(record.name))}', not '${expectedName}'`);
   const columns = record.columns;
-  if (!Array.isArray(columns) || columns.some((c) => typeof c !== "object" || c === null || typeof (c as Column).name !== "string" || typeof (c as Column).type !== "string")) {
-    refuse("'columns' is not a list of {name, type}");
-  }
+  const column = (c: unknown): c is Column =>
+    typeof c === "object" && c !== null && typeof (c as Column).name === "string" && typeof (c as Column).type === "string" &&
+    ["string", "undefined"].includes(typeof (c as Column).signedAs) && [true, undefined].includes((c as Column).added);
+  if (!Array.isArray(columns) || !columns.every(column)) refuse("'columns' is not a list of {name, type}");
+  if (record.schemaVersion !== undefined && typeof record.schemaVersion !== "number") refuse("'schemaVersion' is not a number");
   const keys = record.partitionKeys;
   if (!Array.isArray(keys) || keys.some((key) => typeof key !== "string")) refuse("'partitionKeys' is not a list of names");
   if (record.compression !== undefined && typeof record.compression !== "string") refuse("'compression' is not a name");
@@ -263,6 +305,7 @@ export function parseTableDefinition(value: unknown, source: string, expectedNam
       ...(record.columnsAdded === true ? { columnsAdded: true } : {}),
       ...(record.iceberg === true ? { iceberg: true } : {}),
       ...(typeof record.icebergTable === "string" ? { icebergTable: record.icebergTable } : {}),
+      ...(typeof record.schemaVersion === "number" ? { schemaVersion: record.schemaVersion } : {}),
     });
   } catch (error) {
     if (error instanceof InvalidInputError) return refuse(error.message);

@@ -1,0 +1,110 @@
+import { LakeswapError } from "./errors.js";
+import { declaredShape, defineTable, type Column, type TableDefinition } from "./table.js";
+import { wordKind } from "./signature.js";
+
+/**
+ * Schema changes in place (docs/lake.md, "Schema changes"). A table declared with other columns than the catalog
+ * holds is changed in place where every run written before stays readable as the new schema and keeps its content
+ * signature: columns added (anywhere: readers match files by column name, and a column a run lacks is NULL), an
+ * integer or float widened, a DECIMAL's precision widened with the same scale, the compression of new runs changed.
+ * Anything else (a column dropped, renamed or narrowed, a scale changed, other partition keys) would change what the
+ * runs already written mean, and is refused naming each change.
+ */
+
+/** The types each integer and float type widens to in place: every value converts exactly, and signs as the same word. */
+const WIDENS_TO: Readonly<Record<string, readonly string[]>> = {
+  TINYINT: ["SMALLINT", "INTEGER", "BIGINT"],
+  SMALLINT: ["INTEGER", "BIGINT"],
+  INTEGER: ["BIGINT"],
+  UTINYINT: ["USMALLINT", "UINTEGER", "SMALLINT", "INTEGER", "BIGINT"],
+  USMALLINT: ["UINTEGER", "INTEGER", "BIGINT"],
+  UINTEGER: ["BIGINT"],
+  FLOAT: ["DOUBLE"],
+};
+
+/**
+ * Why a column's type cannot change from `from` to `to` in place, or undefined where it can: a widening whose values
+ * all convert exactly and keep their signature words (docs/signatures.md, step 3). A DECIMAL keeps its words while its
+ * precision stays on one side of 18 (an integer word up to 18 digits, the canonical text above), so a widening
+ * across 18 digits would change every signature of the column.
+ */
+export function wideningRefusal(from: string, to: string): string | undefined {
+  if (WIDENS_TO[from]?.includes(to)) return undefined;
+  const decimal = (type: string) => /^DECIMAL\((\d+),(\d+)\)$/.exec(type);
+  const [a, b] = [decimal(from), decimal(to)];
+  if (a && b) {
+    if (a[2] !== b[2]) return "its scale changes (values would be rescaled)";
+    if (Number(b[1]) < Number(a[1])) return "its precision narrows (values may no longer fit)";
+    if (wordKind(from) !== wordKind(to)) return "its precision crosses 18 digits, which changes how its values are signed";
+    return undefined;
+  }
+  const order = ["TINYINT", "SMALLINT", "INTEGER", "BIGINT"];
+  if (order.includes(from) && order.includes(to) && order.indexOf(to) < order.indexOf(from)) return "it narrows (values may no longer fit)";
+  if (from === "DOUBLE" && to === "FLOAT") return "it narrows (values would lose precision)";
+  return "it is not a widening lakeswap applies in place (integers and floats widen, DECIMAL(p,s) to a larger p with the same s)";
+}
+
+/** A change in place: the definition to write, and each change in words (`column coupon VARCHAR added`). */
+export interface SchemaChange {
+  readonly table: TableDefinition;
+  readonly changes: readonly string[];
+}
+
+/**
+ * How a declared table changes the one the catalog holds, for tables written in runs (an ingested table's columns
+ * are added by its own rule, model/table.ts `keepIngestLayout`): undefined where the declaration is the table as it
+ * is (or differs only in whether it is published as Iceberg, which `tableChange` judges); a change in place; or a
+ * CONFLICT naming every change that cannot be made in place and how to make it.
+ */
+export function planSchemaChange(existing: TableDefinition, wanted: TableDefinition): SchemaChange | undefined {
+  if (existing.ingest || wanted.ingest) return undefined;
+  const changes: string[] = [];
+  const refused: string[] = [];
+  if (existing.partitionKeys.join(",") !== wanted.partitionKeys.join(",")) {
+    refused.push(`its partition keys change from (${existing.partitionKeys.join(", ")}) to (${wanted.partitionKeys.join(", ")})`);
+  }
+  for (const column of existing.columns) {
+    const now = wanted.columns.find((c) => c.name === column.name);
+    if (!now) refused.push(`column ${column.name} (${column.type}) is no longer declared (dropped or renamed)`);
+    else if (now.type !== column.type) {
+      const why = wideningRefusal(column.type, now.type);
+      if (why) refused.push(`column ${column.name} changes from ${column.type} to ${now.type}: ${why}`);
+      else changes.push(`column ${column.name} widened from ${column.type} to ${now.type}`);
+    }
+  }
+  const added = wanted.columns.filter((c) => !existing.columns.some((e) => e.name === c.name));
+  changes.push(...added.map((c) => `column ${c.name} ${c.type} added`));
+  const columnsChanged = changes.length > 0;
+  if (existing.compression !== wanted.compression) changes.push(`compression of new runs changed from ${existing.compression} to ${wanted.compression}`);
+  if (refused.length > 0) {
+    throw new LakeswapError(
+      "CONFLICT",
+      `table '${wanted.name}' cannot change in place: ${refused.join("; ")}. Only adding columns, widening integer and float types, widening a DECIMAL's ` +
+        `precision with the same scale and changing the compression apply in place; declare the table as it is, or drop it (lakeswap drop-table ${wanted.name}) and load it again`,
+    );
+  }
+  if (changes.length === 0) return undefined;
+  const columns: Column[] = wanted.columns.map((c) => {
+    const before = existing.columns.find((e) => e.name === c.name);
+    if (!before) return { ...c, added: true };
+    return {
+      ...c,
+      ...(before.type !== c.type || before.signedAs !== undefined ? { signedAs: before.signedAs ?? before.type } : {}),
+      ...(before.added ? { added: true as const } : {}),
+    };
+  });
+  const table = defineTable({
+    ...wanted,
+    columns,
+    ...(columnsChanged ? { schemaVersion: (existing.schemaVersion ?? 0) + 1 } : existing.schemaVersion !== undefined ? { schemaVersion: existing.schemaVersion } : {}),
+  });
+  return { table, changes };
+}
+
+/**
+ * The definition a declaration stands for where the catalog holds the table: the catalog's own (with what lakeswap
+ * recorded about the table's changes) where the declaration is the table as it is, else the declaration.
+ */
+export function asDeclared(existing: TableDefinition | undefined, wanted: TableDefinition): TableDefinition {
+  return existing && declaredShape(existing) === declaredShape(wanted) ? existing : wanted;
+}
