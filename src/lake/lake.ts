@@ -25,6 +25,8 @@ import { publishStaged } from "./commit/publish.js";
 import type { RunManifest } from "./manifest.js";
 import { notIngested, partitionOf, type LakeParts, type LeaseOptions, type LakePorts, type LakeSettings, type PartitionInput } from "./parts.js";
 import { keepIngestLayout, type TableDefinition } from "../model/table.js";
+import { asDeclared, planSchemaChange } from "../model/schema-change.js";
+import { changeSchema } from "./operations/change-schema.js";
 
 export type { PartitionGcReport } from "./operations/gc.js";
 export type { PartitionHistory, RunHistoryEntry } from "./operations/history.js";
@@ -180,12 +182,16 @@ export class Lake {
   }
 
   /**
-   * Declares a table (idempotent for the same definition), and returns the definition declared: an ingested table that
-   * exists already keeps the layout its files were written in (model/table.ts `keepIngestLayout`).
+   * Declares a table (idempotent for the same definition), and returns the definition it has: an ingested table that
+   * exists already keeps the layout its files were written in (model/table.ts `keepIngestLayout`); one declared with
+   * compatible schema changes is changed in place under its lease (./operations/change-schema.ts).
    */
   async createTable(wanted: TableDefinition): Promise<TableDefinition> {
     assertNotScratchName(wanted.name);
-    const table = wanted.ingest ? keepIngestLayout(await this.catalog.getTable(wanted.name), wanted) : wanted;
+    const existing = await this.catalog.getTable(wanted.name);
+    // Other columns than the table has: changed in place under its lease where they can be, else refused naming why.
+    if (existing && planSchemaChange(existing, wanted)) return (await changeSchema(this, wanted, `create-table ${wanted.name}`))?.table ?? this.table(wanted.name);
+    const table = wanted.ingest ? keepIngestLayout(existing, wanted) : asDeclared(existing, wanted);
     assertIcebergSupported(this.parts, table);
     // A catalog's Iceberg table of that name that is not this table's is refused now, not at the first commit.
     if (table.iceberg) await this.catalog.iceberg?.head(table);

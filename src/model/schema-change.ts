@@ -106,5 +106,10 @@ export function planSchemaChange(existing: TableDefinition, wanted: TableDefinit
  * recorded about the table's changes) where the declaration is the table as it is, else the declaration.
  */
 export function asDeclared(existing: TableDefinition | undefined, wanted: TableDefinition): TableDefinition {
-  return existing && declaredShape(existing) === declaredShape(wanted) ? existing : wanted;
+  if (!existing) return wanted;
+  if (declaredShape(existing) === declaredShape(wanted)) return existing;
+  // Published as Iceberg too (or no longer: the catalog judges it): the rest of the definition is the catalog's.
+  const publishing = (t: TableDefinition) => declaredShape({ ...t, iceberg: undefined, icebergTable: undefined });
+  if (publishing(existing) === publishing(wanted)) return defineTable({ ...existing, iceberg: wanted.iceberg === true, icebergTable: wanted.icebergTable });
+  return wanted;
 }
