@@ -4,7 +4,7 @@ import { BuildError, LakeswapError, isNoSpace } from "../model/errors.js";
 import { partitionPath, partitionValue } from "../model/partition.js";
 import { quoteIdentifier, quoteLiteral } from "../model/sql.js";
 import { duckdbStorageType } from "../model/column-types.js";
-import type { TableDefinition } from "../model/table.js";
+import { readsByName, type TableDefinition } from "../model/table.js";
 import type { BuildRequest, BuildResult, PartitionSnapshot, TableSnapshot } from "../model/build.js";
 import { faultPoint } from "../shared/faults.js";
 import { cleanDuckDbMessage } from "../duckdb/duckdb-text.js";
@@ -133,13 +133,14 @@ function namedByPaths(table: TableDefinition, partitions: readonly PartitionSnap
 }
 
 /**
- * The rows of some files of a table. An ingested table gains columns as its namespace does, and its files keep the
- * columns they were written with: once it has (`columnsAdded`), they are matched by name, and a column a file lacks
- * (or every file lacks, until a segment carries it) is NULL of its declared type. That costs a read of every file's
- * schema before the query runs, so a table whose files all hold every column is read as written.
+ * The rows of some files of a table. A table whose schema changed in place (an ingested table gains columns as its
+ * namespace does) keeps files written with the columns of their time: once it has (`readsByName`), they are matched
+ * by name, a column a file lacks (or every file lacks, until a run carries it) is NULL of its declared type, and a
+ * column written narrower (INTEGER before a widening to BIGINT) is read as the declared type. That costs a read of
+ * every file's schema before the query runs, so a table whose files all hold every column is read as written.
  */
 function readFiles(table: TableDefinition, files: string, options: string): string {
-  if (!table.columnsAdded) return `read_parquet(${files}, ${options})`;
+  if (!readsByName(table)) return `read_parquet(${files}, ${options})`;
   const declared = table.columns.map((c) => `CAST(NULL AS ${duckdbStorageType(c.type)}) AS ${quoteIdentifier(c.name)}`).join(", ");
   return `(SELECT ${declared} WHERE false UNION ALL BY NAME SELECT * FROM read_parquet(${files}, ${options}, union_by_name = true))`;
 }

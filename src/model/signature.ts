@@ -37,10 +37,34 @@ const MASK63 = (1n << 63n) - 1n;
 /** Bits of a flag word that carry flags: 63, so a flag word is a non-negative signed 64-bit integer. */
 export const FLAG_BITS = 63;
 
-/** A signed column: its name and declared (normalized) type. */
+/**
+ * A signed column: its name and declared (normalized) type; `signedAs`, the type the signature's header names (its
+ * type before a widening in place, which changes no word); `added`, a column added in place, signed apart and only
+ * where it holds a value (docs/signatures.md, "Schema changes").
+ */
 export interface SignedColumn {
   readonly name: string;
   readonly type: string;
+  readonly signedAs?: string;
+  readonly added?: true;
+}
+
+/**
+ * The signed columns split as a signature reads them: `base`, the columns every row is signed over (the header's),
+ * and `added`, each signed apart over the rows where it holds a value, after the base columns. Where every signed
+ * column was added, they are all base.
+ */
+export function signatureParts<T extends SignedColumn>(columns: readonly T[]): { readonly base: T[]; readonly added: T[] } {
+  const ordered = signatureColumnOrder(columns);
+  const base = ordered.filter((c) => !c.added);
+  return base.length === 0 ? { base: ordered, added: [] } : { base, added: ordered.filter((c) => c.added) };
+}
+
+/** The lane sums of an added column's rows (those where it holds a value): absent or 0 rows where it holds none. */
+export interface AddedSums {
+  readonly rows: bigint | number;
+  readonly upper: bigint;
+  readonly lower: bigint;
 }
 
 /** The columns of a signature in their canonical order (by name, bytewise). */
@@ -241,9 +265,16 @@ export function rowLanes(items: RowItems): readonly [bigint, bigint] {
 }
 
 /** The final raw signature from the row count and the two lane sums (reduced modulo 2^64 here). */
-export function finishRawSignature(columns: readonly SignedColumn[], rows: bigint | number, upper: bigint, lower: bigint): string {
-  const header = signatureColumnOrder(columns).map((c) => `${c.name} ${c.type}`).join(",");
-  const text = [`lakeswap-signature ${SIGNATURE_VERSION}`, header, String(rows), hex64(upper % LANE), hex64(lower % LANE)].join("\n");
+export function finishRawSignature(columns: readonly SignedColumn[], rows: bigint | number, upper: bigint, lower: bigint, added: readonly (AddedSums | undefined)[] = []): string {
+  const parts = signatureParts(columns);
+  const header = parts.base.map((c) => `${c.name} ${c.signedAs ?? c.type}`).join(",");
+  // An added column adds a line only where it holds a value: a partition without one signs as before the column was added.
+  const addedLines = parts.added.flatMap((c, i) => {
+    const sums = added[i];
+    if (!sums || BigInt(sums.rows) === 0n) return [];
+    return [`+${c.name} ${c.signedAs ?? c.type},${sums.rows},${hex64(sums.upper % LANE)},${hex64(sums.lower % LANE)}`];
+  });
+  const text = [`lakeswap-signature ${SIGNATURE_VERSION}`, header, String(rows), hex64(upper % LANE), hex64(lower % LANE), ...addedLines].join("\n");
   return `${SIGNATURE_VERSION}:${sha256(text)}`;
 }
 
@@ -253,15 +284,20 @@ export function finishRawSignature(columns: readonly SignedColumn[], rows: bigin
  * The engine computes the same thing in SQL; tests hold the two together.
  */
 export function rawSignature(columns: readonly SignedColumn[], rows: readonly (readonly (string | null)[])[]): string {
-  const order = signatureColumnOrder(columns.map((column, index) => ({ ...column, index })));
-  let upper = 0n;
-  let lower = 0n;
-  for (const row of rows) {
-    const [a, b] = rowLanes(rowItems(order, order.map((column) => row[column.index] ?? null)));
-    upper = (upper + a) % LANE;
-    lower = (lower + b) % LANE;
-  }
-  return finishRawSignature(columns, rows.length, upper, lower);
+  const { base, added } = signatureParts(columns.map((column, index) => ({ ...column, index })));
+  const sums = (over: readonly (SignedColumn & { index: number })[], chosen: readonly (readonly (string | null)[])[]): AddedSums => {
+    let [upper, lower] = [0n, 0n];
+    for (const row of chosen) {
+      const [a, b] = rowLanes(rowItems(over, over.map((column) => row[column.index] ?? null)));
+      upper = (upper + a) % LANE;
+      lower = (lower + b) % LANE;
+    }
+    return { rows: chosen.length, upper, lower };
+  };
+  const all = sums(base, rows);
+  // Each added column over the rows where it holds a value, its words after the base columns' (its flag always clear).
+  const apart = added.map((column) => sums([...base, column], rows.filter((row) => (row[column.index] ?? null) !== null)));
+  return finishRawSignature(columns, rows.length, all.upper, all.lower, apart);
 }
 
 /**

@@ -4,7 +4,7 @@ import { partitionOfValues, partitionPath, partitionValue, type Partition } from
 import { finishRawSignature, signatureColumnOrder } from "../../model/signature.js";
 import { quoteFilePath, quoteIdentifier, quoteLiteral, quoteRelation } from "../../model/sql.js";
 import type { LandedPartition, MergeRequest } from "../landing.js";
-import { signatureQuery } from "./signature-sql.js";
+import { signatureOfRow, signatureQuery } from "./signature-sql.js";
 import type { SignatureForm } from "../../duckdb/duckdb-open.js";
 
 /** The relations one merge made, dropped together when it is released. */
@@ -195,9 +195,8 @@ async function signMerged({ request, relations, keys, values }: MergeSql, touche
   const signatures = new Map<string, LandedPartition>();
   for (const row of await values(signatureQuery(relations.merged, keys, signed, form))) {
     const partition = partitionOfValues(keys, row);
-    const count = Number(row[keys.length]);
+    const { rows: count, signature } = signatureOfRow(signed, row, keys.length);
     if (count === 0) continue;
-    const signature = finishRawSignature(signed, count, BigInt(String(row[keys.length + 1])), BigInt(String(row[keys.length + 2])));
     signatures.set(partitionPath(partition), { partition, rows: count, signature });
   }
   return [...touched.entries()]

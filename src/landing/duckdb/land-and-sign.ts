@@ -1,6 +1,6 @@
 import type { DuckDBConnection, DuckDBResultReader } from "@duckdb/node-api";
 import { partitionOfValues } from "../../model/partition.js";
-import { finishRawSignature, signatureColumnOrder } from "../../model/signature.js";
+import { signatureColumnOrder } from "../../model/signature.js";
 import { quoteIdentifier } from "../../model/sql.js";
 import type { TableDefinition } from "../../model/table.js";
 import { faultPoint } from "../../shared/faults.js";
@@ -8,7 +8,7 @@ import type { LandRequest, LandedDelivery, LandedPartition, RejectedRow, Signing
 import { assertStillAsRead, fileStateTexts, type DeliveryIds, type ReadFiles } from "./delivery-identity.js";
 import { landDelivery, outOfMemory } from "./land-delivery.js";
 import type { LandingTables } from "./landing-relations.js";
-import { signatureQuery, type SignatureColumn } from "./signature-sql.js";
+import { signatureColumnNames, signatureOfRow, signatureQuery, type SignatureColumn } from "./signature-sql.js";
 import { tableShape, type Stage } from "./stage.js";
 
 /** A stage written while a delivery was landed, and the table shape it was written for (`tableShape`). */
@@ -109,7 +109,7 @@ async function signedInPass(
   hooks: LandHooks,
 ): Promise<LandedPartition[]> {
   const reader = await connection.runAndReadAll(
-    `SELECT ${keys.map((key) => `${quoteIdentifier(key)}, `).join("")}n, upper, lower FROM ${signatures} WHERE __good ORDER BY ALL`,
+    `SELECT ${keys.map((key) => `${quoteIdentifier(key)}, `).join("")}${signatureColumnNames(signed).join(", ")} FROM ${signatures} WHERE __good ORDER BY ALL`,
   );
   if (writeAhead) {
     // As beside a signature: a write ahead that failed is only not used (the runs are then written when built).
@@ -125,11 +125,11 @@ async function signedInPass(
 /** Each partition's rows and signature from the signature query's rows (a table without keys is one group, perhaps empty: then no partition). */
 function landedPartitions(reader: DuckDBResultReader, keys: readonly string[], signed: readonly SignatureColumn[]): LandedPartition[] {
   return reader.getRowsJS().filter((row) => Number(row[keys.length]) > 0).map((row) => {
-    const rows = Number(row[keys.length]);
+    const { rows, signature } = signatureOfRow(signed, row, keys.length);
     return {
       partition: partitionOfValues(keys, row),
       rows,
-      signature: finishRawSignature(signed, rows, BigInt(String(row[keys.length + 1])), BigInt(String(row[keys.length + 2]))),
+      signature,
       lanes: { upper: laneText(row[keys.length + 1]), lower: laneText(row[keys.length + 2]) },
     };
   });

@@ -1,4 +1,4 @@
-import { FLAG_BITS, INFINITY_WORDS, flagWordCount, type KeyPair, laneKeys, wordKind } from "../../model/signature.js";
+import { FLAG_BITS, INFINITY_WORDS, finishRawSignature, flagWordCount, type KeyPair, laneKeys, signatureParts, wordKind } from "../../model/signature.js";
 import { quoteIdentifier, quoteRelation } from "../../model/sql.js";
 import type { SignatureForm } from "../../duckdb/duckdb-open.js";
 
@@ -73,6 +73,8 @@ export interface SignatureColumn {
   readonly name: string;
   readonly type: string;
   readonly nullable?: boolean;
+  readonly signedAs?: string;
+  readonly added?: true;
 }
 
 const LANE_MODULUS = "18446744073709551616::HUGEINT";
@@ -91,19 +93,58 @@ export function signatureQuery(relation: string, keys: readonly string[], signed
   // Each list of keys ends in ", " where there are keys: a table without partition keys is one group, the whole relation.
   const keyList = keys.map((key) => `${quoteIdentifier(key)}, `).join("");
   const rel = quoteRelation(relation);
+  const { base, added } = signatureParts(signed);
+  // An added column is signed apart (docs/signatures.md, "Schema changes"): over the rows where it holds a value, its word after the base columns'.
+  const holds = (column: SignatureColumn): string => {
+    const isNull = nullCondition(column);
+    return isNull === undefined ? "true" : `NOT (${isNull})`;
+  };
+  const extra = (i: number): string => `, coalesce(__n${i}, 0) AS n_${i}, coalesce(__u${i}, '0') AS upper_${i}, coalesce(__l${i}, '0') AS lower_${i}`;
   if (form === "native") {
     // The extension's aggregate: integer kinds as their declared type (it reads the stored integer, or the double's bits), text kinds as canonical text.
-    const fields = signed.map((column) =>
-      wordKind(column.type) === "integer" ? `CAST(${quoteIdentifier(column.name)} AS ${column.type})` : canonicalExpression(column.name, column.type),
-    );
+    const field = (column: SignatureColumn): string =>
+      wordKind(column.type) === "integer" ? `CAST(${quoteIdentifier(column.name)} AS ${column.type})` : canonicalExpression(column.name, column.type);
     // Up to 32 fields are arguments of their own (native/lakeswap_signature.c); a wider row goes as one struct.
-    const args = fields.length <= NATIVE_DIRECT_FIELDS ? fields.join(", ") : `row(${fields.join(", ")})`;
-    const digests = `SELECT ${keyList}lakeswap_signature(${args}) AS __s FROM ${rel} GROUP BY ALL`;
-    return `SELECT ${keyList}__s.n AS n, CAST(__s.upper AS VARCHAR) AS upper, CAST(__s.lower AS VARCHAR) AS lower FROM (${digests}) ORDER BY ALL`;
+    const args = (columns: readonly SignatureColumn[]): string => {
+      const fields = columns.map(field);
+      return fields.length <= NATIVE_DIRECT_FIELDS ? fields.join(", ") : `row(${fields.join(", ")})`;
+    };
+    const apart = added.map((column, i) => `, lakeswap_signature(${args([...base, column])}) FILTER (WHERE ${holds(column)}) AS __s${i}`).join("");
+    const digests = `SELECT ${keyList}lakeswap_signature(${args(base)}) AS __s${apart} FROM ${rel} GROUP BY ALL`;
+    const sums = added.map((_, i) => `, __s${i}.n AS __n${i}, CAST(__s${i}.upper AS VARCHAR) AS __u${i}, CAST(__s${i}.lower AS VARCHAR) AS __l${i}`).join("");
+    const columns = `${keyList}__s.n AS n, CAST(__s.upper AS VARCHAR) AS upper, CAST(__s.lower AS VARCHAR) AS lower`;
+    if (added.length === 0) return `SELECT ${columns} FROM (${digests}) ORDER BY ALL`;
+    return `SELECT ${keyList}n, upper, lower${added.map((_, i) => extra(i)).join("")} FROM (SELECT ${columns}${sums} FROM (${digests})) ORDER BY ALL`;
   }
   // Lanes are signed here; the sums are taken modulo 2^64 as unsigned numbers (the mathematical modulus, never negative).
   const laneSum = (lane: string): string => `CAST(((sum(${lane}) % ${LANE_MODULUS}) + ${LANE_MODULUS}) % ${LANE_MODULUS} AS VARCHAR)`;
-  return `SELECT ${keyList}count(*) AS n, ${laneSum("__a")} AS upper, ${laneSum("__b")} AS lower FROM (${sqlLanes(rel, keyList, signed)}) GROUP BY ALL ORDER BY ALL`;
+  const main = `SELECT ${keyList}count(*) AS n, ${laneSum("__a")} AS upper, ${laneSum("__b")} AS lower FROM (${sqlLanes(rel, keyList, base)}) GROUP BY ALL`;
+  if (added.length === 0) return `${main} ORDER BY ALL`;
+  // Each added column's sums in a query of their own over its rows, joined to the partition's by its keys.
+  const joins = added.map((column, i) => {
+    const rows = `(SELECT * FROM ${rel} WHERE ${holds(column)})`;
+    const sums = `SELECT ${keyList}count(*) AS __n${i}, ${laneSum("__a")} AS __u${i}, ${laneSum("__b")} AS __l${i} FROM (${sqlLanes(rows, keyList, [...base, column])}) GROUP BY ALL`;
+    const on = keys.length === 0 ? "true" : keys.map((key) => `m.${quoteIdentifier(key)} IS NOT DISTINCT FROM a${i}.${quoteIdentifier(key)}`).join(" AND ");
+    return ` LEFT JOIN (${sums}) AS a${i} ON ${on}`;
+  });
+  const keyColumns = keys.map((key) => `m.${quoteIdentifier(key)}, `).join("");
+  return `SELECT ${keyColumns}m.n, m.upper, m.lower${added.map((_, i) => extra(i)).join("")} FROM (${main}) AS m${joins.join("")} ORDER BY ALL`;
+}
+
+/** The names of the signature query's columns after the partition keys: the row count, the two lane sums, then each added column's three. */
+export function signatureColumnNames(signed: readonly SignatureColumn[]): string[] {
+  return ["n", "upper", "lower", ...signatureParts(signed).added.flatMap((_, i) => [`n_${i}`, `upper_${i}`, `lower_${i}`])];
+}
+
+/** A partition's signature from a row of the signature query, its values from `offset` (after the keys) on. */
+export function signatureOfRow(signed: readonly SignatureColumn[], row: readonly unknown[], offset: number): { readonly rows: number; readonly signature: string } {
+  const rows = Number(row[offset]);
+  const added = signatureParts(signed).added.map((_, i) => ({
+    rows: BigInt(String(row[offset + 3 + 3 * i])),
+    upper: BigInt(String(row[offset + 4 + 3 * i])),
+    lower: BigInt(String(row[offset + 5 + 3 * i])),
+  }));
+  return { rows, signature: finishRawSignature(signed, rows, BigInt(String(row[offset + 1])), BigInt(String(row[offset + 2])), added) };
 }
 
 /**
