@@ -114,3 +114,38 @@ function twosComplement(value: bigint): Uint8Array {
     if ((rest === 0n && !signBit) || (rest === -1n && signBit)) return Uint8Array.from(bytes);
   }
 }
+
+/** Metrics keyed by other field ids (`ids`: old id to new; a field not in `ids` is left out). */
+export function renumberMetrics(metrics: FileMetrics, ids: ReadonlyMap<number, number>): FileMetrics {
+  const renumber = <T>(pairs: readonly (readonly [number, T])[]): [number, T][] => pairs.flatMap(([id, value]) => {
+    const to = ids.get(id);
+    return to === undefined ? [] : [[to, value] as [number, T]];
+  });
+  return {
+    columnSizes: renumber(metrics.columnSizes),
+    valueCounts: renumber(metrics.valueCounts),
+    nullValueCounts: renumber(metrics.nullValueCounts),
+    lowerBounds: renumber(metrics.lowerBounds),
+    upperBounds: renumber(metrics.upperBounds),
+  };
+}
+
+/**
+ * The metrics of a file written under an earlier schema, with the bounds of each field promoted since (int to long,
+ * float to double) serialized as the promoted type: the spec lets old bounds keep their width, but not every reader
+ * decodes a 4-byte bound of a long. Values convert exactly; a decimal's bytes do not depend on its precision.
+ */
+export function widenBounds(metrics: FileMetrics, promoted: ReadonlyMap<number, { readonly from: string; readonly to: string }>): FileMetrics {
+  const widen = (pairs: readonly (readonly [number, Uint8Array])[]): [number, Uint8Array][] => pairs.map(([id, bytes]) => [id, widened(promoted.get(id), bytes)]);
+  return { ...metrics, lowerBounds: widen(metrics.lowerBounds), upperBounds: widen(metrics.upperBounds) };
+}
+
+function widened(promotion: { readonly from: string; readonly to: string } | undefined, bytes: Uint8Array): Uint8Array {
+  if (bytes.length !== 4) return bytes;
+  const value = Buffer.from(bytes);
+  const wide = Buffer.alloc(8);
+  if (promotion?.from === "int" && promotion.to === "long") wide.writeBigInt64LE(BigInt(value.readInt32LE(0)));
+  else if (promotion?.from === "float" && promotion.to === "double") wide.writeDoubleLE(value.readFloatLE(0));
+  else return bytes;
+  return wide;
+}

@@ -1,10 +1,12 @@
 import { icebergColumnType } from "../../model/column-types.js";
+import { LakeswapError } from "../../model/errors.js";
 import type { TableDefinition } from "../../model/table.js";
 
 /**
- * Iceberg table metadata (format v2, the spec's "Table Metadata"), as lakeswap writes it: one schema whose
- * fields are the table's columns and then its partition keys (strings, as the Hive view reads them), one
- * partition spec of identity transforms of the keys, unsorted.
+ * Iceberg table metadata (format v2, the spec's "Table Metadata"), as lakeswap writes it: a schema whose fields are
+ * the table's columns and then its partition keys (strings, as the Hive view reads them), one partition spec of
+ * identity transforms of the keys, unsorted. A table whose schema changed in place (model/schema-change.ts) gets a
+ * new schema beside the earlier ones (`withTableSchema`): field ids are kept by name, never reused.
  */
 
 /** A field of an Iceberg schema. */
@@ -60,7 +62,10 @@ export interface TableMetadata {
 /** The first partition field id the spec assigns (1000), so partition and column ids never meet. */
 const FIRST_PARTITION_FIELD_ID = 1000;
 
-/** The schema of a table: its columns (ids from 1), then its partition keys as strings. */
+/** One schema of the metadata's `schemas`. */
+export type IcebergSchema = TableMetadata["schemas"][number];
+
+/** The schema of a table as first published: its columns (ids from 1), then its partition keys as strings. */
 export function icebergSchemaFields(table: TableDefinition): SchemaField[] {
   return [
     ...table.columns.map((column, i) => ({ id: i + 1, name: column.name, required: false, type: icebergColumnType(column.type) })),
@@ -79,7 +84,72 @@ function nameMapping(fields: readonly SchemaField[]): string {
   return JSON.stringify(fields.map((field) => ({ "field-id": field.id, names: [field.name] })));
 }
 
-/** The partition spec of a table: an identity transform of each partition key. */
+/** The metadata's current schema (the one a commit writes its manifests and snapshot with). */
+export function currentSchema(metadata: TableMetadata): IcebergSchema | undefined {
+  return metadata.schemas.find((s) => s["schema-id"] === metadata["current-schema-id"]);
+}
+
+/** Iceberg's type promotions (the spec's "Schema Evolution"): int to long, float to double, a decimal's precision widened. */
+function isPromotion(from: string, to: string): boolean {
+  if (from === "int" && to === "long") return true;
+  if (from === "float" && to === "double") return true;
+  const [a, b] = [/^decimal\((\d+), (\d+)\)$/.exec(from), /^decimal\((\d+), (\d+)\)$/.exec(to)];
+  return a !== null && b !== null && a[2] === b[2] && Number(b[1]) > Number(a[1]);
+}
+
+/**
+ * The fields of `to` whose type is a promotion of the same field's type in `from` (by id), as id to both types: the
+ * metrics of a file written under `from` are read under `to` (file-metrics.ts `widenBounds`).
+ */
+export function promotedFields(from: IcebergSchema | undefined, to: IcebergSchema | undefined): Map<number, { readonly from: string; readonly to: string }> {
+  const before = new Map((from?.fields ?? []).map((f) => [f.id, f.type]));
+  const promoted = new Map<number, { from: string; to: string }>();
+  for (const field of to?.fields ?? []) {
+    const type = before.get(field.id);
+    if (type !== undefined && type !== field.type) promoted.set(field.id, { from: type, to: field.type });
+  }
+  return promoted;
+}
+
+/**
+ * The metadata with the table's definition as its current schema. Where the definition's columns (names, order,
+ * types) are those of the current schema, the metadata itself. Else a new schema, with the next schema id, is added
+ * and made current (earlier snapshots keep naming theirs): every field keeps its id by name, a new column gets the
+ * next id after `last-column-id`, the partition spec stays (its source ids still name the keys' fields), and the name
+ * mapping follows the new schema. A change Iceberg cannot read the files written before under (a type changed other
+ * than by a promotion, a partition key gone) is refused: model/schema-change.ts admits none.
+ */
+export function withTableSchema(metadata: TableMetadata, table: TableDefinition): TableMetadata {
+  const current = currentSchema(metadata);
+  const known = new Map((current?.fields ?? []).map((f) => [f.name, f]));
+  let lastColumnId = metadata["last-column-id"];
+  const fields = icebergSchemaFields(table).map((field): SchemaField => {
+    const before = known.get(field.name);
+    if (before && before.type !== field.type && !isPromotion(before.type, field.type)) {
+      throw new LakeswapError("CONFLICT", `the Iceberg table of '${table.name}' cannot change column ${field.name} from ${before.type} to ${field.type} (not an Iceberg type promotion); drop the table and load it again`);
+    }
+    if (before) return { ...field, id: before.id };
+    lastColumnId += 1;
+    return { ...field, id: lastColumnId };
+  });
+  if (current && JSON.stringify(current.fields) === JSON.stringify(fields)) return metadata;
+  const spec = metadata["partition-specs"].find((s) => s["spec-id"] === metadata["default-spec-id"]);
+  for (const field of spec?.fields ?? []) {
+    if (!fields.some((f) => f.id === field["source-id"] && f.name === field.name)) {
+      throw new LakeswapError("CONFLICT", `the Iceberg table of '${table.name}' is partitioned by ${field.name}, which its definition no longer has as a partition key; drop the table and load it again`);
+    }
+  }
+  const schemaId = Math.max(-1, ...metadata.schemas.map((s) => s["schema-id"])) + 1;
+  return {
+    ...metadata,
+    "last-column-id": lastColumnId,
+    schemas: [...metadata.schemas, { type: "struct", "schema-id": schemaId, fields }],
+    "current-schema-id": schemaId,
+    properties: { ...metadata.properties, [NAME_MAPPING]: nameMapping(fields) },
+  };
+}
+
+/** The partition spec of a table as first published: an identity transform of each partition key. */
 export function tablePartitionSpec(table: TableDefinition): PartitionField[] {
   return table.partitionKeys.map((key, i) => ({
     "source-id": table.columns.length + i + 1,

@@ -1,8 +1,18 @@
 import { createHash, randomUUID } from "node:crypto";
 import { performance } from "node:perf_hooks";
-import { fileMetrics, type FileMetrics } from "../../catalog/iceberg/file-metrics.js";
+import { fileMetrics, renumberMetrics, widenBounds, type FileMetrics } from "../../catalog/iceberg/file-metrics.js";
 import { readContainerFile, readMetrics, summarizePartitions, writeManifest, writeManifestList, type DataFileEntry, type ManifestFileEntry } from "../../catalog/iceberg/manifest-files.js";
-import { currentSnapshot, emptyMetadata, icebergSchemaFields, tablePartitionSpec, type Snapshot, type TableMetadata } from "../../catalog/iceberg/table-metadata.js";
+import {
+  currentSchema,
+  currentSnapshot,
+  emptyMetadata,
+  icebergSchemaFields,
+  promotedFields,
+  tablePartitionSpec,
+  withTableSchema,
+  type Snapshot,
+  type TableMetadata,
+} from "../../catalog/iceberg/table-metadata.js";
 import { readFooters } from "../../landing/parquet-footers.js";
 import type { FileFacts } from "./file-facts.js";
 import { LakeswapError } from "../../model/errors.js";
@@ -12,7 +22,7 @@ import { faultPoint } from "../../shared/faults.js";
 import { mapLimited } from "../../shared/map-limited.js";
 import type { ObjectStore } from "../../store/object-store.js";
 import { icebergManifestKey, icebergManifestListKey } from "../layout.js";
-import { assertIcebergSupported, commitMetadata, fileUrl, keyOfUrl, latestMetadata, repairPointer } from "./iceberg-pointer.js";
+import { assertIcebergSupported, commitMetadata, fileUrl, keyOfUrl, latestMetadata, repairPointer, type LatestMetadata } from "./iceberg-pointer.js";
 import { listRunFiles, runPrefix, type LakeContext } from "../runs.js";
 
 /**
@@ -81,6 +91,8 @@ interface SnapshotManifest {
   readonly record: ManifestFileEntry;
   readonly live: readonly SnapshotFile[];
   readonly hasDeleted: boolean;
+  /** Its entries' bounds were widened to the current schema's types: it is rewritten, never listed again as it is. */
+  readonly widened?: boolean;
 }
 
 /** The manifests of a snapshot, read whole. */
@@ -220,15 +232,15 @@ async function commitOnce(ctx: IcebergContext, table: TableDefinition, summary: 
   const digest = filesDigest(named);
   const current = latest && currentSnapshot(latest.metadata);
   if (latest && (current?.summary[FILES_DIGEST] === digest || (current === undefined && named.length === 0))) {
-    await repairPointer(ctx, table, latest);
-    return undefined;
+    return commitSchemaOnly(ctx, table, latest);
   }
   faultPoint("before-iceberg-commit");
   const now = Date.now();
-  const base = latest?.metadata ?? emptyMetadata(table, randomUUID(), fileUrl(ctx.store, table.name), now);
+  // The table's schema as its definition says now (a new schema where it changed in place since the last commit).
+  const base = withTableSchema(latest?.metadata ?? emptyMetadata(table, randomUUID(), fileUrl(ctx.store, table.name), now), table);
   const snapshotId = newSnapshotId(base);
   const sequenceNumber = base["last-sequence-number"] + 1;
-  const previous = current ? await snapshotManifests(ctx.store, current) : [];
+  const previous = current ? await previousManifests(ctx.store, base, current) : [];
   const files = await sized(ctx, named, previous.flatMap((m) => m.live));
   const reused = reusableManifests(previous, new Set(files.map((f) => fileUrl(ctx.store, f.key))));
   const inReused = new Set(reused.flatMap((m) => m.live.map((f) => f.filePath)));
@@ -266,7 +278,7 @@ async function commitOnce(ctx: IcebergContext, table: TableDefinition, summary: 
     "current-snapshot-id": snapshotId,
     snapshots: [...base.snapshots, fullSnapshot],
     "snapshot-log": [...base["snapshot-log"], { "snapshot-id": snapshotId, "timestamp-ms": now }],
-    "metadata-log": latest ? [...base["metadata-log"], { "metadata-file": fileUrl(ctx.store, latest.key), "timestamp-ms": base["last-updated-ms"] }] : [],
+    "metadata-log": metadataLog(ctx.store, latest),
     refs: { ...base.refs, main: { "snapshot-id": snapshotId, type: "branch" } },
   };
   const written = await commitMetadata(ctx, table, latest, metadata);
@@ -283,6 +295,40 @@ async function commitOnce(ctx: IcebergContext, table: TableDefinition, summary: 
     catalogCalls: written.catalogCalls,
     ms: performance.now() - started,
   };
+}
+
+/** The metadata log of the version after `latest`: its log, and `latest` itself. */
+function metadataLog(store: ObjectStore, latest: LatestMetadata | undefined): TableMetadata["metadata-log"] {
+  if (!latest) return [];
+  return [...latest.metadata["metadata-log"], { "metadata-file": fileUrl(store, latest.key), "timestamp-ms": latest.metadata["last-updated-ms"] }];
+}
+
+/**
+ * Where the current snapshot already holds the current runs' files: a metadata version with the table's schema and
+ * no new snapshot, where the schema changed in place since (the Iceberg view's columns follow the Hive view's even
+ * before a partition is written again); else only the pointer moved to the newest metadata if a killed commit left it
+ * behind. No snapshot is committed either way.
+ */
+async function commitSchemaOnly(ctx: IcebergContext, table: TableDefinition, latest: LatestMetadata): Promise<undefined | "conflict"> {
+  const evolved = withTableSchema(latest.metadata, table);
+  if (evolved === latest.metadata) {
+    await repairPointer(ctx, table, latest);
+    return undefined;
+  }
+  const written = await commitMetadata(ctx, table, latest, { ...evolved, "last-updated-ms": Date.now(), "metadata-log": metadataLog(ctx.store, latest) });
+  return written.outcome === "conflict" ? "conflict" : undefined;
+}
+
+/**
+ * The manifests of the current snapshot, for the next one. Where a field's type was promoted since that snapshot's
+ * schema (int to long, float to double), their files' bounds are widened to the current schema's types and no
+ * manifest is listed again as it is (each is rewritten once, with the widened bounds).
+ */
+async function previousManifests(store: ObjectStore, base: TableMetadata, current: Snapshot): Promise<SnapshotManifest[]> {
+  const manifests = await snapshotManifests(store, current);
+  const promoted = promotedFields(base.schemas.find((s) => s["schema-id"] === current["schema-id"]), currentSchema(base));
+  if (promoted.size === 0) return manifests;
+  return manifests.map((m) => ({ ...m, widened: true, live: m.live.map((f) => ({ ...f, metrics: widenBounds(f.metrics, promoted) })) }));
 }
 
 /** A snapshot id not used by the table yet: positive, below 2^53 (exact as a JSON number and an Avro long in JavaScript). */
@@ -309,12 +355,13 @@ async function manifestEntries(
   const urls = files.map((f) => fileUrl(ctx.store, f.key));
   const fresh = files.filter((_, i) => !before.has(urls[i] as string));
   // Record counts and column metrics as the audit of each new file found them in its footer (keyed by the schema the
-  // table's definition derives, so only while the metadata's schema is that one), or from the footer read again.
+  // table's definition derives as first published, so renumbered to the metadata's field ids where the schema has the
+  // same columns and types), or from the footer read again.
   const fields = schemaFields(at.metadata);
-  const sameSchema = JSON.stringify(fields) === JSON.stringify(icebergSchemaFields(at.table));
+  const ids = sameColumns(icebergSchemaFields(at.table), fields);
   const facts = new Map(fresh.flatMap((f) => {
-    const fact = sameSchema ? ctx.fileFacts?.take(f.key, f.size) : undefined;
-    return fact ? [[f.key, fact] as const] : [];
+    const fact = ids ? ctx.fileFacts?.take(f.key, f.size) : undefined;
+    return fact && ids ? [[f.key, { ...fact, metrics: renumberMetrics(fact.metrics, ids) }] as const] : [];
   }));
   const unread = fresh.filter((f) => !facts.has(f.key));
   const footers = unread.length > 0 ? await readFooters(ctx.store, unread) : [];
@@ -342,7 +389,13 @@ async function manifestEntries(
 
 /** The fields of the table's current schema: what a file's column metrics are keyed by. */
 function schemaFields(metadata: TableMetadata): { id: number; name: string; type: string }[] {
-  return [...(metadata.schemas.find((s) => s["schema-id"] === metadata["current-schema-id"])?.fields ?? [])];
+  return [...(currentSchema(metadata)?.fields ?? [])];
+}
+
+/** Where two schemas have the same fields but for their ids (names, types, order), each field id of `from` to its id in `to`. */
+function sameColumns(from: readonly { id: number; name: string; type: string }[], to: readonly { id: number; name: string; type: string }[]): Map<number, number> | undefined {
+  if (from.length !== to.length || from.some((f, i) => f.name !== to[i]?.name || f.type !== to[i]?.type)) return undefined;
+  return new Map(from.map((f, i) => [f.id, (to[i] as { id: number }).id]));
 }
 
 /** Past this many manifests carried over, a snapshot folds them all into its one new manifest (reads stay few). */
@@ -350,11 +403,11 @@ const MAX_REUSED_MANIFESTS = 100;
 
 /**
  * The previous snapshot's manifests the new one lists as they are: those whose files are all still current and
- * that hold no deleted entry (a deletion belongs to the snapshot that made it). The others' current files are
+ * that hold no deleted entry (a deletion belongs to the snapshot that made it) and need no widened bounds. The others' current files are
  * carried into the new manifest as existing entries.
  */
 function reusableManifests(previous: readonly SnapshotManifest[], current: ReadonlySet<string>): SnapshotManifest[] {
-  const reusable = previous.filter((m) => !m.hasDeleted && m.live.length > 0 && m.live.every((f) => current.has(f.filePath)));
+  const reusable = previous.filter((m) => !m.hasDeleted && m.widened !== true && m.live.length > 0 && m.live.every((f) => current.has(f.filePath)));
   return reusable.length > MAX_REUSED_MANIFESTS ? [] : reusable;
 }
 
