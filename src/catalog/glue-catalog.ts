@@ -1,7 +1,7 @@
 import {
   BatchCreatePartitionCommand, BatchDeletePartitionCommand, BatchUpdatePartitionCommand, CreateDatabaseCommand, DeleteDatabaseCommand,
   CreateTableCommand, DeleteTableCommand, GetDatabaseCommand, GetPartitionCommand, GetPartitionsCommand, GetTableCommand, GetTablesCommand,
-  UpdateTableCommand, type ErrorDetail, type GlueClient, type Partition as GluePartition, type PartitionInput, type StorageDescriptor,
+  UpdateTableCommand, type Column, type ErrorDetail, type GlueClient, type Partition as GluePartition, type PartitionInput, type StorageDescriptor,
   type Table as GlueTable,
 } from "@aws-sdk/client-glue";
 import { LakeswapError } from "../model/errors.js";
@@ -34,6 +34,12 @@ const PARQUET_STORAGE = {
 
 /** Where a table without partition keys points before its first run (and after its pointer is removed): a prefix nothing is written under. */
 const NO_RUN = "_no_run";
+
+/**
+ * The partition column types Athena reads as a wider table column type (its "compatible data types"): any other
+ * difference between a partition's column and the table's fails every query of the table (HIVE_PARTITION_SCHEMA_MISMATCH).
+ */
+const ATHENA_WIDENS: Readonly<Record<string, readonly string[]>> = { tinyint: ["smallint", "int", "bigint"], smallint: ["int", "bigint"], int: ["bigint"], float: ["double"] };
 
 const P = { run: "lakeswap.run", previous: "lakeswap.previous_run", signature: "lakeswap.signature", movedBy: "lakeswap.moved_by" } as const;
 
@@ -115,57 +121,86 @@ export class GlueCatalog implements Catalog {
         const existing = definitionOf(live);
         if (!existing) throw new LakeswapError("CONFLICT", `Glue table ${this.options.database}.${table.name} exists but was not created by lakeswap; choose another name`);
         if (tableChange(existing, table) === "same") return;
-        await this.addColumns(table, live);
+        await this.changeColumns(table, live);
         return;
       }
     }
-    await this.send("CreateTable", () =>
-      this.client.send(
-        new CreateTableCommand({
-          ...this.ids,
-          TableInput: {
-            Name: table.name,
-            TableType: "EXTERNAL_TABLE",
-            Parameters: { classification: "parquet", EXTERNAL: "TRUE", "parquet.compression": table.compression.toUpperCase(), "lakeswap.definition": JSON.stringify(table) },
-            // A table without partition keys reads its Location: an empty prefix until its first run, never the folder its runs are written under.
-            StorageDescriptor: this.storage(table, `${this.options.uriOf(table.partitionKeys.length === 0 ? `${table.name}/${NO_RUN}` : table.name)}/`),
-            PartitionKeys: table.partitionKeys.map((key) => ({ Name: key, Type: "string" })),
-          },
-        }),
-      ),
-    );
+    const input = {
+      Name: table.name,
+      TableType: "EXTERNAL_TABLE",
+      Parameters: { classification: "parquet", EXTERNAL: "TRUE", "parquet.compression": table.compression.toUpperCase(), "lakeswap.definition": JSON.stringify(table) },
+      // A table without partition keys reads its Location: an empty prefix until its first run, never the folder its runs are written under.
+      StorageDescriptor: this.storage(table, `${this.options.uriOf(table.partitionKeys.length === 0 ? `${table.name}/${NO_RUN}` : table.name)}/`),
+      PartitionKeys: table.partitionKeys.map((key) => ({ Name: key, Type: "string" })),
+    };
+    await this.send("CreateTable", () => this.client.send(new CreateTableCommand({ ...this.ids, TableInput: input })));
     if (table.ingest) await this.untilLive(table);
   }
 
-  async updateTable(table: TableDefinition): Promise<void> {
+  /** Writes a table's changed definition and columns over the live ones, and every partition's columns (changeColumns); `fence` before each partition batch. */
+  async updateTable(table: TableDefinition, fence?: Fence): Promise<void> {
     const live = await this.glueTable(table.name);
     if (!live) throw new LakeswapError("STORE_ERROR", `Glue table ${this.options.database}.${table.name} is gone; rerun (lakeswap declares it again)`);
-    await this.addColumns(table, live);
+    await this.changeColumns(table, live, fence);
   }
 
   /**
-   * An ingested table that gained columns: one UpdateTable (with the VersionId just read) sets the new columns
-   * and definition, keeping its Location and Parameters; then GetTable is read until it shows them, so nothing
-   * is written for the new columns before the catalog says they exist.
+   * A table whose columns change (added, widened), in steps that keep every Athena query of it valid throughout
+   * (Athena fails one with HIVE_PARTITION_SCHEMA_MISMATCH where a partition's column type is not the table's nor one it
+   * widens to the table's, ATHENA_WIDENS) and that a rerun finishes after a kill anywhere (each skips what is done):
+   * 1. only for a column whose type changes as Athena does not widen (a DECIMAL's precision): it leaves every
+   *    partition's columns, so that its files are read by name as the table's type, whichever that is;
+   * 2. the table's columns, before the partitions': a partition narrower than its table is read (int as bigint), one
+   *    wider is not (the other order would fail every query until the last batch);
+   * 3. every partition's columns set to the table's (GetPartitions, then BatchUpdatePartition of 100);
+   * 4. last, the definition and compression: until then getTable gives the old definition, so a rerun plans it again.
    */
-  private async addColumns(table: TableDefinition, live: GlueTable): Promise<void> {
-    const location = live.StorageDescriptor?.Location ?? `${this.options.uriOf(table.name)}/`;
-    await this.send("UpdateTable", () =>
-      this.client.send(
-        new UpdateTableCommand({
-          ...this.ids,
-          VersionId: live.VersionId,
-          TableInput: {
-            Name: table.name,
-            TableType: live.TableType ?? "EXTERNAL_TABLE",
-            Parameters: { ...(live.Parameters ?? {}), "lakeswap.definition": JSON.stringify(table) },
-            StorageDescriptor: this.storage(table, location),
-            PartitionKeys: live.PartitionKeys ?? [],
-          },
-        }),
-      ),
-    );
+  private async changeColumns(table: TableDefinition, live: GlueTable, fence?: Fence): Promise<void> {
+    const columns = this.storage(table, "").Columns ?? [];
+    if (table.partitionKeys.length > 0) {
+      const was = live.StorageDescriptor?.Columns ?? [];
+      const typeOf = (name?: string) => columns.find((c) => c.Name === name)?.Type;
+      const stepping = was.filter((c) => typeOf(c.Name) !== undefined && typeOf(c.Name) !== c.Type && !ATHENA_WIDENS[c.Type ?? ""]?.includes(typeOf(c.Name) ?? ""));
+      if (stepping.length > 0) await this.setPartitionColumns(table, was.filter((c) => !stepping.includes(c)), fence);
+      if (!sameColumns(was, columns)) await this.putTable(table, false);
+      await this.setPartitionColumns(table, columns, fence);
+    }
+    await this.putTable(table, true);
+  }
+
+  /** One UpdateTable of the table as read (again each attempt) with the declared columns, and definition where `definition`; then untilLive. */
+  private async putTable(table: TableDefinition, definition: boolean): Promise<void> {
+    await withRetry(`glue:UpdateTable on table ${table.name}`, async () => {
+      const live = await this.glueTable(table.name);
+      if (!live) throw new LakeswapError("STORE_ERROR", `Glue table ${this.options.database}.${table.name} is gone; rerun (lakeswap declares it again)`);
+      const declared = { "lakeswap.definition": JSON.stringify(table), "parquet.compression": table.compression.toUpperCase() };
+      const storage = this.storage(table, live.StorageDescriptor?.Location ?? `${this.options.uriOf(table.name)}/`);
+      const input = { Name: table.name, TableType: live.TableType ?? "EXTERNAL_TABLE", PartitionKeys: live.PartitionKeys ?? [] };
+      const changed = definition ? { Parameters: { ...live.Parameters, ...declared }, StorageDescriptor: { ...live.StorageDescriptor, ...storage } } : { Parameters: live.Parameters, StorageDescriptor: { ...live.StorageDescriptor, Columns: storage.Columns } };
+      await this.client.send(new UpdateTableCommand({ ...this.ids, VersionId: live.VersionId, TableInput: { ...input, ...changed } }));
+    });
     await this.untilLive(table);
+  }
+
+  /** Sets the columns of every partition whose differ, keeping the rest (Location, pointer Parameters): batches of 100, every entry checked. */
+  private async setPartitionColumns(table: TableDefinition, columns: readonly Column[], fence?: Fence): Promise<void> {
+    const stale = (await this.partitionsOf(table.name)).filter((p) => !sameColumns(p.StorageDescriptor?.Columns ?? [], columns));
+    const input = (p: GluePartition): PartitionInput => ({
+      Values: p.Values, Parameters: p.Parameters, LastAccessTime: p.LastAccessTime, LastAnalyzedTime: p.LastAnalyzedTime,
+      StorageDescriptor: { ...p.StorageDescriptor, Columns: [...columns] },
+    });
+    for (let start = 0; start < stale.length; start += this.capabilities.maxBatchUpdate) {
+      let pending = stale.slice(start, start + this.capabilities.maxBatchUpdate);
+      await withRetry(`glue:BatchUpdatePartition (columns) on table ${table.name}`, async () => {
+        const failed = await this.batchUpdate(table.name, pending, (p) => ({ values: p.Values ?? [], input: input(p) }), fence);
+        // A partition removed meanwhile has no columns left to set.
+        const again = failed.filter(({ detail }) => detail?.ErrorCode !== "EntityNotFoundException");
+        pending = again.map(({ item }) => item);
+        if (again.length === 0) return;
+        const named = again.slice(0, 5).map(({ item, detail }) => `${(item.Values ?? []).join("/")} (${detail?.ErrorCode}: ${detail?.ErrorMessage ?? ""})`);
+        throw new LakeswapError("PARTIAL_FAILURE", `${again.length} partitions of ${table.name} did not take the table's columns: ${named.join("; ")}; rerun to finish`, { retryable: true });
+      }, { attempts: 5 });
+    }
   }
 
   /** Reads GetTable until its layout (columns, partition keys) is the declared one: the catalog's reads may lag its writes. */
@@ -205,9 +240,7 @@ export class GlueCatalog implements Catalog {
   async getPointer(table: TableDefinition, partition: Partition): Promise<Pointer | undefined> {
     if (table.partitionKeys.length === 0) return this.tablePointer(table);
     try {
-      const response = await this.send("GetPartition", () =>
-        this.client.send(new GetPartitionCommand({ ...this.ids, TableName: table.name, PartitionValues: [...partition.values] })),
-      );
+      const response = await this.send("GetPartition", () => this.client.send(new GetPartitionCommand({ ...this.ids, TableName: table.name, PartitionValues: [...partition.values] })));
       return response.Partition ? this.pointerOf(table, response.Partition) : undefined;
     } catch (error) {
       if (isError(error, "EntityNotFoundException")) return undefined;
@@ -238,6 +271,9 @@ export class GlueCatalog implements Catalog {
       if (last) await this.moveTablePointer(table, last, fence);
       return;
     }
+    // The table's columns as Glue holds them now (a schema change may be under way: ./changeColumns), whatever definition the caller read.
+    const columns = (await this.glueTable(table.name))?.StorageDescriptor?.Columns ?? this.storage(table, "").Columns ?? [];
+    const entry = (move: PointerMove) => ({ values: move.partition.values, input: this.partitionInput(table, columns, move) });
     let creates = moves.filter((move) => move.previousRunId === undefined);
     let updates = moves.filter((move) => move.previousRunId !== undefined);
     const reasons = new Map<string, string>();
@@ -248,7 +284,7 @@ export class GlueCatalog implements Catalog {
     const round = async (): Promise<void> => {
       const retryCreates: PointerMove[] = [];
       const retryUpdates: PointerMove[] = [];
-      for (const { move, detail } of await this.batchCreate(table, creates, fence)) {
+      for (const { item: move, detail } of await this.batchCreate(table, creates, columns, fence)) {
         // It exists after all (registered by another tool, or created concurrently): updated like any other.
         if (detail?.ErrorCode === "AlreadyExistsException") updates.push(move);
         else {
@@ -256,7 +292,7 @@ export class GlueCatalog implements Catalog {
           failed(move, detail);
         }
       }
-      for (const { move, detail } of await this.batchUpdate(table, updates, fence)) {
+      for (const { item: move, detail } of await this.batchUpdate(table.name, updates, entry, fence)) {
         if (detail?.ErrorCode === "EntityNotFoundException") retryCreates.push(move);
         else {
           retryUpdates.push(move);
@@ -274,26 +310,23 @@ export class GlueCatalog implements Catalog {
   }
 
   /** One BatchCreatePartition of `moves` (none when empty), right after the fence; the entries that failed, with Glue's reason. */
-  private async batchCreate(table: TableDefinition, moves: readonly PointerMove[], fence: Fence | undefined): Promise<{ move: PointerMove; detail?: ErrorDetail }[]> {
+  private async batchCreate(table: TableDefinition, moves: readonly PointerMove[], columns: readonly Column[], fence: Fence | undefined): Promise<{ item: PointerMove; detail?: ErrorDetail }[]> {
     if (moves.length === 0) return [];
-    const response = await this.send("BatchCreatePartition", () =>
-      this.fenced(fence, () =>
-        this.client.send(new BatchCreatePartitionCommand({ ...this.ids, TableName: table.name, PartitionInputList: moves.map((move) => this.partitionInput(table, move)) })),
-      ),
-    );
+    const PartitionInputList = moves.map((move) => this.partitionInput(table, columns, move));
+    const response = await this.send("BatchCreatePartition", () => this.fenced(fence, () => this.client.send(new BatchCreatePartitionCommand({ ...this.ids, TableName: table.name, PartitionInputList }))));
     faultPoint("during-batch-swap");
-    return entryErrors(moves, (response.Errors ?? []).map((error) => ({ values: error.PartitionValues, detail: error.ErrorDetail })));
+    return entryErrors(moves, (move) => move.partition.values, (response.Errors ?? []).map((error) => ({ values: error.PartitionValues, detail: error.ErrorDetail })));
   }
 
-  /** One BatchUpdatePartition of `moves` (none when empty), right after the fence; the entries that failed, with Glue's reason. */
-  private async batchUpdate(table: TableDefinition, moves: readonly PointerMove[], fence: Fence | undefined): Promise<{ move: PointerMove; detail?: ErrorDetail }[]> {
-    if (moves.length === 0) return [];
-    const entries = moves.map((move) => ({ PartitionValueList: [...move.partition.values], PartitionInput: this.partitionInput(table, move) }));
+  /** One BatchUpdatePartition of `items` (none when empty; `entry` gives each one's values and input), right after the fence; the entries that failed, with Glue's reason. */
+  private async batchUpdate<T>(table: string, items: readonly T[], entry: (item: T) => { values: readonly string[]; input: PartitionInput }, fence?: Fence): Promise<{ item: T; detail?: ErrorDetail }[]> {
+    if (items.length === 0) return [];
+    const entries = items.map(entry).map(({ values, input }) => ({ PartitionValueList: [...values], PartitionInput: input }));
     const response = await this.send("BatchUpdatePartition", () =>
-      this.fenced(fence, () => this.client.send(new BatchUpdatePartitionCommand({ ...this.ids, TableName: table.name, Entries: entries }))),
+      this.fenced(fence, () => this.client.send(new BatchUpdatePartitionCommand({ ...this.ids, TableName: table, Entries: entries }))),
     );
     faultPoint("during-batch-swap");
-    return entryErrors(moves, (response.Errors ?? []).map((error) => ({ values: error.PartitionValueList, detail: error.ErrorDetail })));
+    return entryErrors(items, (item) => entry(item).values, (response.Errors ?? []).map((error) => ({ values: error.PartitionValueList, detail: error.ErrorDetail })));
   }
 
   /** Deletes one batch of partitions, checking every entry (a partition already gone is fine). */
@@ -304,11 +337,8 @@ export class GlueCatalog implements Catalog {
       return;
     }
     if (partitions.length === 0) return;
-    const response = await this.send("BatchDeletePartition", () =>
-      this.fenced(fence, () =>
-        this.client.send(new BatchDeletePartitionCommand({ ...this.ids, TableName: table.name, PartitionsToDelete: partitions.map((p) => ({ Values: [...p.values] })) })),
-      ),
-    );
+    const PartitionsToDelete = partitions.map((p) => ({ Values: [...p.values] }));
+    const response = await this.send("BatchDeletePartition", () => this.fenced(fence, () => this.client.send(new BatchDeletePartitionCommand({ ...this.ids, TableName: table.name, PartitionsToDelete }))));
     const failed = (response.Errors ?? [])
       .filter((error) => error.ErrorDetail?.ErrorCode !== "EntityNotFoundException")
       .map((error) => `${(error.PartitionValues ?? []).join("/")}: ${error.ErrorDetail?.ErrorCode}`);
@@ -345,37 +375,29 @@ export class GlueCatalog implements Catalog {
       if (!live) throw new LakeswapError("NOT_FOUND", `Glue table ${this.options.database}.${table.name} does not exist; its pointer cannot move`);
       const kept = Object.fromEntries(Object.entries(live.Parameters ?? {}).filter(([name]) => !(Object.values(P) as string[]).includes(name)));
       await fence?.();
-      await this.client.send(
-        new UpdateTableCommand({
-          ...this.ids,
-          VersionId: live.VersionId,
-          TableInput: {
-            Name: table.name,
-            TableType: live.TableType ?? "EXTERNAL_TABLE",
-            Parameters: { ...kept, ...pointerParameters() },
-            StorageDescriptor: this.storage(table, `${this.options.uriOf(key)}/`),
-            PartitionKeys: [],
-          },
-        }),
-      );
+      // The columns Glue holds (a schema change writes them), never an older definition's the caller may have read.
+      const storage = { ...this.storage(table, `${this.options.uriOf(key)}/`), ...(live.StorageDescriptor?.Columns ? { Columns: live.StorageDescriptor.Columns } : {}) };
+      const input = { Name: table.name, TableType: live.TableType ?? "EXTERNAL_TABLE", Parameters: { ...kept, ...pointerParameters() }, StorageDescriptor: storage, PartitionKeys: [] };
+      await this.client.send(new UpdateTableCommand({ ...this.ids, VersionId: live.VersionId, TableInput: input }));
     });
   }
 
   private storage(table: TableDefinition, location: string): StorageDescriptor {
     return {
-      Columns: table.columns.map((c) => ({ Name: c.name, Type: glueType(c.type) })),
+      // One mapping of column types for every backend: ../model/column-types.ts.
+      Columns: table.columns.map((c) => ({ Name: c.name, Type: glueColumnType(c.type) })),
       Location: location,
       ...PARQUET_STORAGE,
       Compressed: true,
     };
   }
 
-  private partitionInput(table: TableDefinition, move: PointerMove): PartitionInput {
+  private partitionInput(table: TableDefinition, columns: readonly Column[], move: PointerMove): PartitionInput {
     const parameters: Record<string, string> = { [P.run]: move.runId, [P.movedBy]: move.kind };
     if (move.previousRunId) parameters[P.previous] = move.previousRunId;
     if (move.signature) parameters[P.signature] = move.signature;
     const location = `${this.options.uriOf(move.location.replace(/\/$/, ""))}/`;
-    return { Values: [...move.partition.values], StorageDescriptor: this.storage(table, location), Parameters: parameters };
+    return { Values: [...move.partition.values], StorageDescriptor: { ...this.storage(table, location), Columns: [...columns] }, Parameters: parameters };
   }
 
   private pointerOf(table: TableDefinition, partition: GluePartition): Pointer {
@@ -449,11 +471,6 @@ function definitionOf(table: GlueTable): TableDefinition | undefined {
   return parseTableDefinition(value, `lakeswap.definition of Glue table ${table.Name}`);
 }
 
-/** The Hive/Glue type of a declared column type (one mapping for every backend: ../model/column-types.ts). */
-function glueType(type: string): string {
-  return glueColumnType(type);
-}
-
 function isError(error: unknown, name: string): boolean {
   return (error as { name?: string }).name === name;
 }
@@ -462,15 +479,17 @@ function sameValues(a: readonly string[], b: readonly string[]): boolean {
   return a.length === b.length && a.every((v, i) => v === b[i]);
 }
 
-/** The moves whose entries Glue reported as failed, each with its reason (an entry is named by its partition values). */
-function entryErrors(
-  moves: readonly PointerMove[],
-  errors: readonly { values?: readonly string[]; detail?: ErrorDetail }[],
-): { move: PointerMove; detail?: ErrorDetail }[] {
+/** The items whose entries Glue reported as failed, each with its reason (an entry is named by its partition values). */
+function entryErrors<T>(items: readonly T[], valuesOf: (item: T) => readonly string[], errors: readonly { values?: readonly string[]; detail?: ErrorDetail }[]): { item: T; detail?: ErrorDetail }[] {
   return errors.flatMap((error) => {
-    const move = moves.find((m) => sameValues(m.partition.values, error.values ?? []));
-    return move ? [{ move, detail: error.detail }] : [];
+    const item = items.find((i) => sameValues(valuesOf(i), error.values ?? []));
+    return item === undefined ? [] : [{ item, detail: error.detail }];
   });
+}
+
+/** Whether two column lists are the same names and types, in the same order. */
+function sameColumns(a: readonly Column[], b: readonly Column[]): boolean {
+  return sameValues(a.map((c) => `${c.Name} ${c.Type}`), b.map((c) => `${c.Name} ${c.Type}`));
 }
 
 /** A batch larger than the catalog takes is the caller's mistake: the lake splits batches by the catalog's capabilities. */
