@@ -13,7 +13,8 @@ import { RowExport, type RowSplit, type StagedRows } from "./row-export.js";
 import { PartitionSwap, sqlState } from "./partition-swap.js";
 import { SinkSession, type PostgresClient, type SessionTarget } from "./sink-session.js";
 import { ident, postgresType, targetLockKey } from "./sql-names.js";
-import { forgetState, readState, recordState, type StateScope } from "./state-table.js";
+import { forgetState, readState, recordState, type StateEntry, type StateScope } from "./state-table.js";
+import { followLayout, planTargetChange, readTargetColumns, type TargetNames } from "./target-schema.js";
 import { DELETED_AT, UPDATED_AT, existingStamp, goneKeysCondition, goneKeysStatement, upsertStatement } from "./upsert-statements.js";
 
 /** PostgreSQL's SQLSTATE for a duplicate key: the only error after which an upsert's straight COPY is retried by merge. */
@@ -100,11 +101,12 @@ export class PostgresSink implements Sink {
     const schema = ident(this.spec.schema);
     const exists = await this.query<{ n: number }>("SELECT 1 AS n FROM pg_namespace WHERE nspname = $1", [this.spec.schema]);
     if (exists.rows.length === 0) await this.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
-    const existing = await this.targetColumns();
+    const existing = await readTargetColumns(this.session.query, this.targetName());
     if (existing.size === 0) await this.createTarget(layout);
     else {
       if (layout.mode === "upsert") this.stampColumn = existingStamp(this.description, `${this.spec.schema}.${this.spec.table}`, layout, existing);
-      this.checkTarget(layout, existing);
+      // A layer whose schema changed in place (columns added, types widened): the table follows, before any partition.
+      if (planTargetChange(this.targetNames(), layout, existing)) await followLayout(this.session.query, this.targetNames(), layout);
     }
     if (layout.mode === "upsert") {
       // A nullable column without default: added without rewriting the table (its identity, see below, stays).
@@ -137,6 +139,11 @@ export class PostgresSink implements Sink {
     return swap;
   }
 
+  /** The target as messages and statements name it, with its state rows. */
+  private targetNames(): TargetNames {
+    return { described: this.description, quoted: this.targetName(), plain: `${this.spec.schema}.${this.spec.table}`, scope: this.stateScope() };
+  }
+
   /** Where this target's state rows live. */
   private stateScope(): StateScope {
     return { schema: this.spec.schema, table: this.spec.table, target: this.targetName() };
@@ -152,7 +159,8 @@ export class PostgresSink implements Sink {
       return await this.withSession(async (session) => {
         const swap = this.swapOf(session);
         await swap?.prepareSession();
-        return this.transaction(session, part.path, part.runId, part.signature, async () => {
+        const entry = { partition: part.path, signature: part.signature, runId: part.runId, columns: layout.columns.map((column) => column.name) };
+        return this.transaction(session, part.path, entry, async () => {
           if (layout.mode === "upsert") return { rows: await this.upsert(session, layout, part, staged) };
           // FREEZE: the leaf was made in this transaction, so its rows go in frozen and all-visible (no later VACUUM
           // or reader rewrites its pages to set hint bits), and a snapshot older than the swap sees them rather than none.
@@ -308,7 +316,7 @@ export class PostgresSink implements Sink {
   async remove(layout: SinkLayout, partition: Partition, statePath: string): Promise<{ rows: number }> {
     await this.session.connect();
     return this.withSession((session) =>
-      this.transaction(session, statePath, undefined, undefined, async () => {
+      this.transaction(session, statePath, undefined, async () => {
         const swap = this.swapOf(session);
         if (swap) return { rows: await swap.remove(partition) };
         if (layout.mode === "partition_replace") return { rows: await this.deletePartition(session, layout, partition) };
@@ -347,16 +355,15 @@ export class PostgresSink implements Sink {
   }
 
   /**
-   * Runs `work` in one transaction of `session` with the partition's state row: written (signature and run, with the
-   * storage of the leaf `work` names, else the target's) or, without a signature, deleted. Anything that fails rolls
+   * Runs `work` in one transaction of `session` with the partition's state row: written (`entry`: signature, run and
+   * columns, with the storage of the leaf `work` names, else the target's) or, without an entry, deleted. Anything that fails rolls
    * the whole transaction back; one that PostgreSQL aborted as a deadlock runs again (DEADLOCK_ATTEMPTS in all).
    * Returns the rows `work` counted.
    */
   private async transaction(
     session: SinkSession,
     statePath: string,
-    runId: string | undefined,
-    signature: string | undefined,
+    entry: StateEntry | undefined,
     work: () => Promise<{ rows: number; leaf?: string }>,
   ): Promise<{ rows: number }> {
     // Writers of one target (this sink's connections, two lakes, two processes) take turns per partition. They hold
@@ -370,7 +377,7 @@ export class PostgresSink implements Sink {
       try {
         await session.query(`BEGIN; ${turn}`);
         const { rows, leaf } = await work();
-        if (signature !== undefined && runId !== undefined) await recordState(session.query, this.stateScope(), statePath, signature, runId, leaf);
+        if (entry) await recordState(session.query, this.stateScope(), entry, leaf);
         else await forgetState(session.query, this.stateScope(), statePath);
         faultPoint("sink-before-commit");
         await session.query("COMMIT");
@@ -403,16 +410,6 @@ export class PostgresSink implements Sink {
     await Promise.all(this.sessions.map((session) => session.end()));
   }
 
-  /** The target's columns and their types as `format_type` prints them; empty when the table does not exist. */
-  private async targetColumns(): Promise<Map<string, string>> {
-    const result = await this.query<{ name: string; type: string }>(
-      "SELECT a.attname AS name, format_type(a.atttypid, a.atttypmod) AS type FROM pg_attribute a " +
-        "WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
-      [`${ident(this.spec.schema)}.${ident(this.spec.table)}`],
-    );
-    return new Map(result.rows.map((row) => [row.name, row.type]));
-  }
-
   private async createTarget(layout: SinkLayout): Promise<void> {
     const definitions = layout.columns.map((c) => `${ident(c.name)} ${postgresType(c)}${c.nullable && !layout.primaryKey.includes(c.name) ? "" : " NOT NULL"}`);
     if (layout.mode === "upsert") {
@@ -430,20 +427,6 @@ export class PostgresSink implements Sink {
     if (layout.partitionKeys.length > 0) {
       const index = ident(`${this.spec.table.slice(0, 40)}_lakeswap_partition`);
       await this.query(`CREATE INDEX IF NOT EXISTS ${index} ON ${this.targetName()} (${layout.partitionKeys.map(ident).join(", ")})`);
-    }
-  }
-
-  /** An existing target must hold every column with the mapped type (extra columns are left alone). */
-  private checkTarget(layout: SinkLayout, existing: ReadonlyMap<string, string>): void {
-    for (const [name, type] of layout.columns.map((c) => [c.name, postgresType(c)] as const)) {
-      const actual = existing.get(name);
-      const fix = `alter or drop ${this.spec.schema}.${this.spec.table}, or set sinks.postgres.table to another table (lakeswap creates it)`;
-      if (actual === undefined) {
-        throw new LakeswapError("CONFLICT", `${this.description}: the existing table has no column '${name}' (${type} expected, from lake table ${layout.lakeTable}); ${fix}`);
-      }
-      if (actual !== type) {
-        throw new LakeswapError("CONFLICT", `${this.description}: column '${name}' is ${actual} in the existing table, but lake table ${layout.lakeTable} sends ${type}; ${fix}`);
-      }
     }
   }
 

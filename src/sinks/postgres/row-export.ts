@@ -69,7 +69,7 @@ export class RowExport {
         return `${column.type === "VARCHAR" ? copyTextEscaped(value) : value} AS ${ident(column.name)}`;
       })
       .join(", ");
-    const rows = `read_parquet([${part.files.map((file) => quoteFilePath(file)).join(", ")}], hive_partitioning = false)`;
+    const rows = byName(layout, part);
     if (layout.mode === "upsert") await this.checkUniqueKeys(connection, layout, part, rows);
     const options = "FORMAT CSV, HEADER false, DELIMITER E'\\t', QUOTE '', ESCAPE '', NULLSTR '\\N'";
     const key = layout.primaryKey.filter((name) => !part.partition.keys.includes(name));
@@ -151,6 +151,21 @@ export class RowExport {
     connection?.closeSync();
     instance?.closeSync();
   }
+}
+
+/**
+ * The run's rows, matched to the layout's columns by name: files written before a schema change in place lack a column
+ * added since (it reads as NULL of its declared type) or hold a column narrower than declared (read as the declared
+ * type), and a run may mix files of both (append). Each value reads as the lake's own readers read it
+ * (engine/duckdb-run.ts `readFiles`); a file that holds every column reads as written.
+ */
+function byName(layout: SinkLayout, part: SinkPartitionWrite): string {
+  const files = `[${part.files.map((file) => quoteFilePath(file)).join(", ")}]`;
+  const declared = layout.columns
+    .filter((column) => !part.partition.keys.includes(column.name))
+    .map((column) => `CAST(NULL AS ${duckdbStorageType(column.type)}) AS ${ident(column.name)}`);
+  if (declared.length === 0) return `read_parquet(${files}, hive_partitioning = false)`;
+  return `(SELECT ${declared.join(", ")} WHERE false UNION ALL BY NAME SELECT * FROM read_parquet(${files}, hive_partitioning = false, union_by_name = true))`;
 }
 
 /** A text expression escaped for COPY's text format: backslash first, then the characters that end a field or a line. */

@@ -15,7 +15,8 @@ export interface StateScope {
   readonly target: string;
 }
 
-function stateTable(scope: StateScope): string {
+/** The state table of the target's schema, quoted. */
+export function stateTable(scope: StateScope): string {
   return `${ident(scope.schema)}.${ident(STATE_TABLE)}`;
 }
 
@@ -26,34 +27,55 @@ function stateTable(scope: StateScope): string {
  * a row of an older lakeswap, without identity) are deleted first, so those partitions are sent in full.
  */
 export async function readState(query: Query, scope: StateScope): Promise<Map<string, string>> {
-  const state = stateTable(scope);
-  await query(
-    `CREATE TABLE IF NOT EXISTS ${state} (` +
-      "table_name text NOT NULL, partition text NOT NULL, signature text NOT NULL, run_id text NOT NULL, " +
-      "updated_at timestamptz NOT NULL DEFAULT now(), target_oid oid, target_filenode oid, PRIMARY KEY (table_name, partition))",
-  );
-  await query(`ALTER TABLE ${state} ADD COLUMN IF NOT EXISTS target_oid oid, ADD COLUMN IF NOT EXISTS target_filenode oid`);
-  await query(
-    `DELETE FROM ${state} s WHERE s.table_name = $1 AND NOT EXISTS ` +
-      "(SELECT 1 FROM pg_class c WHERE c.oid = to_regclass($2) AND c.oid = s.target_oid AND (c.relfilenode = s.target_filenode OR c.relkind = 'p' AND " +
-      "EXISTS (SELECT 1 FROM pg_partition_tree(c.oid) t JOIN pg_class l ON l.oid = t.relid WHERE t.isleaf AND l.relfilenode = s.target_filenode)))",
-    [scope.table, scope.target],
-  );
-  const rows = await query<{ partition: string; signature: string }>(`SELECT partition, signature FROM ${state} WHERE table_name = $1`, [scope.table]);
+  await ensureStateTable(query, scope);
+  await dropStaleState(query, scope);
+  const rows = await query<{ partition: string; signature: string }>(`SELECT partition, signature FROM ${stateTable(scope)} WHERE table_name = $1`, [scope.table]);
   return new Map(rows.rows.map((row) => [row.partition, row.signature]));
 }
 
 /**
- * Records a partition's signature and run, with the target's identity as the running transaction sees it: its OID,
- * and the storage of the partition's leaf (`leaf`, quoted, in a partitioned target) or of the target itself.
+ * Creates the state table if missing, and adds what an older lakeswap's lacks: the target's identity, and the columns
+ * each partition was sent with (`columns`, NULL in a row an older lakeswap wrote).
  */
-export async function recordState(query: Query, scope: StateScope, partition: string, signature: string, runId: string, leaf = scope.target): Promise<void> {
+export async function ensureStateTable(query: Query, scope: StateScope): Promise<void> {
+  const state = stateTable(scope);
   await query(
-    `INSERT INTO ${stateTable(scope)} (table_name, partition, signature, run_id, updated_at, target_oid, target_filenode) ` +
-      "SELECT $1, $2, $3, $4, now(), c.oid, l.relfilenode FROM pg_class c, pg_class l WHERE c.oid = to_regclass($5) AND l.oid = to_regclass($6) " +
+    `CREATE TABLE IF NOT EXISTS ${state} (` +
+      "table_name text NOT NULL, partition text NOT NULL, signature text NOT NULL, run_id text NOT NULL, " +
+      "updated_at timestamptz NOT NULL DEFAULT now(), target_oid oid, target_filenode oid, columns text[], PRIMARY KEY (table_name, partition))",
+  );
+  await query(`ALTER TABLE ${state} ADD COLUMN IF NOT EXISTS target_oid oid, ADD COLUMN IF NOT EXISTS target_filenode oid, ADD COLUMN IF NOT EXISTS columns text[]`);
+}
+
+/** Deletes the target's state rows of another identity than the target's own (see readState). */
+export async function dropStaleState(query: Query, scope: StateScope): Promise<void> {
+  await query(
+    `DELETE FROM ${stateTable(scope)} s WHERE s.table_name = $1 AND NOT EXISTS ` +
+      "(SELECT 1 FROM pg_class c WHERE c.oid = to_regclass($2) AND c.oid = s.target_oid AND (c.relfilenode = s.target_filenode OR c.relkind = 'p' AND " +
+      "EXISTS (SELECT 1 FROM pg_partition_tree(c.oid) t JOIN pg_class l ON l.oid = t.relid WHERE t.isleaf AND l.relfilenode = s.target_filenode)))",
+    [scope.table, scope.target],
+  );
+}
+
+/** What a state row records of one partition's write: its signature and run, and the columns its rows were sent with. */
+export interface StateEntry {
+  readonly partition: string;
+  readonly signature: string;
+  readonly runId: string;
+  readonly columns: readonly string[];
+}
+
+/**
+ * Records a partition's write, with the target's identity as the running transaction sees it: its OID, and the
+ * storage of the partition's leaf (`leaf`, quoted, in a partitioned target) or of the target itself.
+ */
+export async function recordState(query: Query, scope: StateScope, entry: StateEntry, leaf = scope.target): Promise<void> {
+  await query(
+    `INSERT INTO ${stateTable(scope)} (table_name, partition, signature, run_id, updated_at, target_oid, target_filenode, columns) ` +
+      "SELECT $1, $2, $3, $4, now(), c.oid, l.relfilenode, $7::text[] FROM pg_class c, pg_class l WHERE c.oid = to_regclass($5) AND l.oid = to_regclass($6) " +
       "ON CONFLICT (table_name, partition) DO UPDATE SET signature = EXCLUDED.signature, run_id = EXCLUDED.run_id, updated_at = now(), " +
-      "target_oid = EXCLUDED.target_oid, target_filenode = EXCLUDED.target_filenode",
-    [scope.table, partition, signature, runId, scope.target, leaf],
+      "target_oid = EXCLUDED.target_oid, target_filenode = EXCLUDED.target_filenode, columns = EXCLUDED.columns",
+    [scope.table, entry.partition, entry.signature, entry.runId, scope.target, leaf, [...entry.columns]],
   );
 }
 
