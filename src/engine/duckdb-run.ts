@@ -139,7 +139,7 @@ function namedByPaths(table: TableDefinition, partitions: readonly PartitionSnap
  * column written narrower (INTEGER before a widening to BIGINT) is read as the declared type. That costs a read of
  * every file's schema before the query runs, so a table whose files all hold every column is read as written.
  */
-function readFiles(table: TableDefinition, files: string, options: string): string {
+export function readFiles(table: TableDefinition, files: string, options: string): string {
   if (!readsByName(table)) return `read_parquet(${files}, ${options})`;
   const declared = table.columns.map((c) => `CAST(NULL AS ${duckdbStorageType(c.type)}) AS ${quoteIdentifier(c.name)}`).join(", ");
   return `(SELECT ${declared} WHERE false UNION ALL BY NAME SELECT * FROM read_parquet(${files}, ${options}, union_by_name = true))`;

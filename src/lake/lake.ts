@@ -25,7 +25,7 @@ import { publishStaged } from "./commit/publish.js";
 import type { RunManifest } from "./manifest.js";
 import { notIngested, partitionOf, type LakeParts, type LeaseOptions, type LakePorts, type LakeSettings, type PartitionInput } from "./parts.js";
 import { keepIngestLayout, type TableDefinition } from "../model/table.js";
-import { asDeclared, planSchemaChange } from "../model/schema-change.js";
+import { asDeclared, planSchemaChange, type SchemaChange } from "../model/schema-change.js";
 import { changeSchema } from "./operations/change-schema.js";
 
 export type { PartitionGcReport } from "./operations/gc.js";
@@ -50,6 +50,12 @@ export interface LakeWriter {
   currentRuns(table: string): Promise<PartitionSnapshot[]>;
   /** A hint that builds reading these tables are likely to follow (`Engine.prepare`); it never fails. */
   prepareBuilds(builds: readonly (readonly string[])[]): void;
+  /**
+   * Changes a held table's schema in place as declared (model/schema-change.ts), judged against its definition as it
+   * is now; `record` is called with the change and the definition before it, before the catalog is written (a sync
+   * records it, so that `rollback --sync` restores the definition). Undefined where the table already is as declared.
+   */
+  changeSchema(wanted: TableDefinition, record: (change: SchemaChange, previous: TableDefinition) => Promise<void>): Promise<SchemaChange | undefined>;
   /** Publishes runs staged by `replaceBatch` (`stage`) as one decision, committed by `commit` (./commit/publish.ts). */
   publishStaged(staged: readonly { readonly table: string; readonly runs: readonly RunManifest[] }[], syncId: string, commit: () => Promise<void>): ReturnType<typeof publishStaged>;
 }
@@ -258,6 +264,15 @@ export class Lake {
         return [...((await this.snapshot({ tables: [tableName] }))[0]?.partitions ?? [])];
       },
       prepareBuilds: (builds) => this.engine.prepare?.(builds),
+      changeSchema: async (wanted, record) => {
+        assertHeld(wanted.name);
+        const existing = await this.catalog.getTable(wanted.name);
+        const change = existing ? planSchemaChange(existing, wanted) : undefined;
+        if (!change || !existing) return undefined;
+        await record(change, existing);
+        await this.catalog.updateTable(change.table);
+        return change;
+      },
       publishStaged: async (staged, syncId, commit) => {
         const tables = await Promise.all(staged.map(async (t) => ({ table: await held(t.table), runs: t.runs })));
         return publishStaged(this.parts, tables, syncId, commit);

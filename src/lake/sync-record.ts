@@ -2,6 +2,7 @@ import { InvalidInputError, LakeswapError, errorMessage } from "../model/errors.
 import { syncRecordKey } from "./layout.js";
 import type { AuditFinding } from "../model/audit.js";
 import type { RunManifest } from "./manifest.js";
+import type { TableDefinition } from "../model/table.js";
 
 export { syncRecordKey };
 import { isRunId } from "../model/run-id.js";
@@ -41,6 +42,19 @@ export interface SyncRecord {
   readonly snapshots?: readonly { readonly table: string; readonly snapshotId: number }[];
   /** A held sync (`sync --hold`, or `publish: all_or_nothing` with a failure): built and audited, its runs staged. */
   readonly held?: HeldSync;
+  /**
+   * The schema changes the sync made in place, each recorded before the catalog's definition was written: what
+   * `rollback --sync` restores (`previous`), and what the sync declared (`definition`, `changes` in words).
+   */
+  readonly schemaChanges?: readonly SchemaChangeRecord[];
+}
+
+/** One table's schema change in place, as a sync recorded it. */
+export interface SchemaChangeRecord {
+  readonly table: string;
+  readonly changes: readonly string[];
+  readonly previous: TableDefinition;
+  readonly definition: TableDefinition;
 }
 
 /**

@@ -190,6 +190,13 @@ export interface LandColumn {
    * (±infinity, year 10000). Unset for every other column.
    */
   readonly eventTime?: TimeFormat;
+  /**
+   * A column added to the table in place (model/schema-change.ts): a delivery may lack it (one exported before it was
+   * added: its rows hold NULL there, and sign as they did), and it is signed apart where it holds a value.
+   */
+  readonly added?: true;
+  /** The type the signature names for a column widened in place (its type before); absent: `type`. */
+  readonly signedAs?: string;
 }
 
 /** Land one delivery of source files into the engine, ready to build raw partitions from. */
@@ -243,7 +250,7 @@ export interface MergeRequest {
   /** Every partition's current run (a key may move between partitions), files as store keys. */
   readonly current: readonly PartitionSnapshot[];
   /** The declared columns (the signature is computed over the declared types) and which of them are signed. */
-  readonly columns: readonly { readonly name: string; readonly type: string; readonly nullable: boolean }[];
+  readonly columns: readonly { readonly name: string; readonly type: string; readonly nullable: boolean; readonly added?: true; readonly signedAs?: string }[];
   readonly signatureColumns: readonly string[];
   readonly primaryKey: readonly string[];
   /** Picks the row of a key that the delivery holds several times: the greatest wins; without it, such a key is an error. */

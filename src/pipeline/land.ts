@@ -134,7 +134,8 @@ function badRows(dataset: DatasetConfig, delivery: LandedDelivery): InvalidInput
 export async function mergeDelivery(ctx: PipelineContext, dataset: DatasetConfig, delivery: LandedDelivery, current: readonly PartitionSnapshot[]): Promise<LandedDelivery> {
   const upsert = dataset.upsert!;
   return ctx.landing.mergeLanded({
-    table: rawTable(dataset),
+    // As the catalog has it, under the lease: runs written before a schema change are read by column name.
+    table: await ctx.lake.table(dataset.table),
     delivery,
     current,
     columns: dataset.columns,
@@ -223,8 +224,8 @@ export function deadLetterSelect(dataset: DatasetConfig, delivery: LandedDeliver
   return `SELECT ${quoteLiteral(dataset.name)} AS dataset, file, line, reason, raw FROM ${quoteRelation(delivery.rejectedRelation)} ORDER BY file, line`;
 }
 
-/** Creates the tables a dataset's sync writes (an existing one is checked against its declaration). */
-export async function createTables(ctx: PipelineContext, dataset: DatasetConfig): Promise<void> {
+/** The definitions of the tables a dataset's sync writes, as declared. */
+export function declaredTables(dataset: DatasetConfig): TableDefinition[] {
   const definitions: TableDefinition[] = [
     ...(dataset.ingested ? [] : [rawTable(dataset)]),
     ...dataset.layers.map((layer) =>
@@ -232,10 +233,10 @@ export async function createTables(ctx: PipelineContext, dataset: DatasetConfig)
     ),
   ];
   if (dataset.deadLetter) definitions.push(defineTable({ name: dataset.deadLetter, columns: DEAD_LETTER_COLUMNS, partitionKeys: ["delivery"] }));
-  for (const table of definitions) await ctx.lake.createTable(table);
+  return definitions;
 }
 
-/** The raw table's definition. */
-function rawTable(dataset: DatasetConfig): TableDefinition {
+/** The raw table's definition, as declared. */
+export function rawTable(dataset: DatasetConfig): TableDefinition {
   return defineTable({ name: dataset.table, columns: dataset.columns, partitionKeys: dataset.partition.map((p) => p.key), compression: dataset.compression, iceberg: dataset.iceberg, icebergTable: dataset.icebergTable });
 }

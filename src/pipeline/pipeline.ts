@@ -5,7 +5,8 @@ import { InvalidInputError, errorMessage } from "../model/errors.js";
 import { newRunId } from "../model/run-id.js";
 import { faultPoint } from "../shared/faults.js";
 import type { FetchedSource } from "../sources/source.js";
-import { buildsEveryPartition, createTables, fetchWindow, knownDelivery, landDelivery, mergeDelivery, planDelivery } from "./land.js";
+import { asLanded, changeSchemas, createTables } from "./schema-changes.js";
+import { buildsEveryPartition, fetchWindow, knownDelivery, landDelivery, mergeDelivery, planDelivery } from "./land.js";
 import { checkLayerInputs, runLayers } from "./layers.js";
 import { checkPartitionFilters } from "./partition-filter.js";
 import { tablesWritten, type PipelineContext, type PipelineOptions, type Run } from "./pipeline-context.js";
@@ -106,8 +107,10 @@ export class Pipeline {
    * Lands one dataset's delivery (files, or what its http source returned), then decides and builds its raw layer
    * and its derived layers under the leases of every table it writes.
    */
-  private async landAndBuild(pass: Pass, dataset: DatasetConfig, fetched: FetchedSource | undefined): Promise<void> {
+  private async landAndBuild(pass: Pass, declared: DatasetConfig, fetched: FetchedSource | undefined): Promise<void> {
     const ctx = this.ctx;
+    // Landed as the raw table will be once this sync changed its schema in place (./schema-changes.ts).
+    const dataset = await asLanded(ctx, declared);
     const builds = pass.plan === undefined;
     // The same delivery again (same bytes, same declaration) is planned from what its landing found; it is read
     // again only if some raw partition must be built from it.
@@ -137,7 +140,7 @@ export class Pipeline {
         }
         await run.raw({ dataset, ...raw, states, landed, merged, known, fetched, startedMs, release });
         await runLayers(ctx, dataset, run);
-      }, "sync-before-leases");
+      }, true);
     } finally {
       await release();
     }
@@ -145,13 +148,16 @@ export class Pipeline {
 
   /**
    * Runs `work` for one dataset: a plan at once; a sync after creating the dataset's tables, under the leases of
-   * every table it writes (`fault`: the fault point between the two).
+   * every table it writes, whose schemas it first changes in place where declared so (`landedFirst`: a delivery
+   * was landed before, as the raw table's schema will be: checked under the leases).
    */
-  private async withLeases(pass: Pass, dataset: DatasetConfig, work: (run: Run) => Promise<void>, fault?: "sync-before-leases"): Promise<void> {
+  private async withLeases(pass: Pass, dataset: DatasetConfig, work: (run: Run) => Promise<void>, landedFirst = false): Promise<void> {
     if (pass.plan) return work(pass.plan);
-    await createTables(this.ctx, dataset);
-    if (fault) faultPoint(fault);
+    const changing = await createTables(this.ctx, dataset);
+    if (landedFirst) faultPoint("sync-before-leases");
     const leased = async (writer: LakeWriter): Promise<void> => {
+      // A delivery landed before the leases was read as the raw table will be once changed: checked under them.
+      await changeSchemas(this.ctx, writer, pass.log, changing, landedFirst ? dataset : undefined);
       const run = new SyncRun(this.ctx, writer, pass.log, pass.tally, dataset);
       await work(run);
       // Held runs (--hold, publish: all_or_nothing) stay staged or are published together, under the same leases.

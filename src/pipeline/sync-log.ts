@@ -1,6 +1,6 @@
 import type { Lake } from "../lake/lake.js";
 import { newRunIdAfter } from "../model/run-id.js";
-import type { HeldSync, SyncMove, SyncRecord } from "../lake/sync-record.js";
+import type { HeldSync, SchemaChangeRecord, SyncMove, SyncRecord } from "../lake/sync-record.js";
 import type { RunManifest } from "../lake/manifest.js";
 import type { AuditFinding } from "../model/audit.js";
 import { forgetSync, holdSyncLease, latestSyncId, recordSync } from "../lake/operations/syncs.js";
@@ -19,6 +19,7 @@ import { forgetSync, holdSyncLease, latestSyncId, recordSync } from "../lake/ope
 export class SyncLog {
   private readonly moves = new Map<string, SyncMove>();
   private readonly snapshots = new Map<string, number>();
+  private readonly schemaChanges: SchemaChangeRecord[] = [];
   /** What the sync staged without moving (`--hold`, `publish: all_or_nothing`), while it is held. */
   private held: { -readonly [K in keyof HeldSync]: HeldSync[K] } | undefined;
   private written: Promise<void> = Promise.resolve();
@@ -43,6 +44,12 @@ export class SyncLog {
   /** Records moves before their pointers move (a batch: one write); resolves once the record is stored. */
   async intend(moves: readonly SyncMove[]): Promise<void> {
     for (const move of moves) this.moves.set(moveKey(move), { ...move, pending: true });
+    await this.write();
+  }
+
+  /** Records a schema change in place before the catalog's definition is written (one write); resolves once stored. */
+  async changeSchema(change: SchemaChangeRecord): Promise<void> {
+    this.schemaChanges.push(change);
     await this.write();
   }
 
@@ -112,7 +119,7 @@ export class SyncLog {
   async finish(error?: string): Promise<void> {
     if (!this.recorded && this.moves.size === 0) return;
     try {
-      if (this.moves.size === 0) await this.forget();
+      if (this.moves.size === 0 && this.schemaChanges.length === 0) await this.forget();
       else await this.write({ finishedAt: new Date().toISOString(), ...(error !== undefined ? { error } : {}) });
     } finally {
       const lease = await this.lease?.catch(() => undefined);
@@ -137,7 +144,7 @@ export class SyncLog {
       this.lease.catch(() => undefined);
     }
     const held = this.held ? { held: { ...this.held } } : {};
-    return this.afterWrites(() => recordSync(this.lake, { format: 1, ...this.record, syncId: this.id, ...extra, moves: [...this.moves.values()].map(stripPending), ...this.snapshotList(), ...held }));
+    return this.afterWrites(() => recordSync(this.lake, { format: 1, ...this.record, syncId: this.id, ...extra, moves: [...this.moves.values()].map(stripPending), ...this.snapshotList(), ...held, ...(this.schemaChanges.length > 0 ? { schemaChanges: [...this.schemaChanges] } : {}) }));
   }
 
   private snapshotList(): Pick<SyncRecord, "snapshots"> {

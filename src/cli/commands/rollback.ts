@@ -40,6 +40,9 @@ export function registerRollback(program: Command): void {
           return [
             `sync ${result.syncId}: ${counts("rolled back")} partition(s) rolled back, ${counts("removed")} removed (new in that sync), ${counts("skipped")} skipped`,
             ...(rows.length > 0 ? ["", formatTable(["table", "partition", "action", "from run", "to run", "reason"], rows)] : []),
+            ...(result.schemas ?? []).map((s) =>
+              s.action === "restored" ? `${s.table}: schema restored to before the sync (undone: ${s.changes.join("; ")})` : `${s.table}: schema kept (${s.reason ?? ""})`,
+            ),
           ].join("\n");
         });
       }, config);

@@ -30,12 +30,12 @@ export function registerSyncs(program: Command): void {
               r.startedAt,
               r.finishedAt ?? "(did not finish)",
               r.held && r.held.status !== "published" ? 0 : r.moves.length,
-              [...new Set([...r.moves.map((m) => m.table), ...(r.held?.tables ?? []).map((t) => t.table)])].join(", "),
+              [...new Set([...r.moves.map((m) => m.table), ...(r.held?.tables ?? []).map((t) => t.table), ...(r.schemaChanges ?? []).map((c) => c.table)])].join(", "),
               heldText(r.held),
               r.config,
             ]),
           );
-          return [table, ...heldAudits(records)].join("\n");
+          return [table, ...schemaChanges(records), ...heldAudits(records)].join("\n");
         });
         // The readable records are listed; an unreadable one is the error of the command (exit 8), named, and with
         // --json part of the same document ({result, error}).
@@ -52,6 +52,12 @@ function heldText(held: SyncRecord["held"]): string {
   if (held.status === "held") return `held: ${runs} staged run(s)${errors > 0 ? `, ${errors} failed audit(s)` : ""} (lakeswap publish or discard)`;
   if (held.status === "publishing") return "publishing stopped: lakeswap publish finishes it";
   return held.status === "published" ? `published ${held.publishedAt ?? ""}${held.refused?.length ? `, ${held.refused.length} refused` : ""}` : "discarded";
+}
+
+/** The schema changes syncs made in place, one line each (`rollback --sync` restores the definition before). */
+function schemaChanges(records: readonly SyncRecord[]): string[] {
+  const changed = records.filter((r) => (r.schemaChanges ?? []).length > 0);
+  return changed.flatMap((r) => ["", `sync ${r.syncId} changed schemas in place:`, ...r.schemaChanges!.flatMap((c) => c.changes.map((text) => `  ${c.table}: ${text}`))]);
 }
 
 /** The audit findings of the syncs still held, one line each. */

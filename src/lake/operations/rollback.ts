@@ -7,7 +7,7 @@ import type { SyncMove, SyncRecord } from "../sync-record.js";
 import { syncLeaseName } from "../layout.js";
 import { notIngested, partitionOf, type HasLakeParts, type PartitionInput } from "../parts.js";
 import { findSync } from "./syncs.js";
-import type { TableDefinition } from "../../model/table.js";
+import { parseTableDefinition, type TableDefinition } from "../../model/table.js";
 
 /** What a rollback did. */
 export interface RollbackResult {
@@ -34,6 +34,8 @@ interface SyncRollbackEntry {
 export interface SyncRollbackResult {
   readonly syncId: string;
   readonly partitions: readonly SyncRollbackEntry[];
+  /** The schema changes the sync made in place, each undone (`restored`: the definition before the sync) or `skipped` (see `reason`). */
+  readonly schemas?: readonly { readonly table: string; readonly action: "restored" | "skipped"; readonly changes: readonly string[]; readonly reason?: string }[];
 }
 
 /** Moves a partition's pointer back to the newest completed older run, or to `toRunId`, under the table's lease. */
@@ -65,13 +67,15 @@ export async function rollbackSync(lake: HasLakeParts, syncId: string): Promise<
     const command = `rollback sync ${record.syncId}`;
     // Waits for a sync that is still running (or takes over the lease of one that died), then for its tables.
     const result = await parts.withLease(syncLeaseName(record.syncId), command, async () => {
-      const tables = [...new Set((await findSync(lake, record.syncId)).moves.map((move) => move.table))];
+      const tables = tablesOf(await findSync(lake, record.syncId));
       return parts.withLeases(tables, command, async () => {
         // Read again under every lease: nothing can add to the record now. `last` may name a newer sync by now (one
         // that recorded while this rollback waited), and a sync that moved one more table than was locked is locked again.
         const final = await findSync(lake, syncId);
-        if (final.syncId !== record.syncId || final.moves.some((move) => !tables.includes(move.table))) return undefined;
-        return { syncId: final.syncId, partitions: await rollbackRecorded(lake, final) };
+        if (final.syncId !== record.syncId || tablesOf(final).some((table) => !tables.includes(table))) return undefined;
+        const partitions = await rollbackRecorded(lake, final);
+        const schemas = await restoreSchemas(lake, final);
+        return { syncId: final.syncId, partitions, ...(schemas.length > 0 ? { schemas } : {}) };
       });
     }, { kernelLock: false });
     if (result) return result;
@@ -93,6 +97,31 @@ async function rollbackRecorded(lake: HasLakeParts, record: SyncRecord): Promise
     entries.push(...(await rollbackMoves(lake.parts, table, moves)));
   }
   return entries;
+}
+
+/** The tables a sync moved pointers of or changed the schema of. */
+function tablesOf(record: SyncRecord): string[] {
+  return [...new Set([...record.moves.map((move) => move.table), ...(record.schemaChanges ?? []).map((change) => change.table)])];
+}
+
+/**
+ * Restores the definition each table had before the sync changed its schema in place, newest change first, after
+ * its pointers moved back: runs the sync wrote are no longer current. A table whose definition changed again since
+ * (a later sync) keeps it, reported.
+ */
+async function restoreSchemas(lake: HasLakeParts, record: SyncRecord): Promise<NonNullable<SyncRollbackResult["schemas"]>> {
+  const restored: NonNullable<SyncRollbackResult["schemas"]>[number][] = [];
+  for (const change of [...(record.schemaChanges ?? [])].reverse()) {
+    const source = `the record of sync ${record.syncId}`;
+    const [now, set, previous] = [await lake.parts.catalog.getTable(change.table), parseTableDefinition(change.definition, source, change.table), parseTableDefinition(change.previous, source, change.table)];
+    if (!now || JSON.stringify(now) !== JSON.stringify(set)) {
+      restored.push({ table: change.table, action: "skipped", changes: change.changes, reason: now ? "its schema changed again since" : "the table no longer exists" });
+      continue;
+    }
+    await lake.parts.catalog.updateTable(previous);
+    restored.push({ table: change.table, action: "restored", changes: change.changes });
+  }
+  return restored;
 }
 
 /** Checks a run id given on the command line. */

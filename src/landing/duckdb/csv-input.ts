@@ -86,7 +86,8 @@ export function csvLayout(request: LandRequest, file: string, line: number, firs
   }
   const names = first.map((name) => (name ?? "").trim().toLowerCase());
   const positions = columns.map((c) => names.indexOf(c.name.toLowerCase()) + 1);
-  const missing = columns.filter((_, i) => positions[i] === 0).map((c) => c.name);
+  // A column added to the table in place may be absent from a delivery exported before: position 0, NULL there.
+  const missing = columns.filter((c, i) => positions[i] === 0 && !c.added).map((c) => c.name);
   const shownHeader = printable(first.map((n) => n ?? "").join(request.delimiter), 200);
   if (missing.length > 0) {
     throw new InvalidInputError(

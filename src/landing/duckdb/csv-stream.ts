@@ -66,7 +66,7 @@ export async function streamedCsv(request: LandRequest): Promise<StreamedCsv | u
         : `store_rejects = true, rejects_table = ${quoteLiteral(refused.errors)}, rejects_scan = ${quoteLiteral(refused.scans)})`);
     const select =
       `SELECT list_position(${sqlList(request.files)}, filename)::INTEGER AS __file, ${ordered ? "row_number() OVER ()" : "NULL::BIGINT"} AS __line, ` +
-      `${quoted} AS __structural, ${request.columns.map((_, i) => `${value(quoteIdentifier(`c${layout.positions[i]}`))} AS __s${i}`).join(", ")} FROM ${read}`;
+      `${quoted} AS __structural, ${request.columns.map((_, i) => `${layout.positions[i] ? value(quoteIdentifier(`c${layout.positions[i]}`)) : "NULL::VARCHAR"} AS __s${i}`).join(", ")} FROM ${read}`;
     return { select, types: request.columns.map(() => "VARCHAR") };
   };
   return { width: layout.width, bytes: held.bytes, rows };

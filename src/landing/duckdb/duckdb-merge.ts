@@ -5,6 +5,7 @@ import { finishRawSignature, signatureColumnOrder } from "../../model/signature.
 import { quoteFilePath, quoteIdentifier, quoteLiteral, quoteRelation } from "../../model/sql.js";
 import type { LandedPartition, MergeRequest } from "../landing.js";
 import { signatureOfRow, signatureQuery } from "./signature-sql.js";
+import { readFiles } from "../../engine/duckdb-run.js";
 import type { SignatureForm } from "../../duckdb/duckdb-open.js";
 
 /** The relations one merge made, dropped together when it is released. */
@@ -100,7 +101,8 @@ function mergeSql(connection: DuckDBConnection, request: MergeRequest, relations
     order: request.orderBy.length > 0 ? request.orderBy.map((c) => `${quoteIdentifier(c)} DESC NULLS LAST`).join(", ") : "1",
     values: async (sql) => (await connection.runAndReadAll(sql)).getRowsJS(),
     read: (paths) =>
-      `(SELECT c.*${andKeys("f")} FROM read_parquet([${paths.map(quoteFilePath).join(", ")}], filename = '${FILE_COLUMN}', hive_partitioning = false) AS c ` +
+      // By column name where the table's schema changed in place: runs written before lack added columns.
+      `(SELECT c.*${andKeys("f")} FROM ${readFiles(request.table, `[${paths.map(quoteFilePath).join(", ")}]`, `filename = '${FILE_COLUMN}', hive_partitioning = false`)} AS c ` +
       `JOIN ${files} AS f USING (${FILE_COLUMN}))`,
   };
 }

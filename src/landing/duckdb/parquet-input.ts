@@ -11,14 +11,15 @@ export async function readParquet(connection: DuckDBConnection, request: LandReq
   const described = (await connection.runAndReadAll(`DESCRIBE SELECT * FROM read_parquet(${read}, hive_partitioning = false)`)).getRowsJS().map(([name, type]) => [String(name), String(type)] as const);
   const found = request.columns.map((c) => described.find(([name]) => name.toLowerCase() === c.name.toLowerCase()));
   await refuseCaseTwins(connection, request);
-  const missing = request.columns.filter((_, i) => found[i] === undefined).map((c) => c.name);
+  // A column added to the table in place may be absent from a delivery exported before: NULL there.
+  const missing = request.columns.filter((c, i) => found[i] === undefined && !c.added).map((c) => c.name);
   if (missing.length > 0) {
     throw new InvalidInputError(
       `${fileList(request.files)}: the Parquet source lacks declared column${missing.length > 1 ? "s" : ""} ${missing.join(", ")} (it has ${described.map(([n]) => n).join(", ")})`,
     );
   }
-  const values = found.map((f, i) => `${quoteParquetName(f![0])} AS __s${i}`).join(", ");
-  const types = found.map((f) => (f![1] === "TIMESTAMP WITH TIME ZONE" ? "TIMESTAMPTZ" : f![1]));
+  const values = found.map((f, i) => `${f ? quoteParquetName(f[0]) : "NULL::VARCHAR"} AS __s${i}`).join(", ");
+  const types = found.map((f) => (f === undefined ? "VARCHAR" : f[1] === "TIMESTAMP WITH TIME ZONE" ? "TIMESTAMPTZ" : f[1]));
   // The reader's own file name column is named so that it cannot collide with a source column, and is kept as the file's
   // place in the list (the reader gives it once per chunk of rows, so this costs nothing per row); its row number column
   // cannot be renamed, so a file with a column of that name is numbered by reading it alone, in order.
