@@ -1,0 +1,155 @@
+import { mkdirSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { loadPipelineConfig } from "../../src/config/pipeline-config.js";
+import type { Lake } from "../../src/lake/lake.js";
+import { Pipeline, type SyncReport } from "../../src/pipeline/pipeline.js";
+import { listSyncs } from "../../src/lake/operations/syncs.js";
+import { rollbackSync } from "../../src/lake/operations/rollback.js";
+import { BACKEND_FACTORIES, selectedBackends, tempDir } from "../support/lake-fixture.js";
+
+const cleanups: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+/** Orders by day with a stage layer; `columns` and the stage's columns as given (YAML flow maps). */
+function yaml(columns: string, stageColumns: string, write = "partition_replace"): string {
+  return `datasets:
+  orders:
+    source: {format: csv, path: deliveries/*.csv}
+    write: ${write}
+${write === "upsert" ? "    primary_key: [id]\n" : ""}    columns: ${columns}
+    partition: {day: "strftime(ts, '%Y-%m-%d')"}
+    layers:
+      - name: stage
+        sql: sql/stage.sql
+        columns: ${stageColumns}
+`;
+}
+
+const BEFORE = yaml("{id: {type: BIGINT, nullable: false}, n: INTEGER, amount: 'DECIMAL(10,2)', ts: TIMESTAMP}", "{id: BIGINT, n: INTEGER, amount: 'DECIMAL(10,2)'}");
+/** A column added in the middle, an INTEGER widened to BIGINT, a DECIMAL's precision widened: every one applied in place. */
+const AFTER = yaml(
+  "{id: {type: BIGINT, nullable: false}, coupon: VARCHAR, n: BIGINT, amount: 'DECIMAL(12,2)', ts: TIMESTAMP}",
+  "{id: BIGINT, coupon: VARCHAR, n: BIGINT, amount: 'DECIMAL(12,2)'}",
+);
+
+async function workspace(backendName: string, config: string) {
+  const backend = await BACKEND_FACTORIES[backendName]!();
+  cleanups.push(() => backend.cleanup());
+  const lake = await backend.open({ graceMs: 0, leaseWaitMs: 0 });
+  cleanups.push(() => lake.close());
+  const { dir, cleanup } = tempDir("lakeswap-schema-");
+  cleanups.push(cleanup);
+  mkdirSync(path.join(dir, "deliveries"));
+  mkdirSync(path.join(dir, "sql"));
+  const configFile = path.join(dir, "lakeswap.yaml");
+  writeFileSync(configFile, config);
+  let counter = 0;
+  return {
+    lake,
+    configure(text: string, stageSql: string): void {
+      writeFileSync(configFile, text);
+      writeFileSync(path.join(dir, "sql", "stage.sql"), stageSql);
+    },
+    deliver(text: string): string {
+      const file = path.join(dir, "deliveries", `delivery-${counter++}.csv`);
+      writeFileSync(file, text);
+      return file;
+    },
+    sync(file: string, on: Lake = lake): Promise<SyncReport> {
+      return new Pipeline(on, loadPipelineConfig(configFile), { inputs: [file] }).sync();
+    },
+    rows: async (sql: string) => (await lake.query(sql)).rows.map((row) => row.map((v) => (v === null ? "null" : String(v))).join(" ")),
+  };
+}
+
+/** `layer partition action` of a report's builds, sorted. */
+function built(report: SyncReport): string[] {
+  return report.partitions.filter((p) => p.action === "build").map((p) => `${p.layer} ${p.partition}`).sort();
+}
+
+/** 4 days of 5 orders, as a CSV without the coupon column (exported before it was added), rows in the order given. */
+function oldDelivery(order: (rows: string[]) => string[] = (rows) => rows): string {
+  const rows: string[] = [];
+  for (let day = 1; day <= 4; day++) for (let i = 0; i < 5; i++) rows.push(`${day * 10 + i},${day * 100 + i},${day}.${String(i).padStart(2, "0")},2026-11-0${day} 1${i}:00:00`);
+  return `id,n,amount,ts\n${order(rows).join("\n")}\n`;
+}
+
+/** The stage layer takes the raw table's columns as they are: its SQL does not change when they do. */
+const STAGE = "SELECT * EXCLUDE (ts, day) FROM orders_raw WHERE day = {{ day }}\n";
+
+for (const backendName of selectedBackends()) {
+  describe(`schema changes in place (${backendName})`, () => {
+    it("adds and widens columns without rebuilding: an old delivery again builds nothing, one that fills the new column rebuilds exactly its days, and rollback --sync restores the definition", async () => {
+      const ws = await workspace(backendName, BEFORE);
+      ws.configure(BEFORE, STAGE);
+      const first = await ws.sync(ws.deliver(oldDelivery()));
+      expect(built(first)).toHaveLength(8);
+
+      // The config gains coupon and widens n and amount; the old delivery again (in another row order) changes no partition.
+      ws.configure(AFTER, STAGE);
+      const again = await ws.sync(ws.deliver(oldDelivery((rows) => [...rows].reverse())));
+      expect(built(again)).toEqual([]);
+      const raw = await ws.lake.table("orders_raw");
+      expect(raw.columns.map((c) => `${c.name} ${c.type}${c.added ? " added" : ""}${c.signedAs ? ` signed as ${c.signedAs}` : ""}`)).toEqual([
+        "id BIGINT", "coupon VARCHAR added", "n BIGINT signed as INTEGER", "amount DECIMAL(12,2) signed as DECIMAL(10,2)", "ts TIMESTAMP",
+      ]);
+      expect(raw.schemaVersion).toBe(1);
+      // Every reader sees the new schema over the runs written before it: NULL where they lack a column, the wide types.
+      expect(await ws.rows("SELECT count(*), count(coupon), typeof(any_value(n)), typeof(any_value(amount)) FROM orders_raw")).toEqual(["20 0 BIGINT DECIMAL(12,2)"]);
+      expect(await ws.rows("SELECT count(*), count(coupon) FROM orders_stage")).toEqual(["20 0"]);
+      const changing = (await listSyncs(ws.lake)).find((s) => (s.schemaChanges ?? []).length > 0)!;
+      expect(changing.schemaChanges!.map((c) => [c.table, ...c.changes])).toEqual([
+        ["orders_raw", "column n widened from INTEGER to BIGINT", "column amount widened from DECIMAL(10,2) to DECIMAL(12,2)", "column coupon VARCHAR added"],
+        ["orders_stage", "column n widened from INTEGER to BIGINT", "column amount widened from DECIMAL(10,2) to DECIMAL(12,2)", "column coupon VARCHAR added"],
+      ]);
+
+      // A delivery that fills coupon on day 2 and needs the wide types on day 3 rebuilds those days, and only those.
+      const filled = oldDelivery()
+        .replace("30,300,3.00", "30,3000000000,1234567890.12")
+        .replace("id,n,amount,ts", "id,coupon,n,amount,ts")
+        .split("\n")
+        .map((line, i) => (i === 0 || line === "" ? line : line.replace(/^(\d+),/, (_, id: string) => `${id},${id.startsWith("2") ? `C${id}` : ""},`)))
+        .join("\n");
+      const third = await ws.sync(ws.deliver(filled));
+      expect(built(third)).toEqual(["raw day=2026-11-02", "raw day=2026-11-03", "stage day=2026-11-02", "stage day=2026-11-03"]);
+      expect(await ws.rows("SELECT day, count(coupon), max(n), max(amount) FROM orders_raw GROUP BY day ORDER BY day")).toEqual([
+        "2026-11-01 0 104 1.04", "2026-11-02 5 204 2.04", "2026-11-03 0 3000000000 1234567890.12", "2026-11-04 0 404 4.04",
+      ]);
+      expect(await ws.rows("SELECT count(coupon), max(n) FROM orders_stage")).toEqual(["5 3000000000"]);
+
+      // The same delivery again, in other bytes: nothing to build.
+      expect(built(await ws.sync(ws.deliver(filled.split("\n").reverse().filter(Boolean).sort((a, b) => (a.startsWith("id") ? -1 : b.startsWith("id") ? 1 : 0)).join("\n") + "\n")))).toEqual([]);
+
+      // Rolled back, newest first: the fill, then the schema change (no pointer moved; the definitions are restored).
+      await rollbackSync(ws.lake, "last");
+      const undone = await rollbackSync(ws.lake, changing.syncId);
+      expect(undone.schemas?.map((s) => `${s.table} ${s.action}`)).toEqual(["orders_stage restored", "orders_raw restored"]);
+      expect((await ws.lake.table("orders_raw")).columns.map((c) => `${c.name} ${c.type}`)).toEqual(["id BIGINT", "n INTEGER", "amount DECIMAL(10,2)", "ts TIMESTAMP"]);
+      expect(await ws.rows("SELECT count(*), typeof(any_value(n)) FROM orders_raw")).toEqual(["20 INTEGER"]);
+    });
+
+    it("refuses a change that cannot apply in place, naming each change, and writes nothing", async () => {
+      const ws = await workspace(backendName, BEFORE);
+      ws.configure(BEFORE, STAGE);
+      await ws.sync(ws.deliver(oldDelivery()));
+      ws.configure(yaml("{id: {type: BIGINT, nullable: false}, n: SMALLINT, amount: 'DECIMAL(10,3)', ts: TIMESTAMP}", "{id: BIGINT, n: INTEGER, amount: 'DECIMAL(10,2)'}"), STAGE);
+      const error = await ws.sync(ws.deliver(oldDelivery())).then(() => undefined, (e: unknown) => e as Error);
+      expect(error?.message).toContain("table 'orders_raw' cannot change in place: column n changes from INTEGER to SMALLINT: it narrows (values may no longer fit); column amount changes from DECIMAL(10,2) to DECIMAL(10,3): its scale changes");
+      expect((await ws.lake.table("orders_raw")).columns.map((c) => `${c.name} ${c.type}`)).toEqual(["id BIGINT", "n INTEGER", "amount DECIMAL(10,2)", "ts TIMESTAMP"]);
+      expect(await ws.rows("SELECT count(*) FROM orders_raw")).toEqual(["20"]);
+    });
+
+    it("upserts into runs written before a column was added: kept rows read NULL there", async () => {
+      const before = yaml("{id: {type: BIGINT, nullable: false}, n: INTEGER, ts: TIMESTAMP}", "{id: BIGINT, n: INTEGER}", "upsert");
+      const ws = await workspace(backendName, before);
+      ws.configure(before, "SELECT id, n FROM orders_raw WHERE day = {{ day }}\n");
+      await ws.sync(ws.deliver("id,n,ts\n1,10,2026-11-01 10:00:00\n2,20,2026-11-01 11:00:00\n"));
+      ws.configure(yaml("{id: {type: BIGINT, nullable: false}, n: BIGINT, coupon: VARCHAR, ts: TIMESTAMP}", "{id: BIGINT, n: BIGINT}", "upsert"), "SELECT id, n FROM orders_raw WHERE day = {{ day }}\n");
+      await ws.sync(ws.deliver("id,n,coupon,ts\n2,5000000000,X,2026-11-01 12:00:00\n"));
+      expect(await ws.rows("SELECT id, n, coupon FROM orders_raw ORDER BY id")).toEqual(["1 10 null", "2 5000000000 X"]);
+    });
+  });
+}
