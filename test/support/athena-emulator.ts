@@ -12,6 +12,16 @@
  *   come from the Glue partition values, not from the files (as Hive does);
  *   Parquet columns are matched by name, case-insensitively, missing ones read
  *   as NULL, objects named `_…` or `.…` and empty objects are ignored;
+ * - a partition's own columns (its StorageDescriptor's) are checked against the
+ *   table's by name, as Athena checks Parquet tables when a query starts: a
+ *   column whose partition type is neither the table's nor one Athena reads as
+ *   it (its documented compatible types: string or a narrower integer as a
+ *   wider integer, float as double) FAILS the query with
+ *   HIVE_PARTITION_SCHEMA_MISMATCH (only partitions the query reads: pruned
+ *   ones are not checked); a compatible one is read from the files as the
+ *   partition's type, then cast to the table's; a column the partition does
+ *   not declare is read from the files by name as the table's type (NULL where
+ *   a file lacks it);
  * - SELECT / WITH / VALUES: the result is written as CSV to
  *   `<OutputLocation>/<id>.csv` and served by GetQueryResults (header row
  *   first, NextToken paging, unnamed expressions called `_col0`, `_col1`, …);
@@ -383,7 +393,7 @@ export async function startAthenaEmulator(options: AthenaEmulatorOptions): Promi
     }
     const columns = table.StorageDescriptor?.Columns ?? [];
     const keys = table.PartitionKeys ?? [];
-    const sources: { files: string[]; values: string[] }[] = [];
+    const sources: { files: string[]; values: string[]; columns?: readonly Column[] }[] = [];
     if (keys.length === 0) {
       const location = table.StorageDescriptor?.Location;
       if (location) sources.push({ files: await download(location, execution), values: [] });
@@ -394,8 +404,11 @@ export async function startAthenaEmulator(options: AthenaEmulatorOptions): Promi
         for (const partition of page.Partitions ?? []) {
           // Athena prunes: a partition the query's filters on partition keys exclude is not read (still listed above).
           if (!filters.some((filter) => mayMatch(filter, keys, partition.Values ?? []))) continue;
+          const partitionColumns = partition.StorageDescriptor?.Columns;
+          const mismatch = partitionSchemaMismatch(`${database}.${name}`, keys, partition.Values ?? [], columns, partitionColumns ?? []);
+          if (mismatch) throw new QueryFailure(mismatch);
           const files = await downloadPartition(partition, execution);
-          sources.push({ files, values: partition.Values ?? [] });
+          sources.push({ files, values: partition.Values ?? [], columns: partitionColumns });
         }
         token = page.NextToken;
       } while (token);
@@ -407,12 +420,18 @@ export async function startAthenaEmulator(options: AthenaEmulatorOptions): Promi
       const projection = [
         ...columns.map((c) => {
           const actual = fileColumns.get((c.Name ?? "").toLowerCase());
-          if (actual !== undefined && !parquetReadsAs(actual.type, c.Type ?? "string")) {
+          // The partition's own type of the column where it declares one (checked compatible above): files are read as it, then coerced.
+          const declared = source.columns?.find((p) => (p.Name ?? "").toLowerCase() === (c.Name ?? "").toLowerCase())?.Type;
+          const readAs = declared ?? c.Type ?? "string";
+          if (actual !== undefined && !parquetReadsAs(actual.type, readAs)) {
             throw new QueryFailure(
-              `HIVE_BAD_DATA: Field ${actual.name}'s type ${actual.type} in parquet file of ${database}.${name} is incompatible with type ${c.Type ?? "string"} defined in table schema`,
+              `HIVE_BAD_DATA: Field ${actual.name}'s type ${actual.type} in parquet file of ${database}.${name} is incompatible with type ${readAs} defined in table schema`,
             );
           }
           const expression = actual === undefined ? "NULL" : quoteIdentifier(actual.name);
+          if (declared !== undefined && hiveTypeName(declared) !== hiveTypeName(c.Type)) {
+            return `TRY_CAST(CAST(${expression} AS ${duckType(declared)}) AS ${duckType(c.Type)}) AS ${quoteIdentifier(c.Name ?? "")}`;
+          }
           return `CAST(${expression} AS ${duckType(c.Type)}) AS ${quoteIdentifier(c.Name ?? "")}`;
         }),
         ...keys.map((k, i) => `${partitionLiteral(source.values[i], k)} AS ${quoteIdentifier(k.Name ?? "")}`),
@@ -1135,6 +1154,44 @@ function parquetReadsAs(fileType: string, hiveType: string): boolean {
     timestamp: ["TIMESTAMP", "TIMESTAMP WITH TIME ZONE", "TIMESTAMP_MS", "TIMESTAMP_NS", "TIMESTAMP_S"],
   };
   return same[hive]?.includes(file) ?? true;
+}
+
+/**
+ * The partition column types Athena reads as another table column type: its documented compatible data types
+ * (Athena user guide, "Change a column data type"; BYTE is tinyint). Any other difference between a partition's column
+ * and its table's is HIVE_PARTITION_SCHEMA_MISMATCH ("Update tables with partitions").
+ */
+const PARTITION_COERCIONS: Readonly<Record<string, readonly string[]>> = {
+  string: ["tinyint", "smallint", "int", "bigint"],
+  tinyint: ["smallint", "int", "bigint"],
+  smallint: ["int", "bigint"],
+  int: ["bigint"],
+  float: ["double"],
+};
+
+/** A Hive type as Athena compares them: lowercase, without spaces, `integer` as `int`. */
+function hiveTypeName(type: string | undefined): string {
+  const name = (type ?? "string").trim().toLowerCase().replace(/\s+/g, "");
+  return name === "integer" ? "int" : name;
+}
+
+/**
+ * Athena's check of one partition's columns against its table's, by name (Parquet is read by name): the first table
+ * column the partition declares with a type Athena cannot coerce to the table's, as the query's StateChangeReason.
+ */
+function partitionSchemaMismatch(table: string, keys: readonly Column[], values: readonly string[], tableColumns: readonly Column[], partitionColumns: readonly Column[]): string | undefined {
+  for (const column of tableColumns) {
+    const declared = partitionColumns.find((p) => (p.Name ?? "").toLowerCase() === (column.Name ?? "").toLowerCase());
+    if (!declared) continue;
+    const [from, to] = [hiveTypeName(declared.Type), hiveTypeName(column.Type)];
+    if (from === to || PARTITION_COERCIONS[from]?.includes(to)) continue;
+    const partition = keys.map((key, i) => `${key.Name ?? ""}=${values[i] ?? ""}`).join("/");
+    return (
+      "HIVE_PARTITION_SCHEMA_MISMATCH: There is a mismatch between the table and partition schemas. The types are incompatible and cannot be coerced. " +
+      `The column '${column.Name ?? ""}' in table '${table}' is declared as type '${column.Type ?? ""}', but partition '${partition}' declared column '${declared.Name ?? ""}' as type '${declared.Type ?? ""}'.`
+    );
+  }
+  return undefined;
 }
 
 // ---------------------------------------------------------------------------

@@ -156,6 +156,8 @@ export async function startGlueEmulator(options: GlueEmulatorOptions = {}): Prom
 
   const newPartition = (table: TableRecord, input: PartitionInput, created?: Date): Partition => {
     const values = partitionValues(input.Values, table);
+    // A partition's StorageDescriptor is its own (Location, Columns, ...): an update replaces it whole, never merges the table's in.
+    checkColumns(input.StorageDescriptor?.Columns, "partitionInput.storageDescriptor.columns");
     return clean({
       ...input,
       Values: values,
@@ -205,6 +207,7 @@ export async function startGlueEmulator(options: GlueEmulatorOptions = {}): Prom
 
   /** CreateTable's effect: a table of `tableInput` (its Name lowercased already) at VersionId 0. */
   const createTable = (database: DatabaseRecord, tableInput: TableInput): void => {
+    checkColumns(tableInput.StorageDescriptor?.Columns, "tableInput.storageDescriptor.columns");
     const now = new Date();
     database.tables.set(tableInput.Name ?? "", {
       table: clean({
@@ -224,6 +227,7 @@ export async function startGlueEmulator(options: GlueEmulatorOptions = {}): Prom
 
   /** UpdateTable's effect: the table becomes `tableInput`, keeping its name, database and creation time, at the next VersionId. */
   const replaceTable = (record: TableRecord, tableInput: TableInput): void => {
+    checkColumns(tableInput.StorageDescriptor?.Columns, "tableInput.storageDescriptor.columns");
     const current = record.table;
     record.table = clean({
       ...tableInput,
@@ -544,6 +548,18 @@ function requireInteger(value: unknown, field: string, min: number, max: number)
     throw validationError(field, `Member must have value between ${min} and ${max}`, value);
   }
   return value;
+}
+
+/** A StorageDescriptor's Columns as Glue's validation takes them: each with a Name of 1 to 255 characters, a Type of at most 131,072. */
+function checkColumns(columns: unknown, field: string): void {
+  if (columns === undefined || columns === null) return;
+  if (!Array.isArray(columns)) throw validationError(field, "Member must be a list");
+  columns.forEach((column: unknown, index) => {
+    const at = `${field}.${index + 1}`;
+    const { Name, Type } = requireObject(column, at);
+    requireString(Name, `${at}.member.name`);
+    if (Type !== undefined && (typeof Type !== "string" || Type.length > 131072)) throw validationError(`${at}.member.type`, "Member must have length less than or equal to 131072", Type);
+  });
 }
 
 function partitionValues(value: unknown, table: TableRecord): string[] {
