@@ -32,7 +32,7 @@ const BEFORE = yaml("{id: {type: BIGINT, nullable: false}, n: INTEGER, amount: '
 /** A column added in the middle, an INTEGER widened to BIGINT, a DECIMAL's precision widened: every one applied in place. */
 const AFTER = yaml(
   "{id: {type: BIGINT, nullable: false}, coupon: VARCHAR, n: BIGINT, amount: 'DECIMAL(12,2)', ts: TIMESTAMP}",
-  "{id: BIGINT, coupon: VARCHAR, n: BIGINT, amount: 'DECIMAL(12,2)'}",
+  "{id: BIGINT, n: BIGINT, amount: 'DECIMAL(12,2)'}",
 );
 
 async function workspace(backendName: string, config: string) {
@@ -77,8 +77,8 @@ function oldDelivery(order: (rows: string[]) => string[] = (rows) => rows): stri
   return `id,n,amount,ts\n${order(rows).join("\n")}\n`;
 }
 
-/** The stage layer takes the raw table's columns as they are: its SQL does not change when they do. */
-const STAGE = "SELECT * EXCLUDE (ts, day) FROM orders_raw WHERE day = {{ day }}\n";
+/** The stage layer's SQL stays as it is: its columns widen with the raw table's (Athena has no SELECT * EXCLUDE to take added ones too). */
+const STAGE = "SELECT id, n, amount FROM orders_raw WHERE day = {{ day }}\n";
 
 for (const backendName of selectedBackends()) {
   describe(`schema changes in place (${backendName})`, () => {
@@ -98,12 +98,12 @@ for (const backendName of selectedBackends()) {
       ]);
       expect(raw.schemaVersion).toBe(1);
       // Every reader sees the new schema over the runs written before it: NULL where they lack a column, the wide types.
-      expect(await ws.rows("SELECT count(*), count(coupon), typeof(any_value(n)), typeof(any_value(amount)) FROM orders_raw")).toEqual(["20 0 BIGINT DECIMAL(12,2)"]);
-      expect(await ws.rows("SELECT count(*), count(coupon) FROM orders_stage")).toEqual(["20 0"]);
+      expect((await ws.rows("SELECT count(*), count(coupon), typeof(max(n)), typeof(max(amount)) FROM orders_raw")).map((r) => r.toLowerCase())).toEqual(["20 0 bigint decimal(12,2)"]);
+      expect(await ws.rows("SELECT count(*), max(n) FROM orders_stage")).toEqual(["20 404"]);
       const changing = (await listSyncs(ws.lake)).find((s) => (s.schemaChanges ?? []).length > 0)!;
       expect(changing.schemaChanges!.map((c) => [c.table, ...c.changes])).toEqual([
         ["orders_raw", "column n widened from INTEGER to BIGINT", "column amount widened from DECIMAL(10,2) to DECIMAL(12,2)", "column coupon VARCHAR added"],
-        ["orders_stage", "column n widened from INTEGER to BIGINT", "column amount widened from DECIMAL(10,2) to DECIMAL(12,2)", "column coupon VARCHAR added"],
+        ["orders_stage", "column n widened from INTEGER to BIGINT", "column amount widened from DECIMAL(10,2) to DECIMAL(12,2)"],
       ]);
 
       // A delivery that fills coupon on day 2 and needs the wide types on day 3 rebuilds those days, and only those.
@@ -118,7 +118,7 @@ for (const backendName of selectedBackends()) {
       expect(await ws.rows("SELECT day, count(coupon), max(n), max(amount) FROM orders_raw GROUP BY day ORDER BY day")).toEqual([
         "2026-11-01 0 104 1.04", "2026-11-02 5 204 2.04", "2026-11-03 0 3000000000 1234567890.12", "2026-11-04 0 404 4.04",
       ]);
-      expect(await ws.rows("SELECT count(coupon), max(n) FROM orders_stage")).toEqual(["5 3000000000"]);
+      expect(await ws.rows("SELECT count(*), max(n), max(amount) FROM orders_stage")).toEqual(["20 3000000000 1234567890.12"]);
 
       // The same delivery again, in other bytes: nothing to build.
       expect(built(await ws.sync(ws.deliver(filled.split("\n").reverse().filter(Boolean).sort((a, b) => (a.startsWith("id") ? -1 : b.startsWith("id") ? 1 : 0)).join("\n") + "\n")))).toEqual([]);
@@ -128,7 +128,7 @@ for (const backendName of selectedBackends()) {
       const undone = await rollbackSync(ws.lake, changing.syncId);
       expect(undone.schemas?.map((s) => `${s.table} ${s.action}`)).toEqual(["orders_stage restored", "orders_raw restored"]);
       expect((await ws.lake.table("orders_raw")).columns.map((c) => `${c.name} ${c.type}`)).toEqual(["id BIGINT", "n INTEGER", "amount DECIMAL(10,2)", "ts TIMESTAMP"]);
-      expect(await ws.rows("SELECT count(*), typeof(any_value(n)) FROM orders_raw")).toEqual(["20 INTEGER"]);
+      expect((await ws.rows("SELECT count(*), typeof(max(n)) FROM orders_raw")).map((r) => r.toLowerCase())).toEqual(["20 integer"]);
     });
 
     it("refuses a change that cannot apply in place, naming each change, and writes nothing", async () => {
