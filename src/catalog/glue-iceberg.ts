@@ -4,7 +4,7 @@ import { LakeswapError } from "../model/errors.js";
 import type { TableDefinition } from "../model/table.js";
 import type { AdaptiveLimit } from "../shared/adaptive-limit.js";
 import { isTransient, withRetry } from "../shared/retry.js";
-import { icebergSchemaFields } from "./iceberg/table-metadata.js";
+import { icebergSchemaFields, type SchemaField } from "./iceberg/table-metadata.js";
 import type { IcebergCatalog, IcebergCommitOutcome, IcebergHead } from "./iceberg-catalog.js";
 
 /** Where the Glue Iceberg tables are kept: the lake's Glue database. */
@@ -62,7 +62,7 @@ export class GlueIcebergTables implements IcebergCatalog {
 
   async commit(
     table: TableDefinition,
-    change: { readonly metadataLocation: string; readonly location: string; readonly expected?: IcebergHead },
+    change: { readonly metadataLocation: string; readonly location: string; readonly expected?: IcebergHead; readonly fields?: readonly SchemaField[] },
     fence: () => Promise<void>,
   ): Promise<IcebergCommitOutcome> {
     const expected = change.expected;
@@ -77,7 +77,7 @@ export class GlueIcebergTables implements IcebergCatalog {
         [P.metadata]: change.metadataLocation,
         ...(expected ? { [P.previous]: expected.metadataLocation } : {}),
       },
-      StorageDescriptor: { Location: change.location, Columns: this.columns(table) },
+      StorageDescriptor: { Location: change.location, Columns: this.columns(table, change.fields) },
     };
     const ids = { CatalogId: this.options.catalogId, DatabaseName: this.options.database };
     try {
@@ -104,10 +104,13 @@ export class GlueIcebergTables implements IcebergCatalog {
     }
   }
 
-  /** The Glue columns of the Iceberg table: its schema's fields (columns, then partition keys), with Iceberg's field ids as Iceberg's Glue catalog records them. */
-  private columns(table: TableDefinition): GlueColumn[] {
+  /**
+   * The Glue columns of the Iceberg table: its schema's fields (columns, then partition keys), with Iceberg's field ids
+   * as Iceberg's Glue catalog records them: those of the schema committed (`fields`), else as a new table numbers them.
+   */
+  private columns(table: TableDefinition, fields: readonly SchemaField[] = icebergSchemaFields(table)): GlueColumn[] {
     const declared = new Map(table.columns.map((c) => [c.name, c.type]));
-    return icebergSchemaFields(table).map((field) => {
+    return fields.map((field) => {
       const type = declared.get(field.name);
       return {
         Name: field.name,

@@ -1,4 +1,5 @@
 import type { TableDefinition } from "../model/table.js";
+import type { SchemaField } from "./iceberg/table-metadata.js";
 
 /** Where a catalog says an Iceberg table's current metadata is, and the catalog's version of that entry (what a commit compares). */
 export interface IcebergHead {
@@ -31,7 +32,11 @@ export interface IcebergCatalog {
    * table's base location; `fence` is called right before the call that moves it. "conflict" when the entry is no longer
    * at `expected` (or already exists): the caller reads the head again and derives its commit afresh.
    */
-  commit(table: TableDefinition, change: { readonly metadataLocation: string; readonly location: string; readonly expected?: IcebergHead }, fence: () => Promise<void>): Promise<IcebergCommitOutcome>;
+  commit(
+    table: TableDefinition,
+    change: { readonly metadataLocation: string; readonly location: string; readonly expected?: IcebergHead; readonly fields?: readonly SchemaField[] },
+    fence: () => Promise<void>,
+  ): Promise<IcebergCommitOutcome>;
   /** Removes the catalog entry of the Iceberg table of `table` (gone already is fine); its files are the caller's to delete. */
   drop(table: TableDefinition): Promise<void>;
 }

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { Catalog } from "../../catalog/catalog.js";
 import type { IcebergHead } from "../../catalog/iceberg-catalog.js";
-import { parseTableMetadata, type TableMetadata } from "../../catalog/iceberg/table-metadata.js";
+import { currentSchema, parseTableMetadata, type TableMetadata } from "../../catalog/iceberg/table-metadata.js";
 import { InvalidInputError, LakeswapError } from "../../model/errors.js";
 import type { TableDefinition } from "../../model/table.js";
 import { faultPoint } from "../../shared/faults.js";
@@ -122,7 +122,9 @@ export async function commitMetadata(
   faultPoint("during-iceberg-commit");
   const bytes = Buffer.byteLength(body);
   if (iceberg) {
-    const outcome = await iceberg.commit(table, { metadataLocation: ctx.store.uri(key), location: metadata.location, expected: latest?.head }, () => ctx.leaseCheck(table.name));
+    // The Glue columns carry the field ids of the schema committed (kept across schema changes in place).
+    const fields = currentSchema(metadata)?.fields;
+    const outcome = await iceberg.commit(table, { metadataLocation: ctx.store.uri(key), location: metadata.location, expected: latest?.head, ...(fields ? { fields } : {}) }, () => ctx.leaseCheck(table.name));
     return { outcome, bytes, catalogCalls: 1 };
   }
   await moveHint(ctx, table, version);
