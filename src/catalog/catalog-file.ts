@@ -39,12 +39,14 @@ export interface CatalogFileHistory {
 
 /**
  * What a table's view shows, in one string: each partition's current run (and, in an ingested table, whose runs gain
- * files as segments land, the signature that moved with each). A view whose fingerprint differs from the table's
+ * files as segments land, the signature that moved with each), and its columns. A view whose fingerprint differs from the table's
  * pointers now is stale (a writer killed between its moves and its rewrite of the file): rewritten by the next
  * command that holds the table's lease.
  */
 export function pointersFingerprint(snapshot: TableSnapshot): string {
   const ingest = snapshot.table.ingest === true;
   const runs = snapshot.partitions.map((p) => `${partitionPath(p.partition)}=${p.runId}${ingest && p.signature !== undefined ? `@${p.signature}` : ""}`).sort();
-  return createHash("sha256").update(runs.join("\n")).digest("hex").slice(0, 32);
+  // A schema changed in place changes the view (its columns, their types) with no pointer moved.
+  const columns = snapshot.table.columns.map((c) => `${c.name} ${c.type}`).join(",");
+  return createHash("sha256").update([columns, ...runs].join("\n")).digest("hex").slice(0, 32);
 }

@@ -337,7 +337,9 @@ export class Lake {
       // then commits once what this command moved: one snapshot per command, after every pointer move of it.
       const beganMs = definition?.iceberg ? await beginIcebergCommand(this.parts, definition) : 0;
       const commit = async (): Promise<void> => {
-        const committed = definition?.iceberg ? await endIcebergCommand(this.parts, definition, { "lakeswap.command": command, ...options.summary?.() }, beganMs) : undefined;
+        // Read again: the command may have changed the table's schema in place, which the snapshot's schema follows.
+        const now = definition?.iceberg ? ((await this.catalog.getTable(table)) ?? definition) : undefined;
+        const committed = now?.iceberg ? await endIcebergCommand(this.parts, now, { "lakeswap.command": command, ...options.summary?.() }, beganMs) : undefined;
         if (committed) options.onSnapshot?.(committed);
       };
       let result: T;

@@ -3,15 +3,17 @@
 // {"start","end","rows","markers","marker"} or {"start","end","error"}. Plain DuckDB (@duckdb/node-api); no lakeswap code.
 //
 //   --mode catalog   ATTACH '<lake>/lake.duckdb' (READ_ONLY) for each read, as a dashboard that opens the file would.
-//   --mode glob      read_parquet('<lake>/<table>/*/*.parquet', hive_partitioning = true), what the README showed first.
+//   --mode glob      read_parquet('<lake>/<table>/*/*.parquet', hive_partitioning = true), what the README showed first;
+//                    with --by-name also union_by_name = true, as docs/lake.md says for a table whose schema changed in place.
 import os from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
 import { DuckDBInstance } from "@duckdb/node-api";
 import { readUntilStdinEnds } from "./read-until-stdin-ends.js";
 
-const { values } = parseArgs({ options: { mode: { type: "string" }, lake: { type: "string" }, tables: { type: "string" } }, strict: true });
+const { values } = parseArgs({ options: { mode: { type: "string" }, lake: { type: "string" }, tables: { type: "string" }, "by-name": { type: "boolean" } }, strict: true });
 const { mode, lake, tables } = values;
+const byName = values["by-name"] === true ? ", union_by_name = true" : "";
 if ((mode !== "catalog" && mode !== "glob") || !lake || !tables) throw new Error("usage: catalog-reader-loop --mode catalog|glob --lake DIR --tables T1,T2");
 const names = tables.split(",");
 for (const name of names) if (!/^[a-z_][a-z0-9_]*$/.test(name)) throw new Error(`'${name}' is not a plain identifier`);
@@ -27,7 +29,7 @@ void main(mode);
 async function main(mode: "catalog" | "glob"): Promise<void> {
   const instance = await DuckDBInstance.create(":memory:");
   const connection = await instance.connect();
-  const from = (name: string) => (mode === "catalog" ? `lake.${name}` : `read_parquet(${literal(path.join(lakeDir, name, "*", "*.parquet"))}, hive_partitioning = true)`);
+  const from = (name: string) => (mode === "catalog" ? `lake.${name}` : `read_parquet(${literal(path.join(lakeDir, name, "*", "*.parquet"))}, hive_partitioning = true${byName})`);
   const sql = `SELECT count(*), count(DISTINCT marker), min(marker) FROM (${names.map((name) => `SELECT marker FROM ${from(name)}`).join(" UNION ALL ")})`;
   const read = async (): Promise<unknown[]> => {
     if (mode === "glob") return (await connection.runAndReadAll(sql)).getRowsJS()[0] ?? [];
