@@ -35,10 +35,7 @@ const PARQUET_STORAGE = {
 /** Where a table without partition keys points before its first run (and after its pointer is removed): a prefix nothing is written under. */
 const NO_RUN = "_no_run";
 
-/**
- * The partition column types Athena reads as a wider table column type (its "compatible data types"): any other
- * difference between a partition's column and the table's fails every query of the table (HIVE_PARTITION_SCHEMA_MISMATCH).
- */
+/** Partition column types Athena reads as a wider table type (its "compatible data types"); any other difference fails its queries. */
 const ATHENA_WIDENS: Readonly<Record<string, readonly string[]>> = { tinyint: ["smallint", "int", "bigint"], smallint: ["int", "bigint"], int: ["bigint"], float: ["double"] };
 
 const P = { run: "lakeswap.run", previous: "lakeswap.previous_run", signature: "lakeswap.signature", movedBy: "lakeswap.moved_by" } as const;
@@ -55,6 +52,8 @@ export class GlueCatalog implements Catalog {
 
   /** The Iceberg tables of `iceberg: true` tables, beside their Hive tables (./glue-iceberg.ts). */
   readonly iceberg: GlueIcebergTables;
+  /** The columns the Glue table held when a definition was last moved with (its JSON): read once per table and definition. */
+  private readonly seenColumns = new Map<string, { definition: string; columns: Column[] }>();
 
   constructor(
     private readonly client: GlueClient,
@@ -145,17 +144,15 @@ export class GlueCatalog implements Catalog {
   }
 
   /**
-   * A table whose columns change (added, widened), in steps that keep every Athena query of it valid throughout
-   * (Athena fails one with HIVE_PARTITION_SCHEMA_MISMATCH where a partition's column type is not the table's nor one it
-   * widens to the table's, ATHENA_WIDENS) and that a rerun finishes after a kill anywhere (each skips what is done):
-   * 1. only for a column whose type changes as Athena does not widen (a DECIMAL's precision): it leaves every
-   *    partition's columns, so that its files are read by name as the table's type, whichever that is;
-   * 2. the table's columns, before the partitions': a partition narrower than its table is read (int as bigint), one
-   *    wider is not (the other order would fail every query until the last batch);
+   * A table whose columns change, in steps that keep every Athena query valid (a partition column type neither the
+   * table's nor one Athena widens to it, ATHENA_WIDENS, is HIVE_PARTITION_SCHEMA_MISMATCH) and that a rerun finishes:
+   * 1. a column whose type changes as Athena does not widen (DECIMAL precision) leaves every partition's columns: its files are read by name as the table's type;
+   * 2. the table's columns before the partitions': a partition narrower than its table is read (int as bigint), a wider one is not;
    * 3. every partition's columns set to the table's (GetPartitions, then BatchUpdatePartition of 100);
    * 4. last, the definition and compression: until then getTable gives the old definition, so a rerun plans it again.
    */
   private async changeColumns(table: TableDefinition, live: GlueTable, fence?: Fence): Promise<void> {
+    this.seenColumns.delete(table.name);
     const columns = this.storage(table, "").Columns ?? [];
     if (table.partitionKeys.length > 0) {
       const was = live.StorageDescriptor?.Columns ?? [];
@@ -185,10 +182,8 @@ export class GlueCatalog implements Catalog {
   /** Sets the columns of every partition whose differ, keeping the rest (Location, pointer Parameters): batches of 100, every entry checked. */
   private async setPartitionColumns(table: TableDefinition, columns: readonly Column[], fence?: Fence): Promise<void> {
     const stale = (await this.partitionsOf(table.name)).filter((p) => !sameColumns(p.StorageDescriptor?.Columns ?? [], columns));
-    const input = (p: GluePartition): PartitionInput => ({
-      Values: p.Values, Parameters: p.Parameters, LastAccessTime: p.LastAccessTime, LastAnalyzedTime: p.LastAnalyzedTime,
-      StorageDescriptor: { ...p.StorageDescriptor, Columns: [...columns] },
-    });
+    const input = (p: GluePartition): PartitionInput =>
+      ({ Values: p.Values, Parameters: p.Parameters, LastAccessTime: p.LastAccessTime, LastAnalyzedTime: p.LastAnalyzedTime, StorageDescriptor: { ...p.StorageDescriptor, Columns: [...columns] } });
     for (let start = 0; start < stale.length; start += this.capabilities.maxBatchUpdate) {
       let pending = stale.slice(start, start + this.capabilities.maxBatchUpdate);
       await withRetry(`glue:BatchUpdatePartition (columns) on table ${table.name}`, async () => {
@@ -210,9 +205,7 @@ export class GlueCatalog implements Catalog {
       const live = await this.glueTable(table.name);
       const seen = JSON.stringify({ columns: live?.StorageDescriptor?.Columns?.map((c) => ({ Name: c.Name, Type: c.Type })), keys: (live?.PartitionKeys ?? []).map((k) => k.Name) });
       if (seen === wanted) return;
-      if (attempt >= 20) {
-        throw new LakeswapError("STORE_ERROR", `Glue table ${this.options.database}.${table.name} still does not show the declared columns and partition keys after ${attempt} reads; rerun, or check the table in the Glue console`);
-      }
+      if (attempt >= 20) throw new LakeswapError("STORE_ERROR", `Glue table ${this.options.database}.${table.name} still does not show the declared columns and partition keys after ${attempt} reads; rerun, or check the table in the Glue console`);
       await new Promise((resolve) => setTimeout(resolve, Math.min(2000, 100 * 2 ** attempt)));
     }
   }
@@ -271,8 +264,7 @@ export class GlueCatalog implements Catalog {
       if (last) await this.moveTablePointer(table, last, fence);
       return;
     }
-    // The table's columns as Glue holds them now (a schema change may be under way: ./changeColumns), whatever definition the caller read.
-    const columns = (await this.glueTable(table.name))?.StorageDescriptor?.Columns ?? this.storage(table, "").Columns ?? [];
+    const columns = await this.liveColumns(table);
     const entry = (move: PointerMove) => ({ values: move.partition.values, input: this.partitionInput(table, columns, move) });
     let creates = moves.filter((move) => move.previousRunId === undefined);
     let updates = moves.filter((move) => move.previousRunId !== undefined);
@@ -339,9 +331,7 @@ export class GlueCatalog implements Catalog {
     if (partitions.length === 0) return;
     const PartitionsToDelete = partitions.map((p) => ({ Values: [...p.values] }));
     const response = await this.send("BatchDeletePartition", () => this.fenced(fence, () => this.client.send(new BatchDeletePartitionCommand({ ...this.ids, TableName: table.name, PartitionsToDelete }))));
-    const failed = (response.Errors ?? [])
-      .filter((error) => error.ErrorDetail?.ErrorCode !== "EntityNotFoundException")
-      .map((error) => `${(error.PartitionValues ?? []).join("/")}: ${error.ErrorDetail?.ErrorCode}`);
+    const failed = (response.Errors ?? []).filter((error) => error.ErrorDetail?.ErrorCode !== "EntityNotFoundException").map((error) => `${(error.PartitionValues ?? []).join("/")}: ${error.ErrorDetail?.ErrorCode}`);
     if (failed.length > 0) throw new PointerBatchError("remove", table.name, failed, partitions.length);
   }
 
@@ -380,6 +370,16 @@ export class GlueCatalog implements Catalog {
       const input = { Name: table.name, TableType: live.TableType ?? "EXTERNAL_TABLE", Parameters: { ...kept, ...pointerParameters() }, StorageDescriptor: storage, PartitionKeys: [] };
       await this.client.send(new UpdateTableCommand({ ...this.ids, VersionId: live.VersionId, TableInput: input }));
     });
+  }
+
+  /** The Glue table's columns, for the partitions a move writes: a change killed before its last step holds them under the old definition. */
+  private async liveColumns(table: TableDefinition): Promise<Column[]> {
+    const definition = JSON.stringify(table);
+    const seen = this.seenColumns.get(table.name);
+    if (seen?.definition === definition) return seen.columns;
+    const columns = (await this.glueTable(table.name))?.StorageDescriptor?.Columns ?? this.storage(table, "").Columns ?? [];
+    this.seenColumns.set(table.name, { definition, columns });
+    return columns;
   }
 
   private storage(table: TableDefinition, location: string): StorageDescriptor {
