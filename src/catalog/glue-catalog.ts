@@ -154,7 +154,8 @@ export class GlueCatalog implements Catalog {
   private async changeColumns(table: TableDefinition, live: GlueTable, fence?: Fence): Promise<void> {
     this.seenColumns.delete(table.name);
     const columns = this.storage(table, "").Columns ?? [];
-    if (table.partitionKeys.length > 0) {
+    // No partition to change (none yet, or a rerun after step 3): one UpdateTable.
+    if (table.partitionKeys.length > 0 && (await this.partitionsOf(table.name)).some((p) => !sameColumns(p.StorageDescriptor?.Columns ?? [], columns))) {
       const was = live.StorageDescriptor?.Columns ?? [];
       const typeOf = (name?: string) => columns.find((c) => c.Name === name)?.Type;
       const stepping = was.filter((c) => typeOf(c.Name) !== undefined && typeOf(c.Name) !== c.Type && !ATHENA_WIDENS[c.Type ?? ""]?.includes(typeOf(c.Name) ?? ""));
