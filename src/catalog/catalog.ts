@@ -86,9 +86,10 @@ export interface Catalog {
    * Writes a table's changed definition over the one the catalog holds: a schema change in place
    * (model/schema-change.ts), or its undoing by a rollback. The caller holds the table's lease and has judged the
    * change. Where partitions carry columns of their own (Glue's StorageDescriptor), every partition's are set to the
-   * table's in the same step, so that no partition's columns ever disagree with the table's.
+   * table's in the same step, so that no partition's columns ever disagree with the table's. `fence` is called right
+   * before each call that writes (a writer that lost the lease must not write a partition's old Location back).
    */
-  updateTable(table: TableDefinition): Promise<void>;
+  updateTable(table: TableDefinition, fence?: Fence): Promise<void>;
   /** Removes a table's definition and whatever catalog state is left for it. */
   dropTable(name: string): Promise<void>;
   getPointer(table: TableDefinition, partition: Partition): Promise<Pointer | undefined>;

@@ -122,7 +122,8 @@ export class LocalCatalog implements Catalog {
     await this.writeDefinition(table);
   }
 
-  async updateTable(table: TableDefinition): Promise<void> {
+  async updateTable(table: TableDefinition, fence?: Fence): Promise<void> {
+    await fence?.();
     await this.writeDefinition(table);
   }
 

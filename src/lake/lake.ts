@@ -24,7 +24,8 @@ import { swapBatch, type SwapItem, type SwapOptions, type SwapOutcome } from "./
 import { publishStaged } from "./commit/publish.js";
 import type { RunManifest } from "./manifest.js";
 import { notIngested, partitionOf, type LakeParts, type LeaseOptions, type LakePorts, type LakeSettings, type PartitionInput } from "./parts.js";
-import { keepIngestLayout, type TableDefinition } from "../model/table.js";
+import { declaredShape, keepIngestLayout, type TableDefinition } from "../model/table.js";
+import { faultPoint } from "../shared/faults.js";
 import { asDeclared, planSchemaChange, type SchemaChange } from "../model/schema-change.js";
 import { changeSchema } from "./operations/change-schema.js";
 
@@ -201,7 +202,10 @@ export class Lake {
     assertIcebergSupported(this.parts, table);
     // A catalog's Iceberg table of that name that is not this table's is refused now, not at the first commit.
     if (table.iceberg) await this.catalog.iceberg?.head(table);
-    await this.catalog.createTable(table);
+    // An ingested table that gains columns rewrites its partitions' columns (Glue): under its lease, as pointer moves are.
+    if (existing && wanted.ingest && declaredShape(existing) !== declaredShape(table)) {
+      await this.parts.withLease(table.name, `create-table ${table.name}`, () => this.catalog.createTable(table));
+    } else await this.catalog.createTable(table);
     return table;
   }
 
@@ -270,7 +274,9 @@ export class Lake {
         const change = existing ? planSchemaChange(existing, wanted) : undefined;
         if (!change || !existing) return undefined;
         await record(change, existing);
-        await this.catalog.updateTable(change.table);
+        faultPoint("schema-after-record");
+        await this.catalog.updateTable(change.table, () => this.leaseCheck(wanted.name));
+        faultPoint("schema-after-change");
         return change;
       },
       publishStaged: async (staged, syncId, commit) => {

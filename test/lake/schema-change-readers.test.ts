@@ -60,7 +60,7 @@ it(`plain DuckDB readers see ${SYNCS} syncs and two schema changes in place with
   for (const reader of readers) await reader.until("the reader's first read", () => reader.lines.length > 0, 60_000);
 
   const syncsStart = Date.now();
-  let columns = V1;
+  let columns: readonly Column[] = V1;
   for (let n = 1; n <= SYNCS; n += 1) {
     // A third of the way: a column added in the middle; two thirds: the marker widened. Each a command of its own, as create-table is.
     if (n === SYNCS / 3) columns = (await lake.createTable(defineTable({ name: "orders", columns: V2, partitionKeys: ["day"] }))).columns;

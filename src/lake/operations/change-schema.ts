@@ -13,7 +13,7 @@ export async function changeSchema(lake: HasLakeParts, wanted: TableDefinition, 
   return parts.withLease(wanted.name, command, async () => {
     const existing = await parts.catalog.getTable(wanted.name);
     const change = existing ? planSchemaChange(existing, wanted) : undefined;
-    if (change) await parts.catalog.updateTable(change.table);
+    if (change) await parts.catalog.updateTable(change.table, () => parts.leaseCheck(wanted.name));
     return change;
   });
 }

@@ -118,7 +118,7 @@ async function restoreSchemas(lake: HasLakeParts, record: SyncRecord): Promise<N
       restored.push({ table: change.table, action: "skipped", changes: change.changes, reason: now ? "its schema changed again since" : "the table no longer exists" });
       continue;
     }
-    await lake.parts.catalog.updateTable(previous);
+    await lake.parts.catalog.updateTable(previous, () => lake.parts.leaseCheck(change.table));
     restored.push({ table: change.table, action: "restored", changes: change.changes });
   }
   return restored;
