@@ -28,7 +28,7 @@ const WIDENS_TO: Readonly<Record<string, readonly string[]>> = {
  * precision stays on one side of 18 (an integer word up to 18 digits, the canonical text above), so a widening
  * across 18 digits would change every signature of the column.
  */
-export function wideningRefusal(from: string, to: string): string | undefined {
+function wideningRefusal(from: string, to: string): string | undefined {
   if (WIDENS_TO[from]?.includes(to)) return undefined;
   const decimal = (type: string) => /^DECIMAL\((\d+),(\d+)\)$/.exec(type);
   const [a, b] = [decimal(from), decimal(to)];

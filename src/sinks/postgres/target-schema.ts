@@ -19,7 +19,7 @@ const WIDENS_TO: Readonly<Record<string, readonly string[]>> = {
 };
 
 /** Whether a target column of PostgreSQL type `from` widens to `to` with every value it holds unchanged. */
-export function widensTo(from: string, to: string): boolean {
+function widensTo(from: string, to: string): boolean {
   if (WIDENS_TO[from]?.includes(to)) return true;
   const [a, b] = [from, to].map((type) => /^numeric\((\d+),(\d+)\)$/.exec(type));
   return a !== null && a !== undefined && b !== null && b !== undefined && a[2] === b[2] && Number(b[1]) > Number(a[1]);
@@ -153,7 +153,7 @@ function alterStatement(target: string, change: TargetChange, quoted = true): st
 }
 
 /** The change in words: `coupon text added, n integer -> bigint`. */
-export function describeChange(change: TargetChange): string {
+function describeChange(change: TargetChange): string {
   return [
     ...change.added.map((column) => `${column.name} ${postgresType(column)} added`),
     ...change.widened.map(({ column, from, to }) => `${column.name} ${from} -> ${to}`),
