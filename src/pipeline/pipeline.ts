@@ -5,7 +5,7 @@ import { InvalidInputError, errorMessage } from "../model/errors.js";
 import { newRunId } from "../model/run-id.js";
 import { faultPoint } from "../shared/faults.js";
 import type { FetchedSource } from "../sources/source.js";
-import { asLanded, changeSchemas, createTables } from "./schema-changes.js";
+import { asLanded, changeSchemas, createTables, plannedSchemaChanges } from "./schema-changes.js";
 import { buildsEveryPartition, fetchWindow, knownDelivery, landDelivery, mergeDelivery, planDelivery } from "./land.js";
 import { checkLayerInputs, runLayers } from "./layers.js";
 import { checkPartitionFilters } from "./partition-filter.js";
@@ -74,7 +74,18 @@ export class Pipeline {
       sinks: tally.sinks,
       ...(tally.snapshots.length > 0 ? { snapshots: [...tally.snapshots].sort((a, b) => (a.table < b.table ? -1 : 1)) } : {}),
       ...(held ? { held } : {}),
+      ...(log.schemaChangesMade().length > 0 ? { schemaChanges: log.schemaChangesMade().map(({ table, changes }) => ({ table, changes })) } : {}),
     };
+  }
+
+  /**
+   * The schema changes a sync of this config would make in place (./schema-changes.ts), per table; a change that
+   * cannot be made in place is refused as the sync would refuse it (CONFLICT, naming each change).
+   */
+  async schemaChanges(): Promise<{ readonly table: string; readonly changes: readonly string[] }[]> {
+    const changes = [];
+    for (const dataset of this.ctx.config.datasets) changes.push(...(await plannedSchemaChanges(this.ctx, dataset)));
+    return changes;
   }
 
   /** The one loop of plan and sync: each dataset's raw layer (landed, fetched, or the collector's), then its layers. */

@@ -51,6 +51,17 @@ export async function createTables(ctx: PipelineContext, dataset: DatasetConfig)
   return changing;
 }
 
+/** The schema changes a sync of `dataset` would make in place, per table (a change that cannot be made in place is refused). */
+export async function plannedSchemaChanges(ctx: PipelineContext, dataset: DatasetConfig): Promise<{ readonly table: string; readonly changes: readonly string[] }[]> {
+  const planned = [];
+  for (const table of declaredTables(dataset)) {
+    const existing = await ctx.lake.parts.catalog.getTable(table.name);
+    const change = existing ? planSchemaChange(existing, table) : undefined;
+    if (change) planned.push({ table: table.name, changes: change.changes });
+  }
+  return planned;
+}
+
 /**
  * Changes the schemas of `changing` under the sync's leases, each recorded first. The raw table's columns must then
  * be as a delivery `landed` was read and signed: a table another writer changed meanwhile is a CONFLICT (rerun).

@@ -53,6 +53,11 @@ export class SyncLog {
     await this.write();
   }
 
+  /** The schema changes recorded so far. */
+  schemaChangesMade(): readonly SchemaChangeRecord[] {
+    return this.schemaChanges;
+  }
+
   /** The pointer moved: the move is no longer only intended (stored with the next write: the next intent, or the finish). */
   confirm(move: SyncMove): void {
     this.moves.set(moveKey(move), { ...move, pending: undefined });

@@ -65,7 +65,7 @@ describe("flags (item 10)", () => {
   it("gives a conflicting create-table the conflict code 9, not 3 'not found'", async () => {
     const result = await cli("create-table", "orders", "--partition-keys", "day", "--columns", "id VARCHAR", "--json");
     expect(result.code).toBe(9);
-    expect(JSON.parse(result.stdout)).toMatchObject({ error: { code: "CONFLICT", message: expect.stringContaining("already exists with a different definition") } });
+    expect(JSON.parse(result.stdout)).toMatchObject({ error: { code: "CONFLICT", message: expect.stringContaining("cannot change in place: column id changes from BIGINT to VARCHAR") } });
   });
 });
 

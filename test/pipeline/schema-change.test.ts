@@ -61,6 +61,7 @@ async function workspace(backendName: string, config: string) {
     sync(file: string, on: Lake = lake): Promise<SyncReport> {
       return new Pipeline(on, loadPipelineConfig(configFile), { inputs: [file] }).sync();
     },
+    schemaChanges: () => new Pipeline(lake, loadPipelineConfig(configFile)).schemaChanges(),
     rows: async (sql: string) => (await lake.query(sql)).rows.map((row) => row.map((v) => (v === null ? "null" : String(v))).join(" ")),
   };
 }
@@ -90,8 +91,14 @@ for (const backendName of selectedBackends()) {
 
       // The config gains coupon and widens n and amount; the old delivery again (in another row order) changes no partition.
       ws.configure(AFTER, STAGE);
+      // What a plan says first, and what the sync then reports it did.
+      const widened = ["column n widened from INTEGER to BIGINT", "column amount widened from DECIMAL(10,2) to DECIMAL(12,2)"];
+      const planned = [{ table: "orders_raw", changes: [...widened, "column coupon VARCHAR added"] }, { table: "orders_stage", changes: widened }];
+      expect(await ws.schemaChanges()).toEqual(planned);
       const again = await ws.sync(ws.deliver(oldDelivery((rows) => [...rows].reverse())));
       expect(built(again)).toEqual([]);
+      expect(again.schemaChanges).toEqual(planned);
+      expect(await ws.schemaChanges()).toEqual([]);
       const raw = await ws.lake.table("orders_raw");
       expect(raw.columns.map((c) => `${c.name} ${c.type}${c.added ? " added" : ""}${c.signedAs ? ` signed as ${c.signedAs}` : ""}`)).toEqual([
         "id BIGINT", "coupon VARCHAR added", "n BIGINT signed as INTEGER", "amount DECIMAL(12,2) signed as DECIMAL(10,2)", "ts TIMESTAMP",

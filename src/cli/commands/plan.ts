@@ -26,14 +26,16 @@ export function registerPlan(program: Command): void {
       await withLake(
         command,
         async (lake) => {
-          const plan = await new Pipeline(lake, config, {
+          const pipeline = new Pipeline(lake, config, {
             inputs: options.input?.map((file: string) => path.resolve(file)),
             partitions: options.partition,
             fullRefresh: options.fullRefresh,
             fetchSource: (request) => fetchSource(request),
             asOf: options.asOf === undefined ? undefined : assertDay(options.asOf, "--as-of"),
-          }).plan();
-          const planned = planReport(plan);
+          });
+          // The schema changes first: a change that cannot be made in place is refused, as the sync would refuse it.
+          const changes = await pipeline.schemaChanges();
+          const planned = planReport(await pipeline.plan(), changes);
           report(wantsJson(command), planned, () => planReportText(planned));
         },
         { ...config, readOnly: true },

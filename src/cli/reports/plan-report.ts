@@ -5,17 +5,21 @@ import { formatTable } from "../output.js";
 export interface PlanReport {
   readonly partitions: readonly PlannedPartition[];
   readonly totals: { readonly build: number; readonly skip: number };
+  /** The schema changes a sync would make in place first, per table (docs/lake.md, "Schema changes"). */
+  readonly schemaChanges: readonly { readonly table: string; readonly changes: readonly string[] }[];
 }
 
-/** The plan's report from its partitions. */
-export function planReport(plan: readonly PlannedPartition[]): PlanReport {
+/** The plan's report from its partitions and the schema changes a sync would make. */
+export function planReport(plan: readonly PlannedPartition[], schemaChanges: PlanReport["schemaChanges"] = []): PlanReport {
   const build = plan.filter((p) => p.action === "build").length;
-  return { partitions: plan, totals: { build, skip: plan.length - build } };
+  return { partitions: plan, totals: { build, skip: plan.length - build }, schemaChanges };
 }
 
 /** `lakeswap plan`'s text report: a row per partition (with an error column when one has an error), then the totals. */
-export function planReportText({ partitions: plan, totals }: PlanReport): string {
+export function planReportText({ partitions: plan, totals, schemaChanges }: PlanReport): string {
   return [
+    ...schemaChanges.flatMap((s) => [`${s.table}: schema changes in place: ${s.changes.join("; ")}`]),
+    ...(schemaChanges.length > 0 ? [""] : []),
     plan.some((p) => p.error !== undefined)
       ? formatTable(["layer", "table", "partition", "action", "reason", "error"], plan.map((p) => [p.layer, p.table, p.partition, p.action, p.reason, p.error]))
       : formatTable(["layer", "table", "partition", "action", "reason"], plan.map((p) => [p.layer, p.table, p.partition, p.action, p.reason])),
