@@ -7,6 +7,7 @@ import { Pipeline, type SyncReport } from "../../src/pipeline/pipeline.js";
 import { listSyncs } from "../../src/lake/operations/syncs.js";
 import { rollbackSync } from "../../src/lake/operations/rollback.js";
 import { BACKEND_FACTORIES, selectedBackends, tempDir } from "../support/lake-fixture.js";
+import { defineTable } from "../../src/model/table.js";
 
 const cleanups: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
@@ -147,6 +148,26 @@ for (const backendName of selectedBackends()) {
       expect(error?.message).toContain("table 'orders_raw' cannot change in place: column n changes from INTEGER to SMALLINT: it narrows (values may no longer fit); column amount changes from DECIMAL(10,2) to DECIMAL(10,3): its scale changes");
       expect((await ws.lake.table("orders_raw")).columns.map((c) => `${c.name} ${c.type}`)).toEqual(["id BIGINT", "n INTEGER", "amount DECIMAL(10,2)", "ts TIMESTAMP"]);
       expect(await ws.rows("SELECT count(*) FROM orders_raw")).toEqual(["20"]);
+    });
+
+    it("records a change made by create-table as a sync of its own, which rollback --sync last undoes", async () => {
+      const ws = await workspace(backendName, BEFORE);
+      ws.configure(BEFORE, STAGE);
+      await ws.sync(ws.deliver(oldDelivery()));
+      const wanted = defineTable({ name: "orders_raw", columns: [{ name: "id", type: "BIGINT" }, { name: "n", type: "BIGINT" }, { name: "amount", type: "DECIMAL(10,2)" }, { name: "ts", type: "TIMESTAMP" }, { name: "note", type: "VARCHAR" }], partitionKeys: ["day"] });
+      const changed = await ws.lake.createTable(wanted);
+      expect(changed.columns.map((c) => `${c.name} ${c.type}`)).toEqual(["id BIGINT", "n BIGINT", "amount DECIMAL(10,2)", "ts TIMESTAMP", "note VARCHAR"]);
+      const [record] = await listSyncs(ws.lake);
+      expect([record?.config, record?.moves.length, record?.schemaChanges?.map((c) => c.changes)]).toEqual([
+        "create-table orders_raw", 0, [["column n widened from INTEGER to BIGINT", "column note VARCHAR added"]],
+      ]);
+      // The same declaration again changes nothing and records nothing.
+      await ws.lake.createTable(wanted);
+      expect(await listSyncs(ws.lake)).toHaveLength(2);
+      const undone = await rollbackSync(ws.lake, "last");
+      expect([undone.syncId, undone.partitions.length, undone.schemas?.map((s) => s.action)]).toEqual([record?.syncId, 0, ["restored"]]);
+      expect((await ws.lake.table("orders_raw")).columns.map((c) => `${c.name} ${c.type}`)).toEqual(["id BIGINT", "n INTEGER", "amount DECIMAL(10,2)", "ts TIMESTAMP"]);
+      expect(await ws.rows("SELECT count(*), sum(n) FROM orders_raw")).toEqual(["20 5040"]);
     });
 
     it("upserts into runs written before a column was added: kept rows read NULL there", async () => {

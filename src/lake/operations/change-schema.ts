@@ -1,10 +1,14 @@
+import { newRunIdAfter } from "../../model/run-id.js";
 import { planSchemaChange, type SchemaChange } from "../../model/schema-change.js";
 import type { TableDefinition } from "../../model/table.js";
 import type { HasLakeParts } from "../parts.js";
+import { latestSyncId, recordSync } from "./syncs.js";
 
 /**
- * Changes a table's schema in place (model/schema-change.ts) under its lease: the declaration is judged again against
- * the definition read under the lease (another writer may have changed it meanwhile), and the catalog's definition
+ * Changes a table's schema in place (model/schema-change.ts) under its lease, outside a sync (`lakeswap
+ * create-table`, the library's `Lake.createTable`): the declaration is judged again against the definition read under
+ * the lease (another writer may have changed it meanwhile), the change is recorded as a sync of its own that moved no
+ * pointer (`lakeswap syncs` lists it, `rollback --sync` restores the definition before), and the catalog's definition
  * is written over (Glue: the table's and every partition's columns). Runs already written are not touched: readers
  * match their files by column name. Undefined where the table already is as declared.
  */
@@ -13,7 +17,11 @@ export async function changeSchema(lake: HasLakeParts, wanted: TableDefinition, 
   return parts.withLease(wanted.name, command, async () => {
     const existing = await parts.catalog.getTable(wanted.name);
     const change = existing ? planSchemaChange(existing, wanted) : undefined;
-    if (change) await parts.catalog.updateTable(change.table, () => parts.leaseCheck(wanted.name));
+    if (!change || !existing) return undefined;
+    const at = new Date().toISOString();
+    const schemaChanges = [{ table: wanted.name, changes: change.changes, previous: existing, definition: change.table }];
+    await recordSync(lake, { format: 1, syncId: newRunIdAfter(await latestSyncId(lake)), config: command, startedAt: at, finishedAt: at, moves: [], schemaChanges });
+    await parts.catalog.updateTable(change.table, () => parts.leaseCheck(wanted.name));
     return change;
   });
 }
