@@ -1,4 +1,4 @@
-import { mkdirSync, readdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { loadPipelineConfig } from "../../src/config/pipeline-config.js";
@@ -447,5 +447,25 @@ describe.skipIf(!postgresAvailable())("PostgreSQL sink", () => {
     }
     expect(counts.length).toBeGreaterThan(10);
     expect(new Set(counts)).toEqual(new Set([320]));
+  });
+  it("follows a schema changed in place (#31): the widened column is altered in PostgreSQL, only the partitions rebuilt are sent again", async () => {
+    const ws = await workspace();
+    await ws.sync(ws.deliver(orders(3)));
+    const configFile = path.join(ws.dir, "lakeswap.yaml");
+    writeFileSync(configFile, readFileSync(configFile, "utf8").replace("amount: DECIMAL(10,2)", "amount: DECIMAL(12,2)").replace('amount: "DECIMAL(10,2)"', 'amount: "DECIMAL(12,2)"'));
+    // Day 2's first order now needs the wider type; days 1 and 3 are as before.
+    const rows = orders(3).map((row, i) => (row.ts.startsWith("2026-11-02") && i % 10 === 0 ? { ...row, amount: "1234567890.12" } : row));
+    const report = await ws.sync(ws.deliver(rows));
+    expect(report.schemaChanges?.map((c) => `${c.table}: ${c.changes.join("; ")}`)).toEqual([
+      "orders_raw: column amount widened from DECIMAL(10,2) to DECIMAL(12,2)",
+      "orders_stage: column amount widened from DECIMAL(10,2) to DECIMAL(12,2)",
+    ]);
+    expect(sinkLines(report).filter((l) => l.startsWith("lake."))).toEqual(["lake.orders_by_day day=2026-11-02 sent changed"]);
+    const types = await ws.db<{ t: string }>("SELECT format_type(atttypid, atttypmod) AS t FROM pg_attribute WHERE attrelid = 'lake.orders_by_day'::regclass AND attname = 'amount'");
+    expect(types.map((r) => r.t)).toEqual(["numeric(12,2)"]);
+    const inLake = await ws.lake.query("SELECT CAST(sum(amount) AS VARCHAR), count(*) FROM orders_stage");
+    const inPostgres = await ws.db<{ total: string; n: string }>("SELECT sum(amount)::text AS total, count(*)::text AS n FROM lake.orders_by_day");
+    expect([inPostgres[0]?.total, inPostgres[0]?.n]).toEqual(inLake.rows[0]?.map(String));
+    expect((await ws.db<{ m: string }>("SELECT max(amount)::text AS m FROM lake.orders_by_day"))[0]?.m).toBe("1234567890.12");
   });
 });
