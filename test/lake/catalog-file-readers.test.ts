@@ -1,8 +1,9 @@
-import { afterEach, expect, it } from "vitest";
+import { expect, it } from "vitest";
 import type { Lake } from "../../src/lake/lake.js";
 import { defineTable } from "../../src/model/table.js";
 import { parsePartition } from "../../src/model/partition.js";
-import { spawnScript, type Child } from "../support/crash-kit.js";
+import type { Child } from "../support/crash-kit.js";
+import { GLOB_RACE, catalogReaders, type CatalogRead } from "../support/catalog-readers.js";
 import { tempLakes } from "../support/temp-lake.js";
 
 // Issue 29 item 5, the reader half: a plain DuckDB process that opens lake.duckdb read-only in a loop while 100 syncs
@@ -16,21 +17,7 @@ const DAYS = ["2026-11-01", "2026-11-02"];
 const ROWS = 5;
 const SYNCS = 100;
 
-interface Read {
-  readonly start: number;
-  readonly end: number;
-  readonly rows?: number;
-  readonly markers?: number;
-  readonly marker?: number | null;
-  readonly error?: string;
-}
-
-let readers: Child[] = [];
-afterEach(async () => {
-  for (const reader of readers) reader.kill("SIGKILL");
-  await Promise.all(readers.map((reader) => reader.exited));
-  readers = [];
-});
+const readers = catalogReaders();
 
 /** One sync: every partition of both tables replaced with ROWS rows marked `marker`, under both leases, as a pipeline sync does. */
 async function sync(lake: Lake, marker: number): Promise<void> {
@@ -44,7 +31,7 @@ async function sync(lake: Lake, marker: number): Promise<void> {
 }
 
 /** Whole: every row of both tables, all from one sync. */
-const whole = (read: Read): boolean => read.error === undefined && read.rows === TABLES.length * DAYS.length * ROWS && read.markers === 1;
+const whole = (read: CatalogRead): boolean => read.error === undefined && read.rows === TABLES.length * DAYS.length * ROWS && read.markers === 1;
 
 it(`a plain DuckDB reader of lake.duckdb sees ${SYNCS} syncs of two tables with 0 errors and 0 mixed reads; a glob reader needs retries`, async (context) => {
   const { lake, lakeDir } = await openLake();
@@ -52,23 +39,14 @@ it(`a plain DuckDB reader of lake.duckdb sees ${SYNCS} syncs of two tables with 
     await lake.createTable(defineTable({ name: table, columns: [{ name: "id", type: "BIGINT" }, { name: "marker", type: "INTEGER" }], partitionKeys: ["day"] }));
   }
   await sync(lake, 0);
-  const start = (mode: string): Child => spawnScript("catalog-reader-loop.ts", ["--mode", mode, "--lake", lakeDir, "--tables", TABLES.join(",")]);
-  const catalog = start("catalog");
-  const glob = start("glob");
-  readers = [catalog, glob];
-  for (const reader of readers) await reader.until("the reader's first read", () => reader.lines.length > 0, 60_000);
+  const [catalog, glob] = (await readers.start(lakeDir, TABLES, ["catalog", "glob"])) as [Child, Child];
 
   const syncsStart = Date.now();
   for (let marker = 1; marker <= SYNCS; marker += 1) await sync(lake, marker);
   const syncsEnd = Date.now();
-  for (const reader of readers) {
-    await reader.until("a read after the last sync", () => (JSON.parse(reader.lines.at(-1)!) as Read).start > syncsEnd, 60_000);
-    reader.process.stdin?.end();
-    expect(await reader.exited).toEqual({ code: 0, signal: null });
-    expect(reader.stderr).toBe("");
-  }
+  await readers.stopAfter(syncsEnd);
 
-  const reads = catalog.json<Read>();
+  const reads = catalog.json<CatalogRead>();
   const during = reads.filter((r) => r.start >= syncsStart && r.end <= syncsEnd);
   expect(reads.filter((r) => r.error !== undefined).map((r) => r.error), `of ${reads.length} reads of lake.duckdb, the failed`).toEqual([]);
   expect(reads.filter((r) => !whole(r)), `of ${reads.length} reads of lake.duckdb, those not of one whole sync`).toEqual([]);
@@ -79,11 +57,11 @@ it(`a plain DuckDB reader of lake.duckdb sees ${SYNCS} syncs of two tables with 
   expect(markers.every((marker, i) => i === 0 || marker >= markers[i - 1]!)).toBe(true);
   expect(markers.at(-1)).toBe(SYNCS);
 
-  const globReads = glob.json<Read>().filter((r) => r.start >= syncsStart && r.end <= syncsEnd);
+  const globReads = glob.json<CatalogRead>().filter((r) => r.start >= syncsStart && r.end <= syncsEnd);
   const failed = globReads.filter((r) => r.error !== undefined);
   const mixed = globReads.filter((r) => r.error === undefined && !whole(r));
   // What it failed with is always the retryable missing file of README's "Reading a lake with plain DuckDB".
-  expect(failed.filter((r) => !/Cannot open file .*No such file or directory|No files found that match the pattern/s.test(r.error!)).map((r) => r.error)).toEqual([]);
+  expect(failed.filter((r) => !GLOB_RACE.test(r.error!)).map((r) => r.error)).toEqual([]);
   // And it needs them: over 100 syncs that move two tables one after the other, its reads fail or mix syncs (a view of
   // lake.duckdb changes only once both tables moved). Seen every run so far: dozens of each.
   expect(failed.length + mixed.length, "the glob reader's reads that failed or mixed two syncs").toBeGreaterThan(0);
