@@ -170,6 +170,29 @@ for (const backendName of selectedBackends()) {
       expect(await ws.rows("SELECT count(*), sum(n) FROM orders_raw")).toEqual(["20 5040"]);
     });
 
+    it("an append table changes in place: an old delivery appended again is skipped, a new one appends with the new column", async () => {
+      const appendYaml = (columns: string) => `datasets:
+  events:
+    source: {format: csv, path: deliveries/*.csv}
+    write: append
+    columns: ${columns}
+    partition: {day: "strftime(ts, '%Y-%m-%d')"}
+`;
+      const before = appendYaml("{id: BIGINT, n: INTEGER, ts: TIMESTAMP}");
+      const ws = await workspace(backendName, before);
+      ws.configure(before, STAGE);
+      const old = "id,n,ts\n1,10,2026-11-01 10:00:00\n2,20,2026-11-02 10:00:00\n";
+      expect(built(await ws.sync(ws.deliver(old)))).toEqual(["raw day=2026-11-01", "raw day=2026-11-02"]);
+      ws.configure(appendYaml("{id: BIGINT, tag: VARCHAR, n: BIGINT, ts: TIMESTAMP}"), STAGE);
+      // The same rows again, in other bytes and without the new column: already appended.
+      const again = await ws.sync(ws.deliver("ts,n,id\n2026-11-02 10:00:00,20,2\n2026-11-01 10:00:00,10,1\n"));
+      expect(built(again)).toEqual([]);
+      expect(again.partitions.map((p) => p.reason).sort()).toEqual(["already appended", "already appended"]);
+      const more = await ws.sync(ws.deliver("id,tag,n,ts\n3,x,4000000000,2026-11-02 11:00:00\n"));
+      expect(built(more)).toEqual(["raw day=2026-11-02"]);
+      expect(await ws.rows("SELECT id, tag, n FROM events_raw ORDER BY id")).toEqual(["1 null 10", "2 null 20", "3 x 4000000000"]);
+    });
+
     it("upserts into runs written before a column was added: kept rows read NULL there", async () => {
       const before = yaml("{id: {type: BIGINT, nullable: false}, n: INTEGER, ts: TIMESTAMP}", "{id: BIGINT, n: INTEGER}", "upsert");
       const ws = await workspace(backendName, before);
