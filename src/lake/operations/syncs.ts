@@ -41,13 +41,13 @@ export async function listSyncs(lake: HasLakeParts, options: { skipUnreadable?: 
 }
 
 /**
- * The record of sync `syncId`. `last` names the newest sync that moved, or was about to move, a pointer, or changed a
- * schema, finished or not (a held sync moved none until it is published); with `which: "held"`, the newest sync still held.
+ * The record of sync `syncId`. `last` names the newest sync that moved, or was about to move, a pointer, finished or
+ * not (a held sync moved none until it is published; a schema change by create-table moved none, and is named by its
+ * id); with `which: "held"`, the newest sync still held.
  */
 export async function findSync(lake: HasLakeParts, syncId: string, which: "moved" | "held" = "moved"): Promise<SyncRecord> {
   const unpublished = (r: SyncRecord) => r.held !== undefined && (r.held.status === "held" || r.held.status === "discarded");
-  const changed = (r: SyncRecord) => r.moves.length > 0 || (r.schemaChanges ?? []).length > 0;
-  const wanted = which === "held" ? (r: SyncRecord) => r.held?.status === "held" : (r: SyncRecord) => changed(r) && !unpublished(r);
+  const wanted = which === "held" ? (r: SyncRecord) => r.held?.status === "held" : (r: SyncRecord) => r.moves.length > 0 && !unpublished(r);
   const record = syncId === "last" ? (await listSyncs(lake)).find(wanted) : await syncRecord(lake, syncRecordKey(syncId));
   if (!record) {
     const none = which === "held" ? "no sync is held in this lake (lakeswap sync --hold holds one)" : "no sync has been recorded in this lake yet";
