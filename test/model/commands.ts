@@ -330,9 +330,30 @@ export const deliveryArbitrary: fc.Arbitrary<Delivery> = fc.record({
   bad: fc.oneof({ arbitrary: fc.constant(false), weight: 4 }, { arbitrary: fc.constant(true), weight: 1 }),
 });
 
+/**
+ * A column added to the raw table's declaration (issue 31): the next sync changes its schema in place. The model does
+ * not see it: every later command must do exactly what it would have done without it (no rebuild, no other
+ * signature, the same rows, sinks and rollbacks), with deliveries that lack the column (NULL there) and runs written
+ * before it. Once per sequence; a second one changes nothing. Only once the tables exist: a column declared when the
+ * table is created is not an added one, and a delivery must hold it.
+ */
+class AddColumnCommand implements LakeCommand {
+  check(model: Readonly<LakeModel>): boolean {
+    return model.tablesExist;
+  }
+  async run(_model: LakeModel, real: Real): Promise<void> {
+    real.ws.addRawColumn("note VARCHAR");
+    real.log.push("(config: the raw table gains column note VARCHAR)");
+  }
+  toString(): string {
+    return "add column note VARCHAR to the raw table's declaration";
+  }
+}
+
 /** The commands of group (a) and (b): syncs weigh most, as they are where the features meet. */
 export function ordinaryCommands(): fc.Arbitrary<LakeCommand>[] {
   return [
+    fc.constant(new AddColumnCommand()),
     deliveryArbitrary.map((d) => new SyncCommand(d)),
     deliveryArbitrary.map((d) => new SyncCommand(d)),
     deliveryArbitrary.map((d) => new SyncCommand(d)),
@@ -472,7 +493,7 @@ export function concurrentCommands(): fc.Arbitrary<LakeCommand>[] {
 }
 
 /** Fault points a command may be killed at (src/shared/faults.ts), and how many times one is passed before the kill. */
-const FAULTS = ["lease-acquired", "during-build", "after-build", "after-outbox", "before-swap-rename", "during-batch-swap", "after-swap", "after-manifest", "before-release", "signing-beside-write-ahead"];
+const FAULTS = ["lease-acquired", "schema-after-record", "schema-after-change", "during-build", "after-build", "after-outbox", "before-swap-rename", "during-batch-swap", "after-swap", "after-manifest", "before-release", "signing-beside-write-ahead"];
 
 /** Group (c): a sync, a rollback (partition or --sync) or a replace killed at a random fault point. */
 export function killedCommands(): fc.Arbitrary<LakeCommand>[] {

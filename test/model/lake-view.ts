@@ -174,7 +174,8 @@ async function viewEmbeddedTable(lakeDir: string, table: TableName, write: Write
 async function plainRows(glob: string, table: TableName, write: WriteMode): Promise<Map<Day, RowText[]>> {
   const rows = new Map<Day, RowText[]>();
   const columns = rowText(table, write);
-  const files = `read_parquet('${glob.replace(/'/g, "''")}', hive_partitioning = true, hive_types = {'day': VARCHAR})`;
+  // By column name, as docs/lake.md says for a table whose schema changed in place (AddColumnCommand).
+  const files = `read_parquet('${glob.replace(/'/g, "''")}', hive_partitioning = true, hive_types = {'day': VARCHAR}, union_by_name = true)`;
   const connection = await (await readerInstance()).connect();
   let found: unknown[][];
   try {

@@ -1,6 +1,6 @@
 // The system under test of the model test: a pipeline workspace (config, stage SQL, deliveries) and its lake, driven
 // through the CLI: in-process `main(argv)` for ordinary steps, a child process where a step is killed or runs beside another.
-import { mkdirSync, promises as fs, writeFileSync } from "node:fs";
+import { mkdirSync, promises as fs, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { main } from "../../src/cli/main.js";
 import { runCli, spawnCli, tempDir, type CliResult } from "../support/lake-fixture.js";
@@ -142,6 +142,13 @@ export class Workspace {
   }
 
   /** Runs `lakeswap <args>` in this process (src/cli/main.ts), capturing stdout and stderr; on AWS with its environment set meanwhile. */
+  /** Declares one more raw column (`name TYPE`), after `cat`, unless the config has it already (a schema change in place). */
+  addRawColumn(column: string): void {
+    const [name, type] = column.split(" ");
+    const text = readFileSync(this.configFile, "utf8");
+    if (!text.includes(`      ${name}: ${type}\n`)) writeFileSync(this.configFile, text.replace("      cat: VARCHAR\n", `      cat: VARCHAR\n      ${name}: ${type}\n`));
+  }
+
   async run(args: readonly string[]): Promise<CommandResult> {
     const saved = Object.fromEntries(Object.keys(this.aws?.env ?? {}).map((name) => [name, process.env[name]]));
     Object.assign(process.env, this.aws?.env ?? {});
