@@ -1,4 +1,5 @@
 import { mkdirSync, writeFileSync } from "node:fs";
+import { DuckDBInstance } from "@duckdb/node-api";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { loadPipelineConfig } from "../../src/config/pipeline-config.js";
@@ -50,6 +51,7 @@ async function workspace(backendName: string, config: string) {
   let counter = 0;
   return {
     lake,
+    dir,
     configure(text: string, stageSql: string): void {
       writeFileSync(configFile, text);
       writeFileSync(path.join(dir, "sql", "stage.sql"), stageSql);
@@ -191,6 +193,62 @@ for (const backendName of selectedBackends()) {
       const more = await ws.sync(ws.deliver("id,tag,n,ts\n3,x,4000000000,2026-11-02 11:00:00\n"));
       expect(built(more)).toEqual(["raw day=2026-11-02"]);
       expect(await ws.rows("SELECT id, tag, n FROM events_raw ORDER BY id")).toEqual(["1 null 10", "2 null 20", "3 x 4000000000"]);
+    });
+
+    it("a JSONL delivery exported before a column was added lands with NULL there (the model test found it refused)", async () => {
+      const jsonl = (columns: string) => `datasets:
+  events:
+    source: {format: jsonl, path: deliveries/*.jsonl}
+    columns: ${columns}
+    partition: {day: "strftime(ts, '%Y-%m-%d')"}
+`;
+      const before = jsonl("{id: BIGINT, ts: TIMESTAMP}");
+      const ws = await workspace(backendName, before);
+      ws.configure(before, STAGE);
+      const old = '{"id": 1, "ts": "2026-11-01 10:00:00"}\n{"id": 2, "ts": "2026-11-02 10:00:00"}\n';
+      let counter = 0;
+      const jsonlFile = (text: string) => {
+        const name = path.join(ws.dir, "deliveries", `events-${counter++}.jsonl`);
+        writeFileSync(name, text);
+        return name;
+      };
+      expect(built(await ws.sync(jsonlFile(old)))).toEqual(["raw day=2026-11-01", "raw day=2026-11-02"]);
+      ws.configure(jsonl("{id: BIGINT, tag: VARCHAR, ts: TIMESTAMP}"), STAGE);
+      expect(built(await ws.sync(jsonlFile(old.split("\n").reverse().join("\n"))))).toEqual([]);
+      expect(built(await ws.sync(jsonlFile('{"id": 2, "tag": "x", "ts": "2026-11-02 10:00:00"}\n{"id": 1, "ts": "2026-11-01 10:00:00"}\n')))).toEqual(["raw day=2026-11-02"]);
+      expect(await ws.rows("SELECT id, tag FROM events_raw ORDER BY id")).toEqual(["1 null", "2 x"]);
+    });
+
+    it("a Parquet delivery exported before a column was added lands with NULL there", async () => {
+      const parquet = (columns: string) => `datasets:
+  events:
+    source: {format: parquet, path: deliveries/*.parquet}
+    columns: ${columns}
+    partition: {day: "strftime(ts, '%Y-%m-%d')"}
+`;
+      const before = parquet("{id: BIGINT, n: INTEGER, ts: TIMESTAMP}");
+      const ws = await workspace(backendName, before);
+      ws.configure(before, STAGE);
+      const instance = await DuckDBInstance.create(":memory:");
+      const connection = await instance.connect();
+      let counter = 0;
+      const parquetFile = async (select: string) => {
+        const name = path.join(ws.dir, "deliveries", `events-${counter++}.parquet`);
+        await connection.run(`COPY (${select}) TO '${name}' (FORMAT PARQUET)`);
+        return name;
+      };
+      try {
+        const old = "SELECT * FROM (VALUES (1, 10::INTEGER, TIMESTAMP '2026-11-01 10:00:00'), (2, 20::INTEGER, TIMESTAMP '2026-11-02 10:00:00')) t(id, n, ts)";
+        expect(built(await ws.sync(await parquetFile(old)))).toEqual(["raw day=2026-11-01", "raw day=2026-11-02"]);
+        ws.configure(parquet("{id: BIGINT, tag: VARCHAR, n: BIGINT, ts: TIMESTAMP}"), STAGE);
+        expect(built(await ws.sync(await parquetFile(`${old} ORDER BY id DESC`)))).toEqual([]);
+        const filled = "SELECT * FROM (VALUES (1, NULL, 10::BIGINT, TIMESTAMP '2026-11-01 10:00:00'), (2, 'x', 5000000000::BIGINT, TIMESTAMP '2026-11-02 10:00:00')) t(id, tag, n, ts)";
+        expect(built(await ws.sync(await parquetFile(filled)))).toEqual(["raw day=2026-11-02"]);
+        expect(await ws.rows("SELECT id, tag, n FROM events_raw ORDER BY id")).toEqual(["1 null 10", "2 x 5000000000"]);
+      } finally {
+        connection.closeSync();
+        instance.closeSync();
+      }
     });
 
     it("upserts into runs written before a column was added: kept rows read NULL there", async () => {

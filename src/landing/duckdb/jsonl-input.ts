@@ -159,11 +159,12 @@ function nestedValueProblems(declared: readonly LandColumn[]): string[] {
 /**
  * A JSONL delivery whose file never gives a declared field (in any line, in any case) is refused naming the file and
  * the field, as a CSV file whose header lacks a column: a misspelled declaration would otherwise land every value as
- * NULL. Found from the landed values first (a column with a value in a file is given there), so that the lines are
+ * NULL (a column added in place excepted). Found from the landed values first (a column with a value in a file is given there), so that the lines are
  * read again only for a column that is NULL throughout a file.
  */
 export async function refuseAbsentFields(connection: DuckDBConnection, request: LandRequest, landed: string, lines: string): Promise<void> {
-  const fields = request.columns.filter((c) => c.name !== request.unknownFields?.column);
+  // A column added to the table in place may be absent from a delivery exported before it (NULL there).
+  const fields = request.columns.filter((c) => c.name !== request.unknownFields?.column && !c.added);
   if (fields.length === 0) return;
   const counts = (
     await connection.runAndReadAll(`SELECT __file, ${fields.map((c) => `count(${quoteIdentifier(c.name)})`).join(", ")} FROM ${landed} GROUP BY __file ORDER BY __file`)
