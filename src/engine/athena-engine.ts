@@ -11,7 +11,7 @@ import { withRetry } from "../shared/retry.js";
 import { quoteIdentifier, quoteLiteral } from "../model/sql.js";
 import type { TableDefinition } from "../model/table.js";
 import type { ObjectStore } from "../store/object-store.js";
-import { checkOutputColumns, partitionRowsCheck } from "./build-checks.js";
+import { checkOutputColumns, outputValue, partitionRowsCheck } from "./build-checks.js";
 import { assertOneSelect, refuseFileReadsWherePossible } from "./sql-guard.js";
 import type {
   BuildRequest, BuildResult, Engine, PartitionSnapshot, QueryResult, TableSnapshot,
@@ -62,7 +62,7 @@ export class AthenaEngine implements Engine {
     // Partition columns are not written; if the SELECT returns them, every row must belong here. Trino documents
     // no error function, so a row that does not makes the query fail on a cast that names it.
     const where = partitionRowsCheck(table, partition, outputColumns, (message) => `CAST(${message} AS INTEGER) = 0`);
-    const projection = table.columns.map((c) => `CAST(q.${quoteIdentifier(c.name)} AS ${trinoColumnType(c.type)}) AS ${quoteIdentifier(c.name)}`).join(", ");
+    const projection = table.columns.map((c) => `CAST(${outputValue(c, outputColumns)} AS ${trinoColumnType(c.type)}) AS ${quoteIdentifier(c.name)}`).join(", ");
     // Athena documents `UNLOAD (SELECT …)` only: the input CTEs go inside the SELECT's FROM, never before it.
     const select = `SELECT ${projection} FROM ${this.restricted(request, inner)} AS q${where}`;
     const location = `${this.options.uriOf(request.runPrefix.replace(/\/$/, ""))}/`;

@@ -11,10 +11,13 @@ import type { TableDefinition } from "../model/table.js";
  * query raises an error.
  */
 
-/** Fails unless the SELECT's columns hold the declared ones; with `strict`, also refuses columns the table lacks. */
+/**
+ * Fails unless the SELECT's columns hold the declared ones, a column added to the table in place excepted (the run
+ * holds NULL there, as the runs written before it read: `outputValue`); with `strict`, also refuses columns the table lacks.
+ */
 export function checkOutputColumns(table: TableDefinition, partition: Partition, outputColumns: readonly string[], strict: boolean): void {
   const declared = table.columns.map((c) => c.name);
-  const missing = declared.filter((name) => !outputColumns.includes(name));
+  const missing = table.columns.filter((c) => !c.added && !outputColumns.includes(c.name)).map((c) => c.name);
   const unknown = strict ? outputColumns.filter((name) => !declared.includes(name) && !table.partitionKeys.includes(name)) : [];
   if (missing.length === 0 && unknown.length === 0) return;
   const problems = [
@@ -24,6 +27,11 @@ export function checkOutputColumns(table: TableDefinition, partition: Partition,
   throw new BuildError(
     `the SELECT for ${table.name}/${partitionPath(partition)} does not match the table: ${problems.join("; ")} (declared columns: ${declared.join(", ")})`,
   );
+}
+
+/** A declared column's value in a build's output (the SELECT aliased `q`): NULL for an added column the SELECT does not give. */
+export function outputValue(column: { readonly name: string }, outputColumns: readonly string[]): string {
+  return outputColumns.includes(column.name) ? `q.${quoteIdentifier(column.name)}` : "NULL";
 }
 
 /**

@@ -8,7 +8,7 @@ import { readsByName, type TableDefinition } from "../model/table.js";
 import type { BuildRequest, BuildResult, PartitionSnapshot, TableSnapshot } from "../model/build.js";
 import { faultPoint } from "../shared/faults.js";
 import { cleanDuckDbMessage } from "../duckdb/duckdb-text.js";
-import { checkOutputColumns, partitionRowsCheck } from "./build-checks.js";
+import { checkOutputColumns, outputValue, partitionRowsCheck } from "./build-checks.js";
 import { runFileName, type FileAccess } from "./duckdb-file-access.js";
 import { assertOneSelect } from "./sql-guard.js";
 
@@ -33,7 +33,7 @@ export async function buildRun(connection: DuckDBConnection, request: BuildReque
   // Partition columns are not stored; if the SELECT returns them, every row must belong here.
   const where = partitionRowsCheck(table, partition, outputColumns, (message) => `error(${message})`);
   const projection = table.columns
-    .map((c) => `CAST(q.${quoteIdentifier(c.name)} AS ${duckdbStorageType(c.type)}) AS ${quoteIdentifier(c.name)}`)
+    .map((c) => `CAST(${outputValue(c, outputColumns)} AS ${duckdbStorageType(c.type)}) AS ${quoteIdentifier(c.name)}`)
     .join(", ");
 
   const fileName = runFileName(request.runId);

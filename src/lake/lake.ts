@@ -27,7 +27,7 @@ import { notIngested, partitionOf, type LakeParts, type LeaseOptions, type LakeP
 import { declaredShape, keepIngestLayout, type TableDefinition } from "../model/table.js";
 import { faultPoint } from "../shared/faults.js";
 import { asDeclared, planSchemaChange, type SchemaChange } from "../model/schema-change.js";
-import { changeSchema } from "./operations/change-schema.js";
+import { changeSchema, stampSchemaChange } from "./operations/change-schema.js";
 
 export type { PartitionGcReport } from "./operations/gc.js";
 export type { PartitionHistory, RunHistoryEntry } from "./operations/history.js";
@@ -271,8 +271,9 @@ export class Lake {
       changeSchema: async (wanted, record) => {
         assertHeld(wanted.name);
         const existing = await this.catalog.getTable(wanted.name);
-        const change = existing ? planSchemaChange(existing, wanted) : undefined;
-        if (!change || !existing) return undefined;
+        const planned = existing ? planSchemaChange(existing, wanted) : undefined;
+        if (!planned || !existing) return undefined;
+        const change = await stampSchemaChange(this, planned);
         await record(change, existing);
         faultPoint("schema-after-record");
         await this.catalog.updateTable(change.table, () => this.leaseCheck(wanted.name));

@@ -1,6 +1,7 @@
 import { InvalidInputError, LakeswapError } from "./errors.js";
 import { assertPartitionKey } from "./partition.js";
 import { assertIdentifier, printable } from "./sql.js";
+import { isRunId } from "./run-id.js";
 
 /** Parquet compression codecs a table may use; Snappy is the default (what Athena writes). */
 export type Compression = "snappy" | "zstd";
@@ -55,6 +56,11 @@ export interface TableDefinition {
    * columns they were written with, so its files are read by column name and cast to the declared types. Absent: never.
    */
   readonly schemaVersion?: number;
+  /**
+   * A run id issued when its schema last changed in place, after every run current then: every run written since sorts
+   * after it (./../lake/commit/swap.ts), so a rollback can tell the runs written under the new schema. Absent: never.
+   */
+  readonly schemaChangedAt?: string;
 }
 
 /** A table's definition as declared: without what lakeswap records about its changes (columns' `signedAs` and `added`, `schemaVersion`). */
@@ -63,6 +69,7 @@ export function declaredShape(table: TableDefinition): string {
     ...table,
     columns: table.columns.map((c) => ({ name: c.name, type: c.type })),
     schemaVersion: undefined,
+    schemaChangedAt: undefined,
   });
 }
 
@@ -139,6 +146,7 @@ export function defineTable(input: {
   iceberg?: boolean;
   icebergTable?: string;
   schemaVersion?: number;
+  schemaChangedAt?: string;
 }): TableDefinition {
   const name = assertIdentifier("table name", input.name);
   if (input.columns.length === 0) {
@@ -164,6 +172,9 @@ export function defineTable(input: {
       ...(column.added ? { added: true as const } : {}),
     };
   });
+  if (input.schemaChangedAt !== undefined && !isRunId(input.schemaChangedAt)) {
+    throw new InvalidInputError(`table '${name}' has schemaChangedAt '${printable(input.schemaChangedAt)}', which is not a run id (YYYYMMDDTHHMMSSZ-xxxxxx)`);
+  }
   if (input.schemaVersion !== undefined && !(Number.isSafeInteger(input.schemaVersion) && input.schemaVersion >= 0)) {
     throw new InvalidInputError(`table '${name}' has schema version ${printable(String(input.schemaVersion))}: it must be a whole number, 0 or more`);
   }
@@ -190,6 +201,7 @@ export function defineTable(input: {
     ...(input.iceberg ? { iceberg: true as const } : {}),
     ...(input.iceberg && input.icebergTable !== undefined ? { icebergTable: input.icebergTable } : {}),
     ...(input.schemaVersion ? { schemaVersion: input.schemaVersion } : {}),
+    ...(input.schemaChangedAt !== undefined ? { schemaChangedAt: input.schemaChangedAt } : {}),
   };
 }
 
@@ -286,6 +298,7 @@ export function parseTableDefinition(value: unknown, source: string, expectedNam
     ["string", "undefined"].includes(typeof (c as Column).signedAs) && [true, undefined].includes((c as Column).added);
   if (!Array.isArray(columns) || !columns.every(column)) refuse("'columns' is not a list of {name, type}");
   if (record.schemaVersion !== undefined && typeof record.schemaVersion !== "number") refuse("'schemaVersion' is not a number");
+  if (record.schemaChangedAt !== undefined && typeof record.schemaChangedAt !== "string") refuse("'schemaChangedAt' is not a run id");
   const keys = record.partitionKeys;
   if (!Array.isArray(keys) || keys.some((key) => typeof key !== "string")) refuse("'partitionKeys' is not a list of names");
   if (record.compression !== undefined && typeof record.compression !== "string") refuse("'compression' is not a name");
@@ -306,6 +319,7 @@ export function parseTableDefinition(value: unknown, source: string, expectedNam
       ...(record.iceberg === true ? { iceberg: true } : {}),
       ...(typeof record.icebergTable === "string" ? { icebergTable: record.icebergTable } : {}),
       ...(typeof record.schemaVersion === "number" ? { schemaVersion: record.schemaVersion } : {}),
+      ...(typeof record.schemaChangedAt === "string" ? { schemaChangedAt: record.schemaChangedAt } : {}),
     });
   } catch (error) {
     if (error instanceof InvalidInputError) return refuse(error.message);

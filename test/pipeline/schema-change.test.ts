@@ -6,9 +6,10 @@ import { loadPipelineConfig } from "../../src/config/pipeline-config.js";
 import type { Lake } from "../../src/lake/lake.js";
 import { Pipeline, type SyncReport } from "../../src/pipeline/pipeline.js";
 import { listSyncs } from "../../src/lake/operations/syncs.js";
-import { rollbackSync } from "../../src/lake/operations/rollback.js";
+import { rollbackPartition, rollbackSync } from "../../src/lake/operations/rollback.js";
 import { BACKEND_FACTORIES, selectedBackends, tempDir } from "../support/lake-fixture.js";
 import { defineTable } from "../../src/model/table.js";
+import { replacePartition } from "../../src/lake/operations/replace.js";
 
 const cleanups: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
@@ -166,6 +167,13 @@ for (const backendName of selectedBackends()) {
       // The same declaration again changes nothing and records nothing.
       await ws.lake.createTable(wanted);
       expect(await listSyncs(ws.lake)).toHaveLength(2);
+      // A build whose SELECT does not give the added column (a replace, a layer's SQL written before it) holds NULL there.
+      await replacePartition(ws.lake, "orders_raw", "day=2026-11-04", { select: "SELECT 99 AS id, 3000000000 AS n, 9.99 AS amount, TIMESTAMP '2026-11-04 09:00:00' AS ts" });
+      expect(await ws.rows("SELECT id, n, note FROM orders_raw WHERE day = '2026-11-04'")).toEqual(["99 3000000000 null"]);
+      // That run is current and holds a value only BIGINT holds: the definition before the change is not restored under it.
+      const kept = await rollbackSync(ws.lake, record!.syncId);
+      expect(kept.schemas?.map((s) => `${s.action}: ${s.reason}`)).toEqual(["skipped: runs written since the change are current (day=2026-11-04); roll them back first, then this sync again"]);
+      await rollbackPartition(ws.lake, "orders_raw", "day=2026-11-04");
       const undone = await rollbackSync(ws.lake, record!.syncId);
       expect([undone.partitions.length, undone.schemas?.map((s) => s.action)]).toEqual([0, ["restored"]]);
       expect((await ws.lake.table("orders_raw")).columns.map((c) => `${c.name} ${c.type}`)).toEqual(["id BIGINT", "n INTEGER", "amount DECIMAL(10,2)", "ts TIMESTAMP"]);

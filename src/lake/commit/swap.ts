@@ -167,7 +167,8 @@ export async function swapBatch(ctx: SwapContext, table: TableDefinition, items:
     const path = partitionPath(item.partition);
     const current = currents.get(path);
     // After the current run and the one before it (a rollback leaves a newer run behind the pointer).
-    const latest = [current?.runId, current?.previousRunId, newest.get(path)].filter((id): id is string => id !== undefined).sort().at(-1);
+    // And after the table's last schema change: a run written under a schema sorts after its change (a rollback reads it).
+    const latest = [current?.runId, current?.previousRunId, newest.get(path), table.schemaChangedAt].filter((id): id is string => id !== undefined).sort().at(-1);
     const runId = newRunIdAfter(latest);
     return { item, path, current, runId, prefix: runPrefix(ctx.catalog, table, item.partition, runId) };
   });

@@ -1,6 +1,6 @@
 import { newRunIdAfter } from "../../model/run-id.js";
 import { planSchemaChange, type SchemaChange } from "../../model/schema-change.js";
-import type { TableDefinition } from "../../model/table.js";
+import { defineTable, type TableDefinition } from "../../model/table.js";
 import type { HasLakeParts } from "../parts.js";
 import { latestSyncId, recordSync } from "./syncs.js";
 
@@ -18,10 +18,22 @@ export async function changeSchema(lake: HasLakeParts, wanted: TableDefinition, 
     const existing = await parts.catalog.getTable(wanted.name);
     const change = existing ? planSchemaChange(existing, wanted) : undefined;
     if (!change || !existing) return undefined;
+    const stamped = await stampSchemaChange(lake, change);
     const at = new Date().toISOString();
-    const schemaChanges = [{ table: wanted.name, changes: change.changes, previous: existing, definition: change.table }];
+    const schemaChanges = [{ table: wanted.name, changes: stamped.changes, previous: existing, definition: stamped.table }];
     await recordSync(lake, { format: 1, syncId: newRunIdAfter(await latestSyncId(lake)), config: command, startedAt: at, finishedAt: at, moves: [], schemaChanges });
-    await parts.catalog.updateTable(change.table, () => parts.leaseCheck(wanted.name));
-    return change;
+    await parts.catalog.updateTable(stamped.table, () => parts.leaseCheck(wanted.name));
+    return stamped;
   });
+}
+
+/**
+ * The change with the run id it is made at (`schemaChangedAt`): after every run current now, and before every run
+ * written from now on (a swap issues run ids after it), so that a rollback can tell the runs written under the new
+ * schema. Under the table's lease.
+ */
+export async function stampSchemaChange(lake: HasLakeParts, change: SchemaChange): Promise<SchemaChange> {
+  const runs = (await lake.parts.catalog.listPointers(change.table)).map((p) => p.runId);
+  const latest = [...runs, change.table.schemaChangedAt].filter((id): id is string => id !== undefined && id !== "").sort().at(-1);
+  return { ...change, table: defineTable({ ...change.table, schemaChangedAt: newRunIdAfter(latest) }) };
 }

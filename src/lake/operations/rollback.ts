@@ -1,7 +1,7 @@
 import { InvalidInputError, NotFoundError } from "../../model/errors.js";
 import { parsePartitionPath, partitionPath, type Partition } from "../../model/partition.js";
 import { isRunId } from "../../model/run-id.js";
-import { ensureManifest, listRuns, readManifest, runFileNames, runFiles, runPrefix, type LakeContext } from "../runs.js";
+import { currentRuns, ensureManifest, listRuns, readManifest, runFileNames, runFiles, runPrefix, type LakeContext } from "../runs.js";
 import { movePointers, removePointers } from "../commit/move.js";
 import type { SyncMove, SyncRecord } from "../sync-record.js";
 import { syncLeaseName } from "../layout.js";
@@ -116,6 +116,17 @@ async function restoreSchemas(lake: HasLakeParts, record: SyncRecord): Promise<N
     const [now, set, previous] = [await lake.parts.catalog.getTable(change.table), parseTableDefinition(change.definition, source, change.table), parseTableDefinition(change.previous, source, change.table)];
     if (!now || JSON.stringify(now) !== JSON.stringify(set)) {
       restored.push({ table: change.table, action: "skipped", changes: change.changes, reason: now ? "its schema changed again since" : "the table no longer exists" });
+      continue;
+    }
+    // A run written under the new schema that is still current (a later command's) may hold what the old one cannot
+    // (a value only the widened type holds; Athena refuses the file outright): the definition stays. Such runs sort
+    // after the change's run id (`schemaChangedAt`: every swap issues ids after it).
+    const mark = set.schemaChangedAt ?? record.syncId;
+    const snapshot = (await currentRuns(lake.parts, { tables: [change.table], files: false }))[0];
+    const newer = (snapshot?.partitions ?? []).filter((p) => p.runId !== "" && p.runId > mark).map((p) => partitionPath(p.partition));
+    if (newer.length > 0) {
+      const shown = `${newer.slice(0, 3).join(", ")}${newer.length > 3 ? ` and ${newer.length - 3} more` : ""}`;
+      restored.push({ table: change.table, action: "skipped", changes: change.changes, reason: `runs written since the change are current (${shown}); roll them back first, then this sync again` });
       continue;
     }
     await lake.parts.catalog.updateTable(previous, () => lake.parts.leaseCheck(change.table));
