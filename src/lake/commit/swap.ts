@@ -156,13 +156,15 @@ export async function swapBatch(ctx: SwapContext, table: TableDefinition, items:
   // The SELECTs are checked while the batch reads its pointers and snapshot.
   if (options.build.kind === "select" && !options.build.landed) ctx.engine.prepareSelects?.(items.flatMap((item) => (item.select === undefined ? [] : [item.select])));
   const currents = await currentPointers(ctx, table, items.map((item) => item.partition));
+  // The newest run on disk, where the pointer does not name it: a partition without a pointer (new, or removed by a
+  // rollback of the sync that created it, whose run is kept until GC) may hold runs newer than any pointer says; and
+  // `afterLeftovers`, every partition. A new run's id sorts after them (the model test found one that did not).
   const newest = new Map<string, string>();
-  if (options.afterLeftovers) {
-    for (const item of items) {
-      const last = (await listRuns(ctx, table, item.partition)).at(-1)?.runId;
-      if (last !== undefined) newest.set(partitionPath(item.partition), last);
-    }
-  }
+  const leftovers = items.filter((item) => options.afterLeftovers || !currents.get(partitionPath(item.partition)));
+  await mapLimited(leftovers, 16, async (item) => {
+    const last = (await listRuns(ctx, table, item.partition)).at(-1)?.runId;
+    if (last !== undefined) newest.set(partitionPath(item.partition), last);
+  });
   const planned: Planned[] = items.map((item) => {
     const path = partitionPath(item.partition);
     const current = currents.get(path);
