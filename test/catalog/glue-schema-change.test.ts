@@ -178,7 +178,10 @@ describe.runIf(selectedBackends().includes("aws"))("a schema change in place on 
     // The rerun plans the change again and finishes it.
     const changed = await lake.createTable(wanted);
     expect(changed.schemaVersion).toBe(1);
-    expect(await lake.table(TABLE)).toEqual(change.table);
+    // As planned, stamped with the run id it was made at (after every run current then).
+    const { schemaChangedAt, ...definition } = await lake.table(TABLE);
+    expect(definition).toEqual(change.table);
+    expect(schemaChangedAt! > (await lake.snapshot({ tables: [TABLE] }))[0]!.partitions.map((p) => p.runId).sort().at(-1)!).toBe(true);
     expect((await partitions()).map(columnsOf)).toEqual(Array.from({ length: DAYS }, () => WIDER_GLUE));
     expect(shown((await lake.query(rowsQuery)).rows)).toEqual(expectedRows());
   }, 240_000);
