@@ -31,6 +31,16 @@ ${write === "upsert" ? "    primary_key: [id]\n" : ""}    columns: ${columns}
 `;
 }
 
+/** Events by day, one dataset of the given source format and write mode (default partition_replace). */
+function eventsYaml(format: "csv" | "jsonl" | "parquet", columns: string, write?: "append"): string {
+  return `datasets:
+  events:
+    source: {format: ${format}, path: deliveries/*.${format}}
+${write ? `    write: ${write}\n` : ""}    columns: ${columns}
+    partition: {day: "strftime(ts, '%Y-%m-%d')"}
+`;
+}
+
 const BEFORE = yaml("{id: {type: BIGINT, nullable: false}, n: INTEGER, amount: 'DECIMAL(10,2)', ts: TIMESTAMP}", "{id: BIGINT, n: INTEGER, amount: 'DECIMAL(10,2)'}");
 /** A column added in the middle, an INTEGER widened to BIGINT, a DECIMAL's precision widened: every one applied in place. */
 const AFTER = yaml(
@@ -52,15 +62,18 @@ async function workspace(backendName: string, config: string) {
   let counter = 0;
   return {
     lake,
-    dir,
     configure(text: string, stageSql: string): void {
       writeFileSync(configFile, text);
       writeFileSync(path.join(dir, "sql", "stage.sql"), stageSql);
     },
-    deliver(text: string): string {
-      const file = path.join(dir, "deliveries", `delivery-${counter++}.csv`);
+    deliver(text: string, extension = "csv"): string {
+      const file = this.file(extension);
       writeFileSync(file, text);
       return file;
+    },
+    /** The path of the next delivery file. */
+    file(extension: string): string {
+      return path.join(dir, "deliveries", `delivery-${counter++}.${extension}`);
     },
     sync(file: string, on: Lake = lake): Promise<SyncReport> {
       return new Pipeline(on, loadPipelineConfig(configFile), { inputs: [file] }).sync();
@@ -181,13 +194,7 @@ for (const backendName of selectedBackends()) {
     });
 
     it("an append table changes in place: an old delivery appended again is skipped, a new one appends with the new column", async () => {
-      const appendYaml = (columns: string) => `datasets:
-  events:
-    source: {format: csv, path: deliveries/*.csv}
-    write: append
-    columns: ${columns}
-    partition: {day: "strftime(ts, '%Y-%m-%d')"}
-`;
+      const appendYaml = (columns: string) => eventsYaml("csv", columns, "append");
       const before = appendYaml("{id: BIGINT, n: INTEGER, ts: TIMESTAMP}");
       const ws = await workspace(backendName, before);
       ws.configure(before, STAGE);
@@ -204,22 +211,12 @@ for (const backendName of selectedBackends()) {
     });
 
     it("a JSONL delivery exported before a column was added lands with NULL there (the model test found it refused)", async () => {
-      const jsonl = (columns: string) => `datasets:
-  events:
-    source: {format: jsonl, path: deliveries/*.jsonl}
-    columns: ${columns}
-    partition: {day: "strftime(ts, '%Y-%m-%d')"}
-`;
+      const jsonl = (columns: string) => eventsYaml("jsonl", columns);
       const before = jsonl("{id: BIGINT, ts: TIMESTAMP}");
       const ws = await workspace(backendName, before);
       ws.configure(before, STAGE);
       const old = '{"id": 1, "ts": "2026-11-01 10:00:00"}\n{"id": 2, "ts": "2026-11-02 10:00:00"}\n';
-      let counter = 0;
-      const jsonlFile = (text: string) => {
-        const name = path.join(ws.dir, "deliveries", `events-${counter++}.jsonl`);
-        writeFileSync(name, text);
-        return name;
-      };
+      const jsonlFile = (text: string) => ws.deliver(text, "jsonl");
       expect(built(await ws.sync(jsonlFile(old)))).toEqual(["raw day=2026-11-01", "raw day=2026-11-02"]);
       ws.configure(jsonl("{id: BIGINT, tag: VARCHAR, ts: TIMESTAMP}"), STAGE);
       expect(built(await ws.sync(jsonlFile(old.split("\n").reverse().join("\n"))))).toEqual([]);
@@ -228,20 +225,14 @@ for (const backendName of selectedBackends()) {
     });
 
     it("a Parquet delivery exported before a column was added lands with NULL there", async () => {
-      const parquet = (columns: string) => `datasets:
-  events:
-    source: {format: parquet, path: deliveries/*.parquet}
-    columns: ${columns}
-    partition: {day: "strftime(ts, '%Y-%m-%d')"}
-`;
+      const parquet = (columns: string) => eventsYaml("parquet", columns);
       const before = parquet("{id: BIGINT, n: INTEGER, ts: TIMESTAMP}");
       const ws = await workspace(backendName, before);
       ws.configure(before, STAGE);
       const instance = await DuckDBInstance.create(":memory:");
       const connection = await instance.connect();
-      let counter = 0;
       const parquetFile = async (select: string) => {
-        const name = path.join(ws.dir, "deliveries", `events-${counter++}.parquet`);
+        const name = ws.file("parquet");
         await connection.run(`COPY (${select}) TO '${name}' (FORMAT PARQUET)`);
         return name;
       };
