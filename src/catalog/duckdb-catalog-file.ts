@@ -156,8 +156,7 @@ export class DuckDbCatalogFile implements CatalogFile {
         await connection.run(`ATTACH ${quoteLiteral(file)} AS ${alias}`);
       }
       try {
-        await replaceViews(connection, alias, tables, (key) => path.resolve(this.store.localPath(key)), history);
-        return Number((await connection.runAndReadAll(`SELECT count(*) FROM ${alias}.${RECORD_SCHEMA}.tables`)).getRows()[0]?.[0] ?? 0);
+        return await replaceViews(connection, alias, tables, (key) => path.resolve(this.store.localPath(key)), history);
       } finally {
         // Detaching checkpoints: the file is whole, with no write-ahead log beside it.
         await connection.run(`DETACH ${alias}`);
@@ -180,55 +179,69 @@ function writerInstance(): Promise<DuckDBInstance> {
 /**
  * Replaces (or drops) each table's view in the attached file `alias`, and its row in `lakeswap.tables`, in one
  * transaction; with a sync id, also each table's `<table>__at_<sync id>` view (`lakeswap.history`), and drops the
- * past syncs' views whose state stopped being current more than the grace window ago.
+ * past syncs' views whose state stopped being current more than the grace window ago. The views to drop are read
+ * first; then every statement goes to DuckDB in one call (each call is a round trip to its thread). Returns how many
+ * views of tables the file then has.
  */
-async function replaceViews(connection: DuckDBConnection, alias: string, tables: readonly CatalogFileTable[], pathOf: (key: string) => string, history?: CatalogFileHistory): Promise<void> {
+async function replaceViews(connection: DuckDBConnection, alias: string, tables: readonly CatalogFileTable[], pathOf: (key: string) => string, history?: CatalogFileHistory): Promise<number> {
   const record = `${alias}.${RECORD_SCHEMA}.tables`;
   const past = `${alias}.${RECORD_SCHEMA}.history`;
-  await connection.run(`CREATE SCHEMA IF NOT EXISTS ${alias}.${RECORD_SCHEMA}`);
-  await connection.run(`CREATE TABLE IF NOT EXISTS ${record} (table_name VARCHAR, partitions BIGINT, files BIGINT, updated_at TIMESTAMP)`);
-  await connection.run(`ALTER TABLE ${record} ADD COLUMN IF NOT EXISTS pointers VARCHAR`);
-  await connection.run(`CREATE TABLE IF NOT EXISTS ${past} (table_name VARCHAR, sync_id VARCHAR, view_name VARCHAR, created_at TIMESTAMP, superseded_at TIMESTAMP)`);
+  await connection.run(
+    [
+      `CREATE SCHEMA IF NOT EXISTS ${alias}.${RECORD_SCHEMA};`,
+      `CREATE TABLE IF NOT EXISTS ${record} (table_name VARCHAR, partitions BIGINT, files BIGINT, updated_at TIMESTAMP);`,
+      `ALTER TABLE ${record} ADD COLUMN IF NOT EXISTS pointers VARCHAR;`,
+      `CREATE TABLE IF NOT EXISTS ${past} (table_name VARCHAR, sync_id VARCHAR, view_name VARCHAR, created_at TIMESTAMP, superseded_at TIMESTAMP);`,
+    ].join("\n"),
+  );
+  const now = new Date();
+  const at = (date: Date) => `CAST(${quoteLiteral(date.toISOString().replace("T", " ").replace("Z", ""))} AS TIMESTAMP)`;
+  const dropped = tables.filter((t) => !t.snapshot).map((t) => t.name);
+  // The past views that go: those of dropped tables, and (with a sync id) those superseded before the grace window.
+  const stale = [
+    ...(dropped.length > 0 ? [`table_name IN (${dropped.map(quoteLiteral).join(", ")})`] : []),
+    ...(history ? [`superseded_at < ${at(new Date(now.getTime() - history.graceMs))}`] : []),
+  ];
+  const staleViews =
+    stale.length === 0 ? [] : (await connection.runAndReadAll(`SELECT view_name FROM ${past} WHERE ${stale.join(" OR ")}`)).getRows().map((row) => String(row[0]));
+  const statements: string[] = [];
+  const created = new Set<string>();
+  for (const { name, snapshot } of tables) {
+    const view = `${alias}.main.${quoteIdentifier(name)}`;
+    statements.push(`DELETE FROM ${record} WHERE table_name = ${quoteLiteral(name)};`);
+    // The state the table's past views show ends now.
+    statements.push(`UPDATE ${past} SET superseded_at = ${at(now)} WHERE table_name = ${quoteLiteral(name)} AND superseded_at IS NULL;`);
+    if (!snapshot) {
+      statements.push(`DROP VIEW IF EXISTS ${view};`);
+      continue;
+    }
+    // Emptied partitions (a run without files) hold no rows: a view over no file of theirs.
+    const partitions = snapshot.partitions.filter((p) => p.files.length > 0);
+    const select = tableViewSelect(snapshot.table, partitions, pathOf, quoteFilePath);
+    statements.push(`CREATE OR REPLACE VIEW ${view} AS ${select};`);
+    const files = partitions.reduce((sum, p) => sum + p.files.length, 0);
+    statements.push(
+      `INSERT INTO ${record} (table_name, partitions, files, updated_at, pointers) VALUES (${quoteLiteral(name)}, ${partitions.length}, ${files}, ${at(now)}, ${quoteLiteral(pointersFingerprint(snapshot))});`,
+    );
+    if (history?.syncId !== undefined) {
+      const pastView = `${name}__at_${history.syncId.replace(/[^A-Za-z0-9]/g, "_")}`;
+      created.add(pastView);
+      statements.push(`CREATE OR REPLACE VIEW ${alias}.main.${quoteIdentifier(pastView)} AS ${select};`);
+      statements.push(`DELETE FROM ${past} WHERE view_name = ${quoteLiteral(pastView)};`);
+      statements.push(`INSERT INTO ${past} VALUES (${quoteLiteral(name)}, ${quoteLiteral(history.syncId)}, ${quoteLiteral(pastView)}, ${at(now)}, NULL);`);
+    }
+  }
+  // A past view made again by this update (the same sync written twice) stays: its row was replaced above.
+  const gone = staleViews.filter((name) => !created.has(name));
+  for (const name of gone) statements.push(`DROP VIEW IF EXISTS ${alias}.main.${quoteIdentifier(name)};`);
+  if (gone.length > 0) statements.push(`DELETE FROM ${past} WHERE view_name IN (${gone.map(quoteLiteral).join(", ")});`);
   await connection.run("BEGIN TRANSACTION");
   try {
-    const now = new Date();
-    const at = (date: Date) => `CAST(${quoteLiteral(date.toISOString().replace("T", " ").replace("Z", ""))} AS TIMESTAMP)`;
-    for (const { name, snapshot } of tables) {
-      const view = `${alias}.main.${quoteIdentifier(name)}`;
-      await connection.run(`DELETE FROM ${record} WHERE table_name = ${quoteLiteral(name)}`);
-      // The state the table's past views show ends now.
-      await connection.run(`UPDATE ${past} SET superseded_at = ${at(now)} WHERE table_name = ${quoteLiteral(name)} AND superseded_at IS NULL`);
-      if (!snapshot) {
-        await connection.run(`DROP VIEW IF EXISTS ${view}`);
-        await dropPastViews(connection, alias, past, `table_name = ${quoteLiteral(name)}`);
-        continue;
-      }
-      // Emptied partitions (a run without files) hold no rows: a view over no file of theirs.
-      const partitions = snapshot.partitions.filter((p) => p.files.length > 0);
-      const select = tableViewSelect(snapshot.table, partitions, pathOf, quoteFilePath);
-      await connection.run(`CREATE OR REPLACE VIEW ${view} AS ${select}`);
-      const files = partitions.reduce((sum, p) => sum + p.files.length, 0);
-      await connection.run(
-        `INSERT INTO ${record} (table_name, partitions, files, updated_at, pointers) VALUES (${quoteLiteral(name)}, ${partitions.length}, ${files}, ${at(now)}, ${quoteLiteral(pointersFingerprint(snapshot))})`,
-      );
-      if (history?.syncId !== undefined) {
-        const pastView = `${name}__at_${history.syncId.replace(/[^A-Za-z0-9]/g, "_")}`;
-        await connection.run(`CREATE OR REPLACE VIEW ${alias}.main.${quoteIdentifier(pastView)} AS ${select}`);
-        await connection.run(`DELETE FROM ${past} WHERE view_name = ${quoteLiteral(pastView)}`);
-        await connection.run(`INSERT INTO ${past} VALUES (${quoteLiteral(name)}, ${quoteLiteral(history.syncId)}, ${quoteLiteral(pastView)}, ${at(now)}, NULL)`);
-      }
-    }
-    if (history) await dropPastViews(connection, alias, past, `superseded_at < ${at(new Date(now.getTime() - history.graceMs))}`);
+    await connection.run(statements.join("\n"));
     await connection.run("COMMIT");
   } catch (error) {
     await connection.run("ROLLBACK").catch(() => undefined);
     throw error;
   }
-}
-
-/** Drops the past syncs' views that `where` selects, and their rows in `lakeswap.history`. */
-async function dropPastViews(connection: DuckDBConnection, alias: string, past: string, where: string): Promise<void> {
-  const views = (await connection.runAndReadAll(`SELECT view_name FROM ${past} WHERE ${where}`)).getRows().map((row) => String(row[0]));
-  for (const name of views) await connection.run(`DROP VIEW IF EXISTS ${alias}.main.${quoteIdentifier(name)}`);
-  await connection.run(`DELETE FROM ${past} WHERE ${where}`);
+  return Number((await connection.runAndReadAll(`SELECT count(*) FROM ${record}`)).getRows()[0]?.[0] ?? 0);
 }

@@ -17,11 +17,34 @@ async function parserInstance(): Promise<DuckDBInstance> {
 
 /** DuckDB's parse tree of `sql` (json_serialize_sql): statements, or the parser's error. */
 async function parse(sql: string): Promise<{ statements?: unknown[]; error?: string }> {
+  const tree = JSON.parse(await serializedParseTree(sql)) as { error?: boolean; error_message?: string; statements?: unknown[] };
+  return tree.error ? { error: tree.error_message ?? "unknown parser error" } : { statements: tree.statements ?? [] };
+}
+
+/** Parse trees serialized by serializedParseTree, by SQL text, the oldest dropped past PARSED_MAX. */
+const parsed = new Map<string, Promise<string>>();
+const PARSED_MAX = 256;
+
+/**
+ * DuckDB's parse tree of `sql` as json_serialize_sql prints it (with `"error": true` when it does not parse). The
+ * parser's answer depends on the text alone, so a process parses a text once: a sync checks each layer's SQL and
+ * reads which tables it names, and a process that syncs again (a collector, a test run) parses nothing anew.
+ */
+export function serializedParseTree(sql: string): Promise<string> {
+  const known = parsed.get(sql);
+  if (known !== undefined) return known;
+  if (parsed.size >= PARSED_MAX) parsed.delete(parsed.keys().next().value as string);
+  const tree = serialize(sql);
+  parsed.set(sql, tree);
+  tree.catch(() => parsed.delete(sql));
+  return tree;
+}
+
+async function serialize(sql: string): Promise<string> {
   const connection = await (await parserInstance()).connect();
   try {
     const reader = await connection.runAndReadAll("SELECT json_serialize_sql($1::VARCHAR)", [sql]);
-    const tree = JSON.parse(String(reader.getRowsJS()[0]?.[0] ?? "{}")) as { error?: boolean; error_message?: string; statements?: unknown[] };
-    return tree.error ? { error: tree.error_message ?? "unknown parser error" } : { statements: tree.statements ?? [] };
+    return String(reader.getRowsJS()[0]?.[0] ?? "{}");
   } finally {
     connection.closeSync();
   }

@@ -12,7 +12,7 @@ import { cleanDuckDbMessage } from "../../duckdb/duckdb-text.js";
 import { SharedDuckDb } from "../../duckdb/shared-duckdb.js";
 import { fileAccessFor, type FileAccess } from "../../engine/duckdb-file-access.js";
 import { buildRun } from "../../engine/duckdb-run.js";
-import { assertOneExpression, assertOneSelect } from "../../engine/sql-guard.js";
+import { assertOneExpression, assertOneSelect, serializedParseTree } from "../../engine/sql-guard.js";
 import { deliveryFiles } from "../delivery-files.js";
 import { compactRun } from "./compact-run.js";
 import type {
@@ -78,7 +78,10 @@ export class DuckDbLanding implements Landing {
         const { delivery, read } = await landAndSign(connection, { ...request, partition, files }, tables, {
           ids: this.ids,
           signing: () => this.duckdb.signing(),
-          writeAhead: (table) => this.duckdb.withConnection((writer) => writeStage(writer, this.files, table, tables.landed, "all")),
+          writeAhead: async (table) => {
+            const memoryLimit = await this.duckdb.memoryLimitBytes();
+            return this.duckdb.withConnection((writer) => writeStage(writer, this.files, table, tables.landed, "all", memoryLimit));
+          },
           wroteAhead: (ahead) => this.writtenAhead.set(tables.landed, ahead),
         });
         this.landedFiles.set(tables.landed, read);
@@ -139,10 +142,11 @@ export class DuckDbLanding implements Landing {
     // Written ahead for this table as it is now (the stage holds every partition of the delivery), or written here.
     const usable = ahead !== undefined && ahead.definition === tableShape(table);
     if (ahead && !usable) await ahead.stage.remove();
+    const memoryLimit = usable ? 0 : await this.duckdb.memoryLimitBytes();
     const stage = usable
       ? ahead.stage
       : await this.duckdb.withConnection((connection) =>
-          writeStage(connection, this.files, table, delivery.relation, { partitions: runs.map((run) => run.partition), ofDelivery: delivery.partitions.length }),
+          writeStage(connection, this.files, table, delivery.relation, { partitions: runs.map((run) => run.partition), ofDelivery: delivery.partitions.length }, memoryLimit),
         );
     try {
       // A delivery read in place was read again: the runs hold what was signed only if its files did not change since.
@@ -190,11 +194,7 @@ export class DuckDbLanding implements Landing {
   async tablesRead(select: string): Promise<string[] | undefined> {
     // Exactly one SELECT first (InvalidInputError otherwise), so a pipeline refuses it before it builds anything.
     select = await assertOneSelect(select, "the SQL");
-    const serialized = await this.duckdb.withConnection(async (connection) => {
-      const reader = await connection.runAndReadAll(`SELECT json_serialize_sql(${quoteLiteral(select)})`);
-      return String(reader.getRows()[0]?.[0] ?? "");
-    });
-    return tablesOfParseTree(serialized);
+    return tablesOfParseTree(await serializedParseTree(select));
   }
 
   async countFileRows(files: readonly { readonly key: string; readonly size: number }[]): Promise<number[]> {

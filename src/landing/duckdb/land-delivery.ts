@@ -89,8 +89,7 @@ export async function landDelivery(
     if (!outOfMemory(error)) throw error;
     throw await noRoom(connection, request, error);
   } finally {
-    await connection.run(`DROP VIEW IF EXISTS ${names.checked}`);
-    for (const table of scratch) await connection.run(`DROP TABLE IF EXISTS ${table}`);
+    await connection.run([`DROP VIEW IF EXISTS ${names.checked};`, ...scratch.map((table) => `DROP TABLE IF EXISTS ${table};`)].join("\n"));
   }
 }
 
@@ -244,8 +243,12 @@ async function landStreamedCsv(pass: LandingPass, checks: RowChecks, sign: PassS
     if (outOfMemory(error)) throw error;
     return undefined;
   } finally {
-    for (const view of [names.checked, names.ordered]) await connection.run(`DROP VIEW IF EXISTS ${view}`);
-    for (const table of [names.badRows, names.lines, `temp.${rejects.errors}`, `temp.${rejects.scans}`]) await connection.run(`DROP TABLE IF EXISTS ${table}`);
+    await connection.run(
+      [
+        ...[names.checked, names.ordered].map((view) => `DROP VIEW IF EXISTS ${view};`),
+        ...[names.badRows, names.lines, `temp.${rejects.errors}`, `temp.${rejects.scans}`].map((table) => `DROP TABLE IF EXISTS ${table};`),
+      ].join("\n"),
+    );
     if (!clean) await dropLanding(connection, tables);
   }
 }
@@ -289,7 +292,7 @@ async function landStreamedJsonl(pass: LandingPass, checks: RowChecks): Promise<
     return true;
   } finally {
     await connection.run("RESET SESSION preserve_insertion_order");
-    for (const table of [names.badRows, names.lines]) await connection.run(`DROP TABLE IF EXISTS ${table}`);
+    await connection.run(`DROP TABLE IF EXISTS ${names.badRows}; DROP TABLE IF EXISTS ${names.lines};`);
     if (!landed) await dropLanding(connection, tables);
   }
 }
@@ -430,7 +433,7 @@ async function collectBadRows(
     `CREATE TABLE ${tables.rejected} AS SELECT ${sqlList(request.files)}[r.__file] AS file, r.__line AS line, r.reason, ${raw.text} AS raw ` +
       `FROM ${names.badRows} r ${raw.join}`,
   );
-  for (const table of [names.lines, names.records, names.badRows]) await connection.run(`DROP TABLE IF EXISTS ${table}`);
+  await connection.run([names.lines, names.records, names.badRows].map((table) => `DROP TABLE IF EXISTS ${table};`).join("\n"));
   return !anyBad;
 }
 

@@ -44,5 +44,6 @@ export async function dropLanding(connection: DuckDBConnection, tables: LandingT
   const relations = (found.getRowsJS() as [string, string][]).sort(
     (a, b) => (a[1] === b[1] ? bare.indexOf(a[0]) - bare.indexOf(b[0]) : a[1] === "VIEW" ? -1 : 1),
   );
-  for (const [name, kind] of relations) await connection.run(`DROP ${kind} IF EXISTS ${quoteRelation(names[bare.indexOf(name)]!)}`);
+  // One call for all of them: each call is a round trip to DuckDB's thread.
+  if (relations.length > 0) await connection.run(relations.map(([name, kind]) => `DROP ${kind} IF EXISTS ${quoteRelation(names[bare.indexOf(name)]!)};`).join("\n"));
 }

@@ -7,7 +7,7 @@ import { partitionPath, partitionValue, type Partition } from "../../model/parti
 import { quoteIdentifier, quoteLiteral, quoteRelation } from "../../model/sql.js";
 import { duckdbStorageType } from "../../model/column-types.js";
 import type { TableDefinition } from "../../model/table.js";
-import { cleanDuckDbMessage, parseByteSize } from "../../duckdb/duckdb-text.js";
+import { cleanDuckDbMessage } from "../../duckdb/duckdb-text.js";
 import type { FileAccess } from "../../engine/duckdb-file-access.js";
 
 /** Files written in a stage folder, one folder per partition, removed once their runs are placed. */
@@ -28,10 +28,9 @@ export function tableShape(table: TableDefinition): string {
 /** The block DuckDB allocates per open partition and column while it writes them (256 KiB). */
 const WRITE_BUFFER_BYTES = 256 * 1024;
 
-/** Column buffers one partitioned write may hold open at once: three quarters of the instance's memory limit. */
-async function writeBufferBudget(connection: DuckDBConnection): Promise<number> {
-  const reader = await connection.runAndReadAll(`SELECT current_setting('memory_limit')`);
-  const limit = parseByteSize(String(reader.getRows()[0]?.[0] ?? "")) ?? 1024 ** 3;
+/** Column buffers one partitioned write may hold open at once: three quarters of the instance's memory limit (bytes; 0 when unknown: 1 GiB). */
+function writeBufferBudget(memoryLimitBytes: number): number {
+  const limit = memoryLimitBytes > 0 ? memoryLimitBytes : 1024 ** 3;
   return Math.max(16, Math.floor((limit * 3) / 4 / WRITE_BUFFER_BYTES));
 }
 
@@ -43,7 +42,7 @@ async function writeBufferBudget(connection: DuckDBConnection): Promise<number> 
  * files DuckDB closes and reopens (one more file) when more partitions than
  * that come, as it does when written ahead, before the partitions are known.
  */
-export async function writeStage(connection: DuckDBConnection, files: FileAccess, table: TableDefinition, relation: string, which: StagedPartitions): Promise<Stage> {
+export async function writeStage(connection: DuckDBConnection, files: FileAccess, table: TableDefinition, relation: string, which: StagedPartitions, memoryLimitBytes: number): Promise<Stage> {
   const id = randomBytes(6).toString("hex");
   // Staged where the runs go (a store with local paths: the lake's own temporary folder, so each run folder is one
   // rename away), or in the machine's temporary folder when the runs are uploaded.
@@ -52,7 +51,7 @@ export async function writeStage(connection: DuckDBConnection, files: FileAccess
   try {
     // DuckDB buffers every open partition's columns while it writes (a block of 256 KiB each): partitions go in
     // groups small enough that a group's buffers stay well inside the landing's memory limit, whatever N is.
-    const perGroup = Math.max(4, Math.floor((await writeBufferBudget(connection)) / (table.columns.length + table.partitionKeys.length)));
+    const perGroup = Math.max(4, Math.floor(writeBufferBudget(memoryLimitBytes) / (table.columns.length + table.partitionKeys.length)));
     const partitions = which === "all" ? [] : which.partitions;
     const groups = which === "all" ? 1 : Math.ceil(partitions.length / perGroup);
     // Every partition of a group stays open to the end of its pass, so each run is one file (DuckDB's default, 100
