@@ -1,4 +1,5 @@
 import { afterAll, describe, expect, it } from "vitest";
+import { dropTable } from "../../src/lake/operations/drop-table.js";
 import { embeddedBackend } from "../support/lake-fixture.js";
 import { readCatalogFile } from "../support/plain-reader.js";
 import { PipelineWorkspace, orders } from "../support/pipeline-fixture.js";
@@ -45,5 +46,12 @@ describe("lake.duckdb x sync history", () => {
     const third = await ws.pipeline(lake).sync();
     const names = (await readCatalogFile(backend.lakeDir, "SELECT view_name FROM duckdb_views() WHERE NOT internal AND view_name LIKE 'orders_raw__at_%' ORDER BY 1")).map((r) => r[0]);
     expect(names).toEqual([view("orders_raw", second.syncId), view("orders_raw", third.syncId)].map((v) => v.slice("lake.".length)));
+
+    // A dropped table's views go with it, its past ones too; the other tables' stay.
+    await dropTable(lake, "orders_monthly");
+    const left = await readCatalogFile(backend.lakeDir, "SELECT view_name FROM duckdb_views() WHERE NOT internal AND view_name LIKE 'orders_%' ORDER BY 1");
+    expect(left.map((r) => String(r[0])).filter((name) => name.startsWith("orders_monthly"))).toEqual([]);
+    expect(left.map((r) => r[0])).toContain(view("orders_stage", third.syncId).slice("lake.".length));
+    expect(await readCatalogFile(backend.lakeDir, "SELECT count(*) FROM lake.lakeswap.history WHERE table_name = 'orders_monthly'")).toEqual([[0n]]);
   });
 });
