@@ -392,10 +392,13 @@ export class Lake {
   private async viewsToWrite(held: readonly string[], remove: boolean): Promise<string[]> {
     if (!this.catalogFile || this.settings.readOnly) return [];
     if (remove) return [...held];
-    this.inCatalogFile ??= this.catalogFile.tableStates().catch(() => new Map<string, string>());
-    const known = await this.inCatalogFile;
+    const catalogFile = this.catalogFile;
     const stale = async (table: string): Promise<boolean> => {
-      if ((this.fences.get(table) ?? 0) > (this.fencesAtLease.get(table) ?? 0) || !known.has(table)) return true;
+      // A table this lake moved is rewritten: the file is read (once a process) only for the tables that did not move.
+      if ((this.fences.get(table) ?? 0) > (this.fencesAtLease.get(table) ?? 0)) return true;
+      this.inCatalogFile ??= catalogFile.tableStates().catch(() => new Map<string, string>());
+      const known = await this.inCatalogFile;
+      if (!known.has(table)) return true;
       // Nothing of it moved now, but a writer killed after its moves and before its rewrite may have left the view behind.
       const snapshot = (await currentRuns(this.parts, { tables: [table], files: false }))[0];
       return snapshot !== undefined && pointersFingerprint(snapshot) !== known.get(table);
