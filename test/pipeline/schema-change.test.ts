@@ -6,6 +6,8 @@ import { loadPipelineConfig } from "../../src/config/pipeline-config.js";
 import type { Lake } from "../../src/lake/lake.js";
 import { Pipeline, type SyncReport } from "../../src/pipeline/pipeline.js";
 import { listSyncs } from "../../src/lake/operations/syncs.js";
+import { readSchemaHistory } from "../../src/lake/operations/history.js";
+import { runMain } from "../support/main-cli.js";
 import { rollbackPartition, rollbackSync } from "../../src/lake/operations/rollback.js";
 import { BACKEND_FACTORIES, selectedBackends, tempDir } from "../support/lake-fixture.js";
 import { defineTable } from "../../src/model/table.js";
@@ -79,6 +81,8 @@ async function workspace(backendName: string, config: string) {
       return new Pipeline(on, loadPipelineConfig(configFile), { inputs: [file] }).sync();
     },
     schemaChanges: () => new Pipeline(lake, loadPipelineConfig(configFile)).schemaChanges(),
+    /** `lakeswap <args>` on this lake, in this process. */
+    cli: (args: readonly string[]) => runMain([...backend.cliArgs, ...args], backend.cliEnv),
     rows: async (sql: string) => (await lake.query(sql)).rows.map((row) => row.map((v) => (v === null ? "null" : String(v))).join(" ")),
   };
 }
@@ -129,6 +133,13 @@ for (const backendName of selectedBackends()) {
         ["orders_raw", "column n widened from INTEGER to BIGINT", "column amount widened from DECIMAL(10,2) to DECIMAL(12,2)", "column coupon VARCHAR added"],
         ["orders_stage", "column n widened from INTEGER to BIGINT", "column amount widened from DECIMAL(10,2) to DECIMAL(12,2)"],
       ]);
+      // history --schema: the change, by the sync that made it, current.
+      const schema = await readSchemaHistory(ws.lake, "orders_raw");
+      expect([schema.version, schema.columns, schema.changes.map((c) => [c.syncId, `${c.fromVersion} -> ${c.toVersion}`, c.current, ...c.changes])]).toEqual([
+        1,
+        ["id BIGINT", "coupon VARCHAR", "n BIGINT", "amount DECIMAL(12,2)", "ts TIMESTAMP"],
+        [[changing.syncId, "0 -> 1", true, "column n widened from INTEGER to BIGINT", "column amount widened from DECIMAL(10,2) to DECIMAL(12,2)", "column coupon VARCHAR added"]],
+      ]);
 
       // A delivery that fills coupon on day 2 and needs the wide types on day 3 rebuilds those days, and only those.
       const filled = oldDelivery()
@@ -153,6 +164,9 @@ for (const backendName of selectedBackends()) {
       expect(undone.schemas?.map((s) => `${s.table} ${s.action}`)).toEqual(["orders_stage restored", "orders_raw restored"]);
       expect((await ws.lake.table("orders_raw")).columns.map((c) => `${c.name} ${c.type}`)).toEqual(["id BIGINT", "n INTEGER", "amount DECIMAL(10,2)", "ts TIMESTAMP"]);
       expect((await ws.rows("SELECT count(*), typeof(max(n)) FROM orders_raw")).map((r) => r.toLowerCase())).toEqual(["20 integer"]);
+      // The change is still in the history, no longer current: the table is at version 0 again.
+      const restored = await readSchemaHistory(ws.lake, "orders_raw");
+      expect([restored.version, restored.changes.map((c) => [c.syncId, c.current])]).toEqual([0, [[changing.syncId, false]]]);
     });
 
     it("refuses a change that cannot apply in place, naming each change, and writes nothing", async () => {
@@ -180,6 +194,14 @@ for (const backendName of selectedBackends()) {
       // The same declaration again changes nothing and records nothing.
       await ws.lake.createTable(wanted);
       expect(await listSyncs(ws.lake)).toHaveLength(2);
+      // lakeswap history --schema shows it, as text and as JSON; with --partition it says what to leave out.
+      const text = await ws.cli(["history", "orders_raw", "--schema"]);
+      expect([text.code, text.stdout.split("\n")[0]]).toEqual([0, "table orders_raw: schema version 1 (id BIGINT, n BIGINT, amount DECIMAL(10,2), ts TIMESTAMP, note VARCHAR)"]);
+      expect(text.stdout).toMatch(new RegExp(`${record!.syncId} .* create-table orders_raw +0 -> 1 +column n widened from INTEGER to BIGINT; column note VARCHAR added +current`));
+      const json = await ws.cli(["history", "orders_raw", "--schema", "--json"]);
+      expect((JSON.parse(json.stdout) as { changes: { by: string; toVersion: number }[] }).changes.map((c) => [c.by, c.toVersion])).toEqual([["create-table orders_raw", 1]]);
+      const both = await ws.cli(["history", "orders_raw", "--schema", "--partition", "day=2026-11-01"]);
+      expect([both.code, both.stderr]).toEqual([2, expect.stringContaining("--schema lists the schema changes of the whole table 'orders_raw': leave out --partition day=2026-11-01")]);
       // A build whose SELECT does not give the added column (a replace, a layer's SQL written before it) holds NULL there.
       await replacePartition(ws.lake, "orders_raw", "day=2026-11-04", { select: "SELECT 99 AS id, 3000000000 AS n, 9.99 AS amount, TIMESTAMP '2026-11-04 09:00:00' AS ts" });
       expect(await ws.rows("SELECT id, n, note FROM orders_raw WHERE day = '2026-11-04'")).toEqual(["99 3000000000 null"]);

@@ -3,7 +3,7 @@ import { formatTable, report } from "../output.js";
 import { InvalidInputError } from "../../model/errors.js";
 import { assertTableName } from "../../model/sql.js";
 import { configSource, wantsJson, withLake } from "../context.js";
-import { readHistory } from "../../lake/operations/history.js";
+import { readHistory, readSchemaHistory, type SchemaHistory } from "../../lake/operations/history.js";
 import { snapshotHistory } from "../../lake/operations/iceberg-as-of.js";
 
 /** `lakeswap history`: a partition's runs with time, rows and which one is current; or an Iceberg table's snapshots. */
@@ -13,11 +13,20 @@ export function registerHistory(program: Command): void {
     .description("list the runs of a table's partitions (id, time, rows, current or not), or with --snapshots its Iceberg snapshots")
     .option("--partition <spec>", "only this partition")
     .option("--snapshots", "list the Iceberg snapshots of an iceberg: true table instead (what query --as-of reads)")
+    .option("--schema", "list the changes of the table's schema instead: which sync made each, what changed, the columns after it")
     .option("-c, --config <file>", "reach the lake of this pipeline config (lakeswap.yaml), as sync does")
     .option("--json", "print the history as JSON")
-    .action(async (name: string, options: { partition?: string; snapshots?: boolean; config?: string }, command: Command) => {
+    .action(async (name: string, options: { partition?: string; snapshots?: boolean; schema?: boolean; config?: string }, command: Command) => {
       assertTableName(name);
       await withLake(command, async (lake) => {
+        if (options.schema && (options.snapshots || options.partition !== undefined)) {
+          throw new InvalidInputError(`--schema lists the schema changes of the whole table '${name}': leave out ${options.snapshots ? "--snapshots" : `--partition ${options.partition}`}`);
+        }
+        if (options.schema) {
+          const history = await readSchemaHistory(lake, name);
+          report(wantsJson(command), history, () => schemaHistoryText(history));
+          return;
+        }
         if (options.snapshots && options.partition !== undefined) {
           throw new InvalidInputError(`--snapshots lists the snapshots of the whole table '${name}' (each holds every partition): leave out --partition ${options.partition}`);
         }
@@ -42,4 +51,12 @@ export function registerHistory(program: Command): void {
         });
       }, configSource(options.config, { readOnly: true }));
     });
+}
+
+/** `history --schema` as text: the schema now, then each change, newest first. */
+function schemaHistoryText(history: SchemaHistory): string {
+  const now = `table ${history.table}: schema version ${history.version} (${history.columns.join(", ")})`;
+  if (history.changes.length === 0) return `${now}\nno schema change recorded (each sync or create-table that changes the schema in place records one)`;
+  const rows = history.changes.map((c) => [c.syncId, c.changedAt, c.by, `${c.fromVersion} -> ${c.toVersion}`, c.changes.join("; "), c.current ? "current" : ""]);
+  return `${now}\n${formatTable(["sync", "changed", "by", "version", "changes", ""], rows)}`;
 }

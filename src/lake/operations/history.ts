@@ -5,6 +5,7 @@ import { runIdTime } from "../../model/run-id.js";
 import { listRuns, readManifest, type LakeContext } from "../runs.js";
 import type { TableDefinition } from "../../model/table.js";
 import { partitionOf, type HasLakeParts, type PartitionInput } from "../parts.js";
+import { listSyncs } from "./syncs.js";
 
 /** One run in a partition's history. */
 export interface RunHistoryEntry {
@@ -77,4 +78,61 @@ export async function readHistory(lake: HasLakeParts, tableName: string, partiti
   const table = await lake.parts.table(tableName);
   const partitions = partitionInput !== undefined ? [partitionOf(table, partitionInput)] : await knownPartitions(lake.parts, table);
   return partitionHistories(lake.parts, table, partitions, partitionInput !== undefined);
+}
+
+/** One change of a table's schema, as the sync (or create-table) that made it recorded it. */
+export interface SchemaHistoryEntry {
+  /** The sync that made the change (a create-table's own record, with no moves, for a change outside a sync). */
+  readonly syncId: string;
+  readonly changedAt: string;
+  /** What made it: the sync's config file, or `create-table <table>`. */
+  readonly by: string;
+  readonly fromVersion: number;
+  readonly toVersion: number;
+  /** The changes in words, as plan and the sync's report said them. */
+  readonly changes: readonly string[];
+  /** The columns after the change, `name TYPE`. */
+  readonly columns: readonly string[];
+  /** The table's definition is this change's now (false once a later change or a rollback replaced it). */
+  readonly current: boolean;
+}
+
+/** A table's schema now and the changes that led to it, newest first. */
+export interface SchemaHistory {
+  readonly table: string;
+  readonly version: number;
+  readonly columns: readonly string[];
+  readonly changes: readonly SchemaHistoryEntry[];
+}
+
+/**
+ * The schema changes of a table, newest first, from the records of the syncs (and create-table commands) that made
+ * them; the table's current schema version and columns. Unreadable sync records are left out, as `lakeswap syncs` does.
+ */
+export async function readSchemaHistory(lake: HasLakeParts, tableName: string): Promise<SchemaHistory> {
+  const table = await lake.parts.table(tableName);
+  const columns = (definition: TableDefinition) => definition.columns.map((c) => `${c.name} ${c.type}`);
+  const now = JSON.stringify(columns(table));
+  const changes = (await listSyncs(lake, { skipUnreadable: true })).flatMap((record) =>
+    (record.schemaChanges ?? [])
+      .filter((change) => change.table === table.name)
+      .map((change): SchemaHistoryEntry => ({
+        syncId: record.syncId,
+        changedAt: runIdTime(record.syncId).toISOString(),
+        by: record.config,
+        fromVersion: change.previous.schemaVersion ?? 0,
+        toVersion: change.definition.schemaVersion ?? 0,
+        changes: change.changes,
+        columns: columns(change.definition),
+        current: false,
+      })),
+  );
+  // The newest change whose columns the table has now is the current one (a rollback of it brings back the one before).
+  const current = changes.findIndex((entry) => entry.toVersion === (table.schemaVersion ?? 0) && JSON.stringify(entry.columns) === now);
+  return {
+    table: table.name,
+    version: table.schemaVersion ?? 0,
+    columns: columns(table),
+    changes: changes.map((entry, i) => (i === current ? { ...entry, current: true } : entry)),
+  };
 }
