@@ -5,7 +5,7 @@ export type {
 export { replacePartition } from "./lake/operations/replace.js";
 export { rollbackPartition, rollbackSync } from "./lake/operations/rollback.js";
 export { collectGarbage } from "./lake/operations/gc.js";
-export { readHistory } from "./lake/operations/history.js";
+export { readHistory, readSchemaHistory, type SchemaHistory, type SchemaHistoryEntry } from "./lake/operations/history.js";
 export { pinPartition, unpinPartition } from "./lake/operations/pin.js";
 export { dropTable } from "./lake/operations/drop-table.js";
 export { METADATA_FOLDERS } from "./lake/layout.js";
