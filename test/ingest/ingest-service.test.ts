@@ -24,6 +24,8 @@ import { mkdirSync } from "node:fs";
 import { spawnSync } from "node:child_process";
 import { awsBackend, embeddedBackend, ownAwsBackend, type TestBackend } from "../support/lake-fixture.js";
 import { registerIngested } from "../../src/lake/operations/register-segment.js";
+import { compactTables } from "../../src/lake/operations/compact.js";
+import { rollbackPartition } from "../../src/lake/operations/rollback.js";
 import { ingestPipeline } from "../support/ingest-pipeline.js";
 
 const PARTITION = [
@@ -193,6 +195,70 @@ datasets:
     ]);
     const total = await rowsOf(lake, "SELECT sum(views) AS v FROM views_daily");
     expect(Number(total[0]?.v)).toBe(22);
+  });
+
+  // Compaction x sync: a sync over days that compaction rewrote into one file builds nothing (the compacted run keeps
+  // its day's signature), events landed after it rebuild exactly their day, and a derived day rolled back over a
+  // compacted input is rebuilt once, with reason "rolled back", to the same rows.
+  it("a sync over compacted days builds nothing; later events rebuild their day; a derived day rolled back over a compacted one is rebuilt to the same rows", async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), "lakeswap-ingest-compact-sync-"));
+    cleanups.push(() => rm(dir, { recursive: true, force: true }));
+    mkdirSync(path.join(dir, "sql"));
+    writeFileSync(path.join(dir, "sql", "daily.sql"), "SELECT user_id, count(*) AS views, sum(ms) AS ms FROM pageviews WHERE p_year = {{ p_year }} AND p_month = {{ p_month }} AND p_day = {{ p_day }} GROUP BY user_id\n");
+    const file = path.join(dir, "lakeswap.yaml");
+    const yaml = `
+pipelines:
+  events:
+    namespaces:
+      pageviews:
+        columns: {event_id: {type: VARCHAR, nullable: false}, user_id: VARCHAR, ms: BIGINT, ts: {type: TIMESTAMPTZ, nullable: false}}
+        time: {field: ts}
+    wal: {dir: ./wal}
+datasets:
+  views:
+    source: {ingest: events.pageviews}
+    layers:
+      - name: daily
+        table: views_daily
+        sql: sql/daily.sql
+        columns: {user_id: VARCHAR, views: BIGINT, ms: BIGINT}
+`;
+    writeFileSync(file, yaml);
+    const config = resolvePipelineConfig(parseYaml(yaml), file);
+    const { lake, service } = await setup(backend, () => config.ingest[0]!);
+    const sync = () => new Pipeline(lake, config).sync();
+    const actions = (report: Awaited<ReturnType<typeof sync>>) => report.partitions.map((p) => `${p.partition} ${p.action}${p.action === "build" ? ` ${p.reason}` : ""}`).sort();
+    const daily = () => rowsOf(lake, "SELECT p_day, user_id, views, ms FROM views_daily ORDER BY p_day, user_id");
+    // Three segments: three files in each of the two days.
+    for (const from of [0, 20, 40]) {
+      await service.accept({ pipeline: "events", namespace: "pageviews", body: ndjson(Array.from({ length: 20 }, (_, i) => event(from + i))), format: "ndjson" });
+      await service.flush();
+    }
+    await sync();
+    const before = await daily();
+    const november = parsePartitionPath("p_year=2026/p_month=11/p_day=30", ["p_year", "p_month", "p_day"]);
+    const smallFiles = (await lake.pointer("pageviews", november))!;
+
+    const compacted = await compactTables(lake, "pageviews", { olderThanMs: 0 });
+    expect(compacted.map((c) => c.status)).toEqual(["compacted", "compacted"]);
+    expect((await lake.pointer("pageviews", november))?.signature).toBe(smallFiles.signature);
+    expect(actions(await sync())).toEqual(["p_year=2026/p_month=11/p_day=30 skip", "p_year=2026/p_month=12/p_day=01 skip"]);
+    expect(await daily()).toEqual(before);
+
+    // Events of November 30 after the compaction: that day alone is rebuilt, from every row of it.
+    await service.accept({ pipeline: "events", namespace: "pageviews", body: ndjson([event(1000), event(1002)]), format: "ndjson" });
+    await service.flush();
+    expect(actions(await sync())).toEqual(["p_year=2026/p_month=11/p_day=30 build upstream changed", "p_year=2026/p_month=12/p_day=01 skip"]);
+    expect(Number((await rowsOf(lake, "SELECT sum(views) AS v FROM views_daily"))[0]?.v)).toBe(62);
+
+    // The derived day rolled back (to its build before those events), over its compacted input: rebuilt once, with
+    // every row of the day again, then skipped.
+    const rebuilt = await daily();
+    await rollbackPartition(lake, "views_daily", november);
+    expect(Number((await rowsOf(lake, "SELECT sum(views) AS v FROM views_daily"))[0]?.v)).toBe(60);
+    expect(actions(await sync())).toEqual(["p_year=2026/p_month=11/p_day=30 build rolled back", "p_year=2026/p_month=12/p_day=01 skip"]);
+    expect(await daily()).toEqual(rebuilt);
+    expect(actions(await sync())).toEqual(["p_year=2026/p_month=11/p_day=30 skip", "p_year=2026/p_month=12/p_day=01 skip"]);
   });
 
   // A JSON array body was parsed and each element written back with JSON.stringify: numbers past 2^53 were rounded
