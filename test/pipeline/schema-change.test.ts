@@ -9,6 +9,7 @@ import { listSyncs } from "../../src/lake/operations/syncs.js";
 import { readSchemaHistory } from "../../src/lake/operations/history.js";
 import { runMain } from "../support/main-cli.js";
 import { rollbackPartition, rollbackSync } from "../../src/lake/operations/rollback.js";
+import { discardSync, publishSync } from "../../src/lake/operations/publish.js";
 import { BACKEND_FACTORIES, selectedBackends, tempDir } from "../support/lake-fixture.js";
 import { defineTable } from "../../src/model/table.js";
 import { replacePartition } from "../../src/lake/operations/replace.js";
@@ -77,8 +78,8 @@ async function workspace(backendName: string, config: string) {
     file(extension: string): string {
       return path.join(dir, "deliveries", `delivery-${counter++}.${extension}`);
     },
-    sync(file: string, on: Lake = lake): Promise<SyncReport> {
-      return new Pipeline(on, loadPipelineConfig(configFile), { inputs: [file] }).sync();
+    sync(file: string, on: Lake = lake, options: { hold?: boolean } = {}): Promise<SyncReport> {
+      return new Pipeline(on, loadPipelineConfig(configFile), { inputs: [file], ...options }).sync();
     },
     schemaChanges: () => new Pipeline(lake, loadPipelineConfig(configFile)).schemaChanges(),
     /** `lakeswap <args>` on this lake, in this process. */
@@ -167,6 +168,34 @@ for (const backendName of selectedBackends()) {
       // The change is still in the history, no longer current: the table is at version 0 again.
       const restored = await readSchemaHistory(ws.lake, "orders_raw");
       expect([restored.version, restored.changes.map((c) => [c.syncId, c.current])]).toEqual([0, [[changing.syncId, false]]]);
+    });
+
+    it("a held sync's schema change goes with it when it is discarded, and stays when it is published", async () => {
+      const ws = await workspace(backendName, BEFORE);
+      ws.configure(BEFORE, STAGE);
+      await ws.sync(ws.deliver(oldDelivery()));
+      ws.configure(AFTER, STAGE);
+      const columns = async () => (await ws.lake.table("orders_raw")).columns.map((c) => `${c.name} ${c.type}`);
+      const before = await columns();
+      // A delivery that fills the new column on day 2: the sync stages that day's runs, and holds them.
+      const filled = oldDelivery().replace("id,n,amount,ts", "id,coupon,n,amount,ts").split("\n").map((line, i) => (i === 0 || line === "" ? line : line.replace(/^(\d+),/, (_, id: string) => `${id},${id.startsWith("2") ? `C${id}` : ""},`))).join("\n");
+      const held = await ws.sync(ws.deliver(filled), ws.lake, { hold: true });
+      expect(held.partitions.filter((p) => p.staged).map((p) => `${p.layer} ${p.partition}`)).toEqual(["raw day=2026-11-02", "stage day=2026-11-02"]);
+      expect(held.schemaChanges?.map((c) => c.table)).toEqual(["orders_raw", "orders_stage"]);
+      const discarded = await discardSync(ws.lake, held.syncId);
+      expect(discarded.schemas?.map((s) => `${s.table} ${s.action}`)).toEqual(["orders_stage restored", "orders_raw restored"]);
+      expect(await columns()).toEqual(before);
+      // Discarding it again (as after a discard stopped before its schemas were restored) changes nothing more.
+      const again0 = await ws.cli(["discard", held.syncId]);
+      expect([again0.code, again0.stdout]).toEqual([0, expect.stringContaining("orders_raw: schema kept (it is as it was before the sync already)")]);
+      await expect(publishSync(ws.lake, held.syncId)).rejects.toThrow(/was discarded/);
+      expect((await readSchemaHistory(ws.lake, "orders_raw")).version).toBe(0);
+      expect(await ws.rows("SELECT count(*), sum(n) FROM orders_raw")).toEqual(["20 5040"]);
+
+      // Held again, then published: the new schema stays, as the pointers it moved do.
+      const again = await ws.sync(ws.deliver(filled), ws.lake, { hold: true });
+      await publishSync(ws.lake, again.syncId);
+      expect(await columns()).toEqual(["id BIGINT", "coupon VARCHAR", "n BIGINT", "amount DECIMAL(12,2)", "ts TIMESTAMP"]);
     });
 
     it("refuses a change that cannot apply in place, naming each change, and writes nothing", async () => {

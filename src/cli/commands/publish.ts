@@ -1,4 +1,5 @@
 import type { Command } from "commander";
+import { schemaRestoreLines } from "../reports/schema-restores.js";
 import { loadPipelineConfig } from "../../config/pipeline-config.js";
 import { LakeswapError } from "../../model/errors.js";
 import { checkSyncId } from "../../lake/sync-record.js";
@@ -28,7 +29,9 @@ export function registerPublish(program: Command): void {
   });
   heldSyncCommand(program, "discard", "drop a held sync: nothing moves, its staged runs are removed by gc after the grace window", async (lake, syncId, command) => {
     const result = await discardSync(lake, syncId);
-    report(wantsJson(command), result, () => `sync ${result.syncId} discarded: its ${result.runs} staged run(s) will never be current; gc removes them after the grace window`);
+    report(wantsJson(command), result, () =>
+      [`sync ${result.syncId} discarded: its ${result.runs} staged run(s) will never be current; gc removes them after the grace window`, ...schemaRestoreLines(result.schemas)].join("\n"),
+    );
   });
 }
 

@@ -1,4 +1,5 @@
 import type { Command } from "commander";
+import { schemaRestoreLines } from "../reports/schema-restores.js";
 import { loadPipelineConfig } from "../../config/pipeline-config.js";
 import { InvalidInputError } from "../../model/errors.js";
 import { assertTableName } from "../../model/sql.js";
@@ -40,9 +41,7 @@ export function registerRollback(program: Command): void {
           return [
             `sync ${result.syncId}: ${counts("rolled back")} partition(s) rolled back, ${counts("removed")} removed (new in that sync), ${counts("skipped")} skipped`,
             ...(rows.length > 0 ? ["", formatTable(["table", "partition", "action", "from run", "to run", "reason"], rows)] : []),
-            ...(result.schemas ?? []).map((s) =>
-              s.action === "restored" ? `${s.table}: schema restored to before the sync (undone: ${s.changes.join("; ")})` : `${s.table}: schema kept (${s.reason ?? ""})`,
-            ),
+            ...schemaRestoreLines(result.schemas),
           ].join("\n");
         });
       }, config);

@@ -6,6 +6,7 @@ import type { HasLakeParts } from "../parts.js";
 import type { HeldSync, SyncRecord } from "../sync-record.js";
 import { collectAfterSwap } from "./gc.js";
 import { findSync, recordSync } from "./syncs.js";
+import { restoreSchemas, type SyncRollbackResult } from "./rollback.js";
 
 /** What `lakeswap publish` did. */
 export interface PublishResult {
@@ -52,11 +53,16 @@ export async function publishSync(lake: HasLakeParts, syncId: string): Promise<P
   });
 }
 
-/** Drops a held sync: nothing moves, its staged runs are left to GC (never current, they go after the grace window). */
-export async function discardSync(lake: HasLakeParts, syncId: string): Promise<{ readonly syncId: string; readonly runs: number }> {
+/**
+ * Drops a held sync: nothing moves, its staged runs are left to GC (never current, they go after the grace window),
+ * and the schema changes it made in place (before it built) are undone as `rollback --sync` undoes them. Marked
+ * discarded first: a discard stopped before its schemas were restored is finished by discarding it again.
+ */
+export async function discardSync(lake: HasLakeParts, syncId: string): Promise<{ readonly syncId: string; readonly runs: number; readonly schemas?: SyncRollbackResult["schemas"] }> {
   return onHeldSync(lake, syncId, "discard", async (record, held) => {
-    await recordSync(lake, { ...record, moves: [], held: { ...held, status: "discarded" } });
-    return { syncId: record.syncId, runs: held.tables.reduce((sum, t) => sum + t.runs.length, 0) };
+    if (held.status !== "discarded") await recordSync(lake, { ...record, moves: [], held: { ...held, status: "discarded" } });
+    const schemas = await restoreSchemas(lake, record);
+    return { syncId: record.syncId, runs: held.tables.reduce((sum, t) => sum + t.runs.length, 0), ...(schemas.length > 0 ? { schemas } : {}) };
   });
 }
 
@@ -70,13 +76,16 @@ async function onHeldSync<T>(lake: HasLakeParts, syncId: string, verb: "publish"
   const first = await findSync(lake, syncId, "held");
   const command = `${verb} sync ${first.syncId}`;
   return parts.withLease(syncLeaseName(first.syncId), command, async () => {
-    const tables = [...new Set((first.held?.tables ?? []).map((t) => t.table))];
+    // The tables it staged runs of, and those whose schema it changed in place (a discard restores them).
+    const tables = [...new Set([...(first.held?.tables ?? []).map((t) => t.table), ...(first.schemaChanges ?? []).map((c) => c.table)])];
     return parts.withLeases(tables, command, async () => {
       const record = await findSync(lake, first.syncId);
       const held = record.held;
       if (!held) {
         throw new InvalidInputError(`sync ${record.syncId} is not held: it moved its pointers as it ran (lakeswap rollback --sync ${record.syncId} undoes it)`);
       }
+      // Discarding again finishes a discard that stopped before it restored the sync's schemas (nothing else is left to do).
+      if (held.status === "discarded" && verb === "discard") return work(record, held);
       if (held.status === "discarded") throw new NotFoundError(`sync ${record.syncId} was discarded; nothing of it can be published any more. Rerun the sync`);
       if (held.status === "published") throw new InvalidInputError(`sync ${record.syncId} was published already (${held.publishedAt}); lakeswap rollback --sync ${record.syncId} undoes it`);
       if (held.status === "publishing" && verb === "discard") {

@@ -109,13 +109,14 @@ function tablesOf(record: SyncRecord): string[] {
  * its pointers moved back: runs the sync wrote are no longer current. A table whose definition changed again since
  * (a later sync) keeps it, reported.
  */
-async function restoreSchemas(lake: HasLakeParts, record: SyncRecord): Promise<NonNullable<SyncRollbackResult["schemas"]>> {
+export async function restoreSchemas(lake: HasLakeParts, record: SyncRecord): Promise<NonNullable<SyncRollbackResult["schemas"]>> {
   const restored: NonNullable<SyncRollbackResult["schemas"]>[number][] = [];
   for (const change of [...(record.schemaChanges ?? [])].reverse()) {
     const source = `the record of sync ${record.syncId}`;
     const [now, set, previous] = [await lake.parts.catalog.getTable(change.table), parseTableDefinition(change.definition, source, change.table), parseTableDefinition(change.previous, source, change.table)];
     if (!now || JSON.stringify(now) !== JSON.stringify(set)) {
-      restored.push({ table: change.table, action: "skipped", changes: change.changes, reason: now ? "its schema changed again since" : "the table no longer exists" });
+      const reason = !now ? "the table no longer exists" : JSON.stringify(now) === JSON.stringify(previous) ? "it is as it was before the sync already" : "its schema changed again since";
+      restored.push({ table: change.table, action: "skipped", changes: change.changes, reason });
       continue;
     }
     // A run written under the new schema that is still current (a later command's) may hold what the old one cannot
