@@ -194,6 +194,9 @@ for (const backendName of selectedBackends()) {
 
       // Held again, then published: the new schema stays, as the pointers it moved do.
       const again = await ws.sync(ws.deliver(filled), ws.lake, { hold: true });
+      // Not rolled back while held: its definition would go back under runs staged with the new one, which publish then moves.
+      await expect(rollbackSync(ws.lake, again.syncId)).rejects.toThrow(`sync ${again.syncId} is held: none of its pointers moved. lakeswap discard ${again.syncId} drops it and undoes its schema changes; lakeswap publish ${again.syncId} moves them`);
+      expect((await readSchemaHistory(ws.lake, "orders_raw")).version).toBe(1);
       await publishSync(ws.lake, again.syncId);
       expect(await columns()).toEqual(["id BIGINT", "coupon VARCHAR", "n BIGINT", "amount DECIMAL(12,2)", "ts TIMESTAMP"]);
     });

@@ -73,6 +73,7 @@ export async function rollbackSync(lake: HasLakeParts, syncId: string): Promise<
         // that recorded while this rollback waited), and a sync that moved one more table than was locked is locked again.
         const final = await findSync(lake, syncId);
         if (final.syncId !== record.syncId || tablesOf(final).some((table) => !tables.includes(table))) return undefined;
+        refuseHeld(final);
         const partitions = await rollbackRecorded(lake, final);
         const schemas = await restoreSchemas(lake, final);
         return { syncId: final.syncId, partitions, ...(schemas.length > 0 ? { schemas } : {}) };
@@ -80,6 +81,18 @@ export async function rollbackSync(lake: HasLakeParts, syncId: string): Promise<
     }, { kernelLock: false });
     if (result) return result;
   }
+}
+
+/**
+ * A held sync moved no pointer yet, and its staged runs were written under the schema it changed: restoring the old
+ * definition under them would leave publish to move them in under it. It is discarded (which restores it) or published.
+ */
+function refuseHeld(record: SyncRecord): void {
+  const id = record.syncId;
+  if (record.held?.status === "held") {
+    throw new InvalidInputError(`sync ${id} is held: none of its pointers moved. lakeswap discard ${id} drops it and undoes its schema changes; lakeswap publish ${id} moves them`);
+  }
+  if (record.held?.status === "publishing") throw new InvalidInputError(`sync ${id} is being published (its publication committed, then stopped): finish it with lakeswap publish ${id}, then roll it back`);
 }
 
 /** Rolls back the moves of a finished (or dead) sync, under the leases of its tables: downstream layers first. */
