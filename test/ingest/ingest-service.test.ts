@@ -86,6 +86,37 @@ async function setup(backend: () => Promise<TestBackend>, pipeline?: (walDir: st
   return { lake, service, walDir, backend: b, metrics, reopen };
 }
 
+/** A config whose dataset `views` builds the layer `daily` (views_daily) from the ingested table pageviews, its collector, and its sync. */
+async function layersOverEvents(backend: () => Promise<TestBackend>): Promise<{ lake: Lake; service: Collector; sync: () => ReturnType<Pipeline["sync"]> }> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), "lakeswap-ingest-sync-"));
+  cleanups.push(() => rm(dir, { recursive: true, force: true }));
+  mkdirSync(path.join(dir, "sql"));
+  writeFileSync(path.join(dir, "sql", "daily.sql"), "SELECT user_id, count(*) AS views, sum(ms) AS ms FROM pageviews WHERE p_year = {{ p_year }} AND p_month = {{ p_month }} AND p_day = {{ p_day }} GROUP BY user_id\n");
+  const file = path.join(dir, "lakeswap.yaml");
+  const yaml = `
+pipelines:
+  events:
+    namespaces:
+      pageviews:
+        columns: {event_id: {type: VARCHAR, nullable: false}, user_id: VARCHAR, ms: BIGINT, ts: {type: TIMESTAMPTZ, nullable: false}}
+        time: {field: ts}
+    wal: {dir: ./wal}
+datasets:
+  views:
+    source: {ingest: events.pageviews}
+    layers:
+      - name: daily
+        table: views_daily
+        sql: sql/daily.sql
+        columns: {user_id: VARCHAR, views: BIGINT, ms: BIGINT}
+`;
+  writeFileSync(file, yaml);
+  const config = resolvePipelineConfig(parseYaml(yaml), file);
+  const { lake, service } = await setup(backend, () => config.ingest[0]!);
+  const sync = () => new Pipeline(lake, config).sync();
+  return { lake, service, sync };
+}
+
 describe.each([
   ["embedded", embeddedBackend],
   ["aws", awsBackend],
@@ -154,32 +185,7 @@ describe.each([
   });
 
   it("lets a sync build derived layers from an ingested table, rebuilding only the days that received events", async () => {
-    const dir = await mkdtemp(path.join(os.tmpdir(), "lakeswap-ingest-sync-"));
-    cleanups.push(() => rm(dir, { recursive: true, force: true }));
-    mkdirSync(path.join(dir, "sql"));
-    writeFileSync(path.join(dir, "sql", "daily.sql"), "SELECT user_id, count(*) AS views, sum(ms) AS ms FROM pageviews WHERE p_year = {{ p_year }} AND p_month = {{ p_month }} AND p_day = {{ p_day }} GROUP BY user_id\n");
-    const file = path.join(dir, "lakeswap.yaml");
-    const yaml = `
-pipelines:
-  events:
-    namespaces:
-      pageviews:
-        columns: {event_id: {type: VARCHAR, nullable: false}, user_id: VARCHAR, ms: BIGINT, ts: {type: TIMESTAMPTZ, nullable: false}}
-        time: {field: ts}
-    wal: {dir: ./wal}
-datasets:
-  views:
-    source: {ingest: events.pageviews}
-    layers:
-      - name: daily
-        table: views_daily
-        sql: sql/daily.sql
-        columns: {user_id: VARCHAR, views: BIGINT, ms: BIGINT}
-`;
-    writeFileSync(file, yaml);
-    const config = resolvePipelineConfig(parseYaml(yaml), file);
-    const { lake, service } = await setup(backend, () => config.ingest[0]!);
-    const sync = () => new Pipeline(lake, config).sync();
+    const { lake, service, sync } = await layersOverEvents(backend);
     await service.accept({ pipeline: "events", namespace: "pageviews", body: ndjson(Array.from({ length: 20 }, (_, i) => event(i))), format: "ndjson" });
     await service.flush();
     const first = await sync();
@@ -201,32 +207,7 @@ datasets:
   // its day's signature), events landed after it rebuild exactly their day, and a derived day rolled back over a
   // compacted input is rebuilt once, with reason "rolled back", to the same rows.
   it("a sync over compacted days builds nothing; later events rebuild their day; a derived day rolled back over a compacted one is rebuilt to the same rows", async () => {
-    const dir = await mkdtemp(path.join(os.tmpdir(), "lakeswap-ingest-compact-sync-"));
-    cleanups.push(() => rm(dir, { recursive: true, force: true }));
-    mkdirSync(path.join(dir, "sql"));
-    writeFileSync(path.join(dir, "sql", "daily.sql"), "SELECT user_id, count(*) AS views, sum(ms) AS ms FROM pageviews WHERE p_year = {{ p_year }} AND p_month = {{ p_month }} AND p_day = {{ p_day }} GROUP BY user_id\n");
-    const file = path.join(dir, "lakeswap.yaml");
-    const yaml = `
-pipelines:
-  events:
-    namespaces:
-      pageviews:
-        columns: {event_id: {type: VARCHAR, nullable: false}, user_id: VARCHAR, ms: BIGINT, ts: {type: TIMESTAMPTZ, nullable: false}}
-        time: {field: ts}
-    wal: {dir: ./wal}
-datasets:
-  views:
-    source: {ingest: events.pageviews}
-    layers:
-      - name: daily
-        table: views_daily
-        sql: sql/daily.sql
-        columns: {user_id: VARCHAR, views: BIGINT, ms: BIGINT}
-`;
-    writeFileSync(file, yaml);
-    const config = resolvePipelineConfig(parseYaml(yaml), file);
-    const { lake, service } = await setup(backend, () => config.ingest[0]!);
-    const sync = () => new Pipeline(lake, config).sync();
+    const { lake, service, sync } = await layersOverEvents(backend);
     const actions = (report: Awaited<ReturnType<typeof sync>>) => report.partitions.map((p) => `${p.partition} ${p.action}${p.action === "build" ? ` ${p.reason}` : ""}`).sort();
     const daily = () => rowsOf(lake, "SELECT p_day, user_id, views, ms FROM views_daily ORDER BY p_day, user_id");
     // Three segments: three files in each of the two days.
