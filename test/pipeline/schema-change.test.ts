@@ -189,6 +189,7 @@ for (const backendName of selectedBackends()) {
       const again0 = await ws.cli(["discard", held.syncId]);
       expect([again0.code, again0.stdout]).toEqual([0, expect.stringContaining("orders_raw: schema kept (it is as it was before the sync already)")]);
       await expect(publishSync(ws.lake, held.syncId)).rejects.toThrow(/was discarded/);
+      expect((await ws.cli(["syncs"])).stdout).toContain(`sync ${held.syncId} changed schemas in place (discarded: undone by the discard unless changed or written under since; history TABLE --schema shows):`);
       expect((await readSchemaHistory(ws.lake, "orders_raw")).version).toBe(0);
       expect(await ws.rows("SELECT count(*), sum(n) FROM orders_raw")).toEqual(["20 5040"]);
 

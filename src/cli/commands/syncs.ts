@@ -57,7 +57,9 @@ function heldText(held: SyncRecord["held"]): string {
 /** The schema changes syncs made in place, one line each (`rollback --sync` restores the definition before). */
 function schemaChanges(records: readonly SyncRecord[]): string[] {
   const changed = records.filter((r) => (r.schemaChanges ?? []).length > 0);
-  return changed.flatMap((r) => ["", `sync ${r.syncId} changed schemas in place:`, ...r.schemaChanges!.flatMap((c) => c.changes.map((text) => `  ${c.table}: ${text}`))]);
+  // A discarded sync's changes were restored by its discard, unless a later command changed the schema again or wrote runs under it.
+  const how = (r: SyncRecord) => (r.held?.status === "discarded" ? " (discarded: undone by the discard unless changed or written under since; history TABLE --schema shows)" : "");
+  return changed.flatMap((r) => ["", `sync ${r.syncId} changed schemas in place${how(r)}:`, ...r.schemaChanges!.flatMap((c) => c.changes.map((text) => `  ${c.table}: ${text}`))]);
 }
 
 /** The audit findings of the syncs still held, one line each. */
