@@ -467,5 +467,17 @@ describe.skipIf(!postgresAvailable())("PostgreSQL sink", () => {
     const inPostgres = await ws.db<{ total: string; n: string }>("SELECT sum(amount)::text AS total, count(*)::text AS n FROM lake.orders_by_day");
     expect([inPostgres[0]?.total, inPostgres[0]?.n]).toEqual(inLake.rows[0]?.map(String));
     expect((await ws.db<{ m: string }>("SELECT max(amount)::text AS m FROM lake.orders_by_day"))[0]?.m).toBe("1234567890.12");
+
+    // rollback --sync of the widening sync x the sink: the lake's column is narrow again, the target's stays wide, and
+    // the next sync sends into it (it failed the target every time before: "the sink widens a column, never narrows one").
+    const undone = await rollbackSync(ws.lake, report.syncId);
+    expect(undone.schemas?.map((s) => `${s.table} ${s.action}`)).toEqual(["orders_stage restored", "orders_raw restored"]);
+    writeFileSync(configFile, readFileSync(configFile, "utf8").replace("amount: DECIMAL(12,2)", "amount: DECIMAL(10,2)").replace('amount: "DECIMAL(12,2)"', 'amount: "DECIMAL(10,2)"'));
+    const next = await ws.sync(ws.deliver(orders(3).map((row) => (row.ts.startsWith("2026-11-03") ? { ...row, amount: "7.77" } : row))));
+    expect(sinkLines(next).filter((l) => l.startsWith("lake."))).toEqual(["lake.orders_by_day day=2026-11-02 sent changed", "lake.orders_by_day day=2026-11-03 sent changed"]);
+    expect((await ws.db<{ t: string }>("SELECT format_type(atttypid, atttypmod) AS t FROM pg_attribute WHERE attrelid = 'lake.orders_by_day'::regclass AND attname = 'amount'")).map((r) => r.t)).toEqual(["numeric(12,2)"]);
+    const lakeNow = await ws.lake.query("SELECT CAST(sum(amount) AS VARCHAR), count(*) FROM orders_stage");
+    const postgresNow = await ws.db<{ total: string; n: string }>("SELECT sum(amount)::text AS total, count(*)::text AS n FROM lake.orders_by_day");
+    expect([postgresNow[0]?.total, postgresNow[0]?.n]).toEqual(lakeNow.rows[0]?.map(String));
   });
 });

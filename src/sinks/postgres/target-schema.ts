@@ -8,7 +8,9 @@ import { dropStaleState, ensureStateTable, stateTable, type Query, type StateSco
  * layer declares and the target lacks is added (nullable: the rows already there have no value, as the lake's runs
  * written before the change have none), and a column the layer widens is widened (integers, FLOAT to DOUBLE, a
  * DECIMAL's precision with the same scale). Nothing is ever dropped or narrowed: a column the target has and the layer
- * does not declare is left alone with its values, and a type the layer narrows (or changes otherwise) is refused.
+ * does not declare is left alone with its values, a column wider than the layer's (the layer narrowed back: a rollback
+ * of the sync that widened it) stays wide and takes the layer's values as they are (every one fits), and any other type
+ * change (a scale, another type) is refused.
  */
 
 /** The PostgreSQL types (as `format_type` prints them) each integer or float type widens to: every value converts exactly. */
@@ -51,7 +53,8 @@ export async function readTargetColumns(query: Query, quoted: string): Promise<M
 
 /**
  * How an existing target (its columns, `readTargetColumns`) must change to take the layer's rows; undefined when it
- * takes them as it is. A column whose type the layer narrows, or changes otherwise, is refused naming both types and the fix.
+ * takes them as it is. A column wider than the layer's is kept (its values fit); one whose type the layer changes
+ * otherwise is refused naming both types and the fix.
  */
 export function planTargetChange(names: TargetNames, layout: SinkLayout, existing: ReadonlyMap<string, string>): TargetChange | undefined {
   const added: SinkColumn[] = [];
@@ -60,24 +63,16 @@ export function planTargetChange(names: TargetNames, layout: SinkLayout, existin
     const [actual, type] = [existing.get(column.name), postgresType(column)];
     if (actual === undefined) added.push(column);
     else if (widensTo(actual, type)) widened.push({ column, from: actual, to: type });
-    else if (actual !== type) throw typeRefusal(names, layout, column.name, actual, type);
+    else if (actual !== type && !widensTo(type, actual)) throw typeRefusal(names, layout, column.name, actual, type);
   }
   return added.length + widened.length > 0 ? { added, widened } : undefined;
 }
 
 function typeRefusal(names: TargetNames, layout: SinkLayout, column: string, actual: string, type: string): LakeswapError {
-  const prefix = `${names.described}: column '${column}' is ${actual} in the existing table, but lake table ${layout.lakeTable} sends ${type}`;
-  if (widensTo(type, actual)) {
-    return new LakeswapError(
-      "CONFLICT",
-      `${prefix}: the sink widens a column, never narrows one (the rows it holds may not fit ${type}); ` +
-        `declare '${column}' in the layer's columns as wide as the table's (${actual}) again, ` +
-        `or narrow it yourself if every value fits (ALTER TABLE ${names.plain} ALTER COLUMN ${column} TYPE ${type}), or set sinks.postgres.table to another table (lakeswap creates it)`,
-    );
-  }
   return new LakeswapError(
     "CONFLICT",
-    `${prefix}; alter or drop ${names.plain}, or set sinks.postgres.table to another table (lakeswap creates it)`,
+    `${names.described}: column '${column}' is ${actual} in the existing table, but lake table ${layout.lakeTable} sends ${type}; ` +
+      `alter or drop ${names.plain}, or set sinks.postgres.table to another table (lakeswap creates it)`,
   );
 }
 
