@@ -7,7 +7,7 @@ import { exactValueConverter } from "../duckdb/duckdb-values.js";
 import { cleanDuckDbMessage } from "../duckdb/duckdb-text.js";
 import { SharedDuckDb } from "../duckdb/shared-duckdb.js";
 import { fileAccessFor, type FileAccess } from "./duckdb-file-access.js";
-import { BUILD_SQL, buildRun, registerViews } from "./duckdb-run.js";
+import { buildRun, registerViews } from "./duckdb-run.js";
 import { assertOneSelect, checkAhead } from "./sql-guard.js";
 import type { BuildRequest, BuildResult, Engine, PartitionSnapshot, QueryResult, TableSnapshot } from "./engine.js";
 
@@ -45,7 +45,7 @@ export class DuckDbEngine implements Engine {
 
   /** Starts the parser's checks of these SELECTs (sql-guard's checkAhead), so a build finds its verdict ready. */
   prepareSelects(selects: readonly string[]): void {
-    for (const select of selects) checkAhead(select, BUILD_SQL);
+    for (const select of selects) checkAhead(select);
   }
 
   /** Answers a SELECT over the given tables' current runs, values JSON-safe. */

@@ -73,33 +73,15 @@ const TRAILING_SEMICOLON = /;(?:\s|--[^\n]*(?:\n|$)|\/\*[\s\S]*?\*\/)*$/;
  * parse on its own (DuckDB's message). `what` names the SQL in messages.
  */
 export async function assertOneSelect(sql: string, what: string): Promise<string> {
-  const key = aheadKey(sql, what);
-  const started = ahead.get(key);
-  if (started === undefined) return checkOneSelect(sql, what);
-  ahead.delete(key);
-  return started;
-}
-
-/** Checks started by checkAhead, by what they check, until the call to assertOneSelect that takes each. */
-const ahead = new Map<string, Promise<string>>();
-/** Most checks kept ahead: one whose build never came (it failed before) goes when more are started. */
-const AHEAD_MAX = 256;
-
-function aheadKey(sql: string, what: string): string {
-  return `${what}\n${sql}`;
+  return checkOneSelect(sql, what);
 }
 
 /**
- * Starts assertOneSelect's check of `sql` now, for a build that will ask for it soon: the next assertOneSelect of the
- * same text takes this check's verdict (once) rather than parsing again. Never fails: a refusal is thrown to that call.
+ * Starts parsing `sql` now, for a build that will check it soon (assertOneSelect): the parse tree is then ready in
+ * serializedParseTree's cache. Never fails: a refusal is the check's to make.
  */
-export function checkAhead(sql: string, what: string): void {
-  const key = aheadKey(sql, what);
-  if (ahead.has(key)) return;
-  if (ahead.size >= AHEAD_MAX) ahead.delete(ahead.keys().next().value as string);
-  const check = checkOneSelect(sql, what);
-  check.catch(() => undefined);
-  ahead.set(key, check);
+export function checkAhead(sql: string): void {
+  serializedParseTree(sql).catch(() => undefined);
 }
 
 async function checkOneSelect(sql: string, what: string): Promise<string> {

@@ -4,19 +4,18 @@ import { InvalidInputError } from "../../src/model/errors.js";
 import { assertOneExpression, assertOneSelect, checkAhead } from "../../src/engine/sql-guard.js";
 
 describe("assertOneSelect", () => {
-  it("takes a check started ahead (checkAhead) once, with the same verdict as its own: accepted or refused, under the name it was started with", async () => {
-    checkAhead("SELECT 7 AS ahead;", "the SQL");
-    checkAhead("COPY (SELECT 42) TO '/tmp/ahead.csv'", "the SQL");
-    // Started under another name, a check is not taken by a call that names the SQL otherwise.
-    checkAhead("SELECT 1; SELECT 2", "the query");
+  it("gives a text parsed ahead (checkAhead) the same verdict as its own, every time: accepted or refused, under the name it is checked with", async () => {
+    checkAhead("SELECT 7 AS ahead;");
+    checkAhead("COPY (SELECT 42) TO '/tmp/ahead.csv'");
+    checkAhead("SELECT 1; SELECT 2");
     await expect(assertOneSelect("SELECT 7 AS ahead;", "the SQL")).resolves.toBe("SELECT 7 AS ahead\n");
     await expect(assertOneSelect("SELECT 7 AS ahead;", "the SQL")).resolves.toBe("SELECT 7 AS ahead\n");
     const refused = await assertOneSelect("COPY (SELECT 42) TO '/tmp/ahead.csv'", "the SQL").catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(InvalidInputError);
     expect((refused as Error).message).toMatch(/^the SQL is not a SELECT/);
     await expect(assertOneSelect("SELECT 1; SELECT 2", "the SQL")).rejects.toThrow(/^the SQL is 2 statements/);
-    // Many checks ahead that no build takes are dropped, oldest first; each call still gets its verdict.
-    for (let i = 0; i < 300; i++) checkAhead(`SELECT ${i} AS n`, "the SQL");
+    // More texts parsed ahead than the cache keeps: the oldest are dropped; each call still gets its verdict.
+    for (let i = 0; i < 300; i++) checkAhead(`SELECT ${i} AS n`);
     await expect(assertOneSelect("SELECT 0 AS n", "the SQL")).resolves.toBe("SELECT 0 AS n\n");
     await expect(assertOneSelect("SELECT 299 AS n", "the SQL")).resolves.toBe("SELECT 299 AS n\n");
   });

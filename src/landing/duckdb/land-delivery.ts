@@ -11,7 +11,7 @@ import { streamedLines } from "./text-lines.js";
 import { readParquet } from "./parquet-input.js";
 import { duckDbMessage, fileList, outOfMemory, shown, sqlList, type SourceRows } from "./landing-sql.js";
 import { conversion } from "./value-conversion.js";
-import { dropLanding, landingScratch, type LandingTables } from "./landing-relations.js";
+import { dropIfExists, dropLanding, landingScratch, type LandingTables } from "./landing-relations.js";
 
 export { outOfMemory } from "./landing-sql.js";
 
@@ -89,7 +89,7 @@ export async function landDelivery(
     if (!outOfMemory(error)) throw error;
     throw await noRoom(connection, request, error);
   } finally {
-    await connection.run([`DROP VIEW IF EXISTS ${names.checked};`, ...scratch.map((table) => `DROP TABLE IF EXISTS ${table};`)].join("\n"));
+    await dropIfExists(connection, [["VIEW", names.checked], ...scratch.map((table) => ["TABLE", table] as const)]);
   }
 }
 
@@ -243,12 +243,11 @@ async function landStreamedCsv(pass: LandingPass, checks: RowChecks, sign: PassS
     if (outOfMemory(error)) throw error;
     return undefined;
   } finally {
-    await connection.run(
-      [
-        ...[names.checked, names.ordered].map((view) => `DROP VIEW IF EXISTS ${view};`),
-        ...[names.badRows, names.lines, `temp.${rejects.errors}`, `temp.${rejects.scans}`].map((table) => `DROP TABLE IF EXISTS ${table};`),
-      ].join("\n"),
-    );
+    await dropIfExists(connection, [
+      ["VIEW", names.checked],
+      ["VIEW", names.ordered],
+      ...[names.badRows, names.lines, `temp.${rejects.errors}`, `temp.${rejects.scans}`].map((table) => ["TABLE", table] as const),
+    ]);
     if (!clean) await dropLanding(connection, tables);
   }
 }
@@ -292,7 +291,7 @@ async function landStreamedJsonl(pass: LandingPass, checks: RowChecks): Promise<
     return true;
   } finally {
     await connection.run("RESET SESSION preserve_insertion_order");
-    await connection.run(`DROP TABLE IF EXISTS ${names.badRows}; DROP TABLE IF EXISTS ${names.lines};`);
+    await dropIfExists(connection, [["TABLE", names.badRows], ["TABLE", names.lines]]);
     if (!landed) await dropLanding(connection, tables);
   }
 }
@@ -433,7 +432,7 @@ async function collectBadRows(
     `CREATE TABLE ${tables.rejected} AS SELECT ${sqlList(request.files)}[r.__file] AS file, r.__line AS line, r.reason, ${raw.text} AS raw ` +
       `FROM ${names.badRows} r ${raw.join}`,
   );
-  await connection.run([names.lines, names.records, names.badRows].map((table) => `DROP TABLE IF EXISTS ${table};`).join("\n"));
+  await dropIfExists(connection, [names.lines, names.records, names.badRows].map((table) => ["TABLE", table] as const));
   return !anyBad;
 }
 

@@ -41,9 +41,13 @@ export async function dropLanding(connection: DuckDBConnection, tables: LandingT
       `UNION ALL SELECT table_name, 'TABLE' FROM duckdb_tables() WHERE database_name = ${catalog} AND table_name IN (${list})`,
   );
   // Views first: they read the tables. In the order of `names`, so the landed view goes before the typed one it reads.
-  const relations = (found.getRowsJS() as [string, string][]).sort(
+  const relations = (found.getRowsJS() as [string, "VIEW" | "TABLE"][]).sort(
     (a, b) => (a[1] === b[1] ? bare.indexOf(a[0]) - bare.indexOf(b[0]) : a[1] === "VIEW" ? -1 : 1),
   );
-  // One call for all of them: each call is a round trip to DuckDB's thread.
-  if (relations.length > 0) await connection.run(relations.map(([name, kind]) => `DROP ${kind} IF EXISTS ${quoteRelation(names[bare.indexOf(name)]!)};`).join("\n"));
+  await dropIfExists(connection, relations.map(([name, kind]) => [kind, quoteRelation(names[bare.indexOf(name)]!)]));
+}
+
+/** Drops these views and tables (names as SQL), those that exist, in the order given: in one call, each a round trip to DuckDB's thread. */
+export async function dropIfExists(connection: DuckDBConnection, relations: readonly (readonly ["VIEW" | "TABLE", string])[]): Promise<void> {
+  if (relations.length > 0) await connection.run(relations.map(([kind, name]) => `DROP ${kind} IF EXISTS ${name};`).join("\n"));
 }
