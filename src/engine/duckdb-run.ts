@@ -13,7 +13,7 @@ import { runFileName, type FileAccess } from "./duckdb-file-access.js";
 import { assertOneSelect } from "./sql-guard.js";
 
 /** What a build's SELECT is called in messages (and what its checks started ahead are filed under). */
-export const BUILD_SQL = "the SQL";
+const BUILD_SQL = "the SQL";
 
 /**
  * Builds one run with DuckDB: one `COPY (SELECT …) TO …(FORMAT PARQUET)` of the checked SELECT into the run's one
