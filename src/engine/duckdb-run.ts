@@ -12,7 +12,7 @@ import { checkOutputColumns, outputValue, partitionRowsCheck } from "./build-che
 import { runFileName, type FileAccess } from "./duckdb-file-access.js";
 import { assertOneSelect } from "./sql-guard.js";
 
-/** What a build's SELECT is called in messages (and what its checks started ahead are filed under). */
+/** What a build's SELECT is called in messages. */
 const BUILD_SQL = "the SQL";
 
 /**
