@@ -34,6 +34,12 @@ export interface PointerMove {
   readonly kind: PointerMoveKind;
   /** The names of the run's data files within `location`, as audited (kept with the pointer where the catalog can). */
   readonly runFiles?: readonly string[];
+  /**
+   * The run was written under the definition passed with the move, which the catalog does not hold yet (a rebuild by
+   * swap: ../lake/operations/rebuild-schema.ts): where partitions carry columns of their own (Glue), the partition
+   * gets that definition's, not the table's as the catalog holds them.
+   */
+  readonly newColumns?: true;
 }
 
 /**
@@ -55,6 +61,13 @@ export interface CatalogCapabilities {
    * pointer is a location held elsewhere (Glue), and runs sit under the partition's path, as Hive lays them out.
    */
   readonly pointersInStore: boolean;
+  /**
+   * Every reader of the table reads each run by column name under the table's definition (the embedded lake's
+   * readers: lakeswap's queries, the catalog file's views): a rebuild by swap moves the definition first, and a run
+   * not rewritten yet reads as the rewrite will write it. False where readers read a partition under columns the
+   * catalog keeps per partition (Glue): the pointers move first, each partition with its new columns.
+   */
+  readonly readsRunsByName: boolean;
 }
 
 /**
@@ -90,6 +103,13 @@ export interface Catalog {
    * before each call that writes (a writer that lost the lease must not write a partition's old Location back).
    */
   updateTable(table: TableDefinition, fence?: Fence): Promise<void>;
+  /**
+   * Why readers of this catalog could not read a table rebuilt by swap from `existing` to `wanted` (model/schema-change.ts)
+   * while its pointers move batch by batch, each moved partition under `wanted`'s columns and the table still under
+   * `existing`'s until the last step; undefined (or absent) where they can. Glue: Athena reads a partition's column
+   * under a table column of another type only where it coerces one to the other.
+   */
+  rebuildRefusal?(existing: TableDefinition, wanted: TableDefinition): string | undefined;
   /** Removes a table's definition and whatever catalog state is left for it. */
   dropTable(name: string): Promise<void>;
   getPointer(table: TableDefinition, partition: Partition): Promise<Pointer | undefined>;

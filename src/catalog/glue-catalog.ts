@@ -13,6 +13,7 @@ import { isRunId } from "../model/run-id.js";
 import { glueColumnType } from "../model/column-types.js";
 import { parseTableDefinition, tableChange, type TableDefinition } from "../model/table.js";
 import { GlueIcebergTables } from "./glue-iceberg.js";
+import { ATHENA_WIDENS, athenaRebuildRefusal } from "./athena-columns.js";
 import { PointerBatchError, type Catalog, type Fence, type Pointer, type PointerMove, type PointerMoveKind } from "./catalog.js";
 
 /** Where the Glue catalog keeps tables, and how it reaches their data. */
@@ -35,8 +36,6 @@ const PARQUET_STORAGE = {
 /** Where a table without partition keys points before its first run (and after its pointer is removed): a prefix nothing is written under. */
 const NO_RUN = "_no_run";
 
-/** Partition column types Athena reads as a wider table type (its "compatible data types"); any other difference fails its queries. */
-const ATHENA_WIDENS: Readonly<Record<string, readonly string[]>> = { tinyint: ["smallint", "int", "bigint"], smallint: ["int", "bigint"], int: ["bigint"], float: ["double"] };
 
 const P = { run: "lakeswap.run", previous: "lakeswap.previous_run", signature: "lakeswap.signature", movedBy: "lakeswap.moved_by" } as const;
 
@@ -48,7 +47,7 @@ const P = { run: "lakeswap.run", previous: "lakeswap.previous_run", signature: "
  */
 export class GlueCatalog implements Catalog {
   /** Glue's limits per batch call: BatchCreatePartition and BatchUpdatePartition take 100 entries, BatchDeletePartition 25. */
-  readonly capabilities = { maxBatchUpdate: 100, maxBatchRemove: 25, pointersInStore: false } as const;
+  readonly capabilities = { maxBatchUpdate: 100, maxBatchRemove: 25, pointersInStore: false, readsRunsByName: false } as const;
 
   /** The Iceberg tables of `iceberg: true` tables, beside their Hive tables (./glue-iceberg.ts). */
   readonly iceberg: GlueIcebergTables;
@@ -136,6 +135,8 @@ export class GlueCatalog implements Catalog {
     if (table.ingest) await this.untilLive(table);
   }
 
+  /** What Athena could not read while a rebuild's pointers move (./athena-columns.ts). */
+  readonly rebuildRefusal = athenaRebuildRefusal;
   /** Writes a table's changed definition and columns over the live ones, and every partition's columns (changeColumns); `fence` before each partition batch. */
   async updateTable(table: TableDefinition, fence?: Fence): Promise<void> {
     const live = await this.glueTable(table.name);
@@ -265,7 +266,7 @@ export class GlueCatalog implements Catalog {
       if (last) await this.moveTablePointer(table, last, fence);
       return;
     }
-    const columns = await this.liveColumns(table);
+    const columns = moves.some((move) => move.newColumns) ? (this.storage(table, "").Columns ?? []) : await this.liveColumns(table);
     const entry = (move: PointerMove) => ({ values: move.partition.values, input: this.partitionInput(table, columns, move) });
     let creates = moves.filter((move) => move.previousRunId === undefined);
     let updates = moves.filter((move) => move.previousRunId !== undefined);

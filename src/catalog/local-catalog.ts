@@ -46,7 +46,7 @@ interface PointerState {
  */
 export class LocalCatalog implements Catalog {
   /** A batch of any size: its fsyncs are shared, and each pointer's move is one rename(2) whatever the batch. */
-  readonly capabilities = { maxBatchUpdate: Number.POSITIVE_INFINITY, maxBatchRemove: Number.POSITIVE_INFINITY, pointersInStore: true } as const;
+  readonly capabilities = { maxBatchUpdate: Number.POSITIVE_INFINITY, maxBatchRemove: Number.POSITIVE_INFINITY, pointersInStore: true, readsRunsByName: true } as const;
   private readonly root: string;
   private readonly folders: MetadataFolders;
   private readonly describeWrite: DescribeWrite;

@@ -5,6 +5,8 @@ import type { AwsTarget } from "./aws-config.js";
 /** A declared column with its nullability (datasets and ingest pipelines declare columns alike). */
 export interface PipelineColumn extends Column {
   readonly nullable: boolean;
+  /** `renamed_from:` the column's name before a rename (`sync --rebuild-schema` reads the old runs' values under it). */
+  readonly renamedFrom?: string;
 }
 
 /**

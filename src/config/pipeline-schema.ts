@@ -21,13 +21,14 @@ export const columnType = z.union([
     .object({
       type: z.string().describe("the column's type"),
       nullable: z.boolean().default(true).describe("whether the column may be NULL; a NULL in a non-nullable column is a bad row"),
+      renamed_from: identifier.optional().describe("the column's name before a rename: lakeswap sync --rebuild-schema rewrites the runs with its values under the new name"),
     })
     .strict(),
 ]);
 
 const columnsSchema = z
   .record(identifier, columnType)
-  .describe("declared columns, in order: name -> type, or name -> {type, nullable}");
+  .describe("declared columns, in order: name -> type, or name -> {type, nullable, renamed_from}");
 
 const httpSourceSchema = z
   .object({

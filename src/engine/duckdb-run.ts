@@ -141,8 +141,14 @@ function namedByPaths(table: TableDefinition, partitions: readonly PartitionSnap
  */
 export function readFiles(table: TableDefinition, files: string, options: string): string {
   if (!readsByName(table)) return `read_parquet(${files}, ${options})`;
-  const declared = table.columns.map((c) => `CAST(NULL AS ${duckdbStorageType(c.type)}) AS ${quoteIdentifier(c.name)}`).join(", ");
-  return `(SELECT ${declared} WHERE false UNION ALL BY NAME SELECT * FROM read_parquet(${files}, ${options}, union_by_name = true))`;
+  // A rebuild by swap in progress (model/table.ts `rebuilding`): a renamed column is read from a run not rewritten yet under its old name.
+  const renames = Object.entries(table.rebuilding?.renames ?? {});
+  const old = renames.map(([to, from]) => `CAST(NULL AS ${duckdbStorageType(table.columns.find((c) => c.name === to)?.type ?? "VARCHAR")}) AS ${quoteIdentifier(from)}`);
+  const declared = [...table.columns.map((c) => `CAST(NULL AS ${duckdbStorageType(c.type)}) AS ${quoteIdentifier(c.name)}`), ...old].join(", ");
+  const union = `(SELECT ${declared} WHERE false UNION ALL BY NAME SELECT * FROM read_parquet(${files}, ${options}, union_by_name = true))`;
+  if (renames.length === 0) return union;
+  const coalesced = renames.map(([to, from]) => `COALESCE(${quoteIdentifier(to)}, ${quoteIdentifier(from)}) AS ${quoteIdentifier(to)}`).join(", ");
+  return `(SELECT * REPLACE (${coalesced}) FROM ${union})`;
 }
 
 function emptyView(table: TableDefinition): string {

@@ -28,6 +28,7 @@ import { declaredShape, keepIngestLayout, type TableDefinition } from "../model/
 import { faultPoint } from "../shared/faults.js";
 import { asDeclared, planSchemaChange, type SchemaChange } from "../model/schema-change.js";
 import { changeSchema, stampSchemaChange } from "./operations/change-schema.js";
+import { rebuildRuns, refuseUnreadableRebuild, type RebuildOptions } from "./operations/rebuild-schema.js";
 
 export type { PartitionGcReport } from "./operations/gc.js";
 export type { PartitionHistory, RunHistoryEntry } from "./operations/history.js";
@@ -36,6 +37,13 @@ export type { SwapBuild, SwapItem } from "./commit/swap.js";
 export type { LakePorts, LakeSettings, PartitionInput } from "./parts.js";
 export type { PartitionState } from "./operations/partition-states.js";
 export type { ReplaceOptions, ReplaceResult } from "./operations/replace.js";
+
+/** A rebuild by swap as a sync asks for it: the renames it declares, and how its runs are signed and its moves recorded. */
+export interface SchemaRebuild extends RebuildOptions {
+  /** `--rebuild-schema`: a change that cannot be made in place is rebuilt (one an earlier sync began is finished anyway). */
+  readonly allowed: boolean;
+  readonly renames: Readonly<Record<string, string>>;
+}
 
 /** Writes to tables while holding their leases. */
 export interface LakeWriter {
@@ -55,8 +63,10 @@ export interface LakeWriter {
    * Changes a held table's schema in place as declared (model/schema-change.ts), judged against its definition as it
    * is now; `record` is called with the change and the definition before it, before the catalog is written (a sync
    * records it, so that `rollback --sync` restores the definition). Undefined where the table already is as declared.
+   * With `rebuild` (`sync --rebuild-schema`), a change that cannot be made in place is made by rewriting every current
+   * run under the new definition and moving the pointers to them before the definition (./operations/rebuild-schema.ts).
    */
-  changeSchema(wanted: TableDefinition, record: (change: SchemaChange, previous: TableDefinition) => Promise<void>): Promise<SchemaChange | undefined>;
+  changeSchema(wanted: TableDefinition, record: (change: SchemaChange, previous: TableDefinition) => Promise<void>, rebuild?: SchemaRebuild): Promise<SchemaChange | undefined>;
   /** Publishes runs staged by `replaceBatch` (`stage`) as one decision, committed by `commit` (./commit/publish.ts). */
   publishStaged(staged: readonly { readonly table: string; readonly runs: readonly RunManifest[] }[], syncId: string, commit: () => Promise<void>): ReturnType<typeof publishStaged>;
 }
@@ -268,15 +278,23 @@ export class Lake {
         return [...((await this.snapshot({ tables: [tableName] }))[0]?.partitions ?? [])];
       },
       prepareBuilds: (builds) => this.engine.prepare?.(builds),
-      changeSchema: async (wanted, record) => {
+      changeSchema: async (wanted, record, rebuild) => {
         assertHeld(wanted.name);
         const existing = await this.catalog.getTable(wanted.name);
-        const planned = existing ? planSchemaChange(existing, wanted) : undefined;
+        const planned = existing ? planSchemaChange(existing, wanted, { rebuild: rebuild?.allowed === true, renames: rebuild?.renames }) : undefined;
         if (!planned || !existing) return undefined;
-        const change = await stampSchemaChange(this, planned);
+        if (planned.rebuild) refuseUnreadableRebuild(this.catalog, existing, planned.table);
+        // A rebuild an earlier sync began keeps its mark: the runs before it are the ones still to rewrite.
+        const change = planned.rebuild?.finishing ? planned : await stampSchemaChange(this, planned);
         await record(change, existing);
         faultPoint("schema-after-record");
-        await this.catalog.updateTable(change.table, () => this.leaseCheck(wanted.name));
+        if (change.rebuild) {
+          if (!rebuild) throw new LakeswapError("CONFLICT", `table '${wanted.name}' is being rebuilt by swap: only a sync finishes it`);
+          states.forget(wanted.name);
+          await rebuildRuns(this.parts, existing, change, rebuild);
+        } else {
+          await this.catalog.updateTable(change.table, () => this.leaseCheck(wanted.name));
+        }
         faultPoint("schema-after-change");
         return change;
       },

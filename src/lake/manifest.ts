@@ -25,6 +25,8 @@ export interface RunManifest {
   readonly inputs?: readonly string[];
   /** `write: append`: the signatures of the delivery parts this run's rows were appended from, oldest first (the same part is not appended twice). */
   readonly appended?: readonly string[];
+  /** The run this one rewrote under a rebuilt schema (`sync --rebuild-schema`): GC keeps it while this one is kept for rollback. */
+  readonly rebuiltFrom?: string;
   readonly builtAt: string;
   readonly swappedAt: string;
   readonly buildSeconds: number;

@@ -17,6 +17,7 @@ export type RetentionReason =
   | "current"
   | "previous"
   | "rollback target"
+  | "rewritten by a kept rebuild"
   | "within grace window"
   | "replaced within grace window"
   | "pending catalog change"
@@ -35,13 +36,15 @@ export interface RetentionDecision {
 export interface RecordedSwap {
   readonly runId: string;
   readonly previousRunId?: string;
+  /** The run this one rewrote under a rebuilt schema (`sync --rebuild-schema`). */
+  readonly rebuiltFrom?: string;
   readonly swappedAt: Date;
 }
 
 /**
  * Decides which runs of one partition stay: the current run, the previous run
  * (rollback, and queries that started before the swap), the newest completed
- * run older than the current one (so a rollback always has a target), runs a
+ * run older than the current one (so a rollback always has a target), the run one of those rewrote (a rebuild by swap), runs a
  * pending catalog change refers to, every run younger than the grace window,
  * and every run that was current less than the grace window ago (`swaps`: a
  * reader that opened the catalog file then still reads its files). Everything
@@ -66,6 +69,10 @@ export function planRetention(input: {
         .at(-1)
     : undefined;
   const replacedRecently = recentlyReplaced(input.swaps ?? [], input.runs, input.now.getTime() - input.graceMs);
+  // A rebuild by swap's run stands for the one it rewrote, which `rollback --sync` of the rebuild moves back to: kept
+  // with it, also after a build in the same sync made the rebuilt run the previous one.
+  const kept = new Set([currentRunId, previousRunId, rollbackTarget]);
+  const rewritten = new Set((input.swaps ?? []).flatMap((swap) => (swap.rebuiltFrom !== undefined && kept.has(swap.runId) ? [swap.rebuiltFrom] : [])));
   return [...input.runs]
     .sort((a, b) => (a.runId < b.runId ? -1 : 1))
     .map((run): RetentionDecision => {
@@ -74,6 +81,7 @@ export function planRetention(input: {
       if (run.runId === currentRunId) return keep("current");
       if (run.runId === previousRunId) return keep("previous");
       if (run.runId === rollbackTarget) return keep("rollback target");
+      if (rewritten.has(run.runId)) return keep("rewritten by a kept rebuild");
       if (input.protectedRunIds?.has(run.runId)) return keep("pending catalog change");
       if (input.now.getTime() - runIdTime(run.runId).getTime() < input.graceMs) return keep("within grace window");
       if (replacedRecently.has(run.runId)) return keep("replaced within grace window");

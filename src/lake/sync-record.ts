@@ -19,6 +19,8 @@ export interface SyncMove {
   readonly previousRun?: string;
   /** The move was decided and recorded, but its pointer may not have moved yet: the sync stopped right then. */
   readonly pending?: boolean;
+  /** The runs the sync moved the pointer to before `run` (a rebuild by swap, then a build): each is the sync's too. */
+  readonly through?: readonly string[];
 }
 
 /**
@@ -55,6 +57,10 @@ export interface SchemaChangeRecord {
   readonly changes: readonly string[];
   readonly previous: TableDefinition;
   readonly definition: TableDefinition;
+  /** Made by rewriting every partition (`sync --rebuild-schema`): its moves are the sync's; a rollback restores the definition before it moves them back. */
+  readonly rebuilt?: true;
+  /** The columns the rebuild renamed (new name to old name). */
+  readonly renames?: Readonly<Record<string, string>>;
 }
 
 /**

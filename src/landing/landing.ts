@@ -92,9 +92,16 @@ export interface Landing {
   close(): Promise<void>;
 }
 
-/** What `Landing.compactRun` rewrites: a run's files into a new run of the same table and partition. */
+/**
+ * What `Landing.compactRun` rewrites: a run's files into a new run of the same table and partition, each column read
+ * by name and cast to `table`'s type (a rebuild by swap: a value the new type cannot hold fails the rewrite, naming it).
+ */
 export interface CompactRunRequest {
   readonly table: TableDefinition;
+  /** Columns renamed (new name to old name): a file that lacks the new name gives the old one's values. */
+  readonly renames?: Readonly<Record<string, string>>;
+  /** The columns the run's signature covers (a dataset's signed columns); default: every column. */
+  readonly signatureColumns?: readonly string[];
   readonly files: readonly string[];
   readonly runId: string;
   /** The new run's store key prefix, ending in '/'; nothing exists there yet. */
@@ -114,6 +121,8 @@ export interface SignedRows {
 export interface StagedCompaction {
   readonly rows: number;
   readonly lanes: { readonly upper: string; readonly lower: string };
+  /** The written files' raw signature under the table's columns (an added column signed apart, as landing signs it). */
+  readonly signature: string;
   /**
    * The source files signed two ways, for a table whose files differ in columns (an ingested table that gained some):
    * each file under the columns it has (as its segment was counted), and all of them under the table's columns (as

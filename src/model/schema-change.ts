@@ -8,7 +8,8 @@ import { wordKind } from "./signature.js";
  * signature: columns added (anywhere: readers match files by column name, and a column a run lacks is NULL), an
  * integer or float widened, a DECIMAL's precision widened with the same scale, the compression of new runs changed.
  * Anything else (a column dropped, renamed or narrowed, a scale changed, other partition keys) would change what the
- * runs already written mean, and is refused naming each change.
+ * runs already written mean, and is refused naming each change, unless the sync rebuilds the table by swap
+ * (`--rebuild-schema`: every run rewritten, then moved to; other partition keys excepted, a new table).
  */
 
 /** The types each integer and float type widens to in place: every value converts exactly, and signs as the same word. */
@@ -44,43 +45,76 @@ function wideningRefusal(from: string, to: string): string | undefined {
   return "it is not a widening lakeswap applies in place (integers and floats widen, DECIMAL(p,s) to a larger p with the same s)";
 }
 
-/** A change in place: the definition to write, and each change in words (`column coupon VARCHAR added`). */
+/**
+ * A change: the definition to write, and each change in words (`column coupon VARCHAR added`). `rebuild`: a change
+ * that cannot be made in place, made by `sync --rebuild-schema` (every current run rewritten under the new definition,
+ * then the pointers and the definition moved: lake/operations/rebuild-schema.ts), with the columns renamed (new name
+ * to old) that the rewrite reads under their old names.
+ */
 export interface SchemaChange {
   readonly table: TableDefinition;
   readonly changes: readonly string[];
+  readonly rebuild?: {
+    readonly renames: Readonly<Record<string, string>>;
+    /** The rebuild of an earlier sync that stopped before its end (model/table.ts `rebuilding`): its runs not rewritten yet are. */
+    readonly finishing?: true;
+  };
+}
+
+/** How a change that cannot be made in place is treated: refused (the default), or planned as a rebuild by swap. */
+export interface SchemaChangeOptions {
+  /** `sync --rebuild-schema`: rebuild every partition under the new definition instead of refusing. */
+  readonly rebuild?: boolean;
+  /** Columns declared with `renamed_from:` (new name to old name): a rename, not a column dropped and one added. */
+  readonly renames?: Readonly<Record<string, string>>;
 }
 
 /**
  * How a declared table changes the one the catalog holds, for tables written in runs (an ingested table's columns
  * are added by its own rule, model/table.ts `keepIngestLayout`): undefined where the declaration is the table as it
- * is (or differs only in whether it is published as Iceberg, which `tableChange` judges); a change in place; or a
- * CONFLICT naming every change that cannot be made in place and how to make it.
+ * is (or differs only in whether it is published as Iceberg, which `tableChange` judges); a change in place; a
+ * rebuild (`options.rebuild`); or a CONFLICT naming every change that cannot be made in place and how to make it.
  */
-export function planSchemaChange(existing: TableDefinition, wanted: TableDefinition): SchemaChange | undefined {
+export function planSchemaChange(existing: TableDefinition, wanted: TableDefinition, options: SchemaChangeOptions = {}): SchemaChange | undefined {
   if (existing.ingest || wanted.ingest) return undefined;
+  if (existing.rebuilding) {
+    if (declaredShape(existing) !== declaredShape(wanted)) {
+      throw new LakeswapError("CONFLICT", `table '${wanted.name}' is being rebuilt by swap to other columns than declared (a sync stopped before its end): declare it as it is (${existing.columns.map((c) => `${c.name} ${c.type}`).join(", ")}) and sync to finish the rebuild, then change it`);
+    }
+    const renames = existing.rebuilding.renames;
+    return { table: defineTable({ ...existing, rebuilding: undefined }), changes: ["the rebuild by swap of an earlier sync finished"], rebuild: { renames, finishing: true } };
+  }
+  const renames = renamesOf(existing, wanted, options.renames ?? {});
   const changes: string[] = [];
   const refused: string[] = [];
   if (existing.partitionKeys.join(",") !== wanted.partitionKeys.join(",")) {
     refused.push(`its partition keys change from (${existing.partitionKeys.join(", ")}) to (${wanted.partitionKeys.join(", ")})`);
   }
   for (const column of existing.columns) {
-    const now = wanted.columns.find((c) => c.name === column.name);
-    if (!now) refused.push(`column ${column.name} (${column.type}) is no longer declared (dropped or renamed)`);
+    const renamedTo = Object.keys(renames).find((name) => renames[name] === column.name);
+    const now = wanted.columns.find((c) => c.name === (renamedTo ?? column.name));
+    if (!now) refused.push(`column ${column.name} (${column.type}) is no longer declared (dropped, or renamed: declare renamed_from: ${column.name} on its new name)`);
+    else if (renamedTo !== undefined) refused.push(`column ${column.name} renamed to ${renamedTo}${now.type !== column.type ? ` (${column.type} to ${now.type})` : ""}`);
     else if (now.type !== column.type) {
       const why = wideningRefusal(column.type, now.type);
       if (why) refused.push(`column ${column.name} changes from ${column.type} to ${now.type}: ${why}`);
       else changes.push(`column ${column.name} widened from ${column.type} to ${now.type}`);
     }
   }
-  const added = wanted.columns.filter((c) => !existing.columns.some((e) => e.name === c.name));
+  const added = wanted.columns.filter((c) => !existing.columns.some((e) => e.name === c.name) && renames[c.name] === undefined);
   changes.push(...added.map((c) => `column ${c.name} ${c.type} added`));
   const columnsChanged = changes.length > 0;
   if (existing.compression !== wanted.compression) changes.push(`compression of new runs changed from ${existing.compression} to ${wanted.compression}`);
   if (refused.length > 0) {
+    const keys = existing.partitionKeys.join(",") !== wanted.partitionKeys.join(",");
+    if (options.rebuild && !keys) return rebuilt(existing, wanted, [...refused, ...changes], renames);
     throw new LakeswapError(
       "CONFLICT",
       `table '${wanted.name}' cannot change in place: ${refused.join("; ")}. Only adding columns, widening integer and float types, widening a DECIMAL's ` +
-        `precision with the same scale and changing the compression apply in place; declare the table as it is, or drop it (lakeswap drop-table ${wanted.name}) and load it again`,
+        `precision with the same scale and changing the compression apply in place; ` +
+        (keys
+          ? `other partition keys are a new table: declare the table as it is, or drop it (lakeswap drop-table ${wanted.name}) and load it again`
+          : `run lakeswap sync --rebuild-schema to rewrite every partition under the new columns by swap (lakeswap plan --rebuild-schema shows which), or declare the table as it is`),
     );
   }
   if (changes.length === 0) return undefined;
@@ -99,6 +133,42 @@ export function planSchemaChange(existing: TableDefinition, wanted: TableDefinit
     ...(columnsChanged ? { schemaVersion: (existing.schemaVersion ?? 0) + 1 } : existing.schemaVersion !== undefined ? { schemaVersion: existing.schemaVersion } : {}),
   });
   return { table, changes };
+}
+
+/**
+ * A rebuild: every run is rewritten under the new definition and signed under it, so a column keeps what lakeswap
+ * recorded of its past only where its values are read and signed as before (same name, same type: an earlier
+ * widening's `signedAs`, an `added` column's signing of NULL as absent); a renamed or retyped column signs as declared.
+ */
+function rebuilt(existing: TableDefinition, wanted: TableDefinition, changes: readonly string[], renames: Readonly<Record<string, string>>): SchemaChange {
+  const columns: Column[] = wanted.columns.map((c) => {
+    const before = existing.columns.find((e) => e.name === c.name);
+    if (!before) return renames[c.name] === undefined ? { ...c, added: true } : { name: c.name, type: c.type };
+    if (before.type !== c.type) return { name: c.name, type: c.type };
+    return { ...c, ...(before.signedAs !== undefined ? { signedAs: before.signedAs } : {}), ...(before.added ? { added: true as const } : {}) };
+  });
+  const table = defineTable({ ...wanted, columns, schemaVersion: (existing.schemaVersion ?? 0) + 1 });
+  return { table, changes, rebuild: { renames } };
+}
+
+/**
+ * The renames a declaration makes of the table it changes: `renamed_from` of a column the table does not hold yet,
+ * naming one it holds that the declaration no longer does (a rename already made, or declared again, is no rename).
+ */
+function renamesOf(existing: TableDefinition, wanted: TableDefinition, declared: Readonly<Record<string, string>>): Record<string, string> {
+  const renames: Record<string, string> = {};
+  for (const [to, from] of Object.entries(declared)) {
+    if (existing.columns.some((c) => c.name === to)) continue;
+    if (!existing.columns.some((c) => c.name === from)) {
+      throw new LakeswapError("CONFLICT", `table '${wanted.name}': column ${to} is declared renamed_from: ${from}, but the table has no column ${from} (it has ${existing.columns.map((c) => c.name).join(", ")})`);
+    }
+    if (wanted.columns.some((c) => c.name === from)) {
+      throw new LakeswapError("CONFLICT", `table '${wanted.name}': column ${to} is declared renamed_from: ${from}, and ${from} is still declared: a renamed column is declared under its new name only`);
+    }
+    if (Object.values(renames).includes(from)) throw new LakeswapError("CONFLICT", `table '${wanted.name}': two columns are declared renamed_from: ${from}`);
+    renames[to] = from;
+  }
+  return renames;
 }
 
 /**

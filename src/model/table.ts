@@ -61,6 +61,12 @@ export interface TableDefinition {
    * after it (./../lake/commit/swap.ts), so a rollback can tell the runs written under the new schema. Absent: never.
    */
   readonly schemaChangedAt?: string;
+  /**
+   * A rebuild by swap in progress (`sync --rebuild-schema` where the definition moves before the pointers: the embedded
+   * lake): the runs written before `schemaChangedAt` are still the old ones, read by name under this definition, a
+   * renamed column (new name to old name) from either name. The next sync that declares the table finishes it.
+   */
+  readonly rebuilding?: { readonly renames: Readonly<Record<string, string>> };
 }
 
 /** A table's definition as declared: without what lakeswap records about its changes (columns' `signedAs` and `added`, `schemaVersion`). */
@@ -70,6 +76,7 @@ export function declaredShape(table: TableDefinition): string {
     columns: table.columns.map((c) => ({ name: c.name, type: c.type })),
     schemaVersion: undefined,
     schemaChangedAt: undefined,
+    rebuilding: undefined,
   });
 }
 
@@ -147,6 +154,7 @@ export function defineTable(input: {
   icebergTable?: string;
   schemaVersion?: number;
   schemaChangedAt?: string;
+  rebuilding?: { readonly renames: Readonly<Record<string, string>> };
 }): TableDefinition {
   const name = assertIdentifier("table name", input.name);
   if (input.columns.length === 0) {
@@ -202,7 +210,20 @@ export function defineTable(input: {
     ...(input.iceberg && input.icebergTable !== undefined ? { icebergTable: input.icebergTable } : {}),
     ...(input.schemaVersion ? { schemaVersion: input.schemaVersion } : {}),
     ...(input.schemaChangedAt !== undefined ? { schemaChangedAt: input.schemaChangedAt } : {}),
+    ...(input.rebuilding !== undefined ? { rebuilding: { renames: checkedRenames(name, columns, input.rebuilding.renames) } } : {}),
   };
+}
+
+/** A rebuild's renames: each from a name no column has to a column's name. */
+function checkedRenames(table: string, columns: readonly Column[], renames: Readonly<Record<string, string>>): Record<string, string> {
+  const checked: Record<string, string> = {};
+  for (const [to, from] of Object.entries(renames)) {
+    if (typeof from !== "string" || !columns.some((c) => c.name === to) || columns.some((c) => c.name === from)) {
+      throw new InvalidInputError(`table '${table}' records a rename of '${printable(String(from))}' to '${printable(to)}' that its columns do not allow`);
+    }
+    checked[to] = assertIdentifier("column name", from);
+  }
+  return checked;
 }
 
 /**
@@ -299,6 +320,8 @@ export function parseTableDefinition(value: unknown, source: string, expectedNam
   if (!Array.isArray(columns) || !columns.every(column)) refuse("'columns' is not a list of {name, type}");
   if (record.schemaVersion !== undefined && typeof record.schemaVersion !== "number") refuse("'schemaVersion' is not a number");
   if (record.schemaChangedAt !== undefined && typeof record.schemaChangedAt !== "string") refuse("'schemaChangedAt' is not a run id");
+  const rebuilding = record.rebuilding as { renames?: unknown } | undefined;
+  if (rebuilding !== undefined && (typeof rebuilding !== "object" || rebuilding === null || typeof rebuilding.renames !== "object" || rebuilding.renames === null)) refuse("'rebuilding' is not {renames}");
   const keys = record.partitionKeys;
   if (!Array.isArray(keys) || keys.some((key) => typeof key !== "string")) refuse("'partitionKeys' is not a list of names");
   if (record.compression !== undefined && typeof record.compression !== "string") refuse("'compression' is not a name");
@@ -320,6 +343,7 @@ export function parseTableDefinition(value: unknown, source: string, expectedNam
       ...(typeof record.icebergTable === "string" ? { icebergTable: record.icebergTable } : {}),
       ...(typeof record.schemaVersion === "number" ? { schemaVersion: record.schemaVersion } : {}),
       ...(typeof record.schemaChangedAt === "string" ? { schemaChangedAt: record.schemaChangedAt } : {}),
+      ...(rebuilding !== undefined ? { rebuilding: { renames: rebuilding.renames as Record<string, string> } } : {}),
     });
   } catch (error) {
     if (error instanceof InvalidInputError) return refuse(error.message);

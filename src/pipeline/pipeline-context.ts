@@ -28,6 +28,11 @@ export interface PipelineOptions {
   readonly asOf?: string;
   /** `--hold`: build and audit everything, move nothing; the sync is held until `lakeswap publish` (or `discard`). */
   readonly hold?: boolean;
+  /**
+   * `--rebuild-schema`: a table whose declared columns cannot be reached in place (a column dropped, renamed or
+   * narrowed, a scale changed) is rebuilt by swap: every current run rewritten under the new columns, then moved to.
+   */
+  readonly rebuildSchema?: boolean;
 }
 
 /** What every step of a plan or a sync works with. */

@@ -5,7 +5,7 @@ import { InvalidInputError, errorMessage } from "../model/errors.js";
 import { newRunId } from "../model/run-id.js";
 import { faultPoint } from "../shared/faults.js";
 import type { FetchedSource } from "../sources/source.js";
-import { asLanded, changeSchemas, createTables, plannedSchemaChanges } from "./schema-changes.js";
+import { asLanded, changeSchemas, createTables, plannedSchemaChanges, type PlannedSchemaChange } from "./schema-changes.js";
 import { buildsEveryPartition, fetchWindow, knownDelivery, landDelivery, mergeDelivery, planDelivery } from "./land.js";
 import { checkLayerInputs, runLayers } from "./layers.js";
 import { checkPartitionFilters } from "./partition-filter.js";
@@ -54,6 +54,9 @@ export class Pipeline {
   async sync(): Promise<SyncReport> {
     checkPartitionFilters(this.ctx.config, this.ctx.options.partitions);
     this.checkSinkOptions();
+    if (this.ctx.options.hold && this.ctx.options.rebuildSchema) {
+      throw new InvalidInputError("--rebuild-schema moves every rebuilt partition's pointer before the sync builds anything, so it cannot be held: run it without --hold, then hold the syncs after it");
+    }
     const tally: SyncTally = { partitions: [], layers: [], loads: [], sinks: [], snapshots: [] };
     const log = new SyncLog(this.ctx.lake, { syncId: newRunId(), config: this.ctx.config.file, startedAt: new Date().toISOString() });
     try {
@@ -74,7 +77,7 @@ export class Pipeline {
       sinks: tally.sinks,
       ...(tally.snapshots.length > 0 ? { snapshots: [...tally.snapshots].sort((a, b) => (a.table < b.table ? -1 : 1)) } : {}),
       ...(held ? { held } : {}),
-      ...(log.schemaChangesMade().length > 0 ? { schemaChanges: log.schemaChangesMade().map(({ table, changes }) => ({ table, changes })) } : {}),
+      ...(log.schemaChangesMade().length > 0 ? { schemaChanges: log.schemaChangesMade().map(({ table, changes, rebuilt }) => ({ table, changes, ...(rebuilt ? { rebuilt: log.rebuiltCount(table) } : {}) })) } : {}),
     };
   }
 
@@ -82,7 +85,7 @@ export class Pipeline {
    * The schema changes a sync of this config would make in place (./schema-changes.ts), per table; a change that
    * cannot be made in place is refused as the sync would refuse it (CONFLICT, naming each change).
    */
-  async schemaChanges(): Promise<{ readonly table: string; readonly changes: readonly string[] }[]> {
+  async schemaChanges(): Promise<PlannedSchemaChange[]> {
     const changes = [];
     for (const dataset of this.ctx.config.datasets) changes.push(...(await plannedSchemaChanges(this.ctx, dataset)));
     return changes;
@@ -168,7 +171,7 @@ export class Pipeline {
     if (landedFirst) faultPoint("sync-before-leases");
     const leased = async (writer: LakeWriter): Promise<void> => {
       // A delivery landed before the leases was read as the raw table will be once changed: checked under them.
-      await changeSchemas(this.ctx, writer, pass.log, changing, landedFirst ? dataset : undefined);
+      await changeSchemas(this.ctx, writer, pass.log, changing, dataset, landedFirst ? dataset : undefined);
       const run = new SyncRun(this.ctx, writer, pass.log, pass.tally, dataset);
       await work(run);
       // Held runs (--hold, publish: all_or_nothing) stay staged or are published together, under the same leases.

@@ -1,7 +1,9 @@
 import type { DatasetConfig } from "../config/pipeline-config.js";
-import type { LakeWriter } from "../lake/lake.js";
+import type { LakeWriter, SchemaRebuild } from "../lake/lake.js";
+import { refuseUnreadableRebuild, type RebuildMove } from "../lake/operations/rebuild-schema.js";
 import { LakeswapError } from "../model/errors.js";
-import { asDeclared, planSchemaChange } from "../model/schema-change.js";
+import { partitionPath } from "../model/partition.js";
+import { asDeclared, planSchemaChange, type SchemaChange } from "../model/schema-change.js";
 import type { TableDefinition } from "../model/table.js";
 import { declaredTables, rawTable } from "./land.js";
 import type { PipelineContext } from "./pipeline-context.js";
@@ -14,10 +16,26 @@ import type { SyncLog } from "./sync-log.js";
  * recorded in the sync's record before the catalog is written, so that `rollback --sync` restores the definition.
  */
 
-/** The definition a declared table will have once this sync has changed it in place (the catalog's where it is as declared). */
-async function upcoming(ctx: PipelineContext, wanted: TableDefinition): Promise<TableDefinition> {
+/**
+ * How the sync changes a declared table the catalog holds: in place, by a rebuild (`--rebuild-schema`), or not at all
+ * (undefined); a change neither can make is refused (CONFLICT), as is a rebuild the catalog's readers could not follow.
+ */
+function judge(ctx: PipelineContext, dataset: DatasetConfig, existing: TableDefinition, wanted: TableDefinition): SchemaChange | undefined {
+  const change = planSchemaChange(existing, wanted, { rebuild: ctx.options.rebuildSchema === true, renames: declaredRenames(dataset, wanted.name) });
+  if (change?.rebuild) refuseUnreadableRebuild(ctx.lake.parts.catalog, existing, change.table);
+  return change;
+}
+
+/** The columns a dataset declares renamed (`renamed_from:`) in the table `name` it writes: new name to old name. */
+function declaredRenames(dataset: DatasetConfig, name: string): Record<string, string> {
+  const columns = name === dataset.table ? dataset.columns : (dataset.layers.find((l) => l.table === name)?.columns ?? []);
+  return Object.fromEntries(columns.flatMap((c) => (c.renamedFrom !== undefined ? [[c.name, c.renamedFrom]] : [])));
+}
+
+/** The definition a declared table will have once this sync has changed it (the catalog's where it is as declared). */
+async function upcoming(ctx: PipelineContext, dataset: DatasetConfig, wanted: TableDefinition): Promise<TableDefinition> {
   const existing = await ctx.lake.parts.catalog.getTable(wanted.name);
-  return (existing && planSchemaChange(existing, wanted)?.table) ?? asDeclared(existing, wanted);
+  return (existing && judge(ctx, dataset, existing, wanted)?.table) ?? asDeclared(existing, wanted);
 }
 
 /**
@@ -27,7 +45,7 @@ async function upcoming(ctx: PipelineContext, wanted: TableDefinition): Promise<
  */
 export async function asLanded(ctx: PipelineContext, dataset: DatasetConfig): Promise<DatasetConfig> {
   if (dataset.ingested) return dataset;
-  const table = await upcoming(ctx, rawTable(dataset));
+  const table = await upcoming(ctx, dataset, rawTable(dataset));
   if (!table.columns.some((c) => c.added || c.signedAs)) return dataset;
   const columns = dataset.columns.map((c) => {
     const column = table.columns.find((t) => t.name === c.name);
@@ -45,19 +63,31 @@ export async function createTables(ctx: PipelineContext, dataset: DatasetConfig)
   const changing: TableDefinition[] = [];
   for (const table of declaredTables(dataset)) {
     const existing = await ctx.lake.parts.catalog.getTable(table.name);
-    if (existing && planSchemaChange(existing, table)) changing.push(table);
+    if (existing && judge(ctx, dataset, existing, table)) changing.push(table);
     else await ctx.lake.createTable(table);
   }
   return changing;
 }
 
-/** The schema changes a sync of `dataset` would make in place, per table (a change that cannot be made in place is refused). */
-export async function plannedSchemaChanges(ctx: PipelineContext, dataset: DatasetConfig): Promise<{ readonly table: string; readonly changes: readonly string[] }[]> {
-  const planned = [];
+/** A schema change a sync would make: in place, or by rewriting every partition (`rebuilds`: their paths). */
+export interface PlannedSchemaChange {
+  readonly table: string;
+  readonly changes: readonly string[];
+  readonly rebuilds?: readonly string[];
+}
+
+/** The schema changes a sync of `dataset` would make, per table (a change that cannot be made is refused). */
+export async function plannedSchemaChanges(ctx: PipelineContext, dataset: DatasetConfig): Promise<PlannedSchemaChange[]> {
+  const planned: PlannedSchemaChange[] = [];
   for (const table of declaredTables(dataset)) {
     const existing = await ctx.lake.parts.catalog.getTable(table.name);
-    const change = existing ? planSchemaChange(existing, table) : undefined;
-    if (change) planned.push({ table: table.name, changes: change.changes });
+    const change = existing ? judge(ctx, dataset, existing, table) : undefined;
+    if (!change || !existing) continue;
+    // A rebuild an earlier sync began rewrites the runs from before its mark; a new one, every run.
+    const mark = change.rebuild?.finishing ? existing.schemaChangedAt : undefined;
+    const stale = async () => (await ctx.lake.parts.catalog.listPointers(existing)).filter((p) => mark === undefined || p.runId < mark).map((p) => partitionPath(p.partition)).sort();
+    const rebuilds = change.rebuild ? await stale() : undefined;
+    planned.push({ table: table.name, changes: change.changes, ...(rebuilds ? { rebuilds } : {}) });
   }
   return planned;
 }
@@ -66,9 +96,22 @@ export async function plannedSchemaChanges(ctx: PipelineContext, dataset: Datase
  * Changes the schemas of `changing` under the sync's leases, each recorded first. The raw table's columns must then
  * be as a delivery `landed` was read and signed: a table another writer changed meanwhile is a CONFLICT (rerun).
  */
-export async function changeSchemas(ctx: PipelineContext, writer: LakeWriter, log: SyncLog, changing: readonly TableDefinition[], landed?: DatasetConfig): Promise<void> {
+export async function changeSchemas(ctx: PipelineContext, writer: LakeWriter, log: SyncLog, changing: readonly TableDefinition[], dataset: DatasetConfig, landed?: DatasetConfig): Promise<void> {
   for (const wanted of changing) {
-    await writer.changeSchema(wanted, (change, previous) => log.changeSchema({ table: wanted.name, changes: change.changes, previous, definition: change.table }));
+    const layer = wanted.name === dataset.table ? "raw" : (dataset.layers.find((l) => l.table === wanted.name)?.name ?? wanted.name);
+    const moves = (list: readonly RebuildMove[]) => list.map((m) => ({ table: wanted.name, layer, partition: m.partition, run: m.runId, previousRun: m.previousRunId }));
+    const rebuild: SchemaRebuild = {
+      allowed: ctx.options.rebuildSchema === true,
+      renames: declaredRenames(dataset, wanted.name),
+      // A raw table's runs sign as its deliveries do; a layer's keep their chained signatures.
+      signatureColumns: layer === "raw" ? dataset.signatureColumns : undefined,
+      intend: (list) => log.intend(moves(list)),
+      moved: (list) => log.rebuilt(wanted.name, moves(list)),
+      onProgress: ctx.options.onProgress && ((event) => ctx.options.onProgress?.({ layer: `${layer} (schema rebuild)`, ...event })),
+    };
+    const record = (change: SchemaChange, previous: TableDefinition) =>
+      log.changeSchema({ table: wanted.name, changes: change.changes, previous, definition: change.table, ...(change.rebuild ? { rebuilt: true as const, renames: change.rebuild.renames } : {}) });
+    await writer.changeSchema(wanted, record, rebuild);
   }
   if (landed && !landed.ingested) assertLandedAs(await ctx.lake.table(landed.table), landed);
 }

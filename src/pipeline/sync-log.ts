@@ -20,6 +20,7 @@ export class SyncLog {
   private readonly moves = new Map<string, SyncMove>();
   private readonly snapshots = new Map<string, number>();
   private readonly schemaChanges: SchemaChangeRecord[] = [];
+  private readonly rebuiltPartitions = new Map<string, number>();
   /** What the sync staged without moving (`--hold`, `publish: all_or_nothing`), while it is held. */
   private held: { -readonly [K in keyof HeldSync]: HeldSync[K] } | undefined;
   private written: Promise<void> = Promise.resolve();
@@ -43,7 +44,13 @@ export class SyncLog {
 
   /** Records moves before their pointers move (a batch: one write); resolves once the record is stored. */
   async intend(moves: readonly SyncMove[]): Promise<void> {
-    for (const move of moves) this.moves.set(moveKey(move), { ...move, pending: true });
+    for (const move of moves) {
+      const earlier = this.moves.get(moveKey(move));
+      // A partition moved twice by one sync (rebuilt by swap, then built): it goes back to where it was before the sync.
+      const twice = earlier !== undefined && earlier.run !== move.run;
+      const through = twice ? [...(earlier.through ?? []), earlier.run] : earlier?.through;
+      this.moves.set(moveKey(move), { ...move, ...(twice ? { previousRun: earlier.previousRun } : {}), ...(through ? { through } : {}), pending: true });
+    }
     await this.write();
   }
 
@@ -58,9 +65,23 @@ export class SyncLog {
     return this.schemaChanges;
   }
 
+  /** A rebuild by swap of `table` moved these pointers (recorded as the sync's moves): counted for the report. */
+  rebuilt(table: string, moves: readonly SyncMove[]): void {
+    for (const move of moves) this.confirm(move);
+    this.rebuiltPartitions.set(table, (this.rebuiltPartitions.get(table) ?? 0) + moves.length);
+  }
+
+  /** How many partitions a rebuild by swap of `table` rewrote in this sync. */
+  rebuiltCount(table: string): number {
+    return this.rebuiltPartitions.get(table) ?? 0;
+  }
+
   /** The pointer moved: the move is no longer only intended (stored with the next write: the next intent, or the finish). */
   confirm(move: SyncMove): void {
-    this.moves.set(moveKey(move), { ...move, pending: undefined });
+    const stored = this.moves.get(moveKey(move));
+    // Where the sync moved the pointer before (`intend`), it keeps where it was before the sync and the runs on the way.
+    const kept = stored?.run === move.run && stored.through ? { previousRun: stored.previousRun, through: stored.through } : {};
+    this.moves.set(moveKey(move), { ...move, ...kept, pending: undefined });
   }
 
   /** The sync committed Iceberg snapshot `snapshotId` in `table`: stored with the next write (the finish, at the latest). */

@@ -65,8 +65,11 @@ export interface SyncReport {
   readonly held?: { readonly status: "held" | "publishing" | "published" | "discarded"; readonly reason: string };
   /** The Iceberg snapshot committed in each `iceberg: true` table the sync changed (absent when none). */
   readonly snapshots?: readonly IcebergCommit[];
-  /** The schema changes the sync made in place (docs/lake.md, "Schema changes"), per table (absent when none). */
-  readonly schemaChanges?: readonly { readonly table: string; readonly changes: readonly string[] }[];
+  /**
+   * The schema changes the sync made (docs/lake.md, "Schema changes"), per table (absent when none): in place, or by
+   * a rebuild by swap (`rebuilt`: how many partitions it rewrote and moved).
+   */
+  readonly schemaChanges?: readonly { readonly table: string; readonly changes: readonly string[]; readonly rebuilt?: number }[];
 }
 
 /** How a delivery was landed, from its landing (or the summary kept of it). */

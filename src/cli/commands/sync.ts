@@ -20,6 +20,7 @@ interface Options {
   allowDuplicates?: boolean;
   asOf?: string;
   hold?: boolean;
+  rebuildSchema?: boolean;
 }
 
 /** `lakeswap sync`: runs the plan, layer by layer, and reports built / skipped / failed. */
@@ -37,6 +38,7 @@ export function registerSync(program: Command): void {
       .option("--as-of <day>", "the last day of lookback windows, YYYY-MM-DD (default: today in each source's time zone)")
       .option("--grace <duration>", "GC grace window for old runs (default 6h)")
       .option("--hold", "build and audit everything, move nothing: the sync is held until lakeswap publish SYNC_ID (or discard)")
+      .option("--rebuild-schema", "rewrite every partition of a table whose declared columns cannot change in place (dropped, renamed, narrowed), then move to them")
       .option("--json", "print the report as JSON"),
   ).action(async (options: Options, command: Command) => {
     const config = loadPipelineConfig(options.config);
@@ -55,6 +57,7 @@ export function registerSync(program: Command): void {
           fetchSource: (request) => fetchSource(request),
           asOf: options.asOf === undefined ? undefined : assertDay(options.asOf, "--as-of"),
           hold: options.hold,
+          rebuildSchema: options.rebuildSchema,
           onProgress: ({ layer, done, total, label }) => progress.update(done, total, `${layer}: ${label}`),
         }).sync();
         progress.done();

@@ -10,7 +10,11 @@ export function syncReportText(result: SyncReport): string {
       ? ` (undo with: lakeswap rollback --sync ${result.syncId})`
       : ": nothing was built";
   const lines = [`sync ${result.syncId}${undo}`, ""];
-  for (const s of result.schemaChanges ?? []) lines.push(`${s.table}: schema changed in place: ${s.changes.join("; ")}`);
+  for (const s of result.schemaChanges ?? []) {
+    lines.push(
+      s.rebuilt !== undefined ? `${s.table}: schema rebuilt by swap (${s.rebuilt} partitions rewritten): ${s.changes.join("; ")}` : `${s.table}: schema changed in place: ${s.changes.join("; ")}`,
+    );
+  }
   if ((result.schemaChanges ?? []).length > 0) lines.push("");
   lines.push(...result.loads.map(loadLine));
   // The same signatures either way; say so only when they took the slow path, with why.

@@ -21,8 +21,12 @@ export function resolveColumns(columns: Readonly<Record<string, z.output<typeof 
   return entries.map(([name, spec]) => {
     const type = typeof spec === "string" ? spec : spec.type;
     const nullable = typeof spec === "string" ? true : spec.nullable;
+    const renamedFrom = typeof spec === "string" ? undefined : spec.renamed_from;
+    if (renamedFrom !== undefined && (renamedFrom === name || Object.hasOwn(columns, renamedFrom))) {
+      throw new InvalidInputError(`${at}.${name}.renamed_from: '${renamedFrom}' is ${renamedFrom === name ? "the column's own name" : "declared as a column too"}; name the column's old name, which is no longer declared`);
+    }
     try {
-      return { name, type: normalizeColumnType(name, type), nullable };
+      return { name, type: normalizeColumnType(name, type), nullable, ...(renamedFrom !== undefined ? { renamedFrom } : {}) };
     } catch (error) {
       throw new InvalidInputError(`${at}.${name}: ${(error as Error).message}`);
     }

@@ -1,3 +1,4 @@
+import { LakeswapError } from "../../model/errors.js";
 import { newRunIdAfter } from "../../model/run-id.js";
 import { planSchemaChange, type SchemaChange } from "../../model/schema-change.js";
 import { defineTable, type TableDefinition } from "../../model/table.js";
@@ -18,6 +19,7 @@ export async function changeSchema(lake: HasLakeParts, wanted: TableDefinition, 
     const existing = await parts.catalog.getTable(wanted.name);
     const change = existing ? planSchemaChange(existing, wanted) : undefined;
     if (!change || !existing) return undefined;
+    if (change.rebuild) throw new LakeswapError("CONFLICT", `table '${wanted.name}' is being rebuilt by swap (a sync stopped before its end): run lakeswap sync with its config to finish the rebuild`);
     const stamped = await stampSchemaChange(lake, change);
     const at = new Date().toISOString();
     const schemaChanges = [{ table: wanted.name, changes: stamped.changes, previous: existing, definition: stamped.table }];

@@ -125,7 +125,7 @@ function byIdPublished(runs: readonly { readonly runId: string; readonly hasMani
 /** The swaps the manifests of `runIds` record (`swappedAt`: taken as the batch's pointers were about to move, milliseconds before). */
 async function recordedSwaps(ctx: LakeContext, table: TableDefinition, partition: Partition, runIds: readonly string[]): Promise<RecordedSwap[]> {
   const manifests = await mapLimited(runIds, GC_CONCURRENCY, (runId) => readManifest(ctx.store, table, partition, runId));
-  return manifests.flatMap((m) => (m ? [{ runId: m.runId, previousRunId: m.previousRunId, swappedAt: new Date(m.swappedAt) }] : []));
+  return manifests.flatMap((m) => (m ? [{ runId: m.runId, previousRunId: m.previousRunId, ...(m.rebuiltFrom !== undefined ? { rebuiltFrom: m.rebuiltFrom } : {}), swappedAt: new Date(m.swappedAt) }] : []));
 }
 
 /** GC right after swaps: the swaps stand whatever happens here; what GC could not remove now, the next GC removes. */

@@ -1,4 +1,4 @@
-import { InvalidInputError, NotFoundError } from "../../model/errors.js";
+import { InvalidInputError, LakeswapError, NotFoundError } from "../../model/errors.js";
 import { parsePartitionPath, partitionPath, type Partition } from "../../model/partition.js";
 import { isRunId } from "../../model/run-id.js";
 import { currentRuns, ensureManifest, listRuns, readManifest, runFileNames, runFiles, runPrefix, type LakeContext } from "../runs.js";
@@ -7,7 +7,7 @@ import type { SyncMove, SyncRecord } from "../sync-record.js";
 import { syncLeaseName } from "../layout.js";
 import { notIngested, partitionOf, type HasLakeParts, type PartitionInput } from "../parts.js";
 import { findSync } from "./syncs.js";
-import { parseTableDefinition, type TableDefinition } from "../../model/table.js";
+import { defineTable, parseTableDefinition, type TableDefinition } from "../../model/table.js";
 
 /** What a rollback did. */
 export interface RollbackResult {
@@ -74,8 +74,12 @@ export async function rollbackSync(lake: HasLakeParts, syncId: string): Promise<
         const final = await findSync(lake, syncId);
         if (final.syncId !== record.syncId || tablesOf(final).some((table) => !tables.includes(table))) return undefined;
         refuseHeld(final);
+        // A schema rebuilt by swap is restored before its runs are moved back (on Glue, every partition then gets the
+        // old columns, which read its rewritten files as well: a narrowed column widens), a change in place after.
+        const rebuilt = await restoreSchemas(lake, final, "rebuilt");
         const partitions = await rollbackRecorded(lake, final);
-        const schemas = await restoreSchemas(lake, final);
+        await finishRebuildRollbacks(lake, final, rebuilt);
+        const schemas = [...rebuilt, ...(await restoreSchemas(lake, final, "in place"))];
         return { syncId: final.syncId, partitions, ...(schemas.length > 0 ? { schemas } : {}) };
       });
     }, { kernelLock: false });
@@ -122,9 +126,10 @@ function tablesOf(record: SyncRecord): string[] {
  * its pointers moved back: runs the sync wrote are no longer current. A table whose definition changed again since
  * (a later sync) keeps it, reported.
  */
-export async function restoreSchemas(lake: HasLakeParts, record: SyncRecord): Promise<NonNullable<SyncRollbackResult["schemas"]>> {
+export async function restoreSchemas(lake: HasLakeParts, record: SyncRecord, only?: "rebuilt" | "in place"): Promise<NonNullable<SyncRollbackResult["schemas"]>> {
   const restored: NonNullable<SyncRollbackResult["schemas"]>[number][] = [];
-  for (const change of [...(record.schemaChanges ?? [])].reverse()) {
+  const chosen = (record.schemaChanges ?? []).filter((change) => only === undefined || (change.rebuilt === true) === (only === "rebuilt"));
+  for (const change of [...chosen].reverse()) {
     const source = `the record of sync ${record.syncId}`;
     const [now, set, previous] = [await lake.parts.catalog.getTable(change.table), parseTableDefinition(change.definition, source, change.table), parseTableDefinition(change.previous, source, change.table)];
     if (!now || JSON.stringify(now) !== JSON.stringify(set)) {
@@ -137,16 +142,45 @@ export async function restoreSchemas(lake: HasLakeParts, record: SyncRecord): Pr
     // after the change's run id (`schemaChangedAt`: every swap issues ids after it).
     const mark = set.schemaChangedAt ?? record.syncId;
     const snapshot = (await currentRuns(lake.parts, { tables: [change.table], files: false }))[0];
-    const newer = (snapshot?.partitions ?? []).filter((p) => p.runId !== "" && p.runId > mark).map((p) => partitionPath(p.partition));
+    // A rebuild's own runs are moved back by this rollback, right after.
+    const own = new Set(change.rebuilt ? record.moves.filter((m) => m.table === change.table).flatMap((m) => [m.run, ...(m.through ?? [])].map((run) => `${m.partition}@${run}`)) : []);
+    const newer = (snapshot?.partitions ?? []).filter((p) => p.runId !== "" && p.runId > mark && !own.has(`${partitionPath(p.partition)}@${p.runId}`)).map((p) => partitionPath(p.partition));
     if (newer.length > 0) {
       const shown = `${newer.slice(0, 3).join(", ")}${newer.length > 3 ? ` and ${newer.length - 3} more` : ""}`;
+      if (change.rebuilt) {
+        // Its rewritten runs moved back under a definition left as it is would be read under columns they were not written with.
+        throw new LakeswapError("CONFLICT", `sync ${record.syncId} rebuilt the schema of ${change.table}, and runs written since are current (${shown}): roll back the syncs after it first, then this one again`);
+      }
       restored.push({ table: change.table, action: "skipped", changes: change.changes, reason: `runs written since the change are current (${shown}); roll them back first, then this sync again` });
       continue;
     }
-    await lake.parts.catalog.updateTable(previous, () => lake.parts.leaseCheck(change.table));
+    await lake.parts.catalog.updateTable(change.rebuilt ? backFromRebuild(lake, previous, set, change.renames ?? {}) : previous, () => lake.parts.leaseCheck(change.table));
     restored.push({ table: change.table, action: "restored", changes: change.changes });
   }
   return restored;
+}
+
+/**
+ * The definition a rollback of a rebuild by swap writes before it moves the pointers back. Where readers read every
+ * run by name under the definition (the embedded lake), the old one marked `rebuilding` the other way (a run of the
+ * rebuild not moved back yet reads under the old columns, a renamed column from its new name); then, once every
+ * pointer is back, `finishRebuildRollbacks` writes the old one as it was. On Glue, the old one at once: each partition
+ * then gets its columns, under which the rebuilt files read too (a narrowed column as the wider one).
+ */
+function backFromRebuild(lake: HasLakeParts, previous: TableDefinition, rebuilt: TableDefinition, renamed: Readonly<Record<string, string>>): TableDefinition {
+  if (!lake.parts.catalog.capabilities.readsRunsByName) return previous;
+  const renames = Object.fromEntries(Object.entries(renamed).map(([to, from]) => [from, to]));
+  return defineTable({ ...previous, schemaVersion: Math.max(previous.schemaVersion ?? 0, rebuilt.schemaVersion ?? 1), rebuilding: { renames } });
+}
+
+/** Writes the old definitions of the rebuilds a rollback moved back (`backFromRebuild`), without the rollback's mark. */
+async function finishRebuildRollbacks(lake: HasLakeParts, record: SyncRecord, restored: readonly { readonly table: string; readonly action: string }[]): Promise<void> {
+  for (const change of record.schemaChanges ?? []) {
+    if (!change.rebuilt || !restored.some((r) => r.table === change.table && r.action === "restored")) continue;
+    const previous = parseTableDefinition(change.previous, `the record of sync ${record.syncId}`, change.table);
+    const now = await lake.parts.catalog.getTable(change.table);
+    if (now?.rebuilding) await lake.parts.catalog.updateTable(previous, () => lake.parts.leaseCheck(change.table));
+  }
 }
 
 /** Checks a run id given on the command line. */
@@ -201,13 +235,15 @@ async function rollbackMoves(ctx: LakeContext, table: TableDefinition, moves: re
       skip("the sync stopped before it moved this pointer");
       continue;
     }
-    if (current?.runId !== move.run) {
+    // Where the sync stopped between two moves of a partition, its pointer is at a run the sync moved it to before.
+    const at = current !== undefined && move.through?.includes(current.runId) ? current.runId : move.run;
+    if (current?.runId !== at) {
       skip(current ? `moved since the sync: run ${current.runId} is current now` : "the partition has no current run any more");
       continue;
     }
     if (move.previousRun === undefined) {
       removals.push(partition);
-      entries.push({ table: table.name, partition: move.partition, action: "removed", fromRunId: move.run });
+      entries.push({ table: table.name, partition: move.partition, action: "removed", fromRunId: at });
       continue;
     }
     const manifest = await readManifest(ctx.store, table, partition, move.previousRun);
@@ -217,8 +253,8 @@ async function rollbackMoves(ctx: LakeContext, table: TableDefinition, moves: re
       continue;
     }
     const location = runPrefix(ctx.catalog, table, partition, move.previousRun);
-    back.push({ partition, runId: move.previousRun, location, previousRunId: move.run, signature: manifest.signature, runFiles: runFileNames(location, manifest.files) });
-    entries.push({ table: table.name, partition: move.partition, action: "rolled back", fromRunId: move.run, toRunId: move.previousRun });
+    back.push({ partition, runId: move.previousRun, location, previousRunId: at, signature: manifest.signature, runFiles: runFileNames(location, manifest.files) });
+    entries.push({ table: table.name, partition: move.partition, action: "rolled back", fromRunId: at, toRunId: move.previousRun });
   }
   const fence = (): Promise<void> => ctx.leaseCheck(table.name);
   await fence();

@@ -7,8 +7,9 @@ import { duckdbStorageType } from "../../model/column-types.js";
 import { quoteFilePath, quoteIdentifier, quoteLiteral } from "../../model/sql.js";
 import { signatureColumnOrder, type Signing } from "../../model/signature.js";
 import type { CompactRunRequest, SignedRows, StagedCompaction } from "../landing.js";
+import { LakeswapError } from "../../model/errors.js";
 import type { TableDefinition } from "../../model/table.js";
-import { signatureQuery } from "./signature-sql.js";
+import { signatureOfRow, signatureQuery } from "./signature-sql.js";
 
 /** What compacting a run needs of the landing: its DuckDB, how it reaches store files, and how it signs. */
 export interface CompactRunParts {
@@ -31,15 +32,24 @@ export async function compactRun(parts: CompactRunParts, request: CompactRunRequ
     stage = await parts.files.stage(`compact-${request.runId}`);
     const dir = stage.dir;
     const signing = await parts.signing();
-    const signed = signatureColumnOrder(table.columns);
-    const { rows, upper, lower } = await parts.withConnection(async (connection) => {
+    const signed = signatureColumnOrder(table.columns.filter((c) => request.signatureColumns?.includes(c.name) ?? true));
+    const { rows, upper, lower, signature } = await parts.withConnection(async (connection) => {
       const list = `[${sources.paths.map(quoteFilePath).join(", ")}]`;
       const present = new Set(
         (await connection.runAndReadAll(`DESCRIBE SELECT * FROM read_parquet(${list}, hive_partitioning = false, union_by_name = true)`)).getRowsJS().map((row) => String(row[0])),
       );
-      const projection = table.columns
-        .map((c) => `CAST(${present.has(c.name) ? quoteIdentifier(c.name) : "NULL"} AS ${duckdbStorageType(c.type)}) AS ${quoteIdentifier(c.name)}`)
-        .join(", ");
+      const source = (c: { name: string }): string | undefined => {
+        const renamed = request.renames?.[c.name];
+        if (renamed === undefined || !present.has(renamed)) return present.has(c.name) ? c.name : undefined;
+        // Files of both names (a rewrite of runs written before and after the rename): whichever each file holds.
+        return present.has(c.name) ? `COALESCE(${quoteIdentifier(c.name)}, ${quoteIdentifier(renamed)})` : quoteIdentifier(renamed);
+      };
+      const from = (c: { name: string }): string => {
+        const found = source(c);
+        return found === undefined ? "NULL" : found === c.name ? quoteIdentifier(c.name) : found;
+      };
+      await refuseUnfit(connection, request, list, from);
+      const projection = table.columns.map((c) => `CAST(${from(c)} AS ${duckdbStorageType(c.type)}) AS ${quoteIdentifier(c.name)}`).join(", ");
       await connection.run(
         `COPY (SELECT ${projection} FROM read_parquet(${list}, hive_partitioning = false, union_by_name = true)) TO ${quoteLiteral(dir)} ` +
           `(FORMAT PARQUET, COMPRESSION ${table.compression === "zstd" ? "zstd" : "snappy"}, FILE_SIZE_BYTES ${Math.max(1, Math.floor(request.fileBytes))})`,
@@ -52,7 +62,7 @@ export async function compactRun(parts: CompactRunParts, request: CompactRunRequ
       await connection.run(`CREATE OR REPLACE TEMP VIEW ${relation} AS SELECT * FROM read_parquet(${quoteLiteral(path.join(dir, "*.parquet"))}, hive_partitioning = false)`);
       try {
         const [row] = (await connection.runAndReadAll(signatureQuery(relation, [], signed, signing.form))).getRowsJS();
-        return { rows: Number(row?.[0] ?? 0), upper: lane(row?.[1]), lower: lane(row?.[2]) };
+        return { rows: Number(row?.[0] ?? 0), upper: lane(row?.[1]), lower: lane(row?.[2]), signature: signatureOfRow(signed, row ?? [], 0).signature };
       } finally {
         await connection.run(`DROP VIEW IF EXISTS ${relation}`);
       }
@@ -61,6 +71,7 @@ export async function compactRun(parts: CompactRunParts, request: CompactRunRequ
     return {
       rows,
       lanes: { upper, lower },
+      signature,
       signSources: () => signSources(parts, table, request.files, signing),
       place: async () => {
         try {
@@ -78,6 +89,26 @@ export async function compactRun(parts: CompactRunParts, request: CompactRunRequ
   } finally {
     await sources.release();
   }
+}
+
+/**
+ * Refuses a rewrite in which a value does not convert to its column's type (a rebuild that narrows a type or changes a
+ * scale): the first such value of each column, named with its column and its type, before anything is written.
+ */
+async function refuseUnfit(connection: DuckDBConnection, request: CompactRunRequest, list: string, from: (c: { name: string }) => string): Promise<void> {
+  const checks = request.table.columns
+    .filter((c) => from(c) !== "NULL")
+    .map((c) => {
+      const value = from(c);
+      const type = duckdbStorageType(c.type);
+      return `(SELECT ${quoteLiteral(c.name)} AS col, ${quoteLiteral(c.type)} AS type, CAST(${value} AS VARCHAR) AS value FROM rows WHERE ${value} IS NOT NULL AND TRY_CAST(${value} AS ${type}) IS NULL LIMIT 1)`;
+    });
+  if (checks.length === 0) return;
+  const query = `WITH rows AS (SELECT * FROM read_parquet(${list}, hive_partitioning = false, union_by_name = true)) ${checks.join(" UNION ALL ")}`;
+  const failed = (await connection.runAndReadAll(query)).getRowsJS();
+  if (failed.length === 0) return;
+  const named = failed.map(([column, type, value]) => `column ${String(column)} holds ${String(value)}, which ${String(type)} cannot hold`).join("; ");
+  throw new LakeswapError("CONFLICT", `its run ${request.runId} cannot be rewritten under the new columns: ${named}; declare a type that holds it`);
 }
 
 /** The lane sums are taken modulo 2^64, as `finishRawSignature` reduces them. */

@@ -1,0 +1,185 @@
+import type { Catalog, Pointer, PointerMove } from "../../catalog/catalog.js";
+import { LakeswapError, errorMessage } from "../../model/errors.js";
+import { partitionPath } from "../../model/partition.js";
+import { newRunIdAfter } from "../../model/run-id.js";
+import type { SchemaChange } from "../../model/schema-change.js";
+import { defineTable, type TableDefinition } from "../../model/table.js";
+import { faultPoint } from "../../shared/faults.js";
+import { mapLimited } from "../../shared/map-limited.js";
+import { MOVES_PER_ENTRY } from "../commit/swap.js";
+import { movePointers } from "../commit/move.js";
+import { runLocation } from "../layout.js";
+import type { RunManifest } from "../manifest.js";
+import type { LakeParts } from "../parts.js";
+import { listRunFiles, readManifest, runFileNames, writeManifest } from "../runs.js";
+import { DEFAULT_COMPACT_FILE_BYTES } from "./compact.js";
+import type { ProgressListener } from "./gc.js";
+
+/** Runs rewritten at once (each one DuckDB query over the landing's shared instance, and a placement). */
+const REWRITES_AT_ONCE = 4;
+
+/** One pointer a rebuild moves (a sync records it before it moves: `rollback --sync` moves it back). */
+export interface RebuildMove {
+  readonly partition: string;
+  readonly runId: string;
+  readonly previousRunId: string;
+}
+
+/** How a rebuild signs the runs it writes and reports the pointers it moves. */
+export interface RebuildOptions {
+  /**
+   * The columns a raw table's runs are signed over (its dataset's signed columns). Undefined: a derived table, whose
+   * rewritten runs keep their pointer's chained signature (their inputs and transform are the same).
+   */
+  readonly signatureColumns?: readonly string[];
+  /** Told each batch of moves before its pointers move; resolves once recorded. */
+  readonly intend: (moves: readonly RebuildMove[]) => Promise<void>;
+  /** Told the moves whose pointers moved. */
+  readonly moved: (moves: readonly RebuildMove[]) => void;
+  readonly onProgress?: ProgressListener;
+}
+
+/** A run rewritten under the new definition and placed, its pointer not moved yet. */
+interface Rewritten {
+  readonly pointer: Pointer;
+  readonly manifest: RunManifest;
+}
+
+/**
+ * Rebuilds a table under a definition that cannot be reached in place (`sync --rebuild-schema`, docs/lake.md "Schema
+ * changes"), under the table's lease, and writes the definition: every run current since before the change is
+ * rewritten aside under the new columns (each read by name, a renamed one under its old name, each value cast to its
+ * new type: a value the type cannot hold stops the rebuild before anything moves); then the definition and the
+ * pointers move, in the order the catalog's readers need (`readsRunsByName`):
+ * - the embedded lake's readers read every run by name under the definition: it moves first, marked `rebuilding`
+ *   (a run not rewritten yet then reads as its rewrite, a renamed column from its old name), then the pointers in
+ *   batches, each recorded first (outbox, then the caller's record), then the definition without the mark. A sync
+ *   killed on the way leaves the mark, and the next sync that declares the table finishes the rebuild.
+ * - Glue's readers (Athena) read each partition under its own columns coerced to the table's: the table first loses
+ *   the columns dropped (a partition's column the table lacks is not read), then each moved partition gets the new
+ *   columns (narrower than the table's: the caller refused what Athena cannot read), and last the table gets them.
+ * The old runs stay for rollback until GC. Returns the moves, in partition order.
+ */
+export async function rebuildRuns(parts: LakeParts, existing: TableDefinition, change: SchemaChange, options: RebuildOptions): Promise<RebuildMove[]> {
+  const table = change.table;
+  const fence = (): Promise<void> => parts.leaseCheck(table.name);
+  const mark = table.schemaChangedAt;
+  const pointers = (await parts.catalog.listPointers(existing))
+    .filter((p) => mark === undefined || p.runId < mark)
+    .sort((a, b) => (partitionPath(a.partition) < partitionPath(b.partition) ? -1 : 1));
+  let done = 0;
+  const placed: Rewritten[] = [];
+  try {
+    await mapLimited(pointers, REWRITES_AT_ONCE, async (pointer) => {
+      placed.push(await rewrite(parts, existing, change, pointer, options));
+      done += 1;
+      options.onProgress?.({ done, total: pointers.length, label: `${table.name}/${partitionPath(pointer.partition)}` });
+    });
+  } catch (error) {
+    // Nothing moved: the runs placed so far are named by nothing (GC would take them after the grace window anyway).
+    await Promise.allSettled(placed.map((r) => parts.store.delete(r.manifest.files.map((f) => f.key))));
+    throw error;
+  }
+  faultPoint("rebuild-after-place");
+  const ordered = pointers.map((p) => placed.find((r) => r.pointer === p) as Rewritten);
+  if (parts.catalog.capabilities.readsRunsByName) {
+    await parts.catalog.updateTable(defineTable({ ...table, rebuilding: { renames: change.rebuild?.renames ?? {} } }), fence);
+  } else {
+    const dropped = existing.columns.filter((c) => !table.columns.some((t) => t.name === c.name));
+    if (dropped.length > 0) await parts.catalog.updateTable(defineTable({ ...existing, columns: existing.columns.filter((c) => !dropped.includes(c)) }), fence);
+  }
+  faultPoint("rebuild-after-definition");
+  const moves: RebuildMove[] = [];
+  for (let start = 0; start < ordered.length; start += MOVES_PER_ENTRY) moves.push(...(await moveChunk(parts, table, ordered.slice(start, start + MOVES_PER_ENTRY), options)));
+  await parts.catalog.updateTable(table, fence);
+  return moves;
+}
+
+/** Moves one chunk of rewritten runs in: outbox entry and the caller's record first, the catalog's batches, manifests. */
+async function moveChunk(parts: LakeParts, table: TableDefinition, chunk: readonly Rewritten[], options: RebuildOptions): Promise<RebuildMove[]> {
+  const intended = chunk.map((r) => ({ partition: r.manifest.partition, runId: r.manifest.runId, previousRunId: r.pointer.runId }));
+  const entry = await parts.outbox.record(
+    table.name,
+    chunk.map((r) => ({ partition: r.manifest.partition, runId: r.manifest.runId, previousRunId: r.pointer.runId, signature: r.manifest.signature, kind: "swap" as const, manifest: r.manifest })),
+  );
+  await options.intend(intended);
+  const pointerMoves = chunk.map((r): PointerMove => {
+    const location = runLocation(parts.catalog, table, r.pointer.partition, r.manifest.runId);
+    return { partition: r.pointer.partition, runId: r.manifest.runId, location, previousRunId: r.pointer.runId, signature: r.manifest.signature, kind: "swap", runFiles: runFileNames(location, r.manifest.files), newColumns: true };
+  });
+  // With the new definition: on Glue each moved partition gets the new columns as its own.
+  await movePointers(parts.catalog, table, pointerMoves, () => parts.leaseCheck(table.name));
+  faultPoint("rebuild-after-move");
+  await mapLimited(chunk, 16, (r) => writeManifest(parts.store, table, r.pointer.partition, r.manifest));
+  await parts.outbox.acknowledge(entry);
+  options.moved(intended);
+  return intended;
+}
+
+/** Rewrites one partition's current run under the new definition and places it as a new run (named by nothing yet). */
+async function rewrite(parts: LakeParts, existing: TableDefinition, change: SchemaChange, pointer: Pointer, options: RebuildOptions): Promise<Rewritten> {
+  const table = change.table;
+  const label = `${table.name}/${partitionPath(pointer.partition)}`;
+  const started = Date.now();
+  const [files, before] = await Promise.all([
+    listRunFiles(parts.store, runLocation(parts.catalog, existing, pointer.partition, pointer.runId)),
+    readManifest(parts.store, existing, pointer.partition, pointer.runId),
+  ]);
+  // After the change's own id: every run written under the new schema sorts after it (rollback tells them by it).
+  const runId = newRunIdAfter([pointer.runId, table.schemaChangedAt ?? ""].sort().at(-1));
+  const staged = await parts.landing
+    .compactRun({
+      table,
+      renames: change.rebuild?.renames,
+      signatureColumns: options.signatureColumns,
+      files: files.map((f) => f.key),
+      runId,
+      runPrefix: runLocation(parts.catalog, table, pointer.partition, runId),
+      fileBytes: DEFAULT_COMPACT_FILE_BYTES,
+    })
+    .catch((error: unknown) => {
+      throw new LakeswapError(error instanceof LakeswapError ? error.code : "BUILD_FAILED", `partition ${label}: ${errorMessage(error)}`);
+    });
+  const signature = options.signatureColumns === undefined ? pointer.signature : staged.signature;
+  if (before?.appended && signature !== pointer.signature) {
+    await staged.discard();
+    throw new LakeswapError(
+      "CONFLICT",
+      `partition ${label} is appended to (write: append), and the change alters what its rows sign as (${change.changes.join("; ")}): ` +
+        `a delivery it already holds could no longer be recognised, and would be appended again. Keep the signed columns as they are, or reload the table`,
+    );
+  }
+  const written = await staged.place();
+  const now = new Date().toISOString();
+  const manifest: RunManifest = {
+    format: 1,
+    table: table.name,
+    partition: partitionPath(pointer.partition),
+    runId,
+    rows: staged.rows,
+    files: written,
+    bytes: written.reduce((sum, f) => sum + f.size, 0),
+    previousRunId: pointer.runId,
+    ...(signature !== undefined ? { signature } : {}),
+    ...(before?.fingerprint !== undefined ? { fingerprint: before.fingerprint } : {}),
+    ...(before?.inputs !== undefined ? { inputs: before.inputs } : {}),
+    ...(before?.appended !== undefined ? { appended: before.appended } : {}),
+    rebuiltFrom: pointer.runId,
+    builtAt: now,
+    swappedAt: now,
+    buildSeconds: (Date.now() - started) / 1000,
+  };
+  return { pointer, manifest };
+}
+
+/**
+ * Refuses a rebuild the catalog's readers could not follow while its pointers move batch by batch (Glue: Athena reads
+ * a moved partition's new columns under the table's old ones only where it coerces one to the other), naming the
+ * columns; nothing has been written then.
+ */
+export function refuseUnreadableRebuild(catalog: Pick<Catalog, "rebuildRefusal">, existing: TableDefinition, wanted: TableDefinition): void {
+  const why = catalog.rebuildRefusal?.(existing, wanted);
+  if (why !== undefined) {
+    throw new LakeswapError("CONFLICT", `table '${wanted.name}' cannot be rebuilt by swap here: ${why}. Add a column of the new type instead (in place), fill it, then drop the old one with --rebuild-schema`);
+  }
+}

@@ -1,0 +1,241 @@
+import { mkdirSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { loadPipelineConfig } from "../../src/config/pipeline-config.js";
+import type { Lake } from "../../src/lake/lake.js";
+import { rollbackSync } from "../../src/lake/operations/rollback.js";
+import { Pipeline, type PipelineOptions, type SyncReport } from "../../src/pipeline/pipeline.js";
+import { BACKEND_FACTORIES, selectedBackends, tempDir } from "../support/lake-fixture.js";
+import { runMain } from "../support/main-cli.js";
+
+// Issue 31 item 3: a change that cannot be made in place (a column narrowed, dropped or renamed, a scale changed) is
+// made by `sync --rebuild-schema`: every partition rewritten under the new columns, then the pointers and the
+// definition moved, readers reading throughout, with rollback --sync to the old definition and runs.
+
+const cleanups: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+const DAYS = 5;
+const PER_DAY = 4;
+
+/** Orders by day with a stage layer. */
+function yaml(raw: string, stage: string, write = "partition_replace"): string {
+  return `datasets:
+  orders:
+    source: {format: csv, path: deliveries/*.csv}
+    write: ${write}
+    columns: ${raw}
+    partition: {day: "strftime(ts, '%Y-%m-%d')"}
+    layers:
+      - name: stage
+        sql: sql/stage.sql
+        columns: ${stage}
+`;
+}
+
+const BEFORE = yaml("{id: {type: BIGINT, nullable: false}, n: BIGINT, amount: 'DECIMAL(10,2)', note: VARCHAR, ts: TIMESTAMP}", "{id: BIGINT, n: BIGINT, amount: 'DECIMAL(10,2)'}");
+const STAGE_BEFORE = "SELECT id, n, amount FROM orders_raw WHERE day = {{ day }}\n";
+/**
+ * n narrowed to INTEGER, note dropped, amount renamed total (`renamed`): none of it can be made in place. Glue's
+ * readers (Athena) match columns by name, so there a rename is refused (below) and the column keeps its name.
+ */
+function after(renamed: boolean): string {
+  const amount = renamed ? "total: {type: 'DECIMAL(10,2)', renamed_from: amount}" : "amount: 'DECIMAL(10,2)'";
+  return yaml(`{id: {type: BIGINT, nullable: false}, n: INTEGER, ${amount}, ts: TIMESTAMP}`, `{id: BIGINT, n: INTEGER, ${amount}}`);
+}
+const stageAfter = (renamed: boolean): string => `SELECT id, n, ${renamed ? "total" : "amount"} FROM orders_raw WHERE day = {{ day }}\n`;
+
+/** The rows, `id,n,amount,note,ts` (before) or `id,n,<amount>,ts` (after: the same values, note gone). */
+function delivery(after: boolean, n: (id: number) => number = (id) => id * 7, amountName = "total"): string {
+  const rows: string[] = [];
+  for (let day = 1; day <= DAYS; day++) {
+    for (let i = 0; i < PER_DAY; i++) {
+      const id = day * 10 + i;
+      const amount = `${id}.${String(i).padStart(2, "0")}`;
+      const ts = `2026-11-0${day} 1${i}:00:00`;
+      rows.push(after ? `${id},${n(id)},${amount},${ts}` : `${id},${n(id)},${amount},note ${id},${ts}`);
+    }
+  }
+  return `${after ? `id,n,${amountName},ts` : "id,n,amount,note,ts"}\n${rows.join("\n")}\n`;
+}
+
+async function workspace(backendName: string) {
+  const backend = await BACKEND_FACTORIES[backendName]!();
+  cleanups.push(() => backend.cleanup());
+  const lake = await backend.open({ graceMs: 0, leaseWaitMs: 0 });
+  cleanups.push(() => lake.close());
+  const { dir, cleanup } = tempDir("lakeswap-rebuild-");
+  cleanups.push(cleanup);
+  mkdirSync(path.join(dir, "deliveries"));
+  mkdirSync(path.join(dir, "sql"));
+  const configFile = path.join(dir, "lakeswap.yaml");
+  let counter = 0;
+  return {
+    backend,
+    lake,
+    configFile,
+    configure(text: string, stageSql: string): void {
+      writeFileSync(configFile, text);
+      writeFileSync(path.join(dir, "sql", "stage.sql"), stageSql);
+    },
+    deliver(text: string): string {
+      const file = path.join(dir, "deliveries", `delivery-${counter++}.csv`);
+      writeFileSync(file, text);
+      return file;
+    },
+    sync(file: string, options: PipelineOptions = {}, on: Lake = lake): Promise<SyncReport> {
+      return new Pipeline(on, loadPipelineConfig(configFile), { inputs: [file], ...options }).sync();
+    },
+    cli: (args: readonly string[]) => runMain([...backend.cliArgs, ...args], backend.cliEnv),
+  };
+}
+
+/** `day id n amount` rows of a table, sorted; `amount` is the column's name there. */
+async function rows(lake: Lake, table: string, amount: string): Promise<string[]> {
+  const result = await lake.query(`SELECT day, id, n, ${amount} FROM ${table} ORDER BY day, id`);
+  return result.rows.map((row) => row.map((v) => String(v)).join(" "));
+}
+
+/** Every row of every day, as the delivery holds them. */
+function expectedRows(n: (id: number) => number = (id) => id * 7): string[] {
+  const all: string[] = [];
+  for (let day = 1; day <= DAYS; day++) {
+    for (let i = 0; i < PER_DAY; i++) {
+      const id = day * 10 + i;
+      all.push(`2026-11-0${day} ${id} ${n(id)} ${id}.${String(i).padStart(2, "0")}`);
+    }
+  }
+  return all;
+}
+
+function columnsOf(lake: Lake, table: string): Promise<string[]> {
+  return lake.table(table).then((t) => t.columns.map((c) => `${c.name} ${c.type}`));
+}
+
+/** A delivery's lines in reverse order, its header first. */
+function reversed(text: string): string {
+  const [header, ...lines] = text.trim().split("\n");
+  return `${[header, ...lines.reverse()].join("\n")}\n`;
+}
+
+for (const backendName of selectedBackends()) {
+  // Glue's readers match a partition's columns by name: a rename is refused there (tested below).
+  const renamed = backendName === "local";
+  const name = renamed ? "total" : "amount";
+  describe(`schema rebuilt by swap (${backendName})`, () => {
+    it("narrows, drops (and renames) with --rebuild-schema while a reader reads; a resend builds nothing; rollback --sync restores the old definition and runs", async () => {
+      const ws = await workspace(backendName);
+      ws.configure(BEFORE, STAGE_BEFORE);
+      await ws.sync(ws.deliver(delivery(false)));
+      const before = { raw: await rows(ws.lake, "orders_raw", "amount"), stage: await rows(ws.lake, "orders_stage", "amount") };
+      expect(before.raw).toEqual(expectedRows());
+
+      // Without the flag: refused before anything is written, naming the changes and the command.
+      ws.configure(after(renamed), stageAfter(renamed));
+      const file = ws.deliver(delivery(true, undefined, name));
+      const named = renamed ? ".*column amount renamed to total" : "";
+      await expect(ws.sync(file)).rejects.toThrow(new RegExp(`cannot change in place: column n changes from BIGINT to INTEGER${named}.*column note \\(VARCHAR\\) is no longer declared.*lakeswap sync --rebuild-schema`));
+      expect(await columnsOf(ws.lake, "orders_raw")).toEqual(["id BIGINT", "n BIGINT", "amount DECIMAL(10,2)", "note VARCHAR", "ts TIMESTAMP"]);
+
+      // The plan names the rebuild and every partition it rewrites.
+      const plan = await ws.cli(["plan", "-c", ws.configFile, "--input", file, "--rebuild-schema", "--json"]);
+      expect(plan.code, plan.stderr).toBe(0);
+      const planned = (JSON.parse(plan.stdout) as { schemaChanges: { table: string; rebuilds?: string[] }[] }).schemaChanges;
+      const days = Array.from({ length: DAYS }, (_, i) => `day=2026-11-0${i + 1}`);
+      expect(planned.map((s) => [s.table, s.rebuilds])).toEqual([
+        ["orders_raw", days],
+        ["orders_stage", days],
+      ]);
+
+      // A reader reads the raw table all along: every read sees every row, under either definition, never an error.
+      const reader = await ws.backend.open({ readOnly: true });
+      cleanups.push(() => reader.close());
+      let reading = true;
+      const reads: { ids?: string[]; error?: string }[] = [];
+      const loop = (async () => {
+        while (reading) {
+          reads.push(
+            await reader.query("SELECT id, n FROM orders_raw").then(
+              (result) => ({ ids: result.rows.map((row) => `${String(row[0])}:${String(row[1])}`).sort() }),
+              (error: unknown) => ({ error: String(error) }),
+            ),
+          );
+        }
+      })();
+      const report = await ws.sync(file, { rebuildSchema: true });
+      reading = false;
+      await loop;
+      expect(reads.filter((r) => r.error !== undefined)).toEqual([]);
+      expect(reads.length).toBeGreaterThan(0);
+      const ids = expectedRows().map((row) => row.split(" ")).map(([, id, n]) => `${id}:${n}`).sort();
+      for (const read of reads) expect(read.ids).toEqual(ids);
+
+      expect(report.schemaChanges?.map((s) => [s.table, s.rebuilt])).toEqual([
+        ["orders_raw", DAYS],
+        ["orders_stage", DAYS],
+      ]);
+      // The raw runs rewritten sign as the new delivery does: nothing to build there. Their signatures changed (note
+      // was signed), so the stage is built from them (where its SQL changed too, for the rename, that is the reason).
+      expect(report.partitions.filter((p) => p.action === "build").map((p) => `${p.layer} ${p.reason}`)).toEqual(Array(DAYS).fill(renamed ? "stage transform changed" : "stage upstream changed"));
+      expect(await columnsOf(ws.lake, "orders_raw")).toEqual(["id BIGINT", "n INTEGER", `${name} DECIMAL(10,2)`, "ts TIMESTAMP"]);
+      expect(await columnsOf(ws.lake, "orders_stage")).toEqual(["id BIGINT", "n INTEGER", `${name} DECIMAL(10,2)`]);
+      expect(await rows(ws.lake, "orders_raw", name)).toEqual(expectedRows());
+      expect(await rows(ws.lake, "orders_stage", name)).toEqual(expectedRows());
+      const described = await ws.lake.query("SELECT * FROM orders_raw LIMIT 1");
+      expect(described.columns).toEqual(["id", "n", name, "ts", "day"]);
+
+      // The same rows again, in another order: nothing to build anywhere.
+      const again = await ws.sync(ws.deliver(reversed(delivery(true, undefined, name))), { rebuildSchema: true });
+      expect(again.schemaChanges).toBeUndefined();
+      expect(again.partitions.filter((p) => p.action === "build")).toEqual([]);
+
+      // rollback --sync of the rebuild: the old definitions and runs, as they were.
+      const back = await rollbackSync(ws.lake, report.syncId);
+      expect(back.schemas?.map((s) => [s.table, s.action])).toEqual([
+        ["orders_stage", "restored"],
+        ["orders_raw", "restored"],
+      ]);
+      expect(back.partitions.filter((p) => p.action === "rolled back")).toHaveLength(2 * DAYS);
+      expect(await columnsOf(ws.lake, "orders_raw")).toEqual(["id BIGINT", "n BIGINT", "amount DECIMAL(10,2)", "note VARCHAR", "ts TIMESTAMP"]);
+      expect(await rows(ws.lake, "orders_raw", "amount")).toEqual(before.raw);
+      expect(await rows(ws.lake, "orders_stage", "amount")).toEqual(before.stage);
+      expect((await ws.lake.query("SELECT count(note) FROM orders_raw")).rows[0]?.map(String)).toEqual([String(DAYS * PER_DAY)]);
+    }, 240_000);
+
+    it("refuses a rebuild whose values the new type cannot hold, naming the column and the value, and moves nothing", async () => {
+      const ws = await workspace(backendName);
+      ws.configure(BEFORE, STAGE_BEFORE);
+      await ws.sync(ws.deliver(delivery(false, (id) => (id === 32 ? 5_000_000_000 : id))));
+      const pointers = async () => (await ws.lake.snapshot({ tables: ["orders_raw"] }))[0]?.partitions.map((p) => p.runId);
+      const runs = await pointers();
+      ws.configure(after(renamed), stageAfter(renamed));
+      await expect(ws.sync(ws.deliver(delivery(true, undefined, name)), { rebuildSchema: true })).rejects.toThrow(/orders_raw\/day=2026-11-03: .*column n holds 5000000000, which INTEGER cannot hold/);
+      expect(await pointers()).toEqual(runs);
+      expect(await columnsOf(ws.lake, "orders_raw")).toEqual(["id BIGINT", "n BIGINT", "amount DECIMAL(10,2)", "note VARCHAR", "ts TIMESTAMP"]);
+    }, 120_000);
+
+    it(renamed ? "changes a DECIMAL's scale by swap, values rescaled" : "refuses what Athena could not read while the pointers move (a scale changed, a rename), before anything is written", async () => {
+      const ws = await workspace(backendName);
+      ws.configure(BEFORE, STAGE_BEFORE);
+      await ws.sync(ws.deliver(delivery(false)));
+      const scaled = yaml("{id: {type: BIGINT, nullable: false}, n: BIGINT, amount: 'DECIMAL(12,4)', note: VARCHAR, ts: TIMESTAMP}", "{id: BIGINT, n: BIGINT, amount: 'DECIMAL(10,2)'}");
+      ws.configure(scaled, STAGE_BEFORE);
+      const file = ws.deliver(delivery(false));
+      if (!renamed) {
+        await expect(ws.sync(file, { rebuildSchema: true })).rejects.toThrow(/cannot be rebuilt by swap here: Athena cannot read .*column amount \(decimal\(12,4\) in the rebuilt partitions, decimal\(10,2\) in the table/);
+        ws.configure(after(true), stageAfter(true));
+        await expect(ws.sync(ws.deliver(delivery(true)), { rebuildSchema: true })).rejects.toThrow(/a renamed column \(total\) would read NULL/);
+        expect(await columnsOf(ws.lake, "orders_raw")).toEqual(["id BIGINT", "n BIGINT", "amount DECIMAL(10,2)", "note VARCHAR", "ts TIMESTAMP"]);
+        return;
+      }
+      const report = await ws.sync(file, { rebuildSchema: true });
+      expect(report.schemaChanges?.map((s) => [s.table, s.rebuilt])).toEqual([["orders_raw", DAYS]]);
+      expect(await columnsOf(ws.lake, "orders_raw")).toEqual(["id BIGINT", "n BIGINT", "amount DECIMAL(12,4)", "note VARCHAR", "ts TIMESTAMP"]);
+      expect(await rows(ws.lake, "orders_raw", "CAST(amount AS VARCHAR)")).toEqual(expectedRows().map((row) => `${row}00`));
+      // The raw signatures are those of the rows as they are now: the same delivery again builds nothing.
+      expect((await ws.sync(ws.deliver(reversed(delivery(false))))).partitions.filter((p) => p.action === "build")).toEqual([]);
+    }, 120_000);
+  });
+}
