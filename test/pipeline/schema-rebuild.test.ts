@@ -1,4 +1,4 @@
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { loadPipelineConfig } from "../../src/config/pipeline-config.js";
@@ -7,6 +7,7 @@ import { rollbackSync } from "../../src/lake/operations/rollback.js";
 import { Pipeline, type PipelineOptions, type SyncReport } from "../../src/pipeline/pipeline.js";
 import { BACKEND_FACTORIES, selectedBackends, tempDir } from "../support/lake-fixture.js";
 import { runMain } from "../support/main-cli.js";
+import { icebirdRows } from "../support/iceberg-kit.js";
 
 // Issue 31 item 3: a change that cannot be made in place (a column narrowed, dropped or renamed, a scale changed) is
 // made by `sync --rebuild-schema`: every partition rewritten under the new columns, then the pointers and the
@@ -214,6 +215,67 @@ for (const backendName of selectedBackends()) {
       await expect(ws.sync(ws.deliver(delivery(true, undefined, name)), { rebuildSchema: true })).rejects.toThrow(/orders_raw\/day=2026-11-03: .*column n holds 5000000000, which INTEGER cannot hold/);
       expect(await pointers()).toEqual(runs);
       expect(await columnsOf(ws.lake, "orders_raw")).toEqual(["id BIGINT", "n BIGINT", "amount DECIMAL(10,2)", "note VARCHAR", "ts TIMESTAMP"]);
+    }, 120_000);
+
+    it("a rebuild that stops on the way leaves every row readable; the next sync finishes it (embedded: any sync; Glue: with the flag again)", async () => {
+      const ws = await workspace(backendName);
+      ws.configure(BEFORE, STAGE_BEFORE);
+      await ws.sync(ws.deliver(delivery(false)));
+      // Only the raw table changes: n narrowed, note dropped (the stage keeps n BIGINT, widened from the raw table's).
+      ws.configure(yaml("{id: {type: BIGINT, nullable: false}, n: INTEGER, amount: 'DECIMAL(10,2)', ts: TIMESTAMP}", "{id: BIGINT, n: BIGINT, amount: 'DECIMAL(10,2)'}"), STAGE_BEFORE);
+      const file = ws.deliver(delivery(true, undefined, "amount"));
+      process.env.LAKESWAP_FAULT = "rebuild-after-move:fail";
+      try {
+        await expect(ws.sync(file, { rebuildSchema: true })).rejects.toThrow(/fault injected at rebuild-after-move/);
+      } finally {
+        delete process.env.LAKESWAP_FAULT;
+      }
+      expect(await rows(ws.lake, "orders_raw", "amount")).toEqual(expectedRows());
+      const table = await ws.lake.table("orders_raw");
+      if (renamed) {
+        // The definition moved first: the next sync that declares the table finishes the rebuild, flag or not.
+        expect(table.rebuilding).toEqual({ renames: {} });
+        const report = await ws.sync(file);
+        expect(report.schemaChanges).toEqual([{ table: "orders_raw", changes: ["the rebuild by swap of an earlier sync finished"], rebuilt: 0 }]);
+      } else {
+        // Glue: the table keeps its old columns (less note) until the last step; the same command again finishes it.
+        expect(table.columns.map((c) => `${c.name} ${c.type}`)).toEqual(["id BIGINT", "n BIGINT", "amount DECIMAL(10,2)", "ts TIMESTAMP"]);
+        await expect(ws.sync(file)).rejects.toThrow(/column n changes from BIGINT to INTEGER.*--rebuild-schema/);
+        await ws.sync(file, { rebuildSchema: true });
+      }
+      expect(await columnsOf(ws.lake, "orders_raw")).toEqual(["id BIGINT", "n INTEGER", "amount DECIMAL(10,2)", "ts TIMESTAMP"]);
+      expect((await ws.lake.table("orders_raw")).rebuilding).toBeUndefined();
+      expect(await rows(ws.lake, "orders_raw", "amount")).toEqual(expectedRows());
+      expect(await rows(ws.lake, "orders_stage", "amount")).toEqual(expectedRows());
+    }, 120_000);
+
+    it("rebuilds an iceberg: true table: the Iceberg view gets a new schema, a narrowed column a new field id, a dropped one gone", async () => {
+      const ws = await workspace(backendName);
+      const iceberg = (text: string) => text.replace("    write: partition_replace\n", "    write: partition_replace\n    iceberg: true\n");
+      ws.configure(iceberg(BEFORE), STAGE_BEFORE);
+      await ws.sync(ws.deliver(delivery(false)));
+      ws.configure(iceberg(yaml("{id: {type: BIGINT, nullable: false}, n: INTEGER, amount: 'DECIMAL(10,2)', ts: TIMESTAMP}", "{id: BIGINT, n: BIGINT, amount: 'DECIMAL(10,2)'}")), STAGE_BEFORE);
+      const report = await ws.sync(ws.deliver(delivery(true, undefined, "amount")), { rebuildSchema: true });
+      expect(report.schemaChanges?.map((s) => [s.table, s.rebuilt])).toEqual([["orders_raw", DAYS]]);
+      expect(report.snapshots?.map((s) => s.table)).toContain("orders_raw");
+      expect(await rows(ws.lake, "orders_raw", "amount")).toEqual(expectedRows());
+      const lakeDir = (ws.backend as { lakeDir?: string }).lakeDir;
+      if (lakeDir === undefined) return;
+      // An independent reader (icebird) of the current snapshot: every row, n read as the new field's int.
+      const expectedIceberg = expectedRows().map((row) => row.split(" ")).map(([, id, n, amount]) => `${id}|${n}|${amount}`).sort();
+      // icebird reads a decimal as a JavaScript number: shown with the column's scale.
+      const read = (await icebirdRows(lakeDir, "orders_raw", ["id", "n", "amount"])).map((row) => row.split("|")).map(([id, n, amount]) => `${id}|${n}|${Number(amount).toFixed(2)}`);
+      expect(read.sort()).toEqual(expectedIceberg);
+      const metadata = JSON.parse(readFileSync(path.join(lakeDir, "orders_raw", "metadata", `v${readFileSync(path.join(lakeDir, "orders_raw", "metadata", "version-hint.text"), "utf8").trim()}.metadata.json`), "utf8")) as {
+        schemas: { "schema-id": number; fields: { id: number; name: string; type: string }[] }[];
+        "current-schema-id": number;
+      };
+      const [first, current] = [metadata.schemas[0]!, metadata.schemas.find((s) => s["schema-id"] === metadata["current-schema-id"])!];
+      const field = (schema: typeof first, name: string) => schema.fields.find((f) => f.name === name);
+      expect([field(first, "n")?.type, field(current, "n")?.type]).toEqual(["long", "int"]);
+      expect(field(current, "n")?.id).toBeGreaterThan(Math.max(...first.fields.map((f) => f.id)));
+      expect(field(current, "id")?.id).toBe(field(first, "id")?.id);
+      expect(field(current, "note")).toBeUndefined();
     }, 120_000);
 
     it(renamed ? "changes a DECIMAL's scale by swap, values rescaled" : "refuses what Athena could not read while the pointers move (a scale changed, a rename), before anything is written", async () => {

@@ -116,8 +116,8 @@ export function promotedFields(from: IcebergSchema | undefined, to: IcebergSchem
  * types) are those of the current schema, the metadata itself. Else a new schema, with the next schema id, is added
  * and made current (earlier snapshots keep naming theirs): every field keeps its id by name, a new column gets the
  * next id after `last-column-id`, the partition spec stays (its source ids still name the keys' fields), and the name
- * mapping follows the new schema. A change Iceberg cannot read the files written before under (a type changed other
- * than by a promotion, a partition key gone) is refused: model/schema-change.ts admits none.
+ * mapping follows the new schema. A column whose type changed other than by a promotion (a rebuild by swap rewrote
+ * every current file) gets a new id too; a partition key gone is refused (model/schema-change.ts admits none).
  */
 export function withTableSchema(metadata: TableMetadata, table: TableDefinition): TableMetadata {
   const current = currentSchema(metadata);
@@ -125,10 +125,13 @@ export function withTableSchema(metadata: TableMetadata, table: TableDefinition)
   let lastColumnId = metadata["last-column-id"];
   const fields = icebergSchemaFields(table).map((field): SchemaField => {
     const before = known.get(field.name);
-    if (before && before.type !== field.type && !isPromotion(before.type, field.type)) {
-      throw new LakeswapError("CONFLICT", `the Iceberg table of '${table.name}' cannot change column ${field.name} from ${before.type} to ${field.type} (not an Iceberg type promotion); drop the table and load it again`);
+    const retyped = before !== undefined && before.type !== field.type && !isPromotion(before.type, field.type);
+    if (retyped && table.rebuilding) {
+      throw new LakeswapError("CONFLICT", `the Iceberg table of '${table.name}' waits for the rebuild by swap of its column ${field.name} to finish (some current files still hold ${before.type}): run lakeswap sync to finish it`);
     }
-    if (before) return { ...field, id: before.id };
+    // Another type than a promotion comes only from a rebuild by swap (model/schema-change.ts), which rewrote every
+    // current file: to Iceberg the column was dropped and added again, a new field id (earlier snapshots keep theirs).
+    if (before && !retyped) return { ...field, id: before.id };
     lastColumnId += 1;
     return { ...field, id: lastColumnId };
   });
