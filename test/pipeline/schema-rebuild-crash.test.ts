@@ -3,8 +3,7 @@ import path from "node:path";
 import { GetPartitionsCommand, GetTableCommand, GlueClient, type Column } from "@aws-sdk/client-glue";
 import { afterAll, describe, expect, it } from "vitest";
 import type { Lake } from "../../src/lake/lake.js";
-import type { awsBackend} from "../support/lake-fixture.js";
-import { BACKEND_FACTORIES, cloneBackend, runCli, selectedBackends, tempDir, type CliResult, type TestBackend } from "../support/lake-fixture.js";
+import { BACKEND_FACTORIES, cloneBackend, runCli, selectedBackends, tempDir, type awsBackend, type CliResult, type TestBackend } from "../support/lake-fixture.js";
 import { runMain } from "../support/main-cli.js";
 
 // Issue 31 item 3: `sync --rebuild-schema` (n narrowed from BIGINT to INTEGER, note dropped, and embedded amount
