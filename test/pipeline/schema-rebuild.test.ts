@@ -249,6 +249,43 @@ for (const backendName of selectedBackends()) {
       expect(await rows(ws.lake, "orders_stage", "amount")).toEqual(expectedRows());
     }, 120_000);
 
+    it("write: append: a narrowing is rebuilt and a delivery appended before is still recognised; a change to what rows sign as is refused (it would append them again)", async () => {
+      const ws = await workspace(backendName);
+      const appendYaml = (n: string, note: boolean) =>
+        yaml(`{id: {type: BIGINT, nullable: false}, n: ${n}, amount: 'DECIMAL(10,2)', ${note ? "note: VARCHAR, " : ""}ts: TIMESTAMP}`, "{id: BIGINT, n: BIGINT, amount: 'DECIMAL(10,2)'}", "append");
+      ws.configure(appendYaml("BIGINT", true), STAGE_BEFORE);
+      const first = delivery(false);
+      await ws.sync(ws.deliver(first));
+      ws.configure(appendYaml("INTEGER", true), STAGE_BEFORE);
+      const report = await ws.sync(ws.deliver(reversed(first)), { rebuildSchema: true });
+      expect(report.schemaChanges?.map((s) => [s.table, s.rebuilt])).toEqual([["orders_raw", DAYS]]);
+      expect(report.partitions.filter((p) => p.layer === "raw").map((p) => p.reason)).toEqual(Array(DAYS).fill("already appended"));
+      expect(await rows(ws.lake, "orders_raw", "amount")).toEqual(expectedRows());
+      // Dropping note (signed) would make every delivery appended so far unrecognisable: refused, nothing moved.
+      ws.configure(appendYaml("INTEGER", false), STAGE_BEFORE);
+      await expect(ws.sync(ws.deliver(delivery(true, undefined, "amount")), { rebuildSchema: true })).rejects.toThrow(/is appended to \(write: append\), and the change alters what its rows sign as .*would be appended again/);
+      expect(await columnsOf(ws.lake, "orders_raw")).toEqual(["id BIGINT", "n INTEGER", "amount DECIMAL(10,2)", "note VARCHAR", "ts TIMESTAMP"]);
+    }, 120_000);
+
+    it("write: upsert: a table rebuilt by swap takes the next delivery's changes merged under its new columns", async () => {
+      const ws = await workspace(backendName);
+      const upsertYaml = (n: string, note: boolean) =>
+        yaml(`{id: {type: BIGINT, nullable: false}, n: ${n}, amount: 'DECIMAL(10,2)', ${note ? "note: VARCHAR, " : ""}ts: TIMESTAMP}`, "{id: BIGINT, n: BIGINT, amount: 'DECIMAL(10,2)'}", "upsert").replace(
+          "    write: upsert\n",
+          "    write: upsert\n    primary_key: [id]\n",
+        );
+      ws.configure(upsertYaml("BIGINT", true), STAGE_BEFORE);
+      await ws.sync(ws.deliver(delivery(false)));
+      ws.configure(upsertYaml("INTEGER", false), STAGE_BEFORE);
+      // One order of day 3 changed: merged into the rebuilt rows; every other row as it was.
+      const changed = delivery(true, (id) => (id === 31 ? 999 : id * 7), "amount").split("\n").filter((line, i) => i === 0 || line.startsWith("31,")).join("\n");
+      const report = await ws.sync(ws.deliver(`${changed}\n`), { rebuildSchema: true });
+      expect(report.schemaChanges?.map((s) => [s.table, s.rebuilt])).toEqual([["orders_raw", DAYS]]);
+      expect(report.partitions.filter((p) => p.layer === "raw" && p.action === "build").map((p) => p.partition)).toEqual(["day=2026-11-03"]);
+      expect(await rows(ws.lake, "orders_raw", "amount")).toEqual(expectedRows((id) => (id === 31 ? 999 : id * 7)));
+      expect(await columnsOf(ws.lake, "orders_raw")).toEqual(["id BIGINT", "n INTEGER", "amount DECIMAL(10,2)", "ts TIMESTAMP"]);
+    }, 120_000);
+
     it("rebuilds an iceberg: true table: the Iceberg view gets a new schema, a narrowed column a new field id, a dropped one gone", async () => {
       const ws = await workspace(backendName);
       const iceberg = (text: string) => text.replace("    write: partition_replace\n", "    write: partition_replace\n    iceberg: true\n");

@@ -481,3 +481,33 @@ describe.skipIf(!postgresAvailable())("PostgreSQL sink", () => {
     expect([postgresNow[0]?.total, postgresNow[0]?.n]).toEqual(lakeNow.rows[0]?.map(String));
   });
 });
+
+describe.skipIf(!postgresAvailable())("PostgreSQL sink × a schema rebuilt by swap", () => {
+  it("a layer rebuilt with a column dropped and one renamed (--rebuild-schema): every partition is sent again under the new columns, PostgreSQL equals the lake", async () => {
+    const ws = await workspace();
+    await ws.sync(ws.deliver(orders(3)));
+    const configFile = path.join(ws.dir, "lakeswap.yaml");
+    // The stage drops customer_id and calls amount total; the monthly layer reads it under its new name.
+    writeFileSync(
+      configFile,
+      readFileSync(configFile, "utf8").replace(
+        'columns: {order_id: BIGINT, customer_id: BIGINT, amount: "DECIMAL(10,2)", order_ts: TIMESTAMP}',
+        'columns: {order_id: BIGINT, total: {type: "DECIMAL(10,2)", renamed_from: amount}, order_ts: TIMESTAMP}',
+      ),
+    );
+    writeFileSync(path.join(ws.dir, "sql", "stage.sql"), "SELECT order_id, amount AS total, order_ts FROM orders_raw WHERE day = {{ day }} AND status = 'completed'\n");
+    writeFileSync(path.join(ws.dir, "sql", "monthly.sql"), "SELECT day AS order_day, count(*) AS orders, sum(total) AS revenue FROM orders_stage GROUP BY day\n");
+    await expect(ws.sync(ws.deliver(orders(3)))).rejects.toThrow(/orders_stage' cannot change in place: column customer_id \(BIGINT\) is no longer declared.*; column amount renamed to total/);
+    const report = await new Pipeline(ws.lake, loadPipelineConfig(configFile), { inputs: [ws.deliver(orders(3))], openSink, rebuildSchema: true }).sync();
+    expect(report.schemaChanges?.map((c) => [c.table, c.rebuilt])).toEqual([["orders_stage", 3]]);
+    expect(sinkLines(report).filter((l) => l.startsWith("lake."))).toEqual(["01", "02", "03"].map((day) => `lake.orders_by_day day=2026-11-${day} sent changed`));
+    const inLake = await ws.lake.query("SELECT day, count(*), CAST(sum(total) AS VARCHAR) FROM orders_stage GROUP BY day ORDER BY day");
+    const inPostgres = await ws.db<{ day: string; n: string; total: string }>("SELECT day, count(*)::text AS n, sum(total)::text AS total FROM lake.orders_by_day GROUP BY day ORDER BY day");
+    expect(inPostgres.map((r) => [r.day, r.n, r.total])).toEqual(inLake.rows.map((row) => row.map(String)));
+    // The target's columns the layer no longer has are kept, as a user's table's are: NULL in the rows sent since.
+    expect((await ws.db<{ n: string }>("SELECT count(*)::text AS n FROM lake.orders_by_day WHERE amount IS NOT NULL OR customer_id IS NOT NULL"))[0]?.n).toBe("0");
+    // The monthly layer's revenue, sent by upsert, is the same as before the rename.
+    const monthly = await ws.db<{ revenue: string }>("SELECT sum(revenue)::text AS revenue FROM analytics.orders_monthly");
+    expect(monthly[0]?.revenue).toBe(String(inLake.rows.reduce((sum, row) => sum + Number(row[2]), 0).toFixed(2)));
+  });
+});

@@ -140,13 +140,15 @@ async function rewrite(parts: LakeParts, existing: TableDefinition, change: Sche
     .catch((error: unknown) => {
       throw new LakeswapError(error instanceof LakeswapError ? error.code : "BUILD_FAILED", `partition ${label}: ${errorMessage(error)}`);
     });
-  const signature = options.signatureColumns === undefined ? pointer.signature : staged.signature;
-  if (before?.appended && signature !== pointer.signature) {
+  // A layer's run keeps its chained signature, an appended run the chain of its parts (each part signs as before: checked).
+  const signature = options.signatureColumns === undefined || before?.appended ? pointer.signature : staged.signature;
+  const resigned = before?.appended ? signedDifferently(existing, table, options.signatureColumns ?? []) : [];
+  if (resigned.length > 0) {
     await staged.discard();
     throw new LakeswapError(
       "CONFLICT",
-      `partition ${label} is appended to (write: append), and the change alters what its rows sign as (${change.changes.join("; ")}): ` +
-        `a delivery it already holds could no longer be recognised, and would be appended again. Keep the signed columns as they are, or reload the table`,
+      `partition ${label} is appended to (write: append), and the change alters what its rows sign as (${resigned.join("; ")}): ` +
+        `a delivery it already holds could no longer be recognised, and would be appended again. Keep the signed columns as they are (an integer may narrow), or reload the table`,
     );
   }
   const written = await staged.place();
@@ -182,4 +184,20 @@ export function refuseUnreadableRebuild(catalog: Pick<Catalog, "rebuildRefusal">
   if (why !== undefined) {
     throw new LakeswapError("CONFLICT", `table '${wanted.name}' cannot be rebuilt by swap here: ${why}. Add a column of the new type instead (in place), fill it, then drop the old one with --rebuild-schema`);
   }
+}
+
+/**
+ * The signed columns whose rows would sign otherwise under `wanted` (docs/signatures.md): dropped or renamed (the
+ * signature's header names them), or retyped other than from an integer type to another, whose words are the values.
+ */
+function signedDifferently(existing: TableDefinition, wanted: TableDefinition, signed: readonly string[]): string[] {
+  const integer = (type: string) => /^U?(TINYINT|SMALLINT|INTEGER|BIGINT)$/.test(type);
+  // `signed` are the columns the declaration signs now; one it no longer has may have been signed (taken as signed).
+  return existing.columns
+    .filter((c) => signed.includes(c.name) || !wanted.columns.some((w) => w.name === c.name))
+    .flatMap((c) => {
+      const now = wanted.columns.find((w) => w.name === c.name);
+      if (!now) return [`column ${c.name} is no longer there`];
+      return now.type === c.type || (integer(c.type) && integer(now.type)) ? [] : [`column ${c.name} changes from ${c.type} to ${now.type}`];
+    });
 }
