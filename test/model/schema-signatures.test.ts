@@ -62,6 +62,34 @@ describe("schema changes in place keep signatures honest (docs/signatures.md, \"
     expect(bigger.get("x")).not.toBe(after.get("x"));
   });
 
+  /** Each integer narrowing a rebuild by swap makes, with values the narrow type holds at its edges. */
+  const NARROWINGS: readonly { from: string; to: string; values: readonly (string | null)[] }[] = [
+    { from: "BIGINT", to: "INTEGER", values: ["-2147483648", "2147483647", "0", null] },
+    { from: "BIGINT", to: "TINYINT", values: ["-128", "127", null] },
+    { from: "INTEGER", to: "SMALLINT", values: ["-32768", "32767", "5", null] },
+    { from: "BIGINT", to: "UTINYINT", values: ["0", "255", null] },
+  ];
+  it.each(NARROWINGS.map((n) => [`${n.from} -> ${n.to}`, n] as const))("a rebuild narrowing %s signs every value as before (its header keeps the type it was signed as)", async (_name, narrowing) => {
+    const wide: SignedColumn[] = [{ name: "id", type: "BIGINT" }, { name: "v", type: narrowing.from }];
+    const change = planSchemaChange(
+      defineTable({ name: "t", columns: wide, partitionKeys: ["p"] }),
+      defineTable({ name: "t", columns: [{ name: "id", type: "BIGINT" }, { name: "v", type: narrowing.to }], partitionKeys: ["p"] }),
+      { rebuild: true },
+    );
+    expect(change?.rebuild).toBeDefined();
+    const narrow = change!.table.columns;
+    expect(narrow.find((c) => c.name === "v")).toEqual({ name: "v", type: narrowing.to, signedAs: narrowing.from });
+    const values = narrowing.values.map((v, i) => `(${i}, ${v === null ? "NULL" : `'${v}'`})`).join(", ");
+    const setup = [
+      `CREATE TABLE wide AS SELECT 'x' AS p, id::BIGINT AS id, CAST(v AS ${narrowing.from}) AS v FROM (VALUES ${values}) t(id, v)`,
+      `CREATE TABLE narrow AS SELECT p, id, CAST(v AS ${narrowing.to}) AS v FROM wide`,
+    ];
+    const before = await signedByEveryForm(setup, "wide", wide);
+    const after = await signedByEveryForm(setup, "narrow", narrow);
+    expect(after.get("x")).toBe(before.get("x"));
+    expect(rawSignature(narrow, narrowing.values.map((v, i) => [String(i), v === null ? null : canonicalValue(narrowing.to, v)]))).toBe(after.get("x"));
+  });
+
   it("a column added in place changes no signature where it holds no value, and signs exactly the partitions where it does", async () => {
     const base: SignedColumn[] = [{ name: "id", type: "BIGINT" }, { name: "name", type: "VARCHAR" }];
     const change = planSchemaChange(
