@@ -1,5 +1,6 @@
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
+import { DuckDBInstance } from "@duckdb/node-api";
 import { afterEach, describe, expect, it } from "vitest";
 import { loadPipelineConfig } from "../../src/config/pipeline-config.js";
 import type { Lake } from "../../src/lake/lake.js";
@@ -165,13 +166,34 @@ for (const backendName of selectedBackends()) {
           );
         }
       })();
+      // Embedded, plain DuckDB too, over the documented glob (no lakeswap code): the union of both shapes, every row once.
+      const lakeDir = (ws.backend as { lakeDir?: string }).lakeDir;
+      const plainReads: { ids?: string[]; error?: string }[] = [];
+      const plain = lakeDir === undefined ? undefined : await DuckDBInstance.create(":memory:");
+      const plainLoop = (async () => {
+        if (!plain || lakeDir === undefined) return;
+        const connection = await plain.connect();
+        const glob = `${path.join(lakeDir, "orders_raw")}/*/*.parquet`.replace(/'/g, "''");
+        while (reading) {
+          plainReads.push(
+            await connection.runAndReadAll(`SELECT id, n FROM read_parquet('${glob}', union_by_name = true, hive_partitioning = true)`).then(
+              (result) => ({ ids: result.getRowsJS().map((row) => `${String(row[0])}:${String(row[1])}`).sort() }),
+              (error: unknown) => ({ error: String(error) }),
+            ),
+          );
+        }
+        connection.closeSync();
+      })();
       const report = await ws.sync(file, { rebuildSchema: true });
       reading = false;
-      await loop;
+      await Promise.all([loop, plainLoop]);
+      plain?.closeSync();
       expect(reads.filter((r) => r.error !== undefined)).toEqual([]);
+      expect(plainReads.filter((r) => r.error !== undefined)).toEqual([]);
       expect(reads.length).toBeGreaterThan(0);
+      if (lakeDir !== undefined) expect(plainReads.length).toBeGreaterThan(0);
       const ids = expectedRows().map((row) => row.split(" ")).map(([, id, n]) => `${id}:${n}`).sort();
-      for (const read of reads) expect(read.ids).toEqual(ids);
+      for (const read of [...reads, ...plainReads]) expect(read.ids).toEqual(ids);
 
       expect(report.schemaChanges?.map((s) => [s.table, s.rebuilt])).toEqual([
         ["orders_raw", DAYS],
