@@ -131,6 +131,7 @@ export function planSchemaChange(existing: TableDefinition, wanted: TableDefinit
     ...wanted,
     columns,
     ...(columnsChanged ? { schemaVersion: (existing.schemaVersion ?? 0) + 1 } : existing.schemaVersion !== undefined ? { schemaVersion: existing.schemaVersion } : {}),
+    ...(existing.rebuiltAt !== undefined ? { rebuiltAt: existing.rebuiltAt } : {}),
   });
   return { table, changes };
 }

@@ -67,6 +67,11 @@ export interface TableDefinition {
    * renamed column (new name to old name) from either name. The next sync that declares the table finishes it.
    */
   readonly rebuilding?: { readonly renames: Readonly<Record<string, string>> };
+  /**
+   * The `schemaChangedAt` of the last rebuild by swap: a run written before it holds columns the table no longer
+   * reads (a wider type, a column renamed since), so no pointer is moved back to one (roll the rebuild back instead).
+   */
+  readonly rebuiltAt?: string;
 }
 
 /** A table's definition as declared: without what lakeswap records about its changes (columns' `signedAs` and `added`, `schemaVersion`). */
@@ -77,6 +82,7 @@ export function declaredShape(table: TableDefinition): string {
     schemaVersion: undefined,
     schemaChangedAt: undefined,
     rebuilding: undefined,
+    rebuiltAt: undefined,
   });
 }
 
@@ -155,6 +161,7 @@ export function defineTable(input: {
   schemaVersion?: number;
   schemaChangedAt?: string;
   rebuilding?: { readonly renames: Readonly<Record<string, string>> };
+  rebuiltAt?: string;
 }): TableDefinition {
   const name = assertIdentifier("table name", input.name);
   if (input.columns.length === 0) {
@@ -183,6 +190,9 @@ export function defineTable(input: {
   if (input.schemaChangedAt !== undefined && !isRunId(input.schemaChangedAt)) {
     throw new InvalidInputError(`table '${name}' has schemaChangedAt '${printable(input.schemaChangedAt)}', which is not a run id (YYYYMMDDTHHMMSSZ-xxxxxx)`);
   }
+  if (input.rebuiltAt !== undefined && !isRunId(input.rebuiltAt)) {
+    throw new InvalidInputError(`table '${name}' has rebuiltAt '${printable(input.rebuiltAt)}', which is not a run id (YYYYMMDDTHHMMSSZ-xxxxxx)`);
+  }
   if (input.schemaVersion !== undefined && !(Number.isSafeInteger(input.schemaVersion) && input.schemaVersion >= 0)) {
     throw new InvalidInputError(`table '${name}' has schema version ${printable(String(input.schemaVersion))}: it must be a whole number, 0 or more`);
   }
@@ -210,6 +220,7 @@ export function defineTable(input: {
     ...(input.iceberg && input.icebergTable !== undefined ? { icebergTable: input.icebergTable } : {}),
     ...(input.schemaVersion ? { schemaVersion: input.schemaVersion } : {}),
     ...(input.schemaChangedAt !== undefined ? { schemaChangedAt: input.schemaChangedAt } : {}),
+    ...(input.rebuiltAt !== undefined ? { rebuiltAt: input.rebuiltAt } : {}),
     ...(input.rebuilding !== undefined ? { rebuilding: { renames: checkedRenames(name, columns, input.rebuilding.renames) } } : {}),
   };
 }
@@ -320,6 +331,7 @@ export function parseTableDefinition(value: unknown, source: string, expectedNam
   if (!Array.isArray(columns) || !columns.every(column)) refuse("'columns' is not a list of {name, type}");
   if (record.schemaVersion !== undefined && typeof record.schemaVersion !== "number") refuse("'schemaVersion' is not a number");
   if (record.schemaChangedAt !== undefined && typeof record.schemaChangedAt !== "string") refuse("'schemaChangedAt' is not a run id");
+  if (record.rebuiltAt !== undefined && typeof record.rebuiltAt !== "string") refuse("'rebuiltAt' is not a run id");
   const rebuilding = record.rebuilding as { renames?: unknown } | undefined;
   if (rebuilding !== undefined && (typeof rebuilding !== "object" || rebuilding === null || typeof rebuilding.renames !== "object" || rebuilding.renames === null)) refuse("'rebuilding' is not {renames}");
   const keys = record.partitionKeys;
@@ -344,6 +356,7 @@ export function parseTableDefinition(value: unknown, source: string, expectedNam
       ...(typeof record.schemaVersion === "number" ? { schemaVersion: record.schemaVersion } : {}),
       ...(typeof record.schemaChangedAt === "string" ? { schemaChangedAt: record.schemaChangedAt } : {}),
       ...(rebuilding !== undefined ? { rebuilding: { renames: rebuilding.renames as Record<string, string> } } : {}),
+      ...(typeof record.rebuiltAt === "string" ? { rebuiltAt: record.rebuiltAt } : {}),
     });
   } catch (error) {
     if (error instanceof InvalidInputError) return refuse(error.message);

@@ -4,7 +4,8 @@ import { DuckDBInstance } from "@duckdb/node-api";
 import { afterEach, describe, expect, it } from "vitest";
 import { loadPipelineConfig } from "../../src/config/pipeline-config.js";
 import type { Lake } from "../../src/lake/lake.js";
-import { rollbackSync } from "../../src/lake/operations/rollback.js";
+import { rollbackPartition, rollbackSync } from "../../src/lake/operations/rollback.js";
+import { publishSync } from "../../src/lake/operations/publish.js";
 import { Pipeline, type PipelineOptions, type SyncReport } from "../../src/pipeline/pipeline.js";
 import { BACKEND_FACTORIES, selectedBackends, tempDir } from "../support/lake-fixture.js";
 import { runMain } from "../support/main-cli.js";
@@ -214,6 +215,9 @@ for (const backendName of selectedBackends()) {
       expect(again.schemaChanges).toBeUndefined();
       expect(again.partitions.filter((p) => p.action === "build")).toEqual([]);
 
+      // A partition is never moved back alone to a run from before the rebuild (its columns are not the table's).
+      await expect(rollbackPartition(ws.lake, "orders_raw", "day=2026-11-02")).rejects.toThrow(/was written before table orders_raw was rebuilt by swap under other columns; roll back the sync that rebuilt it/);
+
       // rollback --sync of the rebuild: the old definitions and runs, as they were.
       const back = await rollbackSync(ws.lake, report.syncId);
       expect(back.schemas?.map((s) => [s.table, s.action])).toEqual([
@@ -269,6 +273,23 @@ for (const backendName of selectedBackends()) {
       expect((await ws.lake.table("orders_raw")).rebuilding).toBeUndefined();
       expect(await rows(ws.lake, "orders_raw", "amount")).toEqual(expectedRows());
       expect(await rows(ws.lake, "orders_stage", "amount")).toEqual(expectedRows());
+    }, 120_000);
+
+    it("a held sync's runs staged before a rebuild are not published into the rebuilt table (written under other columns)", async () => {
+      const ws = await workspace(backendName);
+      ws.configure(BEFORE, STAGE_BEFORE);
+      await ws.sync(ws.deliver(delivery(false)));
+      // Held: day 6, new, staged under the old columns.
+      const day6 = "id,n,amount,note,ts\n60,420,60.00,note 60,2026-11-06 10:00:00\n";
+      const held = await ws.sync(ws.deliver(day6), { hold: true });
+      expect(held.held?.status).toBe("held");
+      ws.configure(after(false), stageAfter(false));
+      await ws.sync(ws.deliver(delivery(true, undefined, "amount")), { rebuildSchema: true });
+      const published = await publishSync(ws.lake, held.syncId);
+      expect(published.refused.map((r) => `${r.table} ${r.partition} ${r.reason}`)).toContainEqual(
+        expect.stringMatching(/^orders_raw day=2026-11-06 its staged run \S+ was written before the table was rebuilt by swap under other columns; rerun the sync$/),
+      );
+      expect(await rows(ws.lake, "orders_raw", "amount")).toEqual(expectedRows());
     }, 120_000);
 
     it("write: append: a narrowing is rebuilt and a delivery appended before is still recognised; a change to what rows sign as is refused (it would append them again)", async () => {

@@ -52,6 +52,8 @@ export async function publishStaged(
         refused.push({ table: table.name, partition: m.partition, reason: `moved since it was staged against ${m.previousRunId === undefined ? "no run" : `run ${m.previousRunId}`}: ${now}` });
       } else if (!present[i]) {
         refused.push({ table: table.name, partition: m.partition, reason: `its staged run ${m.runId} is gone (gc removes staged runs after the grace window); rerun the sync` });
+      } else if (table.rebuiltAt !== undefined && m.runId < table.rebuiltAt) {
+        refused.push({ table: table.name, partition: m.partition, reason: `its staged run ${m.runId} was written before the table was rebuilt by swap under other columns; rerun the sync` });
       } else {
         ready.push(audited(ctx, table, m, partitions[i]!, current));
       }

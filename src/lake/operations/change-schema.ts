@@ -37,5 +37,7 @@ export async function changeSchema(lake: HasLakeParts, wanted: TableDefinition, 
 export async function stampSchemaChange(lake: HasLakeParts, change: SchemaChange): Promise<SchemaChange> {
   const runs = (await lake.parts.catalog.listPointers(change.table)).map((p) => p.runId);
   const latest = [...runs, change.table.schemaChangedAt].filter((id): id is string => id !== undefined && id !== "").sort().at(-1);
-  return { ...change, table: defineTable({ ...change.table, schemaChangedAt: newRunIdAfter(latest) }) };
+  const at = newRunIdAfter(latest);
+  // A rebuild by swap rewrites every run from before it: none of those is moved back to while it stands.
+  return { ...change, table: defineTable({ ...change.table, schemaChangedAt: at, ...(change.rebuild ? { rebuiltAt: at } : {}) }) };
 }

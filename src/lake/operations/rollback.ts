@@ -183,6 +183,18 @@ async function finishRebuildRollbacks(lake: HasLakeParts, record: SyncRecord, re
   }
 }
 
+/**
+ * Refuses to move a partition back to a run written before its table was rebuilt by swap (`rebuiltAt`): the run holds
+ * columns the table no longer reads (a wider type Athena refuses under the narrow one, a column renamed since).
+ */
+function refuseBeforeRebuild(table: TableDefinition, label: string, runId: string): void {
+  if (table.rebuiltAt === undefined || runId >= table.rebuiltAt) return;
+  throw new LakeswapError(
+    "CONFLICT",
+    `run ${runId} of ${label} was written before table ${table.name} was rebuilt by swap under other columns; roll back the sync that rebuilt it instead (lakeswap syncs lists it; rollback --sync ID)`,
+  );
+}
+
 /** Checks a run id given on the command line. */
 function checkRunId(table: TableDefinition, runId: string | undefined): void {
   if (runId !== undefined && !isRunId(runId)) {
@@ -211,6 +223,7 @@ async function moveBack(ctx: LakeContext, table: TableDefinition, partition: Par
     if (!newest) throw new NotFoundError(`partition ${label} has no older run to roll back to (current run ${current.runId})`);
     target = newest;
   }
+  refuseBeforeRebuild(table, label, target);
   const manifest = await readManifest(ctx.store, table, partition, target);
   const fence = (): Promise<void> => ctx.leaseCheck(table.name);
   await fence();
@@ -244,6 +257,10 @@ async function rollbackMoves(ctx: LakeContext, table: TableDefinition, moves: re
     if (move.previousRun === undefined) {
       removals.push(partition);
       entries.push({ table: table.name, partition: move.partition, action: "removed", fromRunId: at });
+      continue;
+    }
+    if (table.rebuiltAt !== undefined && move.previousRun < table.rebuiltAt) {
+      skip(`run ${move.previousRun}, current before the sync, was written before the table was rebuilt by swap under other columns; roll back the rebuild's sync first`);
       continue;
     }
     const manifest = await readManifest(ctx.store, table, partition, move.previousRun);
