@@ -323,6 +323,8 @@ function resolveToken(value: string, at: string, env: NodeJS.ProcessEnv): string
 function resolveNamespace(name: string, spec: z.output<ReturnType<typeof namespaceSchema>>, at: string, context: IngestContext): IngestNamespaceConfig {
   wrapAt(at.slice(0, at.lastIndexOf(".")), () => assertIdentifier("namespace", name));
   const columns = context.resolveColumns(spec.columns, `${at}.columns`);
+  const renamed = columns.find((c) => c.renamedFrom !== undefined);
+  if (renamed) throw new InvalidInputError(`${at}.columns.${renamed.name}.renamed_from: an ingested table's columns are only ever added; declare the column under its name`);
   const names = columns.map((c) => c.name);
   const timeColumn = columns.find((c) => c.name === spec.time.field);
   if (!timeColumn) {

@@ -230,7 +230,7 @@ for (const backendName of selectedBackends()) {
       // lakeswap history --schema shows it, as text and as JSON; with --partition it says what to leave out.
       const text = await ws.cli(["history", "orders_raw", "--schema"]);
       expect([text.code, text.stdout.split("\n")[0]]).toEqual([0, "table orders_raw: schema version 1 (id BIGINT, n BIGINT, amount DECIMAL(10,2), ts TIMESTAMP, note VARCHAR)"]);
-      expect(text.stdout).toMatch(new RegExp(`${record!.syncId} .* create-table orders_raw +0 -> 1 +column n widened from INTEGER to BIGINT; column note VARCHAR added +current`));
+      expect(text.stdout).toMatch(new RegExp(`${record!.syncId} .* create-table orders_raw +0 -> 1 +in place: column n widened from INTEGER to BIGINT; column note VARCHAR added +current`));
       const json = await ws.cli(["history", "orders_raw", "--schema", "--json"]);
       expect((JSON.parse(json.stdout) as { changes: { by: string; toVersion: number }[] }).changes.map((c) => [c.by, c.toVersion])).toEqual([["create-table orders_raw", 1]]);
       const both = await ws.cli(["history", "orders_raw", "--schema", "--partition", "day=2026-11-01"]);

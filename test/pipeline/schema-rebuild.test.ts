@@ -6,6 +6,7 @@ import { loadPipelineConfig } from "../../src/config/pipeline-config.js";
 import type { Lake } from "../../src/lake/lake.js";
 import { rollbackPartition, rollbackSync } from "../../src/lake/operations/rollback.js";
 import { publishSync } from "../../src/lake/operations/publish.js";
+import { readSchemaHistory } from "../../src/lake/operations/history.js";
 import { Pipeline, type PipelineOptions, type SyncReport } from "../../src/pipeline/pipeline.js";
 import { BACKEND_FACTORIES, selectedBackends, tempDir } from "../support/lake-fixture.js";
 import { runMain } from "../support/main-cli.js";
@@ -214,6 +215,13 @@ for (const backendName of selectedBackends()) {
       const again = await ws.sync(ws.deliver(reversed(delivery(true, undefined, name))), { rebuildSchema: true });
       expect(again.schemaChanges).toBeUndefined();
       expect(again.partitions.filter((p) => p.action === "build")).toEqual([]);
+
+      // history --schema and syncs say how the change was made.
+      const history = await readSchemaHistory(ws.lake, "orders_raw");
+      expect(history.changes.map((c) => [c.syncId, c.how, c.current])).toEqual([[report.syncId, "rebuilt by swap", true]]);
+      const syncs = await ws.cli(["syncs"]);
+      expect(syncs.stdout).toContain(`sync ${report.syncId} rebuilt schemas by swap:`);
+      expect(syncs.stdout).toContain("  orders_raw: (rebuilt) column n changes from BIGINT to INTEGER: it narrows (values may no longer fit)");
 
       // A partition is never moved back alone to a run from before the rebuild (its columns are not the table's).
       await expect(rollbackPartition(ws.lake, "orders_raw", "day=2026-11-02")).rejects.toThrow(/was written before table orders_raw was rebuilt by swap under other columns; roll back the sync that rebuilt it/);

@@ -57,6 +57,6 @@ export function registerHistory(program: Command): void {
 function schemaHistoryText(history: SchemaHistory): string {
   const now = `table ${history.table}: schema version ${history.version} (${history.columns.join(", ")})`;
   if (history.changes.length === 0) return `${now}\nno schema change recorded (each sync or create-table that changes the schema in place records one)`;
-  const rows = history.changes.map((c) => [c.syncId, c.changedAt, c.by, `${c.fromVersion} -> ${c.toVersion}`, c.changes.join("; "), c.current ? "current" : ""]);
+  const rows = history.changes.map((c) => [c.syncId, c.changedAt, c.by, `${c.fromVersion} -> ${c.toVersion}`, `${c.how}: ${c.changes.join("; ")}`, c.current ? "current" : ""]);
   return `${now}\n${formatTable(["sync", "changed", "by", "version", "changes", ""], rows)}`;
 }

@@ -54,12 +54,13 @@ function heldText(held: SyncRecord["held"]): string {
   return held.status === "published" ? `published ${held.publishedAt ?? ""}${held.refused?.length ? `, ${held.refused.length} refused` : ""}` : "discarded";
 }
 
-/** The schema changes syncs made in place, one line each (`rollback --sync` restores the definition before). */
+/** The schema changes syncs made (in place, or rebuilt by swap), one line each (`rollback --sync` restores the definition before). */
 function schemaChanges(records: readonly SyncRecord[]): string[] {
   const changed = records.filter((r) => (r.schemaChanges ?? []).length > 0);
   // A discarded sync's changes were restored by its discard, unless a later command changed the schema again or wrote runs under it.
   const how = (r: SyncRecord) => (r.held?.status === "discarded" ? " (discarded: undone by the discard unless changed or written under since; history TABLE --schema shows)" : "");
-  return changed.flatMap((r) => ["", `sync ${r.syncId} changed schemas in place${how(r)}:`, ...r.schemaChanges!.flatMap((c) => c.changes.map((text) => `  ${c.table}: ${text}`))]);
+  const kind = (r: SyncRecord) => (r.schemaChanges!.every((c) => c.rebuilt) ? "rebuilt schemas by swap" : r.schemaChanges!.some((c) => c.rebuilt) ? "changed schemas (in place, or rebuilt by swap)" : "changed schemas in place");
+  return changed.flatMap((r) => ["", `sync ${r.syncId} ${kind(r)}${how(r)}:`, ...r.schemaChanges!.flatMap((c) => c.changes.map((text) => `  ${c.table}: ${c.rebuilt ? "(rebuilt) " : ""}${text}`))]);
 }
 
 /** The audit findings of the syncs still held, one line each. */

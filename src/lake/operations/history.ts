@@ -91,6 +91,8 @@ export interface SchemaHistoryEntry {
   readonly toVersion: number;
   /** The changes in words, as plan and the sync's report said them. */
   readonly changes: readonly string[];
+  /** Made in place (no run rewritten), or by a rebuild by swap (`sync --rebuild-schema`: every run rewritten). */
+  readonly how: "in place" | "rebuilt by swap";
   /** The columns after the change, `name TYPE`. */
   readonly columns: readonly string[];
   /** The table's definition is this change's now (false once a later change or a rollback replaced it). */
@@ -123,6 +125,7 @@ export async function readSchemaHistory(lake: HasLakeParts, tableName: string): 
         fromVersion: change.previous.schemaVersion ?? 0,
         toVersion: change.definition.schemaVersion ?? 0,
         changes: change.changes,
+        how: change.rebuilt ? "rebuilt by swap" : "in place",
         columns: columns(change.definition),
         current: false,
       })),
