@@ -86,6 +86,11 @@ describe("the Athena output page's YAML in lakeswap.yaml", () => {
     expect(resolveObject(compact({ target_size: "1GiB" }))).toThrow(/compact\.after/);
   });
 
+  it("refuses renamed_from on a namespace's column: an ingested table's columns are only ever added", () => {
+    const renamed = namespaceConfig((ns) => (ns.columns.page = { type: "VARCHAR", renamed_from: "old_page" }));
+    expect(resolveObject(renamed)).toThrow(/pipelines\.events\.namespaces\.pageviews\.columns\.page\.renamed_from: an ingested table's columns are only ever added/);
+  });
+
   it("dedupe: {field, window, max_ids} of a namespace: 1 h and 1,000,000 by default; the field must be a declared column", () => {
     const dedupe = (value: unknown) => namespaceConfig((ns) => Object.assign(ns, { dedupe: value }));
     expect(resolveObject(dedupe({ field: "event_id" }))().ingest[0]?.namespaces[0]?.dedupe).toEqual({ field: "event_id", windowMs: 3_600_000, maxIds: 1_000_000 });

@@ -27,6 +27,8 @@ describe("lakeswap.yaml", () => {
     ["an unknown upstream layer", (c: Record<string, any>) => (c.datasets.orders.layers[1].inputs.from = "stag"), /inputs\.from: no earlier layer 'stag' \(did you mean 'stage'\?\)/],
     ["a table name that is not an identifier", (c: Record<string, any>) => (c.datasets.orders.table = "../x"), /datasets\.orders\.table: /],
     ["two layers on one table", (c: Record<string, any>) => (c.datasets.orders.layers[1].table = "orders_stage"), /table 'orders_stage' is used by both/],
+    ["a rename from a column still declared", (c: Record<string, any>) => (c.datasets.orders.columns.total = { type: "DECIMAL(10,2)", renamed_from: "amount" }), /datasets\.orders\.columns\.total\.renamed_from: 'amount' is declared as a column too; name the column's old name/],
+    ["a rename from itself", (c: Record<string, any>) => (c.datasets.orders.columns.amount = { type: "DECIMAL(10,2)", renamed_from: "amount" }), /columns\.amount\.renamed_from: 'amount' is the column's own name/],
   ])("refuses %s, the message starting with the key path", (_what, edit, message) => {
     expect(resolveEdited(edit)).toThrow(message);
   });
