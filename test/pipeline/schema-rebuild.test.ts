@@ -10,6 +10,7 @@ import { readSchemaHistory } from "../../src/lake/operations/history.js";
 import { Pipeline, type PipelineOptions, type SyncReport } from "../../src/pipeline/pipeline.js";
 import { BACKEND_FACTORIES, selectedBackends, tempDir } from "../support/lake-fixture.js";
 import { runMain } from "../support/main-cli.js";
+import { GLOB_RACE } from "../support/catalog-readers.js";
 import { icebirdRows } from "../support/iceberg-kit.js";
 
 // Issue 31 item 3: a change that cannot be made in place (a column narrowed, dropped or renamed, a scale changed) is
@@ -114,6 +115,19 @@ function expectedRows(n: (id: number) => number = (id) => id * 7): string[] {
   return all;
 }
 
+/** `day id n amount` rows of a table as the catalog file's view shows them to a plain DuckDB reader (embedded lakes). */
+async function catalogFileRows(lakeDir: string, table: string, amount: string): Promise<string[]> {
+  const instance = await DuckDBInstance.create(path.join(lakeDir, "lake.duckdb"), { access_mode: "READ_ONLY" });
+  try {
+    const connection = await instance.connect();
+    const result = await connection.runAndReadAll(`SELECT day, id, n, CAST(${amount} AS VARCHAR) FROM ${table} ORDER BY day, id`);
+    connection.closeSync();
+    return result.getRowsJS().map((row) => row.map((v) => String(v)).join(" "));
+  } finally {
+    instance.closeSync();
+  }
+}
+
 function columnsOf(lake: Lake, table: string): Promise<string[]> {
   return lake.table(table).then((t) => t.columns.map((c) => `${c.name} ${c.type}`));
 }
@@ -191,11 +205,12 @@ for (const backendName of selectedBackends()) {
       await Promise.all([loop, plainLoop]);
       plain?.closeSync();
       expect(reads.filter((r) => r.error !== undefined)).toEqual([]);
-      expect(plainReads.filter((r) => r.error !== undefined)).toEqual([]);
+      // A glob racing a swap may fail to open a file it listed (docs/lake.md, "Globbing the folders"): retryable, never a wrong result.
+      expect(plainReads.filter((r) => r.error !== undefined && !GLOB_RACE.test(r.error))).toEqual([]);
       expect(reads.length).toBeGreaterThan(0);
-      if (lakeDir !== undefined) expect(plainReads.length).toBeGreaterThan(0);
+      if (lakeDir !== undefined) expect(plainReads.filter((r) => r.error === undefined).length).toBeGreaterThan(0);
       const ids = expectedRows().map((row) => row.split(" ")).map(([, id, n]) => `${id}:${n}`).sort();
-      for (const read of [...reads, ...plainReads]) expect(read.ids).toEqual(ids);
+      for (const read of [...reads, ...plainReads.filter((r) => r.error === undefined)]) expect(read.ids).toEqual(ids);
 
       expect(report.schemaChanges?.map((s) => [s.table, s.rebuilt])).toEqual([
         ["orders_raw", DAYS],
@@ -210,6 +225,8 @@ for (const backendName of selectedBackends()) {
       expect(await rows(ws.lake, "orders_stage", name)).toEqual(expectedRows());
       const described = await ws.lake.query("SELECT * FROM orders_raw LIMIT 1");
       expect(described.columns).toEqual(["id", "n", name, "ts", "day"]);
+      // The catalog file's views, for plain readers, are the new table's.
+      if (lakeDir !== undefined) expect(await catalogFileRows(lakeDir, "orders_raw", name)).toEqual(expectedRows());
 
       // The same rows again, in another order: nothing to build anywhere.
       const again = await ws.sync(ws.deliver(reversed(delivery(true, undefined, name))), { rebuildSchema: true });
@@ -237,6 +254,7 @@ for (const backendName of selectedBackends()) {
       expect(await rows(ws.lake, "orders_raw", "amount")).toEqual(before.raw);
       expect(await rows(ws.lake, "orders_stage", "amount")).toEqual(before.stage);
       expect((await ws.lake.query("SELECT count(note) FROM orders_raw")).rows[0]?.map(String)).toEqual([String(DAYS * PER_DAY)]);
+      if (lakeDir !== undefined) expect(await catalogFileRows(lakeDir, "orders_raw", "amount")).toEqual(before.raw);
     }, 240_000);
 
     it("refuses a rebuild whose values the new type cannot hold, naming the column and the value, and moves nothing", async () => {
