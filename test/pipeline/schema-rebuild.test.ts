@@ -401,6 +401,17 @@ for (const backendName of selectedBackends()) {
       const report = await ws.sync(file, { rebuildSchema: true });
       expect(report.schemaChanges?.map((s) => [s.table, s.rebuilt])).toEqual([["orders_raw", DAYS]]);
       expect(await columnsOf(ws.lake, "orders_raw")).toEqual(["id BIGINT", "n BIGINT", "amount DECIMAL(12,4)", "note VARCHAR", "ts TIMESTAMP"]);
+      // Back to two decimals: every value has two, so it is exact. One more digit anywhere would be rounded: refused.
+      ws.configure(BEFORE, STAGE_BEFORE);
+      const exact = await ws.sync(ws.deliver(delivery(false)), { rebuildSchema: true });
+      expect(exact.schemaChanges?.map((s) => [s.table, s.rebuilt])).toEqual([["orders_raw", DAYS]]);
+      ws.configure(scaled, STAGE_BEFORE);
+      await ws.sync(ws.deliver(delivery(false).replace("21.01,", "21.0125,")), { rebuildSchema: true });
+      ws.configure(BEFORE, STAGE_BEFORE);
+      await expect(ws.sync(ws.deliver(delivery(false)), { rebuildSchema: true })).rejects.toThrow(/orders_raw\/day=2026-11-02: .*column amount holds 21\.0125, which DECIMAL\(10,2\) cannot hold exactly/);
+      // The table stays as it was (four decimals, 21.0125): the delivery as first sent brings day 2 back.
+      ws.configure(scaled, STAGE_BEFORE);
+      await ws.sync(file);
       expect(await rows(ws.lake, "orders_raw", "CAST(amount AS VARCHAR)")).toEqual(expectedRows().map((row) => `${row}00`));
       // The raw signatures are those of the rows as they are now: the same delivery again builds nothing.
       expect((await ws.sync(ws.deliver(reversed(delivery(false))))).partitions.filter((p) => p.action === "build")).toEqual([]);

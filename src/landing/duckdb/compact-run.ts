@@ -35,9 +35,9 @@ export async function compactRun(parts: CompactRunParts, request: CompactRunRequ
     const signed = signatureColumnOrder(table.columns.filter((c) => request.signatureColumns?.includes(c.name) ?? true));
     const { rows, upper, lower, signature } = await parts.withConnection(async (connection) => {
       const list = `[${sources.paths.map(quoteFilePath).join(", ")}]`;
-      const present = new Set(
-        (await connection.runAndReadAll(`DESCRIBE SELECT * FROM read_parquet(${list}, hive_partitioning = false, union_by_name = true)`)).getRowsJS().map((row) => String(row[0])),
-      );
+      const described = (await connection.runAndReadAll(`DESCRIBE SELECT * FROM read_parquet(${list}, hive_partitioning = false, union_by_name = true)`)).getRowsJS();
+      const types = new Map(described.map((row) => [String(row[0]), String(row[1])]));
+      const present = new Set(types.keys());
       const source = (c: { name: string }): string | undefined => {
         const renamed = request.renames?.[c.name];
         if (renamed === undefined || !present.has(renamed)) return present.has(c.name) ? c.name : undefined;
@@ -48,7 +48,9 @@ export async function compactRun(parts: CompactRunParts, request: CompactRunRequ
         const found = source(c);
         return found === undefined ? "NULL" : found === c.name ? quoteIdentifier(c.name) : found;
       };
-      await refuseUnfit(connection, request, list, from);
+      // The type a column's values have in the files (a renamed one's under its old name where the new one is absent).
+      const typeOf = (c: { name: string }): string | undefined => types.get(c.name) ?? types.get(request.renames?.[c.name] ?? "");
+      await refuseUnfit(connection, request, list, from, typeOf);
       const projection = table.columns.map((c) => `CAST(${from(c)} AS ${duckdbStorageType(c.type)}) AS ${quoteIdentifier(c.name)}`).join(", ");
       await connection.run(
         `COPY (SELECT ${projection} FROM read_parquet(${list}, hive_partitioning = false, union_by_name = true)) TO ${quoteLiteral(dir)} ` +
@@ -91,23 +93,31 @@ export async function compactRun(parts: CompactRunParts, request: CompactRunRequ
   }
 }
 
+/** Numeric types: a value converted between two of them is checked to be the same number after (no rounding). */
+const NUMERIC = /^(U?(TINYINT|SMALLINT|INTEGER|BIGINT)|HUGEINT|UHUGEINT|FLOAT|DOUBLE|DECIMAL\(\d+,\d+\))$/;
+
 /**
  * Refuses a rewrite in which a value does not convert to its column's type (a rebuild that narrows a type or changes a
- * scale): the first such value of each column, named with its column and its type, before anything is written.
+ * scale), or, between numeric types, converts to another number (a scale narrowed rounds 12.345, a DOUBLE narrowed to
+ * FLOAT loses digits): the first such value of each column, named with its column and its type, before anything is
+ * written. A rebuild never changes a value silently.
  */
-async function refuseUnfit(connection: DuckDBConnection, request: CompactRunRequest, list: string, from: (c: { name: string }) => string): Promise<void> {
+async function refuseUnfit(connection: DuckDBConnection, request: CompactRunRequest, list: string, from: (c: { name: string }) => string, typeOf: (c: { name: string }) => string | undefined): Promise<void> {
+  // Only a column whose type changes can hold a value its type cannot (a compaction changes none: no scan).
   const checks = request.table.columns
-    .filter((c) => from(c) !== "NULL")
+    .filter((c) => from(c) !== "NULL" && typeOf(c) !== duckdbStorageType(c.type))
     .map((c) => {
       const value = from(c);
       const type = duckdbStorageType(c.type);
-      return `(SELECT ${quoteLiteral(c.name)} AS col, ${quoteLiteral(c.type)} AS type, CAST(${value} AS VARCHAR) AS value FROM rows WHERE ${value} IS NOT NULL AND TRY_CAST(${value} AS ${type}) IS NULL LIMIT 1)`;
+      const was = typeOf(c) ?? "";
+      const exact = NUMERIC.test(was) && NUMERIC.test(type) && was !== type ? ` OR TRY_CAST(${value} AS ${type}) <> ${value}` : "";
+      return `(SELECT ${quoteLiteral(c.name)} AS col, ${quoteLiteral(c.type)} AS type, CAST(${value} AS VARCHAR) AS value FROM rows WHERE ${value} IS NOT NULL AND (TRY_CAST(${value} AS ${type}) IS NULL${exact}) LIMIT 1)`;
     });
   if (checks.length === 0) return;
   const query = `WITH rows AS (SELECT * FROM read_parquet(${list}, hive_partitioning = false, union_by_name = true)) ${checks.join(" UNION ALL ")}`;
   const failed = (await connection.runAndReadAll(query)).getRowsJS();
   if (failed.length === 0) return;
-  const named = failed.map(([column, type, value]) => `column ${String(column)} holds ${String(value)}, which ${String(type)} cannot hold`).join("; ");
+  const named = failed.map(([column, type, value]) => `column ${String(column)} holds ${String(value)}, which ${String(type)} cannot hold exactly`).join("; ");
   throw new LakeswapError("CONFLICT", `its run ${request.runId} cannot be rewritten under the new columns: ${named}; declare a type that holds it`);
 }
 
