@@ -22,6 +22,23 @@ async function signedByEveryForm(setup: string[], relation: string, signed: read
   }
 }
 
+/**
+ * The same values (`v`, beside an id) stored as table `from` of one type, then as table `to` of another (a schema
+ * change), each signed by every form under its columns; `setup` makes both tables.
+ */
+async function signedBothWays(
+  values: readonly (string | null)[],
+  from: { readonly name: string; readonly type: string; readonly columns: readonly SignatureColumn[] },
+  to: { readonly name: string; readonly type: string; readonly columns: readonly SignatureColumn[] },
+): Promise<{ setup: string[]; before: Map<string, string>; after: Map<string, string> }> {
+  const rows = values.map((v, i) => `(${i}, ${v === null ? "NULL" : `'${v}'`})`).join(", ");
+  const setup = [
+    `CREATE TABLE ${from.name} AS SELECT 'x' AS p, id::BIGINT AS id, CAST(v AS ${from.type}) AS v FROM (VALUES ${rows}) t(id, v)`,
+    `CREATE TABLE ${to.name} AS SELECT p, id, CAST(v AS ${to.type}) AS v FROM ${from.name}`,
+  ];
+  return { setup, before: await signedByEveryForm(setup, from.name, from.columns), after: await signedByEveryForm(setup, to.name, to.columns) };
+}
+
 /** Each widening lakeswap applies in place, with values at the narrow type's edges (and NULL). */
 const WIDENINGS: readonly { from: string; to: string; values: readonly (string | null)[] }[] = [
   { from: "TINYINT", to: "SMALLINT", values: ["-128", "127", "0", "-1", null] },
@@ -44,15 +61,8 @@ describe("schema changes in place keep signatures honest (docs/signatures.md, \"
     expect(change?.changes).toEqual([`column v widened from ${widening.from} to ${widening.to}`]);
     const wide = change!.table.columns;
     expect(wide.find((c) => c.name === "v")).toEqual({ name: "v", type: widening.to, signedAs: widening.from });
-    const literal = (value: string | null): string => (value === null ? "NULL" : `'${value}'`);
-    const values = widening.values.map((v, i) => `(${i}, ${literal(v)})`).join(", ");
     // The same values, stored as the narrow type (runs written before the change) and as the wide one (after it).
-    const setup = [
-      `CREATE TABLE narrow AS SELECT 'x' AS p, id::BIGINT AS id, CAST(v AS ${widening.from}) AS v FROM (VALUES ${values}) t(id, v)`,
-      `CREATE TABLE wide AS SELECT p, id, CAST(v AS ${widening.to}) AS v FROM narrow`,
-    ];
-    const before = await signedByEveryForm(setup, "narrow", narrow);
-    const after = await signedByEveryForm(setup, "wide", wide);
+    const { setup, before, after } = await signedBothWays(widening.values, { name: "narrow", type: widening.from, columns: narrow }, { name: "wide", type: widening.to, columns: wide });
     expect(after.get("x")).toBe(before.get("x"));
     // The reference implementation agrees, from the values' canonical text under either type.
     const rows = widening.values.map((v, i) => [String(i), v === null || v === "nan" ? null : canonicalValue(widening.to, v.endsWith("inf") ? (v.startsWith("-") ? -Infinity : Infinity) : widening.to === "DOUBLE" ? Math.fround(Number(v)) : v)]);
@@ -79,13 +89,7 @@ describe("schema changes in place keep signatures honest (docs/signatures.md, \"
     expect(change?.rebuild).toBeDefined();
     const narrow = change!.table.columns;
     expect(narrow.find((c) => c.name === "v")).toEqual({ name: "v", type: narrowing.to, signedAs: narrowing.from });
-    const values = narrowing.values.map((v, i) => `(${i}, ${v === null ? "NULL" : `'${v}'`})`).join(", ");
-    const setup = [
-      `CREATE TABLE wide AS SELECT 'x' AS p, id::BIGINT AS id, CAST(v AS ${narrowing.from}) AS v FROM (VALUES ${values}) t(id, v)`,
-      `CREATE TABLE narrow AS SELECT p, id, CAST(v AS ${narrowing.to}) AS v FROM wide`,
-    ];
-    const before = await signedByEveryForm(setup, "wide", wide);
-    const after = await signedByEveryForm(setup, "narrow", narrow);
+    const { before, after } = await signedBothWays(narrowing.values, { name: "wide", type: narrowing.from, columns: wide }, { name: "narrow", type: narrowing.to, columns: narrow });
     expect(after.get("x")).toBe(before.get("x"));
     expect(rawSignature(narrow, narrowing.values.map((v, i) => [String(i), v === null ? null : canonicalValue(narrowing.to, v)]))).toBe(after.get("x"));
   });

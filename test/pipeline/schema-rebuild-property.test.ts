@@ -61,7 +61,7 @@ describe("a rebuild by swap over random columns and changes (embedded)", () => {
         try {
           mkdirSync(path.join(dir, "deliveries"));
           const names = types.map((_, i) => `c${i}`);
-          const after = fates.flatMap((fate, i) => {
+          const after: { name: string; type: string; from?: string }[] = fates.flatMap((fate: Fate, i) => {
             const type = types[i]!;
             if (fate.kind === "drop") return [];
             if (fate.kind === "rename") return [{ name: `r${i}`, type, from: names[i]! }];
@@ -69,7 +69,7 @@ describe("a rebuild by swap over random columns and changes (embedded)", () => {
           });
           const yaml = (columns: string) => `datasets:\n  t:\n    source: {format: csv, path: deliveries/*.csv}\n    columns: {id: {type: BIGINT, nullable: false}, ${columns}d: DATE}\n    partition: {day: "strftime(d, '%Y-%m-%d')"}\n`;
           const before = yaml(types.map((t, i) => `${names[i]}: '${t}', `).join(""));
-          const changed = yaml(after.map((c) => ("from" in c ? `${c.name}: {type: '${c.type}', renamed_from: ${c.from}}, ` : `${c.name}: '${c.type}', `)).join(""));
+          const changed = yaml(after.map((c) => (c.from !== undefined ? `${c.name}: {type: '${c.type}', renamed_from: ${c.from}}, ` : `${c.name}: '${c.type}', `)).join(""));
           const csvText = `id,${names.join(",")},d\n${rows.map(([day, values], id) => [id, ...values.map((v) => (v === undefined ? "" : v === "" ? '""' : v)), `2026-11-0${day}`].join(",")).join("\n")}\n`;
           const delivery = path.join(dir, "deliveries", "a.csv");
           writeFileSync(delivery, csvText);
@@ -91,13 +91,13 @@ describe("a rebuild by swap over random columns and changes (embedded)", () => {
           await connection.run(`CREATE TABLE ${table} AS SELECT * FROM read_csv('${delivery}', header = true, columns = {'id': 'BIGINT', ${names.map((n, i) => `'${n}': '${types[i]}'`).join(", ")}, 'd': 'DATE'})`);
           const numeric = (t: string) => t !== "VARCHAR";
           const checks = after.map((c) => {
-            const source = "from" in c ? c.from : c.name;
-            const was = types[names.indexOf(source)]!;
+            const source = c.from ?? c.name;
+            const was = String(types[names.indexOf(source)]);
             const exact = numeric(was) && numeric(c.type) && was !== c.type ? ` OR TRY_CAST(${source} AS ${c.type}) <> ${source}` : "";
             return `count(*) FILTER (WHERE ${source} IS NOT NULL AND (TRY_CAST(${source} AS ${c.type}) IS NULL${exact}))`;
           });
           const unfit = checks.length === 0 ? 0 : Number((await connection.runAndReadAll(`SELECT ${checks.join(" + ")} FROM ${table}`)).getRowsJS()[0]?.[0]);
-          const projection = ["CAST(id AS VARCHAR)", ...after.map((c) => `CAST(TRY_CAST(${"from" in c ? c.from : c.name} AS ${c.type}) AS VARCHAR)`)].join(", ");
+          const projection = ["CAST(id AS VARCHAR)", ...after.map((c) => `CAST(TRY_CAST(${c.from ?? c.name} AS ${c.type}) AS VARCHAR)`)].join(", ");
           const cast = (await connection.runAndReadAll(`SELECT ${projection} FROM ${table} ORDER BY id`)).getRowsJS().map((row) => row.map((v) => (v === null ? "null" : String(v))).join("|"));
           connection.closeSync();
 
