@@ -7,6 +7,7 @@ import type { Lake } from "../../src/lake/lake.js";
 import { rollbackPartition, rollbackSync } from "../../src/lake/operations/rollback.js";
 import { publishSync } from "../../src/lake/operations/publish.js";
 import { readSchemaHistory } from "../../src/lake/operations/history.js";
+import { pinPartition } from "../../src/lake/operations/pin.js";
 import { Pipeline, type PipelineOptions, type SyncReport } from "../../src/pipeline/pipeline.js";
 import { BACKEND_FACTORIES, selectedBackends, tempDir } from "../support/lake-fixture.js";
 import { runMain } from "../support/main-cli.js";
@@ -316,6 +317,25 @@ for (const backendName of selectedBackends()) {
         expect.stringMatching(/^orders_raw day=2026-11-06 its staged run \S+ was written before the table was rebuilt by swap under other columns; rerun the sync$/),
       );
       expect(await rows(ws.lake, "orders_raw", "amount")).toEqual(expectedRows());
+    }, 120_000);
+
+    it("a pinned partition is rewritten under the new columns and stays pinned", async () => {
+      const ws = await workspace(backendName);
+      ws.configure(BEFORE, STAGE_BEFORE);
+      await ws.sync(ws.deliver(delivery(false)));
+      await pinPartition(ws.lake, "orders_raw", "day=2026-11-02");
+      ws.configure(after(false), stageAfter(false));
+      const report = await ws.sync(ws.deliver(delivery(true, (id) => (id === 21 ? 1 : id * 7), "amount")), { rebuildSchema: true });
+      expect(report.schemaChanges?.map((s) => [s.table, s.rebuilt])).toEqual([
+        ["orders_raw", DAYS],
+        ["orders_stage", DAYS],
+      ]);
+      // Day 2 changed in the delivery, and is pinned: skipped, its rows as they were, under the new columns.
+      expect(report.partitions.find((p) => p.table === "orders_raw" && p.partition === "day=2026-11-02")).toMatchObject({ action: "skip", reason: "pinned" });
+      expect(await rows(ws.lake, "orders_raw", "amount")).toEqual(expectedRows());
+      const runs = (await ws.lake.snapshot({ tables: ["orders_raw"] }))[0]?.partitions ?? [];
+      const table = await ws.lake.table("orders_raw");
+      expect(runs.filter((p) => p.runId < (table.rebuiltAt ?? ""))).toEqual([]);
     }, 120_000);
 
     it("write: append: a narrowing is rebuilt and a delivery appended before is still recognised; a change to what rows sign as is refused (it would append them again)", async () => {
