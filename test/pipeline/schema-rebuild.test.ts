@@ -8,6 +8,7 @@ import { rollbackPartition, rollbackSync } from "../../src/lake/operations/rollb
 import { publishSync } from "../../src/lake/operations/publish.js";
 import { readSchemaHistory } from "../../src/lake/operations/history.js";
 import { pinPartition } from "../../src/lake/operations/pin.js";
+import { listSyncs } from "../../src/lake/operations/syncs.js";
 import { Pipeline, type PipelineOptions, type SyncReport } from "../../src/pipeline/pipeline.js";
 import { BACKEND_FACTORIES, selectedBackends, tempDir } from "../support/lake-fixture.js";
 import { runMain } from "../support/main-cli.js";
@@ -300,6 +301,34 @@ for (const backendName of selectedBackends()) {
       expect((await ws.lake.table("orders_raw")).rebuilding).toBeUndefined();
       expect(await rows(ws.lake, "orders_raw", "amount")).toEqual(expectedRows());
       expect(await rows(ws.lake, "orders_stage", "amount")).toEqual(expectedRows());
+    }, 120_000);
+
+    it("rollback --sync of a rebuild that stopped on the way restores the old definition and runs", async () => {
+      const ws = await workspace(backendName);
+      ws.configure(BEFORE, STAGE_BEFORE);
+      await ws.sync(ws.deliver(delivery(false)));
+      const before = await rows(ws.lake, "orders_raw", "amount");
+      ws.configure(yaml("{id: {type: BIGINT, nullable: false}, n: INTEGER, amount: 'DECIMAL(10,2)', ts: TIMESTAMP}", "{id: BIGINT, n: BIGINT, amount: 'DECIMAL(10,2)'}"), STAGE_BEFORE);
+      process.env.LAKESWAP_FAULT = "rebuild-after-move:fail";
+      try {
+        await expect(ws.sync(ws.deliver(delivery(true, undefined, "amount")), { rebuildSchema: true })).rejects.toThrow(/fault injected/);
+      } finally {
+        delete process.env.LAKESWAP_FAULT;
+      }
+      const stopped = (await listSyncs(ws.lake)).sort((a, b) => (a.syncId < b.syncId ? -1 : 1)).at(-1)!;
+      expect(stopped.error).toMatch(/fault injected/);
+      const back = await rollbackSync(ws.lake, stopped.syncId);
+      expect(back.schemas?.map((s) => [s.table, s.action])).toEqual([["orders_raw", "restored"]]);
+      const table = await ws.lake.table("orders_raw");
+      expect([table.columns.map((c) => `${c.name} ${c.type}`), table.rebuilding]).toEqual([["id BIGINT", "n BIGINT", "amount DECIMAL(10,2)", "note VARCHAR", "ts TIMESTAMP"], undefined]);
+      expect(await rows(ws.lake, "orders_raw", "amount")).toEqual(before);
+      expect((await ws.lake.query("SELECT count(note) FROM orders_raw")).rows[0]?.map(String)).toEqual([String(DAYS * PER_DAY)]);
+      // The old config again: the next sync takes it as it is (what was rolled back is built again, as after any rollback).
+      ws.configure(BEFORE, STAGE_BEFORE);
+      const next = await ws.sync(ws.deliver(delivery(false)));
+      expect(next.schemaChanges).toBeUndefined();
+      expect(new Set(next.partitions.filter((p) => p.action === "build").map((p) => p.reason))).toEqual(new Set(["rolled back"]));
+      expect(await rows(ws.lake, "orders_raw", "amount")).toEqual(before);
     }, 120_000);
 
     it("a held sync's runs staged before a rebuild are not published into the rebuilt table (written under other columns)", async () => {

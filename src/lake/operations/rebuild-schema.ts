@@ -85,14 +85,19 @@ export async function rebuildRuns(parts: LakeParts, existing: TableDefinition, c
   if (parts.catalog.capabilities.readsRunsByName) {
     await parts.catalog.updateTable(defineTable({ ...table, rebuilding: { renames: change.rebuild?.renames ?? {} } }), fence);
   } else {
-    const dropped = existing.columns.filter((c) => !table.columns.some((t) => t.name === c.name));
-    if (dropped.length > 0) await parts.catalog.updateTable(defineTable({ ...existing, columns: existing.columns.filter((c) => !dropped.includes(c)) }), fence);
+    const lessDropped = withoutDropped(existing, table);
+    if (lessDropped.columns.length < existing.columns.length) await parts.catalog.updateTable(lessDropped, fence);
   }
   faultPoint("rebuild-after-definition");
   const moves: RebuildMove[] = [];
   for (let start = 0; start < ordered.length; start += MOVES_PER_ENTRY) moves.push(...(await moveChunk(parts, table, ordered.slice(start, start + MOVES_PER_ENTRY), options)));
   await parts.catalog.updateTable(table, fence);
   return moves;
+}
+
+/** The definition before a rebuild without the columns it drops: what Glue holds while the rebuild's pointers move. */
+export function withoutDropped(existing: TableDefinition, rebuilt: TableDefinition): TableDefinition {
+  return defineTable({ ...existing, columns: existing.columns.filter((c) => rebuilt.columns.some((t) => t.name === c.name)) });
 }
 
 /** Moves one chunk of rewritten runs in: outbox entry and the caller's record first, the catalog's batches, manifests. */

@@ -7,6 +7,7 @@ import type { SyncMove, SyncRecord } from "../sync-record.js";
 import { syncLeaseName } from "../layout.js";
 import { notIngested, partitionOf, type HasLakeParts, type PartitionInput } from "../parts.js";
 import { findSync } from "./syncs.js";
+import { withoutDropped } from "./rebuild-schema.js";
 import { defineTable, parseTableDefinition, type TableDefinition } from "../../model/table.js";
 
 /** What a rollback did. */
@@ -132,7 +133,11 @@ export async function restoreSchemas(lake: HasLakeParts, record: SyncRecord, onl
   for (const change of [...chosen].reverse()) {
     const source = `the record of sync ${record.syncId}`;
     const [now, set, previous] = [await lake.parts.catalog.getTable(change.table), parseTableDefinition(change.definition, source, change.table), parseTableDefinition(change.previous, source, change.table)];
-    if (!now || JSON.stringify(now) !== JSON.stringify(set)) {
+    // A rebuild that stopped on the way left the definition of one of its steps: marked `rebuilding` (embedded), or
+    // the one before less the columns it drops (Glue). Either is the sync's all the same.
+    const unmarked = now && change.rebuilt ? defineTable({ ...now, rebuilding: undefined }) : now;
+    const steps = change.rebuilt ? [set, withoutDropped(previous, set)] : [set];
+    if (!now || !steps.some((step) => JSON.stringify(unmarked) === JSON.stringify(step)) || JSON.stringify(now) === JSON.stringify(previous)) {
       const reason = !now ? "the table no longer exists" : JSON.stringify(now) === JSON.stringify(previous) ? "it is as it was before the sync already" : "its schema changed again since";
       restored.push({ table: change.table, action: "skipped", changes: change.changes, reason });
       continue;
