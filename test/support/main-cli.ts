@@ -1,5 +1,5 @@
 // Runs the CLI in this process (`main(argv)`), with stdout and stderr captured: a command without a child process.
-import { vi } from "vitest";
+import { expect, vi } from "vitest";
 import { main } from "../../src/cli/main.js";
 import type { CliResult } from "./lake-fixture.js";
 import { overrideEnvironment, restoreEnvironment } from "./process-env.js";
@@ -43,4 +43,11 @@ async function runMainAlone(args: readonly string[], env: Record<string, string 
     err.mockRestore();
     restoreEnvironment();
   }
+}
+
+/** Runs `lakeswap sync … --json` in this process: it must end with exit 0 and build nothing (a delivery sent again). */
+export async function expectSyncBuildsNothing(args: readonly string[], env: Record<string, string | undefined> = {}): Promise<void> {
+  const resend = await runMain(args, env);
+  expect(resend.code, resend.stderr).toBe(0);
+  expect((JSON.parse(resend.stdout) as { totals: { built: number } }).totals.built).toBe(0);
 }
