@@ -348,6 +348,22 @@ for (const backendName of selectedBackends()) {
       expect(await rows(ws.lake, "orders_raw", "amount")).toEqual(expectedRows());
     }, 120_000);
 
+    it("rebuilds a table replaced as a whole (write: replace, no partition keys) and rolls it back", async () => {
+      const ws = await workspace(backendName);
+      const whole = (columns: string) => `datasets:\n  ref:\n    source: {format: csv, path: deliveries/*.csv}\n    write: replace\n    columns: ${columns}\n`;
+      ws.configure(whole("{id: {type: BIGINT, nullable: false}, n: BIGINT, note: VARCHAR}"), STAGE_BEFORE);
+      await ws.sync(ws.deliver("id,n,note\n1,10,a\n2,20,b\n"));
+      ws.configure(whole("{id: {type: BIGINT, nullable: false}, n: INTEGER}"), STAGE_BEFORE);
+      const report = await ws.sync(ws.deliver("id,n\n2,20\n1,10\n"), { rebuildSchema: true });
+      expect(report.schemaChanges?.map((s) => [s.table, s.rebuilt])).toEqual([["ref_raw", 1]]);
+      expect(report.partitions.filter((p) => p.action === "build")).toEqual([]);
+      expect((await ws.lake.query("SELECT id, n FROM ref_raw ORDER BY id")).rows.map((r) => r.map(String).join(" "))).toEqual(["1 10", "2 20"]);
+      expect(await columnsOf(ws.lake, "ref_raw")).toEqual(["id BIGINT", "n INTEGER"]);
+      await rollbackSync(ws.lake, report.syncId);
+      expect(await columnsOf(ws.lake, "ref_raw")).toEqual(["id BIGINT", "n BIGINT", "note VARCHAR"]);
+      expect((await ws.lake.query("SELECT id, n, note FROM ref_raw ORDER BY id")).rows.map((r) => r.map(String).join(" "))).toEqual(["1 10 a", "2 20 b"]);
+    }, 120_000);
+
     it("a pinned partition is rewritten under the new columns and stays pinned", async () => {
       const ws = await workspace(backendName);
       ws.configure(BEFORE, STAGE_BEFORE);

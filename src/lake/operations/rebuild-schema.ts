@@ -68,20 +68,20 @@ export async function rebuildRuns(parts: LakeParts, existing: TableDefinition, c
     .filter((p) => mark === undefined || p.runId < mark)
     .sort((a, b) => (partitionPath(a.partition) < partitionPath(b.partition) ? -1 : 1));
   let done = 0;
-  const placed: Rewritten[] = [];
+  const placed = new Map<Pointer, Rewritten>();
   try {
     await mapLimited(pointers, REWRITES_AT_ONCE, async (pointer) => {
-      placed.push(await rewrite(parts, existing, change, pointer, options));
+      placed.set(pointer, await rewrite(parts, existing, change, pointer, options));
       done += 1;
       options.onProgress?.({ done, total: pointers.length, label: `${table.name}/${partitionPath(pointer.partition)}` });
     });
   } catch (error) {
     // Nothing moved: the runs placed so far are named by nothing (GC would take them after the grace window anyway).
-    await Promise.allSettled(placed.map((r) => parts.store.delete(r.manifest.files.map((f) => f.key))));
+    await Promise.allSettled([...placed.values()].map((r) => parts.store.delete(r.manifest.files.map((f) => f.key))));
     throw error;
   }
   faultPoint("rebuild-after-place");
-  const ordered = pointers.map((p) => placed.find((r) => r.pointer === p) as Rewritten);
+  const ordered = pointers.map((p) => placed.get(p) as Rewritten);
   if (parts.catalog.capabilities.readsRunsByName) {
     await parts.catalog.updateTable(defineTable({ ...table, rebuilding: { renames: change.rebuild?.renames ?? {} } }), fence);
   } else {
