@@ -36,7 +36,9 @@ export async function compactRun(parts: CompactRunParts, request: CompactRunRequ
     const { rows, upper, lower, signature } = await parts.withConnection(async (connection) => {
       const list = `[${sources.paths.map(quoteFilePath).join(", ")}]`;
       const described = (await connection.runAndReadAll(`DESCRIBE SELECT * FROM read_parquet(${list}, hive_partitioning = false, union_by_name = true)`)).getRowsJS();
-      const types = new Map(described.map((row) => [String(row[0]), String(row[1])]));
+      // DESCRIBE spells two types otherwise than lakeswap's storage types do.
+      const spelled: Readonly<Record<string, string>> = { "TIMESTAMP WITH TIME ZONE": "TIMESTAMPTZ", "TIME WITH TIME ZONE": "TIMETZ" };
+      const types = new Map(described.map((row) => [String(row[0]), spelled[String(row[1])] ?? String(row[1])]));
       const present = new Set(types.keys());
       const source = (c: { name: string }): string | undefined => {
         const renamed = request.renames?.[c.name];
