@@ -136,6 +136,11 @@ export function planSchemaChange(existing: TableDefinition, wanted: TableDefinit
   return { table, changes };
 }
 
+/** An integer type: its values sign as themselves in any other (docs/signatures.md), so an integer retyped to another signs as before. */
+export function isIntegerType(type: string): boolean {
+  return /^U?(TINYINT|SMALLINT|INTEGER|BIGINT)$/.test(type);
+}
+
 /**
  * A rebuild: every run is rewritten under the new definition and signed under it, so a column keeps what lakeswap
  * recorded of its past only where its values are read and signed as before (same name, and the same type or an
@@ -143,13 +148,12 @@ export function planSchemaChange(existing: TableDefinition, wanted: TableDefinit
  * otherwise retyped column signs as declared.
  */
 function rebuilt(existing: TableDefinition, wanted: TableDefinition, changes: readonly string[], renames: Readonly<Record<string, string>>): SchemaChange {
-  const integer = (type: string) => /^U?(TINYINT|SMALLINT|INTEGER|BIGINT)$/.test(type);
   const columns: Column[] = wanted.columns.map((c) => {
     const before = existing.columns.find((e) => e.name === c.name);
     if (!before) return renames[c.name] === undefined ? { ...c, added: true } : { name: c.name, type: c.type };
     // An integer narrowed signs its values as the same words: its header keeps the type it was signed as, so no
     // signature changes (a delivery sent before builds nothing, an appended one is still recognised).
-    if (before.type !== c.type && integer(before.type) && integer(c.type)) return { name: c.name, type: c.type, signedAs: before.signedAs ?? before.type, ...(before.added ? { added: true as const } : {}) };
+    if (before.type !== c.type && isIntegerType(before.type) && isIntegerType(c.type)) return { name: c.name, type: c.type, signedAs: before.signedAs ?? before.type, ...(before.added ? { added: true as const } : {}) };
     if (before.type !== c.type) return { name: c.name, type: c.type };
     return { ...c, ...(before.signedAs !== undefined ? { signedAs: before.signedAs } : {}), ...(before.added ? { added: true as const } : {}) };
   });

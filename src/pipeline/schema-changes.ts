@@ -26,10 +26,15 @@ function judge(ctx: PipelineContext, dataset: DatasetConfig, existing: TableDefi
   return change;
 }
 
+/** The layer of a dataset that writes table `name` (`raw`, or a derived layer), with its declared columns. */
+function layerOf(dataset: DatasetConfig, name: string): { readonly layer: string; readonly columns: DatasetConfig["columns"] } {
+  const layer = dataset.layers.find((l) => l.table === name);
+  return name === dataset.table ? { layer: "raw", columns: dataset.columns } : { layer: layer?.name ?? name, columns: layer?.columns ?? [] };
+}
+
 /** The columns a dataset declares renamed (`renamed_from:`) in the table `name` it writes: new name to old name. */
 function declaredRenames(dataset: DatasetConfig, name: string): Record<string, string> {
-  const columns = name === dataset.table ? dataset.columns : (dataset.layers.find((l) => l.table === name)?.columns ?? []);
-  return Object.fromEntries(columns.flatMap((c) => (c.renamedFrom !== undefined ? [[c.name, c.renamedFrom]] : [])));
+  return Object.fromEntries(layerOf(dataset, name).columns.flatMap((c) => (c.renamedFrom !== undefined ? [[c.name, c.renamedFrom]] : [])));
 }
 
 /** The definition a declared table will have once this sync has changed it (the catalog's where it is as declared). */
@@ -98,7 +103,7 @@ export async function plannedSchemaChanges(ctx: PipelineContext, dataset: Datase
  */
 export async function changeSchemas(ctx: PipelineContext, writer: LakeWriter, log: SyncLog, changing: readonly TableDefinition[], dataset: DatasetConfig, landed?: DatasetConfig): Promise<void> {
   for (const wanted of changing) {
-    const layer = wanted.name === dataset.table ? "raw" : (dataset.layers.find((l) => l.table === wanted.name)?.name ?? wanted.name);
+    const { layer } = layerOf(dataset, wanted.name);
     const moves = (list: readonly RebuildMove[]) => list.map((m) => ({ table: wanted.name, layer, partition: m.partition, run: m.runId, previousRun: m.previousRunId }));
     const rebuild: SchemaRebuild = {
       allowed: ctx.options.rebuildSchema === true,

@@ -2,7 +2,7 @@ import type { Catalog, Pointer, PointerMove } from "../../catalog/catalog.js";
 import { LakeswapError, errorMessage } from "../../model/errors.js";
 import { partitionPath } from "../../model/partition.js";
 import { newRunIdAfter } from "../../model/run-id.js";
-import type { SchemaChange } from "../../model/schema-change.js";
+import { isIntegerType, type SchemaChange } from "../../model/schema-change.js";
 import { defineTable, type TableDefinition } from "../../model/table.js";
 import { faultPoint } from "../../shared/faults.js";
 import { mapLimited } from "../../shared/map-limited.js";
@@ -126,8 +126,10 @@ async function rewrite(parts: LakeParts, existing: TableDefinition, change: Sche
   const table = change.table;
   const label = `${table.name}/${partitionPath(pointer.partition)}`;
   const started = Date.now();
-  const [files, before] = await Promise.all([
-    listRunFiles(parts.store, runLocation(parts.catalog, existing, pointer.partition, pointer.runId)),
+  // The run's files as the pointer keeps them (the embedded catalog), else listed.
+  const location = runLocation(parts.catalog, existing, pointer.partition, pointer.runId);
+  const [keys, before] = await Promise.all([
+    pointer.runFiles ? pointer.runFiles.map((name) => `${location}${name}`) : listRunFiles(parts.store, location).then((listed) => listed.map((f) => f.key)),
     readManifest(parts.store, existing, pointer.partition, pointer.runId),
   ]);
   // After the change's own id: every run written under the new schema sorts after it (rollback tells them by it).
@@ -137,7 +139,7 @@ async function rewrite(parts: LakeParts, existing: TableDefinition, change: Sche
       table,
       renames: change.rebuild?.renames,
       signatureColumns: options.signatureColumns,
-      files: files.map((f) => f.key),
+      files: keys,
       runId,
       runPrefix: runLocation(parts.catalog, table, pointer.partition, runId),
       fileBytes: DEFAULT_COMPACT_FILE_BYTES,
@@ -196,13 +198,12 @@ export function refuseUnreadableRebuild(catalog: Pick<Catalog, "rebuildRefusal">
  * signature's header names them), or retyped other than from an integer type to another, whose words are the values.
  */
 function signedDifferently(existing: TableDefinition, wanted: TableDefinition, signed: readonly string[]): string[] {
-  const integer = (type: string) => /^U?(TINYINT|SMALLINT|INTEGER|BIGINT)$/.test(type);
   // `signed` are the columns the declaration signs now; one it no longer has may have been signed (taken as signed).
   return existing.columns
     .filter((c) => signed.includes(c.name) || !wanted.columns.some((w) => w.name === c.name))
     .flatMap((c) => {
       const now = wanted.columns.find((w) => w.name === c.name);
       if (!now) return [`column ${c.name} is no longer there`];
-      return now.type === c.type || (integer(c.type) && integer(now.type)) ? [] : [`column ${c.name} changes from ${c.type} to ${now.type}`];
+      return now.type === c.type || (isIntegerType(c.type) && isIntegerType(now.type)) ? [] : [`column ${c.name} changes from ${c.type} to ${now.type}`];
     });
 }
