@@ -112,6 +112,13 @@ export interface Catalog {
   rebuildRefusal?(existing: TableDefinition, wanted: TableDefinition): string | undefined;
   /** Removes a table's definition and whatever catalog state is left for it. */
   dropTable(name: string): Promise<void>;
+  /**
+   * Called once this process holds the table's writer lease, until the returned release: meanwhile the table's
+   * definition changes only through this catalog object, so a catalog whose reads are remote calls may read it once
+   * and then keep it, reading it again after its own writes (Glue: one GetTable per table and command, not one per
+   * question a sync asks). Absent where reads are local.
+   */
+  holdTable?(name: string): () => void;
   getPointer(table: TableDefinition, partition: Partition): Promise<Pointer | undefined>;
   listPointers(table: TableDefinition): Promise<Pointer[]>;
   /**

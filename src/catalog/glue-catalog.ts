@@ -11,9 +11,11 @@ import { withRetry } from "../shared/retry.js";
 import type { AdaptiveLimit } from "../shared/adaptive-limit.js";
 import { isRunId } from "../model/run-id.js";
 import { glueColumnType } from "../model/column-types.js";
-import { parseTableDefinition, tableChange, type TableDefinition } from "../model/table.js";
+import { tableChange, type TableDefinition } from "../model/table.js";
 import { GlueIcebergTables } from "./glue-iceberg.js";
 import { ATHENA_WIDENS, athenaRebuildRefusal } from "./athena-columns.js";
+import { HeldReads } from "./held-reads.js";
+import { definitionOf, entryErrors, sameColumns } from "./glue-shapes.js";
 import { PointerBatchError, type Catalog, type Fence, type Pointer, type PointerMove, type PointerMoveKind } from "./catalog.js";
 
 /** Where the Glue catalog keeps tables, and how it reaches their data. */
@@ -53,6 +55,8 @@ export class GlueCatalog implements Catalog {
   readonly iceberg: GlueIcebergTables;
   /** The columns the Glue table held when a definition was last moved with (its JSON): read once per table and definition. */
   private readonly seenColumns = new Map<string, { definition: string; columns: Column[] }>();
+  /** The GetTable answers of the tables whose writer lease this process holds (holdTable), forgotten when this catalog writes them. */
+  private readonly held = new HeldReads<GlueTable | undefined>();
 
   constructor(
     private readonly client: GlueClient,
@@ -114,7 +118,7 @@ export class GlueCatalog implements Catalog {
           );
         }
         // An empty table with the wrong layout is rebuilt with the declared one.
-        await this.send("DeleteTable", () => this.client.send(new DeleteTableCommand({ ...this.ids, Name: table.name })));
+        await this.held.writing(table.name, () => this.send("DeleteTable", () => this.client.send(new DeleteTableCommand({ ...this.ids, Name: table.name }))));
       } else {
         const existing = definitionOf(live);
         if (!existing) throw new LakeswapError("CONFLICT", `Glue table ${this.options.database}.${table.name} exists but was not created by lakeswap; choose another name`);
@@ -131,7 +135,7 @@ export class GlueCatalog implements Catalog {
       StorageDescriptor: this.storage(table, `${this.options.uriOf(table.partitionKeys.length === 0 ? `${table.name}/${NO_RUN}` : table.name)}/`),
       PartitionKeys: table.partitionKeys.map((key) => ({ Name: key, Type: "string" })),
     };
-    await this.send("CreateTable", () => this.client.send(new CreateTableCommand({ ...this.ids, TableInput: input })));
+    await this.held.writing(table.name, () => this.send("CreateTable", () => this.client.send(new CreateTableCommand({ ...this.ids, TableInput: input }))));
     if (table.ingest) await this.untilLive(table);
   }
 
@@ -169,15 +173,15 @@ export class GlueCatalog implements Catalog {
 
   /** One UpdateTable of the table as read (again each attempt) with the declared columns, and definition where `definition`; then untilLive. */
   private async putTable(table: TableDefinition, definition: boolean): Promise<void> {
-    await withRetry(`glue:UpdateTable on table ${table.name}`, async () => {
-      const live = await this.glueTable(table.name);
+    await this.held.writing(table.name, () => withRetry(`glue:UpdateTable on table ${table.name}`, async () => {
+      const live = await this.glueTable(table.name, true);
       if (!live) throw new LakeswapError("STORE_ERROR", `Glue table ${this.options.database}.${table.name} is gone; rerun (lakeswap declares it again)`);
       const declared = { "lakeswap.definition": JSON.stringify(table), "parquet.compression": table.compression.toUpperCase() };
       const storage = this.storage(table, live.StorageDescriptor?.Location ?? `${this.options.uriOf(table.name)}/`);
       const input = { Name: table.name, TableType: live.TableType ?? "EXTERNAL_TABLE", PartitionKeys: live.PartitionKeys ?? [] };
       const changed = definition ? { Parameters: { ...live.Parameters, ...declared }, StorageDescriptor: { ...live.StorageDescriptor, ...storage } } : { Parameters: live.Parameters, StorageDescriptor: { ...live.StorageDescriptor, Columns: storage.Columns } };
       await this.client.send(new UpdateTableCommand({ ...this.ids, VersionId: live.VersionId, TableInput: { ...input, ...changed } }));
-    });
+    }));
     await this.untilLive(table);
   }
 
@@ -204,7 +208,7 @@ export class GlueCatalog implements Catalog {
   private async untilLive(table: TableDefinition): Promise<void> {
     const wanted = JSON.stringify({ columns: this.storage(table, "").Columns, keys: table.partitionKeys });
     for (let attempt = 0; ; attempt++) {
-      const live = await this.glueTable(table.name);
+      const live = await this.glueTable(table.name, true);
       const seen = JSON.stringify({ columns: live?.StorageDescriptor?.Columns?.map((c) => ({ Name: c.Name, Type: c.Type })), keys: (live?.PartitionKeys ?? []).map((k) => k.Name) });
       if (seen === wanted) return;
       if (attempt >= 20) throw new LakeswapError("STORE_ERROR", `Glue table ${this.options.database}.${table.name} still does not show the declared columns and partition keys after ${attempt} reads; rerun, or check the table in the Glue console`);
@@ -214,7 +218,7 @@ export class GlueCatalog implements Catalog {
 
   async dropTable(name: string): Promise<void> {
     try {
-      await this.send("DeleteTable", () => this.client.send(new DeleteTableCommand({ ...this.ids, Name: name })));
+      await this.held.writing(name, () => this.send("DeleteTable", () => this.client.send(new DeleteTableCommand({ ...this.ids, Name: name }))));
     } catch (error) {
       if (!isError(error, "EntityNotFoundException")) throw error;
     }
@@ -362,8 +366,8 @@ export class GlueCatalog implements Catalog {
   }
 
   private async updateTableLocation(table: TableDefinition, key: string, pointerParameters: () => Record<string, string>, fence?: Fence): Promise<void> {
-    await withRetry(`glue:UpdateTable on table ${table.name}`, async () => {
-      const live = await this.glueTable(table.name);
+    await this.held.writing(table.name, () => withRetry(`glue:UpdateTable on table ${table.name}`, async () => {
+      const live = await this.glueTable(table.name, true);
       if (!live) throw new LakeswapError("NOT_FOUND", `Glue table ${this.options.database}.${table.name} does not exist; its pointer cannot move`);
       const kept = Object.fromEntries(Object.entries(live.Parameters ?? {}).filter(([name]) => !(Object.values(P) as string[]).includes(name)));
       await fence?.();
@@ -371,7 +375,7 @@ export class GlueCatalog implements Catalog {
       const storage = { ...this.storage(table, `${this.options.uriOf(key)}/`), ...(live.StorageDescriptor?.Columns ? { Columns: live.StorageDescriptor.Columns } : {}) };
       const input = { Name: table.name, TableType: live.TableType ?? "EXTERNAL_TABLE", Parameters: { ...kept, ...pointerParameters() }, StorageDescriptor: storage, PartitionKeys: [] };
       await this.client.send(new UpdateTableCommand({ ...this.ids, VersionId: live.VersionId, TableInput: input }));
-    });
+    }));
   }
 
   /** The Glue table's columns, for the partitions a move writes: a change killed before its last step holds them under the old definition. */
@@ -423,7 +427,16 @@ export class GlueCatalog implements Catalog {
     };
   }
 
-  private async glueTable(name: string): Promise<GlueTable | undefined> {
+  holdTable(name: string): () => void {
+    return this.held.hold(name);
+  }
+
+  /** The table as Glue holds it: read once while this process holds its lease (holdTable), unless `fresh` (a read a write's VersionId comes from). */
+  private async glueTable(name: string, fresh = false): Promise<GlueTable | undefined> {
+    return fresh ? this.readGlueTable(name) : this.held.read(name, () => this.readGlueTable(name));
+  }
+
+  private async readGlueTable(name: string): Promise<GlueTable | undefined> {
     try {
       return (await this.send("GetTable", () => this.client.send(new GetTableCommand({ ...this.ids, Name: name })))).Table;
     } catch (error) {
@@ -460,38 +473,8 @@ export class GlueCatalog implements Catalog {
   }
 }
 
-/** The table definition lakeswap stored with a Glue table, or undefined for tables it did not create. */
-function definitionOf(table: GlueTable): TableDefinition | undefined {
-  const stored = table.Parameters?.["lakeswap.definition"];
-  if (!stored) return undefined;
-  let value: unknown;
-  try {
-    value = JSON.parse(stored);
-  } catch {
-    throw new LakeswapError("STORE_ERROR", `Glue table ${table.Name} has a lakeswap.definition parameter that is not JSON; restore it (lakeswap create-table writes it) or drop the table`);
-  }
-  return parseTableDefinition(value, `lakeswap.definition of Glue table ${table.Name}`);
-}
-
 function isError(error: unknown, name: string): boolean {
   return (error as { name?: string }).name === name;
-}
-
-function sameValues(a: readonly string[], b: readonly string[]): boolean {
-  return a.length === b.length && a.every((v, i) => v === b[i]);
-}
-
-/** The items whose entries Glue reported as failed, each with its reason (an entry is named by its partition values). */
-function entryErrors<T>(items: readonly T[], valuesOf: (item: T) => readonly string[], errors: readonly { values?: readonly string[]; detail?: ErrorDetail }[]): { item: T; detail?: ErrorDetail }[] {
-  return errors.flatMap((error) => {
-    const item = items.find((i) => sameValues(valuesOf(i), error.values ?? []));
-    return item === undefined ? [] : [{ item, detail: error.detail }];
-  });
-}
-
-/** Whether two column lists are the same names and types, in the same order. */
-function sameColumns(a: readonly Column[], b: readonly Column[]): boolean {
-  return sameValues(a.map((c) => `${c.Name} ${c.Type}`), b.map((c) => `${c.Name} ${c.Type}`));
 }
 
 /** A batch larger than the catalog takes is the caller's mistake: the lake splits batches by the catalog's capabilities. */

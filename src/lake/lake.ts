@@ -24,7 +24,7 @@ import { swapBatch, type SwapItem, type SwapOptions, type SwapOutcome } from "./
 import { publishStaged } from "./commit/publish.js";
 import type { RunManifest } from "./manifest.js";
 import { notIngested, partitionOf, type LakeParts, type LeaseOptions, type LakePorts, type LakeSettings, type PartitionInput } from "./parts.js";
-import { declaredShape, keepIngestLayout, type TableDefinition } from "../model/table.js";
+import { declaredShape, keepIngestLayout, tableChange, type TableDefinition } from "../model/table.js";
 import { faultPoint } from "../shared/faults.js";
 import { asDeclared, planSchemaChange, type SchemaChange } from "../model/schema-change.js";
 import { changeSchema, stampSchemaChange } from "./operations/change-schema.js";
@@ -203,15 +203,18 @@ export class Lake {
    * exists already keeps the layout its files were written in (model/table.ts `keepIngestLayout`); one declared with
    * compatible schema changes is changed in place under its lease (./operations/change-schema.ts).
    */
-  async createTable(wanted: TableDefinition): Promise<TableDefinition> {
+  async createTable(wanted: TableDefinition, read?: { readonly existing: TableDefinition | undefined }): Promise<TableDefinition> {
     assertNotScratchName(wanted.name);
-    const existing = await this.catalog.getTable(wanted.name);
+    // `read`: the caller's own read of the table, just before (a sync's declared tables, each read once).
+    const existing = read ? read.existing : await this.catalog.getTable(wanted.name);
     // Other columns than the table has: changed in place under its lease where they can be, else refused naming why.
     if (existing && planSchemaChange(existing, wanted)) return (await changeSchema(this, wanted, `create-table ${wanted.name}`))?.table ?? this.table(wanted.name);
     const table = wanted.ingest ? keepIngestLayout(existing, wanted) : asDeclared(existing, wanted);
     assertIcebergSupported(this.parts, table);
     // A catalog's Iceberg table of that name that is not this table's is refused now, not at the first commit.
     if (table.iceberg) await this.catalog.iceberg?.head(table);
+    // Declared as it is: nothing to write (the catalog would read it again to find so).
+    if (existing && tableChange(existing, table) === "same") return table;
     // An ingested table that gains columns rewrites its partitions' columns (Glue): under its lease, as pointer moves are.
     if (existing && wanted.ingest && declaredShape(existing) !== declaredShape(table)) {
       await this.parts.withLease(table.name, `create-table ${table.name}`, () => this.catalog.createTable(table));
@@ -350,6 +353,8 @@ export class Lake {
     });
     this.leases.set(table, lease);
     this.fencesAtLease.set(table, this.fences.get(table) ?? 0);
+    // Only this writer changes the table's definition now: the catalog may keep it once read.
+    const release = this.catalog.holdTable?.(table);
     try {
       // A writer that held the table since this lake was opened (the open's replay left its entries to it) may have died
       // after recording a move and before making it: finished now, before this writer decides anything (invariant 6).
@@ -377,6 +382,7 @@ export class Lake {
       await commit();
       return result;
     } finally {
+      release?.();
       this.leases.delete(table);
       await lease.release();
     }

@@ -69,7 +69,7 @@ export async function createTables(ctx: PipelineContext, dataset: DatasetConfig)
   for (const table of declaredTables(dataset)) {
     const existing = await ctx.lake.parts.catalog.getTable(table.name);
     if (existing && judge(ctx, dataset, existing, table)) changing.push(table);
-    else await ctx.lake.createTable(table);
+    else await ctx.lake.createTable(table, { existing });
   }
   return changing;
 }
