@@ -24,7 +24,7 @@ import { swapBatch, type SwapItem, type SwapOptions, type SwapOutcome } from "./
 import { publishStaged } from "./commit/publish.js";
 import type { RunManifest } from "./manifest.js";
 import { notIngested, partitionOf, type LakeParts, type LeaseOptions, type LakePorts, type LakeSettings, type PartitionInput } from "./parts.js";
-import { declaredShape, keepIngestLayout, tableChange, type TableDefinition } from "../model/table.js";
+import { declaredShape, keepIngestLayout, sameDeclaration, type TableDefinition } from "../model/table.js";
 import { faultPoint } from "../shared/faults.js";
 import { asDeclared, planSchemaChange, type SchemaChange } from "../model/schema-change.js";
 import { changeSchema, stampSchemaChange } from "./operations/change-schema.js";
@@ -214,7 +214,7 @@ export class Lake {
     // A catalog's Iceberg table of that name that is not this table's is refused now, not at the first commit.
     if (table.iceberg) await this.catalog.iceberg?.head(table);
     // Declared as it is: nothing to write (the catalog would read it again to find so).
-    if (existing && tableChange(existing, table) === "same") return table;
+    if (existing && sameDeclaration(existing, table)) return table;
     // An ingested table that gains columns rewrites its partitions' columns (Glue): under its lease, as pointer moves are.
     if (existing && wanted.ingest && declaredShape(existing) !== declaredShape(table)) {
       await this.parts.withLease(table.name, `create-table ${table.name}`, () => this.catalog.createTable(table));

@@ -257,6 +257,11 @@ export function keepIngestLayout(existing: TableDefinition | undefined, wanted: 
   return defineTable({ ...wanted, ingestRuns: existing.ingestRuns === true, columnsAdded });
 }
 
+/** Whether a declaration is the table as it is (declaring it again changes nothing). */
+export function sameDeclaration(existing: TableDefinition, wanted: TableDefinition): boolean {
+  return JSON.stringify(existing) === JSON.stringify(wanted) || declaredShape(existing) === declaredShape(wanted);
+}
+
 /**
  * How a declared table relates to the one the catalog holds: the same, the same with `iceberg: true` added (the
  * catalog rewrites the definition), or (an ingested table only) the same with columns added (anywhere: readers match by name), which the
@@ -264,7 +269,7 @@ export function keepIngestLayout(existing: TableDefinition | undefined, wanted: 
  * differs: a column whose type changed, a column that is gone, other partition keys, another kind of table.
  */
 export function tableChange(existing: TableDefinition, wanted: TableDefinition): "same" | "columns added" | "iceberg added" {
-  if (JSON.stringify(existing) === JSON.stringify(wanted) || declaredShape(existing) === declaredShape(wanted)) return "same";
+  if (sameDeclaration(existing, wanted)) return "same";
   const fix = `drop it first (lakeswap drop-table ${wanted.name}) or declare it as it is`;
   if (existing.iceberg && wanted.iceberg && existing.icebergTable !== wanted.icebergTable && JSON.stringify({ ...existing, icebergTable: undefined }) === JSON.stringify({ ...wanted, icebergTable: undefined })) {
     const name = (t: TableDefinition): string => t.icebergTable ?? `${t.name}_iceberg`;
