@@ -44,6 +44,8 @@ export class SyncRun implements Run {
   private readonly deferredSinks: (() => Promise<void>)[] = [];
   /** The runs staged so far, by table and partition: what later layers build from in place of the current runs. */
   private readonly overlay = new Map<string, Map<string, PartitionSnapshot>>();
+  /** `table/partition` of the swaps that made a partition's only run (SwapOutcome.onlyRun): GC has nothing there to collect. */
+  private readonly onlyRuns = new Set<string>();
 
   constructor(
     private readonly ctx: PipelineContext,
@@ -162,7 +164,7 @@ export class SyncRun implements Run {
     // The confirmations are stored with the next layer's intent, or when the sync finishes: one write fewer a layer.
     // A sync killed before then leaves them pending, which rollback --sync reads from where the pointers are.
     // One GC for the layer's swaps, not one per swap.
-    const swapped = results.filter((r) => r.action === "build" && !r.staged).map((r) => r.partition);
+    const swapped = results.filter((r) => r.action === "build" && !r.staged && !this.onlyRuns.has(`${table}/${r.partition}`)).map((r) => r.partition);
     if (swapped.length > 0) await this.writer.collectGarbage(table, swapped);
     return results.sort((a, b) => (a.partition < b.partition ? -1 : a.partition > b.partition ? 1 : 0));
   }
@@ -197,6 +199,7 @@ export class SyncRun implements Run {
       },
     });
     if (this.holding) this.stage(table, layer, outcomes);
+    for (const outcome of outcomes) if (outcome.onlyRun) this.onlyRuns.add(`${table}/${outcome.partition}`);
     return outcomes.map((outcome, index): SyncedPartition => {
       const p = builds[index] as PlannedPartition;
       const audits = outcome.audits?.length ? { audits: outcome.audits } : {};

@@ -124,6 +124,11 @@ export interface SwapOutcome {
   readonly audits?: readonly AuditFinding[];
   /** `stage`: the staged run's manifest (its pointer did not move). */
   readonly staged?: RunManifest;
+  /**
+   * The partition held no run before this one (no pointer, nothing listed under it when the batch began, under the
+   * lease): its new run is all it holds, and GC after the swap has nothing of it to collect.
+   */
+  readonly onlyRun?: boolean;
 }
 
 interface Planned {
@@ -132,6 +137,8 @@ interface Planned {
   readonly current?: Pointer;
   readonly runId: string;
   readonly prefix: string;
+  /** No pointer and no run listed under the partition when the batch began (SwapOutcome.onlyRun). */
+  readonly alone?: boolean;
 }
 
 export interface Audited extends Planned {
@@ -160,10 +167,12 @@ export async function swapBatch(ctx: SwapContext, table: TableDefinition, items:
   // rollback of the sync that created it, whose run is kept until GC) may hold runs newer than any pointer says; and
   // `afterLeftovers`, every partition. A new run's id sorts after them (the model test found one that did not).
   const newest = new Map<string, string>();
+  const empty = new Set<string>();
   const leftovers = items.filter((item) => options.afterLeftovers || !currents.get(partitionPath(item.partition)));
   await mapLimited(leftovers, 16, async (item) => {
     const last = (await listRuns(ctx, table, item.partition)).at(-1)?.runId;
     if (last !== undefined) newest.set(partitionPath(item.partition), last);
+    else if (!currents.get(partitionPath(item.partition))) empty.add(partitionPath(item.partition));
   });
   const planned: Planned[] = items.map((item) => {
     const path = partitionPath(item.partition);
@@ -172,7 +181,7 @@ export async function swapBatch(ctx: SwapContext, table: TableDefinition, items:
     // And after the table's last schema change: a run written under a schema sorts after its change (a rollback reads it).
     const latest = [current?.runId, current?.previousRunId, newest.get(path), table.schemaChangedAt].filter((id): id is string => id !== undefined).sort().at(-1);
     const runId = newRunIdAfter(latest);
-    return { item, path, current, runId, prefix: runPrefix(ctx.catalog, table, item.partition, runId) };
+    return { item, path, current, runId, prefix: runPrefix(ctx.catalog, table, item.partition, runId), ...(empty.has(path) ? { alone: true } : {}) };
   });
 
   const failed = new Map<string, unknown>();
@@ -471,6 +480,7 @@ export async function moveChunk(
       previousRows: a.previousRows,
       bytes: a.bytes,
       seconds: (Date.now() - started) / 1000,
+      ...(a.alone ? { onlyRun: true } : {}),
     };
   });
 }
