@@ -1,7 +1,7 @@
 import type { Catalog, Pointer } from "../catalog/catalog.js";
 import type { Engine, PartitionSnapshot, TableSnapshot } from "../engine/engine.js";
 import type { Landing } from "../landing/landing.js";
-import type { ObjectStore } from "../store/object-store.js";
+import type { ObjectInfo, ObjectStore } from "../store/object-store.js";
 import { manifestKey, manifestsPrefix, runLocation, runsPrefix } from "./layout.js";
 import { lakeTables } from "./scratch-tables.js";
 import { parseManifest, type RunManifest } from "./manifest.js";
@@ -64,16 +64,62 @@ export async function runFiles(ctx: LakeContext, table: TableDefinition, partiti
 
 /** Every run of a partition (folders and manifests), oldest first. */
 export async function listRuns(ctx: LakeContext, table: TableDefinition, partition: Partition): Promise<RunListing[]> {
+  const prefix = runsPrefix(ctx.catalog, table, partition);
+  const manifests = manifestsPrefix(table.name, partition);
+  // The run folders and the manifests are listed at once.
+  const [objects, records] = await Promise.all([ctx.store.list(prefix), ctx.store.list(manifests)]);
+  return runsListed(prefix, objects, manifests, records);
+}
+
+/** From this many partitions on, a remote store's listing of the whole table may take fewer calls than two per partition. */
+const WHOLE_TABLE_FROM = 8;
+/** Keys per page of a remote listing (S3's ListObjectsV2). */
+const KEYS_PER_PAGE = 1000;
+
+/**
+ * Every run of each of `partitions` (as listRuns), by partition path. Where a listing is a remote call and the
+ * partitions are many, the table's run folders and manifests are listed once each (one call per thousand keys) rather
+ * than twice per partition; if that would take more calls than the partitions' own listings, those are made instead.
+ */
+export async function listRunsOf(ctx: LakeContext, table: TableDefinition, partitions: readonly Partition[]): Promise<Map<string, RunListing[]>> {
+  if (!ctx.store.capabilities.localPaths && partitions.length >= WHOLE_TABLE_FROM) {
+    const listed = await listWholeTable(ctx, table, partitions);
+    if (listed) return listed;
+  }
+  const runs = await mapLimited(partitions, 16, (partition) => listRuns(ctx, table, partition));
+  return new Map(partitions.map((partition, i) => [partitionPath(partition), runs[i] ?? []]));
+}
+
+/** listRunsOf from one listing of the table's run folders and one of its manifests; undefined where they hold too many keys. */
+async function listWholeTable(ctx: LakeContext, table: TableDefinition, partitions: readonly Partition[]): Promise<Map<string, RunListing[]> | undefined> {
+  // At most as many pages as the partitions' own listings would make calls, both listings together.
+  const atMost = partitions.length * KEYS_PER_PAGE;
+  const [root, manifestsRoot] = [runsPrefix(ctx.catalog, table), manifestsPrefix(table.name)];
+  const [objects, records] = await Promise.all([ctx.store.list(root, { atMost }), ctx.store.list(manifestsRoot, { atMost })]);
+  if (objects.length + records.length > atMost) return undefined;
+  const wanted = new Map(partitions.map((partition) => [runsPrefix(ctx.catalog, table, partition), { partition, objects: [] as ObjectInfo[], records: [] as ObjectInfo[] }]));
+  const byManifests = new Map([...wanted.values()].map((p) => [manifestsPrefix(table.name, p.partition), p]));
+  const depth = table.partitionKeys.length;
+  for (const object of objects) {
+    // A run's objects sit in its partition's folder: one folder below the table's per partition key.
+    let end = root.length;
+    for (let level = 0; level < depth && end > 0; level++) end = object.key.indexOf("/", end) + 1;
+    if (end > 0) wanted.get(object.key.slice(0, end))?.objects.push(object);
+  }
+  for (const record of records) byManifests.get(record.key.slice(0, record.key.lastIndexOf("/") + 1))?.records.push(record);
+  return new Map(
+    [...wanted].map(([prefix, p]) => [partitionPath(p.partition), runsListed(prefix, p.objects, manifestsPrefix(table.name, p.partition), p.records)]),
+  );
+}
+
+/** The runs of one partition, oldest first, from the listings of its run folders (`prefix`) and its manifests (`manifests`). */
+function runsListed(prefix: string, objects: readonly ObjectInfo[], manifests: string, records: readonly ObjectInfo[]): RunListing[] {
   const runs = new Map<string, { files: RunFile[]; markers: string[]; hasManifest: boolean }>();
   const entry = (runId: string) => {
     let run = runs.get(runId);
     if (!run) runs.set(runId, (run = { files: [], markers: [], hasManifest: false }));
     return run;
   };
-  const prefix = runsPrefix(ctx.catalog, table, partition);
-  const manifests = manifestsPrefix(table.name, partition);
-  // The run folders and the manifests are listed at once.
-  const [objects, records] = await Promise.all([ctx.store.list(prefix), ctx.store.list(manifests)]);
   for (const object of objects) {
     const folder = object.key.slice(prefix.length).split("/")[0] ?? "";
     const runId = folder.replace(/^run=/, "");

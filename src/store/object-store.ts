@@ -44,8 +44,11 @@ export interface ObjectStore {
   putIfMatch(key: string, body: Uint8Array | string, etag: string): Promise<boolean>;
   /** Deletes the object only if its tag is still `etag`; returns false otherwise. */
   deleteIfMatch(key: string, etag: string): Promise<boolean>;
-  /** Every object under `prefix`, all pages, sorted by key. */
-  list(prefix: string): Promise<ObjectInfo[]>;
+  /**
+   * Every object under `prefix`, all pages, sorted by key. With `atMost`, a store whose listing is paid per page may
+   * stop early once it has more than that many: an answer longer than `atMost` may then be cut short.
+   */
+  list(prefix: string, options?: { readonly atMost?: number }): Promise<ObjectInfo[]>;
   /** Deletes the given keys; missing keys are not an error. */
   delete(keys: readonly string[]): Promise<void>;
   /**

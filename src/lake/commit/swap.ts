@@ -8,7 +8,7 @@ import type { RunManifest } from "../manifest.js";
 import type { Outbox, OutboxEntry } from "../outbox.js";
 import { partitionPath, type Partition } from "../../model/partition.js";
 import { newRunIdAfter } from "../../model/run-id.js";
-import { currentPointers, engineSnapshot, runFileNames, ensureManifest, listRunFiles, listRuns, readManifest, runPrefix, writeManifest, type LakeContext, type RunFile } from "../runs.js";
+import { currentPointers, engineSnapshot, runFileNames, ensureManifest, listRunFiles, listRunsOf, readManifest, runPrefix, writeManifest, type LakeContext, type RunFile } from "../runs.js";
 import { mapLimited } from "../../shared/map-limited.js";
 import { movePointers } from "./move.js";
 import { overlaid, restrictSources, snapshotScope } from "./build-scope.js";
@@ -169,11 +169,11 @@ export async function swapBatch(ctx: SwapContext, table: TableDefinition, items:
   const newest = new Map<string, string>();
   const empty = new Set<string>();
   const leftovers = items.filter((item) => options.afterLeftovers || !currents.get(partitionPath(item.partition)));
-  await mapLimited(leftovers, 16, async (item) => {
-    const last = (await listRuns(ctx, table, item.partition)).at(-1)?.runId;
-    if (last !== undefined) newest.set(partitionPath(item.partition), last);
-    else if (!currents.get(partitionPath(item.partition))) empty.add(partitionPath(item.partition));
-  });
+  for (const [path, runs] of await listRunsOf(ctx, table, leftovers.map((item) => item.partition))) {
+    const last = runs.at(-1)?.runId;
+    if (last !== undefined) newest.set(path, last);
+    else if (!currents.get(path)) empty.add(path);
+  }
   const planned: Planned[] = items.map((item) => {
     const path = partitionPath(item.partition);
     const current = currents.get(path);

@@ -6,7 +6,7 @@ import type { OutboxEntry } from "../outbox.js";
 import { partitionPath, type Partition } from "../../model/partition.js";
 import { planRetention, type RecordedSwap, type RetentionReason } from "../retention.js";
 import { knownPartitions } from "./history.js";
-import { currentPointers, listRuns, readManifest, runPrefix, type LakeContext } from "../runs.js";
+import { currentPointers, listRuns, listRunsOf, readManifest, runPrefix, type LakeContext, type RunListing } from "../runs.js";
 import { expireSnapshots, removeUnreferencedMetadata } from "./expire-snapshots.js";
 import { parsePartitionPath } from "../../model/partition.js";
 import { mapLimited } from "../../shared/map-limited.js";
@@ -32,6 +32,8 @@ export interface PartitionGcReport {
 interface GcState {
   readonly pointers: ReadonlyMap<string, Pointer>;
   readonly pending: readonly OutboxEntry[];
+  /** The runs of the partitions collected, listed together (../runs.ts listRunsOf); a partition not in it is listed on its own. */
+  readonly runs?: ReadonlyMap<string, readonly RunListing[]>;
 }
 
 /**
@@ -45,6 +47,11 @@ async function gcState(
 ): Promise<GcState> {
   const pointers = partitions ? await currentPointers(ctx, table, partitions) : new Map((await ctx.catalog.listPointers(table)).map((p) => [partitionPath(p.partition), p]));
   return { pointers, pending: await ctx.outbox.pending(table.name) };
+}
+
+/** The state, with the runs of `partitions` listed together where they are runs (not an ingested table's files). */
+async function withRuns(ctx: LakeContext, table: TableDefinition, partitions: readonly Partition[], state: GcState): Promise<GcState> {
+  return table.ingest ? state : { ...state, runs: await listRunsOf(ctx, table, partitions) };
 }
 
 const pendingIndex = new WeakMap<readonly OutboxEntry[], Map<string, Set<string>>>();
@@ -83,7 +90,7 @@ async function collectPartition(
   if (ingestedInPlace(table)) return { table: table.name, partition: path, kept: [], removed: [] };
   const pointer = state.pointers.get(path);
   if (table.ingest) return { table: table.name, partition: path, ...(await collectIngestedPartition(ctx, table, partition, pointer, pendingRuns(state).get(path) ?? new Set(), options)) };
-  const runs = await listRuns(ctx, table, partition);
+  const runs = state.runs?.get(path) ?? (await listRuns(ctx, table, partition));
   const candidates = runs.map((run) => ({ runId: run.runId, published: run.hasManifest, hasFiles: run.files.length > 0 }));
   const plan = (swaps?: readonly RecordedSwap[]) =>
     planRetention({
@@ -143,7 +150,7 @@ export async function collectAfterSwap(
   });
   let state: GcState;
   try {
-    state = await gcState(ctx, table, partitions);
+    state = await withRuns(ctx, table, partitions, await gcState(ctx, table, partitions));
   } catch (error) {
     return partitions.map((partition) => failed(partition, error));
   }
@@ -199,7 +206,7 @@ export async function collectGarbage(
     const collect = async (): Promise<void> => {
       for (const name of scratch.filter((n) => isScratchTableOf(n, table.name))) await parts.catalog.dropTable(name);
       const partitions = await knownPartitions(parts, table);
-      const state = await gcState(parts, table);
+      const state = await withRuns(parts, table, partitions, await gcState(parts, table));
       const graceMs = options.graceMs ?? parts.graceMs;
       if (!options.dryRun) await expireBeforeGc(parts, table, () => mapLimited(partitions, GC_CONCURRENCY, (partition) => collectPartition(parts, table, partition, state, { dryRun: true, graceMs })));
       const start = reports.length;

@@ -131,7 +131,7 @@ export class S3Store implements ObjectStore {
     );
   }
 
-  async list(prefix: string): Promise<ObjectInfo[]> {
+  async list(prefix: string, options: { readonly atMost?: number } = {}): Promise<ObjectInfo[]> {
     const objects: ObjectInfo[] = [];
     const full = this.fullKey(prefix, true);
     let token: string | undefined;
@@ -142,7 +142,7 @@ export class S3Store implements ObjectStore {
       for (const object of page.Contents ?? []) {
         if (object.Key) objects.push({ key: this.relativeKey(object.Key), size: object.Size ?? 0 });
       }
-      token = page.IsTruncated ? page.NextContinuationToken : undefined;
+      token = page.IsTruncated && objects.length <= (options.atMost ?? Infinity) ? page.NextContinuationToken : undefined;
     } while (token);
     return objects.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
   }
