@@ -38,6 +38,11 @@ export function newRunIdAfter(latest: string | undefined, now: Date = new Date()
   return newRunId(new Date(runIdTime(latest).getTime() + 1000));
 }
 
+/** The first run id of the second `at` is in: every id issued at or after it sorts at or after this one. */
+export function firstRunIdOf(at: Date): string {
+  return `${at.toISOString().replace(/[-:]/g, "").replace(/\.\d{3}Z$/, "Z")}-000000`;
+}
+
 /** True when `value` is a well-formed run id. */
 export function isRunId(value: string): boolean {
   return RUN_ID.test(value);

@@ -1,9 +1,8 @@
 import type { Lake } from "../lake/lake.js";
-import { newRunIdAfter } from "../model/run-id.js";
 import type { HeldSync, SchemaChangeRecord, SyncMove, SyncRecord } from "../lake/sync-record.js";
 import type { RunManifest } from "../lake/manifest.js";
 import type { AuditFinding } from "../model/audit.js";
-import { forgetSync, holdSyncLease, latestSyncId, recordSync } from "../lake/operations/syncs.js";
+import { forgetSync, holdSyncLease, newSyncId, recordSync } from "../lake/operations/syncs.js";
 
 /**
  * The running record of one sync. A move is written as intended before its
@@ -163,7 +162,7 @@ export class SyncLog {
     // Taken before the record is first written, so whoever finds the record finds the lease held while the sync runs.
     if (!this.lease) {
       this.lease = (async () => {
-        this.id = newRunIdAfter(await latestSyncId(this.lake));
+        this.id = await newSyncId(this.lake);
         return holdSyncLease(this.lake, this.id, `sync ${this.record.config}`);
       })();
       // Its failure is the write's (awaited below), never an unhandled rejection meanwhile.

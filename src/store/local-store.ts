@@ -5,7 +5,7 @@ import { pathToFileURL } from "node:url";
 import { LakeswapError } from "../model/errors.js";
 import { takeKernelLock } from "./kernel-lock.js";
 import { FolderSyncs, fsyncPath, intoFolder, isCode, lightFs, limiter, readIfPresent, writeTempFile } from "./local-files.js";
-import { assertKey, type ObjectInfo, type ObjectStore, type ProcessLock, type TaggedObject } from "./object-store.js";
+import { assertKey, type ListOptions, type ObjectInfo, type ObjectStore, type ProcessLock, type TaggedObject } from "./object-store.js";
 
 const CAS_LOCK_STALE_MS = 10_000;
 
@@ -175,7 +175,7 @@ export class LocalStore implements ObjectStore {
     });
   }
 
-  async list(prefix: string): Promise<ObjectInfo[]> {
+  async list(prefix: string, options: ListOptions = {}): Promise<ObjectInfo[]> {
     const slash = prefix.lastIndexOf("/");
     const dirKey = slash >= 0 ? prefix.slice(0, slash) : "";
     const start = dirKey ? this.localPath(dirKey) : this.root;
@@ -212,7 +212,8 @@ export class LocalStore implements ObjectStore {
       );
     };
     await walk(start, dirKey);
-    return found.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+    const after = options.startAfter;
+    return (after === undefined ? found : found.filter((o) => o.key > after)).sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
   }
 
   async delete(keys: readonly string[]): Promise<void> {

@@ -26,6 +26,12 @@ export interface ProcessLock {
   release(): Promise<void>;
 }
 
+/** How much of a listing to give (ObjectStore.list). */
+export interface ListOptions {
+  readonly startAfter?: string;
+  readonly atMost?: number;
+}
+
 /**
  * The object-store port: flat '/'-separated keys relative to the lake root.
  * Every adapter checks keys (no '..', no absolute paths) before use.
@@ -45,10 +51,11 @@ export interface ObjectStore {
   /** Deletes the object only if its tag is still `etag`; returns false otherwise. */
   deleteIfMatch(key: string, etag: string): Promise<boolean>;
   /**
-   * Every object under `prefix`, all pages, sorted by key. With `atMost`, a store whose listing is paid per page may
-   * stop early once it has more than that many: an answer longer than `atMost` may then be cut short.
+   * Every object under `prefix`, all pages, sorted by key; with `startAfter`, only those whose key sorts after it. With
+   * `atMost`, a store whose listing is paid per page may stop early once it has more than that many: an answer longer
+   * than `atMost` may then be cut short (it is the first keys, in order).
    */
-  list(prefix: string, options?: { readonly atMost?: number }): Promise<ObjectInfo[]>;
+  list(prefix: string, options?: ListOptions): Promise<ObjectInfo[]>;
   /** Deletes the given keys; missing keys are not an error. */
   delete(keys: readonly string[]): Promise<void>;
   /**

@@ -63,6 +63,12 @@ export function objectStoreContract(name: string, factory: FixtureFactory<Object
       await mapLimited(keys, 32, (key) => store().put(key, "x"));
       const listed = await store().list("many/");
       expect(listed.map((o) => o.key)).toEqual(keys);
+      // Only the keys after one (also from a later page), and, asked for at most some, at least those first ones.
+      expect((await store().list("many/", { startAfter: "many/k00040" })).map((o) => o.key)).toEqual(keys.slice(41));
+      expect((await store().list("many/", { startAfter: "many/k01049" })).map((o) => o.key)).toEqual([]);
+      const cut = (await store().list("many/", { atMost: 10 })).map((o) => o.key);
+      expect(cut.length).toBeGreaterThan(10);
+      expect(cut).toEqual(keys.slice(0, cut.length));
     });
 
     it("puts if absent: once only, the first body kept; of writers racing for one key exactly one wins", async () => {

@@ -5,7 +5,9 @@ import { syncRecordKey } from "../../src/lake/sync-record.js";
 import { defineTable } from "../../src/model/table.js";
 import { tempLakes } from "../support/temp-lake.js";
 import { replacePartition } from "../../src/lake/operations/replace.js";
-import { listSyncs, recordSync } from "../../src/lake/operations/syncs.js";
+import { listSyncs, newSyncId, recordSync } from "../../src/lake/operations/syncs.js";
+import { newRunId } from "../../src/model/run-id.js";
+import type { ObjectStore } from "../../src/store/object-store.js";
 import { rollbackSync } from "../../src/lake/operations/rollback.js";
 
 const openLake = tempLakes();
@@ -25,5 +27,41 @@ describe("an unreadable sync record", () => {
     await expect(rollbackSync(lake, "last")).rejects.toThrow(new RegExp(`sync record '_lakeswap/syncs/${newer}.json' is not valid JSON`));
     expect((await lake.pointer("t", "day=2026-11-01"))?.runId).toBe(second.runId);
     expect((await listSyncs(lake, { skipUnreadable: true })).map((r) => r.syncId)).toEqual([older]);
+  });
+});
+
+describe("a new sync's id", () => {
+  it("sorts after every recorded sync's, one a host with its clock ahead wrote too, from a listing of the last day's records only", async () => {
+    const { lake } = await openLake();
+    const now = new Date();
+    const at = (hours: number): string => newRunId(new Date(now.getTime() + hours * 3_600_000));
+    const record = (syncId: string) => recordSync(lake, { format: 1, syncId, config: "x.yaml", startedAt: now.toISOString(), moves: [] });
+    const old = [at(-24 * 400), at(-24 * 30), at(-49)];
+    for (const syncId of old) await record(syncId);
+    const listed: string[] = [];
+    const store = Object.create(lake.parts.store, {
+      list: {
+        value: async (prefix: string, options?: object) => {
+          const objects = await lake.parts.store.list(prefix, options);
+          listed.push(...objects.map((o) => o.key));
+          return objects;
+        },
+      },
+    }) as ObjectStore;
+    const watched = { parts: { ...lake.parts, store } };
+
+    // Only records older than a day: the new id is issued now, after them, and none of them is listed.
+    const first = await newSyncId(watched, now);
+    expect(old.every((id) => first > id)).toBe(true);
+    expect(listed).toEqual([]);
+
+    // A record of this hour, and one three hours ahead (another host's clock): the new id sorts after both.
+    const recent = at(-1);
+    const ahead = at(3);
+    await record(recent);
+    await record(ahead);
+    const second = await newSyncId(watched, now);
+    expect(second > ahead, `${second} sorts after ${ahead}`).toBe(true);
+    expect(listed.map((key) => key.replace(/^.*\//, "").replace(/\.json$/, ""))).toEqual([recent, ahead]);
   });
 });

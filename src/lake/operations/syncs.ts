@@ -1,5 +1,5 @@
 import { NotFoundError } from "../../model/errors.js";
-import { isRunId } from "../../model/run-id.js";
+import { firstRunIdOf, isRunId, newRunIdAfter } from "../../model/run-id.js";
 import { syncLeaseName, syncRecordKey, SYNCS_PREFIX } from "../layout.js";
 import { WriterLease } from "../lease.js";
 import type { HasLakeParts } from "../parts.js";
@@ -15,10 +15,17 @@ export async function forgetSync(lake: HasLakeParts, syncId: string): Promise<vo
   await lake.parts.store.delete([syncRecordKey(syncId)]);
 }
 
-/** The id of the newest recorded sync (record keys sort by sync id), from one listing; undefined in a lake without syncs. */
-export async function latestSyncId(lake: HasLakeParts): Promise<string | undefined> {
-  const ids = (await lake.parts.store.list(SYNCS_PREFIX)).map((object) => object.key.slice(SYNCS_PREFIX.length).replace(/\.json$/, "")).filter(isRunId);
-  return ids.sort().at(-1);
+/** How far back a new sync id looks for recorded ones: an older one sorts before any id issued now anyway. */
+const SYNC_IDS_LOOK_BACK_MS = 24 * 60 * 60_000;
+
+/**
+ * A new sync id, after every recorded one (record keys sort by sync id; one of another host, whose clock is ahead,
+ * too). Only the records of the last day are listed: however long a lake's history, a sync starts with one short listing.
+ */
+export async function newSyncId(lake: HasLakeParts, now: Date = new Date()): Promise<string> {
+  const startAfter = syncRecordKey(firstRunIdOf(new Date(now.getTime() - SYNC_IDS_LOOK_BACK_MS)));
+  const ids = (await lake.parts.store.list(SYNCS_PREFIX, { startAfter })).map((object) => object.key.slice(SYNCS_PREFIX.length).replace(/\.json$/, "")).filter(isRunId);
+  return newRunIdAfter(ids.sort().at(-1), now);
 }
 
 /**

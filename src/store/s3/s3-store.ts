@@ -10,7 +10,7 @@ import { LakeswapError } from "../../model/errors.js";
 import { isTransient, withRetry } from "../../shared/retry.js";
 import { uploadLimitFromEnv, type AdaptiveLimit } from "../../shared/adaptive-limit.js";
 import { uploadFileOnce } from "./multipart-upload.js";
-import { assertKey, joinKey, type ObjectInfo, type ObjectStore, type TaggedObject } from "../object-store.js";
+import { assertKey, joinKey, type ListOptions, type ObjectInfo, type ObjectStore, type TaggedObject } from "../object-store.js";
 
 const MIB = 1024 * 1024;
 /** The largest object one CopyObject copies (5 GiB). */
@@ -131,13 +131,15 @@ export class S3Store implements ObjectStore {
     );
   }
 
-  async list(prefix: string, options: { readonly atMost?: number } = {}): Promise<ObjectInfo[]> {
+  async list(prefix: string, options: ListOptions = {}): Promise<ObjectInfo[]> {
     const objects: ObjectInfo[] = [];
     const full = this.fullKey(prefix, true);
     let token: string | undefined;
     do {
       const page = await withRetry(`s3:ListBucket on s3://${this.bucket}/${full}*`, () =>
-        this.client.send(new ListObjectsV2Command({ Bucket: this.bucket, Prefix: full, ContinuationToken: token })),
+        this.client.send(
+          new ListObjectsV2Command({ Bucket: this.bucket, Prefix: full, ContinuationToken: token, ...(options.startAfter !== undefined && !token ? { StartAfter: this.fullKey(options.startAfter) } : {}) }),
+        ),
       );
       for (const object of page.Contents ?? []) {
         if (object.Key) objects.push({ key: this.relativeKey(object.Key), size: object.Size ?? 0 });
