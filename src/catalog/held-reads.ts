@@ -23,7 +23,9 @@ export class HeldReads<T> {
   read(name: string, read: () => Promise<T>): Promise<T> {
     const entry = this.held.get(name);
     if (!entry) return read();
-    const reading = (entry.answer ??= read());
+    if (entry.answer) return entry.answer;
+    const reading = read();
+    entry.answer = reading;
     reading.catch(() => {
       if (entry.answer === reading) entry.answer = undefined;
     });

@@ -94,22 +94,29 @@ export async function listRunsOf(ctx: LakeContext, table: TableDefinition, parti
 async function listWholeTable(ctx: LakeContext, table: TableDefinition, partitions: readonly Partition[]): Promise<Map<string, RunListing[]> | undefined> {
   // At most as many pages as the partitions' own listings would make calls, both listings together.
   const atMost = partitions.length * KEYS_PER_PAGE;
-  const [root, manifestsRoot] = [runsPrefix(ctx.catalog, table), manifestsPrefix(table.name)];
-  const [objects, records] = await Promise.all([ctx.store.list(root, { atMost }), ctx.store.list(manifestsRoot, { atMost })]);
+  const [objects, records] = await Promise.all([ctx.store.list(runsPrefix(ctx.catalog, table), { atMost }), ctx.store.list(manifestsPrefix(table.name), { atMost })]);
   if (objects.length + records.length > atMost) return undefined;
-  const wanted = new Map(partitions.map((partition) => [runsPrefix(ctx.catalog, table, partition), { partition, objects: [] as ObjectInfo[], records: [] as ObjectInfo[] }]));
-  const byManifests = new Map([...wanted.values()].map((p) => [manifestsPrefix(table.name, p.partition), p]));
+  return runsOfListing(ctx, table, partitions, objects, records);
+}
+
+/**
+ * The runs of each of `partitions` (as listRuns gives them), by partition path, from a listing of the whole table's run
+ * folders (`objects`, under `runsPrefix(table)`) and one of its manifests (`records`).
+ */
+export function runsOfListing(ctx: Pick<LakeContext, "catalog">, table: TableDefinition, partitions: readonly Partition[], objects: readonly ObjectInfo[], records: readonly ObjectInfo[]): Map<string, RunListing[]> {
+  const root = runsPrefix(ctx.catalog, table);
+  const listed = partitions.map((partition) => ({ partition, prefix: runsPrefix(ctx.catalog, table, partition), manifests: manifestsPrefix(table.name, partition), objects: [] as ObjectInfo[], records: [] as ObjectInfo[] }));
+  const byPrefix = new Map(listed.map((p) => [p.prefix, p]));
+  const byManifests = new Map(listed.map((p) => [p.manifests, p]));
   const depth = table.partitionKeys.length;
   for (const object of objects) {
     // A run's objects sit in its partition's folder: one folder below the table's per partition key.
     let end = root.length;
     for (let level = 0; level < depth && end > 0; level++) end = object.key.indexOf("/", end) + 1;
-    if (end > 0) wanted.get(object.key.slice(0, end))?.objects.push(object);
+    if (end > 0) byPrefix.get(object.key.slice(0, end))?.objects.push(object);
   }
   for (const record of records) byManifests.get(record.key.slice(0, record.key.lastIndexOf("/") + 1))?.records.push(record);
-  return new Map(
-    [...wanted].map(([prefix, p]) => [partitionPath(p.partition), runsListed(prefix, p.objects, manifestsPrefix(table.name, p.partition), p.records)]),
-  );
+  return new Map(listed.map((p) => [partitionPath(p.partition), runsListed(p.prefix, p.objects, p.manifests, p.records)]));
 }
 
 /** The runs of one partition, oldest first, from the listings of its run folders (`prefix`) and its manifests (`manifests`). */

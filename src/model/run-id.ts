@@ -10,7 +10,7 @@ let lastIssued = "";
  * ids of different processes apart (the run prefix is also created exclusively).
  */
 export function newRunId(now: Date = new Date()): string {
-  const stamp = now.toISOString().replace(/[-:]/g, "").replace(/\.\d{3}Z$/, "Z");
+  const stamp = stampOf(now);
   const random = randomBytes(3);
   // The first id of a second starts in the lower half, leaving room to count up within the second.
   let suffix = random.readUIntBE(0, 3) & 0x7fffff;
@@ -40,7 +40,12 @@ export function newRunIdAfter(latest: string | undefined, now: Date = new Date()
 
 /** The first run id of the second `at` is in: every id issued at or after it sorts at or after this one. */
 export function firstRunIdOf(at: Date): string {
-  return `${at.toISOString().replace(/[-:]/g, "").replace(/\.\d{3}Z$/, "Z")}-000000`;
+  return `${stampOf(at)}-000000`;
+}
+
+/** A run id's time part, `YYYYMMDDTHHMMSSZ` (UTC, to the second). */
+function stampOf(at: Date): string {
+  return at.toISOString().replace(/[-:]/g, "").replace(/\.\d{3}Z$/, "Z");
 }
 
 /** True when `value` is a well-formed run id. */

@@ -205,8 +205,8 @@ export async function collectGarbage(
   for (const table of tables) {
     const collect = async (): Promise<void> => {
       for (const name of scratch.filter((n) => isScratchTableOf(n, table.name))) await parts.catalog.dropTable(name);
-      const partitions = await knownPartitions(parts, table);
-      const state = await withRuns(parts, table, partitions, await gcState(parts, table));
+      const { partitions, runs } = await knownPartitions(parts, table);
+      const state: GcState = { ...(await gcState(parts, table)), ...(table.ingest ? {} : { runs }) };
       const graceMs = options.graceMs ?? parts.graceMs;
       if (!options.dryRun) await expireBeforeGc(parts, table, () => mapLimited(partitions, GC_CONCURRENCY, (partition) => collectPartition(parts, table, partition, state, { dryRun: true, graceMs })));
       const start = reports.length;

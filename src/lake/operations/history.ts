@@ -2,7 +2,7 @@ import { NotFoundError } from "../../model/errors.js";
 import { manifestsPrefix, runsPrefix } from "../layout.js";
 import { parsePartitionPath, partitionPath, type Partition } from "../../model/partition.js";
 import { runIdTime } from "../../model/run-id.js";
-import { listRuns, readManifest, type LakeContext } from "../runs.js";
+import { listRuns, readManifest, runsOfListing, type LakeContext, type RunListing } from "../runs.js";
 import type { TableDefinition } from "../../model/table.js";
 import { partitionOf, type HasLakeParts, type PartitionInput } from "../parts.js";
 import { listSyncs } from "./syncs.js";
@@ -25,8 +25,11 @@ export interface PartitionHistory {
   readonly runs: readonly RunHistoryEntry[];
 }
 
-/** Partitions of a table that have a pointer, runs or manifests. */
-export async function knownPartitions(ctx: LakeContext, table: TableDefinition): Promise<Partition[]> {
+/**
+ * Partitions of a table that have a pointer, runs or manifests, and the runs of each, from one listing of the table's
+ * run folders and one of its manifests.
+ */
+export async function knownPartitions(ctx: LakeContext, table: TableDefinition): Promise<{ partitions: Partition[]; runs: Map<string, RunListing[]> }> {
   const paths = new Set<string>();
   for (const pointer of await ctx.catalog.listPointers(table)) paths.add(partitionPath(pointer.partition));
   const depth = table.partitionKeys.length;
@@ -37,19 +40,20 @@ export async function knownPartitions(ctx: LakeContext, table: TableDefinition):
       if (parts.length > depth && table.partitionKeys.every((name, i) => parts[i]?.startsWith(`${name}=`))) paths.add(parts.slice(0, depth).join("/"));
     }
   };
-  const runs = runsPrefix(ctx.catalog, table);
-  collect(runs, await ctx.store.list(runs));
-  const manifests = manifestsPrefix(table.name);
-  collect(manifests, await ctx.store.list(manifests));
-  return [...paths].sort().map((path) => parsePartitionPath(path, table.partitionKeys));
+  const [runsRoot, manifestsRoot] = [runsPrefix(ctx.catalog, table), manifestsPrefix(table.name)];
+  const [objects, records] = await Promise.all([ctx.store.list(runsRoot), ctx.store.list(manifestsRoot)]);
+  collect(runsRoot, objects);
+  collect(manifestsRoot, records);
+  const partitions = [...paths].sort().map((path) => parsePartitionPath(path, table.partitionKeys));
+  return { partitions, runs: runsOfListing(ctx, table, partitions, objects, records) };
 }
 
 /** The runs of the given partitions, newest first; a named partition without runs is a NotFoundError. */
-async function partitionHistories(ctx: LakeContext, table: TableDefinition, partitions: readonly Partition[], named: boolean): Promise<PartitionHistory[]> {
+async function partitionHistories(ctx: LakeContext, table: TableDefinition, partitions: readonly Partition[], named: boolean, listed?: ReadonlyMap<string, readonly RunListing[]>): Promise<PartitionHistory[]> {
   const histories: PartitionHistory[] = [];
   for (const partition of partitions) {
     const pointer = await ctx.catalog.getPointer(table, partition);
-    const runs = await listRuns(ctx, table, partition);
+    const runs = listed?.get(partitionPath(partition)) ?? (await listRuns(ctx, table, partition));
     const entries: RunHistoryEntry[] = [];
     for (const run of [...runs].reverse()) {
       if (run.files.length === 0) continue;
@@ -76,8 +80,9 @@ async function partitionHistories(ctx: LakeContext, table: TableDefinition, part
 /** The runs of one partition, or of every partition of a table, newest first. */
 export async function readHistory(lake: HasLakeParts, tableName: string, partitionInput?: PartitionInput): Promise<PartitionHistory[]> {
   const table = await lake.parts.table(tableName);
-  const partitions = partitionInput !== undefined ? [partitionOf(table, partitionInput)] : await knownPartitions(lake.parts, table);
-  return partitionHistories(lake.parts, table, partitions, partitionInput !== undefined);
+  if (partitionInput !== undefined) return partitionHistories(lake.parts, table, [partitionOf(table, partitionInput)], true);
+  const { partitions, runs } = await knownPartitions(lake.parts, table);
+  return partitionHistories(lake.parts, table, partitions, false, runs);
 }
 
 /** One change of a table's schema, as the sync (or create-table) that made it recorded it. */
