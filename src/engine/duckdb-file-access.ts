@@ -1,6 +1,6 @@
 import { promises as fs } from "node:fs";
 import path from "node:path";
-import { AuditError, BuildError } from "../model/errors.js";
+import { AuditError, errorMessage, LakeswapError, RunTakenError } from "../model/errors.js";
 import type { BuildResult } from "../model/build.js";
 import { mapLimited } from "../shared/map-limited.js";
 import { freshProcessFolder } from "../shared/process-folders.js";
@@ -92,7 +92,9 @@ class InPlaceFiles implements FileAccess {
     const runDir = this.store.localPath(runPrefix);
     await fs.mkdir(path.dirname(runDir), { recursive: true });
     // Exclusive: a run prefix is fresh or the build stops.
-    await fs.mkdir(runDir);
+    await fs.mkdir(runDir).catch((error: unknown) => {
+      throw (error as NodeJS.ErrnoException).code === "EEXIST" ? runTaken(runDir) : error;
+    });
     const file = path.join(runDir, fileName);
     // Published durable (the file, its run folder, the partition folder it is new in), before the audit and the
     // outbox entry: a pointer move replayed after a power loss must find the run whole.
@@ -127,7 +129,7 @@ class InPlaceFiles implements FileAccess {
     // would replace an empty folder, so the run's must not exist (run ids are fresh, and this writer holds the lease).
     if (names.length > 0 && names.length === entries.length) {
       const taken = await fs.lstat(runDir).then(() => true, (error: unknown) => (error as NodeJS.ErrnoException).code !== "ENOENT");
-      if (taken) throw new BuildError(`the run folder ${runDir} exists already; nothing was written into it`);
+      if (taken) throw runTaken(runDir);
       for (const [index, name] of names.entries()) {
         const { size } = await fs.stat(path.join(staged, name));
         await fs.rename(path.join(staged, name), path.join(staged, fileNameOf(index)));
@@ -138,7 +140,9 @@ class InPlaceFiles implements FileAccess {
       return { files };
     }
     // Exclusive: a run prefix is fresh or the build stops.
-    await fs.mkdir(runDir);
+    await fs.mkdir(runDir).catch((error: unknown) => {
+      throw (error as NodeJS.ErrnoException).code === "EEXIST" ? runTaken(runDir) : error;
+    });
     for (const [index, name] of names.entries()) {
       const { size } = await fs.stat(path.join(staged, name));
       await fs.rename(path.join(staged, name), path.join(runDir, fileNameOf(index)));
@@ -231,13 +235,20 @@ class CopiedFiles implements FileAccess {
       const source = path.join(staged, name);
       const key = `${run.runPrefix}${fileNameOf(index)}`;
       const { size } = await fs.stat(source);
-      await this.store.putFile(key, source);
+      // A run file is never overwritten (a conditional write where S3 has them): a taken one is another writer's run.
+      await this.store.putFile(key, source).catch((error: unknown) => {
+        throw error instanceof LakeswapError && error.code === "CONFLICT" ? new RunTakenError(`${errorMessage(error)}: run ${run.runId} is another writer's`) : error;
+      });
       files.push({ key, size });
     }
     return { files };
   }
 }
 
+
+function runTaken(runDir: string): RunTakenError {
+  return new RunTakenError(`the run folder ${runDir} exists already; nothing was written into it`);
+}
 
 /** A staged run folder's entries, its Parquet files in order, and the name each takes in its run. */
 async function stagedFiles(staged: string, runId: string): Promise<{ entries: string[]; names: string[]; fileNameOf: (index: number) => string }> {

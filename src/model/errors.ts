@@ -87,6 +87,17 @@ export class IngestFileConflictError extends LakeswapError {
   }
 }
 
+/**
+ * A new run's prefix holds files already: another writer issued the same run id (rare: ids are random within a second),
+ * or a defect. Nothing of the other run is overwritten; the writer that meets it takes a new id.
+ */
+export class RunTakenError extends LakeswapError {
+  constructor(message: string) {
+    super("CONFLICT", message);
+    this.name = "RunTakenError";
+  }
+}
+
 /** A build finished but its audit refused the result; the pointer did not move. */
 export class AuditError extends LakeswapError {
   constructor(message: string) {

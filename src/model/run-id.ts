@@ -1,4 +1,4 @@
-import { randomBytes } from "node:crypto";
+import { randomBytes, randomInt } from "node:crypto";
 
 const RUN_ID = /^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})Z-([0-9a-f]{6})$/;
 
@@ -23,19 +23,28 @@ export function newRunId(now: Date = new Date()): string {
   return id;
 }
 
+/** The most a run id issued after another of the same second steps past it: far apart, yet room for many steps. */
+const STEP_AFTER = 1 << 20;
+
 /**
- * A new run id that sorts after `latest` (the newest run of the partition), so
- * run order is swap order even for two writers on different hosts within one
- * second. The caller holds the table's lease, so no one else issues ids for it.
+ * A new run id that sorts after `latest` (the newest run of the partition, or the newest sync), so run order is swap
+ * order even for two writers on different hosts within one second. Where the id issued now would not sort after
+ * `latest`, it steps past it by a random amount, not by one: two writers that read the same `latest` (a compaction,
+ * which places its run before it takes the lease; two syncs of one lake) never pick the same id by rule.
  */
 export function newRunIdAfter(latest: string | undefined, now: Date = new Date()): string {
   const id = newRunId(now);
   if (latest === undefined || id > latest) return id;
   const match = RUN_ID.exec(latest);
   if (!match) return id;
-  const suffix = Number.parseInt(match[7] as string, 16);
-  if (suffix < 0xffffff) return `${latest.slice(0, -6)}${(suffix + 1).toString(16).padStart(6, "0")}`;
-  return newRunId(new Date(runIdTime(latest).getTime() + 1000));
+  const room = 0xffffff - Number.parseInt(match[7] as string, 16);
+  // Too little room left in latest's second for steps that keep writers apart: the next second's ids have it.
+  if (room < STEP_AFTER / 16) return newRunId(new Date(runIdTime(latest).getTime() + 1000));
+  const step = 1 + randomInt(Math.min(room, STEP_AFTER));
+  const after = `${latest.slice(0, -6)}${(Number.parseInt(match[7] as string, 16) + step).toString(16).padStart(6, "0")}`;
+  // This process's next id of the same second sorts after this one.
+  if (after > lastIssued) lastIssued = after;
+  return after;
 }
 
 /** The first run id of the second `at` is in: every id issued at or after it sorts at or after this one. */

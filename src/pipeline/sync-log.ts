@@ -2,7 +2,7 @@ import type { Lake } from "../lake/lake.js";
 import type { HeldSync, SchemaChangeRecord, SyncMove, SyncRecord } from "../lake/sync-record.js";
 import type { RunManifest } from "../lake/manifest.js";
 import type { AuditFinding } from "../model/audit.js";
-import { forgetSync, holdSyncLease, newSyncId, recordSync } from "../lake/operations/syncs.js";
+import { claimSyncId, forgetSync, recordSync } from "../lake/operations/syncs.js";
 
 /**
  * The running record of one sync. A move is written as intended before its
@@ -162,8 +162,9 @@ export class SyncLog {
     // Taken before the record is first written, so whoever finds the record finds the lease held while the sync runs.
     if (!this.lease) {
       this.lease = (async () => {
-        this.id = await newSyncId(this.lake);
-        return holdSyncLease(this.lake, this.id, `sync ${this.record.config}`);
+        const claimed = await claimSyncId(this.lake, `sync ${this.record.config}`);
+        this.id = claimed.syncId;
+        return claimed;
       })();
       // Its failure is the write's (awaited below), never an unhandled rejection meanwhile.
       this.lease.catch(() => undefined);

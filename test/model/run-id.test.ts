@@ -34,4 +34,23 @@ describe("run ids after the newest run", () => {
     expect(newRunIdAfter("20261102T140501Z-ffffff", new Date("2026-11-02T14:05:01Z")) > "20261102T140501Z-ffffff").toBe(true);
     expect(newRunIdAfter(undefined, new Date("2026-11-02T14:05:01Z"))).toMatch(/^20261102T140501Z-/);
   });
+
+  it("differ for two writers that read the same newest run in the same second (each a process of its own)", async () => {
+    const now = new Date("2026-11-02T14:05:01Z");
+    // A fresh copy of the module per writer: what one process issued, the other does not know.
+    let writers = 0;
+    const writer = async (): Promise<typeof newRunIdAfter> => {
+      writers += 1;
+      const module = new URL(`../../src/model/run-id.ts?writer=${writers}`, import.meta.url).pathname;
+      return ((await import(/* @vite-ignore */ module)) as { newRunIdAfter: typeof newRunIdAfter }).newRunIdAfter;
+    };
+    for (let round = 0; round < 50; round += 1) {
+      // Above every id a fresh process issues first in a second (those start in the lower half).
+      const latest = `20261102T140501Z-${(0x800000 + round * 0x10000).toString(16)}`;
+      const [a, b] = [(await writer())(latest, now), (await writer())(latest, now)];
+      expect([a > latest, b > latest, isRunId(a), isRunId(b)]).toEqual([true, true, true, true]);
+      expect(a, `two writers after ${latest}`).not.toBe(b);
+    }
+  });
 });
+

@@ -5,7 +5,7 @@ import { syncRecordKey } from "../../src/lake/sync-record.js";
 import { defineTable } from "../../src/model/table.js";
 import { tempLakes } from "../support/temp-lake.js";
 import { replacePartition } from "../../src/lake/operations/replace.js";
-import { listSyncs, newSyncId, recordSync } from "../../src/lake/operations/syncs.js";
+import { claimSyncId, listSyncs, newSyncId, recordSync } from "../../src/lake/operations/syncs.js";
 import { newRunId } from "../../src/model/run-id.js";
 import type { ObjectStore } from "../../src/store/object-store.js";
 import { rollbackSync } from "../../src/lake/operations/rollback.js";
@@ -63,5 +63,23 @@ describe("a new sync's id", () => {
     const second = await newSyncId(watched, now);
     expect(second > ahead, `${second} sorts after ${ahead}`).toBe(true);
     expect(listed.map((key) => key.replace(/^.*\//, "").replace(/\.json$/, ""))).toEqual([recent, ahead]);
+  });
+});
+
+describe("syncs that start together", () => {
+  it("claim different ids, after the newest record of the same second, each with its lease held and no record under it", async () => {
+    const { lake } = await openLake();
+    // A sync recorded this second, high in the second: ids issued now sort before it, so each claim steps past it.
+    const latest = `${newRunId().slice(0, -6)}c00000`;
+    await recordSync(lake, { format: 1, syncId: latest, config: "x.yaml", startedAt: new Date().toISOString(), moves: [] });
+    const claims = await Promise.all(Array.from({ length: 6 }, (_, i) => claimSyncId(lake, `sync ${i}.yaml`)));
+    try {
+      const ids = claims.map((c) => c.syncId);
+      expect(new Set(ids).size, ids.join(" ")).toBe(ids.length);
+      expect(ids.every((id) => id > latest)).toBe(true);
+      for (const id of ids) expect(await lake.parts.store.get(syncRecordKey(id))).toBeUndefined();
+    } finally {
+      await Promise.all(claims.map((c) => c.release()));
+    }
   });
 });

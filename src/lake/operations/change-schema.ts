@@ -3,7 +3,7 @@ import { newRunIdAfter } from "../../model/run-id.js";
 import { planSchemaChange, type SchemaChange } from "../../model/schema-change.js";
 import { defineTable, type TableDefinition } from "../../model/table.js";
 import type { HasLakeParts } from "../parts.js";
-import { newSyncId, recordSync } from "./syncs.js";
+import { claimSyncId, recordSync } from "./syncs.js";
 
 /**
  * Changes a table's schema in place (model/schema-change.ts) under its lease, outside a sync (`lakeswap
@@ -23,7 +23,12 @@ export async function changeSchema(lake: HasLakeParts, wanted: TableDefinition, 
     const stamped = await stampSchemaChange(lake, change);
     const at = new Date().toISOString();
     const schemaChanges = [{ table: wanted.name, changes: stamped.changes, previous: existing, definition: stamped.table }];
-    await recordSync(lake, { format: 1, syncId: await newSyncId(lake), config: command, startedAt: at, finishedAt: at, moves: [], schemaChanges });
+    const claimed = await claimSyncId(lake, command);
+    try {
+      await recordSync(lake, { format: 1, syncId: claimed.syncId, config: command, startedAt: at, finishedAt: at, moves: [], schemaChanges });
+    } finally {
+      await claimed.release();
+    }
     await parts.catalog.updateTable(stamped.table, () => parts.leaseCheck(wanted.name));
     return stamped;
   });

@@ -1,5 +1,5 @@
 import type { Pointer } from "../../catalog/catalog.js";
-import { InvalidInputError, LakeswapError } from "../../model/errors.js";
+import { InvalidInputError, LakeswapError, RunTakenError } from "../../model/errors.js";
 import { partitionPath, type Partition } from "../../model/partition.js";
 import { newRunIdAfter, runIdTime } from "../../model/run-id.js";
 import { finishRawSignature } from "../../model/signature.js";
@@ -128,7 +128,12 @@ async function compactOnce(parts: LakeParts, table: TableDefinition, partition: 
   }
   // Placed before the lease (an upload may take a while; collectors wait for the lease): a run nothing names yet,
   // which GC removes after the grace window if this process dies before it is named.
-  const placed = await staged.place();
+  const placed = await staged.place().catch((error: unknown) => {
+    // Another compaction of the partition issued the same run id (it read the same run): this one starts over, with a new id.
+    if (error instanceof RunTakenError) return "taken" as const;
+    throw error;
+  });
+  if (placed === "taken") return "changed";
   faultPoint("compact-after-place");
   const swapped = await parts.withLease(table.name, `compact ${table.name}`, async () => {
     await parts.leaseCheck(table.name);

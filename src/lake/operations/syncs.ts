@@ -1,4 +1,4 @@
-import { NotFoundError } from "../../model/errors.js";
+import { LakeswapError, LeaseHeldError, NotFoundError } from "../../model/errors.js";
 import { firstRunIdOf, isRunId, newRunIdAfter } from "../../model/run-id.js";
 import { syncLeaseName, syncRecordKey, SYNCS_PREFIX } from "../layout.js";
 import { WriterLease } from "../lease.js";
@@ -63,12 +63,35 @@ export async function findSync(lake: HasLakeParts, syncId: string, which: "moved
   return record;
 }
 
+/** How many ids a sync tries to claim before it gives up (each taken one was issued to another sync at that moment). */
+const CLAIM_ATTEMPTS = 8;
+
+/**
+ * A new sync id and its lease (`holdSyncLease`), held by this process, with no record stored under the id: two
+ * syncs of one lake that start together (they read the same newest record) never share an id, and so never write
+ * each other's record. Taken before the sync records anything.
+ */
+export async function claimSyncId(lake: HasLakeParts, command: string): Promise<{ readonly syncId: string; release(): Promise<void> }> {
+  for (let attempt = 1; ; attempt += 1) {
+    const syncId = await newSyncId(lake);
+    const lease = await holdSyncLease(lake, syncId, command).catch((error: unknown) => {
+      if (error instanceof LeaseHeldError && attempt < CLAIM_ATTEMPTS) return undefined;
+      throw error;
+    });
+    if (!lease) continue;
+    // The lease of a sync that ended is free again: its record says the id is taken.
+    if ((await lake.parts.store.get(syncRecordKey(syncId))) === undefined) return { syncId, release: () => lease.release() };
+    await lease.release();
+    if (attempt >= CLAIM_ATTEMPTS) throw new LakeswapError("CONFLICT", `no free sync id after ${CLAIM_ATTEMPTS} tries (the last, ${syncId}, is recorded already); run the command again`);
+  }
+}
+
 /**
  * Takes the lease of a sync that is about to record its first move, held until `release` (its end): a
  * `rollback --sync` of it waits for it. Taken once its record exists, so whoever finds the record finds
  * the lease held while the sync runs; a sync killed leaves it to the next taker (same host: at once).
  */
-export async function holdSyncLease(lake: HasLakeParts, syncId: string, command: string): Promise<{ release(): Promise<void> }> {
+async function holdSyncLease(lake: HasLakeParts, syncId: string, command: string): Promise<{ release(): Promise<void> }> {
   // No kernel lock: the table leases it is taken under keep a stalled sync's tables; this one only tells that it runs.
   return WriterLease.acquire(lake.parts.store, syncLeaseName(syncId), { waitMs: 0, ttlMs: lake.parts.settings.leaseTtlMs, command, kernelLock: false });
 }
