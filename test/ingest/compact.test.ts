@@ -18,6 +18,7 @@ import { openEmbeddedLake } from "../../src/open/open-lake.js";
 import { readCatalogFile, readGlob } from "../support/plain-reader.js";
 import { Child, spawnScript, until } from "../support/crash-kit.js";
 import { namespaceTable } from "../../src/ingest/segment-lander.js";
+import { runFileName } from "../../src/engine/duckdb-file-access.js";
 import { runMain } from "../support/main-cli.js";
 
 const DAYS = ["2026-11-29", "2026-11-30"];
@@ -137,6 +138,35 @@ describe.each([
     expect(again.map((r) => r.status)).toEqual(["skipped", "compacted"]);
     expect((await s.days())[1]!.signature).toBe(late[1]!.signature);
     expect(await s.count()).toBe(610);
+  });
+
+  it("starts a day over under a new run id when another writer took the id it issued (that writer's file left as it was)", async () => {
+    const s = await setup(backend, 4);
+    const before = await s.days();
+    const taken: string[] = [];
+    const landing = s.lake.parts.landing;
+    // Another compaction of the day, which read the same run and issued the same id, placed its file first.
+    const racing = Object.create(landing, {
+      compactRun: {
+        value: async (request: Parameters<typeof landing.compactRun>[0]) => {
+          const staged = await landing.compactRun(request);
+          if (taken.length === 0) {
+            taken.push(`${request.runPrefix}${runFileName(request.runId)}`);
+            await s.lake.parts.store.put(taken[0]!, "another writer's file");
+          }
+          return staged;
+        },
+      },
+    }) as typeof landing;
+    const reports = await compactTables({ parts: { ...s.lake.parts, landing: racing } }, "pageviews", { olderThanMs: 0 });
+    expect(reports.map((r) => [r.partition, r.status, r.filesAfter])).toEqual([
+      ["day=2026-11-29", "compacted", 1],
+      ["day=2026-11-30", "compacted", 1],
+    ]);
+    expect(taken[0]!.includes(reports[0]!.runId!)).toBe(false);
+    expect(new TextDecoder().decode((await s.lake.parts.store.get(taken[0]!))?.body)).toBe("another writer's file");
+    expect((await s.days()).map((d) => [d.files, d.signature])).toEqual(before.map((d) => [1, d.signature]));
+    expect(await s.count()).toBe(200);
   });
 
   it("leaves the replaced runs to GC, which removes them once the grace window has passed, and never the current run", async () => {
