@@ -149,7 +149,7 @@ export async function cloneBackend(source: TestBackend): Promise<TestBackend> {
 }
 
 async function copyAwsLake(services: AwsEndpoints, from: AwsTarget, to: AwsTarget): Promise<void> {
-  const { GetObjectCommand, ListObjectsV2Command, PutObjectCommand, S3Client } = await import("@aws-sdk/client-s3");
+  const { CopyObjectCommand, ListObjectsV2Command, S3Client } = await import("@aws-sdk/client-s3");
   const { BatchCreatePartitionCommand, CreateDatabaseCommand, CreateTableCommand, GetDatabaseCommand, GetPartitionsCommand, GetTablesCommand, GlueClient } =
     await import("@aws-sdk/client-glue");
   const s3 = new S3Client(services.s3.clientConfig);
@@ -161,12 +161,11 @@ async function copyAwsLake(services: AwsEndpoints, from: AwsTarget, to: AwsTarge
     let token: string | undefined;
     do {
       const page = await s3.send(new ListObjectsV2Command({ Bucket: from.bucket, Prefix: `${from.prefix}/`, ContinuationToken: token }));
+      // Copied inside S3 (CopyObject keeps the content type and metadata): no object's bytes pass through this process.
       await Promise.all(
         (page.Contents ?? []).map(async ({ Key }) => {
-          const object = await s3.send(new GetObjectCommand({ Bucket: from.bucket, Key }));
-          const body = await object.Body!.transformToByteArray();
           const key = `${to.prefix}/${Key!.slice(from.prefix.length + 1)}`;
-          await s3.send(new PutObjectCommand({ Bucket: to.bucket, Key: key, Body: body, ContentType: object.ContentType, Metadata: object.Metadata }));
+          await s3.send(new CopyObjectCommand({ Bucket: to.bucket, Key: key, CopySource: encodeURI(`${from.bucket}/${Key!}`) }));
         }),
       );
       token = page.NextContinuationToken;
