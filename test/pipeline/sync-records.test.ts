@@ -1,7 +1,11 @@
 import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { syncRecordKey } from "../../src/lake/sync-record.js";
+import { syncRecordKey, type SyncRecord } from "../../src/lake/sync-record.js";
+import { openEmbeddedLake } from "../../src/open/open-lake.js";
+import { partitionPath } from "../../src/model/partition.js";
+import { runCli } from "../support/lake-fixture.js";
+import { MONTHLY_SQL, PipelineWorkspace, STAGE_SQL, orders } from "../support/pipeline-fixture.js";
 import { defineTable } from "../../src/model/table.js";
 import { tempLakes } from "../support/temp-lake.js";
 import { replacePartition } from "../../src/lake/operations/replace.js";
@@ -82,4 +86,52 @@ describe("syncs that start together", () => {
       await Promise.all(claims.map((c) => c.release()));
     }
   });
+});
+
+describe("syncs of several datasets on one lake, in processes started together", () => {
+  it("each record their own sync, under an id of their own: every record names one dataset's moves, and rollback --sync of one moves only its tables back", async () => {
+    const DATASETS = ["orders", "sales", "items", "parts"];
+    const lakeDir = (await openLake()).lakeDir;
+    const workspaces = DATASETS.map((name) => {
+      const ws = new PipelineWorkspace({ concurrency: 2 });
+      ws.editConfig((yaml) => yaml.replaceAll("orders", name));
+      ws.writeSql("stage.sql", STAGE_SQL.replaceAll("orders", name));
+      ws.writeSql("monthly.sql", MONTHLY_SQL.replaceAll("orders", name));
+      return ws;
+    });
+    try {
+      const ROUNDS = 3;
+      for (let round = 0; round < ROUNDS; round += 1) {
+        const runs = await Promise.all(
+          workspaces.map((ws) => runCli(["--lake", lakeDir, "sync", "-c", ws.configFile, "--input", ws.redeliver(orders(3, 3 + round)), "--json"])),
+        );
+        for (const run of runs) expect(run.code, run.stderr).toBe(0);
+      }
+      const lake = await openEmbeddedLake(lakeDir);
+      try {
+        const records = await listSyncs(lake);
+        expect(records).toHaveLength(DATASETS.length * ROUNDS);
+        expect(new Set(records.map((r) => r.syncId)).size).toBe(records.length);
+        const datasetOf = (record: SyncRecord): string[] => [...new Set(record.moves.map((m) => m.table.replace(/_(raw|stage|monthly)$/, "")))];
+        const datasetByConfig = new Map(workspaces.map((ws, i) => [ws.configFile, DATASETS[i]]));
+        for (const record of records) expect(datasetOf(record), `sync ${record.syncId} of ${record.config}`).toEqual([datasetByConfig.get(record.config)]);
+        expect(records.map((r) => datasetOf(r)[0]).sort()).toEqual(DATASETS.flatMap((d) => Array(ROUNDS).fill(d)).sort());
+        // The newest sync of one dataset, rolled back: its tables go back a round, the others' stay.
+        const sales = records.find((r) => datasetOf(r)[0] === "sales")!;
+        const before = await lake.snapshot();
+        await rollbackSync(lake, sales.syncId);
+        const after = await lake.snapshot();
+        const runsOf = (snapshots: typeof before, table: string) =>
+          Object.fromEntries(snapshots.find((s) => s.table.name === table)!.partitions.map((p) => [partitionPath(p.partition), p.runId]));
+        for (const table of ["orders_raw", "items_stage", "parts_monthly"]) expect(runsOf(after, table), table).toEqual(runsOf(before, table));
+        const moved = sales.moves.filter((m) => m.table === "sales_raw");
+        expect(moved).toHaveLength(3);
+        expect(runsOf(after, "sales_raw")).toEqual(Object.fromEntries(moved.map((m) => [m.partition, m.previousRun])));
+      } finally {
+        await lake.close();
+      }
+    } finally {
+      for (const ws of workspaces) ws.cleanup();
+    }
+  }, 120_000);
 });
