@@ -18,6 +18,12 @@ import { WriteAheadLog } from "./wal/write-ahead-log.js";
 import type { WalPosition, WalRecord } from "./wal/framing.js";
 import type { SyncerKind } from "./wal/wal-sync.js";
 
+/**
+ * How long, at most, the catalog file's view of a table lags behind the segments landed into it while a collector lands
+ * a backlog (../lake/catalog-file-deferral.ts); a round with no backlog rewrites it once, at its end.
+ */
+const CATALOG_FILE_LAG_MS = 1000;
+
 /** How long, and how many, idempotency keys a collector remembers when its pipeline does not say (`idempotency_window`, `idempotency_max_keys`). */
 const DEFAULT_IDEMPOTENCY = { windowMs: 24 * 3_600_000, maxKeys: 100_000 };
 
@@ -359,8 +365,16 @@ export class Collector implements IngestHandler {
     return true;
   }
 
-  /** Lands the sealed segments oldest first; a failure stops the round (order matters: each collector's segments count in order). */
-  private async drain(throwOnError: boolean): Promise<SegmentReport[]> {
+  /**
+   * Lands the sealed segments oldest first; a failure stops the round (order matters: each collector's segments count in
+   * order). The catalog file's views of a round's tables are rewritten at most every CATALOG_FILE_LAG_MS and at its end.
+   */
+  private drain(throwOnError: boolean): Promise<SegmentReport[]> {
+    const { lake, deadLetterLake } = this.options;
+    return lake.parts.deferCatalogFile(() => deadLetterLake.parts.deferCatalogFile(() => this.landSealed(throwOnError), CATALOG_FILE_LAG_MS), CATALOG_FILE_LAG_MS);
+  }
+
+  private async landSealed(throwOnError: boolean): Promise<SegmentReport[]> {
     const reports: SegmentReport[] = [];
     // The oldest sealed segment each time: segments sealed while this one lands are landed in the same round.
     const attempted = new Set<string>();

@@ -1,5 +1,6 @@
 import type { Catalog, Pointer } from "../catalog/catalog.js";
 import { pointersFingerprint, type CatalogFile } from "../catalog/catalog-file.js";
+import { CatalogFileDeferral } from "./catalog-file-deferral.js";
 import type { Engine, PartitionSnapshot, QueryResult, TableSnapshot } from "../engine/engine.js";
 import type { Landing } from "../landing/landing.js";
 import type { ObjectStore } from "../store/object-store.js";
@@ -103,6 +104,8 @@ export class Lake {
   private inCatalogFile: Promise<Map<string, string>> | undefined;
   /** The leases this lake holds right now, by table, so the swap can check its own. */
   private readonly leases = new Map<string, WriterLease>();
+  /** Catalog file rewrites put off while a run of writes goes on (`parts.deferCatalogFile`). */
+  private readonly deferral = new CatalogFileDeferral();
 
   private constructor(ports: LakePorts, settings: LakeSettings) {
     this.outbox = new Outbox(ports.store);
@@ -122,6 +125,8 @@ export class Lake {
       table: (name) => this.table(name),
       withLease: (table, command, work, options) => this.withLeases([table], command, work, options),
       withLeases: (names, command, work, options) => this.withLeases(names, command, work, options),
+      deferCatalogFile: (work, maxLagMs) =>
+        this.catalogFile && !settings.readOnly ? this.deferral.run(work, maxLagMs, (tables) => this.catchUpCatalogFile(tables)) : work(),
     };
   }
 
@@ -401,8 +406,12 @@ export class Lake {
       try {
         return await work();
       } finally {
-        const syncId = options.summary?.()["lakeswap.sync-id"];
-        await this.updateCatalogFile(await this.viewsToWrite(sorted, options.catalogFile === "remove"), options.catalogFile === "remove", syncId);
+        const remove = options.catalogFile === "remove";
+        const moved = sorted.filter((table) => (this.fences.get(table) ?? 0) > (this.fencesAtLease.get(table) ?? 0));
+        if (remove || !this.deferral.putsOff(sorted, moved)) {
+          const syncId = options.summary?.()["lakeswap.sync-id"];
+          await this.updateCatalogFile(await this.viewsToWrite(sorted, remove), remove, syncId);
+        }
       }
     };
     return hold(0);
@@ -462,6 +471,13 @@ export class Lake {
         { code: "LAKESWAP_CATALOG_FILE" },
       );
     }
+  }
+
+  /** At the end of a deferral: the views it left behind, rewritten under their tables' leases (a failure is only a warning). */
+  private async catchUpCatalogFile(tables: readonly string[]): Promise<void> {
+    await this.withLeases(tables, "update the catalog file", async () => undefined).catch((error: unknown) => {
+      process.emitWarning(`${this.catalogFile?.location} was not brought up to date for ${tables.join(", ")} (${errorMessage(error)}); the next command that writes them does it`, { code: "LAKESWAP_CATALOG_FILE" });
+    });
   }
 
   /** The fence of every pointer move (./lease.ts `fence`): throws LEASE_LOST unless this lake still holds the table's lease. */

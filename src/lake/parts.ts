@@ -51,6 +51,12 @@ export interface LakeParts extends SwapContext {
   withLease<T>(table: string, command: string, work: () => Promise<T>, options?: LeaseOptions): Promise<T>;
   /** Holds the leases of `names` (taken in name order, so two writers of overlapping sets never deadlock) while `work` runs. */
   withLeases<T>(names: readonly string[], command: string, work: () => Promise<T>, options?: LeaseOptions): Promise<T>;
+  /**
+   * Runs a run of writes (a collector's backlog of segments) with the catalog file's views rewritten at most every
+   * `maxLagMs` per table and once at the end, not after each write (../catalog/duckdb-catalog-file.ts: a rewrite binds
+   * every file of the table's current runs). Where the lake has no catalog file, just runs `work`.
+   */
+  deferCatalogFile<T>(work: () => Promise<T>, maxLagMs: number): Promise<T>;
 }
 
 /** How a command holds a table's lease. */
