@@ -53,7 +53,7 @@ export async function landAndSign(
     : await signBesideWriteAhead(connection, request, tables.landed, signing, writeAhead, hooks);
   // The good rows are the partitions' rows (no second pass over a delivery read in place); the bad ones are few.
   const loaded = partitions.reduce((sum, p) => sum + p.rows, 0);
-  const firstRejects = await firstRejectsOf(connection, tables.rejected);
+  const firstRejects = rejected > 0 ? await firstRejectsOf(connection, tables.rejected) : [];
   await assertStillAsRead(read, "while it was landed");
   const delivery = {
     files,
