@@ -36,10 +36,7 @@ export class CatalogFileDeferral {
    * longer behind.
    */
   putsOff(tables: readonly string[], moved: readonly string[]): boolean {
-    if (this.depth === 0) {
-      for (const table of tables) this.behind.delete(table);
-      return false;
-    }
+    if (this.depth === 0) return false;
     const now = Date.now();
     for (const table of moved) if (!this.behind.has(table)) this.behind.set(table, now);
     if (tables.some((table) => now - (this.behind.get(table) ?? now) >= this.maxLagMs)) {

@@ -407,8 +407,7 @@ export class Lake {
         return await work();
       } finally {
         const remove = options.catalogFile === "remove";
-        const moved = sorted.filter((table) => (this.fences.get(table) ?? 0) > (this.fencesAtLease.get(table) ?? 0));
-        if (remove || !this.deferral.putsOff(sorted, moved)) {
+        if (remove || !this.deferral.putsOff(sorted, sorted.filter((table) => this.movedUnderLease(table)))) {
           const syncId = options.summary?.()["lakeswap.sync-id"];
           await this.updateCatalogFile(await this.viewsToWrite(sorted, remove), remove, syncId);
         }
@@ -428,7 +427,7 @@ export class Lake {
     const catalogFile = this.catalogFile;
     const stale = async (table: string): Promise<boolean> => {
       // A table this lake moved is rewritten: the file is read (once a process) only for the tables that did not move.
-      if ((this.fences.get(table) ?? 0) > (this.fencesAtLease.get(table) ?? 0)) return true;
+      if (this.movedUnderLease(table)) return true;
       this.inCatalogFile ??= catalogFile.tableStates().catch(() => new Map<string, string>());
       const known = await this.inCatalogFile;
       if (!known.has(table)) return true;
@@ -471,6 +470,11 @@ export class Lake {
         { code: "LAKESWAP_CATALOG_FILE" },
       );
     }
+  }
+
+  /** Whether this lake fenced a move of `table` since it took the table's lease (it may have moved a pointer). */
+  private movedUnderLease(table: string): boolean {
+    return (this.fences.get(table) ?? 0) > (this.fencesAtLease.get(table) ?? 0);
   }
 
   /** At the end of a deferral: the views it left behind, rewritten under their tables' leases (a failure is only a warning). */

@@ -37,11 +37,12 @@ export function newRunIdAfter(latest: string | undefined, now: Date = new Date()
   if (latest === undefined || id > latest) return id;
   const match = RUN_ID.exec(latest);
   if (!match) return id;
-  const room = 0xffffff - Number.parseInt(match[7] as string, 16);
+  const suffix = Number.parseInt(match[7] as string, 16);
+  const room = 0xffffff - suffix;
   // Too little room left in latest's second for steps that keep writers apart: the next second's ids have it.
   if (room < STEP_AFTER / 16) return newRunId(new Date(runIdTime(latest).getTime() + 1000));
   const step = 1 + randomInt(Math.min(room, STEP_AFTER));
-  const after = `${latest.slice(0, -6)}${(Number.parseInt(match[7] as string, 16) + step).toString(16).padStart(6, "0")}`;
+  const after = `${latest.slice(0, -6)}${(suffix + step).toString(16).padStart(6, "0")}`;
   // This process's next id of the same second sorts after this one.
   if (after > lastIssued) lastIssued = after;
   return after;

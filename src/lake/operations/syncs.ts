@@ -88,8 +88,8 @@ export async function claimSyncId(lake: HasLakeParts, command: string): Promise<
 
 /**
  * Takes the lease of a sync that is about to record its first move, held until `release` (its end): a
- * `rollback --sync` of it waits for it. Taken once its record exists, so whoever finds the record finds
- * the lease held while the sync runs; a sync killed leaves it to the next taker (same host: at once).
+ * `rollback --sync` of it waits for it. Taken before its record is first written (`claimSyncId`), so whoever finds the
+ * record finds the lease held while the sync runs; a sync killed leaves it to the next taker (same host: at once).
  */
 async function holdSyncLease(lake: HasLakeParts, syncId: string, command: string): Promise<{ release(): Promise<void> }> {
   // No kernel lock: the table leases it is taken under keep a stalled sync's tables; this one only tells that it runs.
