@@ -106,15 +106,16 @@ export class DuckDbCatalogFile implements CatalogFile {
   }
 
   /**
-   * Copies the file, replaces the given views in the copy, and renames it into place. DuckDB works on a copy in a
-   * scratch folder of this process (it takes a '?' in a database's path for the start of options, and a lake's folder
-   * may have one), which is then copied beside the file, fsynced and renamed over it.
+   * Copies the file beside it (the lake's temporary folder), replaces the given views in the copy, fsyncs it and
+   * renames it over the file. DuckDB takes a '?' in a database's path for the start of options: where the lake's path
+   * has one, the copy is worked on in a scratch folder of this process, then copied beside the file.
    */
   private async rewrite(tables: readonly CatalogFileTable[], fence: (() => Promise<void>) | undefined, history: CatalogFileHistory | undefined): Promise<void> {
-    const scratch = await freshProcessFolder("lakeswap-catalogfile-");
-    const work = path.join(scratch, "lake.duckdb");
     const temp = path.join(this.tempDir, `${process.pid}-catalog-${randomBytes(6).toString("hex")}.duckdb`);
+    const scratch = temp.includes("?") ? await freshProcessFolder("lakeswap-catalogfile-") : undefined;
+    const work = scratch === undefined ? temp : path.join(scratch, "lake.duckdb");
     try {
+      if (scratch === undefined) await fs.mkdir(this.tempDir, { recursive: true });
       const copied = await fs.copyFile(this.location, work).then(
         () => true,
         (error: unknown) => {
@@ -131,14 +132,17 @@ export class DuckDbCatalogFile implements CatalogFile {
         await fs.rm(this.store.localPath(this.lockPath), { force: true });
         return;
       }
-      await fs.mkdir(this.tempDir, { recursive: true });
-      await fs.copyFile(work, temp);
+      if (scratch !== undefined) {
+        await fs.mkdir(this.tempDir, { recursive: true });
+        await fs.copyFile(work, temp);
+      }
       await fsyncPath(temp);
       await fence?.();
       await fs.rename(temp, this.location);
       await fsyncPath(path.dirname(this.location));
     } finally {
-      await Promise.all([fs.rm(scratch, { recursive: true, force: true }), fs.rm(temp, { force: true })]);
+      // A write-ahead log is left beside the copy only by a write that failed before the copy was detached.
+      await Promise.all([scratch === undefined ? undefined : fs.rm(scratch, { recursive: true, force: true }), fs.rm(temp, { force: true }), fs.rm(`${work}.wal`, { force: true })]);
     }
   }
 
@@ -171,7 +175,7 @@ export class DuckDbCatalogFile implements CatalogFile {
 let writer: Promise<DuckDBInstance> | undefined;
 
 function writerInstance(): Promise<DuckDBInstance> {
-  writer ??= duckdb().then(({ DuckDBInstance }) => DuckDBInstance.create(":memory:", { threads: "1", autoinstall_known_extensions: "false", autoload_known_extensions: "false" }));
+  writer ??= duckdb().then(({ DuckDBInstance }) => DuckDBInstance.create(":memory:", { threads: "1", autoinstall_known_extensions: "false", autoload_known_extensions: "false", checkpoint_threshold: "0b" }));
   writer.catch(() => (writer = undefined));
   return writer;
 }
@@ -180,20 +184,18 @@ function writerInstance(): Promise<DuckDBInstance> {
  * Replaces (or drops) each table's view in the attached file `alias`, and its row in `lakeswap.tables`, in one
  * transaction; with a sync id, also each table's `<table>__at_<sync id>` view (`lakeswap.history`), and drops the
  * past syncs' views whose state stopped being current more than the grace window ago. The views to drop are read
- * first; then every statement goes to DuckDB in one call (each call is a round trip to its thread). Returns how many
- * views of tables the file then has.
+ * first; then every statement goes to DuckDB in one call (each call is a round trip to its thread), with the count
+ * of the views the file then has, which it returns.
  */
 async function replaceViews(connection: DuckDBConnection, alias: string, tables: readonly CatalogFileTable[], pathOf: (key: string) => string, history?: CatalogFileHistory): Promise<number> {
   const record = `${alias}.${RECORD_SCHEMA}.tables`;
   const past = `${alias}.${RECORD_SCHEMA}.history`;
-  await connection.run(
-    [
-      `CREATE SCHEMA IF NOT EXISTS ${alias}.${RECORD_SCHEMA};`,
-      `CREATE TABLE IF NOT EXISTS ${record} (table_name VARCHAR, partitions BIGINT, files BIGINT, updated_at TIMESTAMP);`,
-      `ALTER TABLE ${record} ADD COLUMN IF NOT EXISTS pointers VARCHAR;`,
-      `CREATE TABLE IF NOT EXISTS ${past} (table_name VARCHAR, sync_id VARCHAR, view_name VARCHAR, created_at TIMESTAMP, superseded_at TIMESTAMP);`,
-    ].join("\n"),
-  );
+  const schema = [
+    `CREATE SCHEMA IF NOT EXISTS ${alias}.${RECORD_SCHEMA};`,
+    `CREATE TABLE IF NOT EXISTS ${record} (table_name VARCHAR, partitions BIGINT, files BIGINT, updated_at TIMESTAMP);`,
+    `ALTER TABLE ${record} ADD COLUMN IF NOT EXISTS pointers VARCHAR;`,
+    `CREATE TABLE IF NOT EXISTS ${past} (table_name VARCHAR, sync_id VARCHAR, view_name VARCHAR, created_at TIMESTAMP, superseded_at TIMESTAMP);`,
+  ].join("\n");
   const now = new Date();
   const at = (date: Date) => `CAST(${quoteLiteral(date.toISOString().replace("T", " ").replace("Z", ""))} AS TIMESTAMP)`;
   const dropped = tables.filter((t) => !t.snapshot).map((t) => t.name);
@@ -202,8 +204,11 @@ async function replaceViews(connection: DuckDBConnection, alias: string, tables:
     ...(dropped.length > 0 ? [`table_name IN (${dropped.map(quoteLiteral).join(", ")})`] : []),
     ...(history ? [`superseded_at < ${at(new Date(now.getTime() - history.graceMs))}`] : []),
   ];
+  // The schema made sure of and the views to drop read in one call: DuckDB answers a call with its last statement's rows.
   const staleViews =
-    stale.length === 0 ? [] : (await connection.runAndReadAll(`SELECT view_name FROM ${past} WHERE ${stale.join(" OR ")}`)).getRows().map((row) => String(row[0]));
+    stale.length === 0
+      ? (await connection.run(schema), [])
+      : (await connection.runAndReadAll(`${schema}\nSELECT view_name FROM ${past} WHERE ${stale.join(" OR ")}`)).getRows().map((row) => String(row[0]));
   const statements: string[] = [];
   const created = new Set<string>();
   for (const { name, snapshot } of tables) {
@@ -235,13 +240,12 @@ async function replaceViews(connection: DuckDBConnection, alias: string, tables:
   const gone = staleViews.filter((name) => !created.has(name));
   for (const name of gone) statements.push(`DROP VIEW IF EXISTS ${alias}.main.${quoteIdentifier(name)};`);
   if (gone.length > 0) statements.push(`DELETE FROM ${past} WHERE view_name IN (${gone.map(quoteLiteral).join(", ")});`);
-  await connection.run("BEGIN TRANSACTION");
+  // One transaction and the count of views after it, in one call.
   try {
-    await connection.run(statements.join("\n"));
-    await connection.run("COMMIT");
+    const reader = await connection.runAndReadAll(["BEGIN TRANSACTION;", ...statements, "COMMIT;", `SELECT count(*) FROM ${record}`].join("\n"));
+    return Number(reader.getRows()[0]?.[0] ?? 0);
   } catch (error) {
     await connection.run("ROLLBACK").catch(() => undefined);
     throw error;
   }
-  return Number((await connection.runAndReadAll(`SELECT count(*) FROM ${record}`)).getRows()[0]?.[0] ?? 0);
 }

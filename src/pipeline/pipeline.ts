@@ -133,7 +133,8 @@ export class Pipeline {
     let landed = known.summary ? undefined : await landDelivery(ctx, dataset, builds && (await buildsEveryPartition(ctx, dataset)));
     let merged: LandedDelivery | undefined;
     let releasing: Promise<void> | undefined;
-    // Once: the raw layer starts it when it is written (the layers need only its runs), and the end of the sync waits for it.
+    // Once: started when raw is written (a large delivery: the layers need only its runs) or when the layers are (a
+    // small one, ./sync-run.ts), and waited for at the end of the sync.
     const release = (): Promise<void> =>
       (releasing ??= (async () => {
         const [delivery, merge] = [landed, merged];
@@ -154,6 +155,8 @@ export class Pipeline {
         }
         await run.raw({ dataset, ...raw, states, landed, merged, known, fetched, startedMs, release });
         await runLayers(ctx, dataset, run);
+        // A small delivery is dropped now, while the sync settles and its leases end (a large one was after raw).
+        release().catch(() => undefined);
       }, true);
     } finally {
       await release();

@@ -21,6 +21,9 @@ import { sendToSinks, type SinkedPartition } from "./send-to-sinks.js";
 import type { SyncLog } from "./sync-log.js";
 import { loadReport, skipped, totals, type LayerReport, type LoadReport, type SyncedPartition } from "./sync-report.js";
 
+/** A landed delivery of at least this many rows is dropped before the layers build; a smaller one after them. */
+const RELEASE_BEFORE_LAYERS_ROWS = 100_000;
+
 /** What a sync has done so far: the parts of its report. */
 export interface SyncTally {
   readonly partitions: SyncedPartition[];
@@ -104,8 +107,9 @@ export class SyncRun implements Run {
       await keepSummary(this.ctx, dataset, known.key, landed);
     }
     this.tally.layers.push({ dataset: dataset.name, layer: "raw", table: dataset.table, ...totals(results, Date.now() - step.startedMs) });
-    // The landed delivery is dropped while the layers build from the runs (the sync waits for it at its end).
-    step.release().catch(() => undefined);
+    // A large landed delivery is dropped while the layers build from the runs, its memory theirs; a small one once they
+    // are built (../pipeline.ts), its drop's queries off their way. The sync waits for the drop at its end.
+    if (delivery === undefined || delivery.rowsRead >= RELEASE_BEFORE_LAYERS_ROWS) step.release().catch(() => undefined);
     const columns = [...dataset.columns, ...dataset.partition.map((p) => ({ name: p.key, type: "VARCHAR", nullable: false }))];
     await this.sendToSinks(dataset, "raw", dataset.table, columns, dataset.partition.map((p) => p.key), dataset.sinks ?? []);
   }
