@@ -10,6 +10,8 @@ import { freshProcessFolder } from "../shared/process-folders.js";
 import { fsyncPath, isCode } from "../store/local-files.js";
 import type { ObjectStore, ProcessLock } from "../store/object-store.js";
 import { pointersFingerprint, type CatalogFile, type CatalogFileHistory, type CatalogFileTable } from "./catalog-file.js";
+import { changedPartitions, decodeDefinition, decodeShown, decodeState, encodeDefinition, encodeShown, frozenViewSelect, MAX_CHAIN, mergeOverrides, pastViewSelect, shownState, stateBefore, type ShownRun } from "./catalog-file-history.js";
+import type { TableDefinition } from "../model/table.js";
 
 /** How long an update waits for another process's update of the same file (each takes milliseconds to a second). */
 const LOCK_WAIT_MS = 60_000;
@@ -180,37 +182,41 @@ function writerInstance(): Promise<DuckDBInstance> {
   return writer;
 }
 
+/** A past view's record, as the update reads it: those of views chained to newer ones (./catalog-file-history.ts). */
+interface ChainedView {
+  readonly view: string;
+  readonly definition: TableDefinition | undefined;
+  readonly overrides: Map<string, ShownRun | null> | undefined;
+  readonly next: string | null;
+}
+
 /**
- * Replaces (or drops) each table's view in the attached file `alias`, and its row in `lakeswap.tables`, in one
- * transaction; with a sync id, also each table's `<table>__at_<sync id>` view (`lakeswap.history`), and drops the
- * past syncs' views whose state stopped being current more than the grace window ago. The views to drop are read
- * first; then every statement goes to DuckDB in one call (each call is a round trip to its thread), with the count
- * of the views the file then has, which it returns.
+ * Replaces (or drops) each table's view in the attached file `alias`, and its row in `lakeswap.tables` (with the
+ * state the view shows), in one transaction; with a sync id, also each table's `<table>__at_<sync id>` view
+ * (`lakeswap.history`), and drops the past syncs' views whose state stopped being current more than the grace window
+ * ago. A table's newest past view reads its view but for the partitions that changed since its sync
+ * (./catalog-file-history.ts): each update of the table adds those to it, and a new sync's view takes its place. What
+ * the statements need is read first; then every statement goes to DuckDB in one call (each call is a round trip to
+ * its thread), with the count of the views the file then has, which it returns.
  */
 async function replaceViews(connection: DuckDBConnection, alias: string, tables: readonly CatalogFileTable[], pathOf: (key: string) => string, history?: CatalogFileHistory): Promise<number> {
   const record = `${alias}.${RECORD_SCHEMA}.tables`;
   const past = `${alias}.${RECORD_SCHEMA}.history`;
-  const schema = [
-    `CREATE SCHEMA IF NOT EXISTS ${alias}.${RECORD_SCHEMA};`,
-    `CREATE TABLE IF NOT EXISTS ${record} (table_name VARCHAR, partitions BIGINT, files BIGINT, updated_at TIMESTAMP);`,
-    `ALTER TABLE ${record} ADD COLUMN IF NOT EXISTS pointers VARCHAR;`,
-    `CREATE TABLE IF NOT EXISTS ${past} (table_name VARCHAR, sync_id VARCHAR, view_name VARCHAR, created_at TIMESTAMP, superseded_at TIMESTAMP);`,
-  ].join("\n");
   const now = new Date();
   const at = (date: Date) => `CAST(${quoteLiteral(date.toISOString().replace("T", " ").replace("Z", ""))} AS TIMESTAMP)`;
-  const dropped = tables.filter((t) => !t.snapshot).map((t) => t.name);
-  // The past views that go: those of dropped tables, and (with a sync id) those superseded before the grace window.
-  const stale = [
-    ...(dropped.length > 0 ? [`table_name IN (${dropped.map(quoteLiteral).join(", ")})`] : []),
-    ...(history ? [`superseded_at < ${at(new Date(now.getTime() - history.graceMs))}`] : []),
-  ];
-  // The schema made sure of and the views to drop read in one call: DuckDB answers a call with its last statement's rows.
-  const staleViews =
-    stale.length === 0
-      ? (await connection.run(schema), [])
-      : (await connection.runAndReadAll(`${schema}\nSELECT view_name FROM ${past} WHERE ${stale.join(" OR ")}`)).getRows().map((row) => String(row[0]));
+  const staleViews = await prepareRecords(connection, alias, tables, history && at(new Date(now.getTime() - history.graceMs)));
+  const names = tables.map((t) => quoteLiteral(t.name)).join(", ");
+  const shown = new Map((await connection.runAndReadAll(`SELECT table_name, state FROM ${record} WHERE table_name IN (${names})`)).getRows().map((row) => [String(row[0]), decodeState(row[1])]));
+  const chained = new Map<string, ChainedView[]>();
+  const rows = await connection.runAndReadAll(`SELECT table_name, view_name, definition, overrides, next_view FROM ${past} WHERE table_name IN (${names}) AND definition IS NOT NULL`);
+  for (const row of rows.getRows()) {
+    const [table, view] = [String(row[0]), String(row[1])];
+    if (staleViews.includes(view)) continue;
+    chained.set(table, [...(chained.get(table) ?? []), { view, definition: decodeDefinition(row[2], table), overrides: decodeShown(row[3]), next: row[4] === null ? null : String(row[4]) }]);
+  }
   const statements: string[] = [];
   const created = new Set<string>();
+  const gone = new Set(staleViews);
   for (const { name, snapshot } of tables) {
     const view = `${alias}.main.${quoteIdentifier(name)}`;
     statements.push(`DELETE FROM ${record} WHERE table_name = ${quoteLiteral(name)};`);
@@ -222,24 +228,48 @@ async function replaceViews(connection: DuckDBConnection, alias: string, tables:
     }
     // Emptied partitions (a run without files) hold no rows: a view over no file of theirs.
     const partitions = snapshot.partitions.filter((p) => p.files.length > 0);
-    const select = tableViewSelect(snapshot.table, partitions, pathOf, quoteFilePath);
-    statements.push(`CREATE OR REPLACE VIEW ${view} AS ${select};`);
+    statements.push(`CREATE OR REPLACE VIEW ${view} AS ${tableViewSelect(snapshot.table, partitions, pathOf, quoteFilePath)};`);
     const files = partitions.reduce((sum, p) => sum + p.files.length, 0);
+    const state = shownState(snapshot);
     statements.push(
-      `INSERT INTO ${record} (table_name, partitions, files, updated_at, pointers) VALUES (${quoteLiteral(name)}, ${partitions.length}, ${files}, ${at(now)}, ${quoteLiteral(pointersFingerprint(snapshot))});`,
+      `INSERT INTO ${record} (table_name, partitions, files, updated_at, pointers, state) VALUES (${quoteLiteral(name)}, ${partitions.length}, ${files}, ${at(now)}, ${quoteLiteral(pointersFingerprint(snapshot))}, ${quoteLiteral(encodeShown(state))});`,
     );
-    if (history?.syncId !== undefined) {
-      const pastView = `${name}__at_${history.syncId.replace(/[^A-Za-z0-9]/g, "_")}`;
+    const pastView = history?.syncId === undefined ? undefined : `${name}__at_${history.syncId.replace(/[^A-Za-z0-9]/g, "_")}`;
+    const columns = new Set(snapshot.table.columns.map((c) => c.name));
+    if (pastView !== undefined) {
       created.add(pastView);
+      const select = pastViewSelect(snapshot.table, { relation: quoteIdentifier(name), columns }, new Map(), pathOf, quoteFilePath);
       statements.push(`CREATE OR REPLACE VIEW ${alias}.main.${quoteIdentifier(pastView)} AS ${select};`);
       statements.push(`DELETE FROM ${past} WHERE view_name = ${quoteLiteral(pastView)};`);
-      statements.push(`INSERT INTO ${past} VALUES (${quoteLiteral(name)}, ${quoteLiteral(history.syncId)}, ${quoteLiteral(pastView)}, ${at(now)}, NULL);`);
+      statements.push(
+        `INSERT INTO ${past} (table_name, sync_id, view_name, created_at, superseded_at, definition, overrides, next_view) VALUES (${quoteLiteral(name)}, ${quoteLiteral(history?.syncId ?? "")}, ${quoteLiteral(pastView)}, ${at(now)}, NULL, ${quoteLiteral(encodeDefinition(snapshot.table))}, '[]', NULL);`,
+      );
+    }
+    const chain = (chained.get(name) ?? []).filter((c) => c.view !== pastView);
+    const before = shown.get(name);
+    const head = chain.find((c) => c.next === null);
+    if (head && (!before || !head.definition || !head.overrides)) {
+      // A chain without the state it is relative to (a file changed by hand): its views would show the wrong rows, so they go.
+      for (const c of chain) gone.add(c.view);
+    } else if (head && head.definition && head.overrides && before) {
+      // The newest past view keeps its state: the partitions changed now read as they were, from the new sync's view
+      // or this one; or, as the MAX_CHAIN-th of its chain behind a new sync's, from its files alone.
+      const overrides = mergeOverrides(head.overrides, changedPartitions(before, state));
+      const frozen = pastView !== undefined && chainBehind(chain, head.view) + 1 >= MAX_CHAIN;
+      const next = pastView ?? name;
+      const select = frozen
+        ? frozenViewSelect(head.definition, stateBefore(state, overrides), pathOf, quoteFilePath)
+        : pastViewSelect(head.definition, { relation: quoteIdentifier(next), columns }, overrides, pathOf, quoteFilePath);
+      statements.push(`CREATE OR REPLACE VIEW ${alias}.main.${quoteIdentifier(head.view)} AS ${select};`);
+      const link = frozen ? "''" : pastView === undefined ? "NULL" : quoteLiteral(pastView);
+      statements.push(`UPDATE ${past} SET overrides = ${quoteLiteral(encodeShown(overrides))}, next_view = ${link} WHERE view_name = ${quoteLiteral(head.view)};`);
     }
   }
-  // A past view made again by this update (the same sync written twice) stays: its row was replaced above.
-  const gone = staleViews.filter((name) => !created.has(name));
-  for (const name of gone) statements.push(`DROP VIEW IF EXISTS ${alias}.main.${quoteIdentifier(name)};`);
-  if (gone.length > 0) statements.push(`DELETE FROM ${past} WHERE view_name IN (${gone.map(quoteLiteral).join(", ")});`);
+  // A past view made again by this update (the same sync written twice) stays: its row was replaced above. The views
+  // that go are the oldest of their chains (each reads a newer one), or whole chains.
+  const dropped = [...gone].filter((name) => !created.has(name));
+  for (const name of dropped) statements.push(`DROP VIEW IF EXISTS ${alias}.main.${quoteIdentifier(name)};`);
+  if (dropped.length > 0) statements.push(`DELETE FROM ${past} WHERE view_name IN (${dropped.map(quoteLiteral).join(", ")});`);
   // One transaction and the count of views after it, in one call.
   try {
     const reader = await connection.runAndReadAll(["BEGIN TRANSACTION;", ...statements, "COMMIT;", `SELECT count(*) FROM ${record}`].join("\n"));
@@ -248,4 +278,41 @@ async function replaceViews(connection: DuckDBConnection, alias: string, tables:
     await connection.run("ROLLBACK").catch(() => undefined);
     throw error;
   }
+}
+
+/** How many past views read `view` through their chain (each the next one's, `''` for a view that reads none). */
+function chainBehind(chain: readonly ChainedView[], view: string): number {
+  let count = 0;
+  for (let at = view; ; count += 1) {
+    const older = chain.find((c) => c.next === at);
+    if (!older) return count;
+    at = older.view;
+  }
+}
+
+/**
+ * Makes sure of the file's record tables (a file written by an earlier lakeswap gains their new columns), and reads
+ * the past views that go: those of dropped tables, and (with `staleBefore`) those superseded before the grace window.
+ */
+async function prepareRecords(connection: DuckDBConnection, alias: string, tables: readonly CatalogFileTable[], staleBefore: string | undefined): Promise<string[]> {
+  const record = `${alias}.${RECORD_SCHEMA}.tables`;
+  const past = `${alias}.${RECORD_SCHEMA}.history`;
+  const schema = [
+    `CREATE SCHEMA IF NOT EXISTS ${alias}.${RECORD_SCHEMA};`,
+    `CREATE TABLE IF NOT EXISTS ${record} (table_name VARCHAR, partitions BIGINT, files BIGINT, updated_at TIMESTAMP);`,
+    `ALTER TABLE ${record} ADD COLUMN IF NOT EXISTS pointers VARCHAR;`,
+    `ALTER TABLE ${record} ADD COLUMN IF NOT EXISTS state VARCHAR;`,
+    `CREATE TABLE IF NOT EXISTS ${past} (table_name VARCHAR, sync_id VARCHAR, view_name VARCHAR, created_at TIMESTAMP, superseded_at TIMESTAMP);`,
+    `ALTER TABLE ${past} ADD COLUMN IF NOT EXISTS definition VARCHAR;`,
+    `ALTER TABLE ${past} ADD COLUMN IF NOT EXISTS overrides VARCHAR;`,
+    `ALTER TABLE ${past} ADD COLUMN IF NOT EXISTS next_view VARCHAR;`,
+  ].join("\n");
+  const dropped = tables.filter((t) => !t.snapshot).map((t) => t.name);
+  const stale = [...(dropped.length > 0 ? [`table_name IN (${dropped.map(quoteLiteral).join(", ")})`] : []), ...(staleBefore ? [`superseded_at < ${staleBefore}`] : [])];
+  // The schema made sure of and the views to drop read in one call: DuckDB answers a call with its last statement's rows.
+  if (stale.length === 0) {
+    await connection.run(schema);
+    return [];
+  }
+  return (await connection.runAndReadAll(`${schema}\nSELECT view_name FROM ${past} WHERE ${stale.join(" OR ")}`)).getRows().map((row) => String(row[0]));
 }
