@@ -10,7 +10,7 @@ import { freshProcessFolder } from "../shared/process-folders.js";
 import { fsyncPath, isCode } from "../store/local-files.js";
 import type { ObjectStore, ProcessLock } from "../store/object-store.js";
 import { pointersFingerprint, type CatalogFile, type CatalogFileHistory, type CatalogFileTable } from "./catalog-file.js";
-import { changedPartitions, decodeDefinition, decodeShown, decodeState, encodeDefinition, encodeShown, frozenViewSelect, MAX_CHAIN, mergeOverrides, pastViewSelect, shownState, stateBefore, type ShownRun } from "./catalog-file-history.js";
+import { changedPartitions, decodeDefinition, decodeShown, decodeState, encodeDefinition, encodeShown, frozenViewSelect, MAX_CHAIN, mergeOverrides, pastViewSelect, shownState, stateBefore, type ShownRun, type ShownState } from "./catalog-file-history.js";
 import type { TableDefinition } from "../model/table.js";
 
 /** How long an update waits for another process's update of the same file (each takes milliseconds to a second). */
@@ -245,25 +245,9 @@ async function replaceViews(connection: DuckDBConnection, alias: string, tables:
         `INSERT INTO ${past} (table_name, sync_id, view_name, created_at, superseded_at, definition, overrides, next_view) VALUES (${quoteLiteral(name)}, ${quoteLiteral(history?.syncId ?? "")}, ${quoteLiteral(pastView)}, ${at(now)}, NULL, ${quoteLiteral(encodeDefinition(snapshot.table))}, '[]', NULL);`,
       );
     }
-    const chain = (chained.get(name) ?? []).filter((c) => c.view !== pastView);
-    const before = shown.get(name);
-    const head = chain.find((c) => c.next === null);
-    if (head && (!before || !head.definition || !head.overrides)) {
-      // A chain without the state it is relative to (a file changed by hand): its views would show the wrong rows, so they go.
-      for (const c of chain) gone.add(c.view);
-    } else if (head && head.definition && head.overrides && before) {
-      // The newest past view keeps its state: the partitions changed now read as they were, from the new sync's view
-      // or this one; or, as the MAX_CHAIN-th of its chain behind a new sync's, from its files alone.
-      const overrides = mergeOverrides(head.overrides, changedPartitions(before, state));
-      const frozen = pastView !== undefined && chainBehind(chain, head.view) + 1 >= MAX_CHAIN;
-      const next = pastView ?? name;
-      const select = frozen
-        ? frozenViewSelect(head.definition, stateBefore(state, overrides), pathOf, quoteFilePath)
-        : pastViewSelect(head.definition, { relation: quoteIdentifier(next), columns }, overrides, pathOf, quoteFilePath);
-      statements.push(`CREATE OR REPLACE VIEW ${alias}.main.${quoteIdentifier(head.view)} AS ${select};`);
-      const link = frozen ? "''" : pastView === undefined ? "NULL" : quoteLiteral(pastView);
-      statements.push(`UPDATE ${past} SET overrides = ${quoteLiteral(encodeShown(overrides))}, next_view = ${link} WHERE view_name = ${quoteLiteral(head.view)};`);
-    }
+    const relinked = relinkPastView(chained.get(name) ?? [], pastView, shown.get(name), state, { alias, past, name, columns, pathOf });
+    statements.push(...relinked.statements);
+    for (const view of relinked.gone) gone.add(view);
   }
   // A past view made again by this update (the same sync written twice) stays: its row was replaced above. The views
   // that go are the oldest of their chains (each reads a newer one), or whole chains.
@@ -278,6 +262,41 @@ async function replaceViews(connection: DuckDBConnection, alias: string, tables:
     await connection.run("ROLLBACK").catch(() => undefined);
     throw error;
   }
+}
+
+/**
+ * The statements that keep the state of the past view reading the table's (`before`: what the table's view showed
+ * until now; `after`: what it shows from now): the newest past view, or, where this sync wrote its own already, the
+ * one before it. Or the views of a chain that cannot be kept (its state is missing: a file changed by hand), to drop.
+ */
+function relinkPastView(
+  chain: readonly ChainedView[],
+  pastView: string | undefined,
+  before: ShownState | undefined,
+  after: ShownState,
+  at: { alias: string; past: string; name: string; columns: ReadonlySet<string>; pathOf: (key: string) => string },
+): { statements: string[]; gone: string[] } {
+  const head = chain.find((c) => c.next === null);
+  const target = head !== undefined && head.view === pastView ? chain.find((c) => c.next === pastView) : head;
+  if (!target) return { statements: [], gone: [] };
+  // What changed since the target's state: now, and where the sync's own view is written again, since its last write.
+  const since = head !== target ? head?.overrides : new Map<string, ShownRun | null>();
+  if (!before || !target.definition || !target.overrides || !since) return { statements: [], gone: chain.map((c) => c.view) };
+  // The partitions changed now read as they were, from the sync's view or the table's; or, as the MAX_CHAIN-th of
+  // its chain behind a new sync's view, from its files alone.
+  const overrides = mergeOverrides(target.overrides, mergeOverrides(since, changedPartitions(before, after)));
+  const frozen = pastView !== undefined && target.next === null && chainBehind(chain, target.view) + 1 >= MAX_CHAIN;
+  const select = frozen
+    ? frozenViewSelect(target.definition, stateBefore(after, overrides), at.pathOf, quoteFilePath)
+    : pastViewSelect(target.definition, { relation: quoteIdentifier(pastView ?? at.name), columns: at.columns }, overrides, at.pathOf, quoteFilePath);
+  const link = frozen ? "''" : pastView === undefined ? "NULL" : quoteLiteral(pastView);
+  return {
+    statements: [
+      `CREATE OR REPLACE VIEW ${at.alias}.main.${quoteIdentifier(target.view)} AS ${select};`,
+      `UPDATE ${at.past} SET overrides = ${quoteLiteral(encodeShown(overrides))}, next_view = ${link} WHERE view_name = ${quoteLiteral(target.view)};`,
+    ],
+    gone: [],
+  };
 }
 
 /** How many past views read `view` through their chain (each the next one's, `''` for a view that reads none). */

@@ -24,15 +24,20 @@ interface ModelRun {
   readonly note: boolean;
 }
 
-/** One update of the catalog file: which partitions change and how, whether it is a sync's, whether the table gains `note` first. */
+/**
+ * One update of the catalog file: which partitions change and how, whether it is a sync's (`again`: the same sync's
+ * as the last one, as a held sync's publication writes it again), whether the table gains `note` first.
+ */
 interface Step {
   readonly sync: boolean;
+  readonly again: boolean;
   readonly addNote: boolean;
   readonly changes: readonly { readonly partition: number; readonly to: "rows" | "empty" | "gone"; readonly rows: number }[];
 }
 
 const step: fc.Arbitrary<Step> = fc.record({
   sync: fc.integer({ min: 0, max: 9 }).map((n) => n < 7),
+  again: fc.integer({ min: 0, max: 9 }).map((n) => n < 2),
   addNote: fc.boolean(),
   changes: fc.array(fc.record({ partition: fc.nat(5), to: fc.constantFrom("rows" as const, "rows" as const, "empty" as const, "gone" as const), rows: fc.integer({ min: 1, max: 3 }) }), { minLength: 1, maxLength: 3 }),
 });
@@ -72,7 +77,8 @@ describe("lake.duckdb's past views, chained", () => {
         /** Each sync's view: the table's columns and each partition's run right after it. */
         const expected = new Map<string, { columns: string[]; state: Map<number, ModelRun> }>();
         let run = 0;
-        for (const [index, { sync, addNote, changes }] of steps.entries()) {
+        let lastSync: string | undefined;
+        for (const [index, { sync, again, addNote, changes }] of steps.entries()) {
           if (addNote && !table.columns.some((c) => c.name === "note")) table = { ...table, columns: [...table.columns, { name: "note", type: "VARCHAR" }], schemaVersion: 1 };
           const note = table.columns.some((c) => c.name === "note");
           for (const change of changes) {
@@ -95,7 +101,8 @@ describe("lake.duckdb's past views, chained", () => {
             files.set(p, rows > 0 ? [key] : []);
           }
           const snapshot: PartitionSnapshot[] = [...state].map(([p, r]) => ({ partition: { keys: partitionKeys, values: valuesOf(p) }, runId: r.runId, files: files.get(p) ?? [] }));
-          const syncId = sync ? `20261201T0100${String(index).padStart(2, "0")}Z-${String(index).padStart(6, "0")}` : undefined;
+          const syncId = again && lastSync !== undefined ? lastSync : sync ? `20261201T0100${String(index).padStart(2, "0")}Z-${String(index).padStart(6, "0")}` : undefined;
+          lastSync = syncId ?? lastSync;
           await file.update([{ name: "events", snapshot: { table, partitions: snapshot } }], undefined, { syncId, graceMs: HOUR_MS });
           if (syncId) expected.set(`events__at_${syncId.replace(/[^A-Za-z0-9]/g, "_")}`, { columns: [...table.columns.map((c) => c.name), ...partitionKeys], state: new Map(state) });
           if (index % 6 === 5 || index === steps.length - 1) await checkViews(path.join(dir, CATALOG_FILE), expected, valuesOf, partitionKeys);

@@ -1,5 +1,7 @@
 import { afterAll, describe, expect, it } from "vitest";
 import { dropTable } from "../../src/lake/operations/drop-table.js";
+import { publishSync } from "../../src/lake/operations/publish.js";
+import { replacePartition } from "../../src/lake/operations/replace.js";
 import { embeddedBackend } from "../support/lake-fixture.js";
 import { readCatalogFile } from "../support/plain-reader.js";
 import { PipelineWorkspace, orders } from "../support/pipeline-fixture.js";
@@ -53,5 +55,30 @@ describe("lake.duckdb x sync history", () => {
     expect(left.map((r) => String(r[0])).filter((name) => name.startsWith("orders_monthly"))).toEqual([]);
     expect(left.map((r) => r[0])).toContain(view("orders_stage", third.syncId).slice("lake.".length));
     expect(await readCatalogFile(backend.lakeDir, "SELECT count(*) FROM lake.lakeswap.history WHERE table_name = 'orders_monthly'")).toEqual([[0n]]);
+  });
+
+  it("keeps each past sync's state through a held sync, a write that is no sync, and the held sync's publication", async () => {
+    const backend = await embeddedBackend();
+    cleanups.push(() => backend.cleanup());
+    const lake = await backend.open();
+    cleanups.push(() => lake.close());
+    const amounts = async (relation: string) =>
+      (await readCatalogFile(backend.lakeDir, `SELECT string_agg(CAST(amount AS VARCHAR), ',' ORDER BY day, order_id) FROM ${relation}`))[0]?.[0];
+
+    ws.redeliver(orders(2, 2));
+    const first = await ws.pipeline(lake).sync();
+    const firstState = await amounts("lake.orders_raw");
+    // Held: its view is written with the table as it was; then a replace of another day (no sync), and the publication.
+    ws.redeliver(orders(2, 2).map((r) => ({ ...r, amount: "5.00" })));
+    const held = await ws.pipeline(lake, { hold: true }).sync();
+    expect(await amounts(view("orders_raw", first.syncId))).toBe(firstState);
+    await replacePartition(lake, "orders_stage", "day=2026-11-09", { select: "SELECT 1 AS order_id, 7 AS customer_id, 9.99 AS amount, TIMESTAMP '2026-11-09 10:00:00' AS order_ts" });
+    expect((await publishSync(lake, held.syncId)).refused).toEqual([]);
+
+    expect(await amounts("lake.orders_raw")).toBe("5.00,5.00,5.00,5.00");
+    expect(await amounts(view("orders_raw", held.syncId))).toBe("5.00,5.00,5.00,5.00");
+    // The first sync's views show it as it was, whatever moved since.
+    expect(await amounts(view("orders_raw", first.syncId))).toBe(firstState);
+    expect(await amounts(view("orders_stage", first.syncId))).toBe(firstState);
   });
 });
