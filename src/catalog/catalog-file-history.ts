@@ -36,6 +36,7 @@ export function shownState(snapshot: TableSnapshot): ShownState {
   return new Map(snapshot.partitions.map((p) => [partitionPath(p.partition), { runId: p.runId, files: [...p.files] }]));
 }
 
+/** A state or overrides as the file's records keep them: `[path, run, files]`, or `[path, null]` for no partition. */
 export function encodeShown(state: ReadonlyMap<string, ShownRun | null>): string {
   return JSON.stringify([...state].map(([path, run]) => (run ? [path, run.runId, run.files] : [path, null])));
 }
@@ -115,6 +116,7 @@ export function encodeDefinition(table: TableDefinition): string {
   return JSON.stringify(table);
 }
 
+/** A past view's definition as encodeDefinition wrote it; undefined for none or for text that is not one. */
 export function decodeDefinition(text: unknown, name: string): TableDefinition | undefined {
   if (typeof text !== "string") return undefined;
   try {
@@ -126,7 +128,7 @@ export function decodeDefinition(text: unknown, name: string): TableDefinition |
 
 /**
  * The SELECT of a past state's view, with the columns of `table` as they were then: the rows of `next` (the table's
- * view, or the next newer past view; its columns `nextColumns`) but for the partitions in `overrides`, and those
+ * view, or the next newer past view, with the columns it has) but for the partitions in `overrides`, and those
  * partitions' runs of then. A column `next` lacks is NULL there; every column is cast to its type of then.
  */
 export function pastViewSelect(
