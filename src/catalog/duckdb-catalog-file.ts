@@ -231,10 +231,13 @@ async function replaceViews(connection: DuckDBConnection, alias: string, tables:
     statements.push(`CREATE OR REPLACE VIEW ${view} AS ${tableViewSelect(snapshot.table, partitions, pathOf, quoteFilePath)};`);
     const files = partitions.reduce((sum, p) => sum + p.files.length, 0);
     const state = shownState(snapshot);
-    statements.push(
-      `INSERT INTO ${record} (table_name, partitions, files, updated_at, pointers, state) VALUES (${quoteLiteral(name)}, ${partitions.length}, ${files}, ${at(now)}, ${quoteLiteral(pointersFingerprint(snapshot))}, ${quoteLiteral(encodeShown(state))});`,
-    );
     const pastView = history?.syncId === undefined ? undefined : `${name}__at_${history.syncId.replace(/[^A-Za-z0-9]/g, "_")}`;
+    // The state is kept for the past view that reads the table's (one there is, or the one made now): a table that no
+    // sync wrote (an ingested one, one only replaced) keeps none.
+    const kept = pastView !== undefined || (chained.get(name) ?? []).some((c) => c.next === null) ? quoteLiteral(encodeShown(state)) : "NULL";
+    statements.push(
+      `INSERT INTO ${record} (table_name, partitions, files, updated_at, pointers, state) VALUES (${quoteLiteral(name)}, ${partitions.length}, ${files}, ${at(now)}, ${quoteLiteral(pointersFingerprint(snapshot))}, ${kept});`,
+    );
     const columns = new Set(snapshot.table.columns.map((c) => c.name));
     if (pastView !== undefined) {
       created.add(pastView);
