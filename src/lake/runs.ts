@@ -51,6 +51,19 @@ export async function listRunFiles(store: ObjectStore, prefix: string): Promise<
   return (await store.list(prefix)).filter((o) => !o.key.endsWith("/") && !isHiddenRunFile(o.key.slice(prefix.length)));
 }
 
+/**
+ * Whether a run recorded before (staged, or in an outbox entry) is still there for its pointer to move to: one with
+ * files still has them; one of no files is its folder where runs are folders (an embedded lake: gc removes it like any
+ * other), and is nothing to look for where they are not (S3: an empty run is no object at all).
+ */
+export async function runStillThere(store: ObjectStore, prefix: string, recordedFiles: number): Promise<boolean> {
+  if (recordedFiles > 0) return (await listRunFiles(store, prefix)).length > 0;
+  if (!store.capabilities.localPaths) return true;
+  // An empty folder is listed as its folder marker (`<prefix>`); a prefix without its '/' lists the folder itself.
+  const folder = prefix.endsWith("/") ? prefix.slice(0, -1) : prefix;
+  return (await store.list(folder)).some((o) => o.key === `${folder}/` || o.key.startsWith(`${folder}/`));
+}
+
 /** The names of a run's files within its prefix (Pointer.runFiles), or undefined where one is not directly in it. */
 export function runFileNames(prefix: string, files: readonly RunFile[]): string[] | undefined {
   const names = files.map((f) => (f.key.startsWith(prefix) ? f.key.slice(prefix.length) : ""));

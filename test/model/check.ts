@@ -93,7 +93,7 @@ export function compare(model: LakeModel, view: LakeView, signatures: SignatureM
       if (pinned !== (p?.pinned ?? false)) problems.push(`${where}: expected ${p?.pinned ? "pinned" : "not pinned"}, the lake says ${pinned ? "pinned" : "not pinned"}`);
     }
   }
-  problems.push(...compareIngest(model, view), ...compareCatalogFile(view));
+  problems.push(...compareIngest(model, view), ...compareCatalogFile(view), ...comparePastViews(model, view));
   if (view.outbox.length > 0) problems.push(`catalog changes still pending in the outbox: ${view.outbox.join(", ")}`);
   if (view.leases.length > 0) problems.push(`writer leases still held after the command: ${view.leases.join(", ")}`);
   if (options.skipSyncRecords) return problems;
@@ -173,6 +173,22 @@ function compareCatalogFile(view: LakeView): string[] {
       const file = (view.catalogFile[table].get(day) ?? []).join(" ");
       if (glob !== file) problems.push(`${table}/day=${day}: lake.duckdb's view shows [${file}], the glob over the pointers [${glob}]`);
     }
+  }
+  return problems;
+}
+
+/**
+ * Each past sync's view in lake.duckdb shows the rows it showed when first read, whatever commands ran since (syncs,
+ * rollbacks, replaces, gc, killed ones), until it goes; a held sync's may change with its publication.
+ */
+function comparePastViews(model: LakeModel, view: LakeView): string[] {
+  const problems: string[] = [];
+  const held = new Set(view.syncs.filter((s) => s.held !== undefined).map((s) => s.syncId.replace(/[^A-Za-z0-9]/g, "_")));
+  for (const [name, rows] of view.pastViews ?? []) {
+    const before = model.pastViews.get(name);
+    const sync = name.slice(name.indexOf("__at_") + "__at_".length);
+    if (before !== undefined && before !== rows && !held.has(sync)) problems.push(`lake.duckdb's past view ${name} showed [${before}], now [${rows}]`);
+    model.pastViews.set(name, rows);
   }
   return problems;
 }

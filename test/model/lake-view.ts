@@ -58,6 +58,8 @@ export interface LakeView {
   }[];
   /** Embedded lakes: the rows of each table's view in the catalog file lake.duckdb, per day, read with plain DuckDB. */
   readonly catalogFile?: Record<TableName, Map<Day, RowText[]>>;
+  /** Embedded lakes: the rows (`day:row`, sorted) of each past sync's view of raw and stage in lake.duckdb, by view name. */
+  readonly pastViews?: Map<string, string>;
 }
 
 /** Reads an embedded lake folder. */
@@ -99,34 +101,43 @@ export async function viewEmbeddedLake(lakeDir: string, write: WriteMode = "part
     leases: (await walk(path.join(lakeDir, "_lakeswap", "leases"))).filter((key) => !key.endsWith(".lock")),
     pins,
     syncs,
-    catalogFile: await catalogFileRows(lakeDir, write),
+    ...(await catalogFileRows(lakeDir, write)),
   };
 }
 
 let attached = 0;
 
-/** The rows of raw and stage through the catalog file's views (`ATTACH 'lake.duckdb' (READ_ONLY)`), per day; none before it exists. */
-async function catalogFileRows(lakeDir: string, write: WriteMode): Promise<Record<TableName, Map<Day, RowText[]>>> {
+/**
+ * The rows of raw and stage through the catalog file's views (`ATTACH 'lake.duckdb' (READ_ONLY)`), per day, and those
+ * of their past syncs' views; none before the file exists.
+ */
+async function catalogFileRows(lakeDir: string, write: WriteMode): Promise<{ catalogFile: Record<TableName, Map<Day, RowText[]>>; pastViews: Map<string, string> }> {
   const rows = { [RAW]: new Map(), [STAGE]: new Map() } as Record<TableName, Map<Day, RowText[]>>;
+  const pastViews = new Map<string, string>();
   const file = path.join(lakeDir, "lake.duckdb");
-  if (!(await fs.stat(file).catch(() => undefined))) return rows;
+  if (!(await fs.stat(file).catch(() => undefined))) return { catalogFile: rows, pastViews };
   const connection = await (await readerInstance()).connect();
   const alias = `catalog_${(attached += 1)}`;
   try {
     await connection.run(`ATTACH '${file.replace(/'/g, "''")}' AS ${alias} (READ_ONLY)`);
+    const views = (await connection.runAndReadAll(`SELECT view_name FROM duckdb_views() WHERE database_name = '${alias}'`)).getRowsJS().map((row) => String(row[0]));
     for (const table of TABLES) {
-      const views = (await connection.runAndReadAll(`SELECT 1 FROM duckdb_views() WHERE database_name = '${alias}' AND view_name = '${table}'`)).getRowsJS();
-      if (views.length === 0) continue;
-      for (const [day, text] of (await connection.runAndReadAll(`SELECT day::VARCHAR, ${rowText(table, write)} FROM ${alias}.${table}`)).getRowsJS()) {
-        rows[table].set(day as Day, [...(rows[table].get(day as Day) ?? []), String(text)]);
+      if (views.includes(table)) {
+        for (const [day, text] of (await connection.runAndReadAll(`SELECT day::VARCHAR, ${rowText(table, write)} FROM ${alias}.${table}`)).getRowsJS()) {
+          rows[table].set(day as Day, [...(rows[table].get(day as Day) ?? []), String(text)]);
+        }
+        for (const list of rows[table].values()) list.sort();
       }
-      for (const list of rows[table].values()) list.sort();
+      for (const view of views.filter((name) => name.startsWith(`${table}__at_`))) {
+        const past = await connection.runAndReadAll(`SELECT day::VARCHAR || ':' || ${rowText(table, write)} FROM ${alias}.${view}`);
+        pastViews.set(view, past.getRowsJS().map((row) => String(row[0])).sort().join(" "));
+      }
     }
     await connection.run(`DETACH ${alias}`);
   } finally {
     connection.closeSync();
   }
-  return rows;
+  return { catalogFile: rows, pastViews };
 }
 
 /** A row of `table` as the model compares it (`k|d|v|cat[|del]`, `k|v10`), as a DuckDB expression. */

@@ -175,6 +175,8 @@ export class LakeModel {
   readonly syncIds: (string | undefined)[] = [];
   /** The held syncs not yet published or discarded, oldest first. */
   readonly held: ModelHeldSync[] = [];
+  /** Each past sync's view of lake.duckdb (`<table>__at_<sync id>`) as first read: it shows the same rows until it goes. */
+  readonly pastViews = new Map<string, string>();
   private placeholders = 0;
 
   /** A deep copy (the model of one possible outcome of a command). */
@@ -195,6 +197,8 @@ export class LakeModel {
     this.syncs.splice(0, this.syncs.length, ...structuredClone(other.syncs));
     this.syncIds.splice(0, this.syncIds.length, ...other.syncIds);
     this.held.splice(0, this.held.length, ...structuredClone(other.held));
+    this.pastViews.clear();
+    for (const [name, rows] of other.pastViews) this.pastViews.set(name, rows);
     this.placeholders = other.placeholders;
   }
 

@@ -4,7 +4,7 @@ import { faultPoint } from "../../shared/faults.js";
 import { mapLimited } from "../../shared/map-limited.js";
 import type { RunManifest } from "../manifest.js";
 import type { OutboxEntry } from "../outbox.js";
-import { currentPointers, listRunFiles, runPrefix } from "../runs.js";
+import { currentPointers, runPrefix, runStillThere } from "../runs.js";
 import { MOVES_PER_ENTRY, moveChunk, type Audited, type SwapContext, type SwapOutcome } from "./swap.js";
 
 /** A partition of a held sync that was not published, and why. */
@@ -41,7 +41,7 @@ export async function publishStaged(
   for (const { table, runs } of staged) {
     const partitions = runs.map((m) => parsePartitionPath(m.partition, table.partitionKeys));
     const currents = await currentPointers(ctx, table, partitions);
-    const present = await mapLimited(runs, 16, async (m, i) => m.files.length === 0 || (await listRunFiles(ctx.store, runPrefix(ctx.catalog, table, partitions[i]!, m.runId))).length > 0);
+    const present = await mapLimited(runs, 16, (m, i) => runStillThere(ctx.store, runPrefix(ctx.catalog, table, partitions[i]!, m.runId), m.files.length));
     const ready: Audited[] = [];
     runs.forEach((m, i) => {
       const current = currents.get(m.partition);

@@ -4,7 +4,7 @@ import type { TableDefinition } from "../../model/table.js";
 import { mapLimited } from "../../shared/map-limited.js";
 import type { RunManifest } from "../manifest.js";
 import type { OutboxEntry } from "../outbox.js";
-import { currentPointers, readManifest, runFileNames, runFiles, runPrefix, writeManifest } from "../runs.js";
+import { currentPointers, readManifest, runFileNames, runPrefix, runStillThere, writeManifest } from "../runs.js";
 import { movePointers } from "./move.js";
 import { parseSyncRecord, syncRecordKey } from "../sync-record.js";
 import type { SwapContext } from "./swap.js";
@@ -51,7 +51,7 @@ export async function replayEntry(ctx: SwapContext, table: TableDefinition | und
     if (current?.runId === move.runId) {
       // Moved already; its pointer state may be missing (killed between the move and the state): set it again.
       if (current.signature !== move.signature || current.previousRunId !== move.previousRunId || current.movedBy !== move.kind) apply.push(pointerMove);
-    } else if (current?.runId === move.previousRunId && (recordedEmpty(move.manifest) || (await runFiles(ctx, table, partition, move.runId)).length > 0)) {
+    } else if (current?.runId === move.previousRunId && (await runStillThere(ctx.store, location, recordedEmpty(move.manifest) ? 0 : 1))) {
       apply.push(pointerMove);
     } else {
       stale += 1;
