@@ -86,29 +86,17 @@ export function mergeOverrides(overrides: Overrides, changed: Overrides): Map<st
   return merged;
 }
 
-/** The partitions of a past state: `after` (the state its next newer one shows) but for its overrides. */
-export function stateBefore(after: ShownState, overrides: Overrides): PartitionSnapshotOf[] {
-  const paths = new Set([...after.keys(), ...overrides.keys()]);
-  const runs: { path: string; run: ShownRun }[] = [];
-  for (const path of [...paths].sort()) {
+/**
+ * The SELECT of a past state read from its runs' files alone (a view at the end of a chain), as the table's view was
+ * then: `after` (the state its next newer view shows) but for its overrides.
+ */
+export function frozenViewSelect(table: TableDefinition, after: ShownState, overrides: Overrides, pathOf: (key: string) => string, quotePath: (path: string) => string): string {
+  const partitions: PartitionSnapshot[] = [];
+  for (const path of [...new Set([...after.keys(), ...overrides.keys()])].sort()) {
     const run = overrides.has(path) ? overrides.get(path) : after.get(path);
-    if (run) runs.push({ path, run });
+    if (run && run.files.length > 0) partitions.push({ partition: parsePartitionPath(path, table.partitionKeys), runId: run.runId, files: run.files });
   }
-  return runs;
-}
-
-/** A partition of a past state, by path. */
-export interface PartitionSnapshotOf {
-  readonly path: string;
-  readonly run: ShownRun;
-}
-
-/** The SELECT of a past state read from its runs' files alone (a view at the end of a chain): as the table's view was then. */
-export function frozenViewSelect(table: TableDefinition, partitions: readonly PartitionSnapshotOf[], pathOf: (key: string) => string, quotePath: (path: string) => string): string {
-  const withFiles = partitions
-    .filter((p) => p.run.files.length > 0)
-    .map((p): PartitionSnapshot => ({ partition: parsePartitionPath(p.path, table.partitionKeys), runId: p.run.runId, files: p.run.files }));
-  return tableViewSelect(table, withFiles, pathOf, quotePath);
+  return tableViewSelect(table, partitions, pathOf, quotePath);
 }
 
 /** A table definition as a past view's record keeps it (the columns its state had). */

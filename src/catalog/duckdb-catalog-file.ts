@@ -10,7 +10,7 @@ import { freshProcessFolder } from "../shared/process-folders.js";
 import { fsyncPath, isCode } from "../store/local-files.js";
 import type { ObjectStore, ProcessLock } from "../store/object-store.js";
 import { pointersFingerprint, type CatalogFile, type CatalogFileHistory, type CatalogFileTable } from "./catalog-file.js";
-import { changedPartitions, decodeDefinition, decodeShown, decodeState, encodeDefinition, encodeShown, frozenViewSelect, MAX_CHAIN, mergeOverrides, pastViewSelect, shownState, stateBefore, type ShownRun, type ShownState } from "./catalog-file-history.js";
+import { changedPartitions, decodeDefinition, decodeShown, decodeState, encodeDefinition, encodeShown, frozenViewSelect, MAX_CHAIN, mergeOverrides, pastViewSelect, shownState, type ShownRun, type ShownState } from "./catalog-file-history.js";
 import type { TableDefinition } from "../model/table.js";
 
 /** How long an update waits for another process's update of the same file (each takes milliseconds to a second). */
@@ -212,7 +212,9 @@ async function replaceViews(connection: DuckDBConnection, alias: string, tables:
   for (const row of rows.getRows()) {
     const [table, view] = [String(row[0]), String(row[1])];
     if (staleViews.includes(view)) continue;
-    chained.set(table, [...(chained.get(table) ?? []), { view, definition: decodeDefinition(row[2], table), overrides: decodeShown(row[3]), next: row[4] === null ? null : String(row[4]) }]);
+    const chain = chained.get(table) ?? [];
+    chain.push({ view, definition: decodeDefinition(row[2], table), overrides: decodeShown(row[3]), next: row[4] === null ? null : String(row[4]) });
+    chained.set(table, chain);
   }
   const statements: string[] = [];
   const created = new Set<string>();
@@ -290,7 +292,7 @@ function relinkPastView(
   const overrides = mergeOverrides(target.overrides, mergeOverrides(since, changedPartitions(before, after)));
   const frozen = pastView !== undefined && target.next === null && chainBehind(chain, target.view) + 1 >= MAX_CHAIN;
   const select = frozen
-    ? frozenViewSelect(target.definition, stateBefore(after, overrides), at.pathOf, quoteFilePath)
+    ? frozenViewSelect(target.definition, after, overrides, at.pathOf, quoteFilePath)
     : pastViewSelect(target.definition, { relation: quoteIdentifier(pastView ?? at.name), columns: at.columns }, overrides, at.pathOf, quoteFilePath);
   const link = frozen ? "''" : pastView === undefined ? "NULL" : quoteLiteral(pastView);
   return {

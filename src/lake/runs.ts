@@ -56,8 +56,8 @@ export async function listRunFiles(store: ObjectStore, prefix: string): Promise<
  * files still has them; one of no files is its folder where runs are folders (an embedded lake: gc removes it like any
  * other), and is nothing to look for where they are not (S3: an empty run is no object at all).
  */
-export async function runStillThere(store: ObjectStore, prefix: string, recordedFiles: number): Promise<boolean> {
-  if (recordedFiles > 0) return (await listRunFiles(store, prefix)).length > 0;
+export async function runStillThere(store: ObjectStore, prefix: string, recordedEmpty: boolean): Promise<boolean> {
+  if (!recordedEmpty) return (await listRunFiles(store, prefix)).length > 0;
   if (!store.capabilities.localPaths) return true;
   // An empty folder is listed as its folder marker (`<prefix>`); a prefix without its '/' lists the folder itself.
   const folder = prefix.endsWith("/") ? prefix.slice(0, -1) : prefix;

@@ -41,7 +41,7 @@ export async function publishStaged(
   for (const { table, runs } of staged) {
     const partitions = runs.map((m) => parsePartitionPath(m.partition, table.partitionKeys));
     const currents = await currentPointers(ctx, table, partitions);
-    const present = await mapLimited(runs, 16, (m, i) => runStillThere(ctx.store, runPrefix(ctx.catalog, table, partitions[i]!, m.runId), m.files.length));
+    const present = await mapLimited(runs, 16, (m, i) => runStillThere(ctx.store, runPrefix(ctx.catalog, table, partitions[i]!, m.runId), m.files.length === 0));
     const ready: Audited[] = [];
     runs.forEach((m, i) => {
       const current = currents.get(m.partition);

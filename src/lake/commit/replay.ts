@@ -51,7 +51,7 @@ export async function replayEntry(ctx: SwapContext, table: TableDefinition | und
     if (current?.runId === move.runId) {
       // Moved already; its pointer state may be missing (killed between the move and the state): set it again.
       if (current.signature !== move.signature || current.previousRunId !== move.previousRunId || current.movedBy !== move.kind) apply.push(pointerMove);
-    } else if (current?.runId === move.previousRunId && (await runStillThere(ctx.store, location, recordedEmpty(move.manifest) ? 0 : 1))) {
+    } else if (current?.runId === move.previousRunId && (await runStillThere(ctx.store, location, recordedEmpty(move.manifest)))) {
       apply.push(pointerMove);
     } else {
       stale += 1;
