@@ -533,7 +533,7 @@ describe("compaction beside a landing in flight", () => {
       landing.process.kill("SIGKILL");
       await landing.exited;
     });
-    await until("the landing to stop", () => landing.stderr.includes("fault point ingest-after-upload reached: stopping"), 60_000);
+    await landing.untilStopped("ingest-after-upload");
     const lake = await openEmbeddedLake(path.join(dir, "lake"));
     cleanups.push(() => lake.close());
     const compactRun = lake.parts.landing.compactRun.bind(lake.parts.landing);

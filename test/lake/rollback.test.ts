@@ -429,7 +429,7 @@ describe.each(selectedBackends())("rollback --sync of a sync still running, on t
     // Frozen after stage's builds: raw's pointers moved and recorded, stage's not yet.
     const sync = new Child(spawnCli([...backend.cliArgs, "sync", "-c", workspace.configFile, "--input", workspace.delivery(B)], { ...backend.cliEnv, LAKESWAP_FAULT: "after-build:stop@2" }));
     children.push(sync);
-    await sync.until("the sync to stop after stage's builds", () => sync.stderr.includes("fault point after-build reached: stopping"));
+    await sync.untilStopped("after-build");
     return sync;
   }
 
@@ -465,7 +465,7 @@ describe.each(selectedBackends())("rollback --sync of a sync still running, on t
     expect(first.code, first.stderr).toBe(0);
     const early = new Child(spawnCli([...backend.cliArgs, "sync", "-c", workspace.configFile, "--input", workspace.delivery(B)], { ...backend.cliEnv, LAKESWAP_FAULT: "sync-before-leases:stop" }));
     children.push(early);
-    await early.until("the first sync to stop before its leases", () => early.stderr.includes("fault point sync-before-leases reached: stopping"));
+    await early.untilStopped("sync-before-leases");
     const later = await runMain([...backend.cliArgs, "sync", "-c", workspace.configFile, "--input", workspace.delivery(C)], backend.cliEnv);
     expect(later.code, later.stderr).toBe(0);
     early.kill("SIGCONT");

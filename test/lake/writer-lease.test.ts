@@ -172,7 +172,7 @@ describe.each(selectedBackends())("the writer lease on the %s backend", (backend
     children.push(stalled);
     await stalled.nextJson(0);
     stalled.send({ table: TABLE, partition: PARTITION, select: NEXT.select });
-    await stalled.until(`the writer to stop at ${point}`, () => stalled.stderr.includes(`fault point ${point} reached: stopping (pid ${stalled.pid})`));
+    await stalled.untilStopped(point);
     const holder = await leaseTakenBy(stalled.pid);
     // Frozen: nothing renews its lease any more, which expires within one TTL. The taker (this process) runs on a clock
     // moved past that expiry (src/shared/clock.ts) instead of the test waiting for it.
@@ -211,7 +211,7 @@ describe.each(selectedBackends())("the writer lease on the %s backend", (backend
     it("a frozen writer's table is free the moment its process is killed (kill -9): its kernel lock dies with it", async () => {
       const frozen = new Child(spawnCli([...backend.cliArgs, ...replaceArgs(NEXT.select)], { ...backend.cliEnv, LAKESWAP_FAULT: "before-swap-rename:stop" }));
       children.push(frozen);
-      await frozen.until("the writer to stop before its rename", () => frozen.stderr.includes("fault point before-swap-rename reached: stopping"));
+      await frozen.untilStopped("before-swap-rename");
       const refused = await cli(replaceArgs(NEW.select, "--no-wait"));
       expect(refused.code, refused.stderr).toBe(4);
       frozen.kill("SIGKILL");
@@ -228,7 +228,7 @@ describe.each(selectedBackends())("the writer lease on the %s backend", (backend
     it("a writer that waited for a writer killed after its outbox entry finishes that writer's move before its own", async () => {
       const frozen = new Child(spawnCli([...backend.cliArgs, ...replaceArgs(NEXT.select)], { ...backend.cliEnv, LAKESWAP_FAULT: "before-swap-rename:stop" }));
       children.push(frozen);
-      await frozen.until("the writer to stop before its rename", () => frozen.stderr.includes("fault point before-swap-rename reached: stopping"));
+      await frozen.untilStopped("before-swap-rename");
       // Opened while the frozen writer lives: its outbox entry is not this writer's to replay yet, so it waits for the table.
       const waiting = new Child(spawnCli([...backend.cliArgs, ...replaceArgs(NEW.select, "--wait", "90s")], backend.cliEnv));
       children.push(waiting);

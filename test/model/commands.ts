@@ -436,7 +436,7 @@ export class RollbackDuringSyncCommand implements LakeCommand {
     let rollbackResult: CliResult | undefined;
     try {
       // The handshake: the sync has stopped at its first after-manifest (or ended without reaching one).
-      await syncChild.until("the sync to stop at its first after-manifest, or end", () => syncChild.stderr.includes("fault point after-manifest reached: stopping") || syncChild.process.exitCode !== null, 60_000);
+      await syncChild.untilStopped("after-manifest", 60_000, true);
       const rollbackChild = new Child(real.ws.start(rollback.args));
       await rollbackChild.until("the rollback waits for a lease or ends", () => /waiting for (table|sync)/.test(rollbackChild.stderr) || rollbackChild.process.exitCode !== null, 60_000).catch(() => undefined);
       syncChild.process.kill("SIGCONT");

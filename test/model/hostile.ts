@@ -52,7 +52,7 @@ export class StalledWriterCommand implements LakeCommand {
     try {
       await stalled.nextJson(0, 120_000);
       stalled.send({ table: this.table, partition: `day=${this.day}`, select });
-      await stalled.until(`the writer to stop at ${point}`, () => stalled.stderr.includes(`fault point ${point} reached: stopping (pid ${stalled.pid})`), 120_000);
+      await stalled.untilStopped(point, 120_000);
       // Frozen: nothing renews its lease, which expires within its TTL. The taker (this process) runs on a clock moved
       // past that expiry (src/shared/clock.ts) instead of the test waiting for it.
       const expiry = await real.ws.leaseExpiry(this.table);

@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { openEmbeddedLake } from "../../src/open/open-lake.js";
+import { processStopped } from "../support/crash-kit.js";
 import { spawnCli } from "../support/lake-fixture.js";
 import { runMain } from "../support/main-cli.js";
 import { PipelineWorkspace, orders, type OrderRow } from "../support/pipeline-fixture.js";
@@ -38,9 +39,11 @@ function exited(child: ReturnType<typeof spawnCli>): Promise<{ code: number | nu
 }
 
 /** Waits until the child says on stderr that it stopped itself at fault point `point` (LAKESWAP_FAULT=<point>:stop). */
-function untilStopped(child: ReturnType<typeof spawnCli>, point: string): Promise<void> {
+async function untilStopped(child: ReturnType<typeof spawnCli>, point: string): Promise<void> {
   stopped.push(child);
-  return untilOutput(child, new RegExp(`fault point ${point} reached: stopping \\(pid ${child.pid}\\)`));
+  await untilOutput(child, new RegExp(`fault point ${point} reached: stopping \\(pid ${child.pid}\\)`));
+  // Its word comes just before its SIGSTOP: a SIGCONT sent before that takes effect would be lost.
+  await processStopped(child.pid!);
 }
 
 /** Waits until the child's stderr matches `pattern`; fails if the child ends first. */

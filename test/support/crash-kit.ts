@@ -94,6 +94,17 @@ export class Child {
     });
   }
 
+  /**
+   * Waits until the child stopped itself at fault point `point` (LAKESWAP_FAULT=<point>:stop): its word on stderr, then
+   * its kernel state. The word comes just before its SIGSTOP takes effect, so a SIGCONT sent on the word alone could
+   * arrive first and be lost, leaving the child stopped for good; `orEnd` also settles when the child ends instead.
+   */
+  async untilStopped(point: string, timeoutMs = 60_000, orEnd = false): Promise<void> {
+    const word = `fault point ${point} reached: stopping (pid ${this.process.pid})`;
+    await this.until(`the child to stop at ${point}`, () => this.stderr.includes(word) || (orEnd && this.process.exitCode !== null), timeoutMs);
+    if (this.stderr.includes(word)) await processStopped(this.pid, timeoutMs);
+  }
+
   /** Waits for the next stdout line (after `seen` lines) and parses it as JSON. */
   async nextJson<T>(seen: number, timeoutMs = 60_000): Promise<T> {
     await this.until(`line ${seen + 1} on stdout`, () => this.lines.length > seen, timeoutMs);
@@ -118,6 +129,19 @@ export function spawnScript(script: string, args: readonly string[], env: Readon
       stdio: ["pipe", "pipe", "pipe"],
     }),
   );
+}
+
+/** Waits until process `pid` is stopped (state T in /proc), or gone. */
+export async function processStopped(pid: number, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const stat = await fs.readFile(`/proc/${pid}/stat`, "utf8").catch(() => undefined);
+    // The state follows the command name, which is in parentheses and may itself hold spaces or parentheses.
+    const state = stat?.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3);
+    if (state === undefined || state === "T" || state === "Z") return;
+    if (Date.now() > deadline) throw new Error(`process ${pid} did not stop within ${timeoutMs} ms (state ${state})`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
 }
 
 /** A TCP port free on 127.0.0.1 right now (for a server a test starts). */
