@@ -4,14 +4,14 @@ import {
   UpdateTableCommand, type Column, type ErrorDetail, type GlueClient, type Partition as GluePartition, type PartitionInput, type StorageDescriptor,
   type Table as GlueTable,
 } from "@aws-sdk/client-glue";
-import { LakeswapError } from "../model/errors.js";
+import { LakeswapError, TableCreatedMeanwhileError } from "../model/errors.js";
 import { faultPoint } from "../shared/faults.js";
 import { WHOLE_TABLE, makePartition, partitionPath, type Partition } from "../model/partition.js";
 import { withRetry } from "../shared/retry.js";
 import type { AdaptiveLimit } from "../shared/adaptive-limit.js";
 import { isRunId } from "../model/run-id.js";
 import { glueColumnType } from "../model/column-types.js";
-import { tableChange, type TableDefinition } from "../model/table.js";
+import { sameDeclaration, tableChange, type TableDefinition } from "../model/table.js";
 import { GlueIcebergTables } from "./glue-iceberg.js";
 import { ATHENA_WIDENS, athenaRebuildRefusal } from "./athena-columns.js";
 import { HeldReads } from "./held-reads.js";
@@ -135,7 +135,15 @@ export class GlueCatalog implements Catalog {
       StorageDescriptor: this.storage(table, `${this.options.uriOf(table.partitionKeys.length === 0 ? `${table.name}/${NO_RUN}` : table.name)}/`),
       PartitionKeys: table.partitionKeys.map((key) => ({ Name: key, Type: "string" })),
     };
-    await this.held.writing(table.name, () => this.send("CreateTable", () => this.client.send(new CreateTableCommand({ ...this.ids, TableInput: input }))));
+    try {
+      await this.held.writing(table.name, () => this.send("CreateTable", () => this.client.send(new CreateTableCommand({ ...this.ids, TableInput: input }))));
+    } catch (error) {
+      // Another writer created it since it was read: as declared here, or not written over.
+      if (!isError(error, "AlreadyExistsException")) throw error;
+      const created = await this.glueTable(table.name);
+      const definition = created ? definitionOf(created) : undefined;
+      if (!definition || !sameDeclaration(definition, table)) throw new TableCreatedMeanwhileError(table.name, `Glue database ${this.options.database}`);
+    }
     if (table.ingest) await this.untilLive(table);
   }
 

@@ -1,13 +1,13 @@
 import { randomBytes } from "node:crypto";
 import { promises as fs, readlinkSync, type Dirent } from "node:fs";
 import path from "node:path";
-import { InvalidInputError, LakeswapError, errorMessage } from "../model/errors.js";
+import { InvalidInputError, LakeswapError, TableCreatedMeanwhileError, errorMessage } from "../model/errors.js";
 import { faultPoint } from "../shared/faults.js";
 import { WHOLE_TABLE, isWholeTable, parsePartitionPath, partitionPath, type Partition } from "../model/partition.js";
 import { isRunId } from "../model/run-id.js";
 import { assertTableName } from "../model/sql.js";
-import { ingestedInPlace, parseTableDefinition, tableChange, type TableDefinition } from "../model/table.js";
-import { eachLimited, fsyncPath, intoFolder, isCode, lightFs, makeFolder, readIfPresent, writeTempFile } from "../store/local-files.js";
+import { ingestedInPlace, parseTableDefinition, sameDeclaration, tableChange, type TableDefinition } from "../model/table.js";
+import { eachLimited, fsyncPath, intoFolder, isCode, lightFs, makeFolder, placeFileIfAbsent, readIfPresent, writeFileAtomic, writeTempFile } from "../store/local-files.js";
 import { noSpaceError, type DescribeWrite, type MetadataFolders } from "../store/local-store.js";
 import type { Catalog, Fence, Pointer, PointerMove, PointerMoveKind } from "./catalog.js";
 import { processAlive } from "../shared/process-folders.js";
@@ -119,7 +119,14 @@ export class LocalCatalog implements Catalog {
     // The table's folder (and the lake's, on the first table) made durable where it is new.
     const made = await makeFolder(path.join(this.root, table.name), this.root);
     await Promise.all(made.map(fsyncPath));
-    await this.writeDefinition(table);
+    if (existing) return this.writeDefinition(table);
+    // A new table's definition is placed only where none is (another writer may be creating the table too).
+    const placed = await placeFileIfAbsent(this.tableFile(table.name), `${JSON.stringify(table, null, 2)}\n`, path.join(this.root, this.folders.temp), this.root).catch((error: unknown) => {
+      throw noSpaceError(`${this.folders.metadata}/tables/${table.name}.json`, this.tableFile(table.name), error, this.describeWrite) ?? error;
+    });
+    if (placed) return;
+    const created = await this.getTable(table.name);
+    if (!created || !sameDeclaration(created, table)) throw new TableCreatedMeanwhileError(table.name, "this lake");
   }
 
   async updateTable(table: TableDefinition, fence?: Fence): Promise<void> {
@@ -468,19 +475,6 @@ function parseStoredJson(text: string, file: string, what: string, fix = "restor
   } catch (error) {
     throw new LakeswapError("STORE_ERROR", `${what} '${file}' is not valid JSON (${errorMessage(error)}); ${fix}`);
   }
-}
-
-/** Writes a file by temp file + fsync + rename + fsync of the folder (and of the folders that got a new folder on the way). */
-async function writeFileAtomic(file: string, text: string, tempDir: string, root: string): Promise<void> {
-  const temp = await writeTempFile(tempDir, text);
-  let folders: string[];
-  try {
-    folders = await intoFolder(file, root, () => fs.rename(temp, file));
-  } catch (error) {
-    await fs.rm(temp, { force: true });
-    throw error;
-  }
-  await Promise.all([path.dirname(file), ...folders].map(fsyncPath));
 }
 
 /** Removes files, best effort (what is left, the next open removes). */

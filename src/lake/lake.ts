@@ -4,7 +4,7 @@ import { CatalogFileDeferral } from "./catalog-file-deferral.js";
 import type { Engine, PartitionSnapshot, QueryResult, TableSnapshot } from "../engine/engine.js";
 import type { Landing } from "../landing/landing.js";
 import type { ObjectStore } from "../store/object-store.js";
-import { LakeswapError, NotFoundError, errorMessage } from "../model/errors.js";
+import { LakeswapError, NotFoundError, TableCreatedMeanwhileError, errorMessage } from "../model/errors.js";
 import { collectAfterSwap, type PartitionGcReport } from "./operations/gc.js";
 import { HeldStates, partitionStates, type PartitionState } from "./operations/partition-states.js";
 import { replaceOne, type ReplaceOptions, type ReplaceResult } from "./operations/replace.js";
@@ -206,9 +206,14 @@ export class Lake {
   /**
    * Declares a table (idempotent for the same definition), and returns the definition it has: an ingested table that
    * exists already keeps the layout its files were written in (model/table.ts `keepIngestLayout`); one declared with
-   * compatible schema changes is changed in place under its lease (./operations/change-schema.ts).
+   * compatible schema changes is changed in place under its lease (./operations/change-schema.ts). A table another
+   * writer created meanwhile with another definition is judged again against that one.
    */
   async createTable(wanted: TableDefinition, read?: { readonly existing: TableDefinition | undefined }): Promise<TableDefinition> {
+    return this.declareTable(wanted, read).catch((error: unknown) => (error instanceof TableCreatedMeanwhileError ? this.declareTable(wanted) : Promise.reject(error)));
+  }
+
+  private async declareTable(wanted: TableDefinition, read?: { readonly existing: TableDefinition | undefined }): Promise<TableDefinition> {
     assertNotScratchName(wanted.name);
     // `read`: the caller's own read of the table, just before (a sync's declared tables, each read once).
     const existing = read ? read.existing : await this.catalog.getTable(wanted.name);

@@ -98,6 +98,17 @@ export class RunTakenError extends LakeswapError {
   }
 }
 
+/**
+ * A table another writer created with another definition between this writer's read (no such table) and its own
+ * creation. Nothing was written over the other's definition; declaring the table again judges it against that one.
+ */
+export class TableCreatedMeanwhileError extends LakeswapError {
+  constructor(table: string, where: string) {
+    super("CONFLICT", `table '${table}' was created by another writer in ${where} while this one created it, with another definition; nothing was written over it: rerun to declare it against that one`, { retryable: true });
+    this.name = "TableCreatedMeanwhileError";
+  }
+}
+
 /** A build finished but its audit refused the result; the pointer did not move. */
 export class AuditError extends LakeswapError {
   constructor(message: string) {

@@ -196,3 +196,34 @@ export function limiter(limit: number): <T>(task: () => Promise<T>) => Promise<T
 export function isCode(error: unknown, code: string): boolean {
   return typeof error === "object" && error !== null && (error as { code?: unknown }).code === code;
 }
+
+/** Writes a file by temp file + fsync + rename + fsync of the folder (and of the folders that got a new folder on the way). */
+export async function writeFileAtomic(file: string, text: string, tempDir: string, root: string): Promise<void> {
+  const temp = await writeTempFile(tempDir, text);
+  let folders: string[];
+  try {
+    folders = await intoFolder(file, root, () => fs.rename(temp, file));
+  } catch (error) {
+    await fs.rm(temp, { force: true });
+    throw error;
+  }
+  await Promise.all([path.dirname(file), ...folders].map(fsyncPath));
+}
+
+/**
+ * Places a file as writeFileAtomic does, but only where there is none (link(2) of the written temp file, not rename):
+ * false, and nothing changed, where another writer's file is there already.
+ */
+export async function placeFileIfAbsent(file: string, text: string, tempDir: string, root: string): Promise<boolean> {
+  const temp = await writeTempFile(tempDir, text);
+  try {
+    const folders = await intoFolder(file, root, () => fs.link(temp, file));
+    await Promise.all([path.dirname(file), ...folders].map(fsyncPath));
+    return true;
+  } catch (error) {
+    if (isCode(error, "EEXIST")) return false;
+    throw error;
+  } finally {
+    await fs.rm(temp, { force: true });
+  }
+}
