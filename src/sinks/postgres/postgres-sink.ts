@@ -13,7 +13,7 @@ import { RowExport, type RowSplit, type StagedRows } from "./row-export.js";
 import { PartitionSwap, sqlState } from "./partition-swap.js";
 import { SinkSession, type PostgresClient, type SessionTarget } from "./sink-session.js";
 import { ident, postgresType, targetLockKey } from "./sql-names.js";
-import { forgetState, readState, recordState, type StateEntry, type StateScope } from "./state-table.js";
+import { createIfAbsent, forgetState, readState, recordState, type StateEntry, type StateScope } from "./state-table.js";
 import { followLayout, planTargetChange, readTargetColumns, type TargetNames } from "./target-schema.js";
 import { DELETED_AT, UPDATED_AT, existingStamp, goneKeysCondition, goneKeysStatement, upsertStatement } from "./upsert-statements.js";
 
@@ -100,7 +100,7 @@ export class PostgresSink implements Sink {
     await this.session.connect();
     const schema = ident(this.spec.schema);
     const exists = await this.query<{ n: number }>("SELECT 1 AS n FROM pg_namespace WHERE nspname = $1", [this.spec.schema]);
-    if (exists.rows.length === 0) await this.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
+    if (exists.rows.length === 0) await createIfAbsent(this.session.query, `CREATE SCHEMA IF NOT EXISTS ${schema}`);
     const existing = await readTargetColumns(this.session.query, this.targetName());
     if (existing.size === 0) await this.createTarget(layout);
     else {
@@ -418,15 +418,15 @@ export class PostgresSink implements Sink {
     }
     if (layout.mode === "partition_replace" && layout.partitionKeys.length > 0 && this.spec.partitioning !== "index") {
       // Each partition a leaf table of its own, swapped whole: no index to maintain, no row to delete (PartitionSwap).
-      await this.query(PartitionSwap.createStatement(this.targetName(), definitions, layout.partitionKeys));
+      await createIfAbsent(this.session.query, PartitionSwap.createStatement(this.targetName(), definitions, layout.partitionKeys));
       return;
     }
-    await this.query(`CREATE TABLE IF NOT EXISTS ${ident(this.spec.schema)}.${ident(this.spec.table)} (${definitions.join(", ")})`);
+    await createIfAbsent(this.session.query, `CREATE TABLE IF NOT EXISTS ${ident(this.spec.schema)}.${ident(this.spec.table)} (${definitions.join(", ")})`);
     // Every write finds its partition's rows (partition_replace's DELETE, upsert's keys that left the lake): without an
     // index, each partition would scan the whole table.
     if (layout.partitionKeys.length > 0) {
       const index = ident(`${this.spec.table.slice(0, 40)}_lakeswap_partition`);
-      await this.query(`CREATE INDEX IF NOT EXISTS ${index} ON ${this.targetName()} (${layout.partitionKeys.map(ident).join(", ")})`);
+      await createIfAbsent(this.session.query, `CREATE INDEX IF NOT EXISTS ${index} ON ${this.targetName()} (${layout.partitionKeys.map(ident).join(", ")})`);
     }
   }
 

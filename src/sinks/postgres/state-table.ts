@@ -7,6 +7,27 @@ const STATE_TABLE = "lakeswap_state";
 /** Runs one statement on the sink's connection. */
 export type Query = <Row extends pg.QueryResultRow = pg.QueryResultRow>(sql: string, values?: unknown[]) => Promise<pg.QueryResult<Row>>;
 
+/**
+ * SQLSTATEs of a CREATE ... IF NOT EXISTS that lost to another session creating the same object at the same moment
+ * (unique_violation on pg_namespace or pg_type, duplicate_schema, duplicate_table, duplicate_object): IF NOT EXISTS
+ * looks before it creates, and does not wait for a creation in progress.
+ */
+const LOST_CREATE_RACE = new Set(["23505", "42P06", "42P07", "42710"]);
+
+/** Runs a CREATE ... IF NOT EXISTS; where another session created the object meanwhile, again (it then finds it). */
+export async function createIfAbsent(query: Query, sql: string): Promise<void> {
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      await query(sql);
+      return;
+    } catch (error) {
+      // PostgreSQL's error, or the sink's error around it (sink-session.ts).
+      const code = (error as { cause?: { code?: unknown } }).cause?.code ?? (error as { code?: unknown }).code;
+      if (attempt >= 3 || !LOST_CREATE_RACE.has(String(code))) throw error;
+    }
+  }
+}
+
 /** Where the state rows of one target live: the schema's state table, the target's name in it, and the target itself (quoted). */
 export interface StateScope {
   readonly schema: string;
@@ -39,7 +60,8 @@ export async function readState(query: Query, scope: StateScope): Promise<Map<st
  */
 export async function ensureStateTable(query: Query, scope: StateScope): Promise<void> {
   const state = stateTable(scope);
-  await query(
+  await createIfAbsent(
+    query,
     `CREATE TABLE IF NOT EXISTS ${state} (` +
       "table_name text NOT NULL, partition text NOT NULL, signature text NOT NULL, run_id text NOT NULL, " +
       "updated_at timestamptz NOT NULL DEFAULT now(), target_oid oid, target_filenode oid, columns text[], PRIMARY KEY (table_name, partition))",
