@@ -6,7 +6,7 @@ import { randomBytes } from "node:crypto";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import type { ObjectStore } from "../../src/store/object-store.js";
 import { mapLimited } from "../../src/shared/map-limited.js";
 import { eachFixture, type Fixture, type FixtureFactory } from "./fixture.js";
@@ -38,6 +38,20 @@ export function objectStoreContract(name: string, factory: FixtureFactory<Object
       expect(await store().get("nowhere/at/all")).toBeUndefined();
       await store().put("t/b.json", "replaced");
       expect(text((await store().get("t/b.json"))?.body)).toBe("replaced");
+    });
+
+    it("puts empty objects (text or bytes, plain or conditional) without a word on the terminal", async () => {
+      // The AWS SDK warned on stderr ("a Stream of unknown length") for an empty string body, which it sent without a length.
+      const warn = vi.spyOn(console, "warn");
+      try {
+        await store().put("t/empty-text", "");
+        await store().put("t/empty-bytes", new Uint8Array());
+        expect(await store().putIfAbsent("t/empty-once", "")).toBe(true);
+        for (const key of ["t/empty-text", "t/empty-bytes", "t/empty-once"]) expect((await store().get(key))?.body.length, key).toBe(0);
+        expect(warn).not.toHaveBeenCalled();
+      } finally {
+        warn.mockRestore();
+      }
     });
 
     it("reads a byte range, fewer bytes at the object's end", async () => {

@@ -104,13 +104,13 @@ export class S3Store implements ObjectStore {
   }
 
   async put(key: string, body: Uint8Array | string): Promise<void> {
-    await withRetry(`s3:PutObject on ${this.uri(key)}`, () => this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: this.fullKey(key), Body: body })));
+    await withRetry(`s3:PutObject on ${this.uri(key)}`, () => this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: this.fullKey(key), Body: bytesOf(body) })));
   }
 
   async putIfAbsent(key: string, body: Uint8Array | string): Promise<boolean> {
     return this.conditional(
       `s3:PutObject (If-None-Match) on ${this.uri(key)}`,
-      () => this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: this.fullKey(key), Body: body, IfNoneMatch: "*" })),
+      () => this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: this.fullKey(key), Body: bytesOf(body), IfNoneMatch: "*" })),
       () => this.holds(key, body),
     );
   }
@@ -118,7 +118,7 @@ export class S3Store implements ObjectStore {
   async putIfMatch(key: string, body: Uint8Array | string, etag: string): Promise<boolean> {
     return this.conditional(
       `s3:PutObject (If-Match) on ${this.uri(key)}`,
-      () => this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: this.fullKey(key), Body: body, IfMatch: etag })),
+      () => this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: this.fullKey(key), Body: bytesOf(body), IfMatch: etag })),
       () => this.holds(key, body),
     );
   }
@@ -332,4 +332,12 @@ function noAnswer(error: unknown): boolean {
 
 function isStatus(error: unknown, status: number): boolean {
   return (error as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode === status;
+}
+
+/**
+ * A body as bytes: the SDK sends no content-length for an empty string, then warns on the user's terminal ("Are you
+ * using a Stream of unknown length ...?") for a marker or record that is empty.
+ */
+function bytesOf(body: Uint8Array | string): Uint8Array {
+  return typeof body === "string" ? Buffer.from(body) : body;
 }
