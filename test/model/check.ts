@@ -111,7 +111,8 @@ export function compare(model: LakeModel, view: LakeView, signatures: SignatureM
 
 /**
  * Names the model's new runs (placeholders, in the order the model made them) by the complete runs the lake has that
- * the model does not know yet, in run id order (the order they were swapped in); reports a run that was not built.
+ * the model does not know yet, in run id order (the order they were swapped in); reports a run that was not built, and
+ * one that sorts before a run swapped in before it.
  */
 function nameNewRuns(model: LakeModel, view: LakeView, problems: string[]): void {
   const byPartition = new Map<string, { table: TableName; day: Day; placeholders: string[] }>();
@@ -131,7 +132,11 @@ function nameNewRuns(model: LakeModel, view: LakeView, problems: string[]): void
           `${pointer !== undefined && known.includes(pointer) ? `; the pointer is still on run ${pointer}, which it had before (nothing was built)` : ""}`,
       );
     }
-    const older = known.filter((id) => fresh.some((f) => f < id));
+    // Run order is swap order: a held sync's staged run, never swapped in (yet), has no place in it. Its id was issued
+    // when it was staged, before a run another sync swaps in meanwhile, which need not sort after it (nor can: the staged
+    // run, if ever published, is swapped in after that one).
+    const stagedRuns = new Set(model.partition(table, day).runs.filter((r) => r.staged).map((r) => r.id));
+    const older = known.filter((id) => !stagedRuns.has(id) && fresh.some((f) => f < id));
     if (older.length > 0) problems.push(`${where}: new run(s) ${fresh.join(", ")} sort before older run(s) ${older.join(", ")} of the partition`);
     const withFiles = view.tables[table].withFiles.get(day) ?? new Set<string>();
     placeholders.forEach((placeholder, i) => model.nameRun(table, day, placeholder, fresh[i] ?? `(missing ${placeholder})`, withFiles.has(fresh[i] ?? "")));

@@ -475,7 +475,7 @@ export class RollbackDuringSyncCommand implements LakeCommand {
 }
 
 /**
- * Group (d): two syncs, or a sync and a rollback (--sync last, or of a partition), or a sync and a replace, at once;
+ * Group (d): two syncs, or a sync and a rollback (--sync last, or of a partition), a replace, `gc --grace 0` or a pin, at once;
  * and `rollback --sync last` started while a sync runs (issue 25 item 1).
  */
 export function concurrentCommands(): fc.Arbitrary<LakeCommand>[] {
@@ -485,6 +485,8 @@ export function concurrentCommands(): fc.Arbitrary<LakeCommand>[] {
     fc.constant<PlannedCommand>(new RollbackSyncCommand()),
     fc.tuple(table, day).map(([t, d]): PlannedCommand => new RollbackPartitionCommand(t, d)),
     fc.tuple(table, day, fc.integer({ min: 1, max: 3 })).map(([t, d, v]): PlannedCommand => new ReplaceCommand(t, d, v)),
+    fc.constant<PlannedCommand>(new GcCommand()),
+    fc.tuple(table, day, fc.boolean()).map(([t, d, pinned]): PlannedCommand => new PinCommand(t, d, pinned)),
   );
   return [
     fc.tuple(sync, other).map(([a, b]) => new ConcurrentCommand(a, b)),
