@@ -318,7 +318,7 @@ export async function startAthenaEmulator(options: AthenaEmulatorOptions): Promi
         checkCancelled(execution);
         const { bucket, key } = parseS3Uri(`${execution.outputBase}${execution.id}.csv`);
         const csv = toCsv(result);
-        await s3.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: csv, ContentType: "text/csv" }));
+        await s3.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: Buffer.from(csv), ContentType: "text/csv" }));
         execution.outputBytes = Buffer.byteLength(csv);
         execution.result = result;
         execution.rowCount = result.rows.length;
@@ -561,7 +561,7 @@ export async function startAthenaEmulator(options: AthenaEmulatorOptions): Promi
     const manifest = `${execution.outputBase}${execution.id}-manifest.csv`;
     const manifestUri = parseS3Uri(manifest);
     await s3.send(
-      new PutObjectCommand({ Bucket: manifestUri.bucket, Key: manifestUri.key, Body: execution.writtenObjects.map((o) => `${o}\n`).join("") }),
+      new PutObjectCommand({ Bucket: manifestUri.bucket, Key: manifestUri.key, Body: Buffer.from(execution.writtenObjects.map((o) => `${o}\n`).join("")) }),
     );
     execution.manifestLocation = manifest;
     execution.rowCount = rows;

@@ -1,9 +1,8 @@
 import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
-import { LakeswapError } from "../../model/errors.js";
 import type { Partition } from "../../model/partition.js";
 import { quoteLiteral } from "../../model/sql.js";
-import { ident, targetLockKey } from "./sql-names.js";
+import { ident, sqlState, targetLockKey } from "./sql-names.js";
 import type { Query } from "./state-table.js";
 
 /** PostgreSQL's SQLSTATE for a lock not granted within `lock_timeout`. */
@@ -195,9 +194,3 @@ export class PartitionSwap {
   }
 }
 
-/** The SQLSTATE of a PostgreSQL error, also when the sink's `failure` wrapped it. */
-export function sqlState(error: unknown): string | undefined {
-  const cause = error instanceof LakeswapError ? error.cause : error;
-  const code = (cause as { code?: unknown } | undefined)?.code;
-  return typeof code === "string" ? code : undefined;
-}

@@ -24,3 +24,10 @@ export function ident(name: string): string {
 export function targetLockKey(schema: string, table: string): string {
   return `hashtext(${quoteLiteral(`lakeswap:${schema}.${table}`)})`;
 }
+
+/** The SQLSTATE of a PostgreSQL error, also when the sink's `failure` wrapped it. */
+export function sqlState(error: unknown): string | undefined {
+  const cause = error instanceof LakeswapError ? error.cause : error;
+  const code = (cause as { code?: unknown } | undefined)?.code;
+  return typeof code === "string" ? code : undefined;
+}

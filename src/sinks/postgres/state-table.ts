@@ -1,5 +1,5 @@
 import type pg from "pg";
-import { ident } from "./sql-names.js";
+import { ident, sqlState } from "./sql-names.js";
 
 /** The state table, one per schema: each partition's signature, written in the same transaction as its rows. */
 const STATE_TABLE = "lakeswap_state";
@@ -21,9 +21,7 @@ export async function createIfAbsent(query: Query, sql: string): Promise<void> {
       await query(sql);
       return;
     } catch (error) {
-      // PostgreSQL's error, or the sink's error around it (sink-session.ts).
-      const code = (error as { cause?: { code?: unknown } }).cause?.code ?? (error as { code?: unknown }).code;
-      if (attempt >= 3 || !LOST_CREATE_RACE.has(String(code))) throw error;
+      if (attempt >= 3 || !LOST_CREATE_RACE.has(sqlState(error) ?? "")) throw error;
     }
   }
 }
