@@ -32,13 +32,16 @@ export const MAX_PARTITION_KEY_LENGTH = MAX_PATH_COMPONENT_BYTES - "=".length - 
 
 const SAFE_VALUE = /^[A-Za-z0-9_][A-Za-z0-9_.-]*$/;
 
+/** What a partition value may hold (it names a folder and appears in queries), as messages say it. */
+export const PARTITION_VALUE_RULE = `use letters, digits, '-', '_', '.' (not first, no '..'), at most ${MAX_PARTITION_VALUE_LENGTH} characters`;
+
 /**
  * Checks one partition value: letters, digits, '-', '_', '.', not starting with
  * '.' or '-', no '..', at most 128 characters. Everything else (path separators,
  * quotes, NUL, control characters) is refused with a message naming key and value.
  */
 export function assertPartitionValue(key: string, value: string): string {
-  const allowed = `use letters, digits, '-', '_', '.' (not first, no '..'), at most ${MAX_PARTITION_VALUE_LENGTH} characters`;
+  const allowed = PARTITION_VALUE_RULE;
   if (value.length === 0) {
     throw new InvalidInputError(`partition value for key '${key}' is empty: ${allowed}`);
   }

@@ -10,6 +10,9 @@ import { LocalStore } from "../../src/store/local-store.js";
 import { tempDir } from "../support/lake-fixture.js";
 import { METADATA_FOLDERS } from "../../src/lake/layout.js";
 
+/** What a dead letter of an unsafe partition value says after the value: the rule, and the fix. */
+const UNSAFE_RULE = " (a partition value names a folder: use letters, digits, '-', '_', '.' (not first, no '..'), at most 128 characters; make the partition expression give such values, or leave the row out)";
+
 let workspace: ReturnType<typeof tempDir>;
 let duckdb: SharedDuckDb;
 let engine: DuckDbLanding;
@@ -60,7 +63,7 @@ describe("landing a delivery", () => {
     const { delivery, good, bad } = await land(request([file], "csv"));
     expect(delivery).toMatchObject({ rowsRead: 30, rowsLoaded: 10, rowsRejected: 20 });
     expect(good.every(([, p]) => p === "2026-11-01")).toBe(true);
-    expect(bad.filter(([, reason]) => reason === "partition key p has the unsafe value '../up'")).toHaveLength(10);
+    expect(bad.filter(([, reason]) => reason === `partition key p has the unsafe value '../up'${UNSAFE_RULE}`)).toHaveLength(10);
     expect(bad.filter(([, reason]) => reason === "partition key p is NULL: its expression day gives NULL for this row")).toHaveLength(10);
     // Each keeps its line number and its text as it is in the file.
     expect(bad.filter(([, reason]) => reason?.toString().includes("../up")).map(([line, , raw]) => [line, raw])).toEqual(

@@ -1,6 +1,6 @@
 import type { DuckDBConnection } from "@duckdb/node-api";
 import { InvalidInputError, LakeswapError } from "../../model/errors.js";
-import { MAX_PARTITION_VALUE_LENGTH } from "../../model/partition.js";
+import { MAX_PARTITION_VALUE_LENGTH, PARTITION_VALUE_RULE } from "../../model/partition.js";
 import { printable, quoteIdentifier, quoteLiteral, relationParts } from "../../model/sql.js";
 import type { LandRequest } from "../landing.js";
 import { readCsv } from "./csv-input.js";
@@ -357,7 +357,8 @@ async function findBadKeys({ connection, request, names, all }: LandingPass, gro
     ({ key, expression }) =>
       `CASE WHEN ${quoteIdentifier(key)} IS NULL THEN ${quoteLiteral(`partition key ${key} is NULL: its expression ${printable(expression)} gives NULL for this row`)} ` +
       `WHEN NOT regexp_full_match(${quoteIdentifier(key)}, ${quoteLiteral(SAFE_PARTITION_VALUE)}) OR contains(${quoteIdentifier(key)}, '..') OR strlen(${quoteIdentifier(key)}) > ${MAX_PARTITION_VALUE_LENGTH} ` +
-      `THEN ${quoteLiteral(`partition key ${key} has the unsafe value `)} || ${shown(quoteIdentifier(key))} END`,
+      `THEN ${quoteLiteral(`partition key ${key} has the unsafe value `)} || ${shown(quoteIdentifier(key))} || ` +
+      `${quoteLiteral(` (a partition value names a folder: ${PARTITION_VALUE_RULE}; make the partition expression give such values, or leave the row out)`)} END`,
   );
   const keyList = keys.map(quoteIdentifier).join(", ");
   await readingPass(request, () =>
