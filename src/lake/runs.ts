@@ -51,17 +51,29 @@ export async function listRunFiles(store: ObjectStore, prefix: string): Promise<
   return (await store.list(prefix)).filter((o) => !o.key.endsWith("/") && !isHiddenRunFile(o.key.slice(prefix.length)));
 }
 
+/** A run recorded before (staged, or in an outbox entry) that a pointer is about to move to, and whether it was recorded with no files. */
+export interface RecordedRun {
+  readonly partition: Partition;
+  readonly runId: string;
+  readonly recordedEmpty: boolean;
+}
+
 /**
- * Whether a run recorded before (staged, or in an outbox entry) is still there for its pointer to move to: one with
- * files still has them; one of no files is its folder where runs are folders (an embedded lake: gc removes it like any
- * other), and is nothing to look for where they are not (S3: an empty run is no object at all).
+ * Whether each recorded run is still there for its pointer to move to (gc may have removed it), from one listing of the
+ * partitions' runs (listRunsOf: of the whole table where that takes fewer calls): one with files still has a data file;
+ * one of no files is its folder where runs are folders (an embedded lake: gc removes it like any other), and is nothing
+ * to look for where they are not (S3: an empty run is no object at all).
  */
-export async function runStillThere(store: ObjectStore, prefix: string, recordedEmpty: boolean): Promise<boolean> {
-  if (!recordedEmpty) return (await listRunFiles(store, prefix)).length > 0;
-  if (!store.capabilities.localPaths) return true;
-  // An empty folder is listed as its folder marker (`<prefix>`); a prefix without its '/' lists the folder itself.
-  const folder = prefix.endsWith("/") ? prefix.slice(0, -1) : prefix;
-  return (await store.list(folder)).some((o) => o.key === `${folder}/` || o.key.startsWith(`${folder}/`));
+export async function runsStillThere(ctx: LakeContext, table: TableDefinition, recorded: readonly RecordedRun[]): Promise<boolean[]> {
+  const local = ctx.store.capabilities.localPaths;
+  const looked = recorded.filter((r) => !r.recordedEmpty || local);
+  const listed = looked.length > 0 ? await listRunsOf(ctx, table, looked.map((r) => r.partition)) : new Map<string, RunListing[]>();
+  return recorded.map((r) => {
+    if (r.recordedEmpty && !local) return true;
+    const prefix = runPrefix(ctx.catalog, table, r.partition, r.runId);
+    const run = listed.get(partitionPath(r.partition))?.find((listing) => listing.runId === r.runId);
+    return r.recordedEmpty ? run !== undefined : (run?.files ?? []).some((f) => !isHiddenRunFile(f.key.slice(prefix.length)));
+  });
 }
 
 /** The names of a run's files within its prefix (Pointer.runFiles), or undefined where one is not directly in it. */

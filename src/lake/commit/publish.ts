@@ -1,10 +1,9 @@
 import { parsePartitionPath } from "../../model/partition.js";
 import type { TableDefinition } from "../../model/table.js";
 import { faultPoint } from "../../shared/faults.js";
-import { mapLimited } from "../../shared/map-limited.js";
 import type { RunManifest } from "../manifest.js";
 import type { OutboxEntry } from "../outbox.js";
-import { currentPointers, runPrefix, runStillThere } from "../runs.js";
+import { currentPointers, runPrefix, runsStillThere } from "../runs.js";
 import { MOVES_PER_ENTRY, moveChunk, type Audited, type SwapContext, type SwapOutcome } from "./swap.js";
 
 /** A partition of a held sync that was not published, and why. */
@@ -41,7 +40,7 @@ export async function publishStaged(
   for (const { table, runs } of staged) {
     const partitions = runs.map((m) => parsePartitionPath(m.partition, table.partitionKeys));
     const currents = await currentPointers(ctx, table, partitions);
-    const present = await mapLimited(runs, 16, (m, i) => runStillThere(ctx.store, runPrefix(ctx.catalog, table, partitions[i]!, m.runId), m.files.length === 0));
+    const present = await runsStillThere(ctx, table, runs.map((m, i) => ({ partition: partitions[i]!, runId: m.runId, recordedEmpty: m.files.length === 0 })));
     const ready: Audited[] = [];
     runs.forEach((m, i) => {
       const current = currents.get(m.partition);

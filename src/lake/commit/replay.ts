@@ -4,7 +4,7 @@ import type { TableDefinition } from "../../model/table.js";
 import { mapLimited } from "../../shared/map-limited.js";
 import type { RunManifest } from "../manifest.js";
 import type { OutboxEntry } from "../outbox.js";
-import { currentPointers, readManifest, runFileNames, runPrefix, runStillThere, writeManifest } from "../runs.js";
+import { currentPointers, readManifest, runFileNames, runPrefix, runsStillThere, writeManifest } from "../runs.js";
 import { movePointers } from "./move.js";
 import { parseSyncRecord, syncRecordKey } from "../sync-record.js";
 import type { SwapContext } from "./swap.js";
@@ -39,6 +39,10 @@ export async function replayEntry(ctx: SwapContext, table: TableDefinition | und
   }
   const partitions = entry.moves.map((move) => parsePartitionPath(move.partition, table.partitionKeys));
   const currents = await currentPointers(ctx, table, partitions);
+  // The runs of the moves whose pointer is still where the writer left it, looked for at once.
+  const waiting = entry.moves.flatMap((move, i) => (currents.get(move.partition)?.runId === move.previousRunId && move.runId !== move.previousRunId ? [i] : []));
+  const found = await runsStillThere(ctx, table, waiting.map((i) => ({ partition: partitions[i]!, runId: entry.moves[i]!.runId, recordedEmpty: recordedEmpty(entry.moves[i]!.manifest) })));
+  const there = new Set(waiting.filter((_, k) => found[k]));
   const apply: PointerMove[] = [];
   const manifests: { partition: Partition; manifest: RunManifest }[] = [];
   let stale = 0;
@@ -51,7 +55,7 @@ export async function replayEntry(ctx: SwapContext, table: TableDefinition | und
     if (current?.runId === move.runId) {
       // Moved already; its pointer state may be missing (killed between the move and the state): set it again.
       if (current.signature !== move.signature || current.previousRunId !== move.previousRunId || current.movedBy !== move.kind) apply.push(pointerMove);
-    } else if (current?.runId === move.previousRunId && (await runStillThere(ctx.store, location, recordedEmpty(move.manifest)))) {
+    } else if (there.has(index)) {
       apply.push(pointerMove);
     } else {
       stale += 1;
