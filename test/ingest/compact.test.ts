@@ -470,8 +470,9 @@ describe("lakeswap compact beside a running lakeswap serve", () => {
     const { dir, cleanup } = tempDir("lakeswap-compact-serve-");
     cleanups.push(async () => cleanup());
     const config = path.join(dir, "lakeswap.yaml");
-    writeFileSync(config, ["pipelines:", "  events:", "    namespaces:", "      clicks:", "        columns: {event_id: {type: VARCHAR, nullable: false}, ts: {type: TIMESTAMPTZ, nullable: false}}", "        time: {field: ts}", "    wal: {dir: ./wal, segment_max_age: 100ms}", "lake: ./lake", ""].join("\n"));
-    server = new Child(spawnCli(["serve", "-c", config, "--port", "0", "--host", "127.0.0.1", "--flush-interval", "20"], {}, { cwd: dir }));
+    writeFileSync(config, ["pipelines:", "  events:", "    namespaces:", "      clicks:", "        columns: {event_id: {type: VARCHAR, nullable: false}, ts: {type: TIMESTAMPTZ, nullable: false}}", "        time: {field: ts}", "    wal: {dir: ./wal, segment_max_age: 300ms}", "lake: ./lake", ""].join("\n"));
+    // Its landing at the requests' priority (--background-nice 0): the suite's other workers would starve a lowered one.
+    server = new Child(spawnCli(["serve", "-c", config, "--port", "0", "--host", "127.0.0.1", "--flush-interval", "20", "--background-nice", "0"], {}, { cwd: dir }));
     const url = await until("the collector to listen", () => /collecting .* on (http:\/\/\S+)/.exec(server!.stderr)?.[1], 60_000);
     // Each day's events share one time (10:00 UTC); what the lake holds per day, read as any reader would.
     const landed = async (): Promise<Map<string, { files: number; rows: number }>> => {
@@ -495,7 +496,7 @@ describe("lakeswap compact beside a running lakeswap serve", () => {
     let accepted = 0;
     const acceptedOn = new Map<string, number>();
     let posting = true;
-    // Days 01-03 a request every 20 ms until days 02 and 03 have landed over several segments each; then days 01 and
+    // A request every 50 ms: days 01-03 until days 02 and 03 have landed over several segments each; then days 01 and
     // 04 only: 02 and 03 are closed. The rounds of compaction wait for landings, not for answers: a loaded collector
     // answers (its log is durable) well ahead of what it has landed.
     let closed = false;
@@ -503,7 +504,7 @@ describe("lakeswap compact beside a running lakeswap serve", () => {
     const clients = (async () => {
       for (let batch = 0; posting; batch += 1) {
         const days = closed ? ["01", "04"] : ["01", "02", "03"];
-        if (!closed) await new Promise((resolve) => setTimeout(resolve, 20));
+        await new Promise((resolve) => setTimeout(resolve, 50));
         const lines = Array.from({ length: 20 }, (_, k) => JSON.stringify({ event_id: `b${batch}-${k}`, ts: `2026-11-${days[k % days.length]}T10:00:00Z` }));
         const answer = await fetch(`${url}/v1/events/clicks`, { method: "POST", headers: { "content-type": "application/x-ndjson" }, body: lines.join("\n") });
         expect(answer.status).toBe(200);
@@ -517,17 +518,17 @@ describe("lakeswap compact beside a running lakeswap serve", () => {
     await until("days 02 and 03 to land in several files", async () => {
       const now = await landed();
       return ["02", "03"].every((day) => (now.get(day)?.files ?? 0) >= 3);
-    }, 60_000);
+    }, 60_000, 250);
     closed = true;
     await until("every event of days 02 and 03 to land", async () => {
       if (batchesSinceClosed === 0) return false;
       const now = await landed();
       return ["02", "03"].every((day) => now.get(day)?.rows === acceptedOn.get(day));
-    }, 60_000);
+    }, 60_000, 250);
     const rounds: { compacted: number; partitions: { partition: string; status: string; reason?: string }[] }[] = [];
     for (let round = 0; round < 3; round += 1) {
       const from = accepted;
-      await until("more events to be accepted", () => accepted >= from + 200, 60_000);
+      await until("more events to be accepted", () => accepted >= from + 100, 60_000);
       const run = await runCli(["compact", "--older-than", "0", "--json", "-c", config], {}, { cwd: dir });
       expect(run.code, run.stderr).toBe(0);
       rounds.push(JSON.parse(run.stdout) as (typeof rounds)[number]);

@@ -86,8 +86,12 @@ interface Posted {
   readonly ids: readonly string[];
 }
 
+/**
+ * Its landing at the requests' priority (--background-nice 0): the suite's other workers would otherwise starve the
+ * lowered landing (as they should on a collector's own machine), and the rounds wait for the log to drain.
+ */
 function startServer(config: string, port: number, env: Record<string, string>, fault?: string): Child {
-  return spawnScript("run-cli.ts", ["serve", "-c", config, "--port", String(port), "--host", "127.0.0.1", "--flush-interval", "50"], { ...env, ...(fault ? { LAKESWAP_FAULT: fault } : {}) });
+  return spawnScript("run-cli.ts", ["serve", "-c", config, "--port", String(port), "--host", "127.0.0.1", "--flush-interval", "50", "--background-nice", "0"], { ...env, ...(fault ? { LAKESWAP_FAULT: fault } : {}) });
 }
 
 async function waitHealthy(child: Child, port: number): Promise<void> {

@@ -217,7 +217,7 @@ export class ServeCommand implements LakeCommand {
   async run(model: LakeModel, real: Real): Promise<void> {
     const first = ingestModel(model, this.first, "ev");
     const second = ingestModel(model, this.second, "ev2");
-    const server = new Child(real.ws.start(["serve", "-c", real.ws.configFile, "--port", "0", "--host", "127.0.0.1", "--flush-interval", "50"]));
+    const server = new Child(real.ws.start(["serve", "-c", real.ws.configFile, "--port", "0", "--host", "127.0.0.1", "--flush-interval", "50", "--background-nice", "0"]));
     const problems: string[] = [];
     try {
       const url = await until("the collector to listen", () => {
