@@ -17,7 +17,7 @@ import { snapshotsAsOf } from "./operations/iceberg-as-of.js";
 import { currentRuns, engineSnapshot, type SnapshotScope } from "./runs.js";
 import { assertTableName } from "../model/sql.js";
 import { assertNotScratchName, isScratchTable, lakeTables } from "./scratch-tables.js";
-import { replayEntry } from "./commit/replay.js";
+import { replayEntries } from "./commit/replay.js";
 import { beginIcebergCommand, endIcebergCommand } from "./commit/iceberg-pending.js";
 import { assertIcebergSupported } from "./commit/iceberg-pointer.js";
 import { FileFacts } from "./commit/file-facts.js";
@@ -165,7 +165,7 @@ export class Lake {
       // In the lake's leases: the replay's pointer moves are fenced like any writer's.
       this.leases.set(tableName, lease);
       try {
-        const result = await this.replayEntries(table, entries);
+        const result = await replayEntries(this.parts, table, entries);
         applied += result.applied;
         stale += result.stale;
         if (result.applied > 0) await this.updateCatalogFile([tableName]);
@@ -175,18 +175,6 @@ export class Lake {
       }
     }
     await this.removeDeadSyncLeases();
-    return { applied, stale };
-  }
-
-  /** Replays `entries` (of one table, whose lease this lake holds), oldest first. */
-  private async replayEntries(table: TableDefinition | undefined, entries: readonly OutboxEntry[]): Promise<{ applied: number; stale: number }> {
-    let applied = 0;
-    let stale = 0;
-    for (const entry of entries) {
-      const result = await replayEntry(this.parts, table, entry);
-      applied += result.applied;
-      stale += result.stale;
-    }
     return { applied, stale };
   }
 
@@ -228,7 +216,14 @@ export class Lake {
     // An ingested table that gains columns rewrites its partitions' columns (Glue): under its lease, as pointer moves are.
     if (existing && wanted.ingest && declaredShape(existing) !== declaredShape(table)) {
       await this.parts.withLease(table.name, `create-table ${table.name}`, () => this.catalog.createTable(table));
-    } else await this.catalog.createTable(table);
+    } else {
+      await this.catalog.createTable(table).catch(async (error: unknown) => {
+        // Read as absent, and another writer's table appeared since, which the catalog judged this declaration against as
+        // a redeclaration (refused where it differs): judged again as a change of that table (createTable's retry).
+        const overtaken = !existing && error instanceof LakeswapError && !(error instanceof TableCreatedMeanwhileError) && (await this.catalog.getTable(table.name));
+        throw overtaken ? new TableCreatedMeanwhileError(table.name, this.store.description) : error;
+      });
+    }
     return table;
   }
 
@@ -369,7 +364,7 @@ export class Lake {
       // A writer that held the table since this lake was opened (the open's replay left its entries to it) may have died
       // after recording a move and before making it: finished now, before this writer decides anything (invariant 6).
       const pending = await this.outbox.pending(table);
-      if (pending.length > 0) await this.replayEntries(await this.catalog.getTable(table), pending);
+      if (pending.length > 0) await replayEntries(this.parts, await this.catalog.getTable(table), pending);
       // Only where Iceberg is supported (a local folder, a catalog with Iceberg tables): elsewhere no table has it, and the catalog is not asked.
       const icebergHere = this.store.capabilities.localPaths || this.catalog.iceberg !== undefined;
       const definition = icebergHere && /^[a-z][a-z0-9_]*$/.test(table) ? await this.catalog.getTable(table) : undefined;

@@ -45,6 +45,20 @@ describe.each(selectedBackends())("two writers declaring a new table at once on 
     backend = await BACKEND_FACTORIES[backendName]!();
   });
 
+  // The race above, made certain: the second writer read "no such table" before the first created it (its own read,
+  // passed as a sync passes the reads of its declared tables). Its catalog then finds the other's table where it
+  // creates its own; that once ended the declaration with "already exists with a different definition".
+  it("a declaration made on a read from before the other's creation is judged against what that one created", async () => {
+    const [a, b] = await twoWriters();
+    await a.createTable(ORDERS);
+    expect((await b.createTable(WIDER, { existing: undefined })).columns.map((c) => c.name)).toEqual(["id", "amount", "coupon"]);
+    expect((await a.table("orders")).columns.map((c) => c.name)).toEqual(["id", "amount", "coupon"]);
+    const narrower = await a.createTable(ORDERS, { existing: undefined }).catch((error: unknown) => error);
+    expect(narrower).toBeInstanceOf(LakeswapError);
+    expect(narrower).toMatchObject({ code: "CONFLICT", message: expect.stringContaining("column coupon") });
+    expect((await b.table("orders")).columns.map((c) => c.name)).toEqual(["id", "amount", "coupon"]);
+  });
+
   it("with other columns: the second declaration is judged against the first (a column added in place), never written over it", async () => {
     for (let round = 0; round < 3; round += 1) {
       const [a, b] = await twoWriters();
@@ -55,7 +69,7 @@ describe.each(selectedBackends())("two writers declaring a new table at once on 
         expect(final.columns.map((c) => c.name)).toEqual(["id", "amount", "coupon"]);
       } else {
         // The wider one first: the narrower one would drop a column, which is refused (exit 9), naming it.
-        expect(wide.status).toBe("fulfilled");
+        expect(wide.status, wide.status === "rejected" ? String(wide.reason) : "").toBe("fulfilled");
         expect(narrow.status === "rejected" && narrow.reason instanceof LakeswapError && narrow.reason.code).toBe("CONFLICT");
         expect(String(narrow.status === "rejected" ? narrow.reason : "")).toContain("column coupon");
         expect(final.columns.map((c) => c.name)).toEqual(["id", "amount", "coupon"]);

@@ -77,3 +77,15 @@ async function publicationCommitted(ctx: SwapContext, syncId: string): Promise<b
   const status = stored ? parseSyncRecord(stored.body)?.held?.status : undefined;
   return status === "publishing" || status === "published";
 }
+
+/** Replays `entries` of one table (whose lease the caller holds), oldest first. */
+export async function replayEntries(ctx: SwapContext, table: TableDefinition | undefined, entries: readonly OutboxEntry[]): Promise<{ applied: number; stale: number }> {
+  let applied = 0;
+  let stale = 0;
+  for (const entry of entries) {
+    const result = await replayEntry(ctx, table, entry);
+    applied += result.applied;
+    stale += result.stale;
+  }
+  return { applied, stale };
+}
