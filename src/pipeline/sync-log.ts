@@ -22,6 +22,8 @@ export class SyncLog {
   private readonly rebuiltPartitions = new Map<string, number>();
   /** What the sync staged without moving (`--hold`, `publish: all_or_nothing`), while it is held. */
   private held: { -readonly [K in keyof HeldSync]: HeldSync[K] } | undefined;
+  /** Audit findings of staging builds from before the first staged run (kept with the held sync once there is one). */
+  private readonly findingsBeforeStaging: HeldSync["audits"][number][] = [];
   private written: Promise<void> = Promise.resolve();
   private recorded = false;
   /** The sync's own lease, held from its first record to its end: a `rollback --sync` of it waits for it. */
@@ -93,9 +95,16 @@ export class SyncLog {
    * stored with the next write. Their intents stay pending until they are published.
    */
   stage(table: string, layer: string, runs: readonly RunManifest[], audits: readonly AuditFinding[]): void {
-    this.held ??= { status: "held", tables: [], audits: [], reason: "" };
+    const findings = audits.map((f) => ({ ...f, table }));
+    // A sync that staged nothing (every build failed, or found nothing to build) is not held: nothing waits for a
+    // publication, and what it changed in place (schemas) stands as any sync's does.
+    if (!this.held && runs.length === 0) {
+      this.findingsBeforeStaging.push(...findings);
+      return;
+    }
+    this.held ??= { status: "held", tables: [], audits: this.findingsBeforeStaging.splice(0), reason: "" };
     if (runs.length > 0) this.held.tables = [...this.held.tables, { table, layer, runs }];
-    this.held.audits = [...this.held.audits, ...audits.map((f) => ({ ...f, table }))];
+    this.held.audits = [...this.held.audits, ...findings];
   }
 
   /** Whether the sync is held, and why (undefined when it staged nothing, or published what it staged). */

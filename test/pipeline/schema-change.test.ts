@@ -202,6 +202,24 @@ for (const backendName of selectedBackends()) {
       expect(await columns()).toEqual(["id BIGINT", "coupon VARCHAR", "n BIGINT", "amount DECIMAL(12,2)", "ts TIMESTAMP"]);
     });
 
+    // Found by the model test: a held sync whose builds all failed was left held with 0 staged runs, asking for a
+    // publish or discard that had nothing to move, and a discard then took back the schema change that stood meanwhile.
+    it("a held sync that stages nothing (every build fails) is not held: its schema change stands, and nothing waits for publish or discard", async () => {
+      const ws = await workspace(backendName, BEFORE);
+      ws.configure(BEFORE, STAGE);
+      await ws.sync(ws.deliver(oldDelivery()));
+      // The raw table gains its columns; the stage's new SQL fails on every row of every day.
+      ws.configure(AFTER, "SELECT id, n, amount FROM orders_raw WHERE day = {{ day }} AND CAST('x' || CAST(id AS VARCHAR) AS INTEGER) = 0\n");
+      const report = await ws.sync(ws.deliver(oldDelivery((rows) => [...rows].reverse())), ws.lake, { hold: true });
+      expect(report.totals).toMatchObject({ built: 0, failed: 4 });
+      expect(report.held).toBeUndefined();
+      expect(report.schemaChanges?.map((c) => c.table)).toEqual(["orders_raw", "orders_stage"]);
+      expect((await listSyncs(ws.lake)).find((s) => s.syncId === report.syncId)?.held).toBeUndefined();
+      const publish = await ws.cli(["publish", "last"]);
+      expect([publish.code, publish.stderr]).toEqual([3, expect.stringContaining("no sync is held in this lake")]);
+      expect((await ws.lake.table("orders_raw")).columns.map((c) => c.name)).toEqual(["id", "coupon", "n", "amount", "ts"]);
+    });
+
     it("refuses a change that cannot apply in place, naming each change, and writes nothing", async () => {
       const ws = await workspace(backendName, BEFORE);
       ws.configure(BEFORE, STAGE);
