@@ -433,8 +433,9 @@ export class LakeModel {
   }
 
   /** `lakeswap gc --grace 0`: per partition only the current, previous and rollback-target runs stay. */
-  gc(): Expected {
-    for (const table of TABLES) {
+  /** `lakeswap gc`: each table under its own lease, one after another (`tables`: those of them collected). */
+  gc(tables: readonly TableName[] = TABLES): Expected {
+    for (const table of tables) {
       for (const p of this.tables[table].values()) {
         const current = p.current;
         const keep = new Set<string>();
