@@ -296,9 +296,11 @@ class KillCommand implements LakeCommand {
     if (recovery.code !== 0) fail(real, `${this.toString()} ; gc`, [`the recovering gc exited ${recovery.code}`], recovery);
     const view = await real.ws.view();
     const outcomes: { name: string; problems: string[] }[] = [];
+    // A first sync declares its tables once its deliveries have landed: killed before, it leaves none.
+    const tablesExist = before.tablesExist || (after.tablesExist && (await declaredTables(real)).includes(RAW));
     for (let moved = 0; moved <= step.writes.length; moved += 1) {
       const candidate = before.clone();
-      candidate.tablesExist = after.tablesExist;
+      candidate.tablesExist = tablesExist;
       for (const table of step.writes.slice(0, moved)) candidate.tables[table] = after.clone().tables[table];
       const signatures = signaturesBefore.clone();
       const problems = compare(candidate, view, signatures, { allowLeftovers: true, skipSyncRecords: true });
@@ -316,6 +318,13 @@ class KillCommand implements LakeCommand {
   toString(): string {
     return `LAKESWAP_FAULT=${this.point}:kill@${this.nth} ${this.inner.toString()}`;
   }
+}
+
+/** The tables the lake declares (`lakeswap tables --json`). */
+async function declaredTables(real: Real): Promise<string[]> {
+  const listed = await real.ws.run(["tables", "--json"]);
+  if (listed.code !== 0) fail(real, "tables --json", [`exited ${listed.code}`], listed);
+  return (JSON.parse(listed.stdout) as { name: string }[]).map((t) => t.name);
 }
 
 const day = fc.constantFrom(...DAYS);

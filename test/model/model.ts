@@ -432,8 +432,10 @@ export class LakeModel {
     return { exitCode: 0 };
   }
 
-  /** `lakeswap gc --grace 0`: per partition only the current, previous and rollback-target runs stay. */
-  /** `lakeswap gc`: each table under its own lease, one after another (`tables`: those of them collected). */
+  /**
+   * `lakeswap gc --grace 0`: per partition only the current, previous and rollback-target runs stay. Each table under
+   * its own lease, one after another (`tables`: those of them collected).
+   */
   gc(tables: readonly TableName[] = TABLES): Expected {
     for (const table of tables) {
       for (const p of this.tables[table].values()) {
