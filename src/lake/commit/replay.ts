@@ -27,7 +27,7 @@ function recordedEmpty(manifest: RunManifest | undefined): boolean {
  * is still where the writer left it (or already moved, where its state may
  * not have been written); if it moved on since, the move is stale and dropped.
  */
-export async function replayEntry(ctx: SwapContext, table: TableDefinition | undefined, entry: OutboxEntry): Promise<{ applied: number; stale: number }> {
+async function replayEntry(ctx: SwapContext, table: TableDefinition | undefined, entry: OutboxEntry): Promise<{ applied: number; stale: number }> {
   if (!table) {
     await ctx.outbox.acknowledge(entry);
     return { applied: 0, stale: 0 };
