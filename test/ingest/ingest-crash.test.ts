@@ -9,7 +9,7 @@ import { awsCliEnv, sharedAwsServices, tempDir } from "../support/lake-fixture.j
 import { readCatalogFile } from "../support/plain-reader.js";
 
 /**
- * Where the collector writes: the embedded lake (20 rounds), or S3 + Glue on the emulators (fewer rounds: each
+ * Where the collector writes: the embedded lake (12 rounds), or S3 + Glue on the emulators (fewer rounds: each
  * start of the collector loads the AWS SDK). Some rounds kill at an ingest fault point instead of at a random
  * moment (files stored, not registered; registered, not removed from the log).
  */
@@ -30,7 +30,7 @@ interface Backend {
 const BACKENDS: Backend[] = [
   {
     name: "embedded",
-    rounds: 20,
+    rounds: 12,
     setup: async (dir) => ({
       sinkYaml: ["lake: ./lake"],
       env: {},
@@ -41,7 +41,7 @@ const BACKENDS: Backend[] = [
   },
   {
     name: "AWS (s3rver + the Glue and Athena emulators)",
-    rounds: 6,
+    rounds: 4,
     setup: async () => {
       const services = await sharedAwsServices();
       const suffix = Math.random().toString(16).slice(2, 8);

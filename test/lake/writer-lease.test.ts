@@ -285,9 +285,9 @@ describe.each(selectedBackends())("the writer lease on the %s backend", (backend
     children.push(writerA);
     await writerA.nextJson(0);
     let sameSecond = 0;
-    // At least 20 rounds, and more (up to 45, within the test timeout) until three had both runs within one second: on a slow
+    // At least 10 rounds, and more (up to 45, within the test timeout) until three had both runs within one second: on a slow
     // backend (each round's builds are Athena queries on AWS) fewer rounds land in one second.
-    for (let i = 0; i < 45 && (i < 20 || sameSecond < 3); i += 1) {
+    for (let i = 0; i < 45 && (i < 10 || sameSecond < 3); i += 1) {
       writerA.send({ table: TABLE, partition: PARTITION, select: content("a", 100 + i).select });
       const answer = await writerA.nextJson<WriterAnswer>(i + 1);
       if (!answer.ok) throw new Error(`writer A failed: ${answer.message}`);
