@@ -91,8 +91,9 @@ export interface Catalog {
   getTable(name: string): Promise<TableDefinition | undefined>;
   listTables(): Promise<TableDefinition[]>;
   /**
-   * Declares a table; declaring the same definition again is a no-op. A different one is refused (model/table.ts
-   * `tableChange`), except columns added to an ingested table (anywhere: readers match by name): the new definition is written over the old.
+   * Creates a table; declaring the same definition again is a no-op. A table of that name with another definition is
+   * never written over: TableCreatedMeanwhileError (another writer created it since the caller read the catalog), for
+   * the caller to judge the declaration against it and make a change with `updateTable`, under the table's lease.
    */
   createTable(table: TableDefinition): Promise<void>;
   /**

@@ -122,9 +122,10 @@ export class GlueCatalog implements Catalog {
       } else {
         const existing = definitionOf(live);
         if (!existing) throw new LakeswapError("CONFLICT", `Glue table ${this.options.database}.${table.name} exists but was not created by lakeswap; choose another name`);
+        // The same definition again is a no-op, one that cannot be is refused naming why (tableChange); a change is never
+        // written over it here: the caller judges the declaration against that table, and makes a change with updateTable.
         if (tableChange(existing, table) === "same") return;
-        await this.changeColumns(table, live);
-        return;
+        throw new TableCreatedMeanwhileError(table.name, `Glue database ${this.options.database}`);
       }
     }
     const input = {

@@ -114,12 +114,15 @@ export class LocalCatalog implements Catalog {
 
   async createTable(table: TableDefinition): Promise<void> {
     const existing = await this.getTable(table.name);
-    // The same definition again is a no-op; an ingested table may have gained columns, written over its definition.
-    if (existing && tableChange(existing, table) === "same") return;
+    // The same definition again is a no-op, one that cannot be is refused naming why (tableChange); a change is never
+    // written over it here: the caller judges the declaration against that table, and makes a change with updateTable.
+    if (existing) {
+      if (tableChange(existing, table) === "same") return;
+      throw new TableCreatedMeanwhileError(table.name, "this lake");
+    }
     // The table's folder (and the lake's, on the first table) made durable where it is new.
     const made = await makeFolder(path.join(this.root, table.name), this.root);
     await Promise.all(made.map(fsyncPath));
-    if (existing) return this.writeDefinition(table);
     // A new table's definition is placed only where none is (another writer may be creating the table too).
     const placed = await placeFileIfAbsent(this.tableFile(table.name), `${JSON.stringify(table, null, 2)}\n`, path.join(this.root, this.folders.temp), this.root).catch((error: unknown) => {
       throw noSpaceError(`${this.folders.metadata}/tables/${table.name}.json`, this.tableFile(table.name), error, this.describeWrite) ?? error;

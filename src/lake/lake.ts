@@ -16,19 +16,19 @@ import { Outbox, type OutboxEntry } from "./outbox.js";
 import { snapshotsAsOf } from "./operations/iceberg-as-of.js";
 import { currentRuns, engineSnapshot, type SnapshotScope } from "./runs.js";
 import { assertTableName } from "../model/sql.js";
-import { assertNotScratchName, isScratchTable, lakeTables } from "./scratch-tables.js";
+import { isScratchTable, lakeTables } from "./scratch-tables.js";
 import { replayEntries } from "./commit/replay.js";
 import { beginIcebergCommand, endIcebergCommand } from "./commit/iceberg-pending.js";
-import { assertIcebergSupported } from "./commit/iceberg-pointer.js";
 import { FileFacts } from "./commit/file-facts.js";
 import { swapBatch, type SwapItem, type SwapOptions, type SwapOutcome } from "./commit/swap.js";
 import { publishStaged } from "./commit/publish.js";
 import type { RunManifest } from "./manifest.js";
 import { notIngested, partitionOf, type LakeParts, type LeaseOptions, type LakePorts, type LakeSettings, type PartitionInput } from "./parts.js";
-import { declaredShape, keepIngestLayout, sameDeclaration, type TableDefinition } from "../model/table.js";
+import type { TableDefinition } from "../model/table.js";
 import { faultPoint } from "../shared/faults.js";
-import { asDeclared, planSchemaChange, type SchemaChange } from "../model/schema-change.js";
-import { changeSchema, stampSchemaChange } from "./operations/change-schema.js";
+import { planSchemaChange, type SchemaChange } from "../model/schema-change.js";
+import { stampSchemaChange } from "./operations/change-schema.js";
+import { declareTable } from "./operations/declare-table.js";
 import { rebuildRuns, refuseUnreadableRebuild, type RebuildOptions } from "./operations/rebuild-schema.js";
 
 export type { PartitionGcReport } from "./operations/gc.js";
@@ -198,33 +198,7 @@ export class Lake {
    * writer created meanwhile with another definition is judged again against that one.
    */
   async createTable(wanted: TableDefinition, read?: { readonly existing: TableDefinition | undefined }): Promise<TableDefinition> {
-    return this.declareTable(wanted, read).catch((error: unknown) => (error instanceof TableCreatedMeanwhileError ? this.declareTable(wanted) : Promise.reject(error)));
-  }
-
-  private async declareTable(wanted: TableDefinition, read?: { readonly existing: TableDefinition | undefined }): Promise<TableDefinition> {
-    assertNotScratchName(wanted.name);
-    // `read`: the caller's own read of the table, just before (a sync's declared tables, each read once).
-    const existing = read ? read.existing : await this.catalog.getTable(wanted.name);
-    // Other columns than the table has: changed in place under its lease where they can be, else refused naming why.
-    if (existing && planSchemaChange(existing, wanted)) return (await changeSchema(this, wanted, `create-table ${wanted.name}`))?.table ?? this.table(wanted.name);
-    const table = wanted.ingest ? keepIngestLayout(existing, wanted) : asDeclared(existing, wanted);
-    assertIcebergSupported(this.parts, table);
-    // A catalog's Iceberg table of that name that is not this table's is refused now, not at the first commit.
-    if (table.iceberg) await this.catalog.iceberg?.head(table);
-    // Declared as it is: nothing to write (the catalog would read it again to find so).
-    if (existing && sameDeclaration(existing, table)) return table;
-    // An ingested table that gains columns rewrites its partitions' columns (Glue): under its lease, as pointer moves are.
-    if (existing && wanted.ingest && declaredShape(existing) !== declaredShape(table)) {
-      await this.parts.withLease(table.name, `create-table ${table.name}`, () => this.catalog.createTable(table));
-    } else {
-      await this.catalog.createTable(table).catch(async (error: unknown) => {
-        // Read as absent, and another writer's table appeared since, which the catalog judged this declaration against as
-        // a redeclaration (refused where it differs): judged again as a change of that table (createTable's retry).
-        const overtaken = !existing && error instanceof LakeswapError && !(error instanceof TableCreatedMeanwhileError) && (await this.catalog.getTable(table.name));
-        throw overtaken ? new TableCreatedMeanwhileError(table.name, this.store.description) : error;
-      });
-    }
-    return table;
+    return declareTable(this, wanted, read).catch((error: unknown) => (error instanceof TableCreatedMeanwhileError ? declareTable(this, wanted) : Promise.reject(error)));
   }
 
   /** A table's definition, or a NotFoundError that lists the tables there are. */

@@ -15,6 +15,9 @@ const COLUMNS = [
 const ORDERS = defineTable({ name: "orders", columns: COLUMNS, partitionKeys: ["day"] });
 /** The same table with one column more: a change in place when it comes second, refused when it comes first. */
 const WIDER = defineTable({ name: "orders", columns: [...COLUMNS, { name: "coupon", type: "VARCHAR" }], partitionKeys: ["day"] });
+/** An ingested table (a collector's namespace), and the same with a field more. */
+const EVENTS = defineTable({ name: "events", columns: [{ name: "id", type: "VARCHAR" }, { name: "n", type: "BIGINT" }], partitionKeys: ["day"], ingest: true });
+const EVENTS_WITH_NOTE = defineTable({ name: "events", columns: [...EVENTS.columns, { name: "note", type: "VARCHAR" }], partitionKeys: ["day"], ingest: true });
 
 describe.each(selectedBackends())("two writers declaring a new table at once on the %s backend", (backendName) => {
   let backend: TestBackend;
@@ -24,6 +27,16 @@ describe.each(selectedBackends())("two writers declaring a new table at once on 
     for (const lake of lakes.splice(0)) await lake.close();
     await backend.cleanup();
   });
+
+  /** The table's columns as a writer that opens the lake now reads them (a lake keeps what its catalog read). */
+  async function columnsNow(table: string): Promise<string[]> {
+    const lake = await backend.open();
+    try {
+      return (await lake.table(table)).columns.map((c) => c.name);
+    } finally {
+      await lake.close();
+    }
+  }
 
   /** Two lakes on one backend, as two processes have; each has read that the table does not exist yet. */
   async function twoWriters(): Promise<[Lake, Lake]> {
@@ -57,6 +70,32 @@ describe.each(selectedBackends())("two writers declaring a new table at once on 
     expect(narrower).toBeInstanceOf(LakeswapError);
     expect(narrower).toMatchObject({ code: "CONFLICT", message: expect.stringContaining("column coupon") });
     expect((await b.table("orders")).columns.map((c) => c.name)).toEqual(["id", "amount", "coupon"]);
+  });
+
+  // The same stale read for an ingested table that gains a column (a collector's namespace with a field more): the
+  // catalog found the other's table and wrote the wider definition over it at once, outside the table's lease, where
+  // the lease's holder may be changing that definition too (one of the two changes then lost).
+  it("an ingested table's column added on a read from before its creation waits for the table's lease, then is added in place", async () => {
+    const [a, b] = await twoWriters();
+    await a.createTable(EVENTS);
+    let entered!: () => void;
+    const inside = new Promise<void>((resolve) => (entered = resolve));
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const holder = a.write(["events"], "test: the table's writer", async () => {
+      entered();
+      await held;
+    });
+    await inside;
+    const declaring = b.createTable(EVENTS_WITH_NOTE, { existing: undefined });
+    declaring.catch(() => undefined);
+    // Long enough for a declaration that does not wait to have written its definition.
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(await columnsNow("events"), "the definition while another writer holds the table's lease").toEqual(["id", "n"]);
+    release();
+    await holder;
+    expect((await declaring).columns.map((c) => c.name)).toEqual(["id", "n", "note"]);
+    expect(await columnsNow("events")).toEqual(["id", "n", "note"]);
   });
 
   it("with other columns: the second declaration is judged against the first (a column added in place), never written over it", async () => {
