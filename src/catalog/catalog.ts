@@ -92,8 +92,10 @@ export interface Catalog {
   listTables(): Promise<TableDefinition[]>;
   /**
    * Creates a table; declaring the same definition again is a no-op. A table of that name with another definition is
-   * never written over: TableCreatedMeanwhileError (another writer created it since the caller read the catalog), for
-   * the caller to judge the declaration against it and make a change with `updateTable`, under the table's lease.
+   * never written over: a declaration it could not become is refused naming why (model/table.ts `tableChange`; Glue
+   * makes a table without partitions again with other partition keys), any other is TableCreatedMeanwhileError
+   * (another writer created the table since the caller read the catalog), for the caller to judge the declaration
+   * against that table and make a change with `updateTable`, under the table's lease.
    */
   createTable(table: TableDefinition): Promise<void>;
   /**
