@@ -20,7 +20,7 @@ export async function declareTable(lake: HasLakeParts & { table(name: string): P
   const existing = read ? read.existing : await parts.catalog.getTable(wanted.name);
   // Other columns than the table has: changed in place under its lease where they can be, else refused naming why.
   if (existing && planSchemaChange(existing, wanted)) return (await changeSchema(lake, wanted, `create-table ${wanted.name}`))?.table ?? lake.table(wanted.name);
-  const table = wanted.ingest ? keepIngestLayout(existing, wanted) : asDeclared(existing, wanted);
+  const table = declaredAgainst(existing, wanted);
   assertIcebergSupported(parts, table);
   // A catalog's Iceberg table of that name that is not this table's is refused now, not at the first commit.
   if (table.iceberg) await parts.catalog.iceberg?.head(table);
@@ -43,7 +43,7 @@ async function redeclare(parts: LakeParts, wanted: TableDefinition): Promise<Tab
     await parts.catalog.createTable(wanted);
     return wanted;
   }
-  const table = wanted.ingest ? keepIngestLayout(existing, wanted) : asDeclared(existing, wanted);
+  const table = declaredAgainst(existing, wanted);
   // Other partition keys: the catalog refuses them, or (Glue) makes a table without partitions again with them.
   if (existing.partitionKeys.join(",") !== table.partitionKeys.join(",")) {
     await parts.catalog.createTable(table);
@@ -52,4 +52,9 @@ async function redeclare(parts: LakeParts, wanted: TableDefinition): Promise<Tab
   if (tableChange(existing, table) === "same") return table;
   await parts.catalog.updateTable(table, () => parts.leaseCheck(table.name));
   return table;
+}
+
+/** What a declaration makes of the table there is: an ingested one keeps the layout its files were written in. */
+function declaredAgainst(existing: TableDefinition | undefined, wanted: TableDefinition): TableDefinition {
+  return wanted.ingest ? keepIngestLayout(existing, wanted) : asDeclared(existing, wanted);
 }
