@@ -17,16 +17,14 @@ const BUILD_SQL = "the SQL";
 
 /**
  * Builds one run with DuckDB: one `COPY (SELECT …) TO …(FORMAT PARQUET)` of the checked SELECT into the run's one
- * file, over views of the lake tables it reads. The engine's builds (users' SQL) and the landing's (a landed
- * delivery's dead letters) are the same but for the instance `connection` belongs to.
+ * file, the lake tables it reads given by name as views of their current runs (`inputsClause`). The engine's builds
+ * (users' SQL) and the landing's (a landed delivery's dead letters) are the same but for the instance `connection`
+ * belongs to.
  */
 export async function buildRun(connection: DuckDBConnection, request: BuildRequest, files: FileAccess): Promise<BuildResult> {
-  // Parsed by the process's own instance while this one makes the views.
-  const checked = assertOneSelect(request.select, BUILD_SQL);
-  checked.catch(() => undefined);
-  await registerViews(connection, request.sources, files);
-  const select = await checked;
-  const outputColumns = await describe(connection, select);
+  const select = await assertOneSelect(request.select, BUILD_SQL);
+  const inputs = inputsClause(request.sources, files);
+  const outputColumns = await describe(connection, inputs, select);
   const { table, partition } = request;
 
   checkOutputColumns(table, partition, outputColumns, true);
@@ -42,7 +40,7 @@ export async function buildRun(connection: DuckDBConnection, request: BuildReque
   try {
     faultPoint("build-write");
     const reader = await connection.runAndReadAll(
-      `COPY (SELECT ${projection} FROM (${select}) AS q${where}) TO ${quoteLiteral(target.path)} ` +
+      `COPY (${inputs}SELECT ${projection} FROM (${select}) AS q${where}) TO ${quoteLiteral(target.path)} ` +
         `(FORMAT PARQUET, COMPRESSION ${table.compression === "zstd" ? "zstd" : "snappy"})`,
     );
     rows = Number(reader.getRows()[0]?.[0] ?? 0);
@@ -56,12 +54,36 @@ export async function buildRun(connection: DuckDBConnection, request: BuildReque
         { cause: error },
       );
     }
-    throw new BuildError(`building ${table.name}/${partitionPath(partition)} failed: ${cleanDuckDbMessage(error)}`, error);
+    throw new BuildError(`building ${table.name}/${partitionPath(partition)} failed: ${usersLines(cleanDuckDbMessage(error), inputs)}`, error);
   }
   faultPoint("during-build");
   const stat = await fs.stat(target.path);
   await target.publish();
   return { rows, files: [{ key: `${request.runPrefix}${fileName}`, size: stat.size }] };
+}
+
+/**
+ * The lake tables a build reads, each by its name as a view over the files of its current runs (`tableViewSelect`),
+ * as a WITH clause put before the build's SELECT on a line of its own: `WITH "t" AS NOT MATERIALIZED (…), …` and a new
+ * line, or "" where the store's files are not local. DuckDB binds a query over these once where temporary views would
+ * be bound twice more (made, then read); NOT MATERIALIZED keeps them read as a view is, never held whole in memory. The
+ * SELECT's own WITH and its names shadow these, as they would shadow views.
+ */
+function inputsClause(sources: readonly TableSnapshot[], files: FileAccess): string {
+  const pathOf = files.pathInPlace;
+  if (!pathOf || sources.length === 0) return "";
+  const views = sources.map(({ table, partitions }) => `${quoteIdentifier(table.name)} AS NOT MATERIALIZED (${tableViewSelect(table, partitions, pathOf, quoteLiteral)})`);
+  return `WITH ${views.join(", ")}\n`;
+}
+
+/**
+ * A DuckDB message about a query that starts with `inputs` (`inputsClause`), its `LINE n:` counted in the lines of the
+ * user's SELECT, as a message about the SELECT alone would: the inputs take lines of their own before it.
+ */
+function usersLines(message: string, inputs: string): string {
+  const before = inputs.split("\n").length - 1;
+  if (before === 0) return message;
+  return message.replace(/\bLINE (\d+):/g, (_, line: string) => `LINE ${Math.max(1, Number(line) - before)}:`);
 }
 
 /**
@@ -158,12 +180,12 @@ function emptyView(table: TableDefinition): string {
 }
 
 /** The SELECT's output columns, from its prepared (bound, never run) statement: an aggregate is not computed twice. */
-async function describe(connection: DuckDBConnection, select: string): Promise<string[]> {
+async function describe(connection: DuckDBConnection, inputs: string, select: string): Promise<string[]> {
   let prepared: DuckDBPreparedStatement;
   try {
-    prepared = await connection.prepare(`SELECT * FROM (${select}) AS q`);
+    prepared = await connection.prepare(`${inputs}SELECT * FROM (${select}) AS q`);
   } catch (error) {
-    throw new BuildError(`the SELECT failed: ${cleanDuckDbMessage(error)}`, error);
+    throw new BuildError(`the SELECT failed: ${usersLines(cleanDuckDbMessage(error), inputs)}`, error);
   }
   try {
     return Array.from({ length: prepared.columnCount }, (_, i) => prepared.columnName(i));

@@ -171,3 +171,22 @@ describe("expressions are exactly one expression", () => {
     ).rejects.toThrow(/partition expression of 'day' '.*' is not allowed: it contains a subquery/);
   });
 });
+
+describe("a build's SELECT reads the lake tables by name", () => {
+  it("a column it lacks is named with the line of the SELECT it is on, and no path of the lake's runs", async () => {
+    const error = await replacePartition(lake, "orders", "day=2026-12-03", { select: "-- from the orders of day 1\nSELECT id, nope\nFROM orders\n" }).catch((e: unknown) => e);
+    expect(String(error)).toMatch(/Referenced column "nope" not found/);
+    expect(String(error)).toMatch(/LINE 2: SELECT id, nope/);
+    expect(String(error)).not.toContain("run=");
+    expect(await lake.pointer("orders", "day=2026-12-03")).toBeUndefined();
+  });
+
+  it("its own WITH of a lake table's name reads its own rows, as it would over a view; a table read twice reads its rows each time", async () => {
+    await replacePartition(lake, "orders", "day=2026-12-04", { select: "WITH orders AS (SELECT 7 AS id) SELECT id FROM orders" });
+    await replacePartition(lake, "orders", "day=2026-12-05", {
+      select: "SELECT a.id + b.id AS id FROM orders a JOIN orders b ON a.id = b.id AND a.day = b.day WHERE a.day = '2026-11-01'",
+    });
+    const rows = await lake.query("SELECT day, count(*), sum(id) FROM orders WHERE day IN ('2026-12-04', '2026-12-05') GROUP BY day ORDER BY day");
+    expect(rows.rows).toEqual([["2026-12-04", 1, 7], ["2026-12-05", 10, 90]]);
+  });
+});
