@@ -90,10 +90,16 @@ class InPlaceFiles implements FileAccess {
 
   async newRunFile(runPrefix: string, fileName: string): Promise<NewFile> {
     const runDir = this.store.localPath(runPrefix);
-    await fs.mkdir(path.dirname(runDir), { recursive: true });
-    // Exclusive: a run prefix is fresh or the build stops.
-    await fs.mkdir(runDir).catch((error: unknown) => {
-      throw (error as NodeJS.ErrnoException).code === "EEXIST" ? runTaken(runDir) : error;
+    // Exclusive: a run prefix is fresh or the build stops. The partition's folder is made only where it is missing (a
+    // partition's first run): one call for the others.
+    const makeRunDir = () =>
+      fs.mkdir(runDir).catch((error: unknown) => {
+        throw (error as NodeJS.ErrnoException).code === "EEXIST" ? runTaken(runDir) : error;
+      });
+    await makeRunDir().catch(async (error: unknown) => {
+      if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
+      await fs.mkdir(path.dirname(runDir), { recursive: true });
+      await makeRunDir();
     });
     const file = path.join(runDir, fileName);
     // Published durable (the file, its run folder, the partition folder it is new in), before the audit and the
