@@ -60,6 +60,35 @@ describe("the catalog file lake.duckdb", () => {
     instance.closeSync();
   });
 
+  it("a file written by an earlier lakeswap (its record tables without the newer columns) gains them with the next command, and its views follow", async () => {
+    const { lake, lakeDir } = await ordersLake();
+    await replacePartition(lake, "orders", "day=2026-11-01", { select: rows("a", 3), landed: true });
+    await lake.close();
+    // The record tables as a lakeswap before their newer columns made them.
+    const file = path.join(lakeDir, "lake.duckdb");
+    await fs.rm(file);
+    const older = await DuckDBInstance.create(file);
+    const connection = await older.connect();
+    await connection.run(
+      "CREATE SCHEMA lakeswap; CREATE TABLE lakeswap.tables (table_name VARCHAR, partitions BIGINT, files BIGINT, updated_at TIMESTAMP); " +
+        "CREATE TABLE lakeswap.history (table_name VARCHAR, sync_id VARCHAR, view_name VARCHAR, created_at TIMESTAMP, superseded_at TIMESTAMP)",
+    );
+    connection.closeSync();
+    older.closeSync();
+    const reopened = await openEmbeddedLake(lakeDir);
+    try {
+      await replacePartition(reopened, "orders", "day=2026-11-02", { select: rows("b", 4), landed: true });
+    } finally {
+      await reopened.close();
+    }
+    expect(await viewed(lakeDir, "orders")).toEqual(["2026-11-01:3:a", "2026-11-02:4:b"]);
+    const columns = await readCatalogFile(lakeDir, "SELECT table_name, list(column_name ORDER BY column_index) FROM duckdb_columns() WHERE schema_name = 'lakeswap' GROUP BY ALL ORDER BY ALL");
+    expect(columns).toEqual([
+      ["history", ["table_name", "sync_id", "view_name", "created_at", "superseded_at", "definition", "overrides", "next_view"]],
+      ["tables", ["table_name", "partitions", "files", "updated_at", "pointers", "state"]],
+    ]);
+  });
+
   it("has a view for a table without partition keys, an empty table (no rows, its columns) and none for a dropped table", async () => {
     const { lake, lakeDir } = await ordersLake();
     await lake.createTable(defineTable({ name: "countries", columns: [{ name: "code", type: "VARCHAR" }, { name: "tag", type: "VARCHAR" }], partitionKeys: [] }));
