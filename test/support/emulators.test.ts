@@ -30,12 +30,15 @@ import {
 } from "@aws-sdk/client-glue";
 import {
   DeleteObjectCommand,
+  DeleteObjectsCommand,
   GetObjectCommand,
+  HeadBucketCommand,
   ListObjectsV2Command,
   PutObjectCommand,
   S3Client,
   S3ServiceException,
 } from "@aws-sdk/client-s3";
+import { createRequire } from "node:module";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startAthenaEmulator, type AthenaEmulator } from "./athena-emulator.js";
 import { startGlueEmulator, type GlueEmulator } from "./glue-emulator.js";
@@ -113,6 +116,31 @@ describe("S3 server (s3rver behind a conditional-write proxy)", () => {
       token = page.NextContinuationToken;
     } while (token);
     expect(keys).toEqual(["pages/k0", "pages/k1", "pages/k2", "pages/k3", "pages/k4"]);
+  });
+
+  it("answers HeadBucket and a DeleteObjects' bucket check without listing the bucket, and 404 NoSuchBucket where there is none", async () => {
+    for (let i = 0; i < 30; i++) await s3.send(new PutObjectCommand({ Bucket: "lake", Key: `head/k${i}`, Body: String(i) }));
+    // s3rver answers a HEAD of a bucket with its listing (1,000 keys, each key's metadata read): count the listings.
+    const store = createRequire(import.meta.url)("s3rver/lib/stores/filesystem.js") as { prototype: { listObjects: (...args: unknown[]) => unknown } };
+    const listObjects = store.prototype.listObjects;
+    let listings = 0;
+    store.prototype.listObjects = function (this: unknown, ...args: unknown[]) {
+      listings += 1;
+      return listObjects.apply(this, args);
+    };
+    try {
+      const head = await s3.send(new HeadBucketCommand({ Bucket: "lake" }));
+      expect(head.$metadata.httpStatusCode).toBe(200);
+      const deleted = await s3.send(new DeleteObjectsCommand({ Bucket: "lake", Delete: { Objects: [{ Key: "head/k0" }, { Key: "head/none" }] } }));
+      expect((deleted.Deleted ?? []).map((d) => d.Key).sort()).toEqual(["head/k0", "head/none"]);
+      expect(listings).toBe(0);
+    } finally {
+      store.prototype.listObjects = listObjects;
+    }
+    expect(await s3Error(s3.send(new HeadBucketCommand({ Bucket: "no-such-bucket" })))).toEqual({ name: "NotFound", status: 404 });
+    expect(await s3Error(s3.send(new DeleteObjectsCommand({ Bucket: "no-such-bucket", Delete: { Objects: [{ Key: "k" }] } })))).toEqual({ name: "NoSuchBucket", status: 404 });
+    const left = await s3.send(new ListObjectsV2Command({ Bucket: "lake", Prefix: "head/" }));
+    expect(left.KeyCount).toBe(29);
   });
 
   it("with enforcement off, behaves like s3rver: the second conditional write overwrites", async () => {

@@ -182,6 +182,14 @@ export async function startS3Server(options: S3ServerOptions = {}): Promise<S3Se
       sendError(res, injected.failure.status, injected.failure.code, injected.failure.message ?? `${injected.failure.code} (injected by the S3 test server)`);
       return;
     }
+    if (operation === "HeadBucket" && bucket !== undefined) {
+      // s3rver answers HEAD on a bucket with its GET handler: a listing of up to 1,000 keys, each key's metadata read, for
+      // nothing (the shared bucket of a test run holds every lake made so far). Its location answers as a HEAD does.
+      await drain(req);
+      const status = await bucketStatus(upstream, bucket);
+      res.writeHead(status, status === 200 ? { "x-amz-bucket-region": "us-east-1" } : {}).end();
+      return;
+    }
     if (operation === "AbortMultipartUpload") {
       // s3rver keeps parts of unfinished uploads in its own folder; forgetting them is enough here.
       await drain(req);
@@ -420,8 +428,7 @@ async function deleteObjects(req: IncomingMessage, res: ServerResponse, upstream
     sendError(res, 400, "MalformedXML", "The XML you provided was not well-formed or did not validate against our published schema");
     return;
   }
-  const bucketStatus = await upstreamStatus(upstream, "HEAD", `/${encodeURIComponent(bucket)}`);
-  if (bucketStatus === 404) {
+  if ((await bucketStatus(upstream, bucket)) === 404) {
     sendError(res, 404, "NoSuchBucket", "The specified bucket does not exist", { BucketName: bucket });
     return;
   }
@@ -450,6 +457,14 @@ async function deleteObjects(req: IncomingMessage, res: ServerResponse, upstream
   const body = `<?xml version="1.0" encoding="UTF-8"?>\n<DeleteResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">${results.join("")}</DeleteResult>`;
   res.writeHead(200, { "content-type": "application/xml", "content-length": Buffer.byteLength(body) });
   res.end(body);
+}
+
+/**
+ * Whether a bucket exists upstream (200, or 404), from its location: s3rver answers a HEAD (or GET) of the bucket by
+ * listing up to 1,000 of its keys, and its location by reading the bucket's folder alone.
+ */
+function bucketStatus(upstream: Upstream, bucket: string): Promise<number> {
+  return upstreamStatus(upstream, "GET", `/${encodeURIComponent(bucket)}?location`);
 }
 
 function upstreamStatus(upstream: Upstream, method: string, requestPath: string): Promise<number> {
