@@ -17,6 +17,10 @@ export default defineConfig({
     testTimeout: 120_000,
     hookTimeout: 120_000,
     pool: "forks",
+    // A larger young generation for the workers: they allocate much that dies young (AWS SDK requests, DuckDB results),
+    // and V8's default (16 MB semi-spaces) scavenged so often that GC took about 5% of their CPU. On 2 cores, side by
+    // side on one machine: 379 s with the default, 359 s with this.
+    execArgv: ["--max-semi-space-size=32"],
     // More workers than cores: most tests wait on child processes, fsyncs and servers. On 2 cores one worker (the default)
     // took 22 minutes; side by side on one machine, one after another: 2 workers 437 s, 3 workers 405 s, 4 workers 439 s.
     maxWorkers: 3,

@@ -85,9 +85,13 @@ export default async function setup(project: TestProject): Promise<() => Promise
   };
 }
 
-/** Starts a set of AWS emulators in a child process (the bundle of test/support/aws-services-server.ts); resolves once they listen. */
+/**
+ * Starts a set of AWS emulators in a child process (the bundle of test/support/aws-services-server.ts); resolves once
+ * they listen. Its young generation is as large as the workers' (vitest.config.ts): it serves every AWS request of a
+ * worker, each one allocating much that dies young.
+ */
 function startAwsProcess(): Promise<AwsProcess> {
-  const child: ChildProcess = spawn(process.execPath, [bundleOf("aws-services-server.ts")], {
+  const child: ChildProcess = spawn(process.execPath, ["--max-semi-space-size=32", bundleOf("aws-services-server.ts")], {
     env: { ...process.env, NODE_NO_WARNINGS: "1" },
     stdio: ["pipe", "pipe", "pipe"],
   });
