@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { promises as fs, readlinkSync, type Dirent } from "node:fs";
+import { promises as fs, readlinkSync, renameSync, symlinkSync, type Dirent } from "node:fs";
 import path from "node:path";
 import { InvalidInputError, LakeswapError, TableCreatedMeanwhileError, errorMessage } from "../model/errors.js";
 import { faultPoint } from "../shared/faults.js";
@@ -244,7 +244,7 @@ export class LocalCatalog implements Catalog {
     const folders = new Set<string>();
     await eachLimited(staged, FSYNC_CONCURRENCY, async ({ temp, file, partition }) => {
       try {
-        for (const folder of await intoFolder(file, this.root, () => fs.rename(temp, file))) folders.add(folder);
+        for (const folder of await intoFolder(file, this.root, async () => renameSync(temp, file))) folders.add(folder);
       } catch (error) {
         await fs.rm(temp, { force: true });
         throw noSpaceError(`${this.folders.metadata}/pointers/${table.name}/${partition}.json`, file, error, this.describeWrite) ?? error;
@@ -335,12 +335,12 @@ export class LocalCatalog implements Catalog {
         if (table.ingest && (await fs.readlink(link).catch(() => undefined)) === path.relative(linkDir, this.runDir(table, move))) return;
         // Temporary links live outside the table folder: a glob over the table would follow them.
         const temp = path.join(tempDir, `link-${process.pid}-${randomBytes(6).toString("hex")}`);
-        await intoFolder(temp, this.root, () => fs.symlink(path.relative(linkDir, this.runDir(table, move)), temp)).catch((error: unknown) => {
+        await intoFolder(temp, this.root, async () => symlinkSync(path.relative(linkDir, this.runDir(table, move)), temp)).catch((error: unknown) => {
           throw noSpaceError(`${this.folders.temp}/${path.basename(temp)}`, temp, error, this.describeWrite) ?? error;
         });
         temps.push(temp);
         faultPoint("before-swap-rename");
-        for (const folder of await intoFolder(link, this.root, () => fs.rename(temp, link))) folders.add(folder);
+        for (const folder of await intoFolder(link, this.root, async () => renameSync(temp, link))) folders.add(folder);
         temps.splice(temps.indexOf(temp), 1);
         folders.add(linkDir);
         faultPoint("during-batch-swap");

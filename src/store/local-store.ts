@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from "node:crypto";
-import fsCallbacks, { closeSync, mkdirSync, openSync, promises as fs, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import fsCallbacks, { closeSync, linkSync, mkdirSync, openSync, promises as fs, renameSync, rmdirSync, rmSync, statSync, unlinkSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 import { LakeswapError } from "../model/errors.js";
@@ -103,7 +103,7 @@ export class LocalStore implements ObjectStore {
       const temp = await this.writeTemp(body);
       let created: string[];
       try {
-        created = await intoFolder(target, this.root, () => fs.rename(temp, target));
+        created = await intoFolder(target, this.root, async () => renameSync(temp, target));
       } catch (error) {
         await fs.rm(temp, { force: true });
         throw error;
@@ -121,14 +121,14 @@ export class LocalStore implements ObjectStore {
   private async linkIfAbsent(key: string, target: string, temp: string): Promise<boolean> {
     try {
       // link(2) fails with EEXIST atomically, and the object appears with its whole content.
-      const created = await intoFolder(target, this.root, () => fs.link(temp, target));
+      const created = await intoFolder(target, this.root, async () => linkSync(temp, target));
       if (!this.isVolatile(key)) await this.syncFolders(path.dirname(target), created);
       return true;
     } catch (error) {
       if (isCode(error, "EEXIST")) return false;
       throw noSpaceError(key, target, error, this.describeWrite) ?? error;
     } finally {
-      await fs.rm(temp, { force: true });
+      rmSync(temp, { force: true });
     }
   }
 
@@ -140,11 +140,11 @@ export class LocalStore implements ObjectStore {
     const temp = await this.whenFull(key, target, () => this.writeTemp(body, key));
     try {
       return await this.whenFull(key, target, () => this.compareAndSwap(target, etag, async () => {
-        await fs.rename(temp, target);
+        renameSync(temp, target);
         await this.folders.sync(path.dirname(target));
       }));
     } finally {
-      await fs.rm(temp, { force: true });
+      rmSync(temp, { force: true });
     }
   }
 
@@ -225,7 +225,9 @@ export class LocalStore implements ObjectStore {
         continue;
       }
       const file = this.localPath(key);
-      await fs.rm(file, { force: true });
+      // unlink(2) is a metadata change of microseconds (an outbox entry's acknowledgement, GC's files): made
+      // synchronously, not two round trips through the thread pool (fs.rm stats before it unlinks).
+      unlinkIfPresent(file);
       parents.add(path.dirname(file));
     }
     // Remove data folders left empty, deepest first, never the root itself. Metadata folders
@@ -237,7 +239,7 @@ export class LocalStore implements ObjectStore {
       let dir = start;
       while (dir.startsWith(this.root + path.sep) && dir !== this.root) {
         try {
-          await fs.rmdir(dir);
+          rmdirSync(dir);
         } catch {
           break;
         }
@@ -380,4 +382,13 @@ export function noSpaceError(key: string, file: string, error: unknown, describe
 
 function etagOf(body: Uint8Array): string {
   return createHash("sha256").update(body).digest("hex").slice(0, 32);
+}
+
+/** Removes a file; one already gone is fine (two writers may delete one key). */
+function unlinkIfPresent(file: string): void {
+  try {
+    unlinkSync(file);
+  } catch (error) {
+    if (!isCode(error, "ENOENT")) throw error;
+  }
 }

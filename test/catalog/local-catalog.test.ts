@@ -72,16 +72,15 @@ describe("the local catalog's batch of pointer moves", () => {
   it("a pointer state that cannot be staged (a full disk) fails the batch before any pointer moved, and leaves no temporary file", async () => {
     const { root, catalog } = await lakeWithRuns([OLD, NEW]);
     await catalog.movePointers(TABLE, moveTo(OLD));
-    const realWrite = fs.write;
-    vi.spyOn(fs, "write").mockImplementation(((...args: unknown[]) => {
-      const done = args.at(-1) as (error: NodeJS.ErrnoException | null) => void;
+    // A state file is small: written with writeSync (a larger file would go through fs.write).
+    const realWrite = fs.writeSync;
+    vi.spyOn(fs, "writeSync").mockImplementation(((...args: unknown[]) => {
       const bytes = args[1];
       if (bytes instanceof Uint8Array && Buffer.from(bytes).toString("utf8").includes(`"run":"${NEW}"`)) {
-        done(Object.assign(new Error("ENOSPC: no space left on device, write"), { code: "ENOSPC" }));
-        return;
+        throw Object.assign(new Error("ENOSPC: no space left on device, write"), { code: "ENOSPC" });
       }
-      (realWrite as (...a: unknown[]) => void)(...args);
-    }) as typeof fs.write);
+      return (realWrite as (...a: unknown[]) => number)(...args);
+    }) as typeof fs.writeSync);
 
     await expect(catalog.movePointers(TABLE, moveTo(NEW, OLD))).rejects.toMatchObject({ code: "NO_SPACE", message: expect.stringMatching(/no pointer moved/) });
     vi.restoreAllMocks();
