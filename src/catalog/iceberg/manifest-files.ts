@@ -1,5 +1,5 @@
 import { PassThrough } from "node:stream";
-import avro from "avsc";
+import type avro from "avsc";
 import type { FileMetrics } from "./file-metrics.js";
 
 /**
@@ -147,10 +147,21 @@ const MANIFEST_FILE_SCHEMA = {
   ],
 } as unknown as avro.Schema;
 
+/**
+ * avsc, loaded when a command first writes or reads a manifest: only tables published as Iceberg need it, and loading
+ * it cost every command about 10 ms of its start (the CLI bundle defers it: scripts/bundle-options.mjs).
+ */
+let avsc: Promise<typeof avro> | undefined;
+function loadAvsc(): Promise<typeof avro> {
+  avsc ??= import("avsc").then((module) => module.default);
+  return avsc;
+}
+
 /** Writes records as an Avro object container file (no compression) with the given file metadata. */
 async function containerFile(schema: avro.Schema, records: readonly object[], metadata: Readonly<Record<string, string>>): Promise<Buffer> {
+  const { streams } = await loadAvsc();
   // The schema itself, not a Type: avsc then writes it to the header as given, field ids included.
-  const encoder = new avro.streams.BlockEncoder(schema, {
+  const encoder = new streams.BlockEncoder(schema, {
     codec: "null",
     metadata: Object.fromEntries(Object.entries(metadata).map(([key, value]) => [key, Buffer.from(value)])),
   } as Partial<avro.EncoderOptions>);
@@ -170,7 +181,8 @@ async function containerFile(schema: avro.Schema, records: readonly object[], me
 
 /** Reads the records of an Avro object container file (the writer's schema from its header). */
 export async function readContainerFile(body: Uint8Array): Promise<{ records: Record<string, unknown>[]; metadata: Record<string, string> }> {
-  const decoder = new avro.streams.BlockDecoder();
+  const { streams } = await loadAvsc();
+  const decoder = new streams.BlockDecoder();
   const records: Record<string, unknown>[] = [];
   let metadata: Record<string, string> = {};
   decoder.on("metadata", (_type: unknown, _codec: unknown, header: { meta: Record<string, Buffer> }) => {
