@@ -225,9 +225,11 @@ export class LocalStore implements ObjectStore {
         continue;
       }
       const file = this.localPath(key);
-      // unlink(2) is a metadata change of microseconds (an outbox entry's acknowledgement, GC's files): made
-      // synchronously, not two round trips through the thread pool (fs.rm stats before it unlinks).
-      unlinkIfPresent(file);
+      // unlink(2) is a metadata change of microseconds: a few keys (an outbox entry's acknowledgement) are removed
+      // synchronously, not in two round trips through the thread pool each (fs.rm stats before it unlinks); many keys
+      // (GC) through the pool, so that the event loop (a collector's HTTP server) never waits on a long deletion.
+      if (keys.length <= SYNC_DELETE_KEYS) unlinkIfPresent(file);
+      else await fs.rm(file, { force: true });
       parents.add(path.dirname(file));
     }
     // Remove data folders left empty, deepest first, never the root itself. Metadata folders
@@ -239,7 +241,8 @@ export class LocalStore implements ObjectStore {
       let dir = start;
       while (dir.startsWith(this.root + path.sep) && dir !== this.root) {
         try {
-          rmdirSync(dir);
+          if (keys.length <= SYNC_DELETE_KEYS) rmdirSync(dir);
+          else await fs.rmdir(dir);
         } catch {
           break;
         }
@@ -383,6 +386,9 @@ export function noSpaceError(key: string, file: string, error: unknown, describe
 function etagOf(body: Uint8Array): string {
   return createHash("sha256").update(body).digest("hex").slice(0, 32);
 }
+
+/** The most keys `LocalStore.delete` removes with synchronous calls; more (GC) go through the thread pool. */
+const SYNC_DELETE_KEYS = 16;
 
 /** Removes a file; one already gone is fine (two writers may delete one key). */
 function unlinkIfPresent(file: string): void {

@@ -149,7 +149,7 @@ const MANIFEST_FILE_SCHEMA = {
 
 /**
  * avsc, loaded when a command first writes or reads a manifest: only tables published as Iceberg need it, and loading
- * it cost every command about 10 ms of its start (the CLI bundle defers it: scripts/bundle-options.mjs).
+ * it cost every command several ms of its start (the CLI bundle makes the import a require on first use).
  */
 let avsc: Promise<typeof avro> | undefined;
 function loadAvsc(): Promise<typeof avro> {
