@@ -135,8 +135,8 @@ export function readIfPresent(file: string): Buffer | undefined {
   }
 }
 
-/** Removes a temporary file that may already be gone. */
-function removeQuietly(file: string): void {
+/** Removes a file; one already gone is fine (a temporary file given up on, a key two writers delete). */
+export function unlinkIfPresent(file: string): void {
   try {
     unlinkSync(file);
   } catch (error) {
@@ -253,6 +253,6 @@ export async function placeFileIfAbsent(file: string, text: string, tempDir: str
     if (isCode(error, "EEXIST")) return false;
     throw error;
   } finally {
-    removeQuietly(temp);
+    unlinkIfPresent(temp);
   }
 }

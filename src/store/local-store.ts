@@ -1,10 +1,10 @@
 import { createHash, randomBytes } from "node:crypto";
-import fsCallbacks, { closeSync, linkSync, mkdirSync, openSync, promises as fs, renameSync, rmdirSync, rmSync, statSync, unlinkSync, writeFileSync } from "node:fs";
+import fsCallbacks, { closeSync, linkSync, mkdirSync, openSync, promises as fs, renameSync, rmdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 import { LakeswapError } from "../model/errors.js";
 import { takeKernelLock } from "./kernel-lock.js";
-import { FolderSyncs, fsyncPath, intoFolder, isCode, lightFs, limiter, readIfPresent, writeTempFile } from "./local-files.js";
+import { FolderSyncs, fsyncPath, intoFolder, isCode, lightFs, limiter, readIfPresent, unlinkIfPresent, writeTempFile } from "./local-files.js";
 import { assertKey, type ListOptions, type ObjectInfo, type ObjectStore, type ProcessLock, type TaggedObject } from "./object-store.js";
 
 const CAS_LOCK_STALE_MS = 10_000;
@@ -389,12 +389,3 @@ function etagOf(body: Uint8Array): string {
 
 /** The most keys `LocalStore.delete` removes with synchronous calls; more (GC) go through the thread pool. */
 const SYNC_DELETE_KEYS = 16;
-
-/** Removes a file; one already gone is fine (two writers may delete one key). */
-function unlinkIfPresent(file: string): void {
-  try {
-    unlinkSync(file);
-  } catch (error) {
-    if (!isCode(error, "ENOENT")) throw error;
-  }
-}
