@@ -27,7 +27,7 @@ export type FaultPoint =
  */
 export type IngestFaultPoint = "ingest-after-upload" | "ingest-after-register" | "compact-after-place" | "compact-after-tally" | "compact-after-move";
 
-/** The embedded engine's points: a delivery's signature, computed beside the write ahead of its runs. */
+/** The embedded engine's points: a delivery's signature, computed beside the write ahead of its runs (or a first load's CSV delivery written first); a build's write. */
 export type EngineFaultPoint = "signing-beside-write-ahead" | "build-write";
 
 /** An `iceberg: true` table's points: the Hive pointers moved, the Iceberg commit not begun; its metadata file written, its hint not yet moved. */

@@ -82,6 +82,7 @@ export class DuckDbLanding implements Landing {
             const memoryLimit = await this.duckdb.memoryLimitBytes();
             return this.duckdb.withConnection((writer) => writeStage(writer, this.files, table, tables.landed, "all", memoryLimit));
           },
+          writeFirst: async (writer, table, relation) => writeStage(writer, this.files, table, relation, "all", await this.duckdb.memoryLimitBytes()),
           wroteAhead: (ahead) => this.writtenAhead.set(tables.landed, ahead),
         });
         this.landedFiles.set(tables.landed, read);

@@ -23,6 +23,8 @@ export interface LandHooks {
   signing(): Promise<Signing>;
   /** Writes every partition of the landed rows into a stage, on a connection of its own. */
   writeAhead(table: TableDefinition): Promise<Stage>;
+  /** Writes every partition of a relation's rows into a stage, on the landing's connection (a write first, see ../land-delivery.ts). */
+  writeFirst(connection: DuckDBConnection, table: TableDefinition, relation: string): Promise<Stage>;
   /** Keeps a stage written ahead (dropped by the caller if landing fails after all). */
   wroteAhead(ahead: WrittenAhead): void;
 }
@@ -44,10 +46,13 @@ export async function landAndSign(
   const signing = await hooks.signing();
   const keys = request.partition.map((p) => p.key);
   const signed = signatureColumnOrder(request.columns.filter((c) => request.signatureColumns.includes(c.name)));
-  const inPass = await landDelivery(connection, request, tables, (relation, groupKeys) => signatureQuery(relation, groupKeys, signed, signing.form));
+  const table = request.writeAhead;
+  const writeFirst = table ? (relation: string) => hooks.writeFirst(connection, table, relation) : undefined;
+  const inPass = await landDelivery(connection, request, tables, (relation, groupKeys) => signatureQuery(relation, groupKeys, signed, signing.form), { writeFirst });
+  if (inPass?.stage && table) hooks.wroteAhead({ definition: tableShape(table), stage: inPass.stage });
   // The bad rows are few and already apart: counted first, so that a clean delivery's runs can be written ahead.
   const rejected = Number((await connection.runAndReadAll(`SELECT count(*) FROM ${tables.rejected}`)).getRowsJS()[0]?.[0] ?? 0);
-  const writeAhead = request.writeAhead && rejected === 0 ? request.writeAhead : undefined;
+  const writeAhead = table && rejected === 0 && !inPass?.stage ? table : undefined;
   const partitions = inPass
     ? await signedInPass(connection, inPass.signatures, keys, signed, writeAhead, hooks)
     : await signBesideWriteAhead(connection, request, tables.landed, signing, writeAhead, hooks);

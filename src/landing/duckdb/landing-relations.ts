@@ -13,7 +13,7 @@ export interface LandingTables {
  * The names of the relations landing makes besides the landed and rejected ones: scratch tables, and (Parquet) the
  * view of every row typed, with its problems, that the landed view filters. `releaseLanding` drops them all.
  */
-export function landingScratch(landed: string): Record<"rows" | "lines" | "records" | "badKeys" | "badRows" | "typed" | "ordered" | "checked" | "groups", string> {
+export function landingScratch(landed: string): Record<"rows" | "lines" | "records" | "badKeys" | "badRows" | "typed" | "ordered" | "checked" | "written" | "groups", string> {
   return {
     rows: `${landed}_rows`,
     lines: `${landed}_lines`,
@@ -23,6 +23,7 @@ export function landingScratch(landed: string): Record<"rows" | "lines" | "recor
     typed: `${landed}_typed`,
     ordered: `${landed}_ordered`,
     checked: `${landed}_checked`,
+    written: `${landed}_written`,
     groups: `${landed}_groups`,
   };
 }
@@ -30,7 +31,7 @@ export function landingScratch(landed: string): Record<"rows" | "lines" | "recor
 /** Drops every relation of one landed delivery (tables and views), those that exist. */
 export async function dropLanding(connection: DuckDBConnection, tables: LandingTables): Promise<void> {
   const scratch = landingScratch(tables.landed);
-  const names = [tables.landed, scratch.checked, scratch.ordered, scratch.typed, scratch.rows, tables.rejected, scratch.groups, scratch.badKeys, scratch.badRows, scratch.records, scratch.lines];
+  const names = [tables.landed, scratch.checked, scratch.written, scratch.ordered, scratch.typed, scratch.rows, tables.rejected, scratch.groups, scratch.badKeys, scratch.badRows, scratch.records, scratch.lines];
   // The relations of one delivery are all in one catalog: the landing's in-memory one (`catalog.name`), or the default.
   const home = relationParts(tables.landed).catalog;
   const catalog = home === undefined ? "current_database()" : quoteLiteral(home);

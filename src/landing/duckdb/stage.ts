@@ -14,6 +14,8 @@ import type { FileAccess } from "../../engine/duckdb-file-access.js";
 export interface Stage {
   /** The folder of a partition's files (perhaps none, for a partition without rows). */
   folderOf(partition: Partition): string;
+  /** A glob of every Parquet file written, each under its partition's Hive folders (`key=value/`). */
+  readonly files: string;
   remove(): Promise<void>;
 }
 
@@ -73,7 +75,7 @@ export async function writeStage(connection: DuckDBConnection, files: FileAccess
       const p = partitionPath(partition);
       return path.join(dir, `g${groupOf.get(p) ?? 0}`, ...p.split("/"));
     };
-    return { folderOf, remove };
+    return { folderOf, files: path.join(dir, "g*", "**", "*.parquet"), remove };
   } catch (error) {
     await remove();
     throw error;

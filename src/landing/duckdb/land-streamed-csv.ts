@@ -1,0 +1,182 @@
+import { quoteIdentifier, quoteLiteral, relationParts } from "../../model/sql.js";
+import { faultPoint } from "../../shared/faults.js";
+import { rejectLocatedRows } from "./csv-records.js";
+import { QUOTE_IN_FIELD, streamedCsv, type CsvRejects, type StreamedCsv } from "./csv-stream.js";
+import { outOfMemory } from "./landing-sql.js";
+import { dropIfExists, dropLanding } from "./landing-relations.js";
+import type { Stage } from "./stage.js";
+import {
+  GOOD,
+  checkAndSign,
+  convertRows,
+  createNoRejects,
+  findBadKeys,
+  keepGoodRows,
+  readingFailure,
+  unsafeKey,
+  type LandedInPass,
+  type LandingOptions,
+  type LandingPass,
+  type PassSignature,
+  type RowChecks,
+} from "./landing-pass.js";
+
+/**
+ * A CSV delivery landed from DuckDB's streaming reader (./csv-stream.ts) as a delivery read in place: the rows are a
+ * view over the files (checked unchanged by the caller), checked and signed in one pass, and the bad rows of one that
+ * has any found in the files with their lines and text; undefined (and nothing left) where only the exact reader can
+ * judge it (./csv-input.ts).
+ */
+export async function landStreamedCsv(pass: LandingPass, checks: RowChecks, sign: PassSignature, options: LandingOptions): Promise<LandedInPass | undefined> {
+  const { connection, request, tables, names } = pass;
+  const rejects = csvRejects(names.typed);
+  const streamed = await readingFailure(() => streamedCsv(request));
+  if (streamed === undefined) return undefined;
+  const inPlace: LandingPass = { ...pass, inPlace: true, all: names.typed };
+  if (options.writeFirst) {
+    const written = await landWrittenFirst(inPlace, checks, sign, streamed, options.writeFirst);
+    if (written) return written;
+  }
+  // A small delivery is parsed once into a table that every later pass reads; a larger one stays a view over its
+  // files (memory then stays that of a plain COPY), read again by the passes after this one.
+  const materialized = streamed.bytes <= (options.materializeMaxBytes ?? MATERIALIZE_MAX_BYTES);
+  let clean = false;
+  try {
+    await convertRows({ ...inPlace, inPlace: !materialized }, streamed.rows({ refused: rejects }));
+    const groups = await checkAndSign(inPlace, checks, sign);
+    await findBadKeys(inPlace, groups);
+    const bad = await connection.runAndReadAll(
+      `SELECT (SELECT count(*) FROM ${names.badKeys}) + (SELECT count(*) FROM ${groups} WHERE NOT ${GOOD}) + (SELECT count(*) FROM temp.${rejects.errors})`,
+    );
+    if (Number(bad.getRowsJS()[0]?.[0]) > 0) {
+      if (!(await locateBadRows(inPlace, checks, groups, streamed))) return undefined;
+    } else await createNoRejects(connection, tables.rejected);
+    if (!materialized) {
+      // Later reads of the landed rows (on other connections too) skip the refused records, already bad rows, and keep
+      // nothing in temporary tables (the files are checked unchanged, so they are the same records).
+      await connection.run(`DROP VIEW ${names.typed}`);
+      await convertRows(inPlace, streamed.rows({ refused: "skipped" }));
+    }
+    await keepGoodRows(inPlace, checks);
+    clean = true;
+    return { signatures: groups };
+  } catch (error) {
+    // A record DuckDB's reader cannot read (a line over its size limit, text that is not UTF-8) may fail the scan: the
+    // exact reader judges the delivery.
+    if (outOfMemory(error)) throw error;
+    return undefined;
+  } finally {
+    await dropIfExists(connection, [
+      ["VIEW", names.checked],
+      ["VIEW", names.ordered],
+      ...[names.badRows, names.lines, `temp.${rejects.errors}`, `temp.${rejects.scans}`].map((table) => ["TABLE", table] as const),
+    ]);
+    if (!clean) await dropLanding(connection, tables);
+  }
+}
+
+/** The message of the error that stops a write first (`landWrittenFirst`) at a delivery's first bad row. */
+const BAD_ROW_MET = "lakeswap: a bad row stops the write first";
+
+/**
+ * A streamed CSV delivery whose every partition is built (a first load) read once: its rows are checked as they are
+ * written into the runs' stage (`writeFirst`), the first bad row (a value that does not convert, a NULL in a column
+ * declared not nullable, a partition value that is NULL or unsafe) stopping the write, and each partition is then
+ * signed from the files written, which reads a fraction of what parsing the text again would. The files hold each
+ * value as its storage type, which every declared type is cast back to exactly (column-types.ts), so the signatures
+ * are those of the rows as landed. Undefined, and nothing left (the stage removed), for a delivery with a bad row or a
+ * record the reader refused, an empty one, or any failure of the write (out of memory beside nothing else, a record
+ * the reader cannot read): that delivery is landed the usual way, which finds and keeps its bad rows.
+ */
+async function landWrittenFirst(
+  pass: LandingPass,
+  checks: RowChecks,
+  sign: PassSignature,
+  streamed: StreamedCsv,
+  writeFirst: (relation: string) => Promise<Stage>,
+): Promise<LandedInPass | undefined> {
+  const { connection, request, tables, names } = pass;
+  const rejects = csvRejects(names.typed);
+  const keys = request.partition.map((p) => p.key);
+  let stage: Stage | undefined;
+  let landed = false;
+  try {
+    faultPoint("signing-beside-write-ahead");
+    await convertRows(pass, streamed.rows({ refused: rejects }));
+    const good = [`${checks.rowProblem} IS NULL`, ...keys.map((key) => `NOT coalesce(${unsafeKey(`r.${quoteIdentifier(key)}`)}, true)`)];
+    // DuckDB reads a Hive folder named __HIVE_DEFAULT_PARTITION__ back as NULL: such a value is landed the usual way.
+    good.push(...keys.map((key) => `r.${quoteIdentifier(key)} <> '__HIVE_DEFAULT_PARTITION__'`));
+    await connection.run(
+      `CREATE VIEW ${names.checked} AS SELECT r.* FROM ${names.typed} r WHERE CASE WHEN ${good.join(" AND ")} THEN true ELSE error(${quoteLiteral(BAD_ROW_MET)}) END`,
+    );
+    stage = await writeFirst(names.checked);
+    const [refused, files] = (
+      await connection.runAndReadAll(`SELECT (SELECT count(*) FROM temp.${rejects.errors}), (SELECT count(*) FROM glob(${quoteLiteral(stage.files)}))`)
+    ).getRowsJS()[0]!.map(Number) as [number, number];
+    if (refused > 0 || files === 0) return undefined;
+    const values = request.columns.map((c) => `CAST(${quoteIdentifier(c.name)} AS ${c.type}) AS ${quoteIdentifier(c.name)}`);
+    await connection.run(
+      `CREATE VIEW ${names.written} AS SELECT ${[...values, ...keys.map(quoteIdentifier)].join(", ")}, true AS ${GOOD} ` +
+        `FROM read_parquet(${quoteLiteral(stage.files)}, hive_partitioning = ${keys.length > 0}, hive_types_autocast = false)`,
+    );
+    await connection.run(`CREATE TABLE ${names.groups} AS ${sign(names.written, [...keys, GOOD])}`);
+    await findBadKeys(pass, names.groups);
+    await createNoRejects(connection, tables.rejected);
+    // Later reads of the landed rows skip nothing that is not already known good (none were refused).
+    await dropIfExists(connection, [["VIEW", names.written], ["VIEW", names.checked], ["VIEW", names.typed]]);
+    await convertRows(pass, streamed.rows({ refused: "skipped" }));
+    await keepGoodRows(pass, checks);
+    landed = true;
+    return { signatures: names.groups, stage };
+  } catch {
+    // Whatever stopped the write (the first bad row, mostly), the usual way lands the delivery, and fails where it fails.
+    return undefined;
+  } finally {
+    await dropIfExists(connection, [
+      ["VIEW", names.written],
+      ["VIEW", names.checked],
+      ...[`temp.${rejects.errors}`, `temp.${rejects.scans}`].map((table) => ["TABLE", table] as const),
+    ]);
+    if (!landed) {
+      await stage?.remove();
+      await dropLanding(connection, tables);
+    }
+  }
+}
+
+/**
+ * The largest CSV delivery (its files' bytes) whose rows are kept in a table as they are first read: the later passes
+ * (the runs written, a merge) then read memory instead of parsing the files again. About 2-4x that in memory.
+ */
+const MATERIALIZE_MAX_BYTES = 16 * 1024 * 1024;
+
+/** The connection's temporary tables where DuckDB's reader keeps the records it refused while reading a streamed delivery. */
+function csvRejects(typed: string): CsvRejects {
+  const name = relationParts(typed).name;
+  return { errors: `${name}_reject_errors`, scans: `${name}_reject_scans` };
+}
+
+/**
+ * The bad rows of a streamed CSV delivery into the rejected table, each with its file, line and text as the exact
+ * reader keeps them: the delivery is read once more in order, so that each bad row has its record's place, and the
+ * records at those places, and those the reader refused, are found in the files (./csv-records.ts); the partitions of
+ * bad values leave the signatures of the pass (`groups`). False (nothing kept) where only the exact reader can tell:
+ * a field holds a quote, or the files' records are not the reader's rows.
+ */
+async function locateBadRows(pass: LandingPass, { keysMatch, reason }: RowChecks, groups: string, streamed: StreamedCsv): Promise<boolean> {
+  const { connection, request, tables, names } = pass;
+  const rejects = csvRejects(names.typed);
+  await convertRows({ ...pass, all: names.ordered }, streamed.rows({ refused: rejects, ordered: true }));
+  await connection.run(
+    `CREATE TABLE ${names.badRows} AS SELECT r.__file, r.__line, ${reason} AS reason ` +
+      `FROM ${names.ordered} r LEFT JOIN ${names.badKeys} b ON ${keysMatch} WHERE ${reason} IS NOT NULL`,
+  );
+  const quoted = await connection.runAndReadAll(`SELECT count(*) FROM ${names.badRows} WHERE reason = ${quoteLiteral(QUOTE_IN_FIELD)}`);
+  if (Number(quoted.getRowsJS()[0]?.[0]) > 0) return false;
+  const rows = Number((await connection.runAndReadAll(`SELECT sum(n) FROM ${groups}`)).getRowsJS()[0]?.[0] ?? 0);
+  const relations = { badRows: names.badRows, found: names.lines, rejected: tables.rejected, rejects };
+  if (!(await rejectLocatedRows(connection, request, relations, { rows, width: streamed.width }))) return false;
+  await connection.run(`DELETE FROM ${groups} r USING ${names.badKeys} b WHERE ${keysMatch}`);
+  return true;
+}
+

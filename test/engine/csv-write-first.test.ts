@@ -1,0 +1,211 @@
+import { existsSync, readdirSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import type { DuckDBConnection } from "@duckdb/node-api";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { openDuckDb } from "../../src/duckdb/duckdb-open.js";
+import { fileAccessFor } from "../../src/engine/duckdb-file-access.js";
+import { METADATA_FOLDERS } from "../../src/lake/layout.js";
+import { landDelivery, type LandedInPass } from "../../src/landing/duckdb/land-delivery.js";
+import { dropLanding } from "../../src/landing/duckdb/landing-relations.js";
+import { signatureQuery } from "../../src/landing/duckdb/signature-sql.js";
+import { writeStage } from "../../src/landing/duckdb/stage.js";
+import type { LandRequest } from "../../src/landing/landing.js";
+import { signatureColumnOrder } from "../../src/model/signature.js";
+import { quoteIdentifier } from "../../src/model/sql.js";
+import { defineTable } from "../../src/model/table.js";
+import { LocalStore } from "../../src/store/local-store.js";
+import { tempDir } from "../support/lake-fixture.js";
+
+// Issue 27, item 1: a first load of a CSV delivery (every partition built, whatever its signature) is parsed once: its
+// runs are written as it is read, and each partition is signed from the files written. The signatures must be those of
+// the rows as the delivery holds them, and a delivery with any bad row must land exactly as it does without the write.
+
+let workspace: ReturnType<typeof tempDir>;
+let opened: Awaited<ReturnType<typeof openDuckDb>>;
+const staging = ".staging";
+beforeAll(async () => {
+  workspace = tempDir("lakeswap-write-first-");
+  opened = await openDuckDb();
+});
+afterAll(() => {
+  opened.instance.closeSync();
+  workspace.cleanup();
+});
+
+let counter = 0;
+function csv(text: string): string {
+  const name = path.join(workspace.dir, `in-${counter++}.csv`);
+  writeFileSync(name, text);
+  return name;
+}
+
+/** Every declared type whose values a CSV field carries, with extremes, NULLs and text that needs quoting. */
+const EVERY_TYPE = [
+  { name: "i8", type: "TINYINT", sql: "CASE WHEN range % 2 = 0 THEN -128 ELSE (range % 255) - 127 END::TINYINT" },
+  { name: "i32", type: "INTEGER", sql: "CASE WHEN range % 13 = 0 THEN NULL ELSE (range * -7919)::INTEGER END" },
+  { name: "i64", type: "BIGINT", sql: "CASE range % 5 WHEN 0 THEN -9223372036854775808 WHEN 1 THEN 9223372036854775807 WHEN 2 THEN NULL ELSE range * 104729 END::BIGINT" },
+  { name: "u8", type: "UTINYINT", sql: "(range % 256)::UTINYINT" },
+  { name: "u16", type: "USMALLINT", sql: "(range * 31 % 65536)::USMALLINT" },
+  { name: "u32", type: "UINTEGER", sql: "(range * 2654435761 % 4294967296)::UINTEGER" },
+  { name: "u64", type: "UBIGINT", sql: "CASE WHEN range % 3 = 0 THEN 18446744073709551615 ELSE range * 1000003 END::UBIGINT" },
+  { name: "h", type: "HUGEINT", sql: "(range::HUGEINT * 99999999999999999 - 99999999999999999999999999999999999999::HUGEINT)" },
+  { name: "flag", type: "BOOLEAN", sql: "CASE WHEN range % 6 = 0 THEN NULL ELSE range % 2 = 0 END" },
+  { name: "amount", type: "DECIMAL(10,2)", sql: "CASE WHEN range % 7 = 0 THEN NULL ELSE CAST((range * 37 % 100000) / 100 - 300 AS DECIMAL(10,2)) END" },
+  { name: "huge", type: "DECIMAL(38,10)", sql: "CAST(range * -1234567890123.0123456789 AS DECIMAL(38,10))" },
+  { name: "ratio", type: "DOUBLE", sql: "CASE range % 9 WHEN 0 THEN NULL WHEN 1 THEN -0.0 WHEN 2 THEN 'inf'::DOUBLE WHEN 3 THEN 5e-324 ELSE range / 7.0 - 100 END" },
+  { name: "small", type: "FLOAT", sql: "(range / 3.0)::FLOAT" },
+  { name: "day", type: "DATE", sql: "CASE WHEN range % 4 = 0 THEN NULL ELSE DATE '1900-01-01' + (range * 17 % 80000)::INTEGER END" },
+  { name: "clock", type: "TIME", sql: "TIME '00:00:00' + to_microseconds(range * 123456789 % 86400000000)" },
+  { name: "ts", type: "TIMESTAMP", sql: "TIMESTAMP '1950-01-01' + to_microseconds(range * 1234567891)", nullable: false },
+  { name: "tz", type: "TIMESTAMPTZ", sql: "CASE WHEN range % 8 = 0 THEN NULL ELSE TIMESTAMPTZ '1960-06-01 00:00:00+00' + to_microseconds(range * 987654321) END" },
+  { name: "note", type: "VARCHAR", sql: "CASE range % 4 WHEN 0 THEN NULL WHEN 1 THEN 'héllo, wörld|' || range WHEN 2 THEN 'two' || chr(10) || 'lines' ELSE repeat('x', (range % 130)::INTEGER) END" },
+  { name: "id", type: "UUID", sql: "('00000000-0000-4000-8000-' || lpad(range::VARCHAR, 12, '0'))::UUID" },
+];
+const columns = EVERY_TYPE.map(({ name, type, nullable }) => ({ name, type, nullable: nullable ?? true }));
+
+/** A CSV file of `rows` rows of every type, as DuckDB writes one (quoted where needed), its partition `p` (range % parts). */
+async function everyTypeCsv(connection: DuckDBConnection, rows: number, parts: number): Promise<string> {
+  const file = path.join(workspace.dir, `every-${counter++}.csv`);
+  await connection.run(
+    `COPY (SELECT 'p' || (range % ${parts}) AS p, ${EVERY_TYPE.map((c) => `${c.sql} AS ${c.name}`).join(", ")} FROM range(${rows}) ORDER BY hash(range)) ` +
+      `TO '${file}' (HEADER, DELIMITER ',')`,
+  );
+  return file;
+}
+
+const byP = [{ key: "part", expression: "p" }];
+
+interface Landed {
+  readonly inPass: LandedInPass | undefined;
+  /** The good rows, every value as text, sorted. */
+  readonly good: unknown[][];
+  readonly bad: unknown[][];
+  /** The signatures of the pass (keys, n, upper, lower), good rows only, sorted. */
+  readonly signatures: unknown[][] | undefined;
+  /** The rows of the stage's files (the runs written first), as text, sorted; undefined without a stage. */
+  readonly staged: unknown[][] | undefined;
+  /** Files left in the staging folder once the stage was removed. */
+  readonly leftOver: number;
+}
+
+/** Lands a delivery (streamed, read in place), with its runs written first or not. */
+async function land(request: LandRequest, writeFirst: boolean): Promise<Landed> {
+  const connection = await opened.instance.connect();
+  await connection.run(`SET TimeZone = 'UTC'`);
+  const tables = { landed: `landed_${counter}`, rejected: `rejected_${counter++}` };
+  const store = new LocalStore(path.join(workspace.dir, "lake"), { folders: METADATA_FOLDERS });
+  const files = fileAccessFor(store, { stagingPrefix: staging });
+  const table = defineTable({ name: "events", columns: request.columns, partitionKeys: request.partition.map((p) => p.key), compression: "snappy" });
+  const signed = signatureColumnOrder(request.columns.filter((c) => request.signatureColumns.includes(c.name)));
+  const keys = request.partition.map((p) => p.key);
+  try {
+    const inPass = await landDelivery(connection, request, tables, (relation, groupKeys) => signatureQuery(relation, groupKeys, signed, opened.signing.form), {
+      materializeMaxBytes: 0,
+      writeFirst: writeFirst ? (relation) => writeStage(connection, files, table, relation, "all", 0) : undefined,
+    });
+    const text = request.columns.map((c) => `CAST(${quoteIdentifier(c.name)} AS VARCHAR)`).join(", ");
+    const good = (await connection.runAndReadAll(`SELECT ${text} FROM ${tables.landed} ORDER BY ALL`)).getRowsJS();
+    const bad = (await connection.runAndReadAll(`SELECT file, line::INTEGER, reason, raw FROM ${tables.rejected} ORDER BY file, line`)).getRowsJS();
+    const signatures = inPass
+      ? (await connection.runAndReadAll(`SELECT * EXCLUDE (__good) FROM ${inPass.signatures} WHERE __good ORDER BY ALL`)).getRowsJS()
+      : undefined;
+    let staged: unknown[][] | undefined;
+    if (inPass?.stage) {
+      const cast = request.columns.map((c) => `CAST(CAST(${quoteIdentifier(c.name)} AS ${c.type}) AS VARCHAR)`).join(", ");
+      staged = (await connection.runAndReadAll(`SELECT ${cast} FROM read_parquet('${inPass.stage.files}', hive_partitioning = ${keys.length > 0}) ORDER BY ALL`)).getRowsJS();
+      await inPass.stage.remove();
+    }
+    const stagingDir = store.localPath(staging);
+    const leftOver = existsSync(stagingDir) ? readdirSync(stagingDir, { recursive: true }).length : 0;
+    return { inPass, good, bad, signatures, staged, leftOver };
+  } finally {
+    await dropLanding(connection, tables);
+    connection.closeSync();
+  }
+}
+
+/** Lands a delivery both ways: the same rows, bad rows and signatures must come of each. */
+async function landBothWays(request: LandRequest): Promise<{ first: Landed; usual: Landed }> {
+  const [first, usual] = [await land(request, true), await land(request, false)];
+  expect(first.good).toEqual(usual.good);
+  expect(first.bad).toEqual(usual.bad);
+  expect(first.signatures).toEqual(usual.signatures);
+  expect(first.leftOver).toBe(0);
+  return { first, usual };
+}
+
+describe("a first load's CSV delivery is parsed once, its runs written as it is read", () => {
+  it("signs every partition from the runs written exactly as from the delivery itself: every type, both signature forms' columns, 5,000 rows in 13 partitions", async () => {
+    const connection = await opened.instance.connect();
+    const file = await everyTypeCsv(connection, 5000, 13).finally(() => connection.closeSync());
+    const request: LandRequest = {
+      files: [file],
+      format: "csv",
+      header: true,
+      delimiter: ",",
+      columns: [{ name: "p", type: "VARCHAR", nullable: false }, ...columns],
+      partition: byP,
+      signatureColumns: columns.map((c) => c.name),
+    };
+    const { first } = await landBothWays(request);
+    expect(first.bad).toEqual([]);
+    expect(first.inPass?.stage).toBeDefined();
+    expect(first.signatures).toHaveLength(13);
+    // The runs hold the landed rows, each value as declared.
+    expect(first.staged).toEqual(first.good);
+    expect(first.good).toHaveLength(5000);
+  });
+
+  it("a table without partition keys: one run", async () => {
+    const request: LandRequest = {
+      files: [csv("id,note\n1,a\n2,\n3,c\n")],
+      format: "csv",
+      header: true,
+      delimiter: ",",
+      columns: [{ name: "id", type: "BIGINT", nullable: false }, { name: "note", type: "VARCHAR", nullable: true }],
+      partition: [],
+      signatureColumns: ["id", "note"],
+    };
+    const { first } = await landBothWays(request);
+    expect(first.inPass?.stage).toBeDefined();
+    expect(first.staged).toEqual([["1", "a"], ["2", null], ["3", "c"]]);
+  });
+
+  const small = (text: string): LandRequest => ({
+    files: [csv(text)],
+    format: "csv",
+    header: true,
+    delimiter: ",",
+    columns: [{ name: "id", type: "BIGINT", nullable: false }, { name: "day", type: "VARCHAR", nullable: true }],
+    partition: [{ key: "d", expression: "day" }],
+    signatureColumns: ["id"],
+  });
+
+  it("a delivery with any bad row, anywhere, lands the usual way, its write given up: the same good rows, bad rows and signatures", async () => {
+    const good = Array.from({ length: 200 }, (_, i) => `${i},d${i % 7}`);
+    const bad = [
+      ["oops,d1", "column id: 'oops' is not an integer"],
+      [",d2", "column id is NULL but is declared not nullable (an empty field is NULL)"],
+      ["5,../up", "partition key d has the unsafe value '../up'"],
+      ["6,", "partition key d is NULL"],
+      ["7,d3,extra", "the line has 3 fields, but the header of this file has 2"],
+      ["8,__HIVE_DEFAULT_PARTITION__", undefined],
+    ] as const;
+    for (const [line, reason] of bad) {
+      for (const at of [0, 100, 200]) {
+        const lines = [...good.slice(0, at), line, ...good.slice(at)];
+        const { first } = await landBothWays(small(`id,day\n${lines.join("\n")}\n`));
+        expect(first.inPass?.stage, line).toBeUndefined();
+        if (reason) expect(first.bad, line).toEqual([[expect.any(String), at + 2, expect.stringContaining(reason), line]]);
+        // A value that is safe, but that a Hive reader reads back as NULL, is landed the usual way, as a partition of its own.
+        else expect(first.signatures?.map((row) => row[0])).toContain("__HIVE_DEFAULT_PARTITION__");
+      }
+    }
+  });
+
+  it("an empty delivery lands the usual way: no partition, no run", async () => {
+    const { first } = await landBothWays(small("id,day\n"));
+    expect(first.inPass?.stage).toBeUndefined();
+    expect(first.good).toEqual([]);
+  });
+});
