@@ -9,6 +9,7 @@ import { readParquet } from "./parquet-input.js";
 import { duckDbMessage, fileList, outOfMemory, sqlList, type SourceRows } from "./landing-sql.js";
 import { dropIfExists, dropLanding, landingScratch, type LandingTables } from "./landing-relations.js";
 import { landStreamedCsv } from "./land-streamed-csv.js";
+import { writeFirst } from "./write-first.js";
 import {
   GOOD,
   checkAndSign,
@@ -87,6 +88,19 @@ export async function landDelivery(
     await convertRows(pass, source);
     if (request.format === "jsonl" && request.absentFields !== "null") await refuseAbsentFields(connection, request, pass.all, names.lines);
     const checks = rowChecks(request);
+    // A first load read in place (Parquet) is read once: its runs written as it is read, its partitions signed from them.
+    if (inPlace && signInPass && options.writeFirst) {
+      const stage = await writeFirst(pass, checks, signInPass, options.writeFirst);
+      if (stage) {
+        try {
+          await keepGoodRows(pass, checks);
+        } catch (error) {
+          await stage.remove();
+          throw error;
+        }
+        return { signatures: names.groups, stage };
+      }
+    }
     // 4. A delivery read in place is read once: every row's checks, partition keys and signature in one pass (the
     // bad rows of a delivery that has any are then collected, and it is signed again without them).
     const groups = inPlace && signInPass ? await checkAndSign(pass, checks, signInPass) : undefined;

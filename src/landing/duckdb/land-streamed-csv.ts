@@ -1,10 +1,10 @@
-import { quoteIdentifier, quoteLiteral, relationParts } from "../../model/sql.js";
-import { faultPoint } from "../../shared/faults.js";
+import { quoteLiteral, relationParts } from "../../model/sql.js";
 import { rejectLocatedRows } from "./csv-records.js";
 import { QUOTE_IN_FIELD, streamedCsv, type CsvRejects, type StreamedCsv } from "./csv-stream.js";
 import { outOfMemory } from "./landing-sql.js";
 import { dropIfExists, dropLanding } from "./landing-relations.js";
 import type { Stage } from "./stage.js";
+import { writeFirst } from "./write-first.js";
 import {
   GOOD,
   checkAndSign,
@@ -13,7 +13,6 @@ import {
   findBadKeys,
   keepGoodRows,
   readingFailure,
-  unsafeKey,
   type LandedInPass,
   type LandingOptions,
   type LandingPass,
@@ -75,69 +74,39 @@ export async function landStreamedCsv(pass: LandingPass, checks: RowChecks, sign
   }
 }
 
-/** The message of the error that stops a write first (`landWrittenFirst`) at a delivery's first bad row. */
-const BAD_ROW_MET = "lakeswap: a bad row stops the write first";
-
 /**
- * A streamed CSV delivery whose every partition is built (a first load) read once: its rows are checked as they are
- * written into the runs' stage (`writeFirst`), the first bad row (a value that does not convert, a NULL in a column
- * declared not nullable, a partition value that is NULL or unsafe) stopping the write, and each partition is then
- * signed from the files written, which reads a fraction of what parsing the text again would. The files hold each
- * value as its storage type, which every declared type is cast back to exactly (column-types.ts), so the signatures
- * are those of the rows as landed. Undefined, and nothing left (the stage removed), for a delivery with a bad row or a
- * record the reader refused, an empty one, or any failure of the write (out of memory beside nothing else, a record
- * the reader cannot read): that delivery is landed the usual way, which finds and keeps its bad rows.
+ * A streamed CSV delivery whose every partition is built (a first load) parsed once: its runs written as it is read,
+ * each partition signed from the files written (./write-first.ts). Undefined, and nothing left, where that write was
+ * given up: the delivery is then landed the usual way.
  */
 async function landWrittenFirst(
   pass: LandingPass,
   checks: RowChecks,
   sign: PassSignature,
   streamed: StreamedCsv,
-  writeFirst: (relation: string) => Promise<Stage>,
+  write: (relation: string) => Promise<Stage>,
 ): Promise<LandedInPass | undefined> {
-  const { connection, request, tables, names } = pass;
+  const { connection, tables, names } = pass;
   const rejects = csvRejects(names.typed);
-  const keys = request.partition.map((p) => p.key);
   let stage: Stage | undefined;
   let landed = false;
   try {
-    faultPoint("signing-beside-write-ahead");
     await convertRows(pass, streamed.rows({ refused: rejects }));
-    const good = [`${checks.rowProblem} IS NULL`, ...keys.map((key) => `NOT coalesce(${unsafeKey(`r.${quoteIdentifier(key)}`)}, true)`)];
-    // DuckDB reads a Hive folder named __HIVE_DEFAULT_PARTITION__ back as NULL: such a value is landed the usual way.
-    good.push(...keys.map((key) => `r.${quoteIdentifier(key)} <> '__HIVE_DEFAULT_PARTITION__'`));
-    await connection.run(
-      `CREATE VIEW ${names.checked} AS SELECT r.* FROM ${names.typed} r WHERE CASE WHEN ${good.join(" AND ")} THEN true ELSE error(${quoteLiteral(BAD_ROW_MET)}) END`,
-    );
-    stage = await writeFirst(names.checked);
-    const [refused, files] = (
-      await connection.runAndReadAll(`SELECT (SELECT count(*) FROM temp.${rejects.errors}), (SELECT count(*) FROM glob(${quoteLiteral(stage.files)}))`)
-    ).getRowsJS()[0]!.map(Number) as [number, number];
-    if (refused > 0 || files === 0) return undefined;
-    const values = request.columns.map((c) => `CAST(${quoteIdentifier(c.name)} AS ${c.type}) AS ${quoteIdentifier(c.name)}`);
-    await connection.run(
-      `CREATE VIEW ${names.written} AS SELECT ${[...values, ...keys.map(quoteIdentifier)].join(", ")}, true AS ${GOOD} ` +
-        `FROM read_parquet(${quoteLiteral(stage.files)}, hive_partitioning = ${keys.length > 0}, hive_types_autocast = false)`,
-    );
-    await connection.run(`CREATE TABLE ${names.groups} AS ${sign(names.written, [...keys, GOOD])}`);
-    await findBadKeys(pass, names.groups);
-    await createNoRejects(connection, tables.rejected);
+    const refused = async (): Promise<number> => Number((await connection.runAndReadAll(`SELECT count(*) FROM temp.${rejects.errors}`)).getRowsJS()[0]?.[0]);
+    stage = await writeFirst(pass, checks, sign, write, refused);
+    if (!stage) return undefined;
     // Later reads of the landed rows skip nothing that is not already known good (none were refused).
-    await dropIfExists(connection, [["VIEW", names.written], ["VIEW", names.checked], ["VIEW", names.typed]]);
+    await connection.run(`DROP VIEW ${names.typed}`);
     await convertRows(pass, streamed.rows({ refused: "skipped" }));
     await keepGoodRows(pass, checks);
     landed = true;
     return { signatures: names.groups, stage };
   } catch {
-    // Whatever stopped the write (the first bad row, mostly), the usual way lands the delivery, and fails where it fails.
     return undefined;
   } finally {
-    await dropIfExists(connection, [
-      ["VIEW", names.written],
-      ["VIEW", names.checked],
-      ...[`temp.${rejects.errors}`, `temp.${rejects.scans}`].map((table) => ["TABLE", table] as const),
-    ]);
+    await dropIfExists(connection, [`temp.${rejects.errors}`, `temp.${rejects.scans}`].map((table) => ["TABLE", table] as const));
     if (!landed) {
+      // Given up: nothing of this delivery is left for the usual way to trip on.
       await stage?.remove();
       await dropLanding(connection, tables);
     }

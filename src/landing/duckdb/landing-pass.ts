@@ -21,8 +21,8 @@ export interface LandingOptions {
   readonly materializeMaxBytes?: number;
   /**
    * Writes every partition of a relation (its good rows) into a stage, on the landing's connection: given where each
-   * partition of the delivery is built whatever its signature says (a first load), so that a clean streamed CSV
-   * delivery is parsed once, its runs written as it is read (`landWrittenFirst`).
+   * partition of the delivery is built whatever its signature says (a first load), so that a clean delivery read in
+   * place (Parquet, streamed CSV) is read once, its runs written as it is read (./write-first.ts).
    */
   readonly writeFirst?: (relation: string) => Promise<Stage>;
 }
