@@ -175,15 +175,23 @@ async function scanBeforeReading(file: string, delimiter: string, width: number)
  * have (it holds a quote that does not split it whole).
  */
 function droppedLastField(lines: Buffer, delimiter: string, width: number, quoted: boolean, crlf: boolean): boolean {
-  const endings = [`${delimiter}\n`, ...(crlf ? [`${delimiter}\r\n`] : []), ...(quoted ? [`${delimiter}""\n`, ...(crlf ? [`${delimiter}""\r\n`] : [])] : [])];
-  for (const ending of endings) {
-    for (let at = lines.indexOf(ending); at >= 0; at = lines.indexOf(ending, at + 1)) {
-      const text = lines.toString("utf8", lines.lastIndexOf(10, at) + 1, at + ending.length - 1);
-      const fields = splitLine(text.replace(/\r+$/, ""), delimiter);
-      if (fields === undefined || fields.length === width + 1) return true;
-    }
+  const endings = [`${delimiter}\n`, ...(crlf ? [`${delimiter}\r\n`] : []), ...(quoted ? [`${delimiter}""\n`, ...(crlf ? [`${delimiter}""\r\n`] : [])] : [])].map((e) => Buffer.from(e));
+  // Line by line from each line end (memchr), not by searching for the endings: a search for ",\n" stops at every
+  // comma of a CSV, and took 0.25 s of 270 MB where this takes 0.05 s.
+  let start = 0;
+  for (let end = lines.indexOf(10); end >= 0; start = end + 1, end = lines.indexOf(10, start)) {
+    if (!endings.some((ending) => endsWith(lines, end + 1, ending))) continue;
+    const fields = splitLine(lines.toString("utf8", start, end).replace(/\r+$/, ""), delimiter);
+    if (fields === undefined || fields.length === width + 1) return true;
   }
   return false;
+}
+
+/** Whether the bytes of `buffer` before `at` are `suffix`. */
+function endsWith(buffer: Buffer, at: number, suffix: Buffer): boolean {
+  if (at < suffix.length) return false;
+  for (let i = 1; i <= suffix.length; i++) if (buffer[at - i] !== suffix[suffix.length - i]) return false;
+  return true;
 }
 
 /** Where each file's first line is read (synchronously, one file at a time), left unfilled: only the bytes read are looked at. */
