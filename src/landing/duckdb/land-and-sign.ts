@@ -23,7 +23,7 @@ export interface LandHooks {
   signing(): Promise<Signing>;
   /** Writes every partition of the landed rows into a stage, on a connection of its own. */
   writeAhead(table: TableDefinition): Promise<Stage>;
-  /** Writes every partition of a relation's rows into a stage, on the landing's connection (a write first, see ../land-delivery.ts). */
+  /** Writes every partition of a relation's rows into a stage, on the landing's connection (a write first: ./write-first.ts). */
   writeFirst(connection: DuckDBConnection, table: TableDefinition, relation: string): Promise<Stage>;
   /** Keeps a stage written ahead (dropped by the caller if landing fails after all). */
   wroteAhead(ahead: WrittenAhead): void;
