@@ -28,6 +28,11 @@ export interface CatalogFileKeys {
   readonly file: string;
   /** The file whose kernel lock orders updates across processes. */
   readonly lock: string;
+  /**
+   * What the file shows of each table (its `lakeswap.tables` fingerprints), with the file's identity when that was
+   * written: read instead of the file by a command that moved nothing, which then need not load DuckDB.
+   */
+  readonly states: string;
   /** The folder of temporary files (a killed writer's are removed when the lake is next opened). */
   readonly temp: string;
 }
@@ -43,6 +48,7 @@ export interface CatalogFileKeys {
 export class DuckDbCatalogFile implements CatalogFile {
   readonly location: string;
   private readonly lockPath: string;
+  private readonly statesPath: string;
   private readonly tempDir: string;
 
   constructor(
@@ -51,21 +57,32 @@ export class DuckDbCatalogFile implements CatalogFile {
   ) {
     this.location = path.resolve(store.localPath(keys.file));
     this.lockPath = keys.lock;
+    this.statesPath = path.resolve(store.localPath(keys.states));
     this.tempDir = path.resolve(store.localPath(keys.temp));
   }
 
   async tableStates(): Promise<Map<string, string>> {
-    if (!(await fs.access(this.location).then(() => true, () => false))) return new Map();
+    const identity = await fileIdentity(this.location);
+    if (identity === undefined) return new Map();
+    // Kept beside the file by the update that wrote it: valid only while the file is the very one it was written for
+    // (an update killed between its rename and this record leaves the record of the file before: it is not used).
+    const kept = await fs.readFile(this.statesPath, "utf8").then((text) => JSON.parse(text) as unknown, () => undefined);
+    if (isKeptStates(kept) && kept.file === identity) return new Map(Object.entries(kept.tables));
     const connection = await (await writerInstance()).connect();
     const alias = `catalog_file_${randomBytes(6).toString("hex")}`;
     try {
       await connection.run(`ATTACH ${quoteLiteral(this.location)} AS ${alias} (READ_ONLY)`);
+      let states: Map<string, string>;
       try {
         const reader = await connection.runAndReadAll(`SELECT table_name, pointers FROM ${alias}.${RECORD_SCHEMA}.tables`);
-        return new Map(reader.getRows().map((row) => [String(row[0]), String(row[1] ?? "")]));
+        states = new Map(reader.getRows().map((row) => [String(row[0]), String(row[1] ?? "")]));
       } finally {
         await connection.run(`DETACH ${alias}`);
       }
+      // Kept for the next command, where the file read is the one that was there before and after (a file of a lake
+      // from before this record, or a record lost to a crash): the commands that move nothing then leave DuckDB unloaded.
+      if ((await fileIdentity(this.location)) === identity) await this.keepStates(identity, states);
+      return states;
     } catch {
       // A file that cannot be read (or one written before views had fingerprints) is rewritten by the next update.
       return new Map();
@@ -125,7 +142,9 @@ export class DuckDbCatalogFile implements CatalogFile {
           throw error;
         },
       );
-      const views = await this.writeViews(work, copied, tables, history);
+      const { views, states } = await this.writeViews(work, copied, tables, history);
+      // The record of the file before is stale from the rename on: gone before it, written again after it.
+      await fs.rm(this.statesPath, { force: true });
       if (views === 0) {
         // The last table was dropped: a lake without tables leaves no file of lakeswap's behind (a waiter on the
         // removed lock file may update a file of its own meanwhile: its views are rewritten by their next write).
@@ -140,16 +159,44 @@ export class DuckDbCatalogFile implements CatalogFile {
       }
       await fsyncPath(temp);
       await fence?.();
+      // The copy's identity is the file's once renamed (the rename keeps its inode, size and modification time), and no
+      // other writer's file can have it, whatever renamed what meanwhile.
+      const identity = await fileIdentity(temp);
       await fs.rename(temp, this.location);
       await fsyncPath(path.dirname(this.location));
+      if (identity !== undefined) await this.keepStates(identity, states);
     } finally {
       // A write-ahead log is left beside the copy only by a write that failed before the copy was detached.
       await Promise.all([scratch === undefined ? undefined : fs.rm(scratch, { recursive: true, force: true }), fs.rm(temp, { force: true }), fs.rm(`${work}.wal`, { force: true })]);
     }
   }
 
-  /** Attaches `file` to the process's catalog file DuckDB (a copy that will not open is started afresh) and replaces the views; how many views it then has. */
-  private async writeViews(file: string, copied: boolean, tables: readonly CatalogFileTable[], history: CatalogFileHistory | undefined): Promise<number> {
+  /**
+   * Records what the file now shows of each table, with its identity, beside it (`CatalogFileKeys.states`): written
+   * whole by a rename, without an fsync (a record lost to a crash is only not used). One that cannot be written is
+   * only not there: `tableStates` then reads the file.
+   */
+  private async keepStates(file: string, states: ReadonlyMap<string, string>): Promise<void> {
+    const temp = path.join(this.tempDir, `${process.pid}-catalog-states-${randomBytes(6).toString("hex")}.json`);
+    try {
+      await fs.mkdir(this.tempDir, { recursive: true });
+      await fs.writeFile(temp, JSON.stringify({ file, tables: Object.fromEntries(states) }));
+      await fs.rename(temp, this.statesPath);
+    } catch {
+      await fs.rm(temp, { force: true });
+    }
+  }
+
+  /**
+   * Attaches `file` to the process's catalog file DuckDB (a copy that will not open is started afresh) and replaces the
+   * views; how many views it then has, and what it then shows of each table (`lakeswap.tables`: name and fingerprint).
+   */
+  private async writeViews(
+    file: string,
+    copied: boolean,
+    tables: readonly CatalogFileTable[],
+    history: CatalogFileHistory | undefined,
+  ): Promise<{ readonly views: number; readonly states: Map<string, string> }> {
     const connection = await (await writerInstance()).connect();
     const alias = `catalog_file_${randomBytes(6).toString("hex")}`;
     try {
@@ -162,7 +209,9 @@ export class DuckDbCatalogFile implements CatalogFile {
         await connection.run(`ATTACH ${quoteLiteral(file)} AS ${alias}`);
       }
       try {
-        return await replaceViews(connection, alias, tables, (key) => path.resolve(this.store.localPath(key)), history);
+        const views = await replaceViews(connection, alias, tables, (key) => path.resolve(this.store.localPath(key)), history);
+        const reader = await connection.runAndReadAll(`SELECT table_name, pointers FROM ${alias}.${RECORD_SCHEMA}.tables`);
+        return { views, states: new Map(reader.getRows().map((row) => [String(row[0]), String(row[1] ?? "")])) };
       } finally {
         // Detaching checkpoints: the file is whole, with no write-ahead log beside it.
         await connection.run(`DETACH ${alias}`);
@@ -171,6 +220,22 @@ export class DuckDbCatalogFile implements CatalogFile {
       connection.closeSync();
     }
   }
+}
+
+/**
+ * A file's identity (device, inode, size, modification time), or undefined where there is none: a rewrite in place
+ * moves the size or the modification time, a file put in its place has another inode.
+ */
+async function fileIdentity(file: string): Promise<string | undefined> {
+  const stat = await fs.stat(file, { bigint: true }).catch(() => undefined);
+  return stat && `${stat.dev}:${stat.ino}:${stat.size}:${stat.mtimeNs}`;
+}
+
+/** A record of the catalog file's table states as `keepStates` writes it. */
+function isKeptStates(value: unknown): value is { readonly file: string; readonly tables: Record<string, string> } {
+  if (typeof value !== "object" || value === null) return false;
+  const { file, tables } = value as { file?: unknown; tables?: unknown };
+  return typeof file === "string" && typeof tables === "object" && tables !== null && Object.values(tables).every((v) => typeof v === "string");
 }
 
 /** The in-memory DuckDB that writes catalog files, one thread, opened on first use and kept for the process (opening one costs ~20 ms). */

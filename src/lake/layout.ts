@@ -30,6 +30,9 @@ export const CATALOG_FILE = "lake.duckdb";
 /** The file whose kernel lock orders the catalog file's updates across processes. */
 export const CATALOG_FILE_LOCK = `${METADATA_PREFIX}/catalog-file.lock`;
 
+/** What the catalog file shows of each table, kept beside it so that a command that moved nothing need not open it. */
+export const CATALOG_FILE_STATES = `${METADATA_PREFIX}/catalog-file-states.json`;
+
 /** Where runs go when the catalog's pointers sit at the partitions' own paths (`pointersInStore`): `<table>/_runs/<partition path>/`. */
 const RUNS_BESIDE_POINTERS = "_runs";
 

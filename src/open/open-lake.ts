@@ -4,7 +4,7 @@ import { LocalCatalog } from "../catalog/local-catalog.js";
 import type { AwsTarget } from "../config/aws-config.js";
 import { parseDuration } from "../model/duration.js";
 import { Lake, type LakeSettings } from "../lake/lake.js";
-import { CATALOG_FILE, CATALOG_FILE_LOCK, METADATA_FOLDERS, TEMP_PREFIX, writeConsequence } from "../lake/layout.js";
+import { CATALOG_FILE, CATALOG_FILE_LOCK, CATALOG_FILE_STATES, METADATA_FOLDERS, TEMP_PREFIX, writeConsequence } from "../lake/layout.js";
 import { DuckDbCatalogFile } from "../catalog/duckdb-catalog-file.js";
 import type { AdaptiveLimit } from "../shared/adaptive-limit.js";
 import type { GlueCatalog } from "../catalog/glue-catalog.js";
@@ -20,7 +20,7 @@ export async function openEmbeddedLake(dir: string, settings: LakeSettings = {})
   const duckdb = new SharedDuckDb();
   const engine = new DuckDbEngine(store, { duckdb });
   const landing = new DuckDbLanding(store, { duckdb, stagingPrefix: TEMP_PREFIX });
-  const catalogFile = new DuckDbCatalogFile(store, { file: CATALOG_FILE, lock: CATALOG_FILE_LOCK, temp: TEMP_PREFIX });
+  const catalogFile = new DuckDbCatalogFile(store, { file: CATALOG_FILE, lock: CATALOG_FILE_LOCK, states: CATALOG_FILE_STATES, temp: TEMP_PREFIX });
   return Lake.open({ store, catalog: new LocalCatalog(dir, { folders: METADATA_FOLDERS, describeWrite: writeConsequence }), engine, landing, catalogFile }, settings);
 }
 
@@ -102,6 +102,7 @@ export async function removeEmptyLake(place: LakePlace): Promise<boolean> {
   // The catalog file of a lake without tables holds no view; its lock file is lakeswap's alone.
   await fs.rm(path.join(place.dir, CATALOG_FILE), { force: true });
   await fs.rm(path.join(place.dir, CATALOG_FILE_LOCK), { force: true });
+  await fs.rm(path.join(place.dir, CATALOG_FILE_STATES), { force: true });
   const metadata = path.join(place.dir, METADATA_FOLDERS.metadata);
   const areas = await fs.readdir(metadata).catch(() => [] as string[]);
   for (const area of areas) await fs.rmdir(path.join(metadata, area)).catch(() => undefined);

@@ -4,7 +4,7 @@ import { DuckDBInstance, type DuckDBConnection } from "@duckdb/node-api";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DuckDbCatalogFile } from "../../src/catalog/duckdb-catalog-file.js";
-import { CATALOG_FILE, CATALOG_FILE_LOCK, METADATA_FOLDERS, TEMP_PREFIX } from "../../src/lake/layout.js";
+import { CATALOG_FILE, CATALOG_FILE_LOCK, CATALOG_FILE_STATES, METADATA_FOLDERS, TEMP_PREFIX } from "../../src/lake/layout.js";
 import type { PartitionSnapshot } from "../../src/model/build.js";
 import { defineTable, type TableDefinition } from "../../src/model/table.js";
 import { LocalStore } from "../../src/store/local-store.js";
@@ -70,7 +70,7 @@ describe("lake.duckdb's past views, chained", () => {
         dirs.push(cleanup);
         const { partitionKeys, valuesOf, partitions } = layout(keys);
         const store = new LocalStore(dir, { folders: METADATA_FOLDERS });
-        const file = new DuckDbCatalogFile(store, { file: CATALOG_FILE, lock: CATALOG_FILE_LOCK, temp: TEMP_PREFIX });
+        const file = new DuckDbCatalogFile(store, { file: CATALOG_FILE, lock: CATALOG_FILE_LOCK, states: CATALOG_FILE_STATES, temp: TEMP_PREFIX });
         let table: TableDefinition = defineTable({ name: "events", columns: [{ name: "id", type: "BIGINT" }, { name: "tag", type: "VARCHAR" }], partitionKeys });
         const state = new Map<number, ModelRun>();
         const files = new Map<number, string[]>();
@@ -116,7 +116,7 @@ describe("lake.duckdb's past views, chained", () => {
     const { dir, cleanup } = tempDir("lakeswap-history-");
     dirs.push(cleanup);
     const store = new LocalStore(dir, { folders: METADATA_FOLDERS });
-    const file = new DuckDbCatalogFile(store, { file: CATALOG_FILE, lock: CATALOG_FILE_LOCK, temp: TEMP_PREFIX });
+    const file = new DuckDbCatalogFile(store, { file: CATALOG_FILE, lock: CATALOG_FILE_LOCK, states: CATALOG_FILE_STATES, temp: TEMP_PREFIX });
     const table = defineTable({ name: "events", columns: [{ name: "id", type: "BIGINT" }], partitionKeys: ["day"] });
     mkdirSync(path.join(dir, "events"), { recursive: true });
     await writer.run(
