@@ -74,8 +74,7 @@ export class DuckDbCatalogFile implements CatalogFile {
       await connection.run(`ATTACH ${quoteLiteral(this.location)} AS ${alias} (READ_ONLY)`);
       let states: Map<string, string>;
       try {
-        const reader = await connection.runAndReadAll(`SELECT table_name, pointers FROM ${alias}.${RECORD_SCHEMA}.tables`);
-        states = new Map(reader.getRows().map((row) => [String(row[0]), String(row[1] ?? "")]));
+        states = await shownStates(connection, alias);
       } finally {
         await connection.run(`DETACH ${alias}`);
       }
@@ -210,8 +209,7 @@ export class DuckDbCatalogFile implements CatalogFile {
       }
       try {
         const views = await replaceViews(connection, alias, tables, (key) => path.resolve(this.store.localPath(key)), history);
-        const reader = await connection.runAndReadAll(`SELECT table_name, pointers FROM ${alias}.${RECORD_SCHEMA}.tables`);
-        return { views, states: new Map(reader.getRows().map((row) => [String(row[0]), String(row[1] ?? "")])) };
+        return { views, states: await shownStates(connection, alias) };
       } finally {
         // Detaching checkpoints: the file is whole, with no write-ahead log beside it.
         await connection.run(`DETACH ${alias}`);
@@ -220,6 +218,12 @@ export class DuckDbCatalogFile implements CatalogFile {
       connection.closeSync();
     }
   }
+}
+
+/** What the attached catalog file `alias` shows of each table: its name and the fingerprint of the pointers its view shows. */
+async function shownStates(connection: DuckDBConnection, alias: string): Promise<Map<string, string>> {
+  const reader = await connection.runAndReadAll(`SELECT table_name, pointers FROM ${alias}.${RECORD_SCHEMA}.tables`);
+  return new Map(reader.getRows().map((row) => [String(row[0]), String(row[1] ?? "")]));
 }
 
 /**
