@@ -20,7 +20,7 @@ import type {
 } from "../landing.js";
 import type { BuildRequest, BuildResult } from "../../model/build.js";
 import { DeliveryIds, assertStillAsRead, type ReadFiles } from "./delivery-identity.js";
-import { tableShape, writeStage } from "./stage.js";
+import { tableShape, writeStage, type Stage } from "./stage.js";
 import { writeLandedFiles, writeRejected } from "./landed-output.js";
 import { tablesOfParseTree } from "./landing-queries.js";
 import { countFooterRows } from "../parquet-footers.js";
@@ -73,16 +73,16 @@ export class DuckDbLanding implements Landing {
     const files = await deliveryFiles(request.files);
     const catalog = await this.landingCatalog(request.format, files);
     const tables = { landed: `${catalog}landed_${relationId}`, rejected: `${catalog}rejected_${relationId}` };
+    // Every partition of a relation into a stage, on `writer`: written ahead (a connection of its own), or first (the landing's).
+    const stageAll = async (writer: DuckDBConnection, table: TableDefinition, relation: string): Promise<Stage> =>
+      writeStage(writer, this.files, table, relation, "all", await this.duckdb.memoryLimitBytes());
     return this.duckdb.withConnection(async (connection) => {
       try {
         const { delivery, read } = await landAndSign(connection, { ...request, partition, files }, tables, {
           ids: this.ids,
           signing: () => this.duckdb.signing(),
-          writeAhead: async (table) => {
-            const memoryLimit = await this.duckdb.memoryLimitBytes();
-            return this.duckdb.withConnection((writer) => writeStage(writer, this.files, table, tables.landed, "all", memoryLimit));
-          },
-          writeFirst: async (writer, table, relation) => writeStage(writer, this.files, table, relation, "all", await this.duckdb.memoryLimitBytes()),
+          writeAhead: (table) => this.duckdb.withConnection((writer) => stageAll(writer, table, tables.landed)),
+          writeFirst: stageAll,
           wroteAhead: (ahead) => this.writtenAhead.set(tables.landed, ahead),
         });
         this.landedFiles.set(tables.landed, read);
