@@ -21,8 +21,12 @@ export interface Landing {
    * names and bytes), without landing it. `known` is what an earlier identify
    * of the same paths found: its id is taken without reading the files again
    * when they are the same files, unchanged since (`IdentifiedFiles`).
+   * `readAhead`: the request the delivery is to be landed with, if it is;
+   * where the files must be read to name them, what landing reads of them
+   * first may be read at the same time, for `land` to take if the files are
+   * still as they were then.
    */
-  identify(files: readonly string[], known?: IdentifiedFiles): Promise<IdentifiedDelivery>;
+  identify(files: readonly string[], known?: IdentifiedFiles, readAhead?: LandRequest): Promise<IdentifiedDelivery>;
   /** Lands a delivery's files: typed rows, bad rows apart, a signature per partition. */
   land(request: LandRequest): Promise<LandedDelivery>;
   /**

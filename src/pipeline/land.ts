@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import type { DatasetConfig, PipelineColumn } from "../config/pipeline-config.js";
 import type { PartitionSnapshot } from "../engine/engine.js";
-import type { LandedDelivery, LandingSummary } from "../landing/landing.js";
+import type { LandRequest, LandedDelivery, LandingSummary } from "../landing/landing.js";
 import type { LakeWriter, PartitionState } from "../lake/lake.js";
 import { identifyDelivery, keepLandingSummary, landingSummary } from "../lake/operations/deliveries.js";
 import { partitionStates, runManifest } from "../lake/operations/partition-states.js";
@@ -55,7 +55,8 @@ export async function knownDelivery(ctx: PipelineContext, dataset: DatasetConfig
 async function deliveryKey(ctx: PipelineContext, dataset: DatasetConfig): Promise<string | undefined> {
   // An upsert merges the delivery into what the table holds now, which may have changed since: it is landed every time.
   if (ctx.options.fullRefresh || dataset.upsert) return undefined;
-  const { id } = await identifyDelivery(ctx.lake, patterns(ctx, dataset), dataset.table);
+  // Named with the request it is landed with if it is not known: what landing reads first is read while it is hashed.
+  const { id } = await identifyDelivery(ctx.lake, patterns(ctx, dataset), dataset.table, landRequest(ctx, dataset, false));
   const declaration = JSON.stringify({
     landing: LANDING_SUMMARY_VERSION,
     signature: SIGNATURE_VERSION,
@@ -92,7 +93,16 @@ export async function buildsEveryPartition(ctx: PipelineContext, dataset: Datase
 
 /** Lands a dataset's delivery once (read, validate, partition, sign); bad rows without a dead-letter table stop it. */
 export async function landDelivery(ctx: PipelineContext, dataset: DatasetConfig, writeAhead = false): Promise<LandedDelivery> {
-  const delivery = await ctx.landing.land({
+  const delivery = await ctx.landing.land(landRequest(ctx, dataset, writeAhead));
+  if (delivery.rowsRejected > 0 && !dataset.deadLetter) {
+    await ctx.landing.releaseLanding(delivery);
+    throw badRows(dataset, delivery);
+  }
+  return delivery;
+}
+
+function landRequest(ctx: PipelineContext, dataset: DatasetConfig, writeAhead: boolean): LandRequest {
+  return {
     writeAhead: writeAhead ? rawTable(dataset) : undefined,
     files: patterns(ctx, dataset),
     format: dataset.source.format,
@@ -101,12 +111,7 @@ export async function landDelivery(ctx: PipelineContext, dataset: DatasetConfig,
     columns: dataset.columns,
     partition: dataset.partition,
     signatureColumns: dataset.signatureColumns,
-  });
-  if (delivery.rowsRejected > 0 && !dataset.deadLetter) {
-    await ctx.landing.releaseLanding(delivery);
-    throw badRows(dataset, delivery);
-  }
-  return delivery;
+  };
 }
 
 /** The error of a delivery with bad rows and nowhere to keep them: the first bad row, where it is, and the fix. */

@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import type { IdentifiedFiles, LandingSummary } from "../../landing/landing.js";
+import type { IdentifiedFiles, LandRequest, LandingSummary } from "../../landing/landing.js";
 import { errorMessage } from "../../model/errors.js";
 import { assertTableName } from "../../model/sql.js";
 import { deliveryFilesKey, deliveryKey } from "../layout.js";
@@ -10,11 +10,13 @@ import type { HasLakeParts } from "../parts.js";
  * bytes), without landing it. With the raw table it is for, what was found
  * out about the same paths last time is kept in the lake, so that the same
  * files, unchanged, are named without being read again (`IdentifiedFiles`).
+ * `readAhead`: the request it is to be landed with (`Landing.identify`).
  */
 export async function identifyDelivery(
   lake: HasLakeParts,
   files: readonly string[],
   table?: string,
+  readAhead?: LandRequest,
 ): Promise<{ readonly files: readonly string[]; readonly id: string; readonly hashed: boolean }> {
   const { store, landing } = lake.parts;
   const key = table === undefined ? undefined : deliveryFilesKey(assertTableName(table), createHash("sha256").update(JSON.stringify(files)).digest("hex").slice(0, 32));
@@ -27,7 +29,7 @@ export async function identifyDelivery(
       // Unreadable: the files are read again to name them, and it is written anew.
     }
   }
-  const identified = await landing.identify(files, known);
+  const identified = await landing.identify(files, known, readAhead);
   if (key !== undefined && identified.hashed) {
     // Only saves a read of the delivery next time: failing to keep it is not the sync's failure.
     await store.put(key, JSON.stringify(identified.identified)).catch((error: unknown) => {

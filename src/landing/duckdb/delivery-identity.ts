@@ -2,6 +2,7 @@ import { closeSync, openSync, readSync, statSync, type BigIntStats } from "node:
 import { setImmediate as yieldToEvents } from "node:timers/promises";
 import path from "node:path";
 import { createHash } from "node:crypto";
+import { Worker } from "node:worker_threads";
 import { InvalidInputError } from "../../model/errors.js";
 import { now as clockNow } from "../../shared/clock.js";
 import { deliveryFiles } from "../delivery-files.js";
@@ -16,15 +17,29 @@ import { FILE_CHUNK_BYTES } from "./landing-sql.js";
 const SETTLED_MS = 3000;
 
 /**
+ * The size from which a delivery that is read ahead while it is named (`identify`'s `alongside`) is hashed on a thread
+ * of its own: a smaller one is hashed here, in less time than a thread takes to start, and so is one with nothing to
+ * read ahead (the thread would only wait).
+ */
+const HASH_THREAD_MIN_BYTES = 16 * 1024 * 1024;
+
+/**
  * Names deliveries by their bytes (a digest of their files' names and contents, so a rerun of the same delivery gets
  * the same id), and reads each set of files once while they stay as they were: the last ids found are kept with the
  * files' states, so that landing a delivery just identified does not read it twice to name it.
  */
 export class DeliveryIds {
+  /** `hashThreadMinBytes`: HASH_THREAD_MIN_BYTES, unless a test asks for the thread at another size. */
+  constructor(private readonly hashThreadMinBytes = HASH_THREAD_MIN_BYTES) {}
+
   private readonly identified = new Map<string, { readonly states: readonly string[]; readonly id: string; readonly hashedAt: number }>();
 
-  /** The files a delivery's paths or globs name, and its id; `known` (an earlier identify) is taken where its files are settled and unchanged. */
-  async identify(patterns: readonly string[], known?: IdentifiedFiles): Promise<IdentifiedDelivery> {
+  /**
+   * The files a delivery's paths or globs name, and its id; `known` (an earlier identify) is taken where its files are
+   * settled and unchanged. Where they are read to be named and are large, they are hashed on a thread of their own
+   * while `alongside` (given the files) runs here: what landing them would read first, read at the same time.
+   */
+  async identify(patterns: readonly string[], known?: IdentifiedFiles, alongside?: (files: readonly string[]) => Promise<void>): Promise<IdentifiedDelivery> {
     // Expanded without DuckDB: a resend of a known delivery may not need the engine at all.
     const files = await deliveryFiles(patterns);
     const states = await fileStates(files);
@@ -33,22 +48,24 @@ export class DeliveryIds {
       return { files, id: known.id, identified: known, hashed: false };
     }
     // Hashed anew (not taken from this process's earlier hash): what is kept records when the files were read.
-    const { id, hashedAt } = await this.idOf(files, true);
+    const aside = alongside && totalBytes(states.map(stateText)) >= this.hashThreadMinBytes ? alongside : undefined;
+    const [{ id, hashedAt }] = await Promise.all([this.idOf(files, true, aside !== undefined), aside?.(files)]);
     return { files, id, identified: { files, states, id, hashedAt }, hashed: true };
   }
 
   /**
    * A delivery's id: a digest of its files' names and bytes, read once while
    * the files stay as they were (same inode, size, modification and change
-   * times), however often it is asked for; `fresh` reads them again.
+   * times), however often it is asked for; `fresh` reads them again, and
+   * `onThread` on a thread of its own (`hashOnThread`).
    */
-  async idOf(files: readonly string[], fresh = false): Promise<{ readonly id: string; readonly hashedAt: number }> {
+  async idOf(files: readonly string[], fresh = false, onThread = false): Promise<{ readonly id: string; readonly hashedAt: number }> {
     const states = await fileStateTexts(files);
     const key = JSON.stringify(files);
     const known = this.identified.get(key);
     if (!fresh && known && sameStates(known.states, states)) return known;
     const hashedAt = clockNow();
-    const id = await deliveryIdOf(files);
+    const id = onThread ? await hashOnThread(files) : await deliveryIdOf(files);
     assertUnchanged(files, states, await fileStateTexts(files), "while its id was computed");
     this.identified.set(key, { states, id, hashedAt });
     return { id, hashedAt };
@@ -105,6 +122,62 @@ async function deliveryIdOf(files: readonly string[]): Promise<string> {
     hash.update("\n");
   }
   return `d${hash.digest("hex").slice(0, 16)}`;
+}
+
+/**
+ * The digest of a delivery's files (as `deliveryIdOf` makes it), made on a thread of its own: the JavaScript thread
+ * is free meanwhile, and a second core hashes. Plain CommonJS, evaluated as the thread's script (the compiled CLI is
+ * one bundle, with no file of its own).
+ */
+const HASH_SCRIPT = `
+const { parentPort, workerData } = require("node:worker_threads");
+const fs = require("node:fs");
+const path = require("node:path");
+const { createHash } = require("node:crypto");
+try {
+  const hash = createHash("sha256");
+  const buffer = Buffer.allocUnsafe(workerData.chunk);
+  for (const file of workerData.files) {
+    hash.update(path.basename(file) + "\\n");
+    const fd = fs.openSync(file, "r");
+    try {
+      for (;;) {
+        const bytesRead = fs.readSync(fd, buffer, 0, buffer.length, null);
+        if (bytesRead === 0) break;
+        hash.update(buffer.subarray(0, bytesRead));
+      }
+    } finally {
+      fs.closeSync(fd);
+    }
+    hash.update("\\n");
+  }
+  parentPort.postMessage({ digest: hash.digest("hex") });
+} catch (error) {
+  parentPort.postMessage({ error: { message: String(error && error.message), code: error && error.code } });
+}
+`;
+
+/** Bytes the hashing thread reads at a time (it answers nothing else meanwhile, so more than FILE_CHUNK_BYTES). */
+const HASH_THREAD_CHUNK_BYTES = 4 * 1024 * 1024;
+
+async function hashOnThread(files: readonly string[]): Promise<string> {
+  const worker = new Worker(HASH_SCRIPT, { eval: true, workerData: { files: [...files].sort(), chunk: HASH_THREAD_CHUNK_BYTES } });
+  try {
+    const answer = await new Promise<{ digest?: string; error?: { message: string; code?: string } }>((resolve, reject) => {
+      worker.once("message", resolve);
+      worker.once("error", reject);
+      worker.once("exit", (code) => reject(new Error(`the thread hashing the delivery stopped (exit code ${code})`)));
+    });
+    if (answer.error) throw Object.assign(new Error(answer.error.message), { code: answer.error.code });
+    return `d${answer.digest!.slice(0, 16)}`;
+  } finally {
+    void worker.terminate();
+  }
+}
+
+/** The bytes of files in all, from their states as text (`stateText`: the size is the third field; a missing file counts none). */
+function totalBytes(states: readonly string[]): number {
+  return states.reduce((sum, state) => sum + (Number(state.split(":")[2]) || 0), 0);
 }
 
 /**

@@ -19,7 +19,8 @@ import type {
   AuditRunsRequest, CompactRunRequest, IdentifiedDelivery, IdentifiedFiles, LandRequest, LandedDelivery, LandedFile, LandedRunsRequest, Landing, MergeRequest, PartitionMapRequest, Signing, StagedCompaction,
 } from "../landing.js";
 import type { BuildRequest, BuildResult } from "../../model/build.js";
-import { DeliveryIds, assertStillAsRead, type ReadFiles } from "./delivery-identity.js";
+import { DeliveryIds, assertStillAsRead, fileStateTexts, type ReadFiles } from "./delivery-identity.js";
+import { streamedCsv, type StreamedCsv } from "./csv-stream.js";
 import { tableShape, writeStage, type Stage } from "./stage.js";
 import { writeLandedFiles, writeRejected } from "./landed-output.js";
 import { tablesOfParseTree } from "./landing-queries.js";
@@ -30,6 +31,14 @@ import type { AuditFinding } from "../../model/audit.js";
 import { RunAuditor } from "./audit-runs.js";
 import { dropMerge, mergeDelivery, mergeRelations, type MergeRelations } from "./duckdb-merge.js";
 
+/** Scans read ahead and not (yet) taken that a landing keeps: a delivery known by its id is identified and never landed. */
+const MAX_SCANS_AHEAD = 4;
+
+/** What a CSV scan depends on (./csv-stream.ts): the files, and how their first lines are read. */
+function scanKey(request: LandRequest): string {
+  return JSON.stringify([request.files, request.header, request.delimiter, request.columns]);
+}
+
 /**
  * The landing with DuckDB, in process, for every lake (embedded or on AWS): a delivery is read, validated,
  * partitioned and signed once (./land-delivery.ts), and the runs of the partitions that changed are written from it
@@ -39,28 +48,55 @@ import { dropMerge, mergeDelivery, mergeRelations, type MergeRelations } from ".
 export class DuckDbLanding implements Landing {
   private readonly duckdb: SharedDuckDb;
   private readonly files: FileAccess;
-  private readonly ids = new DeliveryIds();
+  private readonly ids: DeliveryIds;
   /** The files each landed delivery was read with (by relation), checked again after every later pass over them. */
   private readonly landedFiles = new Map<string, ReadFiles>();
   /** The stages written while deliveries were landed (by relation, see `LandRequest.writeAhead`). */
   private readonly writtenAhead = new Map<string, WrittenAhead>();
   /** The merges made (by merged relation): their relations, and how to free the copies of an S3 lake's current files. */
   private readonly merges = new Map<string, { readonly relations: MergeRelations; release(): Promise<void> }>();
+  /** CSV deliveries scanned while they were identified (`scanAhead`), by what the scan reads, with their files' states before it. */
+  private readonly scans = new Map<string, { readonly states: readonly string[]; readonly scan: Promise<StreamedCsv | undefined> }>();
   /** The data audits of staged runs, made on first use. */
   private auditor: RunAuditor | undefined;
 
   /**
    * `options.duckdb`: the DuckDB shared with the lake's engine (../../engine/duckdb-engine.ts); by default one of its
    * own. `options.stagingPrefix`: where, in a store with local paths, runs are staged before each is renamed into
-   * place (../../engine/duckdb-file-access.ts).
+   * place (../../engine/duckdb-file-access.ts). `options.hashThreadMinBytes`: the size from which a delivery identified
+   * with a read ahead is hashed on a thread of its own, where a test wants another than the default (./delivery-identity.ts).
    */
-  constructor(private readonly store: ObjectStore, options: { readonly duckdb?: SharedDuckDb; readonly stagingPrefix?: string } = {}) {
+  constructor(
+    private readonly store: ObjectStore,
+    options: { readonly duckdb?: SharedDuckDb; readonly stagingPrefix?: string; readonly hashThreadMinBytes?: number } = {},
+  ) {
     this.duckdb = options.duckdb ?? new SharedDuckDb();
+    this.ids = new DeliveryIds(options.hashThreadMinBytes);
     this.files = fileAccessFor(store, { stagingPrefix: options.stagingPrefix });
   }
 
-  async identify(patterns: readonly string[], known?: IdentifiedFiles): Promise<IdentifiedDelivery> {
-    return this.ids.identify(patterns, known);
+  async identify(patterns: readonly string[], known?: IdentifiedFiles, readAhead?: LandRequest): Promise<IdentifiedDelivery> {
+    // A CSV delivery's scan (./csv-stream.ts) is what landing reads first; other formats have none to read ahead.
+    return this.ids.identify(patterns, known, readAhead?.format === "csv" ? (files) => this.scanAhead({ ...readAhead, files }) : undefined);
+  }
+
+  /** Scans a CSV delivery as landing it begins with (./csv-stream.ts), for `land` to take; its files' states first. */
+  private async scanAhead(request: LandRequest): Promise<void> {
+    const states = await fileStateTexts(request.files);
+    const scan = streamedCsv(request);
+    // Its failure is landing's to report, if the delivery is landed at all (a known one is not).
+    const settled = scan.then(() => undefined, () => undefined);
+    this.scans.set(scanKey(request), { states, scan });
+    for (const key of this.scans.keys()) if (this.scans.size > MAX_SCANS_AHEAD) this.scans.delete(key);
+    await settled;
+  }
+
+  /** The scan read ahead of `request`'s files (taken once), if they are as they were before it. */
+  private takeScan(request: LandRequest, read: ReadFiles): Promise<StreamedCsv | undefined> | undefined {
+    const key = scanKey(request);
+    const ahead = this.scans.get(key);
+    this.scans.delete(key);
+    return ahead && ahead.states.join("\n") === read.states.join("\n") ? ahead.scan : undefined;
   }
 
   async land(request: LandRequest): Promise<LandedDelivery> {
@@ -84,6 +120,7 @@ export class DuckDbLanding implements Landing {
           writeAhead: (table) => this.duckdb.withConnection((writer) => stageAll(writer, table, tables.landed)),
           writeFirst: stageAll,
           wroteAhead: (ahead) => this.writtenAhead.set(tables.landed, ahead),
+          scanned: (landed, read) => this.takeScan(landed, read),
         });
         this.landedFiles.set(tables.landed, read);
         return delivery;

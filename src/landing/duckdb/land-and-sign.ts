@@ -10,6 +10,7 @@ import { landDelivery, outOfMemory } from "./land-delivery.js";
 import type { LandingTables } from "./landing-relations.js";
 import { signatureColumnNames, signatureOfRow, signatureQuery, type SignatureColumn } from "./signature-sql.js";
 import { tableShape, type Stage } from "./stage.js";
+import type { StreamedCsv } from "./csv-stream.js";
 
 /** A stage written while a delivery was landed, and the table shape it was written for (`tableShape`). */
 export interface WrittenAhead {
@@ -27,6 +28,8 @@ export interface LandHooks {
   writeFirst(connection: DuckDBConnection, table: TableDefinition, relation: string): Promise<Stage>;
   /** Keeps a stage written ahead (dropped by the caller if landing fails after all). */
   wroteAhead(ahead: WrittenAhead): void;
+  /** The CSV scan read ahead while the delivery was identified, if there is one of its files as `read` found them. */
+  scanned?(request: LandRequest, read: ReadFiles): Promise<StreamedCsv | undefined> | undefined;
 }
 
 /**
@@ -48,7 +51,8 @@ export async function landAndSign(
   const signed = signatureColumnOrder(request.columns.filter((c) => request.signatureColumns.includes(c.name)));
   const table = request.writeAhead;
   const writeFirst = table ? (relation: string) => hooks.writeFirst(connection, table, relation) : undefined;
-  const inPass = await landDelivery(connection, request, tables, (relation, groupKeys) => signatureQuery(relation, groupKeys, signed, signing.form), { writeFirst });
+  const options = { writeFirst, scanned: hooks.scanned?.(request, read) };
+  const inPass = await landDelivery(connection, request, tables, (relation, groupKeys) => signatureQuery(relation, groupKeys, signed, signing.form), options);
   if (inPass?.stage && table) hooks.wroteAhead({ definition: tableShape(table), stage: inPass.stage });
   // The bad rows are few and already apart: counted first, so that a clean delivery's runs can be written ahead.
   const rejected = Number((await connection.runAndReadAll(`SELECT count(*) FROM ${tables.rejected}`)).getRowsJS()[0]?.[0] ?? 0);

@@ -29,7 +29,7 @@ import {
 export async function landStreamedCsv(pass: LandingPass, checks: RowChecks, sign: PassSignature, options: LandingOptions): Promise<LandedInPass | undefined> {
   const { connection, request, tables, names } = pass;
   const rejects = csvRejects(names.typed);
-  const streamed = await readingFailure(() => streamedCsv(request));
+  const streamed = await readingFailure(() => options.scanned ?? streamedCsv(request));
   if (streamed === undefined) return undefined;
   const inPlace: LandingPass = { ...pass, inPlace: true, all: names.typed };
   if (options.writeFirst) {

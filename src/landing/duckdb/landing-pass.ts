@@ -1,3 +1,4 @@
+import type { StreamedCsv } from "./csv-stream.js";
 import type { DuckDBConnection } from "@duckdb/node-api";
 import { InvalidInputError, LakeswapError } from "../../model/errors.js";
 import { MAX_PARTITION_VALUE_LENGTH, PARTITION_VALUE_RULE } from "../../model/partition.js";
@@ -25,6 +26,8 @@ export interface LandingOptions {
    * place (Parquet, streamed CSV) is read once, its runs written as it is read (./write-first.ts).
    */
   readonly writeFirst?: (relation: string) => Promise<Stage>;
+  /** The CSV scan (./csv-stream.ts) made while the delivery was identified, of its files as they are read now. */
+  readonly scanned?: Promise<StreamedCsv | undefined>;
 }
 
 /** One delivery being landed: where, what, and the relation of every row typed (`all`: the table text is parsed into, or a view of a delivery read in place). */
