@@ -24,7 +24,7 @@ const BUILD_SQL = "the SQL";
 export async function buildRun(connection: DuckDBConnection, request: BuildRequest, files: FileAccess): Promise<BuildResult> {
   const select = await assertOneSelect(request.select, BUILD_SQL);
   const inputs = inputsClause(request.sources, files);
-  const outputColumns = await describe(connection, inputs, select);
+  const outputColumns = await describe(connection, inputsClause(request.sources, files, "shape"), select);
   const { table, partition } = request;
 
   checkOutputColumns(table, partition, outputColumns, true);
@@ -67,12 +67,14 @@ export async function buildRun(connection: DuckDBConnection, request: BuildReque
  * as a WITH clause put before the build's SELECT on a line of its own: `WITH "t" AS NOT MATERIALIZED (…), …` and a new
  * line, or "" where the store's files are not local. DuckDB binds a query over these once where temporary views would
  * be bound twice more (made, then read); NOT MATERIALIZED keeps them read as a view is, never held whole in memory. The
- * SELECT's own WITH and its names shadow these, as they would shadow views.
+ * SELECT's own WITH and its names shadow these, as they would shadow views. With `shape`, each is its table's columns
+ * without a row (`emptyView`: what its view gives, names and types, without a file): what the SELECT's output columns
+ * are decided by, bound without reading the footers of every file of the inputs.
  */
-function inputsClause(sources: readonly TableSnapshot[], files: FileAccess): string {
+function inputsClause(sources: readonly TableSnapshot[], files: FileAccess, shape?: "shape"): string {
   const pathOf = files.pathInPlace;
   if (!pathOf || sources.length === 0) return "";
-  const views = sources.map(({ table, partitions }) => `${quoteIdentifier(table.name)} AS NOT MATERIALIZED (${tableViewSelect(table, partitions, pathOf, quoteLiteral)})`);
+  const views = sources.map(({ table, partitions }) => `${quoteIdentifier(table.name)} AS NOT MATERIALIZED (${shape ? emptyView(table) : tableViewSelect(table, partitions, pathOf, quoteLiteral)})`);
   return `WITH ${views.join(", ")}\n`;
 }
 
@@ -179,7 +181,10 @@ function emptyView(table: TableDefinition): string {
   return `SELECT ${[...columns, ...keys].join(", ")} WHERE false`;
 }
 
-/** The SELECT's output columns, from its prepared (bound, never run) statement: an aggregate is not computed twice. */
+/**
+ * The SELECT's output columns, from its prepared (bound, never run) statement over `inputs` (the inputs' shape: see
+ * `inputsClause`): an aggregate is not computed twice, nor an input's files read for it.
+ */
 async function describe(connection: DuckDBConnection, inputs: string, select: string): Promise<string[]> {
   let prepared: DuckDBPreparedStatement;
   try {
