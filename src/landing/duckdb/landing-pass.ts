@@ -1,4 +1,3 @@
-import type { StreamedCsv } from "./csv-stream.js";
 import type { DuckDBConnection } from "@duckdb/node-api";
 import { InvalidInputError, LakeswapError } from "../../model/errors.js";
 import { MAX_PARTITION_VALUE_LENGTH, PARTITION_VALUE_RULE } from "../../model/partition.js";
@@ -8,6 +7,7 @@ import { duckDbMessage, fileList, outOfMemory, shown, type SourceRows } from "./
 import { conversion } from "./value-conversion.js";
 import type { landingScratch, LandingTables } from "./landing-relations.js";
 import type { Stage } from "./stage.js";
+import type { StreamedCsv } from "./csv-stream.js";
 
 /*
  * The steps of landing one delivery that every way of reading it shares (./land-delivery.ts, ./land-streamed-csv.ts):
