@@ -1,4 +1,4 @@
-import { promises as fs } from "node:fs";
+import { mkdirSync, promises as fs } from "node:fs";
 import path from "node:path";
 import { AuditError, errorMessage, LakeswapError, RunTakenError } from "../model/errors.js";
 import type { BuildResult } from "../model/build.js";
@@ -91,16 +91,22 @@ class InPlaceFiles implements FileAccess {
   async newRunFile(runPrefix: string, fileName: string): Promise<NewFile> {
     const runDir = this.store.localPath(runPrefix);
     // Exclusive: a run prefix is fresh or the build stops. The partition's folder is made only where it is missing (a
-    // partition's first run): one call for the others.
-    const makeRunDir = () =>
-      fs.mkdir(runDir).catch((error: unknown) => {
+    // partition's first run): one call for the others. Synchronous: a mkdir is a page-cache operation of microseconds,
+    // where a round trip through the thread pool costs a build 0.5 ms of waiting for a thread.
+    const makeRunDir = (): void => {
+      try {
+        mkdirSync(runDir);
+      } catch (error) {
         throw (error as NodeJS.ErrnoException).code === "EEXIST" ? runTaken(runDir) : error;
-      });
-    await makeRunDir().catch(async (error: unknown) => {
+      }
+    };
+    try {
+      makeRunDir();
+    } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
-      await fs.mkdir(path.dirname(runDir), { recursive: true });
-      await makeRunDir();
-    });
+      mkdirSync(path.dirname(runDir), { recursive: true });
+      makeRunDir();
+    }
     const file = path.join(runDir, fileName);
     // Published durable (the file, its run folder, the partition folder it is new in), before the audit and the
     // outbox entry: a pointer move replayed after a power loss must find the run whole.

@@ -1,4 +1,4 @@
-import fsCallbacks, { linkSync, promises as fs, readFileSync, renameSync, unlinkSync, type Dirent, type Stats } from "node:fs";
+import fsCallbacks, { linkSync, mkdirSync, promises as fs, readFileSync, renameSync, unlinkSync, type Dirent, type Stats } from "node:fs";
 import { randomBytes } from "node:crypto";
 import path from "node:path";
 
@@ -33,10 +33,11 @@ export async function intoFolder(target: string, root: string, place: () => Prom
  * parent of `dir`), which must be fsynced for the new folders to survive a
  * power loss. Empty when `dir` existed. Folders above the lake's `root` (when
  * the lake's own folder was made) are fsynced here, best effort: lakeswap may
- * not be allowed to open them.
+ * not be allowed to open them. The folders are made with synchronous calls
+ * (page-cache operations of microseconds, as `writeTempFile`'s writes are).
  */
 export async function makeFolder(dir: string, root: string): Promise<string[]> {
-  const first = await fs.mkdir(dir, { recursive: true });
+  const first = mkdirSync(dir, { recursive: true });
   if (first === undefined) return [];
   const parents: string[] = [];
   const outside: string[] = [];
@@ -72,7 +73,7 @@ export async function writeTempFile(dir: string, body: Uint8Array | string, opti
     } catch (error) {
       if (!isCode(error, "ENOENT") || attempt >= 20) throw error;
     }
-    await fs.mkdir(dir, { recursive: true });
+    mkdirSync(dir, { recursive: true });
   }
   try {
     for (let offset = 0; offset < bytes.length; ) {
