@@ -1,4 +1,3 @@
-import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { DuckDBInstance } from "@duckdb/node-api";
 import fc from "fast-check";
@@ -7,7 +6,7 @@ import { landDelivery, type LandingOptions } from "../../src/landing/duckdb/land
 import { dropLanding } from "../../src/landing/duckdb/landing-relations.js";
 import type { LandRequest } from "../../src/landing/landing.js";
 import { quoteIdentifier } from "../../src/model/sql.js";
-import { tempDir } from "../support/lake-fixture.js";
+import { inputFile, tempDir } from "../support/lake-fixture.js";
 
 /** What a dead letter of an unsafe partition value says after the value: the rule, and the fix. */
 const UNSAFE_RULE = " (a partition value names a folder: use letters, digits, '-', '_', '.' (not first, no '..'), at most 128 characters; make the partition expression give such values, or leave the row out)";
@@ -27,11 +26,7 @@ afterAll(() => {
 });
 
 let counter = 0;
-function csv(text: string): string {
-  const name = path.join(workspace.dir, `in-${counter++}.csv`);
-  writeFileSync(name, text);
-  return name;
-}
+const csv = (text: string): string => inputFile(workspace.dir, text);
 
 type Column = LandRequest["columns"][number];
 const col = (name: string, type: string, nullable = true): Column => ({ name, type, nullable });

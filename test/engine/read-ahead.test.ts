@@ -11,7 +11,7 @@ import type { LandRequest, LandedDelivery } from "../../src/landing/landing.js";
 import { METADATA_FOLDERS, TEMP_PREFIX } from "../../src/lake/layout.js";
 import { partitionPath } from "../../src/model/partition.js";
 import { LocalStore } from "../../src/store/local-store.js";
-import { embeddedBackend, tempDir } from "../support/lake-fixture.js";
+import { embeddedBackend, inputFile, tempDir } from "../support/lake-fixture.js";
 import { PipelineWorkspace, orders, shuffled } from "../support/pipeline-fixture.js";
 
 let workspace: ReturnType<typeof tempDir>;
@@ -31,12 +31,7 @@ afterAll(async () => {
   workspace.cleanup();
 });
 
-let counter = 0;
-function file(text: string | Buffer, name = `in-${counter++}.csv`): string {
-  const where = path.join(workspace.dir, name);
-  writeFileSync(where, text);
-  return where;
-}
+const file = (text: string | Buffer, name?: string): string => inputFile(workspace.dir, text, name);
 
 const columns: LandRequest["columns"] = [
   { name: "id", type: "BIGINT", nullable: false },

@@ -1,4 +1,4 @@
-import { existsSync, readdirSync, writeFileSync } from "node:fs";
+import { existsSync, readdirSync } from "node:fs";
 import path from "node:path";
 import type { DuckDBConnection } from "@duckdb/node-api";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -15,7 +15,7 @@ import { quoteIdentifier } from "../../src/model/sql.js";
 import { defineTable } from "../../src/model/table.js";
 import { LocalStore } from "../../src/store/local-store.js";
 import { EVERY_TYPE as SHARED_EVERY_TYPE } from "../support/every-type.js";
-import { tempDir } from "../support/lake-fixture.js";
+import { inputFile, tempDir } from "../support/lake-fixture.js";
 
 // Issue 27, items 1 and 2: a first load (every partition built, whatever its signature) reads its delivery once, CSV
 // or Parquet: its runs are written as it is read, and each partition is signed from the files written. The signatures
@@ -35,11 +35,7 @@ afterAll(() => {
 });
 
 let counter = 0;
-function csv(text: string): string {
-  const name = path.join(workspace.dir, `in-${counter++}.csv`);
-  writeFileSync(name, text);
-  return name;
-}
+const csv = (text: string): string => inputFile(workspace.dir, text);
 
 /**
  * Every declared type (../support/every-type.ts), but HUGEINT within the 38 digits lakeswap stores it in, and more

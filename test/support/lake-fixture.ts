@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { promises as fs, mkdtempSync, rmSync } from "node:fs";
+import { promises as fs, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -20,6 +20,15 @@ export const REPO_ROOT = path.resolve(here, "../..");
 export function tempDir(prefix = "lakeswap-test-"): { dir: string; cleanup: () => void } {
   const dir = mkdtempSync(path.join(tmpdir(), prefix));
   return { dir, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+let inputFiles = 0;
+
+/** Writes a delivery file into `dir`, named `name` or `in-<n>.csv` (n unique in this process); returns its path. */
+export function inputFile(dir: string, text: string | Uint8Array, name = `in-${inputFiles++}.csv`): string {
+  const file = path.join(dir, name);
+  writeFileSync(file, text);
+  return file;
 }
 
 /** A backend the contract suites run against (embedded today; AWS adapters join in later). */

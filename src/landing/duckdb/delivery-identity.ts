@@ -220,6 +220,7 @@ function settledAndUnchanged(known: IdentifiedFiles, files: readonly string[], s
   });
 }
 
-function sameStates(a: readonly string[], b: readonly string[]): boolean {
+/** Whether two lists of files' states (`fileStateTexts`) are the same. */
+export function sameStates(a: readonly string[], b: readonly string[]): boolean {
   return a.length === b.length && a.every((state, i) => state === b[i]);
 }

@@ -19,7 +19,7 @@ import type {
   AuditRunsRequest, CompactRunRequest, IdentifiedDelivery, IdentifiedFiles, LandRequest, LandedDelivery, LandedFile, LandedRunsRequest, Landing, MergeRequest, PartitionMapRequest, Signing, StagedCompaction,
 } from "../landing.js";
 import type { BuildRequest, BuildResult } from "../../model/build.js";
-import { DeliveryIds, assertStillAsRead, fileStateTexts, type ReadFiles } from "./delivery-identity.js";
+import { DeliveryIds, assertStillAsRead, fileStateTexts, sameStates, type ReadFiles } from "./delivery-identity.js";
 import { streamedCsv, type StreamedCsv } from "./csv-stream.js";
 import { tableShape, writeStage, type Stage } from "./stage.js";
 import { writeLandedFiles, writeRejected } from "./landed-output.js";
@@ -96,7 +96,7 @@ export class DuckDbLanding implements Landing {
     const key = scanKey(request);
     const ahead = this.scans.get(key);
     this.scans.delete(key);
-    return ahead && ahead.states.join("\n") === read.states.join("\n") ? ahead.scan : undefined;
+    return ahead && sameStates(ahead.states, read.states) ? ahead.scan : undefined;
   }
 
   async land(request: LandRequest): Promise<LandedDelivery> {
