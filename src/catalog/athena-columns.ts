@@ -13,6 +13,10 @@ export const ATHENA_WIDENS: Readonly<Record<string, readonly string[]>> = { tiny
  * columns by name, so a renamed column would read NULL in the partitions not moved yet.
  */
 export function athenaRebuildRefusal(existing: TableDefinition, wanted: TableDefinition): string | undefined {
+  if (existing.partitionKeys.join(",") !== wanted.partitionKeys.join(",")) {
+    // A Glue table's partitions keep its keys: Athena would switch to a new layout only through a view over it.
+    return `its partition keys change, and on AWS lakeswap does not switch a Glue table to a new layout yet (the embedded lake does)`;
+  }
   // A rebuild's renamed column is the one it neither had nor adds (model/schema-change.ts marks added ones).
   const renamed = wanted.columns.filter((c) => !c.added && !existing.columns.some((e) => e.name === c.name)).map((c) => c.name);
   if (renamed.length > 0) {

@@ -319,7 +319,7 @@ async function replaceViews(connection: DuckDBConnection, alias: string, tables:
         `INSERT INTO ${past} (table_name, sync_id, view_name, created_at, superseded_at, definition, overrides, next_view) VALUES (${quoteLiteral(name)}, ${quoteLiteral(history?.syncId ?? "")}, ${quoteLiteral(pastView)}, ${at(now)}, NULL, ${quoteLiteral(encodeDefinition(snapshot.table))}, '[]', NULL);`,
       );
     }
-    const relinked = relinkPastView(chained.get(name) ?? [], pastView, shown.get(name), state, { alias, past, name, columns, pathOf });
+    const relinked = relinkPastView(chained.get(name) ?? [], pastView, shown.get(name), state, { alias, past, name, columns, keys: snapshot.table.partitionKeys, pathOf });
     statements.push(...relinked.statements);
     for (const view of relinked.gone) gone.add(view);
   }
@@ -348,7 +348,7 @@ function relinkPastView(
   pastView: string | undefined,
   before: ShownState | undefined,
   after: ShownState,
-  at: { alias: string; past: string; name: string; columns: ReadonlySet<string>; pathOf: (key: string) => string },
+  at: { alias: string; past: string; name: string; columns: ReadonlySet<string>; keys: readonly string[]; pathOf: (key: string) => string },
 ): { statements: string[]; gone: string[] } {
   const head = chain.find((c) => c.next === null);
   const target = head !== undefined && head.view === pastView ? chain.find((c) => c.next === pastView) : head;
@@ -359,7 +359,9 @@ function relinkPastView(
   // The partitions changed now read as they were, from the sync's view or the table's; or, as the MAX_CHAIN-th of
   // its chain behind a new sync's view, from its files alone.
   const overrides = mergeOverrides(target.overrides, mergeOverrides(since, changedPartitions(before, after)));
-  const frozen = pastView !== undefined && target.next === null && chainBehind(chain, target.view) + 1 >= MAX_CHAIN;
+  // A state under other partition keys (the table switched to a new layout since) cannot read the table's view: its files alone.
+  const relaid = target.definition.partitionKeys.join("/") !== at.keys.join("/");
+  const frozen = relaid || (pastView !== undefined && target.next === null && chainBehind(chain, target.view) + 1 >= MAX_CHAIN);
   const select = frozen
     ? frozenViewSelect(target.definition, after, overrides, at.pathOf, quoteFilePath)
     : pastViewSelect(target.definition, { relation: quoteIdentifier(pastView ?? at.name), columns: at.columns }, overrides, at.pathOf, quoteFilePath);

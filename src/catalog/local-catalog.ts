@@ -6,7 +6,7 @@ import { faultPoint } from "../shared/faults.js";
 import { WHOLE_TABLE, isWholeTable, parsePartitionPath, partitionPath, type Partition } from "../model/partition.js";
 import { isRunId } from "../model/run-id.js";
 import { assertTableName } from "../model/sql.js";
-import { ingestedInPlace, parseTableDefinition, sameDeclaration, tableChange, type TableDefinition } from "../model/table.js";
+import { ingestedInPlace, isLayoutOf, parseTableDefinition, sameDeclaration, storageName, tableChange, type TableDefinition } from "../model/table.js";
 import { eachLimited, fsyncPath, intoFolder, isCode, lightFs, makeFolder, placeFileIfAbsent, readIfPresent, writeFileAtomic, writeTempFile } from "../store/local-files.js";
 import { noSpaceError, type DescribeWrite, type MetadataFolders } from "../store/local-store.js";
 import type { Catalog, Fence, Pointer, PointerMove, PointerMoveKind } from "./catalog.js";
@@ -147,10 +147,16 @@ export class LocalCatalog implements Catalog {
     assertTableName(name);
     // The table's objects are gone by now; what is left of its metadata are its folders, one in each area that
     // keeps a folder per table, which the store never prunes while writers may put records there.
-    for (const area of ["pointers", ...this.folders.tableAreas]) await fs.rm(this.metadataDir(area, name), { recursive: true, force: true });
+    // Each layout of the table too (`<table>__layout_…`: its pointers, runs and manifests since its partition keys changed).
+    const areaDirs = ["pointers", ...this.folders.tableAreas].map((area) => this.metadataDir(area));
+    const listed = await Promise.all([this.root, ...areaDirs].map((dir) => fs.readdir(dir).catch(() => [] as string[])));
+    const layouts = [...new Set(listed.flat().filter((entry) => isLayoutOf(entry, name)))];
+    for (const area of ["pointers", ...this.folders.tableAreas]) {
+      for (const storage of [name, ...layouts]) await fs.rm(this.metadataDir(area, storage), { recursive: true, force: true });
+    }
     const areas = await fs.readdir(this.metadataDir()).catch(() => [] as string[]);
     await fs.rm(this.tableFile(name), { force: true });
-    await fs.rm(path.join(this.root, name), { recursive: true, force: true });
+    for (const storage of [name, ...layouts]) await fs.rm(path.join(this.root, storage), { recursive: true, force: true });
     // Areas left empty go, and the metadata folder with them when it is empty: a lake whose last table was dropped is an empty folder.
     for (const area of areas) await fs.rmdir(this.metadataDir(area)).catch(() => undefined);
     await fs.rmdir(this.metadataDir()).catch(() => undefined);
@@ -189,7 +195,7 @@ export class LocalCatalog implements Catalog {
   /** The registered partitions of an ingested table: its state files, `<metadata>/pointers/<table>/<partition path>.json`. */
   private async ingestPointers(table: TableDefinition): Promise<Pointer[]> {
     // A state file per partition, in folders of the keys above the last: `p_year=2026/p_month=12/p_day=01.json`.
-    const partitions = await walkPartitions(this.metadataDir("pointers", table.name), table.partitionKeys, (entry) =>
+    const partitions = await walkPartitions(this.metadataDir("pointers", storageName(table)), table.partitionKeys, (entry) =>
       entry.isFile() && entry.name.endsWith(".json") ? entry.name.slice(0, -".json".length) : undefined,
     );
     const pointers = partitions.map((partition) => this.readIngestPointer(table, partition));
@@ -203,7 +209,7 @@ export class LocalCatalog implements Catalog {
       return pointer ? [pointer] : [];
     }
     // A pointer is a link named after the last key, in folders of the keys above it (its runs are under _runs/).
-    const partitions = await walkPartitions(path.join(this.root, table.name), table.partitionKeys, (entry) => (entry.isSymbolicLink() ? entry.name : undefined));
+    const partitions = await walkPartitions(path.join(this.root, storageName(table)), table.partitionKeys, (entry) => (entry.isSymbolicLink() ? entry.name : undefined));
     const pointers = partitions.map((partition) => this.readPointer(table, partition)).filter((p): p is Pointer => p !== undefined);
     return pointers.sort((a, b) => compare(partitionPath(a.partition), partitionPath(b.partition)));
   }
@@ -247,7 +253,7 @@ export class LocalCatalog implements Catalog {
         for (const folder of await intoFolder(file, this.root, async () => renameSync(temp, file))) folders.add(folder);
       } catch (error) {
         await fs.rm(temp, { force: true });
-        throw noSpaceError(`${this.folders.metadata}/pointers/${table.name}/${partition}.json`, file, error, this.describeWrite) ?? error;
+        throw noSpaceError(`${this.folders.metadata}/pointers/${storageName(table)}/${partition}.json`, file, error, this.describeWrite) ?? error;
       }
       folders.add(path.dirname(file));
     }).catch(async (error: unknown) => {
@@ -291,7 +297,7 @@ export class LocalCatalog implements Catalog {
     // An ingested partition's files were made durable one by one as they were written (each with its folder), and a
     // compacted run as it was placed.
     if (table.ingest) return;
-    const tableDir = path.join(this.root, table.name);
+    const tableDir = path.join(this.root, storageName(table));
     const runDirs = [...new Set(moves.map((move) => this.runDir(table, move)))];
     const paths: string[] = [];
     const folders = new Set<string>([tableDir]);
@@ -371,7 +377,7 @@ export class LocalCatalog implements Catalog {
     await fs.rm(this.stateFile(table, partition), { force: true });
     // Drop intermediate partition folders left empty (p_year=2025/p_month=03/).
     let dir = path.dirname(link);
-    const tableDir = path.join(this.root, table.name);
+    const tableDir = path.join(this.root, storageName(table));
     while (dir.startsWith(tableDir + path.sep)) {
       if (!(await fs.rmdir(dir).then(() => true, () => false))) break;
       dir = path.dirname(dir);
@@ -385,12 +391,12 @@ export class LocalCatalog implements Catalog {
   }
 
   private pointerPath(table: TableDefinition, partition: Partition): string {
-    if (isWholeTable(partition)) return path.join(this.root, table.name, WHOLE_TABLE_LINK);
-    return path.join(this.root, table.name, ...partitionPath(partition).split("/"));
+    if (isWholeTable(partition)) return path.join(this.root, storageName(table), WHOLE_TABLE_LINK);
+    return path.join(this.root, storageName(table), ...partitionPath(partition).split("/"));
   }
 
   private stateFile(table: TableDefinition, partition: Partition): string {
-    return this.metadataDir("pointers", table.name, `${partitionPath(partition) || WHOLE_TABLE_STATE}.json`);
+    return this.metadataDir("pointers", storageName(table), `${partitionPath(partition) || WHOLE_TABLE_STATE}.json`);
   }
 }
 

@@ -1,6 +1,6 @@
 import { InvalidInputError } from "../model/errors.js";
 import { quoteFilePath } from "../model/sql.js";
-import type { TableDefinition } from "../model/table.js";
+import { storageName, type TableDefinition } from "../model/table.js";
 import type { ObjectStore } from "../store/object-store.js";
 import { duckdb } from "../duckdb/duckdb-module.js";
 import { exactValueConverter } from "../duckdb/duckdb-values.js";
@@ -34,7 +34,8 @@ export class DuckDbEngine implements Engine {
 
   /** Builds from users' SQL, in the instance that reaches only the build's input tables and its own table. */
   async build(request: BuildRequest): Promise<BuildResult> {
-    const tables = [...request.sources.map((s) => s.table.name), request.table.name];
+    // Their folders: a table whose partition keys changed keeps its files under its layout's name.
+    const tables = [...request.sources.map((s) => storageName(s.table)), storageName(request.table)];
     return this.duckdb.withConnection((connection) => buildRun(connection, request, this.files), { folders: this.files.tableFolders(tables) });
   }
 
@@ -59,7 +60,7 @@ export class DuckDbEngine implements Engine {
       } catch (error) {
         throw new InvalidInputError(`query failed: ${queryFailure(cleanDuckDbMessage(error))}`);
       }
-    }, { folders: this.files.tableFolders(sources.map((s) => s.table.name)) });
+    }, { folders: this.files.tableFolders(sources.map((s) => storageName(s.table))) });
   }
 
   /** Rows in one run, read by DuckDB from its files (a local lake's only). */

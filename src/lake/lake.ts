@@ -30,6 +30,7 @@ import { planSchemaChange, type SchemaChange } from "../model/schema-change.js";
 import { stampSchemaChange } from "./operations/change-schema.js";
 import { declareTable } from "./operations/declare-table.js";
 import { rebuildRuns, refuseUnreadableRebuild, type RebuildOptions } from "./operations/rebuild-schema.js";
+import { buildLayout, refuseRelayout, withPendingLayouts, type Repartition } from "./operations/relayout.js";
 
 export type { PartitionGcReport } from "./operations/gc.js";
 export type { PartitionHistory, RunHistoryEntry } from "./operations/history.js";
@@ -44,6 +45,11 @@ export interface SchemaRebuild extends RebuildOptions {
   /** `--rebuild-schema`: a change that cannot be made in place is rebuilt (one an earlier sync began is finished anyway). */
   readonly allowed: boolean;
   readonly renames: Readonly<Record<string, string>>;
+  /**
+   * A raw table whose partition keys change: how its current rows are partitioned under the new keys
+   * (./operations/relayout.ts). Absent for a derived table, whose sync builds its new layout from its inputs.
+   */
+  readonly repartition?: Repartition;
 }
 
 /** Writes to tables while holding their leases. */
@@ -65,7 +71,9 @@ export interface LakeWriter {
    * is now; `record` is called with the change and the definition before it, before the catalog is written (a sync
    * records it, so that `rollback --sync` restores the definition). Undefined where the table already is as declared.
    * With `rebuild` (`sync --rebuild-schema`), a change that cannot be made in place is made by rewriting every current
-   * run under the new definition and moving the pointers to them before the definition (./operations/rebuild-schema.ts).
+   * run under the new definition and moving the pointers to them before the definition (./operations/rebuild-schema.ts);
+   * a change of partition keys builds the table in a new layout that this writer reads and writes from then on, and
+   * that every other reader is switched to when the writer's work ends without an error (./operations/relayout.ts).
    */
   changeSchema(wanted: TableDefinition, record: (change: SchemaChange, previous: TableDefinition) => Promise<void>, rebuild?: SchemaRebuild): Promise<SchemaChange | undefined>;
   /** Publishes runs staged by `replaceBatch` (`stage`) as one decision, committed by `commit` (./commit/publish.ts). */
@@ -230,9 +238,14 @@ export class Lake {
         throw new LakeswapError("LEASE_LOST", `table '${tableName}' is not among the tables this writer holds (${names.join(", ")})`);
       }
     };
+    // Tables whose partition keys this writer changes: their new layouts, read and written by this writer only, and
+    // switched to when its work ends (./operations/relayout.ts). Its parts read them in place of the catalog's.
+    const pending = new Map<string, TableDefinition>();
+    const parts: LakeParts = { ...this.parts, catalog: withPendingLayouts(this.catalog, pending) };
+    const lake = { parts };
     const held = async (tableName: string): Promise<TableDefinition> => {
       assertHeld(tableName);
-      return this.table(tableName);
+      return pending.get(tableName) ?? this.table(tableName);
     };
     // A held table's states, read once: only this writer moves its pointers while it holds the lease, so its own moves
     // are all that change them (a sync's layers read the table they just wrote as their upstream).
@@ -241,23 +254,23 @@ export class Lake {
       replace: async (tableName, partitionInput, options) => {
         const table = notIngested(await held(tableName), "replaced");
         states.forget(tableName);
-        return replaceOne(this.parts, table, partitionOf(table, partitionInput), options);
+        return replaceOne(parts, table, partitionOf(table, partitionInput), options);
       },
       replaceBatch: async (tableName, items, options) => {
         const table = notIngested(await held(tableName), "replaced");
-        return states.afterBatch(tableName, items, () => swapBatch(this.parts, table, items, options));
+        return states.afterBatch(tableName, items, () => swapBatch(parts, table, items, options));
       },
       partitionStates: async (tableName) => {
         assertHeld(tableName);
-        return states.read(tableName, () => partitionStates(this, tableName));
+        return states.read(tableName, () => partitionStates(lake, tableName));
       },
       collectGarbage: async (tableName, partitions) => {
         const table = await held(tableName);
-        return collectAfterSwap(this.parts, table, partitions.map((p) => parsePartitionPath(p, table.partitionKeys)));
+        return collectAfterSwap(parts, table, partitions.map((p) => parsePartitionPath(p, table.partitionKeys)));
       },
       currentRuns: async (tableName) => {
         assertHeld(tableName);
-        return [...((await this.snapshot({ tables: [tableName] }))[0]?.partitions ?? [])];
+        return [...((await currentRuns(parts, { tables: [tableName] }))[0]?.partitions ?? [])];
       },
       prepareBuilds: (builds) => this.engine.prepare?.(builds),
       changeSchema: async (wanted, record, rebuild) => {
@@ -265,12 +278,20 @@ export class Lake {
         const existing = await this.catalog.getTable(wanted.name);
         const planned = existing ? planSchemaChange(existing, wanted, { rebuild: rebuild?.allowed === true, renames: rebuild?.renames }) : undefined;
         if (!planned || !existing) return undefined;
-        if (planned.rebuild) refuseUnreadableRebuild(this.catalog, existing, planned.table);
+        if (planned.rebuild || planned.relayout) refuseUnreadableRebuild(this.catalog, existing, planned.table);
+        if (planned.relayout) {
+          if (!rebuild?.allowed) throw new LakeswapError("CONFLICT", `table '${wanted.name}' changes its partition keys: only lakeswap sync --rebuild-schema changes them`);
+          await refuseRelayout(this.parts, existing, planned.table);
+        }
         // A rebuild an earlier sync began keeps its mark: the runs before it are the ones still to rewrite.
         const change = planned.rebuild?.finishing ? planned : await stampSchemaChange(this, planned);
         await record(change, existing);
         faultPoint("schema-after-record");
-        if (change.rebuild) {
+        if (change.relayout) {
+          states.forget(wanted.name);
+          if (rebuild?.repartition) await buildLayout(this.parts, existing, change.table, rebuild.repartition, rebuild);
+          pending.set(wanted.name, change.table);
+        } else if (change.rebuild) {
           if (!rebuild) throw new LakeswapError("CONFLICT", `table '${wanted.name}' is being rebuilt by swap: only a sync finishes it`);
           states.forget(wanted.name);
           await rebuildRuns(this.parts, existing, change, rebuild);
@@ -282,10 +303,24 @@ export class Lake {
       },
       publishStaged: async (staged, syncId, commit) => {
         const tables = await Promise.all(staged.map(async (t) => ({ table: await held(t.table), runs: t.runs })));
-        return publishStaged(this.parts, tables, syncId, commit);
+        return publishStaged(parts, tables, syncId, commit);
       },
     };
-    return this.withLeases(names, command, () => work(writer), options);
+    return this.withLeases(
+      names,
+      command,
+      async () => {
+        const result = await work(writer);
+        // Every new layout is whole now (its builds would have thrown): one write of each definition switches its readers.
+        for (const [name, table] of pending) {
+          faultPoint("relayout-before-switch");
+          await this.catalog.updateTable(table, () => this.leaseCheck(name));
+          pending.delete(name);
+        }
+        return result;
+      },
+      options,
+    );
   }
 
   /**

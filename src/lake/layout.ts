@@ -1,6 +1,6 @@
 import type { CatalogCapabilities } from "../catalog/catalog.js";
 import { partitionPath, type Partition } from "../model/partition.js";
-import { ingestedInPlace, type TableDefinition } from "../model/table.js";
+import { ingestedInPlace, storageName, type TableDefinition } from "../model/table.js";
 
 /**
  * Every store key lakeswap uses, in one place: its own records and the runs' folders. The records all
@@ -42,7 +42,7 @@ const RUNS_BESIDE_POINTERS = "_runs";
  * pointer occupies the partition's path itself (the local catalog's symlinks).
  */
 export function runsPrefix(catalog: { readonly capabilities: CatalogCapabilities }, table: TableDefinition, partition?: Partition): string {
-  const root = catalog.capabilities.pointersInStore ? `${table.name}/${RUNS_BESIDE_POINTERS}` : table.name;
+  const root = catalog.capabilities.pointersInStore ? `${storageName(table)}/${RUNS_BESIDE_POINTERS}` : storageName(table);
   const path = partition ? partitionPath(partition) : "";
   return path ? `${root}/${path}/` : `${root}/`;
 }

@@ -8,7 +8,7 @@ import { parseManifest, type RunManifest } from "./manifest.js";
 import { parsePartitionPath, partitionPath, type Partition } from "../model/partition.js";
 import { isRunId, runIdTime } from "../model/run-id.js";
 import { mapLimited } from "../shared/map-limited.js";
-import type { TableDefinition } from "../model/table.js";
+import { storageName, type TableDefinition } from "../model/table.js";
 
 /** The ports the lake's modules work over, and what they share: the outbox, the lease check, the grace window. */
 export interface LakeContext {
@@ -90,7 +90,7 @@ export async function runFiles(ctx: LakeContext, table: TableDefinition, partiti
 /** Every run of a partition (folders and manifests), oldest first. */
 export async function listRuns(ctx: LakeContext, table: TableDefinition, partition: Partition): Promise<RunListing[]> {
   const prefix = runsPrefix(ctx.catalog, table, partition);
-  const manifests = manifestsPrefix(table.name, partition);
+  const manifests = manifestsPrefix(storageName(table), partition);
   // The run folders and the manifests are listed at once.
   const [objects, records] = await Promise.all([ctx.store.list(prefix), ctx.store.list(manifests)]);
   return runsListed(prefix, objects, manifests, records);
@@ -119,7 +119,7 @@ export async function listRunsOf(ctx: LakeContext, table: TableDefinition, parti
 async function listWholeTable(ctx: LakeContext, table: TableDefinition, partitions: readonly Partition[]): Promise<Map<string, RunListing[]> | undefined> {
   // At most as many pages as the partitions' own listings would make calls, both listings together.
   const atMost = partitions.length * KEYS_PER_PAGE;
-  const [objects, records] = await Promise.all([ctx.store.list(runsPrefix(ctx.catalog, table), { atMost }), ctx.store.list(manifestsPrefix(table.name), { atMost })]);
+  const [objects, records] = await Promise.all([ctx.store.list(runsPrefix(ctx.catalog, table), { atMost }), ctx.store.list(manifestsPrefix(storageName(table)), { atMost })]);
   if (objects.length + records.length > atMost) return undefined;
   return runsOfListing(ctx, table, partitions, objects, records);
 }
@@ -130,7 +130,7 @@ async function listWholeTable(ctx: LakeContext, table: TableDefinition, partitio
  */
 export function runsOfListing(ctx: Pick<LakeContext, "catalog">, table: TableDefinition, partitions: readonly Partition[], objects: readonly ObjectInfo[], records: readonly ObjectInfo[]): Map<string, RunListing[]> {
   const root = runsPrefix(ctx.catalog, table);
-  const listed = partitions.map((partition) => ({ partition, prefix: runsPrefix(ctx.catalog, table, partition), manifests: manifestsPrefix(table.name, partition), objects: [] as ObjectInfo[], records: [] as ObjectInfo[] }));
+  const listed = partitions.map((partition) => ({ partition, prefix: runsPrefix(ctx.catalog, table, partition), manifests: manifestsPrefix(storageName(table), partition), objects: [] as ObjectInfo[], records: [] as ObjectInfo[] }));
   const byPrefix = new Map(listed.map((p) => [p.prefix, p]));
   const byManifests = new Map(listed.map((p) => [p.manifests, p]));
   const depth = table.partitionKeys.length;
@@ -170,13 +170,13 @@ function runsListed(prefix: string, objects: readonly ObjectInfo[], manifests: s
 }
 
 export async function readManifest(store: ObjectStore, table: TableDefinition, partition: Partition, runId: string): Promise<RunManifest | undefined> {
-  const key = manifestKey(table.name, partition, runId);
+  const key = manifestKey(storageName(table), partition, runId);
   const stored = await store.get(key);
   return stored ? parseManifest(stored.body, key) : undefined;
 }
 
 export async function writeManifest(store: ObjectStore, table: TableDefinition, partition: Partition, manifest: RunManifest): Promise<void> {
-  await store.put(manifestKey(table.name, partition, manifest.runId), `${JSON.stringify(manifest, null, 2)}\n`);
+  await store.put(manifestKey(storageName(table), partition, manifest.runId), `${JSON.stringify(manifest, null, 2)}\n`);
 }
 
 /** The manifest of the current run; rebuilt from its files if the process died between swap and manifest. */

@@ -61,6 +61,11 @@ export interface SchemaChangeRecord {
   readonly rebuilt?: true;
   /** The columns the rebuild renamed (new name to old name). */
   readonly renames?: Readonly<Record<string, string>>;
+  /**
+   * The partition keys changed (`sync --rebuild-schema`): the sync built the table in a new layout (`definition.layout`)
+   * and switched to it; a rollback switches back to `previous`'s layout, whose runs stayed as they were.
+   */
+  readonly relayout?: true;
 }
 
 /**

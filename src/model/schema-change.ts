@@ -9,7 +9,8 @@ import { wordKind } from "./signature.js";
  * integer or float widened, a DECIMAL's precision widened with the same scale, the compression of new runs changed.
  * Anything else (a column dropped, renamed or narrowed, a scale changed, other partition keys) would change what the
  * runs already written mean, and is refused naming each change, unless the sync rebuilds the table by swap
- * (`--rebuild-schema`: every run rewritten, then moved to; other partition keys excepted, a new table).
+ * (`--rebuild-schema`: every run rewritten, then moved to; under other partition keys, a new layout built aside and
+ * switched to in one step).
  */
 
 /** The types each integer and float type widens to in place: every value converts exactly, and signs as the same word. */
@@ -59,6 +60,12 @@ export interface SchemaChange {
     /** The rebuild of an earlier sync that stopped before its end (model/table.ts `rebuilding`): its runs not rewritten yet are. */
     readonly finishing?: true;
   };
+  /**
+   * The partition keys change (`sync --rebuild-schema`): the table is built aside in a layout of its own under the new
+   * keys (model/table.ts `layout`, named when the change is made), from its current rows, and the sync switches the
+   * table to it in one write of its definition once every partition of it is built (lake/operations/relayout.ts).
+   */
+  readonly relayout?: { readonly from: readonly string[] };
 }
 
 /** How a change that cannot be made in place is treated: refused (the default), or planned as a rebuild by swap. */
@@ -88,7 +95,7 @@ export function planSchemaChange(existing: TableDefinition, wanted: TableDefinit
   const changes: string[] = [];
   const refused: string[] = [];
   if (existing.partitionKeys.join(",") !== wanted.partitionKeys.join(",")) {
-    refused.push(`its partition keys change from (${existing.partitionKeys.join(", ")}) to (${wanted.partitionKeys.join(", ")})`);
+    refused.push(`its partition keys change from (${existing.partitionKeys.join(", ") || "none"}) to (${wanted.partitionKeys.join(", ") || "none"})`);
   }
   for (const column of existing.columns) {
     const renamedTo = Object.keys(renames).find((name) => renames[name] === column.name);
@@ -105,19 +112,28 @@ export function planSchemaChange(existing: TableDefinition, wanted: TableDefinit
   changes.push(...added.map((c) => `column ${c.name} ${c.type} added`));
   const columnsChanged = changes.length > 0;
   if (existing.compression !== wanted.compression) changes.push(`compression of new runs changed from ${existing.compression} to ${wanted.compression}`);
+  const keys = existing.partitionKeys.join(",") !== wanted.partitionKeys.join(",");
   if (refused.length > 0) {
-    const keys = existing.partitionKeys.join(",") !== wanted.partitionKeys.join(",");
     if (options.rebuild && !keys) return rebuilt(existing, wanted, [...refused, ...changes], renames);
-    throw new LakeswapError(
-      "CONFLICT",
-      `table '${wanted.name}' cannot change in place: ${refused.join("; ")}. Only adding columns, widening integer and float types, widening a DECIMAL's ` +
-        `precision with the same scale and changing the compression apply in place; ` +
-        (keys
-          ? `other partition keys are a new table: declare the table as it is, or drop it (lakeswap drop-table ${wanted.name}) and load it again`
-          : `run lakeswap sync --rebuild-schema to rewrite every partition under the new columns by swap (lakeswap plan --rebuild-schema shows which), or declare the table as it is`),
-    );
+    if (options.rebuild && keys && refused.length > 1) {
+      throw new LakeswapError(
+        "CONFLICT",
+        `table '${wanted.name}' cannot change its partition keys and rebuild its columns in one sync: ${refused.slice(1).join("; ")}. ` +
+          `Change the partition keys in a sync of its own (columns added or widened may come along), then the columns with another lakeswap sync --rebuild-schema`,
+      );
+    }
+    if (!options.rebuild) {
+      throw new LakeswapError(
+        "CONFLICT",
+        `table '${wanted.name}' cannot change in place: ${refused.join("; ")}. Only adding columns, widening integer and float types, widening a DECIMAL's ` +
+          `precision with the same scale and changing the compression apply in place; ` +
+          (keys
+            ? `run lakeswap sync --rebuild-schema to build the table aside under the new partition keys and switch to it in one step (lakeswap plan --rebuild-schema shows it), or declare the table as it is`
+            : `run lakeswap sync --rebuild-schema to rewrite every partition under the new columns by swap (lakeswap plan --rebuild-schema shows which), or declare the table as it is`),
+      );
+    }
   }
-  if (changes.length === 0) return undefined;
+  if (changes.length === 0 && !keys) return undefined;
   const columns: Column[] = wanted.columns.map((c) => {
     const before = existing.columns.find((e) => e.name === c.name);
     if (!before) return { ...c, added: true };
@@ -132,8 +148,11 @@ export function planSchemaChange(existing: TableDefinition, wanted: TableDefinit
     columns,
     ...(columnsChanged ? { schemaVersion: (existing.schemaVersion ?? 0) + 1 } : existing.schemaVersion !== undefined ? { schemaVersion: existing.schemaVersion } : {}),
     ...(existing.rebuiltAt !== undefined ? { rebuiltAt: existing.rebuiltAt } : {}),
+    // The layout the table is in, until a change of its partition keys names a new one (lake/operations/change-schema.ts).
+    ...(existing.layout !== undefined ? { layout: existing.layout } : {}),
   });
-  return { table, changes };
+  if (!keys) return { table, changes };
+  return { table, changes: [...refused, ...changes], relayout: { from: existing.partitionKeys } };
 }
 
 /** An integer type: its values sign as themselves in any other (docs/signatures.md), so an integer retyped to another signs as before. */

@@ -72,6 +72,49 @@ export interface TableDefinition {
    * reads (a wider type, a column renamed since), so no pointer is moved back to one (roll the rebuild back instead).
    */
   readonly rebuiltAt?: string;
+  /**
+   * Where the table's partitions live since its partition keys changed (`sync --rebuild-schema`, docs/lake.md
+   * "Changing partition keys"): a layout of its own, `<table>__layout_<6 hex digits>`, built aside and then made the
+   * table's in one write of this definition. Its pointers, runs and manifests are kept under that name; absent: under
+   * the table's own name (the layout the table was created with).
+   */
+  readonly layout?: string;
+}
+
+/** What ends the storage name of a table's layout after a change of partition keys: `__layout_` and 6 hex digits. */
+const LAYOUT_SUFFIX = /__layout_[0-9a-f]{6}$/;
+
+/** A layout's storage name is an identifier, as a table's is: it reaches paths, store keys and SQL. */
+const IDENTIFIER_LIKE = /^[a-z][a-z0-9_]{0,127}$/;
+
+/** The length of that suffix. */
+const LAYOUT_SUFFIX_LENGTH = "__layout_000000".length;
+
+/**
+ * The name a table's partitions are kept under (pointers, runs, manifests): its layout's where its partition keys
+ * changed, else its own.
+ */
+export function storageName(table: Pick<TableDefinition, "name" | "layout">): string {
+  return table.layout ?? table.name;
+}
+
+/**
+ * The storage name of a new layout of `table` (`token`: 6 hex digits): `<table>__layout_<token>`, the table's name
+ * shortened where the whole would pass 128 characters. The suffix is reserved: no table may end with it.
+ */
+export function layoutName(table: string, token: string): string {
+  const room = 128 - LAYOUT_SUFFIX_LENGTH;
+  return `${table.slice(0, room)}__layout_${token}`;
+}
+
+/** Whether `name` is a layout's storage name (reserved: never a table's name). */
+export function isLayoutName(name: string): boolean {
+  return LAYOUT_SUFFIX.test(name);
+}
+
+/** Whether `name` is the storage name of a layout of `table`. */
+export function isLayoutOf(name: string, table: string): boolean {
+  return isLayoutName(name) && name.slice(0, -LAYOUT_SUFFIX_LENGTH) === table.slice(0, 128 - LAYOUT_SUFFIX_LENGTH);
 }
 
 /** A table's definition as declared: without what lakeswap records about its changes (columns' `signedAs` and `added`, `schemaVersion`). */
@@ -83,6 +126,7 @@ export function declaredShape(table: TableDefinition): string {
     schemaChangedAt: undefined,
     rebuilding: undefined,
     rebuiltAt: undefined,
+    layout: undefined,
   });
 }
 
@@ -162,8 +206,15 @@ export function defineTable(input: {
   schemaChangedAt?: string;
   rebuilding?: { readonly renames: Readonly<Record<string, string>> };
   rebuiltAt?: string;
+  layout?: string;
 }): TableDefinition {
   const name = assertIdentifier("table name", input.name);
+  if (isLayoutName(name)) {
+    throw new InvalidInputError(`table name '${name}' is reserved: lakeswap keeps a table's partitions under <table>__layout_<6 hex digits> once its partition keys change; choose another name`);
+  }
+  if (input.layout !== undefined && !(IDENTIFIER_LIKE.test(input.layout) && isLayoutOf(input.layout, name))) {
+    throw new InvalidInputError(`table '${name}' has layout '${printable(input.layout)}', which is not a layout of it (${name}__layout_<6 hex digits>)`);
+  }
   if (input.columns.length === 0) {
     throw new InvalidInputError(`table '${name}' needs at least one column, for example --columns 'id BIGINT'`);
   }
@@ -222,6 +273,7 @@ export function defineTable(input: {
     ...(input.schemaChangedAt !== undefined ? { schemaChangedAt: input.schemaChangedAt } : {}),
     ...(input.rebuiltAt !== undefined ? { rebuiltAt: input.rebuiltAt } : {}),
     ...(input.rebuilding !== undefined ? { rebuilding: { renames: checkedRenames(name, columns, input.rebuilding.renames) } } : {}),
+    ...(input.layout !== undefined ? { layout: input.layout } : {}),
   };
 }
 
@@ -347,6 +399,7 @@ export function parseTableDefinition(value: unknown, source: string, expectedNam
   if (record.columnsAdded !== undefined && typeof record.columnsAdded !== "boolean") refuse("'columnsAdded' is not true or false");
   if (record.iceberg !== undefined && typeof record.iceberg !== "boolean") refuse("'iceberg' is not true or false");
   if (record.icebergTable !== undefined && typeof record.icebergTable !== "string") refuse("'icebergTable' is not a name");
+  if (record.layout !== undefined && typeof record.layout !== "string") refuse("'layout' is not a name");
   try {
     return defineTable({
       name: record.name as string,
@@ -362,6 +415,7 @@ export function parseTableDefinition(value: unknown, source: string, expectedNam
       ...(typeof record.schemaChangedAt === "string" ? { schemaChangedAt: record.schemaChangedAt } : {}),
       ...(rebuilding !== undefined ? { rebuilding: { renames: rebuilding.renames as Record<string, string> } } : {}),
       ...(typeof record.rebuiltAt === "string" ? { rebuiltAt: record.rebuiltAt } : {}),
+      ...(typeof record.layout === "string" ? { layout: record.layout } : {}),
     });
   } catch (error) {
     if (error instanceof InvalidInputError) return refuse(error.message);

@@ -5,7 +5,7 @@ import { InvalidInputError, errorMessage } from "../model/errors.js";
 import { newRunId } from "../model/run-id.js";
 import { faultPoint } from "../shared/faults.js";
 import type { FetchedSource } from "../sources/source.js";
-import { asLanded, changeSchemas, createTables, plannedSchemaChanges, type PlannedSchemaChange } from "./schema-changes.js";
+import { asLanded, changeSchemas, createTables, plannedSchemaChanges, refuseIncompleteLayouts, type PlannedSchemaChange } from "./schema-changes.js";
 import { buildsEveryPartition, fetchWindow, knownDelivery, landDelivery, mergeDelivery, planDelivery } from "./land.js";
 import { checkLayerInputs, runLayers } from "./layers.js";
 import { checkPartitionFilters } from "./partition-filter.js";
@@ -174,11 +174,13 @@ export class Pipeline {
     if (landedFirst) faultPoint("sync-before-leases");
     const leased = async (writer: LakeWriter): Promise<void> => {
       // A delivery landed before the leases was read as the raw table will be once changed: checked under them.
-      await changeSchemas(this.ctx, writer, pass.log, changing, dataset, landedFirst ? dataset : undefined);
+      const relaid = await changeSchemas(this.ctx, writer, pass.log, changing, dataset, landedFirst ? dataset : undefined);
       const run = new SyncRun(this.ctx, writer, pass.log, pass.tally, dataset);
       await work(run);
       // Held runs (--hold, publish: all_or_nothing) stay staged or are published together, under the same leases.
       await run.settle(dataset);
+      // A table whose partition keys changed is switched to its new layout as the writer ends, only if it is whole.
+      refuseIncompleteLayouts(relaid, pass.tally.partitions);
     };
     await this.ctx.lake.write(tablesWritten(dataset), `sync ${this.ctx.config.file}`, leased, {
       // The sync's id is provisional until its first record: asked when the snapshot is committed.

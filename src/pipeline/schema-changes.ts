@@ -22,8 +22,31 @@ import type { SyncLog } from "./sync-log.js";
  */
 function judge(ctx: PipelineContext, dataset: DatasetConfig, existing: TableDefinition, wanted: TableDefinition): SchemaChange | undefined {
   const change = planSchemaChange(existing, wanted, { rebuild: ctx.options.rebuildSchema === true, renames: declaredRenames(dataset, wanted.name) });
-  if (change?.rebuild) refuseUnreadableRebuild(ctx.lake.parts.catalog, existing, change.table);
+  if (change?.rebuild || change?.relayout) refuseUnreadableRebuild(ctx.lake.parts.catalog, existing, change.table);
+  if (change?.relayout) refuseRelayoutOf(dataset, wanted.name);
   return change;
+}
+
+/**
+ * Refuses a change of partition keys (../lake/operations/relayout.ts) of a table whose dataset writes it in a way a
+ * new layout built from its rows could not carry on: appended partitions (each records the deliveries it holds),
+ * sinks (their targets keep their partitioning), a publication held to the dataset's end (the new layout is already
+ * switched to whole, or not at all).
+ */
+function refuseRelayoutOf(dataset: DatasetConfig, table: string): void {
+  const { layer } = layerOf(dataset, table);
+  const sinks = layer === "raw" ? (dataset.sinks ?? []) : (dataset.layers.find((l) => l.table === table)?.sinks ?? []);
+  const why =
+    layer === "raw" && dataset.write === "append"
+      ? "it is written with write: append (each partition records the deliveries appended to it, which a new layout would not)"
+      : sinks.length > 0
+        ? `layer ${layer} sends it to sinks, whose targets keep their partitioning (take the sinks off for the sync that changes the keys, then declare them again: they are sent every partition)`
+        : dataset.publish === "all_or_nothing"
+          ? "its dataset publishes all_or_nothing (a new layout is switched to whole anyway: take publish off for the sync that changes the keys)"
+          : undefined;
+  if (why !== undefined) {
+    throw new LakeswapError("CONFLICT", `table '${table}' cannot change its partition keys: ${why}. Declare it with its partition keys as they are, or drop it (lakeswap drop-table ${table}) and load it again`);
+  }
 }
 
 /** The layer of a dataset that writes table `name` (`raw`, or a derived layer), with its declared columns. */
@@ -100,8 +123,11 @@ export async function plannedSchemaChanges(ctx: PipelineContext, dataset: Datase
 /**
  * Changes the schemas of `changing` under the sync's leases, each recorded first. The raw table's columns must then
  * be as a delivery `landed` was read and signed: a table another writer changed meanwhile is a CONFLICT (rerun).
+ * Returns the tables whose partition keys change: the sync builds them in their new layouts, which the writer switches
+ * to at the end of its work, once the sync found every partition of them built (`refuseIncompleteLayouts`).
  */
-export async function changeSchemas(ctx: PipelineContext, writer: LakeWriter, log: SyncLog, changing: readonly TableDefinition[], dataset: DatasetConfig, landed?: DatasetConfig): Promise<void> {
+export async function changeSchemas(ctx: PipelineContext, writer: LakeWriter, log: SyncLog, changing: readonly TableDefinition[], dataset: DatasetConfig, landed?: DatasetConfig): Promise<string[]> {
+  const relaid: string[] = [];
   for (const wanted of changing) {
     const { layer } = layerOf(dataset, wanted.name);
     const moves = (list: readonly RebuildMove[]) => list.map((m) => ({ table: wanted.name, layer, partition: m.partition, run: m.runId, previousRun: m.previousRunId }));
@@ -113,12 +139,38 @@ export async function changeSchemas(ctx: PipelineContext, writer: LakeWriter, lo
       intend: (list) => log.intend(moves(list)),
       moved: (list) => log.rebuilt(wanted.name, moves(list)),
       onProgress: ctx.options.onProgress && ((event) => ctx.options.onProgress?.({ layer: `${layer} (schema rebuild)`, ...event })),
+      // A raw table whose keys change is partitioned under them as its deliveries are (columns as landed).
+      ...(layer === "raw" ? { repartition: { columns: (landed ?? dataset).columns, partition: dataset.partition, signatureColumns: dataset.signatureColumns } } : {}),
     };
     const record = (change: SchemaChange, previous: TableDefinition) =>
-      log.changeSchema({ table: wanted.name, changes: change.changes, previous, definition: change.table, ...(change.rebuild ? { rebuilt: true as const, renames: change.rebuild.renames } : {}) });
-    await writer.changeSchema(wanted, record, rebuild);
+      log.changeSchema({
+        table: wanted.name,
+        changes: change.changes,
+        previous,
+        definition: change.table,
+        ...(change.rebuild ? { rebuilt: true as const, renames: change.rebuild.renames } : {}),
+        ...(change.relayout ? { relayout: true as const } : {}),
+      });
+    const change = await writer.changeSchema(wanted, record, rebuild);
+    if (change?.relayout) relaid.push(wanted.name);
   }
   if (landed && !landed.ingested) assertLandedAs(await ctx.lake.table(landed.table), landed);
+  return relaid;
+}
+
+/**
+ * Refuses to end a sync whose new layouts are not whole: a partition of a table whose keys it changes failed, so the
+ * writer must not switch to the layout (the error ends its work; every reader stays on the old layout).
+ */
+export function refuseIncompleteLayouts(relaid: readonly string[], results: readonly { readonly table: string; readonly partition: string; readonly action: string; readonly error?: string }[]): void {
+  const failed = results.filter((r) => relaid.includes(r.table) && r.action === "failed");
+  if (failed.length === 0) return;
+  const shown = failed.slice(0, 3).map((r) => `${r.table}/${r.partition}${r.error ? ` (${r.error})` : ""}`).join("; ");
+  throw new LakeswapError(
+    "BUILD_FAILED",
+    `the new layout of ${[...new Set(failed.map((r) => r.table))].join(", ")} under its new partition keys is not whole: ${failed.length} partition(s) failed (${shown}); ` +
+      `nothing was switched, every reader still reads the old layout. Fix the cause and rerun lakeswap sync --rebuild-schema`,
+  );
 }
 
 /** Refuses a raw table whose columns are no longer as the delivery was landed: another writer changed its schema meanwhile. */

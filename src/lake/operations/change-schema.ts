@@ -1,7 +1,8 @@
+import { randomBytes } from "node:crypto";
 import { LakeswapError } from "../../model/errors.js";
 import { newRunIdAfter } from "../../model/run-id.js";
 import { planSchemaChange, type SchemaChange } from "../../model/schema-change.js";
-import { defineTable, type TableDefinition } from "../../model/table.js";
+import { defineTable, layoutName, type TableDefinition } from "../../model/table.js";
 import type { HasLakeParts } from "../parts.js";
 import { claimSyncId, recordSync } from "./syncs.js";
 
@@ -43,6 +44,8 @@ export async function stampSchemaChange(lake: HasLakeParts, change: SchemaChange
   const runs = (await lake.parts.catalog.listPointers(change.table)).map((p) => p.runId);
   const latest = [...runs, change.table.schemaChangedAt].filter((id): id is string => id !== undefined && id !== "").sort().at(-1);
   const at = newRunIdAfter(latest);
-  // A rebuild by swap rewrites every run from before it: none of those is moved back to while it stands.
-  return { ...change, table: defineTable({ ...change.table, schemaChangedAt: at, ...(change.rebuild ? { rebuiltAt: at } : {}) }) };
+  // A rebuild by swap rewrites every run from before it: none of those is moved back to while it stands. A change of
+  // partition keys names the new layout the table is built in (./relayout.ts).
+  const layout = change.relayout ? { layout: layoutName(change.table.name, randomBytes(3).toString("hex")) } : {};
+  return { ...change, table: defineTable({ ...change.table, schemaChangedAt: at, ...(change.rebuild ? { rebuiltAt: at } : {}), ...layout }) };
 }

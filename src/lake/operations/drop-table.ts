@@ -1,6 +1,7 @@
 import { deliveriesPrefix, icebergMetadataPrefix, ingestTalliesPrefix, leaseLockKey, manifestsPrefix, outboxPrefix, pinsPrefix, runsPrefix } from "../layout.js";
 import { removePointers } from "../commit/move.js";
 import type { HasLakeParts } from "../parts.js";
+import { storageName } from "../../model/table.js";
 
 /** Removes a table under its lease: pointers first (readers stop seeing it; its Iceberg table too), then its runs and records, then its definition. */
 export async function dropTable(lake: HasLakeParts, name: string): Promise<void> {
@@ -17,6 +18,9 @@ export async function dropTable(lake: HasLakeParts, name: string): Promise<void>
       ...(await store.list(table.ingest ? `${table.name}/` : runsPrefix(catalog, table))),
       ...(table.ingest ? await store.list(ingestTalliesPrefix(table.name)) : []),
       ...(await store.list(manifestsPrefix(table.name))),
+      // A table whose partition keys changed keeps its current layout's manifests under the layout's name (the catalog
+      // drops its other layouts with it).
+      ...(table.layout !== undefined ? await store.list(manifestsPrefix(storageName(table))) : []),
       ...(await store.list(pinsPrefix(table.name))),
       ...(await store.list(outboxPrefix(table.name))),
       ...(await store.list(deliveriesPrefix(table.name))),

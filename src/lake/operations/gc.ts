@@ -10,7 +10,7 @@ import { currentPointers, listRuns, listRunsOf, readManifest, runPrefix, type La
 import { expireSnapshots, removeUnreferencedMetadata } from "./expire-snapshots.js";
 import { parsePartitionPath } from "../../model/partition.js";
 import { mapLimited } from "../../shared/map-limited.js";
-import { ingestedInPlace, type TableDefinition } from "../../model/table.js";
+import { ingestedInPlace, storageName, type TableDefinition } from "../../model/table.js";
 import { collectIngestedPartition } from "./gc-ingested.js";
 import type { HasLakeParts } from "../parts.js";
 import { isScratchTable, isScratchTableOf } from "../scratch-tables.js";
@@ -117,7 +117,7 @@ async function collectPartition(
     if (!options.dryRun) {
       await ctx.store.delete([...files.map((f) => f.key), ...(run?.markers ?? [])]);
       faultPoint("during-gc");
-      await ctx.store.delete([manifestKey(table.name, partition, decision.runId)]);
+      await ctx.store.delete([manifestKey(storageName(table), partition, decision.runId)]);
     }
     removed.push({ runId: decision.runId, reason: decision.reason, bytes: files.reduce((sum, f) => sum + f.size, 0) });
   }

@@ -3,7 +3,7 @@ import { manifestsPrefix, runsPrefix } from "../layout.js";
 import { parsePartitionPath, partitionPath, type Partition } from "../../model/partition.js";
 import { runIdTime } from "../../model/run-id.js";
 import { listRuns, readManifest, runsOfListing, type LakeContext, type RunListing } from "../runs.js";
-import type { TableDefinition } from "../../model/table.js";
+import { storageName, type TableDefinition } from "../../model/table.js";
 import { partitionOf, type HasLakeParts, type PartitionInput } from "../parts.js";
 import { listSyncs } from "./syncs.js";
 
@@ -40,7 +40,7 @@ export async function knownPartitions(ctx: LakeContext, table: TableDefinition):
       if (parts.length > depth && table.partitionKeys.every((name, i) => parts[i]?.startsWith(`${name}=`))) paths.add(parts.slice(0, depth).join("/"));
     }
   };
-  const [runsRoot, manifestsRoot] = [runsPrefix(ctx.catalog, table), manifestsPrefix(table.name)];
+  const [runsRoot, manifestsRoot] = [runsPrefix(ctx.catalog, table), manifestsPrefix(storageName(table))];
   const [objects, records] = await Promise.all([ctx.store.list(runsRoot), ctx.store.list(manifestsRoot)]);
   collect(runsRoot, objects);
   collect(manifestsRoot, records);

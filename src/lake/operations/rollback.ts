@@ -78,7 +78,9 @@ export async function rollbackSync(lake: HasLakeParts, syncId: string): Promise<
         // A schema rebuilt by swap is restored before its runs are moved back (on Glue, every partition then gets the
         // old columns, which read its rewritten files as well: a narrowed column widens), a change in place after.
         const rebuilt = await restoreSchemas(lake, final, "rebuilt");
-        const partitions = await rollbackRecorded(lake, final);
+        // A table switched back to its layout before the sync: the sync's moves were in the layout switched away from.
+        const switched = new Set((final.schemaChanges ?? []).filter((c) => c.relayout && rebuilt.some((r) => r.table === c.table && r.action === "restored")).map((c) => c.table));
+        const partitions = await rollbackRecorded(lake, final, switched);
         await finishRebuildRollbacks(lake, final, rebuilt);
         const schemas = [...rebuilt, ...(await restoreSchemas(lake, final, "in place"))];
         return { syncId: final.syncId, partitions, ...(schemas.length > 0 ? { schemas } : {}) };
@@ -101,13 +103,18 @@ function refuseHeld(record: SyncRecord): void {
 }
 
 /** Rolls back the moves of a finished (or dead) sync, under the leases of its tables: downstream layers first. */
-async function rollbackRecorded(lake: HasLakeParts, record: SyncRecord): Promise<SyncRollbackEntry[]> {
+async function rollbackRecorded(lake: HasLakeParts, record: SyncRecord, switched: ReadonlySet<string>): Promise<SyncRollbackEntry[]> {
   const byTable = new Map<string, SyncMove[]>();
   for (const move of record.moves) byTable.set(move.table, [...(byTable.get(move.table) ?? []), move]);
   const entries: SyncRollbackEntry[] = [];
   // Tables in the reverse order the sync reached them: a derived layer is rolled back before its inputs.
   for (const [tableName, moves] of [...byTable].reverse()) {
     const table = await lake.parts.catalog.getTable(tableName);
+    if (switched.has(tableName)) {
+      const reason = "it moved in the layout under the new partition keys, which the rollback switched the table away from";
+      entries.push(...moves.map((m): SyncRollbackEntry => ({ table: tableName, partition: m.partition, action: "skipped", fromRunId: m.run, reason })));
+      continue;
+    }
     if (!table) {
       entries.push(...moves.map((m): SyncRollbackEntry => ({ table: tableName, partition: m.partition, action: "skipped", fromRunId: m.run, reason: "the table no longer exists" })));
       continue;
@@ -129,7 +136,8 @@ function tablesOf(record: SyncRecord): string[] {
  */
 export async function restoreSchemas(lake: HasLakeParts, record: SyncRecord, only?: "rebuilt" | "in place"): Promise<NonNullable<SyncRollbackResult["schemas"]>> {
   const restored: NonNullable<SyncRollbackResult["schemas"]>[number][] = [];
-  const chosen = (record.schemaChanges ?? []).filter((change) => only === undefined || (change.rebuilt === true) === (only === "rebuilt"));
+  // A change of partition keys is restored with the rebuilds, before the moves: the sync's moves were in its new layout.
+  const chosen = (record.schemaChanges ?? []).filter((change) => only === undefined || (change.rebuilt === true || change.relayout === true) === (only === "rebuilt"));
   for (const change of [...chosen].reverse()) {
     const source = `the record of sync ${record.syncId}`;
     const [now, set, previous] = [await lake.parts.catalog.getTable(change.table), parseTableDefinition(change.definition, source, change.table), parseTableDefinition(change.previous, source, change.table)];
@@ -148,13 +156,14 @@ export async function restoreSchemas(lake: HasLakeParts, record: SyncRecord, onl
     const mark = set.schemaChangedAt ?? record.syncId;
     const snapshot = (await currentRuns(lake.parts, { tables: [change.table], files: false }))[0];
     // A rebuild's own runs are moved back by this rollback, right after.
-    const own = new Set(change.rebuilt ? record.moves.filter((m) => m.table === change.table).flatMap((m) => [m.run, ...(m.through ?? [])].map((run) => `${m.partition}@${run}`)) : []);
+    const own = new Set(change.rebuilt || change.relayout ? record.moves.filter((m) => m.table === change.table).flatMap((m) => [m.run, ...(m.through ?? [])].map((run) => `${m.partition}@${run}`)) : []);
     const newer = (snapshot?.partitions ?? []).filter((p) => p.runId !== "" && p.runId > mark && !own.has(`${partitionPath(p.partition)}@${p.runId}`)).map((p) => partitionPath(p.partition));
     if (newer.length > 0) {
       const shown = `${newer.slice(0, 3).join(", ")}${newer.length > 3 ? ` and ${newer.length - 3} more` : ""}`;
-      if (change.rebuilt) {
-        // Its rewritten runs moved back under a definition left as it is would be read under columns they were not written with.
-        throw new LakeswapError("CONFLICT", `sync ${record.syncId} rebuilt the schema of ${change.table}, and runs written since are current (${shown}): roll back the syncs after it first, then this one again`);
+      if (change.rebuilt || change.relayout) {
+        // Its rewritten runs moved back under a definition left as it is would be read under columns they were not
+        // written with; a layout switched away from would take the runs written since out of every reader's sight.
+        throw new LakeswapError("CONFLICT", `sync ${record.syncId} ${change.relayout ? "changed the partition keys" : "rebuilt the schema"} of ${change.table}, and runs written since are current (${shown}): roll back the syncs after it first, then this one again`);
       }
       restored.push({ table: change.table, action: "skipped", changes: change.changes, reason: `runs written since the change are current (${shown}); roll them back first, then this sync again` });
       continue;
@@ -244,10 +253,15 @@ async function rollbackMoves(ctx: LakeContext, table: TableDefinition, moves: re
   const removals: Partition[] = [];
   const pointers = new Map((await ctx.catalog.listPointers(table)).map((p) => [partitionPath(p.partition), p]));
   for (const move of moves) {
-    const partition = parsePartitionPath(move.partition, table.partitionKeys);
     const skip = (reason: string): void => {
       entries.push({ table: table.name, partition: move.partition, action: "skipped", fromRunId: move.run, reason });
     };
+    if (keysOfPath(move.partition).join("/") !== table.partitionKeys.join("/")) {
+      // Moved in another layout (the table's partition keys changed since, or the sync that changed them failed).
+      skip(`the table is partitioned by (${table.partitionKeys.join(", ") || "none"}) now, not as when the sync moved it; roll back the sync that changed its partition keys first`);
+      continue;
+    }
+    const partition = parsePartitionPath(move.partition, table.partitionKeys);
     const current = pointers.get(partitionPath(partition));
     if (move.pending && current?.runId !== move.run && current?.runId === move.previousRun) {
       skip("the sync stopped before it moved this pointer");
@@ -283,4 +297,9 @@ async function rollbackMoves(ctx: LakeContext, table: TableDefinition, moves: re
   if (back.length > 0) await movePointers(ctx.catalog, table, back.map((b) => ({ ...b, kind: "rollback" as const })), fence);
   if (removals.length > 0) await removePointers(ctx.catalog, table, removals, fence);
   return entries;
+}
+
+/** The partition keys of a partition path (`day=2026-11-01/hour=03`: day, hour; "": none). */
+function keysOfPath(path: string): string[] {
+  return path === "" ? [] : path.split("/").map((part) => part.slice(0, part.indexOf("=")));
 }

@@ -7,7 +7,7 @@ import { InvalidInputError } from "../../model/errors.js";
 import { partitionPath } from "../../model/partition.js";
 import { renderSql } from "../../model/render-sql.js";
 import { quoteIdentifier, quoteLiteral } from "../../model/sql.js";
-import type { TableDefinition } from "../../model/table.js";
+import { storageName, type TableDefinition } from "../../model/table.js";
 import type { PartitionSnapshot } from "../../model/build.js";
 import { freshProcessFolder } from "../../shared/process-folders.js";
 import { duckdb } from "../../duckdb/duckdb-module.js";
@@ -69,7 +69,7 @@ export class RunAuditor {
           })),
         );
       }
-      const folders = under === undefined ? this.files.tableFolders([request.table.name]) : [under];
+      const folders = under === undefined ? this.files.tableFolders([storageName(request.table)]) : [under];
       for (const audit of audits.filter((a) => a.check.kind === "sql")) {
         findings.push(...(await this.duckdb.withConnection((connection) => runSqlAudit(connection, request.table, audit, staged), { folders })));
       }

@@ -1,0 +1,248 @@
+import { existsSync, mkdirSync, readdirSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import { DuckDBInstance } from "@duckdb/node-api";
+import { afterEach, describe, expect, it } from "vitest";
+import { loadPipelineConfig } from "../../src/config/pipeline-config.js";
+import type { Lake } from "../../src/lake/lake.js";
+import { dropTable } from "../../src/lake/operations/drop-table.js";
+import { rollbackSync } from "../../src/lake/operations/rollback.js";
+import { pinPartition } from "../../src/lake/operations/pin.js";
+import { Pipeline, type PipelineOptions, type SyncReport } from "../../src/pipeline/pipeline.js";
+import { BACKEND_FACTORIES, tempDir } from "../support/lake-fixture.js";
+import { runMain } from "../support/main-cli.js";
+
+// Issue 31 item 3: a change of partition keys is a new table layout, built aside while every reader reads the old one,
+// then switched to in one step, with rollback --sync to the old layout.
+
+const cleanups: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+/** Days over two months, 4 orders each. */
+const DAYS = ["2026-10-29", "2026-10-30", "2026-10-31", "2026-11-01", "2026-11-02"];
+const PER_DAY = 4;
+
+const COLUMNS = "{id: {type: BIGINT, nullable: false}, amount: 'DECIMAL(10,2)', ts: TIMESTAMP}";
+
+/** Orders partitioned by `key` (day or month) in raw, and a stage layer partitioned as raw is (its default). */
+function yaml(key: "day" | "month", write = "partition_replace"): string {
+  const expression = key === "day" ? "strftime(ts, '%Y-%m-%d')" : "strftime(ts, '%Y-%m')";
+  return `datasets:
+  orders:
+    source: {format: csv, path: deliveries/*.csv}
+    write: ${write}
+    columns: ${COLUMNS}
+    partition: {${key}: "${expression}"}
+    layers:
+      - name: stage
+        sql: sql/stage.sql
+        columns: {id: BIGINT, amount: 'DECIMAL(10,2)'}
+`;
+}
+const stageSql = (key: "day" | "month"): string => `SELECT id, amount FROM orders_raw WHERE ${key} = {{ ${key} }}\n`;
+
+/** The orders, `id,amount,ts`, in order or reversed. */
+function delivery(reversed = false, amount: (id: number) => string = (id) => `${id}.50`): string {
+  const rows = DAYS.flatMap((day, d) => Array.from({ length: PER_DAY }, (_, i) => `${(d + 1) * 10 + i},${amount((d + 1) * 10 + i)},${day} 1${i}:00:00`));
+  if (reversed) rows.reverse();
+  return `id,amount,ts\n${rows.join("\n")}\n`;
+}
+
+/** Every order as `<partition value> <id> <amount>`, sorted, under `key`. */
+function expected(key: "day" | "month"): string[] {
+  return DAYS.flatMap((day, d) => Array.from({ length: PER_DAY }, (_, i) => `${key === "day" ? day : day.slice(0, 7)} ${(d + 1) * 10 + i} ${(d + 1) * 10 + i}.50`)).sort();
+}
+
+async function workspace(backendName = "local") {
+  const backend = await BACKEND_FACTORIES[backendName]!();
+  cleanups.push(() => backend.cleanup());
+  const lake = await backend.open({ graceMs: 0, leaseWaitMs: 0 });
+  cleanups.push(() => lake.close());
+  const { dir, cleanup } = tempDir("lakeswap-relayout-");
+  cleanups.push(cleanup);
+  mkdirSync(path.join(dir, "deliveries"));
+  mkdirSync(path.join(dir, "sql"));
+  const configFile = path.join(dir, "lakeswap.yaml");
+  let counter = 0;
+  return {
+    backend,
+    lake,
+    configFile,
+    lakeDir: (backend as { lakeDir?: string }).lakeDir,
+    configure(key: "day" | "month", write?: string): void {
+      writeFileSync(configFile, yaml(key, write));
+      writeFileSync(path.join(dir, "sql", "stage.sql"), stageSql(key));
+    },
+    deliver(text: string): string {
+      const file = path.join(dir, "deliveries", `delivery-${counter++}.csv`);
+      writeFileSync(file, text);
+      return file;
+    },
+    sync(file: string, options: PipelineOptions = {}): Promise<SyncReport> {
+      return new Pipeline(lake, loadPipelineConfig(configFile), { inputs: [file], ...options }).sync();
+    },
+    cli: (args: readonly string[]) => runMain([...backend.cliArgs, ...args], backend.cliEnv),
+  };
+}
+
+/** `<key value> id amount` of every row of a table, sorted. */
+async function rows(lake: Lake, table: string): Promise<string[]> {
+  const key = (await lake.table(table)).partitionKeys[0]!;
+  const result = await lake.query(`SELECT ${key}, id, amount FROM ${table}`);
+  return result.rows.map((row) => row.map((v) => String(v)).join(" ")).sort();
+}
+
+/** The same, as the catalog file's view shows them to plain DuckDB. */
+async function catalogFileRows(lakeDir: string, table: string, key: string): Promise<string[]> {
+  const instance = await DuckDBInstance.create(path.join(lakeDir, "lake.duckdb"), { access_mode: "READ_ONLY" });
+  try {
+    const connection = await instance.connect();
+    const result = await connection.runAndReadAll(`SELECT ${key}, id, CAST(amount AS VARCHAR) FROM ${table}`);
+    connection.closeSync();
+    return result.getRowsJS().map((row) => row.map((v) => String(v)).join(" ")).sort();
+  } finally {
+    instance.closeSync();
+  }
+}
+
+describe("changing a table's partition keys (embedded)", () => {
+  it("builds the new layout aside while readers read the old one, switches in one step, resends build nothing, and rollback --sync switches back", async () => {
+    const ws = await workspace();
+    ws.configure("day");
+    const first = ws.deliver(delivery());
+    await ws.sync(first);
+    expect(await rows(ws.lake, "orders_raw")).toEqual(expected("day"));
+
+    // Without the flag: refused before anything is written, naming the change and the command.
+    ws.configure("month");
+    const file = ws.deliver(delivery(true));
+    await expect(ws.sync(file)).rejects.toThrow(/'orders_raw' cannot change in place: its partition keys change from \(day\) to \(month\).*lakeswap sync --rebuild-schema/);
+    expect((await ws.lake.table("orders_raw")).partitionKeys).toEqual(["day"]);
+
+    // A reader reads both tables all along: every read sees every row exactly once, under one layout or the other.
+    const reader = await ws.backend.open({ readOnly: true });
+    cleanups.push(() => reader.close());
+    let reading = true;
+    const reads: { ids?: string[]; error?: string }[] = [];
+    const loop = (async () => {
+      while (reading) {
+        for (const table of ["orders_raw", "orders_stage"]) {
+          reads.push(
+            await reader.query(`SELECT id FROM ${table}`).then(
+              (result) => ({ ids: result.rows.map((row) => String(row[0])).sort() }),
+              (error: unknown) => ({ error: String(error) }),
+            ),
+          );
+        }
+      }
+    })();
+    const report = await ws.sync(file, { rebuildSchema: true });
+    reading = false;
+    await loop;
+    expect(reads.filter((r) => r.error !== undefined)).toEqual([]);
+    expect(reads.length).toBeGreaterThan(0);
+    const ids = expected("day").map((row) => row.split(" ")[1]!).sort();
+    for (const read of reads) expect(read.ids).toEqual(ids);
+
+    expect(report.schemaChanges?.map((s) => [s.table, s.changes[0]])).toEqual([
+      ["orders_raw", "its partition keys change from (day) to (month)"],
+      ["orders_stage", "its partition keys change from (day) to (month)"],
+    ]);
+    // The raw layout holds the rows as they were, under the new keys: the delivery (the same rows) builds nothing there.
+    expect(report.partitions.filter((p) => p.layer === "raw").map((p) => [p.partition, p.action])).toEqual([
+      ["month=2026-10", "skip"],
+      ["month=2026-11", "skip"],
+    ]);
+    expect(report.partitions.filter((p) => p.layer === "stage").map((p) => [p.partition, p.action, p.reason])).toEqual([
+      ["month=2026-10", "build", "new"],
+      ["month=2026-11", "build", "new"],
+    ]);
+    const raw = await ws.lake.table("orders_raw");
+    expect(raw.partitionKeys).toEqual(["month"]);
+    expect(raw.layout).toMatch(/^orders_raw__layout_[0-9a-f]{6}$/);
+    expect(await rows(ws.lake, "orders_raw")).toEqual(expected("month"));
+    expect(await rows(ws.lake, "orders_stage")).toEqual(expected("month"));
+    // Plain DuckDB: the catalog file's views are the new layout's, and the new layout's folder reads as a glob.
+    const lakeDir = ws.lakeDir!;
+    expect(await catalogFileRows(lakeDir, "orders_raw", "month")).toEqual(expected("month"));
+    const duck = await DuckDBInstance.create(":memory:");
+    const connection = await duck.connect();
+    const glob = path.join(lakeDir, raw.layout!, "*", "*.parquet");
+    const globbed = await connection.runAndReadAll(`SELECT month, id, CAST(amount AS VARCHAR) FROM read_parquet('${glob}', hive_partitioning = true, hive_types = {'month': VARCHAR})`);
+    expect(globbed.getRowsJS().map((row) => row.map(String).join(" ")).sort()).toEqual(expected("month"));
+    connection.closeSync();
+    duck.closeSync();
+
+    // The same rows again, in another order: nothing to build.
+    const again = await ws.sync(ws.deliver(delivery()), { rebuildSchema: true });
+    expect(again.schemaChanges).toBeUndefined();
+    expect(again.partitions.filter((p) => p.action === "build")).toEqual([]);
+    // A changed row rebuilds its month in raw and stage.
+    const changed = await ws.sync(ws.deliver(delivery(false, (id) => (id === 41 ? "99.99" : `${id}.50`))));
+    expect(changed.partitions.filter((p) => p.action === "build").map((p) => `${p.layer} ${p.partition}`)).toEqual(["raw month=2026-11", "stage month=2026-11"]);
+    // Rolled back first (a later sync's runs are current in the new layout), then the change of keys: the old layout, as it was.
+    await expect(rollbackSync(ws.lake, report.syncId)).rejects.toThrow(/changed the partition keys of orders_(stage|raw), and runs written since are current.*roll back the syncs after it first/);
+    await rollbackSync(ws.lake, changed.syncId);
+    const back = await rollbackSync(ws.lake, report.syncId);
+    expect(back.schemas?.map((s) => [s.table, s.action])).toEqual([
+      ["orders_stage", "restored"],
+      ["orders_raw", "restored"],
+    ]);
+    expect(back.partitions.filter((p) => p.action !== "skipped")).toEqual([]);
+    expect((await ws.lake.table("orders_raw")).partitionKeys).toEqual(["day"]);
+    expect(await rows(ws.lake, "orders_raw")).toEqual(expected("day"));
+    expect(await rows(ws.lake, "orders_stage")).toEqual(expected("day"));
+    expect(await catalogFileRows(lakeDir, "orders_stage", "day")).toEqual(expected("day"));
+
+    // The change again makes another layout; drop-table then removes every layout of the table.
+    const redo = await ws.sync(ws.deliver(delivery()), { rebuildSchema: true });
+    expect(redo.schemaChanges?.map((s) => s.table)).toEqual(["orders_raw", "orders_stage"]);
+    const relaid = await ws.lake.table("orders_raw");
+    expect(relaid.layout).not.toEqual(raw.layout);
+    expect(await rows(ws.lake, "orders_raw")).toEqual(expected("month"));
+    const layouts = () => readdirSync(lakeDir).filter((name) => name.startsWith("orders_raw"));
+    expect(layouts().sort()).toEqual(["orders_raw", raw.layout!, relaid.layout!].sort());
+    await dropTable(ws.lake, "orders_raw");
+    expect(layouts()).toEqual([]);
+    expect(readdirSync(path.join(lakeDir, "_lakeswap", "manifests")).filter((name) => name.startsWith("orders_raw"))).toEqual([]);
+  }, 240_000);
+
+  it("a new layout that cannot be built whole is not switched to: a failed partition of it fails the sync, and readers stay on the old layout", async () => {
+    const ws = await workspace();
+    ws.configure("day");
+    await ws.sync(ws.deliver(delivery()));
+    ws.configure("month");
+    // The stage's SQL fails for one month of the new layout.
+    writeFileSync(
+      path.join(path.dirname(ws.configFile), "sql", "stage.sql"),
+      "SELECT id, CAST(CASE WHEN month = '2026-10' THEN 'x' ELSE CAST(amount AS VARCHAR) END AS DECIMAL(10,2)) AS amount FROM orders_raw WHERE month = {{ month }}\n",
+    );
+    await expect(ws.sync(ws.deliver(delivery()), { rebuildSchema: true })).rejects.toThrow(/new layout of orders_stage under its new partition keys is not whole: 1 partition\(s\) failed \(orders_stage\/month=2026-10/);
+    for (const table of ["orders_raw", "orders_stage"]) {
+      expect((await ws.lake.table(table)).partitionKeys).toEqual(["day"]);
+      expect(await rows(ws.lake, table)).toEqual(expected("day"));
+    }
+    // Fixed, the next sync builds another layout and switches to it.
+    ws.configure("month");
+    await ws.sync(ws.deliver(delivery()), { rebuildSchema: true });
+    expect(await rows(ws.lake, "orders_stage")).toEqual(expected("month"));
+  }, 120_000);
+
+  it("is refused where a new layout could not carry the table on: appended partitions, pins", async () => {
+    const ws = await workspace();
+    ws.configure("day", "append");
+    await ws.sync(ws.deliver(delivery()));
+    ws.configure("month", "append");
+    await expect(ws.sync(ws.deliver(delivery()), { rebuildSchema: true })).rejects.toThrow(/'orders_raw' cannot change its partition keys: it is written with write: append/);
+
+    const pinned = await workspace();
+    pinned.configure("day");
+    await pinned.sync(pinned.deliver(delivery()));
+    await pinPartition(pinned.lake, "orders_raw", "day=2026-10-30");
+    pinned.configure("month");
+    await expect(pinned.sync(pinned.deliver(delivery()), { rebuildSchema: true })).rejects.toThrow(/'orders_raw' cannot change its partition keys: some of its partitions are pinned/);
+    expect((await pinned.lake.table("orders_raw")).partitionKeys).toEqual(["day"]);
+    expect(existsSync(path.join(pinned.lakeDir!, "orders_raw", "day=2026-10-30"))).toBe(true);
+  }, 120_000);
+});
