@@ -312,10 +312,11 @@ export class Lake {
       async () => {
         const result = await work(writer);
         // Every new layout is whole now (its builds would have thrown): one write of each definition switches its readers.
+        if (pending.size > 0) faultPoint("relayout-before-switch");
         for (const [name, table] of pending) {
-          faultPoint("relayout-before-switch");
           await this.catalog.updateTable(table, () => this.leaseCheck(name));
           pending.delete(name);
+          faultPoint("relayout-after-switch");
         }
         return result;
       },

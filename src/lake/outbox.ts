@@ -3,6 +3,7 @@ import type { PointerMoveKind } from "../catalog/catalog.js";
 import type { ObjectStore } from "../store/object-store.js";
 import { outboxEntryKey, outboxPrefix, quarantineKey } from "./layout.js";
 import type { RunManifest } from "./manifest.js";
+import type { TableDefinition } from "../model/table.js";
 
 /** One pointer move of an outbox entry. */
 export interface OutboxMove {
@@ -19,6 +20,11 @@ export interface OutboxMove {
 export interface OutboxEntry {
   readonly id: string;
   readonly table: string;
+  /**
+   * The layout the moves were made in, where the table's partition keys changed (model/table.ts `layout`): replayed only
+   * while the table reads it (a new layout whose writer died before switching to it is never switched to).
+   */
+  readonly layout?: string;
   readonly recordedAt: string;
   readonly moves: readonly OutboxMove[];
   /**
@@ -48,12 +54,13 @@ export class Outbox {
   ) {}
 
   /** Records a batch of moves of one table before they are sent (one object, one write); returns the entry. */
-  async record(table: string, moves: readonly OutboxMove[], publish?: string): Promise<OutboxEntry> {
+  async record(table: Pick<TableDefinition, "name" | "layout">, moves: readonly OutboxMove[], publish?: string): Promise<OutboxEntry> {
     const recordedAt = new Date().toISOString();
     // Ids sort by time, so replay keeps the order the changes were decided in.
     const id = `${recordedAt.replace(/[-:.]/g, "")}-${randomBytes(4).toString("hex")}`;
-    const entry: OutboxEntry = { id, table, recordedAt, moves, ...(publish !== undefined ? { publish } : {}) };
-    await this.store.put(outboxEntryKey(table, id), JSON.stringify(entry));
+    const layout = table.layout !== undefined ? { layout: table.layout } : {};
+    const entry: OutboxEntry = { id, table: table.name, ...layout, recordedAt, moves, ...(publish !== undefined ? { publish } : {}) };
+    await this.store.put(outboxEntryKey(table.name, id), JSON.stringify(entry));
     return entry;
   }
 
@@ -114,5 +121,6 @@ export function parseOutboxEntry(body: Uint8Array): OutboxEntry | string {
   }
   const recordedAt = typeof value.recordedAt === "string" ? value.recordedAt : "";
   const publish = typeof value.publish === "string" ? { publish: value.publish } : {};
-  return { id: value.id as string, table: value.table as string, recordedAt, moves: moves as OutboxMove[], ...publish };
+  const layout = typeof value.layout === "string" ? { layout: value.layout } : {};
+  return { id: value.id as string, table: value.table as string, ...layout, recordedAt, moves: moves as OutboxMove[], ...publish };
 }

@@ -32,6 +32,12 @@ async function replayEntry(ctx: SwapContext, table: TableDefinition | undefined,
     await ctx.outbox.acknowledge(entry);
     return { applied: 0, stale: 0 };
   }
+  // Moves in a layout the table does not read: a new one whose writer died before it switched to it (abandoned: the
+  // next change of partition keys builds another), or the one the table was switched away from since.
+  if (entry.layout !== table.layout) {
+    await ctx.outbox.acknowledge(entry);
+    return { applied: 0, stale: entry.moves.length };
+  }
   // Part of a held sync's publication that never committed (killed before its record said so): nothing of it moves.
   if (entry.publish !== undefined && !(await publicationCommitted(ctx, entry.publish))) {
     await ctx.outbox.acknowledge(entry);

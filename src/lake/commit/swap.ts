@@ -427,7 +427,7 @@ export async function moveChunk(
   // catalog prepares the moves meanwhile (an embedded lake fsyncs the runs, already durable, and stages the pointers'
   // states in temporary files), and the fence it calls right before its first move waits for the entry to be stored.
   const recording = ctx.outbox.record(
-    table.name,
+    table,
     chunk.map((a, i) => ({ partition: a.path, runId: a.runId, previousRunId: a.current?.runId, signature: a.item.signature, kind: "swap" as const, manifest: manifests[i] })),
     publish?.syncId,
   );

@@ -104,7 +104,7 @@ export function withoutDropped(existing: TableDefinition, rebuilt: TableDefiniti
 async function moveChunk(parts: LakeParts, table: TableDefinition, chunk: readonly Rewritten[], options: RebuildOptions): Promise<RebuildMove[]> {
   const intended = chunk.map((r) => ({ partition: r.manifest.partition, runId: r.manifest.runId, previousRunId: r.pointer.runId }));
   const entry = await parts.outbox.record(
-    table.name,
+    table,
     chunk.map((r) => ({ partition: r.manifest.partition, runId: r.manifest.runId, previousRunId: r.pointer.runId, signature: r.manifest.signature, kind: "swap" as const, manifest: r.manifest })),
   );
   await options.intend(intended);

@@ -131,7 +131,7 @@ export function pointerMove(ctx: SwapContext, table: TableDefinition, partition:
 export async function movePointersRecorded(ctx: SwapContext, table: TableDefinition, moves: readonly PointerMove[]): Promise<void> {
   if (moves.length === 0) return;
   const entry = await ctx.outbox.record(
-    table.name,
+    table,
     moves.map((move) => ({ partition: partitionPath(move.partition), runId: move.runId, previousRunId: move.previousRunId, signature: move.signature, kind: move.kind })),
   );
   await movePointers(ctx.catalog, table, moves, () => ctx.leaseCheck(table.name));
