@@ -30,7 +30,7 @@ import { planSchemaChange, type SchemaChange } from "../model/schema-change.js";
 import { stampSchemaChange } from "./operations/change-schema.js";
 import { declareTable } from "./operations/declare-table.js";
 import { rebuildRuns, refuseUnreadableRebuild, type RebuildOptions } from "./operations/rebuild-schema.js";
-import { buildLayout, refuseRelayout, withPendingLayouts, type Repartition } from "./operations/relayout.js";
+import { buildLayout, forgetLayout, recordLayout, refuseRelayout, withPendingLayouts, type Repartition } from "./operations/relayout.js";
 
 export type { PartitionGcReport } from "./operations/gc.js";
 export type { PartitionHistory, RunHistoryEntry } from "./operations/history.js";
@@ -241,6 +241,7 @@ export class Lake {
     // Tables whose partition keys this writer changes: their new layouts, read and written by this writer only, and
     // switched to when its work ends (./operations/relayout.ts). Its parts read them in place of the catalog's.
     const pending = new Map<string, TableDefinition>();
+    const replaced = new Map<string, TableDefinition>();
     const parts: LakeParts = { ...this.parts, catalog: withPendingLayouts(this.catalog, pending) };
     const lake = { parts };
     const held = async (tableName: string): Promise<TableDefinition> => {
@@ -289,8 +290,11 @@ export class Lake {
         faultPoint("schema-after-record");
         if (change.relayout) {
           states.forget(wanted.name);
+          // Recorded first: GC removes a layout a sync that died left unfinished.
+          await recordLayout(this.store, change.table, "building");
           if (rebuild?.repartition) await buildLayout(this.parts, existing, change.table, rebuild.repartition, rebuild);
           pending.set(wanted.name, change.table);
+          replaced.set(wanted.name, existing);
         } else if (change.rebuild) {
           if (!rebuild) throw new LakeswapError("CONFLICT", `table '${wanted.name}' is being rebuilt by swap: only a sync finishes it`);
           states.forget(wanted.name);
@@ -317,6 +321,10 @@ export class Lake {
           await this.catalog.updateTable(table, () => this.leaseCheck(name));
           pending.delete(name);
           faultPoint("relayout-after-switch");
+          // The new layout is the table's; the one it replaced is retired (GC keeps it as the change's rollback target).
+          await forgetLayout(this.store, table);
+          const before = replaced.get(name);
+          if (before) await recordLayout(this.store, before, "retired");
         }
         return result;
       },

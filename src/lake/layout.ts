@@ -19,7 +19,7 @@ export const METADATA_FOLDERS = {
   metadata: METADATA_PREFIX,
   temp: TEMP_PREFIX,
   // The areas below that keep a folder per table (`<area>/<table>/`), removed with the table.
-  tableAreas: ["manifests", "pins", "outbox", "deliveries", "ingest"],
+  tableAreas: ["manifests", "pins", "outbox", "deliveries", "ingest", "layouts"],
   // Writer leases: worth something only while their holder lives (written without fsync; ../store/local-store.ts).
   volatile: [`${METADATA_PREFIX}/leases`],
 } as const;
@@ -120,6 +120,16 @@ export function deliveryFilesKey(table: string, paths: string): string {
 /** The store key prefix of the outbox entries of one table, or of every table. */
 export function outboxPrefix(table?: string): string {
   return table ? `${METADATA_PREFIX}/outbox/${table}/` : `${METADATA_PREFIX}/outbox/`;
+}
+
+/** The store key prefix of the records of a table's layouts other than its current one (../lake/operations/relayout.ts). */
+export function layoutRecordsPrefix(table: string): string {
+  return `${METADATA_PREFIX}/layouts/${table}/`;
+}
+
+/** The store key of the record of one layout of a table (`storage`: its storage name, or the table's own). */
+export function layoutRecordKey(table: string, storage: string): string {
+  return `${layoutRecordsPrefix(table)}${storage}.json`;
 }
 
 /** The store key of one outbox entry. */

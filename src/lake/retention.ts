@@ -106,3 +106,13 @@ function recentlyReplaced(swaps: readonly RecordedSwap[], runs: readonly Retenti
   }
   return ended;
 }
+
+/** What GC decided (and, unless dry-run, did) for one partition. */
+export interface PartitionGcReport {
+  readonly table: string;
+  readonly partition: string;
+  readonly kept: readonly { runId: string; reason: RetentionReason }[];
+  readonly removed: readonly { runId: string; reason: RetentionReason; bytes: number }[];
+  /** Set when GC after a swap failed; the swap itself stands and a later GC retries. */
+  readonly error?: string;
+}

@@ -148,8 +148,9 @@ export function planSchemaChange(existing: TableDefinition, wanted: TableDefinit
     columns,
     ...(columnsChanged ? { schemaVersion: (existing.schemaVersion ?? 0) + 1 } : existing.schemaVersion !== undefined ? { schemaVersion: existing.schemaVersion } : {}),
     ...(existing.rebuiltAt !== undefined ? { rebuiltAt: existing.rebuiltAt } : {}),
-    // The layout the table is in, until a change of its partition keys names a new one (lake/operations/change-schema.ts).
-    ...(existing.layout !== undefined ? { layout: existing.layout } : {}),
+    // The layout the table is in, until a change of its partition keys names a new one (lake/operations/change-schema.ts),
+    // which records the one it replaces.
+    ...(keys ? { replacedLayout: existing.layout ?? existing.name } : layoutOf(existing)),
   });
   if (!keys) return { table, changes };
   return { table, changes: [...refused, ...changes], relayout: { from: existing.partitionKeys } };
@@ -176,7 +177,8 @@ function rebuilt(existing: TableDefinition, wanted: TableDefinition, changes: re
     if (before.type !== c.type) return { name: c.name, type: c.type };
     return { ...c, ...(before.signedAs !== undefined ? { signedAs: before.signedAs } : {}), ...(before.added ? { added: true as const } : {}) };
   });
-  const table = defineTable({ ...wanted, columns, schemaVersion: (existing.schemaVersion ?? 0) + 1 });
+  // Rewritten in the layout the table is in (a rebuild keeps the partition keys).
+  const table = defineTable({ ...wanted, columns, schemaVersion: (existing.schemaVersion ?? 0) + 1, ...layoutOf(existing) });
   return { table, changes, rebuild: { renames } };
 }
 
@@ -211,4 +213,10 @@ export function asDeclared(existing: TableDefinition | undefined, wanted: TableD
   const publishing = (t: TableDefinition) => declaredShape({ ...t, iceberg: undefined, icebergTable: undefined });
   if (publishing(existing) === publishing(wanted)) return defineTable({ ...existing, iceberg: wanted.iceberg === true, icebergTable: wanted.icebergTable });
   return wanted;
+}
+
+/** The layout a table is in (model/table.ts `layout`) and the one it replaced, for a definition that keeps its partition keys. */
+function layoutOf(existing: TableDefinition): Pick<TableDefinition, "layout" | "replacedLayout"> {
+  if (existing.layout === undefined) return {};
+  return { layout: existing.layout, ...(existing.replacedLayout !== undefined ? { replacedLayout: existing.replacedLayout } : {}) };
 }

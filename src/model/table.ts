@@ -79,6 +79,12 @@ export interface TableDefinition {
    * the table's own name (the layout the table was created with).
    */
   readonly layout?: string;
+  /**
+   * The storage name of the layout this one replaced when the partition keys last changed (the table's own name for
+   * the layout it was created with): the target of `rollback --sync` of that change, kept by GC while this layout is
+   * current. Absent: the partition keys never changed.
+   */
+  readonly replacedLayout?: string;
 }
 
 /** What ends the storage name of a table's layout after a change of partition keys: `__layout_` and 6 hex digits. */
@@ -127,6 +133,7 @@ export function declaredShape(table: TableDefinition): string {
     rebuilding: undefined,
     rebuiltAt: undefined,
     layout: undefined,
+    replacedLayout: undefined,
   });
 }
 
@@ -207,6 +214,7 @@ export function defineTable(input: {
   rebuilding?: { readonly renames: Readonly<Record<string, string>> };
   rebuiltAt?: string;
   layout?: string;
+  replacedLayout?: string;
 }): TableDefinition {
   const name = assertIdentifier("table name", input.name);
   if (isLayoutName(name)) {
@@ -214,6 +222,9 @@ export function defineTable(input: {
   }
   if (input.layout !== undefined && !(IDENTIFIER_LIKE.test(input.layout) && isLayoutOf(input.layout, name))) {
     throw new InvalidInputError(`table '${name}' has layout '${printable(input.layout)}', which is not a layout of it (${name}__layout_<6 hex digits>)`);
+  }
+  if (input.replacedLayout !== undefined && input.replacedLayout !== name && !(IDENTIFIER_LIKE.test(input.replacedLayout) && isLayoutOf(input.replacedLayout, name))) {
+    throw new InvalidInputError(`table '${name}' records a replaced layout '${printable(input.replacedLayout)}', which is not a layout of it`);
   }
   if (input.columns.length === 0) {
     throw new InvalidInputError(`table '${name}' needs at least one column, for example --columns 'id BIGINT'`);
@@ -274,6 +285,7 @@ export function defineTable(input: {
     ...(input.rebuiltAt !== undefined ? { rebuiltAt: input.rebuiltAt } : {}),
     ...(input.rebuilding !== undefined ? { rebuilding: { renames: checkedRenames(name, columns, input.rebuilding.renames) } } : {}),
     ...(input.layout !== undefined ? { layout: input.layout } : {}),
+    ...(input.replacedLayout !== undefined ? { replacedLayout: input.replacedLayout } : {}),
   };
 }
 
@@ -400,6 +412,7 @@ export function parseTableDefinition(value: unknown, source: string, expectedNam
   if (record.iceberg !== undefined && typeof record.iceberg !== "boolean") refuse("'iceberg' is not true or false");
   if (record.icebergTable !== undefined && typeof record.icebergTable !== "string") refuse("'icebergTable' is not a name");
   if (record.layout !== undefined && typeof record.layout !== "string") refuse("'layout' is not a name");
+  if (record.replacedLayout !== undefined && typeof record.replacedLayout !== "string") refuse("'replacedLayout' is not a name");
   try {
     return defineTable({
       name: record.name as string,
@@ -416,6 +429,7 @@ export function parseTableDefinition(value: unknown, source: string, expectedNam
       ...(rebuilding !== undefined ? { rebuilding: { renames: rebuilding.renames as Record<string, string> } } : {}),
       ...(typeof record.rebuiltAt === "string" ? { rebuiltAt: record.rebuiltAt } : {}),
       ...(typeof record.layout === "string" ? { layout: record.layout } : {}),
+      ...(typeof record.replacedLayout === "string" ? { replacedLayout: record.replacedLayout } : {}),
     });
   } catch (error) {
     if (error instanceof InvalidInputError) return refuse(error.message);

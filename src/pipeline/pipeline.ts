@@ -77,7 +77,16 @@ export class Pipeline {
       sinks: tally.sinks,
       ...(tally.snapshots.length > 0 ? { snapshots: [...tally.snapshots].sort((a, b) => (a.table < b.table ? -1 : 1)) } : {}),
       ...(held ? { held } : {}),
-      ...(log.schemaChangesMade().length > 0 ? { schemaChanges: log.schemaChangesMade().map(({ table, changes, rebuilt }) => ({ table, changes, ...(rebuilt ? { rebuilt: log.rebuiltCount(table) } : {}) })) } : {}),
+      ...(log.schemaChangesMade().length > 0
+        ? {
+            schemaChanges: log.schemaChangesMade().map(({ table, changes, rebuilt, relayout, definition }) => ({
+              table,
+              changes,
+              ...(rebuilt ? { rebuilt: log.rebuiltCount(table) } : {}),
+              ...(relayout && definition.layout !== undefined ? { layout: definition.layout } : {}),
+            })),
+          }
+        : {}),
     };
   }
 

@@ -102,6 +102,8 @@ export interface PlannedSchemaChange {
   readonly table: string;
   readonly changes: readonly string[];
   readonly rebuilds?: readonly string[];
+  /** The partition keys change: the table is built aside in a new layout (from `rebuilds`, its partitions now) and switched to. */
+  readonly relayout?: true;
 }
 
 /** The schema changes a sync of `dataset` would make, per table (a change that cannot be made is refused). */
@@ -114,8 +116,8 @@ export async function plannedSchemaChanges(ctx: PipelineContext, dataset: Datase
     // A rebuild an earlier sync began rewrites the runs from before its mark; a new one, every run.
     const mark = change.rebuild?.finishing ? existing.schemaChangedAt : undefined;
     const stale = async () => (await ctx.lake.parts.catalog.listPointers(existing)).filter((p) => mark === undefined || p.runId < mark).map((p) => partitionPath(p.partition)).sort();
-    const rebuilds = change.rebuild ? await stale() : undefined;
-    planned.push({ table: table.name, changes: change.changes, ...(rebuilds ? { rebuilds } : {}) });
+    const rebuilds = change.rebuild || change.relayout ? await stale() : undefined;
+    planned.push({ table: table.name, changes: change.changes, ...(rebuilds ? { rebuilds } : {}), ...(change.relayout ? { relayout: true as const } : {}) });
   }
   return planned;
 }

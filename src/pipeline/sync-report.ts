@@ -69,7 +69,14 @@ export interface SyncReport {
    * The schema changes the sync made (docs/lake.md, "Schema changes"), per table (absent when none): in place, or by
    * a rebuild by swap (`rebuilt`: how many partitions it rewrote and moved).
    */
-  readonly schemaChanges?: readonly { readonly table: string; readonly changes: readonly string[]; readonly rebuilt?: number }[];
+  readonly schemaChanges?: readonly {
+    readonly table: string;
+    readonly changes: readonly string[];
+    /** Rebuilt by swap: how many partitions were rewritten. */
+    readonly rebuilt?: number;
+    /** The partition keys changed: the layout the table was built in and switched to (its folder on the embedded lake). */
+    readonly layout?: string;
+  }[];
 }
 
 /** How a delivery was landed, from its landing (or the summary kept of it). */

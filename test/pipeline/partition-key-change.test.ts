@@ -5,6 +5,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { loadPipelineConfig } from "../../src/config/pipeline-config.js";
 import type { Lake } from "../../src/lake/lake.js";
 import { dropTable } from "../../src/lake/operations/drop-table.js";
+import { collectGarbage } from "../../src/lake/operations/gc.js";
 import { rollbackSync } from "../../src/lake/operations/rollback.js";
 import { pinPartition } from "../../src/lake/operations/pin.js";
 import { Pipeline, type PipelineOptions, type SyncReport } from "../../src/pipeline/pipeline.js";
@@ -244,5 +245,56 @@ describe("changing a table's partition keys (embedded)", () => {
     await expect(pinned.sync(pinned.deliver(delivery()), { rebuildSchema: true })).rejects.toThrow(/'orders_raw' cannot change its partition keys: some of its partitions are pinned/);
     expect((await pinned.lake.table("orders_raw")).partitionKeys).toEqual(["day"]);
     expect(existsSync(path.join(pinned.lakeDir!, "orders_raw", "day=2026-10-30"))).toBe(true);
+  }, 120_000);
+
+  it("GC keeps the layout a change replaced (its rollback target) and removes older and abandoned ones after the grace window; a rollback to a removed layout is refused", async () => {
+    const ws = await workspace();
+    const lakeDir = ws.lakeDir!;
+    const folders = () => readdirSync(lakeDir).filter((name) => name.startsWith("orders_raw")).sort();
+    ws.configure("day");
+    await ws.sync(ws.deliver(delivery()));
+    ws.configure("month");
+    const toMonth = await ws.sync(ws.deliver(delivery()), { rebuildSchema: true });
+    const month = (await ws.lake.table("orders_raw")).layout!;
+    // The layout by day is what a rollback of the change switches back to: kept.
+    let reports = await collectGarbage(ws.lake, undefined, { graceMs: 0 });
+    expect(reports.filter((r) => r.partition.startsWith("layout "))).toEqual([]);
+    expect(folders()).toEqual(["orders_raw", month].sort());
+
+    ws.configure("day");
+    const toDay = await ws.sync(ws.deliver(delivery()), { rebuildSchema: true });
+    const day = (await ws.lake.table("orders_raw")).layout!;
+    expect(folders()).toEqual(["orders_raw", month, day].sort());
+    // Now by month is the rollback target, and the first layout (by day) goes, with its runs.
+    reports = await collectGarbage(ws.lake, undefined, { graceMs: 0 });
+    const removed = reports.filter((r) => r.partition.startsWith("layout "));
+    expect(removed.map((r) => [r.table, r.partition, r.removed.length])).toEqual([
+      ["orders_raw", "layout orders_raw", DAYS.length],
+      ["orders_stage", "layout orders_stage", DAYS.length],
+    ]);
+    expect(folders()).toEqual([month, day].sort());
+    expect(await rows(ws.lake, "orders_raw")).toEqual(expected("day"));
+    expect(await catalogFileRows(lakeDir, "orders_raw", "day")).toEqual(expected("day"));
+
+    // Back to by month; then back to the first layout, which GC removed: refused, and the table stays as it is.
+    await rollbackSync(ws.lake, toDay.syncId);
+    expect(await rows(ws.lake, "orders_raw")).toEqual(expected("month"));
+    await expect(rollbackSync(ws.lake, toMonth.syncId)).rejects.toThrow(/changed the partition keys of orders_(raw|stage), and the layout it switched away from was garbage-collected since/);
+    expect(await rows(ws.lake, "orders_raw")).toEqual(expected("month"));
+    expect(await rows(ws.lake, "orders_stage")).toEqual(expected("month"));
+
+    // A layout a sync left unfinished (it failed before the switch) is removed too; the layout by day (retired by the
+    // rollback) is not the current one's rollback target any more either.
+    ws.configure("day");
+    process.env.LAKESWAP_FAULT = "relayout-before-switch:fail";
+    try {
+      await expect(ws.sync(ws.deliver(delivery()), { rebuildSchema: true })).rejects.toThrow(/fault injected at relayout-before-switch/);
+    } finally {
+      delete process.env.LAKESWAP_FAULT;
+    }
+    expect(folders()).toHaveLength(3);
+    await collectGarbage(ws.lake, "orders_raw", { graceMs: 0 });
+    expect(folders()).toEqual([month]);
+    expect(await rows(ws.lake, "orders_raw")).toEqual(expected("month"));
   }, 120_000);
 });

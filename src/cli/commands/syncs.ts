@@ -59,8 +59,9 @@ function schemaChanges(records: readonly SyncRecord[]): string[] {
   const changed = records.filter((r) => (r.schemaChanges ?? []).length > 0);
   // A discarded sync's changes were restored by its discard, unless a later command changed the schema again or wrote runs under it.
   const how = (r: SyncRecord) => (r.held?.status === "discarded" ? " (discarded: undone by the discard unless changed or written under since; history TABLE --schema shows)" : "");
-  const kind = (r: SyncRecord) => (r.schemaChanges!.every((c) => c.rebuilt) ? "rebuilt schemas by swap" : r.schemaChanges!.some((c) => c.rebuilt) ? "changed schemas (in place, or rebuilt by swap)" : "changed schemas in place");
-  return changed.flatMap((r) => ["", `sync ${r.syncId} ${kind(r)}${how(r)}:`, ...r.schemaChanges!.flatMap((c) => c.changes.map((text) => `  ${c.table}: ${c.rebuilt ? "(rebuilt) " : ""}${text}`))]);
+  const kind = (r: SyncRecord) => (r.schemaChanges!.every((c) => c.rebuilt) ? "rebuilt schemas by swap" : r.schemaChanges!.some((c) => c.rebuilt || c.relayout) ? "changed schemas (in place, rebuilt by swap, or in a new layout)" : "changed schemas in place");
+  const mark = (c: NonNullable<SyncRecord["schemaChanges"]>[number]) => (c.relayout ? `(new layout ${c.definition.layout ?? ""}) ` : c.rebuilt ? "(rebuilt) " : "");
+  return changed.flatMap((r) => ["", `sync ${r.syncId} ${kind(r)}${how(r)}:`, ...r.schemaChanges!.flatMap((c) => c.changes.map((text) => `  ${c.table}: ${mark(c)}${text}`))]);
 }
 
 /** The audit findings of the syncs still held, one line each. */

@@ -23,9 +23,11 @@ export function planReport(plan: readonly PlannedPartition[], schemaChanges: Pla
 export function planReportText({ partitions: plan, totals, schemaChanges }: PlanReport): string {
   return [
     ...schemaChanges.map((s) =>
-      s.rebuilds
-        ? `${s.table}: schema rebuilt by swap, every partition rewritten (${s.rebuilds.length}: ${s.rebuilds.slice(0, 5).join(", ")}${s.rebuilds.length > 5 ? ", …" : ""}): ${s.changes.join("; ")}`
-        : `${s.table}: schema changes in place: ${s.changes.join("; ")}`,
+      s.relayout
+        ? `${s.table}: built aside in a new layout from its ${s.rebuilds?.length ?? 0} current partition(s), then switched to: ${s.changes.join("; ")}`
+        : s.rebuilds
+          ? `${s.table}: schema rebuilt by swap, every partition rewritten (${s.rebuilds.length}: ${s.rebuilds.slice(0, 5).join(", ")}${s.rebuilds.length > 5 ? ", …" : ""}): ${s.changes.join("; ")}`
+          : `${s.table}: schema changes in place: ${s.changes.join("; ")}`,
     ),
     ...(schemaChanges.length > 0 ? [""] : []),
     plan.some((p) => p.error !== undefined)

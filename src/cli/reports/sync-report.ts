@@ -12,7 +12,11 @@ export function syncReportText(result: SyncReport): string {
   const lines = [`sync ${result.syncId}${undo}`, ""];
   for (const s of result.schemaChanges ?? []) {
     lines.push(
-      s.rebuilt !== undefined ? `${s.table}: schema rebuilt by swap (${s.rebuilt} partitions rewritten): ${s.changes.join("; ")}` : `${s.table}: schema changed in place: ${s.changes.join("; ")}`,
+      s.layout !== undefined
+        ? `${s.table}: built in a new layout (${s.layout}) and switched to: ${s.changes.join("; ")}`
+        : s.rebuilt !== undefined
+          ? `${s.table}: schema rebuilt by swap (${s.rebuilt} partitions rewritten): ${s.changes.join("; ")}`
+          : `${s.table}: schema changed in place: ${s.changes.join("; ")}`,
     );
   }
   if ((result.schemaChanges ?? []).length > 0) lines.push("");

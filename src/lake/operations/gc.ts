@@ -4,7 +4,7 @@ import { faultPoint } from "../../shared/faults.js";
 import { manifestKey } from "../layout.js";
 import type { OutboxEntry } from "../outbox.js";
 import { partitionPath, type Partition } from "../../model/partition.js";
-import { planRetention, type RecordedSwap, type RetentionReason } from "../retention.js";
+import { planRetention, type PartitionGcReport, type RecordedSwap, type RetentionReason } from "../retention.js";
 import { knownPartitions } from "./history.js";
 import { currentPointers, listRuns, listRunsOf, readManifest, runPrefix, type LakeContext, type RunListing } from "../runs.js";
 import { expireSnapshots, removeUnreferencedMetadata } from "./expire-snapshots.js";
@@ -14,19 +14,12 @@ import { ingestedInPlace, storageName, type TableDefinition } from "../../model/
 import { collectIngestedPartition } from "./gc-ingested.js";
 import type { HasLakeParts } from "../parts.js";
 import { isScratchTable, isScratchTableOf } from "../scratch-tables.js";
+import { collectLayouts } from "./relayout.js";
 
 /** Partitions GC after a swap lists at once. */
 const GC_CONCURRENCY = 16;
 
-/** What GC decided (and, unless dry-run, did) for one partition. */
-export interface PartitionGcReport {
-  readonly table: string;
-  readonly partition: string;
-  readonly kept: readonly { runId: string; reason: RetentionReason }[];
-  readonly removed: readonly { runId: string; reason: RetentionReason; bytes: number }[];
-  /** Set when GC after a swap failed; the swap itself stands and a later GC retries. */
-  readonly error?: string;
-}
+export type { PartitionGcReport } from "../retention.js";
 
 /** What GC of one table needs besides the partitions: the pointers and the table's pending outbox entries, read once. */
 interface GcState {
@@ -218,6 +211,8 @@ export async function collectGarbage(
         await expireSnapshots(parts, table, removedRuns(parts, table, reports.slice(start)));
         await removeUnreferencedMetadata(parts, table);
       }
+      // The layouts a change of partition keys left behind (../operations/relayout.ts).
+      reports.push(...(await collectLayouts(parts, table, { graceMs, dryRun: options.dryRun ?? false })));
     };
     if (options.dryRun) await collect();
     // GC moves no pointer; under the lease it brings a view left stale by a killed writer up to date.

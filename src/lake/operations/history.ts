@@ -96,10 +96,15 @@ export interface SchemaHistoryEntry {
   readonly toVersion: number;
   /** The changes in words, as plan and the sync's report said them. */
   readonly changes: readonly string[];
-  /** Made in place (no run rewritten), or by a rebuild by swap (`sync --rebuild-schema`: every run rewritten). */
-  readonly how: "in place" | "rebuilt by swap";
+  /**
+   * Made in place (no run rewritten), by a rebuild by swap (`sync --rebuild-schema`: every run rewritten), or in a new
+   * layout (the partition keys changed: built aside, then switched to).
+   */
+  readonly how: "in place" | "rebuilt by swap" | "new layout";
   /** The columns after the change, `name TYPE`. */
   readonly columns: readonly string[];
+  /** The partition keys after the change. */
+  readonly partitionKeys: readonly string[];
   /** The table's definition is this change's now (false once a later change or a rollback replaced it). */
   readonly current: boolean;
 }
@@ -130,13 +135,15 @@ export async function readSchemaHistory(lake: HasLakeParts, tableName: string): 
         fromVersion: change.previous.schemaVersion ?? 0,
         toVersion: change.definition.schemaVersion ?? 0,
         changes: change.changes,
-        how: change.rebuilt ? "rebuilt by swap" : "in place",
+        how: change.relayout ? "new layout" : change.rebuilt ? "rebuilt by swap" : "in place",
         columns: columns(change.definition),
+        partitionKeys: change.definition.partitionKeys,
         current: false,
       })),
   );
   // The newest change whose columns the table has now is the current one (a rollback of it brings back the one before).
-  const current = changes.findIndex((entry) => entry.toVersion === (table.schemaVersion ?? 0) && JSON.stringify(entry.columns) === now);
+  const keys = table.partitionKeys.join(",");
+  const current = changes.findIndex((entry) => entry.toVersion === (table.schemaVersion ?? 0) && JSON.stringify(entry.columns) === now && entry.partitionKeys.join(",") === keys);
   return {
     table: table.name,
     version: table.schemaVersion ?? 0,

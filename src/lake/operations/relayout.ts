@@ -1,13 +1,15 @@
 import type { Catalog } from "../../catalog/catalog.js";
 import type { LandColumn } from "../../landing/landing.js";
 import { LakeswapError, errorMessage } from "../../model/errors.js";
-import type { TableDefinition } from "../../model/table.js";
+import { parseTableDefinition, storageName, type TableDefinition } from "../../model/table.js";
+import type { ObjectStore } from "../../store/object-store.js";
 import { faultPoint } from "../../shared/faults.js";
+import { removePointers } from "../commit/move.js";
 import { swapBatch } from "../commit/swap.js";
 import type { LakeParts } from "../parts.js";
-import { pinsPrefix } from "../layout.js";
+import { layoutRecordKey, layoutRecordsPrefix, manifestsPrefix, pinsPrefix, runsPrefix } from "../layout.js";
 import { currentRuns } from "../runs.js";
-import type { RebuildMove } from "./rebuild-schema.js";
+import type { PartitionGcReport } from "../retention.js";
 
 /*
  * A change of a table's partition keys (`sync --rebuild-schema`, docs/lake.md "Changing partition keys"). Runs of one
@@ -17,6 +19,13 @@ import type { RebuildMove } from "./rebuild-schema.js";
  * every partition of the new layout is built, one write of the table's definition switches every reader to it. The old
  * layout stays as it was, the target of `rollback --sync` (one write of the definition back).
  */
+
+/** One pointer moved into a new layout (a sync records it as it records a rebuild's: ./rebuild-schema.ts `RebuildMove`). */
+interface LayoutMove {
+  readonly partition: string;
+  readonly runId: string;
+  readonly previousRunId: string;
+}
 
 /** How a raw table's current rows are partitioned under its new keys: as its dataset lands a delivery. */
 export interface Repartition {
@@ -54,8 +63,8 @@ export async function buildLayout(
   existing: TableDefinition,
   table: TableDefinition,
   repartition: Repartition,
-  record: { readonly intend: (moves: readonly RebuildMove[]) => Promise<void>; readonly moved: (moves: readonly RebuildMove[]) => void },
-): Promise<RebuildMove[]> {
+  record: { readonly intend: (moves: readonly LayoutMove[]) => Promise<void>; readonly moved: (moves: readonly LayoutMove[]) => void },
+): Promise<LayoutMove[]> {
   const [snapshot] = await currentRuns(parts, { tables: [existing.name] });
   const files = (snapshot?.partitions ?? []).flatMap((p) => p.files);
   if (files.length === 0) return [];
@@ -72,7 +81,7 @@ export async function buildLayout(
       throw new LakeswapError("CONFLICT", `${label}: ${delivery.rowsRejected} of its rows cannot be placed (${bad?.reason ?? "bad row"}); nothing was switched. Declare partition keys every row has a value of`);
     }
     const items = delivery.partitions.map((p) => ({ partition: p.partition, signature: p.signature }));
-    let moves: RebuildMove[] = [];
+    let moves: LayoutMove[] = [];
     const outcomes = await swapBatch(parts, table, items, {
       build: { kind: "landed", delivery },
       allowEmpty: true,
@@ -116,4 +125,76 @@ export function withPendingLayouts(catalog: Catalog, pending: ReadonlyMap<string
     movePointers: (table, moves, fence) => catalog.movePointers(table, moves, fence),
     removePointers: (table, partitions, fence) => catalog.removePointers(table, partitions, fence),
   };
+}
+
+/**
+ * What lakeswap keeps of a layout that is not its table's current one (`_lakeswap/layouts/<table>/<storage>.json`): one
+ * being built by a sync (`building`: abandoned, if that sync died), one switched away from (`retired`), one GC removed
+ * (`removed`: a rollback to it is refused). With the table as that layout holds it, so GC can find its pointers.
+ */
+interface LayoutRecord {
+  readonly state: "building" | "retired" | "removed";
+  readonly at: string;
+  readonly definition: TableDefinition;
+}
+
+/** Records the state of the layout `table` reads (its definition as of that layout). */
+export async function recordLayout(store: ObjectStore, table: TableDefinition, state: LayoutRecord["state"]): Promise<void> {
+  const record: LayoutRecord = { state, at: new Date().toISOString(), definition: table };
+  await store.put(layoutRecordKey(table.name, storageName(table)), `${JSON.stringify(record, null, 2)}\n`);
+}
+
+/** Forgets the record of the layout `table` reads: it is the table's current layout now. */
+export async function forgetLayout(store: ObjectStore, table: TableDefinition): Promise<void> {
+  await store.delete([layoutRecordKey(table.name, storageName(table))]);
+}
+
+/** Whether GC removed the layout `table` reads (a rollback to it would show readers an empty table). */
+export async function layoutRemoved(store: ObjectStore, table: TableDefinition): Promise<boolean> {
+  return (await readLayoutRecord(store, layoutRecordKey(table.name, storageName(table))))?.state === "removed";
+}
+
+async function readLayoutRecord(store: ObjectStore, key: string): Promise<LayoutRecord | undefined> {
+  const stored = await store.get(key);
+  if (!stored) return undefined;
+  try {
+    const value = JSON.parse(Buffer.from(stored.body).toString("utf8")) as Partial<LayoutRecord>;
+    if (!["building", "retired", "removed"].includes(value.state ?? "") || typeof value.at !== "string") return undefined;
+    return { state: value.state!, at: value.at, definition: parseTableDefinition(value.definition, `'${key}'`) };
+  } catch {
+    // A record that cannot be read names no layout GC may remove: it stays, and so does its layout.
+    return undefined;
+  }
+}
+
+/**
+ * GC of a table's other layouts, under its lease: a layout neither current nor the one the current layout replaced
+ * (the target of a rollback of the change) is removed once it stopped being read (switched away from, or left
+ * unfinished by a sync that died) more than the grace window ago: its pointers, runs and manifests. Its record stays,
+ * marked removed. Reports each layout removed as a partition `layout <storage>` whose runs went.
+ */
+export async function collectLayouts(parts: LakeParts, table: TableDefinition, options: { readonly graceMs: number; readonly dryRun: boolean }): Promise<PartitionGcReport[]> {
+  const reports: PartitionGcReport[] = [];
+  const kept = new Set([storageName(table), table.replacedLayout ?? storageName(table)]);
+  for (const object of await parts.store.list(layoutRecordsPrefix(table.name))) {
+    const record = await readLayoutRecord(parts.store, object.key);
+    if (!record || record.state === "removed" || record.definition.name !== table.name) continue;
+    const layout = record.definition;
+    const storage = storageName(layout);
+    if (kept.has(storage) || Date.now() - Date.parse(record.at) < options.graceMs) continue;
+    const objects = [...(await parts.store.list(runsPrefix(parts.catalog, layout))), ...(await parts.store.list(manifestsPrefix(storage)))];
+    const runs = new Map<string, number>();
+    for (const o of objects) {
+      const run = /\/run=([^/]+)\//.exec(o.key)?.[1];
+      if (run !== undefined) runs.set(run, (runs.get(run) ?? 0) + o.size);
+    }
+    reports.push({ table: table.name, partition: `layout ${storage}`, kept: [], removed: [...runs].map(([runId, bytes]) => ({ runId, reason: "superseded" as const, bytes })) });
+    if (options.dryRun) continue;
+    const fence = (): Promise<void> => parts.leaseCheck(table.name);
+    await removePointers(parts.catalog, layout, (await parts.catalog.listPointers(layout)).map((p) => p.partition), fence);
+    await fence();
+    await parts.store.delete(objects.map((o) => o.key));
+    await recordLayout(parts.store, layout, "removed");
+  }
+  return reports;
 }

@@ -8,6 +8,7 @@ import { syncLeaseName } from "../layout.js";
 import { notIngested, partitionOf, type HasLakeParts, type PartitionInput } from "../parts.js";
 import { findSync } from "./syncs.js";
 import { withoutDropped } from "./rebuild-schema.js";
+import { forgetLayout, layoutRemoved, recordLayout } from "./relayout.js";
 import { defineTable, parseTableDefinition, type TableDefinition } from "../../model/table.js";
 
 /** What a rollback did. */
@@ -168,7 +169,15 @@ export async function restoreSchemas(lake: HasLakeParts, record: SyncRecord, onl
       restored.push({ table: change.table, action: "skipped", changes: change.changes, reason: `runs written since the change are current (${shown}); roll them back first, then this sync again` });
       continue;
     }
+    if (change.relayout && (await layoutRemoved(lake.parts.store, previous))) {
+      throw new LakeswapError("CONFLICT", `sync ${record.syncId} changed the partition keys of ${change.table}, and the layout it switched away from was garbage-collected since: it cannot be switched back to`);
+    }
     await lake.parts.catalog.updateTable(change.rebuilt ? backFromRebuild(lake, previous, set, change.renames ?? {}) : previous, () => lake.parts.leaseCheck(change.table));
+    if (change.relayout) {
+      // The old layout is the table's again; the one switched away from is retired (GC removes it after the grace window).
+      await forgetLayout(lake.parts.store, previous);
+      await recordLayout(lake.parts.store, set, "retired");
+    }
     restored.push({ table: change.table, action: "restored", changes: change.changes });
   }
   return restored;
