@@ -25,12 +25,10 @@ import { publishStaged } from "./commit/publish.js";
 import type { RunManifest } from "./manifest.js";
 import { notIngested, partitionOf, type LakeParts, type LeaseOptions, type LakePorts, type LakeSettings, type PartitionInput } from "./parts.js";
 import type { TableDefinition } from "../model/table.js";
-import { faultPoint } from "../shared/faults.js";
-import { planSchemaChange, type SchemaChange } from "../model/schema-change.js";
-import { stampSchemaChange } from "./operations/change-schema.js";
+import type { SchemaChange } from "../model/schema-change.js";
+import { changeHeldSchema, type SchemaRebuild } from "./operations/change-schema.js";
 import { declareTable } from "./operations/declare-table.js";
-import { rebuildRuns, refuseUnreadableRebuild, type RebuildOptions } from "./operations/rebuild-schema.js";
-import { buildLayout, forgetLayout, recordLayout, refuseRelayout, withPendingLayouts, type Repartition } from "./operations/relayout.js";
+import { PendingLayouts } from "./operations/relayout.js";
 
 export type { PartitionGcReport } from "./operations/gc.js";
 export type { PartitionHistory, RunHistoryEntry } from "./operations/history.js";
@@ -39,18 +37,8 @@ export type { SwapBuild, SwapItem } from "./commit/swap.js";
 export type { LakePorts, LakeSettings, PartitionInput } from "./parts.js";
 export type { PartitionState } from "./operations/partition-states.js";
 export type { ReplaceOptions, ReplaceResult } from "./operations/replace.js";
+export type { SchemaRebuild } from "./operations/change-schema.js";
 
-/** A rebuild by swap as a sync asks for it: the renames it declares, and how its runs are signed and its moves recorded. */
-export interface SchemaRebuild extends RebuildOptions {
-  /** `--rebuild-schema`: a change that cannot be made in place is rebuilt (one an earlier sync began is finished anyway). */
-  readonly allowed: boolean;
-  readonly renames: Readonly<Record<string, string>>;
-  /**
-   * A raw table whose partition keys change: how its current rows are partitioned under the new keys
-   * (./operations/relayout.ts). Absent for a derived table, whose sync builds its new layout from its inputs.
-   */
-  readonly repartition?: Repartition;
-}
 
 /** Writes to tables while holding their leases. */
 export interface LakeWriter {
@@ -238,15 +226,14 @@ export class Lake {
         throw new LakeswapError("LEASE_LOST", `table '${tableName}' is not among the tables this writer holds (${names.join(", ")})`);
       }
     };
-    // Tables whose partition keys this writer changes: their new layouts, read and written by this writer only, and
-    // switched to when its work ends (./operations/relayout.ts). Its parts read them in place of the catalog's.
-    const pending = new Map<string, TableDefinition>();
-    const replaced = new Map<string, TableDefinition>();
-    const parts: LakeParts = { ...this.parts, catalog: withPendingLayouts(this.catalog, pending) };
+    // Tables whose partition keys this writer changes: their new layouts, which its parts read in place of the
+    // catalog's, and which it switches to when its work ends (./operations/relayout.ts).
+    const layouts = new PendingLayouts();
+    const parts: LakeParts = { ...this.parts, catalog: layouts.catalog(this.catalog) };
     const lake = { parts };
     const held = async (tableName: string): Promise<TableDefinition> => {
       assertHeld(tableName);
-      return pending.get(tableName) ?? this.table(tableName);
+      return layouts.get(tableName) ?? this.table(tableName);
     };
     // A held table's states, read once: only this writer moves its pointers while it holds the lease, so its own moves
     // are all that change them (a sync's layers read the table they just wrote as their upstream).
@@ -276,34 +263,7 @@ export class Lake {
       prepareBuilds: (builds) => this.engine.prepare?.(builds),
       changeSchema: async (wanted, record, rebuild) => {
         assertHeld(wanted.name);
-        const existing = await this.catalog.getTable(wanted.name);
-        const planned = existing ? planSchemaChange(existing, wanted, { rebuild: rebuild?.allowed === true, renames: rebuild?.renames }) : undefined;
-        if (!planned || !existing) return undefined;
-        if (planned.rebuild || planned.relayout) refuseUnreadableRebuild(this.catalog, existing, planned.table);
-        if (planned.relayout) {
-          if (!rebuild?.allowed) throw new LakeswapError("CONFLICT", `table '${wanted.name}' changes its partition keys: only lakeswap sync --rebuild-schema changes them`);
-          await refuseRelayout(this.parts, existing, planned.table);
-        }
-        // A rebuild an earlier sync began keeps its mark: the runs before it are the ones still to rewrite.
-        const change = planned.rebuild?.finishing ? planned : await stampSchemaChange(this, planned);
-        await record(change, existing);
-        faultPoint("schema-after-record");
-        if (change.relayout) {
-          states.forget(wanted.name);
-          // Recorded first: GC removes a layout a sync that died left unfinished.
-          await recordLayout(this.store, change.table, "building");
-          if (rebuild?.repartition) await buildLayout(this.parts, existing, change.table, rebuild.repartition, rebuild);
-          pending.set(wanted.name, change.table);
-          replaced.set(wanted.name, existing);
-        } else if (change.rebuild) {
-          if (!rebuild) throw new LakeswapError("CONFLICT", `table '${wanted.name}' is being rebuilt by swap: only a sync finishes it`);
-          states.forget(wanted.name);
-          await rebuildRuns(this.parts, existing, change, rebuild);
-        } else {
-          await this.catalog.updateTable(change.table, () => this.leaseCheck(wanted.name));
-        }
-        faultPoint("schema-after-change");
-        return change;
+        return changeHeldSchema(this, wanted, { record, rebuild, layouts, moved: (name) => states.forget(name) });
       },
       publishStaged: async (staged, syncId, commit) => {
         const tables = await Promise.all(staged.map(async (t) => ({ table: await held(t.table), runs: t.runs })));
@@ -315,17 +275,7 @@ export class Lake {
       command,
       async () => {
         const result = await work(writer);
-        // Every new layout is whole now (its builds would have thrown): one write of each definition switches its readers.
-        if (pending.size > 0) faultPoint("relayout-before-switch");
-        for (const [name, table] of pending) {
-          await this.catalog.updateTable(table, () => this.leaseCheck(name));
-          pending.delete(name);
-          faultPoint("relayout-after-switch");
-          // The new layout is the table's; the one it replaced is retired (GC keeps it as the change's rollback target).
-          await forgetLayout(this.store, table);
-          const before = replaced.get(name);
-          if (before) await recordLayout(this.store, before, "retired");
-        }
+        await layouts.switchAll(this.parts);
         return result;
       },
       options,

@@ -114,7 +114,7 @@ export function layoutName(table: string, token: string): string {
 }
 
 /** Whether `name` is a layout's storage name (reserved: never a table's name). */
-export function isLayoutName(name: string): boolean {
+function isLayoutName(name: string): boolean {
   return LAYOUT_SUFFIX.test(name);
 }
 
@@ -198,8 +198,8 @@ export function parseColumns(spec: string): Column[] {
     });
 }
 
-/** Checks a whole table definition: names, types, no duplicate or overlapping columns. */
-export function defineTable(input: {
+/** A table definition to check: as TableDefinition, with the compression a name and the flags booleans. */
+interface DefinitionInput {
   name: string;
   columns: readonly Column[];
   partitionKeys: readonly string[];
@@ -215,17 +215,12 @@ export function defineTable(input: {
   rebuiltAt?: string;
   layout?: string;
   replacedLayout?: string;
-}): TableDefinition {
+}
+
+/** Checks a whole table definition: names, types, no duplicate or overlapping columns. */
+export function defineTable(input: DefinitionInput): TableDefinition {
   const name = assertIdentifier("table name", input.name);
-  if (isLayoutName(name)) {
-    throw new InvalidInputError(`table name '${name}' is reserved: lakeswap keeps a table's partitions under <table>__layout_<6 hex digits> once its partition keys change; choose another name`);
-  }
-  if (input.layout !== undefined && !(IDENTIFIER_LIKE.test(input.layout) && isLayoutOf(input.layout, name))) {
-    throw new InvalidInputError(`table '${name}' has layout '${printable(input.layout)}', which is not a layout of it (${name}__layout_<6 hex digits>)`);
-  }
-  if (input.replacedLayout !== undefined && input.replacedLayout !== name && !(IDENTIFIER_LIKE.test(input.replacedLayout) && isLayoutOf(input.replacedLayout, name))) {
-    throw new InvalidInputError(`table '${name}' records a replaced layout '${printable(input.replacedLayout)}', which is not a layout of it`);
-  }
+  checkLayouts(name, input);
   if (input.columns.length === 0) {
     throw new InvalidInputError(`table '${name}' needs at least one column, for example --columns 'id BIGINT'`);
   }
@@ -287,6 +282,20 @@ export function defineTable(input: {
     ...(input.layout !== undefined ? { layout: input.layout } : {}),
     ...(input.replacedLayout !== undefined ? { replacedLayout: input.replacedLayout } : {}),
   };
+}
+
+/** Refuses a table named like a layout, and a layout (or replaced layout) that is not one of the table's. */
+function checkLayouts(name: string, input: { readonly layout?: string; readonly replacedLayout?: string }): void {
+  if (isLayoutName(name)) {
+    throw new InvalidInputError(`table name '${name}' is reserved: lakeswap keeps a table's partitions under <table>__layout_<6 hex digits> once its partition keys change; choose another name`);
+  }
+  const ofTable = (storage: string): boolean => IDENTIFIER_LIKE.test(storage) && isLayoutOf(storage, name);
+  if (input.layout !== undefined && !ofTable(input.layout)) {
+    throw new InvalidInputError(`table '${name}' has layout '${printable(input.layout)}', which is not a layout of it (${name}__layout_<6 hex digits>)`);
+  }
+  if (input.replacedLayout !== undefined && input.replacedLayout !== name && !ofTable(input.replacedLayout)) {
+    throw new InvalidInputError(`table '${name}' records a replaced layout '${printable(input.replacedLayout)}', which is not a layout of it`);
+  }
 }
 
 /** A rebuild's renames: each from a name no column has to a column's name. */

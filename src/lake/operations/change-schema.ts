@@ -3,7 +3,10 @@ import { LakeswapError } from "../../model/errors.js";
 import { newRunIdAfter } from "../../model/run-id.js";
 import { planSchemaChange, type SchemaChange } from "../../model/schema-change.js";
 import { defineTable, layoutName, type TableDefinition } from "../../model/table.js";
+import { faultPoint } from "../../shared/faults.js";
 import type { HasLakeParts } from "../parts.js";
+import { rebuildRuns, refuseUnreadableRebuild, type RebuildOptions } from "./rebuild-schema.js";
+import { refuseRelayout, type PendingLayouts, type Repartition } from "./relayout.js";
 import { claimSyncId, recordSync } from "./syncs.js";
 
 /**
@@ -40,7 +43,7 @@ export async function changeSchema(lake: HasLakeParts, wanted: TableDefinition, 
  * written from now on (a swap issues run ids after it), so that a rollback can tell the runs written under the new
  * schema. Under the table's lease.
  */
-export async function stampSchemaChange(lake: HasLakeParts, change: SchemaChange): Promise<SchemaChange> {
+async function stampSchemaChange(lake: HasLakeParts, change: SchemaChange): Promise<SchemaChange> {
   const runs = (await lake.parts.catalog.listPointers(change.table)).map((p) => p.runId);
   const latest = [...runs, change.table.schemaChangedAt].filter((id): id is string => id !== undefined && id !== "").sort().at(-1);
   const at = newRunIdAfter(latest);
@@ -48,4 +51,57 @@ export async function stampSchemaChange(lake: HasLakeParts, change: SchemaChange
   // partition keys names the new layout the table is built in (./relayout.ts).
   const layout = change.relayout ? { layout: layoutName(change.table.name, randomBytes(3).toString("hex")) } : {};
   return { ...change, table: defineTable({ ...change.table, schemaChangedAt: at, ...(change.rebuild ? { rebuiltAt: at } : {}), ...layout }) };
+}
+
+/** A rebuild by swap as a sync asks for it: the renames it declares, and how its runs are signed and its moves recorded. */
+export interface SchemaRebuild extends RebuildOptions {
+  /** `--rebuild-schema`: a change that cannot be made in place is rebuilt (one an earlier sync began is finished anyway). */
+  readonly allowed: boolean;
+  readonly renames: Readonly<Record<string, string>>;
+  /**
+   * A raw table whose partition keys change: how its current rows are partitioned under the new keys
+   * (./operations/relayout.ts). Absent for a derived table, whose sync builds its new layout from its inputs.
+   */
+  readonly repartition?: Repartition;
+}
+
+/** What a writer's change of a held table's schema works with besides the lake's parts. */
+export interface HeldSchemaChange {
+  readonly record: (change: SchemaChange, previous: TableDefinition) => Promise<void>;
+  readonly rebuild: SchemaRebuild | undefined;
+  /** The writer's new layouts (a change of partition keys starts one). */
+  readonly layouts: PendingLayouts;
+  /** Told a table whose pointers the change moves (the writer's states of it are stale). */
+  readonly moved: (table: string) => void;
+}
+
+/**
+ * A writer's change of a held table's schema as declared (`LakeWriter.changeSchema`), judged against its definition
+ * as it is now: recorded first, then made in place, by a rebuild by swap (./rebuild-schema.ts), or in a new layout the
+ * writer switches to at its end (./relayout.ts). Undefined where the table already is as declared.
+ */
+export async function changeHeldSchema(lake: HasLakeParts, wanted: TableDefinition, held: HeldSchemaChange): Promise<SchemaChange | undefined> {
+  const parts = lake.parts;
+  const { rebuild } = held;
+  const existing = await parts.catalog.getTable(wanted.name);
+  const planned = existing ? planSchemaChange(existing, wanted, { rebuild: rebuild?.allowed === true, renames: rebuild?.renames }) : undefined;
+  if (!planned || !existing) return undefined;
+  if (planned.rebuild || planned.relayout) refuseUnreadableRebuild(parts.catalog, existing, planned.table);
+  if (planned.relayout) await refuseRelayout(parts, existing, planned.table);
+  // A rebuild an earlier sync began keeps its mark: the runs before it are the ones still to rewrite.
+  const change = planned.rebuild?.finishing ? planned : await stampSchemaChange(lake, planned);
+  await held.record(change, existing);
+  faultPoint("schema-after-record");
+  if (change.relayout) {
+    held.moved(wanted.name);
+    await held.layouts.begin(parts, existing, change.table, rebuild?.repartition, rebuild ?? { intend: async () => undefined, moved: () => undefined });
+  } else if (change.rebuild) {
+    if (!rebuild) throw new LakeswapError("CONFLICT", `table '${wanted.name}' is being rebuilt by swap: only a sync finishes it`);
+    held.moved(wanted.name);
+    await rebuildRuns(parts, existing, change, rebuild);
+  } else {
+    await parts.catalog.updateTable(change.table, () => parts.leaseCheck(wanted.name));
+  }
+  faultPoint("schema-after-change");
+  return change;
 }

@@ -4,7 +4,7 @@ import { faultPoint } from "../../shared/faults.js";
 import { manifestKey } from "../layout.js";
 import type { OutboxEntry } from "../outbox.js";
 import { partitionPath, type Partition } from "../../model/partition.js";
-import { planRetention, type PartitionGcReport, type RecordedSwap, type RetentionReason } from "../retention.js";
+import { planRetention, type PartitionGcReport, type RecordedSwap } from "../retention.js";
 import { knownPartitions } from "./history.js";
 import { currentPointers, listRuns, listRunsOf, readManifest, runPrefix, type LakeContext, type RunListing } from "../runs.js";
 import { expireSnapshots, removeUnreferencedMetadata } from "./expire-snapshots.js";

@@ -58,7 +58,7 @@ export async function refuseRelayout(parts: Pick<LakeParts, "store">, existing: 
  * moves there (no reader reads it yet). Each batch of moves is recorded first (`intend`), so that the sync's record
  * names them. A derived table's new layout is built by its sync from its inputs instead. Returns the moves.
  */
-export async function buildLayout(
+async function buildLayout(
   parts: LakeParts,
   existing: TableDefinition,
   table: TableDefinition,
@@ -104,27 +104,63 @@ export async function buildLayout(
 }
 
 /**
- * A catalog whose definitions of the tables in `pending` are those, for a writer that builds their new layouts: its
- * swaps, states and snapshots then read and move the new layout's pointers, while every other reader of the catalog
- * still reads the old one.
+ * The new layouts a writer builds (the tables whose partition keys it changes), read and written by that writer only:
+ * its swaps, states and snapshots read them through `catalog` in place of the catalog's definitions, while every other
+ * reader still reads the old layouts; `switchAll` makes them the tables' when the writer's work ends without an error.
  */
-export function withPendingLayouts(catalog: Catalog, pending: ReadonlyMap<string, TableDefinition>): Catalog {
-  return {
-    capabilities: catalog.capabilities,
-    ...(catalog.iceberg ? { iceberg: catalog.iceberg } : {}),
-    open: (options) => catalog.open(options),
-    getTable: async (name) => pending.get(name) ?? catalog.getTable(name),
-    listTables: async () => (await catalog.listTables()).map((t) => pending.get(t.name) ?? t),
-    createTable: (table) => catalog.createTable(table),
-    updateTable: (table, fence) => catalog.updateTable(table, fence),
-    ...(catalog.rebuildRefusal ? { rebuildRefusal: (existing: TableDefinition, wanted: TableDefinition) => catalog.rebuildRefusal?.(existing, wanted) } : {}),
-    dropTable: (name) => catalog.dropTable(name),
-    ...(catalog.holdTable ? { holdTable: (name: string) => catalog.holdTable?.(name) ?? (() => undefined) } : {}),
-    getPointer: (table, partition) => catalog.getPointer(table, partition),
-    listPointers: (table) => catalog.listPointers(table),
-    movePointers: (table, moves, fence) => catalog.movePointers(table, moves, fence),
-    removePointers: (table, partitions, fence) => catalog.removePointers(table, partitions, fence),
-  };
+export class PendingLayouts {
+  private readonly pending = new Map<string, { readonly table: TableDefinition; readonly replaced: TableDefinition }>();
+
+  /** The definition of `name` in its new layout, where this writer builds one. */
+  get(name: string): TableDefinition | undefined {
+    return this.pending.get(name)?.table;
+  }
+
+  /**
+   * Starts the new layout `table` of `existing` (recorded first: GC removes one a writer that died left unfinished), a
+   * raw table's built from its current rows (`buildLayout`), a derived table's left empty for its sync to build.
+   */
+  async begin(parts: LakeParts, existing: TableDefinition, table: TableDefinition, repartition: Repartition | undefined, record: Parameters<typeof buildLayout>[4]): Promise<void> {
+    await recordLayout(parts.store, table, "building");
+    if (repartition) await buildLayout(parts, existing, table, repartition, record);
+    this.pending.set(table.name, { table, replaced: existing });
+  }
+
+  /**
+   * Switches every table to its new layout, whole now (a failed build would have thrown): one write of its definition
+   * each, under its lease. The layout it replaced is retired (GC keeps it as the change's rollback target).
+   */
+  async switchAll(parts: Pick<LakeParts, "catalog" | "store" | "leaseCheck">): Promise<void> {
+    if (this.pending.size > 0) faultPoint("relayout-before-switch");
+    for (const [name, { table, replaced }] of this.pending) {
+      await parts.catalog.updateTable(table, () => parts.leaseCheck(name));
+      this.pending.delete(name);
+      faultPoint("relayout-after-switch");
+      await forgetLayout(parts.store, table);
+      await recordLayout(parts.store, replaced, "retired");
+    }
+  }
+
+  /** `catalog` with the new layouts' definitions in place of its own. */
+  catalog(catalog: Catalog): Catalog {
+    const pending = (name: string): TableDefinition | undefined => this.get(name);
+    return {
+      capabilities: catalog.capabilities,
+      ...(catalog.iceberg ? { iceberg: catalog.iceberg } : {}),
+      open: (options) => catalog.open(options),
+      getTable: async (name) => pending(name) ?? catalog.getTable(name),
+      listTables: async () => (await catalog.listTables()).map((t) => pending(t.name) ?? t),
+      createTable: (table) => catalog.createTable(table),
+      updateTable: (table, fence) => catalog.updateTable(table, fence),
+      ...(catalog.rebuildRefusal ? { rebuildRefusal: (existing: TableDefinition, wanted: TableDefinition) => catalog.rebuildRefusal?.(existing, wanted) } : {}),
+      dropTable: (name) => catalog.dropTable(name),
+      ...(catalog.holdTable ? { holdTable: (name: string) => catalog.holdTable?.(name) ?? (() => undefined) } : {}),
+      getPointer: (table, partition) => catalog.getPointer(table, partition),
+      listPointers: (table) => catalog.listPointers(table),
+      movePointers: (table, moves, fence) => catalog.movePointers(table, moves, fence),
+      removePointers: (table, partitions, fence) => catalog.removePointers(table, partitions, fence),
+    };
+  }
 }
 
 /**
