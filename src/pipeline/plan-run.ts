@@ -3,6 +3,7 @@ import type { PartitionSnapshot } from "../engine/engine.js";
 import type { PartitionState } from "../lake/lake.js";
 import { partitionStates } from "../lake/operations/partition-states.js";
 import type { FetchedSource } from "../sources/source.js";
+import { declaredTables } from "./land.js";
 import { fetchFailures } from "./lookback.js";
 import type { PipelineContext, RawStep, Run } from "./pipeline-context.js";
 import { predict, signaturesOf, type PlannedPartition } from "./plan.js";
@@ -20,7 +21,11 @@ export class PlanRun implements Run {
 
   constructor(private readonly ctx: PipelineContext) {}
 
-  states(table: string): Promise<Map<string, PartitionState>> {
+  async states(table: string): Promise<Map<string, PartitionState>> {
+    // A table whose partition keys the sync would change is built in a new layout, empty until the sync fills it.
+    const declared = this.ctx.config.datasets.flatMap(declaredTables).find((t) => t.name === table);
+    const existing = declared && (await this.ctx.lake.parts.catalog.getTable(table));
+    if (declared && existing && declared.partitionKeys.join("/") !== existing.partitionKeys.join("/")) return new Map();
     return partitionStates(this.ctx.lake, table);
   }
 

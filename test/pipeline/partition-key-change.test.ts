@@ -120,6 +120,15 @@ describe("changing a table's partition keys (embedded)", () => {
     const file = ws.deliver(delivery(true));
     await expect(ws.sync(file)).rejects.toThrow(/'orders_raw' cannot change in place: its partition keys change from \(day\) to \(month\).*lakeswap sync --rebuild-schema/);
     expect((await ws.lake.table("orders_raw")).partitionKeys).toEqual(["day"]);
+    // The plan names the change and the partitions each new layout is built from.
+    const plan = await ws.cli(["plan", "-c", ws.configFile, "--input", file, "--rebuild-schema", "--json"]);
+    expect(plan.code, plan.stderr).toBe(0);
+    const planned = (JSON.parse(plan.stdout) as { schemaChanges: { table: string; relayout?: boolean; rebuilds?: string[] }[] }).schemaChanges;
+    const days = DAYS.map((day) => `day=${day}`);
+    expect(planned.map((c) => [c.table, c.relayout, c.rebuilds])).toEqual([
+      ["orders_raw", true, days],
+      ["orders_stage", true, days],
+    ]);
 
     // A reader reads both tables all along: every read sees every row exactly once, under one layout or the other.
     const reader = await ws.backend.open({ readOnly: true });
@@ -164,6 +173,11 @@ describe("changing a table's partition keys (embedded)", () => {
     expect(raw.layout).toMatch(/^orders_raw__layout_[0-9a-f]{6}$/);
     expect(await rows(ws.lake, "orders_raw")).toEqual(expected("month"));
     expect(await rows(ws.lake, "orders_stage")).toEqual(expected("month"));
+    const tables = await ws.cli(["tables", "--json"]);
+    expect((JSON.parse(tables.stdout) as { name: string; partitionKeys: string[]; layout?: string }[]).map((t) => [t.name, t.partitionKeys, t.layout])).toEqual([
+      ["orders_raw", ["month"], raw.layout],
+      ["orders_stage", ["month"], (await ws.lake.table("orders_stage")).layout],
+    ]);
     // Plain DuckDB: the catalog file's views are the new layout's, and the new layout's folder reads as a glob.
     const lakeDir = ws.lakeDir!;
     expect(await catalogFileRows(lakeDir, "orders_raw", "month")).toEqual(expected("month"));
@@ -296,5 +310,19 @@ describe("changing a table's partition keys (embedded)", () => {
     await collectGarbage(ws.lake, "orders_raw", { graceMs: 0 });
     expect(folders()).toEqual([month]);
     expect(await rows(ws.lake, "orders_raw")).toEqual(expected("month"));
+  }, 120_000);
+});
+
+describe("changing a table's partition keys (aws)", () => {
+  it("is refused before anything is written: a Glue table keeps its partition keys", async () => {
+    const ws = await workspace("aws");
+    ws.configure("day");
+    await ws.sync(ws.deliver(delivery()));
+    ws.configure("month");
+    await expect(ws.sync(ws.deliver(delivery()), { rebuildSchema: true })).rejects.toThrow(
+      /'orders_raw' cannot be rebuilt by swap here: its partition keys change, and on AWS lakeswap does not switch a Glue table to a new layout yet.*Declare it with its partition keys as they are \(day\), or drop it/,
+    );
+    expect((await ws.lake.table("orders_raw")).partitionKeys).toEqual(["day"]);
+    expect(await rows(ws.lake, "orders_raw")).toEqual(expected("day"));
   }, 120_000);
 });

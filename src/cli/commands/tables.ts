@@ -15,6 +15,8 @@ export function registerTables(program: Command): void {
           name: table.name,
           columns: table.columns,
           partitionKeys: table.partitionKeys,
+          // Since its partition keys changed, the folder (or S3 prefix) the table's partitions are in.
+          ...(table.layout !== undefined ? { layout: table.layout } : {}),
           compression: table.compression,
           partitions: partitions.length,
         }));
@@ -23,7 +25,7 @@ export function registerTables(program: Command): void {
             ? "no tables yet (lakeswap create-table, or lakeswap demo)"
             : formatTable(
                 ["table", "partition keys", "partitions", "columns"],
-                tables.map((t) => [t.name, t.partitionKeys.join(","), t.partitions, t.columns.map((c) => `${c.name} ${c.type}`).join(", ")]),
+                tables.map((t) => [t.name, `${t.partitionKeys.join(",")}${t.layout !== undefined ? ` (in ${t.layout}/)` : ""}`, t.partitions, t.columns.map((c) => `${c.name} ${c.type}`).join(", ")]),
               ),
         );
       }, { readOnly: true });
