@@ -1,7 +1,7 @@
 import type { DatasetConfig } from "../config/pipeline-config.js";
 import type { LakeWriter, SchemaRebuild } from "../lake/lake.js";
 import { refuseUnreadableRebuild, type RebuildMove } from "../lake/operations/rebuild-schema.js";
-import { LakeswapError } from "../model/errors.js";
+import { InvalidInputError, LakeswapError } from "../model/errors.js";
 import { partitionPath } from "../model/partition.js";
 import { asDeclared, planSchemaChange, type SchemaChange } from "../model/schema-change.js";
 import type { TableDefinition } from "../model/table.js";
@@ -23,7 +23,13 @@ import type { SyncLog } from "./sync-log.js";
 function judge(ctx: PipelineContext, dataset: DatasetConfig, existing: TableDefinition, wanted: TableDefinition): SchemaChange | undefined {
   const change = planSchemaChange(existing, wanted, { rebuild: ctx.options.rebuildSchema === true, renames: declaredRenames(dataset, wanted.name) });
   if (change?.rebuild || change?.relayout) refuseUnreadableRebuild(ctx.lake.parts.catalog, existing, change.table);
-  if (change?.relayout) refuseRelayoutOf(dataset, wanted.name);
+  if (change?.relayout) {
+    refuseRelayoutOf(dataset, wanted.name);
+    // Every partition of a new layout is built before it is switched to: a sync limited to some builds only those.
+    if ((ctx.options.partitions ?? []).length > 0) {
+      throw new InvalidInputError(`table '${wanted.name}' changes its partition keys, which builds every partition of it in a new layout: run lakeswap sync --rebuild-schema without --partition`);
+    }
+  }
   return change;
 }
 

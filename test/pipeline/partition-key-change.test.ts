@@ -244,12 +244,20 @@ describe("changing a table's partition keys (embedded)", () => {
     expect(await rows(ws.lake, "orders_stage")).toEqual(expected("month"));
   }, 120_000);
 
-  it("is refused where a new layout could not carry the table on: appended partitions, pins", async () => {
+  it("is refused where a new layout could not carry the table on, or would not be whole: appended partitions, a sync of some partitions, pins", async () => {
     const ws = await workspace();
     ws.configure("day", "append");
     await ws.sync(ws.deliver(delivery()));
     ws.configure("month", "append");
     await expect(ws.sync(ws.deliver(delivery()), { rebuildSchema: true })).rejects.toThrow(/'orders_raw' cannot change its partition keys: it is written with write: append/);
+
+    // A sync limited to some partitions would switch to a new layout that lacks the others.
+    const limited = await workspace();
+    limited.configure("day");
+    await limited.sync(limited.deliver(delivery()));
+    limited.configure("month");
+    await expect(limited.sync(limited.deliver(delivery()), { rebuildSchema: true, partitions: ["month=2026-11"] })).rejects.toThrow(/'orders_raw' changes its partition keys, which builds every partition of it in a new layout: run lakeswap sync --rebuild-schema without --partition/);
+    expect((await limited.lake.table("orders_raw")).partitionKeys).toEqual(["day"]);
 
     const pinned = await workspace();
     pinned.configure("day");
