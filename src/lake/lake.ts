@@ -1,7 +1,7 @@
 import type { Catalog, Pointer } from "../catalog/catalog.js";
 import { pointersFingerprint, type CatalogFile } from "../catalog/catalog-file.js";
 import { CatalogFileDeferral } from "./catalog-file-deferral.js";
-import type { Engine, PartitionSnapshot, QueryResult, TableSnapshot } from "../engine/engine.js";
+import type { Engine, QueryResult, TableSnapshot } from "../engine/engine.js";
 import type { Landing } from "../landing/landing.js";
 import type { ObjectStore } from "../store/object-store.js";
 import { LakeswapError, NotFoundError, TableCreatedMeanwhileError, errorMessage } from "../model/errors.js";
@@ -51,7 +51,7 @@ export interface LakeWriter {
   /** GC of the given partitions after their swaps, once for all of them; a failure is reported, never thrown. */
   collectGarbage(table: string, partitions: readonly string[]): Promise<PartitionGcReport[]>;
   /** Every partition's current run and its files (store keys), read under the lease: what an upsert merges into. */
-  currentRuns(table: string): Promise<PartitionSnapshot[]>;
+  currentRuns(table: string): Promise<TableSnapshot>;
   /** A hint that builds reading these tables are likely to follow (`Engine.prepare`); it never fails. */
   prepareBuilds(builds: readonly (readonly string[])[]): void;
   /**
@@ -258,7 +258,8 @@ export class Lake {
       },
       currentRuns: async (tableName) => {
         assertHeld(tableName);
-        return [...((await currentRuns(parts, { tables: [tableName] }))[0]?.partitions ?? [])];
+        // With the definition its runs are read under (a new layout's, where this writer changes the partition keys).
+        return (await currentRuns(parts, { tables: [tableName] }))[0] ?? { table: await held(tableName), partitions: [] };
       },
       prepareBuilds: (builds) => this.engine.prepare?.(builds),
       changeSchema: async (wanted, record, rebuild) => {

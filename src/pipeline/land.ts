@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import type { DatasetConfig, PipelineColumn } from "../config/pipeline-config.js";
-import type { PartitionSnapshot } from "../engine/engine.js";
+import type { TableSnapshot } from "../engine/engine.js";
 import type { LandRequest, LandedDelivery, LandingSummary } from "../landing/landing.js";
 import type { LakeWriter, PartitionState } from "../lake/lake.js";
 import { identifyDelivery, keepLandingSummary, landingSummary } from "../lake/operations/deliveries.js";
@@ -136,13 +136,14 @@ function badRows(dataset: DatasetConfig, delivery: LandedDelivery): InvalidInput
 }
 
 /** Upsert: the delivery merged into the table's current runs by key (../landing/landing.ts, `MergeRequest`). */
-export async function mergeDelivery(ctx: PipelineContext, dataset: DatasetConfig, delivery: LandedDelivery, current: readonly PartitionSnapshot[]): Promise<LandedDelivery> {
+export async function mergeDelivery(ctx: PipelineContext, dataset: DatasetConfig, delivery: LandedDelivery, current: TableSnapshot): Promise<LandedDelivery> {
   const upsert = dataset.upsert!;
   return ctx.landing.mergeLanded({
-    // As the catalog has it, under the lease: runs written before a schema change are read by column name.
-    table: await ctx.lake.table(dataset.table),
+    // As the writer holds it, under the lease: runs written before a schema change are read by column name, and where
+    // the sync changes the partition keys, the new layout's runs under its definition.
+    table: current.table,
     delivery,
-    current,
+    current: current.partitions,
     columns: dataset.columns,
     signatureColumns: dataset.signatureColumns,
     primaryKey: upsert.primaryKey,

@@ -1,5 +1,5 @@
 import type { DatasetConfig, LayerConfig, PipelineConfig } from "../config/pipeline-config.js";
-import type { PartitionSnapshot } from "../engine/engine.js";
+import type { TableSnapshot } from "../engine/engine.js";
 import type { LandedDelivery, Landing, LandingSummary } from "../landing/landing.js";
 import type { Lake, PartitionState } from "../lake/lake.js";
 import type { SinkOpener } from "../sinks/sink.js";
@@ -56,8 +56,8 @@ export interface Run {
   states(table: string): Promise<Map<string, PartitionState>>;
   /** The signatures a layer reading `table` is planned against: as built by now (sync), or as predicted (plan). */
   upstream(table: string): Promise<Map<string, string | undefined>>;
-  /** A table's current runs and their files: what an upsert merges into. */
-  currentRuns(table: string): Promise<PartitionSnapshot[]>;
+  /** A table's current runs and their files, with the definition they are read under: what an upsert merges into. */
+  currentRuns(table: string): Promise<TableSnapshot>;
   /** Not one day of an http source could be fetched: its days fail (or are reported), nothing is landed. */
   fetchFailed(dataset: DatasetConfig, source: FetchedSource): void;
   /** Carries out the raw layer's plan. */

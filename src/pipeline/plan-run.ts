@@ -1,5 +1,5 @@
 import type { DatasetConfig, LayerConfig } from "../config/pipeline-config.js";
-import type { PartitionSnapshot } from "../engine/engine.js";
+import type { TableSnapshot } from "../engine/engine.js";
 import type { PartitionState } from "../lake/lake.js";
 import { partitionStates } from "../lake/operations/partition-states.js";
 import type { FetchedSource } from "../sources/source.js";
@@ -33,9 +33,10 @@ export class PlanRun implements Run {
     return this.predicted.get(table) ?? signaturesOf(await this.states(table));
   }
 
-  async currentRuns(table: string): Promise<PartitionSnapshot[]> {
+  async currentRuns(table: string): Promise<TableSnapshot> {
     const exists = (await this.ctx.lake.listTables()).some((t) => t.name === table);
-    return exists ? [...((await this.ctx.lake.snapshot({ tables: [table] }))[0]?.partitions ?? [])] : [];
+    const snapshot = exists ? (await this.ctx.lake.snapshot({ tables: [table] }))[0] : undefined;
+    return snapshot ?? { table: this.ctx.config.datasets.flatMap(declaredTables).find((t) => t.name === table) ?? (await this.ctx.lake.table(table)), partitions: [] };
   }
 
   fetchFailed(dataset: DatasetConfig, source: FetchedSource): void {

@@ -1,6 +1,6 @@
 import type { IcebergCommit } from "../lake/commit/iceberg-commit.js";
 import type { DatasetConfig, LayerConfig, PipelineColumn } from "../config/pipeline-config.js";
-import type { PartitionSnapshot } from "../engine/engine.js";
+import type { PartitionSnapshot, TableSnapshot } from "../engine/engine.js";
 import type { LakeWriter, PartitionState, SwapBuild, SwapItem } from "../lake/lake.js";
 import type { SwapOutcome } from "../lake/commit/swap.js";
 import type { LandedDelivery } from "../landing/landing.js";
@@ -70,7 +70,7 @@ export class SyncRun implements Run {
     return signaturesOf(await this.states(table));
   }
 
-  currentRuns(table: string): Promise<PartitionSnapshot[]> {
+  currentRuns(table: string): Promise<TableSnapshot> {
     return this.writer.currentRuns(table);
   }
 

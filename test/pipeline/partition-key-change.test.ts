@@ -223,6 +223,50 @@ describe("changing a table's partition keys (embedded)", () => {
     expect(readdirSync(path.join(lakeDir, "_lakeswap", "manifests")).filter((name) => name.startsWith("orders_raw"))).toEqual([]);
   }, 240_000);
 
+  it("with the other features: an upserted table keeps merging by key in its new layout, bad rows still go to the dead letters, and a layer keeps its own keys", async () => {
+    const ws = await workspace();
+    const upsertYaml = (key: "day" | "month") => `datasets:
+  orders:
+    source: {format: csv, path: deliveries/*.csv}
+    write: upsert
+    primary_key: [id]
+    dead_letter: orders_rejected
+    columns: ${COLUMNS}
+    partition: {${key}: "strftime(ts, '${key === "day" ? "%Y-%m-%d" : "%Y-%m"}')"}
+    layers:
+      - name: totals
+        sql: sql/totals.sql
+        partition_keys: [year]
+        inputs: {map: {year: "substr(${key}, 1, 4)"}}
+        columns: {orders: BIGINT, amount: 'DECIMAL(18,2)'}
+`;
+    const sqlDir = path.join(path.dirname(ws.configFile), "sql");
+    const totalsSql = (key: string) => `SELECT count(*) AS orders, CAST(sum(amount) AS DECIMAL(18,2)) AS amount FROM orders_raw WHERE substr(${key}, 1, 4) = {{ year }}\n`;
+    writeFileSync(ws.configFile, upsertYaml("day"));
+    writeFileSync(path.join(sqlDir, "totals.sql"), totalsSql("day"));
+    await ws.sync(ws.deliver(delivery()));
+    const totals = async () => (await ws.lake.query("SELECT year, orders, amount FROM orders_totals")).rows.map((r) => r.map(String).join(" "));
+    expect(await totals()).toEqual([`2026 ${DAYS.length * PER_DAY} ${DAYS.flatMap((_, d) => Array.from({ length: PER_DAY }, (_, i) => (d + 1) * 10 + i + 0.5)).reduce((a, b) => a + b, 0).toFixed(2)}`]);
+
+    // By month now: an upsert that changes one order (id 10: moved to November, another amount), adds one, and has a bad row.
+    writeFileSync(ws.configFile, upsertYaml("month"));
+    writeFileSync(path.join(sqlDir, "totals.sql"), totalsSql("month"));
+    const report = await ws.sync(ws.deliver("id,amount,ts\n10,1.00,2026-11-05 10:00:00\n99,2.00,2026-10-01 10:00:00\nx,3.00,2026-10-01 10:00:00\n"), { rebuildSchema: true });
+    // Only the raw table changes its keys; the layer keeps its own (year), and is rebuilt for its SQL changed.
+    expect(report.schemaChanges?.map((c) => c.table)).toEqual(["orders_raw"]);
+    expect(report.partitions.filter((p) => p.layer === "totals").map((p) => [p.partition, p.action, p.reason])).toEqual([["year=2026", "build", "transform changed"]]);
+    expect(report.loads[0]).toMatchObject({ rowsDeadLettered: 1, deadLetterTable: "orders_rejected" });
+    const byMonth = expected("month").filter((row) => row.split(" ")[1] !== "10");
+    expect(await rows(ws.lake, "orders_raw")).toEqual([...byMonth, "2026-11 10 1.00", "2026-10 99 2.00"].sort());
+    expect((await ws.lake.query("SELECT count(*) FROM orders_rejected")).rows[0]?.map(String)).toEqual(["1"]);
+    expect((await ws.lake.table("orders_totals")).partitionKeys).toEqual(["year"]);
+    const sum = (await ws.lake.query("SELECT CAST(sum(amount) AS VARCHAR), count(*) FROM orders_raw")).rows[0]!.map(String);
+    expect(await totals()).toEqual([`2026 ${sum[1]} ${sum[0]}`]);
+    // The same upsert again: nothing changes.
+    const again = await ws.sync(ws.deliver("id,amount,ts\n10,1.00,2026-11-05 10:00:00\n99,2.00,2026-10-01 10:00:00\n"));
+    expect(again.partitions.filter((p) => p.action === "build")).toEqual([]);
+  }, 120_000);
+
   it("a new layout that cannot be built whole is not switched to: a failed partition of it fails the sync, and readers stay on the old layout", async () => {
     const ws = await workspace();
     ws.configure("day");
