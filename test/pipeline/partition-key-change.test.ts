@@ -6,7 +6,8 @@ import { loadPipelineConfig } from "../../src/config/pipeline-config.js";
 import type { Lake } from "../../src/lake/lake.js";
 import { dropTable } from "../../src/lake/operations/drop-table.js";
 import { collectGarbage } from "../../src/lake/operations/gc.js";
-import { rollbackSync } from "../../src/lake/operations/rollback.js";
+import { readHistory } from "../../src/lake/operations/history.js";
+import { rollbackPartition, rollbackSync } from "../../src/lake/operations/rollback.js";
 import { pinPartition } from "../../src/lake/operations/pin.js";
 import { Pipeline, type PipelineOptions, type SyncReport } from "../../src/pipeline/pipeline.js";
 import { BACKEND_FACTORIES, tempDir } from "../support/lake-fixture.js";
@@ -196,6 +197,12 @@ describe("changing a table's partition keys (embedded)", () => {
     // A changed row rebuilds its month in raw and stage.
     const changed = await ws.sync(ws.deliver(delivery(false, (id) => (id === 41 ? "99.99" : `${id}.50`))));
     expect(changed.partitions.filter((p) => p.action === "build").map((p) => `${p.layer} ${p.partition}`)).toEqual(["raw month=2026-11", "stage month=2026-11"]);
+    // History and a partition's rollback work in the new layout: its runs, newest first, the one the change wrote last.
+    const [history] = await readHistory(ws.lake, "orders_raw", "month=2026-11");
+    expect(history?.runs.map((r) => r.runId)).toEqual(changed.partitions.filter((p) => p.layer === "raw" && p.action === "build").flatMap((p) => [p.run!, p.previousRun!]));
+    await rollbackPartition(ws.lake, "orders_raw", "month=2026-11");
+    expect(await rows(ws.lake, "orders_raw")).toEqual(expected("month"));
+    await rollbackPartition(ws.lake, "orders_raw", "month=2026-11", { toRunId: changed.partitions.find((p) => p.layer === "raw" && p.action === "build")!.run! });
     // Rolled back first (a later sync's runs are current in the new layout), then the change of keys: the old layout, as it was.
     await expect(rollbackSync(ws.lake, report.syncId)).rejects.toThrow(/changed the partition keys of orders_(stage|raw), and runs written since are current.*roll back the syncs after it first/);
     await rollbackSync(ws.lake, changed.syncId);
@@ -265,6 +272,31 @@ describe("changing a table's partition keys (embedded)", () => {
     // The same upsert again: nothing changes.
     const again = await ws.sync(ws.deliver("id,amount,ts\n10,1.00,2026-11-05 10:00:00\n99,2.00,2026-10-01 10:00:00\n"));
     expect(again.partitions.filter((p) => p.action === "build")).toEqual([]);
+  }, 120_000);
+
+  it("the catalog file's past views keep showing the table as each sync left it, under the partition keys it had then", async () => {
+    const ws = await workspace();
+    // A grace window: past views are kept while it lasts.
+    const lake = await ws.backend.open({ graceMs: 3_600_000, leaseWaitMs: 0 });
+    cleanups.push(() => lake.close());
+    const sync = (file: string, options: PipelineOptions = {}) => new Pipeline(lake, loadPipelineConfig(ws.configFile), { inputs: [file], ...options }).sync();
+    ws.configure("day");
+    const byDay = await sync(ws.deliver(delivery()));
+    ws.configure("month");
+    const byMonth = await sync(ws.deliver(delivery()), { rebuildSchema: true });
+    const later = await sync(ws.deliver(delivery(false, (id) => (id === 41 ? "99.99" : `${id}.50`))));
+    const instance = await DuckDBInstance.create(path.join(ws.lakeDir!, "lake.duckdb"), { access_mode: "READ_ONLY" });
+    const connection = await instance.connect();
+    const at = async (syncId: string, key: string) =>
+      (await connection.runAndReadAll(`SELECT ${key}, id, CAST(amount AS VARCHAR) FROM orders_raw__at_${syncId.replace(/[^A-Za-z0-9]/g, "_")}`)).getRowsJS().map((r) => r.map(String).join(" ")).sort();
+    try {
+      expect(await at(byDay.syncId, "day")).toEqual(expected("day"));
+      expect(await at(byMonth.syncId, "month")).toEqual(expected("month"));
+      expect(await at(later.syncId, "month")).toEqual(expected("month").map((row) => (row.endsWith(" 41 41.50") ? "2026-11 41 99.99" : row)).sort());
+    } finally {
+      connection.closeSync();
+      instance.closeSync();
+    }
   }, 120_000);
 
   it("a new layout that cannot be built whole is not switched to: a failed partition of it fails the sync, and readers stay on the old layout", async () => {
