@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readdirSync, writeFileSync } from "node:fs";
+import { existsSync, readdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { DuckDBInstance } from "@duckdb/node-api";
 import { afterEach, describe, expect, it } from "vitest";
@@ -9,9 +9,8 @@ import { collectGarbage } from "../../src/lake/operations/gc.js";
 import { readHistory } from "../../src/lake/operations/history.js";
 import { rollbackPartition, rollbackSync } from "../../src/lake/operations/rollback.js";
 import { pinPartition } from "../../src/lake/operations/pin.js";
-import { Pipeline, type PipelineOptions, type SyncReport } from "../../src/pipeline/pipeline.js";
-import { BACKEND_FACTORIES, tempDir } from "../support/lake-fixture.js";
-import { runMain } from "../support/main-cli.js";
+import { Pipeline, type PipelineOptions } from "../../src/pipeline/pipeline.js";
+import { declarationWorkspace } from "../support/pipeline-fixture.js";
 
 // Issue 31 item 3: a change of partition keys is a new table layout, built aside while every reader reads the old one,
 // then switched to in one step, with rollback --sync to the old layout.
@@ -57,34 +56,14 @@ function expected(key: "day" | "month"): string[] {
 }
 
 async function workspace(backendName = "local") {
-  const backend = await BACKEND_FACTORIES[backendName]!();
-  cleanups.push(() => backend.cleanup());
-  const lake = await backend.open({ graceMs: 0, leaseWaitMs: 0 });
-  cleanups.push(() => lake.close());
-  const { dir, cleanup } = tempDir("lakeswap-relayout-");
-  cleanups.push(cleanup);
-  mkdirSync(path.join(dir, "deliveries"));
-  mkdirSync(path.join(dir, "sql"));
-  const configFile = path.join(dir, "lakeswap.yaml");
-  let counter = 0;
+  const ws = await declarationWorkspace(backendName, "lakeswap-relayout-", cleanups);
   return {
-    backend,
-    lake,
-    configFile,
-    lakeDir: (backend as { lakeDir?: string }).lakeDir,
+    ...ws,
+    lakeDir: (ws.backend as { lakeDir?: string }).lakeDir,
     configure(key: "day" | "month", write?: string): void {
-      writeFileSync(configFile, yaml(key, write));
-      writeFileSync(path.join(dir, "sql", "stage.sql"), stageSql(key));
+      writeFileSync(ws.configFile, yaml(key, write));
+      writeFileSync(path.join(ws.dir, "sql", "stage.sql"), stageSql(key));
     },
-    deliver(text: string): string {
-      const file = path.join(dir, "deliveries", `delivery-${counter++}.csv`);
-      writeFileSync(file, text);
-      return file;
-    },
-    sync(file: string, options: PipelineOptions = {}): Promise<SyncReport> {
-      return new Pipeline(lake, loadPipelineConfig(configFile), { inputs: [file], ...options }).sync();
-    },
-    cli: (args: readonly string[]) => runMain([...backend.cliArgs, ...args], backend.cliEnv),
   };
 }
 

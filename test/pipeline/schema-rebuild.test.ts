@@ -1,17 +1,15 @@
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { DuckDBInstance } from "@duckdb/node-api";
 import { afterEach, describe, expect, it } from "vitest";
-import { loadPipelineConfig } from "../../src/config/pipeline-config.js";
 import type { Lake } from "../../src/lake/lake.js";
 import { rollbackPartition, rollbackSync } from "../../src/lake/operations/rollback.js";
 import { publishSync } from "../../src/lake/operations/publish.js";
 import { readSchemaHistory } from "../../src/lake/operations/history.js";
 import { pinPartition } from "../../src/lake/operations/pin.js";
 import { listSyncs } from "../../src/lake/operations/syncs.js";
-import { Pipeline, type PipelineOptions, type SyncReport } from "../../src/pipeline/pipeline.js";
-import { BACKEND_FACTORIES, selectedBackends, tempDir } from "../support/lake-fixture.js";
-import { runMain } from "../support/main-cli.js";
+import { selectedBackends } from "../support/lake-fixture.js";
+import { declarationWorkspace } from "../support/pipeline-fixture.js";
 import { GLOB_RACE } from "../support/catalog-readers.js";
 import { icebirdRows } from "../support/iceberg-kit.js";
 
@@ -69,33 +67,13 @@ function delivery(after: boolean, n: (id: number) => number = (id) => id * 7, am
 }
 
 async function workspace(backendName: string) {
-  const backend = await BACKEND_FACTORIES[backendName]!();
-  cleanups.push(() => backend.cleanup());
-  const lake = await backend.open({ graceMs: 0, leaseWaitMs: 0 });
-  cleanups.push(() => lake.close());
-  const { dir, cleanup } = tempDir("lakeswap-rebuild-");
-  cleanups.push(cleanup);
-  mkdirSync(path.join(dir, "deliveries"));
-  mkdirSync(path.join(dir, "sql"));
-  const configFile = path.join(dir, "lakeswap.yaml");
-  let counter = 0;
+  const ws = await declarationWorkspace(backendName, "lakeswap-rebuild-", cleanups);
   return {
-    backend,
-    lake,
-    configFile,
+    ...ws,
     configure(text: string, stageSql: string): void {
-      writeFileSync(configFile, text);
-      writeFileSync(path.join(dir, "sql", "stage.sql"), stageSql);
+      writeFileSync(ws.configFile, text);
+      writeFileSync(path.join(ws.dir, "sql", "stage.sql"), stageSql);
     },
-    deliver(text: string): string {
-      const file = path.join(dir, "deliveries", `delivery-${counter++}.csv`);
-      writeFileSync(file, text);
-      return file;
-    },
-    sync(file: string, options: PipelineOptions = {}, on: Lake = lake): Promise<SyncReport> {
-      return new Pipeline(on, loadPipelineConfig(configFile), { inputs: [file], ...options }).sync();
-    },
-    cli: (args: readonly string[]) => runMain([...backend.cliArgs, ...args], backend.cliEnv),
   };
 }
 

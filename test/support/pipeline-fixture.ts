@@ -3,8 +3,9 @@ import path from "node:path";
 import { parse } from "yaml";
 import { loadPipelineConfig, resolvePipelineConfig, type PipelineConfig } from "../../src/config/pipeline-config.js";
 import type { Lake } from "../../src/lake/lake.js";
-import { Pipeline, type PipelineOptions } from "../../src/pipeline/pipeline.js";
-import { tempDir } from "./lake-fixture.js";
+import { Pipeline, type PipelineOptions, type SyncReport } from "../../src/pipeline/pipeline.js";
+import { BACKEND_FACTORIES, tempDir } from "./lake-fixture.js";
+import { runMain } from "./main-cli.js";
 
 export const STAGE_SQL = `SELECT order_id, customer_id, amount, order_ts FROM orders_raw WHERE day = {{ day }} AND status = 'completed'\n`;
 export const MONTHLY_SQL = `SELECT day AS order_day, count(*) AS orders, sum(amount) AS revenue FROM orders_stage GROUP BY day\n`;
@@ -146,5 +147,38 @@ export function resolveEdited(edit: (config: Record<string, any>) => void): () =
     } finally {
       ws.cleanup();
     }
+  };
+}
+
+/**
+ * A lake of `backendName` (no grace window, no waiting for leases) and a folder to sync it from (`deliveries/`,
+ * `sql/`, `lakeswap.yaml`): what the tests of a table whose declaration changes between syncs work with. `deliver`
+ * writes the next delivery file, `sync` syncs one with the config as it is now; `cleanups` gets what ends them.
+ */
+export async function declarationWorkspace(backendName: string, prefix: string, cleanups: (() => Promise<void> | void)[]) {
+  const backend = await BACKEND_FACTORIES[backendName]!();
+  cleanups.push(() => backend.cleanup());
+  const lake = await backend.open({ graceMs: 0, leaseWaitMs: 0 });
+  cleanups.push(() => lake.close());
+  const { dir, cleanup } = tempDir(prefix);
+  cleanups.push(cleanup);
+  mkdirSync(path.join(dir, "deliveries"));
+  mkdirSync(path.join(dir, "sql"));
+  const configFile = path.join(dir, "lakeswap.yaml");
+  let counter = 0;
+  return {
+    backend,
+    lake,
+    dir,
+    configFile,
+    deliver(text: string): string {
+      const file = path.join(dir, "deliveries", `delivery-${counter++}.csv`);
+      writeFileSync(file, text);
+      return file;
+    },
+    sync(file: string, options: PipelineOptions = {}, on: Lake = lake): Promise<SyncReport> {
+      return new Pipeline(on, loadPipelineConfig(configFile), { inputs: [file], ...options }).sync();
+    },
+    cli: (args: readonly string[]) => runMain([...backend.cliArgs, ...args], backend.cliEnv),
   };
 }
