@@ -39,7 +39,6 @@ export type { PartitionState } from "./operations/partition-states.js";
 export type { ReplaceOptions, ReplaceResult } from "./operations/replace.js";
 export type { SchemaRebuild } from "./operations/change-schema.js";
 
-
 /** Writes to tables while holding their leases. */
 export interface LakeWriter {
   /** Replaces one partition (a batch of one), with GC after it unless deferred. */

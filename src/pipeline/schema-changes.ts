@@ -138,7 +138,8 @@ export async function changeSchemas(ctx: PipelineContext, writer: LakeWriter, lo
   const relaid: string[] = [];
   for (const wanted of changing) {
     const { layer } = layerOf(dataset, wanted.name);
-    const moves = (list: readonly RebuildMove[]) => list.map((m) => ({ table: wanted.name, layer, partition: m.partition, run: m.runId, previousRun: m.previousRunId }));
+    const moves = (list: readonly RebuildMove[]) =>
+      list.map((m) => ({ table: wanted.name, layer, partition: m.partition, run: m.runId, ...(m.previousRunId !== undefined ? { previousRun: m.previousRunId } : {}) }));
     const rebuild: SchemaRebuild = {
       allowed: ctx.options.rebuildSchema === true,
       renames: declaredRenames(dataset, wanted.name),

@@ -22,7 +22,8 @@ const REWRITES_AT_ONCE = 4;
 export interface RebuildMove {
   readonly partition: string;
   readonly runId: string;
-  readonly previousRunId: string;
+  /** Absent where the partition had no run (a new layout's, ./relayout.ts). */
+  readonly previousRunId?: string;
 }
 
 /** How a rebuild signs the runs it writes and reports the pointers it moves. */

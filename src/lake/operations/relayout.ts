@@ -20,11 +20,10 @@ import type { PartitionGcReport } from "../retention.js";
  * layout stays as it was, the target of `rollback --sync` (one write of the definition back).
  */
 
-/** One pointer moved into a new layout (a sync records it as it records a rebuild's: ./rebuild-schema.ts `RebuildMove`). */
+/** One pointer moved into a new layout, where no partition has a run before (a sync records it as it records a rebuild's: ./rebuild-schema.ts `RebuildMove`). */
 interface LayoutMove {
   readonly partition: string;
   readonly runId: string;
-  readonly previousRunId: string;
 }
 
 /** How a raw table's current rows are partitioned under its new keys: as its dataset lands a delivery. */
@@ -86,7 +85,7 @@ async function buildLayout(
       build: { kind: "landed", delivery },
       allowEmpty: true,
       beforeSwap: async (planned) => {
-        moves = planned.map((m) => ({ partition: m.partition, runId: m.runId, previousRunId: m.previousRunId ?? "" }));
+        moves = planned.map((m) => ({ partition: m.partition, runId: m.runId }));
         await record.intend(moves);
       },
     });
