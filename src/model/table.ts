@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { InvalidInputError, LakeswapError } from "./errors.js";
 import { assertPartitionKey } from "./partition.js";
 import { assertIdentifier, printable } from "./sql.js";
@@ -109,8 +110,18 @@ export function storageName(table: Pick<TableDefinition, "name" | "layout">): st
  * shortened where the whole would pass 128 characters. The suffix is reserved: no table may end with it.
  */
 export function layoutName(table: string, token: string): string {
+  return `${layoutBase(table)}__layout_${token}`;
+}
+
+/**
+ * What a table's layouts' names begin with: its name, or, where that with the suffix would pass 128 characters, its
+ * name shortened and a hash of the whole (two long names alike at the start never share layouts).
+ */
+function layoutBase(table: string): string {
   const room = 128 - LAYOUT_SUFFIX_LENGTH;
-  return `${table.slice(0, room)}__layout_${token}`;
+  if (table.length <= room) return table;
+  const hash = createHash("sha256").update(table).digest("hex").slice(0, 8);
+  return `${table.slice(0, room - hash.length - 1)}_${hash}`;
 }
 
 /** Whether `name` is a layout's storage name (reserved: never a table's name). */
@@ -120,7 +131,7 @@ function isLayoutName(name: string): boolean {
 
 /** Whether `name` is the storage name of a layout of `table`. */
 export function isLayoutOf(name: string, table: string): boolean {
-  return isLayoutName(name) && name.slice(0, -LAYOUT_SUFFIX_LENGTH) === table.slice(0, 128 - LAYOUT_SUFFIX_LENGTH);
+  return isLayoutName(name) && name.slice(0, -LAYOUT_SUFFIX_LENGTH) === layoutBase(table);
 }
 
 /** A table's definition as declared: without what lakeswap records about its changes (columns' `signedAs` and `added`, `schemaVersion`). */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { defineTable, parseColumns } from "../../src/model/table.js";
+import { defineTable, isLayoutOf, layoutName, parseColumns } from "../../src/model/table.js";
 import { parseDuration } from "../../src/model/duration.js";
 
 describe("table definitions", () => {
@@ -23,6 +23,23 @@ describe("table definitions", () => {
     expect(() => defineTable({ name: "t", columns: [{ name: "id", type: "BIGINT" }], partitionKeys: ["day"], compression: "lz4" })).toThrow(
       /compression 'lz4' is not supported/,
     );
+  });
+
+  it("names a table's layouts after it, never after another table, and reserves their names", () => {
+    const columns = [{ name: "id", type: "BIGINT" }];
+    expect(layoutName("orders", "1a2b3c")).toBe("orders__layout_1a2b3c");
+    expect(isLayoutOf("orders__layout_1a2b3c", "orders")).toBe(true);
+    expect(isLayoutOf("orders__layout_1a2b3c", "orders_x")).toBe(false);
+    expect(isLayoutOf("orders_x__layout_1a2b3c", "orders")).toBe(false);
+    // Two long names alike in their first 113 characters: each has layouts of its own, of at most 128 characters.
+    const [a, b] = [`${"x".repeat(120)}_a`, `${"x".repeat(120)}_b`];
+    expect(layoutName(a, "1a2b3c")).toHaveLength(128);
+    expect(isLayoutOf(layoutName(a, "1a2b3c"), a)).toBe(true);
+    expect(isLayoutOf(layoutName(a, "1a2b3c"), b)).toBe(false);
+    expect(defineTable({ name: a, columns, partitionKeys: [], layout: layoutName(a, "000000") }).layout).toBe(layoutName(a, "000000"));
+    expect(() => defineTable({ name: "orders__layout_1a2b3c", columns, partitionKeys: [] })).toThrow(/table name 'orders__layout_1a2b3c' is reserved/);
+    expect(() => defineTable({ name: "orders", columns, partitionKeys: [], layout: "other__layout_1a2b3c" })).toThrow(/has layout 'other__layout_1a2b3c', which is not a layout of it/);
+    expect(() => defineTable({ name: "orders", columns, partitionKeys: [], layout: "../orders__layout_1a2b3c" })).toThrow(/which is not a layout of it/);
   });
 
   it("parses durations and refuses ambiguous ones", () => {
