@@ -37,7 +37,7 @@ export type IcebergFaultPoint = "before-iceberg-commit" | "during-iceberg-commit
  * A sync's points: its delivery landed, the leases of the tables it writes not yet taken; a held sync's publication
  * with every table's outbox entry stored, its commit (the sync record saying `publishing`) not yet written.
  */
-export type SyncFaultPoint = "sync-before-leases" | "before-publish-commit" | "schema-after-record" | "schema-after-change" | "rebuild-after-place" | "rebuild-after-definition" | "rebuild-after-move" | "relayout-after-build" | "relayout-before-switch" | "relayout-after-switch";
+export type SyncFaultPoint = "sync-before-leases" | "before-publish-commit" | "schema-after-record" | "schema-after-change" | "rebuild-after-place" | "rebuild-after-definition" | "rebuild-after-move" | "relayout-after-build" | "relayout-before-switch" | "relayout-after-switch" | "layout-gc-marked";
 
 /** The PostgreSQL sink's point: a partition's rows and state row written, its transaction not yet committed. */
 export type SinkFaultPoint = "sink-before-commit";

@@ -341,24 +341,37 @@ describe("changing a table's partition keys (embedded)", () => {
     ws.configure("day");
     const toDay = await ws.sync(ws.deliver(delivery()), { rebuildSchema: true });
     const day = (await ws.lake.table("orders_raw")).layout!;
+    const stageByDay = (await ws.lake.table("orders_stage")).layout!;
     expect(folders()).toEqual(["orders_raw", month, day].sort());
-    // Now by month is the rollback target, and the first layout (by day) goes, with its runs.
-    reports = await collectGarbage(ws.lake, undefined, { graceMs: 0 });
-    const removed = reports.filter((r) => r.partition.startsWith("layout "));
-    expect(removed.map((r) => [r.table, r.partition, r.removed.length])).toEqual([
-      ["orders_raw", "layout orders_raw", DAYS.length],
-      ["orders_stage", "layout orders_stage", DAYS.length],
-    ]);
-    expect(folders()).toEqual([month, day].sort());
-    expect(await rows(ws.lake, "orders_raw")).toEqual(expected("day"));
-    expect(await catalogFileRows(lakeDir, "orders_raw", "day")).toEqual(expected("day"));
-
-    // Back to by month; then back to the first layout, which GC removed: refused, and the table stays as it is.
+    // Now by month is the rollback target, and the first layout (by day) goes, with its runs. A GC that stops once it
+    // has marked the layout it removes leaves it marked: a rollback to it is refused from then on.
+    process.env.LAKESWAP_FAULT = "layout-gc-marked:fail";
+    try {
+      await expect(collectGarbage(ws.lake, undefined, { graceMs: 0 })).rejects.toThrow(/fault injected at layout-gc-marked/);
+    } finally {
+      delete process.env.LAKESWAP_FAULT;
+    }
+    // Back to by month; then back to the first layout, which GC is removing: refused, and the table stays as it is.
     await rollbackSync(ws.lake, toDay.syncId);
     expect(await rows(ws.lake, "orders_raw")).toEqual(expected("month"));
     await expect(rollbackSync(ws.lake, toMonth.syncId)).rejects.toThrow(/changed the partition keys of orders_(raw|stage), and the layout it switched away from was garbage-collected since/);
     expect(await rows(ws.lake, "orders_raw")).toEqual(expected("month"));
     expect(await rows(ws.lake, "orders_stage")).toEqual(expected("month"));
+    // The next GC finishes it, though the table's definition names it as the layout its own replaced (no rollback can
+    // switch to it any more); and the layout by day the rollback retired goes too.
+    reports = await collectGarbage(ws.lake, undefined, { graceMs: 0 });
+    const removed = reports.filter((r) => r.partition.startsWith("layout "));
+    expect(removed.map((r) => [r.table, r.partition, r.removed.length]).sort()).toEqual(
+      [
+        ["orders_raw", "layout orders_raw", DAYS.length],
+        ["orders_raw", `layout ${day}`, DAYS.length],
+        // The stage's first layout was not marked (the GC stopped before it): its current layout's rollback target, kept.
+        ["orders_stage", `layout ${stageByDay}`, DAYS.length],
+      ].sort(),
+    );
+    expect(folders()).toEqual([month]);
+    expect(await rows(ws.lake, "orders_raw")).toEqual(expected("month"));
+    expect(await catalogFileRows(lakeDir, "orders_raw", "month")).toEqual(expected("month"));
 
     // A layout a sync left unfinished (it failed before the switch) is removed too; the layout by day (retired by the
     // rollback) is not the current one's rollback target any more either.
@@ -369,7 +382,7 @@ describe("changing a table's partition keys (embedded)", () => {
     } finally {
       delete process.env.LAKESWAP_FAULT;
     }
-    expect(folders()).toHaveLength(3);
+    expect(folders()).toHaveLength(2);
     await collectGarbage(ws.lake, "orders_raw", { graceMs: 0 });
     expect(folders()).toEqual([month]);
     expect(await rows(ws.lake, "orders_raw")).toEqual(expected("month"));

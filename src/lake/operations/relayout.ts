@@ -164,11 +164,12 @@ export class PendingLayouts {
 
 /**
  * What lakeswap keeps of a layout that is not its table's current one (`_lakeswap/layouts/<table>/<storage>.json`): one
- * being built by a sync (`building`: abandoned, if that sync died), one switched away from (`retired`), one GC removed
- * (`removed`: a rollback to it is refused). With the table as that layout holds it, so GC can find its pointers.
+ * being built by a sync (`building`: abandoned, if that sync died), one switched away from (`retired`), one GC is
+ * removing or removed (`removing`, `removed`: a rollback to it is refused). With the table as that layout holds it, so
+ * GC can find its pointers.
  */
 interface LayoutRecord {
-  readonly state: "building" | "retired" | "removed";
+  readonly state: "building" | "retired" | "removing" | "removed";
   readonly at: string;
   readonly definition: TableDefinition;
 }
@@ -184,9 +185,10 @@ export async function forgetLayout(store: ObjectStore, table: TableDefinition): 
   await store.delete([layoutRecordKey(table.name, storageName(table))]);
 }
 
-/** Whether GC removed the layout `table` reads (a rollback to it would show readers an empty table). */
+/** Whether GC removed (or began to remove) the layout `table` reads: a rollback to it would show readers a table without its rows. */
 export async function layoutRemoved(store: ObjectStore, table: TableDefinition): Promise<boolean> {
-  return (await readLayoutRecord(store, layoutRecordKey(table.name, storageName(table))))?.state === "removed";
+  const state = (await readLayoutRecord(store, layoutRecordKey(table.name, storageName(table))))?.state;
+  return state === "removing" || state === "removed";
 }
 
 async function readLayoutRecord(store: ObjectStore, key: string): Promise<LayoutRecord | undefined> {
@@ -194,7 +196,7 @@ async function readLayoutRecord(store: ObjectStore, key: string): Promise<Layout
   if (!stored) return undefined;
   try {
     const value = JSON.parse(Buffer.from(stored.body).toString("utf8")) as Partial<LayoutRecord>;
-    if (!["building", "retired", "removed"].includes(value.state ?? "") || typeof value.at !== "string") return undefined;
+    if (!["building", "retired", "removing", "removed"].includes(value.state ?? "") || typeof value.at !== "string") return undefined;
     return { state: value.state!, at: value.at, definition: parseTableDefinition(value.definition, `'${key}'`) };
   } catch {
     // A record that cannot be read names no layout GC may remove: it stays, and so does its layout.
@@ -205,8 +207,9 @@ async function readLayoutRecord(store: ObjectStore, key: string): Promise<Layout
 /**
  * GC of a table's other layouts, under its lease: a layout neither current nor the one the current layout replaced
  * (the target of a rollback of the change) is removed once it stopped being read (switched away from, or left
- * unfinished by a sync that died) more than the grace window ago: its pointers, runs and manifests. Its record stays,
- * marked removed. Reports each layout removed as a partition `layout <storage>` whose runs went.
+ * unfinished by a sync that died) more than the grace window ago: marked `removing` first (a rollback to it is refused
+ * from then on, and a GC killed on the way finishes it next time), then its pointers, runs and manifests go, and its
+ * record stays, marked removed. Reports each layout removed as a partition `layout <storage>` whose runs went.
  */
 export async function collectLayouts(parts: LakeParts, table: TableDefinition, options: { readonly graceMs: number; readonly dryRun: boolean }): Promise<PartitionGcReport[]> {
   const reports: PartitionGcReport[] = [];
@@ -216,7 +219,8 @@ export async function collectLayouts(parts: LakeParts, table: TableDefinition, o
     if (!record || record.state === "removed" || record.definition.name !== table.name) continue;
     const layout = record.definition;
     const storage = storageName(layout);
-    if (kept.has(storage) || Date.now() - Date.parse(record.at) < options.graceMs) continue;
+    // A layout GC began to remove is finished (a rollback to it is refused already), unless it is the current one.
+    if (storage === storageName(table) || (record.state !== "removing" && (kept.has(storage) || Date.now() - Date.parse(record.at) < options.graceMs))) continue;
     const objects = [...(await parts.store.list(runsPrefix(parts.catalog, layout))), ...(await parts.store.list(manifestsPrefix(storage)))];
     const runs = new Map<string, number>();
     for (const o of objects) {
@@ -226,6 +230,8 @@ export async function collectLayouts(parts: LakeParts, table: TableDefinition, o
     reports.push({ table: table.name, partition: `layout ${storage}`, kept: [], removed: [...runs].map(([runId, bytes]) => ({ runId, reason: "superseded" as const, bytes })) });
     if (options.dryRun) continue;
     const fence = (): Promise<void> => parts.leaseCheck(table.name);
+    if (record.state !== "removing") await recordLayout(parts.store, layout, "removing");
+    faultPoint("layout-gc-marked");
     await removePointers(parts.catalog, layout, (await parts.catalog.listPointers(layout)).map((p) => p.partition), fence);
     await fence();
     await parts.store.delete(objects.map((o) => o.key));

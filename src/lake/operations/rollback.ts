@@ -139,48 +139,66 @@ export async function restoreSchemas(lake: HasLakeParts, record: SyncRecord, onl
   const restored: NonNullable<SyncRollbackResult["schemas"]>[number][] = [];
   // A change of partition keys is restored with the rebuilds, before the moves: the sync's moves were in its new layout.
   const chosen = (record.schemaChanges ?? []).filter((change) => only === undefined || (change.rebuilt === true || change.relayout === true) === (only === "rebuilt"));
+  // Each change judged first, every refusal before any definition is written: a rollback restores all or nothing of them.
+  const writes: (() => Promise<void>)[] = [];
   for (const change of [...chosen].reverse()) {
-    const source = `the record of sync ${record.syncId}`;
-    const [now, set, previous] = [await lake.parts.catalog.getTable(change.table), parseTableDefinition(change.definition, source, change.table), parseTableDefinition(change.previous, source, change.table)];
-    // A rebuild that stopped on the way left the definition of one of its steps: marked `rebuilding` (embedded), or
-    // the one before less the columns it drops (Glue). Either is the sync's all the same.
-    const unmarked = now && change.rebuilt ? defineTable({ ...now, rebuilding: undefined }) : now;
-    const steps = change.rebuilt ? [set, withoutDropped(previous, set)] : [set];
-    if (!now || !steps.some((step) => JSON.stringify(unmarked) === JSON.stringify(step)) || JSON.stringify(now) === JSON.stringify(previous)) {
-      const reason = !now ? "the table no longer exists" : JSON.stringify(now) === JSON.stringify(previous) ? "it is as it was before the sync already" : "its schema changed again since";
-      restored.push({ table: change.table, action: "skipped", changes: change.changes, reason });
+    const judged = await judgeRestore(lake, record, change);
+    if (judged.skipped !== undefined) {
+      restored.push({ table: change.table, action: "skipped", changes: change.changes, reason: judged.skipped });
       continue;
     }
-    // A run written under the new schema that is still current (a later command's) may hold what the old one cannot
-    // (a value only the widened type holds; Athena refuses the file outright): the definition stays. Such runs sort
-    // after the change's run id (`schemaChangedAt`: every swap issues ids after it).
-    const mark = set.schemaChangedAt ?? record.syncId;
-    const snapshot = (await currentRuns(lake.parts, { tables: [change.table], files: false }))[0];
-    // A rebuild's own runs are moved back by this rollback, right after.
-    const own = new Set(change.rebuilt || change.relayout ? record.moves.filter((m) => m.table === change.table).flatMap((m) => [m.run, ...(m.through ?? [])].map((run) => `${m.partition}@${run}`)) : []);
-    const newer = (snapshot?.partitions ?? []).filter((p) => p.runId !== "" && p.runId > mark && !own.has(`${partitionPath(p.partition)}@${p.runId}`)).map((p) => partitionPath(p.partition));
-    if (newer.length > 0) {
-      const shown = `${newer.slice(0, 3).join(", ")}${newer.length > 3 ? ` and ${newer.length - 3} more` : ""}`;
-      if (change.rebuilt || change.relayout) {
-        // Its rewritten runs moved back under a definition left as it is would be read under columns they were not
-        // written with; a layout switched away from would take the runs written since out of every reader's sight.
-        throw new LakeswapError("CONFLICT", `sync ${record.syncId} ${change.relayout ? "changed the partition keys" : "rebuilt the schema"} of ${change.table}, and runs written since are current (${shown}): roll back the syncs after it first, then this one again`);
-      }
-      restored.push({ table: change.table, action: "skipped", changes: change.changes, reason: `runs written since the change are current (${shown}); roll them back first, then this sync again` });
-      continue;
-    }
-    if (change.relayout && (await layoutRemoved(lake.parts.store, previous))) {
-      throw new LakeswapError("CONFLICT", `sync ${record.syncId} changed the partition keys of ${change.table}, and the layout it switched away from was garbage-collected since: it cannot be switched back to`);
-    }
-    await lake.parts.catalog.updateTable(change.rebuilt ? backFromRebuild(lake, previous, set, change.renames ?? {}) : previous, () => lake.parts.leaseCheck(change.table));
-    if (change.relayout) {
-      // The old layout is the table's again; the one switched away from is retired (GC removes it after the grace window).
-      await forgetLayout(lake.parts.store, previous);
-      await recordLayout(lake.parts.store, set, "retired");
-    }
+    writes.push(judged.write);
     restored.push({ table: change.table, action: "restored", changes: change.changes });
   }
+  for (const write of writes) await write();
   return restored;
+}
+
+/**
+ * Whether a rollback restores one schema change of `record`: skipped (why), or the write that restores it. A change
+ * that must not be restored and cannot be skipped (a rebuild or a change of keys with runs written since, a layout
+ * GC removed) is a CONFLICT.
+ */
+async function judgeRestore(lake: HasLakeParts, record: SyncRecord, change: NonNullable<SyncRecord["schemaChanges"]>[number]): Promise<{ skipped: string; write?: undefined } | { skipped?: undefined; write: () => Promise<void> }> {
+  const source = `the record of sync ${record.syncId}`;
+  const [now, set, previous] = [await lake.parts.catalog.getTable(change.table), parseTableDefinition(change.definition, source, change.table), parseTableDefinition(change.previous, source, change.table)];
+  // A rebuild that stopped on the way left the definition of one of its steps: marked `rebuilding` (embedded), or
+  // the one before less the columns it drops (Glue). Either is the sync's all the same.
+  const unmarked = now && change.rebuilt ? defineTable({ ...now, rebuilding: undefined }) : now;
+  const steps = change.rebuilt ? [set, withoutDropped(previous, set)] : [set];
+  if (!now || !steps.some((step) => JSON.stringify(unmarked) === JSON.stringify(step)) || JSON.stringify(now) === JSON.stringify(previous)) {
+    return { skipped: !now ? "the table no longer exists" : JSON.stringify(now) === JSON.stringify(previous) ? "it is as it was before the sync already" : "its schema changed again since" };
+  }
+  // A run written under the new schema that is still current (a later command's) may hold what the old one cannot
+  // (a value only the widened type holds; Athena refuses the file outright): the definition stays. Such runs sort
+  // after the change's run id (`schemaChangedAt`: every swap issues ids after it).
+  const mark = set.schemaChangedAt ?? record.syncId;
+  const snapshot = (await currentRuns(lake.parts, { tables: [change.table], files: false }))[0];
+  // A rebuild's own runs are moved back by this rollback, right after.
+  const own = new Set(change.rebuilt || change.relayout ? record.moves.filter((m) => m.table === change.table).flatMap((m) => [m.run, ...(m.through ?? [])].map((run) => `${m.partition}@${run}`)) : []);
+  const newer = (snapshot?.partitions ?? []).filter((p) => p.runId !== "" && p.runId > mark && !own.has(`${partitionPath(p.partition)}@${p.runId}`)).map((p) => partitionPath(p.partition));
+  if (newer.length > 0) {
+    const shown = `${newer.slice(0, 3).join(", ")}${newer.length > 3 ? ` and ${newer.length - 3} more` : ""}`;
+    if (change.rebuilt || change.relayout) {
+      // Its rewritten runs moved back under a definition left as it is would be read under columns they were not
+      // written with; a layout switched away from would take the runs written since out of every reader's sight.
+      throw new LakeswapError("CONFLICT", `sync ${record.syncId} ${change.relayout ? "changed the partition keys" : "rebuilt the schema"} of ${change.table}, and runs written since are current (${shown}): roll back the syncs after it first, then this one again`);
+    }
+    return { skipped: `runs written since the change are current (${shown}); roll them back first, then this sync again` };
+  }
+  if (change.relayout && (await layoutRemoved(lake.parts.store, previous))) {
+    throw new LakeswapError("CONFLICT", `sync ${record.syncId} changed the partition keys of ${change.table}, and the layout it switched away from was garbage-collected since: it cannot be switched back to`);
+  }
+  return {
+    write: async () => {
+      await lake.parts.catalog.updateTable(change.rebuilt ? backFromRebuild(lake, previous, set, change.renames ?? {}) : previous, () => lake.parts.leaseCheck(change.table));
+      if (change.relayout) {
+        // The old layout is the table's again; the one switched away from is retired (GC removes it after the grace window).
+        await forgetLayout(lake.parts.store, previous);
+        await recordLayout(lake.parts.store, set, "retired");
+      }
+    },
+  };
 }
 
 /**
