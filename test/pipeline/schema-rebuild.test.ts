@@ -281,6 +281,21 @@ for (const backendName of selectedBackends()) {
       expect(await rows(ws.lake, "orders_stage", "amount")).toEqual(expectedRows());
     }, 120_000);
 
+    it("rollback --sync of a rebuild is refused whole while one of its tables has runs written since: no definition is restored", async () => {
+      const ws = await workspace(backendName);
+      ws.configure(BEFORE, STAGE_BEFORE);
+      await ws.sync(ws.deliver(delivery(false)));
+      ws.configure(after(renamed), stageAfter(renamed));
+      const report = await ws.sync(ws.deliver(delivery(true, undefined, name)), { rebuildSchema: true });
+      // A later run of one raw partition only (the stage keeps the rebuild's).
+      await ws.lake.write(["orders_raw"], "test", (writer) => writer.replace("orders_raw", "day=2026-11-02", { select: `SELECT id, n, ${name}, ts FROM orders_raw WHERE day = '2026-11-02'` }));
+      const columns = { raw: await columnsOf(ws.lake, "orders_raw"), stage: await columnsOf(ws.lake, "orders_stage") };
+      await expect(rollbackSync(ws.lake, report.syncId)).rejects.toThrow(/rebuilt the schema of orders_raw, and runs written since are current \(day=2026-11-02\)/);
+      // Neither table was restored: the stage (judged first, rollable on its own) kept the rebuilt definition too.
+      expect({ raw: await columnsOf(ws.lake, "orders_raw"), stage: await columnsOf(ws.lake, "orders_stage") }).toEqual(columns);
+      expect(await rows(ws.lake, "orders_stage", name)).toEqual(expectedRows());
+    }, 120_000);
+
     it("rollback --sync of a rebuild that stopped on the way restores the old definition and runs", async () => {
       const ws = await workspace(backendName);
       ws.configure(BEFORE, STAGE_BEFORE);
