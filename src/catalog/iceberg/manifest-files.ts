@@ -29,6 +29,8 @@ export interface DataFileEntry {
 export interface ManifestFileEntry {
   readonly manifestPath: string;
   readonly manifestLength: number;
+  /** The partition spec its entries are written under (absent: 0, the spec a table is first published with). */
+  readonly partitionSpecId?: number;
   readonly sequenceNumber: number;
   readonly minSequenceNumber: number;
   readonly addedSnapshotId: number;
@@ -265,7 +267,7 @@ export function writeManifestList(
   const records = manifests.map((m) => ({
     manifest_path: m.manifestPath,
     manifest_length: m.manifestLength,
-    partition_spec_id: 0,
+    partition_spec_id: m.partitionSpecId ?? 0,
     content: 0,
     sequence_number: m.sequenceNumber,
     min_sequence_number: m.minSequenceNumber,

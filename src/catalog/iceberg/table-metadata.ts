@@ -115,9 +115,9 @@ export function promotedFields(from: IcebergSchema | undefined, to: IcebergSchem
  * The metadata with the table's definition as its current schema. Where the definition's columns (names, order,
  * types) are those of the current schema, the metadata itself. Else a new schema, with the next schema id, is added
  * and made current (earlier snapshots keep naming theirs): every field keeps its id by name, a new column gets the
- * next id after `last-column-id`, the partition spec stays (its source ids still name the keys' fields), and the name
- * mapping follows the new schema. A column whose type changed other than by a promotion (a rebuild by swap rewrote
- * every current file) gets a new id too; a partition key gone is refused (model/schema-change.ts admits none).
+ * next id after `last-column-id`, the partition spec stays where its source ids still name the keys' fields (else a new
+ * spec: `withTableSpec`), and the name mapping follows the new schema. A column whose type changed other than by a
+ * promotion (a rebuild by swap rewrote every current file) gets a new id too.
  */
 export function withTableSchema(metadata: TableMetadata, table: TableDefinition): TableMetadata {
   const current = currentSchema(metadata);
@@ -136,19 +136,43 @@ export function withTableSchema(metadata: TableMetadata, table: TableDefinition)
     return { ...field, id: lastColumnId };
   });
   if (current && JSON.stringify(current.fields) === JSON.stringify(fields)) return metadata;
-  const spec = metadata["partition-specs"].find((s) => s["spec-id"] === metadata["default-spec-id"]);
-  for (const field of spec?.fields ?? []) {
-    if (!fields.some((f) => f.id === field["source-id"] && f.name === field.name)) {
-      throw new LakeswapError("CONFLICT", `the Iceberg table of '${table.name}' is partitioned by ${field.name}, which its definition no longer has as a partition key; drop the table and load it again`);
-    }
-  }
   const schemaId = Math.max(-1, ...metadata.schemas.map((s) => s["schema-id"])) + 1;
+  return withTableSpec(
+    {
+      ...metadata,
+      "last-column-id": lastColumnId,
+      schemas: [...metadata.schemas, { type: "struct", "schema-id": schemaId, fields }],
+      "current-schema-id": schemaId,
+      properties: { ...metadata.properties, [NAME_MAPPING]: nameMapping(fields) },
+    },
+    table,
+    fields,
+  );
+}
+
+/**
+ * The metadata with a partition spec of the table's partition keys as its default (`fields`: the new current schema's).
+ * Where the default spec partitions by those keys' fields already, the metadata itself; else (the table's partition
+ * keys changed: a new layout, lake/operations/relayout.ts) a new spec, with the next spec id and partition field ids
+ * after `last-partition-id`, as Iceberg's partition evolution requires: earlier snapshots' manifests keep theirs.
+ */
+function withTableSpec(metadata: TableMetadata, table: TableDefinition, fields: readonly SchemaField[]): TableMetadata {
+  const spec = metadata["partition-specs"].find((s) => s["spec-id"] === metadata["default-spec-id"]);
+  const sourceIds = table.partitionKeys.map((key) => fields.find((f) => f.name === key)?.id);
+  const same = (spec?.fields ?? []).length === sourceIds.length && (spec?.fields ?? []).every((f, i) => f["source-id"] === sourceIds[i] && f.name === table.partitionKeys[i]);
+  if (same) return metadata;
+  const lastPartitionId = metadata["last-partition-id"];
+  const specFields: PartitionField[] = table.partitionKeys.map((key, i) => {
+    const sourceId = sourceIds[i];
+    if (sourceId === undefined) throw new LakeswapError("CONFLICT", `the Iceberg table of '${table.name}' has no field for its partition key ${key}`);
+    return { "source-id": sourceId, "field-id": lastPartitionId + 1 + i, name: key, transform: "identity" };
+  });
+  const specId = Math.max(-1, ...metadata["partition-specs"].map((s) => s["spec-id"])) + 1;
   return {
     ...metadata,
-    "last-column-id": lastColumnId,
-    schemas: [...metadata.schemas, { type: "struct", "schema-id": schemaId, fields }],
-    "current-schema-id": schemaId,
-    properties: { ...metadata.properties, [NAME_MAPPING]: nameMapping(fields) },
+    "partition-specs": [...metadata["partition-specs"], { "spec-id": specId, fields: specFields }],
+    "default-spec-id": specId,
+    "last-partition-id": Math.max(lastPartitionId, lastPartitionId + specFields.length),
   };
 }
 

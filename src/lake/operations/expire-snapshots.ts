@@ -1,6 +1,6 @@
 import { readContainerFile } from "../../catalog/iceberg/manifest-files.js";
 import type { TableMetadata } from "../../catalog/iceberg/table-metadata.js";
-import type { TableDefinition } from "../../model/table.js";
+import { defineTable, type TableDefinition } from "../../model/table.js";
 import { snapshotFiles, type IcebergContext } from "../commit/iceberg-commit.js";
 import { commitMetadata, fileUrl, keyOfUrl, latestMetadata } from "../commit/iceberg-pointer.js";
 import { icebergMetadataPrefix, runsPrefix } from "../layout.js";
@@ -19,7 +19,11 @@ export async function expireSnapshots(ctx: IcebergContext, table: TableDefinitio
   if (!table.iceberg) return 0;
   const latest = await latestMetadata(ctx, table);
   if (!latest) return 0;
-  const present = new Set((await ctx.store.list(runsPrefix(ctx.catalog, table))).map((o) => o.key));
+  // The runs of the table's layout, and of the one it replaced (its partition keys changed: ./relayout.ts), which GC
+  // keeps as the change's rollback target: a snapshot from before the change reads them.
+  const replaced = table.replacedLayout === undefined ? [] : [defineTable({ ...table, layout: table.replacedLayout === table.name ? undefined : table.replacedLayout, replacedLayout: undefined })];
+  const listed = await Promise.all([table, ...replaced].map((t) => ctx.store.list(runsPrefix(ctx.catalog, t))));
+  const present = new Set(listed.flat().map((o) => o.key));
   const gone = (url: string): boolean => {
     const key = keyOfUrl(ctx.store, url);
     return key === undefined || !present.has(key) || removedRuns.some((prefix) => key.startsWith(prefix));

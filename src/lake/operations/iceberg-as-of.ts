@@ -3,8 +3,8 @@ import type { PartitionSnapshot, TableSnapshot } from "../../model/build.js";
 import { InvalidInputError, NotFoundError } from "../../model/errors.js";
 import { partitionOfValues, partitionPath } from "../../model/partition.js";
 import { isRunId } from "../../model/run-id.js";
-import type { TableDefinition } from "../../model/table.js";
-import { snapshotFiles } from "../commit/iceberg-commit.js";
+import { defineTable, storageName, type TableDefinition } from "../../model/table.js";
+import { snapshotFiles, type SnapshotFile } from "../commit/iceberg-commit.js";
 import { keyOfUrl, latestMetadata } from "../commit/iceberg-pointer.js";
 import type { HasLakeParts } from "../parts.js";
 import type { SnapshotScope } from "../runs.js";
@@ -98,9 +98,9 @@ async function snapshotAsOf(lake: HasLakeParts, table: TableDefinition, asOf: As
 }
 
 /** The partitions of a snapshot as a query reads them: its files grouped by partition, under the run they belong to. */
-async function snapshotPartitions(lake: HasLakeParts, table: TableDefinition, snapshot: Snapshot): Promise<PartitionSnapshot[]> {
+function snapshotPartitions(lake: HasLakeParts, table: TableDefinition, snapshot: Snapshot, files: readonly SnapshotFile[]): PartitionSnapshot[] {
   const byPartition = new Map<string, { partition: PartitionSnapshot["partition"]; runId: string; files: string[] }>();
-  for (const file of await snapshotFiles(lake.parts.store, snapshot)) {
+  for (const file of files) {
     const key = keyOfUrl(lake.parts.store, file.filePath);
     if (key === undefined) throw new InvalidInputError(`snapshot ${snapshot["snapshot-id"]} of table '${table.name}' names '${file.filePath}', which is not in this lake; lakeswap reads only its own files`);
     const partition = partitionOfValues(table.partitionKeys, table.partitionKeys.map((k) => file.partition[k]));
@@ -136,9 +136,25 @@ export async function snapshotsAsOf(lake: HasLakeParts, scope: SnapshotScope, as
   const result: TableSnapshot[] = [];
   for (const table of tables) {
     const snapshot = await snapshotAsOf(lake, table, asOf, sync);
-    result.push({ table, partitions: await snapshotPartitions(lake, table, snapshot) });
+    const files = await snapshotFiles(lake.parts.store, snapshot);
+    const then = asLaidOut(table, files, (url) => keyOfUrl(lake.parts.store, url));
+    result.push({ table: then, partitions: snapshotPartitions(lake, then, snapshot, files) });
   }
   return result;
+}
+
+/**
+ * The table as a snapshot's files lay it out: where its partition keys changed since (a new layout,
+ * ../operations/relayout.ts), the keys of the snapshot's partitions and the layout its files are in, so that its
+ * partitions are read under the keys they had and from the folder their runs are in.
+ */
+function asLaidOut(table: TableDefinition, files: readonly SnapshotFile[], keyOf: (url: string) => string | undefined): TableDefinition {
+  const first = files[0];
+  if (!first) return table;
+  const keys = Object.keys(first.partition);
+  const storage = keyOf(first.filePath)?.split("/")[0];
+  if (keys.join("/") === table.partitionKeys.join("/") && storage === storageName(table)) return table;
+  return defineTable({ ...table, partitionKeys: keys, layout: storage === undefined || storage === table.name ? undefined : storage, replacedLayout: undefined });
 }
 
 /** One retained Iceberg snapshot of a table, as `lakeswap history TABLE --snapshots` shows it. */

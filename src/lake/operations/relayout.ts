@@ -10,6 +10,7 @@ import type { LakeParts } from "../parts.js";
 import { layoutRecordKey, layoutRecordsPrefix, manifestsPrefix, pinsPrefix, runsPrefix } from "../layout.js";
 import { currentRuns } from "../runs.js";
 import type { PartitionGcReport } from "../retention.js";
+import { expireSnapshots } from "./expire-snapshots.js";
 
 /*
  * A change of a table's partition keys (`sync --rebuild-schema`, docs/lake.md "Changing partition keys"). Runs of one
@@ -36,15 +37,10 @@ export interface Repartition {
 
 /**
  * Refuses a change of partition keys lakeswap cannot make whole, before anything is written: the new layout is built
- * from the table's rows as they are, so a table whose partitions carry more than their rows (an appended partition's
- * record of the deliveries it holds, a pin), or that is published beyond its pointers (Iceberg), keeps its keys.
+ * from the table's rows as they are, so a table whose partitions carry more than their rows (a pin) keeps its keys.
  */
 export async function refuseRelayout(parts: Pick<LakeParts, "store">, existing: TableDefinition, wanted: TableDefinition): Promise<void> {
-  const why = existing.iceberg
-    ? "it is published as Iceberg (iceberg: true), whose partition spec does not follow a new layout yet"
-    : (await parts.store.list(pinsPrefix(existing.name))).length > 0
-      ? `some of its partitions are pinned (unpin them first: lakeswap pins ${existing.name})`
-      : undefined;
+  const why = (await parts.store.list(pinsPrefix(existing.name))).length > 0 ? `some of its partitions are pinned (unpin them first: lakeswap pins ${existing.name})` : undefined;
   if (why !== undefined) {
     throw new LakeswapError("CONFLICT", `table '${wanted.name}' cannot change its partition keys: ${why}. Declare it with its partition keys as they are (${existing.partitionKeys.join(", ") || "none"})`);
   }
@@ -232,6 +228,8 @@ export async function collectLayouts(parts: LakeParts, table: TableDefinition, o
     const fence = (): Promise<void> => parts.leaseCheck(table.name);
     if (record.state !== "removing") await recordLayout(parts.store, layout, "removing");
     faultPoint("layout-gc-marked");
+    // An `iceberg: true` table's snapshots that read the layout's files go first (its history keeps only what it can read).
+    await expireSnapshots(parts, table, [runsPrefix(parts.catalog, layout)]);
     await removePointers(parts.catalog, layout, (await parts.catalog.listPointers(layout)).map((p) => p.partition), fence);
     await fence();
     await parts.store.delete(objects.map((o) => o.key));
