@@ -46,7 +46,7 @@ function refuseRelayoutOf(dataset: DatasetConfig, table: string): void {
     layer === "raw" && dataset.write === "append"
       ? "it is written with write: append (each partition records the deliveries appended to it, which a new layout would not)"
       : sinks.length > 0
-        ? `layer ${layer} sends it to sinks, whose targets keep their partitioning (take the sinks off for the sync that changes the keys, then declare them again: they are sent every partition)`
+        ? `layer ${layer} sends it to sinks, whose targets are partitioned by the old keys (take the sinks off for the sync that changes the keys, then send the layer to new targets: sinks[].table)`
         : dataset.publish === "all_or_nothing"
           ? "its dataset publishes all_or_nothing (a new layout is switched to whole anyway: take publish off for the sync that changes the keys)"
           : undefined;

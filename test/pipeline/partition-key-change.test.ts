@@ -345,12 +345,25 @@ describe("changing a table's partition keys (embedded)", () => {
     expect(await rows(ws.lake, "orders_stage")).toEqual(expected("month"));
   }, 120_000);
 
-  it("is refused where a new layout could not carry the table on, or would not be whole: appended partitions, a sync of some partitions, pins", async () => {
+  it("is refused where a new layout could not carry the table on, or would not be whole: appended partitions, sinks, a sync of some partitions, pins", async () => {
     const ws = await workspace();
     ws.configure("day", "append");
     await ws.sync(ws.deliver(delivery()));
     ws.configure("month", "append");
     await expect(ws.sync(ws.deliver(delivery()), { rebuildSchema: true })).rejects.toThrow(/'orders_raw' cannot change its partition keys: it is written with write: append/);
+
+    // A layer sent to a sink: its target is partitioned by the old keys. Refused before any sink is opened.
+    const sunk = await workspace();
+    sunk.configure("day");
+    await sunk.sync(sunk.deliver(delivery()));
+    sunk.configure("month");
+    const withSink = readFileSync(sunk.configFile, "utf8").replace("        columns: {id: BIGINT", '        sinks:\n          postgres: {url: "postgres://nowhere/db", table: lake.orders_stage, mode: partition_replace}\n        columns: {id: BIGINT');
+    writeFileSync(sunk.configFile, withSink);
+    const openSink = () => {
+      throw new Error("no sink is opened");
+    };
+    await expect(sunk.sync(sunk.deliver(delivery()), { rebuildSchema: true, openSink })).rejects.toThrow(/'orders_stage' cannot change its partition keys: layer stage sends it to sinks, whose targets are partitioned by the old keys/);
+    expect((await sunk.lake.table("orders_raw")).partitionKeys).toEqual(["day"]);
 
     // A sync limited to some partitions would switch to a new layout that lacks the others.
     const limited = await workspace();
