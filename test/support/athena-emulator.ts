@@ -370,7 +370,7 @@ export async function startAthenaEmulator(options: AthenaEmulatorOptions): Promi
   };
 
   /** Resolves a table through Glue, downloads its current partitions' files and defines it as a view. */
-  const registerTable = async (connection: DuckDBConnection, execution: Execution, ref: TableRef, filters: readonly PartitionFilter[]): Promise<void> => {
+  const registerTable = async (connection: DuckDBConnection, execution: Execution, ref: TableRef, filters: readonly PartitionFilter[], depth = 0): Promise<void> => {
     const database = (ref.schema || execution.database).toLowerCase();
     const name = ref.table.toLowerCase();
     if (ref.catalog && ref.catalog.toLowerCase() !== CATALOG) {
@@ -387,6 +387,7 @@ export async function startAthenaEmulator(options: AthenaEmulatorOptions): Promi
       throw new QueryFailure(what);
     }
     if (!table) throw new QueryFailure(`TABLE_NOT_FOUND: Table '${CATALOG}.${database}.${name}' does not exist`);
+    if (table.TableType === "VIRTUAL_VIEW") return registerView(connection, execution, database, name, table, depth);
     const format = `${table.StorageDescriptor?.InputFormat ?? ""} ${table.StorageDescriptor?.SerdeInfo?.SerializationLibrary ?? ""}`;
     if (!/parquet/i.test(format)) {
       throw new QueryFailure(`NOT_SUPPORTED: the Athena emulator reads Parquet tables only; ${database}.${name} has '${format.trim()}'`);
@@ -444,6 +445,24 @@ export async function startAthenaEmulator(options: AthenaEmulatorOptions): Promi
     }
     await connection.run(`CREATE SCHEMA IF NOT EXISTS ${CATALOG}.${quoteIdentifier(database)}`);
     await connection.run(`CREATE OR REPLACE VIEW ${CATALOG}.${quoteIdentifier(database)}.${quoteIdentifier(name)} AS ${selects.join("\nUNION ALL BY NAME\n")}`);
+    execution.tablesRead.push(`${database}.${name}`);
+  };
+
+  /**
+   * An Athena view, as Athena keeps it in Glue: a VIRTUAL_VIEW whose ViewOriginalText is `/* Presto View: <base64 of
+   * {originalSql, catalog, schema, columns}> *\/`. The tables its SQL reads are registered (each read whole), then the
+   * view is defined over them with its declared columns and types, as Athena reads it.
+   */
+  const registerView = async (connection: DuckDBConnection, execution: Execution, database: string, name: string, table: Table, depth: number): Promise<void> => {
+    if (depth > 8) throw new QueryFailure(`VIEW_IS_RECURSIVE: View '${CATALOG}.${database}.${name}' is recursive`);
+    const encoded = /^\/\* Presto View: ([A-Za-z0-9+/=]+) \*\/$/.exec(table.ViewOriginalText ?? "")?.[1];
+    if (encoded === undefined) throw new QueryFailure(`INVALID_VIEW: Invalid view '${CATALOG}.${database}.${name}': its ViewOriginalText is not a Presto view`);
+    const view = JSON.parse(Buffer.from(encoded, "base64").toString("utf8")) as { originalSql: string; schema?: string; columns: { name: string; type: string }[] };
+    const inner = await parseSelect(connection, view.originalSql);
+    for (const ref of inner.tables) await registerTable(connection, execution, { ...ref, schema: ref.schema || view.schema || database }, ["all"], depth + 1);
+    const columns = view.columns.map((c) => `CAST(${quoteIdentifier(c.name)} AS ${duckType(c.type)}) AS ${quoteIdentifier(c.name)}`);
+    await connection.run(`CREATE SCHEMA IF NOT EXISTS ${CATALOG}.${quoteIdentifier(database)}`);
+    await connection.run(`CREATE OR REPLACE VIEW ${CATALOG}.${quoteIdentifier(database)}.${quoteIdentifier(name)} AS SELECT ${columns.join(", ")} FROM (${view.originalSql}\n) AS __athena_view`);
     execution.tablesRead.push(`${database}.${name}`);
   };
 

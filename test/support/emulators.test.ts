@@ -432,6 +432,51 @@ describe("Athena emulator (DuckDB over Glue + S3)", () => {
     expect(again.execution.Status?.StateChangeReason).toMatch(/^HIVE_PATH_ALREADY_EXISTS/);
   });
 
+  it("reads an Athena view (a Glue VIRTUAL_VIEW): a table switched to a view over another table in one UpdateTable, and back, its partitions kept", async () => {
+    // A second table under other partition keys: what a change of partition keys builds aside.
+    await glue.send(
+      new CreateTableCommand({
+        DatabaseName: "lakedb",
+        TableInput: {
+          Name: "events__layout_1a2b3c",
+          TableType: "EXTERNAL_TABLE",
+          PartitionKeys: [{ Name: "month", Type: "string" }],
+          StorageDescriptor: { ...PARQUET, Columns: [{ Name: "id", Type: "bigint" }, { Name: "name", Type: "string" }], Location: "s3://lake/events__layout_1a2b3c/" },
+        },
+      }),
+    );
+    const unload = `UNLOAD (SELECT * FROM (VALUES (1, 'a'), (2, 'b')) AS t(id, name)) TO 's3://lake/events__layout_1a2b3c/month=2026-11/run=r9/' WITH (format = 'PARQUET')`;
+    expect((await runQuery(unload)).execution.Status?.State).toBe("SUCCEEDED");
+    await glue.send(new CreatePartitionCommand({ DatabaseName: "lakedb", TableName: "events__layout_1a2b3c", PartitionInput: { Values: ["2026-11"], StorageDescriptor: { ...PARQUET, Location: "s3://lake/events__layout_1a2b3c/month=2026-11/run=r9/" } } }));
+    const before = (await glue.send(new GetTableCommand({ DatabaseName: "lakedb", Name: "events" }))).Table!;
+    const days = async () => (await glue.send(new GetPartitionsCommand({ DatabaseName: "lakedb", TableName: "events" }))).Partitions?.map((p) => p.Values?.[0]).sort();
+    const partitionsBefore = await days();
+    const columns = [{ name: "id", type: "bigint" }, { name: "name", type: "varchar" }, { name: "month", type: "varchar" }];
+    const presto = Buffer.from(JSON.stringify({ originalSql: 'SELECT * FROM "lakedb"."events__layout_1a2b3c"', catalog: "awsdatacatalog", schema: "lakedb", columns })).toString("base64");
+    await glue.send(
+      new UpdateTableCommand({
+        DatabaseName: "lakedb",
+        TableInput: {
+          Name: "events",
+          TableType: "VIRTUAL_VIEW",
+          ViewOriginalText: `/* Presto View: ${presto} */`,
+          ViewExpandedText: "/* Presto View */",
+          PartitionKeys: [],
+          StorageDescriptor: { Columns: [{ Name: "id", Type: "bigint" }, { Name: "name", Type: "string" }, { Name: "month", Type: "string" }] },
+        },
+      }),
+    );
+    const viewed = await runQuery("SELECT month, id, name FROM events ORDER BY id");
+    expect(viewed.execution.Status?.State, viewed.execution.Status?.StateChangeReason).toBe("SUCCEEDED");
+    expect(await rows(viewed.execution.QueryExecutionId)).toEqual([["month", "id", "name"], ["2026-11", "1", "a"], ["2026-11", "2", "b"]]);
+    // Its partitions stay in the catalog while it is a view (as Glue, and moto, keep them), and read again once it is a table again.
+    expect(await days()).toEqual(partitionsBefore);
+    const { Name, TableType, PartitionKeys, StorageDescriptor, Parameters } = before;
+    await glue.send(new UpdateTableCommand({ DatabaseName: "lakedb", TableInput: { Name, TableType, PartitionKeys, StorageDescriptor, Parameters } }));
+    const back = await runQuery("SELECT count(DISTINCT day) FROM events");
+    expect(await rows(back.execution.QueryExecutionId)).toEqual([["_col0"], [String(partitionsBefore?.length)]]);
+  });
+
   it("reports DuckDB's error as the StateChangeReason of a FAILED query", async () => {
     const failed = await runQuery("SELECT no_such_column FROM events");
     expect(failed.execution.Status?.State).toBe("FAILED");
