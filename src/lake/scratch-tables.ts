@@ -1,6 +1,6 @@
-import { createHash } from "node:crypto";
 import type { Catalog } from "../catalog/catalog.js";
 import { InvalidInputError } from "../model/errors.js";
+import { nameWithRoom } from "../model/sql.js";
 import type { TableDefinition } from "../model/table.js";
 
 /** What ends a scratch table's name: `__held_` and 6 hex digits. */
@@ -9,8 +9,6 @@ const SCRATCH_SUFFIX = /__held_[0-9a-f]{6}$/;
 /** The length of that suffix. */
 const SUFFIX_LENGTH = "__held_000000".length;
 
-/** Table names are identifiers of at most 128 characters (../model/sql.ts). */
-const MAX_NAME = 128;
 
 /**
  * The name of a scratch table over `table`'s staged runs (./commit/staged-reads.ts): `<table>__held_<token>`, the
@@ -44,8 +42,5 @@ export async function lakeTables(catalog: Pick<Catalog, "listTables">): Promise<
 }
 
 function scratchBase(table: string): string {
-  const room = MAX_NAME - SUFFIX_LENGTH;
-  if (table.length <= room) return table;
-  const hash = createHash("sha256").update(table).digest("hex").slice(0, 8);
-  return `${table.slice(0, room - hash.length - 1)}_${hash}`;
+  return nameWithRoom(table, SUFFIX_LENGTH);
 }

@@ -154,3 +154,8 @@ export function partitionValue(partition: Partition, key: string): string {
   if (index < 0) throw new InvalidInputError(`partition '${partitionSpec(partition)}' has no key '${key}'`);
   return partition.values[index] as string;
 }
+
+/** The partition keys of a partition path (`day=2026-11-01/hour=03`: day, hour; "": none). */
+export function keysOfPath(path: string): string[] {
+  return path === "" ? [] : path.split("/").map((part) => part.slice(0, part.indexOf("=")));
+}

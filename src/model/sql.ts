@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { InvalidInputError } from "./errors.js";
 
 const IDENTIFIER = /^[a-z][a-z0-9_]{0,127}$/;
@@ -71,4 +72,15 @@ export function printable(value: string, max = 80): string {
   // eslint-disable-next-line no-control-regex
   const shown = value.replace(/[\u0000-\u001f\u007f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, "0")}`);
   return shown.length > max ? `${shown.slice(0, max)}…` : shown;
+}
+
+/**
+ * A name that leaves `room` characters of an identifier (at most 128) for a suffix: `name` itself where it fits, else
+ * shortened and ended with a hash of the whole, so two long names alike at the start never give the same one.
+ */
+export function nameWithRoom(name: string, room: number): string {
+  const length = 128 - room;
+  if (name.length <= length) return name;
+  const hash = createHash("sha256").update(name).digest("hex").slice(0, 8);
+  return `${name.slice(0, length - hash.length - 1)}_${hash}`;
 }

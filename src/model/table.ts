@@ -1,7 +1,6 @@
-import { createHash } from "node:crypto";
 import { InvalidInputError, LakeswapError } from "./errors.js";
 import { assertPartitionKey } from "./partition.js";
-import { assertIdentifier, printable } from "./sql.js";
+import { assertIdentifier, nameWithRoom, printable } from "./sql.js";
 import { isRunId } from "./run-id.js";
 
 /** Parquet compression codecs a table may use; Snappy is the default (what Athena writes). */
@@ -113,20 +112,19 @@ export function layoutName(table: string, token: string): string {
   return `${layoutBase(table)}__layout_${token}`;
 }
 
-/**
- * What a table's layouts' names begin with: its name, or, where that with the suffix would pass 128 characters, its
- * name shortened and a hash of the whole (two long names alike at the start never share layouts).
- */
+/** What a table's layouts' names begin with (two long names alike at the start never share layouts). */
 function layoutBase(table: string): string {
-  const room = 128 - LAYOUT_SUFFIX_LENGTH;
-  if (table.length <= room) return table;
-  const hash = createHash("sha256").update(table).digest("hex").slice(0, 8);
-  return `${table.slice(0, room - hash.length - 1)}_${hash}`;
+  return nameWithRoom(table, LAYOUT_SUFFIX_LENGTH);
 }
 
 /** Whether `name` is a layout's storage name (reserved: never a table's name). */
 function isLayoutName(name: string): boolean {
   return LAYOUT_SUFFIX.test(name);
+}
+
+/** The table as the layout stored under `storage` reads it (the table's own name: the layout it was created with). */
+export function inLayout(table: TableDefinition, storage: string, partitionKeys: readonly string[] = table.partitionKeys): TableDefinition {
+  return defineTable({ ...table, partitionKeys, layout: storage === table.name ? undefined : storage, replacedLayout: undefined });
 }
 
 /** Whether `name` is the storage name of a layout of `table`. */

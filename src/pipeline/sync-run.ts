@@ -7,7 +7,7 @@ import type { LandedDelivery } from "../landing/landing.js";
 import { partitionStates } from "../lake/operations/partition-states.js";
 import type { AuditSpec } from "../model/audit.js";
 import { LakeswapError, errorMessage } from "../model/errors.js";
-import { parsePartitionPath } from "../model/partition.js";
+import { keysOfPath, parsePartitionPath } from "../model/partition.js";
 import type { SinkSpec } from "../sinks/sink.js";
 import type { FetchedSource } from "../sources/source.js";
 import { deadLetterSelect, keepSummary, writeDeadLetters } from "./land.js";
@@ -311,11 +311,5 @@ export class SyncRun implements Run {
 interface SwapChoices {
   readonly allowEmpty?: boolean;
   readonly audits?: readonly AuditSpec[];
-}
-
-/** The partition keys of a partition path (`day=2026-11-01/hour=03`: day, hour; "": none). */
-function keysOfPath(path: string): string[] {
-  if (path === "") return [];
-  return path.split("/").map((part) => part.slice(0, part.indexOf("=")));
 }
 

@@ -1,6 +1,6 @@
 import { readContainerFile } from "../../catalog/iceberg/manifest-files.js";
 import type { TableMetadata } from "../../catalog/iceberg/table-metadata.js";
-import { defineTable, type TableDefinition } from "../../model/table.js";
+import { inLayout, type TableDefinition } from "../../model/table.js";
 import { snapshotFiles, type IcebergContext } from "../commit/iceberg-commit.js";
 import { commitMetadata, fileUrl, keyOfUrl, latestMetadata } from "../commit/iceberg-pointer.js";
 import { icebergMetadataPrefix, runsPrefix } from "../layout.js";
@@ -21,7 +21,7 @@ export async function expireSnapshots(ctx: IcebergContext, table: TableDefinitio
   if (!latest) return 0;
   // The runs of the table's layout, and of the one it replaced (its partition keys changed: ./relayout.ts), which GC
   // keeps as the change's rollback target: a snapshot from before the change reads them.
-  const replaced = table.replacedLayout === undefined ? [] : [defineTable({ ...table, layout: table.replacedLayout === table.name ? undefined : table.replacedLayout, replacedLayout: undefined })];
+  const replaced = table.replacedLayout === undefined ? [] : [inLayout(table, table.replacedLayout)];
   const listed = await Promise.all([table, ...replaced].map((t) => ctx.store.list(runsPrefix(ctx.catalog, t))));
   const present = new Set(listed.flat().map((o) => o.key));
   const gone = (url: string): boolean => {

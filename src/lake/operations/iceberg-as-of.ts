@@ -3,7 +3,7 @@ import type { PartitionSnapshot, TableSnapshot } from "../../model/build.js";
 import { InvalidInputError, NotFoundError } from "../../model/errors.js";
 import { partitionOfValues, partitionPath } from "../../model/partition.js";
 import { isRunId } from "../../model/run-id.js";
-import { defineTable, storageName, type TableDefinition } from "../../model/table.js";
+import { inLayout, storageName, type TableDefinition } from "../../model/table.js";
 import { snapshotFiles, type SnapshotFile } from "../commit/iceberg-commit.js";
 import { keyOfUrl, latestMetadata } from "../commit/iceberg-pointer.js";
 import type { HasLakeParts } from "../parts.js";
@@ -154,7 +154,7 @@ function asLaidOut(table: TableDefinition, files: readonly SnapshotFile[], keyOf
   const keys = Object.keys(first.partition);
   const storage = keyOf(first.filePath)?.split("/")[0];
   if (keys.join("/") === table.partitionKeys.join("/") && storage === storageName(table)) return table;
-  return defineTable({ ...table, partitionKeys: keys, layout: storage === undefined || storage === table.name ? undefined : storage, replacedLayout: undefined });
+  return inLayout(table, storage ?? table.name, keys);
 }
 
 /** One retained Iceberg snapshot of a table, as `lakeswap history TABLE --snapshots` shows it. */

@@ -1,5 +1,5 @@
 import { InvalidInputError, LakeswapError, NotFoundError } from "../../model/errors.js";
-import { parsePartitionPath, partitionPath, type Partition } from "../../model/partition.js";
+import { keysOfPath, parsePartitionPath, partitionPath, type Partition } from "../../model/partition.js";
 import { isRunId } from "../../model/run-id.js";
 import { currentRuns, ensureManifest, listRuns, readManifest, runFileNames, runFiles, runPrefix, type LakeContext } from "../runs.js";
 import { movePointers, removePointers } from "../commit/move.js";
@@ -324,9 +324,4 @@ async function rollbackMoves(ctx: LakeContext, table: TableDefinition, moves: re
   if (back.length > 0) await movePointers(ctx.catalog, table, back.map((b) => ({ ...b, kind: "rollback" as const })), fence);
   if (removals.length > 0) await removePointers(ctx.catalog, table, removals, fence);
   return entries;
-}
-
-/** The partition keys of a partition path (`day=2026-11-01/hour=03`: day, hour; "": none). */
-function keysOfPath(path: string): string[] {
-  return path === "" ? [] : path.split("/").map((part) => part.slice(0, part.indexOf("=")));
 }
