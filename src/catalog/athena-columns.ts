@@ -10,12 +10,16 @@ export const ATHENA_WIDENS: Readonly<Record<string, readonly string[]>> = { tiny
  * where it can. Athena reads a partition's column under the table's column of the same name only where the types
  * are the same or it widens the partition's to the table's (ATHENA_WIDENS): a rebuild that narrows an integer or a
  * float passes, one that changes a DECIMAL's scale or precision, or a type to another kind, does not. It matches
- * columns by name, so a renamed column would read NULL in the partitions not moved yet.
+ * columns by name, so a renamed column would read NULL in the partitions not moved yet. A change of partition keys is
+ * no rebuild by swap: its new layout is read whole or not at all.
  */
 export function athenaRebuildRefusal(existing: TableDefinition, wanted: TableDefinition): string | undefined {
   if (existing.partitionKeys.join(",") !== wanted.partitionKeys.join(",")) {
-    // A Glue table's partitions keep its keys: Athena would switch to a new layout only through a view over it.
-    return `its partition keys change, and on AWS lakeswap does not switch a Glue table to a new layout yet (the embedded lake does)`;
+    // A new layout is built aside, in a Glue table of its own, and the table switched to it in one step (a view over it,
+    // ./glue-catalog.ts putView): readers never read a partition of each. The Iceberg table beside it is not evolved on AWS.
+    return wanted.iceberg || existing.iceberg
+      ? "its partition keys change, and on AWS lakeswap does not give an iceberg: true table's Glue Iceberg table a new partition spec yet (the embedded lake does)"
+      : undefined;
   }
   // A rebuild's renamed column is the one it neither had nor adds (model/schema-change.ts marks added ones).
   const renamed = wanted.columns.filter((c) => !c.added && !existing.columns.some((e) => e.name === c.name)).map((c) => c.name);

@@ -100,7 +100,8 @@ export interface Catalog {
   createTable(table: TableDefinition): Promise<void>;
   /**
    * Writes a table's changed definition over the one the catalog holds: a schema change in place
-   * (model/schema-change.ts), or its undoing by a rollback. The caller holds the table's lease and has judged the
+   * (model/schema-change.ts), a switch to another layout of it (`table.layout`: every reader reads that layout from
+   * then on), or the undoing of either by a rollback. The caller holds the table's lease and has judged the
    * change. Where partitions carry columns of their own (Glue's StorageDescriptor), every partition's are set to the
    * table's in the same step, so that no partition's columns ever disagree with the table's. `fence` is called right
    * before each call that writes (a writer that lost the lease must not write a partition's old Location back).
@@ -113,8 +114,17 @@ export interface Catalog {
    * under a table column of another type only where it coerces one to the other.
    */
   rebuildRefusal?(existing: TableDefinition, wanted: TableDefinition): string | undefined;
-  /** Removes a table's definition and whatever catalog state is left for it. */
+  /** Removes a table's definition and whatever catalog state is left for it, its layouts' too (model/table.ts `layout`). */
   dropTable(name: string): Promise<void>;
+  /**
+   * Makes the place where a new layout of a table (`table.layout`, ../lake/operations/relayout.ts) keeps its pointers,
+   * where the catalog keeps one per layout (Glue: a table `<table>__layout_<token>` of the layout's partition keys and
+   * columns, which readers read only once the table is switched to it by `updateTable`). Absent where pointers need
+   * no place made first (the embedded lake's).
+   */
+  createLayout?(table: TableDefinition): Promise<void>;
+  /** Removes what `createLayout` made for a layout GC removed (its pointers are gone already); never the table's current layout. */
+  dropLayout?(table: TableDefinition): Promise<void>;
   /**
    * Called once this process holds the table's writer lease, until the returned release: meanwhile the table's
    * definition changes only through this catalog object, so a catalog whose reads are remote calls may read it once

@@ -10,8 +10,9 @@ import { WHOLE_TABLE, makePartition, partitionPath, type Partition } from "../mo
 import { withRetry } from "../shared/retry.js";
 import type { AdaptiveLimit } from "../shared/adaptive-limit.js";
 import { isRunId } from "../model/run-id.js";
-import { glueColumnType } from "../model/column-types.js";
-import { sameDeclaration, tableChange, type TableDefinition } from "../model/table.js";
+import { glueColumnType, trinoColumnType } from "../model/column-types.js";
+import { quoteIdentifier } from "../model/sql.js";
+import { isLayoutOf, sameDeclaration, storageName, tableChange, type TableDefinition } from "../model/table.js";
 import { GlueIcebergTables } from "./glue-iceberg.js";
 import { ATHENA_WIDENS, athenaRebuildRefusal } from "./athena-columns.js";
 import { HeldReads } from "./held-reads.js";
@@ -34,6 +35,12 @@ const PARQUET_STORAGE = {
   OutputFormat: "org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutputFormat",
   SerdeInfo: { SerializationLibrary: "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe", Parameters: { "serialization.format": "1" } },
 } as const;
+
+/** A Glue table Athena reads as a view (putView: a table switched to another layout of it), and the Parameters Athena gives one. */
+const VIEW = "VIRTUAL_VIEW";
+const VIEW_PARAMETERS = ["presto_view", "comment"];
+/** The Parameter naming the table whose layout a Glue table is (createLayout). */
+const LAYOUT_OF = "lakeswap.layout_of";
 
 /** Where a table without partition keys points before its first run (and after its pointer is removed): a prefix nothing is written under. */
 const NO_RUN = "_no_run";
@@ -90,17 +97,21 @@ export class GlueCatalog implements Catalog {
   }
 
   async listTables(): Promise<TableDefinition[]> {
-    const tables: TableDefinition[] = [];
+    // A layout's own Glue table carries no definition (createLayout): only the table it is a layout of is listed.
+    const tables = (await this.allGlueTables()).flatMap((table) => definitionOf(table) ?? []);
+    return tables.sort((a, b) => (a.name < b.name ? -1 : 1));
+  }
+
+  /** Every table of the database, following NextToken to the last page. */
+  private async allGlueTables(): Promise<GlueTable[]> {
+    const tables: GlueTable[] = [];
     let token: string | undefined;
     do {
       const page = await this.send("GetTables", () => this.client.send(new GetTablesCommand({ ...this.ids, NextToken: token })));
-      for (const table of page.TableList ?? []) {
-        const definition = definitionOf(table);
-        if (definition) tables.push(definition);
-      }
+      tables.push(...(page.TableList ?? []));
       token = page.NextToken;
     } while (token);
-    return tables.sort((a, b) => (a.name < b.name ? -1 : 1));
+    return tables;
   }
 
   async createTable(table: TableDefinition): Promise<void> {
@@ -109,7 +120,8 @@ export class GlueCatalog implements Catalog {
     const live = await this.glueTable(table.name);
     if (live) {
       const liveKeys = (live.PartitionKeys ?? []).map((k) => k.Name ?? "");
-      if (liveKeys.join(",") !== table.partitionKeys.join(",")) {
+      // A table switched to another layout of it is a view over that layout (updateTable), whose keys its definition names.
+      if (live.TableType !== VIEW && liveKeys.join(",") !== table.partitionKeys.join(",")) {
         if ((await this.partitionsOf(table.name, 1)).length > 0) {
           throw new LakeswapError(
             "CONFLICT",
@@ -128,14 +140,7 @@ export class GlueCatalog implements Catalog {
         throw new TableCreatedMeanwhileError(table.name, `Glue database ${this.options.database}`);
       }
     }
-    const input = {
-      Name: table.name,
-      TableType: "EXTERNAL_TABLE",
-      Parameters: { classification: "parquet", EXTERNAL: "TRUE", "parquet.compression": table.compression.toUpperCase(), "lakeswap.definition": JSON.stringify(table) },
-      // A table without partition keys reads its Location: an empty prefix until its first run, never the folder its runs are written under.
-      StorageDescriptor: this.storage(table, `${this.options.uriOf(table.partitionKeys.length === 0 ? `${table.name}/${NO_RUN}` : table.name)}/`),
-      PartitionKeys: table.partitionKeys.map((key) => ({ Name: key, Type: "string" })),
-    };
+    const input = this.newTableInput(table);
     try {
       await this.held.writing(table.name, () => this.send("CreateTable", () => this.client.send(new CreateTableCommand({ ...this.ids, TableInput: input }))));
     } catch (error) {
@@ -148,13 +153,111 @@ export class GlueCatalog implements Catalog {
     if (table.ingest) await this.untilLive(table);
   }
 
+  /** A new Glue table for `table`, or for the layout it names (`createLayout`), with no run yet. */
+  private newTableInput(table: TableDefinition) {
+    const name = storageName(table);
+    return {
+      Name: name,
+      TableType: "EXTERNAL_TABLE",
+      Parameters: { classification: "parquet", EXTERNAL: "TRUE", "parquet.compression": table.compression.toUpperCase(), ...this.declaredParameters(table) },
+      // A table without partition keys reads its Location: an empty prefix until its first run, never the folder its runs are written under.
+      StorageDescriptor: this.storage(table, `${this.options.uriOf(table.partitionKeys.length === 0 ? `${name}/${NO_RUN}` : name)}/`),
+      PartitionKeys: table.partitionKeys.map((key) => ({ Name: key, Type: "string" })),
+    };
+  }
+
+  /**
+   * The Parameters that say what a Glue table is to lakeswap: the definition of the table it is (`lakeswap.definition`,
+   * which getTable and listTables read), or, for a layout's own table, the definition of the table as that layout holds
+   * it (`lakeswap.layout`) and whose layout it is (`lakeswap.layout_of`): such a table is not listed as a table.
+   */
+  private declaredParameters(table: TableDefinition): Record<string, string> {
+    return storageName(table) === table.name
+      ? { "lakeswap.definition": JSON.stringify(table) }
+      : { "lakeswap.layout": JSON.stringify(table), [LAYOUT_OF]: table.name };
+  }
+
+  /**
+   * The Glue table of a new layout of a table (lake/operations/relayout.ts), with the layout's partition keys and
+   * columns and no partition yet: the layout's pointers are its partitions. Nobody reads it until `updateTable` switches
+   * the table to it. Made again by a rerun, it is kept (a layout of another table of that name is refused).
+   */
+  async createLayout(table: TableDefinition): Promise<void> {
+    const storage = storageName(table);
+    if (storage === table.name) return;
+    try {
+      await this.held.writing(storage, () => this.send("CreateTable", () => this.client.send(new CreateTableCommand({ ...this.ids, TableInput: this.newTableInput(table) }))));
+    } catch (error) {
+      if (!isError(error, "AlreadyExistsException")) throw error;
+      const of = (await this.glueTable(storage, true))?.Parameters?.[LAYOUT_OF];
+      if (of !== table.name) {
+        throw new LakeswapError("CONFLICT", `Glue table ${this.options.database}.${storage} exists and is not a layout of ${table.name}; drop it, or rerun (the next layout gets another name)`);
+      }
+    }
+    await this.untilLive(table);
+  }
+
+  /** Drops the Glue table of a layout GC removed (its partitions are gone); the table's own entry is never dropped here. */
+  async dropLayout(table: TableDefinition): Promise<void> {
+    const storage = storageName(table);
+    if (storage !== table.name) await this.deleteTable(storage);
+  }
+
   /** What Athena could not read while a rebuild's pointers move (./athena-columns.ts). */
   readonly rebuildRefusal = athenaRebuildRefusal;
   /** Writes a table's changed definition and columns over the live ones, and every partition's columns (changeColumns); `fence` before each partition batch. */
   async updateTable(table: TableDefinition, fence?: Fence): Promise<void> {
-    const live = await this.glueTable(table.name);
-    if (!live) throw new LakeswapError("STORE_ERROR", `Glue table ${this.options.database}.${table.name} is gone; rerun (lakeswap declares it again)`);
+    const storage = storageName(table);
+    if (storage === table.name) {
+      const live = await this.glueTable(table.name);
+      if (!live) throw new LakeswapError("STORE_ERROR", `Glue table ${this.options.database}.${table.name} is gone; rerun (lakeswap declares it again)`);
+      // A table that was a view over another layout of it is a table again at its last step (putTable): a rollback of a change of partition keys.
+      await this.changeColumns(table, live, fence);
+      return;
+    }
+    // A table in a layout of its own (lake/operations/relayout.ts): that layout's Glue table takes the columns (and its
+    // partitions theirs); then, in one UpdateTable, the table becomes a view over it, which every reader reads from then on.
+    let live = await this.glueTable(storage, true);
+    if (!live) {
+      await this.createLayout(table);
+      live = await this.glueTable(storage, true);
+    }
+    if (!live) throw new LakeswapError("STORE_ERROR", `Glue table ${this.options.database}.${storage} (a layout of ${table.name}) is gone; rerun`);
     await this.changeColumns(table, live, fence);
+    await this.putView(table);
+  }
+
+  /**
+   * Makes the table's own Glue entry an Athena view over the Glue table of its layout (`SELECT *`, the columns and then
+   * the partition keys as the layout has them), in one UpdateTable on the version just read, with the table's
+   * definition: readers of the table read the new layout from this call on, through Athena's pruning of the view's
+   * partition keys. What the entry held as a table stays (its partitions, the Location of a table without keys): a
+   * rollback makes it the table it was (putTable).
+   */
+  private async putView(table: TableDefinition): Promise<void> {
+    const storage = storageName(table);
+    const keys = table.partitionKeys.map((key) => ({ name: key, type: "varchar" }));
+    const columns = [...table.columns.map((c) => ({ name: c.name, type: trinoColumnType(c.type) })), ...keys];
+    const view = { originalSql: `SELECT * FROM ${quoteIdentifier(this.options.database)}.${quoteIdentifier(storage)}`, catalog: "awsdatacatalog", schema: this.options.database, columns };
+    const glueColumns = [...(this.storage(table, "").Columns ?? []), ...keys.map((k) => ({ Name: k.name, Type: "string" }))];
+    await this.held.writing(table.name, () => withRetry(`glue:UpdateTable on table ${table.name}`, async () => {
+      const live = await this.glueTable(table.name, true);
+      if (!live) throw new LakeswapError("STORE_ERROR", `Glue table ${this.options.database}.${table.name} is gone; rerun (lakeswap declares it again)`);
+      const input = {
+        Name: table.name,
+        TableType: VIEW,
+        ViewOriginalText: `/* Presto View: ${Buffer.from(JSON.stringify(view)).toString("base64")} */`,
+        ViewExpandedText: "/* Presto View */",
+        Parameters: { ...live.Parameters, presto_view: "true", comment: "Presto View", "lakeswap.definition": JSON.stringify(table) },
+        StorageDescriptor: { ...live.StorageDescriptor, Columns: glueColumns },
+        PartitionKeys: [],
+      };
+      await this.client.send(new UpdateTableCommand({ ...this.ids, VersionId: live.VersionId, TableInput: input }));
+    }));
+    for (let attempt = 0; (await this.glueTable(table.name, true))?.Parameters?.["lakeswap.definition"] !== JSON.stringify(table); attempt++) {
+      if (attempt >= 20) throw new LakeswapError("STORE_ERROR", `Glue table ${this.options.database}.${table.name} still does not show its new layout after ${attempt} reads; rerun, or check the table in the Glue console`);
+      await new Promise((resolve) => setTimeout(resolve, Math.min(2000, 100 * 2 ** attempt)));
+    }
   }
 
   /**
@@ -166,10 +269,10 @@ export class GlueCatalog implements Catalog {
    * 4. last, the definition and compression: until then getTable gives the old definition, so a rerun plans it again.
    */
   private async changeColumns(table: TableDefinition, live: GlueTable, fence?: Fence): Promise<void> {
-    this.seenColumns.delete(table.name);
+    this.seenColumns.delete(storageName(table));
     const columns = this.storage(table, "").Columns ?? [];
     // No partition to change (none yet, or a rerun after step 3): one UpdateTable.
-    if (table.partitionKeys.length > 0 && (await this.partitionsOf(table.name)).some((p) => !sameColumns(p.StorageDescriptor?.Columns ?? [], columns))) {
+    if (table.partitionKeys.length > 0 && (await this.partitionsOf(storageName(table))).some((p) => !sameColumns(p.StorageDescriptor?.Columns ?? [], columns))) {
       const was = live.StorageDescriptor?.Columns ?? [];
       const typeOf = (name?: string) => columns.find((c) => c.Name === name)?.Type;
       const stepping = was.filter((c) => typeOf(c.Name) !== undefined && typeOf(c.Name) !== c.Type && !ATHENA_WIDENS[c.Type ?? ""]?.includes(typeOf(c.Name) ?? ""));
@@ -182,13 +285,16 @@ export class GlueCatalog implements Catalog {
 
   /** One UpdateTable of the table as read (again each attempt) with the declared columns, and definition where `definition`; then untilLive. */
   private async putTable(table: TableDefinition, definition: boolean): Promise<void> {
-    await this.held.writing(table.name, () => withRetry(`glue:UpdateTable on table ${table.name}`, async () => {
-      const live = await this.glueTable(table.name, true);
-      if (!live) throw new LakeswapError("STORE_ERROR", `Glue table ${this.options.database}.${table.name} is gone; rerun (lakeswap declares it again)`);
-      const declared = { "lakeswap.definition": JSON.stringify(table), "parquet.compression": table.compression.toUpperCase() };
-      const storage = this.storage(table, live.StorageDescriptor?.Location ?? `${this.options.uriOf(table.name)}/`);
-      const input = { Name: table.name, TableType: live.TableType ?? "EXTERNAL_TABLE", PartitionKeys: live.PartitionKeys ?? [] };
-      const changed = definition ? { Parameters: { ...live.Parameters, ...declared }, StorageDescriptor: { ...live.StorageDescriptor, ...storage } } : { Parameters: live.Parameters, StorageDescriptor: { ...live.StorageDescriptor, Columns: storage.Columns } };
+    const name = storageName(table);
+    await this.held.writing(name, () => withRetry(`glue:UpdateTable on table ${name}`, async () => {
+      const live = await this.glueTable(name, true);
+      if (!live) throw new LakeswapError("STORE_ERROR", `Glue table ${this.options.database}.${name} is gone; rerun (lakeswap declares it again)`);
+      const declared = { ...this.declaredParameters(table), "parquet.compression": table.compression.toUpperCase() };
+      const storage = this.storage(table, live.StorageDescriptor?.Location ?? `${this.options.uriOf(name)}/`);
+      // Always a table of the declared partition keys: one that was a view over another layout of it (putView) is a table again, its partitions as they were.
+      const input = { Name: name, TableType: "EXTERNAL_TABLE", PartitionKeys: table.partitionKeys.map((key) => ({ Name: key, Type: "string" })) };
+      const parameters = Object.fromEntries(Object.entries(live.Parameters ?? {}).filter(([key]) => live.TableType !== VIEW || !VIEW_PARAMETERS.includes(key)));
+      const changed = definition ? { Parameters: { ...parameters, ...declared }, StorageDescriptor: { ...live.StorageDescriptor, ...storage } } : { Parameters: parameters, StorageDescriptor: { ...live.StorageDescriptor, Columns: storage.Columns } };
       await this.client.send(new UpdateTableCommand({ ...this.ids, VersionId: live.VersionId, TableInput: { ...input, ...changed } }));
     }));
     await this.untilLive(table);
@@ -196,13 +302,13 @@ export class GlueCatalog implements Catalog {
 
   /** Sets the columns of every partition whose differ, keeping the rest (Location, pointer Parameters): batches of 100, every entry checked. */
   private async setPartitionColumns(table: TableDefinition, columns: readonly Column[], fence?: Fence): Promise<void> {
-    const stale = (await this.partitionsOf(table.name)).filter((p) => !sameColumns(p.StorageDescriptor?.Columns ?? [], columns));
+    const stale = (await this.partitionsOf(storageName(table))).filter((p) => !sameColumns(p.StorageDescriptor?.Columns ?? [], columns));
     const input = (p: GluePartition): PartitionInput =>
       ({ Values: p.Values, Parameters: p.Parameters, LastAccessTime: p.LastAccessTime, LastAnalyzedTime: p.LastAnalyzedTime, StorageDescriptor: { ...p.StorageDescriptor, Columns: [...columns] } });
     for (let start = 0; start < stale.length; start += this.capabilities.maxBatchUpdate) {
       let pending = stale.slice(start, start + this.capabilities.maxBatchUpdate);
       await withRetry(`glue:BatchUpdatePartition (columns) on table ${table.name}`, async () => {
-        const failed = await this.batchUpdate(table.name, pending, (p) => ({ values: p.Values ?? [], input: input(p) }), fence);
+        const failed = await this.batchUpdate(storageName(table), pending, (p) => ({ values: p.Values ?? [], input: input(p) }), fence);
         // A partition removed meanwhile has no columns left to set.
         const again = failed.filter(({ detail }) => detail?.ErrorCode !== "EntityNotFoundException");
         pending = again.map(({ item }) => item);
@@ -217,15 +323,23 @@ export class GlueCatalog implements Catalog {
   private async untilLive(table: TableDefinition): Promise<void> {
     const wanted = JSON.stringify({ columns: this.storage(table, "").Columns, keys: table.partitionKeys });
     for (let attempt = 0; ; attempt++) {
-      const live = await this.glueTable(table.name, true);
+      const live = await this.glueTable(storageName(table), true);
       const seen = JSON.stringify({ columns: live?.StorageDescriptor?.Columns?.map((c) => ({ Name: c.Name, Type: c.Type })), keys: (live?.PartitionKeys ?? []).map((k) => k.Name) });
       if (seen === wanted) return;
-      if (attempt >= 20) throw new LakeswapError("STORE_ERROR", `Glue table ${this.options.database}.${table.name} still does not show the declared columns and partition keys after ${attempt} reads; rerun, or check the table in the Glue console`);
+      if (attempt >= 20) throw new LakeswapError("STORE_ERROR", `Glue table ${this.options.database}.${storageName(table)} still does not show the declared columns and partition keys after ${attempt} reads; rerun, or check the table in the Glue console`);
       await new Promise((resolve) => setTimeout(resolve, Math.min(2000, 100 * 2 ** attempt)));
     }
   }
 
   async dropTable(name: string): Promise<void> {
+    // Its layouts' Glue tables first (lake/operations/relayout.ts), then the table (a view over one of them, or the table itself).
+    for (const layout of await this.allGlueTables()) {
+      if (layout.Name !== undefined && isLayoutOf(layout.Name, name) && layout.Parameters?.[LAYOUT_OF] === name) await this.deleteTable(layout.Name);
+    }
+    await this.deleteTable(name);
+  }
+
+  private async deleteTable(name: string): Promise<void> {
     try {
       await this.held.writing(name, () => this.send("DeleteTable", () => this.client.send(new DeleteTableCommand({ ...this.ids, Name: name }))));
     } catch (error) {
@@ -248,7 +362,7 @@ export class GlueCatalog implements Catalog {
   async getPointer(table: TableDefinition, partition: Partition): Promise<Pointer | undefined> {
     if (table.partitionKeys.length === 0) return this.tablePointer(table);
     try {
-      const response = await this.send("GetPartition", () => this.client.send(new GetPartitionCommand({ ...this.ids, TableName: table.name, PartitionValues: [...partition.values] })));
+      const response = await this.send("GetPartition", () => this.client.send(new GetPartitionCommand({ ...this.ids, TableName: storageName(table), PartitionValues: [...partition.values] })));
       return response.Partition ? this.pointerOf(table, response.Partition) : undefined;
     } catch (error) {
       if (isError(error, "EntityNotFoundException")) return undefined;
@@ -261,7 +375,7 @@ export class GlueCatalog implements Catalog {
       const pointer = await this.tablePointer(table);
       return pointer ? [pointer] : [];
     }
-    const pointers = (await this.partitionsOf(table.name)).map((p) => this.pointerOf(table, p));
+    const pointers = (await this.partitionsOf(storageName(table))).map((p) => this.pointerOf(table, p));
     return pointers.sort((a, b) => (partitionPath(a.partition) < partitionPath(b.partition) ? -1 : 1));
   }
 
@@ -299,7 +413,7 @@ export class GlueCatalog implements Catalog {
           failed(move, detail);
         }
       }
-      for (const { item: move, detail } of await this.batchUpdate(table.name, updates, entry, fence)) {
+      for (const { item: move, detail } of await this.batchUpdate(storageName(table), updates, entry, fence)) {
         if (detail?.ErrorCode === "EntityNotFoundException") retryCreates.push(move);
         else {
           retryUpdates.push(move);
@@ -320,7 +434,7 @@ export class GlueCatalog implements Catalog {
   private async batchCreate(table: TableDefinition, moves: readonly PointerMove[], columns: readonly Column[], fence: Fence | undefined): Promise<{ item: PointerMove; detail?: ErrorDetail }[]> {
     if (moves.length === 0) return [];
     const PartitionInputList = moves.map((move) => this.partitionInput(table, columns, move));
-    const response = await this.send("BatchCreatePartition", () => this.fenced(fence, () => this.client.send(new BatchCreatePartitionCommand({ ...this.ids, TableName: table.name, PartitionInputList }))));
+    const response = await this.send("BatchCreatePartition", () => this.fenced(fence, () => this.client.send(new BatchCreatePartitionCommand({ ...this.ids, TableName: storageName(table), PartitionInputList }))));
     faultPoint("during-batch-swap");
     return entryErrors(moves, (move) => move.partition.values, (response.Errors ?? []).map((error) => ({ values: error.PartitionValues, detail: error.ErrorDetail })));
   }
@@ -340,19 +454,23 @@ export class GlueCatalog implements Catalog {
   async removePointers(table: TableDefinition, partitions: readonly Partition[], fence?: Fence): Promise<void> {
     assertBatch("removePointers", partitions.length, this.capabilities.maxBatchRemove);
     if (table.partitionKeys.length === 0) {
-      if (partitions.length > 0) await this.updateTableLocation(table, `${table.name}/${NO_RUN}`, () => ({}), fence);
+      if (partitions.length > 0) await this.updateTableLocation(table, `${storageName(table)}/${NO_RUN}`, () => ({}), fence);
       return;
     }
     if (partitions.length === 0) return;
+    // The partitions of a table's first layout stay on its Glue entry while that entry is a view over a later layout
+    // (putView), where Glue changes none of them (InvalidInputException: a view has no partition keys). Nobody reads
+    // them there; they go with the entry (dropTable), or are read again once a rollback makes it the table it was.
+    if (storageName(table) === table.name && (await this.glueTable(table.name))?.TableType === VIEW) return;
     const PartitionsToDelete = partitions.map((p) => ({ Values: [...p.values] }));
-    const response = await this.send("BatchDeletePartition", () => this.fenced(fence, () => this.client.send(new BatchDeletePartitionCommand({ ...this.ids, TableName: table.name, PartitionsToDelete }))));
+    const response = await this.send("BatchDeletePartition", () => this.fenced(fence, () => this.client.send(new BatchDeletePartitionCommand({ ...this.ids, TableName: storageName(table), PartitionsToDelete }))));
     const failed = (response.Errors ?? []).filter((error) => error.ErrorDetail?.ErrorCode !== "EntityNotFoundException").map((error) => `${(error.PartitionValues ?? []).join("/")}: ${error.ErrorDetail?.ErrorCode}`);
     if (failed.length > 0) throw new PointerBatchError("remove", table.name, failed, partitions.length);
   }
 
   /** The pointer of a table without partition keys: its own Location and Parameters. */
   private async tablePointer(table: TableDefinition): Promise<Pointer | undefined> {
-    const live = await this.glueTable(table.name);
+    const live = await this.glueTable(storageName(table));
     const parameters = live?.Parameters ?? {};
     const runId = parameters[P.run];
     if (!live || runId === undefined) return undefined;
@@ -375,14 +493,15 @@ export class GlueCatalog implements Catalog {
   }
 
   private async updateTableLocation(table: TableDefinition, key: string, pointerParameters: () => Record<string, string>, fence?: Fence): Promise<void> {
-    await this.held.writing(table.name, () => withRetry(`glue:UpdateTable on table ${table.name}`, async () => {
-      const live = await this.glueTable(table.name, true);
+    const name = storageName(table);
+    await this.held.writing(name, () => withRetry(`glue:UpdateTable on table ${name}`, async () => {
+      const live = await this.glueTable(name, true);
       if (!live) throw new LakeswapError("NOT_FOUND", `Glue table ${this.options.database}.${table.name} does not exist; its pointer cannot move`);
       const kept = Object.fromEntries(Object.entries(live.Parameters ?? {}).filter(([name]) => !(Object.values(P) as string[]).includes(name)));
       await fence?.();
       // The columns Glue holds (a schema change writes them), never an older definition's the caller may have read.
       const storage = { ...this.storage(table, `${this.options.uriOf(key)}/`), ...(live.StorageDescriptor?.Columns ? { Columns: live.StorageDescriptor.Columns } : {}) };
-      const input = { Name: table.name, TableType: live.TableType ?? "EXTERNAL_TABLE", Parameters: { ...kept, ...pointerParameters() }, StorageDescriptor: storage, PartitionKeys: [] };
+      const input = { Name: name, TableType: live.TableType ?? "EXTERNAL_TABLE", Parameters: { ...kept, ...pointerParameters() }, StorageDescriptor: storage, PartitionKeys: [] };
       await this.client.send(new UpdateTableCommand({ ...this.ids, VersionId: live.VersionId, TableInput: input }));
     }));
   }
@@ -390,10 +509,10 @@ export class GlueCatalog implements Catalog {
   /** The Glue table's columns, for the partitions a move writes: a change killed before its last step holds them under the old definition. */
   private async liveColumns(table: TableDefinition): Promise<Column[]> {
     const definition = JSON.stringify(table);
-    const seen = this.seenColumns.get(table.name);
+    const seen = this.seenColumns.get(storageName(table));
     if (seen?.definition === definition) return seen.columns;
-    const columns = (await this.glueTable(table.name))?.StorageDescriptor?.Columns ?? this.storage(table, "").Columns ?? [];
-    this.seenColumns.set(table.name, { definition, columns });
+    const columns = (await this.glueTable(storageName(table)))?.StorageDescriptor?.Columns ?? this.storage(table, "").Columns ?? [];
+    this.seenColumns.set(storageName(table), { definition, columns });
     return columns;
   }
 

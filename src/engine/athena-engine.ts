@@ -9,7 +9,7 @@ import { faultPoint } from "../shared/faults.js";
 import { partitionPath, partitionValue } from "../model/partition.js";
 import { withRetry } from "../shared/retry.js";
 import { quoteIdentifier, quoteLiteral } from "../model/sql.js";
-import type { TableDefinition } from "../model/table.js";
+import { storageName, type TableDefinition } from "../model/table.js";
 import type { ObjectStore } from "../store/object-store.js";
 import { checkOutputColumns, outputValue, partitionRowsCheck } from "./build-checks.js";
 import { assertOneSelect, refuseFileReadsWherePossible } from "./sql-guard.js";
@@ -88,7 +88,7 @@ export class AthenaEngine implements Engine {
 
   async countRows(table: TableDefinition, run: PartitionSnapshot): Promise<number> {
     const where = table.partitionKeys.map((key) => `${quoteIdentifier(key)} = ${quoteLiteral(partitionValue(run.partition, key))}`).join(" AND ") || "true";
-    const result = await this.query(`SELECT count(*) FROM ${this.qualified(table.name)} WHERE ${where}`, []);
+    const result = await this.query(`SELECT count(*) FROM ${this.qualified(storageName(table))} WHERE ${where}`, []);
     return Number(result.rows[0]?.[0] ?? 0);
   }
 
@@ -154,17 +154,21 @@ export class AthenaEngine implements Engine {
   private inputCtes(request: BuildRequest): string {
     const limits = request.inputPartitions ?? [];
     const staged = request.staged ?? [];
-    const tables = [...new Set([...limits.map((l) => l.table), ...staged.map((s) => s.table)])];
+    // A source in a layout of its own (its partition keys changed: lake/operations/relayout.ts) is read from that layout's
+    // table: the table's name still reads the layout it replaces while the sync that changes them builds.
+    const relaid = request.sources.filter((s) => storageName(s.table) !== s.table.name).map((s) => s.table.name);
+    const tables = [...new Set([...limits.map((l) => l.table), ...staged.map((s) => s.table), ...relaid])];
     if (tables.length === 0) return "";
     const ctes = tables.map((table) => {
-      if (!request.sources.some((s) => s.table.name === table)) throw new InvalidInputError(`the inputs of ${request.table.name} name table '${table}', which does not exist`);
+      const source = request.sources.find((s) => s.table.name === table)?.table;
+      if (!source) throw new InvalidInputError(`the inputs of ${request.table.name} name table '${table}', which does not exist`);
       const limit = limits.find((l) => l.table === table);
       const match = limit ? partitionsMatch(limit.partitions) : "true";
       const scratch = staged.find((s) => s.table === table);
       const body = scratch
-        ? `SELECT * FROM ${this.qualified(table)} WHERE (${match}) AND NOT (${partitionsMatch(scratch.partitions)}) ` +
+        ? `SELECT * FROM ${this.qualified(storageName(source))} WHERE (${match}) AND NOT (${partitionsMatch(scratch.partitions)}) ` +
           `UNION ALL SELECT * FROM ${this.qualified(scratch.scratch)} WHERE (${match}) AND (${partitionsMatch(scratch.partitions)})`
-        : `SELECT * FROM ${this.qualified(table)} WHERE ${match}`;
+        : `SELECT * FROM ${this.qualified(storageName(source))} WHERE ${match}`;
       return `${quoteIdentifier(table)} AS (${body})`;
     });
     return `WITH ${ctes.join(", ")} `;

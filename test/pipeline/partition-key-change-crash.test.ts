@@ -2,7 +2,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import type { Lake } from "../../src/lake/lake.js";
-import { BACKEND_FACTORIES, cloneBackend, runCli, tempDir, type CliResult, type TestBackend } from "../support/lake-fixture.js";
+import { BACKEND_FACTORIES, cloneBackend, runCli, selectedBackends, tempDir, type CliResult, type TestBackend } from "../support/lake-fixture.js";
 import { expectSyncBuildsNothing, runMain } from "../support/main-cli.js";
 
 // Issue 31 item 3: `sync --rebuild-schema` that changes the partition keys of a raw table and its stage layer (day to
@@ -43,7 +43,7 @@ function expected(key: string): string[] {
  */
 const POINTS = ["schema-after-record", "after-swap", "relayout-after-build", "schema-after-change", "relayout-before-switch", "relayout-after-switch"];
 
-describe("a change of partition keys, killed (local)", () => {
+describe.each(selectedBackends())("a change of partition keys, killed (%s)", (backendName) => {
   const { dir, cleanup } = tempDir("lakeswap-relayout-crash-");
   mkdirSync(path.join(dir, "deliveries"));
   mkdirSync(path.join(dir, "sql"));
@@ -58,7 +58,7 @@ describe("a change of partition keys, killed (local)", () => {
   let synced: Promise<TestBackend> | undefined;
   const syncedBefore = (): Promise<TestBackend> =>
     (synced ??= (async () => {
-      const backend = await BACKEND_FACTORIES.local!();
+      const backend = await BACKEND_FACTORIES[backendName]!();
       const first = await runMain(args(backend, before, false), backend.cliEnv);
       expect(first.code, first.stderr).toBe(0);
       return backend;

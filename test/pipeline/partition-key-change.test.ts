@@ -1,5 +1,6 @@
 import { existsSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
+import { GetPartitionsCommand, GetTableCommand, GetTablesCommand, GlueClient } from "@aws-sdk/client-glue";
 import { DuckDBInstance } from "@duckdb/node-api";
 import { afterEach, describe, expect, it } from "vitest";
 import { loadPipelineConfig } from "../../src/config/pipeline-config.js";
@@ -12,6 +13,9 @@ import { pinPartition } from "../../src/lake/operations/pin.js";
 import { Pipeline, type PipelineOptions } from "../../src/pipeline/pipeline.js";
 import { icebirdRows } from "../support/iceberg-kit.js";
 import { declarationWorkspace } from "../support/pipeline-fixture.js";
+import { selectedBackends, type TestBackend } from "../support/lake-fixture.js";
+import type { AwsEndpoints } from "../support/aws-services.js";
+import type { AwsTarget } from "../../src/config/aws-config.js";
 
 // Issue 31 item 3: a change of partition keys is a new table layout, built aside while every reader reads the old one,
 // then switched to in one step, with rollback --sync to the old layout.
@@ -448,16 +452,107 @@ describe("changing a table's partition keys (embedded)", () => {
   }, 120_000);
 });
 
-describe("changing a table's partition keys (aws)", () => {
-  it("is refused before anything is written: a Glue table keeps its partition keys", async () => {
+describe.runIf(selectedBackends().includes("aws"))("changing a table's partition keys (aws)", () => {
+  it("builds the new layout in a Glue table of its own while Athena reads the old one, switches the table to a view over it in one step, rolls back to the table it was, and GC and drop-table remove every layout", async () => {
     const ws = await workspace("aws");
+    const { services, target } = ws.backend as TestBackend & { readonly services: AwsEndpoints; readonly target: AwsTarget };
+    const glue = new GlueClient(services.glue.clientConfig);
+    cleanups.push(() => glue.destroy());
+    const glueTable = async (name: string) => (await glue.send(new GetTableCommand({ DatabaseName: target.database, Name: name }))).Table!;
+    const glueTables = async () => ((await glue.send(new GetTablesCommand({ DatabaseName: target.database }))).TableList ?? []).map((t) => t.Name!).sort();
+    const partitionValues = async (name: string) =>
+      ((await glue.send(new GetPartitionsCommand({ DatabaseName: target.database, TableName: name }))).Partitions ?? []).map((p) => p.Values!.join("/")).sort();
+    const objects = async (prefix: string) => (await ws.lake.parts.store.list(prefix)).map((o) => o.key);
     ws.configure("day");
     await ws.sync(ws.deliver(delivery()));
     ws.configure("month");
-    await expect(ws.sync(ws.deliver(delivery()), { rebuildSchema: true })).rejects.toThrow(
-      /'orders_raw' cannot be rebuilt by swap here: its partition keys change, and on AWS lakeswap does not switch a Glue table to a new layout yet.*Declare it with its partition keys as they are \(day\), or drop it/,
-    );
-    expect((await ws.lake.table("orders_raw")).partitionKeys).toEqual(["day"]);
+    const file = ws.deliver(delivery(true));
+    await expect(ws.sync(file)).rejects.toThrow(/'orders_raw' cannot change in place: its partition keys change from \(day\) to \(month\).*lakeswap sync --rebuild-schema/);
+
+    // A reader reads both tables through Athena all along: every read sees every row exactly once.
+    const reader = await ws.backend.open({ readOnly: true });
+    cleanups.push(() => reader.close());
+    let reading = true;
+    const reads: { ids?: string[]; error?: string }[] = [];
+    const loop = (async () => {
+      while (reading) {
+        for (const table of ["orders_raw", "orders_stage"]) {
+          reads.push(
+            await reader.query(`SELECT id FROM ${table}`).then(
+              (result) => ({ ids: result.rows.map((row) => String(row[0])).sort() }),
+              (error: unknown) => ({ error: String(error) }),
+            ),
+          );
+        }
+      }
+    })();
+    const report = await ws.sync(file, { rebuildSchema: true });
+    reading = false;
+    await loop;
+    expect(reads.filter((r) => r.error !== undefined)).toEqual([]);
+    expect(reads.length).toBeGreaterThan(0);
+    const ids = expected("day").map((row) => row.split(" ")[1]!).sort();
+    for (const read of reads) expect(read.ids).toEqual(ids);
+
+    expect(report.partitions.filter((p) => p.layer === "raw").map((p) => [p.partition, p.action])).toEqual([
+      ["month=2026-10", "skip"],
+      ["month=2026-11", "skip"],
+    ]);
+    expect(report.partitions.filter((p) => p.layer === "stage").map((p) => [p.partition, p.action, p.reason])).toEqual([
+      ["month=2026-10", "build", "new"],
+      ["month=2026-11", "build", "new"],
+    ]);
+    const raw = await ws.lake.table("orders_raw");
+    const stage = await ws.lake.table("orders_stage");
+    expect(raw.partitionKeys).toEqual(["month"]);
+    expect(await rows(ws.lake, "orders_raw")).toEqual(expected("month"));
+    expect(await rows(ws.lake, "orders_stage")).toEqual(expected("month"));
+    expect((await ws.lake.listTables()).map((t) => [t.name, t.partitionKeys])).toEqual([["orders_raw", ["month"]], ["orders_stage", ["month"]]]);
+    // In Glue: each table a view over its layout's table, which holds the new partitions; the old ones kept for a rollback.
+    expect(await glueTables()).toEqual(["orders_raw", raw.layout!, "orders_stage", stage.layout!].sort());
+    const view = await glueTable("orders_raw");
+    expect([view.TableType, view.PartitionKeys]).toEqual(["VIRTUAL_VIEW", []]);
+    expect(view.StorageDescriptor?.Columns?.map((c) => `${c.Name} ${c.Type}`)).toEqual(["id bigint", "amount decimal(10,2)", "ts timestamp", "month string"]);
+    expect((await glueTable(raw.layout!)).PartitionKeys?.map((k) => k.Name)).toEqual(["month"]);
+    expect(await partitionValues(raw.layout!)).toEqual(["2026-10", "2026-11"]);
+    expect(await partitionValues("orders_raw")).toEqual(DAYS);
+    // Plain Athena SQL reads the view with pruning on its new key, as any reader of the table does.
+    const november = await reader.query("SELECT count(*) FROM orders_raw WHERE month = '2026-11'");
+    expect(Number(november.rows[0]![0])).toBe(2 * PER_DAY);
+
+    // The same rows again build nothing; a changed row rebuilds its month in raw and stage.
+    const again = await ws.sync(ws.deliver(delivery()), { rebuildSchema: true });
+    expect(again.partitions.filter((p) => p.action === "build")).toEqual([]);
+    const changed = await ws.sync(ws.deliver(delivery(false, (id) => (id === 41 ? "99.99" : `${id}.50`))));
+    expect(changed.partitions.filter((p) => p.action === "build").map((p) => `${p.layer} ${p.partition}`)).toEqual(["raw month=2026-11", "stage month=2026-11"]);
+    await rollbackSync(ws.lake, changed.syncId);
+    // Back to the old layout: each table the Glue table it was, its day partitions read again.
+    const back = await rollbackSync(ws.lake, report.syncId);
+    expect(back.schemas?.map((s) => [s.table, s.action])).toEqual([
+      ["orders_stage", "restored"],
+      ["orders_raw", "restored"],
+    ]);
+    const table = await glueTable("orders_raw");
+    expect([table.TableType, table.PartitionKeys?.map((k) => k.Name), table.ViewOriginalText]).toEqual(["EXTERNAL_TABLE", ["day"], undefined]);
+    expect(table.StorageDescriptor?.Columns?.map((c) => c.Name)).toEqual(["id", "amount", "ts"]);
     expect(await rows(ws.lake, "orders_raw")).toEqual(expected("day"));
-  }, 120_000);
+    expect(await rows(ws.lake, "orders_stage")).toEqual(expected("day"));
+    expect(await rows(reader, "orders_raw")).toEqual(expected("day"));
+
+    // Again: another layout. GC removes the one rolled back from (its Glue table and its runs), and keeps the rollback target.
+    const redo = await ws.sync(ws.deliver(delivery()), { rebuildSchema: true });
+    expect(redo.schemaChanges?.map((s) => s.table)).toEqual(["orders_raw", "orders_stage"]);
+    const relaid = await ws.lake.table("orders_raw");
+    expect(await rows(ws.lake, "orders_raw")).toEqual(expected("month"));
+    expect(await objects(`${raw.layout}/`)).not.toEqual([]);
+    await collectGarbage(ws.lake, "orders_raw", { graceMs: 0 });
+    expect(await glueTables()).toEqual(["orders_raw", relaid.layout!, "orders_stage", stage.layout!, (await ws.lake.table("orders_stage")).layout!].sort());
+    expect(await objects(`${raw.layout}/`)).toEqual([]);
+    expect(await rows(ws.lake, "orders_raw")).toEqual(expected("month"));
+    expect(await partitionValues("orders_raw")).toEqual(DAYS);
+    // drop-table removes every layout: Glue tables, partitions, runs, records.
+    await dropTable(ws.lake, "orders_raw");
+    expect(await glueTables()).toEqual(["orders_stage", stage.layout!, (await ws.lake.table("orders_stage")).layout!].sort());
+    expect((await objects("")).filter((key) => /(^|\/)orders_raw(__layout_[0-9a-f]+)?\//.test(key))).toEqual([]);
+  }, 240_000);
 });

@@ -1,9 +1,13 @@
+import fs from "node:fs/promises";
+import path from "node:path";
 import type { Catalog } from "../../catalog/catalog.js";
 import type { LandColumn } from "../../landing/landing.js";
 import { LakeswapError, errorMessage } from "../../model/errors.js";
 import { parseTableDefinition, storageName, type TableDefinition } from "../../model/table.js";
 import type { ObjectStore } from "../../store/object-store.js";
 import { faultPoint } from "../../shared/faults.js";
+import { mapLimited } from "../../shared/map-limited.js";
+import { freshProcessFolder } from "../../shared/process-folders.js";
 import { removePointers } from "../commit/move.js";
 import { swapBatch } from "../commit/swap.js";
 import type { LakeParts } from "../parts.js";
@@ -64,9 +68,11 @@ async function buildLayout(
   const files = (snapshot?.partitions ?? []).flatMap((p) => p.files);
   if (files.length === 0) return [];
   const label = `table '${table.name}' under its new partition keys (${table.partitionKeys.join(", ")})`;
+  const local = await localCopies(parts.store, files);
   const delivery = await parts.landing
-    .land({ files: files.map((key) => parts.store.localPath(key)), format: "parquet", header: false, delimiter: ",", ...repartition })
-    .catch((error: unknown) => {
+    .land({ files: local.paths, format: "parquet", header: false, delimiter: ",", ...repartition })
+    .catch(async (error: unknown) => {
+      await local.release();
       throw new LakeswapError(error instanceof LakeswapError ? error.code : "BUILD_FAILED", `${label}: ${errorMessage(error)}`);
     });
   try {
@@ -95,6 +101,31 @@ async function buildLayout(
     return moves;
   } finally {
     await parts.landing.releaseLanding(delivery);
+    // Only now: a Parquet delivery is read where it lies, until its runs are written.
+    await local.release();
+  }
+}
+
+/**
+ * Local paths of the run files `keys`: where they are (the embedded lake), or copies in a folder of this process's (S3),
+ * removed by `release` (a killed process's by the next that makes such a folder).
+ */
+async function localCopies(store: ObjectStore, keys: readonly string[]): Promise<{ readonly paths: string[]; release(): Promise<void> }> {
+  if (store.capabilities.localPaths) return { paths: keys.map((key) => store.localPath(key)), release: async () => undefined };
+  const folder = await freshProcessFolder("lakeswap-relayout-");
+  const release = () => fs.rm(folder, { recursive: true, force: true });
+  try {
+    const paths = await mapLimited(keys, 8, async (key, index) => {
+      const object = await store.get(key);
+      if (!object) throw new LakeswapError("STORE_ERROR", `the run file ${key} is gone from ${store.description}; rerun (the table's current runs are read again)`, { retryable: true });
+      const file = path.join(folder, `${index}.parquet`);
+      await fs.writeFile(file, object.body);
+      return file;
+    });
+    return { paths, release };
+  } catch (error) {
+    await release();
+    throw error;
   }
 }
 
@@ -117,6 +148,7 @@ export class PendingLayouts {
    */
   async begin(parts: LakeParts, existing: TableDefinition, table: TableDefinition, repartition: Repartition | undefined, record: Parameters<typeof buildLayout>[4]): Promise<void> {
     await recordLayout(parts.store, table, "building");
+    await parts.catalog.createLayout?.(table);
     if (repartition) await buildLayout(parts, existing, table, repartition, record);
     this.pending.set(table.name, { table, replaced: existing });
   }
@@ -149,6 +181,8 @@ export class PendingLayouts {
       updateTable: (table, fence) => catalog.updateTable(table, fence),
       ...(catalog.rebuildRefusal ? { rebuildRefusal: (existing: TableDefinition, wanted: TableDefinition) => catalog.rebuildRefusal?.(existing, wanted) } : {}),
       dropTable: (name) => catalog.dropTable(name),
+      ...(catalog.createLayout ? { createLayout: (table: TableDefinition) => catalog.createLayout?.(table) ?? Promise.resolve() } : {}),
+      ...(catalog.dropLayout ? { dropLayout: (table: TableDefinition) => catalog.dropLayout?.(table) ?? Promise.resolve() } : {}),
       ...(catalog.holdTable ? { holdTable: (name: string) => catalog.holdTable?.(name) ?? (() => undefined) } : {}),
       getPointer: (table, partition) => catalog.getPointer(table, partition),
       listPointers: (table) => catalog.listPointers(table),
@@ -185,6 +219,16 @@ export async function forgetLayout(store: ObjectStore, table: TableDefinition): 
 export async function layoutRemoved(store: ObjectStore, table: TableDefinition): Promise<boolean> {
   const state = (await readLayoutRecord(store, layoutRecordKey(table.name, storageName(table))))?.state;
   return state === "removing" || state === "removed";
+}
+
+/** The layouts of table `name` other than its current one that still hold something (not removed), each as that layout holds the table. */
+export async function otherLayouts(store: ObjectStore, table: TableDefinition): Promise<TableDefinition[]> {
+  const layouts: TableDefinition[] = [];
+  for (const object of await store.list(layoutRecordsPrefix(table.name))) {
+    const record = await readLayoutRecord(store, object.key);
+    if (record && record.state !== "removed" && record.definition.name === table.name && storageName(record.definition) !== storageName(table)) layouts.push(record.definition);
+  }
+  return layouts;
 }
 
 async function readLayoutRecord(store: ObjectStore, key: string): Promise<LayoutRecord | undefined> {
@@ -233,6 +277,7 @@ export async function collectLayouts(parts: LakeParts, table: TableDefinition, o
     await removePointers(parts.catalog, layout, (await parts.catalog.listPointers(layout)).map((p) => p.partition), fence);
     await fence();
     await parts.store.delete(objects.map((o) => o.key));
+    await parts.catalog.dropLayout?.(layout);
     await recordLayout(parts.store, layout, "removed");
   }
   return reports;
