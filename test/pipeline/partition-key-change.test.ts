@@ -214,8 +214,8 @@ describe("changing a table's partition keys (embedded)", () => {
     expect(readdirSync(path.join(lakeDir, "_lakeswap", "manifests")).filter((name) => name.startsWith("orders_raw"))).toEqual([]);
   }, 240_000);
 
-  it("with the other features: an upserted table keeps merging by key in its new layout, bad rows still go to the dead letters, and a layer keeps its own keys", async () => {
-    const ws = await workspace();
+  it.each(selectedBackends())("with the other features: an upserted table keeps merging by key in its new layout, bad rows still go to the dead letters, and a layer keeps its own keys (%s)", async (backendName) => {
+    const ws = await workspace(backendName);
     const upsertYaml = (key: "day" | "month") => `datasets:
   orders:
     source: {format: csv, path: deliveries/*.csv}
@@ -328,8 +328,47 @@ describe("changing a table's partition keys (embedded)", () => {
     await expect(ws.lake.query("SELECT day, id FROM orders_raw", { asOf: byDay.syncId })).rejects.toThrow(/gc expired it/);
   }, 120_000);
 
-  it("a new layout that cannot be built whole is not switched to: a failed partition of it fails the sync, and readers stay on the old layout", async () => {
-    const ws = await workspace();
+  it.each(selectedBackends())("a table without partition keys gets some, a column is added in place in its new layout, and rollbacks undo each (%s)", async (backendName) => {
+    const ws = await workspace(backendName);
+    const upsertYaml = (partition: string, columns = COLUMNS) => `datasets:
+  orders:
+    source: {format: csv, path: deliveries/*.csv}
+    write: upsert
+    primary_key: [id]
+    columns: ${columns}
+    partition: {${partition}}
+`;
+    writeFileSync(ws.configFile, upsertYaml(""));
+    await ws.sync(ws.deliver(delivery()));
+    const plain = async () => (await ws.lake.query("SELECT id, amount FROM orders_raw")).rows.map((r) => r.map(String).join(" ")).sort();
+    const ids = expected("day").map((row) => row.split(" ").slice(1).join(" ")).sort();
+    expect(await plain()).toEqual(ids);
+    expect((await ws.lake.table("orders_raw")).partitionKeys).toEqual([]);
+
+    writeFileSync(ws.configFile, upsertYaml(`month: "strftime(ts, '%Y-%m')"`));
+    const relaid = await ws.sync(ws.deliver(delivery(true)), { rebuildSchema: true });
+    expect(relaid.schemaChanges?.map((c) => c.changes[0])).toEqual(["its partition keys change from (none) to (month)"]);
+    expect(await rows(ws.lake, "orders_raw")).toEqual(expected("month"));
+
+    // A column added in place: the new layout takes it (on AWS its Glue table and every partition's columns, and the view).
+    writeFileSync(ws.configFile, upsertYaml(`month: "strftime(ts, '%Y-%m')"`, `${COLUMNS.slice(0, -1)}, note: VARCHAR}`));
+    const added = await ws.sync(ws.deliver(`id,amount,ts,note\n10,10.50,2026-10-29 10:00:00,first\n`));
+    expect(added.schemaChanges?.map((c) => c.table)).toEqual(["orders_raw"]);
+    const notes = async () => (await ws.lake.query("SELECT month, id, note FROM orders_raw WHERE note IS NOT NULL OR id = 11")).rows.map((r) => r.map(String).join(" ")).sort();
+    expect(await notes()).toEqual(["2026-10 10 first", "2026-10 11 null"]);
+    expect(await rows(ws.lake, "orders_raw")).toEqual(expected("month"));
+
+    // Each rollback undoes its own sync: the column, then the keys (the table without them again, every row in it).
+    await rollbackSync(ws.lake, added.syncId);
+    expect((await ws.lake.table("orders_raw")).columns.map((c) => c.name)).toEqual(["id", "amount", "ts"]);
+    expect(await rows(ws.lake, "orders_raw")).toEqual(expected("month"));
+    await rollbackSync(ws.lake, relaid.syncId);
+    expect((await ws.lake.table("orders_raw")).partitionKeys).toEqual([]);
+    expect(await plain()).toEqual(ids);
+  }, 240_000);
+
+  it.each(selectedBackends())("a new layout that cannot be built whole is not switched to: a failed partition of it fails the sync, and readers stay on the old layout (%s)", async (backendName) => {
+    const ws = await workspace(backendName);
     ws.configure("day");
     await ws.sync(ws.deliver(delivery()));
     ws.configure("month");
@@ -555,4 +594,19 @@ describe.runIf(selectedBackends().includes("aws"))("changing a table's partition
     expect(await glueTables()).toEqual(["orders_stage", stage.layout!, (await ws.lake.table("orders_stage")).layout!].sort());
     expect((await objects("")).filter((key) => /(^|\/)orders_raw(__layout_[0-9a-f]+)?\//.test(key))).toEqual([]);
   }, 240_000);
+
+  it("is refused before anything is written for an iceberg: true table, whose Glue Iceberg table keeps its partition spec", async () => {
+    const ws = await workspace("aws");
+    const icebergYaml = (key: "day" | "month") => yaml(key).replace("    layers:\n", "    iceberg: true\n    layers:\n");
+    writeFileSync(ws.configFile, icebergYaml("day"));
+    writeFileSync(path.join(ws.dir, "sql", "stage.sql"), stageSql("day"));
+    await ws.sync(ws.deliver(delivery()));
+    writeFileSync(ws.configFile, icebergYaml("month"));
+    writeFileSync(path.join(ws.dir, "sql", "stage.sql"), stageSql("month"));
+    await expect(ws.sync(ws.deliver(delivery()), { rebuildSchema: true })).rejects.toThrow(
+      /'orders_raw' cannot change its partition keys here: .*does not give an iceberg: true table's Glue Iceberg table a new partition spec yet.*Declare it with its partition keys as they are \(day\)/,
+    );
+    expect((await ws.lake.table("orders_raw")).partitionKeys).toEqual(["day"]);
+    expect(await rows(ws.lake, "orders_raw")).toEqual(expected("day"));
+  }, 120_000);
 });

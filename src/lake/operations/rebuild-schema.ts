@@ -190,11 +190,11 @@ async function rewrite(parts: LakeParts, existing: TableDefinition, change: Sche
 export function refuseUnreadableRebuild(catalog: Pick<Catalog, "rebuildRefusal">, existing: TableDefinition, wanted: TableDefinition): void {
   const why = catalog.rebuildRefusal?.(existing, wanted);
   if (why === undefined) return;
-  const fix =
-    existing.partitionKeys.join(",") !== wanted.partitionKeys.join(",")
-      ? `Declare it with its partition keys as they are (${existing.partitionKeys.join(", ") || "none"}), or drop it (lakeswap drop-table ${wanted.name}) and load it again`
-      : "Add a column of the new type instead (in place), fill it, then drop the old one with --rebuild-schema";
-  throw new LakeswapError("CONFLICT", `table '${wanted.name}' cannot be rebuilt by swap here: ${why}. ${fix}`);
+  const rekeyed = existing.partitionKeys.join(",") !== wanted.partitionKeys.join(",");
+  const fix = rekeyed
+    ? `Declare it with its partition keys as they are (${existing.partitionKeys.join(", ") || "none"}), or drop it (lakeswap drop-table ${wanted.name}) and load it again`
+    : "Add a column of the new type instead (in place), fill it, then drop the old one with --rebuild-schema";
+  throw new LakeswapError("CONFLICT", `table '${wanted.name}' cannot ${rekeyed ? "change its partition keys" : "be rebuilt by swap"} here: ${why}. ${fix}`);
 }
 
 /**
