@@ -114,7 +114,10 @@ export interface Catalog {
    * under a table column of another type only where it coerces one to the other.
    */
   rebuildRefusal?(existing: TableDefinition, wanted: TableDefinition): string | undefined;
-  /** Removes a table's definition and whatever catalog state is left for it, its layouts' too (model/table.ts `layout`). */
+  /**
+   * Removes a table's definition and whatever catalog state is left for it. The layouts of a table whose partition keys
+   * changed (model/table.ts `layout`) the lake drops first, each with `dropLayout` where the catalog has that.
+   */
   dropTable(name: string): Promise<void>;
   /**
    * Makes the place where a new layout of a table (`table.layout`, ../lake/operations/relayout.ts) keeps its pointers,

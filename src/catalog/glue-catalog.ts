@@ -12,7 +12,7 @@ import type { AdaptiveLimit } from "../shared/adaptive-limit.js";
 import { isRunId } from "../model/run-id.js";
 import { glueColumnType, trinoColumnType } from "../model/column-types.js";
 import { quoteIdentifier } from "../model/sql.js";
-import { isLayoutOf, sameDeclaration, storageName, tableChange, type TableDefinition } from "../model/table.js";
+import { sameDeclaration, storageName, tableChange, type TableDefinition } from "../model/table.js";
 import { GlueIcebergTables } from "./glue-iceberg.js";
 import { ATHENA_WIDENS, athenaRebuildRefusal } from "./athena-columns.js";
 import { HeldReads } from "./held-reads.js";
@@ -331,11 +331,8 @@ export class GlueCatalog implements Catalog {
     }
   }
 
+  /** Drops the table's Glue entry (a table, or a view over a layout of it: the lake drops its layouts' tables first, dropLayout). */
   async dropTable(name: string): Promise<void> {
-    // Its layouts' Glue tables first (lake/operations/relayout.ts), then the table (a view over one of them, or the table itself).
-    for (const layout of await this.allGlueTables()) {
-      if (layout.Name !== undefined && isLayoutOf(layout.Name, name) && layout.Parameters?.[LAYOUT_OF] === name) await this.deleteTable(layout.Name);
-    }
     await this.deleteTable(name);
   }
 

@@ -34,6 +34,8 @@ export async function dropTable(lake: HasLakeParts, name: string): Promise<void>
     ];
     // On S3 the Iceberg folder lies under the table's runs prefix too: each key once.
     await store.delete([...new Set(objects.map((o) => o.key))]);
+    // The catalog's entries of its layouts (Glue: a table each), which nobody reads; the table's own goes last, below.
+    for (const layout of [table, ...others]) await catalog.dropLayout?.(layout);
     // Last, while this writer still holds its kernel lock: a table dropped leaves nothing behind.
     if (store.tryLock) await store.delete([leaseLockKey(table.name)]);
   }, { catalogFile: "remove" });
