@@ -1,23 +1,22 @@
 import {
   BatchCreatePartitionCommand, BatchDeletePartitionCommand, BatchUpdatePartitionCommand, CreateDatabaseCommand, DeleteDatabaseCommand,
   CreateTableCommand, DeleteTableCommand, GetDatabaseCommand, GetPartitionCommand, GetPartitionsCommand, GetTableCommand, GetTablesCommand,
-  UpdateTableCommand, type Column, type ErrorDetail, type GlueClient, type Partition as GluePartition, type PartitionInput, type StorageDescriptor,
-  type Table as GlueTable,
+  UpdateTableCommand, type Column, type ErrorDetail, type GlueClient, type Partition as GluePartition, type PartitionInput, type Table as GlueTable,
 } from "@aws-sdk/client-glue";
 import { LakeswapError, TableCreatedMeanwhileError } from "../model/errors.js";
 import { faultPoint } from "../shared/faults.js";
-import { WHOLE_TABLE, makePartition, partitionPath, type Partition } from "../model/partition.js";
+import { partitionPath, type Partition } from "../model/partition.js";
 import { withRetry } from "../shared/retry.js";
 import type { AdaptiveLimit } from "../shared/adaptive-limit.js";
-import { isRunId } from "../model/run-id.js";
-import { glueColumnType, trinoColumnType } from "../model/column-types.js";
-import { quoteIdentifier } from "../model/sql.js";
 import { sameDeclaration, storageName, tableChange, type TableDefinition } from "../model/table.js";
 import { GlueIcebergTables } from "./glue-iceberg.js";
 import { ATHENA_WIDENS, athenaRebuildRefusal } from "./athena-columns.js";
 import { HeldReads } from "./held-reads.js";
-import { definitionOf, entryErrors, sameColumns } from "./glue-shapes.js";
-import { PointerBatchError, type Catalog, type Fence, type Pointer, type PointerMove, type PointerMoveKind } from "./catalog.js";
+import {
+  LAYOUT_OF, NO_RUN, POINTER_PARAMETERS, tablePointerOf, VIEW, VIEW_PARAMETERS, declaredParameters, definitionOf, entryErrors, newTableInput, partitionInput, pointerOf, pointerParameters,
+  sameColumns, storageDescriptor, viewInput,
+} from "./glue-shapes.js";
+import { PointerBatchError, type Catalog, type Fence, type Pointer, type PointerMove } from "./catalog.js";
 
 /** Where the Glue catalog keeps tables, and how it reaches their data. */
 export interface GlueCatalogOptions {
@@ -29,24 +28,6 @@ export interface GlueCatalogOptions {
   /** An auto-tuned limit every Glue call runs through (the collector's ATHENA_GLUE_CONTROL_PLANE_CONCURRENCY); none by default. */
   readonly limit?: AdaptiveLimit;
 }
-
-const PARQUET_STORAGE = {
-  InputFormat: "org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat",
-  OutputFormat: "org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutputFormat",
-  SerdeInfo: { SerializationLibrary: "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe", Parameters: { "serialization.format": "1" } },
-} as const;
-
-/** A Glue table Athena reads as a view (putView: a table switched to another layout of it), and the Parameters Athena gives one. */
-const VIEW = "VIRTUAL_VIEW";
-const VIEW_PARAMETERS = ["presto_view", "comment"];
-/** The Parameter naming the table whose layout a Glue table is (createLayout). */
-const LAYOUT_OF = "lakeswap.layout_of";
-
-/** Where a table without partition keys points before its first run (and after its pointer is removed): a prefix nothing is written under. */
-const NO_RUN = "_no_run";
-
-
-const P = { run: "lakeswap.run", previous: "lakeswap.previous_run", signature: "lakeswap.signature", movedBy: "lakeswap.moved_by" } as const;
 
 /**
  * The AWS catalog: table definitions and partition pointers in the Glue Data
@@ -140,7 +121,7 @@ export class GlueCatalog implements Catalog {
         throw new TableCreatedMeanwhileError(table.name, `Glue database ${this.options.database}`);
       }
     }
-    const input = this.newTableInput(table);
+    const input = newTableInput(table, this.options.uriOf);
     try {
       await this.held.writing(table.name, () => this.send("CreateTable", () => this.client.send(new CreateTableCommand({ ...this.ids, TableInput: input }))));
     } catch (error) {
@@ -153,30 +134,6 @@ export class GlueCatalog implements Catalog {
     if (table.ingest) await this.untilLive(table);
   }
 
-  /** A new Glue table for `table`, or for the layout it names (`createLayout`), with no run yet. */
-  private newTableInput(table: TableDefinition) {
-    const name = storageName(table);
-    return {
-      Name: name,
-      TableType: "EXTERNAL_TABLE",
-      Parameters: { classification: "parquet", EXTERNAL: "TRUE", "parquet.compression": table.compression.toUpperCase(), ...this.declaredParameters(table) },
-      // A table without partition keys reads its Location: an empty prefix until its first run, never the folder its runs are written under.
-      StorageDescriptor: this.storage(table, `${this.options.uriOf(table.partitionKeys.length === 0 ? `${name}/${NO_RUN}` : name)}/`),
-      PartitionKeys: table.partitionKeys.map((key) => ({ Name: key, Type: "string" })),
-    };
-  }
-
-  /**
-   * The Parameters that say what a Glue table is to lakeswap: the definition of the table it is (`lakeswap.definition`,
-   * which getTable and listTables read), or, for a layout's own table, the definition of the table as that layout holds
-   * it (`lakeswap.layout`) and whose layout it is (`lakeswap.layout_of`): such a table is not listed as a table.
-   */
-  private declaredParameters(table: TableDefinition): Record<string, string> {
-    return storageName(table) === table.name
-      ? { "lakeswap.definition": JSON.stringify(table) }
-      : { "lakeswap.layout": JSON.stringify(table), [LAYOUT_OF]: table.name };
-  }
-
   /**
    * The Glue table of a new layout of a table (lake/operations/relayout.ts), with the layout's partition keys and
    * columns and no partition yet: the layout's pointers are its partitions. Nobody reads it until `updateTable` switches
@@ -186,7 +143,7 @@ export class GlueCatalog implements Catalog {
     const storage = storageName(table);
     if (storage === table.name) return;
     try {
-      await this.held.writing(storage, () => this.send("CreateTable", () => this.client.send(new CreateTableCommand({ ...this.ids, TableInput: this.newTableInput(table) }))));
+      await this.held.writing(storage, () => this.send("CreateTable", () => this.client.send(new CreateTableCommand({ ...this.ids, TableInput: newTableInput(table, this.options.uriOf) }))));
     } catch (error) {
       if (!isError(error, "AlreadyExistsException")) throw error;
       const of = (await this.glueTable(storage, true))?.Parameters?.[LAYOUT_OF];
@@ -235,23 +192,10 @@ export class GlueCatalog implements Catalog {
    * rollback makes it the table it was (putTable).
    */
   private async putView(table: TableDefinition): Promise<void> {
-    const storage = storageName(table);
-    const keys = table.partitionKeys.map((key) => ({ name: key, type: "varchar" }));
-    const columns = [...table.columns.map((c) => ({ name: c.name, type: trinoColumnType(c.type) })), ...keys];
-    const view = { originalSql: `SELECT * FROM ${quoteIdentifier(this.options.database)}.${quoteIdentifier(storage)}`, catalog: "awsdatacatalog", schema: this.options.database, columns };
-    const glueColumns = [...(this.storage(table, "").Columns ?? []), ...keys.map((k) => ({ Name: k.name, Type: "string" }))];
     await this.held.writing(table.name, () => withRetry(`glue:UpdateTable on table ${table.name}`, async () => {
       const live = await this.glueTable(table.name, true);
       if (!live) throw new LakeswapError("STORE_ERROR", `Glue table ${this.options.database}.${table.name} is gone; rerun (lakeswap declares it again)`);
-      const input = {
-        Name: table.name,
-        TableType: VIEW,
-        ViewOriginalText: `/* Presto View: ${Buffer.from(JSON.stringify(view)).toString("base64")} */`,
-        ViewExpandedText: "/* Presto View */",
-        Parameters: { ...live.Parameters, presto_view: "true", comment: "Presto View", "lakeswap.definition": JSON.stringify(table) },
-        StorageDescriptor: { ...live.StorageDescriptor, Columns: glueColumns },
-        PartitionKeys: [],
-      };
+      const input = viewInput(table, this.options.database, live);
       await this.client.send(new UpdateTableCommand({ ...this.ids, VersionId: live.VersionId, TableInput: input }));
     }));
     for (let attempt = 0; (await this.glueTable(table.name, true))?.Parameters?.["lakeswap.definition"] !== JSON.stringify(table); attempt++) {
@@ -270,7 +214,7 @@ export class GlueCatalog implements Catalog {
    */
   private async changeColumns(table: TableDefinition, live: GlueTable, fence?: Fence): Promise<void> {
     this.seenColumns.delete(storageName(table));
-    const columns = this.storage(table, "").Columns ?? [];
+    const columns = storageDescriptor(table, "").Columns ?? [];
     // No partition to change (none yet, or a rerun after step 3): one UpdateTable.
     if (table.partitionKeys.length > 0 && (await this.partitionsOf(storageName(table))).some((p) => !sameColumns(p.StorageDescriptor?.Columns ?? [], columns))) {
       const was = live.StorageDescriptor?.Columns ?? [];
@@ -289,8 +233,8 @@ export class GlueCatalog implements Catalog {
     await this.held.writing(name, () => withRetry(`glue:UpdateTable on table ${name}`, async () => {
       const live = await this.glueTable(name, true);
       if (!live) throw new LakeswapError("STORE_ERROR", `Glue table ${this.options.database}.${name} is gone; rerun (lakeswap declares it again)`);
-      const declared = { ...this.declaredParameters(table), "parquet.compression": table.compression.toUpperCase() };
-      const storage = this.storage(table, live.StorageDescriptor?.Location ?? `${this.options.uriOf(name)}/`);
+      const declared = { ...declaredParameters(table), "parquet.compression": table.compression.toUpperCase() };
+      const storage = storageDescriptor(table, live.StorageDescriptor?.Location ?? `${this.options.uriOf(name)}/`);
       // Always a table of the declared partition keys: one that was a view over another layout of it (putView) is a table again, its partitions as they were.
       const input = { Name: name, TableType: "EXTERNAL_TABLE", PartitionKeys: table.partitionKeys.map((key) => ({ Name: key, Type: "string" })) };
       const parameters = Object.fromEntries(Object.entries(live.Parameters ?? {}).filter(([key]) => live.TableType !== VIEW || !VIEW_PARAMETERS.includes(key)));
@@ -321,7 +265,7 @@ export class GlueCatalog implements Catalog {
 
   /** Reads GetTable until its layout (columns, partition keys) is the declared one: the catalog's reads may lag its writes. */
   private async untilLive(table: TableDefinition): Promise<void> {
-    const wanted = JSON.stringify({ columns: this.storage(table, "").Columns, keys: table.partitionKeys });
+    const wanted = JSON.stringify({ columns: storageDescriptor(table, "").Columns, keys: table.partitionKeys });
     for (let attempt = 0; ; attempt++) {
       const live = await this.glueTable(storageName(table), true);
       const seen = JSON.stringify({ columns: live?.StorageDescriptor?.Columns?.map((c) => ({ Name: c.Name, Type: c.Type })), keys: (live?.PartitionKeys ?? []).map((k) => k.Name) });
@@ -357,10 +301,10 @@ export class GlueCatalog implements Catalog {
   }
 
   async getPointer(table: TableDefinition, partition: Partition): Promise<Pointer | undefined> {
-    if (table.partitionKeys.length === 0) return this.tablePointer(table);
+    if (table.partitionKeys.length === 0) return tablePointerOf(table, await this.glueTable(storageName(table)));
     try {
       const response = await this.send("GetPartition", () => this.client.send(new GetPartitionCommand({ ...this.ids, TableName: storageName(table), PartitionValues: [...partition.values] })));
-      return response.Partition ? this.pointerOf(table, response.Partition) : undefined;
+      return response.Partition ? pointerOf(table, response.Partition) : undefined;
     } catch (error) {
       if (isError(error, "EntityNotFoundException")) return undefined;
       throw error;
@@ -369,10 +313,10 @@ export class GlueCatalog implements Catalog {
 
   async listPointers(table: TableDefinition): Promise<Pointer[]> {
     if (table.partitionKeys.length === 0) {
-      const pointer = await this.tablePointer(table);
+      const pointer = tablePointerOf(table, await this.glueTable(storageName(table)));
       return pointer ? [pointer] : [];
     }
-    const pointers = (await this.partitionsOf(storageName(table))).map((p) => this.pointerOf(table, p));
+    const pointers = (await this.partitionsOf(storageName(table))).map((p) => pointerOf(table, p));
     return pointers.sort((a, b) => (partitionPath(a.partition) < partitionPath(b.partition) ? -1 : 1));
   }
 
@@ -390,8 +334,8 @@ export class GlueCatalog implements Catalog {
       if (last) await this.moveTablePointer(table, last, fence);
       return;
     }
-    const columns = moves.some((move) => move.newColumns) ? (this.storage(table, "").Columns ?? []) : await this.liveColumns(table);
-    const entry = (move: PointerMove) => ({ values: move.partition.values, input: this.partitionInput(table, columns, move) });
+    const columns = moves.some((move) => move.newColumns) ? (storageDescriptor(table, "").Columns ?? []) : await this.liveColumns(table);
+    const entry = (move: PointerMove) => ({ values: move.partition.values, input: partitionInput(table, columns, move, this.options.uriOf) });
     let creates = moves.filter((move) => move.previousRunId === undefined);
     let updates = moves.filter((move) => move.previousRunId !== undefined);
     const reasons = new Map<string, string>();
@@ -430,7 +374,7 @@ export class GlueCatalog implements Catalog {
   /** One BatchCreatePartition of `moves` (none when empty), right after the fence; the entries that failed, with Glue's reason. */
   private async batchCreate(table: TableDefinition, moves: readonly PointerMove[], columns: readonly Column[], fence: Fence | undefined): Promise<{ item: PointerMove; detail?: ErrorDetail }[]> {
     if (moves.length === 0) return [];
-    const PartitionInputList = moves.map((move) => this.partitionInput(table, columns, move));
+    const PartitionInputList = moves.map((move) => partitionInput(table, columns, move, this.options.uriOf));
     const response = await this.send("BatchCreatePartition", () => this.fenced(fence, () => this.client.send(new BatchCreatePartitionCommand({ ...this.ids, TableName: storageName(table), PartitionInputList }))));
     faultPoint("during-batch-swap");
     return entryErrors(moves, (move) => move.partition.values, (response.Errors ?? []).map((error) => ({ values: error.PartitionValues, detail: error.ErrorDetail })));
@@ -465,28 +409,13 @@ export class GlueCatalog implements Catalog {
     if (failed.length > 0) throw new PointerBatchError("remove", table.name, failed, partitions.length);
   }
 
-  /** The pointer of a table without partition keys: its own Location and Parameters. */
-  private async tablePointer(table: TableDefinition): Promise<Pointer | undefined> {
-    const live = await this.glueTable(storageName(table));
-    const parameters = live?.Parameters ?? {};
-    const runId = parameters[P.run];
-    if (!live || runId === undefined) return undefined;
-    if (!isRunId(runId)) throw new LakeswapError("STORE_ERROR", `Glue table ${table.name} names run '${runId}' in its ${P.run} parameter, which is not a run id`);
-    return { partition: WHOLE_TABLE, runId, previousRunId: parameters[P.previous], signature: parameters[P.signature], movedBy: parameters[P.movedBy] as PointerMoveKind | undefined };
-  }
-
   /**
    * The swap of a table without partition keys: one UpdateTable that sets its
    * Location and its Parameters (run, previous run, signature) together, on the
    * version of the table just read (a concurrent change fails it, never mixes).
    */
   private async moveTablePointer(table: TableDefinition, move: PointerMove, fence?: Fence): Promise<void> {
-    await this.updateTableLocation(table, move.location.replace(/\/$/, ""), () => {
-      const parameters: Record<string, string> = { [P.run]: move.runId, [P.movedBy]: move.kind };
-      if (move.previousRunId) parameters[P.previous] = move.previousRunId;
-      if (move.signature) parameters[P.signature] = move.signature;
-      return parameters;
-    }, fence);
+    await this.updateTableLocation(table, move.location.replace(/\/$/, ""), () => pointerParameters(move), fence);
   }
 
   private async updateTableLocation(table: TableDefinition, key: string, pointerParameters: () => Record<string, string>, fence?: Fence): Promise<void> {
@@ -494,10 +423,10 @@ export class GlueCatalog implements Catalog {
     await this.held.writing(name, () => withRetry(`glue:UpdateTable on table ${name}`, async () => {
       const live = await this.glueTable(name, true);
       if (!live) throw new LakeswapError("NOT_FOUND", `Glue table ${this.options.database}.${table.name} does not exist; its pointer cannot move`);
-      const kept = Object.fromEntries(Object.entries(live.Parameters ?? {}).filter(([name]) => !(Object.values(P) as string[]).includes(name)));
+      const kept = Object.fromEntries(Object.entries(live.Parameters ?? {}).filter(([name]) => !POINTER_PARAMETERS.includes(name)));
       await fence?.();
       // The columns Glue holds (a schema change writes them), never an older definition's the caller may have read.
-      const storage = { ...this.storage(table, `${this.options.uriOf(key)}/`), ...(live.StorageDescriptor?.Columns ? { Columns: live.StorageDescriptor.Columns } : {}) };
+      const storage = { ...storageDescriptor(table, `${this.options.uriOf(key)}/`), ...(live.StorageDescriptor?.Columns ? { Columns: live.StorageDescriptor.Columns } : {}) };
       const input = { Name: name, TableType: live.TableType ?? "EXTERNAL_TABLE", Parameters: { ...kept, ...pointerParameters() }, StorageDescriptor: storage, PartitionKeys: [] };
       await this.client.send(new UpdateTableCommand({ ...this.ids, VersionId: live.VersionId, TableInput: input }));
     }));
@@ -508,48 +437,9 @@ export class GlueCatalog implements Catalog {
     const definition = JSON.stringify(table);
     const seen = this.seenColumns.get(storageName(table));
     if (seen?.definition === definition) return seen.columns;
-    const columns = (await this.glueTable(storageName(table)))?.StorageDescriptor?.Columns ?? this.storage(table, "").Columns ?? [];
+    const columns = (await this.glueTable(storageName(table)))?.StorageDescriptor?.Columns ?? storageDescriptor(table, "").Columns ?? [];
     this.seenColumns.set(storageName(table), { definition, columns });
     return columns;
-  }
-
-  private storage(table: TableDefinition, location: string): StorageDescriptor {
-    return {
-      // One mapping of column types for every backend: ../model/column-types.ts.
-      Columns: table.columns.map((c) => ({ Name: c.name, Type: glueColumnType(c.type) })),
-      Location: location,
-      ...PARQUET_STORAGE,
-      Compressed: true,
-    };
-  }
-
-  private partitionInput(table: TableDefinition, columns: readonly Column[], move: PointerMove): PartitionInput {
-    const parameters: Record<string, string> = { [P.run]: move.runId, [P.movedBy]: move.kind };
-    if (move.previousRunId) parameters[P.previous] = move.previousRunId;
-    if (move.signature) parameters[P.signature] = move.signature;
-    const location = `${this.options.uriOf(move.location.replace(/\/$/, ""))}/`;
-    return { Values: [...move.partition.values], StorageDescriptor: { ...this.storage(table, location), Columns: [...columns] }, Parameters: parameters };
-  }
-
-  private pointerOf(table: TableDefinition, partition: GluePartition): Pointer {
-    const values = partition.Values ?? [];
-    const parsed = makePartition(table.partitionKeys.map((key, i) => [key, values[i] ?? ""] as const));
-    const parameters = partition.Parameters ?? {};
-    const location = partition.StorageDescriptor?.Location ?? "";
-    const runId = parameters[P.run] ?? /run=([^/]+)\/?$/.exec(location)?.[1] ?? "";
-    if (!isRunId(runId)) {
-      throw new LakeswapError(
-        "STORE_ERROR",
-        `Glue partition ${table.name}/${partitionPath(parsed)} points to '${location}', which is not a lakeswap run; replace it with lakeswap replace`,
-      );
-    }
-    return {
-      partition: parsed,
-      runId,
-      previousRunId: parameters[P.previous],
-      signature: parameters[P.signature],
-      movedBy: parameters[P.movedBy] as PointerMoveKind | undefined,
-    };
   }
 
   holdTable(name: string): () => void {

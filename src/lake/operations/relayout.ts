@@ -1,13 +1,10 @@
-import fs from "node:fs/promises";
-import path from "node:path";
 import type { Catalog } from "../../catalog/catalog.js";
 import type { LandColumn } from "../../landing/landing.js";
 import { LakeswapError, errorMessage } from "../../model/errors.js";
 import { parseTableDefinition, storageName, type TableDefinition } from "../../model/table.js";
 import type { ObjectStore } from "../../store/object-store.js";
+import { localCopies } from "../../store/local-copies.js";
 import { faultPoint } from "../../shared/faults.js";
-import { mapLimited } from "../../shared/map-limited.js";
-import { freshProcessFolder } from "../../shared/process-folders.js";
 import { removePointers } from "../commit/move.js";
 import { swapBatch } from "../commit/swap.js";
 import type { LakeParts } from "../parts.js";
@@ -103,29 +100,6 @@ async function buildLayout(
     await parts.landing.releaseLanding(delivery);
     // Only now: a Parquet delivery is read where it lies, until its runs are written.
     await local.release();
-  }
-}
-
-/**
- * Local paths of the run files `keys`: where they are (the embedded lake), or copies in a folder of this process's (S3),
- * removed by `release` (a killed process's by the next that makes such a folder).
- */
-async function localCopies(store: ObjectStore, keys: readonly string[]): Promise<{ readonly paths: string[]; release(): Promise<void> }> {
-  if (store.capabilities.localPaths) return { paths: keys.map((key) => store.localPath(key)), release: async () => undefined };
-  const folder = await freshProcessFolder("lakeswap-relayout-");
-  const release = () => fs.rm(folder, { recursive: true, force: true });
-  try {
-    const paths = await mapLimited(keys, 8, async (key, index) => {
-      const object = await store.get(key);
-      if (!object) throw new LakeswapError("STORE_ERROR", `the run file ${key} is gone from ${store.description}; rerun (the table's current runs are read again)`, { retryable: true });
-      const file = path.join(folder, `${index}.parquet`);
-      await fs.writeFile(file, object.body);
-      return file;
-    });
-    return { paths, release };
-  } catch (error) {
-    await release();
-    throw error;
   }
 }
 
