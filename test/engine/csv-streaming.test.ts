@@ -97,8 +97,8 @@ describe("quoted CSV is streamed (RFC 4180) and lands as the exact reader reads 
 
 describe("a streamed delivery's bad rows keep their file, line and text", () => {
   it("an empty field past the last column, which DuckDB's reader drops, is one field too many, as the exact reader counts it", async () => {
-    for (const line of ["2,b,x,", `2,b,x,""`, `"2","b","x",`]) {
-      const landed = await landBothWays([csv(`id,note,day\n1,a,x\n${line}\n3,c,`)]);
+    for (const [line, eol] of ["2,b,x,", `2,b,x,""`, `"2","b","x",`].flatMap((line) => [[line, "\n"], [line, "\r\n"]])) {
+      const landed = await landBothWays([csv(`id,note,day${eol}1,a,x${eol}${line}${eol}3,c,`)]);
       expect(landed.bad).toEqual([
         [expect.any(String), 3, "the line has 4 fields, but the header of this file has 3", line],
         [expect.any(String), 4, "partition key p is NULL: its expression day gives NULL for this row", "3,c,"],

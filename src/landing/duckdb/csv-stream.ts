@@ -175,12 +175,18 @@ async function scanBeforeReading(file: string, delimiter: string, width: number)
  * have (it holds a quote that does not split it whole).
  */
 function droppedLastField(lines: Buffer, delimiter: string, width: number, quoted: boolean, crlf: boolean): boolean {
-  const endings = [`${delimiter}\n`, ...(crlf ? [`${delimiter}\r\n`] : []), ...(quoted ? [`${delimiter}""\n`, ...(crlf ? [`${delimiter}""\r\n`] : [])] : [])].map((e) => Buffer.from(e));
+  const plain = Buffer.from(delimiter);
+  const emptyQuoted = Buffer.from(`${delimiter}""`);
+  const lastByte = plain[plain.length - 1];
   // Line by line from each line end (memchr), not by searching for the endings: a search for ",\n" stops at every
-  // comma of a CSV, and took 0.25 s of 270 MB where this takes 0.05 s.
+  // comma of a CSV, and took 0.25 s of 270 MB where this takes 0.05 s. A line's last byte (before a CR where the lines
+  // hold one) rules out almost every line: one that ends with a value ends neither with the delimiter nor a quote.
   let start = 0;
   for (let end = lines.indexOf(10); end >= 0; start = end + 1, end = lines.indexOf(10, start)) {
-    if (!endings.some((ending) => endsWith(lines, end + 1, ending))) continue;
+    const at = crlf && lines[end - 1] === 13 ? end - 1 : end;
+    const last = lines[at - 1];
+    if (last !== lastByte && last !== 0x22) continue;
+    if (!endsWith(lines, at, plain) && !(quoted && endsWith(lines, at, emptyQuoted))) continue;
     const fields = splitLine(lines.toString("utf8", start, end).replace(/\r+$/, ""), delimiter);
     if (fields === undefined || fields.length === width + 1) return true;
   }
