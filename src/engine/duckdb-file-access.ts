@@ -2,9 +2,9 @@ import { mkdirSync, promises as fs } from "node:fs";
 import path from "node:path";
 import { AuditError, errorMessage, LakeswapError, RunTakenError } from "../model/errors.js";
 import type { BuildResult } from "../model/build.js";
-import { mapLimited } from "../shared/map-limited.js";
 import { freshProcessFolder } from "../shared/process-folders.js";
 import { fsyncPath } from "../store/local-files.js";
+import { localCopies } from "../store/local-copies.js";
 import type { ObjectStore } from "../store/object-store.js";
 
 /**
@@ -187,21 +187,7 @@ class CopiedFiles implements FileAccess {
   readonly pathInPlace = undefined;
 
   async readable(keys: readonly string[], use: FileUse, under?: string): Promise<LocalFiles> {
-    const scratch = under === undefined ? await freshProcessFolder(`lakeswap-${use}-`) : await fs.mkdtemp(path.join(under, `${use}-`));
-    const release = () => fs.rm(scratch, { recursive: true, force: true });
-    try {
-      const paths = await mapLimited(keys, 8, async (key, index) => {
-        const object = await this.store.get(key);
-        if (!object) throw new AuditError(`the run file ${key} is missing from the store; ${MISSING_STOPS[use]}`);
-        const file = path.join(scratch, `${index}.parquet`);
-        await fs.writeFile(file, object.body);
-        return file;
-      });
-      return { paths, release };
-    } catch (error) {
-      await release();
-      throw error;
-    }
+    return localCopies(this.store, keys, { kind: use, under, missing: (key) => new AuditError(`the run file ${key} is missing from the store; ${MISSING_STOPS[use]}`) });
   }
 
   async newRunFile(runPrefix: string, fileName: string): Promise<NewFile> {

@@ -12,19 +12,30 @@ export interface LocalCopies {
   release(): Promise<void>;
 }
 
+/** Where copies go, and what an object that is gone is. */
+export interface CopyOptions {
+  /** What the copies' folder is named after (`lakeswap-<kind>-…`). */
+  readonly kind: string;
+  /** A folder to make the copies' folder in; default a folder of this process's in the machine's temporary folder. */
+  readonly under?: string;
+  /** The error for an object that is gone; default a retryable STORE_ERROR naming it. */
+  readonly missing?: (key: string) => Error;
+}
+
 /**
  * Local paths of the store objects `keys`, for a reader that reads files: where they lie (a store with local paths),
- * or copies in a folder of this process's (S3), removed by `release` (a killed process's by the next lakeswap process
- * that makes such a folder: ../shared/process-folders.ts).
+ * or copies in a folder made for them (S3), removed by `release` (a killed process's by the next lakeswap process that
+ * makes such a folder: ../shared/process-folders.ts).
  */
-export async function localCopies(store: ObjectStore, keys: readonly string[]): Promise<LocalCopies> {
+export async function localCopies(store: ObjectStore, keys: readonly string[], options: CopyOptions): Promise<LocalCopies> {
   if (store.capabilities.localPaths) return { paths: keys.map((key) => store.localPath(key)), release: async () => undefined };
-  const folder = await freshProcessFolder("lakeswap-copies-");
+  const folder = options.under === undefined ? await freshProcessFolder(`lakeswap-${options.kind}-`) : await fs.mkdtemp(path.join(options.under, `${options.kind}-`));
   const release = () => fs.rm(folder, { recursive: true, force: true });
+  const missing = options.missing ?? ((key: string) => new LakeswapError("STORE_ERROR", `${key} is gone from ${store.description}; rerun`, { retryable: true }));
   try {
     const paths = await mapLimited(keys, 8, async (key, index) => {
       const object = await store.get(key);
-      if (!object) throw new LakeswapError("STORE_ERROR", `${key} is gone from ${store.description}; rerun`, { retryable: true });
+      if (!object) throw missing(key);
       const file = path.join(folder, `${index}${path.extname(key)}`);
       await fs.writeFile(file, object.body);
       return file;

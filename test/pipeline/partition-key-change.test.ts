@@ -10,9 +10,9 @@ import { collectGarbage } from "../../src/lake/operations/gc.js";
 import { readHistory } from "../../src/lake/operations/history.js";
 import { rollbackPartition, rollbackSync } from "../../src/lake/operations/rollback.js";
 import { pinPartition } from "../../src/lake/operations/pin.js";
-import { Pipeline, type PipelineOptions } from "../../src/pipeline/pipeline.js";
+import { Pipeline, type PipelineOptions, type SyncReport } from "../../src/pipeline/pipeline.js";
 import { icebirdRows } from "../support/iceberg-kit.js";
-import { declarationWorkspace } from "../support/pipeline-fixture.js";
+import { declarationWorkspace, readAlong } from "../support/pipeline-fixture.js";
 import { selectedBackends, type TestBackend } from "../support/lake-fixture.js";
 import type { AwsEndpoints } from "../support/aws-services.js";
 import type { AwsTarget } from "../../src/config/aws-config.js";
@@ -72,6 +72,22 @@ async function workspace(backendName = "local") {
   };
 }
 
+/**
+ * `sync --rebuild-schema` of `file` while a reader (a lake opened read-only) reads raw and stage all along: every read
+ * sees every id exactly once, under one layout or the other, never an error. Returns the sync's report.
+ */
+async function syncReadAlong(ws: Awaited<ReturnType<typeof workspace>>, file: string): Promise<SyncReport> {
+  const reader = await ws.backend.open({ readOnly: true });
+  cleanups.push(() => reader.close());
+  const ids = async (table: string) => (await reader.query(`SELECT id FROM ${table}`)).rows.map((row) => String(row[0]));
+  const { result, reads } = await readAlong({ orders_raw: () => ids("orders_raw"), orders_stage: () => ids("orders_stage") }, () => ws.sync(file, { rebuildSchema: true }));
+  expect(reads.filter((r) => r.error !== undefined)).toEqual([]);
+  expect(reads.length).toBeGreaterThan(0);
+  const all = expected("day").map((row) => row.split(" ")[1]!).sort();
+  for (const read of reads) expect(read.rows).toEqual(all);
+  return result;
+}
+
 /** `<key value> id amount` of every row of a table, sorted. */
 async function rows(lake: Lake, table: string): Promise<string[]> {
   const key = (await lake.table(table)).partitionKeys[0]!;
@@ -116,29 +132,7 @@ describe("changing a table's partition keys (embedded)", () => {
     ]);
 
     // A reader reads both tables all along: every read sees every row exactly once, under one layout or the other.
-    const reader = await ws.backend.open({ readOnly: true });
-    cleanups.push(() => reader.close());
-    let reading = true;
-    const reads: { ids?: string[]; error?: string }[] = [];
-    const loop = (async () => {
-      while (reading) {
-        for (const table of ["orders_raw", "orders_stage"]) {
-          reads.push(
-            await reader.query(`SELECT id FROM ${table}`).then(
-              (result) => ({ ids: result.rows.map((row) => String(row[0])).sort() }),
-              (error: unknown) => ({ error: String(error) }),
-            ),
-          );
-        }
-      }
-    })();
-    const report = await ws.sync(file, { rebuildSchema: true });
-    reading = false;
-    await loop;
-    expect(reads.filter((r) => r.error !== undefined)).toEqual([]);
-    expect(reads.length).toBeGreaterThan(0);
-    const ids = expected("day").map((row) => row.split(" ")[1]!).sort();
-    for (const read of reads) expect(read.ids).toEqual(ids);
+    const report = await syncReadAlong(ws, file);
 
     expect(report.schemaChanges?.map((s) => [s.table, s.changes[0]])).toEqual([
       ["orders_raw", "its partition keys change from (day) to (month)"],
@@ -519,29 +513,9 @@ describe.runIf(selectedBackends().includes("aws"))("changing a table's partition
     await expect(ws.sync(file)).rejects.toThrow(/'orders_raw' cannot change in place: its partition keys change from \(day\) to \(month\).*lakeswap sync --rebuild-schema/);
 
     // A reader reads both tables through Athena all along: every read sees every row exactly once.
+    const report = await syncReadAlong(ws, file);
     const reader = await ws.backend.open({ readOnly: true });
     cleanups.push(() => reader.close());
-    let reading = true;
-    const reads: { ids?: string[]; error?: string }[] = [];
-    const loop = (async () => {
-      while (reading) {
-        for (const table of ["orders_raw", "orders_stage"]) {
-          reads.push(
-            await reader.query(`SELECT id FROM ${table}`).then(
-              (result) => ({ ids: result.rows.map((row) => String(row[0])).sort() }),
-              (error: unknown) => ({ error: String(error) }),
-            ),
-          );
-        }
-      }
-    })();
-    const report = await ws.sync(file, { rebuildSchema: true });
-    reading = false;
-    await loop;
-    expect(reads.filter((r) => r.error !== undefined)).toEqual([]);
-    expect(reads.length).toBeGreaterThan(0);
-    const ids = expected("day").map((row) => row.split(" ")[1]!).sort();
-    for (const read of reads) expect(read.ids).toEqual(ids);
 
     expect(report.partitions.filter((p) => p.layer === "raw").map((p) => [p.partition, p.action])).toEqual([
       ["month=2026-10", "skip"],

@@ -9,7 +9,7 @@ import { readSchemaHistory } from "../../src/lake/operations/history.js";
 import { pinPartition } from "../../src/lake/operations/pin.js";
 import { listSyncs } from "../../src/lake/operations/syncs.js";
 import { selectedBackends } from "../support/lake-fixture.js";
-import { declarationWorkspace } from "../support/pipeline-fixture.js";
+import { declarationWorkspace, readAlong } from "../support/pipeline-fixture.js";
 import { GLOB_RACE } from "../support/catalog-readers.js";
 import { icebirdRows } from "../support/iceberg-kit.js";
 
@@ -150,47 +150,30 @@ for (const backendName of selectedBackends()) {
       // A reader reads the raw table all along: every read sees every row, under either definition, never an error.
       const reader = await ws.backend.open({ readOnly: true });
       cleanups.push(() => reader.close());
-      let reading = true;
-      const reads: { ids?: string[]; error?: string }[] = [];
-      const loop = (async () => {
-        while (reading) {
-          reads.push(
-            await reader.query("SELECT id, n FROM orders_raw").then(
-              (result) => ({ ids: result.rows.map((row) => `${String(row[0])}:${String(row[1])}`).sort() }),
-              (error: unknown) => ({ error: String(error) }),
-            ),
-          );
-        }
-      })();
+      const idsAndN = (rows: readonly (readonly unknown[])[]) => rows.map((row) => `${String(row[0])}:${String(row[1])}`);
       // Embedded, plain DuckDB too, over the documented glob (no lakeswap code): the union of both shapes, every row once.
       const lakeDir = (ws.backend as { lakeDir?: string }).lakeDir;
-      const plainReads: { ids?: string[]; error?: string }[] = [];
-      const plain = lakeDir === undefined ? undefined : await DuckDBInstance.create(":memory:");
-      const plainLoop = (async () => {
-        if (!plain || lakeDir === undefined) return;
-        const connection = await plain.connect();
-        const glob = `${path.join(lakeDir, "orders_raw")}/*/*.parquet`.replace(/'/g, "''");
-        while (reading) {
-          plainReads.push(
-            await connection.runAndReadAll(`SELECT id, n FROM read_parquet('${glob}', union_by_name = true, hive_partitioning = true)`).then(
-              (result) => ({ ids: result.getRowsJS().map((row) => `${String(row[0])}:${String(row[1])}`).sort() }),
-              (error: unknown) => ({ error: String(error) }),
-            ),
-          );
-        }
-        connection.closeSync();
-      })();
-      const report = await ws.sync(file, { rebuildSchema: true });
-      reading = false;
-      await Promise.all([loop, plainLoop]);
+      const duck = lakeDir === undefined ? undefined : await DuckDBInstance.create(":memory:");
+      const plain = await duck?.connect();
+      const glob = lakeDir === undefined ? "" : `${path.join(lakeDir, "orders_raw")}/*/*.parquet`.replace(/'/g, "''");
+      const { result: report, reads: all } = await readAlong(
+        {
+          lakeswap: async () => idsAndN((await reader.query("SELECT id, n FROM orders_raw")).rows),
+          ...(plain ? { plain: async () => idsAndN((await plain.runAndReadAll(`SELECT id, n FROM read_parquet('${glob}', union_by_name = true, hive_partitioning = true)`)).getRowsJS()) } : {}),
+        },
+        () => ws.sync(file, { rebuildSchema: true }),
+      );
       plain?.closeSync();
+      duck?.closeSync();
+      const reads = all.filter((r) => r.reader === "lakeswap");
+      const plainReads = all.filter((r) => r.reader === "plain");
       expect(reads.filter((r) => r.error !== undefined)).toEqual([]);
       // A glob racing a swap may fail to open a file it listed (docs/lake.md, "Globbing the folders"): retryable, never a wrong result.
       expect(plainReads.filter((r) => r.error !== undefined && !GLOB_RACE.test(r.error))).toEqual([]);
       expect(reads.length).toBeGreaterThan(0);
       if (lakeDir !== undefined) expect(plainReads.filter((r) => r.error === undefined).length).toBeGreaterThan(0);
       const ids = expectedRows().map((row) => row.split(" ")).map(([, id, n]) => `${id}:${n}`).sort();
-      for (const read of [...reads, ...plainReads.filter((r) => r.error === undefined)]) expect(read.ids).toEqual(ids);
+      for (const read of [...reads, ...plainReads.filter((r) => r.error === undefined)]) expect(read.rows).toEqual(ids);
 
       expect(report.schemaChanges?.map((s) => [s.table, s.rebuilt])).toEqual([
         ["orders_raw", DAYS],

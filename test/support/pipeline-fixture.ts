@@ -182,3 +182,30 @@ export async function declarationWorkspace(backendName: string, prefix: string, 
     cli: (args: readonly string[]) => runMain([...backend.cliArgs, ...args], backend.cliEnv),
   };
 }
+
+/** One read of a reader that read all along a command: which reader, the rows it saw (sorted), or its error. */
+export interface ReadAlong {
+  readonly reader: string;
+  readonly rows?: string[];
+  readonly error?: string;
+}
+
+/**
+ * Runs `work` while each reader of `readers` (by name: a read giving its rows as text) reads again and again, each in
+ * a loop of its own, and returns what `work` returned with every read: what readers saw all along a command.
+ */
+export async function readAlong<T>(readers: Readonly<Record<string, () => Promise<string[]>>>, work: () => Promise<T>): Promise<{ readonly result: T; readonly reads: ReadAlong[] }> {
+  let reading = true;
+  const reads: ReadAlong[] = [];
+  const loops = Object.entries(readers).map(async ([reader, read]) => {
+    while (reading) reads.push(await read().then((rows) => ({ reader, rows: [...rows].sort() }), (error: unknown) => ({ reader, error: String(error) })));
+  });
+  let result: T;
+  try {
+    result = await work();
+  } finally {
+    reading = false;
+    await Promise.all(loops);
+  }
+  return { result, reads };
+}

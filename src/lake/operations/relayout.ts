@@ -65,7 +65,7 @@ async function buildLayout(
   const files = (snapshot?.partitions ?? []).flatMap((p) => p.files);
   if (files.length === 0) return [];
   const label = `table '${table.name}' under its new partition keys (${table.partitionKeys.join(", ")})`;
-  const local = await localCopies(parts.store, files);
+  const local = await localCopies(parts.store, files, { kind: "relayout" });
   const delivery = await parts.landing
     .land({ files: local.paths, format: "parquet", header: false, delimiter: ",", ...repartition })
     .catch(async (error: unknown) => {
