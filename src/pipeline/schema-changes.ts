@@ -1,6 +1,6 @@
 import type { DatasetConfig } from "../config/pipeline-config.js";
 import type { LakeWriter, SchemaRebuild } from "../lake/lake.js";
-import { refuseUnreadableRebuild, type RebuildMove } from "../lake/operations/rebuild-schema.js";
+import { rebuildReadably, type RebuildMove } from "../lake/operations/rebuild-schema.js";
 import { InvalidInputError, LakeswapError } from "../model/errors.js";
 import { partitionPath } from "../model/partition.js";
 import { asDeclared, planSchemaChange, type SchemaChange } from "../model/schema-change.js";
@@ -21,8 +21,9 @@ import type { SyncLog } from "./sync-log.js";
  * (undefined); a change neither can make is refused (CONFLICT), as is a rebuild the catalog's readers could not follow.
  */
 function judge(ctx: PipelineContext, dataset: DatasetConfig, existing: TableDefinition, wanted: TableDefinition): SchemaChange | undefined {
-  const change = planSchemaChange(existing, wanted, { rebuild: ctx.options.rebuildSchema === true, renames: declaredRenames(dataset, wanted.name) });
-  if (change?.rebuild || change?.relayout) refuseUnreadableRebuild(ctx.lake.parts.catalog, existing, change.table);
+  const planned = planSchemaChange(existing, wanted, { rebuild: ctx.options.rebuildSchema === true, renames: declaredRenames(dataset, wanted.name) });
+  // What the catalog's readers could not read while pointers move is built aside, in a new layout (rebuildReadably).
+  const change = planned && rebuildReadably(ctx.lake.parts.catalog, existing, planned);
   if (change?.relayout) {
     refuseRelayoutOf(dataset, wanted.name);
     // Every partition of a new layout is built before it is switched to: a sync limited to some builds only those.
@@ -136,6 +137,7 @@ export async function plannedSchemaChanges(ctx: PipelineContext, dataset: Datase
  */
 export async function changeSchemas(ctx: PipelineContext, writer: LakeWriter, log: SyncLog, changing: readonly TableDefinition[], dataset: DatasetConfig, landed?: DatasetConfig): Promise<string[]> {
   const relaid: string[] = [];
+  let changedRaw: TableDefinition | undefined;
   for (const wanted of changing) {
     const { layer } = layerOf(dataset, wanted.name);
     const moves = (list: readonly RebuildMove[]) =>
@@ -162,8 +164,10 @@ export async function changeSchemas(ctx: PipelineContext, writer: LakeWriter, lo
       });
     const change = await writer.changeSchema(wanted, record, rebuild);
     if (change?.relayout) relaid.push(wanted.name);
+    // A raw table built in a new layout is read as that layout holds it (the catalog's is the old one until the switch).
+    if (change && wanted.name === landed?.table) changedRaw = change.table;
   }
-  if (landed && !landed.ingested) assertLandedAs(await ctx.lake.table(landed.table), landed);
+  if (landed && !landed.ingested) assertLandedAs(changedRaw ?? (await ctx.lake.table(landed.table)), landed);
   return relaid;
 }
 

@@ -5,7 +5,7 @@ import { planSchemaChange, type SchemaChange } from "../../model/schema-change.j
 import { defineTable, layoutName, type TableDefinition } from "../../model/table.js";
 import { faultPoint } from "../../shared/faults.js";
 import type { HasLakeParts } from "../parts.js";
-import { rebuildRuns, refuseUnreadableRebuild, type RebuildOptions } from "./rebuild-schema.js";
+import { rebuildReadably, rebuildRuns, type RebuildOptions } from "./rebuild-schema.js";
 import { refuseRelayout, type PendingLayouts, type Repartition } from "./relayout.js";
 import { claimSyncId, recordSync } from "./syncs.js";
 
@@ -84,9 +84,10 @@ export async function changeHeldSchema(lake: HasLakeParts, wanted: TableDefiniti
   const parts = lake.parts;
   const { rebuild } = held;
   const existing = await parts.catalog.getTable(wanted.name);
-  const planned = existing ? planSchemaChange(existing, wanted, { rebuild: rebuild?.allowed === true, renames: rebuild?.renames }) : undefined;
-  if (!planned || !existing) return undefined;
-  if (planned.rebuild || planned.relayout) refuseUnreadableRebuild(parts.catalog, existing, planned.table);
+  const judged = existing ? planSchemaChange(existing, wanted, { rebuild: rebuild?.allowed === true, renames: rebuild?.renames }) : undefined;
+  if (!judged || !existing) return undefined;
+  // What the catalog's readers could not read while pointers move is built aside, in a new layout (rebuildReadably).
+  const planned = rebuildReadably(parts.catalog, existing, judged);
   if (planned.relayout) await refuseRelayout(parts, existing, planned.table);
   // A rebuild an earlier sync began keeps its mark: the runs before it are the ones still to rewrite.
   const change = planned.rebuild?.finishing ? planned : await stampSchemaChange(lake, planned);
@@ -94,7 +95,11 @@ export async function changeHeldSchema(lake: HasLakeParts, wanted: TableDefiniti
   faultPoint("schema-after-record");
   if (change.relayout) {
     held.moved(wanted.name);
-    await held.layouts.begin(parts, existing, change.table, rebuild?.repartition, rebuild ?? { intend: async () => undefined, moved: () => undefined });
+    // A raw table's rows go to its new layout as they are: landed under the new partition keys, or, for a rebuild built
+    // aside (same keys), each run rewritten under the new columns as a rebuild by swap does.
+    const aside = change.rebuild !== undefined && rebuild?.repartition !== undefined ? rebuild : undefined;
+    await held.layouts.begin(parts, existing, change.table, aside ? undefined : rebuild?.repartition, rebuild ?? { intend: async () => undefined, moved: () => undefined });
+    if (aside) await rebuildRuns(parts, existing, change, aside);
   } else if (change.rebuild) {
     if (!rebuild) throw new LakeswapError("CONFLICT", `table '${wanted.name}' is being rebuilt by swap: only a sync finishes it`);
     held.moved(wanted.name);

@@ -3,7 +3,7 @@ import { LakeswapError, errorMessage } from "../../model/errors.js";
 import { partitionPath } from "../../model/partition.js";
 import { newRunIdAfter } from "../../model/run-id.js";
 import { isIntegerType, type SchemaChange } from "../../model/schema-change.js";
-import { defineTable, type TableDefinition } from "../../model/table.js";
+import { defineTable, storageName, type TableDefinition } from "../../model/table.js";
 import { faultPoint } from "../../shared/faults.js";
 import { mapLimited } from "../../shared/map-limited.js";
 import { MOVES_PER_ENTRY } from "../commit/swap.js";
@@ -60,9 +60,14 @@ interface Rewritten {
  *   the columns dropped (a partition's column the table lacks is not read), then each moved partition gets the new
  *   columns (narrower than the table's: the caller refused what Athena cannot read), and last the table gets them.
  * The old runs stay for rollback until GC. Returns the moves, in partition order.
+ *
+ * A rebuild into a new layout of the table (`change.table.layout` another than `existing`'s: what Athena could not read
+ * while pointers move, ./relayout.ts) writes no definition: the rewritten runs' pointers are the new layout's first,
+ * read by nobody until the writer switches the table to it.
  */
 export async function rebuildRuns(parts: LakeParts, existing: TableDefinition, change: SchemaChange, options: RebuildOptions): Promise<RebuildMove[]> {
   const table = change.table;
+  const aside = storageName(table) !== storageName(existing);
   const fence = (): Promise<void> => parts.leaseCheck(table.name);
   const mark = table.schemaChangedAt;
   const pointers = (await parts.catalog.listPointers(existing))
@@ -83,7 +88,9 @@ export async function rebuildRuns(parts: LakeParts, existing: TableDefinition, c
   }
   faultPoint("rebuild-after-place");
   const ordered = pointers.map((p) => placed.get(p) as Rewritten);
-  if (parts.catalog.capabilities.readsRunsByName) {
+  if (aside) {
+    // A new layout: nobody reads its definition before the switch.
+  } else if (parts.catalog.capabilities.readsRunsByName) {
     await parts.catalog.updateTable(defineTable({ ...table, rebuilding: { renames: change.rebuild?.renames ?? {} } }), fence);
   } else {
     const lessDropped = withoutDropped(existing, table);
@@ -91,8 +98,8 @@ export async function rebuildRuns(parts: LakeParts, existing: TableDefinition, c
   }
   faultPoint("rebuild-after-definition");
   const moves: RebuildMove[] = [];
-  for (let start = 0; start < ordered.length; start += MOVES_PER_ENTRY) moves.push(...(await moveChunk(parts, table, ordered.slice(start, start + MOVES_PER_ENTRY), options)));
-  await parts.catalog.updateTable(table, fence);
+  for (let start = 0; start < ordered.length; start += MOVES_PER_ENTRY) moves.push(...(await moveChunk(parts, table, ordered.slice(start, start + MOVES_PER_ENTRY), options, aside)));
+  if (!aside) await parts.catalog.updateTable(table, fence);
   return moves;
 }
 
@@ -102,16 +109,18 @@ export function withoutDropped(existing: TableDefinition, rebuilt: TableDefiniti
 }
 
 /** Moves one chunk of rewritten runs in: outbox entry and the caller's record first, the catalog's batches, manifests. */
-async function moveChunk(parts: LakeParts, table: TableDefinition, chunk: readonly Rewritten[], options: RebuildOptions): Promise<RebuildMove[]> {
-  const intended = chunk.map((r) => ({ partition: r.manifest.partition, runId: r.manifest.runId, previousRunId: r.pointer.runId }));
+async function moveChunk(parts: LakeParts, table: TableDefinition, chunk: readonly Rewritten[], options: RebuildOptions, aside: boolean): Promise<RebuildMove[]> {
+  // Into a new layout, a partition has no run before (its old run is the old layout's).
+  const previous = (r: Rewritten) => (aside ? {} : { previousRunId: r.pointer.runId });
+  const intended = chunk.map((r) => ({ partition: r.manifest.partition, runId: r.manifest.runId, ...previous(r) }));
   const entry = await parts.outbox.record(
     table,
-    chunk.map((r) => ({ partition: r.manifest.partition, runId: r.manifest.runId, previousRunId: r.pointer.runId, signature: r.manifest.signature, kind: "swap" as const, manifest: r.manifest })),
+    chunk.map((r) => ({ partition: r.manifest.partition, runId: r.manifest.runId, ...previous(r), signature: r.manifest.signature, kind: "swap" as const, manifest: r.manifest })),
   );
   await options.intend(intended);
   const pointerMoves = chunk.map((r): PointerMove => {
     const location = runLocation(parts.catalog, table, r.pointer.partition, r.manifest.runId);
-    return { partition: r.pointer.partition, runId: r.manifest.runId, location, previousRunId: r.pointer.runId, signature: r.manifest.signature, kind: "swap", runFiles: runFileNames(location, r.manifest.files), newColumns: true };
+    return { partition: r.pointer.partition, runId: r.manifest.runId, location, ...previous(r), signature: r.manifest.signature, kind: "swap", runFiles: runFileNames(location, r.manifest.files), newColumns: true };
   });
   // With the new definition: on Glue each moved partition gets the new columns as its own.
   await movePointers(parts.catalog, table, pointerMoves, () => parts.leaseCheck(table.name));
@@ -169,7 +178,8 @@ async function rewrite(parts: LakeParts, existing: TableDefinition, change: Sche
     rows: staged.rows,
     files: written,
     bytes: written.reduce((sum, f) => sum + f.size, 0),
-    previousRunId: pointer.runId,
+    // Into a new layout, the run is its partition's first there.
+    ...(storageName(table) === storageName(existing) ? { previousRunId: pointer.runId } : {}),
     ...(signature !== undefined ? { signature } : {}),
     ...(before?.fingerprint !== undefined ? { fingerprint: before.fingerprint } : {}),
     ...(before?.inputs !== undefined ? { inputs: before.inputs } : {}),
@@ -183,13 +193,19 @@ async function rewrite(parts: LakeParts, existing: TableDefinition, change: Sche
 }
 
 /**
- * Refuses a rebuild the catalog's readers could not follow while its pointers move batch by batch (Glue: Athena reads
- * a moved partition's new columns under the table's old ones only where it coerces one to the other), naming the
- * columns; nothing has been written then.
+ * A rebuild the catalog's readers could not follow while its pointers move batch by batch (Glue: Athena reads a moved
+ * partition's new columns under the table's old ones only where it coerces one to the other) is built aside instead,
+ * where the catalog keeps layouts apart (`createLayout`): in a new layout of the same partition keys, which readers are
+ * switched to in one step once it is whole (./relayout.ts). Where it cannot be (an `iceberg: true` table, whose Iceberg
+ * table on Glue keeps its spec; a catalog without layouts), it is refused naming the columns; nothing has been written
+ * then. Returns the change as it is to be made.
  */
-export function refuseUnreadableRebuild(catalog: Pick<Catalog, "rebuildRefusal">, existing: TableDefinition, wanted: TableDefinition): void {
+export function rebuildReadably(catalog: Pick<Catalog, "rebuildRefusal" | "createLayout">, existing: TableDefinition, change: SchemaChange): SchemaChange {
+  if (!change.rebuild && !change.relayout) return change;
+  const wanted = change.table;
   const why = catalog.rebuildRefusal?.(existing, wanted);
-  if (why === undefined) return;
+  if (why === undefined) return change;
+  if (!change.relayout && catalog.createLayout && !existing.iceberg && !wanted.iceberg) return { ...change, relayout: { from: existing.partitionKeys } };
   const rekeyed = existing.partitionKeys.join(",") !== wanted.partitionKeys.join(",");
   const fix = rekeyed
     ? `Declare it with its partition keys as they are (${existing.partitionKeys.join(", ") || "none"}), or drop it (lakeswap drop-table ${wanted.name}) and load it again`
