@@ -4,6 +4,7 @@ import type { PartitionState } from "../lake/lake.js";
 import { partitionStates } from "../lake/operations/partition-states.js";
 import type { FetchedSource } from "../sources/source.js";
 import { declaredTables } from "./land.js";
+import { buildsInNewLayout } from "./schema-changes.js";
 import { fetchFailures } from "./lookback.js";
 import type { PipelineContext, RawStep, Run } from "./pipeline-context.js";
 import { predict, signaturesOf, type PlannedPartition } from "./plan.js";
@@ -22,10 +23,8 @@ export class PlanRun implements Run {
   constructor(private readonly ctx: PipelineContext) {}
 
   async states(table: string): Promise<Map<string, PartitionState>> {
-    // A table whose partition keys the sync would change is built in a new layout, empty until the sync fills it.
-    const declared = this.ctx.config.datasets.flatMap(declaredTables).find((t) => t.name === table);
-    const existing = declared && (await this.ctx.lake.parts.catalog.getTable(table));
-    if (declared && existing && declared.partitionKeys.join("/") !== existing.partitionKeys.join("/")) return new Map();
+    // A table the sync would build in a new layout (its partition keys change, or a rebuild built aside) is empty until the sync fills it.
+    if (await buildsInNewLayout(this.ctx, table)) return new Map();
     return partitionStates(this.ctx.lake, table);
   }
 

@@ -67,6 +67,25 @@ function declaredRenames(dataset: DatasetConfig, name: string): Record<string, s
   return Object.fromEntries(layerOf(dataset, name).columns.flatMap((c) => (c.renamedFrom !== undefined ? [[c.name, c.renamedFrom]] : [])));
 }
 
+/**
+ * Whether the sync builds table `name` in a new layout (its partition keys change, or a rebuild its catalog's readers
+ * could not read halfway: `judge`), whose partitions are then all new: empty until the sync fills it. False for a
+ * change the sync would refuse (it says so where it judges it).
+ */
+export async function buildsInNewLayout(ctx: PipelineContext, name: string): Promise<boolean> {
+  for (const dataset of ctx.config.datasets) {
+    const wanted = declaredTables(dataset).find((t) => t.name === name);
+    const existing = wanted && (await ctx.lake.parts.catalog.getTable(name));
+    if (!wanted || !existing) continue;
+    try {
+      return judge(ctx, dataset, existing, wanted)?.relayout !== undefined;
+    } catch {
+      return false;
+    }
+  }
+  return false;
+}
+
 /** The definition a declared table will have once this sync has changed it (the catalog's where it is as declared). */
 async function upcoming(ctx: PipelineContext, dataset: DatasetConfig, wanted: TableDefinition): Promise<TableDefinition> {
   const existing = await ctx.lake.parts.catalog.getTable(wanted.name);

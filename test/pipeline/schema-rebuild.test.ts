@@ -447,7 +447,14 @@ for (const backendName of selectedBackends()) {
         expect((await ws.sync(ws.deliver(reversed(delivery(false))))).partitions.filter((p) => p.action === "build")).toEqual([]);
         // A rename (with n narrowed, note dropped) on both tables: the stage's new layout built from the raw one's.
         ws.configure(after(true), stageAfter(true));
-        const renaming = await readAlong({ raw: ids }, () => ws.sync(ws.deliver(delivery(true)), { rebuildSchema: true }));
+        const renamed = ws.deliver(delivery(true));
+        // The plan says so: both tables in new layouts, every stage partition built there (from the raw one's).
+        const plan = await ws.cli(["plan", "-c", ws.configFile, "--input", renamed, "--rebuild-schema", "--json"]);
+        expect(plan.code, plan.stderr).toBe(0);
+        const planned = JSON.parse(plan.stdout) as { schemaChanges: { table: string; relayout?: boolean }[]; partitions: { table: string; action: string }[] };
+        expect(planned.schemaChanges.map((c) => [c.table, c.relayout])).toEqual([["orders_raw", true], ["orders_stage", true]]);
+        expect(planned.partitions.filter((p) => p.table === "orders_stage").map((p) => p.action)).toEqual(Array(DAYS).fill("build"));
+        const renaming = await readAlong({ raw: ids }, () => ws.sync(renamed, { rebuildSchema: true }));
         expect(renaming.reads.filter((r) => r.error !== undefined || JSON.stringify(r.rows) !== JSON.stringify(all))).toEqual([]);
         expect(renaming.result.schemaChanges?.map((s) => [s.table, s.layout !== undefined])).toEqual([["orders_raw", true], ["orders_stage", true]]);
         expect(await columnsOf(ws.lake, "orders_raw")).toEqual(["id BIGINT", "n INTEGER", "total DECIMAL(10,2)", "ts TIMESTAMP"]);
