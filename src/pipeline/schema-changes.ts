@@ -25,10 +25,12 @@ function judge(ctx: PipelineContext, dataset: DatasetConfig, existing: TableDefi
   // What the catalog's readers could not read while pointers move is built aside, in a new layout (rebuildReadably).
   const change = planned && rebuildReadably(ctx.lake.parts.catalog, existing, planned);
   if (change?.relayout) {
-    refuseRelayoutOf(dataset, wanted.name);
+    const rekeyed = existing.partitionKeys.join(",") !== wanted.partitionKeys.join(",");
+    refuseRelayoutOf(dataset, wanted.name, rekeyed);
     // Every partition of a new layout is built before it is switched to: a sync limited to some builds only those.
     if ((ctx.options.partitions ?? []).length > 0) {
-      throw new InvalidInputError(`table '${wanted.name}' changes its partition keys, which builds every partition of it in a new layout: run lakeswap sync --rebuild-schema without --partition`);
+      const what = rekeyed ? "changes its partition keys" : "is rebuilt aside (its readers could not read it halfway rebuilt)";
+      throw new InvalidInputError(`table '${wanted.name}' ${what}, which builds every partition of it in a new layout: run lakeswap sync --rebuild-schema without --partition`);
     }
   }
   return change;
@@ -40,20 +42,27 @@ function judge(ctx: PipelineContext, dataset: DatasetConfig, existing: TableDefi
  * sinks (their targets keep their partitioning), a publication held to the dataset's end (the new layout is already
  * switched to whole, or not at all).
  */
-function refuseRelayoutOf(dataset: DatasetConfig, table: string): void {
+function refuseRelayoutOf(dataset: DatasetConfig, table: string, rekeyed: boolean): void {
   const { layer } = layerOf(dataset, table);
   const sinks = layer === "raw" ? (dataset.sinks ?? []) : (dataset.layers.find((l) => l.table === table)?.sinks ?? []);
+  const sync = rekeyed ? "the sync that changes the keys" : "the sync that rebuilds it";
   const why =
     layer === "raw" && dataset.write === "append"
       ? "it is written with write: append (each partition records the deliveries appended to it, which a new layout would not)"
       : sinks.length > 0
-        ? `layer ${layer} sends it to sinks, whose targets are partitioned by the old keys (take the sinks off for the sync that changes the keys, then send the layer to new targets: sinks[].table)`
+        ? `layer ${layer} sends it to sinks, whose targets hold the old layout's rows (take the sinks off for ${sync}, then send the layer to new targets: sinks[].table)`
         : dataset.publish === "all_or_nothing"
-          ? "its dataset publishes all_or_nothing (a new layout is switched to whole anyway: take publish off for the sync that changes the keys)"
+          ? `its dataset publishes all_or_nothing (a new layout is switched to whole anyway: take publish off for ${sync})`
           : undefined;
-  if (why !== undefined) {
+  if (why === undefined) return;
+  if (rekeyed) {
     throw new LakeswapError("CONFLICT", `table '${table}' cannot change its partition keys: ${why}. Declare it with its partition keys as they are, or drop it (lakeswap drop-table ${table}) and load it again`);
   }
+  throw new LakeswapError(
+    "CONFLICT",
+    `table '${table}' cannot be rebuilt here: its readers could not read it halfway rebuilt, so it would be built aside in a new layout, and ${why}. ` +
+      "Add a column of the new type instead (in place), fill it, then drop the old one with --rebuild-schema",
+  );
 }
 
 /** The layer of a dataset that writes table `name` (`raw`, or a derived layer), with its declared columns. */
@@ -200,7 +209,7 @@ export function refuseIncompleteLayouts(relaid: readonly string[], results: read
   const shown = failed.slice(0, 3).map((r) => `${r.table}/${r.partition}${r.error ? ` (${r.error})` : ""}`).join("; ");
   throw new LakeswapError(
     "BUILD_FAILED",
-    `the new layout of ${[...new Set(failed.map((r) => r.table))].join(", ")} under its new partition keys is not whole: ${failed.length} partition(s) failed (${shown}); ` +
+    `the new layout of ${[...new Set(failed.map((r) => r.table))].join(", ")} is not whole: ${failed.length} partition(s) failed (${shown}); ` +
       `nothing was switched, every reader still reads the old layout. Fix the cause and rerun lakeswap sync --rebuild-schema`,
   );
 }

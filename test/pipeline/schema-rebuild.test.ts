@@ -467,6 +467,12 @@ for (const backendName of selectedBackends()) {
         await rollbackSync(ws.lake, scaling.result.syncId);
         expect(await columnsOf(ws.lake, "orders_raw")).toEqual(["id BIGINT", "n BIGINT", "amount DECIMAL(10,2)", "note VARCHAR", "ts TIMESTAMP"]);
         expect(await rows(ws.lake, "orders_raw", "amount")).toEqual(expectedRows());
+        // Not where a new layout could not carry the table on (here: a publication held to the dataset's end), nor for some partitions.
+        ws.configure(scaled.replace("    write: partition_replace\n", "    write: partition_replace\n    publish: all_or_nothing\n"), STAGE_BEFORE);
+        await expect(ws.sync(file, { rebuildSchema: true })).rejects.toThrow(/'orders_raw' cannot be rebuilt here: its readers could not read it halfway rebuilt, so it would be built aside in a new layout, and its dataset publishes all_or_nothing/);
+        ws.configure(scaled, STAGE_BEFORE);
+        await expect(ws.sync(file, { rebuildSchema: true, partitions: ["day=2026-11-01"] })).rejects.toThrow(/'orders_raw' is rebuilt aside .* run lakeswap sync --rebuild-schema without --partition/);
+        expect(await columnsOf(ws.lake, "orders_raw")).toEqual(["id BIGINT", "n BIGINT", "amount DECIMAL(10,2)", "note VARCHAR", "ts TIMESTAMP"]);
         return;
       }
       const report = await ws.sync(file, { rebuildSchema: true });
