@@ -43,111 +43,51 @@ function expected(key: string): string[] {
  */
 const POINTS = ["schema-after-record", "after-swap", "relayout-after-build", "schema-after-change", "relayout-before-switch", "relayout-after-switch"];
 
-describe.each(selectedBackends())("a change of partition keys, killed (%s)", (backendName) => {
-  const { dir, cleanup } = tempDir("lakeswap-relayout-crash-");
-  mkdirSync(path.join(dir, "deliveries"));
-  mkdirSync(path.join(dir, "sql"));
-  writeFileSync(path.join(dir, "sql", "stage-day.sql"), "SELECT id, n FROM orders_raw WHERE day = {{ day }}\n");
-  writeFileSync(path.join(dir, "sql", "stage-month.sql"), "SELECT id, n FROM orders_raw WHERE month = {{ month }}\n");
-  const [before, after] = [path.join(dir, "before.yaml"), path.join(dir, "after.yaml")];
-  writeFileSync(before, config("day"));
-  writeFileSync(after, config("month"));
-  const file = path.join(dir, "deliveries", "a.csv");
-  writeFileSync(file, csv());
-  const args = (backend: TestBackend, configFile: string, rebuild = true): string[] => [...backend.cliArgs, "sync", "-c", configFile, "--input", file, "--json", ...(rebuild ? ["--rebuild-schema"] : [])];
-  let synced: Promise<TestBackend> | undefined;
-  const syncedBefore = (): Promise<TestBackend> =>
-    (synced ??= (async () => {
-      const backend = await BACKEND_FACTORIES[backendName]!();
-      const first = await runMain(args(backend, before, false), backend.cliEnv);
-      expect(first.code, first.stderr).toBe(0);
-      return backend;
-    })());
-  afterAll(async () => {
-    await (await synced?.catch(() => undefined))?.cleanup();
-    cleanup();
-  });
+/**
+ * A kill matrix of `sync --rebuild-schema` from the declaration `before` to `after` (of the orders and their stage): the
+ * sync killed at each of `points` on a copy of a lake synced under `before`; then `killed` checks what a reader reads,
+ * the rerun must end with exit 0 and `converged` check the lake, and a resend must build nothing.
+ */
+function killMatrix(
+  title: string,
+  backendName: string,
+  declarations: { readonly before: string; readonly after: string },
+  points: readonly string[],
+  checks: { readonly killed: (reader: Lake, point: string) => Promise<void>; readonly converged: (lake: Lake) => Promise<void> },
+): void {
+  describe(title, () => {
+    const { dir, cleanup } = tempDir("lakeswap-relayout-crash-");
+    mkdirSync(path.join(dir, "deliveries"));
+    mkdirSync(path.join(dir, "sql"));
+    writeFileSync(path.join(dir, "sql", "stage-day.sql"), "SELECT id, n FROM orders_raw WHERE day = {{ day }}\n");
+    writeFileSync(path.join(dir, "sql", "stage-month.sql"), "SELECT id, n FROM orders_raw WHERE month = {{ month }}\n");
+    const [before, after] = [path.join(dir, "before.yaml"), path.join(dir, "after.yaml")];
+    writeFileSync(before, declarations.before);
+    writeFileSync(after, declarations.after);
+    const file = path.join(dir, "deliveries", "a.csv");
+    writeFileSync(file, csv());
+    const args = (backend: TestBackend, configFile: string, rebuild = true): string[] => [...backend.cliArgs, "sync", "-c", configFile, "--input", file, "--json", ...(rebuild ? ["--rebuild-schema"] : [])];
+    let synced: Promise<TestBackend> | undefined;
+    const syncedBefore = (): Promise<TestBackend> =>
+      (synced ??= (async () => {
+        const backend = await BACKEND_FACTORIES[backendName]!();
+        const first = await runMain(args(backend, before, false), backend.cliEnv);
+        expect(first.code, first.stderr).toBe(0);
+        return backend;
+      })());
+    afterAll(async () => {
+      await (await synced?.catch(() => undefined))?.cleanup();
+      cleanup();
+    });
 
-  it.concurrent.each(POINTS)("at %s: every row once under either layout; the rerun converges, a resend builds nothing", async (point) => {
-    const backend = await cloneBackend(await syncedBefore());
-    try {
-      const killed: CliResult = await runCli(args(backend, after), { ...backend.cliEnv, LAKESWAP_FAULT: `${point}:kill`, LAKESWAP_GRACE: "0" });
-      expect(killed.signal, `the sync reached ${point}; stderr: ${killed.stderr}`).toBe("SIGKILL");
-      const reader = await backend.open({ readOnly: true });
-      try {
-        for (const table of ["orders_raw", "orders_stage"]) {
-          const { key, rows } = await rowsOf(reader, table);
-          // Only the last point comes after a switch (the raw table's; its stage is switched next).
-          expect(key).toBe(point === "relayout-after-switch" && table === "orders_raw" ? "month" : "day");
-          expect(rows).toEqual(expected(key));
-        }
-      } finally {
-        await reader.close();
-      }
-      const rerun = await runCli(args(backend, after), { ...backend.cliEnv, LAKESWAP_GRACE: "0" });
-      expect(rerun.code, rerun.stderr).toBe(0);
-      const lake = await backend.open();
-      try {
-        for (const table of ["orders_raw", "orders_stage"]) expect(await rowsOf(lake, table)).toEqual({ key: "month", rows: expected("month") });
-        expect(await lake.pendingChanges()).toEqual([]);
-      } finally {
-        await lake.close();
-      }
-      await expectSyncBuildsNothing(args(backend, after), backend.cliEnv);
-    } finally {
-      await backend.cleanup();
-    }
-  }, 300_000);
-});
-
-// On AWS, a rebuild Athena could not read while pointers move (a DECIMAL's scale changed) is built aside in a new layout
-// of the same keys (lake/operations/rebuild-schema.ts rebuildReadably), killed at every point of it: a reader reads every
-// row once under the old columns or the new, never an error; the rerun converges; a resend builds nothing.
-describe.runIf(selectedBackends().includes("aws"))("a rebuild built aside on AWS, killed", () => {
-  const { dir, cleanup } = tempDir("lakeswap-aside-crash-");
-  mkdirSync(path.join(dir, "deliveries"));
-  mkdirSync(path.join(dir, "sql"));
-  writeFileSync(path.join(dir, "sql", "stage-day.sql"), "SELECT id, n FROM orders_raw WHERE day = {{ day }}\n");
-  const scaled = (n: string) => config("day").replace("n: BIGINT, ts", `n: '${n}', ts`);
-  const [before, after] = [path.join(dir, "before.yaml"), path.join(dir, "after.yaml")];
-  writeFileSync(before, scaled("DECIMAL(10,2)"));
-  writeFileSync(after, scaled("DECIMAL(12,4)"));
-  const file = path.join(dir, "deliveries", "a.csv");
-  writeFileSync(file, csv());
-  const args = (backend: TestBackend, configFile: string, rebuild = true): string[] => [...backend.cliArgs, "sync", "-c", configFile, "--input", file, "--json", ...(rebuild ? ["--rebuild-schema"] : [])];
-  let synced: Promise<TestBackend> | undefined;
-  const syncedBefore = (): Promise<TestBackend> =>
-    (synced ??= (async () => {
-      const backend = await BACKEND_FACTORIES.aws!();
-      const first = await runMain(args(backend, before, false), backend.cliEnv);
-      expect(first.code, first.stderr).toBe(0);
-      return backend;
-    })());
-  afterAll(async () => {
-    await (await synced?.catch(() => undefined))?.cleanup();
-    cleanup();
-  });
-  /** `id:n` of every row, n with the scale the table has now. */
-  const rowsNow = async (lake: Lake): Promise<{ type: string; rows: string[] }> => {
-    const type = (await lake.table("orders_raw")).columns.find((c) => c.name === "n")!.type;
-    const result = await lake.query("SELECT id, CAST(n AS VARCHAR) FROM orders_raw");
-    return { type, rows: result.rows.map(([id, n]) => `${String(id)}:${String(n)}`).sort() };
-  };
-  const expectedAs = (type: string) => expected("day").map((row) => row.split(" ")[1]!).map((idN) => `${idN}${type === "DECIMAL(12,4)" ? ".0000" : ".00"}`).sort();
-
-  it.concurrent.each(["schema-after-record", "rebuild-after-place", "rebuild-after-move", "relayout-before-switch", "relayout-after-switch"])(
-    "at %s: every row once under the old columns or the new; the rerun converges, a resend builds nothing",
-    async (point) => {
+    it.concurrent.each(points)("at %s: every row once, as before or as after; the rerun converges, a resend builds nothing", async (point) => {
       const backend = await cloneBackend(await syncedBefore());
       try {
         const killed: CliResult = await runCli(args(backend, after), { ...backend.cliEnv, LAKESWAP_FAULT: `${point}:kill`, LAKESWAP_GRACE: "0" });
         expect(killed.signal, `the sync reached ${point}; stderr: ${killed.stderr}`).toBe("SIGKILL");
         const reader = await backend.open({ readOnly: true });
         try {
-          const { type, rows } = await rowsNow(reader);
-          // Only the last point comes after a switch (the raw table's).
-          expect(type).toBe(point === "relayout-after-switch" ? "DECIMAL(12,4)" : "DECIMAL(10,2)");
-          expect(rows).toEqual(expectedAs(type));
+          await checks.killed(reader, point);
         } finally {
           await reader.close();
         }
@@ -155,7 +95,7 @@ describe.runIf(selectedBackends().includes("aws"))("a rebuild built aside on AWS
         expect(rerun.code, rerun.stderr).toBe(0);
         const lake = await backend.open();
         try {
-          expect(await rowsNow(lake)).toEqual({ type: "DECIMAL(12,4)", rows: expectedAs("DECIMAL(12,4)") });
+          await checks.converged(lake);
           expect(await lake.pendingChanges()).toEqual([]);
         } finally {
           await lake.close();
@@ -164,7 +104,46 @@ describe.runIf(selectedBackends().includes("aws"))("a rebuild built aside on AWS
       } finally {
         await backend.cleanup();
       }
+    }, 300_000);
+  });
+}
+
+for (const backendName of selectedBackends()) {
+  killMatrix(`a change of partition keys, killed (${backendName})`, backendName, { before: config("day"), after: config("month") }, POINTS, {
+    killed: async (reader, point) => {
+      for (const table of ["orders_raw", "orders_stage"]) {
+        const { key, rows } = await rowsOf(reader, table);
+        // Only the last point comes after a switch (the raw table's; its stage is switched next).
+        expect(key).toBe(point === "relayout-after-switch" && table === "orders_raw" ? "month" : "day");
+        expect(rows).toEqual(expected(key));
+      }
     },
-    300_000,
-  );
-});
+    converged: async (lake) => {
+      for (const table of ["orders_raw", "orders_stage"]) expect(await rowsOf(lake, table)).toEqual({ key: "month", rows: expected("month") });
+    },
+  });
+}
+
+// On AWS, a rebuild Athena could not read while pointers move (a DECIMAL's scale changed) is built aside in a new layout
+// of the same keys (lake/operations/rebuild-schema.ts rebuildReadably), killed at every point of it: a reader reads every
+// row once under the old columns or the new, never an error; the rerun converges; a resend builds nothing.
+if (selectedBackends().includes("aws")) {
+  const scaled = (n: string) => config("day").replace("n: BIGINT, ts", `n: '${n}', ts`);
+  /** `id:n` of every row, n with the scale the table has now. */
+  const rowsNow = async (lake: Lake): Promise<{ type: string; rows: string[] }> => {
+    const type = (await lake.table("orders_raw")).columns.find((c) => c.name === "n")!.type;
+    const result = await lake.query("SELECT id, CAST(n AS VARCHAR) FROM orders_raw");
+    return { type, rows: result.rows.map(([id, n]) => `${String(id)}:${String(n)}`).sort() };
+  };
+  const expectedAs = (type: string) => expected("day").map((row) => row.split(" ")[1]!).map((idN) => `${idN}${type === "DECIMAL(12,4)" ? ".0000" : ".00"}`).sort();
+  const points = ["schema-after-record", "rebuild-after-place", "rebuild-after-move", "relayout-before-switch", "relayout-after-switch"];
+  killMatrix("a rebuild built aside on AWS, killed", "aws", { before: scaled("DECIMAL(10,2)"), after: scaled("DECIMAL(12,4)") }, points, {
+    killed: async (reader, point) => {
+      const { type, rows } = await rowsNow(reader);
+      // Only the last point comes after a switch (the raw table's).
+      expect(type).toBe(point === "relayout-after-switch" ? "DECIMAL(12,4)" : "DECIMAL(10,2)");
+      expect(rows).toEqual(expectedAs(type));
+    },
+    converged: async (lake) => expect(await rowsNow(lake)).toEqual({ type: "DECIMAL(12,4)", rows: expectedAs("DECIMAL(12,4)") }),
+  });
+}
