@@ -4,11 +4,12 @@ import SlowFirstSequencer from "./test/support/slow-first-sequencer.js";
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
-    // The run's temporary folder on a memory file system where there is room (test/support/test-tmpdir.ts); then
+    // Child processes that start without parsing extra CA certificates (test/support/no-extra-ca-certs.ts); the run's
+    // temporary folder on a memory file system where there is room (test/support/test-tmpdir.ts); then
     // bundles the CLI (and the helper scripts tests start as child processes) from the sources, once per run; and
     // one PostgreSQL cluster for the run and one set of AWS emulators per worker (each in a process of its own),
     // started when a test first asks for them.
-    globalSetup: ["test/support/test-tmpdir.ts", "test/support/build-bundles.ts", "test/support/global-services.ts"],
+    globalSetup: ["test/support/no-extra-ca-certs.ts", "test/support/test-tmpdir.ts", "test/support/build-bundles.ts", "test/support/global-services.ts"],
     // Test files run one after another in their worker's process, which loads lakeswap, DuckDB and the AWS SDK once
     // instead of once per file (a fresh module graph per file cost about a third of the suite's CPU). Each file
     // still starts its own lakes, workspaces and processes; what a file sets in process.env is put back after it.
