@@ -49,6 +49,8 @@ export interface Machine {
   readonly loadAverage: { readonly start: number; readonly end: number };
   /** When the run started (ISO 8601). */
   readonly startedAt: string;
+  /** Median wall time of `node -e 0` (ms), in every process figure; without NODE_EXTRA_CA_CERTS where the environment sets it. */
+  readonly nodeStart?: { readonly ms: number; readonly withoutExtraCaCertsMs?: number };
   /** Wall time of the whole run. */
   readonly totalMs: number;
   /** `npm run build` before the CLI benchmarks (undefined when none ran). */
@@ -200,6 +202,14 @@ export function renderJson(report: BenchReport): string {
   return `${JSON.stringify(report, round, 2)}\n`;
 }
 
+/** The machine's Node start-up, which every process figure includes. */
+function nodeStartText(start: Machine["nodeStart"]): string {
+  if (start === undefined) return "";
+  const text = ` · Node start-up (node -e 0) ${duration(start.ms)}, in every process figure`;
+  if (start.withoutExtraCaCertsMs === undefined) return text;
+  return `${text}; ${duration(start.withoutExtraCaCertsMs)} without NODE_EXTRA_CA_CERTS, which this environment sets (Node parses that file as it starts)`;
+}
+
 /** The report as readable tables: machine, then each section that ran, then every target's verdict. */
 export function renderText(report: BenchReport): string {
   const { machine } = report;
@@ -209,7 +219,8 @@ export function renderText(report: BenchReport): string {
   const load =
     `load average (1 min) ${machine.loadAverage.start.toFixed(2)} at the start, ${machine.loadAverage.end.toFixed(2)} at the end ` +
     `(above ${machine.cpus} means other work shared the cpus and slowed every figure) · whole run ${duration(machine.totalMs)}` +
-    (machine.buildMs === undefined ? "" : ` · npm run build ${duration(machine.buildMs)} (not in any figure)`);
+    (machine.buildMs === undefined ? "" : ` · npm run build ${duration(machine.buildMs)} (not in any figure)`) +
+    nodeStartText(machine.nodeStart);
   const parts = [header, load, ""];
   if (report.replace && report.swap) parts.push(renderReplaceAndSwap(report.replace, report.swap), "", report.verdict?.message ?? "", "");
   if (report.signature) parts.push(renderSignature(report.signature), "");

@@ -1,3 +1,4 @@
+import { spawnSync } from "node:child_process";
 import { promises as fs, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -155,10 +156,34 @@ async function describeMachine(): Promise<Omit<Machine, "loadAverage" | "totalMs
       duckdb: await duckdb.version(),
       tmpdir: os.tmpdir(),
       startedAt: new Date().toISOString().replace(/\.\d+Z$/, "Z"),
+      nodeStart: nodeStart(),
     };
   } finally {
     duckdb.close();
   }
+}
+
+/** Rounds of `node -e 0` timed for the machine's Node start-up. */
+const NODE_START_ROUNDS = 9;
+
+/**
+ * What starting Node costs here before any script runs (median wall time of `node -e 0`), which every process figure
+ * includes; and, where the environment sets NODE_EXTRA_CA_CERTS (Node then parses that whole file as it starts), the
+ * same without it.
+ */
+function nodeStart(): Machine["nodeStart"] {
+  const median = (env: NodeJS.ProcessEnv): number => {
+    const times = Array.from({ length: NODE_START_ROUNDS }, () => {
+      const begin = performance.now();
+      spawnSync(process.execPath, ["-e", "0"], { env, stdio: "ignore" });
+      return performance.now() - begin;
+    }).sort((a, b) => a - b);
+    return times[Math.floor(times.length / 2)] ?? 0;
+  };
+  const asIs = median(process.env);
+  if (process.env.NODE_EXTRA_CA_CERTS === undefined) return { ms: asIs };
+  const { NODE_EXTRA_CA_CERTS: _ignored, ...without } = process.env;
+  return { ms: asIs, withoutExtraCaCertsMs: median(without) };
 }
 
 /** Runs the selected benchmarks in a temporary folder and prints one report. */
