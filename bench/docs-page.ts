@@ -2,7 +2,7 @@ import { execFileSync } from "node:child_process";
 import { promises as fs } from "node:fs";
 import path from "node:path";
 import { REPO_ROOT } from "./lakeswap-cli.js";
-import { buildReport, renderText, type BenchSections, type Machine } from "./report.js";
+import { buildReport, nodeStartText, renderText, type BenchSections, type Machine } from "./report.js";
 import { verdictWord, type Verdict } from "./targets.js";
 
 /**
@@ -87,7 +87,7 @@ function describeRun(machine: Machine, command: string): string {
     `Measured ${machine.startedAt} by \`${command}\`${commitOfWorkTree()}, on ${machine.cpus} cpus (${machine.cpuModel}), ` +
     `${machine.memoryGb} GB, ${machine.platform}, Node ${machine.node}, DuckDB ${machine.duckdb}; load average ` +
     `${machine.loadAverage.start.toFixed(1)} at the start of the run, ${machine.loadAverage.end.toFixed(1)} at its end ` +
-    `(above ${machine.cpus}, other work shared the cpus and slowed every figure).`
+    `(above ${machine.cpus}, other work shared the cpus and slowed every figure)${nodeStartText(machine.nodeStart).replace(" · ", "; ")}.`
   );
 }
 

@@ -202,8 +202,8 @@ export function renderJson(report: BenchReport): string {
   return `${JSON.stringify(report, round, 2)}\n`;
 }
 
-/** The machine's Node start-up, which every process figure includes. */
-function nodeStartText(start: Machine["nodeStart"]): string {
+/** The machine's Node start-up, which every process figure includes (" · …", or "" when not measured). */
+export function nodeStartText(start: Machine["nodeStart"]): string {
   if (start === undefined) return "";
   const text = ` · Node start-up (node -e 0) ${duration(start.ms)}, in every process figure`;
   if (start.withoutExtraCaCertsMs === undefined) return text;
