@@ -2,8 +2,8 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import type { Lake } from "../../src/lake/lake.js";
-import { BACKEND_FACTORIES, cloneBackend, runCli, selectedBackends, tempDir, type CliResult, type TestBackend } from "../support/lake-fixture.js";
-import { expectSyncBuildsNothing, runMain } from "../support/main-cli.js";
+import { runCli, selectedBackends, tempDir, type CliResult, type TestBackend } from "../support/lake-fixture.js";
+import { expectSyncBuildsNothing, syncedOnce } from "../support/main-cli.js";
 
 // Issue 31 item 3: `sync --rebuild-schema` that changes the partition keys of a raw table and its stage layer (day to
 // month), killed at every point of it: a reader then reads every row once, under the old keys or the new, never an
@@ -67,21 +67,14 @@ function killMatrix(
     const file = path.join(dir, "deliveries", "a.csv");
     writeFileSync(file, csv());
     const args = (backend: TestBackend, configFile: string, rebuild = true): string[] => [...backend.cliArgs, "sync", "-c", configFile, "--input", file, "--json", ...(rebuild ? ["--rebuild-schema"] : [])];
-    let synced: Promise<TestBackend> | undefined;
-    const syncedBefore = (): Promise<TestBackend> =>
-      (synced ??= (async () => {
-        const backend = await BACKEND_FACTORIES[backendName]!();
-        const first = await runMain(args(backend, before, false), backend.cliEnv);
-        expect(first.code, first.stderr).toBe(0);
-        return backend;
-      })());
+    const syncedBefore = syncedOnce(backendName, (backend) => args(backend, before, false));
     afterAll(async () => {
-      await (await synced?.catch(() => undefined))?.cleanup();
+      await syncedBefore.cleanup();
       cleanup();
     });
 
     it.concurrent.each(points)("at %s: every row once, as before or as after; the rerun converges, a resend builds nothing", async (point) => {
-      const backend = await cloneBackend(await syncedBefore());
+      const backend = await syncedBefore.clone();
       try {
         const killed: CliResult = await runCli(args(backend, after), { ...backend.cliEnv, LAKESWAP_FAULT: `${point}:kill`, LAKESWAP_GRACE: "0" });
         expect(killed.signal, `the sync reached ${point}; stderr: ${killed.stderr}`).toBe("SIGKILL");

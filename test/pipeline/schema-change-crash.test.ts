@@ -2,8 +2,8 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import type { Lake } from "../../src/lake/lake.js";
-import { BACKEND_FACTORIES, cloneBackend, runCli, selectedBackends, tempDir, type CliResult, type TestBackend } from "../support/lake-fixture.js";
-import { expectSyncBuildsNothing, runMain } from "../support/main-cli.js";
+import { runCli, selectedBackends, tempDir, type CliResult, type TestBackend } from "../support/lake-fixture.js";
+import { expectSyncBuildsNothing, syncedOnce } from "../support/main-cli.js";
 
 // Issue 31: a sync that changes a table's schema in place (a column added in the middle, INTEGER widened to BIGINT)
 // and rebuilds the days a delivery fills, killed at any point: readers see every day whole, the old delivery's rows
@@ -71,21 +71,14 @@ describe.each(selectedBackends())("a sync changing a schema in place, killed (%s
   writeFileSync(fileA, csv(false));
   writeFileSync(fileB, csv(true));
   const args = (backend: TestBackend, configFile: string, file: string): string[] => [...backend.cliArgs, "sync", "-c", configFile, "--input", file, "--json"];
-  let synced: Promise<TestBackend> | undefined;
-  const syncedA = (): Promise<TestBackend> =>
-    (synced ??= (async () => {
-      const backend = await BACKEND_FACTORIES[backendName]!();
-      const first = await runMain(args(backend, before, fileA), backend.cliEnv);
-      expect(first.code, first.stderr).toBe(0);
-      return backend;
-    })());
+  const syncedA = syncedOnce(backendName, (backend) => args(backend, before, fileA));
   afterAll(async () => {
-    await (await synced?.catch(() => undefined))?.cleanup();
+    await syncedA.cleanup();
     cleanup();
   });
 
   it.concurrent.each(POINTS[backendName] ?? [])("at %s: every day whole under either definition; the rerun converges, a resend builds nothing", async (point) => {
-    const backend = await cloneBackend(await syncedA());
+    const backend = await syncedA.clone();
     try {
       const [name, nth] = point.split("@");
       const killed: CliResult = await runCli(args(backend, after, fileB), { ...backend.cliEnv, LAKESWAP_FAULT: `${name}:kill${nth ? `@${nth}` : ""}`, LAKESWAP_GRACE: "0" });

@@ -3,8 +3,8 @@ import path from "node:path";
 import { GetPartitionsCommand, GetTableCommand, GlueClient, type Column } from "@aws-sdk/client-glue";
 import { afterAll, describe, expect, it } from "vitest";
 import type { Lake } from "../../src/lake/lake.js";
-import { BACKEND_FACTORIES, cloneBackend, runCli, selectedBackends, tempDir, type awsBackend, type CliResult, type TestBackend } from "../support/lake-fixture.js";
-import { expectSyncBuildsNothing, runMain } from "../support/main-cli.js";
+import { runCli, selectedBackends, tempDir, type awsBackend, type CliResult, type TestBackend } from "../support/lake-fixture.js";
+import { expectSyncBuildsNothing, syncedOnce } from "../support/main-cli.js";
 
 // Issue 31 item 3: `sync --rebuild-schema` (n narrowed from BIGINT to INTEGER, note dropped, and embedded amount
 // renamed to total) killed at every point of the rebuild and of the build after it: a reader then reads every day
@@ -96,21 +96,14 @@ describe.each(selectedBackends())("a schema rebuild by swap, killed (%s)", (back
   const args = (backend: TestBackend, configFile: string, file: string, rebuild = true): string[] => [
     ...backend.cliArgs, "sync", "-c", configFile, "--input", file, "--json", ...(rebuild ? ["--rebuild-schema"] : []),
   ];
-  let synced: Promise<TestBackend> | undefined;
-  const syncedA = (): Promise<TestBackend> =>
-    (synced ??= (async () => {
-      const backend = await BACKEND_FACTORIES[backendName]!();
-      const first = await runMain(args(backend, before, fileA, false), backend.cliEnv);
-      expect(first.code, first.stderr).toBe(0);
-      return backend;
-    })());
+  const syncedA = syncedOnce(backendName, (backend) => args(backend, before, fileA, false));
   afterAll(async () => {
-    await (await synced?.catch(() => undefined))?.cleanup();
+    await syncedA.cleanup();
     cleanup();
   });
 
   it.concurrent.each(POINTS)("at %s: every day whole under either definition; the rerun converges, a resend builds nothing", async (point) => {
-    const backend = await cloneBackend(await syncedA());
+    const backend = await syncedA.clone();
     try {
       const killed: CliResult = await runCli(args(backend, after, fileB), { ...backend.cliEnv, LAKESWAP_FAULT: `${point}:kill`, LAKESWAP_GRACE: "0" });
       expect(killed.signal, `the sync reached ${point}; stderr: ${killed.stderr}`).toBe("SIGKILL");

@@ -3,10 +3,10 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import type { Lake } from "../../src/lake/lake.js";
-import { BACKEND_FACTORIES, cloneBackend, runCli, selectedBackends, type CliResult, type TestBackend } from "../support/lake-fixture.js";
+import { runCli, selectedBackends, type CliResult, type TestBackend } from "../support/lake-fixture.js";
 import { PipelineWorkspace, orders, type OrderRow } from "../support/pipeline-fixture.js";
 import { lakeDirOf } from "../support/crash-kit.js";
-import { runMain } from "../support/main-cli.js";
+import { runMain, syncedOnce } from "../support/main-cli.js";
 
 // Invariants 1, 2 and 6 for a sync that moves many pointers as one batch: killed at any point (inside a batch
 // too), every partition of every layer is whole, the old delivery's or the new one's; the rerun converges to
@@ -64,21 +64,14 @@ describe.each(selectedBackends())("a sync killed mid-batch on the %s backend", (
     runCli(syncArgs(backend, file), { ...backend.cliEnv, ...env });
   /** A sync in this process (`main(argv)`). */
   const syncHere = (backend: TestBackend, file: string): Promise<CliResult> => runMain(syncArgs(backend, file), backend.cliEnv);
-  let synced: Promise<TestBackend> | undefined;
-  const syncedA = (): Promise<TestBackend> =>
-    (synced ??= (async () => {
-      const backend = await BACKEND_FACTORIES[backendName]!();
-      const first = await syncHere(backend, fileA);
-      expect(first.code, first.stderr).toBe(0);
-      return backend;
-    })());
+  const syncedA = syncedOnce(backendName, (backend) => syncArgs(backend, fileA));
   afterAll(async () => {
-    await (await synced?.catch(() => undefined))?.cleanup();
+    await syncedA.cleanup();
     ws.cleanup();
   });
 
   it.concurrent.each(POINTS[backendName] ?? [])("killed at %s: each partition is whole, old or new; the rerun converges and a resend does nothing", async (point) => {
-    const backend = await cloneBackend(await syncedA());
+    const backend = await syncedA.clone();
     try {
       const [name, nth] = point.split("@");
       // The killed sync and its rerun get a temporary folder of their own: what the killed one leaves there (a landing's

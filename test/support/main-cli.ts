@@ -1,7 +1,7 @@
 // Runs the CLI in this process (`main(argv)`), with stdout and stderr captured: a command without a child process.
 import { expect, vi } from "vitest";
 import { main } from "../../src/cli/main.js";
-import type { CliResult } from "./lake-fixture.js";
+import { BACKEND_FACTORIES, cloneBackend, type CliResult, type TestBackend } from "./lake-fixture.js";
 import { overrideEnvironment, restoreEnvironment } from "./process-env.js";
 
 /** The end of the last call queued: calls run one after another (they share this process's stdout, stderr, environment and working folder). */
@@ -50,4 +50,25 @@ export async function expectSyncBuildsNothing(args: readonly string[], env: Reco
   const resend = await runMain(args, env);
   expect(resend.code, resend.stderr).toBe(0);
   expect((JSON.parse(resend.stdout) as { totals: { built: number } }).totals.built).toBe(0);
+}
+
+/**
+ * A kill matrix's starting lake, made once: `args(backend)` run in this process on a fresh backend, the first time a
+ * point asks for it. Each point works on a copy of it (`clone`, cloneBackend); `cleanup` removes it.
+ */
+export function syncedOnce(backendName: string, args: (backend: TestBackend) => readonly string[]): { clone(): Promise<TestBackend>; cleanup(): Promise<void> } {
+  let synced: Promise<TestBackend> | undefined;
+  const source = (): Promise<TestBackend> =>
+    (synced ??= (async () => {
+      const backend = await BACKEND_FACTORIES[backendName]!();
+      const first = await runMain(args(backend), backend.cliEnv);
+      expect(first.code, first.stderr).toBe(0);
+      return backend;
+    })());
+  return {
+    clone: async () => cloneBackend(await source()),
+    cleanup: async () => {
+      await (await synced?.catch(() => undefined))?.cleanup();
+    },
+  };
 }
