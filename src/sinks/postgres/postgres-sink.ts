@@ -33,8 +33,11 @@ const WRITERS = 2;
 /**
  * Attempts of a partition's transaction that PostgreSQL aborts as a deadlock (40P01). Two upsert transactions of one
  * target deadlock when keys move both ways between their partitions: each marks its gone keys first, then merges
- * keys the other has marked. PostgreSQL aborts one, the other commits, so a second attempt finds those rows free;
- * the bound ends the sync's wait where another writer keeps moving the same keys back and forth.
+ * keys the other has marked. PostgreSQL aborts one; run again at once it would take the same rows in the same order
+ * while the other is still in its merge, and deadlock again (it did, four times in a row, on a busy machine). So an
+ * attempt after a deadlock runs alone: it takes the target's lock exclusively, waiting for every lakeswap
+ * transaction of the target to end and keeping new ones out until it commits. The bound is for a session outside
+ * lakeswap that keeps taking the same rows.
  */
 const DEADLOCK_ATTEMPTS = 4;
 
@@ -372,8 +375,10 @@ export class PostgresSink implements Sink {
     // rows (or leaves); upsert's may touch the same rows where keys move between partitions, which row locks order
     // (a deadlock is run again). One round trip with BEGIN: each costs milliseconds on a busy machine.
     const table = targetLockKey(this.spec.schema, this.spec.table);
-    const turn = `SELECT pg_advisory_xact_lock_shared(${table}), pg_advisory_xact_lock(${table}, hashtext(${quoteLiteral(statePath)}))`;
+    const partition = `pg_advisory_xact_lock(${table}, hashtext(${quoteLiteral(statePath)}))`;
     for (let attempt = 1; ; attempt += 1) {
+      // After a deadlock, alone (DEADLOCK_ATTEMPTS): the table's lock exclusive, taken before any row.
+      const turn = `SELECT ${attempt === 1 ? `pg_advisory_xact_lock_shared(${table})` : `pg_advisory_xact_lock(${table})`}, ${partition}`;
       try {
         await session.query(`BEGIN; ${turn}`);
         const { rows, leaf } = await work();
