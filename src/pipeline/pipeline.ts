@@ -185,7 +185,12 @@ export class Pipeline {
       // A delivery landed before the leases was read as the raw table will be once changed: checked under them.
       const relaid = await changeSchemas(this.ctx, writer, pass.log, changing, dataset, landedFirst ? dataset : undefined);
       const run = new SyncRun(this.ctx, writer, pass.log, pass.tally, dataset);
-      await work(run);
+      try {
+        await work(run);
+      } finally {
+        // Under the leases, whatever the work did.
+        await run.collected();
+      }
       // Held runs (--hold, publish: all_or_nothing) stay staged or are published together, under the same leases.
       await run.settle(dataset);
       // A table whose partition keys changed is switched to its new layout as the writer ends, only if it is whole.

@@ -49,6 +49,8 @@ export class SyncRun implements Run {
   private readonly overlay = new Map<string, Map<string, PartitionSnapshot>>();
   /** `table/partition` of the swaps that made a partition's only run (SwapOutcome.onlyRun): GC has nothing there to collect. */
   private readonly onlyRuns = new Set<string>();
+  /** The GCs after the layers' swaps, running while the next layers build; the dataset settles once they end. */
+  private readonly collecting: Promise<unknown>[] = [];
 
   constructor(
     private readonly ctx: PipelineContext,
@@ -167,9 +169,11 @@ export class SyncRun implements Run {
     }
     // The confirmations are stored with the next layer's intent, or when the sync finishes: one write fewer a layer.
     // A sync killed before then leaves them pending, which rollback --sync reads from where the pointers are.
-    // One GC for the layer's swaps, not one per swap.
+    // One GC for the layer's swaps, not one per swap, off the layers' way: it removes only runs no pointer names (nor
+    // held within the grace window), never one a later layer reads, and a table is written by one layer of a dataset.
+    // It ends under the leases (`collected`), whatever it finds: the swaps stand, and what it left the next GC removes.
     const swapped = results.filter((r) => r.action === "build" && !r.staged && !this.onlyRuns.has(`${table}/${r.partition}`)).map((r) => r.partition);
-    if (swapped.length > 0) await this.writer.collectGarbage(table, swapped);
+    if (swapped.length > 0) this.collecting.push(this.writer.collectGarbage(table, swapped).catch(() => undefined));
     return results.sort((a, b) => (a.partition < b.partition ? -1 : a.partition > b.partition ? 1 : 0));
   }
 
@@ -226,6 +230,11 @@ export class SyncRun implements Run {
     }
     this.overlay.set(table, byPath);
     this.log.stage(table, layer, outcomes.flatMap((o) => (o.staged ? [o.staged] : [])), outcomes.flatMap((o) => o.audits ?? []));
+  }
+
+  /** Waits for the GCs after the layers' swaps (they never fail: what one could not remove, the next GC removes). */
+  async collected(): Promise<void> {
+    await Promise.all(this.collecting.splice(0));
   }
 
   /**
