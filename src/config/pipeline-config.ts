@@ -8,6 +8,7 @@ import { formatIssues, didYouMean } from "./config-messages.js";
 import type { DatasetConfig } from "./dataset/dataset-config.js";
 import { resolveColumns } from "./dataset/resolve-columns.js";
 import { resolveDataset } from "./dataset/resolve-dataset.js";
+import { refuseSharedSinkTargets } from "./dataset/resolve-sinks.js";
 import { resolveIngest, type IngestPipelineConfig } from "./ingest-config.js";
 import { pipelineSchema } from "./pipeline-schema.js";
 
@@ -87,6 +88,7 @@ export function resolvePipelineConfig(raw: unknown, file: string, env: NodeJS.Pr
       didYouMean,
     });
     const datasets = Object.entries(config.datasets).map(([name, dataset]) => resolveDataset(name, dataset, dir, ingest.pipelines));
+    refuseSharedSinkTargets(datasets);
     const aws = ingest.datasetsSink?.kind === "athena" ? ingest.datasetsSink.aws : undefined;
     return {
       file,

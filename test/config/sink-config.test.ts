@@ -53,6 +53,36 @@ describe("sinks: in lakeswap.yaml", () => {
     expect(resolveWithSink(sinks)).toThrow(message);
   });
 
+  it("refuses two layers that send to one PostgreSQL table (the same server, database and table, whoever connects), naming both", () => {
+    const ws = new PipelineWorkspace();
+    const config = parse(pipelineYaml()) as Record<string, any>;
+    const resolve = (raw: unknown, stage: unknown) => {
+      config.datasets.orders.sinks = raw;
+      config.datasets.orders.layers[0].sinks = stage;
+      return () => resolvePipelineConfig(config, ws.configFile);
+    };
+    try {
+      // Sent one over the other, each sync replaced the other's rows and recorded signatures: both went again every
+      // sync, and the table held whichever layer was sent last.
+      const shared = resolve(
+        { postgres: { url: "postgres://app:one@DB.example/shop", table: "orders", mode: "upsert", primary_key: ["order_id"] } },
+        { postgres: { url: "postgres://etl:two@db.example:5432/shop", table: "public.orders", mode: "partition_replace" } },
+      );
+      expect(shared).toThrow(
+        "datasets.orders.sinks.postgres and datasets.orders.layers.stage.sinks.postgres both send to table public.orders of postgres://etl:***@db.example:5432/shop: " +
+          "each sync would overwrite the other's rows and send both again; give each layer a table of its own",
+      );
+      // Another table, schema, database or server is another target.
+      for (const [url, table] of [["postgres://app:one@db.example/shop", "orders_stage"], ["postgres://app:one@db.example/shop", "stage.orders"], ["postgres://app:one@db.example/other", "orders"], ["postgres://app:one@db2.example/shop", "orders"]]) {
+        const config = resolve({ postgres: { url: "postgres://app:one@db.example/shop", table: "orders", mode: "upsert", primary_key: ["order_id"] } }, { postgres: { url, table } })();
+        expect(config.datasets[0]!.sinks).toHaveLength(1);
+        expect(config.datasets[0]!.layers[0]!.sinks).toHaveLength(1);
+      }
+    } finally {
+      ws.cleanup();
+    }
+  });
+
   it("takes partitioning (native or index) for partition_replace, and refuses it for upsert or an unknown value, naming the key", () => {
     const replace = (partitioning: unknown) => ({ postgres: { url: "postgres://h/d", table: "t", partitioning } });
     expect(resolveWithSink(replace("index"))().datasets[0]!.layers[1]!.sinks[0]).toMatchObject({ mode: "partition_replace", partitioning: "index" });

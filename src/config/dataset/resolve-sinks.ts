@@ -3,6 +3,7 @@ import { postgresColumnType } from "../../model/column-types.js";
 import { printable } from "../../model/sql.js";
 import type { Column } from "../../model/table.js";
 import type { SinkSpec } from "../../sinks/sink.js";
+import type { DatasetConfig } from "./dataset-config.js";
 import { didYouMean } from "../config-messages.js";
 import type { SinksInput } from "../pipeline-schema.js";
 
@@ -57,6 +58,44 @@ export function resolveSinks(sinks: SinksInput, layerColumns: readonly Column[],
   const flag = postgres.mode === "upsert" && deleteFlag !== undefined && columns.includes(deleteFlag) ? { deleteFlag } : {};
   const partitioning = postgres.partitioning ? { partitioning: postgres.partitioning } : {};
   return [{ kind: "postgres", url, maskedUrl, schema, table, mode: postgres.mode, primaryKey, hardDelete: postgres.hard_delete, ...flag, ...partitioning }];
+}
+
+/**
+ * Refuses two layers (of one dataset or of two) that send to one PostgreSQL table: the same table name on the same
+ * server and database, whoever connects. Each would replace or merge the other's rows, and its recorded signatures
+ * too, so every sync would send both again, and the table would hold whichever was sent last.
+ */
+export function refuseSharedSinkTargets(datasets: readonly DatasetConfig[]): void {
+  const seen = new Map<string, string>();
+  for (const dataset of datasets) {
+    const layers = [{ where: `datasets.${dataset.name}.sinks`, sinks: dataset.sinks }, ...dataset.layers.map((l) => ({ where: `datasets.${dataset.name}.layers.${l.name}.sinks`, sinks: l.sinks ?? [] }))];
+    for (const { where, sinks } of layers) {
+      for (const sink of sinks) {
+        const target = `${sink.schema}.${sink.table}`;
+        const key = `${serverOf(sink.url)}\n${target}`;
+        const other = seen.get(key);
+        if (other !== undefined) {
+          throw new InvalidInputError(
+            `${other}.postgres and ${where}.postgres both send to table ${target} of ${printable(sink.maskedUrl)}: each sync would overwrite the other's rows ` +
+              "and send both again; give each layer a table of its own",
+          );
+        }
+        seen.set(key, where);
+      }
+    }
+  }
+}
+
+/** The server and database a PostgreSQL URL names (host, or socket folder, port and database), without who connects. */
+function serverOf(url: string): string {
+  const { hostname, port, pathname, searchParams } = new URL(url);
+  let database = pathname;
+  try {
+    database = decodeURIComponent(pathname);
+  } catch {
+    // A malformed escape: compared as written.
+  }
+  return `${hostname.toLowerCase()}${searchParams.get("host") ?? ""}:${port || "5432"}${database}`;
 }
 
 /** Replaces each `${VAR}` with the environment variable's value; a variable that is not set is an error naming it. */
