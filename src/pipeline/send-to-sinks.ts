@@ -4,6 +4,7 @@ import type { ObjectStore } from "../store/object-store.js";
 import type { Lake, PartitionState } from "../lake/lake.js";
 import { parsePartitionPath, partitionPath } from "../model/partition.js";
 import { mapLimited } from "../shared/map-limited.js";
+import { keysInTwoPartitions } from "./shared-keys.js";
 
 /** What happened to one partition at one sink: `sent`, `skipped` (its signature is already there) or `failed` (nothing applied). */
 export interface SinkedPartition {
@@ -114,13 +115,38 @@ async function sendToSink(
     return [{ ...base, partition: "*", action: "failed", reason: "target failed", seconds: 0, error: `${errorMessage(error)} (none of the table's ${count} partition(s) was checked or sent)` }];
   }
   const results = await removeGone(sink, layout, base, recorded, states, selected);
-  const changed = current.filter((state) => recorded.get(state.partition) !== sinkSignature(state));
+  let changed = current.filter((state) => recorded.get(state.partition) !== sinkSignature(state));
   for (const state of current) {
     if (!changed.includes(state)) results.push({ ...base, partition: state.partition, action: "skipped", reason: "unchanged", run: state.runId, seconds: 0 });
   }
   if (changed.length === 0) return results;
+  if (layout.mode === "upsert") {
+    let shared: Map<string, string>;
+    try {
+      shared = await keysInTwoPartitions(target.lake, layout);
+    } catch (error) {
+      const why = `the check that no key is in two partitions of lake table ${layout.lakeTable} failed: ${errorMessage(error)}`;
+      return [...results, { ...base, partition: "*", action: "failed", reason: "target failed", seconds: 0, error: `${sink.description}: ${why} (none of the table's ${changed.length} changed partition(s) was sent)` }];
+    }
+    for (const state of changed.filter((s) => shared.has(s.partition))) {
+      results.push({ ...base, partition: state.partition, action: "failed", reason: sendReason(recorded.get(state.partition)), run: state.runId, seconds: 0, error: sharedKeyError(target, state.partition, shared.get(state.partition)!) });
+    }
+    changed = changed.filter((s) => !shared.has(s.partition));
+    if (changed.length === 0) return results;
+  }
   results.push(...(await writePartitions(target, await planSends(target, changed, recorded))));
   return results;
+}
+
+/** Why an upsert partition that shares keys with another partition is not sent, and what the user can do. */
+function sharedKeyError(target: SinkTarget, partition: string, why: string): string {
+  const { layout, sink } = target;
+  const missing = layout.partitionKeys.filter((key) => !layout.primaryKey.includes(key));
+  return (
+    `${sink.description}: partition ${partition} of lake table ${layout.lakeTable} ${why}; upsert holds each key (${layout.primaryKey.join(", ")}) once, ` +
+    `so the target would keep whichever partition went last: make the keys unique across partitions (the layer's SQL, or the dataset's write: upsert), ` +
+    `or add ${missing.join(", ")} to the sink's primary_key; nothing of this partition was sent`
+  );
 }
 
 /** Every partition to send, in order, so that each write can name the next ones for the sink to read ahead. */
