@@ -19,26 +19,26 @@ const SEPARATOR = "\u001f";
  */
 export async function keysInTwoPartitions(lake: Lake, layout: Pick<SinkLayout, "lakeTable" | "primaryKey" | "partitionKeys">): Promise<Map<string, string>> {
   const { lakeTable, primaryKey, partitionKeys } = layout;
-  const shared = new Map<string, string>();
-  if (partitionKeys.length === 0 || partitionKeys.every((key) => primaryKey.includes(key))) return shared;
+  const found = new Map<string, string>();
+  if (partitionKeys.length === 0 || partitionKeys.every((key) => primaryKey.includes(key))) return found;
   const text = (names: readonly string[], alias = ""): string => `concat_ws(chr(31), ${names.map((name) => `CAST(${alias}${quoteIdentifier(name)} AS VARCHAR)`).join(", ")})`;
   const keys = primaryKey.map((name) => quoteIdentifier(name));
-  // The table's rows as key, partition (one text) and key (one text); written twice rather than as a CTE, which the
-  // lake's query path would take for a table name.
-  const rows = `(SELECT ${keys.join(", ")}, ${text(partitionKeys)} AS lakeswap_partition, ${text(primaryKey)} AS lakeswap_key FROM ${quoteIdentifier(lakeTable)})`;
-  const sharedKeys =
-    `(SELECT ${keys.join(", ")}, min(lakeswap_partition) AS lakeswap_first, max(lakeswap_partition) AS lakeswap_last FROM ${rows} k ` +
-    `GROUP BY ${keys.join(", ")} HAVING min(lakeswap_partition) <> max(lakeswap_partition))`;
+  // The table's rows as key, partition (one text) and key (one text); then the keys whose rows lie in two partitions or more.
+  const rows = `SELECT ${keys.join(", ")}, ${text(partitionKeys)} AS lakeswap_partition, ${text(primaryKey)} AS lakeswap_key FROM ${quoteIdentifier(lakeTable)}`;
+  const shared =
+    `SELECT ${keys.join(", ")}, min(lakeswap_partition) AS lakeswap_first, max(lakeswap_partition) AS lakeswap_last FROM lakeswap_rows ` +
+    `GROUP BY ${keys.join(", ")} HAVING min(lakeswap_partition) <> max(lakeswap_partition)`;
   const other = "CASE WHEN s.lakeswap_first = r.lakeswap_partition THEN s.lakeswap_last ELSE s.lakeswap_first END";
   const result = await lake.query(
-    `SELECT r.lakeswap_partition, count(*) AS lakeswap_rows, min(r.lakeswap_key) AS lakeswap_example, min_by(${other}, r.lakeswap_key) AS lakeswap_other ` +
-      `FROM ${rows} r JOIN ${sharedKeys} s ON ${keys.map((key) => `r.${key} = s.${key}`).join(" AND ")} GROUP BY r.lakeswap_partition`,
+    `WITH lakeswap_rows AS (${rows}), lakeswap_shared AS (${shared}) ` +
+      `SELECT r.lakeswap_partition, count(*) AS lakeswap_rows, min(r.lakeswap_key) AS lakeswap_example, min_by(${other}, r.lakeswap_key) AS lakeswap_other ` +
+      `FROM lakeswap_rows r JOIN lakeswap_shared s ON ${keys.map((key) => `r.${key} = s.${key}`).join(" AND ")} GROUP BY r.lakeswap_partition`,
   );
   const path = (values: unknown): string => partitionPath({ keys: partitionKeys, values: String(values).split(SEPARATOR) });
   for (const [partition, count, example, otherPartition] of result.rows) {
     const values = String(example).split(SEPARATOR);
     const key = primaryKey.map((name, i) => `${name} = ${JSON.stringify(values[i] ?? "")}`).join(", ");
-    shared.set(path(partition), `holds ${String(count)} row(s) whose key another partition of the table holds too, e.g. (${key}), also in partition ${path(otherPartition)}`);
+    found.set(path(partition), `holds ${String(count)} row(s) whose key another partition of the table holds too, e.g. (${key}), also in partition ${path(otherPartition)}`);
   }
-  return shared;
+  return found;
 }
