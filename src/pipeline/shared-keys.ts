@@ -21,7 +21,7 @@ export async function keysInTwoPartitions(lake: Lake, layout: Pick<SinkLayout, "
   const { lakeTable, primaryKey, partitionKeys } = layout;
   const found = new Map<string, string>();
   if (partitionKeys.length === 0 || partitionKeys.every((key) => primaryKey.includes(key))) return found;
-  const text = (names: readonly string[], alias = ""): string => `concat_ws(chr(31), ${names.map((name) => `CAST(${alias}${quoteIdentifier(name)} AS VARCHAR)`).join(", ")})`;
+  const text = (names: readonly string[]): string => `concat_ws(chr(31), ${names.map((name) => `CAST(${quoteIdentifier(name)} AS VARCHAR)`).join(", ")})`;
   const keys = primaryKey.map((name) => quoteIdentifier(name));
   // The table's rows as key, partition (one text) and key (one text); then the keys whose rows lie in two partitions or more.
   const rows = `SELECT ${keys.join(", ")}, ${text(partitionKeys)} AS lakeswap_partition, ${text(primaryKey)} AS lakeswap_key FROM ${quoteIdentifier(lakeTable)}`;
