@@ -7,6 +7,7 @@ import type { ObjectStore } from "../store/object-store.js";
 import { LakeswapError, NotFoundError, TableCreatedMeanwhileError, errorMessage } from "../model/errors.js";
 import { collectAfterSwap, type PartitionGcReport } from "./operations/gc.js";
 import { HeldStates, partitionStates, type PartitionState } from "./operations/partition-states.js";
+import { AfterMoves } from "./commit/after-moves.js";
 import { replaceOne, type ReplaceOptions, type ReplaceResult } from "./operations/replace.js";
 import { syncLeaseName } from "./layout.js";
 import { DEFAULT_LEASE_WAIT_MS, WriterLease, leaseKey, removeAbandonedLease } from "./lease.js";
@@ -237,36 +238,46 @@ export class Lake {
     // A held table's states, read once: only this writer moves its pointers while it holds the lease, so its own moves
     // are all that change them (a sync's layers read the table they just wrote as their upstream).
     const states = new HeldStates();
+    // A batch's manifests and acknowledgement, written while the writer goes on with other tables (a sync's next layer).
+    const afterMoves = new AfterMoves();
     const writer: LakeWriter = {
       replace: async (tableName, partitionInput, options) => {
         const table = notIngested(await held(tableName), "replaced");
         states.forget(tableName);
+        await afterMoves.settled(tableName);
         return replaceOne(parts, table, partitionOf(table, partitionInput), options);
       },
       replaceBatch: async (tableName, items, options) => {
         const table = notIngested(await held(tableName), "replaced");
-        return states.afterBatch(tableName, items, () => swapBatch(parts, table, items, options));
+        await afterMoves.settled(tableName);
+        const afterMove = (step: Promise<void>) => afterMoves.add(tableName, step);
+        return states.afterBatch(tableName, items, () => swapBatch(parts, table, items, { ...options, afterMove }));
       },
       partitionStates: async (tableName) => {
         assertHeld(tableName);
+        await afterMoves.settled(tableName);
         return states.read(tableName, () => partitionStates(lake, tableName));
       },
       collectGarbage: async (tableName, partitions) => {
         const table = await held(tableName);
+        await afterMoves.settled(tableName);
         return collectAfterSwap(parts, table, partitions.map((p) => parsePartitionPath(p, table.partitionKeys)));
       },
       currentRuns: async (tableName) => {
         assertHeld(tableName);
+        await afterMoves.settled(tableName);
         // With the definition its runs are read under (a new layout's, where this writer changes the partition keys).
         return (await currentRuns(parts, { tables: [tableName] }))[0] ?? { table: await held(tableName), partitions: [] };
       },
       prepareBuilds: (builds) => this.engine.prepare?.(builds),
       changeSchema: async (wanted, record, rebuild) => {
         assertHeld(wanted.name);
+        await afterMoves.settled(wanted.name);
         return changeHeldSchema(this, wanted, { record, rebuild, layouts, moved: (name) => states.forget(name) });
       },
       publishStaged: async (staged, syncId, commit) => {
         const tables = await Promise.all(staged.map(async (t) => ({ table: await held(t.table), runs: t.runs })));
+        await afterMoves.settled(...staged.map((t) => t.table));
         return publishStaged(parts, tables, syncId, commit);
       },
     };
@@ -274,7 +285,14 @@ export class Lake {
       names,
       command,
       async () => {
-        const result = await work(writer);
+        let result: T;
+        try {
+          result = await work(writer);
+        } catch (error) {
+          await afterMoves.all().catch(() => undefined);
+          throw error;
+        }
+        await afterMoves.all();
         await layouts.switchAll(this.parts);
         return result;
       },

@@ -9,6 +9,7 @@ import { parsePartitionPath, partitionPath, type Partition } from "../model/part
 import { isRunId, runIdTime } from "../model/run-id.js";
 import { mapLimited } from "../shared/map-limited.js";
 import { storageName, type TableDefinition } from "../model/table.js";
+import { errorMessage } from "../model/errors.js";
 
 /** The ports the lake's modules work over, and what they share: the outbox, the lease check, the grace window. */
 export interface LakeContext {
@@ -278,4 +279,15 @@ export async function currentPointers(ctx: Pick<LakeContext, "catalog">, table: 
     if (wanted.has(path)) pointers.set(path, pointer);
   }
   return pointers;
+}
+
+/** Best-effort removal of a run that will never be current (GC removes it later if this fails). */
+export async function discardRun(ctx: LakeContext, prefix: string): Promise<void> {
+  try {
+    const objects = await ctx.store.list(prefix);
+    // The prefix itself too: where the store has folders, the run's empty folder goes with its files.
+    await ctx.store.delete([...objects.map((o) => o.key), prefix]);
+  } catch (error) {
+    process.emitWarning(`could not remove the unused run ${prefix}: ${errorMessage(error)}; lakeswap gc will`);
+  }
 }

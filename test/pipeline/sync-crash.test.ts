@@ -22,6 +22,8 @@ const POINTS: Record<string, readonly string[]> = {
   local: [
     "lease-acquired", "during-build", "after-build", "after-outbox", "before-swap-rename@5", "during-batch-swap@7", "after-swap", "after-manifest",
     "after-build@2", "after-outbox@2", "during-batch-swap@15", "after-swap@2",
+    // Stage's manifests and acknowledgement, written while the analytics layer builds.
+    "after-manifest@2",
   ],
   // Where the AWS adapters differ (uploads, Glue's batch calls): the first Glue call is raw's batch, the second stage's.
   // Each of these runs three syncs through Athena, so the points the core alone decides are left to the local run.
@@ -115,6 +117,39 @@ describe.each(selectedBackends())("a sync killed mid-batch on the %s backend", (
       expect(resend.code, resend.stderr).toBe(0);
       const report = JSON.parse(resend.stdout) as { totals: { built: number; failed: number; skipped: number } };
       expect(report.totals).toMatchObject({ built: 0, failed: 0, skipped: DAYS * 2 + 1 });
+    } finally {
+      await backend.cleanup();
+    }
+  }, 300_000);
+
+  // The runs' manifests and the outbox acknowledgement come after the moves, while the next layer builds: a failure
+  // there fails the sync and says that the moves stand; nothing is lost, and the rerun finishes what is left.
+  it("a manifest write that fails after stage's moves fails the sync, saying the moves stand; the rerun converges", async () => {
+    const backend = await syncedA.clone();
+    try {
+      const failed = await sync(backend, fileB, { LAKESWAP_FAULT: "after-manifest:error@2", LAKESWAP_GRACE: "0" });
+      expect(failed.code, failed.stdout).not.toBe(0);
+      expect(failed.stderr).toMatch(/the pointers of \d+ partition\(s\) of table orders_stage moved, but their runs' manifests could not be recorded \(fault injected at after-manifest\)/);
+      const reader = await backend.open({ readOnly: true });
+      try {
+        expect(await tableByDay(reader, "orders_stage"), "stage's moves stand").toEqual(byDay(B, completed));
+      } finally {
+        await reader.close();
+      }
+      const rerun = await syncHere(backend, fileB);
+      expect(rerun.code, rerun.stderr).toBe(0);
+      const report = JSON.parse(rerun.stdout) as { totals: { built: number; failed: number } };
+      // Only what the failed sync did not reach: the month of the analytics layer.
+      expect(report.totals).toMatchObject({ built: 1, failed: 0 });
+      const lake = await backend.open();
+      try {
+        expect(await tableByDay(lake, "orders_stage")).toEqual(byDay(B, completed));
+        const monthly = await lake.query("SELECT sum(orders) FROM orders_monthly");
+        expect(Number(monthly.rows[0]?.[0])).toBe(B.filter(completed).length);
+        expect(await lake.pendingChanges(), "no pointer move is left pending").toEqual([]);
+      } finally {
+        await lake.close();
+      }
     } finally {
       await backend.cleanup();
     }

@@ -8,7 +8,7 @@ import type { RunManifest } from "../manifest.js";
 import type { Outbox, OutboxEntry } from "../outbox.js";
 import { partitionPath, type Partition } from "../../model/partition.js";
 import { newRunIdAfter } from "../../model/run-id.js";
-import { currentPointers, engineSnapshot, runFileNames, ensureManifest, listRunFiles, listRunsOf, readManifest, runPrefix, writeManifest, type LakeContext, type RunFile } from "../runs.js";
+import { currentPointers, discardRun, engineSnapshot, runFileNames, ensureManifest, listRunFiles, listRunsOf, readManifest, runPrefix, writeManifest, type LakeContext, type RunFile } from "../runs.js";
 import { mapLimited } from "../../shared/map-limited.js";
 import { movePointers } from "./move.js";
 import { overlaid, restrictSources, snapshotScope } from "./build-scope.js";
@@ -93,8 +93,7 @@ export interface SwapOptions {
   /**
    * Issue each new run id after every run of its partition (their folders listed), not only after the current one: a
    * replace's run then sorts after the leftover of a writer killed in the same second, as history lists them. Default
-   * false: a batch lists no partition (its ids sort after the current and previous runs, and a leftover, never current
-   * and without a manifest, is only an incomplete build for GC), and a sync's layer of one partition is such a batch.
+   * false: a batch lists no partition (a leftover, never current and without a manifest, is only an incomplete build for GC).
    */
   readonly afterLeftovers?: boolean;
   /** The data audits each staged run must pass before its pointer moves (./data-audits.ts). */
@@ -106,6 +105,8 @@ export interface SwapOptions {
   readonly stage?: boolean;
   /** Runs a select build reads in place of the current ones (a held sync's staged runs of upstream tables). */
   readonly overlay?: ReadonlyMap<string, ReadonlyMap<string, PartitionSnapshot>>;
+  /** Given the step after the moves (manifests, acknowledgement) to await before its manifests are read or the lease goes (../lake.ts), instead of awaiting it. */
+  readonly afterMove?: (recorded: Promise<void>) => void;
 }
 
 /** What happened to one partition of a batch. */
@@ -190,8 +191,7 @@ export async function swapBatch(ctx: SwapContext, table: TableDefinition, items:
     options.onBuilt?.(p.path);
   };
   const intent = options.beforeSwap?.(planned.map((p) => ({ partition: p.path, runId: p.runId, previousRunId: p.current?.runId })));
-  // Awaited below, whatever the builds do: never an unhandled rejection meanwhile.
-  intent?.catch(() => undefined);
+  intent?.catch(() => undefined); // awaited below, whatever the builds do
   let built: Awaited<ReturnType<typeof buildRuns>>;
   try {
     built = await buildRuns(ctx, table, planned, options.build, fail, options.overlay);
@@ -215,7 +215,7 @@ export async function swapBatch(ctx: SwapContext, table: TableDefinition, items:
     // lost before then voids this batch's outbox entry (moveChunk).
     for (let start = 0; start < audited.length; start += MOVES_PER_ENTRY) {
       const chunk = audited.slice(start, start + MOVES_PER_ENTRY);
-      for (const outcome of await moveChunk(ctx, table, chunk, started)) outcomes.set(outcome.partition, outcome);
+      for (const outcome of await moveChunk(ctx, table, chunk, started, undefined, options.afterMove)) outcomes.set(outcome.partition, outcome);
     }
   }
   return planned.map((p) => ({ audits: findings.get(p.path), ...(outcomes.get(p.path) ?? { partition: p.path, seconds: 0, error: new Error("not built") }) }));
@@ -403,6 +403,7 @@ function runManifests(table: TableDefinition, chunk: readonly Audited[], started
 /**
  * Moves one chunk of audited runs: outbox entry, the catalog's batches, manifests, acknowledgement. `publish`: the
  * entry belongs to a held sync's publication (../outbox.ts) and no pointer moves before `publish.committed`.
+ * `afterMove`: given the manifests and acknowledgement to await, rather than awaiting them here (SwapOptions.afterMove).
  */
 export async function moveChunk(
   ctx: SwapContext,
@@ -410,6 +411,7 @@ export async function moveChunk(
   chunk: readonly Audited[],
   started: number,
   publish?: { readonly syncId: string; readonly committed: Promise<void>; readonly onRecorded: (entry: Promise<OutboxEntry>) => void },
+  afterMove?: (recorded: Promise<void>) => void,
 ): Promise<SwapOutcome[]> {
   const manifests = runManifests(table, chunk, started);
   const moves = chunk.map(
@@ -432,8 +434,7 @@ export async function moveChunk(
     publish?.syncId,
   );
   publish?.onRecorded(recording);
-  // Awaited below, whatever the catalog does: never an unhandled rejection meanwhile.
-  recording.catch(() => undefined);
+  recording.catch(() => undefined); // awaited below, whatever the catalog does
   let recorded = false;
   let notMoved = new Map<string, unknown>();
   let fenced = 0;
@@ -462,13 +463,11 @@ export async function moveChunk(
     notMoved = new Map(chunk.filter((a) => now.get(a.path)?.runId !== a.runId).map((a) => [a.path, error]));
   }
   faultPoint("after-swap");
-  await mapLimited(
-    chunk.flatMap((a, i) => (notMoved.has(a.path) ? [] : [{ a, manifest: manifests[i] as RunManifest }])),
-    IO_CONCURRENCY,
-    ({ a, manifest }) => writeManifest(ctx.store, table, a.item.partition, manifest),
-  );
-  await ctx.outbox.acknowledge(entry);
-  faultPoint("after-manifest");
+  // The moves stand from here: a process that dies before the acknowledgement leaves the entry, whose replay writes the manifests.
+  const moved = chunk.flatMap((a, i) => (notMoved.has(a.path) ? [] : [{ a, manifest: manifests[i] as RunManifest }]));
+  const lastStep = recordMoves(ctx, table, moved, entry);
+  if (afterMove) afterMove(lastStep);
+  else await lastStep;
   return chunk.map((a) => {
     const error = notMoved.get(a.path);
     if (error !== undefined) return { partition: a.path, seconds: (Date.now() - started) / 1000, error };
@@ -485,13 +484,14 @@ export async function moveChunk(
   });
 }
 
-/** Best-effort removal of a run that will never be current (GC removes it later if this fails). */
-async function discardRun(ctx: LakeContext, prefix: string): Promise<void> {
+/** The manifests of the runs whose pointers moved, then the outbox entry's acknowledgement; a failure says the moves stand. */
+async function recordMoves(ctx: SwapContext, table: TableDefinition, moved: readonly { a: Audited; manifest: RunManifest }[], entry: OutboxEntry): Promise<void> {
   try {
-    const objects = await ctx.store.list(prefix);
-    // The prefix itself too: where the store has folders, the run's empty folder goes with its files.
-    await ctx.store.delete([...objects.map((o) => o.key), prefix]);
+    await mapLimited(moved, IO_CONCURRENCY, ({ a, manifest }) => writeManifest(ctx.store, table, a.item.partition, manifest));
+    await ctx.outbox.acknowledge(entry);
+    faultPoint("after-manifest");
   } catch (error) {
-    process.emitWarning(`could not remove the unused run ${prefix}: ${errorMessage(error)}; lakeswap gc will`);
+    const why = `the pointers of ${moved.length} partition(s) of table ${table.name} moved, but their runs' manifests could not be recorded (${errorMessage(error)}); `;
+    throw new LakeswapError(error instanceof LakeswapError ? error.code : "STORE_ERROR", `${why}the next command that writes ${table.name} records them from its outbox entry`, { cause: error });
   }
 }
