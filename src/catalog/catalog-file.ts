@@ -25,6 +25,8 @@ export interface CatalogFile {
   update(tables: readonly CatalogFileTable[], fence?: () => Promise<void>, history?: CatalogFileHistory): Promise<void>;
   /** The tables the file has a view of, each with the `pointersFingerprint` of the state it shows (none when there is no file). */
   tableStates(): Promise<Map<string, string>>;
+  /** A hint, which never fails: an update is likely to follow (a writer took leases); get ready for it meanwhile. */
+  prepare?(): void;
 }
 
 /**

@@ -90,6 +90,11 @@ export class DuckDbCatalogFile implements CatalogFile {
     }
   }
 
+  prepare(): void {
+    // The instance that writes the file takes about 20 ms to start: started while the writer works, not after it.
+    writerInstance().catch(() => undefined);
+  }
+
   async update(tables: readonly CatalogFileTable[], fence?: () => Promise<void>, history?: CatalogFileHistory): Promise<void> {
     if (tables.length === 0) return;
     const previous = queues.get(this.location) ?? Promise.resolve();
@@ -285,14 +290,18 @@ async function replaceViews(connection: DuckDBConnection, alias: string, tables:
     chain.push({ view, definition: decodeDefinition(row[2], table), overrides: decodeShown(row[3]), next: row[4] === null ? null : String(row[4]) });
     chained.set(table, chain);
   }
-  const statements: string[] = [];
+  // The records of every table in one statement each (each statement is a parse, a plan and a write of its own); the
+  // state the tables' past views show ends now, before their new past views' rows go in.
+  const statements = [
+    `DELETE FROM ${record} WHERE table_name IN (${names});`,
+    `UPDATE ${past} SET superseded_at = ${at(now)} WHERE table_name IN (${names}) AND superseded_at IS NULL;`,
+  ];
+  const records: string[] = [];
+  const pastRows: string[] = [];
   const created = new Set<string>();
   const gone = new Set(staleViews);
   for (const { name, snapshot } of tables) {
     const view = `${alias}.main.${quoteIdentifier(name)}`;
-    statements.push(`DELETE FROM ${record} WHERE table_name = ${quoteLiteral(name)};`);
-    // The state the table's past views show ends now.
-    statements.push(`UPDATE ${past} SET superseded_at = ${at(now)} WHERE table_name = ${quoteLiteral(name)} AND superseded_at IS NULL;`);
     if (!snapshot) {
       statements.push(`DROP VIEW IF EXISTS ${view};`);
       continue;
@@ -306,22 +315,22 @@ async function replaceViews(connection: DuckDBConnection, alias: string, tables:
     // The state is kept for the past view that reads the table's (one there is, or the one made now): a table that no
     // sync wrote (an ingested one, one only replaced) keeps none.
     const kept = pastView !== undefined || (chained.get(name) ?? []).some((c) => c.next === null) ? quoteLiteral(encodeShown(state)) : "NULL";
-    statements.push(
-      `INSERT INTO ${record} (table_name, partitions, files, updated_at, pointers, state) VALUES (${quoteLiteral(name)}, ${partitions.length}, ${files}, ${at(now)}, ${quoteLiteral(pointersFingerprint(snapshot))}, ${kept});`,
-    );
+    records.push(`(${quoteLiteral(name)}, ${partitions.length}, ${files}, ${at(now)}, ${quoteLiteral(pointersFingerprint(snapshot))}, ${kept})`);
     const columns = new Set(snapshot.table.columns.map((c) => c.name));
     if (pastView !== undefined) {
       created.add(pastView);
       const select = pastViewSelect(snapshot.table, { relation: quoteIdentifier(name), columns }, new Map(), pathOf, quoteFilePath);
       statements.push(`CREATE OR REPLACE VIEW ${alias}.main.${quoteIdentifier(pastView)} AS ${select};`);
-      statements.push(`DELETE FROM ${past} WHERE view_name = ${quoteLiteral(pastView)};`);
-      statements.push(
-        `INSERT INTO ${past} (table_name, sync_id, view_name, created_at, superseded_at, definition, overrides, next_view) VALUES (${quoteLiteral(name)}, ${quoteLiteral(history?.syncId ?? "")}, ${quoteLiteral(pastView)}, ${at(now)}, NULL, ${quoteLiteral(encodeDefinition(snapshot.table))}, '[]', NULL);`,
-      );
+      pastRows.push(`(${quoteLiteral(name)}, ${quoteLiteral(history?.syncId ?? "")}, ${quoteLiteral(pastView)}, ${at(now)}, NULL, ${quoteLiteral(encodeDefinition(snapshot.table))}, '[]', NULL)`);
     }
     const relinked = relinkPastView(chained.get(name) ?? [], pastView, shown.get(name), state, { alias, past, name, columns, keys: snapshot.table.partitionKeys, pathOf });
     statements.push(...relinked.statements);
     for (const view of relinked.gone) gone.add(view);
+  }
+  if (records.length > 0) statements.push(`INSERT INTO ${record} (table_name, partitions, files, updated_at, pointers, state) VALUES ${records.join(", ")};`);
+  if (created.size > 0) {
+    statements.push(`DELETE FROM ${past} WHERE view_name IN (${[...created].map(quoteLiteral).join(", ")});`);
+    statements.push(`INSERT INTO ${past} (table_name, sync_id, view_name, created_at, superseded_at, definition, overrides, next_view) VALUES ${pastRows.join(", ")};`);
   }
   // A past view made again by this update (the same sync written twice) stays: its row was replaced above. The views
   // that go are the oldest of their chains (each reads a newer one), or whole chains.

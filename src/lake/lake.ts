@@ -221,6 +221,7 @@ export class Lake {
    */
   async write<T>(tableNames: readonly string[], command: string, work: (writer: LakeWriter) => Promise<T>, options: LeaseOptions = {}): Promise<T> {
     const names = [...new Set(tableNames.map((name) => assertTableName(name)))].sort();
+    if (!this.settings.readOnly) this.catalogFile?.prepare?.();
     const assertHeld = (tableName: string): void => {
       if (!names.includes(tableName) || !this.leases.has(tableName)) {
         throw new LakeswapError("LEASE_LOST", `table '${tableName}' is not among the tables this writer holds (${names.join(", ")})`);
