@@ -1,44 +1,50 @@
 import type { Lake } from "../lake/lake.js";
-import { quoteIdentifier } from "../model/sql.js";
-import { partitionPath } from "../model/partition.js";
+import { quoteIdentifier, quoteLiteral } from "../model/sql.js";
 import type { SinkLayout } from "../sinks/sink.js";
 
 /** Separates partition values (and key values) in the text the query compares: a control character no value is expected to hold. */
 const SEPARATOR = "\u001f";
 
 /**
- * Partitions of an upsert sink's lake table that hold a key another partition of the table holds too, each with why
- * (a key, and another partition that holds it). An upsert target holds each key once: two partitions that send one
- * key would each move the target's row to themselves, and the target would hold whichever was sent last (3 rows sent,
- * 2 held, and a later change to the other partition silently moves the key back). The lake itself never promises
- * keys unique across partitions (only a dataset with `write: upsert` merges by key across them), so the sink checks
- * the whole table, one query through the lake's engine (DuckDB, or Athena on AWS), before it sends anything.
+ * Partitions to send (`changed`, partition paths) of an upsert sink's lake table that hold a key another partition of
+ * the table holds too, each with why (a key, and another partition that holds it). An upsert target holds each key
+ * once: two partitions that send one key would each move the target's row to themselves, and the target would hold
+ * whichever was sent last (3 rows sent, 2 held, and a later change to the other partition silently moves the key
+ * back). The lake itself never promises keys unique across partitions (only a dataset with `write: upsert` merges by
+ * key across them), so the sink checks before it sends anything: one query through the lake's engine (DuckDB, or
+ * Athena on AWS) that takes the keys of the changed partitions and looks for each in the whole table (the key columns
+ * only; an incremental sync aggregates a day's keys, not the table's).
  *
  * No query where no two partitions can share a key: a table without partition keys, or a primary key that holds
  * every partition key. Keys with a NULL part match nothing (PostgreSQL refuses them on their own).
  */
-export async function keysInTwoPartitions(lake: Lake, layout: Pick<SinkLayout, "lakeTable" | "primaryKey" | "partitionKeys">): Promise<Map<string, string>> {
+export async function keysInTwoPartitions(
+  lake: Lake,
+  layout: Pick<SinkLayout, "lakeTable" | "primaryKey" | "partitionKeys">,
+  changed: readonly string[],
+): Promise<Map<string, string>> {
   const { lakeTable, primaryKey, partitionKeys } = layout;
   const found = new Map<string, string>();
-  if (partitionKeys.length === 0 || partitionKeys.every((key) => primaryKey.includes(key))) return found;
-  const text = (names: readonly string[]): string => `concat_ws(chr(31), ${names.map((name) => `CAST(${quoteIdentifier(name)} AS VARCHAR)`).join(", ")})`;
+  if (changed.length === 0 || partitionKeys.length === 0 || partitionKeys.every((key) => primaryKey.includes(key))) return found;
   const keys = primaryKey.map((name) => quoteIdentifier(name));
-  // The table's rows as key, partition (one text) and key (one text); then the keys whose rows lie in two partitions or more.
-  const rows = `SELECT ${keys.join(", ")}, ${text(partitionKeys)} AS lakeswap_partition, ${text(primaryKey)} AS lakeswap_key FROM ${quoteIdentifier(lakeTable)}`;
-  const shared =
-    `SELECT ${keys.join(", ")}, min(lakeswap_partition) AS lakeswap_first, max(lakeswap_partition) AS lakeswap_last FROM lakeswap_rows ` +
-    `GROUP BY ${keys.join(", ")} HAVING min(lakeswap_partition) <> max(lakeswap_partition)`;
-  const other = "CASE WHEN s.lakeswap_first = r.lakeswap_partition THEN s.lakeswap_last ELSE s.lakeswap_first END";
+  const on = (left: string, right: string): string => keys.map((key) => `${left}.${key} = ${right}.${key}`).join(" AND ");
+  // Each row's partition as its path (`day=2026-11-01`, as the lake names it) and its key as one text.
+  const path = partitionKeys.map((key) => `${quoteLiteral(`${key}=`)} || CAST(${quoteIdentifier(key)} AS VARCHAR)`).join(" || '/' || ");
+  const keyText = `concat_ws(chr(31), ${keys.map((key) => `CAST(${key} AS VARCHAR)`).join(", ")})`;
+  const inChanged = (column: string): string => `${column} IN (${changed.map((p) => quoteLiteral(p)).join(", ")})`;
   const result = await lake.query(
-    `WITH lakeswap_rows AS (${rows}), lakeswap_shared AS (${shared}) ` +
-      `SELECT r.lakeswap_partition, count(*) AS lakeswap_rows, min(r.lakeswap_key) AS lakeswap_example, min_by(${other}, r.lakeswap_key) AS lakeswap_other ` +
-      `FROM lakeswap_rows r JOIN lakeswap_shared s ON ${keys.map((key) => `r.${key} = s.${key}`).join(" AND ")} GROUP BY r.lakeswap_partition`,
+    `WITH lakeswap_rows AS (SELECT ${keys.join(", ")}, ${path} AS lakeswap_partition, ${keyText} AS lakeswap_key FROM ${quoteIdentifier(lakeTable)}), ` +
+      `lakeswap_sent AS (SELECT DISTINCT ${keys.join(", ")} FROM lakeswap_rows WHERE ${inChanged("lakeswap_partition")}), ` +
+      `lakeswap_shared AS (SELECT ${keys.map((key) => `r.${key}`).join(", ")}, min(r.lakeswap_partition) AS lakeswap_first, max(r.lakeswap_partition) AS lakeswap_last ` +
+      `FROM lakeswap_rows r JOIN lakeswap_sent s ON ${on("r", "s")} GROUP BY ${keys.map((key) => `r.${key}`).join(", ")} HAVING min(r.lakeswap_partition) <> max(r.lakeswap_partition)) ` +
+      `SELECT r.lakeswap_partition, count(*) AS lakeswap_rows, min(r.lakeswap_key) AS lakeswap_example, ` +
+      `min_by(CASE WHEN s.lakeswap_first = r.lakeswap_partition THEN s.lakeswap_last ELSE s.lakeswap_first END, r.lakeswap_key) AS lakeswap_other ` +
+      `FROM lakeswap_rows r JOIN lakeswap_shared s ON ${on("r", "s")} WHERE ${inChanged("r.lakeswap_partition")} GROUP BY r.lakeswap_partition`,
   );
-  const path = (values: unknown): string => partitionPath({ keys: partitionKeys, values: String(values).split(SEPARATOR) });
-  for (const [partition, count, example, otherPartition] of result.rows) {
+  for (const [partition, count, example, other] of result.rows) {
     const values = String(example).split(SEPARATOR);
     const key = primaryKey.map((name, i) => `${name} = ${JSON.stringify(values[i] ?? "")}`).join(", ");
-    found.set(path(partition), `holds ${String(count)} row(s) whose key another partition of the table holds too, e.g. (${key}), also in partition ${path(otherPartition)}`);
+    found.set(String(partition), `holds ${String(count)} row(s) whose key another partition of the table holds too, e.g. (${key}), also in partition ${String(other)}`);
   }
   return found;
 }

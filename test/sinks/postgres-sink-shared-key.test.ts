@@ -19,7 +19,7 @@ import { usePostgres } from "../support/shared-services.js";
 
 const postgres = usePostgres("shared_key");
 
-function yaml(primaryKey: string): string {
+function yaml(primaryKey: string, partition = "day: \"strftime(event_ts, '%Y-%m-%d')\""): string {
   return `datasets:
   events:
     source: {format: csv, path: "deliveries/*.csv"}
@@ -27,8 +27,7 @@ function yaml(primaryKey: string): string {
       id: {type: BIGINT, nullable: false}
       amount: DECIMAL(10,2)
       event_ts: {type: TIMESTAMP, nullable: false}
-    partition:
-      day: strftime(event_ts, '%Y-%m-%d')
+    partition: {${partition}}
     sinks:
       postgres: {url: "\${DATABASE_URL}", table: ev, mode: upsert, primary_key: ${primaryKey}}
 `;
@@ -37,14 +36,14 @@ function yaml(primaryKey: string): string {
 /** A row: id, amount, day of November. */
 type Row = readonly [id: number, amount: string, day: number];
 
-async function workspace(primaryKey = "[id]", open?: () => Promise<Lake>) {
+async function workspace(primaryKey = "[id]", open?: () => Promise<Lake>, partition?: string) {
   const { url, query } = await postgres.database();
   process.env.DATABASE_URL = url;
   const { dir, cleanup } = tempDir("lakeswap-shared-key-");
   postgres.onCleanup(cleanup);
   mkdirSync(path.join(dir, "deliveries"));
   const configFile = path.join(dir, "lakeswap.yaml");
-  writeFileSync(configFile, yaml(primaryKey));
+  writeFileSync(configFile, yaml(primaryKey, partition));
   const lake = open ? await open() : await openEmbeddedLake(path.join(dir, "lake"), { graceMs: 0, leaseWaitMs: 0 });
   postgres.onCleanup(() => lake.close());
   let counter = 0;
@@ -119,6 +118,20 @@ describe.skipIf(!postgresAvailable())("PostgreSQL upsert sink: a key held by two
     const report = await ws.sync([[1, "1.00", 1], [1, "2.00", 2], [2, "3.00", 2]]);
     expect(report.sinks.filter((s) => s.action === "failed")).toEqual([]);
     expect(await ws.target()).toEqual(["1 1.00 2026-11-01", "1 2.00 2026-11-02", "2 3.00 2026-11-02"]);
+  });
+
+  it("with two partition keys, a key in two partitions of one day is found and named by its whole partition path", async () => {
+    // The partition: the day, and the amount's sign; id 1 is on day 1 with a positive and a negative amount.
+    const ws = await workspace("[id]", undefined, "day: \"strftime(event_ts, '%Y-%m-%d')\", sign: \"CASE WHEN amount < 0 THEN 'neg' ELSE 'pos' END\"");
+    const report = await ws.sync([[1, "1.00", 1], [1, "-2.00", 1], [2, "3.00", 1]]);
+    expect(sinkLines(report)).toEqual([
+      'day=2026-11-01/sign=neg failed new | id = "1" in day=2026-11-01/sign=pos',
+      'day=2026-11-01/sign=pos failed new | id = "1" in day=2026-11-01/sign=neg',
+    ]);
+    const fine = await workspace("[id, sign]", undefined, "day: \"strftime(event_ts, '%Y-%m-%d')\", sign: \"CASE WHEN amount < 0 THEN 'neg' ELSE 'pos' END\"");
+    const sent = await fine.sync([[1, "1.00", 1], [1, "-2.00", 1], [2, "3.00", 1]]);
+    // day is not in the key, but a key (id, sign) can still be in two days: checked, and none is.
+    expect(sent.sinks.filter((s) => s.action === "failed")).toEqual([]);
   });
 
   it("an S3 lake checks through Athena (s3rver, the Glue and Athena emulators)", async () => {
