@@ -123,7 +123,7 @@ async function sendToSink(
   if (layout.mode === "upsert") {
     let shared: Map<string, string>;
     try {
-      shared = await keysInTwoPartitions(target.lake, layout, changed.map((s) => s.partition));
+      shared = await keysInTwoPartitions(target.lake, layout, changed.map((s) => s.partition), changed.length === [...states.values()].filter((s) => s.runId !== "").length);
     } catch (error) {
       const why = `the check that no key is in two partitions of lake table ${layout.lakeTable} failed: ${errorMessage(error)}`;
       return [...results, { ...base, partition: "*", action: "failed", reason: "target failed", seconds: 0, error: `${sink.description}: ${why} (none of the table's ${changed.length} changed partition(s) was sent)` }];
