@@ -55,6 +55,20 @@ async function tableByDay(lake: Lake, table: string): Promise<ByDay> {
 
 const completed = (r: OrderRow): boolean => r.status === "completed";
 
+/** Every layer holds delivery B, and no pointer move is left pending. */
+async function expectDeliveryB(backend: TestBackend): Promise<void> {
+  const lake = await backend.open();
+  try {
+    expect(await tableByDay(lake, "orders_raw")).toEqual(byDay(B));
+    expect(await tableByDay(lake, "orders_stage")).toEqual(byDay(B, completed));
+    const monthly = await lake.query("SELECT sum(orders) FROM orders_monthly");
+    expect(Number(monthly.rows[0]?.[0])).toBe(B.filter(completed).length);
+    expect(await lake.pendingChanges(), "no pointer move is left pending").toEqual([]);
+  } finally {
+    await lake.close();
+  }
+}
+
 describe.each(selectedBackends())("a sync killed mid-batch on the %s backend", (backendName) => {
   // Every kill point starts from the same lake, delivery A synced once: the sync is run once and each point takes a
   // copy of the lake it made (cloneBackend), with the one workspace (config and deliveries) it was synced from.
@@ -100,16 +114,7 @@ describe.each(selectedBackends())("a sync killed mid-batch on the %s backend", (
       expect(rerun.code, rerun.stderr).toBe(0);
       expect(readdirSync(tmp).filter((entry) => entry.startsWith("lakeswap-")), "no scratch folder of the killed sync is left").toEqual([]);
       rmSync(tmp, { recursive: true, force: true });
-      const lake = await backend.open();
-      try {
-        expect(await tableByDay(lake, "orders_raw")).toEqual(byDay(B));
-        expect(await tableByDay(lake, "orders_stage")).toEqual(byDay(B, completed));
-        const monthly = await lake.query("SELECT sum(orders) FROM orders_monthly");
-        expect(Number(monthly.rows[0]?.[0])).toBe(B.filter(completed).length);
-        expect(await lake.pendingChanges(), "no pointer move is left pending").toEqual([]);
-      } finally {
-        await lake.close();
-      }
+      await expectDeliveryB(backend);
       const dir = lakeDirOf(backend);
       if (dir !== undefined) expect(readdirSync(path.join(dir, "_lakeswap", "tmp")), "no staged run, link or temporary file is left").toEqual([]);
 
@@ -141,15 +146,7 @@ describe.each(selectedBackends())("a sync killed mid-batch on the %s backend", (
       const report = JSON.parse(rerun.stdout) as { totals: { built: number; failed: number } };
       // Only what the failed sync did not reach: the month of the analytics layer.
       expect(report.totals).toMatchObject({ built: 1, failed: 0 });
-      const lake = await backend.open();
-      try {
-        expect(await tableByDay(lake, "orders_stage")).toEqual(byDay(B, completed));
-        const monthly = await lake.query("SELECT sum(orders) FROM orders_monthly");
-        expect(Number(monthly.rows[0]?.[0])).toBe(B.filter(completed).length);
-        expect(await lake.pendingChanges(), "no pointer move is left pending").toEqual([]);
-      } finally {
-        await lake.close();
-      }
+      await expectDeliveryB(backend);
     } finally {
       await backend.cleanup();
     }
