@@ -24,7 +24,7 @@ const BUILD_SQL = "the SQL";
 export async function buildRun(connection: DuckDBConnection, request: BuildRequest, files: FileAccess): Promise<BuildResult> {
   const select = await assertOneSelect(request.select, BUILD_SQL);
   const inputs = inputsClause(request.sources, files);
-  const outputColumns = await describe(connection, inputsClause(request.sources, files, "shape"), select);
+  const outputColumns = await describeShape(connection, inputsClause(request.sources, files, "shape"), select, request.partition.values);
   const { table, partition } = request;
 
   checkOutputColumns(table, partition, outputColumns, true);
@@ -185,6 +185,30 @@ function emptyView(table: TableDefinition): string {
  * The SELECT's output columns, from its prepared (bound, never run) statement over `inputs` (the inputs' shape: see
  * `inputsClause`): an aggregate is not computed twice, nor an input's files read for it.
  */
+/** Output columns by the shape of a build's query (./duckdb-run.ts `describeShape`), for the process: a few hundred at most. */
+const columnsByShape = new Map<string, readonly string[]>();
+const MAX_SHAPES = 512;
+
+/**
+ * The output columns of `select` over the inputs' shapes, bound once per shape in the process: the SELECT with the
+ * partition's values taken out (the partitions of a layer differ only in them; as the Athena engine remembers them),
+ * over the inputs' columns and types. A sync of many partitions binds its layer's SELECT once, and a month's build
+ * that runs every sync binds it once a process.
+ */
+async function describeShape(connection: DuckDBConnection, inputs: string, select: string, values: readonly string[]): Promise<readonly string[]> {
+  let shape = select;
+  for (const value of values) shape = shape.split(quoteLiteral(value)).join("\u0000partition value\u0000");
+  const key = `${inputs}\u0000${shape}`;
+  const known = columnsByShape.get(key);
+  if (known) return known;
+  const columns = await describe(connection, inputs, select);
+  // A column named after a partition value (an unaliased literal) is this partition's own: not remembered.
+  if (columns.some((name) => values.some((value) => value !== "" && name.includes(value)))) return columns;
+  if (columnsByShape.size >= MAX_SHAPES) columnsByShape.clear();
+  columnsByShape.set(key, columns);
+  return columns;
+}
+
 async function describe(connection: DuckDBConnection, inputs: string, select: string): Promise<string[]> {
   let prepared: DuckDBPreparedStatement;
   try {

@@ -39,4 +39,23 @@ describe("a build's output columns", () => {
     await expect(failed).rejects.toThrow(/the SELECT failed: Binder Error: Referenced column "no_such_column" not found.*LINE 3:/s);
     expect(await lake.pointer("ids", "day=2026-11-01")).toBeUndefined();
   });
+
+  // Bound once per shape: the SELECT with the partition's values taken out, over the inputs' columns and types.
+  it("are bound once per shape of the SELECT, yet follow each partition's own SELECT, a changed input and an unaliased partition value", async () => {
+    await lake.createTable(defineTable({ name: "shaped", columns: [{ name: "id", type: "BIGINT" }, { name: "tag", type: "VARCHAR" }], partitionKeys: ["day"] }));
+    const select = (day: string, tag: string) => `SELECT id, ${tag} FROM orders WHERE day = '${day}'`;
+    for (const day of ["2026-11-01", "2026-11-02"]) await replacePartition(lake, "shaped", `day=${day}`, { select: select("2026-11-01", `'${day}' AS tag`) });
+    expect((await lake.query("SELECT day, count(*), min(tag) FROM shaped GROUP BY day ORDER BY day")).rows).toEqual([["2026-11-01", 10, "2026-11-01"], ["2026-11-02", 10, "2026-11-02"]]);
+    // The same SELECT, but a column its value makes: its name is that partition's, whichever partition was bound first.
+    for (const day of ["2026-11-03", "2026-11-04"]) {
+      const failed = replacePartition(lake, "shaped", `day=${day}`, { select: `SELECT id, status AS tag, '${day}' FROM orders` });
+      await expect(failed).rejects.toThrow(new RegExp(`shaped/day=${day} does not match the table: table 'shaped' has no column '${day}'`));
+    }
+    // The input gains a column: the same SELECT * is bound again, and now gives it.
+    await lake.createTable(defineTable({ name: "star", columns: [{ name: "id", type: "BIGINT" }, { name: "status", type: "VARCHAR" }, { name: "note", type: "VARCHAR" }], partitionKeys: ["day"] }));
+    await expect(replacePartition(lake, "star", "day=2026-11-01", { select: "SELECT * FROM orders" })).rejects.toThrow(/it lacks column note/);
+    await lake.createTable(defineTable({ name: "orders", columns: [{ name: "id", type: "BIGINT" }, { name: "status", type: "VARCHAR" }, { name: "note", type: "VARCHAR" }], partitionKeys: ["day"] }));
+    await replacePartition(lake, "star", "day=2026-11-01", { select: "SELECT * FROM orders" });
+    expect((await lake.query("SELECT count(*), count(note) FROM star")).rows).toEqual([[10, 0]]);
+  });
 });
