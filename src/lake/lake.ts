@@ -286,13 +286,10 @@ export class Lake {
       names,
       command,
       async () => {
-        let result: T;
-        try {
-          result = await work(writer);
-        } catch (error) {
+        const result = await work(writer).catch(async (error: unknown) => {
           await afterMoves.all().catch(() => undefined);
           throw error;
-        }
+        });
         await afterMoves.all();
         await layouts.switchAll(this.parts);
         return result;
