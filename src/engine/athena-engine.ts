@@ -11,7 +11,7 @@ import { withRetry } from "../shared/retry.js";
 import { quoteIdentifier, quoteLiteral } from "../model/sql.js";
 import { storageName, type TableDefinition } from "../model/table.js";
 import type { ObjectStore } from "../store/object-store.js";
-import { checkOutputColumns, outputValue, partitionRowsCheck } from "./build-checks.js";
+import { checkOutputColumns, outputValue, partitionRowsCheck, selectShape } from "./build-checks.js";
 import { assertOneSelect, refuseFileReadsWherePossible } from "./sql-guard.js";
 import type {
   BuildRequest, BuildResult, Engine, PartitionSnapshot, QueryResult, TableSnapshot,
@@ -111,9 +111,7 @@ export class AthenaEngine implements Engine {
    * in those values, ask Athena once.
    */
   private async outputColumns(request: BuildRequest, inner: string): Promise<string[]> {
-    let shape = inner;
-    for (const value of request.partition.values) shape = shape.split(quoteLiteral(value)).join("\u0000partition value\u0000");
-    const key = `${request.table.name}\n${shape}`;
+    const key = `${request.table.name}\n${selectShape(inner, request.partition)}`;
     const known = this.columnsByShape.get(key);
     if (known) return known;
     let queryId: string;

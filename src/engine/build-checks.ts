@@ -51,3 +51,13 @@ export function partitionRowsCheck(table: TableDefinition, partition: Partition,
     });
   return checks.length > 0 ? ` WHERE ${checks.join(" AND ")}` : "";
 }
+
+/**
+ * A build's SELECT with its partition's values taken out: the partitions of a layer differ only in them, so their
+ * output columns are learned once per shape (both engines remember them so).
+ */
+export function selectShape(select: string, partition: Partition): string {
+  let shape = select;
+  for (const value of partition.values) shape = shape.split(quoteLiteral(value)).join("\u0000partition value\u0000");
+  return shape;
+}

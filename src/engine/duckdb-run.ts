@@ -1,14 +1,14 @@
 import { promises as fs } from "node:fs";
 import type { DuckDBConnection, DuckDBPreparedStatement } from "@duckdb/node-api";
 import { BuildError, LakeswapError, isNoSpace } from "../model/errors.js";
-import { partitionPath, partitionValue } from "../model/partition.js";
+import { partitionPath, partitionValue, type Partition } from "../model/partition.js";
 import { quoteIdentifier, quoteLiteral } from "../model/sql.js";
 import { duckdbStorageType } from "../model/column-types.js";
 import { readsByName, type TableDefinition } from "../model/table.js";
 import type { BuildRequest, BuildResult, PartitionSnapshot, TableSnapshot } from "../model/build.js";
 import { faultPoint } from "../shared/faults.js";
 import { cleanDuckDbMessage } from "../duckdb/duckdb-text.js";
-import { checkOutputColumns, outputValue, partitionRowsCheck } from "./build-checks.js";
+import { checkOutputColumns, outputValue, partitionRowsCheck, selectShape } from "./build-checks.js";
 import { runFileName, type FileAccess } from "./duckdb-file-access.js";
 import { assertOneSelect } from "./sql-guard.js";
 
@@ -24,7 +24,7 @@ const BUILD_SQL = "the SQL";
 export async function buildRun(connection: DuckDBConnection, request: BuildRequest, files: FileAccess): Promise<BuildResult> {
   const select = await assertOneSelect(request.select, BUILD_SQL);
   const inputs = inputsClause(request.sources, files);
-  const outputColumns = await describeShape(connection, inputsClause(request.sources, files, "shape"), select, request.partition.values);
+  const outputColumns = await describeShape(connection, inputsClause(request.sources, files, "shape"), select, request.partition);
   const { table, partition } = request;
 
   checkOutputColumns(table, partition, outputColumns, true);
@@ -181,11 +181,7 @@ function emptyView(table: TableDefinition): string {
   return `SELECT ${[...columns, ...keys].join(", ")} WHERE false`;
 }
 
-/**
- * The SELECT's output columns, from its prepared (bound, never run) statement over `inputs` (the inputs' shape: see
- * `inputsClause`): an aggregate is not computed twice, nor an input's files read for it.
- */
-/** Output columns by the shape of a build's query (./duckdb-run.ts `describeShape`), for the process: a few hundred at most. */
+/** Output columns by the shape of a build's query (`describeShape`), for the process: a few hundred at most. */
 const columnsByShape = new Map<string, readonly string[]>();
 const MAX_SHAPES = 512;
 
@@ -195,20 +191,22 @@ const MAX_SHAPES = 512;
  * over the inputs' columns and types. A sync of many partitions binds its layer's SELECT once, and a month's build
  * that runs every sync binds it once a process.
  */
-async function describeShape(connection: DuckDBConnection, inputs: string, select: string, values: readonly string[]): Promise<readonly string[]> {
-  let shape = select;
-  for (const value of values) shape = shape.split(quoteLiteral(value)).join("\u0000partition value\u0000");
-  const key = `${inputs}\u0000${shape}`;
+async function describeShape(connection: DuckDBConnection, inputs: string, select: string, partition: Partition): Promise<readonly string[]> {
+  const key = `${inputs}\u0000${selectShape(select, partition)}`;
   const known = columnsByShape.get(key);
   if (known) return known;
   const columns = await describe(connection, inputs, select);
   // A column named after a partition value (an unaliased literal) is this partition's own: not remembered.
-  if (columns.some((name) => values.some((value) => value !== "" && name.includes(value)))) return columns;
+  if (columns.some((name) => partition.values.some((value) => value !== "" && name.includes(value)))) return columns;
   if (columnsByShape.size >= MAX_SHAPES) columnsByShape.clear();
   columnsByShape.set(key, columns);
   return columns;
 }
 
+/**
+ * The SELECT's output columns, from its prepared (bound, never run) statement over `inputs` (the inputs' shape: see
+ * `inputsClause`): an aggregate is not computed twice, nor an input's files read for it.
+ */
 async function describe(connection: DuckDBConnection, inputs: string, select: string): Promise<string[]> {
   let prepared: DuckDBPreparedStatement;
   try {

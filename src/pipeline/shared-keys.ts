@@ -2,7 +2,7 @@ import type { Lake } from "../lake/lake.js";
 import { quoteIdentifier, quoteLiteral } from "../model/sql.js";
 import type { SinkLayout } from "../sinks/sink.js";
 
-/** Separates partition values (and key values) in the text the query compares: a control character no value is expected to hold. */
+/** Separates the values of a key of several columns in the example key the query returns (a control character no value is expected to hold). */
 const SEPARATOR = "\u001f";
 
 /**
