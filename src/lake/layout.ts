@@ -33,6 +33,13 @@ export const CATALOG_FILE_LOCK = `${METADATA_PREFIX}/catalog-file.lock`;
 /** What the catalog file shows of each table, kept beside it so that a command that moved nothing need not open it. */
 export const CATALOG_FILE_STATES = `${METADATA_PREFIX}/catalog-file-states.json`;
 
+/**
+ * The lake's identity, `{"id": "<uuid>"}`, written once by the first command that needs it (./lake-identity.ts): it
+ * stays with the lake's folder or prefix when that is moved or copied, and tells two lakes apart where both write to
+ * one place outside them (a PostgreSQL target's state rows).
+ */
+export const LAKE_ID_KEY = `${METADATA_PREFIX}/lake-id.json`;
+
 /** Where runs go when the catalog's pointers sit at the partitions' own paths (`pointersInStore`): `<table>/_runs/<partition path>/`. */
 const RUNS_BESIDE_POINTERS = "_runs";
 

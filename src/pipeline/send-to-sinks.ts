@@ -1,10 +1,11 @@
-import { TargetUnavailableError, type Sink, type SinkColumn, type SinkLayout, type SinkOpener, type SinkPartitionWrite, type SinkSpec } from "../sinks/sink.js";
+import { TargetUnavailableError, type OtherSourcePartition, type Sink, type SinkColumn, type SinkLayout, type SinkOpener, type SinkPartitionWrite, type SinkSpec } from "../sinks/sink.js";
 import { NotFoundError, errorMessage } from "../model/errors.js";
 import type { ObjectStore } from "../store/object-store.js";
 import type { Lake, PartitionState } from "../lake/lake.js";
 import { parsePartitionPath, partitionPath } from "../model/partition.js";
 import { mapLimited } from "../shared/map-limited.js";
 import { keysInTwoPartitions } from "./shared-keys.js";
+import { lakeIdentity, type LakeIdentity } from "../lake/lake-identity.js";
 
 /** What happened to one partition at one sink: `sent`, `skipped` (its signature is already there) or `failed` (nothing applied). */
 export interface SinkedPartition {
@@ -60,20 +61,32 @@ export async function sendToSinks(
 ): Promise<SinkedPartition[]> {
   const current = [...states.values()].filter((s) => s.runId !== "" && selected(s.partition)).sort((a, b) => (a.partition < b.partition ? -1 : 1));
   const results: SinkedPartition[] = [];
+  if (targets.sinks.length === 0) return results;
+  // The lake's id goes with each partition's state row in a target: a target fed by two lakes keeps each one's apart.
+  const identity = lakeIdentity(lake.parts.store);
+  identity.catch(() => undefined);
   for (const spec of targets.sinks) {
     const sink = await openSink(spec);
-    const layout: SinkLayout = {
-      lakeTable: targets.table,
-      columns: targets.columns,
-      partitionKeys: targets.partitionKeys,
-      mode: spec.mode,
-      primaryKey: spec.primaryKey,
-      hardDelete: spec.hardDelete,
-      deleteFlag: spec.deleteFlag,
-    };
-    const target: SinkTarget = { lake, sink, layout, base: { sink: sink.description, layer: targets.layer, table: `${spec.schema}.${spec.table}` }, onProgress };
+    const base = { sink: sink.description, layer: targets.layer, table: `${spec.schema}.${spec.table}` };
     try {
-      results.push(...(await sendToSink(target, states, current, selected)));
+      let source: LakeIdentity;
+      try {
+        source = await identity;
+      } catch (error) {
+        results.push({ ...base, partition: "*", action: "failed", reason: "target failed", seconds: 0, error: `${errorMessage(error)} (none of the table's partitions was checked or sent)` });
+        continue;
+      }
+      const layout: SinkLayout = {
+        lakeTable: targets.table,
+        source: { lakeId: source.id, location: source.location },
+        columns: targets.columns,
+        partitionKeys: targets.partitionKeys,
+        mode: spec.mode,
+        primaryKey: spec.primaryKey,
+        hardDelete: spec.hardDelete,
+        deleteFlag: spec.deleteFlag,
+      };
+      results.push(...(await sendToSink({ lake, sink, layout, base, onProgress }, states, current, selected)));
     } finally {
       await sink.close();
     }
@@ -107,17 +120,20 @@ async function sendToSink(
 ): Promise<SinkedPartition[]> {
   const { sink, layout, base } = target;
   let recorded: Map<string, string>;
+  let others: ReadonlyMap<string, OtherSourcePartition>;
   try {
-    recorded = await sink.prepare(layout);
+    ({ recorded, others } = await sink.prepare(layout));
   } catch (error) {
     // The target cannot be reached or does not fit: one failure for the whole target, said once (not once per partition).
     const count = current.length;
     return [{ ...base, partition: "*", action: "failed", reason: "target failed", seconds: 0, error: `${errorMessage(error)} (none of the table's ${count} partition(s) was checked or sent)` }];
   }
-  const results = await removeGone(sink, layout, base, recorded, states, selected);
-  let changed = current.filter((state) => recorded.get(state.partition) !== sinkSignature(state));
+  const refused = refuseOtherSources(target, current, others);
+  if (refused.length > 0 && refused[0]!.partition === "*") return refused;
+  const results = [...refused, ...(await removeGone(sink, layout, base, recorded, states, selected))];
+  let changed = current.filter((state) => !others.has(state.partition) && recorded.get(state.partition) !== sinkSignature(state));
   for (const state of current) {
-    if (!changed.includes(state)) results.push({ ...base, partition: state.partition, action: "skipped", reason: "unchanged", run: state.runId, seconds: 0 });
+    if (!changed.includes(state) && !others.has(state.partition)) results.push({ ...base, partition: state.partition, action: "skipped", reason: "unchanged", run: state.runId, seconds: 0 });
   }
   if (changed.length === 0) return results;
   if (layout.mode === "upsert") {
@@ -136,6 +152,37 @@ async function sendToSink(
   }
   results.push(...(await writePartitions(target, await planSends(target, changed, recorded))));
   return results;
+}
+
+/**
+ * The target's partitions that another source (another lake, or another table of this lake) sent are not this
+ * table's to replace: each of this table's partitions among them fails, and the others are sent. An upsert target
+ * whose key lacks a partition column fails whole once two sources feed it: a key of one source's partition could
+ * overwrite the other's row of that key.
+ */
+function refuseOtherSources(target: SinkTarget, current: readonly PartitionState[], others: ReadonlyMap<string, OtherSourcePartition>): SinkedPartition[] {
+  const { layout, sink, base } = target;
+  if (others.size === 0) return [];
+  const missing = layout.partitionKeys.filter((key) => !layout.primaryKey.includes(key));
+  if (layout.mode === "upsert" && missing.length > 0) {
+    const [partition, other] = [...others][0]!;
+    const error =
+      `${sink.description}: the target also holds partitions of ${other.source} (${partition}${others.size > 1 ? ` and ${others.size - 1} more` : ""}), and its key (${layout.primaryKey.join(", ")}) ` +
+      `lacks the partition column(s) ${missing.join(", ")}: a key of lake table ${layout.lakeTable} could overwrite that source's row of the same key. ` +
+      `Add ${missing.join(", ")} to the sink's primary_key (and the target's), or give this sink a table of its own; nothing was sent`;
+    return [{ ...base, partition: "*", action: "failed", reason: "target failed", seconds: 0, error }];
+  }
+  return current
+    .filter((state) => others.has(state.partition))
+    .map((state) => ({
+      ...base,
+      partition: state.partition,
+      action: "failed" as const,
+      reason: "new" as const,
+      run: state.runId,
+      seconds: 0,
+      error: `${sink.description}: ${others.get(state.partition)!.refusal}`,
+    }));
 }
 
 /** Why an upsert partition that shares keys with another partition is not sent, and what the user can do. */

@@ -20,10 +20,20 @@ export interface SinkColumn {
   readonly nullable: boolean;
 }
 
+/** The lake a sink's rows come from (with `SinkLayout.lakeTable`, the source of a target's partitions). */
+export interface SinkSource {
+  /** The lake's id (../lake/lake-identity.ts): the same wherever the lake is moved or copied to. */
+  readonly lakeId: string;
+  /** Where the lake is (its folder, or `s3://bucket/prefix`), for messages. */
+  readonly location: string;
+}
+
 /** What a sink writes: the lake table's columns (partition keys included), and how. */
 export interface SinkLayout {
   /** The lake table the rows come from. */
   readonly lakeTable: string;
+  /** Its lake: a target may hold partitions of several lakes or lake tables, and each source writes and removes only its own. */
+  readonly source: SinkSource;
   readonly columns: readonly SinkColumn[];
   readonly partitionKeys: readonly string[];
   readonly mode: SinkMode;
@@ -53,6 +63,14 @@ export interface SinkPartitionWrite {
   readonly upcoming?: readonly SinkPartitionWrite[];
 }
 
+/** A partition of the target that another source (another lake, or another table of this lake) sent: not this source's to write or remove. */
+export class OtherSourceError extends LakeswapError {
+  constructor(message: string) {
+    super("CONFLICT", message);
+    this.name = "OtherSourceError";
+  }
+}
+
 /**
  * A target outside the lake (PostgreSQL). Each partition is written in one
  * transaction of the target, together with the signature it records, so a
@@ -66,17 +84,37 @@ export interface Sink {
    * how many it may name as `upcoming` beyond them. Default 1: one write at a time.
    */
   readonly concurrentWrites?: number;
-  /** Creates the target and state tables if missing, refuses a target that differs; returns each partition's recorded signature. */
-  prepare(layout: SinkLayout): Promise<Map<string, string>>;
+  /**
+   * Creates the target and state tables if missing, refuses a target that differs; returns the signature recorded for
+   * each partition this source sent, and the partitions another source (lake or lake table) sent.
+   */
+  prepare(layout: SinkLayout): Promise<SinkState>;
   /** Writes one partition and its state row in one transaction; returns the rows sent. */
   write(layout: SinkLayout, partition: SinkPartitionWrite): Promise<{ readonly rows: number }>;
   /**
    * Removes one partition's rows (partition_replace; upsert: deletes or marks its keys) and its state row in one
-   * transaction (a partition the lake no longer has); returns the rows removed or marked.
+   * transaction (a partition the lake no longer has); returns the rows removed or marked. A write or removal of a
+   * partition that another source sent meanwhile is rolled back and fails (`OtherSourceError`).
    */
   remove(layout: SinkLayout, partition: Partition, path: string): Promise<{ readonly rows: number }>;
   /** Ends the connection and removes anything read ahead for writes that did not come. */
   close(): Promise<void>;
+}
+
+/** What a target records of the partitions sent to it. */
+export interface SinkState {
+  /** The partitions this source (`SinkLayout.source` and `lakeTable`) sent, with the signature each was sent with. */
+  readonly recorded: Map<string, string>;
+  /** The partitions another source sent: this source neither writes nor removes them. */
+  readonly others: ReadonlyMap<string, OtherSourcePartition>;
+}
+
+/** A partition of the target that another source sent. */
+export interface OtherSourcePartition {
+  /** That source, as messages name it (`lake table orders of /data/lake (lake id …)`). */
+  readonly source: string;
+  /** Why this source does not send the partition, and how to hand it over. */
+  readonly refusal: string;
 }
 
 /** A sink as declared in the config: which kind, and its settings. */

@@ -5,7 +5,7 @@ import type { SinkColumn, SinkLayout, SinkMode, SinkPartitionWrite } from "../..
 import { tempDir } from "../support/lake-fixture.js";
 import { postgresAvailable } from "../support/postgres.js";
 import { usePostgres } from "../support/shared-services.js";
-import { sinkRuns } from "../support/sink-runs.js";
+import { sinkRuns, TEST_SOURCE } from "../support/sink-runs.js";
 
 /*
  * Issue #31: a layer's schema changes in place (a column added anywhere, an integer and a DECIMAL widened), and the
@@ -36,7 +36,7 @@ type Target = "plain" | "partitioned" | "upsert";
 
 function layoutOf(target: Target, columns: readonly SinkColumn[]): SinkLayout {
   const mode: SinkMode = target === "upsert" ? "upsert" : "partition_replace";
-  return { lakeTable: "orders", columns, partitionKeys: ["day"], mode, primaryKey: target === "upsert" ? ["id"] : [] };
+  return { lakeTable: "orders", source: TEST_SOURCE, columns, partitionKeys: ["day"], mode, primaryKey: target === "upsert" ? ["id"] : [] };
 }
 
 async function workspace(target: Target) {
@@ -86,7 +86,7 @@ async function workspace(target: Target) {
 }
 
 async function send(sink: PostgresSink, layout: SinkLayout, ...writes: SinkPartitionWrite[]): Promise<Map<string, string>> {
-  const recorded = await sink.prepare(layout);
+  const { recorded } = await sink.prepare(layout);
   for (const write of writes) await sink.write(layout, write);
   await sink.close();
   return recorded;

@@ -6,7 +6,7 @@ import type { SinkLayout, SinkPartitionWrite } from "../../src/sinks/sink.js";
 import { tempDir } from "../support/lake-fixture.js";
 import { postgresAvailable } from "../support/postgres.js";
 import { usePostgres } from "../support/shared-services.js";
-import { sinkRuns } from "../support/sink-runs.js";
+import { sinkRuns, TEST_SOURCE } from "../support/sink-runs.js";
 
 /*
  * Upsert with partitions in their transactions at once (two connections per sink): keys that move between two
@@ -18,6 +18,7 @@ const postgres = usePostgres("concurrent");
 function layoutOf(hardDelete: boolean): SinkLayout {
   return {
     lakeTable: "orders",
+    source: TEST_SOURCE,
     columns: [
       { name: "id", type: "BIGINT", nullable: false },
       { name: "amount", type: "DECIMAL(10,2)", nullable: true },

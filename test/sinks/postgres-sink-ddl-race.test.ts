@@ -7,11 +7,13 @@ import { PostgresSink } from "../../src/sinks/postgres/postgres-sink.js";
 import type { SinkLayout, SinkMode } from "../../src/sinks/sink.js";
 import { postgresAvailable } from "../support/postgres.js";
 import { usePostgres } from "../support/shared-services.js";
+import { TEST_SOURCE } from "../support/sink-runs.js";
 
 const postgres = usePostgres("ddl_race");
 
 const layoutOf = (lakeTable: string, mode: SinkMode): SinkLayout => ({
   lakeTable,
+  source: TEST_SOURCE,
   columns: [
     { name: "id", type: "BIGINT", nullable: false },
     { name: "day", type: "VARCHAR", nullable: false },

@@ -5,7 +5,7 @@ import type { SinkLayout, SinkPartitionWrite, SinkSpec } from "../../src/sinks/s
 import { tempDir } from "../support/lake-fixture.js";
 import { postgresAvailable } from "../support/postgres.js";
 import { usePostgres } from "../support/shared-services.js";
-import { sinkRuns } from "../support/sink-runs.js";
+import { sinkRuns, TEST_SOURCE } from "../support/sink-runs.js";
 
 /*
  * partition_replace on the partitioned layout (issue 27 item 5): a target the sink creates is partitioned by LIST
@@ -21,6 +21,7 @@ const KEYS_MONTH = ["year", "month"] as const;
 function layoutOf(keys: readonly string[]): SinkLayout {
   return {
     lakeTable: "orders",
+    source: TEST_SOURCE,
     columns: [{ name: "id", type: "BIGINT", nullable: false }, { name: "amount", type: "DECIMAL(10,2)", nullable: true }, ...keys.map((key) => ({ name: key, type: "VARCHAR", nullable: false }))],
     partitionKeys: keys,
     mode: "partition_replace",
@@ -67,7 +68,7 @@ describe.skipIf(!postgresAvailable())("PostgreSQL sink: partition_replace on the
   it("creates the target partitioned by its partition column, swaps a partition's leaf whole, and leaves no other table", async () => {
     const ws = await workspace();
     const sink = ws.open();
-    expect(await sink.prepare(ws.layout)).toEqual(new Map());
+    expect((await sink.prepare(ws.layout)).recorded).toEqual(new Map());
     expect(await ws.db("SELECT relkind FROM pg_class WHERE oid = 'public.orders'::regclass")).toEqual([{ relkind: "p" }]);
     // No index to maintain: each partition is its own table, found by partition pruning.
     expect(await ws.db("SELECT 1 FROM pg_index WHERE indrelid = 'public.orders'::regclass")).toEqual([]);
@@ -99,13 +100,13 @@ describe.skipIf(!postgresAvailable())("PostgreSQL sink: partition_replace on the
     expect(await ws.partitions()).toEqual(["2026-11-01 10 1-10"]);
     expect(await ws.tables()).toHaveLength(3);
     // A rerun's prepare finds both recorded partitions (the emptied one too).
-    expect([...(await ws.open().prepare(ws.layout)).keys()].sort()).toEqual(["day=2026-11-01", "day=2026-11-02"]);
+    expect([...(await ws.open().prepare(ws.layout)).recorded.keys()].sort()).toEqual(["day=2026-11-01", "day=2026-11-02"]);
     // A state row vouches for its own leaf only: a leaf dropped by hand, or the table truncated, sends those partitions again.
     const [leaf] = await ws.db<{ name: string }>("SELECT c.relname AS name FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE pg_get_expr(c.relpartbound, c.oid) = 'FOR VALUES IN (''2026-11-02'')'");
     await ws.db(`DROP TABLE public.${leaf!.name}`);
-    expect([...(await ws.open().prepare(ws.layout)).keys()]).toEqual(["day=2026-11-01"]);
+    expect([...(await ws.open().prepare(ws.layout)).recorded.keys()]).toEqual(["day=2026-11-01"]);
     await ws.db("TRUNCATE public.orders");
-    expect(await ws.open().prepare(ws.layout)).toEqual(new Map());
+    expect((await ws.open().prepare(ws.layout)).recorded).toEqual(new Map());
   });
 
   it("partitions by several columns level by level (year, then month); a replace swaps the month's leaf", async () => {
@@ -202,7 +203,7 @@ describe.skipIf(!postgresAvailable())("PostgreSQL sink: partition_replace on the
     await first.write(ws.layout, await ws.run(["2026-11-02"], 11, 20));
     await first.close();
     const sink = ws.open();
-    expect([...(await sink.prepare(ws.layout)).keys()].sort()).toEqual(["day=2026-11-01", "day=2026-11-02"]);
+    expect([...(await sink.prepare(ws.layout)).recorded.keys()].sort()).toEqual(["day=2026-11-01", "day=2026-11-02"]);
     await sink.write(ws.layout, await ws.run(["2026-11-01"], 51, 55));
     await sink.write(ws.layout, await ws.run(["2026-11-02"], 1, 0));
     expect(await ws.partitions()).toEqual(["2026-11-01 5 51-55"]);

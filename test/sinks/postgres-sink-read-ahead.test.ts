@@ -7,7 +7,7 @@ import type { SinkLayout, SinkMode, SinkPartitionWrite } from "../../src/sinks/s
 import { tempDir } from "../support/lake-fixture.js";
 import { postgresAvailable } from "../support/postgres.js";
 import { usePostgres } from "../support/shared-services.js";
-import { sinkRuns } from "../support/sink-runs.js";
+import { sinkRuns, TEST_SOURCE } from "../support/sink-runs.js";
 
 /*
  * The PostgreSQL sink's own steps, below the pipeline: a partition's CSV is exported while the previous
@@ -27,6 +27,7 @@ interface Row {
 function layoutOf(mode: SinkMode): SinkLayout {
   return {
     lakeTable: "orders",
+    source: TEST_SOURCE,
     columns: [
       { name: "id", type: "BIGINT", nullable: false },
       { name: "amount", type: "DECIMAL(10,2)", nullable: true },

@@ -8,6 +8,7 @@ import type { SinkColumn, SinkLayout, SinkMode, SinkPartitionWrite } from "../..
 import { tempDir } from "../support/lake-fixture.js";
 import { postgresAvailable } from "../support/postgres.js";
 import { usePostgres } from "../support/shared-services.js";
+import { TEST_SOURCE } from "../support/sink-runs.js";
 
 /*
  * Every value arrives as the lake holds it: each column type the sink sends, with the values a CSV transfer can get
@@ -54,7 +55,7 @@ const COLUMNS: readonly { readonly name: string; readonly type: string; readonly
 
 function layoutOf(mode: SinkMode): SinkLayout {
   const columns: SinkColumn[] = COLUMNS.map((c) => ({ name: c.name, type: c.type, nullable: c.name !== "id" }));
-  return { lakeTable: "values", columns: [...columns, { name: "day", type: "VARCHAR", nullable: false }], partitionKeys: ["day"], mode, primaryKey: mode === "upsert" ? ["id"] : [] };
+  return { lakeTable: "values", source: TEST_SOURCE, columns: [...columns, { name: "day", type: "VARCHAR", nullable: false }], partitionKeys: ["day"], mode, primaryKey: mode === "upsert" ? ["id"] : [] };
 }
 
 async function workspace(mode: SinkMode) {

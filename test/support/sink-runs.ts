@@ -2,7 +2,10 @@ import path from "node:path";
 import { DuckDBInstance } from "@duckdb/node-api";
 import { partitionPath, type Partition } from "../../src/model/partition.js";
 import { quoteLiteral } from "../../src/model/sql.js";
-import type { SinkPartitionWrite } from "../../src/sinks/sink.js";
+import type { SinkPartitionWrite, SinkSource } from "../../src/sinks/sink.js";
+
+/** The lake the sink tests' layouts send from (a sync reads it from the lake: ../../src/lake/lake-identity.ts). */
+export const TEST_SOURCE: SinkSource = { lakeId: "00000000-0000-4000-8000-000000000001", location: "/lakes/test" };
 
 /**
  * Runs for the PostgreSQL sink's tests, written on demand: `write` COPYs a SELECT into a new Parquet file in `dir`

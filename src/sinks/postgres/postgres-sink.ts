@@ -8,14 +8,19 @@ import { faultPoint } from "../../shared/faults.js";
 import type { Partition } from "../../model/partition.js";
 import { quoteLiteral } from "../../model/sql.js";
 import { freshProcessFolder } from "../../shared/process-folders.js";
-import type { Sink, SinkLayout, SinkPartitionWrite, SinkSpec } from "../sink.js";
+import type { Sink, SinkLayout, SinkPartitionWrite, SinkSpec, SinkState } from "../sink.js";
 import { RowExport, type RowSplit, type StagedRows } from "./row-export.js";
 import { PartitionSwap } from "./partition-swap.js";
 import { SinkSession, type PostgresClient, type SessionTarget } from "./sink-session.js";
 import { ident, postgresType, sqlState, targetLockKey } from "./sql-names.js";
-import { createIfAbsent, forgetState, readState, recordState, type StateEntry, type StateScope } from "./state-table.js";
+import { createIfAbsent, forgetState, readState, recordState, type StateEntry, type StateScope, type StateSource } from "./state-table.js";
 import { followLayout, planTargetChange, readTargetColumns, type TargetNames } from "./target-schema.js";
 import { DELETED_AT, UPDATED_AT, existingStamp, goneKeysCondition, goneKeysStatement, upsertStatement } from "./upsert-statements.js";
+
+/** The source `layout`'s rows come from, as the state table records it. */
+function sourceOf(layout: SinkLayout): StateSource {
+  return { lakeId: layout.source.lakeId, location: layout.source.location, lakeTable: layout.lakeTable };
+}
 
 /** PostgreSQL's SQLSTATE for a duplicate key: the only error after which an upsert's straight COPY is retried by merge. */
 const UNIQUE_VIOLATION = "23505";
@@ -99,7 +104,7 @@ export class PostgresSink implements Sink {
     return { description: this.description, url: this.spec.url, maskedUrl: this.spec.maskedUrl };
   }
 
-  async prepare(layout: SinkLayout): Promise<Map<string, string>> {
+  async prepare(layout: SinkLayout): Promise<SinkState> {
     await this.session.connect();
     const schema = ident(this.spec.schema);
     const exists = await this.query<{ n: number }>("SELECT 1 AS n FROM pg_namespace WHERE nspname = $1", [this.spec.schema]);
@@ -121,9 +126,9 @@ export class PostgresSink implements Sink {
       this.partitionedBy = partitioned ? layout.partitionKeys : undefined;
     }
     // The state rows of another target identity (dropped and recreated, truncated) are gone: those partitions go in full.
-    const recorded = await readState(this.session.query, this.stateScope());
-    this.held = new Set(recorded.keys());
-    return recorded;
+    const state = await readState(this.session.query, this.stateScope(), sourceOf(layout));
+    this.held = new Set(state.recorded.keys());
+    return state;
   }
 
   /** `query` on the first connection (prepare's statements). */
@@ -163,7 +168,7 @@ export class PostgresSink implements Sink {
         const swap = this.swapOf(session);
         await swap?.prepareSession();
         const entry = { partition: part.path, signature: part.signature, runId: part.runId, columns: layout.columns.map((column) => column.name) };
-        return this.transaction(session, part.path, entry, async () => {
+        return this.transaction(session, layout, part.path, entry, async () => {
           if (layout.mode === "upsert") return { rows: await this.upsert(session, layout, part, staged) };
           // FREEZE: the leaf was made in this transaction, so its rows go in frozen and all-visible (no later VACUUM
           // or reader rewrites its pages to set hint bits), and a snapshot older than the swap sees them rather than none.
@@ -319,7 +324,7 @@ export class PostgresSink implements Sink {
   async remove(layout: SinkLayout, partition: Partition, statePath: string): Promise<{ rows: number }> {
     await this.session.connect();
     return this.withSession((session) =>
-      this.transaction(session, statePath, undefined, async () => {
+      this.transaction(session, layout, statePath, undefined, async () => {
         const swap = this.swapOf(session);
         if (swap) return { rows: await swap.remove(partition) };
         if (layout.mode === "partition_replace") return { rows: await this.deletePartition(session, layout, partition) };
@@ -359,12 +364,14 @@ export class PostgresSink implements Sink {
 
   /**
    * Runs `work` in one transaction of `session` with the partition's state row: written (`entry`: signature, run and
-   * columns, with the storage of the leaf `work` names, else the target's) or, without an entry, deleted. Anything that fails rolls
+   * columns, with the storage of the leaf `work` names, else the target's) or, without an entry, deleted; where
+   * another source holds the row, neither, and `work` is rolled back (OtherSourceError). Anything that fails rolls
    * the whole transaction back; one that PostgreSQL aborted as a deadlock runs again (DEADLOCK_ATTEMPTS in all).
    * Returns the rows `work` counted.
    */
   private async transaction(
     session: SinkSession,
+    layout: SinkLayout,
     statePath: string,
     entry: StateEntry | undefined,
     work: () => Promise<{ rows: number; leaf?: string }>,
@@ -382,8 +389,8 @@ export class PostgresSink implements Sink {
       try {
         await session.query(`BEGIN; ${turn}`);
         const { rows, leaf } = await work();
-        if (entry) await recordState(session.query, this.stateScope(), entry, leaf);
-        else await forgetState(session.query, this.stateScope(), statePath);
+        if (entry) await recordState(session.query, this.stateScope(), sourceOf(layout), entry, leaf);
+        else await forgetState(session.query, this.stateScope(), sourceOf(layout), statePath);
         faultPoint("sink-before-commit");
         await session.query("COMMIT");
         return { rows };
