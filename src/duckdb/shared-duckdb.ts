@@ -5,9 +5,12 @@ import { parseByteSize } from "./duckdb-text.js";
 
 /**
  * Which instance a connection is of: the landing instance (`"landing"`, lakeswap's own SQL: landing, signatures,
- * landed builds, counts), or an instance that runs users' SQL and reaches only the given folders (./duckdb-open.ts).
+ * landed builds, counts), an instance that runs users' SQL and reaches only the given folders (./duckdb-open.ts), or
+ * (`"expressions"`) one that runs users' expressions over rows the query gives itself: expressions that the parser's
+ * check left without a FROM or subquery (../engine/sql-guard.ts, assertOneExpression), so they read no table or file,
+ * and any instance that runs users' SQL serves.
  */
-export type DuckDbScope = "landing" | { readonly folders: readonly string[] };
+export type DuckDbScope = "landing" | "expressions" | { readonly folders: readonly string[] };
 
 /**
  * The DuckDB that a lake's engine and landing share (../engine/duckdb-engine.ts, ../landing/duckdb/): the landing
@@ -29,7 +32,8 @@ export class SharedDuckDb {
    * instance, or of the restricted instance that reaches `scope.folders`.
    */
   async withConnection<T>(work: (connection: DuckDBConnection) => Promise<T>, scope: DuckDbScope = "landing"): Promise<T> {
-    const connection = await (scope === "landing" ? (await this.opened()).instance : await this.restrictedInstance(scope.folders)).connect();
+    const instance = scope === "landing" ? (await this.opened()).instance : scope === "expressions" ? await this.expressionsInstance() : await this.restrictedInstance(scope.folders);
+    const connection = await instance.connect();
     this.connections.add(connection);
     try {
       return await work(connection);
@@ -83,6 +87,19 @@ export class SharedDuckDb {
   private opened(): Promise<OpenedDuckDb> {
     this.instance ??= openDuckDb({ native: this.options.nativeSignatures ?? true, spill: true });
     return this.instance;
+  }
+
+  /**
+   * An instance for users' expressions (DuckDbScope): one already open for users' SQL (the layer before the one whose
+   * partitions are mapped built in it), else the one that reaches no folder. Starting an instance costs 20-40 ms.
+   */
+  private expressionsInstance(): Promise<DuckDBInstance> {
+    const open = this.restricted.values().next().value;
+    if (!open) return this.restrictedInstance([]);
+    return open.then(
+      (restricted) => restricted.instance,
+      () => this.restrictedInstance([]),
+    );
   }
 
   /**

@@ -2,6 +2,7 @@
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { DuckDBConnection } from "@duckdb/node-api";
 import { InvalidInputError } from "../../src/model/errors.js";
 import type { Lake } from "../../src/lake/lake.js";
 import { defineTable } from "../../src/model/table.js";
@@ -146,6 +147,11 @@ describe("expressions are exactly one expression", () => {
       writeFileSync(path.join(lakeFolder, "inside.csv"), "a\n1\n");
       await expect(read([lakeFolder], path.join(lakeFolder, "inside.csv"))).resolves.toEqual([[1n]]);
       await expect(shared.withConnection((connection) => connection.run("SET enable_external_access = true"), { folders: [] })).rejects.toThrow(/lock/i);
+      // Expressions (no FROM, no subquery: the parser's check) run in an instance already open for users' SQL: as locked.
+      const expressions = <T>(work: (connection: DuckDBConnection) => Promise<T>) => shared.withConnection(work, "expressions");
+      await expect(expressions(async (connection) => (await connection.runAndReadAll(`SELECT count(*) FROM read_csv('${path.join(outside, "secret.csv")}')`)).getRowsJS())).rejects.toThrow(/Permission Error/);
+      await expect(expressions((connection) => connection.run("SET enable_external_access = true"))).rejects.toThrow(/lock/i);
+      await expect(expressions(async (connection) => (await connection.runAndReadAll("SELECT substr('2026-11-01', 1, 7)")).getRowsJS())).resolves.toEqual([["2026-11"]]);
     } finally {
       await shared.close();
     }

@@ -218,7 +218,7 @@ export class DuckDbLanding implements Landing {
     const expressions: string[] = [];
     for (const { key, expression } of request.map) expressions.push(`CAST((${await assertOneExpression(expression, `inputs.map expression of '${key}'`)}) AS VARCHAR) AS ${quoteIdentifier(key)}`);
     const select = expressions.join(", ");
-    // Users' SQL: in the instance that reaches no file.
+    // Users' expressions, over the rows given here: in an instance that runs users' SQL.
     return this.duckdb.withConnection(async (connection) => {
       try {
         const reader = await connection.runAndReadAll(`SELECT ${select} FROM (VALUES ${rows}) AS upstream(${columns})`);
@@ -226,7 +226,7 @@ export class DuckDbLanding implements Landing {
       } catch (error) {
         throw new InvalidInputError(`a partition map expression failed: ${cleanDuckDbMessage(error)}`);
       }
-    }, { folders: [] });
+    }, "expressions");
   }
 
   async tablesRead(select: string): Promise<string[] | undefined> {
