@@ -44,7 +44,8 @@ export interface StateSource {
 
 /**
  * Whether state row `s` is this source's: written by it, or by a lakeswap that recorded no source (readState gives
- * such rows to the first source that reads them; one written since by an older lakeswap still running is taken too). `lake` and `table` are the parameters of its lake id and lake table.
+ * such rows to the first source that reads them; one written since by an older lakeswap still running is taken too).
+ * `lake` and `table` are the parameters that hold the source's lake id and lake table.
  */
 function ours(lake = "$3", table = "$4"): string {
   return `(s.source_lake IS NULL OR (s.source_lake = ${lake} AND s.source_table = ${table}))`;
