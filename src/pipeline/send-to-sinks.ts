@@ -15,8 +15,11 @@ export interface SinkedPartition {
   readonly table: string;
   readonly partition: string;
   readonly action: "sent" | "skipped" | "failed" | "removed";
-  /** `target failed`: the target could not be prepared (unreachable, or a table that does not fit); the entry's partition is then `*`. */
-  readonly reason: "new" | "changed" | "unchanged" | "unreadable" | "gone from the lake" | "target failed";
+  /**
+   * `target failed`: the target could not be prepared (unreachable, or a table that does not fit); the entry's partition
+   * is then `*`. `another source's`: another lake or lake table sent the partition to the target, which keeps it.
+   */
+  readonly reason: "new" | "changed" | "unchanged" | "unreadable" | "gone from the lake" | "target failed" | "another source's";
   readonly run?: string;
   readonly rows?: number;
   readonly seconds: number;
@@ -178,7 +181,7 @@ function refuseOtherSources(target: SinkTarget, current: readonly PartitionState
       ...base,
       partition: state.partition,
       action: "failed" as const,
-      reason: "new" as const,
+      reason: "another source's" as const,
       run: state.runId,
       seconds: 0,
       error: `${sink.description}: ${others.get(state.partition)!.refusal}`,

@@ -6,7 +6,8 @@ import type { Lake } from "../../src/lake/lake.js";
 import { Pipeline, type SyncReport } from "../../src/pipeline/pipeline.js";
 import { openEmbeddedLake } from "../../src/open/open-lake.js";
 import { openSink } from "../../src/sinks/open-sink.js";
-import { tempDir } from "../support/lake-fixture.js";
+import { tempDir, type CliResult } from "../support/lake-fixture.js";
+import { runMain } from "../support/main-cli.js";
 import { postgresAvailable } from "../support/postgres.js";
 import { usePostgres } from "../support/shared-services.js";
 
@@ -46,6 +47,14 @@ async function lakeFeeding(database: Awaited<ReturnType<typeof postgres.database
   writeFileSync(configFile, yaml(mode, dataset));
   let lakeDir = path.join(ws.dir, "lake");
   let counter = 0;
+  /** Writes a delivery of `id:amount` rows per region; returns its path. */
+  const deliver = (rows: Record<string, readonly string[]>): string => {
+    counter += 1;
+    const file = path.join(ws.dir, "deliveries", `d${counter}.csv`);
+    const lines = Object.entries(rows).flatMap(([region, list]) => list.map((row) => `${row.split(":")[0]},${region},${row.split(":")[1]}`));
+    writeFileSync(file, `id,region,amount\n${lines.join("\n")}\n`);
+    return file;
+  };
   return {
     /** Moves the lake to another folder, as a user renames it. */
     move(): void {
@@ -53,11 +62,12 @@ async function lakeFeeding(database: Awaited<ReturnType<typeof postgres.database
       renameSync(lakeDir, moved);
       lakeDir = moved;
     },
+    /** The same, as `lakeswap sync` (in process): its exit code and what it printed. */
+    async cliSync(rows: Record<string, readonly string[]>): Promise<CliResult> {
+      return runMain(["--lake", lakeDir, "sync", "-c", configFile, "--input", deliver(rows)], { DATABASE_URL: database.url });
+    },
     async sync(rows: Record<string, readonly string[]>): Promise<SyncReport> {
-      counter += 1;
-      const file = path.join(ws.dir, "deliveries", `d${counter}.csv`);
-      const lines = Object.entries(rows).flatMap(([region, list]) => list.map((row) => `${row.split(":")[0]},${region},${row.split(":")[1]}`));
-      writeFileSync(file, `id,region,amount\n${lines.join("\n")}\n`);
+      const file = deliver(rows);
       const lake: Lake = await openEmbeddedLake(lakeDir, { graceMs: 0, leaseWaitMs: 0 });
       try {
         return await new Pipeline(lake, loadPipelineConfig(configFile), { inputs: [file], openSink }).sync();
@@ -91,7 +101,7 @@ describe.skipIf(!postgresAvailable())("a PostgreSQL target fed by two lakes", ()
 
       // The first lake now also has reg=us: refused (the second lake's rows stay), its own partition still in sync.
       const crossed = await eu.sync({ eu: ["1:1.50", "3:3.00"], us: ["9:9.00"] });
-      expect(sinkLines(crossed)).toEqual(["reg=eu skipped unchanged", "reg=us failed new | was sent by lake table events_raw"]);
+      expect(sinkLines(crossed)).toEqual(["reg=eu skipped unchanged", "reg=us failed another source's | was sent by lake table events_raw"]);
       expect(crossed.sinks.find((s) => s.partition === "reg=us")?.error).toMatch(
         /partition reg=us of public\.ev was sent by lake table events_raw of .*lake \(lake id [0-9a-f-]{36}\), not by lake table events_raw of .*lake \(lake id [0-9a-f-]{36}\).*DELETE FROM public\.lakeswap_state WHERE table_name = 'ev' AND partition = 'reg=us'/,
       );
@@ -103,7 +113,13 @@ describe.skipIf(!postgresAvailable())("a PostgreSQL target fed by two lakes", ()
       await database.query("DELETE FROM public.lakeswap_state WHERE table_name = 'ev' AND partition = 'reg=us'");
       expect(sinkLines(await eu.sync({ eu: ["1:1.50", "3:3.00"], us: ["9:9.00"] }))).toEqual(["reg=eu skipped unchanged", "reg=us sent new"]);
       expect(await target()).toEqual(["eu 1 1.50", "eu 3 3.00", "us 9 9.00"]);
-      expect(sinkLines(await us.sync({ us: ["1:5.00", "2:7.00"] }))).toEqual(["reg=us failed new | was sent by lake table events_raw"]);
+      // The CLI exits 7, and says the partition is another source's rather than to rerun.
+      const refused = await us.cliSync({ us: ["1:5.00", "2:7.00"] });
+      expect(refused.code).toBe(7);
+      expect(refused.stdout).toMatch(/reg=us\s+failed\s+another source's/);
+      expect(refused.stderr).toMatch(/1 sink partition\(s\) not sent: another source \(lake or lake table\) sent them, and each error says how to hand one over\n/);
+      expect(refused.stderr).not.toMatch(/rerun/);
+      expect(await target()).toEqual(["eu 1 1.50", "eu 3 3.00", "us 9 9.00"]);
     });
   }
 
@@ -120,7 +136,7 @@ describe.skipIf(!postgresAvailable())("a PostgreSQL target fed by two lakes", ()
     expect(sinkLines(await lake.sync({ eu: ["1:1.25"], us: ["2:2.00"] }))).toEqual(["reg=eu skipped unchanged", "reg=us skipped unchanged"]);
     expect((await sources()).map((r) => [r.p, path.basename(r.where)])).toEqual([["reg=eu", "lake-moved"], ["reg=us", "lake-moved"]]);
     const other = await lakeFeeding(database, "partition_replace", "other");
-    expect(sinkLines(await other.sync({ us: ["5:5.00"] }))).toEqual(["reg=us failed new | was sent by lake table events_raw"]);
+    expect(sinkLines(await other.sync({ us: ["5:5.00"] }))).toEqual(["reg=us failed another source's | was sent by lake table events_raw"]);
     expect((await database.query<{ line: string }>("SELECT concat_ws(' ', reg, id, amount) AS line FROM public.ev ORDER BY reg")).map((r) => r.line)).toEqual(["eu 1 1.25", "us 2 2.00"]);
   });
 
@@ -129,7 +145,7 @@ describe.skipIf(!postgresAvailable())("a PostgreSQL target fed by two lakes", ()
     const orders = await lakeFeeding(database, "partition_replace", "tables", "orders");
     expect(sinkLines(await orders.sync({ eu: ["1:1.00"] }))).toEqual(["reg=eu sent new"]);
     const refunds = await lakeFeeding(database, "partition_replace", "tables-2", "refunds");
-    expect(sinkLines(await refunds.sync({ eu: ["1:2.00"], us: ["2:2.00"] }))).toEqual(["reg=eu failed new | was sent by lake table orders_raw", "reg=us sent new"]);
+    expect(sinkLines(await refunds.sync({ eu: ["1:2.00"], us: ["2:2.00"] }))).toEqual(["reg=eu failed another source's | was sent by lake table orders_raw", "reg=us sent new"]);
 
     process.env.LAKESWAP_TEST_PK = "[id]";
     try {

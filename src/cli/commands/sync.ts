@@ -62,13 +62,16 @@ export function registerSync(program: Command): void {
         }).sync();
         progress.done();
         report(wantsJson(command), result, () => syncReportText(result));
-        const sinkFailures = result.sinks.filter((s) => s.action === "failed").length;
-        if (result.totals.failed > 0 || sinkFailures > 0) {
+        const othersKept = result.sinks.filter((s) => s.action === "failed" && s.reason === "another source's").length;
+        const sinkFailures = result.sinks.filter((s) => s.action === "failed").length - othersKept;
+        if (result.totals.failed > 0 || sinkFailures > 0 || othersKept > 0) {
           const what = [
             ...(result.totals.failed > 0 ? [`${result.totals.failed} partition(s) failed`] : []),
             ...(sinkFailures > 0 ? [`${sinkFailures} sink partition write(s) failed (nothing of them applied; the lake's swaps stand)`] : []),
+            ...(othersKept > 0 ? [`${othersKept} sink partition(s) not sent: another source (lake or lake table) sent them, and each error says how to hand one over`] : []),
           ];
-          throw new LakeswapError("PARTIAL_FAILURE", `${what.join(", ")}; rerun the same sync to redo only those`);
+          const rerun = result.totals.failed > 0 || sinkFailures > 0 ? "; rerun the same sync to redo only those" : "";
+          throw new LakeswapError("PARTIAL_FAILURE", `${what.join(", ")}${rerun}`);
         }
       },
       config,
