@@ -36,6 +36,14 @@ export const NATIVE_EXTENSION_PATH = fileURLToPath(new URL("../../build/native/l
 /** lakeswap's own folder (where its package.json is), the same from src/ and dist/. */
 const PACKAGE_ROOT = fileURLToPath(new URL("../../", import.meta.url)).replace(/\/$/, "");
 
+/**
+ * The time zone of every DuckDB session that lands deliveries or runs users' SQL: UTC, as on Athena. DuckDB otherwise
+ * takes the machine's zone (TZ), and then a TIMESTAMPTZ's date, hour or text in a partition expression, a layer's SQL,
+ * an audit or a query would depend on where lakeswap runs: the same delivery and SQL built other rows on a laptop in
+ * Tokyo than on a server in UTC, or on Athena. A local time is asked for by name: `timezone('Europe/Berlin', ts)`.
+ */
+const SESSION_TIME_ZONE = "UTC";
+
 /** The environment variable that sets the landing instance's memory limit (a DuckDB size: `2GB`, `512MB`). */
 const MEMORY_LIMIT_VARIABLE = "LAKESWAP_MEMORY_LIMIT";
 
@@ -90,7 +98,19 @@ export async function openDuckDb(
   });
   const create = async (config: Record<string, string> = {}): Promise<DuckDBInstance> => {
     const { DuckDBInstance } = await duckdb();
-    if (!spillDirectory) return DuckDBInstance.create(":memory:", config);
+    if (!spillDirectory) {
+      const instance = await DuckDBInstance.create(":memory:", config);
+      const connection = await instance.connect();
+      try {
+        await connection.run(`SET GLOBAL TimeZone = ${quoteLiteral(SESSION_TIME_ZONE)}`);
+      } catch (error) {
+        instance.closeSync();
+        throw error;
+      } finally {
+        connection.closeSync();
+      }
+      return instance;
+    }
     // A database file rather than memory: DuckDB writes a big table to it compressed as it is made, keeps in memory
     // only the blocks a query reads, and drops them again for free (an in-memory table larger than the limit would be
     // written to the spill files uncompressed, and rewritten after every scan). Operators that outgrow the limit (sorts,
@@ -100,6 +120,7 @@ export async function openDuckDb(
     const connection = await instance.connect();
     const limit = landingMemoryLimit();
     try {
+      await connection.run(`SET GLOBAL TimeZone = ${quoteLiteral(SESSION_TIME_ZONE)}`);
       try {
         await connection.run(`SET memory_limit = ${quoteLiteral(limit)}`);
       } catch (error) {
@@ -259,6 +280,8 @@ export async function openRestrictedDuckDb(allowedDirectories: readonly string[]
     const list = allowedDirectories.map((dir) => quoteLiteral(dir.endsWith("/") ? dir : `${dir}/`)).join(", ");
     for (const setting of [
       `allowed_directories = [${list}]`,
+      // Users' SQL runs in UTC, as Athena runs it, whatever this machine's zone (SESSION_TIME_ZONE).
+      `GLOBAL TimeZone = ${quoteLiteral(SESSION_TIME_ZONE)}`,
       // A run's files are never rewritten (every build writes a fresh run folder): their footers, read when a view is
       // made, when a build's SELECT is bound and when it runs, are read once.
       "parquet_metadata_cache = true",

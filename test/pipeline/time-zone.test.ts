@@ -1,0 +1,80 @@
+// Users' SQL runs in UTC whatever the machine's zone (TZ), as it does on Athena. Before, a derived layer's SQL, an
+// `inputs.map` expression, a query and the audits took the machine's zone: the same delivery and SQL built other
+// rows in Tokyo than in UTC, and a later sync on another machine skipped them (its inputs and SQL were unchanged).
+import { mkdirSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { runCli, tempDir } from "../support/lake-fixture.js";
+
+const folder = tempDir("lakeswap-time-zone-");
+afterAll(() => folder.cleanup());
+
+const CONFIG = `datasets:
+  events:
+    source: {format: csv, path: deliveries/*.csv}
+    columns:
+      id: {type: BIGINT, nullable: false}
+      ts: TIMESTAMPTZ
+    partition:
+      day: strftime(ts, '%Y-%m-%d')
+    audits:
+      - range: {ts: {min: '2026-11-01 12:00:00', max: '2026-11-02 00:45:00'}}
+    layers:
+      - name: stage
+        sql: sql/stage.sql
+        columns: {id: BIGINT, ts_date: DATE, ts_hour: BIGINT, ts_text: VARCHAR}
+      - name: monthly
+        sql: sql/monthly.sql
+        columns: {events: BIGINT}
+        inputs:
+          map: {month: "strftime(timezone('UTC', CAST(day AS TIMESTAMP)), '%Y-%m')"}
+`;
+const STAGE = "SELECT id, CAST(ts AS DATE) AS ts_date, hour(ts) AS ts_hour, CAST(ts AS VARCHAR) AS ts_text FROM events_raw WHERE day = {{ day }}\n";
+const MONTHLY = "SELECT count(*) AS events FROM events_stage WHERE strftime(timezone('UTC', CAST(day AS TIMESTAMP)), '%Y-%m') = {{ month }}\n";
+// Two instants late on 1 November UTC (already 2 November in Tokyo), one early on 2 November UTC (still 1 November in
+// Los Angeles), and a zone-less time, which lakeswap reads as UTC.
+const DELIVERY = "id,ts\n1,2026-11-01T23:30:00Z\n2,2026-11-01T12:00:00+00:00\n3,2026-11-02T06:15:00+09:00\n4,2026-11-02 00:45:00\n";
+
+/** A pipeline folder of its own, synced by a CLI process whose zone is `zone`; the process environment's TZ. */
+async function syncedIn(zone: string): Promise<{ lake: string; env: Record<string, string> }> {
+  const dir = path.join(folder.dir, zone.replace("/", "-"));
+  mkdirSync(path.join(dir, "sql"), { recursive: true });
+  mkdirSync(path.join(dir, "deliveries"), { recursive: true });
+  writeFileSync(path.join(dir, "lakeswap.yaml"), CONFIG);
+  writeFileSync(path.join(dir, "sql", "stage.sql"), STAGE);
+  writeFileSync(path.join(dir, "sql", "monthly.sql"), MONTHLY);
+  writeFileSync(path.join(dir, "deliveries", "events.csv"), DELIVERY);
+  const env = { TZ: zone };
+  const lake = path.join(dir, "lake");
+  const synced = await runCli(["sync", "-c", path.join(dir, "lakeswap.yaml"), "--lake", lake, "--json"], env, { cwd: dir });
+  expect(synced.code, synced.stderr).toBe(0);
+  return { lake, env };
+}
+
+async function query(lake: string, env: Record<string, string>, sql: string): Promise<unknown[]> {
+  const result = await runCli(["query", sql, "--lake", lake, "--json"], env);
+  expect(result.code, result.stderr).toBe(0);
+  return JSON.parse(result.stdout) as unknown[];
+}
+
+describe("users' SQL runs in UTC, whatever the machine's zone", () => {
+  it.each(["Asia/Tokyo", "America/Los_Angeles", "UTC"])("TZ=%s: partitions, derived rows, mapped partitions, audits and queries are those of UTC", async (zone) => {
+    const { lake, env } = await syncedIn(zone);
+    expect(await query(lake, env, "SELECT day, id FROM events_raw ORDER BY id")).toEqual([
+      { day: "2026-11-01", id: 1 },
+      { day: "2026-11-01", id: 2 },
+      { day: "2026-11-01", id: 3 },
+      { day: "2026-11-02", id: 4 },
+    ]);
+    expect(await query(lake, env, "SELECT day, id, CAST(ts_date AS VARCHAR) AS ts_date, ts_hour, ts_text FROM events_stage ORDER BY id")).toEqual([
+      { day: "2026-11-01", id: 1, ts_date: "2026-11-01", ts_hour: 23, ts_text: "2026-11-01 23:30:00+00" },
+      { day: "2026-11-01", id: 2, ts_date: "2026-11-01", ts_hour: 12, ts_text: "2026-11-01 12:00:00+00" },
+      { day: "2026-11-01", id: 3, ts_date: "2026-11-01", ts_hour: 21, ts_text: "2026-11-01 21:15:00+00" },
+      { day: "2026-11-02", id: 4, ts_date: "2026-11-02", ts_hour: 0, ts_text: "2026-11-02 00:45:00+00" },
+    ]);
+    // Both days map to one month in UTC (in Los Angeles, 1 November's midnight UTC is still October).
+    expect(await query(lake, env, "SELECT month, events FROM events_monthly ORDER BY month")).toEqual([{ month: "2026-11", events: 4 }]);
+    // A query's own zone-dependent expressions are UTC too, as on Athena.
+    expect(await query(lake, env, "SELECT CAST(min(ts) AS DATE) AS first_day, hour(max(ts)) AS last_hour FROM events_raw")).toEqual([{ first_day: "2026-11-01", last_hour: 0 }]);
+  });
+});
