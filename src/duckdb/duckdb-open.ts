@@ -6,6 +6,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { DuckDBConnection, DuckDBInstance } from "@duckdb/node-api";
 import { duckdb } from "./duckdb-module.js";
+import { CLOCK_SETTINGS, setClock } from "./session-clock.js";
 import { freshProcessFolder } from "../shared/process-folders.js";
 import { InvalidInputError, errorMessage } from "../model/errors.js";
 import { rowItems, rowLanes, type SignedColumn } from "../model/signature.js";
@@ -35,14 +36,6 @@ export const NATIVE_EXTENSION_PATH = fileURLToPath(new URL("../../build/native/l
 
 /** lakeswap's own folder (where its package.json is), the same from src/ and dist/. */
 const PACKAGE_ROOT = fileURLToPath(new URL("../../", import.meta.url)).replace(/\/$/, "");
-
-/**
- * The time zone of every DuckDB session that lands deliveries or runs users' SQL: UTC, as on Athena. DuckDB otherwise
- * takes the machine's zone (TZ), and then a TIMESTAMPTZ's date, hour or text in a partition expression, a layer's SQL,
- * an audit or a query would depend on where lakeswap runs: the same delivery and SQL built other rows on a laptop in
- * Tokyo than on a server in UTC, or on Athena. A local time is asked for by name: `timezone('Europe/Berlin', ts)`.
- */
-const SESSION_TIME_ZONE = "UTC";
 
 /** The environment variable that sets the landing instance's memory limit (a DuckDB size: `2GB`, `512MB`). */
 const MEMORY_LIMIT_VARIABLE = "LAKESWAP_MEMORY_LIMIT";
@@ -102,7 +95,7 @@ export async function openDuckDb(
       const instance = await DuckDBInstance.create(":memory:", config);
       const connection = await instance.connect();
       try {
-        await connection.run(`SET GLOBAL TimeZone = ${quoteLiteral(SESSION_TIME_ZONE)}`);
+        await setClock(connection, "GLOBAL");
       } catch (error) {
         instance.closeSync();
         throw error;
@@ -120,7 +113,7 @@ export async function openDuckDb(
     const connection = await instance.connect();
     const limit = landingMemoryLimit();
     try {
-      await connection.run(`SET GLOBAL TimeZone = ${quoteLiteral(SESSION_TIME_ZONE)}`);
+      await setClock(connection, "GLOBAL");
       try {
         await connection.run(`SET memory_limit = ${quoteLiteral(limit)}`);
       } catch (error) {
@@ -280,8 +273,8 @@ export async function openRestrictedDuckDb(allowedDirectories: readonly string[]
     const list = allowedDirectories.map((dir) => quoteLiteral(dir.endsWith("/") ? dir : `${dir}/`)).join(", ");
     for (const setting of [
       `allowed_directories = [${list}]`,
-      // Users' SQL runs in UTC, as Athena runs it, whatever this machine's zone (SESSION_TIME_ZONE).
-      `GLOBAL TimeZone = ${quoteLiteral(SESSION_TIME_ZONE)}`,
+      // Users' SQL runs in UTC and the Gregorian calendar, as on Athena, whatever the machine's zone and locale.
+      ...CLOCK_SETTINGS.map((setting) => `GLOBAL ${setting}`),
       // A run's files are never rewritten (every build writes a fresh run folder): their footers, read when a view is
       // made, when a build's SELECT is bound and when it runs, are read once.
       "parquet_metadata_cache = true",

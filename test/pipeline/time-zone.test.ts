@@ -1,6 +1,8 @@
-// Users' SQL runs in UTC whatever the machine's zone (TZ), as it does on Athena. Before, a derived layer's SQL, an
-// `inputs.map` expression, a query and the audits took the machine's zone: the same delivery and SQL built other
-// rows in Tokyo than in UTC, and a later sync on another machine skipped them (its inputs and SQL were unchanged).
+// Times do not depend on the machine: lakeswap's DuckDB sessions run in UTC and the Gregorian calendar, as Athena's do.
+// Before, a derived layer's SQL, an `inputs.map` expression, a query and the audits took the machine's zone (TZ): the
+// same delivery and SQL built other rows in Tokyo than in UTC, and a later sync elsewhere skipped them as unchanged. And
+// under a Thai locale ICU's calendar is the Buddhist one: the landing read the text '2026-11-02 00:45:00' of a
+// TIMESTAMPTZ column as a time in 1483 and `year(ts)` of 2026 as 2569.
 import { mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -22,29 +24,28 @@ const CONFIG = `datasets:
     layers:
       - name: stage
         sql: sql/stage.sql
-        columns: {id: BIGINT, ts_date: DATE, ts_hour: BIGINT, ts_text: VARCHAR}
+        columns: {id: BIGINT, ts_date: DATE, ts_hour: BIGINT, ts_year: BIGINT, ts_text: VARCHAR}
       - name: monthly
         sql: sql/monthly.sql
         columns: {events: BIGINT}
         inputs:
           map: {month: "strftime(timezone('UTC', CAST(day AS TIMESTAMP)), '%Y-%m')"}
 `;
-const STAGE = "SELECT id, CAST(ts AS DATE) AS ts_date, hour(ts) AS ts_hour, CAST(ts AS VARCHAR) AS ts_text FROM events_raw WHERE day = {{ day }}\n";
+const STAGE = "SELECT id, CAST(ts AS DATE) AS ts_date, hour(ts) AS ts_hour, year(ts) AS ts_year, CAST(ts AS VARCHAR) AS ts_text FROM events_raw WHERE day = {{ day }}\n";
 const MONTHLY = "SELECT count(*) AS events FROM events_stage WHERE strftime(timezone('UTC', CAST(day AS TIMESTAMP)), '%Y-%m') = {{ month }}\n";
 // Two instants late on 1 November UTC (already 2 November in Tokyo), one early on 2 November UTC (still 1 November in
 // Los Angeles), and a zone-less time, which lakeswap reads as UTC.
 const DELIVERY = "id,ts\n1,2026-11-01T23:30:00Z\n2,2026-11-01T12:00:00+00:00\n3,2026-11-02T06:15:00+09:00\n4,2026-11-02 00:45:00\n";
 
-/** A pipeline folder of its own, synced by a CLI process whose zone is `zone`; the process environment's TZ. */
-async function syncedIn(zone: string): Promise<{ lake: string; env: Record<string, string> }> {
-  const dir = path.join(folder.dir, zone.replace("/", "-"));
+/** A pipeline folder of its own, synced by a CLI process with `env` (a zone, a locale) in its environment. */
+async function syncedIn(env: Record<string, string>): Promise<{ lake: string; env: Record<string, string> }> {
+  const dir = path.join(folder.dir, Object.values(env)[0]!.replace(/[^A-Za-z0-9]/g, "-"));
   mkdirSync(path.join(dir, "sql"), { recursive: true });
   mkdirSync(path.join(dir, "deliveries"), { recursive: true });
   writeFileSync(path.join(dir, "lakeswap.yaml"), CONFIG);
   writeFileSync(path.join(dir, "sql", "stage.sql"), STAGE);
   writeFileSync(path.join(dir, "sql", "monthly.sql"), MONTHLY);
   writeFileSync(path.join(dir, "deliveries", "events.csv"), DELIVERY);
-  const env = { TZ: zone };
   const lake = path.join(dir, "lake");
   const synced = await runCli(["sync", "-c", path.join(dir, "lakeswap.yaml"), "--lake", lake, "--json"], env, { cwd: dir });
   expect(synced.code, synced.stderr).toBe(0);
@@ -57,20 +58,22 @@ async function query(lake: string, env: Record<string, string>, sql: string): Pr
   return JSON.parse(result.stdout) as unknown[];
 }
 
-describe("users' SQL runs in UTC, whatever the machine's zone", () => {
-  it.each(["Asia/Tokyo", "America/Los_Angeles", "UTC"])("TZ=%s: partitions, derived rows, mapped partitions, audits and queries are those of UTC", async (zone) => {
-    const { lake, env } = await syncedIn(zone);
-    expect(await query(lake, env, "SELECT day, id FROM events_raw ORDER BY id")).toEqual([
-      { day: "2026-11-01", id: 1 },
-      { day: "2026-11-01", id: 2 },
-      { day: "2026-11-01", id: 3 },
-      { day: "2026-11-02", id: 4 },
+const MACHINES: readonly Record<string, string>[] = [{ TZ: "Asia/Tokyo" }, { TZ: "America/Los_Angeles" }, { LANG: "th_TH.UTF-8", LC_ALL: "th_TH.UTF-8" }, { TZ: "UTC" }];
+
+describe("times do not depend on the machine's zone or locale", () => {
+  it.each(MACHINES)("%o: landed times, partitions, derived rows, mapped partitions, audits and queries are those of UTC", async (machine) => {
+    const { lake, env } = await syncedIn(machine);
+    expect(await query(lake, env, "SELECT day, id, epoch(ts) AS seconds FROM events_raw ORDER BY id")).toEqual([
+      { day: "2026-11-01", id: 1, seconds: Date.UTC(2026, 10, 1, 23, 30) / 1000 },
+      { day: "2026-11-01", id: 2, seconds: Date.UTC(2026, 10, 1, 12) / 1000 },
+      { day: "2026-11-01", id: 3, seconds: Date.UTC(2026, 10, 1, 21, 15) / 1000 },
+      { day: "2026-11-02", id: 4, seconds: Date.UTC(2026, 10, 2, 0, 45) / 1000 },
     ]);
-    expect(await query(lake, env, "SELECT day, id, CAST(ts_date AS VARCHAR) AS ts_date, ts_hour, ts_text FROM events_stage ORDER BY id")).toEqual([
-      { day: "2026-11-01", id: 1, ts_date: "2026-11-01", ts_hour: 23, ts_text: "2026-11-01 23:30:00+00" },
-      { day: "2026-11-01", id: 2, ts_date: "2026-11-01", ts_hour: 12, ts_text: "2026-11-01 12:00:00+00" },
-      { day: "2026-11-01", id: 3, ts_date: "2026-11-01", ts_hour: 21, ts_text: "2026-11-01 21:15:00+00" },
-      { day: "2026-11-02", id: 4, ts_date: "2026-11-02", ts_hour: 0, ts_text: "2026-11-02 00:45:00+00" },
+    expect(await query(lake, env, "SELECT day, id, CAST(ts_date AS VARCHAR) AS ts_date, ts_hour, ts_year, ts_text FROM events_stage ORDER BY id")).toEqual([
+      { day: "2026-11-01", id: 1, ts_date: "2026-11-01", ts_hour: 23, ts_year: 2026, ts_text: "2026-11-01 23:30:00+00" },
+      { day: "2026-11-01", id: 2, ts_date: "2026-11-01", ts_hour: 12, ts_year: 2026, ts_text: "2026-11-01 12:00:00+00" },
+      { day: "2026-11-01", id: 3, ts_date: "2026-11-01", ts_hour: 21, ts_year: 2026, ts_text: "2026-11-01 21:15:00+00" },
+      { day: "2026-11-02", id: 4, ts_date: "2026-11-02", ts_hour: 0, ts_year: 2026, ts_text: "2026-11-02 00:45:00+00" },
     ]);
     // Both days map to one month in UTC (in Los Angeles, 1 November's midnight UTC is still October).
     expect(await query(lake, env, "SELECT month, events FROM events_monthly ORDER BY month")).toEqual([{ month: "2026-11", events: 4 }]);

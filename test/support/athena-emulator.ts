@@ -1136,8 +1136,9 @@ async function selectResult(connection: DuckDBConnection, select: string, names:
 
 async function prepareSession(connection: DuckDBConnection, database: string): Promise<void> {
   await connection.run("SET integer_division = true");
-  // Athena's sessions are in UTC, whatever the zone of the machine the emulator runs on.
+  // Athena's sessions are in UTC and the Gregorian calendar, whatever the zone and locale of the emulator's machine.
   await connection.run("SET TimeZone = 'UTC'");
+  await connection.run("SET Calendar = 'gregorian'");
   await connection.run(`ATTACH ':memory:' AS ${CATALOG}`);
   await connection.run(`CREATE SCHEMA IF NOT EXISTS ${CATALOG}.${quoteIdentifier(database)}`);
   await connection.run(`USE ${CATALOG}.${quoteIdentifier(database)}`);

@@ -1,4 +1,5 @@
 import type { DuckDBConnection } from "@duckdb/node-api";
+import { setClock } from "../../duckdb/session-clock.js";
 import { InvalidInputError, LakeswapError } from "../../model/errors.js";
 import { printable, quoteIdentifier } from "../../model/sql.js";
 import type { LandRequest } from "../landing.js";
@@ -67,7 +68,7 @@ export async function landDelivery(
   // Bad keys stay while a view of the landed rows filters on them.
   const scratch = [names.lines, names.records, names.badRows, ...(inPlace ? [] : [names.badKeys])];
   const pass: LandingPass = { connection, request, tables, names, inPlace, all: inPlace ? names.typed : names.rows };
-  await connection.run(`SET TimeZone = 'UTC'`);
+  await setClock(connection, "SESSION");
   try {
     // 1. The partition expressions are checked against the declared columns first, before anything is read.
     await checkPartitionExpressions(connection, request);

@@ -1,6 +1,7 @@
 import { stat, writeFile } from "node:fs/promises";
 import path from "node:path";
 import type { DuckDBConnection, DuckDBInstance } from "@duckdb/node-api";
+import { setClock } from "../../duckdb/session-clock.js";
 import { duckdbStorageType } from "../../model/column-types.js";
 import { LakeswapError } from "../../model/errors.js";
 import { quoteFilePath, quoteLiteral } from "../../model/sql.js";
@@ -134,8 +135,9 @@ export class RowExport {
       // a second thread cost 2.3x the CPU for 33,000-row partitions and 1.5x for 1,000,000 rows, for no shorter wall.
       const instance = await DuckDBInstance.create(":memory:", { threads: "1" });
       const connection = await instance.connect();
-      // Instants as UTC text with their offset, so PostgreSQL reads the same instant whatever the machine's zone.
-      await connection.run("SET TimeZone = 'UTC'").catch(() => undefined);
+      // Instants as UTC text with their offset and Gregorian dates, so PostgreSQL reads the same values whatever the
+      // machine's zone and locale.
+      await setClock(connection, "SESSION");
       return { instance, connection };
     })();
     return this.duckdb;
