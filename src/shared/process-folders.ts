@@ -1,6 +1,7 @@
 import { mkdtemp, readdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { InvalidInputError } from "../model/errors.js";
 
 /** Whether a process with this id runs (or runs under another user, which we may not signal). */
 export function processAlive(pid: number): boolean {
@@ -35,7 +36,16 @@ export async function freshProcessFolder(prefix: string): Promise<string> {
     swept.set(parent, now);
     await removeDeadProcessFolders(parent);
   }
-  return mkdtemp(path.join(parent, `${prefix}${process.pid}-`));
+  try {
+    return await mkdtemp(path.join(parent, `${prefix}${process.pid}-`));
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code !== "ENOENT" && code !== "ENOTDIR" && code !== "EACCES" && code !== "EPERM" && code !== "EROFS") throw error;
+    const what = code === "ENOENT" || code === "ENOTDIR" ? "is not a folder" : "is not writable by this user";
+    throw new InvalidInputError(
+      `the temporary folder '${parent}' ${what} (${code}): lakeswap keeps scratch and spill files there; point TMPDIR at a writable folder with room for a delivery, or unset it`,
+    );
+  }
 }
 
 async function removeDeadProcessFolders(parent: string): Promise<void> {

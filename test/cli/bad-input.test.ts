@@ -37,6 +37,17 @@ describe("bad input gets a clear error, a non-zero exit code, and changes nothin
     await expectRefused(["replace", "orders", "--partition", spec, "--sql", "SELECT 1 AS id, 1.0 AS amount"], 2, message);
   });
 
+  it.each([
+    ["a folder that does not exist", "/nonexistent/lakeswap-tmp", /temporary folder '\/nonexistent\/lakeswap-tmp' is not a folder \(ENOENT\): .*point TMPDIR at a writable folder/],
+    ["a file", "/etc/hostname", /temporary folder '\/etc\/hostname' is not a folder \(ENOTDIR\): .*point TMPDIR at a writable folder/],
+  ])("refuses a TMPDIR that is %s (exit 2, the folder and the fix), writing nothing", async (_what, tmp, message) => {
+    const before = treeState(backend.lakeDir);
+    const result = await runMain([...backend.cliArgs, "replace", "orders", "--partition", "day=2026-11-02", "--sql", "SELECT 1 AS id, 1.0 AS amount"], { TMPDIR: tmp });
+    expect(result.code, result.stderr).toBe(2);
+    expect(result.stderr).toMatch(message);
+    expect(treeState(backend.lakeDir)).toEqual(before);
+  });
+
   it("refuses an unknown table, naming the tables there are", async () => {
     await expectRefused(["replace", "ordrs", "--partition", "day=2026-11-01", "--sql", "SELECT 1"], 3, /table 'ordrs' does not exist .*tables here: orders/);
   });
