@@ -81,3 +81,30 @@ describe("times do not depend on the machine's zone or locale", () => {
     expect(await query(lake, env, "SELECT CAST(min(ts) AS DATE) AS first_day, hour(max(ts)) AS last_hour FROM events_raw")).toEqual([{ first_day: "2026-11-01", last_hour: 0 }]);
   });
 });
+
+const INGEST_CONFIG = `pipelines:
+  events:
+    namespaces:
+      pageviews:
+        columns: {event_id: {type: VARCHAR, nullable: false}, ts: {type: TIMESTAMPTZ, nullable: false}}
+        time: {field: ts}
+    wal: {dir: ./wal}
+`;
+
+describe("ingested events are bucketed by their UTC time, whatever the machine's zone or locale", () => {
+  // Under a Thai locale the collector put p_year '-2568' on every event, and dead-lettered them all as unsafe values.
+  it.each(MACHINES)("%o: p_year/p_month/p_day and the stored instant are those of UTC", async (machine) => {
+    const dir = path.join(folder.dir, `ingest-${Object.values(machine)[0]!.replace(/[^A-Za-z0-9]/g, "-")}`);
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(path.join(dir, "lakeswap.yaml"), INGEST_CONFIG);
+    writeFileSync(path.join(dir, "events.ndjson"), '{"event_id":"a1","ts":"2026-12-31T23:30:00Z"}\n{"event_id":"a2","ts":"2027-01-01 00:15:00"}\n');
+    const lake = path.join(dir, "lake");
+    const ingested = await runCli(["ingest", "events", "events.ndjson", "--lake", lake, "--json"], machine, { cwd: dir });
+    expect(ingested.code, ingested.stderr).toBe(0);
+    expect(JSON.parse(ingested.stdout)).toMatchObject({ events: 2, written: 2, deadLettered: 0 });
+    expect(await query(lake, machine, "SELECT p_year, p_month, p_day, event_id, epoch(ts) AS seconds FROM pageviews ORDER BY event_id")).toEqual([
+      { p_year: "2026", p_month: "12", p_day: "31", event_id: "a1", seconds: Date.UTC(2026, 11, 31, 23, 30) / 1000 },
+      { p_year: "2027", p_month: "01", p_day: "01", event_id: "a2", seconds: Date.UTC(2027, 0, 1, 0, 15) / 1000 },
+    ]);
+  });
+});
