@@ -6,7 +6,7 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { runCli, tempDir } from "../support/lake-fixture.js";
+import { awsBackend, runCli, tempDir } from "../support/lake-fixture.js";
 
 const folder = tempDir("lakeswap-time-zone-");
 afterAll(() => folder.cleanup());
@@ -37,23 +37,30 @@ const MONTHLY = "SELECT count(*) AS events FROM events_stage WHERE strftime(time
 // Los Angeles), and a zone-less time, which lakeswap reads as UTC.
 const DELIVERY = "id,ts\n1,2026-11-01T23:30:00Z\n2,2026-11-01T12:00:00+00:00\n3,2026-11-02T06:15:00+09:00\n4,2026-11-02 00:45:00\n";
 
-/** A pipeline folder of its own, synced by a CLI process with `env` (a zone, a locale) in its environment. */
-async function syncedIn(env: Record<string, string>): Promise<{ lake: string; env: Record<string, string> }> {
-  const dir = path.join(folder.dir, Object.values(env)[0]!.replace(/[^A-Za-z0-9]/g, "-"));
+/** The pipeline's folder for `name`, with its config, SQL and delivery. */
+function pipelineFolder(name: string, monthly = MONTHLY): string {
+  const dir = path.join(folder.dir, name.replace(/[^A-Za-z0-9]/g, "-"));
   mkdirSync(path.join(dir, "sql"), { recursive: true });
   mkdirSync(path.join(dir, "deliveries"), { recursive: true });
   writeFileSync(path.join(dir, "lakeswap.yaml"), CONFIG);
   writeFileSync(path.join(dir, "sql", "stage.sql"), STAGE);
-  writeFileSync(path.join(dir, "sql", "monthly.sql"), MONTHLY);
+  writeFileSync(path.join(dir, "sql", "monthly.sql"), monthly);
   writeFileSync(path.join(dir, "deliveries", "events.csv"), DELIVERY);
+  return dir;
+}
+
+/** A pipeline folder of its own, synced into an embedded lake by a CLI process with `env` (a zone, a locale) in its environment. */
+async function syncedIn(env: Record<string, string>): Promise<{ lake: string; env: Record<string, string> }> {
+  const dir = pipelineFolder(Object.values(env)[0]!);
   const lake = path.join(dir, "lake");
   const synced = await runCli(["sync", "-c", path.join(dir, "lakeswap.yaml"), "--lake", lake, "--json"], env, { cwd: dir });
   expect(synced.code, synced.stderr).toBe(0);
   return { lake, env };
 }
 
-async function query(lake: string, env: Record<string, string>, sql: string): Promise<unknown[]> {
-  const result = await runCli(["query", sql, "--lake", lake, "--json"], env);
+/** `lakeswap query --json` of the lake at `lake` (or, with none, the AWS lake `env` names). */
+async function query(lake: string | undefined, env: Record<string, string>, sql: string): Promise<unknown[]> {
+  const result = await runCli(["query", sql, ...(lake === undefined ? [] : ["--lake", lake]), "--json"], env);
   expect(result.code, result.stderr).toBe(0);
   return JSON.parse(result.stdout) as unknown[];
 }
@@ -79,6 +86,28 @@ describe("times do not depend on the machine's zone or locale", () => {
     expect(await query(lake, env, "SELECT month, events FROM events_monthly ORDER BY month")).toEqual([{ month: "2026-11", events: 4 }]);
     // A query's own zone-dependent expressions are UTC too, as on Athena.
     expect(await query(lake, env, "SELECT CAST(min(ts) AS DATE) AS first_day, hour(max(ts)) AS last_hour FROM events_raw")).toEqual([{ first_day: "2026-11-01", last_hour: 0 }]);
+  });
+});
+
+describe("on AWS, where Athena builds the layers, the audits and inputs.map that run locally are UTC's too", () => {
+  it.each(MACHINES.slice(1, 3))("%o: the same rows and month as in UTC", async (machine) => {
+    const backend = await awsBackend();
+    try {
+      // Athena's SQL: the month's rows by the text of their day (strftime is DuckDB's, not Trino's).
+      const dir = pipelineFolder(`aws-${Object.values(machine)[0]!}`, "SELECT count(*) AS events FROM events_stage WHERE substr(day, 1, 7) = {{ month }}\n");
+      const env = { ...backend.cliEnv, ...machine };
+      const synced = await runCli(["sync", "-c", path.join(dir, "lakeswap.yaml"), "--json"], env, { cwd: dir });
+      expect(synced.code, synced.stderr).toBe(0);
+      expect(await query(undefined, env, "SELECT day, id, CAST(ts_date AS VARCHAR) AS ts_date, ts_hour, ts_year FROM events_stage ORDER BY id")).toEqual([
+        { day: "2026-11-01", id: 1, ts_date: "2026-11-01", ts_hour: 23, ts_year: 2026 },
+        { day: "2026-11-01", id: 2, ts_date: "2026-11-01", ts_hour: 12, ts_year: 2026 },
+        { day: "2026-11-01", id: 3, ts_date: "2026-11-01", ts_hour: 21, ts_year: 2026 },
+        { day: "2026-11-02", id: 4, ts_date: "2026-11-02", ts_hour: 0, ts_year: 2026 },
+      ]);
+      expect(await query(undefined, env, "SELECT month, events FROM events_monthly ORDER BY month")).toEqual([{ month: "2026-11", events: 4 }]);
+    } finally {
+      await backend.cleanup();
+    }
   });
 });
 
