@@ -87,6 +87,18 @@ export interface CommandResult {
   readonly stderr: string;
 }
 
+/**
+ * The machines child processes run on, in turn: this one (UTC), one in Tokyo, and one in Los Angeles with a Thai locale
+ * (whose calendar is the Buddhist one). A lake is written from several machines; what it holds must not depend on which.
+ */
+const MACHINES: readonly Readonly<Record<string, string>>[] = [{}, { TZ: "Asia/Tokyo" }, { TZ: "America/Los_Angeles", LANG: "th_TH.UTF-8", LC_ALL: "th_TH.UTF-8" }];
+let processes = 0;
+
+/** The next child process's machine (MACHINES, in turn). */
+function nextMachine(): Readonly<Record<string, string>> {
+  return MACHINES[processes++ % MACHINES.length]!;
+}
+
 /** A workspace in a temporary folder, with its embedded lake. */
 export class Workspace {
   readonly dir: string;
@@ -162,14 +174,14 @@ export class Workspace {
     }
   }
 
-  /** Runs `lakeswap <args>` in a child process, with extra environment (e.g. LAKESWAP_FAULT). */
+  /** Runs `lakeswap <args>` in a child process (on the next of MACHINES), with extra environment (e.g. LAKESWAP_FAULT). */
   async spawn(args: readonly string[], env: Record<string, string> = {}): Promise<CliResult> {
-    return runCli([...this.lakeArgs(), ...args], { ...this.aws?.env, ...env }, { cwd: this.dir });
+    return runCli([...this.lakeArgs(), ...args], { ...nextMachine(), ...this.aws?.env, ...env }, { cwd: this.dir });
   }
 
-  /** Starts `lakeswap <args>` in a child process without waiting. */
+  /** Starts `lakeswap <args>` in a child process (on the next of MACHINES) without waiting. */
   start(args: readonly string[], env: Record<string, string> = {}): ReturnType<typeof spawnCli> {
-    return spawnCli([...this.lakeArgs(), ...args], { ...this.aws?.env, ...env }, { cwd: this.dir });
+    return spawnCli([...this.lakeArgs(), ...args], { ...nextMachine(), ...this.aws?.env, ...env }, { cwd: this.dir });
   }
 
   /** When the writer lease of `table` expires, as its lease object says (undefined: no lease is held). */
