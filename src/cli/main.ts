@@ -1,4 +1,5 @@
 import { Command, CommanderError } from "commander";
+import { outOfMemoryMessage } from "../duckdb/duckdb-open.js";
 import { EXIT_CODES, LakeswapError, errorMessage, isNoSpace } from "../model/errors.js";
 import { interruptCleanups } from "./context.js";
 import { takeJsonReport, toJson, writeStdout } from "./output.js";
@@ -121,15 +122,16 @@ async function run(argv: readonly string[], json: boolean): Promise<number> {
     if (interrupted) return 130;
     if (error instanceof CommanderError) return usageError(error, json);
     const { code, exitCode } = exitOf(error);
+    const message = outOfMemoryMessage(errorMessage(error)) ?? errorMessage(error);
     if (json) {
-      const failure = { error: { code, message: errorMessage(error) } };
+      const failure = { error: { code, message } };
       // A report already made (a sync whose partitions partly failed) and the error are one document.
       const document = reported && typeof reported.value === "object" && reported.value !== null && !Array.isArray(reported.value)
         ? { ...reported.value, ...failure }
         : reported ? { result: reported.value, ...failure } : failure;
       writeStdout(`${toJson(document)}\n`);
     }
-    writeStderr(`lakeswap: ${errorMessage(error)}\n`);
+    writeStderr(`lakeswap: ${message}\n`);
     if (!(error instanceof LakeswapError) && process.env.LAKESWAP_DEBUG) writeStderr(`${(error as Error).stack}\n`);
     return exitCode;
   }

@@ -63,6 +63,20 @@ function landingMemoryLimit(): string {
 }
 
 /**
+ * `message` with DuckDB's out-of-memory error said in lakeswap's terms, or undefined when it holds none. DuckDB's own
+ * advice names settings (`SET memory_limit`, `SET threads`) that a user of lakeswap cannot run; what they can set is
+ * LAKESWAP_MEMORY_LIMIT.
+ */
+export function outOfMemoryMessage(message: string): string | undefined {
+  const at = message.indexOf("Out of Memory Error: ");
+  if (at < 0) return undefined;
+  const what = message.slice(at + "Out of Memory Error: ".length).split("\n", 1)[0]!.trim();
+  const set = process.env[MEMORY_LIMIT_VARIABLE]?.trim();
+  const limit = set ? `${MEMORY_LIMIT_VARIABLE}=${set}` : `${MEMORY_LIMIT_VARIABLE} unset: ${landingMemoryLimit()}, a quarter of this machine's memory, at most 1 GiB`;
+  return `${message.slice(0, at)}DuckDB ran out of memory (${what}); lakeswap's landing works within ${limit}: raise ${MEMORY_LIMIT_VARIABLE} (e.g. ${MEMORY_LIMIT_VARIABLE}=4GB), or run where there is more memory`;
+}
+
+/**
  * Opens a DuckDB instance with lakeswap's signature extension loaded,
  * when it is built, not switched off, and computes a set of known rows exactly as
  * the reference implementation does. Otherwise a plain instance: signatures then

@@ -64,3 +64,24 @@ describe("Ctrl-C and a closed stderr", () => {
     expect(JSON.parse(result.stdout)).toMatchObject({ error: { code: "PARTIAL_FAILURE" } });
   }, 60_000);
 });
+
+describe("DuckDB running out of memory", () => {
+  let workspace: PipelineWorkspace;
+  beforeAll(() => {
+    workspace = new PipelineWorkspace();
+  });
+  afterAll(() => workspace.cleanup());
+
+  it("names LAKESWAP_MEMORY_LIMIT and its value, not DuckDB's SET statements a user cannot run; with room, the same sync then lands", async () => {
+    const args = ["--lake", workspace.lakeDir, "sync", "-c", workspace.configFile, "--input", workspace.delivery(orders(3, 200)), "--json"];
+    const result = await runMain(args, { LAKESWAP_MEMORY_LIMIT: "1MB" });
+    expect(result.code).toBe(1);
+    const message = /DuckDB ran out of memory \(.+\); lakeswap's landing works within LAKESWAP_MEMORY_LIMIT=1MB: raise LAKESWAP_MEMORY_LIMIT \(e\.g\. LAKESWAP_MEMORY_LIMIT=4GB\)/;
+    expect(result.stderr).toMatch(message);
+    expect(result.stderr).not.toMatch(/SET memory_limit|SET threads/);
+    expect(JSON.parse(result.stdout)).toMatchObject({ error: { code: "INTERNAL", message: expect.stringMatching(message) } });
+    // With room, the same delivery lands.
+    const again = await runMain(args);
+    expect(again.code, again.stderr).toBe(0);
+  });
+});
