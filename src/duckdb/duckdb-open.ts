@@ -105,38 +105,29 @@ export async function openDuckDb(
   });
   const create = async (config: Record<string, string> = {}): Promise<DuckDBInstance> => {
     const { DuckDBInstance } = await duckdb();
-    if (!spillDirectory) {
-      const instance = await DuckDBInstance.create(":memory:", config);
-      const connection = await instance.connect();
-      try {
-        await setClock(connection, "GLOBAL");
-      } catch (error) {
-        instance.closeSync();
-        throw error;
-      } finally {
-        connection.closeSync();
-      }
-      return instance;
-    }
-    // A database file rather than memory: DuckDB writes a big table to it compressed as it is made, keeps in memory
-    // only the blocks a query reads, and drops them again for free (an in-memory table larger than the limit would be
-    // written to the spill files uncompressed, and rewritten after every scan). Operators that outgrow the limit (sorts,
-    // joins, aggregates) spill to the folder's `spill/`, which DuckDB makes when it first needs it. What lands well
+    // With `spill`, a database file rather than memory: DuckDB writes a big table to it compressed as it is made, keeps
+    // in memory only the blocks a query reads, and drops them again for free (an in-memory table larger than the limit
+    // would be written to the spill files uncompressed, and rewritten after every scan). Operators that outgrow the limit
+    // (sorts, joins, aggregates) spill to the folder's `spill/`, which DuckDB makes when it first needs it. What lands well
     // within the limit goes to the in-memory database attached beside it instead (MEMORY_CATALOG).
-    const instance = await DuckDBInstance.create(path.join(spillDirectory, "landing.duckdb"), { ...config, temp_directory: path.join(spillDirectory, "spill") });
+    const instance = spillDirectory
+      ? await DuckDBInstance.create(path.join(spillDirectory, "landing.duckdb"), { ...config, temp_directory: path.join(spillDirectory, "spill") })
+      : await DuckDBInstance.create(":memory:", config);
     const connection = await instance.connect();
-    const limit = landingMemoryLimit();
     try {
       await setClock(connection, "GLOBAL");
-      try {
-        await connection.run(`SET memory_limit = ${quoteLiteral(limit)}`);
-      } catch (error) {
-        throw new InvalidInputError(`${MEMORY_LIMIT_VARIABLE}='${limit}' is not a memory size DuckDB takes (${errorMessage(error)}): write it like 2GB or 512MB, or unset it for the default`);
+      if (spillDirectory) {
+        const limit = landingMemoryLimit();
+        try {
+          await connection.run(`SET memory_limit = ${quoteLiteral(limit)}`);
+        } catch (error) {
+          throw new InvalidInputError(`${MEMORY_LIMIT_VARIABLE}='${limit}' is not a memory size DuckDB takes (${errorMessage(error)}): write it like 2GB or 512MB, or unset it for the default`);
+        }
+        await connection.run(`ATTACH ':memory:' AS ${MEMORY_CATALOG}`);
       }
-      await connection.run(`ATTACH ':memory:' AS ${MEMORY_CATALOG}`);
     } catch (error) {
       instance.closeSync();
-      await rm(spillDirectory, { recursive: true, force: true });
+      if (spillDirectory) await rm(spillDirectory, { recursive: true, force: true });
       throw error;
     } finally {
       connection.closeSync();
