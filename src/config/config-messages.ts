@@ -37,7 +37,9 @@ function formatIssue(issue: z.core.$ZodIssue, raw: unknown, basePath: readonly P
     case "invalid_key": {
       const key = String(fullPath.at(-1));
       const parent = keyPath(fullPath.slice(0, -1));
-      return `${parent}: key '${key}' is not allowed: ${issue.issues.map((i) => i.message).join("; ")}`;
+      // `{amount: DECIMAL(10,2)}`: YAML splits a flow mapping at the comma, leaving a key `2)` (and a type `DECIMAL(10`).
+      const split = /^\s*\d+\s*\)$/.test(key) ? ` (a type with a comma inside {...} is split there by YAML: quote it, e.g. {amount: "DECIMAL(10,2)"})` : "";
+      return `${parent}: key '${key}' is not allowed: ${issue.issues.map((i) => i.message).join("; ")}${split}`;
     }
     case "invalid_value": {
       const hint = typeof value === "string" ? didYouMean(value, issue.values.map(String)) : "";

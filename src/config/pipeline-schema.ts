@@ -73,6 +73,12 @@ const sourceSchema = z
       .describe("events collected by lakeswap serve / lakeswap ingest, <pipeline>.<namespace>: the raw layer is that namespace's ingested table (instead of format and path)"),
     header: z.boolean().default(true).describe("CSV only: the first line holds column names"),
     delimiter: z.string().length(1).default(",").describe("CSV only: the field delimiter"),
+    fields: z
+      .record(identifier, z.string().min(1).max(255))
+      .optional()
+      .describe(
+        "column -> the name it has in the delivery's files: the CSV header, the JSONL field or the Parquet column it is read from, e.g. airport_name: Airport Name (default: the one named like the column; case does not matter)",
+      ),
     http: httpSourceSchema.optional().describe("a JSON API asked for one partition (one day) at a time, instead of format and path"),
     contract: identifier
       .optional()

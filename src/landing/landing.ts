@@ -210,6 +210,11 @@ export interface LandColumn {
   readonly added?: true;
   /** The type the signature names for a column widened in place (its type before); absent: `type`. */
   readonly signedAs?: string;
+  /**
+   * The name the column has in the delivery's files (`source.fields`): the CSV header, JSONL field or Parquet column
+   * it is read from, matched as the column's own name is, whatever its case. Absent: the column's own name.
+   */
+  readonly field?: string;
 }
 
 /** Land one delivery of source files into the engine, ready to build raw partitions from. */

@@ -570,6 +570,7 @@ describe("a dataset whose raw layer is an ingested namespace (source: {ingest: .
   it("refuses what only a file delivery has, naming where it is declared instead", () => {
     expect(resolveObject(withDataset({ source: { ingest: "events.pageviews" }, columns: { a: "BIGINT" } }))).toThrow(/datasets\.views\.columns: an ingested dataset takes its columns.*remove columns/);
     expect(resolveObject(withDataset({ source: { ingest: "events.pageviews", format: "csv" } }))).toThrow(/source\.format: an ingested dataset/);
+    expect(resolveObject(withDataset({ source: { ingest: "events.pageviews", fields: { url: "URL" } } }))).toThrow(/source\.fields: an ingested dataset takes its columns/);
     expect(resolveObject(withDataset({ source: { ingest: "events.pageviews" }, write: "append" }))).toThrow(/datasets\.views\.write: an ingested table is appended to by the collector/);
     expect(resolveObject(withDataset({ source: { format: "csv" }, columns: { a: "BIGINT" } }))).toThrow(/source: give format and path.*or ingest: <pipeline>\.<namespace>/);
   });

@@ -115,6 +115,15 @@ describe("lakeswap.yaml type errors name the key, the expected type and the valu
     expect(resolve).not.toThrow(/Invalid input/);
   });
 
+  it("says to quote a type that YAML split at its comma in a {...} mapping", async () => {
+    const { parse } = await import("yaml");
+    // `{amount: DECIMAL(10,2)}` reads as {amount: "DECIMAL(10", "2)": null}.
+    const split = (parse("{amount: DECIMAL(10,2), status: VARCHAR}") as Record<string, unknown>);
+    expect(resolveEdited((c) => (c.datasets.orders.columns = split))).toThrow(
+      /datasets\.orders\.columns: key '2\)' is not allowed: .*\(a type with a comma inside \{\.\.\.\} is split there by YAML: quote it, e\.g\. \{amount: "DECIMAL\(10,2\)"\}\)/,
+    );
+  });
+
   it("refuses a partition key too long for a file name with a value of 128 characters", () => {
     const key = `k${"x".repeat(121)}`;
     expect(resolveEdited((c) => (c.datasets.orders.partition = { [key]: "strftime(order_ts, '%Y-%m-%d')" }))).toThrow(

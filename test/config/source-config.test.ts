@@ -88,3 +88,34 @@ describe("source config: http, replace_partition, lookback_days", () => {
     expect(() => resolve(yaml)).toThrow(message);
   });
 });
+
+describe("source.fields: the names a file source's columns have in the files", () => {
+  const MAPPED = `datasets:
+  orders:
+    source:
+      format: csv
+      path: orders.csv
+      fields: {order_id: "Order ID", amount: "Amount ($)"}
+    columns: {order_id: BIGINT, amount: "DECIMAL(10,2)", order_ts: TIMESTAMP}
+    partition: {day: "strftime(order_ts, '%Y-%m-%d')"}
+`;
+
+  it("gives each mapped column its field; the others keep their own names", () => {
+    const columns = resolve(MAPPED).datasets[0]!.columns;
+    expect(columns.map((c) => [c.name, c.field])).toEqual([["order_id", "Order ID"], ["amount", "Amount ($)"], ["order_ts", undefined]]);
+  });
+
+  it.each([
+    ["a column that is not declared", MAPPED.replace("amount: \"Amount", "amout: \"Amount"), /source\.fields\.amout: no column amout is declared \(did you mean 'amount'\?\)/],
+    ["two columns read from one name", MAPPED.replace('"Amount ($)"', '"order id"'), /source\.fields: columns order_id and amount would both be read from 'order id'/],
+    ["a mapped name that is another column's own", MAPPED.replace('"Amount ($)"', "ORDER_TS"), /columns amount and order_ts would both be read from 'order_ts'/],
+    ["spaces around a name", MAPPED.replace('"Order ID"', '" Order ID"'), /source\.fields\.order_id: ' Order ID' has spaces around it/],
+    ["a control character", MAPPED.replace('"Order ID"', '"Order\\tID"'), /source\.fields\.order_id: 'Order\\x09ID' holds a control character/],
+    ["a JSONL name a JSON path cannot spell", MAPPED.replace("format: csv", "format: jsonl").replace('"Order ID"', '"Order*"'), /source\.fields\.order_id: 'Order\*' holds/],
+    ["fields with header: false", MAPPED.replace("path: orders.csv", "path: orders.csv\n      header: false"), /source\.fields: with header: false a CSV file's fields are the declared columns in order/],
+    ["fields beside http", HTTP.replace("      replace_partition: true", "      fields: {page: Page}\n      replace_partition: true"), /source\.fields: an http source reads its columns by source\.http\.fields/],
+    ["an empty name", MAPPED.replace('"Order ID"', '""'), /fields/],
+  ])("refuses %s, naming the key and the fix", (_name, yaml, message) => {
+    expect(() => resolve(yaml)).toThrow(message);
+  });
+});

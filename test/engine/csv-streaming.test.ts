@@ -95,6 +95,19 @@ describe("quoted CSV is streamed (RFC 4180) and lands as the exact reader reads 
   });
 });
 
+describe("columns read from other header names (source.fields)", () => {
+  it("are found in each file's header in any order and case, streamed as the exact reader reads them", async () => {
+    // Files of one layout are streamed (files of different layouts are read by the exact reader).
+    const mapped = [{ ...columns[0]!, field: "Order ID" }, { ...columns[1]!, field: "Note ($)" }, columns[2]!];
+    const first = csv(`"Note ($)",DAY,order id\n"a,b",x,1\n"two\nlines",x,2\nc,y,oops\n`);
+    const second = csv(`NOTE ($),Day,ORDER ID\nd,y,4\n`);
+    const landed = await landBothWays([first, second], { columns: mapped });
+    expect(landed.streamed).toBe(true);
+    expect(landed.good).toEqual([["1", "a,b", "x"], ["2", "two\nlines", "x"], ["4", "d", "y"]]);
+    expect(landed.bad).toEqual([[path.basename(first), 5, "column id: 'oops' is not an integer", "c,y,oops"]]);
+  });
+});
+
 describe("a streamed delivery's bad rows keep their file, line and text", () => {
   it("an empty field past the last column, which DuckDB's reader drops, is one field too many, as the exact reader counts it", async () => {
     for (const [line, eol] of ["2,b,x,", `2,b,x,""`, `"2","b","x",`].flatMap((line) => [[line, "\n"], [line, "\r\n"]])) {

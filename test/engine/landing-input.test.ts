@@ -323,7 +323,7 @@ describe("bad rows keep their file, line and original text; file problems are na
   it("names the file, the missing column and the fix; suggests the delimiter when the header is one field", async () => {
     const missing = file("csv", "id,notes,day\n1,a,x\n");
     await expect(engine.land({ files: [missing], format: "csv", header: true, delimiter: ",", columns, partition: byDay, signatureColumns: ["id"] })).rejects.toThrow(
-      `${missing}:1: the header has no column note (the header is 'id,notes,day'). Name the columns in the header as declared (case does not matter), or set header: false to take them by position.`,
+      `${missing}:1: the header has no column note (the header is 'id,notes,day'). Name the columns in the header as declared (case does not matter), map them with source.fields, or set header: false to take them by position.`,
     );
     const semicolons = file("csv", "id;note;day\n1;a;x\n");
     await expect(engine.land({ files: [semicolons], format: "csv", header: true, delimiter: ",", columns, partition: byDay, signatureColumns: ["id"] })).rejects.toThrow(
@@ -519,7 +519,7 @@ describe("JSONL field names match the columns as CSV headers do (issue 25, item 
     const request = { files: [given, absent], format: "jsonl" as const, header: true, delimiter: ",", columns, partition: [{ key: "p", expression: "'all'" }], signatureColumns: ["id"] };
     await expect(engine.land(request)).rejects.toThrow(
       `${absent}: no line has a field distributor (the lines' fields are Title, id, rating, title). ` +
-        "Name the fields as the columns are declared (case does not matter), or remove the column from the dataset's columns",
+        "Name the fields as the columns are declared (case does not matter), map them with source.fields, or remove the column from the dataset's columns",
     );
     const nulls = await land({ files: [file("jsonl", `{"id": 4, "title": "d", "distributor": null}\n`)], format: "jsonl", columns });
     expect(nulls.good).toEqual([["4", "d", null]]);

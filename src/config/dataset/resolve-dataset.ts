@@ -11,6 +11,7 @@ import type { DatasetInput } from "../pipeline-schema.js";
 import type { DatasetConfig, LookbackWindow, UpsertConfig } from "./dataset-config.js";
 import { resolveAudits } from "./resolve-audits.js";
 import { resolveColumns, wrapAt } from "./resolve-columns.js";
+import { resolveFields } from "./resolve-fields.js";
 import { icebergTableOf, resolveLayers } from "./resolve-layers.js";
 import { resolveSinks } from "./resolve-sinks.js";
 
@@ -25,7 +26,7 @@ export function resolveDataset(name: string, dataset: DatasetInput, dir: string,
     );
   }
   if (!ingested && dataset.columns === undefined) throw new InvalidInputError(`${at}.columns: declare the delivery's columns, e.g. columns: {order_id: BIGINT, order_ts: TIMESTAMP}`);
-  const columns = ingested ? ingested.columns : resolveColumns(dataset.columns ?? {}, `${at}.columns`);
+  const columns = ingested ? ingested.columns : resolveFields(resolveColumns(dataset.columns ?? {}, `${at}.columns`), dataset.source.fields, { format: dataset.source.format ?? "jsonl", header: dataset.source.header }, at);
   const names = columns.map((c) => c.name);
   const partition = rawPartition(at, dataset, names, ingested?.partition, http?.key);
   const window = lookbackWindow(at, dataset, partition.map((p) => p.key), http?.key);
@@ -141,6 +142,7 @@ function ingestedSource(at: string, dataset: DatasetInput, pipelines: readonly I
   const fileOnly: [string, boolean][] = [
     ["source.format", dataset.source.format !== undefined],
     ["source.path", dataset.source.path !== undefined],
+    ["source.fields", dataset.source.fields !== undefined],
     ["columns", dataset.columns !== undefined],
     ["partition", Object.keys(dataset.partition).length > 0],
     ["dead_letter", dataset.dead_letter !== undefined],
@@ -162,6 +164,9 @@ function httpSource(at: string, dataset: DatasetInput): { source: HttpSource; ke
   const http = dataset.source.http!;
   for (const [key, given] of [["format", dataset.source.format], ["path", dataset.source.path], ["ingest", dataset.source.ingest]] as const) {
     if (given !== undefined) throw new InvalidInputError(`${at}.source.${key}: an http source is fetched, not read from files: remove ${key} (or http)`);
+  }
+  if (dataset.source.fields !== undefined) {
+    throw new InvalidInputError(`${at}.source.fields: an http source reads its columns by source.http.fields (a path inside each row): move the names there`);
   }
   const key = dataset.source.contract ?? "date";
   if (Object.keys(dataset.partition).length > 0) {

@@ -4,14 +4,15 @@ import { printable, quoteLiteral } from "../../model/sql.js";
 import type { LandRequest } from "../landing.js";
 import type { SourceRows } from "./landing-sql.js";
 import { loadLines } from "./text-lines.js";
+import { fieldKey, fieldsHint, namedFields } from "./field-names.js";
 
 /**
  * CSV, parsed here (RFC 4180: fields separated by the delimiter, quoted with
  * `"`, a quote inside a quoted field doubled), so that each record keeps its
  * first line's number and its text. A record spans lines while a quote is
  * open. An empty field and a quoted empty field are NULL. With a header, the
- * declared columns are found by name, case-insensitively, in each file's
- * header; without one, by position.
+ * declared columns are found by name (or by the name `source.fields` gives),
+ * case-insensitively, in each file's header; without one, by position.
  */
 export async function readCsv(connection: DuckDBConnection, request: LandRequest, lines: string, records: string): Promise<SourceRows> {
   await loadLines(connection, request, lines, [`CASE WHEN contains(__raw, '"') THEN length(__raw) - length(replace(__raw, '"', '')) ELSE 0 END AS __quotes`]);
@@ -85,19 +86,21 @@ export function csvLayout(request: LandRequest, file: string, line: number, firs
     return { positions: columns.map((_, i) => i + 1), width: columns.length };
   }
   const names = first.map((name) => (name ?? "").trim().toLowerCase());
-  const positions = columns.map((c) => names.indexOf(c.name.toLowerCase()) + 1);
+  // Each column by its name in the files (source.fields), else its own.
+  const positions = columns.map((c) => names.indexOf(fieldKey(c)) + 1);
   // A column added to the table in place may be absent from a delivery exported before: position 0, NULL there.
-  const missing = columns.filter((c, i) => positions[i] === 0 && !c.added).map((c) => c.name);
+  const missing = columns.filter((c, i) => positions[i] === 0 && !c.added);
   const shownHeader = printable(first.map((n) => n ?? "").join(request.delimiter), 200);
   if (missing.length > 0) {
+    const hint = delimiterHint() || fieldsHint(missing, first.map((n) => n ?? ""));
     throw new InvalidInputError(
-      `${file}:${line}: the header has no column ${missing.join(", ")} (the header is '${shownHeader}').${delimiterHint()}` +
-        `${delimiterHint() ? "" : " Name the columns in the header as declared (case does not matter), or set header: false to take them by position."}`,
+      `${file}:${line}: the header has no column ${namedFields(missing)} (the header is '${shownHeader}').${hint}` +
+        `${hint ? "" : " Name the columns in the header as declared (case does not matter), map them with source.fields, or set header: false to take them by position."}`,
     );
   }
-  const twice = columns.filter((c) => names.filter((n) => n === c.name.toLowerCase()).length > 1).map((c) => c.name);
+  const twice = columns.filter((c) => names.filter((n) => n === fieldKey(c)).length > 1);
   if (twice.length > 0) {
-    throw new InvalidInputError(`${file}:${line}: the header names column ${twice.join(", ")} more than once (case does not matter): '${shownHeader}'. Rename or remove one.`);
+    throw new InvalidInputError(`${file}:${line}: the header names column ${namedFields(twice)} more than once (case does not matter): '${shownHeader}'. Rename or remove one.`);
   }
   return { positions, width: first.length };
 }

@@ -4,10 +4,12 @@ import { printable, quoteIdentifier, quoteLiteral } from "../../model/sql.js";
 import type { LandRequest } from "../landing.js";
 import { shown, sqlList, type LandColumn, type SourceRows } from "./landing-sql.js";
 import { loadLines, numberedLines } from "./text-lines.js";
+import { fieldKey, fieldsHint, namedFields } from "./field-names.js";
 
 /**
  * JSONL: one JSON object per line; a line that is not one is a bad row with its number and text. Field names match
- * the declared columns case-insensitively, as CSV headers do (`Title` is column title); two fields of one object
+ * the declared columns (or the names `source.fields` gives) case-insensitively, as CSV headers do (`Title` is column
+ * title); two fields of one object
  * whose names differ only in case are a bad row naming both.
  */
 export async function readJsonl(connection: DuckDBConnection, request: LandRequest, lines: string): Promise<SourceRows> {
@@ -29,8 +31,9 @@ export function jsonlRows(request: LandRequest, lines: string, options: { readon
   const invalid = `CASE WHEN NOT json_valid(__raw) THEN 'not valid JSON' WHEN NOT regexp_matches(__raw, '^[ \\t\\r\\n]*[{]') THEN 'not a JSON object' END`;
   // The object without its declared fields (a merge patch that sets them to null), for valid objects only. Most events
   // hold declared fields only: then it is '{}', known from the keys alone, at a fifth of the cost of the patch.
-  const patch = quoteLiteral(JSON.stringify(Object.fromEntries(declared.map((c) => [c.name, null]))));
-  const names = `[${declared.map((c) => quoteLiteral(c.name)).join(", ")}]::VARCHAR[]`;
+  // Each column by its name in the files (source.fields), else its own; lowercase, as the names are matched.
+  const patch = quoteLiteral(JSON.stringify(Object.fromEntries(declared.map((c) => [fieldKey(c), null]))));
+  const names = `[${declared.map((c) => quoteLiteral(fieldKey(c))).join(", ")}]::VARCHAR[]`;
   // An object that gives every declared field once and nothing else (the usual event) needs neither check below: known
   // at a tenth of their cost when its fields come in the declared order, at a third in another order.
   const exact = `(__keys = ${names} OR (len(__keys) = ${declared.length} AND list_has_all(__keys, ${names})))`;
@@ -59,10 +62,10 @@ export function jsonlRows(request: LandRequest, lines: string, options: { readon
       : "NULL::VARCHAR";
   // Each line is parsed once for all the columns. Extraction never sees a malformed line: it is NULL there, a level
   // above the check, never in the same expression.
-  const paths = `[${declared.map((c) => quoteLiteral(`$."${c.name}"`)).join(", ")}]`;
+  const paths = `[${declared.map((c) => quoteLiteral(`$."${fieldKey(c)}"`)).join(", ")}]`;
   // A folded object's values are all read at once, in the order of its keys, and each declared field's is picked by
   // the position of its name among the lowered keys (0, no value, where it is not given).
-  const positions = `[${declared.map((c) => `coalesce(list_position(__lower, ${quoteLiteral(c.name)}), 0)`).join(", ")}]`;
+  const positions = `[${declared.map((c) => `coalesce(list_position(__lower, ${quoteLiteral(fieldKey(c))}), 0)`).join(", ")}]`;
   const extracted =
     `CASE WHEN __folded AND __invalid IS NULL THEN list_select(json_extract_string(__raw, '$.*'), ${positions}) ` +
     `ELSE json_extract_string(CASE WHEN __invalid IS NULL THEN __raw END, ${paths}) END`;
@@ -148,7 +151,7 @@ function nestedValueProblems(declared: readonly LandColumn[]): string[] {
   return declared.flatMap((c, i) => {
     if (c.type !== "VARCHAR") return [];
     const value = `__values[${i + 1}]`;
-    const path = `'$."' || coalesce(__keys[list_position(__lower, ${quoteLiteral(c.name)})], ${quoteLiteral(c.name)}) || '"'`;
+    const path = `'$."' || coalesce(__keys[list_position(__lower, ${quoteLiteral(fieldKey(c))})], ${quoteLiteral(fieldKey(c))}) || '"'`;
     const reason =
       `${quoteLiteral(`column ${c.name}: `)} || ${shown(value)} || ' is a JSON ' || lower(json_type(__raw, ${path})) || ` +
       `${quoteLiteral(", not text: send it as a JSON string, or leave the field undeclared (ingest keeps it in the extra column)")}`;
@@ -174,23 +177,26 @@ export async function refuseAbsentFields(connection: DuckDBConnection, request: 
     .filter((s) => s.columns.length > 0);
   if (suspects.length === 0) return;
   const wanted = [...new Set(suspects.flatMap((s) => s.columns))];
+  const fieldOfColumn = new Map(fields.map((c) => [c.name, fieldKey(c)]));
   const objects =
     `SELECT __file, list_transform(json_keys(__raw), k -> lower(k)) AS __lower, json_keys(__raw) AS __keys FROM ${lines} ` +
     `WHERE __file IN (${suspects.map((s) => s.file).join(", ")}) AND json_valid(__raw) AND regexp_matches(__raw, '^[ \\t\\r\\n]*[{]')`;
   const found = (
     await connection.runAndReadAll(
-      `SELECT __file, [${wanted.map((name) => `bool_or(list_contains(__lower, ${quoteLiteral(name)}))`).join(", ")}], list_sort(list_distinct(flatten(list(__keys))))[1:20] ` +
+      `SELECT __file, [${wanted.map((name) => `bool_or(list_contains(__lower, ${quoteLiteral(fieldOfColumn.get(name)!)}))`).join(", ")}], list_sort(list_distinct(flatten(list(__keys))))[1:20] ` +
         `FROM (${objects}) GROUP BY __file ORDER BY __file`,
     )
   ).getRowsJS() as [number, boolean[], string[]][];
   // A file without one valid object has no fields to name: its lines are bad rows, reported as such.
   for (const [file, given, keys] of found) {
-    const absent = suspects.find((s) => s.file === Number(file))!.columns.filter((name) => !given[wanted.indexOf(name)]);
-    if (absent.length === 0) continue;
+    const absentNames = suspects.find((s) => s.file === Number(file))!.columns.filter((name) => !given[wanted.indexOf(name)]);
+    if (absentNames.length === 0) continue;
+    const absent = fields.filter((c) => absentNames.includes(c.name));
     const shownKeys = keys.length === 0 ? "none" : printable(keys.join(", "), 300);
+    const hint = fieldsHint(absent, keys);
     throw new InvalidInputError(
-      `${request.files[Number(file) - 1]}: no line has a field ${absent.join(", ")} (the lines' fields are ${shownKeys}). ` +
-        "Name the fields as the columns are declared (case does not matter), or remove the column from the dataset's columns",
+      `${request.files[Number(file) - 1]}: no line has a field ${namedFields(absent)} (the lines' fields are ${shownKeys}).` +
+        (hint || " Name the fields as the columns are declared (case does not matter), map them with source.fields, or remove the column from the dataset's columns"),
     );
   }
 }

@@ -1,21 +1,25 @@
 import type { DuckDBConnection } from "@duckdb/node-api";
 import { InvalidInputError } from "../../model/errors.js";
-import { quoteFilePath } from "../../model/sql.js";
+import { printable, quoteFilePath } from "../../model/sql.js";
 import type { LandRequest } from "../landing.js";
 import { fileList, sqlFileList, sqlList, type SourceRows } from "./landing-sql.js";
+import { fieldKey, fieldsHint, namedFields } from "./field-names.js";
 
-/** Parquet: the declared columns by name (case-insensitively), with their types in the file, and each row's number in its file. */
+/** Parquet: the declared columns by name (or by the name `source.fields` gives; case-insensitively), with their types in the file, and each row's number in its file. */
 export async function readParquet(connection: DuckDBConnection, request: LandRequest): Promise<SourceRows> {
   // The files to read (each path that one file), and their paths as values, to number the file a row came from.
   const [read, files] = [sqlFileList(request.files), sqlList(request.files)];
   const described = (await connection.runAndReadAll(`DESCRIBE SELECT * FROM read_parquet(${read}, hive_partitioning = false)`)).getRowsJS().map(([name, type]) => [String(name), String(type)] as const);
-  const found = request.columns.map((c) => described.find(([name]) => name.toLowerCase() === c.name.toLowerCase()));
+  // Each column by its name in the files (source.fields), else its own.
+  const found = request.columns.map((c) => described.find(([name]) => name.toLowerCase() === fieldKey(c)));
   await refuseCaseTwins(connection, request);
   // A column added to the table in place may be absent from a delivery exported before: NULL there.
-  const missing = request.columns.filter((c, i) => found[i] === undefined && !c.added).map((c) => c.name);
+  const missing = request.columns.filter((c, i) => found[i] === undefined && !c.added);
   if (missing.length > 0) {
+    const has = described.map(([n]) => n);
+    const hint = fieldsHint(missing, has);
     throw new InvalidInputError(
-      `${fileList(request.files)}: the Parquet source lacks declared column${missing.length > 1 ? "s" : ""} ${missing.join(", ")} (it has ${described.map(([n]) => n).join(", ")})`,
+      `${fileList(request.files)}: the Parquet source lacks declared column${missing.length > 1 ? "s" : ""} ${namedFields(missing)} (it has ${printable(has.join(", "), 300)})${hint ? `.${hint}` : ""}`,
     );
   }
   const values = found.map((f, i) => `${f ? quoteParquetName(f[0]) : "NULL::VARCHAR"} AS __s${i}`).join(", ");
@@ -44,7 +48,7 @@ export async function readParquet(connection: DuckDBConnection, request: LandReq
  */
 async function refuseCaseTwins(connection: DuckDBConnection, request: LandRequest): Promise<void> {
   const schema = (await connection.runAndReadAll(`SELECT file_name, name, num_children FROM parquet_schema(${sqlFileList(request.files)})`)).getRowsJS();
-  const declared = new Set(request.columns.map((c) => c.name.toLowerCase()));
+  const declared = new Set(request.columns.map(fieldKey));
   for (const file of request.files) {
     const elements = schema.filter(([name]) => name === file).map(([, name, children]) => ({ name: String(name), children: Number(children ?? 0) }));
     // The schema is a tree in pre-order: the root, then each top-level column followed by its nested fields.

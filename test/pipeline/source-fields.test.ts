@@ -1,0 +1,193 @@
+import { writeFileSync } from "node:fs";
+import path from "node:path";
+import { DuckDBInstance } from "@duckdb/node-api";
+import { afterAll, describe, expect, it } from "vitest";
+import { openEmbeddedLake } from "../../src/open/open-lake.js";
+import { tempDir } from "../support/lake-fixture.js";
+import { runMain } from "../support/main-cli.js";
+
+// `source.fields`: a delivery whose files name the columns otherwise (a header `Order ID`, a JSON field `Amount ($)`,
+// as real exports do) is read into the declared columns. What is read does not depend on how the files spell the
+// names: the same rows sign the same, bad rows keep their line and text, and a changed mapping reads the same bytes anew.
+
+const cleanups: (() => void)[] = [];
+afterAll(() => cleanups.forEach((cleanup) => cleanup()));
+
+interface Row {
+  readonly id: number;
+  readonly day: string;
+  readonly amount: string;
+  readonly note: string;
+}
+
+const ROWS: Row[] = Array.from({ length: 30 }, (_, i) => ({ id: i + 1, day: `2026-11-0${(i % 3) + 1}`, amount: `${i * 3}.25`, note: i % 4 === 0 ? 'say "hi"\nthen go' : `n${i}` }));
+
+/** A CSV field, quoted where it must be. */
+const csvField = (value: string): string => (/[",\n]/.test(value) ? `"${value.replaceAll('"', '""')}"` : value);
+
+function workspace() {
+  const { dir, cleanup } = tempDir("lakeswap-source-fields-");
+  cleanups.push(cleanup);
+  const config = path.join(dir, "lakeswap.yaml");
+  let n = 0;
+  const write = (name: string, text: string): string => {
+    const file = path.join(dir, `${n++}-${name}`);
+    writeFileSync(file, text);
+    return file;
+  };
+  return {
+    dir,
+    configure(format: string, fields?: string, extraColumns = ""): void {
+      writeFileSync(
+        config,
+        `lake: ./lake\ndatasets:\n  orders:\n    source:\n      format: ${format}\n      path: none\n${fields ? `      fields: ${fields}\n` : ""}` +
+          `    columns:\n      order_id: {type: BIGINT, nullable: false}\n      order_date: DATE\n      amount: DECIMAL(10,2)\n      note: VARCHAR\n${extraColumns}` +
+          `    partition:\n      day: strftime(order_date, '%Y-%m-%d')\n    dead_letter: orders_rejected\n`,
+      );
+    },
+    /** The rows as CSV under `header` (the four columns' names in the file, in this order: id, day, amount, note). */
+    csv(rows: readonly Row[], header: readonly string[], extra = ""): string {
+      const lines = rows.map((r) => [String(r.id), r.day, r.amount, r.note].map(csvField).join(","));
+      return write("orders.csv", `${header.map(csvField).join(",")}\n${lines.join("\n")}\n${extra}`);
+    },
+    jsonl(rows: readonly Row[], names: readonly string[], extra = ""): string {
+      const objects = rows.map((r) => JSON.stringify(Object.fromEntries([Number(r.id), r.day, Number(r.amount), r.note].map((v, i) => [names[i], v]))));
+      return write("orders.jsonl", `${objects.join("\n")}\n${extra}`);
+    },
+    async parquet(rows: readonly Row[], names: readonly string[]): Promise<string> {
+      const file = path.join(dir, `${n++}-orders.parquet`);
+      const values = rows.map((r) => `(${r.id}, DATE '${r.day}', ${r.amount}, '${r.note.replaceAll("'", "''")}')`).join(", ");
+      const quoted = names.map((name) => `"${name.replaceAll('"', '""')}"`).join(", ");
+      const instance = await DuckDBInstance.create(":memory:");
+      const connection = await instance.connect();
+      await connection.run(`COPY (SELECT * FROM (VALUES ${values}) AS t(${quoted})) TO '${file}' (FORMAT PARQUET)`);
+      connection.closeSync();
+      instance.closeSync();
+      return file;
+    },
+    async sync(file: string): Promise<{ code: number | null; stderr: string; report?: SyncReport }> {
+      const result = await runMain(["sync", "-c", config, "--input", file, "--json"]);
+      return { code: result.code, stderr: result.stderr, report: result.code === 0 ? (JSON.parse(result.stdout) as SyncReport) : undefined };
+    },
+    async query(sql: string): Promise<readonly (readonly unknown[])[]> {
+      const lake = await openEmbeddedLake(path.join(dir, "lake"));
+      try {
+        return (await lake.query(sql)).rows;
+      } finally {
+        await lake.close();
+      }
+    },
+  };
+}
+
+interface SyncReport {
+  readonly totals: { readonly built: number; readonly skipped: number };
+  readonly partitions: readonly { readonly partition: string; readonly action: string; readonly reason: string }[];
+}
+
+const SELECT_ROWS = "SELECT order_id, CAST(order_date AS VARCHAR), CAST(amount AS VARCHAR), note FROM orders_raw ORDER BY order_id";
+const expected = (rows: readonly Row[]) => rows.map((r) => [r.id, r.day, Number(r.amount).toFixed(2), r.note]);
+const OTHER_NAMES = ["Order ID", "Order Date", "Amount ($)", "Note"];
+const FIELDS = `{order_id: "Order ID", order_date: "order date", amount: "Amount ($)", note: NOTE}`;
+const DECLARED = ["order_id", "order_date", "amount", "note"];
+
+describe("source.fields: columns read from names the files give them", () => {
+  it.each(["csv", "jsonl", "parquet"])("%s: lands the rows under the declared columns, signed as the same rows under the declared names", async (format) => {
+    const ws = workspace();
+    const deliver = (names: readonly string[]): Promise<string> | string => (format === "csv" ? ws.csv(ROWS, names) : format === "jsonl" ? ws.jsonl(ROWS, names) : ws.parquet(ROWS, names));
+    ws.configure(format, FIELDS);
+    const first = await ws.sync(await deliver(OTHER_NAMES));
+    expect(first.code, first.stderr).toBe(0);
+    expect(first.report!.totals.built).toBe(3);
+    expect(await ws.query(SELECT_ROWS)).toEqual(expected(ROWS));
+
+    // The same rows from files that name the columns as declared, read without source.fields: the same content.
+    ws.configure(format);
+    const again = await ws.sync(await deliver(DECLARED));
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.report!.totals).toMatchObject({ built: 0, skipped: 3 });
+    expect(again.report!.partitions.every((p) => p.reason === "unchanged")).toBe(true);
+  });
+
+  it("a changed mapping reads the same bytes anew: the partitions whose values it changed are rebuilt", async () => {
+    const ws = workspace();
+    // Two amount columns; day 2026-11-02's rows are the only ones where they differ.
+    const header = "order_id,order_date,Amount,Amount EUR,note\n";
+    const lines = ROWS.map((r) => `${r.id},${r.day},${r.amount},${r.day === "2026-11-02" ? "1.00" : r.amount},n${r.id}`).join("\n");
+    const file = path.join(ws.dir, "two-amounts.csv");
+    writeFileSync(file, `${header}${lines}\n`);
+    ws.configure("csv", "{amount: Amount}");
+    expect((await ws.sync(file)).report!.totals.built).toBe(3);
+    ws.configure("csv", '{amount: "Amount EUR"}');
+    const remapped = await ws.sync(file);
+    expect(remapped.code, remapped.stderr).toBe(0);
+    expect(remapped.report!.partitions.filter((p) => p.action === "build").map((p) => p.partition)).toEqual(["day=2026-11-02"]);
+    expect(await ws.query("SELECT DISTINCT CAST(amount AS VARCHAR) FROM orders_raw WHERE day = '2026-11-02'")).toEqual([["1.00"]]);
+  });
+
+  it.each(["csv", "jsonl"])("%s: a bad row keeps its file, line and text; the header's order is the file's", async (format) => {
+    const ws = workspace();
+    ws.configure(format, FIELDS);
+    // The columns in another order than declared, and a line whose amount is not a DECIMAL(10,2).
+    const order = [2, 0, 3, 1];
+    const names = order.map((i) => OTHER_NAMES[i]!);
+    const reordered = (r: Row): string[] => order.map((i) => [String(r.id), r.day, r.amount, r.note][i]!);
+    const bad = format === "csv" ? "1.005,99,x,2026-11-01\n" : `${JSON.stringify({ "Amount ($)": 1.005, "Order ID": 99, Note: "x", "Order Date": "2026-11-01" })}\n`;
+    const file =
+      format === "csv"
+        ? path.join(ws.dir, "reordered.csv")
+        : path.join(ws.dir, "reordered.jsonl");
+    const body =
+      format === "csv"
+        ? `${names.map(csvField).join(",")}\n${ROWS.map((r) => reordered(r).map(csvField).join(",")).join("\n")}\n${bad}`
+        : `${ROWS.map((r) => JSON.stringify(Object.fromEntries(order.map((i) => [OTHER_NAMES[i], [Number(r.id), r.day, Number(r.amount), r.note][i]])))).join("\n")}\n${bad}`;
+    writeFileSync(file, body);
+    const result = await ws.sync(file);
+    expect(result.code, result.stderr).toBe(0);
+    expect(await ws.query(SELECT_ROWS)).toEqual(expected(ROWS));
+    // Each note of four spans two lines of the CSV: the bad record's line is counted in the file's lines.
+    const line = format === "csv" ? 1 + ROWS.length + ROWS.filter((r) => r.note.includes("\n")).length + 1 : ROWS.length + 1;
+    const rejected = await ws.query("SELECT file, line, reason, raw FROM orders_rejected");
+    expect(rejected).toHaveLength(1);
+    expect([rejected[0]![0], Number(rejected[0]![1])]).toEqual([file, line]);
+    expect(String(rejected[0]![2])).toMatch(/column amount: '1\.005'/);
+    expect(rejected[0]![3]).toBe(bad.trimEnd());
+  });
+
+  it("a file that lacks a mapped name is refused naming it and its column; an unmapped one is shown the mapping that reads it", async () => {
+    const ws = workspace();
+    ws.configure("csv", FIELDS);
+    const lacking = await ws.sync(ws.csv(ROWS, ["Order ID", "Order Date", "Amount", "Note"]));
+    expect(lacking.code).toBe(2);
+    expect(lacking.stderr).toContain("the header has no column 'Amount ($)' (column amount)");
+    ws.configure("jsonl");
+    const unmapped = await ws.sync(ws.jsonl(ROWS, OTHER_NAMES));
+    expect(unmapped.code).toBe(2);
+    // Note is found as note (case does not matter); the others would be read with these.
+    expect(unmapped.stderr).toContain('source.fields: {order_id: "Order ID", order_date: "Order Date", amount: "Amount ($)"}');
+  });
+
+  it("a column added in place with a mapping reads its field, and deliveries exported before it still land", async () => {
+    const ws = workspace();
+    ws.configure("csv", FIELDS);
+    const before = ws.csv(ROWS, OTHER_NAMES);
+    expect((await ws.sync(before)).report!.totals.built).toBe(3);
+    ws.configure("csv", FIELDS.replace("}", ', channel: "Sales Channel"}'), "      channel: VARCHAR\n");
+    // The delivery before the column: nothing changed, nothing built.
+    const resent = await ws.sync(before);
+    expect(resent.code, resent.stderr).toBe(0);
+    expect(resent.report!.totals.built).toBe(0);
+    const header = [...OTHER_NAMES, "Sales Channel"].join(",");
+    const lines = ROWS.map((r) => [String(r.id), r.day, r.amount, r.note, r.day === "2026-11-03" ? "web" : ""].map(csvField).join(","));
+    const file = path.join(ws.dir, "with-channel.csv");
+    writeFileSync(file, `${header}\n${lines.join("\n")}\n`);
+    const after = await ws.sync(file);
+    expect(after.code, after.stderr).toBe(0);
+    expect(after.report!.partitions.filter((p) => p.action === "build").map((p) => p.partition)).toEqual(["day=2026-11-03"]);
+    expect(await ws.query("SELECT day, CAST(count(channel) AS INTEGER) FROM orders_raw GROUP BY day ORDER BY day")).toEqual([
+      ["2026-11-01", 0],
+      ["2026-11-02", 0],
+      ["2026-11-03", 10],
+    ]);
+  });
+});
