@@ -64,7 +64,7 @@ const httpSourceSchema = z
 
 const sourceSchema = z
   .object({
-    format: z.enum(["csv", "jsonl", "parquet"]).optional().describe("the source files' format"),
+    format: z.enum(["csv", "jsonl", "parquet"]).optional().describe("the source files' format: csv, jsonl (JSON Lines, or a JSON array of objects) or parquet"),
     path: z.string().min(1).optional().describe("one file or a glob, relative to this config file; --input FILE names one delivery instead"),
     ingest: z
       .string()

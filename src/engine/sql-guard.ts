@@ -86,7 +86,7 @@ export function checkAhead(sql: string): void {
 
 async function checkOneSelect(sql: string, what: string): Promise<string> {
   const tree = await parse(sql);
-  const fix = "a layer's SQL is exactly one SELECT (lakeswap writes its result; it never runs other statements)";
+  const fix = "lakeswap runs exactly one SELECT (it writes a layer's result, or prints a query's rows; it never runs other statements)";
   if (tree.error !== undefined) {
     const count = await statementCount(sql);
     if (count > 1) throw new InvalidInputError(`${what} is ${count} statements: ${fix}; nothing was run`);

@@ -74,7 +74,7 @@ describe("bad input gets a clear error, a non-zero exit code, and changes nothin
     await expectRefused(
       ["replace", "orders", "--partition", "day=2026-11-01", "--sql", "SELECT 1 AS id; DROP TABLE orders"],
       2,
-      /the SQL is 2 statements: a layer's SQL is exactly one SELECT .*nothing was run/,
+      /the SQL is 2 statements: lakeswap runs exactly one SELECT .*nothing was run/,
     );
   });
 

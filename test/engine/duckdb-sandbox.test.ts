@@ -38,7 +38,7 @@ describe("a layer's SQL and --sql are exactly one SELECT", () => {
     const sql = `SELECT 1 AS id FROM range(1)) AS q LIMIT 0; COPY (SELECT 42) TO '${evil}'; SELECT * FROM (SELECT 1 AS id`;
     await expect(replacePartition(lake, "orders", "day=2026-11-02", { select: sql })).rejects.toThrow(InvalidInputError);
     await expect(replacePartition(lake, "orders", "day=2026-11-02", { select: `SELECT 1 AS id; COPY (SELECT 42) TO '${evil}'` })).rejects.toThrow(
-      /the SQL is 2 statements: a layer's SQL is exactly one SELECT/,
+      /the SQL is 2 statements: lakeswap runs exactly one SELECT/,
     );
     expect(existsSync(evil)).toBe(false);
     expect(await lake.pointer("orders", "day=2026-11-02")).toBeUndefined();

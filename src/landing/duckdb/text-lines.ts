@@ -6,6 +6,7 @@ import type { DuckDBConnection } from "@duckdb/node-api";
 import { InvalidInputError } from "../../model/errors.js";
 import type { LandRequest } from "../landing.js";
 import { FILE_CHUNK_BYTES, outOfMemory, READ_BUFFER_BYTES, sqlFileList, sqlList } from "./landing-sql.js";
+import { insertArrayElements, isJsonArrayDocument } from "./json-array.js";
 
 /**
  * Bytes read from a text file at a time; a longer line is read whole, in as many reads as it takes. Binding a
@@ -19,7 +20,8 @@ const FIELD_SEPARATOR = 0x01;
 
 /**
  * Loads the lines of text files (UTF-8) into a new table `(__file, __line,
- * __raw, ...extra)`, numbered from 1, streamed so that no file is ever one
+ * __raw, ...extra)`, numbered from 1 (a JSONL delivery's JSON array file: its
+ * elements, ./json-array.ts), streamed so that no file is ever one
  * string: a UTF-8 byte order mark at the start of a file, the `\r` of a CRLF
  * line end, and the empty lines at the end of a file are dropped. `extra` are
  * more columns computed from `__raw`. A file that is not UTF-8 is refused,
@@ -32,6 +34,11 @@ export async function loadLines(connection: DuckDBConnection, request: LandReque
   const computed = extra.map((column) => `, ${column}`).join("");
   await connection.run(`CREATE TABLE ${table} AS SELECT *${computed} FROM (SELECT NULL::INTEGER AS __file, NULL::BIGINT AS __line, NULL::VARCHAR AS __raw) WHERE false`);
   for (const [index, file] of request.files.entries()) {
+    // A JSON array (./json-array.ts): its elements are its lines.
+    if (request.format === "jsonl" && isJsonArrayDocument(file)) {
+      await insertArrayElements(connection, table, file, index, computed);
+      continue;
+    }
     if (!(await readsPlainly(request, file))) {
       await loadChunks(connection, request, table, computed, index);
       continue;
@@ -77,7 +84,7 @@ function lineReader(files: string | readonly string[], extra = ""): string {
  * (`readsPlainly`); else undefined. A file that is not UTF-8 is refused, naming it.
  */
 export async function streamedLines(request: LandRequest): Promise<string | undefined> {
-  for (const file of request.files) if (!(await readsPlainly(request, file))) return undefined;
+  for (const file of request.files) if ((request.format === "jsonl" && isJsonArrayDocument(file)) || !(await readsPlainly(request, file))) return undefined;
   return `(SELECT list_position(${sqlList(request.files)}, filename)::INTEGER AS __file, NULL::BIGINT AS __line, coalesce(line, '') AS __raw FROM ${lineReader(request.files, ", filename = true")})`;
 }
 

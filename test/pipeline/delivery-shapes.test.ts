@@ -191,3 +191,81 @@ describe("source.fields: columns read from names the files give them", () => {
     ]);
   });
 });
+
+// A `jsonl` delivery may be one JSON array of objects, as most JSON exports and API dumps are written: its elements
+// are its rows (a dead letter's line is the element's number), read as JSON Lines are read.
+describe("JSON array files", () => {
+  const objects = (rows: readonly Row[], names = DECLARED): Record<string, unknown>[] =>
+    rows.map((r) => Object.fromEntries([Number(r.id), r.day, Number(r.amount), r.note].map((v, i) => [names[i], v])));
+  const write = (dir: string, name: string, text: string): string => {
+    const file = path.join(dir, name);
+    writeFileSync(file, text);
+    return file;
+  };
+
+  it("pretty-printed, minified or an element a line: the same rows, signed as the same rows in JSON Lines", async () => {
+    const ws = workspace();
+    ws.configure("jsonl");
+    const first = await ws.sync(write(ws.dir, "pretty.json", `${JSON.stringify(objects(ROWS), null, 2)}\n`));
+    expect(first.code, first.stderr).toBe(0);
+    expect(first.report!.totals.built).toBe(3);
+    expect(await ws.query(SELECT_ROWS)).toEqual(expected(ROWS));
+    const shuffled = [...ROWS].reverse();
+    const shapes = [
+      JSON.stringify(objects(shuffled)),
+      `\ufeff[${objects(shuffled).map((o) => JSON.stringify(o)).join(",\n")}]\n\n`,
+      `  [\r\n${objects(shuffled).map((o) => `  ${JSON.stringify(o)}`).join(",\r\n")}\r\n]`,
+    ];
+    for (const [i, text] of shapes.entries()) {
+      const again = await ws.sync(write(ws.dir, `shape-${i}.json`, text));
+      expect(again.code, again.stderr).toBe(0);
+      expect(again.report!.totals, `shape ${i}`).toMatchObject({ built: 0, skipped: 3 });
+    }
+    const lines = await ws.sync(ws.jsonl(shuffled, DECLARED));
+    expect(lines.report!.totals).toMatchObject({ built: 0, skipped: 3 });
+  });
+
+  it("a bad element is a bad row numbered by its place in the array, with its text; the others land", async () => {
+    const ws = workspace();
+    ws.configure("jsonl", '{order_id: "Order ID", amount: "Amount ($)"}');
+    const elements: unknown[] = objects(ROWS, ["Order ID", "order_date", "Amount ($)", "note"]);
+    elements.splice(3, 0, 42);
+    elements.splice(7, 0, { "Order ID": 99, order_date: "2026-11-01", "Amount ($)": "12.345", note: "x" });
+    const file = write(ws.dir, "with-bad.json", JSON.stringify(elements, null, 1));
+    const result = await ws.sync(file);
+    expect(result.code, result.stderr).toBe(0);
+    expect(await ws.query(SELECT_ROWS)).toEqual(expected(ROWS));
+    const rejected = (await ws.query("SELECT line, reason, raw FROM orders_rejected ORDER BY line")).map(([line, reason, raw]) => [Number(line), reason, JSON.parse(String(raw)) as unknown]);
+    expect(rejected).toEqual([
+      [4, "not a JSON object", 42],
+      [8, expect.stringMatching(/^column amount: '12\.345'/), elements[7]],
+    ]);
+  });
+
+  it("is read as UTF-8 across its whole length (a text of 3 MB without one ASCII character); other bytes are refused", async () => {
+    const ws = workspace();
+    ws.configure("jsonl");
+    const long = "語".repeat(1_000_003);
+    const rows = ROWS.map((r, i) => (i === 5 ? { ...r, note: long } : r));
+    const result = await ws.sync(write(ws.dir, "long.json", JSON.stringify(objects(rows))));
+    expect(result.code, result.stderr).toBe(0);
+    expect(await ws.query("SELECT note = repeat('語', 1000003) FROM orders_raw WHERE order_id = 6")).toEqual([[true]]);
+    const latin1 = path.join(ws.dir, "latin1.json");
+    writeFileSync(latin1, Buffer.concat([Buffer.from('[{"order_id": 1, "order_date": "2026-11-01", "note": "caf'), Buffer.from([0xe9]), Buffer.from('"}]')]));
+    const refused = await ws.sync(latin1);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toContain("latin1.json is not UTF-8 text: lakeswap reads jsonl files as UTF-8");
+  });
+
+  it("JSON Lines whose first line is an array stay JSON Lines (that line a bad row); an array that does not parse is refused", async () => {
+    const ws = workspace();
+    ws.configure("jsonl");
+    const lines = await ws.sync(write(ws.dir, "first-array.jsonl", `[1, 2]\n${objects(ROWS).map((o) => JSON.stringify(o)).join("\n")}\n`));
+    expect(lines.code, lines.stderr).toBe(0);
+    expect(await ws.query(SELECT_ROWS)).toEqual(expected(ROWS));
+    expect((await ws.query("SELECT line, reason FROM orders_rejected")).map(([line, reason]) => [Number(line), reason])).toEqual([[1, "not a JSON object"]]);
+    const broken = await ws.sync(write(ws.dir, "broken.json", `[\n${JSON.stringify(objects(ROWS)[0])},\n{"order_id": 2,\n`));
+    expect(broken.code).toBe(2);
+    expect(broken.stderr).toMatch(/broken\.json starts as a JSON array \('\['\), but is not one JSON array of values: .*Send one array of objects/);
+  });
+});

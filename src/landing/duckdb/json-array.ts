@@ -1,0 +1,98 @@
+import { isUtf8 } from "node:buffer";
+import { closeSync, fstatSync, openSync, readSync } from "node:fs";
+import type { DuckDBConnection } from "@duckdb/node-api";
+import { InvalidInputError } from "../../model/errors.js";
+import { quoteFilePath } from "../../model/sql.js";
+import { duckDbMessage, outOfMemory } from "./landing-sql.js";
+
+/** Bytes read from the start of a file to tell a JSON array from JSON Lines. */
+const HEAD_BYTES = 64 * 1024;
+
+/** Bytes checked at a time for UTF-8. */
+const CHUNK_BYTES = 1024 * 1024;
+
+/**
+ * Whether a `jsonl` delivery file is one JSON array of objects (`[{...}, {...}]`, as most JSON exports and API dumps
+ * write it) rather than JSON Lines: its text starts with `[`, and its first line is not a whole JSON value (a
+ * pretty-printed array, or one whose elements each take a line) or is the file's only line (`[{...},{...}]`). A JSON
+ * Lines file whose first line happens to be an array (a bad row: not an object) has more lines after a whole first one.
+ */
+export function isJsonArrayDocument(file: string): boolean {
+  const head = readHead(file);
+  let start = head.length >= 3 && head[0] === 0xef && head[1] === 0xbb && head[2] === 0xbf ? 3 : 0;
+  while (start < head.length && (head[start] === 0x20 || head[start] === 0x09 || head[start] === 0x0a || head[start] === 0x0d)) start++;
+  if (head[start] !== 0x5b) return false;
+  const end = head.indexOf(0x0a, start);
+  // The whole head is one line: the file is one line, or its first line is longer than the head (a minified array; a
+  // JSON Lines line that starts with '[' is a bad row either way).
+  if (end < 0) return true;
+  if (head.subarray(end).toString("utf8").trim() === "" && head.length < HEAD_BYTES) return true;
+  const firstLine = head.subarray(start, end).toString("utf8");
+  try {
+    JSON.parse(firstLine);
+    return false;
+  } catch {
+    return true;
+  }
+}
+
+function readHead(file: string): Buffer {
+  const fd = openSync(file, "r");
+  try {
+    // No larger than the file: a delivery of many small files reads each one's few bytes.
+    const size = Math.min(HEAD_BYTES, fstatSync(fd).size);
+    const buffer = Buffer.allocUnsafe(size);
+    let length = 0;
+    while (length < size) {
+      const read = readSync(fd, buffer, length, size - length, null);
+      if (read === 0) break;
+      length += read;
+    }
+    return buffer.subarray(0, length);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/**
+ * Inserts the elements of a JSON array file (the `index`th of the delivery) into `table` as its lines are inserted
+ * (`__file`, `__line`, `__raw`): each element's own text, numbered from 1 in the array's order (`__line` is the
+ * element's number, as a Parquet row's is its row number), with the `computed` columns of loadLines. An array that
+ * does not parse is refused, naming the file.
+ */
+export async function insertArrayElements(connection: DuckDBConnection, table: string, file: string, index: number, computed = ""): Promise<void> {
+  if (!fileIsUtf8(file)) throw new InvalidInputError(`${file} is not UTF-8 text: lakeswap reads jsonl files as UTF-8; convert it (e.g. iconv -f latin1 -t utf-8)`);
+  try {
+    await connection.run(
+      `INSERT INTO ${table} SELECT *${computed} FROM (SELECT ${index + 1}::INTEGER AS __file, row_number() OVER () AS __line, json::VARCHAR AS __raw ` +
+        `FROM read_json_objects(${quoteFilePath(file)}, format = 'array', maximum_object_size = 268435456))`,
+    );
+  } catch (error) {
+    if (outOfMemory(error)) throw error;
+    throw new InvalidInputError(
+      `${file} starts as a JSON array ('['), but is not one JSON array of values: ${duckDbMessage(error)}. ` +
+        "Send one array of objects ([{...}, {...}]), or JSON Lines: one object per line",
+    );
+  }
+}
+
+function fileIsUtf8(file: string): boolean {
+  const fd = openSync(file, "r");
+  try {
+    const buffer = Buffer.allocUnsafe(Math.min(CHUNK_BYTES, fstatSync(fd).size + 1));
+    let carried = 0;
+    for (;;) {
+      const read = readSync(fd, buffer, carried, buffer.length - carried, null);
+      const end = carried + read;
+      if (read === 0) return isUtf8(buffer.subarray(0, end));
+      // Checked up to the start of the last character, which may be cut by the read; it goes with the next read.
+      let cut = end - 1;
+      while (cut > 0 && end - cut < 4 && ((buffer[cut] as number) & 0xc0) === 0x80) cut--;
+      if (!isUtf8(buffer.subarray(0, cut))) return false;
+      buffer.copy(buffer, 0, cut, end);
+      carried = end - cut;
+    }
+  } finally {
+    closeSync(fd);
+  }
+}
