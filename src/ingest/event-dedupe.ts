@@ -20,20 +20,75 @@ export function eventLines(body: Buffer): Buffer[] {
 }
 
 /**
- * The id of an event line: its `field` as text when the line is a JSON object whose field is a string or a number;
- * undefined otherwise (no such field, null, or not JSON: the event goes on to the landing, which dead-letters it if it
- * must).
+ * The id of an event line, as the landing reads its `field`: the field matched whatever its case (as the landing matches
+ * it to the column); a string's value, or a number's own text (`1234567890123456789` and `1234567890123456788` are two
+ * ids, though they are one double). Undefined (the event goes on to the landing, which dead-letters it if it must)
+ * where the line is not a JSON object, has no such field or gives it more than once (in one case or two: the landing
+ * refuses that), or its value is not a string or a number.
  */
 function eventId(line: Buffer, field: string): string | undefined {
+  const text = line.toString("utf8");
   let value: unknown;
   try {
-    value = JSON.parse(line.toString("utf8"));
+    value = JSON.parse(text);
   } catch {
     return undefined;
   }
   if (value === null || typeof value !== "object" || Array.isArray(value)) return undefined;
-  const id = (value as Record<string, unknown>)[field];
-  return typeof id === "string" || typeof id === "number" ? String(id) : undefined;
+  const given = memberTexts(text, field.toLowerCase());
+  if (given.length !== 1) return undefined;
+  const token = given[0] as string;
+  if (token.startsWith('"')) return JSON.parse(token) as string;
+  return /^-?\d/.test(token) ? token : undefined;
+}
+
+/**
+ * The text of each value of `text`'s top-level members whose name, lowercased, is `name`. `text` is one JSON object
+ * (JSON.parse read it): its members are walked once, nested values skipped by their brackets, strings by their quotes.
+ */
+function memberTexts(text: string, name: string): string[] {
+  const found: string[] = [];
+  let at = skipSpace(text, text.indexOf("{") + 1);
+  while (text[at] === '"') {
+    const keyEnd = stringEnd(text, at);
+    const key = JSON.parse(text.slice(at, keyEnd)) as string;
+    const start = skipSpace(text, skipSpace(text, keyEnd) + 1);
+    const end = valueEnd(text, start);
+    if (key.toLowerCase() === name) found.push(text.slice(start, end));
+    at = skipSpace(text, end);
+    if (text[at] === ",") at = skipSpace(text, at + 1);
+  }
+  return found;
+}
+
+function skipSpace(text: string, at: number): number {
+  while (at < text.length && (text[at] === " " || text[at] === "\t" || text[at] === "\r" || text[at] === "\n")) at++;
+  return at;
+}
+
+/** Where the string that opens at `at` ends (past its closing quote). */
+function stringEnd(text: string, at: number): number {
+  let i = at + 1;
+  while (text[i] !== '"') i += text[i] === "\\" ? 2 : 1;
+  return i + 1;
+}
+
+/** Where the value that starts at `at` ends: a string, an object or array (to its closing bracket), or a number or literal. */
+function valueEnd(text: string, at: number): number {
+  const first = text[at];
+  if (first === '"') return stringEnd(text, at);
+  if (first === "{" || first === "[") {
+    let depth = 0;
+    for (let i = at; ; i++) {
+      const c = text[i];
+      if (c === '"') i = stringEnd(text, i) - 1;
+      else if (c === "{" || c === "[") depth++;
+      else if ((c === "}" || c === "]") && --depth === 0) return i + 1;
+    }
+  }
+  let i = at;
+  while (i < text.length && !",}] \t\r\n".includes(text[i] as string)) i++;
+  return i;
 }
 
 /**

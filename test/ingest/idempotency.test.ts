@@ -224,6 +224,30 @@ describe("dedupe: {field: event_id, window: 1h} (issue 30, item 3)", () => {
     expect(await h.metrics().render()).toMatch(/lakeswap_ingest_events_deduplicated_total\{pipeline="events"\} 5\b/);
   });
 
+  it("reads an id as the landing reads it: a 64-bit integer by its digits, the field in any case; one given twice goes to the landing", async () => {
+    const h = await harness(embeddedBackend, { dedupe: true });
+    const event = (fields: string): string => `{${fields}, "ts": "2026-11-01T10:00:00Z"}`;
+    // Two ids that are one double (2^53 is far below them): two events, both stored.
+    const big = [event(`"event_id": 1234567890123456789`), event(`"event_id": 1234567890123456788`)].join("\n");
+    expect((await h.post("clicks", big)).body).toEqual({ accepted: 2, deduplicated: 0 });
+    expect((await h.post("clicks", event(`"event_id": 1234567890123456788`))).body).toEqual({ accepted: 0, deduplicated: 1 });
+    // The field spelled in another case is the column (the landing reads it so): the same id, dropped.
+    expect((await h.post("clicks", `${event(`"event_id": "c1"`)}\n${event(`"Event_ID": "c1"`)}\n${event(`"EVENT_ID": "c1"`)}`)).body).toEqual({ accepted: 1, deduplicated: 2 });
+    // Given twice (in two cases, or in one): no id; the landing dead-letters it, whatever ids were taken.
+    expect((await h.post("clicks", `${event(`"event_id": "c1", "EVENT_ID": "c2"`)}\n${event(`"event_id": "c1", "event_id": "c3"`)}`)).body).toEqual({ accepted: 2, deduplicated: 0 });
+    // Nested fields of the same name, strings holding quotes and braces, and an escaped name are read in their place.
+    const nested = event(`"meta": {"event_id": "zz", "s": "}{\\"event_id\\": 1"}, "list": [{"event_id": 1}], "event\\u005fid": "c4"`);
+    expect((await h.post("clicks", `${nested}\n${event(`"event_id": "c4"`)}`)).body).toEqual({ accepted: 1, deduplicated: 1 });
+    await h.flush();
+    const stored = await h.lake.query("SELECT event_id, count(*) FROM clicks GROUP BY event_id ORDER BY event_id");
+    expect(stored.rows.map(([id, n]) => [id, Number(n)])).toEqual([
+      ["1234567890123456788", 1],
+      ["1234567890123456789", 1],
+      ["c1", 1],
+      ["c4", 1],
+    ]);
+  });
+
   it("two requests at once sharing an id: the second waits for the first's write, then drops the id it stored", async () => {
     const h = await harness(embeddedBackend, { dedupe: true });
     const [first, second] = await Promise.all([h.post("clicks", withIds(["p", "q"])), h.post("clicks", withIds(["q", "r"]))]);
