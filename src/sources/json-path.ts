@@ -1,8 +1,10 @@
+import { isLosslessNumber } from "lossless-json";
 import { InvalidInputError } from "../model/errors.js";
 
 /**
  * The small path language of an http source's `rows`, `fields` and `pagination`: `$.a.b[0].c`, dots between
- * object keys and `[n]` array indices; "" or "$" is the value itself.
+ * object keys and `[n]` array indices; "" or "$" is the value itself. The values are JSON as lossless-json parses it:
+ * a number is a LosslessNumber that keeps its digits, never a double.
  */
 
 /** One step of a path: an object key or an array index. */
@@ -40,12 +42,13 @@ export function lookUp(value: unknown, steps: readonly Step[]): { value: unknown
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
+  return typeof value === "object" && value !== null && !Array.isArray(value) && !isLosslessNumber(value);
 }
 
 export function kindOf(value: unknown): string {
   if (value === null) return "null";
   if (Array.isArray(value)) return "an array";
+  if (isLosslessNumber(value)) return `a number (${value.toString().slice(0, 40)})`;
   return typeof value === "object" ? "an object" : `a ${typeof value} (${JSON.stringify(value).slice(0, 40)})`;
 }
 

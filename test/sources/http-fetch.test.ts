@@ -262,3 +262,49 @@ describe("HttpFetcher secrets and checks", () => {
     expect(api.requests).toHaveLength(0);
   });
 });
+
+describe("HttpFetcher numbers", () => {
+  /** A server answering each request with the page its cursor names (`pages[cursor ?? ""]`), as raw text. */
+  async function rawApi(pages: Record<string, string>): Promise<{ url: string; cursors: (string | null)[]; close: () => Promise<void> }> {
+    const { createServer } = await import("node:http");
+    const cursors: (string | null)[] = [];
+    const server = createServer((req, res) => {
+      const cursor = new URL(req.url ?? "/", "http://x").searchParams.get("cursor");
+      cursors.push(cursor);
+      res.writeHead(200, { "content-type": "application/json" }).end(pages[cursor ?? ""] ?? "{}");
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const { port } = server.address() as { port: number };
+    return { url: `http://127.0.0.1:${port}`, cursors, close: () => new Promise((resolve) => server.close(() => resolve())) };
+  }
+
+  it("keeps every digit the API wrote: 64-bit ids, long decimals, -0.0, a number past a double's range, and a numeric cursor", async () => {
+    const raw = await rawApi({
+      "": `{"rows": [{"id": 1234567890123456789, "amount": 12345678901234567.89, "zero": -0.0, "huge": 1e400, "cents": 1.10}], "next_cursor": 9007199254740993}`,
+      "9007199254740993": `{"rows": [{"id": 1234567890123456788, "amount": 0.1}]}`,
+    });
+    try {
+      const file = outFile();
+      const result = await new HttpFetcher(spec({ url: `${raw.url}/report?date={{ date }}` })).fetchPartition({ date: DAY }, ["id", "amount", "zero", "huge", "cents"], file);
+      expect(result).toMatchObject({ rows: 2, pages: 2 });
+      // 2^53 + 1 as a double is 2^53: the cursor sent back is the one the API gave.
+      expect(raw.cursors).toEqual([null, "9007199254740993"]);
+      expect((await readFile(file, "utf8")).trimEnd().split("\n")).toEqual([
+        `{"id":1234567890123456789,"amount":12345678901234567.89,"zero":-0.0,"huge":1e400,"cents":1.10}`,
+        `{"id":1234567890123456788,"amount":0.1,"zero":null,"huge":null,"cents":null}`,
+      ]);
+    } finally {
+      await raw.close();
+    }
+  });
+
+  it("refuses a page that gives a key twice with different values, which JSON readers resolve differently", async () => {
+    const raw = await rawApi({ "": `{"rows": [{"id": 1, "id": 2}]}` });
+    try {
+      const error = await failure(new HttpFetcher(spec({ url: `${raw.url}/report?date={{ date }}` })).fetchPartition({ date: DAY }, ["id"], outFile()));
+      expect(error.message).toMatch(/answered JSON that is ambiguous \(Duplicate key 'id'.*\): an object gives a key twice with different values/);
+    } finally {
+      await raw.close();
+    }
+  });
+});

@@ -6,7 +6,8 @@
  */
 import { open, rm } from "node:fs/promises";
 import { performance } from "node:perf_hooks";
-import { InvalidInputError, LakeswapError } from "../../model/errors.js";
+import { isLosslessNumber, parse, stringify } from "lossless-json";
+import { errorMessage, InvalidInputError, LakeswapError } from "../../model/errors.js";
 import { kindOf, lookUp, parsePath, pathText, type Step } from "../json-path.js";
 import { ENV_PLACEHOLDER, KEY_PLACEHOLDER, specProblems, type HttpSourceSpec } from "../http-source-spec.js";
 
@@ -127,7 +128,8 @@ export class HttpFetcher {
         for (const [index, row] of this.rowsOf(body, where).entries()) {
           const record: Record<string, unknown> = {};
           for (const [column, path] of readers) record[column] = readRow(row, path, `row ${index} of ${where}`, column) ?? null;
-          lines += `${JSON.stringify(record)}\n`;
+          // Numbers as the API wrote them (lossless-json): every digit reaches the landing, which converts them exactly.
+          lines += `${stringify(record)}\n`;
           rows += 1;
         }
         if (lines) await out.write(lines);
@@ -164,7 +166,7 @@ export class HttpFetcher {
     if ("mismatch" in found) throw new InvalidInputError(`${where}: pagination path '${pagination.path}' cannot be followed (${found.mismatch}): check the source's pagination path against the API's answer`);
     const value = found.value;
     if (value === undefined || value === null || value === "") return undefined;
-    if (typeof value !== "string" && !(pagination.kind === "cursor" && typeof value === "number")) {
+    if (typeof value !== "string" && !(pagination.kind === "cursor" && isLosslessNumber(value))) {
       throw new InvalidInputError(`${where}: pagination path '${pagination.path}' holds ${kindOf(value)}, not a ${pagination.kind === "cursor" ? "cursor" : "URL"}: check the source's pagination path`);
     }
     const text = String(value);
@@ -192,8 +194,12 @@ export class HttpFetcher {
       const attempts = `${attempt} attempt${attempt === 1 ? "" : "s"}`;
       if ("status" in answer && answer.status >= 200 && answer.status < 300) {
         try {
-          return { body: JSON.parse(answer.text), attempts: attempt };
-        } catch {
+          return { body: parse(answer.text), attempts: attempt };
+        } catch (error) {
+          if (isJson(answer.text)) {
+            // JSON that lossless-json refuses: a key given twice with two values (JSON.parse would take the last silently).
+            throw new LakeswapError("STORE_ERROR", `GET ${page.shown} answered JSON that is ambiguous (${errorMessage(error)}): an object gives a key twice with different values, and which one is meant cannot be told; fix the API's answer`);
+          }
           throw new LakeswapError("STORE_ERROR", `GET ${page.shown} answered HTTP ${answer.status} with content-type '${answer.contentType || "none"}', not JSON (${attempts}): ${quote(answer.text, redact)}. Check the URL: the API may have sent a login or error page`);
         }
       }
@@ -297,4 +303,13 @@ function readRow(row: unknown, path: readonly Step[], where: string, column: str
   const found = lookUp(row, path);
   if (!("mismatch" in found)) return found.value;
   throw new InvalidInputError(`${where}: column ${column} cannot be read at '${pathText(path)}' (${found.mismatch.replace("the value", "the row")}): rows must be JSON objects, or map the column in fields to where its value is`);
+}
+
+function isJson(text: string): boolean {
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
 }
