@@ -5,6 +5,7 @@ import type { LandRequest } from "../landing.js";
 import type { SourceRows } from "./landing-sql.js";
 import { loadLines } from "./text-lines.js";
 import { fieldKey, fieldsHint, namedFields } from "./field-names.js";
+import { compressedFileError } from "./compressed-files.js";
 
 /**
  * CSV, parsed here (RFC 4180: fields separated by the delimiter, quoted with
@@ -81,6 +82,8 @@ export function csvLayout(request: LandRequest, file: string, line: number, firs
   };
   if (!request.header) {
     if (first.length === 1 && columns.length > 1) {
+      const compressed = compressedFileError(file, "csv");
+      if (compressed) throw compressed;
       throw new InvalidInputError(`${file}:${line}: the line has 1 field, but ${columns.length} columns are declared (header: false).${delimiterHint()}`);
     }
     return { positions: columns.map((_, i) => i + 1), width: columns.length };
@@ -92,6 +95,8 @@ export function csvLayout(request: LandRequest, file: string, line: number, firs
   const missing = columns.filter((c, i) => positions[i] === 0 && !c.added);
   const shownHeader = printable(first.map((n) => n ?? "").join(request.delimiter), 200);
   if (missing.length > 0) {
+    const compressed = compressedFileError(file, "csv");
+    if (compressed) throw compressed;
     const hint = delimiterHint() || fieldsHint(missing, first.map((n) => n ?? ""));
     throw new InvalidInputError(
       `${file}:${line}: the header has no column ${namedFields(missing)} (the header is '${shownHeader}').${hint}` +

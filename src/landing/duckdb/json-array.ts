@@ -4,6 +4,7 @@ import type { DuckDBConnection } from "@duckdb/node-api";
 import { InvalidInputError } from "../../model/errors.js";
 import { quoteFilePath } from "../../model/sql.js";
 import { duckDbMessage, outOfMemory } from "./landing-sql.js";
+import { compressedFileError } from "./compressed-files.js";
 
 /** Bytes read from the start of a file to tell a JSON array from JSON Lines. */
 const HEAD_BYTES = 64 * 1024;
@@ -61,7 +62,7 @@ function readHead(file: string): Buffer {
  * does not parse is refused, naming the file.
  */
 export async function insertArrayElements(connection: DuckDBConnection, table: string, file: string, index: number, computed = ""): Promise<void> {
-  if (!fileIsUtf8(file)) throw new InvalidInputError(`${file} is not UTF-8 text: lakeswap reads jsonl files as UTF-8; convert it (e.g. iconv -f latin1 -t utf-8)`);
+  if (!fileIsUtf8(file)) throw compressedFileError(file, "jsonl") ?? new InvalidInputError(`${file} is not UTF-8 text: lakeswap reads jsonl files as UTF-8; convert it (e.g. iconv -f latin1 -t utf-8)`);
   try {
     await connection.run(
       `INSERT INTO ${table} SELECT *${computed} FROM (SELECT ${index + 1}::INTEGER AS __file, row_number() OVER () AS __line, json::VARCHAR AS __raw ` +

@@ -6,6 +6,7 @@ import type { LandRequest } from "../landing.js";
 import { readCsv } from "./csv-input.js";
 import { jsonlRows, locateBadLines, readJsonl, refuseAbsentFields } from "./jsonl-input.js";
 import { streamedLines } from "./text-lines.js";
+import { compressedFileError } from "./compressed-files.js";
 import { readParquet } from "./parquet-input.js";
 import { duckDbMessage, fileList, outOfMemory, sqlList, type SourceRows } from "./landing-sql.js";
 import { dropIfExists, dropLanding, landingScratch, type LandingTables } from "./landing-relations.js";
@@ -153,6 +154,10 @@ async function readSource({ connection, request, names }: LandingPass): Promise<
     return await readParquet(connection, request);
   } catch (error) {
     if (error instanceof InvalidInputError || outOfMemory(error)) throw error;
+    for (const file of request.files) {
+      const compressed = compressedFileError(file, request.format);
+      if (compressed) throw compressed;
+    }
     throw new InvalidInputError(`reading ${fileList(request.files)} as ${request.format} failed: ${duckDbMessage(error)}`);
   }
 }

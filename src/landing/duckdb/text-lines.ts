@@ -7,6 +7,7 @@ import { InvalidInputError } from "../../model/errors.js";
 import type { LandRequest } from "../landing.js";
 import { FILE_CHUNK_BYTES, outOfMemory, READ_BUFFER_BYTES, sqlFileList, sqlList } from "./landing-sql.js";
 import { insertArrayElements, isJsonArrayDocument } from "./json-array.js";
+import { compressedFileError } from "./compressed-files.js";
 
 /**
  * Bytes read from a text file at a time; a longer line is read whole, in as many reads as it takes. Binding a
@@ -132,7 +133,7 @@ export async function searchLines(file: string, found: (lines: Buffer, atEnd: bo
 }
 
 function notUtf8(request: LandRequest, file: string): InvalidInputError {
-  return new InvalidInputError(`${file} is not UTF-8 text: lakeswap reads ${request.format} files as UTF-8; convert it (e.g. iconv -f latin1 -t utf-8)`);
+  return compressedFileError(file, request.format) ?? new InvalidInputError(`${file} is not UTF-8 text: lakeswap reads ${request.format} files as UTF-8; convert it (e.g. iconv -f latin1 -t utf-8)`);
 }
 
 /** Loads one file's lines (the `index`th of the delivery) in chunks of whole lines passed to DuckDB. */
