@@ -299,3 +299,16 @@ describe("compressed deliveries", () => {
     expect(result.stderr).toContain(`${file} is zip-compressed`);
   });
 });
+
+describe("dates written otherwise than ISO 8601", () => {
+  it("stop the load with the way to read them: VARCHAR and strptime", async () => {
+    const ws = workspace();
+    ws.configure("csv");
+    const config = path.join(ws.dir, "lakeswap.yaml");
+    writeFileSync(config, readFileSync(config, "utf8").replace("    dead_letter: orders_rejected\n", ""));
+    const result = await ws.sync(ws.csv([{ id: 1, day: "Nov 1 2026", amount: "1.00", note: "a" }], DECLARED));
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain("column order_date: 'Nov 1 2026' is not a date (YYYY-MM-DD)");
+    expect(result.stderr).toContain("If the files write order_date in another format, declare it VARCHAR and read it with strptime(order_date, '<format>')");
+  });
+});
