@@ -312,3 +312,40 @@ describe("dates written otherwise than ISO 8601", () => {
     expect(result.stderr).toContain("If the files write order_date in another format, declare it VARCHAR and read it with strptime(order_date, '<format>')");
   });
 });
+
+describe("JSON numbers into DECIMAL columns", () => {
+  it("land exactly or not at all: a number of more digits than a double keeps is a bad row, asking for a string", async () => {
+    const ws = workspace();
+    const config = path.join(ws.dir, "lakeswap.yaml");
+    writeFileSync(config, `lake: ./lake\ndatasets:\n  amounts:\n    source: {format: jsonl, path: none}\n    columns: {id: BIGINT, amount: "DECIMAL(38,18)"}\n    partition: {p: "'all'"}\n    dead_letter: amounts_rejected\n`);
+    const lines = [
+      `{"id": 1, "amount": 1.234567890123456789}`,
+      `{"id": 2, "amount": "1.234567890123456789"}`,
+      // As long, but written as its double's own form: nothing was lost.
+      `{"id": 3, "amount": 123456789012345.6}`,
+      `{"id": 4, "amount": 0.1}`,
+      `{"id": 5, "AMOUNT": 98765432109876543.21}`,
+      `{"id": 6, "amount": 12345678901234567890}`,
+    ];
+    const file = path.join(ws.dir, "amounts.jsonl");
+    writeFileSync(file, `${lines.join("\n")}\n`);
+    const result = await runMain(["sync", "-c", config, "--input", file, "--json"]);
+    expect(result.code, result.stderr).toBe(0);
+    const lake = await openEmbeddedLake(path.join(ws.dir, "lake"));
+    try {
+      expect((await lake.query("SELECT id, CAST(amount AS VARCHAR) FROM amounts_raw ORDER BY id")).rows.map(([id, amount]) => [Number(id), amount])).toEqual([
+        [2, "1.234567890123456789"],
+        [3, "123456789012345.600000000000000000"],
+        [4, "0.100000000000000000"],
+        [6, "12345678901234567890.000000000000000000"],
+      ]);
+      const rejected = (await lake.query("SELECT line, reason FROM amounts_rejected ORDER BY line")).rows.map(([line, reason]) => [Number(line), reason]);
+      expect(rejected).toEqual([
+        [1, expect.stringMatching(/^column amount: '1\.2345678901234567' is a JSON number of more than 15 significant digits, .*send it as a JSON string/)],
+        [5, expect.stringMatching(/^column amount: '98765432109876540(\.0)?' is a JSON number of more than 15 significant digits/)],
+      ]);
+    } finally {
+      await lake.close();
+    }
+  });
+});

@@ -75,7 +75,7 @@ export function jsonlRows(request: LandRequest, lines: string, options: { readon
     const at = declared.indexOf(c) + 1;
     return `${c.type === "VARCHAR" ? `__values[${at}]` : `nullif(__values[${at}], '')`} AS __s${i}`;
   });
-  const nested = nestedValueProblems(declared);
+  const nested = [...nestedValueProblems(declared), ...longDecimalProblems(declared)];
   const structural = nested.length === 0 ? "__invalid" : `coalesce(__invalid, ${nested.join(", ")})`;
   return {
     select:
@@ -156,6 +156,36 @@ function nestedValueProblems(declared: readonly LandColumn[]): string[] {
       `${quoteLiteral(`column ${c.name}: `)} || ${shown(value)} || ' is a JSON ' || lower(json_type(__raw, ${path})) || ` +
       `${quoteLiteral(", not text: send it as a JSON string, or leave the field undeclared (ingest keeps it in the extra column)")}`;
     return [`CASE WHEN starts_with(${value}, '{') OR starts_with(${value}, '[') THEN CASE WHEN json_type(__raw, ${path}) IN ('OBJECT', 'ARRAY') THEN ${reason} END END`];
+  });
+}
+
+/** Significant digits a double keeps of every decimal number: one of up to 15 comes back from it as written. */
+const DOUBLE_DIGITS = 15;
+
+/**
+ * DuckDB's JSON reader reads a number with a fraction or an exponent as a double: its text then comes back as the
+ * double's shortest form. Where that form has more than DOUBLE_DIGITS significant digits, the number as sent had as many
+ * or more, and lost some unless the line holds that form as it is (`12345678901234567.89` comes back as
+ * `12345678901234568.0`, which the line does not hold): for a DECIMAL column, whose values land exactly or not at all,
+ * such a value is a bad row asking for a JSON string. Only a value that long (rare) has its JSON type looked up.
+ */
+function longDecimalProblems(declared: readonly LandColumn[]): string[] {
+  return declared.flatMap((c, i) => {
+    if (!/^DECIMAL/.test(c.type)) return [];
+    const value = `__values[${i + 1}]`;
+    const digits = `length(trim(regexp_replace(split_part(lower(${value}), 'e', 1), '[^0-9]', '', 'g'), '0'))`;
+    const path = `'$."' || coalesce(__keys[list_position(__lower, ${quoteLiteral(fieldKey(c))})], ${quoteLiteral(fieldKey(c))}) || '"'`;
+    const reason =
+      `${quoteLiteral(`column ${c.name}: `)} || ${shown(value)} || ${quoteLiteral(
+        ` is a JSON number of more than ${DOUBLE_DIGITS} significant digits, which JSON readers keep as a double and may round: send it as a JSON string ("12345678901234567.89") to keep every digit`,
+      )}`;
+    // The double's form written in the line is the number as sent (`123456789012345.6`): nothing was lost.
+    // A whole number token, never the start of a longer one (`1.2345678901234567` of `1.234567890123456789`).
+    const token = `'(^|[^0-9.])' || regexp_replace(${value}, '([.+])', '\\\\\\1', 'g') || '([^0-9.eE]|$)'`;
+    return [
+      `CASE WHEN length(${value}) > ${DOUBLE_DIGITS} AND ${digits} > ${DOUBLE_DIGITS} AND NOT regexp_matches(__raw, ${token}) ` +
+        `AND json_type(__raw, ${path}) = 'DOUBLE' THEN ${reason} END`,
+    ];
   });
 }
 
