@@ -7,6 +7,7 @@ import { assertIdentifier, printable, quoteIdentifier } from "../model/sql.js";
 import { athenaSinkSchema, awsTargetInEnvironment, resolveAwsTarget } from "./aws-config.js";
 import type { ColumnDeclarations, DataSinkTarget, IngestContext, IngestNamespaceConfig, IngestPipelineConfig, PipelineColumn, TimeBucketing, WalConfig } from "./ingest-types.js";
 import { checkLogs, checkTables, chooseDatasetsSink } from "./ingest-placement.js";
+import { resolveFields } from "./dataset/resolve-fields.js";
 
 export type { ColumnDeclarations, DataSinkTarget, IngestContext, IngestNamespaceConfig, IngestPipelineConfig, PipelineColumn } from "./ingest-types.js";
 
@@ -94,6 +95,10 @@ function namespaceSchema(columns: z.ZodType<ColumnDeclarations>) {
         .default("keep")
         .describe("an event field that is not a declared column: keep (as JSON text in extra_column) or deadletter (the whole event)"),
       extra_column: z.string().min(1).optional().describe("unknown_fields: keep only: the JSON text column that keeps them (default extra)"),
+      fields: z
+        .record(z.string().regex(/^[a-z][a-z0-9_]{0,127}$/, "name a declared column"), z.string().min(1).max(255))
+        .optional()
+        .describe("column -> the name the events give its field, e.g. user_id: userId (default: the field named like the column; case does not matter)"),
       time: timeSchema,
       dedupe: z
         .object({
@@ -322,7 +327,7 @@ function resolveToken(value: string, at: string, env: NodeJS.ProcessEnv): string
 
 function resolveNamespace(name: string, spec: z.output<ReturnType<typeof namespaceSchema>>, at: string, context: IngestContext): IngestNamespaceConfig {
   wrapAt(at.slice(0, at.lastIndexOf(".")), () => assertIdentifier("namespace", name));
-  const columns = context.resolveColumns(spec.columns, `${at}.columns`);
+  const columns = resolveFields(context.resolveColumns(spec.columns, `${at}.columns`), spec.fields, { format: "jsonl", header: true }, `${at}.fields`, context.didYouMean);
   const renamed = columns.find((c) => c.renamedFrom !== undefined);
   if (renamed) throw new InvalidInputError(`${at}.columns.${renamed.name}.renamed_from: an ingested table's columns are only ever added; declare the column under its name`);
   const names = columns.map((c) => c.name);
@@ -374,7 +379,9 @@ function resolveDedupe(spec: { field: string; window: string | number; max_ids: 
   }
   const windowMs = parseDuration(String(spec.window), `${at}.window`);
   if (windowMs <= 0) throw new InvalidInputError(`${at}.window: '${spec.window}' would remember no id: use a duration above 0, e.g. 1h`);
-  return { field: spec.field, windowMs, maxIds: spec.max_ids };
+  // The id is read from the events' own name of the column's field (`fields`).
+  const column = columns.find((c) => c.name === spec.field);
+  return { field: column?.field ?? spec.field, windowMs, maxIds: spec.max_ids };
 }
 
 /** The partition keys of a bucketing scheme, as DuckDB SQL over the time column; a TIMESTAMPTZ is taken in UTC whatever the session's time zone. */

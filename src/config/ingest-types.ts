@@ -41,7 +41,10 @@ export interface IngestNamespaceConfig {
   /** The JSON text column that keeps unknown fields (default `extra`); the table has it only when unknownFields is keep. */
   readonly extraColumn: string;
   readonly time: TimeBucketing;
-  /** `dedupe: {field, window, max_ids}`: drop an event whose id the namespace took within the window. */
+  /**
+   * `dedupe: {field, window, max_ids}`: drop an event whose id the namespace took within the window. `field` is the
+   * name the events give the id's field (the column's `fields:` name, else the column's).
+   */
   readonly dedupe?: { readonly field: string; readonly windowMs: number; readonly maxIds: number };
 }
 

@@ -169,7 +169,13 @@ export function namespaceTable(ns: IngestNamespaceConfig): TableDefinition {
 
 function landingColumns(ns: IngestNamespaceConfig): LandColumn[] {
   // The time field names each event's partition: landing reads it in its format and refuses a time outside years 0001-9999.
-  const columns: LandColumn[] = ns.columns.map((c) => ({ name: c.name, type: c.type, nullable: c.nullable, ...(c.name === ns.time.field ? { eventTime: ns.time.format ?? "iso8601" } : {}) }));
+  const columns: LandColumn[] = ns.columns.map((c) => ({
+    name: c.name,
+    type: c.type,
+    nullable: c.nullable,
+    ...(c.field !== undefined ? { field: c.field } : {}),
+    ...(c.name === ns.time.field ? { eventTime: ns.time.format ?? "iso8601" } : {}),
+  }));
   if (ns.unknownFields === "keep") columns.push({ name: ns.extraColumn, type: "VARCHAR", nullable: true });
   return columns;
 }

@@ -264,6 +264,13 @@ describe("JSON array files", () => {
     expect(lines.code, lines.stderr).toBe(0);
     expect(await ws.query(SELECT_ROWS)).toEqual(expected(ROWS));
     expect((await ws.query("SELECT line, reason FROM orders_rejected")).map(([line, reason]) => [Number(line), reason])).toEqual([[1, "not a JSON object"]]);
+    // A lone line that is an array of other values is a JSON Lines bad row too; `[]` is an array of no objects.
+    const lone = await ws.sync(write(ws.dir, "lone.jsonl", "[1, 2]\n"));
+    expect(lone.code, lone.stderr).toBe(0);
+    expect((await ws.query("SELECT file, line, reason FROM orders_rejected WHERE file LIKE '%lone.jsonl'")).map(([, line, reason]) => [Number(line), reason])).toEqual([[1, "not a JSON object"]]);
+    const empty = await ws.sync(write(ws.dir, "empty.json", "[]\n"));
+    expect(empty.code, empty.stderr).toBe(0);
+    expect(await ws.query("SELECT CAST(count(*) AS INTEGER) FROM orders_rejected WHERE file LIKE '%empty.json'")).toEqual([[0]]);
     const broken = await ws.sync(write(ws.dir, "broken.json", `[\n${JSON.stringify(objects(ROWS)[0])},\n{"order_id": 2,\n`));
     expect(broken.code).toBe(2);
     expect(broken.stderr).toMatch(/broken\.json starts as a JSON array \('\['\), but is not one JSON array of values: .*Send one array of objects/);

@@ -26,7 +26,7 @@ export function resolveDataset(name: string, dataset: DatasetInput, dir: string,
     );
   }
   if (!ingested && dataset.columns === undefined) throw new InvalidInputError(`${at}.columns: declare the delivery's columns, e.g. columns: {order_id: BIGINT, order_ts: TIMESTAMP}`);
-  const columns = ingested ? ingested.columns : resolveFields(resolveColumns(dataset.columns ?? {}, `${at}.columns`), dataset.source.fields, { format: dataset.source.format ?? "jsonl", header: dataset.source.header }, at);
+  const columns = ingested ? ingested.columns : resolveFields(resolveColumns(dataset.columns ?? {}, `${at}.columns`), dataset.source.fields, { format: dataset.source.format ?? "jsonl", header: dataset.source.header }, `${at}.source.fields`, didYouMean);
   const names = columns.map((c) => c.name);
   const partition = rawPartition(at, dataset, names, ingested?.partition, http?.key);
   const window = lookbackWindow(at, dataset, partition.map((p) => p.key), http?.key);

@@ -1,11 +1,10 @@
 import { InvalidInputError } from "../../model/errors.js";
 import { printable } from "../../model/sql.js";
-import { didYouMean } from "../config-messages.js";
-import type { PipelineColumn } from "../ingest-config.js";
+import type { PipelineColumn } from "../ingest-types.js";
 
 /**
- * `source.fields` of a file source: each declared column it names is read from the delivery's header, field or
- * column of that name (`field`). Refused: a name no column is declared under, a name with control characters or
+ * `fields` of a file source (`source.fields`) or of an ingest namespace, `at` its key: each declared column it names
+ * is read from the delivery's header, field or column of that name (`field`). Refused: a name no column is declared under, a name with control characters or
  * spaces around it, two columns read from one name (case does not matter, as it does not when names are matched),
  * and in JSONL a name a JSON path cannot spell (`"`, `\`, `*`).
  */
@@ -14,17 +13,19 @@ export function resolveFields(
   fields: Readonly<Record<string, string>> | undefined,
   source: { readonly format: "csv" | "jsonl" | "parquet"; readonly header: boolean },
   at: string,
+  /** ` (did you mean 'x'?)` for a name close to a known one (config-messages.ts, handed in: ingest-config.ts may not load it). */
+  didYouMean: (value: string, known: readonly string[]) => string,
 ): PipelineColumn[] {
   if (fields === undefined) return [...columns];
   const format = source.format;
   if (format === "csv" && !source.header) {
-    throw new InvalidInputError(`${at}.source.fields: with header: false a CSV file's fields are the declared columns in order, and have no names to map: remove fields (or header: false)`);
+    throw new InvalidInputError(`${at}: with header: false a CSV file's fields are the declared columns in order, and have no names to map: remove fields (or header: false)`);
   }
   const names = columns.map((c) => c.name);
   for (const [column, field] of Object.entries(fields)) {
-    const where = `${at}.source.fields.${column}`;
+    const where = `${at}.${column}`;
     if (!names.includes(column)) {
-      throw new InvalidInputError(`${where}: no column ${column} is declared${didYouMean(column, names)}; source.fields maps declared columns to the names they have in the files`);
+      throw new InvalidInputError(`${where}: no column ${column} is declared${didYouMean(column, names)}; fields maps declared columns to the names they have in the files`);
     }
     if (/\p{Cc}/u.test(field)) throw new InvalidInputError(`${where}: '${printable(field, 80)}' holds a control character; name the field as its file spells it`);
     if (field.trim() !== field) {
@@ -44,7 +45,7 @@ export function resolveFields(
   if (shared) {
     const [field, readBy] = shared;
     throw new InvalidInputError(
-      `${at}.source.fields: columns ${readBy.join(" and ")} would both be read from '${printable(field, 80)}' (case does not matter); map each column to a field of its own`,
+      `${at}: columns ${readBy.join(" and ")} would both be read from '${printable(field, 80)}' (case does not matter); map each column to a field of its own`,
     );
   }
   return mapped;

@@ -15,26 +15,34 @@ const CHUNK_BYTES = 1024 * 1024;
 /**
  * Whether a `jsonl` delivery file is one JSON array of objects (`[{...}, {...}]`, as most JSON exports and API dumps
  * write it) rather than JSON Lines: its text starts with `[`, and its first line is not a whole JSON value (a
- * pretty-printed array, or one whose elements each take a line) or is the file's only line (`[{...},{...}]`). A JSON
- * Lines file whose first line happens to be an array (a bad row: not an object) has more lines after a whole first one.
+ * pretty-printed array, or one whose elements each take a line), or is the file's only line and an array of objects
+ * (`[{...},{...}]`, or `[]`). JSON Lines whose first line happens to be an array (a bad row: not an object) stay JSON
+ * Lines: a whole first line with more lines after it, or a lone line such as `[1, 2]`.
  */
 export function isJsonArrayDocument(file: string): boolean {
   const head = readHead(file);
-  let start = head.length >= 3 && head[0] === 0xef && head[1] === 0xbb && head[2] === 0xbf ? 3 : 0;
-  while (start < head.length && (head[start] === 0x20 || head[start] === 0x09 || head[start] === 0x0a || head[start] === 0x0d)) start++;
+  const start = skipBlank(head, head.length >= 3 && head[0] === 0xef && head[1] === 0xbb && head[2] === 0xbf ? 3 : 0);
   if (head[start] !== 0x5b) return false;
+  // What the array holds first: an object, or nothing.
+  const first = head[skipBlank(head, start + 1)];
+  const ofObjects = first === 0x7b || first === 0x5d;
   const end = head.indexOf(0x0a, start);
-  // The whole head is one line: the file is one line, or its first line is longer than the head (a minified array; a
-  // JSON Lines line that starts with '[' is a bad row either way).
-  if (end < 0) return true;
-  if (head.subarray(end).toString("utf8").trim() === "" && head.length < HEAD_BYTES) return true;
+  // The whole head is one line: the file is one line, or its first line is longer than the head (a minified array).
+  if (end < 0) return ofObjects;
   const firstLine = head.subarray(start, end).toString("utf8");
   try {
     JSON.parse(firstLine);
-    return false;
   } catch {
     return true;
   }
+  return ofObjects && head.length < HEAD_BYTES && head.subarray(end).toString("utf8").trim() === "";
+}
+
+/** The first position from `at` that is not JSON white space. */
+function skipBlank(bytes: Buffer, at: number): number {
+  let i = at;
+  while (i < bytes.length && (bytes[i] === 0x20 || bytes[i] === 0x09 || bytes[i] === 0x0a || bytes[i] === 0x0d)) i++;
+  return i;
 }
 
 function readHead(file: string): Buffer {
