@@ -7,7 +7,10 @@ export interface PipelineColumn extends Column {
   readonly nullable: boolean;
   /** `renamed_from:` the column's name before a rename (`sync --rebuild-schema` reads the old runs' values under it). */
   readonly renamedFrom?: string;
-  /** `source.fields`: the name the column has in the delivery's files (a CSV header, a JSONL field, a Parquet column); absent: its own name. */
+  /**
+   * `source.fields` (a namespace's `fields`): the name the column has in the delivery's files or the events (a CSV
+   * header, a JSON field, a Parquet column); absent: its own name.
+   */
   readonly field?: string;
 }
 

@@ -4,9 +4,9 @@ import type { PipelineColumn } from "../ingest-types.js";
 
 /**
  * `fields` of a file source (`source.fields`) or of an ingest namespace, `at` its key: each declared column it names
- * is read from the delivery's header, field or column of that name (`field`). Refused: a name no column is declared under, a name with control characters or
- * spaces around it, two columns read from one name (case does not matter, as it does not when names are matched),
- * and in JSONL a name a JSON path cannot spell (`"`, `\`, `*`).
+ * is read from the delivery's header, field or column of that name (`field`). Refused: a name no column is declared
+ * under, a name with control characters or spaces around it, two columns read from one name (case does not matter, as
+ * it does not when names are matched), and in JSONL a name a JSON path cannot spell (`"`, `\`, `*`).
  */
 export function resolveFields(
   columns: readonly PipelineColumn[],

@@ -9,8 +9,7 @@ import { fieldKey, fieldsHint, namedFields } from "./field-names.js";
 /**
  * JSONL: one JSON object per line; a line that is not one is a bad row with its number and text. Field names match
  * the declared columns (or the names `source.fields` gives) case-insensitively, as CSV headers do (`Title` is column
- * title); two fields of one object
- * whose names differ only in case are a bad row naming both.
+ * title); two fields of one object whose names differ only in case are a bad row naming both.
  */
 export async function readJsonl(connection: DuckDBConnection, request: LandRequest, lines: string): Promise<SourceRows> {
   await loadLines(connection, request, lines);

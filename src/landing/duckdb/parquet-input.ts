@@ -5,7 +5,10 @@ import type { LandRequest } from "../landing.js";
 import { fileList, sqlFileList, sqlList, type SourceRows } from "./landing-sql.js";
 import { fieldKey, fieldsHint, namedFields } from "./field-names.js";
 
-/** Parquet: the declared columns by name (or by the name `source.fields` gives; case-insensitively), with their types in the file, and each row's number in its file. */
+/**
+ * Parquet: the declared columns by name (or by the name `source.fields` gives; case-insensitively), with their types in
+ * the file, and each row's number in its file.
+ */
 export async function readParquet(connection: DuckDBConnection, request: LandRequest): Promise<SourceRows> {
   // The files to read (each path that one file), and their paths as values, to number the file a row came from.
   const [read, files] = [sqlFileList(request.files), sqlList(request.files)];
