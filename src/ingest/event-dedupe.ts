@@ -35,7 +35,16 @@ function eventId(line: Buffer, field: string): string | undefined {
     return undefined;
   }
   if (value === null || typeof value !== "object" || Array.isArray(value)) return undefined;
-  const given = memberTexts(text, field.toLowerCase());
+  const name = field.toLowerCase();
+  const keys = Object.keys(value).filter((key) => key.toLowerCase() === name);
+  if (keys.length !== 1) return undefined;
+  const id = (value as Record<string, unknown>)[keys[0] as string];
+  if (typeof id !== "string" && typeof id !== "number") return undefined;
+  // The usual event: a string id under a name its text spells once (JSON.parse keeps the last of a name given twice).
+  const spelled = JSON.stringify(keys[0]);
+  if (typeof id === "string" && text.indexOf(spelled) >= 0 && text.indexOf(spelled) === text.lastIndexOf(spelled)) return id;
+  // A number's own digits, and a name given twice (or spelled with escapes), from the text.
+  const given = memberTexts(text, name);
   if (given.length !== 1) return undefined;
   const token = given[0] as string;
   if (token.startsWith('"')) return JSON.parse(token) as string;
@@ -51,7 +60,9 @@ function memberTexts(text: string, name: string): string[] {
   let at = skipSpace(text, text.indexOf("{") + 1);
   while (text[at] === '"') {
     const keyEnd = stringEnd(text, at);
-    const key = JSON.parse(text.slice(at, keyEnd)) as string;
+    // A name without escapes is its text between the quotes (most are): JSON.parse only for the others.
+    const quoted = text.slice(at + 1, keyEnd - 1);
+    const key = quoted.includes("\\") ? (JSON.parse(text.slice(at, keyEnd)) as string) : quoted;
     const start = skipSpace(text, skipSpace(text, keyEnd) + 1);
     const end = valueEnd(text, start);
     if (key.toLowerCase() === name) found.push(text.slice(start, end));
