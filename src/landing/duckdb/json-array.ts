@@ -74,7 +74,7 @@ export async function insertArrayElements(connection: DuckDBConnection, table: s
   try {
     await connection.run(
       `INSERT INTO ${table} SELECT *${computed} FROM (SELECT ${index + 1}::INTEGER AS __file, row_number() OVER () AS __line, json::VARCHAR AS __raw ` +
-        `FROM read_json_objects(${quoteFilePath(file)}, format = 'array', maximum_object_size = 268435456))`,
+        `FROM read_json_objects(${quoteFilePath(file)}, format = 'array'))`,
     );
   } catch (error) {
     if (outOfMemory(error)) throw error;
