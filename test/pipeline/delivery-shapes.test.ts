@@ -225,6 +225,16 @@ describe("JSON array files", () => {
     expect(lines.report!.totals).toMatchObject({ built: 0, skipped: 3 });
   });
 
+  it("lands within a small LAKESWAP_MEMORY_LIMIT, as JSON Lines do", async () => {
+    const ws = workspace();
+    ws.configure("jsonl");
+    const config = path.join(ws.dir, "lakeswap.yaml");
+    const file = write(ws.dir, "small-memory.json", JSON.stringify(objects(ROWS), null, 2));
+    const result = await runMain(["sync", "-c", config, "--input", file, "--json"], { LAKESWAP_MEMORY_LIMIT: "64MB" });
+    expect(result.code, result.stderr).toBe(0);
+    expect(await ws.query(SELECT_ROWS)).toEqual(expected(ROWS));
+  });
+
   it("a bad element is a bad row numbered by its place in the array, with its text; the others land", async () => {
     const ws = workspace();
     ws.configure("jsonl", '{order_id: "Order ID", amount: "Amount ($)"}');
