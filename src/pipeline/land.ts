@@ -129,15 +129,27 @@ function badRows(dataset: DatasetConfig, delivery: LandedDelivery): InvalidInput
   const text = first?.raw ? first.raw.replaceAll("\r", "\\r").replaceAll("\n", "\\n") : "";
   const shown = text.length > 120 ? `${text.slice(0, 117)}...` : text;
   const fix = fetchedDay !== undefined ? "Declare the columns as the API sends them" : "Fix the file";
-  // A date or time written otherwise than ISO 8601 (Jan 1 2000, 01/02/2026 10:00) is read with a format of its own.
-  const column = /^column (\w+): '.*' is not a (date \(YYYY-MM-DD\)|timestamp)/.exec(first?.reason ?? "")?.[1];
-  const formatHint = column
-    ? ` If the files write ${column} in another format, declare it VARCHAR and read it with strptime(${column}, '<format>') (e.g. '%b %d %Y' for Jan 1 2000) in the partition expression and the layers.`
-    : "";
+  const formatHint = readingHint(first?.reason ?? "");
   return new InvalidInputError(
     `${where}: ${first?.reason ?? "bad row"}${shown ? ` (${parquet ? "row" : "line"}: ${shown})` : ""}; ${delivery.rowsRejected} bad row(s) in all, nothing was loaded. ` +
       `${fix}, or set dead_letter: <table> under datasets.${dataset.name} to load the rest and keep the bad rows there.${formatHint}`,
   );
+}
+
+/**
+ * How to read a value written in a local format, for the reason of a bad row: a date or time otherwise than ISO 8601
+ * (Jan 1 2000, 01/02/2026 10:00) with strptime, a number with a decimal comma (1,50) with replace. Empty for others.
+ */
+function readingHint(reason: string): string {
+  const date = /^column (\w+): '.*' is not a (date \(YYYY-MM-DD\)|timestamp)/.exec(reason)?.[1];
+  if (date) {
+    return ` If the files write ${date} in another format, declare it VARCHAR and read it with strptime(${date}, '<format>') (e.g. '%b %d %Y' for Jan 1 2000) in the partition expression and the layers.`;
+  }
+  const comma = /^column (\w+): '-?[\d.' ]*,\d+' is not a number/.exec(reason)?.[1];
+  if (comma) {
+    return ` If the files write ${comma} with a decimal comma, declare it VARCHAR and read it with CAST(replace(replace(${comma}, '.', ''), ',', '.') AS DECIMAL(p,s)) in the layers.`;
+  }
+  return "";
 }
 
 /** Upsert: the delivery merged into the table's current runs by key (../landing/landing.ts, `MergeRequest`). */

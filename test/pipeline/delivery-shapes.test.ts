@@ -317,7 +317,7 @@ describe("compressed deliveries", () => {
   });
 });
 
-describe("dates written otherwise than ISO 8601", () => {
+describe("dates and numbers written in a local format", () => {
   it("stop the load with the way to read them: VARCHAR and strptime", async () => {
     const ws = workspace();
     ws.configure("csv");
@@ -327,6 +327,17 @@ describe("dates written otherwise than ISO 8601", () => {
     expect(result.code).toBe(2);
     expect(result.stderr).toContain("column order_date: 'Nov 1 2026' is not a date (YYYY-MM-DD)");
     expect(result.stderr).toContain("If the files write order_date in another format, declare it VARCHAR and read it with strptime(order_date, '<format>')");
+  });
+
+  it("a decimal comma stops the load with the way to read it", async () => {
+    const ws = workspace();
+    ws.configure("csv");
+    const config = path.join(ws.dir, "lakeswap.yaml");
+    writeFileSync(config, readFileSync(config, "utf8").replace("    dead_letter: orders_rejected\n", ""));
+    const result = await ws.sync(ws.csv([{ id: 1, day: "2026-11-01", amount: "1.234,50", note: "a" }], DECLARED));
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain("column amount: '1.234,50' is not a number");
+    expect(result.stderr).toContain("If the files write amount with a decimal comma, declare it VARCHAR and read it with CAST(replace(replace(amount, '.', ''), ',', '.') AS DECIMAL(p,s))");
   });
 });
 
