@@ -46,7 +46,11 @@ type Batch = readonly number[];
 
 const batchText = (batch: Batch) => `<${batch.map((i) => (i < GOOD.length ? `g${i}` : `b${i - GOOD.length}`)).join(",")}>`;
 
-/** An event's id as ev2's `dedupe: {field: id}` reads it: `id` of a JSON object, a string or a number, as text. */
+/**
+ * An event's id as ev2's `dedupe: {field: id}` reads it, as the landing reads the column: the field named `id` in any
+ * case (none where two names are), a string's value or a number's own digits (the pool's objects are flat, so a
+ * number is found by its name in the line).
+ */
 function dedupeId(line: string): string | undefined {
   let value: unknown;
   try {
@@ -54,8 +58,12 @@ function dedupeId(line: string): string | undefined {
   } catch {
     return undefined;
   }
-  const id = value !== null && typeof value === "object" && !Array.isArray(value) ? (value as Record<string, unknown>).id : undefined;
-  return typeof id === "string" || typeof id === "number" ? String(id) : undefined;
+  if (value === null || typeof value !== "object" || Array.isArray(value)) return undefined;
+  const names = Object.keys(value).filter((name) => name.toLowerCase() === "id");
+  if (names.length !== 1) return undefined;
+  const id = (value as Record<string, unknown>)[names[0]!];
+  if (typeof id === "string") return id;
+  return typeof id === "number" ? new RegExp(`"${names[0]}"\\s*:\\s*(-?[0-9][0-9.eE+-]*)`).exec(line)?.[1] : undefined;
 }
 
 /**
