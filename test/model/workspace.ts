@@ -66,6 +66,12 @@ const INGEST_YAML = `pipelines:
     wal: {dir: ./wal}
 `;
 
+/** JSON objects as JSON Lines, or as one JSON array, an element a line. */
+function jsonRows(objects: readonly string[], array: boolean): string {
+  if (!array) return objects.map((o) => `${o}\n`).join("");
+  return `[\n${objects.map((o) => `  ${o}`).join(",\n")}\n]\n`;
+}
+
 /** How deliveries are written: CSV, or JSONL (whose field names match the columns in any case, as CSV headers do). */
 export type DeliveryFormat = "csv" | "jsonl";
 
@@ -128,15 +134,16 @@ export class Workspace {
 
   /**
    * Writes a delivery of these rows, in this order, and returns its path; with `upperCase` its header (CSV) or field
-   * names (JSONL) are upper case (`K`, `D`, `V`, `CAT`): the columns are matched in any case.
+   * names (JSONL) are upper case (`K`, `D`, `V`, `CAT`): the columns are matched in any case. With `array`, a JSONL
+   * delivery is one pretty-printed JSON array of the same objects: the same content.
    */
-  delivery(rows: readonly RawRow[], upperCase = false): string {
+  delivery(rows: readonly RawRow[], upperCase = false, array = false): string {
     const file = path.join(this.dir, "deliveries", `d${String(this.deliveries++).padStart(3, "0")}.${this.format}`);
     const [k, d, v, cat, del] = ["k", "d", "v", "cat", "del"].map((name) => (upperCase ? name.toUpperCase() : name));
     const upsert = this.write === "upsert";
     const text = this.format === "csv"
       ? `${k},${d},${v},${cat}${upsert ? `,${del}` : ""}\n${rows.map((r) => `${r.k},${r.d},${r.v},${r.cat}${upsert ? `,${r.del === true}` : ""}`).join("\n")}\n`
-      : rows.map((r) => `${JSON.stringify({ [k!]: r.k, [d!]: r.d, [v!]: r.v, [cat!]: r.cat, ...(upsert ? { [del!]: r.del === true } : {}) })}\n`).join("");
+      : jsonRows(rows.map((r) => JSON.stringify({ [k!]: r.k, [d!]: r.d, [v!]: r.v, [cat!]: r.cat, ...(upsert ? { [del!]: r.del === true } : {}) })), array);
     writeFileSync(file, text);
     return file;
   }
