@@ -14,7 +14,8 @@ export interface AwsWorkspaceTarget {
 }
 
 /** The pipeline's config; with `sink`, the stage layer is also sent to that PostgreSQL table (partition_replace). */
-function pipelineYaml(sink?: PostgresTarget, format: DeliveryFormat = "csv", write: WriteMode = "partition_replace", iceberg = false): string {
+function pipelineYaml(sink?: PostgresTarget, format: DeliveryFormat = "csv", write: WriteMode = "partition_replace", iceberg = false, mapped = false): string {
+  const fields = mapped ? `      fields: {${DELIVERY_NAMES.slice(0, write === "upsert" ? 5 : 4).map((name, i) => `${COLUMN_NAMES[i]}: "${name}"`).join(", ")}}\n` : "";
   const publish = iceberg ? "    iceberg: true\n" : "";
   const publishLayer = iceberg ? "        iceberg: true\n" : "";
   const upsert = write === "upsert" ? "    write: upsert\n    primary_key: [k]\n    delete_flag: del\n" : "";
@@ -27,7 +28,7 @@ datasets:
     source:
       format: ${format}
       path: deliveries/*.${format}
-${upsert}${publish}${rawSinks}    columns:
+${fields}${upsert}${publish}${rawSinks}    columns:
       k: {type: BIGINT, nullable: false}
       d: {type: DATE, nullable: false}
       v: BIGINT
@@ -65,6 +66,13 @@ const INGEST_YAML = `pipelines:
         dedupe: {field: id}
     wal: {dir: ./wal}
 `;
+
+/** The raw columns, and the names a mapped workspace's deliveries give them (`source.fields`). */
+const COLUMN_NAMES = ["k", "d", "v", "cat", "del"];
+const DELIVERY_NAMES = ["Item Key", "Day Date", "Value ($)", "Category", "Deleted?"];
+
+/** How many workspaces were made: every third reads its deliveries through source.fields. */
+let workspacesMade = 0;
 
 /** JSON objects as JSON Lines, or as one JSON array, an element a line. */
 function jsonRows(objects: readonly string[], array: boolean): string {
@@ -112,6 +120,8 @@ export class Workspace {
   readonly lakeDir: string;
   private readonly removeDir: () => void;
   private deliveries = 0;
+  /** Its deliveries name the columns otherwise (`Item Key`, `Value ($)`, ...), read through `source.fields`. */
+  readonly mapped: boolean;
 
   constructor(
     readonly aws?: AwsWorkspaceTarget,
@@ -128,7 +138,8 @@ export class Workspace {
     this.lakeDir = path.join(dir, "lake");
     mkdirSync(path.join(dir, "sql"));
     mkdirSync(path.join(dir, "deliveries"));
-    writeFileSync(this.configFile, pipelineYaml(sink, format, write, iceberg));
+    this.mapped = workspacesMade++ % 3 === 2;
+    writeFileSync(this.configFile, pipelineYaml(sink, format, write, iceberg, this.mapped));
     writeFileSync(path.join(dir, "sql", "stage.sql"), STAGE_SQL);
   }
 
@@ -139,7 +150,7 @@ export class Workspace {
    */
   delivery(rows: readonly RawRow[], upperCase = false, array = false): string {
     const file = path.join(this.dir, "deliveries", `d${String(this.deliveries++).padStart(3, "0")}.${this.format}`);
-    const [k, d, v, cat, del] = ["k", "d", "v", "cat", "del"].map((name) => (upperCase ? name.toUpperCase() : name));
+    const [k, d, v, cat, del] = (this.mapped ? DELIVERY_NAMES : COLUMN_NAMES).map((name) => (upperCase ? name.toUpperCase() : name));
     const upsert = this.write === "upsert";
     const text = this.format === "csv"
       ? `${k},${d},${v},${cat}${upsert ? `,${del}` : ""}\n${rows.map((r) => `${r.k},${r.d},${r.v},${r.cat}${upsert ? `,${r.del === true}` : ""}`).join("\n")}\n`
