@@ -318,26 +318,18 @@ describe("compressed deliveries", () => {
 });
 
 describe("dates and numbers written in a local format", () => {
-  it("stop the load with the way to read them: VARCHAR and strptime", async () => {
+  it.each([
+    ["a date", { day: "Nov 1 2026", amount: "1.00" }, "column order_date: 'Nov 1 2026' is not a date (YYYY-MM-DD)", "If the files write order_date in another format, declare it VARCHAR and read it with strptime(order_date, '<format>')"],
+    ["a decimal comma", { day: "2026-11-01", amount: "1.234,50" }, "column amount: '1.234,50' is not a number", "If the files write amount with a decimal comma, declare it VARCHAR and read it with CAST(replace(replace(amount, '.', ''), ',', '.') AS DECIMAL(p,s))"],
+  ])("%s stops the load with the way to read it", async (_name, values, reason, hint) => {
     const ws = workspace();
     ws.configure("csv");
     const config = path.join(ws.dir, "lakeswap.yaml");
     writeFileSync(config, readFileSync(config, "utf8").replace("    dead_letter: orders_rejected\n", ""));
-    const result = await ws.sync(ws.csv([{ id: 1, day: "Nov 1 2026", amount: "1.00", note: "a" }], DECLARED));
+    const result = await ws.sync(ws.csv([{ id: 1, note: "a", ...values }], DECLARED));
     expect(result.code).toBe(2);
-    expect(result.stderr).toContain("column order_date: 'Nov 1 2026' is not a date (YYYY-MM-DD)");
-    expect(result.stderr).toContain("If the files write order_date in another format, declare it VARCHAR and read it with strptime(order_date, '<format>')");
-  });
-
-  it("a decimal comma stops the load with the way to read it", async () => {
-    const ws = workspace();
-    ws.configure("csv");
-    const config = path.join(ws.dir, "lakeswap.yaml");
-    writeFileSync(config, readFileSync(config, "utf8").replace("    dead_letter: orders_rejected\n", ""));
-    const result = await ws.sync(ws.csv([{ id: 1, day: "2026-11-01", amount: "1.234,50", note: "a" }], DECLARED));
-    expect(result.code).toBe(2);
-    expect(result.stderr).toContain("column amount: '1.234,50' is not a number");
-    expect(result.stderr).toContain("If the files write amount with a decimal comma, declare it VARCHAR and read it with CAST(replace(replace(amount, '.', ''), ',', '.') AS DECIMAL(p,s))");
+    expect(result.stderr).toContain(reason);
+    expect(result.stderr).toContain(hint);
   });
 });
 
