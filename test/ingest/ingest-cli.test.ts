@@ -6,16 +6,9 @@ import { openAwsLake } from "../../src/open/open-lake.js";
 import { awsCliEnv, sharedAwsServices, tempDir } from "../support/lake-fixture.js";
 import { runMain } from "../support/main-cli.js";
 import { freePort, spawnScript, until } from "../support/crash-kit.js";
+import { PAGEVIEWS_YAML } from "../support/ingest-pipeline.js";
 
-const CONFIG = `
-pipelines:
-  events:
-    namespaces:
-      pageviews:
-        columns: {event_id: {type: VARCHAR, nullable: false}, ts: {type: TIMESTAMPTZ, nullable: false}}
-        time: {field: ts}
-    wal: {dir: ./wal}
-`;
+const CONFIG = PAGEVIEWS_YAML;
 
 describe("lakeswap ingest with AWS named by the environment alone", () => {
   let services: Awaited<ReturnType<typeof sharedAwsServices>>;

@@ -7,6 +7,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { awsBackend, runCli, tempDir } from "../support/lake-fixture.js";
+import { PAGEVIEWS_YAML } from "../support/ingest-pipeline.js";
 
 const folder = tempDir("lakeswap-time-zone-");
 afterAll(() => folder.cleanup());
@@ -111,21 +112,12 @@ describe("on AWS, where Athena builds the layers, the audits and inputs.map that
   });
 });
 
-const INGEST_CONFIG = `pipelines:
-  events:
-    namespaces:
-      pageviews:
-        columns: {event_id: {type: VARCHAR, nullable: false}, ts: {type: TIMESTAMPTZ, nullable: false}}
-        time: {field: ts}
-    wal: {dir: ./wal}
-`;
-
 describe("ingested events are bucketed by their UTC time, whatever the machine's zone or locale", () => {
   // Under a Thai locale the collector put p_year '-2568' on every event, and dead-lettered them all as unsafe values.
   it.each(MACHINES)("%o: p_year/p_month/p_day and the stored instant are those of UTC", async (machine) => {
     const dir = path.join(folder.dir, `ingest-${Object.values(machine)[0]!.replace(/[^A-Za-z0-9]/g, "-")}`);
     mkdirSync(dir, { recursive: true });
-    writeFileSync(path.join(dir, "lakeswap.yaml"), INGEST_CONFIG);
+    writeFileSync(path.join(dir, "lakeswap.yaml"), PAGEVIEWS_YAML);
     writeFileSync(path.join(dir, "events.ndjson"), '{"event_id":"a1","ts":"2026-12-31T23:30:00Z"}\n{"event_id":"a2","ts":"2027-01-01 00:15:00"}\n');
     const lake = path.join(dir, "lake");
     const ingested = await runCli(["ingest", "events", "events.ndjson", "--lake", lake, "--json"], machine, { cwd: dir });

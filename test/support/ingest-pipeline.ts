@@ -30,3 +30,13 @@ export function ingestPipeline(
     wal: { dir: walDir, segmentMaxBytes: 64 * 1024 * 1024, segmentMaxAgeMs: 60_000, maxBytes: 1024 * 1024 * 1024, ...options.wal },
   };
 }
+
+/** `lakeswap.yaml` of one event pipeline, `events`, with one namespace, `pageviews` (event_id, ts), its log in ./wal. */
+export const PAGEVIEWS_YAML = `pipelines:
+  events:
+    namespaces:
+      pageviews:
+        columns: {event_id: {type: VARCHAR, nullable: false}, ts: {type: TIMESTAMPTZ, nullable: false}}
+        time: {field: ts}
+    wal: {dir: ./wal}
+`;
