@@ -288,24 +288,6 @@ describe("JSON array files", () => {
 });
 
 describe("compressed deliveries", () => {
-  it.each([
-    ["csv", "orders.csv.gz"],
-    ["csv with header: false", "orders.csv.gz"],
-    ["jsonl", "orders.jsonl.gz"],
-    ["parquet", "orders.parquet.gz"],
-  ])("a gzip-compressed %s file is refused, naming it and the command that decompresses it", async (format, name) => {
-    const { gzipSync } = await import("node:zlib");
-    const ws = workspace();
-    const plain = format.startsWith("csv") ? "order_id,order_date,amount,note\n1,2026-11-01,1.00,a\n" : format === "jsonl" ? `${JSON.stringify({ order_id: 1 })}\n` : "PAR1";
-    const file = path.join(ws.dir, name);
-    writeFileSync(file, gzipSync(Buffer.from(plain)));
-    ws.configure(format.split(" ")[0]!);
-    if (format.includes("header: false")) writeFileSync(path.join(ws.dir, "lakeswap.yaml"), readFileSync(path.join(ws.dir, "lakeswap.yaml"), "utf8").replace("path: none", "path: none\n      header: false"));
-    const result = await ws.sync(file);
-    expect(result.code).toBe(2);
-    expect(result.stderr).toContain(`${file} is gzip-compressed: lakeswap reads ${format.split(" ")[0]} files as they are, not compressed whole; decompress it first (e.g. gunzip -k '${file}')`);
-  });
-
   it("a zip archive is named as one", async () => {
     const ws = workspace();
     const file = path.join(ws.dir, "orders.zip");

@@ -3,7 +3,6 @@ import { InvalidInputError } from "../../model/errors.js";
 
 /** Compressed formats by their first bytes, and the command that decompresses each. */
 const COMPRESSED: readonly { readonly kind: string; readonly magic: readonly number[]; readonly command: string }[] = [
-  { kind: "gzip", magic: [0x1f, 0x8b], command: "gunzip -k" },
   { kind: "zstd", magic: [0x28, 0xb5, 0x2f, 0xfd], command: "zstd -d" },
   { kind: "bzip2", magic: [0x42, 0x5a, 0x68], command: "bunzip2 -k" },
   { kind: "xz", magic: [0xfd, 0x37, 0x7a, 0x58, 0x5a, 0x00], command: "unxz -k" },
@@ -11,8 +10,8 @@ const COMPRESSED: readonly { readonly kind: string; readonly magic: readonly num
 ];
 
 /**
- * The error for a delivery file that is compressed (gzip, zstd, bzip2, xz or zip, by its first bytes), which lakeswap
- * reads as it is: named with the command that decompresses it. Undefined for any other file. Asked only once a file
+ * The error for a delivery file that is compressed in a format lakeswap does not decompress (zstd, bzip2, xz or zip, by
+ * its first bytes; gzip is decompressed: ./gunzipped-files.ts): named with the command that decompresses it. Undefined for any other file. Asked only once a file
  * failed to read (its text is not UTF-8, its header lacks the columns, DuckDB refused it), so a delivery that reads
  * costs no more.
  */

@@ -15,6 +15,7 @@ import { buildRun } from "../../engine/duckdb-run.js";
 import { assertOneExpression, assertOneSelect, serializedParseTree } from "../../engine/sql-guard.js";
 import { deliveryFiles } from "../delivery-files.js";
 import { compactRun } from "./compact-run.js";
+import { isGzipFile, type GunzippedDelivery } from "./gunzipped-files.js";
 import type {
   AuditRunsRequest, CompactRunRequest, IdentifiedDelivery, IdentifiedFiles, LandRequest, LandedDelivery, LandedFile, LandedRunsRequest, Landing, MergeRequest, PartitionMapRequest, Signing, StagedCompaction,
 } from "../landing.js";
@@ -57,6 +58,8 @@ export class DuckDbLanding implements Landing {
   private readonly merges = new Map<string, { readonly relations: MergeRelations; release(): Promise<void> }>();
   /** CSV deliveries scanned while they were identified (`scanAhead`), by what the scan reads, with their files' states before it. */
   private readonly scans = new Map<string, { readonly states: readonly string[]; readonly scan: Promise<StreamedCsv | undefined> }>();
+  /** The decompressed files of landed deliveries that came gzip-compressed (by relation), removed as they are released. */
+  private readonly gunzipped = new Map<string, GunzippedDelivery>();
   /** The data audits of staged runs, made on first use. */
   private auditor: RunAuditor | undefined;
 
@@ -82,6 +85,8 @@ export class DuckDbLanding implements Landing {
 
   /** Scans a CSV delivery as landing it begins with (./csv-stream.ts), for `land` to take; its files' states first. */
   private async scanAhead(request: LandRequest): Promise<void> {
+    // A compressed delivery is scanned once it is decompressed, as it is landed.
+    if (request.files.some(isGzipFile)) return;
     const states = await fileStateTexts(request.files);
     const scan = streamedCsv(request);
     // Its failure is landing's to report, if the delivery is landed at all (a known one is not).
@@ -114,7 +119,7 @@ export class DuckDbLanding implements Landing {
       writeStage(writer, this.files, table, relation, "all", await this.duckdb.memoryLimitBytes());
     return this.duckdb.withConnection(async (connection) => {
       try {
-        const { delivery, read } = await landAndSign(connection, { ...request, partition, files }, tables, {
+        const { delivery, read, gunzipped } = await landAndSign(connection, { ...request, partition, files }, tables, {
           ids: this.ids,
           signing: () => this.duckdb.signing(),
           writeAhead: (table) => this.duckdb.withConnection((writer) => stageAll(writer, table, tables.landed)),
@@ -123,6 +128,7 @@ export class DuckDbLanding implements Landing {
           scanned: (landed, read) => this.takeScan(landed, read),
         });
         this.landedFiles.set(tables.landed, read);
+        if (gunzipped) this.gunzipped.set(tables.landed, gunzipped);
         return delivery;
       } catch (error) {
         await this.dropWrittenAhead(tables.landed);
@@ -170,6 +176,10 @@ export class DuckDbLanding implements Landing {
     this.landedFiles.delete(delivery.relation);
     await this.dropWrittenAhead(delivery.relation);
     await this.duckdb.withConnection((connection) => dropLanding(connection, { landed: delivery.relation, rejected: delivery.rejectedRelation }));
+    // The decompressed files go once nothing reads them (a landed CSV may be a view over them).
+    const gunzipped = this.gunzipped.get(delivery.relation);
+    this.gunzipped.delete(delivery.relation);
+    await gunzipped?.remove();
   }
 
   async writeLandedRuns(request: LandedRunsRequest): Promise<BuildResult[]> {
@@ -302,7 +312,8 @@ export class DuckDbLanding implements Landing {
     if (memoryCatalog === undefined) return "";
     if (format === "parquet") return `${memoryCatalog}.`;
     const limit = await this.duckdb.memoryLimitBytes();
-    const sizes = await Promise.all(files.map(async (file) => (await fs.stat(file).catch(() => undefined))?.size ?? Infinity));
+    // A compressed file's size says little of its rows: it is landed where DuckDB may spill.
+    const sizes = await Promise.all(files.map(async (file) => (isGzipFile(file) ? Infinity : ((await fs.stat(file).catch(() => undefined))?.size ?? Infinity))));
     return sizes.reduce((sum, size) => sum + size, 0) <= limit / 4 ? `${memoryCatalog}.` : "";
   }
 }

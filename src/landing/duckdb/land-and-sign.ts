@@ -1,7 +1,7 @@
 import type { DuckDBConnection, DuckDBResultReader } from "@duckdb/node-api";
 import { partitionOfValues } from "../../model/partition.js";
 import { signatureColumnOrder } from "../../model/signature.js";
-import { quoteIdentifier } from "../../model/sql.js";
+import { quoteIdentifier, quoteLiteral } from "../../model/sql.js";
 import type { TableDefinition } from "../../model/table.js";
 import { faultPoint } from "../../shared/faults.js";
 import type { LandRequest, LandedDelivery, LandedPartition, RejectedRow, Signing } from "../landing.js";
@@ -11,6 +11,7 @@ import type { LandingTables } from "./landing-relations.js";
 import { signatureColumnNames, signatureOfRow, signatureQuery, type SignatureColumn } from "./signature-sql.js";
 import { tableShape, type Stage } from "./stage.js";
 import type { StreamedCsv } from "./csv-stream.js";
+import { gunzipDelivery, type GunzippedDelivery } from "./gunzipped-files.js";
 
 /** A stage written while a delivery was landed, and the table shape it was written for (`tableShape`). */
 export interface WrittenAhead {
@@ -42,10 +43,36 @@ export async function landAndSign(
   request: LandRequest,
   tables: LandingTables,
   hooks: LandHooks,
-): Promise<{ readonly delivery: LandedDelivery; readonly read: ReadFiles }> {
+): Promise<{ readonly delivery: LandedDelivery; readonly read: ReadFiles; readonly gunzipped?: GunzippedDelivery }> {
   const files = request.files;
   const id = request.id ?? (await hooks.ids.idOf(files)).id;
-  const read = { files, states: await fileStateTexts(files) };
+  const delivered = { files, states: await fileStateTexts(files) };
+  // Compressed files are read decompressed (./gunzipped-files.ts); what a user is shown names the files delivered.
+  const gunzipped = await gunzipDelivery(files);
+  if (!gunzipped) return { ...(await landRead(connection, request, tables, hooks, id, delivered)), read: delivered };
+  try {
+    const read = { files: gunzipped.files, states: await fileStateTexts(gunzipped.files) };
+    const landed = await landRead(connection, { ...request, files: gunzipped.files }, tables, hooks, id, read, gunzipped);
+    await assertStillAsRead(delivered, "while it was landed");
+    return { delivery: { ...landed.delivery, files }, read, gunzipped };
+  } catch (error) {
+    await gunzipped.remove();
+    if (error instanceof Error) error.message = gunzipped.originalNames(error.message);
+    throw error;
+  }
+}
+
+/** Lands and signs the files `read` names, as they were read (`read.states`); `gunzipped` names the rejected rows' files as delivered. */
+async function landRead(
+  connection: DuckDBConnection,
+  request: LandRequest,
+  tables: LandingTables,
+  hooks: LandHooks,
+  id: string,
+  read: ReadFiles,
+  gunzipped?: GunzippedDelivery,
+): Promise<{ readonly delivery: LandedDelivery }> {
+  const files = request.files;
   const signing = await hooks.signing();
   const keys = request.partition.map((p) => p.key);
   const signed = signatureColumnOrder(request.columns.filter((c) => request.signatureColumns.includes(c.name)));
@@ -62,6 +89,7 @@ export async function landAndSign(
     : await signBesideWriteAhead(connection, request, tables.landed, signing, writeAhead, hooks);
   // The good rows are the partitions' rows (no second pass over a delivery read in place); the bad ones are few.
   const loaded = partitions.reduce((sum, p) => sum + p.rows, 0);
+  if (gunzipped && rejected > 0) await nameDeliveredFiles(connection, tables.rejected, gunzipped);
   const firstRejects = rejected > 0 ? await firstRejectsOf(connection, tables.rejected) : [];
   await assertStillAsRead(read, "while it was landed");
   const delivery = {
@@ -76,7 +104,13 @@ export async function landAndSign(
     partitions,
     signing,
   };
-  return { delivery, read };
+  return { delivery };
+}
+
+/** The rejected rows' files named as delivered, not as decompressed. */
+async function nameDeliveredFiles(connection: DuckDBConnection, rejected: string, gunzipped: GunzippedDelivery): Promise<void> {
+  const cases = gunzipped.renamed.map(([read, delivered]) => `WHEN ${quoteLiteral(read)} THEN ${quoteLiteral(delivered)}`).join(" ");
+  await connection.run(`UPDATE ${rejected} SET file = CASE file ${cases} ELSE file END`);
 }
 
 /**
