@@ -116,6 +116,8 @@ export interface Delivery {
   readonly upperCase?: boolean;
   /** A JSONL delivery written as one JSON array of the objects (the same rows, the same content). */
   readonly array?: boolean;
+  /** The file gzip-compressed (`.gz`): the same rows, the same content. */
+  readonly gzip?: boolean;
   /** `sync --allow-empty`: stage builds of 0 rows are accepted (a day whose rows are all category 'b'). */
   readonly allowEmpty?: boolean;
   /** Its first day also holds a row whose v is over the raw audit's max (./model.ts AUDIT_MAX_V): that day fails. */
@@ -134,7 +136,7 @@ export function deliveryRows(delivery: Delivery, mode: WriteMode): RawRow[] {
 }
 
 const deliveryText = (delivery: Delivery, mode: WriteMode = "partition_replace"): string =>
-  `<${delivery.days.map(([day, variant]) => `${day.slice(-2)}:v${mode === "upsert" ? variant : variant % VARIANTS}`).join(",") || "empty"} order#${delivery.order}${delivery.upperCase ? " UPPER" : ""}${delivery.array ? " ARRAY" : ""}${delivery.bad ? " BAD" : ""}>${delivery.allowEmpty ? " --allow-empty" : ""}`;
+  `<${delivery.days.map(([day, variant]) => `${day.slice(-2)}:v${mode === "upsert" ? variant : variant % VARIANTS}`).join(",") || "empty"} order#${delivery.order}${delivery.upperCase ? " UPPER" : ""}${delivery.array ? " ARRAY" : ""}${delivery.gzip ? " GZ" : ""}${delivery.bad ? " BAD" : ""}>${delivery.allowEmpty ? " --allow-empty" : ""}`;
 
 const syncActions = (json: unknown): Map<string, string> =>
   new Map(((json as { partitions: { table: string; partition: string; action: string; reason: string }[] }).partitions ?? []).map((p) => [`${p.table}/${p.partition}`, `${p.action}: ${p.reason}`]));
@@ -175,7 +177,7 @@ export class SyncCommand extends PlannedCommand {
     this.mode = model.mode;
     this.format = real.ws.format;
     const rows = deliveryRows(this.delivery, model.mode);
-    const file = real.ws.delivery(rows, this.delivery.upperCase, this.delivery.array);
+    const file = real.ws.delivery(rows, this.delivery.upperCase, this.delivery.array, this.delivery.gzip);
     const allowEmpty = this.delivery.allowEmpty === true;
     const hold = this.delivery.hold === true;
     const expected = model.sync(rows, { allowEmpty, hold });
@@ -338,6 +340,7 @@ export const deliveryArbitrary: fc.Arbitrary<Delivery> = fc.record({
   order: fc.nat({ max: 99 }),
   upperCase: fc.boolean(),
   array: fc.boolean(),
+  gzip: fc.oneof({ arbitrary: fc.constant(false), weight: 3 }, { arbitrary: fc.constant(true), weight: 1 }),
   allowEmpty: fc.oneof({ arbitrary: fc.constant(false), weight: 3 }, { arbitrary: fc.constant(true), weight: 1 }),
   bad: fc.oneof({ arbitrary: fc.constant(false), weight: 4 }, { arbitrary: fc.constant(true), weight: 1 }),
 });

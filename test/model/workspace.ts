@@ -2,6 +2,7 @@
 // through the CLI: in-process `main(argv)` for ordinary steps, a child process where a step is killed or runs beside another.
 import { mkdirSync, promises as fs, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
+import { gzipSync } from "node:zlib";
 import { main } from "../../src/cli/main.js";
 import { runCli, spawnCli, tempDir, type CliResult } from "../support/lake-fixture.js";
 import { awsSyncRecords, embeddedSyncRecords, readAwsText, viewAwsLake, viewEmbeddedLake, type AwsLakeLocation, type LakeView } from "./lake-view.js";
@@ -146,16 +147,17 @@ export class Workspace {
   /**
    * Writes a delivery of these rows, in this order, and returns its path; with `upperCase` its header (CSV) or field
    * names (JSONL) are upper case (`K`, `D`, `V`, `CAT`): the columns are matched in any case. With `array`, a JSONL
-   * delivery is one pretty-printed JSON array of the same objects: the same content.
+   * delivery is one pretty-printed JSON array of the same objects: the same content; so is, with `gzip`, the file
+   * gzip-compressed.
    */
-  delivery(rows: readonly RawRow[], upperCase = false, array = false): string {
-    const file = path.join(this.dir, "deliveries", `d${String(this.deliveries++).padStart(3, "0")}.${this.format}`);
+  delivery(rows: readonly RawRow[], upperCase = false, array = false, gzip = false): string {
+    const file = path.join(this.dir, "deliveries", `d${String(this.deliveries++).padStart(3, "0")}.${this.format}${gzip ? ".gz" : ""}`);
     const [k, d, v, cat, del] = (this.mapped ? DELIVERY_NAMES : COLUMN_NAMES).map((name) => (upperCase ? name.toUpperCase() : name));
     const upsert = this.write === "upsert";
     const text = this.format === "csv"
       ? `${k},${d},${v},${cat}${upsert ? `,${del}` : ""}\n${rows.map((r) => `${r.k},${r.d},${r.v},${r.cat}${upsert ? `,${r.del === true}` : ""}`).join("\n")}\n`
       : jsonRows(rows.map((r) => JSON.stringify({ [k!]: r.k, [d!]: r.d, [v!]: r.v, [cat!]: r.cat, ...(upsert ? { [del!]: r.del === true } : {}) })), array);
-    writeFileSync(file, text);
+    writeFileSync(file, gzip ? gzipSync(text) : text);
     return file;
   }
 
