@@ -328,6 +328,12 @@ describe("JSON numbers into DECIMAL columns", () => {
       `{"id": 4, "amount": 0.1}`,
       `{"id": 5, "AMOUNT": 98765432109876543.21}`,
       `{"id": 6, "amount": 12345678901234567890}`,
+      // Long, but its double is short: 1.0 is not what was sent.
+      `{"id": 7, "Amount": 1.000000000000000001}`,
+      // A long number of the same name in a nested object is not the field's.
+      `{"id": 8, "meta": {"amount": 1.00000000000000000001}, "amount": 2.5}`,
+      // Zeros that end a fraction are no digits lost.
+      `{"id": 9, "amount": 0.100000000000000000000}`,
     ];
     const file = path.join(ws.dir, "amounts.jsonl");
     writeFileSync(file, `${lines.join("\n")}\n`);
@@ -340,11 +346,14 @@ describe("JSON numbers into DECIMAL columns", () => {
         [3, "123456789012345.600000000000000000"],
         [4, "0.100000000000000000"],
         [6, "12345678901234567890.000000000000000000"],
+        [8, "2.500000000000000000"],
+        [9, "0.100000000000000000"],
       ]);
       const rejected = (await lake.query("SELECT line, reason FROM amounts_rejected ORDER BY line")).rows.map(([line, reason]) => [Number(line), reason]);
       expect(rejected).toEqual([
         [1, expect.stringMatching(/^column amount: '1\.2345678901234567' is a JSON number of more than 15 significant digits, .*send it as a JSON string/)],
         [5, expect.stringMatching(/^column amount: '98765432109876540(\.0)?' is a JSON number of more than 15 significant digits/)],
+        [7, expect.stringMatching(/^column amount: 1\.000000000000000001 is a JSON number of more than 15 significant digits, .*round \(here to 1\.0\): send it as a JSON string/)],
       ]);
     } finally {
       await lake.close();

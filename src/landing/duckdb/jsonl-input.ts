@@ -172,8 +172,9 @@ function longDecimalProblems(declared: readonly LandColumn[]): string[] {
   return declared.flatMap((c, i) => {
     if (!/^DECIMAL/.test(c.type)) return [];
     const value = `__values[${i + 1}]`;
-    const digits = `length(trim(regexp_replace(split_part(lower(${value}), 'e', 1), '[^0-9]', '', 'g'), '0'))`;
-    const path = `'$."' || coalesce(__keys[list_position(__lower, ${quoteLiteral(fieldKey(c))})], ${quoteLiteral(fieldKey(c))}) || '"'`;
+    const digits = significantDigits(value);
+    const name = `coalesce(__keys[list_position(__lower, ${quoteLiteral(fieldKey(c))})], ${quoteLiteral(fieldKey(c))})`;
+    const path = `'$."' || ${name} || '"'`;
     const reason =
       `${quoteLiteral(`column ${c.name}: `)} || ${shown(value)} || ${quoteLiteral(
         ` is a JSON number of more than ${DOUBLE_DIGITS} significant digits, which JSON readers keep as a double and may round: send it as a JSON string ("12345678901234567.89") to keep every digit`,
@@ -181,11 +182,28 @@ function longDecimalProblems(declared: readonly LandColumn[]): string[] {
     // The double's form written in the line is the number as sent (`123456789012345.6`): nothing was lost.
     // A whole number token, never the start of a longer one (`1.2345678901234567` of `1.234567890123456789`).
     const token = `'(^|[^0-9.])' || regexp_replace(${value}, '([.+])', '\\\\\\1', 'g') || '([^0-9.eE]|$)'`;
+    // A number of more digits whose double is short (`1.000000000000000001` comes back as `1.0`): the field's numbers
+    // as written in the line (a field of that name in a nested object too) hold a long one, and none is the value read.
+    const key = `${quoteLiteral('"')} || regexp_replace(${name}, '([\\^$.|?*+()\\[\\]{}])', '\\\\\\1', 'g') || ${quoteLiteral('"\\s*:\\s*(-?[0-9][0-9.eE+-]*)')}`;
+    const written = `regexp_extract_all(__raw, ${key}, 1)`;
+    const long = `list_filter(${written}, t -> ${significantDigits("t")} > ${DOUBLE_DIGITS})`;
+    const shortReason =
+      `${quoteLiteral(`column ${c.name}: `)} || (${long})[1] || ${quoteLiteral(
+        ` is a JSON number of more than ${DOUBLE_DIGITS} significant digits, which JSON readers keep as a double and round (here to `,
+      )} || ${value} || ${quoteLiteral(`): send it as a JSON string ("1.000000000000000001") to keep every digit`)}`;
     return [
       `CASE WHEN length(${value}) > ${DOUBLE_DIGITS} AND ${digits} > ${DOUBLE_DIGITS} AND NOT regexp_matches(__raw, ${token}) ` +
         `AND json_type(__raw, ${path}) = 'DOUBLE' THEN ${reason} END`,
+      // A line without ${DOUBLE_DIGITS + 1} digits in a row (the dot aside) holds no such number: the rest is never asked.
+      `CASE WHEN regexp_matches(__raw, '[0-9][0-9.]{${DOUBLE_DIGITS}}') AND json_type(__raw, ${path}) = 'DOUBLE' ` +
+        `AND len(${long}) > 0 AND NOT list_contains(${written}, ${value}) THEN ${shortReason} END`,
     ];
   });
+}
+
+/** The significant digits of a number's text (`expression`): leading and trailing zeros and the exponent aside. */
+function significantDigits(expression: string): string {
+  return `length(trim(regexp_replace(split_part(lower(${expression}), 'e', 1), '[^0-9]', '', 'g'), '0'))`;
 }
 
 /**
