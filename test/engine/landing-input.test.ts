@@ -653,6 +653,11 @@ describe("an event time in the format its namespace declares (issue 25, item 15:
     const seconds = await landTimes("epoch_s", [1700000000, 1700000000.123456, "1700000000.1234567"]);
     expect(seconds.good).toEqual([["0", "2023-11-14 22:13:20+00"], ["1", "2023-11-14 22:13:20.123456+00"]]);
     expect(seconds.bad.map(([line, reason]) => [line, reason])).toEqual([[3, "column time: '1700000000.1234567' has a fraction finer than a microsecond (time.format: epoch_s)"]]);
+    // A JSON number is read as written, not as the double it rounds to (1700006400.0: another day).
+    const written = ["1700006399.9999999", "1700006399.999999", "1.7e9"].map((time, i) => `{"id": ${i}, "time": ${time}}`);
+    const numbers = await land({ files: [file("jsonl", `${written.join("\n")}\n`)], format: "jsonl", columns: timed("epoch_s") });
+    expect(numbers.good).toEqual([["1", "2023-11-14 23:59:59.999999+00"], ["2", "2023-11-14 22:13:20+00"]]);
+    expect(numbers.bad.map(([line, reason]) => [line, reason])).toEqual([[1, "column time: '1700006399.9999999' has a fraction finer than a microsecond (time.format: epoch_s)"]]);
     const iso = await landTimes("iso8601", [1700000000000, "2023-11-14T22:13:20Z"]);
     expect(iso.good).toEqual([["1", "2023-11-14 22:13:20+00"]]);
     expect(iso.bad.map(([line, reason]) => [line, reason])).toEqual([

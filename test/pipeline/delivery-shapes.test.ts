@@ -315,25 +315,35 @@ describe("dates and numbers written in a local format", () => {
   });
 });
 
-describe("JSON numbers into DECIMAL columns", () => {
-  it("land exactly or not at all: a number of more digits than a double keeps is a bad row, asking for a string", async () => {
+describe("JSON numbers", () => {
+  // DuckDB's JSON reader keeps a number with a fraction or an exponent as a double. Each is read as written instead,
+  // as the same text in a CSV field is: exactly into its column, or a bad row.
+  it("are read as written: every digit into DECIMAL and integer columns, the text as sent into VARCHAR, or a bad row", async () => {
     const ws = workspace();
     const config = path.join(ws.dir, "lakeswap.yaml");
-    writeFileSync(config, `lake: ./lake\ndatasets:\n  amounts:\n    source: {format: jsonl, path: none}\n    columns: {id: BIGINT, amount: "DECIMAL(38,18)"}\n    partition: {p: "'all'"}\n    dead_letter: amounts_rejected\n`);
+    writeFileSync(
+      config,
+      `lake: ./lake\ndatasets:\n  amounts:\n    source: {format: jsonl, path: none}\n` +
+        `    columns: {id: BIGINT, amount: "DECIMAL(38,18)", n: BIGINT, h: HUGEINT, t: VARCHAR}\n    partition: {p: "'all'"}\n    dead_letter: amounts_rejected\n`,
+    );
     const lines = [
       `{"id": 1, "amount": 1.234567890123456789}`,
       `{"id": 2, "amount": "1.234567890123456789"}`,
-      // As long, but written as its double's own form: nothing was lost.
       `{"id": 3, "amount": 123456789012345.6}`,
       `{"id": 4, "amount": 0.1}`,
       `{"id": 5, "AMOUNT": 98765432109876543.21}`,
       `{"id": 6, "amount": 12345678901234567890}`,
-      // Long, but its double is short: 1.0 is not what was sent.
       `{"id": 7, "Amount": 1.000000000000000001}`,
-      // A long number of the same name in a nested object is not the field's.
+      // A number of the same name in a nested object is not the field's.
       `{"id": 8, "meta": {"amount": 1.00000000000000000001}, "amount": 2.5}`,
-      // Zeros that end a fraction are no digits lost.
-      `{"id": 9, "amount": 0.100000000000000000000}`,
+      `{"id": 9, "amount": 0.100000000000000000000, "meta": {"amount": 7.0}, "n": 9007199254740993.0}`,
+      `{"id": 10, "h": 123456789012345678901234567890.0, "t": 1.10}`,
+      `{"id": 11, "t": 1e2, "n": 1.2345678901234567e18}`,
+      `{"id": 12,"t":12345678901234567.89}`,
+      // Not an integer as written, whatever its double: a bad row, as in a CSV field.
+      `{"id": 13, "n": 1.0000000000000001}`,
+      // Below the smallest double (read as 0.0): not 0 as written.
+      `{"id": 14, "amount": 1e-400}`,
     ];
     const file = path.join(ws.dir, "amounts.jsonl");
     writeFileSync(file, `${lines.join("\n")}\n`);
@@ -341,19 +351,57 @@ describe("JSON numbers into DECIMAL columns", () => {
     expect(result.code, result.stderr).toBe(0);
     const lake = await openEmbeddedLake(path.join(ws.dir, "lake"));
     try {
-      expect((await lake.query("SELECT id, CAST(amount AS VARCHAR) FROM amounts_raw ORDER BY id")).rows.map(([id, amount]) => [Number(id), amount])).toEqual([
-        [2, "1.234567890123456789"],
-        [3, "123456789012345.600000000000000000"],
-        [4, "0.100000000000000000"],
-        [6, "12345678901234567890.000000000000000000"],
-        [8, "2.500000000000000000"],
-        [9, "0.100000000000000000"],
+      const rows = await lake.query("SELECT id, CAST(amount AS VARCHAR), CAST(n AS VARCHAR), CAST(h AS VARCHAR), t FROM amounts_raw ORDER BY id");
+      expect(rows.rows.map(([id, ...values]) => [Number(id), ...values])).toEqual([
+        [1, "1.234567890123456789", null, null, null],
+        [2, "1.234567890123456789", null, null, null],
+        [3, "123456789012345.600000000000000000", null, null, null],
+        [4, "0.100000000000000000", null, null, null],
+        [5, "98765432109876543.210000000000000000", null, null, null],
+        [6, "12345678901234567890.000000000000000000", null, null, null],
+        [7, "1.000000000000000001", null, null, null],
+        [8, "2.500000000000000000", null, null, null],
+        [9, "0.100000000000000000", "9007199254740993", null, null],
+        [10, null, null, "123456789012345678901234567890", "1.10"],
+        [11, null, "1234567890123456700", null, "1e2"],
+        [12, null, null, null, "12345678901234567.89"],
       ]);
       const rejected = (await lake.query("SELECT line, reason FROM amounts_rejected ORDER BY line")).rows.map(([line, reason]) => [Number(line), reason]);
       expect(rejected).toEqual([
-        [1, expect.stringMatching(/^column amount: '1\.2345678901234567' is a JSON number of more than 15 significant digits, .*send it as a JSON string/)],
-        [5, expect.stringMatching(/^column amount: '98765432109876540(\.0)?' is a JSON number of more than 15 significant digits/)],
-        [7, expect.stringMatching(/^column amount: 1\.000000000000000001 is a JSON number of more than 15 significant digits, .*round \(here to 1\.0\): send it as a JSON string/)],
+        [13, expect.stringMatching(/^column n: '1\.0000000000000001' is not an integer/)],
+        [14, expect.stringMatching(/^column amount: '1e-400' /)],
+      ]);
+    } finally {
+      await lake.close();
+    }
+  });
+});
+
+describe("numbers written with an exponent", () => {
+  it("convert exactly or are bad rows, their decimal places counted on their digits, never through a double", async () => {
+    const ws = workspace();
+    const config = path.join(ws.dir, "lakeswap.yaml");
+    writeFileSync(config, `lake: ./lake\ndatasets:\n  nums:\n    source: {format: csv, path: none}\n    columns: {id: BIGINT, n: BIGINT, amount: "DECIMAL(38,18)"}\n    partition: {p: "'all'"}\n    dead_letter: nums_rejected\n`);
+    const lines = ["id,n,amount", "1,9007199254740993e0,", "2,1.0000000000000001e0,", "3,,1e-400", "4,,1.000000000000000001e0", "5,12345678901234567e1,", "6,100e-2,1.5e-18", "7,,-2.50E+1", "8,0e-999,0.000e5"];
+    const file = path.join(ws.dir, "nums.csv");
+    writeFileSync(file, `${lines.join("\n")}\n`);
+    const result = await runMain(["sync", "-c", config, "--input", file, "--json"]);
+    expect(result.code, result.stderr).toBe(0);
+    const lake = await openEmbeddedLake(path.join(ws.dir, "lake"));
+    try {
+      const rows = (await lake.query("SELECT id, CAST(n AS VARCHAR), CAST(amount AS VARCHAR) FROM nums_raw ORDER BY id")).rows;
+      expect(rows.map(([id, ...values]) => [Number(id), ...values])).toEqual([
+        [1, "9007199254740993", null],
+        [4, null, "1.000000000000000001"],
+        [5, "123456789012345670", null],
+        [7, null, "-25.000000000000000000"],
+        [8, "0", "0.000000000000000000"],
+      ]);
+      const rejected = (await lake.query("SELECT line, reason FROM nums_rejected ORDER BY line")).rows.map(([line, reason]) => [Number(line), reason]);
+      expect(rejected).toEqual([
+        [3, "column n: '1.0000000000000001e0' is not an integer"],
+        [4, "column amount: '1e-400' has more than 18 decimal places (DECIMAL(38,18))"],
+        [7, "column amount: '1.5e-18' has more than 18 decimal places (DECIMAL(38,18))"],
       ]);
     } finally {
       await lake.close();

@@ -5,6 +5,7 @@ import type { LandRequest } from "../landing.js";
 import { shown, sqlList, type LandColumn, type SourceRows } from "./landing-sql.js";
 import { loadLines, numberedLines } from "./text-lines.js";
 import { fieldKey, fieldsHint, namedFields } from "./field-names.js";
+import { numberAsWritten, numberProblems, writtenForms } from "./json-numbers.js";
 
 /**
  * JSONL: one JSON object per line; a line that is not one is a bad row with its number and text. Field names match
@@ -72,13 +73,16 @@ export function jsonlRows(request: LandRequest, lines: string, options: { readon
   const values = request.columns.map((c, i) => {
     if (c.name === unknown?.column) return `CASE WHEN __invalid IS NULL THEN nullif(__rest, '{}') END AS __s${i}`;
     const at = declared.indexOf(c) + 1;
-    return `${c.type === "VARCHAR" ? `__values[${at}]` : `nullif(__values[${at}], '')`} AS __s${i}`;
+    // A JSON double is read as written in the line (./json-numbers.ts).
+    const value = numberAsWritten(at - 1, `__values[${at}]`);
+    return `${c.type === "VARCHAR" ? value : `nullif(${value}, '')`} AS __s${i}`;
   });
-  const nested = [...nestedValueProblems(declared), ...longDecimalProblems(declared)];
+  const nested = [...nestedValueProblems(declared), ...numberProblems(declared)];
   const structural = nested.length === 0 ? "__invalid" : `coalesce(__invalid, ${nested.join(", ")})`;
   return {
     select:
       `SELECT __file, __line, ${structural} AS __structural, ${values.join(", ")}${options.fingerprinted ? `, ${fingerprint()} AS __fingerprint` : ""} ` +
+      `FROM (SELECT *${writtenForms(declared).map((form) => `, ${form}`).join("")} ` +
       `FROM (SELECT __file, __line, __raw, __invalid, __rest, __keys, __lower, ${extracted} AS __values ` +
       `FROM (SELECT __file, __line, __raw, __rest, __folded, __keys, __lower, coalesce(__invalid0, ${repeated}, ${unknownProblem}) AS __invalid ` +
       `FROM (SELECT __file, __line, __raw, __invalid0, __keys, __lower, __exact, __folded, ${rest} AS __rest ` +
@@ -87,7 +91,7 @@ export function jsonlRows(request: LandRequest, lines: string, options: { readon
       // Each object's field names once, for the repeated ones and the undeclared ones.
       `FROM (SELECT __file, __line, __raw, __invalid0, CASE WHEN __invalid0 IS NULL THEN json_keys(__raw) END AS __keys ` +
       // Lines of spaces only are not rows (as empty lines are not); a pattern is ten times faster here than trim().
-      `FROM (SELECT __file, __line, __raw, ${invalid} AS __invalid0 FROM ${lines} WHERE regexp_matches(__raw, '[^ ]'))))))))))`,
+      `FROM (SELECT __file, __line, __raw, ${invalid} AS __invalid0 FROM ${lines} WHERE regexp_matches(__raw, '[^ ]')))))))))))`,
     types: request.columns.map(() => "VARCHAR"),
     rawTable: lines,
     fingerprinted: options.fingerprinted ?? false,
@@ -156,54 +160,6 @@ function nestedValueProblems(declared: readonly LandColumn[]): string[] {
       `${quoteLiteral(", not text: send it as a JSON string, or leave the field undeclared (ingest keeps it in the extra column)")}`;
     return [`CASE WHEN starts_with(${value}, '{') OR starts_with(${value}, '[') THEN CASE WHEN json_type(__raw, ${path}) IN ('OBJECT', 'ARRAY') THEN ${reason} END END`];
   });
-}
-
-/** Significant digits a double keeps of every decimal number: one of up to 15 comes back from it as written. */
-const DOUBLE_DIGITS = 15;
-
-/**
- * DuckDB's JSON reader reads a number with a fraction or an exponent as a double: its text then comes back as the
- * double's shortest form. Where that form has more than DOUBLE_DIGITS significant digits, the number as sent had as many
- * or more, and lost some unless the line holds that form as it is (`12345678901234567.89` comes back as
- * `12345678901234568.0`, which the line does not hold): for a DECIMAL column, whose values land exactly or not at all,
- * such a value is a bad row asking for a JSON string. Only a value that long (rare) has its JSON type looked up.
- */
-function longDecimalProblems(declared: readonly LandColumn[]): string[] {
-  return declared.flatMap((c, i) => {
-    if (!/^DECIMAL/.test(c.type)) return [];
-    const value = `__values[${i + 1}]`;
-    const digits = significantDigits(value);
-    const name = `coalesce(__keys[list_position(__lower, ${quoteLiteral(fieldKey(c))})], ${quoteLiteral(fieldKey(c))})`;
-    const path = `'$."' || ${name} || '"'`;
-    const reason =
-      `${quoteLiteral(`column ${c.name}: `)} || ${shown(value)} || ${quoteLiteral(
-        ` is a JSON number of more than ${DOUBLE_DIGITS} significant digits, which JSON readers keep as a double and may round: send it as a JSON string ("12345678901234567.89") to keep every digit`,
-      )}`;
-    // The double's form written in the line is the number as sent (`123456789012345.6`): nothing was lost.
-    // A whole number token, never the start of a longer one (`1.2345678901234567` of `1.234567890123456789`).
-    const token = `'(^|[^0-9.])' || regexp_replace(${value}, '([.+])', '\\\\\\1', 'g') || '([^0-9.eE]|$)'`;
-    // A number of more digits whose double is short (`1.000000000000000001` comes back as `1.0`): the field's numbers
-    // as written in the line (a field of that name in a nested object too) hold a long one, and none is the value read.
-    const key = `${quoteLiteral('"')} || regexp_replace(${name}, '([\\^$.|?*+()\\[\\]{}])', '\\\\\\1', 'g') || ${quoteLiteral('"\\s*:\\s*(-?[0-9][0-9.eE+-]*)')}`;
-    const written = `regexp_extract_all(__raw, ${key}, 1)`;
-    const long = `list_filter(${written}, t -> ${significantDigits("t")} > ${DOUBLE_DIGITS})`;
-    const shortReason =
-      `${quoteLiteral(`column ${c.name}: `)} || (${long})[1] || ${quoteLiteral(
-        ` is a JSON number of more than ${DOUBLE_DIGITS} significant digits, which JSON readers keep as a double and round (here to `,
-      )} || ${value} || ${quoteLiteral(`): send it as a JSON string ("1.000000000000000001") to keep every digit`)}`;
-    return [
-      `CASE WHEN length(${value}) > ${DOUBLE_DIGITS} AND ${digits} > ${DOUBLE_DIGITS} AND NOT regexp_matches(__raw, ${token}) ` +
-        `AND json_type(__raw, ${path}) = 'DOUBLE' THEN ${reason} END`,
-      // A line without ${DOUBLE_DIGITS + 1} digits in a row (the dot aside) holds no such number: the rest is never asked.
-      `CASE WHEN regexp_matches(__raw, '[0-9][0-9.]{${DOUBLE_DIGITS}}') AND json_type(__raw, ${path}) = 'DOUBLE' ` +
-        `AND len(${long}) > 0 AND NOT list_contains(${written}, ${value}) THEN ${shortReason} END`,
-    ];
-  });
-}
-
-/** The significant digits of a number's text (`expression`): leading and trailing zeros and the exponent aside. */
-function significantDigits(expression: string): string {
-  return `length(trim(regexp_replace(split_part(lower(${expression}), 'e', 1), '[^0-9]', '', 'g'), '0'))`;
 }
 
 /**

@@ -116,6 +116,22 @@ export function conversion(column: LandColumn, index: number, sourceType: string
  */
 const WRITTEN_AS_READ = (text: string, value: string): string => `WHEN CAST(${value} AS VARCHAR) = ${text} THEN NULL`;
 
+/**
+ * The decimal places a number written with an exponent (`text`, `1.25e-3`) has, counted on its digits: those of the
+ * fraction, less the exponent, less the zeros that end the digits (`100e-2` is 1: none). A number whose digits are all
+ * zeros has none; an exponent too long to read has more than any type keeps.
+ */
+function exponentPlaces(text: string): string {
+  const t = `trim(${text})`;
+  const fraction = `regexp_extract(${t}, '\\.([0-9]*)', 1)`;
+  const digits = `(regexp_extract(${t}, '^[+-]?([0-9]*)', 1) || ${fraction})`;
+  const exponent = `TRY_CAST(regexp_extract(${t}, '[eE]([+-]?[0-9]+)$', 1) AS BIGINT)`;
+  return (
+    `CASE WHEN rtrim(${digits}, '0') = '' THEN 0 WHEN ${exponent} IS NULL THEN 1000 ` +
+    `ELSE greatest(0, length(${fraction}) - ${exponent} - (length(${digits}) - length(rtrim(${digits}, '0')))) END`
+  );
+}
+
 /** How one source value becomes its declared type (see conversion), the checks of every column. */
 function valueConversion(column: LandColumn, index: number, sourceType: string): { value: string; problem: string; computed: string[] } {
   const type = column.type;
@@ -129,11 +145,11 @@ function valueConversion(column: LandColumn, index: number, sourceType: string):
   const computed = [`TRY_CAST(${s} AS ${type}) AS ${v}`];
   const number = `TRY_CAST(${s} AS DOUBLE) IS NOT NULL`;
   // A fraction that the type would round away: digits after the first `scale` that are not zeros. A number in exponent
-  // form is checked through DOUBLE.
+  // form has its decimal places counted exactly (exponentPlaces), never through a double (`1e-400` is 0.0 there).
   const exponent = `(contains(${s}, 'e') OR contains(${s}, 'E')) AND NOT contains(lower(${s}), 'x')`;
   const roundedAway = (scale: number): string =>
     `CASE WHEN contains(${s}, '.') AND NOT (${exponent}) THEN length(${s}) - strpos(${s}, '.') > ${scale} AND length(rtrim(split_part(${s}, '.', 2), '0 ')) > ${scale} ` +
-    `WHEN ${exponent} THEN TRY_CAST(${s} AS DOUBLE) <> CAST(${v} AS DOUBLE) ELSE false END`;
+    `WHEN ${exponent} THEN ${exponentPlaces(s)} > ${scale} ELSE false END`;
   if (column.eventTime === "epoch_ms" || column.eventTime === "epoch_s") return epochConversion(column, index, says, roundedAway);
   if (INTEGER_TYPES.test(type)) {
     return {
