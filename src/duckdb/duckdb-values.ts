@@ -14,9 +14,23 @@ export type ExactValue = string | number | boolean | null | readonly ExactValue[
  */
 export function exactValueConverter(duckdb: typeof DuckDb): DuckDBValueConverter<ExactValue> {
   const { DuckDBTypeId: id, JsonDuckDBValueConverter } = duckdb;
+  // A TIMESTAMPTZ is written in UTC, the zone lakeswap's SQL runs in (strftime there names the day its partition
+  // has), never in the machine's: the module writes it with the offset this property holds (the machine's, else).
+  duckdb.DuckDBTimestampTZValue.timezoneOffsetInMinutes = 0;
   const convert: DuckDBValueConverter<ExactValue> = (value, type, self) => {
     if (value === null || value === undefined) return null;
     switch (type.typeId) {
+      case id.DATE:
+      case id.TIMESTAMP:
+      case id.TIMESTAMP_S:
+      case id.TIMESTAMP_MS:
+      case id.TIMESTAMP_NS:
+      case id.TIMESTAMP_TZ: {
+        // DuckDB's infinity and -infinity, which the module would write as dates in years 5881580 and -5877641.
+        const time = value as { readonly isFinite: boolean; readonly days?: number; readonly micros?: bigint; readonly millis?: bigint; readonly seconds?: bigint; readonly nanos?: bigint };
+        if (!time.isFinite) return (time.days ?? time.micros ?? time.millis ?? time.seconds ?? time.nanos ?? 0) > 0 ? "infinity" : "-infinity";
+        return JsonDuckDBValueConverter(value, type, self as DuckDBValueConverter<DuckDb.Json>) as ExactValue;
+      }
       case id.BIGINT:
       case id.UBIGINT:
       case id.HUGEINT:
