@@ -107,7 +107,10 @@ export interface CompactRunRequest {
   /** The columns the run's signature covers (a dataset's signed columns); default: every column. */
   readonly signatureColumns?: readonly string[];
   readonly files: readonly string[];
+  /** The new run's id. */
   readonly runId: string;
+  /** The run whose files these are (a rebuild's: its partition's current run), named where a value does not fit. */
+  readonly from?: string;
   /** The new run's store key prefix, ending in '/'; nothing exists there yet. */
   readonly runPrefix: string;
   /** About how large each new file grows before the next is begun. */

@@ -34,7 +34,10 @@ export class PlanRun implements Run {
 
   async currentRuns(table: string): Promise<TableSnapshot> {
     const exists = (await this.ctx.lake.listTables()).some((t) => t.name === table);
-    const snapshot = exists ? (await this.ctx.lake.snapshot({ tables: [table] }))[0] : undefined;
+    // A table the sync would build in a new layout is empty until the sync fills it (as `states` says), under the
+    // declared definition: its current runs hold the old partition keys or columns, which the delivery, landed as
+    // declared, does not (an upsert's merge would read keys its delivery lacks).
+    const snapshot = exists && !(await buildsInNewLayout(this.ctx, table)) ? (await this.ctx.lake.snapshot({ tables: [table] }))[0] : undefined;
     return snapshot ?? { table: this.ctx.config.datasets.flatMap(declaredTables).find((t) => t.name === table) ?? (await this.ctx.lake.table(table)), partitions: [] };
   }
 

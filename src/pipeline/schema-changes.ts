@@ -177,6 +177,7 @@ export async function changeSchemas(ctx: PipelineContext, writer: LakeWriter, lo
       signatureColumns: layer === "raw" ? dataset.signatureColumns : undefined,
       intend: (list) => log.intend(moves(list)),
       moved: (list) => log.rebuilt(wanted.name, moves(list)),
+      refused: () => log.withdrawSchemaChange(wanted.name),
       onProgress: ctx.options.onProgress && ((event) => ctx.options.onProgress?.({ layer: `${layer} (schema rebuild)`, ...event })),
       // A raw table whose keys change is partitioned under them as its deliveries are (columns as landed).
       ...(layer === "raw" ? { repartition: { columns: (landed ?? dataset).columns, partition: dataset.partition, signatureColumns: dataset.signatureColumns } } : {}),

@@ -9,7 +9,8 @@ import { claimSyncId, forgetSync, recordSync } from "../lake/operations/syncs.js
  * pointer moves (so a sync killed at any moment leaves a record of every
  * pointer it may have moved: `lakeswap syncs` lists it as unfinished and
  * `rollback --sync` undoes it), and confirmed with the next write once moved. Writes are
- * serialized: the stored record only ever grows. The sync's id is issued
+ * serialized: the stored record only ever grows, but for a schema change withdrawn
+ * because nothing of it was made (`withdrawSchemaChange`). The sync's id is issued
  * when it first records, under the leases of the tables it writes, after the
  * newest recorded sync: ids sort in the order syncs moved pointers, so `last`
  * is the sync that ran last, also when two started in the same second or one
@@ -58,6 +59,17 @@ export class SyncLog {
   /** Records a schema change in place before the catalog's definition is written (one write); resolves once stored. */
   async changeSchema(change: SchemaChangeRecord): Promise<void> {
     this.schemaChanges.push(change);
+    await this.write();
+  }
+
+  /**
+   * The last schema change recorded for `table` was refused before anything of it was made (a rebuild by swap that
+   * met a value its new type cannot hold): it leaves the record (one write), which lists only what the sync made.
+   */
+  async withdrawSchemaChange(table: string): Promise<void> {
+    const index = this.schemaChanges.map((c) => c.table).lastIndexOf(table);
+    if (index < 0) return;
+    this.schemaChanges.splice(index, 1);
     await this.write();
   }
 

@@ -237,7 +237,14 @@ describe("changing a table's partition keys (embedded)", () => {
     // By month now: an upsert that changes one order (id 10: moved to November, another amount), adds one, and has a bad row.
     writeFileSync(ws.configFile, upsertYaml("month"));
     writeFileSync(path.join(sqlDir, "totals.sql"), totalsSql("month"));
-    const report = await ws.sync(ws.deliver("id,amount,ts\n10,1.00,2026-11-05 10:00:00\n99,2.00,2026-10-01 10:00:00\nx,3.00,2026-10-01 10:00:00\n"), { rebuildSchema: true });
+    const upsert = ws.deliver("id,amount,ts\n10,1.00,2026-11-05 10:00:00\n99,2.00,2026-10-01 10:00:00\nx,3.00,2026-10-01 10:00:00\n");
+    // The plan predicts it (the delivery merged into the new layout, which it reads as empty), without failing or writing.
+    const planned = await new Pipeline(ws.lake, loadPipelineConfig(ws.configFile), { inputs: [upsert], rebuildSchema: true }).plan();
+    const rawBuilds = (partitions: readonly { layer: string; action: string; partition: string }[]) => partitions.filter((p) => p.layer === "raw" && p.action === "build").map((p) => p.partition).sort();
+    expect(rawBuilds(planned)).toEqual(["month=2026-10", "month=2026-11"]);
+    expect((await ws.lake.table("orders_raw")).partitionKeys).toEqual(["day"]);
+    const report = await ws.sync(upsert, { rebuildSchema: true });
+    expect(rawBuilds(report.partitions)).toEqual(rawBuilds(planned));
     // Only the raw table changes its keys; the layer keeps its own (year), and is rebuilt for its SQL changed.
     expect(report.schemaChanges?.map((c) => c.table)).toEqual(["orders_raw"]);
     expect(report.partitions.filter((p) => p.layer === "totals").map((p) => [p.partition, p.action, p.reason])).toEqual([["year=2026", "build", "transform changed"]]);

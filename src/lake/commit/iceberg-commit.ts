@@ -207,6 +207,11 @@ const COMMIT_ATTEMPTS = 5;
  */
 export async function commitIceberg(ctx: IcebergContext, table: TableDefinition, summary: Readonly<Record<string, string>> = {}): Promise<IcebergCommit | undefined> {
   if (!table.iceberg) return undefined;
+  // A rebuild by swap on the way (model/table.ts `rebuilding`: killed, or undone by a rollback) leaves current runs of
+  // both shapes, which no one Iceberg schema reads (a retyped column's files under one field id, a renamed column's
+  // under one name). The view stays on its last snapshot, the runs before the rebuild (kept by GC as the previous
+  // runs), until the command that finishes the rebuild commits: `waitsForRebuild`.
+  if (waitsForRebuild(table)) return undefined;
   const started = performance.now();
   assertIcebergSupported(ctx, table);
   for (let attempt = 1; ; attempt += 1) {
@@ -222,6 +227,11 @@ export async function commitIceberg(ctx: IcebergContext, table: TableDefinition,
     // Jittered, growing: two writers that keep colliding drift apart.
     await new Promise((resolve) => setTimeout(resolve, Math.random() * 50 * attempt));
   }
+}
+
+/** Whether the table's Iceberg view waits for a rebuild by swap to finish before its next commit (`commitIceberg`). */
+export function waitsForRebuild(table: TableDefinition): boolean {
+  return table.rebuilding !== undefined;
 }
 
 /** One attempt of `commitIceberg`: read the current metadata, derive the snapshot from the pointers, commit it. */

@@ -1,7 +1,7 @@
 import { performance } from "node:perf_hooks";
 import type { TableDefinition } from "../../model/table.js";
 import { icebergPendingKey } from "../layout.js";
-import { commitIceberg, type IcebergCommit, type IcebergContext } from "./iceberg-commit.js";
+import { commitIceberg, waitsForRebuild, type IcebergCommit, type IcebergContext } from "./iceberg-commit.js";
 import { latestMetadata } from "./iceberg-pointer.js";
 
 /**
@@ -31,6 +31,8 @@ export async function beginIcebergCommand(ctx: IcebergContext, table: TableDefin
 export async function endIcebergCommand(ctx: IcebergContext, table: TableDefinition, summary: Readonly<Record<string, string>>, beganMs: number): Promise<IcebergCommit | undefined> {
   const started = performance.now();
   const committed = await commitIceberg(ctx, table, summary);
+  // A rebuild left unfinished (killed): the view was not committed, and the mark stays for the command that finishes it.
+  if (waitsForRebuild(table)) return undefined;
   await ctx.leaseCheck(table.name);
   await ctx.store.delete([icebergPendingKey(table.name)]);
   return committed && { ...committed, ms: beganMs + (performance.now() - started) };

@@ -37,6 +37,11 @@ export interface RebuildOptions {
   readonly intend: (moves: readonly RebuildMove[]) => Promise<void>;
   /** Told the moves whose pointers moved. */
   readonly moved: (moves: readonly RebuildMove[]) => void;
+  /**
+   * Told the rebuild was refused before anything moved (a value its new type cannot hold): the definition is as it was,
+   * so the change recorded before it is withdrawn (`lakeswap syncs` and `history --schema` must not list it as made).
+   */
+  readonly refused?: () => Promise<void>;
   readonly onProgress?: ProgressListener;
 }
 
@@ -84,6 +89,8 @@ export async function rebuildRuns(parts: LakeParts, existing: TableDefinition, c
   } catch (error) {
     // Nothing moved: the runs placed so far are named by nothing (GC would take them after the grace window anyway).
     await Promise.allSettled([...placed.values()].map((r) => parts.store.delete(r.manifest.files.map((f) => f.key))));
+    // Into a new layout, the change is the layout's (never switched to: the writer abandons it); in place, it was not made.
+    if (!aside) await options.refused?.();
     throw error;
   }
   faultPoint("rebuild-after-place");
@@ -151,6 +158,7 @@ async function rewrite(parts: LakeParts, existing: TableDefinition, change: Sche
       signatureColumns: options.signatureColumns,
       files: keys,
       runId,
+      from: pointer.runId,
       runPrefix: runLocation(parts.catalog, table, pointer.partition, runId),
       fileBytes: DEFAULT_COMPACT_FILE_BYTES,
     })

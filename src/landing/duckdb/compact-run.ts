@@ -120,7 +120,8 @@ async function refuseUnfit(connection: DuckDBConnection, request: CompactRunRequ
   const failed = (await connection.runAndReadAll(query)).getRowsJS();
   if (failed.length === 0) return;
   const named = failed.map(([column, type, value]) => `column ${String(column)} holds ${String(value)}, which ${String(type)} cannot hold exactly`).join("; ");
-  throw new LakeswapError("CONFLICT", `its run ${request.runId} cannot be rewritten under the new columns: ${named}; declare a type that holds it`);
+  // The run read, never the new one's id (no run has it: the rewrite stops here).
+  throw new LakeswapError("CONFLICT", `${request.from !== undefined ? `its run ${request.from}` : "its rows"} cannot be rewritten under the new columns: ${named}; declare a type that holds it`);
 }
 
 /** The lane sums are taken modulo 2^64, as `finishRawSignature` reduces them. */
