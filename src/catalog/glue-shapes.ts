@@ -122,7 +122,8 @@ export function partitionInput(table: TableDefinition, columns: readonly Column[
 /** The pointer a Glue partition is; one that names no lakeswap run is refused. */
 export function pointerOf(table: TableDefinition, partition: GluePartition): Pointer {
   const values = partition.Values ?? [];
-  const parsed = makePartition(table.partitionKeys.map((key, i) => [key, values[i] ?? ""] as const));
+  // A partition the catalog holds: written before NULL spellings were refused, it must still be read (assertPartitionValue).
+  const parsed = makePartition(table.partitionKeys.map((key, i) => [key, values[i] ?? ""] as const), true);
   const parameters = partition.Parameters ?? {};
   const location = partition.StorageDescriptor?.Location ?? "";
   const runId = parameters[P.run] ?? /run=([^/]+)\/?$/.exec(location)?.[1] ?? "";

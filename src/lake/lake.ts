@@ -329,7 +329,7 @@ export class Lake {
   /** The current pointer of a partition (run id, previous run, signature). */
   async pointer(tableName: string, partitionInput: PartitionInput): Promise<Pointer | undefined> {
     const table = await this.table(tableName);
-    return this.catalog.getPointer(table, partitionOf(table, partitionInput));
+    return this.catalog.getPointer(table, partitionOf(table, partitionInput, true));
   }
 
   private async withLease<T>(table: string, command: string, work: () => Promise<T>, options: LeaseOptions = {}): Promise<T> {

@@ -82,15 +82,19 @@ export interface HasLakeParts {
 /** A partition named by the user: parsed text (`day=2026-11-01`) or a partition. */
 export type PartitionInput = string | Partition;
 
-/** The partition of `table` a user named, checked against its keys (a whole-table name for a table without keys). */
-export function partitionOf(table: TableDefinition, input: PartitionInput): Partition {
+/**
+ * The partition of `table` a user named, checked against its keys (a whole-table name for a table without keys).
+ * `existing`: the command only names a partition the lake may already hold (history, rollback, pin), which may be one
+ * a lakeswap before NULL spellings were refused wrote (`pc=null`); a partition to write (replace) is checked in full.
+ */
+export function partitionOf(table: TableDefinition, input: PartitionInput, existing = false): Partition {
   if (input === "" && table.partitionKeys.length > 0) {
     throw new InvalidInputError(`table '${table.name}' is partitioned by ${table.partitionKeys.join(", ")}: name a partition, e.g. --partition ${table.partitionKeys.map((k) => `${k}=...`).join(",")}`);
   }
   if (input !== "" && typeof input === "string" && table.partitionKeys.length === 0) {
     throw new InvalidInputError(`table '${table.name}' has no partition keys (it is replaced as a whole): leave out --partition '${input}'`);
   }
-  return typeof input === "string" ? parsePartition(input, table.partitionKeys) : orderPartition(input, table.partitionKeys);
+  return typeof input === "string" ? parsePartition(input, table.partitionKeys, existing) : orderPartition(input, table.partitionKeys, existing);
 }
 
 /** An ingested table is append-only (`lakeswap serve` / `lakeswap ingest` add to it): it is never replaced or rolled back. */

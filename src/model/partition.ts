@@ -32,15 +32,33 @@ export const MAX_PARTITION_KEY_LENGTH = MAX_PATH_COMPONENT_BYTES - "=".length - 
 
 const SAFE_VALUE = /^[A-Za-z0-9_][A-Za-z0-9_.-]*$/;
 
+/**
+ * Values that readers take for a NULL partition value rather than text: DuckDB's hive reader (lakeswap query, the
+ * catalog file, a plain glob) reads a folder `key=null` in any case as NULL, and Hive, Athena and Spark write and read
+ * a NULL value as `__HIVE_DEFAULT_PARTITION__`. Such a partition would hold text that no reader sees (`WHERE pc =
+ * 'null'` finds nothing, and the values merge into one NULL group), so they are refused as a NULL value is. Compared
+ * in lower case.
+ */
+export const NULL_PARTITION_SPELLINGS = ["null", "__hive_default_partition__"] as const;
+
 /** What a partition value may hold (it names a folder and appears in queries), as messages say it. */
-export const PARTITION_VALUE_RULE = `use letters, digits, '-', '_', '.' (not first, no '..'), at most ${MAX_PARTITION_VALUE_LENGTH} characters`;
+export const PARTITION_VALUE_RULE =
+  `use letters, digits, '_', '-' and '.' (a '-' or '.' not first, no '..'), at most ${MAX_PARTITION_VALUE_LENGTH} characters, ` +
+  `not null or __HIVE_DEFAULT_PARTITION__ in any case (readers read those as NULL)`;
+
+/** Why a partition value that readers read as NULL is refused (see NULL_PARTITION_SPELLINGS). */
+export const NULL_SPELLING_REASON = "which readers read as a NULL partition value, not as text";
 
 /**
  * Checks one partition value: letters, digits, '-', '_', '.', not starting with
- * '.' or '-', no '..', at most 128 characters. Everything else (path separators,
- * quotes, NUL, control characters) is refused with a message naming key and value.
+ * '.' or '-', no '..', at most 128 characters, not a spelling of NULL. Everything
+ * else (path separators, quotes, NUL, control characters) is refused with a
+ * message naming key and value. `stored`: a value the lake already holds (a
+ * partition folder, a Glue partition, a manifest), where a spelling of NULL is
+ * let through: a lakeswap before they were refused may have written one, and its
+ * table must still be listed, rolled back, dropped and collected.
  */
-export function assertPartitionValue(key: string, value: string): string {
+export function assertPartitionValue(key: string, value: string, stored = false): string {
   const allowed = PARTITION_VALUE_RULE;
   if (value.length === 0) {
     throw new InvalidInputError(`partition value for key '${key}' is empty: ${allowed}`);
@@ -49,6 +67,9 @@ export function assertPartitionValue(key: string, value: string): string {
     throw new InvalidInputError(
       `partition value '${printable(value, 40)}' for key '${key}' is ${value.length} characters long: ${allowed}`,
     );
+  }
+  if (!stored && (NULL_PARTITION_SPELLINGS as readonly string[]).includes(value.toLowerCase())) {
+    throw new InvalidInputError(`partition value '${value}' for key '${key}' is not allowed, ${NULL_SPELLING_REASON}: ${allowed}`);
   }
   if (!SAFE_VALUE.test(value) || value.includes("..")) {
     throw new InvalidInputError(`partition value '${printable(value)}' for key '${key}' is not allowed: ${allowed}`);
@@ -76,8 +97,8 @@ export function partitionOfValues(keys: readonly string[], values: readonly unkn
   return keys.length === 0 ? WHOLE_TABLE : makePartition(keys.map((key, i) => [key, String(values[i])] as const));
 }
 
-/** Builds a partition from key/value pairs, checking every key and value. */
-export function makePartition(pairs: ReadonlyArray<readonly [string, string]>): Partition {
+/** Builds a partition from key/value pairs, checking every key and value (`stored`: see assertPartitionValue). */
+export function makePartition(pairs: ReadonlyArray<readonly [string, string]>, stored = false): Partition {
   if (pairs.length === 0) throw new InvalidInputError("a partition needs at least one key=value pair");
   const keys: string[] = [];
   const values: string[] = [];
@@ -85,7 +106,7 @@ export function makePartition(pairs: ReadonlyArray<readonly [string, string]>): 
     assertPartitionKey(key);
     if (keys.includes(key)) throw new InvalidInputError(`partition key '${key}' is given twice`);
     keys.push(key);
-    values.push(assertPartitionValue(key, value));
+    values.push(assertPartitionValue(key, value, stored));
   }
   return { keys, values };
 }
@@ -95,7 +116,7 @@ export function makePartition(pairs: ReadonlyArray<readonly [string, string]>): 
  * `p_year=2025/p_month=03/p_day=04`. With `declaredKeys`, the keys must be exactly
  * the table's partition keys; they are put in the declared order.
  */
-export function parsePartition(spec: string, declaredKeys?: readonly string[]): Partition {
+export function parsePartition(spec: string, declaredKeys?: readonly string[], stored = false): Partition {
   // A table without partition keys has one unit, the whole table, named by the empty path.
   if (spec === "" && declaredKeys?.length === 0) return WHOLE_TABLE;
   // The path form only where every segment is `key=`: a value with a '/' in it is refused below, naming it.
@@ -110,12 +131,12 @@ export function parsePartition(spec: string, declaredKeys?: readonly string[]): 
     }
     return [part.slice(0, eq).trim(), part.slice(eq + 1)];
   });
-  const partition = makePartition(pairs);
-  return declaredKeys ? orderPartition(partition, declaredKeys) : partition;
+  const partition = makePartition(pairs, stored);
+  return declaredKeys ? orderPartition(partition, declaredKeys, stored) : partition;
 }
 
 /** Puts a partition's keys in the table's declared order, refusing missing or unknown keys. */
-export function orderPartition(partition: Partition, declaredKeys: readonly string[]): Partition {
+export function orderPartition(partition: Partition, declaredKeys: readonly string[], stored = false): Partition {
   if (declaredKeys.length === 0 && partition.keys.length === 0) return WHOLE_TABLE;
   const unknown = partition.keys.filter((key) => !declaredKeys.includes(key));
   const missing = declaredKeys.filter((key) => !partition.keys.includes(key));
@@ -129,7 +150,7 @@ export function orderPartition(partition: Partition, declaredKeys: readonly stri
     );
   }
   // A partition built by hand (library callers) gets the same checks as parsed text: its values become paths.
-  const values = declaredKeys.map((key) => assertPartitionValue(key, String(partition.values[partition.keys.indexOf(key)])));
+  const values = declaredKeys.map((key) => assertPartitionValue(key, String(partition.values[partition.keys.indexOf(key)]), stored));
   return { keys: [...declaredKeys], values };
 }
 
@@ -143,9 +164,9 @@ export function partitionSpec(partition: Partition): string {
   return partition.keys.map((key, i) => `${key}=${partition.values[i]}`).join(",");
 }
 
-/** Parses a Hive partition path (as written by `partitionPath`), checking every part. */
+/** Parses a Hive partition path (as written by `partitionPath`: a path the lake holds), checking every part (as `stored`). */
 export function parsePartitionPath(path: string, declaredKeys: readonly string[]): Partition {
-  return parsePartition(path.split("/").join(","), declaredKeys);
+  return parsePartition(path.split("/").join(","), declaredKeys, true);
 }
 
 /** The value of one key of a partition. */

@@ -9,7 +9,7 @@ import { quoteIdentifier } from "../../src/model/sql.js";
 import { inputFile, tempDir } from "../support/lake-fixture.js";
 
 /** What a dead letter of an unsafe partition value says after the value: the rule, and the fix. */
-const UNSAFE_RULE = " (a partition value names a folder: use letters, digits, '-', '_', '.' (not first, no '..'), at most 128 characters; make the partition expression give such values, or leave the row out)";
+const UNSAFE_RULE = " (a partition value names a folder: use letters, digits, '_', '-' and '.' (a '-' or '.' not first, no '..'), at most 128 characters, not null or __HIVE_DEFAULT_PARTITION__ in any case (readers read those as NULL); make the partition expression give such values, or leave the row out)";
 
 // Issue 27, item 3: CSV is read by DuckDB's streaming read_csv, quoted or not, and a delivery with bad rows keeps
 // each one's file, line and text exactly as the exact reader (which reads the files line by line) keeps them.

@@ -11,7 +11,7 @@ import { tempDir } from "../support/lake-fixture.js";
 import { METADATA_FOLDERS } from "../../src/lake/layout.js";
 
 /** What a dead letter of an unsafe partition value says after the value: the rule, and the fix. */
-const UNSAFE_RULE = " (a partition value names a folder: use letters, digits, '-', '_', '.' (not first, no '..'), at most 128 characters; make the partition expression give such values, or leave the row out)";
+const UNSAFE_RULE = " (a partition value names a folder: use letters, digits, '_', '-' and '.' (a '-' or '.' not first, no '..'), at most 128 characters, not null or __HIVE_DEFAULT_PARTITION__ in any case (readers read those as NULL); make the partition expression give such values, or leave the row out)";
 
 let workspace: ReturnType<typeof tempDir>;
 let duckdb: SharedDuckDb;

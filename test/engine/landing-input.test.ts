@@ -609,6 +609,28 @@ describe("a value is stored as sent or refused with its reason, never cut or rei
     ]);
   });
 
+  it("Parquet: strings written as bytes without the UTF8 annotation (Impala, Hive, pyarrow binary) land as their text; bytes that are not UTF-8 are a bad row", async () => {
+    // Two files, two partitions: the same texts written as annotated strings sign the same as written as bytes.
+    const texts = ["café 日本", "plain", "a\nb", "", null];
+    const rows = (bytes: boolean, from: number) =>
+      texts.map((t, i) => `(${from + i}, ${i % 2}, ${t === null ? "NULL" : bytes ? `encode('${t}')` : `'${t}'`}, '\\x00\\xFF'::BLOB)`).join(", ");
+    const binary = [await parquet(`SELECT * FROM (VALUES ${rows(true, 1)}) t(n, g, s, b)`), await parquet(`SELECT * FROM (VALUES ${rows(true, 10)}, (20, 1, '\\xFF\\xFEok'::BLOB, NULL)) t(n, g, s, b)`)];
+    const utf8 = [await parquet(`SELECT * FROM (VALUES ${rows(false, 1)}) t(n, g, s, b)`), await parquet(`SELECT * FROM (VALUES ${rows(false, 10)}) t(n, g, s, b)`)];
+    const columns = [col("n", "BIGINT"), col("s", "VARCHAR"), col("b", "BLOB")];
+    const partition = [{ key: "p", expression: "CAST(n % 2 AS VARCHAR)" }];
+    const asBytes = await land({ files: binary, format: "parquet", columns, partition });
+    const asText = await land({ files: utf8, format: "parquet", columns, partition });
+    // An empty text is NULL, whichever way it is written (landing-pass).
+    const expected = [1, 10].flatMap((from) => texts.map((t, i) => [String(from + i), t || null, "\\x00\\xFF"]));
+    expect(asBytes.good).toEqual(expected.sort((a, z) => String(a[0]).localeCompare(String(z[0]))));
+    expect(asText.good).toEqual(asBytes.good);
+    expect(asBytes.bad.map(([line, reason]) => [line, reason])).toEqual([
+      [6, "column s: '\\xFF\\xFEok' (BLOB) is not valid UTF-8 text: send the text encoded as UTF-8, or declare the column BLOB"],
+    ]);
+    expect(asBytes.signatures).toHaveLength(2);
+    expect(asBytes.signatures).toEqual(asText.signatures);
+  });
+
   it("an event time (ingest's time field) outside years 0001-9999 is a bad row: no partition p_year=infinity or 10000", async () => {
     const times = ["2026-11-30T01:00:00Z", "infinity", "-infinity", "10000-01-01T00:00:00Z", "0000-06-01T00:00:00Z", "294247-01-01T00:00:00Z", "9999-12-31T23:59:59.999999Z", "0001-01-01T00:00:00Z"];
     const { good: rows, bad: rejected, delivery } = await land({

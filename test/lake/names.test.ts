@@ -45,7 +45,7 @@ describe.each(selectedBackends())("names on the %s backend", (backendName) => {
   }
 
   it("a partition value with '..' inside (a..b) is refused by every call and command; one '.' inside (a.b) is allowed and round-trips", async () => {
-    const refused = /partition value 'a\.\.b' for key 'day' is not allowed: use letters, digits, '-', '_', '\.' \(not first, no '\.\.'\)/;
+    const refused = /partition value 'a\.\.b' for key 'day' is not allowed: use letters, digits, '_', '-' and '\.' \(a '-' or '\.' not first, no '\.\.'\)/;
     await expect(replacePartition(lake, TABLE, "day=a..b", { select: select("x", 1) })).rejects.toThrow(refused);
     await expect(readHistory(lake, TABLE, "day=a..b")).rejects.toMatchObject({ code: "INVALID_INPUT" });
     await expect(rollbackPartition(lake, TABLE, "day=a..b")).rejects.toMatchObject({ code: "INVALID_INPUT" });
@@ -77,6 +77,18 @@ describe.each(selectedBackends())("names on the %s backend", (backendName) => {
     expect((JSON.parse(history.stdout) as { partition: string; currentRunId: string }[]).map((h) => [h.partition, h.currentRunId])).toEqual([
       ["day=a.b", dotted.runId],
     ]);
+  });
+
+  it("a partition value that readers read as NULL (null in any case, __HIVE_DEFAULT_PARTITION__) is refused by replace, as a call and a command", async () => {
+    for (const value of ["null", "NULL", "Null", "__HIVE_DEFAULT_PARTITION__"]) {
+      const refused = `partition value '${value}' for key 'day' is not allowed, which readers read as a NULL partition value, not as text`;
+      await expect(replacePartition(lake, TABLE, `day=${value}`, { select: select("x", 1) }), value).rejects.toThrow(refused);
+      await expect(replacePartition(lake, TABLE, { keys: ["day"], values: [value] }, { select: select("x", 1) }), value).rejects.toThrow(refused);
+      const result = await cli(["replace", TABLE, "--partition", `day=${value}`, "--sql", select("x", 1)]);
+      expect(result.code, result.stderr).toBe(2);
+      expect(result.stderr).toContain(refused);
+    }
+    await unchanged();
   });
 
   it("a table name that is a path or SQL (t/../x, orders;drop) is refused by every call and command, before it touches anything", async () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { InvalidInputError } from "../../src/model/errors.js";
-import { parsePartition, parsePartitionPath, partitionPath, partitionSpec } from "../../src/model/partition.js";
+import { parsePartition, parsePartitionPath, partitionOfValues, partitionPath, partitionSpec } from "../../src/model/partition.js";
 
 describe("partition specs", () => {
   it("parses one key and several keys, in the table's declared order", () => {
@@ -24,11 +24,17 @@ describe("partition specs", () => {
     ["day=a\nb", "\\x0a"],
     ["day=.hidden", "'.hidden'"],
     [`day=${"9".repeat(129)}`, "129 characters"],
+    ["day=-1", "'-1'"],
+    ["day=-", "'-'"],
+    ["day=null", "read as a NULL partition value"],
+    ["day=NULL", "'NULL'"],
+    ["day=Null", "'Null'"],
+    ["day=__HIVE_DEFAULT_PARTITION__", "'__HIVE_DEFAULT_PARTITION__'"],
   ])("refuses %j with a message naming key, value and what is allowed", (spec, quoted) => {
     const attempt = () => parsePartition(spec, ["day"]);
     expect(attempt).toThrow(InvalidInputError);
     expect(attempt).toThrow(/for key 'day'/);
-    expect(attempt).toThrow(/use letters, digits, '-', '_', '\.'/);
+    expect(attempt).toThrow(/use letters, digits, '_', '-' and '\.' \(a '-' or '\.' not first, no '\.\.'\)/);
     try {
       attempt();
     } catch (error) {
@@ -59,6 +65,17 @@ describe("partition keys and values fit in a path component", () => {
     expect(() => defineTable({ name: "t", columns: [{ name: "id", type: "BIGINT" }], partitionKeys: [tooLong] })).toThrow(
       /partition key 'k.*' is 122 characters long: use at most 121, so that '<key>=<value>' with a value of up to 128 characters fits in one 255-byte file name/,
     );
+  });
+
+  it("reads a partition the lake already holds whose value readers read as NULL (written before they were refused), and refuses it as a new value", () => {
+    for (const value of ["null", "NULL", "__HIVE_DEFAULT_PARTITION__"]) {
+      expect(partitionPath(parsePartitionPath(`p_year=2026/p=${value}`, ["p_year", "p"]))).toBe(`p_year=2026/p=${value}`);
+      expect(() => parsePartition(`p_year=2026,p=${value}`, ["p_year", "p"])).toThrow(`partition value '${value}' for key 'p' is not allowed, which readers read as a NULL partition value`);
+      expect(() => partitionOfValues(["p"], [value])).toThrow(InvalidInputError);
+    }
+    // Only the spellings of NULL: a stored path is checked as any other otherwise.
+    expect(() => parsePartitionPath("p=a..b", ["p"])).toThrow("partition value 'a..b' for key 'p' is not allowed");
+    expect(partitionPath(parsePartition("p=nullable,q=a-null", ["p", "q"]))).toBe("p=nullable/q=a-null");
   });
 
   it("refuses a value with '..' inside", () => {

@@ -14,7 +14,7 @@ import { partitionStates } from "../../src/lake/operations/partition-states.js";
 import { readHistory } from "../../src/lake/operations/history.js";
 
 /** What a dead letter of an unsafe partition value says after the value: the rule, and the fix. */
-const UNSAFE_RULE = " (a partition value names a folder: use letters, digits, '-', '_', '.' (not first, no '..'), at most 128 characters; make the partition expression give such values, or leave the row out)";
+const UNSAFE_RULE = " (a partition value names a folder: use letters, digits, '_', '-' and '.' (a '-' or '.' not first, no '..'), at most 128 characters, not null or __HIVE_DEFAULT_PARTITION__ in any case (readers read those as NULL); make the partition expression give such values, or leave the row out)";
 
 let workspace: PipelineWorkspace | undefined;
 let lake: Lake | undefined;
@@ -440,13 +440,21 @@ describe("bad rows", () => {
     const { ws, lake } = await start({ deadLetter: true });
     const config = (await import("node:fs")).readFileSync(ws.configFile, "utf8").replace("strftime(order_ts, '%Y-%m-%d')", "coalesce(status, 'x')");
     (await import("node:fs")).writeFileSync(ws.configFile, config);
-    const file = ws.delivery([header, "1,1,1.00,ok,2026-11-01 10:00:00,", "2,1,1.00,../../etc,2026-11-01 10:00:00,", "3,1,1.00,it's,2026-11-01 10:00:00,"].join("\n"));
+    // Spellings of NULL (DuckDB's hive reader reads `null` in any case, Hive and Athena __HIVE_DEFAULT_PARTITION__, as a
+    // NULL value) would land as partitions that every reader sees as one NULL group: refused as a NULL value is.
+    const nullish = ["null", "NULL", "Null", "__HIVE_DEFAULT_PARTITION__", "__hive_default_partition__"];
+    const lines = ["1,1,1.00,ok,2026-11-01 10:00:00,", "2,1,1.00,../../etc,2026-11-01 10:00:00,", "3,1,1.00,it's,2026-11-01 10:00:00,", "4,1,1.00,nullable,2026-11-01 10:00:00,"];
+    const file = ws.delivery([header, ...lines, ...nullish.map((v, i) => `${10 + i},1,1.00,${v},2026-11-01 10:00:00,`)].join("\n"));
     const report = await ws.pipeline(lake, { inputs: [file] }).sync();
-    expect(report.loads[0]).toMatchObject({ rowsRead: 3, rowsLoaded: 1, rowsDeadLettered: 2 });
-    expect((await lake.query("SELECT reason FROM orders_rejected ORDER BY reason")).rows).toEqual([
+    expect(report.loads[0]).toMatchObject({ rowsRead: 9, rowsLoaded: 2, rowsDeadLettered: 7 });
+    const readAsNull = ", which readers read as a NULL partition value, not as text: make the partition expression give another value for it (a CASE), or leave the row out";
+    expect((await lake.query("SELECT reason FROM orders_rejected ORDER BY line")).rows).toEqual([
       [`partition key day has the unsafe value '../../etc'${UNSAFE_RULE}`],
       [`partition key day has the unsafe value 'it's'${UNSAFE_RULE}`],
+      ...nullish.map((v) => [`partition key day has the value '${v}'${readAsNull}`]),
     ]);
+    // Every partition that landed reads back as its text: none is NULL to a reader.
+    expect((await lake.query("SELECT day, day IS NULL, count(*) FROM orders_raw GROUP BY ALL ORDER BY day")).rows).toEqual([["nullable", false, 1], ["ok", false, 1]]);
   });
 
   it("reads JSONL and reports a bad line with its number", async () => {

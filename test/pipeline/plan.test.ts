@@ -147,6 +147,15 @@ describe("planLayer", () => {
       /datasets\.orders\.layers\.monthly\.inputs\.map\.month: for upstream partition day=2026-11-01 it gives '\.\.\/x'/,
     );
   });
+
+  it("refuses a partition value inputs.map gives that readers read as NULL (null in any case, __HIVE_DEFAULT_PARTITION__)", () => {
+    for (const value of ["null", "NULL", "Null", "__HIVE_DEFAULT_PARTITION__"]) {
+      const bad = [["2026-10"], ["2026-11"], [value]];
+      expect(() => planLayer({ dataset: dataset(), layer: layer(), upstreamTable: "orders_raw", upstream, mapped: bad, states: new Map(), lookups: [] }, choices())).toThrow(
+        `datasets.orders.layers.monthly.inputs.map.month: for upstream partition day=2026-11-02 it gives '${value}': partition value '${value}' for key 'month' is not allowed, which readers read as a NULL partition value, not as text`,
+      );
+    }
+  });
 });
 
 describe("predict", () => {

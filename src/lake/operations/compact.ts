@@ -69,7 +69,7 @@ export async function compactTables(lake: HasLakeParts, tableName: string | unde
       reports.push({ table: table.name, partition: "", status: "skipped", reason: `the table was ${why}`, files: 0, bytes: 0, rows: 0 });
       continue;
     }
-    const wanted = options.partitions?.map((p) => partitionPath(partitionOf(table, p)));
+    const wanted = options.partitions?.map((p) => partitionPath(partitionOf(table, p, true)));
     const pointers = (await parts.catalog.listPointers(table)).filter((p) => wanted === undefined || wanted.includes(partitionPath(p.partition)));
     for (const missing of (wanted ?? []).filter((path) => !pointers.some((p) => partitionPath(p.partition) === path))) {
       throw new InvalidInputError(`table '${table.name}' has no partition ${missing}; lakeswap tables ${table.name} lists its partitions`);

@@ -80,7 +80,7 @@ async function partitionHistories(ctx: LakeContext, table: TableDefinition, part
 /** The runs of one partition, or of every partition of a table, newest first. */
 export async function readHistory(lake: HasLakeParts, tableName: string, partitionInput?: PartitionInput): Promise<PartitionHistory[]> {
   const table = await lake.parts.table(tableName);
-  if (partitionInput !== undefined) return partitionHistories(lake.parts, table, [partitionOf(table, partitionInput)], true);
+  if (partitionInput !== undefined) return partitionHistories(lake.parts, table, [partitionOf(table, partitionInput, true)], true);
   const { partitions, runs } = await knownPartitions(lake.parts, table);
   return partitionHistories(lake.parts, table, partitions, false, runs);
 }

@@ -54,14 +54,14 @@ export async function partitionStates(lake: HasLakeParts, tableName: string): Pr
 /** A run's manifest (its fingerprint, the delivery parts appended into it, ...), or undefined when it has none. */
 export async function runManifest(lake: HasLakeParts, tableName: string, partitionInput: PartitionInput, runId: string): Promise<RunManifest | undefined> {
   const table = await lake.parts.table(tableName);
-  return readManifest(lake.parts.store, table, partitionOf(table, partitionInput), runId);
+  return readManifest(lake.parts.store, table, partitionOf(table, partitionInput, true), runId);
 }
 
 /** Row count of one partition's current run, or undefined when it has none. */
 export async function countPartition(lake: HasLakeParts, tableName: string, partitionInput: PartitionInput): Promise<number | undefined> {
   const parts = lake.parts;
   const table = await parts.table(tableName);
-  const partition = partitionOf(table, partitionInput);
+  const partition = partitionOf(table, partitionInput, true);
   const pointer = await parts.catalog.getPointer(table, partition);
   if (!pointer) return undefined;
   return parts.engine.countRows(table, { partition, runId: pointer.runId, files: await runFiles(parts, table, partition, pointer.runId) });

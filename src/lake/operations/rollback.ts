@@ -44,7 +44,7 @@ export interface SyncRollbackResult {
 export async function rollbackPartition(lake: HasLakeParts, tableName: string, partitionInput: PartitionInput, options: { toRunId?: string } = {}): Promise<RollbackResult> {
   const parts = lake.parts;
   const table = notIngested(await parts.table(tableName), "rolled back");
-  const partition = partitionOf(table, partitionInput);
+  const partition = partitionOf(table, partitionInput, true);
   checkRunId(table, options.toRunId);
   return parts.withLease(table.name, `rollback ${table.name}/${partitionPath(partition)}`, () => moveBack(parts, table, partition, options.toRunId));
 }

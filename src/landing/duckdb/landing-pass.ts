@@ -1,6 +1,6 @@
 import type { DuckDBConnection } from "@duckdb/node-api";
 import { InvalidInputError, LakeswapError } from "../../model/errors.js";
-import { MAX_PARTITION_VALUE_LENGTH, PARTITION_VALUE_RULE } from "../../model/partition.js";
+import { MAX_PARTITION_VALUE_LENGTH, NULL_PARTITION_SPELLINGS, NULL_SPELLING_REASON, PARTITION_VALUE_RULE } from "../../model/partition.js";
 import { printable, quoteIdentifier, quoteLiteral } from "../../model/sql.js";
 import type { LandRequest } from "../landing.js";
 import { duckDbMessage, fileList, outOfMemory, shown, type SourceRows } from "./landing-sql.js";
@@ -124,6 +124,8 @@ export async function findBadKeys({ connection, request, names, all }: LandingPa
   const keyChecks = request.partition.map(
     ({ key, expression }) =>
       `CASE WHEN ${quoteIdentifier(key)} IS NULL THEN ${quoteLiteral(`partition key ${key} is NULL: its expression ${printable(expression)} gives NULL for this row`)} ` +
+      `WHEN ${nullSpelling(quoteIdentifier(key))} THEN ${quoteLiteral(`partition key ${key} has the value `)} || ${shown(quoteIdentifier(key))} || ` +
+      `${quoteLiteral(`, ${NULL_SPELLING_REASON}: make the partition expression give another value for it (a CASE), or leave the row out`)} ` +
       `WHEN ${unsafeKey(quoteIdentifier(key))} ` +
       `THEN ${quoteLiteral(`partition key ${key} has the unsafe value `)} || ${shown(quoteIdentifier(key))} || ` +
       `${quoteLiteral(` (a partition value names a folder: ${PARTITION_VALUE_RULE}; make the partition expression give such values, or leave the row out)`)} END`,
@@ -140,9 +142,14 @@ export async function findBadKeys({ connection, request, names, all }: LandingPa
   );
 }
 
-/** Whether a partition value (SQL, not NULL) is unsafe in a path or a query. */
+/** Whether a partition value (SQL, not NULL) is unsafe in a path or a query, or one that readers read as NULL. */
 export function unsafeKey(value: string): string {
-  return `(NOT regexp_full_match(${value}, ${quoteLiteral(SAFE_PARTITION_VALUE)}) OR contains(${value}, '..') OR strlen(${value}) > ${MAX_PARTITION_VALUE_LENGTH})`;
+  return `(NOT regexp_full_match(${value}, ${quoteLiteral(SAFE_PARTITION_VALUE)}) OR contains(${value}, '..') OR strlen(${value}) > ${MAX_PARTITION_VALUE_LENGTH} OR ${nullSpelling(value)})`;
+}
+
+/** Whether a partition value (SQL) is one that readers read as NULL (../../model/partition.ts). */
+function nullSpelling(value: string): string {
+  return `lower(${value}) IN (${NULL_PARTITION_SPELLINGS.map(quoteLiteral).join(", ")})`;
 }
 
 /** The SQL that tells a bad row (`r`, joined to the bad keys `b`) and why, and shows a Parquet row's values. */

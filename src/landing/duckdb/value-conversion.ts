@@ -257,6 +257,13 @@ function typedConversion(column: LandColumn, source: string, sourceType: string,
   const value =
     type === "TIMESTAMPTZ" && wallClock ? `timezone('UTC', CAST(${s} AS TIMESTAMP))` : type === "TIMESTAMP" && instant ? `timezone('UTC', ${s})` : `TRY_CAST(${s} AS ${type})`;
   const unconverted = `CASE WHEN ${s} IS NOT NULL AND (${value}) IS NULL THEN ${says(text, `(${sourceType}) does not convert to ${type}`)} END`;
+  // Bytes without the UTF8 annotation (what Impala, older Hive and pyarrow's `binary` write for strings) are the text's
+  // UTF-8 bytes: decoded, as DuckDB's binary_as_string reads them. A cast would write them as escaped text
+  // (`caf\xC3\xA9`); bytes that are not UTF-8 are no text at all, and are a bad row, as a CSV that is not UTF-8 is.
+  if (type === "VARCHAR" && sourceType === "BLOB") {
+    const decoded = `try(decode(${s}))`;
+    return { value: decoded, problem: `CASE WHEN ${s} IS NOT NULL AND ${decoded} IS NULL THEN ${says(text, "(BLOB) is not valid UTF-8 text: send the text encoded as UTF-8, or declare the column BLOB")} END` };
+  }
   // A nested value (struct, list, map) cast to text would be DuckDB's rendering of it, not a value that was sent.
   if (type === "VARCHAR" && /^(STRUCT|MAP|UNION)\(|\]$/.test(sourceType)) {
     return { value: "NULL::VARCHAR", problem: `CASE WHEN ${s} IS NOT NULL THEN ${says(text, `(${printable(sourceType, 60)}) is a nested value, not text: declare the column from its fields, or store it as text in the file`)} END` };

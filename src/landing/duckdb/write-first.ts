@@ -35,8 +35,6 @@ export async function writeFirst(
   try {
     faultPoint("signing-beside-write-ahead");
     const good = [`${checks.rowProblem} IS NULL`, ...keys.map((key) => `NOT coalesce(${unsafeKey(`r.${quoteIdentifier(key)}`)}, true)`)];
-    // DuckDB reads a Hive folder named __HIVE_DEFAULT_PARTITION__ back as NULL: such a value is landed the usual way.
-    good.push(...keys.map((key) => `r.${quoteIdentifier(key)} <> '__HIVE_DEFAULT_PARTITION__'`));
     await connection.run(
       `CREATE VIEW ${names.checked} AS SELECT r.* FROM ${all} r WHERE CASE WHEN ${good.join(" AND ")} THEN true ELSE error(${quoteLiteral(BAD_ROW_MET)}) END`,
     );
