@@ -127,6 +127,29 @@ export function icebergGlueColumnType(column: string, type: string): string {
   return glue;
 }
 
+/** The declared type of each Iceberg primitive type lakeswap writes, read back where no declaration names the column. */
+const ICEBERG_DECLARED: Readonly<Record<string, string>> = {
+  boolean: "BOOLEAN",
+  int: "INTEGER",
+  long: "BIGINT",
+  float: "FLOAT",
+  double: "DOUBLE",
+  string: "VARCHAR",
+  binary: "BLOB",
+  date: "DATE",
+  timestamp: "TIMESTAMP",
+  timestamptz: "TIMESTAMPTZ",
+};
+
+/**
+ * A declared type that reads a column of Iceberg type `type` as its files hold it (an earlier snapshot's schema,
+ * which the table's definition may no longer name): undefined for a type lakeswap never writes.
+ */
+export function declaredTypeOfIceberg(type: string): string | undefined {
+  const decimal = /^decimal\((\d+), ?(\d+)\)$/.exec(type);
+  return decimal ? `DECIMAL(${decimal[1]},${decimal[2]})` : ICEBERG_DECLARED[type];
+}
+
 /** Every declared type this module maps (DECIMAL(p,s) aside), for tests and messages. */
 export const MAPPED_TYPES: readonly string[] = Object.keys(STORAGE);
 

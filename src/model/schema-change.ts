@@ -148,6 +148,8 @@ export function planSchemaChange(existing: TableDefinition, wanted: TableDefinit
     columns,
     ...(columnsChanged ? { schemaVersion: (existing.schemaVersion ?? 0) + 1 } : existing.schemaVersion !== undefined ? { schemaVersion: existing.schemaVersion } : {}),
     ...(existing.rebuiltAt !== undefined ? { rebuiltAt: existing.rebuiltAt } : {}),
+    // Runs written under a change undone since stay unreadable under any later definition (model/table.ts).
+    ...(existing.undoneSchemas !== undefined ? { undoneSchemas: existing.undoneSchemas } : {}),
     // The layout the table is in, until a change of its partition keys names a new one (lake/operations/change-schema.ts),
     // which records the one it replaces.
     ...(keys ? { replacedLayout: existing.layout ?? existing.name } : layoutOf(existing)),
@@ -178,7 +180,7 @@ function rebuilt(existing: TableDefinition, wanted: TableDefinition, changes: re
     return { ...c, ...(before.signedAs !== undefined ? { signedAs: before.signedAs } : {}), ...(before.added ? { added: true as const } : {}) };
   });
   // Rewritten in the layout the table is in (a rebuild keeps the partition keys).
-  const table = defineTable({ ...wanted, columns, schemaVersion: (existing.schemaVersion ?? 0) + 1, ...layoutOf(existing) });
+  const table = defineTable({ ...wanted, columns, schemaVersion: (existing.schemaVersion ?? 0) + 1, undoneSchemas: existing.undoneSchemas, ...layoutOf(existing) });
   return { table, changes, rebuild: { renames } };
 }
 

@@ -73,6 +73,13 @@ export interface TableDefinition {
    */
   readonly rebuiltAt?: string;
   /**
+   * The schema changes `rollback --sync` undid, each as the run ids between which runs were written under it (`from`:
+   * the change's `schemaChangedAt`; `to`: issued when it was undone, after every run written then): such a run holds
+   * columns as that definition declared them (a column the table no longer has, or has again as another column), so
+   * no pointer is moved to one (./../lake/operations/rollback.ts). Absent: none.
+   */
+  readonly undoneSchemas?: readonly UndoneSchema[];
+  /**
    * Where the table's partitions live since its partition keys changed (`sync --rebuild-schema`, docs/lake.md
    * "Changing partition keys"): a layout of its own, `<table>__layout_<6 hex digits>`, built aside and then made the
    * table's in one write of this definition. Its pointers, runs and manifests are kept under that name; absent: under
@@ -85,6 +92,27 @@ export interface TableDefinition {
    * current. Absent: the partition keys never changed.
    */
   readonly replacedLayout?: string;
+}
+
+/** A schema change that `rollback --sync` undid: the runs written under it sort between `from` and `to`. */
+export interface UndoneSchema {
+  readonly from: string;
+  readonly to: string;
+  /** The sync (or create-table) that made the change. */
+  readonly syncId: string;
+}
+
+/** The undone schema change `runId` was written under, if any (model/table.ts `undoneSchemas`). */
+export function undoneSchemaOf(table: Pick<TableDefinition, "undoneSchemas">, runId: string): UndoneSchema | undefined {
+  return table.undoneSchemas?.find((undone) => runId > undone.from && runId < undone.to);
+}
+
+/**
+ * The newest run id at which the table's schema changed: its last change, or the last undoing of one. Every run
+ * written from now on sorts after it (./../lake/commit/swap.ts), so it was written under the definition as it is.
+ */
+export function schemaMark(table: Pick<TableDefinition, "schemaChangedAt" | "undoneSchemas">): string | undefined {
+  return [table.schemaChangedAt, ...(table.undoneSchemas ?? []).map((undone) => undone.to)].filter((id): id is string => id !== undefined).sort().at(-1);
 }
 
 /** What ends the storage name of a table's layout after a change of partition keys: `__layout_` and 6 hex digits. */
@@ -141,6 +169,7 @@ export function declaredShape(table: TableDefinition): string {
     schemaChangedAt: undefined,
     rebuilding: undefined,
     rebuiltAt: undefined,
+    undoneSchemas: undefined,
     layout: undefined,
     replacedLayout: undefined,
   });
@@ -222,6 +251,7 @@ interface DefinitionInput {
   schemaChangedAt?: string;
   rebuilding?: { readonly renames: Readonly<Record<string, string>> };
   rebuiltAt?: string;
+  undoneSchemas?: readonly UndoneSchema[];
   layout?: string;
   replacedLayout?: string;
 }
@@ -259,6 +289,11 @@ export function defineTable(input: DefinitionInput): TableDefinition {
   if (input.rebuiltAt !== undefined && !isRunId(input.rebuiltAt)) {
     throw new InvalidInputError(`table '${name}' has rebuiltAt '${printable(input.rebuiltAt)}', which is not a run id (YYYYMMDDTHHMMSSZ-xxxxxx)`);
   }
+  for (const undone of input.undoneSchemas ?? []) {
+    if (![undone.from, undone.to].every((id) => isRunId(id)) || !isRunId(undone.syncId) || undone.from >= undone.to) {
+      throw new InvalidInputError(`table '${name}' has an undone schema change ${printable(JSON.stringify(undone))} that is not {from, to, syncId} of run ids, from before to`);
+    }
+  }
   if (input.schemaVersion !== undefined && !(Number.isSafeInteger(input.schemaVersion) && input.schemaVersion >= 0)) {
     throw new InvalidInputError(`table '${name}' has schema version ${printable(String(input.schemaVersion))}: it must be a whole number, 0 or more`);
   }
@@ -287,6 +322,7 @@ export function defineTable(input: DefinitionInput): TableDefinition {
     ...(input.schemaVersion ? { schemaVersion: input.schemaVersion } : {}),
     ...(input.schemaChangedAt !== undefined ? { schemaChangedAt: input.schemaChangedAt } : {}),
     ...(input.rebuiltAt !== undefined ? { rebuiltAt: input.rebuiltAt } : {}),
+    ...(input.undoneSchemas !== undefined && input.undoneSchemas.length > 0 ? { undoneSchemas: input.undoneSchemas.map((u) => ({ from: u.from, to: u.to, syncId: u.syncId })) } : {}),
     ...(input.rebuilding !== undefined ? { rebuilding: { renames: checkedRenames(name, columns, input.rebuilding.renames) } } : {}),
     ...(input.layout !== undefined ? { layout: input.layout } : {}),
     ...(input.replacedLayout !== undefined ? { replacedLayout: input.replacedLayout } : {}),
@@ -419,6 +455,10 @@ export function parseTableDefinition(value: unknown, source: string, expectedNam
   if (record.schemaVersion !== undefined && typeof record.schemaVersion !== "number") refuse("'schemaVersion' is not a number");
   if (record.schemaChangedAt !== undefined && typeof record.schemaChangedAt !== "string") refuse("'schemaChangedAt' is not a run id");
   if (record.rebuiltAt !== undefined && typeof record.rebuiltAt !== "string") refuse("'rebuiltAt' is not a run id");
+  const undone = record.undoneSchemas;
+  const undoneEntry = (u: unknown): u is UndoneSchema =>
+    typeof u === "object" && u !== null && ["from", "to", "syncId"].every((k) => typeof (u as Record<string, unknown>)[k] === "string");
+  if (undone !== undefined && !(Array.isArray(undone) && undone.every(undoneEntry))) refuse("'undoneSchemas' is not a list of {from, to, syncId}");
   const rebuilding = record.rebuilding as { renames?: unknown } | undefined;
   if (rebuilding !== undefined && (typeof rebuilding !== "object" || rebuilding === null || typeof rebuilding.renames !== "object" || rebuilding.renames === null)) refuse("'rebuilding' is not {renames}");
   const keys = record.partitionKeys;
@@ -446,6 +486,7 @@ export function parseTableDefinition(value: unknown, source: string, expectedNam
       ...(typeof record.schemaChangedAt === "string" ? { schemaChangedAt: record.schemaChangedAt } : {}),
       ...(rebuilding !== undefined ? { rebuilding: { renames: rebuilding.renames as Record<string, string> } } : {}),
       ...(typeof record.rebuiltAt === "string" ? { rebuiltAt: record.rebuiltAt } : {}),
+      ...(Array.isArray(undone) ? { undoneSchemas: undone as UndoneSchema[] } : {}),
       ...(typeof record.layout === "string" ? { layout: record.layout } : {}),
       ...(typeof record.replacedLayout === "string" ? { replacedLayout: record.replacedLayout } : {}),
     });

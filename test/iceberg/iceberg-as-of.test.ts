@@ -101,6 +101,54 @@ describe("query --as-of and history --snapshots", () => {
     expect(await rows(lake, RAW, first.syncId)).toEqual(raw1);
   }, 120_000);
 
+  it("reads each snapshot under the schema it was committed with: a column added, renamed or rolled back since reads as it was then", async () => {
+    workspace = new PipelineWorkspace();
+    const ws = workspace;
+    lake = await openEmbeddedLake(ws.lakeDir, { graceMs: 3_600_000, leaseWaitMs: 0 });
+    const config = (columns: string): string =>
+      `datasets:\n  t:\n    source: {format: csv, path: deliveries/*.csv}\n    iceberg: true\n    columns: {id: BIGINT, ${columns}, day: VARCHAR}\n    partition: {p: "day"}\n`;
+    const write = (text: string): string => {
+      const file = ws.redeliver([]);
+      writeFileSync(file, text);
+      return file;
+    };
+    const syncWith = async (columns: string, text: string, rebuildSchema = false): Promise<string> => {
+      writeFileSync(ws.configFile, config(columns));
+      return (await ws.pipeline(lake!, { inputs: [write(text)], rebuildSchema }).sync()).syncId;
+    };
+    const csv = (header: string, row: (id: number, day: string) => string): string => {
+      const lines = [header];
+      for (const day of ["d1", "d2", "d3"]) for (let i = 1; i <= 3; i++) lines.push(row(Number(day.slice(1)) * 10 + i, day));
+      return `${lines.join("\n")}\n`;
+    };
+    const asOf = async (sql: string, at?: string): Promise<string[]> =>
+      (await lake!.query(sql, { asOf: at })).rows.map((row) => row.map((v) => (v === null ? "null" : String(v))).join(" "));
+    const columnsAsOf = async (at: string): Promise<readonly string[]> => (await lake!.query("SELECT * FROM t_raw LIMIT 1", { asOf: at })).columns;
+
+    const s1 = await syncWith(`amount: "DECIMAL(10,2)"`, csv("id,amount,day", (id, day) => `${id},${id}.50,${day}`));
+    const s2 = await syncWith(`amount: "DECIMAL(10,2)", coupon: VARCHAR`, csv("id,amount,coupon,day", (id, day) => `${id},${id}.50,C${id},${day}`));
+    await rollbackSync(lake, s2);
+    const s3 = await syncWith(`total: {type: "DECIMAL(10,2)", renamed_from: amount}`, csv("id,total,day", (id, day) => `${id},${id}.50,${day}`), true);
+    // Under the renamed column, every earlier snapshot reads as it was, the rename's under its own schema.
+    expect(await columnsAsOf(s1)).toEqual(["id", "amount", "day", "p"]);
+    expect(await columnsAsOf(s2)).toEqual(["id", "amount", "coupon", "day", "p"]);
+    expect(await asOf("SELECT count(coupon), min(coupon), sum(amount) FROM t_raw", s2)).toEqual(["9 C11 202.50"]);
+    expect(await asOf("SELECT count(total), sum(total) FROM t_raw", s3)).toEqual(["9 202.50"]);
+    // Rolled back: the table is as before the rename, and each snapshot still reads under its own schema.
+    await rollbackSync(lake, s3);
+    expect(await asOf("SELECT count(amount), sum(amount) FROM t_raw")).toEqual(["9 202.50"]);
+    expect(await columnsAsOf(s3)).toEqual(["id", "total", "day", "p"]);
+    expect(await asOf("SELECT count(*), count(total), sum(total), typeof(max(total)) FROM t_raw", s3)).toEqual(["9 9 202.50 DECIMAL(10,2)"]);
+    expect(await asOf("SELECT count(coupon), max(coupon) FROM t_raw", s2)).toEqual(["9 C33"]);
+    expect(await asOf("SELECT count(amount), sum(amount) FROM t_raw", s1)).toEqual(["9 202.50"]);
+    // A column the snapshot's schema lacks is no column of the table then: refused, never read as NULL.
+    await expect(lake.query("SELECT sum(amount) FROM t_raw", { asOf: s3 })).rejects.toThrow(/amount/);
+    await expect(lake.query("SELECT count(coupon) FROM t_raw", { asOf: s1 })).rejects.toThrow(/coupon/);
+    const cli = await runMain(["query", "SELECT sum(total) AS total FROM t_raw", "--as-of", s3, "--lake", ws.lakeDir, "--json"]);
+    expect(cli.code, cli.stderr).toBe(0);
+    expect(JSON.parse(cli.stdout)).toEqual([{ total: "202.50" }]);
+  }, 120_000);
+
   it("parses sync ids, snapshot ids and ISO timestamps (no zone: UTC), and refuses the rest naming the value", () => {
     expect(parseAsOf("last")).toEqual({ syncId: "last" });
     expect(parseAsOf("20261102T140501Z-1a2b3c")).toEqual({ syncId: "20261102T140501Z-1a2b3c" });

@@ -1,5 +1,5 @@
 import { parsePartitionPath } from "../../model/partition.js";
-import type { TableDefinition } from "../../model/table.js";
+import { undoneSchemaOf, type TableDefinition } from "../../model/table.js";
 import { faultPoint } from "../../shared/faults.js";
 import type { RunManifest } from "../manifest.js";
 import type { OutboxEntry } from "../outbox.js";
@@ -53,6 +53,8 @@ export async function publishStaged(
         refused.push({ table: table.name, partition: m.partition, reason: `its staged run ${m.runId} is gone (gc removes staged runs after the grace window); rerun the sync` });
       } else if (table.rebuiltAt !== undefined && m.runId < table.rebuiltAt) {
         refused.push({ table: table.name, partition: m.partition, reason: `its staged run ${m.runId} was written before the table was rebuilt by swap under other columns; rerun the sync` });
+      } else if (undoneSchemaOf(table, m.runId)) {
+        refused.push({ table: table.name, partition: m.partition, reason: `its staged run ${m.runId} was written under a schema change rolled back since; rerun the sync` });
       } else {
         ready.push(audited(ctx, table, m, partitions[i]!, current));
       }

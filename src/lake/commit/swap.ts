@@ -16,7 +16,7 @@ import { carryCurrentRun } from "./append-carry.js";
 import { stagedReads } from "./staged-reads.js";
 import { gateOnAudits } from "./data-audits.js";
 import type { AuditFinding, AuditSpec } from "../../model/audit.js";
-import type { TableDefinition } from "../../model/table.js";
+import { schemaMark, type TableDefinition } from "../../model/table.js";
 
 /** How many pointer moves one outbox entry carries: the catalog then moves them in its own batches (Glue: 100 per call). */
 export const MOVES_PER_ENTRY = 1000;
@@ -179,8 +179,8 @@ export async function swapBatch(ctx: SwapContext, table: TableDefinition, items:
     const path = partitionPath(item.partition);
     const current = currents.get(path);
     // After the current run and the one before it (a rollback leaves a newer run behind the pointer).
-    // And after the table's last schema change: a run written under a schema sorts after its change (a rollback reads it).
-    const latest = [current?.runId, current?.previousRunId, newest.get(path), table.schemaChangedAt].filter((id): id is string => id !== undefined).sort().at(-1);
+    // And after the table's last schema change or undoing of one: a run written under a schema sorts after its change (a rollback reads it).
+    const latest = [current?.runId, current?.previousRunId, newest.get(path), schemaMark(table)].filter((id): id is string => id !== undefined).sort().at(-1);
     const runId = newRunIdAfter(latest);
     return { item, path, current, runId, prefix: runPrefix(ctx.catalog, table, item.partition, runId), ...(empty.has(path) ? { alone: true } : {}) };
   });

@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import { LakeswapError } from "../../model/errors.js";
 import { newRunIdAfter } from "../../model/run-id.js";
 import { planSchemaChange, type SchemaChange } from "../../model/schema-change.js";
-import { defineTable, layoutName, type TableDefinition } from "../../model/table.js";
+import { defineTable, layoutName, schemaMark, type TableDefinition } from "../../model/table.js";
 import { faultPoint } from "../../shared/faults.js";
 import type { HasLakeParts } from "../parts.js";
 import { rebuildReadably, rebuildRuns, type RebuildOptions } from "./rebuild-schema.js";
@@ -45,7 +45,7 @@ export async function changeSchema(lake: HasLakeParts, wanted: TableDefinition, 
  */
 async function stampSchemaChange(lake: HasLakeParts, change: SchemaChange): Promise<SchemaChange> {
   const runs = (await lake.parts.catalog.listPointers(change.table)).map((p) => p.runId);
-  const latest = [...runs, change.table.schemaChangedAt].filter((id): id is string => id !== undefined && id !== "").sort().at(-1);
+  const latest = [...runs, schemaMark(change.table)].filter((id): id is string => id !== undefined && id !== "").sort().at(-1);
   const at = newRunIdAfter(latest);
   // A rebuild by swap rewrites every run from before it: none of those is moved back to while it stands. A change of
   // partition keys names the new layout the table is built in (./relayout.ts).

@@ -1,9 +1,10 @@
-import type { Snapshot } from "../../catalog/iceberg/table-metadata.js";
+import type { IcebergSchema, Snapshot } from "../../catalog/iceberg/table-metadata.js";
+import { declaredTypeOfIceberg, icebergColumnType } from "../../model/column-types.js";
 import type { PartitionSnapshot, TableSnapshot } from "../../model/build.js";
-import { InvalidInputError, NotFoundError } from "../../model/errors.js";
+import { InvalidInputError, LakeswapError, NotFoundError } from "../../model/errors.js";
 import { partitionOfValues, partitionPath } from "../../model/partition.js";
 import { isRunId } from "../../model/run-id.js";
-import { inLayout, storageName, type TableDefinition } from "../../model/table.js";
+import { defineTable, inLayout, storageName, type TableDefinition } from "../../model/table.js";
 import { snapshotFiles, type SnapshotFile } from "../commit/iceberg-commit.js";
 import { keyOfUrl, latestMetadata } from "../commit/iceberg-pointer.js";
 import type { HasLakeParts } from "../parts.js";
@@ -57,7 +58,7 @@ function describeAsOf(asOf: AsOf, sync: SyncRecord | undefined): string {
  * The snapshot of `table` that `asOf` names, among those the table's metadata retains. `sync` is the record of the
  * sync named, when a sync is.
  */
-async function snapshotAsOf(lake: HasLakeParts, table: TableDefinition, asOf: AsOf, sync?: SyncRecord): Promise<Snapshot> {
+async function snapshotAsOf(lake: HasLakeParts, table: TableDefinition, asOf: AsOf, sync?: SyncRecord): Promise<{ snapshot: Snapshot; schema?: IcebergSchema }> {
   if (!table.iceberg) {
     throw new InvalidInputError(
       `table '${table.name}' is not published as Iceberg (iceberg: true), so lakeswap keeps no earlier state of it to read as of ${describeAsOf(asOf, sync)}; ` +
@@ -65,7 +66,13 @@ async function snapshotAsOf(lake: HasLakeParts, table: TableDefinition, asOf: As
     );
   }
   const latest = await latestMetadata(lake.parts, table);
-  const snapshots = [...(latest?.metadata.snapshots ?? [])].sort((a, b) => a["sequence-number"] - b["sequence-number"]);
+  const snapshot = findSnapshot(table, latest?.metadata.snapshots ?? [], asOf, sync);
+  return { snapshot, schema: latest?.metadata.schemas.find((s) => s["schema-id"] === snapshot["schema-id"]) };
+}
+
+/** The snapshot `asOf` names among a table's `snapshots`: see snapshotAsOf. */
+function findSnapshot(table: TableDefinition, retained: readonly Snapshot[], asOf: AsOf, sync?: SyncRecord): Snapshot {
+  const snapshots = [...retained].sort((a, b) => a["sequence-number"] - b["sequence-number"]);
   const listed = `lakeswap history ${table.name} --snapshots lists the ones kept`;
   let found: Snapshot | undefined;
   if ("snapshotId" in asOf) {
@@ -135,9 +142,9 @@ export async function snapshotsAsOf(lake: HasLakeParts, scope: SnapshotScope, as
   if (!named) tables.push(...(await ctx.catalog.listTables()).filter((t) => t.iceberg));
   const result: TableSnapshot[] = [];
   for (const table of tables) {
-    const snapshot = await snapshotAsOf(lake, table, asOf, sync);
+    const { snapshot, schema } = await snapshotAsOf(lake, table, asOf, sync);
     const files = await snapshotFiles(lake.parts.store, snapshot);
-    const then = asLaidOut(table, files, (url) => keyOfUrl(lake.parts.store, url));
+    const then = asWrittenUnder(asLaidOut(table, files, (url) => keyOfUrl(lake.parts.store, url)), snapshot, schema);
     result.push({ table: then, partitions: snapshotPartitions(lake, then, snapshot, files) });
   }
   return result;
@@ -155,6 +162,25 @@ function asLaidOut(table: TableDefinition, files: readonly SnapshotFile[], keyOf
   const storage = keyOf(first.filePath)?.split("/")[0];
   if (keys.join("/") === table.partitionKeys.join("/") && storage === storageName(table)) return table;
   return inLayout(table, storage ?? table.name, keys);
+}
+
+/**
+ * The table with the columns of the schema a snapshot was committed with (its `schema-id`), not the definition's now:
+ * a column added, renamed, retyped or dropped since (or a change rolled back since) reads as it was then. A column
+ * keeps its declared type where the definition's has the same Iceberg type, else the type its files hold. Its files are
+ * read by column name (they may differ, as after a change in place), a column a file lacks as NULL.
+ */
+function asWrittenUnder(table: TableDefinition, snapshot: Snapshot, schema: IcebergSchema | undefined): TableDefinition {
+  const id = `snapshot ${snapshot["snapshot-id"]} of table '${table.name}'`;
+  if (!schema) throw new LakeswapError("STORE_ERROR", `${id} names schema ${snapshot["schema-id"]}, which the table's Iceberg metadata does not hold; it cannot be read as it was`);
+  const columns = schema.fields
+    .filter((field) => !table.partitionKeys.includes(field.name))
+    .map((field) => {
+      const type = table.columns.find((c) => c.name === field.name && icebergColumnType(c.type) === field.type)?.type ?? declaredTypeOfIceberg(field.type);
+      if (type === undefined) throw new LakeswapError("STORE_ERROR", `${id} has column ${field.name} of Iceberg type '${field.type}', which lakeswap does not read; query it with an Iceberg reader`);
+      return { name: field.name, type };
+    });
+  return defineTable({ ...table, columns, rebuilding: undefined, schemaVersion: Math.max(1, table.schemaVersion ?? 0) });
 }
 
 /** One retained Iceberg snapshot of a table, as `lakeswap history TABLE --snapshots` shows it. */

@@ -1,6 +1,5 @@
 import { InvalidInputError, LakeswapError, NotFoundError } from "../../model/errors.js";
 import { keysOfPath, parsePartitionPath, partitionPath, type Partition } from "../../model/partition.js";
-import { isRunId } from "../../model/run-id.js";
 import { currentRuns, ensureManifest, listRuns, readManifest, runFileNames, runFiles, runPrefix, type LakeContext } from "../runs.js";
 import { movePointers, removePointers } from "../commit/move.js";
 import type { SyncMove, SyncRecord } from "../sync-record.js";
@@ -9,7 +8,8 @@ import { notIngested, partitionOf, type HasLakeParts, type PartitionInput } from
 import { findSync } from "./syncs.js";
 import { withoutDropped } from "./rebuild-schema.js";
 import { forgetLayout, layoutRemoved, recordLayout } from "./relayout.js";
-import { defineTable, parseTableDefinition, type TableDefinition } from "../../model/table.js";
+import { defineTable, parseTableDefinition, schemaMark, undoneSchemaOf, type TableDefinition } from "../../model/table.js";
+import { isRunId, newRunIdAfter } from "../../model/run-id.js";
 
 /** What a rollback did. */
 export interface RollbackResult {
@@ -166,8 +166,10 @@ async function judgeRestore(lake: HasLakeParts, record: SyncRecord, change: NonN
   // the one before less the columns it drops (Glue). Either is the sync's all the same.
   const unmarked = now && change.rebuilt ? defineTable({ ...now, rebuilding: undefined }) : now;
   const steps = change.rebuilt ? [set, withoutDropped(previous, set)] : [set];
-  if (!now || !steps.some((step) => JSON.stringify(unmarked) === JSON.stringify(step)) || JSON.stringify(now) === JSON.stringify(previous)) {
-    return { skipped: !now ? "the table no longer exists" : JSON.stringify(now) === JSON.stringify(previous) ? "it is as it was before the sync already" : "its schema changed again since" };
+  // The changes undone since are no change of the definition itself: a second rollback of the sync finds it as it was before.
+  const shape = (table: TableDefinition | undefined): string => JSON.stringify(table && { ...table, undoneSchemas: undefined });
+  if (!now || !steps.some((step) => shape(unmarked) === shape(step)) || shape(now) === shape(previous)) {
+    return { skipped: !now ? "the table no longer exists" : shape(now) === shape(previous) ? "it is as it was before the sync already" : "its schema changed again since" };
   }
   // A run written under the new schema that is still current (a later command's) may hold what the old one cannot
   // (a value only the widened type holds; Athena refuses the file outright): the definition stays. Such runs sort
@@ -189,9 +191,14 @@ async function judgeRestore(lake: HasLakeParts, record: SyncRecord, change: NonN
   if (change.relayout && (await layoutRemoved(lake.parts.store, previous))) {
     throw new LakeswapError("CONFLICT", `sync ${record.syncId} changed the partition keys of ${change.table}, and the layout it switched away from was garbage-collected since: it cannot be switched back to`);
   }
+  // The runs written under the change (every one sorts after its mark, and before an id issued now, after every
+  // pointer's runs) keep its columns: the restored definition names them, so that no pointer ever moves to one again.
+  const latest = [mark, ...(snapshot?.partitions ?? []).map((p) => p.runId), schemaMark(now)].filter((id): id is string => id !== undefined && id !== "").sort().at(-1);
+  const undone = { from: mark, to: newRunIdAfter(latest), syncId: record.syncId };
+  const restored = defineTable({ ...previous, undoneSchemas: [...(now.undoneSchemas ?? []), undone] });
   return {
     write: async () => {
-      await lake.parts.catalog.updateTable(change.rebuilt ? backFromRebuild(lake, previous, set, change.renames ?? {}) : previous, () => lake.parts.leaseCheck(change.table));
+      await lake.parts.catalog.updateTable(change.rebuilt ? backFromRebuild(lake, restored, set, change.renames ?? {}) : restored, () => lake.parts.leaseCheck(change.table));
       if (change.relayout) {
         // The old layout is the table's again; the one switched away from is retired (GC removes it after the grace window).
         await forgetLayout(lake.parts.store, previous);
@@ -220,7 +227,7 @@ async function finishRebuildRollbacks(lake: HasLakeParts, record: SyncRecord, re
     if (!change.rebuilt || !restored.some((r) => r.table === change.table && r.action === "restored")) continue;
     const previous = parseTableDefinition(change.previous, `the record of sync ${record.syncId}`, change.table);
     const now = await lake.parts.catalog.getTable(change.table);
-    if (now?.rebuilding) await lake.parts.catalog.updateTable(previous, () => lake.parts.leaseCheck(change.table));
+    if (now?.rebuilding) await lake.parts.catalog.updateTable(defineTable({ ...previous, undoneSchemas: now.undoneSchemas }), () => lake.parts.leaseCheck(change.table));
   }
 }
 
@@ -233,6 +240,27 @@ function refuseBeforeRebuild(table: TableDefinition, label: string, runId: strin
   throw new LakeswapError(
     "CONFLICT",
     `run ${runId} of ${label} was written before table ${table.name} was rebuilt by swap under other columns; roll back the sync that rebuilt it instead (lakeswap syncs lists it; rollback --sync ID)`,
+  );
+}
+
+/**
+ * Refuses to move a partition's pointer to a run written under a schema change `rollback --sync` undid since (model/
+ * table.ts `undoneSchemas`): it holds columns as that definition declared them (a column the table no longer has, or
+ * has again as another column, another type), which no reader may read under the definition as it is. `runs`: the
+ * partition's complete runs, to name the ones it may be moved to instead.
+ */
+function refuseUndoneSchema(table: TableDefinition, partition: string, runId: string, runs: readonly string[], current: string): void {
+  const undone = undoneSchemaOf(table, runId);
+  if (!undone) return;
+  const label = `${table.name}/${partition}`;
+  const fits = runs.filter((id) => id !== current && !undoneSchemaOf(table, id) && !(table.rebuiltAt !== undefined && id < table.rebuiltAt));
+  throw new LakeswapError(
+    "CONFLICT",
+    `run ${runId} of ${label} was written under the schema of ${table.name} that sync ${undone.syncId} set and rollback --sync undid since: ` +
+      `its columns are that schema's, not the table's now, and no reader may see them as the table's; ` +
+      (fits.length > 0
+        ? `roll back to a run written under the table's schema instead (--to ${fits.at(-1)}; lakeswap history ${table.name} --partition ${partition} lists them)`
+        : `its current run ${current} is the only one written under the table's schema now`),
   );
 }
 
@@ -265,6 +293,7 @@ async function moveBack(ctx: LakeContext, table: TableDefinition, partition: Par
     target = newest;
   }
   refuseBeforeRebuild(table, label, target);
+  refuseUndoneSchema(table, partitionPath(partition), target, complete.map((run) => run.runId), current.runId);
   const manifest = await readManifest(ctx.store, table, partition, target);
   const fence = (): Promise<void> => ctx.leaseCheck(table.name);
   await fence();
@@ -307,6 +336,11 @@ async function rollbackMoves(ctx: LakeContext, table: TableDefinition, moves: re
     }
     if (table.rebuiltAt !== undefined && move.previousRun < table.rebuiltAt) {
       skip(`run ${move.previousRun}, current before the sync, was written before the table was rebuilt by swap under other columns; roll back the rebuild's sync first`);
+      continue;
+    }
+    const undone = undoneSchemaOf(table, move.previousRun);
+    if (undone) {
+      skip(`run ${move.previousRun}, current before the sync, was written under the schema sync ${undone.syncId} set, which was rolled back since: its columns are not the table's now`);
       continue;
     }
     const manifest = await readManifest(ctx.store, table, partition, move.previousRun);
