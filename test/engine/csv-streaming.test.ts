@@ -80,7 +80,7 @@ describe("quoted CSV is streamed (RFC 4180) and lands as the exact reader reads 
       ["2", "two\nlines", "x"],
       ["3", null, "y"],
       ["4", "plain", "y"],
-      ["5", "cr\nlf", "x"],
+      ["5", "cr\r\nlf", "x"],
       ["6", "k;l, m", "y"],
     ]);
     expect(landed.partitions).toEqual([["x", 3n], ["y", 3n]]);
@@ -92,6 +92,34 @@ describe("quoted CSV is streamed (RFC 4180) and lands as the exact reader reads 
       expect(landed.streamed).toBe(false);
       expect(landed.bad).toEqual([[expect.any(String), 3, expect.stringMatching(/^malformed quoting|^unterminated quote/), expect.stringContaining(line)]]);
     }
+  });
+});
+
+describe("a CR before a line end inside a quoted field is the field's, kept as DuckDB's reader keeps it", () => {
+  it("lands the quoted field's bytes as they are (CRLF, CR CR LF, a blank line, a lone CR), streamed or not; bad rows keep their lines and text", async () => {
+    const notes = [`"a\r\nb"`, `"a\r\r\nb"`, `"a\nb"`, `"a\r\n\r\nb"`, `"a\rb"`, `"end\r\n"`];
+    const records = notes.map((note, i) => `${i + 1},${note},${i % 2 === 0 ? "x" : "y"}`);
+    // A record refused for a field too many, and a value that does not convert, after records spanning lines.
+    const first = csv(`id,note,day\r\n${records.join("\r\n")}\r\n7,"c\r\nd",x,extra\r\noops,e,x\r\n8,"f\r\ng",y\r\n`);
+    const second = csv(`id,note,day\n${records.map((r) => r.replace(/^(\d)/, "1$1")).join("\n")}\n`);
+    const landed = await landBothWays([first, second]);
+    expect(landed.streamed).toBe(true);
+    // As plain DuckDB reads the delivery.
+    const connection = await duck.connect();
+    const plain = (await connection.runAndReadAll(`SELECT id, note, day FROM read_csv(['${first}', '${second}'], header = true, auto_detect = false, columns = {'id': 'VARCHAR', 'note': 'VARCHAR', 'day': 'VARCHAR'}, ignore_errors = true) WHERE id <> 'oops' ORDER BY ALL`)).getRowsJS();
+    connection.closeSync();
+    const values = notes.map((note) => note.slice(1, -1));
+    expect(landed.good).toEqual([
+      ...values.flatMap((note, i) => [[`${i + 1}`, note, i % 2 === 0 ? "x" : "y"], [`1${i + 1}`, note, i % 2 === 0 ? "x" : "y"]]),
+      ["8", "f\r\ng", "y"],
+    ].sort((a, b) => a.join().localeCompare(b.join())));
+    expect(landed.good).toEqual(plain);
+    // Line numbers count every line end (CRLF or LF); a record's text keeps the CRs inside its quotes, not its own line end's.
+    expect(landed.bad).toEqual([
+      [path.basename(first), 14, "the line has 4 fields, but the header of this file has 3", `7,"c\r\nd",x,extra`],
+      [path.basename(first), 16, "column id: 'oops' is not an integer", "oops,e,x"],
+    ]);
+    expect(landed.partitions).toEqual([["x", 6n], ["y", 7n]]);
   });
 });
 
@@ -129,7 +157,7 @@ describe("a streamed delivery's bad rows keep their file, line and text", () => 
       [path.basename(first), 7, "partition key p is NULL: its expression day gives NULL for this row", "3,c,"],
       [path.basename(second), 8, "column id: '9999999999999999999999' is out of range for BIGINT", "9999999999999999999999,g,y"],
     ]);
-    expect(landed.good).toEqual([["1", "multi\nline\nnote", "x"], ["4", "d", "y"], ["5", "e\n\nf", "y"], ["6", "h", "y"]]);
+    expect(landed.good).toEqual([["1", "multi\r\nline\r\nnote", "x"], ["4", "d", "y"], ["5", "e\n\nf", "y"], ["6", "h", "y"]]);
     // The signatures of the pass leave out the bad rows, and the partition of a bad value.
     expect(landed.partitions).toEqual([["x", 1n], ["y", 3n]]);
   });

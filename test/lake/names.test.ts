@@ -11,7 +11,7 @@ import { collectGarbage } from "../../src/lake/operations/gc.js";
 import { dropTable } from "../../src/lake/operations/drop-table.js";
 
 // Invariant 8: partition values and table names are validated before they reach a path, a store key or SQL.
-// The README: partition values use letters, digits, '-', '_' and '.' (not first, no '..'); table names are
+// The docs (lake.md): partition values use letters, digits, '_', '-' and '.' (a '-' or '.' not first, no '..'), not null or __HIVE_DEFAULT_PARTITION__; table names are
 // lowercase identifiers. Anything else is refused (InvalidInputError, exit 2) with a message naming the value.
 
 const TABLE = "orders";

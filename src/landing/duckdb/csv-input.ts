@@ -16,15 +16,18 @@ import { compressedFileError } from "./compressed-files.js";
  * case-insensitively, in each file's header; without one, by position.
  */
 export async function readCsv(connection: DuckDBConnection, request: LandRequest, lines: string, records: string): Promise<SourceRows> {
-  await loadLines(connection, request, lines, [`CASE WHEN contains(__raw, '"') THEN length(__raw) - length(replace(__raw, '"', '')) ELSE 0 END AS __quotes`]);
+  await loadLines(connection, request, lines, [`CASE WHEN contains(__raw, '"') THEN length(__raw) - length(replace(__raw, '"', '')) ELSE 0 END AS __quotes`], true);
   // A line with an odd number of quotes opens (or closes) a quoted field across lines: only then are lines grouped into records.
   const spansLines = (await connection.runAndReadAll(`SELECT coalesce(bool_or(__quotes % 2 = 1), false) FROM ${lines}`)).getRowsJS()[0]?.[0] === true;
   let rawTable = lines;
   if (spansLines) {
     const open = `coalesce(sum(__quotes) OVER (PARTITION BY __file ORDER BY __line ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) % 2 = 1`;
     const start = `max(CASE WHEN __open THEN NULL ELSE __line END) OVER (PARTITION BY __file ORDER BY __line ROWS UNBOUNDED PRECEDING)`;
+    // A line end inside a quoted field (the quote still open after the line) is the field's: its CRs are kept, as
+    // DuckDB's reader keeps them ("a\r\nb" is a, CR, LF, b); only the record's own line end drops them.
+    const line = `CASE WHEN __crs > 0 AND __open <> (__quotes % 2 = 1) THEN __raw || repeat(chr(13), __crs) ELSE __raw END`;
     await connection.run(
-      `CREATE TABLE ${records} AS SELECT __file, __start AS __line, string_agg(__raw, chr(10) ORDER BY __line) AS __raw, sum(__quotes)::BIGINT AS __quotes ` +
+      `CREATE TABLE ${records} AS SELECT __file, __start AS __line, string_agg(${line}, chr(10) ORDER BY __line) AS __raw, sum(__quotes)::BIGINT AS __quotes ` +
         `FROM (SELECT *, ${start} AS __start FROM (SELECT *, ${open} AS __open FROM ${lines})) GROUP BY __file, __start`,
     );
     rawTable = records;

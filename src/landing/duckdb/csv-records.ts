@@ -30,8 +30,9 @@ interface Refused {
  * order, the headers and the records it refused not counted), and the records it refused by where they start, and
  * writes each one's file, the line it starts on and its text, as the exact reader (./csv-input.ts) keeps them, into a
  * new table `found` (`__file`, `__ordinal` or, for a refused one, `__at`, `__line`, `__raw`). The files are read
- * once, in chunks, and only those records are kept: a record is whole lines (each without the CRs before its line
- * end, a byte order mark dropped) while a quote is open; a blank line between records is none. False where the files
+ * once, in chunks, and only those records are kept: a record is whole lines (a byte order mark dropped) while a quote
+ * is open, each without the CRs before its line end but where the quote stays open after it (there they are the quoted
+ * field's); a blank line between records is none. False where the files
  * do not hold `rows` records besides the refused ones, or a wanted one is not in the file the reader said (the reader
  * split them otherwise): then only the exact reader can tell the lines.
  */
@@ -121,7 +122,7 @@ async function scanRecords(
     }
     parts = [];
   };
-  await forEachLine(file, (line, startByte, quotes) => {
+  await forEachLine(file, (line, startByte, quotes, crs) => {
     lineNumber++;
     if (!quoteOpen && line.length === 0) return;
     if (!quoteOpen) {
@@ -132,8 +133,8 @@ async function scanRecords(
       for (; refusal < refused.length && refused[refusal]! <= startByte + 1; refusal++) refusedAt = refused[refusal]!;
       isRefused = refusedAt !== undefined && headerSeen;
     }
-    if (headerSeen && (isRefused || ordinal + 1 === next)) parts.push(Buffer.from(line));
     if (quotes % 2 === 1) quoteOpen = !quoteOpen;
+    if (headerSeen && (isRefused || ordinal + 1 === next)) parts.push(quoteOpen && crs > 0 ? Buffer.concat([line, Buffer.alloc(crs, CARRIAGE_RETURN)]) : Buffer.from(line));
     if (!quoteOpen) finish();
   });
   // Blank lines at the end of a file are none; a quote left open there is the reader's refusal, never met here.
@@ -143,9 +144,10 @@ async function scanRecords(
 
 /**
  * Calls `onLine` with each line of a file (a view valid during the call, without its line end and the CRs before it, a
- * byte order mark dropped), where it starts in the file, and how many quotes it holds; read in chunks of whole lines.
+ * byte order mark dropped), where it starts in the file, how many quotes it holds and how many CRs were dropped; read
+ * in chunks of whole lines.
  */
-async function forEachLine(file: string, onLine: (line: Buffer, startByte: number, quotes: number) => void): Promise<void> {
+async function forEachLine(file: string, onLine: (line: Buffer, startByte: number, quotes: number, crs: number) => void): Promise<void> {
   const handle = await open(file, "r");
   try {
     let buffer = Buffer.alloc(CHUNK_BYTES);
@@ -173,7 +175,7 @@ async function forEachLine(file: string, onLine: (line: Buffer, startByte: numbe
         let quotes = 0;
         if (nextQuote >= 0 && nextQuote < stop) for (let q = nextQuote - at; q >= 0; q = line.indexOf(QUOTE, q + 1)) quotes++;
         // The empty rest after a file's last line end is no line.
-        if (cut < end || at < end) onLine(line, offset + at, quotes);
+        if (cut < end || at < end) onLine(line, offset + at, quotes, cut - stop);
         at = cut + 1;
         if (cut === end) break;
       }
@@ -217,8 +219,9 @@ export async function rejectLocatedRows(
   }
   const at = refused.map(([file, byte]) => ({ file: Number(file), at: Number(byte) }));
   if (!(await locateRecords(connection, request, { wanted, refused: at, rows: shape.rows }, found))) return false;
-  // A refused record is the one the reader quoted (past the line ends it quotes before it), and one the exact reader refuses too.
-  const quoted = `regexp_replace(regexp_replace(ltrim(r.__csv_line, chr(10) || chr(13)), '\\r+\\n', chr(10), 'g'), '\\r+$', '')`;
+  // A refused record is the one the reader quoted (past the line ends it quotes before it, and without its own CRs at
+  // its end), and one the exact reader refuses too.
+  const quoted = `regexp_replace(ltrim(r.__csv_line, chr(10) || chr(13)), '\\r+$', '')`;
   const problem = recordProblem(request, "f.__raw", shape.width);
   const disagree = await connection.runAndReadAll(
     `SELECT count(*) FROM ${found} f JOIN (${refusals}) r ON f.__file = r.__file AND f.__at = r.__at WHERE ${quoted} <> f.__raw OR ${problem} IS NULL`,

@@ -39,12 +39,11 @@ export async function streamedCsv(request: LandRequest): Promise<StreamedCsv | u
   }
   const layout = layouts[0];
   if (layout === undefined || layouts.some((l) => l.width !== layout.width || l.positions.join() !== layout.positions.join())) return undefined;
-  const held = { quotes: false, carriageReturns: false, bytes: 0 };
+  const held = { quotes: false, bytes: 0 };
   for (const file of request.files) {
     const scan = await scanBeforeReading(file, delimiter, layout.width);
     if (scan.readOtherwise) return undefined;
     held.quotes ||= scan.quotes;
-    held.carriageReturns ||= scan.carriageReturns;
     held.bytes += scan.bytes;
   }
   const fields = Array.from({ length: layout.width }, (_, i) => `c${i + 1}`);
@@ -52,10 +51,8 @@ export async function streamedCsv(request: LandRequest): Promise<StreamedCsv | u
   // reader refuses, and DuckDB's reader keeps): the exact reader tells them apart. Files without a quote (most
   // exports) have no field that holds one: the test, a concat of every field of every row, is left out.
   const quoted = held.quotes ? `CASE WHEN contains(concat(${fields.map(quoteIdentifier).join(", ")}), '"') THEN ${quoteLiteral(QUOTE_IN_FIELD)} END` : "NULL::VARCHAR";
-  // The exact reader reads a record spanning lines line by line, each without the CRs before its line end; files
-  // without a CR have none in a field, and every field is spared the test.
-  const value = (field: string): string =>
-    held.carriageReturns ? `nullif(CASE WHEN contains(${field}, chr(13)) THEN regexp_replace(${field}, '\\r+\\n', chr(10), 'g') ELSE ${field} END, '')` : `nullif(${field}, '')`;
+  // A CR before a line end inside a quoted field is the field's, as DuckDB's reader and the exact reader keep it.
+  const value = (field: string): string => `nullif(${field}, '')`;
   const rows = ({ refused, ordered = false }: StreamedRead): SourceRows => {
     const read =
       `read_csv(${sqlFileList(request.files)}, header = ${request.header}, auto_detect = false, ` +
@@ -134,8 +131,6 @@ interface FileScan {
   readonly readOtherwise: boolean;
   /** It holds a quote, so a field may keep one. */
   readonly quotes: boolean;
-  /** It holds a CR, so a field may hold one before a line end. */
-  readonly carriageReturns: boolean;
   /** The bytes scanned: the file's. */
   readonly bytes: number;
 }
@@ -146,12 +141,12 @@ interface FileScan {
  * empty last field past the `width` fields (`1,a,x,` and `1,a,x,""` are three fields), where the exact reader counts it. A space
  * beside a quote inside a quoted field (`"a ""b"""`, `" b"`), or a line that ends with the delimiter inside a
  * quoted field, leaves a delivery to the exact reader too, which costs time, never a row; so does text that is not
- * UTF-8, which the exact reader refuses. Also whether it holds a quote or a CR at all, so that the reading tests its
- * fields for them only where it may find one (most exports hold neither). Read in chunks of whole lines; only a line
+ * UTF-8, which the exact reader refuses. Also whether it holds a quote at all, so that the reading tests its
+ * fields for one only where it may find one (most exports hold none). Read in chunks of whole lines; only a line
  * that ends with the delimiter is split.
  */
 async function scanBeforeReading(file: string, delimiter: string, width: number): Promise<FileScan> {
-  const found = { quotes: false, carriageReturns: false, bytes: 0 };
+  const found = { quotes: false, bytes: 0 };
   const readOtherwise = await searchLines(file, (whole, atEnd) => {
     found.bytes += whole.length;
     // The last line of a file, without a line end, is searched as if it had one.
@@ -161,7 +156,6 @@ async function scanBeforeReading(file: string, delimiter: string, width: number)
     const quoted = lines.includes(QUOTE);
     const crlf = lines.includes(CR);
     found.quotes ||= quoted;
-    found.carriageReturns ||= crlf;
     // Text that is not UTF-8 is refused by the exact reader, naming the file (DuckDB's reader fails only where a
     // query reads the field).
     return !isUtf8(lines) || (quoted && (lines.includes(' "') || lines.includes('" '))) || droppedLastField(lines, delimiter, width, quoted, crlf);

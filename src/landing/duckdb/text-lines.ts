@@ -29,11 +29,14 @@ const FIELD_SEPARATOR = 0x01;
  * naming it. Each file is read by DuckDB's CSV reader, a line a record (in
  * order, numbered as it reads them), where the file holds no byte that the
  * reader treats otherwise (`readsPlainly`); else in chunks of whole lines
- * passed to DuckDB from here.
+ * passed to DuckDB from here. `lineEndCrs`: the table also has `__crs`, how many
+ * CRs were dropped before the line's end, for a CSV record whose quoted field
+ * spans lines: there they are the field's own bytes, not a line end.
  */
-export async function loadLines(connection: DuckDBConnection, request: LandRequest, table: string, extra: readonly string[] = []): Promise<void> {
+export async function loadLines(connection: DuckDBConnection, request: LandRequest, table: string, extra: readonly string[] = [], lineEndCrs = false): Promise<void> {
   const computed = extra.map((column) => `, ${column}`).join("");
-  await connection.run(`CREATE TABLE ${table} AS SELECT *${computed} FROM (SELECT NULL::INTEGER AS __file, NULL::BIGINT AS __line, NULL::VARCHAR AS __raw) WHERE false`);
+  const crs = lineEndCrs ? ", NULL::INTEGER AS __crs" : "";
+  await connection.run(`CREATE TABLE ${table} AS SELECT *${computed} FROM (SELECT NULL::INTEGER AS __file, NULL::BIGINT AS __line, NULL::VARCHAR AS __raw${crs}) WHERE false`);
   for (const [index, file] of request.files.entries()) {
     // A JSON array (./json-array.ts): its elements are its lines.
     if (request.format === "jsonl" && isJsonArrayDocument(file)) {
@@ -41,18 +44,19 @@ export async function loadLines(connection: DuckDBConnection, request: LandReque
       continue;
     }
     if (!(await readsPlainly(request, file))) {
-      await loadChunks(connection, request, table, computed, index);
+      await loadChunks(connection, request, table, computed, index, lineEndCrs);
       continue;
     }
     try {
       // The reader splits lines at line feeds only (the file holds no CR), keeps every line, an empty one as NULL, and
       // drops a byte order mark; its rows keep their order through the numbering.
-      await connection.run(`INSERT INTO ${table} SELECT *${computed} FROM ${numberedLines(file, index)}`);
+      const lines = lineEndCrs ? `(SELECT *, 0 AS __crs FROM ${numberedLines(file, index)})` : numberedLines(file, index);
+      await connection.run(`INSERT INTO ${table} SELECT *${computed} FROM ${lines}`);
     } catch (error) {
       // A line longer than the reader takes (or what else it refuses): the file is read from here.
       if (outOfMemory(error)) throw error;
       await connection.run(`DELETE FROM ${table} WHERE __file = ${index + 1}`);
-      await loadChunks(connection, request, table, computed, index);
+      await loadChunks(connection, request, table, computed, index, lineEndCrs);
       continue;
     }
     await connection.run(
@@ -136,12 +140,13 @@ function notUtf8(request: LandRequest, file: string): InvalidInputError {
   return compressedFileError(file, request.format) ?? new InvalidInputError(`${file} is not UTF-8 text: lakeswap reads ${request.format} files as UTF-8; convert it (e.g. iconv -f latin1 -t utf-8)`);
 }
 
-/** Loads one file's lines (the `index`th of the delivery) in chunks of whole lines passed to DuckDB. */
-async function loadChunks(connection: DuckDBConnection, request: LandRequest, table: string, computed: string, index: number): Promise<void> {
+/** Loads one file's lines (the `index`th of the delivery) in chunks of whole lines passed to DuckDB (`lineEndCrs`: see loadLines). */
+async function loadChunks(connection: DuckDBConnection, request: LandRequest, table: string, computed: string, index: number, lineEndCrs: boolean): Promise<void> {
   const file = request.files[index]!;
+  const crs = lineEndCrs ? `, CASE WHEN ends_with(__raw, chr(13)) THEN length(__raw) - length(rtrim(__raw, chr(13))) ELSE 0 END AS __crs` : "";
   // generate_subscripts next to unnest: DuckDB numbers the list's elements without copying the list per row.
   const insert = await connection.prepare(
-    `INSERT INTO ${table} SELECT *${computed} FROM (SELECT $1::INTEGER AS __file, __line, CASE WHEN ends_with(__raw, chr(13)) THEN rtrim(__raw, chr(13)) ELSE __raw END AS __raw ` +
+    `INSERT INTO ${table} SELECT *${computed} FROM (SELECT $1::INTEGER AS __file, __line, CASE WHEN ends_with(__raw, chr(13)) THEN rtrim(__raw, chr(13)) ELSE __raw END AS __raw${crs} ` +
       `FROM (SELECT $2::BIGINT + generate_subscripts(lines, 1) AS __line, unnest(lines) AS __raw FROM (SELECT string_split(decode($3::BLOB), chr(10)) AS lines)))`,
   );
   try {
