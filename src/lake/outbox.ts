@@ -69,6 +69,12 @@ export class Outbox {
     await this.store.delete([outboxEntryKey(entry.table, entry.id)]);
   }
 
+  /** The ids of one table's pending entries, oldest first, from one listing (no entry read): whether its pointers are moving. */
+  async pendingIds(table: string): Promise<string[]> {
+    const prefix = outboxPrefix(table);
+    return (await this.store.list(prefix)).map((o) => o.key.slice(prefix.length).replace(/\.json$/, "")).sort();
+  }
+
   /** The pending changes of one table, or of every table, oldest first. */
   async pending(table?: string): Promise<OutboxEntry[]> {
     const prefix = outboxPrefix(table);

@@ -212,6 +212,11 @@ export interface SnapshotScope {
   readonly partitions?: readonly { readonly table: string; readonly partitions: readonly string[] }[];
   /** List each run's files (store keys; default true); without, every run's `files` is empty. */
   readonly files?: boolean;
+  /**
+   * Tables read without their lease (another writer's: a lookup, an ingested raw table), with how their pointers are
+   * listed at a state a finished batch left (./settled-pointers.ts), never halfway through the writer's moves.
+   */
+  readonly settled?: { readonly tables: readonly string[]; readonly pointers: (table: TableDefinition) => Promise<Pointer[]> };
 }
 
 /** Run folders listed at once. */
@@ -227,9 +232,7 @@ export async function currentRuns(ctx: LakeContext, scope: SnapshotScope = {}): 
   const snapshots: TableSnapshot[] = [];
   for (const table of tables) {
     const limit = scope.partitions?.find((l) => l.table === table.name);
-    // Only some partitions (a build's inputs): read one by one where they are a few, as a swap reads its own.
-    const limited = limit && (await currentPointers(ctx, table, limit.partitions.map((p) => parsePartitionPath(p, table.partitionKeys))));
-    const pointers = limited ? [...limited.values()].sort((a, b) => (partitionPath(a.partition) < partitionPath(b.partition) ? -1 : 1)) : await ctx.catalog.listPointers(table);
+    const pointers = await pointersInScope(ctx, table, limit?.partitions, scope.settled);
     const partitions = await mapLimited(pointers, LISTINGS_AT_ONCE, async (pointer): Promise<PartitionSnapshot> => ({
       partition: pointer.partition,
       runId: pointer.runId,
@@ -240,6 +243,19 @@ export async function currentRuns(ctx: LakeContext, scope: SnapshotScope = {}): 
     snapshots.push({ table, partitions });
   }
   return snapshots;
+}
+
+/** The pointers of a table a listing of current runs covers: only some partitions (`wanted`), or all; settled where the scope says. */
+async function pointersInScope(ctx: LakeContext, table: TableDefinition, wanted: readonly string[] | undefined, settled: SnapshotScope["settled"]): Promise<Pointer[]> {
+  if (settled?.tables.includes(table.name)) {
+    const all = await settled.pointers(table);
+    const set = wanted && new Set(wanted);
+    return set ? all.filter((p) => set.has(partitionPath(p.partition))) : all;
+  }
+  if (!wanted) return ctx.catalog.listPointers(table);
+  // Only some partitions (a build's inputs): read one by one where they are a few, as a swap reads its own.
+  const limited = await currentPointers(ctx, table, wanted.map((p) => parsePartitionPath(p, table.partitionKeys)));
+  return [...limited.values()].sort((a, b) => (partitionPath(a.partition) < partitionPath(b.partition) ? -1 : 1));
 }
 
 /**

@@ -64,8 +64,9 @@ export class SyncRun implements Run {
   }
 
   states(table: string): Promise<Map<string, PartitionState>> {
-    // A table this sync does not write (an ingested raw table, a lookup) is read without its lease.
-    return this.written.has(table) ? this.writer.partitionStates(table) : partitionStates(this.ctx.lake, table);
+    // A table this sync does not write (an ingested raw table, a lookup of another pipeline) is read without its lease,
+    // at a state a finished batch of its writer left: never halfway through its moves (lake/settled-pointers.ts).
+    return this.written.has(table) ? this.writer.partitionStates(table) : partitionStates(this.ctx.lake, table, true);
   }
 
   async upstream(table: string): Promise<Map<string, string | undefined>> {
@@ -129,7 +130,10 @@ export class SyncRun implements Run {
   /** Builds a derived layer's changed partitions from its upstream, then sends the layer to its sinks. */
   async layer(dataset: DatasetConfig, layer: LayerConfig, plan: readonly PlannedPartition[], _states: ReadonlyMap<string, PartitionState>, startedMs: number): Promise<void> {
     const upstreamTable = tableOfLayer(dataset, layer.from);
-    const build = { kind: "select", readable: [upstreamTable, ...layer.lookups], concurrency: this.ctx.config.concurrency } as const;
+    const readable = [upstreamTable, ...layer.lookups];
+    // What it reads of tables another writer moves is read as a batch of theirs left them, as the plan read them.
+    const unleased = readable.filter((table) => !this.written.has(table));
+    const build = { kind: "select", readable, unleased, concurrency: this.ctx.config.concurrency } as const;
     const itemOf = (p: PlannedPartition): Pick<SwapItem, "select" | "inputPartitions"> => ({
       select: renderSql(layer.sql, parsePartitionPath(p.partition, layer.partitionKeys), layer.sqlPath),
       inputPartitions: [{ table: upstreamTable, partitions: p.inputPartitions ?? [] }],

@@ -1,3 +1,5 @@
+import { writeFileSync, mkdirSync } from "node:fs";
+import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { openEmbeddedLake } from "../../src/open/open-lake.js";
 import { processStopped } from "../support/crash-kit.js";
@@ -113,6 +115,77 @@ describe("a sync decides under the leases of the tables it writes", () => {
     expect(second.code, second.stderr).toBe(4);
     expect(second.stderr).toMatch(/orders_/);
     expect(await rawIds(workspace.lakeDir)).toEqual(ids(a));
+  });
+});
+
+describe("a layer of another pipeline that reads a table whole (inputs.tables)", () => {
+  /** Pipeline B: three reference rows, each with what the stats layer reads of pipeline A's orders_raw, whole. */
+  function pipelineB(ws: PipelineWorkspace): string {
+    mkdirSync(path.join(ws.dir, "ref"));
+    writeFileSync(path.join(ws.dir, "ref", "ref.csv"), "p,k\ng1,1\ng2,2\ng3,3\n");
+    ws.writeSql("stats.sql", "SELECT r.k, (SELECT count(*) FROM orders_raw) AS n, (SELECT CAST(sum(order_id) AS BIGINT) FROM orders_raw) AS ids FROM ref_raw r WHERE grp = {{ grp }}\n");
+    const file = path.join(ws.dir, "b.yaml");
+    writeFileSync(
+      file,
+      `datasets:
+  ref:
+    source: {format: csv, path: ref/*.csv}
+    columns: {p: VARCHAR, k: BIGINT}
+    partition: {grp: "p"}
+    layers:
+      - name: stats
+        sql: sql/stats.sql
+        columns: {k: BIGINT, n: BIGINT, ids: BIGINT}
+        inputs:
+          tables: [orders_raw]
+`,
+    );
+    return file;
+  }
+
+  async function stats(lakeDir: string): Promise<string[]> {
+    const lake = await openEmbeddedLake(lakeDir);
+    try {
+      return (await lake.query("SELECT grp, n, ids FROM ref_stats ORDER BY grp")).rows.map((r) => r.map(String).join(" "));
+    } finally {
+      await lake.close();
+    }
+  }
+
+  it("is built from a state of it some finished batch left, never from one half-way through its writer's moves", async () => {
+    workspace = new PipelineWorkspace({ concurrency: 2 });
+    const ws = workspace;
+    const configB = pipelineB(ws);
+    const a = orders(30, 2);
+    const b = orders(30, 3);
+    const syncA = (file: string, env: Record<string, string> = {}) => spawnCli(["--lake", ws.lakeDir, "sync", "-c", ws.configFile, "--input", file, "--json"], env);
+    const syncB = () => spawnCli(["--lake", ws.lakeDir, "sync", "-c", configB, "--json"]);
+    const first = await exited(syncA(ws.delivery(a)));
+    expect(first.code, first.stderr).toBe(0);
+    const firstB = await exited(syncB());
+    expect(firstB.code, firstB.stderr).toBe(0);
+    const whole = (rows: readonly OrderRow[]) => ["g1", "g2", "g3"].map((g) => `${g} ${rows.length} ${rows.reduce((sum, r) => sum + r.id, 0)}`);
+    expect(await stats(ws.lakeDir)).toEqual(whole(a));
+
+    // A's next delivery changes every day of orders_raw; A stops (SIGSTOP) after some 12 of its raw batch's 30 moves.
+    const childA = syncA(ws.delivery(b), { LAKESWAP_FAULT: "during-batch-swap:stop@12" });
+    const slowA = exited(childA);
+    await untilStopped(childA, "during-batch-swap");
+    const childB = syncB();
+    const resultB = exited(childB);
+    // B waits for A's batch of moves (not for A's whole sync): A goes on once B ended (it read orders_raw as it was) or
+    // has had the time to (it is waiting).
+    await Promise.race([resultB, new Promise((resolve) => setTimeout(resolve, 6000))]);
+    childA.kill("SIGCONT");
+    const [doneA, doneB] = [await slowA, await resultB];
+    expect(doneA.code, doneA.stderr).toBe(0);
+    expect(doneB.code, doneB.stderr).toBe(0);
+    // B's stats are orders_raw as delivery a or delivery b left it, whole: never some days of one and the rest of the other.
+    expect([whole(a), whole(b)]).toContainEqual(await stats(ws.lakeDir));
+    // And they are what B signed: the next sync of B finds nothing to do, as orders_raw is now delivery b.
+    const again = await exited(syncB());
+    expect(again.code, again.stderr).toBe(0);
+    expect(await stats(ws.lakeDir)).toEqual(whole(b));
   });
 });
 

@@ -1,6 +1,7 @@
 import { partitionPath } from "../../model/partition.js";
 import type { PartitionSnapshot, TableSnapshot } from "../../engine/engine.js";
 import type { SnapshotScope } from "../runs.js";
+import { settledPointers, type SettledContext } from "../settled-pointers.js";
 
 /** The partitions of some tables a build may read (a derived partition's declared inputs). */
 type InputPartitions = readonly { readonly table: string; readonly partitions: readonly string[] }[] | undefined;
@@ -23,6 +24,15 @@ export function snapshotScope(planned: readonly { readonly item: { readonly inpu
   }
   const partitions = [...limits].filter(([name]) => !unlimited.has(name)).map(([name, set]) => ({ table: name, partitions: [...set] }));
   return { tables: readable, partitions };
+}
+
+/**
+ * `snapshotScope`, with the tables the batch reads without their lease (`unleased`: another writer's lookup, an
+ * ingested raw table) read at a state a finished batch of their writer left (../settled-pointers.ts).
+ */
+export function settledScope(ctx: SettledContext, scope: SnapshotScope, unleased: readonly string[] | undefined): SnapshotScope {
+  if (!unleased || unleased.length === 0) return scope;
+  return { ...scope, settled: { tables: unleased, pointers: (table) => settledPointers(ctx, table) } };
 }
 
 /** A build's view of the batch's snapshot: each table it has declared inputs of, only those partitions. */

@@ -11,7 +11,7 @@ import { newRunIdAfter } from "../../model/run-id.js";
 import { currentPointers, discardRun, engineSnapshot, runFileNames, ensureManifest, listRunFiles, listRunsOf, readManifest, runPrefix, writeManifest, type LakeContext, type RunFile } from "../runs.js";
 import { mapLimited } from "../../shared/map-limited.js";
 import { movePointers } from "./move.js";
-import { overlaid, restrictSources, snapshotScope } from "./build-scope.js";
+import { overlaid, restrictSources, settledScope, snapshotScope } from "./build-scope.js";
 import { carryCurrentRun } from "./append-carry.js";
 import { stagedReads } from "./staged-reads.js";
 import { gateOnAudits } from "./data-audits.js";
@@ -72,6 +72,8 @@ export type SwapBuild =
       readonly readable?: readonly string[];
       /** Builds at once. */
       readonly concurrency?: number;
+      /** Of `readable`, the tables this writer does not hold (another writer's): read at a state a finished batch left. */
+      readonly unleased?: readonly string[];
     };
 
 /** Options of one batch of replaces. */
@@ -269,7 +271,7 @@ async function buildRuns(
   }
 
   // One snapshot for the whole batch, of the partitions some build reads; each build sees its own inputs only.
-  const snapshot = build.landed ? [] : await engineSnapshot(ctx, snapshotScope(planned, build.readable));
+  const snapshot = build.landed ? [] : await engineSnapshot(ctx, settledScope(ctx, snapshotScope(planned, build.readable), build.unleased));
   const sources = overlaid(snapshot, overlay);
   // A held sync's staged runs, for an engine that reads the catalog: in scratch tables while the batch builds.
   const staged = await stagedReads(ctx, snapshot, overlay);

@@ -4,6 +4,7 @@ import { pinnedPartition, pinsPrefix } from "../layout.js";
 import type { RunManifest } from "../manifest.js";
 import { partitionOf, type HasLakeParts, type PartitionInput } from "../parts.js";
 import { readManifest, runFiles } from "../runs.js";
+import { settledPointers } from "../settled-pointers.js";
 import { assertTableName } from "../../model/sql.js";
 import type { SwapItem, SwapOutcome } from "../commit/swap.js";
 
@@ -21,16 +22,18 @@ export interface PartitionState {
 
 /**
  * The current run of every partition of a table, with what a sync compares: signature, fingerprint, inputs, how the
- * pointer moved, pins. None for a table that does not exist yet (its first sync).
+ * pointer moved, pins. None for a table that does not exist yet (its first sync). `settled`: a table read without
+ * its lease (another writer's), whose pointers are read at a state a finished batch left, not halfway through its
+ * writer's moves (../settled-pointers.ts).
  */
-export async function partitionStates(lake: HasLakeParts, tableName: string): Promise<Map<string, PartitionState>> {
+export async function partitionStates(lake: HasLakeParts, tableName: string, settled = false): Promise<Map<string, PartitionState>> {
   const { store, catalog } = lake.parts;
   const table = await catalog.getTable(assertTableName(tableName));
   if (!table) return new Map();
   const prefix = pinsPrefix(table.name);
   const pins = new Set((await store.list(prefix)).map((o) => pinnedPartition(o.key.slice(prefix.length))));
   const states = new Map<string, PartitionState>();
-  for (const pointer of await catalog.listPointers(table)) {
+  for (const pointer of settled ? await settledPointers(lake.parts, table) : await catalog.listPointers(table)) {
     const path = partitionPath(pointer.partition);
     // The signature moves with the pointer (pointer state, Glue Parameters): a manifest is read only where it does not.
     const manifest = pointer.signature === undefined ? await readManifest(store, table, pointer.partition, pointer.runId) : undefined;
