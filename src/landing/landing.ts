@@ -104,6 +104,11 @@ export interface CompactRunRequest {
   readonly table: TableDefinition;
   /** Columns renamed (new name to old name): a file that lacks the new name gives the old one's values. */
   readonly renames?: Readonly<Record<string, string>>;
+  /**
+   * A rebuild's declared type of each column before (by its new name): a column whose declared type changes has each
+   * value converted and checked, also where both types are stored alike (SMALLINT and UTINYINT, VARCHAR and TIME).
+   */
+  readonly previousTypes?: Readonly<Record<string, string>>;
   /** The columns the run's signature covers (a dataset's signed columns); default: every column. */
   readonly signatureColumns?: readonly string[];
   readonly files: readonly string[];

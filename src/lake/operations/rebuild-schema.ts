@@ -155,6 +155,7 @@ async function rewrite(parts: LakeParts, existing: TableDefinition, change: Sche
     .compactRun({
       table,
       renames: change.rebuild?.renames,
+      previousTypes: previousTypes(existing, table, change.rebuild?.renames ?? {}),
       signatureColumns: options.signatureColumns,
       files: keys,
       runId,
@@ -234,4 +235,13 @@ function signedDifferently(existing: TableDefinition, wanted: TableDefinition, s
       if (!now) return [`column ${c.name} is no longer there`];
       return now.type === c.type || (isIntegerType(c.type) && isIntegerType(now.type)) ? [] : [`column ${c.name} changes from ${c.type} to ${now.type}`];
     });
+}
+
+/** Each column's declared type before the change, by its name after (a renamed one's under its old name). */
+function previousTypes(existing: TableDefinition, wanted: TableDefinition, renames: Readonly<Record<string, string>>): Record<string, string> {
+  const before = new Map(existing.columns.map((c) => [c.name, c.type]));
+  return Object.fromEntries(wanted.columns.flatMap((c) => {
+    const type = before.get(renames[c.name] ?? c.name) ?? before.get(c.name);
+    return type === undefined ? [] : [[c.name, type]];
+  }));
 }

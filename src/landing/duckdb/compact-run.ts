@@ -4,12 +4,13 @@ import path from "node:path";
 import type { DuckDBConnection } from "@duckdb/node-api";
 import type { FileAccess } from "../../engine/duckdb-file-access.js";
 import { duckdbStorageType } from "../../model/column-types.js";
-import { quoteFilePath, quoteIdentifier, quoteLiteral } from "../../model/sql.js";
+import { printable, quoteFilePath, quoteIdentifier, quoteLiteral } from "../../model/sql.js";
 import { signatureColumnOrder, type Signing } from "../../model/signature.js";
 import type { CompactRunRequest, SignedRows, StagedCompaction } from "../landing.js";
 import { LakeswapError } from "../../model/errors.js";
 import type { TableDefinition } from "../../model/table.js";
 import { signatureOfRow, signatureQuery } from "./signature-sql.js";
+import { storedConversion } from "./value-conversion.js";
 
 /** What compacting a run needs of the landing: its DuckDB, how it reaches store files, and how it signs. */
 export interface CompactRunParts {
@@ -52,10 +53,10 @@ export async function compactRun(parts: CompactRunParts, request: CompactRunRequ
       };
       // The type a column's values have in the files (a renamed one's under its old name where the new one is absent).
       const typeOf = (c: { name: string }): string | undefined => types.get(c.name) ?? types.get(request.renames?.[c.name] ?? "");
-      await refuseUnfit(connection, request, list, from, typeOf);
-      const projection = table.columns.map((c) => `CAST(${from(c)} AS ${duckdbStorageType(c.type)}) AS ${quoteIdentifier(c.name)}`).join(", ");
+      const rows = await convertedRows(connection, request, list, from, typeOf);
+      const projection = table.columns.map((c, i) => `CAST(${rows.converted[i]?.value ?? from(c)} AS ${duckdbStorageType(c.type)}) AS ${quoteIdentifier(c.name)}`).join(", ");
       await connection.run(
-        `COPY (SELECT ${projection} FROM read_parquet(${list}, hive_partitioning = false, union_by_name = true)) TO ${quoteLiteral(dir)} ` +
+        `COPY (SELECT ${projection} FROM ${rows.relation}) TO ${quoteLiteral(dir)} ` +
           `(FORMAT PARQUET, COMPRESSION ${table.compression === "zstd" ? "zstd" : "snappy"}, FILE_SIZE_BYTES ${Math.max(1, Math.floor(request.fileBytes))})`,
       );
       // A file DuckDB began just as the rows ran out holds none: it is not part of the run.
@@ -63,7 +64,9 @@ export async function compactRun(parts: CompactRunParts, request: CompactRunRequ
       const counts = await connection.runAndReadAll(`SELECT file_name, num_rows FROM parquet_file_metadata([${written.map(quoteFilePath).join(", ")}])`);
       for (const [file, count] of counts.getRowsJS()) if (Number(count) === 0 && written.length > 1) await fs.rm(String(file));
       const relation = `compacted_${request.runId.replace(/[^A-Za-z0-9]/g, "_")}`;
-      await connection.run(`CREATE OR REPLACE TEMP VIEW ${relation} AS SELECT * FROM read_parquet(${quoteLiteral(path.join(dir, "*.parquet"))}, hive_partitioning = false)`);
+      // Signed as their declared types, as landing signs them (a TIME is stored as its text: ../../model/column-types.ts).
+      const declared = table.columns.map((c) => `CAST(${quoteIdentifier(c.name)} AS ${c.type}) AS ${quoteIdentifier(c.name)}`).join(", ");
+      await connection.run(`CREATE OR REPLACE TEMP VIEW ${relation} AS SELECT ${declared} FROM read_parquet(${quoteLiteral(path.join(dir, "*.parquet"))}, hive_partitioning = false)`);
       try {
         const [row] = (await connection.runAndReadAll(signatureQuery(relation, [], signed, signing.form))).getRowsJS();
         return { rows: Number(row?.[0] ?? 0), upper: lane(row?.[1]), lower: lane(row?.[2]), signature: signatureOfRow(signed, row ?? [], 0).signature };
@@ -95,30 +98,42 @@ export async function compactRun(parts: CompactRunParts, request: CompactRunRequ
   }
 }
 
-/** Numeric types: a value converted between two of them is checked to be the same number after (no rounding). */
-const NUMERIC = /^(U?(TINYINT|SMALLINT|INTEGER|BIGINT)|HUGEINT|UHUGEINT|FLOAT|DOUBLE|DECIMAL\(\d+,\d+\))$/;
+/** A type DuckDB describes a column of lakeswap's files as: a name, with a DECIMAL's precision and scale. */
+const STORED_TYPE = /^[A-Z][A-Z0-9_]*(\(\d+,\d+\))?$/;
 
 /**
- * Refuses a rewrite in which a value does not convert to its column's type (a rebuild that narrows a type or changes a
- * scale), or, between numeric types, converts to another number (a scale narrowed rounds 12.345, a DOUBLE narrowed to
- * FLOAT loses digits): the first such value of each column, named with its column and its type, before anything is
- * written. A rebuild never changes a value silently.
+ * The rows of a rewrite, each column whose type changes converted to its new declared type (./value-conversion.ts
+ * `storedConversion`: `converted[i].value`, over `relation`); and first, a rewrite in which a value does not convert
+ * exactly is refused: the first such value of each column, named with its column and its type, before anything is
+ * written. A rebuild never changes a value silently. A column is converted where its files hold another type than the
+ * column is stored as, or where its declared type changes (`request.previousTypes`), also between types stored alike
+ * (SMALLINT and UTINYINT, VARCHAR and TIME): a compaction changes none, and scans nothing.
  */
-async function refuseUnfit(connection: DuckDBConnection, request: CompactRunRequest, list: string, from: (c: { name: string }) => string, typeOf: (c: { name: string }) => string | undefined): Promise<void> {
-  // Only a column whose type changes can hold a value its type cannot (a compaction changes none: no scan).
-  const checks = request.table.columns
-    .filter((c) => from(c) !== "NULL" && typeOf(c) !== duckdbStorageType(c.type))
-    .map((c) => {
-      const value = from(c);
-      const type = duckdbStorageType(c.type);
-      const was = typeOf(c) ?? "";
-      const exact = NUMERIC.test(was) && NUMERIC.test(type) && was !== type ? ` OR TRY_CAST(${value} AS ${type}) <> ${value}` : "";
-      return `(SELECT ${quoteLiteral(c.name)} AS col, ${quoteLiteral(c.type)} AS type, CAST(${value} AS VARCHAR) AS value FROM rows WHERE ${value} IS NOT NULL AND (TRY_CAST(${value} AS ${type}) IS NULL${exact}) LIMIT 1)`;
-    });
-  if (checks.length === 0) return;
-  const query = `WITH rows AS (SELECT * FROM read_parquet(${list}, hive_partitioning = false, union_by_name = true)) ${checks.join(" UNION ALL ")}`;
-  const failed = (await connection.runAndReadAll(query)).getRowsJS();
-  if (failed.length === 0) return;
+async function convertedRows(
+  connection: DuckDBConnection,
+  request: CompactRunRequest,
+  list: string,
+  from: (c: { name: string }) => string,
+  typeOf: (c: { name: string }) => string | undefined,
+): Promise<{ relation: string; converted: ({ value: string } | undefined)[] }> {
+  const files = `read_parquet(${list}, hive_partitioning = false, union_by_name = true)`;
+  const converted = request.table.columns.map((c, i) => {
+    const stored = typeOf(c);
+    const before = request.previousTypes?.[c.name];
+    if (from(c) === "NULL" || stored === undefined || (stored === duckdbStorageType(c.type) && (before === undefined || before === c.type))) return undefined;
+    if (!STORED_TYPE.test(stored)) throw new LakeswapError("BUILD_FAILED", `column ${c.name} is stored as ${printable(stored, 60)}, which a rewrite does not convert`);
+    return { column: c, index: i, ...storedConversion(c, i, stored) };
+  });
+  const checked = converted.filter((c) => c !== undefined);
+  if (checked.length === 0) return { relation: files, converted };
+  const sources = checked.map((c) => `${from(c.column)} AS __s${c.index}`).join(", ");
+  const computed = checked.flatMap((c) => c.computed);
+  const relation = `(SELECT *${computed.length > 0 ? `, ${computed.join(", ")}` : ""} FROM (SELECT *, ${sources} FROM ${files}))`;
+  const checks = checked.map(
+    (c) => `(SELECT ${quoteLiteral(c.column.name)} AS col, ${quoteLiteral(c.column.type)} AS type, CAST(__s${c.index} AS VARCHAR) AS value FROM rows WHERE (${c.problem}) IS NOT NULL LIMIT 1)`,
+  );
+  const failed = (await connection.runAndReadAll(`WITH rows AS (SELECT * FROM ${relation}) ${checks.join(" UNION ALL ")}`)).getRowsJS();
+  if (failed.length === 0) return { relation, converted };
   const named = failed.map(([column, type, value]) => `column ${String(column)} holds ${String(value)}, which ${String(type)} cannot hold exactly`).join("; ");
   // The run read, never the new one's id (no run has it: the rewrite stops here).
   throw new LakeswapError("CONFLICT", `${request.from !== undefined ? `its run ${request.from}` : "its rows"} cannot be rewritten under the new columns: ${named}; declare a type that holds it`);
@@ -150,7 +165,7 @@ async function signSources(parts: CompactRunParts, table: TableDefinition, keys:
       }
       const sign = async (files: readonly string[], columns: readonly string[]): Promise<SignedRows> => {
         const present = table.columns.filter((c) => columns.includes(c.name));
-        const projection = table.columns.map((c) => `CAST(${present.includes(c) ? quoteIdentifier(c.name) : "NULL"} AS ${duckdbStorageType(c.type)}) AS ${quoteIdentifier(c.name)}`).join(", ");
+        const projection = table.columns.map((c) => `CAST(${present.includes(c) ? quoteIdentifier(c.name) : "NULL"} AS ${c.type}) AS ${quoteIdentifier(c.name)}`).join(", ");
         const relation = `compact_sources_${randomBytes(6).toString("hex")}`;
         await connection.run(`CREATE TEMP VIEW ${relation} AS SELECT ${projection} FROM read_parquet(${list(files)}, hive_partitioning = false, union_by_name = true)`);
         try {

@@ -306,3 +306,48 @@ function sameTypeProblem(column: LandColumn, source: string, says: (text: string
   if (column.type === "HUGEINT") return `CASE WHEN ${source} NOT BETWEEN -${HUGEINT_LIMIT} AND ${HUGEINT_LIMIT} THEN ${says(text, HUGEINT_RANGE)} END`;
   return "NULL::VARCHAR";
 }
+
+/**
+ * The significant digits of a number's text (sign, exponent, point, and leading and trailing zeros taken off): two
+ * texts that read as the same FLOAT or DOUBLE name the same number exactly when their digits are the same (numbers
+ * whose digits are the same differ by a power of ten, which no rounding to the nearest double crosses).
+ */
+function significantDigits(text: string): string {
+  return `ltrim(rtrim(replace(regexp_replace(lower(trim(${text})), '^[+-]|e.*$', '', 'g'), '.', ''), '0'), '0')`;
+}
+
+/**
+ * How a value already stored becomes its column's new declared type in a rebuild by swap (`sync --rebuild-schema`,
+ * docs/lake.md), from the type it is stored as (`storedType`, its Parquet file's): as a delivery's value of that type
+ * converts (see conversion: a time of day is not a DATE, a TIMESTAMP text's offset is not dropped, -3 is no UBIGINT,
+ * NaN is refused), and only where converting it back gives the same value. So, unlike a delivery's value, a stored
+ * one is not rounded into FLOAT or DOUBLE either: its column held it exactly, and a rebuild never changes a value
+ * silently (DECIMAL 12345678.91 is no FLOAT, a text of 20 digits no DOUBLE). A FLOAT or DOUBLE is the number its
+ * shortest text names (DuckDB's own cast of one to a wide DECIMAL is off in the last digits: the FLOAT -2.5 as
+ * -2.4999999488). A text is converted back as the text of the number it became (`1.50` is the DECIMAL 1.50 and the
+ * DOUBLE 1.5); a TIME text must be a time of day alone (DuckDB's cast drops a date and an offset); a backslash in a
+ * text would be read as an escape by a BLOB (`\x41` is the byte `A`).
+ */
+export function storedConversion(column: { readonly name: string; readonly type: string }, index: number, storedType: string): { value: string; problem: string; computed: string[] } {
+  const type = column.type;
+  const s = `__s${index}`;
+  const approximate = storedType === "FLOAT" || storedType === "DOUBLE";
+  const converted =
+    approximate && type.startsWith("DECIMAL(")
+      ? { value: `TRY_CAST(CAST(${s} AS VARCHAR) AS ${type})`, problem: "NULL::VARCHAR", computed: [] }
+      : conversion({ name: column.name, type, nullable: true }, index, storedType);
+  if (storedType === type) return converted;
+  const value = `(${converted.value})`;
+  const says = (reason: string): string => `${quoteLiteral(`column ${column.name}: `)} || ${shown(`CAST(${s} AS VARCHAR)`)} || ${quoteLiteral(` ${reason}`)}`;
+  const differs =
+    storedType !== "VARCHAR"
+      ? `${value} IS NULL OR TRY_CAST(${value} AS ${storedType}) IS DISTINCT FROM ${s}`
+      : type === "FLOAT" || type === "DOUBLE"
+        ? `NOT isinf(${value}) AND ${significantDigits(s)} <> ${significantDigits(`CAST(${value} AS VARCHAR)`)}`
+        : type === "TIME"
+          ? `NOT regexp_matches(${s}, '^\\s*[0-9]{1,2}:[0-9]{2}(:[0-9]{2}([.][0-9]*)?)?\\s*$')`
+          : type === "BLOB"
+            ? `contains(${s}, '\\')`
+            : "false";
+  return { ...converted, problem: `coalesce(${converted.problem}, CASE WHEN ${s} IS NOT NULL AND (${differs}) THEN ${says(`(${storedType}) would not read back the same as ${type}`)} END)` };
+}
