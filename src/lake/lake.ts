@@ -19,6 +19,7 @@ import { currentRuns, engineSnapshot, type SnapshotScope } from "./runs.js";
 import { assertTableName } from "../model/sql.js";
 import { isScratchTable, lakeTables } from "./scratch-tables.js";
 import { replayEntries } from "./commit/replay.js";
+import { waitingForRerun } from "./unfinished-syncs.js";
 import { beginIcebergCommand, endIcebergCommand } from "./commit/iceberg-pending.js";
 import { FileFacts } from "./commit/file-facts.js";
 import { swapBatch, type SwapItem, type SwapOptions, type SwapOutcome } from "./commit/swap.js";
@@ -96,6 +97,8 @@ export class Lake {
    */
   private readonly fences = new Map<string, number>();
   private readonly fencesAtLease = new Map<string, number>();
+  /** Their count once the lease's replay of a dead writer's moves was done: the moves past it are the command's own. */
+  private readonly fencesAfterReplay = new Map<string, number>();
   /** The tables the catalog file has views of, read once and then kept up to date by this lake's own updates. */
   private inCatalogFile: Promise<Map<string, string>> | undefined;
   /** The leases this lake holds right now, by table, so the swap can check its own. */
@@ -164,7 +167,8 @@ export class Lake {
         const result = await replayEntries(this.parts, table, entries);
         applied += result.applied;
         stale += result.stale;
-        if (result.applied > 0) await this.updateCatalogFile([tableName]);
+        // Not where the moves finished are part of a killed sync's: its dataset's views wait for its rerun.
+        if (result.applied > 0 && (await waitingForRerun(this, [tableName])).size === 0) await this.updateCatalogFile([tableName]);
       } finally {
         this.leases.delete(tableName);
         await lease.release();
@@ -349,6 +353,7 @@ export class Lake {
       // after recording a move and before making it: finished now, before this writer decides anything (invariant 6).
       const pending = await this.outbox.pending(table);
       if (pending.length > 0) await replayEntries(this.parts, await this.catalog.getTable(table), pending);
+      this.fencesAfterReplay.set(table, this.fences.get(table) ?? 0);
       // Only where Iceberg is supported (a local folder, a catalog with Iceberg tables): elsewhere no table has it, and the catalog is not asked.
       const icebergHere = this.store.capabilities.localPaths || this.catalog.iceberg !== undefined;
       const definition = icebergHere && /^[a-z][a-z0-9_]*$/.test(table) ? await this.catalog.getTable(table) : undefined;
@@ -382,7 +387,7 @@ export class Lake {
    * runs, then, still holding them, updates the catalog file's views of those tables (whether `work` succeeded or not:
    * a failed command may have moved some pointers).
    */
-  private async withLeases<T>(names: readonly string[], command: string, work: () => Promise<T>, options: LeaseOptions = {}): Promise<T> {
+  private async withLeases<T>(names: readonly string[], command: string, work: () => Promise<T>, options: LeaseOptions = {}, own: readonly string[] = []): Promise<T> {
     const sorted = [...new Set(names)].sort();
     const hold = async (index: number): Promise<T> => {
       const name = sorted[index];
@@ -393,7 +398,7 @@ export class Lake {
         const remove = options.catalogFile === "remove";
         if (remove || !this.deferral.putsOff(sorted, sorted.filter((table) => this.movedUnderLease(table)))) {
           const syncId = options.summary?.()["lakeswap.sync-id"];
-          await this.updateCatalogFile(await this.viewsToWrite(sorted, remove), remove, syncId);
+          await this.updateCatalogFile(await this.viewsToWrite(sorted, { remove, bySync: syncId !== undefined, own }), remove, syncId);
         }
       }
     };
@@ -403,25 +408,32 @@ export class Lake {
   /**
    * The held tables whose catalog file views are rewritten: those whose pointers may have moved (every move is
    * fenced first), and those the file has no view of yet (a new table, a lake from before the file). A command that
-   * moved nothing of a table the file shows leaves the file alone.
+   * moved nothing of a table the file shows leaves the file alone. A view behind its pointers for moves not this
+   * command's (`own`: this lake's, put off by a deferral) that include a killed sync's is left as it is, unless this is
+   * a sync (`bySync`, the killed one's rerun): the dataset's tables then change together, when a sync of it finishes.
    */
-  private async viewsToWrite(held: readonly string[], remove: boolean): Promise<string[]> {
+  private async viewsToWrite(held: readonly string[], at: { remove: boolean; bySync: boolean; own: readonly string[] }): Promise<string[]> {
     if (!this.catalogFile || this.settings.readOnly) return [];
-    if (remove) return [...held];
+    if (at.remove) return [...held];
     const catalogFile = this.catalogFile;
-    const stale = async (table: string): Promise<boolean> => {
-      // A table this lake moved is rewritten: the file is read (once a process) only for the tables that did not move.
-      if (this.movedUnderLease(table)) return true;
+    const state = async (table: string): Promise<"moved" | "behind" | "shown"> => {
+      // A table this command moved is rewritten: the file is read (once a process) only for the tables that did not move.
+      if (this.movedByCommand(table) || at.own.includes(table)) return "moved";
+      // Only the lease's replay of a dead writer's moves moved it.
+      if (this.movedUnderLease(table)) return "behind";
       this.inCatalogFile ??= catalogFile.tableStates().catch(() => new Map<string, string>());
       const known = await this.inCatalogFile;
-      if (!known.has(table)) return true;
+      if (!known.has(table)) return "behind";
       // Nothing of it moved now, but a writer killed after its moves and before its rewrite may have left the view behind.
       const snapshot = (await currentRuns(this.parts, { tables: [table], files: false }))[0];
-      return snapshot !== undefined && pointersFingerprint(snapshot) !== known.get(table);
+      return snapshot !== undefined && pointersFingerprint(snapshot) !== known.get(table) ? "behind" : "shown";
     };
     const tables = /^[a-z][a-z0-9_]*$/;
-    const checks = await Promise.all(held.map(async (table) => tables.test(table) && (await stale(table))));
-    return held.filter((_, i) => checks[i]);
+    const states = await Promise.all(held.map(async (table) => (tables.test(table) ? await state(table) : "shown")));
+    const behind = held.filter((_, i) => states[i] === "behind");
+    // The normal path (a command's own moves, a sync) reads no sync record.
+    const heldBack = at.bySync || behind.length === 0 ? new Set<string>() : await waitingForRerun(this, behind);
+    return held.filter((table, i) => states[i] === "moved" || (states[i] === "behind" && !heldBack.has(table)));
   }
 
   /**
@@ -461,9 +473,14 @@ export class Lake {
     return (this.fences.get(table) ?? 0) > (this.fencesAtLease.get(table) ?? 0);
   }
 
+  /** Whether the command fenced a move of `table` itself: after the lease's replay of a dead writer's moves. */
+  private movedByCommand(table: string): boolean {
+    return (this.fences.get(table) ?? 0) > (this.fencesAfterReplay.get(table) ?? this.fencesAtLease.get(table) ?? 0);
+  }
+
   /** At the end of a deferral: the views it left behind, rewritten under their tables' leases (a failure is only a warning). */
   private async catchUpCatalogFile(tables: readonly string[]): Promise<void> {
-    await this.withLeases(tables, "update the catalog file", async () => undefined).catch((error: unknown) => {
+    await this.withLeases(tables, "update the catalog file", async () => undefined, {}, tables).catch((error: unknown) => {
       process.emitWarning(`${this.catalogFile?.location} was not brought up to date for ${tables.join(", ")} (${errorMessage(error)}); the next command that writes them does it`, { code: "LAKESWAP_CATALOG_FILE" });
     });
   }

@@ -1,0 +1,45 @@
+import type { TableSnapshot } from "../model/build.js";
+import { listSyncs } from "./operations/syncs.js";
+import type { HasLakeParts } from "./parts.js";
+import { currentRuns } from "./runs.js";
+
+/**
+ * Of `tables` (held), those whose catalog file views wait for a sync of their dataset: their current runs include a
+ * run of a sync that never finished (killed between the swaps of its dataset's tables, whose other tables may not hold
+ * its moves), so a view of them now would show a state no sync finished. The views of all the dataset's tables are
+ * rewritten at once when a sync of it (the killed one's rerun) finishes; a `rollback --sync` of the killed sync moves
+ * its runs out. All of `tables` where the sync records cannot be read: the views stay as they are, the next command
+ * decides again. Read only where a command finds a view behind pointers it did not move itself (a rare path: it
+ * lists every sync record).
+ */
+export async function waitingForRerun(lake: HasLakeParts, tables: readonly string[]): Promise<Set<string>> {
+  try {
+    const runs = await unfinishedSyncRuns(lake);
+    if (runs.size === 0) return new Set();
+    const snapshots = await currentRuns(lake.parts, { tables: [...tables], files: false });
+    return new Set(snapshots.filter((snapshot) => showsUnfinishedSync(snapshot, runs)).map((snapshot) => snapshot.table.name));
+  } catch {
+    return new Set(tables);
+  }
+}
+
+/** The runs that syncs which never finished (their record has no `finishedAt`) moved pointers to, or were about to, by table. */
+async function unfinishedSyncRuns(lake: HasLakeParts): Promise<Map<string, Set<string>>> {
+  const runs = new Map<string, Set<string>>();
+  // An unreadable record is not one this can tell about; `lakeswap syncs` reports it.
+  for (const record of await listSyncs(lake, { skipUnreadable: true })) {
+    if (record.finishedAt !== undefined) continue;
+    for (const move of record.moves) {
+      const ofTable = runs.get(move.table) ?? new Set<string>();
+      for (const run of [move.run, ...(move.through ?? [])]) ofTable.add(run);
+      runs.set(move.table, ofTable);
+    }
+  }
+  return runs;
+}
+
+/** Whether the table's current runs include one of `runs` (a sync's that never finished). */
+function showsUnfinishedSync(snapshot: TableSnapshot, runs: ReadonlyMap<string, ReadonlySet<string>>): boolean {
+  const unfinished = runs.get(snapshot.table.name);
+  return unfinished !== undefined && snapshot.partitions.some((p) => unfinished.has(p.runId));
+}
