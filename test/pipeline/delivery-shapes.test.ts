@@ -408,3 +408,51 @@ describe("numbers written with an exponent", () => {
     }
   });
 });
+
+describe("a time of day and a Parquet float", () => {
+  it("land as sent or are bad rows: no date or offset dropped from a TIME, no last digits from a FLOAT's DECIMAL", async () => {
+    const ws = workspace();
+    const config = path.join(ws.dir, "lakeswap.yaml");
+    writeFileSync(config, `lake: ./lake\ndatasets:\n  t:\n    source: {format: csv, path: none}\n    columns: {id: BIGINT, t: TIME}\n    partition: {p: "'all'"}\n    dead_letter: t_rejected\n`);
+    const times = ["10:30:00", "2026-11-01 10:30:00", "10:30:00+02", "10:30", "10:30:00Z", "10:30:00+00", "10:30:00-05:30"];
+    const file = path.join(ws.dir, "times.csv");
+    writeFileSync(file, `id,t\n${times.map((t, i) => `${i + 1},${t}`).join("\n")}\n`);
+    const result = await runMain(["sync", "-c", config, "--input", file]);
+    expect(result.code, result.stderr).toBe(0);
+    const lake = await openEmbeddedLake(path.join(ws.dir, "lake"));
+    try {
+      expect((await lake.query("SELECT id, CAST(t AS VARCHAR) FROM t_raw ORDER BY id")).rows.map(([id, t]) => [Number(id), t])).toEqual([
+        [1, "10:30:00"],
+        [4, "10:30:00"],
+        [5, "10:30:00"],
+        [6, "10:30:00"],
+      ]);
+      expect((await lake.query("SELECT line, reason FROM t_rejected ORDER BY line")).rows.map(([line, reason]) => [Number(line), reason])).toEqual([
+        [3, expect.stringMatching(/^column t: '2026-11-01 10:30:00' is not a time of day alone: it has a date/)],
+        [4, expect.stringMatching(/^column t: '10:30:00\+02' has a UTC offset, which TIME cannot keep/)],
+        [8, expect.stringMatching(/^column t: '10:30:00-05:30' has a UTC offset, which TIME cannot keep/)],
+      ]);
+    } finally {
+      await lake.close();
+    }
+
+    const floats = path.join(ws.dir, "floats.parquet");
+    const instance = await DuckDBInstance.create(":memory:");
+    const connection = await instance.connect();
+    await connection.run(`COPY (SELECT * FROM (VALUES (1, -2.5::FLOAT, 0.1::DOUBLE), (2, 1234.5::FLOAT, 1e-7::DOUBLE)) AS v(id, f, d)) TO '${floats}' (FORMAT PARQUET)`);
+    connection.closeSync();
+    instance.closeSync();
+    writeFileSync(config, `lake: ./lake\ndatasets:\n  n:\n    source: {format: parquet, path: none}\n    columns: {id: BIGINT, f: "DECIMAL(38,10)", d: "DECIMAL(38,10)"}\n    partition: {p: "'all'"}\n`);
+    const parquet = await runMain(["sync", "-c", config, "--input", floats]);
+    expect(parquet.code, parquet.stderr).toBe(0);
+    const lake2 = await openEmbeddedLake(path.join(ws.dir, "lake"));
+    try {
+      expect((await lake2.query("SELECT id, CAST(f AS VARCHAR), CAST(d AS VARCHAR) FROM n_raw ORDER BY id")).rows.map(([id, ...v]) => [Number(id), ...v])).toEqual([
+        [1, "-2.5000000000", "0.1000000000"],
+        [2, "1234.5000000000", "0.0000001000"],
+      ]);
+    } finally {
+      await lake2.close();
+    }
+  });
+});

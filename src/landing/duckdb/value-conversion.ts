@@ -239,7 +239,19 @@ function textTimeConversion(column: LandColumn, index: number, says: (text: stri
   }
   if (type === "VARCHAR") return { value: s, problem: "NULL::VARCHAR", computed: [] };
   if (type === "TIME") {
-    return { value: v, problem: `CASE WHEN ${s} IS NULL THEN NULL WHEN ${v} IS NULL THEN ${says(s, "does not convert to TIME")} WHEN ${finer} THEN ${says(s, cut)} END`, computed };
+    // DuckDB's cast reads a time of day out of a timestamp's text and drops an offset: the value would not be the one sent.
+    const dated = `regexp_matches(${s}, '[0-9]{4}-[0-9]{1,2}-[0-9]')`;
+    // A zero offset (`Z`, `+00`) changes nothing and is kept, as in a TIMESTAMP.
+    const zoned = `(regexp_matches(${s}, '[+-][0-9]{1,2}(:?[0-9]{2})?\\s*$') AND NOT regexp_matches(${s}, '[+-]00(:?00)?\\s*$'))`;
+    return {
+      value: v,
+      problem:
+        `CASE WHEN ${s} IS NULL THEN NULL WHEN ${v} IS NULL THEN ${says(s, "does not convert to TIME")} ` +
+        `WHEN ${dated} THEN ${says(s, "is not a time of day alone: it has a date (declare the column TIMESTAMP, or send the time of day)")} ` +
+        `WHEN ${zoned} THEN ${says(s, "has a UTC offset, which TIME cannot keep: drop the offset, or send a TIMESTAMPTZ")} ` +
+        `WHEN ${finer} THEN ${says(s, cut)} END`,
+      computed,
+    };
   }
   const what = type === "BOOLEAN" ? "is not a boolean (true or false)" : `does not convert to ${type}`;
   return { value: v, problem: `CASE WHEN ${s} IS NOT NULL AND ${v} IS NULL THEN ${says(s, what)} END`, computed };
@@ -254,8 +266,17 @@ function typedConversion(column: LandColumn, source: string, sourceType: string,
   const instant = sourceType === "TIMESTAMPTZ";
   const wallClock = /^TIMESTAMP(_S|_MS|_NS)?$/.test(sourceType);
   // Wall clock time and instants meet in UTC, never in the machine's zone.
+  // A FLOAT or DOUBLE is the number its shortest text names (the FLOAT -2.5 is -2.5): DuckDB's own cast of one into a
+  // wide DECIMAL scales it in floating point, and is off in the last digits (-2.4999999488 in a DECIMAL(38,10)).
+  const throughText = (sourceType === "FLOAT" || sourceType === "DOUBLE") && type.startsWith("DECIMAL");
   const value =
-    type === "TIMESTAMPTZ" && wallClock ? `timezone('UTC', CAST(${s} AS TIMESTAMP))` : type === "TIMESTAMP" && instant ? `timezone('UTC', ${s})` : `TRY_CAST(${s} AS ${type})`;
+    type === "TIMESTAMPTZ" && wallClock
+      ? `timezone('UTC', CAST(${s} AS TIMESTAMP))`
+      : type === "TIMESTAMP" && instant
+        ? `timezone('UTC', ${s})`
+        : throughText
+          ? `TRY_CAST(${text} AS ${type})`
+          : `TRY_CAST(${s} AS ${type})`;
   const unconverted = `CASE WHEN ${s} IS NOT NULL AND (${value}) IS NULL THEN ${says(text, `(${sourceType}) does not convert to ${type}`)} END`;
   // Bytes without the UTF8 annotation (what Impala, older Hive and pyarrow's `binary` write for strings) are the text's
   // UTF-8 bytes: decoded, as DuckDB's binary_as_string reads them. A cast would write them as escaped text
