@@ -4,8 +4,7 @@ import path from "node:path";
 import { gzipSync } from "node:zlib";
 import { DuckDBInstance } from "@duckdb/node-api";
 import { afterAll, describe, expect, it } from "vitest";
-import { openEmbeddedLake } from "../../src/open/open-lake.js";
-import { tempDir } from "../support/lake-fixture.js";
+import { queryEmbeddedLake, tempDir } from "../support/lake-fixture.js";
 import { runMain } from "../support/main-cli.js";
 
 // A delivery file compressed with gzip (`orders.csv.gz`, as exports and object stores commonly hold them) is read as
@@ -51,14 +50,7 @@ function workspace(format: string, options: { header?: boolean; write?: string }
       const report = result.code === 0 ? (JSON.parse(result.stdout) as { totals: { built: number; skipped: number }; loads: { rowsDeadLettered: number }[] }) : undefined;
       return { code: result.code, stderr: result.stderr, report };
     },
-    async query(sql: string): Promise<readonly (readonly unknown[])[]> {
-      const lake = await openEmbeddedLake(path.join(dir, "lake"));
-      try {
-        return (await lake.query(sql)).rows;
-      } finally {
-        await lake.close();
-      }
-    },
+    query: (sql: string): Promise<readonly (readonly unknown[])[]> => queryEmbeddedLake(path.join(dir, "lake"), sql),
   };
 }
 

@@ -3,7 +3,7 @@ import path from "node:path";
 import { DuckDBInstance } from "@duckdb/node-api";
 import { afterAll, describe, expect, it } from "vitest";
 import { openEmbeddedLake } from "../../src/open/open-lake.js";
-import { tempDir } from "../support/lake-fixture.js";
+import { queryEmbeddedLake, tempDir } from "../support/lake-fixture.js";
 import { runMain } from "../support/main-cli.js";
 
 // `source.fields`: a delivery whose files name the columns otherwise (a header `Order ID`, a JSON field `Amount ($)`,
@@ -69,14 +69,7 @@ function workspace() {
       const result = await runMain(["sync", "-c", config, "--input", file, "--json"]);
       return { code: result.code, stderr: result.stderr, report: result.code === 0 ? (JSON.parse(result.stdout) as SyncReport) : undefined };
     },
-    async query(sql: string): Promise<readonly (readonly unknown[])[]> {
-      const lake = await openEmbeddedLake(path.join(dir, "lake"));
-      try {
-        return (await lake.query(sql)).rows;
-      } finally {
-        await lake.close();
-      }
-    },
+    query: (sql: string): Promise<readonly (readonly unknown[])[]> => queryEmbeddedLake(path.join(dir, "lake"), sql),
   };
 }
 

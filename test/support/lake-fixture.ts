@@ -22,6 +22,16 @@ export function tempDir(prefix = "lakeswap-test-"): { dir: string; cleanup: () =
   return { dir, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
 }
 
+/** The rows of `sql` over the embedded lake in `lakeDir`, opened for the query and closed after it. */
+export async function queryEmbeddedLake(lakeDir: string, sql: string): Promise<readonly (readonly unknown[])[]> {
+  const lake = await openEmbeddedLake(lakeDir);
+  try {
+    return (await lake.query(sql)).rows;
+  } finally {
+    await lake.close();
+  }
+}
+
 let inputFiles = 0;
 
 /** Writes a delivery file into `dir`, named `name` or `in-<n>.csv` (n unique in this process); returns its path. */
