@@ -11,6 +11,11 @@ import { shown, type LandColumn } from "./landing-sql.js";
  * time its own fraction.
  */
 
+/** The JSON path of column `c`'s field in a line, by the line's own spelling of its name (`__keys`, any case). */
+export function fieldPath(c: LandColumn): string {
+  return `'$."' || coalesce(__keys[list_position(__lower, ${quoteLiteral(fieldKey(c))})], ${quoteLiteral(fieldKey(c))}) || '"'`;
+}
+
 /** A double's text as DuckDB's JSON reader writes it: a fraction, an exponent, or both. */
 const DOUBLE_TEXT = "-?[0-9]+(\\.[0-9]+([eE][+-]?[0-9]+)?|[eE][+-]?[0-9]+)";
 
@@ -42,7 +47,7 @@ function plainlyWritten(value: string): string {
 export function writtenForms(declared: readonly LandColumn[]): string[] {
   return declared.map((c, i) => {
     const value = `__values[${i + 1}]`;
-    const path = `'$."' || coalesce(__keys[list_position(__lower, ${quoteLiteral(fieldKey(c))})], ${quoteLiteral(fieldKey(c))}) || '"'`;
+    const path = fieldPath(c);
     const written = writtenNumbers(c);
     return (
       `CASE WHEN regexp_full_match(${value}, '${DOUBLE_TEXT}') AND NOT ${plainlyWritten(value)} ` +

@@ -5,7 +5,7 @@ import type { LandRequest } from "../landing.js";
 import { shown, sqlList, type LandColumn, type SourceRows } from "./landing-sql.js";
 import { loadLines, numberedLines } from "./text-lines.js";
 import { fieldKey, fieldsHint, namedFields } from "./field-names.js";
-import { numberAsWritten, numberProblems, writtenForms } from "./json-numbers.js";
+import { fieldPath, numberAsWritten, numberProblems, writtenForms } from "./json-numbers.js";
 
 /**
  * JSONL: one JSON object per line; a line that is not one is a bad row with its number and text. Field names match
@@ -154,7 +154,7 @@ function nestedValueProblems(declared: readonly LandColumn[]): string[] {
   return declared.flatMap((c, i) => {
     if (c.type !== "VARCHAR") return [];
     const value = `__values[${i + 1}]`;
-    const path = `'$."' || coalesce(__keys[list_position(__lower, ${quoteLiteral(fieldKey(c))})], ${quoteLiteral(fieldKey(c))}) || '"'`;
+    const path = fieldPath(c);
     const reason =
       `${quoteLiteral(`column ${c.name}: `)} || ${shown(value)} || ' is a JSON ' || lower(json_type(__raw, ${path})) || ` +
       `${quoteLiteral(", not text: send it as a JSON string, or leave the field undeclared (ingest keeps it in the extra column)")}`;
