@@ -197,7 +197,19 @@ export interface FileState {
 export interface LandedRunsRequest {
   readonly table: TableDefinition;
   readonly delivery: LandedDelivery;
-  readonly runs: readonly { readonly partition: Partition; readonly runId: string; readonly runPrefix: string }[];
+  readonly runs: readonly LandedRun[];
+}
+
+/** One run written from a landed delivery: a partition's rows, or (`files`) only those that came from these files. */
+export interface LandedRun {
+  readonly partition: Partition;
+  readonly runId: string;
+  readonly runPrefix: string;
+  /**
+   * `write: append`: the delivery's files (as `LandedDelivery.files` names them) whose rows of the partition the run
+   * takes, the others' being there already; absent: the rows of every file. Needs a delivery landed with `fileParts`.
+   */
+  readonly files?: readonly string[];
 }
 
 /** A declared column of a delivery. */
@@ -262,6 +274,11 @@ export interface LandRequest {
    * done for a delivery with bad rows.
    */
   readonly writeAhead?: TableDefinition;
+  /**
+   * `write: append`: each partition also signed per file of the delivery (`LandedPartition.parts`), and its rows kept
+   * with their file, so that a partition's run can take the rows of some files only (`LandedRun.files`).
+   */
+  readonly fileParts?: boolean;
 }
 
 /**
@@ -294,6 +311,15 @@ export interface LandedPartition {
   readonly signature: string;
   /** The signature's two lane sums (decimal, modulo 2^64): what an ingested partition adds up segment by segment. */
   readonly lanes?: { readonly upper: string; readonly lower: string };
+  /** With `LandRequest.fileParts`: the partition's rows of each file that has some, signed apart, in the delivery's file order. */
+  readonly parts?: readonly LandedPart[];
+}
+
+/** The rows of one partition that one file of a delivery holds, and their signature (a raw signature, as a partition's). */
+export interface LandedPart {
+  readonly file: string;
+  readonly rows: number;
+  readonly signature: string;
 }
 
 /** One partition of a landed delivery written to a local Parquet file. */

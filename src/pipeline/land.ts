@@ -14,12 +14,12 @@ import type { FetchedSource } from "../sources/source.js";
 import { emptyDays, fetchedDataset, windowDays } from "./lookback.js";
 import type { PipelineContext } from "./pipeline-context.js";
 import { planChoices } from "./pipeline-context.js";
-import { outsideLookback, planRaw, type PlannedPartition } from "./plan.js";
+import { outsideLookback, planRaw, type Appending, type PlannedPartition } from "./plan.js";
 import { loadReport, type LoadReport } from "./sync-report.js";
 import type { SyncLog } from "./sync-log.js";
 
-/** The version of what a landing summary holds; a change lands every delivery anew. */
-const LANDING_SUMMARY_VERSION = 1;
+/** The version of what a landing summary holds; a change lands every delivery anew (2: an append's parts per file). */
+const LANDING_SUMMARY_VERSION = 2;
 
 /** The columns of a dead-letter table; partitioned by delivery so a rerun replaces its own bad rows. */
 const DEAD_LETTER_COLUMNS: readonly PipelineColumn[] = [
@@ -111,6 +111,8 @@ function landRequest(ctx: PipelineContext, dataset: DatasetConfig, writeAhead: b
     columns: dataset.columns,
     partition: dataset.partition,
     signatureColumns: dataset.signatureColumns,
+    // An append recognises each file's part of a partition on its own (a glob that now matches one more file).
+    fileParts: dataset.write === "append",
   };
 }
 
@@ -180,7 +182,7 @@ export async function planDelivery(
   delivery: Pick<LandingSummary, "partitions">,
   states: ReadonlyMap<string, PartitionState>,
   fetched: FetchedSource | undefined,
-): Promise<{ plan: PlannedPartition[]; appended: Map<string, readonly string[]> }> {
+): Promise<{ plan: PlannedPartition[]; appended: Map<string, Appending> }> {
   const choices = planChoices(ctx.options);
   const window = dataset.window ? new Set(datasetWindow(ctx, dataset)) : undefined;
   const keys = dataset.partition.map((p) => p.key);

@@ -5,7 +5,7 @@ import type { Lake, PartitionState } from "../lake/lake.js";
 import type { SinkOpener } from "../sinks/sink.js";
 import type { FetchedSource, SourceFetcher } from "../sources/source.js";
 import { partitionSelected } from "./partition-filter.js";
-import type { PlanChoices, PlannedPartition } from "./plan.js";
+import type { Appending, PlanChoices, PlannedPartition } from "./plan.js";
 
 /** Options of plan and sync. */
 export interface PipelineOptions {
@@ -70,8 +70,8 @@ export interface Run {
 export interface RawStep {
   readonly dataset: DatasetConfig;
   readonly plan: readonly PlannedPartition[];
-  /** `write: append`: the parts each new run is appended from. */
-  readonly appended: ReadonlyMap<string, readonly string[]>;
+  /** `write: append`: what each new run takes from the delivery, and the parts it is appended from. */
+  readonly appended: ReadonlyMap<string, Appending>;
   readonly states: ReadonlyMap<string, PartitionState>;
   /** The landed delivery, unless the plan was made from the summary kept of the same delivery. */
   readonly landed?: LandedDelivery;

@@ -1,5 +1,5 @@
 import type { DatasetConfig, LayerConfig } from "../config/pipeline-config.js";
-import type { LandingSummary } from "../landing/landing.js";
+import type { LandedPart, LandedPartition, LandingSummary } from "../landing/landing.js";
 import type { PartitionState } from "../lake/lake.js";
 import { InvalidInputError, errorMessage } from "../model/errors.js";
 import { WHOLE_TABLE, assertPartitionValue, makePartition, parsePartitionPath, partitionPath, partitionValue, type Partition } from "../model/partition.js";
@@ -99,15 +99,23 @@ export interface RawPlanInput {
   readonly emptyDays: readonly { readonly partition: string; readonly signature: string }[];
 }
 
+/** `write: append`: what a partition's new run takes from the delivery. */
+export interface Appending {
+  /** The delivery parts the new run holds, oldest first, this delivery's last (its manifest's `appended`). */
+  readonly record: readonly string[];
+  /** The delivery's files whose rows of the partition it takes; undefined: every file's. */
+  readonly files?: readonly string[];
+}
+
 /**
  * The raw layer's plan: for partition_replace and upsert (whose delivery is the merge), each partition's signature
- * against the current one; for append, whether the current run already holds the delivery's part of the partition
- * (`appended`: the parts each new run will have been appended from).
+ * against the current one; for append, which of the delivery's parts of the partition (one per file) the current run
+ * does not hold yet (`appended`: what each new run takes, and the parts it will have been appended from).
  */
-export function planRaw(input: RawPlanInput, choices: PlanChoices): { plan: PlannedPartition[]; appended: Map<string, readonly string[]> } {
+export function planRaw(input: RawPlanInput, choices: PlanChoices): { plan: PlannedPartition[]; appended: Map<string, Appending> } {
   const { dataset, states, window } = input;
   const keys = dataset.partition.map((p) => p.key);
-  const appended = new Map<string, readonly string[]>();
+  const appended = new Map<string, Appending>();
   const plan: PlannedPartition[] = [];
   for (const landed of input.delivery.partitions.filter((l) => choices.selected(l.partition, keys, dataset))) {
     const partition = partitionPath(landed.partition);
@@ -123,14 +131,17 @@ export function planRaw(input: RawPlanInput, choices: PlanChoices): { plan: Plan
       continue;
     }
     const before = state?.runId ? (input.appendedBefore.get(partition) ?? []) : [];
+    const fresh = state?.pinned ? [] : freshParts(landed, before, choices.allowDuplicates === true);
     if (state?.pinned) {
       plan.push({ ...base, action: "skip", reason: "pinned" });
-    } else if (before.includes(landed.signature) && !choices.allowDuplicates) {
+    } else if (fresh.length === 0) {
       plan.push({ ...base, action: "skip", reason: "already appended", signature: state?.signature });
     } else {
-      appended.set(partition, [...before, landed.signature]);
-      const signature = !state?.runId ? landed.signature : state.signature === undefined ? undefined : appendSignature(state.signature, landed.signature);
-      plan.push({ ...base, action: "build", reason: state?.runId ? "appended" : "new", signature });
+      const whole = fresh.length === (landed.parts?.length ?? 1);
+      appended.set(partition, { record: [...before, ...fresh.map((p) => p.signature)], ...(whole ? {} : { files: fresh.map((p) => p.file) }) });
+      const signature = !state?.runId ? landed.signature : state.signature === undefined ? undefined : fresh.reduce((s, p) => appendSignature(s, p.signature), state.signature);
+      const rows = fresh.reduce((sum, p) => sum + p.rows, 0);
+      plan.push({ ...base, rows, action: "build", reason: state?.runId ? "appended" : "new", signature });
     }
   }
   // The days an http source answered without rows: built empty (allow_empty), or skipped and reported.
@@ -140,6 +151,19 @@ export function planRaw(input: RawPlanInput, choices: PlanChoices): { plan: Plan
     else plan.push({ ...base, ...decide(states.get(partition), signature, "content changed", choices.fullRefresh), signature });
   }
   return { plan, appended };
+}
+
+/**
+ * An append's parts of a landed partition that its current run (appended from the parts `before`) does not hold:
+ * each file's rows of it (a delivery landed without parts is one), in the delivery's order. A part is held when its
+ * signature is one of `before` (the same file again, or the same rows in another file), or when the whole delivery's
+ * is (one appended before the current run recorded a part per file). With `allowDuplicates`, every part.
+ */
+function freshParts(landed: LandedPartition, before: readonly string[], allowDuplicates: boolean): LandedPart[] {
+  const parts = landed.parts ?? [{ file: "", rows: landed.rows, signature: landed.signature }];
+  if (allowDuplicates) return [...parts];
+  const held = new Set(before);
+  return held.has(landed.signature) ? [] : parts.filter((p) => !held.has(p.signature));
 }
 
 /** What a derived layer's plan is decided from. */

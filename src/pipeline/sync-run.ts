@@ -94,7 +94,7 @@ export class SyncRun implements Run {
     const build = { kind: "landed", carryCurrent: dataset.write === "append" } as const;
     const results = [
       ...(delivery
-        ? await this.execute(dataset.table, "raw", step.plan, { ...build, delivery }, (p) => ({ appended: step.appended.get(p.partition) }), {
+        ? await this.execute(dataset.table, "raw", step.plan, { ...build, delivery }, (p) => ({ appended: step.appended.get(p.partition)?.record, landedFiles: step.appended.get(p.partition)?.files }), {
             // An upsert may leave a partition without rows (every key deleted or moved away): that is its merge, not a
             // failed build; so may a day the source now returns empty, where allow_empty says so.
             allowEmpty: dataset.write === "upsert" || dataset.window?.allowEmpty === true,
@@ -156,7 +156,7 @@ export class SyncRun implements Run {
     layer: string,
     plan: readonly PlannedPartition[],
     build: SwapBuild,
-    itemOf: (p: PlannedPartition) => Pick<SwapItem, "select" | "inputPartitions" | "appended">,
+    itemOf: (p: PlannedPartition) => Pick<SwapItem, "select" | "inputPartitions" | "appended" | "landedFiles">,
     options: SwapChoices = {},
   ): Promise<SyncedPartition[]> {
     const builds = plan.filter((p) => p.action === "build");
@@ -187,7 +187,7 @@ export class SyncRun implements Run {
     layer: string,
     builds: readonly PlannedPartition[],
     build: SwapBuild,
-    itemOf: (p: PlannedPartition) => Pick<SwapItem, "select" | "inputPartitions" | "appended">,
+    itemOf: (p: PlannedPartition) => Pick<SwapItem, "select" | "inputPartitions" | "appended" | "landedFiles">,
     options: SwapChoices,
   ): Promise<SyncedPartition[]> {
     const items = builds.map((p): SwapItem => ({

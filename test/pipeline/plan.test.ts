@@ -96,9 +96,39 @@ describe("planRaw", () => {
       ["day=2026-11-02", "build", "appended", appendSignature("v3:t", "v3:other")],
       ["day=2026-11-03", "build", "new", "v3:new"],
     ]);
-    expect(Object.fromEntries(appended)).toEqual({ "day=2026-11-02": ["v3:first", "v3:other"], "day=2026-11-03": ["v3:new"] });
+    expect(Object.fromEntries(appended)).toEqual({ "day=2026-11-02": { record: ["v3:first", "v3:other"] }, "day=2026-11-03": { record: ["v3:new"] } });
     const again = planRaw(input, choices({ allowDuplicates: true }));
     expect(again.plan[0]).toMatchObject({ action: "build", reason: "appended" });
+  });
+
+  it("appends only the files whose part of a partition it does not hold (a glob that matched files appended before)", () => {
+    const current = states(state("day=2026-11-01", { signature: "v3:s" }), state("day=2026-11-02", { signature: "v3:t" }));
+    const parts = (...list: [string, string, number][]) => list.map(([file, signature, rows]) => ({ file, signature, rows }));
+    const delivery = {
+      partitions: [
+        // Day 1: e1's part is held, e2 and e3 are new (e3 holds the same rows as e2: both are this delivery's).
+        { ...day("2026-11-01", "v3:whole1", 6), parts: parts(["e1", "v3:e1", 1], ["e2", "v3:e2", 2], ["e3", "v3:e2", 3]) },
+        // Day 2: every part held, one of them as rows another file brought before.
+        { ...day("2026-11-02", "v3:whole2", 3), parts: parts(["e1", "v3:d2", 1], ["e2", "v3:copy", 2]) },
+        // Day 3 is new: every file's rows, recorded part by part.
+        { ...day("2026-11-03", "v3:whole3", 2), parts: parts(["e2", "v3:f", 1], ["e3", "v3:g", 1]) },
+      ],
+    };
+    const appendedBefore = new Map<string, readonly string[]>([["day=2026-11-01", ["v3:e1"]], ["day=2026-11-02", ["v3:d2", "v3:copy"]]]);
+    const { plan, appended } = planRaw({ dataset: dataset({ write: "append" }), delivery, states: current, appendedBefore, emptyDays: [] }, choices());
+    expect(plan.map((p) => [p.partition, p.action, p.reason, p.rows, p.signature])).toEqual([
+      ["day=2026-11-01", "build", "appended", 5, appendSignature(appendSignature("v3:s", "v3:e2"), "v3:e2")],
+      ["day=2026-11-02", "skip", "already appended", 3, "v3:t"],
+      ["day=2026-11-03", "build", "new", 2, "v3:whole3"],
+    ]);
+    expect(Object.fromEntries(appended)).toEqual({
+      "day=2026-11-01": { record: ["v3:e1", "v3:e2", "v3:e2"], files: ["e2", "e3"] },
+      "day=2026-11-03": { record: ["v3:f", "v3:g"] },
+    });
+    // A run appended from the whole delivery before parts were recorded per file: the same delivery is held.
+    const legacy = new Map<string, readonly string[]>([["day=2026-11-01", ["v3:whole1"]], ["day=2026-11-02", []]]);
+    const again = planRaw({ dataset: dataset({ write: "append" }), delivery, states: current, appendedBefore: legacy, emptyDays: [] }, choices());
+    expect(again.plan.map((p) => `${p.partition} ${p.reason} ${p.rows}`)).toEqual(["day=2026-11-01 already appended 6", "day=2026-11-02 appended 3", "day=2026-11-03 new 2"]);
   });
 
   it("leaves the days before a lookback window alone, and reports the days a source answered empty", () => {

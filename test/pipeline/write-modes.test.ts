@@ -1,4 +1,5 @@
-import { mkdirSync, statSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { gzipSync } from "node:zlib";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { loadPipelineConfig } from "../../src/config/pipeline-config.js";
@@ -141,6 +142,43 @@ for (const backendName of selectedBackends()) {
         "day=2026-11-02 appended 5", "day=2026-11-03 appended 2",
       ]);
       expect(await ws.rows("SELECT event_id, count(*) FROM events_raw WHERE event_id IN (4, 6) GROUP BY event_id ORDER BY event_id")).toEqual(["4 2", "6 2"]);
+    }, 120_000);
+
+    it("a glob that matches files appended before and new ones appends only the new files' rows", async () => {
+      const ws = await workspace(backendName, APPEND_YAML);
+      const glob = path.join(ws.dir, "deliveries", "*");
+      const ids = () => ws.rows("SELECT day, string_agg(CAST(event_id AS VARCHAR), ',' ORDER BY event_id) FROM events_raw GROUP BY day ORDER BY day");
+      ws.deliver(EVENTS, ["1,click,2026-11-01 10:00:00", "2,view,2026-11-01 11:00:00", "3,click,2026-11-02 09:00:00"]);
+      await ws.sync(glob);
+      // A second file beside the first: day 1 is held whole, day 2 gets the new file's rows only, day 3 is new.
+      ws.deliver(EVENTS, ["4,view,2026-11-02 12:00:00", "5,view,2026-11-03 13:00:00"]);
+      const grown = await ws.sync(glob);
+      expect(actions(grown).filter((a) => a.startsWith("raw"))).toEqual([
+        "raw day=2026-11-01 skip already appended", "raw day=2026-11-02 build appended", "raw day=2026-11-03 build new",
+      ]);
+      expect(grown.partitions.find((p) => p.layer === "raw" && p.partition === "day=2026-11-02")?.rows).toBe(2);
+      expect(await ids()).toEqual(["2026-11-01 1,2", "2026-11-02 3,4", "2026-11-03 5"]);
+      expect(await ws.rows("SELECT day, events FROM events_daily ORDER BY day")).toEqual(["2026-11-01 2", "2026-11-02 2", "2026-11-03 1"]);
+      // A third, compressed, with a row for every day; then the glob again adds nothing.
+      const third = ws.deliver(EVENTS, ["6,click,2026-11-01 12:00:00", "7,click,2026-11-02 13:00:00", "8,click,2026-11-03 14:00:00"]);
+      writeFileSync(`${third}.gz`, gzipSync(readFileSync(third)));
+      rmSync(third);
+      const third_ = await ws.sync(glob);
+      expect(third_.partitions.filter((p) => p.layer === "raw").map((p) => `${p.partition} ${p.reason} ${p.rows}`)).toEqual([
+        "day=2026-11-01 appended 3", "day=2026-11-02 appended 3", "day=2026-11-03 appended 2",
+      ]);
+      expect(await ids()).toEqual(["2026-11-01 1,2,6", "2026-11-02 3,4,7", "2026-11-03 5,8"]);
+      expect((await ws.sync(glob)).partitions.filter((p) => p.layer === "raw").map((p) => p.reason)).toEqual(["already appended", "already appended", "already appended"]);
+
+      // Rollback of day 2 undoes the last append (file 3's row); the glob then appends that row again, and only it.
+      await rollbackPartition(ws.lake, "events_raw", "day=2026-11-02");
+      expect(await ids()).toEqual(["2026-11-01 1,2,6", "2026-11-02 3,4", "2026-11-03 5,8"]);
+      const redo = await ws.sync(glob);
+      expect(redo.partitions.filter((p) => p.layer === "raw" && p.action === "build").map((p) => `${p.partition} ${p.rows}`)).toEqual(["day=2026-11-02 3"]);
+      expect(await ids()).toEqual(["2026-11-01 1,2,6", "2026-11-02 3,4,7", "2026-11-03 5,8"]);
+      // --allow-duplicates appends every file's rows again, as asked.
+      await ws.sync(glob, { allowDuplicates: true });
+      expect(await ws.rows("SELECT count(*), count(DISTINCT event_id) FROM events_raw")).toEqual(["16 8"]);
     }, 120_000);
   });
 

@@ -12,7 +12,7 @@ import { currentPointers, discardRun, engineSnapshot, runFileNames, ensureManife
 import { mapLimited } from "../../shared/map-limited.js";
 import { movePointers } from "./move.js";
 import { overlaid, restrictSources, settledScope, snapshotScope } from "./build-scope.js";
-import { carryCurrentRun } from "./append-carry.js";
+import { buildLandedRuns, stopsBatch } from "./landed-runs.js";
 import { stagedReads } from "./staged-reads.js";
 import { gateOnAudits } from "./data-audits.js";
 import type { AuditFinding, AuditSpec } from "../../model/audit.js";
@@ -42,6 +42,8 @@ export interface SwapItem {
   readonly inputs?: readonly string[];
   /** `write: append`: the delivery parts appended so far, this one last (kept in the run's manifest). */
   readonly appended?: readonly string[];
+  /** A `landed` build: the delivery's files whose rows of the partition the run takes (an append of some); absent: every file's. */
+  readonly landedFiles?: readonly string[];
   /** The SELECT of a `select` build. */
   readonly select?: string;
   /** What the SELECT sees of some tables: only these partitions (a derived partition's declared inputs). */
@@ -233,42 +235,7 @@ async function buildRuns(
   overlay: SwapOptions["overlay"],
 ): Promise<{ planned: Planned; result: BuildResult; builtAt: number }[]> {
   if (planned.length === 0) return [];
-  if (build.kind === "landed") {
-    let results: BuildResult[];
-    try {
-      results = await ctx.landing.writeLandedRuns({
-        table,
-        delivery: build.delivery,
-        runs: planned.map((p) => ({ partition: p.item.partition, runId: p.runId, runPrefix: p.prefix })),
-      });
-    } catch (error) {
-      await mapLimited(planned, IO_CONCURRENCY, (p) => discardRun(ctx, p.prefix));
-      if (stopsBatch(error)) throw error;
-      for (const p of planned) fail(p, error);
-      return [];
-    }
-    const rowsOf = new Map(build.delivery.partitions.map((landed) => [partitionPath(landed.partition), landed.rows]));
-    const carried = new Map<string, number>();
-    if (build.carryCurrent) {
-      const carry = await mapLimited(planned, IO_CONCURRENCY, async (p) => {
-        try {
-          carried.set(p.path, await carryCurrentRun(ctx, table, p));
-          return undefined;
-        } catch (error) {
-          await discardRun(ctx, p.prefix);
-          if (stopsBatch(error)) throw error;
-          fail(p, error);
-          return p.path;
-        }
-      });
-      const failed = new Set(carry.filter((path): path is string => path !== undefined));
-      planned = planned.filter((p) => !failed.has(p.path));
-      results = results.filter((_, i) => !carry[i]);
-    }
-    const builtAt = Date.now();
-    // The landing's own count of each partition's rows (plus the rows carried over) is what the audit checks the files against.
-    return planned.map((p, i) => ({ planned: p, result: { ...(results[i] ?? { files: [] }), rows: (rowsOf.get(p.path) ?? 0) + (carried.get(p.path) ?? 0) }, builtAt }));
-  }
+  if (build.kind === "landed") return buildLandedRuns(ctx, table, planned, build, fail);
 
   // One snapshot for the whole batch, of the partitions some build reads; each build sees its own inputs only.
   const snapshot = build.landed ? [] : await engineSnapshot(ctx, settledScope(ctx, snapshotScope(planned, build.readable), build.unleased));
@@ -303,14 +270,6 @@ async function buildRuns(
   }).finally(() => staged?.drop());
   if (stop !== undefined) throw stop;
   return done;
-}
-
-/**
- * Errors that stop a whole batch, not one partition: without the lease nothing may move, and refused access or a
- * full disk fails every partition alike.
- */
-function stopsBatch(error: unknown): boolean {
-  return error instanceof LakeswapError && (error.code === "LEASE_LOST" || error.code === "ACCESS_DENIED" || error.code === "NO_SPACE");
 }
 
 /**

@@ -17,7 +17,7 @@ import { deliveryFiles } from "../delivery-files.js";
 import { compactRun } from "./compact-run.js";
 import { isGzipFile, type GunzippedDelivery } from "./gunzipped-files.js";
 import type {
-  AuditRunsRequest, CompactRunRequest, IdentifiedDelivery, IdentifiedFiles, LandRequest, LandedDelivery, LandedFile, LandedRunsRequest, Landing, MergeRequest, PartitionMapRequest, Signing, StagedCompaction,
+  AuditRunsRequest, CompactRunRequest, IdentifiedDelivery, IdentifiedFiles, LandRequest, LandedDelivery, LandedFile, LandedRun, LandedRunsRequest, Landing, MergeRequest, PartitionMapRequest, Signing, StagedCompaction,
 } from "../landing.js";
 import type { BuildRequest, BuildResult } from "../../model/build.js";
 import { DeliveryIds, assertStillAsRead, fileStateTexts, sameStates, type ReadFiles } from "./delivery-identity.js";
@@ -188,13 +188,13 @@ export class DuckDbLanding implements Landing {
     const ahead = this.writtenAhead.get(delivery.relation);
     this.writtenAhead.delete(delivery.relation);
     // Written ahead for this table as it is now (the stage holds every partition of the delivery), or written here.
-    const usable = ahead !== undefined && ahead.definition === tableShape(table);
+    const usable = ahead !== undefined && ahead.definition === tableShape(table) && runs.every((run) => run.files === undefined);
     if (ahead && !usable) await ahead.stage.remove();
     const memoryLimit = usable ? 0 : await this.duckdb.memoryLimitBytes();
     const stage = usable
       ? ahead.stage
       : await this.duckdb.withConnection((connection) =>
-          writeStage(connection, this.files, table, delivery.relation, { partitions: runs.map((run) => run.partition), ofDelivery: delivery.partitions.length }, memoryLimit),
+          writeStage(connection, this.files, table, delivery.relation, { partitions: runs.map((run) => run.partition), ofDelivery: delivery.partitions.length, files: filePositions(delivery, runs) }, memoryLimit),
         );
     try {
       // A delivery read in place was read again: the runs hold what was signed only if its files did not change since.
@@ -316,4 +316,23 @@ export class DuckDbLanding implements Landing {
     const sizes = await Promise.all(files.map(async (file) => (isGzipFile(file) ? Infinity : ((await fs.stat(file).catch(() => undefined))?.size ?? Infinity))));
     return sizes.reduce((sum, size) => sum + size, 0) <= limit / 4 ? `${memoryCatalog}.` : "";
   }
+}
+
+/**
+ * The files each run takes rows from, as positions in the delivery's files (from 1), where some run takes only some
+ * (`LandedRun.files`: an append of a delivery some of whose files a partition holds already); undefined where every run
+ * takes every file's rows.
+ */
+function filePositions(delivery: LandedDelivery, runs: readonly LandedRun[]): number[][] | undefined {
+  if (runs.every((run) => run.files === undefined)) return undefined;
+  const every = delivery.files.map((_, index) => index + 1);
+  return runs.map((run) =>
+    run.files === undefined
+      ? every
+      : run.files.map((file) => {
+          const position = delivery.files.indexOf(file);
+          if (position < 0) throw new Error(`the file ${file} is not one of delivery ${delivery.id}'s`);
+          return position + 1;
+        }),
+  );
 }

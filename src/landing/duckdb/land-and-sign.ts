@@ -1,15 +1,16 @@
 import type { DuckDBConnection, DuckDBResultReader } from "@duckdb/node-api";
-import { partitionOfValues } from "../../model/partition.js";
+import { partitionOfValues, partitionPath, type Partition } from "../../model/partition.js";
 import { signatureColumnOrder } from "../../model/signature.js";
 import { quoteIdentifier, quoteLiteral } from "../../model/sql.js";
 import type { TableDefinition } from "../../model/table.js";
 import { faultPoint } from "../../shared/faults.js";
-import type { LandRequest, LandedDelivery, LandedPartition, RejectedRow, Signing } from "../landing.js";
+import type { LandRequest, LandedDelivery, LandedPart, LandedPartition, RejectedRow, Signing } from "../landing.js";
 import { assertStillAsRead, fileStateTexts, type DeliveryIds, type ReadFiles } from "./delivery-identity.js";
 import { landDelivery, outOfMemory } from "./land-delivery.js";
 import type { LandingTables } from "./landing-relations.js";
-import { signatureColumnNames, signatureOfRow, signatureQuery, type SignatureColumn } from "./signature-sql.js";
+import { addSums, signatureColumnNames, signatureOfSums, signatureQuery, sumsOfRow, type RowSums, type SignatureColumn } from "./signature-sql.js";
 import { tableShape, type Stage } from "./stage.js";
+import { FILE } from "./landing-pass.js";
 import type { StreamedCsv } from "./csv-stream.js";
 import { gunzipDelivery, type GunzippedDelivery } from "./gunzipped-files.js";
 
@@ -76,7 +77,8 @@ async function landRead(
   const signing = await hooks.signing();
   const keys = request.partition.map((p) => p.key);
   const signed = signatureColumnOrder(request.columns.filter((c) => request.signatureColumns.includes(c.name)));
-  const table = request.writeAhead;
+  // A delivery signed per file (append) keeps its rows' files, which a run written ahead would not.
+  const table = request.fileParts ? undefined : request.writeAhead;
   const writeFirst = table ? (relation: string) => hooks.writeFirst(connection, table, relation) : undefined;
   const options = { writeFirst, scanned: hooks.scanned?.(request, read) };
   const inPass = await landDelivery(connection, request, tables, (relation, groupKeys) => signatureQuery(relation, groupKeys, signed, signing.form), options);
@@ -84,9 +86,11 @@ async function landRead(
   // The bad rows are few and already apart: counted first, so that a clean delivery's runs can be written ahead.
   const rejected = Number((await connection.runAndReadAll(`SELECT count(*) FROM ${tables.rejected}`)).getRowsJS()[0]?.[0] ?? 0);
   const writeAhead = table && rejected === 0 && !inPass?.stage ? table : undefined;
+  // The parts name the files as delivered (a compressed one by its own name, not its decompressed copy's).
+  const parts = request.fileParts ? files.map((file) => gunzipped?.renamed.find(([read]) => read === file)?.[1] ?? file) : undefined;
   const partitions = inPass
-    ? await signedInPass(connection, inPass.signatures, keys, signed, writeAhead, hooks)
-    : await signBesideWriteAhead(connection, request, tables.landed, signing, writeAhead, hooks);
+    ? await signedInPass(connection, inPass.signatures, keys, signed, writeAhead, hooks, parts)
+    : await signBesideWriteAhead(connection, request, tables.landed, signing, writeAhead, hooks, parts);
   // The good rows are the partitions' rows (no second pass over a delivery read in place); the bad ones are few.
   const loaded = partitions.reduce((sum, p) => sum + p.rows, 0);
   if (gunzipped && rejected > 0) await nameDeliveredFiles(connection, tables.rejected, gunzipped);
@@ -124,10 +128,11 @@ async function signBesideWriteAhead(
   signing: Signing,
   writeAhead: TableDefinition | undefined,
   hooks: LandHooks,
+  files: readonly string[] | undefined,
 ): Promise<LandedPartition[]> {
   const keys = request.partition.map((p) => p.key);
   const signed = signatureColumnOrder(request.columns.filter((c) => request.signatureColumns.includes(c.name)));
-  const sign = () => connection.runAndReadAll(signatureQuery(landed, keys, signed, signing.form));
+  const sign = () => connection.runAndReadAll(signatureQuery(landed, files ? [...keys, FILE] : keys, signed, signing.form));
   const [signature, written] = await Promise.allSettled([
     writeAhead ? Promise.resolve().then(() => faultPoint("signing-beside-write-ahead")).then(sign) : sign(),
     writeAhead ? hooks.writeAhead(writeAhead) : undefined,
@@ -139,7 +144,7 @@ async function signBesideWriteAhead(
   // alone (a delivery of 2,500 partitions at 32 MB failed so about one time in four).
   if (signature.status === "rejected" && !(writeAhead && outOfMemory(signature.reason))) throw signature.reason;
   const reader = signature.status === "fulfilled" ? signature.value : await sign();
-  return landedPartitions(reader, keys, signed);
+  return landedPartitions(reader, keys, signed, files);
 }
 
 /** The signatures of a delivery signed in the pass that read it (every row good), with its runs written ahead meanwhile. */
@@ -150,9 +155,11 @@ async function signedInPass(
   signed: readonly SignatureColumn[],
   writeAhead: TableDefinition | undefined,
   hooks: LandHooks,
+  files: readonly string[] | undefined,
 ): Promise<LandedPartition[]> {
+  const grouped = files ? [...keys, FILE] : keys;
   const reader = await connection.runAndReadAll(
-    `SELECT ${keys.map((key) => `${quoteIdentifier(key)}, `).join("")}${signatureColumnNames(signed).join(", ")} FROM ${signatures} WHERE __good ORDER BY ALL`,
+    `SELECT ${grouped.map((key) => `${quoteIdentifier(key)}, `).join("")}${signatureColumnNames(signed).join(", ")} FROM ${signatures} WHERE __good ORDER BY ALL`,
   );
   if (writeAhead) {
     // As beside a signature: a write ahead that failed is only not used (the runs are then written when built).
@@ -162,20 +169,34 @@ async function signedInPass(
       .catch(() => undefined);
     if (stage) hooks.wroteAhead({ definition: tableShape(writeAhead), stage });
   }
-  return landedPartitions(reader, keys, signed);
+  return landedPartitions(reader, keys, signed, files);
 }
 
-/** Each partition's rows and signature from the signature query's rows (a table without keys is one group, perhaps empty: then no partition). */
-function landedPartitions(reader: DuckDBResultReader, keys: readonly string[], signed: readonly SignatureColumn[]): LandedPartition[] {
-  return reader.getRowsJS().filter((row) => Number(row[keys.length]) > 0).map((row) => {
-    const { rows, signature } = signatureOfRow(signed, row, keys.length);
-    return {
-      partition: partitionOfValues(keys, row),
-      rows,
-      signature,
-      lanes: { upper: laneText(row[keys.length + 1]), lower: laneText(row[keys.length + 2]) },
-    };
-  });
+/**
+ * Each partition's rows and signature from the signature query's rows (a table without keys is one group, perhaps
+ * empty: then no partition). With `files` (the delivery's, by `__file`), the query's groups are per partition and
+ * file: each partition is the sum of its files' groups, and each group is one of its parts.
+ */
+function landedPartitions(reader: DuckDBResultReader, keys: readonly string[], signed: readonly SignatureColumn[], files?: readonly string[]): LandedPartition[] {
+  const offset = keys.length + (files ? 1 : 0);
+  const groups = new Map<string, { partition: Partition; sums: RowSums; parts: LandedPart[] }>();
+  for (const row of reader.getRowsJS()) {
+    const sums = sumsOfRow(signed, row, offset);
+    if (sums.rows === 0n) continue;
+    const partition = partitionOfValues(keys, row);
+    const path = partitionPath(partition);
+    const group = groups.get(path);
+    if (group) group.sums = addSums(group.sums, sums);
+    else groups.set(path, { partition, sums, parts: [] });
+    if (files) groups.get(path)!.parts.push({ file: files[Number(row[keys.length]) - 1]!, rows: Number(sums.rows), signature: signatureOfSums(signed, sums) });
+  }
+  return [...groups.values()].map(({ partition, sums, parts }) => ({
+    partition,
+    rows: Number(sums.rows),
+    signature: signatureOfSums(signed, sums),
+    lanes: { upper: laneText(sums.upper), lower: laneText(sums.lower) },
+    ...(files ? { parts } : {}),
+  }));
 }
 
 /** The first bad rows, for messages. */
@@ -190,6 +211,6 @@ async function firstRejectsOf(connection: DuckDBConnection, rejected: string): P
 }
 
 /** A lane sum as decimal text, modulo 2^64 (as `finishRawSignature` reduces it). */
-function laneText(value: unknown): string {
-  return (BigInt(String(value)) % (1n << 64n)).toString();
+function laneText(value: bigint): string {
+  return (value % (1n << 64n)).toString();
 }

@@ -88,6 +88,9 @@ export interface LandedInPass {
 /** The column that tells a good row from a bad one in the signatures of one pass; grouped by like a partition key. */
 export const GOOD = "__good";
 
+/** The column of a row's file (its position in the delivery's files, from 1); kept in the landed rows with `fileParts`. */
+export const FILE = "__file";
+
 /**
  * One pass over a delivery read in place: each partition's good rows signed, and its bad rows counted (a value that
  * did not convert, a NULL in a non-nullable column), grouped by partition and good, into a table; its partition
@@ -96,7 +99,8 @@ export const GOOD = "__good";
 export async function checkAndSign({ connection, request, names, all }: LandingPass, checks: RowChecks, sign: PassSignature): Promise<string> {
   const keys = request.partition.map((p) => p.key);
   await connection.run(`CREATE VIEW ${names.checked} AS SELECT r.*, ${checks.rowProblem} IS NULL AS ${GOOD} FROM ${all} r`);
-  await readingPass(request, () => connection.run(`CREATE TABLE ${names.groups} AS ${sign(names.checked, [...keys, GOOD])}`));
+  const grouped = [...keys, GOOD, ...(request.fileParts ? [FILE] : [])];
+  await readingPass(request, () => connection.run(`CREATE TABLE ${names.groups} AS ${sign(names.checked, grouped)}`));
   return names.groups;
 }
 
@@ -183,7 +187,8 @@ export async function keepGoodRows({ connection, request, tables, names, inPlace
   const [rejected, unsafeKeys] = (
     await connection.runAndReadAll(`SELECT (SELECT count(*) FROM ${tables.rejected}), (SELECT count(*) FROM ${names.badKeys})`)
   ).getRowsJS()[0]!.map(Number) as [number, number];
-  const output = [...request.columns.map((c) => c.name), ...request.partition.map((p) => p.key)].map((name) => `r.${quoteIdentifier(name)}`).join(", ");
+  const kept = [...request.columns.map((c) => c.name), ...request.partition.map((p) => p.key), ...(request.fileParts ? [FILE] : [])];
+  const output = kept.map((name) => `r.${quoteIdentifier(name)}`).join(", ");
   if (inPlace) {
     // A clean delivery (the probe found no bad row, and its files are checked unchanged before anything is kept)
     // needs no filter: its later passes (signature, runs) then skip computing every row's problems again.

@@ -138,13 +138,37 @@ export function signatureColumnNames(signed: readonly SignatureColumn[]): string
 
 /** A partition's signature from a row of the signature query, its values from `offset` (after the keys) on. */
 export function signatureOfRow(signed: readonly SignatureColumn[], row: readonly unknown[], offset: number): { readonly rows: number; readonly signature: string } {
-  const rows = Number(row[offset]);
-  const added = signatureParts(signed).added.map((_, i) => ({
-    rows: BigInt(String(row[offset + 3 + 3 * i])),
-    upper: BigInt(String(row[offset + 4 + 3 * i])),
-    lower: BigInt(String(row[offset + 5 + 3 * i])),
-  }));
-  return { rows, signature: finishRawSignature(signed, rows, BigInt(String(row[offset + 1])), BigInt(String(row[offset + 2])), added) };
+  const sums = sumsOfRow(signed, row, offset);
+  return { rows: Number(sums.rows), signature: signatureOfSums(signed, sums) };
+}
+
+/** The row count and lane sums of a row of the signature query (values from `offset` on), each added column's after. */
+export interface RowSums {
+  readonly rows: bigint;
+  readonly upper: bigint;
+  readonly lower: bigint;
+  readonly added: readonly { readonly rows: bigint; readonly upper: bigint; readonly lower: bigint }[];
+}
+
+export function sumsOfRow(signed: readonly SignatureColumn[], row: readonly unknown[], offset: number): RowSums {
+  const at = (i: number): bigint => BigInt(String(row[offset + i]));
+  return {
+    rows: at(0),
+    upper: at(1),
+    lower: at(2),
+    added: signatureParts(signed).added.map((_, i) => ({ rows: at(3 + 3 * i), upper: at(4 + 3 * i), lower: at(5 + 3 * i) })),
+  };
+}
+
+/** The sums of two groups of rows together (the signature is their sum: order-insensitive, so groups add up). */
+export function addSums(a: RowSums, b: RowSums): RowSums {
+  const add = <T extends { rows: bigint; upper: bigint; lower: bigint }>(x: T, y: T) => ({ rows: x.rows + y.rows, upper: x.upper + y.upper, lower: x.lower + y.lower });
+  return { ...add(a, b), added: a.added.map((x, i) => add(x, b.added[i]!)) };
+}
+
+/** The raw signature of rows whose sums these are. */
+export function signatureOfSums(signed: readonly SignatureColumn[], sums: RowSums): string {
+  return finishRawSignature(signed, sums.rows, sums.upper, sums.lower, sums.added);
 }
 
 /**

@@ -19,8 +19,14 @@ export interface Stage {
   remove(): Promise<void>;
 }
 
-/** Which partitions a stage holds: the given ones (of the delivery's `ofDelivery`), or every one of the relation. */
-export type StagedPartitions = { readonly partitions: readonly Partition[]; readonly ofDelivery: number } | "all";
+/**
+ * Which partitions a stage holds: the given ones (of the delivery's `ofDelivery`), or every one of the relation. With
+ * `files`, one list per partition: only its rows from those files (positions in the delivery's files, from 1; the
+ * relation has them as `__file`).
+ */
+export type StagedPartitions =
+  | { readonly partitions: readonly Partition[]; readonly ofDelivery: number; readonly files?: readonly (readonly number[])[] }
+  | "all";
 
 /** What a stage's files were written for: a table's columns, partition keys and compression. */
 export function tableShape(table: TableDefinition): string {
@@ -61,11 +67,12 @@ export async function writeStage(connection: DuckDBConnection, files: FileAccess
     await connection.run(`SET partitioned_write_max_open_files = ${(which === "all" ? perGroup : Math.min(perGroup, partitions.length)) + 1}`);
     // Every partition of the delivery in one group (a first load of a few partitions) needs no filter.
     const paths = partitions.map(partitionPath);
-    const all = which === "all" || (groups === 1 && new Set(paths).size === which.ofDelivery);
-    if (!all) await groupTable(connection, runsTable, table.partitionKeys, partitions, perGroup);
+    const files = which === "all" ? undefined : which.files;
+    const all = which === "all" || (groups === 1 && new Set(paths).size === which.ofDelivery && !files);
+    if (!all) await groupTable(connection, runsTable, table.partitionKeys, partitions, perGroup, files);
     try {
       for (let group = 0; group < groups; group += 1) {
-        await writeGroup(connection, { table, relation, dir, group, runsTable: all ? undefined : runsTable, count: partitions.length });
+        await writeGroup(connection, { table, relation, dir, group, runsTable: all ? undefined : runsTable, count: partitions.length, byFile: files !== undefined });
       }
     } finally {
       await connection.run(`DROP TABLE IF EXISTS ${runsTable}`);
@@ -82,15 +89,24 @@ export async function writeStage(connection: DuckDBConnection, files: FileAccess
   }
 }
 
-/** A table of the partitions to write, each with its group (`perGroup` partitions a group, in order). */
-async function groupTable(connection: DuckDBConnection, name: string, keys: readonly string[], partitions: readonly Partition[], perGroup: number): Promise<void> {
-  await connection.run(`CREATE TEMP TABLE ${name} (__group INTEGER, ${keys.map((k) => `${quoteIdentifier(k)} VARCHAR`).join(", ")})`);
-  for (let start = 0; start < partitions.length; start += 1000) {
-    const values = partitions
-      .slice(start, start + 1000)
-      .map((partition, i) => `(${Math.floor((start + i) / perGroup)}, ${keys.map((key) => quoteLiteral(partitionValue(partition, key))).join(", ")})`);
-    await connection.run(`INSERT INTO ${name} VALUES ${values.join(", ")}`);
-  }
+/**
+ * A table of the partitions to write, each with its group (`perGroup` partitions a group, in order); with `files`, a
+ * row per partition and file it takes rows from (`__file`).
+ */
+async function groupTable(
+  connection: DuckDBConnection,
+  name: string,
+  keys: readonly string[],
+  partitions: readonly Partition[],
+  perGroup: number,
+  files: readonly (readonly number[])[] | undefined,
+): Promise<void> {
+  await connection.run(`CREATE TEMP TABLE ${name} (__group INTEGER, ${keys.map((k) => `${quoteIdentifier(k)} VARCHAR`).join(", ")}${files ? ", __file INTEGER" : ""})`);
+  const rows = partitions.flatMap((partition, index) => {
+    const row = [String(Math.floor(index / perGroup)), ...keys.map((key) => quoteLiteral(partitionValue(partition, key)))];
+    return files ? (files[index] ?? []).map((file) => `(${[...row, String(file)].join(", ")})`) : [`(${row.join(", ")})`];
+  });
+  for (let start = 0; start < rows.length; start += 1000) await connection.run(`INSERT INTO ${name} VALUES ${rows.slice(start, start + 1000).join(", ")}`);
 }
 
 /**
@@ -100,20 +116,31 @@ async function groupTable(connection: DuckDBConnection, name: string, keys: read
  */
 async function writeGroup(
   connection: DuckDBConnection,
-  pass: { readonly table: TableDefinition; readonly relation: string; readonly dir: string; readonly group: number; readonly runsTable?: string; readonly count: number },
+  pass: {
+    readonly table: TableDefinition;
+    readonly relation: string;
+    readonly dir: string;
+    readonly group: number;
+    readonly runsTable?: string;
+    readonly count: number;
+    /** The runs table names the files each partition takes rows from. */
+    readonly byFile: boolean;
+  },
 ): Promise<void> {
   const { table, relation, dir, group, runsTable } = pass;
   const keys = table.partitionKeys;
   const keyList = keys.map(quoteIdentifier).join(", ");
+  const matched = [...keys.map((k) => `l.${quoteIdentifier(k)}`), ...(pass.byFile ? ["l.__file"] : [])].join(", ");
+  const matching = [keyList, ...(pass.byFile ? ["__file"] : [])].filter((list) => list !== "").join(", ");
   const projection = table.columns.map((c) => `CAST(l.${quoteIdentifier(c.name)} AS ${duckdbStorageType(c.type)}) AS ${quoteIdentifier(c.name)}`).join(", ");
   const compression = `COMPRESSION ${table.compression === "zstd" ? "zstd" : "snappy"}`;
-  const where = runsTable ? ` WHERE (${keys.map((k) => `l.${quoteIdentifier(k)}`).join(", ")}) IN (SELECT (${keyList}) FROM ${runsTable} WHERE __group = ${group})` : "";
+  const where = runsTable ? ` WHERE (${matched}) IN (SELECT (${matching}) FROM ${runsTable} WHERE __group = ${group})` : "";
   try {
     if (keys.length === 0) {
-      // A table without partition keys: the whole relation is its one run, one file.
+      // A table without partition keys: the whole relation is its one run (its rows of some files only), one file.
       await fs.mkdir(path.join(dir, "g0"));
       await connection.run(
-        `COPY (SELECT ${projection} FROM ${quoteRelation(relation)} AS l) TO ${quoteLiteral(path.join(dir, "g0", "data_0.parquet"))} (FORMAT PARQUET, ${compression})`,
+        `COPY (SELECT ${projection} FROM ${quoteRelation(relation)} AS l${pass.byFile ? where : ""}) TO ${quoteLiteral(path.join(dir, "g0", "data_0.parquet"))} (FORMAT PARQUET, ${compression})`,
       );
       return;
     }
