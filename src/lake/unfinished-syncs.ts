@@ -1,5 +1,7 @@
 import type { TableSnapshot } from "../model/build.js";
+import { partitionPath } from "../model/partition.js";
 import { listSyncs } from "./operations/syncs.js";
+import type { SyncRecord } from "./sync-record.js";
 import type { HasLakeParts } from "./parts.js";
 import { currentRuns } from "./runs.js";
 
@@ -42,4 +44,39 @@ async function unfinishedSyncRuns(lake: HasLakeParts): Promise<Map<string, Set<s
 function showsUnfinishedSync(snapshot: TableSnapshot, runs: ReadonlyMap<string, ReadonlySet<string>>): boolean {
   const unfinished = runs.get(snapshot.table.name);
   return unfinished !== undefined && snapshot.partitions.some((p) => unfinished.has(p.runId));
+}
+
+/** A sync that never finished whose runs are current in some partitions: a state no sync finished. */
+export interface UnfinishedSyncShown {
+  readonly syncId: string;
+  /** `table/partition` of each partition whose current run is the sync's. */
+  readonly partitions: readonly string[];
+}
+
+/**
+ * The syncs that never finished (killed, or stopped) just before sync `rolledBack` (of its pipeline config, or in the
+ * tables it moved), newest first, down to the newest one that finished: those it may have been the rerun of. Each with the partitions that
+ * hold one of its runs now (those without any left out): once `syncId` is rolled back, they show its partial moves, a
+ * state no sync finished. Empty where the sync records cannot be read: this only adds a warning.
+ */
+export async function unfinishedBefore(lake: HasLakeParts, rolledBack: SyncRecord): Promise<UnfinishedSyncShown[]> {
+  const tables = new Set(rolledBack.moves.map((m) => m.table));
+  // A sync of the same pipeline config, or one that moved some of the same tables (a rerun need not move them all).
+  const related = (r: SyncRecord): boolean => r.config === rolledBack.config || r.moves.some((m) => tables.has(m.table));
+  try {
+    const before = (await listSyncs(lake, { skipUnreadable: true })).filter((r) => r.syncId < rolledBack.syncId && r.moves.length > 0 && related(r));
+    const finished = before.findIndex((r) => r.finishedAt !== undefined);
+    const shown: UnfinishedSyncShown[] = [];
+    for (const record of finished < 0 ? before : before.slice(0, finished)) {
+      const runs = new Set(record.moves.flatMap((m) => [m.run, ...(m.through ?? [])].map((run) => `${m.table}\n${run}`)));
+      const snapshots = await currentRuns(lake.parts, { tables: [...new Set(record.moves.map((m) => m.table))], files: false });
+      const partitions = snapshots.flatMap((snapshot) =>
+        snapshot.partitions.filter((p) => runs.has(`${snapshot.table.name}\n${p.runId}`)).map((p) => `${snapshot.table.name}/${partitionPath(p.partition)}`),
+      );
+      if (partitions.length > 0) shown.push({ syncId: record.syncId, partitions: partitions.sort() });
+    }
+    return shown;
+  } catch {
+    return [];
+  }
 }

@@ -92,6 +92,22 @@ describe("the catalog file after a sync killed between its tables' swaps", () =>
     expect(await shown(ws.lakeDir)).toEqual(all("B"));
   });
 
+  it("killed, rerun, then rollback --sync last: the lake shows the killed sync's partial moves again, which the rollback names, with the command that undoes them", async () => {
+    const { ws, fileB, sync } = await killedSync("after-swap@2");
+    const records = JSON.parse((await runCli(["--lake", ws.lakeDir, "syncs", "--json"])).stdout) as { syncId: string; finishedAt?: string }[];
+    const killed = records.find((r) => r.finishedAt === undefined)!.syncId;
+    expect((await runCli(sync(fileB))).code).toBe(0);
+    expect(await shown(ws.lakeDir)).toEqual(all("B"));
+    const rollback = await runCli(["--lake", ws.lakeDir, "rollback", "--sync", "last", "--json"]);
+    expect(rollback.code, rollback.stderr).toBe(0);
+    const result = JSON.parse(rollback.stdout) as { unfinished?: { syncId: string; partitions: string[] }[] };
+    // The killed sync had moved raw and stage (analytics not): every one of their days holds its runs again.
+    expect(result.unfinished).toEqual([{ syncId: killed, partitions: [...Array(DAYS).keys()].flatMap((d) => [`orders_raw/day=2026-11-0${d + 1}`]).concat([...Array(DAYS).keys()].map((d) => `orders_stage/day=2026-11-0${d + 1}`)) }]);
+    const text = await runCli(["--lake", ws.lakeDir, "rollback", "--sync", killed]);
+    expect(text.code, text.stderr).toBe(0);
+    expect(await shown(ws.lakeDir)).toEqual(all("A"));
+  });
+
   it.each(POINTS)("killed at %s: while the rerun (which replays the killed sync's outbox as it opens the lake) works, the views stay at A; then all move to B", async (point) => {
     const { ws, fileB, sync } = await killedSync(point);
     // Stopped at its first batch of swaps, with the lake opened and its leases taken.

@@ -42,6 +42,11 @@ export function registerRollback(program: Command): void {
             `sync ${result.syncId}: ${counts("rolled back")} partition(s) rolled back, ${counts("removed")} removed (new in that sync), ${counts("skipped")} skipped`,
             ...(rows.length > 0 ? ["", formatTable(["table", "partition", "action", "from run", "to run", "reason"], rows)] : []),
             ...schemaRestoreLines(result.schemas),
+            ...(result.unfinished ?? []).map(
+              (u) =>
+                `\nwarning: sync ${u.syncId} never finished (it was killed or stopped before this sync reran it), and ${u.partitions.length} partition(s) hold its runs again, ` +
+                `a state no sync finished (${u.partitions.slice(0, 5).join(", ")}${u.partitions.length > 5 ? ", ..." : ""}). lakeswap rollback --sync ${u.syncId} moves them back to before it`,
+            ),
           ].join("\n");
         });
       }, config);

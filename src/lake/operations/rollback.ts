@@ -6,6 +6,7 @@ import type { SyncMove, SyncRecord } from "../sync-record.js";
 import { syncLeaseName } from "../layout.js";
 import { notIngested, partitionOf, type HasLakeParts, type PartitionInput } from "../parts.js";
 import { findSync } from "./syncs.js";
+import { unfinishedBefore, type UnfinishedSyncShown } from "../unfinished-syncs.js";
 import { withoutDropped } from "./rebuild-schema.js";
 import { forgetLayout, layoutRemoved, recordLayout } from "./relayout.js";
 import { defineTable, parseTableDefinition, schemaMark, undoneSchemaOf, type TableDefinition } from "../../model/table.js";
@@ -38,6 +39,12 @@ export interface SyncRollbackResult {
   readonly partitions: readonly SyncRollbackEntry[];
   /** The schema changes the sync made in place, each undone (`restored`: the definition before the sync) or `skipped` (see `reason`). */
   readonly schemas?: readonly { readonly table: string; readonly action: "restored" | "skipped"; readonly changes: readonly string[]; readonly reason?: string }[];
+  /**
+   * Syncs that never finished (killed before the sync rolled back, perhaps their rerun) whose runs some partitions
+   * hold now: the lake shows their partial moves again, each with those partitions. `rollback --sync` of each returns
+   * them to the state before it.
+   */
+  readonly unfinished?: readonly UnfinishedSyncShown[];
 }
 
 /** Moves a partition's pointer back to the newest completed older run, or to `toRunId`, under the table's lease. */
@@ -84,7 +91,9 @@ export async function rollbackSync(lake: HasLakeParts, syncId: string): Promise<
         const partitions = await rollbackRecorded(lake, final, switched);
         await finishRebuildRollbacks(lake, final, rebuilt);
         const schemas = [...rebuilt, ...(await restoreSchemas(lake, final, "in place"))];
-        return { syncId: final.syncId, partitions, ...(schemas.length > 0 ? { schemas } : {}) };
+        // The sync may have been the rerun of one killed before it: moved back, the lake shows that one's partial moves.
+        const unfinished = partitions.some((p) => p.action !== "skipped") ? await unfinishedBefore(lake, final) : [];
+        return { syncId: final.syncId, partitions, ...(schemas.length > 0 ? { schemas } : {}), ...(unfinished.length > 0 ? { unfinished } : {}) };
       });
     }, { kernelLock: false });
     if (result) return result;
