@@ -93,8 +93,11 @@ describe("lakeswap plan and sync", () => {
     } finally {
       await lake.close();
     }
+    // Again: every partition moved since, so nothing is rolled back, and the exit code says so (3), the reasons listed.
     const again = await runMain([...args, "rollback", "--sync", secondId!, "--json"]);
+    expect(again.code, again.stderr).toBe(3);
     expect(JSON.parse(again.stdout).partitions.map((p: any) => p.action)).toEqual(["skipped", "skipped", "skipped"]);
+    expect(JSON.parse(again.stdout).error.message).toMatch(/nothing of sync \S+ was rolled back: every partition it moved was skipped/);
 
     const badId = await runMain([...args, "rollback", "--sync", "yesterday"]);
     expect(badId.code).toBe(2);

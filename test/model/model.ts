@@ -415,7 +415,8 @@ export class LakeModel {
         }
       }
     }
-    return { exitCode: 0, actions };
+    // Not one pointer moved back: exit 3 (nothing was rolled back), the partitions still reported.
+    return { exitCode: actions.size > 0 && [...actions.values()].every((a) => a === "skipped") ? 3 : 0, actions };
   }
 
   /** `lakeswap replace <table> --partition day=… --sql …`: a new, unsigned run of these rows. */

@@ -1,7 +1,7 @@
 import type { Command } from "commander";
 import { schemaRestoreLines } from "../reports/schema-restores.js";
 import { loadPipelineConfig } from "../../config/pipeline-config.js";
-import { InvalidInputError } from "../../model/errors.js";
+import { InvalidInputError, NotFoundError } from "../../model/errors.js";
 import { assertTableName } from "../../model/sql.js";
 import { checkSyncId } from "../../lake/sync-record.js";
 import { formatTable, report } from "../output.js";
@@ -49,6 +49,10 @@ export function registerRollback(program: Command): void {
             ),
           ].join("\n");
         });
+        // Not one pointer moved back: a script that reads the exit code must not take the sync as undone.
+        if (result.partitions.length > 0 && result.partitions.every((p) => p.action === "skipped") && !(result.schemas ?? []).some((s) => s.action === "restored")) {
+          throw new NotFoundError(`nothing of sync ${result.syncId} was rolled back: every partition it moved was skipped (see the reasons: moved since, or its run before is gone)`);
+        }
       }, config);
       return;
     }
