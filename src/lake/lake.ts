@@ -19,7 +19,7 @@ import { currentRuns, engineSnapshot, type SnapshotScope } from "./runs.js";
 import { assertTableName } from "../model/sql.js";
 import { isScratchTable, lakeTables } from "./scratch-tables.js";
 import { replayEntries } from "./commit/replay.js";
-import { waitingForRerun } from "./unfinished-syncs.js";
+import { waitingForRerun, warnHeldBack } from "./unfinished-syncs.js";
 import { beginIcebergCommand, endIcebergCommand } from "./commit/iceberg-pending.js";
 import { FileFacts } from "./commit/file-facts.js";
 import { swapBatch, type SwapItem, type SwapOptions, type SwapOutcome } from "./commit/swap.js";
@@ -398,7 +398,8 @@ export class Lake {
         const remove = options.catalogFile === "remove";
         if (remove || !this.deferral.putsOff(sorted, sorted.filter((table) => this.movedUnderLease(table)))) {
           const syncId = options.summary?.()["lakeswap.sync-id"];
-          await this.updateCatalogFile(await this.viewsToWrite(sorted, { remove, bySync: syncId !== undefined, own }), remove, syncId);
+          const settled = options.catalogFile === "settled" && syncId === undefined;
+          await this.updateCatalogFile(await this.viewsToWrite(sorted, { remove, bySync: syncId !== undefined, own, settled }), remove, syncId);
         }
       }
     };
@@ -412,7 +413,7 @@ export class Lake {
    * command's (`own`: this lake's, put off by a deferral) that include a killed sync's is left as it is, unless this is
    * a sync (`bySync`, the killed one's rerun): the dataset's tables then change together, when a sync of it finishes.
    */
-  private async viewsToWrite(held: readonly string[], at: { remove: boolean; bySync: boolean; own: readonly string[] }): Promise<string[]> {
+  private async viewsToWrite(held: readonly string[], at: { remove: boolean; bySync: boolean; own: readonly string[]; settled?: boolean }): Promise<string[]> {
     if (!this.catalogFile || this.settings.readOnly) return [];
     if (at.remove) return [...held];
     const catalogFile = this.catalogFile;
@@ -431,9 +432,13 @@ export class Lake {
     const tables = /^[a-z][a-z0-9_]*$/;
     const states = await Promise.all(held.map(async (table) => (tables.test(table) ? await state(table) : "shown")));
     const behind = held.filter((_, i) => states[i] === "behind");
+    // A command outside syncs (replace, rollback of a partition) holds back the views of the tables it moved, too.
+    const moved = at.settled ? held.filter((_, i) => states[i] === "moved") : [];
     // The normal path (a command's own moves, a sync) reads no sync record.
-    const heldBack = at.bySync || behind.length === 0 ? new Set<string>() : await waitingForRerun(this, behind);
-    return held.filter((table, i) => states[i] === "moved" || (states[i] === "behind" && !heldBack.has(table)));
+    const heldBack = at.bySync || behind.length + moved.length === 0 ? new Set<string>() : await waitingForRerun(this, [...behind, ...moved]);
+    const movedHeld = moved.filter((table) => heldBack.has(table));
+    if (movedHeld.length > 0) warnHeldBack(catalogFile.location, movedHeld);
+    return held.filter((table, i) => (states[i] === "moved" && !movedHeld.includes(table)) || (states[i] === "behind" && !heldBack.has(table)));
   }
 
   /**

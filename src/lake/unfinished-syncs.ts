@@ -80,3 +80,14 @@ export async function unfinishedBefore(lake: HasLakeParts, rolledBack: SyncRecor
     return [];
   }
 }
+
+/** The warning of a command outside syncs whose moves of `tables` the catalog file's views do not show yet (held back). */
+export function warnHeldBack(location: string, tables: readonly string[]): void {
+  const [them, they] = tables.length > 1 ? ["them", "they hold"] : ["it", "it holds"];
+  process.emitWarning(
+    `${location} still shows ${tables.join(", ")} as the last finished sync left ${them}: ${they} runs of a sync that never finished (lakeswap syncs), ` +
+      `so plain readers of the file see this change once a sync of ${them} finishes (the killed sync's rerun), or after lakeswap rollback --sync of the ` +
+      `unfinished one; lakeswap query sees it now`,
+    { code: "LAKESWAP_CATALOG_FILE" },
+  );
+}

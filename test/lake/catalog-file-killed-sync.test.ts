@@ -92,6 +92,22 @@ describe("the catalog file after a sync killed between its tables' swaps", () =>
     expect(await shown(ws.lakeDir)).toEqual(all("B"));
   });
 
+  it("killed at after-swap@2: a replace and a partition rollback of a table it moved leave the views at A (with a warning); the rerun moves them all to B", async () => {
+    const { ws, fileB, sync } = await killedSync("after-swap@2");
+    const sql = "SELECT order_id, customer_id, amount, status, order_ts, updated_at FROM orders_raw WHERE day = '2026-11-02'";
+    // Node's warnings shown (the tests' children run without them).
+    const replaced = await runCli(["--lake", ws.lakeDir, "replace", "orders_raw", "--partition", "day=2026-11-01", "--sql", sql], { NODE_NO_WARNINGS: "0" });
+    expect(replaced.code, replaced.stderr).toBe(0);
+    expect(replaced.stderr).toMatch(/lake\.duckdb still shows orders_raw as the last finished sync left it: it holds runs of a sync that never finished/);
+    expect(await shown(ws.lakeDir)).toEqual(all("A"));
+    const rolledBack = await runCli(["--lake", ws.lakeDir, "rollback", "orders_stage", "--partition", "day=2026-11-03"]);
+    expect(rolledBack.code, rolledBack.stderr).toBe(0);
+    expect(await shown(ws.lakeDir)).toEqual(all("A"));
+    const rerun = await runCli(sync(fileB));
+    expect(rerun.code, rerun.stderr).toBe(0);
+    expect(await shown(ws.lakeDir)).toEqual(all("B"));
+  });
+
   it("killed, rerun, then rollback --sync last: the lake shows the killed sync's partial moves again, which the rollback names, with the command that undoes them", async () => {
     const { ws, fileB, sync } = await killedSync("after-swap@2");
     const records = JSON.parse((await runCli(["--lake", ws.lakeDir, "syncs", "--json"])).stdout) as { syncId: string; finishedAt?: string }[];

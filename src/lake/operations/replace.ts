@@ -50,7 +50,7 @@ export async function replacePartition(lake: HasLakeParts, tableName: string, pa
   const parts = lake.parts;
   const table = notIngested(await parts.table(tableName), "replaced");
   const partition = partitionOf(table, partitionInput);
-  return parts.withLease(table.name, `replace ${table.name}/${partitionPath(partition)}`, () => replaceOne(parts, table, partition, options));
+  return parts.withLease(table.name, `replace ${table.name}/${partitionPath(partition)}`, () => replaceOne(parts, table, partition, options), { catalogFile: "settled" });
 }
 
 /** One partition as a batch of one, under the lease the caller holds. */

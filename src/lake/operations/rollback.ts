@@ -53,7 +53,7 @@ export async function rollbackPartition(lake: HasLakeParts, tableName: string, p
   const table = notIngested(await parts.table(tableName), "rolled back");
   const partition = partitionOf(table, partitionInput, true);
   checkRunId(table, options.toRunId);
-  return parts.withLease(table.name, `rollback ${table.name}/${partitionPath(partition)}`, () => moveBack(parts, table, partition, options.toRunId));
+  return parts.withLease(table.name, `rollback ${table.name}/${partitionPath(partition)}`, () => moveBack(parts, table, partition, options.toRunId), { catalogFile: "settled" });
 }
 
 /**
