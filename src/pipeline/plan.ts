@@ -139,7 +139,11 @@ export function planRaw(input: RawPlanInput, choices: PlanChoices): { plan: Plan
     } else {
       const whole = fresh.length === (landed.parts?.length ?? 1);
       appended.set(partition, { record: [...before, ...fresh.map((p) => p.signature)], ...(whole ? {} : { files: fresh.map((p) => p.file) }) });
-      const signature = !state?.runId ? landed.signature : state.signature === undefined ? undefined : fresh.reduce((s, p) => appendSignature(s, p.signature), state.signature);
+      // A new partition of every part signs as its rows do; of some (a file's copy left out), as the parts appended one by one.
+      const first = whole ? landed.signature : fresh[0]!.signature;
+      const signature = !state?.runId
+        ? fresh.slice(whole ? fresh.length : 1).reduce((s, p) => appendSignature(s, p.signature), first)
+        : state.signature === undefined ? undefined : fresh.reduce((s, p) => appendSignature(s, p.signature), state.signature);
       const rows = fresh.reduce((sum, p) => sum + p.rows, 0);
       plan.push({ ...base, rows, action: "build", reason: state?.runId ? "appended" : "new", signature });
     }
@@ -157,13 +161,16 @@ export function planRaw(input: RawPlanInput, choices: PlanChoices): { plan: Plan
  * An append's parts of a landed partition that its current run (appended from the parts `before`) does not hold:
  * each file's rows of it (a delivery landed without parts is one), in the delivery's order. A part is held when its
  * signature is one of `before` (the same file again, or the same rows in another file), or when the whole delivery's
- * is (one appended before the current run recorded a part per file). With `allowDuplicates`, every part.
+ * is (one appended before the current run recorded a part per file); of two files of one delivery with the same rows
+ * for the partition (a copy), the first is taken, as it would be were they delivered one sync apart. With
+ * `allowDuplicates`, every part.
  */
 function freshParts(landed: LandedPartition, before: readonly string[], allowDuplicates: boolean): LandedPart[] {
   const parts = landed.parts ?? [{ file: "", rows: landed.rows, signature: landed.signature }];
   if (allowDuplicates) return [...parts];
   const held = new Set(before);
-  return held.has(landed.signature) ? [] : parts.filter((p) => !held.has(p.signature));
+  if (held.has(landed.signature)) return [];
+  return parts.filter((p) => !held.has(p.signature) && held.add(p.signature));
 }
 
 /** What a derived layer's plan is decided from. */

@@ -18,6 +18,10 @@ describe("lakeswap plan and sync", () => {
     const plan = await runMain([...args, "plan", "-c", workspace.configFile, "--input", file, "--json"]);
     expect(plan.code, plan.stderr).toBe(0);
     expect(JSON.parse(plan.stdout)).toMatchObject({ totals: { build: 5, skip: 0 } });
+    // plan takes sync's --allow-duplicates (it changes only write: append datasets' plans, so nothing here).
+    const planDuplicates = await runMain([...args, "plan", "-c", workspace.configFile, "--input", file, "--allow-duplicates", "--json"]);
+    expect(planDuplicates.code, planDuplicates.stderr).toBe(0);
+    expect(JSON.parse(planDuplicates.stdout)).toEqual(JSON.parse(plan.stdout));
 
     const sync = await runMain([...args, "sync", "-c", workspace.configFile, "--input", file, "--json"]);
     expect(sync.code, sync.stderr).toBe(0);

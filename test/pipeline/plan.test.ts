@@ -106,7 +106,7 @@ describe("planRaw", () => {
     const parts = (...list: [string, string, number][]) => list.map(([file, signature, rows]) => ({ file, signature, rows }));
     const delivery = {
       partitions: [
-        // Day 1: e1's part is held, e2 and e3 are new (e3 holds the same rows as e2: both are this delivery's).
+        // Day 1: e1's part is held, e2 is new, e3 holds the same rows as e2 (a copy: taken once, as one sync apart).
         { ...day("2026-11-01", "v3:whole1", 6), parts: parts(["e1", "v3:e1", 1], ["e2", "v3:e2", 2], ["e3", "v3:e2", 3]) },
         // Day 2: every part held, one of them as rows another file brought before.
         { ...day("2026-11-02", "v3:whole2", 3), parts: parts(["e1", "v3:d2", 1], ["e2", "v3:copy", 2]) },
@@ -117,14 +117,19 @@ describe("planRaw", () => {
     const appendedBefore = new Map<string, readonly string[]>([["day=2026-11-01", ["v3:e1"]], ["day=2026-11-02", ["v3:d2", "v3:copy"]]]);
     const { plan, appended } = planRaw({ dataset: dataset({ write: "append" }), delivery, states: current, appendedBefore, emptyDays: [] }, choices());
     expect(plan.map((p) => [p.partition, p.action, p.reason, p.rows, p.signature])).toEqual([
-      ["day=2026-11-01", "build", "appended", 5, appendSignature(appendSignature("v3:s", "v3:e2"), "v3:e2")],
+      ["day=2026-11-01", "build", "appended", 2, appendSignature("v3:s", "v3:e2")],
       ["day=2026-11-02", "skip", "already appended", 3, "v3:t"],
       ["day=2026-11-03", "build", "new", 2, "v3:whole3"],
     ]);
     expect(Object.fromEntries(appended)).toEqual({
-      "day=2026-11-01": { record: ["v3:e1", "v3:e2", "v3:e2"], files: ["e2", "e3"] },
+      "day=2026-11-01": { record: ["v3:e1", "v3:e2"], files: ["e2"] },
       "day=2026-11-03": { record: ["v3:f", "v3:g"] },
     });
+    // A first load of two copies of one file: the first is taken, signed as the parts appended one by one would be.
+    const copies = { partitions: [{ ...day("2026-11-04", "v3:both", 2), parts: parts(["e1", "v3:h", 1], ["e2", "v3:h", 1]) }] };
+    const firstLoad = planRaw({ dataset: dataset({ write: "append" }), delivery: copies, states: new Map(), appendedBefore: new Map(), emptyDays: [] }, choices());
+    expect(firstLoad.plan.map((p) => [p.reason, p.rows, p.signature])).toEqual([["new", 1, "v3:h"]]);
+    expect(firstLoad.appended.get("day=2026-11-04")).toEqual({ record: ["v3:h"], files: ["e1"] });
     // A run appended from the whole delivery before parts were recorded per file: the same delivery is held.
     const legacy = new Map<string, readonly string[]>([["day=2026-11-01", ["v3:whole1"]], ["day=2026-11-02", []]]);
     const again = planRaw({ dataset: dataset({ write: "append" }), delivery, states: current, appendedBefore: legacy, emptyDays: [] }, choices());

@@ -176,9 +176,14 @@ for (const backendName of selectedBackends()) {
       const redo = await ws.sync(glob);
       expect(redo.partitions.filter((p) => p.layer === "raw" && p.action === "build").map((p) => `${p.partition} ${p.rows}`)).toEqual(["day=2026-11-02 3"]);
       expect(await ids()).toEqual(["2026-11-01 1,2,6", "2026-11-02 3,4,7", "2026-11-03 5,8"]);
+      // Two copies of one new file in one sync: taken once, as they would be one sync apart.
+      ws.deliver(EVENTS, ["9,view,2026-11-03 15:00:00"], "copy");
+      ws.deliver(EVENTS, ["9,view,2026-11-03 15:00:00"], "copy");
+      expect((await ws.sync(glob)).partitions.filter((p) => p.layer === "raw" && p.action === "build").map((p) => `${p.partition} ${p.rows}`)).toEqual(["day=2026-11-03 3"]);
+      expect(await ids()).toEqual(["2026-11-01 1,2,6", "2026-11-02 3,4,7", "2026-11-03 5,8,9"]);
       // --allow-duplicates appends every file's rows again, as asked.
       await ws.sync(glob, { allowDuplicates: true });
-      expect(await ws.rows("SELECT count(*), count(DISTINCT event_id) FROM events_raw")).toEqual(["16 8"]);
+      expect(await ws.rows("SELECT count(*), count(DISTINCT event_id) FROM events_raw")).toEqual(["19 9"]);
     }, 120_000);
   });
 

@@ -18,10 +18,11 @@ export function registerPlan(program: Command): void {
     .option("--input <file...>", "the file(s) of this delivery, instead of the datasets' source paths")
     .option("--partition <spec...>", "only these partitions (in layers with the same keys)")
     .option("--full-refresh", "plan to rebuild every partition")
+    .option("--allow-duplicates", "write: append only: plan to append a delivery again to partitions that already hold it, as sync --allow-duplicates")
     .option("--rebuild-schema", "plan the rebuild by swap of tables whose declared columns cannot change in place")
     .option("--as-of <day>", "the last day of lookback windows, YYYY-MM-DD (default: today in each source's time zone)")
     .option("--json", "print the plan as JSON")
-    .action(async (options: { config: string; input?: string[]; partition?: string[]; fullRefresh?: boolean; rebuildSchema?: boolean; asOf?: string }, command: Command) => {
+    .action(async (options: { config: string; input?: string[]; partition?: string[]; fullRefresh?: boolean; allowDuplicates?: boolean; rebuildSchema?: boolean; asOf?: string }, command: Command) => {
       const config = loadPipelineConfig(options.config);
       checkPartitionFilters(config, options.partition);
       await withLake(
@@ -31,6 +32,7 @@ export function registerPlan(program: Command): void {
             inputs: options.input?.map((file: string) => path.resolve(file)),
             partitions: options.partition,
             fullRefresh: options.fullRefresh,
+            allowDuplicates: options.allowDuplicates,
             rebuildSchema: options.rebuildSchema,
             fetchSource: (request) => fetchSource(request),
             asOf: options.asOf === undefined ? undefined : assertDay(options.asOf, "--as-of"),
