@@ -253,6 +253,22 @@ describe.skipIf(!postgresAvailable())("PostgreSQL sink", () => {
     expect(columns.map((c) => `${c.data_type}(${c.precision},${c.scale})`)).toEqual(["numeric(10,2)"]);
   });
 
+  it("refuses to upsert into an existing table keyed on other columns, with a fix that works as given", async () => {
+    const ws = await workspace();
+    await ws.db("CREATE SCHEMA analytics");
+    // Keyed on another column: a second primary key cannot be added, so "ADD PRIMARY KEY" is no fix.
+    await ws.db("CREATE TABLE analytics.orders_monthly (id bigserial PRIMARY KEY, order_day text, orders bigint, revenue numeric(18,2), month text, _lakeswap_updated_at timestamptz NOT NULL DEFAULT now())");
+    const report = await ws.sync(ws.deliver(orders(2)));
+    const failed = report.sinks.find((s) => s.table === "analytics.orders_monthly")!;
+    expect(failed.action).toBe("failed");
+    const fix = /add one: (CREATE UNIQUE INDEX ON [^(]+\([^)]*\))/.exec(failed.error ?? "")?.[1];
+    expect(fix, failed.error).toBe('CREATE UNIQUE INDEX ON analytics.orders_monthly (order_day)');
+    await ws.db(fix!);
+    const again = await ws.sync(ws.deliver(orders(2)));
+    expect(sinkLines(again).filter((l) => l.startsWith("analytics")), JSON.stringify(again.sinks)).toEqual(["analytics.orders_monthly month=2026-11 sent new"]);
+    expect(await ws.db("SELECT count(*)::int AS n FROM analytics.orders_monthly")).toEqual([{ n: 2 }]);
+  });
+
   it("fails a partition the database refuses with its message, leaves its previous rows intact, and sends it on the next sync", async () => {
     const ws = await workspace();
     await ws.sync(ws.deliver(orders(3)));

@@ -469,8 +469,9 @@ export class PostgresSink implements Sink {
     if (!result.rows.some((row) => row.columns.join(",") === key)) {
       throw new LakeswapError(
         "CONFLICT",
-        `${this.description}: the existing table has no primary key or unique index on (${layout.primaryKey.join(", ")}), which upsert merges on; ` +
-          `add one (ALTER TABLE ${this.spec.schema}.${this.spec.table} ADD PRIMARY KEY (${layout.primaryKey.join(", ")}))`,
+        `${this.description}: the existing table has no primary key or unique index on exactly (${layout.primaryKey.join(", ")}), which upsert merges on; ` +
+          // A unique index can be added whatever key the table has already (a second primary key cannot).
+          `add one: CREATE UNIQUE INDEX ON ${this.spec.schema}.${this.spec.table} (${layout.primaryKey.join(", ")})`,
       );
     }
   }
