@@ -372,6 +372,18 @@ export interface LandedDelivery {
   readonly partitions: readonly LandedPartition[];
   /** How the raw signatures were computed. */
   readonly signing: Signing;
+  /** With `LandRequest.fileParts`: the bad rows by the file they are in (each bad row in one), in the order of their files' names. */
+  readonly rejectedFiles?: readonly RejectedFile[];
+}
+
+/** The bad rows one file of a delivery holds (`write: append` keeps each file's dead letters apart). */
+export interface RejectedFile {
+  readonly file: string;
+  /** The file's id: a digest of its name and bytes, as a delivery of that file alone is named. */
+  readonly id: string;
+  readonly rows: number;
+  /** A digest of its bad rows (line, reason, raw): the same file landed under another declaration may have others. */
+  readonly digest: string;
 }
 
 

@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import type { DatasetConfig, PipelineColumn } from "../config/pipeline-config.js";
 import type { TableSnapshot } from "../engine/engine.js";
-import type { LandRequest, LandedDelivery, LandingSummary } from "../landing/landing.js";
+import type { LandRequest, LandedDelivery, LandingSummary, RejectedFile } from "../landing/landing.js";
 import type { LakeWriter, PartitionState } from "../lake/lake.js";
 import { identifyDelivery, keepLandingSummary, landingSummary } from "../lake/operations/deliveries.js";
 import { partitionStates, runManifest } from "../lake/operations/partition-states.js";
@@ -21,7 +21,7 @@ import type { SyncLog } from "./sync-log.js";
 /** The version of what a landing summary holds; a change lands every delivery anew (2: an append's parts per file). */
 const LANDING_SUMMARY_VERSION = 2;
 
-/** The columns of a dead-letter table; partitioned by delivery so a rerun replaces its own bad rows. */
+/** The columns of a dead-letter table; partitioned by delivery (an append's: by file) so a rerun replaces its own bad rows. */
 const DEAD_LETTER_COLUMNS: readonly PipelineColumn[] = [
   { name: "dataset", type: "VARCHAR", nullable: false },
   { name: "file", type: "VARCHAR", nullable: true },
@@ -244,10 +244,48 @@ export async function writeDeadLetters(writer: LakeWriter, log: SyncLog, dataset
   return loadReport(dataset, delivery);
 }
 
-/** The SELECT of a delivery's dead letters (built where the landed delivery is). */
-export function deadLetterSelect(dataset: DatasetConfig, delivery: LandedDelivery): string {
-  return `SELECT ${quoteLiteral(dataset.name)} AS dataset, file, line, reason, raw FROM ${quoteRelation(delivery.rejectedRelation)} ORDER BY file, line`;
+/** The SELECT of a delivery's dead letters (built where the landed delivery is): of `files` only, where given. */
+function deadLetterSelect(dataset: DatasetConfig, delivery: LandedDelivery, files?: readonly string[]): string {
+  const where = files ? ` WHERE file IN (${files.map(quoteLiteral).join(", ")})` : "";
+  return `SELECT ${quoteLiteral(dataset.name)} AS dataset, file, line, reason, raw FROM ${quoteRelation(delivery.rejectedRelation)}${where} ORDER BY file, line`;
 }
+
+/** One partition of a dead-letter table as a delivery fills it: its files, their bad rows, and what builds it. */
+export interface DeadLetterPart {
+  readonly partition: string;
+  readonly files: readonly string[];
+  readonly rows: number;
+  /** Of the bad rows it holds (`write: append`): the partition is not written again while it holds the same. */
+  readonly signature?: string;
+  readonly select: string;
+}
+
+/**
+ * Where a delivery's bad rows are kept. `write: append` (its delivery landed with `fileParts`) keeps each file's in a
+ * partition of its own, `delivery=<the file's id>` (files with the same name and bytes share one), so that a file a
+ * glob reads again at each sync is kept once; every other mode keeps the delivery's in `delivery=<its id>`.
+ */
+export function deadLetterParts(dataset: DatasetConfig, delivery: LandedDelivery): DeadLetterPart[] {
+  if (dataset.write !== "append" || !delivery.rejectedFiles) {
+    return [{ partition: `delivery=${delivery.id}`, files: delivery.files, rows: delivery.rowsRejected, select: deadLetterSelect(dataset, delivery) }];
+  }
+  const byId = new Map<string, RejectedFile[]>();
+  for (const file of delivery.rejectedFiles) byId.set(file.id, [...(byId.get(file.id) ?? []), file]);
+  return [...byId].map(([id, files]) => {
+    const names = files.map((f) => f.file);
+    const content = JSON.stringify([dataset.name, files.map((f) => [f.file, f.rows, f.digest])]);
+    return {
+      partition: `delivery=${id}`,
+      files: names,
+      rows: files.reduce((sum, f) => sum + f.rows, 0),
+      signature: `${DEAD_LETTER_SIGNATURE_VERSION}:${createHash("sha256").update(content).digest("hex").slice(0, 32)}`,
+      select: deadLetterSelect(dataset, delivery, names),
+    };
+  });
+}
+
+/** The version of a dead-letter partition's signature (of the dataset, files and bad rows it holds). */
+const DEAD_LETTER_SIGNATURE_VERSION = "dl1";
 
 /** The definitions of the tables a dataset's sync writes, as declared. */
 export function declaredTables(dataset: DatasetConfig): TableDefinition[] {

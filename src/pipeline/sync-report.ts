@@ -42,10 +42,27 @@ export interface LoadReport {
   readonly rowsLoaded: number;
   readonly rowsDeadLettered: number;
   readonly deadLetterTable?: string;
+  /**
+   * `write: append` with a dead-letter table: the partitions its bad rows are in, one per file (`delivery=<the file's
+   * id>`, a digest of its name and bytes): `written` by this sync (staged, in a held one), or else kept already (the
+   * same file, unchanged, dead-lettered by an earlier sync). Absent for other write modes: their bad rows are in
+   * `delivery=<delivery>`.
+   */
+  readonly deadLetterPartitions?: readonly DeadLetterPartition[];
+  /** Of `rowsDeadLettered`, those kept already by an earlier sync (in `deadLetterPartitions` not written); with them only. */
+  readonly rowsDeadLetteredBefore?: number;
   /** How the raw signatures were computed: `native` (lakeswap's DuckDB extension) or `sql` (the same signatures, slower), with why. */
   readonly signing: Signing;
   /** An http source: the days asked for, and how many of them could not be fetched (`files` are where they were kept while landed). */
   readonly fetched?: { readonly days: number; readonly failed: number };
+}
+
+/** A partition of a dead-letter table that a load's bad rows are in (`LoadReport.deadLetterPartitions`). */
+export interface DeadLetterPartition {
+  readonly partition: string;
+  readonly files: readonly string[];
+  readonly rows: number;
+  readonly written: boolean;
 }
 
 /** The totals of one layer of a sync. */
@@ -79,8 +96,15 @@ export interface SyncReport {
   }[];
 }
 
-/** How a delivery was landed, from its landing (or the summary kept of it). */
-export function loadReport(dataset: DatasetConfig, delivery: LandingSummary): LoadReport {
+/**
+ * How a delivery was landed, from its landing (or the summary kept of it); an append's with the dead-letter partitions
+ * its bad rows are in (none in a summary: a delivery with bad rows is landed anew).
+ */
+export function loadReport(dataset: DatasetConfig, delivery: LandingSummary, deadLetters: readonly DeadLetterPartition[] = []): LoadReport {
+  const byFile =
+    dataset.write === "append" && dataset.deadLetter
+      ? { deadLetterPartitions: deadLetters, rowsDeadLetteredBefore: deadLetters.filter((p) => !p.written).reduce((sum, p) => sum + p.rows, 0) }
+      : {};
   return {
     dataset: dataset.name,
     delivery: delivery.id,
@@ -89,6 +113,7 @@ export function loadReport(dataset: DatasetConfig, delivery: LandingSummary): Lo
     rowsLoaded: delivery.rowsLoaded,
     rowsDeadLettered: delivery.rowsRejected,
     deadLetterTable: dataset.deadLetter,
+    ...byFile,
     signing: delivery.signing,
   };
 }

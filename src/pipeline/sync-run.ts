@@ -10,13 +10,13 @@ import { LakeswapError, errorMessage } from "../model/errors.js";
 import { keysOfPath, parsePartitionPath } from "../model/partition.js";
 import type { SinkSpec } from "../sinks/sink.js";
 import type { FetchedSource } from "../sources/source.js";
-import { deadLetterSelect, keepSummary, writeDeadLetters } from "./land.js";
+import { deadLetterParts, keepSummary, writeDeadLetters } from "./land.js";
 import { layerBuilds } from "./layers.js";
 import { renderSql } from "../model/render-sql.js";
 import { fetchFailures } from "./lookback.js";
 import { partitionSelected } from "./partition-filter.js";
 import { tableOfLayer, tablesWritten, type PipelineContext, type RawStep, type Run } from "./pipeline-context.js";
-import { signaturesOf, type PlannedPartition } from "./plan.js";
+import { decide, signaturesOf, type PlannedPartition } from "./plan.js";
 import { sendToSinks, type SinkedPartition } from "./send-to-sinks.js";
 import type { SyncLog } from "./sync-log.js";
 import { loadReport, skipped, totals, type LayerReport, type LoadReport, type SyncedPartition } from "./sync-report.js";
@@ -117,14 +117,32 @@ export class SyncRun implements Run {
     await this.sendToSinks(dataset, "raw", dataset.table, columns, dataset.partition.map((p) => p.key), dataset.sinks ?? []);
   }
 
-  /** The delivery's bad rows into the dataset's dead-letter table; staged with the rest of a held sync. */
+  /**
+   * The delivery's bad rows into the dataset's dead-letter table; staged with the rest of a held sync. An append's are
+   * kept per file (./land.ts `deadLetterParts`): a file's partition that holds the same bad rows already is left as it is.
+   */
   private async deadLetters(dataset: DatasetConfig, landed: LandedDelivery): Promise<LoadReport> {
-    if (!this.holding || !dataset.deadLetter || landed.rowsRejected === 0) return writeDeadLetters(this.writer, this.log, dataset, landed);
-    const partition = `delivery=${landed.id}`;
-    const planned: PlannedPartition = { dataset: dataset.name, layer: "dead letter", table: dataset.deadLetter, partition, action: "build", reason: "new" };
-    const [result] = await this.swap(dataset.deadLetter, "dead letter", [planned], { kind: "select", landed: true }, () => ({ select: deadLetterSelect(dataset, landed) }), {});
-    if (result?.action === "failed") throw new LakeswapError("BUILD_FAILED", `the dead letters of delivery ${landed.id} could not be written: ${result.error}`);
-    return loadReport(dataset, landed);
+    const table = dataset.deadLetter;
+    if (!table || landed.rowsRejected === 0) return loadReport(dataset, landed);
+    const perFile = dataset.write === "append";
+    if (!perFile && !this.holding) return writeDeadLetters(this.writer, this.log, dataset, landed);
+    const parts = deadLetterParts(dataset, landed);
+    const states = perFile ? await this.writer.partitionStates(table) : new Map<string, PartitionState>();
+    const plan = parts.map((part): PlannedPartition => ({
+      dataset: dataset.name,
+      layer: "dead letter",
+      table,
+      partition: part.partition,
+      signature: part.signature,
+      rows: part.rows,
+      ...(perFile ? decide(states.get(part.partition), part.signature, "content changed") : { action: "build", reason: "new" }),
+    }));
+    const selects = new Map(parts.map((part) => [part.partition, part.select]));
+    const results = await this.execute(table, "dead letter", plan, { kind: "select", landed: true }, (p) => ({ select: selects.get(p.partition)! }));
+    const failed = results.find((r) => r.action === "failed");
+    if (failed) throw new LakeswapError("BUILD_FAILED", `the dead letters of delivery ${landed.id} (${table}/${failed.partition}) could not be written: ${failed.error}`);
+    const written = new Set(results.filter((r) => r.action === "build").map((r) => r.partition));
+    return loadReport(dataset, landed, perFile ? parts.map((part) => ({ partition: part.partition, files: part.files, rows: part.rows, written: written.has(part.partition) })) : []);
   }
 
   /** Builds a derived layer's changed partitions from its upstream, then sends the layer to its sinks. */

@@ -90,6 +90,22 @@ export function landingContract(name: string, factory: FixtureFactory<LandingFix
       expect(rejects[2]!.reason).toMatch(/unsafe value '\.\.\/up'/);
     });
 
+    it("with fileParts, keeps the bad rows by file, each file named by its own name and bytes (as a delivery of it alone)", async () => {
+      const good = await file("good.csv", "id,amount,day\n1,10.50,2026-11-01\n");
+      const bad = await file("bad.csv", "id,amount,day\nx,1.00,2026-11-01\n2,2.00,2026-11-01\ny,3.00,2026-11-01\n");
+      const delivery = await land({ ...request([good, bad], "csv"), fileParts: true });
+      expect(delivery.rejectedFiles).toEqual([{ file: bad, id: (await landing().identify([bad])).id, rows: 2, digest: expect.stringMatching(/^[0-9a-f]{32}$/) }]);
+      // The same bytes under another name are another file; the same file beside others, the same.
+      const renamed = await file("bad2.csv", "id,amount,day\nx,1.00,2026-11-01\n2,2.00,2026-11-01\ny,3.00,2026-11-01\n");
+      const alone = await land({ ...request([bad], "csv"), fileParts: true });
+      expect(alone.rejectedFiles?.[0]).toEqual(delivery.rejectedFiles?.[0]);
+      expect(alone.rejectedFiles?.[0]?.id).toBe(alone.id);
+      const other = await land({ ...request([renamed], "csv"), fileParts: true });
+      expect(other.rejectedFiles?.[0]?.id).not.toBe(alone.rejectedFiles?.[0]?.id);
+      // Without fileParts (every write mode but append) there are none.
+      expect((await land(request([bad], "csv"))).rejectedFiles).toBeUndefined();
+    });
+
     it("signs the rows, not the bytes: the same rows in another order, format and spelling sign the same; other rows do not", async () => {
       const csv = await file("one.csv", "id,amount,day\n1,10.50,2026-11-01\n2,3.00,2026-11-01\n3,7.25,2026-11-02\n");
       const shuffled = await file("two.csv", 'id,amount,day\n3,7.250,2026-11-02\n"2",3,2026-11-01\n1,10.5,"2026-11-01"\n');

@@ -7,7 +7,9 @@ import type { Lake } from "../../src/lake/lake.js";
 import { Pipeline, type PipelineOptions, type SyncReport } from "../../src/pipeline/pipeline.js";
 import { APPEND_MAX_FILES } from "../../src/lake/commit/append-carry.js";
 import { BACKEND_FACTORIES, selectedBackends, tempDir } from "../support/lake-fixture.js";
-import { rollbackPartition } from "../../src/lake/operations/rollback.js";
+import { rollbackPartition, rollbackSync } from "../../src/lake/operations/rollback.js";
+import { publishSync } from "../../src/lake/operations/publish.js";
+import { listSyncs } from "../../src/lake/operations/syncs.js";
 import { readHistory } from "../../src/lake/operations/history.js";
 
 const cleanups: (() => Promise<void> | void)[] = [];
@@ -184,6 +186,46 @@ for (const backendName of selectedBackends()) {
       // --allow-duplicates appends every file's rows again, as asked.
       await ws.sync(glob, { allowDuplicates: true });
       expect(await ws.rows("SELECT count(*), count(DISTINCT event_id) FROM events_raw")).toEqual(["19 9"]);
+    }, 120_000);
+    it("a glob with dead_letter keeps each file's bad rows once, in a partition of the file's own, through held syncs and rollback", async () => {
+      const ws = await workspace(backendName, APPEND_YAML.replace("    layers:", "    dead_letter: events_rejected\n    layers:"));
+      const glob = path.join(ws.dir, "deliveries", "*");
+      const rejected = () => ws.rows("SELECT delivery, file, line, raw FROM events_rejected ORDER BY delivery, file, line");
+      const a = ws.deliver(EVENTS, ["1,click,2026-11-01 10:00:00", "bad-a,click,2026-11-01 11:00:00"]);
+      const first = await ws.sync(glob);
+      const partitionA = `delivery=${first.loads[0]!.delivery}`;
+      const keptA = `${partitionA.slice("delivery=".length)} ${a} 3 bad-a,click,2026-11-01 11:00:00`;
+      expect(await rejected()).toEqual([keptA]);
+      // A good file beside it: a's bad row is read again, and left where it is (it was kept again under each sync's delivery id).
+      ws.deliver(EVENTS, ["2,view,2026-11-01 12:00:00"]);
+      const second = await ws.sync(glob);
+      expect(await rejected()).toEqual([keptA]);
+      expect((await listSyncs(ws.lake)).find((r) => r.syncId === second.syncId)!.moves.map((m) => m.table)).not.toContain("events_rejected");
+      // A file alone is named as a delivery of it alone would be.
+      expect(first.loads[0]).toMatchObject({ rowsDeadLettered: 1, rowsDeadLetteredBefore: 0, deadLetterPartitions: [{ partition: partitionA, files: [a], rows: 1, written: true }] });
+      expect(second.loads[0]).toMatchObject({ rowsRead: 3, rowsDeadLettered: 1, rowsDeadLetteredBefore: 1, deadLetterPartitions: [{ partition: partitionA, files: [a], rows: 1, written: false }] });
+      // A file with a bad row of its own, held: staged beside the raw runs, a's left alone; published, it is there once.
+      const c = ws.deliver(EVENTS, ["3,click,2026-11-02 10:00:00", "bad-c,click,2026-11-02 11:00:00"]);
+      const held = await ws.sync(glob, { hold: true });
+      expect(held.held?.status).toBe("held");
+      const partitionC = held.loads[0]!.deadLetterPartitions!.find((p) => p.files[0] === c)!.partition;
+      expect(held.loads[0]).toMatchObject({ rowsDeadLettered: 2, rowsDeadLetteredBefore: 1 });
+      expect(held.loads[0]!.deadLetterPartitions!.map((p) => `${p.partition} ${p.rows} ${p.written}`).sort()).toEqual([`${partitionA} 1 false`, `${partitionC} 1 true`].sort());
+      expect(await rejected()).toEqual([keptA]);
+      await publishSync(ws.lake, held.syncId);
+      const keptC = `${partitionC.slice("delivery=".length)} ${c} 3 bad-c,click,2026-11-02 11:00:00`;
+      expect((await rejected()).sort()).toEqual([keptA, keptC].sort());
+      // Rollback of that sync takes c's dead letters away with its rows; the next sync keeps them again, a's still once.
+      await rollbackSync(ws.lake, held.syncId);
+      expect(await rejected()).toEqual([keptA]);
+      const redo = await ws.sync(glob);
+      expect(redo.loads[0]).toMatchObject({ rowsDeadLettered: 2, rowsDeadLetteredBefore: 1 });
+      expect((await rejected()).sort()).toEqual([keptA, keptC].sort());
+      // The same files again: nothing is written anywhere.
+      const again = await ws.sync(glob);
+      expect(again.totals.built).toBe(0);
+      expect(again.loads[0]).toMatchObject({ rowsDeadLettered: 2, rowsDeadLetteredBefore: 2 });
+      expect((await rejected()).sort()).toEqual([keptA, keptC].sort());
     }, 120_000);
   });
 

@@ -43,7 +43,18 @@ export function syncReportText(result: SyncReport): string {
 function loadLine(l: LoadReport): string {
   const from = l.fetched ? `fetched ${l.fetched.days - l.fetched.failed} of ${l.fetched.days} day(s) from its http source` : `read ${l.rowsRead} rows from ${l.files.length} file(s)`;
   const rows = l.fetched ? `, ${l.rowsRead} rows` : "";
-  return `${l.dataset}: ${from}${rows}: ${l.rowsLoaded} loaded, ${l.rowsDeadLettered} dead-lettered${l.deadLetterTable ? ` (${l.deadLetterTable}, delivery=${l.delivery})` : ""}`;
+  return `${l.dataset}: ${from}${rows}: ${l.rowsLoaded} loaded, ${l.rowsDeadLettered} dead-lettered${deadLetterText(l)}`;
+}
+
+/** Where a load's bad rows are: the delivery's partition, or an append's by file (those kept already by an earlier sync said apart). */
+function deadLetterText(l: LoadReport): string {
+  if (!l.deadLetterTable) return "";
+  const byFile = l.deadLetterPartitions;
+  if (!byFile) return ` (${l.deadLetterTable}, delivery=${l.delivery})`;
+  if (byFile.length === 0) return ` (${l.deadLetterTable})`;
+  const named = byFile.slice(0, 3).map((p) => p.partition).join(", ") + (byFile.length > 3 ? ` and ${byFile.length - 3} more` : "");
+  const before = l.rowsDeadLetteredBefore ? `, ${l.rowsDeadLetteredBefore} of them kept already by an earlier sync` : "";
+  return `${before} (${l.deadLetterTable}, by file: ${named})`;
 }
 
 /** The partitions skipped as already appended or empty in their source, and the table of those built or failed. */

@@ -13,6 +13,7 @@ import { tableShape, type Stage } from "./stage.js";
 import { FILE } from "./landing-pass.js";
 import type { StreamedCsv } from "./csv-stream.js";
 import { gunzipDelivery, type GunzippedDelivery } from "./gunzipped-files.js";
+import { withRejectedFiles } from "./rejected-files.js";
 
 /** A stage written while a delivery was landed, and the table shape it was written for (`tableShape`). */
 export interface WrittenAhead {
@@ -50,12 +51,14 @@ export async function landAndSign(
   const delivered = { files, states: await fileStateTexts(files) };
   // Compressed files are read decompressed (./gunzipped-files.ts); what a user is shown names the files delivered.
   const gunzipped = await gunzipDelivery(files);
-  if (!gunzipped) return { ...(await landRead(connection, request, tables, hooks, id, delivered)), read: delivered };
+  // An append's bad rows are kept per file, each file named by its bytes as delivered.
+  const byFile = (delivery: LandedDelivery) => (request.fileParts ? withRejectedFiles(connection, delivery, hooks.ids, delivered) : delivery);
+  if (!gunzipped) return { delivery: await byFile((await landRead(connection, request, tables, hooks, id, delivered)).delivery), read: delivered };
   try {
     const read = { files: gunzipped.files, states: await fileStateTexts(gunzipped.files) };
     const landed = await landRead(connection, { ...request, files: gunzipped.files }, tables, hooks, id, read, gunzipped);
     await assertStillAsRead(delivered, "while it was landed");
-    return { delivery: { ...landed.delivery, files }, read, gunzipped };
+    return { delivery: await byFile({ ...landed.delivery, files }), read, gunzipped };
   } catch (error) {
     await gunzipped.remove();
     if (error instanceof Error) error.message = gunzipped.originalNames(error.message);
