@@ -185,6 +185,21 @@ for (const backendName of selectedBackends()) {
       await ws.sync(glob, { allowDuplicates: true });
       expect(await ws.rows("SELECT count(*), count(DISTINCT event_id) FROM events_raw")).toEqual(["19 9"]);
     }, 120_000);
+    it("a file whose last line went to the dead-letter table, fixed in place and grown, appends the fixed line and the new ones only", async () => {
+      const yaml = APPEND_YAML.replace("{format: csv, path: deliveries/*.csv}", "{format: jsonl, path: deliveries/*.jsonl}").replace("    layers:", "    dead_letter: events_bad\n    layers:");
+      const ws = await workspace(backendName, yaml);
+      const file = path.join(ws.dir, "deliveries", "log.jsonl");
+      const line = (id: number | string) => `{"event_id":${JSON.stringify(id)},"kind":"k","ts":"2026-11-01 10:00:00"}`;
+      writeFileSync(file, `${line(1)}\n${line("two")}\n`);
+      const first = await ws.sync(file);
+      expect(first.partitions.filter((p) => p.layer === "raw").map((p) => `${p.reason} ${p.rows}`)).toEqual(["new 1"]);
+      expect(await ws.rows("SELECT count(*) FROM events_bad")).toEqual(["1"]);
+      writeFileSync(file, `${line(1)}\n${line(2)}\n${line(3)}\n`);
+      const fixed = await ws.sync(file);
+      expect(fixed.partitions.filter((p) => p.layer === "raw").map((p) => `${p.reason} ${p.rows}`)).toEqual(["appended 3"]);
+      expect(await ws.rows("SELECT string_agg(CAST(event_id AS VARCHAR), ',' ORDER BY event_id) FROM events_raw")).toEqual(["1,2,3"]);
+    }, 120_000);
+
     for (const format of ["csv", "jsonl", "jsonl.gz"] as const) {
       it(`a ${format} file that grows at its end appends only its new lines; one rewritten or rotated under its name is appended whole`, async () => {
         const jsonl = format !== "csv";

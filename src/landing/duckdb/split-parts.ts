@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import type { DuckDBConnection } from "@duckdb/node-api";
 import { partitionValue } from "../../model/partition.js";
 import { signatureColumnOrder, type Signing } from "../../model/signature.js";
@@ -15,7 +16,7 @@ export async function splitParts(connection: DuckDBConnection, request: SplitPar
   const { delivery, splits } = request;
   if (splits.length === 0) return [];
   const signed = signatureColumnOrder(request.columns.filter((c) => request.signatureColumns.includes(c.name)));
-  const suffix = Math.random().toString(36).slice(2, 10);
+  const suffix = randomBytes(6).toString("hex");
   const [table, view] = [`__lakeswap_splits_${suffix}`, `__lakeswap_split_rows_${suffix}`];
   const values = splits.map((s, i) => {
     const position = delivery.files.indexOf(s.file) + 1;
