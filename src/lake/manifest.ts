@@ -25,6 +25,12 @@ export interface RunManifest {
   readonly inputs?: readonly string[];
   /** `write: append`: the signatures of the delivery parts this run's rows were appended from, oldest first (the same part is not appended twice). */
   readonly appended?: readonly string[];
+  /**
+   * `write: append`: for each file that a part was appended from, the last line of it the run holds (`through`) and
+   * the signature of the file's rows of the partition through that line: a file that later only grew is appended
+   * from the next line. The last record of each file, in the order appended.
+   */
+  readonly appendedFiles?: readonly AppendedFile[];
   /** The run this one rewrote under a rebuilt schema (`sync --rebuild-schema`): GC keeps it while this one is kept for rollback. */
   readonly rebuiltFrom?: string;
   readonly builtAt: string;
@@ -32,6 +38,13 @@ export interface RunManifest {
   readonly buildSeconds: number;
   /** True when the process died after the swap and a later command rebuilt this record from the files. */
   readonly recovered?: boolean;
+}
+
+/** A file some of whose rows a run was appended from: through which line, and what its rows of the partition through it sign as. */
+export interface AppendedFile {
+  readonly file: string;
+  readonly through: number;
+  readonly signature: string;
 }
 
 /** Parses a stored manifest, refusing anything that is not one with a STORE_ERROR naming the file and the fix. */

@@ -38,6 +38,11 @@ export interface Landing {
    * the delivery it was made from.
    */
   mergeLanded(request: MergeRequest): Promise<LandedDelivery>;
+  /**
+   * `write: append`: each part's rows at or before a line of its file and after it, signed apart (a file that grew at
+   * its end since it was appended: its rows before the line are those appended then), in the order of `splits`.
+   */
+  splitParts(request: SplitPartsRequest): Promise<SplitPart[]>;
   /** Frees what `land` (or `mergeLanded`) holds. */
   releaseLanding(delivery: LandedDelivery): Promise<void>;
   /**
@@ -210,6 +215,11 @@ export interface LandedRun {
    * takes, the others' being there already; absent: the rows of every file. Needs a delivery landed with `fileParts`.
    */
   readonly files?: readonly string[];
+  /**
+   * `write: append`: of some of `files` (a file that grew at its end since the partition's last append), only the rows
+   * after this line (`LandedPart.through`), by file name.
+   */
+  readonly after?: Readonly<Record<string, number>>;
 }
 
 /** A declared column of a delivery. */
@@ -320,6 +330,34 @@ export interface LandedPart {
   readonly file: string;
   readonly rows: number;
   readonly signature: string;
+  /**
+   * The last line (a CSV record's first line, a Parquet row's number, from 1) of the file that holds a row of the part;
+   * absent where the landing does not know its rows' lines (a large CSV read in place).
+   */
+  readonly through?: number;
+}
+
+/** A file's part of a partition, split at a line: what `Landing.splitParts` signs. */
+interface PartSplit {
+  readonly partition: Partition;
+  readonly file: string;
+  readonly through: number;
+}
+
+/** The rows of a part at or before the line of a `PartSplit`, and those after it, each counted and signed. */
+export interface SplitPart {
+  readonly before: { readonly rows: number; readonly signature: string };
+  readonly after: { readonly rows: number; readonly signature: string };
+}
+
+/** The parts of a landed delivery (landed with `fileParts`) to split at a line, and the columns they are signed by. */
+export interface SplitPartsRequest {
+  readonly delivery: LandedDelivery;
+  readonly columns: MergeRequest["columns"];
+  readonly signatureColumns: readonly string[];
+  /** The delivery's partition keys. */
+  readonly keys: readonly string[];
+  readonly splits: readonly PartSplit[];
 }
 
 /** One partition of a landed delivery written to a local Parquet file. */

@@ -6,7 +6,7 @@ import type { LakeWriter, PartitionState } from "../lake/lake.js";
 import { identifyDelivery, keepLandingSummary, landingSummary } from "../lake/operations/deliveries.js";
 import { partitionStates, runManifest } from "../lake/operations/partition-states.js";
 import { InvalidInputError, errorMessage } from "../model/errors.js";
-import { partitionPath } from "../model/partition.js";
+import { partitionPath, type Partition } from "../model/partition.js";
 import { SIGNATURE_VERSION } from "../model/signature.js";
 import { quoteLiteral, quoteRelation } from "../model/sql.js";
 import { defineTable, type TableDefinition } from "../model/table.js";
@@ -14,7 +14,8 @@ import type { FetchedSource } from "../sources/source.js";
 import { emptyDays, fetchedDataset, windowDays } from "./lookback.js";
 import type { PipelineContext } from "./pipeline-context.js";
 import { planChoices } from "./pipeline-context.js";
-import { outsideLookback, planRaw, type Appending, type PlannedPartition } from "./plan.js";
+import { grownKey, outsideLookback, planRaw, type Appending, type GrownPart, type PlannedPartition } from "./plan.js";
+import type { AppendedFile } from "../lake/manifest.js";
 import { loadReport, type LoadReport } from "./sync-report.js";
 import type { SyncLog } from "./sync-log.js";
 
@@ -187,15 +188,60 @@ export async function planDelivery(
   const window = dataset.window ? new Set(datasetWindow(ctx, dataset)) : undefined;
   const keys = dataset.partition.map((p) => p.key);
   const appendedBefore = new Map<string, readonly string[]>();
+  const appendedFilesBefore = new Map<string, readonly AppendedFile[]>();
   if (dataset.write === "append") {
     for (const landed of delivery.partitions.filter((l) => choices.selected(l.partition, keys, dataset))) {
       const partition = partitionPath(landed.partition);
       const state = states.get(partition);
       if (!state?.runId || outsideLookback(dataset, landed.partition, state, window)) continue;
-      appendedBefore.set(partition, (await runManifest(ctx.lake, dataset.table, partition, state.runId))?.appended ?? []);
+      const manifest = await runManifest(ctx.lake, dataset.table, partition, state.runId);
+      appendedBefore.set(partition, manifest?.appended ?? []);
+      appendedFilesBefore.set(partition, manifest?.appendedFiles ?? []);
     }
   }
-  return planRaw({ dataset, delivery, states, window, appendedBefore, emptyDays: emptyDays(dataset, fetched) }, choices);
+  const grown = "relation" in delivery && !choices.allowDuplicates ? await grownParts(ctx, dataset, delivery as LandedDelivery, appendedBefore, appendedFilesBefore) : undefined;
+  return planRaw({ dataset, delivery, states, window, appendedBefore, appendedFilesBefore, grown, emptyDays: emptyDays(dataset, fetched) }, choices);
+}
+
+/**
+ * `write: append`: the parts of a landed delivery that its partition does not hold, of a file it holds rows of through
+ * some line, whose rows through that line sign as they did then: the file only grew at its end, and its rows after the
+ * line are what is new. A file rewritten or replaced under the same name signs otherwise: its part is new whole.
+ */
+async function grownParts(
+  ctx: PipelineContext,
+  dataset: DatasetConfig,
+  delivery: LandedDelivery,
+  appendedBefore: ReadonlyMap<string, readonly string[]>,
+  appendedFilesBefore: ReadonlyMap<string, readonly AppendedFile[]>,
+): Promise<Map<string, GrownPart>> {
+  const candidates: { partition: Partition; path: string; file: string; through: number; signature: string }[] = [];
+  for (const landed of delivery.partitions) {
+    const path = partitionPath(landed.partition);
+    const held = new Set(appendedBefore.get(path) ?? []);
+    const files = new Map((appendedFilesBefore.get(path) ?? []).map((f) => [f.file, f]));
+    if (held.has(landed.signature)) continue;
+    for (const part of landed.parts ?? []) {
+      const taken = files.get(part.file);
+      // Lines known now as then, and more of them: the file may have grown.
+      if (!taken || held.has(part.signature) || part.through === undefined || part.through <= taken.through) continue;
+      candidates.push({ partition: landed.partition, path, file: part.file, through: taken.through, signature: taken.signature });
+    }
+  }
+  const grown = new Map<string, GrownPart>();
+  if (candidates.length === 0) return grown;
+  const splits = await ctx.landing.splitParts({
+    delivery,
+    columns: dataset.columns,
+    signatureColumns: dataset.signatureColumns,
+    keys: dataset.partition.map((p) => p.key),
+    splits: candidates,
+  });
+  candidates.forEach((c, i) => {
+    const split = splits[i]!;
+    if (split.before.signature === c.signature) grown.set(grownKey(c.path, c.file), { through: c.through, ...split.after });
+  });
+  return grown;
 }
 
 /** The days of a dataset's lookback window (./lookback.ts). */

@@ -1,6 +1,7 @@
 import type { DatasetConfig, LayerConfig } from "../config/pipeline-config.js";
 import type { LandedPart, LandedPartition, LandingSummary } from "../landing/landing.js";
 import type { PartitionState } from "../lake/lake.js";
+import type { AppendedFile } from "../lake/manifest.js";
 import { InvalidInputError, errorMessage } from "../model/errors.js";
 import { WHOLE_TABLE, assertPartitionValue, makePartition, parsePartitionPath, partitionPath, partitionValue, type Partition } from "../model/partition.js";
 import { appendSignature, chainSignature } from "../model/signature.js";
@@ -95,6 +96,13 @@ export interface RawPlanInput {
   readonly window?: ReadonlySet<string>;
   /** `write: append`: the delivery parts each current run was appended from, by partition (read from its manifest). */
   readonly appendedBefore: ReadonlyMap<string, readonly string[]>;
+  /** `write: append`: the files each current run was appended from, through which line (its manifest's `appendedFiles`). */
+  readonly appendedFilesBefore?: ReadonlyMap<string, readonly AppendedFile[]>;
+  /**
+   * `write: append`: the parts of files that only grew at their end since the current run took them (their rows through
+   * the line then sign as then), with their rows after that line; by `grownKey`.
+   */
+  readonly grown?: ReadonlyMap<string, GrownPart>;
   /** The days an http source answered without rows, with the signature of a day without rows (./lookback.ts). */
   readonly emptyDays: readonly { readonly partition: string; readonly signature: string }[];
 }
@@ -105,6 +113,23 @@ export interface Appending {
   readonly record: readonly string[];
   /** The delivery's files whose rows of the partition it takes; undefined: every file's. */
   readonly files?: readonly string[];
+  /** Of some of `files` (a file that grew at its end), only the rows after this line; `rows`: the rows the run then takes. */
+  readonly after?: Readonly<Record<string, number>>;
+  readonly rows?: number;
+  /** The files the new run holds rows of, each through its last line (its manifest's `appendedFiles`). */
+  readonly appendedFiles?: readonly AppendedFile[];
+}
+
+/** A part of a file that grew at its end since it was appended through line `through`: its rows after it. */
+export interface GrownPart {
+  readonly through: number;
+  readonly rows: number;
+  readonly signature: string;
+}
+
+/** The key of a partition's part of one file (`RawPlanInput.grown`). */
+export function grownKey(partition: string, file: string): string {
+  return `${partition}\0${file}`;
 }
 
 /**
@@ -130,22 +155,12 @@ export function planRaw(input: RawPlanInput, choices: PlanChoices): { plan: Plan
       plan.push({ ...base, ...decide(state, landed.signature, "content changed", choices.fullRefresh), signature: landed.signature });
       continue;
     }
-    const before = state?.runId ? (input.appendedBefore.get(partition) ?? []) : [];
-    const fresh = state?.pinned ? [] : freshParts(landed, before, choices.allowDuplicates === true);
-    if (state?.pinned) {
-      plan.push({ ...base, action: "skip", reason: "pinned" });
-    } else if (fresh.length === 0) {
-      plan.push({ ...base, action: "skip", reason: "already appended", signature: state?.signature });
-    } else {
-      const whole = fresh.length === (landed.parts?.length ?? 1);
-      appended.set(partition, { record: [...before, ...fresh.map((p) => p.signature)], ...(whole ? {} : { files: fresh.map((p) => p.file) }) });
-      // A new partition of every part signs as its rows do; of some (a file's copy left out), as the parts appended one by one.
-      const first = whole ? landed.signature : fresh[0]!.signature;
-      const signature = !state?.runId
-        ? fresh.slice(whole ? fresh.length : 1).reduce((s, p) => appendSignature(s, p.signature), first)
-        : state.signature === undefined ? undefined : fresh.reduce((s, p) => appendSignature(s, p.signature), state.signature);
-      const rows = fresh.reduce((sum, p) => sum + p.rows, 0);
-      plan.push({ ...base, rows, action: "build", reason: state?.runId ? "appended" : "new", signature });
+    const decided = state?.pinned ? undefined : planAppend(input, landed, state, choices);
+    if (!decided) plan.push({ ...base, action: "skip", reason: "pinned" });
+    else if (decided.action === "skip") plan.push({ ...base, ...decided, signature: state?.signature });
+    else {
+      appended.set(partition, decided.appending);
+      plan.push({ ...base, rows: decided.rows, action: "build", reason: state?.runId ? "appended" : "new", signature: decided.signature });
     }
   }
   // The days an http source answered without rows: built empty (allow_empty), or skipped and reported.
@@ -155,6 +170,51 @@ export function planRaw(input: RawPlanInput, choices: PlanChoices): { plan: Plan
     else plan.push({ ...base, ...decide(states.get(partition), signature, "content changed", choices.fullRefresh), signature });
   }
   return { plan, appended };
+}
+
+/**
+ * An append's plan of a partition: the parts (./freshParts) its current run does not hold; of a file that only grew at
+ * its end since the run took it (`RawPlanInput.grown`), its rows after the line it was taken through. What the new run
+ * takes, the parts it will hold, and its signature (the parts' appended one by one).
+ */
+function planAppend(
+  input: RawPlanInput,
+  landed: LandedPartition,
+  state: PartitionState | undefined,
+  choices: PlanChoices,
+): { action: "skip"; reason: "already appended" } | { action: "build"; rows: number; signature?: string; appending: Appending } {
+  const partition = partitionPath(landed.partition);
+  const before = state?.runId ? (input.appendedBefore.get(partition) ?? []) : [];
+  const filesBefore = state?.runId ? (input.appendedFilesBefore?.get(partition) ?? []) : [];
+  const fresh = freshParts(landed, before, choices.allowDuplicates === true);
+  const taken = fresh.flatMap((part): { part: LandedPart; rows: number; signature: string; after?: number }[] => {
+    const grown = choices.allowDuplicates ? undefined : input.grown?.get(grownKey(partition, part.file));
+    if (!grown) return [{ part, rows: part.rows, signature: part.signature }];
+    return grown.rows === 0 ? [] : [{ part, rows: grown.rows, signature: grown.signature, after: grown.through }];
+  });
+  if (taken.length === 0) return { action: "skip", reason: "already appended" };
+  const parts = landed.parts ?? [];
+  const whole = taken.length === (landed.parts?.length ?? 1) && taken.every((t) => t.after === undefined);
+  const after = Object.fromEntries(taken.flatMap((t) => (t.after === undefined ? [] : [[t.part.file, t.after] as const])));
+  // A grown file's whole part is held too: the same file unchanged next time is recognised without splitting it.
+  const record = [...before, ...taken.flatMap((t) => (t.after === undefined ? [t.signature] : [t.signature, t.part.signature]))];
+  const files = new Map(filesBefore.map((f) => [f.file, f]));
+  for (const { part } of taken) if (part.through !== undefined && parts.length > 0) files.set(part.file, { file: part.file, through: part.through, signature: part.signature });
+  const rows = taken.reduce((sum, t) => sum + t.rows, 0);
+  const appending: Appending = {
+    record,
+    ...(whole ? {} : { files: taken.map((t) => t.part.file) }),
+    ...(Object.keys(after).length > 0 ? { after, rows } : {}),
+    ...(files.size > 0 ? { appendedFiles: [...files.values()] } : {}),
+  };
+  // A new partition of every part signs as its rows do; of some (a file's copy left out), as the parts appended one by one.
+  const first = whole ? landed.signature : taken[0]!.signature;
+  const signature = !state?.runId
+    ? taken.slice(whole ? taken.length : 1).reduce((s, t) => appendSignature(s, t.signature), first)
+    : state.signature === undefined
+      ? undefined
+      : taken.reduce((s, t) => appendSignature(s, t.signature), state.signature);
+  return { action: "build", rows, signature, appending };
 }
 
 /**

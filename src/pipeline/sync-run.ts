@@ -16,7 +16,7 @@ import { renderSql } from "../model/render-sql.js";
 import { fetchFailures } from "./lookback.js";
 import { partitionSelected } from "./partition-filter.js";
 import { tableOfLayer, tablesWritten, type PipelineContext, type RawStep, type Run } from "./pipeline-context.js";
-import { decide, signaturesOf, type PlannedPartition } from "./plan.js";
+import { decide, signaturesOf, type Appending, type PlannedPartition } from "./plan.js";
 import { sendToSinks, type SinkedPartition } from "./send-to-sinks.js";
 import type { SyncLog } from "./sync-log.js";
 import { loadReport, skipped, totals, type LayerReport, type LoadReport, type SyncedPartition } from "./sync-report.js";
@@ -94,7 +94,7 @@ export class SyncRun implements Run {
     const build = { kind: "landed", carryCurrent: dataset.write === "append" } as const;
     const results = [
       ...(delivery
-        ? await this.execute(dataset.table, "raw", step.plan, { ...build, delivery }, (p) => ({ appended: step.appended.get(p.partition)?.record, landedFiles: step.appended.get(p.partition)?.files }), {
+        ? await this.execute(dataset.table, "raw", step.plan, { ...build, delivery }, (p) => appendItem(step.appended.get(p.partition)), {
             // An upsert may leave a partition without rows (every key deleted or moved away): that is its merge, not a
             // failed build; so may a day the source now returns empty, where allow_empty says so.
             allowEmpty: dataset.write === "upsert" || dataset.window?.allowEmpty === true,
@@ -174,7 +174,7 @@ export class SyncRun implements Run {
     layer: string,
     plan: readonly PlannedPartition[],
     build: SwapBuild,
-    itemOf: (p: PlannedPartition) => Pick<SwapItem, "select" | "inputPartitions" | "appended" | "landedFiles">,
+    itemOf: (p: PlannedPartition) => Pick<SwapItem, "select" | "inputPartitions" | AppendKeys>,
     options: SwapChoices = {},
   ): Promise<SyncedPartition[]> {
     const builds = plan.filter((p) => p.action === "build");
@@ -205,7 +205,7 @@ export class SyncRun implements Run {
     layer: string,
     builds: readonly PlannedPartition[],
     build: SwapBuild,
-    itemOf: (p: PlannedPartition) => Pick<SwapItem, "select" | "inputPartitions" | "appended" | "landedFiles">,
+    itemOf: (p: PlannedPartition) => Pick<SwapItem, "select" | "inputPartitions" | AppendKeys>,
     options: SwapChoices,
   ): Promise<SyncedPartition[]> {
     const items = builds.map((p): SwapItem => ({
@@ -344,3 +344,11 @@ interface SwapChoices {
   readonly audits?: readonly AuditSpec[];
 }
 
+
+/** What a swap item of an append takes from the plan's `Appending`. */
+type AppendKeys = "appended" | "landedFiles" | "landedAfter" | "landedRows" | "appendedFiles";
+
+function appendItem(appending: Appending | undefined): Pick<SwapItem, AppendKeys> {
+  if (!appending) return {};
+  return { appended: appending.record, landedFiles: appending.files, landedAfter: appending.after, landedRows: appending.rows, appendedFiles: appending.appendedFiles };
+}

@@ -242,3 +242,26 @@ describe("the streaming reader never lands what the exact reader refuses, and ke
     );
   }, 120_000);
 });
+
+describe("an append's delivery (fileParts) keeps each row's file and line", () => {
+  it("a small CSV is read by the exact reader: its rows' lines in their files (a record by its first line); a large one read in place has none", async () => {
+    const request: LandRequest = {
+      files: [csv(`id,note,day\n1,a,x\n2,"two\nlines",y\n3,c,x\n`), csv(`id,note,day\n4,d,y\n`)],
+      format: "csv", header: true, delimiter: ",", columns, partition: byDay, signatureColumns: ["id"], fileParts: true,
+    };
+    const lines = async (options: LandingOptions) => {
+      const connection = await duck.connect();
+      const tables = { landed: `landed_${counter}`, rejected: `rejected_${counter++}` };
+      try {
+        const inPass = await landDelivery(connection, request, tables, countPerPartition, options);
+        const rows = (await connection.runAndReadAll(`SELECT id, __file, __line FROM ${tables.landed} ORDER BY id`)).getRowsJS();
+        return { streamed: inPass !== undefined, rows: rows.map((row) => row.map((v) => (v === null ? null : Number(v)))) };
+      } finally {
+        await dropLanding(connection, tables);
+        connection.closeSync();
+      }
+    };
+    expect(await lines({})).toEqual({ streamed: false, rows: [[1, 1, 2], [2, 1, 3], [3, 1, 5], [4, 2, 2]] });
+    expect(await lines({ materializeMaxBytes: 0 })).toEqual({ streamed: true, rows: [[1, 1, null], [2, 1, null], [3, 1, null], [4, 2, null]] });
+  });
+});

@@ -4,7 +4,7 @@ import type { PartitionState } from "../../src/lake/lake.js";
 import { makePartition } from "../../src/model/partition.js";
 import { appendSignature, chainSignature } from "../../src/model/signature.js";
 import { checkPartitionFilters, partitionSelected } from "../../src/pipeline/partition-filter.js";
-import { decide, planLayer, planRaw, predict, type PlanChoices } from "../../src/pipeline/plan.js";
+import { decide, grownKey, planLayer, planRaw, predict, type PlanChoices } from "../../src/pipeline/plan.js";
 
 // The plan's decisions as pure functions: no DuckDB, no lake, only states and signatures.
 
@@ -134,6 +134,43 @@ describe("planRaw", () => {
     const legacy = new Map<string, readonly string[]>([["day=2026-11-01", ["v3:whole1"]], ["day=2026-11-02", []]]);
     const again = planRaw({ dataset: dataset({ write: "append" }), delivery, states: current, appendedBefore: legacy, emptyDays: [] }, choices());
     expect(again.plan.map((p) => `${p.partition} ${p.reason} ${p.rows}`)).toEqual(["day=2026-11-01 already appended 6", "day=2026-11-02 appended 3", "day=2026-11-03 new 2"]);
+  });
+
+  it("appends only the new lines of a file that grew at its end since its partition took it; a rewritten file whole", () => {
+    const current = states(state("day=2026-11-01", { signature: "v3:s" }), state("day=2026-11-02", { signature: "v3:t" }));
+    const delivery = {
+      partitions: [
+        // Day 1: log grew from line 3 to 5 (its rows through line 3 sign as then: `grown`); b is a new file.
+        { ...day("2026-11-01", "v3:whole1", 5), parts: [{ file: "log", signature: "v3:log5", rows: 4, through: 5 }, { file: "b", signature: "v3:b", rows: 1, through: 1 }] },
+        // Day 2: log was rewritten (its rows through line 2 sign otherwise: not in `grown`), taken whole.
+        { ...day("2026-11-02", "v3:whole2", 2), parts: [{ file: "log", signature: "v3:log2x", rows: 2, through: 4 }] },
+      ],
+    };
+    const appendedBefore = new Map<string, readonly string[]>([["day=2026-11-01", ["v3:log3"]], ["day=2026-11-02", ["v3:log2"]]]);
+    const appendedFilesBefore = new Map([
+      ["day=2026-11-01", [{ file: "log", through: 3, signature: "v3:log3" }]],
+      ["day=2026-11-02", [{ file: "log", through: 2, signature: "v3:log2" }]],
+    ]);
+    const grown = new Map([[grownKey("day=2026-11-01", "log"), { through: 3, rows: 2, signature: "v3:new2" }]]);
+    const input = { dataset: dataset({ write: "append" }), delivery, states: current, appendedBefore, appendedFilesBefore, grown, emptyDays: [] };
+    const { plan, appended } = planRaw(input, choices());
+    expect(plan.map((p) => [p.partition, p.action, p.reason, p.rows, p.signature])).toEqual([
+      ["day=2026-11-01", "build", "appended", 3, appendSignature(appendSignature("v3:s", "v3:new2"), "v3:b")],
+      ["day=2026-11-02", "build", "appended", 2, appendSignature("v3:t", "v3:log2x")],
+    ]);
+    expect(appended.get("day=2026-11-01")).toEqual({
+      record: ["v3:log3", "v3:new2", "v3:log5", "v3:b"],
+      files: ["log", "b"],
+      after: { log: 3 },
+      rows: 3,
+      appendedFiles: [{ file: "log", through: 5, signature: "v3:log5" }, { file: "b", through: 1, signature: "v3:b" }],
+    });
+    expect(appended.get("day=2026-11-02")).toEqual({ record: ["v3:log2", "v3:log2x"], appendedFiles: [{ file: "log", through: 4, signature: "v3:log2x" }] });
+    // A file that grew with no new rows for a partition adds nothing to it; allowDuplicates takes every part whole.
+    const none = new Map([[grownKey("day=2026-11-01", "log"), { through: 3, rows: 0, signature: "v3:none" }]]);
+    const onlyLog = { partitions: [{ ...delivery.partitions[0]!, parts: [delivery.partitions[0]!.parts[0]!] }] };
+    expect(planRaw({ ...input, delivery: onlyLog, grown: none }, choices()).plan.map((p) => p.reason)).toEqual(["already appended"]);
+    expect(planRaw({ ...input, delivery: onlyLog }, choices({ allowDuplicates: true })).plan.map((p) => p.rows)).toEqual([4]);
   });
 
   it("leaves the days before a lookback window alone, and reports the days a source answered empty", () => {

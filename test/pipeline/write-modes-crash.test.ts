@@ -13,7 +13,7 @@ import { runMain } from "../support/main-cli.js";
 // as readers see it meanwhile and right after the kill); the same sync rerun by another process (this one) converges
 // (each appended row once, none lost; the upserted table equals the merge), and a third sync builds nothing.
 
-type Mode = "append" | "upsert";
+type Mode = "append" | "upsert" | "grown";
 
 /**
  * Kill points of a sync of one raw table, by backend and mode. A sync moves its pointers as one batch, so each
@@ -31,12 +31,16 @@ const POINTS: Record<string, Record<Mode, readonly string[]>> = {
     // The merged runs never pointed to; the moves decided and none made; a key's new partition moved and its old
     // one not (or the reverse); everything done but the sync's record.
     upsert: ["after-build", "after-outbox", "during-batch-swap@1", "after-manifest"],
+    // An append of the same file grown at its end: its new lines only, the line it was taken through kept in the manifest.
+    grown: ["during-build", "after-swap"],
   },
   aws: {
     // Glue's pointers moved and no manifest in S3: the rerun must learn from the outbox what was appended.
     append: ["after-swap"],
     // Glue's first batch call (the new partition's create) made, the updates not.
     upsert: ["during-batch-swap"],
+    // The line a grown file was taken through is in the manifest the outbox holds.
+    grown: ["after-swap"],
   },
 };
 
@@ -138,7 +142,10 @@ const UPSERT: Scenario = {
   ]),
 };
 
-const SCENARIOS: Record<Mode, Scenario> = { append: APPEND, upsert: UPSERT };
+/** The append's second delivery as the first one's file grown at its end (a log file): the same file, more lines. */
+const GROWN: Scenario = { ...APPEND, second: `${APPEND.first}${APPEND.second.slice(APPEND.second.indexOf("\n") + 1)}` };
+
+const SCENARIOS: Record<Mode, Scenario> = { append: APPEND, upsert: UPSERT, grown: GROWN };
 
 /** What a reader of the lake sees of the scenario's table, by partition. */
 async function seen(lake: Lake, scenario: Scenario): Promise<ByPartition> {
@@ -162,7 +169,7 @@ function readers(backend: TestBackend, scenario: Scenario, pauseMs: number): { s
 
 // One list of cases over every backend, so that the cases of both backends share the workers.
 const CASES = selectedBackends().flatMap((backendName) =>
-  (["append", "upsert"] as const).flatMap((mode) => (POINTS[backendName]?.[mode] ?? []).map((point) => [mode, point, backendName] as const)),
+  (["append", "upsert", "grown"] as const).flatMap((mode) => (POINTS[backendName]?.[mode] ?? []).map((point) => [mode, point, backendName] as const)),
 );
 
 describe("write modes: a sync killed at a fault point, then rerun", () => {
@@ -174,9 +181,11 @@ describe("write modes: a sync killed at a fault point, then rerun", () => {
       mkdirSync(path.join(dir, "deliveries"));
       const configFile = path.join(dir, "lakeswap.yaml");
       writeFileSync(configFile, scenario.yaml);
-      const [firstFile, secondFile] = [["first", scenario.first], ["second", scenario.second]].map(([name, csv]) => {
+      // A grown file is one file: the first delivery's, then (after the first sync) the second's.
+      const names = mode === "grown" ? ["log", "log"] : ["first", "second"];
+      const [firstFile, secondFile] = [[names[0], scenario.first], [names[1], scenario.second]].map(([name, csv], i) => {
         const file = path.join(dir, "deliveries", `${name}.csv`);
-        writeFileSync(file, csv!);
+        if (i === 0 || mode !== "grown") writeFileSync(file, csv!);
         return file;
       }) as [string, string];
       const syncHere = async (file: string) => {
@@ -190,6 +199,7 @@ describe("write modes: a sync killed at a fault point, then rerun", () => {
       const secondSync = [...backend.cliArgs, "sync", "-c", configFile, "--input", secondFile, "--json"];
 
       expect((await syncHere(firstFile)).totals.failed).toBe(0);
+      if (mode === "grown") writeFileSync(secondFile, scenario.second);
       const reading = readers(backend, scenario, backendName === "aws" ? 200 : 100);
       let rerunReport: string;
       try {
@@ -219,7 +229,7 @@ describe("write modes: a sync killed at a fault point, then rerun", () => {
       const lake = await backend.open();
       try {
         expect(await seen(lake, scenario), "after the rerun every partition holds the second delivery's result").toEqual(scenario.after);
-        if (mode === "append") {
+        if (mode !== "upsert") {
           const repeated = await lake.query("SELECT event_id, count(*) FROM events_raw GROUP BY event_id HAVING count(*) > 1");
           expect(repeated.rows, "no event is there twice").toEqual([]);
         }
@@ -232,7 +242,7 @@ describe("write modes: a sync killed at a fault point, then rerun", () => {
 
       const third = await syncHere(secondFile);
       expect(third.totals, `a third sync builds nothing: ${third.partitions.map((p) => `${p.partition} ${p.action} ${p.reason}`).join(", ")}`).toMatchObject({ built: 0, failed: 0 });
-      expect(third.partitions.map((p) => p.reason)).toEqual(third.partitions.map(() => (mode === "append" ? "already appended" : "unchanged")));
+      expect(third.partitions.map((p) => p.reason)).toEqual(third.partitions.map(() => (mode === "upsert" ? "unchanged" : "already appended")));
     } finally {
       cleanup();
       await backend.cleanup();

@@ -227,6 +227,66 @@ for (const backendName of selectedBackends()) {
       expect(again.loads[0]).toMatchObject({ rowsDeadLettered: 2, rowsDeadLetteredBefore: 2 });
       expect((await rejected()).sort()).toEqual([keptA, keptC].sort());
     }, 120_000);
+
+    it("a file whose last line went to the dead-letter table, fixed in place and grown, appends the fixed line and the new ones only", async () => {
+      const yaml = APPEND_YAML.replace("{format: csv, path: deliveries/*.csv}", "{format: jsonl, path: deliveries/*.jsonl}").replace("    layers:", "    dead_letter: events_bad\n    layers:");
+      const ws = await workspace(backendName, yaml);
+      const file = path.join(ws.dir, "deliveries", "log.jsonl");
+      const line = (id: number | string) => `{"event_id":${JSON.stringify(id)},"kind":"k","ts":"2026-11-01 10:00:00"}`;
+      writeFileSync(file, `${line(1)}\n${line("two")}\n`);
+      const first = await ws.sync(file);
+      expect(first.partitions.filter((p) => p.layer === "raw").map((p) => `${p.reason} ${p.rows}`)).toEqual(["new 1"]);
+      expect(await ws.rows("SELECT count(*) FROM events_bad")).toEqual(["1"]);
+      writeFileSync(file, `${line(1)}\n${line(2)}\n${line(3)}\n`);
+      const fixed = await ws.sync(file);
+      expect(fixed.partitions.filter((p) => p.layer === "raw").map((p) => `${p.reason} ${p.rows}`)).toEqual(["appended 3"]);
+      expect(await ws.rows("SELECT string_agg(CAST(event_id AS VARCHAR), ',' ORDER BY event_id) FROM events_raw")).toEqual(["1,2,3"]);
+    }, 120_000);
+
+    for (const format of ["csv", "jsonl", "jsonl.gz"] as const) {
+      it(`a ${format} file that grows at its end appends only its new lines; one rewritten or rotated under its name is appended whole`, async () => {
+        const jsonl = format !== "csv";
+        const ws = await workspace(backendName, jsonl ? APPEND_YAML.replace("{format: csv, path: deliveries/*.csv}", "{format: jsonl, path: deliveries/*.jsonl*}") : APPEND_YAML);
+        const file = path.join(ws.dir, "deliveries", `log.${format}`);
+        const line = (id: number, day: number) =>
+          jsonl ? `{"event_id":${id},"kind":"k","ts":"2026-11-0${day} 10:00:00"}` : `${id},k,2026-11-0${day} 10:00:00`;
+        let lines: string[] = [];
+        const write = (rows: readonly (readonly [number, number])[], grow = true) => {
+          lines = [...(grow ? lines : []), ...rows.map(([id, day]) => line(id, day))];
+          const text = `${jsonl ? "" : `${EVENTS}\n`}${lines.join("\n")}\n`;
+          writeFileSync(file, format === "jsonl.gz" ? gzipSync(text) : text);
+        };
+        const ids = () => ws.rows("SELECT day, string_agg(CAST(event_id AS VARCHAR), ',' ORDER BY event_id) FROM events_raw GROUP BY day ORDER BY day");
+        const built = async (report: SyncReport) => report.partitions.filter((p) => p.layer === "raw" && p.action === "build").map((p) => `${p.partition} ${p.reason} ${p.rows}`);
+        write([[1, 1], [2, 1]]);
+        expect(await built(await ws.sync(file))).toEqual(["day=2026-11-01 new 2"]);
+        // Grown: a row for the old day and one for a new day; each partition takes only the new lines.
+        write([[3, 1], [4, 2]]);
+        expect(await built(await ws.sync(file))).toEqual(["day=2026-11-01 appended 3", "day=2026-11-02 new 1"]);
+        write([[5, 1], [6, 2]]);
+        expect(await built(await ws.sync(file))).toEqual(["day=2026-11-01 appended 4", "day=2026-11-02 appended 2"]);
+        expect(await ids()).toEqual(["2026-11-01 1,2,3,5", "2026-11-02 4,6"]);
+        expect(await built(await ws.sync(file))).toEqual([]);
+        // Rollback of day 1 undoes its last append (row 5): the next sync appends exactly that row again.
+        await rollbackPartition(ws.lake, "events_raw", "day=2026-11-01");
+        expect(await ids()).toEqual(["2026-11-01 1,2,3", "2026-11-02 4,6"]);
+        expect(await built(await ws.sync(file))).toEqual(["day=2026-11-01 appended 4"]);
+        expect(await ids()).toEqual(["2026-11-01 1,2,3,5", "2026-11-02 4,6"]);
+        // Rewritten in place, longer than before (a day 1 line changed): day 1's rows did not only grow, and are appended
+        // whole; day 2's rows did, and only its new line is appended.
+        lines[0] = line(7, 1);
+        write([[8, 2]]);
+        expect(await built(await ws.sync(file))).toEqual(["day=2026-11-01 appended 8", "day=2026-11-02 appended 3"]);
+        expect(await ids()).toEqual(["2026-11-01 1,2,2,3,3,5,5,7", "2026-11-02 4,6,8"]);
+        // Rotated: a new file under the same name, shorter, then grown: appended whole, then its new lines only.
+        write([[9, 1]], false);
+        expect(await built(await ws.sync(file))).toEqual(["day=2026-11-01 appended 9"]);
+        write([[10, 1]]);
+        expect(await built(await ws.sync(file))).toEqual(["day=2026-11-01 appended 10"]);
+        expect(await ids()).toEqual(["2026-11-01 1,2,2,3,3,5,5,7,9,10", "2026-11-02 4,6,8"]);
+        expect(await ws.rows("SELECT day, events FROM events_daily ORDER BY day")).toEqual(["2026-11-01 10", "2026-11-02 3"]);
+      }, 120_000);
+    }
   });
 
   describe(`write: upsert (${backendName})`, () => {

@@ -13,7 +13,12 @@ const IO_CONCURRENCY = 16;
 
 /** A run of a batch to write from a landed delivery. */
 export interface LandedPlanned {
-  readonly item: { readonly partition: Partition; readonly landedFiles?: readonly string[] };
+  readonly item: {
+    readonly partition: Partition;
+    readonly landedFiles?: readonly string[];
+    readonly landedAfter?: Readonly<Record<string, number>>;
+    readonly landedRows?: number;
+  };
   readonly path: string;
   readonly current?: Pointer;
   readonly runId: string;
@@ -45,7 +50,7 @@ export async function buildLandedRuns<P extends LandedPlanned>(
     results = await ctx.landing.writeLandedRuns({
       table,
       delivery: build.delivery,
-      runs: planned.map((p) => ({ partition: p.item.partition, runId: p.runId, runPrefix: p.prefix, files: p.item.landedFiles })),
+      runs: planned.map((p) => ({ partition: p.item.partition, runId: p.runId, runPrefix: p.prefix, files: p.item.landedFiles, after: p.item.landedAfter })),
     });
   } catch (error) {
     await mapLimited(planned, IO_CONCURRENCY, (p) => discardRun(ctx, p.prefix));
@@ -75,7 +80,7 @@ export async function buildLandedRuns<P extends LandedPlanned>(
   // The landing's own count of each partition's rows (plus the rows carried over) is what the audit checks the files against.
   return planned.map((p, i) => ({
     planned: p,
-    result: { ...(results[i] ?? { files: [] }), rows: landedRows(landedOf.get(p.path), p.item.landedFiles) + (carried.get(p.path) ?? 0) },
+    result: { ...(results[i] ?? { files: [] }), rows: (p.item.landedRows ?? landedRows(landedOf.get(p.path), p.item.landedFiles)) + (carried.get(p.path) ?? 0) },
     builtAt,
   }));
 }

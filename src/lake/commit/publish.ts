@@ -96,7 +96,7 @@ export async function publishStaged(
 /** A staged run as the move step takes it, rebuilt from its manifest. */
 function audited(ctx: SwapContext, table: TableDefinition, m: RunManifest, partition: Audited["item"]["partition"], current: Audited["current"]): Audited {
   return {
-    item: { partition, signature: m.signature, fingerprint: m.fingerprint, inputs: m.inputs, appended: m.appended },
+    item: { partition, signature: m.signature, fingerprint: m.fingerprint, inputs: m.inputs, appended: m.appended, appendedFiles: m.appendedFiles },
     path: m.partition,
     current,
     runId: m.runId,

@@ -4,7 +4,7 @@ import type { BuildResult, PartitionSnapshot } from "../../engine/engine.js";
 import type { LandedDelivery } from "../../landing/landing.js";
 import { AuditError, LakeswapError, errorMessage } from "../../model/errors.js";
 import { faultPoint } from "../../shared/faults.js";
-import type { RunManifest } from "../manifest.js";
+import type { AppendedFile, RunManifest } from "../manifest.js";
 import type { Outbox, OutboxEntry } from "../outbox.js";
 import { partitionPath, type Partition } from "../../model/partition.js";
 import { newRunIdAfter } from "../../model/run-id.js";
@@ -44,6 +44,11 @@ export interface SwapItem {
   readonly appended?: readonly string[];
   /** A `landed` build: the delivery's files whose rows of the partition the run takes (an append of some); absent: every file's. */
   readonly landedFiles?: readonly string[];
+  /** Of some of `landedFiles` (a file that grew at its end), only the rows after this line; `landedRows`: how many rows the run then takes. */
+  readonly landedAfter?: Readonly<Record<string, number>>;
+  readonly landedRows?: number;
+  /** `write: append`: the files appended from and through which line (kept in the run's manifest). */
+  readonly appendedFiles?: readonly AppendedFile[];
   /** The SELECT of a `select` build. */
   readonly select?: string;
   /** What the SELECT sees of some tables: only these partitions (a derived partition's declared inputs). */
@@ -355,6 +360,7 @@ function runManifests(table: TableDefinition, chunk: readonly Audited[], started
     fingerprint: a.item.fingerprint,
     inputs: a.item.inputs,
     appended: a.item.appended,
+    appendedFiles: a.item.appendedFiles,
     builtAt: new Date(started).toISOString(),
     swappedAt,
     buildSeconds: (a.builtAt - started) / 1000,

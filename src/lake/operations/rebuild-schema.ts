@@ -193,6 +193,7 @@ async function rewrite(parts: LakeParts, existing: TableDefinition, change: Sche
     ...(before?.fingerprint !== undefined ? { fingerprint: before.fingerprint } : {}),
     ...(before?.inputs !== undefined ? { inputs: before.inputs } : {}),
     ...(before?.appended !== undefined ? { appended: before.appended } : {}),
+    ...(before?.appendedFiles !== undefined ? { appendedFiles: before.appendedFiles } : {}),
     rebuiltFrom: pointer.runId,
     builtAt: now,
     swappedAt: now,

@@ -17,12 +17,13 @@ import { deliveryFiles } from "../delivery-files.js";
 import { compactRun } from "./compact-run.js";
 import { isGzipFile, type GunzippedDelivery } from "./gunzipped-files.js";
 import type {
-  AuditRunsRequest, CompactRunRequest, IdentifiedDelivery, IdentifiedFiles, LandRequest, LandedDelivery, LandedFile, LandedRun, LandedRunsRequest, Landing, MergeRequest, PartitionMapRequest, Signing, StagedCompaction,
+  AuditRunsRequest, CompactRunRequest, IdentifiedDelivery, IdentifiedFiles, LandRequest, LandedDelivery, LandedFile, LandedRun, LandedRunsRequest, Landing, MergeRequest, PartitionMapRequest, Signing, SplitPart, SplitPartsRequest, StagedCompaction,
 } from "../landing.js";
 import type { BuildRequest, BuildResult } from "../../model/build.js";
 import { DeliveryIds, assertStillAsRead, fileStateTexts, sameStates, type ReadFiles } from "./delivery-identity.js";
 import { streamedCsv, type StreamedCsv } from "./csv-stream.js";
-import { tableShape, writeStage, type Stage } from "./stage.js";
+import { tableShape, writeStage, type Stage, type StagedFile } from "./stage.js";
+import { splitParts } from "./split-parts.js";
 import { writeLandedFiles, writeRejected } from "./landed-output.js";
 import { tablesOfParseTree } from "./landing-queries.js";
 import { countFooterRows } from "../parquet-footers.js";
@@ -163,6 +164,10 @@ export class DuckDbLanding implements Landing {
       await readable.release();
       throw error;
     }
+  }
+
+  async splitParts(request: SplitPartsRequest): Promise<SplitPart[]> {
+    return this.duckdb.withConnection((connection) => splitParts(connection, request, request.delivery.signing, request.keys));
   }
 
   async releaseLanding(delivery: LandedDelivery): Promise<void> {
@@ -323,16 +328,17 @@ export class DuckDbLanding implements Landing {
  * (`LandedRun.files`: an append of a delivery some of whose files a partition holds already); undefined where every run
  * takes every file's rows.
  */
-function filePositions(delivery: LandedDelivery, runs: readonly LandedRun[]): number[][] | undefined {
+function filePositions(delivery: LandedDelivery, runs: readonly LandedRun[]): StagedFile[][] | undefined {
   if (runs.every((run) => run.files === undefined)) return undefined;
-  const every = delivery.files.map((_, index) => index + 1);
+  const every = delivery.files.map((_, index) => ({ file: index + 1 }));
   return runs.map((run) =>
     run.files === undefined
       ? every
       : run.files.map((file) => {
           const position = delivery.files.indexOf(file);
           if (position < 0) throw new Error(`the file ${file} is not one of delivery ${delivery.id}'s`);
-          return position + 1;
+          const after = run.after?.[file];
+          return after === undefined ? { file: position + 1 } : { file: position + 1, after };
         }),
   );
 }

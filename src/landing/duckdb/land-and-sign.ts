@@ -1,7 +1,7 @@
 import type { DuckDBConnection, DuckDBResultReader } from "@duckdb/node-api";
 import { partitionOfValues, partitionPath, type Partition } from "../../model/partition.js";
 import { signatureColumnOrder } from "../../model/signature.js";
-import { quoteIdentifier, quoteLiteral } from "../../model/sql.js";
+import { quoteIdentifier, quoteLiteral, quoteRelation } from "../../model/sql.js";
 import type { TableDefinition } from "../../model/table.js";
 import { faultPoint } from "../../shared/faults.js";
 import type { LandRequest, LandedDelivery, LandedPart, LandedPartition, RejectedRow, Signing } from "../landing.js";
@@ -10,7 +10,7 @@ import { landDelivery, outOfMemory } from "./land-delivery.js";
 import type { LandingTables } from "./landing-relations.js";
 import { addSums, signatureColumnNames, signatureOfSums, signatureQuery, sumsOfRow, type RowSums, type SignatureColumn } from "./signature-sql.js";
 import { tableShape, type Stage } from "./stage.js";
-import { FILE } from "./landing-pass.js";
+import { FILE, LINE } from "./landing-pass.js";
 import type { StreamedCsv } from "./csv-stream.js";
 import { gunzipDelivery, type GunzippedDelivery } from "./gunzipped-files.js";
 import { withRejectedFiles } from "./rejected-files.js";
@@ -91,9 +91,10 @@ async function landRead(
   const writeAhead = table && rejected === 0 && !inPass?.stage ? table : undefined;
   // The parts name the files as delivered (a compressed one by its own name, not its decompressed copy's).
   const parts = request.fileParts ? files.map((file) => gunzipped?.renamed.find(([read]) => read === file)?.[1] ?? file) : undefined;
-  const partitions = inPass
+  const signedPartitions = inPass
     ? await signedInPass(connection, inPass.signatures, keys, signed, writeAhead, hooks, parts)
     : await signBesideWriteAhead(connection, request, tables.landed, signing, writeAhead, hooks, parts);
+  const partitions = parts ? await withLastLines(connection, tables.landed, keys, signedPartitions, parts) : signedPartitions;
   // The good rows are the partitions' rows (no second pass over a delivery read in place); the bad ones are few.
   const loaded = partitions.reduce((sum, p) => sum + p.rows, 0);
   if (gunzipped && rejected > 0) await nameDeliveredFiles(connection, tables.rejected, gunzipped);
@@ -199,6 +200,37 @@ function landedPartitions(reader: DuckDBResultReader, keys: readonly string[], s
     signature: signatureOfSums(signed, sums),
     lanes: { upper: laneText(sums.upper), lower: laneText(sums.lower) },
     ...(files ? { parts } : {}),
+  }));
+}
+
+/**
+ * Each part with the last line of its file that holds a row of it (`LandedPart.through`), where every row of the part
+ * has a line: a file that later only grew at its end is then appended from the next line (../../pipeline/plan.ts).
+ */
+async function withLastLines(
+  connection: DuckDBConnection,
+  landed: string,
+  keys: readonly string[],
+  partitions: LandedPartition[],
+  files: readonly string[],
+): Promise<LandedPartition[]> {
+  // A way of reading numbers every row's line or none (a large CSV read in place): its first row tells, without a pass over it.
+  const first = (await connection.runAndReadAll(`SELECT ${LINE} FROM ${quoteRelation(landed)} LIMIT 1`)).getRowsJS()[0];
+  if (first === undefined || first[0] === null) return partitions;
+  const keyList = keys.map((key) => `${quoteIdentifier(key)}, `).join("");
+  const reader = await connection.runAndReadAll(`SELECT ${keyList}${FILE}, max(${LINE}), count(*) = count(${LINE}) FROM ${quoteRelation(landed)} GROUP BY ALL`);
+  const lines = new Map<string, number>();
+  for (const row of reader.getRowsJS()) {
+    const at = keys.length;
+    const file = files[Number(row[at]) - 1];
+    if (row[at + 2] === true && row[at + 1] !== null && file !== undefined) lines.set(`${partitionPath(partitionOfValues(keys, row))}\0${file}`, Number(row[at + 1]));
+  }
+  return partitions.map((p) => ({
+    ...p,
+    parts: p.parts?.map((part) => {
+      const through = lines.get(`${partitionPath(p.partition)}\0${part.file}`);
+      return through === undefined ? part : { ...part, through };
+    }),
   }));
 }
 

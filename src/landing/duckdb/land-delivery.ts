@@ -83,7 +83,8 @@ export async function landDelivery(
       }
     }
     // A JSONL delivery is streamed by DuckDB's line reader first; only one with a bad row is read again, into a table of its lines.
-    if (request.format === "jsonl" && (await landStreamedJsonl(pass, rowChecks(request)))) return undefined;
+    // (An append's rows keep their lines, which the streamed reader does not number: its files are read line by line.)
+    if (request.format === "jsonl" && !request.fileParts && (await landStreamedJsonl(pass, rowChecks(request)))) return undefined;
     // 2. The source rows, by format.
     const source = await readSource(pass);
     // 3. Every row typed, with its problems, and its partition keys.

@@ -91,6 +91,9 @@ export const GOOD = "__good";
 /** The column of a row's file (its position in the delivery's files, from 1); kept in the landed rows with `fileParts`. */
 export const FILE = "__file";
 
+/** The column of a row's line in its file (a Parquet row's number; NULL where unknown); kept in the landed rows with `fileParts`. */
+export const LINE = "__line";
+
 /**
  * One pass over a delivery read in place: each partition's good rows signed, and its bad rows counted (a value that
  * did not convert, a NULL in a non-nullable column), grouped by partition and good, into a table; its partition
@@ -187,7 +190,7 @@ export async function keepGoodRows({ connection, request, tables, names, inPlace
   const [rejected, unsafeKeys] = (
     await connection.runAndReadAll(`SELECT (SELECT count(*) FROM ${tables.rejected}), (SELECT count(*) FROM ${names.badKeys})`)
   ).getRowsJS()[0]!.map(Number) as [number, number];
-  const kept = [...request.columns.map((c) => c.name), ...request.partition.map((p) => p.key), ...(request.fileParts ? [FILE] : [])];
+  const kept = [...request.columns.map((c) => c.name), ...request.partition.map((p) => p.key), ...(request.fileParts ? [FILE, LINE] : [])];
   const output = kept.map((name) => `r.${quoteIdentifier(name)}`).join(", ");
   if (inPlace) {
     // A clean delivery (the probe found no bad row, and its files are checked unchanged before anything is kept)

@@ -22,11 +22,17 @@ export interface Stage {
 /**
  * Which partitions a stage holds: the given ones (of the delivery's `ofDelivery`), or every one of the relation. With
  * `files`, one list per partition: only its rows from those files (positions in the delivery's files, from 1; the
- * relation has them as `__file`).
+ * relation has them as `__file`), of a file with `after` only its rows after that line (`__line`).
  */
 export type StagedPartitions =
-  | { readonly partitions: readonly Partition[]; readonly ofDelivery: number; readonly files?: readonly (readonly number[])[] }
+  | { readonly partitions: readonly Partition[]; readonly ofDelivery: number; readonly files?: readonly (readonly StagedFile[])[] }
   | "all";
+
+/** A file a partition's run takes rows from: its position in the delivery's files (from 1), and the line its rows follow. */
+export interface StagedFile {
+  readonly file: number;
+  readonly after?: number;
+}
 
 /** What a stage's files were written for: a table's columns, partition keys and compression. */
 export function tableShape(table: TableDefinition): string {
@@ -99,12 +105,12 @@ async function groupTable(
   keys: readonly string[],
   partitions: readonly Partition[],
   perGroup: number,
-  files: readonly (readonly number[])[] | undefined,
+  files: readonly (readonly StagedFile[])[] | undefined,
 ): Promise<void> {
-  await connection.run(`CREATE TEMP TABLE ${name} (__group INTEGER, ${keys.map((k) => `${quoteIdentifier(k)} VARCHAR`).join(", ")}${files ? ", __file INTEGER" : ""})`);
+  await connection.run(`CREATE TEMP TABLE ${name} (__group INTEGER, ${keys.map((k) => `${quoteIdentifier(k)} VARCHAR`).join(", ")}${files ? ", __file INTEGER, __after BIGINT" : ""})`);
   const rows = partitions.flatMap((partition, index) => {
     const row = [String(Math.floor(index / perGroup)), ...keys.map((key) => quoteLiteral(partitionValue(partition, key)))];
-    return files ? (files[index] ?? []).map((file) => `(${[...row, String(file)].join(", ")})`) : [`(${row.join(", ")})`];
+    return files ? (files[index] ?? []).map((f) => `(${[...row, String(f.file), f.after === undefined ? "NULL" : String(f.after)].join(", ")})`) : [`(${row.join(", ")})`];
   });
   for (let start = 0; start < rows.length; start += 1000) await connection.run(`INSERT INTO ${name} VALUES ${rows.slice(start, start + 1000).join(", ")}`);
 }
@@ -130,11 +136,16 @@ async function writeGroup(
   const { table, relation, dir, group, runsTable } = pass;
   const keys = table.partitionKeys;
   const keyList = keys.map(quoteIdentifier).join(", ");
-  const matched = [...keys.map((k) => `l.${quoteIdentifier(k)}`), ...(pass.byFile ? ["l.__file"] : [])].join(", ");
-  const matching = [keyList, ...(pass.byFile ? ["__file"] : [])].filter((list) => list !== "").join(", ");
+  const matched = keys.map((k) => `l.${quoteIdentifier(k)}`).join(", ");
   const projection = table.columns.map((c) => `CAST(l.${quoteIdentifier(c.name)} AS ${duckdbStorageType(c.type)}) AS ${quoteIdentifier(c.name)}`).join(", ");
   const compression = `COMPRESSION ${table.compression === "zstd" ? "zstd" : "snappy"}`;
-  const where = runsTable ? ` WHERE (${matched}) IN (SELECT (${matching}) FROM ${runsTable} WHERE __group = ${group})` : "";
+  // By file: a partition's rows of the files it takes, of a file that grew only those after the line it was taken to.
+  const byFile = [...keys.map((k) => `g.${quoteIdentifier(k)} = l.${quoteIdentifier(k)}`), "g.__file = l.__file", "(g.__after IS NULL OR l.__line > g.__after)"];
+  const where = !runsTable
+    ? ""
+    : pass.byFile
+      ? ` WHERE EXISTS (SELECT 1 FROM ${runsTable} g WHERE g.__group = ${group} AND ${byFile.join(" AND ")})`
+      : ` WHERE (${matched}) IN (SELECT (${keyList}) FROM ${runsTable} WHERE __group = ${group})`;
   try {
     if (keys.length === 0) {
       // A table without partition keys: the whole relation is its one run (its rows of some files only), one file.
