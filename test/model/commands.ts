@@ -2,7 +2,7 @@
 // compares what the command said (exit code, actions) and then what the lake holds with the model.
 import fc from "fast-check";
 import { CLICKS } from "./append-model.js";
-import { compare, type SignatureMap } from "./check.js";
+import { compare, viewText, type SignatureMap } from "./check.js";
 import { icebergProblems } from "./lake-view.js";
 import {
   AUDIT_MAX_V,
@@ -295,7 +295,10 @@ export class KillCommand implements LakeCommand {
     }
     real.leftovers = true;
     // The recovering gc holds each table's lease: a view of lake.duckdb the killed command left stale is rewritten
-    // (compared below with the rest; this model found that it was not, test/lake/catalog-file.test.ts).
+    // (compared below with the rest; this model found that it was not, test/lake/catalog-file.test.ts). A killed sync's
+    // are the exception (docs/lake.md, "Never in the way"): where its runs are current, the views stay as they were
+    // until a sync of the dataset finishes (or a command moves the table), so the dataset is never shown half synced.
+    const killedSync = step.args[0] === "sync";
     const recovery = await real.ws.run(["gc"]);
     real.log.push(`${this.toString()} (killed)`, "gc");
     if (recovery.code !== 0) fail(real, `${this.toString()} ; gc`, [`the recovering gc exited ${recovery.code}`], recovery);
@@ -307,6 +310,9 @@ export class KillCommand implements LakeCommand {
       const candidate = before.clone();
       candidate.tablesExist = tablesExist;
       for (const table of step.writes.slice(0, moved)) candidate.tables[table] = after.clone().tables[table];
+      for (const table of killedSync ? step.writes : []) {
+        candidate.heldBackViews.set(table, before.heldBackViews.get(table) ?? viewText((day) => [...(before.currentRun(table, day)?.rows ?? [])].sort()));
+      }
       const signatures = signaturesBefore.clone();
       const problems = compare(candidate, view, signatures, { allowLeftovers: true, skipSyncRecords: true });
       const name = moved === 0 ? "the old state" : moved === step.writes.length ? "the new state" : `${step.writes.slice(0, moved).join(", ")} new, the rest old`;

@@ -185,6 +185,11 @@ export class LakeModel {
   readonly held: ModelHeldSync[] = [];
   /** Each past sync's view of lake.duckdb (`<table>__at_<sync id>`) as first read: it shows the same rows until it goes. */
   readonly pastViews = new Map<string, string>();
+  /**
+   * The views of lake.duckdb a killed sync left behind (docs/lake.md, "Never in the way"), with the rows (./check.ts
+   * viewText) each showed before that sync: a command other than a sync of the dataset leaves them as they are.
+   */
+  readonly heldBackViews = new Map<TableName, string>();
   private placeholders = 0;
 
   /** A deep copy (the model of one possible outcome of a command). */
@@ -208,6 +213,8 @@ export class LakeModel {
     this.clickFiles.splice(0, this.clickFiles.length, ...other.clickFiles);
     this.pastViews.clear();
     for (const [name, rows] of other.pastViews) this.pastViews.set(name, rows);
+    this.heldBackViews.clear();
+    for (const [table, rows] of other.heldBackViews) this.heldBackViews.set(table, rows);
     this.placeholders = other.placeholders;
   }
 
