@@ -3,8 +3,10 @@
 // and the lake read after every command as a plain reader would (./lake-view.ts) and compared with the model (./check.ts).
 // Commands: ./commands.ts (sync, rollback, replace, pin, gc, killed, two at once), ./ingest.ts (ingest batches, also
 // killed; query with exact digits), ./hostile.ts (a writer frozen past its lease, a sink table dropped, SQL reading files),
-// ./held.ts (sync --hold, publish and discard of a held sync). Deliveries may hold a day the raw `error` audit refuses
-// (`BAD`); embedded lakes' catalog file (lake.duckdb) is read after every command and must show the glob's rows.
+// ./held.ts (sync --hold, publish and discard of a held sync), ./appends.ts (a `write: append` dataset whose glob matches
+// a folder that accumulates files: files added, synced, rolled back, killed, two syncs at once; each distinct part once).
+// Deliveries may hold a day the raw `error` audit refuses (`BAD`); embedded lakes' catalog file (lake.duckdb) is read
+// after every command and must show the glob's rows.
 //
 // `npm test` runs a fixed seed and a few short sequences on each backend (BACKENDS=local,aws; default both);
 // `npm run test:model -- --runs N [--seed S] [--commands C] [--backends local] [--test NAME]` runs more. A failure
@@ -20,6 +22,7 @@ import fc from "fast-check";
 import { afterAll, beforeAll, describe, it } from "vitest";
 import { awsCliEnv, selectedBackends, startAwsServices, type AwsServices } from "../support/lake-fixture.js";
 import { postgresAvailable, startPostgres, type PostgresServer } from "../support/postgres.js";
+import { appendCommands, concurrentAppendCommands, killedAppendCommands } from "./appends.js";
 import { SignatureMap } from "./check.js";
 import {
   concurrentCommands,
@@ -115,13 +118,13 @@ describe.runIf(backends.includes("local"))("embedded lake against a reference mo
   /** CSV in one sequence, JSONL in the next; raw and stage published as Iceberg too in every other pair. */
   const workspace = () => new Workspace(undefined, undefined, (sequence += 1) % 2 === 0 ? "jsonl" : "csv", "partition_replace", Math.floor(sequence / 2) % 2 === 1);
 
-  it("sync, rollback (partition and --sync), replace, pin, gc --grace 0, held syncs published or discarded, deliveries an audit refuses", async () => {
-    await checkModel([...ordinaryCommands(), ...heldCommands()], { runs: 4, commands: 15 }, workspace);
+  it("sync, rollback (partition and --sync), replace, pin, gc --grace 0, held syncs published or discarded, deliveries an audit refuses, files appended", async () => {
+    await checkModel([...ordinaryCommands(), ...heldCommands(), ...appendCommands()], { runs: 4, commands: 15 }, workspace);
   }, timeout);
 
-  it("write: upsert with delete_flag (keys that move, deletes, a delete naming a day the key is not in, two rows of a key refused; held syncs)", async () => {
+  it("write: upsert with delete_flag (keys that move, deletes, a delete naming a day the key is not in, two rows of a key refused; held syncs; files appended)", async () => {
     const upsert = () => new Workspace(undefined, undefined, (sequence += 1) % 2 === 0 ? "jsonl" : "csv", "upsert");
-    await checkModel([...ordinaryCommands(), ...heldCommands()], { runs: 3, commands: 12 }, upsert);
+    await checkModel([...ordinaryCommands(), ...heldCommands(), ...appendCommands()], { runs: 3, commands: 12 }, upsert);
   }, timeout);
 
   /** Each format with each write mode, in turn; raw and stage published as Iceberg too in every other sequence. */
@@ -130,12 +133,12 @@ describe.runIf(backends.includes("local"))("embedded lake against a reference mo
     return new Workspace(undefined, undefined, sequence % 2 === 0 ? "jsonl" : "csv", Math.floor(sequence / 2) % 2 === 0 ? "partition_replace" : "upsert", sequence % 2 === 1);
   };
 
-  it("the same (held syncs too), with a sync, rollback or replace killed at a random fault point, then recovered", async () => {
-    await checkModel([...ordinaryCommands(), ...heldCommands(), ...killedCommands(), ...killedCommands()], { runs: 2, commands: 10 }, mixed);
+  it("the same (held syncs too), with a sync (of items or of appended files), rollback or replace killed at a random fault point, then recovered", async () => {
+    await checkModel([...ordinaryCommands(), ...heldCommands(), ...appendCommands(), ...killedCommands(), ...killedCommands(), ...killedAppendCommands()], { runs: 2, commands: 10 }, mixed);
   }, timeout);
 
-  it("the same (held syncs too), with two commands at once from two processes (ending as one of the serial orders)", async () => {
-    await checkModel([...ordinaryCommands(), ...heldCommands(), ...concurrentCommands(), ...concurrentCommands()], { runs: 2, commands: 10 }, mixed);
+  it("the same (held syncs too), with two commands at once from two processes (ending as one of the serial orders), appended files' syncs too", async () => {
+    await checkModel([...ordinaryCommands(), ...heldCommands(), ...appendCommands(), ...concurrentCommands(), ...concurrentCommands(), ...concurrentAppendCommands()], { runs: 2, commands: 10 }, mixed);
   }, timeout);
 
   it("the same, with ingest batches (also killed at an ingest fault point), queries of exact digits, a writer frozen past its lease, SQL that reads files", async () => {
@@ -240,12 +243,12 @@ describe.runIf(backends.includes("aws"))("AWS lake (S3 + Glue + Athena emulators
     return new Workspace(target, postgresTarget, "csv", sequence % 2 === 0 ? "upsert" : "partition_replace");
   };
 
-  it("sync, rollback (partition and --sync), replace, pin, gc --grace 0, held syncs, and a command killed at a fault point", async () => {
-    await checkModel([...ordinaryCommands(), ...heldCommands(), ...killedCommands()], { runs: 2, commands: 8 }, () => workspace());
+  it("sync, rollback (partition and --sync), replace, pin, gc --grace 0, held syncs, files appended, and a command killed at a fault point", async () => {
+    await checkModel([...ordinaryCommands(), ...heldCommands(), ...appendCommands(), ...killedCommands(), ...killedAppendCommands()], { runs: 2, commands: 8 }, () => workspace());
   }, timeout);
 
   it("the same, with two commands at once, ingest batches (also killed), queries of exact digits, a writer frozen past its lease, SQL that reads files", async () => {
-    await checkModel([...ordinaryCommands(), ...concurrentCommands(), ...ingestCommands(), ...hostileCommands()], { runs: 1, commands: 10 }, () => workspace());
+    await checkModel([...ordinaryCommands(), ...appendCommands(), ...concurrentCommands(), ...concurrentAppendCommands(), ...ingestCommands(), ...hostileCommands()], { runs: 1, commands: 10 }, () => workspace());
   }, timeout);
 
   it.runIf(postgresAvailable())("with a PostgreSQL sink of both layers: after every sync its tables hold exactly the lake's rows (two syncs at once, a target table dropped)", async () => {

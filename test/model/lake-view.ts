@@ -8,6 +8,7 @@ import { DuckDBInstance } from "@duckdb/node-api";
 import type { GlueState } from "../support/glue-emulator.js";
 import { hiveFiles, validateTable } from "../support/iceberg-kit.js";
 import { tempDir } from "../support/lake-fixture.js";
+import { CLICKS } from "./append-model.js";
 import { DAYS, RAW, STAGE, TABLES, type Day, type RowText, type TableName, type WriteMode } from "./model.js";
 
 /** One partition's pointer as the lake shows it. */
@@ -112,7 +113,7 @@ let attached = 0;
  * of their past syncs' views; none before the file exists.
  */
 async function catalogFileRows(lakeDir: string, write: WriteMode): Promise<{ catalogFile: Record<TableName, Map<Day, RowText[]>>; pastViews: Map<string, string> }> {
-  const rows = { [RAW]: new Map(), [STAGE]: new Map() } as Record<TableName, Map<Day, RowText[]>>;
+  const rows = { [RAW]: new Map(), [STAGE]: new Map(), [CLICKS]: new Map() } as Record<TableName, Map<Day, RowText[]>>;
   const pastViews = new Map<string, string>();
   const file = path.join(lakeDir, "lake.duckdb");
   if (!(await fs.stat(file).catch(() => undefined))) return { catalogFile: rows, pastViews };
@@ -140,8 +141,9 @@ async function catalogFileRows(lakeDir: string, write: WriteMode): Promise<{ cat
   return { catalogFile: rows, pastViews };
 }
 
-/** A row of `table` as the model compares it (`k|d|v|cat[|del]`, `k|v10`), as a DuckDB expression. */
+/** A row of `table` as the model compares it (`k|d|v|cat[|del]`, `k|v10`, `id|ts|page`), as a DuckDB expression. */
 function rowText(table: TableName, write: WriteMode): string {
+  if (table === CLICKS) return "id::VARCHAR || '|' || strftime(ts, '%Y-%m-%d %H:%M:%S') || '|' || page";
   const deleteFlag = write === "upsert" ? " || '|' || coalesce(del, false)::VARCHAR" : "";
   return table === RAW ? `k::VARCHAR || '|' || d::VARCHAR || '|' || v::VARCHAR || '|' || cat${deleteFlag}` : "k::VARCHAR || '|' || v10::VARCHAR";
 }

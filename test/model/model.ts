@@ -1,11 +1,15 @@
 // The reference model of the model test: what each table of a small pipeline must hold after each command, written
 // from the README's rules (Pipelines, rollback, replace, pin, Retention), with no lakeswap code. Pure: no I/O.
+import { CLICKS, planAppendDay, type ClickFile } from "./append-model.js";
 
-/** The two tables of the pipeline: raw (landed deliveries, by day) and stage (a filter + project of raw, by day). */
+/**
+ * The tables of the pipeline: raw (landed deliveries, by day) and stage (a filter + project of raw, by day); and the
+ * append dataset's table (./append-model.ts), synced by a config of its own.
+ */
 export const RAW = "items_raw";
 export const STAGE = "items_stage";
-export type TableName = typeof RAW | typeof STAGE;
-export const TABLES: readonly TableName[] = [RAW, STAGE];
+export type TableName = typeof RAW | typeof STAGE | typeof CLICKS;
+export const TABLES: readonly TableName[] = [RAW, STAGE, CLICKS];
 
 /** The days of the pool deliveries are drawn from. */
 export const DAYS = ["2026-11-01", "2026-11-02", "2026-11-03"] as const;
@@ -109,6 +113,8 @@ export interface ModelRun {
   hasFiles?: boolean;
   /** Staged by a held sync and not published (yet): no manifest, never current, no rollback target (docs/audits.md). */
   staged?: boolean;
+  /** `write: append` (./append-model.ts): the parts the run was appended from, oldest first (its manifest's `appended`). */
+  readonly appended?: readonly string[];
 }
 
 /** A partition: its runs (kept until GC), the pointer (current, previous, how it moved), and the pin. */
@@ -169,7 +175,9 @@ export class LakeModel {
   tablesExist = false;
   /** The ingest pipeline's namespace table (./ingest.ts): its rows (`id|amt|u|h|x`, sorted), once an ingest opened it. */
   readonly ingest: IngestState = { opened: false, events: [], deadLetters: [], ev2Ids: [] };
-  readonly tables: Record<TableName, Map<Day, ModelPartition>> = { [RAW]: new Map(), [STAGE]: new Map() };
+  readonly tables: Record<TableName, Map<Day, ModelPartition>> = { [RAW]: new Map(), [STAGE]: new Map(), [CLICKS]: new Map() };
+  /** The append dataset's folder (./append-model.ts): its files, in the order they were added (their names' order). */
+  readonly clickFiles: ClickFile[] = [];
   /** The syncs that moved a pointer, oldest first (sync id order), and their ids (undefined until the lake's records name them). */
   readonly syncs: ModelMove[][] = [];
   readonly syncIds: (string | undefined)[] = [];
@@ -177,6 +185,11 @@ export class LakeModel {
   readonly held: ModelHeldSync[] = [];
   /** Each past sync's view of lake.duckdb (`<table>__at_<sync id>`) as first read: it shows the same rows until it goes. */
   readonly pastViews = new Map<string, string>();
+  /**
+   * The views of lake.duckdb a killed sync left behind (docs/lake.md, "Never in the way"), with the rows (./check.ts
+   * viewText) each showed before that sync: a command other than a sync of the dataset leaves them as they are.
+   */
+  readonly heldBackViews = new Map<TableName, string>();
   private placeholders = 0;
 
   /** A deep copy (the model of one possible outcome of a command). */
@@ -197,8 +210,11 @@ export class LakeModel {
     this.syncs.splice(0, this.syncs.length, ...structuredClone(other.syncs));
     this.syncIds.splice(0, this.syncIds.length, ...other.syncIds);
     this.held.splice(0, this.held.length, ...structuredClone(other.held));
+    this.clickFiles.splice(0, this.clickFiles.length, ...other.clickFiles);
     this.pastViews.clear();
     for (const [name, rows] of other.pastViews) this.pastViews.set(name, rows);
+    this.heldBackViews.clear();
+    for (const [table, rows] of other.heldBackViews) this.heldBackViews.set(table, rows);
     this.placeholders = other.placeholders;
   }
 
@@ -379,9 +395,28 @@ export class LakeModel {
     return merged;
   }
 
+  /**
+   * `lakeswap sync -c clicks.yaml [--allow-duplicates]` (./append-model.ts): each day some file of the clicks folder has
+   * rows of gets the parts its current run does not hold. A folder without files is refused (exit 2).
+   */
+  syncAppend(allowDuplicates: boolean): Expected {
+    if (this.clickFiles.length === 0) return { exitCode: 2 };
+    const actions = new Map<string, string>();
+    const moves: ModelMove[] = [];
+    for (const day of DAYS) {
+      const p = this.tables[CLICKS].get(day);
+      const decision = planAppendDay(this.clickFiles, day, this.currentRun(CLICKS, day), p?.pinned === true, allowDuplicates);
+      if (!decision) continue;
+      actions.set(`${CLICKS}/day=${day}`, decision.action);
+      if (decision.run) moves.push(this.swapIn(CLICKS, day, decision.run.rows, decision.run.signature, decision.run.appended));
+    }
+    if (moves.length > 0) this.pushSync(moves);
+    return { exitCode: 0, actions };
+  }
+
   /** `lakeswap rollback <table> --partition day=…`: back to the newest older run. */
   rollbackPartition(table: TableName, day: Day): Expected {
-    if (!this.tablesExist) return { exitCode: 3 };
+    if (!this.tablesExist && table !== CLICKS) return { exitCode: 3 };
     const p = this.tables[table].get(day);
     if (p?.current === undefined) return { exitCode: 3 };
     const current = p.current;
@@ -396,7 +431,7 @@ export class LakeModel {
     const moves = this.syncs.at(-1);
     if (!moves) return { exitCode: 3 };
     const actions = new Map<string, string>();
-    for (const table of [STAGE, RAW] as const) {
+    for (const table of [STAGE, RAW, CLICKS] as const) {
       for (const move of moves.filter((m) => m.table === table)) {
         const key = `${table}/day=${move.day}`;
         const p = this.partition(table, move.day);
@@ -468,9 +503,9 @@ export class LakeModel {
   }
 
   /** A new run of `rows` becomes current (its id named from the lake after the command). */
-  private swapIn(table: TableName, day: Day, rows: readonly RowText[], signature: string | undefined): ModelMove {
+  private swapIn(table: TableName, day: Day, rows: readonly RowText[], signature: string | undefined, appended?: readonly string[]): ModelMove {
     const p = this.partition(table, day);
-    const run: ModelRun = { id: `?${++this.placeholders}`, rows, signature };
+    const run: ModelRun = { id: `?${++this.placeholders}`, rows, signature, ...(appended ? { appended } : {}) };
     p.runs.push(run);
     const previousRun = p.current;
     this.move(p, run.id, "swap");

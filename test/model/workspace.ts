@@ -5,6 +5,7 @@ import path from "node:path";
 import { gzipSync } from "node:zlib";
 import { main } from "../../src/cli/main.js";
 import { runCli, spawnCli, tempDir, type CliResult } from "../support/lake-fixture.js";
+import type { ClickRow } from "./append-model.js";
 import { awsSyncRecords, embeddedSyncRecords, readAwsText, viewAwsLake, viewEmbeddedLake, type AwsLakeLocation, type LakeView } from "./lake-view.js";
 import { AUDIT_MAX_V, type RawRow, type WriteMode } from "./model.js";
 
@@ -43,6 +44,20 @@ ${deleteFlag}    partition:
         sql: sql/stage.sql
         columns: {k: BIGINT, v10: BIGINT}
 ${publishLayer}${sinks}${INGEST_YAML}`;
+}
+
+/**
+ * The append dataset's config (./append-model.ts), apart from lakeswap.yaml, whose syncs name each delivery with
+ * `--input` (which would name this dataset's delivery too): its source is every file of the clicks folder, as added.
+ */
+function appendYaml(format: DeliveryFormat): string {
+  return `datasets:
+  clicks:
+    source: {format: ${format}, path: "clicks/*"}
+    write: append
+    columns: {id: BIGINT, ts: TIMESTAMP, page: VARCHAR}
+    partition: {day: "strftime(ts, '%Y-%m-%d')"}
+`;
 }
 
 /** One namespace of the event pipeline: its columns and time field (ev and ev2 alike). */
@@ -118,6 +133,8 @@ function nextMachine(): Readonly<Record<string, string>> {
 export class Workspace {
   readonly dir: string;
   readonly configFile: string;
+  /** The append dataset's config (clicks.yaml), synced on its own. */
+  readonly appendConfigFile: string;
   readonly lakeDir: string;
   private readonly removeDir: () => void;
   private deliveries = 0;
@@ -137,11 +154,27 @@ export class Workspace {
     this.removeDir = cleanup;
     this.configFile = path.join(dir, "lakeswap.yaml");
     this.lakeDir = path.join(dir, "lake");
+    this.appendConfigFile = path.join(dir, "clicks.yaml");
     mkdirSync(path.join(dir, "sql"));
     mkdirSync(path.join(dir, "deliveries"));
+    mkdirSync(path.join(dir, "clicks"));
     this.mapped = workspacesMade++ % 3 === 2;
     writeFileSync(this.configFile, pipelineYaml(sink, format, write, iceberg, this.mapped));
     writeFileSync(path.join(dir, "sql", "stage.sql"), STAGE_SQL);
+    writeFileSync(this.appendConfigFile, appendYaml(format));
+  }
+
+  /** The name the clicks folder's file number `index` gets (names sort in the order files are added). */
+  clickFileName(index: number, gzip: boolean): string {
+    return `c${String(index).padStart(3, "0")}.${this.format}${gzip ? ".gz" : ""}`;
+  }
+
+  /** Adds a file of these rows, in this order, to the clicks folder (CSV or JSONL, as the workspace's deliveries; maybe gzip). */
+  clickFile(name: string, rows: readonly ClickRow[]): void {
+    const text = this.format === "csv"
+      ? `id,ts,page\n${rows.map((r) => `${r.id},${r.ts},${r.page}\n`).join("")}`
+      : rows.map((r) => `${JSON.stringify(r)}\n`).join("");
+    writeFileSync(path.join(this.dir, "clicks", name), name.endsWith(".gz") ? gzipSync(text) : text);
   }
 
   /**
