@@ -67,8 +67,9 @@ export interface AppendDecision {
 /**
  * A sync of the clicks folder's `files` (in name order) for `day`, whose current run is `current`: undefined when no
  * file has rows of that day. The day's parts are the files' rows of it, one per file that has some. The current run
- * holds the parts it was appended from; the new run takes the others (all of them with `allowDuplicates`), in file
- * order, and is signed by chaining each part's signature onto the current one (a new day: the signature of its rows).
+ * holds the parts it was appended from; the new run takes the others, a copy of one of them once (all of them with
+ * `allowDuplicates`), in file order, and is signed by chaining each part's signature onto the current one (a new day
+ * of every part: the signature of its rows).
  */
 export function planAppendDay(files: readonly ClickFile[], day: Day, current: ModelRun | undefined, pinned: boolean, allowDuplicates: boolean): AppendDecision | undefined {
   const parts = files
@@ -79,11 +80,18 @@ export function planAppendDay(files: readonly ClickFile[], day: Day, current: Mo
   if (pinned) return { action: "skip: pinned" };
   const whole = contentSignature(parts.flatMap((p) => p.rows));
   const before = current?.appended ?? [];
-  const fresh = allowDuplicates ? parts : before.includes(whole) ? [] : parts.filter((p) => !before.includes(p.signature));
+  // A part is held when the current run holds its content, or an earlier file of this sync brings the same (a copy).
+  const held = new Set(before);
+  const fresh = allowDuplicates ? parts : held.has(whole) ? [] : parts.filter((p) => !held.has(p.signature) && held.add(p.signature));
   if (fresh.length === 0) return { action: "skip: already appended" };
   const rows = [...(current?.rows ?? []), ...fresh.flatMap((p) => p.rows)].sort();
   const appended = [...before, ...fresh.map((p) => p.signature)];
-  if (!current) return { action: "build: new", run: { rows, signature: whole, appended } };
+  if (!current) {
+    // A new day of every part signs as its rows; of some (a copy left out), as the parts appended one by one.
+    const first = fresh.length === parts.length ? whole : fresh[0]!.signature;
+    const signature = fresh.slice(fresh.length === parts.length ? fresh.length : 1).reduce((s, p) => `append(${s}, ${p.signature})`, first);
+    return { action: "build: new", run: { rows, signature, appended } };
+  }
   const signature = current.signature === undefined ? undefined : fresh.reduce((s, p) => `append(${s}, ${p.signature})`, current.signature);
   return { action: "build: appended", run: { rows, signature, appended } };
 }
