@@ -31,9 +31,10 @@ export async function landStreamedCsv(pass: LandingPass, checks: RowChecks, sign
   const rejects = csvRejects(names.typed);
   const streamed = await readingFailure(() => options.scanned ?? streamedCsv(request));
   if (streamed === undefined) return undefined;
-  // An append's rows keep their lines, which the streamed reader does not number: a delivery small enough to be parsed
-  // into a table is read by the exact reader, which does; a larger one stays in place, its rows without lines.
-  if (request.fileParts && streamed.bytes <= (options.materializeMaxBytes ?? MATERIALIZE_MAX_BYTES)) return undefined;
+  // An append's rows keep their lines, which the streamed reader does not number: the exact reader, which does, reads
+  // it whatever its size. A file that grew at its end is then split at the line appended through (a row without a
+  // line would take the file whole again: its rows appended twice); memory grows with the delivery.
+  if (request.fileParts) return undefined;
   const inPlace: LandingPass = { ...pass, inPlace: true, all: names.typed };
   if (options.writeFirst) {
     const written = await landWrittenFirst(inPlace, checks, sign, streamed, options.writeFirst);
