@@ -45,6 +45,12 @@ export interface AppendedFile {
   readonly file: string;
   readonly through: number;
   readonly signature: string;
+  /**
+   * The lines at or before `through` whose rows were bad when the file was appended (its dead letters), where they were
+   * known (a file with at most MAX_KNOWN_BAD_LINES bad rows): `signature` is of its rows without them, and a row at one
+   * of them that is good now (fixed in place) is new.
+   */
+  readonly skipped?: readonly number[];
 }
 
 /** Parses a stored manifest, refusing anything that is not one with a STORE_ERROR naming the file and the fix. */

@@ -220,6 +220,8 @@ export interface LandedRun {
    * after this line (`LandedPart.through`), by file name.
    */
   readonly after?: Readonly<Record<string, number>>;
+  /** `write: append`: of some of `after`'s files, lines at or before their `after` whose rows the run takes too (fixed bad rows). */
+  readonly retaken?: Readonly<Record<string, readonly number[]>>;
 }
 
 /** A declared column of a delivery. */
@@ -342,6 +344,8 @@ interface PartSplit {
   readonly partition: Partition;
   readonly file: string;
   readonly through: number;
+  /** Lines at or before `through` signed with the rows after it (bad rows when the file was appended: `AppendedFile.skipped`). */
+  readonly skipped?: readonly number[];
 }
 
 /** The rows of a part at or before the line of a `PartSplit`, and those after it, each counted and signed. */
@@ -422,7 +426,12 @@ export interface RejectedFile {
   readonly rows: number;
   /** A digest of its bad rows (line, reason, raw): the same file landed under another declaration may have others. */
   readonly digest: string;
+  /** The lines of its bad rows, in order, where each has one and they are at most MAX_KNOWN_BAD_LINES. */
+  readonly lines?: readonly number[];
 }
+
+/** The most bad rows of a file whose lines an append keeps (`RejectedFile.lines`, `AppendedFile.skipped`). */
+export const MAX_KNOWN_BAD_LINES = 1000;
 
 
 /** Evaluate a derived layer's partition map over upstream partition values. */

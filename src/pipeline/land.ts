@@ -199,14 +199,17 @@ export async function planDelivery(
       appendedFilesBefore.set(partition, manifest?.appendedFiles ?? []);
     }
   }
-  const grown = "relation" in delivery && !choices.allowDuplicates ? await grownParts(ctx, dataset, delivery as LandedDelivery, appendedBefore, appendedFilesBefore) : undefined;
-  return planRaw({ dataset, delivery, states, window, appendedBefore, appendedFilesBefore, grown, emptyDays: emptyDays(dataset, fetched) }, choices);
+  const landed = "relation" in delivery ? (delivery as LandedDelivery) : undefined;
+  const grown = landed && !choices.allowDuplicates ? await grownParts(ctx, dataset, landed, appendedBefore, appendedFilesBefore) : undefined;
+  const badLines = new Map((landed?.rejectedFiles ?? []).map((f) => [f.file, f.lines ?? ("unknown" as const)]));
+  return planRaw({ dataset, delivery, states, window, appendedBefore, appendedFilesBefore, grown, badLines, emptyDays: emptyDays(dataset, fetched) }, choices);
 }
 
 /**
  * `write: append`: the parts of a landed delivery that its partition does not hold, of a file it holds rows of through
- * some line, whose rows through that line sign as they did then: the file only grew at its end, and its rows after the
- * line are what is new. A file rewritten or replaced under the same name signs otherwise: its part is new whole.
+ * some line, whose rows through that line sign as they did then: the file only grew at its end (or a bad row of it was
+ * fixed in place: its line's row is left out of both), and its rows after the line (and the fixed ones) are what is
+ * new. A file rewritten or replaced under the same name signs otherwise: its part is new whole.
  */
 async function grownParts(
   ctx: PipelineContext,
@@ -215,7 +218,7 @@ async function grownParts(
   appendedBefore: ReadonlyMap<string, readonly string[]>,
   appendedFilesBefore: ReadonlyMap<string, readonly AppendedFile[]>,
 ): Promise<Map<string, GrownPart>> {
-  const candidates: { partition: Partition; path: string; file: string; through: number; signature: string }[] = [];
+  const candidates: { partition: Partition; path: string; file: string; through: number; skipped?: readonly number[]; signature: string }[] = [];
   for (const landed of delivery.partitions) {
     const path = partitionPath(landed.partition);
     const held = new Set(appendedBefore.get(path) ?? []);
@@ -223,9 +226,10 @@ async function grownParts(
     if (held.has(landed.signature)) continue;
     for (const part of landed.parts ?? []) {
       const taken = files.get(part.file);
-      // Lines known now as then, and more of them: the file may have grown.
-      if (!taken || held.has(part.signature) || part.through === undefined || part.through <= taken.through) continue;
-      candidates.push({ partition: landed.partition, path, file: part.file, through: taken.through, signature: taken.signature });
+      // Lines known now as then, and more of them (or lines that were bad rows then): the file may have grown, or been fixed.
+      if (!taken || held.has(part.signature) || part.through === undefined) continue;
+      if (part.through < taken.through || (part.through === taken.through && !taken.skipped?.length)) continue;
+      candidates.push({ partition: landed.partition, path, file: part.file, through: taken.through, signature: taken.signature, ...(taken.skipped ? { skipped: taken.skipped } : {}) });
     }
   }
   const grown = new Map<string, GrownPart>();
@@ -239,7 +243,7 @@ async function grownParts(
   });
   candidates.forEach((c, i) => {
     const split = splits[i]!;
-    if (split.before.signature === c.signature) grown.set(grownKey(c.path, c.file), { through: c.through, ...split.after });
+    if (split.before.signature === c.signature) grown.set(grownKey(c.path, c.file), { through: c.through, ...(c.skipped ? { skipped: c.skipped } : {}), ...split.after });
   });
   return grown;
 }

@@ -103,6 +103,11 @@ export interface RawPlanInput {
    * the line then sign as then), with their rows after that line; by `grownKey`.
    */
   readonly grown?: ReadonlyMap<string, GrownPart>;
+  /**
+   * `write: append`: the lines of the bad rows of each of the delivery's files that has some (`RejectedFile.lines`), or
+   * "unknown" where they are not known; a new run records those of each file it takes (`AppendedFile.skipped`).
+   */
+  readonly badLines?: ReadonlyMap<string, readonly number[] | "unknown">;
   /** The days an http source answered without rows, with the signature of a day without rows (./lookback.ts). */
   readonly emptyDays: readonly { readonly partition: string; readonly signature: string }[];
 }
@@ -115,14 +120,20 @@ export interface Appending {
   readonly files?: readonly string[];
   /** Of some of `files` (a file that grew at its end), only the rows after this line; `rows`: the rows the run then takes. */
   readonly after?: Readonly<Record<string, number>>;
+  /** Of some of `after`'s files, the lines at or before it whose rows the run takes too: bad rows then, fixed in place since. */
+  readonly retaken?: Readonly<Record<string, readonly number[]>>;
   readonly rows?: number;
   /** The files the new run holds rows of, each through its last line (its manifest's `appendedFiles`). */
   readonly appendedFiles?: readonly AppendedFile[];
 }
 
-/** A part of a file that grew at its end since it was appended through line `through`: its rows after it. */
+/**
+ * A part of a file that grew at its end since it was appended through line `through` (or whose bad rows then, at the
+ * lines `skipped`, were fixed in place since): its rows after that line and at those lines.
+ */
 export interface GrownPart {
   readonly through: number;
+  readonly skipped?: readonly number[];
   readonly rows: number;
   readonly signature: string;
 }
@@ -187,24 +198,27 @@ function planAppend(
   const before = state?.runId ? (input.appendedBefore.get(partition) ?? []) : [];
   const filesBefore = state?.runId ? (input.appendedFilesBefore?.get(partition) ?? []) : [];
   const fresh = freshParts(landed, before, choices.allowDuplicates === true);
-  const taken = fresh.flatMap((part): { part: LandedPart; rows: number; signature: string; after?: number }[] => {
+  const taken = fresh.flatMap((part): { part: LandedPart; rows: number; signature: string; after?: number; retaken?: readonly number[] }[] => {
     const grown = choices.allowDuplicates ? undefined : input.grown?.get(grownKey(partition, part.file));
     if (!grown) return [{ part, rows: part.rows, signature: part.signature }];
-    return grown.rows === 0 ? [] : [{ part, rows: grown.rows, signature: grown.signature, after: grown.through }];
+    const retaken = grown.skipped?.length ? { retaken: grown.skipped } : {};
+    return grown.rows === 0 ? [] : [{ part, rows: grown.rows, signature: grown.signature, after: grown.through, ...retaken }];
   });
   if (taken.length === 0) return { action: "skip", reason: "already appended" };
   const parts = landed.parts ?? [];
   const whole = taken.length === (landed.parts?.length ?? 1) && taken.every((t) => t.after === undefined);
   const after = Object.fromEntries(taken.flatMap((t) => (t.after === undefined ? [] : [[t.part.file, t.after] as const])));
+  const retaken = Object.fromEntries(taken.flatMap((t) => (t.retaken === undefined ? [] : [[t.part.file, t.retaken] as const])));
   // A grown file's whole part is held too: the same file unchanged next time is recognised without splitting it.
   const record = [...before, ...taken.flatMap((t) => (t.after === undefined ? [t.signature] : [t.signature, t.part.signature]))];
   const files = new Map(filesBefore.map((f) => [f.file, f]));
-  for (const { part } of taken) if (part.through !== undefined && parts.length > 0) files.set(part.file, { file: part.file, through: part.through, signature: part.signature });
+  for (const { part } of taken) if (part.through !== undefined && parts.length > 0) files.set(part.file, appendedFile(part, part.through, input.badLines?.get(part.file)));
   const rows = taken.reduce((sum, t) => sum + t.rows, 0);
   const appending: Appending = {
     record,
     ...(whole ? {} : { files: taken.map((t) => t.part.file) }),
     ...(Object.keys(after).length > 0 ? { after, rows } : {}),
+    ...(Object.keys(retaken).length > 0 ? { retaken } : {}),
     ...(files.size > 0 ? { appendedFiles: [...files.values()] } : {}),
   };
   // A new partition of every part signs as its rows do; of some (a file's copy left out), as the parts appended one by one.
@@ -215,6 +229,15 @@ function planAppend(
       ? undefined
       : taken.reduce((s, t) => appendSignature(s, t.signature), state.signature);
   return { action: "build", rows, signature, appending };
+}
+
+/**
+ * What a new run records of a file it takes rows of: the last line of the partition's rows in it, what they sign as, and
+ * the lines at or before it that were bad rows (`bad`: the file's, where known), whose rows the signature leaves out.
+ */
+function appendedFile(part: LandedPart, through: number, bad: readonly number[] | "unknown" | undefined): AppendedFile {
+  const skipped = bad === undefined || bad === "unknown" ? [] : bad.filter((line) => line <= through);
+  return { file: part.file, through, signature: part.signature, ...(skipped.length > 0 ? { skipped } : {}) };
 }
 
 /**

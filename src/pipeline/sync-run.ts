@@ -346,9 +346,9 @@ interface SwapChoices {
 
 
 /** What a swap item of an append takes from the plan's `Appending`. */
-type AppendKeys = "appended" | "landedFiles" | "landedAfter" | "landedRows" | "appendedFiles";
+type AppendKeys = "appended" | "landedFiles" | "landedAfter" | "landedRetaken" | "landedRows" | "appendedFiles";
 
 function appendItem(appending: Appending | undefined): Pick<SwapItem, AppendKeys> {
   if (!appending) return {};
-  return { appended: appending.record, landedFiles: appending.files, landedAfter: appending.after, landedRows: appending.rows, appendedFiles: appending.appendedFiles };
+  return { appended: appending.record, landedFiles: appending.files, landedAfter: appending.after, landedRetaken: appending.retaken, landedRows: appending.rows, appendedFiles: appending.appendedFiles };
 }

@@ -243,6 +243,30 @@ for (const backendName of selectedBackends()) {
       expect(await ws.rows("SELECT string_agg(CAST(event_id AS VARCHAR), ',' ORDER BY event_id) FROM events_raw")).toEqual(["1,2,3"]);
     }, 120_000);
 
+    it("a file whose bad rows before its last line are fixed in place appends the fixed rows only, grown or not, in every partition they land in", async () => {
+      const ws = await workspace(backendName, APPEND_YAML.replace("    layers:", "    dead_letter: events_bad\n    layers:"));
+      const file = path.join(ws.dir, "deliveries", "log.csv");
+      const write = (lines: readonly string[]) => writeFileSync(file, `${EVENTS}\n${lines.join("\n")}\n`);
+      const ids = () => ws.rows("SELECT day, string_agg(CAST(event_id AS VARCHAR), ',' ORDER BY event_id) FROM events_raw GROUP BY day ORDER BY day");
+      const built = (report: SyncReport) => report.partitions.filter((p) => p.layer === "raw" && p.action === "build").map((p) => `${p.partition} ${p.reason} ${p.rows}`);
+      // Lines 3 and 5 are bad (an id that is no number, a time that is none); both sit before day 1's last line.
+      const lines = ["1,k,2026-11-01 10:00:00", "x2,k,2026-11-01 10:00:00", "3,k,2026-11-01 10:00:00", "4,k,not a time", "5,k,2026-11-01 10:00:00", "6,k,2026-11-02 10:00:00"];
+      write(lines);
+      expect(built(await ws.sync(file))).toEqual(["day=2026-11-01 new 3", "day=2026-11-02 new 1"]);
+      expect(await ws.rows("SELECT count(*) FROM events_bad")).toEqual(["2"]);
+      // Line 3 fixed in place, nothing added: day 1 takes that row only.
+      lines[1] = "2,k,2026-11-01 10:00:00";
+      write(lines);
+      expect(built(await ws.sync(file))).toEqual(["day=2026-11-01 appended 4"]);
+      expect(await ids()).toEqual(["2026-11-01 1,2,3,5", "2026-11-02 6"]);
+      // Line 5 fixed into day 2 and a line added: day 2 takes both, day 1 nothing.
+      lines[3] = "4,k,2026-11-02 09:00:00";
+      write([...lines, "7,k,2026-11-02 11:00:00"]);
+      expect(built(await ws.sync(file))).toEqual(["day=2026-11-02 appended 3"]);
+      expect(await ids()).toEqual(["2026-11-01 1,2,3,5", "2026-11-02 4,6,7"]);
+      expect(built(await ws.sync(file))).toEqual([]);
+    }, 120_000);
+
     for (const format of ["csv", "jsonl", "jsonl.gz"] as const) {
       it(`a ${format} file that grows at its end appends only its new lines; one rewritten or rotated under its name is appended whole`, async () => {
         const jsonl = format !== "csv";

@@ -17,6 +17,7 @@ export interface LandedPlanned {
     readonly partition: Partition;
     readonly landedFiles?: readonly string[];
     readonly landedAfter?: Readonly<Record<string, number>>;
+    readonly landedRetaken?: Readonly<Record<string, readonly number[]>>;
     readonly landedRows?: number;
   };
   readonly path: string;
@@ -50,7 +51,7 @@ export async function buildLandedRuns<P extends LandedPlanned>(
     results = await ctx.landing.writeLandedRuns({
       table,
       delivery: build.delivery,
-      runs: planned.map((p) => ({ partition: p.item.partition, runId: p.runId, runPrefix: p.prefix, files: p.item.landedFiles, after: p.item.landedAfter })),
+      runs: planned.map((p) => ({ partition: p.item.partition, runId: p.runId, runPrefix: p.prefix, files: p.item.landedFiles, after: p.item.landedAfter, retaken: p.item.landedRetaken })),
     });
   } catch (error) {
     await mapLimited(planned, IO_CONCURRENCY, (p) => discardRun(ctx, p.prefix));

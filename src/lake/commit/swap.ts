@@ -46,6 +46,8 @@ export interface SwapItem {
   readonly landedFiles?: readonly string[];
   /** Of some of `landedFiles` (a file that grew at its end), only the rows after this line; `landedRows`: how many rows the run then takes. */
   readonly landedAfter?: Readonly<Record<string, number>>;
+  /** Of some of `landedAfter`'s files, lines at or before it whose rows the run takes too (bad rows then, fixed since). */
+  readonly landedRetaken?: Readonly<Record<string, readonly number[]>>;
   readonly landedRows?: number;
   /** `write: append`: the files appended from and through which line (kept in the run's manifest). */
   readonly appendedFiles?: readonly AppendedFile[];

@@ -338,7 +338,8 @@ function filePositions(delivery: LandedDelivery, runs: readonly LandedRun[]): St
           const position = delivery.files.indexOf(file);
           if (position < 0) throw new Error(`the file ${file} is not one of delivery ${delivery.id}'s`);
           const after = run.after?.[file];
-          return after === undefined ? { file: position + 1 } : { file: position + 1, after };
+          const retaken = run.retaken?.[file];
+          return after === undefined ? { file: position + 1 } : { file: position + 1, after, ...(retaken ? { retaken } : {}) };
         }),
   );
 }

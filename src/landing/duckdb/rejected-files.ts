@@ -1,5 +1,5 @@
 import type { DuckDBConnection } from "@duckdb/node-api";
-import type { LandedDelivery, RejectedFile } from "../landing.js";
+import { MAX_KNOWN_BAD_LINES, type LandedDelivery, type RejectedFile } from "../landing.js";
 import { assertStillAsRead, type DeliveryIds, type ReadFiles } from "./delivery-identity.js";
 
 /**
@@ -10,16 +10,18 @@ import { assertStillAsRead, type DeliveryIds, type ReadFiles } from "./delivery-
 export async function withRejectedFiles(connection: DuckDBConnection, delivery: LandedDelivery, ids: DeliveryIds, delivered: ReadFiles): Promise<LandedDelivery> {
   if (delivery.rowsRejected === 0) return { ...delivery, rejectedFiles: [] };
   const reader = await connection.runAndReadAll(
-    "SELECT file, count(*) AS rows, md5(string_agg(to_json({'line': line, 'reason': reason, 'raw': raw})::VARCHAR, chr(10) ORDER BY line, reason, raw)) AS digest " +
+    "SELECT file, count(*) AS rows, md5(string_agg(to_json({'line': line, 'reason': reason, 'raw': raw})::VARCHAR, chr(10) ORDER BY line, reason, raw)) AS digest, " +
+      `CASE WHEN count(*) <= ${MAX_KNOWN_BAD_LINES} AND count(line) = count(*) THEN list(DISTINCT line::DOUBLE ORDER BY line::DOUBLE) END AS lines ` +
       `FROM ${delivery.rejectedRelation} GROUP BY file ORDER BY file`,
   );
   const rejectedFiles: RejectedFile[] = [];
-  for (const [file, rows, digest] of reader.getRowsJS()) {
+  for (const [file, rows, digest, lines] of reader.getRowsJS()) {
     // Every bad row is read from one of the delivery's files; one that is not would have no partition to be kept in.
     if (typeof file !== "string" || !delivery.files.includes(file)) {
       throw new Error(`a bad row of delivery ${delivery.id} names ${String(file)}, which is not one of its files: its dead letters were not written`);
     }
-    rejectedFiles.push({ file, id: (await ids.idOf([file])).id, rows: Number(rows), digest: String(digest) });
+    const known = Array.isArray(lines) ? { lines: lines.map(Number) } : {};
+    rejectedFiles.push({ file, id: (await ids.idOf([file])).id, rows: Number(rows), digest: String(digest), ...known });
   }
   await assertStillAsRead(delivered, "while its files with bad rows were named");
   return { ...delivery, rejectedFiles };

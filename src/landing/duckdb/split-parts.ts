@@ -9,8 +9,8 @@ import { signatureColumnNames, signatureOfSums, signatureQuery, sumsOfRow, type 
 
 /**
  * Each part of `request.splits` (a partition's rows of one file of a delivery landed with `fileParts`) signed in two:
- * its rows at or before the line and those after it, in one query over the landed rows. A side without rows signs as
- * none (0 rows).
+ * its rows at or before the line and those after it (with those at its `skipped` lines), in one query over the landed
+ * rows. A side without rows signs as none (0 rows).
  */
 export async function splitParts(connection: DuckDBConnection, request: SplitPartsRequest, signing: Signing, keys: readonly string[]): Promise<SplitPart[]> {
   const { delivery, splits } = request;
@@ -20,14 +20,14 @@ export async function splitParts(connection: DuckDBConnection, request: SplitPar
   const [table, view] = [`__lakeswap_splits_${suffix}`, `__lakeswap_split_rows_${suffix}`];
   const values = splits.map((s, i) => {
     const position = delivery.files.indexOf(s.file) + 1;
-    return `(${[String(i), ...keys.map((key) => quoteLiteral(partitionValue(s.partition, key))), String(position), String(s.through)].join(", ")})`;
+    return `(${[String(i), ...keys.map((key) => quoteLiteral(partitionValue(s.partition, key))), String(position), String(s.through), `[${(s.skipped ?? []).map((line) => String(Math.trunc(line))).join(", ")}]::BIGINT[]`].join(", ")})`;
   });
   const matches = [...keys.map((k) => `s.${quoteIdentifier(k)} = l.${quoteIdentifier(k)}`), `s.__file = l.${FILE}`];
   try {
-    await connection.run(`CREATE TEMP TABLE ${table} (__split INTEGER, ${keys.map((k) => `${quoteIdentifier(k)} VARCHAR, `).join("")}__file INTEGER, __through BIGINT)`);
+    await connection.run(`CREATE TEMP TABLE ${table} (__split INTEGER, ${keys.map((k) => `${quoteIdentifier(k)} VARCHAR, `).join("")}__file INTEGER, __through BIGINT, __skipped BIGINT[])`);
     for (let start = 0; start < values.length; start += 1000) await connection.run(`INSERT INTO ${table} VALUES ${values.slice(start, start + 1000).join(", ")}`);
     await connection.run(
-      `CREATE TEMP VIEW ${view} AS SELECT s.__split, l.${LINE} > s.__through AS __after, l.* EXCLUDE (${[...keys.map(quoteIdentifier), FILE, LINE].join(", ")}) ` +
+      `CREATE TEMP VIEW ${view} AS SELECT s.__split, (l.${LINE} > s.__through OR list_contains(s.__skipped, l.${LINE})) AS __after, l.* EXCLUDE (${[...keys.map(quoteIdentifier), FILE, LINE].join(", ")}) ` +
         `FROM ${quoteRelation(delivery.relation)} l JOIN ${table} s ON ${matches.join(" AND ")}`,
     );
     const reader = await connection.runAndReadAll(

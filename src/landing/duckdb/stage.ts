@@ -32,6 +32,8 @@ export type StagedPartitions =
 export interface StagedFile {
   readonly file: number;
   readonly after?: number;
+  /** Lines at or before `after` whose rows are taken too (`LandedRun.retaken`). */
+  readonly retaken?: readonly number[];
 }
 
 /** What a stage's files were written for: a table's columns, partition keys and compression. */
@@ -107,10 +109,13 @@ async function groupTable(
   perGroup: number,
   files: readonly (readonly StagedFile[])[] | undefined,
 ): Promise<void> {
-  await connection.run(`CREATE TEMP TABLE ${name} (__group INTEGER, ${keys.map((k) => `${quoteIdentifier(k)} VARCHAR`).join(", ")}${files ? ", __file INTEGER, __after BIGINT" : ""})`);
+  await connection.run(`CREATE TEMP TABLE ${name} (__group INTEGER, ${keys.map((k) => `${quoteIdentifier(k)} VARCHAR`).join(", ")}${files ? ", __file INTEGER, __after BIGINT, __retaken BIGINT[]" : ""})`);
   const rows = partitions.flatMap((partition, index) => {
     const row = [String(Math.floor(index / perGroup)), ...keys.map((key) => quoteLiteral(partitionValue(partition, key)))];
-    return files ? (files[index] ?? []).map((f) => `(${[...row, String(f.file), f.after === undefined ? "NULL" : String(f.after)].join(", ")})`) : [`(${row.join(", ")})`];
+    const retaken = (f: StagedFile): string => (f.retaken?.length ? `[${f.retaken.map((line) => String(Math.trunc(line))).join(", ")}]::BIGINT[]` : "NULL");
+    return files
+      ? (files[index] ?? []).map((f) => `(${[...row, String(f.file), f.after === undefined ? "NULL" : String(f.after), retaken(f)].join(", ")})`)
+      : [`(${row.join(", ")})`];
   });
   for (let start = 0; start < rows.length; start += 1000) await connection.run(`INSERT INTO ${name} VALUES ${rows.slice(start, start + 1000).join(", ")}`);
 }
@@ -139,8 +144,9 @@ async function writeGroup(
   const matched = keys.map((k) => `l.${quoteIdentifier(k)}`).join(", ");
   const projection = table.columns.map((c) => `CAST(l.${quoteIdentifier(c.name)} AS ${duckdbStorageType(c.type)}) AS ${quoteIdentifier(c.name)}`).join(", ");
   const compression = `COMPRESSION ${table.compression === "zstd" ? "zstd" : "snappy"}`;
-  // By file: a partition's rows of the files it takes, of a file that grew only those after the line it was taken to.
-  const byFile = [...keys.map((k) => `g.${quoteIdentifier(k)} = l.${quoteIdentifier(k)}`), "g.__file = l.__file", "(g.__after IS NULL OR l.__line > g.__after)"];
+  // By file: a partition's rows of the files it takes, of a file that grew only those after the line it was taken to
+  // (and those at lines that were bad rows then, fixed since).
+  const byFile = [...keys.map((k) => `g.${quoteIdentifier(k)} = l.${quoteIdentifier(k)}`), "g.__file = l.__file", "(g.__after IS NULL OR l.__line > g.__after OR list_contains(g.__retaken, l.__line))"];
   const where = !runsTable
     ? ""
     : pass.byFile
