@@ -184,6 +184,18 @@ describe("times do not depend on the machine's zone (item 19)", () => {
     ]);
   });
 
+  it("refuses a TIMESTAMPTZ text whose offset no clock has (DuckDB's cast would shift it by a day or more), and keeps every real one", async () => {
+    const impossible = ["+24:00", "+25", "-99:00", "+2500", "+05:75", "-0575", "+12:34:60"];
+    const real = ["+23:59", "-12:00", "+14", "+0530", "-03:30:15", "Z"];
+    const all = [...impossible, ...real];
+    const csv = file("csv", `id,ts,local\n${all.map((offset, i) => `${i + 1},2026-11-02 10:00:00${offset},2026-11-02 10:00:00`).join("\n")}\n`);
+    const { good, bad } = await land({ files: [csv], format: "csv", columns, partition: [{ key: "day", expression: "strftime(ts, '%Y-%m-%d')" }] });
+    expect(bad.map((row) => row[1])).toEqual(impossible.map((offset) => `column ts: '2026-11-02 10:00:00${offset}' has a UTC offset no clock has (hours 00-23, minutes and seconds 00-59): send the offset the time was written with`));
+    expect(good.map((row) => row[1]).sort()).toEqual([
+      "2026-11-01 10:01:00+00", "2026-11-01 20:00:00+00", "2026-11-02 04:30:00+00", "2026-11-02 10:00:00+00", "2026-11-02 13:30:15+00", "2026-11-02 22:00:00+00",
+    ]);
+  });
+
   it("gives the same instants, partitions and signatures under TZ=UTC, America/New_York and Asia/Kolkata", async () => {
     const csv = file("csv", `${lines.slice(0, 3).join("\n")}\n`);
     const jsonl = file("jsonl", `{"id": 1, "ts": "2026-11-01 23:30:00", "local": "2026-11-01 23:30:00"}\n`);

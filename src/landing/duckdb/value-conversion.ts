@@ -26,6 +26,14 @@ const NOTATION_REASON = "is not written in decimal digits (hexadecimal, binary a
 const BEYOND_MICROSECONDS = "[.][0-9]{6}[0-9]*[1-9]";
 
 /**
+ * A UTC offset after a time of day that no clock has (`+24:00`, `+25`, `-99:00`, `+05:75`), which DuckDB's cast takes
+ * and applies as it is: hours beyond 23, or minutes or seconds beyond 59, in any of its forms (`+HH`, `+HHMM`,
+ * `+HH:MM`, `+HH:MM:SS`).
+ */
+const IMPOSSIBLE_OFFSET =
+  "[0-9]{2}:[0-9]{2}(:[0-9]{2}([.][0-9]*)?)?[+-]((2[4-9]|[3-9][0-9])(:?[0-9]{2}){0,2}|[0-9]{2}:?[6-9][0-9](:?[0-9]{2})?|[0-9]{2}:?[0-9]{2}:?[6-9][0-9])$";
+
+/**
  * Text shapes (LIKE patterns) of a timestamp without a UTC offset, as most exports write it: `2025-03-04 10:15:00`,
  * `2025-03-04T10:15:00`, `2025-03-04T10:15:00Z`. A text of one of them that reads as a TIMESTAMP has no room left for
  * an offset that would change it (its time fills the characters up to the end; `Z` is UTC), so it needs no check
@@ -203,9 +211,12 @@ function textTimeConversion(column: LandColumn, index: number, says: (text: stri
   const notATime = column.eventTime === undefined ? "is not a timestamp" : ISO_EVENT_TIME;
   if (type === "TIMESTAMPTZ") {
     // An offset or zone in the text is honoured; text without one is UTC (the session's zone, set above), whatever the machine's zone.
+    // An offset no clock has is refused, not applied (only a text with a sign after its date can have one).
+    const impossible = `((contains(${s}, '+') OR contains(${s}[11:], '-')) AND regexp_matches(${s}, '${IMPOSSIBLE_OFFSET}'))`;
+    const offset = "has a UTC offset no clock has (hours 00-23, minutes and seconds 00-59): send the offset the time was written with";
     return {
       value: v,
-      problem: `CASE WHEN ${s} IS NULL THEN NULL WHEN ${v} IS NULL THEN ${says(s, notATime)} WHEN ${finer} THEN ${says(s, cut)} END`,
+      problem: `CASE WHEN ${s} IS NULL THEN NULL WHEN ${v} IS NULL THEN ${says(s, notATime)} WHEN ${impossible} THEN ${says(s, offset)} WHEN ${finer} THEN ${says(s, cut)} END`,
       computed,
     };
   }
