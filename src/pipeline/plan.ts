@@ -123,6 +123,8 @@ export interface Appending {
   /** Of some of `after`'s files, the lines at or before it whose rows the run takes too: bad rows then, fixed in place since. */
   readonly retaken?: Readonly<Record<string, readonly number[]>>;
   readonly rows?: number;
+  /** The rows of the delivery the new run takes (the rest of its rows of the partition it holds already). */
+  readonly taken: number;
   /** The files the new run holds rows of, each through its last line (its manifest's `appendedFiles`). */
   readonly appendedFiles?: readonly AppendedFile[];
 }
@@ -216,6 +218,7 @@ function planAppend(
   const rows = taken.reduce((sum, t) => sum + t.rows, 0);
   const appending: Appending = {
     record,
+    taken: rows,
     ...(whole ? {} : { files: taken.map((t) => t.part.file) }),
     ...(Object.keys(after).length > 0 ? { after, rows } : {}),
     ...(Object.keys(retaken).length > 0 ? { retaken } : {}),

@@ -40,6 +40,8 @@ export interface LoadReport {
   readonly files: readonly string[];
   readonly rowsRead: number;
   readonly rowsLoaded: number;
+  /** `write: append`: of `rowsLoaded`, those appended to the partitions this sync built (the others were held already). */
+  readonly rowsAppended?: number;
   readonly rowsDeadLettered: number;
   readonly deadLetterTable?: string;
   /**

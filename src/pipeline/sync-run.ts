@@ -87,7 +87,7 @@ export class SyncRun implements Run {
   async raw(step: RawStep): Promise<void> {
     const { dataset, landed, known, fetched } = step;
     const load = landed ? await this.deadLetters(dataset, landed) : loadReport(dataset, known.summary!);
-    this.tally.loads.push(fetched ? { ...load, fetched: { days: fetched.partitions.length, failed: fetched.partitions.filter((p) => p.error !== undefined).length } } : load);
+    const loadIndex = this.tally.loads.push(fetched ? { ...load, fetched: { days: fetched.partitions.length, failed: fetched.partitions.filter((p) => p.error !== undefined).length } } : load) - 1;
     const delivery = step.merged ?? landed;
     // Where raw changes, its layers are likely to be built next: the engine gets ready for them while raw is written.
     if (delivery && step.plan.some((p) => p.action === "build")) this.writer.prepareBuilds(layerBuilds(dataset));
@@ -105,6 +105,10 @@ export class SyncRun implements Run {
       ...fetchFailures(dataset, fetched),
     ];
     this.tally.partitions.push(...results);
+    if (dataset.write === "append") {
+      const rowsAppended = results.filter((r) => r.action === "build").reduce((sum, r) => sum + (step.appended.get(r.partition)?.taken ?? 0), 0);
+      this.tally.loads[loadIndex] = { ...this.tally.loads[loadIndex]!, rowsAppended };
+    }
     // A clean delivery whose raw layer landed whole is known from now on: the same delivery again is not read again.
     if (landed && !dataset.upsert && known.key !== undefined && !known.summary && landed.rowsRejected === 0 && results.every((r) => r.action !== "failed")) {
       await keepSummary(this.ctx, dataset, known.key, landed);

@@ -13,7 +13,7 @@ describe("text reports from JSON reports", () => {
         loads: [
           { dataset: "orders", delivery: "d1", files: ["a.csv", "b.csv"], rowsRead: 10, rowsLoaded: 9, rowsDeadLettered: 1, deadLetterTable: "orders_dead", signing: { form: "sql", reason: "not built" } },
           {
-            dataset: "events", delivery: "d3", files: ["e1.csv", "e2.csv", "e3.csv"], rowsRead: 6, rowsLoaded: 3, rowsDeadLettered: 3, deadLetterTable: "events_dead",
+            dataset: "events", delivery: "d3", files: ["e1.csv", "e2.csv", "e3.csv"], rowsRead: 6, rowsLoaded: 3, rowsAppended: 1, rowsDeadLettered: 3, deadLetterTable: "events_dead",
             deadLetterPartitions: [{ partition: "delivery=da", files: ["e1.csv"], rows: 2, written: false }, { partition: "delivery=db", files: ["e3.csv"], rows: 1, written: true }],
             rowsDeadLetteredBefore: 2, signing: { form: "native" },
           },
@@ -37,7 +37,7 @@ describe("text reports from JSON reports", () => {
         "sync 20261201T100000Z-ab12 (undo with: lakeswap rollback --sync 20261201T100000Z-ab12)",
         "",
         "orders: read 10 rows from 2 file(s): 9 loaded, 1 dead-lettered (orders_dead, delivery=d1)",
-        "events: read 6 rows from 3 file(s): 3 loaded, 3 dead-lettered, 2 of them kept already by an earlier sync (events_dead, by file: delivery=da, delivery=db)",
+        "events: read 6 rows from 3 file(s): 3 loaded (1 appended), 3 dead-lettered, 2 of them kept already by an earlier sync (events_dead, by file: delivery=da, delivery=db)",
         "weather: fetched 2 of 2 day(s) from its http source, 48 rows: 48 loaded, 0 dead-lettered",
         "signatures computed in plain SQL, about 5x slower than with lakeswap's extension: not built",
         "",

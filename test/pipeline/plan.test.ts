@@ -96,7 +96,7 @@ describe("planRaw", () => {
       ["day=2026-11-02", "build", "appended", appendSignature("v3:t", "v3:other")],
       ["day=2026-11-03", "build", "new", "v3:new"],
     ]);
-    expect(Object.fromEntries(appended)).toEqual({ "day=2026-11-02": { record: ["v3:first", "v3:other"] }, "day=2026-11-03": { record: ["v3:new"] } });
+    expect(Object.fromEntries(appended)).toEqual({ "day=2026-11-02": { record: ["v3:first", "v3:other"], taken: 1 }, "day=2026-11-03": { record: ["v3:new"], taken: 1 } });
     const again = planRaw(input, choices({ allowDuplicates: true }));
     expect(again.plan[0]).toMatchObject({ action: "build", reason: "appended" });
   });
@@ -122,14 +122,14 @@ describe("planRaw", () => {
       ["day=2026-11-03", "build", "new", 2, "v3:whole3"],
     ]);
     expect(Object.fromEntries(appended)).toEqual({
-      "day=2026-11-01": { record: ["v3:e1", "v3:e2"], files: ["e2"] },
-      "day=2026-11-03": { record: ["v3:f", "v3:g"] },
+      "day=2026-11-01": { record: ["v3:e1", "v3:e2"], taken: 2, files: ["e2"] },
+      "day=2026-11-03": { record: ["v3:f", "v3:g"], taken: 2 },
     });
     // A first load of two copies of one file: the first is taken, signed as the parts appended one by one would be.
     const copies = { partitions: [{ ...day("2026-11-04", "v3:both", 2), parts: parts(["e1", "v3:h", 1], ["e2", "v3:h", 1]) }] };
     const firstLoad = planRaw({ dataset: dataset({ write: "append" }), delivery: copies, states: new Map(), appendedBefore: new Map(), emptyDays: [] }, choices());
     expect(firstLoad.plan.map((p) => [p.reason, p.rows, p.signature])).toEqual([["new", 1, "v3:h"]]);
-    expect(firstLoad.appended.get("day=2026-11-04")).toEqual({ record: ["v3:h"], files: ["e1"] });
+    expect(firstLoad.appended.get("day=2026-11-04")).toEqual({ record: ["v3:h"], taken: 1, files: ["e1"] });
     // A run appended from the whole delivery before parts were recorded per file: the same delivery is held.
     const legacy = new Map<string, readonly string[]>([["day=2026-11-01", ["v3:whole1"]], ["day=2026-11-02", []]]);
     const again = planRaw({ dataset: dataset({ write: "append" }), delivery, states: current, appendedBefore: legacy, emptyDays: [] }, choices());
@@ -160,12 +160,13 @@ describe("planRaw", () => {
     ]);
     expect(appended.get("day=2026-11-01")).toEqual({
       record: ["v3:log3", "v3:new2", "v3:log5", "v3:b"],
+      taken: 3,
       files: ["log", "b"],
       after: { log: 3 },
       rows: 3,
       appendedFiles: [{ file: "log", through: 5, signature: "v3:log5" }, { file: "b", through: 1, signature: "v3:b" }],
     });
-    expect(appended.get("day=2026-11-02")).toEqual({ record: ["v3:log2", "v3:log2x"], appendedFiles: [{ file: "log", through: 4, signature: "v3:log2x" }] });
+    expect(appended.get("day=2026-11-02")).toEqual({ record: ["v3:log2", "v3:log2x"], taken: 2, appendedFiles: [{ file: "log", through: 4, signature: "v3:log2x" }] });
     // A file that grew with no new rows for a partition adds nothing to it; allowDuplicates takes every part whole.
     const none = new Map([[grownKey("day=2026-11-01", "log"), { through: 3, rows: 0, signature: "v3:none" }]]);
     const onlyLog = { partitions: [{ ...delivery.partitions[0]!, parts: [delivery.partitions[0]!.parts[0]!] }] };

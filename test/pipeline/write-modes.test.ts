@@ -159,6 +159,8 @@ for (const backendName of selectedBackends()) {
         "raw day=2026-11-01 skip already appended", "raw day=2026-11-02 build appended", "raw day=2026-11-03 build new",
       ]);
       expect(grown.partitions.find((p) => p.layer === "raw" && p.partition === "day=2026-11-02")?.rows).toBe(2);
+      // The load reads all 5 rows of the glob, and says that 2 of them were appended (the others were held already).
+      expect(grown.loads[0]).toMatchObject({ rowsRead: 5, rowsLoaded: 5, rowsAppended: 2 });
       expect(await ids()).toEqual(["2026-11-01 1,2", "2026-11-02 3,4", "2026-11-03 5"]);
       expect(await ws.rows("SELECT day, events FROM events_daily ORDER BY day")).toEqual(["2026-11-01 2", "2026-11-02 2", "2026-11-03 1"]);
       // A third, compressed, with a row for every day; then the glob again adds nothing.
@@ -177,6 +179,7 @@ for (const backendName of selectedBackends()) {
       expect(await ids()).toEqual(["2026-11-01 1,2,6", "2026-11-02 3,4", "2026-11-03 5,8"]);
       const redo = await ws.sync(glob);
       expect(redo.partitions.filter((p) => p.layer === "raw" && p.action === "build").map((p) => `${p.partition} ${p.rows}`)).toEqual(["day=2026-11-02 3"]);
+      expect(redo.loads[0]).toMatchObject({ rowsRead: 8, rowsAppended: 1 });
       expect(await ids()).toEqual(["2026-11-01 1,2,6", "2026-11-02 3,4,7", "2026-11-03 5,8"]);
       // Two copies of one new file in one sync: taken once, as they would be one sync apart.
       ws.deliver(EVENTS, ["9,view,2026-11-03 15:00:00"], "copy");

@@ -43,7 +43,8 @@ export function syncReportText(result: SyncReport): string {
 function loadLine(l: LoadReport): string {
   const from = l.fetched ? `fetched ${l.fetched.days - l.fetched.failed} of ${l.fetched.days} day(s) from its http source` : `read ${l.rowsRead} rows from ${l.files.length} file(s)`;
   const rows = l.fetched ? `, ${l.rowsRead} rows` : "";
-  return `${l.dataset}: ${from}${rows}: ${l.rowsLoaded} loaded, ${l.rowsDeadLettered} dead-lettered${deadLetterText(l)}`;
+  const appended = l.rowsAppended === undefined ? "" : ` (${l.rowsAppended} appended)`;
+  return `${l.dataset}: ${from}${rows}: ${l.rowsLoaded} loaded${appended}, ${l.rowsDeadLettered} dead-lettered${deadLetterText(l)}`;
 }
 
 /** Where a load's bad rows are: the delivery's partition, or an append's by file (those kept already by an earlier sync said apart). */
