@@ -10,7 +10,7 @@ import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { Catalog } from "../../src/catalog/catalog.js";
 import { runLocation } from "../../src/lake/layout.js";
-import type { LandRequest, LandedDelivery, Landing } from "../../src/landing/landing.js";
+import { MAX_KNOWN_BAD_LINES, type LandRequest, type LandedDelivery, type Landing } from "../../src/landing/landing.js";
 import { partitionPath } from "../../src/model/partition.js";
 import { defineTable } from "../../src/model/table.js";
 import type { ObjectStore } from "../../src/store/object-store.js";
@@ -94,7 +94,8 @@ export function landingContract(name: string, factory: FixtureFactory<LandingFix
       const good = await file("good.csv", "id,amount,day\n1,10.50,2026-11-01\n");
       const bad = await file("bad.csv", "id,amount,day\nx,1.00,2026-11-01\n2,2.00,2026-11-01\ny,3.00,2026-11-01\n");
       const delivery = await land({ ...request([good, bad], "csv"), fileParts: true });
-      expect(delivery.rejectedFiles).toEqual([{ file: bad, id: (await landing().identify([bad])).id, rows: 2, digest: expect.stringMatching(/^[0-9a-f]{32}$/) }]);
+      // Its bad rows' lines too (the header is line 1), which an append keeps to tell a bad row fixed in place later.
+      expect(delivery.rejectedFiles).toEqual([{ file: bad, id: (await landing().identify([bad])).id, rows: 2, digest: expect.stringMatching(/^[0-9a-f]{32}$/), lines: [2, 4] }]);
       // The same bytes under another name are another file; the same file beside others, the same.
       const renamed = await file("bad2.csv", "id,amount,day\nx,1.00,2026-11-01\n2,2.00,2026-11-01\ny,3.00,2026-11-01\n");
       const alone = await land({ ...request([bad], "csv"), fileParts: true });
@@ -102,6 +103,10 @@ export function landingContract(name: string, factory: FixtureFactory<LandingFix
       expect(alone.rejectedFiles?.[0]?.id).toBe(alone.id);
       const other = await land({ ...request([renamed], "csv"), fileParts: true });
       expect(other.rejectedFiles?.[0]?.id).not.toBe(alone.rejectedFiles?.[0]?.id);
+      // Past MAX_KNOWN_BAD_LINES bad rows in a file, their lines are not kept (an append then takes a fix of one as a new file).
+      const many = await file("many.csv", `id,amount,day\n${Array.from({ length: MAX_KNOWN_BAD_LINES + 1 }, (_, i) => `x${i},1.00,2026-11-01`).join("\n")}\n`);
+      const [manyBad] = (await land({ ...request([many], "csv"), fileParts: true })).rejectedFiles ?? [];
+      expect([manyBad?.rows, manyBad?.lines]).toEqual([MAX_KNOWN_BAD_LINES + 1, undefined]);
       // Without fileParts (every write mode but append) there are none.
       expect((await land(request([bad], "csv"))).rejectedFiles).toBeUndefined();
     });
