@@ -20,7 +20,7 @@ export async function splitParts(connection: DuckDBConnection, request: SplitPar
   const [table, view] = [`__lakeswap_splits_${suffix}`, `__lakeswap_split_rows_${suffix}`];
   const values = splits.map((s, i) => {
     const position = delivery.files.indexOf(s.file) + 1;
-    return `(${[String(i), ...keys.map((key) => quoteLiteral(partitionValue(s.partition, key))), String(position), String(s.through), `[${(s.skipped ?? []).map((line) => String(Math.trunc(line))).join(", ")}]::BIGINT[]`].join(", ")})`;
+    return `(${[String(i), ...keys.map((key) => quoteLiteral(partitionValue(s.partition, key))), String(position), String(s.through), `[${(s.skipped ?? []).filter(Number.isSafeInteger).map(String).join(", ")}]::BIGINT[]`].join(", ")})`;
   });
   const matches = [...keys.map((k) => `s.${quoteIdentifier(k)} = l.${quoteIdentifier(k)}`), `s.__file = l.${FILE}`];
   try {

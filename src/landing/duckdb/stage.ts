@@ -112,7 +112,7 @@ async function groupTable(
   await connection.run(`CREATE TEMP TABLE ${name} (__group INTEGER, ${keys.map((k) => `${quoteIdentifier(k)} VARCHAR`).join(", ")}${files ? ", __file INTEGER, __after BIGINT, __retaken BIGINT[]" : ""})`);
   const rows = partitions.flatMap((partition, index) => {
     const row = [String(Math.floor(index / perGroup)), ...keys.map((key) => quoteLiteral(partitionValue(partition, key)))];
-    const retaken = (f: StagedFile): string => (f.retaken?.length ? `[${f.retaken.map((line) => String(Math.trunc(line))).join(", ")}]::BIGINT[]` : "NULL");
+    const retaken = (f: StagedFile): string => (f.retaken?.length ? `[${f.retaken.filter(Number.isSafeInteger).map(String).join(", ")}]::BIGINT[]` : "NULL");
     return files
       ? (files[index] ?? []).map((f) => `(${[...row, String(f.file), f.after === undefined ? "NULL" : String(f.after), retaken(f)].join(", ")})`)
       : [`(${row.join(", ")})`];
