@@ -46,7 +46,8 @@ export interface AthenaEngineOptions {
 export class AthenaEngine implements Engine {
   readonly capabilities = { readsRunFiles: false } as const;
   private readonly running = new Set<string>();
-  private readonly columnsByShape = new Map<string, string[]>();
+  /** `outputColumns` by table and SELECT shape: a probe asked for or answered, which builds of one shape at once share. */
+  private readonly columnsByShape = new Map<string, Promise<string[]>>();
 
   constructor(
     private readonly client: AthenaClient,
@@ -108,12 +109,22 @@ export class AthenaEngine implements Engine {
    * The column names (lowercase, as Athena reports them) of a build's SELECT,
    * from a `LIMIT 0` query. Remembered per table and SELECT text with the
    * partition's values taken out, so a layer's partitions, which differ only
-   * in those values, ask Athena once.
+   * in those values, ask Athena once, also those built at once (they wait for
+   * the first one's probe). A probe that failed is forgotten: the next build
+   * of that shape asks again.
    */
-  private async outputColumns(request: BuildRequest, inner: string): Promise<string[]> {
+  private outputColumns(request: BuildRequest, inner: string): Promise<string[]> {
     const key = `${request.table.name}\n${selectShape(inner, request.partition)}`;
     const known = this.columnsByShape.get(key);
     if (known) return known;
+    const probe = this.probeColumns(request, inner);
+    this.columnsByShape.set(key, probe);
+    probe.catch(() => this.columnsByShape.delete(key));
+    return probe;
+  }
+
+  /** The column names of a build's SELECT from a `LIMIT 0` query (`outputColumns`). */
+  private async probeColumns(request: BuildRequest, inner: string): Promise<string[]> {
     let queryId: string;
     try {
       queryId = await this.run(`SELECT * FROM ${this.restricted(request, inner)} AS q LIMIT 0`);
@@ -129,7 +140,6 @@ export class AthenaEngine implements Engine {
           "its columns cannot be checked, so the build stops. Rerun; if it persists, check the workgroup and the Athena engine version.",
       );
     }
-    this.columnsByShape.set(key, columns);
     return columns;
   }
 

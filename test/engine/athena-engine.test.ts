@@ -80,6 +80,24 @@ describe("the Athena engine", () => {
     expect(services.athena.executions.filter((e) => /LIMIT 0$/.test(e.query))).toHaveLength(1);
   });
 
+  it("asks once too for partitions built at once (as a sync's concurrent builds are), and again after a probe that failed", async () => {
+    const table = { ...TABLE, name: "t_at_once" };
+    const probes = () => services.athena.executions.filter((e) => /LIMIT 0$/.test(e.query) && e.query.includes("AS tag_at_once")).length;
+    const request = (day: string, select: string) => {
+      const runId = `20261102T00000${day}Z-bbbbbb`;
+      return { table, partition: makePartition([["day", day]]), select, runId, runPrefix: `t_at_once/day=${day}/run=${runId}/`, sources: [] };
+    };
+    const good = (day: string) => ids(3, `, '${day}' AS day, 1 AS tag_at_once`);
+    // A SELECT Athena refuses: every build waiting on that probe fails, and the next one probes again.
+    const bad = (day: string) => `SELECT no_such_column, '${day}' AS day, 1 AS tag_at_once FROM (VALUES (1)) AS v(id)`;
+    const failed = await Promise.allSettled(["1", "2", "3"].map((day) => engine.build(request(day, bad(day)))));
+    expect(failed.map((f) => f.status)).toEqual(["rejected", "rejected", "rejected"]);
+    expect(probes()).toBe(1);
+    const built = await Promise.all(["1", "2", "3", "4"].map((day) => engine.build(request(day, good(day)))));
+    expect(built.every((b) => b.files.length > 0)).toBe(true);
+    expect(probes()).toBe(2);
+  });
+
   it("nests a derived build's input CTEs inside the UNLOAD's SELECT (Athena documents UNLOAD (SELECT ...) only)", async () => {
     // The upstream table in Glue, with two partitions built by this engine.
     const glue = new GlueClient(services.glue.clientConfig);
