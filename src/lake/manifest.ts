@@ -51,6 +51,8 @@ export interface AppendedFile {
    * of them that is good now (fixed in place) is new.
    */
   readonly skipped?: readonly number[];
+  /** How many rows of the partition the file held through `through`: the rows taken, wherever lines without a row moved since. */
+  readonly rows?: number;
 }
 
 /** Parses a stored manifest, refusing anything that is not one with a STORE_ERROR naming the file and the fix. */

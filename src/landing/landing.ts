@@ -346,10 +346,17 @@ interface PartSplit {
   readonly through: number;
   /** Lines at or before `through` signed with the rows after it (bad rows when the file was appended: `AppendedFile.skipped`). */
   readonly skipped?: readonly number[];
+  /**
+   * Split instead at the line of the part's rows-th row (in line order), `through` and `skipped` aside: the rows taken
+   * before, wherever lines without a row (bad or blank ones) were since removed or added among them.
+   */
+  readonly rows?: number;
 }
 
 /** The rows of a part at or before the line of a `PartSplit`, and those after it, each counted and signed. */
 export interface SplitPart {
+  /** The line split at: `through`, or with `rows` the line of that row (past every line where the part has fewer rows). */
+  readonly through: number;
   readonly before: { readonly rows: number; readonly signature: string };
   readonly after: { readonly rows: number; readonly signature: string };
 }
@@ -426,11 +433,11 @@ export interface RejectedFile {
   readonly rows: number;
   /** A digest of its bad rows (line, reason, raw): the same file landed under another declaration may have others. */
   readonly digest: string;
-  /** The lines of its bad rows, in order, where each has one and they are at most MAX_KNOWN_BAD_LINES. */
+  /** The lines its bad rows span, in order, where each has a line and they are at most MAX_KNOWN_BAD_LINES lines. */
   readonly lines?: readonly number[];
 }
 
-/** The most bad rows of a file whose lines an append keeps (`RejectedFile.lines`, `AppendedFile.skipped`). */
+/** The most lines of a file's bad rows that an append keeps (`RejectedFile.lines`, `AppendedFile.skipped`). */
 export const MAX_KNOWN_BAD_LINES = 1000;
 
 

@@ -209,7 +209,9 @@ export async function planDelivery(
  * `write: append`: the parts of a landed delivery that its partition does not hold, of a file it holds rows of through
  * some line, whose rows through that line sign as they did then: the file only grew at its end (or a bad row of it was
  * fixed in place: its line's row is left out of both), and its rows after the line (and the fixed ones) are what is
- * new. A file rewritten or replaced under the same name signs otherwise: its part is new whole.
+ * new. Else, where the run recorded how many rows it took of the file, whose first that many rows (in line order) sign
+ * so: lines without a row (bad or blank ones) were removed or added among them, and the rows after are new. A file
+ * rewritten or replaced under the same name signs otherwise both ways: its part is new whole.
  */
 async function grownParts(
   ctx: PipelineContext,
@@ -218,7 +220,7 @@ async function grownParts(
   appendedBefore: ReadonlyMap<string, readonly string[]>,
   appendedFilesBefore: ReadonlyMap<string, readonly AppendedFile[]>,
 ): Promise<Map<string, GrownPart>> {
-  const candidates: { partition: Partition; path: string; file: string; through: number; skipped?: readonly number[]; signature: string }[] = [];
+  const candidates: { partition: Partition; path: string; file: string; through: number; skipped?: readonly number[]; rows?: number; signature: string }[] = [];
   for (const landed of delivery.partitions) {
     const path = partitionPath(landed.partition);
     const held = new Set(appendedBefore.get(path) ?? []);
@@ -228,8 +230,11 @@ async function grownParts(
       const taken = files.get(part.file);
       // Lines known now as then, and more of them (or lines that were bad rows then): the file may have grown, or been fixed.
       if (!taken || held.has(part.signature) || part.through === undefined) continue;
-      if (part.through < taken.through || (part.through === taken.through && !taken.skipped?.length)) continue;
-      candidates.push({ partition: landed.partition, path, file: part.file, through: taken.through, signature: taken.signature, ...(taken.skipped ? { skipped: taken.skipped } : {}) });
+      const byLine = part.through > taken.through || (part.through === taken.through && (taken.skipped?.length ?? 0) > 0);
+      const byRows = taken.rows !== undefined && part.rows > taken.rows;
+      const candidate = { partition: landed.partition, path, file: part.file, through: taken.through, signature: taken.signature };
+      if (byLine) candidates.push({ ...candidate, ...(taken.skipped ? { skipped: taken.skipped } : {}) });
+      if (byRows) candidates.push({ ...candidate, rows: taken.rows });
     }
   }
   const grown = new Map<string, GrownPart>();
@@ -241,9 +246,12 @@ async function grownParts(
     keys: dataset.partition.map((p) => p.key),
     splits: candidates,
   });
+  // The split by line first (it keeps fixed bad rows apart), then the one by rows.
   candidates.forEach((c, i) => {
     const split = splits[i]!;
-    if (split.before.signature === c.signature) grown.set(grownKey(c.path, c.file), { through: c.through, ...(c.skipped ? { skipped: c.skipped } : {}), ...split.after });
+    const key = grownKey(c.path, c.file);
+    if (grown.has(key) || split.before.signature !== c.signature) return;
+    grown.set(key, { through: split.through, ...(c.skipped && c.rows === undefined ? { skipped: c.skipped } : {}), ...split.after });
   });
   return grown;
 }

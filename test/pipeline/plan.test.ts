@@ -164,9 +164,9 @@ describe("planRaw", () => {
       files: ["log", "b"],
       after: { log: 3 },
       rows: 3,
-      appendedFiles: [{ file: "log", through: 5, signature: "v3:log5" }, { file: "b", through: 1, signature: "v3:b" }],
+      appendedFiles: [{ file: "log", through: 5, signature: "v3:log5", rows: 4 }, { file: "b", through: 1, signature: "v3:b", rows: 1 }],
     });
-    expect(appended.get("day=2026-11-02")).toEqual({ record: ["v3:log2", "v3:log2x"], taken: 2, appendedFiles: [{ file: "log", through: 4, signature: "v3:log2x" }] });
+    expect(appended.get("day=2026-11-02")).toEqual({ record: ["v3:log2", "v3:log2x"], taken: 2, appendedFiles: [{ file: "log", through: 4, signature: "v3:log2x", rows: 2 }] });
     // A file that grew with no new rows for a partition adds nothing to it; allowDuplicates takes every part whole.
     const none = new Map([[grownKey("day=2026-11-01", "log"), { through: 3, rows: 0, signature: "v3:none" }]]);
     const onlyLog = { partitions: [{ ...delivery.partitions[0]!, parts: [delivery.partitions[0]!.parts[0]!] }] };

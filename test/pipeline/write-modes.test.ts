@@ -275,6 +275,37 @@ for (const backendName of selectedBackends()) {
       expect(built(await ws.sync(file))).toEqual([]);
     }, 120_000);
 
+    it("a file whose bad or blank lines are removed or added among the rows appended, then grown, appends its new rows only; a quoted span of lines fixed, its rows once", async () => {
+      const ws = await workspace(backendName, APPEND_YAML.replace("    layers:", "    dead_letter: events_bad\n    layers:"));
+      const file = path.join(ws.dir, "deliveries", "log.csv");
+      const write = (lines: readonly string[]) => writeFileSync(file, `${EVENTS}\n${lines.join("\n")}\n`);
+      const ids = () => ws.rows("SELECT string_agg(CAST(event_id AS VARCHAR), ',' ORDER BY event_id) FROM events_raw");
+      const row = (id: number) => `${id},k,2026-11-01 10:00:00`;
+      write([row(1), "2,k,BAD", row(3)]);
+      await ws.sync(file);
+      expect(await ids()).toEqual(["1,3"]);
+      // The bad line deleted (the rows after it move up a line), a blank line added, then a row: only row 4 is new.
+      write([row(1), "", row(3)]);
+      expect((await ws.sync(file)).partitions.filter((p) => p.layer === "raw").map((p) => p.reason)).toEqual(["already appended"]);
+      write([row(1), "", row(3), row(4)]);
+      await ws.sync(file);
+      expect(await ids()).toEqual(["1,3,4"]);
+      // Deleted and grown in one sync: the blank line gone, row 5 added.
+      write([row(1), row(3), row(4), row(5)]);
+      await ws.sync(file);
+      expect(await ids()).toEqual(["1,3,4,5"]);
+      // A stray quote opens a field that runs on over the next lines, up to the next quote: one bad row of four lines.
+      const quoted = path.join(ws.dir, "deliveries", "quoted.csv");
+      const spanned = [row(10), '11,a"b,2026-11-01 10:00:00', row(12), row(13), '14,a"b,2026-11-01 10:00:00', row(15), row(16)];
+      writeFileSync(quoted, `${EVENTS}\n${spanned.join("\n")}\n`);
+      await ws.sync(quoted);
+      expect(await ids()).toEqual(["1,3,4,5,10,15,16"]);
+      // Fixed in place: the four rows of the span are new, the others held.
+      writeFileSync(quoted, `${EVENTS}\n${spanned.map((line) => line.replace('a"b', "ab")).join("\n")}\n`);
+      await ws.sync(quoted);
+      expect(await ids()).toEqual(["1,3,4,5,10,11,12,13,14,15,16"]);
+    }, 120_000);
+
     for (const format of ["csv", "jsonl", "jsonl.gz"] as const) {
       it(`a ${format} file that grows at its end appends only its new lines; one rewritten or rotated under its name is appended whole`, async () => {
         const jsonl = format !== "csv";

@@ -9,9 +9,12 @@ import { assertStillAsRead, type DeliveryIds, type ReadFiles } from "./delivery-
  */
 export async function withRejectedFiles(connection: DuckDBConnection, delivery: LandedDelivery, ids: DeliveryIds, delivered: ReadFiles): Promise<LandedDelivery> {
   if (delivery.rowsRejected === 0) return { ...delivery, rejectedFiles: [] };
+  const newlines = "coalesce(length(raw) - length(replace(raw, chr(10), '')), 0)";
   const reader = await connection.runAndReadAll(
     "SELECT file, count(*) AS rows, md5(string_agg(to_json({'line': line, 'reason': reason, 'raw': raw})::VARCHAR, chr(10) ORDER BY line, reason, raw)) AS digest, " +
-      `CASE WHEN count(*) <= ${MAX_KNOWN_BAD_LINES} AND count(line) = count(*) THEN list(DISTINCT line::DOUBLE ORDER BY line::DOUBLE) END AS lines ` +
+      // Every line a bad row spans (a record with a quote left open runs on over the lines after it, up to the next quote).
+      `CASE WHEN count(line) = count(*) AND sum(1 + ${newlines}) <= ${MAX_KNOWN_BAD_LINES} ` +
+      `THEN list_sort(list_distinct(flatten(list(range(line::BIGINT, line::BIGINT + 1 + ${newlines})))))::DOUBLE[] END AS lines ` +
       `FROM ${delivery.rejectedRelation} GROUP BY file ORDER BY file`,
   );
   const rejectedFiles: RejectedFile[] = [];
