@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import type { DatasetConfig, PipelineColumn } from "../config/pipeline-config.js";
 import type { TableSnapshot } from "../engine/engine.js";
-import type { LandRequest, LandedDelivery, LandingSummary, RejectedFile } from "../landing/landing.js";
+import type { LandRequest, LandedDelivery, LandedPart, LandingSummary, RejectedFile } from "../landing/landing.js";
 import type { LakeWriter, PartitionState } from "../lake/lake.js";
 import { identifyDelivery, keepLandingSummary, landingSummary } from "../lake/operations/deliveries.js";
 import { partitionStates, runManifest } from "../lake/operations/partition-states.js";
@@ -220,22 +220,30 @@ async function grownParts(
   appendedBefore: ReadonlyMap<string, readonly string[]>,
   appendedFilesBefore: ReadonlyMap<string, readonly AppendedFile[]>,
 ): Promise<Map<string, GrownPart>> {
-  const candidates: { partition: Partition; path: string; file: string; through: number; skipped?: readonly number[]; rows?: number; signature: string }[] = [];
+  const candidates: GrowthCandidate[] = [];
   for (const landed of delivery.partitions) {
     const path = partitionPath(landed.partition);
     const held = new Set(appendedBefore.get(path) ?? []);
     const files = new Map((appendedFilesBefore.get(path) ?? []).map((f) => [f.file, f]));
     if (held.has(landed.signature)) continue;
-    for (const part of landed.parts ?? []) {
+    const parts = landed.parts ?? [];
+    // A part with no record of its own (a file renamed inside the glob, or rotated) may continue a file recorded under
+    // a name whose part is now gone, or is not that file's continuation (a new file under the old name).
+    const unmatched: LandedPart[] = [];
+    const continued = new Set<string>();
+    for (const part of parts) {
+      if (held.has(part.signature) || part.through === undefined) continue;
       const taken = files.get(part.file);
-      // Lines known now as then, and more of them (or lines that were bad rows then): the file may have grown, or been fixed.
-      if (!taken || held.has(part.signature) || part.through === undefined) continue;
-      const byLine = part.through > taken.through || (part.through === taken.through && (taken.skipped?.length ?? 0) > 0);
-      const byRows = taken.rows !== undefined && part.rows > taken.rows;
-      const candidate = { partition: landed.partition, path, file: part.file, through: taken.through, signature: taken.signature };
-      if (byLine) candidates.push({ ...candidate, ...(taken.skipped ? { skipped: taken.skipped } : {}) });
-      if (byRows) candidates.push({ ...candidate, rows: taken.rows });
+      const own = taken ? growthCandidates(landed.partition, path, part, taken) : [];
+      candidates.push(...own);
+      if (own.length > 0) continued.add(part.file);
+      else unmatched.push(part);
     }
+    const heldFiles = new Set(parts.filter((p) => held.has(p.signature)).map((p) => p.file));
+    const orphans = [...files.values()].filter((f) => !continued.has(f.file) && !heldFiles.has(f.file));
+    const pairs = unmatched.flatMap((part) => orphans.filter((f) => f.file !== part.file).map((f) => [part, f] as const));
+    // Each pair is a split of the part to sign: past a few hundred, a renamed file is appended whole rather than the sync slowed.
+    if (pairs.length <= MAX_RENAMED_PAIRS) for (const [part, taken] of pairs) candidates.push(...growthCandidates(landed.partition, path, part, taken));
   }
   const grown = new Map<string, GrownPart>();
   if (candidates.length === 0) return grown;
@@ -246,14 +254,44 @@ async function grownParts(
     keys: dataset.partition.map((p) => p.key),
     splits: candidates,
   });
-  // The split by line first (it keeps fixed bad rows apart), then the one by rows.
+  // Of the splits that show a part continues a recorded file, the one that finds the most rows taken already (a rotated
+  // file continues the last file recorded under its name, not an older one it began as); on a tie the first, by line
+  // (it keeps fixed bad rows apart).
+  const taken = new Map<string, number>();
   candidates.forEach((c, i) => {
     const split = splits[i]!;
     const key = grownKey(c.path, c.file);
-    if (grown.has(key) || split.before.signature !== c.signature) return;
+    if (split.before.signature !== c.signature || (taken.get(key) ?? -1) >= split.before.rows) return;
+    taken.set(key, split.before.rows);
     grown.set(key, { through: split.through, ...(c.skipped && c.rows === undefined ? { skipped: c.skipped } : {}), ...split.after });
   });
   return grown;
+}
+
+/** The most (part, recorded file) pairs of a partition an append signs to find a file renamed inside its glob. */
+const MAX_RENAMED_PAIRS = 256;
+
+/** A split of a part of a landed delivery to sign against a file its partition's run recorded (`grownParts`). */
+interface GrowthCandidate {
+  readonly partition: Partition;
+  readonly path: string;
+  readonly file: string;
+  readonly through: number;
+  readonly skipped?: readonly number[];
+  readonly rows?: number;
+  readonly signature: string;
+}
+
+/**
+ * The splits of `part` that would show it continues the file recorded as `taken`: by line where it reaches past the
+ * line taken through (or bad rows then may be fixed now), by rows where it has more rows than were taken.
+ */
+function growthCandidates(partition: Partition, path: string, part: LandedPart, taken: AppendedFile): GrowthCandidate[] {
+  const through = part.through ?? 0;
+  const byLine = through > taken.through || (through === taken.through && (taken.skipped?.length ?? 0) > 0);
+  const byRows = taken.rows !== undefined && part.rows > taken.rows;
+  const candidate = { partition, path, file: part.file, through: taken.through, signature: taken.signature };
+  return [...(byLine ? [{ ...candidate, ...(taken.skipped ? { skipped: taken.skipped } : {}) }] : []), ...(byRows ? [{ ...candidate, rows: taken.rows }] : [])];
 }
 
 /** The days of a dataset's lookback window (./lookback.ts). */

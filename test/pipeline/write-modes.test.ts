@@ -1,4 +1,4 @@
-import { mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { gzipSync } from "node:zlib";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
@@ -304,6 +304,28 @@ for (const backendName of selectedBackends()) {
       writeFileSync(quoted, `${EVENTS}\n${spanned.map((line) => line.replace('a"b', "ab")).join("\n")}\n`);
       await ws.sync(quoted);
       expect(await ids()).toEqual(["1,3,4,5,10,11,12,13,14,15,16"]);
+    }, 120_000);
+
+    it("a file renamed inside the glob, or rotated (renamed, compressed, a new file under its name), appends only its rows added since", async () => {
+      const ws = await workspace(backendName, APPEND_YAML);
+      const folder = path.join(ws.dir, "deliveries");
+      const glob = path.join(folder, "*");
+      const ids = () => ws.rows("SELECT string_agg(CAST(event_id AS VARCHAR), ',' ORDER BY event_id) FROM events_raw");
+      const rows = (...list: number[]) => `${EVENTS}\n${list.map((id) => `${id},k,2026-11-01 10:00:00`).join("\n")}\n`;
+      writeFileSync(path.join(folder, "a.csv"), rows(1, 2));
+      await ws.sync(glob);
+      // Renamed: the same rows under a new name are held; grown under it, only the new row is appended.
+      renameSync(path.join(folder, "a.csv"), path.join(folder, "b.csv"));
+      await ws.sync(glob);
+      writeFileSync(path.join(folder, "b.csv"), rows(1, 2, 3));
+      await ws.sync(glob);
+      expect(await ids()).toEqual(["1,2,3"]);
+      // Rotated: b.csv grew by row 4, then was renamed and compressed, and a new b.csv began with row 5.
+      writeFileSync(path.join(folder, "b.csv.1.gz"), gzipSync(rows(1, 2, 3, 4)));
+      writeFileSync(path.join(folder, "b.csv"), rows(5));
+      await ws.sync(glob);
+      expect(await ids()).toEqual(["1,2,3,4,5"]);
+      expect((await ws.sync(glob)).partitions.filter((p) => p.layer === "raw").map((p) => p.reason)).toEqual(["already appended"]);
     }, 120_000);
 
     for (const format of ["csv", "jsonl", "jsonl.gz"] as const) {
