@@ -242,7 +242,7 @@ async function grownParts(
     const heldFiles = new Set(parts.filter((p) => held.has(p.signature)).map((p) => p.file));
     const orphans = [...files.values()].filter((f) => !continued.has(f.file) && !heldFiles.has(f.file));
     const pairs = unmatched.flatMap((part) => orphans.filter((f) => f.file !== part.file).map((f) => [part, f] as const));
-    // Each pair is a split of the part to sign: past a few hundred, a renamed file is appended whole rather than the sync slowed.
+    // Each pair signs the part once more: past a few, a renamed file is appended whole rather than every sync slowed.
     if (pairs.length <= MAX_RENAMED_PAIRS) for (const [part, taken] of pairs) candidates.push(...growthCandidates(landed.partition, path, part, taken));
   }
   const grown = new Map<string, GrownPart>();
@@ -269,7 +269,7 @@ async function grownParts(
 }
 
 /** The most (part, recorded file) pairs of a partition an append signs to find a file renamed inside its glob. */
-const MAX_RENAMED_PAIRS = 256;
+const MAX_RENAMED_PAIRS = 16;
 
 /** A split of a part of a landed delivery to sign against a file its partition's run recorded (`grownParts`). */
 interface GrowthCandidate {
