@@ -228,19 +228,18 @@ async function grownParts(
     if (held.has(landed.signature)) continue;
     const parts = landed.parts ?? [];
     // A part with no record of its own (a file renamed inside the glob, or rotated) may continue a file recorded under
-    // a name whose part is now gone, or is not that file's continuation (a new file under the old name).
+    // another name: one whose part is gone, or is not held (a new file under the old name).
     const unmatched: LandedPart[] = [];
-    const continued = new Set<string>();
     for (const part of parts) {
       if (held.has(part.signature) || part.through === undefined) continue;
       const taken = files.get(part.file);
       const own = taken ? growthCandidates(landed.partition, path, part, taken) : [];
       candidates.push(...own);
-      if (own.length > 0) continued.add(part.file);
-      else unmatched.push(part);
+      if (own.length === 0) unmatched.push(part);
     }
     const heldFiles = new Set(parts.filter((p) => held.has(p.signature)).map((p) => p.file));
-    const orphans = [...files.values()].filter((f) => !continued.has(f.file) && !heldFiles.has(f.file));
+    // A record continued under its own name is a candidate too: a rotated file's new file may have outgrown it.
+    const orphans = [...files.values()].filter((f) => !heldFiles.has(f.file));
     const pairs = unmatched.flatMap((part) => orphans.filter((f) => f.file !== part.file).map((f) => [part, f] as const));
     // Each pair signs the part once more: past a few, a renamed file is appended whole rather than every sync slowed.
     if (pairs.length <= MAX_RENAMED_PAIRS) for (const [part, taken] of pairs) candidates.push(...growthCandidates(landed.partition, path, part, taken));

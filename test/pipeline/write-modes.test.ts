@@ -326,6 +326,14 @@ for (const backendName of selectedBackends()) {
       await ws.sync(glob);
       expect(await ids()).toEqual(["1,2,3,4,5"]);
       expect((await ws.sync(glob)).partitions.filter((p) => p.layer === "raw").map((p) => p.reason)).toEqual(["already appended"]);
+      // b.csv grows to rows 5, 6; then it grows by row 7 and is rotated to b.csv.2.gz, and the new b.csv has more lines
+      // already (rows 8-11) than the one recorded: the rotated file continues the recorded b.csv, the new one is new.
+      writeFileSync(path.join(folder, "b.csv"), rows(5, 6));
+      await ws.sync(glob);
+      writeFileSync(path.join(folder, "b.csv.2.gz"), gzipSync(rows(5, 6, 7)));
+      writeFileSync(path.join(folder, "b.csv"), rows(8, 9, 10, 11));
+      await ws.sync(glob);
+      expect(await ids()).toEqual(["1,2,3,4,5,6,7,8,9,10,11"]);
     }, 120_000);
 
     for (const format of ["csv", "jsonl", "jsonl.gz"] as const) {
