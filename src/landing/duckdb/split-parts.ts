@@ -33,12 +33,15 @@ export async function splitParts(connection: DuckDBConnection, request: SplitPar
       `SELECT __split, max(${LINE}) FILTER (WHERE __rank = __rows) AS __at FROM (SELECT s.__split, s.__rows, l.${LINE}, ` +
       `row_number() OVER (PARTITION BY s.__split ORDER BY l.${LINE}) AS __rank FROM ${quoteRelation(delivery.relation)} l JOIN ${table} s ON ${matches.join(" AND ")} ` +
       `WHERE s.__rows IS NOT NULL) GROUP BY __split`;
-    await connection.run(`UPDATE ${table} t SET __through = coalesce(n.__at, 9223372036854775807) FROM (${nth}) n WHERE t.__split = n.__split`);
+    const byRows = splits.some((s) => s.rows !== undefined);
+    if (byRows) await connection.run(`UPDATE ${table} t SET __through = coalesce(n.__at, 9223372036854775807) FROM (${nth}) n WHERE t.__split = n.__split`);
     await connection.run(
       `CREATE TEMP VIEW ${view} AS SELECT s.__split, (l.${LINE} > s.__through OR list_contains(s.__skipped, l.${LINE})) AS __after, l.* EXCLUDE (${[...keys.map(quoteIdentifier), FILE, LINE].join(", ")}) ` +
         `FROM ${quoteRelation(delivery.relation)} l JOIN ${table} s ON ${matches.join(" AND ")}`,
     );
-    const bounds = new Map((await connection.runAndReadAll(`SELECT __split, __through::DOUBLE FROM ${table}`)).getRowsJS().map(([split, line]) => [Number(split), Number(line)]));
+    const bounds = byRows
+      ? new Map((await connection.runAndReadAll(`SELECT __split, __through::DOUBLE FROM ${table}`)).getRowsJS().map(([split, line]) => [Number(split), Number(line)]))
+      : new Map<number, number>();
     const reader = await connection.runAndReadAll(
       `SELECT __split, __after, ${signatureColumnNames(signed).join(", ")} FROM (${signatureQuery(view, ["__split", "__after"], signed, signing.form)})`,
     );
