@@ -1,0 +1,169 @@
+import { mkdirSync, renameSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import { gzipSync } from "node:zlib";
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { loadPipelineConfig } from "../../src/config/pipeline-config.js";
+import type { Lake } from "../../src/lake/lake.js";
+import { readHistory } from "../../src/lake/operations/history.js";
+import { rollbackPartition } from "../../src/lake/operations/rollback.js";
+import { Pipeline } from "../../src/pipeline/pipeline.js";
+import { embeddedBackend, tempDir } from "../support/lake-fixture.js";
+
+// `write: append` over a glob of log files that live as logs do: they grow at their end (good rows, bad ones, blank
+// lines), a bad row is fixed in place, a file is renamed, or rotated (compressed under a new name, a new file begun
+// under its own), new files appear, and a day is rolled back between syncs. Whatever the order, after each sync the
+// table holds every good row of the files exactly once: none twice, none lost. Random sequences, replayable with
+// APPEND_PROPERTY_SEED (and APPEND_PROPERTY_RUNS for more of them).
+
+const YAML = `datasets:
+  events:
+    source: {format: csv, path: logs/*}
+    write: append
+    dead_letter: events_bad
+    columns: {event_id: BIGINT, kind: VARCHAR, ts: TIMESTAMP}
+    partition: {day: "strftime(ts, '%Y-%m-%d')"}
+`;
+const HEADER = "event_id,kind,ts";
+const DAYS = ["2026-11-01", "2026-11-02", "2026-11-03"];
+
+/** A line of a log: a good row, a bad one (its id no number, until fixed), or a blank line. */
+interface Line {
+  readonly id: number;
+  bad: boolean;
+  readonly day: number;
+  readonly blank?: boolean;
+}
+
+/** What happens to the logs before a sync; indices pick among what exists at that moment. */
+type Step =
+  | { readonly kind: "grow"; readonly file: number; readonly lines: readonly { readonly day: number; readonly bad: boolean; readonly blank: boolean }[] }
+  | { readonly kind: "fix"; readonly file: number; readonly which: number }
+  | { readonly kind: "rename"; readonly file: number }
+  | { readonly kind: "rotate"; readonly file: number; readonly day: number }
+  | { readonly kind: "new"; readonly day: number; readonly rows: number }
+  | { readonly kind: "rollback"; readonly day: number };
+
+const line = fc.record({ day: fc.nat(DAYS.length - 1), bad: fc.nat(3).map((n) => n === 0), blank: fc.constant(false) });
+const step: fc.Arbitrary<Step> = fc.oneof(
+  { weight: 4, arbitrary: fc.record({ kind: fc.constant("grow" as const), file: fc.nat(), lines: fc.array(fc.oneof({ weight: 5, arbitrary: line }, { weight: 1, arbitrary: fc.record({ day: fc.constant(0), bad: fc.constant(false), blank: fc.constant(true) }) }), { minLength: 1, maxLength: 4 }) }) },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant("fix" as const), file: fc.nat(), which: fc.nat() }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant("rename" as const), file: fc.nat() }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant("rotate" as const), file: fc.nat(), day: fc.nat(DAYS.length - 1) }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant("new" as const), day: fc.nat(DAYS.length - 1), rows: fc.integer({ min: 1, max: 3 }) }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant("rollback" as const), day: fc.nat(DAYS.length - 1) }) },
+);
+
+/** The logs folder as the model knows it: each file's lines, plain or gzip. */
+class Logs {
+  private readonly files = new Map<string, { lines: Line[]; gzip: boolean }>();
+  private nextId = 1;
+  private nextName = 1;
+
+  constructor(private readonly folder: string) {}
+
+  private plain(): string[] {
+    return [...this.files].filter(([, f]) => !f.gzip).map(([name]) => name).sort();
+  }
+
+  private write(name: string): void {
+    const file = this.files.get(name)!;
+    const text = `${HEADER}\n${file.lines.map((l) => (l.blank ? "" : `${l.bad ? `x${l.id}` : l.id},k,${DAYS[l.day]} 10:00:00`)).join("\n")}\n`;
+    writeFileSync(path.join(this.folder, name), file.gzip ? gzipSync(text) : text);
+  }
+
+  private fresh(day: number, bad = false, blank = false): Line {
+    return { id: this.nextId++, day, bad, ...(blank ? { blank } : {}) };
+  }
+
+  /** Applies a step to the files; rollbacks are the caller's (they touch the lake). */
+  apply(step: Step): void {
+    const plain = this.plain();
+    const pick = (i: number): string | undefined => (plain.length > 0 ? plain[i % plain.length] : undefined);
+    if (step.kind === "new" || (plain.length === 0 && step.kind !== "rollback")) {
+      const name = `log-${this.nextName++}.csv`;
+      const day = step.kind === "new" ? step.day : 0;
+      this.files.set(name, { lines: Array.from({ length: step.kind === "new" ? step.rows : 1 }, () => this.fresh(day)), gzip: false });
+      this.write(name);
+      return;
+    }
+    if (step.kind === "grow") {
+      const name = pick(step.file)!;
+      this.files.get(name)!.lines.push(...step.lines.map((l) => this.fresh(l.day, l.bad, l.blank)));
+      this.write(name);
+    } else if (step.kind === "fix") {
+      const name = pick(step.file)!;
+      const bad = this.files.get(name)!.lines.filter((l) => l.bad);
+      if (bad.length > 0) {
+        bad[step.which % bad.length]!.bad = false;
+        this.write(name);
+      }
+    } else if (step.kind === "rename") {
+      const name = pick(step.file)!;
+      const to = `log-${this.nextName++}.csv`;
+      renameSync(path.join(this.folder, name), path.join(this.folder, to));
+      this.files.set(to, this.files.get(name)!);
+      this.files.delete(name);
+    } else if (step.kind === "rotate") {
+      const name = pick(step.file)!;
+      const rotated = `${name}.${this.nextName++}.gz`;
+      this.files.set(rotated, { lines: this.files.get(name)!.lines, gzip: true });
+      this.write(rotated);
+      this.files.set(name, { lines: [this.fresh(step.day)], gzip: false });
+      this.write(name);
+    }
+  }
+
+  /** The ids of every good row of the files, sorted. */
+  expected(): number[] {
+    return [...this.files.values()].flatMap((f) => f.lines.filter((l) => !l.bad && !l.blank).map((l) => l.id)).sort((a, b) => a - b);
+  }
+}
+
+/** How many runs a day of the table has had (0 before its first). */
+async function history(lake: Lake, day: number): Promise<number> {
+  const partitions = await readHistory(lake, "events_raw");
+  return partitions.find((p) => p.partition === `day=${DAYS[day]}`)?.runs.length ?? 0;
+}
+
+describe("write: append over growing, fixed, renamed and rotated log files", () => {
+  it("holds every good row of the files exactly once after each sync, whatever happened to them since the last", async () => {
+    const seed = process.env.APPEND_PROPERTY_SEED === undefined ? undefined : Number(process.env.APPEND_PROPERTY_SEED);
+    await fc.assert(
+      fc.asyncProperty(fc.array(fc.array(step, { minLength: 1, maxLength: 3 }), { minLength: 3, maxLength: 8 }), async (rounds) => {
+        const { dir, cleanup } = tempDir("lakeswap-append-property-");
+        const backend = await embeddedBackend();
+        let lake: Lake | undefined;
+        try {
+          mkdirSync(path.join(dir, "logs"));
+          writeFileSync(path.join(dir, "lakeswap.yaml"), YAML);
+          const config = loadPipelineConfig(path.join(dir, "lakeswap.yaml"));
+          lake = await backend.open({ graceMs: 0, leaseWaitMs: 0 });
+          const logs = new Logs(path.join(dir, "logs"));
+          const sync = () => new Pipeline(lake!, config, { inputs: [path.join(dir, "logs", "*")] }).sync();
+          logs.apply({ kind: "new", day: 0, rows: 2 });
+          await sync();
+          for (const [i, steps] of rounds.entries()) {
+            const rolledBack = new Set<number>();
+            for (const s of steps) {
+              if (s.kind !== "rollback") logs.apply(s);
+              // A day rolled back (once a round) that has a run before its last: its last append is undone, and the next sync redoes it.
+              else if (!rolledBack.has(s.day) && (await history(lake, s.day)) > 1) {
+                rolledBack.add(s.day);
+                await rollbackPartition(lake, "events_raw", `day=${DAYS[s.day]}`);
+              }
+            }
+            await sync();
+            const ids = (await lake.query("SELECT event_id FROM events_raw ORDER BY event_id")).rows.map((r) => Number(r[0]));
+            expect(ids, `after round ${i + 1} of ${JSON.stringify(rounds.slice(0, i + 1))}`).toEqual(logs.expected());
+          }
+        } finally {
+          await lake?.close();
+          await backend.cleanup();
+          cleanup();
+        }
+      }),
+      { numRuns: Number(process.env.APPEND_PROPERTY_RUNS ?? 4), ...(seed === undefined ? {} : { seed }) },
+    );
+  }, 60_000 * Number(process.env.APPEND_PROPERTY_RUNS ?? 4));
+});
