@@ -51,8 +51,11 @@ export interface LakeWriter {
   partitionStates(table: string): Promise<Map<string, PartitionState>>;
   /** GC of the given partitions after their swaps, once for all of them; a failure is reported, never thrown. */
   collectGarbage(table: string, partitions: readonly string[]): Promise<PartitionGcReport[]>;
-  /** Every partition's current run and its files (store keys), read under the lease: what an upsert merges into. */
-  currentRuns(table: string): Promise<TableSnapshot>;
+  /**
+   * Every partition's current run (of `partitions` only, where given) and its files (store keys), read under the lease:
+   * what an upsert merges into, and what an append takes rows by difference from.
+   */
+  currentRuns(table: string, partitions?: readonly string[]): Promise<TableSnapshot>;
   /** A hint that builds reading these tables are likely to follow (`Engine.prepare`); it never fails. */
   prepareBuilds(builds: readonly (readonly string[])[]): void;
   /**
@@ -268,11 +271,12 @@ export class Lake {
         await afterMoves.settled(tableName);
         return collectAfterSwap(parts, table, partitions.map((p) => parsePartitionPath(p, table.partitionKeys)));
       },
-      currentRuns: async (tableName) => {
+      currentRuns: async (tableName, partitions) => {
         assertHeld(tableName);
         await afterMoves.settled(tableName);
         // With the definition its runs are read under (a new layout's, where this writer changes the partition keys).
-        return (await currentRuns(parts, { tables: [tableName] }))[0] ?? { table: await held(tableName), partitions: [] };
+        const scope = { tables: [tableName], ...(partitions ? { partitions: [{ table: tableName, partitions }] } : {}) };
+        return (await currentRuns(parts, scope))[0] ?? { table: await held(tableName), partitions: [] };
       },
       prepareBuilds: (builds) => this.engine.prepare?.(builds),
       changeSchema: async (wanted, record, rebuild) => {

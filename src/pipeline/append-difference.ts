@@ -1,0 +1,50 @@
+import type { DatasetConfig } from "../config/pipeline-config.js";
+import type { TableSnapshot } from "../engine/engine.js";
+import type { LandedDelivery, LandedPart } from "../landing/landing.js";
+import { partitionPath, type Partition } from "../model/partition.js";
+import type { PipelineContext } from "./pipeline-context.js";
+import { grownKey, type GrownPart } from "./plan.js";
+
+/** The current runs of some partitions of a dataset's raw table (their paths), with their files, read under its lease. */
+export type CurrentRuns = (partitions: readonly string[]) => Promise<TableSnapshot>;
+
+/** A part of a landed delivery that its partition does not hold and that may continue a file its run recorded. */
+export interface DifferenceCandidate {
+  readonly partition: Partition;
+  readonly path: string;
+  readonly part: LandedPart;
+}
+
+/**
+ * `write: append`: the candidates that no split showed to continue a recorded file (`grown` has none for them: a row
+ * edited in place, more bad lines than a run records, more renamed files than are paired) take the rows their partition
+ * does not hold yet, by content (`Landing.differenceParts`), into `grown`. Only their partitions' current runs are read.
+ * Without `current`, or for a partition whose run is not listed, a part stays as it was (new whole).
+ */
+export async function appendByDifference(
+  ctx: PipelineContext,
+  dataset: DatasetConfig,
+  delivery: LandedDelivery,
+  candidates: readonly DifferenceCandidate[],
+  current: CurrentRuns | undefined,
+  grown: Map<string, GrownPart>,
+): Promise<void> {
+  const left = candidates.filter((c) => !grown.has(grownKey(c.path, c.part.file)));
+  if (left.length === 0 || !current) return;
+  const snapshot = await current([...new Set(left.map((c) => c.path))]);
+  const files = new Map(snapshot.partitions.map((p) => [partitionPath(p.partition), p.files]));
+  const wanted = left.filter((c) => files.has(c.path));
+  if (wanted.length === 0) return;
+  const differences = await ctx.landing.differenceParts({
+    delivery,
+    table: snapshot.table,
+    columns: dataset.columns,
+    signatureColumns: dataset.signatureColumns,
+    keys: dataset.partition.map((p) => p.key),
+    parts: wanted.map((c) => ({ partition: c.partition, file: c.part.file, current: files.get(c.path) ?? [] })),
+  });
+  wanted.forEach((c, i) => {
+    const { after, retaken, rows, signature } = differences[i]!;
+    grown.set(grownKey(c.path, c.part.file), { through: after, ...(retaken.length > 0 ? { skipped: retaken } : {}), rows, signature, difference: true });
+  });
+}
