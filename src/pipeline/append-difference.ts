@@ -13,13 +13,20 @@ export interface DifferenceCandidate {
   readonly partition: Partition;
   readonly path: string;
   readonly part: LandedPart;
+  /**
+   * A part without a record of its own name, beside records of files gone: the fewest rows one of them holds. It is
+   * taken as continuing one where the partition holds at least half that many of its rows (a new file that happens to
+   * hold a row alike to one held is new whole, that row too).
+   */
+  readonly gone?: number;
 }
 
 /**
  * `write: append`: the candidates that no split showed to continue a recorded file (`grown` has none for them: a row
  * edited in place, more bad lines than a run records, more renamed files than are paired) take the rows their partition
  * does not hold yet, by content (`Landing.differenceParts`), into `grown`. Only their partitions' current runs are read.
- * Without `current`, or for a partition whose run is not listed, a part stays as it was (new whole).
+ * A part none of whose rows the partition holds stays new whole (the same rows, without the word), as does one that
+ * seems to continue no gone file (`DifferenceCandidate.gone`), or any where `current` is not given or lists no run.
  */
 export async function appendByDifference(
   ctx: PipelineContext,
@@ -45,6 +52,8 @@ export async function appendByDifference(
   });
   wanted.forEach((c, i) => {
     const { after, retaken, rows, signature } = differences[i]!;
+    const heldRows = c.part.rows - rows;
+    if (heldRows === 0 || (c.gone !== undefined && heldRows * 2 < c.gone)) return;
     grown.set(grownKey(c.path, c.part.file), { through: after, ...(retaken.length > 0 ? { skipped: retaken } : {}), rows, signature, difference: true });
   });
 }

@@ -250,11 +250,15 @@ async function grownParts(
     // A record continued under its own name is a candidate too: a rotated file's new file may have outgrown it.
     const orphans = [...files.values()].filter((f) => !heldFiles.has(f.file));
     const pairs = unmatched.flatMap((part) => orphans.filter((f) => f.file !== part.file).map((f) => [part, f] as const));
-    // Each pair signs the part once more: past a few, a renamed file is appended whole rather than every sync slowed.
+    // Each pair signs the part once more: past a few, a part without a record of its own is taken by difference instead.
     if (pairs.length <= MAX_RENAMED_PAIRS) for (const [part, taken] of pairs) candidates.push(...growthCandidates(landed.partition, path, part, taken));
-    // Where no split verifies, a part of a recorded name, or beside records of files gone, is taken by difference.
-    const continuing = parts.filter((p) => !held.has(p.signature) && p.through !== undefined && (files.has(p.file) || orphans.some((f) => f.file !== p.file)));
-    byDifference.push(...continuing.map((part) => ({ partition: landed.partition, path, part })));
+    // Where no split verifies, a part of a recorded name is taken by difference; so is one beside records of files gone
+    // that were too many to pair, where it holds as many rows as the partition holds as half the smallest of them.
+    for (const part of parts.filter((p) => !held.has(p.signature) && p.through !== undefined)) {
+      const gone = orphans.filter((f) => f.file !== part.file);
+      if (files.has(part.file)) byDifference.push({ partition: landed.partition, path, part });
+      else if (pairs.length > MAX_RENAMED_PAIRS && gone.length > 0) byDifference.push({ partition: landed.partition, path, part, gone: Math.min(...gone.map((f) => f.rows ?? 1)) });
+    }
   }
   const grown = new Map<string, GrownPart>();
   if (candidates.length > 0) await verifiedSplits(ctx, dataset, delivery, candidates, grown);

@@ -421,7 +421,7 @@ for (const backendName of selectedBackends()) {
     }, 120_000);
 
     for (const format of ["csv", "jsonl", "jsonl.gz"] as const) {
-      it(`a ${format} file that grows at its end appends only its new lines; one rewritten or rotated under its name is appended whole`, async () => {
+      it(`a ${format} file that grows at its end appends only its new lines; one rewritten under its name, its rows not held (by difference); one rotated, its rows`, async () => {
         const jsonl = format !== "csv";
         const ws = await workspace(backendName, jsonl ? APPEND_YAML.replace("{format: csv, path: deliveries/*.csv}", "{format: jsonl, path: deliveries/*.jsonl*}") : APPEND_YAML);
         const file = path.join(ws.dir, "deliveries", `log.${format}`);
@@ -449,19 +449,19 @@ for (const backendName of selectedBackends()) {
         expect(await ids()).toEqual(["2026-11-01 1,2,3", "2026-11-02 4,6"]);
         expect(await built(await ws.sync(file))).toEqual(["day=2026-11-01 appended 4"]);
         expect(await ids()).toEqual(["2026-11-01 1,2,3,5", "2026-11-02 4,6"]);
-        // Rewritten in place, longer than before (a day 1 line changed): day 1's rows did not only grow, and are appended
-        // whole; day 2's rows did, and only its new line is appended.
+        // Rewritten in place, longer than before (a day 1 line changed): day 1's rows did not only grow, and only those it
+        // does not hold are appended (the changed line's), by difference; day 2's rows did, and only its new line is appended.
         lines[0] = line(7, 1);
         write([[8, 2]]);
-        expect(await built(await ws.sync(file))).toEqual(["day=2026-11-01 appended 8", "day=2026-11-02 appended 3"]);
-        expect(await ids()).toEqual(["2026-11-01 1,2,2,3,3,5,5,7", "2026-11-02 4,6,8"]);
-        // Rotated: a new file under the same name, shorter, then grown: appended whole, then its new lines only.
+        expect(await built(await ws.sync(file))).toEqual(["day=2026-11-01 appended by difference 5", "day=2026-11-02 appended 3"]);
+        expect(await ids()).toEqual(["2026-11-01 1,2,3,5,7", "2026-11-02 4,6,8"]);
+        // Rotated: a new file under the same name, shorter (none of its rows held), then grown: all its rows, then its new lines only.
         write([[9, 1]], false);
-        expect(await built(await ws.sync(file))).toEqual(["day=2026-11-01 appended 9"]);
+        expect(await built(await ws.sync(file))).toEqual(["day=2026-11-01 appended 6"]);
         write([[10, 1]]);
-        expect(await built(await ws.sync(file))).toEqual(["day=2026-11-01 appended 10"]);
-        expect(await ids()).toEqual(["2026-11-01 1,2,2,3,3,5,5,7,9,10", "2026-11-02 4,6,8"]);
-        expect(await ws.rows("SELECT day, events FROM events_daily ORDER BY day")).toEqual(["2026-11-01 10", "2026-11-02 3"]);
+        expect(await built(await ws.sync(file))).toEqual(["day=2026-11-01 appended 7"]);
+        expect(await ids()).toEqual(["2026-11-01 1,2,3,5,7,9,10", "2026-11-02 4,6,8"]);
+        expect(await ws.rows("SELECT day, events FROM events_daily ORDER BY day")).toEqual(["2026-11-01 7", "2026-11-02 3"]);
       }, 120_000);
     }
   });
