@@ -253,7 +253,7 @@ async function grownParts(
     // Each pair signs the part once more: past a few, a part without a record of its own is taken by difference instead.
     if (pairs.length <= MAX_RENAMED_PAIRS) for (const [part, taken] of pairs) candidates.push(...growthCandidates(landed.partition, path, part, taken));
     // Where no split verifies, a part of a recorded name is taken by difference; so is one beside records of files gone
-    // that were too many to pair, where it holds as many rows as the partition holds as half the smallest of them.
+    // that were too many to pair, where the partition holds at least half as many of its rows as the smallest record has.
     for (const part of parts.filter((p) => !held.has(p.signature) && p.through !== undefined)) {
       const gone = orphans.filter((f) => f.file !== part.file);
       if (files.has(part.file)) byDifference.push({ partition: landed.partition, path, part });
