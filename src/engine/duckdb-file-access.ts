@@ -67,7 +67,7 @@ export function runFileName(runId: string): string {
 }
 
 /** What a missing file stops, for `readable`'s message. */
-const MISSING_STOPS = { compact: "nothing was compacted", merge: "nothing was merged", audit: "the audit could not read it" } as const;
+const MISSING_STOPS = { compact: "nothing was compacted", merge: "nothing was merged", audit: "the audit could not read it", difference: "nothing was appended" } as const;
 
 /** What store files are read for. */
 type FileUse = keyof typeof MISSING_STOPS;

@@ -51,8 +51,8 @@ export interface LakeWriter {
   partitionStates(table: string): Promise<Map<string, PartitionState>>;
   /** GC of the given partitions after their swaps, once for all of them; a failure is reported, never thrown. */
   collectGarbage(table: string, partitions: readonly string[]): Promise<PartitionGcReport[]>;
-  /** Every partition's current run and its files (store keys), read under the lease: what an upsert merges into. */
-  currentRuns(table: string): Promise<TableSnapshot>;
+  /** Every partition's (or `partitions`') current run and its files (store keys), under the lease: what an upsert merges into. */
+  currentRuns(table: string, partitions?: readonly string[]): Promise<TableSnapshot>;
   /** A hint that builds reading these tables are likely to follow (`Engine.prepare`); it never fails. */
   prepareBuilds(builds: readonly (readonly string[])[]): void;
   /**
@@ -268,11 +268,11 @@ export class Lake {
         await afterMoves.settled(tableName);
         return collectAfterSwap(parts, table, partitions.map((p) => parsePartitionPath(p, table.partitionKeys)));
       },
-      currentRuns: async (tableName) => {
+      currentRuns: async (tableName, partitions) => {
         assertHeld(tableName);
         await afterMoves.settled(tableName);
         // With the definition its runs are read under (a new layout's, where this writer changes the partition keys).
-        return (await currentRuns(parts, { tables: [tableName] }))[0] ?? { table: await held(tableName), partitions: [] };
+        return (await currentRuns(parts, { tables: [tableName], ...(partitions ? { partitions: [{ table: tableName, partitions }] } : {}) }))[0] ?? { table: await held(tableName), partitions: [] };
       },
       prepareBuilds: (builds) => this.engine.prepare?.(builds),
       changeSchema: async (wanted, record, rebuild) => {

@@ -43,6 +43,11 @@ export interface Landing {
    * its end since it was appended: its rows before the line are those appended then), in the order of `splits`.
    */
   splitParts(request: SplitPartsRequest): Promise<SplitPart[]>;
+  /**
+   * `write: append`: of each part, the rows its partition's current run does not hold, by row content (the signed
+   * columns): of n rows of the part alike where the run holds m, the last n - m by line. In the order of `parts`.
+   */
+  differenceParts(request: DifferencePartsRequest): Promise<PartDifference[]>;
   /** Frees what `land` (or `mergeLanded`) holds. */
   releaseLanding(delivery: LandedDelivery): Promise<void>;
   /**
@@ -369,6 +374,22 @@ export interface SplitPartsRequest {
   /** The delivery's partition keys. */
   readonly keys: readonly string[];
   readonly splits: readonly PartSplit[];
+}
+
+/** The parts of a landed delivery (landed with `fileParts`) to take the rows of that their partitions do not hold. */
+export interface DifferencePartsRequest extends Omit<SplitPartsRequest, "splits"> {
+  /** The table the current runs' files are read under (by column name, cast to the declared types). */
+  readonly table: TableDefinition;
+  /** Each part, with its partition's current run's files (store keys; none: the partition holds no row). */
+  readonly parts: readonly { readonly partition: Partition; readonly file: string; readonly current: readonly string[] }[];
+}
+
+/** A part's rows its partition does not hold: those after line `after`, and those at the lines `retaken` (at or before it). */
+export interface PartDifference {
+  readonly after: number;
+  readonly retaken: readonly number[];
+  readonly rows: number;
+  readonly signature: string;
 }
 
 /** One partition of a landed delivery written to a local Parquet file. */

@@ -16,6 +16,7 @@ import type { PipelineContext } from "./pipeline-context.js";
 import { planChoices } from "./pipeline-context.js";
 import { grownKey, outsideLookback, planRaw, type Appending, type GrownPart, type PlannedPartition } from "./plan.js";
 import type { AppendedFile } from "../lake/manifest.js";
+import { appendByDifference, type CurrentRuns, type DifferenceCandidate } from "./append-difference.js";
 import { loadReport, type LoadReport } from "./sync-report.js";
 import type { SyncLog } from "./sync-log.js";
 
@@ -183,6 +184,7 @@ export async function planDelivery(
   delivery: Pick<LandingSummary, "partitions">,
   states: ReadonlyMap<string, PartitionState>,
   fetched: FetchedSource | undefined,
+  current?: CurrentRuns,
 ): Promise<{ plan: PlannedPartition[]; appended: Map<string, Appending> }> {
   const choices = planChoices(ctx.options);
   const window = dataset.window ? new Set(datasetWindow(ctx, dataset)) : undefined;
@@ -200,7 +202,7 @@ export async function planDelivery(
     }
   }
   const landed = "relation" in delivery ? (delivery as LandedDelivery) : undefined;
-  const grown = landed && !choices.allowDuplicates ? await grownParts(ctx, dataset, landed, appendedBefore, appendedFilesBefore) : undefined;
+  const grown = landed && !choices.allowDuplicates ? await grownParts(ctx, dataset, landed, { appendedBefore, appendedFilesBefore, current }) : undefined;
   const badLines = new Map((landed?.rejectedFiles ?? []).map((f) => [f.file, f.lines ?? ("unknown" as const)]));
   return planRaw({ dataset, delivery, states, window, appendedBefore, appendedFilesBefore, grown, badLines, emptyDays: emptyDays(dataset, fetched) }, choices);
 }
@@ -211,16 +213,23 @@ export async function planDelivery(
  * fixed in place: its line's row is left out of both), and its rows after the line (and the fixed ones) are what is
  * new. Else, where the run recorded how many rows it took of the file, whose first that many rows (in line order) sign
  * so: lines without a row (bad or blank ones) were removed or added among them, and the rows after are new. A file
- * rewritten or replaced under the same name signs otherwise both ways: its part is new whole.
+ * rewritten or replaced under the same name signs otherwise both ways; so does one whose good rows were edited in place,
+ * or that lost track of its bad lines or its name: where its name or a record of a file gone may be what it continues,
+ * its rows the partition does not hold are new, by content (./append-difference.ts); else it is new whole.
  */
 async function grownParts(
   ctx: PipelineContext,
   dataset: DatasetConfig,
   delivery: LandedDelivery,
-  appendedBefore: ReadonlyMap<string, readonly string[]>,
-  appendedFilesBefore: ReadonlyMap<string, readonly AppendedFile[]>,
+  before: {
+    readonly appendedBefore: ReadonlyMap<string, readonly string[]>;
+    readonly appendedFilesBefore: ReadonlyMap<string, readonly AppendedFile[]>;
+    readonly current?: CurrentRuns;
+  },
 ): Promise<Map<string, GrownPart>> {
+  const { appendedBefore, appendedFilesBefore } = before;
   const candidates: GrowthCandidate[] = [];
+  const byDifference: DifferenceCandidate[] = [];
   for (const landed of delivery.partitions) {
     const path = partitionPath(landed.partition);
     const held = new Set(appendedBefore.get(path) ?? []);
@@ -241,11 +250,24 @@ async function grownParts(
     // A record continued under its own name is a candidate too: a rotated file's new file may have outgrown it.
     const orphans = [...files.values()].filter((f) => !heldFiles.has(f.file));
     const pairs = unmatched.flatMap((part) => orphans.filter((f) => f.file !== part.file).map((f) => [part, f] as const));
-    // Each pair signs the part once more: past a few, a renamed file is appended whole rather than every sync slowed.
+    // Each pair signs the part once more: past a few, a part without a record of its own is taken by difference instead.
     if (pairs.length <= MAX_RENAMED_PAIRS) for (const [part, taken] of pairs) candidates.push(...growthCandidates(landed.partition, path, part, taken));
+    // Where no split verifies, a part of a recorded name is taken by difference; so is one beside records of files gone
+    // that were too many to pair, where the partition holds at least half as many of its rows as the smallest record has.
+    for (const part of parts.filter((p) => !held.has(p.signature) && p.through !== undefined)) {
+      const gone = orphans.filter((f) => f.file !== part.file);
+      if (files.has(part.file)) byDifference.push({ partition: landed.partition, path, part });
+      else if (pairs.length > MAX_RENAMED_PAIRS && gone.length > 0) byDifference.push({ partition: landed.partition, path, part, gone: Math.min(...gone.map((f) => f.rows ?? 1)) });
+    }
   }
   const grown = new Map<string, GrownPart>();
-  if (candidates.length === 0) return grown;
+  if (candidates.length > 0) await verifiedSplits(ctx, dataset, delivery, candidates, grown);
+  await appendByDifference(ctx, dataset, delivery, byDifference, before.current, grown);
+  return grown;
+}
+
+/** The splits of `candidates` that verify, into `grown` (`grownParts`). */
+async function verifiedSplits(ctx: PipelineContext, dataset: DatasetConfig, delivery: LandedDelivery, candidates: readonly GrowthCandidate[], grown: Map<string, GrownPart>): Promise<void> {
   const splits = await ctx.landing.splitParts({
     delivery,
     columns: dataset.columns,
@@ -264,7 +286,6 @@ async function grownParts(
     taken.set(key, split.before.rows);
     grown.set(key, { through: split.through, ...(c.skipped && c.rows === undefined ? { skipped: c.skipped } : {}), ...split.after });
   });
-  return grown;
 }
 
 /** The most (part, recorded file) pairs of a partition an append signs to find a file renamed inside its glob. */

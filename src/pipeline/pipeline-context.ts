@@ -56,8 +56,11 @@ export interface Run {
   states(table: string): Promise<Map<string, PartitionState>>;
   /** The signatures a layer reading `table` is planned against: as built by now (sync), or as predicted (plan). */
   upstream(table: string): Promise<Map<string, string | undefined>>;
-  /** A table's current runs and their files, with the definition they are read under: what an upsert merges into. */
-  currentRuns(table: string): Promise<TableSnapshot>;
+  /**
+   * A table's current runs and their files (of `partitions` only, where given), with the definition they are read
+   * under: what an upsert merges into, and what an append takes a part's rows by difference from.
+   */
+  currentRuns(table: string, partitions?: readonly string[]): Promise<TableSnapshot>;
   /** Not one day of an http source could be fetched: its days fail (or are reported), nothing is landed. */
   fetchFailed(dataset: DatasetConfig, source: FetchedSource): void;
   /** Carries out the raw layer's plan. */

@@ -157,10 +157,12 @@ export class Pipeline {
         const states = await run.states(dataset.table);
         // Upsert: the delivery is merged into the table's rows as they are under the lease; the merge is what is planned and written.
         if (landed && dataset.upsert) merged = await mergeDelivery(ctx, dataset, landed, await run.currentRuns(dataset.table));
-        let raw = await planDelivery(ctx, dataset, merged ?? landed ?? known.summary!, states, fetched);
+        // An append whose file no split can follow reads the current runs of its partitions (./append-difference.ts).
+        const current = (partitions: readonly string[]) => run.currentRuns(dataset.table, partitions);
+        let raw = await planDelivery(ctx, dataset, merged ?? landed ?? known.summary!, states, fetched, current);
         if (run.builds && !landed && raw.plan.some((p) => p.action === "build")) {
           landed = await landDelivery(ctx, dataset);
-          raw = await planDelivery(ctx, dataset, landed, states, fetched);
+          raw = await planDelivery(ctx, dataset, landed, states, fetched, current);
         }
         await run.raw({ dataset, ...raw, states, landed, merged, known, fetched, startedMs, release });
         await runLayers(ctx, dataset, run);

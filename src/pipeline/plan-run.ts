@@ -32,12 +32,12 @@ export class PlanRun implements Run {
     return this.predicted.get(table) ?? signaturesOf(await this.states(table));
   }
 
-  async currentRuns(table: string): Promise<TableSnapshot> {
+  async currentRuns(table: string, partitions?: readonly string[]): Promise<TableSnapshot> {
     const exists = (await this.ctx.lake.listTables()).some((t) => t.name === table);
     // A table the sync would build in a new layout is empty until the sync fills it (as `states` says), under the
     // declared definition: its current runs hold the old partition keys or columns, which the delivery, landed as
     // declared, does not (an upsert's merge would read keys its delivery lacks).
-    const snapshot = exists && !(await buildsInNewLayout(this.ctx, table)) ? (await this.ctx.lake.snapshot({ tables: [table] }))[0] : undefined;
+    const snapshot = exists && !(await buildsInNewLayout(this.ctx, table)) ? (await this.ctx.lake.snapshot({ tables: [table], ...(partitions ? { partitions: [{ table, partitions }] } : {}) }))[0] : undefined;
     return snapshot ?? { table: this.ctx.config.datasets.flatMap(declaredTables).find((t) => t.name === table) ?? (await this.ctx.lake.table(table)), partitions: [] };
   }
 

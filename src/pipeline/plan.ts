@@ -28,6 +28,7 @@ export type PlanReason =
   | "unchanged"
   | "signature version changed"
   | "appended"
+  | "appended by difference"
   | "already appended"
   | "outside lookback"
   | "empty in source"
@@ -52,6 +53,8 @@ export interface PlannedPartition {
   readonly rows?: number;
   /** Why the day could not be fetched (`fetch failed`). */
   readonly error?: string;
+  /** `write: append`: the files whose rows of the partition are appended by difference (`GrownPart.difference`). */
+  readonly byDifference?: readonly string[];
 }
 
 /** What the decisions take from the sync's options. */
@@ -138,6 +141,11 @@ export interface GrownPart {
   readonly skipped?: readonly number[];
   readonly rows: number;
   readonly signature: string;
+  /**
+   * No split showed what the part continues (a row edited in place, too many bad lines or renamed files to follow): its
+   * rows are those the partition does not hold, by content (`Landing.differenceParts`), after `through` and at `skipped`.
+   */
+  readonly difference?: true;
 }
 
 /** The key of a partition's part of one file (`RawPlanInput.grown`). */
@@ -173,7 +181,9 @@ export function planRaw(input: RawPlanInput, choices: PlanChoices): { plan: Plan
     else if (decided.action === "skip") plan.push({ ...base, ...decided, signature: state?.signature });
     else {
       appended.set(partition, decided.appending);
-      plan.push({ ...base, rows: decided.rows, action: "build", reason: state?.runId ? "appended" : "new", signature: decided.signature });
+      const byDifference = decided.byDifference.length > 0 ? { byDifference: decided.byDifference } : {};
+      const reason = !state?.runId ? "new" : decided.byDifference.length > 0 ? "appended by difference" : "appended";
+      plan.push({ ...base, rows: decided.rows, action: "build", reason, signature: decided.signature, ...byDifference });
     }
   }
   // The days an http source answered without rows: built empty (allow_empty), or skipped and reported.
@@ -195,16 +205,17 @@ function planAppend(
   landed: LandedPartition,
   state: PartitionState | undefined,
   choices: PlanChoices,
-): { action: "skip"; reason: "already appended" } | { action: "build"; rows: number; signature?: string; appending: Appending } {
+): { action: "skip"; reason: "already appended" } | { action: "build"; rows: number; signature?: string; appending: Appending; byDifference: string[] } {
   const partition = partitionPath(landed.partition);
   const before = state?.runId ? (input.appendedBefore.get(partition) ?? []) : [];
   const filesBefore = state?.runId ? (input.appendedFilesBefore?.get(partition) ?? []) : [];
   const fresh = freshParts(landed, before, choices.allowDuplicates === true);
-  const taken = fresh.flatMap((part): { part: LandedPart; rows: number; signature: string; after?: number; retaken?: readonly number[] }[] => {
+  const taken = fresh.flatMap((part): { part: LandedPart; rows: number; signature: string; after?: number; retaken?: readonly number[]; difference?: true }[] => {
     const grown = choices.allowDuplicates ? undefined : input.grown?.get(grownKey(partition, part.file));
     if (!grown) return [{ part, rows: part.rows, signature: part.signature }];
     const retaken = grown.skipped?.length ? { retaken: grown.skipped } : {};
-    return grown.rows === 0 ? [] : [{ part, rows: grown.rows, signature: grown.signature, after: grown.through, ...retaken }];
+    const difference = grown.difference ? { difference: grown.difference } : {};
+    return grown.rows === 0 ? [] : [{ part, rows: grown.rows, signature: grown.signature, after: grown.through, ...retaken, ...difference }];
   });
   if (taken.length === 0) return { action: "skip", reason: "already appended" };
   const parts = landed.parts ?? [];
@@ -231,7 +242,7 @@ function planAppend(
     : state.signature === undefined
       ? undefined
       : taken.reduce((s, t) => appendSignature(s, t.signature), state.signature);
-  return { action: "build", rows, signature, appending };
+  return { action: "build", rows, signature, appending, byDifference: taken.filter((t) => t.difference).map((t) => t.part.file) };
 }
 
 /**

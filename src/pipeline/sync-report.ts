@@ -22,6 +22,8 @@ export interface SyncedPartition {
   readonly audits?: readonly AuditFinding[];
   /** Built and audited, its pointer not moved: the sync is held (`lakeswap publish`). */
   readonly staged?: boolean;
+  /** `write: append`: the files whose rows of the partition were appended by difference (the rows it did not hold yet). */
+  readonly byDifference?: readonly string[];
 }
 
 /** Totals of one layer, or of the whole sync. */

@@ -73,8 +73,8 @@ export class SyncRun implements Run {
     return signaturesOf(await this.states(table));
   }
 
-  currentRuns(table: string): Promise<TableSnapshot> {
-    return this.writer.currentRuns(table);
+  currentRuns(table: string, partitions?: readonly string[]): Promise<TableSnapshot> {
+    return this.writer.currentRuns(table, partitions);
   }
 
   fetchFailed(dataset: DatasetConfig, source: FetchedSource): void {
@@ -244,7 +244,8 @@ export class SyncRun implements Run {
       const staged = outcome.staged ? { staged: true } : {};
       // A staged run stays an intent until its publication; the next layers build from it.
       if (!outcome.staged) this.log.confirm({ table, layer, partition: p.partition, run: outcome.runId, previousRun: outcome.previousRunId });
-      return { table, layer, partition: p.partition, action: "build", reason: p.reason, run: outcome.runId, previousRun: outcome.previousRunId, rows: outcome.rows, seconds: outcome.seconds, ...audits, ...staged };
+      const byDifference = p.byDifference ? { byDifference: p.byDifference } : {};
+      return { table, layer, partition: p.partition, action: "build", reason: p.reason, run: outcome.runId, previousRun: outcome.previousRunId, rows: outcome.rows, seconds: outcome.seconds, ...byDifference, ...audits, ...staged };
     });
   }
 

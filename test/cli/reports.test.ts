@@ -6,6 +6,25 @@ import { syncReportText } from "../../src/cli/reports/sync-report.js";
 
 // The text reports are pure functions of the JSON reports (`--json` prints those): rendered here from JSON objects.
 describe("text reports from JSON reports", () => {
+  it("names the partitions appended by difference, and their files, in a sync's report and a plan's", () => {
+    const partition = { table: "events", layer: "raw", partition: "day=2026-11-01", action: "build", reason: "appended by difference", byDifference: ["log.csv"] } as const;
+    const sync = JSON.parse(
+      JSON.stringify({
+        syncId: "20261201T100000Z-ab12",
+        loads: [],
+        layers: [],
+        partitions: [{ ...partition, run: "r1", rows: 4, seconds: 0.1 }],
+        totals: { built: 1, skipped: 0, failed: 0, rows: 4, seconds: 0.1 },
+        sinks: [],
+      }),
+    ) as SyncReport;
+    expect(syncReportText(sync)).toContain("1 partition(s) appended by difference: ");
+    expect(syncReportText(sync)).toContain("only its rows the partition does not hold were appended (a row alike to one held counts as held): events/day=2026-11-01 (log.csv)");
+    const plan = planReportText(planReport([{ dataset: "events", ...partition }]));
+    expect(plan).toContain("1 partition(s) to append by difference: ");
+    expect(plan).toContain("are appended (a row alike to one held counts as held): events/day=2026-11-01 (log.csv)");
+  });
+
   it("renders a sync: what was landed, the layers, the partitions that changed, the sinks, the slow signatures", () => {
     const result = JSON.parse(
       JSON.stringify({

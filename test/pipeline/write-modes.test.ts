@@ -336,8 +336,92 @@ for (const backendName of selectedBackends()) {
       expect(await ids()).toEqual(["1,2,3,4,5,6,7,8,9,10,11"]);
     }, 120_000);
 
+    it("a file whose good rows were edited in place, then grown, appends only the rows its partition does not hold (by difference); the same bytes again build nothing", async () => {
+      const ws = await workspace(backendName, APPEND_YAML);
+      const file = path.join(ws.dir, "deliveries", "log.csv");
+      const row = (id: number, kind = "k") => `${id},${kind},2026-11-01 10:00:00`;
+      const write = (lines: readonly string[]) => writeFileSync(file, `${EVENTS}\n${lines.join("\n")}\n`);
+      const held = () => ws.rows("SELECT event_id, kind, count(*) FROM events_raw GROUP BY event_id, kind ORDER BY event_id, kind");
+      // Row 3 twice on purpose: identical rows of one file are rows of their own, kept as many times as the file has them.
+      write([row(1), row(2), row(3), row(3)]);
+      await ws.sync(file);
+      // Row 2's kind corrected in place, and rows 4 and 5 added (row 5 twice).
+      write([row(1), row(2, "fixed"), row(3), row(3), row(4), row(5), row(5)]);
+      const edited = await ws.sync(file);
+      const raw = edited.partitions.filter((p) => p.layer === "raw");
+      expect(raw.map((p) => `${p.partition} ${p.reason} ${p.rows}`)).toEqual(["day=2026-11-01 appended by difference 8"]);
+      expect(raw[0]?.byDifference).toEqual([file]);
+      expect(edited.loads[0]?.rowsAppended).toBe(4);
+      // Append never deletes: row 2's old version stays beside its new one; nothing is there twice that was once in the file.
+      expect(await held()).toEqual(["1 k 1", "2 fixed 1", "2 k 1", "3 k 2", "4 k 1", "5 k 2"]);
+      // The same bytes again build nothing; grown once more, the file splits at its recorded line as before.
+      expect((await ws.sync(file)).partitions.filter((p) => p.layer === "raw").map((p) => p.reason)).toEqual(["already appended"]);
+      write([row(1), row(2, "fixed"), row(3), row(3), row(4), row(5), row(5), row(6)]);
+      expect((await ws.sync(file)).partitions.filter((p) => p.layer === "raw").map((p) => `${p.reason} ${p.rows}`)).toEqual(["appended 9"]);
+      // Edited again without growing, rolled back, synced again: the edited row is appended once each time it is new to the run.
+      write([row(1), row(2, "fixed"), row(3, "again"), row(3), row(4), row(5), row(5), row(6)]);
+      await ws.sync(file);
+      expect(await held()).toEqual(["1 k 1", "2 fixed 1", "2 k 1", "3 again 1", "3 k 2", "4 k 1", "5 k 2", "6 k 1"]);
+      await rollbackPartition(ws.lake, "events_raw", "day=2026-11-01");
+      expect((await ws.sync(file)).partitions.filter((p) => p.layer === "raw").map((p) => `${p.reason} ${p.rows}`)).toEqual(["appended by difference 10"]);
+      expect(await held()).toEqual(["1 k 1", "2 fixed 1", "2 k 1", "3 again 1", "3 k 2", "4 k 1", "5 k 2", "6 k 1"]);
+      expect((await ws.sync(file)).partitions.filter((p) => p.layer === "raw").map((p) => p.reason)).toEqual(["already appended"]);
+    }, 120_000);
+
+    it("more than 16 files renamed inside the glob at once, then grown, append only their new rows", async () => {
+      const ws = await workspace(backendName, APPEND_YAML);
+      const folder = path.join(ws.dir, "deliveries");
+      const glob = path.join(folder, "*");
+      const rows = (...list: number[]) => `${EVENTS}\n${list.map((id) => `${id},k,2026-11-01 10:00:00`).join("\n")}\n`;
+      const files = Array.from({ length: 18 }, (_, i) => i);
+      for (const i of files) writeFileSync(path.join(folder, `a${i}.csv`), rows(100 * i + 1, 100 * i + 2));
+      await ws.sync(glob);
+      // Each file renamed (a0.csv to b0.csv, ...) and grown by one row: 18 new files beside 18 gone ones, 324 pairs.
+      for (const i of files) {
+        rmSync(path.join(folder, `a${i}.csv`));
+        writeFileSync(path.join(folder, `b${i}.csv`), rows(100 * i + 1, 100 * i + 2, 100 * i + 3));
+      }
+      const report = await ws.sync(glob);
+      expect(report.loads[0]?.rowsAppended).toBe(18);
+      expect(await ws.rows("SELECT count(*), count(DISTINCT event_id) FROM events_raw")).toEqual(["54 54"]);
+      expect((await ws.sync(glob)).partitions.filter((p) => p.layer === "raw").map((p) => p.reason)).toEqual(["already appended"]);
+    }, 180_000);
+
+    it("a file with more than 1,000 bad lines, one of them fixed in place, then grown, appends the fixed row and the new one only", async () => {
+      const ws = await workspace(backendName, APPEND_YAML.replace("    layers:", "    dead_letter: events_bad\n    layers:"));
+      const file = path.join(ws.dir, "deliveries", "log.csv");
+      const row = (id: number) => `${id},k,2026-11-01 10:00:00`;
+      const bad = Array.from({ length: 1002 }, (_, i) => `${10_000 + i},k,not a time`);
+      const write = (lines: readonly string[]) => writeFileSync(file, `${EVENTS}\n${lines.join("\n")}\n`);
+      write([row(1), ...bad, row(2)]);
+      await ws.sync(file);
+      expect(await ws.rows("SELECT count(*) FROM events_bad")).toEqual(["1002"]);
+      bad[500] = row(10_500);
+      write([row(1), ...bad, row(2), row(3)]);
+      const report = await ws.sync(file);
+      expect(report.loads[0]?.rowsAppended).toBe(2);
+      expect(await ws.rows("SELECT string_agg(CAST(event_id AS VARCHAR), ',' ORDER BY event_id) FROM events_raw")).toEqual(["1,2,3,10500"]);
+    }, 180_000);
+
+    it("a file whose content is wholly replaced under its name appends all its new rows (none is lost)", async () => {
+      const ws = await workspace(backendName, APPEND_YAML);
+      const file = path.join(ws.dir, "deliveries", "log.csv");
+      const write = (...list: number[]) => writeFileSync(file, `${EVENTS}\n${list.map((id) => `${id},k,2026-11-01 10:00:00`).join("\n")}\n`);
+      const ids = () => ws.rows("SELECT string_agg(CAST(event_id AS VARCHAR), ',' ORDER BY event_id) FROM events_raw");
+      write(1, 2, 3);
+      await ws.sync(file);
+      // Shorter, then longer, each with a row of its own twice: every row of the new content lands, as often as it is there.
+      write(10, 11, 11);
+      await ws.sync(file);
+      expect(await ids()).toEqual(["1,2,3,10,11,11"]);
+      write(20, 21, 22, 23, 23, 24);
+      const report = await ws.sync(file);
+      expect(report.loads[0]?.rowsAppended).toBe(6);
+      expect(await ids()).toEqual(["1,2,3,10,11,11,20,21,22,23,23,24"]);
+    }, 120_000);
+
     for (const format of ["csv", "jsonl", "jsonl.gz"] as const) {
-      it(`a ${format} file that grows at its end appends only its new lines; one rewritten or rotated under its name is appended whole`, async () => {
+      it(`a ${format} file that grows at its end appends only its new lines; one rewritten under its name, its rows not held (by difference); one rotated, its rows`, async () => {
         const jsonl = format !== "csv";
         const ws = await workspace(backendName, jsonl ? APPEND_YAML.replace("{format: csv, path: deliveries/*.csv}", "{format: jsonl, path: deliveries/*.jsonl*}") : APPEND_YAML);
         const file = path.join(ws.dir, "deliveries", `log.${format}`);
@@ -365,19 +449,19 @@ for (const backendName of selectedBackends()) {
         expect(await ids()).toEqual(["2026-11-01 1,2,3", "2026-11-02 4,6"]);
         expect(await built(await ws.sync(file))).toEqual(["day=2026-11-01 appended 4"]);
         expect(await ids()).toEqual(["2026-11-01 1,2,3,5", "2026-11-02 4,6"]);
-        // Rewritten in place, longer than before (a day 1 line changed): day 1's rows did not only grow, and are appended
-        // whole; day 2's rows did, and only its new line is appended.
+        // Rewritten in place, longer than before (a day 1 line changed): day 1's rows did not only grow, and only those it
+        // does not hold are appended (the changed line's), by difference; day 2's rows did, and only its new line is appended.
         lines[0] = line(7, 1);
         write([[8, 2]]);
-        expect(await built(await ws.sync(file))).toEqual(["day=2026-11-01 appended 8", "day=2026-11-02 appended 3"]);
-        expect(await ids()).toEqual(["2026-11-01 1,2,2,3,3,5,5,7", "2026-11-02 4,6,8"]);
-        // Rotated: a new file under the same name, shorter, then grown: appended whole, then its new lines only.
+        expect(await built(await ws.sync(file))).toEqual(["day=2026-11-01 appended by difference 5", "day=2026-11-02 appended 3"]);
+        expect(await ids()).toEqual(["2026-11-01 1,2,3,5,7", "2026-11-02 4,6,8"]);
+        // Rotated: a new file under the same name, shorter (none of its rows held), then grown: all its rows, then its new lines only.
         write([[9, 1]], false);
-        expect(await built(await ws.sync(file))).toEqual(["day=2026-11-01 appended 9"]);
+        expect(await built(await ws.sync(file))).toEqual(["day=2026-11-01 appended 6"]);
         write([[10, 1]]);
-        expect(await built(await ws.sync(file))).toEqual(["day=2026-11-01 appended 10"]);
-        expect(await ids()).toEqual(["2026-11-01 1,2,2,3,3,5,5,7,9,10", "2026-11-02 4,6,8"]);
-        expect(await ws.rows("SELECT day, events FROM events_daily ORDER BY day")).toEqual(["2026-11-01 10", "2026-11-02 3"]);
+        expect(await built(await ws.sync(file))).toEqual(["day=2026-11-01 appended 7"]);
+        expect(await ids()).toEqual(["2026-11-01 1,2,3,5,7,9,10", "2026-11-02 4,6,8"]);
+        expect(await ws.rows("SELECT day, events FROM events_daily ORDER BY day")).toEqual(["2026-11-01 7", "2026-11-02 3"]);
       }, 120_000);
     }
   });

@@ -1,6 +1,7 @@
 import type { PlannedPartition } from "../../pipeline/pipeline.js";
 import type { PlannedSchemaChange } from "../../pipeline/schema-changes.js";
 import { formatTable } from "../output.js";
+import { differenceLines } from "./sync-report.js";
 
 /** `lakeswap plan`'s report: each partition to build or skip, and the totals. */
 export interface PlanReport {
@@ -33,6 +34,7 @@ export function planReportText({ partitions: plan, totals, schemaChanges }: Plan
     plan.some((p) => p.error !== undefined)
       ? formatTable(["layer", "table", "partition", "action", "reason", "error"], plan.map((p) => [p.layer, p.table, p.partition, p.action, p.reason, p.error]))
       : formatTable(["layer", "table", "partition", "action", "reason"], plan.map((p) => [p.layer, p.table, p.partition, p.action, p.reason])),
+    ...differenceLines(plan, true),
     "",
     `${totals.build} to build, ${totals.skip} to skip`,
   ].join("\n");

@@ -74,6 +74,7 @@ function partitionLines(result: SyncReport): string[] {
         `${empty.map((p) => `${p.table}/${p.partition}`).join(", ")}. If they really are empty now, set allow_empty: true under the dataset's source`,
     );
   }
+  lines.push(...differenceLines(result.partitions));
   const changed = result.partitions.filter((p) => p.action !== "skip");
   if (changed.length > 0) {
     lines.push(
@@ -85,6 +86,21 @@ function partitionLines(result: SyncReport): string[] {
     );
   }
   return [...lines, ...auditLines(result)];
+}
+
+/**
+ * The partitions appended by difference, each with its files: a file no split could follow (a row edited in place, bad
+ * lines or renamed files past what is recorded) had only the rows its partition did not hold appended (`planned`: has).
+ */
+export function differenceLines(partitions: readonly { readonly table: string; readonly partition: string; readonly byDifference?: readonly string[] }[], planned = false): string[] {
+  const appended = partitions.filter((p) => (p.byDifference ?? []).length > 0);
+  if (appended.length === 0) return [];
+  const named = appended.map((p) => `${p.table}/${p.partition} (${(p.byDifference ?? []).join(", ")})`);
+  return [
+    "",
+    `${appended.length} partition(s) ${planned ? "to append" : "appended"} by difference: a file changed otherwise than by growing at its end (a row edited in place, ` +
+      `or renamed or fixed past what its records follow), so only its rows the partition does not hold ${planned ? "are" : "were"} appended (a row alike to one held counts as held): ${named.join(", ")}`,
+  ];
 }
 
 /** A failed partition's error for the table: the audits that held it by name (their findings follow the table). */

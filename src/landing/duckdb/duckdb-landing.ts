@@ -17,13 +17,14 @@ import { deliveryFiles } from "../delivery-files.js";
 import { compactRun } from "./compact-run.js";
 import { isGzipFile, type GunzippedDelivery } from "./gunzipped-files.js";
 import type {
-  AuditRunsRequest, CompactRunRequest, IdentifiedDelivery, IdentifiedFiles, LandRequest, LandedDelivery, LandedFile, LandedRun, LandedRunsRequest, Landing, MergeRequest, PartitionMapRequest, Signing, SplitPart, SplitPartsRequest, StagedCompaction,
+  AuditRunsRequest, CompactRunRequest, DifferencePartsRequest, IdentifiedDelivery, IdentifiedFiles, LandRequest, LandedDelivery, LandedFile, LandedRun, LandedRunsRequest, Landing, MergeRequest, PartDifference, PartitionMapRequest, Signing, SplitPart, SplitPartsRequest, StagedCompaction,
 } from "../landing.js";
 import type { BuildRequest, BuildResult } from "../../model/build.js";
 import { DeliveryIds, assertStillAsRead, fileStateTexts, sameStates, type ReadFiles } from "./delivery-identity.js";
 import { streamedCsv, type StreamedCsv } from "./csv-stream.js";
 import { tableShape, writeStage, type Stage, type StagedFile } from "./stage.js";
 import { splitParts } from "./split-parts.js";
+import { differenceParts } from "./difference-parts.js";
 import { writeLandedFiles, writeRejected } from "./landed-output.js";
 import { tablesOfParseTree } from "./landing-queries.js";
 import { countFooterRows } from "../parquet-footers.js";
@@ -168,6 +169,18 @@ export class DuckDbLanding implements Landing {
 
   async splitParts(request: SplitPartsRequest): Promise<SplitPart[]> {
     return this.duckdb.withConnection((connection) => splitParts(connection, request, request.delivery.signing, request.keys));
+  }
+
+  async differenceParts(request: DifferencePartsRequest): Promise<PartDifference[]> {
+    const keys = [...new Set(request.parts.flatMap((p) => p.current))];
+    // DuckDB reads local files: an S3 lake's current runs are copied to a temporary folder first (as a merge reads them).
+    const readable = await this.files.readable(keys, "difference");
+    try {
+      const localFiles = new Map(keys.map((key, index) => [key, readable.paths[index] ?? key]));
+      return await this.duckdb.withConnection((connection) => differenceParts(connection, request, localFiles));
+    } finally {
+      await readable.release();
+    }
   }
 
   async releaseLanding(delivery: LandedDelivery): Promise<void> {

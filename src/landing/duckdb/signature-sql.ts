@@ -26,6 +26,22 @@ function canonicalExpression(name: string, type: string): string {
   return `CAST(${c} AS VARCHAR)`;
 }
 
+/**
+ * A row's content as one 128-bit number (an MD5 of its signed columns' canonical texts, each written with its length, a
+ * NULL apart): rows equal in what the signature covers have the same one, whatever file or run they were read from.
+ * `signed`: the signed columns, each of the relation's rows holding them as their declared type.
+ */
+export function rowContentKey(signed: readonly SignatureColumn[]): string {
+  const fields = signed.map((column) => {
+    // What the signature reads of the field: an integer kind's exact word, a text kind's canonical text.
+    const text = wordKind(column.type) === "integer" ? `CAST(${integerWordExpression(column.name, column.type)} AS VARCHAR)` : canonicalExpression(column.name, column.type);
+    const isNull = nullCondition(column);
+    const value = `coalesce('v' || length(${text}) || ':' || ${text}, 'n')`;
+    return isNull === undefined ? value : `CASE WHEN ${isNull} THEN 'n' ELSE ${value} END`;
+  });
+  return `md5_number(concat(${fields.length === 0 ? "''" : fields.join(", ")}))`;
+}
+
 /** The SQL of a column's word (docs/signatures.md, step 3) for word kind `integer`: a BIGINT expression. */
 function integerWordExpression(name: string, type: string): string {
   const c = quoteIdentifier(name);
