@@ -215,7 +215,10 @@ function planAppend(
     if (!grown) return [{ part, rows: part.rows, signature: part.signature }];
     const retaken = grown.skipped?.length ? { retaken: grown.skipped } : {};
     const difference = grown.difference ? { difference: grown.difference } : {};
-    return grown.rows === 0 ? [] : [{ part, rows: grown.rows, signature: grown.signature, after: grown.through, ...retaken, ...difference }];
+    // A part whose rows are all held by content (reordered, or rows only taken out) is still taken, with no rows: the
+    // new run records the file as it is now, so that it is known when it is renamed or grows (or the next sync reads the
+    // partition's rows again to find nothing new).
+    return grown.rows === 0 && !grown.difference ? [] : [{ part, rows: grown.rows, signature: grown.signature, after: grown.through, ...retaken, ...difference }];
   });
   if (taken.length === 0) return { action: "skip", reason: "already appended" };
   const parts = landed.parts ?? [];

@@ -368,6 +368,27 @@ for (const backendName of selectedBackends()) {
       expect((await ws.sync(file)).partitions.filter((p) => p.layer === "raw").map((p) => p.reason)).toEqual(["already appended"]);
     }, 120_000);
 
+    it("a file whose rows were only reordered or taken out is recorded as it is now: renamed and grown later, only its new rows are appended", async () => {
+      const ws = await workspace(backendName, APPEND_YAML);
+      const folder = path.join(ws.dir, "deliveries");
+      const glob = path.join(folder, "*");
+      const ids = () => ws.rows("SELECT string_agg(CAST(event_id AS VARCHAR), ',' ORDER BY event_id) FROM events_raw");
+      const rows = (...list: number[]) => `${EVENTS}\n${list.map((id) => `${id},k,2026-11-01 10:00:00`).join("\n")}\n`;
+      writeFileSync(path.join(folder, "a.csv"), rows(1, 2, 3));
+      await ws.sync(glob);
+      // Reordered, and row 1 taken out: nothing is new, and the run records the file as it is now.
+      writeFileSync(path.join(folder, "a.csv"), rows(3, 2));
+      const reordered = await ws.sync(glob);
+      expect(reordered.partitions.filter((p) => p.layer === "raw").map((p) => `${p.reason} ${p.rows}`)).toEqual(["appended by difference 3"]);
+      expect(reordered.loads[0]?.rowsAppended).toBe(0);
+      expect((await ws.sync(glob)).partitions.filter((p) => p.layer === "raw").map((p) => p.reason)).toEqual(["already appended"]);
+      // Renamed and grown: the file under its new name continues the record of it as it was last.
+      renameSync(path.join(folder, "a.csv"), path.join(folder, "b.csv"));
+      writeFileSync(path.join(folder, "b.csv"), rows(3, 2, 4));
+      await ws.sync(glob);
+      expect(await ids()).toEqual(["1,2,3,4"]);
+    }, 120_000);
+
     it("more than 16 files renamed inside the glob at once, then grown, append only their new rows", async () => {
       const ws = await workspace(backendName, APPEND_YAML);
       const folder = path.join(ws.dir, "deliveries");
