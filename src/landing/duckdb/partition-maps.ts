@@ -9,14 +9,16 @@ const MAX_VALUES = 100_000;
 /**
  * The values of `inputs.map` expressions, remembered by the process for each map whose every expression gives the same
  * value for the same upstream values (a deterministic map): a sync plans each derived layer over every upstream
- * partition, so a process that syncs again (a collector, the month-to-date replay) maps only the partitions it has not
- * seen. A map is remembered only where DuckDB's parser shows nothing but the upstream keys, constants, operators and
+ * partition, so a process that syncs again (a collector, the month-to-date replay) maps, from its third sync on, only
+ * the partitions it has not seen. A map is remembered only where DuckDB's parser shows nothing but the upstream keys, constants, operators and
  * functions DuckDB declares CONSISTENT (no `now()`, `random()`, `current_date`, macro or subquery): any other is run
  * every time, as before.
  */
 export class PartitionMaps {
   private consistent?: Promise<ReadonlySet<string>>;
   private readonly maps = new Map<string, Promise<Map<string, string[]> | undefined>>();
+  /** Maps asked for once so far. */
+  private readonly seen = new Set<string>();
 
   /**
    * `run` maps values; `functions` reads which functions are consistent (once a process). Returns each row of
@@ -32,6 +34,12 @@ export class PartitionMaps {
     const key = JSON.stringify([fromKeys, expressions]);
     let known = this.maps.get(key);
     if (!known) {
+      // A map asked for once (a command's one sync) is only run: reading DuckDB's list of functions takes tens of
+      // milliseconds. One asked for again (a process that syncs again) is checked, and remembered where it may be.
+      if (!this.seen.has(key)) {
+        this.seen.add(key);
+        return run(values);
+      }
       this.consistent ??= functions(consistentFunctions);
       known = this.remembered(fromKeys, expressions, this.consistent);
       this.maps.set(key, known);
