@@ -31,7 +31,6 @@ import { landAndSign, type WrittenAhead } from "./land-and-sign.js";
 import { dropLanding } from "./landing-relations.js";
 import type { AuditFinding } from "../../model/audit.js";
 import { RunAuditor } from "./audit-runs.js";
-import { PartitionMaps } from "./partition-maps.js";
 import { dropMerge, mergeDelivery, mergeRelations, type MergeRelations } from "./duckdb-merge.js";
 
 /** Scans read ahead and not (yet) taken that a landing keeps: a delivery known by its id is identified and never landed. */
@@ -57,8 +56,6 @@ export class DuckDbLanding implements Landing {
   /** The stages written while deliveries were landed (by relation, see `LandRequest.writeAhead`). */
   private readonly writtenAhead = new Map<string, WrittenAhead>();
   /** The merges made (by merged relation): their relations, and how to free the copies of an S3 lake's current files. */
-  /** `inputs.map` values a deterministic map gave before (./partition-maps.ts). */
-  private readonly partitionMaps = new PartitionMaps();
   private readonly merges = new Map<string, { readonly relations: MergeRelations; release(): Promise<void> }>();
   /** CSV deliveries scanned while they were identified (`scanAhead`), by what the scan reads, with their files' states before it. */
   private readonly scans = new Map<string, { readonly states: readonly string[]; readonly scan: Promise<StreamedCsv | undefined> }>();
@@ -231,21 +228,20 @@ export class DuckDbLanding implements Landing {
 
   async mapPartitions(request: PartitionMapRequest): Promise<string[][]> {
     if (request.values.length === 0) return [];
+    const rows = request.values.map((values) => `(${values.map(quoteLiteral).join(", ")})`).join(", ");
     const columns = request.fromKeys.map(quoteIdentifier).join(", ");
     const expressions: string[] = [];
     for (const { key, expression } of request.map) expressions.push(`CAST((${await assertOneExpression(expression, `inputs.map expression of '${key}'`)}) AS VARCHAR) AS ${quoteIdentifier(key)}`);
     const select = expressions.join(", ");
     // Users' expressions, over the rows given here: in an instance that runs users' SQL.
-    const run = (values: readonly (readonly string[])[]): Promise<string[][]> => this.duckdb.withConnection(async (connection) => {
+    return this.duckdb.withConnection(async (connection) => {
       try {
-        const rows = values.map((row) => `(${row.map(quoteLiteral).join(", ")})`).join(", ");
         const reader = await connection.runAndReadAll(`SELECT ${select} FROM (VALUES ${rows}) AS upstream(${columns})`);
         return reader.getRowsJS().map((row) => row.map((value) => (value === null ? "" : String(value))));
       } catch (error) {
         throw new InvalidInputError(`a partition map expression failed: ${cleanDuckDbMessage(error)}`);
       }
     }, "expressions");
-    return this.partitionMaps.map(request.fromKeys, expressions, request.values, run, (read) => this.duckdb.withConnection(read, "expressions"));
   }
 
   async tablesRead(select: string): Promise<string[] | undefined> {
