@@ -219,11 +219,12 @@ export class LocalCatalog implements Catalog {
    * files, its folder and the folders above it up to the table's, each folder
    * once), while each pointer's new state is staged in a fsynced temporary
    * file. Then each pointer is one rename(2) of a new link over the old one,
-   * and each folder that got a link is fsynced once; only then are the states
-   * renamed into place, and their folders fsynced once each. A process killed
-   * between a link's rename and its state's leaves a state that names the run
-   * before (read as the previous run, unsigned), which the outbox replay sets
-   * right; its staged files are removed by the next open.
+   * then the states are renamed into place, and every folder that got a link
+   * or a state is fsynced once, in one round. A process killed between a
+   * link's rename and its state's leaves a state that names the run before
+   * (read as the previous run, unsigned), which the outbox replay sets right;
+   * its staged files are removed by the next open. A power loss in that round
+   * may keep either rename alone: read the same way, and replayed.
    */
   async movePointers(table: TableDefinition, batch: readonly PointerMove[], fence?: Fence): Promise<void> {
     // The moves run a few at a time: two of one partition would race, so only its last one is made (as one after the other would end).
@@ -237,17 +238,17 @@ export class LocalCatalog implements Catalog {
     }
     if (states.status === "rejected") throw states.reason;
     const staged = states.value;
+    const folders = new Set<string>(); // that got a link or a state: fsynced in one round at the end
     try {
       // Once, right before the renames: the writer's kernel lock (held for its life) keeps its table from here on.
       await fence?.();
       faultPoint("after-fence");
       // An ingested partition from before runs is registered by its state alone: its files are in place (and durable) already.
-      if (!ingestedInPlace(table)) await this.swapLinks(table, moves, tempDir);
+      if (!ingestedInPlace(table)) await this.swapLinks(table, moves, tempDir, folders);
     } catch (error) {
       await removeAll(staged.map((s) => s.temp));
       throw error;
     }
-    const folders = new Set<string>();
     await eachLimited(staged, FSYNC_CONCURRENCY, async ({ temp, file, partition }) => {
       try {
         for (const folder of await intoFolder(file, this.root, async () => renameSync(temp, file))) folders.add(folder);
@@ -258,6 +259,8 @@ export class LocalCatalog implements Catalog {
       folders.add(path.dirname(file));
     }).catch(async (error: unknown) => {
       await removeAll(staged.map((s) => s.temp));
+      // The links that moved stand (the outbox entry replays the states): made durable as far as they go.
+      await eachLimited([...folders], FSYNC_CONCURRENCY, fsyncPath).catch(() => undefined);
       throw error;
     });
     await eachLimited([...folders], FSYNC_CONCURRENCY, fsyncPath);
@@ -327,11 +330,10 @@ export class LocalCatalog implements Catalog {
   }
 
   /**
-   * Renames a new link over each pointer, a few at a time (each one is atomic; a batch never was), then
-   * fsyncs every folder that got a link, or a new folder on the way to one, once.
+   * Renames a new link over each pointer, a few at a time (each one is atomic; a batch never was), and adds every
+   * folder that got a link, or a new folder on the way to one, to `folders` (fsynced by the caller, once each).
    */
-  private async swapLinks(table: TableDefinition, moves: readonly PointerMove[], tempDir: string): Promise<void> {
-    const folders = new Set<string>();
+  private async swapLinks(table: TableDefinition, moves: readonly PointerMove[], tempDir: string, folders: Set<string>): Promise<void> {
     const temps: string[] = [];
     try {
       await eachLimited(moves, FSYNC_CONCURRENCY, async (move) => {
@@ -354,7 +356,6 @@ export class LocalCatalog implements Catalog {
     } finally {
       await removeAll(temps);
     }
-    await eachLimited([...folders], FSYNC_CONCURRENCY, fsyncPath);
   }
 
   /** The run folder a move leads to (its location, under the lake folder). */

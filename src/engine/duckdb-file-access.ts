@@ -170,8 +170,9 @@ class InPlaceFiles implements FileAccess {
  * folder). A run is durable before it is audited and long before an outbox entry can name it.
  */
 async function syncAll(files: readonly string[], runDir: string): Promise<void> {
-  await Promise.all([...files, runDir].map(fsyncPath));
-  await fsyncPath(path.dirname(runDir));
+  // One round: each fsync makes its own file's content or folder's entries durable, whatever order they end in, and
+  // nothing leads to the run before all have ended (the outbox entry, the pointer move).
+  await Promise.all([...files, runDir, path.dirname(runDir)].map(fsyncPath));
 }
 
 /** A store without local paths (S3): DuckDB reads copies and writes in the machine's temporary folder; files are uploaded. */

@@ -260,8 +260,8 @@ export class Lake {
       },
       partitionStates: async (tableName) => {
         assertHeld(tableName);
-        await afterMoves.settled(tableName);
-        return states.read(tableName, () => partitionStates(lake, tableName));
+        // Kept states are the writer's own moves, in memory: they wait for no batch's manifests (only a read of the catalog does).
+        return states.read(tableName, () => afterMoves.settled(tableName).then(() => partitionStates(lake, tableName)));
       },
       collectGarbage: async (tableName, partitions) => {
         const table = await held(tableName);

@@ -60,7 +60,9 @@ export class Outbox {
     const id = `${recordedAt.replace(/[-:.]/g, "")}-${randomBytes(4).toString("hex")}`;
     const layout = table.layout !== undefined ? { layout: table.layout } : {};
     const entry: OutboxEntry = { id, table: table.name, ...layout, recordedAt, moves, ...(publish !== undefined ? { publish } : {}) };
-    await this.store.put(outboxEntryKey(table.name, id), JSON.stringify(entry));
+    // Fresh: no pointer moves before this resolves, so its content and its name are made durable in one round (a power
+    // loss before then may leave it torn: `pending` quarantines it, and nothing of it had moved).
+    await this.store.put(outboxEntryKey(table.name, id), JSON.stringify(entry), { fresh: true });
     return entry;
   }
 

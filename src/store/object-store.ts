@@ -43,7 +43,13 @@ export interface ObjectStore {
   get(key: string): Promise<TaggedObject | undefined>;
   /** `length` bytes of the object at `key` from `offset` (fewer at its end): a Parquet footer without the whole file. */
   getRange(key: string, offset: number, length: number): Promise<Uint8Array>;
-  put(key: string, body: Uint8Array | string): Promise<void>;
+  /**
+   * Writes the object, durable once this resolves. `fresh`: the key is new and nothing relies on the object until the
+   * put resolved (an outbox entry: no pointer moves before it is stored), so a store may make its content and its name
+   * durable in one round; a power loss before the put resolved may then leave it empty or torn, which its reader must
+   * take as never written (the outbox quarantines it).
+   */
+  put(key: string, body: Uint8Array | string, options?: { readonly fresh?: boolean }): Promise<void>;
   /** Writes only if no object exists at `key`; returns false if one does. */
   putIfAbsent(key: string, body: Uint8Array | string): Promise<boolean>;
   /** Replaces the object only if its tag is still `etag`; returns false otherwise. */

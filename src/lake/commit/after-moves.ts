@@ -2,7 +2,8 @@
  * The last steps of a writer's batches (their runs' manifests and outbox acknowledgements, ./swap.ts
  * `SwapOptions.afterMove`), by table, still under way after the batches returned: a sync's next layer builds
  * meanwhile. A step of a table is awaited before the writer does anything else with that table (its manifests are
- * then written), and every step before the writer's leases go.
+ * then written) but read the states it keeps of it (../operations/partition-states.ts `HeldStates`: its own moves, in
+ * memory), and every step before the writer's leases go.
  */
 export class AfterMoves {
   private readonly steps = new Map<string, Promise<void>[]>();
