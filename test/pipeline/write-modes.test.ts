@@ -389,6 +389,22 @@ for (const backendName of selectedBackends()) {
       expect(await ids()).toEqual(["1,2,3,4"]);
     }, 120_000);
 
+    it("a cumulative export re-sorted with new rows among the old appends the new rows only, in every partition, however many lines they are", async () => {
+      const ws = await workspace(backendName, APPEND_YAML);
+      const file = path.join(ws.dir, "deliveries", "export.csv");
+      const row = (id: number) => `${id},k,2026-11-0${1 + (id % 3)} 10:00:00`;
+      const old = Array.from({ length: 3000 }, (_, i) => 2 * i);
+      writeFileSync(file, `${EVENTS}\n${old.map(row).join("\n")}\n`);
+      await ws.sync(file);
+      // Every old row again, 3,000 new ones between them (each a line at or before the last old row of its day).
+      const all = Array.from({ length: 6000 }, (_, i) => i);
+      writeFileSync(file, `${EVENTS}\n${all.map(row).join("\n")}\n`);
+      const report = await ws.sync(file);
+      expect(report.partitions.filter((p) => p.layer === "raw").map((p) => p.reason)).toEqual(Array(3).fill("appended by difference"));
+      expect(report.loads[0]?.rowsAppended).toBe(3000);
+      expect(await ws.rows("SELECT count(*), count(DISTINCT event_id), min(event_id), max(event_id) FROM events_raw")).toEqual(["6000 6000 0 5999"]);
+    }, 120_000);
+
     it("more than 16 files renamed inside the glob at once, then grown, append only their new rows", async () => {
       const ws = await workspace(backendName, APPEND_YAML);
       const folder = path.join(ws.dir, "deliveries");
