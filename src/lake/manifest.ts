@@ -53,6 +53,8 @@ export interface AppendedFile {
   readonly skipped?: readonly number[];
   /** How many rows of the partition the file held through `through`: the rows taken, wherever lines without a row moved since. */
   readonly rows?: number;
+  /** The content of the file's first row of the partition (`LandedPart.head`): a copy or a renamed file is paired with this record by it. */
+  readonly head?: string;
 }
 
 /** Parses a stored manifest, refusing anything that is not one with a STORE_ERROR naming the file and the fix. */

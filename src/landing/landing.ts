@@ -342,6 +342,11 @@ export interface LandedPart {
    * absent where the landing does not know its rows' lines (a large CSV read in place).
    */
   readonly through?: number;
+  /**
+   * The content of the part's first row, by line (./duckdb/signature-sql.ts `rowContentKey`, as decimal text),
+   * where `through` is known: a copy of a file, or the file renamed, has the same one while its first row stays.
+   */
+  readonly head?: string;
 }
 
 /** A file's part of a partition, split at a line: what `Landing.splitParts` signs. */
@@ -380,8 +385,20 @@ export interface SplitPartsRequest {
 export interface DifferencePartsRequest extends Omit<SplitPartsRequest, "splits"> {
   /** The table the current runs' files are read under (by column name, cast to the declared types). */
   readonly table: TableDefinition;
-  /** Each part, with its partition's current run's files (store keys; none: the partition holds no row). */
-  readonly parts: readonly { readonly partition: Partition; readonly file: string; readonly current: readonly string[] }[];
+  readonly parts: readonly DifferencePart[];
+}
+
+/** A part to take by difference, with its partition's current run's files (store keys; none: the partition holds no row). */
+interface DifferencePart {
+  readonly partition: Partition;
+  readonly file: string;
+  readonly current: readonly string[];
+  /**
+   * Parts of one partition with the same family (files that continue one recorded file: a file and its copy) take the
+   * union of their rows: each only the rows that neither the run nor a part of the family before it (in `parts`) holds,
+   * by content, as many times as it holds them past the most either holds.
+   */
+  readonly family?: string;
 }
 
 /** A part's rows its partition does not hold: those after line `after`, and those at the lines `retaken` (at or before it). */

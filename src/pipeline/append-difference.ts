@@ -14,11 +14,16 @@ export interface DifferenceCandidate {
   readonly path: string;
   readonly part: LandedPart;
   /**
-   * A part without a record of its own name, beside records of files gone: the fewest rows one of them holds. It is
-   * taken as continuing one where the partition holds at least half that many of its rows (a new file that happens to
-   * hold a row alike to one held is new whole, that row too).
+   * A part without a record of its own name, beside records of its first row or of files gone: the fewest rows one of
+   * them holds (or the part's own, if fewer). It is taken as continuing one where the partition holds at least half that
+   * many of its rows (a new file that happens to hold a row alike to one held is new whole, that row too).
    */
   readonly gone?: number;
+  /**
+   * Parts of a partition that continue one recorded file (a file and its copy): each takes only the rows that neither
+   * the partition nor a part of its family before it holds (their rows after the record may be the same rows).
+   */
+  readonly family?: string;
 }
 
 /**
@@ -48,7 +53,7 @@ export async function appendByDifference(
     columns: dataset.columns,
     signatureColumns: dataset.signatureColumns,
     keys: dataset.partition.map((p) => p.key),
-    parts: wanted.map((c) => ({ partition: c.partition, file: c.part.file, current: files.get(c.path) ?? [] })),
+    parts: wanted.map((c) => ({ partition: c.partition, file: c.part.file, current: files.get(c.path) ?? [], ...(c.family !== undefined ? { family: c.family } : {}) })),
   });
   wanted.forEach((c, i) => {
     const { after, retaken, rows, signature } = differences[i]!;

@@ -214,8 +214,10 @@ export async function planDelivery(
  * new. Else, where the run recorded how many rows it took of the file, whose first that many rows (in line order) sign
  * so: lines without a row (bad or blank ones) were removed or added among them, and the rows after are new. A file
  * rewritten or replaced under the same name signs otherwise both ways; so does one whose good rows were edited in place,
- * or that lost track of its bad lines or its name: where its name or a record of a file gone may be what it continues,
- * its rows the partition does not hold are new, by content (./append-difference.ts); else it is new whole.
+ * or that lost track of its bad lines or its name. A part under another name is split against the records of its first
+ * row (a copy, a file renamed or rotated: `AppendedFile.head`). Where its name, its first row or a record of a file gone
+ * may be what it continues, its rows the partition does not hold are new, by content (./append-difference.ts); else it
+ * is new whole.
  */
 async function grownParts(
   ctx: PipelineContext,
@@ -247,27 +249,52 @@ async function grownParts(
       if (own.length === 0) unmatched.push(part);
     }
     const heldFiles = new Set(parts.filter((p) => held.has(p.signature)).map((p) => p.file));
-    // A record continued under its own name is a candidate too: a rotated file's new file may have outgrown it.
     const orphans = [...files.values()].filter((f) => !heldFiles.has(f.file));
-    const pairs = unmatched.flatMap((part) => orphans.filter((f) => f.file !== part.file).map((f) => [part, f] as const));
-    // Each pair signs the part once more: past a few, a part without a record of its own is taken by difference instead.
+    // The records such a part may continue: of a file whose first row was its first row (a copy, the file renamed or
+    // rotated; held or gone), each signed against it where there are a few; and of every other file gone (its first row
+    // fixed since, or a record from before first rows were kept), paired with every such part where there are a few such
+    // pairs in all.
+    const known = (part: LandedPart, f: AppendedFile) => f.head !== undefined && part.head !== undefined;
+    const sameHead = (part: LandedPart) => [...files.values()].filter((f) => f.file !== part.file && known(part, f) && f.head === part.head);
+    const unknown = (part: LandedPart) => orphans.filter((f) => f.file !== part.file && !(known(part, f) && f.head === part.head));
+    for (const part of unmatched) {
+      const records = sameHead(part);
+      if (records.length <= MAX_RENAMED_PAIRS) for (const taken of records) candidates.push(...growthCandidates(landed.partition, path, part, taken));
+    }
+    const pairs = unmatched.flatMap((part) => unknown(part).map((f) => [part, f] as const));
     if (pairs.length <= MAX_RENAMED_PAIRS) for (const [part, taken] of pairs) candidates.push(...growthCandidates(landed.partition, path, part, taken));
-    // Where no split verifies, a part of a recorded name is taken by difference; so is one beside records of files gone
-    // that were too many to pair, where the partition holds at least half as many of its rows as the smallest record has.
+    // Where no split verifies, a part of a recorded name is taken by difference; so is one of the first row of a record,
+    // and one beside records of files gone, their first rows not known, that were too many to pair: where the partition
+    // holds at least half of its rows, or of the smallest such record's (a new file whose first row happens to be alike
+    // to a held one is new whole).
     for (const part of parts.filter((p) => !held.has(p.signature) && p.through !== undefined)) {
-      const gone = orphans.filter((f) => f.file !== part.file);
+      const records = sameHead(part);
+      // Records whose first row is known and another: a new file's (files moved out of the glob once synced) read nothing.
+      const gone = unknown(part).filter((f) => !known(part, f));
       if (files.has(part.file)) byDifference.push({ partition: landed.partition, path, part });
+      else if (records.length > 0) byDifference.push({ partition: landed.partition, path, part, gone: Math.min(part.rows, ...records.map((f) => f.rows ?? 1)) });
       else if (pairs.length > MAX_RENAMED_PAIRS && gone.length > 0) byDifference.push({ partition: landed.partition, path, part, gone: Math.min(...gone.map((f) => f.rows ?? 1)) });
     }
   }
   const grown = new Map<string, GrownPart>();
-  if (candidates.length > 0) await verifiedSplits(ctx, dataset, delivery, candidates, grown);
-  await appendByDifference(ctx, dataset, delivery, byDifference, before.current, grown);
+  const families = candidates.length > 0 ? await verifiedSplits(ctx, dataset, delivery, candidates, grown) : [];
+  const familyOf = new Set(families.map((c) => grownKey(c.path, c.part.file)));
+  await appendByDifference(ctx, dataset, delivery, [...families, ...byDifference.filter((c) => !familyOf.has(grownKey(c.path, c.part.file)))], before.current, grown);
   return grown;
 }
 
-/** The splits of `candidates` that verify, into `grown` (`grownParts`). */
-async function verifiedSplits(ctx: PipelineContext, dataset: DatasetConfig, delivery: LandedDelivery, candidates: readonly GrowthCandidate[], grown: Map<string, GrownPart>): Promise<void> {
+/**
+ * The splits of `candidates` that verify, into `grown` (`grownParts`). Where two parts of a partition or more continue
+ * one recorded file (a file and a copy of it, made after it grew), their rows after it may be the same rows: they are
+ * returned to be taken by difference instead, as a family (`DifferenceCandidate.family`).
+ */
+async function verifiedSplits(
+  ctx: PipelineContext,
+  dataset: DatasetConfig,
+  delivery: LandedDelivery,
+  candidates: readonly GrowthCandidate[],
+  grown: Map<string, GrownPart>,
+): Promise<DifferenceCandidate[]> {
   const splits = await ctx.landing.splitParts({
     delivery,
     columns: dataset.columns,
@@ -279,23 +306,36 @@ async function verifiedSplits(ctx: PipelineContext, dataset: DatasetConfig, deli
   // file continues the last file recorded under its name, not an older one it began as); on a tie the first, by line
   // (it keeps fixed bad rows apart).
   const taken = new Map<string, number>();
+  const chosen = new Map<string, GrowthCandidate>();
   candidates.forEach((c, i) => {
     const split = splits[i]!;
     const key = grownKey(c.path, c.file);
     if (split.before.signature !== c.signature || (taken.get(key) ?? -1) >= split.before.rows) return;
     taken.set(key, split.before.rows);
+    chosen.set(key, c);
     grown.set(key, { through: split.through, ...(c.skipped && c.rows === undefined ? { skipped: c.skipped } : {}), ...split.after });
   });
+  const continuing = new Map<string, GrowthCandidate[]>();
+  for (const c of chosen.values()) continuing.set(grownKey(c.path, c.record), [...(continuing.get(grownKey(c.path, c.record)) ?? []), c]);
+  const shared = [...continuing].filter(([, parts]) => parts.length > 1);
+  for (const [, parts] of shared) for (const c of parts) grown.delete(grownKey(c.path, c.file));
+  return shared.flatMap(([family, parts]) => parts.map((c) => ({ partition: c.partition, path: c.path, part: c.part, family })));
 }
 
-/** The most (part, recorded file) pairs of a partition an append signs to find a file renamed inside its glob. */
+/**
+ * The most (part, recorded file) pairs an append signs to find a file renamed inside its glob: per part, of records of
+ * its first row; of a partition in all, of records from before first rows were kept.
+ */
 const MAX_RENAMED_PAIRS = 16;
 
 /** A split of a part of a landed delivery to sign against a file its partition's run recorded (`grownParts`). */
 interface GrowthCandidate {
   readonly partition: Partition;
   readonly path: string;
+  readonly part: LandedPart;
   readonly file: string;
+  /** The recorded file it would continue. */
+  readonly record: string;
   readonly through: number;
   readonly skipped?: readonly number[];
   readonly rows?: number;
@@ -310,7 +350,7 @@ function growthCandidates(partition: Partition, path: string, part: LandedPart, 
   const through = part.through ?? 0;
   const byLine = through > taken.through || (through === taken.through && (taken.skipped?.length ?? 0) > 0);
   const byRows = taken.rows !== undefined && part.rows > taken.rows;
-  const candidate = { partition, path, file: part.file, through: taken.through, signature: taken.signature };
+  const candidate = { partition, path, part, file: part.file, record: taken.file, through: taken.through, signature: taken.signature };
   return [...(byLine ? [{ ...candidate, ...(taken.skipped ? { skipped: taken.skipped } : {}) }] : []), ...(byRows ? [{ ...candidate, rows: taken.rows }] : [])];
 }
 

@@ -254,7 +254,7 @@ function planAppend(
  */
 function appendedFile(part: LandedPart, through: number, bad: readonly number[] | "unknown" | undefined): AppendedFile {
   const skipped = bad === undefined || bad === "unknown" ? [] : bad.filter((line) => line <= through);
-  return { file: part.file, through, signature: part.signature, rows: part.rows, ...(skipped.length > 0 ? { skipped } : {}) };
+  return { file: part.file, through, signature: part.signature, rows: part.rows, ...(skipped.length > 0 ? { skipped } : {}), ...(part.head !== undefined ? { head: part.head } : {}) };
 }
 
 /**

@@ -1,4 +1,4 @@
-import { mkdirSync, renameSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdirSync, renameSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { gzipSync } from "node:zlib";
 import fc from "fast-check";
@@ -11,8 +11,8 @@ import { Pipeline } from "../../src/pipeline/pipeline.js";
 import { embeddedBackend, tempDir } from "../support/lake-fixture.js";
 
 // `write: append` over a glob of log files that live as logs do: they grow at their end (good rows, bad ones, blank
-// lines), a bad row is fixed in place, a file is renamed, or rotated (compressed under a new name, a new file begun
-// under its own), new files appear; and either a day is rolled back between syncs, or rows are rewritten: a good row
+// lines), a bad row is fixed in place, a file is renamed, copied, or rotated (compressed under a new name, a new file
+// begun under its own), new files appear; and either a day is rolled back between syncs, or rows are rewritten: a good row
 // edited in place, a file cut short, a file renamed onto another's name. Whatever the order, after each sync the table
 // holds every good row of the files, and every row it took before (append never deletes), exactly once: none twice,
 // none lost. Random sequences from APPEND_PROPERTY_SEED (a fixed one by default), APPEND_PROPERTY_RUNS of them (4).
@@ -41,6 +41,7 @@ type Step =
   | { readonly kind: "grow"; readonly file: number; readonly lines: readonly { readonly day: number; readonly bad: boolean; readonly blank: boolean }[] }
   | { readonly kind: "fix"; readonly file: number; readonly which: number }
   | { readonly kind: "rename"; readonly file: number }
+  | { readonly kind: "copy"; readonly file: number }
   | { readonly kind: "rotate"; readonly file: number; readonly day: number }
   | { readonly kind: "new"; readonly day: number; readonly rows: number }
   | { readonly kind: "rollback"; readonly day: number }
@@ -53,6 +54,7 @@ const step: fc.Arbitrary<Step> = fc.oneof(
   { weight: 4, arbitrary: fc.record({ kind: fc.constant("grow" as const), file: fc.nat(), lines: fc.array(fc.oneof({ weight: 5, arbitrary: line }, { weight: 1, arbitrary: fc.record({ day: fc.constant(0), bad: fc.constant(false), blank: fc.constant(true) }) }), { minLength: 1, maxLength: 4 }) }) },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant("fix" as const), file: fc.nat(), which: fc.nat() }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant("rename" as const), file: fc.nat() }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant("copy" as const), file: fc.nat() }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant("rotate" as const), file: fc.nat(), day: fc.nat(DAYS.length - 1) }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant("new" as const), day: fc.nat(DAYS.length - 1), rows: fc.integer({ min: 1, max: 3 }) }) },
 );
@@ -76,9 +78,11 @@ class Logs {
   /** The ids of rows good in the files at the last sync: the table took them, and keeps them whatever the files do since. */
   private readonly taken = new Set<number>();
   /**
-   * Files renamed (to a new name), and files edited or shrunk since the last sync: a renamed file whose rows are then
-   * rewritten in place, or a file rewritten and renamed between two syncs, is one docs/write-modes.md says is appended
-   * whole, so the model never rewrites a renamed file, nor renames one rewritten since the last sync.
+   * Files renamed or copied (to a new name), and files whose first row of a day was rewritten (edited, shrunk) since the
+   * last sync. A file under a new name is known by its first row of each day (and a renamed one by its fixed bad rows);
+   * one whose first row of a day is edited, or that is cut short, is one docs/write-modes.md says may be appended whole,
+   * so the model edits a renamed or copied file's rows after the first of their day only (keeping their day), fixes its
+   * bad rows after that row only, never cuts it short, and never renames or copies a file so rewritten since the last sync.
    */
   private readonly moved = new Set<string>();
   private readonly rewritten = new Set<string>();
@@ -116,16 +120,20 @@ class Logs {
       return;
     }
     const name = pick("file" in step ? step.file : 0)!;
-    if ((step.kind === "edit" || step.kind === "shrink") && this.moved.has(name)) return;
-    if ((step.kind === "rename" || step.kind === "renameOnto" || step.kind === "rotate") && this.rewritten.has(name)) return;
-    if (step.kind === "edit" || step.kind === "shrink") this.rewritten.add(name);
+    const moved = this.moved.has(name);
+    if (step.kind === "shrink" && moved) return;
+    if ((step.kind === "rename" || step.kind === "renameOnto" || step.kind === "rotate" || step.kind === "copy") && this.rewritten.has(name)) return;
+    if (step.kind === "shrink") this.rewritten.add(name);
     if (step.kind === "grow") {
       this.files.get(name)!.lines.push(...step.lines.map((l) => this.fresh(l.day, l.bad, l.blank)));
       this.write(name);
     } else if (step.kind === "fix") {
-      const bad = this.files.get(name)!.lines.filter((l) => l.bad);
-      if (bad.length > 0) {
-        bad[step.which % bad.length]!.bad = false;
+      const lines = this.files.get(name)!.lines;
+      const bad = lines.filter((l) => l.bad);
+      const fixed = bad[step.which % Math.max(1, bad.length)];
+      if (fixed && !(moved && leads(lines, fixed))) {
+        if (leads(lines, fixed)) this.rewritten.add(name);
+        fixed.bad = false;
         this.write(name);
       }
     } else if (step.kind === "rename") {
@@ -134,6 +142,11 @@ class Logs {
       renameSync(path.join(this.folder, name), path.join(this.folder, to));
       this.files.set(to, this.files.get(name)!);
       this.files.delete(name);
+    } else if (step.kind === "copy") {
+      const to = `log-${this.nextName++}.csv`;
+      this.moved.add(to);
+      copyFileSync(path.join(this.folder, name), path.join(this.folder, to));
+      this.files.set(to, { lines: this.files.get(name)!.lines.map((l) => ({ ...l })), gzip: false });
     } else if (step.kind === "shrink") {
       const file = this.files.get(name)!;
       file.lines = file.lines.slice(0, step.keep % file.lines.length);
@@ -141,8 +154,11 @@ class Logs {
     } else if (step.kind === "edit") {
       const lines = this.files.get(name)!.lines;
       const good = lines.filter((l) => !l.bad && !l.blank);
-      if (good.length > 0) {
-        lines[lines.indexOf(good[step.which % good.length]!)] = this.fresh(step.day);
+      const edited = good[step.which % Math.max(1, good.length)];
+      if (edited && !(moved && leads(lines, edited))) {
+        const day = moved ? edited.day : step.day;
+        if (leads(lines, edited) || day !== edited.day) this.rewritten.add(name);
+        lines[lines.indexOf(edited)] = this.fresh(day);
         this.write(name);
       }
     } else if (step.kind === "renameOnto") {
@@ -167,6 +183,11 @@ class Logs {
     for (const f of this.files.values()) for (const l of f.lines) if (!l.bad && !l.blank) this.taken.add(l.id);
     return [...this.taken].sort((a, b) => a - b);
   }
+}
+
+/** Whether `line` is, or as a good row would be, its file's first row of its day (what a file under a new name is known by). */
+function leads(lines: readonly Line[], line: Line): boolean {
+  return !lines.some((l) => l !== line && !l.bad && !l.blank && l.day === line.day && lines.indexOf(l) < lines.indexOf(line));
 }
 
 /** How many runs a day of the table has had (0 before its first). */

@@ -29,13 +29,17 @@ export async function differenceParts(connection: DuckDBConnection, request: Dif
   const groups = new Map<string, number>();
   for (const p of parts) if (!groups.has(partitionPath(p.partition))) groups.set(partitionPath(p.partition), groups.size);
   const groupOf = parts.map((p) => groups.get(partitionPath(p.partition))!);
+  // Parts of one family count what the parts of it before them hold; a part of none is a family of its own.
+  const families = new Map<string, number>();
+  for (const p of parts) if (p.family !== undefined && !families.has(p.family)) families.set(p.family, families.size);
+  const familyOf = parts.map((p, i) => (p.family !== undefined ? families.get(p.family)! : families.size + i));
   const cast = (alias: string) => signed.map((c) => `CAST(${alias}.${quoteIdentifier(c.name)} AS ${c.type}) AS ${quoteIdentifier(c.name)}`).join(", ");
   const matches = [...keys.map((k) => `p.${quoteIdentifier(k)} = l.${quoteIdentifier(k)}`), `p.__file = l.${FILE}`].join(" AND ");
   const landed = quoteRelation(delivery.relation);
   const values = async (sql: string) => (await connection.runAndReadAll(sql)).getRowsJS();
   try {
-    await connection.run(`CREATE TEMP TABLE ${partsTable} (__part INTEGER, __group INTEGER, ${keys.map((k) => `${quoteIdentifier(k)} VARCHAR, `).join("")}__file INTEGER)`);
-    const partRows = parts.map((p, i) => `(${[String(i), String(groupOf[i]), ...keys.map((k) => quoteLiteral(partitionValue(p.partition, k))), String(delivery.files.indexOf(p.file) + 1)].join(", ")})`);
+    await connection.run(`CREATE TEMP TABLE ${partsTable} (__part INTEGER, __group INTEGER, __family INTEGER, ${keys.map((k) => `${quoteIdentifier(k)} VARCHAR, `).join("")}__file INTEGER)`);
+    const partRows = parts.map((p, i) => `(${[String(i), String(groupOf[i]), String(familyOf[i]), ...keys.map((k) => quoteLiteral(partitionValue(p.partition, k))), String(delivery.files.indexOf(p.file) + 1)].join(", ")})`);
     await insertRows(connection, partsTable, partRows);
     await connection.run(`CREATE TEMP TABLE ${filesTable} (${FILE_COLUMN} VARCHAR, __group INTEGER)`);
     const fileRows: string[] = [];
@@ -53,11 +57,17 @@ export async function differenceParts(connection: DuckDBConnection, request: Dif
       const current = `SELECT f.__group, ${cast("c")} FROM ${readFiles(request.table, paths, `filename = '${FILE_COLUMN}', hive_partitioning = false`)} AS c JOIN ${filesTable} AS f USING (${FILE_COLUMN})`;
       await connection.run(`INSERT INTO ${held} SELECT __group, ${contentKey} AS __h, count(*) FROM (${current}) GROUP BY ALL`);
     }
-    // Each row of each part: new where its rank among the part's rows alike (by line) is past the count held.
-    const rows = `SELECT p.__part, p.__group, l.${LINE} AS __line, ${cast("l")} FROM ${landed} l JOIN ${partsTable} p ON ${matches}`;
-    const ranked = `SELECT __part, __group, __line, __h, row_number() OVER (PARTITION BY __part, __h ORDER BY __line) AS __rank FROM (SELECT __part, __group, __line, ${contentKey} AS __h FROM (${rows}))`;
+    // Each row of each part: new where its rank among the part's rows alike (by line) is past the count held, by the run
+    // or by a part of its family before it.
+    const rows = `SELECT p.__part, p.__group, p.__family, l.${LINE} AS __line, ${cast("l")} FROM ${landed} l JOIN ${partsTable} p ON ${matches}`;
+    const hashed = `SELECT __part, __group, __family, __line, ${contentKey} AS __h FROM (${rows})`;
+    const ranked = `SELECT *, row_number() OVER (PARTITION BY __part, __h ORDER BY __line) AS __rank FROM (${hashed})`;
+    const counted = `SELECT __family, __part, __h, count(*) AS __n FROM (${hashed}) GROUP BY ALL`;
+    const before = `SELECT __part, __h, max(__n) OVER (PARTITION BY __family, __h ORDER BY __part ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS __n FROM (${counted})`;
+    const kin = familyOf.length === new Set(familyOf).size ? undefined : before;
     await connection.run(
-      `CREATE TEMP TABLE ${marked} AS SELECT r.__part, r.__line, r.__rank > coalesce(h.__n, 0) AS __new FROM (${ranked}) r LEFT JOIN ${held} h ON h.__group = r.__group AND h.__h = r.__h`,
+      `CREATE TEMP TABLE ${marked} AS SELECT r.__part, r.__line, r.__rank > ${kin ? "greatest(coalesce(h.__n, 0), coalesce(k.__n, 0))" : "coalesce(h.__n, 0)"} AS __new ` +
+        `FROM (${ranked}) r LEFT JOIN ${held} h ON h.__group = r.__group AND h.__h = r.__h${kin ? ` LEFT JOIN (${kin}) k ON k.__part = r.__part AND k.__h = r.__h` : ""}`,
     );
     const bounds = await values(
       `SELECT m.__part, coalesce(a.__after, 0)::DOUBLE, list(m.__line::DOUBLE ORDER BY m.__line) FILTER (WHERE m.__new AND m.__line <= coalesce(a.__after, 0)), count(*) FILTER (WHERE m.__new) ` +

@@ -8,7 +8,7 @@ import type { LandRequest, LandedDelivery, LandedPart, LandedPartition, Rejected
 import { assertStillAsRead, fileStateTexts, type DeliveryIds, type ReadFiles } from "./delivery-identity.js";
 import { landDelivery, outOfMemory } from "./land-delivery.js";
 import type { LandingTables } from "./landing-relations.js";
-import { addSums, signatureColumnNames, signatureOfSums, signatureQuery, sumsOfRow, type RowSums, type SignatureColumn } from "./signature-sql.js";
+import { addSums, rowContentKey, signatureColumnNames, signatureOfSums, signatureQuery, sumsOfRow, type RowSums, type SignatureColumn } from "./signature-sql.js";
 import { tableShape, type Stage } from "./stage.js";
 import { FILE, LINE } from "./landing-pass.js";
 import type { StreamedCsv } from "./csv-stream.js";
@@ -94,7 +94,7 @@ async function landRead(
   const signedPartitions = inPass
     ? await signedInPass(connection, inPass.signatures, keys, signed, writeAhead, hooks, parts)
     : await signBesideWriteAhead(connection, request, tables.landed, signing, writeAhead, hooks, parts);
-  const partitions = parts ? await withLastLines(connection, tables.landed, keys, signedPartitions, parts) : signedPartitions;
+  const partitions = parts ? await withLastLines(connection, tables.landed, keys, signed, signedPartitions, parts) : signedPartitions;
   // The good rows are the partitions' rows (no second pass over a delivery read in place); the bad ones are few.
   const loaded = partitions.reduce((sum, p) => sum + p.rows, 0);
   if (gunzipped && rejected > 0) await nameDeliveredFiles(connection, tables.rejected, gunzipped);
@@ -205,12 +205,14 @@ function landedPartitions(reader: DuckDBResultReader, keys: readonly string[], s
 
 /**
  * Each part with the last line of its file that holds a row of it (`LandedPart.through`), where every row of the part
- * has a line: a file that later only grew at its end is then appended from the next line (../../pipeline/plan.ts).
+ * has a line: a file that later only grew at its end is then appended from the next line (../../pipeline/plan.ts). And
+ * with its first row's content (`LandedPart.head`): a file copied or renamed is known by it wherever it is found next.
  */
 async function withLastLines(
   connection: DuckDBConnection,
   landed: string,
   keys: readonly string[],
+  signed: readonly SignatureColumn[],
   partitions: LandedPartition[],
   files: readonly string[],
 ): Promise<LandedPartition[]> {
@@ -218,18 +220,27 @@ async function withLastLines(
   const first = (await connection.runAndReadAll(`SELECT ${LINE} FROM ${quoteRelation(landed)} LIMIT 1`)).getRowsJS()[0];
   if (first === undefined || first[0] === null) return partitions;
   const keyList = keys.map((key) => `${quoteIdentifier(key)}, `).join("");
-  const reader = await connection.runAndReadAll(`SELECT ${keyList}${FILE}, max(${LINE}), count(*) = count(${LINE}) FROM ${quoteRelation(landed)} GROUP BY ALL`);
-  const lines = new Map<string, number>();
+  // Each part's lines, then the content of its first row alone (a join on that line: no row's content is computed but those).
+  const bounds = `SELECT ${keyList}${FILE}, min(${LINE}) AS __first, max(${LINE}) AS __last, count(*) = count(${LINE}) AS __all FROM ${quoteRelation(landed)} GROUP BY ALL`;
+  const on = [...keys.map((key) => `b.${quoteIdentifier(key)} IS NOT DISTINCT FROM l.${quoteIdentifier(key)}`), `b.${FILE} = l.${FILE}`, `b.__first = l.${LINE}`].join(" AND ");
+  const columns = [...keys.map((key, i) => `b.${quoteIdentifier(key)} AS __key${i}`), `b.${FILE} AS __file`, "b.__last", "b.__all"];
+  const casts = signed.map((c) => `CAST(l.${quoteIdentifier(c.name)} AS ${c.type}) AS ${quoteIdentifier(c.name)}`);
+  const heads = `SELECT ${[...columns, ...casts].join(", ")} FROM (${bounds}) b JOIN ${quoteRelation(landed)} l ON ${on}`;
+  const grouped = [...keys.map((_, i) => `__key${i}`), "__file", "__last", "__all"].join(", ");
+  const reader = await connection.runAndReadAll(`SELECT ${grouped}, min(${rowContentKey(signed)})::VARCHAR FROM (${heads}) GROUP BY ALL`);
+  const lines = new Map<string, { through: number; head: string }>();
   for (const row of reader.getRowsJS()) {
     const at = keys.length;
     const file = files[Number(row[at]) - 1];
-    if (row[at + 2] === true && row[at + 1] !== null && file !== undefined) lines.set(`${partitionPath(partitionOfValues(keys, row))}\0${file}`, Number(row[at + 1]));
+    if (row[at + 2] === true && row[at + 1] !== null && file !== undefined) {
+      lines.set(`${partitionPath(partitionOfValues(keys, row))}\0${file}`, { through: Number(row[at + 1]), head: String(row[at + 3]) });
+    }
   }
   return partitions.map((p) => ({
     ...p,
     parts: p.parts?.map((part) => {
-      const through = lines.get(`${partitionPath(p.partition)}\0${part.file}`);
-      return through === undefined ? part : { ...part, through };
+      const known = lines.get(`${partitionPath(p.partition)}\0${part.file}`);
+      return known === undefined ? part : { ...part, ...known };
     }),
   }));
 }
