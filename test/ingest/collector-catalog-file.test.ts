@@ -66,7 +66,9 @@ describe("a collector landing a backlog of segments, read through lake.duckdb", 
 
     expect(landed.length, "segments landed by the round").toBeGreaterThanOrEqual(30);
     expect(rewrites.length, `rewrites of lake.duckdb for ${landed.length} segments in ${drainMs} ms`).toBeLessThanOrEqual(Math.ceil(drainMs / 1000) + 1);
-    expect(rewrites.length).toBeLessThan(landed.length / 3);
+    // Not once a segment (the bound above already says how much fewer where segments land faster than one a second: a
+    // third of them on an idle machine; a loaded one lands fewer a second, so this bound is the one that holds there).
+    expect(rewrites.length).toBeLessThan(landed.length);
     expect(counts.length).toBeGreaterThan(0);
     expect(counts.filter((count) => count % PER_REQUEST !== 0), "reads that saw part of a request").toEqual([]);
     expect(counts.filter((count, i) => i > 0 && count < counts[i - 1]!), "reads that saw fewer rows than the one before").toEqual([]);
