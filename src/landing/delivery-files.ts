@@ -1,4 +1,4 @@
-import { promises as fs } from "node:fs";
+import { constants, promises as fs } from "node:fs";
 import path from "node:path";
 import { InvalidInputError } from "../model/errors.js";
 
@@ -25,7 +25,23 @@ export async function deliveryFiles(patterns: readonly string[]): Promise<string
     }
     files.push(...matched);
   }
-  return [...new Set(files)];
+  const unique = [...new Set(files)];
+  await assertReadable(unique);
+  return unique;
+}
+
+/** Refuses a delivery with a file this process may not read, naming it and the fix, before anything of it is read. */
+async function assertReadable(files: readonly string[]): Promise<void> {
+  for (let start = 0; start < files.length; start += 256) {
+    const checked = await Promise.all(files.slice(start, start + 256).map((file) => fs.access(file, constants.R_OK).then(() => undefined, (error: NodeJS.ErrnoException) => [file, error.code] as const)));
+    const denied = checked.find((result) => result !== undefined);
+    if (denied) {
+      throw new InvalidInputError(
+        `cannot read the source file '${denied[0]}' (${denied[1] ?? "unreadable"}); nothing of the delivery was loaded. ` +
+          "Give the user lakeswap runs as read access to it, or move it out of the dataset's source.path, then rerun",
+      );
+    }
+  }
 }
 
 async function existing(name: string): Promise<string[]> {

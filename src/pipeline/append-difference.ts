@@ -45,7 +45,8 @@ export async function appendByDifference(
   if (left.length === 0 || !current) return;
   const snapshot = await current([...new Set(left.map((c) => c.path))]);
   const files = new Map(snapshot.partitions.map((p) => [partitionPath(p.partition), p.files]));
-  const wanted = left.filter((c) => files.has(c.path));
+  // A partition without a run holds no row: only a family's parts (a new file and its copy) take less than all.
+  const wanted = left.filter((c) => files.has(c.path) || c.family !== undefined);
   if (wanted.length === 0) return;
   const differences = await ctx.landing.differenceParts({
     delivery,

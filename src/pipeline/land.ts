@@ -232,61 +232,73 @@ async function grownParts(
   const { appendedBefore, appendedFilesBefore } = before;
   const candidates: GrowthCandidate[] = [];
   const byDifference: DifferenceCandidate[] = [];
+  // Parts whose first row another file of the partition has (recorded, or new in this delivery): copies of one another.
+  const shared = new Set<string>();
   for (const landed of delivery.partitions) {
     const path = partitionPath(landed.partition);
     const held = new Set(appendedBefore.get(path) ?? []);
     const files = new Map((appendedFilesBefore.get(path) ?? []).map((f) => [f.file, f]));
     if (held.has(landed.signature)) continue;
     const parts = landed.parts ?? [];
-    // A part with no record of its own (a file renamed inside the glob, or rotated) may continue a file recorded under
-    // another name: one whose part is gone, or is not held (a new file under the old name).
+    const fresh = parts.filter((p) => !held.has(p.signature) && p.through !== undefined);
+    // A part with no record of its own (a file renamed inside the glob, copied, or rotated), or whose own record is of
+    // another file (its first row another: a new file under the name), may continue a file recorded under another name.
     const unmatched: LandedPart[] = [];
-    for (const part of parts) {
-      if (held.has(part.signature) || part.through === undefined) continue;
+    for (const part of fresh) {
       const taken = files.get(part.file);
       const own = taken ? growthCandidates(landed.partition, path, part, taken) : [];
       candidates.push(...own);
-      if (own.length === 0) unmatched.push(part);
+      const sameFile = taken?.head !== undefined && taken.head === part.head;
+      if (own.length === 0 && !sameFile) unmatched.push(part);
     }
     const heldFiles = new Set(parts.filter((p) => held.has(p.signature)).map((p) => p.file));
     const orphans = [...files.values()].filter((f) => !heldFiles.has(f.file));
     // The records such a part may continue: of a file whose first row was its first row (a copy, the file renamed or
-    // rotated; held or gone), each signed against it where there are a few; and of every other file gone (its first row
+    // rotated; held or gone), signed against it where it is the only one; and of every other file gone (its first row
     // fixed since, or a record from before first rows were kept), paired with every such part where there are a few such
     // pairs in all.
     const known = (part: LandedPart, f: AppendedFile) => f.head !== undefined && part.head !== undefined;
     const sameHead = (part: LandedPart) => [...files.values()].filter((f) => f.file !== part.file && known(part, f) && f.head === part.head);
     const unknown = (part: LandedPart) => orphans.filter((f) => f.file !== part.file && !(known(part, f) && f.head === part.head));
+    // Of two records of its first row or more (copies, a file renamed twice), one the part passed long ago may not know
+    // the rows the others took since: such a part is taken by difference below.
     for (const part of unmatched) {
       const records = sameHead(part);
-      if (records.length <= MAX_RENAMED_PAIRS) for (const taken of records) candidates.push(...growthCandidates(landed.partition, path, part, taken));
+      if (records.length === 1) candidates.push(...growthCandidates(landed.partition, path, part, records[0]!));
     }
     const pairs = unmatched.flatMap((part) => unknown(part).map((f) => [part, f] as const));
     if (pairs.length <= MAX_RENAMED_PAIRS) for (const [part, taken] of pairs) candidates.push(...growthCandidates(landed.partition, path, part, taken));
+    const alike = (part: LandedPart) => fresh.filter((p) => p !== part && p.head !== undefined && p.head === part.head);
+    for (const part of fresh) if (sameHead(part).length > 0 || alike(part).length > 0) shared.add(grownKey(path, part.file));
     // Where no split verifies, a part of a recorded name is taken by difference; so is one of the first row of a record,
     // and one beside records of files gone, their first rows not known, that were too many to pair: where the partition
     // holds at least half of its rows, or of the smallest such record's (a new file whose first row happens to be alike
-    // to a held one is new whole).
-    for (const part of parts.filter((p) => !held.has(p.signature) && p.through !== undefined)) {
+    // to a held one is new whole). New files of one first row (a file and its copy, both grown) take their rows once.
+    for (const part of fresh) {
       const records = sameHead(part);
       // Records whose first row is known and another: a new file's (files moved out of the glob once synced) read nothing.
       const gone = unknown(part).filter((f) => !known(part, f));
-      if (files.has(part.file)) byDifference.push({ partition: landed.partition, path, part });
-      else if (records.length > 0) byDifference.push({ partition: landed.partition, path, part, gone: Math.min(part.rows, ...records.map((f) => f.rows ?? 1)) });
+      const family = part.head !== undefined ? { family: `${path}\0${part.head}` } : {};
+      const kin = alike(part);
+      if (files.has(part.file)) byDifference.push({ partition: landed.partition, path, part, ...family });
+      else if (records.length > 0) byDifference.push({ partition: landed.partition, path, part, gone: Math.min(part.rows, ...records.map((f) => f.rows ?? 1)), ...family });
+      else if (kin.length > 0) byDifference.push({ partition: landed.partition, path, part, gone: Math.min(part.rows, ...kin.map((p) => p.rows)), ...family });
       else if (pairs.length > MAX_RENAMED_PAIRS && gone.length > 0) byDifference.push({ partition: landed.partition, path, part, gone: Math.min(...gone.map((f) => f.rows ?? 1)) });
     }
   }
   const grown = new Map<string, GrownPart>();
-  const families = candidates.length > 0 ? await verifiedSplits(ctx, dataset, delivery, candidates, grown) : [];
-  const familyOf = new Set(families.map((c) => grownKey(c.path, c.part.file)));
-  await appendByDifference(ctx, dataset, delivery, [...families, ...byDifference.filter((c) => !familyOf.has(grownKey(c.path, c.part.file)))], before.current, grown);
+  const back = candidates.length > 0 ? await verifiedSplits(ctx, dataset, delivery, candidates, grown, shared) : [];
+  // A part whose split was taken back is taken by difference, with its family (their rows once).
+  const backKeys = new Set(back.map((c) => grownKey(c.path, c.part.file)));
+  await appendByDifference(ctx, dataset, delivery, [...back, ...byDifference.filter((c) => !backKeys.has(grownKey(c.path, c.part.file)))], before.current, grown);
   return grown;
 }
 
 /**
  * The splits of `candidates` that verify, into `grown` (`grownParts`). Where two parts of a partition or more continue
- * one recorded file (a file and a copy of it, made after it grew), their rows after it may be the same rows: they are
- * returned to be taken by difference instead, as a family (`DifferenceCandidate.family`).
+ * one recorded file (a file and a copy of it, made after it grew), their rows after it may be the same rows; so may the
+ * fixed bad rows a part of a first row `shared` with another file takes: those are taken back out of `grown`, to be
+ * taken by difference instead, as a family (`DifferenceCandidate.family`): returned so.
  */
 async function verifiedSplits(
   ctx: PipelineContext,
@@ -294,6 +306,7 @@ async function verifiedSplits(
   delivery: LandedDelivery,
   candidates: readonly GrowthCandidate[],
   grown: Map<string, GrownPart>,
+  shared: ReadonlySet<string>,
 ): Promise<DifferenceCandidate[]> {
   const splits = await ctx.landing.splitParts({
     delivery,
@@ -317,15 +330,16 @@ async function verifiedSplits(
   });
   const continuing = new Map<string, GrowthCandidate[]>();
   for (const c of chosen.values()) continuing.set(grownKey(c.path, c.record), [...(continuing.get(grownKey(c.path, c.record)) ?? []), c]);
-  const shared = [...continuing].filter(([, parts]) => parts.length > 1);
-  for (const [, parts] of shared) for (const c of parts) grown.delete(grownKey(c.path, c.file));
-  return shared.flatMap(([family, parts]) => parts.map((c) => ({ partition: c.partition, path: c.path, part: c.part, family })));
+  const back = new Set([...continuing.values()].filter((parts) => parts.length > 1).flatMap((parts) => parts.map((c) => grownKey(c.path, c.file))));
+  for (const [key, c] of chosen) if (shared.has(key) && (grown.get(key)?.skipped?.length ?? 0) > 0 && c.rows === undefined) back.add(key);
+  for (const key of back) grown.delete(key);
+  return [...back].map((key) => {
+    const c = chosen.get(key)!;
+    return { partition: c.partition, path: c.path, part: c.part, family: `${c.path}\0${c.part.head ?? `record ${c.record}`}` };
+  });
 }
 
-/**
- * The most (part, recorded file) pairs an append signs to find a file renamed inside its glob: per part, of records of
- * its first row; of a partition in all, of records from before first rows were kept.
- */
+/** The most (part, recorded file gone) pairs of a partition an append signs to find a file renamed inside its glob. */
 const MAX_RENAMED_PAIRS = 16;
 
 /** A split of a part of a landed delivery to sign against a file its partition's run recorded (`grownParts`). */

@@ -1,4 +1,5 @@
-import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { execFileSync } from "node:child_process";
+import { chmod, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -35,5 +36,27 @@ describe("the files a delivery's paths name", () => {
     await expect(deliveryFiles(at("missing/*.csv"))).rejects.toThrow(/no source file matches .*missing/);
     await expect(deliveryFiles(at("missing.csv"))).rejects.toThrow(/no source file matches .*missing\.csv/);
     await expect(deliveryFiles(at("2026"))).rejects.toThrow(/no source file matches/);
+  });
+});
+
+describe("a delivery file the process may not read", () => {
+  it("is refused before anything is read, naming the file and the fix", async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), "lakeswap-unreadable-"));
+    try {
+      await chmod(dir, 0o755);
+      for (const name of ["a.csv", "u.csv"]) await writeFile(path.join(dir, name), "k\n1\n", { mode: 0o644 });
+      await chmod(path.join(dir, "u.csv"), 0o000);
+      const pattern = path.join(dir, "*.csv");
+      // Root reads any file: the check then runs as another user, as lakeswap runs in production.
+      if (process.getuid?.() !== 0) {
+        await expect(deliveryFiles([pattern])).rejects.toThrow(`cannot read the source file '${path.join(dir, "u.csv")}' (EACCES)`);
+        return;
+      }
+      const script = `import("${path.resolve("src/landing/delivery-files.ts")}").then((m) => m.deliveryFiles([${JSON.stringify(pattern)}])).then(() => console.log("read"), (e) => console.log(e.message))`;
+      const output = execFileSync("runuser", ["-u", "nobody", "--", process.execPath, "--import", "tsx", "-e", script], { encoding: "utf8", cwd: process.cwd() });
+      expect(output).toContain(`cannot read the source file '${path.join(dir, "u.csv")}' (EACCES); nothing of the delivery was loaded`);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });
