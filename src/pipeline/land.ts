@@ -258,7 +258,10 @@ async function grownParts(
     // fixed since, or a record from before first rows were kept), paired with every such part where there are a few such
     // pairs in all.
     const known = (part: LandedPart, f: AppendedFile) => f.head !== undefined && part.head !== undefined;
-    const sameHead = (part: LandedPart) => [...files.values()].filter((f) => f.file !== part.file && known(part, f) && f.head === part.head);
+    // By first row (a delivery of thousands of new files compares each with its few alike, not with all).
+    const recordsByHead = groupBy([...files.values()], (f) => f.head);
+    const freshByHead = groupBy(fresh, (p) => p.head);
+    const sameHead = (part: LandedPart) => (part.head === undefined ? [] : (recordsByHead.get(part.head) ?? []).filter((f) => f.file !== part.file));
     const unknown = (part: LandedPart) => orphans.filter((f) => f.file !== part.file && !(known(part, f) && f.head === part.head));
     // Of two records of its first row or more (copies, a file renamed twice), one the part passed long ago may not know
     // the rows the others took since: such a part is taken by difference below.
@@ -268,8 +271,10 @@ async function grownParts(
     }
     const pairs = unmatched.flatMap((part) => unknown(part).map((f) => [part, f] as const));
     if (pairs.length <= MAX_RENAMED_PAIRS) for (const [part, taken] of pairs) candidates.push(...growthCandidates(landed.partition, path, part, taken));
-    const alike = (part: LandedPart) => fresh.filter((p) => p !== part && p.head !== undefined && p.head === part.head);
-    for (const part of fresh) if (sameHead(part).length > 0 || alike(part).length > 0) shared.add(grownKey(path, part.file));
+    // The new parts of a part's first row, itself included (one: none alike), and the fewest rows one of them has.
+    const alike = (part: LandedPart) => (part.head === undefined ? [] : (freshByHead.get(part.head) ?? []));
+    const fewest = new Map([...freshByHead].map(([head, group]) => [head, group.reduce((least, p) => Math.min(least, p.rows), Infinity)]));
+    for (const part of fresh) if (sameHead(part).length > 0 || alike(part).length > 1) shared.add(grownKey(path, part.file));
     // Where no split verifies, a part of a recorded name is taken by difference; so is one of the first row of a record,
     // and one beside records of files gone, their first rows not known, that were too many to pair: where the partition
     // holds at least half of its rows, or of the smallest such record's (a new file whose first row happens to be alike
@@ -282,7 +287,7 @@ async function grownParts(
       const kin = alike(part);
       if (files.has(part.file)) byDifference.push({ partition: landed.partition, path, part, ...family });
       else if (records.length > 0) byDifference.push({ partition: landed.partition, path, part, gone: Math.min(part.rows, ...records.map((f) => f.rows ?? 1)), ...family });
-      else if (kin.length > 0) byDifference.push({ partition: landed.partition, path, part, gone: Math.min(part.rows, ...kin.map((p) => p.rows)), ...family });
+      else if (kin.length > 1) byDifference.push({ partition: landed.partition, path, part, gone: fewest.get(part.head!)!, ...family });
       else if (pairs.length > MAX_RENAMED_PAIRS && gone.length > 0) byDifference.push({ partition: landed.partition, path, part, gone: Math.min(...gone.map((f) => f.rows ?? 1)) });
     }
   }
@@ -337,6 +342,19 @@ async function verifiedSplits(
     const c = chosen.get(key)!;
     return { partition: c.partition, path: c.path, part: c.part, family: `${c.path}\0${c.part.head ?? `record ${c.record}`}` };
   });
+}
+
+/** `items` by `key`, those without one left out. */
+function groupBy<T>(items: readonly T[], key: (item: T) => string | undefined): Map<string, T[]> {
+  const groups = new Map<string, T[]>();
+  for (const item of items) {
+    const k = key(item);
+    if (k === undefined) continue;
+    const group = groups.get(k);
+    if (group) group.push(item);
+    else groups.set(k, [item]);
+  }
+  return groups;
 }
 
 /** The most (part, recorded file gone) pairs of a partition an append signs to find a file renamed inside its glob. */
