@@ -271,14 +271,13 @@ async function grownParts(
     }
     const pairs = unmatched.flatMap((part) => unknown(part).map((f) => [part, f] as const));
     if (pairs.length <= MAX_RENAMED_PAIRS) for (const [part, taken] of pairs) candidates.push(...growthCandidates(landed.partition, path, part, taken));
-    // The new parts of a part's first row, itself included (one: none alike), and the fewest rows one of them has.
+    // The new parts of a part's first row, itself included (one: none alike).
     const alike = (part: LandedPart) => (part.head === undefined ? [] : (freshByHead.get(part.head) ?? []));
-    const fewest = new Map([...freshByHead].map(([head, group]) => [head, group.reduce((least, p) => Math.min(least, p.rows), Infinity)]));
     for (const part of fresh) if (sameHead(part).length > 0 || alike(part).length > 1) shared.add(grownKey(path, part.file));
-    // Where no split verifies, a part of a recorded name is taken by difference; so is one of the first row of a record,
-    // and one beside records of files gone, their first rows not known, that were too many to pair: where the partition
-    // holds at least half of its rows, or of the smallest such record's (a new file whose first row happens to be alike
-    // to a held one is new whole). New files of one first row (a file and its copy, both grown) take their rows once.
+    // Where no split verifies, a part of a recorded name is taken by difference; so is one of the first row of a record
+    // (its rows alike to held ones count as held, as any by difference), and new files of one first row (a file and its
+    // copy, both grown: their rows once); and one beside records of files gone, their first rows not known, that were too
+    // many to pair, where the partition holds at least half of its rows, or of the smallest such record's.
     for (const part of fresh) {
       const records = sameHead(part);
       // Records whose first row is known and another: a new file's (files moved out of the glob once synced) read nothing.
@@ -286,8 +285,7 @@ async function grownParts(
       const family = part.head !== undefined ? { family: `${path}\0${part.head}` } : {};
       const kin = alike(part);
       if (files.has(part.file)) byDifference.push({ partition: landed.partition, path, part, ...family });
-      else if (records.length > 0) byDifference.push({ partition: landed.partition, path, part, gone: Math.min(part.rows, ...records.map((f) => f.rows ?? 1)), ...family });
-      else if (kin.length > 1) byDifference.push({ partition: landed.partition, path, part, gone: fewest.get(part.head!)!, ...family });
+      else if (records.length > 0 || kin.length > 1) byDifference.push({ partition: landed.partition, path, part, ...family });
       else if (pairs.length > MAX_RENAMED_PAIRS && gone.length > 0) byDifference.push({ partition: landed.partition, path, part, gone: Math.min(...gone.map((f) => f.rows ?? 1)) });
     }
   }

@@ -229,6 +229,14 @@ function planAppend(
   const record = [...before, ...taken.flatMap((t) => (t.after === undefined ? [t.signature] : [t.signature, t.part.signature]))];
   const files = new Map(filesBefore.map((f) => [f.file, f]));
   for (const { part } of taken) if (part.through !== undefined && parts.length > 0) files.set(part.file, appendedFile(part, part.through, input.badLines?.get(part.file)));
+  // A file whose rows the run holds already under another name (renamed, copied, rotated) is recorded as it is too, where
+  // its name has no record of its first row: a new file under the name it had would overwrite the record it continues.
+  for (const part of parts) {
+    const known = files.get(part.file);
+    if (part.through !== undefined && !fresh.includes(part) && (known === undefined || (part.head !== undefined && known.head !== part.head))) {
+      files.set(part.file, appendedFile(part, part.through, input.badLines?.get(part.file)));
+    }
+  }
   const rows = taken.reduce((sum, t) => sum + t.rows, 0);
   const appending: Appending = {
     record,

@@ -2,6 +2,7 @@ import { copyFileSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync,
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { loadPipelineConfig } from "../../src/config/pipeline-config.js";
+import { rollbackPartition } from "../../src/lake/operations/rollback.js";
 import { Pipeline, type SyncReport } from "../../src/pipeline/pipeline.js";
 import { BACKEND_FACTORIES, embeddedBackend, selectedBackends, tempDir } from "../support/lake-fixture.js";
 
@@ -36,6 +37,7 @@ async function workspace(backendName: string, opened?: Awaited<ReturnType<typeof
   writeFileSync(configFile, YAML);
   const file = (name: string) => path.join(folder, name);
   return {
+    lake,
     file,
     /** Writes `name` with a row per id (ids below 100 on 1 November, the others on 2 November), `kind` "k" unless edited. */
     write(name: string, ids: readonly number[], edited: ReadonlySet<number> = new Set(), bad: ReadonlySet<number> = new Set()): void {
@@ -163,14 +165,40 @@ for (const backendName of selectedBackends()) {
       expect(await ws.held()).toEqual(["1", "2", "3", "4", "6", "7", "9", "105", "108"]);
     }, 180_000);
 
-    it("a new file whose first row is alike to an appended file's first row lands all its rows", async () => {
+    it("a new file whose first row is alike to an appended file's is taken by difference: a row alike to a held one counts as held", async () => {
       const ws = await workspace(backendName);
       ws.write("a.csv", [1, 2, 3, 4]);
       await ws.sync();
-      // Another file that starts as a.csv does, with rows of its own after: the row alike is a row of its own.
+      // Another file that starts as a.csv does, with rows of its own after: as a copy of it would be (docs/write-modes.md).
       ws.write("b.csv", [1, 20, 21, 22]);
-      expect((await ws.sync()).loads[0]?.rowsAppended).toBe(4);
-      expect(await ws.held()).toEqual(["1x2", "2", "3", "4", "20", "21", "22"]);
+      const report = await ws.sync();
+      expect(report.loads[0]?.rowsAppended).toBe(3);
+      expect(report.partitions.map((p) => p.reason)).toEqual(["appended by difference"]);
+      expect(await ws.held()).toEqual(["1", "2", "3", "4", "20", "21", "22"]);
+    }, 180_000);
+
+    it("a renamed or copied file whose rows after its first were mostly edited, synced after a rollback too, and a rotated file written late: each row once", async () => {
+      const ws = await workspace(backendName);
+      ws.write("a.csv", [1, 2, 3, 101]);
+      ws.write("b.csv", [10, 11, 12]);
+      ws.write("log.csv", [40, 41]);
+      await ws.sync();
+      renameSync(ws.file("a.csv"), ws.file("r.csv"));
+      ws.write("r.csv", [1, 2, 3, 101], new Set([2, 3]));
+      copyFileSync(ws.file("b.csv"), ws.file("c.csv"));
+      ws.write("c.csv", [10, 11, 12, 13, 14]);
+      // Rotated: log.csv renamed, a new log.csv begun with a row of the same day.
+      renameSync(ws.file("log.csv"), ws.file("log.1.csv"));
+      ws.write("log.csv", [42]);
+      await ws.sync();
+      // c.csv's rows edited; the day rolled back (c.csv's growth undone) and synced again; log.1.csv written late.
+      ws.write("c.csv", [10, 11, 12, 13, 14], new Set([11, 12]));
+      await rollbackPartition(ws.lake, "events_raw", "day=2026-11-01");
+      ws.write("log.1.csv", [40, 41, 43]);
+      await ws.sync();
+      const held = await ws.held();
+      expect(held.filter((h) => h.includes("x"))).toEqual([]);
+      expect(held).toEqual(["1", "2:edited", "2", "3:edited", "3", "10", "11:edited", "11", "12:edited", "12", "13", "14", "40", "41", "42", "43", "101"]);
     }, 180_000);
   });
 }

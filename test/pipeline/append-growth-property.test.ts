@@ -80,7 +80,7 @@ class Logs {
   /**
    * Files renamed or copied (to a new name), and files whose first row of a day was rewritten (edited, shrunk) since the
    * last sync. A file under a new name is known by its first row of each day (and a renamed one by its fixed bad rows);
-   * one whose first row of a day is edited, or that is cut short, is one docs/write-modes.md says may be appended whole,
+   * one whose first row of a day is edited is one docs/write-modes.md says may be appended whole (and cutting one short is left out),
    * so the model edits a renamed or copied file's rows after the first of their day only (keeping their day), fixes its
    * bad rows after that row only, never cuts it short, and never renames or copies a file so rewritten since the last sync.
    */
