@@ -14,9 +14,9 @@ export interface DifferenceCandidate {
   readonly path: string;
   readonly part: LandedPart;
   /**
-   * A part without a record of its own name, beside records of its first row or of files gone: the fewest rows one of
-   * them holds (or the part's own, if fewer). It is taken as continuing one where the partition holds at least half that
-   * many of its rows (a new file that happens to hold a row alike to one held is new whole, that row too).
+   * A part without a record of its own name or of its first row, beside too many records of files gone whose first rows
+   * are not known (runs from before they were kept): the fewest rows one of them holds. It is taken as continuing one
+   * where the partition holds at least half that many of its rows (else it is new whole).
    */
   readonly gone?: number;
   /**

@@ -332,7 +332,10 @@ async function verifiedSplits(
     grown.set(key, { through: split.through, ...(c.skipped && c.rows === undefined ? { skipped: c.skipped } : {}), ...split.after });
   });
   const continuing = new Map<string, GrowthCandidate[]>();
-  for (const c of chosen.values()) continuing.set(grownKey(c.path, c.record), [...(continuing.get(grownKey(c.path, c.record)) ?? []), c]);
+  for (const c of chosen.values()) {
+    const key = grownKey(c.path, c.record);
+    continuing.set(key, [...(continuing.get(key) ?? []), c]);
+  }
   const back = new Set([...continuing.values()].filter((parts) => parts.length > 1).flatMap((parts) => parts.map((c) => grownKey(c.path, c.file))));
   for (const [key, c] of chosen) if (shared.has(key) && (grown.get(key)?.skipped?.length ?? 0) > 0 && c.rows === undefined) back.add(key);
   for (const key of back) grown.delete(key);
