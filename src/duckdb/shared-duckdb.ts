@@ -51,6 +51,11 @@ export class SharedDuckDb {
     this.restrictedInstance(scope.folders).catch(() => undefined);
   }
 
+  /** Opens the landing instance in the background, if it is not open yet (see `prepare`). */
+  prepareLanding(): void {
+    this.opened().catch(() => undefined);
+  }
+
   /** How the landing instance computes content signatures, and why in the SQL form when it does (./duckdb-open.ts). */
   async signing(): Promise<Signing> {
     return (await this.opened()).signing;

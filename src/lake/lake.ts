@@ -142,12 +142,7 @@ export class Lake {
     return (await this.outbox.pending()).flatMap((entry) => entry.moves.map((move) => ({ table: entry.table, partition: move.partition, runId: move.runId })));
   }
 
-  /**
-   * Finishes catalog changes a dead writer recorded but never confirmed. A
-   * change is applied only if the pointer is still where the writer left it;
-   * if it moved on since, the change is stale and dropped. Tables whose lease
-   * is held by a live writer are left to it.
-   */
+  /** Finishes a dead writer's unconfirmed catalog changes where the pointer is still as it left it (others are stale, dropped); a live writer's tables are left to it. */
   async replayOutbox(): Promise<{ applied: number; stale: number }> {
     let applied = 0;
     let stale = 0;
@@ -185,6 +180,12 @@ export class Lake {
     }
   }
 
+  /** A hint, which never fails: a write whose builds read these tables follows (`Engine.prepare`, `CatalogFile.prepare`). */
+  prepareWrite(builds: readonly (readonly string[])[]): void {
+    this.engine.prepare?.(builds);
+    if (!this.settings.readOnly) this.catalogFile?.prepare?.();
+  }
+
   /** Closes the engine and the landing (adapters that share a DuckDB close it once: closing it again does nothing). */
   async close(): Promise<void> {
     await this.engine.close();
@@ -217,11 +218,9 @@ export class Lake {
   }
 
   /**
-   * Takes the writer leases of several tables for `work` (in name order, so two
-   * writers of overlapping sets never deadlock), which may then read their
-   * state and replace partitions of them. Every decision `work` makes from
-   * that state is made under the leases (DESIGN.md invariant 7). A table need
-   * not exist yet when its lease is taken.
+   * Takes the writer leases of several tables for `work` (in name order, so two writers of overlapping sets never
+   * deadlock), which may then read their state and replace partitions of them. Every decision `work` makes from that
+   * state is made under the leases (DESIGN.md invariant 7). A table need not exist yet when its lease is taken.
    */
   async write<T>(tableNames: readonly string[], command: string, work: (writer: LakeWriter) => Promise<T>, options: LeaseOptions = {}): Promise<T> {
     const names = [...new Set(tableNames.map((name) => assertTableName(name)))].sort();

@@ -103,6 +103,11 @@ export interface Landing {
    * cannot run (a value that does not fit its column's type, a `sql:` audit that fails) throws, naming it.
    */
   auditRuns(request: AuditRunsRequest): Promise<AuditFinding[]>;
+  /**
+   * A hint, which never fails: a delivery is likely to be landed soon. The landing may get ready meanwhile (DuckDB
+   * opens its instance while the sync checks the config); an error is left to the landing that needs it.
+   */
+  prepare?(): void;
   close(): Promise<void>;
 }
 

@@ -7,7 +7,7 @@ import { faultPoint } from "../shared/faults.js";
 import type { FetchedSource } from "../sources/source.js";
 import { asLanded, changeSchemas, createTables, plannedSchemaChanges, refuseIncompleteLayouts, type PlannedSchemaChange } from "./schema-changes.js";
 import { buildsEveryPartition, fetchWindow, knownDelivery, landDelivery, mergeDelivery, planDelivery } from "./land.js";
-import { checkLayerInputs, runLayers } from "./layers.js";
+import { checkLayerInputs, layerBuilds, runLayers } from "./layers.js";
 import { checkPartitionFilters } from "./partition-filter.js";
 import { tablesWritten, type PipelineContext, type PipelineOptions, type Run } from "./pipeline-context.js";
 import type { PlannedPartition } from "./plan.js";
@@ -103,6 +103,9 @@ export class Pipeline {
   /** The one loop of plan and sync: each dataset's raw layer (landed, fetched, or the collector's), then its layers. */
   private async run(pass: Pass): Promise<void> {
     for (const dataset of this.ctx.config.datasets) {
+      // A sync of files lands them next: the landing gets ready while the layers' SQL is checked (that check loads
+      // DuckDB anyway; a dataset without layers may need none, a delivery landed before).
+      if (!pass.plan && !dataset.ingested && !dataset.http && dataset.layers.length > 0) this.ctx.landing.prepare?.();
       await checkLayerInputs(this.ctx, dataset);
       if (dataset.ingested) {
         // The raw layer is the collector's: nothing to land; its layers are built from what it holds now.
@@ -138,6 +141,8 @@ export class Pipeline {
     // The same delivery again (same bytes, same declaration) is planned from what its landing found; it is read
     // again only if some raw partition must be built from it.
     const known = await knownDelivery(ctx, dataset);
+    // While a new delivery lands, the instances its layers' builds run in and the catalog file's writer get ready.
+    if (builds && !known.summary) ctx.lake.prepareWrite(layerBuilds(dataset));
     // Landing first: a delivery with bad rows and no dead-letter table changes nothing, not even the catalog.
     let landed = known.summary ? undefined : await landDelivery(ctx, dataset, builds && (await buildsEveryPartition(ctx, dataset)));
     let merged: LandedDelivery | undefined;

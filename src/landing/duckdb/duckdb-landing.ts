@@ -301,12 +301,16 @@ export class DuckDbLanding implements Landing {
     return this.duckdb.signing();
   }
 
-  /** Stops queries in flight and closes the DuckDB (shared with the engine: closing it twice is harmless). */
   async auditRuns(request: AuditRunsRequest): Promise<AuditFinding[]> {
     this.auditor ??= new RunAuditor(this.duckdb, this.files);
     return this.auditor.audit(request);
   }
 
+  prepare(): void {
+    this.duckdb.prepareLanding();
+  }
+
+  /** Stops queries in flight and closes the DuckDB (shared with the engine: closing it twice is harmless). */
   async close(): Promise<void> {
     await this.auditor?.close();
     await this.duckdb.close();
