@@ -103,10 +103,7 @@ export interface Landing {
    * cannot run (a value that does not fit its column's type, a `sql:` audit that fails) throws, naming it.
    */
   auditRuns(request: AuditRunsRequest): Promise<AuditFinding[]>;
-  /**
-   * A hint, which never fails: a delivery is likely to be landed soon. The landing may get ready meanwhile (DuckDB
-   * opens its instance while the sync checks the config); an error is left to the landing that needs it.
-   */
+  /** A hint, which never fails: a delivery is likely to be landed soon (DuckDB opens its instance meanwhile). */
   prepare?(): void;
   close(): Promise<void>;
 }
@@ -301,6 +298,11 @@ export interface LandRequest {
    * with their file, so that a partition's run can take the rows of some files only (`LandedRun.files`).
    */
   readonly fileParts?: boolean;
+  /**
+   * An append: a CSV or JSONL file modified at or after this time (ms since the epoch) whose last line has no line end
+   * has that line held back, neither landed nor rejected (`LandedDelivery.unterminated`); never a compressed file's.
+   */
+  readonly holdUnterminatedSince?: number;
 }
 
 /**
@@ -444,6 +446,7 @@ export interface LandingSummary {
   readonly rowsRejected: number;
   readonly partitions: readonly LandedPartition[];
   readonly signing: Signing;
+  readonly unterminated?: readonly string[];
 }
 
 /** A delivery landed in the engine: where its good and bad rows are, and what they hold. */
@@ -466,6 +469,8 @@ export interface LandedDelivery {
   readonly signing: Signing;
   /** With `LandRequest.fileParts`: the bad rows by the file they are in (each bad row in one), in the order of their files' names. */
   readonly rejectedFiles?: readonly RejectedFile[];
+  /** With `LandRequest.holdUnterminatedSince`: the files whose last line, without a line end, was held back (none: absent). */
+  readonly unterminated?: readonly string[];
 }
 
 /** The bad rows one file of a delivery holds (`write: append` keeps each file's dead letters apart). */

@@ -115,8 +115,13 @@ function landRequest(ctx: PipelineContext, dataset: DatasetConfig, writeAhead: b
     signatureColumns: dataset.signatureColumns,
     // An append recognises each file's part of a partition on its own (a glob that now matches one more file).
     fileParts: dataset.write === "append",
+    // An append's file changed lately may be halfway through its last line: held back until it ends. Fetched files are whole.
+    ...(dataset.write === "append" && !dataset.fetchedFiles ? { holdUnterminatedSince: Date.now() - UNTERMINATED_QUIET_MS } : {}),
   };
 }
+
+/** How long an append's file is unchanged before its last line is taken without a line end (a file written whole without one). */
+const UNTERMINATED_QUIET_MS = 60_000;
 
 /** The error of a delivery with bad rows and nowhere to keep them: the first bad row, where it is, and the fix. */
 function badRows(dataset: DatasetConfig, delivery: LandedDelivery): InvalidInputError {

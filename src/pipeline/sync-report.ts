@@ -59,6 +59,11 @@ export interface LoadReport {
   readonly signing: Signing;
   /** An http source: the days asked for, and how many of them could not be fetched (`files` are where they were kept while landed). */
   readonly fetched?: { readonly days: number; readonly failed: number };
+  /**
+   * `write: append`: the files whose last line had no line end and was held back (a writer may be halfway through it):
+   * its row is appended once the line ends, or once the file has not changed for a minute.
+   */
+  readonly unterminated?: readonly string[];
 }
 
 /** A partition of a dead-letter table that a load's bad rows are in (`LoadReport.deadLetterPartitions`). */
@@ -119,6 +124,7 @@ export function loadReport(dataset: DatasetConfig, delivery: LandingSummary, dea
     deadLetterTable: dataset.deadLetter,
     ...byFile,
     signing: delivery.signing,
+    ...(delivery.unterminated ? { unterminated: delivery.unterminated } : {}),
   };
 }
 

@@ -109,8 +109,10 @@ export class SyncRun implements Run {
       const rowsAppended = results.filter((r) => r.action === "build").reduce((sum, r) => sum + (step.appended.get(r.partition)?.taken ?? 0), 0);
       this.tally.loads[loadIndex] = { ...this.tally.loads[loadIndex]!, rowsAppended };
     }
-    // A clean delivery whose raw layer landed whole is known from now on: the same delivery again is not read again.
-    if (landed && !dataset.upsert && known.key !== undefined && !known.summary && landed.rowsRejected === 0 && results.every((r) => r.action !== "failed")) {
+    // A clean delivery whose raw layer landed whole is known from now on: the same delivery again is not read again (one
+    // with a line held back is read again: the same bytes, once quiet, give that line).
+    const whole = landed && !landed.unterminated && landed.rowsRejected === 0;
+    if (whole && !dataset.upsert && known.key !== undefined && !known.summary && results.every((r) => r.action !== "failed")) {
       await keepSummary(this.ctx, dataset, known.key, landed);
     }
     this.tally.layers.push({ dataset: dataset.name, layer: "raw", table: dataset.table, ...totals(results, Date.now() - step.startedMs) });

@@ -44,7 +44,10 @@ function loadLine(l: LoadReport): string {
   const from = l.fetched ? `fetched ${l.fetched.days - l.fetched.failed} of ${l.fetched.days} day(s) from its http source` : `read ${l.rowsRead} rows from ${l.files.length} file(s)`;
   const rows = l.fetched ? `, ${l.rowsRead} rows` : "";
   const appended = l.rowsAppended === undefined ? "" : ` (${l.rowsAppended} appended)`;
-  return `${l.dataset}: ${from}${rows}: ${l.rowsLoaded} loaded${appended}, ${l.rowsDeadLettered} dead-lettered${deadLetterText(l)}`;
+  const held = l.unterminated
+    ? `; held back the last line of ${l.unterminated.join(", ")}: it has no line end yet (appended once it has one, or once the file is unchanged for a minute)`
+    : "";
+  return `${l.dataset}: ${from}${rows}: ${l.rowsLoaded} loaded${appended}, ${l.rowsDeadLettered} dead-lettered${deadLetterText(l)}${held}`;
 }
 
 /** Where a load's bad rows are: the delivery's partition, or an append's by file (those kept already by an earlier sync said apart). */

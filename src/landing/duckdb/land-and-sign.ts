@@ -14,6 +14,7 @@ import { FILE, LINE } from "./landing-pass.js";
 import type { StreamedCsv } from "./csv-stream.js";
 import { gunzipDelivery, type GunzippedDelivery } from "./gunzipped-files.js";
 import { withRejectedFiles } from "./rejected-files.js";
+import { unterminatedFiles } from "./unterminated-lines.js";
 
 /** A stage written while a delivery was landed, and the table shape it was written for (`tableShape`). */
 export interface WrittenAhead {
@@ -83,7 +84,9 @@ async function landRead(
   // A delivery signed per file (append) keeps its rows' files, which a run written ahead would not.
   const table = request.fileParts ? undefined : request.writeAhead;
   const writeFirst = table ? (relation: string) => hooks.writeFirst(connection, table, relation) : undefined;
-  const options = { writeFirst, scanned: hooks.scanned?.(request, read) };
+  // An append's unterminated last lines of files being written are held back (./unterminated-lines.ts).
+  const holdLast = await unterminatedFiles(request, new Set(gunzipped?.renamed.map(([decompressed]) => decompressed)));
+  const options = { writeFirst, scanned: hooks.scanned?.(request, read), holdLast };
   const inPass = await landDelivery(connection, request, tables, (relation, groupKeys) => signatureQuery(relation, groupKeys, signed, signing.form), options);
   if (inPass?.stage && table) hooks.wroteAhead({ definition: tableShape(table), stage: inPass.stage });
   // The bad rows are few and already apart: counted first, so that a clean delivery's runs can be written ahead.
@@ -111,6 +114,7 @@ async function landRead(
     firstRejects,
     partitions,
     signing,
+    ...(holdLast.size > 0 ? { unterminated: [...holdLast].map((index) => files[index - 1]!) } : {}),
   };
   return { delivery };
 }

@@ -68,13 +68,15 @@ export async function landDelivery(
   const inPlace = request.format === "parquet";
   // Bad keys stay while a view of the landed rows filters on them.
   const scratch = [names.lines, names.records, names.badRows, ...(inPlace ? [] : [names.badKeys])];
-  const pass: LandingPass = { connection, request, tables, names, inPlace, all: inPlace ? names.typed : names.rows };
+  const pass: LandingPass = { connection, request, tables, names, inPlace, all: inPlace ? names.typed : names.rows, holdLast: options.holdLast };
   await setClock(connection, "SESSION");
   try {
     // 1. The partition expressions are checked against the declared columns first, before anything is read.
     await checkPartitionExpressions(connection, request);
     // A CSV delivery is streamed by DuckDB's reader first; only one that the exact reader must judge is read again, line by line.
-    if (request.format === "csv" && signInPass) {
+    // (A delivery with a line held back is read line by line: the streamed readers would land that line.)
+    const holding = (options.holdLast?.size ?? 0) > 0;
+    if (request.format === "csv" && signInPass && !holding) {
       const streamed = await landStreamedCsv(pass, rowChecks(request), signInPass, options);
       if (streamed) {
         // Read in place: its bad keys stay while the landed view filters on them, as a Parquet delivery's do.
@@ -84,7 +86,7 @@ export async function landDelivery(
     }
     // A JSONL delivery is streamed by DuckDB's line reader first; only one with a bad row is read again, into a table of its lines.
     // (An append's rows keep their lines, which the streamed reader does not number: its files are read line by line.)
-    if (request.format === "jsonl" && !request.fileParts && (await landStreamedJsonl(pass, rowChecks(request)))) return undefined;
+    if (request.format === "jsonl" && !request.fileParts && !holding && (await landStreamedJsonl(pass, rowChecks(request)))) return undefined;
     // 2. The source rows, by format.
     const source = await readSource(pass);
     // 3. Every row typed, with its problems, and its partition keys.
@@ -148,10 +150,10 @@ async function checkPartitionExpressions(connection: DuckDBConnection, request: 
 }
 
 /** The source rows, read by the delivery's format (./csv-input.ts, ./jsonl-input.ts, ./parquet-input.ts). */
-async function readSource({ connection, request, names }: LandingPass): Promise<SourceRows> {
+async function readSource({ connection, request, names, holdLast }: LandingPass): Promise<SourceRows> {
   try {
-    if (request.format === "csv") return await readCsv(connection, request, names.lines, names.records);
-    if (request.format === "jsonl") return await readJsonl(connection, request, names.lines);
+    if (request.format === "csv") return await readCsv(connection, request, names.lines, names.records, holdLast);
+    if (request.format === "jsonl") return await readJsonl(connection, request, names.lines, holdLast);
     return await readParquet(connection, request);
   } catch (error) {
     if (error instanceof InvalidInputError || outOfMemory(error)) throw error;

@@ -28,6 +28,8 @@ export interface LandingOptions {
   readonly writeFirst?: (relation: string) => Promise<Stage>;
   /** The CSV scan (./csv-stream.ts) made while the delivery was identified, of its files as they are read now. */
   readonly scanned?: Promise<StreamedCsv | undefined>;
+  /** The files (by position in the request, from 1) whose last, unterminated line is held back (./unterminated-lines.ts). */
+  readonly holdLast?: ReadonlySet<number>;
 }
 
 /** One delivery being landed: where, what, and the relation of every row typed (`all`: the table text is parsed into, or a view of a delivery read in place). */
@@ -38,6 +40,8 @@ export interface LandingPass {
   readonly names: ReturnType<typeof landingScratch>;
   readonly inPlace: boolean;
   readonly all: string;
+  /** As `LandingOptions.holdLast`. */
+  readonly holdLast?: ReadonlySet<number>;
 }
 
 /**

@@ -1,0 +1,137 @@
+import { appendFileSync, copyFileSync, mkdirSync, utimesSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { loadPipelineConfig } from "../../src/config/pipeline-config.js";
+import { Pipeline, type SyncReport } from "../../src/pipeline/pipeline.js";
+import { BACKEND_FACTORIES, selectedBackends, tempDir } from "../support/lake-fixture.js";
+
+/**
+ * `write: append` of files a writer is still writing: a sync that finds a file halfway through its last line (no line
+ * end yet) holds that line back, as a tailing reader does, and appends its row once the line is finished: never the
+ * half row, and never the half as a bad row. A file that simply lacks its last line end gives that row once it has been
+ * unchanged for a minute.
+ */
+const cleanups: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+const CSV = `datasets:
+  events:
+    source: {format: csv, path: deliveries/*.csv}
+    write: append
+    dead_letter: events_bad
+    columns: {event_id: BIGINT, amount: BIGINT, ts: TIMESTAMP}
+    partition: {day: "strftime(ts, '%Y-%m-%d')"}
+`;
+
+const JSONL = `datasets:
+  events:
+    source: {format: jsonl, path: deliveries/*.jsonl}
+    write: append
+    dead_letter: events_bad
+    columns: {event_id: BIGINT, amount: BIGINT, ts: TIMESTAMP}
+    partition: {day: "strftime(ts, '%Y-%m-%d')"}
+`;
+
+async function workspace(backendName: string, yaml: string) {
+  const backend = await BACKEND_FACTORIES[backendName]!();
+  cleanups.push(() => backend.cleanup());
+  const lake = await backend.open({ graceMs: 0, leaseWaitMs: 0 });
+  cleanups.push(() => lake.close());
+  const { dir, cleanup } = tempDir("lakeswap-unterminated-");
+  cleanups.push(cleanup);
+  const folder = path.join(dir, "deliveries");
+  mkdirSync(folder);
+  const configFile = path.join(dir, "lakeswap.yaml");
+  writeFileSync(configFile, yaml);
+  const glob = path.join(folder, yaml === CSV ? "*.csv" : "*.jsonl");
+  return {
+    lake,
+    file: (name: string) => path.join(folder, name),
+    sync: (): Promise<SyncReport> => new Pipeline(lake, loadPipelineConfig(configFile), { inputs: [glob] }).sync(),
+    /** Each event as `id=amount`, with its count where above 1, in id order. */
+    held: async () =>
+      (await lake.query("SELECT event_id, amount, count(*) FROM events_raw GROUP BY event_id, amount ORDER BY event_id, amount")).rows.map(
+        ([id, amount, n]) => `${id}=${amount}${Number(n) > 1 ? `x${n}` : ""}`,
+      ),
+    badRows: async () => (await lake.listTables()).some((t) => t.name === "events_bad") ? Number((await lake.query("SELECT count(*) FROM events_bad")).rows[0]?.[0]) : 0,
+  };
+}
+
+/** A CSV row, and the same as a JSONL line (without their line ends). */
+const csvRow = (id: number, amount: number) => `${id},${amount},2026-11-01 10:00:${String(id).padStart(2, "0")}`;
+const jsonRow = (id: number, amount: number) => JSON.stringify({ event_id: id, amount, ts: `2026-11-01 10:00:${String(id).padStart(2, "0")}` });
+
+/** Sets a file's modification time a few minutes back: it has been quiet for longer than an append waits for its last line. */
+function quiet(file: string): void {
+  const past = new Date(Date.now() - 5 * 60_000);
+  utimesSync(file, past, past);
+}
+
+for (const backendName of selectedBackends()) {
+  describe(`write: append of files being written (${backendName})`, () => {
+    it("a line cut anywhere by a sync is held back until its writer finishes it: each row lands once, whole, and nothing is dead-lettered", async () => {
+      for (const [yaml, row, name, header] of [
+        [CSV, csvRow, "log.csv", "event_id,amount,ts\n"],
+        [JSONL, jsonRow, "log.jsonl", ""],
+      ] as const) {
+        const ws = await workspace(backendName, yaml);
+        writeFileSync(ws.file(name), header);
+        const written: string[] = [];
+        // Rows 1..6, each cut at another place by a sync before its writer finishes it: inside its amount (a half that
+        // would parse as a row with another amount), inside its time, right after its last character.
+        for (let id = 1; id <= 6; id += 1) {
+          const text = `${row(id, id * 111)}\n`;
+          const cut = [text.indexOf(",") + 2, text.length - 5, text.length - 1, text.indexOf(",") + 2, 3, text.length - 1][id - 1]!;
+          appendFileSync(ws.file(name), text.slice(0, cut));
+          const halfway = await ws.sync();
+          expect(await ws.held()).toEqual(written);
+          expect(await ws.badRows()).toBe(0);
+          expect(halfway.loads[0]?.unterminated).toEqual([ws.file(name)]);
+          appendFileSync(ws.file(name), text.slice(cut));
+          written.push(`${id}=${id * 111}`);
+          const finished = await ws.sync();
+          expect(finished.loads[0]?.unterminated).toBeUndefined();
+          expect(await ws.held()).toEqual(written);
+        }
+        expect(await ws.badRows()).toBe(0);
+      }
+    }, 240_000);
+
+    it("a file that lacks only its last line end gives that row once quiet; the same bytes again after a sync held it are read again, not skipped as known", async () => {
+      const ws = await workspace(backendName, CSV);
+      writeFileSync(ws.file("export.csv"), `event_id,amount,ts\n${csvRow(1, 10)}\n${csvRow(2, 20)}`);
+      const fresh = await ws.sync();
+      expect(await ws.held()).toEqual(["1=10"]);
+      expect(fresh.loads[0]?.unterminated).toEqual([ws.file("export.csv")]);
+      // Unchanged bytes, quiet now: the delivery was not kept as known, its last row lands (once).
+      quiet(ws.file("export.csv"));
+      const later = await ws.sync();
+      expect(later.loads[0]?.unterminated).toBeUndefined();
+      expect(later.loads[0]?.rowsAppended).toBe(1);
+      expect(await ws.held()).toEqual(["1=10", "2=20"]);
+      expect((await ws.sync()).partitions.map((p) => p.reason)).toEqual(["already appended"]);
+      // Beside it, a file written whole but lacking its last line end, quiet already: read whole at once.
+      writeFileSync(ws.file("other.csv"), `event_id,amount,ts\n${csvRow(3, 30)}`);
+      quiet(ws.file("other.csv"));
+      expect((await ws.sync()).loads[0]?.unterminated).toBeUndefined();
+      expect(await ws.held()).toEqual(["1=10", "2=20", "3=30"]);
+    }, 180_000);
+
+    it("a file copied while its last line is half written: both hold it, and the finished line lands once", async () => {
+      const ws = await workspace(backendName, CSV);
+      writeFileSync(ws.file("a.csv"), `event_id,amount,ts\n${csvRow(1, 10)}\n${csvRow(2, 20)}\n${csvRow(3, 30).slice(0, 4)}`);
+      await ws.sync();
+      copyFileSync(ws.file("a.csv"), ws.file("b.csv"));
+      const copied = await ws.sync();
+      expect(await ws.held()).toEqual(["1=10", "2=20"]);
+      expect(await ws.badRows()).toBe(0);
+      expect(copied.loads[0]?.unterminated).toEqual([ws.file("a.csv"), ws.file("b.csv")]);
+      for (const name of ["a.csv", "b.csv"]) appendFileSync(ws.file(name), `${csvRow(3, 30).slice(4)}\n`);
+      await ws.sync();
+      expect(await ws.held()).toEqual(["1=10", "2=20", "3=30"]);
+      expect(await ws.badRows()).toBe(0);
+    }, 180_000);
+  });
+}
