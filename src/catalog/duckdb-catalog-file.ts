@@ -51,9 +51,14 @@ export class DuckDbCatalogFile implements CatalogFile {
   private readonly statesPath: string;
   private readonly tempDir: string;
 
+  /**
+   * `openInstance`: a DuckDB instance of the process that is open already, to rewrite the file in (the lake's landing
+   * instance, which a sync has open: it then starts none for the file); where there is none, this module's own.
+   */
   constructor(
     private readonly store: ObjectStore,
     keys: CatalogFileKeys,
+    private readonly openInstance: () => Promise<DuckDBInstance> | undefined = () => undefined,
   ) {
     this.location = path.resolve(store.localPath(keys.file));
     this.lockPath = keys.lock;
@@ -92,7 +97,12 @@ export class DuckDbCatalogFile implements CatalogFile {
 
   prepare(): void {
     // The instance that writes the file takes about 20 ms to start: started while the writer works, not after it.
-    writerInstance().catch(() => undefined);
+    this.writer().catch(() => undefined);
+  }
+
+  private writer(): Promise<DuckDBInstance> {
+    // One that failed to open is its owner's to report: the file is then written in this module's own.
+    return this.openInstance()?.catch(() => writerInstance()) ?? writerInstance();
   }
 
   async update(tables: readonly CatalogFileTable[], fence?: () => Promise<void>, history?: CatalogFileHistory): Promise<void> {
@@ -201,7 +211,7 @@ export class DuckDbCatalogFile implements CatalogFile {
     tables: readonly CatalogFileTable[],
     history: CatalogFileHistory | undefined,
   ): Promise<{ readonly views: number; readonly states: Map<string, string> }> {
-    const connection = await (await writerInstance()).connect();
+    const connection = await (await this.writer()).connect();
     const alias = `catalog_file_${randomBytes(6).toString("hex")}`;
     try {
       try {
