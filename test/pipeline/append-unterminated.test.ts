@@ -133,5 +133,19 @@ for (const backendName of selectedBackends()) {
       expect(await ws.held()).toEqual(["1=10", "2=20", "3=30"]);
       expect(await ws.badRows()).toBe(0);
     }, 180_000);
+
+    it("a last line cut inside a character (a writer halfway through UTF-8) is held back too, not refused as not UTF-8", async () => {
+      const ws = await workspace(backendName, JSONL.replace("ts: TIMESTAMP}", "ts: TIMESTAMP, note: VARCHAR}"));
+      const line = `${JSON.stringify({ event_id: 1, amount: 5, ts: "2026-11-01 10:00:00", note: "café" })}\n`;
+      const bytes = Buffer.from(line);
+      const cut = bytes.indexOf(0xc3) + 1;
+      writeFileSync(ws.file("log.jsonl"), bytes.subarray(0, cut));
+      const halfway = await ws.sync();
+      expect(halfway.loads[0]?.unterminated).toEqual([ws.file("log.jsonl")]);
+      appendFileSync(ws.file("log.jsonl"), bytes.subarray(cut));
+      await ws.sync();
+      expect((await ws.lake.query("SELECT event_id, note FROM events_raw")).rows).toEqual([[1, "café"]]);
+      expect(await ws.badRows()).toBe(0);
+    }, 120_000);
   });
 }

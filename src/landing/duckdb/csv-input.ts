@@ -18,7 +18,7 @@ import { compressedFileError } from "./compressed-files.js";
  * record is held back (`LandRequest.holdUnterminatedSince`).
  */
 export async function readCsv(connection: DuckDBConnection, request: LandRequest, lines: string, records: string, held?: ReadonlySet<number>): Promise<SourceRows> {
-  await loadLines(connection, request, lines, [`CASE WHEN contains(__raw, '"') THEN length(__raw) - length(replace(__raw, '"', '')) ELSE 0 END AS __quotes`], true);
+  await loadLines(connection, request, lines, [`CASE WHEN contains(__raw, '"') THEN length(__raw) - length(replace(__raw, '"', '')) ELSE 0 END AS __quotes`], true, held);
   // A line with an odd number of quotes opens (or closes) a quoted field across lines: only then are lines grouped into records.
   const spansLines = (await connection.runAndReadAll(`SELECT coalesce(bool_or(__quotes % 2 = 1), false) FROM ${lines}`)).getRowsJS()[0]?.[0] === true;
   let rawTable = lines;

@@ -14,7 +14,7 @@ import { fieldPath, numberAsWritten, numberProblems, writtenForms } from "./json
  * title); two fields of one object whose names differ only in case are a bad row naming both.
  */
 export async function readJsonl(connection: DuckDBConnection, request: LandRequest, lines: string, held?: ReadonlySet<number>): Promise<SourceRows> {
-  await loadLines(connection, request, lines);
+  await loadLines(connection, request, lines, [], false, held);
   // The unterminated last line of a held file is not read (`LandRequest.holdUnterminatedSince`).
   await dropUnterminated(connection, lines, held, false);
   return jsonlRows(request, lines);

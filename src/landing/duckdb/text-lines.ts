@@ -31,9 +31,18 @@ const FIELD_SEPARATOR = 0x01;
  * reader treats otherwise (`readsPlainly`); else in chunks of whole lines
  * passed to DuckDB from here. `lineEndCrs`: the table also has `__crs`, how many
  * CRs were dropped before the line's end, for a CSV record whose quoted field
- * spans lines: there they are the field's own bytes, not a line end.
+ * spans lines: there they are the field's own bytes, not a line end. `held`: the files whose unterminated last line is
+ * held back (./unterminated-lines.ts, which removes it afterwards): that line need not be UTF-8 (a writer may be
+ * halfway through a character), and one that is not is loaded as U+FFFD.
  */
-export async function loadLines(connection: DuckDBConnection, request: LandRequest, table: string, extra: readonly string[] = [], lineEndCrs = false): Promise<void> {
+export async function loadLines(
+  connection: DuckDBConnection,
+  request: LandRequest,
+  table: string,
+  extra: readonly string[] = [],
+  lineEndCrs = false,
+  held?: ReadonlySet<number>,
+): Promise<void> {
   const computed = extra.map((column) => `, ${column}`).join("");
   const crs = lineEndCrs ? ", NULL::INTEGER AS __crs" : "";
   await connection.run(`CREATE TABLE ${table} AS SELECT *${computed} FROM (SELECT NULL::INTEGER AS __file, NULL::BIGINT AS __line, NULL::VARCHAR AS __raw${crs}) WHERE false`);
@@ -43,8 +52,9 @@ export async function loadLines(connection: DuckDBConnection, request: LandReque
       await insertArrayElements(connection, table, file, index, computed);
       continue;
     }
-    if (!(await readsPlainly(request, file))) {
-      await loadChunks(connection, request, table, computed, index, lineEndCrs);
+    const heldTail = held?.has(index + 1) === true;
+    if (!(await readsPlainly(request, file, heldTail))) {
+      await loadChunks(connection, request, table, computed, index, lineEndCrs, heldTail);
       continue;
     }
     try {
@@ -56,7 +66,7 @@ export async function loadLines(connection: DuckDBConnection, request: LandReque
       // A line longer than the reader takes (or what else it refuses): the file is read from here.
       if (outOfMemory(error)) throw error;
       await connection.run(`DELETE FROM ${table} WHERE __file = ${index + 1}`);
-      await loadChunks(connection, request, table, computed, index, lineEndCrs);
+      await loadChunks(connection, request, table, computed, index, lineEndCrs, heldTail);
       continue;
     }
     await connection.run(
@@ -95,11 +105,14 @@ export async function streamedLines(request: LandRequest): Promise<string | unde
 
 /**
  * Whether DuckDB's reader reads a file's lines as they are: it holds no CR (the reader ends a line at one too), no
- * NUL and no FIELD_SEPARATOR. A file that is not UTF-8 is refused, naming it.
+ * NUL and no FIELD_SEPARATOR. A file that is not UTF-8 is refused, naming it; but for a `heldTail` (its unterminated
+ * last line is held back) that is not: such a file is read in chunks (loadChunks), which stands the line in.
  */
-async function readsPlainly(request: LandRequest, file: string): Promise<boolean> {
-  const odd = await searchLines(file, (lines) => {
-    if (!isUtf8(lines)) throw notUtf8(request, file);
+async function readsPlainly(request: LandRequest, file: string, heldTail = false): Promise<boolean> {
+  const odd = await searchLines(file, (lines, atEnd) => {
+    const body = heldTail && atEnd ? lines.subarray(0, lines.lastIndexOf(10) + 1) : lines;
+    if (!isUtf8(body)) throw notUtf8(request, file);
+    if (body.length < lines.length && !isUtf8(lines.subarray(body.length))) return true;
     return lines.includes(13) || lines.includes(0) || lines.includes(FIELD_SEPARATOR);
   });
   return !odd;
@@ -140,8 +153,19 @@ function notUtf8(request: LandRequest, file: string): InvalidInputError {
   return compressedFileError(file, request.format) ?? new InvalidInputError(`${file} is not UTF-8 text: lakeswap reads ${request.format} files as UTF-8; convert it (e.g. iconv -f latin1 -t utf-8)`);
 }
 
-/** Loads one file's lines (the `index`th of the delivery) in chunks of whole lines passed to DuckDB (`lineEndCrs`: see loadLines). */
-async function loadChunks(connection: DuckDBConnection, request: LandRequest, table: string, computed: string, index: number, lineEndCrs: boolean): Promise<void> {
+/**
+ * Loads one file's lines (the `index`th of the delivery) in chunks of whole lines passed to DuckDB (`lineEndCrs`,
+ * `heldTail`: see loadLines).
+ */
+async function loadChunks(
+  connection: DuckDBConnection,
+  request: LandRequest,
+  table: string,
+  computed: string,
+  index: number,
+  lineEndCrs: boolean,
+  heldTail = false,
+): Promise<void> {
   const file = request.files[index]!;
   const crs = lineEndCrs ? `, CASE WHEN ends_with(__raw, chr(13)) THEN length(__raw) - length(rtrim(__raw, chr(13))) ELSE 0 END AS __crs` : "";
   // generate_subscripts next to unnest: DuckDB numbers the list's elements without copying the list per row.
@@ -177,7 +201,9 @@ async function loadChunks(connection: DuckDBConnection, request: LandRequest, ta
         const end = held + bytesRead;
         if (start < 0) start = end >= 3 && buffer[0] === 0xef && buffer[1] === 0xbb && buffer[2] === 0xbf ? 3 : 0;
         if (bytesRead === 0) {
-          if (end > start) await flush(buffer.subarray(start, end));
+          // A held last line (removed once the records are known) whose writer is halfway through a character.
+          const rest = buffer.subarray(start, end);
+          if (end > start) await flush(heldTail && !isUtf8(rest) ? Buffer.from("\uFFFD") : rest);
           break;
         }
         // Whole lines go to DuckDB; the rest of the last one waits for the next read. A line end is never inside a
