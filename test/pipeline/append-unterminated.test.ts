@@ -16,23 +16,17 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
-const CSV = `datasets:
+/** An append of CSV or JSONL logs; `more` columns beside the event's id, amount and time. */
+const yamlOf = (format: "csv" | "jsonl", more = "") => `datasets:
   events:
-    source: {format: csv, path: deliveries/*.csv}
+    source: {format: ${format}, path: deliveries/*.${format}}
     write: append
     dead_letter: events_bad
-    columns: {event_id: BIGINT, amount: BIGINT, ts: TIMESTAMP}
+    columns: {event_id: BIGINT, amount: BIGINT, ts: TIMESTAMP${more}}
     partition: {day: "strftime(ts, '%Y-%m-%d')"}
 `;
-
-const JSONL = `datasets:
-  events:
-    source: {format: jsonl, path: deliveries/*.jsonl}
-    write: append
-    dead_letter: events_bad
-    columns: {event_id: BIGINT, amount: BIGINT, ts: TIMESTAMP}
-    partition: {day: "strftime(ts, '%Y-%m-%d')"}
-`;
+const CSV = yamlOf("csv");
+const JSONL = yamlOf("jsonl");
 
 async function workspace(backendName: string, yaml: string) {
   const backend = await BACKEND_FACTORIES[backendName]!();
@@ -45,7 +39,7 @@ async function workspace(backendName: string, yaml: string) {
   mkdirSync(folder);
   const configFile = path.join(dir, "lakeswap.yaml");
   writeFileSync(configFile, yaml);
-  const glob = path.join(folder, yaml === CSV ? "*.csv" : "*.jsonl");
+  const glob = path.join(folder, yaml.includes("format: csv") ? "*.csv" : "*.jsonl");
   return {
     lake,
     file: (name: string) => path.join(folder, name),
@@ -135,7 +129,7 @@ for (const backendName of selectedBackends()) {
     }, 180_000);
 
     it("a last line cut inside a character (a writer halfway through UTF-8) is held back too, not refused as not UTF-8", async () => {
-      const ws = await workspace(backendName, JSONL.replace("ts: TIMESTAMP}", "ts: TIMESTAMP, note: VARCHAR}"));
+      const ws = await workspace(backendName, yamlOf("jsonl", ", note: VARCHAR"));
       const line = `${JSON.stringify({ event_id: 1, amount: 5, ts: "2026-11-01 10:00:00", note: "café" })}\n`;
       const bytes = Buffer.from(line);
       const cut = bytes.indexOf(0xc3) + 1;
