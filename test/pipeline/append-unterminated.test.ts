@@ -128,6 +128,29 @@ for (const backendName of selectedBackends()) {
       expect(await ws.badRows()).toBe(0);
     }, 180_000);
 
+    it("a quoted field across lines, a header, or blanks a writer is halfway through are held back too, and land whole once written", async () => {
+      const ws = await workspace(backendName, yamlOf("csv", ", note: VARCHAR"));
+      const header = "event_id,amount,ts,note\n";
+      const row = (id: number, note: string) => `${id},${id * 10},2026-11-01 10:00:0${id},${note}\n`;
+      // a.csv: the file ends in a line end, inside a quoted field of two lines; b.csv: its header half written; c.csv:
+      // a row begun with blanks (a CSV reader makes a bad row of a line of blanks).
+      writeFileSync(ws.file("a.csv"), `${header}${row(1, "x")}2,20,2026-11-01 10:00:02,"first line\n`);
+      writeFileSync(ws.file("b.csv"), "event_id,amo");
+      writeFileSync(ws.file("c.csv"), `${header}${row(3, "y")}  `);
+      const halfway = await ws.sync();
+      expect(await ws.held()).toEqual(["1=10", "3=30"]);
+      expect(await ws.badRows()).toBe(0);
+      expect(halfway.loads[0]?.unterminated).toEqual(["a.csv", "b.csv", "c.csv"].map((name) => ws.file(name)));
+      appendFileSync(ws.file("a.csv"), 'second line"\n');
+      appendFileSync(ws.file("b.csv"), `unt,ts,note\n${row(4, "z")}`);
+      appendFileSync(ws.file("c.csv"), row(5, "w").trimStart());
+      const written = await ws.sync();
+      expect(written.loads[0]?.unterminated).toBeUndefined();
+      expect(await ws.held()).toEqual(["1=10", "2=20", "3=30", "4=40", "5=50"]);
+      expect((await ws.lake.query("SELECT note FROM events_raw WHERE event_id = 2")).rows).toEqual([["first line\nsecond line"]]);
+      expect(await ws.badRows()).toBe(0);
+    }, 120_000);
+
     it("a last line cut inside a character (a writer halfway through UTF-8) is held back too, not refused as not UTF-8", async () => {
       const ws = await workspace(backendName, yamlOf("jsonl", ", note: VARCHAR"));
       const line = `${JSON.stringify({ event_id: 1, amount: 5, ts: "2026-11-01 10:00:00", note: "café" })}\n`;

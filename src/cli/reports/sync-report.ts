@@ -45,7 +45,7 @@ function loadLine(l: LoadReport): string {
   const rows = l.fetched ? `, ${l.rowsRead} rows` : "";
   const appended = l.rowsAppended === undefined ? "" : ` (${l.rowsAppended} appended)`;
   const held = l.unterminated
-    ? `; held back the last line of ${l.unterminated.join(", ")}: it has no line end yet (appended once it has one, or once the file is unchanged for a minute)`
+    ? `; held back the last record of ${l.unterminated.join(", ")}: not written whole yet (no line end, or a quote left open); appended once it is, or once the file is unchanged for a minute`
     : "";
   return `${l.dataset}: ${from}${rows}: ${l.rowsLoaded} loaded${appended}, ${l.rowsDeadLettered} dead-lettered${deadLetterText(l)}${held}`;
 }

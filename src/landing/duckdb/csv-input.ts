@@ -4,7 +4,7 @@ import { printable, quoteLiteral } from "../../model/sql.js";
 import type { LandRequest } from "../landing.js";
 import type { SourceRows } from "./landing-sql.js";
 import { loadLines } from "./text-lines.js";
-import { dropUnterminated } from "./unterminated-lines.js";
+import { dropUnterminated, holdOpenQuotes, type HeldLines } from "./unterminated-lines.js";
 import { fieldKey, fieldsHint, namedFields } from "./field-names.js";
 import { compressedFileError } from "./compressed-files.js";
 
@@ -14,11 +14,11 @@ import { compressedFileError } from "./compressed-files.js";
  * first line's number and its text. A record spans lines while a quote is
  * open. An empty field and a quoted empty field are NULL. With a header, the
  * declared columns are found by name (or by the name `source.fields` gives),
- * case-insensitively, in each file's header; without one, by position. `held`: the files whose last, unterminated
- * record is held back (`LandRequest.holdUnterminatedSince`).
+ * case-insensitively, in each file's header; without one, by position. `held`: the files whose last record may be
+ * held back (`LandRequest.holdUnterminatedSince`).
  */
-export async function readCsv(connection: DuckDBConnection, request: LandRequest, lines: string, records: string, held?: ReadonlySet<number>): Promise<SourceRows> {
-  await loadLines(connection, request, lines, [`CASE WHEN contains(__raw, '"') THEN length(__raw) - length(replace(__raw, '"', '')) ELSE 0 END AS __quotes`], true, held);
+export async function readCsv(connection: DuckDBConnection, request: LandRequest, lines: string, records: string, held?: HeldLines): Promise<SourceRows> {
+  await loadLines(connection, request, lines, [`CASE WHEN contains(__raw, '"') THEN length(__raw) - length(replace(__raw, '"', '')) ELSE 0 END AS __quotes`], true, held?.tails);
   // A line with an odd number of quotes opens (or closes) a quoted field across lines: only then are lines grouped into records.
   const spansLines = (await connection.runAndReadAll(`SELECT coalesce(bool_or(__quotes % 2 = 1), false) FROM ${lines}`)).getRowsJS()[0]?.[0] === true;
   let rawTable = lines;
@@ -34,8 +34,10 @@ export async function readCsv(connection: DuckDBConnection, request: LandRequest
     );
     rawTable = records;
   }
-  // A file's last record that its unterminated last line ends is held back, its lines with it (./unterminated-lines.ts).
-  await dropUnterminated(connection, rawTable, held, request.header);
+  // A file's last record that its writer is halfway through is held back, its lines with it (./unterminated-lines.ts):
+  // one whose last line has no line end, or (lines with a quote inside) one that leaves a quote open.
+  if (spansLines) await holdOpenQuotes(connection, lines, held);
+  await dropUnterminated(connection, rawTable, held);
   const fields = (raw: string): string => recordFields(raw, request.delimiter);
 
   // Each file's first record: its header, or (without one) a check that the delimiter splits it. Usually line 1; a file

@@ -4,7 +4,7 @@ import { printable, quoteIdentifier, quoteLiteral } from "../../model/sql.js";
 import type { LandRequest } from "../landing.js";
 import { shown, sqlList, type LandColumn, type SourceRows } from "./landing-sql.js";
 import { loadLines, numberedLines } from "./text-lines.js";
-import { dropUnterminated } from "./unterminated-lines.js";
+import { dropUnterminated, type HeldLines } from "./unterminated-lines.js";
 import { fieldKey, fieldsHint, namedFields } from "./field-names.js";
 import { fieldPath, numberAsWritten, numberProblems, writtenForms } from "./json-numbers.js";
 
@@ -13,10 +13,10 @@ import { fieldPath, numberAsWritten, numberProblems, writtenForms } from "./json
  * the declared columns (or the names `source.fields` gives) case-insensitively, as CSV headers do (`Title` is column
  * title); two fields of one object whose names differ only in case are a bad row naming both.
  */
-export async function readJsonl(connection: DuckDBConnection, request: LandRequest, lines: string, held?: ReadonlySet<number>): Promise<SourceRows> {
-  await loadLines(connection, request, lines, [], false, held);
+export async function readJsonl(connection: DuckDBConnection, request: LandRequest, lines: string, held?: HeldLines): Promise<SourceRows> {
+  await loadLines(connection, request, lines, [], false, held?.tails);
   // The unterminated last line of a held file is not read (`LandRequest.holdUnterminatedSince`).
-  await dropUnterminated(connection, lines, held, false);
+  await dropUnterminated(connection, lines, held);
   return jsonlRows(request, lines);
 }
 

@@ -14,7 +14,7 @@ import { FILE, LINE } from "./landing-pass.js";
 import type { StreamedCsv } from "./csv-stream.js";
 import { gunzipDelivery, type GunzippedDelivery } from "./gunzipped-files.js";
 import { withRejectedFiles } from "./rejected-files.js";
-import { unterminatedFiles } from "./unterminated-lines.js";
+import { heldLines } from "./unterminated-lines.js";
 
 /** A stage written while a delivery was landed, and the table shape it was written for (`tableShape`). */
 export interface WrittenAhead {
@@ -85,8 +85,8 @@ async function landRead(
   const table = request.fileParts ? undefined : request.writeAhead;
   const writeFirst = table ? (relation: string) => hooks.writeFirst(connection, table, relation) : undefined;
   // An append's unterminated last lines of files being written are held back (./unterminated-lines.ts).
-  const holdLast = await unterminatedFiles(request, new Set(gunzipped?.renamed.map(([decompressed]) => decompressed)));
-  const options = { writeFirst, scanned: hooks.scanned?.(request, read), holdLast };
+  const hold = await heldLines(request, new Set(gunzipped?.renamed.map(([decompressed]) => decompressed)));
+  const options = { writeFirst, scanned: hooks.scanned?.(request, read), hold };
   const inPass = await landDelivery(connection, request, tables, (relation, groupKeys) => signatureQuery(relation, groupKeys, signed, signing.form), options);
   if (inPass?.stage && table) hooks.wroteAhead({ definition: tableShape(table), stage: inPass.stage });
   // The bad rows are few and already apart: counted first, so that a clean delivery's runs can be written ahead.
@@ -114,7 +114,7 @@ async function landRead(
     firstRejects,
     partitions,
     signing,
-    ...(holdLast.size > 0 ? { unterminated: [...holdLast].map((index) => files[index - 1]!) } : {}),
+    ...(hold && hold.held.size > 0 ? { unterminated: [...hold.held].sort((a, b) => a - b).map((index) => files[index - 1]!) } : {}),
   };
   return { delivery };
 }

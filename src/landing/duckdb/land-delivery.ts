@@ -68,14 +68,14 @@ export async function landDelivery(
   const inPlace = request.format === "parquet";
   // Bad keys stay while a view of the landed rows filters on them.
   const scratch = [names.lines, names.records, names.badRows, ...(inPlace ? [] : [names.badKeys])];
-  const pass: LandingPass = { connection, request, tables, names, inPlace, all: inPlace ? names.typed : names.rows, holdLast: options.holdLast };
+  const pass: LandingPass = { connection, request, tables, names, inPlace, all: inPlace ? names.typed : names.rows, hold: options.hold };
   await setClock(connection, "SESSION");
   try {
     // 1. The partition expressions are checked against the declared columns first, before anything is read.
     await checkPartitionExpressions(connection, request);
     // A CSV delivery is streamed by DuckDB's reader first; only one that the exact reader must judge is read again, line by line.
     // (A delivery with a line held back is read line by line: the streamed readers would land that line.)
-    const holding = (options.holdLast?.size ?? 0) > 0;
+    const holding = options.hold !== undefined;
     if (request.format === "csv" && signInPass && !holding) {
       const streamed = await landStreamedCsv(pass, rowChecks(request), signInPass, options);
       if (streamed) {
@@ -150,10 +150,10 @@ async function checkPartitionExpressions(connection: DuckDBConnection, request: 
 }
 
 /** The source rows, read by the delivery's format (./csv-input.ts, ./jsonl-input.ts, ./parquet-input.ts). */
-async function readSource({ connection, request, names, holdLast }: LandingPass): Promise<SourceRows> {
+async function readSource({ connection, request, names, hold }: LandingPass): Promise<SourceRows> {
   try {
-    if (request.format === "csv") return await readCsv(connection, request, names.lines, names.records, holdLast);
-    if (request.format === "jsonl") return await readJsonl(connection, request, names.lines, holdLast);
+    if (request.format === "csv") return await readCsv(connection, request, names.lines, names.records, hold);
+    if (request.format === "jsonl") return await readJsonl(connection, request, names.lines, hold);
     return await readParquet(connection, request);
   } catch (error) {
     if (error instanceof InvalidInputError || outOfMemory(error)) throw error;

@@ -8,6 +8,7 @@ import { conversion } from "./value-conversion.js";
 import type { landingScratch, LandingTables } from "./landing-relations.js";
 import type { Stage } from "./stage.js";
 import type { StreamedCsv } from "./csv-stream.js";
+import type { HeldLines } from "./unterminated-lines.js";
 
 /*
  * The steps of landing one delivery that every way of reading it shares (./land-delivery.ts, ./land-streamed-csv.ts):
@@ -28,8 +29,8 @@ export interface LandingOptions {
   readonly writeFirst?: (relation: string) => Promise<Stage>;
   /** The CSV scan (./csv-stream.ts) made while the delivery was identified, of its files as they are read now. */
   readonly scanned?: Promise<StreamedCsv | undefined>;
-  /** The files (by position in the request, from 1) whose last, unterminated line is held back (./unterminated-lines.ts). */
-  readonly holdLast?: ReadonlySet<number>;
+  /** An append's files a writer may be halfway through, and what is held back of them (./unterminated-lines.ts). */
+  readonly hold?: HeldLines;
 }
 
 /** One delivery being landed: where, what, and the relation of every row typed (`all`: the table text is parsed into, or a view of a delivery read in place). */
@@ -40,8 +41,8 @@ export interface LandingPass {
   readonly names: ReturnType<typeof landingScratch>;
   readonly inPlace: boolean;
   readonly all: string;
-  /** As `LandingOptions.holdLast`. */
-  readonly holdLast?: ReadonlySet<number>;
+  /** As `LandingOptions.hold`. */
+  readonly hold?: HeldLines;
 }
 
 /**

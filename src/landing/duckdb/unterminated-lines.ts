@@ -3,54 +3,77 @@ import type { DuckDBConnection } from "@duckdb/node-api";
 import type { LandRequest } from "../landing.js";
 import { isJsonArrayDocument } from "./json-array.js";
 
-/** Bytes read from the end of a file to find where its last line starts; a longer last line is held if any of it is text. */
+/** Bytes read from the end of a file to find where its last line starts; a longer last line is held whole. */
 const TAIL_BYTES = 64 * 1024;
 
 const LINE_FEED = 0x0a;
+const CARRIAGE_RETURN = 0x0d;
 
-/**
- * The files of an append (by position in `request.files`, from 1) whose last line is held back
- * (`LandRequest.holdUnterminatedSince`): modified at or after that time, their last line has something on it but no line
- * end. `decompressed` are copies of compressed files (written whole, never held from).
- */
-export async function unterminatedFiles(request: LandRequest, decompressed: ReadonlySet<string> = new Set()): Promise<Set<number>> {
-  const held = new Set<number>();
-  const since = request.holdUnterminatedSince;
-  if (since === undefined || request.format === "parquet") return held;
-  for (const [index, file] of request.files.entries()) {
-    if (decompressed.has(file) || (request.format === "jsonl" && isJsonArrayDocument(file))) continue;
-    if (await endsUnterminated(file, since)) held.add(index + 1);
-  }
-  return held;
+/** An append's files that a writer may be halfway through, by position in the request (from 1): what is held back of them. */
+export interface HeldLines {
+  /** Modified at or after `LandRequest.holdUnterminatedSince`: a CSV one whose last record leaves a quote open is held too. */
+  readonly recent: ReadonlySet<number>;
+  /** Of `recent`, those whose last line has no line end (found before they are read: that line need not be UTF-8). */
+  readonly tails: ReadonlySet<number>;
+  /** Those whose last record is held back: `tails`, and the CSV ones the reader finds ending inside a quoted field. */
+  readonly held: Set<number>;
 }
 
-/** Whether `file`, modified at or after `since`, ends in a line that has more than blanks on it and no line end. */
-async function endsUnterminated(file: string, since: number): Promise<boolean> {
+/**
+ * The files of an append that may be halfway through their last record (`LandRequest.holdUnterminatedSince`), or
+ * undefined where none may be. `decompressed` are copies of compressed files (written whole, never held from).
+ */
+export async function heldLines(request: LandRequest, decompressed: ReadonlySet<string> = new Set()): Promise<HeldLines | undefined> {
+  const since = request.holdUnterminatedSince;
+  if (since === undefined || request.format === "parquet") return undefined;
+  const recent = new Set<number>();
+  const tails = new Set<number>();
+  for (const [index, file] of request.files.entries()) {
+    if (decompressed.has(file) || (request.format === "jsonl" && isJsonArrayDocument(file))) continue;
+    const tail = await lastLine(file, since);
+    if (tail === undefined) continue;
+    recent.add(index + 1);
+    if (tail) tails.add(index + 1);
+  }
+  return recent.size === 0 ? undefined : { recent, tails, held: new Set(tails) };
+}
+
+/**
+ * For `file` modified at or after `since`, whether its last line has something on it and no line end (a lone CR is the
+ * start of a line end); undefined for a file modified before, or empty.
+ */
+async function lastLine(file: string, since: number): Promise<boolean | undefined> {
   const handle = await open(file, "r");
   try {
     const { size, mtimeMs } = await handle.stat();
-    if (size === 0 || mtimeMs < since) return false;
+    if (size === 0 || mtimeMs < since) return undefined;
     const length = Math.min(TAIL_BYTES, size);
     const tail = Buffer.alloc(length);
     await handle.read(tail, 0, length, size - length);
-    const last = tail.subarray(tail.lastIndexOf(LINE_FEED) + 1);
-    // A file that ends in its line end (or in blanks after it, which are no row) has nothing held.
-    return last.some((byte) => byte !== 0x20 && byte !== 0x09 && byte !== 0x0d);
+    return tail.subarray(tail.lastIndexOf(LINE_FEED) + 1).some((byte) => byte !== CARRIAGE_RETURN);
   } finally {
     await handle.close();
   }
 }
 
 /**
- * Removes from `table` (`__file`, `__line`, `__raw`: a delivery's lines, or its CSV records, each numbered by its first
- * line) the last non-blank one of each held file: the record the file's unterminated last line ends. `header`: a file's
- * first record is its header, which is never held (a file of a header alone has no row to hold).
+ * The recent CSV files of `held` whose records, in `lines` (`__file`, `__quotes`: each line's count of quotes), leave a
+ * quote open at their end: their last record is a quoted field still being written. Added to `held.held`.
  */
-export async function dropUnterminated(connection: DuckDBConnection, table: string, held: ReadonlySet<number> | undefined, header: boolean): Promise<void> {
-  if (!held || held.size === 0) return;
-  const files = [...held].join(", ");
-  const records = `SELECT __file, max(__line) AS __last, min(__line) AS __first FROM ${table} WHERE __raw <> '' AND __file IN (${files}) GROUP BY __file`;
-  await connection.run(
-    `DELETE FROM ${table} t USING (${records}) h WHERE t.__file = h.__file AND t.__line = h.__last${header ? " AND h.__last > h.__first" : ""}`,
-  );
+export async function holdOpenQuotes(connection: DuckDBConnection, lines: string, held: HeldLines | undefined): Promise<void> {
+  const open = [...(held?.recent ?? [])].filter((file) => !held?.held.has(file));
+  if (!held || open.length === 0) return;
+  const reader = await connection.runAndReadAll(`SELECT __file FROM ${lines} WHERE __file IN (${open.join(", ")}) GROUP BY __file HAVING sum(__quotes) % 2 = 1`);
+  for (const [file] of reader.getRowsJS()) held.held.add(Number(file));
+}
+
+/**
+ * Removes from `table` (`__file`, `__line`, `__raw`: a delivery's lines, or its CSV records, each numbered by its first
+ * line) the last non-empty one of each held file: the record its writer is halfway through (a header too: a file whose
+ * header is not written whole yet has nothing to read).
+ */
+export async function dropUnterminated(connection: DuckDBConnection, table: string, held: HeldLines | undefined): Promise<void> {
+  if (!held || held.held.size === 0) return;
+  const records = `SELECT __file, max(__line) AS __last FROM ${table} WHERE __raw <> '' AND __file IN (${[...held.held].join(", ")}) GROUP BY __file`;
+  await connection.run(`DELETE FROM ${table} t USING (${records}) h WHERE t.__file = h.__file AND t.__line = h.__last`);
 }
