@@ -224,9 +224,12 @@ export class DuckDbCatalogFile implements CatalogFile {
       }
       try {
         const views = await replaceViews(connection, alias, tables, (key) => path.resolve(this.store.localPath(key)), history);
-        return { views, states: await shownStates(connection, alias) };
+        const states = await shownStates(connection, alias);
+        // Checkpointed before it is detached: the file is whole, with no write-ahead log beside it, whatever the
+        // instance's settings (an instance that skips the checkpoint on shutdown skips it on a DETACH too).
+        await connection.run(`CHECKPOINT ${alias}`);
+        return { views, states };
       } finally {
-        // Detaching checkpoints: the file is whole, with no write-ahead log beside it.
         await connection.run(`DETACH ${alias}`);
       }
     } finally {
