@@ -299,8 +299,8 @@ export interface LandRequest {
    */
   readonly fileParts?: boolean;
   /**
-   * An append: a CSV or JSONL file modified at or after this time (ms since the epoch) whose last line has no line end
-   * has that line held back, neither landed nor rejected (`LandedDelivery.unterminated`); never a compressed file's.
+   * An append: a CSV or JSONL file modified at or after this time (ms since the epoch) whose last record is not written
+   * whole (no line end, a quote left open) has it held back, neither landed nor rejected (`LandedDelivery.unterminated`).
    */
   readonly holdUnterminatedSince?: number;
 }
@@ -469,7 +469,7 @@ export interface LandedDelivery {
   readonly signing: Signing;
   /** With `LandRequest.fileParts`: the bad rows by the file they are in (each bad row in one), in the order of their files' names. */
   readonly rejectedFiles?: readonly RejectedFile[];
-  /** With `LandRequest.holdUnterminatedSince`: the files whose last line, without a line end, was held back (none: absent). */
+  /** With `LandRequest.holdUnterminatedSince`: the files whose last record, not written whole, was held back (none: absent). */
   readonly unterminated?: readonly string[];
 }
 

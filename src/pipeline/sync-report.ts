@@ -60,8 +60,8 @@ export interface LoadReport {
   /** An http source: the days asked for, and how many of them could not be fetched (`files` are where they were kept while landed). */
   readonly fetched?: { readonly days: number; readonly failed: number };
   /**
-   * `write: append`: the files whose last line had no line end and was held back (a writer may be halfway through it):
-   * its row is appended once the line ends, or once the file has not changed for a minute.
+   * `write: append`: the files whose last record was held back, not written whole yet (no line end, or a quote left
+   * open): its row is appended once it is, or once the file has not changed for a minute.
    */
   readonly unterminated?: readonly string[];
 }

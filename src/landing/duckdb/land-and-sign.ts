@@ -84,8 +84,8 @@ async function landRead(
   // A delivery signed per file (append) keeps its rows' files, which a run written ahead would not.
   const table = request.fileParts ? undefined : request.writeAhead;
   const writeFirst = table ? (relation: string) => hooks.writeFirst(connection, table, relation) : undefined;
-  // An append's unterminated last lines of files being written are held back (./unterminated-lines.ts).
-  const hold = await heldLines(request, new Set(gunzipped?.renamed.map(([decompressed]) => decompressed)));
+  // An append's last records that their writers are halfway through are held back (./unterminated-lines.ts).
+  const hold = heldLines(request, new Set(gunzipped?.renamed.map(([decompressed]) => decompressed)));
   const options = { writeFirst, scanned: hooks.scanned?.(request, read), hold };
   const inPass = await landDelivery(connection, request, tables, (relation, groupKeys) => signatureQuery(relation, groupKeys, signed, signing.form), options);
   if (inPass?.stage && table) hooks.wroteAhead({ definition: tableShape(table), stage: inPass.stage });
