@@ -51,14 +51,9 @@ export class DuckDbCatalogFile implements CatalogFile {
   private readonly statesPath: string;
   private readonly tempDir: string;
 
-  /**
-   * `openInstance`: a DuckDB instance of the process that is open already, to rewrite the file in (the lake's landing
-   * instance, which a sync has open: it then starts none for the file); where there is none, this module's own.
-   */
   constructor(
     private readonly store: ObjectStore,
     keys: CatalogFileKeys,
-    private readonly openInstance: () => Promise<DuckDBInstance> | undefined = () => undefined,
   ) {
     this.location = path.resolve(store.localPath(keys.file));
     this.lockPath = keys.lock;
@@ -97,12 +92,7 @@ export class DuckDbCatalogFile implements CatalogFile {
 
   prepare(): void {
     // The instance that writes the file takes about 20 ms to start: started while the writer works, not after it.
-    this.writer().catch(() => undefined);
-  }
-
-  private writer(): Promise<DuckDBInstance> {
-    // One that failed to open is its owner's to report: the file is then written in this module's own.
-    return this.openInstance()?.catch(() => writerInstance()) ?? writerInstance();
+    writerInstance().catch(() => undefined);
   }
 
   async update(tables: readonly CatalogFileTable[], fence?: () => Promise<void>, history?: CatalogFileHistory): Promise<void> {
@@ -211,8 +201,9 @@ export class DuckDbCatalogFile implements CatalogFile {
     tables: readonly CatalogFileTable[],
     history: CatalogFileHistory | undefined,
   ): Promise<{ readonly views: number; readonly states: Map<string, string> }> {
-    const connection = await (await this.writer()).connect();
+    const connection = await (await writerInstance()).connect();
     const alias = `catalog_file_${randomBytes(6).toString("hex")}`;
+    let written: { readonly views: number; readonly states: Map<string, string> };
     try {
       try {
         await connection.run(`ATTACH ${quoteLiteral(file)} AS ${alias}`);
@@ -225,15 +216,42 @@ export class DuckDbCatalogFile implements CatalogFile {
       try {
         const views = await replaceViews(connection, alias, tables, (key) => path.resolve(this.store.localPath(key)), history);
         const states = await shownStates(connection, alias);
-        // Checkpointed before it is detached: the file is whole, with no write-ahead log beside it, whatever the
-        // instance's settings (an instance that skips the checkpoint on shutdown skips it on a DETACH too).
-        await connection.run(`CHECKPOINT ${alias}`);
-        return { views, states };
+        await checkpoint(connection, alias);
+        written = { views, states };
       } finally {
         await connection.run(`DETACH ${alias}`);
       }
     } finally {
       connection.closeSync();
+    }
+    // Renamed into place only whole: never with the update left in a write-ahead log beside the copy.
+    const log = await fs.stat(`${file}.wal`).catch(() => undefined);
+    if (log !== undefined && log.size > 0) throw new Error(`the copy of ${this.location} was left with a write-ahead log of ${log.size} bytes`);
+    return written;
+  }
+}
+
+/** How many times `checkpoint` tries, and the longest it waits between two tries (ms): a few tens of ms in all. */
+const CHECKPOINT_TRIES = 8;
+const CHECKPOINT_WAIT_MAX_MS = 16;
+
+/**
+ * Checkpoints the attached file `alias`, so that it is whole once detached, whatever the instance's settings (one
+ * that skips the checkpoint on shutdown skips it on a DETACH too). It is written in this module's own instance,
+ * never in one the landing shares: a query of another connection that lists every database's tables or views
+ * (`duckdb_tables()`, as a landing does when it drops its relations) holds each attached database's checkpoint lock
+ * for a moment, the CHECKPOINT then fails ("other write transactions active"), and DETACH skips its own checkpoint
+ * silently. Such a failure (another lake's update in this process) is tried again, briefly. FORCE CHECKPOINT is
+ * not used: it can wait forever.
+ */
+async function checkpoint(connection: DuckDBConnection, alias: string): Promise<void> {
+  for (let attempt = 1, waitMs = 1; ; attempt += 1, waitMs = Math.min(waitMs * 2, CHECKPOINT_WAIT_MAX_MS)) {
+    try {
+      await connection.run(`CHECKPOINT ${alias}`);
+      return;
+    } catch (error) {
+      if (!/other write transactions active/.test(errorMessage(error)) || attempt === CHECKPOINT_TRIES) throw error;
+      await new Promise((resolve) => setTimeout(resolve, waitMs));
     }
   }
 }

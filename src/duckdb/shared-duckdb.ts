@@ -51,11 +51,6 @@ export class SharedDuckDb {
     this.restrictedInstance(scope.folders).catch(() => undefined);
   }
 
-  /** The landing instance (lakeswap's own SQL, full file access) where it is open or opening; else undefined. */
-  openLandingInstance(): Promise<DuckDBInstance> | undefined {
-    return this.instance?.then((opened) => opened.instance);
-  }
-
   /** Opens the landing instance in the background, if it is not open yet (see `prepare`). */
   prepareLanding(): void {
     this.opened().catch(() => undefined);

@@ -20,9 +20,7 @@ export async function openEmbeddedLake(dir: string, settings: LakeSettings = {})
   const duckdb = new SharedDuckDb();
   const engine = new DuckDbEngine(store, { duckdb });
   const landing = new DuckDbLanding(store, { duckdb, stagingPrefix: TEMP_PREFIX });
-  // The catalog file is rewritten in the landing's instance where it is open (a sync's): no instance of its own to start.
-  const keys = { file: CATALOG_FILE, lock: CATALOG_FILE_LOCK, states: CATALOG_FILE_STATES, temp: TEMP_PREFIX };
-  const catalogFile = new DuckDbCatalogFile(store, keys, () => duckdb.openLandingInstance());
+  const catalogFile = new DuckDbCatalogFile(store, { file: CATALOG_FILE, lock: CATALOG_FILE_LOCK, states: CATALOG_FILE_STATES, temp: TEMP_PREFIX });
   return Lake.open({ store, catalog: new LocalCatalog(dir, { folders: METADATA_FOLDERS, describeWrite: writeConsequence }), engine, landing, catalogFile }, settings);
 }
 
