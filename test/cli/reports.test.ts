@@ -82,7 +82,7 @@ describe("text reports from JSON reports", () => {
 
   it("renders a sync that built nothing", () => {
     const result = { syncId: "s", loads: [], layers: [], partitions: [], totals: { built: 0, skipped: 0, failed: 0, rows: 0, seconds: 0 }, sinks: [] } as unknown as SyncReport;
-    expect(syncReportText(result)).toBe(["sync s: nothing was built", "", "", "layer  table  built  skipped  failed  rows  seconds", "-----  -----  -----  -------  ------  ----  -------"].join("\n"));
+    expect(syncReportText(result)).toBe(["sync: nothing was built, so nothing was recorded or needs undoing", "", "", "layer  table  built  skipped  failed  rows  seconds", "-----  -----  -----  -------  ------  ----  -------"].join("\n"));
   });
 
   it("renders an ingest: the totals, and a quarantined segment as such", () => {

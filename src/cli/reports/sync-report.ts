@@ -4,12 +4,15 @@ import { formatTable } from "../output.js";
 
 /** `lakeswap sync`'s text report: what each dataset landed, each layer's totals, the partitions and sink writes that changed. */
 export function syncReportText(result: SyncReport): string {
-  const undo = result.held
-    ? `: HELD, nothing moved (${result.held.reason}); lakeswap publish ${result.syncId} moves it, lakeswap discard ${result.syncId} drops it`
+  // A sync that built and changed nothing is not recorded (lakeswap syncs does not list it): no command takes its id.
+  const head = result.held
+    ? `sync ${result.syncId}: HELD, nothing moved (${result.held.reason}); lakeswap publish ${result.syncId} moves it, lakeswap discard ${result.syncId} drops it`
     : result.totals.built > 0
-      ? ` (undo with: lakeswap rollback --sync ${result.syncId})`
-      : ": nothing was built";
-  const lines = [`sync ${result.syncId}${undo}`, ""];
+      ? `sync ${result.syncId} (undo with: lakeswap rollback --sync ${result.syncId})`
+      : (result.schemaChanges ?? []).length > 0
+        ? `sync ${result.syncId}: nothing was built`
+        : "sync: nothing was built, so nothing was recorded or needs undoing";
+  const lines = [head, ""];
   for (const s of result.schemaChanges ?? []) {
     lines.push(
       s.layout !== undefined
