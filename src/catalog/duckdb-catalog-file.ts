@@ -216,7 +216,11 @@ export class DuckDbCatalogFile implements CatalogFile {
       try {
         const views = await replaceViews(connection, alias, tables, (key) => path.resolve(this.store.localPath(key)), history);
         const states = await shownStates(connection, alias);
-        await checkpoint(connection, alias);
+        // Checkpointed before it is detached, so that it is whole whatever the instance's settings (one that skips the
+        // checkpoint on shutdown skips it on a DETACH too). In this module's own instance, never one the landing shares:
+        // there, a connection listing every database's tables (`duckdb_tables()`, as a landing dropping its relations
+        // does) holds each attached database's checkpoint lock for a moment, and the CHECKPOINT fails.
+        await connection.run(`CHECKPOINT ${alias}`);
         written = { views, states };
       } finally {
         await connection.run(`DETACH ${alias}`);
@@ -228,31 +232,6 @@ export class DuckDbCatalogFile implements CatalogFile {
     const log = await fs.stat(`${file}.wal`).catch(() => undefined);
     if (log !== undefined && log.size > 0) throw new Error(`the copy of ${this.location} was left with a write-ahead log of ${log.size} bytes`);
     return written;
-  }
-}
-
-/** How many times `checkpoint` tries, and the longest it waits between two tries (ms): a few tens of ms in all. */
-const CHECKPOINT_TRIES = 8;
-const CHECKPOINT_WAIT_MAX_MS = 16;
-
-/**
- * Checkpoints the attached file `alias`, so that it is whole once detached, whatever the instance's settings (one
- * that skips the checkpoint on shutdown skips it on a DETACH too). It is written in this module's own instance,
- * never in one the landing shares: a query of another connection that lists every database's tables or views
- * (`duckdb_tables()`, as a landing does when it drops its relations) holds each attached database's checkpoint lock
- * for a moment, the CHECKPOINT then fails ("other write transactions active"), and DETACH skips its own checkpoint
- * silently. Such a failure (another lake's update in this process) is tried again, briefly. FORCE CHECKPOINT is
- * not used: it can wait forever.
- */
-async function checkpoint(connection: DuckDBConnection, alias: string): Promise<void> {
-  for (let attempt = 1, waitMs = 1; ; attempt += 1, waitMs = Math.min(waitMs * 2, CHECKPOINT_WAIT_MAX_MS)) {
-    try {
-      await connection.run(`CHECKPOINT ${alias}`);
-      return;
-    } catch (error) {
-      if (!/other write transactions active/.test(errorMessage(error)) || attempt === CHECKPOINT_TRIES) throw error;
-      await new Promise((resolve) => setTimeout(resolve, waitMs));
-    }
   }
 }
 
