@@ -60,5 +60,64 @@ async function expand(pattern: string): Promise<string[]> {
   const stat = await fs.stat(base).catch(() => undefined);
   if (!stat?.isDirectory()) return [];
   const matched = await glob(rest, { cwd: base, absolute: true, onlyFiles: true, dot: false, expandDirectories: false, followSymbolicLinks: true });
+  await assertNothingLeftOut(pattern, base, rest);
   return matched.map((file) => path.resolve(file)).sort();
+}
+
+/**
+ * Refuses a glob that reaches what the matcher leaves out without a word: a symbolic link it matches whose target is
+ * gone (or that loops), and a folder it would look in that cannot be listed. Either would drop files of the delivery
+ * silently (a partition replaced from the rest would lose their rows), so nothing is loaded and the entry is named.
+ * Walks the folders the pattern can reach below `base`: each segment's folders where the pattern names them one by
+ * one, every folder not hidden where it has `**` (a hidden one only where the pattern names hidden folders). Links to
+ * folders are not walked into (the matcher follows them; what they hold is not checked).
+ */
+async function assertNothingLeftOut(pattern: string, base: string, rest: string): Promise<void> {
+  const { default: picomatch } = await import("picomatch");
+  const matches = picomatch(rest, { dot: false });
+  // Where a brace holds a '/' (`{a/b,c}/*.csv`), segments are not the pattern's folders: every folder is walked.
+  const segments = /\{[^}]*\/[^}]*\}/.test(rest) ? ["**"] : rest.split("/");
+  // Folders down to the first `**` are the pattern's segments'; below it, any folder may hold a match.
+  const anyBelow = segments.findIndex((segment) => segment.includes("**"));
+  const hiddenNamed = segments.some((segment) => segment.startsWith("."));
+  const segmentMatchers = segments.map((segment) => picomatch(segment, { dot: false }));
+  const enters = (name: string, depth: number): boolean => {
+    if (anyBelow >= 0 && depth >= anyBelow) return hiddenNamed || !name.startsWith(".");
+    return depth < segments.length - 1 && (segmentMatchers[depth]?.(name) ?? false);
+  };
+  const walk = async (dir: string, relative: string, depth: number): Promise<void> => {
+    let entries;
+    try {
+      entries = await fs.readdir(dir, { withFileTypes: true });
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === "ENOENT" || code === "ENOTDIR") return;
+      throw new InvalidInputError(
+        `cannot list the folder '${dir}', which '${pattern}' reaches (${code ?? "unreadable"}): files in it would be left out of the delivery, so nothing of it was loaded. ` +
+          "Give the user lakeswap runs read and execute access to the folder, or narrow the pattern so it does not reach it, then rerun",
+      );
+    }
+    for (const entry of entries) {
+      const name = relative === "" ? entry.name : `${relative}/${entry.name}`;
+      const full = path.join(dir, entry.name);
+      if (entry.isSymbolicLink() && matches(name)) await assertLinkResolves(full, pattern);
+      else if (entry.isDirectory() && enters(entry.name, depth)) await walk(full, name, depth + 1);
+    }
+  };
+  await walk(base, "", 0);
+}
+
+/** Refuses a matched symbolic link that leads nowhere (its target is gone, or it loops), naming it and its target. */
+async function assertLinkResolves(link: string, pattern: string): Promise<void> {
+  const failure = await fs.stat(link).then(
+    () => undefined,
+    (error: NodeJS.ErrnoException) => error.code ?? "unreadable",
+  );
+  if (failure === undefined) return;
+  const target = await fs.readlink(link).catch(() => "?");
+  const why = failure === "ELOOP" ? "that loops" : failure === "ENOENT" ? `to '${target}', which does not exist` : `to '${target}', which cannot be reached (${failure})`;
+  throw new InvalidInputError(
+    `the source file '${link}', which '${pattern}' matches, is a symbolic link ${why}: the delivery would be loaded without it, so nothing of it was loaded. ` +
+      "Restore the file the link points to, or remove the link, then rerun",
+  );
 }

@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { chmod, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { chmod, mkdir, mkdtemp, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -58,5 +58,65 @@ describe("a delivery file the process may not read", () => {
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe("what a glob would leave out without a word", () => {
+  let dir: string;
+  const at = (...names: string[]) => names.map((name) => path.join(dir, name));
+
+  beforeEach(async () => {
+    dir = await mkdtemp(path.join(tmpdir(), "lakeswap-glob-gaps-"));
+    for (const name of ["a.csv", "2026/11/x.csv", "archive/old.csv"]) {
+      await mkdir(path.dirname(path.join(dir, name)), { recursive: true });
+      await writeFile(path.join(dir, name), "k\n1\n");
+    }
+  });
+  afterEach(() => rm(dir, { recursive: true, force: true }));
+
+  it("refuses a matched symbolic link whose target is gone, naming the link and its target, at any depth", async () => {
+    await symlink(path.join(dir, "gone.csv"), path.join(dir, "b.csv"));
+    await expect(deliveryFiles(at("*.csv"))).rejects.toThrow(
+      `the source file '${path.join(dir, "b.csv")}', which '${path.join(dir, "*.csv")}' matches, is a symbolic link to '${path.join(dir, "gone.csv")}', which does not exist`,
+    );
+    await rm(path.join(dir, "b.csv"));
+    await symlink("../../nowhere.csv", path.join(dir, "2026/11/y.csv"));
+    await expect(deliveryFiles(at("2026/**/*.csv"))).rejects.toThrow(/2026\/11\/y\.csv', which .* is a symbolic link to '\.\.\/\.\.\/nowhere\.csv', which does not exist: .*nothing of it was loaded\. Restore the file/);
+    await expect(deliveryFiles(at("2026/*/y.csv"))).rejects.toThrow(/is a symbolic link to/);
+  });
+
+  it("refuses a matched link that loops, and lets links that resolve or that the glob does not match be", async () => {
+    await symlink(path.join(dir, "a.csv"), path.join(dir, "c.csv"));
+    await symlink(path.join(dir, "gone"), path.join(dir, "notes.txt"));
+    await symlink(path.join(dir, "gone"), path.join(dir, ".hidden.csv"));
+    await symlink(path.join(dir, "gone"), path.join(dir, "archive/lost.csv"));
+    expect(await deliveryFiles(at("*.csv"))).toEqual(at("a.csv", "c.csv"));
+    expect(await deliveryFiles(at("2026/**/*.csv"))).toEqual(at("2026/11/x.csv"));
+    await symlink(path.join(dir, "loop.csv"), path.join(dir, "loop.csv"));
+    await expect(deliveryFiles(at("*.csv"))).rejects.toThrow(`the source file '${path.join(dir, "loop.csv")}', which '${path.join(dir, "*.csv")}' matches, is a symbolic link that loops`);
+  });
+
+  it("refuses a glob that reaches a folder it cannot list, and not one that reaches none", async () => {
+    await chmod(dir, 0o755);
+    for (const folder of ["2026", "2026/11", "archive"]) await chmod(path.join(dir, folder), 0o755);
+    await chmod(path.join(dir, "a.csv"), 0o644);
+    await chmod(path.join(dir, "2026/11/x.csv"), 0o644);
+    await chmod(path.join(dir, "archive"), 0o700);
+    const tries = [at("**/*.csv")[0]!, at("*/old.csv")[0]!, at("2026/**/*.csv")[0]!, at("*.csv")[0]!];
+    const expected = [
+      `cannot list the folder '${path.join(dir, "archive")}', which '${tries[0]}' reaches (EACCES): files in it would be left out of the delivery, so nothing of it was loaded`,
+      `cannot list the folder '${path.join(dir, "archive")}', which '${tries[1]}' reaches (EACCES)`,
+      JSON.stringify(at("2026/11/x.csv")),
+      JSON.stringify(at("a.csv")),
+    ];
+    // Root lists any folder: the globs then run as another user, as lakeswap runs in production.
+    const script = `import("${path.resolve("src/landing/delivery-files.ts")}").then(async (m) => { for (const p of ${JSON.stringify(tries)}) console.log(await m.deliveryFiles([p]).then((f) => JSON.stringify(f), (e) => e.message)); })`;
+    const output = process.getuid?.() === 0 ? execFileSync("runuser", ["-u", "nobody", "--", process.execPath, "--import", "tsx", "-e", script], { encoding: "utf8", cwd: process.cwd() }) : "";
+    if (process.getuid?.() !== 0) {
+      for (const [i, pattern] of tries.entries()) expect(await deliveryFiles([pattern]).then((f) => JSON.stringify(f), (e: Error) => e.message)).toContain(expected[i]);
+      return;
+    }
+    const lines = output.trim().split("\n");
+    for (const [i, text] of expected.entries()) expect(lines[i]).toContain(text);
   });
 });
