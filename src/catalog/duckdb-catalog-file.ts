@@ -12,12 +12,10 @@ import type { ObjectStore, ProcessLock } from "../store/object-store.js";
 import { pointersFingerprint, type CatalogFile, type CatalogFileHistory, type CatalogFileTable } from "./catalog-file.js";
 import { changedPartitions, decodeDefinition, decodeShown, decodeState, encodeDefinition, encodeShown, frozenViewSelect, MAX_CHAIN, mergeOverrides, pastViewSelect, shownState, type ShownRun, type ShownState } from "./catalog-file-history.js";
 import type { TableDefinition } from "../model/table.js";
+import { copyRecords, RECORD_SCHEMA, recordViews, staleRecords } from "./catalog-file-records.js";
 
 /** How long an update waits for another process's update of the same file (each takes milliseconds to a second). */
 const LOCK_WAIT_MS = 60_000;
-
-/** The schema of the file's own record of its views (which table, how many partitions and files, when). */
-const RECORD_SCHEMA = "lakeswap";
 
 /** Updates of one file by this process, one after the other (the kernel lock orders them across processes). */
 const queues = new Map<string, Promise<unknown>>();
@@ -284,11 +282,11 @@ interface ChainedView {
  * its thread), with the count of the views the file then has, which it returns.
  */
 async function replaceViews(connection: DuckDBConnection, alias: string, tables: readonly CatalogFileTable[], pathOf: (key: string) => string, history?: CatalogFileHistory): Promise<number> {
-  const record = `${alias}.${RECORD_SCHEMA}.tables`;
-  const past = `${alias}.${RECORD_SCHEMA}.history`;
+  const copies = await copyRecords(connection, alias);
+  const [record, past] = [copies.tables, copies.history];
   const now = new Date();
   const at = (date: Date) => `CAST(${quoteLiteral(date.toISOString().replace("T", " ").replace("Z", ""))} AS TIMESTAMP)`;
-  const staleViews = await prepareRecords(connection, alias, tables, history && at(new Date(now.getTime() - history.graceMs)));
+  const staleViews = await staleRecords(connection, past, tables, history && at(new Date(now.getTime() - history.graceMs)));
   const names = tables.map((t) => quoteLiteral(t.name)).join(", ");
   const shown = new Map((await connection.runAndReadAll(`SELECT table_name, state FROM ${record} WHERE table_name IN (${names})`)).getRows().map((row) => [String(row[0]), decodeState(row[1])]));
   const chained = new Map<string, ChainedView[]>();
@@ -347,9 +345,10 @@ async function replaceViews(connection: DuckDBConnection, alias: string, tables:
   const dropped = [...gone].filter((name) => !created.has(name));
   for (const name of dropped) statements.push(`DROP VIEW IF EXISTS ${alias}.main.${quoteIdentifier(name)};`);
   if (dropped.length > 0) statements.push(`DELETE FROM ${past} WHERE view_name IN (${dropped.map(quoteLiteral).join(", ")});`);
-  // One transaction and the count of views after it, in one call.
+  // One transaction: the views and the records' copies, then the records' views from the copies, and the count of views after it.
   try {
-    const reader = await connection.runAndReadAll(["BEGIN TRANSACTION;", ...statements, "COMMIT;", `SELECT count(*) FROM ${record}`].join("\n"));
+    await connection.run(["BEGIN TRANSACTION;", ...statements].join("\n"));
+    const reader = await connection.runAndReadAll([...(await recordViews(connection, alias, copies)), "COMMIT;", `SELECT count(*) FROM ${record}`].join("\n"));
     return Number(reader.getRows()[0]?.[0] ?? 0);
   } catch (error) {
     await connection.run("ROLLBACK").catch(() => undefined);
@@ -401,56 +400,5 @@ function chainBehind(chain: readonly ChainedView[], view: string): number {
     const older = chain.find((c) => c.next === at);
     if (!older) return count;
     at = older.view;
-  }
-}
-
-/**
- * Makes sure of the file's record tables (a file written by an earlier lakeswap gains their new columns), and reads
- * the past views that go: those of dropped tables, and (with `staleBefore`) those superseded before the grace window.
- */
-async function prepareRecords(connection: DuckDBConnection, alias: string, tables: readonly CatalogFileTable[], staleBefore: string | undefined): Promise<string[]> {
-  const past = `${alias}.${RECORD_SCHEMA}.history`;
-  // Made, or given their newer columns, only where the file lacks some: the statements, each committed on its own, cost
-  // about 2 ms on every write of a current file (28-39 ms where they add columns), the probe 0.7 ms.
-  if (!(await recordTablesComplete(connection, alias))) await connection.run(recordTablesDdl(alias));
-  const dropped = tables.filter((t) => !t.snapshot).map((t) => t.name);
-  const stale = [...(dropped.length > 0 ? [`table_name IN (${dropped.map(quoteLiteral).join(", ")})`] : []), ...(staleBefore ? [`superseded_at < ${staleBefore}`] : [])];
-  if (stale.length === 0) return [];
-  return (await connection.runAndReadAll(`SELECT view_name FROM ${past} WHERE ${stale.join(" OR ")}`)).getRows().map((row) => String(row[0]));
-}
-
-/** The file's record tables, their columns in order with their types: those after the first were added as lakeswap grew. */
-const RECORD_COLUMNS: Readonly<Record<"tables" | "history", readonly (readonly [string, string])[]>> = {
-  tables: [["table_name", "VARCHAR"], ["partitions", "BIGINT"], ["files", "BIGINT"], ["updated_at", "TIMESTAMP"], ["pointers", "VARCHAR"], ["state", "VARCHAR"]],
-  history: [
-    ["table_name", "VARCHAR"], ["sync_id", "VARCHAR"], ["view_name", "VARCHAR"], ["created_at", "TIMESTAMP"], ["superseded_at", "TIMESTAMP"],
-    ["definition", "VARCHAR"], ["overrides", "VARCHAR"], ["next_view", "VARCHAR"],
-  ],
-};
-
-/** Makes the record tables of the file attached as `alias`, or gives a file from an earlier lakeswap the columns it lacks. */
-function recordTablesDdl(alias: string): string {
-  const statements = [`CREATE SCHEMA IF NOT EXISTS ${alias}.${RECORD_SCHEMA};`];
-  for (const [table, columns] of Object.entries(RECORD_COLUMNS)) {
-    const [[first, firstType], ...rest] = columns as [readonly [string, string], ...(readonly [string, string])[]];
-    statements.push(`CREATE TABLE IF NOT EXISTS ${alias}.${RECORD_SCHEMA}.${table} (${quoteIdentifier(first)} ${firstType});`);
-    for (const [name, type] of rest) statements.push(`ALTER TABLE ${alias}.${RECORD_SCHEMA}.${table} ADD COLUMN IF NOT EXISTS ${quoteIdentifier(name)} ${type};`);
-  }
-  return statements.join("\n");
-}
-
-/**
- * Whether the file attached as `alias` has both record tables with every column of RECORD_COLUMNS: a query that names
- * them, LIMIT 0, reads no row (DuckDB's duckdb_columns() would bind every view of the file to list its columns too).
- */
-async function recordTablesComplete(connection: DuckDBConnection, alias: string): Promise<boolean> {
-  const probe = Object.entries(RECORD_COLUMNS)
-    .map(([table, columns]) => `SELECT ${columns.map(([name]) => quoteIdentifier(name)).join(", ")} FROM ${alias}.${RECORD_SCHEMA}.${table} LIMIT 0;`)
-    .join("\n");
-  try {
-    await connection.run(probe);
-    return true;
-  } catch {
-    return false;
   }
 }

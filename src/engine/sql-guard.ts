@@ -165,15 +165,20 @@ function refuseFileReads(statement: unknown, what: string): void {
  */
 export async function assertOneExpression(expression: string, what: string): Promise<string> {
   // The same expression is checked once a process: a collector lands every segment with the same partition expressions.
-  const known = checkedExpressions.get(expression);
+  // A check under way (one started ahead, ../landing/duckdb/duckdb-landing.ts `prepare`) is waited for; one that
+  // failed is made again, so that the refusal names `what`.
+  const known = await checkedExpressions.get(expression)?.catch(() => undefined);
   if (known !== undefined) return known;
-  const canonical = await checkOneExpression(expression, what);
-  checkedExpressions.set(expression, canonical);
-  return canonical;
+  const checking = checkOneExpression(expression, what);
+  checkedExpressions.set(expression, checking);
+  checking.catch(() => {
+    if (checkedExpressions.get(expression) === checking) checkedExpressions.delete(expression);
+  });
+  return checking;
 }
 
-/** Expressions `assertOneExpression` passed, with what it returned for each (the parser's answer never changes). */
-const checkedExpressions = new Map<string, string>();
+/** Expressions `assertOneExpression` checks or passed, with what it returns for each (the parser's answer never changes). */
+const checkedExpressions = new Map<string, Promise<string>>();
 
 async function checkOneExpression(expression: string, what: string): Promise<string> {
   const refuse = (why: string): never => {

@@ -103,8 +103,8 @@ export interface Landing {
    * cannot run (a value that does not fit its column's type, a `sql:` audit that fails) throws, naming it.
    */
   auditRuns(request: AuditRunsRequest): Promise<AuditFinding[]>;
-  /** A hint, which never fails: a delivery is likely to be landed soon (DuckDB opens its instance meanwhile). */
-  prepare?(): void;
+  /** A hint, which never fails: a delivery with these partition expressions is likely to land soon (DuckDB gets ready and checks them). */
+  prepare?(partitionExpressions?: readonly string[]): void;
   close(): Promise<void>;
 }
 

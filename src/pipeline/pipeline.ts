@@ -105,7 +105,7 @@ export class Pipeline {
     for (const dataset of this.ctx.config.datasets) {
       // A sync of files lands them next: the landing gets ready while the layers' SQL is checked (that check loads
       // DuckDB anyway; a dataset without layers may need none, a delivery landed before).
-      if (!pass.plan && !dataset.ingested && !dataset.http && dataset.layers.length > 0) this.ctx.landing.prepare?.();
+      if (!pass.plan && !dataset.ingested && !dataset.http && dataset.layers.length > 0) this.ctx.landing.prepare?.(dataset.partition.map((p) => p.expression));
       await checkLayerInputs(this.ctx, dataset);
       if (dataset.ingested) {
         // The raw layer is the collector's: nothing to land; its layers are built from what it holds now.

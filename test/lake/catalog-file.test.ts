@@ -102,7 +102,7 @@ describe("the catalog file lake.duckdb", () => {
       ["day", "VARCHAR"],
     ]);
     await dropTable(lake, "countries");
-    expect(await readCatalogFile(lakeDir, "SELECT view_name FROM duckdb_views() WHERE NOT internal ORDER BY 1")).toEqual([["orders"]]);
+    expect(await readCatalogFile(lakeDir, "SELECT view_name FROM duckdb_views() WHERE NOT internal AND schema_name = 'main' ORDER BY 1")).toEqual([["orders"]]);
     expect(await readCatalogFile(lakeDir, "SELECT table_name FROM lake.lakeswap.tables")).toEqual([["orders"]]);
   });
 

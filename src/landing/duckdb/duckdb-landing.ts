@@ -306,8 +306,10 @@ export class DuckDbLanding implements Landing {
     return this.auditor.audit(request);
   }
 
-  prepare(): void {
+  prepare(partitionExpressions: readonly string[] = []): void {
     this.duckdb.prepareLanding();
+    // Checked once a process (the answer is kept): `land` then finds them checked rather than wait for the parser.
+    for (const expression of partitionExpressions) assertOneExpression(expression, "a partition expression").catch(() => undefined);
   }
 
   /** Stops queries in flight and closes the DuckDB (shared with the engine: closing it twice is harmless). */

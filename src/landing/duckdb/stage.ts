@@ -78,11 +78,13 @@ export async function writeStage(connection: DuckDBConnection, files: FileAccess
     const files = which === "all" ? undefined : which.files;
     const all = which === "all" || (groups === 1 && new Set(paths).size === which.ofDelivery && !files);
     const linesTable = `${runsTable}_lines`;
-    const lines = all ? false : await groupTable(connection, { name: runsTable, linesTable }, table.partitionKeys, partitions, perGroup, files);
+    // A few partitions of one group (a day added to a month) are named in the query itself: no table of them to make.
+    const inline = !all && !files && groups === 1 && partitions.length <= INLINE_PARTITIONS ? partitions : undefined;
+    const lines = all || inline ? false : await groupTable(connection, { name: runsTable, linesTable }, table.partitionKeys, partitions, perGroup, files);
     try {
       for (let group = 0; group < groups; group += 1) {
         await writeGroup(connection, {
-          table, relation, dir, group, runsTable: all ? undefined : runsTable, ...(lines ? { linesTable } : {}), count: partitions.length, byFile: files !== undefined,
+          table, relation, dir, group, runsTable: all || inline ? undefined : runsTable, ...(inline ? { inline } : {}), ...(lines ? { linesTable } : {}), count: partitions.length, byFile: files !== undefined,
         });
       }
     } finally {
@@ -100,6 +102,9 @@ export async function writeStage(connection: DuckDBConnection, files: FileAccess
     throw error;
   }
 }
+
+/** At most this many partitions of one group are named in the write's query rather than in a table of them. */
+const INLINE_PARTITIONS = 64;
 
 /**
  * A table of the partitions to write, each with its group (`perGroup` partitions a group, in order); with `files`, a
@@ -151,6 +156,8 @@ async function writeGroup(
     readonly dir: string;
     readonly group: number;
     readonly runsTable?: string;
+    /** The partitions to write, named in the query (no runs table). */
+    readonly inline?: readonly Partition[];
     /** Lines at or before a file's `after` whose rows are taken too (`groupTable`). */
     readonly linesTable?: string;
     readonly count: number;
@@ -168,7 +175,10 @@ async function writeGroup(
   // (and those at lines that were bad rows then, fixed since).
   const sameFile = [`g.__group = ${group}`, ...keys.map((k) => `g.${quoteIdentifier(k)} = l.${quoteIdentifier(k)}`), "g.__file = l.__file"];
   const retaken = pass.linesTable ? ` OR EXISTS (SELECT 1 FROM ${pass.linesTable} g WHERE ${[...sameFile, "g.__line = l.__line"].join(" AND ")})` : "";
-  const where = !runsTable
+  const named = pass.inline?.map((partition) => `(${keys.map((key) => quoteLiteral(partitionValue(partition, key))).join(", ")})`);
+  const where = named
+    ? ` WHERE (${matched}) IN (SELECT (${keyList}) FROM (VALUES ${named.join(", ")}) AS g(${keyList}))`
+    : !runsTable
     ? ""
     : pass.byFile
       ? ` WHERE EXISTS (SELECT 1 FROM ${runsTable} g WHERE ${[...sameFile, "(g.__after IS NULL OR l.__line > g.__after)"].join(" AND ")})${retaken}`
