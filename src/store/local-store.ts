@@ -207,7 +207,8 @@ export class LocalStore implements ObjectStore {
           if (!key.startsWith(prefix) && !prefix.startsWith(`${key}/`)) return;
           if (entry.isDirectory()) {
             await walk(path.join(dir, entry.name), key);
-          } else if (entry.isFile()) {
+          } else if (entry.isFile() && (options.startAfter === undefined || key > options.startAfter)) {
+            // A file at or before `startAfter` is not sized (a new sync id lists the last day's records of many).
             const stat = await slot(() => lightFs.stat(path.join(dir, entry.name))).catch(() => undefined);
             if (stat) found.push({ key, size: stat.size });
           }
