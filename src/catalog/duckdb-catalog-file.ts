@@ -278,8 +278,9 @@ interface ChainedView {
  * (`lakeswap.history`), and drops the past syncs' views whose state stopped being current more than the grace window
  * ago. A table's newest past view reads its view but for the partitions that changed since its sync
  * (./catalog-file-history.ts): each update of the table adds those to it, and a new sync's view takes its place. What
- * the statements need is read first; then every statement goes to DuckDB in one call (each call is a round trip to
- * its thread), with the count of the views the file then has, which it returns.
+ * the statements need is read first; then the statements go to DuckDB in two calls (each call is a round trip to its
+ * thread): the views and the records' copies, then the records' views with the commit and the count of the views the
+ * file then has, which it returns.
  */
 async function replaceViews(connection: DuckDBConnection, alias: string, tables: readonly CatalogFileTable[], pathOf: (key: string) => string, history?: CatalogFileHistory): Promise<number> {
   const copies = await copyRecords(connection, alias);
