@@ -25,6 +25,11 @@ export interface CatalogFile {
   update(tables: readonly CatalogFileTable[], fence?: () => Promise<void>, history?: CatalogFileHistory): Promise<void>;
   /** The tables the file has a view of, each with the `pointersFingerprint` of the state it shows (none when there is no file). */
   tableStates(): Promise<Map<string, string>>;
+  /**
+   * Per table of `tables`, the run of each partition its view shows (by partition path), where the file keeps that
+   * state (a table a sync wrote); tables without it are left out.
+   */
+  shownRuns?(tables: readonly string[]): Promise<Map<string, ReadonlyMap<string, string>>>;
   /** A hint, which never fails: an update is likely to follow (a writer took leases); get ready for it meanwhile. */
   prepare?(): void;
 }

@@ -88,6 +88,28 @@ export class DuckDbCatalogFile implements CatalogFile {
     }
   }
 
+  async shownRuns(tables: readonly string[]): Promise<Map<string, ReadonlyMap<string, string>>> {
+    const shown = new Map<string, ReadonlyMap<string, string>>();
+    if (tables.length === 0 || (await fileIdentity(this.location)) === undefined) return shown;
+    const connection = await (await writerInstance()).connect();
+    const alias = `catalog_file_${randomBytes(6).toString("hex")}`;
+    try {
+      await connection.run(`ATTACH ${quoteLiteral(this.location)} AS ${alias} (READ_ONLY)`);
+      try {
+        const reader = await connection.runAndReadAll(`SELECT table_name, state FROM ${alias}.${RECORD_SCHEMA}.tables WHERE table_name IN (${tables.map(quoteLiteral).join(", ")})`);
+        for (const [table, text] of reader.getRows()) {
+          const state = decodeState(text);
+          if (state) shown.set(String(table), new Map([...state].map(([partition, run]) => [partition, run.runId])));
+        }
+      } finally {
+        await connection.run(`DETACH ${alias}`);
+      }
+    } finally {
+      connection.closeSync();
+    }
+    return shown;
+  }
+
   prepare(): void {
     // The instance that writes the file takes about 20 ms to start: started while the writer works, not after it.
     writerInstance().catch(() => undefined);

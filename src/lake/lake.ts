@@ -163,7 +163,7 @@ export class Lake {
         applied += result.applied;
         stale += result.stale;
         // Not where the moves finished are part of a killed sync's: its dataset's views wait for its rerun.
-        if (result.applied > 0 && (await waitingForRerun(this, [tableName])).size === 0) await this.updateCatalogFile([tableName]);
+        if (result.applied > 0 && (await waitingForRerun(this, [tableName], this.catalogFile)).size === 0) await this.updateCatalogFile([tableName]);
       } finally {
         this.leases.delete(tableName);
         await lease.release();
@@ -434,7 +434,7 @@ export class Lake {
     // A command outside syncs (replace, rollback of a partition) holds back the views of the tables it moved, too.
     const moved = at.settled ? held.filter((_, i) => states[i] === "moved") : [];
     // The normal path (a command's own moves, a sync) reads no sync record.
-    const heldBack = at.bySync || behind.length + moved.length === 0 ? new Set<string>() : await waitingForRerun(this, [...behind, ...moved]);
+    const heldBack = at.bySync || behind.length + moved.length === 0 ? new Set<string>() : await waitingForRerun(this, [...behind, ...moved], this.catalogFile);
     const movedHeld = moved.filter((table) => heldBack.has(table));
     if (movedHeld.length > 0) warnHeldBack(catalogFile.location, movedHeld);
     return held.filter((table, i) => (states[i] === "moved" && !movedHeld.includes(table)) || (states[i] === "behind" && !heldBack.has(table)));

@@ -1,3 +1,4 @@
+import type { CatalogFile } from "../catalog/catalog-file.js";
 import type { TableSnapshot } from "../model/build.js";
 import { partitionPath } from "../model/partition.js";
 import { listSyncs } from "./operations/syncs.js";
@@ -10,16 +11,22 @@ import { currentRuns } from "./runs.js";
  * run of a sync that never finished (killed between the swaps of its dataset's tables, whose other tables may not hold
  * its moves), so a view of them now would show a state no sync finished. The views of all the dataset's tables are
  * rewritten at once when a sync of it (the killed one's rerun) finishes; a `rollback --sync` of the killed sync moves
- * its runs out. All of `tables` where the sync records cannot be read: the views stay as they are, the next command
- * decides again. Read only where a command finds a view behind pointers it did not move itself (a rare path: it
- * lists every sync record).
+ * its runs out. A partition whose view shows that run already (the catalog file's, where it tells: the rerun that
+ * finished kept the run, having nothing to rebuild there) waits for nothing. All of `tables` where the sync records cannot
+ * be read: the views stay as they are, the next command decides again. Read only where a command finds a view behind
+ * pointers it did not move itself (a rare path: it lists every sync record).
  */
-export async function waitingForRerun(lake: HasLakeParts, tables: readonly string[]): Promise<Set<string>> {
+export async function waitingForRerun(
+  lake: HasLakeParts,
+  tables: readonly string[],
+  catalogFile?: Pick<CatalogFile, "shownRuns">,
+): Promise<Set<string>> {
   try {
     const runs = await unfinishedSyncRuns(lake);
     if (runs.size === 0) return new Set();
-    const snapshots = await currentRuns(lake.parts, { tables: [...tables], files: false });
-    return new Set(snapshots.filter((snapshot) => showsUnfinishedSync(snapshot, runs)).map((snapshot) => snapshot.table.name));
+    const snapshots = (await currentRuns(lake.parts, { tables: [...tables], files: false })).filter((snapshot) => showsUnfinishedSync(snapshot, runs));
+    const inView = (snapshots.length > 0 ? await catalogFile?.shownRuns?.(snapshots.map((snapshot) => snapshot.table.name)) : undefined) ?? new Map<string, ReadonlyMap<string, string>>();
+    return new Set(snapshots.filter((snapshot) => showsUnfinishedSync(snapshot, runs, inView.get(snapshot.table.name))).map((snapshot) => snapshot.table.name));
   } catch {
     return new Set(tables);
   }
@@ -40,10 +47,10 @@ async function unfinishedSyncRuns(lake: HasLakeParts): Promise<Map<string, Set<s
   return runs;
 }
 
-/** Whether the table's current runs include one of `runs` (a sync's that never finished). */
-function showsUnfinishedSync(snapshot: TableSnapshot, runs: ReadonlyMap<string, ReadonlySet<string>>): boolean {
+/** Whether the table's current runs include one of `runs` (a sync's that never finished) that its view does not show (`inView`, where known). */
+function showsUnfinishedSync(snapshot: TableSnapshot, runs: ReadonlyMap<string, ReadonlySet<string>>, inView?: ReadonlyMap<string, string>): boolean {
   const unfinished = runs.get(snapshot.table.name);
-  return unfinished !== undefined && snapshot.partitions.some((p) => unfinished.has(p.runId));
+  return unfinished !== undefined && snapshot.partitions.some((p) => unfinished.has(p.runId) && inView?.get(partitionPath(p.partition)) !== p.runId);
 }
 
 /** A sync that never finished whose runs are current in some partitions: a state no sync finished. */

@@ -24,7 +24,7 @@ import {
 import { DAYS, type Day, type LakeModel } from "./model.js";
 
 /** `lakeswap sync -c clicks.yaml [--allow-duplicates]`: the clicks folder's files, as a glob, appended (once there are some). */
-class AppendSyncCommand extends PlannedCommand {
+export class AppendSyncCommand extends PlannedCommand {
   constructor(readonly allowDuplicates = false) {
     super();
   }
@@ -54,7 +54,7 @@ interface ClickFileSpec {
  * Adds one or two files to the clicks folder (the model's folder too), then runs `then` (a clicks sync: plain, killed
  * at a fault point, or beside another command).
  */
-class AddClickFilesCommand implements LakeCommand {
+export class AddClickFilesCommand implements LakeCommand {
   /** What was added, once run: `c003.csv <01:v2,03:v0 order#5>`. */
   private added: string[] = [];
   constructor(readonly files: readonly ClickFileSpec[], readonly then: LakeCommand) {}
@@ -118,7 +118,7 @@ const clickFileArbitrary: fc.Arbitrary<ClickFileSpec> = fc.record({
 });
 
 /** `lakeswap rollback clicks_raw --partition day=…` of a partition that has a pointer: its last append is undone. */
-class AppendRollbackCommand extends RollbackPartitionCommand {
+export class AppendRollbackCommand extends RollbackPartitionCommand {
   override check(model: Readonly<LakeModel>): boolean {
     return model.currentRun(CLICKS, this.day) !== undefined;
   }
