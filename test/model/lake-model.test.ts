@@ -12,7 +12,8 @@
 // `npm run test:model -- --runs N [--seed S] [--commands C] [--backends local] [--test NAME]` runs more. A failure
 // prints the shrunk sequence of commands (`sync --input <01:v2,03:v0 order#5>`: days of the pool, each in a variant of
 // model.ts's `variantRows`, rows shuffled by the order number; `ingest events <g0,b2>`: ./ingest.ts's good and bad
-// events), with the seed and path that replay it: npm run test:model -- --seed S --path P --test NAME.
+// events), with the seed, path and commands' replayPath that replay it: npm run test:model -- --seed S --path P
+// --replay R --test NAME (R is the `replayPath` in the printed counterexample).
 //
 // Issue 25 item 6 (dead letters of two namespaces of one segment) needs `lakeswap serve`: `lakeswap ingest` appends one
 // namespace per run, so no segment of it holds two. ./ingest.ts's ServeCommand posts a batch to each of two namespaces
@@ -44,6 +45,7 @@ import { Workspace, type AwsWorkspaceTarget } from "./workspace.js";
 const long = process.env.MODEL_RUNS !== undefined;
 const seed = Number(process.env.MODEL_SEED ?? 20261202);
 const replayPath = process.env.MODEL_PATH;
+// fast-check's path of the failing run and its shrinks (MODEL_PATH), and the commands' own replay path (MODEL_REPLAY).
 const timeout = long ? 24 * 3_600_000 : 300_000;
 
 /** Runs one fixed sequence of commands on a fresh lake. */
@@ -66,7 +68,7 @@ async function checkModel(
   const runs = Number(process.env.MODEL_RUNS ?? defaults.runs);
   const maxCommands = Number(process.env.MODEL_COMMANDS ?? defaults.commands);
   await fc.assert(
-    fc.asyncProperty(fc.commands(arbitraries, { maxCommands, size: "max", replayPath }), async (commands) => {
+    fc.asyncProperty(fc.commands(arbitraries, { maxCommands, size: "max", replayPath: process.env.MODEL_REPLAY }), async (commands) => {
       const ws = newWorkspace();
       const real = newReal(ws);
       try {
