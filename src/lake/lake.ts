@@ -398,7 +398,7 @@ export class Lake {
         if (remove || !this.deferral.putsOff(sorted, sorted.filter((table) => this.movedUnderLease(table)))) {
           const syncId = options.summary?.()["lakeswap.sync-id"];
           const settled = options.catalogFile === "settled" && syncId === undefined;
-          await this.updateCatalogFile(await this.viewsToWrite(sorted, { remove, bySync: syncId !== undefined, own, settled }), remove, syncId);
+          await this.updateCatalogFile(await this.viewsToWrite(sorted, { remove, bySync: syncId !== undefined, own, settled, movesNone: options.catalogFile === "stale" }), remove, syncId);
         }
       }
     };
@@ -412,13 +412,14 @@ export class Lake {
    * command's (`own`: this lake's, put off by a deferral) that include a killed sync's is left as it is, unless this is
    * a sync (`bySync`, the killed one's rerun): the dataset's tables then change together, when a sync of it finishes.
    */
-  private async viewsToWrite(held: readonly string[], at: { remove: boolean; bySync: boolean; own: readonly string[]; settled?: boolean }): Promise<string[]> {
+  private async viewsToWrite(held: readonly string[], at: { remove: boolean; bySync: boolean; own: readonly string[]; settled?: boolean; movesNone?: boolean }): Promise<string[]> {
     if (!this.catalogFile || this.settings.readOnly) return [];
     if (at.remove) return [...held];
     const catalogFile = this.catalogFile;
     const state = async (table: string): Promise<"moved" | "behind" | "shown"> => {
       // A table this command moved is rewritten: the file is read (once a process) only for the tables that did not move.
-      if (this.movedByCommand(table) || at.own.includes(table)) return "moved";
+      // A command that moves no pointer (gc, whose lease checks are no moves) finds views behind, never its own moves.
+      if ((!at.movesNone && this.movedByCommand(table)) || at.own.includes(table)) return "moved";
       // Only the lease's replay of a dead writer's moves moved it.
       if (this.movedUnderLease(table)) return "behind";
       this.inCatalogFile ??= catalogFile.tableStates().catch(() => new Map<string, string>());

@@ -67,9 +67,10 @@ export interface LeaseOptions {
    * What becomes of the catalog file's views of the leased tables when the work is done: `update` (the default: the
    * views of the tables it moved, and of those whose view is stale), `remove` (drop-table), `settled` (a command
    * outside syncs that moves a table a sync writes: as `update`, except that a view of a table that holds a run of a
-   * sync that never finished stays as it is, with a warning, until a sync of it finishes).
+   * sync that never finished stays as it is, with a warning, until a sync of it finishes), `stale` (a command that
+   * moves no pointer, gc: only views left stale by others are rewritten, and not those waiting for a killed sync's rerun).
    */
-  readonly catalogFile?: "update" | "remove" | "settled";
+  readonly catalogFile?: "update" | "remove" | "settled" | "stale";
   /** Added to the summary of the Iceberg snapshot the command commits (an `iceberg: true` table), asked at commit time: `lakeswap.sync-id`. */
   readonly summary?: () => Readonly<Record<string, string>>;
   /** Told the id of the Iceberg snapshot the command committed in a table (not the one that recovered a killed writer's moves). */

@@ -28,9 +28,11 @@ import { AddClickFilesCommand, AppendRollbackCommand, AppendSyncCommand, appendC
 import { SignatureMap } from "./check.js";
 import {
   concurrentCommands,
+  GcCommand,
   KillCommand,
   killedCommands,
   ordinaryCommands,
+  ReplaceCommand,
   RollbackDuringSyncCommand,
   SyncCommand,
   type LakeCommand,
@@ -163,6 +165,20 @@ describe.runIf(backends.includes("local"))("embedded lake against a reference mo
         new AppendRollbackCommand(CLICKS, "2026-11-02"),
       ],
       workspace,
+    );
+  }, timeout);
+
+  // Found with seed 880003: a first sync killed after its raw move, then gc, then a replace. gc, which moves no
+  // pointer, took its lease checks for moves of its own and wrote the killed sync's partial state into lake.duckdb,
+  // which then held the replace back (the killed sync's run was current, and the file kept no state to tell it showed it).
+  it("gc after a killed first sync leaves its views waiting for the rerun, as a replace after it does", async () => {
+    await runSequence(
+      [
+        new KillCommand(new SyncCommand({ days: [["2026-11-01", 0]], order: 0, allowEmpty: true }), "lease-acquired", 2),
+        new GcCommand(),
+        new ReplaceCommand(RAW, "2026-11-02", 7),
+      ],
+      mixed,
     );
   }, timeout);
 

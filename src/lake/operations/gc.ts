@@ -216,7 +216,7 @@ export async function collectGarbage(
     };
     if (options.dryRun) await collect();
     // GC moves no pointer; under the lease it brings a view left stale by a killed writer up to date.
-    else await parts.withLease(table.name, `gc ${table.name}`, collect);
+    else await parts.withLease(table.name, `gc ${table.name}`, collect, { catalogFile: "stale" });
   }
   // A scratch table whose table is gone cannot be read by any sync.
   const orphans = tableName !== undefined ? [] : scratch.filter((n) => !listed.some((t) => !isScratchTable(t.name) && isScratchTableOf(n, t.name)));
