@@ -69,8 +69,8 @@ async function expand(pattern: string): Promise<string[]> {
  * gone (or that loops), and a folder it would look in that cannot be listed. Either would drop files of the delivery
  * silently (a partition replaced from the rest would lose their rows), so nothing is loaded and the entry is named.
  * Walks the folders the pattern can reach below `base`: each segment's folders where the pattern names them one by
- * one, every folder not hidden where it has `**` (a hidden one only where the pattern names hidden folders). Links to
- * folders are not walked into (the matcher follows them; what they hold is not checked).
+ * one, every folder not hidden where it has `**` (a hidden one only where the pattern names hidden folders); links to
+ * folders are followed, as the matcher follows them, and each folder is walked once.
  */
 async function assertNothingLeftOut(pattern: string, base: string, rest: string): Promise<void> {
   const { default: picomatch } = await import("picomatch");
@@ -101,10 +101,24 @@ async function assertNothingLeftOut(pattern: string, base: string, rest: string)
       const name = relative === "" ? entry.name : `${relative}/${entry.name}`;
       const full = path.join(dir, entry.name);
       if (entry.isSymbolicLink() && matches(name)) await assertLinkResolves(full, pattern);
-      else if (entry.isDirectory() && enters(entry.name, depth)) await walk(full, name, depth + 1);
+      else if ((entry.isDirectory() || (entry.isSymbolicLink() && (await isFolder(full)))) && enters(entry.name, depth) && (await firstVisit(full))) await walk(full, name, depth + 1);
     }
   };
+  // Each folder once, by its real path: the matcher follows links to folders too, and a link may lead back up.
+  const visited = new Set<string>();
+  const firstVisit = async (dir: string): Promise<boolean> => {
+    const real = await fs.realpath(dir).catch(() => dir);
+    if (visited.has(real)) return false;
+    visited.add(real);
+    return true;
+  };
+  await firstVisit(base);
   await walk(base, "", 0);
+}
+
+/** Whether a path leads to a folder (a link is followed); false where it leads nowhere. */
+async function isFolder(file: string): Promise<boolean> {
+  return (await fs.stat(file).catch(() => undefined))?.isDirectory() ?? false;
 }
 
 /** Refuses a matched symbolic link that leads nowhere (its target is gone, or it loops), naming it and its target. */

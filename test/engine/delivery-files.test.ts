@@ -96,6 +96,17 @@ describe("what a glob would leave out without a word", () => {
     await expect(deliveryFiles(at("*.csv"))).rejects.toThrow(`the source file '${path.join(dir, "loop.csv")}', which '${path.join(dir, "*.csv")}' matches, is a symbolic link that loops`);
   });
 
+  it("follows links to folders as the matcher does (a broken link inside one is refused), and walks a link back up only once", async () => {
+    await mkdir(path.join(dir, "elsewhere/2026-12"), { recursive: true });
+    await writeFile(path.join(dir, "elsewhere/2026-12/z.csv"), "k\n1\n");
+    await symlink(path.join(dir, "elsewhere/2026-12"), path.join(dir, "2026/12"));
+    await symlink(dir, path.join(dir, "2026/up"));
+    expect(await deliveryFiles(at("2026/**/*.csv"))).toContain(path.join(dir, "2026/12/z.csv"));
+    await symlink(path.join(dir, "gone.csv"), path.join(dir, "elsewhere/2026-12/y.csv"));
+    await expect(deliveryFiles(at("2026/**/*.csv"))).rejects.toThrow(`the source file '${path.join(dir, "2026/12/y.csv")}'`);
+    await expect(deliveryFiles(at("2026/*/y.csv"))).rejects.toThrow(/is a symbolic link to .*gone\.csv', which does not exist/);
+  });
+
   it("refuses a glob that reaches a folder it cannot list, and not one that reaches none", async () => {
     await chmod(dir, 0o755);
     for (const folder of ["2026", "2026/11", "archive"]) await chmod(path.join(dir, folder), 0o755);
