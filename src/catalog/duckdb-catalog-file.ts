@@ -66,16 +66,8 @@ export class DuckDbCatalogFile implements CatalogFile {
     // (an update killed between its rename and this record leaves the record of the file before: it is not used).
     const kept = await fs.readFile(this.statesPath, "utf8").then((text) => JSON.parse(text) as unknown, () => undefined);
     if (isKeptStates(kept) && kept.file === identity) return new Map(Object.entries(kept.tables));
-    const connection = await (await writerInstance()).connect();
-    const alias = `catalog_file_${randomBytes(6).toString("hex")}`;
     try {
-      await connection.run(`ATTACH ${quoteLiteral(this.location)} AS ${alias} (READ_ONLY)`);
-      let states: Map<string, string>;
-      try {
-        states = await shownStates(connection, alias);
-      } finally {
-        await connection.run(`DETACH ${alias}`);
-      }
+      const states = await this.readFile((connection, alias) => shownStates(connection, alias));
       // Kept for the next command, where the file read is the one that was there before and after (a file of a lake
       // from before this record, or a record lost to a crash): the commands that move nothing then leave DuckDB unloaded.
       if ((await fileIdentity(this.location)) === identity) await this.keepStates(identity, states);
@@ -83,31 +75,36 @@ export class DuckDbCatalogFile implements CatalogFile {
     } catch {
       // A file that cannot be read (or one written before views had fingerprints) is rewritten by the next update.
       return new Map();
-    } finally {
-      connection.closeSync();
     }
   }
 
   async shownRuns(tables: readonly string[]): Promise<Map<string, ReadonlyMap<string, string>>> {
     const shown = new Map<string, ReadonlyMap<string, string>>();
     if (tables.length === 0 || (await fileIdentity(this.location)) === undefined) return shown;
+    const reader = await this.readFile((connection, alias) =>
+      connection.runAndReadAll(`SELECT table_name, state FROM ${alias}.${RECORD_SCHEMA}.tables WHERE table_name IN (${tables.map(quoteLiteral).join(", ")})`),
+    );
+    for (const [table, text] of reader.getRows()) {
+      const state = decodeState(text);
+      if (state) shown.set(String(table), new Map([...state].map(([partition, run]) => [partition, run.runId])));
+    }
+    return shown;
+  }
+
+  /** Runs `read` over the file attached read-only (as `alias`) to the instance that writes catalog files. */
+  private async readFile<T>(read: (connection: DuckDBConnection, alias: string) => Promise<T>): Promise<T> {
     const connection = await (await writerInstance()).connect();
     const alias = `catalog_file_${randomBytes(6).toString("hex")}`;
     try {
       await connection.run(`ATTACH ${quoteLiteral(this.location)} AS ${alias} (READ_ONLY)`);
       try {
-        const reader = await connection.runAndReadAll(`SELECT table_name, state FROM ${alias}.${RECORD_SCHEMA}.tables WHERE table_name IN (${tables.map(quoteLiteral).join(", ")})`);
-        for (const [table, text] of reader.getRows()) {
-          const state = decodeState(text);
-          if (state) shown.set(String(table), new Map([...state].map(([partition, run]) => [partition, run.runId])));
-        }
+        return await read(connection, alias);
       } finally {
         await connection.run(`DETACH ${alias}`);
       }
     } finally {
       connection.closeSync();
     }
-    return shown;
   }
 
   prepare(): void {
