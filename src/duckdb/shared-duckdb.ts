@@ -108,16 +108,23 @@ export class SharedDuckDb {
   }
 
   /**
-   * The instance that runs users' SQL over these folders: it reads and writes only them (not the lake's metadata,
-   * not other tables, not the working folder; ./duckdb-open.ts). Opened once per set of folders.
+   * The instance that runs users' SQL over these folders: it reads and writes only them, or them and the other folders
+   * of a set prepared for a sync's builds (`prepare`), never the lake's metadata or the working folder
+   * (./duckdb-open.ts). Opened once per set of folders; a set opened already that holds every one of them serves.
    */
   private restrictedInstance(folders: readonly string[]): Promise<DuckDBInstance> {
     const key = folders.join("\n");
-    let opened = this.restricted.get(key);
+    let opened = this.restricted.get(key) ?? [...this.restricted].find(([open]) => covers(open, folders))?.[1];
     if (!opened) {
       opened = openRestrictedDuckDb(folders);
       this.restricted.set(key, opened);
     }
     return opened.then((restricted) => restricted.instance);
   }
+}
+
+/** Whether the instance keyed `key` (its folders, one per line) reaches every one of `folders`. */
+function covers(key: string, folders: readonly string[]): boolean {
+  const reached = new Set(key === "" ? [] : key.split("\n"));
+  return folders.every((folder) => reached.has(folder));
 }

@@ -157,6 +157,34 @@ describe("expressions are exactly one expression", () => {
     }
   });
 
+  it("one instance prepared for a sync's builds serves each build over some of its folders, and reaches nothing else", async () => {
+    const shared = new SharedDuckDb();
+    const [raw, stage, monthly] = ["raw", "stage", "monthly"].map((table) => path.join(dir, "lake", `prepared_${table}`));
+    try {
+      for (const folder of [raw, stage, monthly]) mkdirSync(folder!, { recursive: true });
+      shared.prepare({ folders: [monthly!, raw!, stage!] });
+      const allowed = (folders: string[]) =>
+        shared.withConnection(async (connection) => String((await connection.runAndReadAll("SELECT current_setting('allowed_directories')")).getRowsJS()[0]?.[0]), { folders });
+      const prepared = await allowed([monthly!, raw!, stage!]);
+      // The stage build (raw into stage) and the monthly one (stage into monthly) start no instance of their own.
+      expect(await allowed([raw!, stage!])).toBe(prepared);
+      expect(await allowed([monthly!, stage!])).toBe(prepared);
+      for (const folder of [raw, stage, monthly]) expect(prepared).toContain(`${folder}/`);
+      writeFileSync(path.join(stage!, "inside.csv"), "a\n1\n");
+      const read = (file: string) => shared.withConnection(async (connection) => (await connection.runAndReadAll(`SELECT count(*) FROM read_csv('${file}')`)).getRowsJS(), { folders: [raw!, stage!] });
+      await expect(read(path.join(stage!, "inside.csv"))).resolves.toEqual([[1n]]);
+      await expect(read(path.join(outside, "secret.csv"))).rejects.toThrow(/Permission Error/);
+      // A build over a folder the prepared set lacks gets an instance of its own, reaching only its folders.
+      const other = path.join(dir, "lake", "prepared_other");
+      mkdirSync(other, { recursive: true });
+      const own = await allowed([other, stage!]);
+      expect(own).not.toBe(prepared);
+      expect(own).not.toContain(`${raw}/`);
+    } finally {
+      await shared.close();
+    }
+  });
+
   it("refuses an inputs.map expression that would run more", async () => {
     await expect(
       lake.landing.mapPartitions({ fromKeys: ["day"], values: [["2026-11-01"]], map: [{ key: "month", expression: "substr(day, 1, 7) AS month FROM t; COPY (SELECT 1) TO '/tmp/x'; SELECT 1" }] }),
