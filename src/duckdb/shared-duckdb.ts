@@ -123,8 +123,11 @@ export class SharedDuckDb {
   }
 }
 
-/** Whether the instance keyed `key` (its folders, one per line) reaches every one of `folders`. */
+/**
+ * Whether the instance keyed `key` (its folders, one per line) reaches every one of `folders`. SQL that may reach no
+ * folder (`folders` empty) never runs in an instance that reaches some: it gets the one that reaches none.
+ */
 function covers(key: string, folders: readonly string[]): boolean {
-  const reached = new Set(key === "" ? [] : key.split("\n"));
-  return folders.every((folder) => reached.has(folder));
+  const reached = new Set(key.split("\n"));
+  return folders.length > 0 && folders.every((folder) => reached.has(folder));
 }

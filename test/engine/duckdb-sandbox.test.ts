@@ -180,6 +180,8 @@ describe("expressions are exactly one expression", () => {
       const own = await allowed([other, stage!]);
       expect(own).not.toBe(prepared);
       expect(own).not.toContain(`${raw}/`);
+      // SQL that may reach no folder is not served by the prepared instance.
+      expect(await allowed([])).not.toContain(`${stage}/`);
     } finally {
       await shared.close();
     }
